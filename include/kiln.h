@@ -1,0 +1,157 @@
+/* kiln: a small runtime for neural-network models exported from PyTorch and ONNX.
+ *
+ * The whole public API. Objects are opaque handles:
+ *
+ *   kiln_options  settings for loading and running; copied by the calls that take it,
+ *                 so it may be freed right after them.
+ *   kiln_model    a loaded, verified and optimized graph. Immutable after
+ *                 kiln_model_load returns: one model may be shared by any number of
+ *                 threads, each running its own session. Free it only after every
+ *                 session made from it has been freed.
+ *   kiln_session  the execution state of one model (buffers, plan). A session is used by
+ *                 one thread at a time; sessions of the same model are independent.
+ *
+ * Every call returns a kiln_status; KILN_OK is 0 and errors are negative. Calls that
+ * create an object follow sqlite3_open: they store a handle in *out even when they fail
+ * (unless memory runs out, then *out is NULL), kiln_model_error / kiln_session_error
+ * tell what went wrong with context (file, node, op, expected vs found), and the caller
+ * frees the handle either way. The library never prints, aborts or exits.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERR_INVALID_ARGUMENT = -1, /* a NULL handle, unknown option, bad index */
+  KILN_ERR_IO = -2,               /* a file could not be opened or read */
+  KILN_ERR_INVALID_MODEL = -3,    /* malformed or inconsistent model file */
+  KILN_ERR_UNSUPPORTED = -4,      /* valid, but an op, opset or dtype kiln cannot run */
+  KILN_ERR_SHAPE = -5,            /* a shape that does not fit (input or inferred) */
+  KILN_ERR_DTYPE = -6,            /* a dtype that does not fit */
+  KILN_ERR_OUT_OF_MEMORY = -7,
+  KILN_ERR_LIMIT = -8,            /* a size over a configured limit, or an overflow */
+  KILN_ERR_NOT_FOUND = -9,        /* no input/output of that name */
+  KILN_ERR_STATE = -10,           /* a call out of order: run without inputs, ... */
+  KILN_ERR_INTERNAL = -11         /* a bug in kiln: please report it */
+} kiln_status;
+
+/* Element types; the numbers are ONNX's TensorProto.DataType values. */
+typedef enum kiln_dtype {
+  KILN_DTYPE_UNDEFINED = 0,
+  KILN_DTYPE_FLOAT32 = 1,
+  KILN_DTYPE_UINT8 = 2,
+  KILN_DTYPE_INT8 = 3,
+  KILN_DTYPE_UINT16 = 4,
+  KILN_DTYPE_INT16 = 5,
+  KILN_DTYPE_INT32 = 6,
+  KILN_DTYPE_INT64 = 7,
+  KILN_DTYPE_BOOL = 9, /* one byte per element, 0 or 1 */
+  KILN_DTYPE_FLOAT16 = 10,
+  KILN_DTYPE_FLOAT64 = 11,
+  KILN_DTYPE_UINT32 = 12,
+  KILN_DTYPE_UINT64 = 13,
+  KILN_DTYPE_BFLOAT16 = 16
+} kiln_dtype;
+
+typedef struct kiln_options kiln_options;
+typedef struct kiln_model kiln_model;
+typedef struct kiln_session kiln_session;
+
+/* A tensor's description. For model inputs and outputs a dimension that is not a fixed
+ * number is reported as -1, with its symbol (for example "batch") in dim_names[i], or
+ * NULL when the model leaves it anonymous. Every pointer stays valid as long as the
+ * object it came from. */
+typedef struct kiln_tensor_info {
+  const char *name;
+  kiln_dtype dtype;
+  int rank;                      /* -1 when the model does not say */
+  const int64_t *dims;           /* rank entries */
+  const char *const *dim_names;  /* rank entries; NULL entries for fixed dims */
+} kiln_tensor_info;
+
+/* "0.1.0" */
+KILN_API const char *kiln_version(void);
+/* A short fixed description of a status code, for any value. */
+KILN_API const char *kiln_status_string(kiln_status status);
+/* "float32", "int64", ...; "undefined" for unknown values. */
+KILN_API const char *kiln_dtype_name(kiln_dtype dtype);
+/* Bytes per element, 0 for unknown values. */
+KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
+
+/* Options. Integer settings, by name:
+ *   "opt_level"        0..3, graph optimization level (default 2)
+ *   "threads"          worker threads for running, 0 = one per core (default 0)
+ *   "max_tensor_bytes" largest single tensor a model may declare or produce
+ *                      (default 16 GiB)
+ *   "memory_limit"     largest total of weights plus session buffers (default 0 = none)
+ *   "verify"           1 = run the verifier after every pass (default 0)
+ * String settings, by name:
+ *   "passes"           comma-separated pass names, each prefixed by '+' (force on)
+ *                      or '-' (switch off)
+ * An unknown name or an out-of-range value is KILN_ERR_INVALID_ARGUMENT. */
+KILN_API kiln_status kiln_options_create(kiln_options **out);
+KILN_API void kiln_options_free(kiln_options *options);
+KILN_API kiln_status kiln_options_set_int(kiln_options *options, const char *name, int64_t value);
+KILN_API kiln_status kiln_options_set_string(kiln_options *options, const char *name,
+                                             const char *value);
+
+/* Load a model (.onnx, or a TorchScript .pt where supported) from a file, or from a
+ * buffer that is copied as needed and may be freed after the call. options may be
+ * NULL for the defaults. External data of an ONNX model is resolved relative to the
+ * model's folder; a buffer-loaded model cannot use external data. */
+KILN_API kiln_status kiln_model_load(const char *path, const kiln_options *options,
+                                     kiln_model **out);
+KILN_API kiln_status kiln_model_load_memory(const void *data, size_t size,
+                                            const kiln_options *options, kiln_model **out);
+KILN_API void kiln_model_free(kiln_model *model);
+/* The message of the last failure on this model, "" if none. Valid until the next call
+ * on the model. */
+KILN_API const char *kiln_model_error(const kiln_model *model);
+
+KILN_API int kiln_model_input_count(const kiln_model *model);
+KILN_API int kiln_model_output_count(const kiln_model *model);
+KILN_API kiln_status kiln_model_input_info(const kiln_model *model, int index,
+                                           kiln_tensor_info *info);
+KILN_API kiln_status kiln_model_output_info(const kiln_model *model, int index,
+                                            kiln_tensor_info *info);
+
+/* Create a session on a loaded model. options may be NULL (the model's options). */
+KILN_API kiln_status kiln_session_create(const kiln_model *model, const kiln_options *options,
+                                         kiln_session **out);
+KILN_API void kiln_session_free(kiln_session *session);
+KILN_API const char *kiln_session_error(const kiln_session *session);
+
+/* Bind a caller-owned input buffer: dtype and dims must match the model's input
+ * (symbolic dims take any size, consistently across inputs). The buffer is not
+ * copied; it must stay valid and unchanged until kiln_session_run returns. */
+KILN_API kiln_status kiln_session_set_input(kiln_session *session, const char *name,
+                                            kiln_dtype dtype, int rank, const int64_t *dims,
+                                            const void *data, size_t size_bytes);
+/* Run the model on the bound inputs. */
+KILN_API kiln_status kiln_session_run(kiln_session *session);
+/* An output of the last run, by index (0..output_count-1). info and *data point into
+ * the session and stay valid until the next kiln_session_run or kiln_session_free. */
+KILN_API kiln_status kiln_session_get_output(kiln_session *session, int index,
+                                             kiln_tensor_info *info, const void **data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

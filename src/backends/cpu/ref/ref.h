@@ -1,0 +1,122 @@
+/* Helpers for the portable reference kernels (the oracle that faster kernels are tested
+ * against): dtype-generic element access, NumPy broadcast iteration, and the window
+ * geometry of convolution and pooling in a fixed three-spatial-dim form.
+ *
+ * Kernels compute in double whatever the storage dtype (integer arithmetic ops in
+ * int64), and trust the shapes and dtypes that the op's infer function validated.
+ */
+#ifndef KL_REF_H
+#define KL_REF_H
+
+#include "ir/ir.h"
+
+#include <string.h>
+
+/* Element i of a buffer as double. Inline twin of kl_load_f64 for the common float
+ * types, so that an inner loop compiles to a load rather than a call. */
+static inline double kl_ref_load(const void *p, kl_dtype t, int64_t i) {
+  switch (t) {
+  case KL_F32: return ((const float *)p)[i];
+  case KL_F64: return ((const double *)p)[i];
+  case KL_F16: return kl_f16_to_f32(((const uint16_t *)p)[i]);
+  case KL_BF16: return kl_bf16_to_f32(((const uint16_t *)p)[i]);
+  default: return kl_load_f64(p, t, (size_t)i);
+  }
+}
+
+/* Stores v rounded to the dtype (to nearest even for the half types). */
+static inline void kl_ref_store(void *p, kl_dtype t, int64_t i, double v) {
+  switch (t) {
+  case KL_F32: ((float *)p)[i] = (float)v; break;
+  case KL_F64: ((double *)p)[i] = v; break;
+  case KL_F16: ((uint16_t *)p)[i] = kl_f32_to_f16((float)v); break;
+  case KL_BF16: ((uint16_t *)p)[i] = kl_f32_to_bf16((float)v); break;
+  default: kl_store_f64(p, t, (size_t)i, v); break;
+  }
+}
+
+/* Integer elements (int32 / int64, the integer dtypes of the arithmetic kernels). */
+static inline int64_t kl_ref_load_int(const void *p, kl_dtype t, int64_t i) {
+  return t == KL_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+/* Wraps to 32 bits for int32, as NumPy and onnxruntime do on overflow. */
+static inline void kl_ref_store_int(void *p, kl_dtype t, int64_t i, int64_t v) {
+  if (t == KL_I32) ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v;
+  else ((int64_t *)p)[i] = v;
+}
+
+/* Product of dims[from..to). */
+static inline int64_t kl_ref_span(const int64_t *dims, int from, int to) {
+  int64_t n = 1;
+  for (int i = from; i < to; i++) n *= dims[i];
+  return n;
+}
+
+static inline void kl_ref_copy_bytes(void *dst, const void *src, size_t n) {
+  if (n && dst != src) memmove(dst, src, n);
+}
+
+/* ---- broadcast iteration ----
+ * Walks the indexes of an output shape in row-major order and keeps, for each operand,
+ * the element offset that NumPy broadcasting maps the index to:
+ *
+ *   kl_ref_iter it;
+ *   kl_ref_iter_init(&it, y->rank, y->dims);
+ *   kl_ref_iter_bcast(&it, 0, a->rank, a->dims, 1);
+ *   for (int64_t i = 0; i < n; i++, kl_ref_iter_next(&it)) use it.off[0];
+ */
+#define KL_REF_ITER_OPS 3
+
+typedef struct kl_ref_iter {
+  int rank;
+  int64_t dims[KL_MAX_RANK], idx[KL_MAX_RANK];
+  int64_t stride[KL_REF_ITER_OPS][KL_MAX_RANK]; /* 0 where an operand broadcasts */
+  int64_t off[KL_REF_ITER_OPS];
+} kl_ref_iter;
+
+static inline void kl_ref_iter_init(kl_ref_iter *it, int rank, const int64_t *dims) {
+  memset(it, 0, sizeof *it);
+  it->rank = rank;
+  memcpy(it->dims, dims, sizeof(int64_t) * (size_t)rank);
+}
+
+/* Operand k, of shape dims (right-aligned with the output, rank <= the output's), in
+ * blocks of `unit` elements per index step. */
+static inline void kl_ref_iter_bcast(kl_ref_iter *it, int k, int rank, const int64_t *dims,
+                                     int64_t unit) {
+  int64_t s = unit;
+  for (int i = rank - 1; i >= 0; i--) {
+    int o = i + it->rank - rank;
+    it->stride[k][o] = dims[i] == 1 ? 0 : s;
+    s *= dims[i];
+  }
+}
+
+static inline void kl_ref_iter_next(kl_ref_iter *it) {
+  for (int d = it->rank - 1; d >= 0; d--) {
+    for (int k = 0; k < KL_REF_ITER_OPS; k++) it->off[k] += it->stride[k][d];
+    if (++it->idx[d] < it->dims[d]) return;
+    for (int k = 0; k < KL_REF_ITER_OPS; k++) it->off[k] -= it->stride[k][d] * it->dims[d];
+    it->idx[d] = 0;
+  }
+}
+
+/* ---- convolution and pooling windows ----
+ * 1-D and 2-D inputs run as 3-D ones whose leading spatial dims have size 1, so the
+ * kernels have one fixed loop nest. */
+typedef struct kl_ref_window {
+  int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+} kl_ref_window;
+
+/* Geometry of the node's window over input 0 (N, C, spatial...) producing output 0;
+ * kernel gives the kernel dims when they come from a weight (Conv), else NULL. */
+kiln_status kl_ref_window_init(const kl_kernel_ctx *c, const int64_t *kernel,
+                               kl_ref_window *w);
+
+/* Flat offset of (i0, i1, i2) in a 3-D block of dims d. */
+static inline int64_t kl_ref_at3(const int64_t *d, int64_t i0, int64_t i1, int64_t i2) {
+  return (i0 * d[1] + i1) * d[2] + i2;
+}
+
+#endif

@@ -1,0 +1,91 @@
+#include "import/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+kiln_status kl_file_pread(int fd, void *buf, size_t n, uint64_t off, const char *what,
+                          kl_err *e) {
+  uint8_t *p = buf;
+  while (n > 0) {
+    size_t chunk = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n;
+    if (off > (uint64_t)INT64_MAX)
+      return kl_fail(e, KILN_ERR_IO, "%s: offset %llu is out of range", what,
+                     (unsigned long long)off);
+    ssize_t got = pread(fd, p, chunk, (off_t)off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      return kl_fail(e, KILN_ERR_IO, "%s: read failed: %s", what, strerror(errno));
+    if (got == 0)
+      return kl_fail(e, KILN_ERR_IO, "%s: file ended early (%zu bytes missing)", what, n);
+    p += got;
+    n -= (size_t)got;
+    off += (uint64_t)got;
+  }
+  return KILN_OK;
+}
+
+kiln_status kl_file_read(const char *path, size_t max, void **buf, size_t *len, kl_err *e) {
+  *buf = NULL;
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return kl_fail(e, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  kiln_status s = KILN_OK;
+  if (fstat(fd, &st) != 0) {
+    s = kl_fail(e, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    s = kl_fail(e, KILN_ERR_IO, "%s: not a regular file", path);
+  } else if ((uint64_t)st.st_size > (uint64_t)max) {
+    s = kl_fail(e, KILN_ERR_LIMIT, "%s: the file is %lld bytes, over the limit of %zu",
+                path, (long long)st.st_size, max);
+  } else {
+    size_t n = (size_t)st.st_size;
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+      s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory reading %zu bytes", path, n);
+    } else if ((s = kl_file_pread(fd, p, n, 0, path, e)) != KILN_OK) {
+      free(p);
+    } else {
+      *buf = p;
+      *len = n;
+    }
+  }
+  close(fd);
+  return s;
+}
+
+static kiln_status write_all(int fd, const void *data, size_t n, const char *path, kl_err *e) {
+  const uint8_t *p = data;
+  while (n > 0) {
+    ssize_t put = write(fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) return kl_fail(e, KILN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    p += put;
+    n -= (size_t)put;
+  }
+  return KILN_OK;
+}
+
+kiln_status kl_file_write(const char *path, const void *head, size_t nh, const void *body,
+                          size_t nb, kl_err *e) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return kl_fail(e, KILN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  kiln_status s = write_all(fd, head, nh, path, e);
+  if (s == KILN_OK && nb) s = write_all(fd, body, nb, path, e);
+  /* close reports delayed write errors (NFS, full disks) */
+  if (close(fd) != 0 && s == KILN_OK)
+    s = kl_fail(e, KILN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+  return s;
+}
+
+char *kl_path_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return strdup(".");
+  if (slash == path) return strdup("/");
+  return strndup(path, (size_t)(slash - path));
+}

@@ -1,0 +1,599 @@
+/* The ONNX importer's main line: bytes -> ModelProto -> version checks -> kl_graph.
+ *
+ * The graph is built in two passes over the nodes so that a file whose nodes are out
+ * of order still imports (kl_graph_toposort orders it afterwards), and so that every
+ * name the file uses is taken before any value is made up (canonicalization adds
+ * values with fresh names, which then cannot collide with a later name of the file):
+ *   1. initializers, graph inputs, Constant nodes, and a value for each node output;
+ *   2. the declared types (outputs, value_info), then each node, canonicalized. */
+#include "import/fileio.h"
+#include "import/onnx_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KL_ONNX_MAX_DEPTH 100 /* nested messages, as protobuf's own parsers allow */
+#define KL_ONNX_MAX_FILE ((size_t)INT32_MAX) /* protobuf's 2 GiB limit */
+#define KL_ONNX_MAX_OPSETS 1024
+
+/* ---- the wire format, checked before protobuf-c sees it ----
+ * protobuf-c recurses once per nested message without a limit, and ONNX's messages
+ * nest without bound (graphs in attributes, types in sequence types): a small file
+ * could exhaust the stack. This walk bounds the depth first. */
+
+typedef enum wire_result { WIRE_OK, WIRE_MALFORMED, WIRE_TOO_DEEP } wire_result;
+
+static bool read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v) {
+  uint64_t x = 0;
+  for (int shift = 0; shift < 64 && *i < len; shift += 7) {
+    uint8_t b = p[(*i)++];
+    x |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+static wire_result wire_check(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *d,
+                              int depth) {
+  if (depth > KL_ONNX_MAX_DEPTH) return WIRE_TOO_DEEP;
+  for (size_t i = 0; i < len;) {
+    uint64_t key, n;
+    if (!read_varint(p, len, &i, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+      return WIRE_MALFORMED;
+    switch (key & 7) {
+    case 0: if (!read_varint(p, len, &i, &n)) return WIRE_MALFORMED; break;
+    case 1: if (len - i < 8) return WIRE_MALFORMED; i += 8; break;
+    case 5: if (len - i < 4) return WIRE_MALFORMED; i += 4; break;
+    case 2: {
+      if (!read_varint(p, len, &i, &n) || n > len - i) return WIRE_MALFORMED;
+      const ProtobufCFieldDescriptor *f =
+          protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+        wire_result r = wire_check(p + i, (size_t)n, f->descriptor, depth + 1);
+        if (r != WIRE_OK) return r;
+      }
+      i += (size_t)n;
+      break;
+    }
+    default: return WIRE_MALFORMED; /* groups: ONNX never uses them */
+    }
+  }
+  return WIRE_OK;
+}
+
+/* ---- versions ---- */
+
+static bool onnx_domain(const char *domain) {
+  return !domain || !*domain || strcmp(domain, "ai.onnx") == 0;
+}
+
+static kiln_status check_ir(const Onnx__ModelProto *m, kl_err *e) {
+  if (!m->has_ir_version)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no ir_version");
+  if (m->ir_version < KL_ONNX_MIN_IR)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "IR version %lld is older than %d, the oldest "
+                   "kiln reads", (long long)m->ir_version, KL_ONNX_MIN_IR);
+  if (m->ir_version > KL_ONNX_MAX_IR)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "IR version %lld is newer than %d, the newest "
+                   "kiln reads", (long long)m->ir_version, KL_ONNX_MAX_IR);
+  return KILN_OK;
+}
+
+/* The default domain's opset, which decides the form of every ONNX op. */
+static kiln_status check_opsets(const Onnx__ModelProto *m, int64_t *opset, kl_err *e) {
+  bool found = false;
+  if (m->n_opset_import > KL_ONNX_MAX_OPSETS)
+    return kl_fail(e, KILN_ERR_LIMIT, "the model imports %zu opsets", m->n_opset_import);
+  for (size_t i = 0; i < m->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *os = m->opset_import[i];
+    if (os->domain && !kl_onnx_name_ok(os->domain))
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "an opset_import domain is not valid text");
+    if (!os->has_version)
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "opset_import of domain '%s' has no version",
+                     os->domain ? os->domain : "");
+    if (!onnx_domain(os->domain)) continue;
+    if (found)
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "opset_import lists the default domain twice");
+    found = true;
+    *opset = os->version;
+  }
+  if (!found)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "the model imports no opset of the default "
+                   "ONNX domain");
+  if (*opset < KL_ONNX_MIN_OPSET)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "opset %lld is older than %d, the oldest kiln "
+                   "reads", (long long)*opset, KL_ONNX_MIN_OPSET);
+  if (*opset > KL_ONNX_MAX_OPSET)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "opset %lld is newer than %d, the newest kiln "
+                   "supports", (long long)*opset, KL_ONNX_MAX_OPSET);
+  return KILN_OK;
+}
+
+/* The version a model imports of a domain, 0 when it does not. */
+static int64_t domain_version(const Onnx__ModelProto *m, const char *domain) {
+  for (size_t i = 0; i < m->n_opset_import; i++) {
+    const char *d = m->opset_import[i]->domain ? m->opset_import[i]->domain : "";
+    if (strcmp(d, domain) == 0) return m->opset_import[i]->version;
+  }
+  return 0;
+}
+
+/* ---- types ---- */
+
+static kiln_status parse_dim(kl_onnx_ctx *c, const Onnx__TensorShapeProto__Dimension *d,
+                             kl_dim *out, const char *what) {
+  out->size = -1;
+  out->sym = -1;
+  if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+    if (d->dim_value < 0)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has a dimension of size %lld", what,
+                     (long long)d->dim_value);
+    out->size = d->dim_value;
+  } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+             d->dim_param && *d->dim_param) {
+    if (!kl_onnx_name_ok(d->dim_param))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has a dim_param that is not valid "
+                     "text", what);
+    if ((out->sym = kl_graph_symbol(c->g, d->dim_param)) < 0)
+      return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  return KILN_OK;
+}
+
+static const char *type_case_name(Onnx__TypeProto__ValueCase vc) {
+  switch (vc) {
+  case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE: return "a sequence";
+  case ONNX__TYPE_PROTO__VALUE_MAP_TYPE: return "a map";
+  case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE: return "an optional";
+  case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE: return "a sparse tensor";
+  default: return "not a tensor";
+  }
+}
+
+/* A declared type. need: the value must have a tensor type with an element type
+ * (graph inputs); otherwise a missing type leaves it unknown. */
+static kiln_status parse_type(kl_onnx_ctx *c, const Onnx__TypeProto *tp, bool need,
+                              const char *what, kl_type *t) {
+  memset(t, 0, sizeof *t);
+  t->rank = -1;
+  if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+    return need ? kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has no type", what) : KILN_OK;
+  if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s is %s; kiln supports tensors only", what,
+                   type_case_name(tp->value_case));
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  int et = tt->has_elem_type ? tt->elem_type : 0;
+  if (et == 0 && need)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has no element type", what);
+  if (et != 0 && !kl_dtype_valid(et))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s has element type %s (%d), which kiln "
+                   "does not support", what, kl_onnx_dtype_name(et), et);
+  t->dtype = (kl_dtype)et;
+  if (!tt->shape) return KILN_OK;
+  if (tt->shape->n_dim > KL_MAX_RANK)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s has rank %zu; kiln supports up to %d",
+                   what, tt->shape->n_dim, KL_MAX_RANK);
+  t->rank = (int)tt->shape->n_dim;
+  for (int i = 0; i < t->rank; i++) {
+    kiln_status s = parse_dim(c, tt->shape->dim[i], &t->dims[i], what);
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+/* ---- pass 1: the values the file names ---- */
+
+static kiln_status add_initializers(kl_onnx_ctx *c, const Onnx__GraphProto *gp) {
+  char what[KL_ONNX_MAX_NAME + 32];
+  if (gp->n_sparse_initializer)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "the model has sparse initializers, which "
+                   "kiln does not support");
+  for (size_t i = 0; i < gp->n_initializer; i++) {
+    Onnx__TensorProto *tp = gp->initializer[i];
+    if (!tp->name || !*tp->name)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "initializer %zu has no name", i);
+    if (!kl_onnx_name_ok(tp->name))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "initializer %zu's name is not valid "
+                     "UTF-8 text", i);
+    snprintf(what, sizeof what, "initializer '%s'", tp->name);
+    kl_tensor t;
+    size_t nbytes;
+    kiln_status s = kl_onnx_tensor_decode(tp, &c->ts, what, &t, &nbytes, c->e);
+    if (s != KILN_OK) return s;
+    if (kl_graph_add_const(c->g, tp->name, t.dtype, t.rank, t.dims, t.data, nbytes, false,
+                           c->e) < 0)
+      return c->e->code;
+  }
+  return KILN_OK;
+}
+
+/* An input that is also an initializer stays the constant (see onnx.h). */
+static kiln_status add_inputs(kl_onnx_ctx *c, const Onnx__GraphProto *gp) {
+  char what[KL_ONNX_MAX_NAME + 32];
+  for (size_t i = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    if (!vi->name || !*vi->name || !kl_onnx_name_ok(vi->name))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "graph input %zu has no name or one that "
+                     "is not valid UTF-8 text", i);
+    int id = kl_graph_find_value(c->g, vi->name);
+    if (id >= 0 && c->g->values[id].kind == KL_VALUE_CONST) continue;
+    snprintf(what, sizeof what, "graph input '%s'", vi->name);
+    kl_type t;
+    kiln_status s = parse_type(c, vi->type, true, what, &t);
+    if (s != KILN_OK) return s;
+    if ((id = kl_graph_add_value(c->g, vi->name, c->e)) < 0) {
+      kl_err_prefix(c->e, "graph input %zu", i);
+      return c->e->code;
+    }
+    c->g->values[id].type = t;
+    if ((s = kl_graph_add_input(c->g, id, c->e)) != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+static bool is_constant(const Onnx__NodeProto *np) {
+  return onnx_domain(np->domain) && strcmp(np->op_type, "Constant") == 0;
+}
+
+/* Constant's list forms: value_floats / value_ints as 1-D tensors. */
+static kiln_status constant_list(kl_onnx_ctx *c, const Onnx__AttributeProto *ap, bool ints,
+                                 kl_tensor *t, size_t *nbytes) {
+  size_t n = ints ? ap->n_ints : ap->n_floats, esize = ints ? 8 : 4;
+  *nbytes = n * esize; /* n elements came from a file of at most 2 GiB: no overflow */
+  if (*nbytes > (uint64_t)c->ts.max_bytes)
+    return kl_fail(c->e, KILN_ERR_LIMIT, "Constant is %zu bytes, over the limit of %lld "
+                   "(max_tensor_bytes)", *nbytes, (long long)c->ts.max_bytes);
+  t->dtype = ints ? KL_I64 : KL_F32;
+  t->rank = 1;
+  t->dims[0] = (int64_t)n;
+  if (!(t->data = malloc(*nbytes ? *nbytes : 1)))
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (n) memcpy(t->data, ints ? (const void *)ap->ints : (const void *)ap->floats, *nbytes);
+  return KILN_OK;
+}
+
+static kiln_status constant_scalar(kl_onnx_ctx *c, const Onnx__AttributeProto *ap, bool is_int,
+                                   kl_tensor *t, size_t *nbytes) {
+  t->dtype = is_int ? KL_I64 : KL_F32;
+  t->rank = 0;
+  *nbytes = kl_dtype_size(t->dtype);
+  if (!(t->data = malloc(*nbytes))) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (is_int) *(int64_t *)t->data = ap->i;
+  else *(float *)t->data = ap->f;
+  return KILN_OK;
+}
+
+static kiln_status constant_value(kl_onnx_ctx *c, const Onnx__AttributeProto *ap, kl_tensor *t,
+                                  size_t *nbytes) {
+  static const struct { const char *name; int kind; } forms[] = {
+      {"value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR},
+      {"value_float", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT},
+      {"value_floats", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS},
+      {"value_int", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT},
+      {"value_ints", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS},
+  };
+  const char *name = ap->name ? ap->name : "";
+  memset(t, 0, sizeof *t);
+  if (!strcmp(name, "value_string") || !strcmp(name, "value_strings") ||
+      !strcmp(name, "sparse_value"))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "Constant '%s' is not supported (kiln has no "
+                   "string or sparse tensors)", name);
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    if (strcmp(name, forms[i].name) != 0) continue;
+    if (!ap->has_type || (int)ap->type != forms[i].kind)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant attribute '%s' has the wrong "
+                     "type", name);
+    switch (forms[i].kind) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR:
+      if (!ap->t) break;
+      return kl_onnx_tensor_decode(ap->t, &c->ts, "Constant value", t, nbytes, c->e);
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: return constant_list(c, ap, false, t, nbytes);
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: return constant_list(c, ap, true, t, nbytes);
+    default: return constant_scalar(c, ap, forms[i].kind == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, t, nbytes);
+    }
+  }
+  return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant has no value (attribute '%.64s' is "
+                 "not one of value, value_float(s), value_int(s))", name);
+}
+
+static kiln_status add_constant(kl_onnx_ctx *c, const Onnx__NodeProto *np) {
+  if (np->n_input != 0 || np->n_output != 1 || !*np->output[0])
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a Constant takes no inputs and has one "
+                   "output (found %zu and %zu)", np->n_input, np->n_output);
+  if (np->n_attribute != 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a Constant has exactly one attribute "
+                   "(found %zu)", np->n_attribute);
+  kl_tensor t;
+  size_t nbytes;
+  kiln_status s = constant_value(c, np->attribute[0], &t, &nbytes);
+  if (s != KILN_OK) return s;
+  if (kl_graph_add_const(c->g, np->output[0], t.dtype, t.rank, t.dims, t.data, nbytes, false,
+                         c->e) < 0)
+    return c->e->code;
+  return KILN_OK;
+}
+
+static const char *describe(const Onnx__NodeProto *np, int index, char *buf, size_t len) {
+  if (np->name && *np->name) snprintf(buf, len, "node '%s' (%s)", np->name, np->op_type);
+  else snprintf(buf, len, "node #%d (%s)", index, np->op_type);
+  return buf;
+}
+
+/* Names first, so that every later message may print them. */
+static kiln_status check_node_text(kl_onnx_ctx *c, const Onnx__NodeProto *np, int index) {
+  if (!np->op_type || !*np->op_type || !kl_onnx_name_ok(np->op_type))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d has no op_type or one that is "
+                   "not valid UTF-8 text", index);
+  if ((np->name && !kl_onnx_name_ok(np->name)) || (np->domain && !kl_onnx_name_ok(np->domain)))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) has a name or domain that "
+                   "is not valid UTF-8 text", index, np->op_type);
+  if (np->n_input > KL_ONNX_MAX_NODE_IO || np->n_output > KL_ONNX_MAX_NODE_IO ||
+      np->n_attribute > KL_ONNX_MAX_ATTRS)
+    return kl_fail(c->e, KILN_ERR_LIMIT, "node #%d (%s) has %zu inputs, %zu outputs and %zu "
+                   "attributes; kiln allows %d, %d and %d", index, np->op_type, np->n_input,
+                   np->n_output, np->n_attribute, KL_ONNX_MAX_NODE_IO, KL_ONNX_MAX_NODE_IO,
+                   KL_ONNX_MAX_ATTRS);
+  for (size_t i = 0; i < np->n_input; i++)
+    if (!kl_onnx_name_ok(np->input[i]))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) input %zu's name is not "
+                     "valid UTF-8 text", index, np->op_type, i);
+  for (size_t i = 0; i < np->n_output; i++)
+    if (!kl_onnx_name_ok(np->output[i]))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) output %zu's name is not "
+                     "valid UTF-8 text", index, np->op_type, i);
+  return KILN_OK;
+}
+
+static kiln_status declare_node(kl_onnx_ctx *c, const Onnx__NodeProto *np, int index) {
+  kiln_status s = check_node_text(c, np, index);
+  if (s != KILN_OK) return s;
+  if (is_constant(np)) {
+    s = add_constant(c, np);
+  } else {
+    for (size_t i = 0; i < np->n_output && s == KILN_OK; i++)
+      if (*np->output[i] && kl_graph_add_value(c->g, np->output[i], c->e) < 0) s = c->e->code;
+  }
+  if (s != KILN_OK) {
+    char d[KL_ONNX_MAX_NAME + 64];
+    kl_err_prefix(c->e, "%s", describe(np, index, d, sizeof d));
+  }
+  return s;
+}
+
+/* ---- pass 2: declared types, then the nodes ---- */
+
+/* A declared type goes on values that nodes compute; inputs and constants have their
+ * own. value_info about a name the graph does not have is ignored. */
+static kiln_status declare_type(kl_onnx_ctx *c, const Onnx__ValueInfoProto *vi, bool output) {
+  char what[KL_ONNX_MAX_NAME + 32];
+  if (!vi->name || !*vi->name || !kl_onnx_name_ok(vi->name))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a graph %s has no name or one that is not "
+                   "valid UTF-8 text", output ? "output" : "value_info entry");
+  int id = kl_graph_find_value(c->g, vi->name);
+  if (id < 0 && output)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "graph output '%s' is not a graph input, "
+                   "an initializer or the output of any node", vi->name);
+  if (id < 0) return KILN_OK;
+  snprintf(what, sizeof what, "%s '%s'", output ? "graph output" : "value_info", vi->name);
+  kl_type t;
+  kiln_status s = parse_type(c, vi->type, false, what, &t);
+  if (s != KILN_OK) return s;
+  if (c->g->values[id].kind == KL_VALUE_INTERMEDIATE) c->g->values[id].type = t;
+  return output ? kl_graph_add_output(c->g, id, c->e) : KILN_OK;
+}
+
+kiln_status kl_onnx_node_reserve_input(kl_onnx_ctx *c, kl_onnx_node *n, int slot) {
+  if (slot >= n->cap_in) {
+    int *p = realloc(n->in, sizeof(int) * (size_t)(slot + 1));
+    if (!p) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    n->in = p;
+    n->cap_in = slot + 1;
+  }
+  for (; n->n_in <= slot; n->n_in++) n->in[n->n_in] = KL_ABSENT;
+  return KILN_OK;
+}
+
+/* Value ids for the node's names; "" (an absent optional) is KL_ABSENT, and trailing
+ * absent ones are dropped. */
+static kiln_status resolve_names(kl_onnx_ctx *c, char **names, size_t count, bool inputs,
+                                 int **ids, int *n) {
+  while (count > 0 && !*names[count - 1]) count--;
+  if (!(*ids = malloc(sizeof(int) * (count + 1)))) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  *n = (int)count;
+  for (size_t i = 0; i < count; i++) {
+    if (!*names[i]) {
+      (*ids)[i] = KL_ABSENT;
+      continue;
+    }
+    if (((*ids)[i] = kl_graph_find_value(c->g, names[i])) < 0)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s %zu '%s' is not a graph input, an "
+                     "initializer or the output of any node", inputs ? "input" : "output", i,
+                     names[i]);
+  }
+  return KILN_OK;
+}
+
+static kiln_status arity(kl_onnx_ctx *c, const char *what, int n, int lo, int hi) {
+  if (n >= lo && n <= hi) return KILN_OK;
+  if (hi >= KL_ARITY_ANY)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "it has %d %s; the op takes at least %d", n,
+                   what, lo);
+  return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "it has %d %s; the op takes %d to %d", n, what,
+                 lo, hi);
+}
+
+static bool dropped(const kl_onnx_node *n, const char *attr) {
+  for (int i = 0; i < n->n_drop; i++)
+    if (strcmp(n->drop[i], attr) == 0) return true;
+  return false;
+}
+
+static kiln_status copy_attrs(kl_onnx_ctx *c, const kl_onnx_node *n, int node) {
+  const Onnx__NodeProto *np = n->np;
+  for (size_t i = 0; i < np->n_attribute; i++) {
+    const Onnx__AttributeProto *ap = np->attribute[i];
+    if (ap->name && dropped(n, ap->name)) continue;
+    for (size_t j = 0; ap->name && j < i; j++)
+      if (np->attribute[j]->name && strcmp(np->attribute[j]->name, ap->name) == 0)
+        return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "attribute '%s' is given twice",
+                       ap->name);
+    kl_attr a;
+    kiln_status s = kl_onnx_attr_convert(ap, &c->ts, &a, c->e);
+    if (s == KILN_OK) s = kl_node_take_attr(c->g, node, &a, c->e);
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+kiln_status kl_onnx_emit(kl_onnx_ctx *c, kl_onnx_node *n, int *node) {
+  const kl_op_info *info = kl_op_get(n->op);
+  int given = n->n_in;
+  while (given > 0 && n->in[given - 1] == KL_ABSENT) given--;
+  kiln_status s = arity(c, "inputs", given, info->min_in, info->max_in);
+  if (s == KILN_OK) s = arity(c, "outputs", n->n_out, info->min_out, info->max_out);
+  if (s != KILN_OK) return s;
+  *node = kl_graph_add_node(c->g, n->op, n->name, given, n->in, n->n_out, n->out, c->e);
+  if (*node < 0) return c->e->code;
+  return copy_attrs(c, n, *node);
+}
+
+static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_node *n) {
+  const Onnx__NodeProto *np = n->np;
+  const char *domain = np->domain ? np->domain : "";
+  int64_t version = onnx_domain(domain) ? c->opset : domain_version(m, domain);
+  char who[KL_ONNX_MAX_NAME * 2 + 96];
+  if (*n->name)
+    snprintf(who, sizeof who, "node '%s' (op '%s', domain '%s', opset %lld)", n->name,
+             np->op_type, domain, (long long)version);
+  else
+    snprintf(who, sizeof who, "node #%d (op '%s', domain '%s', opset %lld)", n->index,
+             np->op_type, domain, (long long)version);
+  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: domain '%s' is not supported by kiln",
+                   who, domain);
+  n->op = kl_op_lookup(domain, np->op_type);
+  if (n->op == KL_OP_COUNT)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: op not supported by kiln", who);
+  return KILN_OK;
+}
+
+static kiln_status import_node(kl_onnx_ctx *c, const Onnx__ModelProto *m, int index) {
+  const Onnx__NodeProto *np = m->graph->node[index];
+  if (is_constant(np)) return KILN_OK;
+  kl_onnx_node n = {.np = np, .index = index, .name = np->name ? np->name : ""};
+  kiln_status s = lookup_op(c, m, &n);
+  if (s != KILN_OK) return s;
+  s = resolve_names(c, np->input, np->n_input, true, &n.in, &n.n_in);
+  n.cap_in = n.n_in + 1;
+  if (s == KILN_OK) s = resolve_names(c, np->output, np->n_output, false, &n.out, &n.n_out);
+  if (s == KILN_OK) s = kl_onnx_canon_emit(c, &n);
+  if (s != KILN_OK) {
+    char d[KL_ONNX_MAX_NAME + 64];
+    kl_err_prefix(c->e, "%s", describe(np, index, d, sizeof d));
+  }
+  free(n.in);
+  free(n.out);
+  return s;
+}
+
+/* ---- the whole graph ---- */
+
+static kiln_status check_counts(const Onnx__GraphProto *gp, kl_err *e) {
+  size_t most = gp->n_node;
+  const char *what = "nodes";
+  if (gp->n_initializer > most) most = gp->n_initializer, what = "initializers";
+  if (gp->n_input > most) most = gp->n_input, what = "inputs";
+  if (gp->n_output > most) most = gp->n_output, what = "outputs";
+  if (gp->n_value_info > most) most = gp->n_value_info, what = "value_info entries";
+  if (most > KL_ONNX_MAX_ITEMS)
+    return kl_fail(e, KILN_ERR_LIMIT, "the graph has %zu %s; kiln allows %d", most, what,
+                   KL_ONNX_MAX_ITEMS);
+  return KILN_OK;
+}
+
+static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m) {
+  const Onnx__GraphProto *gp = m->graph;
+  kiln_status s = check_counts(gp, c->e);
+  if (s == KILN_OK) s = add_initializers(c, gp);
+  if (s == KILN_OK) s = add_inputs(c, gp);
+  for (size_t i = 0; s == KILN_OK && i < gp->n_node; i++) s = declare_node(c, gp->node[i], (int)i);
+  for (size_t i = 0; s == KILN_OK && i < gp->n_output; i++) s = declare_type(c, gp->output[i], true);
+  for (size_t i = 0; s == KILN_OK && i < gp->n_value_info; i++)
+    s = declare_type(c, gp->value_info[i], false);
+  for (size_t i = 0; s == KILN_OK && i < gp->n_node; i++) s = import_node(c, m, (int)i);
+  return s;
+}
+
+static kiln_status unpack(const void *buf, size_t len, ProtobufCAllocator *a,
+                          Onnx__ModelProto **m, kl_err *e) {
+  if (len == 0) return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: the file is empty");
+  switch (wire_check(buf, len, &onnx__model_proto__descriptor, 0)) {
+  case WIRE_OK: break;
+  case WIRE_TOO_DEEP:
+    return kl_fail(e, KILN_ERR_LIMIT, "the model nests messages deeper than %d levels",
+                   KL_ONNX_MAX_DEPTH);
+  case WIRE_MALFORMED:
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: protobuf parse failed");
+  }
+  if (!(*m = onnx__model_proto__unpack(a, len, buf)))
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: protobuf parse failed "
+                   "(or out of memory)");
+  return KILN_OK;
+}
+
+kiln_status kl_onnx_load_memory(const void *buf, size_t len, const char *dir,
+                                const kl_import_opts *o, kl_graph **out, kl_err *e) {
+  kl_err local;
+  if (!e) kl_err_clear(e = &local);
+  if (!out || (!buf && len))
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no output or no buffer");
+  *out = NULL;
+  ProtobufCAllocator a;
+  kl_onnx_allocator_init(&a);
+  Onnx__ModelProto *m = NULL;
+  kl_onnx_ctx c = {.e = e, .ts = {dir, KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES}};
+  if (o && o->max_tensor_bytes > 0) c.ts.max_bytes = o->max_tensor_bytes;
+  kiln_status s = unpack(buf, len, &a, &m, e);
+  if (s == KILN_OK) s = check_ir(m, e);
+  if (s == KILN_OK) s = check_opsets(m, &c.opset, e);
+  if (s == KILN_OK && !m->graph) s = kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no graph");
+  if (s == KILN_OK && !(c.g = kl_graph_new()))
+    s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (s == KILN_OK) {
+    c.g->opset = c.opset;
+    s = import_graph(&c, m);
+  }
+  if (m) onnx__model_proto__free_unpacked(m, &a);
+  if (s != KILN_OK) kl_graph_free(c.g);
+  else *out = c.g;
+  return s;
+}
+
+kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_graph **out,
+                              kl_err *e) {
+  kl_err local;
+  if (!e) kl_err_clear(e = &local);
+  if (!path || !out) return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no path or no output");
+  *out = NULL;
+  void *buf;
+  size_t len;
+  kiln_status s = kl_file_read(path, KL_ONNX_MAX_FILE, &buf, &len, e);
+  if (s != KILN_OK) return s; /* the message names the file already */
+  char *dir = kl_path_dir(path);
+  if (!dir) s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (s == KILN_OK) s = kl_onnx_load_memory(buf, len, dir, o, out, e);
+  if (s == KILN_OK) s = kl_graph_set_source(*out, path, e);
+  if (s != KILN_OK) {
+    kl_graph_free(*out);
+    *out = NULL;
+    kl_err_prefix(e, "%s", path);
+  }
+  free(dir);
+  free(buf);
+  return s;
+}

@@ -1,0 +1,153 @@
+/* AttributeProto -> kl_attr, and the text checks that every name from a file passes. */
+#include "import/onnx_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of the UTF-8 sequence starting at s (1..4), or 0 if it is malformed,
+ * overlong, a surrogate or above U+10FFFF. */
+static int utf8_seq(const unsigned char *s) {
+  unsigned c = s[0];
+  int n;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if ((c & 0xe0) == 0xc0) n = 2, min = 0x80, c &= 0x1f;
+  else if ((c & 0xf0) == 0xe0) n = 3, min = 0x800, c &= 0x0f;
+  else if ((c & 0xf8) == 0xf0) n = 4, min = 0x10000, c &= 0x07;
+  else return 0;
+  for (int i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    c = (c << 6) | (s[i] & 0x3fu);
+  }
+  if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+  return n;
+}
+
+bool kl_onnx_name_ok(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t len = 0;
+  while (p[len]) {
+    if (p[len] < 0x20 || p[len] == 0x7f) return false;
+    int n = utf8_seq(p + len);
+    if (n == 0) return false;
+    len += (size_t)n;
+    if (len > KL_ONNX_MAX_NAME) return false;
+  }
+  return true;
+}
+
+/* A bytes value as a C string: refused when it holds a NUL, which C cannot carry. */
+static char *bytes_to_str(ProtobufCBinaryData b, const char *attr, kl_err *e) {
+  if (b.len && memchr(b.data, 0, b.len)) {
+    kl_fail(e, KILN_ERR_UNSUPPORTED, "attribute '%s' holds a string with a NUL byte", attr);
+    return NULL;
+  }
+  char *s = malloc(b.len + 1);
+  if (!s) {
+    kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    return NULL;
+  }
+  if (b.len) memcpy(s, b.data, b.len);
+  s[b.len] = '\0';
+  return s;
+}
+
+static kiln_status convert_list(const Onnx__AttributeProto *ap, kl_attr *a, kl_err *e) {
+  size_t n = a->kind == KL_ATTR_FLOATS ? ap->n_floats
+             : a->kind == KL_ATTR_INTS ? ap->n_ints : ap->n_strings;
+  if (n > INT_MAX)
+    return kl_fail(e, KILN_ERR_LIMIT, "attribute '%s' has %zu elements", a->name, n);
+  a->n = (int)n;
+  size_t bytes = (n ? n : 1) * (a->kind == KL_ATTR_FLOATS ? sizeof(float)
+                                : a->kind == KL_ATTR_INTS ? sizeof(int64_t) : sizeof(char *));
+  void *p = calloc(1, bytes);
+  if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (a->kind == KL_ATTR_FLOATS) {
+    a->floats = p;
+    if (n) memcpy(a->floats, ap->floats, n * sizeof(float));
+  } else if (a->kind == KL_ATTR_INTS) {
+    a->ints = p;
+    if (n) memcpy(a->ints, ap->ints, n * sizeof(int64_t));
+  } else {
+    a->strings = p;
+    for (size_t i = 0; i < n; i++)
+      if (!(a->strings[i] = bytes_to_str(ap->strings[i], a->name, e))) return e->code;
+  }
+  return KILN_OK;
+}
+
+static kiln_status convert_tensor(const Onnx__AttributeProto *ap, const kl_onnx_tensor_src *ts,
+                                  kl_attr *a, kl_err *e) {
+  if (!ap->t)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "tensor attribute '%s' has no tensor", a->name);
+  if (!(a->t = calloc(1, sizeof *a->t))) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  size_t nbytes;
+  char what[KL_ONNX_MAX_NAME + 32];
+  snprintf(what, sizeof what, "attribute '%s'", a->name);
+  return kl_onnx_tensor_decode(ap->t, ts, what, a->t, &nbytes, e);
+}
+
+static const char *kind_name(int t) {
+  switch (t) {
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: return "GRAPH";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS: return "GRAPHS";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS: return "TENSORS";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR: return "SPARSE_TENSOR";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS: return "SPARSE_TENSORS";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO: return "TYPE_PROTO";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS: return "TYPE_PROTOS";
+  default: return NULL;
+  }
+}
+
+static kiln_status convert_value(const Onnx__AttributeProto *ap, const kl_onnx_tensor_src *ts,
+                                 kl_attr *a, kl_err *e) {
+  int t = ap->has_type ? (int)ap->type : 0;
+  switch (t) {
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: a->f = ap->f; break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: a->i = ap->i; break;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING:
+    return (a->s = bytes_to_str(ap->s, a->name, e)) ? KILN_OK : e->code;
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: return convert_tensor(ap, ts, a, e);
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: return convert_list(ap, a, e);
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "attribute '%s' is a subgraph (as in If, Loop, "
+                   "Scan), which kiln does not support", a->name);
+  default:
+    if (kind_name(t))
+      return kl_fail(e, KILN_ERR_UNSUPPORTED, "attribute '%s' has type %s, which kiln does "
+                     "not support", a->name, kind_name(t));
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "attribute '%s' has no valid type (%d)",
+                   a->name, t);
+  }
+  return KILN_OK;
+}
+
+kiln_status kl_onnx_attr_convert(const Onnx__AttributeProto *ap, const kl_onnx_tensor_src *ts,
+                                 kl_attr *out, kl_err *e) {
+  memset(out, 0, sizeof *out);
+  if (!ap->name || !*ap->name || !kl_onnx_name_ok(ap->name))
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "an attribute has no name or one that is not "
+                   "valid UTF-8 text");
+  if (ap->ref_attr_name && *ap->ref_attr_name)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "attribute '%s' refers to a function's "
+                   "attribute, which only a function body may do", ap->name);
+  if (!(out->name = strdup(ap->name))) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  /* kl_attr's kind numbers are ONNX's AttributeType values */
+  out->kind = ap->has_type ? (kl_attr_kind)ap->type : (kl_attr_kind)0;
+  kiln_status s = convert_value(ap, ts, out, e);
+  if (s != KILN_OK) kl_attr_clear(out);
+  return s;
+}
+
+const Onnx__AttributeProto *kl_onnx_node_attr(const kl_onnx_node *n, const char *name) {
+  for (size_t i = 0; i < n->np->n_attribute; i++)
+    if (n->np->attribute[i]->name && strcmp(n->np->attribute[i]->name, name) == 0)
+      return n->np->attribute[i];
+  return NULL;
+}

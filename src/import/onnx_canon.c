@@ -1,0 +1,225 @@
+/* Canonicalization: older opsets' forms of an op rewritten into the one form the IR
+ * uses (the newest opset's). One rule per (op, opset range):
+ *
+ *   {"Squeeze", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST}}}
+ *
+ * reads "below opset 13, Squeeze's 'axes' attribute becomes input 1 as an int64
+ * list". Most changes in ONNX's history are of that kind (an attribute turned into an
+ * input, or one that lost its meaning), and canon_moves handles them from the table
+ * alone; ops whose meaning changed get a function of their own. Rules of one op are
+ * listed with their `below` opsets ascending: the first that applies is used. */
+#include "import/onnx_internal.h"
+
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum move_form {
+  MOVE_DROP = 0,   /* the attribute has no meaning any more (inference): dropped */
+  MOVE_I64_LIST,   /* INTS -> 1-D int64 tensor */
+  MOVE_SCALAR_X,   /* FLOAT -> scalar of input 0's dtype (float32 when unknown) */
+} move_form;
+
+typedef struct move {
+  const char *attr;
+  int slot;        /* the input it becomes (unused for MOVE_DROP) */
+  move_form form;
+  bool required;   /* the old form required the attribute */
+} move;
+
+#define MAX_MOVES KL_ONNX_MAX_DROP
+
+typedef struct rule rule;
+typedef kiln_status (*canon_fn)(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+
+struct rule {
+  const char *op;
+  int64_t below; /* applies to default-domain opsets below this one */
+  canon_fn fn;
+  move moves[MAX_MOVES];
+};
+
+static kiln_status canon_moves(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+static kiln_status canon_coerce_2d(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+static kiln_status canon_batchnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+
+static const rule rules[] = {
+    {"Squeeze", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"Unsqueeze", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST, true}}},
+    {"Clip", 11, canon_moves,
+     {{"min", 1, MOVE_SCALAR_X, false}, {"max", 2, MOVE_SCALAR_X, false}}},
+    {"Dropout", 12, canon_moves, {{"ratio", 0, MOVE_DROP, false}}},
+    /* before 13 they flattened the input to 2-D at `axis` (default 1) */
+    {"Softmax", 13, canon_coerce_2d, {{"axis", 0, MOVE_DROP, false}}},
+    {"LogSoftmax", 13, canon_coerce_2d, {{"axis", 0, MOVE_DROP, false}}},
+    /* every opset: attributes of opsets 1..8 and training-only outputs */
+    {"BatchNormalization", KL_ONNX_MAX_OPSET + 1, canon_batchnorm,
+     {{"spatial", 0, MOVE_DROP, false},
+      {"is_test", 0, MOVE_DROP, false},
+      {"consumed_inputs", 0, MOVE_DROP, false}}},
+};
+
+static const rule *find_rule(const char *op, int64_t opset) {
+  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+    if (opset < rules[i].below && strcmp(rules[i].op, op) == 0) return &rules[i];
+  return NULL;
+}
+
+kiln_status kl_onnx_canon_emit(kl_onnx_ctx *c, kl_onnx_node *n) {
+  const char *domain = n->np->domain ? n->np->domain : "";
+  bool onnx_domain = !*domain || strcmp(domain, "ai.onnx") == 0;
+  const rule *r = onnx_domain ? find_rule(n->np->op_type, c->opset) : NULL;
+  int node;
+  return r ? r->fn(c, n, r) : kl_onnx_emit(c, n, &node);
+}
+
+/* ---- attributes that became inputs ---- */
+
+static kiln_status attr_kind(const Onnx__AttributeProto *ap, int kind, const char *what,
+                             kl_err *e) {
+  if (!ap->has_type || (int)ap->type != kind)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "attribute '%s' must be %s", ap->name, what);
+  return KILN_OK;
+}
+
+/* The constant an attribute becomes; returns its value id or -1. */
+static int move_const(kl_onnx_ctx *c, const kl_onnx_node *n, const Onnx__AttributeProto *ap,
+                      move_form form) {
+  if (form == MOVE_I64_LIST) {
+    if (attr_kind(ap, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "a list of ints", c->e))
+      return -1;
+    int64_t dim = (int64_t)ap->n_ints;
+    size_t bytes = ap->n_ints * sizeof(int64_t);
+    void *data = malloc(bytes ? bytes : 1);
+    if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+    if (bytes) memcpy(data, ap->ints, bytes);
+    return kl_graph_add_const(c->g, NULL, KL_I64, 1, &dim, data, bytes, false, c->e);
+  }
+  if (attr_kind(ap, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float", c->e)) return -1;
+  /* the new form wants input 0's dtype; the old one only allowed float types */
+  kl_dtype t = n->in[0] >= 0 ? c->g->values[n->in[0]].type.dtype : KL_UNDEFINED;
+  if (!kl_dtype_is_float(t)) t = KL_F32;
+  void *data = malloc(kl_dtype_size(t));
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+  kl_store_f64(data, t, 0, ap->f);
+  return kl_graph_add_const(c->g, NULL, t, 0, NULL, data, kl_dtype_size(t), false, c->e);
+}
+
+static kiln_status drop_attr(kl_onnx_ctx *c, kl_onnx_node *n, const char *name) {
+  if (n->n_drop == KL_ONNX_MAX_DROP)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "too many attributes consumed by a rule");
+  n->drop[n->n_drop++] = name;
+  return KILN_OK;
+}
+
+static kiln_status apply_move(kl_onnx_ctx *c, kl_onnx_node *n, const move *m) {
+  const Onnx__AttributeProto *ap = kl_onnx_node_attr(n, m->attr);
+  if (!ap) {
+    if (!m->required) return KILN_OK;
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "attribute '%s' is required at opset %lld",
+                   m->attr, (long long)c->opset);
+  }
+  kiln_status s = drop_attr(c, n, m->attr);
+  if (s != KILN_OK || m->form == MOVE_DROP) return s;
+  if (m->slot < n->n_in && n->in[m->slot] != KL_ABSENT)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "has both attribute '%s' and input %d, "
+                   "which replaced it at a later opset", m->attr, m->slot);
+  if ((s = kl_onnx_node_reserve_input(c, n, m->slot)) != KILN_OK) return s;
+  int v = move_const(c, n, ap, m->form);
+  if (v < 0) return c->e->code;
+  n->in[m->slot] = v;
+  return KILN_OK;
+}
+
+static kiln_status canon_moves(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  for (int i = 0; i < MAX_MOVES && r->moves[i].attr; i++) {
+    kiln_status s = apply_move(c, n, &r->moves[i]);
+    if (s != KILN_OK) return s;
+  }
+  int node;
+  return kl_onnx_emit(c, n, &node);
+}
+
+/* ---- Softmax and LogSoftmax before opset 13 ----
+ * y = reshape(softmax(flatten(x, axis), axis=1), shape(x)). When `axis` is the last
+ * dimension the flattening changes nothing, and the node is kept as it is. */
+
+static const char *suffixed(char *buf, size_t len, const char *name, const char *suffix) {
+  snprintf(buf, len, "%s%s%s", name, *name ? "/" : "", suffix);
+  return buf;
+}
+
+static kiln_status add_helper(kl_onnx_ctx *c, kl_op op, const char *name, int n_in,
+                              const int *in, int out, int *node) {
+  *node = kl_graph_add_node(c->g, op, name, n_in, in, 1, &out, c->e);
+  return *node < 0 ? c->e->code : KILN_OK;
+}
+
+static kiln_status lower_coerce_2d(kl_onnx_ctx *c, kl_onnx_node *n, int64_t axis) {
+  char buf[KL_ONNX_MAX_NAME + 32];
+  int x = n->in[0], y = n->out[0];
+  int flat = kl_graph_add_value(c->g, NULL, c->e);
+  int soft = flat < 0 ? -1 : kl_graph_add_value(c->g, NULL, c->e);
+  int shape = soft < 0 ? -1 : kl_graph_add_value(c->g, NULL, c->e);
+  if (shape < 0) return c->e->code;
+  int node, reshape_in[2] = {soft, shape};
+  kiln_status s = add_helper(c, KL_OP_Flatten, suffixed(buf, sizeof buf, n->name, "flatten"),
+                             1, &x, flat, &node);
+  if (s == KILN_OK) s = kl_node_set_int(c->g, node, "axis", axis, c->e);
+  if (s == KILN_OK) {
+    n->in[0] = flat;
+    n->out[0] = soft;
+    s = kl_onnx_emit(c, n, &node);
+  }
+  if (s == KILN_OK) s = kl_node_set_int(c->g, node, "axis", 1, c->e);
+  if (s == KILN_OK)
+    s = add_helper(c, KL_OP_Shape, suffixed(buf, sizeof buf, n->name, "shape"), 1, &x, shape,
+                   &node);
+  if (s == KILN_OK)
+    s = add_helper(c, KL_OP_Reshape, suffixed(buf, sizeof buf, n->name, "reshape"), 2,
+                   reshape_in, y, &node);
+  return s;
+}
+
+static kiln_status canon_coerce_2d(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  const Onnx__AttributeProto *ap = kl_onnx_node_attr(n, "axis");
+  int64_t axis = 1;
+  kiln_status s = KILN_OK;
+  if (ap && (s = attr_kind(ap, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an int", c->e)))
+    return s;
+  if (ap) axis = ap->i;
+  if ((s = drop_attr(c, n, r->moves[0].attr)) != KILN_OK) return s;
+  /* a node without its input or output is left to kl_onnx_emit to report */
+  bool whole = n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0;
+  int rank = whole ? -1 : c->g->values[n->in[0]].type.rank;
+  if (!whole && axis != -1 && !(rank > 0 && axis == rank - 1))
+    return lower_coerce_2d(c, n, axis);
+  int node;
+  s = kl_onnx_emit(c, n, &node);
+  return s != KILN_OK ? s : kl_node_set_int(c->g, node, "axis", -1, c->e);
+}
+
+/* ---- BatchNormalization ---- */
+
+static kiln_status canon_batchnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  const Onnx__AttributeProto *spatial = kl_onnx_node_attr(n, "spatial");
+  const Onnx__AttributeProto *training = kl_onnx_node_attr(n, "training_mode");
+  const char *want = "an int";
+  int kind = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  kiln_status s = KILN_OK;
+  if ((spatial && (s = attr_kind(spatial, kind, want, c->e))) ||
+      (training && (s = attr_kind(training, kind, want, c->e))))
+    return s;
+  if (spatial && spatial->i != 1)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "spatial=%lld (statistics per activation) "
+                   "is not supported", (long long)spatial->i);
+  if (training && training->i != 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "training_mode=%lld is not supported: kiln "
+                   "runs BatchNormalization for inference", (long long)training->i);
+  if (n->n_out > 1)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "it has %d outputs; the ones after the "
+                   "first (running statistics) are for training, which kiln does not do",
+                   n->n_out);
+  return canon_moves(c, n, r);
+}

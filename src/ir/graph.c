@@ -1,0 +1,424 @@
+/* Graph construction and whole-graph bookkeeping (toposort, compaction). */
+#include "ir/ir.h"
+#include "ir/strmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_str(const char *s) { return strdup(s ? s : ""); }
+
+/* Grow *arr (of elem bytes each) so that it can hold need elements. */
+static bool reserve(void **arr, int *cap, int need, size_t elem) {
+  if (need <= *cap) return true;
+  int n = *cap ? *cap : 16;
+  while (n < need) {
+    if (n > (1 << 29)) return false;
+    n *= 2;
+  }
+  void *p = realloc(*arr, (size_t)n * elem);
+  if (!p) return false;
+  *arr = p;
+  *cap = n;
+  return true;
+}
+
+kl_graph *kl_graph_new(void) {
+  kl_graph *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->names = kl_strmap_new();
+  g->source = strdup("<memory>");
+  if (!g->names || !g->source) {
+    kl_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+kiln_status kl_graph_set_source(kl_graph *g, const char *source, kl_err *e) {
+  char *s = strdup(source);
+  if (!s) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  free(g->source);
+  g->source = s;
+  return KILN_OK;
+}
+
+void kl_attr_clear(kl_attr *a) {
+  free(a->name);
+  free(a->s);
+  free(a->ints);
+  free(a->floats);
+  if (a->strings)
+    for (int i = 0; i < a->n; i++) free(a->strings[i]);
+  free(a->strings);
+  if (a->t) free(a->t->data);
+  free(a->t);
+  memset(a, 0, sizeof *a);
+}
+
+static void node_clear(kl_node *n) {
+  free(n->name);
+  free(n->src);
+  free(n->in);
+  free(n->out);
+  for (int i = 0; i < n->n_attrs; i++) kl_attr_clear(&n->attrs[i]);
+  free(n->attrs);
+}
+
+static void value_clear(kl_value *v) {
+  free(v->name);
+  if (!v->borrowed) free(v->data);
+}
+
+void kl_graph_free(kl_graph *g) {
+  if (!g) return;
+  for (int i = 0; i < g->n_values; i++) value_clear(&g->values[i]);
+  for (int i = 0; i < g->n_nodes; i++) node_clear(&g->nodes[i]);
+  for (int i = 0; i < g->n_symbols; i++) free(g->symbols[i]);
+  free(g->values);
+  free(g->nodes);
+  free(g->inputs);
+  free(g->outputs);
+  free(g->symbols);
+  free(g->source);
+  kl_strmap_free(g->names);
+  free(g);
+}
+
+int kl_graph_find_value(const kl_graph *g, const char *name) {
+  return name ? kl_strmap_get(g->names, name) : -1;
+}
+
+int kl_graph_add_value(kl_graph *g, const char *name, kl_err *e) {
+  char fresh[32];
+  if (!name || !*name) {
+    /* a fresh name no source model is likely to use; loop past any that is taken */
+    for (int k = g->n_values;; k++) {
+      snprintf(fresh, sizeof fresh, "_v%d", k);
+      if (kl_graph_find_value(g, fresh) < 0) break;
+    }
+    name = fresh;
+  } else if (kl_graph_find_value(g, name) >= 0) {
+    kl_fail(e, KILN_ERR_INVALID_MODEL, "value name '%s' is defined twice", name);
+    return -1;
+  }
+  if (!reserve((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof(kl_value)))
+    goto oom;
+  kl_value *v = &g->values[g->n_values];
+  memset(v, 0, sizeof *v);
+  v->name = strdup(name);
+  if (!v->name) goto oom;
+  v->producer = -1;
+  v->type.rank = -1;
+  if (!kl_strmap_put(g->names, v->name, g->n_values)) {
+    free(v->name);
+    goto oom;
+  }
+  return g->n_values++;
+oom:
+  kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory adding value '%s'", name);
+  return -1;
+}
+
+int kl_graph_add_const(kl_graph *g, const char *name, kl_dtype dtype, int rank,
+                       const int64_t *dims, void *data, size_t nbytes, bool borrowed,
+                       kl_err *e) {
+  if (rank < 0 || rank > KL_MAX_RANK) {
+    kl_fail(e, KILN_ERR_UNSUPPORTED, "constant '%s' has rank %d; kiln supports 0 to %d",
+            name ? name : "", rank, KL_MAX_RANK);
+    goto fail;
+  }
+  kl_type t = {.dtype = dtype};
+  kl_type_set_shape(&t, rank, dims);
+  int64_t numel;
+  size_t want;
+  if (!kl_type_numel(&t, &numel) ||
+      kl_mul_overflow_size((size_t)numel, kl_dtype_size(dtype), &want) || want != nbytes) {
+    kl_fail(e, KILN_ERR_INTERNAL, "constant '%s': %zu bytes do not match its shape",
+            name ? name : "", nbytes);
+    goto fail;
+  }
+  int id = kl_graph_add_value(g, name, e);
+  if (id < 0) goto fail;
+  kl_value *v = &g->values[id];
+  v->type = t;
+  v->kind = KL_VALUE_CONST;
+  v->data = data;
+  v->nbytes = nbytes;
+  v->borrowed = borrowed;
+  return id;
+fail:
+  if (!borrowed) free(data);
+  return -1;
+}
+
+int kl_graph_add_node(kl_graph *g, kl_op op, const char *name, int n_in, const int *in,
+                      int n_out, const int *out, kl_err *e) {
+  if (!reserve((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(kl_node)))
+    goto oom;
+  kl_node *n = &g->nodes[g->n_nodes];
+  memset(n, 0, sizeof *n);
+  n->op = op;
+  n->name = dup_str(name);
+  n->src = dup_str(kl_op_name(op));
+  n->in = malloc(sizeof(int) * (size_t)(n_in ? n_in : 1));
+  n->out = malloc(sizeof(int) * (size_t)(n_out ? n_out : 1));
+  if (!n->name || !n->src || !n->in || !n->out) {
+    node_clear(n);
+    goto oom;
+  }
+  if (n_in) memcpy(n->in, in, sizeof(int) * (size_t)n_in);
+  if (n_out) memcpy(n->out, out, sizeof(int) * (size_t)n_out);
+  n->n_in = n_in;
+  n->n_out = n_out;
+  for (int i = 0; i < n_out; i++)
+    if (out[i] >= 0 && out[i] < g->n_values && g->values[out[i]].producer < 0)
+      g->values[out[i]].producer = g->n_nodes;
+  return g->n_nodes++;
+oom:
+  kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory adding node '%s'", name ? name : "");
+  return -1;
+}
+
+static kiln_status push_id(int **arr, int *n, int v, kl_err *e) {
+  int *p = realloc(*arr, sizeof(int) * (size_t)(*n + 1));
+  if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  p[(*n)++] = v;
+  *arr = p;
+  return KILN_OK;
+}
+
+kiln_status kl_graph_add_input(kl_graph *g, int value, kl_err *e) {
+  g->values[value].kind = KL_VALUE_INPUT;
+  return push_id(&g->inputs, &g->n_inputs, value, e);
+}
+
+kiln_status kl_graph_add_output(kl_graph *g, int value, kl_err *e) {
+  return push_id(&g->outputs, &g->n_outputs, value, e);
+}
+
+int kl_graph_symbol(kl_graph *g, const char *name) {
+  for (int i = 0; i < g->n_symbols; i++)
+    if (strcmp(g->symbols[i], name) == 0) return i;
+  char **p = realloc(g->symbols, sizeof(char *) * (size_t)(g->n_symbols + 1));
+  if (!p) return -1;
+  g->symbols = p;
+  if (!(p[g->n_symbols] = strdup(name))) return -1;
+  return g->n_symbols++;
+}
+
+int kl_node_input_count(const kl_node *n) {
+  int k = n->n_in;
+  while (k > 0 && n->in[k - 1] == KL_ABSENT) k--;
+  return k;
+}
+
+const char *kl_node_describe(const kl_graph *g, const kl_node *n, char *buf, size_t len) {
+  (void)g;
+  if (n->name && *n->name)
+    snprintf(buf, len, "node '%s' (%s)", n->name, n->src ? n->src : kl_op_name(n->op));
+  else
+    snprintf(buf, len, "node #%d (%s)", (int)(n - g->nodes), n->src ? n->src : kl_op_name(n->op));
+  return buf;
+}
+
+/* ---- types and tensors ---- */
+
+void kl_type_set_shape(kl_type *t, int rank, const int64_t *dims) {
+  t->rank = rank;
+  for (int i = 0; i < rank && i < KL_MAX_RANK; i++) {
+    t->dims[i].size = dims[i];
+    t->dims[i].sym = -1;
+  }
+}
+
+bool kl_type_is_concrete(const kl_type *t) {
+  if (t->dtype == KL_UNDEFINED || t->rank < 0) return false;
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i].size < 0) return false;
+  return true;
+}
+
+bool kl_type_numel(const kl_type *t, int64_t *numel) {
+  int64_t n = 1;
+  if (t->rank < 0) return false;
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i].size < 0 || kl_mul_overflow_i64(n, t->dims[i].size, &n)) return false;
+  *numel = n;
+  return true;
+}
+
+bool kl_dim_equal(kl_dim a, kl_dim b) {
+  if (a.size >= 0 || b.size >= 0) return a.size == b.size;
+  return a.sym >= 0 && a.sym == b.sym;
+}
+
+int64_t kl_tensor_numel(const kl_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+  return n;
+}
+
+size_t kl_tensor_nbytes(const kl_tensor *t) {
+  return (size_t)kl_tensor_numel(t) * kl_dtype_size(t->dtype);
+}
+
+/* ---- toposort and compaction ---- */
+
+/* Kahn's algorithm over producer edges; nodes keep their relative order when they
+ * already are in order, so a dump follows the source model. */
+kiln_status kl_graph_toposort(kl_graph *g, kl_err *e) {
+  int n = g->n_nodes;
+  if (n == 0) return KILN_OK;
+  int *indeg = calloc((size_t)n, sizeof(int));
+  int *order = malloc(sizeof(int) * (size_t)n);
+  int *producer = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
+  kl_node *sorted = malloc(sizeof(kl_node) * (size_t)n);
+  /* consumers as CSR: for each value, the nodes that read it */
+  int *cstart = calloc((size_t)g->n_values + 1, sizeof(int));
+  int total = 0;
+  for (int i = 0; i < n; i++) total += g->nodes[i].n_in;
+  int *cons = malloc(sizeof(int) * (size_t)(total ? total : 1));
+  kiln_status st = KILN_OK;
+  if (!indeg || !order || !producer || !sorted || !cstart || !cons) {
+    st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory sorting the graph");
+    goto done;
+  }
+  for (int v = 0; v < g->n_values; v++) producer[v] = -1;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++) {
+      int v = g->nodes[i].out[k];
+      if (v >= 0 && v < g->n_values && producer[v] < 0) producer[v] = i;
+    }
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) {
+      int v = g->nodes[i].in[k];
+      if (v >= 0 && v < g->n_values && producer[v] >= 0) {
+        indeg[i]++;
+        cstart[v + 1]++;
+      }
+    }
+  for (int v = 0; v < g->n_values; v++) cstart[v + 1] += cstart[v];
+  {
+    int *fill = calloc((size_t)g->n_values + 1, sizeof(int));
+    if (!fill) {
+      st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory sorting the graph");
+      goto done;
+    }
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < g->nodes[i].n_in; k++) {
+        int v = g->nodes[i].in[k];
+        if (v >= 0 && v < g->n_values && producer[v] >= 0) cons[cstart[v] + fill[v]++] = i;
+      }
+    free(fill);
+  }
+  /* FIFO over ready nodes: a graph already in order comes out unchanged */
+  int head = 0, tail = 0;
+  for (int i = 0; i < n; i++)
+    if (indeg[i] == 0) order[tail++] = i;
+  while (head < tail) {
+    int i = order[head++];
+    for (int k = 0; k < g->nodes[i].n_out; k++) {
+      int v = g->nodes[i].out[k];
+      if (v < 0 || v >= g->n_values || producer[v] != i) continue;
+      for (int c = cstart[v]; c < cstart[v + 1]; c++)
+        if (--indeg[cons[c]] == 0) order[tail++] = cons[c];
+    }
+  }
+  if (tail < n) {
+    for (int i = 0; i < n; i++)
+      if (indeg[i] > 0) {
+        char d[256];
+        st = kl_fail(e, KILN_ERR_INVALID_MODEL, "the graph has a cycle through %s",
+                     kl_node_describe(g, &g->nodes[i], d, sizeof d));
+        break;
+      }
+    goto done;
+  }
+  for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
+  memcpy(g->nodes, sorted, sizeof(kl_node) * (size_t)n);
+  for (int v = 0; v < g->n_values; v++) g->values[v].producer = -1;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++) {
+      int v = g->nodes[i].out[k];
+      if (v >= 0 && v < g->n_values && g->values[v].producer < 0) g->values[v].producer = i;
+    }
+done:
+  free(indeg);
+  free(order);
+  free(producer);
+  free(sorted);
+  free(cstart);
+  free(cons);
+  return st;
+}
+
+/* Drop nodes none of whose outputs reach a graph output, then values nothing refers
+ * to, renumbering ids. Graph inputs are kept even when unused (they are the API). */
+kiln_status kl_graph_compact(kl_graph *g, kl_err *e) {
+  bool *live_v = calloc((size_t)g->n_values + 1, 1);
+  bool *live_n = calloc((size_t)g->n_nodes + 1, 1);
+  int *remap = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  if (!live_v || !live_n || !remap) {
+    free(live_v);
+    free(live_n);
+    free(remap);
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory compacting the graph");
+  }
+  for (int i = 0; i < g->n_outputs; i++) live_v[g->outputs[i]] = true;
+  for (int i = 0; i < g->n_inputs; i++) live_v[g->inputs[i]] = true;
+  /* nodes are topologically sorted: walk backwards */
+  for (int i = g->n_nodes - 1; i >= 0; i--) {
+    kl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_out && !live_n[i]; k++)
+      if (n->out[k] >= 0 && live_v[n->out[k]]) live_n[i] = true;
+    if (!live_n[i]) continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) live_v[n->in[k]] = true;
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0) live_v[n->out[k]] = true;
+  }
+  int nv = 0;
+  for (int v = 0; v < g->n_values; v++) {
+    if (!live_v[v]) {
+      value_clear(&g->values[v]);
+      remap[v] = -1;
+      continue;
+    }
+    remap[v] = nv;
+    g->values[nv++] = g->values[v];
+  }
+  g->n_values = nv;
+  int nn = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (!live_n[i]) {
+      node_clear(&g->nodes[i]);
+      continue;
+    }
+    kl_node *n = &g->nodes[nn];
+    *n = g->nodes[i];
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) n->in[k] = remap[n->in[k]];
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0) n->out[k] = remap[n->out[k]];
+    nn++;
+  }
+  g->n_nodes = nn;
+  for (int i = 0; i < g->n_inputs; i++) g->inputs[i] = remap[g->inputs[i]];
+  for (int i = 0; i < g->n_outputs; i++) g->outputs[i] = remap[g->outputs[i]];
+  kl_strmap_clear(g->names);
+  kiln_status st = KILN_OK;
+  for (int v = 0; v < g->n_values; v++) {
+    g->values[v].producer = -1;
+    if (!kl_strmap_put(g->names, g->values[v].name, v))
+      st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory compacting the graph");
+  }
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++) {
+      int v = g->nodes[i].out[k];
+      if (v >= 0 && g->values[v].producer < 0) g->values[v].producer = i;
+    }
+  free(live_v);
+  free(live_n);
+  free(remap);
+  return st;
+}

@@ -1,0 +1,222 @@
+/* kiln's graph IR: values (tensors) and nodes referring to them by id.
+ *
+ * A graph owns everything it points at (names, attributes, constant data unless a
+ * value is marked borrowed). Nodes refer to values by index into graph->values, never
+ * by pointer, so the arrays may grow and graphs can be copied and compacted cheaply.
+ * An absent optional input is the id KL_ABSENT.
+ */
+#ifndef KL_IR_H
+#define KL_IR_H
+
+#include "kiln.h"
+#include "runtime/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define KL_MAX_RANK 8
+#define KL_ABSENT (-1)
+
+/* ---- dtypes (values are ONNX TensorProto.DataType numbers, as kiln_dtype) ---- */
+typedef enum kl_dtype {
+  KL_UNDEFINED = 0,
+  KL_F32 = 1,
+  KL_U8 = 2,
+  KL_I8 = 3,
+  KL_U16 = 4,
+  KL_I16 = 5,
+  KL_I32 = 6,
+  KL_I64 = 7,
+  KL_STRING = 8, /* recognised so that errors can name it; never runnable */
+  KL_BOOL = 9,
+  KL_F16 = 10,
+  KL_F64 = 11,
+  KL_U32 = 12,
+  KL_U64 = 13,
+  KL_BF16 = 16,
+} kl_dtype;
+
+size_t kl_dtype_size(kl_dtype t);       /* 0 for undefined/unsupported */
+const char *kl_dtype_name(kl_dtype t);  /* "float32", ... */
+bool kl_dtype_is_float(kl_dtype t);     /* f16, bf16, f32, f64 */
+bool kl_dtype_is_int(kl_dtype t);       /* signed and unsigned integers, not bool */
+bool kl_dtype_valid(int t);             /* a dtype kiln can store */
+float kl_f16_to_f32(uint16_t h);
+uint16_t kl_f32_to_f16(float f);
+float kl_bf16_to_f32(uint16_t h);
+uint16_t kl_f32_to_bf16(float f); /* round to nearest even, NaN kept */
+/* Element i of a buffer of type t, converted to double / int64 (for shape data and
+ * reference kernels that work in one precision). */
+double kl_load_f64(const void *data, kl_dtype t, size_t i);
+int64_t kl_load_i64(const void *data, kl_dtype t, size_t i);
+void kl_store_f64(void *data, kl_dtype t, size_t i, double v);
+
+/* ---- types: dtype + shape, each dim known or symbolic ---- */
+typedef struct kl_dim {
+  int64_t size; /* >= 0 known; -1 unknown */
+  int32_t sym;  /* when size < 0: index into graph->symbols, or -1 for anonymous */
+} kl_dim;
+
+typedef struct kl_type {
+  kl_dtype dtype; /* KL_UNDEFINED when not known yet */
+  int rank;       /* -1 when not known */
+  kl_dim dims[KL_MAX_RANK];
+} kl_type;
+
+bool kl_type_is_concrete(const kl_type *t); /* dtype, rank and every dim known */
+/* Product of dims, overflow-checked; false if unknown or overflowing. */
+bool kl_type_numel(const kl_type *t, int64_t *numel);
+void kl_type_set_shape(kl_type *t, int rank, const int64_t *dims);
+bool kl_dim_equal(kl_dim a, kl_dim b); /* same known size, or same symbol */
+
+/* A concrete tensor: what kernels see. data points at numel*size bytes. */
+typedef struct kl_tensor {
+  kl_dtype dtype;
+  int rank;
+  int64_t dims[KL_MAX_RANK];
+  void *data;
+} kl_tensor;
+
+int64_t kl_tensor_numel(const kl_tensor *t);
+size_t kl_tensor_nbytes(const kl_tensor *t);
+
+/* ---- attributes (kind numbers are ONNX's AttributeType) ---- */
+typedef enum kl_attr_kind {
+  KL_ATTR_FLOAT = 1,
+  KL_ATTR_INT = 2,
+  KL_ATTR_STRING = 3,
+  KL_ATTR_TENSOR = 4,
+  KL_ATTR_GRAPH = 5,
+  KL_ATTR_FLOATS = 6,
+  KL_ATTR_INTS = 7,
+  KL_ATTR_STRINGS = 8,
+} kl_attr_kind;
+
+typedef struct kl_attr {
+  char *name;
+  kl_attr_kind kind;
+  int n;          /* element count for the list kinds */
+  int64_t i;
+  float f;
+  char *s;        /* NUL-terminated; string attributes with embedded NULs are refused */
+  int64_t *ints;
+  float *floats;
+  char **strings;
+  kl_tensor *t;   /* owned tensor with owned data */
+} kl_attr;
+
+/* ---- values and nodes ---- */
+typedef enum kl_value_kind {
+  KL_VALUE_INTERMEDIATE = 0,
+  KL_VALUE_INPUT = 1,
+  KL_VALUE_CONST = 2,
+} kl_value_kind;
+
+typedef struct kl_value {
+  char *name;
+  kl_type type;
+  kl_value_kind kind;
+  int producer;   /* node index, -1 for inputs, constants and unproduced values */
+  void *data;     /* constants: type.dtype elements, in row-major order */
+  size_t nbytes;
+  bool borrowed;  /* data is not owned by the graph (not freed with it) */
+} kl_value;
+
+#include "ir/op.h"
+
+typedef struct kl_node {
+  kl_op op;
+  char *name;     /* from the source model, "" if it had none */
+  char *src;      /* what the source called it ("Conv", "aten::_convolution") */
+  int n_in, n_out;
+  int *in, *out;  /* value ids; KL_ABSENT for an absent optional input */
+  int n_attrs;
+  kl_attr *attrs;
+} kl_node;
+
+typedef struct kl_graph {
+  kl_value *values;
+  int n_values, cap_values;
+  kl_node *nodes;
+  int n_nodes, cap_nodes;
+  int *inputs, n_inputs;
+  int *outputs, n_outputs;
+  char **symbols;
+  int n_symbols;
+  int64_t opset;  /* default-domain opset of the source model, 0 if not ONNX */
+  char *source;   /* file the graph came from, for messages ("<memory>" if none) */
+  struct kl_strmap *names; /* value name -> id */
+} kl_graph;
+
+kl_graph *kl_graph_new(void);
+void kl_graph_free(kl_graph *g);
+kiln_status kl_graph_set_source(kl_graph *g, const char *source, kl_err *e);
+
+/* Add a value with a unique name (NULL or "" makes a fresh name "_vN"). Returns its id,
+ * or -1 with e set (duplicate name, out of memory). */
+int kl_graph_add_value(kl_graph *g, const char *name, kl_err *e);
+/* Add a constant; the graph takes ownership of data unless borrowed is true. On
+ * failure data is freed (when owned) and -1 returned. */
+int kl_graph_add_const(kl_graph *g, const char *name, kl_dtype dtype, int rank,
+                       const int64_t *dims, void *data, size_t nbytes, bool borrowed,
+                       kl_err *e);
+/* Id of the value with that name, or -1. */
+int kl_graph_find_value(const kl_graph *g, const char *name);
+/* Add a node; in/out ids are copied. Returns the node index or -1. */
+int kl_graph_add_node(kl_graph *g, kl_op op, const char *name, int n_in, const int *in,
+                      int n_out, const int *out, kl_err *e);
+kiln_status kl_graph_add_input(kl_graph *g, int value, kl_err *e);
+kiln_status kl_graph_add_output(kl_graph *g, int value, kl_err *e);
+/* Index of a symbol name, added if new; -1 on out of memory. */
+int kl_graph_symbol(kl_graph *g, const char *name);
+
+/* Attributes: setters copy their arguments; a second set of the same name replaces. */
+kiln_status kl_node_set_int(kl_graph *g, int node, const char *name, int64_t v, kl_err *e);
+kiln_status kl_node_set_float(kl_graph *g, int node, const char *name, float v, kl_err *e);
+kiln_status kl_node_set_string(kl_graph *g, int node, const char *name, const char *v,
+                               kl_err *e);
+kiln_status kl_node_set_ints(kl_graph *g, int node, const char *name, const int64_t *v,
+                             int n, kl_err *e);
+kiln_status kl_node_set_floats(kl_graph *g, int node, const char *name, const float *v,
+                               int n, kl_err *e);
+kiln_status kl_node_set_strings(kl_graph *g, int node, const char *name,
+                                const char *const *v, int n, kl_err *e);
+/* Takes ownership of t (and t->data) on success and on failure. */
+kiln_status kl_node_set_tensor(kl_graph *g, int node, const char *name, kl_tensor *t,
+                               kl_err *e);
+/* Takes ownership of a fully built attribute (used by importers). */
+kiln_status kl_node_take_attr(kl_graph *g, int node, kl_attr *a, kl_err *e);
+void kl_attr_clear(kl_attr *a);
+
+const kl_attr *kl_node_attr(const kl_node *n, const char *name);
+int64_t kl_attr_int(const kl_node *n, const char *name, int64_t dflt);
+float kl_attr_float(const kl_node *n, const char *name, float dflt);
+const char *kl_attr_string(const kl_node *n, const char *name, const char *dflt);
+/* List attribute: returns count (or -1 if absent) and sets *v. */
+int kl_attr_ints(const kl_node *n, const char *name, const int64_t **v);
+int kl_attr_floats(const kl_node *n, const char *name, const float **v);
+
+/* Number of input slots actually given (trailing absent inputs not counted). */
+int kl_node_input_count(const kl_node *n);
+/* "node 'name' (Op)" for messages, into buf. */
+const char *kl_node_describe(const kl_graph *g, const kl_node *n, char *buf, size_t len);
+
+/* ---- whole-graph operations ---- */
+/* Order nodes so every producer comes before its consumers; a cycle is an error naming
+ * a node on it. */
+kiln_status kl_graph_toposort(kl_graph *g, kl_err *e);
+/* Fill in every value's type from the graph inputs and constants (symbolic dims kept).
+ * Types already declared (value_info, outputs) are checked against what is inferred. */
+kiln_status kl_graph_infer(kl_graph *g, kl_err *e);
+/* Acyclic (nodes in topological order), one producer per value, ids in range, arity
+ * within the op's limits, inputs/outputs/constants well formed, types consistent. */
+kiln_status kl_graph_verify(const kl_graph *g, kl_err *e);
+/* Remove nodes whose outputs nobody uses and values nobody refers to; renumbers. */
+kiln_status kl_graph_compact(kl_graph *g, kl_err *e);
+/* Readable text form: inputs, outputs, constants (summarised), nodes with shapes. */
+void kl_graph_dump(const kl_graph *g, FILE *out);
+void kl_type_format(const kl_graph *g, const kl_type *t, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,38 @@
+/* The pass manager: named graph rewrites, each enabled from an optimization level. */
+#ifndef KL_PASS_H
+#define KL_PASS_H
+
+#include "ir/ir.h"
+
+typedef struct kl_pass_config {
+  int level;          /* 0..3 */
+  const char *passes; /* "+name,-name": force single passes on or off; may be NULL */
+  bool verify;        /* verify the graph after every pass that changed it */
+  int64_t fold_limit; /* constant folding: largest result in bytes (0 = default) */
+} kl_pass_config;
+
+typedef struct kl_pass {
+  const char *name;
+  int min_level;
+  const char *what; /* one line for `kiln inspect --stats` and docs */
+  kiln_status (*run)(kl_graph *g, const kl_pass_config *cfg, bool *changed, kl_err *e);
+} kl_pass;
+
+#define KL_MAX_PASSES 64
+
+typedef struct kl_pass_stats {
+  int n_passes;
+  const char *name[KL_MAX_PASSES];
+  int fired[KL_MAX_PASSES]; /* how many times each pass changed the graph */
+  int nodes_before, nodes_after;
+  int ops_before[KL_OP_COUNT], ops_after[KL_OP_COUNT];
+} kl_pass_stats;
+
+/* All passes in the order they run. */
+const kl_pass *kl_passes(int *count);
+/* Run the passes for cfg->level until nothing changes; stats may be NULL. An unknown
+ * name in cfg->passes is KILN_ERR_INVALID_ARGUMENT. */
+kiln_status kl_optimize(kl_graph *g, const kl_pass_config *cfg, kl_pass_stats *stats,
+                        kl_err *e);
+
+#endif

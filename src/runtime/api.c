@@ -1,0 +1,70 @@
+/* Options and version: the small parts of the public API. */
+#include "kl_config.h"
+#include "runtime/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *kiln_version(void) { return KL_VERSION; }
+
+kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *e) {
+  kiln_options d = {.opt_level = 2, .max_tensor_bytes = KL_DEFAULT_MAX_TENSOR_BYTES};
+  if (src) {
+    d = *src;
+    if (src->passes && !(d.passes = strdup(src->passes)))
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
+  }
+  *dst = d;
+  return KILN_OK;
+}
+
+void kl_options_clear(kiln_options *o) {
+  free(o->passes);
+  o->passes = NULL;
+}
+
+kiln_status kiln_options_create(kiln_options **out) {
+  if (!out) return KILN_ERR_INVALID_ARGUMENT;
+  *out = calloc(1, sizeof **out);
+  if (!*out) return KILN_ERR_OUT_OF_MEMORY;
+  return kl_options_copy(*out, NULL, NULL);
+}
+
+void kiln_options_free(kiln_options *options) {
+  if (!options) return;
+  kl_options_clear(options);
+  free(options);
+}
+
+kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t value) {
+  if (!o || !name) return KILN_ERR_INVALID_ARGUMENT;
+  if (strcmp(name, "opt_level") == 0) {
+    if (value < 0 || value > 3) return KILN_ERR_INVALID_ARGUMENT;
+    o->opt_level = (int)value;
+  } else if (strcmp(name, "threads") == 0) {
+    if (value < 0 || value > 4096) return KILN_ERR_INVALID_ARGUMENT;
+    o->threads = (int)value;
+  } else if (strcmp(name, "max_tensor_bytes") == 0) {
+    if (value <= 0) return KILN_ERR_INVALID_ARGUMENT;
+    o->max_tensor_bytes = value;
+  } else if (strcmp(name, "memory_limit") == 0) {
+    if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
+    o->memory_limit = value;
+  } else if (strcmp(name, "verify") == 0) {
+    if (value != 0 && value != 1) return KILN_ERR_INVALID_ARGUMENT;
+    o->verify = (int)value;
+  } else {
+    return KILN_ERR_INVALID_ARGUMENT;
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_options_set_string(kiln_options *o, const char *name, const char *value) {
+  if (!o || !name || !value) return KILN_ERR_INVALID_ARGUMENT;
+  if (strcmp(name, "passes") != 0) return KILN_ERR_INVALID_ARGUMENT;
+  char *p = strdup(value);
+  if (!p) return KILN_ERR_OUT_OF_MEMORY;
+  free(o->passes);
+  o->passes = p;
+  return KILN_OK;
+}

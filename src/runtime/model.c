@@ -1,0 +1,144 @@
+/* Model loading: import, check, infer, optimize; then the public description. */
+#include "import/onnx.h"
+#include "passes/pass.h"
+#include "runtime/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static kiln_status describe_value(kiln_model *m, int v, kl_io_info *io) {
+  const kl_value *val = &m->g->values[v];
+  io->info.name = val->name;
+  io->info.dtype = (kiln_dtype)val->type.dtype;
+  io->info.rank = val->type.rank;
+  for (int i = 0; i < val->type.rank; i++) {
+    const kl_dim *d = &val->type.dims[i];
+    io->dims[i] = d->size;
+    io->dim_names[i] = d->size < 0 && d->sym >= 0 ? m->g->symbols[d->sym] : NULL;
+  }
+  io->info.dims = io->dims;
+  io->info.dim_names = io->dim_names;
+  return KILN_OK;
+}
+
+static kiln_status describe_io(kiln_model *m) {
+  kl_graph *g = m->g;
+  m->inputs = calloc((size_t)g->n_inputs + 1, sizeof(kl_io_info));
+  m->outputs = calloc((size_t)g->n_outputs + 1, sizeof(kl_io_info));
+  if (!m->inputs || !m->outputs)
+    return kl_fail(&m->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int i = 0; i < g->n_inputs; i++) describe_value(m, g->inputs[i], &m->inputs[i]);
+  for (int i = 0; i < g->n_outputs; i++) describe_value(m, g->outputs[i], &m->outputs[i]);
+  m->n_inputs = g->n_inputs;
+  m->n_outputs = g->n_outputs;
+  return KILN_OK;
+}
+
+static bool is_zip(const void *data, size_t size) {
+  return size >= 4 && memcmp(data, "PK\003\004", 4) == 0;
+}
+
+static kiln_status import_graph(kiln_model *m, const char *path, const void *data,
+                                size_t size) {
+  kl_import_opts io = {.max_tensor_bytes = m->opts.max_tensor_bytes};
+  kl_err *e = &m->err;
+  if (path) {
+    size_t n = strlen(path);
+    if (n > 3 && strcmp(path + n - 3, ".pt") == 0)
+      return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s: TorchScript files are not supported by "
+                     "this build of kiln; export the model to ONNX", path);
+    return kl_onnx_load_file(path, &io, &m->g, e);
+  }
+  if (is_zip(data, size))
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "<memory>: TorchScript archives are not "
+                   "supported by this build of kiln; export the model to ONNX");
+  return kl_onnx_load_memory(data, size, NULL, &io, &m->g, e);
+}
+
+/* Kernels always get a tensor for every output: trailing absent optional outputs are
+ * dropped, absent ones in the middle get a fresh unnamed value. */
+static kiln_status fill_absent_outputs(kl_graph *g, kl_err *e) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    kl_node *n = &g->nodes[i];
+    int min_out = kl_op_get(n->op)->min_out;
+    while (n->n_out > min_out && n->out[n->n_out - 1] == KL_ABSENT) n->n_out--;
+    for (int k = 0; k < n->n_out; k++) {
+      if (n->out[k] != KL_ABSENT) continue;
+      int v = kl_graph_add_value(g, NULL, e);
+      if (v < 0) return e->code;
+      n->out[k] = v;
+      g->values[v].producer = i;
+    }
+  }
+  return KILN_OK;
+}
+
+kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, size_t size) {
+  kl_err *e = &m->err;
+  kiln_status st = import_graph(m, path, data, size);
+  if (st == KILN_OK) st = fill_absent_outputs(m->g, e);
+  if (st == KILN_OK) st = kl_graph_toposort(m->g, e);
+  if (st == KILN_OK) st = kl_graph_verify(m->g, e);
+  if (st == KILN_OK) st = kl_graph_infer(m->g, e);
+  if (st == KILN_OK) {
+    kl_pass_config pc = {.level = m->opts.opt_level, .passes = m->opts.passes,
+                         .verify = m->opts.verify != 0};
+    st = kl_optimize(m->g, &pc, NULL, e);
+  }
+  if (st == KILN_OK) st = describe_io(m);
+  if (st != KILN_OK && m->g && path && strncmp(e->msg, path, strlen(path)) != 0)
+    kl_err_prefix(e, "%s", path);
+  return st;
+}
+
+static kiln_status model_create(const kiln_options *options, kiln_model **out) {
+  if (!out) return KILN_ERR_INVALID_ARGUMENT;
+  kiln_model *m = calloc(1, sizeof *m);
+  *out = m;
+  if (!m) return KILN_ERR_OUT_OF_MEMORY;
+  return kl_options_copy(&m->opts, options, &m->err);
+}
+
+kiln_status kiln_model_load(const char *path, const kiln_options *options, kiln_model **out) {
+  kiln_status st = model_create(options, out);
+  if (st != KILN_OK) return st;
+  if (!path) return kl_fail(&(*out)->err, KILN_ERR_INVALID_ARGUMENT, "path is NULL");
+  return kl_model_load(*out, path, NULL, 0);
+}
+
+kiln_status kiln_model_load_memory(const void *data, size_t size, const kiln_options *options,
+                                   kiln_model **out) {
+  kiln_status st = model_create(options, out);
+  if (st != KILN_OK) return st;
+  if (!data && size)
+    return kl_fail(&(*out)->err, KILN_ERR_INVALID_ARGUMENT, "data is NULL");
+  return kl_model_load(*out, NULL, data, size);
+}
+
+void kiln_model_free(kiln_model *m) {
+  if (!m) return;
+  kl_graph_free(m->g);
+  kl_options_clear(&m->opts);
+  free(m->inputs);
+  free(m->outputs);
+  free(m);
+}
+
+const char *kiln_model_error(const kiln_model *m) { return m ? m->err.msg : "model is NULL"; }
+
+int kiln_model_input_count(const kiln_model *m) { return m && m->g ? m->n_inputs : 0; }
+int kiln_model_output_count(const kiln_model *m) { return m && m->g ? m->n_outputs : 0; }
+
+kiln_status kiln_model_input_info(const kiln_model *m, int index, kiln_tensor_info *info) {
+  if (!m || !info || !m->inputs || index < 0 || index >= m->n_inputs)
+    return KILN_ERR_INVALID_ARGUMENT;
+  *info = m->inputs[index].info;
+  return KILN_OK;
+}
+
+kiln_status kiln_model_output_info(const kiln_model *m, int index, kiln_tensor_info *info) {
+  if (!m || !info || !m->outputs || index < 0 || index >= m->n_outputs)
+    return KILN_ERR_INVALID_ARGUMENT;
+  *info = m->outputs[index].info;
+  return KILN_OK;
+}

@@ -1,0 +1,42 @@
+/* The objects behind the public handles. */
+#ifndef KL_RUNTIME_H
+#define KL_RUNTIME_H
+
+#include "ir/ir.h"
+#include "kiln.h"
+
+struct kiln_options {
+  int opt_level;
+  int threads;
+  int verify;
+  int64_t max_tensor_bytes;
+  int64_t memory_limit;
+  char *passes; /* owned, NULL when not set */
+};
+
+#define KL_DEFAULT_MAX_TENSOR_BYTES (INT64_C(16) << 30)
+
+/* Copy src (or the defaults when src is NULL) into dst; dst->passes is owned after. */
+kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *e);
+void kl_options_clear(kiln_options *o);
+
+/* Public description of a model input or output, built once at load. */
+typedef struct kl_io_info {
+  kiln_tensor_info info;
+  int64_t dims[KL_MAX_RANK];
+  const char *dim_names[KL_MAX_RANK];
+} kl_io_info;
+
+struct kiln_model {
+  kl_err err;
+  kiln_options opts;
+  kl_graph *g; /* optimized, immutable once loaded */
+  kl_io_info *inputs, *outputs;
+  int n_inputs, n_outputs;
+};
+
+/* Load, verify, infer and optimize a graph from a file or buffer (either path or
+ * data is given). */
+kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, size_t size);
+
+#endif

@@ -1,0 +1,557 @@
+#!/usr/bin/env python3
+"""Write kiln's bad-input corpus: tests/corpus/bad/*.onnx (and a few input files) plus
+MANIFEST.tsv, the expectations tests/run_bad_corpus.sh checks.
+
+Every case is a file that `kiln run` must refuse with exit code 1 and one line on
+stderr that contains the manifest's substring: malformed files, inconsistent models,
+resource bombs, and valid models given bad inputs. The output is deterministic (fixed
+seeds, no timestamps), so re-running the script changes nothing.
+
+    .venv/bin/python tests/corpus/make_bad_corpus.py
+
+Needs onnx and numpy. The corpus stays well under 1 MB.
+"""
+import os
+import random
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "tests", "corpus", "bad")
+BASE_MODEL = os.path.join(ROOT, "models", "digits_mlp", "model.onnx")
+OPSET = 13
+IR = 7
+FLOAT = TensorProto.FLOAT
+
+cases = []  # (file, inputs or "-", exit code, substring, what it tests)
+
+
+def case(name, data, substring, what, inputs="-"):
+    """Record a case; data is the file's bytes (None when the file is already written)."""
+    if data is not None:
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
+    assert "\t" not in substring and "\n" not in substring
+    cases.append((name, inputs, 1, substring, what))
+
+
+def write(name, data):
+    with open(os.path.join(OUT, name), "wb") as f:
+        f.write(data)
+
+
+def model_bytes(nodes, inputs, outputs, inits=(), opset=OPSET, ir=IR, value_info=(),
+                domains=(), check=False):
+    g = helper.make_graph(list(nodes), "g", list(inputs), list(outputs), list(inits),
+                          value_info=list(value_info))
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    m = helper.make_model(g, opset_imports=ops, producer_name="kiln-bad-corpus")
+    m.ir_version = ir
+    if check:
+        onnx.checker.check_model(m)
+    return m.SerializeToString()
+
+
+def vi(name, dims, elem=FLOAT):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def f32(name, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+
+def parses(data):
+    try:
+        onnx.ModelProto.FromString(data)
+        return True
+    except Exception:  # DecodeError and friends: not a protobuf
+        return False
+
+
+# ---- a tiny protobuf writer, for files the onnx package refuses to build ----
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(num, v):
+    return varint(num << 3) + varint(v)
+
+
+def field_bytes(num, b):
+    if isinstance(b, str):
+        b = b.encode()
+    return varint(num << 3 | 2) + varint(len(b)) + b
+
+
+# ---- file-level damage ----
+
+def file_cases():
+    base = open(BASE_MODEL, "rb").read()
+    case("empty.onnx", b"", "empty", "a file of zero bytes")
+    # Most cuts fall inside a length-delimited field (the graph runs to near the end of
+    # the file), which then runs past the end: not a protobuf. A cut between two fields
+    # is a valid protobuf that lacks the last field, opset_import.
+    assert onnx.ModelProto.FromString(base).ListFields()[-1][0].name == "opset_import"
+    cuts = [1, 2, 3, 7, 16, 40, 100, 333, 1000, 2500, 6000, 11000, 16000, len(base) - 1]
+    for n in cuts:
+        want = "opset" if parses(base[:n]) else "not an ONNX model"
+        case("trunc_%05d.onnx" % n, base[:n], want,
+             "the digits MLP cut after %d of %d bytes" % (n, len(base)))
+    rng = random.Random(1234)
+    for size in (1, 64, 4096):
+        for _ in range(100):
+            data = bytes(rng.getrandbits(8) for _ in range(size))
+            if not parses(data):
+                break
+        case("random_%04d.onnx" % size, data, "not an ONNX model", "%d random bytes" % size)
+    case("text_format.onnx", b'ir_version: 7\ngraph {\n  node { op_type: "Relu" }\n}\n',
+         "not an ONNX model", "the protobuf text format instead of the binary one")
+    bitflip_cases(base)
+
+
+def flip(data, pos, bit):
+    b = bytearray(data)
+    b[pos] ^= 1 << bit
+    return bytes(b)
+
+
+def bitflip_cases(base):
+    m = onnx.ModelProto.FromString(base)
+    # the op_type "Relu": 'R' ^ 0x20 is 'r', an op no domain has
+    op_pos = base.index(b"\x22\x04Relu") + 2
+    case("flip_op_type.onnx", flip(base, op_pos, 5), "relu", "a bit flip that makes Relu relu")
+    # ir_version 7 -> 71 (bit 6 of the varint after the field key 0x08)
+    assert base[0] == 0x08 and base[1] == m.ir_version
+    case("flip_ir_version.onnx", flip(base, 1, 6), "IR version 71",
+         "a bit flip that makes the IR version 71")
+    # the default opset 13 -> 77 at the end of the file (opset_import is the last field)
+    tail = base.rindex(b"\x10" + bytes([OPSET]))
+    case("flip_opset.onnx", flip(base, tail + 1, 6), "opset 77",
+         "a bit flip that makes the opset 77")
+    # the length of the graph field: one more than the bytes that follow
+    g_pos = base.index(b"\x3a")  # field 7, wire type 2
+    case("flip_graph_length.onnx", flip(base, g_pos + 1, 0) if base[g_pos + 1] & 1 == 0
+         else flip(base, g_pos + 1, 1), "not an ONNX model",
+         "a bit flip in the graph's length prefix")
+    # the data_type of the first initializer: FLOAT (1) -> INT8 (3): raw_data no longer fits
+    init = m.graph.initializer[0]
+    raw_pos = base.index(init.raw_data[:32])
+    dt_pos = base.rindex(b"\x10\x01", 0, raw_pos)
+    case("flip_init_dtype.onnx", flip(base, dt_pos + 1, 1), init.name,
+         "a bit flip that turns a float initializer into int8")
+    # a dim of the first initializer: 64 -> 65 (bit 0), raw_data too short for it
+    dim_pos = base.rindex(b"\x08" + bytes([init.dims[0]]), 0, raw_pos)
+    case("flip_init_dim.onnx", flip(base, dim_pos + 1, 0), "raw_data has",
+         "a bit flip in an initializer's dim")
+    # a few flips at seeded random places inside the graph's structure (not weights):
+    # whatever kiln says, it must name the file and not crash
+    rng = random.Random(99)
+    weights = [(base.index(t.raw_data), len(t.raw_data)) for t in m.graph.initializer]
+    made = 0
+    while made < 4:
+        pos = rng.randrange(len(base))
+        if any(s <= pos < s + n for s, n in weights):
+            continue
+        data = flip(base, pos, rng.randrange(8))
+        try:
+            mm = onnx.ModelProto.FromString(data)
+            onnx.checker.check_model(mm, full_check=True)
+            continue  # still a valid model: not a bad case
+        except Exception:
+            pass
+        name = "flip_random_%05d.onnx" % pos
+        case(name, data, name, "a random bit flip at byte %d" % pos)
+        made += 1
+
+
+# ---- versions and domains ----
+
+def version_cases():
+    relu = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    io = ([vi("x", [2, 3])], [vi("y", [2, 3])])
+    case("opset_future.onnx", model_bytes(relu, *io, opset=99), "opset 99",
+         "a default-domain opset from the future")
+    case("opset_ancient.onnx", model_bytes(relu, *io, opset=1), "opset 1",
+         "opset 1, before kiln's oldest")
+    case("ir_future.onnx", model_bytes(relu, *io, ir=99), "IR version 99",
+         "an IR version from the future")
+    no_ir = onnx.ModelProto.FromString(model_bytes(relu, *io))
+    no_ir.ClearField("ir_version")
+    case("ir_missing.onnx", no_ir.SerializeToString(), "ir_version", "no ir_version at all")
+    no_opset = onnx.ModelProto.FromString(model_bytes(relu, *io))
+    del no_opset.opset_import[:]
+    case("opset_missing.onnx", no_opset.SerializeToString(), "opset",
+         "no opset_import of the default domain")
+    unknown = [helper.make_node("FooBarOp", ["x"], ["y"], name="mystery")]
+    case("op_unknown.onnx", model_bytes(unknown, *io), "FooBarOp", "an op no domain has")
+    custom = [helper.make_node("Relu", ["x"], ["y"], name="c", domain="com.example")]
+    case("op_custom_domain.onnx", model_bytes(custom, *io, domains=["com.example"]),
+         "com.example", "a node of a domain kiln does not know")
+    if_node = [helper.make_node("If", ["c"], ["y"], name="branch",
+                                then_branch=helper.make_graph([], "t", [], [vi("x", [2, 3])]),
+                                else_branch=helper.make_graph([], "e", [], [vi("x", [2, 3])]))]
+    case("op_if.onnx", model_bytes(if_node, [vi("c", [], TensorProto.BOOL), vi("x", [2, 3])],
+                                   [vi("y", [2, 3])]), "If", "control flow kiln does not run")
+
+
+# ---- tensors and types ----
+
+def tensor_proto(name, dims, dtype=FLOAT, raw=None, floats=None):
+    t = TensorProto()
+    t.name = name
+    t.data_type = dtype
+    t.dims.extend(dims)
+    if raw is not None:
+        t.raw_data = raw
+    if floats is not None:
+        t.float_data.extend(floats)
+    return t
+
+
+def add_model(init, xdims):
+    """y = x + init: a model whose only interesting part is the initializer."""
+    node = helper.make_node("Add", ["x", init.name], ["y"], name="add")
+    return model_bytes([node], [vi("x", xdims)], [vi("y", None)], [init])
+
+
+def tensor_cases():
+    case("init_negative_dim.onnx", add_model(tensor_proto("w", [-3], raw=b""), [3]),
+         "size -3", "an initializer with a negative dim")
+    case("init_dims_overflow.onnx",
+         add_model(tensor_proto("w", [1 << 40, 1 << 40], raw=b""), [1]),
+         "overflows", "an initializer whose dims multiply past int64")
+    case("init_huge.onnx", add_model(tensor_proto("w", [1 << 31, 1 << 29], raw=b""), [1]),
+         "limit", "an initializer of 2^60 elements with no data")
+    case("init_raw_short.onnx", add_model(tensor_proto("w", [4], raw=b"\0" * 12), [4]),
+         "raw_data has 12 bytes", "raw_data shorter than the dims need")
+    case("init_raw_long.onnx", add_model(tensor_proto("w", [4], raw=b"\0" * 20), [4]),
+         "raw_data has 20 bytes", "raw_data longer than the dims need")
+    case("init_float_data_short.onnx",
+         add_model(tensor_proto("w", [4], floats=[1.0, 2.0, 3.0]), [4]),
+         "3 elements", "float_data with fewer values than the dims need")
+    case("init_no_data.onnx", add_model(tensor_proto("w", [4]), [4]), "'w'",
+         "an initializer without any data")
+    s = TensorProto()
+    s.name = "words"
+    s.data_type = TensorProto.STRING
+    s.dims.append(2)
+    s.string_data.extend([b"hello", b"world"])
+    case("init_string.onnx", add_model(s, [2]), "string", "a string tensor initializer")
+    c = tensor_proto("z", [2], dtype=TensorProto.COMPLEX64, raw=b"\0" * 16)
+    case("init_complex.onnx", add_model(c, [2]), "complex64", "a complex64 initializer")
+    nameless = tensor_proto("", [1], raw=b"\0" * 4)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", [1])],
+                          [vi("y", [1])], [nameless])
+    case("init_no_name.onnx", helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR).SerializeToString(),
+        "no name", "an initializer without a name")
+    dup = model_bytes([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", [1])],
+                      [vi("y", [1])], [f32("w", [1]), f32("w", [1], seed=1)])
+    case("init_duplicate.onnx", dup, "'w'", "two initializers of the same name")
+    relu = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    case("input_negative_dim.onnx", model_bytes(relu, [vi("x", [2, -2])], [vi("y", None)]),
+         "-2", "a graph input declared with a negative dim")
+    case("input_rank9.onnx", model_bytes(relu, [vi("x", [1] * 9)], [vi("y", None)]),
+         "rank 9", "a graph input of rank 9")
+    seq = helper.make_tensor_sequence_value_info("x", FLOAT, [2])
+    case("input_sequence.onnx", model_bytes(relu, [seq], [vi("y", None)]), "tensor",
+         "a sequence-typed graph input")
+    case("input_dims_overflow.onnx",
+         model_bytes(relu, [vi("x", [1 << 40, 1 << 40])], [vi("y", None)]),
+         "too large", "an input whose declared shape is too large to make")
+    case("input_huge.onnx", model_bytes(relu, [vi("x", [100000, 100000])], [vi("y", None)]),
+         "too large", "an input of 10^10 floats")
+
+
+# ---- graph structure ----
+
+def graph_cases():
+    x, y = [vi("x", [2, 3])], [vi("y", [2, 3])]
+    dangling = [helper.make_node("Add", ["x", "nowhere"], ["y"], name="add")]
+    case("node_dangling_input.onnx", model_bytes(dangling, x, y), "nowhere",
+         "a node input nothing produces")
+    cycle = [helper.make_node("Relu", ["b"], ["a"], name="loop_a"),
+             helper.make_node("Relu", ["a"], ["b"], name="loop_b"),
+             helper.make_node("Add", ["x", "a"], ["y"], name="after")]
+    case("graph_cycle.onnx", model_bytes(cycle, x, y), "cycle", "two nodes feeding each other")
+    # the node after the cycle comes first in the file: the message must still name a
+    # node on the cycle
+    cycle2 = [cycle[2], cycle[0], cycle[1]]
+    case("graph_cycle_after_first.onnx", model_bytes(cycle2, x, y), "loop_",
+         "a cycle, with a node downstream of it listed first")
+    dup = [helper.make_node("Relu", ["x"], ["y"], name="one"),
+           helper.make_node("Sigmoid", ["x"], ["y"], name="two")]
+    case("node_duplicate_output.onnx", model_bytes(dup, x, y), "'y'",
+         "two nodes producing the same value")
+    ghost = [helper.make_node("Relu", ["x"], ["h"], name="r")]
+    case("output_never_computed.onnx", model_bytes(ghost, x, [vi("ghost", [2, 3])]), "ghost",
+         "a graph output no node computes")
+    over = [helper.make_node("Relu", ["x", "x"], ["y"], name="two_inputs")]
+    case("node_arity.onnx", model_bytes(over, x, y), "two_inputs", "Relu with two inputs")
+    twice = helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1)
+    twice.attribute.extend([helper.make_attribute("axis", 0)])
+    case("attr_twice.onnx", model_bytes([twice], x, y), "given twice",
+         "an attribute given twice")
+    bad_name = helper.make_node("Relu", ["x"], ["y"])
+    bad_name.name = "n"
+    data = model_bytes([bad_name], x, y).replace(b"\x0a\x01n", b"\x0a\x01\xff")
+    case("node_name_not_utf8.onnx", data, "not valid", "a node name that is not UTF-8")
+    cnst = helper.make_node("Constant", [], ["c"], name="empty_const")
+    add = helper.make_node("Add", ["x", "c"], ["y"], name="add")
+    case("constant_no_value.onnx", model_bytes([cnst, add], x, y), "Constant",
+         "a Constant node with no value")
+    declared = model_bytes([helper.make_node("Relu", ["x"], ["y"], name="r")], x,
+                           [vi("y", [2, 3], TensorProto.INT64)])
+    case("declared_type_conflict.onnx", declared, "declared",
+         "an output declared int64 that Relu computes as float32")
+    case("deep_if_30.onnx", nested_if(30), "If", "If nested 30 deep (inside the depth limit)")
+    case("deep_if_1000.onnx", nested_if(1000), "deeper",
+         "If nested 1000 deep: a stack bomb for a recursive parser")
+    case("deep_sequence_type.onnx", nested_sequence_type(5000), "deeper",
+         "an input type of sequences nested 5000 deep")
+
+
+def nested_if(depth):
+    """ModelProto whose graph is If(then_branch = graph with If(...)), hand-encoded so
+    that no protobuf library's depth limit stops us writing it."""
+    g = field_bytes(2, "leaf")  # GraphProto.name
+    for level in range(depth):
+        attr = field_bytes(1, "then_branch") + field_varint(20, 5) + field_bytes(6, g)
+        node = (field_bytes(1, "c") + field_bytes(2, "y%d" % level) +
+                field_bytes(3, "if%d" % level) + field_bytes(4, "If") + field_bytes(5, attr))
+        g = field_bytes(1, node) + field_bytes(2, "g%d" % level)
+    opset = field_varint(2, OPSET)
+    return field_varint(1, IR) + field_bytes(7, g) + field_bytes(8, opset)
+
+
+def nested_sequence_type(depth):
+    """An input whose TypeProto is sequence(sequence(...(tensor float)))."""
+    t = field_bytes(1, field_varint(1, FLOAT))  # TypeProto.tensor_type.elem_type
+    for _ in range(depth):
+        t = field_bytes(4, field_bytes(1, t))  # TypeProto.sequence_type.elem_type
+    value_info = field_bytes(1, "x") + field_bytes(2, t)
+    node = field_bytes(1, "x") + field_bytes(2, "y") + field_bytes(4, "Identity")
+    out = field_bytes(1, "y")
+    g = field_bytes(1, node) + field_bytes(2, "g") + field_bytes(11, value_info) + \
+        field_bytes(12, out)
+    return field_varint(1, IR) + field_bytes(7, g) + field_bytes(8, field_varint(2, OPSET))
+
+
+# ---- ops whose attributes or shapes do not agree ----
+
+def op_cases():
+    conv_w = f32("W", [2, 1, 3, 3])
+    conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", kernel_shape=[5, 5])
+    case("conv_kernel_shape.onnx",
+         model_bytes([conv], [vi("X", [1, 1, 8, 8])], [vi("Y", None)], [conv_w]),
+         "kernel_shape", "Conv kernel_shape 5x5 with 3x3 weights")
+    conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv")
+    case("conv_channels.onnx",
+         model_bytes([conv], [vi("X", [1, 3, 8, 8])], [vi("Y", None)], [conv_w]),
+         "channels", "Conv weights for 1 input channel on a 3-channel input")
+    conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", strides=[0, 1])
+    case("conv_zero_stride.onnx",
+         model_bytes([conv], [vi("X", [1, 1, 8, 8])], [vi("Y", None)], [conv_w]),
+         "strides", "Conv with a stride of 0")
+    conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", auto_pad="SIDEWAYS")
+    case("conv_auto_pad.onnx",
+         model_bytes([conv], [vi("X", [1, 1, 8, 8])], [vi("Y", None)], [conv_w]),
+         "auto_pad", "Conv with an auto_pad that does not exist")
+    pool = helper.make_node("MaxPool", ["X"], ["Y"], name="pool", kernel_shape=[9, 9])
+    case("maxpool_window_too_big.onnx",
+         model_bytes([pool], [vi("X", [1, 1, 8, 8])], [vi("Y", None)]),
+         "does not fit", "a 9x9 pooling window on an 8x8 image")
+    pool = helper.make_node("MaxPool", ["X"], ["Y"], name="pool")
+    case("maxpool_no_kernel.onnx",
+         model_bytes([pool], [vi("X", [1, 1, 8, 8])], [vi("Y", None)]),
+         "kernel_shape", "MaxPool without kernel_shape")
+    gemm = helper.make_node("Gemm", ["A", "B"], ["Y"], name="gemm")
+    case("gemm_k_mismatch.onnx",
+         model_bytes([gemm], [vi("A", [2, 3])], [vi("Y", None)], [f32("B", [4, 5])]),
+         "has 4 rows, expected 3", "Gemm whose B has 4 rows for an A of 3 columns")
+    mm = helper.make_node("MatMul", ["A", "B"], ["Y"], name="mm")
+    case("matmul_k_mismatch.onnx",
+         model_bytes([mm], [vi("A", [2, 3])], [vi("Y", None)], [f32("B", [4, 5])]),
+         "4 rows", "MatMul with mismatched inner dims")
+    shape = numpy_helper.from_array(np.array([4, 2], dtype=np.int64), "shape")
+    rs = helper.make_node("Reshape", ["X", "shape"], ["Y"], name="reshape")
+    case("reshape_count.onnx",
+         model_bytes([rs], [vi("X", [2, 3])], [vi("Y", None)], [shape]),
+         "cannot reshape 6 elements", "Reshape of 6 elements into 4x2")
+    shape = numpy_helper.from_array(np.array([-1, -1], dtype=np.int64), "shape")
+    case("reshape_two_minus_one.onnx",
+         model_bytes([rs], [vi("X", [2, 3])], [vi("Y", None)], [shape]),
+         "-1", "Reshape with two -1 dims")
+    tr = helper.make_node("Transpose", ["X"], ["Y"], name="tr", perm=[0, 0])
+    case("transpose_perm.onnx", model_bytes([tr], [vi("X", [2, 3])], [vi("Y", None)]),
+         "perm", "Transpose with a perm that repeats an axis")
+    cat = helper.make_node("Concat", ["A", "B"], ["Y"], name="cat", axis=0)
+    case("concat_mismatch.onnx",
+         model_bytes([cat], [vi("A", [2, 3]), vi("B", [2, 4])], [vi("Y", None)]),
+         "expected 3", "Concat of 2x3 and 2x4 on axis 0")
+    sm = helper.make_node("Softmax", ["X"], ["Y"], name="sm", axis=5)
+    case("softmax_axis.onnx", model_bytes([sm], [vi("X", [2, 3])], [vi("Y", None)]),
+         "axis 5", "Softmax over an axis the input does not have")
+    bn_params = [f32(n, [3], seed=i) for i, n in enumerate(["s", "b", "m", "v"])]
+    bn = helper.make_node("BatchNormalization", ["X", "s", "b", "m", "v"], ["Y"], name="bn",
+                          training_mode=1)
+    case("batchnorm_training.onnx",
+         model_bytes([bn], [vi("X", [1, 3, 4])], [vi("Y", None)], bn_params, opset=15),
+         "training_mode", "BatchNormalization in training mode")
+    idx = numpy_helper.from_array(np.array([5], dtype=np.int64), "idx")
+    ga = helper.make_node("Gather", ["X", "idx"], ["Y"], name="gather", axis=0)
+    case("gather_index_range.onnx",
+         model_bytes([ga], [vi("X", [3, 2])], [vi("Y", None)], [idx]),
+         "indices", "Gather of index 5 from a dim of 3")
+    add = helper.make_node("Add", ["A", "B"], ["Y"], name="add")
+    case("add_broadcast.onnx",
+         model_bytes([add], [vi("A", [2, 3]), vi("B", [4])], [vi("Y", None)]),
+         "broadcast", "Add of shapes that do not broadcast")
+    case("add_dtypes.onnx",
+         model_bytes([add], [vi("A", [2]), vi("B", [2], TensorProto.INT64)], [vi("Y", None)]),
+         "int64", "Add of float32 and int64")
+
+
+# ---- external data ----
+
+def external_init(location, offset=None, length=None):
+    t = tensor_proto("w", [4])
+    t.data_location = TensorProto.EXTERNAL
+    entries = [("location", location)]
+    if offset is not None:
+        entries.append(("offset", str(offset)))
+    if length is not None:
+        entries.append(("length", str(length)))
+    for k, v in entries:
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return t
+
+
+def external_cases():
+    write("ext_short.bin", b"\0" * 8)
+    case("ext_parent_dir.onnx", add_model(external_init("../x"), [4]), "../x",
+         "external data in the folder above the model's")
+    case("ext_absolute.onnx", add_model(external_init("/etc/passwd"), [4]), "/etc/passwd",
+         "external data at an absolute path")
+    case("ext_past_end.onnx", add_model(external_init("ext_short.bin"), [4]), "past the end",
+         "16 bytes of external data from a file of 8")
+    case("ext_offset_past_end.onnx", add_model(external_init("ext_short.bin", offset=100), [4]),
+         "past the end", "external data at an offset beyond its file")
+    case("ext_offset_overflow.onnx",
+         add_model(external_init("ext_short.bin", offset=(1 << 64) - 4), [4]),
+         "past the end", "an external data offset that overflows when the size is added")
+    case("ext_missing_file.onnx", add_model(external_init("no_such_file.bin"), [4]),
+         "no_such_file.bin", "external data in a file that does not exist")
+    case("ext_length_mismatch.onnx", add_model(external_init("ext_short.bin", length=4), [4]),
+         "length", "external data whose length disagrees with the dims")
+    case("ext_bad_offset.onnx", add_model(external_init("ext_short.bin", offset="-1"), [4]),
+         "offset", "an external data offset that is not a number")
+
+
+# ---- valid models, bad inputs at run time ----
+
+def runtime_cases():
+    relu = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    write("valid_relu.onnx", model_bytes(relu, [vi("x", [2, 3])], [vi("y", [2, 3])],
+                                         check=True))
+    write("relu_wrong_shape.npy", npy(np.ones((3, 3), np.float32)))
+    case("valid_relu.onnx", None, "expected shape float32[2,3], got [3,3]",
+         "an input of the wrong shape", "x=relu_wrong_shape.npy")
+    write("relu_wrong_dtype.npy", npy(np.ones((2, 3), np.int64)))
+    case("valid_relu.onnx", None, "expected float32, got int64", "an input of the wrong dtype",
+         "x=relu_wrong_dtype.npy")
+    write("relu_wrong_rank.pb",
+          numpy_helper.from_array(np.ones(6, np.float32), "x").SerializeToString())
+    case("valid_relu.onnx", None, "got [6]", "an input of the wrong rank (.pb)",
+         "x=relu_wrong_rank.pb")
+    good = npy(np.ones((2, 3), np.float32))
+    write("relu_truncated.npy", good[:-5])
+    case("valid_relu.onnx", None, "relu_truncated.npy", "a .npy file cut short",
+         "x=relu_truncated.npy")
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    write("relu_huge_header.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") +
+          header)
+    case("valid_relu.onnx", None, "relu_huge_header.npy", "a .npy header with a huge shape",
+         "x=relu_huge_header.npy")
+    write("relu_garbage.pb", bytes(random.Random(7).getrandbits(8) | 0x80 for _ in range(50)))
+    case("valid_relu.onnx", None, "relu_garbage.pb", "an input file that is not a tensor",
+         "x=relu_garbage.pb")
+    case("valid_relu.onnx", None, "nope", "--input for an input the model does not have",
+         "nope=relu_wrong_shape.npy")
+    case("valid_relu.onnx", None, "no_such_input.npy", "--input naming a missing file",
+         "x=no_such_input.npy")
+
+    rs = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    write("reshape_dynamic.onnx", model_bytes(
+        rs, [vi("x", [6]), vi("shape", [2], TensorProto.INT64)], [vi("y", ["r0", "r1"])],
+        check=True))
+    write("x6.npy", npy(np.arange(6, dtype=np.float32)))
+    write("shape_4x2.npy", npy(np.array([4, 2], np.int64)))
+    case("reshape_dynamic.onnx", None, "cannot reshape 6 elements",
+         "Reshape to a shape given at run time that does not fit",
+         "x=x6.npy;shape=shape_4x2.npy")
+
+    gemm = [helper.make_node("Gemm", ["a", "b"], ["y"], name="gemm")]
+    write("gemm_dynamic_k.onnx", model_bytes(
+        gemm, [vi("a", [2, "k"])], [vi("y", [2, 4])], [f32("b", [3, 4])], check=True))
+    write("a_2x5.npy", npy(np.ones((2, 5), np.float32)))
+    case("gemm_dynamic_k.onnx", None, "expected 5", "Gemm whose K only shows at run time",
+         "a=a_2x5.npy")
+
+    add = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    write("symbol_shared.onnx", model_bytes(
+        add, [vi("a", ["n"]), vi("b", ["n"])], [vi("y", ["n"])], check=True))
+    write("vec3.npy", npy(np.ones(3, np.float32)))
+    write("vec4.npy", npy(np.ones(4, np.float32)))
+    case("symbol_shared.onnx", None, "'n'", "two inputs giving a shared symbol two sizes",
+         "a=vec3.npy;b=vec4.npy")
+
+
+def npy(a):
+    import io
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def main():
+    if os.path.isdir(OUT):
+        shutil.rmtree(OUT)
+    os.makedirs(OUT)
+    file_cases()
+    version_cases()
+    tensor_cases()
+    graph_cases()
+    op_cases()
+    external_cases()
+    runtime_cases()
+    with open(os.path.join(OUT, "MANIFEST.tsv"), "w") as f:
+        f.write("# file\tinputs (NAME=FILE;... or -)\texit code\tstderr must contain\t"
+                "what the case tests\n")
+        for c in cases:
+            f.write("\t".join(str(x) for x in c) + "\n")
+    total = sum(os.path.getsize(os.path.join(OUT, n)) for n in os.listdir(OUT))
+    print("%d cases, %d files, %d bytes in %s" % (len(cases), len(os.listdir(OUT)), total,
+                                                  os.path.relpath(OUT, ROOT)))
+    if total >= 1 << 20:
+        sys.exit("the corpus is over 1 MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+/* Shared pieces of the kiln command-line tool. */
+#ifndef KL_CLI_H
+#define KL_CLI_H
+
+#include "ir/ir.h"
+#include "kiln.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Exit codes, documented in `kiln --help`. */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+typedef struct cli_common {
+  int opt_level;
+  int threads;
+  int64_t max_tensor_bytes;
+  int64_t memory_limit;
+  const char *passes;
+  bool verify;
+} cli_common;
+
+/* Parse an option shared by the subcommands at argv[*i] ("-O2", "--threads 4", ...).
+ * Returns 1 if consumed (advancing *i past its value), 0 if not one of them, -1 on a
+ * bad value (message printed). */
+int cli_common_arg(cli_common *c, int argc, char **argv, int *i);
+/* Options object for the common settings; NULL on failure (message printed). */
+kiln_options *cli_options(const cli_common *c);
+/* Load a model, printing the error on failure (returns NULL). */
+kiln_model *cli_load(const char *path, const kiln_options *o);
+/* Parse "1x3x224x224" into dims; false on a malformed list. */
+bool cli_parse_dims(const char *s, int *rank, int64_t *dims);
+bool cli_parse_int(const char *s, int64_t *v);
+/* snprintf that reports truncation (false) instead of warning about it. */
+bool cli_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool cli_parse_double(const char *s, double *v);
+
+/* Tensor files (.pb TensorProto or .npy), read with a size limit; data is malloc'd. */
+bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name);
+bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
+
+int cmd_run(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+extern const char *cli_common_help;
+
+#endif

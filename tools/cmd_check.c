@@ -1,0 +1,301 @@
+/* kiln check: run ONNX test-case folders (model + test_data_set_N/{input,output}_K.pb)
+ * and compare with the expected outputs: |got - want| <= atol + rtol * |want|. */
+#include "cli.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *check_help =
+    "usage: kiln check DIR... [options]\n"
+    "Each DIR holds model.onnx (or model.pt) and test_data_set_*/input_*.pb and\n"
+    "output_*.pb, the layout of the ONNX backend tests. Prints a line per folder and\n"
+    "ends with 'N passed, N failed'; exits 0 only if every folder passed.\n"
+    "  --rtol R   relative tolerance (default 1e-3)\n"
+    "  --atol A   absolute tolerance (default 1e-7)\n";
+
+#define MAX_SETS 64
+#define MAX_FILES 256
+
+typedef struct tolerance {
+  double rtol, atol;
+} tolerance;
+
+typedef struct cmp_result {
+  double max_abs, max_rel;
+  int64_t bad; /* elements out of tolerance */
+} cmp_result;
+
+static bool is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static bool is_file(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of entries in dir that start with prefix; returns the count, or -1. */
+static int list_prefixed(const char *dir, const char *prefix, char **names, int max) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *ent;
+  while ((ent = readdir(d)) && n < max)
+    if (strncmp(ent->d_name, prefix, strlen(prefix)) == 0) names[n++] = strdup(ent->d_name);
+  closedir(d);
+  qsort(names, (size_t)n, sizeof *names, cmp_str);
+  return n;
+}
+
+/* Numbered files prefix_0.pb, prefix_1.pb ... in order; returns the count. */
+static int count_numbered(const char *dir, const char *prefix) {
+  int n = 0;
+  char p[4096];
+  for (;; n++) {
+    cli_format(p, sizeof p, "%s/%s_%d.pb", dir, prefix, n);
+    if (!is_file(p)) return n;
+  }
+}
+
+static void compare(const kl_tensor *got, const kl_tensor *want, tolerance tol,
+                    cmp_result *r) {
+  int64_t n = kl_tensor_numel(want);
+  bool exact = !kl_dtype_is_float(want->dtype);
+  for (int64_t i = 0; i < n; i++) {
+    double g = kl_load_f64(got->data, got->dtype, (size_t)i);
+    double w = kl_load_f64(want->data, want->dtype, (size_t)i);
+    if (isnan(w) || isnan(g)) {
+      if (isnan(w) != isnan(g)) r->bad++;
+      continue;
+    }
+    if (isinf(w) || isinf(g)) {
+      if (g != w) r->bad++;
+      continue;
+    }
+    if (exact && kl_load_i64(got->data, got->dtype, (size_t)i) !=
+                     kl_load_i64(want->data, want->dtype, (size_t)i))
+      r->bad++;
+    double diff = fabs(g - w), rel = w != 0 ? diff / fabs(w) : (diff ? INFINITY : 0);
+    if (diff > r->max_abs) r->max_abs = diff;
+    if (rel > r->max_rel) r->max_rel = rel;
+    if (!exact && diff > tol.atol + tol.rtol * fabs(w)) r->bad++;
+  }
+}
+
+static bool same_shape(const kl_tensor *a, const kl_tensor *b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
+static void format_shape(const kl_tensor *t, char *buf, size_t len) {
+  size_t u = (size_t)cli_format(buf, len, "%s[", kl_dtype_name(t->dtype));
+  for (int d = 0; d < t->rank && u < len; d++)
+    u += (size_t)cli_format(buf + u, len - u, "%s%lld", d ? "," : "", (long long)t->dims[d]);
+  if (u < len) cli_format(buf + u, len - u, "]");
+}
+
+/* Bind the inputs of one data set: by name when the file names a model input, else by
+ * position. Tensors are kept in ins (freed by the caller). */
+static bool bind_set(kiln_model *m, kiln_session *s, const char *set, kl_tensor *ins, int n,
+                     char *why, size_t len) {
+  char path[4096];
+  for (int k = 0; k < n; k++) {
+    char *name = NULL;
+    cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
+    if (!cli_read_tensor(path, INT64_C(16) << 30, &ins[k], &name)) {
+      cli_format(why, len, "cannot read %s", path);
+      return false;
+    }
+    kiln_tensor_info info = {0};
+    int idx = -1;
+    for (int j = 0; name && j < kiln_model_input_count(m); j++) {
+      kiln_model_input_info(m, j, &info);
+      if (strcmp(info.name, name) == 0) idx = j;
+    }
+    free(name);
+    if (idx < 0 && kiln_model_input_info(m, k, &info) != KILN_OK) {
+      cli_format(why, len, "%s has no matching model input", path);
+      return false;
+    }
+    kiln_status st = kiln_session_set_input(s, info.name, (kiln_dtype)ins[k].dtype, ins[k].rank,
+                                            ins[k].dims, ins[k].data, kl_tensor_nbytes(&ins[k]));
+    if (st != KILN_OK) {
+      cli_format(why, len, "%s: %s", kiln_status_string(st), kiln_session_error(s));
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Compare every output of the last run with set/output_K.pb. */
+static bool check_outputs(kiln_session *s, const char *set, int n_out, tolerance tol,
+                          char *why, size_t len) {
+  char path[4096], a[256], b[256];
+  for (int k = 0; k < n_out; k++) {
+    kl_tensor want = {0};
+    char *name = NULL;
+    cli_format(path, sizeof path, "%s/output_%d.pb", set, k);
+    if (!cli_read_tensor(path, INT64_C(16) << 30, &want, &name)) {
+      cli_format(why, len, "cannot read %s", path);
+      return false;
+    }
+    free(name);
+    kiln_tensor_info info;
+    const void *data;
+    bool ok = kiln_session_get_output(s, k, &info, &data) == KILN_OK;
+    kl_tensor got = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
+    if (ok) memcpy(got.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
+    if (!ok) cli_format(why, len, "the model has no output %d", k);
+    else if (got.dtype != want.dtype || !same_shape(&got, &want)) {
+      format_shape(&got, a, sizeof a);
+      format_shape(&want, b, sizeof b);
+      cli_format(why, len, "output %d '%s' is %s, expected %s", k, info.name, a, b);
+      ok = false;
+    } else {
+      cmp_result r = {0};
+      compare(&got, &want, tol, &r);
+      if (r.bad) {
+        cli_format(why, len, "output %d '%s': %lld of %lld values out of tolerance, max abs "
+                 "err %.3g, max rel err %.3g (rtol %g, atol %g)", k, info.name,
+                 (long long)r.bad, (long long)kl_tensor_numel(&want), r.max_abs, r.max_rel,
+                 tol.rtol, tol.atol);
+        ok = false;
+      }
+    }
+    free(want.data);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/* One test-case folder: true when every data set matches. */
+static bool check_case(const char *dir, const kiln_options *o, tolerance tol, char *why,
+                       size_t len, int *n_sets) {
+  char model_path[4096];
+  cli_format(model_path, sizeof model_path, "%s/model.onnx", dir);
+  if (!is_file(model_path)) cli_format(model_path, sizeof model_path, "%s/model.pt", dir);
+  if (!is_file(model_path)) {
+    cli_format(why, len, "no model.onnx or model.pt");
+    return false;
+  }
+  char *sets[MAX_SETS];
+  *n_sets = list_prefixed(dir, "test_data_set_", sets, MAX_SETS);
+  if (*n_sets <= 0) {
+    cli_format(why, len, "no test_data_set_* folders");
+    return false;
+  }
+  kiln_model *m = NULL;
+  kiln_session *s = NULL;
+  bool ok = false;
+  kiln_status st = kiln_model_load(model_path, o, &m);
+  if (st == KILN_OK) st = kiln_session_create(m, o, &s);
+  if (st != KILN_OK) {
+    cli_format(why, len, "%s: %s", kiln_status_string(st),
+             s ? kiln_session_error(s) : m ? kiln_model_error(m) : "out of memory");
+    goto done;
+  }
+  ok = true;
+  for (int i = 0; i < *n_sets && ok; i++) {
+    char set[4096];
+    cli_format(set, sizeof set, "%s/%s", dir, sets[i]);
+    int n_in = count_numbered(set, "input"), n_out = count_numbered(set, "output");
+    kl_tensor ins[MAX_FILES] = {{0}};
+    if (n_in > MAX_FILES) n_in = MAX_FILES;
+    ok = bind_set(m, s, set, ins, n_in, why, len);
+    if (ok && (st = kiln_session_run(s)) != KILN_OK) {
+      cli_format(why, len, "%s: %s", kiln_status_string(st), kiln_session_error(s));
+      ok = false;
+    }
+    if (ok && n_out != kiln_model_output_count(m)) {
+      cli_format(why, len, "%s has %d expected outputs, the model has %d", sets[i], n_out,
+               kiln_model_output_count(m));
+      ok = false;
+    }
+    if (ok) ok = check_outputs(s, set, n_out, tol, why, len);
+    for (int k = 0; k < n_in; k++) free(ins[k].data);
+    if (!ok) {
+      char tmp[1024];
+      cli_format(tmp, sizeof tmp, "%s: %s", sets[i], why);
+      cli_format(why, len, "%s", tmp);
+    }
+  }
+done:
+  for (int i = 0; i < *n_sets; i++) free(sets[i]);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  return ok;
+}
+
+int cmd_check(int argc, char **argv) {
+  cli_common common = {.opt_level = 2};
+  tolerance tol = {1e-3, 1e-7};
+  const char **dirs = calloc((size_t)argc, sizeof *dirs);
+  int n_dirs = 0;
+  if (!dirs) return EXIT_FAIL;
+  for (int i = 1; i < argc; i++) {
+    int r = cli_common_arg(&common, argc, argv, &i);
+    if (r < 0) {
+      free(dirs);
+      return EXIT_USAGE;
+    }
+    if (r > 0) continue;
+    const char *o = argv[i];
+    if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+      printf("%s%s", check_help, cli_common_help);
+      free(dirs);
+      return EXIT_OK;
+    }
+    if ((strcmp(o, "--rtol") == 0 || strcmp(o, "--atol") == 0) && i + 1 < argc &&
+        cli_parse_double(argv[i + 1], o[2] == 'r' ? &tol.rtol : &tol.atol)) {
+      i++;
+    } else if (o[0] != '-') {
+      dirs[n_dirs++] = o;
+    } else {
+      fprintf(stderr, "kiln check: bad argument '%s'\n%s", o, check_help);
+      free(dirs);
+      return EXIT_USAGE;
+    }
+  }
+  if (n_dirs == 0) {
+    fprintf(stderr, "kiln check: no DIR given\n%s", check_help);
+    free(dirs);
+    return EXIT_USAGE;
+  }
+  kiln_options *o = cli_options(&common);
+  if (!o) {
+    free(dirs);
+    return EXIT_USAGE;
+  }
+  int passed = 0, failed = 0;
+  for (int i = 0; i < n_dirs; i++) {
+    char why[2048] = "";
+    int n_sets = 0;
+    if (!is_dir(dirs[i])) {
+      printf("FAIL %s: not a folder\n", dirs[i]);
+      failed++;
+    } else if (check_case(dirs[i], o, tol, why, sizeof why, &n_sets)) {
+      printf("pass %s (%d data set%s)\n", dirs[i], n_sets, n_sets == 1 ? "" : "s");
+      passed++;
+    } else {
+      printf("FAIL %s: %s\n", dirs[i], why);
+      failed++;
+    }
+    fflush(stdout);
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  kiln_options_free(o);
+  free(dirs);
+  return failed ? EXIT_FAIL : EXIT_OK;
+}

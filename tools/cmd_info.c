@@ -1,0 +1,28 @@
+/* kiln info: version and build features. */
+#include "cli.h"
+#include "kl_config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cmd_info(int argc, char **argv) {
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: kiln info\nPrints kiln's version, build features and supported ops.\n");
+    return EXIT_OK;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "kiln info: unexpected argument '%s'\n", argv[1]);
+    return EXIT_USAGE;
+  }
+  printf("kiln %s\n", kiln_version());
+  printf("build: oneDNN %s, OpenMP %s\n", KL_HAVE_DNNL ? "yes" : "no",
+         KL_HAVE_OPENMP ? "yes" : "no");
+  printf("ops (%d):", KL_OP_COUNT);
+  for (int i = 0; i < KL_OP_COUNT; i++) {
+    const kl_op_info *op = kl_op_get((kl_op)i);
+    printf("%s%s%s%s", i % 8 ? " " : "\n  ", op->domain[0] ? op->domain : "",
+           op->domain[0] ? "." : "", op->name);
+  }
+  printf("\n");
+  return EXIT_OK;
+}

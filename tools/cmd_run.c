@@ -1,0 +1,311 @@
+/* kiln run: one inference on inputs from files or random ones. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static const char *run_help =
+    "usage: kiln run MODEL [options]\n"
+    "  --input NAME=FILE     an input from a .pb (TensorProto) or .npy file; repeatable\n"
+    "  --shape NAME=DIMS     shape of a random input, e.g. input=1x3x224x224\n"
+    "                        (symbolic dims default to 1)\n"
+    "  --seed N              seed for random inputs (default 1)\n"
+    "  --output-dir DIR      write each output as DIR/NAME.npy\n"
+    "  --format npy|pb       file format for --output-dir (default npy)\n"
+    "  --iterations N        run N times and report the mean latency (default 1)\n";
+
+#define MAX_ARGS 64
+
+typedef struct run_args {
+  const char *model;
+  const char *inputs[MAX_ARGS];
+  int n_inputs;
+  const char *shapes[MAX_ARGS];
+  int n_shapes;
+  uint64_t seed;
+  const char *out_dir;
+  const char *format;
+  int64_t iterations;
+  cli_common common;
+} run_args;
+
+static uint64_t next_random(uint64_t *s) { /* xorshift64* */
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
+/* Values that make sense for the dtype: floats in [-1,1), integers in [0,10), bools. */
+static void fill_random(kl_tensor *t, uint64_t *state) {
+  int64_t n = kl_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = next_random(state);
+    double v;
+    if (kl_dtype_is_float(t->dtype)) v = (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    else if (t->dtype == KL_BOOL) v = (double)(r >> 63);
+    else v = (double)(r % 10);
+    kl_store_f64(t->data, t->dtype, (size_t)i, v);
+  }
+}
+
+static const char *find_named(const char *const *list, int n, const char *name) {
+  size_t len = strlen(name);
+  for (int i = 0; i < n; i++)
+    if (strncmp(list[i], name, len) == 0 && list[i][len] == '=') return list[i] + len + 1;
+  return NULL;
+}
+
+/* Make a random tensor for a model input: declared dims, --shape, or 1 for symbols. */
+static bool random_input(const run_args *a, const kiln_tensor_info *info, kl_tensor *t,
+                         uint64_t *state) {
+  const char *shape = find_named(a->shapes, a->n_shapes, info->name);
+  t->dtype = (kl_dtype)info->dtype;
+  if (shape) {
+    if (!cli_parse_dims(shape, &t->rank, t->dims)) {
+      fprintf(stderr, "kiln run: --shape %s=%s: expected dims like 1x3x224x224\n",
+              info->name, shape);
+      return false;
+    }
+  } else {
+    if (info->rank < 0) {
+      fprintf(stderr, "kiln run: input '%s' has no declared rank; give --shape\n", info->name);
+      return false;
+    }
+    t->rank = info->rank;
+    for (int d = 0; d < info->rank; d++) t->dims[d] = info->dims[d] >= 0 ? info->dims[d] : 1;
+  }
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (__builtin_mul_overflow(n, t->dims[d], &n) || n > (INT64_C(1) << 32)) {
+      fprintf(stderr, "kiln run: input '%s' is too large for random data\n", info->name);
+      return false;
+    }
+  t->data = malloc((size_t)n * kl_dtype_size(t->dtype) + 1);
+  if (!t->data) {
+    fprintf(stderr, "kiln run: out of memory\n");
+    return false;
+  }
+  fill_random(t, state);
+  return true;
+}
+
+static void print_shape(int rank, const int64_t *dims) {
+  printf("[");
+  for (int d = 0; d < rank; d++) printf("%s%" PRId64, d ? "," : "", dims[d]);
+  printf("]");
+}
+
+/* name, dtype, shape, then min/max/mean and the first values. */
+static void print_summary(const kiln_tensor_info *info, const void *data) {
+  kl_dtype dt = (kl_dtype)info->dtype;
+  int64_t n = 1;
+  for (int d = 0; d < info->rank; d++) n *= info->dims[d];
+  printf("%s: %s", info->name, kl_dtype_name(dt));
+  print_shape(info->rank, info->dims);
+  if (n == 0) {
+    printf(" (empty)\n");
+    return;
+  }
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t argmax = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = kl_load_f64(data, dt, (size_t)i);
+    if (v < lo) lo = v;
+    if (v > hi) {
+      hi = v;
+      argmax = i;
+    }
+    sum += v;
+  }
+  printf(" min %.6g max %.6g mean %.6g argmax %" PRId64 "\n  values:", lo, hi, sum / (double)n,
+         argmax);
+  for (int64_t i = 0; i < n && i < 8; i++) printf(" %.6g", kl_load_f64(data, dt, (size_t)i));
+  printf(n > 8 ? " ...\n" : "\n");
+}
+
+/* File name for an output: its name with characters a path cannot hold replaced. */
+static void output_path(char *buf, size_t len, const char *dir, const char *name,
+                        const char *ext) {
+  char safe[256];
+  size_t k = 0;
+  for (; name[k] && k < sizeof safe - 1; k++) {
+    char c = name[k];
+    safe[k] = (c == '/' || c == '\\' || c == ':' || (c == '.' && k == 0)) ? '_' : c;
+  }
+  safe[k] = '\0';
+  snprintf(buf, len, "%s/%s.%s", dir, k ? safe : "output", ext);
+}
+
+static int parse_run_args(int argc, char **argv, run_args *a) {
+  memset(a, 0, sizeof *a);
+  a->seed = 1;
+  a->iterations = 1;
+  a->format = "npy";
+  for (int i = 1; i < argc; i++) {
+    int r = cli_common_arg(&a->common, argc, argv, &i);
+    if (r < 0) return EXIT_USAGE;
+    if (r > 0) continue;
+    const char *o = argv[i];
+    if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+      printf("%s%s", run_help, cli_common_help);
+      return EXIT_OK;
+    }
+    bool has_value = i + 1 < argc;
+    int64_t v;
+    if (strcmp(o, "--input") == 0 && has_value && a->n_inputs < MAX_ARGS) {
+      a->inputs[a->n_inputs++] = argv[++i];
+    } else if (strcmp(o, "--shape") == 0 && has_value && a->n_shapes < MAX_ARGS) {
+      a->shapes[a->n_shapes++] = argv[++i];
+    } else if (strcmp(o, "--seed") == 0 && has_value && cli_parse_int(argv[i + 1], &v)) {
+      a->seed = (uint64_t)v;
+      i++;
+    } else if (strcmp(o, "--output-dir") == 0 && has_value) {
+      a->out_dir = argv[++i];
+    } else if (strcmp(o, "--format") == 0 && has_value &&
+               (strcmp(argv[i + 1], "npy") == 0 || strcmp(argv[i + 1], "pb") == 0)) {
+      a->format = argv[++i];
+    } else if (strcmp(o, "--iterations") == 0 && has_value && cli_parse_int(argv[i + 1], &v) &&
+               v > 0) {
+      a->iterations = v;
+      i++;
+    } else if (o[0] != '-' && !a->model) {
+      a->model = o;
+    } else {
+      fprintf(stderr, "kiln run: bad argument '%s'\n%s", o, run_help);
+      return EXIT_USAGE;
+    }
+  }
+  if (!a->model) {
+    fprintf(stderr, "kiln run: no MODEL given\n%s", run_help);
+    return EXIT_USAGE;
+  }
+  if (a->seed == 0) a->seed = 1; /* xorshift needs a non-zero state */
+  return -1;
+}
+
+/* Bind every model input from a file or random data; tensors are kept in ts. */
+static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
+  uint64_t state = a->seed;
+  int n = kiln_model_input_count(m);
+  for (int i = 0; i < a->n_inputs; i++) {
+    const char *eq = strchr(a->inputs[i], '=');
+    bool known = false;
+    for (int k = 0; eq && k < n && !known; k++) {
+      kiln_tensor_info info;
+      kiln_model_input_info(m, k, &info);
+      known = strlen(info.name) == (size_t)(eq - a->inputs[i]) &&
+              strncmp(info.name, a->inputs[i], (size_t)(eq - a->inputs[i])) == 0;
+    }
+    if (!known) {
+      fprintf(stderr, "kiln run: --input %s: expected NAME=FILE with NAME a model input\n",
+              a->inputs[i]);
+      return false;
+    }
+  }
+  for (int k = 0; k < n; k++) {
+    kiln_tensor_info info;
+    kiln_model_input_info(m, k, &info);
+    const char *file = find_named(a->inputs, a->n_inputs, info.name);
+    if (file) {
+      char *name = NULL;
+      int64_t limit = a->common.max_tensor_bytes ? a->common.max_tensor_bytes
+                                                 : (INT64_C(16) << 30);
+      if (!cli_read_tensor(file, limit, &ts[k], &name)) return false;
+      free(name);
+    } else {
+      if (!random_input(a, &info, &ts[k], &state)) return false;
+      printf("random input %s: %s", info.name, kl_dtype_name(ts[k].dtype));
+      print_shape(ts[k].rank, ts[k].dims);
+      printf(" (seed %" PRIu64 ")\n", a->seed);
+    }
+    kiln_status st = kiln_session_set_input(s, info.name, (kiln_dtype)ts[k].dtype, ts[k].rank,
+                                            ts[k].dims, ts[k].data, kl_tensor_nbytes(&ts[k]));
+    if (st != KILN_OK) {
+      fprintf(stderr, "kiln run: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool write_outputs(const run_args *a, kiln_session *s, int n_out) {
+  if (mkdir(a->out_dir, 0777) != 0) {
+    struct stat sb;
+    if (stat(a->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+      fprintf(stderr, "kiln run: cannot create output folder '%s'\n", a->out_dir);
+      return false;
+    }
+  }
+  for (int k = 0; k < n_out; k++) {
+    kiln_tensor_info info;
+    const void *data;
+    kiln_session_get_output(s, k, &info, &data);
+    kl_tensor t = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
+    memcpy(t.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
+    char path[4096];
+    output_path(path, sizeof path, a->out_dir, info.name, a->format);
+    if (!cli_write_tensor(path, &t, info.name)) return false;
+    printf("wrote %s\n", path);
+  }
+  return true;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int cmd_run(int argc, char **argv) {
+  run_args a;
+  int rc = parse_run_args(argc, argv, &a);
+  if (rc >= 0) return rc;
+  kiln_options *o = cli_options(&a.common);
+  if (!o) return EXIT_USAGE;
+  kiln_model *m = cli_load(a.model, o);
+  kiln_session *s = NULL;
+  kl_tensor *ts = NULL;
+  rc = EXIT_FAIL;
+  if (!m) goto done;
+  kiln_status st = kiln_session_create(m, o, &s);
+  if (st != KILN_OK) {
+    fprintf(stderr, "kiln run: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
+    goto done;
+  }
+  int n_in = kiln_model_input_count(m), n_out = kiln_model_output_count(m);
+  ts = calloc((size_t)n_in + 1, sizeof *ts);
+  if (!ts || !bind_inputs(&a, m, s, ts)) goto done;
+  double t0 = now_ms();
+  for (int64_t it = 0; it < a.iterations; it++) {
+    st = kiln_session_run(s);
+    if (st != KILN_OK) {
+      fprintf(stderr, "kiln run: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
+      goto done;
+    }
+  }
+  double ms = (now_ms() - t0) / (double)a.iterations;
+  for (int k = 0; k < n_out; k++) {
+    kiln_tensor_info info;
+    const void *data;
+    kiln_session_get_output(s, k, &info, &data);
+    print_summary(&info, data);
+  }
+  printf("latency: %.3f ms (mean of %" PRId64 " run%s)\n", ms, a.iterations,
+         a.iterations == 1 ? "" : "s");
+  if (a.out_dir && !write_outputs(&a, s, n_out)) goto done;
+  rc = EXIT_OK;
+done:
+  if (ts)
+    for (int k = 0; k < kiln_model_input_count(m); k++) free(ts[k].data);
+  free(ts);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+  return rc;
+}

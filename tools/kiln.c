@@ -1,0 +1,163 @@
+/* kiln: run, check and inspect neural-network models from the command line. */
+#include "cli.h"
+#include "runtime/runtime.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *cli_common_help =
+    "  -O0 .. -O3            graph optimization level (default -O2)\n"
+    "  --threads N           worker threads (default: one per core)\n"
+    "  --passes LIST         switch passes on/off: +name,-name\n"
+    "  --max-tensor-bytes N  largest tensor a model may hold or make (default 16 GiB)\n"
+    "  --memory-limit N      cap on weights plus buffers, in bytes (default none)\n"
+    "  --verify              run the graph verifier after every pass\n";
+
+static const char *usage =
+    "usage: kiln COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  run MODEL      run a model on given or random inputs, print or save outputs\n"
+    "  check DIR...   run ONNX test-case folders and compare with expected outputs\n"
+    "  inspect MODEL  print the model's graph after optimization\n"
+    "  info           print the version and what this build supports\n"
+    "\n"
+    "`kiln COMMAND --help` tells more. `kiln --version` prints the version.\n"
+    "exit codes: 0 success, 1 failure (model error, failed check), 2 bad usage\n";
+
+bool cli_parse_int(const char *s, int64_t *v) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || end == s || *end) return false;
+  *v = x;
+  return true;
+}
+
+bool cli_format(char *buf, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, len, fmt, ap);
+  va_end(ap);
+  return n >= 0 && (size_t)n < len;
+}
+
+bool cli_parse_double(const char *s, double *v) {
+  char *end;
+  errno = 0;
+  double x = strtod(s, &end);
+  if (errno || end == s || *end) return false;
+  *v = x;
+  return true;
+}
+
+bool cli_parse_dims(const char *s, int *rank, int64_t *dims) {
+  int r = 0;
+  if (*s == '\0') { /* a scalar */
+    *rank = 0;
+    return true;
+  }
+  while (*s) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || x < 0 || r == KL_MAX_RANK) return false;
+    dims[r++] = x;
+    if (*end == 'x' || *end == ',') end++;
+    else if (*end) return false;
+    s = end;
+  }
+  *rank = r;
+  return true;
+}
+
+int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
+    c->opt_level = a[2] - '0';
+    return 1;
+  }
+  if (strcmp(a, "--verify") == 0) {
+    c->verify = true;
+    return 1;
+  }
+  int64_t v;
+  const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--passes"};
+  for (int k = 0; k < 4; k++) {
+    if (strcmp(a, names[k]) != 0) continue;
+    if (*i + 1 >= argc) {
+      fprintf(stderr, "kiln: %s needs a value\n", a);
+      return -1;
+    }
+    const char *val = argv[++*i];
+    if (k == 3) {
+      c->passes = val;
+      return 1;
+    }
+    if (!cli_parse_int(val, &v) || v < 0) {
+      fprintf(stderr, "kiln: %s: '%s' is not a non-negative integer\n", a, val);
+      return -1;
+    }
+    if (k == 0) c->threads = (int)v;
+    else if (k == 1) c->max_tensor_bytes = v;
+    else c->memory_limit = v;
+    return 1;
+  }
+  return 0;
+}
+
+kiln_options *cli_options(const cli_common *c) {
+  kiln_options *o;
+  if (kiln_options_create(&o) != KILN_OK) {
+    fprintf(stderr, "kiln: out of memory\n");
+    return NULL;
+  }
+  kiln_status st = kiln_options_set_int(o, "opt_level", c->opt_level);
+  if (st == KILN_OK) st = kiln_options_set_int(o, "threads", c->threads);
+  if (st == KILN_OK && c->max_tensor_bytes)
+    st = kiln_options_set_int(o, "max_tensor_bytes", c->max_tensor_bytes);
+  if (st == KILN_OK) st = kiln_options_set_int(o, "memory_limit", c->memory_limit);
+  if (st == KILN_OK) st = kiln_options_set_int(o, "verify", c->verify);
+  if (st == KILN_OK && c->passes) st = kiln_options_set_string(o, "passes", c->passes);
+  if (st != KILN_OK) {
+    fprintf(stderr, "kiln: invalid option value (%s)\n", kiln_status_string(st));
+    kiln_options_free(o);
+    return NULL;
+  }
+  return o;
+}
+
+kiln_model *cli_load(const char *path, const kiln_options *o) {
+  kiln_model *m = NULL;
+  kiln_status st = kiln_model_load(path, o, &m);
+  if (st != KILN_OK) {
+    fprintf(stderr, "kiln: %s: %s\n", kiln_status_string(st),
+            m ? kiln_model_error(m) : "out of memory");
+    kiln_model_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : EXIT_OK;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("kiln %s\n", kiln_version());
+    return EXIT_OK;
+  }
+  static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+  } cmds[] = {{"run", cmd_run}, {"check", cmd_check}, {"inspect", cmd_inspect},
+              {"info", cmd_info}};
+  for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
+    if (strcmp(argv[1], cmds[k].name) == 0) return cmds[k].fn(argc - 1, argv + 1);
+  fprintf(stderr, "kiln: unknown command '%s'\n\n%s", argv[1], usage);
+  return EXIT_USAGE;
+}

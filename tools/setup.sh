@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs kiln's build and test dependencies from Debian, only what is missing.
+# Idempotent; needs root or sudo. Usage: tools/setup.sh [--python]
+#   --python   also create .venv with the PyPI packages the test/export scripts use
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+pkgs=(
+  build-essential meson ninja-build pkg-config clang llvm lld libclang-rt-14-dev
+  protobuf-c-compiler libprotobuf-c-dev libonnx-dev
+  libcmocka-dev libdnnl-dev libomp-dev libzip-dev
+  python3 python3-venv python3-pip valgrind
+)
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup.sh: need root or sudo to install packages" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = "--python" ]; then
+  venv="$here/.venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -c 'import onnx, numpy' 2>/dev/null ||
+    "$venv/bin/pip" install -q -r "$here/tools/requirements-test.txt"
+fi
