@@ -125,7 +125,8 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *set, kl_tensor 
       if (strcmp(info.name, name) == 0) idx = j;
     }
     free(name);
-    if (idx < 0 && kiln_model_input_info(m, k, &info) != KILN_OK) {
+    /* The search loop leaves info at the last input; fetch the one that matched. */
+    if (kiln_model_input_info(m, idx >= 0 ? idx : k, &info) != KILN_OK) {
       cli_format(why, len, "%s has no matching model input", path);
       return false;
     }

@@ -31,7 +31,10 @@ fi
 
 if [ "${1:-}" = "--python" ]; then
   venv="$here/.venv"
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -c 'import onnx, numpy' 2>/dev/null ||
-    "$venv/bin/pip" install -q -r "$here/tools/requirements-test.txt"
+  # A venv made while python3-venv was missing has no pip; make it again.
+  if [ ! -x "$venv/bin/python" ] || [ ! -x "$venv/bin/pip" ]; then python3 -m venv --clear "$venv"; fi
+  # The pinned onnx release, not any: the conformance list is for its node tests.
+  onnx_pin=$(sed -n 's/^onnx==//p' "$here/tools/requirements-test.txt")
+  "$venv/bin/python" -c "import onnx, numpy, sys; sys.exit(onnx.__version__ != '$onnx_pin')" \
+    2>/dev/null || "$venv/bin/pip" install -q -r "$here/tools/requirements-test.txt"
 fi

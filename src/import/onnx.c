@@ -84,9 +84,11 @@ static kiln_status check_ir(const Onnx__ModelProto *m, kl_err *e) {
   return KILN_OK;
 }
 
-/* The default domain's opset, which decides the form of every ONNX op. */
+/* The default domain's opset, which decides the form of every ONNX op; 0 when the
+ * model imports none (it may use other domains only, which nodes then report). */
 static kiln_status check_opsets(const Onnx__ModelProto *m, int64_t *opset, kl_err *e) {
   bool found = false;
+  *opset = 0;
   if (m->n_opset_import > KL_ONNX_MAX_OPSETS)
     return kl_fail(e, KILN_ERR_LIMIT, "the model imports %zu opsets", m->n_opset_import);
   for (size_t i = 0; i < m->n_opset_import; i++) {
@@ -102,9 +104,7 @@ static kiln_status check_opsets(const Onnx__ModelProto *m, int64_t *opset, kl_er
     found = true;
     *opset = os->version;
   }
-  if (!found)
-    return kl_fail(e, KILN_ERR_INVALID_MODEL, "the model imports no opset of the default "
-                   "ONNX domain");
+  if (!found) return KILN_OK;
   if (*opset < KL_ONNX_MIN_OPSET)
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "opset %lld is older than %d, the oldest kiln "
                    "reads", (long long)*opset, KL_ONNX_MIN_OPSET);
@@ -268,37 +268,43 @@ static kiln_status constant_scalar(kl_onnx_ctx *c, const Onnx__AttributeProto *a
   return KILN_OK;
 }
 
+/* The attribute kind (kl_attr_kind, ONNX's numbers) each form of Constant's value has;
+ * 0 for other names. */
+static int constant_form(const char *name) {
+  static const struct { const char *name; int kind; } forms[] = {
+      {"value", KL_ATTR_TENSOR},      {"value_float", KL_ATTR_FLOAT},
+      {"value_floats", KL_ATTR_FLOATS}, {"value_int", KL_ATTR_INT},
+      {"value_ints", KL_ATTR_INTS},
+  };
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++)
+    if (strcmp(name, forms[i].name) == 0) return forms[i].kind;
+  return 0;
+}
+
 static kiln_status constant_value(kl_onnx_ctx *c, const Onnx__AttributeProto *ap, kl_tensor *t,
                                   size_t *nbytes) {
-  static const struct { const char *name; int kind; } forms[] = {
-      {"value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR},
-      {"value_float", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT},
-      {"value_floats", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS},
-      {"value_int", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT},
-      {"value_ints", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS},
-  };
   const char *name = ap->name ? ap->name : "";
+  int form = constant_form(name);
   memset(t, 0, sizeof *t);
+  if (!kl_onnx_name_ok(name))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant's attribute name is not valid text");
   if (!strcmp(name, "value_string") || !strcmp(name, "value_strings") ||
       !strcmp(name, "sparse_value"))
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "Constant '%s' is not supported (kiln has no "
                    "string or sparse tensors)", name);
-  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
-    if (strcmp(name, forms[i].name) != 0) continue;
-    if (!ap->has_type || (int)ap->type != forms[i].kind)
-      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant attribute '%s' has the wrong "
-                     "type", name);
-    switch (forms[i].kind) {
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR:
-      if (!ap->t) break;
-      return kl_onnx_tensor_decode(ap->t, &c->ts, "Constant value", t, nbytes, c->e);
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: return constant_list(c, ap, false, t, nbytes);
-    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: return constant_list(c, ap, true, t, nbytes);
-    default: return constant_scalar(c, ap, forms[i].kind == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, t, nbytes);
-    }
+  if (!form)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant has no value (attribute '%s' "
+                   "is not one of value, value_float(s), value_int(s))", name);
+  if (!ap->has_type || (int)ap->type != form || (form == KL_ATTR_TENSOR && !ap->t))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant attribute '%s' has the wrong "
+                   "type", name);
+  switch (form) {
+  case KL_ATTR_TENSOR:
+    return kl_onnx_tensor_decode(ap->t, &c->ts, "Constant value", t, nbytes, c->e);
+  case KL_ATTR_FLOATS: return constant_list(c, ap, false, t, nbytes);
+  case KL_ATTR_INTS: return constant_list(c, ap, true, t, nbytes);
+  default: return constant_scalar(c, ap, form == KL_ATTR_INT, t, nbytes);
   }
-  return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant has no value (attribute '%.64s' is "
-                 "not one of value, value_float(s), value_int(s))", name);
 }
 
 static kiln_status add_constant(kl_onnx_ctx *c, const Onnx__NodeProto *np) {
@@ -352,7 +358,10 @@ static kiln_status check_node_text(kl_onnx_ctx *c, const Onnx__NodeProto *np, in
 static kiln_status declare_node(kl_onnx_ctx *c, const Onnx__NodeProto *np, int index) {
   kiln_status s = check_node_text(c, np, index);
   if (s != KILN_OK) return s;
-  if (is_constant(np)) {
+  if (onnx_domain(np->domain) && c->opset == 0) {
+    s = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "the node is of the default ONNX domain, "
+                "which the model does not import (no opset_import for it)");
+  } else if (is_constant(np)) {
     s = add_constant(c, np);
   } else {
     for (size_t i = 0; i < np->n_output && s == KILN_OK; i++)
@@ -403,7 +412,8 @@ kiln_status kl_onnx_node_reserve_input(kl_onnx_ctx *c, kl_onnx_node *n, int slot
 static kiln_status resolve_names(kl_onnx_ctx *c, char **names, size_t count, bool inputs,
                                  int **ids, int *n) {
   while (count > 0 && !*names[count - 1]) count--;
-  if (!(*ids = malloc(sizeof(int) * (count + 1)))) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!(*ids = malloc(sizeof(int) * (count + 1))))
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   *n = (int)count;
   for (size_t i = 0; i < count; i++) {
     if (!*names[i]) {
@@ -521,8 +531,10 @@ static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m) {
   kiln_status s = check_counts(gp, c->e);
   if (s == KILN_OK) s = add_initializers(c, gp);
   if (s == KILN_OK) s = add_inputs(c, gp);
-  for (size_t i = 0; s == KILN_OK && i < gp->n_node; i++) s = declare_node(c, gp->node[i], (int)i);
-  for (size_t i = 0; s == KILN_OK && i < gp->n_output; i++) s = declare_type(c, gp->output[i], true);
+  for (size_t i = 0; s == KILN_OK && i < gp->n_node; i++)
+    s = declare_node(c, gp->node[i], (int)i);
+  for (size_t i = 0; s == KILN_OK && i < gp->n_output; i++)
+    s = declare_type(c, gp->output[i], true);
   for (size_t i = 0; s == KILN_OK && i < gp->n_value_info; i++)
     s = declare_type(c, gp->value_info[i], false);
   for (size_t i = 0; s == KILN_OK && i < gp->n_node; i++) s = import_node(c, m, (int)i);
@@ -546,19 +558,17 @@ static kiln_status unpack(const void *buf, size_t len, ProtobufCAllocator *a,
   return KILN_OK;
 }
 
-kiln_status kl_onnx_load_memory(const void *buf, size_t len, const char *dir,
-                                const kl_import_opts *o, kl_graph **out, kl_err *e) {
-  kl_err local;
-  if (!e) kl_err_clear(e = &local);
-  if (!out || (!buf && len))
-    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no output or no buffer");
-  *out = NULL;
+/* Import from bytes; owned_buf (the same bytes, malloc'd, or NULL) is freed as soon as
+ * it is parsed, so that a file's bytes and its weights are not held twice. */
+static kiln_status load_bytes(const void *buf, size_t len, void *owned_buf, const char *dir,
+                              const kl_import_opts *o, kl_graph **out, kl_err *e) {
   ProtobufCAllocator a;
   kl_onnx_allocator_init(&a);
   Onnx__ModelProto *m = NULL;
   kl_onnx_ctx c = {.e = e, .ts = {dir, KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES}};
   if (o && o->max_tensor_bytes > 0) c.ts.max_bytes = o->max_tensor_bytes;
   kiln_status s = unpack(buf, len, &a, &m, e);
+  free(owned_buf);
   if (s == KILN_OK) s = check_ir(m, e);
   if (s == KILN_OK) s = check_opsets(m, &c.opset, e);
   if (s == KILN_OK && !m->graph) s = kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no graph");
@@ -574,6 +584,16 @@ kiln_status kl_onnx_load_memory(const void *buf, size_t len, const char *dir,
   return s;
 }
 
+kiln_status kl_onnx_load_memory(const void *buf, size_t len, const char *dir,
+                                const kl_import_opts *o, kl_graph **out, kl_err *e) {
+  kl_err local;
+  if (!e) kl_err_clear(e = &local);
+  if (!out || (!buf && len))
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no output or no buffer");
+  *out = NULL;
+  return load_bytes(buf, len, NULL, dir, o, out, e);
+}
+
 kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_graph **out,
                               kl_err *e) {
   kl_err local;
@@ -585,8 +605,12 @@ kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_grap
   kiln_status s = kl_file_read(path, KL_ONNX_MAX_FILE, &buf, &len, e);
   if (s != KILN_OK) return s; /* the message names the file already */
   char *dir = kl_path_dir(path);
-  if (!dir) s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  if (s == KILN_OK) s = kl_onnx_load_memory(buf, len, dir, o, out, e);
+  if (!dir) {
+    free(buf);
+    s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  } else {
+    s = load_bytes(buf, len, buf, dir, o, out, e);
+  }
   if (s == KILN_OK) s = kl_graph_set_source(*out, path, e);
   if (s != KILN_OK) {
     kl_graph_free(*out);
@@ -594,6 +618,5 @@ kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_grap
     kl_err_prefix(e, "%s", path);
   }
   free(dir);
-  free(buf);
   return s;
 }

@@ -6,6 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* kl_attr_kind is defined with ONNX's AttributeType numbers; conversions rely on it. */
+_Static_assert((int)KL_ATTR_FLOAT == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT &&
+                   (int)KL_ATTR_INT == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT &&
+                   (int)KL_ATTR_STRING == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING &&
+                   (int)KL_ATTR_TENSOR == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR &&
+                   (int)KL_ATTR_GRAPH == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH &&
+                   (int)KL_ATTR_FLOATS == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS &&
+                   (int)KL_ATTR_INTS == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS &&
+                   (int)KL_ATTR_STRINGS == (int)ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS,
+               "kl_attr_kind must match ONNX's AttributeType");
+
 /* Length of the UTF-8 sequence starting at s (1..4), or 0 if it is malformed,
  * overlong, a surrogate or above U+10FFFF. */
 static int utf8_seq(const unsigned char *s) {

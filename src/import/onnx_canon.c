@@ -19,6 +19,7 @@ typedef enum move_form {
   MOVE_DROP = 0,   /* the attribute has no meaning any more (inference): dropped */
   MOVE_I64_LIST,   /* INTS -> 1-D int64 tensor */
   MOVE_SCALAR_X,   /* FLOAT -> scalar of input 0's dtype (float32 when unknown) */
+  MOVE_I64_ONE,    /* INT -> 1-D int64 tensor of one element */
 } move_form;
 
 typedef struct move {
@@ -43,6 +44,7 @@ struct rule {
 static kiln_status canon_moves(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_coerce_2d(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_batchnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 
 static const rule rules[] = {
     {"Squeeze", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
@@ -53,11 +55,27 @@ static const rule rules[] = {
     /* before 13 they flattened the input to 2-D at `axis` (default 1) */
     {"Softmax", 13, canon_coerce_2d, {{"axis", 0, MOVE_DROP, false}}},
     {"LogSoftmax", 13, canon_coerce_2d, {{"axis", 0, MOVE_DROP, false}}},
+    {"Hardmax", 13, canon_coerce_2d, {{"axis", 0, MOVE_DROP, false}}},
     /* every opset: attributes of opsets 1..8 and training-only outputs */
     {"BatchNormalization", KL_ONNX_MAX_OPSET + 1, canon_batchnorm,
      {{"spatial", 0, MOVE_DROP, false},
       {"is_test", 0, MOVE_DROP, false},
       {"consumed_inputs", 0, MOVE_DROP, false}}},
+    /* Reduce*: axes became input 1 at opset 18 (ReduceSum at 13) */
+    {"ReduceSum", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceMean", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceMax", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceMin", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceProd", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceL1", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceL2", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceLogSum", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceLogSumExp", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"ReduceSumSquare", 18, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
+    {"TopK", 10, canon_moves, {{"k", 1, MOVE_I64_ONE, true}}},
+    {"InstanceNormalization", 6, canon_moves, {{"consumed_inputs", 0, MOVE_DROP, false}}},
+    /* before 21, scale and bias had one value per group */
+    {"GroupNormalization", 21, canon_groupnorm, {{NULL, 0, MOVE_DROP, false}}},
 };
 
 static const rule *find_rule(const char *op, int64_t opset) {
@@ -96,9 +114,16 @@ static int move_const(kl_onnx_ctx *c, const kl_onnx_node *n, const Onnx__Attribu
     if (bytes) memcpy(data, ap->ints, bytes);
     return kl_graph_add_const(c->g, NULL, KL_I64, 1, &dim, data, bytes, false, c->e);
   }
+  if (form == MOVE_I64_ONE) {
+    if (attr_kind(ap, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an int", c->e)) return -1;
+    int64_t one = 1, *data = malloc(sizeof *data);
+    if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+    *data = ap->i;
+    return kl_graph_add_const(c->g, NULL, KL_I64, 1, &one, data, sizeof *data, false, c->e);
+  }
   if (attr_kind(ap, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float", c->e)) return -1;
   /* the new form wants input 0's dtype; the old one only allowed float types */
-  kl_dtype t = n->in[0] >= 0 ? c->g->values[n->in[0]].type.dtype : KL_UNDEFINED;
+  kl_dtype t = n->n_in > 0 && n->in[0] >= 0 ? c->g->values[n->in[0]].type.dtype : KL_UNDEFINED;
   if (!kl_dtype_is_float(t)) t = KL_F32;
   void *data = malloc(kl_dtype_size(t));
   if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
@@ -191,9 +216,9 @@ static kiln_status canon_coerce_2d(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
   if (ap) axis = ap->i;
   if ((s = drop_attr(c, n, r->moves[0].attr)) != KILN_OK) return s;
   /* a node without its input or output is left to kl_onnx_emit to report */
-  bool whole = n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0;
-  int rank = whole ? -1 : c->g->values[n->in[0]].type.rank;
-  if (!whole && axis != -1 && !(rank > 0 && axis == rank - 1))
+  bool malformed = n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0;
+  int rank = malformed ? -1 : c->g->values[n->in[0]].type.rank;
+  if (!malformed && axis != -1 && !(rank > 0 && axis == rank - 1))
     return lower_coerce_2d(c, n, axis);
   int node;
   s = kl_onnx_emit(c, n, &node);
@@ -222,4 +247,54 @@ static kiln_status canon_batchnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
                    "first (running statistics) are for training, which kiln does not do",
                    n->n_out);
   return canon_moves(c, n, r);
+}
+
+/* ---- GroupNormalization before opset 21 ----
+ * scale and bias had one value per group; since 21 they have one per channel. Each
+ * group's value is repeated over its C / num_groups channels, which kiln can do when
+ * both are constants and X's channel count is declared. */
+
+/* The per-channel constant for the per-group constant value v. */
+static int per_channel_const(kl_onnx_ctx *c, const kl_value *v, int64_t groups,
+                             int64_t channels) {
+  size_t size = kl_dtype_size(v->type.dtype), bytes;
+  if (kl_mul_overflow_size((size_t)channels, size, &bytes) ||
+      bytes > (uint64_t)c->ts.max_bytes)
+    return kl_fail(c->e, KILN_ERR_LIMIT, "%lld channels of %s are over the tensor limit",
+                   (long long)channels, kl_dtype_name(v->type.dtype)), -1;
+  char *data = malloc(bytes ? bytes : 1);
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+  int64_t per_group = channels / groups;
+  for (int64_t ch = 0; ch < channels; ch++)
+    memcpy(data + (size_t)ch * size, (const char *)v->data + (size_t)(ch / per_group) * size,
+           size);
+  return kl_graph_add_const(c->g, NULL, v->type.dtype, 1, &channels, data, bytes, false,
+                            c->e);
+}
+
+static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  (void)r;
+  const Onnx__AttributeProto *ap = kl_onnx_node_attr(n, "num_groups");
+  int node;
+  /* a malformed node is left to kl_onnx_emit and shape inference to report */
+  if (!ap || ap->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT || ap->i < 1 ||
+      n->n_in < 3 || n->in[0] < 0 || n->in[1] < 0 || n->in[2] < 0)
+    return kl_onnx_emit(c, n, &node);
+  const kl_type *x = &c->g->values[n->in[0]].type;
+  int64_t groups = ap->i, channels = x->rank >= 2 ? x->dims[1].size : -1;
+  if (channels == groups) return kl_onnx_emit(c, n, &node); /* per group is per channel */
+  for (int slot = 1; slot < 3; slot++) {
+    const kl_value *v = &c->g->values[n->in[slot]];
+    int64_t count;
+    if (v->kind != KL_VALUE_CONST || !kl_type_numel(&v->type, &count) || count != groups ||
+        channels < 0 || channels % groups != 0)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "GroupNormalization before opset 21 has "
+                     "one %s value per group; kiln converts them to one per channel only "
+                     "when they are constants of num_groups values and input 0's channel "
+                     "count is declared", slot == 1 ? "scale" : "bias");
+    int id = per_channel_const(c, v, groups, channels);
+    if (id < 0) return c->e->code;
+    n->in[slot] = id;
+  }
+  return kl_onnx_emit(c, n, &node);
 }

@@ -104,29 +104,70 @@ static kl_dim broadcast_dim(kl_dim a, kl_dim b, bool *ok) {
   return kl_dim_unknown();
 }
 
+/* Broadcasts the known-rank shapes a and b into out (rank and dims). On a clash returns
+ * false with the output dim and the two sizes that clash. */
+static bool broadcast_shapes(const kl_type *a, const kl_type *b, kl_type *out,
+                             int *bad_dim, kl_dim *da, kl_dim *db) {
+  int rank = a->rank > b->rank ? a->rank : b->rank;
+  kl_dim dims[KL_MAX_RANK];
+  for (int k = 0; k < rank; k++) {
+    int i = k - (rank - a->rank), j = k - (rank - b->rank);
+    *da = i >= 0 ? a->dims[i] : kl_dim_of(1);
+    *db = j >= 0 ? b->dims[j] : kl_dim_of(1);
+    bool ok;
+    dims[k] = broadcast_dim(*da, *db, &ok);
+    if (!ok) {
+      *bad_dim = k;
+      return false;
+    }
+  }
+  out->rank = rank;
+  if (rank > 0) memcpy(out->dims, dims, sizeof(kl_dim) * (size_t)rank);
+  return true;
+}
+
 kiln_status kl_broadcast(const kl_infer_ctx *c, int ia, int ib, kl_type *out) {
   const kl_type *a = kl_infer_in(c, ia), *b = kl_infer_in(c, ib);
   if (!a || !b || a->rank < 0 || b->rank < 0) {
     out->rank = -1;
     return KILN_OK;
   }
-  int rank = a->rank > b->rank ? a->rank : b->rank;
-  kl_dim dims[KL_MAX_RANK];
-  for (int k = 0; k < rank; k++) {
-    int i = k - (rank - a->rank), j = k - (rank - b->rank);
-    kl_dim da = i >= 0 ? a->dims[i] : kl_dim_of(1), db = j >= 0 ? b->dims[j] : kl_dim_of(1);
-    bool ok;
-    dims[k] = broadcast_dim(da, db, &ok);
-    if (ok) continue;
-    char sa[256], sb[256];
-    kl_type_format(c->g, a, sa, sizeof sa);
-    kl_type_format(c->g, b, sb, sizeof sb);
-    return kl_fail(c->e, KILN_ERR_SHAPE, "input %d %s and input %d %s do not broadcast: "
-                   "%lld vs %lld in output dim %d", ia, sa, ib, sb, (long long)da.size,
-                   (long long)db.size, k);
+  int k;
+  kl_dim da, db;
+  if (broadcast_shapes(a, b, out, &k, &da, &db)) return KILN_OK;
+  char sa[256], sb[256];
+  kl_type_format(c->g, a, sa, sizeof sa);
+  kl_type_format(c->g, b, sb, sizeof sb);
+  return kl_fail(c->e, KILN_ERR_SHAPE, "input %d %s and input %d %s do not broadcast: "
+                 "%lld vs %lld in output dim %d", ia, sa, ib, sb, (long long)da.size,
+                 (long long)db.size, k);
+}
+
+kiln_status kl_broadcast_inputs(const kl_infer_ctx *c, int first, int count, kl_type *out) {
+  kl_type acc;
+  kl_type_unknown(&acc, out->dtype);
+  acc.rank = 0; /* a scalar broadcasts to anything */
+  bool rank_unknown = false; /* the inputs of known rank must still agree */
+  for (int i = first; i < first + count; i++) {
+    const kl_type *t = kl_infer_in(c, i);
+    if (!t) continue;
+    if (t->rank < 0) {
+      rank_unknown = true;
+      continue;
+    }
+    kl_type prev = acc;
+    int k;
+    kl_dim da, dt;
+    if (broadcast_shapes(&prev, t, &acc, &k, &da, &dt)) continue;
+    char sa[256], st[256];
+    kl_type_format(c->g, &prev, sa, sizeof sa);
+    kl_type_format(c->g, t, st, sizeof st);
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input %d %s does not broadcast with the "
+                   "inputs before it (together %s): %lld vs %lld in output dim %d", i, st,
+                   sa, (long long)dt.size, (long long)da.size, k);
   }
-  out->rank = rank;
-  memcpy(out->dims, dims, sizeof(kl_dim) * (size_t)rank);
+  out->rank = rank_unknown ? -1 : acc.rank;
+  if (out->rank > 0) memcpy(out->dims, acc.dims, sizeof(kl_dim) * (size_t)acc.rank);
   return KILN_OK;
 }
 

@@ -53,6 +53,9 @@ kl_dim kl_dim_merge(kl_dim a, kl_dim b, bool *ok);
  * wins over a symbol (the symbol must then be that size or 1); equal symbols stay;
  * anything else is unknown. Either rank unknown makes the result's rank unknown. */
 kiln_status kl_broadcast(const kl_infer_ctx *c, int ia, int ib, kl_type *out);
+/* The same over inputs first..first+count-1 (Where, Sum, Max, ...): every present input
+ * takes part; an absent one is skipped. */
+kiln_status kl_broadcast_inputs(const kl_infer_ctx *c, int first, int count, kl_type *out);
 /* Unidirectional broadcasting: input i's shape must broadcast to `target`. */
 kiln_status kl_check_unidirectional(const kl_infer_ctx *c, int i, const char *name,
                                     const kl_type *target);
@@ -86,8 +89,9 @@ typedef struct kl_window {
 
 /* Reads auto_pad, strides, dilations, pads and ceil_mode from the node, and the kernel
  * shape from the "kernel_shape" attribute or, when that is absent, from `kernel` (Conv
- * passes its weight's spatial dims; NULL when they are not known). Checks list lengths
- * and that every value is in range. */
+ * passes its weight's spatial dims, -1 where unknown; NULL for none). Checks list
+ * lengths, that every value is in range and that kernel_shape agrees with `kernel`. A
+ * kernel dim left unknown (-1) makes kl_window_out report an unknown size. */
 kiln_status kl_window_init(const kl_node *node, int n, const int64_t *kernel,
                            kl_window *w, kl_err *e);
 /* Output size of spatial dim i for an input of size `in` (known); for auto_pad it also

@@ -57,10 +57,18 @@ int kl_infer_dropout(kl_infer_ctx *c) {
   return KILN_OK;
 }
 
+/* Every integer dtype wraps like int64 in the kernel; Div divides signed, which is wrong
+ * for uint64 values of 2^63 and up, so Div leaves uint64 out. */
+static uint32_t binary_dtypes(kl_op op) {
+  uint32_t ints = KL_DT(KL_I8) | KL_DT(KL_I16) | KL_DT(KL_U8) | KL_DT(KL_U16) | KL_DT(KL_U32);
+  return KL_DTS_ARITH | ints | (op == KL_OP_Div ? 0 : KL_DT(KL_U64));
+}
+
 int kl_infer_binary(kl_infer_ctx *c) {
+  uint32_t allowed = binary_dtypes(c->node->op);
   kiln_status st = kl_check_required(c, 2);
-  if (st == KILN_OK) st = kl_check_dtype(c, 0, "A", KL_DTS_ARITH);
-  if (st == KILN_OK) st = kl_check_dtype(c, 1, "B", KL_DTS_ARITH);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "A", allowed);
+  if (st == KILN_OK) st = kl_check_dtype(c, 1, "B", allowed);
   if (st == KILN_OK) st = kl_check_same_dtype(c, 0, 1);
   if (st != KILN_OK) return st;
   kl_dtype dt = c->in[0]->dtype != KL_UNDEFINED ? c->in[0]->dtype : c->in[1]->dtype;

@@ -5,6 +5,16 @@
 /* The reference kernels walk at most three spatial dims (1-D and 2-D as 3-D). */
 #define MAX_SPATIAL 3
 
+/* Input i is (N, C, spatial...): too few dims is a bad model; more spatial dims than
+ * the kernels walk is valid ONNX that kiln does not run. */
+static kiln_status check_spatial_rank(const kl_infer_ctx *c, int i, const char *name) {
+  const kl_type *t = kl_infer_in(c, i);
+  if (t && t->rank > MAX_SPATIAL + 2)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "input %d (%s) has %d spatial dims; kiln "
+                   "supports 1 to %d", i, name, t->rank - 2, MAX_SPATIAL);
+  return kl_check_rank(c, i, name, 3, MAX_SPATIAL + 2);
+}
+
 /* Fills the spatial dims of out (from index 2) with the window applied to x's. */
 static kiln_status window_dims(const kl_infer_ctx *c, const kl_type *x, kl_window *w,
                                kl_type *out) {
@@ -55,8 +65,8 @@ static kiln_status conv_check_inputs(const kl_infer_ctx *c) {
   if (st == KILN_OK) st = kl_check_dtype(c, 0, "X", KL_DTS_FLOAT);
   if (st == KILN_OK) st = kl_check_same_dtype(c, 0, 1);
   if (st == KILN_OK) st = kl_check_same_dtype(c, 0, 2);
-  if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 3, MAX_SPATIAL + 2);
-  if (st == KILN_OK) st = kl_check_rank(c, 1, "W", 3, MAX_SPATIAL + 2);
+  if (st == KILN_OK) st = check_spatial_rank(c, 0, "X");
+  if (st == KILN_OK) st = check_spatial_rank(c, 1, "W");
   if (st == KILN_OK) st = kl_check_rank(c, 2, "B", 1, 1);
   return st;
 }
@@ -88,7 +98,7 @@ static uint32_t pool_dtypes(kl_op op) {
 int kl_infer_pool(kl_infer_ctx *c) {
   kiln_status st = kl_check_required(c, 1);
   if (st == KILN_OK) st = kl_check_dtype(c, 0, "X", pool_dtypes(c->node->op));
-  if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 3, MAX_SPATIAL + 2);
+  if (st == KILN_OK) st = check_spatial_rank(c, 0, "X");
   if (st != KILN_OK) return st;
   const int64_t *ks;
   int n = kl_attr_ints(c->node, "kernel_shape", &ks);

@@ -242,6 +242,18 @@ int kl_infer_squeeze(kl_infer_ctx *c) {
   return KILN_OK;
 }
 
+static kiln_status unsqueeze_axes(const kl_infer_ctx *c, const int64_t *axes, int n,
+                                  kl_type *out) {
+  const kl_type *x = c->in[0];
+  bool mask[KL_MAX_RANK];
+  int rank = x->rank + n, next = 0;
+  kiln_status st = axes_mask(c, axes, n, rank, mask);
+  if (st != KILN_OK) return st;
+  out->rank = rank;
+  for (int i = 0; i < rank; i++) out->dims[i] = mask[i] ? kl_dim_of(1) : x->dims[next++];
+  return KILN_OK;
+}
+
 int kl_infer_unsqueeze(kl_infer_ctx *c) {
   kiln_status st = kl_check_required(c, 2);
   if (st != KILN_OK) return st;
@@ -254,16 +266,9 @@ int kl_infer_unsqueeze(kl_infer_ctx *c) {
   int count = n >= 0 ? n : axes_count(c, 1);
   if (x->rank < 0 || count < 0) return KILN_OK;
   st = kl_check_out_rank(c, x->rank + count);
-  if (st != KILN_OK || n < 0) {
-    if (st == KILN_OK) kl_type_unknown_dims(&c->out[0], x->dtype, x->rank + count);
-    return st;
-  }
-  int rank = x->rank + n, next = 0;
-  bool mask[KL_MAX_RANK];
-  st = axes_mask(c, axes, n, rank, mask);
   if (st != KILN_OK) return st;
-  c->out[0].rank = rank;
-  for (int i = 0; i < rank; i++) c->out[0].dims[i] = mask[i] ? kl_dim_of(1) : x->dims[next++];
+  if (n >= 0) return unsqueeze_axes(c, axes, n, &c->out[0]);
+  kl_type_unknown_dims(&c->out[0], x->dtype, x->rank + count);
   return KILN_OK;
 }
 

@@ -3,10 +3,47 @@
 
 #include <string.h>
 
-kiln_status kl_pass_dce(kl_graph *g, const kl_pass_config *cfg, bool *changed, kl_err *e);
+#define KL_PASS(fn) \
+  kiln_status kl_pass_##fn(kl_graph *g, const kl_pass_config *cfg, bool *changed, kl_err *e);
+KL_PASS(dce)
+KL_PASS(eliminate)
+KL_PASS(const_fold)
+KL_PASS(cse)
+KL_PASS(collapse_reshape)
+KL_PASS(collapse_transpose)
+KL_PASS(fold_bn)
+KL_PASS(fold_scale_bias)
+KL_PASS(fuse_matmul_add)
+KL_PASS(fold_transpose)
+KL_PASS(fuse_sum)
+KL_PASS(fuse_act)
+#undef KL_PASS
 
+/* In the order they run each round; docs/passes.md describes each with an example. */
 static const kl_pass pass_table[] = {
     {"dce", 1, "remove nodes whose results are never used", kl_pass_dce},
+    {"eliminate", 1, "remove Identity, Dropout, no-op Cast/Reshape/Expand/Transpose",
+     kl_pass_eliminate},
+    {"const_fold", 1, "run nodes with constant inputs (and Shape of known dims) once",
+     kl_pass_const_fold},
+    {"cse", 1, "merge duplicate constants and nodes with the same op, inputs, attributes",
+     kl_pass_cse},
+    {"collapse_reshape", 2, "drop a Reshape/Flatten/Squeeze/Unsqueeze before a Reshape",
+     kl_pass_collapse_reshape},
+    {"collapse_transpose", 2, "compose Transpose pairs; drop identity results",
+     kl_pass_collapse_transpose},
+    {"fold_bn", 2, "fold BatchNormalization into Conv/ConvTranspose/Gemm/MatMul weights",
+     kl_pass_fold_bn},
+    {"fold_scale_bias", 2, "fold per-channel constant Add/Sub/Mul/Div into weights",
+     kl_pass_fold_scale_bias},
+    {"fuse_matmul_add", 2, "MatMul+Add into Gemm (2-D) or FusedMatMul with a bias",
+     kl_pass_fuse_matmul_add},
+    {"fold_transpose", 2, "fold 2-D Transposes into Gemm transA/transB",
+     kl_pass_fold_transpose},
+    {"fuse_sum", 2, "fuse a residual Add into the Conv/Gemm/MatMul before it",
+     kl_pass_fuse_sum},
+    {"fuse_act", 2, "fuse activations into the Conv/Gemm/MatMul before them",
+     kl_pass_fuse_act},
 };
 #define N_PASSES ((int)(sizeof pass_table / sizeof pass_table[0]))
 _Static_assert(sizeof pass_table / sizeof pass_table[0] <= KL_MAX_PASSES, "too many passes");

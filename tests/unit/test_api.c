@@ -412,20 +412,17 @@ static void test_batch_sizes(void **state) {
   kl_tensor row = want16;
   row.dims[0] = 1;
   check_output(s, &row);
-  /* a batch of zero images gives zero rows */
+  /* a batch of zero images (symbolic dims take any size) gives zero rows */
   kl_tensor none = in16;
   none.dims[0] = 0;
-  kiln_status st = set_tensor(s, "input", &none);
-  if (st == KILN_OK) st = kiln_session_run(s);
-  if (st == KILN_OK) {
-    kiln_tensor_info info;
-    assert_session_ok(kiln_session_get_output(s, 0, &info, NULL), s);
-    assert_int_equal(info.rank, 2);
-    assert_int_equal(info.dims[0], 0);
-    assert_int_equal(info.dims[1], 10);
-  } else {
-    assert_true(kiln_session_error(s)[0] != '\0');
-  }
+  assert_session_ok(set_tensor(s, "input", &none), s);
+  assert_session_ok(kiln_session_run(s), s);
+  kiln_tensor_info info;
+  assert_session_ok(kiln_session_get_output(s, 0, &info, NULL), s);
+  assert_int_equal(info.rank, 2);
+  assert_int_equal(info.dims[0], 0);
+  assert_int_equal(info.dims[1], 10);
+  run_set(s, CNN_SET1); /* and back */
   free(in1.data);
   free(in16.data);
   free(want16.data);

@@ -1045,8 +1045,8 @@ static void test_dump(void **state) {
       "  #1 Add 'add' from aten::add\n",
       "    in:  h: float32[batch,3], const w: float32[3]\n",
       "    out: y: float32[batch,3]\n",
-      "    attrs: axis=-1, alpha=0.25, mode=\"constant\", pads=[1,-2,3], scales=[0.5,2], "
-      "names=[\"a\",\"b\"], value=<tensor int64>\n",
+      ("    attrs: axis=-1, alpha=0.25, mode=\"constant\", pads=[1,-2,3], scales=[0.5,2], "
+       "names=[\"a\",\"b\"], value=<tensor int64>\n"),
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) assert_contains(text, want[i]);
   free(text);

@@ -501,9 +501,18 @@ static void test_versions(void **state) {
   m->has_ir_version = 0;
   load_fails(m, KILN_ERR_INVALID_MODEL, "no ir_version");
 
+  /* a model may import other domains only; then an ONNX node is an error */
   m = model_new(8, 0);
   add_opset(m, "ai.onnx.ml", 3);
-  load_fails(m, KILN_ERR_INVALID_MODEL, "imports no opset of the default ONNX domain");
+  add_input(m, "X", 1, "2");
+  add_node(m, "Relu", "r", "X", "Y");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node 'r' (Relu): the node is of the default ONNX "
+             "domain, which the model does not import");
+  m = model_new(8, 0);
+  add_opset(m, "ai.onnx.ml", 3);
+  add_input(m, "X", 1, "2");
+  add_node(m, "Binarizer", "b", "X", "Y")->domain = strdup("ai.onnx.ml");
+  load_fails(m, KILN_ERR_UNSUPPORTED, "domain 'ai.onnx.ml' is not supported by kiln");
   m = relu_model(13);
   add_opset(m, "ai.onnx", 13);
   load_fails(m, KILN_ERR_INVALID_MODEL, "lists the default domain twice");
@@ -1390,6 +1399,101 @@ static void test_canon_dropout_batchnorm(void **state) {
   load_fails(m, KILN_ERR_UNSUPPORTED, "training_mode=1");
 }
 
+static void test_canon_reduce_topk(void **state) {
+  (void)state;
+  Onnx__ModelProto *m = model_new(8, 17);
+  add_input(m, "X", 1, "2,3,4");
+  Onnx__NodeProto *n = add_node(m, "ReduceMean", "mean", "X", "M");
+  attr_ints(n, "axes", 2, (const int64_t[]){1, -1});
+  attr_int(n, "keepdims", 0);
+  add_node(m, "ReduceMax", "max", "M", "A"); /* no axes: all of them, no input 1 */
+  add_output(m, "A", 1, NULL);
+  kl_graph *g = load_ok(m, NULL);
+  const kl_node *mean = &g->nodes[0];
+  assert_int_equal(mean->n_in, 2);
+  const int64_t *axes = const_i64(g, mean->in[1], 2);
+  assert_int_equal(axes[1], -1);
+  assert_null(kl_node_attr(mean, "axes"));
+  assert_int_equal(kl_attr_int(mean, "keepdims", 1), 0);
+  assert_int_equal(g->nodes[1].n_in, 1);
+  kl_graph_free(g);
+
+  /* ReduceSum moved at 13, the others at 18 */
+  m = model_new(8, 12);
+  add_input(m, "X", 1, "2,3");
+  attr_ints(add_node(m, "ReduceSum", "sum", "X", "S"), "axes", 1, (const int64_t[]){0});
+  add_output(m, "S", 1, NULL);
+  g = load_ok(m, NULL);
+  assert_int_equal(const_i64(g, g->nodes[0].in[1], 1)[0], 0);
+  kl_graph_free(g);
+  m = model_new(8, 18);
+  add_input(m, "X", 1, "2,3");
+  add_input(m, "axes", 7, "1");
+  add_node(m, "ReduceMean", "mean", "X,axes", "M");
+  add_output(m, "M", 1, NULL);
+  g = load_ok(m, NULL);
+  assert_string_equal(g->values[g->nodes[0].in[1]].name, "axes");
+  kl_graph_free(g);
+
+  /* TopK's k became a 1-D input of one element at opset 10 */
+  m = model_new(8, 9);
+  add_input(m, "X", 1, "5");
+  attr_int(add_node(m, "TopK", "top", "X", "V,I"), "k", 3);
+  add_output(m, "V", 1, NULL);
+  g = load_ok(m, NULL);
+  assert_int_equal(g->nodes[0].n_in, 2);
+  assert_int_equal(const_i64(g, g->nodes[0].in[1], 1)[0], 3);
+  assert_null(kl_node_attr(&g->nodes[0], "k"));
+  kl_graph_free(g);
+  m = model_new(8, 9);
+  add_input(m, "X", 1, "5");
+  add_node(m, "TopK", "top", "X", "V,I");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node 'top' (TopK)", "attribute 'k' is required at "
+             "opset 9");
+
+  /* Hardmax had Softmax's 2-D coercion before 13 */
+  m = model_new(8, 11);
+  add_input(m, "X", 1, "2,3,4");
+  add_node(m, "Hardmax", "hm", "X", "Y");
+  add_output(m, "Y", 1, NULL);
+  g = load_ok(m, NULL);
+  expect_ops(g, 4, (const kl_op[]){KL_OP_Flatten, KL_OP_Hardmax, KL_OP_Shape, KL_OP_Reshape});
+  kl_graph_free(g);
+}
+
+/* X [1,4,2,2] with 2 groups; scale and bias per group: {1, 2} and {0.5, -0.5} */
+static Onnx__ModelProto *groupnorm_model(int64_t opset, const char *x_dims) {
+  Onnx__ModelProto *m = model_new(8, opset);
+  add_input(m, "X", 1, x_dims);
+  Onnx__TensorProto *t = tensor("scale", 1, 1, (const int64_t[]){2});
+  set_raw(t, (float[]){1, 2}, 8);
+  add_init(m, t);
+  t = tensor("bias", 1, 1, (const int64_t[]){2});
+  set_raw(t, (float[]){0.5f, -0.5f}, 8);
+  add_init(m, t);
+  attr_int(add_node(m, "GroupNormalization", "gn", "X,scale,bias", "Y"), "num_groups", 2);
+  add_output(m, "Y", 1, NULL);
+  return m;
+}
+
+static void test_canon_groupnorm(void **state) {
+  (void)state;
+  kl_graph *g = load_ok(groupnorm_model(18, "1,4,2,2"), NULL);
+  const kl_node *gn = &g->nodes[0];
+  const kl_value *scale = &g->values[gn->in[1]], *bias = &g->values[gn->in[2]];
+  assert_int_equal(scale->type.dims[0].size, 4);
+  assert_memory_equal(scale->data, ((float[]){1, 1, 2, 2}), 16);
+  assert_memory_equal(bias->data, ((float[]){0.5f, 0.5f, -0.5f, -0.5f}), 16);
+  kl_graph_free(g);
+
+  load_fails(groupnorm_model(18, "1,C,2,2"), KILN_ERR_UNSUPPORTED, "node 'gn' "
+             "(GroupNormalization)", "one scale value per group");
+  /* at 21 the inputs are per channel already and kept */
+  g = load_ok(groupnorm_model(21, "1,2,2,2"), NULL);
+  assert_string_equal(g->values[g->nodes[0].in[1]].name, "scale");
+  kl_graph_free(g);
+}
+
 /* ---- files written by the onnx Python package ---- */
 
 #define FIXTURES "tests/unit/fixtures/onnx/"
@@ -1459,6 +1563,8 @@ int main(void) {
       cmocka_unit_test(test_canon_clip),
       cmocka_unit_test(test_canon_softmax),
       cmocka_unit_test(test_canon_dropout_batchnorm),
+      cmocka_unit_test(test_canon_reduce_topk),
+      cmocka_unit_test(test_canon_groupnorm),
       cmocka_unit_test(test_python_fixtures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

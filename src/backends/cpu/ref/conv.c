@@ -66,7 +66,8 @@ static double conv_channel(const conv_args *a, int64_t xplane, int64_t wplane,
         if (i2 < 0) continue;
         int64_t xi = xplane + kl_ref_at3(g->in, i0, i1, i2);
         int64_t wi = wplane + kl_ref_at3(g->kernel, k0, k1, k2);
-        acc += kl_ref_load(a->x->data, a->x->dtype, xi) * kl_ref_load(a->w->data, a->w->dtype, wi);
+        acc += kl_ref_load(a->x->data, a->x->dtype, xi) *
+               kl_ref_load(a->w->data, a->w->dtype, wi);
       }
     }
   }

@@ -35,15 +35,41 @@ static inline void kl_ref_store(void *p, kl_dtype t, int64_t i, double v) {
   }
 }
 
-/* Integer elements (int32 / int64, the integer dtypes of the arithmetic kernels). */
+/* Integer (and bool) elements as int64; a uint64 comes back as its bit pattern, so
+ * kernels that order or divide values treat KL_U64 as unsigned themselves. */
 static inline int64_t kl_ref_load_int(const void *p, kl_dtype t, int64_t i) {
-  return t == KL_I32 ? ((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+  switch (t) {
+  case KL_I32: return ((const int32_t *)p)[i];
+  case KL_I64: return ((const int64_t *)p)[i];
+  default: return kl_load_i64(p, t, (size_t)i);
+  }
 }
 
-/* Wraps to 32 bits for int32, as NumPy and onnxruntime do on overflow. */
+/* Wraps to the dtype's width (two's complement), as NumPy and onnxruntime do on
+ * overflow; bool stores v != 0. */
 static inline void kl_ref_store_int(void *p, kl_dtype t, int64_t i, int64_t v) {
-  if (t == KL_I32) ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v;
-  else ((int64_t *)p)[i] = v;
+  uint64_t u = (uint64_t)v;
+  switch (t) {
+  case KL_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)u; break;
+  case KL_I64: ((int64_t *)p)[i] = v; break;
+  case KL_U8: ((uint8_t *)p)[i] = (uint8_t)u; break;
+  case KL_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)u; break;
+  case KL_U16: ((uint16_t *)p)[i] = (uint16_t)u; break;
+  case KL_I16: ((int16_t *)p)[i] = (int16_t)(uint16_t)u; break;
+  case KL_U32: ((uint32_t *)p)[i] = (uint32_t)u; break;
+  case KL_U64: ((uint64_t *)p)[i] = u; break;
+  case KL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  default: break;
+  }
+}
+
+/* v truncated toward zero, saturating at the int64 range, NaN as 0: a defined result
+ * where C leaves the conversion of an out-of-range float undefined. */
+static inline int64_t kl_ref_trunc_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9223372036854775808.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v;
 }
 
 /* Product of dims[from..to). */

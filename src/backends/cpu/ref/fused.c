@@ -1,0 +1,159 @@
+/* Reference kernels for kiln's fused ops, composed from the reference kernels of the
+ * ops they replace so that an optimized graph computes what the original did.
+ *
+ * FusedConv / FusedConvTranspose / FusedGemm / FusedMatMul:
+ *   Y = act(base(inputs) + Bias + Sum): the base op's kernel writes Y, then Bias
+ *   (FusedMatMul only) and Sum (both broadcast to Y) are added and the activation runs
+ *   in place, each step rounded to Y's dtype as the separate nodes did.
+ * SkipLayerNorm (X, Skip, Scale, B?) -> Y, S?: S = X + Skip, Y = LayerNormalization(S).
+ * Attention (Q [.., S, D], Kt [.., D, T], V [.., T, Dv], Mask?) -> Y [.., S, Dv]:
+ *   Y = softmax(Q Kt * scale + Mask) V, softmax along the last axis; the scores are kept
+ *   in double.
+ */
+#include "backends/cpu/ref/ref.h"
+#include "ir/fused.h"
+
+#include <stdlib.h>
+
+/* y += t, t broadcast to y's shape. */
+static void add_broadcast(kl_tensor *y, const kl_tensor *t) {
+  kl_ref_iter it;
+  kl_ref_iter_init(&it, y->rank, y->dims);
+  kl_ref_iter_bcast(&it, 0, t->rank, t->dims, 1);
+  int64_t n = kl_tensor_numel(y);
+  for (int64_t i = 0; i < n; i++, kl_ref_iter_next(&it))
+    kl_ref_store(y->data, y->dtype, i,
+                 kl_ref_load(y->data, y->dtype, i) + kl_ref_load(t->data, t->dtype, it.off[0]));
+}
+
+/* A scalar tensor of y's dtype holding v, stored in buf. */
+static kl_tensor scalar_like(const kl_tensor *y, double v, double *buf) {
+  kl_tensor t = {.dtype = y->dtype, .rank = 0, .data = buf};
+  kl_ref_store(buf, y->dtype, 0, v);
+  return t;
+}
+
+/* Runs the activation op's own kernel in place on y, through a stand-in node that
+ * carries the activation's attributes (or, for Clip, its bound inputs). */
+static kiln_status apply_activation(const kl_kernel_ctx *c, kl_tensor *y) {
+  const kl_fused_act *act = kl_fused_act_find(kl_attr_string(c->node, "activation", NULL));
+  if (!act) return KILN_OK; /* infer refused any unknown name */
+  const float *p = NULL;
+  kl_attr_floats(c->node, "activation_params", &p);
+  char alpha[] = "alpha", beta[] = "beta", approximate[] = "approximate", tanh_s[] = "tanh";
+  kl_attr attrs[2] = {{.name = alpha, .kind = KL_ATTR_FLOAT},
+                      {.name = beta, .kind = KL_ATTR_FLOAT}};
+  kl_node node = {.op = kl_op_lookup(KL_DOMAIN_ONNX, act->op), .name = c->node->name,
+                  .src = c->node->src, .attrs = attrs};
+  double lo_buf, hi_buf;
+  kl_tensor lo, hi;
+  const kl_tensor *in[3] = {y, NULL, NULL};
+  int n_in = 1;
+  if (act->tanh_approx) {
+    attrs[0] = (kl_attr){.name = approximate, .kind = KL_ATTR_STRING, .s = tanh_s};
+    node.n_attrs = 1;
+  } else if (node.op == KL_OP_Clip) {
+    lo = scalar_like(y, p[0], &lo_buf);
+    hi = scalar_like(y, p[1], &hi_buf);
+    in[1] = &lo;
+    in[2] = &hi;
+    n_in = 3;
+  } else if (act->n_params > 0) {
+    attrs[0].f = p[0];
+    if (act->n_params > 1) attrs[1].f = p[1];
+    node.n_attrs = act->n_params;
+  }
+  kl_tensor *out[1] = {y};
+  kl_kernel_ctx sub = {&node, n_in, 1, in, out, c->e, c->threads};
+  return (kiln_status)kl_op_get(node.op)->ref(&sub);
+}
+
+int kl_ref_fused(kl_kernel_ctx *c) {
+  kl_op base = kl_fused_base(c->node->op);
+  if (base == KL_OP_COUNT)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "op %s is not a fused op", kl_op_name(c->node->op));
+  kl_kernel_ctx sub = *c;
+  int base_in = base == KL_OP_MatMul ? 2 : 3;
+  if (sub.n_in > base_in) sub.n_in = base_in;
+  kiln_status st = (kiln_status)kl_op_get(base)->ref(&sub);
+  if (st != KILN_OK) return st;
+  kl_tensor *y = c->out[0];
+  if (base == KL_OP_MatMul && c->n_in > KL_FUSED_BIAS && c->in[KL_FUSED_BIAS])
+    add_broadcast(y, c->in[KL_FUSED_BIAS]);
+  if (c->n_in > KL_FUSED_SUM && c->in[KL_FUSED_SUM]) add_broadcast(y, c->in[KL_FUSED_SUM]);
+  return apply_activation(c, y);
+}
+
+int kl_ref_skip_layernorm(kl_kernel_ctx *c) {
+  kl_tensor sum = *c->out[0]; /* the sum has Y's shape (infer made it so) */
+  void *scratch = NULL;
+  if (c->n_out > 1 && c->out[1]) {
+    sum = *c->out[1];
+  } else {
+    size_t bytes = kl_tensor_nbytes(&sum);
+    if (!(scratch = malloc(bytes ? bytes : 1)))
+      return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for X + Skip (%zu bytes)",
+                     bytes);
+    sum.data = scratch;
+  }
+  kl_node add = {.op = KL_OP_Add, .name = c->node->name, .src = c->node->src};
+  kl_tensor *sum_out[1] = {&sum};
+  kl_kernel_ctx add_ctx = {&add, 2, 1, c->in, sum_out, c->e, c->threads};
+  kiln_status st = (kiln_status)kl_op_get(KL_OP_Add)->ref(&add_ctx);
+  const kl_tensor *ln_in[3] = {&sum, c->in[2], c->n_in > 3 ? c->in[3] : NULL};
+  kl_kernel_ctx ln = {c->node, ln_in[2] ? 3 : 2, 1, ln_in, c->out, c->e, c->threads};
+  if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_LayerNormalization)->ref(&ln);
+  free(scratch);
+  return st;
+}
+
+static void type_of(const kl_tensor *t, kl_type *out) {
+  out->dtype = t->dtype;
+  kl_type_set_shape(out, t->rank, t->dims);
+}
+
+/* The scores tensor Q Kt, in double, shaped as MatMul's inference says. */
+static kiln_status scores_alloc(const kl_kernel_ctx *c, kl_tensor *s) {
+  kl_type tq, tk, out;
+  type_of(c->in[0], &tq);
+  type_of(c->in[1], &tk);
+  const kl_type *in[2] = {&tq, &tk};
+  const void *data[2] = {c->in[0]->data, c->in[1]->data};
+  kl_infer_ctx ic = {NULL, c->node, 2, 1, in, data, &out, c->e};
+  kiln_status st = (kiln_status)kl_op_get(KL_OP_MatMul)->infer(&ic);
+  if (st != KILN_OK) return st;
+  int64_t numel;
+  size_t bytes;
+  if (!kl_type_numel(&out, &numel) || kl_mul_overflow_size((size_t)numel, sizeof(double), &bytes))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "the attention scores are too large");
+  s->dtype = KL_F64;
+  s->rank = out.rank;
+  for (int i = 0; i < out.rank; i++) s->dims[i] = out.dims[i].size;
+  s->data = malloc(bytes ? bytes : 1);
+  if (!s->data)
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the attention scores "
+                   "(%zu bytes)", bytes);
+  return KILN_OK;
+}
+
+int kl_ref_kiln_attention(kl_kernel_ctx *c) {
+  kl_tensor scores;
+  kiln_status st = scores_alloc(c, &scores);
+  if (st != KILN_OK) return st;
+  kl_kernel_ctx mm = {c->node, 2, 1, c->in, (kl_tensor *[]){&scores}, c->e, c->threads};
+  st = (kiln_status)kl_op_get(KL_OP_MatMul)->ref(&mm);
+  double scale = kl_attr_float(c->node, "scale", 1.0f);
+  double *s = scores.data;
+  int64_t n = kl_tensor_numel(&scores);
+  for (int64_t i = 0; i < n; i++) s[i] *= scale;
+  if (st == KILN_OK && c->n_in > 3 && c->in[3]) add_broadcast(&scores, c->in[3]);
+  kl_node softmax = {.op = KL_OP_Softmax, .name = c->node->name, .src = c->node->src};
+  const kl_tensor *sm_in[1] = {&scores};
+  kl_kernel_ctx sm = {&softmax, 1, 1, sm_in, (kl_tensor *[]){&scores}, c->e, c->threads};
+  if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_Softmax)->ref(&sm);
+  const kl_tensor *pv_in[2] = {&scores, c->in[2]};
+  kl_kernel_ctx pv = {c->node, 2, 1, pv_in, c->out, c->e, c->threads};
+  if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_MatMul)->ref(&pv);
+  free(scores.data);
+  return st;
+}

@@ -1,0 +1,89 @@
+/* Collapsing chains of data-movement ops.
+ *
+ * collapse_reshape: a Reshape to a constant shape (no 0 entries that would copy a dim
+ *   of its input, unless allowzero) only depends on how many elements its input has, so
+ *   a Reshape, Flatten, Squeeze or Unsqueeze before it, read by nothing else, can go:
+ *         Reshape(Flatten(x), [2, -1])   becomes   Reshape(x, [2, -1])
+ * collapse_transpose: Transpose(Transpose(x, p1), p2) is Transpose(x, p) with
+ *   p[i] = p1[p2[i]]; when p is the identity the Transpose goes too.
+ */
+#include "passes/rewrite.h"
+
+static bool copies_no_dims(const kl_graph *g, const kl_node *r) {
+  const kl_value *shape = r->n_in == 2 ? kl_rw_const(g, r->in[1]) : NULL;
+  int64_t n;
+  if (!shape || !kl_type_numel(&shape->type, &n)) return false;
+  if (kl_attr_int(r, "allowzero", 0)) return true;
+  for (int64_t i = 0; i < n; i++)
+    if (kl_load_i64(shape->data, shape->type.dtype, (size_t)i) == 0) return false;
+  return true;
+}
+
+static bool is_reshaping(kl_op op) {
+  return op == KL_OP_Reshape || op == KL_OP_Flatten || op == KL_OP_Squeeze ||
+         op == KL_OP_Unsqueeze;
+}
+
+kiln_status kl_pass_collapse_reshape(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+                                     kl_err *e) {
+  (void)cfg;
+  for (int i = 0; i < g->n_nodes; i++) {
+    kl_node *r = &g->nodes[i];
+    if (r->op != KL_OP_Reshape || r->n_out != 1 || !copies_no_dims(g, r)) continue;
+    int inner = kl_rw_producer(g, r->in[0]);
+    if (inner < 0 || !is_reshaping(g->nodes[inner].op) ||
+        kl_rw_sole_consumer(g, r->in[0]) != i)
+      continue;
+    r->in[0] = g->nodes[inner].in[0];
+    kl_rw_remove(g, inner);
+    *changed = true;
+  }
+  return kl_rw_finish(g, *changed, e);
+}
+
+/* The permutation of Transpose node t over `rank` dims (absent perm reverses). */
+static bool perm_of(const kl_node *t, int rank, int64_t *perm) {
+  const int64_t *p;
+  int count = kl_attr_ints(t, "perm", &p);
+  if (count < 0) {
+    for (int i = 0; i < rank; i++) perm[i] = rank - 1 - i;
+    return rank >= 0;
+  }
+  if (count != rank) return false;
+  for (int i = 0; i < rank; i++) {
+    if (p[i] < 0 || p[i] >= rank) return false;
+    perm[i] = p[i];
+  }
+  return true;
+}
+
+static kiln_status compose(kl_graph *g, int i, bool *changed, kl_err *e) {
+  int t1 = kl_rw_input_op(g, i, 0, KL_OP_Transpose);
+  if (t1 < 0) return KILN_OK;
+  int x = g->nodes[t1].in[0], rank = g->values[x].type.rank;
+  int64_t p1[KL_MAX_RANK], p2[KL_MAX_RANK], p[KL_MAX_RANK];
+  if (rank < 0 || !perm_of(&g->nodes[t1], rank, p1) || !perm_of(&g->nodes[i], rank, p2))
+    return KILN_OK;
+  bool identity = true;
+  for (int d = 0; d < rank; d++) {
+    p[d] = p1[p2[d]];
+    identity &= p[d] == d;
+  }
+  g->nodes[i].in[0] = x;
+  if (identity && kl_rw_bypass(g, i, x, g->nodes[i].out[0])) {
+    *changed = true;
+    return KILN_OK;
+  }
+  *changed = true;
+  return kl_node_set_ints(g, i, "perm", p, rank, e);
+}
+
+kiln_status kl_pass_collapse_transpose(kl_graph *g, const kl_pass_config *cfg,
+                                       bool *changed, kl_err *e) {
+  (void)cfg;
+  kiln_status st = KILN_OK;
+  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++)
+    if (g->nodes[i].op == KL_OP_Transpose && g->nodes[i].n_out == 1)
+      st = compose(g, i, changed, e);
+  return st == KILN_OK ? kl_rw_finish(g, *changed, e) : st;
+}

@@ -1,0 +1,297 @@
+/* Shared helpers for graph rewrites (see rewrite.h). */
+#include "passes/rewrite.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int kl_rw_uses(const kl_graph *g, int v) {
+  int uses = kl_rw_is_output(g, v) ? 1 : 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) uses += g->nodes[i].in[k] == v;
+  return uses;
+}
+
+bool kl_rw_is_output(const kl_graph *g, int v) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return true;
+  return false;
+}
+
+int kl_rw_sole_consumer(const kl_graph *g, int v) {
+  if (v < 0 || kl_rw_is_output(g, v)) return -1;
+  int found = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) {
+      if (g->nodes[i].in[k] != v) continue;
+      if (found >= 0) return -1;
+      found = i;
+    }
+  return found;
+}
+
+int kl_rw_consumers(const kl_graph *g, int v, int *nodes, int max) {
+  int count = 0;
+  for (int i = 0; v >= 0 && i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in[k] == v) {
+        if (count < max) nodes[count] = i;
+        count++;
+        break;
+      }
+  return count;
+}
+
+int kl_rw_producer(const kl_graph *g, int v) {
+  if (v < 0 || v >= g->n_values || g->values[v].kind != KL_VALUE_INTERMEDIATE) return -1;
+  int p = g->values[v].producer;
+  if (p < 0 || p >= g->n_nodes) return -1;
+  const kl_node *n = &g->nodes[p];
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] == v) return p;
+  return -1;
+}
+
+int kl_rw_input_op(const kl_graph *g, int n, int k, kl_op op) {
+  const kl_node *node = &g->nodes[n];
+  if (k >= node->n_in) return -1;
+  int p = kl_rw_producer(g, node->in[k]);
+  return p >= 0 && g->nodes[p].op == op ? p : -1;
+}
+
+const kl_value *kl_rw_const(const kl_graph *g, int v) {
+  if (v < 0 || v >= g->n_values || g->values[v].kind != KL_VALUE_CONST) return NULL;
+  return &g->values[v];
+}
+
+bool kl_rw_scalar(const kl_graph *g, int v, double *x) {
+  const kl_value *c = kl_rw_const(g, v);
+  int64_t n;
+  if (!c || !kl_type_numel(&c->type, &n) || n != 1) return false;
+  kl_dtype t = c->type.dtype;
+  if (!kl_dtype_is_float(t) && !kl_dtype_is_int(t)) return false;
+  *x = kl_load_f64(c->data, t, 0);
+  return true;
+}
+
+bool kl_rw_scalar_near(const kl_graph *g, int v, double want) {
+  double x;
+  return kl_rw_scalar(g, v, &x) && fabs(x - want) <= 1e-4 * fabs(want);
+}
+
+bool kl_rw_same_shape(const kl_type *a, const kl_type *b) {
+  if (a->rank < 0 || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!kl_dim_equal(a->dims[i], b->dims[i])) return false;
+  return true;
+}
+
+int kl_rw_other_input(const kl_node *n, int v) {
+  if (n->n_in != 2) return -1;
+  if (n->in[0] == v) return n->in[1];
+  if (n->in[1] == v) return n->in[0];
+  return -1;
+}
+
+bool kl_rw_per_axis(const kl_graph *g, int c, int rank, int axis, int64_t len,
+                    double *out) {
+  const kl_value *v = kl_rw_const(g, c);
+  if (!v || !kl_dtype_is_float(v->type.dtype) || v->type.rank > rank || len <= 0)
+    return false;
+  int64_t size = 1;
+  for (int i = 0; i < v->type.rank; i++) {
+    int64_t d = v->type.dims[i].size;
+    bool on_axis = i + rank - v->type.rank == axis;
+    if (d != 1 && !(on_axis && d == len)) return false;
+    size *= d;
+  }
+  for (int64_t j = 0; j < len; j++)
+    out[j] = kl_load_f64(v->data, v->type.dtype, size == 1 ? 0 : (size_t)j);
+  return true;
+}
+
+bool kl_rw_deterministic(kl_op op) {
+  const char *name = kl_op_name(op);
+  return strncmp(name, "Random", 6) != 0 && strcmp(name, "Bernoulli") != 0 &&
+         strcmp(name, "Multinomial") != 0;
+}
+
+int kl_rw_replace_uses(kl_graph *g, int old, int repl) {
+  int count = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in[k] == old) {
+        g->nodes[i].in[k] = repl;
+        count++;
+      }
+  return count;
+}
+
+void kl_rw_remove(kl_graph *g, int n) {
+  kl_node *node = &g->nodes[n];
+  for (int k = 0; k < node->n_out; k++) {
+    int v = node->out[k];
+    if (v >= 0 && g->values[v].producer == n) g->values[v].producer = -1;
+  }
+  node->n_in = 0;
+  node->n_out = 0;
+}
+
+void kl_rw_take_output(kl_graph *g, int n, int slot, int v) {
+  g->nodes[n].out[slot] = v;
+  g->values[v].producer = n;
+}
+
+bool kl_rw_bypass(kl_graph *g, int n, int in, int out) {
+  if (!kl_rw_is_output(g, out)) {
+    kl_rw_replace_uses(g, out, in);
+    kl_rw_remove(g, n);
+    return true;
+  }
+  int p = kl_rw_producer(g, in);
+  if (p < 0 || kl_rw_is_output(g, in)) return false;
+  kl_rw_remove(g, n);
+  kl_rw_replace_uses(g, in, out);
+  for (int k = 0; k < g->nodes[p].n_out; k++)
+    if (g->nodes[p].out[k] == in) kl_rw_take_output(g, p, k, out);
+  return true;
+}
+
+kiln_status kl_rw_set_inputs(kl_graph *g, int n, int count, const int *ids, kl_err *e) {
+  kl_node *node = &g->nodes[n];
+  if (count > node->n_in) {
+    int *p = realloc(node->in, sizeof(int) * (size_t)count);
+    if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rewriting a node");
+    node->in = p;
+  }
+  memmove(node->in, ids, sizeof(int) * (size_t)count);
+  node->n_in = count;
+  while (node->n_in > 0 && node->in[node->n_in - 1] == KL_ABSENT) node->n_in--;
+  return KILN_OK;
+}
+
+kiln_status kl_rw_set_input(kl_graph *g, int n, int slot, int v, kl_err *e) {
+  kl_node *node = &g->nodes[n];
+  if (slot >= node->n_in) {
+    int *p = realloc(node->in, sizeof(int) * (size_t)(slot + 1));
+    if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rewriting a node");
+    node->in = p;
+    while (node->n_in <= slot) node->in[node->n_in++] = KL_ABSENT;
+  }
+  node->in[slot] = v;
+  while (node->n_in > 0 && node->in[node->n_in - 1] == KL_ABSENT) node->n_in--;
+  return KILN_OK;
+}
+
+void kl_rw_set_op(kl_graph *g, int n, kl_op op) { g->nodes[n].op = op; }
+
+/* hint itself when free, else hint_1, hint_2, ... */
+static void fresh_name(const kl_graph *g, const char *hint, char *buf, size_t len) {
+  if (!hint || !*hint) hint = "_fold";
+  snprintf(buf, len, "%s", hint);
+  for (int k = 1; kl_graph_find_value(g, buf) >= 0; k++) snprintf(buf, len, "%s_%d", hint, k);
+}
+
+int kl_rw_add_const(kl_graph *g, const char *hint, kl_dtype dtype, int rank,
+                    const int64_t *dims, void *data, kl_err *e) {
+  char name[512];
+  fresh_name(g, hint, name, sizeof name);
+  int64_t numel = 1;
+  size_t bytes = 0;
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0 || kl_mul_overflow_i64(numel, dims[i], &numel)) numel = -1;
+  if (numel < 0 || kl_mul_overflow_size((size_t)numel, kl_dtype_size(dtype), &bytes)) {
+    free(data);
+    kl_fail(e, KILN_ERR_INTERNAL, "constant '%s' has an invalid shape", name);
+    return -1;
+  }
+  return kl_graph_add_const(g, name, dtype, rank, dims, data, bytes, false, e);
+}
+
+int kl_rw_add_vector(kl_graph *g, const char *hint, kl_dtype dtype, int rank,
+                     const double *vals, int64_t n, kl_err *e) {
+  size_t size = kl_dtype_size(dtype), bytes;
+  if (rank < 1 || rank > KL_MAX_RANK || n < 0 ||
+      kl_mul_overflow_size((size_t)n, size, &bytes)) {
+    kl_fail(e, KILN_ERR_INTERNAL, "invalid constant vector");
+    return -1;
+  }
+  void *data = malloc(bytes ? bytes : 1);
+  if (!data) {
+    kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    return -1;
+  }
+  for (int64_t i = 0; i < n; i++) kl_store_f64(data, dtype, (size_t)i, vals[i]);
+  int64_t dims[KL_MAX_RANK];
+  for (int i = 0; i < rank; i++) dims[i] = i == rank - 1 ? n : 1;
+  return kl_rw_add_const(g, hint, dtype, rank, dims, data, e);
+}
+
+int kl_rw_add_value(kl_graph *g, const char *hint, const kl_type *t, kl_err *e) {
+  char name[512];
+  fresh_name(g, hint, name, sizeof name);
+  int v = kl_graph_add_value(g, name, e);
+  if (v >= 0 && t) g->values[v].type = *t;
+  return v;
+}
+
+/* A deep copy of attribute a into out. */
+static kiln_status attr_copy(const kl_attr *a, kl_attr *out, kl_err *e) {
+  memset(out, 0, sizeof *out);
+  out->kind = a->kind;
+  out->n = a->n;
+  out->i = a->i;
+  out->f = a->f;
+  bool ok = (out->name = strdup(a->name)) != NULL;
+  if (ok && a->s) ok = (out->s = strdup(a->s)) != NULL;
+  if (ok && a->ints) {
+    ok = (out->ints = malloc(sizeof(int64_t) * (size_t)(a->n ? a->n : 1))) != NULL;
+    if (ok && a->n) memcpy(out->ints, a->ints, sizeof(int64_t) * (size_t)a->n);
+  }
+  if (ok && a->floats) {
+    ok = (out->floats = malloc(sizeof(float) * (size_t)(a->n ? a->n : 1))) != NULL;
+    if (ok && a->n) memcpy(out->floats, a->floats, sizeof(float) * (size_t)a->n);
+  }
+  if (ok && a->strings) {
+    ok = (out->strings = calloc((size_t)(a->n ? a->n : 1), sizeof(char *))) != NULL;
+    for (int i = 0; ok && i < a->n; i++) ok = (out->strings[i] = strdup(a->strings[i])) != NULL;
+  }
+  if (ok && a->t) {
+    size_t bytes = kl_tensor_nbytes(a->t);
+    ok = (out->t = malloc(sizeof *out->t)) != NULL;
+    if (ok) {
+      *out->t = *a->t;
+      ok = (out->t->data = malloc(bytes ? bytes : 1)) != NULL;
+      if (ok && bytes) memcpy(out->t->data, a->t->data, bytes);
+    }
+  }
+  if (ok) return KILN_OK;
+  kl_attr_clear(out);
+  return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying an attribute");
+}
+
+kiln_status kl_rw_copy_attrs(kl_graph *g, int from, int to, kl_err *e) {
+  for (int i = 0; i < g->nodes[from].n_attrs; i++) {
+    kl_attr a;
+    kiln_status st = attr_copy(&g->nodes[from].attrs[i], &a, e);
+    if (st == KILN_OK) st = kl_node_take_attr(g, to, &a, e);
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
+}
+
+void kl_rw_drop_attr(kl_graph *g, int n, const char *name) {
+  kl_node *node = &g->nodes[n];
+  for (int i = 0; i < node->n_attrs; i++) {
+    if (strcmp(node->attrs[i].name, name) != 0) continue;
+    kl_attr_clear(&node->attrs[i]);
+    node->attrs[i] = node->attrs[--node->n_attrs];
+    return;
+  }
+}
+
+kiln_status kl_rw_finish(kl_graph *g, bool changed, kl_err *e) {
+  if (!changed) return KILN_OK;
+  kiln_status st = kl_graph_toposort(g, e);
+  return st == KILN_OK ? kl_graph_compact(g, e) : st;
+}

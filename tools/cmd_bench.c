@@ -1,0 +1,285 @@
+/* kiln bench: load, session, first-inference and steady-state latency of a model. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *bench_help =
+    "usage: kiln bench MODEL [options]\n"
+    "  --batch B             size of every symbolic dim named like a batch (default 1)\n"
+    "  --shape NAME=DIMS     an input's shape, e.g. input=1x3x224x224 (repeatable);\n"
+    "                        other symbolic dims are 1\n"
+    "  --warmup N            runs before timing (default 3)\n"
+    "  --iterations N        timed runs (default 50)\n"
+    "  --time S              time runs for S seconds instead of a count\n"
+    "  --seed N              seed for the random inputs (default 1)\n"
+    "  --json                one JSON object on stdout instead of the table\n";
+
+#define MAX_SHAPES 64
+
+typedef struct bench_args {
+  const char *model;
+  const char *shapes[MAX_SHAPES];
+  int n_shapes;
+  int64_t batch, warmup, iterations;
+  double seconds;
+  uint64_t seed;
+  bool json;
+  cli_common common;
+} bench_args;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double peak_rss_mb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double percentile(const double *sorted, int64_t n, double p) {
+  int64_t k = (int64_t)(p / 100.0 * (double)(n - 1) + 0.5);
+  return sorted[k < n ? k : n - 1];
+}
+
+static int parse_bench_args(int argc, char **argv, bench_args *a) {
+  memset(a, 0, sizeof *a);
+  a->batch = 1;
+  a->warmup = 3;
+  a->iterations = 50;
+  a->seed = 1;
+  for (int i = 1; i < argc; i++) {
+    int r = cli_common_arg(&a->common, argc, argv, &i);
+    if (r < 0) return EXIT_USAGE;
+    if (r > 0) continue;
+    const char *o = argv[i];
+    bool has = i + 1 < argc;
+    int64_t v;
+    double d;
+    if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+      printf("%s%s", bench_help, cli_common_help);
+      return EXIT_OK;
+    } else if (strcmp(o, "--json") == 0) {
+      a->json = true;
+    } else if (strcmp(o, "--shape") == 0 && has && a->n_shapes < MAX_SHAPES) {
+      a->shapes[a->n_shapes++] = argv[++i];
+    } else if (strcmp(o, "--time") == 0 && has && cli_parse_double(argv[i + 1], &d) && d > 0) {
+      a->seconds = d;
+      i++;
+    } else if ((strcmp(o, "--batch") == 0 || strcmp(o, "--warmup") == 0 ||
+                strcmp(o, "--iterations") == 0 || strcmp(o, "--seed") == 0) &&
+               has && cli_parse_int(argv[i + 1], &v) && v >= 0) {
+      if (o[2] == 'b') a->batch = v;
+      else if (o[2] == 'w') a->warmup = v;
+      else if (o[2] == 'i') a->iterations = v;
+      else a->seed = (uint64_t)v;
+      i++;
+    } else if (o[0] != '-' && !a->model) {
+      a->model = o;
+    } else {
+      fprintf(stderr, "kiln bench: bad argument '%s'\n%s", o, bench_help);
+      return EXIT_USAGE;
+    }
+  }
+  if (!a->model) {
+    fprintf(stderr, "kiln bench: no MODEL given\n%s", bench_help);
+    return EXIT_USAGE;
+  }
+  if (a->iterations < 1 && a->seconds <= 0) a->iterations = 1;
+  if (a->batch < 1) a->batch = 1;
+  return -1;
+}
+
+static const char *find_shape(const bench_args *a, const char *name) {
+  size_t len = strlen(name);
+  for (int i = 0; i < a->n_shapes; i++)
+    if (strncmp(a->shapes[i], name, len) == 0 && a->shapes[i][len] == '=')
+      return a->shapes[i] + len + 1;
+  return NULL;
+}
+
+/* Random inputs: --shape, else declared dims with symbols set to --batch for the first
+ * dim and 1 elsewhere. */
+static bool make_inputs(const bench_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
+  uint64_t state = a->seed ? a->seed : 1;
+  for (int k = 0; k < kiln_model_input_count(m); k++) {
+    kiln_tensor_info info;
+    kiln_model_input_info(m, k, &info);
+    kl_tensor *t = &ts[k];
+    t->dtype = (kl_dtype)info.dtype;
+    const char *shape = find_shape(a, info.name);
+    if (shape) {
+      if (!cli_parse_dims(shape, &t->rank, t->dims)) {
+        fprintf(stderr, "kiln bench: --shape %s=%s: expected dims like 1x3x224x224\n",
+                info.name, shape);
+        return false;
+      }
+    } else if (info.rank < 0) {
+      fprintf(stderr, "kiln bench: input '%s' has no declared rank; give --shape\n", info.name);
+      return false;
+    } else {
+      t->rank = info.rank;
+      for (int d = 0; d < info.rank; d++)
+        t->dims[d] = info.dims[d] >= 0 ? info.dims[d] : d == 0 ? a->batch : 1;
+    }
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+      if (__builtin_mul_overflow(n, t->dims[d], &n) || n > (INT64_C(1) << 32)) {
+        fprintf(stderr, "kiln bench: input '%s' is too large\n", info.name);
+        return false;
+      }
+    t->data = malloc((size_t)n * kl_dtype_size(t->dtype) + 1);
+    if (!t->data) return false;
+    for (int64_t i = 0; i < n; i++) {
+      state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+      uint64_t r = state * 2685821657736338717ull;
+      double v = kl_dtype_is_float(t->dtype) ? (double)(r >> 11) / 9007199254740992.0 * 2 - 1
+                 : t->dtype == KL_BOOL       ? (double)(r >> 63)
+                                             : (double)(r % 10);
+      kl_store_f64(t->data, t->dtype, (size_t)i, v);
+    }
+    kiln_status st = kiln_session_set_input(s, info.name, info.dtype, t->rank, t->dims, t->data,
+                                            kl_tensor_nbytes(t));
+    if (st != KILN_OK) {
+      fprintf(stderr, "kiln bench: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
+      return false;
+    }
+  }
+  return true;
+}
+
+static void progress(double done, double total) {
+  int width = 30, fill = (int)(done / total * width);
+  if (fill > width) fill = width;
+  fprintf(stderr, "\r[%.*s%*s] %3d%%", fill, "==============================", width - fill, "",
+          (int)(done / total * 100 > 100 ? 100 : done / total * 100));
+}
+
+/* Timed runs into lat (grown as needed); returns the count or -1 on failure. */
+static int64_t timed_runs(const bench_args *a, kiln_session *s, double **lat) {
+  int64_t cap = a->seconds > 0 ? 1024 : a->iterations, n = 0;
+  *lat = malloc(sizeof(double) * (size_t)cap);
+  if (!*lat) return -1;
+  double start = now_ms(), budget = a->seconds * 1e3;
+  bool show = isatty(2) && !a->json;
+  for (;;) {
+    double elapsed = now_ms() - start;
+    if (a->seconds > 0 ? elapsed >= budget : n >= a->iterations) break;
+    if (n == cap) {
+      double *p = realloc(*lat, sizeof(double) * (size_t)(cap *= 2));
+      if (!p) return -1;
+      *lat = p;
+    }
+    double t0 = now_ms();
+    if (kiln_session_run(s) != KILN_OK) {
+      fprintf(stderr, "\nkiln bench: %s\n", kiln_session_error(s));
+      return -1;
+    }
+    (*lat)[n++] = now_ms() - t0;
+    if (show && elapsed > 1000)
+      progress(a->seconds > 0 ? elapsed : (double)n, a->seconds > 0 ? budget : (double)a->iterations);
+  }
+  if (show && now_ms() - start > 1000) fprintf(stderr, "\n");
+  return n;
+}
+
+/* A JSON string literal of s (quotes, backslashes and control characters escaped). */
+static void print_json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') printf("\\%c", c);
+    else if (c < 0x20) printf("\\u%04x", c);
+    else putchar(c);
+  }
+  putchar('"');
+}
+
+static void report(const bench_args *a, double load_ms, double session_ms, double first_ms,
+                   double *lat, int64_t n) {
+  qsort(lat, (size_t)n, sizeof *lat, cmp_double);
+  double sum = 0;
+  for (int64_t i = 0; i < n; i++) sum += lat[i];
+  double mean = sum / (double)n, thr = 1000.0 * (double)a->batch / mean;
+  double p50 = percentile(lat, n, 50), p90 = percentile(lat, n, 90), p99 = percentile(lat, n, 99);
+  if (a->json) {
+    printf("{\"model\": ");
+    print_json_string(a->model);
+    printf(", \"threads\": %d, \"isa\": \"generic\", \"batch\": %" PRId64
+           ", \"iterations\": %" PRId64 ", \"model_load_ms\": %.3f, \"session_create_ms\": "
+           "%.3f, \"first_inference_ms\": %.3f, \"latency_ms\": {\"min\": %.4f, \"p50\": "
+           "%.4f, \"p90\": %.4f, \"p99\": %.4f, \"max\": %.4f, \"mean\": %.4f}, "
+           "\"throughput_per_s\": %.3f, \"peak_rss_mb\": %.2f}\n",
+           a->common.threads, a->batch, n, load_ms, session_ms, first_ms, lat[0],
+           p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb());
+    return;
+  }
+  printf("model            %s\n", a->model);
+  printf("threads          %d (0 = one per core)\n", a->common.threads);
+  printf("model load       %.3f ms\n", load_ms);
+  printf("session create   %.3f ms\n", session_ms);
+  printf("first inference  %.3f ms\n", first_ms);
+  printf("latency (ms)     min %.4f  p50 %.4f  p90 %.4f  p99 %.4f  max %.4f  (%" PRId64
+         " runs)\n", lat[0], p50, p90, p99, lat[n - 1], n);
+  printf("throughput       %.2f inferences/s (batch %" PRId64 ")\n", thr, a->batch);
+  printf("peak RSS         %.2f MiB\n", peak_rss_mb());
+}
+
+int cmd_bench(int argc, char **argv) {
+  bench_args a;
+  int rc = parse_bench_args(argc, argv, &a);
+  if (rc >= 0) return rc;
+  kiln_options *o = cli_options(&a.common);
+  if (!o) return EXIT_USAGE;
+  kiln_session *s = NULL;
+  kl_tensor *ts = NULL;
+  double *lat = NULL;
+  rc = EXIT_FAIL;
+  double t0 = now_ms();
+  kiln_model *m = cli_load(a.model, o);
+  double load_ms = now_ms() - t0;
+  if (!m) goto done;
+  t0 = now_ms();
+  kiln_status st = kiln_session_create(m, o, &s);
+  double session_ms = now_ms() - t0;
+  if (st != KILN_OK) {
+    fprintf(stderr, "kiln bench: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
+    goto done;
+  }
+  ts = calloc((size_t)kiln_model_input_count(m) + 1, sizeof *ts);
+  if (!ts || !make_inputs(&a, m, s, ts)) goto done;
+  t0 = now_ms();
+  if ((st = kiln_session_run(s)) != KILN_OK) {
+    fprintf(stderr, "kiln bench: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
+    goto done;
+  }
+  double first_ms = now_ms() - t0;
+  for (int64_t i = 0; i < a.warmup; i++)
+    if (kiln_session_run(s) != KILN_OK) goto done;
+  int64_t n = timed_runs(&a, s, &lat);
+  if (n <= 0) goto done;
+  report(&a, load_ms, session_ms, first_ms, lat, n);
+  rc = EXIT_OK;
+done:
+  if (ts)
+    for (int k = 0; k < kiln_model_input_count(m); k++) free(ts[k].data);
+  free(ts);
+  free(lat);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+  return rc;
+}
