@@ -90,7 +90,7 @@ typedef struct kiln_tensor_info {
 KILN_API const char *kiln_version(void);
 /* A short fixed description of a status code, for any value. */
 KILN_API const char *kiln_status_string(kiln_status status);
-/* "float32", "int64", ...; "undefined" for unknown values. */
+/* "float32", "int64", ...; "undefined" for values that are not kiln_dtype members. */
 KILN_API const char *kiln_dtype_name(kiln_dtype dtype);
 /* Bytes per element, 0 for unknown values. */
 KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
@@ -102,6 +102,9 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      (default 16 GiB)
  *   "memory_limit"     largest total of weights plus session buffers (default 0 = none)
  *   "verify"           1 = run the verifier after every pass (default 0)
+ *   "fold_limit"       constant folding leaves a node alone when its results would
+ *                      take more bytes than this and than its inputs (default 0 =
+ *                      1 MiB)
  * String settings, by name:
  *   "passes"           comma-separated pass names, each prefixed by '+' (force on)
  *                      or '-' (switch off)

@@ -42,6 +42,7 @@ bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_optimize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 

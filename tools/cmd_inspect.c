@@ -1,4 +1,5 @@
-/* kiln inspect: the graph as kiln sees it after optimization. */
+/* kiln inspect: the graph as kiln sees it after optimization, what the optimizer did,
+ * and a Graphviz drawing of the graph. */
 #include "cli.h"
 #include "runtime/runtime.h"
 
@@ -8,11 +9,119 @@
 static const char *inspect_help =
     "usage: kiln inspect MODEL [options]\n"
     "Prints the model's inputs, outputs and nodes with their inferred shapes, after\n"
-    "the optimization level's passes (use -O0 to see the graph as imported).\n";
+    "the optimization level's passes (use -O0 to see the graph as imported).\n"
+    "  --stats          print what the optimizer did instead: how often each pass\n"
+    "                   fired and the count of each op before and after\n"
+    "  --dot FILE       also write the graph as Graphviz dot to FILE\n"
+    "  --fold-limit N   constant folding's result limit in bytes (default 1 MiB)\n";
+
+static void print_stats(const kl_pass_stats *s, int level, FILE *out) {
+  int count;
+  const kl_pass *passes = kl_passes(&count);
+  fprintf(out, "passes at -O%d (times each changed the graph):\n", level);
+  for (int k = 0; k < s->n_passes && k < count; k++)
+    fprintf(out, "  %-20s %4d   %s\n", s->name[k], s->fired[k], passes[k].what);
+  fprintf(out, "nodes: %d -> %d\n", s->nodes_before, s->nodes_after);
+  fprintf(out, "ops:%*s before  after\n", 25, "");
+  for (int op = 0; op < KL_OP_COUNT; op++) {
+    if (!s->ops_before[op] && !s->ops_after[op]) continue;
+    const kl_op_info *info = kl_op_get((kl_op)op);
+    char name[128];
+    snprintf(name, sizeof name, "%s%s%s", info->domain, *info->domain ? "." : "", info->name);
+    fprintf(out, "  %-30s %6d %6d\n", name, s->ops_before[op], s->ops_after[op]);
+  }
+}
+
+/* ---- Graphviz ---- */
+
+/* s inside a dot string literal: quotes and backslashes escaped. */
+static void dot_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    fputc(*s, f);
+  }
+}
+
+static void dot_type(FILE *f, const kl_graph *g, int v) {
+  char t[512];
+  kl_type_format(g, &g->values[v].type, t, sizeof t);
+  dot_text(f, t);
+}
+
+/* A node's box: op, name, the constants it reads and a few attributes. */
+static void dot_node(FILE *f, const kl_graph *g, int i) {
+  const kl_node *n = &g->nodes[i];
+  const kl_op_info *info = kl_op_get(n->op);
+  fprintf(f, "  n%d [label=\"%s%s", i, *info->domain ? "kiln." : "", info->name);
+  const char *act = kl_attr_string(n, "activation", NULL);
+  if (act) {
+    fputs(" + ", f);
+    dot_text(f, act);
+  }
+  if (n->name && *n->name) {
+    fputs("\\n", f);
+    dot_text(f, n->name);
+  }
+  for (int k = 0; k < n->n_in; k++) {
+    int v = n->in[k];
+    if (v < 0 || g->values[v].kind != KL_VALUE_CONST) continue;
+    fputs("\\n", f);
+    dot_text(f, g->values[v].name);
+    fputs(": ", f);
+    dot_type(f, g, v);
+  }
+  fprintf(f, "\"%s];\n", *info->domain ? ", style=\"rounded,filled\", fillcolor=\"#fde8c8\"" : "");
+}
+
+/* Edges into node i, from the node or graph input that makes each of its inputs. */
+static void dot_edges(FILE *f, const kl_graph *g, int i) {
+  const kl_node *n = &g->nodes[i];
+  for (int k = 0; k < n->n_in; k++) {
+    int v = n->in[k];
+    if (v < 0 || g->values[v].kind == KL_VALUE_CONST) continue;
+    int p = g->values[v].producer;
+    if (p >= 0) fprintf(f, "  n%d -> n%d [label=\"", p, i);
+    else fprintf(f, "  v%d -> n%d [label=\"", v, i);
+    dot_type(f, g, v);
+    fputs("\"];\n", f);
+  }
+}
+
+static bool write_dot(const kl_graph *g, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    return false;
+  }
+  fputs("digraph kiln {\n  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n"
+        "  edge [fontname=\"Helvetica\", fontsize=10];\n", f);
+  for (int i = 0; i < g->n_inputs; i++) {
+    fprintf(f, "  v%d [shape=ellipse, label=\"", g->inputs[i]);
+    dot_text(f, g->values[g->inputs[i]].name);
+    fputs("\"];\n", f);
+  }
+  for (int i = 0; i < g->n_nodes; i++) dot_node(f, g, i);
+  for (int i = 0; i < g->n_nodes; i++) dot_edges(f, g, i);
+  for (int i = 0; i < g->n_outputs; i++) {
+    int v = g->outputs[i], p = g->values[v].producer;
+    fprintf(f, "  out%d [shape=ellipse, label=\"", i);
+    dot_text(f, g->values[v].name);
+    fputs("\"];\n", f);
+    if (p >= 0) fprintf(f, "  n%d -> out%d;\n", p, i);
+    else fprintf(f, "  v%d -> out%d;\n", v, i);
+  }
+  fputs("}\n", f);
+  bool ok = !ferror(f);
+  ok &= fclose(f) == 0;
+  if (!ok) fprintf(stderr, "kiln inspect: cannot write %s\n", path);
+  return ok;
+}
 
 int cmd_inspect(int argc, char **argv) {
   cli_common common = {.opt_level = 2};
-  const char *path = NULL;
+  const char *path = NULL, *dot = NULL;
+  bool stats = false;
+  int64_t fold_limit = 0;
   for (int i = 1; i < argc; i++) {
     int r = cli_common_arg(&common, argc, argv, &i);
     if (r < 0) return EXIT_USAGE;
@@ -21,7 +130,16 @@ int cmd_inspect(int argc, char **argv) {
       printf("%s%s", inspect_help, cli_common_help);
       return EXIT_OK;
     }
-    if (argv[i][0] != '-' && !path) {
+    if (strcmp(argv[i], "--stats") == 0) {
+      stats = true;
+    } else if (strcmp(argv[i], "--dot") == 0 && i + 1 < argc) {
+      dot = argv[++i];
+    } else if (strcmp(argv[i], "--fold-limit") == 0 && i + 1 < argc) {
+      if (!cli_parse_int(argv[++i], &fold_limit) || fold_limit < 0) {
+        fprintf(stderr, "kiln inspect: --fold-limit: '%s' is not a byte count\n", argv[i]);
+        return EXIT_USAGE;
+      }
+    } else if (argv[i][0] != '-' && !path) {
       path = argv[i];
     } else {
       fprintf(stderr, "kiln inspect: bad argument '%s'\n%s", argv[i], inspect_help);
@@ -33,11 +151,17 @@ int cmd_inspect(int argc, char **argv) {
     return EXIT_USAGE;
   }
   kiln_options *o = cli_options(&common);
+  if (o && kiln_options_set_int(o, "fold_limit", fold_limit) != KILN_OK) {
+    kiln_options_free(o);
+    o = NULL;
+  }
   if (!o) return EXIT_USAGE;
   kiln_model *m = cli_load(path, o);
   kiln_options_free(o);
   if (!m) return EXIT_FAIL;
-  kl_graph_dump(m->g, stdout);
+  if (stats) print_stats(&m->stats, common.opt_level, stdout);
+  else kl_graph_dump(m->g, stdout);
+  bool ok = !dot || write_dot(m->g, dot);
   kiln_model_free(m);
-  return EXIT_OK;
+  return ok ? EXIT_OK : EXIT_FAIL;
 }

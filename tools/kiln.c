@@ -22,7 +22,8 @@ static const char *usage =
     "commands:\n"
     "  run MODEL      run a model on given or random inputs, print or save outputs\n"
     "  check DIR...   run ONNX test-case folders and compare with expected outputs\n"
-    "  inspect MODEL  print the model's graph after optimization\n"
+    "  inspect MODEL  print the model's graph after optimization, or what it did\n"
+    "  optimize MODEL save the optimized graph as ONNX (-o OUT.onnx)\n"
     "  bench MODEL    measure load time, latency percentiles, throughput, memory\n"
     "  info           print the version and what this build supports\n"
     "\n"
@@ -156,6 +157,7 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(int, char **);
   } cmds[] = {{"run", cmd_run}, {"check", cmd_check}, {"inspect", cmd_inspect},
+              {"optimize", cmd_optimize},
               {"info", cmd_info}, {"bench", cmd_bench}};
   for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
     if (strcmp(argv[1], cmds[k].name) == 0) return cmds[k].fn(argc - 1, argv + 1);

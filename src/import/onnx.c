@@ -9,7 +9,6 @@
 #include "import/fileio.h"
 #include "import/onnx_internal.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

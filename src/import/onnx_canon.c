@@ -10,7 +10,6 @@
  * listed with their `below` opsets ascending: the first that applies is used. */
 #include "import/onnx_internal.h"
 
-#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

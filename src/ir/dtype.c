@@ -51,7 +51,9 @@ bool kl_dtype_is_int(kl_dtype t) {
   }
 }
 
-const char *kiln_dtype_name(kiln_dtype dtype) { return kl_dtype_name((kl_dtype)dtype); }
+const char *kiln_dtype_name(kiln_dtype dtype) {
+  return kl_dtype_valid((int)dtype) ? kl_dtype_name((kl_dtype)dtype) : "undefined";
+}
 size_t kiln_dtype_size(kiln_dtype dtype) { return kl_dtype_size((kl_dtype)dtype); }
 
 static float bits_to_f32(uint32_t u) {

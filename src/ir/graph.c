@@ -264,90 +264,132 @@ size_t kl_tensor_nbytes(const kl_tensor *t) {
 
 /* ---- toposort and compaction ---- */
 
-/* Kahn's algorithm over producer edges; nodes keep their relative order when they
- * already are in order, so a dump follows the source model. */
-kiln_status kl_graph_toposort(kl_graph *g, kl_err *e) {
-  int n = g->n_nodes;
-  if (n == 0) return KILN_OK;
-  int *indeg = calloc((size_t)n, sizeof(int));
-  int *order = malloc(sizeof(int) * (size_t)n);
-  int *producer = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
-  kl_node *sorted = malloc(sizeof(kl_node) * (size_t)n);
-  /* consumers as CSR: for each value, the nodes that read it */
-  int *cstart = calloc((size_t)g->n_values + 1, sizeof(int));
-  int total = 0;
-  for (int i = 0; i < n; i++) total += g->nodes[i].n_in;
-  int *cons = malloc(sizeof(int) * (size_t)(total ? total : 1));
-  kiln_status st = KILN_OK;
-  if (!indeg || !order || !producer || !sorted || !cstart || !cons) {
-    st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory sorting the graph");
-    goto done;
+/* A binary min-heap of node indexes: the ready node that came first in the source runs
+ * first, so a graph already in order comes out unchanged and a dump follows the file. */
+typedef struct ready_heap {
+  int *v;
+  int n;
+} ready_heap;
+
+static void heap_push(ready_heap *h, int x) {
+  int i = h->n++;
+  while (i > 0 && h->v[(i - 1) / 2] > x) {
+    h->v[i] = h->v[(i - 1) / 2];
+    i = (i - 1) / 2;
   }
+  h->v[i] = x;
+}
+
+static int heap_pop(ready_heap *h) {
+  int top = h->v[0], x = h->v[--h->n], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && h->v[c + 1] < h->v[c]) c++;
+    if (h->v[c] >= x) break;
+    h->v[i] = h->v[c];
+    i = c;
+  }
+  if (h->n) h->v[i] = x;
+  return top;
+}
+
+/* The first producer of each value (-1 for none). */
+static void find_producers(const kl_graph *g, int *producer) {
   for (int v = 0; v < g->n_values; v++) producer[v] = -1;
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_out; k++) {
       int v = g->nodes[i].out[k];
       if (v >= 0 && v < g->n_values && producer[v] < 0) producer[v] = i;
     }
+}
+
+/* After Kahn's algorithm stalls, nodes with indeg > 0 are on a cycle or downstream of
+ * one. Walking from any of them to the producer of a still-waiting input n times must
+ * end on the cycle itself, which is what a message should name. */
+static int node_on_cycle(const kl_graph *g, const int *producer, const int *indeg) {
+  int i = 0;
+  while (indeg[i] == 0) i++;
+  for (int step = 0; step < g->n_nodes; step++) {
+    const kl_node *nd = &g->nodes[i];
+    for (int k = 0; k < nd->n_in; k++) {
+      int v = nd->in[k];
+      if (v >= 0 && v < g->n_values && producer[v] >= 0 && indeg[producer[v]] > 0) {
+        i = producer[v];
+        break;
+      }
+    }
+  }
+  return i;
+}
+
+/* Kahn's algorithm over producer edges, consumers kept as CSR (cstart/cons). */
+kiln_status kl_graph_toposort(kl_graph *g, kl_err *e) {
+  int n = g->n_nodes, nv = g->n_values;
+  if (n == 0) return KILN_OK;
+  int *indeg = calloc((size_t)n, sizeof(int));
+  int *order = malloc(sizeof(int) * (size_t)n);
+  int *producer = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+  int *cstart = calloc((size_t)nv + 1, sizeof(int));
+  int *fill = calloc((size_t)nv + 1, sizeof(int));
+  int *heap = malloc(sizeof(int) * (size_t)n);
+  kl_node *sorted = malloc(sizeof(kl_node) * (size_t)n);
+  int total = 0;
+  for (int i = 0; i < n; i++) total += g->nodes[i].n_in;
+  int *cons = malloc(sizeof(int) * (size_t)(total ? total : 1));
+  kiln_status st = KILN_OK;
+  if (!indeg || !order || !producer || !cstart || !fill || !heap || !sorted || !cons) {
+    st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory sorting the graph");
+    goto done;
+  }
+  find_producers(g, producer);
   for (int i = 0; i < n; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++) {
       int v = g->nodes[i].in[k];
-      if (v >= 0 && v < g->n_values && producer[v] >= 0) {
+      if (v >= 0 && v < nv && producer[v] >= 0) {
         indeg[i]++;
         cstart[v + 1]++;
       }
     }
-  for (int v = 0; v < g->n_values; v++) cstart[v + 1] += cstart[v];
-  {
-    int *fill = calloc((size_t)g->n_values + 1, sizeof(int));
-    if (!fill) {
-      st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory sorting the graph");
-      goto done;
-    }
-    for (int i = 0; i < n; i++)
-      for (int k = 0; k < g->nodes[i].n_in; k++) {
-        int v = g->nodes[i].in[k];
-        if (v >= 0 && v < g->n_values && producer[v] >= 0) cons[cstart[v] + fill[v]++] = i;
-      }
-    free(fill);
-  }
-  /* FIFO over ready nodes: a graph already in order comes out unchanged */
-  int head = 0, tail = 0;
+  for (int v = 0; v < nv; v++) cstart[v + 1] += cstart[v];
   for (int i = 0; i < n; i++)
-    if (indeg[i] == 0) order[tail++] = i;
-  while (head < tail) {
-    int i = order[head++];
+    for (int k = 0; k < g->nodes[i].n_in; k++) {
+      int v = g->nodes[i].in[k];
+      if (v >= 0 && v < nv && producer[v] >= 0) cons[cstart[v] + fill[v]++] = i;
+    }
+  ready_heap h = {heap, 0};
+  int done_n = 0;
+  for (int i = 0; i < n; i++)
+    if (indeg[i] == 0) heap_push(&h, i);
+  while (h.n) {
+    int i = heap_pop(&h);
+    order[done_n++] = i;
     for (int k = 0; k < g->nodes[i].n_out; k++) {
       int v = g->nodes[i].out[k];
-      if (v < 0 || v >= g->n_values || producer[v] != i) continue;
+      if (v < 0 || v >= nv || producer[v] != i) continue;
       for (int c = cstart[v]; c < cstart[v + 1]; c++)
-        if (--indeg[cons[c]] == 0) order[tail++] = cons[c];
+        if (--indeg[cons[c]] == 0) heap_push(&h, cons[c]);
     }
   }
-  if (tail < n) {
-    for (int i = 0; i < n; i++)
-      if (indeg[i] > 0) {
-        char d[256];
-        st = kl_fail(e, KILN_ERR_INVALID_MODEL, "the graph has a cycle through %s",
-                     kl_node_describe(g, &g->nodes[i], d, sizeof d));
-        break;
-      }
+  if (done_n < n) {
+    char d[256];
+    int i = node_on_cycle(g, producer, indeg);
+    st = kl_fail(e, KILN_ERR_INVALID_MODEL, "the graph has a cycle through %s",
+                 kl_node_describe(g, &g->nodes[i], d, sizeof d));
     goto done;
   }
   for (int i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
   memcpy(g->nodes, sorted, sizeof(kl_node) * (size_t)n);
-  for (int v = 0; v < g->n_values; v++) g->values[v].producer = -1;
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i].n_out; k++) {
-      int v = g->nodes[i].out[k];
-      if (v >= 0 && v < g->n_values && g->values[v].producer < 0) g->values[v].producer = i;
-    }
+  find_producers(g, producer);
+  for (int v = 0; v < nv; v++) g->values[v].producer = producer[v];
 done:
   free(indeg);
   free(order);
   free(producer);
-  free(sorted);
   free(cstart);
+  free(fill);
+  free(heap);
+  free(sorted);
   free(cons);
   return st;
 }

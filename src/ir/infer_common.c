@@ -78,6 +78,14 @@ kiln_status kl_check_out_rank(const kl_infer_ctx *c, int64_t rank) {
                  "at most %d", (long long)rank, KL_MAX_RANK);
 }
 
+kiln_status kl_check_out_numel(const kl_infer_ctx *c, const kl_type *t) {
+  int64_t n;
+  for (int i = 0; i < t->rank; i++)
+    if (!kl_dim_known(t->dims[i])) return KILN_OK;
+  if (t->rank < 0 || kl_type_numel(t, &n)) return KILN_OK;
+  return kl_fail(c->e, KILN_ERR_LIMIT, "the output would have more than 2^63 elements");
+}
+
 kl_dim kl_dim_merge(kl_dim a, kl_dim b, bool *ok) {
   *ok = true;
   if (kl_dim_known(a) && kl_dim_known(b)) {
@@ -103,6 +111,8 @@ static kl_dim broadcast_dim(kl_dim a, kl_dim b, bool *ok) {
   if (a.sym >= 0 && a.sym == b.sym) return a;
   return kl_dim_unknown();
 }
+
+kl_dim kl_broadcast_dim(kl_dim a, kl_dim b, bool *ok) { return broadcast_dim(a, b, ok); }
 
 /* Broadcasts the known-rank shapes a and b into out (rank and dims). On a clash returns
  * false with the output dim and the two sizes that clash. */

@@ -43,10 +43,17 @@ kiln_status kl_check_same_dtype(const kl_infer_ctx *c, int i, int j);
 kiln_status kl_check_rank(const kl_infer_ctx *c, int i, const char *name, int lo, int hi);
 /* The output rank `rank` must fit KL_MAX_RANK. */
 kiln_status kl_check_out_rank(const kl_infer_ctx *c, int64_t rank);
+/* An output whose dims are all known must have an element count that fits int64 (ops
+ * whose shape comes from data: ConstantOfShape, Expand, Tile, Resize, ...). */
+kiln_status kl_check_out_numel(const kl_infer_ctx *c, const kl_type *t);
 
 /* Merge two dims that must be equal: a known size wins over a symbol. *ok is false when
  * both are known and differ. */
 kl_dim kl_dim_merge(kl_dim a, kl_dim b, bool *ok);
+
+/* One dim of NumPy broadcasting, by the rules of kl_broadcast below; *ok is false when
+ * both sizes are known and clash. */
+kl_dim kl_broadcast_dim(kl_dim a, kl_dim b, bool *ok);
 
 /* NumPy (multidirectional) broadcasting of the shapes of inputs ia and ib into out
  * (rank and dims only). A dim of 1 yields to the other; a known size other than 1

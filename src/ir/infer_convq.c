@@ -62,8 +62,8 @@ static kiln_status full_size(const kl_convt *t, int i, int64_t in, int64_t *size
   int64_t span, extent;
   if (__builtin_mul_overflow(w->stride[i], in - 1, &span) ||
       __builtin_mul_overflow(w->dilation[i], w->kernel[i] - 1, &extent) ||
-      __builtin_add_overflow(span, extent + 1, size) ||
-      __builtin_add_overflow(*size, t->out_pad[i], size))
+      __builtin_add_overflow(span, extent, size) ||
+      __builtin_add_overflow(*size, t->out_pad[i] + 1, size))
     return kl_fail(e, KILN_ERR_LIMIT, "spatial dim %d: output size overflows", i);
   return KILN_OK;
 }
@@ -97,7 +97,10 @@ kiln_status kl_convt_out(kl_convt *t, int i, int64_t in, int64_t *out, kl_err *e
     return KILN_OK;
   }
   if (w->auto_pad == KL_PAD_VALID) w->pad_begin[i] = w->pad_end[i] = 0;
-  *out = full - w->pad_begin[i] - w->pad_end[i];
+  /* pads are at least 0, so only the subtraction can overflow (downwards) */
+  if (__builtin_sub_overflow(full, w->pad_begin[i], out) ||
+      __builtin_sub_overflow(*out, w->pad_end[i], out))
+    *out = 0;
   if (*out < 1)
     return kl_fail(e, KILN_ERR_SHAPE, "spatial dim %d: pads %lld + %lld leave no output "
                    "of %lld positions", i, (long long)w->pad_begin[i],
@@ -219,7 +222,9 @@ kiln_status kl_unpool_dims(const kl_node *node, int n, const int64_t *in, int64_
     if (__builtin_mul_overflow(in[i] - 1, w.stride[i], &out[i]) ||
         __builtin_add_overflow(out[i], w.kernel[i], &out[i]))
       return kl_fail(e, KILN_ERR_LIMIT, "spatial dim %d: output size overflows", i);
-    out[i] -= w.pad_begin[i] + w.pad_end[i];
+    if (__builtin_sub_overflow(out[i], w.pad_begin[i], &out[i]) ||
+        __builtin_sub_overflow(out[i], w.pad_end[i], &out[i]))
+      out[i] = 0;
     if (out[i] < 1 && in[i] > 0)
       return kl_fail(e, KILN_ERR_SHAPE, "spatial dim %d: pads leave no output", i);
     if (out[i] < 0) out[i] = 0;

@@ -181,10 +181,12 @@ static kiln_status check_matrix_qparam(const kl_infer_ctx *c, int z, int ti, boo
                      t->rank - (is_a ? 1 : 2), is_a ? "row" : "column", ti);
     return kl_check_unidirectional(c, z, "quantization parameter", t);
   }
+  if (q->rank > 1)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input %d has rank %d, expected 0 or 1 for the "
+                   "1-D input %d", z, q->rank, ti);
   kl_dim n = q->rank == 1 ? q->dims[0] : kl_dim_of(1);
   kl_dim want = t->rank >= 2 ? t->dims[t->rank - (is_a ? 2 : 1)] : kl_dim_of(1);
-  if (q->rank > 1 || (kl_dim_known(n) && n.size != 1 && kl_dim_known(want) &&
-                      n.size != want.size))
+  if (kl_dim_known(n) && n.size != 1 && kl_dim_known(want) && n.size != want.size)
     return kl_fail(c->e, KILN_ERR_SHAPE, "input %d has %lld values, expected 1 or %lld "
                    "(one per %s of input %d)", z, (long long)n.size, (long long)want.size,
                    is_a ? "row" : "column", ti);

@@ -98,7 +98,9 @@ static kiln_status scale_weights(kl_graph *g, int p, const channels *ch, const d
   }
   int64_t dims[KL_MAX_RANK];
   for (int d = 0; d < w->type.rank; d++) dims[d] = w->type.dims[d].size;
-  int id = kl_rw_add_const(g, w->name, w->type.dtype, w->type.rank, dims, data, e);
+  char hint[256];
+  snprintf(hint, sizeof hint, "%s_folded", w->name);
+  int id = kl_rw_add_const(g, hint, w->type.dtype, w->type.rank, dims, data, e);
   if (id < 0) return e->code;
   return kl_rw_set_input(g, p, ch->w_slot, id, e);
 }

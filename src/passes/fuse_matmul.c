@@ -15,12 +15,9 @@
 /* c broadcasts to x without enlarging it; when last_only, c also has size 1 on every
  * axis but the last. */
 static bool bias_like(const kl_type *c, const kl_type *x, bool last_only) {
-  if (c->rank < 0 || x->rank < 0 || c->rank > x->rank || c->dtype != x->dtype) return false;
-  for (int i = 0; i < c->rank; i++) {
-    kl_dim d = c->dims[i], t = x->dims[i + x->rank - c->rank];
-    if (d.size == 1) continue;
-    if (!kl_dim_equal(d, t) || (last_only && i != c->rank - 1)) return false;
-  }
+  if (!kl_rw_fits(c, x)) return false;
+  for (int i = 0; last_only && i < c->rank - 1; i++)
+    if (c->dims[i].size != 1) return false;
   return true;
 }
 

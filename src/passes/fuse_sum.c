@@ -20,17 +20,6 @@ static bool takes_sum(const kl_graph *g, int p) {
          (n->n_in <= KL_FUSED_SUM || n->in[KL_FUSED_SUM] < 0);
 }
 
-/* other's shape broadcasts to x's (unidirectionally), as far as is known statically. */
-static bool broadcasts_to(const kl_type *other, const kl_type *x) {
-  if (other->rank < 0 || x->rank < 0 || other->rank > x->rank || other->dtype != x->dtype)
-    return false;
-  for (int i = 0; i < other->rank; i++) {
-    kl_dim d = other->dims[i], t = x->dims[i + x->rank - other->rank];
-    if (d.size != 1 && !kl_dim_equal(d, t)) return false;
-  }
-  return true;
-}
-
 kiln_status kl_pass_fuse_sum(kl_graph *g, const kl_pass_config *cfg, bool *changed,
                              kl_err *e) {
   (void)cfg;
@@ -41,7 +30,7 @@ kiln_status kl_pass_fuse_sum(kl_graph *g, const kl_pass_config *cfg, bool *chang
     for (int k = 0; k < 2; k++) {
       int x = n->in[k], other = n->in[1 - k], p = kl_rw_producer(g, x);
       if (x == other || !takes_sum(g, p) || kl_rw_sole_consumer(g, x) != i ||
-          !broadcasts_to(&g->values[other].type, &g->values[x].type) ||
+          !kl_rw_fits(&g->values[other].type, &g->values[x].type) ||
           !kl_dtype_is_float(g->values[x].type.dtype))
         continue;
       if (kl_fused_base(g->nodes[p].op) == KL_OP_COUNT)

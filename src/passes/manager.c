@@ -11,6 +11,10 @@ KL_PASS(const_fold)
 KL_PASS(cse)
 KL_PASS(collapse_reshape)
 KL_PASS(collapse_transpose)
+KL_PASS(fuse_layernorm)
+KL_PASS(fuse_gelu)
+KL_PASS(fuse_skip_layernorm)
+KL_PASS(fuse_attention)
 KL_PASS(fold_bn)
 KL_PASS(fold_scale_bias)
 KL_PASS(fuse_matmul_add)
@@ -32,6 +36,13 @@ static const kl_pass pass_table[] = {
      kl_pass_collapse_reshape},
     {"collapse_transpose", 2, "compose Transpose pairs; drop identity results",
      kl_pass_collapse_transpose},
+    {"fuse_layernorm", 2, "decomposed LayerNormalization (ReduceMean ... Sqrt, Div) into one",
+     kl_pass_fuse_layernorm},
+    {"fuse_gelu", 2, "GELU written with Erf or Tanh into Gelu", kl_pass_fuse_gelu},
+    {"fuse_skip_layernorm", 2, "Add + LayerNormalization into kiln.SkipLayerNorm",
+     kl_pass_fuse_skip_layernorm},
+    {"fuse_attention", 2, "MatMul, scale, mask Add, Softmax, MatMul into kiln.Attention",
+     kl_pass_fuse_attention},
     {"fold_bn", 2, "fold BatchNormalization into Conv/ConvTranspose/Gemm/MatMul weights",
      kl_pass_fold_bn},
     {"fold_scale_bias", 2, "fold per-channel constant Add/Sub/Mul/Div into weights",

@@ -86,6 +86,16 @@ bool kl_rw_same_shape(const kl_type *a, const kl_type *b) {
   return true;
 }
 
+bool kl_rw_fits(const kl_type *small, const kl_type *big) {
+  if (small->rank < 0 || big->rank < 0 || small->rank > big->rank || small->dtype != big->dtype)
+    return false;
+  for (int i = 0; i < small->rank; i++) {
+    kl_dim d = small->dims[i];
+    if (d.size != 1 && !kl_dim_equal(d, big->dims[i + big->rank - small->rank])) return false;
+  }
+  return true;
+}
+
 int kl_rw_other_input(const kl_node *n, int v) {
   if (n->n_in != 2) return -1;
   if (n->in[0] == v) return n->in[1];
@@ -277,6 +287,28 @@ kiln_status kl_rw_copy_attrs(kl_graph *g, int from, int to, kl_err *e) {
     if (st == KILN_OK) st = kl_node_take_attr(g, to, &a, e);
     if (st != KILN_OK) return st;
   }
+  return KILN_OK;
+}
+
+kiln_status kl_rw_become(kl_graph *g, int n, kl_op op, int count, const int *ids, kl_err *e) {
+  kl_node *node = &g->nodes[n];
+  char *src = strdup(kl_op_name(op));
+  if (!src) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rewriting a node");
+  free(node->src);
+  node->src = src;
+  node->op = op;
+  for (int i = 0; i < node->n_attrs; i++) kl_attr_clear(&node->attrs[i]);
+  node->n_attrs = 0;
+  return kl_rw_set_inputs(g, n, count, ids, e);
+}
+
+kiln_status kl_rw_add_output(kl_graph *g, int n, int v, kl_err *e) {
+  kl_node *node = &g->nodes[n];
+  int *p = realloc(node->out, sizeof(int) * (size_t)(node->n_out + 1));
+  if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rewriting a node");
+  node->out = p;
+  node->n_out++;
+  kl_rw_take_output(g, n, node->n_out - 1, v);
   return KILN_OK;
 }
 

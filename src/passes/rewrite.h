@@ -36,6 +36,9 @@ bool kl_rw_scalar_near(const kl_graph *g, int v, double want);
 /* Two types whose shapes are known to be equal: same rank, every dim the same size or
  * the same symbol. */
 bool kl_rw_same_shape(const kl_type *a, const kl_type *b);
+/* small broadcasts to big without enlarging it, as far as is known statically: same
+ * dtype, rank not larger, every dim 1 or equal to big's (right-aligned). */
+bool kl_rw_fits(const kl_type *small, const kl_type *big);
 /* The other input of a two-input node: input 1 when v is input 0 and the reverse;
  * -1 when v is neither. */
 int kl_rw_other_input(const kl_node *n, int v);
@@ -81,6 +84,11 @@ int kl_rw_add_vector(kl_graph *g, const char *hint, kl_dtype dtype, int rank,
 int kl_rw_add_value(kl_graph *g, const char *hint, const kl_type *t, kl_err *e);
 /* Copy every attribute of node from onto node to (replacing ones of the same name). */
 kiln_status kl_rw_copy_attrs(kl_graph *g, int from, int to, kl_err *e);
+/* Replace node n by a node of another op in place (a pattern's last node becomes the
+ * fused op): op and src set, attributes dropped, inputs set to ids[0..count-1]. */
+kiln_status kl_rw_become(kl_graph *g, int n, kl_op op, int count, const int *ids, kl_err *e);
+/* Append an output slot holding v to node n (whose producer has been removed). */
+kiln_status kl_rw_add_output(kl_graph *g, int n, int v, kl_err *e);
 /* Remove an attribute from node n when present. */
 void kl_rw_drop_attr(kl_graph *g, int n, const char *name);
 /* End a pass: when it changed the graph, sort it and drop detached nodes and unread

@@ -82,8 +82,8 @@ kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, siz
   if (st == KILN_OK) st = kl_graph_infer(m->g, e);
   if (st == KILN_OK) {
     kl_pass_config pc = {.level = m->opts.opt_level, .passes = m->opts.passes,
-                         .verify = m->opts.verify != 0};
-    st = kl_optimize(m->g, &pc, NULL, e);
+                         .verify = m->opts.verify != 0, .fold_limit = m->opts.fold_limit};
+    st = kl_optimize(m->g, &pc, &m->stats, e);
   }
   if (st == KILN_OK) st = describe_io(m);
   if (st != KILN_OK && m->g && path && strncmp(e->msg, path, strlen(path)) != 0)

@@ -4,6 +4,7 @@
 
 #include "ir/ir.h"
 #include "kiln.h"
+#include "passes/pass.h"
 
 struct kiln_options {
   int opt_level;
@@ -11,6 +12,7 @@ struct kiln_options {
   int verify;
   int64_t max_tensor_bytes;
   int64_t memory_limit;
+  int64_t fold_limit; /* constant folding's result limit in bytes, 0 = the default */
   char *passes; /* owned, NULL when not set */
 };
 
@@ -31,6 +33,7 @@ struct kiln_model {
   kl_err err;
   kiln_options opts;
   kl_graph *g; /* optimized, immutable once loaded */
+  kl_pass_stats stats; /* what the optimizer did, for `kiln inspect --stats` */
   kl_io_info *inputs, *outputs;
   int n_inputs, n_outputs;
 };

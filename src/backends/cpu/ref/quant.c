@@ -26,11 +26,14 @@
 int kl_ref_matmul(kl_kernel_ctx *c);
 int kl_ref_conv(kl_kernel_ctx *c);
 
-/* v rounded to dtype t (to nearest even), as a value of that dtype would hold it. */
+/* v rounded to float dtype t (to nearest even), as a value of that dtype holds it. */
 static double round_to(kl_dtype t, double v) {
-  double slot;
-  kl_ref_store(&slot, t, 0, v);
-  return kl_ref_load(&slot, t, 0);
+  switch (t) {
+  case KL_F32: return (float)v;
+  case KL_F16: return kl_f16_to_f32(kl_f32_to_f16((float)v));
+  case KL_BF16: return kl_bf16_to_f32(kl_f32_to_bf16((float)v));
+  default: return v;
+  }
 }
 
 static void int_range(kl_dtype t, double *lo, double *hi) {
@@ -220,15 +223,19 @@ static double multiplier(kl_dtype t, double sa, double sb, double sy) {
   return round_to(t, round_to(t, sa * sb) / sy);
 }
 
-/* Requantizes acc into y: a_scale per row (a 1-D one is [M, 1]), b_scale per column,
- * y_scale and y_zero_point one value each. */
-static void requantize_matmul(kl_kernel_ctx *c, const kl_tensor *acc) {
+/* Requantizes acc into y: a_scale per row (a 1-D one is [M, 1] when y has columns),
+ * b_scale per column, y_scale and y_zero_point one value each. */
+static kiln_status requantize_matmul(kl_kernel_ctx *c, const kl_tensor *acc) {
   const kl_tensor *as = c->in[1], *bs = c->in[4], *ys = c->in[6], *yz = c->in[7];
   kl_tensor *y = c->out[0];
   int64_t adims[2] = {kl_tensor_numel(as), 1};
+  bool rows = as->rank == 1 && adims[0] != 1 && c->in[3]->rank >= 2;
+  if ((rows ? 2 : as->rank) > y->rank || bs->rank > y->rank)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "the scales of inputs 1 and 4 (rank %d and %d) do "
+                   "not broadcast to the output's rank %d", as->rank, bs->rank, y->rank);
   kl_ref_iter it;
   kl_ref_iter_init(&it, y->rank, y->dims);
-  if (as->rank == 1 && adims[0] != 1) kl_ref_iter_bcast(&it, 0, 2, adims, 1);
+  if (rows) kl_ref_iter_bcast(&it, 0, 2, adims, 1);
   else kl_ref_iter_bcast(&it, 0, as->rank, as->dims, 1);
   kl_ref_iter_bcast(&it, 1, bs->rank, bs->dims, 1);
   double sy = kl_ref_load(ys->data, ys->dtype, 0);
@@ -239,6 +246,7 @@ static void requantize_matmul(kl_kernel_ctx *c, const kl_tensor *acc) {
                           kl_ref_load(bs->data, bs->dtype, it.off[1]), sy);
     store_saturated(y, i, ((const double *)acc->data)[i] * m + zp);
   }
+  return KILN_OK;
 }
 
 int kl_ref_qlinear_matmul(kl_kernel_ctx *c) {
@@ -248,7 +256,7 @@ int kl_ref_qlinear_matmul(kl_kernel_ctx *c) {
   if (st == KILN_OK) st = shifted(c, b, c->in[5], b->rank - 1, &sb);
   if (st == KILN_OK) st = scratch_like(c, c->out[0], &acc);
   if (st == KILN_OK) st = run_float(c, kl_ref_matmul, &sa, &sb, NULL, &acc);
-  if (st == KILN_OK) requantize_matmul(c, &acc);
+  if (st == KILN_OK) st = requantize_matmul(c, &acc);
   free(sa.data);
   free(sb.data);
   free(acc.data);

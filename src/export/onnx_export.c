@@ -1,0 +1,286 @@
+/* The ONNX writer (see onnx_export.h). The protobuf-c message tree points into the
+ * graph for names and constant data; only the tree itself is allocated, through a
+ * pool that is freed in one go after packing. */
+#include "export/onnx_export.h"
+#include "import/fileio.h"
+#include "import/onnx.h"
+#include "kl_config.h"
+#include "onnx.pb-c.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KL_ONNX_IR_VERSION 11 /* what ONNX pairs with opset 23 */
+#define MAX_MESSAGE ((size_t)INT32_MAX)
+
+typedef struct pool {
+  void **blocks;
+  size_t n, cap;
+  bool failed;
+} pool;
+
+/* Zeroed memory for count items of size bytes, owned by the pool; NULL (and
+ * p->failed) on overflow or out of memory. */
+static void *pool_alloc(pool *p, size_t count, size_t size) {
+  size_t bytes;
+  if (p->failed || kl_mul_overflow_size(count ? count : 1, size, &bytes)) goto fail;
+  if (p->n == p->cap) {
+    size_t cap = p->cap ? p->cap * 2 : 256;
+    void **b = realloc(p->blocks, sizeof(void *) * cap);
+    if (!b) goto fail;
+    p->blocks = b;
+    p->cap = cap;
+  }
+  void *m = calloc(1, bytes);
+  if (!m) goto fail;
+  p->blocks[p->n++] = m;
+  return m;
+fail:
+  p->failed = true;
+  return NULL;
+}
+
+static void pool_free(pool *p) {
+  for (size_t i = 0; i < p->n; i++) free(p->blocks[i]);
+  free(p->blocks);
+}
+
+#define NEW(p, type, init) new_msg(p, sizeof(type), &(type)init)
+static void *new_msg(pool *p, size_t size, const void *init) {
+  void *m = pool_alloc(p, 1, size);
+  if (m) memcpy(m, init, size);
+  return m;
+}
+
+/* ---- tensors, types, attributes ---- */
+
+static Onnx__TensorProto *tensor_proto(pool *p, const char *name, kl_dtype dtype, int rank,
+                                       const int64_t *dims, const void *data, size_t nbytes) {
+  Onnx__TensorProto *t = NEW(p, Onnx__TensorProto, ONNX__TENSOR_PROTO__INIT);
+  int64_t *d = pool_alloc(p, (size_t)rank, sizeof(int64_t));
+  if (!t || !d) return NULL;
+  memcpy(d, dims, sizeof(int64_t) * (size_t)rank);
+  t->n_dims = (size_t)rank;
+  t->dims = d;
+  t->has_data_type = 1;
+  t->data_type = (int32_t)dtype;
+  t->name = (char *)name;
+  t->has_raw_data = 1;
+  t->raw_data.len = nbytes;
+  t->raw_data.data = (uint8_t *)data;
+  return t;
+}
+
+static Onnx__TypeProto *type_proto(pool *p, const kl_graph *g, const kl_type *ty) {
+  Onnx__TypeProto *tp = NEW(p, Onnx__TypeProto, ONNX__TYPE_PROTO__INIT);
+  Onnx__TypeProto__Tensor *tt = NEW(p, Onnx__TypeProto__Tensor, ONNX__TYPE_PROTO__TENSOR__INIT);
+  if (!tp || !tt) return NULL;
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  tp->tensor_type = tt;
+  tt->has_elem_type = 1;
+  tt->elem_type = (int32_t)ty->dtype;
+  if (ty->rank < 0) return tp;
+  Onnx__TensorShapeProto *sh = NEW(p, Onnx__TensorShapeProto, ONNX__TENSOR_SHAPE_PROTO__INIT);
+  Onnx__TensorShapeProto__Dimension **dims =
+      pool_alloc(p, (size_t)ty->rank, sizeof *dims);
+  if (!sh || !dims) return NULL;
+  for (int i = 0; i < ty->rank; i++) {
+    Onnx__TensorShapeProto__Dimension *d =
+        NEW(p, Onnx__TensorShapeProto__Dimension, ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT);
+    if (!d) return NULL;
+    kl_dim k = ty->dims[i];
+    if (k.size >= 0) {
+      d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+      d->dim_value = k.size;
+    } else if (k.sym >= 0 && k.sym < g->n_symbols) {
+      d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+      d->dim_param = g->symbols[k.sym];
+    }
+    dims[i] = d;
+  }
+  sh->n_dim = (size_t)ty->rank;
+  sh->dim = dims;
+  tt->shape = sh;
+  return tp;
+}
+
+static Onnx__ValueInfoProto *value_info(pool *p, const kl_graph *g, int v) {
+  Onnx__ValueInfoProto *vi = NEW(p, Onnx__ValueInfoProto, ONNX__VALUE_INFO_PROTO__INIT);
+  if (!vi) return NULL;
+  vi->name = g->values[v].name;
+  if (g->values[v].type.dtype != KL_UNDEFINED) vi->type = type_proto(p, g, &g->values[v].type);
+  return vi;
+}
+
+static Onnx__AttributeProto *attr_proto(pool *p, const kl_attr *a, kl_err *e) {
+  Onnx__AttributeProto *ap = NEW(p, Onnx__AttributeProto, ONNX__ATTRIBUTE_PROTO__INIT);
+  if (!ap) return NULL;
+  ap->name = a->name;
+  ap->has_type = 1;
+  ap->type = (Onnx__AttributeProto__AttributeType)a->kind;
+  switch (a->kind) {
+  case KL_ATTR_FLOAT: ap->has_f = 1, ap->f = a->f; break;
+  case KL_ATTR_INT: ap->has_i = 1, ap->i = a->i; break;
+  case KL_ATTR_STRING:
+    ap->has_s = 1;
+    ap->s.data = (uint8_t *)a->s;
+    ap->s.len = strlen(a->s);
+    break;
+  case KL_ATTR_FLOATS: ap->n_floats = (size_t)a->n, ap->floats = a->floats; break;
+  case KL_ATTR_INTS: ap->n_ints = (size_t)a->n, ap->ints = a->ints; break;
+  case KL_ATTR_STRINGS:
+    if (!(ap->strings = pool_alloc(p, (size_t)a->n, sizeof *ap->strings))) return NULL;
+    ap->n_strings = (size_t)a->n;
+    for (int i = 0; i < a->n; i++) {
+      ap->strings[i].data = (uint8_t *)a->strings[i];
+      ap->strings[i].len = strlen(a->strings[i]);
+    }
+    break;
+  case KL_ATTR_TENSOR:
+    ap->t = tensor_proto(p, "", a->t->dtype, a->t->rank, a->t->dims, a->t->data,
+                         kl_tensor_nbytes(a->t));
+    if (!ap->t) return NULL;
+    break;
+  default:
+    kl_fail(e, KILN_ERR_UNSUPPORTED, "attribute '%s' is of a kind the ONNX writer cannot "
+            "write", a->name);
+    return NULL;
+  }
+  return ap;
+}
+
+/* ---- nodes and the graph ---- */
+
+static const char *value_name(const kl_graph *g, int v) { return v >= 0 ? g->values[v].name : ""; }
+
+static Onnx__NodeProto *node_proto(pool *p, const kl_graph *g, const kl_node *n, kl_err *e) {
+  Onnx__NodeProto *np = NEW(p, Onnx__NodeProto, ONNX__NODE_PROTO__INIT);
+  char **in = pool_alloc(p, (size_t)n->n_in, sizeof(char *));
+  char **out = pool_alloc(p, (size_t)n->n_out, sizeof(char *));
+  Onnx__AttributeProto **attrs = pool_alloc(p, (size_t)n->n_attrs, sizeof *attrs);
+  if (!np || !in || !out || !attrs) return NULL;
+  const kl_op_info *info = kl_op_get(n->op);
+  np->name = n->name;
+  np->op_type = (char *)info->name;
+  np->domain = (char *)info->domain;
+  for (int k = 0; k < n->n_in; k++) in[k] = (char *)value_name(g, n->in[k]);
+  for (int k = 0; k < n->n_out; k++) out[k] = (char *)value_name(g, n->out[k]);
+  for (int k = 0; k < n->n_attrs; k++)
+    if (!(attrs[k] = attr_proto(p, &n->attrs[k], e))) return NULL;
+  np->n_input = (size_t)n->n_in;
+  np->input = in;
+  np->n_output = (size_t)n->n_out;
+  np->output = out;
+  np->n_attribute = (size_t)n->n_attrs;
+  np->attribute = attrs;
+  return np;
+}
+
+static bool add_initializers(pool *p, const kl_graph *g, Onnx__GraphProto *gp) {
+  gp->initializer = pool_alloc(p, (size_t)g->n_values, sizeof *gp->initializer);
+  if (!gp->initializer) return false;
+  for (int v = 0; v < g->n_values; v++) {
+    const kl_value *val = &g->values[v];
+    if (val->kind != KL_VALUE_CONST) continue;
+    int64_t dims[KL_MAX_RANK];
+    for (int i = 0; i < val->type.rank; i++) dims[i] = val->type.dims[i].size;
+    Onnx__TensorProto *t = tensor_proto(p, val->name, val->type.dtype, val->type.rank, dims,
+                                        val->data, val->nbytes);
+    if (!t) return false;
+    gp->initializer[gp->n_initializer++] = t;
+  }
+  return true;
+}
+
+/* Inputs, outputs, and the types of the intermediate values that have one. */
+static bool add_value_infos(pool *p, const kl_graph *g, Onnx__GraphProto *gp) {
+  gp->input = pool_alloc(p, (size_t)g->n_inputs, sizeof *gp->input);
+  gp->output = pool_alloc(p, (size_t)g->n_outputs, sizeof *gp->output);
+  gp->value_info = pool_alloc(p, (size_t)g->n_values, sizeof *gp->value_info);
+  if (!gp->input || !gp->output || !gp->value_info) return false;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!(gp->input[gp->n_input++] = value_info(p, g, g->inputs[i]))) return false;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (!(gp->output[gp->n_output++] = value_info(p, g, g->outputs[i]))) return false;
+  for (int v = 0; v < g->n_values; v++) {
+    const kl_value *val = &g->values[v];
+    bool listed = false;
+    for (int i = 0; i < g->n_outputs; i++) listed |= g->outputs[i] == v;
+    if (val->kind != KL_VALUE_INTERMEDIATE || listed || val->type.dtype == KL_UNDEFINED)
+      continue;
+    if (!(gp->value_info[gp->n_value_info++] = value_info(p, g, v))) return false;
+  }
+  return true;
+}
+
+static Onnx__GraphProto *graph_proto(pool *p, const kl_graph *g, kl_err *e) {
+  Onnx__GraphProto *gp = NEW(p, Onnx__GraphProto, ONNX__GRAPH_PROTO__INIT);
+  if (!gp || !(gp->node = pool_alloc(p, (size_t)g->n_nodes, sizeof *gp->node))) return NULL;
+  gp->name = "kiln";
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!(gp->node[gp->n_node++] = node_proto(p, g, &g->nodes[i], e))) return NULL;
+  if (!add_initializers(p, g, gp) || !add_value_infos(p, g, gp)) return NULL;
+  return gp;
+}
+
+static bool uses_kiln_ops(const kl_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (strcmp(kl_op_get(g->nodes[i].op)->domain, KL_DOMAIN_KILN) == 0) return true;
+  return false;
+}
+
+static Onnx__ModelProto *model_proto(pool *p, const kl_graph *g, kl_err *e) {
+  Onnx__ModelProto *m = NEW(p, Onnx__ModelProto, ONNX__MODEL_PROTO__INIT);
+  Onnx__OperatorSetIdProto **ops = pool_alloc(p, 2, sizeof *ops);
+  if (!m || !ops) return NULL;
+  m->has_ir_version = 1;
+  m->ir_version = KL_ONNX_IR_VERSION;
+  m->producer_name = "kiln";
+  m->producer_version = KL_VERSION;
+  const char *domains[2] = {"", KL_DOMAIN_KILN};
+  int64_t versions[2] = {KL_ONNX_MAX_OPSET, KL_KILN_DOMAIN_VERSION};
+  for (int i = 0; i < (uses_kiln_ops(g) ? 2 : 1); i++) {
+    if (!(ops[i] = NEW(p, Onnx__OperatorSetIdProto, ONNX__OPERATOR_SET_ID_PROTO__INIT)))
+      return NULL;
+    ops[i]->domain = (char *)domains[i];
+    ops[i]->has_version = 1;
+    ops[i]->version = versions[i];
+    m->n_opset_import++;
+  }
+  m->opset_import = ops;
+  m->graph = graph_proto(p, g, e);
+  return m->graph ? m : NULL;
+}
+
+kiln_status kl_onnx_export(const kl_graph *g, void **buf, size_t *len, kl_err *e) {
+  pool p = {0};
+  *buf = NULL;
+  *len = 0;
+  Onnx__ModelProto *m = model_proto(&p, g, e);
+  kiln_status st = KILN_OK;
+  if (!m) {
+    /* not out of memory: an attribute the writer cannot write, already reported */
+    st = p.failed ? kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory writing ONNX")
+                  : KILN_ERR_UNSUPPORTED;
+  } else {
+    size_t size = onnx__model_proto__get_packed_size(m);
+    if (size > MAX_MESSAGE)
+      st = kl_fail(e, KILN_ERR_LIMIT, "the model needs %zu bytes of ONNX; one protobuf "
+                   "message holds at most 2 GiB", size);
+    else if (!(*buf = malloc(size ? size : 1)))
+      st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of ONNX", size);
+    else
+      *len = onnx__model_proto__pack(m, *buf);
+  }
+  pool_free(&p);
+  return st;
+}
+
+kiln_status kl_onnx_export_file(const kl_graph *g, const char *path, kl_err *e) {
+  void *buf;
+  size_t len;
+  kiln_status st = kl_onnx_export(g, &buf, &len, e);
+  if (st == KILN_OK) st = kl_file_write(path, buf, len, NULL, 0, e);
+  free(buf);
+  return st;
+}
