@@ -39,6 +39,14 @@ bool cli_parse_double(const char *s, double *v);
 bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name);
 bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
 
+/* "NAME=VALUE" entry of list for name; returns VALUE or NULL. */
+const char *cli_find_named(const char *const *list, int n, const char *name);
+/* A random tensor for a model input: the shape from `shape` ("1x3x8x8") when given, else
+ * the declared dims with a symbolic dim 0 set to batch and other symbols to 1. data is
+ * malloc'd. Prints the problem and returns false on failure. */
+bool cli_random_input(const char *cmd, const kiln_tensor_info *info, const char *shape,
+                      int64_t batch, uint64_t *state, kl_tensor *t);
+
 int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

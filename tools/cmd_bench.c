@@ -103,56 +103,16 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
   return -1;
 }
 
-static const char *find_shape(const bench_args *a, const char *name) {
-  size_t len = strlen(name);
-  for (int i = 0; i < a->n_shapes; i++)
-    if (strncmp(a->shapes[i], name, len) == 0 && a->shapes[i][len] == '=')
-      return a->shapes[i] + len + 1;
-  return NULL;
-}
-
-/* Random inputs: --shape, else declared dims with symbols set to --batch for the first
- * dim and 1 elsewhere. */
+/* Random inputs bound to the session; tensors are kept in ts. */
 static bool make_inputs(const bench_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
-  uint64_t state = a->seed ? a->seed : 1;
+  uint64_t state = a->seed;
   for (int k = 0; k < kiln_model_input_count(m); k++) {
     kiln_tensor_info info;
     kiln_model_input_info(m, k, &info);
-    kl_tensor *t = &ts[k];
-    t->dtype = (kl_dtype)info.dtype;
-    const char *shape = find_shape(a, info.name);
-    if (shape) {
-      if (!cli_parse_dims(shape, &t->rank, t->dims)) {
-        fprintf(stderr, "kiln bench: --shape %s=%s: expected dims like 1x3x224x224\n",
-                info.name, shape);
-        return false;
-      }
-    } else if (info.rank < 0) {
-      fprintf(stderr, "kiln bench: input '%s' has no declared rank; give --shape\n", info.name);
-      return false;
-    } else {
-      t->rank = info.rank;
-      for (int d = 0; d < info.rank; d++)
-        t->dims[d] = info.dims[d] >= 0 ? info.dims[d] : d == 0 ? a->batch : 1;
-    }
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++)
-      if (__builtin_mul_overflow(n, t->dims[d], &n) || n > (INT64_C(1) << 32)) {
-        fprintf(stderr, "kiln bench: input '%s' is too large\n", info.name);
-        return false;
-      }
-    t->data = malloc((size_t)n * kl_dtype_size(t->dtype) + 1);
-    if (!t->data) return false;
-    for (int64_t i = 0; i < n; i++) {
-      state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
-      uint64_t r = state * 2685821657736338717ull;
-      double v = kl_dtype_is_float(t->dtype) ? (double)(r >> 11) / 9007199254740992.0 * 2 - 1
-                 : t->dtype == KL_BOOL       ? (double)(r >> 63)
-                                             : (double)(r % 10);
-      kl_store_f64(t->data, t->dtype, (size_t)i, v);
-    }
-    kiln_status st = kiln_session_set_input(s, info.name, info.dtype, t->rank, t->dims, t->data,
-                                            kl_tensor_nbytes(t));
+    const char *shape = cli_find_named(a->shapes, a->n_shapes, info.name);
+    if (!cli_random_input("bench", &info, shape, a->batch, &state, &ts[k])) return false;
+    kiln_status st = kiln_session_set_input(s, info.name, info.dtype, ts[k].rank, ts[k].dims,
+                                            ts[k].data, kl_tensor_nbytes(&ts[k]));
     if (st != KILN_OK) {
       fprintf(stderr, "kiln bench: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
       return false;

@@ -34,67 +34,6 @@ typedef struct run_args {
   cli_common common;
 } run_args;
 
-static uint64_t next_random(uint64_t *s) { /* xorshift64* */
-  *s ^= *s >> 12;
-  *s ^= *s << 25;
-  *s ^= *s >> 27;
-  return *s * 2685821657736338717ull;
-}
-
-/* Values that make sense for the dtype: floats in [-1,1), integers in [0,10), bools. */
-static void fill_random(kl_tensor *t, uint64_t *state) {
-  int64_t n = kl_tensor_numel(t);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t r = next_random(state);
-    double v;
-    if (kl_dtype_is_float(t->dtype)) v = (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-    else if (t->dtype == KL_BOOL) v = (double)(r >> 63);
-    else v = (double)(r % 10);
-    kl_store_f64(t->data, t->dtype, (size_t)i, v);
-  }
-}
-
-static const char *find_named(const char *const *list, int n, const char *name) {
-  size_t len = strlen(name);
-  for (int i = 0; i < n; i++)
-    if (strncmp(list[i], name, len) == 0 && list[i][len] == '=') return list[i] + len + 1;
-  return NULL;
-}
-
-/* Make a random tensor for a model input: declared dims, --shape, or 1 for symbols. */
-static bool random_input(const run_args *a, const kiln_tensor_info *info, kl_tensor *t,
-                         uint64_t *state) {
-  const char *shape = find_named(a->shapes, a->n_shapes, info->name);
-  t->dtype = (kl_dtype)info->dtype;
-  if (shape) {
-    if (!cli_parse_dims(shape, &t->rank, t->dims)) {
-      fprintf(stderr, "kiln run: --shape %s=%s: expected dims like 1x3x224x224\n",
-              info->name, shape);
-      return false;
-    }
-  } else {
-    if (info->rank < 0) {
-      fprintf(stderr, "kiln run: input '%s' has no declared rank; give --shape\n", info->name);
-      return false;
-    }
-    t->rank = info->rank;
-    for (int d = 0; d < info->rank; d++) t->dims[d] = info->dims[d] >= 0 ? info->dims[d] : 1;
-  }
-  int64_t n = 1;
-  for (int d = 0; d < t->rank; d++)
-    if (__builtin_mul_overflow(n, t->dims[d], &n) || n > (INT64_C(1) << 32)) {
-      fprintf(stderr, "kiln run: input '%s' is too large for random data\n", info->name);
-      return false;
-    }
-  t->data = malloc((size_t)n * kl_dtype_size(t->dtype) + 1);
-  if (!t->data) {
-    fprintf(stderr, "kiln run: out of memory\n");
-    return false;
-  }
-  fill_random(t, state);
-  return true;
-}
-
 static void print_shape(int rank, const int64_t *dims) {
   printf("[");
   for (int d = 0; d < rank; d++) printf("%s%" PRId64, d ? "," : "", dims[d]);
@@ -185,7 +124,6 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     fprintf(stderr, "kiln run: no MODEL given\n%s", run_help);
     return EXIT_USAGE;
   }
-  if (a->seed == 0) a->seed = 1; /* xorshift needs a non-zero state */
   return -1;
 }
 
@@ -211,7 +149,7 @@ static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_te
   for (int k = 0; k < n; k++) {
     kiln_tensor_info info;
     kiln_model_input_info(m, k, &info);
-    const char *file = find_named(a->inputs, a->n_inputs, info.name);
+    const char *file = cli_find_named(a->inputs, a->n_inputs, info.name);
     if (file) {
       char *name = NULL;
       int64_t limit = a->common.max_tensor_bytes ? a->common.max_tensor_bytes
@@ -219,7 +157,8 @@ static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_te
       if (!cli_read_tensor(file, limit, &ts[k], &name)) return false;
       free(name);
     } else {
-      if (!random_input(a, &info, &ts[k], &state)) return false;
+      const char *shape = cli_find_named(a->shapes, a->n_shapes, info.name);
+      if (!cli_random_input("run", &info, shape, 1, &state, &ts[k])) return false;
       printf("random input %s: %s", info.name, kl_dtype_name(ts[k].dtype));
       print_shape(ts[k].rank, ts[k].dims);
       printf(" (seed %" PRIu64 ")\n", a->seed);

@@ -486,6 +486,7 @@ static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: domain '%s' is not supported by kiln",
                    who, domain);
   n->op = kl_op_lookup(domain, np->op_type);
+  if (n->op == KL_OP_COUNT && onnx_domain(domain)) n->op = kl_onnx_canon_alias(np->op_type);
   if (n->op == KL_OP_COUNT)
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: op not supported by kiln", who);
   return KILN_OK;

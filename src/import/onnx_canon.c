@@ -19,6 +19,7 @@ typedef enum move_form {
   MOVE_I64_LIST,   /* INTS -> 1-D int64 tensor */
   MOVE_SCALAR_X,   /* FLOAT -> scalar of input 0's dtype (float32 when unknown) */
   MOVE_I64_ONE,    /* INT -> 1-D int64 tensor of one element */
+  MOVE_F32_LIST,   /* FLOATS -> 1-D float32 tensor */
 } move_form;
 
 typedef struct move {
@@ -44,6 +45,7 @@ static kiln_status canon_moves(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_coerce_2d(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_batchnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+static kiln_status canon_resize_10(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 
 static const rule rules[] = {
     {"Squeeze", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
@@ -75,7 +77,36 @@ static const rule rules[] = {
     {"InstanceNormalization", 6, canon_moves, {{"consumed_inputs", 0, MOVE_DROP, false}}},
     /* before 21, scale and bias had one value per group */
     {"GroupNormalization", 21, canon_groupnorm, {{NULL, 0, MOVE_DROP, false}}},
+    {"Slice", 10, canon_moves,
+     {{"starts", 1, MOVE_I64_LIST, true},
+      {"ends", 2, MOVE_I64_LIST, true},
+      {"axes", 3, MOVE_I64_LIST, false}}},
+    {"Split", 13, canon_moves, {{"split", 1, MOVE_I64_LIST, false}}},
+    {"Pad", 2, canon_moves,
+     {{"paddings", 1, MOVE_I64_LIST, true}, {"value", 2, MOVE_SCALAR_X, false}}},
+    {"Pad", 11, canon_moves,
+     {{"pads", 1, MOVE_I64_LIST, true}, {"value", 2, MOVE_SCALAR_X, false}}},
+    /* Upsample (every opset; renamed by kl_onnx_canon_alias) and Resize-10: scales at
+     * input 2, asymmetric coordinates, their own nearest rounding */
+    {"Upsample", KL_ONNX_MAX_OPSET + 1, canon_resize_10, {{"scales", 2, MOVE_F32_LIST, false}}},
+    {"Resize", 11, canon_resize_10, {{"scales", 2, MOVE_F32_LIST, false}}},
 };
+
+/* Ops that exist only under an older name, with the same meaning as the IR op (or one
+ * that a rule above rewrites into it). */
+static const struct {
+  const char *old_name;
+  kl_op op;
+} aliases[] = {
+    {"Scatter", KL_OP_ScatterElements}, /* deprecated at opset 11 */
+    {"Upsample", KL_OP_Resize},         /* deprecated at opset 10 */
+};
+
+kl_op kl_onnx_canon_alias(const char *op_type) {
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcmp(aliases[i].old_name, op_type) == 0) return aliases[i].op;
+  return KL_OP_COUNT;
+}
 
 static const rule *find_rule(const char *op, int64_t opset) {
   for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
@@ -119,6 +150,16 @@ static int move_const(kl_onnx_ctx *c, const kl_onnx_node *n, const Onnx__Attribu
     if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
     *data = ap->i;
     return kl_graph_add_const(c->g, NULL, KL_I64, 1, &one, data, sizeof *data, false, c->e);
+  }
+  if (form == MOVE_F32_LIST) {
+    if (attr_kind(ap, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS, "a list of floats", c->e))
+      return -1;
+    int64_t dim = (int64_t)ap->n_floats;
+    size_t bytes = ap->n_floats * sizeof(float);
+    void *data = malloc(bytes ? bytes : 1);
+    if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+    if (bytes) memcpy(data, ap->floats, bytes);
+    return kl_graph_add_const(c->g, NULL, KL_F32, 1, &dim, data, bytes, false, c->e);
   }
   if (attr_kind(ap, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float", c->e)) return -1;
   /* the new form wants input 0's dtype; the old one only allowed float types */
@@ -296,4 +337,27 @@ static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
     n->in[slot] = id;
   }
   return kl_onnx_emit(c, n, &node);
+}
+
+/* ---- Upsample and Resize-10 ----
+ * Their scales (an attribute before Upsample-9, else input 1) become Resize's input 2.
+ * They mapped output index i to i / scale and rounded nearest samples down when
+ * enlarging and up when shrinking, which nearest_mode "simple" reproduces. */
+
+static kiln_status canon_resize_10(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  if (strcmp(n->np->op_type, "Upsample") == 0 && c->opset < 7)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "Upsample before opset 7 (height_scale and "
+                   "width_scale) is not supported");
+  kiln_status s = KILN_OK;
+  if (kl_onnx_node_attr(n, "scales")) {
+    s = apply_move(c, n, &r->moves[0]);
+  } else if (n->n_in > 1 && n->in[1] != KL_ABSENT) {
+    s = kl_onnx_node_reserve_input(c, n, 2);
+    if (s == KILN_OK) n->in[2] = n->in[1], n->in[1] = KL_ABSENT;
+  }
+  int node;
+  if (s == KILN_OK) s = kl_onnx_emit(c, n, &node);
+  if (s == KILN_OK)
+    s = kl_node_set_string(c->g, node, "coordinate_transformation_mode", "asymmetric", c->e);
+  return s == KILN_OK ? kl_node_set_string(c->g, node, "nearest_mode", "simple", c->e) : s;
 }

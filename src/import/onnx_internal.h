@@ -80,5 +80,8 @@ kiln_status kl_onnx_node_reserve_input(kl_onnx_ctx *c, kl_onnx_node *n, int slot
 /* Rewrite n into the newest form of its op (per the rules in onnx_canon.c) and emit
  * it; nodes with no rule for their op and opset are emitted unchanged. */
 kiln_status kl_onnx_canon_emit(kl_onnx_ctx *c, kl_onnx_node *n);
+/* The IR op for a default-domain op known only under an older name (Scatter, Upsample),
+ * else KL_OP_COUNT; the rules of onnx_canon.c then rewrite its form. */
+kl_op kl_onnx_canon_alias(const char *op_type);
 
 #endif

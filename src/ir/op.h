@@ -41,6 +41,8 @@ typedef struct kl_kernel_ctx {
   struct kl_tensor *const *out;
   struct kl_err *e;
   int threads;
+  void **state; /* per-node, per-session kernel state (see backends/backend.h); the
+                   reference kernels and constant folding leave it NULL */
 } kl_kernel_ctx;
 typedef int (*kl_kernel_fn)(kl_kernel_ctx *ctx); /* returns a kiln_status */
 

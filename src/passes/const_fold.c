@@ -112,7 +112,7 @@ static kiln_status fold_node(kl_graph *g, int i, int64_t limit, bool *folded, kl
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding a constant");
     }
   }
-  kl_kernel_ctx kc = {n, n->n_in, n->n_out, io.pin, io.pout, &local, 1};
+  kl_kernel_ctx kc = {n, n->n_in, n->n_out, io.pin, io.pout, &local, 1, NULL};
   if (kl_op_get(n->op)->ref(&kc) != KILN_OK) {
     free_outputs(&io, n->n_out);
     return KILN_OK;

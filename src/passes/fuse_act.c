@@ -4,6 +4,7 @@
  *
  *   Conv(X, W, B) -> Relu                becomes  kiln.FusedConv(X, W, B) activation=Relu
  *   MatMul(A, B) -> x; Mul(x, Sigmoid(x)) becomes  kiln.FusedMatMul(A, B) activation=Silu
+ *   Conv -> x; Mul(x, HardSigmoid(x) alpha=1/6)  becomes  kiln.FusedConv activation=HardSwish
  *
  * Activations: Relu, LeakyRelu, Clip (constant bounds, so ReLU6), Sigmoid, Tanh,
  * HardSigmoid, HardSwish, Gelu (exact and tanh; the Erf form is made a Gelu by
@@ -87,20 +88,32 @@ static kiln_status fuse(kl_graph *g, int p, const kl_fused_act *act, const float
   return KILN_OK;
 }
 
-/* Mul(x, Sigmoid(x)) in either order, x read by nothing else: returns x's producer and
- * sets *sig to the Sigmoid node; -1 when node m is not that. */
-static int silu_producer(const kl_graph *g, int m, int *sig) {
+/* The activation of Mul(x, f(x)), f a Sigmoid (SiLU) or a HardSigmoid with alpha 1/6
+ * and beta 1/2 (HardSwish, as opset 13 exports write it); NULL for other ops. */
+static const kl_fused_act *gated(const kl_node *f) {
+  if (f->op == KL_OP_Sigmoid) return kl_fused_act_find("Silu");
+  if (f->op == KL_OP_HardSigmoid &&
+      fabs(kl_attr_float(f, "alpha", 0.2f) - 1.0 / 6.0) < 1e-6 &&
+      kl_attr_float(f, "beta", 0.5f) == 0.5f)
+    return kl_fused_act_find("HardSwish");
+  return NULL;
+}
+
+/* Mul(x, f(x)) in either order (see gated), x read by nothing else: returns x's
+ * producer, sets *act and *gate (the f node); -1 when node m is not that. */
+static int gated_producer(const kl_graph *g, int m, const kl_fused_act **act, int *gate) {
   const kl_node *n = &g->nodes[m];
   if (n->op != KL_OP_Mul || n->n_in != 2) return -1;
   for (int k = 0; k < 2; k++) {
-    int s = kl_rw_input_op(g, m, k, KL_OP_Sigmoid);
+    int f = kl_rw_producer(g, n->in[k]);
     int x = n->in[1 - k];
-    if (s < 0 || g->nodes[s].in[0] != x || kl_rw_sole_consumer(g, g->nodes[s].out[0]) != m)
+    if (f < 0 || !(*act = gated(&g->nodes[f])) || g->nodes[f].in[0] != x ||
+        kl_rw_sole_consumer(g, g->nodes[f].out[0]) != m)
       continue;
     int readers[2];
     if (kl_rw_is_output(g, x) || kl_rw_uses(g, x) != 2 || kl_rw_consumers(g, x, readers, 2) != 2)
       continue;
-    *sig = s;
+    *gate = f;
     return kl_rw_producer(g, x);
   }
   return -1;
@@ -119,8 +132,8 @@ kiln_status kl_pass_fuse_act(kl_graph *g, const kl_pass_config *cfg, bool *chang
     if (act) {
       p = kl_rw_producer(g, n->in[0]);
       if (kl_rw_sole_consumer(g, n->in[0]) != i) p = -1;
-    } else if ((p = silu_producer(g, i, &sig)) >= 0) {
-      act = kl_fused_act_find("Silu");
+    } else {
+      p = gated_producer(g, i, &act, &sig);
     }
     if (!act || !takes_activation(g, p)) continue;
     st = fuse(g, p, act, params, i, e);

@@ -207,7 +207,24 @@ static int erf_arg(const kl_graph *g, int erf, match *m) {
   return x;
 }
 
-/* Tanh(sqrt(2/pi) * (x + 0.044715 * Pow(x, 3))) at node th: x, else -1. */
+/* v is x cubed for node `to` alone: Pow(x, 3), or x * (x * x) in either order. */
+static bool is_cube(const kl_graph *g, int v, int x, int to, match *m) {
+  int p = kl_rw_producer(g, v);
+  if (!feeds_only(g, p, to)) return false;
+  const kl_node *n = &g->nodes[p];
+  if (n->op == KL_OP_Pow && n->in[0] == x && kl_rw_scalar_near(g, n->in[1], 3)) {
+    take(m, p);
+    return true;
+  }
+  int sq = n->op == KL_OP_Mul ? kl_rw_producer(g, kl_rw_other_input(n, x)) : -1;
+  if (sq < 0 || !feeds_only(g, sq, p) || g->nodes[sq].op != KL_OP_Mul ||
+      g->nodes[sq].in[0] != x || g->nodes[sq].in[1] != x)
+    return false;
+  take(m, p), take(m, sq);
+  return true;
+}
+
+/* Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)) at node th: x, else -1. */
 static int tanh_arg(const kl_graph *g, int th, match *m) {
   int s = kl_rw_producer(g, g->nodes[th].in[0]);
   int a = feeds_only(g, s, th) ? with_scalar(g, s, KL_OP_Mul, sqrt(2.0 / M_PI)) : -1;
@@ -216,10 +233,8 @@ static int tanh_arg(const kl_graph *g, int th, match *m) {
   for (int i = 0; i < 2; i++) {
     int x = g->nodes[an].in[i], mn = producer_for(g, g->nodes[an].in[1 - i], KL_OP_Mul, an);
     int cube = mn >= 0 ? with_scalar(g, mn, KL_OP_Mul, 0.044715) : -1;
-    int pw = cube >= 0 ? producer_for(g, cube, KL_OP_Pow, mn) : -1;
-    if (pw < 0 || g->nodes[pw].in[0] != x || !kl_rw_scalar_near(g, g->nodes[pw].in[1], 3))
-      continue;
-    take(m, s), take(m, an), take(m, mn), take(m, pw);
+    if (cube < 0 || !is_cube(g, cube, x, mn, m)) continue;
+    take(m, s), take(m, an), take(m, mn);
     return x;
   }
   return -1;
@@ -341,8 +356,7 @@ static kiln_status attention_at(kl_graph *g, int sm, bool *changed, kl_err *e) {
   if (qk < 0) return KILN_OK;
   const kl_type *scores = &g->values[g->nodes[qk].out[0]].type;
   if (scores->rank < 2 || !kl_dtype_is_float(scores->dtype) ||
-      (mask != KL_ABSENT && !kl_rw_fits(&g->values[mask].type, scores)) ||
-      (double)(float)scale != scale)
+      (mask != KL_ABSENT && !kl_rw_fits(&g->values[mask].type, scores)))
     return KILN_OK;
   int ids[4] = {g->nodes[qk].in[0], g->nodes[qk].in[1], g->nodes[pv].in[1], mask};
   take(&m, qk), take(&m, sm);

@@ -11,6 +11,7 @@ KL_PASS(const_fold)
 KL_PASS(cse)
 KL_PASS(collapse_reshape)
 KL_PASS(collapse_transpose)
+KL_PASS(unflatten_softmax)
 KL_PASS(fuse_layernorm)
 KL_PASS(fuse_gelu)
 KL_PASS(fuse_skip_layernorm)
@@ -36,6 +37,8 @@ static const kl_pass pass_table[] = {
      kl_pass_collapse_reshape},
     {"collapse_transpose", 2, "compose Transpose pairs; drop identity results",
      kl_pass_collapse_transpose},
+    {"unflatten_softmax", 2, "old-opset Flatten, Softmax, Reshape into one last-axis Softmax",
+     kl_pass_unflatten_softmax},
     {"fuse_layernorm", 2, "decomposed LayerNormalization (ReduceMean ... Sqrt, Div) into one",
      kl_pass_fuse_layernorm},
     {"fuse_gelu", 2, "GELU written with Erf or Tanh into Gelu", kl_pass_fuse_gelu},

@@ -6,6 +6,7 @@
  *         Reshape(Flatten(x), [2, -1])   becomes   Reshape(x, [2, -1])
  * collapse_transpose: Transpose(Transpose(x, p1), p2) is Transpose(x, p) with
  *   p[i] = p1[p2[i]]; when p is the identity the Transpose goes too.
+ * unflatten_softmax: see below.
  */
 #include "passes/rewrite.h"
 
@@ -85,5 +86,45 @@ kiln_status kl_pass_collapse_transpose(kl_graph *g, const kl_pass_config *cfg,
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++)
     if (g->nodes[i].op == KL_OP_Transpose && g->nodes[i].n_out == 1)
       st = compose(g, i, changed, e);
+  return st == KILN_OK ? kl_rw_finish(g, *changed, e) : st;
+}
+
+/* unflatten_softmax: older opsets' Softmax/LogSoftmax worked on a 2-D view, which the
+ * importer writes as Flatten -> Softmax(axis 1) -> Reshape back. When the Flatten only
+ * merges the leading dims (axis = rank - 1), the softmax already runs along the last
+ * axis of the original tensor:
+ *         Reshape(Softmax(Flatten(x, axis=r-1)), shape of x)   becomes   Softmax(x, axis=-1)
+ */
+static kiln_status unflatten_at(kl_graph *g, int r, bool *changed, kl_err *e) {
+  int sm = kl_rw_producer(g, g->nodes[r].in[0]);
+  if (sm < 0 || (g->nodes[sm].op != KL_OP_Softmax && g->nodes[sm].op != KL_OP_LogSoftmax) ||
+      kl_rw_sole_consumer(g, g->nodes[sm].out[0]) != r)
+    return KILN_OK;
+  int fl = kl_rw_producer(g, g->nodes[sm].in[0]);
+  if (fl < 0 || g->nodes[fl].op != KL_OP_Flatten ||
+      kl_rw_sole_consumer(g, g->nodes[fl].out[0]) != sm)
+    return KILN_OK;
+  int x = g->nodes[fl].in[0];
+  const kl_type *xt = &g->values[x].type;
+  int64_t axis = kl_attr_int(&g->nodes[fl], "axis", 1), sm_axis = kl_attr_int(&g->nodes[sm], "axis", -1);
+  if (xt->rank < 2 || (axis != xt->rank - 1 && axis != -1) || (sm_axis != 1 && sm_axis != -1) ||
+      !kl_rw_same_shape(xt, &g->values[g->nodes[r].out[0]].type))
+    return KILN_OK;
+  kiln_status st = kl_rw_become(g, r, g->nodes[sm].op, 1, &x, e);
+  if (st == KILN_OK) st = kl_node_set_int(g, r, "axis", -1, e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, sm);
+  kl_rw_remove(g, fl);
+  *changed = true;
+  return KILN_OK;
+}
+
+kiln_status kl_pass_unflatten_softmax(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+                                      kl_err *e) {
+  (void)cfg;
+  kiln_status st = KILN_OK;
+  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++)
+    if (g->nodes[i].op == KL_OP_Reshape && g->nodes[i].n_out == 1)
+      st = unflatten_at(g, i, changed, e);
   return st == KILN_OK ? kl_rw_finish(g, *changed, e) : st;
 }

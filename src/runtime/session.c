@@ -257,7 +257,7 @@ static kiln_status run_node(kiln_session *s, const kl_node *n) {
     s->kout[k] = &s->vals[n->out[k]];
   }
   if (st != KILN_OK) return st;
-  kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads};
+  kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads, NULL};
   return (kiln_status)info->ref(&kc);
 }
 

@@ -156,7 +156,7 @@ static kiln_status run_kernel(fixture *f, const input *in, kl_tensor *y) {
   y->data = calloc(kl_tensor_nbytes(y) + 1, 1);
   assert_non_null(y->data);
   kl_tensor *outs[1] = {y};
-  kl_kernel_ctx kc = {&f->g->nodes[f->node], f->n_in, 1, tp, outs, &f->e, 1};
+  kl_kernel_ctx kc = {&f->g->nodes[f->node], f->n_in, 1, tp, outs, &f->e, 1, NULL};
   return (kiln_status)kl_op_get(kc.node->op)->ref(&kc);
 }
 

@@ -175,7 +175,7 @@ static int run(fixture *f) {
     out[k] = t;
   }
   const kl_node *n = &f->g->nodes[f->node];
-  kl_kernel_ctx c = {n, f->n_in, f->n_out, in, out, &f->e, 1};
+  kl_kernel_ctx c = {n, f->n_in, f->n_out, in, out, &f->e, 1, NULL};
   return kl_op_get(n->op)->ref(&c);
 }
 

@@ -160,7 +160,7 @@ static kiln_status run_kernel(harness *h) {
   for (int i = 0; i < h->n_in; i++) in[i] = h->present[i] ? &h->in[i] : NULL;
   for (int i = 0; i < h->n_out; i++) out[i] = &h->out[i];
   const kl_node *n = &h->g->nodes[h->node];
-  kl_kernel_ctx ctx = {n, h->n_in, h->n_out, in, out, &h->e, 1};
+  kl_kernel_ctx ctx = {n, h->n_in, h->n_out, in, out, &h->e, 1, NULL};
   return (kiln_status)kl_op_get(n->op)->ref(&ctx);
 }
 

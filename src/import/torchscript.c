@@ -1,0 +1,909 @@
+/* The TorchScript importer (see torchscript.h): the archive, the module tree, and an
+ * interpreter that runs the traced forward code symbolically into graph nodes. */
+#include "import/torchscript.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zip.h>
+
+#define MAX_ENTRIES (1 << 20)               /* files in one archive */
+#define MAX_TEXT_BYTES ((size_t)64 << 20)   /* a pickle or code file */
+#define MAX_CALL_DEPTH 64                   /* module calls nested in each other */
+#define MAX_STATEMENTS (1 << 22)            /* statements run in all (inlining) */
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN 1
+#else
+#define HOST_BIG_ENDIAN 0
+#endif
+
+/* ---- the archive ---- */
+
+typedef struct archive {
+  zip_t *z;
+  char *prefix; /* "name/", the top folder every entry sits in */
+  const char *path;
+} archive;
+
+static kiln_status zip_failure(const char *path, zip_error_t *ze, kl_err *e) {
+  kiln_status s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: not a readable ZIP archive (%s)",
+                          path, zip_error_strerror(ze));
+  zip_error_fini(ze);
+  return s;
+}
+
+/* The top folder: the one holding data.pkl. */
+static kiln_status find_prefix(archive *a, kl_err *e) {
+  zip_int64_t n = zip_get_num_entries(a->z, 0);
+  if (n < 0 || n > MAX_ENTRIES)
+    return kl_fail(e, KILN_ERR_LIMIT, "%s: %lld entries, over the limit of %d", a->path,
+                   (long long)n, MAX_ENTRIES);
+  for (zip_int64_t i = 0; i < n; i++) {
+    const char *name = zip_get_name(a->z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+    const char *slash = name ? strchr(name, '/') : NULL;
+    if (!slash || strcmp(slash + 1, "data.pkl") != 0) continue;
+    size_t len = (size_t)(slash - name) + 1;
+    if (!(a->prefix = malloc(len + 1))) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    memcpy(a->prefix, name, len);
+    a->prefix[len] = 0;
+    return KILN_OK;
+  }
+  return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: a ZIP archive without <folder>/data.pkl: "
+                 "not a TorchScript file (torch.jit.save)", a->path);
+}
+
+static kiln_status ar_open(archive *a, const char *path, const void *buf, size_t len,
+                           kl_err *e) {
+  zip_error_t ze;
+  zip_error_init(&ze);
+  a->path = path;
+  if (buf) {
+    zip_source_t *src = zip_source_buffer_create(buf, len, 0, &ze);
+    if (src && !(a->z = zip_open_from_source(src, ZIP_RDONLY, &ze))) zip_source_free(src);
+  } else {
+    int code = 0;
+    if (!(a->z = zip_open(path, ZIP_RDONLY, &code))) zip_error_init_with_code(&ze, code);
+  }
+  if (!a->z) return zip_failure(path, &ze, e);
+  zip_error_fini(&ze);
+  return find_prefix(a, e);
+}
+
+static void ar_close(archive *a) {
+  if (a->z) zip_discard(a->z);
+  free(a->prefix);
+}
+
+/* Read entry prefix+name (at most max bytes) into a malloc'd buffer with a NUL after
+ * it. A missing entry is KILN_ERR_NOT_FOUND when optional, else an error. */
+static kiln_status ar_read(archive *a, const char *name, size_t max, bool optional,
+                           char **buf, size_t *len, kl_err *e) {
+  char full[1024];
+  *buf = NULL;
+  *len = 0;
+  if ((size_t)snprintf(full, sizeof full, "%s%s", a->prefix, name) >= sizeof full)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: entry name '%s' is too long", a->path, name);
+  zip_stat_t st;
+  zip_int64_t idx = zip_name_locate(a->z, full, ZIP_FL_ENC_RAW);
+  if (idx < 0) {
+    if (optional) return KILN_ERR_NOT_FOUND;
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: the archive has no entry '%s'", a->path, full);
+  }
+  if (zip_stat_index(a->z, (zip_uint64_t)idx, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: cannot read the size of '%s'", a->path, full);
+  if (st.size > max)
+    return kl_fail(e, KILN_ERR_LIMIT, "%s: entry '%s' has %llu bytes, over the limit of %zu",
+                   a->path, full, (unsigned long long)st.size, max);
+  zip_file_t *f = zip_fopen_index(a->z, (zip_uint64_t)idx, 0);
+  char *p = malloc((size_t)st.size + 1);
+  zip_int64_t got = f && p ? zip_fread(f, p, st.size) : -1;
+  kiln_status s = KILN_OK;
+  if (!p) s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", full);
+  else if (got < 0 || (zip_uint64_t)got != st.size)
+    s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: entry '%s' is damaged or truncated (%s)",
+                a->path, full, f ? zip_file_strerror(f) : zip_strerror(a->z));
+  if (f) zip_fclose(f);
+  if (s != KILN_OK) {
+    free(p);
+    return s;
+  }
+  p[st.size] = 0;
+  *buf = p;
+  *len = (size_t)st.size;
+  return KILN_OK;
+}
+
+/* ---- the builder ---- */
+
+typedef struct ts_block {
+  struct ts_block *next;
+  max_align_t data[];
+} ts_block;
+
+typedef struct code_file {
+  char *path;
+  kl_ts_code *code;
+} code_file;
+
+typedef struct tensor_ref {
+  const kl_pk_obj *obj;
+  int id;
+} tensor_ref;
+
+struct kl_ts_build {
+  kl_graph *g;
+  kl_err *e;
+  archive ar;
+  int64_t max_bytes;
+  ts_block *blocks;
+  kl_pickle *data_pkl, *const_pkl;
+  const kl_pk_obj *root, *constants;
+  code_file *files;
+  int n_files;
+  tensor_ref *tensors;
+  int n_tensors, cap_tensors;
+  const char *scope;    /* the attribute path of the module running, "" at the top */
+  const char *aten;     /* the call being lowered, "aten::relu" */
+  const char *where;    /* the code file running, for messages */
+  int line;
+  int depth;
+  int64_t statements;
+};
+
+kl_err *kl_ts_err(kl_ts_build *b) { return b->e; }
+kl_graph *kl_ts_graph(kl_ts_build *b) { return b->g; }
+const kl_type *kl_ts_type(kl_ts_build *b, int id) { return &b->g->values[id].type; }
+
+void *kl_ts_alloc(kl_ts_build *b, size_t size) {
+  ts_block *blk = calloc(1, sizeof *blk + (size ? size : 1));
+  if (!blk) {
+    kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    return NULL;
+  }
+  blk->next = b->blocks;
+  b->blocks = blk;
+  return blk->data;
+}
+
+static char *build_strdup(kl_ts_build *b, const char *s) {
+  size_t n = strlen(s);
+  char *r = kl_ts_alloc(b, n + 1);
+  if (r) memcpy(r, s, n + 1);
+  return r;
+}
+
+/* A value name not taken yet: base, else base_1, base_2, ... */
+static int add_named_value(kl_ts_build *b, const char *base) {
+  char name[512];
+  snprintf(name, sizeof name, "%s", base);
+  for (int k = 1; kl_graph_find_value(b->g, name) >= 0; k++)
+    snprintf(name, sizeof name, "%.480s_%d", base, k);
+  return kl_graph_add_value(b->g, name, b->e);
+}
+
+int kl_ts_node(kl_ts_build *b, kl_op op, int n_in, const int *in, int n_out, int *out) {
+  for (int k = 0; k < n_out; k++)
+    if ((out[k] = kl_graph_add_value(b->g, NULL, b->e)) < 0) return -1;
+  const char *short_name = strstr(b->aten, "::");
+  char name[512];
+  snprintf(name, sizeof name, "%s%s%s", b->scope, *b->scope ? "/" : "",
+           short_name ? short_name + 2 : b->aten);
+  int node = kl_graph_add_node(b->g, op, name, n_in, in, n_out, out, b->e);
+  if (node < 0) return -1;
+  char *src = strdup(b->aten);
+  if (!src) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+  free(b->g->nodes[node].src);
+  b->g->nodes[node].src = src;
+  return node;
+}
+
+/* Shape and dtype inference of one node, as the graph-level pass does it, so that
+ * lowering can read the ranks and dims of what it built so far. */
+kiln_status kl_ts_finish(kl_ts_build *b, int node) {
+  kl_node *n = &b->g->nodes[node];
+  const kl_type *in[64];
+  const void *data[64];
+  kl_type out[64];
+  if (n->n_in > 64 || n->n_out > 64)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: more than 64 inputs or outputs", b->aten);
+  for (int k = 0; k < n->n_in; k++) {
+    const kl_value *v = n->in[k] >= 0 ? &b->g->values[n->in[k]] : NULL;
+    in[k] = v ? &v->type : NULL;
+    data[k] = v && v->kind == KL_VALUE_CONST ? v->data : NULL;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    memset(&out[k], 0, sizeof out[k]);
+    out[k].rank = -1;
+  }
+  kl_infer_ctx ctx = {b->g, n, n->n_in, n->n_out, in, data, out, b->e};
+  kiln_status s = (kiln_status)kl_op_get(n->op)->infer(&ctx);
+  if (s != KILN_OK) return s;
+  for (int k = 0; k < n->n_out; k++) b->g->values[n->out[k]].type = out[k];
+  return KILN_OK;
+}
+
+int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
+                     void *data, size_t nbytes) {
+  return kl_graph_add_const(b->g, NULL, dtype, rank, dims, data, nbytes, false, b->e);
+}
+
+int kl_ts_const_i64(kl_ts_build *b, const int64_t *v, int n, bool scalar) {
+  int64_t dim = n;
+  int64_t *data = malloc(sizeof *data * (size_t)(n ? n : 1));
+  if (!data) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+  if (n) memcpy(data, v, sizeof *data * (size_t)n);
+  return kl_ts_const_data(b, KL_I64, scalar ? 0 : 1, &dim, data, sizeof *data * (size_t)n);
+}
+
+int kl_ts_const_scalar(kl_ts_build *b, kl_dtype dtype, double v) {
+  size_t size = kl_dtype_size(dtype);
+  void *data = size ? malloc(size) : NULL;
+  if (!data) return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "a scalar of dtype %s",
+                            kl_dtype_name(dtype)), -1;
+  kl_store_f64(data, dtype, 0, v);
+  return kl_ts_const_data(b, dtype, 0, NULL, data, size);
+}
+
+/* ---- tensors from storages ---- */
+
+static bool tensor_numel(const kl_pk_obj *t, int64_t *numel) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (t->sizes[d] < 0 || kl_mul_overflow_i64(n, t->sizes[d], &n)) return false;
+  *numel = n;
+  return true;
+}
+
+/* The highest storage element the tensor touches, or -1 when it is empty. */
+static bool tensor_extent(const kl_pk_obj *t, int64_t numel, int64_t *last) {
+  int64_t hi = t->i;
+  *last = -1;
+  if (numel == 0) return true;
+  for (int d = 0; d < t->rank; d++) {
+    int64_t step;
+    if (t->strides[d] < 0 || kl_mul_overflow_i64(t->sizes[d] - 1, t->strides[d], &step) ||
+        __builtin_add_overflow(hi, step, &hi))
+      return false;
+  }
+  *last = hi;
+  return true;
+}
+
+/* Copy the strided view of src into dst in row-major order. */
+static void gather_strided(const kl_pk_obj *t, const char *src, char *dst, int64_t numel,
+                           size_t size) {
+  int64_t idx[KL_MAX_RANK] = {0};
+  for (int64_t k = 0; k < numel; k++) {
+    int64_t off = t->i;
+    for (int d = 0; d < t->rank; d++) off += idx[d] * t->strides[d];
+    memcpy(dst + (size_t)k * size, src + (size_t)off * size, size);
+    for (int d = t->rank - 1; d >= 0 && ++idx[d] == t->sizes[d]; d--) idx[d] = 0;
+  }
+}
+
+static bool is_contiguous(const kl_pk_obj *t) {
+  int64_t expect = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->sizes[d] != 1 && t->strides[d] != expect) return false;
+    expect *= t->sizes[d];
+  }
+  return true;
+}
+
+static kiln_status check_storage_key(kl_ts_build *b, const char *key) {
+  for (const char *p = key; *p; p++)
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+          *p == '_'))
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: storage key '%s' is not a plain name",
+                     b->ar.path, key);
+  return *key ? KILN_OK : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: empty storage key",
+                                   b->ar.path);
+}
+
+/* The tensor's elements, contiguous, in a malloc'd buffer of *nbytes. */
+static kiln_status read_tensor(kl_ts_build *b, const kl_pk_obj *t, const char *dir,
+                               const char *what, void **out, size_t *nbytes) {
+  const kl_pk_obj *st = t->storage;
+  size_t size = kl_dtype_size(t->dtype), need, have;
+  int64_t numel, last;
+  if (!tensor_numel(t, &numel) || kl_mul_overflow_size((size_t)numel, size, nbytes) ||
+      *nbytes > (uint64_t)b->max_bytes)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: tensor '%s' is larger than the limit of %lld "
+                   "bytes, or has a negative size", b->ar.path, what, (long long)b->max_bytes);
+  if (!tensor_extent(t, numel, &last) || t->i < 0 || last >= st->i)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: tensor '%s' (offset %lld) reaches past "
+                   "the %lld elements of its storage '%s'", b->ar.path, what,
+                   (long long)t->i, (long long)st->i, st->s);
+  kiln_status s = check_storage_key(b, st->s);
+  char entry[300], *raw = NULL;
+  snprintf(entry, sizeof entry, "%s/%.200s", dir, st->s);
+  if (s == KILN_OK && (kl_mul_overflow_size((size_t)st->i, size, &need) ||
+                       need > (uint64_t)b->max_bytes))
+    s = kl_fail(b->e, KILN_ERR_LIMIT, "%s: storage '%s' is larger than the tensor limit",
+                b->ar.path, entry);
+  if (s == KILN_OK) s = ar_read(&b->ar, entry, need, false, &raw, &have, b->e);
+  if (s == KILN_OK && have < need)
+    s = kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: storage '%s' holds %zu bytes; its %lld "
+                "%s elements need %zu", b->ar.path, entry, have, (long long)st->i,
+                kl_dtype_name(t->dtype), need);
+  char *data = s == KILN_OK ? malloc(*nbytes ? *nbytes : 1) : NULL;
+  if (s == KILN_OK && !data) s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (s == KILN_OK && is_contiguous(t)) {
+    if (*nbytes) memcpy(data, raw + (size_t)t->i * size, *nbytes);
+  } else if (s == KILN_OK) {
+    gather_strided(t, raw, data, numel, size);
+  }
+  free(raw);
+  if (s != KILN_OK) free(data);
+  else *out = data;
+  return s;
+}
+
+/* The graph constant of a pickled tensor, made once per tensor object. */
+static kiln_status tensor_value(kl_ts_build *b, const kl_pk_obj *t, const char *dir,
+                                const char *name, int *id) {
+  for (int i = 0; i < b->n_tensors; i++)
+    if (b->tensors[i].obj == t) return *id = b->tensors[i].id, KILN_OK;
+  if (b->n_tensors == b->cap_tensors) {
+    int cap = b->cap_tensors ? b->cap_tensors * 2 : 64;
+    tensor_ref *p = realloc(b->tensors, sizeof *p * (size_t)cap);
+    if (!p) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    b->tensors = p;
+    b->cap_tensors = cap;
+  }
+  void *data;
+  size_t nbytes;
+  kiln_status s = read_tensor(b, t, dir, name, &data, &nbytes);
+  if (s != KILN_OK) return s;
+  int v = add_named_value(b, name);
+  if (v < 0) {
+    free(data);
+    return b->e->code;
+  }
+  kl_value *val = &b->g->values[v];
+  val->kind = KL_VALUE_CONST;
+  val->type.dtype = t->dtype;
+  kl_type_set_shape(&val->type, t->rank, t->sizes);
+  val->data = data;
+  val->nbytes = nbytes;
+  b->tensors[b->n_tensors++] = (tensor_ref){t, v};
+  *id = v;
+  return KILN_OK;
+}
+
+/* ---- pickled attributes as builder values ---- */
+
+static char *join_path(kl_ts_build *b, const char *base, const char *name) {
+  size_t n = strlen(base) + strlen(name) + 2;
+  char *r = kl_ts_alloc(b, n);
+  if (r) snprintf(r, n, "%s%s%s", base, *base ? "." : "", name);
+  return r;
+}
+
+static kiln_status pickled_value(kl_ts_build *b, const kl_pk_obj *o, const char *path,
+                                 const char *dir, kl_tsv *out) {
+  memset(out, 0, sizeof *out);
+  out->id = -1;
+  switch (o->kind) {
+  case KL_PK_NONE: out->kind = KL_TSV_NONE; return KILN_OK;
+  case KL_PK_BOOL: out->kind = KL_TSV_BOOL; out->i = o->i; return KILN_OK;
+  case KL_PK_INT: out->kind = KL_TSV_INT; out->i = o->i; return KILN_OK;
+  case KL_PK_FLOAT: out->kind = KL_TSV_FLOAT; out->f = o->f; return KILN_OK;
+  case KL_PK_STR: out->kind = KL_TSV_STR; out->s = o->s; return KILN_OK;
+  case KL_PK_OBJECT:
+    out->kind = KL_TSV_MODULE;
+    out->obj = o;
+    out->s = path;
+    return KILN_OK;
+  case KL_PK_TENSOR: out->kind = KL_TSV_TENSOR; return tensor_value(b, o, dir, path, &out->id);
+  case KL_PK_TUPLE:
+  case KL_PK_LIST: {
+    out->kind = o->kind == KL_PK_TUPLE ? KL_TSV_TUPLE : KL_TSV_LIST;
+    out->n = o->n;
+    if (!(out->items = kl_ts_alloc(b, sizeof *out->items * (size_t)o->n))) return b->e->code;
+    for (int i = 0; i < o->n; i++) {
+      char idx[24];
+      snprintf(idx, sizeof idx, "%d", i);
+      const char *p = join_path(b, path, idx);
+      kiln_status s = p ? pickled_value(b, o->items[i], p, dir, &out->items[i]) : b->e->code;
+      if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+  }
+  default:
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s: attribute '%s' is a pickled %s, which "
+                   "kiln does not use", b->ar.path, path, kl_pk_kind_name(o->kind));
+  }
+}
+
+static kiln_status module_attr(kl_ts_build *b, const kl_tsv *mod, const char *name,
+                               kl_tsv *out) {
+  if (mod->kind != KL_TSV_MODULE)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: attribute '%s' of a value that is "
+                   "not a module", b->where, b->line, name);
+  const kl_pk_obj *v = kl_pk_dict_get(mod->obj->state, name);
+  if (!v)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: module '%s' (%s) has no attribute "
+                   "'%s' in data.pkl", b->where, b->line, *mod->s ? mod->s : "<top>",
+                   mod->obj->name, name);
+  const char *path = join_path(b, mod->s, name);
+  return path ? pickled_value(b, v, path, "data", out) : b->e->code;
+}
+
+/* ---- code files ---- */
+
+/* code/__torch__/a/b.py holds the classes of module __torch__.a.b */
+static kiln_status load_code(kl_ts_build *b, const char *module, const kl_ts_code **out) {
+  char path[600];
+  if (strlen(module) > 500)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: a module name over 500 characters",
+                   b->ar.path);
+  snprintf(path, sizeof path, "code/%s.py", module);
+  for (char *p = path + 5; *p; p++)
+    if (*p == '.' && strcmp(p, ".py") != 0) *p = '/';
+  for (int i = 0; i < b->n_files; i++)
+    if (strcmp(b->files[i].path, path) == 0) return *out = b->files[i].code, KILN_OK;
+  code_file *f = realloc(b->files, sizeof *f * (size_t)(b->n_files + 1));
+  if (!f) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  b->files = f;
+  char *text;
+  size_t len;
+  kiln_status s = ar_read(&b->ar, path, MAX_TEXT_BYTES, false, &text, &len, b->e);
+  if (s != KILN_OK) return s;
+  kl_ts_code *code = NULL;
+  char *stored = strdup(path);
+  s = stored ? kl_tscode_parse(text, len, path, &code, b->e)
+             : kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  free(text);
+  if (s != KILN_OK) {
+    free(stored);
+    return s;
+  }
+  b->files[b->n_files++] = (code_file){stored, code};
+  *out = code;
+  return KILN_OK;
+}
+
+static kiln_status find_method(kl_ts_build *b, const kl_pk_obj *obj, const char *method,
+                               const kl_ts_method **out, const char **file) {
+  const kl_ts_code *code;
+  kiln_status s = load_code(b, obj->s, &code);
+  if (s != KILN_OK) return s;
+  const kl_ts_class *cls = kl_tscode_class(code, obj->name);
+  if (!cls)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: the code of %s has no class %s",
+                   b->ar.path, obj->s, obj->name);
+  if (!(*out = kl_tscode_method(cls, method)))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: class %s.%s has no method '%s'",
+                   b->ar.path, obj->s, obj->name, method);
+  *file = b->files[b->n_files - 1].path;
+  for (int i = 0; i < b->n_files; i++)
+    if (b->files[i].code == code) *file = b->files[i].path;
+  return KILN_OK;
+}
+
+/* ---- the interpreter ---- */
+
+typedef struct frame {
+  const char **names;
+  kl_tsv *vals;
+  int n, cap;
+} frame;
+
+static kiln_status frame_set(kl_ts_build *b, frame *f, const char *name, const kl_tsv *v) {
+  for (int i = 0; i < f->n; i++)
+    if (strcmp(f->names[i], name) == 0) return f->vals[i] = *v, KILN_OK;
+  if (f->n == f->cap) {
+    int cap = f->cap ? f->cap * 2 : 16;
+    const char **names = realloc(f->names, sizeof *names * (size_t)cap);
+    if (names) f->names = names;
+    kl_tsv *vals = names ? realloc(f->vals, sizeof *vals * (size_t)cap) : NULL;
+    if (!vals) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    f->vals = vals;
+    f->cap = cap;
+  }
+  f->names[f->n] = name;
+  f->vals[f->n++] = *v;
+  return KILN_OK;
+}
+
+static const kl_tsv *frame_get(const frame *f, const char *name) {
+  for (int i = 0; i < f->n; i++)
+    if (strcmp(f->names[i], name) == 0) return &f->vals[i];
+  return NULL;
+}
+
+static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out);
+static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
+                               const kl_tsv *args, int n_args, kl_tsv *out);
+
+/* "torch.relu" -> "relu", "ops.prim.NumToTensor" -> "prim::NumToTensor",
+ * "ops.aten.relu" -> "relu"; NULL for anything else. */
+static const char *aten_name(kl_ts_build *b, const frame *f, const kl_ts_expr *callee) {
+  const kl_ts_expr *x = callee;
+  if (x->kind != KL_TSE_ATTR || x->obj->kind == KL_TSE_CALL) return NULL;
+  if (x->obj->kind == KL_TSE_NAME && strcmp(x->obj->s, "torch") == 0 &&
+      !frame_get(f, "torch"))
+    return x->s;
+  const kl_ts_expr *ns = x->obj;
+  if (ns->kind != KL_TSE_ATTR || ns->obj->kind != KL_TSE_NAME ||
+      strcmp(ns->obj->s, "ops") != 0 || frame_get(f, "ops"))
+    return NULL;
+  if (strcmp(ns->s, "aten") == 0) return x->s;
+  size_t n = strlen(ns->s) + strlen(x->s) + 3;
+  char *r = kl_ts_alloc(b, n);
+  if (r) snprintf(r, n, "%s::%s", ns->s, x->s);
+  return r;
+}
+
+static kiln_status eval_args(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv **args) {
+  *args = kl_ts_alloc(b, sizeof **args * (size_t)(x->n_args ? x->n_args : 1));
+  if (!*args) return b->e->code;
+  for (int k = 0; k < x->n_args; k++) {
+    kiln_status s = eval(b, f, x->args[k], &(*args)[k]);
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, const char *name,
+                             kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = eval_args(b, f, x, &args);
+  if (s != KILN_OK) return s;
+  size_t n = strlen(name) + 7;
+  char *full = kl_ts_alloc(b, n);
+  if (!full) return b->e->code;
+  snprintf(full, n, "%s%s", strstr(name, "::") ? "" : "aten::", name);
+  b->aten = full;
+  s = kl_aten_call(b, name, args, x->kw, x->n_args, out);
+  if (s != KILN_OK) {
+    char ctx[600];
+    snprintf(ctx, sizeof ctx, "%s:%d: %s", b->where, b->line, full);
+    if (strncmp(b->e->msg, ctx, strlen(ctx)) != 0) kl_err_prefix(b->e, "%s", ctx);
+  }
+  return s;
+}
+
+static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  const char *fn = x->obj->s;
+  if (strcmp(fn, "getattr") == 0) {
+    kl_tsv *args;
+    kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args) : KILN_ERR_INVALID_MODEL;
+    if (s == KILN_OK && args[1].kind == KL_TSV_STR) return module_attr(b, &args[0], args[1].s, out);
+    return s == KILN_ERR_OUT_OF_MEMORY ? s : kl_fail(b->e, KILN_ERR_INVALID_MODEL,
+                                                     "%s:%d: getattr takes a module and a "
+                                                     "string", b->where, b->line);
+  }
+  if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
+    return eval_aten(b, f, x, fn, out);
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of '%s', which traced code does "
+                 "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
+}
+
+static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  const kl_ts_expr *callee = x->obj;
+  if (callee->kind == KL_TSE_NAME) return eval_builtin(b, f, x, out);
+  const char *aten = aten_name(b, f, callee);
+  if (aten) return eval_aten(b, f, x, aten, out);
+  if (b->e->code != KILN_OK) return b->e->code;
+  if (callee->kind != KL_TSE_ATTR)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of something that is not a "
+                   "function or method", b->where, b->line);
+  kl_tsv self, *args;
+  kiln_status s = eval(b, f, callee->obj, &self);
+  if (s == KILN_OK) s = eval_args(b, f, x, &args);
+  if (s != KILN_OK) return s;
+  for (int k = 0; k < x->n_args; k++)
+    if (x->kw[k])
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: keyword argument '%s' in a method "
+                     "call", b->where, b->line, x->kw[k]);
+  if (self.kind != KL_TSV_MODULE)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' called on a value that is "
+                   "not a module", b->where, b->line, callee->s);
+  return call_method(b, &self, callee->s, args, x->n_args, out);
+}
+
+static kiln_status eval_constant(kl_ts_build *b, const char *name, kl_tsv *out) {
+  char *end;
+  long k = name[0] == 'c' ? strtol(name + 1, &end, 10) : -1;
+  if (k < 0 || !b->constants || name[1] == 0 || *end || k >= b->constants->n)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: CONSTANTS.%s is not in "
+                   "constants.pkl", b->where, b->line, name);
+  char path[64];
+  snprintf(path, sizeof path, "CONSTANTS.%s", name);
+  const char *p = build_strdup(b, path);
+  return p ? pickled_value(b, b->constants->items[k], p, "constants", out) : b->e->code;
+}
+
+static kiln_status eval_seq(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  out->kind = x->kind == KL_TSE_LIST ? KL_TSV_LIST : KL_TSV_TUPLE;
+  out->n = x->n_args;
+  return eval_args(b, f, x, &out->items);
+}
+
+static kiln_status eval_index(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv seq;
+  kiln_status s = eval(b, f, x->obj, &seq);
+  if (s != KILN_OK) return s;
+  int64_t i = x->i < 0 ? x->i + seq.n : x->i;
+  if ((seq.kind != KL_TSV_LIST && seq.kind != KL_TSV_TUPLE) || i < 0 || i >= seq.n)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: index %lld of a value that is not "
+                   "a list or tuple that long", b->where, b->line, (long long)x->i);
+  *out = seq.items[i];
+  return KILN_OK;
+}
+
+static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  memset(out, 0, sizeof *out);
+  out->id = -1;
+  b->line = x->line;
+  switch (x->kind) {
+  case KL_TSE_NAME: {
+    const kl_tsv *v = frame_get(f, x->s);
+    if (!v) return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: name '%s' is not defined",
+                           b->where, x->line, x->s);
+    *out = *v;
+    return KILN_OK;
+  }
+  case KL_TSE_INT: out->kind = KL_TSV_INT; out->i = x->i; return KILN_OK;
+  case KL_TSE_FLOAT: out->kind = KL_TSV_FLOAT; out->f = x->f; return KILN_OK;
+  case KL_TSE_STR: out->kind = KL_TSV_STR; out->s = x->s; return KILN_OK;
+  case KL_TSE_BOOL: out->kind = KL_TSV_BOOL; out->i = x->i; return KILN_OK;
+  case KL_TSE_NONE: out->kind = KL_TSV_NONE; return KILN_OK;
+  case KL_TSE_LIST:
+  case KL_TSE_TUPLE: return eval_seq(b, f, x, out);
+  case KL_TSE_INDEX: return eval_index(b, f, x, out);
+  case KL_TSE_CALL: return eval_call(b, f, x, out);
+  case KL_TSE_ATTR: {
+    if (x->obj->kind == KL_TSE_NAME && strcmp(x->obj->s, "CONSTANTS") == 0 &&
+        !frame_get(f, "CONSTANTS"))
+      return eval_constant(b, x->s, out);
+    kl_tsv obj;
+    kiln_status s = eval(b, f, x->obj, &obj);
+    return s != KILN_OK ? s : module_attr(b, &obj, x->s, out);
+  }
+  }
+  return kl_fail(b->e, KILN_ERR_INTERNAL, "unknown expression kind %d", (int)x->kind);
+}
+
+static kiln_status assign(kl_ts_build *b, frame *f, const kl_ts_stmt *st, const kl_tsv *v) {
+  if (st->n_targets == 1) return frame_set(b, f, st->targets[0], v);
+  if ((v->kind != KL_TSV_TUPLE && v->kind != KL_TSV_LIST) || v->n != st->n_targets)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %d names are assigned a value that "
+                   "is not a tuple or list of %d", b->where, st->line, st->n_targets,
+                   st->n_targets);
+  for (int i = 0; i < st->n_targets; i++) {
+    kiln_status s = frame_set(b, f, st->targets[i], &v->items[i]);
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+static kiln_status run_body(kl_ts_build *b, const kl_ts_method *m, frame *f, kl_tsv *out) {
+  for (int i = 0; i < m->n_body; i++) {
+    const kl_ts_stmt *st = &m->body[i];
+    if (++b->statements > MAX_STATEMENTS)
+      return kl_fail(b->e, KILN_ERR_LIMIT, "%s: more than %d statements to run (modules "
+                     "inlined into each other too many times)", b->ar.path, MAX_STATEMENTS);
+    b->line = st->line;
+    kl_tsv v;
+    kiln_status s = eval(b, f, st->value, &v);
+    if (s != KILN_OK) return s;
+    if (st->is_return) return *out = v, KILN_OK;
+    if (st->n_targets && (s = assign(b, f, st, &v)) != KILN_OK) return s;
+  }
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' ends without return",
+                 b->where, m->line, m->name);
+}
+
+static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
+                               const kl_tsv *args, int n_args, kl_tsv *out) {
+  const kl_ts_method *m;
+  const char *file;
+  kiln_status s = find_method(b, self->obj, method, &m, &file);
+  if (s != KILN_OK) return s;
+  if (m->n_params != n_args + 1)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s takes %d arguments, called with "
+                   "%d", b->where, b->line, method, m->n_params - 1, n_args);
+  if (++b->depth > MAX_CALL_DEPTH)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: module calls nested deeper than %d",
+                   b->ar.path, MAX_CALL_DEPTH);
+  const char *scope = b->scope, *where = b->where;
+  int line = b->line;
+  frame f = {0};
+  s = frame_set(b, &f, m->params[0], self);
+  for (int k = 0; s == KILN_OK && k < n_args; k++) s = frame_set(b, &f, m->params[k + 1], &args[k]);
+  b->scope = self->s;
+  b->where = file;
+  if (s == KILN_OK) s = run_body(b, m, &f, out);
+  free(f.names);
+  free(f.vals);
+  b->scope = scope;
+  b->where = where;
+  b->line = line;
+  b->depth--;
+  return s;
+}
+
+/* ---- inputs and outputs ---- */
+
+/* The example input k of traced_inputs.pkl, or NULL. */
+static const kl_pk_obj *traced_input(const kl_pk_obj *traced, int k) {
+  const kl_pk_obj *list = kl_pk_dict_get(traced, "forward");
+  if (!list || (list->kind != KL_PK_LIST && list->kind != KL_PK_TUPLE) || k >= list->n)
+    return NULL;
+  return list->items[k]->kind == KL_PK_TENSOR ? list->items[k] : NULL;
+}
+
+static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
+                              const kl_pk_obj *traced, kl_tsv *args) {
+  int batch = kl_graph_symbol(b->g, "batch");
+  if (batch < 0) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int k = 1; k < fwd->n_params; k++) {
+    int v = add_named_value(b, fwd->params[k]);
+    if (v < 0) return b->e->code;
+    kl_type *t = &b->g->values[v].type;
+    const kl_pk_obj *ex = traced_input(traced, k - 1);
+    t->dtype = ex ? ex->dtype : KL_F32;
+    if (ex) kl_type_set_shape(t, ex->rank, ex->sizes);
+    if (ex && ex->rank > 0) t->dims[0] = (kl_dim){-1, batch};
+    kiln_status s = kl_graph_add_input(b->g, v, b->e);
+    if (s != KILN_OK) return s;
+    args[k - 1] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = v};
+  }
+  return KILN_OK;
+}
+
+/* Redirect every reader of value `from` (and its producer's output) to `to`. */
+static void replace_value(kl_graph *g, int from, int to) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    kl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] == from) n->in[k] = to;
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] == from) n->out[k] = to;
+  }
+  g->values[to].type = g->values[from].type;
+  g->values[to].producer = g->values[from].producer;
+  g->values[from].producer = -1;
+}
+
+static kiln_status add_output(kl_ts_build *b, int id) {
+  kl_graph *g = b->g;
+  char name[32];
+  snprintf(name, sizeof name, "output_%d", g->n_outputs);
+  bool taken = g->values[id].producer < 0;
+  for (int i = 0; i < g->n_outputs; i++) taken |= g->outputs[i] == id;
+  int v = add_named_value(b, name);
+  if (v < 0) return b->e->code;
+  if (taken) { /* an input, a constant or a value returned twice: copy it */
+    b->aten = "prim::Return";
+    int node = kl_graph_add_node(g, KL_OP_Identity, name, 1, &id, 1, &v, b->e);
+    if (node < 0) return b->e->code;
+    g->values[v].type = g->values[id].type;
+  } else {
+    replace_value(g, id, v);
+  }
+  return kl_graph_add_output(g, v, b->e);
+}
+
+static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth) {
+  if (r->kind == KL_TSV_TENSOR) return add_output(b, r->id);
+  if ((r->kind == KL_TSV_TUPLE || r->kind == KL_TSV_LIST) && depth < 8) {
+    for (int i = 0; i < r->n; i++) {
+      kiln_status s = add_outputs(b, &r->items[i], depth + 1);
+      if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+  }
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s: forward returns a value that is not a "
+                 "tensor or a tuple or list of tensors", b->ar.path);
+}
+
+/* ---- the archive's parts ---- */
+
+static kiln_status check_byteorder(kl_ts_build *b) {
+  char *text;
+  size_t len;
+  kiln_status s = ar_read(&b->ar, "byteorder", 64, true, &text, &len, b->e);
+  if (s == KILN_ERR_NOT_FOUND) return KILN_OK; /* older archives: little-endian */
+  if (s != KILN_OK) return s;
+  bool little = strncmp(text, "little", 6) == 0, big = strncmp(text, "big", 3) == 0;
+  free(text);
+  if (big || HOST_BIG_ENDIAN)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s: big-endian archives and machines are "
+                   "not supported", b->ar.path);
+  if (!little)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: the byteorder entry is neither "
+                   "'little' nor 'big'", b->ar.path);
+  return KILN_OK;
+}
+
+static kiln_status read_pickle(kl_ts_build *b, const char *name, bool optional,
+                               kl_pickle **p, const kl_pk_obj **root) {
+  char *text;
+  size_t len;
+  kiln_status s = ar_read(&b->ar, name, MAX_TEXT_BYTES, optional, &text, &len, b->e);
+  if (s != KILN_OK) return s;
+  char what[600];
+  snprintf(what, sizeof what, "%s: %s", b->ar.path, name);
+  s = kl_pickle_load(text, len, NULL, what, p, root, b->e);
+  free(text);
+  return s;
+}
+
+static kiln_status build_graph(kl_ts_build *b) {
+  kl_pickle *traced_pkl = NULL;
+  const kl_pk_obj *traced = NULL;
+  kiln_status s = check_byteorder(b);
+  if (s == KILN_OK) s = read_pickle(b, "data.pkl", false, &b->data_pkl, &b->root);
+  if (s == KILN_OK) s = read_pickle(b, "constants.pkl", false, &b->const_pkl, &b->constants);
+  if (s == KILN_OK && b->constants->kind != KL_PK_TUPLE)
+    s = kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: constants.pkl is not a tuple", b->ar.path);
+  if (s == KILN_OK && b->root->kind != KL_PK_OBJECT)
+    s = kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: data.pkl holds a %s, not a module",
+                b->ar.path, kl_pk_kind_name(b->root->kind));
+  if (s == KILN_OK && (s = read_pickle(b, "traced_inputs.pkl", true, &traced_pkl, &traced)) ==
+                          KILN_ERR_NOT_FOUND)
+    s = KILN_OK;
+  kl_tsv self = {.kind = KL_TSV_MODULE, .obj = b->root, .s = "", .id = -1}, *args = NULL, ret;
+  const kl_ts_method *fwd = NULL;
+  const char *file;
+  if (s == KILN_OK) s = find_method(b, b->root, "forward", &fwd, &file);
+  if (s == KILN_OK && !(args = kl_ts_alloc(b, sizeof *args * (size_t)fwd->n_params)))
+    s = b->e->code;
+  if (s == KILN_OK) s = add_inputs(b, fwd, traced, args);
+  kl_pickle_free(traced_pkl);
+  if (s == KILN_OK) s = call_method(b, &self, "forward", args, fwd->n_params - 1, &ret);
+  if (s == KILN_OK) s = add_outputs(b, &ret, 0);
+  return s;
+}
+
+static void build_free(kl_ts_build *b) {
+  ar_close(&b->ar);
+  kl_pickle_free(b->data_pkl);
+  kl_pickle_free(b->const_pkl);
+  for (int i = 0; i < b->n_files; i++) {
+    free(b->files[i].path);
+    kl_tscode_free(b->files[i].code);
+  }
+  free(b->files);
+  free(b->tensors);
+  for (ts_block *blk = b->blocks, *next; blk; blk = next) {
+    next = blk->next;
+    free(blk);
+  }
+}
+
+static kiln_status load(const char *path, const void *buf, size_t len, const kl_import_opts *o,
+                        kl_graph **out, kl_err *e) {
+  *out = NULL;
+  kl_ts_build b = {.e = e, .scope = "", .aten = "", .where = path};
+  b.max_bytes = o && o->max_tensor_bytes > 0 ? o->max_tensor_bytes
+                                             : KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES;
+  b.g = kl_graph_new();
+  kiln_status s = b.g ? kl_graph_set_source(b.g, path, e)
+                      : kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (s == KILN_OK) s = ar_open(&b.ar, path, buf, len, e);
+  if (s == KILN_OK) s = build_graph(&b);
+  build_free(&b);
+  if (s != KILN_OK) {
+    kl_graph_free(b.g);
+    if (strncmp(e->msg, path, strlen(path)) != 0) kl_err_prefix(e, "%s", path);
+    return s;
+  }
+  *out = b.g;
+  return KILN_OK;
+}
+
+kiln_status kl_torchscript_load_file(const char *path, const kl_import_opts *o,
+                                     kl_graph **out, kl_err *e) {
+  return load(path, NULL, 0, o, out, e);
+}
+
+kiln_status kl_torchscript_load_memory(const void *buf, size_t len, const kl_import_opts *o,
+                                       kl_graph **out, kl_err *e) {
+  return load("<memory>", buf, len, o, out, e);
+}

@@ -1,0 +1,91 @@
+/* The TorchScript importer: a torch.jit.trace + torch.jit.save archive into kiln's
+ * graph IR, without Python or libtorch.
+ *
+ * The archive (a ZIP read with libzip) holds, under one top folder: data.pkl (the
+ * module tree: attributes, parameters and buffers; pickle.h reads it), data/<key>
+ * (raw little-endian storages), constants.pkl + constants/<key> (the CONSTANTS.cN of
+ * the code), code/__torch__/... .py (the traced forward methods; tscode.h parses them),
+ * traced_inputs.pkl (the example inputs, written by torch 2.x), byteorder and version.
+ *
+ * The graph is built by running the top module's forward method symbolically: every
+ * submodule call is inlined, every ATen call becomes IR nodes (aten.c), Python values
+ * (ints, lists, modules) exist only while building. Tensors that the module holds
+ * become constants named by their attribute path ("layer1.0.conv1.weight").
+ *
+ * Inputs are forward's parameters. Their dtype and rank come from traced_inputs.pkl,
+ * with dim 0 symbolic ("batch") and the others as traced; without that file (torch
+ * 1.x) an input is float32 of unknown rank, and ATen calls that need a rank fail with
+ * a message saying so. Outputs are what forward returns (tensors, or tuples and lists
+ * of them, flattened), named output_0, output_1, ...
+ *
+ * Refused with a message: scripted code with control flow, a trace taken in training
+ * mode (batch_norm with training=True), quantized storages, big-endian archives, ATen
+ * ops kiln does not lower (named), and any malformed or oversized part of the archive.
+ */
+#ifndef KL_IMPORT_TORCHSCRIPT_H
+#define KL_IMPORT_TORCHSCRIPT_H
+
+#include "import/onnx.h"
+#include "import/pickle.h"
+#include "import/tscode.h"
+
+/* Load a TorchScript archive from a file or a buffer (not kept). o may be NULL. */
+kiln_status kl_torchscript_load_file(const char *path, const kl_import_opts *o,
+                                     kl_graph **out, kl_err *e);
+kiln_status kl_torchscript_load_memory(const void *buf, size_t len, const kl_import_opts *o,
+                                       kl_graph **out, kl_err *e);
+
+/* ---- between torchscript.c (the interpreter) and aten.c (ATen -> IR) ---- */
+
+/* A value while building: Python values exist only here; tensors are graph values. */
+typedef enum kl_tsv_kind {
+  KL_TSV_NONE,
+  KL_TSV_BOOL,   /* i */
+  KL_TSV_INT,    /* i when id < 0, else the 0-D int64 graph value id */
+  KL_TSV_FLOAT,  /* f when id < 0, else the 0-D graph value id */
+  KL_TSV_STR,    /* s */
+  KL_TSV_TENSOR, /* id */
+  KL_TSV_LIST,   /* items */
+  KL_TSV_TUPLE,  /* items */
+  KL_TSV_MODULE, /* obj, with its attribute path s */
+} kl_tsv_kind;
+
+typedef struct kl_tsv kl_tsv;
+struct kl_tsv {
+  kl_tsv_kind kind;
+  int64_t i;
+  double f;
+  const char *s;
+  int id;
+  kl_tsv *items;
+  int n;
+  const kl_pk_obj *obj;
+};
+
+typedef struct kl_ts_build kl_ts_build;
+
+/* Lower torch.<name>(...) (name "relu", "_convolution", ...), ops.prim.<name>(...)
+ * (name "prim::NumToTensor") or a builtin ("int", "float") into nodes; *out is its
+ * result. kw[k] is the keyword of argument k or NULL. */
+kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
+                         const char *const *kw, int n_args, kl_tsv *out);
+
+/* Services of the builder for aten.c. Each failure is recorded in kl_ts_err(b). */
+kl_err *kl_ts_err(kl_ts_build *b);
+kl_graph *kl_ts_graph(kl_ts_build *b);
+void *kl_ts_alloc(kl_ts_build *b, size_t size); /* zeroed, freed with the builder */
+/* Add a node of op on the inputs (KL_ABSENT for an absent one) with n_out fresh
+ * outputs (ids into out), named after the current module and ATen call, src set to
+ * the ATen name. Returns the node index or -1. Call kl_ts_finish after setting its
+ * attributes: that infers the outputs' types. */
+int kl_ts_node(kl_ts_build *b, kl_op op, int n_in, const int *in, int n_out, int *out);
+kiln_status kl_ts_finish(kl_ts_build *b, int node);
+/* Constants: int64 list (rank 1, or rank 0 when scalar), and a scalar of dtype. */
+int kl_ts_const_i64(kl_ts_build *b, const int64_t *v, int n, bool scalar);
+int kl_ts_const_scalar(kl_ts_build *b, kl_dtype dtype, double v);
+/* A constant of the given type whose data (malloc'd, owned after the call) is ready. */
+int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
+                     void *data, size_t nbytes);
+const kl_type *kl_ts_type(kl_ts_build *b, int id);
+
+#endif

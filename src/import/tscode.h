@@ -1,0 +1,92 @@
+/* A parser for the Python code that torch.jit.trace + torch.jit.save write under
+ * code/__torch__/...: class bodies (whose attribute lines are skipped: the pickle
+ * holds the attributes) and methods made of straight-line statements:
+ *
+ *   def forward(self: __torch__.M, x: Tensor) -> Tensor:
+ *     conv = self.conv
+ *     _0 = getattr(self, "0")
+ *     a, b, = torch.chunk((conv).forward(x, ), 2, 1)
+ *     y = torch.add(a, CONSTANTS.c0, alpha=1)
+ *     return (y, [1, -2], None)
+ *
+ * Expressions: names, attributes, calls with positional and keyword arguments,
+ * int/float/string/bool/None literals, negation of a literal, lists, tuples and
+ * indexing by an int. Anything else (if/for/while and other compound statements,
+ * operators) is an error: such code comes from torch.jit.script, not from tracing.
+ */
+#ifndef KL_IMPORT_TSCODE_H
+#define KL_IMPORT_TSCODE_H
+
+#include "runtime/status.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum kl_tse_kind {
+  KL_TSE_NAME,  /* s */
+  KL_TSE_INT,   /* i */
+  KL_TSE_FLOAT, /* f */
+  KL_TSE_STR,   /* s */
+  KL_TSE_BOOL,  /* i */
+  KL_TSE_NONE,
+  KL_TSE_ATTR,  /* obj.s */
+  KL_TSE_CALL,  /* obj(args), kw[k] names argument k or is NULL */
+  KL_TSE_LIST,  /* [args] */
+  KL_TSE_TUPLE, /* (args) */
+  KL_TSE_INDEX, /* obj[i] */
+} kl_tse_kind;
+
+typedef struct kl_ts_expr kl_ts_expr;
+struct kl_ts_expr {
+  kl_tse_kind kind;
+  int line;
+  const char *s;
+  int64_t i;
+  double f;
+  kl_ts_expr *obj;
+  kl_ts_expr **args;
+  const char **kw;
+  int n_args;
+};
+
+typedef struct kl_ts_stmt {
+  int line;
+  bool is_return;
+  const char **targets; /* assigned names; none for an expression statement or return */
+  int n_targets;
+  kl_ts_expr *value;
+} kl_ts_stmt;
+
+typedef struct kl_ts_method {
+  const char *name;
+  int line;
+  const char **params; /* including self */
+  int n_params;
+  kl_ts_stmt *body;
+  int n_body;
+} kl_ts_method;
+
+typedef struct kl_ts_class {
+  const char *name;
+  kl_ts_method *methods;
+  int n_methods;
+} kl_ts_class;
+
+typedef struct kl_ts_code {
+  kl_ts_class *classes;
+  int n_classes;
+  struct kl_ts_block *blocks; /* everything above lives in these */
+} kl_ts_code;
+
+/* Parse one code file (src need not be NUL-terminated and is not kept). `what` names
+ * the file in messages. On failure *out is NULL. */
+kiln_status kl_tscode_parse(const char *src, size_t len, const char *what, kl_ts_code **out,
+                            kl_err *e);
+void kl_tscode_free(kl_ts_code *c);
+
+/* The class of that name, or NULL; the method of that name in it, or NULL. */
+const kl_ts_class *kl_tscode_class(const kl_ts_code *c, const char *name);
+const kl_ts_method *kl_tscode_method(const kl_ts_class *c, const char *name);
+
+#endif

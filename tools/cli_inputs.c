@@ -1,0 +1,68 @@
+/* Random model inputs for `kiln run` and `kiln bench`. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t next_random(uint64_t *s) { /* xorshift64*; the state must not be 0 */
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
+/* Values that make sense for the dtype: floats in [-1,1), integers in [0,10), bools. */
+static void fill_random(kl_tensor *t, uint64_t *state) {
+  int64_t n = kl_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = next_random(state);
+    double v;
+    if (kl_dtype_is_float(t->dtype)) v = (double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    else if (t->dtype == KL_BOOL) v = (double)(r >> 63);
+    else v = (double)(r % 10);
+    kl_store_f64(t->data, t->dtype, (size_t)i, v);
+  }
+}
+
+const char *cli_find_named(const char *const *list, int n, const char *name) {
+  size_t len = strlen(name);
+  for (int i = 0; i < n; i++)
+    if (strncmp(list[i], name, len) == 0 && list[i][len] == '=') return list[i] + len + 1;
+  return NULL;
+}
+
+bool cli_random_input(const char *cmd, const kiln_tensor_info *info, const char *shape,
+                      int64_t batch, uint64_t *state, kl_tensor *t) {
+  t->dtype = (kl_dtype)info->dtype;
+  if (shape) {
+    if (!cli_parse_dims(shape, &t->rank, t->dims)) {
+      fprintf(stderr, "kiln %s: --shape %s=%s: expected dims like 1x3x224x224\n", cmd,
+              info->name, shape);
+      return false;
+    }
+  } else {
+    if (info->rank < 0) {
+      fprintf(stderr, "kiln %s: input '%s' has no declared rank; give --shape\n", cmd,
+              info->name);
+      return false;
+    }
+    t->rank = info->rank;
+    for (int d = 0; d < info->rank; d++)
+      t->dims[d] = info->dims[d] >= 0 ? info->dims[d] : d == 0 ? batch : 1;
+  }
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++)
+    if (__builtin_mul_overflow(n, t->dims[d], &n) || n > (INT64_C(1) << 32)) {
+      fprintf(stderr, "kiln %s: input '%s' is too large for random data\n", cmd, info->name);
+      return false;
+    }
+  t->data = malloc((size_t)n * kl_dtype_size(t->dtype) + 1);
+  if (!t->data) {
+    fprintf(stderr, "kiln %s: out of memory\n", cmd);
+    return false;
+  }
+  if (*state == 0) *state = 1;
+  fill_random(t, state);
+  return true;
+}
