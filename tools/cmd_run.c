@@ -40,6 +40,22 @@ static void print_shape(int rank, const int64_t *dims) {
   printf("]");
 }
 
+/* For a [rows, classes] output (a classifier's scores), the argmax of each row. */
+static void print_row_argmax(const kiln_tensor_info *info, const void *data) {
+  kl_dtype dt = (kl_dtype)info->dtype;
+  int64_t rows = info->dims[0], cols = info->dims[1];
+  printf("  argmax per row:");
+  for (int64_t r = 0; r < rows && r < 32; r++) {
+    int64_t best = 0;
+    for (int64_t c = 1; c < cols; c++)
+      if (kl_load_f64(data, dt, (size_t)(r * cols + c)) >
+          kl_load_f64(data, dt, (size_t)(r * cols + best)))
+        best = c;
+    printf(" %" PRId64, best);
+  }
+  printf(rows > 32 ? " ...\n" : "\n");
+}
+
 /* name, dtype, shape, then min/max/mean and the first values. */
 static void print_summary(const kiln_tensor_info *info, const void *data) {
   kl_dtype dt = (kl_dtype)info->dtype;
@@ -66,6 +82,7 @@ static void print_summary(const kiln_tensor_info *info, const void *data) {
          argmax);
   for (int64_t i = 0; i < n && i < 8; i++) printf(" %.6g", kl_load_f64(data, dt, (size_t)i));
   printf(n > 8 ? " ...\n" : "\n");
+  if (info->rank == 2 && info->dims[1] > 0) print_row_argmax(info, data);
 }
 
 /* File name for an output: its name with characters a path cannot hold replaced. */

@@ -27,9 +27,9 @@
 #define KL_ONNX_MIN_IR 3     /* opset_import appeared in IR version 3 */
 #define KL_ONNX_MAX_IR 13    /* the newest IR version kiln has checked (onnx 1.22) */
 #define KL_ONNX_MIN_OPSET 7
-#define KL_ONNX_MAX_OPSET 25 /* the newest default-domain opset kiln checked: 24 and 25 changed
-                             only types kiln does not store, and Attention (its new
-                             input is refused by the arity check) */
+#define KL_ONNX_MAX_OPSET 27 /* the newest default-domain opset kiln checked (onnx 1.22):
+                             24 to 27 changed only types kiln does not store, added ops,
+                             or added inputs that the arity check refuses */
 
 typedef struct kl_import_opts {
   int64_t max_tensor_bytes; /* largest tensor a model may hold; <= 0 means the default */

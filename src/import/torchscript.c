@@ -477,7 +477,6 @@ static kiln_status find_method(kl_ts_build *b, const kl_pk_obj *obj, const char 
   if (!(*out = kl_tscode_method(cls, method)))
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: class %s.%s has no method '%s'",
                    b->ar.path, obj->s, obj->name, method);
-  *file = b->files[b->n_files - 1].path;
   for (int i = 0; i < b->n_files; i++)
     if (b->files[i].code == code) *file = b->files[i].path;
   return KILN_OK;
@@ -572,9 +571,10 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
     kl_tsv *args;
     kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args) : KILN_ERR_INVALID_MODEL;
     if (s == KILN_OK && args[1].kind == KL_TSV_STR) return module_attr(b, &args[0], args[1].s, out);
-    return s == KILN_ERR_OUT_OF_MEMORY ? s : kl_fail(b->e, KILN_ERR_INVALID_MODEL,
-                                                     "%s:%d: getattr takes a module and a "
-                                                     "string", b->where, b->line);
+    if (s == KILN_OK || s == KILN_ERR_INVALID_MODEL)
+      s = kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: getattr takes a module and a string",
+                  b->where, b->line);
+    return s;
   }
   if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
     return eval_aten(b, f, x, fn, out);
@@ -779,7 +779,6 @@ static kiln_status add_output(kl_ts_build *b, int id) {
   int v = add_named_value(b, name);
   if (v < 0) return b->e->code;
   if (taken) { /* an input, a constant or a value returned twice: copy it */
-    b->aten = "prim::Return";
     int node = kl_graph_add_node(g, KL_OP_Identity, name, 1, &id, 1, &v, b->e);
     if (node < 0) return b->e->code;
     g->values[v].type = g->values[id].type;

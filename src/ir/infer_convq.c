@@ -180,8 +180,7 @@ int kl_infer_conv_transpose(kl_infer_ctx *c) {
 int kl_infer_lppool(kl_infer_ctx *c) {
   const kl_attr *p = kl_node_attr(c->node, "p");
   if (p && p->kind != KL_ATTR_INT)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "p is not an int (LpPool-1's float p); "
-                   "kiln takes the int p of LpPool-2 and later");
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "p must be an int attribute");
   if (p && p->i < 1)
     return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "p is %lld, expected at least 1",
                    (long long)p->i);

@@ -1,0 +1,1639 @@
+/* ATen calls of traced code -> IR nodes with ONNX semantics.
+ *
+ * One table row per ATen name: the parameter names of its schema (arguments are bound
+ * by position or keyword, as Python would; omitted ones take the schema's default,
+ * which the code printer leaves out) and the function that lowers it. In-place
+ * variants (relu_, add_) lower as their functional twins: the tracer already
+ * rewrote later uses to the op's result.
+ *
+ * Python ints from shapes are either known while building (a literal, or a dim that
+ * the graph declares) or graph values (0-D int64 from Shape + Gather). Arithmetic on
+ * known ones is done here, so shape lists of a model traced at fixed sizes become
+ * constants; the rest becomes nodes.
+ */
+#include "import/torchscript.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PARAMS 16
+#define MAX_LIST 64 /* ints in a list argument, tensors in cat/stack */
+
+typedef struct call {
+  kl_ts_build *b;
+  kl_graph *g;
+  kl_err *e;
+  const char *const *params;
+  const kl_tsv *a[MAX_PARAMS];
+  int variant;
+  kl_tsv *out;
+} call;
+
+typedef kiln_status (*lower_fn)(call *c);
+
+typedef struct aten_op {
+  const char *name;
+  const char *const *params;
+  lower_fn fn;
+  int variant;
+} aten_op;
+
+/* ---- arguments ---- */
+
+static kiln_status bad_arg(call *c, int i, const char *expected) {
+  const kl_tsv *v = c->a[i];
+  static const char *const kinds[] = {"None", "bool", "int", "float", "str",
+                                      "tensor", "list", "tuple", "module"};
+  const char *found = !v ? "nothing" : (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT) &&
+                                               v->id >= 0 ? "a value computed by the graph"
+                                                          : kinds[v->kind];
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "argument '%s' is %s, expected %s",
+                 c->params[i], found, expected);
+}
+
+static bool given(const call *c, int i) { return c->a[i] && c->a[i]->kind != KL_TSV_NONE; }
+
+static bool is_number(const kl_tsv *v) {
+  return v && (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT || v->kind == KL_TSV_BOOL) &&
+         v->id < 0;
+}
+
+static double number(const kl_tsv *v) { return v->kind == KL_TSV_FLOAT ? v->f : (double)v->i; }
+
+/* The value of a one-element constant graph value. */
+static bool const_scalar(const call *c, int id, double *v) {
+  const kl_value *val = &c->g->values[id];
+  int64_t n;
+  if (val->kind != KL_VALUE_CONST || !kl_type_numel(&val->type, &n) || n != 1) return false;
+  *v = kl_load_f64(val->data, val->type.dtype, 0);
+  return true;
+}
+
+static bool const_int(const call *c, int id, int64_t *v) {
+  double d;
+  if (!const_scalar(c, id, &d) || kl_dtype_is_float(c->g->values[id].type.dtype)) return false;
+  *v = kl_load_i64(c->g->values[id].data, c->g->values[id].type.dtype, 0);
+  return true;
+}
+
+static kiln_status int_arg(call *c, int i, int64_t dflt, int64_t *v) {
+  const kl_tsv *a = c->a[i];
+  if (!given(c, i)) return *v = dflt, KILN_OK;
+  if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_BOOL) && a->id < 0) return *v = a->i, KILN_OK;
+  if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_TENSOR) && a->id >= 0 && const_int(c, a->id, v))
+    return KILN_OK;
+  return bad_arg(c, i, "an int known when the graph is built");
+}
+
+static kiln_status float_arg(call *c, int i, double dflt, double *v) {
+  const kl_tsv *a = c->a[i];
+  if (!given(c, i)) return *v = dflt, KILN_OK;
+  if (is_number(a)) return *v = number(a), KILN_OK;
+  if (a->id >= 0 && const_scalar(c, a->id, v)) return KILN_OK;
+  return bad_arg(c, i, "a number known when the graph is built");
+}
+
+static kiln_status bool_arg(call *c, int i, bool dflt, bool *v) {
+  int64_t x;
+  kiln_status s = int_arg(c, i, dflt, &x);
+  *v = x != 0;
+  return s;
+}
+
+static kiln_status str_arg(call *c, int i, const char *dflt, const char **v) {
+  if (!given(c, i)) return *v = dflt, KILN_OK;
+  if (c->a[i]->kind != KL_TSV_STR) return bad_arg(c, i, "a string");
+  *v = c->a[i]->s;
+  return KILN_OK;
+}
+
+/* A list of known ints; a single int is repeated `expand` times (conv's stride=2). */
+static kiln_status ints_arg(call *c, int i, int expand, int64_t *v, int *n) {
+  const kl_tsv *a = c->a[i];
+  *n = 0;
+  if (!given(c, i)) return KILN_OK;
+  if (a->kind == KL_TSV_INT && a->id < 0) {
+    for (int k = 0; k < (expand ? expand : 1); k++) v[k] = a->i;
+    *n = expand ? expand : 1;
+    return KILN_OK;
+  }
+  if ((a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE) || a->n > MAX_LIST)
+    return bad_arg(c, i, "a list of ints");
+  for (int k = 0; k < a->n; k++) {
+    const kl_tsv *x = &a->items[k];
+    if (x->kind == KL_TSV_INT && x->id < 0) v[k] = x->i;
+    else if (!(x->id >= 0 && const_int(c, x->id, &v[k])))
+      return bad_arg(c, i, "a list of ints known when the graph is built");
+  }
+  *n = a->n;
+  return KILN_OK;
+}
+
+static kiln_status tensor_arg(call *c, int i, int *id) {
+  const kl_tsv *a = c->a[i];
+  if (a && (a->kind == KL_TSV_TENSOR ||
+            ((a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT) && a->id >= 0)))
+    return *id = a->id, KILN_OK;
+  return bad_arg(c, i, "a tensor");
+}
+
+static kiln_status opt_tensor_arg(call *c, int i, int *id) {
+  if (!given(c, i)) return *id = KL_ABSENT, KILN_OK;
+  return tensor_arg(c, i, id);
+}
+
+/* ---- results ---- */
+
+static kiln_status ret_tensor(call *c, int id) {
+  *c->out = (kl_tsv){.kind = KL_TSV_TENSOR, .id = id};
+  return KILN_OK;
+}
+
+static kiln_status ret_int(call *c, int64_t v) {
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .i = v, .id = -1};
+  return KILN_OK;
+}
+
+/* A list of tensors ids[0..n-1]. */
+static kiln_status ret_list(call *c, const int *ids, int n) {
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(n ? n : 1));
+  if (!items) return c->e->code;
+  for (int k = 0; k < n; k++) items[k] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = ids[k]};
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = n, .id = -1};
+  return KILN_OK;
+}
+
+/* ---- nodes ---- */
+
+static const kl_type *type_of(call *c, int id) { return kl_ts_type(c->b, id); }
+static int rank_of(call *c, int id) { return type_of(c, id)->rank; }
+static kl_dtype dtype_of(call *c, int id) { return type_of(c, id)->dtype; }
+
+static kiln_status need_rank(call *c, int id, int *rank) {
+  *rank = rank_of(c, id);
+  if (*rank >= 0) return KILN_OK;
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "needs the rank of its input, which is not known "
+                 "(an archive without traced_inputs.pkl: save the trace with torch 2.x)");
+}
+
+/* Begin a node with one output; set attributes, then end_node. */
+static int begin_node(call *c, kl_op op, int n_in, const int *in, int *y) {
+  return kl_ts_node(c->b, op, n_in, in, 1, y);
+}
+
+static kiln_status end_node(call *c, int node, kiln_status s) {
+  if (node < 0) return c->e->code;
+  return s != KILN_OK ? s : kl_ts_finish(c->b, node);
+}
+
+/* A node without attributes; *y its output. */
+static kiln_status op_node(call *c, kl_op op, int n_in, const int *in, int *y) {
+  int node = begin_node(c, op, n_in, in, y);
+  return end_node(c, node, KILN_OK);
+}
+
+static kiln_status op1(call *c, kl_op op, int x, int *y) { return op_node(c, op, 1, &x, y); }
+
+static kiln_status op2(call *c, kl_op op, int a, int b, int *y) {
+  int in[2] = {a, b};
+  return op_node(c, op, 2, in, y);
+}
+
+static kiln_status node_int(call *c, kl_op op, int n_in, const int *in, const char *attr,
+                            int64_t v, int *y) {
+  int node = begin_node(c, op, n_in, in, y);
+  return end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, attr, v, c->e));
+}
+
+static kiln_status cast(call *c, int x, kl_dtype to, int *y) {
+  if (dtype_of(c, x) == to) return *y = x, KILN_OK;
+  return node_int(c, KL_OP_Cast, 1, &x, "to", to, y);
+}
+
+static int const_ints(call *c, const int64_t *v, int n) { return kl_ts_const_i64(c->b, v, n, false); }
+
+static kiln_status const_id(call *c, int id, int *out) {
+  *out = id;
+  return id < 0 ? c->e->code : KILN_OK;
+}
+
+/* ---- shapes: dims known now or computed by the graph ---- */
+
+typedef struct dimlist {
+  int n;
+  int64_t v[MAX_LIST];
+  int id[MAX_LIST]; /* >= 0: a 0-D int64 graph value instead of v */
+} dimlist;
+
+/* Dim `axis` of x: known, or Gather(Shape(x), axis). */
+static kiln_status dim_of(call *c, int x, int axis, int64_t *v, int *id) {
+  const kl_type *t = type_of(c, x);
+  *id = -1;
+  if (t->rank > axis && t->dims[axis].size >= 0) return *v = t->dims[axis].size, KILN_OK;
+  int shape, idx = kl_ts_const_i64(c->b, (int64_t[]){axis}, 1, true);
+  kiln_status s = idx < 0 ? c->e->code : op1(c, KL_OP_Shape, x, &shape);
+  return s != KILN_OK ? s : node_int(c, KL_OP_Gather, 2, (int[]){shape, idx}, "axis", 0, id);
+}
+
+static kiln_status dims_add(call *c, dimlist *d, int64_t v, int id) {
+  if (d->n == MAX_LIST) return kl_fail(c->e, KILN_ERR_LIMIT, "a shape of over %d dims", MAX_LIST);
+  d->v[d->n] = v;
+  d->id[d->n++] = id;
+  return KILN_OK;
+}
+
+/* Dims [from, to) of x appended to d. */
+static kiln_status dims_copy(call *c, dimlist *d, int x, int from, int to) {
+  for (int k = from; k < to; k++) {
+    int64_t v = 0;
+    int id;
+    kiln_status s = dim_of(c, x, k, &v, &id);
+    if (s == KILN_OK) s = dims_add(c, d, v, id);
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+/* A list argument of ints, known or not, appended to d. */
+static kiln_status dims_from_arg(call *c, int i, dimlist *d) {
+  const kl_tsv *a = c->a[i];
+  if (!a || (a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE)) return bad_arg(c, i, "a list of ints");
+  for (int k = 0; k < a->n; k++) {
+    const kl_tsv *x = &a->items[k];
+    int64_t v = 0;
+    int id = -1;
+    if (x->kind == KL_TSV_INT && x->id < 0) v = x->i;
+    else if ((x->kind == KL_TSV_INT || x->kind == KL_TSV_TENSOR) && x->id >= 0 &&
+             !const_int(c, x->id, &v))
+      id = x->id;
+    else if (x->id < 0 || x->kind == KL_TSV_FLOAT) return bad_arg(c, i, "a list of ints");
+    kiln_status s = dims_add(c, d, v, id);
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+/* The 1-D int64 value of d: a constant when every dim is known, else a Concat. */
+static kiln_status dims_value(call *c, const dimlist *d, int *out) {
+  bool known = true;
+  for (int k = 0; k < d->n; k++) known &= d->id[k] < 0;
+  if (known) return const_id(c, const_ints(c, d->v, d->n), out);
+  int parts[MAX_LIST], n = 0, one = const_ints(c, (int64_t[]){0}, 1);
+  if (one < 0) return c->e->code;
+  for (int k = 0; k < d->n; k++) {
+    kiln_status s;
+    if (d->id[k] >= 0) s = op2(c, KL_OP_Unsqueeze, d->id[k], one, &parts[n++]);
+    else s = const_id(c, const_ints(c, &d->v[k], 1), &parts[n++]);
+    if (s != KILN_OK) return s;
+  }
+  return node_int(c, KL_OP_Concat, n, parts, "axis", 0, out);
+}
+
+static kiln_status reshape_to(call *c, int x, const dimlist *d, int *y) {
+  int shape;
+  kiln_status s = dims_value(c, d, &shape);
+  if (s != KILN_OK) return s;
+  bool zero = false;
+  for (int k = 0; k < d->n; k++) zero |= d->id[k] < 0 && d->v[k] == 0;
+  int node = begin_node(c, KL_OP_Reshape, 2, (int[]){x, shape}, y);
+  return end_node(c, node, node >= 0 && zero ? kl_node_set_int(c->g, node, "allowzero", 1, c->e)
+                                             : KILN_OK);
+}
+
+static kiln_status norm_axis(call *c, int64_t axis, int rank, int *out) {
+  if (axis < -rank || axis >= rank)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "dim %lld is out of range for rank %d",
+                   (long long)axis, rank);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return KILN_OK;
+}
+
+/* ---- elementwise ---- */
+
+static int category(kl_dtype t) { return t == KL_BOOL ? 0 : kl_dtype_is_float(t) ? 2 : 1; }
+
+/* The dtype both tensors compute in, by torch's rules in short: the higher category
+ * (bool < int < float) wins; within one, a dimensioned tensor wins over a 0-D one,
+ * else the wider type. */
+static kl_dtype promote(kl_dtype a, int ra, kl_dtype b, int rb) {
+  if (a == b || b == KL_UNDEFINED) return a;
+  if (a == KL_UNDEFINED) return b;
+  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  if ((ra == 0) != (rb == 0)) return ra == 0 ? b : a;
+  return kl_dtype_size(a) >= kl_dtype_size(b) ? a : b;
+}
+
+/* The dtype a tensor computes in with a Python number: its own, unless the number is
+ * of a higher category (int tensor * 0.5 is float32). */
+static kl_dtype with_number(kl_dtype t, const kl_tsv *num) {
+  if (num->kind == KL_TSV_FLOAT && (t == KL_UNDEFINED || !kl_dtype_is_float(t))) return KL_F32;
+  if (t == KL_UNDEFINED || t == KL_BOOL) return num->kind == KL_TSV_BOOL ? KL_BOOL : KL_I64;
+  return t;
+}
+
+/* Arguments ia and ib as two graph values of one dtype. */
+static kiln_status operands(call *c, int ia, int ib, int *a, int *b) {
+  const kl_tsv *va = c->a[ia], *vb = c->a[ib];
+  if (!va || !vb) return bad_arg(c, va ? ib : ia, "a tensor or number");
+  kiln_status s = KILN_OK;
+  if (is_number(va) || is_number(vb)) {
+    int t = is_number(va) ? ib : ia;
+    const kl_tsv *num = is_number(va) ? va : vb;
+    int tid;
+    if ((s = tensor_arg(c, t, &tid)) != KILN_OK) return s;
+    kl_dtype dt = with_number(dtype_of(c, tid), num);
+    int k = kl_ts_const_scalar(c->b, dt, number(num));
+    if (k < 0) return c->e->code;
+    if ((s = cast(c, tid, dt, &tid)) != KILN_OK) return s;
+    *a = is_number(va) ? k : tid;
+    *b = is_number(va) ? tid : k;
+    return KILN_OK;
+  }
+  if ((s = tensor_arg(c, ia, a)) || (s = tensor_arg(c, ib, b))) return s;
+  kl_dtype dt = promote(dtype_of(c, *a), rank_of(c, *a), dtype_of(c, *b), rank_of(c, *b));
+  if (dt == KL_UNDEFINED) return KILN_OK;
+  if ((s = cast(c, *a, dt, a)) != KILN_OK) return s;
+  return cast(c, *b, dt, b);
+}
+
+/* Both arguments are ints known now (literals or one-element int constants). */
+static bool known_ints(call *c, int ia, int ib, int64_t *x, int64_t *y, bool *tensor) {
+  const kl_tsv *v[2] = {c->a[ia], c->a[ib]};
+  int64_t *r[2] = {x, y};
+  *tensor = false;
+  for (int k = 0; k < 2; k++) {
+    if (!v[k]) return false;
+    if ((v[k]->kind == KL_TSV_INT || v[k]->kind == KL_TSV_BOOL) && v[k]->id < 0) *r[k] = v[k]->i;
+    else if (v[k]->id >= 0 && v[k]->kind != KL_TSV_FLOAT && const_int(c, v[k]->id, r[k]))
+      *tensor |= v[k]->kind == KL_TSV_TENSOR;
+    else return false;
+  }
+  return true;
+}
+
+/* Shape arithmetic done now: a known int, or a 0-D int64 constant when an operand was
+ * a tensor (torch.mul(bsz, CONSTANTS.c0) stays a tensor). */
+static kiln_status ret_known_int(call *c, int64_t v, bool tensor) {
+  if (!tensor) return ret_int(c, v);
+  int id = kl_ts_const_i64(c->b, &v, 1, true);
+  return id < 0 ? c->e->code : ret_tensor(c, id);
+}
+
+static int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/* add, sub, mul (variant: the op) with alpha for add and sub. */
+static kiln_status lower_arith(call *c) {
+  kl_op op = (kl_op)c->variant;
+  int64_t x, y, alpha_i = 1;
+  bool tensor;
+  double alpha = 1;
+  kiln_status s = op == KL_OP_Mul ? KILN_OK : float_arg(c, 2, 1, &alpha);
+  if (s != KILN_OK) return s;
+  if (known_ints(c, 0, 1, &x, &y, &tensor) && alpha == floor(alpha)) {
+    alpha_i = (int64_t)alpha;
+    int64_t r = op == KL_OP_Add ? x + alpha_i * y : op == KL_OP_Sub ? x - alpha_i * y : x * y;
+    return ret_known_int(c, r, tensor);
+  }
+  int a, b, y_id;
+  if ((s = operands(c, 0, 1, &a, &b)) != KILN_OK) return s;
+  if (alpha != 1) {
+    kl_dtype dt = dtype_of(c, b);
+    int k = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, alpha);
+    if (k < 0 || (s = op2(c, KL_OP_Mul, b, k, &b)) != KILN_OK) return c->e->code;
+  }
+  if ((s = op2(c, op, a, b, &y_id)) != KILN_OK) return s;
+  return ret_tensor(c, y_id);
+}
+
+/* rsub(self, other, alpha) = other - alpha * self */
+static kiln_status lower_rsub(call *c) {
+  const kl_tsv *self = c->a[0];
+  c->a[0] = c->a[1];
+  c->a[1] = self;
+  c->variant = KL_OP_Sub;
+  return lower_arith(c);
+}
+
+/* trunc(x) = x - fmod(x, 1) for floats; ONNX has no Trunc. */
+static kiln_status trunc_float(call *c, int x, int *y) {
+  int one = kl_ts_const_scalar(c->b, dtype_of(c, x), 1), frac;
+  if (one < 0) return c->e->code;
+  int node = begin_node(c, KL_OP_Mod, 2, (int[]){x, one}, &frac);
+  kiln_status s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "fmod", 1, c->e));
+  return s != KILN_OK ? s : op2(c, KL_OP_Sub, x, frac, y);
+}
+
+/* div(self, other, rounding_mode=None|"trunc"|"floor"), floor_divide (variant 1) */
+static kiln_status lower_div(call *c) {
+  const char *mode = c->variant ? "floor" : NULL;
+  kiln_status s = c->variant ? KILN_OK : str_arg(c, 2, NULL, &mode);
+  int64_t x, y;
+  bool tensor;
+  if (s != KILN_OK) return s;
+  if (mode && strcmp(mode, "trunc") != 0 && strcmp(mode, "floor") != 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "rounding_mode '%s'", mode);
+  if (mode && known_ints(c, 0, 1, &x, &y, &tensor) && y != 0)
+    return ret_known_int(c, *mode == 't' ? x / y : floor_div(x, y), tensor);
+  int a, b, q;
+  if ((s = operands(c, 0, 1, &a, &b)) != KILN_OK) return s;
+  kl_dtype dt = dtype_of(c, a);
+  bool is_int = dt != KL_UNDEFINED && !kl_dtype_is_float(dt);
+  if (is_int && (!mode || *mode == 'f')) { /* true or floor division of ints: in floats */
+    kl_dtype f = mode ? KL_F64 : KL_F32;
+    if ((s = cast(c, a, f, &a)) || (s = cast(c, b, f, &b))) return s;
+  }
+  if ((s = op2(c, KL_OP_Div, a, b, &q)) != KILN_OK) return s;
+  if (mode && *mode == 'f' && (s = op1(c, KL_OP_Floor, q, &q)) != KILN_OK) return s;
+  if (mode && *mode == 't' && !is_int && (s = trunc_float(c, q, &q)) != KILN_OK) return s;
+  if (is_int && mode && (s = cast(c, q, dt, &q)) != KILN_OK) return s;
+  return ret_tensor(c, q);
+}
+
+static kiln_status lower_pow(call *c) {
+  int a, b, y;
+  kiln_status s = operands(c, 0, 1, &a, &b);
+  if (s == KILN_OK) s = op2(c, KL_OP_Pow, a, b, &y);
+  return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+/* relu, sigmoid, exp, ... (variant: the op) */
+static kiln_status lower_unary(call *c) {
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
+  return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+static kiln_status lower_rsqrt(call *c) {
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = op1(c, KL_OP_Sqrt, x, &y);
+  if (s == KILN_OK) s = op1(c, KL_OP_Reciprocal, y, &y);
+  return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+/* silu(x) = x * sigmoid(x), the form fuse_act recognises and ONNX exports write. */
+static kiln_status lower_silu(call *c) {
+  int x, sig, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = op1(c, KL_OP_Sigmoid, x, &sig);
+  if (s == KILN_OK) s = op2(c, KL_OP_Mul, x, sig, &y);
+  return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+static kiln_status lower_gelu(call *c) {
+  int x, y;
+  const char *approx;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = str_arg(c, 1, "none", &approx);
+  if (s != KILN_OK) return s;
+  int node = begin_node(c, KL_OP_Gelu, 1, &x, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_string(c->g, node, "approximate", approx, c->e));
+  return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+/* An activation with float attributes: names[k] gets vals[k]. */
+static kiln_status act_attrs(call *c, kl_op op, int x, int n, const char *const *names,
+                             const double *vals) {
+  int y, node = begin_node(c, op, 1, &x, &y);
+  kiln_status s = KILN_OK;
+  for (int k = 0; node >= 0 && s == KILN_OK && k < n; k++)
+    s = kl_node_set_float(c->g, node, names[k], (float)vals[k], c->e);
+  s = end_node(c, node, s);
+  return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+static kiln_status lower_hardsigmoid(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  return s ? s : act_attrs(c, KL_OP_HardSigmoid, x, 2, (const char *[]){"alpha", "beta"},
+                            (double[]){1.0 / 6, 0.5});
+}
+
+static kiln_status lower_leaky_relu(call *c) {
+  int x;
+  double slope;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = float_arg(c, 1, 0.01, &slope);
+  return s ? s : act_attrs(c, KL_OP_LeakyRelu, x, 1, (const char *[]){"alpha"}, &slope);
+}
+
+static kiln_status lower_elu(call *c) {
+  int x;
+  double alpha, scale, input_scale;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = float_arg(c, 1, 1, &alpha);
+  if (s == KILN_OK) s = float_arg(c, 2, 1, &scale);
+  if (s == KILN_OK) s = float_arg(c, 3, 1, &input_scale);
+  if (s == KILN_OK && (scale != 1 || input_scale != 1))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "elu with scale or input_scale other than 1");
+  return s ? s : act_attrs(c, KL_OP_Elu, x, 1, (const char *[]){"alpha"}, &alpha);
+}
+
+/* softplus(x, beta, threshold) = softplus(beta x) / beta; past the threshold torch
+ * returns x, which softplus equals there to float precision. */
+static kiln_status lower_softplus(call *c) {
+  int x, y;
+  double beta;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = float_arg(c, 1, 1, &beta);
+  if (s != KILN_OK) return s;
+  if (beta == 1) {
+    if ((s = op1(c, KL_OP_Softplus, x, &y)) != KILN_OK) return s;
+    return ret_tensor(c, y);
+  }
+  int k = kl_ts_const_scalar(c->b, dtype_of(c, x), beta);
+  if (k < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Mul, x, k, &y)) || (s = op1(c, KL_OP_Softplus, y, &y)) ||
+      (s = op2(c, KL_OP_Div, y, k, &y)))
+    return s;
+  return ret_tensor(c, y);
+}
+
+/* Clip(x, lo, hi) with bounds of x's dtype; absent bounds stay absent. variant: 0 clamp
+ * (min, max), 1 hardtanh (default -1, 1), 2 relu6, 3 clamp_min, 4 clamp_max. */
+static kiln_status lower_clip(call *c) {
+  int x, in[3] = {0, KL_ABSENT, KL_ABSENT}, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s != KILN_OK) return s;
+  in[0] = x;
+  static const double dflt[5][2] = {{NAN, NAN}, {-1, 1}, {0, 6}, {NAN, NAN}, {NAN, NAN}};
+  for (int k = 0; k < 2; k++) {
+    int arg = c->variant == 4 ? 1 : 1 + k;
+    if (c->variant == 2 || (c->variant == 3 && k == 1) || (c->variant == 4 && k == 0)) {
+      if (isnan(dflt[c->variant][k])) continue;
+    } else if (!given(c, arg) && isnan(dflt[c->variant][k])) {
+      continue;
+    }
+    double v = dflt[c->variant][k];
+    if (c->variant != 2 && (s = float_arg(c, arg, v, &v)) != KILN_OK) return s;
+    kl_dtype dt = dtype_of(c, x);
+    if ((in[1 + k] = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, v)) < 0)
+      return c->e->code;
+  }
+  if ((s = op_node(c, KL_OP_Clip, 3, in, &y)) != KILN_OK) return s;
+  return ret_tensor(c, y);
+}
+
+/* Values that inference leaves alone: dropout and friends in eval mode, contiguous,
+ * clone, detach. */
+static kiln_status lower_passthrough(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  bool train = false;
+  if (s == KILN_OK && c->variant) s = bool_arg(c, 2, false, &train);
+  if (s == KILN_OK && train)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "dropout in training mode: call model.eval() "
+                   "before torch.jit.trace");
+  return s != KILN_OK ? s : ret_tensor(c, x);
+}
+
+/* ---- convolution, normalization, linear ---- */
+
+typedef struct conv_geom {
+  int n; /* spatial dims */
+  int64_t stride[KL_MAX_RANK], pad[2 * KL_MAX_RANK], dil[KL_MAX_RANK], out_pad[KL_MAX_RANK];
+  int64_t groups;
+  bool transposed;
+} conv_geom;
+
+static kiln_status set_conv_attrs(call *c, int node, const conv_geom *g) {
+  kiln_status s = kl_node_set_ints(c->g, node, "strides", g->stride, g->n, c->e);
+  if (!s) s = kl_node_set_ints(c->g, node, "pads", g->pad, 2 * g->n, c->e);
+  if (!s) s = kl_node_set_ints(c->g, node, "dilations", g->dil, g->n, c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "group", g->groups, c->e);
+  if (!s && g->transposed) s = kl_node_set_ints(c->g, node, "output_padding", g->out_pad, g->n, c->e);
+  return s;
+}
+
+static kiln_status emit_conv(call *c, int x, int w, int bias, const conv_geom *g) {
+  int y, in[3] = {x, w, bias};
+  int node = begin_node(c, g->transposed ? KL_OP_ConvTranspose : KL_OP_Conv,
+                        bias == KL_ABSENT ? 2 : 3, in, &y);
+  kiln_status s = end_node(c, node, node < 0 ? KILN_OK : set_conv_attrs(c, node, g));
+  return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+/* Lists of n ints (a single int repeated); torch pads each side alike. */
+static kiln_status conv_lists(call *c, int is, int ip, int id, conv_geom *g) {
+  int n;
+  int64_t pad[KL_MAX_RANK];
+  kiln_status s = ints_arg(c, is, g->n, g->stride, &n);
+  if (s == KILN_OK && !n) for (int k = 0; k < g->n; k++) g->stride[k] = 1;
+  if (s == KILN_OK && n && n != g->n) return bad_arg(c, is, "one stride per spatial dim");
+  if (s == KILN_OK) s = ints_arg(c, id, g->n, g->dil, &n);
+  if (s == KILN_OK && !n) for (int k = 0; k < g->n; k++) g->dil[k] = 1;
+  if (s == KILN_OK && n && n != g->n) return bad_arg(c, id, "one dilation per spatial dim");
+  if (s == KILN_OK && ip >= 0) {
+    s = ints_arg(c, ip, g->n, pad, &n);
+    if (s == KILN_OK && !n) for (int k = 0; k < g->n; k++) pad[k] = 0;
+    if (s == KILN_OK && n && n != g->n) return bad_arg(c, ip, "one padding per spatial dim");
+    for (int k = 0; k < g->n; k++) g->pad[k] = g->pad[k + g->n] = pad[k];
+  }
+  return s;
+}
+
+static kiln_status conv_rank(call *c, int w, conv_geom *g) {
+  int r = rank_of(c, w);
+  if (r < 3 || r > KL_MAX_RANK)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a convolution weight of rank %d", r);
+  g->n = r - 2;
+  return KILN_OK;
+}
+
+/* _convolution(input, weight, bias, stride, padding, dilation, transposed,
+ *              output_padding, groups, benchmark, deterministic, cudnn_enabled[,
+ *              allow_tf32]) */
+static kiln_status lower_convolution(call *c) {
+  int x, w, bias, n;
+  conv_geom g = {0};
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &w);
+  if (!s) s = opt_tensor_arg(c, 2, &bias);
+  if (!s) s = conv_rank(c, w, &g);
+  if (!s) s = conv_lists(c, 3, 4, 5, &g);
+  if (!s) s = bool_arg(c, 6, false, &g.transposed);
+  if (!s) s = ints_arg(c, 7, g.n, g.out_pad, &n);
+  if (!s) s = int_arg(c, 8, 1, &g.groups);
+  return s ? s : emit_conv(c, x, w, bias, &g);
+}
+
+/* padding="same": total dilation*(k-1) per dim, the odd one at the end, as torch does */
+static kiln_status same_pads(call *c, int w, conv_geom *g) {
+  const kl_type *t = type_of(c, w);
+  for (int k = 0; k < g->n; k++) {
+    int64_t kernel = t->dims[k + 2].size;
+    if (kernel < 0) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "padding='same' with a weight "
+                                   "of unknown size");
+    int64_t total = g->dil[k] * (kernel - 1);
+    g->pad[k] = total / 2;
+    g->pad[k + g->n] = total - total / 2;
+  }
+  return KILN_OK;
+}
+
+/* conv1d/2d/3d(input, weight, bias, stride, padding, dilation, groups) */
+static kiln_status lower_conv(call *c) {
+  int x, w, bias;
+  conv_geom g = {0};
+  bool str_pad = given(c, 4) && c->a[4]->kind == KL_TSV_STR;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &w);
+  if (!s) s = opt_tensor_arg(c, 2, &bias);
+  if (!s) s = conv_rank(c, w, &g);
+  if (!s) s = conv_lists(c, 3, str_pad ? -1 : 4, 5, &g);
+  if (!s) s = int_arg(c, 6, 1, &g.groups);
+  if (!s && str_pad && strcmp(c->a[4]->s, "same") == 0) s = same_pads(c, w, &g);
+  else if (!s && str_pad && strcmp(c->a[4]->s, "valid") != 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "padding '%s'", c->a[4]->s);
+  return s ? s : emit_conv(c, x, w, bias, &g);
+}
+
+/* conv_transpose1d/2d/3d(input, weight, bias, stride, padding, output_padding, groups,
+ * dilation) */
+static kiln_status lower_conv_transpose(call *c) {
+  int x, w, bias, n;
+  conv_geom g = {.transposed = true};
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &w);
+  if (!s) s = opt_tensor_arg(c, 2, &bias);
+  if (!s) s = conv_rank(c, w, &g);
+  if (!s) s = conv_lists(c, 3, 4, 7, &g);
+  if (!s) s = ints_arg(c, 5, g.n, g.out_pad, &n);
+  if (!s) s = int_arg(c, 6, 1, &g.groups);
+  return s ? s : emit_conv(c, x, w, bias, &g);
+}
+
+/* A constant of `count` elements of value v, dtype like x's (float32 if unknown). */
+static int filled(call *c, int like, int64_t count, double v) {
+  kl_dtype dt = dtype_of(c, like);
+  if (dt == KL_UNDEFINED) dt = KL_F32;
+  size_t size = kl_dtype_size(dt), bytes;
+  if (count < 0 || kl_mul_overflow_size((size_t)count, size, &bytes))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "a constant of %lld elements", (long long)count), -1;
+  void *data = malloc(bytes ? bytes : 1);
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+  for (int64_t k = 0; k < count; k++) kl_store_f64(data, dt, (size_t)k, v);
+  return kl_ts_const_data(c->b, dt, 1, &count, data, bytes);
+}
+
+static int64_t numel_of(call *c, int id) {
+  int64_t n;
+  return kl_type_numel(type_of(c, id), &n) ? n : -1;
+}
+
+/* batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
+ * cudnn_enabled) */
+static kiln_status lower_batch_norm(call *c) {
+  int x, in[5], y;
+  bool training;
+  double eps;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = bool_arg(c, 5, false, &training);
+  if (!s) s = float_arg(c, 7, 1e-5, &eps);
+  if (s) return s;
+  if (training)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "batch_norm in training mode (the module was "
+                   "traced in train()): call model.eval() before torch.jit.trace");
+  if (!given(c, 3) || !given(c, 4))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "batch_norm without running statistics "
+                   "(track_running_stats=False) normalizes with batch statistics");
+  if ((s = tensor_arg(c, 3, &in[3])) || (s = tensor_arg(c, 4, &in[4]))) return s;
+  int64_t ch = numel_of(c, in[3]);
+  in[0] = x;
+  if (given(c, 1) ? (s = tensor_arg(c, 1, &in[1])) != KILN_OK : (in[1] = filled(c, x, ch, 1)) < 0)
+    return c->e->code;
+  if (given(c, 2) ? (s = tensor_arg(c, 2, &in[2])) != KILN_OK : (in[2] = filled(c, x, ch, 0)) < 0)
+    return c->e->code;
+  int node = begin_node(c, KL_OP_BatchNormalization, 5, in, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_float(c->g, node, "epsilon", (float)eps, c->e));
+  return s ? s : ret_tensor(c, y);
+}
+
+/* layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable) */
+static kiln_status lower_layer_norm(call *c) {
+  int x, in[3] = {0, 0, KL_ABSENT}, y, n;
+  int64_t shape[MAX_LIST], count = 1;
+  double eps;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, 0, shape, &n);
+  if (!s) s = float_arg(c, 4, 1e-5, &eps);
+  if (!s) s = opt_tensor_arg(c, 3, &in[2]);
+  if (s) return s;
+  if (n < 1) return bad_arg(c, 1, "a non-empty list of ints");
+  for (int k = 0; k < n; k++)
+    if (shape[k] < 0 || kl_mul_overflow_i64(count, shape[k], &count)) return bad_arg(c, 1, "sizes");
+  in[0] = x;
+  if (given(c, 2) ? (s = tensor_arg(c, 2, &in[1])) != KILN_OK : (in[1] = filled(c, x, count, 1)) < 0)
+    return c->e->code;
+  int node = begin_node(c, KL_OP_LayerNormalization, in[2] == KL_ABSENT ? 2 : 3, in, &y);
+  s = node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "axis", -n, c->e);
+  if (node >= 0 && s == KILN_OK) s = kl_node_set_float(c->g, node, "epsilon", (float)eps, c->e);
+  s = end_node(c, node, s);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* group_norm(input, num_groups, weight, bias, eps, cudnn_enabled) */
+static kiln_status lower_group_norm(call *c) {
+  int x, in[3], y;
+  int64_t groups, ch = -1;
+  double eps;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 1, &groups);
+  if (!s) s = float_arg(c, 4, 1e-5, &eps);
+  if (s) return s;
+  const kl_type *t = type_of(c, x);
+  if (t->rank >= 2) ch = t->dims[1].size;
+  if ((!given(c, 2) || !given(c, 3)) && ch < 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "group_norm without weight or bias on an input "
+                   "whose channel count is not known");
+  in[0] = x;
+  if (given(c, 2) ? (s = tensor_arg(c, 2, &in[1])) != KILN_OK : (in[1] = filled(c, x, ch, 1)) < 0)
+    return c->e->code;
+  if (given(c, 3) ? (s = tensor_arg(c, 3, &in[2])) != KILN_OK : (in[2] = filled(c, x, ch, 0)) < 0)
+    return c->e->code;
+  int node = begin_node(c, KL_OP_GroupNormalization, 3, in, &y);
+  s = node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "num_groups", groups, c->e);
+  if (node >= 0 && s == KILN_OK) s = kl_node_set_float(c->g, node, "epsilon", (float)eps, c->e);
+  s = end_node(c, node, s);
+  return s ? s : ret_tensor(c, y);
+}
+
+static kiln_status transpose_node(call *c, int x, const int64_t *perm, int rank, int *y) {
+  int node = begin_node(c, KL_OP_Transpose, 1, &x, y);
+  return end_node(c, node, node < 0 ? KILN_OK : kl_node_set_ints(c->g, node, "perm", perm, rank, c->e));
+}
+
+/* linear(input, weight, bias): Gemm(transB) for 2-D input, else MatMul by the
+ * transposed weight plus the bias, as ONNX exporters write it. */
+static kiln_status lower_linear(call *c) {
+  int x, w, bias, y, wt;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &w);
+  if (!s) s = opt_tensor_arg(c, 2, &bias);
+  if (s) return s;
+  if (rank_of(c, x) == 2 && rank_of(c, w) == 2) {
+    int in[3] = {x, w, bias};
+    int node = begin_node(c, KL_OP_Gemm, bias == KL_ABSENT ? 2 : 3, in, &y);
+    s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "transB", 1, c->e));
+    return s ? s : ret_tensor(c, y);
+  }
+  if (rank_of(c, w) == 2) s = transpose_node(c, w, (int64_t[]){1, 0}, 2, &wt);
+  else wt = w; /* a 1-D weight: a dot product */
+  if (!s) s = op2(c, KL_OP_MatMul, x, wt, &y);
+  if (!s && bias != KL_ABSENT) s = op2(c, KL_OP_Add, y, bias, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+static kiln_status lower_matmul(call *c) {
+  int a, b, y;
+  kiln_status s = tensor_arg(c, 0, &a);
+  if (!s) s = tensor_arg(c, 1, &b);
+  if (!s) s = op2(c, KL_OP_MatMul, a, b, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* addmm(self, mat1, mat2, beta, alpha) = beta self + alpha mat1 mat2 */
+static kiln_status lower_addmm(call *c) {
+  int in[3], y;
+  double beta, alpha;
+  kiln_status s = tensor_arg(c, 1, &in[0]);
+  if (!s) s = tensor_arg(c, 2, &in[1]);
+  if (!s) s = tensor_arg(c, 0, &in[2]);
+  if (!s) s = float_arg(c, 3, 1, &beta);
+  if (!s) s = float_arg(c, 4, 1, &alpha);
+  if (s) return s;
+  int node = begin_node(c, KL_OP_Gemm, 3, in, &y);
+  s = node < 0 ? KILN_OK : kl_node_set_float(c->g, node, "alpha", (float)alpha, c->e);
+  if (node >= 0 && !s) s = kl_node_set_float(c->g, node, "beta", (float)beta, c->e);
+  s = end_node(c, node, s);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* ---- pooling ---- */
+
+/* max_pool{1,2,3}d(self, kernel_size, stride, padding, dilation, ceil_mode) and
+ * avg_pool{1,2,3}d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+ * divisor_override); variant: spatial dims, negative for average. */
+static kiln_status lower_pool(call *c) {
+  bool avg = c->variant < 0;
+  int n = avg ? -c->variant : c->variant, x, y, got;
+  conv_geom g = {.n = n};
+  int64_t kernel[KL_MAX_RANK];
+  bool ceil_mode, count_pad = true;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, n, kernel, &got);
+  if (!s && got != n) return bad_arg(c, 1, "one kernel size per spatial dim");
+  if (!s) s = conv_lists(c, 2, 3, avg ? -1 : 4, &g);
+  if (s) return s;
+  if (avg) for (int k = 0; k < n; k++) g.dil[k] = 1;
+  if (!given(c, 2) || (c->a[2]->kind == KL_TSV_LIST && c->a[2]->n == 0))
+    memcpy(g.stride, kernel, sizeof kernel); /* stride=[] means the kernel size */
+  if ((s = bool_arg(c, avg ? 4 : 5, false, &ceil_mode))) return s;
+  if (avg && (s = bool_arg(c, 5, true, &count_pad))) return s;
+  if (avg && given(c, 6)) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "divisor_override");
+  int node = begin_node(c, avg ? KL_OP_AveragePool : KL_OP_MaxPool, 1, &x, &y);
+  if (node < 0) return c->e->code;
+  s = kl_node_set_ints(c->g, node, "kernel_shape", kernel, n, c->e);
+  if (!s) s = kl_node_set_ints(c->g, node, "strides", g.stride, n, c->e);
+  if (!s) s = kl_node_set_ints(c->g, node, "pads", g.pad, 2 * n, c->e);
+  if (!s && !avg) s = kl_node_set_ints(c->g, node, "dilations", g.dil, n, c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "ceil_mode", ceil_mode, c->e);
+  if (!s && avg) s = kl_node_set_int(c->g, node, "count_include_pad", count_pad, c->e);
+  s = end_node(c, node, s);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* adaptive_{avg,max}_pool{1,2,3}d(self, output_size): output 1 is the global pool;
+ * other sizes that divide the known input are a plain pool. variant: dims, negative
+ * for max (which returns the indices too: kiln gives None for them). */
+static kiln_status lower_adaptive(call *c) {
+  bool max = c->variant < 0;
+  int n = max ? -c->variant : c->variant, x, y, got, rank;
+  int64_t size[KL_MAX_RANK], kernel[KL_MAX_RANK];
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, n, size, &got);
+  if (!s && got != n) return bad_arg(c, 1, "one output size per spatial dim");
+  if (!s) s = need_rank(c, x, &rank);
+  if (s) return s;
+  bool global = true, fits = rank == n + 2;
+  for (int k = 0; k < n; k++) {
+    int64_t in = fits ? type_of(c, x)->dims[rank - n + k].size : -1;
+    global &= size[k] == 1;
+    fits &= in > 0 && size[k] > 0 && in % size[k] == 0;
+    kernel[k] = fits ? in / size[k] : 0;
+  }
+  if (global) s = op1(c, max ? KL_OP_GlobalMaxPool : KL_OP_GlobalAveragePool, x, &y);
+  else if (!fits)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an adaptive pool whose output size does not "
+                   "divide the input size, or an input of unknown size");
+  else {
+    int node = begin_node(c, max ? KL_OP_MaxPool : KL_OP_AveragePool, 1, &x, &y);
+    s = node < 0 ? KILN_OK : kl_node_set_ints(c->g, node, "kernel_shape", kernel, n, c->e);
+    if (node >= 0 && !s) s = kl_node_set_ints(c->g, node, "strides", kernel, n, c->e);
+    s = end_node(c, node, s);
+  }
+  if (s || !max) return s ? s : ret_tensor(c, y);
+  kl_tsv *items = kl_ts_alloc(c->b, 2 * sizeof *items);
+  if (!items) return c->e->code;
+  items[0] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = y};
+  items[1] = (kl_tsv){.kind = KL_TSV_NONE, .id = -1};
+  *c->out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = 2, .id = -1};
+  return KILN_OK;
+}
+
+/* ---- shape and data movement ---- */
+
+/* view(self, size), reshape(self, shape) */
+static kiln_status lower_view(call *c) {
+  int x, y;
+  dimlist d = {0};
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = dims_from_arg(c, 1, &d);
+  if (!s) s = reshape_to(c, x, &d, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* flatten(self, start_dim, end_dim) */
+static kiln_status lower_flatten(call *c) {
+  int x, y, rank = -1, start, end;
+  int64_t a, b;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &a);
+  if (!s) s = int_arg(c, 2, -1, &b);
+  if (s) return s;
+  rank = rank_of(c, x);
+  if (rank < 0 && b == -1 && a >= 0) { /* leading dims kept with Reshape's 0 */
+    if (a == 1) return (s = node_int(c, KL_OP_Flatten, 1, &x, "axis", 1, &y)) ? s : ret_tensor(c, y);
+    dimlist d = {0};
+    for (int k = 0; k < a && !s; k++) s = dims_add(c, &d, 0, -1);
+    if (!s) s = dims_add(c, &d, -1, -1);
+    int shape = s ? -1 : const_ints(c, d.v, d.n);
+    if (!s && shape < 0) return c->e->code;
+    if (!s) s = op2(c, KL_OP_Reshape, x, shape, &y);
+    return s ? s : ret_tensor(c, y);
+  }
+  if ((s = need_rank(c, x, &rank))) return s;
+  if (rank == 0) return ret_tensor(c, x); /* flatten of a scalar would be 1-D; rare */
+  if ((s = norm_axis(c, a, rank, &start)) || (s = norm_axis(c, b, rank, &end))) return s;
+  if (start >= end) return ret_tensor(c, x);
+  if (start == 1 && end == rank - 1)
+    return (s = node_int(c, KL_OP_Flatten, 1, &x, "axis", 1, &y)) ? s : ret_tensor(c, y);
+  dimlist d = {0};
+  s = dims_copy(c, &d, x, 0, start);
+  if (!s) s = dims_add(c, &d, -1, -1);
+  if (!s) s = dims_copy(c, &d, x, end + 1, rank);
+  if (!s) s = reshape_to(c, x, &d, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* unflatten(self, dim, sizes) */
+static kiln_status lower_unflatten(call *c) {
+  int x, y, rank, dim;
+  int64_t a;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &a);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s) s = norm_axis(c, a, rank, &dim);
+  if (s) return s;
+  dimlist d = {0};
+  s = dims_copy(c, &d, x, 0, dim);
+  if (!s) s = dims_from_arg(c, 2, &d);
+  if (!s) s = dims_copy(c, &d, x, dim + 1, rank);
+  if (!s) s = reshape_to(c, x, &d, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* permute(self, dims) */
+static kiln_status lower_permute(call *c) {
+  int x, y, n;
+  int64_t perm[MAX_LIST];
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, 0, perm, &n);
+  if (s) return s;
+  if (n > KL_MAX_RANK) return bad_arg(c, 1, "at most 8 dims");
+  for (int k = 0; k < n; k++) {
+    int d;
+    if ((s = norm_axis(c, perm[k], n, &d))) return s;
+    perm[k] = d;
+  }
+  s = transpose_node(c, x, perm, n, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* transpose(self, dim0, dim1); t(self) (variant 1) */
+static kiln_status lower_transpose(call *c) {
+  int x, y, rank, d0 = 0, d1 = 1;
+  int64_t a = 0, b = 1;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s && !c->variant) s = int_arg(c, 1, 0, &a);
+  if (!s && !c->variant) s = int_arg(c, 2, 1, &b);
+  if (!s) s = need_rank(c, x, &rank);
+  if (s) return s;
+  if (c->variant && rank < 2) return ret_tensor(c, x);
+  if ((s = norm_axis(c, a, rank, &d0)) || (s = norm_axis(c, b, rank, &d1))) return s;
+  if (d0 == d1) return ret_tensor(c, x);
+  int64_t perm[KL_MAX_RANK];
+  for (int k = 0; k < rank; k++) perm[k] = k;
+  perm[d0] = d1;
+  perm[d1] = d0;
+  s = transpose_node(c, x, perm, rank, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* Tensors of a list argument. */
+static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
+  const kl_tsv *a = c->a[i];
+  if (!a || (a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE) || a->n < 1 || a->n > MAX_LIST)
+    return bad_arg(c, i, "a list of 1 to 64 tensors");
+  for (int k = 0; k < a->n; k++) {
+    if (a->items[k].kind != KL_TSV_TENSOR) return bad_arg(c, i, "a list of tensors");
+    ids[k] = a->items[k].id;
+  }
+  *n = a->n;
+  return KILN_OK;
+}
+
+/* cat(tensors, dim); stack(tensors, dim) (variant 1) */
+static kiln_status lower_cat(call *c) {
+  int ids[MAX_LIST], n, y;
+  int64_t dim;
+  kiln_status s = tensor_list(c, 0, ids, &n);
+  if (!s) s = int_arg(c, 1, 0, &dim);
+  if (s) return s;
+  int axes = c->variant ? const_ints(c, &dim, 1) : 0;
+  for (int k = 0; c->variant && k < n && !s; k++)
+    s = axes < 0 ? c->e->code : op2(c, KL_OP_Unsqueeze, ids[k], axes, &ids[k]);
+  if (!s) s = node_int(c, KL_OP_Concat, n, ids, "axis", dim, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* Split x along axis into the given sizes; outputs to ids. */
+static kiln_status split_sizes(call *c, int x, int axis, const int64_t *sizes, int n, int *ids) {
+  int split = const_ints(c, sizes, n);
+  if (split < 0) return c->e->code;
+  int node = kl_ts_node(c->b, KL_OP_Split, 2, (int[]){x, split}, n, ids);
+  return end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "axis", axis, c->e));
+}
+
+/* The known size of dim `a` of x, normalized into *axis. */
+static kiln_status known_dim(call *c, int x, int64_t a, int *axis, int64_t *size) {
+  int rank;
+  kiln_status s = need_rank(c, x, &rank);
+  if (!s) s = norm_axis(c, a, rank, axis);
+  if (s) return s;
+  *size = type_of(c, x)->dims[*axis].size;
+  if (*size < 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "splits dim %d, whose size is not known when "
+                   "the graph is built", *axis);
+  return KILN_OK;
+}
+
+/* chunk(self, chunks, dim) (variant 0), split(self, split_size, dim) (variant 1),
+ * split_with_sizes (variant 2), unbind(self, dim) (variant 3) */
+static kiln_status lower_split(call *c) {
+  int x, axis, n = 0, ids[MAX_LIST];
+  int64_t size, arg = 1, dim, sizes[MAX_LIST];
+  bool list = c->variant == 2 || (c->variant == 1 && given(c, 1) && c->a[1]->kind == KL_TSV_LIST);
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, c->variant == 3 ? 1 : 2, 0, &dim);
+  if (!s && c->variant != 3 && !list) s = int_arg(c, 1, 1, &arg);
+  if (!s && list) s = ints_arg(c, 1, 0, sizes, &n);
+  if (!s) s = known_dim(c, x, dim, &axis, &size);
+  if (s) return s;
+  if (!list) {
+    if (arg < 1) return bad_arg(c, 1, "a positive count or size");
+    int64_t each = c->variant == 3 ? 1 : c->variant == 0 ? (size + arg - 1) / arg : arg;
+    if (each < 1) each = 1;
+    for (int64_t left = size; left > 0 && n < MAX_LIST; left -= each)
+      sizes[n++] = left < each ? left : each;
+    if (n == MAX_LIST && size > each * MAX_LIST)
+      return kl_fail(c->e, KILN_ERR_LIMIT, "a split into more than %d parts", MAX_LIST);
+  }
+  if (n == 0) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a split of an empty dim");
+  if ((s = split_sizes(c, x, axis, sizes, n, ids))) return s;
+  int axes = c->variant == 3 ? const_ints(c, (int64_t[]){axis}, 1) : 0;
+  for (int k = 0; c->variant == 3 && k < n && !s; k++)
+    s = axes < 0 ? c->e->code : op2(c, KL_OP_Squeeze, ids[k], axes, &ids[k]);
+  return s ? s : ret_list(c, ids, n);
+}
+
+/* An int argument as a graph value of shape [1], for Slice's lists. */
+static kiln_status int_as_list(call *c, int i, int64_t dflt, int *id) {
+  const kl_tsv *a = c->a[i];
+  if (given(c, i) && a->id >= 0 && a->kind != KL_TSV_FLOAT) {
+    int64_t v;
+    if (const_int(c, a->id, &v)) return const_id(c, const_ints(c, &v, 1), id);
+    int axes = const_ints(c, (int64_t[]){0}, 1);
+    return axes < 0 ? c->e->code : op2(c, KL_OP_Unsqueeze, a->id, axes, id);
+  }
+  int64_t v;
+  kiln_status s = int_arg(c, i, dflt, &v);
+  return s ? s : const_id(c, const_ints(c, &v, 1), id);
+}
+
+/* slice(self, dim, start, end, step); narrow(self, dim, start, length) (variant 1) */
+static kiln_status lower_slice(call *c) {
+  int x, in[5], y;
+  int64_t dim, start = 0, end = INT64_MAX, step = 1;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &dim);
+  if (s) return s;
+  bool known_start = !given(c, 2) || int_arg(c, 2, 0, &start) == KILN_OK;
+  bool known_end = c->variant || !given(c, 3) || int_arg(c, 3, INT64_MAX, &end) == KILN_OK;
+  kl_err_clear(c->e); /* unknown bounds are fine: they become graph values */
+  if (!c->variant && (s = int_arg(c, 4, 1, &step))) return s;
+  if (!c->variant && known_start && known_end && start == 0 && end == INT64_MAX && step == 1)
+    return ret_tensor(c, x); /* x[:] */
+  in[0] = x;
+  if ((s = int_as_list(c, 2, 0, &in[1]))) return s;
+  if (c->variant) {
+    int64_t len;
+    if ((s = int_arg(c, 3, 0, &len))) return s;
+    if (!known_start) return bad_arg(c, 2, "an int known when the graph is built");
+    int64_t stop = start + len;
+    if ((in[2] = const_ints(c, &stop, 1)) < 0) return c->e->code;
+  } else if ((s = int_as_list(c, 3, INT64_MAX, &in[2]))) {
+    return s;
+  }
+  if ((in[3] = const_ints(c, &dim, 1)) < 0 || (in[4] = const_ints(c, &step, 1)) < 0)
+    return c->e->code;
+  if ((s = op_node(c, KL_OP_Slice, 5, in, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* select(self, dim, index): Gather with a scalar index drops the dim */
+static kiln_status lower_select(call *c) {
+  int x, idx, y;
+  int64_t dim, i;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &dim);
+  if (s) return s;
+  if (given(c, 2) && c->a[2]->id >= 0 && c->a[2]->kind != KL_TSV_FLOAT) idx = c->a[2]->id;
+  else if ((s = int_arg(c, 2, 0, &i)) || (idx = kl_ts_const_i64(c->b, &i, 1, true)) < 0)
+    return s ? s : c->e->code;
+  s = node_int(c, KL_OP_Gather, 2, (int[]){x, idx}, "axis", dim, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* squeeze(self[, dim]); a dim whose size is known not to be 1 stays, as in torch */
+static kiln_status lower_squeeze(call *c) {
+  int x, y, rank = -1, n = 0, keep = 0;
+  int64_t dims[MAX_LIST];
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, 0, dims, &n);
+  if (s) return s;
+  if (!given(c, 1)) return (s = op1(c, KL_OP_Squeeze, x, &y)) ? s : ret_tensor(c, y);
+  rank = rank_of(c, x);
+  for (int k = 0; k < n; k++) {
+    int d;
+    if (rank >= 0 && (s = norm_axis(c, dims[k], rank, &d))) return s;
+    if (rank >= 0 && type_of(c, x)->dims[d].size > 1) continue;
+    dims[keep++] = dims[k];
+  }
+  if (!keep) return ret_tensor(c, x);
+  int axes = const_ints(c, dims, keep);
+  if (axes < 0 || (s = op2(c, KL_OP_Squeeze, x, axes, &y))) return s ? s : c->e->code;
+  return ret_tensor(c, y);
+}
+
+static kiln_status lower_unsqueeze(call *c) {
+  int x, y;
+  int64_t dim;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &dim);
+  if (s) return s;
+  int axes = const_ints(c, &dim, 1);
+  if (axes < 0 || (s = op2(c, KL_OP_Unsqueeze, x, axes, &y))) return s ? s : c->e->code;
+  return ret_tensor(c, y);
+}
+
+/* expand(self, size, implicit): torch's -1 keeps a dim, which Expand's 1 does too */
+static kiln_status lower_expand(call *c) {
+  int x, y, shape;
+  dimlist d = {0};
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = dims_from_arg(c, 1, &d);
+  if (s) return s;
+  for (int k = 0; k < d.n; k++)
+    if (d.id[k] < 0 && d.v[k] == -1) d.v[k] = 1;
+  if ((s = dims_value(c, &d, &shape)) || (s = op2(c, KL_OP_Expand, x, shape, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* expand_as(self, other) */
+static kiln_status lower_expand_as(call *c) {
+  int x, other, shape, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &other);
+  if (!s) s = op1(c, KL_OP_Shape, other, &shape);
+  if (!s) s = op2(c, KL_OP_Expand, x, shape, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* constant_pad_nd(self, pad, value): torch lists (begin, end) from the last dim back */
+static kiln_status lower_pad(call *c) {
+  int x, in[4], y, n;
+  int64_t pad[MAX_LIST], pads[MAX_LIST], axes[MAX_LIST / 2];
+  double value;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, 0, pad, &n);
+  if (!s) s = float_arg(c, 2, 0, &value);
+  if (s) return s;
+  if (n % 2 || n == 0) return bad_arg(c, 1, "an even number of pads");
+  int m = n / 2;
+  for (int k = 0; k < m; k++) {
+    axes[k] = -1 - k;
+    pads[k] = pad[2 * k];
+    pads[k + m] = pad[2 * k + 1];
+  }
+  kl_dtype dt = dtype_of(c, x);
+  in[0] = x;
+  if ((in[1] = const_ints(c, pads, n)) < 0 ||
+      (in[2] = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, value)) < 0 ||
+      (in[3] = const_ints(c, axes, m)) < 0)
+    return c->e->code;
+  if ((s = op_node(c, KL_OP_Pad, 4, in, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* ---- softmax, reductions, lookups ---- */
+
+/* softmax / log_softmax (variant: the op) (self, dim, dtype) */
+static kiln_status lower_softmax(call *c) {
+  int x, y;
+  int64_t dim, dt;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, -1, &dim);
+  if (!s && given(c, 2)) s = int_arg(c, 2, 0, &dt);
+  if (s) return s;
+  if (given(c, 2)) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "softmax with a dtype argument");
+  s = node_int(c, (kl_op)c->variant, 1, &x, "axis", dim, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* mean/sum/amax (variant: the op) (self, dim, keepdim, dtype) */
+static kiln_status lower_reduce(call *c) {
+  int x, y, n, in[2];
+  int64_t dims[MAX_LIST];
+  bool keep;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, 0, dims, &n);
+  if (!s) s = bool_arg(c, 2, false, &keep);
+  if (s) return s;
+  if (given(c, 3)) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a reduction with a dtype argument");
+  in[0] = x;
+  if (n && (in[1] = const_ints(c, dims, n)) < 0) return c->e->code;
+  int node = begin_node(c, (kl_op)c->variant, n ? 2 : 1, in, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "keepdims", keep, c->e));
+  return s ? s : ret_tensor(c, y);
+}
+
+/* The torch.mean(x, dtype=...) overload has no dims: the call has at most 2 args. */
+static kiln_status lower_mean_all(call *c) { return lower_reduce(c); }
+
+/* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse) */
+static kiln_status lower_embedding(call *c) {
+  int w, idx, y;
+  kiln_status s = tensor_arg(c, 0, &w);
+  if (!s) s = tensor_arg(c, 1, &idx);
+  if (!s) s = node_int(c, KL_OP_Gather, 2, (int[]){w, idx}, "axis", 0, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* A [L, S] mask of 0 and -inf above the diagonal, for is_causal. */
+static kiln_status causal_mask(call *c, int q, int k, kl_dtype dt, int *id) {
+  const kl_type *tq = type_of(c, q), *tk = type_of(c, k);
+  int64_t l = tq->rank >= 2 ? tq->dims[tq->rank - 2].size : -1;
+  int64_t m = tk->rank >= 2 ? tk->dims[tk->rank - 2].size : -1, count, dims[2] = {l, m};
+  if (l < 0 || m < 0 || kl_mul_overflow_i64(l, m, &count) || count > (1 << 26))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "is_causal with sequence lengths not known "
+                   "when the graph is built");
+  size_t size = kl_dtype_size(dt);
+  void *data = malloc((size_t)count * size + 1);
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int64_t i = 0; i < l; i++)
+    for (int64_t j = 0; j < m; j++) kl_store_f64(data, dt, (size_t)(i * m + j), j > i ? -INFINITY : 0);
+  return const_id(c, kl_ts_const_data(c->b, dt, 2, dims, data, (size_t)count * size), id);
+}
+
+/* A boolean attn_mask as an additive one: where(mask, 0, -inf). */
+static kiln_status additive_mask(call *c, int mask, kl_dtype dt, int *id) {
+  if (dtype_of(c, mask) != KL_BOOL) return *id = mask, KILN_OK;
+  int zero = kl_ts_const_scalar(c->b, dt, 0), ninf = kl_ts_const_scalar(c->b, dt, -INFINITY);
+  if (zero < 0 || ninf < 0) return c->e->code;
+  return op_node(c, KL_OP_Where, 3, (int[]){mask, zero, ninf}, id);
+}
+
+/* scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
+ * enable_gqa) = softmax(q k^T * scale + mask) v, the pattern fuse_attention makes
+ * into kiln.Attention. */
+static kiln_status lower_sdpa(call *c) {
+  int q, k, v, mask = KL_ABSENT, rank, kt, y;
+  double p, scale = 0;
+  bool causal, gqa;
+  kiln_status s = tensor_arg(c, 0, &q);
+  if (!s) s = tensor_arg(c, 1, &k);
+  if (!s) s = tensor_arg(c, 2, &v);
+  if (!s) s = opt_tensor_arg(c, 3, &mask);
+  if (!s) s = float_arg(c, 4, 0, &p);
+  if (!s) s = bool_arg(c, 5, false, &causal);
+  if (!s) s = float_arg(c, 6, 0, &scale);
+  if (!s) s = bool_arg(c, 7, false, &gqa);
+  if (!s) s = need_rank(c, k, &rank);
+  if (s) return s;
+  if (p != 0) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "dropout_p=%g: attention dropout is "
+                             "for training", p);
+  if (gqa) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "enable_gqa=True");
+  if (rank < 2) return kl_fail(c->e, KILN_ERR_SHAPE, "key of rank %d, expected 2 or more", rank);
+  int64_t e_dim = type_of(c, q)->rank > 0 ? type_of(c, q)->dims[type_of(c, q)->rank - 1].size : -1;
+  if (!given(c, 6) && e_dim <= 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a query whose last dim is not known (for the "
+                   "default scale)");
+  if (!given(c, 6)) scale = 1.0 / sqrt((double)e_dim);
+  kl_dtype dt = dtype_of(c, q) == KL_UNDEFINED ? KL_F32 : dtype_of(c, q);
+  int64_t perm[KL_MAX_RANK];
+  for (int d = 0; d < rank; d++) perm[d] = d;
+  perm[rank - 2] = rank - 1;
+  perm[rank - 1] = rank - 2;
+  int sc = kl_ts_const_scalar(c->b, dt, scale);
+  if (sc < 0) return c->e->code;
+  s = transpose_node(c, k, perm, rank, &kt);
+  if (!s) s = op2(c, KL_OP_MatMul, q, kt, &y);
+  if (!s) s = op2(c, KL_OP_Mul, y, sc, &y);
+  if (!s && mask != KL_ABSENT && !(s = additive_mask(c, mask, dt, &mask))) s = op2(c, KL_OP_Add, y, mask, &y);
+  if (!s && causal && !(s = causal_mask(c, q, k, dt, &mask))) s = op2(c, KL_OP_Add, y, mask, &y);
+  if (!s) s = node_int(c, KL_OP_Softmax, 1, &y, "axis", -1, &y);
+  if (!s) s = op2(c, KL_OP_MatMul, y, v, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* ---- Python numbers and shapes ---- */
+
+/* size(self[, dim]) */
+static kiln_status lower_size(call *c) {
+  int x, rank;
+  int64_t a;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  if (given(c, 1)) {
+    int axis, id;
+    int64_t v = 0;
+    if ((s = int_arg(c, 1, 0, &a)) || (s = need_rank(c, x, &rank)) ||
+        (s = norm_axis(c, a, rank, &axis)) || (s = dim_of(c, x, axis, &v, &id)))
+      return s;
+    *c->out = (kl_tsv){.kind = KL_TSV_INT, .i = v, .id = id};
+    return KILN_OK;
+  }
+  if ((s = need_rank(c, x, &rank))) return s;
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(rank ? rank : 1));
+  if (!items) return c->e->code;
+  for (int k = 0; k < rank; k++) {
+    items[k] = (kl_tsv){.kind = KL_TSV_INT, .id = -1};
+    if ((s = dim_of(c, x, k, &items[k].i, &items[k].id))) return s;
+  }
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = rank, .id = -1};
+  return KILN_OK;
+}
+
+/* prim::NumToTensor(a): a 0-D tensor of the number */
+static kiln_status lower_num_to_tensor(call *c) {
+  const kl_tsv *a = c->a[0];
+  if (a && (a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT) && a->id >= 0)
+    return ret_tensor(c, a->id);
+  if (!is_number(a)) return bad_arg(c, 0, "a number");
+  int id = a->kind == KL_TSV_FLOAT ? kl_ts_const_scalar(c->b, KL_F64, a->f)
+                                   : kl_ts_const_i64(c->b, &a->i, 1, true);
+  return id < 0 ? c->e->code : ret_tensor(c, id);
+}
+
+/* int(a), float(a) (variant 1), bool(a) (variant 2) */
+static kiln_status lower_number(call *c) {
+  const kl_tsv *a = c->a[0];
+  kl_tsv_kind kind = c->variant == 1 ? KL_TSV_FLOAT : c->variant == 2 ? KL_TSV_BOOL : KL_TSV_INT;
+  double v;
+  if (is_number(a) || (a && a->id >= 0 && const_scalar(c, a->id, &v))) {
+    if (is_number(a)) v = number(a);
+    *c->out = (kl_tsv){.kind = kind, .i = kind == KL_TSV_BOOL ? v != 0 : (int64_t)v, .f = v, .id = -1};
+    return KILN_OK;
+  }
+  if (c->variant == 2) return bad_arg(c, 0, "a number known when the graph is built");
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = cast(c, x, c->variant == 1 ? KL_F32 : KL_I64, &y);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = kind, .id = y};
+  return KILN_OK;
+}
+
+/* torch.device("cpu"): kept as its string, which `to` skips */
+static kiln_status lower_device(call *c) {
+  const char *name;
+  kiln_status s = str_arg(c, 0, "cpu", &name);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_STR, .s = name, .id = -1};
+  return KILN_OK;
+}
+
+/* torch's ScalarType numbers */
+static kl_dtype scalar_type(int64_t t) {
+  static const kl_dtype map[] = {KL_U8, KL_I8, KL_I16, KL_I32, KL_I64, KL_F16, KL_F32,
+                                 KL_F64, KL_UNDEFINED, KL_UNDEFINED, KL_UNDEFINED, KL_BOOL};
+  if (t >= 0 && t < (int64_t)(sizeof map / sizeof map[0])) return map[t];
+  return t == 15 ? KL_BF16 : KL_UNDEFINED;
+}
+
+/* to(self, [device,] dtype, ...) / to(self, other, ...): the first int after self is
+ * the dtype, a tensor gives its dtype; no dtype leaves the tensor as it is. */
+static kiln_status lower_to(call *c) {
+  int x, y;
+  kl_dtype to = KL_UNDEFINED;
+  kiln_status s = tensor_arg(c, 0, &x);
+  for (int k = 1; !s && k < MAX_PARAMS && c->params[k] && to == KL_UNDEFINED; k++) {
+    const kl_tsv *a = c->a[k];
+    if (!a) continue;
+    if (a->kind == KL_TSV_TENSOR) to = dtype_of(c, a->id);
+    else if (a->kind == KL_TSV_INT && a->id < 0) {
+      if ((to = scalar_type(a->i)) == KL_UNDEFINED)
+        return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "dtype number %lld", (long long)a->i);
+    } else if (a->kind != KL_TSV_STR && a->kind != KL_TSV_NONE && a->kind != KL_TSV_BOOL)
+      return bad_arg(c, k, "a dtype, device or tensor");
+    if (a->kind == KL_TSV_BOOL) break; /* non_blocking: past the dtype */
+  }
+  if (s || to == KL_UNDEFINED) return s ? s : ret_tensor(c, x);
+  return (s = cast(c, x, to, &y)) ? s : ret_tensor(c, y);
+}
+
+static kiln_status lower_type_as(call *c) {
+  int x, other, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &other);
+  if (!s && dtype_of(c, other) != KL_UNDEFINED) s = cast(c, x, dtype_of(c, other), &x);
+  y = x;
+  return s ? s : ret_tensor(c, y);
+}
+
+/* ---- the table ---- */
+
+#define P(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define X1 P("self")
+
+static const aten_op ops[] = {
+    {"_convolution", P("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
+                       "output_padding", "groups", "benchmark", "deterministic",
+                       "cudnn_enabled", "allow_tf32"), lower_convolution, 0},
+    {"conv1d", P("input", "weight", "bias", "stride", "padding", "dilation", "groups"), lower_conv, 0},
+    {"conv2d", P("input", "weight", "bias", "stride", "padding", "dilation", "groups"), lower_conv, 0},
+    {"conv3d", P("input", "weight", "bias", "stride", "padding", "dilation", "groups"), lower_conv, 0},
+    {"conv_transpose1d", P("input", "weight", "bias", "stride", "padding", "output_padding",
+                           "groups", "dilation"), lower_conv_transpose, 0},
+    {"conv_transpose2d", P("input", "weight", "bias", "stride", "padding", "output_padding",
+                           "groups", "dilation"), lower_conv_transpose, 0},
+    {"conv_transpose3d", P("input", "weight", "bias", "stride", "padding", "output_padding",
+                           "groups", "dilation"), lower_conv_transpose, 0},
+    {"batch_norm", P("input", "weight", "bias", "running_mean", "running_var", "training",
+                     "momentum", "eps", "cudnn_enabled"), lower_batch_norm, 0},
+    {"layer_norm", P("input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"),
+     lower_layer_norm, 0},
+    {"group_norm", P("input", "num_groups", "weight", "bias", "eps", "cudnn_enabled"),
+     lower_group_norm, 0},
+    {"linear", P("input", "weight", "bias"), lower_linear, 0},
+    {"matmul", P("self", "other"), lower_matmul, 0},
+    {"mm", P("self", "mat2"), lower_matmul, 0},
+    {"bmm", P("self", "mat2"), lower_matmul, 0},
+    {"addmm", P("self", "mat1", "mat2", "beta", "alpha"), lower_addmm, 0},
+    {"add", P("self", "other", "alpha"), lower_arith, KL_OP_Add},
+    {"sub", P("self", "other", "alpha"), lower_arith, KL_OP_Sub},
+    {"mul", P("self", "other"), lower_arith, KL_OP_Mul},
+    {"rsub", P("self", "other", "alpha"), lower_rsub, 0},
+    {"div", P("self", "other", "rounding_mode"), lower_div, 0},
+    {"floor_divide", P("self", "other"), lower_div, 1},
+    {"pow", P("self", "exponent"), lower_pow, 0},
+    {"relu", X1, lower_unary, KL_OP_Relu},
+    {"sigmoid", X1, lower_unary, KL_OP_Sigmoid},
+    {"tanh", X1, lower_unary, KL_OP_Tanh},
+    {"exp", X1, lower_unary, KL_OP_Exp},
+    {"log", X1, lower_unary, KL_OP_Log},
+    {"sqrt", X1, lower_unary, KL_OP_Sqrt},
+    {"abs", X1, lower_unary, KL_OP_Abs},
+    {"neg", X1, lower_unary, KL_OP_Neg},
+    {"erf", X1, lower_unary, KL_OP_Erf},
+    {"sin", X1, lower_unary, KL_OP_Sin},
+    {"cos", X1, lower_unary, KL_OP_Cos},
+    {"reciprocal", X1, lower_unary, KL_OP_Reciprocal},
+    {"floor", X1, lower_unary, KL_OP_Floor},
+    {"ceil", X1, lower_unary, KL_OP_Ceil},
+    {"sign", X1, lower_unary, KL_OP_Sign},
+    {"hardswish", X1, lower_unary, KL_OP_HardSwish},
+    {"mish", X1, lower_unary, KL_OP_Mish},
+    {"rsqrt", X1, lower_rsqrt, 0},
+    {"silu", X1, lower_silu, 0},
+    {"gelu", P("self", "approximate"), lower_gelu, 0},
+    {"hardsigmoid", X1, lower_hardsigmoid, 0},
+    {"leaky_relu", P("self", "negative_slope"), lower_leaky_relu, 0},
+    {"elu", P("self", "alpha", "scale", "input_scale"), lower_elu, 0},
+    {"softplus", P("self", "beta", "threshold"), lower_softplus, 0},
+    {"clamp", P("self", "min", "max"), lower_clip, 0},
+    {"clip", P("self", "min", "max"), lower_clip, 0},
+    {"hardtanh", P("self", "min_val", "max_val"), lower_clip, 1},
+    {"relu6", X1, lower_clip, 2},
+    {"clamp_min", P("self", "min"), lower_clip, 3},
+    {"clamp_max", P("self", "max"), lower_clip, 4},
+    {"dropout", P("input", "p", "train"), lower_passthrough, 1},
+    {"feature_dropout", P("input", "p", "train"), lower_passthrough, 1},
+    {"alpha_dropout", P("input", "p", "train"), lower_passthrough, 1},
+    {"contiguous", P("self", "memory_format"), lower_passthrough, 0},
+    {"clone", P("self", "memory_format"), lower_passthrough, 0},
+    {"detach", X1, lower_passthrough, 0},
+    {"max_pool1d", P("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"), lower_pool, 1},
+    {"max_pool2d", P("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"), lower_pool, 2},
+    {"max_pool3d", P("self", "kernel_size", "stride", "padding", "dilation", "ceil_mode"), lower_pool, 3},
+    {"avg_pool1d", P("self", "kernel_size", "stride", "padding", "ceil_mode",
+                     "count_include_pad"), lower_pool, -1},
+    {"avg_pool2d", P("self", "kernel_size", "stride", "padding", "ceil_mode",
+                     "count_include_pad", "divisor_override"), lower_pool, -2},
+    {"avg_pool3d", P("self", "kernel_size", "stride", "padding", "ceil_mode",
+                     "count_include_pad", "divisor_override"), lower_pool, -3},
+    {"adaptive_avg_pool1d", P("self", "output_size"), lower_adaptive, 1},
+    {"adaptive_avg_pool2d", P("self", "output_size"), lower_adaptive, 2},
+    {"adaptive_avg_pool3d", P("self", "output_size"), lower_adaptive, 3},
+    {"adaptive_max_pool1d", P("self", "output_size"), lower_adaptive, -1},
+    {"adaptive_max_pool2d", P("self", "output_size"), lower_adaptive, -2},
+    {"adaptive_max_pool3d", P("self", "output_size"), lower_adaptive, -3},
+    {"view", P("self", "size"), lower_view, 0},
+    {"reshape", P("self", "shape"), lower_view, 0},
+    {"flatten", P("self", "start_dim", "end_dim"), lower_flatten, 0},
+    {"unflatten", P("self", "dim", "sizes"), lower_unflatten, 0},
+    {"permute", P("self", "dims"), lower_permute, 0},
+    {"transpose", P("self", "dim0", "dim1"), lower_transpose, 0},
+    {"t", X1, lower_transpose, 1},
+    {"cat", P("tensors", "dim"), lower_cat, 0},
+    {"concat", P("tensors", "dim"), lower_cat, 0},
+    {"stack", P("tensors", "dim"), lower_cat, 1},
+    {"chunk", P("self", "chunks", "dim"), lower_split, 0},
+    {"split", P("self", "split_size", "dim"), lower_split, 1},
+    {"split_with_sizes", P("self", "split_sizes", "dim"), lower_split, 2},
+    {"unbind", P("self", "dim"), lower_split, 3},
+    {"slice", P("self", "dim", "start", "end", "step"), lower_slice, 0},
+    {"narrow", P("self", "dim", "start", "length"), lower_slice, 1},
+    {"select", P("self", "dim", "index"), lower_select, 0},
+    {"squeeze", P("self", "dim"), lower_squeeze, 0},
+    {"unsqueeze", P("self", "dim"), lower_unsqueeze, 0},
+    {"expand", P("self", "size", "implicit"), lower_expand, 0},
+    {"expand_as", P("self", "other"), lower_expand_as, 0},
+    {"constant_pad_nd", P("self", "pad", "value"), lower_pad, 0},
+    {"softmax", P("self", "dim", "dtype"), lower_softmax, KL_OP_Softmax},
+    {"log_softmax", P("self", "dim", "dtype"), lower_softmax, KL_OP_LogSoftmax},
+    {"mean", P("self", "dim", "keepdim", "dtype"), lower_reduce, KL_OP_ReduceMean},
+    {"sum", P("self", "dim", "keepdim", "dtype"), lower_reduce, KL_OP_ReduceSum},
+    {"amax", P("self", "dim", "keepdim"), lower_reduce, KL_OP_ReduceMax},
+    {"amin", P("self", "dim", "keepdim"), lower_reduce, KL_OP_ReduceMin},
+    {"embedding", P("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse"),
+     lower_embedding, 0},
+    {"scaled_dot_product_attention", P("query", "key", "value", "attn_mask", "dropout_p",
+                                       "is_causal", "scale", "enable_gqa"), lower_sdpa, 0},
+    {"size", P("self", "dim"), lower_size, 0},
+    {"prim::NumToTensor", P("a"), lower_num_to_tensor, 0},
+    {"int", P("a"), lower_number, 0},
+    {"float", P("a"), lower_number, 1},
+    {"bool", P("a"), lower_number, 2},
+    {"device", P("type"), lower_device, 0},
+    {"to", P("self", "a1", "a2", "a3", "a4", "a5", "a6"), lower_to, 0},
+    {"type_as", P("self", "other"), lower_type_as, 0},
+};
+
+static const aten_op *find_op(const char *name) {
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(ops[i].name, name) == 0) return &ops[i];
+  return NULL;
+}
+
+/* Bind arguments to the schema's parameters, as Python does. */
+static kiln_status bind(call *c, const kl_tsv *args, const char *const *kw, int n) {
+  int n_params = 0;
+  while (c->params[n_params]) n_params++;
+  for (int k = 0; k < n; k++) {
+    int slot = k;
+    if (kw && kw[k]) {
+      for (slot = 0; slot < n_params && strcmp(c->params[slot], kw[k]) != 0; slot++) {}
+      if (slot == n_params)
+        return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "no parameter named '%s'", kw[k]);
+    }
+    if (slot >= n_params)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%d arguments, kiln knows the form with at "
+                     "most %d", n, n_params);
+    if (c->a[slot])
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "parameter '%s' given twice", c->params[slot]);
+    c->a[slot] = &args[k];
+  }
+  return KILN_OK;
+}
+
+kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
+                         const char *const *kw, int n_args, kl_tsv *out) {
+  kl_err *e = kl_ts_err(b);
+  const aten_op *op = find_op(name);
+  size_t len = strlen(name);
+  if (!op && len > 1 && name[len - 1] == '_' && len < 128) { /* relu_ -> relu */
+    char base[128];
+    memcpy(base, name, len - 1);
+    base[len - 1] = 0;
+    op = find_op(base);
+  }
+  if (!op)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "kiln has no lowering for this ATen op; export "
+                   "the model to ONNX instead");
+  if (n_args > MAX_PARAMS)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "%d arguments", n_args);
+  call c = {.b = b, .g = kl_ts_graph(b), .e = e, .params = op->params, .variant = op->variant,
+            .out = out};
+  memset(out, 0, sizeof *out);
+  out->id = -1;
+  kiln_status s = bind(&c, args, kw, n_args);
+  return s != KILN_OK ? s : op->fn(&c);
+}

@@ -1,0 +1,726 @@
+/* The graph optimizer: each pass on small hand-built graphs, including the cases where
+ * it must not fire, the ONNX writer's round trip, and the fused ops' kernels.
+ *
+ * Every graph is written as ONNX (kl_onnx_export), loaded twice, at -O0 and with the
+ * passes under test, the optimized graph is checked node by node, and both models run
+ * on the same random inputs: outputs must agree within |a - b| <= 1e-4 + 1e-4 |b|. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "export/onnx_export.h"
+#include "ir/fused.h"
+#include "runtime/runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- building graphs ---- */
+
+static uint32_t rng = 12345;
+
+static float frand(float lo, float hi) {
+  rng ^= rng << 13;
+  rng ^= rng >> 17;
+  rng ^= rng << 5;
+  return lo + (hi - lo) * (float)(rng % 1000000) / 1000000.0f;
+}
+
+static int input(kl_graph *g, const char *name, int rank, const int64_t *dims) {
+  kl_err e = {0};
+  int v = kl_graph_add_value(g, name, &e);
+  assert_true(v >= 0);
+  g->values[v].type.dtype = KL_F32;
+  kl_type_set_shape(&g->values[v].type, rank, dims);
+  assert_int_equal(kl_graph_add_input(g, v, &e), KILN_OK);
+  return v;
+}
+
+/* A float constant of the given shape: vals when given, else random in [lo, hi]. */
+static int cst(kl_graph *g, int rank, const int64_t *dims, const float *vals, float lo,
+               float hi) {
+  kl_err e = {0};
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  assert_non_null(d);
+  for (int64_t i = 0; i < n; i++) d[i] = vals ? vals[i] : frand(lo, hi);
+  int v = kl_graph_add_const(g, NULL, KL_F32, rank, dims, d, sizeof(float) * (size_t)n,
+                             false, &e);
+  assert_true(v >= 0);
+  return v;
+}
+
+static int scalar(kl_graph *g, float x) { return cst(g, 0, NULL, &x, 0, 0); }
+
+static int ints(kl_graph *g, int n, const int64_t *vals) {
+  kl_err e = {0};
+  int64_t *d = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+  assert_non_null(d);
+  memcpy(d, vals, sizeof(int64_t) * (size_t)n);
+  int64_t dims[1] = {n};
+  int v = kl_graph_add_const(g, NULL, KL_I64, 1, dims, d, sizeof(int64_t) * (size_t)n, false, &e);
+  assert_true(v >= 0);
+  return v;
+}
+
+/* A node of op over inputs in (KL_ABSENT allowed); returns its output value. */
+static int op(kl_graph *g, kl_op o, int n_in, const int *in) {
+  kl_err e = {0};
+  int y = kl_graph_add_value(g, NULL, &e);
+  assert_true(y >= 0);
+  assert_true(kl_graph_add_node(g, o, NULL, n_in, in, 1, &y, &e) >= 0);
+  return y;
+}
+#define OP(g, o, ...) op(g, KL_OP_##o, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
+
+static int node_of(kl_graph *g, int v) { return g->values[v].producer; }
+
+static void set_int(kl_graph *g, int v, const char *name, int64_t x) {
+  assert_int_equal(kl_node_set_int(g, node_of(g, v), name, x, NULL), KILN_OK);
+}
+static void set_float(kl_graph *g, int v, const char *name, float x) {
+  assert_int_equal(kl_node_set_float(g, node_of(g, v), name, x, NULL), KILN_OK);
+}
+static void set_ints(kl_graph *g, int v, const char *name, int n, const int64_t *x) {
+  assert_int_equal(kl_node_set_ints(g, node_of(g, v), name, x, n, NULL), KILN_OK);
+}
+static void set_string(kl_graph *g, int v, const char *name, const char *x) {
+  assert_int_equal(kl_node_set_string(g, node_of(g, v), name, x, NULL), KILN_OK);
+}
+
+static void output(kl_graph *g, int v) { assert_int_equal(kl_graph_add_output(g, v, NULL), KILN_OK); }
+
+/* ---- loading and comparing ---- */
+
+typedef struct opt {
+  int level;
+  const char *passes;
+  int64_t fold_limit;
+} opt;
+
+static kiln_model *load(const void *buf, size_t len, opt o) {
+  kiln_options *opts;
+  assert_int_equal(kiln_options_create(&opts), KILN_OK);
+  assert_int_equal(kiln_options_set_int(opts, "opt_level", o.level), KILN_OK);
+  assert_int_equal(kiln_options_set_int(opts, "verify", 1), KILN_OK);
+  assert_int_equal(kiln_options_set_int(opts, "fold_limit", o.fold_limit), KILN_OK);
+  if (o.passes) assert_int_equal(kiln_options_set_string(opts, "passes", o.passes), KILN_OK);
+  kiln_model *m = NULL;
+  kiln_status st = kiln_model_load_memory(buf, len, opts, &m);
+  if (st != KILN_OK) fail_msg("load failed: %s", kiln_model_error(m));
+  kiln_options_free(opts);
+  return m;
+}
+
+/* Runs m on inputs made from seed; returns the outputs' data (copies) in outs. */
+static void run(kiln_model *m, uint32_t seed, float **outs, int64_t *counts) {
+  kiln_session *s;
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  rng = seed;
+  float *bufs[8] = {NULL};
+  for (int i = 0; i < kiln_model_input_count(m); i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t k = 0; k < n; k++) bufs[i][k] = frand(-2, 2);
+    assert_int_equal(kiln_session_set_input(s, info.name, KILN_FLOAT32, info.rank, info.dims,
+                                            bufs[i], sizeof(float) * (size_t)n),
+                     KILN_OK);
+  }
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run failed: %s", kiln_session_error(s));
+  for (int i = 0; i < kiln_model_output_count(m); i++) {
+    kiln_tensor_info info;
+    const void *data;
+    assert_int_equal(kiln_session_get_output(s, i, &info, &data), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    outs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    memcpy(outs[i], data, sizeof(float) * (size_t)n);
+    counts[i] = n;
+  }
+  for (int i = 0; i < 8; i++) free(bufs[i]);
+  kiln_session_free(s);
+}
+
+static void compare(kiln_model *a, kiln_model *b) {
+  float *oa[8] = {NULL}, *ob[8] = {NULL};
+  int64_t na[8], nb[8];
+  assert_int_equal(kiln_model_output_count(a), kiln_model_output_count(b));
+  run(a, 777, oa, na);
+  run(b, 777, ob, nb);
+  for (int i = 0; i < kiln_model_output_count(a); i++) {
+    assert_int_equal(na[i], nb[i]);
+    for (int64_t k = 0; k < na[i]; k++)
+      if (!(fabsf(oa[i][k] - ob[i][k]) <= 1e-4f + 1e-4f * fabsf(ob[i][k])))
+        fail_msg("output %d element %lld: %g (optimized) vs %g", i, (long long)k,
+                 (double)ob[i][k], (double)oa[i][k]);
+    free(oa[i]);
+    free(ob[i]);
+  }
+}
+
+/* Writes g, loads it at -O0 and with o; checks both compute the same; frees g and
+ * returns the optimized model. */
+static kiln_model *optimize(kl_graph *g, opt o) {
+  void *buf;
+  size_t len;
+  kl_err e = {0};
+  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
+  kl_graph_free(g);
+  kiln_model *ref = load(buf, len, (opt){0, NULL, 0});
+  kiln_model *m = load(buf, len, o);
+  free(buf);
+  compare(ref, m);
+  kiln_model_free(ref);
+  return m;
+}
+
+static kiln_model *with_pass(kl_graph *g, const char *passes) {
+  return optimize(g, (opt){0, passes, 0});
+}
+
+static int count(const kiln_model *m, kl_op o) {
+  int n = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) n += m->g->nodes[i].op == o;
+  return n;
+}
+
+/* The only node of op o in m. */
+static const kl_node *only(const kiln_model *m, kl_op o) {
+  assert_int_equal(count(m, o), 1);
+  for (int i = 0; i < m->g->n_nodes; i++)
+    if (m->g->nodes[i].op == o) return &m->g->nodes[i];
+  return NULL;
+}
+
+static int fired(const kiln_model *m, const char *pass) {
+  for (int k = 0; k < m->stats.n_passes; k++)
+    if (strcmp(m->stats.name[k], pass) == 0) return m->stats.fired[k];
+  fail_msg("no pass %s", pass);
+  return -1;
+}
+
+/* ---- common subgraphs ---- */
+
+static const int64_t X4[4] = {2, 3, 6, 6};
+
+/* x [2,3,6,6] -> Conv 3x3 pad 1 with 4 output channels (bias when given) -> y. */
+static int conv(kl_graph *g, int x, bool bias) {
+  int w = cst(g, 4, (int64_t[]){4, 3, 3, 3}, NULL, -0.5f, 0.5f);
+  int b = bias ? cst(g, 1, (int64_t[]){4}, NULL, -1, 1) : KL_ABSENT;
+  int y = OP(g, Conv, x, w, b);
+  set_ints(g, y, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  return y;
+}
+
+static int batchnorm(kl_graph *g, int x, int c, bool const_mean) {
+  int64_t d[1] = {c};
+  int mean = const_mean ? cst(g, 1, d, NULL, -1, 1) : input(g, "mean", 1, d);
+  return OP(g, BatchNormalization, x, cst(g, 1, d, NULL, 0.5f, 1.5f), cst(g, 1, d, NULL, -1, 1),
+            mean, cst(g, 1, d, NULL, 0.5f, 2));
+}
+
+/* ---- O1 ---- */
+
+static void test_eliminate(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int a = OP(g, Identity, x);
+  int b = OP(g, Dropout, a);
+  int c = OP(g, Cast, b);
+  set_int(g, c, "to", KL_F32);
+  int r = OP(g, Reshape, c, ints(g, 4, X4));
+  int t = OP(g, Transpose, r);
+  set_ints(g, t, "perm", 4, (int64_t[]){0, 1, 2, 3});
+  int y = OP(g, Relu, t);
+  output(g, OP(g, Identity, y)); /* a graph output: the Relu writes it directly */
+  output(g, OP(g, Identity, x)); /* input to output: the copy must stay */
+  kiln_model *m = with_pass(g, "+eliminate");
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(count(m, KL_OP_Relu), 1);
+  assert_int_equal(count(m, KL_OP_Identity), 1);
+  kiln_model_free(m);
+}
+
+static void test_eliminate_keeps_real_work(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int c = OP(g, Cast, x);
+  set_int(g, c, "to", KL_F64); /* a real conversion */
+  int back = OP(g, Cast, c);
+  set_int(g, back, "to", KL_F32);
+  int r = OP(g, Reshape, back, ints(g, 2, (int64_t[]){6, 36})); /* changes the shape */
+  int t = OP(g, Transpose, r);                                   /* no perm: reverses */
+  output(g, t);
+  kiln_model *m = with_pass(g, "+eliminate");
+  assert_int_equal(m->g->n_nodes, 4);
+  kiln_model_free(m);
+}
+
+static void test_const_fold(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int k = OP(g, Mul, scalar(g, 2), scalar(g, 3));
+  int shape = OP(g, Shape, x);                 /* known dims: folds */
+  int flat = OP(g, Reshape, x, OP(g, Concat, OP(g, Gather, shape, ints(g, 1, (int64_t[]){0})),
+                                 ints(g, 1, (int64_t[]){-1})));
+  set_int(g, node_of(g, g->nodes[node_of(g, flat)].in[1]), "axis", 0);
+  output(g, OP(g, Mul, flat, k));
+  kiln_model *m = with_pass(g, "+const_fold");
+  assert_int_equal(m->g->n_nodes, 2); /* Reshape and Mul */
+  const kl_node *mul = only(m, KL_OP_Mul);
+  double v;
+  assert_true(m->g->values[mul->in[1]].kind == KL_VALUE_CONST);
+  v = ((const float *)m->g->values[mul->in[1]].data)[0];
+  assert_true(v == 6.0);
+  /* the folded shape made the Reshape's output shape known */
+  const kl_type *t = &m->g->values[mul->in[0]].type;
+  assert_int_equal(t->rank, 2);
+  assert_int_equal(t->dims[1].size, 108);
+  kiln_model_free(m);
+}
+
+/* A result much larger than its inputs folds only under a large enough limit. */
+static void test_const_fold_limit(void **state) {
+  (void)state;
+  for (int big = 0; big < 2; big++) {
+    kl_graph *g = kl_graph_new();
+    int x = input(g, "x", 2, (int64_t[]){64, 64});
+    int outer = OP(g, Add, cst(g, 2, (int64_t[]){64, 1}, NULL, 0, 1),
+                   cst(g, 2, (int64_t[]){1, 64}, NULL, 0, 1)); /* 16 KiB from 512 bytes */
+    output(g, OP(g, Add, x, outer));
+    kiln_model *m = optimize(g, (opt){0, "+const_fold", big ? 0 : 4096});
+    assert_int_equal(m->g->n_nodes, big ? 1 : 2);
+    kiln_model_free(m);
+  }
+}
+
+static void test_cse(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int a = OP(g, Mul, OP(g, Relu, x), scalar(g, 0.5f));
+  int b = OP(g, Mul, OP(g, Relu, x), scalar(g, 0.5f)); /* same chain, its own constant */
+  int c = OP(g, LeakyRelu, x);
+  set_float(g, c, "alpha", 0.1f);
+  int d = OP(g, LeakyRelu, x);
+  set_float(g, d, "alpha", 0.2f); /* different attribute: stays */
+  output(g, OP(g, Sum, a, b, c, d));
+  output(g, OP(g, Relu, x)); /* a duplicate that is a graph output stays */
+  kiln_model *m = with_pass(g, "+cse");
+  assert_int_equal(count(m, KL_OP_Relu), 2);
+  assert_int_equal(count(m, KL_OP_Mul), 1);
+  assert_int_equal(count(m, KL_OP_LeakyRelu), 2);
+  kiln_model_free(m);
+}
+
+/* ---- folding into weights ---- */
+
+static void test_fold_bn_conv(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  output(g, batchnorm(g, conv(g, x, true), 4, true));
+  kiln_model *m = with_pass(g, "+fold_bn");
+  assert_int_equal(m->g->n_nodes, 1);
+  assert_int_equal(count(m, KL_OP_Conv), 1);
+  assert_int_equal(fired(m, "fold_bn"), 1);
+  kiln_model_free(m);
+}
+
+static void test_fold_bn_must_not_fire(void **state) {
+  (void)state;
+  for (int c = 0; c < 3; c++) {
+    kl_graph *g = kl_graph_new();
+    int x = input(g, "x", 4, X4);
+    int y = conv(g, x, false);
+    output(g, batchnorm(g, y, 4, c != 2));
+    if (c == 0) output(g, OP(g, Relu, y)); /* the Conv output has a second reader */
+    if (c == 1) output(g, y);              /* the Conv output is a graph output */
+    kiln_model *m = with_pass(g, "+fold_bn"); /* c == 2: the mean is not constant */
+    assert_int_equal(count(m, KL_OP_BatchNormalization), 1);
+    assert_int_equal(fired(m, "fold_bn"), 0);
+    kiln_model_free(m);
+  }
+}
+
+static void test_fold_bn_conv_transpose_gemm_matmul(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, (int64_t[]){2, 4, 3, 3});
+  int ct = OP(g, ConvTranspose, x, cst(g, 4, (int64_t[]){4, 3, 2, 2}, NULL, -1, 1));
+  set_int(g, ct, "group", 2); /* 4 in, 6 out channels */
+  output(g, batchnorm(g, ct, 6, true));
+  int a = input(g, "a", 2, (int64_t[]){3, 5});
+  int gm = OP(g, Gemm, a, cst(g, 2, (int64_t[]){4, 5}, NULL, -1, 1), cst(g, 1, (int64_t[]){4}, NULL, -1, 1));
+  set_int(g, gm, "transB", 1);
+  set_float(g, gm, "beta", 0.5f);
+  output(g, batchnorm(g, gm, 4, true));
+  int mm = OP(g, MatMul, a, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1));
+  output(g, batchnorm(g, mm, 4, true));
+  kiln_model *m = with_pass(g, "+fold_bn");
+  assert_int_equal(count(m, KL_OP_BatchNormalization), 0);
+  assert_int_equal(count(m, KL_OP_Gemm), 2); /* the MatMul gained a bias: a Gemm */
+  kiln_model_free(m);
+}
+
+static void test_fold_scale_bias(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int y = OP(g, Add, conv(g, x, true), cst(g, 3, (int64_t[]){4, 1, 1}, NULL, -1, 1));
+  y = OP(g, Mul, cst(g, 4, (int64_t[]){1, 4, 1, 1}, NULL, 0.5f, 2), y);
+  output(g, OP(g, Sub, y, scalar(g, 0.25f)));
+  int a = input(g, "a", 2, (int64_t[]){3, 5});
+  int gm = OP(g, Gemm, a, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1));
+  output(g, OP(g, Div, gm, cst(g, 1, (int64_t[]){4}, NULL, 1, 2)));
+  kiln_model *m = with_pass(g, "+fold_scale_bias");
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_non_null(kl_node_attr(only(m, KL_OP_Gemm), "beta"));
+  kiln_model_free(m);
+}
+
+static void test_fold_scale_bias_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  /* varies along the width, not the channels */
+  output(g, OP(g, Add, conv(g, x, true), cst(g, 3, (int64_t[]){1, 1, 6}, NULL, -1, 1)));
+  /* divides the constant by the output, not the reverse */
+  output(g, OP(g, Div, scalar(g, 2), conv(g, x, true)));
+  /* enlarges the output by broadcasting */
+  output(g, OP(g, Add, conv(g, x, true), cst(g, 5, (int64_t[]){3, 1, 4, 1, 1}, NULL, -1, 1)));
+  kiln_model *m = with_pass(g, "+fold_scale_bias");
+  assert_int_equal(m->g->n_nodes, 6);
+  kiln_model_free(m);
+}
+
+/* ---- fusion ---- */
+
+/* Each activation kiln fuses, after a Conv, at -O2. */
+static void test_fuse_activations(void **state) {
+  (void)state;
+  static const char *const names[] = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh",
+                                      "HardSigmoid", "HardSwish", "Gelu", "GeluTanh",
+                                      "Silu", "Mish", "Elu", "SiluMul", "HardSwishMul"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+    kl_graph *g = kl_graph_new();
+    int x = conv(g, input(g, "x", 4, X4), true), y;
+    const char *n = names[k];
+    if (strcmp(n, "Clip") == 0) {
+      y = OP(g, Clip, x, scalar(g, 0), scalar(g, 6));
+    } else if (strcmp(n, "GeluTanh") == 0) {
+      y = OP(g, Gelu, x);
+      set_string(g, y, "approximate", "tanh");
+    } else if (strcmp(n, "Silu") == 0) {
+      y = OP(g, Swish, x);
+    } else if (strcmp(n, "SiluMul") == 0) {
+      y = OP(g, Mul, OP(g, Sigmoid, x), x);
+    } else if (strcmp(n, "HardSwishMul") == 0) {
+      int hs = OP(g, HardSigmoid, x);
+      set_float(g, hs, "alpha", 1.0f / 6);
+      y = OP(g, Mul, x, hs);
+    } else {
+      y = op(g, kl_op_lookup("", n), 1, &x);
+      if (strcmp(n, "LeakyRelu") == 0) set_float(g, y, "alpha", 0.3f);
+      if (strcmp(n, "Elu") == 0) set_float(g, y, "alpha", 0.7f);
+      if (strcmp(n, "HardSigmoid") == 0) set_float(g, y, "beta", 0.4f);
+    }
+    output(g, y);
+    kiln_model *m = optimize(g, (opt){2, NULL, 0});
+    assert_int_equal(m->g->n_nodes, 1);
+    const char *act = kl_attr_string(only(m, KL_OP_KilnFusedConv), "activation", "");
+    const char *want = strcmp(n, "SiluMul") == 0 ? "Silu" : strcmp(n, "HardSwishMul") == 0 ? "HardSwish" : n;
+    assert_string_equal(act, want);
+    kiln_model_free(m);
+  }
+}
+
+static void test_fuse_act_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int y = conv(g, x, true);
+  output(g, OP(g, Relu, y));
+  output(g, OP(g, Sigmoid, y)); /* two activations read the Conv */
+  int z = conv(g, x, true);
+  output(g, OP(g, Clip, z, input(g, "lo", 0, NULL))); /* a bound that is not constant */
+  kiln_model *m = with_pass(g, "+fuse_act");
+  assert_int_equal(count(m, KL_OP_Conv), 2);
+  assert_int_equal(count(m, KL_OP_KilnFusedConv), 0);
+  kiln_model_free(m);
+}
+
+/* Conv + Add(shortcut) + Relu: the residual block after BN folding, at -O2. */
+static void test_fuse_sum(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int r = OP(g, Relu, batchnorm(g, conv(g, x, false), 4, true));
+  int sc = conv(g, x, false);
+  output(g, OP(g, Relu, OP(g, Add, sc, r)));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(count(m, KL_OP_KilnFusedConv), 2);
+  int with_sum = 0;
+  for (int i = 0; i < m->g->n_nodes; i++)
+    with_sum += m->g->nodes[i].n_in > KL_FUSED_SUM && m->g->nodes[i].in[KL_FUSED_SUM] >= 0;
+  assert_int_equal(with_sum, 1);
+  kiln_model_free(m);
+}
+
+static void test_fuse_sum_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  /* the other operand is larger: the Add broadcasts the Conv output up */
+  output(g, OP(g, Add, conv(g, x, true), input(g, "big", 5, (int64_t[]){2, 2, 4, 6, 6})));
+  /* an activation comes first: the sum would be added after it */
+  int y = OP(g, Relu, conv(g, x, true));
+  output(g, OP(g, Add, y, input(g, "other", 4, (int64_t[]){2, 4, 6, 6})));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_Add), 2);
+  kiln_model_free(m);
+}
+
+static void test_matmul_add_and_transpose(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int a = input(g, "a", 2, (int64_t[]){5, 3});
+  int t = OP(g, Transpose, a); /* [3, 5] */
+  output(g, OP(g, Add, OP(g, MatMul, t, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1)),
+               cst(g, 1, (int64_t[]){4}, NULL, -1, 1)));
+  int x3 = input(g, "x3", 3, (int64_t[]){2, 3, 5});
+  output(g, OP(g, Add, cst(g, 1, (int64_t[]){4}, NULL, -1, 1),
+               OP(g, MatMul, x3, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1))));
+  kiln_model *m = with_pass(g, "+fuse_matmul_add,+fold_transpose");
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(kl_attr_int(only(m, KL_OP_Gemm), "transA", 0), 1);
+  assert_int_equal(only(m, KL_OP_KilnFusedMatMul)->n_in, 3);
+  kiln_model_free(m);
+}
+
+static void test_collapse_reshape_transpose(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int f = OP(g, Flatten, x);
+  output(g, OP(g, Reshape, f, ints(g, 2, (int64_t[]){6, -1})));
+  int t1 = OP(g, Transpose, x);
+  set_ints(g, t1, "perm", 4, (int64_t[]){0, 2, 3, 1});
+  int t2 = OP(g, Transpose, t1);
+  set_ints(g, t2, "perm", 4, (int64_t[]){0, 3, 1, 2}); /* undoes t1 */
+  int t3 = OP(g, Transpose, OP(g, Relu, t2));
+  set_ints(g, t3, "perm", 4, (int64_t[]){1, 0, 2, 3});
+  int t4 = OP(g, Transpose, t3);
+  set_ints(g, t4, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  output(g, t4);
+  /* a Reshape that copies a dim (0) of the Flatten output must stay after it */
+  output(g, OP(g, Reshape, OP(g, Flatten, x), ints(g, 2, (int64_t[]){0, -1})));
+  kiln_model *m = with_pass(g, "+collapse_reshape,+collapse_transpose");
+  assert_int_equal(count(m, KL_OP_Flatten), 1);
+  assert_int_equal(count(m, KL_OP_Transpose), 1);
+  const int64_t *perm;
+  assert_int_equal(kl_attr_ints(only(m, KL_OP_Transpose), "perm", &perm), 4);
+  assert_true(perm[0] == 1 && perm[1] == 2 && perm[2] == 0 && perm[3] == 3);
+  kiln_model_free(m);
+}
+
+/* ---- transformer patterns ---- */
+
+static const int64_t H3[3] = {2, 5, 8};
+
+/* The decomposed LayerNormalization over the last axis, as opset <= 16 exports write. */
+static int decomposed_layernorm(kl_graph *g, int x) {
+  int axes = ints(g, 1, (int64_t[]){-1});
+  int mean = OP(g, ReduceMean, x, axes);
+  int d = OP(g, Sub, x, mean);
+  int var = OP(g, ReduceMean, OP(g, Pow, d, scalar(g, 2)), axes);
+  int n = OP(g, Div, d, OP(g, Sqrt, OP(g, Add, var, scalar(g, 1e-5f))));
+  return OP(g, Add, OP(g, Mul, n, cst(g, 1, (int64_t[]){8}, NULL, 0.5f, 1.5f)),
+            cst(g, 1, (int64_t[]){8}, NULL, -1, 1));
+}
+
+static void test_fuse_layernorm_and_skip(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int a = input(g, "a", 3, H3), b = input(g, "b", 3, H3);
+  int s = OP(g, Add, a, b);
+  output(g, decomposed_layernorm(g, s));
+  output(g, OP(g, Relu, s)); /* the sum is read again: SkipLayerNorm's second output */
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(m->g->n_nodes, 2);
+  const kl_node *n = only(m, KL_OP_KilnSkipLayerNorm);
+  assert_int_equal(n->n_out, 2);
+  assert_int_equal(kl_attr_int(n, "axis", 0), -1);
+  kiln_model_free(m);
+}
+
+static void test_fuse_layernorm_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 3, H3);
+  int axes = ints(g, 1, (int64_t[]){1}); /* not the last axis */
+  int d = OP(g, Sub, x, OP(g, ReduceMean, x, axes));
+  int var = OP(g, ReduceMean, OP(g, Pow, d, scalar(g, 2)), axes);
+  output(g, OP(g, Div, d, OP(g, Sqrt, OP(g, Add, var, scalar(g, 1e-5f)))));
+  kiln_model *m = with_pass(g, "+fuse_layernorm");
+  assert_int_equal(count(m, KL_OP_LayerNormalization), 0);
+  kiln_model_free(m);
+}
+
+/* GELU as exported: Erf form with Div by sqrt(2), and the tanh form with x*x*x. */
+static void test_fuse_gelu(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 3, H3);
+  int e = OP(g, Erf, OP(g, Div, x, scalar(g, 1.4142135f)));
+  output(g, OP(g, Mul, OP(g, Mul, x, OP(g, Add, e, scalar(g, 1))), scalar(g, 0.5f)));
+  int cube = OP(g, Mul, x, OP(g, Mul, x, x));
+  int in = OP(g, Mul, scalar(g, 0.7978846f), OP(g, Add, x, OP(g, Mul, scalar(g, 0.044715f), cube)));
+  int c = OP(g, Add, scalar(g, 1), OP(g, Tanh, in));
+  output(g, OP(g, Mul, OP(g, Mul, x, scalar(g, 0.5f)), c));
+  kiln_model *m = with_pass(g, "+fuse_gelu");
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(count(m, KL_OP_Gelu), 2);
+  kiln_model_free(m);
+}
+
+static void test_fuse_attention(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int q = input(g, "q", 4, (int64_t[]){2, 3, 5, 4});
+  int kt = input(g, "kt", 4, (int64_t[]){2, 3, 4, 5});
+  int v = input(g, "v", 4, (int64_t[]){2, 3, 5, 6});
+  int mask = input(g, "mask", 4, (int64_t[]){2, 1, 1, 5});
+  int s = OP(g, Add, OP(g, Div, OP(g, MatMul, q, kt), scalar(g, 2)), mask);
+  output(g, OP(g, MatMul, OP(g, Softmax, s), v));
+  /* no scale, no mask */
+  output(g, OP(g, MatMul, OP(g, Softmax, OP(g, MatMul, q, kt)), v));
+  kiln_model *m = with_pass(g, "+fuse_attention");
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(count(m, KL_OP_KilnAttention), 2);
+  kiln_model_free(m);
+}
+
+static void test_fuse_attention_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int q = input(g, "q", 3, (int64_t[]){3, 5, 4});
+  int kt = input(g, "kt", 3, (int64_t[]){3, 4, 5});
+  int v = input(g, "v", 3, (int64_t[]){3, 5, 6});
+  int sm = OP(g, Softmax, OP(g, MatMul, q, kt));
+  set_int(g, sm, "axis", 1); /* not the last axis */
+  output(g, OP(g, MatMul, sm, v));
+  int scores = OP(g, MatMul, q, kt);
+  output(g, scores); /* the scores are a graph output too */
+  output(g, OP(g, MatMul, OP(g, Softmax, scores), v));
+  kiln_model *m = with_pass(g, "+fuse_attention");
+  assert_int_equal(count(m, KL_OP_KilnAttention), 0);
+  kiln_model_free(m);
+}
+
+/* ---- the manager, the writer, the fused ops ---- */
+
+static void test_unknown_pass(void **state) {
+  (void)state;
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "passes", "+fold_bn,-nonesuch"), KILN_OK);
+  kiln_model *m = NULL;
+  assert_int_equal(kiln_model_load("models/digits_cnn/model.onnx", o, &m),
+                   KILN_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kiln_model_error(m), "nonesuch"));
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
+/* The digits CNN: BN folded, Relu fused; the optimized graph written as ONNX reloads
+ * at -O0 as the same graph and at -O2 with nothing left to do. */
+static void test_round_trip(void **state) {
+  (void)state;
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  kiln_model *m = NULL;
+  assert_int_equal(kiln_model_load("models/digits_cnn/model.onnx", o, &m), KILN_OK);
+  assert_int_equal(count(m, KL_OP_BatchNormalization), 0);
+  assert_int_equal(count(m, KL_OP_KilnFusedConv), 2);
+  void *buf;
+  size_t len;
+  kl_err e = {0};
+  assert_int_equal(kl_onnx_export(m->g, &buf, &len, &e), KILN_OK);
+  kiln_model *again = load(buf, len, (opt){0, NULL, 0});
+  kiln_model *re2 = load(buf, len, (opt){2, NULL, 0});
+  free(buf);
+  assert_int_equal(again->g->n_nodes, m->g->n_nodes);
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    assert_int_equal(again->g->nodes[i].op, m->g->nodes[i].op);
+    assert_int_equal(again->g->nodes[i].n_attrs, m->g->nodes[i].n_attrs);
+  }
+  for (int k = 0; k < re2->stats.n_passes; k++) assert_int_equal(re2->stats.fired[k], 0);
+  compare(m, again);
+  compare(m, re2);
+  kiln_model_free(again);
+  kiln_model_free(re2);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
+/* A fused node with an activation kiln does not know is refused at load. */
+static void test_fused_bad_activation(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, X4);
+  int y = op(g, KL_OP_KilnFusedConv, 2, (int[]){x, cst(g, 4, (int64_t[]){4, 3, 1, 1}, NULL, -1, 1)});
+  set_string(g, y, "activation", "Swoosh");
+  output(g, y);
+  void *buf;
+  size_t len;
+  assert_int_equal(kl_onnx_export(g, &buf, &len, NULL), KILN_OK);
+  kl_graph_free(g);
+  kiln_model *m = NULL;
+  assert_int_equal(kiln_model_load_memory(buf, len, NULL, &m), KILN_ERR_INVALID_MODEL);
+  assert_non_null(strstr(kiln_model_error(m), "activation"));
+  kiln_model_free(m);
+  free(buf);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_eliminate),
+      cmocka_unit_test(test_eliminate_keeps_real_work),
+      cmocka_unit_test(test_const_fold),
+      cmocka_unit_test(test_const_fold_limit),
+      cmocka_unit_test(test_cse),
+      cmocka_unit_test(test_fold_bn_conv),
+      cmocka_unit_test(test_fold_bn_must_not_fire),
+      cmocka_unit_test(test_fold_bn_conv_transpose_gemm_matmul),
+      cmocka_unit_test(test_fold_scale_bias),
+      cmocka_unit_test(test_fold_scale_bias_must_not_fire),
+      cmocka_unit_test(test_fuse_activations),
+      cmocka_unit_test(test_fuse_act_must_not_fire),
+      cmocka_unit_test(test_fuse_sum),
+      cmocka_unit_test(test_fuse_sum_must_not_fire),
+      cmocka_unit_test(test_matmul_add_and_transpose),
+      cmocka_unit_test(test_collapse_reshape_transpose),
+      cmocka_unit_test(test_fuse_layernorm_and_skip),
+      cmocka_unit_test(test_fuse_layernorm_must_not_fire),
+      cmocka_unit_test(test_fuse_gelu),
+      cmocka_unit_test(test_fuse_attention),
+      cmocka_unit_test(test_fuse_attention_must_not_fire),
+      cmocka_unit_test(test_unknown_pass),
+      cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_fused_bad_activation),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
