@@ -87,6 +87,14 @@ static kiln_status int_arg(call *c, int i, int64_t dflt, int64_t *v) {
   return bad_arg(c, i, "an int known when the graph is built");
 }
 
+/* int_arg without failing: false when the argument is not an int known now. */
+static bool peek_int(call *c, int i, int64_t dflt, int64_t *v) {
+  const kl_tsv *a = c->a[i];
+  if (!given(c, i)) return *v = dflt, true;
+  if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_BOOL) && a->id < 0) return *v = a->i, true;
+  return (a->kind == KL_TSV_INT || a->kind == KL_TSV_TENSOR) && a->id >= 0 && const_int(c, a->id, v);
+}
+
 static kiln_status float_arg(call *c, int i, double dflt, double *v) {
   const kl_tsv *a = c->a[i];
   if (!given(c, i)) return *v = dflt, KILN_OK;
@@ -328,8 +336,8 @@ static kl_dtype promote(kl_dtype a, int ra, kl_dtype b, int rb) {
 /* The dtype a tensor computes in with a Python number: its own, unless the number is
  * of a higher category (int tensor * 0.5 is float32). */
 static kl_dtype with_number(kl_dtype t, const kl_tsv *num) {
-  if (num->kind == KL_TSV_FLOAT && (t == KL_UNDEFINED || !kl_dtype_is_float(t))) return KL_F32;
-  if (t == KL_UNDEFINED || t == KL_BOOL) return num->kind == KL_TSV_BOOL ? KL_BOOL : KL_I64;
+  if (num->kind == KL_TSV_FLOAT && !kl_dtype_is_float(t)) return KL_F32;
+  if (t == KL_BOOL && num->kind != KL_TSV_BOOL) return KL_I64;
   return t;
 }
 
@@ -343,10 +351,11 @@ static kiln_status operands(call *c, int ia, int ib, int *a, int *b) {
     const kl_tsv *num = is_number(va) ? va : vb;
     int tid;
     if ((s = tensor_arg(c, t, &tid)) != KILN_OK) return s;
-    kl_dtype dt = with_number(dtype_of(c, tid), num);
+    kl_dtype own = dtype_of(c, tid);
+    kl_dtype dt = own == KL_UNDEFINED ? KL_F32 : with_number(own, num); /* a guess */
     int k = kl_ts_const_scalar(c->b, dt, number(num));
     if (k < 0) return c->e->code;
-    if ((s = cast(c, tid, dt, &tid)) != KILN_OK) return s;
+    if (own != KL_UNDEFINED && (s = cast(c, tid, dt, &tid)) != KILN_OK) return s;
     *a = is_number(va) ? k : tid;
     *b = is_number(va) ? tid : k;
     return KILN_OK;
@@ -555,29 +564,35 @@ static kiln_status lower_softplus(call *c) {
   return ret_tensor(c, y);
 }
 
-/* Clip(x, lo, hi) with bounds of x's dtype; absent bounds stay absent. variant: 0 clamp
- * (min, max), 1 hardtanh (default -1, 1), 2 relu6, 3 clamp_min, 4 clamp_max. */
+/* The forms of Clip: for the lower and upper bound, the argument that gives it (-1:
+ * none) and its default (NAN: absent). */
+static const struct clip_form {
+  int arg[2];
+  double dflt[2];
+} clip_forms[] = {
+    {{1, 2}, {NAN, NAN}}, /* clamp(self, min, max) */
+    {{1, 2}, {-1, 1}},    /* hardtanh(self, min_val, max_val) */
+    {{-1, -1}, {0, 6}},   /* relu6(self) */
+    {{1, -1}, {NAN, NAN}}, /* clamp_min(self, min) */
+    {{-1, 1}, {NAN, NAN}}, /* clamp_max(self, max) */
+};
+
+/* Clip(x, lo, hi) with bounds of x's dtype; absent bounds stay absent. */
 static kiln_status lower_clip(call *c) {
+  const struct clip_form *f = &clip_forms[c->variant];
   int x, in[3] = {0, KL_ABSENT, KL_ABSENT}, y;
   kiln_status s = tensor_arg(c, 0, &x);
-  if (s != KILN_OK) return s;
   in[0] = x;
-  static const double dflt[5][2] = {{NAN, NAN}, {-1, 1}, {0, 6}, {NAN, NAN}, {NAN, NAN}};
-  for (int k = 0; k < 2; k++) {
-    int arg = c->variant == 4 ? 1 : 1 + k;
-    if (c->variant == 2 || (c->variant == 3 && k == 1) || (c->variant == 4 && k == 0)) {
-      if (isnan(dflt[c->variant][k])) continue;
-    } else if (!given(c, arg) && isnan(dflt[c->variant][k])) {
-      continue;
-    }
-    double v = dflt[c->variant][k];
-    if (c->variant != 2 && (s = float_arg(c, arg, v, &v)) != KILN_OK) return s;
+  for (int k = 0; !s && k < 2; k++) {
+    double v = f->dflt[k];
+    if (f->arg[k] >= 0 && (s = float_arg(c, f->arg[k], v, &v))) break;
+    if (isnan(v)) continue;
     kl_dtype dt = dtype_of(c, x);
     if ((in[1 + k] = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, v)) < 0)
       return c->e->code;
   }
-  if ((s = op_node(c, KL_OP_Clip, 3, in, &y)) != KILN_OK) return s;
-  return ret_tensor(c, y);
+  if (!s) s = op_node(c, KL_OP_Clip, 3, in, &y);
+  return s ? s : ret_tensor(c, y);
 }
 
 /* Values that inference leaves alone: dropout and friends in eval mode, contiguous,
@@ -619,22 +634,25 @@ static kiln_status emit_conv(call *c, int x, int w, int bias, const conv_geom *g
   return s != KILN_OK ? s : ret_tensor(c, y);
 }
 
-/* Lists of n ints (a single int repeated); torch pads each side alike. */
+/* Argument i as g->n ints (a single int repeated), dflt when absent or []; i < 0
+ * means the form has no such argument. */
+static kiln_status spatial_ints(call *c, int i, conv_geom *g, int64_t dflt, int64_t *v,
+                                const char *what) {
+  int n = 0;
+  kiln_status s = i >= 0 ? ints_arg(c, i, g->n, v, &n) : KILN_OK;
+  if (s != KILN_OK) return s;
+  if (n && n != g->n) return bad_arg(c, i, what);
+  for (int k = 0; !n && k < g->n; k++) v[k] = dflt;
+  return KILN_OK;
+}
+
+/* Stride, padding (torch pads both sides alike) and dilation from arguments is, ip, id. */
 static kiln_status conv_lists(call *c, int is, int ip, int id, conv_geom *g) {
-  int n;
   int64_t pad[KL_MAX_RANK];
-  kiln_status s = ints_arg(c, is, g->n, g->stride, &n);
-  if (s == KILN_OK && !n) for (int k = 0; k < g->n; k++) g->stride[k] = 1;
-  if (s == KILN_OK && n && n != g->n) return bad_arg(c, is, "one stride per spatial dim");
-  if (s == KILN_OK) s = ints_arg(c, id, g->n, g->dil, &n);
-  if (s == KILN_OK && !n) for (int k = 0; k < g->n; k++) g->dil[k] = 1;
-  if (s == KILN_OK && n && n != g->n) return bad_arg(c, id, "one dilation per spatial dim");
-  if (s == KILN_OK && ip >= 0) {
-    s = ints_arg(c, ip, g->n, pad, &n);
-    if (s == KILN_OK && !n) for (int k = 0; k < g->n; k++) pad[k] = 0;
-    if (s == KILN_OK && n && n != g->n) return bad_arg(c, ip, "one padding per spatial dim");
-    for (int k = 0; k < g->n; k++) g->pad[k] = g->pad[k + g->n] = pad[k];
-  }
+  kiln_status s = spatial_ints(c, is, g, 1, g->stride, "one stride per spatial dim");
+  if (!s) s = spatial_ints(c, id, g, 1, g->dil, "one dilation per spatial dim");
+  if (!s) s = spatial_ints(c, ip, g, 0, pad, "one padding per spatial dim");
+  for (int k = 0; !s && k < g->n; k++) g->pad[k] = g->pad[k + g->n] = pad[k];
   return s;
 }
 
@@ -871,7 +889,6 @@ static kiln_status lower_pool(call *c) {
   if (!s && got != n) return bad_arg(c, 1, "one kernel size per spatial dim");
   if (!s) s = conv_lists(c, 2, 3, avg ? -1 : 4, &g);
   if (s) return s;
-  if (avg) for (int k = 0; k < n; k++) g.dil[k] = 1;
   if (!given(c, 2) || (c->a[2]->kind == KL_TSV_LIST && c->a[2]->n == 0))
     memcpy(g.stride, kernel, sizeof kernel); /* stride=[] means the kernel size */
   if ((s = bool_arg(c, avg ? 4 : 5, false, &ceil_mode))) return s;
@@ -1124,9 +1141,8 @@ static kiln_status lower_slice(call *c) {
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = int_arg(c, 1, 0, &dim);
   if (s) return s;
-  bool known_start = !given(c, 2) || int_arg(c, 2, 0, &start) == KILN_OK;
-  bool known_end = c->variant || !given(c, 3) || int_arg(c, 3, INT64_MAX, &end) == KILN_OK;
-  kl_err_clear(c->e); /* unknown bounds are fine: they become graph values */
+  bool known_start = peek_int(c, 2, 0, &start);
+  bool known_end = c->variant || peek_int(c, 3, INT64_MAX, &end);
   if (!c->variant && (s = int_arg(c, 4, 1, &step))) return s;
   if (!c->variant && known_start && known_end && start == 0 && end == INT64_MAX && step == 1)
     return ret_tensor(c, x); /* x[:] */
@@ -1273,9 +1289,6 @@ static kiln_status lower_reduce(call *c) {
   s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "keepdims", keep, c->e));
   return s ? s : ret_tensor(c, y);
 }
-
-/* The torch.mean(x, dtype=...) overload has no dims: the call has at most 2 args. */
-static kiln_status lower_mean_all(call *c) { return lower_reduce(c); }
 
 /* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse) */
 static kiln_status lower_embedding(call *c) {
