@@ -102,6 +102,8 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      (default 16 GiB)
  *   "memory_limit"     largest total of weights plus session buffers (default 0 = none)
  *   "verify"           1 = run the verifier after every pass (default 0)
+ *   "reference"        1 = sessions run only the portable reference kernels, the
+ *                      slow oracle the fast kernels are tested against (default 0)
  *   "fold_limit"       constant folding leaves a node alone when its results would
  *                      take more bytes than this and than its inputs (default 0 =
  *                      1 MiB)

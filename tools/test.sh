@@ -70,13 +70,22 @@ MESON_TEST_ARGS=()
 build_and_test build gcc
 install_check
 if [ -z "${KILN_TEST_QUICK:-}" ]; then
-  # The ONNX conformance suite runs in the gcc build only, to keep CI within its time
-  # limit: its 1765 models are slow under the sanitizers.
-  MESON_TEST_ARGS=(--no-suite conformance)
+  # The ONNX conformance suite and the model zoo (when its cache exists) run in the gcc
+  # build only, to keep CI within its time limit: they are slow under the sanitizers.
+  # valgrind memcheck runs in the gcc build only (it cannot run sanitized binaries).
+  MESON_TEST_ARGS=(--no-suite conformance --no-suite zoo --no-suite valgrind)
   build_and_test build-clang clang
   # Sanitizers: every unit and model test again under ASan+UBSan (leaks included).
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   build_and_test build-asan gcc -Db_sanitize=address,undefined -Db_lundef=false
+  # libFuzzer targets (docs/fuzzing.md): a short run of each, and the regression corpus.
+  MESON_TEST_ARGS=(--suite fuzz)
+  build_and_test build-fuzz clang -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
+    -Db_lundef=false
+  # ThreadSanitizer: the shared-model threads test, and the model tests.
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  MESON_TEST_ARGS=(--suite threads --suite models)
+  build_and_test build-tsan clang -Db_sanitize=thread -Db_lundef=false
 fi
 
 echo

@@ -78,25 +78,23 @@ static bool const_int(const call *c, int id, int64_t *v) {
   return true;
 }
 
-static kiln_status int_arg(call *c, int i, int64_t dflt, int64_t *v) {
-  const kl_tsv *a = c->a[i];
-  if (!given(c, i)) return *v = dflt, KILN_OK;
-  if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_BOOL) && a->id < 0) return *v = a->i, KILN_OK;
-  if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_TENSOR) && a->id >= 0 && const_int(c, a->id, v))
-    return KILN_OK;
-  return bad_arg(c, i, "an int known when the graph is built");
-}
-
 /* int_arg without failing: false when the argument is not an int known now. */
 static bool peek_int(call *c, int i, int64_t dflt, int64_t *v) {
   const kl_tsv *a = c->a[i];
+  *v = dflt;
   if (!given(c, i)) return *v = dflt, true;
   if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_BOOL) && a->id < 0) return *v = a->i, true;
   return (a->kind == KL_TSV_INT || a->kind == KL_TSV_TENSOR) && a->id >= 0 && const_int(c, a->id, v);
 }
 
+static kiln_status int_arg(call *c, int i, int64_t dflt, int64_t *v) {
+  if (peek_int(c, i, dflt, v)) return KILN_OK;
+  return bad_arg(c, i, "an int known when the graph is built");
+}
+
 static kiln_status float_arg(call *c, int i, double dflt, double *v) {
   const kl_tsv *a = c->a[i];
+  *v = dflt;
   if (!given(c, i)) return *v = dflt, KILN_OK;
   if (is_number(a)) return *v = number(a), KILN_OK;
   if (a->id >= 0 && const_scalar(c, a->id, v)) return KILN_OK;
@@ -111,6 +109,7 @@ static kiln_status bool_arg(call *c, int i, bool dflt, bool *v) {
 }
 
 static kiln_status str_arg(call *c, int i, const char *dflt, const char **v) {
+  *v = dflt;
   if (!given(c, i)) return *v = dflt, KILN_OK;
   if (c->a[i]->kind != KL_TSV_STR) return bad_arg(c, i, "a string");
   *v = c->a[i]->s;
@@ -141,6 +140,7 @@ static kiln_status ints_arg(call *c, int i, int expand, int64_t *v, int *n) {
 
 static kiln_status tensor_arg(call *c, int i, int *id) {
   const kl_tsv *a = c->a[i];
+  *id = KL_ABSENT;
   if (a && (a->kind == KL_TSV_TENSOR ||
             ((a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT) && a->id >= 0)))
     return *id = a->id, KILN_OK;
@@ -232,22 +232,25 @@ static kiln_status const_id(call *c, int id, int *out) {
 typedef struct dimlist {
   int n;
   int64_t v[MAX_LIST];
-  int id[MAX_LIST]; /* >= 0: a 0-D int64 graph value instead of v */
+  int id[MAX_LIST];  /* >= 0: a 0-D int64 graph value instead of v */
+  int sym[MAX_LIST]; /* for those: 1 + the symbol the value equals, or 0 */
 } dimlist;
 
-/* Dim `axis` of x: known, or Gather(Shape(x), axis). */
-static kiln_status dim_of(call *c, int x, int axis, int64_t *v, int *id) {
+/* Dim `axis` of x: known, or Gather(Shape(x), axis) (*sym: 1 + its symbol, or 0). */
+static kiln_status dim_of(call *c, int x, int axis, int64_t *v, int *id, int *sym) {
   const kl_type *t = type_of(c, x);
   *id = -1;
+  *sym = t->rank > axis && t->dims[axis].size < 0 ? t->dims[axis].sym + 1 : 0;
   if (t->rank > axis && t->dims[axis].size >= 0) return *v = t->dims[axis].size, KILN_OK;
   int shape, idx = kl_ts_const_i64(c->b, (int64_t[]){axis}, 1, true);
   kiln_status s = idx < 0 ? c->e->code : op1(c, KL_OP_Shape, x, &shape);
   return s != KILN_OK ? s : node_int(c, KL_OP_Gather, 2, (int[]){shape, idx}, "axis", 0, id);
 }
 
-static kiln_status dims_add(call *c, dimlist *d, int64_t v, int id) {
+static kiln_status dims_add(call *c, dimlist *d, int64_t v, int id, int sym) {
   if (d->n == MAX_LIST) return kl_fail(c->e, KILN_ERR_LIMIT, "a shape of over %d dims", MAX_LIST);
   d->v[d->n] = v;
+  d->sym[d->n] = id >= 0 ? sym : 0;
   d->id[d->n++] = id;
   return KILN_OK;
 }
@@ -256,9 +259,9 @@ static kiln_status dims_add(call *c, dimlist *d, int64_t v, int id) {
 static kiln_status dims_copy(call *c, dimlist *d, int x, int from, int to) {
   for (int k = from; k < to; k++) {
     int64_t v = 0;
-    int id;
-    kiln_status s = dim_of(c, x, k, &v, &id);
-    if (s == KILN_OK) s = dims_add(c, d, v, id);
+    int id, sym;
+    kiln_status s = dim_of(c, x, k, &v, &id, &sym);
+    if (s == KILN_OK) s = dims_add(c, d, v, id, sym);
     if (s != KILN_OK) return s;
   }
   return KILN_OK;
@@ -277,7 +280,7 @@ static kiln_status dims_from_arg(call *c, int i, dimlist *d) {
              !const_int(c, x->id, &v))
       id = x->id;
     else if (x->id < 0 || x->kind == KL_TSV_FLOAT) return bad_arg(c, i, "a list of ints");
-    kiln_status s = dims_add(c, d, v, id);
+    kiln_status s = dims_add(c, d, v, id, x->dim_sym);
     if (s != KILN_OK) return s;
   }
   return KILN_OK;
@@ -299,6 +302,49 @@ static kiln_status dims_value(call *c, const dimlist *d, int *out) {
   return node_int(c, KL_OP_Concat, n, parts, "axis", 0, out);
 }
 
+/* The size of a -1 in d reshaping x: x's dims over the other entries of d, where
+ * every symbol of one is matched by the same symbol in the other; -1 if unknown. */
+static int64_t inferred_dim(call *c, int x, const dimlist *d) {
+  const kl_type *t = type_of(c, x);
+  int64_t num = 1, den = 1;
+  bool used[KL_MAX_RANK] = {false};
+  if (t->rank < 0) return -1;
+  for (int k = 0; k < d->n; k++) {
+    if (d->id[k] < 0 && d->v[k] >= 0) den *= d->v[k];
+    else if (d->id[k] >= 0) { /* a symbolic entry cancels one input dim of that symbol */
+      int j = 0;
+      while (j < t->rank && (used[j] || t->dims[j].size >= 0 || !d->sym[k] ||
+                             t->dims[j].sym != d->sym[k] - 1))
+        j++;
+      if (j == t->rank) return -1;
+      used[j] = true;
+    }
+  }
+  for (int j = 0; j < t->rank; j++) {
+    if (used[j]) continue;
+    if (t->dims[j].size < 0) return -1;
+    num *= t->dims[j].size;
+  }
+  return den > 0 && num % den == 0 ? num / den : -1;
+}
+
+/* What a Reshape of x to d is known to give when its shape is computed by the graph:
+ * inference sees no contents, but the rank and the dims known here are certain. */
+static void known_dims(call *c, int x, int y, const dimlist *d) {
+  kl_type *t = &c->g->values[y].type;
+  if (d->n > KL_MAX_RANK || (t->rank >= 0 && t->rank != d->n)) return;
+  if (t->rank < 0) {
+    t->rank = d->n;
+    for (int k = 0; k < d->n; k++) t->dims[k] = (kl_dim){-1, -1};
+  }
+  for (int k = 0; k < d->n; k++) {
+    if (t->dims[k].size >= 0) continue;
+    if (d->id[k] < 0 && d->v[k] >= 0) t->dims[k] = (kl_dim){d->v[k], -1};
+    else if (d->id[k] >= 0 && d->sym[k]) t->dims[k] = (kl_dim){-1, d->sym[k] - 1};
+    else if (d->id[k] < 0 && d->v[k] == -1) t->dims[k] = (kl_dim){inferred_dim(c, x, d), -1};
+  }
+}
+
 static kiln_status reshape_to(call *c, int x, const dimlist *d, int *y) {
   int shape;
   kiln_status s = dims_value(c, d, &shape);
@@ -306,11 +352,14 @@ static kiln_status reshape_to(call *c, int x, const dimlist *d, int *y) {
   bool zero = false;
   for (int k = 0; k < d->n; k++) zero |= d->id[k] < 0 && d->v[k] == 0;
   int node = begin_node(c, KL_OP_Reshape, 2, (int[]){x, shape}, y);
-  return end_node(c, node, node >= 0 && zero ? kl_node_set_int(c->g, node, "allowzero", 1, c->e)
-                                             : KILN_OK);
+  s = end_node(c, node, node >= 0 && zero ? kl_node_set_int(c->g, node, "allowzero", 1, c->e)
+                                          : KILN_OK);
+  if (s == KILN_OK) known_dims(c, x, *y, d);
+  return s;
 }
 
 static kiln_status norm_axis(call *c, int64_t axis, int rank, int *out) {
+  *out = 0;
   if (axis < -rank || axis >= rank)
     return kl_fail(c->e, KILN_ERR_SHAPE, "dim %lld is out of range for rank %d",
                    (long long)axis, rank);
@@ -968,8 +1017,8 @@ static kiln_status lower_flatten(call *c) {
   if (rank < 0 && b == -1 && a >= 0) { /* leading dims kept with Reshape's 0 */
     if (a == 1) return (s = node_int(c, KL_OP_Flatten, 1, &x, "axis", 1, &y)) ? s : ret_tensor(c, y);
     dimlist d = {0};
-    for (int k = 0; k < a && !s; k++) s = dims_add(c, &d, 0, -1);
-    if (!s) s = dims_add(c, &d, -1, -1);
+    for (int k = 0; k < a && !s; k++) s = dims_add(c, &d, 0, -1, 0);
+    if (!s) s = dims_add(c, &d, -1, -1, 0);
     int shape = s ? -1 : const_ints(c, d.v, d.n);
     if (!s && shape < 0) return c->e->code;
     if (!s) s = op2(c, KL_OP_Reshape, x, shape, &y);
@@ -983,7 +1032,7 @@ static kiln_status lower_flatten(call *c) {
     return (s = node_int(c, KL_OP_Flatten, 1, &x, "axis", 1, &y)) ? s : ret_tensor(c, y);
   dimlist d = {0};
   s = dims_copy(c, &d, x, 0, start);
-  if (!s) s = dims_add(c, &d, -1, -1);
+  if (!s) s = dims_add(c, &d, -1, -1, 0);
   if (!s) s = dims_copy(c, &d, x, end + 1, rank);
   if (!s) s = reshape_to(c, x, &d, &y);
   return s ? s : ret_tensor(c, y);
@@ -1046,6 +1095,7 @@ static kiln_status lower_transpose(call *c) {
 /* Tensors of a list argument. */
 static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
   const kl_tsv *a = c->a[i];
+  *n = 0;
   if (!a || (a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE) || a->n < 1 || a->n > MAX_LIST)
     return bad_arg(c, i, "a list of 1 to 64 tensors");
   for (int k = 0; k < a->n; k++) {
@@ -1375,12 +1425,12 @@ static kiln_status lower_size(call *c) {
   kiln_status s = tensor_arg(c, 0, &x);
   if (s) return s;
   if (given(c, 1)) {
-    int axis, id;
+    int axis, id, sym;
     int64_t v = 0;
     if ((s = int_arg(c, 1, 0, &a)) || (s = need_rank(c, x, &rank)) ||
-        (s = norm_axis(c, a, rank, &axis)) || (s = dim_of(c, x, axis, &v, &id)))
+        (s = norm_axis(c, a, rank, &axis)) || (s = dim_of(c, x, axis, &v, &id, &sym)))
       return s;
-    *c->out = (kl_tsv){.kind = KL_TSV_INT, .i = v, .id = id};
+    *c->out = (kl_tsv){.kind = KL_TSV_INT, .i = v, .id = id, .dim_sym = sym};
     return KILN_OK;
   }
   if ((s = need_rank(c, x, &rank))) return s;
@@ -1388,7 +1438,7 @@ static kiln_status lower_size(call *c) {
   if (!items) return c->e->code;
   for (int k = 0; k < rank; k++) {
     items[k] = (kl_tsv){.kind = KL_TSV_INT, .id = -1};
-    if ((s = dim_of(c, x, k, &items[k].i, &items[k].id))) return s;
+    if ((s = dim_of(c, x, k, &items[k].i, &items[k].id, &items[k].dim_sym))) return s;
   }
   *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = rank, .id = -1};
   return KILN_OK;
@@ -1397,8 +1447,10 @@ static kiln_status lower_size(call *c) {
 /* prim::NumToTensor(a): a 0-D tensor of the number */
 static kiln_status lower_num_to_tensor(call *c) {
   const kl_tsv *a = c->a[0];
-  if (a && (a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT) && a->id >= 0)
-    return ret_tensor(c, a->id);
+  if (a && (a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT) && a->id >= 0) {
+    *c->out = (kl_tsv){.kind = KL_TSV_TENSOR, .id = a->id, .dim_sym = a->dim_sym};
+    return KILN_OK;
+  }
   if (!is_number(a)) return bad_arg(c, 0, "a number");
   int id = a->kind == KL_TSV_FLOAT ? kl_ts_const_scalar(c->b, KL_F64, a->f)
                                    : kl_ts_const_i64(c->b, &a->i, 1, true);
@@ -1420,7 +1472,7 @@ static kiln_status lower_number(call *c) {
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = cast(c, x, c->variant == 1 ? KL_F32 : KL_I64, &y);
   if (s) return s;
-  *c->out = (kl_tsv){.kind = kind, .id = y};
+  *c->out = (kl_tsv){.kind = kind, .id = y, .dim_sym = y == x ? a->dim_sym : 0};
   return KILN_OK;
 }
 

@@ -328,10 +328,11 @@ static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
     int64_t count;
     if (v->kind != KL_VALUE_CONST || !kl_type_numel(&v->type, &count) || count != groups ||
         channels < 0 || channels % groups != 0)
-      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "GroupNormalization before opset 21 has "
-                     "one %s value per group; kiln converts them to one per channel only "
-                     "when they are constants of num_groups values and input 0's channel "
-                     "count is declared", slot == 1 ? "scale" : "bias");
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "at opset %lld, input %d (%s) has one "
+                     "value per group; kiln converts it to one per channel (opset 21) only "
+                     "when it is a constant of num_groups values and input 0's channel "
+                     "count is declared", (long long)c->opset, slot,
+                     slot == 1 ? "scale" : "bias");
     int id = per_channel_const(c, v, groups, channels);
     if (id < 0) return c->e->code;
     n->in[slot] = id;

@@ -352,7 +352,7 @@ static kiln_status op_tuple_n(vm *m, int n) {
 }
 
 static kiln_status op_tuple_mark(vm *m) {
-  int first;
+  int first = 0;
   kiln_status s = pop_mark(m, &first);
   return s != KILN_OK ? s : make_tuple(m, first);
 }
@@ -382,11 +382,12 @@ static kiln_status fill_from_mark(vm *m, kl_pk_obj *c, int first, int stride, co
 }
 
 static kiln_status op_extend(vm *m, kl_pk_kind kind, const char *op) {
-  int first;
+  int first = 0;
   kiln_status s = pop_mark(m, &first);
   if (s != KILN_OK) return s;
-  kl_pk_obj *c = top(m);
-  if (!c) return m->e->code;
+  if (first <= (m->n_marks ? m->marks[m->n_marks - 1] : 0))
+    return fail_at(m, KILN_ERR_INVALID_MODEL, "no container below the MARK of ", op);
+  kl_pk_obj *c = m->stack[first - 1];
   if ((s = check_mutable(m, c, kind, op)) != KILN_OK) return s;
   return fill_from_mark(m, c, first, kind == KL_PK_DICT ? 2 : 1, op);
 }
@@ -402,7 +403,7 @@ static kiln_status op_add_one(vm *m, kl_pk_kind kind, const char *op) {
 }
 
 static kiln_status op_new_from_mark(vm *m, kl_pk_kind kind, const char *op) {
-  int first;
+  int first = 0;
   kiln_status s = pop_mark(m, &first);
   kl_pk_obj *c = s == KILN_OK ? new_obj(m, kind) : NULL;
   if (!c) return m->e->code;

@@ -182,7 +182,11 @@ static int add_named_value(kl_ts_build *b, const char *base) {
   return kl_graph_add_value(b->g, name, b->e);
 }
 
-int kl_ts_node(kl_ts_build *b, kl_op op, int n_in, const int *in, int n_out, int *out) {
+int kl_ts_node(kl_ts_build *b, kl_op op, int n_in, const int *in_ids, int n_out, int *out) {
+  int in[64]; /* a copy: out may alias in_ids */
+  if (n_in > 64 || n_out > 64)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: a node of over 64 inputs or outputs", b->aten), -1;
+  if (n_in) memcpy(in, in_ids, sizeof *in * (size_t)n_in);
   for (int k = 0; k < n_out; k++)
     if ((out[k] = kl_graph_add_value(b->g, NULL, b->e)) < 0) return -1;
   const char *short_name = strstr(b->aten, "::");

@@ -57,6 +57,8 @@ struct kl_tsv {
   double f;
   const char *s;
   int id;
+  int dim_sym; /* INT or TENSOR computed by the graph from a symbolic dim: 1 + the graph
+                * symbol it equals; 0 when none */
   kl_tsv *items;
   int n;
   const kl_pk_obj *obj;

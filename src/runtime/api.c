@@ -53,6 +53,9 @@ kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t valu
   } else if (strcmp(name, "fold_limit") == 0) {
     if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
     o->fold_limit = value;
+  } else if (strcmp(name, "reference") == 0) {
+    if (value != 0 && value != 1) return KILN_ERR_INVALID_ARGUMENT;
+    o->reference = (int)value;
   } else if (strcmp(name, "verify") == 0) {
     if (value != 0 && value != 1) return KILN_ERR_INVALID_ARGUMENT;
     o->verify = (int)value;

@@ -1,5 +1,6 @@
 /* Model loading: import, check, infer, optimize; then the public description. */
 #include "import/onnx.h"
+#include "import/torchscript.h"
 #include "passes/pass.h"
 #include "runtime/runtime.h"
 
@@ -45,13 +46,10 @@ static kiln_status import_graph(kiln_model *m, const char *path, const void *dat
   if (path) {
     size_t n = strlen(path);
     if (n > 3 && strcmp(path + n - 3, ".pt") == 0)
-      return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s: TorchScript files are not supported by "
-                     "this build of kiln; export the model to ONNX", path);
+      return kl_torchscript_load_file(path, &io, &m->g, e);
     return kl_onnx_load_file(path, &io, &m->g, e);
   }
-  if (is_zip(data, size))
-    return kl_fail(e, KILN_ERR_UNSUPPORTED, "<memory>: TorchScript archives are not "
-                   "supported by this build of kiln; export the model to ONNX");
+  if (is_zip(data, size)) return kl_torchscript_load_memory(data, size, &io, &m->g, e);
   return kl_onnx_load_memory(data, size, NULL, &io, &m->g, e);
 }
 

@@ -13,6 +13,7 @@ struct kiln_options {
   int64_t max_tensor_bytes;
   int64_t memory_limit;
   int64_t fold_limit; /* constant folding's result limit in bytes, 0 = the default */
+  int reference;      /* 1: sessions run only the portable reference kernels */
   char *passes; /* owned, NULL when not set */
 };
 

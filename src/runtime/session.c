@@ -1,12 +1,17 @@
-/* Sessions: bind inputs, then run each node: concrete shape inference, buffer, kernel.
+/* Sessions: bind inputs, then run each node: concrete shape inference, a place for its
+ * outputs from the memory plan, and the kernel chosen when the session was created.
  *
- * Buffers of intermediate values are kept between runs and only grow, so repeated
- * runs with the same input shapes allocate nothing. */
-#include "runtime/runtime.h"
+ * The first run, and any run in which a tensor outgrows its place, gives such tensors
+ * buffers of their own (freed after their last use) and records every size; after it
+ * the session plans one arena for those sizes (memplan.h), so that later runs with the
+ * same shapes allocate nothing. Smaller shapes fit the plan as it is. */
+#include "runtime/session.h"
+#include "backends/cpu/cpu_backend.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct bound_input {
   bool bound;
@@ -19,14 +24,21 @@ struct kiln_session {
   kl_err err;
   const kiln_model *model;
   kiln_options opts;
-  kl_tensor *vals;    /* per value: the tensor of the current run */
-  kl_type *types;     /* per value: its concrete type in the current run */
-  void **bufs;        /* per value: owned buffer (intermediates) */
-  size_t *caps;       /* per value: its capacity in bytes */
-  size_t buf_bytes;   /* total capacity, for the memory limit */
+  kl_cpu_plan *kernels;
+  kl_memplan_node *rules; /* per node: what its kernel allows the plan */
+  kl_memplan plan;
+  bool planned;        /* the plan has sizes from a run; else nothing fits it */
+  int fallbacks;       /* tensors of the last run that did not fit the plan */
+  void *arena;
+  kl_tensor *vals;     /* per value: the tensor of the current run */
+  kl_type *types;      /* per value: its concrete type in the current run */
+  size_t *seen;        /* per value: its size in bytes in the current run */
+  void **heap;         /* per value: a buffer of its own when it did not fit */
+  size_t heap_bytes;
+  bool *as_view;       /* per node: its output was a view of its input */
   size_t const_bytes;
   bound_input *inputs;
-  int64_t *sym_sizes; /* per graph symbol, bound from the inputs of a run */
+  int64_t *sym_sizes;  /* per graph symbol, bound from the inputs of a run */
   /* per-node scratch, sized for the widest node */
   const kl_tensor **kin;
   kl_tensor **kout;
@@ -35,11 +47,13 @@ struct kiln_session {
   kl_type *tout;
   kl_io_info *outs;
   bool ran;
+  bool profile, timed;
+  double *t_start, *t_ms; /* per node, of the last profiled run */
 };
 
 static kiln_status session_alloc(kiln_session *s) {
   const kl_graph *g = s->model->g;
-  size_t nv = (size_t)g->n_values + 1;
+  size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
   int max_in = 1, max_out = 1;
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].n_in > max_in) max_in = g->nodes[i].n_in;
@@ -47,8 +61,12 @@ static kiln_status session_alloc(kiln_session *s) {
   }
   s->vals = calloc(nv, sizeof *s->vals);
   s->types = calloc(nv, sizeof *s->types);
-  s->bufs = calloc(nv, sizeof *s->bufs);
-  s->caps = calloc(nv, sizeof *s->caps);
+  s->seen = calloc(nv, sizeof *s->seen);
+  s->heap = calloc(nv, sizeof *s->heap);
+  s->as_view = calloc(nn, sizeof *s->as_view);
+  s->rules = calloc(nn, sizeof *s->rules);
+  s->t_start = calloc(nn, sizeof *s->t_start);
+  s->t_ms = calloc(nn, sizeof *s->t_ms);
   s->inputs = calloc((size_t)g->n_inputs + 1, sizeof *s->inputs);
   s->sym_sizes = calloc((size_t)g->n_symbols + 1, sizeof *s->sym_sizes);
   s->kin = calloc((size_t)max_in, sizeof *s->kin);
@@ -57,20 +75,36 @@ static kiln_status session_alloc(kiln_session *s) {
   s->kout = calloc((size_t)max_out, sizeof *s->kout);
   s->tout = calloc((size_t)max_out, sizeof *s->tout);
   s->outs = calloc((size_t)g->n_outputs + 1, sizeof *s->outs);
-  if (!s->vals || !s->types || !s->bufs || !s->caps || !s->inputs || !s->sym_sizes ||
-      !s->kin || !s->tin || !s->tdata || !s->kout || !s->tout || !s->outs)
+  if (!s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
+      !s->t_start || !s->t_ms || !s->inputs || !s->sym_sizes || !s->kin || !s->tin ||
+      !s->tdata || !s->kout || !s->tout || !s->outs)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory creating a session");
   for (int v = 0; v < g->n_values; v++) {
     const kl_value *val = &g->values[v];
+    s->types[v].rank = -1;
     if (val->kind != KL_VALUE_CONST) continue;
     s->types[v] = val->type;
     s->vals[v].dtype = val->type.dtype;
     s->vals[v].rank = val->type.rank;
     for (int d = 0; d < val->type.rank; d++) s->vals[v].dims[d] = val->type.dims[d].size;
     s->vals[v].data = val->data;
+    s->seen[v] = val->nbytes;
     s->const_bytes += val->nbytes;
   }
   return KILN_OK;
+}
+
+/* Kernels for every node, and what each allows the memory plan. */
+static kiln_status session_plan_kernels(kiln_session *s) {
+  const kl_graph *g = s->model->g;
+  kl_cpu_kernels which = s->opts.reference ? KL_CPU_KERNELS_REF : KL_CPU_KERNELS_FAST;
+  kiln_status st = kl_cpu_plan_create(g, which, &s->kernels, &s->err);
+  if (st != KILN_OK) return st;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_cpu_choice *c = kl_cpu_plan_kernel(s->kernels, i);
+    s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};
+  }
+  return kl_memplan_init(&s->plan, g, &s->err);
 }
 
 kiln_status kiln_session_create(const kiln_model *model, const kiln_options *options,
@@ -84,18 +118,34 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
     return kl_fail(&s->err, KILN_ERR_STATE, "the model did not load: %s", model->err.msg);
   s->model = model;
   kiln_status st = kl_options_copy(&s->opts, options ? options : &model->opts, &s->err);
-  if (st != KILN_OK) return st;
-  return session_alloc(s);
+  if (st == KILN_OK) st = session_alloc(s);
+  if (st == KILN_OK) st = session_plan_kernels(s);
+  return st;
+}
+
+/* Frees every buffer a tensor got outside the plan (the last run's outputs among them). */
+static void release_heap(kiln_session *s) {
+  for (int v = 0; s->heap && v < s->model->g->n_values; v++) {
+    free(s->heap[v]);
+    s->heap[v] = NULL;
+  }
+  s->heap_bytes = 0;
 }
 
 void kiln_session_free(kiln_session *s) {
   if (!s) return;
-  if (s->bufs)
-    for (int v = 0; v < s->model->g->n_values; v++) free(s->bufs[v]);
+  if (s->model) release_heap(s);
+  kl_cpu_plan_free(s->kernels);
+  kl_memplan_clear(&s->plan);
+  free(s->arena);
   free(s->vals);
   free(s->types);
-  free(s->bufs);
-  free(s->caps);
+  free(s->seen);
+  free(s->heap);
+  free(s->as_view);
+  free(s->rules);
+  free(s->t_start);
+  free(s->t_ms);
   free(s->inputs);
   free(s->sym_sizes);
   free(s->kin);
@@ -195,12 +245,53 @@ static kiln_status bind_inputs(kiln_session *s) {
     x->data = (void *)b->data; /* kernels never write their inputs */
     s->types[v].dtype = t->dtype;
     kl_type_set_shape(&s->types[v], b->rank, b->dims);
+    s->seen[v] = kl_tensor_nbytes(x);
   }
   return KILN_OK;
 }
 
-/* Shape and allocate output k of node n from the inferred type. */
-static kiln_status prepare_output(kiln_session *s, const kl_node *n, int k) {
+/* A buffer of its own for value v, which did not fit the plan. */
+static kiln_status fallback_buffer(kiln_session *s, int k, int v, size_t bytes) {
+  size_t total = s->heap_bytes + bytes + (s->planned ? s->plan.arena_bytes : 0);
+  if (s->opts.memory_limit && total + s->const_bytes > (uint64_t)s->opts.memory_limit)
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' (%zu bytes) would take the "
+                   "session to %zu bytes, over the memory limit of %" PRId64, k,
+                   s->model->g->values[v].name, bytes, total + s->const_bytes,
+                   s->opts.memory_limit);
+  void *p = NULL;
+  if (posix_memalign(&p, KL_MEMPLAN_ALIGN, bytes) != 0)
+    return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory for output %d (%zu "
+                   "bytes)", k, bytes);
+  s->heap[v] = p;
+  s->heap_bytes += bytes;
+  s->vals[v].data = p;
+  s->fallbacks++;
+  return KILN_OK;
+}
+
+/* Where the plan puts value v of `bytes` bytes, or NULL when it does not fit: its
+ * input's bytes for a view (*view set), else its storage in the arena (shared with an
+ * input only when that input has v's type, as the in-place kernel needs). */
+static void *planned_place(kiln_session *s, int v, size_t bytes, bool *view) {
+  const kl_memplan *p = &s->plan;
+  int u = p->view_of[v];
+  if (u >= 0) {
+    *view = kl_tensor_nbytes(&s->vals[u]) == bytes && s->vals[u].dtype == s->types[v].dtype;
+    return *view ? s->vals[u].data : NULL;
+  }
+  int st = p->store[v];
+  if (st < 0 || !s->planned || bytes > p->stores[st].size) return NULL;
+  u = p->inplace_of[v];
+  if (u >= 0 && !kl_type_is_concrete(&s->types[u])) return NULL;
+  if (u >= 0 && (s->types[u].dtype != s->types[v].dtype || s->types[u].rank != s->types[v].rank))
+    return NULL;
+  for (int d = 0; u >= 0 && d < s->types[v].rank; d++)
+    if (s->types[u].dims[d].size != s->types[v].dims[d].size) return NULL;
+  return (char *)s->arena + p->stores[st].offset;
+}
+
+/* Shape output k of node n from the inferred type and give it its bytes. */
+static kiln_status prepare_output(kiln_session *s, const kl_node *n, int k, bool *view) {
   int v = n->out[k];
   const kl_type *t = &s->tout[k];
   int64_t numel;
@@ -213,32 +304,35 @@ static kiln_status prepare_output(kiln_session *s, const kl_node *n, int k) {
                    "of %s, over the tensor limit of %" PRId64 " bytes", k,
                    s->model->g->values[v].name, numel, kl_dtype_name(t->dtype),
                    s->opts.max_tensor_bytes);
-  if (bytes > s->caps[v]) {
-    size_t total = s->buf_bytes - s->caps[v] + bytes;
-    if (s->opts.memory_limit && total + s->const_bytes > (uint64_t)s->opts.memory_limit)
-      return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' (%zu bytes) would take the "
-                     "session to %zu bytes, over the memory limit of %" PRId64, k,
-                     s->model->g->values[v].name, bytes, total + s->const_bytes,
-                     s->opts.memory_limit);
-    void *p = realloc(s->bufs[v], bytes);
-    if (!p)
-      return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory for output %d (%zu "
-                     "bytes)", k, bytes);
-    s->bufs[v] = p;
-    s->buf_bytes = total;
-    s->caps[v] = bytes;
-  }
   kl_tensor *x = &s->vals[v];
   x->dtype = t->dtype;
   x->rank = t->rank;
   for (int d = 0; d < t->rank; d++) x->dims[d] = t->dims[d].size;
-  x->data = s->bufs[v];
   s->types[v] = *t;
-  return KILN_OK;
+  s->seen[v] = bytes;
+  x->data = NULL;
+  *view = false;
+  if (bytes == 0) return KILN_OK; /* kernels accept NULL data for empty tensors */
+  if ((x->data = planned_place(s, v, bytes, view))) return KILN_OK;
+  *view = false;
+  return fallback_buffer(s, k, v, bytes);
 }
 
-static kiln_status run_node(kiln_session *s, const kl_node *n) {
+/* Buffers of values whose storage ends at node i (only those outside the plan). */
+static void release_after(kiln_session *s, int i) {
+  const kl_memplan *p = &s->plan;
+  for (int j = p->release_at[i]; j < p->release_at[i + 1]; j++) {
+    int v = p->release[j];
+    if (!s->heap[v]) continue;
+    free(s->heap[v]);
+    s->heap[v] = NULL;
+    s->heap_bytes -= s->seen[v];
+  }
+}
+
+static kiln_status run_node(kiln_session *s, int i) {
   kl_graph *g = s->model->g;
+  const kl_node *n = &g->nodes[i];
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];
     s->tin[k] = v >= 0 ? &s->types[v] : NULL;
@@ -249,16 +343,18 @@ static kiln_status run_node(kiln_session *s, const kl_node *n) {
     memset(&s->tout[k], 0, sizeof s->tout[k]);
     s->tout[k].rank = -1;
   }
-  const kl_op_info *info = kl_op_get(n->op);
   kl_infer_ctx ic = {g, n, n->n_in, n->n_out, s->tin, s->tdata, s->tout, &s->err};
-  kiln_status st = (kiln_status)info->infer(&ic);
+  kiln_status st = (kiln_status)kl_op_get(n->op)->infer(&ic);
+  bool view = false;
   for (int k = 0; st == KILN_OK && k < n->n_out; k++) {
-    st = prepare_output(s, n, k);
+    st = prepare_output(s, n, k, &view);
     s->kout[k] = &s->vals[n->out[k]];
   }
-  if (st != KILN_OK) return st;
-  kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads, NULL};
-  return (kiln_status)info->ref(&kc);
+  s->as_view[i] = st == KILN_OK && view;
+  if (st != KILN_OK || view) return st;
+  kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads,
+                      kl_cpu_plan_state(s->kernels, i)};
+  return (kiln_status)kl_cpu_plan_kernel(s->kernels, i)->kernel.run(&kc);
 }
 
 static void describe_outputs(kiln_session *s) {
@@ -277,24 +373,73 @@ static void describe_outputs(kiln_session *s) {
   }
 }
 
+/* After a run in which some tensors did not fit: plan the arena for the sizes seen
+ * (never smaller than planned before, so that sizes that vary with the data settle).
+ * On failure the session goes on with a buffer per tensor. */
+static void replan(kiln_session *s) {
+  const kl_graph *g = s->model->g;
+  for (int v = 0; v < g->n_values; v++)
+    if (s->planned && s->plan.bytes[v] > s->seen[v]) s->seen[v] = s->plan.bytes[v];
+  kl_err e = {0};
+  free(s->arena);
+  s->arena = NULL;
+  s->planned = false;
+  kiln_status st = kl_memplan_build(&s->plan, g, s->seen, s->types, s->rules, &e);
+  size_t need = s->plan.arena_bytes;
+  if (st == KILN_OK && s->opts.memory_limit &&
+      need + s->const_bytes > (uint64_t)s->opts.memory_limit)
+    st = KILN_ERR_LIMIT;
+  if (st == KILN_OK && need && posix_memalign(&s->arena, KL_MEMPLAN_ALIGN, need) != 0) {
+    s->arena = NULL;
+    st = KILN_ERR_OUT_OF_MEMORY;
+  }
+  if (st == KILN_OK) s->planned = true;
+  else kl_memplan_build(&s->plan, g, NULL, NULL, NULL, &e);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static kiln_status run_nodes(kiln_session *s) {
+  const kl_graph *g = s->model->g;
+  double t0 = s->profile ? now_ms() : 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    double start = s->profile ? now_ms() : 0;
+    kiln_status st = run_node(s, i);
+    if (s->profile) {
+      s->t_start[i] = start - t0;
+      s->t_ms[i] = now_ms() - start;
+    }
+    if (st != KILN_OK) {
+      char d[256];
+      kl_err_prefix(&s->err, "%s: %s", g->source, kl_node_describe(g, &g->nodes[i], d,
+                                                                 sizeof d));
+      return st;
+    }
+    release_after(s, i);
+  }
+  s->timed = s->profile;
+  return KILN_OK;
+}
+
 kiln_status kiln_session_run(kiln_session *s) {
   if (!s) return KILN_ERR_INVALID_ARGUMENT;
   kl_err_clear(&s->err);
   if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created");
   s->ran = false;
+  s->timed = false;
+  s->fallbacks = 0;
+  release_heap(s); /* the last run's outputs, or what a failed run left */
+  kl_cpu_set_threads(s->opts.threads);
   kiln_status st = bind_inputs(s);
-  const kl_graph *g = s->model->g;
-  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
-    st = run_node(s, &g->nodes[i]);
-    if (st != KILN_OK) {
-      char d[256];
-      kl_err_prefix(&s->err, "%s: %s", g->source, kl_node_describe(g, &g->nodes[i], d,
-                                                                 sizeof d));
-    }
-  }
+  if (st == KILN_OK) st = run_nodes(s);
   if (st != KILN_OK) return st;
   describe_outputs(s);
   s->ran = true;
+  if (s->fallbacks) replan(s);
   return KILN_OK;
 }
 
@@ -311,3 +456,27 @@ kiln_status kiln_session_get_output(kiln_session *s, int index, kiln_tensor_info
   if (data) *data = s->vals[s->model->g->outputs[index]].data;
   return KILN_OK;
 }
+
+/* ---- internal views (session.h) ---- */
+
+void kl_session_set_profiling(kiln_session *s, bool on) { s->profile = on; }
+
+bool kl_session_timings(const kiln_session *s, const double **start_ms, const double **ms) {
+  if (!s->timed) return false;
+  *start_ms = s->t_start;
+  *ms = s->t_ms;
+  return true;
+}
+
+const char *kl_session_kernel_name(const kiln_session *s, int node) {
+  if (s->as_view[node]) return "view";
+  return kl_cpu_plan_kernel(s->kernels, node)->kernel.name;
+}
+
+const kl_memplan *kl_session_memplan(const kiln_session *s) {
+  return s->planned ? &s->plan : NULL;
+}
+
+const kl_type *kl_session_value_type(const kiln_session *s, int v) { return &s->types[v]; }
+
+int kl_session_fallback_count(const kiln_session *s) { return s->fallbacks; }

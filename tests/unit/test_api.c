@@ -338,10 +338,11 @@ static void test_load_memory(void **state) {
   assert_int_equal(kiln_model_input_count(m), 0);
   kiln_model_free(m);
 
+  /* the start of a ZIP file (a TorchScript archive) and nothing after it */
   const char zip[] = "PK\003\004 and the rest of an archive";
   m = NULL;
   assert_model_fails(kiln_model_load_memory(zip, sizeof zip, NULL, &m), m,
-                     KILN_ERR_UNSUPPORTED);
+                     KILN_ERR_INVALID_MODEL);
   kiln_model_free(m);
 
   m = NULL;
@@ -512,9 +513,11 @@ static void test_missing_file(void **state) {
   assert_contains(kiln_model_error(m), "models/digits_cnn");
   kiln_model_free(m);
 
+  /* a missing TorchScript file is an i/o error too */
+  const char *pt = "models/no_such_model/model.pt";
   m = NULL;
-  assert_model_fails(kiln_model_load("models/digits_cnn/model.pt", NULL, &m), m,
-                     KILN_ERR_UNSUPPORTED);
+  assert_model_fails(kiln_model_load(pt, NULL, &m), m, KILN_ERR_IO);
+  assert_contains(kiln_model_error(m), pt);
   kiln_model_free(m);
 }
 

@@ -52,18 +52,22 @@ static void label_info_init(const kl_kernel_ctx *c, const kl_einsum *r, label_in
   }
 }
 
-/* A walk over `labels` (n of them). */
-static void walk_init(const label_info *li, int n_in, const int8_t *labels, int n,
-                      label_walk *w, int64_t *count) {
+/* A walk over `labels` (n of them); *count gets its length. The summed labels' walk
+ * can be longer than any tensor ("i,j->" visits every pair), so it is checked. */
+static kiln_status walk_init(const kl_kernel_ctx *c, const label_info *li, int n_in,
+                             const int8_t *labels, int n, label_walk *w, int64_t *count) {
   memset(w, 0, sizeof *w);
   w->n = n;
   w->n_in = n_in;
   *count = 1;
   for (int i = 0; i < n; i++) {
     w->size[i] = li->size[labels[i]];
-    *count *= w->size[i];
+    if (__builtin_mul_overflow(*count, w->size[i], count))
+      return kl_fail(c->e, KILN_ERR_LIMIT, "the equation visits more than 2^63 "
+                     "combinations of indexes");
     for (int k = 0; k < n_in; k++) w->stride[k][i] = li->stride[k][labels[i]];
   }
+  return KILN_OK;
 }
 
 /* Sum over the summed labels (walk `sum`, count n) of the product of the inputs at
@@ -104,8 +108,9 @@ int kl_ref_einsum(kl_kernel_ctx *c) {
     if (li.used[l] && !memchr(r.out_label, l, (size_t)r.out_rank)) summed[n_sum++] = (int8_t)l;
   label_walk out, sum;
   int64_t n_out, n_set;
-  walk_init(&li, r.n_in, r.out_label, r.out_rank, &out, &n_out);
-  walk_init(&li, r.n_in, summed, n_sum, &sum, &n_set);
+  st = walk_init(c, &li, r.n_in, r.out_label, r.out_rank, &out, &n_out);
+  if (st == KILN_OK) st = walk_init(c, &li, r.n_in, summed, n_sum, &sum, &n_set);
+  if (st != KILN_OK) return st;
   for (int64_t o = 0; o < n_out; o++, walk_next(&out))
     contract(c, out.off, sum, n_set, c->out[0], o);
   return KILN_OK;

@@ -61,10 +61,11 @@ static kiln_status loss_at(kl_kernel_ctx *c, const loss_args *a, int64_t i, doub
 
 static int loss_run(kl_kernel_ctx *c, bool softmax) {
   const kl_tensor *x = c->in[0];
-  const kl_attr *ignore = kl_node_attr(c->node, "ignore_index");
   loss_args a = {x, c->in[1], c->n_in > 2 ? c->in[2] : NULL,
-                 softmax && c->n_out > 1 ? c->out[1] : NULL, softmax, ignore != NULL,
-                 ignore ? ignore->i : 0, x->dims[1], kl_ref_span(x->dims, 2, x->rank)};
+                 softmax && c->n_out > 1 ? c->out[1] : NULL, softmax,
+                 kl_node_attr(c->node, "ignore_index") != NULL,
+                 kl_attr_int(c->node, "ignore_index", 0), x->dims[1],
+                 kl_ref_span(x->dims, 2, x->rank)};
   const char *reduction = kl_attr_string(c->node, "reduction", "mean");
   bool none = strcmp(reduction, "none") == 0, mean = strcmp(reduction, "mean") == 0;
   kl_tensor *y = c->out[0];

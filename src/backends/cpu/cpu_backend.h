@@ -1,0 +1,53 @@
+/* The CPU backend as a session sees it: one kernel per node, chosen once at session
+ * creation (backend.h states the contract), with the per-node state that kernel keeps.
+ *
+ *   kl_cpu_plan_create   choose a kernel for every node of a graph
+ *   kl_cpu_plan_kernel   the kernel chosen for node i, and what it allows (in place)
+ *   kl_cpu_plan_state    its state slot, for kl_kernel_ctx.state
+ *   kl_cpu_plan_free     release every state with its kernel's release function
+ *
+ * A plan belongs to one session and is used by one thread at a time; the graph must
+ * outlive it. */
+#ifndef KL_CPU_BACKEND_H
+#define KL_CPU_BACKEND_H
+
+#include "backends/backend.h"
+
+/* Which kernels a plan may choose. */
+typedef enum kl_cpu_kernels {
+  KL_CPU_KERNELS_FAST = 0, /* oneDNN, else kiln's ISA kernel, else the reference */
+  KL_CPU_KERNELS_REF = 1,  /* only the portable reference kernels (the oracle) */
+} kl_cpu_kernels;
+
+typedef struct kl_cpu_choice {
+  kl_cpu_kernel kernel;
+  /* Bit k set: the kernel accepts out[0] sharing in[k]'s buffer when the two have the
+   * same dtype and shape (the memory plan then runs it in place). */
+  unsigned inplace;
+  /* The op only renames its input's bytes (Reshape, Flatten, ...): out[0] may be a
+   * view of in[0] and the kernel need not run at all. */
+  bool view;
+} kl_cpu_choice;
+
+typedef struct kl_cpu_plan kl_cpu_plan;
+
+kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_plan **out,
+                               kl_err *e);
+void kl_cpu_plan_free(kl_cpu_plan *p);
+const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node);
+void **kl_cpu_plan_state(kl_cpu_plan *p, int node);
+
+/* The highest ISA level KILN_ISA allows (KL_ISA_AMX when it is not set or not one of
+ * generic, avx2, avx512, avx512_bf16, amx). */
+kl_isa kl_cpu_isa_cap(void);
+const char *kl_cpu_isa_name(kl_isa isa);
+/* What the fast kernels run on, for `kiln bench --json`: oneDNN's ISA when oneDNN is
+ * used ("avx512_core_bf16"), else "generic". Valid for the life of the process. */
+const char *kl_cpu_isa_used(void);
+
+/* Set the thread count of the calling thread's OpenMP parallel regions, which oneDNN's
+ * primitives use (0 = one per core). OpenMP keeps this per calling thread, so
+ * sessions run from different threads keep their own counts. */
+void kl_cpu_set_threads(int threads);
+
+#endif

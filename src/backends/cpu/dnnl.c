@@ -1,0 +1,880 @@
+/* oneDNN kernels (dnnl.h): convolution, deconvolution and matmul primitives with
+ * post-ops, cached per node and per set of input shapes.
+ *
+ * Shapes, as kiln's tensors hold them (row-major, "plain"):
+ *   Conv           X [N, C, S...], W [M, C/g, K...], B [M]      -> Y [N, M, S'...]
+ *   ConvTranspose  X [N, C, S...], W [C, M/g, K...], B [M]      -> Y [N, M, S'...]
+ *   Gemm           A [M, K] or [K, M], B [K, N] or [N, K], C    -> Y [M, N]
+ *   MatMul         A [..., M, K], B [..., K, N] (batch broadcast) -> Y [..., M, N]
+ * and for the fused ops Y = act(base + Bias + Sum). oneDNN sees weights with the group
+ * split out ([g, M/g, C/g, K...]), ConvTranspose's weights through strides (its
+ * [C, M/g] order is oneDNN's "io"), a transposed Gemm operand through strides, and a
+ * MatMul operand of rank 1 as a matrix with a 1, all without copying.
+ */
+#include "backends/cpu/dnnl.h"
+#include "backends/cpu/cpu_backend.h"
+#include "ir/fused.h"
+#include "ir/infer_common.h"
+#include "ir/infer_convq.h"
+
+#include <dnnl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kl_dnnl_engine {
+  dnnl_engine_t engine;
+  dnnl_stream_t stream;
+};
+
+typedef enum dn_kind { DN_CONV, DN_DECONV, DN_GEMM, DN_MATMUL } dn_kind;
+
+#define DN_SLOTS 4  /* primitives kept per node: one per recent set of input shapes */
+#define DN_INPUTS 4 /* X, W, Bias or C, Sum */
+#define DN_POSTS 2  /* binary post-ops: Bias or C, and a Sum that broadcasts */
+#define DN_ALIGN 64
+
+typedef struct dn_shape {
+  int rank; /* -1: the input is absent */
+  int64_t dims[KL_MAX_RANK];
+} dn_shape;
+
+/* Constant weights reordered into the layout a primitive asked for. */
+typedef struct dn_packed {
+  dnnl_memory_desc_t md;
+  void *data;
+  int users;
+} dn_packed;
+
+/* A reorder between two buffers; `from` or `to` gets kiln's pointer at each run. */
+typedef struct dn_reorder {
+  dnnl_primitive_t prim;
+  dnnl_memory_t from, to, scratch;
+  void *scratch_buf;
+} dn_reorder;
+
+/* One primitive for one set of input shapes. */
+typedef struct dn_entry {
+  bool used, fallback;
+  uint64_t last_use;
+  dn_shape key[DN_INPUTS];
+  dnnl_primitive_t prim;
+  /* What the primitive reads and writes. src/dst/wei have kiln's pointers set at each
+   * run unless a reorder stands between (then they own src_buf, dst_buf, wei_buf). */
+  dnnl_memory_t src, wei, bias, dst, scratch, post[DN_POSTS];
+  int n_post, post_arg[DN_POSTS], post_input[DN_POSTS];
+  dn_reorder src_in, wei_in, dst_out, sum_in;
+  void *src_buf, *wei_buf, *dst_buf, *scratch_buf;
+  void *sum_copy;   /* the reference fallback's copy of a Sum that Y overwrites */
+  size_t sum_bytes;
+  int packed;       /* index into dn_node.packed, -1 when the weights are read as given */
+  bool sum_postop;  /* the primitive adds what dst holds: dst is filled with Sum first */
+} dn_entry;
+
+typedef struct dn_node {
+  kl_dnnl_engine *eng;
+  const kl_node *node;
+  dn_kind kind;
+  const void *const_w; /* the graph's constant weights, NULL when computed */
+  float *scaled_c;     /* beta * C for a Gemm with beta != 1 (C is then constant) */
+  float gemm_beta;
+  uint64_t clock;
+  dn_packed packed[DN_SLOTS];
+  dn_entry slots[DN_SLOTS];
+} dn_node;
+
+/* ---- process-wide setup: the ISA cap, once ---- */
+
+static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
+static bool isa_usable;
+
+static void limit_isa_once(void) {
+  kl_isa cap = kl_cpu_isa_cap();
+  isa_usable = cap != KL_ISA_GENERIC;
+  static const dnnl_cpu_isa_t to_dnnl[KL_ISA_COUNT] = {
+      [KL_ISA_GENERIC] = dnnl_cpu_isa_all,
+      [KL_ISA_AVX2] = dnnl_cpu_isa_avx2,
+      [KL_ISA_AVX512] = dnnl_cpu_isa_avx512_core,
+      [KL_ISA_AVX512_BF16] = dnnl_cpu_isa_avx512_core_bf16,
+      [KL_ISA_AMX] = dnnl_cpu_isa_all,
+  };
+  /* Fails only once a primitive exists, which cannot have happened yet through kiln;
+   * if the embedding program made one first, oneDNN keeps its own choice. */
+  if (cap != KL_ISA_GENERIC && cap != KL_ISA_AMX) (void)dnnl_set_max_cpu_isa(to_dnnl[cap]);
+}
+
+bool kl_dnnl_limit_isa(kl_isa cap) {
+  (void)cap; /* the same value every time: it comes from the environment */
+  pthread_once(&isa_once, limit_isa_once);
+  return isa_usable;
+}
+
+const char *kl_dnnl_isa_name(void) {
+  switch (dnnl_get_effective_cpu_isa()) {
+  case dnnl_cpu_isa_sse41: return "sse41";
+  case dnnl_cpu_isa_avx: return "avx";
+  case dnnl_cpu_isa_avx2: return "avx2";
+  case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+  case dnnl_cpu_isa_avx512_core: return "avx512_core";
+  case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+  case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+  case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+  default: return "other";
+  }
+}
+
+static kiln_status dn_fail(kl_err *e, dnnl_status_t s, const char *what) {
+  kiln_status code = s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL;
+  return kl_fail(e, code, "oneDNN failed %s (status %d)", what, (int)s);
+}
+
+kiln_status kl_dnnl_engine_create(kl_dnnl_engine **out, kl_err *e) {
+  kl_dnnl_engine *eng = calloc(1, sizeof *eng);
+  *out = eng;
+  if (!eng) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a oneDNN engine");
+  dnnl_status_t s = dnnl_engine_create(&eng->engine, dnnl_cpu, 0);
+  if (s == dnnl_success) s = dnnl_stream_create(&eng->stream, eng->engine, dnnl_stream_default_flags);
+  return s == dnnl_success ? KILN_OK : dn_fail(e, s, "to create a CPU engine");
+}
+
+void kl_dnnl_engine_free(kl_dnnl_engine *eng) {
+  if (!eng) return;
+  if (eng->stream) dnnl_stream_destroy(eng->stream);
+  if (eng->engine) dnnl_engine_destroy(eng->engine);
+  free(eng);
+}
+
+/* ---- which nodes ---- */
+
+static bool dn_kind_of(kl_op op, dn_kind *kind) {
+  kl_op base = kl_fused_base(op);
+  if (base == KL_OP_COUNT) base = op;
+  switch (base) {
+  case KL_OP_Conv: *kind = DN_CONV; return true;
+  case KL_OP_ConvTranspose: *kind = DN_DECONV; return true;
+  case KL_OP_Gemm: *kind = DN_GEMM; return true;
+  case KL_OP_MatMul: *kind = DN_MATMUL; return true;
+  default: return false;
+  }
+}
+
+static bool is_f32(const kl_graph *g, int v) {
+  return v < 0 || g->values[v].type.dtype == KL_F32;
+}
+
+static bool is_const(const kl_graph *g, int v) {
+  return v >= 0 && g->values[v].kind == KL_VALUE_CONST;
+}
+
+bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
+  dn_kind kind;
+  if (!dn_kind_of(n->op, &kind) || n->n_out != 1 || !is_f32(g, n->out[0])) return false;
+  for (int k = 0; k < n->n_in; k++)
+    if (!is_f32(g, n->in[k])) return false;
+  const char *act = kl_attr_string(n, "activation", NULL);
+  if (act && !kl_fused_act_find(act)) return false;
+  if (kind == DN_GEMM && n->n_in > 2 && n->in[2] >= 0 &&
+      kl_attr_float(n, "beta", 1.0f) != 1.0f && !is_const(g, n->in[2]))
+    return false; /* beta * C would need a scaled copy at every run */
+  int rank = g->values[n->in[0]].type.rank;
+  if ((kind == DN_CONV || kind == DN_DECONV) && rank >= 0 && (rank < 3 || rank > 5))
+    return false;
+  return true;
+}
+
+/* ---- small helpers ---- */
+
+static void *aligned_alloc_bytes(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, DN_ALIGN, bytes ? bytes : DN_ALIGN) != 0) return NULL;
+  return p;
+}
+
+static void plain_strides(int nd, const dnnl_dims_t dims, dnnl_dims_t strides) {
+  int64_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i] > 0 ? dims[i] : 1;
+  }
+}
+
+static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  dnnl_dims_t strides;
+  plain_strides(nd, dims, strides);
+  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+}
+
+static dnnl_status_t any_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  return dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, dnnl_format_tag_any);
+}
+
+/* dims of t right-aligned in nd dims, 1 in front. */
+static void padded_dims(const kl_tensor *t, int nd, dnnl_dims_t dims) {
+  for (int i = 0; i < nd; i++) dims[i] = 1;
+  for (int i = 0; i < t->rank; i++) dims[nd - t->rank + i] = t->dims[i];
+}
+
+static bool same_shape(const kl_tensor *a, const kl_tensor *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+static const kl_tensor *input(const kl_kernel_ctx *c, int k) {
+  return k < c->n_in ? c->in[k] : NULL;
+}
+
+/* ---- problem descriptions: what each op asks of oneDNN ---- */
+
+/* The memory descriptors and geometry of one problem. */
+typedef struct dn_problem {
+  int nd;
+  dnnl_memory_desc_t src_user, wei_user, dst_user, src_want, wei_want, dst_want, bias;
+  bool has_bias;
+  dnnl_dims_t strides, dilates, pad_l, pad_r; /* spatial dims only */
+} dn_problem;
+
+/* Weights with the group split out when there is more than one: conv [g, M/g, C/g, K]
+ * over kiln's [M, C/g, K]; deconv [g, M/g, C/g, K] over kiln's [C, M/g, K] (i/o
+ * swapped, through strides). */
+static dnnl_status_t conv_weights_md(const dn_node *d, const kl_tensor *w, int64_t group,
+                                     dnnl_memory_desc_t *user, dnnl_memory_desc_t *want) {
+  int sp = w->rank - 2, nd = group > 1 ? w->rank + 1 : w->rank, o = group > 1;
+  int64_t ksize = 1;
+  for (int i = 0; i < sp; i++) ksize *= w->dims[2 + i];
+  dnnl_dims_t dims, strides;
+  int64_t ocg, icg;
+  if (d->kind == DN_CONV) {
+    ocg = w->dims[0] / group;
+    icg = w->dims[1];
+  } else {
+    ocg = w->dims[1];
+    icg = w->dims[0] / group;
+  }
+  if (group > 1) dims[0] = group;
+  dims[o] = ocg;
+  dims[o + 1] = icg;
+  for (int i = 0; i < sp; i++) dims[o + 2 + i] = w->dims[2 + i];
+  plain_strides(nd, dims, strides);
+  if (d->kind == DN_DECONV) { /* memory order is [g][ic][oc][k] */
+    strides[o] = ksize;
+    strides[o + 1] = ocg * ksize;
+  }
+  if (group > 1) strides[0] = ocg * icg * ksize;
+  dnnl_status_t s = dnnl_memory_desc_init_by_strides(user, nd, dims, dnnl_f32, strides);
+  if (s == dnnl_success) s = any_md(want, nd, dims);
+  return s;
+}
+
+/* Strides, dilations and pads of a Conv over x giving y. */
+static kiln_status conv_geometry(const kl_kernel_ctx *c, dn_problem *p) {
+  const kl_tensor *x = c->in[0], *w = c->in[1];
+  int sp = x->rank - 2;
+  kl_window win;
+  kiln_status st = kl_window_init(c->node, sp, w->dims + 2, &win, c->e);
+  for (int i = 0; st == KILN_OK && i < sp; i++) {
+    int64_t out;
+    st = kl_window_out(&win, i, x->dims[2 + i], &out, c->e);
+    p->strides[i] = win.stride[i];
+    p->dilates[i] = win.dilation[i] - 1;
+    p->pad_l[i] = win.pad_begin[i];
+    p->pad_r[i] = win.pad_end[i]; /* oneDNN rounds the output size down as ONNX does */
+  }
+  return st;
+}
+
+static kiln_status deconv_geometry(const kl_kernel_ctx *c, dn_problem *p) {
+  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
+  int sp = x->rank - 2;
+  kl_convt t;
+  kiln_status st = kl_convt_init(c->node, sp, w->dims + 2, &t, c->e);
+  for (int i = 0; st == KILN_OK && i < sp; i++) {
+    int64_t out;
+    st = kl_convt_out(&t, i, x->dims[2 + i], &out, c->e);
+    p->strides[i] = t.w.stride[i];
+    p->dilates[i] = t.w.dilation[i] - 1;
+    p->pad_l[i] = t.w.pad_begin[i];
+    /* oneDNN's right pad is what gives y's size: ONNX's pad_end less output_padding */
+    int64_t span = (w->dims[2 + i] - 1) * t.w.dilation[i] + 1;
+    p->pad_r[i] = (x->dims[2 + i] - 1) * t.w.stride[i] + span - t.w.pad_begin[i] - y->dims[2 + i];
+  }
+  return st;
+}
+
+/* Conv and ConvTranspose: src and dst in whatever layout oneDNN likes best (any),
+ * reordered from and to kiln's plain tensors around the primitive. */
+static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0], *b = input(c, 2);
+  kiln_status st = d->kind == DN_CONV ? conv_geometry(c, p) : deconv_geometry(c, p);
+  if (st != KILN_OK) return st;
+  int64_t group = kl_attr_int(c->node, "group", 1);
+  dnnl_dims_t xd, yd, bd;
+  p->nd = x->rank;
+  padded_dims(x, p->nd, xd);
+  padded_dims(y, p->nd, yd);
+  dnnl_status_t s = plain_md(&p->src_user, p->nd, xd);
+  if (s == dnnl_success) s = any_md(&p->src_want, p->nd, xd);
+  if (s == dnnl_success) s = plain_md(&p->dst_user, p->nd, yd);
+  if (s == dnnl_success) s = any_md(&p->dst_want, p->nd, yd);
+  if (s == dnnl_success) s = conv_weights_md(d, w, group, &p->wei_user, &p->wei_want);
+  p->has_bias = b != NULL;
+  bd[0] = y->dims[1];
+  if (s == dnnl_success && b) s = plain_md(&p->bias, 1, bd);
+  return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a convolution");
+}
+
+/* Gemm: A and B through strides when transposed; C becomes a binary post-op. */
+static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+  const kl_tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
+  bool ta = kl_attr_int(c->node, "transA", 0) != 0, tb = kl_attr_int(c->node, "transB", 0) != 0;
+  int64_t m = y->dims[0], n = y->dims[1], k = a->dims[ta ? 0 : 1];
+  dnnl_dims_t ad = {m, k}, bd = {k, n}, yd = {m, n};
+  dnnl_dims_t as = {ta ? 1 : k, ta ? m : 1}, bs = {tb ? 1 : n, tb ? k : 1};
+  (void)b;
+  p->nd = 2;
+  dnnl_status_t s = dnnl_memory_desc_init_by_strides(&p->src_user, 2, ad, dnnl_f32, as);
+  if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&p->wei_user, 2, bd, dnnl_f32, bs);
+  if (s == dnnl_success) s = plain_md(&p->dst_user, 2, yd);
+  p->src_want = p->src_user;
+  p->dst_want = p->dst_user;
+  p->wei_want = p->wei_user;
+  if (s == dnnl_success && d->const_w) s = any_md(&p->wei_want, 2, bd);
+  return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a Gemm");
+}
+
+/* MatMul: operands padded to one rank (a rank-1 A is [1, K], a rank-1 B [K, 1]). */
+static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+  const kl_tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
+  int ra = a->rank < 2 ? 2 : a->rank, rb = b->rank < 2 ? 2 : b->rank;
+  int nd = ra > rb ? ra : rb;
+  dnnl_dims_t ad, bd, yd;
+  padded_dims(a, nd, ad);
+  padded_dims(b, nd, bd);
+  if (b->rank == 1) {
+    bd[nd - 2] = b->dims[0];
+    bd[nd - 1] = 1;
+  }
+  for (int i = 0; i < nd - 2; i++) yd[i] = ad[i] > bd[i] ? ad[i] : bd[i];
+  yd[nd - 2] = ad[nd - 2];
+  yd[nd - 1] = bd[nd - 1];
+  (void)y; /* y holds the same elements in the same order, with the 1s dropped */
+  p->nd = nd;
+  dnnl_status_t s = plain_md(&p->src_user, nd, ad);
+  if (s == dnnl_success) s = plain_md(&p->wei_user, nd, bd);
+  if (s == dnnl_success) s = plain_md(&p->dst_user, nd, yd);
+  p->src_want = p->src_user;
+  p->dst_want = p->dst_user;
+  p->wei_want = p->wei_user;
+  if (s == dnnl_success && d->const_w) s = any_md(&p->wei_want, nd, bd);
+  return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a MatMul");
+}
+
+/* Gemm's C or FusedMatMul's Bias as the matmul's own bias when it is one value per
+ * output column (oneDNN's fast matmul takes that, not every broadcast of a binary
+ * post-op) and nothing scales the product (oneDNN would scale the bias too). */
+static bool addend_as_bias(const dn_node *d, const kl_kernel_ctx *c) {
+  const kl_tensor *t = input(c, 2);
+  if (!t || (d->kind == DN_GEMM && (d->gemm_beta == 0.0f ||
+                                    kl_attr_float(c->node, "alpha", 1.0f) != 1.0f)))
+    return false;
+  const kl_tensor *y = c->out[0];
+  for (int i = 0; i + 1 < t->rank; i++)
+    if (t->dims[i] != 1) return false;
+  return t->rank == 0 || (y->rank > 0 && t->dims[t->rank - 1] == y->dims[y->rank - 1]);
+}
+
+static kiln_status describe(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+  memset(p, 0, sizeof *p);
+  kiln_status st;
+  switch (d->kind) {
+  case DN_CONV:
+  case DN_DECONV: return conv_problem(d, c, p);
+  case DN_GEMM: st = gemm_problem(d, c, p); break;
+  default: st = matmul_problem(d, c, p); break;
+  }
+  if (st != KILN_OK || !addend_as_bias(d, c)) return st;
+  dnnl_dims_t bd;
+  for (int i = 0; i < p->nd; i++) bd[i] = 1;
+  const kl_tensor *t = input(c, 2);
+  if (t->rank > 0) bd[p->nd - 1] = t->dims[t->rank - 1];
+  p->has_bias = true;
+  dnnl_status_t s = plain_md(&p->bias, p->nd, bd);
+  return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a bias");
+}
+
+/* ---- post-ops: Bias / C, Sum, activation ---- */
+
+static dnnl_status_t append_activation(const kl_node *n, dnnl_post_ops_t po) {
+  const kl_fused_act *act = kl_fused_act_find(kl_attr_string(n, "activation", NULL));
+  if (!act) return dnnl_success;
+  const float *p = NULL;
+  kl_attr_floats(n, "activation_params", &p);
+  const char *a = act->name;
+  dnnl_alg_kind_t alg;
+  float alpha = 0, beta = 0;
+  if (strcmp(a, "HardSigmoid") == 0) { /* clip(alpha x + beta, 0, 1) */
+    dnnl_status_t s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, p[0], p[1]);
+    return s == dnnl_success ? dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0, 1)
+                             : s;
+  }
+  if (strcmp(a, "Relu") == 0) alg = dnnl_eltwise_relu;
+  else if (strcmp(a, "LeakyRelu") == 0) alg = dnnl_eltwise_relu, alpha = p[0];
+  else if (strcmp(a, "Clip") == 0) alg = dnnl_eltwise_clip_v2, alpha = p[0], beta = p[1];
+  else if (strcmp(a, "Sigmoid") == 0) alg = dnnl_eltwise_logistic;
+  else if (strcmp(a, "Tanh") == 0) alg = dnnl_eltwise_tanh;
+  else if (strcmp(a, "HardSwish") == 0) alg = dnnl_eltwise_hardswish;
+  else if (strcmp(a, "Gelu") == 0) alg = dnnl_eltwise_gelu_erf;
+  else if (strcmp(a, "GeluTanh") == 0) alg = dnnl_eltwise_gelu_tanh;
+  else if (strcmp(a, "Silu") == 0) alg = dnnl_eltwise_swish, alpha = 1;
+  else if (strcmp(a, "Mish") == 0) alg = dnnl_eltwise_mish;
+  else if (strcmp(a, "Elu") == 0) alg = dnnl_eltwise_elu, alpha = p[0];
+  else return dnnl_unimplemented;
+  return dnnl_post_ops_append_eltwise(po, 1.0f, alg, alpha, beta);
+}
+
+/* A binary add of input k (broadcast to the output) as post-op number idx. */
+static dnnl_status_t append_addend(dn_entry *en, const kl_tensor *t, int k, int nd,
+                                   dnnl_post_ops_t po, dnnl_memory_desc_t *mds) {
+  dnnl_dims_t dims;
+  padded_dims(t, nd, dims);
+  dnnl_status_t s = plain_md(&mds[en->n_post], nd, dims);
+  if (s == dnnl_success) s = dnnl_post_ops_append_binary(po, dnnl_binary_add, &mds[en->n_post]);
+  if (s != dnnl_success) return s;
+  en->post_arg[en->n_post] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_ops_len(po) - 1) |
+                             DNNL_ARG_SRC_1;
+  en->post_input[en->n_post] = k;
+  en->n_post++;
+  return dnnl_success;
+}
+
+/* The addend at input 2: FusedMatMul's Bias, or Gemm's C (beta * C, precomputed when
+ * beta != 1); Conv and ConvTranspose take theirs as the primitive's bias. */
+static dnnl_status_t append_input2(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c,
+                                   int nd, dnnl_post_ops_t po, dnnl_memory_desc_t *mds) {
+  const kl_tensor *t = input(c, 2);
+  if (!t || d->kind == DN_CONV || d->kind == DN_DECONV || addend_as_bias(d, c))
+    return dnnl_success;
+  if (d->kind == DN_GEMM && d->gemm_beta == 0.0f) return dnnl_success;
+  return append_addend(en, t, 2, nd, po, mds);
+}
+
+static dnnl_status_t build_post_ops(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c,
+                                    int nd, dnnl_post_ops_t po, dnnl_memory_desc_t *mds) {
+  dnnl_status_t s = append_input2(d, en, c, nd, po, mds);
+  const kl_tensor *sum = input(c, KL_FUSED_SUM);
+  if (s == dnnl_success && sum) {
+    en->sum_postop = same_shape(sum, c->out[0]);
+    s = en->sum_postop ? dnnl_post_ops_append_sum(po, 1.0f)
+                       : append_addend(en, sum, KL_FUSED_SUM, nd, po, mds);
+  }
+  if (s == dnnl_success) s = append_activation(c->node, po);
+  return s;
+}
+
+/* Scratchpad owned by us (allocated once with the entry), post-ops, Gemm's alpha. */
+static dnnl_status_t build_attr(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c,
+                                int nd, dnnl_primitive_attr_t attr, dnnl_memory_desc_t *mds) {
+  dnnl_post_ops_t po = NULL;
+  dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  float alpha = d->kind == DN_GEMM ? kl_attr_float(c->node, "alpha", 1.0f) : 1.0f;
+  if (s == dnnl_success && alpha != 1.0f)
+    s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
+  if (s == dnnl_success) s = dnnl_post_ops_create(&po);
+  if (s == dnnl_success) s = build_post_ops(d, en, c, nd, po, mds);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+  if (po) dnnl_post_ops_destroy(po);
+  return s;
+}
+
+/* ---- building an entry ---- */
+
+static dnnl_status_t op_desc_create(const dn_node *d, const dn_problem *p,
+                                    dnnl_primitive_attr_t attr, dnnl_engine_t engine,
+                                    dnnl_primitive_desc_t *pd) {
+  const dnnl_memory_desc_t *bias = p->has_bias ? &p->bias : NULL;
+  dnnl_status_t s;
+  if (d->kind == DN_CONV) {
+    dnnl_convolution_desc_t cd;
+    s = dnnl_dilated_convolution_forward_desc_init(
+        &cd, dnnl_forward_inference, dnnl_convolution_direct, &p->src_want, &p->wei_want, bias,
+        &p->dst_want, p->strides, p->dilates, p->pad_l, p->pad_r);
+    return s == dnnl_success ? dnnl_primitive_desc_create(pd, &cd, attr, engine, NULL) : s;
+  }
+  if (d->kind == DN_DECONV) {
+    dnnl_deconvolution_desc_t dd;
+    s = dnnl_dilated_deconvolution_forward_desc_init(
+        &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &p->src_want, &p->wei_want,
+        bias, &p->dst_want, p->strides, p->dilates, p->pad_l, p->pad_r);
+    return s == dnnl_success ? dnnl_primitive_desc_create(pd, &dd, attr, engine, NULL) : s;
+  }
+  dnnl_matmul_desc_t md;
+  s = dnnl_matmul_desc_init(&md, &p->src_want, &p->wei_want, bias, &p->dst_want);
+  return s == dnnl_success ? dnnl_primitive_desc_create(pd, &md, attr, engine, NULL) : s;
+}
+
+/* Memory over buf, or with no buffer yet (NULL: kiln's pointer is set at each run). */
+static dnnl_status_t memory(dnnl_memory_t *m, const dnnl_memory_desc_t *md, dnnl_engine_t eng,
+                            void *buf) {
+  return dnnl_memory_create(m, md, eng, buf ? buf : DNNL_MEMORY_NONE);
+}
+
+static void reorder_free(dn_reorder *r) {
+  if (r->prim) dnnl_primitive_destroy(r->prim);
+  if (r->from) dnnl_memory_destroy(r->from);
+  if (r->to) dnnl_memory_destroy(r->to);
+  if (r->scratch) dnnl_memory_destroy(r->scratch);
+  free(r->scratch_buf);
+  memset(r, 0, sizeof *r);
+}
+
+/* A reorder from `from` to `to` layouts; the buffers are given (or set per run). */
+static dnnl_status_t reorder_create(dn_reorder *r, dnnl_engine_t eng,
+                                    const dnnl_memory_desc_t *from, void *from_buf,
+                                    const dnnl_memory_desc_t *to, void *to_buf) {
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_status_t s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, attr);
+  if (s == dnnl_success) s = dnnl_primitive_create(&r->prim, pd);
+  const dnnl_memory_desc_t *sp = s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
+  size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  if (s == dnnl_success && sp_bytes) {
+    r->scratch_buf = aligned_alloc_bytes(sp_bytes);
+    s = r->scratch_buf ? memory(&r->scratch, sp, eng, r->scratch_buf) : dnnl_out_of_memory;
+  }
+  if (s == dnnl_success) s = memory(&r->from, from, eng, from_buf);
+  if (s == dnnl_success) s = memory(&r->to, to, eng, to_buf);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return s;
+}
+
+static dnnl_status_t reorder_run(const dn_reorder *r, dnnl_stream_t stream) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, r->from}, {DNNL_ARG_TO, r->to},
+                             {DNNL_ARG_SCRATCHPAD, r->scratch}};
+  return dnnl_primitive_execute(r->prim, stream, r->scratch ? 3 : 2, args);
+}
+
+/* The primitive's side of a tensor kiln holds plainly: the same memory when the
+ * layouts agree, else a buffer of ours and a reorder between (in: user -> buffer,
+ * out: buffer -> user). */
+static dnnl_status_t staged(dn_entry *en, dnnl_engine_t eng, const dnnl_memory_desc_t *user,
+                            const dnnl_memory_desc_t *want, bool in, dnnl_memory_t *m,
+                            void **buf, dn_reorder *r) {
+  if (dnnl_memory_desc_equal(user, want)) return memory(m, user, eng, NULL);
+  (void)en;
+  *buf = aligned_alloc_bytes(dnnl_memory_desc_get_size(want));
+  if (!*buf) return dnnl_out_of_memory;
+  dnnl_status_t s = memory(m, want, eng, *buf);
+  if (s != dnnl_success) return s;
+  return in ? reorder_create(r, eng, user, NULL, want, *buf)
+            : reorder_create(r, eng, want, *buf, user, NULL);
+}
+
+/* Constant weights in the primitive's layout: shared with an entry that asked for the
+ * same layout, else reordered now, once. Returns the index in d->packed or -1. */
+static int pack_weights(dn_node *d, const dnnl_memory_desc_t *user,
+                        const dnnl_memory_desc_t *want, dnnl_status_t *s) {
+  for (int i = 0; i < DN_SLOTS; i++)
+    if (d->packed[i].data && dnnl_memory_desc_equal(&d->packed[i].md, want)) {
+      d->packed[i].users++;
+      return i;
+    }
+  int slot = 0;
+  while (slot < DN_SLOTS && d->packed[slot].data) slot++;
+  if (slot == DN_SLOTS) { /* every entry holds its own layout: cannot happen */
+    *s = dnnl_runtime_error;
+    return -1;
+  }
+  dn_packed *pk = &d->packed[slot];
+  pk->data = aligned_alloc_bytes(dnnl_memory_desc_get_size(want));
+  if (!pk->data) {
+    *s = dnnl_out_of_memory;
+    return -1;
+  }
+  dn_reorder r = {0};
+  *s = reorder_create(&r, d->eng->engine, user, (void *)d->const_w, want, pk->data);
+  if (*s == dnnl_success) *s = reorder_run(&r, d->eng->stream);
+  if (*s == dnnl_success) *s = dnnl_stream_wait(d->eng->stream);
+  reorder_free(&r);
+  if (*s != dnnl_success) {
+    free(pk->data);
+    pk->data = NULL;
+    return -1;
+  }
+  pk->md = *want;
+  pk->users = 1;
+  return slot;
+}
+
+static dnnl_status_t setup_weights(dn_node *d, dn_entry *en, const dn_problem *p,
+                                   const dnnl_memory_desc_t *want) {
+  dnnl_engine_t eng = d->eng->engine;
+  if (!d->const_w || dnnl_memory_desc_equal(&p->wei_user, want))
+    return staged(en, eng, &p->wei_user, want, true, &en->wei, &en->wei_buf, &en->wei_in);
+  dnnl_status_t s = dnnl_success;
+  en->packed = pack_weights(d, &p->wei_user, want, &s);
+  return s == dnnl_success ? memory(&en->wei, want, eng, d->packed[en->packed].data) : s;
+}
+
+static dnnl_status_t setup_memories(dn_node *d, dn_entry *en, const dn_problem *p,
+                                    dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *post) {
+  dnnl_engine_t eng = d->eng->engine;
+  const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  const dnnl_memory_desc_t *wei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  dnnl_status_t s = staged(en, eng, &p->src_user, src, true, &en->src, &en->src_buf, &en->src_in);
+  if (s == dnnl_success) s = setup_weights(d, en, p, wei);
+  if (s == dnnl_success)
+    s = staged(en, eng, &p->dst_user, dst, false, &en->dst, &en->dst_buf, &en->dst_out);
+  if (s == dnnl_success && en->sum_postop && en->dst_buf) /* Sum into the staged dst */
+    s = reorder_create(&en->sum_in, eng, &p->dst_user, NULL, dst, en->dst_buf);
+  if (s == dnnl_success && p->has_bias) s = memory(&en->bias, &p->bias, eng, NULL);
+  for (int k = 0; s == dnnl_success && k < en->n_post; k++)
+    s = memory(&en->post[k], &post[k], eng, NULL);
+  size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  if (s == dnnl_success && sp_bytes) {
+    en->scratch_buf = aligned_alloc_bytes(sp_bytes);
+    s = en->scratch_buf ? memory(&en->scratch, sp, eng, en->scratch_buf) : dnnl_out_of_memory;
+  }
+  return s;
+}
+
+static void entry_free(dn_node *d, dn_entry *en) {
+  if (en->prim) dnnl_primitive_destroy(en->prim);
+  dnnl_memory_t mems[] = {en->src, en->wei, en->bias, en->dst, en->scratch, en->post[0],
+                          en->post[1]};
+  for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+    if (mems[i]) dnnl_memory_destroy(mems[i]);
+  reorder_free(&en->src_in);
+  reorder_free(&en->wei_in);
+  reorder_free(&en->dst_out);
+  reorder_free(&en->sum_in);
+  free(en->src_buf);
+  free(en->wei_buf);
+  free(en->dst_buf);
+  free(en->scratch_buf);
+  free(en->sum_copy);
+  if (en->packed >= 0 && --d->packed[en->packed].users == 0) {
+    free(d->packed[en->packed].data);
+    d->packed[en->packed].data = NULL;
+  }
+  memset(en, 0, sizeof *en);
+  en->packed = -1;
+}
+
+/* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
+static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
+  dn_problem p;
+  kiln_status st = describe(d, c, &p);
+  if (st != KILN_OK) return st;
+  dnnl_memory_desc_t post[DN_POSTS];
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_status_t s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = build_attr(d, en, c, p.nd, attr, post);
+  if (s == dnnl_success) s = op_desc_create(d, &p, attr, d->eng->engine, &pd);
+  if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
+    en->fallback = true; /* a shape or post-op oneDNN cannot do: the reference runs */
+    s = dnnl_success;
+  } else {
+    if (s == dnnl_success) s = setup_memories(d, en, &p, pd, post);
+    if (s == dnnl_success) s = dnnl_primitive_create(&en->prim, pd);
+  }
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) return dn_fail(c->e, s, "to build a primitive");
+  const kl_tensor *sum = input(c, KL_FUSED_SUM);
+  if (en->fallback && sum && same_shape(sum, c->out[0])) { /* Y may share Sum's buffer */
+    en->sum_bytes = kl_tensor_nbytes(sum);
+    if (!(en->sum_copy = aligned_alloc_bytes(en->sum_bytes)))
+      return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a copy of Sum");
+  }
+  return KILN_OK;
+}
+
+/* ---- the cache of entries ---- */
+
+static void shape_of(const kl_tensor *t, dn_shape *s) {
+  s->rank = t ? t->rank : -1;
+  if (t) memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+}
+
+static bool entry_matches(const dn_entry *en, const kl_kernel_ctx *c) {
+  for (int k = 0; k < DN_INPUTS; k++) {
+    const kl_tensor *t = input(c, k);
+    const dn_shape *s = &en->key[k];
+    if ((t ? t->rank : -1) != s->rank) return false;
+    if (t && memcmp(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank) != 0) return false;
+  }
+  return true;
+}
+
+/* The entry for c's shapes, built (in the least recently used slot) when new. */
+static kiln_status entry_get(dn_node *d, const kl_kernel_ctx *c, dn_entry **out) {
+  dn_entry *victim = &d->slots[0];
+  d->clock++;
+  for (int i = 0; i < DN_SLOTS; i++) {
+    dn_entry *en = &d->slots[i];
+    if (en->used && entry_matches(en, c)) {
+      en->last_use = d->clock;
+      *out = en;
+      return KILN_OK;
+    }
+    if (!en->used ? victim->used : en->last_use < victim->last_use) victim = en;
+  }
+  if (victim->used) entry_free(d, victim);
+  kiln_status st = entry_build(d, victim, c);
+  if (st != KILN_OK) {
+    entry_free(d, victim);
+    return st;
+  }
+  victim->used = true;
+  victim->last_use = d->clock;
+  for (int k = 0; k < DN_INPUTS; k++) shape_of(input(c, k), &victim->key[k]);
+  *out = victim;
+  return KILN_OK;
+}
+
+/* ---- running ---- */
+
+/* oneDNN had no implementation: the op's reference kernel, with Sum copied aside when
+ * Y shares its buffer (the reference writes Y before it reads Sum). */
+static kiln_status run_reference(dn_entry *en, kl_kernel_ctx *c) {
+  const kl_tensor *sum = input(c, KL_FUSED_SUM);
+  if (!sum || !en->sum_copy || sum->data != c->out[0]->data)
+    return (kiln_status)kl_op_get(c->node->op)->ref(c);
+  memcpy(en->sum_copy, sum->data, en->sum_bytes);
+  kl_tensor copy = *sum;
+  copy.data = en->sum_copy;
+  const kl_tensor *in[DN_INPUTS];
+  for (int k = 0; k < c->n_in && k < DN_INPUTS; k++) in[k] = c->in[k];
+  in[KL_FUSED_SUM] = &copy;
+  kl_kernel_ctx sub = *c;
+  sub.in = in;
+  return (kiln_status)kl_op_get(c->node->op)->ref(&sub);
+}
+
+static dnnl_status_t set_handle(dnnl_memory_t m, const void *p) {
+  return dnnl_memory_set_data_handle(m, (void *)p);
+}
+
+/* Points the entry's memories at this run's tensors and fills dst with Sum. */
+static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0], *w = c->in[1], *sum = input(c, KL_FUSED_SUM);
+  kl_tensor *y = c->out[0];
+  dnnl_stream_t stream = d->eng->stream;
+  dnnl_status_t s = set_handle(en->src_in.prim ? en->src_in.from : en->src, x->data);
+  if (s == dnnl_success && en->src_in.prim) s = reorder_run(&en->src_in, stream);
+  if (s == dnnl_success && en->packed < 0)
+    s = set_handle(en->wei_in.prim ? en->wei_in.from : en->wei, w->data);
+  if (s == dnnl_success && en->wei_in.prim) s = reorder_run(&en->wei_in, stream);
+  if (s == dnnl_success && en->bias)
+    s = set_handle(en->bias, d->scaled_c ? d->scaled_c : c->in[2]->data);
+  for (int k = 0; s == dnnl_success && k < en->n_post; k++) {
+    int i = en->post_input[k];
+    s = set_handle(en->post[k], i == 2 && d->scaled_c ? d->scaled_c : c->in[i]->data);
+  }
+  if (s == dnnl_success) s = set_handle(en->dst_out.prim ? en->dst_out.to : en->dst, y->data);
+  if (s != dnnl_success || !en->sum_postop) return s;
+  if (en->sum_in.prim) {
+    s = set_handle(en->sum_in.from, sum->data);
+    return s == dnnl_success ? reorder_run(&en->sum_in, stream) : s;
+  }
+  if (sum->data != y->data) memcpy(y->data, sum->data, kl_tensor_nbytes(y));
+  return dnnl_success;
+}
+
+static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
+  dnnl_exec_arg_t args[6 + DN_POSTS];
+  int n = 0;
+  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, en->src};
+  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, en->wei};
+  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, en->dst};
+  if (en->bias) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, en->bias};
+  if (en->scratch) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
+  for (int k = 0; k < en->n_post; k++) args[n++] = (dnnl_exec_arg_t){en->post_arg[k], en->post[k]};
+  dnnl_stream_t stream = d->eng->stream;
+  dnnl_status_t s = bind(d, en, c);
+  if (s == dnnl_success) s = dnnl_primitive_execute(en->prim, stream, n, args);
+  if (s == dnnl_success && en->dst_out.prim) s = reorder_run(&en->dst_out, stream);
+  if (s == dnnl_success) s = dnnl_stream_wait(stream);
+  return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to execute");
+}
+
+static int dn_run(kl_kernel_ctx *c) {
+  dn_node *d = *c->state;
+  if (!d) return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN kernel without its state");
+  if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
+  for (int k = 0; k < c->n_in; k++)
+    if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) /* oneDNN refuses empty operands */
+      return (kiln_status)kl_op_get(c->node->op)->ref(c);
+  dn_entry *en;
+  kiln_status st = entry_get(d, c, &en);
+  if (st != KILN_OK) return st;
+  return en->fallback ? run_reference(en, c) : execute(d, en, c);
+}
+
+static void dn_release(void *state) {
+  dn_node *d = state;
+  if (!d) return;
+  for (int i = 0; i < DN_SLOTS; i++)
+    if (d->slots[i].used) entry_free(d, &d->slots[i]);
+  for (int i = 0; i < DN_SLOTS; i++) free(d->packed[i].data);
+  free(d->scaled_c);
+  free(d);
+}
+
+/* beta * C, once, for a Gemm whose beta is not 1 (supports() made sure C is constant). */
+static kiln_status scale_c(dn_node *d, const kl_graph *g, kl_err *e) {
+  const kl_node *n = d->node;
+  d->gemm_beta = kl_attr_float(n, "beta", 1.0f);
+  if (n->n_in < 3 || n->in[2] < 0 || d->gemm_beta == 1.0f || d->gemm_beta == 0.0f)
+    return KILN_OK;
+  const kl_value *c = &g->values[n->in[2]];
+  size_t count = c->nbytes / sizeof(float);
+  if (!(d->scaled_c = aligned_alloc_bytes(c->nbytes)))
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for beta * C (%zu bytes)", c->nbytes);
+  const float *src = c->data;
+  for (size_t i = 0; i < count; i++) d->scaled_c[i] = d->gemm_beta * src[i];
+  return KILN_OK;
+}
+
+static const char *kernel_name(dn_kind kind) {
+  switch (kind) {
+  case DN_CONV: return "dnnl_conv";
+  case DN_DECONV: return "dnnl_deconv";
+  case DN_GEMM: return "dnnl_gemm";
+  default: return "dnnl_matmul";
+  }
+}
+
+kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl_node *n,
+                                kl_cpu_kernel *kernel, unsigned *inplace, void **state,
+                                kl_err *e) {
+  dn_kind kind;
+  *state = NULL;
+  if (!dn_kind_of(n->op, &kind))
+    return kl_fail(e, KILN_ERR_INTERNAL, "op %s is not one of oneDNN's", kl_op_name(n->op));
+  dn_node *d = calloc(1, sizeof *d);
+  if (!d) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a oneDNN node");
+  d->eng = eng;
+  d->node = n;
+  d->kind = kind;
+  d->const_w = is_const(g, n->in[1]) ? g->values[n->in[1]].data : NULL;
+  for (int i = 0; i < DN_SLOTS; i++) d->slots[i].packed = -1;
+  kiln_status st = kind == DN_GEMM ? scale_c(d, g, e) : KILN_OK;
+  if (st != KILN_OK) {
+    dn_release(d);
+    return st;
+  }
+  *state = d;
+  *kernel = (kl_cpu_kernel){kernel_name(kind), dn_run, dn_release};
+  /* Y may take over a Sum that dies here: the sum post-op reads it before the
+   * primitive writes, and the reference fallback copies it aside first. */
+  *inplace = n->n_in > KL_FUSED_SUM && n->in[KL_FUSED_SUM] >= 0 ? 1u << KL_FUSED_SUM : 0;
+  return KILN_OK;
+}

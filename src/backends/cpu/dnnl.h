@@ -1,0 +1,42 @@
+/* oneDNN kernels for the heavy ops: Conv, ConvTranspose, Gemm and MatMul in float32,
+ * and kiln's fused forms of them (FusedConv, FusedConvTranspose, FusedGemm,
+ * FusedMatMul), whose Bias, Sum and activation become oneDNN post-ops.
+ *
+ * A node's state holds, per set of input shapes (a small cache), the primitive, its
+ * scratchpad and the reorders between kiln's plain row-major tensors and the layouts
+ * the primitive chose; constant weights are reordered once into the layout oneDNN
+ * picks and shared by every entry that wants that layout. When oneDNN has no
+ * implementation for a shape, the entry remembers it and runs the reference kernel.
+ *
+ * Running a node whose entry exists allocates nothing: every buffer is made when the
+ * entry is. */
+#ifndef KL_CPU_DNNL_H
+#define KL_CPU_DNNL_H
+
+#include "backends/backend.h"
+
+/* A oneDNN CPU engine and stream, shared by the nodes of one session. */
+typedef struct kl_dnnl_engine kl_dnnl_engine;
+
+kiln_status kl_dnnl_engine_create(kl_dnnl_engine **out, kl_err *e);
+void kl_dnnl_engine_free(kl_dnnl_engine *eng);
+
+/* Whether oneDNN is to run node n of g: its op, float32 types and attributes that
+ * post-ops can express. Decided from the graph alone, once per session. */
+bool kl_dnnl_supports(const kl_graph *g, const kl_node *n);
+
+/* The kernel for a supported node and its initial state (which refers to eng, so eng
+ * must outlive it). *inplace gets the input bits the kernel may share out[0] with
+ * (see kl_cpu_choice). */
+kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl_node *n,
+                                kl_cpu_kernel *kernel, unsigned *inplace, void **state,
+                                kl_err *e);
+
+/* Lowers oneDNN's ISA to cap (KILN_ISA), once per process before any primitive exists;
+ * later calls do nothing. Returns false when cap is KL_ISA_GENERIC: oneDNN is not to be
+ * used at all then, since it has no portable-C level. */
+bool kl_dnnl_limit_isa(kl_isa cap);
+/* The ISA oneDNN dispatches to, as oneDNN names it ("avx512_core_bf16"). */
+const char *kl_dnnl_isa_name(void);
+
+#endif

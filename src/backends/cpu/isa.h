@@ -1,0 +1,59 @@
+/* Which instruction-set level kiln's own CPU kernels run at.
+ *
+ * The CPU's features come from cpuid, and the state the OS saves on a context switch
+ * from xgetbv (XCR0): a CPU with AVX-512 under an OS that does not save the ZMM
+ * registers cannot use them. AMX also needs Linux to grant the process permission to
+ * use tile data (arch_prctl ARCH_REQ_XCOMP_PERM), which is asked for once, and only
+ * when the AMX level could be chosen.
+ *
+ * The level is the highest one the CPU and OS support, lowered by the environment
+ * variable KILN_ISA=generic|avx2|avx512|avx512_bf16|amx; KILN_ISA never raises it.
+ * Detection runs once per process (pthread_once); it is the only global state kiln's
+ * CPU kernels keep, and it never changes afterwards.
+ */
+#ifndef KL_CPU_ISA_H
+#define KL_CPU_ISA_H
+
+#include "backends/backend.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct kl_cpu_features {
+  char vendor[13]; /* "GenuineIntel", "AuthenticAMD"; "" when not x86 */
+  char brand[49];  /* the processor's name string, "" when it has none */
+  bool avx, avx2, fma, f16c;
+  bool avx512f, avx512bw, avx512dq, avx512vl, avx512_bf16;
+  bool amx_tile, amx_bf16, amx_int8;
+  bool os_avx;    /* XCR0 has the SSE and AVX (YMM) state */
+  bool os_avx512; /* ... and the opmask and ZMM state */
+  bool os_amx;    /* ... and the tile config and tile data state */
+  bool amx_permitted; /* Linux granted XTILEDATA (asked only when AMX could be used) */
+} kl_cpu_features;
+
+/* The features of this CPU, detected once; never NULL. */
+const kl_cpu_features *kl_isa_features(void);
+
+/* The level chosen for this process, and one line saying why it is that level and not
+ * the next one up (for `kiln info`). Both are detected once and never change. */
+kl_isa kl_isa_level(void);
+const char *kl_isa_reason(void);
+
+/* The highest level the features allow, ignoring KILN_ISA (pure). */
+kl_isa kl_isa_supported(const kl_cpu_features *f);
+
+/* The level for features f under KILN_ISA value env (NULL when it is not set), and
+ * why, into why[len]. Pure: detection and the AMX permission request happen before. */
+kl_isa kl_isa_choose(const kl_cpu_features *f, const char *env, char *why, size_t len);
+
+/* "generic", "avx2", "avx512", "avx512_bf16", "amx"; "?" out of range. */
+const char *kl_isa_level_name(kl_isa isa);
+
+/* The level named s (as KILN_ISA spells it); false when s names none. */
+bool kl_isa_parse(const char *s, kl_isa *out);
+
+/* The features as a space-separated list ("avx2 fma avx512f ..."), into buf[len];
+ * returns buf. */
+const char *kl_isa_feature_list(const kl_cpu_features *f, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,87 @@
+/* Elementwise primitives, AVX2 level: 8 lanes, tails by maskload and maskstore
+ * (which never touch memory outside the mask). In place is fine: each vector is loaded
+ * before its own lanes are stored. */
+#include "backends/cpu/isa/vmath_avx2.h"
+
+static inline __attribute__((always_inline)) void unary_run(kl_act_kind k, const kl_act *a,
+                                                            const float *x, float *y,
+                                                            size_t n) {
+  const __m256 alpha = _mm256_set1_ps(a->alpha), beta = _mm256_set1_ps(a->beta);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) { /* two vectors per step to hide the latency */
+    __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    _mm256_storeu_ps(y + i, kl_y_act(k, alpha, beta, v0));
+    _mm256_storeu_ps(y + i + 8, kl_y_act(k, alpha, beta, v1));
+  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, kl_y_act(k, alpha, beta, _mm256_loadu_ps(x + i)));
+  if (i < n) {
+    __m256i m = kl_y_tail(n - i);
+    _mm256_maskstore_ps(y + i, m, kl_y_act(k, alpha, beta, _mm256_maskload_ps(x + i, m)));
+  }
+}
+
+#define UNARY_CASE(K) \
+  case K: unary_run(K, a, x, y, n); break;
+
+static void unary(const kl_act *a, const float *x, float *y, size_t n) {
+  switch (a->kind) {
+    UNARY_CASE(KL_ACT_RELU)
+    UNARY_CASE(KL_ACT_LEAKY_RELU)
+    UNARY_CASE(KL_ACT_SIGMOID)
+    UNARY_CASE(KL_ACT_TANH)
+    UNARY_CASE(KL_ACT_EXP)
+    UNARY_CASE(KL_ACT_ERF)
+    UNARY_CASE(KL_ACT_GELU_ERF)
+    UNARY_CASE(KL_ACT_GELU_TANH)
+    UNARY_CASE(KL_ACT_SWISH)
+    UNARY_CASE(KL_ACT_HARD_SIGMOID)
+    UNARY_CASE(KL_ACT_HARD_SWISH)
+    UNARY_CASE(KL_ACT_CLIP)
+  default: break;
+  }
+}
+
+/* Lanes i.. of an operand with step 1, or its broadcast scalar with step 0. */
+static inline __m256 operand(const float *p, size_t step, size_t i, __m256i m) {
+  return step ? _mm256_maskload_ps(p + i, m) : _mm256_set1_ps(p[0]);
+}
+
+static inline __m256 full(const float *p, size_t step, size_t i) {
+  return step ? _mm256_loadu_ps(p + i) : _mm256_set1_ps(p[0]);
+}
+
+static inline __attribute__((always_inline)) void binary_run(kl_binop op, const float *a,
+                                                             size_t sa, const float *b,
+                                                             size_t sb, float *y, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, kl_y_bin(op, full(a, sa, i), full(b, sb, i)));
+  if (i < n) {
+    __m256i m = kl_y_tail(n - i);
+    _mm256_maskstore_ps(y + i, m, kl_y_bin(op, operand(a, sa, i, m), operand(b, sb, i, m)));
+  }
+}
+
+/* One loop per op and pair of steps, so that neither is tested inside it. */
+#define BINARY_CASE(OP)                                          \
+  case OP:                                                       \
+    if (a_step && b_step) binary_run(OP, a, 1, b, 1, y, n);      \
+    else if (a_step) binary_run(OP, a, 1, b, 0, y, n);           \
+    else if (b_step) binary_run(OP, a, 0, b, 1, y, n);           \
+    else binary_run(OP, a, 0, b, 0, y, n);                       \
+    break;
+
+static void binary(kl_binop op, const float *a, size_t a_step, const float *b, size_t b_step,
+                   float *y, size_t n) {
+  switch (op) {
+    BINARY_CASE(KL_BIN_ADD)
+    BINARY_CASE(KL_BIN_SUB)
+    BINARY_CASE(KL_BIN_MUL)
+    BINARY_CASE(KL_BIN_DIV)
+    BINARY_CASE(KL_BIN_MAX)
+  default: break;
+  }
+}
+
+const kl_eltwise_fns kl_eltwise_avx2 = {unary, binary};

@@ -1,0 +1,114 @@
+/* The primitives of kiln's own CPU kernels, one table per family and ISA level.
+ *
+ * Each family (eltwise, rows, pool, copy) has one source file per level, compiled with
+ * that level's flags into its own static library (isa/meson.build):
+ *   <family>_generic.c     plain C written for the auto-vectorizer, any CPU
+ *   <family>_avx2.c        AVX2 + FMA intrinsics
+ *   <family>_avx512.c      AVX-512 F/BW/DQ/VL intrinsics
+ *   <family>_avx512bf16.c  bfloat16 forms with AVX512_BF16's conversions
+ * The op-level work (attributes, broadcasting, rows, threads, falling back to the
+ * reference kernel) is done once, in the run_*.c drivers, which call these on
+ * contiguous rows. Primitives work in place (y may equal x) unless they say otherwise.
+ *
+ * A file compiled with ISA flags includes only this header, its level's vector-math
+ * header and system headers: an inline function with external linkage compiled there
+ * could be merged with, and then used instead of, the generic copy.
+ */
+#ifndef KL_ISA_FNS_H
+#define KL_ISA_FNS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Unary activations. f(x) as the reference kernels define them:
+ *   RELU x < 0 ? 0 : x (NaN kept)     LEAKY_RELU x < 0 ? alpha x : x
+ *   SIGMOID 1 / (1 + e^-x)            TANH, EXP, ERF
+ *   GELU_ERF x/2 (1 + erf(x / sqrt 2))  GELU_TANH x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ *   SWISH x sigmoid(alpha x)          HARD_SIGMOID clamp(alpha x + beta, 0, 1)
+ *   HARD_SWISH x clamp(x / 6 + 1/2, 0, 1)
+ *   CLIP min(max(x, alpha), beta): alpha, beta the bounds (+-inf when absent) */
+typedef enum kl_act_kind {
+  KL_ACT_RELU,
+  KL_ACT_LEAKY_RELU,
+  KL_ACT_SIGMOID,
+  KL_ACT_TANH,
+  KL_ACT_EXP,
+  KL_ACT_ERF,
+  KL_ACT_GELU_ERF,
+  KL_ACT_GELU_TANH,
+  KL_ACT_SWISH,
+  KL_ACT_HARD_SIGMOID,
+  KL_ACT_HARD_SWISH,
+  KL_ACT_CLIP,
+  KL_ACT_COUNT
+} kl_act_kind;
+
+typedef struct kl_act {
+  kl_act_kind kind;
+  float alpha, beta;
+} kl_act;
+
+/* Binary ops. MAX is internal (pooling): b > a ? b : a, so a NaN in b never wins. */
+typedef enum kl_binop { KL_BIN_ADD, KL_BIN_SUB, KL_BIN_MUL, KL_BIN_DIV, KL_BIN_MAX } kl_binop;
+
+typedef struct kl_eltwise_fns {
+  void (*unary)(const kl_act *a, const float *x, float *y, size_t n);
+  /* y[i] = a[i * a_step] op b[i * b_step], steps 0 (a broadcast scalar) or 1 */
+  void (*binary)(kl_binop op, const float *a, size_t a_step, const float *b, size_t b_step,
+                 float *y, size_t n);
+} kl_eltwise_fns;
+
+/* The same on bfloat16 data: computed in float, rounded to nearest even once. */
+typedef struct kl_eltwise_bf16_fns {
+  void (*unary)(const kl_act *a, const uint16_t *x, uint16_t *y, size_t n);
+  void (*binary)(kl_binop op, const uint16_t *a, size_t a_step, const uint16_t *b,
+                 size_t b_step, uint16_t *y, size_t n);
+} kl_eltwise_bf16_fns;
+
+/* One row of LayerNormalization (or RMSNormalization when rms): n elements, scale and
+ * bias of n elements each (bias NULL when absent), of the row's dtype. */
+typedef struct kl_norm_row {
+  size_t n;
+  float eps;
+  bool rms;
+  const void *scale, *bias;
+} kl_norm_row;
+
+typedef struct kl_rows_fns {
+  /* Softmax (or LogSoftmax) of a row of n >= 1 */
+  void (*softmax)(const float *x, float *y, size_t n, bool log_form);
+  /* Normalizes a row; *mean and *inv get its mean (0 for rms) and 1/sqrt(var + eps). */
+  void (*norm)(const kl_norm_row *p, const float *x, float *y, float *mean, float *inv);
+  /* The sum of n elements */
+  float (*sum)(const float *x, size_t n);
+} kl_rows_fns;
+
+typedef struct kl_rows_bf16_fns {
+  void (*softmax)(const uint16_t *x, uint16_t *y, size_t n, bool log_form);
+  void (*norm)(const kl_norm_row *p, const uint16_t *x, uint16_t *y, float *mean, float *inv);
+} kl_rows_bf16_fns;
+
+typedef struct kl_pool_fns {
+  /* The horizontal pass of 2-D pooling: y[j] = the max (or sum) over k < kw of
+   * v[j * stride + k * dilation], j < n. Not in place. */
+  void (*hpool)(bool is_max, const float *v, size_t stride, size_t dilation, size_t kw,
+                float *y, size_t n);
+} kl_pool_fns;
+
+typedef struct kl_copy_fns {
+  /* dst[c * dst_ld + r] = src[r * src_ld + c] for r < rows, c < cols, elements of
+   * elem_size bytes (1, 2, 4 or 8); lds in elements. Not in place. */
+  void (*transpose2d)(size_t elem_size, const void *src, size_t src_ld, void *dst,
+                      size_t dst_ld, size_t rows, size_t cols);
+} kl_copy_fns;
+
+/* The tables, defined by the family files. Only the generic ones exist off x86. */
+extern const kl_eltwise_fns kl_eltwise_generic, kl_eltwise_avx2, kl_eltwise_avx512;
+extern const kl_eltwise_bf16_fns kl_eltwise_avx512bf16;
+extern const kl_rows_fns kl_rows_generic, kl_rows_avx2, kl_rows_avx512;
+extern const kl_rows_bf16_fns kl_rows_avx512bf16;
+extern const kl_pool_fns kl_pool_generic, kl_pool_avx2, kl_pool_avx512;
+extern const kl_copy_fns kl_copy_generic, kl_copy_avx2, kl_copy_avx512;
+
+#endif

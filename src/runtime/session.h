@@ -1,0 +1,26 @@
+/* Internal views of a session for kiln's own tools and tests (`kiln bench --profile`,
+ * `kiln inspect --memory`): the kernels chosen, the memory plan, per-node timings.
+ * Pointers returned stay valid until the next kiln_session_run or kiln_session_free. */
+#ifndef KL_SESSION_H
+#define KL_SESSION_H
+
+#include "runtime/memplan.h"
+#include "runtime/runtime.h"
+
+/* Time every node of the following runs (a clock read before and after each). */
+void kl_session_set_profiling(kiln_session *s, bool on);
+/* The last run's timings when profiling was on: per node, its start in milliseconds
+ * from the start of the run and its duration; false when there are none. */
+bool kl_session_timings(const kiln_session *s, const double **start_ms, const double **ms);
+/* The name of the kernel chosen for node i ("ref", "dnnl_conv", ...), or "view" for a
+ * node that ran as a view of its input in the last run. */
+const char *kl_session_kernel_name(const kiln_session *s, int node);
+/* The memory plan of the last run when it was made from that run's sizes, else NULL
+ * (before the first run, or while the session plans a new shape). */
+const kl_memplan *kl_session_memplan(const kiln_session *s);
+/* The concrete type of value v in the last run (rank -1 if it was not made). */
+const kl_type *kl_session_value_type(const kiln_session *s, int v);
+/* Heap allocations the last run needed because a tensor did not fit the plan. */
+int kl_session_fallback_count(const kiln_session *s);
+
+#endif

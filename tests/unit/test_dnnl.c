@@ -1,0 +1,378 @@
+/* The oneDNN kernels (src/backends/cpu/dnnl.c) against the reference kernels, op by
+ * op: Conv (groups, depthwise, strides, dilations, pads, auto_pad, 1-D to 3-D),
+ * ConvTranspose, Gemm (transposes, alpha, beta, C shapes), MatMul (batch broadcast,
+ * rank 1) and the fused ops with every activation, Bias and Sum (same shape: the sum
+ * post-op; broadcast: a binary one). Each case runs twice (the second time from the
+ * primitive cache) and must match a reference-kernel session within 1e-4 relative. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "export/onnx_export.h"
+#include "kl_config.h"
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-4
+
+static uint32_t rng = 777;
+
+static float frand(float lo, float hi) {
+  rng ^= rng << 13;
+  rng ^= rng >> 17;
+  rng ^= rng << 5;
+  return lo + (hi - lo) * (float)(rng % 1000000) / 1000000.0f;
+}
+
+static int input(kl_graph *g, const char *name, int rank, const int64_t *dims) {
+  int v = kl_graph_add_value(g, name, NULL);
+  assert_true(v >= 0);
+  g->values[v].type.dtype = KL_F32;
+  kl_type_set_shape(&g->values[v].type, rank, dims);
+  assert_int_equal(kl_graph_add_input(g, v, NULL), KILN_OK);
+  return v;
+}
+
+static int cst(kl_graph *g, int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  assert_non_null(d);
+  for (int64_t i = 0; i < n; i++) d[i] = frand(-1, 1);
+  int v = kl_graph_add_const(g, NULL, KL_F32, rank, dims, d, sizeof(float) * (size_t)n, false,
+                             NULL);
+  assert_true(v >= 0);
+  return v;
+}
+
+/* A tensor operand: an input named name when as_input, else a constant. */
+static int operand(kl_graph *g, bool as_input, const char *name, int rank, const int64_t *dims) {
+  return as_input ? input(g, name, rank, dims) : cst(g, rank, dims);
+}
+
+static int node(kl_graph *g, kl_op o, int n_in, const int *in) {
+  int y = kl_graph_add_value(g, NULL, NULL);
+  assert_true(y >= 0);
+  assert_true(kl_graph_add_node(g, o, NULL, n_in, in, 1, &y, NULL) >= 0);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  return g->values[y].producer;
+}
+
+static void ints_attr(kl_graph *g, int n, const char *name, int count, const int64_t *v) {
+  if (count > 0) assert_int_equal(kl_node_set_ints(g, n, name, v, count, NULL), KILN_OK);
+}
+
+static void activation(kl_graph *g, int n, const char *act, int n_params, const float *p) {
+  if (!act) return;
+  assert_int_equal(kl_node_set_string(g, n, "activation", act, NULL), KILN_OK);
+  if (n_params)
+    assert_int_equal(kl_node_set_floats(g, n, "activation_params", p, n_params, NULL), KILN_OK);
+}
+
+/* ---- running ---- */
+
+static kiln_session *session(const kiln_model *m, bool reference) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  kiln_options_free(o);
+  return s;
+}
+
+/* Output 0 of s after a run on the inputs in bufs (a copy, with its element count). */
+static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *count) {
+  for (int i = 0; i < kiln_model_input_count(m); i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank,
+                                            info.dims, bufs[i], sizeof(float) * (size_t)n),
+                     KILN_OK);
+  }
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  kiln_tensor_info info;
+  const void *data;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
+  *count = 1;
+  for (int d = 0; d < info.rank; d++) *count *= info.dims[d];
+  float *out = malloc(sizeof(float) * (size_t)(*count ? *count : 1));
+  assert_non_null(out);
+  memcpy(out, data, sizeof(float) * (size_t)*count);
+  return out;
+}
+
+/* Exports g, runs it with the reference and the fast kernels, compares; frees g. */
+static void check(kl_graph *g, const char *what) {
+  void *buf;
+  size_t len;
+  kl_err e = {0};
+  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("%s: export: %s", what, e.msg);
+  kl_graph_free(g);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
+  kiln_model *m = NULL;
+  if (kiln_model_load_memory(buf, len, o, &m) != KILN_OK)
+    fail_msg("%s: load: %s", what, kiln_model_error(m));
+  kiln_options_free(o);
+  free(buf);
+  float *bufs[4] = {NULL};
+  for (int i = 0; i < kiln_model_input_count(m); i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t k = 0; k < n; k++) bufs[i][k] = frand(-2, 2);
+  }
+  kiln_session *ref = session(m, true), *fast = session(m, false);
+  int64_t n_want, n_got;
+  float *want = run(ref, m, bufs, &n_want);
+  if (KL_HAVE_DNNL && strncmp(kl_session_kernel_name(fast, 0), "dnnl", 4) != 0)
+    fail_msg("%s: the fast session chose kernel '%s'", what, kl_session_kernel_name(fast, 0));
+  for (int r = 0; r < 2; r++) {
+    float *got = run(fast, m, bufs, &n_got);
+    assert_int_equal(n_got, n_want);
+    for (int64_t k = 0; k < n_want; k++)
+      if (!(fabs((double)got[k] - want[k]) <= TOL * (1 + fabs((double)want[k]))))
+        fail_msg("%s (run %d): element %lld is %.8g, the reference %.8g", what, r + 1,
+                 (long long)k, (double)got[k], (double)want[k]);
+    free(got);
+  }
+  free(want);
+  for (int i = 0; i < 4; i++) free(bufs[i]);
+  kiln_session_free(ref);
+  kiln_session_free(fast);
+  kiln_model_free(m);
+}
+
+/* ---- convolution ---- */
+
+typedef struct conv_case {
+  const char *what;
+  int rank;
+  int64_t x[5], w[5];
+  int64_t group;
+  int n_sp;
+  int64_t strides[3], dilations[3], pads[6];
+  const char *auto_pad;
+  bool bias;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"conv 3x3 pad 1", 4, {2, 3, 9, 7}, {5, 3, 3, 3}, 1, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, true},
+    {"conv stride 2 dilation 2 uneven pads", 4, {1, 3, 11, 10}, {4, 3, 3, 2}, 1, 2, {2, 2}, {2, 2},
+     {0, 1, 2, 1}, NULL, true},
+    {"conv groups 2", 4, {1, 4, 8, 8}, {6, 2, 3, 3}, 2, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, false},
+    {"conv depthwise stride 2", 4, {1, 8, 7, 7}, {8, 1, 3, 3}, 8, 2, {2, 2}, {1, 1}, {1, 1, 1, 1},
+     NULL, true},
+    {"conv depthwise multiplier 2", 4, {1, 8, 6, 6}, {16, 1, 3, 3}, 8, 2, {1, 1}, {1, 1},
+     {1, 1, 1, 1}, NULL, true},
+    {"conv 1x1", 4, {1, 16, 5, 5}, {32, 16, 1, 1}, 1, 2, {1, 1}, {1, 1}, {0, 0, 0, 0}, NULL, true},
+    {"conv SAME_UPPER stride 2", 4, {1, 3, 7, 7}, {4, 3, 3, 3}, 1, 2, {2, 2}, {1, 1}, {0},
+     "SAME_UPPER", true},
+    {"conv 1-D", 3, {2, 4, 11}, {3, 4, 3}, 1, 1, {2}, {1}, {1, 0}, NULL, true},
+    {"conv 3-D", 5, {1, 2, 5, 6, 4}, {4, 2, 3, 3, 3}, 1, 3, {1, 1, 1}, {1, 1, 1},
+     {1, 1, 1, 1, 1, 1}, NULL, true},
+};
+
+static int conv_node(kl_graph *g, kl_op op, const conv_case *c, const int64_t *w_dims,
+                     int sum) {
+  int x = input(g, "x", c->rank, c->x);
+  int w = cst(g, c->rank, w_dims);
+  int64_t m = op == KL_OP_Conv || op == KL_OP_KilnFusedConv ? w_dims[0] : w_dims[1] * c->group;
+  int b = c->bias ? cst(g, 1, &m) : KL_ABSENT;
+  int n = sum >= 0 ? node(g, op, 4, (int[]){x, w, b, sum}) : node(g, op, 3, (int[]){x, w, b});
+  ints_attr(g, n, "strides", c->n_sp, c->strides);
+  ints_attr(g, n, "dilations", c->n_sp, c->dilations);
+  if (c->auto_pad)
+    assert_int_equal(kl_node_set_string(g, n, "auto_pad", c->auto_pad, NULL), KILN_OK);
+  else ints_attr(g, n, "pads", 2 * c->n_sp, c->pads);
+  assert_int_equal(kl_node_set_int(g, n, "group", c->group, NULL), KILN_OK);
+  return n;
+}
+
+static void test_conv(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    conv_node(g, KL_OP_Conv, &conv_cases[i], conv_cases[i].w, -1);
+    check(g, conv_cases[i].what);
+  }
+}
+
+/* ConvTranspose: W is [C, M/g, K...]. */
+static void test_conv_transpose(void **state) {
+  (void)state;
+  static const conv_case cases[] = {
+      {"deconv stride 2 pad 1", 4, {1, 4, 5, 5}, {4, 3, 3, 3}, 1, 2, {2, 2}, {1, 1}, {1, 1, 1, 1},
+       NULL, true},
+      {"deconv groups 2", 4, {1, 4, 4, 4}, {4, 2, 3, 3}, 2, 2, {2, 2}, {1, 1}, {0, 0, 0, 0}, NULL,
+       true},
+      {"deconv 1-D stride 3", 3, {2, 3, 7}, {3, 5, 4}, 1, 1, {3}, {1}, {0, 0}, NULL, false},
+      {"deconv dilation 2", 4, {1, 2, 4, 5}, {2, 3, 3, 3}, 1, 2, {1, 1}, {2, 2}, {1, 0, 1, 2},
+       NULL, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    conv_node(g, KL_OP_ConvTranspose, &cases[i], cases[i].w, -1);
+    check(g, cases[i].what);
+  }
+  kl_graph *g = kl_graph_new(); /* output_padding */
+  int n = conv_node(g, KL_OP_ConvTranspose, &cases[0], cases[0].w, -1);
+  ints_attr(g, n, "output_padding", 2, (int64_t[]){1, 0});
+  check(g, "deconv output_padding");
+}
+
+/* ---- Gemm and MatMul ---- */
+
+static void test_gemm(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    bool ta, tb;
+    float alpha, beta;
+    int c_rank;
+    int64_t c[2];
+    bool b_input;
+  } cases[] = {
+      {"gemm C [N]", false, false, 1, 1, 1, {3}, false},
+      {"gemm transposes alpha beta", true, true, 0.5f, 2, 2, {5, 3}, false},
+      {"gemm C [M, 1]", false, true, 1, 1, 2, {5, 1}, false},
+      {"gemm no C", false, false, 1.5f, 1, 0, {0}, false},
+      {"gemm B an input", false, false, 1, 1, 1, {3}, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    int64_t ad[2] = {cases[i].ta ? 7 : 5, cases[i].ta ? 5 : 7};
+    int64_t bd[2] = {cases[i].tb ? 3 : 7, cases[i].tb ? 7 : 3};
+    int a = input(g, "a", 2, ad);
+    int b = operand(g, cases[i].b_input, "b", 2, bd);
+    int c = cases[i].c_rank ? cst(g, cases[i].c_rank, cases[i].c) : KL_ABSENT;
+    int n = node(g, KL_OP_Gemm, c == KL_ABSENT ? 2 : 3, (int[]){a, b, c});
+    assert_int_equal(kl_node_set_int(g, n, "transA", cases[i].ta, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_int(g, n, "transB", cases[i].tb, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_float(g, n, "alpha", cases[i].alpha, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_float(g, n, "beta", cases[i].beta, NULL), KILN_OK);
+    check(g, cases[i].what);
+  }
+}
+
+static void test_matmul(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int ra, rb;
+    int64_t a[4], b[4];
+    bool b_input;
+  } cases[] = {
+      {"matmul [3,4,5] x [5,6]", 3, 2, {3, 4, 5}, {5, 6}, false},
+      {"matmul broadcast [2,1,4,5] x [3,5,2]", 4, 3, {2, 1, 4, 5}, {3, 5, 2}, true},
+      {"matmul [5] x [5,3]", 1, 2, {5}, {5, 3}, false},
+      {"matmul [2,4,5] x [5]", 3, 1, {2, 4, 5}, {5}, true},
+      {"matmul [4,5] x input [5,6]", 2, 2, {4, 5}, {5, 6}, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    int a = input(g, "a", cases[i].ra, cases[i].a);
+    int b = operand(g, cases[i].b_input, "b", cases[i].rb, cases[i].b);
+    node(g, KL_OP_MatMul, 2, (int[]){a, b});
+    check(g, cases[i].what);
+  }
+}
+
+/* ---- fused ops ---- */
+
+static const struct {
+  const char *name;
+  int n;
+  float p[2];
+} acts[] = {
+    {"Relu", 0, {0}},      {"LeakyRelu", 1, {0.1f}}, {"Clip", 2, {-0.5f, 0.7f}},
+    {"Sigmoid", 0, {0}},   {"Tanh", 0, {0}},         {"HardSigmoid", 2, {0.2f, 0.5f}},
+    {"HardSwish", 0, {0}}, {"Gelu", 0, {0}},         {"GeluTanh", 0, {0}},
+    {"Silu", 0, {0}},      {"Mish", 0, {0}},         {"Elu", 1, {0.8f}},
+};
+
+static void test_fused_conv_activations(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    int n = conv_node(g, KL_OP_KilnFusedConv, &conv_cases[0], conv_cases[0].w, -1);
+    activation(g, n, acts[i].name, acts[i].n, acts[i].p);
+    char what[64];
+    snprintf(what, sizeof what, "FusedConv + %s", acts[i].name);
+    check(g, what);
+  }
+}
+
+static void test_fused_sum(void **state) {
+  (void)state;
+  const conv_case *c = &conv_cases[0]; /* y [2, 5, 9, 7] */
+  kl_graph *g = kl_graph_new();
+  int sum = input(g, "s", 4, (int64_t[]){2, 5, 9, 7});
+  int n = conv_node(g, KL_OP_KilnFusedConv, c, c->w, sum);
+  activation(g, n, "Relu", 0, NULL);
+  check(g, "FusedConv + Sum + Relu");
+  g = kl_graph_new();
+  sum = input(g, "s", 4, (int64_t[]){1, 5, 1, 1});
+  conv_node(g, KL_OP_KilnFusedConv, c, c->w, sum);
+  check(g, "FusedConv + broadcast Sum");
+  g = kl_graph_new();
+  sum = input(g, "s", 4, (int64_t[]){1, 3, 10, 10});
+  n = conv_node(g, KL_OP_KilnFusedConvTranspose, &(conv_case){"", 4, {1, 4, 5, 5},
+                {4, 3, 3, 3}, 1, 2, {2, 2}, {1, 1}, {0, 0, 1, 1}, NULL, true},
+                (int64_t[]){4, 3, 3, 3}, sum);
+  activation(g, n, "Tanh", 0, NULL);
+  check(g, "FusedConvTranspose + Sum + Tanh");
+}
+
+static void test_fused_gemm_matmul(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int a = input(g, "a", 2, (int64_t[]){6, 8});
+  int s = input(g, "s", 2, (int64_t[]){6, 4});
+  int n = node(g, KL_OP_KilnFusedGemm, 4,
+               (int[]){a, cst(g, 2, (int64_t[]){4, 8}), cst(g, 1, (int64_t[]){4}), s});
+  assert_int_equal(kl_node_set_int(g, n, "transB", 1, NULL), KILN_OK);
+  activation(g, n, "LeakyRelu", 1, (float[]){0.2f});
+  check(g, "FusedGemm + C + Sum + LeakyRelu");
+
+  g = kl_graph_new();
+  a = input(g, "a", 3, (int64_t[]){2, 5, 8});
+  s = input(g, "s", 3, (int64_t[]){2, 5, 6});
+  n = node(g, KL_OP_KilnFusedMatMul, 4,
+           (int[]){a, cst(g, 2, (int64_t[]){8, 6}), cst(g, 1, (int64_t[]){6}), s});
+  activation(g, n, "Gelu", 0, NULL);
+  check(g, "FusedMatMul + Bias + Sum + Gelu");
+
+  g = kl_graph_new();
+  a = input(g, "a", 3, (int64_t[]){2, 5, 8});
+  s = input(g, "s", 2, (int64_t[]){5, 6});
+  node(g, KL_OP_KilnFusedMatMul, 4,
+       (int[]){a, cst(g, 2, (int64_t[]){8, 6}), KL_ABSENT, s});
+  check(g, "FusedMatMul + broadcast Sum");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv),
+      cmocka_unit_test(test_conv_transpose),
+      cmocka_unit_test(test_gemm),
+      cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_fused_conv_activations),
+      cmocka_unit_test(test_fused_sum),
+      cmocka_unit_test(test_fused_gemm_matmul),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,665 @@
+/* The execution engine (src/runtime/session.c) and its static memory plan
+ * (src/runtime/memplan.c):
+ *   - after the first run with given shapes, kiln_session_run makes no heap allocation
+ *     (counted by wrapping malloc and friends at link time: tests/meson.build links this
+ *     test with -Wl,--wrap=...; kiln's code is linked statically into it, so every
+ *     allocation kiln makes goes through the wrappers);
+ *   - a session with the reference kernels computes, through the plan's shared buffers,
+ *     in-place kernels and views, exactly (bit for bit) what a plain interpreter
+ *     computes with one buffer per tensor, on the digits models and random graphs;
+ *   - the fast kernels (oneDNN) agree with it within a tolerance;
+ *   - plans never give two tensors alive at once overlapping bytes, reuse memory, run
+ *     elementwise ops in place and shape-only ops as views;
+ *   - shapes that grow re-plan, shapes that shrink fit the plan.
+ * Runs from the source root. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "export/onnx_export.h"
+#include "import/tensorfile.h"
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- allocation counting ---- */
+
+static int counting, allocations;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t align, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+
+void *__wrap_malloc(size_t n) {
+  allocations += counting;
+  return __real_malloc(n);
+}
+void *__wrap_calloc(size_t n, size_t size) {
+  allocations += counting;
+  return __real_calloc(n, size);
+}
+void *__wrap_realloc(void *p, size_t n) {
+  allocations += counting;
+  return __real_realloc(p, n);
+}
+int __wrap_posix_memalign(void **p, size_t align, size_t n) {
+  allocations += counting;
+  return __real_posix_memalign(p, align, n);
+}
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+  allocations += counting;
+  return __real_aligned_alloc(align, n);
+}
+
+/* ---- graphs ---- */
+
+static uint32_t rng = 12345;
+
+static uint32_t next_rand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 17;
+  rng ^= rng << 5;
+  return rng;
+}
+
+static float frand(float lo, float hi) {
+  return lo + (hi - lo) * (float)(next_rand() % 1000000) / 1000000.0f;
+}
+
+static int input(kl_graph *g, const char *name, int rank, const int64_t *dims) {
+  int v = kl_graph_add_value(g, name, NULL);
+  assert_true(v >= 0);
+  g->values[v].type.dtype = KL_F32;
+  kl_type_set_shape(&g->values[v].type, rank, dims);
+  assert_int_equal(kl_graph_add_input(g, v, NULL), KILN_OK);
+  return v;
+}
+
+static int cst(kl_graph *g, int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  assert_non_null(d);
+  for (int64_t i = 0; i < n; i++) d[i] = frand(-1, 1);
+  int v = kl_graph_add_const(g, NULL, KL_F32, rank, dims, d, sizeof(float) * (size_t)n, false,
+                             NULL);
+  assert_true(v >= 0);
+  return v;
+}
+
+static int ints(kl_graph *g, int n, const int64_t *vals) {
+  int64_t *d = malloc(sizeof(int64_t) * (size_t)n);
+  assert_non_null(d);
+  memcpy(d, vals, sizeof(int64_t) * (size_t)n);
+  int64_t dims[1] = {n};
+  int v = kl_graph_add_const(g, NULL, KL_I64, 1, dims, d, sizeof(int64_t) * (size_t)n, false,
+                             NULL);
+  assert_true(v >= 0);
+  return v;
+}
+
+static int op(kl_graph *g, kl_op o, int n_in, const int *in) {
+  int y = kl_graph_add_value(g, NULL, NULL);
+  assert_true(y >= 0);
+  assert_true(kl_graph_add_node(g, o, NULL, n_in, in, 1, &y, NULL) >= 0);
+  return y;
+}
+#define OP(g, o, ...) op(g, KL_OP_##o, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
+
+static void set_ints(kl_graph *g, int v, const char *name, int n, const int64_t *x) {
+  assert_int_equal(kl_node_set_ints(g, g->values[v].producer, name, x, n, NULL), KILN_OK);
+}
+
+static void set_int(kl_graph *g, int v, const char *name, int64_t x) {
+  assert_int_equal(kl_node_set_int(g, g->values[v].producer, name, x, NULL), KILN_OK);
+}
+
+/* Writes g as ONNX and loads it back at the level; frees g. */
+static kiln_model *model_of(kl_graph *g, int level) {
+  void *buf;
+  size_t len;
+  kl_err e = {0};
+  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
+  kl_graph_free(g);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", level), KILN_OK);
+  kiln_model *m = NULL;
+  if (kiln_model_load_memory(buf, len, o, &m) != KILN_OK)
+    fail_msg("load: %s", kiln_model_error(m));
+  kiln_options_free(o);
+  free(buf);
+  return m;
+}
+
+static kiln_model *model_file(const char *path) {
+  kiln_model *m = NULL;
+  if (kiln_model_load(path, NULL, &m) != KILN_OK) fail_msg("load: %s", kiln_model_error(m));
+  return m;
+}
+
+/* ---- tensors ---- */
+
+#define MAX_IO 8
+
+typedef struct tensors {
+  int n;
+  kl_tensor t[MAX_IO];
+} tensors;
+
+static void tensors_free(tensors *ts) {
+  for (int i = 0; i < ts->n; i++) free(ts->t[i].data);
+  ts->n = 0;
+}
+
+static kl_tensor tensor_copy(const kl_tensor *x) {
+  kl_tensor t = *x;
+  size_t bytes = kl_tensor_nbytes(x);
+  t.data = malloc(bytes ? bytes : 1);
+  assert_non_null(t.data);
+  if (bytes) memcpy(t.data, x->data, bytes);
+  return t;
+}
+
+/* Random float inputs for m, symbolic dims set to batch. */
+static void random_inputs(const kiln_model *m, int64_t batch, tensors *in) {
+  in->n = kiln_model_input_count(m);
+  for (int i = 0; i < in->n; i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    kl_tensor *t = &in->t[i];
+    t->dtype = KL_F32;
+    t->rank = info.rank;
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= t->dims[d] = info.dims[d] < 0 ? batch : info.dims[d];
+    t->data = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    assert_non_null(t->data);
+    for (int64_t k = 0; k < n; k++) ((float *)t->data)[k] = frand(-2, 2);
+  }
+}
+
+/* ---- the plain interpreter: one buffer per tensor, reference kernels ---- */
+
+static void interpret(const kiln_model *m, const tensors *in, tensors *out) {
+  kl_graph *g = m->g;
+  kl_tensor *vals = calloc((size_t)g->n_values, sizeof *vals);
+  kl_type *types = calloc((size_t)g->n_values, sizeof *types);
+  assert_true(vals && types);
+  for (int v = 0; v < g->n_values; v++) {
+    const kl_value *val = &g->values[v];
+    if (val->kind != KL_VALUE_CONST) continue;
+    types[v] = val->type;
+    vals[v] = (kl_tensor){val->type.dtype, val->type.rank, {0}, val->data};
+    for (int d = 0; d < val->type.rank; d++) vals[v].dims[d] = val->type.dims[d].size;
+  }
+  for (int i = 0; i < g->n_inputs; i++) {
+    vals[g->inputs[i]] = in->t[i];
+    types[g->inputs[i]].dtype = in->t[i].dtype;
+    kl_type_set_shape(&types[g->inputs[i]], in->t[i].rank, in->t[i].dims);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    const kl_type *tin[16];
+    const void *tdata[16];
+    const kl_tensor *kin[16];
+    kl_type tout[4];
+    kl_tensor *kout[4];
+    assert_true(n->n_in <= 16 && n->n_out <= 4);
+    for (int k = 0; k < n->n_in; k++) {
+      int v = n->in[k];
+      tin[k] = v >= 0 ? &types[v] : NULL;
+      tdata[k] = v >= 0 ? vals[v].data : NULL;
+      kin[k] = v >= 0 ? &vals[v] : NULL;
+    }
+    for (int k = 0; k < n->n_out; k++) tout[k] = (kl_type){.rank = -1};
+    kl_err e = {0};
+    kl_infer_ctx ic = {g, n, n->n_in, n->n_out, tin, tdata, tout, &e};
+    if (kl_op_get(n->op)->infer(&ic) != KILN_OK) fail_msg("infer: %s", e.msg);
+    for (int k = 0; k < n->n_out; k++) {
+      int v = n->out[k];
+      types[v] = tout[k];
+      vals[v] = (kl_tensor){tout[k].dtype, tout[k].rank, {0}, NULL};
+      for (int d = 0; d < tout[k].rank; d++) vals[v].dims[d] = tout[k].dims[d].size;
+      vals[v].data = calloc(1, kl_tensor_nbytes(&vals[v]) + 1);
+      kout[k] = &vals[v];
+    }
+    kl_kernel_ctx kc = {n, n->n_in, n->n_out, kin, kout, &e, 1, NULL};
+    if (kl_op_get(n->op)->ref(&kc) != KILN_OK) fail_msg("kernel: %s", e.msg);
+  }
+  out->n = g->n_outputs;
+  for (int i = 0; i < g->n_outputs; i++) out->t[i] = tensor_copy(&vals[g->outputs[i]]);
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_out; k++) free(vals[g->nodes[i].out[k]].data);
+  free(vals);
+  free(types);
+}
+
+/* ---- sessions ---- */
+
+static kiln_session *session(const kiln_model *m, bool reference) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "threads", 2), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  kiln_options_free(o);
+  return s;
+}
+
+/* Binds in, runs, and returns the allocations the run made (out gets copies). */
+static int run(kiln_session *s, const kiln_model *m, const tensors *in, tensors *out) {
+  for (int i = 0; i < in->n; i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    const kl_tensor *t = &in->t[i];
+    assert_int_equal(kiln_session_set_input(s, info.name, (kiln_dtype)t->dtype, t->rank,
+                                            t->dims, t->data, kl_tensor_nbytes(t)),
+                     KILN_OK);
+  }
+  allocations = 0;
+  counting = 1;
+  kiln_status st = kiln_session_run(s);
+  counting = 0;
+  if (st != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  out->n = kiln_model_output_count(m);
+  for (int i = 0; i < out->n; i++) {
+    kiln_tensor_info info;
+    const void *data;
+    assert_int_equal(kiln_session_get_output(s, i, &info, &data), KILN_OK);
+    kl_tensor t = {(kl_dtype)info.dtype, info.rank, {0}, (void *)data};
+    memcpy(t.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
+    out->t[i] = tensor_copy(&t);
+  }
+  return allocations;
+}
+
+static void assert_same_shape(const kl_tensor *a, const kl_tensor *b) {
+  assert_int_equal(a->dtype, b->dtype);
+  assert_int_equal(a->rank, b->rank);
+  for (int d = 0; d < a->rank; d++) assert_int_equal(a->dims[d], b->dims[d]);
+}
+
+static void assert_bitwise_equal(const tensors *a, const tensors *b, const char *what) {
+  assert_int_equal(a->n, b->n);
+  for (int i = 0; i < a->n; i++) {
+    assert_same_shape(&a->t[i], &b->t[i]);
+    if (memcmp(a->t[i].data, b->t[i].data, kl_tensor_nbytes(&a->t[i])) != 0)
+      fail_msg("%s: output %d differs from the interpreter's", what, i);
+  }
+}
+
+static void assert_close(const tensors *a, const tensors *b, double tol, const char *what) {
+  assert_int_equal(a->n, b->n);
+  for (int i = 0; i < a->n; i++) {
+    assert_same_shape(&a->t[i], &b->t[i]);
+    if (a->t[i].dtype != KL_F32) continue;
+    const float *x = a->t[i].data, *y = b->t[i].data;
+    for (int64_t k = 0; k < kl_tensor_numel(&a->t[i]); k++)
+      if (!(fabs((double)x[k] - y[k]) <= tol * (1 + fabs((double)y[k]))))
+        fail_msg("%s: output %d element %lld: %.9g, expected %.9g", what, i, (long long)k,
+                 (double)x[k], (double)y[k]);
+  }
+}
+
+/* Runs m three times on one set of inputs with both kernel sets: every run after the
+ * first allocates nothing, the reference session equals the interpreter bit for bit
+ * and the fast one comes within tol. */
+static void check_model(const kiln_model *m, const tensors *in, double tol, const char *what) {
+  tensors want = {0}, got = {0};
+  interpret(m, in, &want);
+  for (int reference = 1; reference >= 0; reference--) {
+    kiln_session *s = session(m, reference);
+    for (int r = 0; r < 3; r++) {
+      int allocs = run(s, m, in, &got);
+      if (r > 0 && allocs)
+        fail_msg("%s: run %d (%s kernels) made %d allocations", what, r + 1,
+                 reference ? "reference" : "fast", allocs);
+      if (reference) assert_bitwise_equal(&got, &want, what);
+      else assert_close(&got, &want, tol, what);
+      tensors_free(&got);
+    }
+    kiln_session_free(s);
+  }
+  tensors_free(&want);
+}
+
+/* No two storages alive at the same node share a byte; the arena holds them all. */
+static void assert_plan_sound(const kl_memplan *p) {
+  for (int a = 0; a < p->n_stores; a++) {
+    const kl_mem_store *x = &p->stores[a];
+    assert_true(x->offset + x->size <= p->arena_bytes);
+    for (int b = a + 1; b < p->n_stores; b++) {
+      const kl_mem_store *y = &p->stores[b];
+      bool live_together = x->first <= y->last && y->first <= x->last;
+      bool disjoint = x->offset + x->size <= y->offset || y->offset + y->size <= x->offset;
+      if (live_together && x->size && y->size && !disjoint)
+        fail_msg("storages %d [%zu, +%zu) and %d [%zu, +%zu) overlap while both live", a,
+                 x->offset, x->size, b, y->offset, y->size);
+    }
+  }
+}
+
+/* ---- the digits models ---- */
+
+static void check_digits(const char *dir) {
+  char path[256], set[256];
+  snprintf(path, sizeof path, "%s/model.onnx", dir);
+  snprintf(set, sizeof set, "%s/test_data_set_0/input_0.pb", dir);
+  kiln_model *m = model_file(path);
+  tensors in = {1, {{0}}};
+  kl_err e = {0};
+  if (kl_tensorfile_read(set, INT64_C(1) << 30, &in.t[0], NULL, &e) != KILN_OK)
+    fail_msg("%s: %s", set, e.msg);
+  check_model(m, &in, 1e-4, dir);
+  kiln_session *s = session(m, false);
+  tensors out = {0};
+  run(s, m, &in, &out);
+  const kl_memplan *p = kl_session_memplan(s);
+  assert_non_null(p);
+  assert_plan_sound(p);
+  assert_true(p->arena_bytes < p->total_bytes); /* buffers were reused */
+  tensors_free(&out);
+  tensors_free(&in);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
+static void test_digits_cnn(void **state) {
+  (void)state;
+  check_digits("models/digits_cnn");
+}
+
+static void test_digits_cnn_fused(void **state) {
+  (void)state;
+  check_digits("models/digits_cnn_fused");
+}
+
+static void test_digits_mlp(void **state) {
+  (void)state;
+  check_digits("models/digits_mlp");
+}
+
+/* ---- the plan on a known graph ---- */
+
+/* x -> Relu -> Sigmoid -> Reshape -> Tanh -> Add(., Tanh) -> y: the chain runs in
+ * place in one storage, the Reshape is a view, and only y outlives its node. */
+static void test_inplace_and_views(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t dims[2] = {4, 16};
+  int x = input(g, "x", 2, dims);
+  int a = OP(g, Relu, x);
+  int b = OP(g, Sigmoid, a);
+  int r = OP(g, Reshape, b, ints(g, 2, (int64_t[]){8, 8}));
+  int t = OP(g, Tanh, r);
+  int u = OP(g, Exp, r);
+  int y = OP(g, Add, t, u);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  kiln_model *m = model_of(g, 0);
+  tensors in = {0}, out = {0};
+  random_inputs(m, 1, &in);
+  check_model(m, &in, 1e-6, "chain");
+  kiln_session *s = session(m, true);
+  for (int r_ = 0; r_ < 2; r_++) { /* the first run plans, the second runs the plan */
+    tensors_free(&out);
+    run(s, m, &in, &out);
+  }
+  const kl_memplan *p = kl_session_memplan(s);
+  assert_non_null(p);
+  assert_plan_sound(p);
+  const kl_graph *mg = m->g;
+  int n_view = 0, n_inplace = 0;
+  for (int v = 0; v < mg->n_values; v++) {
+    n_view += p->view_of[v] >= 0;
+    n_inplace += p->inplace_of[v] >= 0;
+  }
+  assert_int_equal(n_view, 1);  /* the Reshape */
+  assert_true(n_inplace >= 2);  /* Sigmoid on Relu's storage, Add on Tanh's or Exp's */
+  /* Relu's 256 bytes, then Tanh and Exp alive together: two storages in all */
+  assert_int_equal(p->arena_bytes, 2 * 256);
+  assert_int_equal(p->total_bytes, 6 * 256);
+  for (int i = 0; i < mg->n_nodes; i++)
+    if (mg->nodes[i].op == KL_OP_Reshape)
+      assert_string_equal(kl_session_kernel_name(s, i), "view");
+  tensors_free(&out);
+  tensors_free(&in);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
+/* A graph output that is a Reshape of a graph input must not point into the caller's
+ * buffer, which may go away once kiln_session_run returns. */
+static void test_output_view_of_input(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t dims[2] = {3, 4};
+  int x = input(g, "x", 2, dims);
+  int r = OP(g, Reshape, x, ints(g, 1, (int64_t[]){12}));
+  int f = OP(g, Flatten, OP(g, Relu, x));
+  assert_int_equal(kl_graph_add_output(g, r, NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, f, NULL), KILN_OK);
+  kiln_model *m = model_of(g, 0);
+  tensors in = {0}, out = {0};
+  random_inputs(m, 1, &in);
+  check_model(m, &in, 0, "output view");
+  kiln_session *s = session(m, true);
+  for (int r_ = 0; r_ < 2; r_++) {
+    run(s, m, &in, &out);
+    tensors_free(&out);
+  }
+  const void *data;
+  assert_int_equal(kiln_session_get_output(s, 0, NULL, &data), KILN_OK);
+  assert_ptr_not_equal(data, in.t[0].data);
+  assert_memory_equal(data, in.t[0].data, 12 * sizeof(float));
+  tensors_free(&in);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
+/* ---- shapes that change ---- */
+
+/* The CNN at batch 4, then 8 (grows: re-plans, then no allocation), then 2 and 4
+ * (fit the plan), each equal to the interpreter. With the reference kernels the
+ * smaller batches allocate nothing; oneDNN builds a primitive for a batch size it has
+ * not seen (kept in its cache: batch 4 again allocates nothing). */
+static void test_shape_changes(void **state) {
+  (void)state;
+  kiln_model *m = model_file("models/digits_cnn/model.onnx");
+  const int64_t batches[] = {4, 8, 8, 2, 4};
+  const bool new_plan[] = {true, true, false, false, false};
+  const bool new_shape[] = {true, true, false, true, false};
+  for (int reference = 1; reference >= 0; reference--) {
+    kiln_session *s = session(m, reference);
+    for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
+      tensors in = {0}, want = {0}, got = {0};
+      random_inputs(m, batches[i], &in);
+      interpret(m, &in, &want);
+      int allocs = run(s, m, &in, &got);
+      bool may_allocate = new_plan[i] || (!reference && new_shape[i]);
+      if (!may_allocate && allocs)
+        fail_msg("batch %lld (run %zu, %s kernels) made %d allocations", (long long)batches[i],
+                 i + 1, reference ? "reference" : "fast", allocs);
+      if (reference) assert_bitwise_equal(&got, &want, "batch change");
+      else assert_close(&got, &want, 1e-4, "batch change");
+      tensors_free(&in);
+      tensors_free(&want);
+      tensors_free(&got);
+    }
+    kiln_session_free(s);
+  }
+  kiln_model_free(m);
+}
+
+/* ---- random graphs ---- */
+
+typedef struct pool {
+  int n;
+  int v[64];
+  int rank[64];
+  int64_t dims[64][4];
+} pool;
+
+static void pool_add(pool *p, int v, int rank, const int64_t *dims) {
+  if (p->n == 64) return;
+  p->v[p->n] = v;
+  p->rank[p->n] = rank;
+  memcpy(p->dims[p->n], dims, sizeof(int64_t) * (size_t)rank);
+  p->n++;
+}
+
+static int pick(const pool *p) { return (int)(next_rand() % (uint32_t)p->n); }
+
+/* Another entry of p with entry i's shape, or i itself. */
+static int pick_same_shape(const pool *p, int i) {
+  int start = pick(p);
+  for (int k = 0; k < p->n; k++) {
+    int j = (start + k) % p->n;
+    if (p->rank[j] == p->rank[i] &&
+        memcmp(p->dims[j], p->dims[i], sizeof(int64_t) * (size_t)p->rank[i]) == 0)
+      return j;
+  }
+  return i;
+}
+
+static void add_random_node(kl_graph *g, pool *p) {
+  int i = pick(p), x = p->v[i], rank = p->rank[i];
+  int64_t *d = p->dims[i], out[4];
+  memcpy(out, d, sizeof out);
+  int y;
+  static const kl_op unary[] = {KL_OP_Relu, KL_OP_Sigmoid, KL_OP_Tanh, KL_OP_Abs, KL_OP_Neg};
+  static const kl_op binary[] = {KL_OP_Add, KL_OP_Sub, KL_OP_Mul};
+  switch (next_rand() % 8) {
+  case 0:
+  case 1:
+    y = op(g, unary[next_rand() % 5], 1, &x);
+    break;
+  case 2:
+    y = op(g, binary[next_rand() % 3], 2, (int[]){x, p->v[pick_same_shape(p, i)]});
+    break;
+  case 3: { /* broadcast a constant over the last dim */
+    int c = cst(g, 1, &d[rank - 1]);
+    y = op(g, binary[next_rand() % 3], 2, (int[]){c, x});
+    break;
+  }
+  case 4: /* 4-D -> 2-D and back */
+    if (rank == 4) {
+      out[0] = d[0];
+      out[1] = d[1] * d[2] * d[3];
+      y = OP(g, Flatten, x);
+      rank = 2;
+    } else {
+      y = OP(g, Reshape, x, ints(g, 4, (int64_t[]){2, 3, 5, 4}));
+      rank = 4;
+      out[0] = 2, out[1] = 3, out[2] = 5, out[3] = 4;
+    }
+    break;
+  case 5: /* a MatMul over the last dim, kept square */
+    y = OP(g, MatMul, x, cst(g, 2, (int64_t[]){d[rank - 1], d[rank - 1]}));
+    break;
+  case 6:
+    if (rank == 4 && d[1] == 3) {
+      y = OP(g, Conv, x, cst(g, 4, (int64_t[]){3, 3, 3, 3}), cst(g, 1, (int64_t[]){3}));
+      set_ints(g, y, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    } else {
+      y = OP(g, Softmax, x);
+    }
+    break;
+  default:
+    y = OP(g, Identity, x);
+    break;
+  }
+  pool_add(p, y, rank, out);
+}
+
+static kiln_model *random_model(uint32_t seed, int level) {
+  rng = seed * 2654435761u + 1;
+  kl_graph *g = kl_graph_new();
+  pool p = {0};
+  int64_t dims[4] = {2, 3, 5, 4};
+  pool_add(&p, input(g, "x", 4, dims), 4, dims);
+  int n_nodes = 4 + (int)(next_rand() % 20);
+  for (int k = 0; k < n_nodes; k++) add_random_node(g, &p);
+  int n_out = 1 + (int)(next_rand() % 3);
+  for (int k = 0; k < n_out; k++) { /* the last node's output, then others */
+    int v = p.v[k == 0 ? p.n - 1 : 1 + (int)(next_rand() % (uint32_t)(p.n - 1))];
+    bool dup = false;
+    for (int j = 0; j < g->n_outputs; j++) dup |= g->outputs[j] == v;
+    if (!dup) assert_int_equal(kl_graph_add_output(g, v, NULL), KILN_OK);
+  }
+  return model_of(g, level);
+}
+
+static void test_random_graphs(void **state) {
+  (void)state;
+  for (uint32_t seed = 1; seed <= 40; seed++) {
+    kiln_model *m = random_model(seed, seed % 2 ? 0 : 2);
+    tensors in = {0};
+    random_inputs(m, 2, &in);
+    char what[64];
+    snprintf(what, sizeof what, "random graph %u", seed);
+    check_model(m, &in, 1e-4, what);
+    kiln_session *s = session(m, seed % 3 == 0);
+    tensors out = {0};
+    run(s, m, &in, &out);
+    assert_non_null(kl_session_memplan(s));
+    assert_plan_sound(kl_session_memplan(s));
+    tensors_free(&out);
+    kiln_session_free(s);
+    tensors_free(&in);
+    kiln_model_free(m);
+  }
+}
+
+/* A Sum that dies at a FusedConv is overwritten in place by its output (oneDNN's sum
+ * post-op), and the result matches the reference. */
+static void test_fused_sum_in_place(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t dims[4] = {1, 8, 6, 6};
+  int x = input(g, "x", 4, dims);
+  int r = OP(g, Relu, x);
+  int w = cst(g, 4, (int64_t[]){8, 8, 3, 3});
+  int c = op(g, KL_OP_KilnFusedConv, 4, (int[]){x, w, KL_ABSENT, r});
+  set_ints(g, c, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  assert_int_equal(kl_node_set_string(g, g->values[c].producer, "activation", "Relu", NULL),
+                   KILN_OK);
+  set_int(g, c, "group", 1);
+  assert_int_equal(kl_graph_add_output(g, c, NULL), KILN_OK);
+  kiln_model *m = model_of(g, 0);
+  tensors in = {0}, out = {0};
+  random_inputs(m, 1, &in);
+  check_model(m, &in, 1e-5, "fused sum");
+  kiln_session *s = session(m, false);
+  run(s, m, &in, &out);
+  const kl_memplan *p = kl_session_memplan(s);
+  assert_non_null(p);
+  int y = m->g->outputs[0];
+  assert_int_equal(p->inplace_of[y], m->g->nodes[0].out[0]); /* Y took over Relu's */
+  tensors_free(&out);
+  tensors_free(&in);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_digits_cnn),
+      cmocka_unit_test(test_digits_cnn_fused),
+      cmocka_unit_test(test_digits_mlp),
+      cmocka_unit_test(test_inplace_and_views),
+      cmocka_unit_test(test_output_view_of_input),
+      cmocka_unit_test(test_shape_changes),
+      cmocka_unit_test(test_random_graphs),
+      cmocka_unit_test(test_fused_sum_in_place),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

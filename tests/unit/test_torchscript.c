@@ -1,0 +1,446 @@
+/* The TorchScript importer on the traces of tests/models/ts/ (make_ts_fixtures.py):
+ * what it declares and builds, a run against PyTorch's output, and the archive
+ * broken in every way the issue lists (each rewritten here with libzip), each of
+ * which must be refused with a message that says what is wrong. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "import/tensorfile.h"
+#include "import/torchscript.h"
+#include "kiln.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zip.h>
+
+#define TS "tests/models/ts/"
+#define MLP TS "mlp/model.pt"
+
+typedef struct tmp {
+  char dir[64];
+  char path[96];
+} tmp;
+
+static int setup(void **state) {
+  tmp *t = calloc(1, sizeof *t);
+  assert_non_null(t);
+  strcpy(t->dir, "/tmp/kiln-ts-XXXXXX");
+  assert_non_null(mkdtemp(t->dir));
+  snprintf(t->path, sizeof t->path, "%s/model.pt", t->dir);
+  *state = t;
+  return 0;
+}
+
+static int teardown(void **state) {
+  tmp *t = *state;
+  unlink(t->path);
+  assert_int_equal(rmdir(t->dir), 0);
+  free(t);
+  return 0;
+}
+
+/* ---- archives ---- */
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The contents of the entry of src whose name ends with suffix (malloc'd, NUL after). */
+static char *read_entry(const char *src, const char *suffix, size_t *len) {
+  int err;
+  zip_t *z = zip_open(src, ZIP_RDONLY, &err);
+  assert_non_null(z);
+  char *buf = NULL;
+  for (zip_int64_t i = 0; i < zip_get_num_entries(z, 0) && !buf; i++) {
+    zip_stat_t st;
+    assert_int_equal(zip_stat_index(z, (zip_uint64_t)i, 0, &st), 0);
+    if (!ends_with(st.name, suffix)) continue;
+    zip_file_t *f = zip_fopen_index(z, (zip_uint64_t)i, 0);
+    buf = malloc(st.size + 1);
+    assert_true(f && buf);
+    assert_int_equal(zip_fread(f, buf, st.size), (zip_int64_t)st.size);
+    buf[st.size] = 0;
+    *len = st.size;
+    zip_fclose(f);
+  }
+  zip_discard(z);
+  assert_non_null(buf);
+  return buf;
+}
+
+/* Copy src to dst with the entry ending in suffix replaced by data (len bytes), or
+ * removed when data is NULL. */
+static void rewrite(const char *src, const char *dst, const char *suffix, const void *data,
+                    size_t len) {
+  int err;
+  zip_t *in = zip_open(src, ZIP_RDONLY, &err), *out = zip_open(dst, ZIP_CREATE | ZIP_TRUNCATE, &err);
+  assert_true(in && out);
+  bool found = false;
+  for (zip_int64_t i = 0; i < zip_get_num_entries(in, 0); i++) {
+    const char *name = zip_get_name(in, (zip_uint64_t)i, 0);
+    size_t n;
+    char *body;
+    if (ends_with(name, suffix)) {
+      found = true;
+      if (!data) continue;
+      body = malloc(len + 1);
+      assert_non_null(body);
+      memcpy(body, data, len);
+      n = len;
+    } else {
+      body = read_entry(src, name, &n);
+    }
+    zip_source_t *s = zip_source_buffer(out, body, n, 1);
+    assert_non_null(s);
+    assert_true(zip_file_add(out, name, s, ZIP_FL_ENC_UTF_8) >= 0);
+  }
+  assert_true(found);
+  zip_discard(in);
+  assert_int_equal(zip_close(out), 0);
+}
+
+/* Copy src to dst with `from` replaced by `to` (once) in the entry ending in suffix. */
+static void edit_text(const char *src, const char *dst, const char *suffix, const char *from,
+                      const char *to) {
+  size_t len;
+  char *text = read_entry(src, suffix, &len);
+  char *at = strstr(text, from);
+  if (!at) fail_msg("'%s' is not in %s", from, suffix);
+  size_t head = (size_t)(at - text), nf = strlen(from), nt = strlen(to);
+  char *out = malloc(len - nf + nt + 1);
+  assert_non_null(out);
+  memcpy(out, text, head);
+  memcpy(out + head, to, nt);
+  memcpy(out + head + nt, at + nf, len - head - nf + 1);
+  rewrite(src, dst, suffix, out, len - nf + nt);
+  free(text);
+  free(out);
+}
+
+static void expect_error(const char *path, const kiln_options *o, kiln_status code,
+                         const char *words1, const char *words2) {
+  kiln_model *m = NULL;
+  kiln_status s = kiln_model_load(path, o, &m);
+  const char *msg = kiln_model_error(m);
+  if (s != code) fail_msg("status %d (%s), expected %d", s, msg, code);
+  if (!strstr(msg, words1) || (words2 && !strstr(msg, words2)))
+    fail_msg("'%s' does not say '%s' and '%s'", msg, words1, words2 ? words2 : "");
+  assert_non_null(strstr(msg, path));
+  kiln_model_free(m);
+}
+
+/* ---- what loads ---- */
+
+static void test_declared_io(void **state) {
+  (void)state;
+  kiln_model *m;
+  assert_int_equal(kiln_model_load(MLP, NULL, &m), KILN_OK);
+  assert_int_equal(kiln_model_input_count(m), 1);
+  assert_int_equal(kiln_model_output_count(m), 1);
+  kiln_tensor_info in, out;
+  assert_int_equal(kiln_model_input_info(m, 0, &in), KILN_OK);
+  assert_string_equal(in.name, "x");
+  assert_int_equal(in.dtype, KILN_DTYPE_FLOAT32);
+  assert_int_equal(in.rank, 2);
+  assert_true(in.dims[0] == -1 && in.dims[1] == 8);
+  assert_string_equal(in.dim_names[0], "batch");
+  assert_int_equal(kiln_model_output_info(m, 0, &out), KILN_OK);
+  assert_string_equal(out.name, "output_0");
+  assert_int_equal(out.rank, 2);
+  assert_true(out.dims[1] == 4);
+  kiln_model_free(m);
+  /* token ids keep their dtype */
+  assert_int_equal(kiln_model_load(TS "tiny_gpt/model.pt", NULL, &m), KILN_OK);
+  assert_int_equal(kiln_model_input_info(m, 0, &in), KILN_OK);
+  assert_string_equal(in.name, "tokens");
+  assert_int_equal(in.dtype, KILN_DTYPE_INT64);
+  kiln_model_free(m);
+}
+
+static bool has_node(const kl_graph *g, kl_op op, const char *src, const char *name) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == op && strcmp(g->nodes[i].src, src) == 0 &&
+        (!name || strcmp(g->nodes[i].name, name) == 0))
+      return true;
+  return false;
+}
+
+/* The graph as imported: ATen names as node sources, weights named by path. */
+static void test_imported_graph(void **state) {
+  (void)state;
+  kl_graph *g;
+  kl_err e = {0};
+  assert_int_equal(kl_torchscript_load_file(TS "cnn/model.pt", NULL, &g, &e), KILN_OK);
+  assert_true(has_node(g, KL_OP_Conv, "aten::_convolution", "stem/_convolution"));
+  assert_true(has_node(g, KL_OP_Conv, "aten::_convolution", "block.conv2/_convolution"));
+  assert_true(has_node(g, KL_OP_BatchNormalization, "aten::batch_norm", NULL));
+  assert_true(has_node(g, KL_OP_MaxPool, "aten::max_pool2d", NULL));
+  assert_true(has_node(g, KL_OP_AveragePool, "aten::avg_pool2d", NULL));
+  assert_true(has_node(g, KL_OP_GlobalAveragePool, "aten::adaptive_avg_pool2d", NULL));
+  assert_true(has_node(g, KL_OP_HardSwish, "aten::hardswish", NULL));
+  assert_true(has_node(g, KL_OP_Add, "aten::add_", NULL));
+  assert_true(has_node(g, KL_OP_Relu, "aten::relu_", NULL));
+  assert_true(has_node(g, KL_OP_Flatten, "aten::flatten", NULL));
+  assert_true(has_node(g, KL_OP_Gemm, "aten::linear", NULL));
+  int w = kl_graph_find_value(g, "block.conv1.weight");
+  assert_true(w >= 0);
+  assert_int_equal(g->values[w].kind, KL_VALUE_CONST);
+  assert_int_equal(g->values[w].type.rank, 4);
+  assert_int_equal(kl_graph_verify(g, &e), KILN_OK);
+  kl_graph_free(g);
+  /* attention as the pattern kiln's passes fuse */
+  assert_int_equal(kl_torchscript_load_file(TS "transformer/model.pt", NULL, &g, &e), KILN_OK);
+  assert_true(has_node(g, KL_OP_Softmax, "aten::scaled_dot_product_attention", NULL));
+  assert_true(has_node(g, KL_OP_LayerNormalization, "aten::layer_norm", NULL));
+  kl_graph_free(g);
+}
+
+static kl_tensor read_pb(const char *path) {
+  kl_tensor t;
+  kl_err e = {0};
+  assert_int_equal(kl_tensorfile_read(path, INT64_C(1) << 30, &t, NULL, &e), KILN_OK);
+  return t;
+}
+
+/* Run a case from a file or from memory and compare with PyTorch's output. */
+static void run_case(const char *dir, bool from_memory, int opt_level) {
+  char path[256];
+  kiln_options *o;
+  kiln_model *m;
+  kiln_session *s;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", opt_level), KILN_OK);
+  snprintf(path, sizeof path, "%s/model.pt", dir);
+  if (from_memory) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_int_equal(kiln_model_load_memory(buf, n, o, &m), KILN_OK);
+  } else {
+    assert_int_equal(kiln_model_load(path, o, &m), KILN_OK);
+  }
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  snprintf(path, sizeof path, "%s/test_data_set_0/input_0.pb", dir);
+  kl_tensor x = read_pb(path);
+  kiln_tensor_info in;
+  assert_int_equal(kiln_model_input_info(m, 0, &in), KILN_OK);
+  assert_int_equal(kiln_session_set_input(s, in.name, (kiln_dtype)x.dtype, x.rank, x.dims,
+                                          x.data, kl_tensor_nbytes(&x)), KILN_OK);
+  assert_int_equal(kiln_session_run(s), KILN_OK);
+  snprintf(path, sizeof path, "%s/test_data_set_0/output_0.pb", dir);
+  kl_tensor want = read_pb(path);
+  kiln_tensor_info info;
+  const float *got;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, (const void **)&got), KILN_OK);
+  assert_int_equal(info.rank, want.rank);
+  for (int64_t i = 0; i < kl_tensor_numel(&want); i++) {
+    float w = ((const float *)want.data)[i];
+    if (fabsf(got[i] - w) > 1e-6f + 1e-4f * fabsf(w))
+      fail_msg("%s element %lld: %g, PyTorch %g", dir, (long long)i, got[i], w);
+  }
+  free(x.data);
+  free(want.data);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
+static void test_runs_like_pytorch(void **state) {
+  (void)state;
+  run_case(TS "mlp", false, 0);
+  run_case(TS "mlp", true, 2);
+  run_case(TS "strided", false, 0); /* views: transposed, offset, strided storages */
+  run_case(TS "transformer", true, 2);
+}
+
+/* ---- what is refused ---- */
+
+static void test_truncated_archive(void **state) {
+  tmp *t = *state;
+  size_t len;
+  FILE *f = fopen(MLP, "rb");
+  assert_non_null(f);
+  char *buf = malloc(1 << 20);
+  assert_non_null(buf);
+  len = fread(buf, 1, 1 << 20, f);
+  fclose(f);
+  for (size_t cut = 0; cut < len; cut += len / 7 + 1) {
+    f = fopen(t->path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, cut, f), cut);
+    fclose(f);
+    expect_error(t->path, NULL, KILN_ERR_INVALID_MODEL, "not a readable ZIP archive", NULL);
+    kiln_model *m;
+    assert_int_not_equal(kiln_model_load_memory(buf, cut, NULL, &m), KILN_OK);
+    kiln_model_free(m);
+  }
+  free(buf);
+}
+
+static void test_missing_parts(void **state) {
+  tmp *t = *state;
+  rewrite(MLP, t->path, "/data/0", NULL, 0);
+  expect_error(t->path, NULL, KILN_ERR_INVALID_MODEL, "no entry", "model/data/0");
+  rewrite(MLP, t->path, "/data.pkl", NULL, 0);
+  expect_error(t->path, NULL, KILN_ERR_INVALID_MODEL, "without <folder>/data.pkl", NULL);
+  rewrite(MLP, t->path, "/code/__torch__.py", NULL, 0);
+  expect_error(t->path, NULL, KILN_ERR_INVALID_MODEL, "no entry", "code/__torch__.py");
+  rewrite(MLP, t->path, "/constants.pkl", NULL, 0);
+  expect_error(t->path, NULL, KILN_ERR_INVALID_MODEL, "constants.pkl", NULL);
+}
+
+static void test_short_storage(void **state) {
+  tmp *t = *state;
+  rewrite(MLP, t->path, "/data/0", "abc", 3);
+  expect_error(t->path, NULL, KILN_ERR_INVALID_MODEL, "holds 3 bytes", "need 512");
+}
+
+static void test_garbage_pickle(void **state) {
+  tmp *t = *state;
+  rewrite(MLP, t->path, "/data.pkl", "garbage!", 8);
+  kiln_model *m;
+  assert_int_not_equal(kiln_model_load(t->path, NULL, &m), KILN_OK);
+  assert_non_null(strstr(kiln_model_error(m), "data.pkl: byte"));
+  kiln_model_free(m);
+  /* a pickle that is not a module */
+  rewrite(MLP, t->path, "/data.pkl", "\x80\x02K\x07.", 5);
+  expect_error(t->path, NULL, KILN_ERR_INVALID_MODEL, "data.pkl holds a int", NULL);
+}
+
+static void test_deep_pickle(void **state) {
+  tmp *t = *state;
+  size_t n = 100000;
+  char *deep = malloc(n + 4);
+  assert_non_null(deep);
+  deep[0] = (char)0x80;
+  deep[1] = 2;
+  deep[2] = 'N';
+  memset(deep + 3, 0x85, n); /* TUPLE1 again and again */
+  deep[n + 3] = '.';
+  rewrite(MLP, t->path, "/data.pkl", deep, n + 4);
+  expect_error(t->path, NULL, KILN_ERR_LIMIT, "nested deeper than the limit", NULL);
+  free(deep);
+}
+
+static void test_oversized(void **state) {
+  tmp *t = *state;
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_tensor_bytes", 256), KILN_OK);
+  expect_error(MLP, o, KILN_ERR_LIMIT, "net.0.weight", "limit of 256 bytes");
+  kiln_options_free(o);
+  /* a pickle over 64 MiB (it compresses to little) */
+  size_t n = ((size_t)64 << 20) + 1;
+  char *big = calloc(1, n);
+  assert_non_null(big);
+  rewrite(MLP, t->path, "/data.pkl", big, n);
+  free(big);
+  expect_error(t->path, NULL, KILN_ERR_LIMIT, "data.pkl", "over the limit");
+}
+
+static void test_garbage_code(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *code, *why;
+  } cases[] = {
+      {"class 1:\n", "expected a class name"},
+      {"class MLP(Module):\n  def forward(self, x):\n    return x +\n", "operator '+'"},
+      {"class MLP(Module):\n  def forward(self, x):\n    y = \"open\n", "unterminated string"},
+      {"class MLP(Module):\n  def forward(self, x):\n    return (((x\n", "inside brackets"},
+      {"class MLP(Module):\n  def forward(self, x):\n    y = x\n", "ends without return"},
+      {"class MLP(Module):\n  def forward(self, x):\n    return (self.net).forward(x, x)\n",
+       "forward takes 1 arguments, called with 2"},
+      {"class MLP(Module):\n  def forward(self, x):\n    return y\n", "'y' is not defined"},
+      {"class MLP(Module):\n  def forward(self, x):\n    return self.nope\n", "no attribute 'nope'"},
+      {"class MLP(Module):\n  def forward(self, x):\n    return CONSTANTS.c9\n", "CONSTANTS.c9"},
+      {"class MLP(Module):\n  def forward(self, x):\n    return 99999999999999999999\n",
+       "beyond 64 bits"},
+      {"class Other(Module):\n  pass\n", "has no class MLP"},
+      {"\x01", "a character kiln does not read"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rewrite(MLP, t->path, "/code/__torch__.py", cases[i].code, strlen(cases[i].code));
+    kiln_model *m;
+    assert_int_not_equal(kiln_model_load(t->path, NULL, &m), KILN_OK);
+    const char *msg = kiln_model_error(m);
+    if (!strstr(msg, cases[i].why)) fail_msg("case %zu: '%s' does not say '%s'", i, msg, cases[i].why);
+    kiln_model_free(m);
+  }
+  /* brackets nested past the parser's limit */
+  char deep[700] = "class MLP(Module):\n  def forward(self, x):\n    return ";
+  size_t at = strlen(deep);
+  memset(deep + at, '[', 200);
+  memset(deep + at + 200, ']', 200);
+  deep[at + 400] = '\n';
+  deep[at + 401] = 0;
+  rewrite(MLP, t->path, "/code/__torch__.py", deep, strlen(deep));
+  expect_error(t->path, NULL, KILN_ERR_LIMIT, "nested deeper", NULL);
+}
+
+static void test_control_flow(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    if x:\n      net = self.net\n");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED,
+               "scripted modules with control flow are not supported",
+               "export with torch.jit.trace or to ONNX");
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    for i in range(3):\n      net = self.net\n");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "control flow", NULL);
+}
+
+static void test_training_mode(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "modules/batchnorm.py", "running_var, False,", "running_var, True,");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "aten::batch_norm", "training mode");
+  edit_text(MLP, t->path, "modules/dropout.py", "0.10000000000000001, False)",
+            "0.10000000000000001, True)");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "dropout in training mode", NULL);
+}
+
+static void test_big_endian(void **state) {
+  tmp *t = *state;
+  rewrite(MLP, t->path, "/byteorder", "big", 3);
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "big-endian", NULL);
+}
+
+static void test_unknown_aten(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(", "torch.frobnicate(");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "aten::frobnicate", "no lowering");
+  edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)",
+            "torch.gelu(argument_1, nonsense=1)");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "no parameter named 'nonsense'", NULL);
+  edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)",
+            "torch.gelu(argument_1, 3)");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "argument 'approximate' is int", NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_declared_io),
+      cmocka_unit_test(test_imported_graph),
+      cmocka_unit_test(test_runs_like_pytorch),
+      cmocka_unit_test_setup_teardown(test_truncated_archive, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_missing_parts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_short_storage, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_garbage_pickle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deep_pickle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_oversized, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_garbage_code, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_control_flow, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The model zoo: run `kiln check` on every model that tools/export_zoo.py exported, each
+# with its tolerance from the table below, and end with 'N passed, N failed'.
+#
+#   tests/zoo/run.sh KILN_BINARY [CACHE]      CACHE defaults to $KILN_ZOO, then
+#                                             ~/.cache/kiln-zoo
+#
+# Without a cache it prints 'zoo cache not found, skipped' and exits 77, which meson
+# counts as a skip: the zoo is exported on demand (about 25 minutes and 4.6 GB, see
+# docs/zoo.md), so tools/test.sh runs it only where someone made it. A model of the
+# table that is missing from an existing cache counts as a failure, so a half-made
+# zoo does not pass quietly. KILN_ZOO_TIMEOUT caps one model's check (default 3600 s).
+set -uo pipefail
+
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "usage: $0 KILN_BINARY [CACHE]" >&2
+  exit 2
+fi
+kiln=$(realpath "$1" 2>/dev/null) || kiln=$1
+if [ ! -f "$kiln" ] || [ ! -x "$kiln" ]; then
+  echo "$0: $1 is not an executable" >&2
+  exit 2
+fi
+cache=${2:-${KILN_ZOO:-$HOME/.cache/kiln-zoo}}
+if [ ! -d "$cache" ]; then
+  echo "zoo cache not found, skipped ($cache; make it with tools/export_zoo.py)"
+  exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+limit=${KILN_ZOO_TIMEOUT:-3600}
+
+# name rtol atol. The target is rtol 1e-4 with atol 1e-5 against onnxruntime. A looser
+# line must say why: the difference has to be float32 summation order, not a bug.
+tolerances='
+resnet18            1e-4 1e-5
+resnet50            1e-4 1e-5
+resnext50_32x4d     1e-4 1e-5
+wide_resnet50_2     1e-4 1e-5
+mobilenet_v2        1e-4 1e-5
+mobilenet_v3_small  1e-4 1e-5
+mobilenet_v3_large  1e-4 1e-5
+efficientnet_b0     1e-4 1e-5
+efficientnet_v2_s   1e-4 1e-5
+shufflenet_v2_x1_0  1e-4 1e-5
+squeezenet1_0       1e-4 1e-5
+densenet121         1e-4 1e-5
+regnet_y_400mf      1e-4 1e-5
+mnasnet1_0          1e-4 1e-5
+googlenet           1e-4 1e-5
+inception_v3        1e-4 1e-5
+vgg11               1e-4 1e-5
+vgg16               1e-4 1e-5
+alexnet             1e-4 1e-5
+convnext_tiny       1e-4 1e-5
+vit_b_16            1e-4 1e-5
+swin_t              1e-4 1e-5
+bert_base           1e-4 1e-5
+distilbert          1e-4 1e-5
+roberta_base        1e-4 1e-5
+gpt2                1e-4 1e-5
+t5_encoder          1e-4 1e-5
+'
+
+# The table must name exactly the exporter's models; python3 without torch can list them.
+if command -v python3 >/dev/null && listed=$(python3 "$root/tools/export_zoo.py" --list 2>/dev/null); then
+  want=$(awk 'NF {print $1}' <<<"$tolerances" | sort)
+  have=$(awk 'NF {print $1}' <<<"$listed" | sort)
+  if [ "$want" != "$have" ]; then
+    echo "tests/zoo/run.sh: the tolerance table and tools/export_zoo.py --list differ:"
+    diff <(echo "$want") <(echo "$have") | sed -n 's/^[<>]/  &/p'
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+fi
+
+passed=0
+failed=0
+failures=()
+start=$SECONDS
+while read -r name rtol atol; do
+  [ -n "$name" ] || continue
+  dir=$cache/$name
+  if [ ! -f "$dir/model.onnx" ]; then
+    echo "FAIL $name: not in the cache (tools/export_zoo.py --only $name --out $cache)"
+    failed=$((failed + 1))
+    failures+=("$name")
+    continue
+  fi
+  t0=$SECONDS
+  out=$(timeout "$limit" "$kiln" check --rtol "$rtol" --atol "$atol" "$dir" 2>&1)
+  rc=$?
+  line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
+  if [ $rc -eq 0 ]; then
+    echo "pass $name (rtol $rtol, atol $atol, $((SECONDS - t0)) s)"
+    passed=$((passed + 1))
+  else
+    [ $rc -eq 124 ] && line="timed out after $limit s"
+    [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
+    echo "FAIL $name (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
+done <<<"$tolerances"
+
+echo "zoo: $((SECONDS - start)) s${failures:+, failed: ${failures[*]}}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

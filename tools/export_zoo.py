@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""Export kiln's model zoo: real CNN and transformer architectures as ONNX test cases.
+
+Each model becomes one folder in the cache (default ~/.cache/kiln-zoo, --out to change),
+the layout `kiln check` reads:
+
+    NAME/model.onnx
+    NAME/test_data_set_0/input_K.pb, output_K.pb   expected outputs from onnxruntime
+    NAME/torch_outputs/output_K.pb                  PyTorch's outputs for the same inputs
+    NAME/meta.json                                  opset, ops, sizes, times, ORT vs PyTorch
+
+Nothing is downloaded from a model hub: every model is built from its torchvision
+constructor or its Hugging Face config, with random weights, seeded per model so a
+re-export gives the same files. Random weights are made to behave like trained ones:
+
+- BatchNorm running_mean/running_var are set, in one calibration pass, to the statistics
+  of the layer's real input on a separate random image, then perturbed (mean shifted by
+  up to 0.2 std, variance scaled by 0.5..2); weight and bias are random too. Identity
+  statistics would hide BatchNorm bugs; raw random statistics make activations grow or
+  vanish over 50+ layers, which hides everything else.
+- LayerNorm/GroupNorm weights and biases, zero-initialized biases of Conv and Linear,
+  and ConvNeXt's layer scale (1e-6 at init, which would silence every block) get
+  random values.
+
+Models run in eval mode with batch 1: 224x224 images (299x299 for Inception v3);
+transformers get 32 tokens with the last 5 positions padded out by the attention mask.
+The exporter is the TorchScript one (dynamo=False) at opset 17 (--opset to change);
+`--exporter dynamo` uses torch.export instead (needs onnxscript) and names the folders
+NAME-dynamo. onnxruntime runs with graph optimizations off, so the expected outputs
+come from its plain kernels, op by op.
+
+Usage:
+    .venv/bin/python tools/export_zoo.py              every model not yet in the cache
+    .venv/bin/python tools/export_zoo.py --list       names, families, sizes
+    .venv/bin/python tools/export_zoo.py --only resnet18,bert_base --force
+
+Needs torch, torchvision, transformers, onnx and onnxruntime (tools/setup.sh --python
+installs onnx; `pip install torch torchvision transformers onnxruntime` the rest).
+
+Cost (2 shared cores, torch 2.15 CPU): the whole zoo, 29 models, takes about
+25 minutes and 4.6 GB of disk; most of the time goes to the big models (VGG, ViT, the
+transformers), most of the disk to their weights. docs/zoo.md has the per-model table.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+
+
+def _tv():
+    import torchvision
+
+    return torchvision.models
+
+
+def _image(size=224):
+    return lambda g: {"input": _randn(g, 1, 3, size, size)}
+
+
+def _randn(g, *shape):
+    import torch
+
+    return torch.randn(*shape, generator=g)
+
+
+# name -> (family, builder, inputs, notes). Builders take no arguments and return an
+# nn.Module; inputs take a torch.Generator and return {input name: tensor}.
+def _vision(ctor, size=224, **kw):
+    return (lambda: getattr(_tv(), ctor)(weights=None, **kw)), _image(size)
+
+
+VISION = {
+    "resnet18": ("ResNet", "resnet18", {}),
+    "resnet50": ("ResNet", "resnet50", {}),
+    "resnext50_32x4d": ("ResNeXt", "resnext50_32x4d", {}),
+    "wide_resnet50_2": ("Wide-ResNet", "wide_resnet50_2", {}),
+    "mobilenet_v2": ("MobileNet V2", "mobilenet_v2", {}),
+    "mobilenet_v3_small": ("MobileNet V3", "mobilenet_v3_small", {}),
+    "mobilenet_v3_large": ("MobileNet V3", "mobilenet_v3_large", {}),
+    "efficientnet_b0": ("EfficientNet", "efficientnet_b0", {}),
+    "efficientnet_v2_s": ("EfficientNetV2", "efficientnet_v2_s", {}),
+    "shufflenet_v2_x1_0": ("ShuffleNet V2", "shufflenet_v2_x1_0", {}),
+    "squeezenet1_0": ("SqueezeNet", "squeezenet1_0", {}),
+    "densenet121": ("DenseNet", "densenet121", {}),
+    "regnet_y_400mf": ("RegNet", "regnet_y_400mf", {}),
+    "mnasnet1_0": ("MNASNet", "mnasnet1_0", {}),
+    "googlenet": ("GoogLeNet", "googlenet", {"aux_logits": False, "init_weights": True}),
+    "inception_v3": ("Inception", "inception_v3", {"aux_logits": False, "init_weights": True}),
+    "vgg11": ("VGG", "vgg11", {}),
+    "vgg16": ("VGG", "vgg16", {}),
+    "alexnet": ("AlexNet", "alexnet", {}),
+    "convnext_tiny": ("ConvNeXt", "convnext_tiny", {}),
+    "vit_b_16": ("ViT", "vit_b_16", {}),
+    "swin_t": ("Swin", "swin_t", {}),
+}
+
+SEQ = 32  # tokens per transformer input
+PAD = 5  # trailing positions masked out
+
+
+def _text_inputs(vocab, names):
+    """input_ids plus the masks named in names, right-padded so no row is fully masked."""
+
+    def make(g):
+        import torch
+
+        ids = torch.randint(0, vocab, (1, SEQ), generator=g, dtype=torch.int64)
+        out = {"input_ids": ids}
+        if "attention_mask" in names:
+            mask = torch.ones(1, SEQ, dtype=torch.int64)
+            mask[:, SEQ - PAD:] = 0
+            out["attention_mask"] = mask
+        if "token_type_ids" in names:
+            tt = torch.zeros(1, SEQ, dtype=torch.int64)
+            tt[:, SEQ // 2:] = 1
+            out["token_type_ids"] = tt
+        return out
+
+    return make
+
+
+def _hf(model_cls, config_cls, vocab, names, **config):
+    def build():
+        import transformers
+
+        cfg = getattr(transformers, config_cls)(**config)
+        # Eager attention: the explicit MatMul/Softmax graph the classic exporter writes.
+        cfg._attn_implementation = "eager"
+        return getattr(transformers, model_cls)(cfg)
+
+    return build, _text_inputs(vocab, names)
+
+
+# Configs are the library defaults, which are the real base sizes (BertConfig() is
+# bert-base-uncased, GPT2Config() is gpt2, T5Config() is t5-small).
+TEXT = {
+    "bert_base": ("BERT", "BertModel", "BertConfig", 30522,
+                  ["input_ids", "attention_mask", "token_type_ids"], {}),
+    "distilbert": ("DistilBERT", "DistilBertModel", "DistilBertConfig", 30522,
+                   ["input_ids", "attention_mask"], {}),
+    "roberta_base": ("RoBERTa", "RobertaModel", "RobertaConfig", 50265,
+                     ["input_ids", "attention_mask"], {"vocab_size": 50265,
+                                                       "max_position_embeddings": 514,
+                                                       "type_vocab_size": 1,
+                                                       "pad_token_id": 1}),
+    "gpt2": ("GPT-2", "GPT2LMHeadModel", "GPT2Config", 50257,
+             ["input_ids", "attention_mask"], {"use_cache": False}),
+    "t5_encoder": ("T5", "T5EncoderModel", "T5Config", 32128,
+                   ["input_ids", "attention_mask"], {}),
+}
+
+
+def zoo():
+    """Every model: name -> dict(family, build, inputs, input_names)."""
+    models = {}
+    for name, (family, ctor, kw) in VISION.items():
+        build, inputs = _vision(ctor, 299 if name == "inception_v3" else 224, **kw)
+        models[name] = dict(family=family, build=build, inputs=inputs, input_names=["input"])
+    for name, (family, mcls, ccls, vocab, names, cfg) in TEXT.items():
+        build, inputs = _hf(mcls, ccls, vocab, names, **cfg)
+        models[name] = dict(family=family, build=build, inputs=inputs, input_names=names)
+    return models
+
+
+def randomize(model, calib_args, g):
+    """Random, trained-looking weights; see the module docstring for why."""
+    import torch
+    from torch import nn
+
+    def uniform(t, lo, hi):
+        return torch.rand(t.shape, generator=g) * (hi - lo) + lo
+
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)) and m.bias is not None:
+                if not m.bias.any():
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.05)
+            if isinstance(m, (nn.LayerNorm, nn.GroupNorm)) and m.weight is not None:
+                m.weight.copy_(uniform(m.weight, 0.5, 1.5))
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+            if type(m).__name__ == "T5LayerNorm":
+                m.weight.copy_(uniform(m.weight, 0.5, 1.5))
+            if hasattr(m, "layer_scale") and isinstance(m.layer_scale, nn.Parameter):
+                m.layer_scale.copy_(uniform(m.layer_scale, 0.1, 1.0))
+        calibrate_bn(model, calib_args, g, uniform)
+
+
+def calibrate_bn(model, calib_args, g, uniform):
+    """Set each BatchNorm's statistics from its real input, perturbed. A pre-hook runs
+    before each BN in execution order, so every layer sees calibrated layers upstream."""
+    import torch
+    from torch import nn
+
+    def hook(m, args):
+        x = args[0]
+        dims = [d for d in range(x.dim()) if d != 1]
+        mean = x.mean(dim=dims)
+        var = x.var(dim=dims, unbiased=False)
+        std = (var + m.eps).sqrt()
+        m.running_mean.copy_(mean + 0.2 * std * (uniform(mean, -1, 1)))
+        m.running_var.copy_(var * uniform(var, 0.5, 2.0) + 1e-3)
+        if m.weight is not None:
+            m.weight.copy_(uniform(m.weight, 0.5, 1.5))
+            m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    handles = [m.register_forward_pre_hook(hook) for m in bns]
+    try:
+        with torch.no_grad():
+            model(*calib_args)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def flatten_outputs(out):
+    """Tensors of a model's return value in order (tuple, ModelOutput, tensor)."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    res = []
+    for o in out:
+        res.extend(flatten_outputs(o))
+    return res
+
+
+class _Positional(object):
+    """Wrap a model so it takes its inputs positionally, in a fixed order, and returns a
+    plain tuple (what the exporter wants)."""
+
+    def __new__(cls, model, names):
+        import torch
+
+        class Wrapper(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, *args):
+                if not hasattr(self.model, "config"):  # torchvision: forward(x)
+                    return tuple(flatten_outputs(self.model(*args)))
+                kw = dict(zip(names, args), return_dict=False)
+                return tuple(flatten_outputs(self.model(**kw)))
+
+        return Wrapper()
+
+
+def save_pb(tensor, name, path):
+    import numpy as np
+    import onnx.numpy_helper
+
+    t = onnx.numpy_helper.from_array(np.ascontiguousarray(tensor), name)
+    with open(path, "wb") as f:
+        f.write(t.SerializeToString())
+
+
+def run_ort(path, feeds):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 2
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return names, sess.run(None, feeds)
+
+
+def diff(a, b):
+    import numpy as np
+
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    d = np.abs(a - b)
+    return dict(max_abs=float(d.max(initial=0)),
+                max_rel=float((d / np.maximum(np.abs(b), 1e-30)).max(initial=0)),
+                ref_max_abs=float(np.abs(b).max(initial=0)))
+
+
+def export_one(name, spec, out_dir, opset, exporter):
+    import onnx
+    import torch
+
+    seed = sum(map(ord, name))
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    t0 = time.time()
+    model = spec["build"]().eval()
+    names = spec["input_names"]
+    wrapped = _Positional(model, names).eval()
+    calib = spec["inputs"](torch.Generator().manual_seed(seed + 1))
+    randomize(wrapped, tuple(calib[n] for n in names), g)
+    inputs = spec["inputs"](torch.Generator().manual_seed(seed + 2))
+    args = tuple(inputs[n] for n in names)
+    with torch.no_grad():
+        torch_outs = [o.numpy() for o in wrapped(*args)]
+    out_names = ["output" if len(torch_outs) == 1 else "output_%d" % i
+                 for i in range(len(torch_outs))]
+
+    tmp = out_dir + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "test_data_set_0"))
+    os.makedirs(os.path.join(tmp, "torch_outputs"))
+    model_path = os.path.join(tmp, "model.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.no_grad():
+            if exporter == "dynamo":
+                prog = torch.onnx.export(wrapped, args, dynamo=True, opset_version=opset,
+                                         input_names=names, output_names=out_names)
+                prog.save(model_path)
+            else:
+                torch.onnx.export(wrapped, args, model_path, dynamo=False,
+                                  opset_version=opset, input_names=names,
+                                  output_names=out_names, do_constant_folding=True)
+    export_s = time.time() - t0
+
+    mo = onnx.load(model_path)
+    graph_inputs = [i.name for i in mo.graph.input]
+    feeds = {n: inputs[n].numpy() for n in names if n in graph_inputs}
+    ort_names, ort_outs = run_ort(model_path, feeds)
+    for k, n in enumerate(graph_inputs):
+        save_pb(feeds[n], n, os.path.join(tmp, "test_data_set_0", "input_%d.pb" % k))
+    diffs = []
+    for k, (n, o) in enumerate(zip(ort_names, ort_outs)):
+        save_pb(o, n, os.path.join(tmp, "test_data_set_0", "output_%d.pb" % k))
+        save_pb(torch_outs[k], n, os.path.join(tmp, "torch_outputs", "output_%d.pb" % k))
+        diffs.append(dict(name=n, shape=list(o.shape), **diff(torch_outs[k], o)))
+
+    ops = {}
+    for node in mo.graph.node:
+        key = node.op_type if node.domain in ("", "ai.onnx") else node.domain + "." + node.op_type
+        ops[key] = ops.get(key, 0) + 1
+    meta = dict(
+        name=name, family=spec["family"], exporter=exporter,
+        torch=torch.__version__, opset=[o.version for o in mo.opset_import if o.domain in ("", "ai.onnx")][0],
+        nodes=len(mo.graph.node), ops=dict(sorted(ops.items())),
+        params=sum(p.numel() for p in model.parameters()),
+        inputs={n: list(feeds[n].shape) for n in feeds},
+        model_bytes=os.path.getsize(model_path),
+        export_seconds=round(export_s, 1),
+        total_seconds=round(time.time() - t0, 1),
+        ort_vs_torch=diffs,
+    )
+    with open(os.path.join(tmp, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.rename(tmp, out_dir)
+    return meta
+
+
+def main():
+    models = zoo()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.expanduser("~/.cache/kiln-zoo"),
+                    help="cache folder (default ~/.cache/kiln-zoo)")
+    ap.add_argument("--only", help="comma-separated model names (see --list)")
+    ap.add_argument("--list", action="store_true", help="print the models and exit")
+    ap.add_argument("--force", action="store_true", help="re-export models already cached")
+    ap.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
+    ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript")
+    a = ap.parse_args()
+    if a.list:
+        for n, s in models.items():
+            print("%-22s %s" % (n, s["family"]))
+        return 0
+    names = list(models)
+    if a.only:
+        names = [n.strip() for n in a.only.split(",") if n.strip()]
+        bad = [n for n in names if n not in models]
+        if bad:
+            print("unknown model(s): %s (see --list)" % ", ".join(bad), file=sys.stderr)
+            return 2
+    import torch
+
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    os.makedirs(a.out, exist_ok=True)
+    failed = []
+    for n in names:
+        folder = n if a.exporter == "torchscript" else n + "-dynamo"
+        dest = os.path.join(a.out, folder)
+        if os.path.exists(os.path.join(dest, "meta.json")) and not a.force:
+            print("cached  %s" % folder, flush=True)
+            continue
+        try:
+            m = export_one(n, models[n], dest, a.opset, a.exporter)
+        except Exception as e:  # report and go on: one model's failure is not the zoo's
+            print("FAILED  %s: %s: %s" % (folder, type(e).__name__, str(e).splitlines()[0] if str(e) else ""),
+                  flush=True)
+            failed.append(n)
+            continue
+        worst = max(d["max_abs"] for d in m["ort_vs_torch"])
+        print("export  %-22s opset %d, %4d nodes, %6.1f MB, %5.1f s, ORT vs PyTorch max abs %.2g"
+              % (folder, m["opset"], m["nodes"], m["model_bytes"] / 1e6, m["total_seconds"], worst),
+              flush=True)
+    if failed:
+        print("%d model(s) failed: %s" % (len(failed), ", ".join(failed)), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
