@@ -11,6 +11,18 @@
  *   kiln_session  the execution state of one model (buffers, plan). A session is used by
  *                 one thread at a time; sessions of the same model are independent.
  *
+ * Threads: kiln keeps no mutable global state (CPU detection runs once, under
+ * pthread_once), so calls on different objects need no locking. What may be shared:
+ *   - a kiln_model, by any number of threads at once, for every call that takes it as
+ *     const (kiln_session_create, kiln_model_*_info, kiln_model_error, the counts);
+ *   - a kiln_options, read by concurrent loads and session creations, as long as no
+ *     thread sets or frees it meanwhile;
+ *   - the functions that take no object (kiln_version, kiln_status_string, ...).
+ * A kiln_session, the output data and infos it hands out, and its error message belong
+ * to one thread at a time: to move a session to another thread, hand it over as any
+ * data is (a mutex, a queue, a join). tests/unit/test_threads.c checks this under
+ * ThreadSanitizer.
+ *
  * Every call returns a kiln_status; KILN_OK is 0 and errors are negative. Calls that
  * create an object follow sqlite3_open: they store a handle in *out even when they fail
  * (unless memory runs out, then *out is NULL), kiln_model_error / kiln_session_error

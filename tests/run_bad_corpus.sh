@@ -23,7 +23,7 @@ manifest="$corpus/MANIFEST.tsv"
 
 limit_kb=2097152
 vm_cap="ulimit -v $limit_kb;"
-if ! (ulimit -v $limit_kb; "$kiln" --version) >/dev/null 2>&1; then
+if ! { (ulimit -v $limit_kb; "$kiln" --version) >/dev/null 2>&1; } 2>/dev/null; then
   echo "note: $kiln does not start under ulimit -v (a sanitizer build?); running uncapped"
   vm_cap=""
 fi

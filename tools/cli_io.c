@@ -8,7 +8,10 @@
 bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name) {
   kl_err e = {0};
   if (kl_tensorfile_read(path, max_bytes, t, name, &e) == KILN_OK) return true;
-  fprintf(stderr, "kiln: %s: %s\n", kiln_status_string(e.code), e.msg);
+  /* the reader's status for a malformed file is "invalid model"; this file is a tensor */
+  const char *what = e.code == KILN_ERR_INVALID_MODEL ? "invalid tensor file"
+                                                      : kiln_status_string(e.code);
+  fprintf(stderr, "kiln: %s: %s\n", what, e.msg);
   return false;
 }
 

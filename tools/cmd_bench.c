@@ -1,5 +1,8 @@
 /* kiln bench: load, session, first-inference and steady-state latency of a model. */
+#include "backends/cpu/cpu_backend.h"
+#include "bench_profile.h"
 #include "cli.h"
+#include "runtime/session.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,22 +17,30 @@ static const char *bench_help =
     "  --batch B             size of every symbolic dim named like a batch (default 1)\n"
     "  --shape NAME=DIMS     an input's shape, e.g. input=1x3x224x224 (repeatable);\n"
     "                        other symbolic dims are 1\n"
+    "  --input NAME=FILE     an input from a .pb or .npy file instead of random data\n"
+    "                        (repeatable)\n"
     "  --warmup N            runs before timing (default 3)\n"
     "  --iterations N        timed runs (default 50)\n"
     "  --time S              time runs for S seconds instead of a count\n"
     "  --seed N              seed for the random inputs (default 1)\n"
-    "  --json                one JSON object on stdout instead of the table\n";
+    "  --json                one JSON object on stdout instead of the table\n"
+    "  --profile             time every node of the timed runs: print the time per op\n"
+    "                        type and the slowest nodes, and write a Chrome trace of\n"
+    "                        the first 10 runs (chrome://tracing, ui.perfetto.dev)\n"
+    "  --trace FILE          where --profile writes the trace (default\n"
+    "                        kiln-profile.json); implies --profile\n";
 
 #define MAX_SHAPES 64
 
 typedef struct bench_args {
   const char *model;
-  const char *shapes[MAX_SHAPES];
-  int n_shapes;
+  const char *shapes[MAX_SHAPES], *inputs[MAX_SHAPES];
+  int n_shapes, n_inputs;
   int64_t batch, warmup, iterations;
   double seconds;
   uint64_t seed;
-  bool json;
+  bool json, profile;
+  const char *trace;
   cli_common common;
 } bench_args;
 
@@ -57,6 +68,7 @@ static double percentile(const double *sorted, int64_t n, double p) {
 
 static int parse_bench_args(int argc, char **argv, bench_args *a) {
   memset(a, 0, sizeof *a);
+  a->common.opt_level = 2; /* the library's default, as for the other commands */
   a->batch = 1;
   a->warmup = 3;
   a->iterations = 50;
@@ -74,8 +86,15 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
       return EXIT_OK;
     } else if (strcmp(o, "--json") == 0) {
       a->json = true;
+    } else if (strcmp(o, "--profile") == 0) {
+      a->profile = true;
+    } else if (strcmp(o, "--trace") == 0 && has) {
+      a->profile = true;
+      a->trace = argv[++i];
     } else if (strcmp(o, "--shape") == 0 && has && a->n_shapes < MAX_SHAPES) {
       a->shapes[a->n_shapes++] = argv[++i];
+    } else if (strcmp(o, "--input") == 0 && has && a->n_inputs < MAX_SHAPES) {
+      a->inputs[a->n_inputs++] = argv[++i];
     } else if (strcmp(o, "--time") == 0 && has && cli_parse_double(argv[i + 1], &d) && d > 0) {
       a->seconds = d;
       i++;
@@ -103,14 +122,20 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
   return -1;
 }
 
-/* Random inputs bound to the session; tensors are kept in ts. */
+/* Inputs from files or random, bound to the session; tensors are kept in ts. */
 static bool make_inputs(const bench_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
   uint64_t state = a->seed;
+  int64_t limit = a->common.max_tensor_bytes ? a->common.max_tensor_bytes : (INT64_C(16) << 30);
   for (int k = 0; k < kiln_model_input_count(m); k++) {
     kiln_tensor_info info;
     kiln_model_input_info(m, k, &info);
+    const char *file = cli_find_named(a->inputs, a->n_inputs, info.name);
     const char *shape = cli_find_named(a->shapes, a->n_shapes, info.name);
-    if (!cli_random_input("bench", &info, shape, a->batch, &state, &ts[k])) return false;
+    char *name = NULL;
+    if (file ? !cli_read_tensor(file, limit, &ts[k], &name)
+             : !cli_random_input("bench", &info, shape, a->batch, &state, &ts[k]))
+      return false;
+    free(name);
     kiln_status st = kiln_session_set_input(s, info.name, info.dtype, ts[k].rank, ts[k].dims,
                                             ts[k].data, kl_tensor_nbytes(&ts[k]));
     if (st != KILN_OK) {
@@ -128,8 +153,10 @@ static void progress(double done, double total) {
           (int)(done / total * 100 > 100 ? 100 : done / total * 100));
 }
 
-/* Timed runs into lat (grown as needed); returns the count or -1 on failure. */
-static int64_t timed_runs(const bench_args *a, kiln_session *s, double **lat) {
+/* Timed runs into lat (grown as needed), their node times into prof when profiling;
+ * returns the count or -1 on failure. */
+static int64_t timed_runs(const bench_args *a, kiln_session *s, bench_profile *prof,
+                          double **lat) {
   int64_t cap = a->seconds > 0 ? 1024 : a->iterations, n = 0;
   *lat = malloc(sizeof(double) * (size_t)cap);
   if (!*lat) return -1;
@@ -149,6 +176,7 @@ static int64_t timed_runs(const bench_args *a, kiln_session *s, double **lat) {
       return -1;
     }
     (*lat)[n++] = now_ms() - t0;
+    if (prof) bench_profile_add(prof, s, t0 - start);
     if (show && elapsed > 1000)
       progress(a->seconds > 0 ? elapsed : (double)n, a->seconds > 0 ? budget : (double)a->iterations);
   }
@@ -169,7 +197,7 @@ static void print_json_string(const char *s) {
 }
 
 static void report(const bench_args *a, double load_ms, double session_ms, double first_ms,
-                   double *lat, int64_t n) {
+                   double *lat, int64_t n, bench_profile *prof) {
   qsort(lat, (size_t)n, sizeof *lat, cmp_double);
   double sum = 0;
   for (int64_t i = 0; i < n; i++) sum += lat[i];
@@ -178,17 +206,24 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
   if (a->json) {
     printf("{\"model\": ");
     print_json_string(a->model);
-    printf(", \"threads\": %d, \"isa\": \"generic\", \"batch\": %" PRId64
+    printf(", \"threads\": %d, \"isa\": \"%s\", \"batch\": %" PRId64
            ", \"iterations\": %" PRId64 ", \"model_load_ms\": %.3f, \"session_create_ms\": "
            "%.3f, \"first_inference_ms\": %.3f, \"latency_ms\": {\"min\": %.4f, \"p50\": "
            "%.4f, \"p90\": %.4f, \"p99\": %.4f, \"max\": %.4f, \"mean\": %.4f}, "
-           "\"throughput_per_s\": %.3f, \"peak_rss_mb\": %.2f}\n",
-           a->common.threads, a->batch, n, load_ms, session_ms, first_ms, lat[0],
-           p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb());
+           "\"throughput_per_s\": %.3f, \"peak_rss_mb\": %.2f",
+           a->common.threads, kl_cpu_isa_used(), a->batch, n, load_ms, session_ms, first_ms,
+           lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb());
+    if (prof) {
+      printf(", ");
+      fflush(stdout);
+      bench_profile_json(prof, stdout);
+    }
+    printf("}\n");
     return;
   }
   printf("model            %s\n", a->model);
   printf("threads          %d (0 = one per core)\n", a->common.threads);
+  printf("isa              %s\n", kl_cpu_isa_used());
   printf("model load       %.3f ms\n", load_ms);
   printf("session create   %.3f ms\n", session_ms);
   printf("first inference  %.3f ms\n", first_ms);
@@ -196,6 +231,7 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
          " runs)\n", lat[0], p50, p90, p99, lat[n - 1], n);
   printf("throughput       %.2f inferences/s (batch %" PRId64 ")\n", thr, a->batch);
   printf("peak RSS         %.2f MiB\n", peak_rss_mb());
+  if (prof) bench_profile_print(prof, stdout);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -207,6 +243,7 @@ int cmd_bench(int argc, char **argv) {
   kiln_session *s = NULL;
   kl_tensor *ts = NULL;
   double *lat = NULL;
+  bench_profile *prof = NULL;
   rc = EXIT_FAIL;
   double t0 = now_ms();
   kiln_model *m = cli_load(a.model, o);
@@ -229,11 +266,18 @@ int cmd_bench(int argc, char **argv) {
   double first_ms = now_ms() - t0;
   for (int64_t i = 0; i < a.warmup; i++)
     if (kiln_session_run(s) != KILN_OK) goto done;
-  int64_t n = timed_runs(&a, s, &lat);
+  if (a.profile) {
+    if (!(prof = bench_profile_new(m))) goto done;
+    kl_session_set_profiling(s, true);
+  }
+  int64_t n = timed_runs(&a, s, prof, &lat);
   if (n <= 0) goto done;
-  report(&a, load_ms, session_ms, first_ms, lat, n);
+  report(&a, load_ms, session_ms, first_ms, lat, n, prof);
   rc = EXIT_OK;
+  if (prof && !bench_profile_write_trace(prof, a.trace ? a.trace : "kiln-profile.json"))
+    rc = EXIT_FAIL;
 done:
+  bench_profile_free(prof);
   if (ts)
     for (int k = 0; k < kiln_model_input_count(m); k++) free(ts[k].data);
   free(ts);

@@ -1,4 +1,5 @@
 /* kiln info: version and build features. */
+#include "backends/cpu/isa.h"
 #include "cli.h"
 #include "kl_config.h"
 
@@ -17,6 +18,11 @@ int cmd_info(int argc, char **argv) {
   printf("kiln %s\n", kiln_version());
   printf("build: oneDNN %s, OpenMP %s\n", KL_HAVE_DNNL ? "yes" : "no",
          KL_HAVE_OPENMP ? "yes" : "no");
+  const kl_cpu_features *f = kl_isa_features();
+  char features[512];
+  printf("cpu: %s (%s)\n", f->brand[0] ? f->brand : "unknown", f->vendor[0] ? f->vendor : "-");
+  printf("cpu features: %s\n", kl_isa_feature_list(f, features, sizeof features));
+  printf("isa: %s\n", kl_isa_reason()); /* kiln's own kernels; KILN_ISA lowers it */
   printf("ops (%d):", KL_OP_COUNT);
   for (int i = 0; i < KL_OP_COUNT; i++) {
     const kl_op_info *op = kl_op_get((kl_op)i);

@@ -13,12 +13,14 @@ static const char *inspect_help =
     "  --stats          print what the optimizer did instead: how often each pass\n"
     "                   fired and the count of each op before and after\n"
     "  --dot FILE       also write the graph as Graphviz dot to FILE\n"
+    "  --memory         print the memory plan of one run on random inputs instead:\n"
+    "                   arena size, the total without reuse, the largest tensors\n"
     "  --fold-limit N   constant folding's result limit in bytes (default 1 MiB)\n";
 
 static void print_stats(const kl_pass_stats *s, int level, FILE *out) {
   int count;
   const kl_pass *passes = kl_passes(&count);
-  fprintf(out, "passes at -O%d (times each changed the graph):\n", level);
+  fprintf(out, "passes at -O%d (rewrites each made):\n", level);
   for (int k = 0; k < s->n_passes && k < count; k++)
     fprintf(out, "  %-20s %4d   %s\n", s->name[k], s->fired[k], passes[k].what);
   fprintf(out, "nodes: %d -> %d\n", s->nodes_before, s->nodes_after);
@@ -120,7 +122,7 @@ static bool write_dot(const kl_graph *g, const char *path) {
 int cmd_inspect(int argc, char **argv) {
   cli_common common = {.opt_level = 2};
   const char *path = NULL, *dot = NULL;
-  bool stats = false;
+  bool stats = false, memory = false;
   int64_t fold_limit = 0;
   for (int i = 1; i < argc; i++) {
     int r = cli_common_arg(&common, argc, argv, &i);
@@ -132,6 +134,8 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (strcmp(argv[i], "--stats") == 0) {
       stats = true;
+    } else if (strcmp(argv[i], "--memory") == 0) {
+      memory = true;
     } else if (strcmp(argv[i], "--dot") == 0 && i + 1 < argc) {
       dot = argv[++i];
     } else if (strcmp(argv[i], "--fold-limit") == 0 && i + 1 < argc) {
@@ -157,8 +161,13 @@ int cmd_inspect(int argc, char **argv) {
   }
   if (!o) return EXIT_USAGE;
   kiln_model *m = cli_load(path, o);
+  int memory_rc = m && memory ? cli_inspect_memory(m, o) : EXIT_OK;
   kiln_options_free(o);
   if (!m) return EXIT_FAIL;
+  if (memory) {
+    kiln_model_free(m);
+    return memory_rc;
+  }
   if (stats) print_stats(&m->stats, common.opt_level, stdout);
   else kl_graph_dump(m->g, stdout);
   bool ok = !dot || write_dot(m->g, dot);

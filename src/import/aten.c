@@ -744,7 +744,8 @@ static kiln_status same_pads(call *c, int w, conv_geom *g) {
   return KILN_OK;
 }
 
-/* conv1d/2d/3d(input, weight, bias, stride, padding, dilation, groups) */
+/* conv1d/2d/3d(input, weight, bias, stride, padding, dilation, groups), and
+ * _convolution_mode, the form of padding="same"/"valid" */
 static kiln_status lower_conv(call *c) {
   int x, w, bias;
   conv_geom g = {0};
@@ -955,34 +956,74 @@ static kiln_status lower_pool(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* The window matrix of adaptive average pooling along one axis: [in, out] (or [out,
+ * in] when `left`), column i averaging input cells [floor(i in/out), ceil((i+1) in/out)),
+ * as torch's windows are. */
+static int window_matrix(call *c, int like, int64_t in, int64_t out, bool left) {
+  int64_t count, dims[2] = {left ? out : in, left ? in : out};
+  kl_dtype dt = kl_dtype_is_float(dtype_of(c, like)) ? dtype_of(c, like) : KL_F32;
+  if (kl_mul_overflow_i64(in, out, &count) || count > (1 << 24))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "an adaptive pool from %lld to %lld cells",
+                   (long long)in, (long long)out), -1;
+  size_t size = kl_dtype_size(dt);
+  void *data = calloc((size_t)count, size);
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+  for (int64_t i = 0; i < out; i++) {
+    int64_t lo = i * in / out, hi = ((i + 1) * in + out - 1) / out;
+    for (int64_t j = lo; j < hi; j++)
+      kl_store_f64(data, dt, (size_t)(left ? i * in + j : j * out + i), 1.0 / (double)(hi - lo));
+  }
+  return kl_ts_const_data(c->b, dt, 2, dims, data, (size_t)count * size);
+}
+
+/* Adaptive average pooling over the last one or two dims of known size, any sizes:
+ * averaging is linear and separable, so it is x W (last dim) and H x (the one before). */
+static kiln_status adaptive_avg_matmul(call *c, int x, int n, const int64_t *in,
+                                       const int64_t *out, int *y) {
+  if (n > 2)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a 3-D adaptive pool whose output size does "
+                   "not divide the input size");
+  int w = window_matrix(c, x, in[n - 1], out[n - 1], false);
+  kiln_status s = w < 0 ? c->e->code : op2(c, KL_OP_MatMul, x, w, y);
+  if (s || n == 1) return s;
+  int h = window_matrix(c, x, in[0], out[0], true);
+  return h < 0 ? c->e->code : op2(c, KL_OP_MatMul, h, *y, y);
+}
+
 /* adaptive_{avg,max}_pool{1,2,3}d(self, output_size): output 1 is the global pool;
- * other sizes that divide the known input are a plain pool. variant: dims, negative
- * for max (which returns the indices too: kiln gives None for them). */
+ * sizes that divide the input's are a plain pool; other sizes of an average pool are
+ * matrix products. variant: dims, negative for max (which returns the indices too:
+ * kiln gives None for them). */
 static kiln_status lower_adaptive(call *c) {
   bool max = c->variant < 0;
   int n = max ? -c->variant : c->variant, x, y, got, rank;
-  int64_t size[KL_MAX_RANK], kernel[KL_MAX_RANK];
+  int64_t size[KL_MAX_RANK], kernel[KL_MAX_RANK], in[KL_MAX_RANK];
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = ints_arg(c, 1, n, size, &got);
   if (!s && got != n) return bad_arg(c, 1, "one output size per spatial dim");
   if (!s) s = need_rank(c, x, &rank);
   if (s) return s;
-  bool global = true, fits = rank == n + 2;
+  bool global = true, fits = rank >= n, known = rank >= n;
   for (int k = 0; k < n; k++) {
-    int64_t in = fits ? type_of(c, x)->dims[rank - n + k].size : -1;
+    in[k] = rank >= n ? type_of(c, x)->dims[rank - n + k].size : -1;
     global &= size[k] == 1;
-    fits &= in > 0 && size[k] > 0 && in % size[k] == 0;
-    kernel[k] = fits ? in / size[k] : 0;
+    known &= in[k] > 0 && size[k] > 0;
+    fits &= in[k] > 0 && size[k] > 0 && in[k] % size[k] == 0;
+    kernel[k] = fits ? in[k] / size[k] : 0;
   }
-  if (global) s = op1(c, max ? KL_OP_GlobalMaxPool : KL_OP_GlobalAveragePool, x, &y);
-  else if (!fits)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an adaptive pool whose output size does not "
-                   "divide the input size, or an input of unknown size");
-  else {
+  if (global) {
+    s = op1(c, max ? KL_OP_GlobalMaxPool : KL_OP_GlobalAveragePool, x, &y);
+  } else if (fits) {
     int node = begin_node(c, max ? KL_OP_MaxPool : KL_OP_AveragePool, 1, &x, &y);
     s = node < 0 ? KILN_OK : kl_node_set_ints(c->g, node, "kernel_shape", kernel, n, c->e);
     if (node >= 0 && !s) s = kl_node_set_ints(c->g, node, "strides", kernel, n, c->e);
     s = end_node(c, node, s);
+  } else if (known && !max) {
+    s = adaptive_avg_matmul(c, x, n, in, size, &y);
+  } else {
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an adaptive %s pool whose output size does "
+                   "not divide the input size, or an input of unknown size",
+                   max ? "max" : "average");
   }
   if (s || !max) return s ? s : ret_tensor(c, y);
   kl_tsv *items = kl_ts_alloc(c->b, 2 * sizeof *items);
@@ -1213,6 +1254,39 @@ static kiln_status lower_slice(call *c) {
   return ret_tensor(c, y);
 }
 
+/* Slice of x along axis from start to end (step 1). */
+static kiln_status slice_axis(call *c, int x, int64_t axis, int64_t start, int64_t end, int *y) {
+  int in[4] = {x, const_ints(c, &start, 1), const_ints(c, &end, 1), const_ints(c, &axis, 1)};
+  if (in[1] < 0 || in[2] < 0 || in[3] < 0) return c->e->code;
+  return op_node(c, KL_OP_Slice, 4, in, y);
+}
+
+/* roll(self, shifts, dims): per dim, the last `shift` elements moved to the front */
+static kiln_status lower_roll(call *c) {
+  int x, ns, nd, rank;
+  int64_t shifts[MAX_LIST], dims[MAX_LIST];
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, 0, shifts, &ns);
+  if (!s) s = ints_arg(c, 2, 0, dims, &nd);
+  if (!s) s = need_rank(c, x, &rank);
+  if (s) return s;
+  if (nd == 0 || ns != nd)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "roll without one dim per shift");
+  for (int k = 0; k < nd; k++) {
+    int axis, parts[2];
+    if ((s = norm_axis(c, dims[k], rank, &axis))) return s;
+    int64_t n = type_of(c, x)->dims[axis].size, shift = shifts[k];
+    if (n < 0) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "roll along a dim of unknown size");
+    shift = n ? ((shift % n) + n) % n : 0;
+    if (shift == 0) continue;
+    if ((s = slice_axis(c, x, axis, n - shift, n, &parts[0])) ||
+        (s = slice_axis(c, x, axis, 0, n - shift, &parts[1])) ||
+        (s = node_int(c, KL_OP_Concat, 2, parts, "axis", axis, &x)))
+      return s;
+  }
+  return ret_tensor(c, x);
+}
+
 /* select(self, dim, index): Gather with a scalar index drops the dim */
 static kiln_status lower_select(call *c) {
   int x, idx, y;
@@ -1282,30 +1356,40 @@ static kiln_status lower_expand_as(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
-/* constant_pad_nd(self, pad, value): torch lists (begin, end) from the last dim back */
+/* constant_pad_nd(self, pad, value) (variant 0), pad(self, pad, mode, value) (1),
+ * reflection_padNd(self, padding) (2), replication_padNd (3): torch lists (begin, end)
+ * from the last dim back, which Pad's axes input takes as they are. */
 static kiln_status lower_pad(call *c) {
+  static const char *const modes[][2] = {{"constant", "constant"}, {"reflect", "reflect"},
+                                         {"replicate", "edge"}, {"circular", "wrap"}};
   int x, in[4], y, n;
   int64_t pad[MAX_LIST], pads[MAX_LIST], axes[MAX_LIST / 2];
   double value;
+  const char *mode = c->variant == 2 ? "reflect" : c->variant == 3 ? "replicate" : "constant";
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = ints_arg(c, 1, 0, pad, &n);
-  if (!s) s = float_arg(c, 2, 0, &value);
+  if (!s && c->variant == 1) s = str_arg(c, 2, "constant", &mode);
+  if (!s) s = float_arg(c, c->variant == 1 ? 3 : 2, 0, &value);
   if (s) return s;
+  size_t m = 0;
+  while (m < sizeof modes / sizeof modes[0] && strcmp(modes[m][0], mode) != 0) m++;
+  if (m == sizeof modes / sizeof modes[0])
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "padding mode '%s'", mode);
   if (n % 2 || n == 0) return bad_arg(c, 1, "an even number of pads");
-  int m = n / 2;
-  for (int k = 0; k < m; k++) {
+  for (int k = 0; k < n / 2; k++) {
     axes[k] = -1 - k;
     pads[k] = pad[2 * k];
-    pads[k + m] = pad[2 * k + 1];
+    pads[k + n / 2] = pad[2 * k + 1];
   }
   kl_dtype dt = dtype_of(c, x);
   in[0] = x;
   if ((in[1] = const_ints(c, pads, n)) < 0 ||
       (in[2] = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, value)) < 0 ||
-      (in[3] = const_ints(c, axes, m)) < 0)
+      (in[3] = const_ints(c, axes, n / 2)) < 0)
     return c->e->code;
-  if ((s = op_node(c, KL_OP_Pad, 4, in, &y))) return s;
-  return ret_tensor(c, y);
+  int node = begin_node(c, KL_OP_Pad, 4, in, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_string(c->g, node, "mode", modes[m][1], c->e));
+  return s ? s : ret_tensor(c, y);
 }
 
 /* ---- softmax, reductions, lookups ---- */
@@ -1416,7 +1500,119 @@ static kiln_status lower_sdpa(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* torch's ScalarType numbers */
+static kl_dtype scalar_type(int64_t t) {
+  static const kl_dtype map[] = {KL_U8, KL_I8, KL_I16, KL_I32, KL_I64, KL_F16, KL_F32,
+                                 KL_F64, KL_UNDEFINED, KL_UNDEFINED, KL_UNDEFINED, KL_BOOL};
+  if (t >= 0 && t < (int64_t)(sizeof map / sizeof map[0])) return map[t];
+  return t == 15 ? KL_BF16 : KL_UNDEFINED;
+}
+
+/* index(self, indices): one index tensor (the others None) is a Gather on its dim */
+static kiln_status lower_index(call *c) {
+  int x, y, axis = -1;
+  kiln_status s = tensor_arg(c, 0, &x);
+  const kl_tsv *l = c->a[1];
+  if (s) return s;
+  if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE)) return bad_arg(c, 1, "a list");
+  for (int k = 0; k < l->n; k++) {
+    if (l->items[k].kind == KL_TSV_NONE) continue;
+    if (axis >= 0 || l->items[k].kind != KL_TSV_TENSOR)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "indexing by more than one tensor");
+    axis = k;
+  }
+  if (axis < 0) return ret_tensor(c, x);
+  int idx = l->items[axis].id;
+  if (dtype_of(c, idx) == KL_BOOL)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "indexing by a boolean mask");
+  s = node_int(c, KL_OP_Gather, 2, (int[]){x, idx}, "axis", axis, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* remainder(self, other): Python's %, the sign of the divisor */
+static kiln_status lower_remainder(call *c) {
+  int64_t x, y;
+  bool tensor;
+  if (known_ints(c, 0, 1, &x, &y, &tensor) && y != 0) {
+    int64_t r = x % y;
+    return ret_known_int(c, r != 0 && (r < 0) != (y < 0) ? r + y : r, tensor);
+  }
+  int a, b, r;
+  kiln_status s = operands(c, 0, 1, &a, &b);
+  if (s) return s;
+  if (!kl_dtype_is_float(dtype_of(c, a))) {
+    s = node_int(c, KL_OP_Mod, 2, (int[]){a, b}, "fmod", 0, &r);
+    return s ? s : ret_tensor(c, r);
+  }
+  if ((s = op2(c, KL_OP_Div, a, b, &r)) || (s = op1(c, KL_OP_Floor, r, &r)) ||
+      (s = op2(c, KL_OP_Mul, r, b, &r)) || (s = op2(c, KL_OP_Sub, a, r, &r)))
+    return s;
+  return ret_tensor(c, r);
+}
+
+/* einsum(equation, tensors, path) */
+static kiln_status lower_einsum(call *c) {
+  int ids[MAX_LIST], n, y;
+  const char *eq;
+  kiln_status s = str_arg(c, 0, "", &eq);
+  if (!s) s = tensor_list(c, 1, ids, &n);
+  if (s) return s;
+  int node = begin_node(c, KL_OP_Einsum, n, ids, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_string(c->g, node, "equation", eq, c->e));
+  return s ? s : ret_tensor(c, y);
+}
+
+/* linalg_vector_norm(self, ord, dim, keepdim, dtype): ord 1, 2 or inf */
+static kiln_status lower_vector_norm(call *c) {
+  int x, y, n, in[2];
+  int64_t dims[MAX_LIST];
+  double ord;
+  bool keep;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = float_arg(c, 1, 2, &ord);
+  if (!s) s = ints_arg(c, 2, 0, dims, &n);
+  if (!s) s = bool_arg(c, 3, false, &keep);
+  if (s) return s;
+  if (given(c, 4)) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a norm with a dtype argument");
+  kl_op op = ord == 1 ? KL_OP_ReduceL1 : ord == 2 ? KL_OP_ReduceL2 : KL_OP_ReduceMax;
+  if (ord != 1 && ord != 2 && !(isinf(ord) && ord > 0))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a vector norm of order %g", ord);
+  in[0] = x;
+  if (isinf(ord) && (s = op1(c, KL_OP_Abs, x, &in[0]))) return s;
+  if (n && (in[1] = const_ints(c, dims, n)) < 0) return c->e->code;
+  int node = begin_node(c, op, n ? 2 : 1, in, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "keepdims", keep, c->e));
+  return s ? s : ret_tensor(c, y);
+}
+
+/* zeros_like / ones_like (variant: the value) (self, dtype, ...) and zero_(self):
+ * the value expanded to self's shape */
+static kiln_status lower_fill_like(call *c) {
+  int x, shape, k, y;
+  int64_t st = -1;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s && c->params[1]) s = int_arg(c, 1, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : dtype_of(c, x);
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if ((k = kl_ts_const_scalar(c->b, dt, c->variant)) < 0) return c->e->code;
+  if ((s = op1(c, KL_OP_Shape, x, &shape)) || (s = op2(c, KL_OP_Expand, k, shape, &y))) return s;
+  return ret_tensor(c, y);
+}
+
 /* ---- Python numbers and shapes ---- */
+
+/* numel(self) */
+static kiln_status lower_numel(call *c) {
+  int x, y;
+  int64_t n;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  if (kl_type_numel(type_of(c, x), &n)) return ret_int(c, n);
+  if ((s = op1(c, KL_OP_Size, x, &y))) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .id = y};
+  return KILN_OK;
+}
 
 /* size(self[, dim]) */
 static kiln_status lower_size(call *c) {
@@ -1485,14 +1681,6 @@ static kiln_status lower_device(call *c) {
   return KILN_OK;
 }
 
-/* torch's ScalarType numbers */
-static kl_dtype scalar_type(int64_t t) {
-  static const kl_dtype map[] = {KL_U8, KL_I8, KL_I16, KL_I32, KL_I64, KL_F16, KL_F32,
-                                 KL_F64, KL_UNDEFINED, KL_UNDEFINED, KL_UNDEFINED, KL_BOOL};
-  if (t >= 0 && t < (int64_t)(sizeof map / sizeof map[0])) return map[t];
-  return t == 15 ? KL_BF16 : KL_UNDEFINED;
-}
-
 /* to(self, [device,] dtype, ...) / to(self, other, ...): the first int after self is
  * the dtype, a tensor gives its dtype; no dtype leaves the tensor as it is. */
 static kiln_status lower_to(call *c) {
@@ -1532,6 +1720,8 @@ static const aten_op ops[] = {
     {"_convolution", P("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
                        "output_padding", "groups", "benchmark", "deterministic",
                        "cudnn_enabled", "allow_tf32"), lower_convolution, 0},
+    {"_convolution_mode", P("input", "weight", "bias", "stride", "padding", "dilation",
+                            "groups"), lower_conv, 0},
     {"conv1d", P("input", "weight", "bias", "stride", "padding", "dilation", "groups"), lower_conv, 0},
     {"conv2d", P("input", "weight", "bias", "stride", "padding", "dilation", "groups"), lower_conv, 0},
     {"conv3d", P("input", "weight", "bias", "stride", "padding", "dilation", "groups"), lower_conv, 0},
@@ -1617,6 +1807,8 @@ static const aten_op ops[] = {
     {"permute", P("self", "dims"), lower_permute, 0},
     {"transpose", P("self", "dim0", "dim1"), lower_transpose, 0},
     {"t", X1, lower_transpose, 1},
+    {"swapaxes", P("self", "axis0", "axis1"), lower_transpose, 0},
+    {"swapdims", P("self", "dim0", "dim1"), lower_transpose, 0},
     {"cat", P("tensors", "dim"), lower_cat, 0},
     {"concat", P("tensors", "dim"), lower_cat, 0},
     {"stack", P("tensors", "dim"), lower_cat, 1},
@@ -1627,11 +1819,19 @@ static const aten_op ops[] = {
     {"slice", P("self", "dim", "start", "end", "step"), lower_slice, 0},
     {"narrow", P("self", "dim", "start", "length"), lower_slice, 1},
     {"select", P("self", "dim", "index"), lower_select, 0},
+    {"roll", P("self", "shifts", "dims"), lower_roll, 0},
     {"squeeze", P("self", "dim"), lower_squeeze, 0},
     {"unsqueeze", P("self", "dim"), lower_unsqueeze, 0},
     {"expand", P("self", "size", "implicit"), lower_expand, 0},
     {"expand_as", P("self", "other"), lower_expand_as, 0},
     {"constant_pad_nd", P("self", "pad", "value"), lower_pad, 0},
+    {"pad", P("self", "pad", "mode", "value"), lower_pad, 1},
+    {"reflection_pad1d", P("self", "padding"), lower_pad, 2},
+    {"reflection_pad2d", P("self", "padding"), lower_pad, 2},
+    {"reflection_pad3d", P("self", "padding"), lower_pad, 2},
+    {"replication_pad1d", P("self", "padding"), lower_pad, 3},
+    {"replication_pad2d", P("self", "padding"), lower_pad, 3},
+    {"replication_pad3d", P("self", "padding"), lower_pad, 3},
     {"softmax", P("self", "dim", "dtype"), lower_softmax, KL_OP_Softmax},
     {"log_softmax", P("self", "dim", "dtype"), lower_softmax, KL_OP_LogSoftmax},
     {"mean", P("self", "dim", "keepdim", "dtype"), lower_reduce, KL_OP_ReduceMean},
@@ -1643,6 +1843,16 @@ static const aten_op ops[] = {
     {"scaled_dot_product_attention", P("query", "key", "value", "attn_mask", "dropout_p",
                                        "is_causal", "scale", "enable_gqa"), lower_sdpa, 0},
     {"size", P("self", "dim"), lower_size, 0},
+    {"numel", X1, lower_numel, 0},
+    {"index", P("self", "indices"), lower_index, 0},
+    {"remainder", P("self", "other"), lower_remainder, 0},
+    {"einsum", P("equation", "tensors", "path"), lower_einsum, 0},
+    {"linalg_vector_norm", P("self", "ord", "dim", "keepdim", "dtype"), lower_vector_norm, 0},
+    {"zeros_like", P("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
+     lower_fill_like, 0},
+    {"ones_like", P("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
+     lower_fill_like, 1},
+    {"zero", X1, lower_fill_like, 0},
     {"prim::NumToTensor", P("a"), lower_num_to_tensor, 0},
     {"int", P("a"), lower_number, 0},
     {"float", P("a"), lower_number, 1},
@@ -1679,12 +1889,34 @@ static kiln_status bind(call *c, const kl_tsv *args, const char *const *kw, int 
   return KILN_OK;
 }
 
+/* Ops whose result aliases their input's memory in PyTorch. */
+static const char *const view_ops[] = {
+    "slice", "select", "narrow", "view", "reshape", "transpose", "t", "permute", "expand",
+    "expand_as", "unsqueeze", "squeeze", "chunk", "split", "split_with_sizes", "unbind",
+    "flatten", "unflatten", "swapaxes", "swapdims", NULL};
+
+static bool is_view_op(const char *name) {
+  for (int i = 0; view_ops[i]; i++)
+    if (strcmp(view_ops[i], name) == 0) return true;
+  return false;
+}
+
+/* Remember the tensors of a view op's result that are new values. */
+static kiln_status mark_views(kl_ts_build *b, const kl_tsv *v, int base) {
+  kiln_status s = KILN_OK;
+  if (v->kind == KL_TSV_TENSOR && v->id != base) s = kl_ts_mark_view(b, v->id);
+  for (int k = 0; !s && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) && k < v->n; k++)
+    s = mark_views(b, &v->items[k], base);
+  return s;
+}
+
 kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
                          const char *const *kw, int n_args, kl_tsv *out) {
   kl_err *e = kl_ts_err(b);
   const aten_op *op = find_op(name);
   size_t len = strlen(name);
-  if (!op && len > 1 && name[len - 1] == '_' && len < 128) { /* relu_ -> relu */
+  bool in_place = !op && len > 1 && name[len - 1] == '_' && len < 128;
+  if (in_place) { /* relu_ -> relu */
     char base[128];
     memcpy(base, name, len - 1);
     base[len - 1] = 0;
@@ -1700,5 +1932,12 @@ kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
   memset(out, 0, sizeof *out);
   out->id = -1;
   kiln_status s = bind(&c, args, kw, n_args);
-  return s != KILN_OK ? s : op->fn(&c);
+  if (s != KILN_OK) return s;
+  if (in_place && n_args > 0 && args[0].kind == KL_TSV_TENSOR && kl_ts_is_view(b, args[0].id))
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "an in-place write into a view of another tensor: "
+                   "the trace relies on the two sharing memory, which kiln's graphs do not "
+                   "express; export the model to ONNX");
+  if ((s = op->fn(&c)) != KILN_OK) return s;
+  int base = n_args > 0 && args[0].kind == KL_TSV_TENSOR ? args[0].id : -1;
+  return is_view_op(op->name) ? mark_views(b, out, base) : KILN_OK;
 }

@@ -328,11 +328,10 @@ static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
     int64_t count;
     if (v->kind != KL_VALUE_CONST || !kl_type_numel(&v->type, &count) || count != groups ||
         channels < 0 || channels % groups != 0)
-      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "at opset %lld, input %d (%s) has one "
-                     "value per group; kiln converts it to one per channel (opset 21) only "
-                     "when it is a constant of num_groups values and input 0's channel "
-                     "count is declared", (long long)c->opset, slot,
-                     slot == 1 ? "scale" : "bias");
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "at opset %lld there is one %s value per "
+                     "group; kiln converts it to one per channel (opset 21) only when input "
+                     "%d is a constant of num_groups values and input 0's channel count is "
+                     "declared", (long long)c->opset, slot == 1 ? "scale" : "bias", slot);
     int id = per_channel_const(c, v, groups, channels);
     if (id < 0) return c->e->code;
     n->in[slot] = id;

@@ -27,8 +27,13 @@ typedef struct archive {
 } archive;
 
 static kiln_status zip_failure(const char *path, zip_error_t *ze, kl_err *e) {
-  kiln_status s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: not a readable ZIP archive (%s)",
-                          path, zip_error_strerror(ze));
+  /* a file that cannot be opened or read is an I/O error, as for ONNX files */
+  int code = zip_error_code_zip(ze);
+  bool io = code == ZIP_ER_NOENT || code == ZIP_ER_OPEN || code == ZIP_ER_READ;
+  kiln_status s = io ? kl_fail(e, KILN_ERR_IO, "%s: cannot read the file (%s)", path,
+                               zip_error_strerror(ze))
+                     : kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: not a readable ZIP archive "
+                               "(%s)", path, zip_error_strerror(ze));
   zip_error_fini(ze);
   return s;
 }
@@ -143,6 +148,8 @@ struct kl_ts_build {
   int n_files;
   tensor_ref *tensors;
   int n_tensors, cap_tensors;
+  bool *views; /* by value id, cap_views entries */
+  int cap_views;
   const char *scope;    /* the attribute path of the module running, "" at the top */
   const char *aten;     /* the call being lowered, "aten::relu" */
   const char *where;    /* the code file running, for messages */
@@ -154,6 +161,23 @@ struct kl_ts_build {
 kl_err *kl_ts_err(kl_ts_build *b) { return b->e; }
 kl_graph *kl_ts_graph(kl_ts_build *b) { return b->g; }
 const kl_type *kl_ts_type(kl_ts_build *b, int id) { return &b->g->values[id].type; }
+
+kiln_status kl_ts_mark_view(kl_ts_build *b, int id) {
+  if (id >= b->cap_views) {
+    int cap = b->g->n_values + 64;
+    bool *v = realloc(b->views, sizeof *v * (size_t)cap);
+    if (!v) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    memset(v + b->cap_views, 0, sizeof *v * (size_t)(cap - b->cap_views));
+    b->views = v;
+    b->cap_views = cap;
+  }
+  b->views[id] = true;
+  return KILN_OK;
+}
+
+bool kl_ts_is_view(const kl_ts_build *b, int id) {
+  return id >= 0 && id < b->cap_views && b->views[id];
+}
 
 void *kl_ts_alloc(kl_ts_build *b, size_t size) {
   ts_block *blk = calloc(1, sizeof *blk + (size ? size : 1));
@@ -580,6 +604,7 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
                   b->where, b->line);
     return s;
   }
+  if (strcmp(fn, "annotate") == 0 && x->n_args == 1) return eval(b, f, x->args[0], out);
   if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
     return eval_aten(b, f, x, fn, out);
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of '%s', which traced code does "
@@ -874,6 +899,7 @@ static void build_free(kl_ts_build *b) {
   }
   free(b->files);
   free(b->tensors);
+  free(b->views);
   for (ts_block *blk = b->blocks, *next; blk; blk = next) {
     next = blk->next;
     free(blk);

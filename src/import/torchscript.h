@@ -89,5 +89,9 @@ int kl_ts_const_scalar(kl_ts_build *b, kl_dtype dtype, double v);
 int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
                      void *data, size_t nbytes);
 const kl_type *kl_ts_type(kl_ts_build *b, int id);
+/* Values that alias another tensor's memory in PyTorch (slice, view, transpose, ...):
+ * an in-place op on one would change the other, which graph nodes cannot express. */
+kiln_status kl_ts_mark_view(kl_ts_build *b, int id);
+bool kl_ts_is_view(const kl_ts_build *b, int id);
 
 #endif

@@ -395,10 +395,18 @@ static kl_ts_expr *parse_primary(parser *p) {
   return parse_literal(p);
 }
 
+static void skip_type(parser *p, const char *stop1, const char *stop2);
+
 static kl_ts_expr *parse_call(parser *p, kl_ts_expr *callee) {
   p->pos++;
   expr_list l = {0};
   bool comma;
+  /* annotate(List[int], []): the type is for TorchScript's checker; only the value is
+   * kept */
+  if (callee->kind == KL_TSE_NAME && strcmp(callee->s, "annotate") == 0) {
+    skip_type(p, ",", ")");
+    if (expect_op(p, ",") != KILN_OK) return NULL;
+  }
   if (!parse_items(p, ")", true, &l, &comma)) return NULL;
   kl_ts_expr *x = new_expr(p, KL_TSE_CALL);
   if (x) {

@@ -10,8 +10,8 @@
  *     return (y, [1, -2], None)
  *
  * Expressions: names, attributes, calls with positional and keyword arguments,
- * int/float/string/bool/None literals, negation of a literal, lists, tuples and
- * indexing by an int. Anything else (if/for/while and other compound statements,
+ * int/float/string/bool/None literals, negation of a literal, lists, tuples,
+ * indexing by an int, and annotate(Type, value) (kept as a call with the value only). Anything else (if/for/while and other compound statements,
  * operators) is an error: such code comes from torch.jit.script, not from tracing.
  */
 #ifndef KL_IMPORT_TSCODE_H

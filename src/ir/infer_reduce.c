@@ -3,8 +3,6 @@
 #include "ir/infer_common.h"
 #include "ir/reduce.h"
 
-#include <string.h>
-
 /* The numeric dtypes of the opset 18 reductions and scans. */
 #define DTS_NUM (KL_DTS_FLOAT | KL_DTS_INDEX | KL_DT(KL_U32) | KL_DT(KL_U64))
 /* Every dtype with an order: ArgMax, ArgMin, TopK. */

@@ -97,7 +97,7 @@ static void free_outputs(fold_io *io, int n_out) {
 
 /* Runs node i on its constants; on success its outputs become constants and the node
  * is removed. Failures other than running out of memory leave the node as it was. */
-static kiln_status fold_node(kl_graph *g, int i, int64_t limit, bool *folded, kl_err *e) {
+static kiln_status fold_node(kl_graph *g, int i, int64_t limit, int *folded, kl_err *e) {
   fold_io io;
   kl_err local = {0};
   const kl_node *n = &g->nodes[i];
@@ -127,11 +127,11 @@ static kiln_status fold_node(kl_graph *g, int i, int64_t limit, bool *folded, kl
     v->borrowed = false;
   }
   kl_rw_remove(g, i);
-  *folded = true;
+  (*folded)++;
   return KILN_OK;
 }
 
-kiln_status kl_pass_const_fold(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_const_fold(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                kl_err *e) {
   int64_t limit = cfg->fold_limit > 0 ? cfg->fold_limit : DEFAULT_FOLD_LIMIT;
   kiln_status st = KILN_OK;

@@ -124,7 +124,7 @@ static bool same_node_id(const kl_graph *g, int a, int b) {
   return same_node(&g->nodes[a], &g->nodes[b]);
 }
 
-static kiln_status merge_consts(kl_graph *g, bool *changed, kl_err *e) {
+static kiln_status merge_consts(kl_graph *g, int *changed, kl_err *e) {
   id_table t;
   kiln_status st = table_init(&t, g->n_values, e);
   if (st != KILN_OK) return st;
@@ -132,7 +132,7 @@ static kiln_status merge_consts(kl_graph *g, bool *changed, kl_err *e) {
     const kl_value *val = &g->values[v];
     if (val->kind != KL_VALUE_CONST || val->nbytes > MAX_CONST_BYTES) continue;
     int first = table_find_or_add(&t, hash_const(val), v, same_const_id, g);
-    if (first >= 0 && kl_rw_replace_uses(g, v, first) > 0) *changed = true;
+    if (first >= 0 && kl_rw_replace_uses(g, v, first) > 0) (*changed)++;
   }
   table_free(&t);
   return KILN_OK;
@@ -144,7 +144,7 @@ static bool outputs_free(const kl_graph *g, const kl_node *n) {
   return true;
 }
 
-kiln_status kl_pass_cse(kl_graph *g, const kl_pass_config *cfg, bool *changed, kl_err *e) {
+kiln_status kl_pass_cse(kl_graph *g, const kl_pass_config *cfg, int *changed, kl_err *e) {
   (void)cfg;
   kiln_status st = merge_consts(g, changed, e);
   id_table t;
@@ -157,7 +157,7 @@ kiln_status kl_pass_cse(kl_graph *g, const kl_pass_config *cfg, bool *changed, k
     if (first < 0 || !outputs_free(g, n)) continue;
     for (int k = 0; k < n->n_out; k++) kl_rw_replace_uses(g, n->out[k], g->nodes[first].out[k]);
     kl_rw_remove(g, i);
-    *changed = true;
+    (*changed)++;
   }
   table_free(&t);
   return kl_rw_finish(g, *changed, e);

@@ -42,12 +42,12 @@ static bool is_copy(const kl_graph *g, const kl_node *n) {
   }
 }
 
-kiln_status kl_pass_eliminate(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_eliminate(kl_graph *g, const kl_pass_config *cfg, int *changed,
                               kl_err *e) {
   (void)cfg;
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
-    if (is_copy(g, n) && kl_rw_bypass(g, i, n->in[0], n->out[0])) *changed = true;
+    if (is_copy(g, n) && kl_rw_bypass(g, i, n->in[0], n->out[0])) (*changed)++;
   }
   return kl_rw_finish(g, *changed, e);
 }

@@ -46,9 +46,13 @@ static bool weighted_channels(const kl_graph *g, int p, channels *ch) {
   case KL_OP_Conv:
     ch->count = w->type.dims[0].size;
     break;
-  case KL_OP_ConvTranspose:
-    ch->count = w->type.rank >= 3 ? w->type.dims[1].size * kl_attr_int(n, "group", 1) : -1;
+  case KL_OP_ConvTranspose: {
+    int64_t group = kl_attr_int(n, "group", 1);
+    bool ok = w->type.rank >= 3 && group >= 1 && group <= w->type.dims[0].size &&
+              w->type.dims[1].size < (INT64_C(1) << 31) / group;
+    ch->count = ok ? w->type.dims[1].size * group : -1;
     break;
+  }
   case KL_OP_Gemm:
     ch->count = w->type.dims[kl_attr_int(n, "transB", 0) ? 0 : 1].size;
     break;
@@ -157,7 +161,7 @@ static kiln_status set_bias(kl_graph *g, int p, const channels *ch, double *b,
 
 /* y = x * s + t per channel, y the output of node `affine`, x of producer p: folds it. */
 static kiln_status fold(kl_graph *g, int p, const channels *ch, const double *s,
-                        const double *t, int affine, bool *changed, kl_err *e) {
+                        const double *t, int affine, int *changed, kl_err *e) {
   double *b = malloc(sizeof(double) * (size_t)ch->count);
   if (!b) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding weights");
   kiln_status st = KILN_OK;
@@ -168,7 +172,7 @@ static kiln_status fold(kl_graph *g, int p, const channels *ch, const double *s,
       int y = g->nodes[affine].out[0];
       kl_rw_remove(g, affine);
       kl_rw_take_output(g, p, 0, y);
-      *changed = true;
+      (*changed)++;
     }
   }
   free(b);
@@ -217,7 +221,7 @@ static bool binary_affine(const kl_graph *g, const kl_node *n, int x, const chan
   return true;
 }
 
-static kiln_status run(kl_graph *g, bool bn, bool *changed, kl_err *e) {
+static kiln_status run(kl_graph *g, bool bn, int *changed, kl_err *e) {
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
@@ -241,12 +245,12 @@ static kiln_status run(kl_graph *g, bool bn, bool *changed, kl_err *e) {
   return st;
 }
 
-kiln_status kl_pass_fold_bn(kl_graph *g, const kl_pass_config *cfg, bool *changed, kl_err *e) {
+kiln_status kl_pass_fold_bn(kl_graph *g, const kl_pass_config *cfg, int *changed, kl_err *e) {
   (void)cfg;
   return run(g, true, changed, e);
 }
 
-kiln_status kl_pass_fold_scale_bias(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fold_scale_bias(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                     kl_err *e) {
   (void)cfg;
   return run(g, false, changed, e);

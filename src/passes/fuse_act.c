@@ -119,7 +119,7 @@ static int gated_producer(const kl_graph *g, int m, const kl_fused_act **act, in
   return -1;
 }
 
-kiln_status kl_pass_fuse_act(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fuse_act(kl_graph *g, const kl_pass_config *cfg, int *changed,
                              kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;
@@ -138,7 +138,7 @@ kiln_status kl_pass_fuse_act(kl_graph *g, const kl_pass_config *cfg, bool *chang
     if (!act || !takes_activation(g, p)) continue;
     st = fuse(g, p, act, params, i, e);
     if (sig >= 0) kl_rw_remove(g, sig);
-    *changed = true;
+    (*changed)++;
   }
   if (st == KILN_OK) st = kl_rw_finish(g, *changed, e);
   return st;

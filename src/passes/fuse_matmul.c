@@ -21,7 +21,7 @@ static bool bias_like(const kl_type *c, const kl_type *x, bool last_only) {
   return true;
 }
 
-static kiln_status fuse_add(kl_graph *g, int i, bool *changed, kl_err *e) {
+static kiln_status fuse_add(kl_graph *g, int i, int *changed, kl_err *e) {
   const kl_node *n = &g->nodes[i];
   for (int k = 0; k < 2; k++) {
     int x = n->in[k], c = n->in[1 - k];
@@ -42,13 +42,13 @@ static kiln_status fuse_add(kl_graph *g, int i, bool *changed, kl_err *e) {
     int y = n->out[0];
     kl_rw_remove(g, i);
     kl_rw_take_output(g, p, 0, y);
-    *changed = true;
+    (*changed)++;
     return KILN_OK;
   }
   return KILN_OK;
 }
 
-kiln_status kl_pass_fuse_matmul_add(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fuse_matmul_add(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                     kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;
@@ -71,7 +71,7 @@ static int matrix_transpose(const kl_graph *g, int n, int k) {
   return count < 0 || (count == 2 && perm[0] == 1 && perm[1] == 0) ? t : -1;
 }
 
-static kiln_status fold_into(kl_graph *g, int n, bool *changed, kl_err *e) {
+static kiln_status fold_into(kl_graph *g, int n, int *changed, kl_err *e) {
   kl_node *node = &g->nodes[n];
   if (node->n_in < 2 || node->n_out != 1) return KILN_OK;
   bool is_gemm = node->op == KL_OP_Gemm || node->op == KL_OP_KilnFusedGemm;
@@ -88,12 +88,12 @@ static kiln_status fold_into(kl_graph *g, int n, bool *changed, kl_err *e) {
     if (st != KILN_OK) return st;
     g->nodes[n].in[k] = g->nodes[t].in[0];
     kl_rw_remove(g, t);
-    *changed = true;
+    (*changed)++;
   }
   return KILN_OK;
 }
 
-kiln_status kl_pass_fold_transpose(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fold_transpose(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                    kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;

@@ -20,7 +20,7 @@ static bool takes_sum(const kl_graph *g, int p) {
          (n->n_in <= KL_FUSED_SUM || n->in[KL_FUSED_SUM] < 0);
 }
 
-kiln_status kl_pass_fuse_sum(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fuse_sum(kl_graph *g, const kl_pass_config *cfg, int *changed,
                              kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;
@@ -40,7 +40,7 @@ kiln_status kl_pass_fuse_sum(kl_graph *g, const kl_pass_config *cfg, bool *chang
       int y = n->out[0];
       kl_rw_remove(g, i);
       kl_rw_take_output(g, p, 0, y);
-      *changed = true;
+      (*changed)++;
       break;
     }
   }

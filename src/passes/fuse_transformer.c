@@ -116,7 +116,7 @@ static int ones_scale(kl_graph *g, int x, kl_err *e) {
   return kl_rw_add_vector(g, "layernorm_scale", g->values[x].type.dtype, 1, &one, 1, e);
 }
 
-static kiln_status layernorm_at(kl_graph *g, int div, bool *changed, kl_err *e) {
+static kiln_status layernorm_at(kl_graph *g, int div, int *changed, kl_err *e) {
   const kl_node *n = &g->nodes[div];
   int sub = n->op == KL_OP_Div && n->n_in == 2 ? kl_rw_producer(g, n->in[0]) : -1;
   if (sub < 0 || g->nodes[sub].op != KL_OP_Sub) return KILN_OK;
@@ -151,11 +151,11 @@ static kiln_status layernorm_at(kl_graph *g, int div, bool *changed, kl_err *e) 
   if (st == KILN_OK) st = kl_node_set_int(g, last, "axis", -k, e);
   if (st == KILN_OK) st = kl_node_set_float(g, last, "epsilon", (float)eps, e);
   if (st == KILN_OK) remove_all(g, &m);
-  *changed |= st == KILN_OK;
+  *changed += st == KILN_OK;
   return st;
 }
 
-kiln_status kl_pass_fuse_layernorm(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fuse_layernorm(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                    kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;
@@ -240,7 +240,7 @@ static int tanh_arg(const kl_graph *g, int th, match *m) {
   return -1;
 }
 
-static kiln_status gelu_at(kl_graph *g, int f, bool *changed, kl_err *e) {
+static kiln_status gelu_at(kl_graph *g, int f, int *changed, kl_err *e) {
   match m = {.n = 0};
   bool is_tanh = g->nodes[f].op == KL_OP_Tanh;
   int x = is_tanh ? tanh_arg(g, f, &m) : erf_arg(g, f, &m);
@@ -251,11 +251,11 @@ static kiln_status gelu_at(kl_graph *g, int f, bool *changed, kl_err *e) {
   kiln_status st = kl_rw_become(g, last, KL_OP_Gelu, 1, &x, e);
   if (st == KILN_OK && is_tanh) st = kl_node_set_string(g, last, "approximate", "tanh", e);
   if (st == KILN_OK) remove_all(g, &m);
-  *changed |= st == KILN_OK;
+  *changed += st == KILN_OK;
   return st;
 }
 
-kiln_status kl_pass_fuse_gelu(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fuse_gelu(kl_graph *g, const kl_pass_config *cfg, int *changed,
                               kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;
@@ -269,7 +269,7 @@ kiln_status kl_pass_fuse_gelu(kl_graph *g, const kl_pass_config *cfg, bool *chan
 
 /* ---- SkipLayerNorm ---- */
 
-static kiln_status skip_layernorm_at(kl_graph *g, int ln, bool *changed, kl_err *e) {
+static kiln_status skip_layernorm_at(kl_graph *g, int ln, int *changed, kl_err *e) {
   const kl_node *n = &g->nodes[ln];
   for (int k = 1; k < n->n_out; k++)
     if (n->out[k] >= 0 && kl_rw_uses(g, n->out[k]) > 0) return KILN_OK;
@@ -289,12 +289,12 @@ static kiln_status skip_layernorm_at(kl_graph *g, int ln, bool *changed, kl_err 
   if (st != KILN_OK) return st;
   kl_rw_remove(g, add);
   if (keep_sum) st = kl_rw_add_output(g, ln, s, e);
-  *changed = true;
+  (*changed)++;
   return st;
 }
 
 kiln_status kl_pass_fuse_skip_layernorm(kl_graph *g, const kl_pass_config *cfg,
-                                        bool *changed, kl_err *e) {
+                                        int *changed, kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++)
@@ -344,7 +344,7 @@ static int scores_matmul(const kl_graph *g, int v, int to, int *mask, double *sc
   return n->op == KL_OP_MatMul ? p : -1;
 }
 
-static kiln_status attention_at(kl_graph *g, int sm, bool *changed, kl_err *e) {
+static kiln_status attention_at(kl_graph *g, int sm, int *changed, kl_err *e) {
   int pv = kl_rw_sole_consumer(g, g->nodes[sm].out[0]);
   if (!last_axis_softmax(g, sm) || pv < 0 || g->nodes[pv].op != KL_OP_MatMul ||
       g->nodes[pv].in[0] != g->nodes[sm].out[0])
@@ -363,11 +363,11 @@ static kiln_status attention_at(kl_graph *g, int sm, bool *changed, kl_err *e) {
   kiln_status st = kl_rw_become(g, pv, KL_OP_KilnAttention, 4, ids, e);
   if (st == KILN_OK) st = kl_node_set_float(g, pv, "scale", (float)scale, e);
   if (st == KILN_OK) remove_all(g, &m);
-  *changed |= st == KILN_OK;
+  *changed += st == KILN_OK;
   return st;
 }
 
-kiln_status kl_pass_fuse_attention(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_fuse_attention(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                    kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #define KL_PASS(fn) \
-  kiln_status kl_pass_##fn(kl_graph *g, const kl_pass_config *cfg, bool *changed, kl_err *e);
+  kiln_status kl_pass_##fn(kl_graph *g, const kl_pass_config *cfg, int *changed, kl_err *e);
 KL_PASS(dce)
 KL_PASS(eliminate)
 KL_PASS(const_fold)
@@ -125,15 +125,16 @@ kiln_status kl_optimize(kl_graph *g, const kl_pass_config *cfg, kl_pass_stats *s
     for (int k = 0; k < N_PASSES; k++) {
       bool on = force[k] ? force[k] > 0 : cfg->level >= pass_table[k].min_level;
       if (!on) continue;
-      bool changed = false;
-      st = pass_table[k].run(g, cfg, &changed, e);
+      int rewrites = 0;
+      st = pass_table[k].run(g, cfg, &rewrites, e);
+      bool changed = rewrites > 0;
       if (st == KILN_OK && changed) st = kl_graph_toposort(g, e);
       if (st == KILN_OK && changed && verify) st = kl_graph_verify(g, e);
       if (st != KILN_OK) {
         kl_err_prefix(e, "pass '%s'", pass_table[k].name);
         return st;
       }
-      if (changed && stats) stats->fired[k]++;
+      if (stats) stats->fired[k] += rewrites;
       any |= changed;
     }
     if (!any) break;

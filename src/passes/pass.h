@@ -15,7 +15,8 @@ typedef struct kl_pass {
   const char *name;
   int min_level;
   const char *what; /* one line for `kiln inspect --stats` and docs */
-  kiln_status (*run)(kl_graph *g, const kl_pass_config *cfg, bool *changed, kl_err *e);
+  /* adds to *changed the number of rewrites it made (0: the graph is unchanged) */
+  kiln_status (*run)(kl_graph *g, const kl_pass_config *cfg, int *changed, kl_err *e);
 } kl_pass;
 
 #define KL_MAX_PASSES 64
@@ -23,7 +24,7 @@ typedef struct kl_pass {
 typedef struct kl_pass_stats {
   int n_passes;
   const char *name[KL_MAX_PASSES];
-  int fired[KL_MAX_PASSES]; /* how many times each pass changed the graph */
+  int fired[KL_MAX_PASSES]; /* how many rewrites each pass made (nodes removed, for dce) */
   int nodes_before, nodes_after;
   int ops_before[KL_OP_COUNT], ops_after[KL_OP_COUNT];
 } kl_pass_stats;

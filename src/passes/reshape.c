@@ -25,7 +25,7 @@ static bool is_reshaping(kl_op op) {
          op == KL_OP_Unsqueeze;
 }
 
-kiln_status kl_pass_collapse_reshape(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_collapse_reshape(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                      kl_err *e) {
   (void)cfg;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -37,7 +37,7 @@ kiln_status kl_pass_collapse_reshape(kl_graph *g, const kl_pass_config *cfg, boo
       continue;
     r->in[0] = g->nodes[inner].in[0];
     kl_rw_remove(g, inner);
-    *changed = true;
+    (*changed)++;
   }
   return kl_rw_finish(g, *changed, e);
 }
@@ -58,7 +58,7 @@ static bool perm_of(const kl_node *t, int rank, int64_t *perm) {
   return true;
 }
 
-static kiln_status compose(kl_graph *g, int i, bool *changed, kl_err *e) {
+static kiln_status compose(kl_graph *g, int i, int *changed, kl_err *e) {
   int t1 = kl_rw_input_op(g, i, 0, KL_OP_Transpose);
   if (t1 < 0) return KILN_OK;
   int x = g->nodes[t1].in[0], rank = g->values[x].type.rank;
@@ -72,15 +72,15 @@ static kiln_status compose(kl_graph *g, int i, bool *changed, kl_err *e) {
   }
   g->nodes[i].in[0] = x;
   if (identity && kl_rw_bypass(g, i, x, g->nodes[i].out[0])) {
-    *changed = true;
+    (*changed)++;
     return KILN_OK;
   }
-  *changed = true;
+  (*changed)++;
   return kl_node_set_ints(g, i, "perm", p, rank, e);
 }
 
 kiln_status kl_pass_collapse_transpose(kl_graph *g, const kl_pass_config *cfg,
-                                       bool *changed, kl_err *e) {
+                                       int *changed, kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++)
@@ -95,7 +95,7 @@ kiln_status kl_pass_collapse_transpose(kl_graph *g, const kl_pass_config *cfg,
  * axis of the original tensor:
  *         Reshape(Softmax(Flatten(x, axis=r-1)), shape of x)   becomes   Softmax(x, axis=-1)
  */
-static kiln_status unflatten_at(kl_graph *g, int r, bool *changed, kl_err *e) {
+static kiln_status unflatten_at(kl_graph *g, int r, int *changed, kl_err *e) {
   int sm = kl_rw_producer(g, g->nodes[r].in[0]);
   if (sm < 0 || (g->nodes[sm].op != KL_OP_Softmax && g->nodes[sm].op != KL_OP_LogSoftmax) ||
       kl_rw_sole_consumer(g, g->nodes[sm].out[0]) != r)
@@ -115,11 +115,11 @@ static kiln_status unflatten_at(kl_graph *g, int r, bool *changed, kl_err *e) {
   if (st != KILN_OK) return st;
   kl_rw_remove(g, sm);
   kl_rw_remove(g, fl);
-  *changed = true;
+  (*changed)++;
   return KILN_OK;
 }
 
-kiln_status kl_pass_unflatten_softmax(kl_graph *g, const kl_pass_config *cfg, bool *changed,
+kiln_status kl_pass_unflatten_softmax(kl_graph *g, const kl_pass_config *cfg, int *changed,
                                       kl_err *e) {
   (void)cfg;
   kiln_status st = KILN_OK;

@@ -167,7 +167,7 @@ bool kl_rw_bypass(kl_graph *g, int n, int in, int out) {
   return true;
 }
 
-kiln_status kl_rw_set_inputs(kl_graph *g, int n, int count, const int *ids, kl_err *e) {
+static kiln_status set_inputs(kl_graph *g, int n, int count, const int *ids, kl_err *e) {
   kl_node *node = &g->nodes[n];
   if (count > node->n_in) {
     int *p = realloc(node->in, sizeof(int) * (size_t)count);
@@ -237,59 +237,6 @@ int kl_rw_add_vector(kl_graph *g, const char *hint, kl_dtype dtype, int rank,
   return kl_rw_add_const(g, hint, dtype, rank, dims, data, e);
 }
 
-int kl_rw_add_value(kl_graph *g, const char *hint, const kl_type *t, kl_err *e) {
-  char name[512];
-  fresh_name(g, hint, name, sizeof name);
-  int v = kl_graph_add_value(g, name, e);
-  if (v >= 0 && t) g->values[v].type = *t;
-  return v;
-}
-
-/* A deep copy of attribute a into out. */
-static kiln_status attr_copy(const kl_attr *a, kl_attr *out, kl_err *e) {
-  memset(out, 0, sizeof *out);
-  out->kind = a->kind;
-  out->n = a->n;
-  out->i = a->i;
-  out->f = a->f;
-  bool ok = (out->name = strdup(a->name)) != NULL;
-  if (ok && a->s) ok = (out->s = strdup(a->s)) != NULL;
-  if (ok && a->ints) {
-    ok = (out->ints = malloc(sizeof(int64_t) * (size_t)(a->n ? a->n : 1))) != NULL;
-    if (ok && a->n) memcpy(out->ints, a->ints, sizeof(int64_t) * (size_t)a->n);
-  }
-  if (ok && a->floats) {
-    ok = (out->floats = malloc(sizeof(float) * (size_t)(a->n ? a->n : 1))) != NULL;
-    if (ok && a->n) memcpy(out->floats, a->floats, sizeof(float) * (size_t)a->n);
-  }
-  if (ok && a->strings) {
-    ok = (out->strings = calloc((size_t)(a->n ? a->n : 1), sizeof(char *))) != NULL;
-    for (int i = 0; ok && i < a->n; i++) ok = (out->strings[i] = strdup(a->strings[i])) != NULL;
-  }
-  if (ok && a->t) {
-    size_t bytes = kl_tensor_nbytes(a->t);
-    ok = (out->t = malloc(sizeof *out->t)) != NULL;
-    if (ok) {
-      *out->t = *a->t;
-      ok = (out->t->data = malloc(bytes ? bytes : 1)) != NULL;
-      if (ok && bytes) memcpy(out->t->data, a->t->data, bytes);
-    }
-  }
-  if (ok) return KILN_OK;
-  kl_attr_clear(out);
-  return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying an attribute");
-}
-
-kiln_status kl_rw_copy_attrs(kl_graph *g, int from, int to, kl_err *e) {
-  for (int i = 0; i < g->nodes[from].n_attrs; i++) {
-    kl_attr a;
-    kiln_status st = attr_copy(&g->nodes[from].attrs[i], &a, e);
-    if (st == KILN_OK) st = kl_node_take_attr(g, to, &a, e);
-    if (st != KILN_OK) return st;
-  }
-  return KILN_OK;
-}
-
 kiln_status kl_rw_become(kl_graph *g, int n, kl_op op, int count, const int *ids, kl_err *e) {
   kl_node *node = &g->nodes[n];
   char *src = strdup(kl_op_name(op));
@@ -299,7 +246,7 @@ kiln_status kl_rw_become(kl_graph *g, int n, kl_op op, int count, const int *ids
   node->op = op;
   for (int i = 0; i < node->n_attrs; i++) kl_attr_clear(&node->attrs[i]);
   node->n_attrs = 0;
-  return kl_rw_set_inputs(g, n, count, ids, e);
+  return set_inputs(g, n, count, ids, e);
 }
 
 kiln_status kl_rw_add_output(kl_graph *g, int n, int v, kl_err *e) {
@@ -310,16 +257,6 @@ kiln_status kl_rw_add_output(kl_graph *g, int n, int v, kl_err *e) {
   node->n_out++;
   kl_rw_take_output(g, n, node->n_out - 1, v);
   return KILN_OK;
-}
-
-void kl_rw_drop_attr(kl_graph *g, int n, const char *name) {
-  kl_node *node = &g->nodes[n];
-  for (int i = 0; i < node->n_attrs; i++) {
-    if (strcmp(node->attrs[i].name, name) != 0) continue;
-    kl_attr_clear(&node->attrs[i]);
-    node->attrs[i] = node->attrs[--node->n_attrs];
-    return;
-  }
 }
 
 kiln_status kl_rw_finish(kl_graph *g, bool changed, kl_err *e) {

@@ -68,7 +68,7 @@ void kl_rw_take_output(kl_graph *g, int n, int slot, int v);
  * directly). Returns false, changing nothing, when neither is possible (out is a graph
  * output and in is a graph input, a constant or another graph output). */
 bool kl_rw_bypass(kl_graph *g, int n, int in, int out);
-kiln_status kl_rw_set_inputs(kl_graph *g, int n, int count, const int *ids, kl_err *e);
+/* Node n reads v in input slot `slot`, absent slots added before it as needed. */
 kiln_status kl_rw_set_input(kl_graph *g, int n, int slot, int v, kl_err *e);
 /* Switch node n to op, keeping its inputs, outputs and attributes. */
 void kl_rw_set_op(kl_graph *g, int n, kl_op op);
@@ -80,17 +80,11 @@ int kl_rw_add_const(kl_graph *g, const char *hint, kl_dtype dtype, int rank,
  * given rank with every dim but the last 1. */
 int kl_rw_add_vector(kl_graph *g, const char *hint, kl_dtype dtype, int rank,
                      const double *vals, int64_t n, kl_err *e);
-/* A new intermediate value named after hint, with type t (may be NULL). */
-int kl_rw_add_value(kl_graph *g, const char *hint, const kl_type *t, kl_err *e);
-/* Copy every attribute of node from onto node to (replacing ones of the same name). */
-kiln_status kl_rw_copy_attrs(kl_graph *g, int from, int to, kl_err *e);
 /* Replace node n by a node of another op in place (a pattern's last node becomes the
  * fused op): op and src set, attributes dropped, inputs set to ids[0..count-1]. */
 kiln_status kl_rw_become(kl_graph *g, int n, kl_op op, int count, const int *ids, kl_err *e);
 /* Append an output slot holding v to node n (whose producer has been removed). */
 kiln_status kl_rw_add_output(kl_graph *g, int n, int v, kl_err *e);
-/* Remove an attribute from node n when present. */
-void kl_rw_drop_attr(kl_graph *g, int n, const char *name);
 /* End a pass: when it changed the graph, sort it and drop detached nodes and unread
  * values. */
 kiln_status kl_rw_finish(kl_graph *g, bool changed, kl_err *e);

@@ -470,7 +470,7 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
 
 const char *kl_session_kernel_name(const kiln_session *s, int node) {
   if (s->as_view[node]) return "view";
-  return kl_cpu_plan_kernel(s->kernels, node)->kernel.name;
+  return kl_cpu_plan_ran(s->kernels, node);
 }
 
 const kl_memplan *kl_session_memplan(const kiln_session *s) {

@@ -12,8 +12,8 @@ void kl_session_set_profiling(kiln_session *s, bool on);
 /* The last run's timings when profiling was on: per node, its start in milliseconds
  * from the start of the run and its duration; false when there are none. */
 bool kl_session_timings(const kiln_session *s, const double **start_ms, const double **ms);
-/* The name of the kernel chosen for node i ("ref", "dnnl_conv", ...), or "view" for a
- * node that ran as a view of its input in the last run. */
+/* The name of the kernel that ran node i in the last run ("ref", "dnnl_conv", ...),
+ * or "view" for a node whose output was a view of its input. */
 const char *kl_session_kernel_name(const kiln_session *s, int node);
 /* The memory plan of the last run when it was made from that run's sizes, else NULL
  * (before the first run, or while the session plans a new shape). */

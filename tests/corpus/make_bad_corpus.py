@@ -525,6 +525,33 @@ def runtime_cases():
          "a=vec3.npy;b=vec4.npy")
 
 
+# ---- TorchScript archives (kiln picks the reader by the .pt suffix) ----
+
+def zip_bytes(entries):
+    """A ZIP archive with fixed timestamps, so that the bytes are reproducible."""
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, data in entries:
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
+def torchscript_cases():
+    case("empty.pt", b"", "empty.pt", "an empty TorchScript file")
+    case("not_a_zip.pt", bytes(random.Random(5).getrandbits(8) for _ in range(300)), "ZIP",
+         "a .pt file that is not a ZIP archive")
+    archive = zip_bytes([("m/version", b"3\n"), ("m/data.pkl", b"\x80\x02}q\x00.")])
+    case("zip_truncated.pt", archive[:len(archive) // 2], "ZIP",
+         "a TorchScript archive cut in half (no central directory)")
+    case("zip_no_data_pkl.pt", zip_bytes([("m/readme.txt", b"hello")]), "data.pkl",
+         "a ZIP archive without the data.pkl of a TorchScript module")
+    case("zip_bad_pickle.pt", zip_bytes([("m/version", b"3\n"),
+                                         ("m/data.pkl", b"\x80\x02\xff\xff\xff")]),
+         "zip_bad_pickle.pt", "a TorchScript archive whose data.pkl is not a pickle")
+
+
 def npy(a):
     import io
     buf = io.BytesIO()
@@ -543,6 +570,7 @@ def main():
     op_cases()
     external_cases()
     runtime_cases()
+    torchscript_cases()
     with open(os.path.join(OUT, "MANIFEST.tsv"), "w") as f:
         f.write("# file\tinputs (NAME=FILE;... or -)\texit code\tstderr must contain\t"
                 "what the case tests\n")

@@ -1,12 +1,13 @@
 /* libFuzzer target: the ONNX loader and, for small models, one run.
  *
  * The input is a model file. kiln_model_load_memory imports, verifies, infers and
- * optimizes it (the verifier on after every pass); when it loads and its weights are
- * small, a session runs it once on random inputs drawn from a generator seeded by the
- * file's bytes, so every finding replays exactly. Symbolic dims get sizes 1..3 (one size
- * per symbol name); a model whose fixed input dims would exceed a small budget is only
- * loaded, not run. Limits keep every run small: 64 MiB per tensor at load (as in a
- * real deployment, scaled down), 1 MiB per tensor and 16 MiB of buffers at run time.
+ * optimizes it, at an optimization level 0..3 taken from a hash of the file, with the
+ * verifier on after every pass. When it loads and its weights are small, a session runs
+ * it once on random inputs drawn from a generator seeded by the same hash, so every
+ * finding replays exactly. Symbolic dims get sizes 1..3 (one size per symbol name); a
+ * model whose fixed input dims would exceed a small budget is only loaded, not run.
+ * Limits keep every run small: 64 MiB per tensor at load (as in a real deployment,
+ * scaled down), 1 MiB per tensor and 16 MiB of buffers at run time, one thread.
  *
  * Besides the sanitizers, the oracle is KILN_ERR_INTERNAL: kiln says that status means
  * a bug in kiln, so the target traps on it. Every other failure is a correct refusal. */
@@ -127,6 +128,7 @@ static void run_once(const kiln_model *m, uint64_t seed) {
   kiln_options *o = NULL;
   kiln_session *s = NULL;
   bool ok = kiln_options_create(&o) == KILN_OK &&
+            kiln_options_set_int(o, "threads", 1) == KILN_OK &&
             kiln_options_set_int(o, "max_tensor_bytes", RUN_MAX_TENSOR_BYTES) == KILN_OK &&
             kiln_options_set_int(o, "memory_limit",
                                  (int64_t)weight_bytes(m) + RUN_BUFFER_BYTES) == KILN_OK;
@@ -152,13 +154,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   kiln_options *o = NULL;
   kiln_model *m = NULL;
+  uint64_t seed = hash_bytes(data, size);
   if (kiln_options_create(&o) != KILN_OK ||
       kiln_options_set_int(o, "max_tensor_bytes", LOAD_MAX_TENSOR_BYTES) != KILN_OK ||
-      kiln_options_set_int(o, "verify", 1) != KILN_OK)
+      kiln_options_set_int(o, "verify", 1) != KILN_OK ||
+      kiln_options_set_int(o, "opt_level", (int64_t)(seed >> 62)) != KILN_OK)
     __builtin_trap();
   kiln_status st = kiln_model_load_memory(data, size, o, &m);
   if (st == KILN_ERR_INTERNAL) fail_internal("kiln_model_load_memory", kiln_model_error(m));
-  if (st == KILN_OK) run_once(m, hash_bytes(data, size));
+  if (st == KILN_OK) run_once(m, seed);
   kiln_model_free(m);
   kiln_options_free(o);
   return 0;

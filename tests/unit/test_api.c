@@ -612,8 +612,8 @@ static void test_state_errors(void **state) {
   kiln_model_free(m);
 }
 
-/* Weights of the CNN: about 23 KB; its largest single weight is 32x16x3x3 floats
- * (18432 bytes); its first Conv's output is 2304 bytes per image. */
+/* Weights of the CNN: about 21 KB; its largest single weight is 32x16x3x3 floats
+ * (18432 bytes); its first Conv's output is 16x8x8 floats (4096 bytes) per image. */
 static void test_max_tensor_bytes(void **state) {
   (void)state;
   kiln_options *o = NULL;

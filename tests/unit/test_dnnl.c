@@ -1,8 +1,9 @@
 /* The oneDNN kernels (src/backends/cpu/dnnl.c) against the reference kernels, op by
  * op: Conv (groups, depthwise, strides, dilations, pads, auto_pad, 1-D to 3-D),
- * ConvTranspose, Gemm (transposes, alpha, beta, C shapes), MatMul (batch broadcast,
- * rank 1) and the fused ops with every activation, Bias and Sum (same shape: the sum
- * post-op; broadcast: a binary one). Each case runs twice (the second time from the
+ * ConvTranspose, pooling (max, average, global, ceil_mode, dilations), Gemm
+ * (transposes, alpha, beta, C shapes), MatMul (batch broadcast, rank 1), the fused ops
+ * with every activation, Bias and Sum (same shape: the sum post-op; broadcast: a binary
+ * one), and a chain whose tensors stay channels-last between the primitives. Each case runs twice (the second time from the
  * primitive cache) and must match a reference-kernel session within 1e-4 relative. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -138,10 +139,11 @@ static void check(kl_graph *g, const char *what) {
   kiln_session *ref = session(m, true), *fast = session(m, false);
   int64_t n_want, n_got;
   float *want = run(ref, m, bufs, &n_want);
-  if (KL_HAVE_DNNL && strncmp(kl_session_kernel_name(fast, 0), "dnnl", 4) != 0)
-    fail_msg("%s: the fast session chose kernel '%s'", what, kl_session_kernel_name(fast, 0));
   for (int r = 0; r < 2; r++) {
     float *got = run(fast, m, bufs, &n_got);
+    for (int i = 0; KL_HAVE_DNNL && i < m->g->n_nodes; i++) /* oneDNN ran every node */
+      if (strncmp(kl_session_kernel_name(fast, i), "dnnl", 4) != 0)
+        fail_msg("%s: node %d ran on kernel '%s'", what, i, kl_session_kernel_name(fast, i));
     assert_int_equal(n_got, n_want);
     for (int64_t k = 0; k < n_want; k++)
       if (!(fabs((double)got[k] - want[k]) <= TOL * (1 + fabs((double)want[k]))))
@@ -232,6 +234,57 @@ static void test_conv_transpose(void **state) {
   int n = conv_node(g, KL_OP_ConvTranspose, &cases[0], cases[0].w, -1);
   ints_attr(g, n, "output_padding", 2, (int64_t[]){1, 0});
   check(g, "deconv output_padding");
+}
+
+/* ---- pooling ---- */
+
+static void test_pool(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    kl_op op;
+    int rank;
+    int64_t x[5];
+    int n_sp;
+    int64_t kernel[3], strides[3], dilations[3], pads[6];
+    int ceil, include_pad;
+  } cases[] = {
+      {"maxpool 3x3 stride 2 pad 1", KL_OP_MaxPool, 4, {1, 8, 11, 11}, 2, {3, 3}, {2, 2}, {1, 1},
+       {1, 1, 1, 1}, 0, 0},
+      {"maxpool ceil_mode", KL_OP_MaxPool, 4, {2, 3, 8, 7}, 2, {3, 2}, {2, 2}, {1, 1},
+       {0, 0, 0, 0}, 1, 0},
+      {"maxpool dilation 2", KL_OP_MaxPool, 4, {1, 4, 9, 9}, 2, {2, 2}, {1, 1}, {2, 2},
+       {1, 0, 0, 1}, 0, 0},
+      {"maxpool 1-D", KL_OP_MaxPool, 3, {2, 5, 10}, 1, {3}, {3}, {1}, {1, 1}, 0, 0},
+      {"avgpool exclude pad", KL_OP_AveragePool, 4, {1, 8, 9, 9}, 2, {3, 3}, {2, 2}, {1, 1},
+       {1, 1, 1, 1}, 0, 0},
+      {"avgpool include pad", KL_OP_AveragePool, 4, {1, 8, 9, 9}, 2, {3, 3}, {1, 1}, {1, 1},
+       {1, 1, 1, 1}, 0, 1},
+      {"avgpool 3-D", KL_OP_AveragePool, 5, {1, 2, 4, 6, 5}, 3, {2, 2, 2}, {2, 2, 2}, {1, 1, 1},
+       {0, 0, 0, 0, 0, 0}, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    int x = input(g, "x", cases[i].rank, cases[i].x);
+    int n = node(g, cases[i].op, 1, &x);
+    int sp = cases[i].n_sp;
+    ints_attr(g, n, "kernel_shape", sp, cases[i].kernel);
+    ints_attr(g, n, "strides", sp, cases[i].strides);
+    ints_attr(g, n, "pads", 2 * sp, cases[i].pads);
+    if (cases[i].dilations[0] != 1) ints_attr(g, n, "dilations", sp, cases[i].dilations);
+    assert_int_equal(kl_node_set_int(g, n, "ceil_mode", cases[i].ceil, NULL), KILN_OK);
+    if (cases[i].op == KL_OP_AveragePool)
+      assert_int_equal(kl_node_set_int(g, n, "count_include_pad", cases[i].include_pad, NULL),
+                       KILN_OK);
+    check(g, cases[i].what);
+  }
+  static const kl_op globals[] = {KL_OP_GlobalAveragePool, KL_OP_GlobalMaxPool};
+  for (int i = 0; i < 2; i++) {
+    kl_graph *g = kl_graph_new();
+    int x = input(g, "x", 4, (int64_t[]){2, 6, 7, 5});
+    node(g, globals[i], 1, &x);
+    check(g, i ? "global max pool" : "global average pool");
+  }
 }
 
 /* ---- Gemm and MatMul ---- */
@@ -364,15 +417,54 @@ static void test_fused_gemm_matmul(void **state) {
   check(g, "FusedMatMul + broadcast Sum");
 }
 
+/* Convolutions and a MaxPool feeding each other: the values between them are held
+ * channels-last (c1 as X of c2 and Sum of c3, which overwrites it in place), the
+ * output is plain. */
+static void test_conv_chain(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, (int64_t[]){1, 8, 10, 10});
+  int64_t eight = 8;
+  kl_err e = {0};
+  int vals[4];
+  for (int k = 0; k < 4; k++) vals[k] = kl_graph_add_value(g, NULL, &e);
+  int w1 = cst(g, 4, (int64_t[]){8, 8, 3, 3}), b1 = cst(g, 1, &eight);
+  int wd = cst(g, 4, (int64_t[]){8, 1, 3, 3});
+  int w3 = cst(g, 4, (int64_t[]){8, 8, 1, 1}), b3 = cst(g, 1, &eight);
+  int w4 = cst(g, 4, (int64_t[]){4, 8, 3, 3});
+  int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 3, (int[]){x, w1, b1}, 1, &vals[0], &e);
+  int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2, (int[]){vals[0], wd}, 1, &vals[1], &e);
+  int n3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4, (int[]){vals[1], w3, b3, vals[0]}, 1,
+                             &vals[2], &e);
+  int n4 = kl_graph_add_node(g, KL_OP_MaxPool, NULL, 1, &vals[2], 1, &vals[3], &e);
+  int y = kl_graph_add_value(g, NULL, &e);
+  int n5 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2, (int[]){vals[3], w4}, 1, &y, &e);
+  assert_true(n1 >= 0 && n2 >= 0 && n3 >= 0 && n4 >= 0 && n5 >= 0);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  ints_attr(g, n4, "kernel_shape", 2, (int64_t[]){2, 2});
+  int64_t pad1[4] = {1, 1, 1, 1};
+  ints_attr(g, n1, "pads", 4, pad1);
+  activation(g, n1, "Relu", 0, NULL);
+  ints_attr(g, n2, "pads", 4, pad1);
+  assert_int_equal(kl_node_set_int(g, n2, "group", 8, NULL), KILN_OK);
+  activation(g, n2, "Clip", 2, (float[]){0, 6});
+  activation(g, n3, "Relu", 0, NULL);
+  ints_attr(g, n5, "pads", 4, pad1);
+  ints_attr(g, n5, "strides", 2, (int64_t[]){2, 2});
+  check(g, "conv chain");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_conv_transpose),
+      cmocka_unit_test(test_pool),
       cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_fused_conv_activations),
       cmocka_unit_test(test_fused_sum),
       cmocka_unit_test(test_fused_gemm_matmul),
+      cmocka_unit_test(test_conv_chain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@ typedef struct pk {
 } pk;
 
 static void put(pk *p, const void *b, size_t n) {
+  if (!n) return;
   if (p->n + n > p->cap) {
     p->cap = (p->n + n) * 2 + 64;
     p->d = realloc(p->d, p->cap);

@@ -25,7 +25,7 @@
 #define MLP "models/digits_mlp/model.onnx"
 #define IMAGES "models/digits_data/heldout_images.npy"
 #define N_THREADS 8
-#define N_JOBS 1600
+#define N_JOBS 1000
 #define MAX_BATCH 8
 #define N_CLASSES 10
 #define IMAGE_FLOATS 64

@@ -97,6 +97,10 @@ static void rewrite(const char *src, const char *dst, const char *suffix, const 
     } else {
       body = read_entry(src, name, &n);
     }
+    if (!n) { /* libzip keeps no empty buffer, so it would not free it */
+      free(body);
+      body = NULL;
+    }
     zip_source_t *s = zip_source_buffer(out, body, n, 1);
     assert_non_null(s);
     assert_true(zip_file_add(out, name, s, ZIP_FL_ENC_UTF_8) >= 0);

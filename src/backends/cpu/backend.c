@@ -1,9 +1,14 @@
 /* Kernel selection for the CPU backend (cpu_backend.h): per node, oneDNN when it
- * supports the node, else the portable reference kernel; the memory plan learns from
- * the choice which outputs may share an input's buffer. */
+ * supports the node, else kiln's kernel for the machine's ISA level (kernels.c), else
+ * the portable reference kernel; the memory plan learns from the choice which outputs
+ * may share an input's buffer. */
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
+#include "ir/fused.h"
 #include "kl_config.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,35 +19,37 @@
 #include <omp.h>
 #endif
 
+#define KL_MAX_ISA_INPUTS 64 /* wider nodes (a Concat of more) keep the reference */
+
 struct kl_cpu_plan {
   int n_nodes;
   kl_cpu_choice *choice;
   void **state;
 #if KL_HAVE_DNNL
   kl_dnnl_engine *dnnl; /* made when some node runs on oneDNN */
+  bool *on_dnnl;        /* per node: runs on oneDNN */
+  unsigned *cl_slots;   /* per node: the inputs it can read channels-last (oneDNN) */
 #endif
 };
 
-static const char *const isa_names[KL_ISA_COUNT] = {
-    [KL_ISA_GENERIC] = "generic", [KL_ISA_AVX2] = "avx2", [KL_ISA_AVX512] = "avx512",
-    [KL_ISA_AVX512_BF16] = "avx512_bf16", [KL_ISA_AMX] = "amx"};
+/* "avx512_bf16, oneDNN avx512_core_bf16": once per process (the levels never change). */
+static pthread_once_t used_once = PTHREAD_ONCE_INIT;
+static char used_name[96];
 
-const char *kl_cpu_isa_name(kl_isa isa) {
-  return (unsigned)isa < KL_ISA_COUNT ? isa_names[isa] : "unknown";
-}
-
-kl_isa kl_cpu_isa_cap(void) {
-  const char *v = getenv("KILN_ISA");
-  for (int i = 0; v && i < KL_ISA_COUNT; i++)
-    if (strcmp(v, isa_names[i]) == 0) return (kl_isa)i;
-  return KL_ISA_AMX;
+static void describe_isa(void) {
+  const char *kiln = kl_isa_level_name(kl_isa_level());
+#if KL_HAVE_DNNL
+  if (kl_dnnl_limit_isa(kl_isa_level())) {
+    snprintf(used_name, sizeof used_name, "%s, oneDNN %s", kiln, kl_dnnl_isa_name());
+    return;
+  }
+#endif
+  snprintf(used_name, sizeof used_name, "%s", kiln);
 }
 
 const char *kl_cpu_isa_used(void) {
-#if KL_HAVE_DNNL
-  if (kl_dnnl_limit_isa(kl_cpu_isa_cap())) return kl_dnnl_isa_name();
-#endif
-  return "generic";
+  pthread_once(&used_once, describe_isa);
+  return used_name;
 }
 
 void kl_cpu_set_threads(int threads) {
@@ -92,9 +99,61 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   }
   kl_cpu_choice *c = &p->choice[i];
   c->view = false;
+  p->on_dnnl[i] = true;
+  p->cl_slots[i] = kl_dnnl_channels_last_slots(g, &g->nodes[i]);
   return kl_dnnl_node_create(p->dnnl, g, &g->nodes[i], &c->kernel, &c->inplace, &p->state[i], e);
 }
+
+/* Whether value v can be held channels-last: made by a oneDNN node that can write it
+ * so, and read only by oneDNN nodes through inputs that can read it so; never a graph
+ * output. */
+static bool channels_last(const kl_cpu_plan *p, const kl_graph *g, int v) {
+  int prod = g->values[v].producer;
+  if (prod < 0 || !p->cl_slots[prod] || g->nodes[prod].out[0] != v) return false;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return false;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in[k] == v && (k >= 32 || !(p->cl_slots[i] >> k & 1))) return false;
+  return true;
+}
+
+/* Activations passed between oneDNN convolutions (and the pooling and elementwise
+ * nodes between them) stay channels-last instead of being reordered to plain after
+ * one primitive and back before the next. */
+static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) {
+  bool *cl = calloc((size_t)g->n_values + 1, sizeof *cl);
+  if (!cl) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory choosing layouts");
+  for (int i = 0; i < g->n_nodes; i++)
+    if (p->cl_slots[i]) cl[g->nodes[i].out[0]] = channels_last(p, g, g->nodes[i].out[0]);
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (!p->cl_slots[i]) continue;
+    const kl_node *n = &g->nodes[i];
+    unsigned in = 0;
+    for (int k = 0; k < n->n_in && k < 32; k++)
+      if (n->in[k] >= 0 && cl[n->in[k]]) in |= 1u << k;
+    bool cl_y = cl[n->out[0]];
+    kl_dnnl_set_channels_last(p->state[i], in, cl_y);
+    for (int k = 0; k < n->n_in && k < 32; k++) /* Y overwrites only what it matches */
+      if (n->in[k] >= 0 && cl[n->in[k]] != cl_y) p->choice[i].inplace &= ~(1u << k);
+  }
+  free(cl);
+  return KILN_OK;
+}
 #endif
+
+/* kiln's kernel for the ISA level, when it has one for the node. Its kernels make no
+ * in-place promise (backend.h has no way to say so yet), so none runs in place. */
+static void isa_choice(kl_cpu_plan *p, const kl_graph *g, int i) {
+  const kl_node *n = &g->nodes[i];
+  const kl_type *in[KL_MAX_ISA_INPUTS];
+  int n_in = n->n_in < KL_MAX_ISA_INPUTS ? n->n_in : KL_MAX_ISA_INPUTS;
+  for (int k = 0; k < n_in; k++) in[k] = n->in[k] >= 0 ? &g->values[n->in[k]].type : NULL;
+  kl_cpu_kernel k = kl_cpu_isa_kernel(n, in, n_in, kl_isa_level());
+  if (!k.run) return;
+  p->choice[i].kernel = k;
+  p->choice[i].inplace = 0;
+}
 
 static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels which, int i,
                           kl_err *e) {
@@ -102,11 +161,12 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
   p->choice[i] = reference_choice(n);
   if (which == KL_CPU_KERNELS_REF) return KILN_OK;
 #if KL_HAVE_DNNL
-  if (kl_dnnl_limit_isa(kl_cpu_isa_cap()) && kl_dnnl_supports(g, n))
+  if (kl_dnnl_limit_isa(kl_isa_level()) && kl_dnnl_supports(g, n))
     return dnnl_choice(p, g, i, e);
 #else
   (void)e;
 #endif
+  if (n->n_in <= KL_MAX_ISA_INPUTS) isa_choice(p, g, i);
   return KILN_OK;
 }
 
@@ -118,6 +178,11 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_p
   p->n_nodes = g->n_nodes;
   p->choice = calloc((size_t)g->n_nodes + 1, sizeof *p->choice);
   p->state = calloc((size_t)g->n_nodes + 1, sizeof *p->state);
+#if KL_HAVE_DNNL
+  p->cl_slots = calloc((size_t)g->n_nodes + 1, sizeof *p->cl_slots);
+  p->on_dnnl = calloc((size_t)g->n_nodes + 1, sizeof *p->on_dnnl);
+  if (!p->cl_slots || !p->on_dnnl) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
+#endif
   if (!p->choice || !p->state)
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
   for (int i = 0; i < g->n_nodes; i++) {
@@ -128,6 +193,9 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_p
       return st;
     }
   }
+#if KL_HAVE_DNNL
+  if (p->dnnl) return choose_layouts(p, g, e);
+#endif
   return KILN_OK;
 }
 
@@ -137,6 +205,8 @@ void kl_cpu_plan_free(kl_cpu_plan *p) {
     if (p->state[i] && p->choice[i].kernel.release) p->choice[i].kernel.release(p->state[i]);
 #if KL_HAVE_DNNL
   kl_dnnl_engine_free(p->dnnl);
+  free(p->cl_slots);
+  free(p->on_dnnl);
 #endif
   free(p->choice);
   free(p->state);
@@ -148,3 +218,11 @@ const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node) {
 }
 
 void **kl_cpu_plan_state(kl_cpu_plan *p, int node) { return &p->state[node]; }
+
+const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
+#if KL_HAVE_DNNL
+  if (p->on_dnnl && p->on_dnnl[node] && kl_dnnl_ran_reference(p->state[node]))
+    return "ref";
+#endif
+  return p->choice[node].kernel.name;
+}

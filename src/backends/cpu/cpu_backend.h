@@ -36,13 +36,12 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_p
 void kl_cpu_plan_free(kl_cpu_plan *p);
 const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node);
 void **kl_cpu_plan_state(kl_cpu_plan *p, int node);
+/* The name of the kernel that ran node i last: the chosen kernel's, or "ref" when a
+ * oneDNN kernel handed its last run to the reference kernel. */
+const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node);
 
-/* The highest ISA level KILN_ISA allows (KL_ISA_AMX when it is not set or not one of
- * generic, avx2, avx512, avx512_bf16, amx). */
-kl_isa kl_cpu_isa_cap(void);
-const char *kl_cpu_isa_name(kl_isa isa);
-/* What the fast kernels run on, for `kiln bench --json`: oneDNN's ISA when oneDNN is
- * used ("avx512_core_bf16"), else "generic". Valid for the life of the process. */
+/* What the fast kernels run on, for `kiln bench`: kiln's level and oneDNN's ISA
+ * ("avx512_bf16, oneDNN avx512_core_bf16"). Valid for the life of the process. */
 const char *kl_cpu_isa_used(void);
 
 /* Set the thread count of the calling thread's OpenMP parallel regions, which oneDNN's

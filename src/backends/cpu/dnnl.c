@@ -1,5 +1,5 @@
-/* oneDNN kernels (dnnl.h): convolution, deconvolution and matmul primitives with
- * post-ops, cached per node and per set of input shapes.
+/* oneDNN kernels (dnnl.h): convolution, deconvolution, matmul and pooling primitives
+ * with post-ops, cached per node and per set of input shapes.
  *
  * Shapes, as kiln's tensors hold them (row-major, "plain"):
  *   Conv           X [N, C, S...], W [M, C/g, K...], B [M]      -> Y [N, M, S'...]
@@ -12,7 +12,7 @@
  * MatMul operand of rank 1 as a matrix with a 1, all without copying.
  */
 #include "backends/cpu/dnnl.h"
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
 #include "ir/fused.h"
 #include "ir/infer_common.h"
 #include "ir/infer_convq.h"
@@ -27,7 +27,7 @@ struct kl_dnnl_engine {
   dnnl_stream_t stream;
 };
 
-typedef enum dn_kind { DN_CONV, DN_DECONV, DN_GEMM, DN_MATMUL } dn_kind;
+typedef enum dn_kind { DN_CONV, DN_DECONV, DN_GEMM, DN_MATMUL, DN_POOL, DN_BINARY } dn_kind;
 
 #define DN_SLOTS 4  /* primitives kept per node: one per recent set of input shapes */
 #define DN_INPUTS 4 /* X, W, Bias or C, Sum */
@@ -61,7 +61,8 @@ typedef struct dn_entry {
   dnnl_primitive_t prim;
   /* What the primitive reads and writes. src/dst/wei have kiln's pointers set at each
    * run unless a reorder stands between (then they own src_buf, dst_buf, wei_buf). */
-  dnnl_memory_t src, wei, bias, dst, scratch, post[DN_POSTS];
+  dnnl_memory_t src, wei, bias, dst, scratch, post[DN_POSTS], src1;
+  bool swap;        /* a binary op's inputs 1 and 0 are its sources 0 and 1 */
   int n_post, post_arg[DN_POSTS], post_input[DN_POSTS];
   dn_reorder src_in, wei_in, dst_out, sum_in;
   void *src_buf, *wei_buf, *dst_buf, *scratch_buf;
@@ -75,10 +76,13 @@ typedef struct dn_node {
   kl_dnnl_engine *eng;
   const kl_node *node;
   dn_kind kind;
+  unsigned cl_in; /* bit k: input k is held channels-last */
+  bool cl_dst;    /* so is the output */
   const void *const_w; /* the graph's constant weights, NULL when computed */
   float *scaled_c;     /* beta * C for a Gemm with beta != 1 (C is then constant) */
   float gemm_beta;
   uint64_t clock;
+  bool ran_reference; /* the last run went to the reference kernel */
   dn_packed packed[DN_SLOTS];
   dn_entry slots[DN_SLOTS];
 } dn_node;
@@ -89,7 +93,7 @@ static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 static bool isa_usable;
 
 static void limit_isa_once(void) {
-  kl_isa cap = kl_cpu_isa_cap();
+  kl_isa cap = kl_isa_level(); /* KILN_ISA lowers it for oneDNN too */
   isa_usable = cap != KL_ISA_GENERIC;
   static const dnnl_cpu_isa_t to_dnnl[KL_ISA_COUNT] = {
       [KL_ISA_GENERIC] = dnnl_cpu_isa_all,
@@ -154,6 +158,14 @@ static bool dn_kind_of(kl_op op, dn_kind *kind) {
   case KL_OP_ConvTranspose: *kind = DN_DECONV; return true;
   case KL_OP_Gemm: *kind = DN_GEMM; return true;
   case KL_OP_MatMul: *kind = DN_MATMUL; return true;
+  case KL_OP_MaxPool:
+  case KL_OP_AveragePool:
+  case KL_OP_GlobalAveragePool:
+  case KL_OP_GlobalMaxPool: *kind = DN_POOL; return true;
+  case KL_OP_Add:
+  case KL_OP_Sub:
+  case KL_OP_Mul:
+  case KL_OP_Div: *kind = DN_BINARY; return true;
   default: return false;
   }
 }
@@ -166,9 +178,21 @@ static bool is_const(const kl_graph *g, int v) {
   return v >= 0 && g->values[v].kind == KL_VALUE_CONST;
 }
 
+/* Whether value v is made by a convolution or a pooling (fused or not). */
+static bool made_by_conv(const kl_graph *g, int v) {
+  dn_kind kind;
+  int p = v >= 0 ? g->values[v].producer : -1;
+  return p >= 0 && dn_kind_of(g->nodes[p].op, &kind) &&
+         (kind == DN_CONV || kind == DN_DECONV || kind == DN_POOL);
+}
+
 bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
   dn_kind kind;
   if (!dn_kind_of(n->op, &kind) || n->n_out != 1 || !is_f32(g, n->out[0])) return false;
+  /* Elementwise ops are kiln's own, except between convolutions, where oneDNN's keep
+   * the convolutions' layout */
+  if (kind == DN_BINARY && !made_by_conv(g, n->in[0]) && !made_by_conv(g, n->in[1]))
+    return false;
   for (int k = 0; k < n->n_in; k++)
     if (!is_f32(g, n->in[k])) return false;
   const char *act = kl_attr_string(n, "activation", NULL);
@@ -177,8 +201,11 @@ bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
       kl_attr_float(n, "beta", 1.0f) != 1.0f && !is_const(g, n->in[2]))
     return false; /* beta * C would need a scaled copy at every run */
   int rank = g->values[n->in[0]].type.rank;
-  if ((kind == DN_CONV || kind == DN_DECONV) && rank >= 0 && (rank < 3 || rank > 5))
+  if ((kind == DN_CONV || kind == DN_DECONV || kind == DN_POOL) && rank >= 0 &&
+      (rank < 3 || rank > 5))
     return false;
+  /* ONNX counts an AveragePool window that ceil_mode adds past the pads its own way */
+  if (n->op == KL_OP_AveragePool && kl_attr_int(n, "ceil_mode", 0) != 0) return false;
   return true;
 }
 
@@ -208,6 +235,31 @@ static dnnl_status_t any_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t di
   return dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, dnnl_format_tag_any);
 }
 
+/* [N, C, S...] stored as [N, S..., C]. */
+static dnnl_status_t channels_last_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  dnnl_dims_t strides;
+  int64_t s = dims[1] > 0 ? dims[1] : 1;
+  strides[1] = 1;
+  for (int i = nd - 1; i >= 2; i--) {
+    strides[i] = s;
+    s *= dims[i] > 0 ? dims[i] : 1;
+  }
+  strides[0] = s;
+  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+}
+
+/* A convolution's activation as kiln holds it: channels-last when the session keeps
+ * it so, else plain; want is what the primitive is asked for (any layout it likes
+ * for a plain one, which is then reordered; exactly the held one when channels-last,
+ * so that no reorder happens between two oneDNN convolutions). */
+static dnnl_status_t activation_md(bool cl, int nd, const dnnl_dims_t dims,
+                                   dnnl_memory_desc_t *user, dnnl_memory_desc_t *want) {
+  dnnl_status_t s = cl ? channels_last_md(user, nd, dims) : plain_md(user, nd, dims);
+  if (s != dnnl_success || !want) return s;
+  if (cl) *want = *user;
+  return cl ? s : any_md(want, nd, dims);
+}
+
 /* dims of t right-aligned in nd dims, 1 in front. */
 static void padded_dims(const kl_tensor *t, int nd, dnnl_dims_t dims) {
   for (int i = 0; i < nd; i++) dims[i] = 1;
@@ -231,8 +283,12 @@ static const kl_tensor *input(const kl_kernel_ctx *c, int k) {
 typedef struct dn_problem {
   int nd;
   dnnl_memory_desc_t src_user, wei_user, dst_user, src_want, wei_want, dst_want, bias;
+  dnnl_memory_desc_t sum_user; /* a Sum of Y's shape, in its own layout */
+  dnnl_memory_desc_t src1;     /* a binary op's second operand */
+  bool swap;                   /* the binary op's operands taken the other way round */
+  bool unsupported;            /* no primitive can do it: the reference runs */
   bool has_bias;
-  dnnl_dims_t strides, dilates, pad_l, pad_r; /* spatial dims only */
+  dnnl_dims_t strides, dilates, pad_l, pad_r, kernel; /* spatial dims only */
 } dn_problem;
 
 /* Weights with the group split out when there is more than one: conv [g, M/g, C/g, K]
@@ -313,15 +369,93 @@ static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   p->nd = x->rank;
   padded_dims(x, p->nd, xd);
   padded_dims(y, p->nd, yd);
-  dnnl_status_t s = plain_md(&p->src_user, p->nd, xd);
-  if (s == dnnl_success) s = any_md(&p->src_want, p->nd, xd);
-  if (s == dnnl_success) s = plain_md(&p->dst_user, p->nd, yd);
-  if (s == dnnl_success) s = any_md(&p->dst_want, p->nd, yd);
+  dnnl_status_t s = activation_md(d->cl_in & 1, p->nd, xd, &p->src_user, &p->src_want);
+  if (s == dnnl_success) s = activation_md(d->cl_dst, p->nd, yd, &p->dst_user, &p->dst_want);
+  if (s == dnnl_success)
+    s = activation_md(d->cl_in >> KL_FUSED_SUM & 1, p->nd, yd, &p->sum_user, NULL);
   if (s == dnnl_success) s = conv_weights_md(d, w, group, &p->wei_user, &p->wei_want);
   p->has_bias = b != NULL;
   bd[0] = y->dims[1];
   if (s == dnnl_success && b) s = plain_md(&p->bias, 1, bd);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a convolution");
+}
+
+/* Pooling: the window of MaxPool/AveragePool, or the whole spatial extent for the
+ * global ones; the right pad is what gives y's size (ceil_mode adds to it), which
+ * oneDNN's max pooling fills with -inf as ONNX does. */
+static kiln_status pool_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+  const kl_tensor *x = c->in[0], *y = c->out[0];
+  int sp = x->rank - 2;
+  bool global = c->node->op == KL_OP_GlobalAveragePool || c->node->op == KL_OP_GlobalMaxPool;
+  kl_window win;
+  kiln_status st = global ? KILN_OK : kl_window_init(c->node, sp, NULL, &win, c->e);
+  for (int i = 0; st == KILN_OK && i < sp; i++) {
+    int64_t out, in = x->dims[2 + i];
+    if (global) {
+      p->kernel[i] = in, p->strides[i] = 1, p->dilates[i] = p->pad_l[i] = p->pad_r[i] = 0;
+      continue;
+    }
+    st = kl_window_out(&win, i, in, &out, c->e);
+    int64_t span = (win.kernel[i] - 1) * win.dilation[i] + 1;
+    p->kernel[i] = win.kernel[i];
+    p->strides[i] = win.stride[i];
+    p->dilates[i] = win.dilation[i] - 1;
+    p->pad_l[i] = win.pad_begin[i];
+    p->pad_r[i] = (y->dims[2 + i] - 1) * win.stride[i] + span - in - win.pad_begin[i];
+    if (p->pad_r[i] < win.pad_end[i] && !win.ceil_mode) p->pad_r[i] = win.pad_end[i];
+  }
+  if (st != KILN_OK) return st;
+  dnnl_dims_t xd, yd;
+  p->nd = x->rank;
+  padded_dims(x, p->nd, xd);
+  padded_dims(y, p->nd, yd);
+  /* pooling takes its source as it is (no "any") and is fast only when its output has
+   * the same layout, reordered to y's when that differs */
+  dnnl_status_t s = activation_md(d->cl_in & 1, p->nd, xd, &p->src_user, NULL);
+  if (s == dnnl_success) s = activation_md(d->cl_dst, p->nd, yd, &p->dst_user, NULL);
+  if (s == dnnl_success) s = activation_md(d->cl_in & 1, p->nd, yd, &p->dst_want, NULL);
+  p->src_want = p->src_user;
+  return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a pooling");
+}
+
+/* Add, Sub, Mul, Div: oneDNN broadcasts only its second operand, so a full second
+ * operand of Add or Mul becomes the first. */
+static kiln_status binary_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+  const kl_tensor *y = c->out[0];
+  p->swap = !same_shape(c->in[0], y);
+  if (p->swap && (!same_shape(c->in[1], y) || c->node->op == KL_OP_Sub || c->node->op == KL_OP_Div)) {
+    p->unsupported = true;
+    return KILN_OK;
+  }
+  int i0 = p->swap, i1 = !p->swap;
+  p->nd = y->rank > 0 ? y->rank : 1;
+  dnnl_dims_t d0, d1, yd;
+  padded_dims(c->in[i0], p->nd, d0);
+  padded_dims(c->in[i1], p->nd, d1);
+  padded_dims(y, p->nd, yd);
+  bool cl0 = d->cl_in >> i0 & 1, cl1 = d->cl_in >> i1 & 1;
+  dnnl_status_t s = activation_md(cl0, p->nd, d0, &p->src_user, NULL);
+  if (s == dnnl_success) s = activation_md(cl1, p->nd, d1, &p->src1, NULL);
+  if (s == dnnl_success) s = activation_md(d->cl_dst, p->nd, yd, &p->dst_user, NULL);
+  if (s == dnnl_success) s = activation_md(cl0, p->nd, yd, &p->dst_want, NULL);
+  p->src_want = p->src_user;
+  return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a binary op");
+}
+
+static dnnl_alg_kind_t binary_alg(kl_op op) {
+  switch (op) {
+  case KL_OP_Add: return dnnl_binary_add;
+  case KL_OP_Sub: return dnnl_binary_sub;
+  case KL_OP_Mul: return dnnl_binary_mul;
+  default: return dnnl_binary_div;
+  }
+}
+
+static dnnl_alg_kind_t pool_alg(const kl_node *n) {
+  if (n->op == KL_OP_MaxPool || n->op == KL_OP_GlobalMaxPool) return dnnl_pooling_max;
+  if (n->op == KL_OP_AveragePool && kl_attr_int(n, "count_include_pad", 0) != 0)
+    return dnnl_pooling_avg_include_padding;
+  return dnnl_pooling_avg_exclude_padding;
 }
 
 /* Gemm: A and B through strides when transposed; C becomes a binary post-op. */
@@ -337,13 +471,24 @@ static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&p->wei_user, 2, bd, dnnl_f32, bs);
   if (s == dnnl_success) s = plain_md(&p->dst_user, 2, yd);
   p->src_want = p->src_user;
-  p->dst_want = p->dst_user;
+  p->dst_want = p->sum_user = p->dst_user;
   p->wei_want = p->wei_user;
   if (s == dnnl_success && d->const_w) s = any_md(&p->wei_want, 2, bd);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a Gemm");
 }
 
 /* MatMul: operands padded to one rank (a rank-1 A is [1, K], a rank-1 B [K, 1]). */
+static bool addend_as_bias(const dn_node *d, const kl_kernel_ctx *c);
+
+/* A [..., M, K] times a matrix B [K, N] is one [batch * M, K] x [K, N] product, whose
+ * weights oneDNN then packs (it leaves a batched B plain and copies it at every run),
+ * unless a broadcast addend needs the batch dims. */
+static bool matmul_as_2d(const dn_node *d, const kl_kernel_ctx *c) {
+  const kl_tensor *a = c->in[0], *b = c->in[1], *sum = input(c, KL_FUSED_SUM);
+  if (a->rank <= 2 || b->rank != 2 || (sum && !same_shape(sum, c->out[0]))) return false;
+  return !input(c, 2) || addend_as_bias(d, c);
+}
+
 static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
   const kl_tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
   int ra = a->rank < 2 ? 2 : a->rank, rb = b->rank < 2 ? 2 : b->rank;
@@ -359,12 +504,21 @@ static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_p
   yd[nd - 2] = ad[nd - 2];
   yd[nd - 1] = bd[nd - 1];
   (void)y; /* y holds the same elements in the same order, with the 1s dropped */
+  if (matmul_as_2d(d, c)) {
+    for (int i = 0; i < nd - 2; i++) ad[nd - 2] *= ad[i];
+    ad[0] = yd[0] = ad[nd - 2];
+    ad[1] = ad[nd - 1];
+    yd[1] = yd[nd - 1];
+    bd[0] = bd[nd - 2];
+    bd[1] = bd[nd - 1];
+    nd = 2;
+  }
   p->nd = nd;
   dnnl_status_t s = plain_md(&p->src_user, nd, ad);
   if (s == dnnl_success) s = plain_md(&p->wei_user, nd, bd);
   if (s == dnnl_success) s = plain_md(&p->dst_user, nd, yd);
   p->src_want = p->src_user;
-  p->dst_want = p->dst_user;
+  p->dst_want = p->sum_user = p->dst_user;
   p->wei_want = p->wei_user;
   if (s == dnnl_success && d->const_w) s = any_md(&p->wei_want, nd, bd);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a MatMul");
@@ -390,6 +544,8 @@ static kiln_status describe(const dn_node *d, const kl_kernel_ctx *c, dn_problem
   switch (d->kind) {
   case DN_CONV:
   case DN_DECONV: return conv_problem(d, c, p);
+  case DN_POOL: return pool_problem(d, c, p);
+  case DN_BINARY: return binary_problem(d, c, p);
   case DN_GEMM: st = gemm_problem(d, c, p); break;
   default: st = matmul_problem(d, c, p); break;
   }
@@ -453,7 +609,8 @@ static dnnl_status_t append_addend(dn_entry *en, const kl_tensor *t, int k, int 
 static dnnl_status_t append_input2(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c,
                                    int nd, dnnl_post_ops_t po, dnnl_memory_desc_t *mds) {
   const kl_tensor *t = input(c, 2);
-  if (!t || d->kind == DN_CONV || d->kind == DN_DECONV || addend_as_bias(d, c))
+  if (!t || d->kind == DN_CONV || d->kind == DN_DECONV || d->kind == DN_POOL ||
+      d->kind == DN_BINARY || addend_as_bias(d, c))
     return dnnl_success;
   if (d->kind == DN_GEMM && d->gemm_beta == 0.0f) return dnnl_success;
   return append_addend(en, t, 2, nd, po, mds);
@@ -489,24 +646,67 @@ static dnnl_status_t build_attr(const dn_node *d, dn_entry *en, const kl_kernel_
 
 /* ---- building an entry ---- */
 
+/* A 3x3 convolution with stride 1 and one group: Winograd F(4x4, 3x3) does it with
+ * about a third of the multiplications, in float32, when oneDNN has it for the ISA. */
+static bool winograd_candidate(const dn_problem *p) {
+  if (p->nd != 4 || p->wei_user.ndims != 4) return false;
+  const dnnl_dim_t *k = p->wei_user.dims;
+  return k[2] == 3 && k[3] == 3 && p->strides[0] == 1 && p->strides[1] == 1 &&
+         p->dilates[0] == 0 && p->dilates[1] == 0;
+}
+
+static dnnl_status_t conv_desc_create(const dn_problem *p, dnnl_alg_kind_t alg,
+                                      const dnnl_memory_desc_t *src,
+                                      const dnnl_memory_desc_t *dst, dnnl_primitive_attr_t attr,
+                                      dnnl_engine_t engine, dnnl_primitive_desc_t *pd) {
+  dnnl_convolution_desc_t cd;
+  dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
+      &cd, dnnl_forward_inference, alg, src, &p->wei_want, p->has_bias ? &p->bias : NULL, dst,
+      p->strides, p->dilates, p->pad_l, p->pad_r);
+  return s == dnnl_success ? dnnl_primitive_desc_create(pd, &cd, attr, engine, NULL) : s;
+}
+
+/* Winograd when it applies (its src and dst in the blocked layout it needs, reordered
+ * from and to what kiln holds), else direct in the layouts asked for. */
+static dnnl_status_t conv_pd_create(const dn_problem *p, dnnl_primitive_attr_t attr,
+                                    dnnl_engine_t engine, dnnl_primitive_desc_t *pd) {
+  if (winograd_candidate(p)) {
+    dnnl_memory_desc_t src, dst;
+    dnnl_status_t s = any_md(&src, 4, p->src_user.dims);
+    if (s == dnnl_success) s = any_md(&dst, 4, p->dst_user.dims);
+    if (s == dnnl_success)
+      s = conv_desc_create(p, dnnl_convolution_winograd, &src, &dst, attr, engine, pd);
+    if (s == dnnl_success) return s;
+  }
+  return conv_desc_create(p, dnnl_convolution_direct, &p->src_want, &p->dst_want, attr, engine,
+                          pd);
+}
+
 static dnnl_status_t op_desc_create(const dn_node *d, const dn_problem *p,
                                     dnnl_primitive_attr_t attr, dnnl_engine_t engine,
                                     dnnl_primitive_desc_t *pd) {
   const dnnl_memory_desc_t *bias = p->has_bias ? &p->bias : NULL;
   dnnl_status_t s;
-  if (d->kind == DN_CONV) {
-    dnnl_convolution_desc_t cd;
-    s = dnnl_dilated_convolution_forward_desc_init(
-        &cd, dnnl_forward_inference, dnnl_convolution_direct, &p->src_want, &p->wei_want, bias,
-        &p->dst_want, p->strides, p->dilates, p->pad_l, p->pad_r);
-    return s == dnnl_success ? dnnl_primitive_desc_create(pd, &cd, attr, engine, NULL) : s;
-  }
+  if (d->kind == DN_CONV) return conv_pd_create(p, attr, engine, pd);
   if (d->kind == DN_DECONV) {
     dnnl_deconvolution_desc_t dd;
     s = dnnl_dilated_deconvolution_forward_desc_init(
         &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &p->src_want, &p->wei_want,
         bias, &p->dst_want, p->strides, p->dilates, p->pad_l, p->pad_r);
     return s == dnnl_success ? dnnl_primitive_desc_create(pd, &dd, attr, engine, NULL) : s;
+  }
+  if (d->kind == DN_BINARY) {
+    dnnl_binary_desc_t bd;
+    s = dnnl_binary_desc_init(&bd, binary_alg(d->node->op), &p->src_want, &p->src1,
+                              &p->dst_want);
+    return s == dnnl_success ? dnnl_primitive_desc_create(pd, &bd, attr, engine, NULL) : s;
+  }
+  if (d->kind == DN_POOL) {
+    dnnl_pooling_v2_desc_t pl;
+    s = dnnl_pooling_v2_forward_desc_init(&pl, dnnl_forward_inference, pool_alg(d->node),
+                                          &p->src_want, &p->dst_want, p->strides, p->kernel,
+                                          p->dilates, p->pad_l, p->pad_r);
+    return s == dnnl_success ? dnnl_primitive_desc_create(pd, &pl, attr, engine, NULL) : s;
   }
   dnnl_matmul_desc_t md;
   s = dnnl_matmul_desc_init(&md, &p->src_want, &p->wei_want, bias, &p->dst_want);
@@ -627,11 +827,15 @@ static dnnl_status_t setup_memories(dn_node *d, dn_entry *en, const dn_problem *
   const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   dnnl_status_t s = staged(en, eng, &p->src_user, src, true, &en->src, &en->src_buf, &en->src_in);
-  if (s == dnnl_success) s = setup_weights(d, en, p, wei);
+  if (s == dnnl_success && d->kind != DN_POOL && d->kind != DN_BINARY)
+    s = setup_weights(d, en, p, wei);
+  if (s == dnnl_success && d->kind == DN_BINARY) s = memory(&en->src1, &p->src1, eng, NULL);
   if (s == dnnl_success)
     s = staged(en, eng, &p->dst_user, dst, false, &en->dst, &en->dst_buf, &en->dst_out);
   if (s == dnnl_success && en->sum_postop && en->dst_buf) /* Sum into the staged dst */
-    s = reorder_create(&en->sum_in, eng, &p->dst_user, NULL, dst, en->dst_buf);
+    s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, en->dst_buf);
+  else if (s == dnnl_success && en->sum_postop && !dnnl_memory_desc_equal(&p->sum_user, dst))
+    s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, NULL); /* into Y */
   if (s == dnnl_success && p->has_bias) s = memory(&en->bias, &p->bias, eng, NULL);
   for (int k = 0; s == dnnl_success && k < en->n_post; k++)
     s = memory(&en->post[k], &post[k], eng, NULL);
@@ -646,7 +850,7 @@ static dnnl_status_t setup_memories(dn_node *d, dn_entry *en, const dn_problem *
 static void entry_free(dn_node *d, dn_entry *en) {
   if (en->prim) dnnl_primitive_destroy(en->prim);
   dnnl_memory_t mems[] = {en->src, en->wei, en->bias, en->dst, en->scratch, en->post[0],
-                          en->post[1]};
+                          en->post[1], en->src1};
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   reorder_free(&en->src_in);
@@ -676,7 +880,9 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   dnnl_primitive_desc_t pd = NULL;
   dnnl_status_t s = dnnl_primitive_attr_create(&attr);
   if (s == dnnl_success) s = build_attr(d, en, c, p.nd, attr, post);
-  if (s == dnnl_success) s = op_desc_create(d, &p, attr, d->eng->engine, &pd);
+  en->swap = p.swap;
+  if (s == dnnl_success) s = p.unsupported ? dnnl_unimplemented
+                                           : op_desc_create(d, &p, attr, d->eng->engine, &pd);
   if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
     en->fallback = true; /* a shape or post-op oneDNN cannot do: the reference runs */
     s = dnnl_success;
@@ -764,12 +970,16 @@ static dnnl_status_t set_handle(dnnl_memory_t m, const void *p) {
 
 /* Points the entry's memories at this run's tensors and fills dst with Sum. */
 static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
-  const kl_tensor *x = c->in[0], *w = c->in[1], *sum = input(c, KL_FUSED_SUM);
+  const kl_tensor *x = c->in[en->swap], *w = input(c, 1), *sum = input(c, KL_FUSED_SUM);
   kl_tensor *y = c->out[0];
   dnnl_stream_t stream = d->eng->stream;
+  if (en->src1) {
+    dnnl_status_t s = set_handle(en->src1, c->in[!en->swap]->data);
+    if (s != dnnl_success) return s;
+  }
   dnnl_status_t s = set_handle(en->src_in.prim ? en->src_in.from : en->src, x->data);
   if (s == dnnl_success && en->src_in.prim) s = reorder_run(&en->src_in, stream);
-  if (s == dnnl_success && en->packed < 0)
+  if (s == dnnl_success && en->packed < 0 && en->wei)
     s = set_handle(en->wei_in.prim ? en->wei_in.from : en->wei, w->data);
   if (s == dnnl_success && en->wei_in.prim) s = reorder_run(&en->wei_in, stream);
   if (s == dnnl_success && en->bias)
@@ -782,6 +992,7 @@ static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c
   if (s != dnnl_success || !en->sum_postop) return s;
   if (en->sum_in.prim) {
     s = set_handle(en->sum_in.from, sum->data);
+    if (s == dnnl_success && !en->dst_buf) s = set_handle(en->sum_in.to, y->data);
     return s == dnnl_success ? reorder_run(&en->sum_in, stream) : s;
   }
   if (sum->data != y->data) memcpy(y->data, sum->data, kl_tensor_nbytes(y));
@@ -789,10 +1000,11 @@ static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c
 }
 
 static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
-  dnnl_exec_arg_t args[6 + DN_POSTS];
+  dnnl_exec_arg_t args[7 + DN_POSTS];
   int n = 0;
   args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, en->src};
-  args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, en->wei};
+  if (en->wei) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, en->wei};
+  if (en->src1) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC_1, en->src1};
   args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST, en->dst};
   if (en->bias) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, en->bias};
   if (en->scratch) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
@@ -805,17 +1017,27 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to execute");
 }
 
+/* The reference kernels read and write plain tensors only. */
+static kiln_status no_reference(const dn_node *d, kl_kernel_ctx *c) {
+  if (!d->cl_in && !d->cl_dst) return KILN_OK;
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this convolution and its "
+                 "tensors are held channels-last, which the reference kernel cannot read");
+}
+
 static int dn_run(kl_kernel_ctx *c) {
   dn_node *d = *c->state;
   if (!d) return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN kernel without its state");
   if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
+  kiln_status st;
+  d->ran_reference = true;
   for (int k = 0; k < c->n_in; k++)
     if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) /* oneDNN refuses empty operands */
-      return (kiln_status)kl_op_get(c->node->op)->ref(c);
+      return (st = no_reference(d, c)) != KILN_OK ? st : (kiln_status)kl_op_get(c->node->op)->ref(c);
   dn_entry *en;
-  kiln_status st = entry_get(d, c, &en);
-  if (st != KILN_OK) return st;
-  return en->fallback ? run_reference(en, c) : execute(d, en, c);
+  if ((st = entry_get(d, c, &en)) != KILN_OK) return st;
+  d->ran_reference = en->fallback;
+  if (!en->fallback) return execute(d, en, c);
+  return (st = no_reference(d, c)) != KILN_OK ? st : run_reference(en, c);
 }
 
 static void dn_release(void *state) {
@@ -843,11 +1065,57 @@ static kiln_status scale_c(dn_node *d, const kl_graph *g, kl_err *e) {
   return KILN_OK;
 }
 
+/* A binary op's operands may be channels-last when the shapes are known and one of
+ * them has the output's: oneDNN's binary then has a full source 0, and no reference
+ * fallback (which reads plain tensors only) can be needed. */
+static unsigned binary_cl_slots(const kl_graph *g, const kl_node *n) {
+  const kl_type *y = &g->values[n->out[0]].type;
+  bool full = false;
+  unsigned slots = 0;
+  if (!kl_type_is_concrete(y)) return 0;
+  for (int k = 0; k < 2; k++) {
+    const kl_type *t = &g->values[n->in[k]].type;
+    if (!kl_type_is_concrete(t) || t->rank != y->rank) continue;
+    slots |= 1u << k;
+    bool same = true;
+    for (int d = 0; d < y->rank; d++) same &= t->dims[d].size == y->dims[d].size;
+    full |= same && (k == 0 || n->op == KL_OP_Add || n->op == KL_OP_Mul);
+  }
+  return full ? slots : 0;
+}
+
+unsigned kl_dnnl_channels_last_slots(const kl_graph *g, const kl_node *n) {
+  dn_kind kind;
+  if (!dn_kind_of(n->op, &kind)) return 0;
+  int rank = g->values[n->out[0]].type.rank;
+  if (rank < 3 || rank > 5) return 0;
+  switch (kind) {
+  case DN_CONV:
+  case DN_DECONV: return g->values[n->in[0]].type.rank == rank ? 1u | 1u << KL_FUSED_SUM : 0;
+  case DN_POOL: return g->values[n->in[0]].type.rank == rank ? 1u : 0;
+  case DN_BINARY: return binary_cl_slots(g, n);
+  default: return 0;
+  }
+}
+
+bool kl_dnnl_ran_reference(const void *state) {
+  const dn_node *d = state;
+  return d && d->ran_reference;
+}
+
+void kl_dnnl_set_channels_last(void *state, unsigned inputs, bool output) {
+  dn_node *d = state;
+  d->cl_in = inputs;
+  d->cl_dst = output;
+}
+
 static const char *kernel_name(dn_kind kind) {
   switch (kind) {
   case DN_CONV: return "dnnl_conv";
   case DN_DECONV: return "dnnl_deconv";
   case DN_GEMM: return "dnnl_gemm";
+  case DN_POOL: return "dnnl_pool";
+  case DN_BINARY: return "dnnl_binary";
   default: return "dnnl_matmul";
   }
 }
@@ -864,7 +1132,7 @@ kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl
   d->eng = eng;
   d->node = n;
   d->kind = kind;
-  d->const_w = is_const(g, n->in[1]) ? g->values[n->in[1]].data : NULL;
+  d->const_w = n->n_in > 1 && is_const(g, n->in[1]) ? g->values[n->in[1]].data : NULL;
   for (int i = 0; i < DN_SLOTS; i++) d->slots[i].packed = -1;
   kiln_status st = kind == DN_GEMM ? scale_c(d, g, e) : KILN_OK;
   if (st != KILN_OK) {
@@ -874,7 +1142,9 @@ kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl
   *state = d;
   *kernel = (kl_cpu_kernel){kernel_name(kind), dn_run, dn_release};
   /* Y may take over a Sum that dies here: the sum post-op reads it before the
-   * primitive writes, and the reference fallback copies it aside first. */
+   * primitive writes, and the reference fallback copies it aside first. A binary op
+   * may write over its source 0 (input 0 when that has Y's shape). */
   *inplace = n->n_in > KL_FUSED_SUM && n->in[KL_FUSED_SUM] >= 0 ? 1u << KL_FUSED_SUM : 0;
+  if (kind == DN_BINARY) *inplace = 1;
   return KILN_OK;
 }

@@ -1,6 +1,8 @@
 /* oneDNN kernels for the heavy ops: Conv, ConvTranspose, Gemm and MatMul in float32,
  * and kiln's fused forms of them (FusedConv, FusedConvTranspose, FusedGemm,
- * FusedMatMul), whose Bias, Sum and activation become oneDNN post-ops.
+ * FusedMatMul), whose Bias, Sum and activation become oneDNN post-ops; also the
+ * pooling ops (MaxPool without Indices, AveragePool, GlobalAveragePool,
+ * GlobalMaxPool), so that a MaxPool between convolutions keeps their layout.
  *
  * A node's state holds, per set of input shapes (a small cache), the primitive, its
  * scratchpad and the reorders between kiln's plain row-major tensors and the layouts
@@ -32,9 +34,24 @@ kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl
                                 kl_cpu_kernel *kernel, unsigned *inplace, void **state,
                                 kl_err *e);
 
-/* Lowers oneDNN's ISA to cap (KILN_ISA), once per process before any primitive exists;
- * later calls do nothing. Returns false when cap is KL_ISA_GENERIC: oneDNN is not to be
- * used at all then, since it has no portable-C level. */
+/* The inputs (bit k: input k) that node n, a supported one, can read channels-last
+ * ([N, S..., C] in memory for logical [N, C, S...]); when it is not 0 the node can
+ * also write its output so. Convolutions: X and Sum; pooling: X; Add, Mul, ...: the
+ * operands of the output's rank. */
+unsigned kl_dnnl_channels_last_slots(const kl_graph *g, const kl_node *n);
+/* Tells a node's state which of its inputs and whether its output are held
+ * channels-last; the session decides, before the first run, for values passed only
+ * between such nodes, so that no reorder to plain and back happens between them. */
+void kl_dnnl_set_channels_last(void *state, unsigned inputs, bool output);
+
+/* Whether the node's last run went to the reference kernel (oneDNN had no
+ * implementation for its shapes, or an operand was empty). */
+bool kl_dnnl_ran_reference(const void *state);
+
+/* Lowers oneDNN's ISA to kiln's level (kl_isa_level: the machine's, lowered by
+ * KILN_ISA), once per process before any primitive exists. Returns false when that
+ * level is KL_ISA_GENERIC: oneDNN is not to be used at all then, since it has no
+ * portable-C level. cap is that level. */
 bool kl_dnnl_limit_isa(kl_isa cap);
 /* The ISA oneDNN dispatches to, as oneDNN names it ("avx512_core_bf16"). */
 const char *kl_dnnl_isa_name(void);

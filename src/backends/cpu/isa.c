@@ -72,7 +72,7 @@ static void detect_strings(kl_cpu_features *f, const unsigned int vendor[3]) {
 }
 
 static void detect_x86(kl_cpu_features *f) {
-  unsigned int a, b, c, d, vendor[3];
+  unsigned int a = 0, b = 0, c = 0, d = 0, vendor[3] = {0, 0, 0};
   /* the vendor string is ebx, edx, ecx */
   if (!__get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1])) return;
   unsigned int max_leaf = a;
@@ -194,7 +194,7 @@ const char *kl_isa_feature_list(const kl_cpu_features *f, char *buf, size_t len)
 typedef struct isa_state {
   kl_cpu_features f;
   kl_isa level;
-  char why[256];
+  char why[320]; /* "level: " + the reason */
 } isa_state;
 
 static isa_state g_isa; /* written once under g_once, read-only afterwards */
@@ -212,7 +212,7 @@ static void detect_once(void) {
   /* ask only when AMX would be used, so KILN_ISA below amx leaves the process as it was */
   if (has_amx_hw(&f) && f.avx512_bf16 && has_avx512(&f) && (!known || cap == KL_ISA_AMX))
     f.amx_permitted = request_amx();
-  char why[sizeof g_isa.why];
+  char why[256];
   kl_isa level = kl_isa_choose(&f, env, why, sizeof why);
   g_isa.f = f;
   g_isa.level = level;

@@ -54,13 +54,14 @@ static float exp_sum(const float *x, float max, float *y, size_t n) {
   return lanes_sum(acc);
 }
 
-/* y = x * s + t, in blocks (x may be y) */
-static void affine(const float *x, float s, float t, float *y, size_t n) {
+/* y = (x - t) * s - u, in blocks (x may be y); each step rounded as written, since
+ * x - t is exact near the maximum and must not be folded with u */
+static void shift_scale(const float *x, float t, float s, float u, float *y, size_t n) {
   float buf[BLOCK];
   for (size_t i = 0; i < n; i += BLOCK) {
     size_t m = n - i < BLOCK ? n - i : BLOCK;
     memcpy(buf, x + i, m * sizeof *buf);
-    for (size_t k = 0; k < m; k++) buf[k] = buf[k] * s + t;
+    for (size_t k = 0; k < m; k++) buf[k] = (buf[k] - t) * s - u;
     memcpy(y + i, buf, m * sizeof *buf);
   }
 }
@@ -69,11 +70,11 @@ static void softmax(const float *x, float *y, size_t n, bool log_form) {
   float max = row_max(x, n);
   if (log_form) {
     float lse = (float)log((double)exp_sum(x, max, NULL, n));
-    affine(x, 1.0f, -max - lse, y, n);
+    shift_scale(x, max, 1.0f, lse, y, n);
     return;
   }
   float sum = exp_sum(x, max, y, n);
-  affine(y, 1.0f / sum, 0.0f, y, n);
+  shift_scale(y, 0.0f, 1.0f / sum, 0.0f, y, n);
 }
 
 /* sum of (x - mean)^2 */

@@ -110,7 +110,7 @@ static inline __m256 kl_y_gelu_erf(__m256 x) {
   __m256 a = kl_y_abs(x), t = _mm256_mul_ps(a, KL_V8(KL_SQRT1_2));
   __m256 e = _mm256_mul_ps(_mm256_mul_ps(KL_V8(0.5f), t), kl_y_erf_q(_mm256_mul_ps(t, t)));
   __m256 phi_small = _mm256_add_ps(KL_V8(0.5f), kl_y_copysign(e, x));
-  __m256 xa = _mm256_min_ps(KL_V8(KL_ERFC_BIG / KL_SQRT1_2), a);
+  __m256 xa = _mm256_min_ps(KL_V8(KL_GELU_BIG), a);
   __m256 hi = _mm256_mul_ps(xa, xa), lo = _mm256_fmsub_ps(xa, xa, hi);
   __m256 ex = kl_y_exp(_mm256_mul_ps(KL_V8(-0.5f), hi));
   ex = _mm256_fnmadd_ps(ex, _mm256_mul_ps(KL_V8(0.5f), lo), ex);

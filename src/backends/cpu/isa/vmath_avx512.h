@@ -106,7 +106,7 @@ static inline __m512 kl_z_gelu_erf(__m512 x) {
   __m512 a = kl_z_abs(x), t = _mm512_mul_ps(a, KL_V16(KL_SQRT1_2));
   __m512 e = _mm512_mul_ps(_mm512_mul_ps(KL_V16(0.5f), t), kl_z_erf_q(_mm512_mul_ps(t, t)));
   __m512 phi_small = _mm512_add_ps(KL_V16(0.5f), kl_z_copysign(e, x));
-  __m512 xa = _mm512_min_ps(KL_V16(KL_ERFC_BIG / KL_SQRT1_2), a);
+  __m512 xa = _mm512_min_ps(KL_V16(KL_GELU_BIG), a);
   __m512 hi = _mm512_mul_ps(xa, xa), lo = _mm512_fmsub_ps(xa, xa, hi);
   __m512 ex = kl_z_exp(_mm512_mul_ps(KL_V16(-0.5f), hi));
   ex = _mm512_fnmadd_ps(ex, _mm512_mul_ps(KL_V16(0.5f), lo), ex);

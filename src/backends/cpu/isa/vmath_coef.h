@@ -62,10 +62,13 @@
 #define KL_ERFCX_C7 (-0x1.b0fe8cp-7f)
 #define KL_ERFCX_C8 0x1.207728p-8f
 
-/* Gelu: 1/sqrt(2) for the erf form; the tanh form as x sigmoid(x (G1 + G3 x^2)) with
+/* Gelu: 1/sqrt(2) for the erf form, whose |x| is clamped to KL_GELU_BIG where
+ * e^(-x^2 / 2) is 0 in float (so that x Phi(x) is exactly 0, and NaN at -inf like
+ * x (1 + erf(x / sqrt 2)) / 2); the tanh form as x sigmoid(x (G1 + G3 x^2)) with
  * G1 = 2 sqrt(2/pi), G3 = G1 * 0.044715, since 1 + tanh(u) = 2 sigmoid(2u) has no
  * cancellation for negative x. */
 #define KL_SQRT1_2 0x1.6a09e6p-1f
+#define KL_GELU_BIG 14.5f
 #define KL_GELU_G1 0x1.988454p+0f
 #define KL_GELU_G3 0x1.2444f2p-4f
 

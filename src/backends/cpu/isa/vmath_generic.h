@@ -111,7 +111,7 @@ static inline float kl_g_erf(float x) {
 static inline float kl_g_gelu_erf(float x) {
   float a = fabsf(x), t = a * KL_SQRT1_2;
   float phi_small = 0.5f + copysignf(0.5f * t * kl_g_erf_q(t * t), x);
-  float xa = kl_g_min(a, KL_ERFC_BIG / KL_SQRT1_2), tc = xa * KL_SQRT1_2;
+  float xa = kl_g_min(a, KL_GELU_BIG), tc = xa * KL_SQRT1_2;
   float c = 4097.0f * xa, xh = c - (c - xa), xl = xa - xh;
   float hi = xa * xa, lo = ((xh * xh - hi) + 2.0f * xh * xl) + xl * xl;
   float half_erfc = 0.5f * kl_g_exp(-0.5f * hi) * (1.0f - 0.5f * lo) * kl_g_erfcx(tc);

@@ -45,15 +45,24 @@ static void copy_elem(void *dst, int64_t i, const void *src, int64_t j, size_t s
 
 /* ---- Reduce* ---- */
 
+static double reduce_double(kl_op op, const kl_tensor *x, int64_t base, kl_ref_iter set,
+                            int64_t n);
+
+/* m + log(sum(exp(x - m))) with m the maximum, so that exp cannot overflow. */
+static double log_sum_exp(const kl_tensor *x, int64_t base, kl_ref_iter set, int64_t n) {
+  double m = reduce_double(KL_OP_ReduceMax, x, base, set, n), sum = 0;
+  if (isinf(m)) return m; /* empty, all -inf, or a +inf */
+  for (int64_t k = 0; k < n; k++, kl_ref_iter_next(&set))
+    sum += exp(kl_ref_load(x->data, x->dtype, base + set.off[0]) - m);
+  return m + log(sum);
+}
+
 /* The reduction of one set in double: the elements at base + set.off[0]. */
 static double reduce_double(kl_op op, const kl_tensor *x, int64_t base, kl_ref_iter set,
                             int64_t n) {
+  if (op == KL_OP_ReduceLogSumExp) return log_sum_exp(x, base, set, n);
   double acc = op == KL_OP_ReduceProd ? 1 : op == KL_OP_ReduceMax ? -INFINITY
              : op == KL_OP_ReduceMin ? INFINITY : 0;
-  if (op == KL_OP_ReduceLogSumExp) acc = reduce_double(KL_OP_ReduceMax, x, base, set, n);
-  double m = acc;
-  if (op == KL_OP_ReduceLogSumExp && isinf(m)) return m; /* empty, all -inf, or a +inf */
-  if (op == KL_OP_ReduceLogSumExp) acc = 0;
   for (int64_t k = 0; k < n; k++, kl_ref_iter_next(&set)) {
     double v = kl_ref_load(x->data, x->dtype, base + set.off[0]);
     switch (op) {
@@ -62,7 +71,6 @@ static double reduce_double(kl_op op, const kl_tensor *x, int64_t base, kl_ref_i
     case KL_OP_ReduceMin: if (!isnan(acc) && (v < acc || isnan(v))) acc = v; break;
     case KL_OP_ReduceL1: acc += fabs(v); break;
     case KL_OP_ReduceL2: case KL_OP_ReduceSumSquare: acc += v * v; break;
-    case KL_OP_ReduceLogSumExp: acc += exp(v - m); break;
     default: acc += v; break; /* Sum, Mean, LogSum */
     }
   }
@@ -70,7 +78,6 @@ static double reduce_double(kl_op op, const kl_tensor *x, int64_t base, kl_ref_i
   case KL_OP_ReduceMean: return acc / (double)n;
   case KL_OP_ReduceL2: return sqrt(acc);
   case KL_OP_ReduceLogSum: return log(acc);
-  case KL_OP_ReduceLogSumExp: return m + log(acc);
   default: return acc;
   }
 }

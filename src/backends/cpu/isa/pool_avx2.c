@@ -1,0 +1,46 @@
+/* The horizontal pass of 2-D pooling, AVX2 level: contiguous loads for stride 1,
+ * gathers otherwise; masked tails. */
+#include "backends/cpu/isa/vmath_avx2.h"
+
+static inline __m256 red(bool is_max, __m256 acc, __m256 v) {
+  return is_max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
+}
+
+/* 8 outputs from j: taps v[(j + lane) * stride + k * dil] */
+static inline __attribute__((always_inline)) __m256 window(bool is_max, const float *v,
+                                                           size_t stride, size_t dil,
+                                                           size_t kw, size_t j, __m256i m) {
+  if (stride == 1) {
+    __m256 acc = _mm256_maskload_ps(v + j, m);
+    for (size_t k = 1; k < kw; k++) acc = red(is_max, acc, _mm256_maskload_ps(v + j + k * dil, m));
+    return acc;
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i idx = _mm256_mullo_epi32(_mm256_add_epi32(lane, _mm256_set1_epi32((int)j)),
+                                   _mm256_set1_epi32((int)stride));
+  const __m256 zero = _mm256_setzero_ps(), fm = _mm256_castsi256_ps(m);
+  __m256 acc = _mm256_mask_i32gather_ps(zero, v, idx, fm, 4);
+  for (size_t k = 1; k < kw; k++) {
+    __m256i at = _mm256_add_epi32(idx, _mm256_set1_epi32((int)(k * dil)));
+    acc = red(is_max, acc, _mm256_mask_i32gather_ps(zero, v, at, fm, 4));
+  }
+  return acc;
+}
+
+static inline __attribute__((always_inline)) void hpool_run(bool is_max, const float *v,
+                                                            size_t stride, size_t dil,
+                                                            size_t kw, float *y, size_t n) {
+  for (size_t j = 0; j < n; j += 8) {
+    __m256i m = n - j >= 8 ? _mm256_set1_epi32(-1) : kl_y_tail(n - j);
+    _mm256_maskstore_ps(y + j, m, window(is_max, v, stride, dil, kw, j, m));
+  }
+}
+
+/* Offsets are int32 lanes: the driver's row buffer is far smaller than 2^31. */
+static void hpool(bool is_max, const float *v, size_t stride, size_t dil, size_t kw,
+                  float *y, size_t n) {
+  if (is_max) hpool_run(true, v, stride, dil, kw, y, n);
+  else hpool_run(false, v, stride, dil, kw, y, n);
+}
+
+const kl_pool_fns kl_pool_avx2 = {hpool};

@@ -1,0 +1,33 @@
+/* The horizontal pass of 2-D pooling, generic level (the driver, run_pool.c, says how
+ * the passes fit together). */
+#include "backends/cpu/isa/isa_fns.h"
+
+static inline float red(bool is_max, float acc, float v) {
+  return is_max ? (v > acc ? v : acc) : acc + v;
+}
+
+static inline __attribute__((always_inline)) void hpool_run(bool is_max,
+                                                            const float *restrict v,
+                                                            size_t stride, size_t dil,
+                                                            size_t kw, float *restrict y,
+                                                            size_t n) {
+  if (stride == 1) { /* tap by tap over the whole row: contiguous, so it vectorizes */
+    for (size_t j = 0; j < n; j++) y[j] = v[j];
+    for (size_t k = 1; k < kw; k++)
+      for (size_t j = 0; j < n; j++) y[j] = red(is_max, y[j], v[j + k * dil]);
+    return;
+  }
+  for (size_t j = 0; j < n; j++) {
+    float acc = v[j * stride];
+    for (size_t k = 1; k < kw; k++) acc = red(is_max, acc, v[j * stride + k * dil]);
+    y[j] = acc;
+  }
+}
+
+static void hpool(bool is_max, const float *v, size_t stride, size_t dil, size_t kw,
+                  float *y, size_t n) {
+  if (is_max) hpool_run(true, v, stride, dil, kw, y, n);
+  else hpool_run(false, v, stride, dil, kw, y, n);
+}
+
+const kl_pool_fns kl_pool_generic = {hpool};

@@ -1,0 +1,88 @@
+/* The op-level drivers of kiln's ISA kernels (run_*.c, compiled without ISA flags).
+ *
+ * A driver does what does not depend on the instruction set: reading attributes,
+ * splitting a tensor into contiguous rows (collapsing broadcasts and permutations),
+ * spreading the rows over threads, and handing each row to the primitives of one ISA
+ * level (isa_fns.h). A case the primitives do not cover (an axis other than the last
+ * for Softmax, a dtype that shape inference left open at session creation, ...) runs
+ * the op's reference kernel instead, so a driver never refuses what the reference
+ * kernel accepts.
+ *
+ * kernels.c picks a driver and a level for each node (kl_cpu_isa_kernel).
+ */
+#ifndef KL_ISA_RUN_H
+#define KL_ISA_RUN_H
+
+#include "backends/cpu/isa/isa_fns.h"
+#include "ir/ir.h"
+
+/* The primitives of one ISA level. */
+typedef struct kl_isa_fns {
+  const char *name;
+  const kl_eltwise_fns *elt;
+  const kl_eltwise_bf16_fns *elt_bf16; /* NULL below AVX512_BF16 */
+  const kl_rows_fns *rows;
+  const kl_rows_bf16_fns *rows_bf16; /* NULL below AVX512_BF16 */
+  const kl_pool_fns *pool;
+  const kl_copy_fns *copy;
+} kl_isa_fns;
+
+/* Relu, LeakyRelu, Sigmoid, Tanh, Exp, Erf, Gelu, Swish, HardSigmoid, HardSwish, Clip */
+int kl_run_unary(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* Add, Sub, Mul, Div with any broadcast */
+int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* Softmax, LogSoftmax along the last axis */
+int kl_run_softmax(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* LayerNormalization, RMSNormalization; kiln's SkipLayerNorm */
+int kl_run_norm(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_skip_norm(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* ReduceSum, ReduceMean over one block of adjacent axes */
+int kl_run_reduce(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* GlobalAveragePool */
+int kl_run_global_pool(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* MaxPool (without Indices), AveragePool: 1-D and 2-D */
+int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* Transpose, Concat: any dtype of 1, 2, 4 or 8 bytes */
+int kl_run_transpose(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
+
+/* The activation a node computes; false for an op kl_run_unary does not take. Clip's
+ * bounds are inputs, read at run time by the driver. */
+bool kl_isa_act(const kl_node *n, kl_act *a);
+
+/* ---- helpers shared by the drivers ---- */
+
+/* The node's reference kernel: the fallback for cases the primitives do not cover. */
+int kl_isa_ref(kl_kernel_ctx *c);
+
+/* Runs fn(arg, t) for t < n_tasks, on the node's threads (OpenMP, when kiln is built
+ * with it) if work, a count of elements touched, is large enough to pay for waking
+ * them; else in order on the calling thread. Tasks must be independent. */
+typedef void (*kl_task_fn)(void *arg, int64_t task);
+void kl_isa_parallel(const kl_kernel_ctx *c, int64_t n_tasks, int64_t work, kl_task_fn fn,
+                     void *arg);
+
+/* Splits `count` items into tasks of at least `min_per_task` items each (and few enough
+ * that scheduling them costs nothing); returns the task count and sets *per_task. */
+int64_t kl_isa_split(int64_t count, int64_t min_per_task, int64_t *per_task);
+
+/* The element offsets of an operand while walking the outer dims of a collapsed
+ * shape in row-major order (the innermost dim is left to the primitive). */
+typedef struct kl_isa_walk {
+  int rank; /* outer dims */
+  int64_t dims[KL_MAX_RANK], idx[KL_MAX_RANK];
+  int64_t stride[2][KL_MAX_RANK];
+  int64_t off[2];
+} kl_isa_walk;
+
+/* Positions the walk at outer index o (row-major over dims). */
+void kl_isa_walk_seek(kl_isa_walk *w, int64_t o);
+void kl_isa_walk_next(kl_isa_walk *w);
+
+/* Normalizes an axis attribute against rank (ONNX allows -rank..rank-1). */
+static inline int kl_isa_axis(const kl_node *n, const char *name, int64_t dflt, int rank) {
+  int64_t a = kl_attr_int(n, name, dflt);
+  return (int)(a < 0 ? a + rank : a);
+}
+
+#endif

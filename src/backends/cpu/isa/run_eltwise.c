@@ -1,0 +1,275 @@
+/* Drivers of the elementwise ISA kernels (unary activations and broadcasting binary
+ * ops), and the helpers every driver shares: threads, task splitting, strided walks. */
+#include "backends/cpu/isa/run.h"
+#include "kl_config.h"
+
+#include <math.h>
+#include <string.h>
+
+#if KL_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PAR_MIN_WORK 32768
+#define MAX_TASKS 4096
+/* Elements per task of an elementwise op: large enough to amortize the call, small
+ * enough (64 KiB of float) that a task's input and output stay in L2. */
+#define CHUNK 16384
+
+int kl_isa_ref(kl_kernel_ctx *c) { return kl_op_get(c->node->op)->ref(c); }
+
+void kl_isa_parallel(const kl_kernel_ctx *c, int64_t n_tasks, int64_t work, kl_task_fn fn,
+                     void *arg) {
+#if KL_HAVE_OPENMP
+  if (n_tasks > 1 && c->threads != 1 && work >= PAR_MIN_WORK) {
+    int threads = c->threads > 0 ? c->threads : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t t = 0; t < n_tasks; t++) fn(arg, t);
+    return;
+  }
+#else
+  (void)c;
+  (void)work;
+#endif
+  for (int64_t t = 0; t < n_tasks; t++) fn(arg, t);
+}
+
+int64_t kl_isa_split(int64_t count, int64_t min_per_task, int64_t *per_task) {
+  int64_t per = min_per_task < 1 ? 1 : min_per_task;
+  if (count / per > MAX_TASKS) per = count / MAX_TASKS + 1;
+  *per_task = per;
+  return (count + per - 1) / per;
+}
+
+void kl_isa_walk_seek(kl_isa_walk *w, int64_t o) {
+  w->off[0] = w->off[1] = 0;
+  for (int d = w->rank - 1; d >= 0; d--) {
+    w->idx[d] = o % w->dims[d];
+    o /= w->dims[d];
+    w->off[0] += w->idx[d] * w->stride[0][d];
+    w->off[1] += w->idx[d] * w->stride[1][d];
+  }
+}
+
+void kl_isa_walk_next(kl_isa_walk *w) {
+  for (int d = w->rank - 1; d >= 0; d--) {
+    w->off[0] += w->stride[0][d];
+    w->off[1] += w->stride[1][d];
+    if (++w->idx[d] < w->dims[d]) return;
+    w->off[0] -= w->stride[0][d] * w->dims[d];
+    w->off[1] -= w->stride[1][d] * w->dims[d];
+    w->idx[d] = 0;
+  }
+}
+
+/* Whether level f takes dtype t (float32, or bfloat16 where it has those forms). */
+static bool takes(const kl_isa_fns *f, kl_dtype t) {
+  return t == KL_F32 || (t == KL_BF16 && f->elt_bf16);
+}
+
+/* ---- unary ---- */
+
+bool kl_isa_act(const kl_node *n, kl_act *a) {
+  a->alpha = a->beta = 0;
+  switch (n->op) {
+  case KL_OP_Relu: a->kind = KL_ACT_RELU; return true;
+  case KL_OP_Sigmoid: a->kind = KL_ACT_SIGMOID; return true;
+  case KL_OP_Tanh: a->kind = KL_ACT_TANH; return true;
+  case KL_OP_Exp: a->kind = KL_ACT_EXP; return true;
+  case KL_OP_Erf: a->kind = KL_ACT_ERF; return true;
+  case KL_OP_HardSwish: a->kind = KL_ACT_HARD_SWISH; return true;
+  case KL_OP_LeakyRelu:
+    a->kind = KL_ACT_LEAKY_RELU;
+    a->alpha = kl_attr_float(n, "alpha", 0.01f);
+    return true;
+  case KL_OP_Swish:
+    a->kind = KL_ACT_SWISH;
+    a->alpha = kl_attr_float(n, "alpha", 1.0f);
+    return true;
+  case KL_OP_HardSigmoid:
+    a->kind = KL_ACT_HARD_SIGMOID;
+    a->alpha = kl_attr_float(n, "alpha", 0.2f);
+    a->beta = kl_attr_float(n, "beta", 0.5f);
+    return true;
+  case KL_OP_Gelu: {
+    const char *approx = kl_attr_string(n, "approximate", "none");
+    a->kind = strcmp(approx, "tanh") == 0 ? KL_ACT_GELU_TANH : KL_ACT_GELU_ERF;
+    return strcmp(approx, "tanh") == 0 || strcmp(approx, "none") == 0;
+  }
+  case KL_OP_Clip:
+    a->kind = KL_ACT_CLIP;
+    a->alpha = -INFINITY;
+    a->beta = INFINITY;
+    return true;
+  default: return false;
+  }
+}
+
+/* Clip's bound input k into *v, when given; false when its dtype is not x's. */
+static bool clip_bound(const kl_kernel_ctx *c, int k, kl_dtype t, float *v) {
+  const kl_tensor *b = k < c->n_in ? c->in[k] : NULL;
+  if (!b) return true;
+  if (b->dtype != t || kl_tensor_numel(b) != 1) return false;
+  *v = t == KL_F32 ? *(const float *)b->data : kl_bf16_to_f32(*(const uint16_t *)b->data);
+  return true;
+}
+
+typedef struct unary_job {
+  const kl_isa_fns *f;
+  kl_act act;
+  const void *x;
+  void *y;
+  int64_t n, per;
+  bool bf16;
+} unary_job;
+
+static void unary_task(void *arg, int64_t t) {
+  const unary_job *j = arg;
+  int64_t at = t * j->per, len = j->n - at < j->per ? j->n - at : j->per;
+  if (j->bf16)
+    j->f->elt_bf16->unary(&j->act, (const uint16_t *)j->x + at, (uint16_t *)j->y + at,
+                          (size_t)len);
+  else
+    j->f->elt->unary(&j->act, (const float *)j->x + at, (float *)j->y + at, (size_t)len);
+}
+
+int kl_run_unary(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  unary_job j = {.f = f, .x = x->data, .y = y->data, .n = kl_tensor_numel(x),
+                 .bf16 = x->dtype == KL_BF16};
+  if (!takes(f, x->dtype) || y->dtype != x->dtype || !kl_isa_act(c->node, &j.act))
+    return kl_isa_ref(c);
+  if (j.act.kind == KL_ACT_CLIP &&
+      !(clip_bound(c, 1, x->dtype, &j.act.alpha) && clip_bound(c, 2, x->dtype, &j.act.beta)))
+    return kl_isa_ref(c);
+  if (j.n == 0) return KILN_OK;
+  int64_t tasks = kl_isa_split(j.n, CHUNK, &j.per);
+  kl_isa_parallel(c, tasks, j.n, unary_task, &j);
+  return KILN_OK;
+}
+
+/* ---- binary ---- */
+
+/* y = a op b as rows: the collapsed outer dims walked with each operand's strides, and
+ * the innermost dim handed to the primitive with steps 0 (broadcast) or 1. */
+typedef struct binary_job {
+  const kl_isa_fns *f;
+  kl_binop op;
+  const char *a, *b;
+  char *y;
+  size_t es;
+  kl_isa_walk walk;
+  int64_t outer, inner, step[2];
+  int64_t per, parts; /* rows per task, or parts per row when one row is long */
+} binary_job;
+
+/* The stride of each y dim in operand t (0 where t broadcasts), t right-aligned. */
+static void bcast_strides(const kl_tensor *t, const kl_tensor *y, int64_t *stride) {
+  int64_t s = 1;
+  for (int d = y->rank - 1; d >= 0; d--) {
+    int td = d - (y->rank - t->rank);
+    int64_t size = td >= 0 ? t->dims[td] : 1;
+    stride[d] = size == 1 ? 0 : s;
+    s *= size;
+  }
+}
+
+/* Drops y's size-1 dims and merges neighbours that both operands walk as one. */
+static void binary_plan(const kl_tensor *a, const kl_tensor *b, const kl_tensor *y,
+                        binary_job *j) {
+  int64_t sa[KL_MAX_RANK], sb[KL_MAX_RANK], dims[KL_MAX_RANK], st[2][KL_MAX_RANK];
+  bcast_strides(a, y, sa);
+  bcast_strides(b, y, sb);
+  int m = 0;
+  for (int d = 0; d < y->rank; d++) {
+    if (y->dims[d] == 1) continue;
+    if (m > 0 && st[0][m - 1] == sa[d] * y->dims[d] && st[1][m - 1] == sb[d] * y->dims[d]) {
+      dims[m - 1] *= y->dims[d];
+      st[0][m - 1] = sa[d];
+      st[1][m - 1] = sb[d];
+      continue;
+    }
+    dims[m] = y->dims[d];
+    st[0][m] = sa[d];
+    st[1][m] = sb[d];
+    m++;
+  }
+  if (m == 0) { /* a single element */
+    dims[0] = 1;
+    st[0][0] = st[1][0] = 0;
+    m = 1;
+  }
+  j->inner = dims[m - 1];
+  j->step[0] = st[0][m - 1];
+  j->step[1] = st[1][m - 1];
+  j->walk.rank = m - 1;
+  j->outer = 1;
+  for (int d = 0; d < m - 1; d++) {
+    j->walk.dims[d] = dims[d];
+    j->walk.stride[0][d] = st[0][d];
+    j->walk.stride[1][d] = st[1][d];
+    j->outer *= dims[d];
+  }
+}
+
+static void binary_row(const binary_job *j, const kl_isa_walk *w, int64_t row, int64_t from,
+                       int64_t len) {
+  const char *pa = j->a + (size_t)(w->off[0] + j->step[0] * from) * j->es;
+  const char *pb = j->b + (size_t)(w->off[1] + j->step[1] * from) * j->es;
+  char *py = j->y + (size_t)(row * j->inner + from) * j->es;
+  if (j->es == 2)
+    j->f->elt_bf16->binary(j->op, (const uint16_t *)pa, (size_t)j->step[0],
+                           (const uint16_t *)pb, (size_t)j->step[1], (uint16_t *)py,
+                           (size_t)len);
+  else
+    j->f->elt->binary(j->op, (const float *)pa, (size_t)j->step[0], (const float *)pb,
+                      (size_t)j->step[1], (float *)py, (size_t)len);
+}
+
+static void binary_task(void *arg, int64_t t) {
+  const binary_job *j = arg;
+  kl_isa_walk w = j->walk;
+  if (j->parts > 1) { /* one long row, in parts */
+    int64_t row = t / j->parts, from = t % j->parts * j->per;
+    kl_isa_walk_seek(&w, row);
+    binary_row(j, &w, row, from, j->inner - from < j->per ? j->inner - from : j->per);
+    return;
+  }
+  int64_t first = t * j->per, last = first + j->per < j->outer ? first + j->per : j->outer;
+  kl_isa_walk_seek(&w, first);
+  for (int64_t row = first; row < last; row++, kl_isa_walk_next(&w))
+    binary_row(j, &w, row, 0, j->inner);
+}
+
+static kl_binop binop_of(kl_op op) {
+  switch (op) {
+  case KL_OP_Add: return KL_BIN_ADD;
+  case KL_OP_Sub: return KL_BIN_SUB;
+  case KL_OP_Mul: return KL_BIN_MUL;
+  default: return KL_BIN_DIV;
+  }
+}
+
+int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *a = c->in[0], *b = c->in[1];
+  kl_tensor *y = c->out[0];
+  if (!takes(f, y->dtype) || a->dtype != y->dtype || b->dtype != y->dtype)
+    return kl_isa_ref(c);
+  int64_t n = kl_tensor_numel(y);
+  if (n == 0) return KILN_OK;
+  binary_job j = {.f = f, .op = binop_of(c->node->op), .a = a->data, .b = b->data,
+                  .y = y->data, .es = kl_dtype_size(y->dtype)};
+  binary_plan(a, b, y, &j);
+  int64_t tasks;
+  if (j.inner >= 2 * CHUNK) {
+    j.parts = kl_isa_split(j.inner, CHUNK, &j.per);
+    tasks = j.outer * j.parts;
+  } else {
+    j.parts = 1;
+    tasks = kl_isa_split(j.outer, CHUNK / j.inner + 1, &j.per);
+  }
+  kl_isa_parallel(c, tasks, n, binary_task, &j);
+  return KILN_OK;
+}

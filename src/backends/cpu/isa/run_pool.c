@@ -1,0 +1,117 @@
+/* Driver of the ISA kernels for MaxPool (without its Indices output) and AveragePool,
+ * 1-D and 2-D, float32, any kernel, strides, dilations, pads and ceil_mode.
+ *
+ * A window is separable: its maximum (or sum) is the maximum over its columns of the
+ * maxima over its rows. So for each output row, the input rows under the window are
+ * first combined element by element into a row buffer v (contiguous, vectorizes at any
+ * stride), then the ISA's hpool combines each output's columns of v. Positions of v
+ * outside the input hold the identity (-inf, 0), so padding needs no tests; for the
+ * average, the divisor is the product of the window's row and column tap counts, as
+ * the taps inside the input (or the padded input) form a rectangle.
+ *
+ * Like the reference, MaxPool never lets a NaN win (binary MAX and hpool skip them)
+ * and a window with no input under it gives -inf; AveragePool over no taps gives NaN.
+ */
+#include "backends/cpu/isa/run.h"
+#include "backends/cpu/ref/ref.h"
+
+#include <math.h>
+
+/* Floats in each row buffer: outputs are done in column chunks that fit. */
+#define SPAN 2048
+
+typedef struct pool_job {
+  const kl_isa_fns *f;
+  const float *x;
+  float *y;
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw, pe_h, pe_w;
+  int64_t oc; /* output columns per chunk */
+  int64_t planes, per;
+  bool is_max, include_pad;
+} pool_job;
+
+/* Taps k < kn of a window starting at `start` (step dil) inside [0, in), or inside the
+ * padded range [-pb, in + pe) when padded. */
+static int64_t taps(int64_t start, int64_t kn, int64_t dil, int64_t in, int64_t pb,
+                    int64_t pe, bool padded) {
+  int64_t lo = padded ? -pb : 0, hi = padded ? in + pe : in, n = 0;
+  for (int64_t k = 0; k < kn; k++) n += start + k * dil >= lo && start + k * dil < hi;
+  return n;
+}
+
+/* One output row, columns [ox0, ox0 + m): v spans input columns [c0, c0 + width). */
+static void pool_row(const pool_job *j, const float *x, float *yr, int64_t oy, int64_t c0,
+                     int64_t width, int64_t m, const float *cx, float *v, float *cnt) {
+  const kl_eltwise_fns *e = j->f->elt;
+  int64_t lo = c0 < 0 ? -c0 : 0, hi = j->iw - c0 < width ? j->iw - c0 : width;
+  float identity = j->is_max ? -INFINITY : 0.0f;
+  for (int64_t i = 0; i < width; i++) v[i] = identity;
+  int64_t r0 = oy * j->sh - j->ph, rows_in = 0;
+  for (int64_t k = 0; k < j->kh; k++) {
+    int64_t iy = r0 + k * j->dh;
+    if (iy < 0 || iy >= j->ih) continue;
+    rows_in++;
+    if (hi > lo)
+      e->binary(j->is_max ? KL_BIN_MAX : KL_BIN_ADD, v + lo, 1, x + iy * j->iw + c0 + lo, 1,
+                v + lo, (size_t)(hi - lo));
+  }
+  j->f->pool->hpool(j->is_max, v, (size_t)j->sw, (size_t)j->dw, (size_t)j->kw, yr, (size_t)m);
+  if (j->is_max) return;
+  float cy = (float)(j->include_pad ? taps(r0, j->kh, j->dh, j->ih, j->ph, j->pe_h, true)
+                                    : rows_in);
+  e->binary(KL_BIN_MUL, cx, 1, &cy, 0, cnt, (size_t)m);
+  e->binary(KL_BIN_DIV, yr, 1, cnt, 1, yr, (size_t)m);
+}
+
+static void pool_plane(const pool_job *j, const float *x, float *y) {
+  float v[SPAN], cx[SPAN], cnt[SPAN];
+  for (int64_t ox0 = 0; ox0 < j->ow; ox0 += j->oc) {
+    int64_t m = j->ow - ox0 < j->oc ? j->ow - ox0 : j->oc;
+    int64_t c0 = ox0 * j->sw - j->pw, width = (m - 1) * j->sw + (j->kw - 1) * j->dw + 1;
+    for (int64_t i = 0; !j->is_max && i < m; i++)
+      cx[i] = (float)taps(c0 + i * j->sw, j->kw, j->dw, j->iw, j->pw, j->pe_w, j->include_pad);
+    for (int64_t oy = 0; oy < j->oh; oy++)
+      pool_row(j, x, y + oy * j->ow + ox0, oy, c0, width, m, cx, v, cnt);
+  }
+}
+
+static void pool_task(void *arg, int64_t t) {
+  const pool_job *j = arg;
+  int64_t last = (t + 1) * j->per < j->planes ? (t + 1) * j->per : j->planes;
+  for (int64_t p = t * j->per; p < last; p++)
+    pool_plane(j, j->x + p * j->ih * j->iw, j->y + p * j->oh * j->ow);
+}
+
+/* The job's geometry from the reference's window (1-D and 2-D use its last two dims);
+ * false when a window row is too wide for the buffers. */
+static bool pool_setup(const kl_ref_window *g, pool_job *j) {
+  j->ih = g->in[1], j->iw = g->in[2], j->oh = g->out[1], j->ow = g->out[2];
+  j->kh = g->kernel[1], j->kw = g->kernel[2], j->sh = g->stride[1], j->sw = g->stride[2];
+  j->dh = g->dilation[1], j->dw = g->dilation[2];
+  j->ph = g->pad_begin[1], j->pw = g->pad_begin[2], j->pe_h = g->pad_end[1];
+  j->pe_w = g->pad_end[2];
+  int64_t reach = (j->kw - 1) * j->dw + 1;
+  if (reach > SPAN || j->sw < 1 || j->kw < 1) return false;
+  j->oc = (SPAN - reach) / j->sw + 1;
+  return true;
+}
+
+int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  bool indices = c->n_out > 1 && c->out[1];
+  if (x->dtype != KL_F32 || y->dtype != KL_F32 || indices || x->rank < 3 || x->rank > 4)
+    return kl_isa_ref(c);
+  kl_ref_window g;
+  kiln_status st = kl_ref_window_init(c, NULL, &g);
+  if (st != KILN_OK) return st;
+  pool_job j = {.f = f, .x = x->data, .y = y->data, .planes = x->dims[0] * x->dims[1],
+                .is_max = c->node->op == KL_OP_MaxPool,
+                .include_pad = kl_attr_int(c->node, "count_include_pad", 0) != 0};
+  if (!pool_setup(&g, &j)) return kl_isa_ref(c);
+  if (kl_tensor_numel(y) == 0) return KILN_OK;
+  int64_t work = j.planes * j.oh * j.ow * j.kh * j.kw;
+  int64_t tasks = kl_isa_split(j.planes, 16384 / (j.ih * j.iw + 1) + 1, &j.per);
+  kl_isa_parallel(c, tasks, work, pool_task, &j);
+  return KILN_OK;
+}

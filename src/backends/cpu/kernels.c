@@ -1,0 +1,163 @@
+/* kiln's own CPU kernels: which node gets which, at which ISA level (backend.h states
+ * the contract with the session).
+ *
+ * The choice is made once per node from its op, attributes and static input types. A
+ * kernel is one driver (isa/run_*.c: shapes, broadcasting, threads) bound to the
+ * primitives of one level (isa/<family>_<level>.c); it runs the reference kernel for
+ * the rare run-time cases its primitives do not cover, so choosing it is always safe.
+ * Levels above what this build has (non-x86 hosts) and AMX, where kiln has no matrix
+ * work of its own, run the highest level below them.
+ */
+#include "backends/cpu/isa.h"
+#include "backends/cpu/isa/run.h"
+
+#include <string.h>
+
+#if defined(__x86_64__)
+#define KL_ISA_X86 1
+#else
+#define KL_ISA_X86 0
+#endif
+
+typedef enum kernel_kind {
+  K_UNARY,
+  K_BINARY,
+  K_SOFTMAX,
+  K_NORM,
+  K_SKIP_NORM,
+  K_REDUCE,
+  K_POOL,
+  K_GLOBAL_POOL,
+  K_TRANSPOSE,
+  K_CONCAT,
+  K_COUNT
+} kernel_kind;
+
+static const kl_isa_fns fns_generic = {"generic", &kl_eltwise_generic, NULL, &kl_rows_generic,
+                                       NULL, &kl_pool_generic, &kl_copy_generic};
+#if KL_ISA_X86
+static const kl_isa_fns fns_avx2 = {"avx2", &kl_eltwise_avx2, NULL, &kl_rows_avx2, NULL,
+                                    &kl_pool_avx2, &kl_copy_avx2};
+static const kl_isa_fns fns_avx512 = {"avx512", &kl_eltwise_avx512, NULL, &kl_rows_avx512,
+                                      NULL, &kl_pool_avx512, &kl_copy_avx512};
+static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
+                                           &kl_eltwise_avx512bf16, &kl_rows_avx512,
+                                           &kl_rows_avx512bf16, &kl_pool_avx512,
+                                           &kl_copy_avx512};
+#endif
+
+/* The kernels of one level: each driver bound to the level's primitives (a kernel is a
+ * bare function pointer, so the binding is a function per driver and level). */
+#define LEVEL_KERNELS(L)                                                                 \
+  static int unary_##L(kl_kernel_ctx *c) { return kl_run_unary(c, &fns_##L); }          \
+  static int binary_##L(kl_kernel_ctx *c) { return kl_run_binary(c, &fns_##L); }        \
+  static int softmax_##L(kl_kernel_ctx *c) { return kl_run_softmax(c, &fns_##L); }      \
+  static int norm_##L(kl_kernel_ctx *c) { return kl_run_norm(c, &fns_##L); }            \
+  static int skip_norm_##L(kl_kernel_ctx *c) { return kl_run_skip_norm(c, &fns_##L); }  \
+  static int reduce_##L(kl_kernel_ctx *c) { return kl_run_reduce(c, &fns_##L); }        \
+  static int pool_##L(kl_kernel_ctx *c) { return kl_run_pool(c, &fns_##L); }            \
+  static int gpool_##L(kl_kernel_ctx *c) { return kl_run_global_pool(c, &fns_##L); }    \
+  static int transpose_##L(kl_kernel_ctx *c) { return kl_run_transpose(c, &fns_##L); }  \
+  static int concat_##L(kl_kernel_ctx *c) { return kl_run_concat(c, &fns_##L); }        \
+  static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
+      unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
+      reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L};
+
+LEVEL_KERNELS(generic)
+#if KL_ISA_X86
+LEVEL_KERNELS(avx2)
+LEVEL_KERNELS(avx512)
+LEVEL_KERNELS(avx512_bf16)
+#endif
+
+typedef struct level {
+  const kl_isa_fns *fns;
+  const kl_kernel_fn *kernels;
+} level;
+
+static level level_of(kl_isa isa) {
+#if KL_ISA_X86
+  switch (isa) {
+  case KL_ISA_AVX2: return (level){&fns_avx2, kernels_avx2};
+  case KL_ISA_AVX512: return (level){&fns_avx512, kernels_avx512};
+  case KL_ISA_AVX512_BF16: case KL_ISA_AMX: return (level){&fns_avx512_bf16, kernels_avx512_bf16};
+  default: break;
+  }
+#else
+  (void)isa;
+#endif
+  return (level){&fns_generic, kernels_generic};
+}
+
+/* ---- which kernel a node gets ---- */
+
+static kl_dtype dtype_of(const kl_type *const *in, int n_in, int i) {
+  return i < n_in && in[i] ? in[i]->dtype : KL_UNDEFINED;
+}
+
+/* float32, or bfloat16 where the level has its forms */
+static bool float_ok(const kl_isa_fns *f, kl_dtype t) {
+  return t == KL_F32 || (t == KL_BF16 && f->elt_bf16);
+}
+
+/* Inputs from..to (those present) all have dtype t. */
+static bool same_dtype(const kl_type *const *in, int n_in, int from, int to, kl_dtype t) {
+  for (int i = from; i < n_in && i <= to; i++)
+    if (in[i] && in[i]->dtype != t) return false;
+  return true;
+}
+
+/* Softmax's axis is the last one (or the rank is not known yet: checked at run time). */
+static bool last_axis(const kl_node *n, const kl_type *x) {
+  if (x->rank < 0) return true;
+  int64_t a = kl_attr_int(n, "axis", -1);
+  return a == -1 || a == x->rank - 1;
+}
+
+static bool pool_shape_ok(const kl_node *n, const kl_type *x) {
+  return n->n_out == 1 && (x->rank < 0 || x->rank == 3 || x->rank == 4);
+}
+
+static bool movable(kl_dtype t) {
+  size_t es = kl_dtype_size(t);
+  return es == 1 || es == 2 || es == 4 || es == 8;
+}
+
+/* The kind of kernel for node n, or K_COUNT for none. */
+static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
+                           const kl_isa_fns *f) {
+  kl_dtype t = dtype_of(in, n_in, 0);
+  kl_act act;
+  if (kl_isa_act(n, &act))
+    return float_ok(f, t) && same_dtype(in, n_in, 1, 2, t) ? K_UNARY : K_COUNT;
+  switch (n->op) {
+  case KL_OP_Add: case KL_OP_Sub: case KL_OP_Mul: case KL_OP_Div:
+    return float_ok(f, t) && same_dtype(in, n_in, 1, 1, t) ? K_BINARY : K_COUNT;
+  case KL_OP_Softmax: case KL_OP_LogSoftmax:
+    return float_ok(f, t) && last_axis(n, in[0]) ? K_SOFTMAX : K_COUNT;
+  case KL_OP_LayerNormalization: case KL_OP_RMSNormalization:
+    return float_ok(f, t) && same_dtype(in, n_in, 1, 2, t) ? K_NORM : K_COUNT;
+  case KL_OP_KilnSkipLayerNorm:
+    return float_ok(f, t) && same_dtype(in, n_in, 1, 3, t) ? K_SKIP_NORM : K_COUNT;
+  case KL_OP_ReduceSum: case KL_OP_ReduceMean: return t == KL_F32 ? K_REDUCE : K_COUNT;
+  case KL_OP_MaxPool: case KL_OP_AveragePool:
+    return t == KL_F32 && pool_shape_ok(n, in[0]) ? K_POOL : K_COUNT;
+  case KL_OP_GlobalAveragePool: return t == KL_F32 ? K_GLOBAL_POOL : K_COUNT;
+  case KL_OP_Transpose: return movable(t) ? K_TRANSPOSE : K_COUNT;
+  case KL_OP_Concat: return movable(t) && same_dtype(in, n_in, 1, n_in - 1, t) ? K_CONCAT
+                                                                               : K_COUNT;
+  default: return K_COUNT;
+  }
+}
+
+kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int n_in,
+                                kl_isa isa) {
+  kl_cpu_kernel k = {NULL, NULL, NULL};
+  if (!n || n_in < 1 || !in || !in[0]) return k;
+  level l = level_of(isa);
+  kernel_kind kind = kind_of(n, in, n_in, l.fns);
+  if (kind == K_COUNT) return k;
+  k.name = l.fns->name;
+  k.run = l.kernels[kind];
+  return k;
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `kiln inspect --stats/--dot` and `kiln optimize` on the digits models: the stats name
+# what fired, the dot file is a graph, and the optimized ONNX file passes the model's
+# own test data when kiln runs it as saved (-O0) and after optimizing it again (-O2).
+#
+#   tests/run_passes_cli.sh KILN_BINARY        (from the source root)
+set -u
+[ $# -eq 1 ] || { echo "usage: $0 KILN_BINARY" >&2; exit 2; }
+kiln=$(realpath "$1") || exit 2
+work=$(mktemp -d) || exit 1
+trap 'rm -rf "$work"' EXIT
+failed=0
+fail() {
+  echo "FAIL: $*"
+  failed=$((failed + 1))
+}
+
+for m in digits_cnn digits_cnn_fused digits_mlp; do
+  stats=$("$kiln" inspect "models/$m/model.onnx" --stats) || fail "$m: inspect --stats"
+  grep -Eq '^  fuse_act +[1-9]' <<<"$stats" || fail "$m: fuse_act did not fire"
+  grep -q '^  BatchNormalization .* 0$' <<<"$stats" ||
+    [ "$m" = digits_cnn_fused ] || fail "$m: a BatchNormalization is left"
+  "$kiln" inspect "models/$m/model.onnx" --dot "$work/$m.dot" >/dev/null || fail "$m: --dot"
+  head -1 "$work/$m.dot" | grep -q '^digraph kiln {$' || fail "$m: the dot file is not a graph"
+  mkdir -p "$work/$m"
+  cp -r "models/$m"/test_data_set_* "$work/$m/"
+  "$kiln" optimize "models/$m/model.onnx" -o "$work/$m/model.onnx" >/dev/null || fail "$m: optimize"
+  for level in -O0 -O2; do
+    "$kiln" check "$level" --verify "$work/$m" >/dev/null || fail "$m: the optimized file at $level"
+  done
+done
+"$kiln" optimize models/digits_cnn/model.onnx >/dev/null 2>&1
+[ $? -eq 2 ] || fail "optimize without -o is not a usage error"
+"$kiln" inspect models/digits_cnn/model.onnx --passes +nonesuch >/dev/null 2>&1
+[ $? -eq 1 ] || fail "an unknown pass name is not refused"
+echo "$failed failed"
+[ "$failed" -eq 0 ]

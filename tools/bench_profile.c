@@ -1,0 +1,206 @@
+/* `kiln bench --profile` (bench_profile.h). Times come from the session's own clock
+ * reads around each node (kl_session_timings), which include the node's shape
+ * inference and the placing of its outputs as well as the kernel. */
+#include "bench_profile.h"
+#include "runtime/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACE_RUNS 10 /* runs kept in the Chrome trace */
+
+typedef struct trace_event {
+  int node;
+  double ts_ms, dur_ms;
+} trace_event;
+
+struct bench_profile {
+  const kl_graph *g;
+  int runs;
+  double *node_ms;       /* per node, summed over runs */
+  const char **kernel;   /* per node, as of the last run */
+  trace_event *events;   /* TRACE_RUNS * n_nodes */
+  int n_events;
+  int *order;            /* scratch: nodes or op types by time */
+  double *op_ms;         /* per op, summed */
+  int *op_nodes;
+};
+
+bench_profile *bench_profile_new(const kiln_model *m) {
+  bench_profile *p = calloc(1, sizeof *p);
+  size_t nn = (size_t)m->g->n_nodes + 1;
+  if (p) {
+    p->g = m->g;
+    p->node_ms = calloc(nn, sizeof *p->node_ms);
+    p->kernel = calloc(nn, sizeof *p->kernel);
+    p->events = calloc(nn * TRACE_RUNS, sizeof *p->events);
+    p->order = calloc(nn + KL_OP_COUNT, sizeof *p->order);
+    p->op_ms = calloc(KL_OP_COUNT, sizeof *p->op_ms);
+    p->op_nodes = calloc(KL_OP_COUNT, sizeof *p->op_nodes);
+  }
+  if (!p || !p->node_ms || !p->kernel || !p->events || !p->order || !p->op_ms || !p->op_nodes) {
+    fprintf(stderr, "kiln bench: out of memory for the profile\n");
+    bench_profile_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+void bench_profile_free(bench_profile *p) {
+  if (!p) return;
+  free(p->node_ms);
+  free(p->kernel);
+  free(p->events);
+  free(p->order);
+  free(p->op_ms);
+  free(p->op_nodes);
+  free(p);
+}
+
+void bench_profile_add(bench_profile *p, const kiln_session *s, double run_start_ms) {
+  const double *start, *ms;
+  if (!kl_session_timings(s, &start, &ms)) return;
+  for (int i = 0; i < p->g->n_nodes; i++) {
+    p->node_ms[i] += ms[i];
+    p->kernel[i] = kl_session_kernel_name(s, i);
+    if (p->runs < TRACE_RUNS)
+      p->events[p->n_events++] = (trace_event){i, run_start_ms + start[i], ms[i]};
+  }
+  p->runs++;
+}
+
+static const char *op_label(kl_op op, char *buf, size_t len) {
+  const kl_op_info *info = kl_op_get(op);
+  snprintf(buf, len, "%s%s%s", info->domain, *info->domain ? "." : "", info->name);
+  return buf;
+}
+
+/* Sorts idx[0..n) by key, largest first (insertion sort: the lists are short). */
+static void sort_desc(int *idx, int n, const double *key) {
+  for (int i = 1; i < n; i++) {
+    int v = idx[i], j = i;
+    while (j > 0 && key[idx[j - 1]] < key[v]) {
+      idx[j] = idx[j - 1];
+      j--;
+    }
+    idx[j] = v;
+  }
+}
+
+/* Per op type totals, into p->op_ms / op_nodes; returns the op types in time order
+ * in p->order and their count. */
+static int rank_ops(bench_profile *p) {
+  memset(p->op_ms, 0, sizeof(double) * KL_OP_COUNT);
+  memset(p->op_nodes, 0, sizeof(int) * KL_OP_COUNT);
+  for (int i = 0; i < p->g->n_nodes; i++) {
+    p->op_ms[p->g->nodes[i].op] += p->node_ms[i];
+    p->op_nodes[p->g->nodes[i].op]++;
+  }
+  int n = 0;
+  for (int op = 0; op < KL_OP_COUNT; op++)
+    if (p->op_nodes[op]) p->order[n++] = op;
+  sort_desc(p->order, n, p->op_ms);
+  return n;
+}
+
+/* The kernels that the nodes of op ran with, comma-separated, into buf. */
+static const char *op_kernels(const bench_profile *p, int op, char *buf, size_t len) {
+  buf[0] = '\0';
+  for (int i = 0; i < p->g->n_nodes; i++) {
+    const char *k = p->kernel[i] ? p->kernel[i] : "?";
+    if ((int)p->g->nodes[i].op != op || strstr(buf, k)) continue;
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s%s", used ? "," : "", k);
+  }
+  return buf;
+}
+
+static double total_ms(const bench_profile *p) {
+  double t = 0;
+  for (int i = 0; i < p->g->n_nodes; i++) t += p->node_ms[i];
+  return t;
+}
+
+void bench_profile_print(bench_profile *p, FILE *out) {
+  if (!p->runs) return;
+  double total = total_ms(p), runs = p->runs;
+  int n = rank_ops(p);
+  char label[128], kernels[256];
+  fprintf(out, "profile: mean over %d runs, %.3f ms per run in nodes\n", p->runs, total / runs);
+  fprintf(out, "  %-28s %10s %7s %6s  %s\n", "op type", "ms/run", "share", "nodes", "kernels");
+  for (int k = 0; k < n; k++) {
+    int op = p->order[k];
+    fprintf(out, "  %-28s %10.4f %6.1f%% %6d  %s\n", op_label((kl_op)op, label, sizeof label),
+            p->op_ms[op] / runs, total > 0 ? 100 * p->op_ms[op] / total : 0, p->op_nodes[op],
+            op_kernels(p, op, kernels, sizeof kernels));
+  }
+  int nn = p->g->n_nodes, shown = nn < 25 ? nn : 25;
+  for (int i = 0; i < nn; i++) p->order[i] = i;
+  sort_desc(p->order, nn, p->node_ms);
+  fprintf(out, "  slowest nodes (%d of %d):\n", shown, nn);
+  fprintf(out, "  %5s  %-32s %-22s %-12s %10s %7s\n", "#", "node", "op", "kernel", "ms/run", "share");
+  for (int k = 0; k < shown; k++) {
+    int i = p->order[k];
+    const kl_node *nd = &p->g->nodes[i];
+    fprintf(out, "  %5d  %-32.32s %-22.22s %-12.12s %10.4f %6.1f%%\n", i,
+            *nd->name ? nd->name : "-", op_label(nd->op, label, sizeof label),
+            p->kernel[i] ? p->kernel[i] : "?", p->node_ms[i] / runs,
+            total > 0 ? 100 * p->node_ms[i] / total : 0);
+  }
+}
+
+/* s as a JSON string literal (quotes, backslashes and control characters escaped). */
+static void json_string(FILE *out, const char *s) {
+  fputc('"', out);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+    else if (c < 0x20) fprintf(out, "\\u%04x", c);
+    else fputc(c, out);
+  }
+  fputc('"', out);
+}
+
+void bench_profile_json(bench_profile *p, FILE *out) {
+  int n = rank_ops(p);
+  char label[128], kernels[256];
+  double runs = p->runs ? p->runs : 1;
+  fprintf(out, "\"profile\": {\"runs\": %d, \"ops\": [", p->runs);
+  for (int k = 0; k < n; k++) {
+    int op = p->order[k];
+    fprintf(out, "%s{\"op\": ", k ? ", " : "");
+    json_string(out, op_label((kl_op)op, label, sizeof label));
+    fprintf(out, ", \"ms\": %.4f, \"nodes\": %d, \"kernels\": ", p->op_ms[op] / runs,
+            p->op_nodes[op]);
+    json_string(out, op_kernels(p, op, kernels, sizeof kernels));
+    fputc('}', out);
+  }
+  fprintf(out, "]}");
+}
+
+bool bench_profile_write_trace(const bench_profile *p, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    return false;
+  }
+  char label[128];
+  fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
+  for (int k = 0; k < p->n_events; k++) {
+    const trace_event *ev = &p->events[k];
+    const kl_node *nd = &p->g->nodes[ev->node];
+    fputs(k ? ",\n{\"name\": " : "{\"name\": ", f);
+    json_string(f, *nd->name ? nd->name : op_label(nd->op, label, sizeof label));
+    fputs(", \"cat\": ", f);
+    json_string(f, op_label(nd->op, label, sizeof label));
+    fprintf(f, ", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 1, \"tid\": 1, "
+            "\"args\": {\"node\": %d, \"kernel\": ", ev->ts_ms * 1e3, ev->dur_ms * 1e3, ev->node);
+    json_string(f, p->kernel[ev->node] ? p->kernel[ev->node] : "?");
+    fputs("}}", f);
+  }
+  fputs("\n]}\n", f);
+  bool ok = !ferror(f);
+  ok &= fclose(f) == 0;
+  if (!ok) fprintf(stderr, "kiln bench: cannot write %s\n", path);
+  return ok;
+}

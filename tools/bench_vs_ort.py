@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""kiln against onnxruntime on the same model files, inputs and thread counts.
+
+For every model and thread count, runs `kiln bench --json` and an onnxruntime worker
+(this script with --ort-worker), each in its own subprocess, alternately, ROUNDS times;
+reports the median of their p50 latencies, the ratio kiln/onnxruntime, each process's
+peak resident memory (ru_maxrss), and whether the outputs agree (`kiln run` against
+onnxruntime on the same inputs). Writes the table into docs/benchmarks.md (between the
+`bench:begin` and `bench:end` markers) and a chart next to it.
+
+Models: the bundled digits models, ResNet-50, MobileNetV2 and EfficientNet-B0 from
+the zoo cache (tools/export_zoo.py exports them when missing), and BERT-base at
+sequence length 128 (exported here, random weights, into ZOO/bench/). Nothing is
+downloaded.
+
+Usage:
+    .venv/bin/python tools/bench_vs_ort.py                      everything, 1 and 2 threads
+    .venv/bin/python tools/bench_vs_ort.py --models resnet50 --threads 1 --rounds 3
+    .venv/bin/python tools/bench_vs_ort.py --realtime           SCHED_FIFO (chrt -f 50)
+
+--realtime runs every measured process under `chrt -f 50`: on a machine shared with
+other work, timings are otherwise mostly the other work's. It needs CAP_SYS_NICE.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+# ---- models ----
+
+
+def zoo_model(zoo, name):
+    """A model of tools/export_zoo.py, exported when missing."""
+    path = os.path.join(zoo, name, "model.onnx")
+    if not os.path.exists(path):
+        subprocess.run([PY, os.path.join(ROOT, "tools", "export_zoo.py"), "--out", zoo,
+                        "--only", name], check=True)
+    return path
+
+
+def bert_s128(zoo):
+    """BERT-base (bert-base-uncased's shape, random weights) at sequence length 128."""
+    path = os.path.join(zoo, "bench", "bert_base_s128", "model.onnx")
+    if os.path.exists(path):
+        return path
+    import torch
+    from transformers import BertConfig, BertModel
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.manual_seed(0)
+    model = BertModel(BertConfig()).eval()
+    ids = torch.randint(0, 30522, (1, 128))
+    args = (ids, torch.ones(1, 128, dtype=torch.int64), torch.zeros(1, 128, dtype=torch.int64))
+    tmp = path + ".tmp"
+    torch.onnx.export(model, args, tmp, opset_version=17, dynamo=False,
+                      input_names=["input_ids", "attention_mask", "token_type_ids"],
+                      output_names=["last_hidden_state", "pooler_output"])
+    os.replace(tmp, path)
+    return path
+
+
+MODELS = {
+    "digits_cnn": lambda zoo: os.path.join(ROOT, "models", "digits_cnn", "model.onnx"),
+    "digits_mlp": lambda zoo: os.path.join(ROOT, "models", "digits_mlp", "model.onnx"),
+    "resnet50": lambda zoo: zoo_model(zoo, "resnet50"),
+    "mobilenet_v2": lambda zoo: zoo_model(zoo, "mobilenet_v2"),
+    "efficientnet_b0": lambda zoo: zoo_model(zoo, "efficientnet_b0"),
+    "bert_base_s128": bert_s128,
+}
+
+
+def make_inputs(path, folder):
+    """Deterministic inputs for the model's inputs, as .npy files; returns NAME=FILE."""
+    import numpy as np
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    rng = np.random.default_rng(1)
+    args = []
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        t = inp.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in t.shape.dim]
+        if t.elem_type == onnx.TensorProto.INT64:
+            if "mask" in inp.name:
+                x = np.ones(shape, np.int64)
+            elif "type" in inp.name:
+                x = np.zeros(shape, np.int64)
+            else:
+                x = rng.integers(0, 1000, shape).astype(np.int64)
+        else:
+            x = rng.standard_normal(shape).astype(np.float32)
+        file = os.path.join(folder, re.sub(r"[^A-Za-z0-9_.-]", "_", inp.name) + ".npy")
+        np.save(file, x)
+        args.append(f"{inp.name}={file}")
+    return args
+
+
+# ---- the onnxruntime side (run in its own process) ----
+
+
+def ort_worker(argv):
+    """--ort-worker MODEL THREADS ITERATIONS WARMUP OUTDIR NAME=FILE...: one JSON line."""
+    import numpy as np
+    import onnxruntime as ort
+
+    path, threads, iters, warmup, outdir = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    feeds = {k: np.load(v) for k, v in (a.split("=", 1) for a in argv[5:])}
+    for _ in range(max(warmup, 1)):
+        outs = sess.run(None, feeds)
+    lat = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        lat.append((time.perf_counter() - t) * 1e3)
+    for o, value in zip(sess.get_outputs(), outs):
+        np.save(os.path.join(outdir, re.sub(r"[^A-Za-z0-9_.-]", "_", o.name) + ".npy"), value)
+    print(json.dumps({"p50": statistics.median(lat),
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+# ---- measuring ----
+
+
+def run_json(cmd, realtime):
+    if realtime:
+        cmd = ["chrt", "-f", "50"] + cmd
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def measure(kiln, path, inputs, threads, args, outdir):
+    """Alternating kiln / onnxruntime runs; medians of their p50s, max peak RSS."""
+    kiln_cmd = [kiln, "bench", path, "--threads", str(threads), "--iterations",
+                str(args.iterations), "--warmup", str(args.warmup), "--json"]
+    for a in inputs:
+        kiln_cmd += ["--input", a]
+    ort_cmd = [PY, os.path.abspath(__file__), "--ort-worker", path, str(threads),
+               str(args.iterations), str(args.warmup), outdir] + inputs
+    k, o = [], []
+    for _ in range(args.rounds):
+        k.append(run_json(kiln_cmd, args.realtime))
+        o.append(run_json(ort_cmd, args.realtime))
+    return {"kiln_p50": statistics.median(r["latency_ms"]["p50"] for r in k),
+            "ort_p50": statistics.median(r["p50"] for r in o),
+            "kiln_rss": max(r["peak_rss_mb"] for r in k),
+            "ort_rss": max(r["peak_rss_mb"] for r in o),
+            "isa": k[0].get("isa", "?")}
+
+
+def agreement(kiln, path, inputs, ort_dir, work):
+    """Largest absolute difference between kiln's and onnxruntime's outputs, and
+    whether every output is within rtol 1e-3, atol 1e-4."""
+    import numpy as np
+
+    kdir = os.path.join(work, "kiln_out")
+    os.makedirs(kdir, exist_ok=True)
+    cmd = [kiln, "run", path, "--output-dir", kdir]
+    for a in inputs:
+        cmd += ["--input", a]
+    subprocess.run(cmd, check=True, capture_output=True)
+    worst, ok = 0.0, True
+    for f in sorted(os.listdir(ort_dir)):
+        want, got = np.load(os.path.join(ort_dir, f)), np.load(os.path.join(kdir, f))
+        if want.shape != got.shape:
+            return float("inf"), False
+        if want.dtype.kind == "f":
+            worst = max(worst, float(np.max(np.abs(want - got), initial=0.0)))
+            ok &= bool(np.allclose(got, want, rtol=1e-3, atol=1e-4))
+        else:
+            ok &= bool(np.array_equal(want, got))
+    return worst, ok
+
+
+# ---- reporting ----
+
+
+def table(rows):
+    lines = ["| model | threads | kiln p50 ms | onnxruntime p50 ms | kiln/ort | kiln peak RSS MiB "
+             "| ort peak RSS MiB | outputs agree (max abs diff) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['threads']} | {r['kiln_p50']:.3f} | {r['ort_p50']:.3f} "
+                     f"| {r['kiln_p50'] / r['ort_p50']:.2f} | {r['kiln_rss']:.0f} | {r['ort_rss']:.0f} "
+                     f"| {'yes' if r['ok'] else 'NO'} ({r['diff']:.1e}) |")
+    return "\n".join(lines)
+
+
+def chart(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['model']}\n{r['threads']}t" for r in rows]
+    ratios = [r["kiln_p50"] / r["ort_p50"] for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4))
+    ax.bar(range(len(rows)), ratios, color=["#3a7" if x <= 1 else "#c53" for x in ratios])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(0.8, color="gray", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("p50 latency, kiln / onnxruntime")
+    ax.set_title("kiln vs onnxruntime (lower is faster for kiln; dashed: 0.8 target)")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def write_doc(doc, text):
+    old = open(doc).read() if os.path.exists(doc) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in old:
+        old += f"\n{BEGIN}\n{END}\n"
+    head, rest = old.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1] if END in rest else ""
+    with open(doc, "w") as f:
+        f.write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
+        return ort_worker(sys.argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "tools", "kiln"))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each (default 3)")
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--zoo", default=os.path.expanduser("~/.cache/kiln-zoo"))
+    ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--chart", default=os.path.join(ROOT, "docs", "benchmarks.svg"))
+    ap.add_argument("--realtime", action="store_true", help="run measurements under chrt -f 50")
+    args = ap.parse_args()
+    load = os.getloadavg()[0]
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            path = MODELS[name](args.zoo)
+            mdir = os.path.join(work, name)
+            os.makedirs(os.path.join(mdir, "ort_out"))
+            inputs = make_inputs(path, mdir)
+            for t in (int(x) for x in args.threads.split(",")):
+                r = measure(args.kiln, path, inputs, t, args, os.path.join(mdir, "ort_out"))
+                r["diff"], r["ok"] = agreement(args.kiln, path, inputs, os.path.join(mdir, "ort_out"), mdir)
+                r.update(model=name, threads=t)
+                rows.append(r)
+                print(f"{name} threads {t}: kiln {r['kiln_p50']:.3f} ms, ort {r['ort_p50']:.3f} ms, "
+                      f"ratio {r['kiln_p50'] / r['ort_p50']:.2f}, rss {r['kiln_rss']:.0f} / "
+                      f"{r['ort_rss']:.0f} MiB, agree {r['ok']} ({r['diff']:.1e})", flush=True)
+    isa = rows[0]["isa"] if rows else "?"
+    note = (f"Measured {time.strftime('%Y-%m-%d %H:%M')} with `{' '.join(['tools/bench_vs_ort.py'] + sys.argv[1:])}`"
+            f"; kiln's ISA: {isa}; onnxruntime "
+            f"{subprocess.run([PY, '-c', 'import onnxruntime; print(onnxruntime.__version__)'], capture_output=True, text=True).stdout.strip()}"
+            f"; {args.rounds} alternating rounds of {args.iterations} runs each (median of the p50s)"
+            f"{'; every process under chrt -f 50' if args.realtime else ''}; load average at the "
+            f"start: {load:.1f}.")
+    write_doc(args.doc, note + "\n\n" + table(rows) + f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})")
+    chart(rows, args.chart)
+
+
+if __name__ == "__main__":
+    main()
