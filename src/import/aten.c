@@ -1932,12 +1932,13 @@ kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
   memset(out, 0, sizeof *out);
   out->id = -1;
   kiln_status s = bind(&c, args, kw, n_args);
-  if (s != KILN_OK) return s;
-  if (in_place && n_args > 0 && args[0].kind == KL_TSV_TENSOR && kl_ts_is_view(b, args[0].id))
+  if (s != KILN_OK || (s = op->fn(&c)) != KILN_OK) return s;
+  int base = n_args > 0 && args[0].kind == KL_TSV_TENSOR ? args[0].id : -1;
+  /* an in-place op that changes its input (not dropout_ in eval) on a view */
+  bool writes = !(out->kind == KL_TSV_TENSOR && out->id == base);
+  if (in_place && writes && kl_ts_is_view(b, base))
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "an in-place write into a view of another tensor: "
                    "the trace relies on the two sharing memory, which kiln's graphs do not "
                    "express; export the model to ONNX");
-  if ((s = op->fn(&c)) != KILN_OK) return s;
-  int base = n_args > 0 && args[0].kind == KL_TSV_TENSOR ? args[0].id : -1;
   return is_view_op(op->name) ? mark_views(b, out, base) : KILN_OK;
 }

@@ -46,6 +46,8 @@ static kiln_status canon_coerce_2d(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
 static kiln_status canon_batchnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_resize_10(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+static kiln_status canon_grid_sample_16(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+static kiln_status canon_dft_17(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 
 static const rule rules[] = {
     {"Squeeze", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
@@ -90,6 +92,10 @@ static const rule rules[] = {
      * input 2, asymmetric coordinates, their own nearest rounding */
     {"Upsample", KL_ONNX_MAX_OPSET + 1, canon_resize_10, {{"scales", 2, MOVE_F32_LIST, false}}},
     {"Resize", 11, canon_resize_10, {{"scales", 2, MOVE_F32_LIST, false}}},
+    /* before 20, GridSample's modes were named bilinear and bicubic */
+    {"GridSample", 20, canon_grid_sample_16, {{NULL, 0, MOVE_DROP, false}}},
+    /* before 20, DFT's axis was an attribute, and its default 1 (now -2) */
+    {"DFT", 20, canon_dft_17, {{"axis", 2, MOVE_I64_ONE, false}}},
 };
 
 /* Ops that exist only under an older name, with the same meaning as the IR op (or one
@@ -360,4 +366,41 @@ static kiln_status canon_resize_10(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
   if (s == KILN_OK)
     s = kl_node_set_string(c->g, node, "coordinate_transformation_mode", "asymmetric", c->e);
   return s == KILN_OK ? kl_node_set_string(c->g, node, "nearest_mode", "simple", c->e) : s;
+}
+
+/* ---- GridSample before opset 20 ----
+ * Only the names changed (bilinear -> linear, bicubic -> cubic); opset 16 also limited
+ * it to 4-D input, a subset of what opset 20 takes. */
+
+static kiln_status canon_grid_sample_16(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  (void)r;
+  int node;
+  kiln_status s = kl_onnx_emit(c, n, &node);
+  const char *mode = s == KILN_OK ? kl_attr_string(&c->g->nodes[node], "mode", "") : "";
+  if (strcmp(mode, "bilinear") == 0)
+    s = kl_node_set_string(c->g, node, "mode", "linear", c->e);
+  else if (strcmp(mode, "bicubic") == 0)
+    s = kl_node_set_string(c->g, node, "mode", "cubic", c->e);
+  return s;
+}
+
+/* ---- DFT before opset 20 ----
+ * axis became input 2; without the attribute the old default, 1, is made explicit,
+ * since the new one (-2) names another axis for inputs of rank other than 3. */
+
+static kiln_status canon_dft_17(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  if (kl_onnx_node_attr(n, "axis")) return canon_moves(c, n, r);
+  if (n->n_in > 2 && n->in[2] != KL_ABSENT)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "it has %d inputs; DFT at opset %lld takes "
+                   "at most 2", n->n_in, (long long)c->opset);
+  kiln_status s = kl_onnx_node_reserve_input(c, n, 2);
+  int64_t *one = s == KILN_OK ? malloc(sizeof *one) : NULL;
+  if (s != KILN_OK) return s;
+  if (!one) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  *one = 1;
+  int v = kl_graph_add_const(c->g, NULL, KL_I64, 0, NULL, one, sizeof *one, false, c->e);
+  if (v < 0) return c->e->code;
+  n->in[2] = v;
+  int node;
+  return kl_onnx_emit(c, n, &node);
 }

@@ -52,7 +52,6 @@ static size_t weight_bytes(const kiln_model *m) {
 
 /* Inputs of a run: shapes with symbols resolved, and their buffers. */
 typedef struct run_inputs {
-  int n;
   int64_t dims[64][KL_MAX_RANK];
   int rank[64];
   void *data[64];
@@ -95,7 +94,9 @@ static bool make_input(const kiln_model *m, int i, uint64_t seed, run_inputs *in
   for (int d = 0; d < rank; d++) {
     int64_t size = info.rank < 0 ? 2 : pick_dim(&info, i, d, seed);
     in->dims[i][d] = size;
-    if (size > RUN_MAX_INPUT_ELEMS || (numel *= size) > RUN_MAX_INPUT_ELEMS) return false;
+    if (size > RUN_MAX_INPUT_ELEMS) return false;
+    numel *= size; /* both at most RUN_MAX_INPUT_ELEMS: no overflow */
+    if (numel > RUN_MAX_INPUT_ELEMS) return false;
   }
   in->rank[i] = rank;
   in->bytes[i] = (size_t)numel * kiln_dtype_size(info.dtype);

@@ -8,10 +8,15 @@ passes (tests/conformance/expected_failures.txt lists the others), the smallest 
 each set of op types, so that the fuzzer starts from every op kiln can run.
 fuzz_tensorfile: the bundled models' test inputs and outputs (.pb), the smallest node-test
 tensor of each dtype, and small .npy files of every dtype and format version kiln reads.
+fuzz_onnx.dict: a libFuzzer dictionary of the op names of src/ir/ops.def and the
+attribute names the sources read, bare and as protobuf fields (NodeProto.op_type,
+AttributeProto.name), so that mutations turn one op or attribute into another.
 The folders are emptied first; the output is the same on every run.
 """
+import glob
 import io
 import os
+import re
 import shutil
 
 import numpy as np
@@ -113,6 +118,29 @@ def tensorfile_seeds():
         f.write(npy_bytes(np.zeros((0, 4), dtype="<i8"), (1, 0)))
 
 
+def dict_entry(raw):
+    return '"%s"' % "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "\\x%02x" % ord(c)
+                           for c in raw)
+
+
+def onnx_dictionary():
+    src = os.path.join(ROOT, "src")
+    with open(os.path.join(src, "ir", "ops.def")) as f:
+        ops = sorted(set(re.findall(r'^KL_OP\(\w+, *"(\w+)"', f.read(), re.M)))
+    attrs = set()
+    for path in glob.glob(os.path.join(src, "**", "*.c"), recursive=True):
+        with open(path) as f:
+            attrs.update(re.findall(r'kl_attr_\w+\([\w>-]+, *"(\w+)"', f.read()))
+    lines = ["# written by tests/fuzz/make_seeds.py: op and attribute names"]
+    for op in ops:  # NodeProto.op_type is field 4, a string: tag 0x22
+        lines += [dict_entry(op), dict_entry("\x22%c%s" % (len(op), op))]
+    for name in sorted(attrs):  # AttributeProto.name is field 1: tag 0x0a
+        lines += [dict_entry(name), dict_entry("\x0a%c%s" % (len(name), name))]
+    with open(os.path.join(ROOT, "tests", "fuzz", "fuzz_onnx.dict"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 if __name__ == "__main__":
     onnx_seeds()
     tensorfile_seeds()
+    onnx_dictionary()

@@ -3,7 +3,8 @@
 #
 #   tests/fuzz/run_fuzz.sh smoke  FUZZER NAME   fuzz for $KILN_FUZZ_SECONDS (default 25) s,
 #                                               starting from seeds/NAME and regression/NAME
-#   tests/fuzz/run_fuzz.sh replay FUZZER NAME   run every file of regression/NAME once
+#   tests/fuzz/run_fuzz.sh replay FUZZER NAME   run every file of regression/NAME once, and
+#                                               the bad-input corpus files of its formats
 #
 # The working corpus of a smoke run is a temporary folder, so the repository's corpora
 # stay as they are. A crash leaves its input in the folder printed at the end; minimize
@@ -20,6 +21,12 @@ name=$3
 here=$(cd "$(dirname "$0")" && pwd)
 seeds="$here/seeds/$name"
 regression="$here/regression/$name"
+bad_corpus=$(cd "$here/../corpus/bad" 2>/dev/null && pwd)
+case "$name" in
+  fuzz_onnx) bad_types=(-name '*.onnx' -o -name '*.pt') ;;
+  fuzz_tensorfile) bad_types=(-name '*.npy' -o -name '*.pb') ;;
+  *) bad_types=(-false) ;;
+esac
 # libFuzzer reports leaks and UBSan findings as crashes; ASan's own defaults suffice.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
@@ -28,13 +35,18 @@ common=(-timeout=20 -rss_limit_mb=2048 -print_final_stats=1)
 
 if [ "$mode" = replay ]; then
   files=()
-  [ -d "$regression" ] && while IFS= read -r -d '' f; do files+=("$f"); done \
-    < <(find "$regression" -type f -print0 | sort -z)
+  while IFS= read -r -d '' f; do files+=("$f"); done \
+    < <(find "$regression" -type f -print0 2>/dev/null | sort -z)
+  n_regression=${#files[@]}
+  # The hand-made hostile inputs too: the targets check more than `kiln run` does.
+  while IFS= read -r -d '' f; do files+=("$f"); done \
+    < <(find "$bad_corpus" -type f \( "${bad_types[@]}" \) -print0 2>/dev/null | sort -z)
   if [ ${#files[@]} -eq 0 ]; then
-    echo "$name: no regression files in $regression"
-    exit 0
+    echo "$name: no files to replay in $regression or $bad_corpus" >&2
+    exit 1
   fi
-  echo "$name: replaying ${#files[@]} regression files"
+  echo "$name: replaying $n_regression regression files and $((${#files[@]} - n_regression))" \
+    "bad-corpus files"
   # Files (not folders) as arguments: libFuzzer runs each once and does not fuzz.
   exec "$fuzzer" "${common[@]}" "${files[@]}"
 fi

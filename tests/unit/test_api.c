@@ -1,20 +1,15 @@
 /* The public API (include/kiln.h) on the bundled models: options, loading, model
  * description, sessions, outputs against PyTorch's, and every error path. Runs from
  * the source root. Internal headers are used only to read the expected tensors. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdint.h>
-
-#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "import/tensorfile.h"
 #include "kiln.h"
 
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testutil.h"
 
 #define CNN "models/digits_cnn/model.onnx"
 #define MLP "models/digits_mlp/model.onnx"
@@ -22,12 +17,6 @@
 #define CNN_SET1 "models/digits_cnn/test_data_set_1"
 #define MLP_SET0 "models/digits_mlp/test_data_set_0"
 #define TOLERANCE 1e-4
-
-#define assert_contains(hay, needle)                                                   \
-  do {                                                                                 \
-    const char *hay_ = (hay), *needle_ = (needle);                                     \
-    if (!strstr(hay_, needle_)) fail_msg("\"%s\" does not contain \"%s\"", hay_, needle_); \
-  } while (0)
 
 /* A failed call: the status and a message that says something. */
 #define assert_model_fails(call, m, want)                                              \
@@ -101,13 +90,8 @@ static const float *check_output(kiln_session *s, const kl_tensor *want) {
     assert_null(info.dim_names[d]); /* a run's output is concrete */
   }
   assert_non_null(data);
-  const float *got = data, *w = want->data;
-  int64_t n = kl_tensor_numel(want);
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs((double)got[i] - (double)w[i]) <= TOLERANCE))
-      fail_msg("output[%lld] = %.7g, expected %.7g (tolerance %g)", (long long)i,
-               (double)got[i], (double)w[i], TOLERANCE);
-  return got;
+  tu_assert_floats(data, want->data, kl_tensor_numel(want), TU_TOL(TOLERANCE, 0));
+  return data;
 }
 
 /* Run one ONNX test data set (input_0.pb -> output_0.pb) on the session. */
@@ -118,21 +102,6 @@ static void run_set(kiln_session *s, const char *set) {
   check_output(s, &want);
   free(in.data);
   free(want.data);
-}
-
-static void *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  long n = ftell(f);
-  assert_true(n > 0);
-  rewind(f);
-  void *buf = malloc((size_t)n);
-  assert_non_null(buf);
-  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
 }
 
 /* ---- small functions ---- */
@@ -264,7 +233,7 @@ static void test_options_used(void **state) {
   assert_int_equal(kiln_options_set_string(o, "passes", "+no_such_pass"), KILN_OK);
   m = NULL;
   assert_model_fails(kiln_model_load(CNN, o, &m), m, KILN_ERR_INVALID_ARGUMENT);
-  assert_contains(kiln_model_error(m), "no_such_pass");
+  tu_assert_contains(kiln_model_error(m), "no_such_pass");
   kiln_model_free(m);
   kiln_options_free(o);
 }
@@ -315,7 +284,8 @@ static void test_load_path(void **state) {
 static void test_load_memory(void **state) {
   (void)state;
   size_t len;
-  unsigned char *buf = read_file(CNN, &len);
+  unsigned char *buf = tu_read_file(CNN, &len);
+  assert_true(len > 0);
   kiln_model *m = NULL;
   kiln_status st = kiln_model_load_memory(buf, len, NULL, &m);
   assert_non_null(m);
@@ -495,14 +465,14 @@ static void test_missing_file(void **state) {
   const char *path = "models/no_such_model/model.onnx";
   kiln_model *m = NULL;
   assert_model_fails(kiln_model_load(path, NULL, &m), m, KILN_ERR_IO);
-  assert_contains(kiln_model_error(m), path);
+  tu_assert_contains(kiln_model_error(m), path);
   kiln_tensor_info info;
   assert_int_equal(kiln_model_input_info(m, 0, &info), KILN_ERR_INVALID_ARGUMENT);
 
   /* a session on a model that did not load */
   kiln_session *s = NULL;
   assert_session_fails(kiln_session_create(m, NULL, &s), s, KILN_ERR_STATE);
-  assert_contains(kiln_session_error(s), path);
+  tu_assert_contains(kiln_session_error(s), path);
   kiln_session_free(s);
   kiln_model_free(m);
 
@@ -510,14 +480,14 @@ static void test_missing_file(void **state) {
   m = NULL;
   kiln_status st = kiln_model_load("models/digits_cnn", NULL, &m);
   assert_int_not_equal(st, KILN_OK);
-  assert_contains(kiln_model_error(m), "models/digits_cnn");
+  tu_assert_contains(kiln_model_error(m), "models/digits_cnn");
   kiln_model_free(m);
 
   /* a missing TorchScript file is an i/o error too */
   const char *pt = "models/no_such_model/model.pt";
   m = NULL;
   assert_model_fails(kiln_model_load(pt, NULL, &m), m, KILN_ERR_IO);
-  assert_contains(kiln_model_error(m), pt);
+  tu_assert_contains(kiln_model_error(m), pt);
   kiln_model_free(m);
 }
 
@@ -530,24 +500,24 @@ static void test_input_errors(void **state) {
 
   assert_session_fails(kiln_session_set_input(s, "image", KILN_DTYPE_FLOAT32, 4, good, img,
                                               256), s, KILN_ERR_NOT_FOUND);
-  assert_contains(kiln_session_error(s), "'image'");
+  tu_assert_contains(kiln_session_error(s), "'image'");
 
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT64, 4, good, img,
                                               512), s, KILN_ERR_DTYPE);
-  assert_contains(kiln_session_error(s), "expected float32, got float64");
+  tu_assert_contains(kiln_session_error(s), "expected float32, got float64");
   assert_session_fails(kiln_session_set_input(s, "input", (kiln_dtype)77, 4, good, img, 256),
                        s, KILN_ERR_DTYPE);
 
   const int64_t rank3[3] = {1, 8, 8};
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT32, 3, rank3, img,
                                               256), s, KILN_ERR_SHAPE);
-  assert_contains(kiln_session_error(s), "expected shape float32[batch,1,8,8], got [1,8,8]");
+  tu_assert_contains(kiln_session_error(s), "expected shape float32[batch,1,8,8], got [1,8,8]");
 
   const int64_t two_ch[4] = {1, 2, 8, 8};
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT32, 4, two_ch, img,
                                               512), s, KILN_ERR_SHAPE);
-  assert_contains(kiln_session_error(s), "expected shape float32[batch,1,8,8], got [1,2,8,8]");
-  assert_contains(kiln_session_error(s), "dim 1");
+  tu_assert_contains(kiln_session_error(s), "expected shape float32[batch,1,8,8], got [1,2,8,8]");
+  tu_assert_contains(kiln_session_error(s), "dim 1");
 
   const int64_t neg[4] = {-1, 1, 8, 8};
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT32, 4, neg, img,
@@ -559,8 +529,8 @@ static void test_input_errors(void **state) {
 
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT32, 4, good, img,
                                               255), s, KILN_ERR_SHAPE);
-  assert_contains(kiln_session_error(s), "256 bytes");
-  assert_contains(kiln_session_error(s), "255");
+  tu_assert_contains(kiln_session_error(s), "256 bytes");
+  tu_assert_contains(kiln_session_error(s), "255");
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT32, 4, good, img,
                                               512), s, KILN_ERR_SHAPE);
 
@@ -587,7 +557,7 @@ static void test_state_errors(void **state) {
   const void *data = NULL;
   assert_session_fails(kiln_session_get_output(s, 0, &info, &data), s, KILN_ERR_STATE);
   assert_session_fails(kiln_session_run(s), s, KILN_ERR_STATE);
-  assert_contains(kiln_session_error(s), "'input'");
+  tu_assert_contains(kiln_session_error(s), "'input'");
   /* each failure reports itself, not an older one */
   assert_session_fails(kiln_session_get_output(s, 0, &info, &data), s, KILN_ERR_STATE);
   assert_null(strstr(kiln_session_error(s), "'input'"));
@@ -601,15 +571,26 @@ static void test_state_errors(void **state) {
   assert_non_null(data);
   assert_session_fails(kiln_session_get_output(s, 1, &info, &data), s,
                        KILN_ERR_INVALID_ARGUMENT);
-  assert_contains(kiln_session_error(s), "out of range");
+  tu_assert_contains(kiln_session_error(s), "out of range");
   assert_session_fails(kiln_session_get_output(s, -1, &info, &data), s,
                        KILN_ERR_INVALID_ARGUMENT);
-  assert_contains(kiln_session_error(s), "-1");
+  tu_assert_contains(kiln_session_error(s), "-1");
   /* a failed get_output does not lose the run: index 0 still works */
   assert_session_ok(kiln_session_get_output(s, 0, &info, &data), s);
   assert_int_equal(info.dims[0], 1);
   kiln_session_free(s);
   kiln_model_free(m);
+}
+
+/* s runs a batch of one but refuses the batch of 16: KILN_ERR_LIMIT, with a message
+ * containing why. */
+static void batch16_refused(kiln_session *s, const char *why) {
+  run_set(s, CNN_SET1);
+  kl_tensor in = read_tensor(CNN_SET0, "input_0.pb");
+  assert_session_ok(set_tensor(s, "input", &in), s);
+  assert_session_fails(kiln_session_run(s), s, KILN_ERR_LIMIT);
+  tu_assert_contains(kiln_session_error(s), why);
+  free(in.data);
 }
 
 /* Weights of the CNN: about 21 KB; its largest single weight is 32x16x3x3 floats
@@ -628,11 +609,7 @@ static void test_max_tensor_bytes(void **state) {
   assert_int_equal(kiln_options_set_int(o, "max_tensor_bytes", 20000), KILN_OK);
   m = load(CNN, o);
   kiln_session *s = session(m, NULL);
-  run_set(s, CNN_SET1);
-  kl_tensor in = read_tensor(CNN_SET0, "input_0.pb");
-  assert_session_ok(set_tensor(s, "input", &in), s);
-  assert_session_fails(kiln_session_run(s), s, KILN_ERR_LIMIT);
-  assert_contains(kiln_session_error(s), "limit");
+  batch16_refused(s, "limit");
   kiln_tensor_info info;
   assert_session_fails(kiln_session_get_output(s, 0, &info, NULL), s, KILN_ERR_STATE);
   run_set(s, CNN_SET1); /* the session is still usable */
@@ -644,7 +621,6 @@ static void test_max_tensor_bytes(void **state) {
   run_set(s, CNN_SET0);
   kiln_session_free(s);
   kiln_model_free(m);
-  free(in.data);
   kiln_options_free(o);
 }
 
@@ -664,7 +640,7 @@ static void test_memory_limit(void **state) {
       kl_tensor in = read_tensor(CNN_SET1, "input_0.pb");
       assert_session_ok(set_tensor(s, "input", &in), s);
       assert_session_fails(kiln_session_run(s), s, KILN_ERR_LIMIT);
-      assert_contains(kiln_session_error(s), "memory limit");
+      tu_assert_contains(kiln_session_error(s), "memory limit");
       free(in.data);
     } else {
       assert_int_equal(st, KILN_ERR_LIMIT);
@@ -681,11 +657,7 @@ static void test_memory_limit(void **state) {
   assert_int_equal(kiln_options_set_int(o, "memory_limit", 64 << 10), KILN_OK);
   m = load(CNN, o);
   kiln_session *s = session(m, NULL);
-  run_set(s, CNN_SET1);
-  kl_tensor in = read_tensor(CNN_SET0, "input_0.pb");
-  assert_session_ok(set_tensor(s, "input", &in), s);
-  assert_session_fails(kiln_session_run(s), s, KILN_ERR_LIMIT);
-  assert_contains(kiln_session_error(s), "memory limit");
+  batch16_refused(s, "memory limit");
   kiln_session_free(s);
 
   /* no limit (0) on the session: the batch of 16 runs */
@@ -694,7 +666,6 @@ static void test_memory_limit(void **state) {
   run_set(s, CNN_SET0);
   kiln_session_free(s);
   kiln_model_free(m);
-  free(in.data);
   kiln_options_free(o);
 }
 

@@ -186,6 +186,8 @@ static const conv_case conv_cases[] = {
     {"conv 1-D", 3, {2, 4, 11}, {3, 4, 3}, 1, 1, {2}, {1}, {1, 0}, NULL, true},
     {"conv 3-D", 5, {1, 2, 5, 6, 4}, {4, 2, 3, 3, 3}, 1, 3, {1, 1, 1}, {1, 1, 1},
      {1, 1, 1, 1, 1, 1}, NULL, true},
+    {"conv 3x3 32->48 (Winograd)", 4, {1, 32, 10, 12}, {48, 32, 3, 3}, 1, 2, {1, 1}, {1, 1},
+     {1, 1, 1, 1}, NULL, true},
 };
 
 static int conv_node(kl_graph *g, kl_op op, const conv_case *c, const int64_t *w_dims,
@@ -381,6 +383,12 @@ static void test_fused_sum(void **state) {
   sum = input(g, "s", 4, (int64_t[]){1, 5, 1, 1});
   conv_node(g, KL_OP_KilnFusedConv, c, c->w, sum);
   check(g, "FusedConv + broadcast Sum");
+  const conv_case *wino = &conv_cases[sizeof conv_cases / sizeof conv_cases[0] - 1];
+  g = kl_graph_new();
+  sum = input(g, "s", 4, (int64_t[]){1, 48, 10, 12});
+  n = conv_node(g, KL_OP_KilnFusedConv, wino, wino->w, sum);
+  activation(g, n, "Relu", 0, NULL);
+  check(g, "FusedConv (Winograd) + Sum + Relu");
   g = kl_graph_new();
   sum = input(g, "s", 4, (int64_t[]){1, 3, 10, 10});
   n = conv_node(g, KL_OP_KilnFusedConvTranspose, &(conv_case){"", 4, {1, 4, 5, 5},
@@ -415,6 +423,32 @@ static void test_fused_gemm_matmul(void **state) {
   node(g, KL_OP_KilnFusedMatMul, 4,
        (int[]){a, cst(g, 2, (int64_t[]){8, 6}), KL_ABSENT, s});
   check(g, "FusedMatMul + broadcast Sum");
+}
+
+/* kiln.Attention: scaled Q Kt, the mask added, softmax, times V. */
+static void test_attention(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int rank, mask_rank;
+    int64_t q[4], kt[4], v[4], mask[4];
+  } cases[] = {
+      {"attention with a [B,1,1,T] mask", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7}, {2, 1, 1, 6}},
+      {"attention with a [S,T] mask", 4, 2, {1, 2, 5, 8}, {1, 2, 8, 5}, {1, 2, 5, 8}, {5, 5}},
+      {"attention without a mask", 3, 0, {4, 7, 16}, {4, 16, 9}, {4, 9, 16}, {0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    int q = input(g, "q", cases[i].rank, cases[i].q);
+    int kt = input(g, "kt", cases[i].rank, cases[i].kt);
+    int v = input(g, "v", cases[i].rank, cases[i].v);
+    int n = cases[i].mask_rank
+                ? node(g, KL_OP_KilnAttention, 4,
+                       (int[]){q, kt, v, input(g, "mask", cases[i].mask_rank, cases[i].mask)})
+                : node(g, KL_OP_KilnAttention, 3, (int[]){q, kt, v});
+    assert_int_equal(kl_node_set_float(g, n, "scale", 0.35f, NULL), KILN_OK);
+    check(g, cases[i].what);
+  }
 }
 
 /* Convolutions and a MaxPool feeding each other: the values between them are held
@@ -464,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_fused_conv_activations),
       cmocka_unit_test(test_fused_sum),
       cmocka_unit_test(test_fused_gemm_matmul),
+      cmocka_unit_test(test_attention),
       cmocka_unit_test(test_conv_chain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

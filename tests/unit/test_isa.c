@@ -77,7 +77,7 @@ typedef struct tcase {
   kl_err e;
   kl_isa min_level;  /* lowest level that must have a kernel; KL_ISA_COUNT: none */
   bool unaligned;    /* buffers one element off their allocation's alignment */
-  bool inplace;      /* the ISA kernel also runs with out[0] in in[0]'s buffer */
+  unsigned inplace;  /* bit k: the ISA kernel also runs with out[0] in in[k]'s buffer */
   bool rank_unknown; /* the selection sees input 0 with an unknown rank */
   uint64_t seed;
 } tcase;
@@ -254,16 +254,18 @@ static void abs_reference(tcase *t, kl_tensor *out, void **mem) {
   free(amem);
 }
 
-/* The ISA kernel with out[0] in a copy of input 0's buffer, which it reads. */
-static void run_inplace(tcase *t, kl_kernel_fn fn, kl_tensor *out) {
+/* The ISA kernel with out[0] in a copy of input k's buffer, which it reads; the
+ * selection must allow it (kl_cpu_isa_inplace). */
+static void run_inplace(tcase *t, kl_kernel_fn fn, kl_tensor *out, int k) {
+  assert_true(kl_cpu_isa_inplace(tc_node(t)) & (1u << k));
   const kl_tensor *in[MAX_IO];
   inputs_of(t, in);
-  kl_tensor shared = t->in[0];
+  kl_tensor shared = t->in[k];
   size_t bytes = kl_tensor_nbytes(&shared);
   assert_int_equal(bytes, kl_tensor_nbytes(&out[0]));
   memcpy(out[0].data, shared.data, bytes);
   shared.data = out[0].data;
-  in[0] = &shared;
+  in[k] = &shared;
   run(t, fn, in, out, 1);
 }
 
@@ -284,13 +286,14 @@ static void check_level(tcase *t, kl_isa isa, const kl_type *const *tp, const kl
   assert_null(k.release);
   const kl_tensor *in[MAX_IO];
   inputs_of(t, in);
-  for (int pass = 0; pass < (t->inplace ? 3 : 2); pass++) {
+  for (int pass = 0; pass < 2 + t->n_in; pass++) { /* 1 thread, all, then in place */
+    if (pass >= 2 && !(t->inplace & (1u << (pass - 2)))) continue;
     kl_tensor out[MAX_IO];
     void *mem[MAX_IO];
     memset(out, 0, sizeof out);
     alloc_outputs(t, out, mem);
-    if (pass < 2) run(t, k.run, in, out, pass == 0 ? 1 : 0); /* one thread, then all */
-    else run_inplace(t, k.run, out);
+    if (pass < 2) run(t, k.run, in, out, pass == 0 ? 1 : 0);
+    else run_inplace(t, k.run, out, pass - 2);
     for (int o = 0; o < t->n_out; o++)
       compare(t, kl_isa_level_name(isa), o, &out[o], &ref[o], tl, abs_sum);
     free_all(mem, t->n_out);
@@ -367,7 +370,7 @@ static void test_activations(void **state) {
         tcase t;
         tc_init(&t, name, ac->op, 1, 1);
         act_setup(&t, ac);
-        t.inplace = true;
+        t.inplace = 1;
         t.min_level = bf ? KL_ISA_AVX512_BF16 : KL_ISA_GENERIC;
         tc_rand(&t, 0, bf ? KL_BF16 : KL_F32, 1, &SIZES[s], ac->lo, ac->hi, 1e-3);
         tc_check(&t, ac->tl); /* widened to a bfloat16 ulp by compare */
@@ -424,17 +427,15 @@ static void test_clip(void **state) {
   (void)state;
   static const double bounds[][2] = {{-1.5, 2.0}, {0.5, 0.25}, {-INFINITY, 0.0}};
   for (size_t s = 0; s < N_SIZES; s++)
-    for (int b = 0; b < 4; b++) {
+    for (int b = 0; b < 5; b++) {
       tcase t;
       tc_init(&t, "Clip", KL_OP_Clip, 3, 1);
       tc_rand(&t, 0, KL_F32, 1, &SIZES[s], -4, 4, 1e-3);
-      if (b < 3) { /* both bounds; b == 3: only the lower one, the upper absent */
-        tc_values(&t, 1, KL_F32, 0, NULL, &bounds[b][0]);
-        tc_values(&t, 2, KL_F32, 0, NULL, &bounds[b][1]);
-      } else {
-        tc_values(&t, 1, KL_F32, 0, NULL, &bounds[0][0]);
-      }
-      t.inplace = true;
+      if (b < 4) /* b == 4: no lower bound */
+        tc_values(&t, 1, KL_F32, 0, NULL, &bounds[b < 3 ? b : 0][0]);
+      if (b != 3) /* b == 3: no upper bound */
+        tc_values(&t, 2, KL_F32, 0, NULL, &bounds[b < 3 ? b : 0][1]);
+      t.inplace = 1;
       tc_check(&t, EXACT);
     }
 }
@@ -463,6 +464,14 @@ static bool covers(const bcast_case *bc) {
   return true;
 }
 
+/* Whether B has it. */
+static bool covered(const bcast_case *bc) {
+  bcast_case swapped = {bc->rb, bc->ra, {0}, {0}};
+  memcpy(swapped.a, bc->b, sizeof bc->b);
+  memcpy(swapped.b, bc->a, sizeof bc->a);
+  return covers(&swapped);
+}
+
 static void test_binary(void **state) {
   (void)state;
   const kl_op ops[] = {KL_OP_Add, KL_OP_Sub, KL_OP_Mul, KL_OP_Div};
@@ -478,7 +487,7 @@ static void test_binary(void **state) {
         tc_rand(&t, 0, dt, bc->ra, bc->a, -4, 4, 1e-3);
         tc_rand(&t, 1, dt, bc->rb, bc->b, -4, 4, 0.25); /* far from 0 for Div */
         t.min_level = bf ? KL_ISA_AVX512_BF16 : KL_ISA_GENERIC;
-        t.inplace = covers(bc);
+        t.inplace = (covers(bc) ? 1u : 0u) | (covered(bc) ? 2u : 0u);
         tc_check(&t, bf ? BF16 : EXACT);
       }
 }
@@ -500,7 +509,7 @@ static void test_softmax(void **state) {
         double off = v == 1 ? 100 : 0; /* a large max: x - max must stay exact */
         tc_rand(&t, 0, dt, 2, shapes[s], off - 8, off + 8, 1e-3);
         t.min_level = v == 2 ? KL_ISA_AVX512_BF16 : KL_ISA_GENERIC;
-        t.inplace = true;
+        t.inplace = 1;
         tc_check(&t, v == 2 ? BF16 : (tol){2e-6, 1e-6, false});
       }
 }
@@ -538,7 +547,7 @@ static void norm_case(kl_op op, int rank, const int64_t *dims, int64_t axis, boo
   tc_rand(&t, 1, dt, rank - a, dims + a, -2, 2, 0.1);
   if (n_in > 2) tc_rand(&t, 2, dt, rank - a, dims + a, -1, 1, 1e-3);
   t.min_level = dt == KL_BF16 ? KL_ISA_AVX512_BF16 : KL_ISA_GENERIC;
-  t.inplace = true;
+  t.inplace = 1;
   tc_check(&t, NORM);
 }
 
@@ -568,7 +577,7 @@ static void skip_norm_case(const int64_t *dims, bool bias, int n_out, kl_dtype d
   tc_rand(&t, 2, dt, 1, dims + 2, -2, 2, 0.1);
   if (bias) tc_rand(&t, 3, dt, 1, dims + 2, -1, 1, 1e-3);
   t.min_level = dt == KL_BF16 ? KL_ISA_AVX512_BF16 : KL_ISA_GENERIC;
-  t.inplace = true;
+  t.inplace = 3; /* Y in X's buffer, or in Skip's */
   tc_check(&t, NORM);
 }
 
@@ -777,6 +786,12 @@ static void test_selection(void **state) {
   kl_cpu_kernel k = select_for(KL_OP_Add, KL_BF16, 2, 1, KL_ISA_AMX);
   assert_non_null(k.run); /* AMX runs the AVX512_BF16 kernels (kiln has no matrix work) */
   assert_string_equal(k.name, "avx512_bf16");
+  const kl_op none_inplace[] = {KL_OP_Transpose, KL_OP_Concat, KL_OP_MaxPool,
+                                 KL_OP_ReduceSum, KL_OP_GlobalAveragePool, KL_OP_Conv};
+  for (size_t i = 0; i < sizeof none_inplace / sizeof none_inplace[0]; i++) {
+    kl_node n = {.op = none_inplace[i]};
+    assert_int_equal(kl_cpu_isa_inplace(&n), 0);
+  }
   tcase t;
   tc_init(&t, "absent input", KL_OP_Relu, 1, 1);
   const kl_type *none[1] = {NULL};

@@ -2,21 +2,19 @@
  * form can be made), packed, and loaded from memory or from a temporary folder; a few
  * files written by the onnx Python package (tests/unit/fixtures/onnx/, made by
  * make_onnx_fixtures.py) check that what real exporters write is read. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include "import/onnx.h"
-#include "onnx.pb-c.h"
-
 #include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "import/onnx.h"
+#include "onnx.pb-c.h"
+
+#include "testutil.h"
 
 /* ---- building models: everything malloc'd, so protobuf-c's free_unpacked frees it ---- */
 
@@ -236,14 +234,10 @@ static kiln_status load(Onnx__ModelProto *m, const char *dir, int64_t max_bytes,
 static kl_graph *load_ok(Onnx__ModelProto *m, const char *dir) {
   kl_err e;
   kl_graph *g = NULL;
-  kiln_status s = load(m, dir, 0, &g, &e);
-  if (s != KILN_OK) print_error("unexpected failure: %s\n", e.msg);
-  assert_int_equal(s, KILN_OK);
+  tu_assert_status(load(m, dir, 0, &g, &e), KILN_OK, e.msg, NULL);
   assert_non_null(g);
   kl_err_clear(&e);
-  s = kl_graph_verify(g, &e);
-  if (s != KILN_OK) print_error("verify: %s\n", e.msg);
-  assert_int_equal(s, KILN_OK);
+  tu_assert_status(kl_graph_verify(g, &e), KILN_OK, e.msg, NULL);
   return g;
 }
 
@@ -252,16 +246,11 @@ static void load_fails_in(Onnx__ModelProto *m, const char *dir, int64_t max_byte
                           kiln_status want, ...) {
   kl_err e;
   kl_graph *g = (kl_graph *)&e; /* must be reset to NULL */
-  kiln_status s = load(m, dir, max_bytes, &g, &e);
-  if (s != want) print_error("status %d, message: %s\n", s, e.msg);
-  assert_int_equal(s, want);
+  tu_assert_status(load(m, dir, max_bytes, &g, &e), want, e.msg, NULL);
   assert_null(g);
   va_list ap;
   va_start(ap, want);
-  for (const char *sub; (sub = va_arg(ap, const char *));) {
-    if (!strstr(e.msg, sub)) print_error("message '%s' lacks '%s'\n", e.msg, sub);
-    assert_non_null(strstr(e.msg, sub));
-  }
+  for (const char *sub; (sub = va_arg(ap, const char *));) tu_assert_contains(e.msg, sub);
   va_end(ap);
 }
 #define load_fails(m, want, ...) load_fails_in(m, NULL, 0, want, __VA_ARGS__, NULL)
@@ -554,11 +543,8 @@ static void load_bytes_fails(const void *buf, size_t len, kiln_status want, cons
   kl_err e;
   kl_err_clear(&e);
   kl_graph *g = NULL;
-  kiln_status s = kl_onnx_load_memory(buf, len, NULL, NULL, &g, &e);
-  if (s != want || !strstr(e.msg, sub)) print_error("status %d: %s\n", s, e.msg);
-  assert_int_equal(s, want);
+  tu_assert_status(kl_onnx_load_memory(buf, len, NULL, NULL, &g, &e), want, e.msg, sub);
   assert_null(g);
-  assert_non_null(strstr(e.msg, sub));
 }
 
 static void test_malformed_bytes(void **state) {
@@ -830,13 +816,6 @@ typedef struct tmpdir {
   char model[96]; /* root/model: the model's folder */
 } tmpdir;
 
-static void write_file(const char *path, const void *data, size_t len) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(data, 1, len, f), len);
-  assert_int_equal(fclose(f), 0);
-}
-
 static void path_in(char *buf, size_t len, const char *dir, const char *name) {
   snprintf(buf, len, "%s/%s", dir, name);
 }
@@ -846,20 +825,19 @@ static void path_in(char *buf, size_t len, const char *dir, const char *name) {
 static int setup_tmpdir(void **state) {
   tmpdir *d = calloc(1, sizeof *d);
   assert_non_null(d);
-  strcpy(d->root, "/tmp/kiln-onnx-XXXXXX");
-  assert_non_null(mkdtemp(d->root));
+  tu_mkdtemp(d->root, sizeof d->root, "onnx");
   snprintf(d->model, sizeof d->model, "%s/model", d->root);
   assert_int_equal(mkdir(d->model, 0755), 0);
   char p[256];
   float w[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   path_in(p, sizeof p, d->root, "outside.bin");
-  write_file(p, w, sizeof w);
+  tu_write_file(p, w, sizeof w);
   path_in(p, sizeof p, d->model, "weights.bin");
-  write_file(p, w, sizeof w);
+  tu_write_file(p, w, sizeof w);
   path_in(p, sizeof p, d->model, "sub");
   assert_int_equal(mkdir(p, 0755), 0);
   path_in(p, sizeof p, d->model, "sub/w.bin");
-  write_file(p, w + 4, 16);
+  tu_write_file(p, w + 4, 16);
   path_in(p, sizeof p, d->model, "link_out.bin");
   assert_int_equal(symlink("../outside.bin", p), 0);
   path_in(p, sizeof p, d->model, "link_in.bin");
@@ -966,7 +944,7 @@ static void test_load_file(void **state) {
   size_t len;
   uint8_t *buf = pack(m, &len);
   onnx__model_proto__free_unpacked(m, NULL);
-  write_file(path, buf, len);
+  tu_write_file(path, buf, len);
   free(buf);
   kl_err e;
   kl_err_clear(&e);
@@ -981,21 +959,21 @@ static void test_load_file(void **state) {
   m = relu_model(99);
   buf = pack(m, &len);
   onnx__model_proto__free_unpacked(m, NULL);
-  write_file(path, buf, len);
+  tu_write_file(path, buf, len);
   free(buf);
   kl_err_clear(&e);
-  assert_int_equal(kl_onnx_load_file(path, NULL, &g, &e), KILN_ERR_UNSUPPORTED);
+  tu_assert_status(kl_onnx_load_file(path, NULL, &g, &e), KILN_ERR_UNSUPPORTED, e.msg,
+                   "opset 99");
   assert_null(g);
   assert_int_equal(strncmp(e.msg, path, strlen(path)), 0);
-  assert_non_null(strstr(e.msg, "opset 99"));
 
   path_in(path, sizeof path, d->model, "nope.onnx");
   kl_err_clear(&e);
-  assert_int_equal(kl_onnx_load_file(path, NULL, &g, &e), KILN_ERR_IO);
-  assert_non_null(strstr(e.msg, "nope.onnx: cannot open"));
+  tu_assert_status(kl_onnx_load_file(path, NULL, &g, &e), KILN_ERR_IO, e.msg,
+                   "nope.onnx: cannot open");
   kl_err_clear(&e);
-  assert_int_equal(kl_onnx_load_file(d->model, NULL, &g, &e), KILN_ERR_IO);
-  assert_non_null(strstr(e.msg, "not a regular file"));
+  tu_assert_status(kl_onnx_load_file(d->model, NULL, &g, &e), KILN_ERR_IO, e.msg,
+                   "not a regular file");
 }
 
 /* ---- Constant nodes ---- */
@@ -1196,16 +1174,6 @@ static void test_names_validated(void **state) {
 
 /* ---- canonicalization of older opsets ---- */
 
-static const int64_t *const_i64(const kl_graph *g, int id, int64_t n) {
-  assert_true(id >= 0);
-  const kl_value *v = &g->values[id];
-  assert_int_equal(v->kind, KL_VALUE_CONST);
-  assert_int_equal(v->type.dtype, KL_I64);
-  assert_int_equal(v->type.rank, 1);
-  assert_int_equal(v->type.dims[0].size, n);
-  return v->data;
-}
-
 static void test_canon_squeeze_unsqueeze(void **state) {
   (void)state;
   Onnx__ModelProto *m = model_new(8, 11);
@@ -1218,11 +1186,11 @@ static void test_canon_squeeze_unsqueeze(void **state) {
   const kl_node *sq = &g->nodes[0], *un = &g->nodes[1], *all = &g->nodes[2];
   assert_int_equal(sq->n_in, 2);
   assert_int_equal(sq->n_attrs, 0);
-  const int64_t *axes = const_i64(g, sq->in[1], 2);
+  const int64_t *axes = tu_const_i64(g, sq->in[1], 2);
   assert_int_equal(axes[0], 0);
   assert_int_equal(axes[1], -1);
   assert_int_equal(un->n_in, 2);
-  assert_int_equal(const_i64(g, un->in[1], 1)[0], 1);
+  assert_int_equal(tu_const_i64(g, un->in[1], 1)[0], 1);
   assert_int_equal(all->n_in, 1);
   kl_graph_free(g);
 
@@ -1411,7 +1379,7 @@ static void test_canon_reduce_topk(void **state) {
   kl_graph *g = load_ok(m, NULL);
   const kl_node *mean = &g->nodes[0];
   assert_int_equal(mean->n_in, 2);
-  const int64_t *axes = const_i64(g, mean->in[1], 2);
+  const int64_t *axes = tu_const_i64(g, mean->in[1], 2);
   assert_int_equal(axes[1], -1);
   assert_null(kl_node_attr(mean, "axes"));
   assert_int_equal(kl_attr_int(mean, "keepdims", 1), 0);
@@ -1424,7 +1392,7 @@ static void test_canon_reduce_topk(void **state) {
   attr_ints(add_node(m, "ReduceSum", "sum", "X", "S"), "axes", 1, (const int64_t[]){0});
   add_output(m, "S", 1, NULL);
   g = load_ok(m, NULL);
-  assert_int_equal(const_i64(g, g->nodes[0].in[1], 1)[0], 0);
+  assert_int_equal(tu_const_i64(g, g->nodes[0].in[1], 1)[0], 0);
   kl_graph_free(g);
   m = model_new(8, 18);
   add_input(m, "X", 1, "2,3");
@@ -1442,7 +1410,7 @@ static void test_canon_reduce_topk(void **state) {
   add_output(m, "V", 1, NULL);
   g = load_ok(m, NULL);
   assert_int_equal(g->nodes[0].n_in, 2);
-  assert_int_equal(const_i64(g, g->nodes[0].in[1], 1)[0], 3);
+  assert_int_equal(tu_const_i64(g, g->nodes[0].in[1], 1)[0], 3);
   assert_null(kl_node_attr(&g->nodes[0], "k"));
   kl_graph_free(g);
   m = model_new(8, 9);
@@ -1498,21 +1466,10 @@ static void test_canon_groupnorm(void **state) {
 
 #define FIXTURES "tests/unit/fixtures/onnx/"
 
-static kl_graph *load_fixture(const char *name) {
-  kl_err e;
-  kl_err_clear(&e);
-  kl_graph *g = NULL;
-  kiln_status s = kl_onnx_load_file(name, NULL, &g, &e);
-  if (s != KILN_OK) print_error("%s\n", e.msg);
-  assert_int_equal(s, KILN_OK);
-  assert_int_equal(kl_graph_verify(g, &e), KILN_OK);
-  return g;
-}
-
 static void test_python_fixtures(void **state) {
   (void)state;
   /* opset 23, IR 11, as onnx 1.22 writes: an MLP with a symbolic batch */
-  kl_graph *g = load_fixture(FIXTURES "mlp_opset23.onnx");
+  kl_graph *g = tu_load_onnx(FIXTURES "mlp_opset23.onnx");
   assert_int_equal(g->opset, 23);
   assert_int_equal(g->n_inputs, 1);
   const kl_value *x = &g->values[g->inputs[0]];
@@ -1524,13 +1481,13 @@ static void test_python_fixtures(void **state) {
   kl_graph_free(g);
 
   /* external data written by onnx.save_model(save_as_external_data=True) */
-  g = load_fixture(FIXTURES "external/model.onnx");
+  g = tu_load_onnx(FIXTURES "external/model.onnx");
   w = value(g, "w1");
   assert_true(((const float *)w->data)[31] == 0.125f * 31);
   kl_graph_free(g);
 
   /* opset 9 with the old forms the importer rewrites */
-  g = load_fixture(FIXTURES "old_forms_opset9.onnx");
+  g = tu_load_onnx(FIXTURES "old_forms_opset9.onnx");
   assert_int_equal(g->opset, 9);
   kl_graph_free(g);
 }

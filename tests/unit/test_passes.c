@@ -3,80 +3,41 @@
  *
  * Every graph is written as ONNX (kl_onnx_export), loaded twice, at -O0 and with the
  * passes under test, the optimized graph is checked node by node, and both models run
- * on the same random inputs: outputs must agree within |a - b| <= 1e-4 + 1e-4 |b|. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
+ * on the same random inputs: outputs must agree within
+ * |optimized - reference| <= 1e-4 + 1e-4 |reference|. */
 #include <stdint.h>
-
-#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "export/onnx_export.h"
 #include "ir/fused.h"
 #include "runtime/runtime.h"
 
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+#include "testutil.h"
 
 /* ---- building graphs ---- */
 
+/* Random constants and inputs; run() reseeds it so that both models get the same inputs. */
 static uint32_t rng = 12345;
-
-static float frand(float lo, float hi) {
-  rng ^= rng << 13;
-  rng ^= rng >> 17;
-  rng ^= rng << 5;
-  return lo + (hi - lo) * (float)(rng % 1000000) / 1000000.0f;
-}
-
-static int input(kl_graph *g, const char *name, int rank, const int64_t *dims) {
-  kl_err e = {0};
-  int v = kl_graph_add_value(g, name, &e);
-  assert_true(v >= 0);
-  g->values[v].type.dtype = KL_F32;
-  kl_type_set_shape(&g->values[v].type, rank, dims);
-  assert_int_equal(kl_graph_add_input(g, v, &e), KILN_OK);
-  return v;
-}
 
 /* A float constant of the given shape: vals when given, else random in [lo, hi]. */
 static int cst(kl_graph *g, int rank, const int64_t *dims, const float *vals, float lo,
                float hi) {
-  kl_err e = {0};
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= dims[i];
   float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
   assert_non_null(d);
-  for (int64_t i = 0; i < n; i++) d[i] = vals ? vals[i] : frand(lo, hi);
-  int v = kl_graph_add_const(g, NULL, KL_F32, rank, dims, d, sizeof(float) * (size_t)n,
-                             false, &e);
-  assert_true(v >= 0);
+  for (int64_t i = 0; i < n; i++) d[i] = vals ? vals[i] : tu_rand_f32(&rng, lo, hi);
+  int v = tu_graph_const(g, NULL, KL_F32, rank, dims, d);
+  free(d);
   return v;
 }
 
 static int scalar(kl_graph *g, float x) { return cst(g, 0, NULL, &x, 0, 0); }
 
 static int ints(kl_graph *g, int n, const int64_t *vals) {
-  kl_err e = {0};
-  int64_t *d = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-  assert_non_null(d);
-  memcpy(d, vals, sizeof(int64_t) * (size_t)n);
-  int64_t dims[1] = {n};
-  int v = kl_graph_add_const(g, NULL, KL_I64, 1, dims, d, sizeof(int64_t) * (size_t)n, false, &e);
-  assert_true(v >= 0);
-  return v;
+  return tu_graph_const(g, NULL, KL_I64, 1, (const int64_t[]){n}, vals);
 }
-
-/* A node of op over inputs in (KL_ABSENT allowed); returns its output value. */
-static int op(kl_graph *g, kl_op o, int n_in, const int *in) {
-  kl_err e = {0};
-  int y = kl_graph_add_value(g, NULL, &e);
-  assert_true(y >= 0);
-  assert_true(kl_graph_add_node(g, o, NULL, n_in, in, 1, &y, &e) >= 0);
-  return y;
-}
-#define OP(g, o, ...) op(g, KL_OP_##o, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__})
 
 static int node_of(kl_graph *g, int v) { return g->values[v].producer; }
 
@@ -132,7 +93,7 @@ static void run(kiln_model *m, uint32_t seed, float **outs, int64_t *counts) {
       n *= dims[d];
     }
     bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t k = 0; k < n; k++) bufs[i][k] = frand(-2, 2);
+    for (int64_t k = 0; k < n; k++) bufs[i][k] = tu_rand_f32(&rng, -2, 2);
     assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank, dims,
                                             bufs[i], sizeof(float) * (size_t)n),
                      KILN_OK);
@@ -160,10 +121,7 @@ static void compare(kiln_model *a, kiln_model *b) {
   run(b, 777, ob, nb);
   for (int i = 0; i < kiln_model_output_count(a); i++) {
     assert_int_equal(na[i], nb[i]);
-    for (int64_t k = 0; k < na[i]; k++)
-      if (!(fabsf(oa[i][k] - ob[i][k]) <= 1e-4f + 1e-4f * fabsf(ob[i][k])))
-        fail_msg("output %d element %lld: %g (optimized) vs %g", i, (long long)k,
-                 (double)ob[i][k], (double)oa[i][k]);
+    tu_assert_floats(ob[i], oa[i], na[i], TU_TOL(1e-4, 1e-4)); /* optimized vs -O0 */
     free(oa[i]);
     free(ob[i]);
   }
@@ -218,15 +176,15 @@ static const int64_t X4[4] = {2, 3, 6, 6};
 static int conv(kl_graph *g, int x, bool bias) {
   int w = cst(g, 4, (int64_t[]){4, 3, 3, 3}, NULL, -0.5f, 0.5f);
   int b = bias ? cst(g, 1, (int64_t[]){4}, NULL, -1, 1) : KL_ABSENT;
-  int y = OP(g, Conv, x, w, b);
+  int y = TU_OP(g, Conv, x, w, b);
   set_ints(g, y, "pads", 4, (int64_t[]){1, 1, 1, 1});
   return y;
 }
 
 static int batchnorm(kl_graph *g, int x, int c, bool const_mean) {
   int64_t d[1] = {c};
-  int mean = const_mean ? cst(g, 1, d, NULL, -1, 1) : input(g, "mean", 1, d);
-  return OP(g, BatchNormalization, x, cst(g, 1, d, NULL, 0.5f, 1.5f), cst(g, 1, d, NULL, -1, 1),
+  int mean = const_mean ? cst(g, 1, d, NULL, -1, 1) : tu_graph_input(g, "mean", KL_F32, 1, d);
+  return TU_OP(g, BatchNormalization, x, cst(g, 1, d, NULL, 0.5f, 1.5f), cst(g, 1, d, NULL, -1, 1),
             mean, cst(g, 1, d, NULL, 0.5f, 2));
 }
 
@@ -234,18 +192,18 @@ static int batchnorm(kl_graph *g, int x, int c, bool const_mean) {
 
 static void test_eliminate(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int a = OP(g, Identity, x);
-  int b = OP(g, Dropout, a);
-  int c = OP(g, Cast, b);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int a = TU_OP(g, Identity, x);
+  int b = TU_OP(g, Dropout, a);
+  int c = TU_OP(g, Cast, b);
   set_int(g, c, "to", KL_F32);
-  int r = OP(g, Reshape, c, ints(g, 4, X4));
-  int t = OP(g, Transpose, r);
+  int r = TU_OP(g, Reshape, c, ints(g, 4, X4));
+  int t = TU_OP(g, Transpose, r);
   set_ints(g, t, "perm", 4, (int64_t[]){0, 1, 2, 3});
-  int y = OP(g, Relu, t);
-  output(g, OP(g, Identity, y)); /* a graph output: the Relu writes it directly */
-  output(g, OP(g, Identity, x)); /* input to output: the copy must stay */
+  int y = TU_OP(g, Relu, t);
+  output(g, TU_OP(g, Identity, y)); /* a graph output: the Relu writes it directly */
+  output(g, TU_OP(g, Identity, x)); /* input to output: the copy must stay */
   kiln_model *m = with_pass(g, "+eliminate");
   assert_int_equal(m->g->n_nodes, 2);
   assert_int_equal(count(m, KL_OP_Relu), 1);
@@ -255,14 +213,14 @@ static void test_eliminate(void **state) {
 
 static void test_eliminate_keeps_real_work(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int c = OP(g, Cast, x);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int c = TU_OP(g, Cast, x);
   set_int(g, c, "to", KL_F64); /* a real conversion */
-  int back = OP(g, Cast, c);
+  int back = TU_OP(g, Cast, c);
   set_int(g, back, "to", KL_F32);
-  int r = OP(g, Reshape, back, ints(g, 2, (int64_t[]){6, 36})); /* changes the shape */
-  int t = OP(g, Transpose, r);                                   /* no perm: reverses */
+  int r = TU_OP(g, Reshape, back, ints(g, 2, (int64_t[]){6, 36})); /* changes the shape */
+  int t = TU_OP(g, Transpose, r);                                   /* no perm: reverses */
   output(g, t);
   kiln_model *m = with_pass(g, "+eliminate");
   assert_int_equal(m->g->n_nodes, 4);
@@ -271,15 +229,15 @@ static void test_eliminate_keeps_real_work(void **state) {
 
 static void test_const_fold(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int k = OP(g, Mul, scalar(g, 2), scalar(g, 3));
-  int shape = OP(g, Shape, x);                 /* known dims: folds */
-  int dims = OP(g, Concat, OP(g, Gather, shape, ints(g, 1, (int64_t[]){0})),
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int k = TU_OP(g, Mul, scalar(g, 2), scalar(g, 3));
+  int shape = TU_OP(g, Shape, x);                 /* known dims: folds */
+  int dims = TU_OP(g, Concat, TU_OP(g, Gather, shape, ints(g, 1, (int64_t[]){0})),
                 ints(g, 1, (int64_t[]){-1}));
   set_int(g, dims, "axis", 0);
-  int flat = OP(g, Reshape, x, dims);
-  output(g, OP(g, Mul, flat, k));
+  int flat = TU_OP(g, Reshape, x, dims);
+  output(g, TU_OP(g, Mul, flat, k));
   kiln_model *m = with_pass(g, "+const_fold");
   assert_int_equal(m->g->n_nodes, 2); /* Reshape and Mul */
   const kl_node *mul = only(m, KL_OP_Mul);
@@ -298,11 +256,11 @@ static void test_const_fold(void **state) {
 static void test_const_fold_limit(void **state) {
   (void)state;
   for (int big = 0; big < 2; big++) {
-    kl_graph *g = kl_graph_new();
-    int x = input(g, "x", 2, (int64_t[]){64, 64});
-    int outer = OP(g, Add, cst(g, 2, (int64_t[]){64, 1}, NULL, 0, 1),
+    kl_graph *g = tu_graph_new();
+    int x = tu_graph_input(g, "x", KL_F32, 2, (int64_t[]){64, 64});
+    int outer = TU_OP(g, Add, cst(g, 2, (int64_t[]){64, 1}, NULL, 0, 1),
                    cst(g, 2, (int64_t[]){1, 64}, NULL, 0, 1)); /* 16 KiB from 512 bytes */
-    output(g, OP(g, Add, x, outer));
+    output(g, TU_OP(g, Add, x, outer));
     kiln_model *m = optimize(g, (opt){0, "+const_fold", big ? 0 : 4096});
     assert_int_equal(m->g->n_nodes, big ? 1 : 2);
     kiln_model_free(m);
@@ -311,16 +269,16 @@ static void test_const_fold_limit(void **state) {
 
 static void test_cse(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int a = OP(g, Mul, OP(g, Relu, x), scalar(g, 0.5f));
-  int b = OP(g, Mul, OP(g, Relu, x), scalar(g, 0.5f)); /* same chain, its own constant */
-  int c = OP(g, LeakyRelu, x);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int a = TU_OP(g, Mul, TU_OP(g, Relu, x), scalar(g, 0.5f));
+  int b = TU_OP(g, Mul, TU_OP(g, Relu, x), scalar(g, 0.5f)); /* same chain, its own constant */
+  int c = TU_OP(g, LeakyRelu, x);
   set_float(g, c, "alpha", 0.1f);
-  int d = OP(g, LeakyRelu, x);
+  int d = TU_OP(g, LeakyRelu, x);
   set_float(g, d, "alpha", 0.2f); /* different attribute: stays */
-  output(g, OP(g, Sum, a, b, c, d));
-  output(g, OP(g, Relu, x)); /* a duplicate that is a graph output stays */
+  output(g, TU_OP(g, Sum, a, b, c, d));
+  output(g, TU_OP(g, Relu, x)); /* a duplicate that is a graph output stays */
   kiln_model *m = with_pass(g, "+cse");
   assert_int_equal(count(m, KL_OP_Relu), 2);
   assert_int_equal(count(m, KL_OP_Mul), 1);
@@ -332,8 +290,8 @@ static void test_cse(void **state) {
 
 static void test_fold_bn_conv(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
   output(g, batchnorm(g, conv(g, x, true), 4, true));
   kiln_model *m = with_pass(g, "+fold_bn");
   assert_int_equal(m->g->n_nodes, 1);
@@ -345,11 +303,11 @@ static void test_fold_bn_conv(void **state) {
 static void test_fold_bn_must_not_fire(void **state) {
   (void)state;
   for (int c = 0; c < 3; c++) {
-    kl_graph *g = kl_graph_new();
-    int x = input(g, "x", 4, X4);
+    kl_graph *g = tu_graph_new();
+    int x = tu_graph_input(g, "x", KL_F32, 4, X4);
     int y = conv(g, x, false);
     output(g, batchnorm(g, y, 4, c != 2));
-    if (c == 0) output(g, OP(g, Relu, y)); /* the Conv output has a second reader */
+    if (c == 0) output(g, TU_OP(g, Relu, y)); /* the Conv output has a second reader */
     if (c == 1) output(g, y);              /* the Conv output is a graph output */
     kiln_model *m = with_pass(g, "+fold_bn"); /* c == 2: the mean is not constant */
     assert_int_equal(count(m, KL_OP_BatchNormalization), 1);
@@ -360,17 +318,18 @@ static void test_fold_bn_must_not_fire(void **state) {
 
 static void test_fold_bn_conv_transpose_gemm_matmul(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, (int64_t[]){2, 4, 3, 3});
-  int ct = OP(g, ConvTranspose, x, cst(g, 4, (int64_t[]){4, 3, 2, 2}, NULL, -1, 1));
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 4, 3, 3});
+  int ct = TU_OP(g, ConvTranspose, x, cst(g, 4, (int64_t[]){4, 3, 2, 2}, NULL, -1, 1));
   set_int(g, ct, "group", 2); /* 4 in, 6 out channels */
   output(g, batchnorm(g, ct, 6, true));
-  int a = input(g, "a", 2, (int64_t[]){3, 5});
-  int gm = OP(g, Gemm, a, cst(g, 2, (int64_t[]){4, 5}, NULL, -1, 1), cst(g, 1, (int64_t[]){4}, NULL, -1, 1));
+  int a = tu_graph_input(g, "a", KL_F32, 2, (int64_t[]){3, 5});
+  int gm = TU_OP(g, Gemm, a, cst(g, 2, (int64_t[]){4, 5}, NULL, -1, 1),
+                 cst(g, 1, (int64_t[]){4}, NULL, -1, 1));
   set_int(g, gm, "transB", 1);
   set_float(g, gm, "beta", 0.5f);
   output(g, batchnorm(g, gm, 4, true));
-  int mm = OP(g, MatMul, a, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1));
+  int mm = TU_OP(g, MatMul, a, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1));
   output(g, batchnorm(g, mm, 4, true));
   kiln_model *m = with_pass(g, "+fold_bn");
   assert_int_equal(count(m, KL_OP_BatchNormalization), 0);
@@ -380,15 +339,15 @@ static void test_fold_bn_conv_transpose_gemm_matmul(void **state) {
 
 static void test_fold_scale_bias(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int y = OP(g, Add, conv(g, x, true), cst(g, 3, (int64_t[]){4, 1, 1}, NULL, -1, 1));
-  y = OP(g, Mul, cst(g, 4, (int64_t[]){1, 4, 1, 1}, NULL, 0.5f, 2), y);
-  output(g, OP(g, Sub, y, scalar(g, 0.25f)));
-  int a = input(g, "a", 2, (int64_t[]){3, 5});
-  int gm = OP(g, Gemm, a, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1));
-  int scaled = OP(g, Div, gm, cst(g, 1, (int64_t[]){4}, NULL, 1, 2));
-  output(g, OP(g, Add, scaled, cst(g, 2, (int64_t[]){1, 4}, NULL, -1, 1)));
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int y = TU_OP(g, Add, conv(g, x, true), cst(g, 3, (int64_t[]){4, 1, 1}, NULL, -1, 1));
+  y = TU_OP(g, Mul, cst(g, 4, (int64_t[]){1, 4, 1, 1}, NULL, 0.5f, 2), y);
+  output(g, TU_OP(g, Sub, y, scalar(g, 0.25f)));
+  int a = tu_graph_input(g, "a", KL_F32, 2, (int64_t[]){3, 5});
+  int gm = TU_OP(g, Gemm, a, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1));
+  int scaled = TU_OP(g, Div, gm, cst(g, 1, (int64_t[]){4}, NULL, 1, 2));
+  output(g, TU_OP(g, Add, scaled, cst(g, 2, (int64_t[]){1, 4}, NULL, -1, 1)));
   kiln_model *m = with_pass(g, "+fold_scale_bias");
   assert_int_equal(m->g->n_nodes, 2);
   assert_int_equal(only(m, KL_OP_Gemm)->n_in, 3); /* the Add became its C */
@@ -397,14 +356,14 @@ static void test_fold_scale_bias(void **state) {
 
 static void test_fold_scale_bias_must_not_fire(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
   /* varies along the width, not the channels */
-  output(g, OP(g, Add, conv(g, x, true), cst(g, 3, (int64_t[]){1, 1, 6}, NULL, -1, 1)));
+  output(g, TU_OP(g, Add, conv(g, x, true), cst(g, 3, (int64_t[]){1, 1, 6}, NULL, -1, 1)));
   /* divides the constant by the output, not the reverse */
-  output(g, OP(g, Div, scalar(g, 2), conv(g, x, true)));
+  output(g, TU_OP(g, Div, scalar(g, 2), conv(g, x, true)));
   /* enlarges the output by broadcasting */
-  output(g, OP(g, Add, conv(g, x, true), cst(g, 5, (int64_t[]){3, 1, 4, 1, 1}, NULL, -1, 1)));
+  output(g, TU_OP(g, Add, conv(g, x, true), cst(g, 5, (int64_t[]){3, 1, 4, 1, 1}, NULL, -1, 1)));
   kiln_model *m = with_pass(g, "+fold_scale_bias");
   assert_int_equal(m->g->n_nodes, 6);
   kiln_model_free(m);
@@ -419,24 +378,24 @@ static void test_fuse_activations(void **state) {
                                       "HardSigmoid", "HardSwish", "Gelu", "GeluTanh",
                                       "Silu", "Mish", "Elu", "SiluMul", "HardSwishMul"};
   for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-    kl_graph *g = kl_graph_new();
-    int x = conv(g, input(g, "x", 4, X4), true), y;
+    kl_graph *g = tu_graph_new();
+    int x = conv(g, tu_graph_input(g, "x", KL_F32, 4, X4), true), y;
     const char *n = names[k];
     if (strcmp(n, "Clip") == 0) {
-      y = OP(g, Clip, x, scalar(g, 0), scalar(g, 6));
+      y = TU_OP(g, Clip, x, scalar(g, 0), scalar(g, 6));
     } else if (strcmp(n, "GeluTanh") == 0) {
-      y = OP(g, Gelu, x);
+      y = TU_OP(g, Gelu, x);
       set_string(g, y, "approximate", "tanh");
     } else if (strcmp(n, "Silu") == 0) {
-      y = OP(g, Swish, x);
+      y = TU_OP(g, Swish, x);
     } else if (strcmp(n, "SiluMul") == 0) {
-      y = OP(g, Mul, OP(g, Sigmoid, x), x);
+      y = TU_OP(g, Mul, TU_OP(g, Sigmoid, x), x);
     } else if (strcmp(n, "HardSwishMul") == 0) {
-      int hs = OP(g, HardSigmoid, x);
+      int hs = TU_OP(g, HardSigmoid, x);
       set_float(g, hs, "alpha", 1.0f / 6);
-      y = OP(g, Mul, x, hs);
+      y = TU_OP(g, Mul, x, hs);
     } else {
-      y = op(g, kl_op_lookup("", n), 1, &x);
+      y = tu_graph_op(g, kl_op_lookup("", n), 1, &x);
       if (strcmp(n, "LeakyRelu") == 0) set_float(g, y, "alpha", 0.3f);
       if (strcmp(n, "Elu") == 0) set_float(g, y, "alpha", 0.7f);
       if (strcmp(n, "HardSigmoid") == 0) set_float(g, y, "beta", 0.4f);
@@ -453,13 +412,14 @@ static void test_fuse_activations(void **state) {
 
 static void test_fuse_act_must_not_fire(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
   int y = conv(g, x, true);
-  output(g, OP(g, Relu, y));
-  output(g, OP(g, Sigmoid, y)); /* two activations read the Conv */
+  output(g, TU_OP(g, Relu, y));
+  output(g, TU_OP(g, Sigmoid, y)); /* two activations read the Conv */
   int z = conv(g, x, true);
-  output(g, OP(g, Clip, z, input(g, "lo", 0, NULL))); /* a bound that is not constant */
+  /* a bound that is not constant */
+  output(g, TU_OP(g, Clip, z, tu_graph_input(g, "lo", KL_F32, 0, NULL)));
   kiln_model *m = with_pass(g, "+fuse_act");
   assert_int_equal(count(m, KL_OP_Conv), 2);
   assert_int_equal(count(m, KL_OP_KilnFusedConv), 0);
@@ -469,11 +429,11 @@ static void test_fuse_act_must_not_fire(void **state) {
 /* Conv + Add(shortcut) + Relu: the residual block after BN folding, at -O2. */
 static void test_fuse_sum(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int r = OP(g, Relu, batchnorm(g, conv(g, x, false), 4, true));
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int r = TU_OP(g, Relu, batchnorm(g, conv(g, x, false), 4, true));
   int sc = conv(g, x, false);
-  output(g, OP(g, Relu, OP(g, Add, sc, r)));
+  output(g, TU_OP(g, Relu, TU_OP(g, Add, sc, r)));
   kiln_model *m = optimize(g, (opt){2, NULL, 0});
   assert_int_equal(m->g->n_nodes, 2);
   assert_int_equal(count(m, KL_OP_KilnFusedConv), 2);
@@ -486,13 +446,14 @@ static void test_fuse_sum(void **state) {
 
 static void test_fuse_sum_must_not_fire(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
   /* the other operand is larger: the Add broadcasts the Conv output up */
-  output(g, OP(g, Add, conv(g, x, true), input(g, "big", 5, (int64_t[]){2, 2, 4, 6, 6})));
+  output(g, TU_OP(g, Add, conv(g, x, true),
+                  tu_graph_input(g, "big", KL_F32, 5, (int64_t[]){2, 2, 4, 6, 6})));
   /* an activation comes first: the sum would be added after it */
-  int y = OP(g, Relu, conv(g, x, true));
-  output(g, OP(g, Add, y, input(g, "other", 4, (int64_t[]){2, 4, 6, 6})));
+  int y = TU_OP(g, Relu, conv(g, x, true));
+  output(g, TU_OP(g, Add, y, tu_graph_input(g, "other", KL_F32, 4, (int64_t[]){2, 4, 6, 6})));
   kiln_model *m = optimize(g, (opt){2, NULL, 0});
   assert_int_equal(count(m, KL_OP_Add), 2);
   kiln_model_free(m);
@@ -500,14 +461,14 @@ static void test_fuse_sum_must_not_fire(void **state) {
 
 static void test_matmul_add_and_transpose(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int a = input(g, "a", 2, (int64_t[]){5, 3});
-  int t = OP(g, Transpose, a); /* [3, 5] */
-  output(g, OP(g, Add, OP(g, MatMul, t, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1)),
-               cst(g, 1, (int64_t[]){4}, NULL, -1, 1)));
-  int x3 = input(g, "x3", 3, (int64_t[]){2, 3, 5});
-  output(g, OP(g, Add, cst(g, 1, (int64_t[]){4}, NULL, -1, 1),
-               OP(g, MatMul, x3, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1))));
+  kl_graph *g = tu_graph_new();
+  int a = tu_graph_input(g, "a", KL_F32, 2, (int64_t[]){5, 3});
+  int t = TU_OP(g, Transpose, a); /* [3, 5] */
+  output(g, TU_OP(g, Add, TU_OP(g, MatMul, t, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1)),
+                  cst(g, 1, (int64_t[]){4}, NULL, -1, 1)));
+  int x3 = tu_graph_input(g, "x3", KL_F32, 3, (int64_t[]){2, 3, 5});
+  output(g, TU_OP(g, Add, cst(g, 1, (int64_t[]){4}, NULL, -1, 1),
+                  TU_OP(g, MatMul, x3, cst(g, 2, (int64_t[]){5, 4}, NULL, -1, 1))));
   kiln_model *m = with_pass(g, "+fuse_matmul_add,+fold_transpose");
   assert_int_equal(m->g->n_nodes, 2);
   assert_int_equal(kl_attr_int(only(m, KL_OP_Gemm), "transA", 0), 1);
@@ -517,21 +478,21 @@ static void test_matmul_add_and_transpose(void **state) {
 
 static void test_collapse_reshape_transpose(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int f = OP(g, Flatten, x);
-  output(g, OP(g, Reshape, f, ints(g, 2, (int64_t[]){6, -1})));
-  int t1 = OP(g, Transpose, x);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int f = TU_OP(g, Flatten, x);
+  output(g, TU_OP(g, Reshape, f, ints(g, 2, (int64_t[]){6, -1})));
+  int t1 = TU_OP(g, Transpose, x);
   set_ints(g, t1, "perm", 4, (int64_t[]){0, 2, 3, 1});
-  int t2 = OP(g, Transpose, t1);
+  int t2 = TU_OP(g, Transpose, t1);
   set_ints(g, t2, "perm", 4, (int64_t[]){0, 3, 1, 2}); /* undoes t1 */
-  int t3 = OP(g, Transpose, OP(g, Relu, t2));
+  int t3 = TU_OP(g, Transpose, TU_OP(g, Relu, t2));
   set_ints(g, t3, "perm", 4, (int64_t[]){1, 0, 2, 3});
-  int t4 = OP(g, Transpose, t3);
+  int t4 = TU_OP(g, Transpose, t3);
   set_ints(g, t4, "perm", 4, (int64_t[]){0, 2, 1, 3});
   output(g, t4);
   /* a Reshape that copies a dim (0) of the Flatten output must stay after it */
-  output(g, OP(g, Reshape, OP(g, Flatten, x), ints(g, 2, (int64_t[]){0, -1})));
+  output(g, TU_OP(g, Reshape, TU_OP(g, Flatten, x), ints(g, 2, (int64_t[]){0, -1})));
   kiln_model *m = with_pass(g, "+collapse_reshape,+collapse_transpose");
   assert_int_equal(count(m, KL_OP_Flatten), 1);
   assert_int_equal(count(m, KL_OP_Transpose), 1);
@@ -548,21 +509,21 @@ static const int64_t H3[3] = {2, 5, 8};
 /* The decomposed LayerNormalization over the last axis, as opset <= 16 exports write. */
 static int decomposed_layernorm(kl_graph *g, int x) {
   int axes = ints(g, 1, (int64_t[]){-1});
-  int mean = OP(g, ReduceMean, x, axes);
-  int d = OP(g, Sub, x, mean);
-  int var = OP(g, ReduceMean, OP(g, Pow, d, scalar(g, 2)), axes);
-  int n = OP(g, Div, d, OP(g, Sqrt, OP(g, Add, var, scalar(g, 1e-5f))));
-  return OP(g, Add, OP(g, Mul, n, cst(g, 1, (int64_t[]){8}, NULL, 0.5f, 1.5f)),
+  int mean = TU_OP(g, ReduceMean, x, axes);
+  int d = TU_OP(g, Sub, x, mean);
+  int var = TU_OP(g, ReduceMean, TU_OP(g, Pow, d, scalar(g, 2)), axes);
+  int n = TU_OP(g, Div, d, TU_OP(g, Sqrt, TU_OP(g, Add, var, scalar(g, 1e-5f))));
+  return TU_OP(g, Add, TU_OP(g, Mul, n, cst(g, 1, (int64_t[]){8}, NULL, 0.5f, 1.5f)),
             cst(g, 1, (int64_t[]){8}, NULL, -1, 1));
 }
 
 static void test_fuse_layernorm_and_skip(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int a = input(g, "a", 3, H3), b = input(g, "b", 3, H3);
-  int s = OP(g, Add, a, b);
+  kl_graph *g = tu_graph_new();
+  int a = tu_graph_input(g, "a", KL_F32, 3, H3), b = tu_graph_input(g, "b", KL_F32, 3, H3);
+  int s = TU_OP(g, Add, a, b);
   output(g, decomposed_layernorm(g, s));
-  output(g, OP(g, Relu, s)); /* the sum is read again: SkipLayerNorm's second output */
+  output(g, TU_OP(g, Relu, s)); /* the sum is read again: SkipLayerNorm's second output */
   kiln_model *m = optimize(g, (opt){2, NULL, 0});
   assert_int_equal(m->g->n_nodes, 2);
   const kl_node *n = only(m, KL_OP_KilnSkipLayerNorm);
@@ -573,12 +534,12 @@ static void test_fuse_layernorm_and_skip(void **state) {
 
 static void test_fuse_layernorm_must_not_fire(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 3, H3);
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, H3);
   int axes = ints(g, 1, (int64_t[]){1}); /* not the last axis */
-  int d = OP(g, Sub, x, OP(g, ReduceMean, x, axes));
-  int var = OP(g, ReduceMean, OP(g, Pow, d, scalar(g, 2)), axes);
-  output(g, OP(g, Div, d, OP(g, Sqrt, OP(g, Add, var, scalar(g, 1e-5f)))));
+  int d = TU_OP(g, Sub, x, TU_OP(g, ReduceMean, x, axes));
+  int var = TU_OP(g, ReduceMean, TU_OP(g, Pow, d, scalar(g, 2)), axes);
+  output(g, TU_OP(g, Div, d, TU_OP(g, Sqrt, TU_OP(g, Add, var, scalar(g, 1e-5f)))));
   kiln_model *m = with_pass(g, "+fuse_layernorm");
   assert_int_equal(count(m, KL_OP_LayerNormalization), 0);
   kiln_model_free(m);
@@ -587,14 +548,15 @@ static void test_fuse_layernorm_must_not_fire(void **state) {
 /* GELU as exported: Erf form with Div by sqrt(2), and the tanh form with x*x*x. */
 static void test_fuse_gelu(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 3, H3);
-  int e = OP(g, Erf, OP(g, Div, x, scalar(g, 1.4142135f)));
-  output(g, OP(g, Mul, OP(g, Mul, x, OP(g, Add, e, scalar(g, 1))), scalar(g, 0.5f)));
-  int cube = OP(g, Mul, x, OP(g, Mul, x, x));
-  int in = OP(g, Mul, scalar(g, 0.7978846f), OP(g, Add, x, OP(g, Mul, scalar(g, 0.044715f), cube)));
-  int c = OP(g, Add, scalar(g, 1), OP(g, Tanh, in));
-  output(g, OP(g, Mul, OP(g, Mul, x, scalar(g, 0.5f)), c));
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, H3);
+  int e = TU_OP(g, Erf, TU_OP(g, Div, x, scalar(g, 1.4142135f)));
+  output(g, TU_OP(g, Mul, TU_OP(g, Mul, x, TU_OP(g, Add, e, scalar(g, 1))), scalar(g, 0.5f)));
+  int cube = TU_OP(g, Mul, x, TU_OP(g, Mul, x, x));
+  int in = TU_OP(g, Mul, scalar(g, 0.7978846f),
+                 TU_OP(g, Add, x, TU_OP(g, Mul, scalar(g, 0.044715f), cube)));
+  int c = TU_OP(g, Add, scalar(g, 1), TU_OP(g, Tanh, in));
+  output(g, TU_OP(g, Mul, TU_OP(g, Mul, x, scalar(g, 0.5f)), c));
   kiln_model *m = with_pass(g, "+fuse_gelu");
   assert_int_equal(m->g->n_nodes, 2);
   assert_int_equal(count(m, KL_OP_Gelu), 2);
@@ -603,15 +565,15 @@ static void test_fuse_gelu(void **state) {
 
 static void test_fuse_attention(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int q = input(g, "q", 4, (int64_t[]){2, 3, 5, 4});
-  int kt = input(g, "kt", 4, (int64_t[]){2, 3, 4, 5});
-  int v = input(g, "v", 4, (int64_t[]){2, 3, 5, 6});
-  int mask = input(g, "mask", 4, (int64_t[]){2, 1, 1, 5});
-  int s = OP(g, Add, OP(g, Div, OP(g, MatMul, q, kt), scalar(g, 2)), mask);
-  output(g, OP(g, MatMul, OP(g, Softmax, s), v));
+  kl_graph *g = tu_graph_new();
+  int q = tu_graph_input(g, "q", KL_F32, 4, (int64_t[]){2, 3, 5, 4});
+  int kt = tu_graph_input(g, "kt", KL_F32, 4, (int64_t[]){2, 3, 4, 5});
+  int v = tu_graph_input(g, "v", KL_F32, 4, (int64_t[]){2, 3, 5, 6});
+  int mask = tu_graph_input(g, "mask", KL_F32, 4, (int64_t[]){2, 1, 1, 5});
+  int s = TU_OP(g, Add, TU_OP(g, Div, TU_OP(g, MatMul, q, kt), scalar(g, 2)), mask);
+  output(g, TU_OP(g, MatMul, TU_OP(g, Softmax, s), v));
   /* no scale, no mask */
-  output(g, OP(g, MatMul, OP(g, Softmax, OP(g, MatMul, q, kt)), v));
+  output(g, TU_OP(g, MatMul, TU_OP(g, Softmax, TU_OP(g, MatMul, q, kt)), v));
   kiln_model *m = with_pass(g, "+fuse_attention");
   assert_int_equal(m->g->n_nodes, 2);
   assert_int_equal(count(m, KL_OP_KilnAttention), 2);
@@ -620,16 +582,16 @@ static void test_fuse_attention(void **state) {
 
 static void test_fuse_attention_must_not_fire(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int q = input(g, "q", 3, (int64_t[]){3, 5, 4});
-  int kt = input(g, "kt", 3, (int64_t[]){3, 4, 5});
-  int v = input(g, "v", 3, (int64_t[]){3, 5, 6});
-  int sm = OP(g, Softmax, OP(g, MatMul, q, kt));
+  kl_graph *g = tu_graph_new();
+  int q = tu_graph_input(g, "q", KL_F32, 3, (int64_t[]){3, 5, 4});
+  int kt = tu_graph_input(g, "kt", KL_F32, 3, (int64_t[]){3, 4, 5});
+  int v = tu_graph_input(g, "v", KL_F32, 3, (int64_t[]){3, 5, 6});
+  int sm = TU_OP(g, Softmax, TU_OP(g, MatMul, q, kt));
   set_int(g, sm, "axis", 1); /* not the last axis */
-  output(g, OP(g, MatMul, sm, v));
-  int scores = OP(g, MatMul, q, kt);
+  output(g, TU_OP(g, MatMul, sm, v));
+  int scores = TU_OP(g, MatMul, q, kt);
   output(g, scores); /* the scores are a graph output too */
-  output(g, OP(g, MatMul, OP(g, Softmax, scores), v));
+  output(g, TU_OP(g, MatMul, TU_OP(g, Softmax, scores), v));
   kiln_model *m = with_pass(g, "+fuse_attention");
   assert_int_equal(count(m, KL_OP_KilnAttention), 0);
   kiln_model_free(m);
@@ -684,9 +646,10 @@ static void test_round_trip(void **state) {
 /* A fused node with an activation kiln does not know is refused at load. */
 static void test_fused_bad_activation(void **state) {
   (void)state;
-  kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, X4);
-  int y = op(g, KL_OP_KilnFusedConv, 2, (int[]){x, cst(g, 4, (int64_t[]){4, 3, 1, 1}, NULL, -1, 1)});
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int y = tu_graph_op(g, KL_OP_KilnFusedConv, 2,
+                      (int[]){x, cst(g, 4, (int64_t[]){4, 3, 1, 1}, NULL, -1, 1)});
   set_string(g, y, "activation", "Swoosh");
   output(g, y);
   void *buf;

@@ -1,17 +1,14 @@
 /* Tensor files: .npy and TensorProto .pb round trips, the files numpy and onnx write
  * (tests/unit/fixtures/tensors/, made by make_onnx_fixtures.py), and broken files. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
-#include "import/tensorfile.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "import/tensorfile.h"
+
+#include "testutil.h"
 
 #define FIXTURES "tests/unit/fixtures/tensors/"
 #define NO_LIMIT (INT64_C(1) << 40)
@@ -24,8 +21,7 @@ typedef struct tmp {
 static int setup(void **state) {
   tmp *t = calloc(1, sizeof *t);
   assert_non_null(t);
-  strcpy(t->dir, "/tmp/kiln-tensorfile-XXXXXX");
-  assert_non_null(mkdtemp(t->dir));
+  tu_mkdtemp(t->dir, sizeof t->dir, "tensorfile");
   snprintf(t->path, sizeof t->path, "%s/t", t->dir);
   *state = t;
   return 0;
@@ -37,26 +33,6 @@ static int teardown(void **state) {
   assert_int_equal(rmdir(t->dir), 0);
   free(t);
   return 0;
-}
-
-static void write_bytes(const char *path, const void *data, size_t len) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(data, 1, len, f), len);
-  assert_int_equal(fclose(f), 0);
-}
-
-static void *read_bytes(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  assert_int_equal(fseek(f, 0, SEEK_END), 0);
-  *len = (size_t)ftell(f);
-  rewind(f);
-  void *p = malloc(*len + 1);
-  assert_non_null(p);
-  assert_int_equal(fread(p, 1, *len, f), *len);
-  fclose(f);
-  return p;
 }
 
 static size_t nbytes_of(const kl_tensor *t) {
@@ -78,9 +54,7 @@ static kl_tensor read_ok(const char *path, char **name) {
   kl_tensor t;
   kl_err e;
   kl_err_clear(&e);
-  kiln_status s = kl_tensorfile_read(path, NO_LIMIT, &t, name, &e);
-  if (s != KILN_OK) print_error("%s\n", e.msg);
-  assert_int_equal(s, KILN_OK);
+  tu_assert_status(kl_tensorfile_read(path, NO_LIMIT, &t, name, &e), KILN_OK, e.msg, NULL);
   return t;
 }
 
@@ -89,10 +63,7 @@ static void read_fails(const char *path, int64_t max, kiln_status want, const ch
   kl_err e;
   kl_err_clear(&e);
   char *name = (char *)&e; /* must be reset to NULL */
-  kiln_status s = kl_tensorfile_read(path, max, &t, &name, &e);
-  if (s != want || !strstr(e.msg, sub)) print_error("status %d: %s\n", s, e.msg);
-  assert_int_equal(s, want);
-  assert_non_null(strstr(e.msg, sub));
+  tu_assert_status(kl_tensorfile_read(path, max, &t, &name, &e), want, e.msg, sub);
   assert_null(t.data);
   assert_null(name);
 }
@@ -128,7 +99,7 @@ static void test_npy_round_trip(void **state) {
     assert_int_equal(kl_npy_write(d->path, &t, &e), KILN_OK);
     /* numpy's layout: the data starts at a multiple of 64 bytes */
     size_t len;
-    uint8_t *file = read_bytes(d->path, &len);
+    uint8_t *file = tu_read_file(d->path, &len);
     assert_int_equal((len - nbytes_of(&t)) % 64, 0);
     assert_int_equal(file[len - nbytes_of(&t) - 1], '\n');
     free(file);
@@ -148,7 +119,7 @@ static void test_npy_header_text(void **state) {
   kl_err_clear(&e);
   assert_int_equal(kl_npy_write(d->path, &t, &e), KILN_OK);
   size_t len;
-  char *file = read_bytes(d->path, &len);
+  char *file = tu_read_file(d->path, &len);
   const char want[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, "
                       "'shape': (2, 3), }";
   assert_memory_equal(file, want, sizeof want - 1);
@@ -157,7 +128,7 @@ static void test_npy_header_text(void **state) {
   t.rank = 1;
   t.dims[0] = 6;
   assert_int_equal(kl_npy_write(d->path, &t, &e), KILN_OK);
-  file = read_bytes(d->path, &len);
+  file = tu_read_file(d->path, &len);
   file[len - 24 - 1] = '\0';
   assert_non_null(strstr(file + 10, "'shape': (6,), }"));
   free(file);
@@ -284,7 +255,7 @@ static void write_npy(const char *path, int major, const char *header, const voi
   memset(buf + pre + hl, ' ', total - pre - hl - 1);
   buf[total - 1] = '\n';
   if (n) memcpy(buf + total, data, n);
-  write_bytes(path, buf, total + n);
+  tu_write_file(path, buf, total + n);
 }
 
 static void npy_fails(const tmp *d, int major, const char *header, size_t n, kiln_status want,
@@ -347,7 +318,7 @@ static void test_npy_broken_files(void **state) {
   read_fails(d->path, 23, KILN_ERR_LIMIT, ".npy data is 24 bytes, over the limit of 23");
 
   size_t len;
-  uint8_t *good = read_bytes(d->path, &len);
+  uint8_t *good = tu_read_file(d->path, &len);
   /* every truncation fails with a message, never a crash */
   for (size_t cut = 0; cut < len; cut++) {
     kl_tensor t;
@@ -360,15 +331,15 @@ static void test_npy_broken_files(void **state) {
   assert_true(len <= sizeof bad);
   memcpy(bad, good, len);
   bad[6] = 4;
-  write_bytes(d->path, bad, len);
+  tu_write_file(d->path, bad, len);
   read_fails(d->path, NO_LIMIT, KILN_ERR_UNSUPPORTED, ".npy format version 4.0");
   memcpy(bad, good, len);
   bad[8] = 0xff; /* header length past the end of the file */
   bad[9] = 0xff;
-  write_bytes(d->path, bad, len);
+  tu_write_file(d->path, bad, len);
   read_fails(d->path, NO_LIMIT, KILN_ERR_INVALID_MODEL, "the file is truncated");
   memcpy(bad, "\x93NUMPY\x02\x00\xff\xff\xff\x7f", 12);
-  write_bytes(d->path, bad, 12);
+  tu_write_file(d->path, bad, 12);
   read_fails(d->path, NO_LIMIT, KILN_ERR_LIMIT, ".npy header is 2147483647 bytes");
   free(good);
 }
@@ -377,23 +348,23 @@ static void test_npy_broken_files(void **state) {
 
 static void test_pb_broken_files(void **state) {
   const tmp *d = *state;
-  write_bytes(d->path, "\x0a\xff\xff\xff", 4);
+  tu_write_file(d->path, "\x0a\xff\xff\xff", 4);
   read_fails(d->path, NO_LIMIT, KILN_ERR_INVALID_MODEL,
              "not a tensor file: neither .npy nor a TensorProto");
   assert_int_equal(strncmp(d->path, "/tmp/kiln-tensorfile-", 21), 0);
   /* the message names the file */
-  write_bytes(d->path, "", 0);
+  tu_write_file(d->path, "", 0);
   read_fails(d->path, NO_LIMIT, KILN_ERR_INVALID_MODEL, "tensor has no data type");
   read_fails(d->path, NO_LIMIT, KILN_ERR_INVALID_MODEL, d->path);
 
   /* dims [3] float, raw_data of 4 bytes */
-  write_bytes(d->path, "\x08\x03\x10\x01\x4a\x04\x00\x00\x80\x3f", 10);
+  tu_write_file(d->path, "\x08\x03\x10\x01\x4a\x04\x00\x00\x80\x3f", 10);
   read_fails(d->path, NO_LIMIT, KILN_ERR_INVALID_MODEL, "raw_data has 4 bytes, expected 12");
   /* dims [1000] float, no data: the limit is checked first */
-  write_bytes(d->path, "\x08\xe8\x07\x10\x01", 5);
+  tu_write_file(d->path, "\x08\xe8\x07\x10\x01", 5);
   read_fails(d->path, 100, KILN_ERR_LIMIT, "over the limit of 100");
   /* external data is never followed from a .pb file */
-  write_bytes(d->path, "\x08\x01\x10\x01\x6a\x0d\x0a\x08location\x12\x01x\x70\x01", 21);
+  tu_write_file(d->path, "\x08\x01\x10\x01\x6a\x0d\x0a\x08location\x12\x01x\x70\x01", 21);
   read_fails(d->path, NO_LIMIT, KILN_ERR_UNSUPPORTED, "external file ('x')");
 
   read_fails("/nonexistent/input_0.pb", NO_LIMIT, KILN_ERR_IO, "cannot open");

@@ -29,6 +29,7 @@
 #define MAX_BATCH 8
 #define N_CLASSES 10
 #define IMAGE_FLOATS 64
+_Static_assert(N_JOBS % N_THREADS == 0, "the threads share the jobs out evenly");
 
 /* One inference: a batch of held-out images (a window of the 360), and its result. */
 typedef struct job {
@@ -119,9 +120,15 @@ static float *read_images(int *n) {
   return t.data;
 }
 
+/* Sessions inherit the model's options: one kernel thread each, as a server running a
+ * session per request thread would set it (more would only oversubscribe the cores). */
 static kiln_model *load(const char *path) {
+  kiln_options *o = NULL;
   kiln_model *m = NULL;
-  kiln_status st = kiln_model_load(path, NULL, &m);
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "threads", 1), KILN_OK);
+  kiln_status st = kiln_model_load(path, o, &m);
+  kiln_options_free(o);
   if (st != KILN_OK) fail_msg("loading %s: %s", path, kiln_model_error(m));
   return m;
 }

@@ -429,6 +429,23 @@ static void test_unknown_aten(void **state) {
   expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "argument 'approximate' is int", NULL);
 }
 
+/* In-place ops are their functional twins, except a write through a view, whose base
+ * PyTorch would change too. */
+static void test_write_into_view(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "/code/__torch__.py", "    return (net).forward(x, )\n",
+            "    y = (net).forward(x, )\n    z = torch.relu_(torch.slice(y, 1, 0, 2))\n"
+            "    return y\n");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "aten::relu_",
+               "in-place write into a view of another tensor");
+  edit_text(MLP, t->path, "/code/__torch__.py", "    return (net).forward(x, )\n",
+            "    y = torch.dropout_(torch.slice((net).forward(x, ), 1, 0, 2), 0.5, False)\n"
+            "    return torch.relu(y)\n");
+  kiln_model *m;
+  assert_int_equal(kiln_model_load(t->path, NULL, &m), KILN_OK); /* dropout_ in eval: no write */
+  kiln_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_declared_io),
@@ -445,6 +462,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

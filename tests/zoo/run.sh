@@ -9,7 +9,9 @@
 # counts as a skip: the zoo is exported on demand (about 25 minutes and 4.6 GB, see
 # docs/zoo.md), so tools/test.sh runs it only where someone made it. A model of the
 # table that is missing from an existing cache counts as a failure, so a half-made
-# zoo does not pass quietly. KILN_ZOO_TIMEOUT caps one model's check (default 3600 s).
+# zoo does not pass quietly. Folders NAME-dynamo (the same model from the torch.export
+# exporter, tools/export_zoo.py --exporter dynamo) are checked too when present, with
+# NAME's tolerance. KILN_ZOO_TIMEOUT caps one model's check (default 3600 s).
 set -uo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -31,12 +33,22 @@ root=$(cd "$here/../.." && pwd)
 limit=${KILN_ZOO_TIMEOUT:-3600}
 
 # name rtol atol. The target is rtol 1e-4 with atol 1e-5 against onnxruntime. A looser
-# line must say why: the difference has to be float32 summation order, not a bug.
+# line must say why, with numbers: the difference has to be float32 rounding, which
+# the float64 outputs of the export tell from a bug (tools/export_zoo.py --report).
+#
+# ResNet-50, ResNeXt-50, Wide-ResNet-50 (atol 1e-4): onnxruntime itself is 3.0e-5 to
+# 3.4e-5 away from the float64 result (PyTorch 3.0e-5 to 3.5e-5, kiln 2.9e-5 to 4.9e-5)
+# on logits up to 2.6, so two float32 runtimes differ by up to twice that: 4e-5 to
+# 5.6e-5 between kiln and onnxruntime, 4.2e-5 to 5.5e-5 between PyTorch and
+# onnxruntime. Logits near zero fail rtol 1e-4 with atol 1e-5 whoever computes them.
+# Inception v3 (atol 1e-3): onnxruntime is 2.4e-4 from float64, PyTorch 3.0e-4, kiln
+# 4.4e-4, on logits up to 12.7 (3.5e-5 of the largest); PyTorch and onnxruntime differ
+# by 3.3e-4 and kiln and onnxruntime by 4.2e-4.
 tolerances='
 resnet18            1e-4 1e-5
-resnet50            1e-4 1e-5
-resnext50_32x4d     1e-4 1e-5
-wide_resnet50_2     1e-4 1e-5
+resnet50            1e-4 1e-4
+resnext50_32x4d     1e-4 1e-4
+wide_resnet50_2     1e-4 1e-4
 mobilenet_v2        1e-4 1e-5
 mobilenet_v3_small  1e-4 1e-5
 mobilenet_v3_large  1e-4 1e-5
@@ -48,7 +60,7 @@ densenet121         1e-4 1e-5
 regnet_y_400mf      1e-4 1e-5
 mnasnet1_0          1e-4 1e-5
 googlenet           1e-4 1e-5
-inception_v3        1e-4 1e-5
+inception_v3        1e-4 1e-3
 vgg11               1e-4 1e-5
 vgg16               1e-4 1e-5
 alexnet             1e-4 1e-5
@@ -77,29 +89,38 @@ fi
 passed=0
 failed=0
 failures=()
-start=$SECONDS
-while read -r name rtol atol; do
-  [ -n "$name" ] || continue
-  dir=$cache/$name
-  if [ ! -f "$dir/model.onnx" ]; then
-    echo "FAIL $name: not in the cache (tools/export_zoo.py --only $name --out $cache)"
-    failed=$((failed + 1))
-    failures+=("$name")
-    continue
-  fi
-  t0=$SECONDS
+
+# check_one FOLDER_NAME RTOL ATOL: one `kiln check`, one line, and the tally.
+check_one() {
+  local name=$1 rtol=$2 atol=$3 dir=$cache/$1 t0=$SECONDS out rc line
   out=$(timeout "$limit" "$kiln" check --rtol "$rtol" --atol "$atol" "$dir" 2>&1)
   rc=$?
   line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
   if [ $rc -eq 0 ]; then
     echo "pass $name (rtol $rtol, atol $atol, $((SECONDS - t0)) s)"
     passed=$((passed + 1))
-  else
-    [ $rc -eq 124 ] && line="timed out after $limit s"
-    [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
-    echo "FAIL $name (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
+    return
+  fi
+  [ $rc -eq 124 ] && line="timed out after $limit s"
+  [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
+  echo "FAIL $name (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
+  failed=$((failed + 1))
+  failures+=("$name")
+}
+
+start=$SECONDS
+while read -r name rtol atol; do
+  [ -n "$name" ] || continue
+  if [ ! -f "$cache/$name/model.onnx" ]; then
+    echo "FAIL $name: not in the cache (tools/export_zoo.py --only $name --out $cache)"
     failed=$((failed + 1))
     failures+=("$name")
+    continue
+  fi
+  check_one "$name" "$rtol" "$atol"
+  # The same model from the torch.export-based exporter (--exporter dynamo), if made.
+  if [ -f "$cache/$name-dynamo/model.onnx" ]; then
+    check_one "$name-dynamo" "$rtol" "$atol"
   fi
 done <<<"$tolerances"
 

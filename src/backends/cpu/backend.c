@@ -19,6 +19,8 @@
 #include <omp.h>
 #endif
 
+enum { DNNL_NODE = 1, DNNL_ATTENTION = 2 };
+
 #define KL_MAX_ISA_INPUTS 64 /* wider nodes (a Concat of more) keep the reference */
 
 struct kl_cpu_plan {
@@ -27,7 +29,7 @@ struct kl_cpu_plan {
   void **state;
 #if KL_HAVE_DNNL
   kl_dnnl_engine *dnnl; /* made when some node runs on oneDNN */
-  bool *on_dnnl;        /* per node: runs on oneDNN */
+  unsigned char *on_dnnl; /* per node: DNNL_NODE, DNNL_ATTENTION or 0 */
   unsigned *cl_slots;   /* per node: the inputs it can read channels-last (oneDNN) */
 #endif
 };
@@ -99,7 +101,12 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   }
   kl_cpu_choice *c = &p->choice[i];
   c->view = false;
-  p->on_dnnl[i] = true;
+  c->inplace = 0;
+  if (kl_dnnl_attention_supports(g, &g->nodes[i])) {
+    p->on_dnnl[i] = DNNL_ATTENTION;
+    return kl_dnnl_attention_create(p->dnnl, &c->kernel, &p->state[i], e);
+  }
+  p->on_dnnl[i] = DNNL_NODE;
   p->cl_slots[i] = kl_dnnl_channels_last_slots(g, &g->nodes[i]);
   return kl_dnnl_node_create(p->dnnl, g, &g->nodes[i], &c->kernel, &c->inplace, &p->state[i], e);
 }
@@ -161,7 +168,8 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
   p->choice[i] = reference_choice(n);
   if (which == KL_CPU_KERNELS_REF) return KILN_OK;
 #if KL_HAVE_DNNL
-  if (kl_dnnl_limit_isa(kl_isa_level()) && kl_dnnl_supports(g, n))
+  if (kl_dnnl_limit_isa(kl_isa_level()) &&
+      (kl_dnnl_supports(g, n) || kl_dnnl_attention_supports(g, n)))
     return dnnl_choice(p, g, i, e);
 #else
   (void)e;
@@ -221,7 +229,10 @@ void **kl_cpu_plan_state(kl_cpu_plan *p, int node) { return &p->state[node]; }
 
 const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
 #if KL_HAVE_DNNL
-  if (p->on_dnnl && p->on_dnnl[node] && kl_dnnl_ran_reference(p->state[node]))
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE && kl_dnnl_ran_reference(p->state[node]))
+    return "ref";
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_ATTENTION &&
+      kl_dnnl_attention_ran_reference(p->state[node]))
     return "ref";
 #endif
   return p->choice[node].kernel.name;

@@ -11,7 +11,7 @@
  * [C, M/g] order is oneDNN's "io"), a transposed Gemm operand through strides, and a
  * MatMul operand of rank 1 as a matrix with a 1, all without copying.
  */
-#include "backends/cpu/dnnl.h"
+#include "backends/cpu/dnnl_engine.h"
 #include "backends/cpu/isa.h"
 #include "ir/fused.h"
 #include "ir/infer_common.h"
@@ -21,11 +21,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct kl_dnnl_engine {
-  dnnl_engine_t engine;
-  dnnl_stream_t stream;
-};
 
 typedef enum dn_kind { DN_CONV, DN_DECONV, DN_GEMM, DN_MATMUL, DN_POOL, DN_BINARY } dn_kind;
 
@@ -647,12 +642,13 @@ static dnnl_status_t build_attr(const dn_node *d, dn_entry *en, const kl_kernel_
 /* ---- building an entry ---- */
 
 /* A 3x3 convolution with stride 1 and one group: Winograd F(4x4, 3x3) does it with
- * about a third of the multiplications, in float32, when oneDNN has it for the ISA. */
+ * about a third of the multiplications, in float32, when oneDNN has it for the ISA.
+ * Below 32 channels the transforms cost more than they save. */
 static bool winograd_candidate(const dn_problem *p) {
   if (p->nd != 4 || p->wei_user.ndims != 4) return false;
-  const dnnl_dim_t *k = p->wei_user.dims;
-  return k[2] == 3 && k[3] == 3 && p->strides[0] == 1 && p->strides[1] == 1 &&
-         p->dilates[0] == 0 && p->dilates[1] == 0;
+  const dnnl_dim_t *k = p->wei_user.dims; /* [OC, IC, 3, 3] */
+  return k[0] >= 32 && k[1] >= 32 && k[2] == 3 && k[3] == 3 && p->strides[0] == 1 &&
+         p->strides[1] == 1 && p->dilates[0] == 0 && p->dilates[1] == 0;
 }
 
 static dnnl_status_t conv_desc_create(const dn_problem *p, dnnl_alg_kind_t alg,

@@ -44,6 +44,13 @@ unsigned kl_dnnl_channels_last_slots(const kl_graph *g, const kl_node *n);
  * between such nodes, so that no reorder to plain and back happens between them. */
 void kl_dnnl_set_channels_last(void *state, unsigned inputs, bool output);
 
+/* kiln.Attention (Q, Kt, V, Mask?) in float32 on oneDNN (dnnl_attention.c): a scaled
+ * matmul, the mask added, softmax, a matmul; same contract as the kernels above. */
+bool kl_dnnl_attention_supports(const kl_graph *g, const kl_node *n);
+kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
+                                     kl_err *e);
+bool kl_dnnl_attention_ran_reference(const void *state);
+
 /* Whether the node's last run went to the reference kernel (oneDNN had no
  * implementation for its shapes, or an operand was empty). */
 bool kl_dnnl_ran_reference(const void *state);

@@ -56,4 +56,11 @@ bool kl_isa_parse(const char *s, kl_isa *out);
  * returns buf. */
 const char *kl_isa_feature_list(const kl_cpu_features *f, char *buf, size_t len);
 
+/* For the memory plan (src/backends/cpu/kernels.c): bit k is set when the kernel that
+ * kl_cpu_isa_kernel gives node n may write out[0] into input k's buffer, which it then
+ * reads element by element before writing there (the elementwise ops, Softmax,
+ * LayerNormalization and SkipLayerNorm). Only for inputs of out[0]'s shape and dtype;
+ * 0 for every other op. */
+unsigned kl_cpu_isa_inplace(const kl_node *n);
+
 #endif

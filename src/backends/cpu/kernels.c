@@ -11,7 +11,6 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
 
-#include <string.h>
 
 #if defined(__x86_64__)
 #define KL_ISA_X86 1
@@ -38,12 +37,13 @@ static const kl_isa_fns fns_generic = {"generic", &kl_eltwise_generic, NULL, &kl
 #if KL_ISA_X86
 static const kl_isa_fns fns_avx2 = {"avx2", &kl_eltwise_avx2, NULL, &kl_rows_avx2, NULL,
                                     &kl_pool_avx2, &kl_copy_avx2};
+/* The AVX-512 levels transpose with AVX2's tiles (isa_fns.h says why). */
 static const kl_isa_fns fns_avx512 = {"avx512", &kl_eltwise_avx512, NULL, &kl_rows_avx512,
-                                      NULL, &kl_pool_avx512, &kl_copy_avx512};
+                                      NULL, &kl_pool_avx512, &kl_copy_avx2};
 static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
                                            &kl_eltwise_avx512bf16, &kl_rows_avx512,
                                            &kl_rows_avx512bf16, &kl_pool_avx512,
-                                           &kl_copy_avx512};
+                                           &kl_copy_avx2};
 #endif
 
 /* The kernels of one level: each driver bound to the level's primitives (a kernel is a
@@ -160,4 +160,18 @@ kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int 
   k.name = l.fns->name;
   k.run = l.kernels[kind];
   return k;
+}
+
+unsigned kl_cpu_isa_inplace(const kl_node *n) {
+  kl_act act;
+  if (kl_isa_act(n, &act)) return 1u; /* Clip's bounds are scalars: never Y's buffer */
+  switch (n->op) {
+  case KL_OP_Add: case KL_OP_Sub: case KL_OP_Mul: case KL_OP_Div:
+  case KL_OP_KilnSkipLayerNorm: /* Y takes X + Skip, formed from both */
+    return 3u;
+  case KL_OP_Softmax: case KL_OP_LogSoftmax: case KL_OP_LayerNormalization:
+  case KL_OP_RMSNormalization:
+    return 1u;
+  default: return 0u; /* Transpose keeps its shape for square perms, yet moves data */
+  }
 }

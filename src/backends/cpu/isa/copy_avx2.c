@@ -19,7 +19,7 @@ static void tile8(const float *src, size_t src_ld, float *dst, size_t dst_ld) {
   for (int i = 0; i < 8; i += 4) /* bit 2: pairs of lanes */
     for (int k = i; k < i + 2; k++) {
       r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      r[k + 2] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 2, 3));
+      r[k + 2] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
     }
   for (int i = 0; i < 8; i += 2) { /* bit 1: single lanes */
     t[i] = _mm256_blend_ps(r[i], _mm256_moveldup_ps(r[i + 1]), 0xaa);

@@ -6,13 +6,19 @@ static inline __m256 red(bool is_max, __m256 acc, __m256 v) {
   return is_max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
 }
 
+/* Lanes of m from p; plain loads where all are (masked ones are slow on some CPUs). */
+static inline __m256 load8(const float *p, __m256i m, bool full) {
+  return full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
 /* 8 outputs from j: taps v[(j + lane) * stride + k * dil] */
 static inline __attribute__((always_inline)) __m256 window(bool is_max, const float *v,
                                                            size_t stride, size_t dil,
-                                                           size_t kw, size_t j, __m256i m) {
+                                                           size_t kw, size_t j, __m256i m,
+                                                           bool full) {
   if (stride == 1) {
-    __m256 acc = _mm256_maskload_ps(v + j, m);
-    for (size_t k = 1; k < kw; k++) acc = red(is_max, acc, _mm256_maskload_ps(v + j + k * dil, m));
+    __m256 acc = load8(v + j, m, full);
+    for (size_t k = 1; k < kw; k++) acc = red(is_max, acc, load8(v + j + k * dil, m, full));
     return acc;
   }
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -30,9 +36,12 @@ static inline __attribute__((always_inline)) __m256 window(bool is_max, const fl
 static inline __attribute__((always_inline)) void hpool_run(bool is_max, const float *v,
                                                             size_t stride, size_t dil,
                                                             size_t kw, float *y, size_t n) {
-  for (size_t j = 0; j < n; j += 8) {
-    __m256i m = n - j >= 8 ? _mm256_set1_epi32(-1) : kl_y_tail(n - j);
-    _mm256_maskstore_ps(y + j, m, window(is_max, v, stride, dil, kw, j, m));
+  size_t j = 0;
+  const __m256i all = _mm256_set1_epi32(-1);
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, window(is_max, v, stride, dil, kw, j, all, true));
+  if (j < n) {
+    __m256i m = kl_y_tail(n - j);
+    _mm256_maskstore_ps(y + j, m, window(is_max, v, stride, dil, kw, j, m, false));
   }
 }
 

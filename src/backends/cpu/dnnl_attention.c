@@ -1,0 +1,293 @@
+/* kiln.Attention on oneDNN (dnnl.h): four primitives per set of input shapes.
+ *
+ *   Q [..., S, D], Kt [..., D, T], V [..., T, Dv], Mask broadcast to [..., S, T]
+ *   scores = (Q Kt) * scale      matmul with an output scale, into a buffer of ours
+ *   scores += Mask               binary add, in place (when there is a Mask)
+ *   scores = softmax(scores)     along the last axis, in place
+ *   Y = scores V                 matmul
+ *
+ * The reference keeps the scores in double; here they are float32, as in other
+ * runtimes. Shapes oneDNN cannot do run the reference kernel. Every buffer is made
+ * with the entry for a set of shapes, so running an existing entry allocates nothing. */
+#include "backends/cpu/dnnl_engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define AT_SLOTS 4 /* entries kept per node: one per recent set of input shapes */
+#define AT_ALIGN 64
+
+enum { AT_QK, AT_MASK, AT_SOFTMAX, AT_PV, AT_STEPS };
+
+typedef struct at_entry {
+  bool used, fallback;
+  uint64_t last_use;
+  int rank[4];
+  int64_t dims[4][KL_MAX_RANK];
+  dnnl_primitive_t prim[AT_STEPS];
+  dnnl_memory_t q, kt, mask, v, y, scores, scratch[AT_STEPS];
+  void *scores_buf, *scratch_buf;
+} at_entry;
+
+typedef struct at_node {
+  dnnl_engine_t engine; /* the session's (kl_dnnl_engine), not owned */
+  dnnl_stream_t stream;
+  uint64_t clock;
+  bool ran_reference;
+  at_entry slots[AT_SLOTS];
+} at_node;
+
+typedef struct at_mds {
+  int nd;
+  dnnl_memory_desc_t q, kt, mask, v, y, scores;
+} at_mds;
+
+static void *alloc_aligned(size_t bytes) {
+  void *p = NULL;
+  return posix_memalign(&p, AT_ALIGN, bytes ? bytes : AT_ALIGN) == 0 ? p : NULL;
+}
+
+static const kl_tensor *mask_of(const kl_kernel_ctx *c) { return c->n_in > 3 ? c->in[3] : NULL; }
+
+/* t's dims right-aligned in nd dims, 1 in front. */
+static void pad_dims(const kl_tensor *t, int nd, dnnl_dims_t dims) {
+  for (int i = 0; i < nd; i++) dims[i] = 1;
+  for (int i = 0; i < t->rank; i++) dims[nd - t->rank + i] = t->dims[i];
+}
+
+static dnnl_status_t plain(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  dnnl_dims_t strides;
+  int64_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i] > 0 ? dims[i] : 1;
+  }
+  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+}
+
+/* The operands at the output's rank; dnnl_unimplemented for ranks below 2. */
+static dnnl_status_t describe(const kl_kernel_ctx *c, at_mds *m) {
+  const kl_tensor *q = c->in[0], *kt = c->in[1], *v = c->in[2], *y = c->out[0];
+  if (q->rank < 2 || kt->rank < 2 || v->rank < 2 || y->rank < 2 || y->rank > KL_MAX_RANK)
+    return dnnl_unimplemented;
+  int nd = y->rank;
+  dnnl_dims_t qd, kd, vd, yd, sd, md;
+  pad_dims(q, nd, qd);
+  pad_dims(kt, nd, kd);
+  pad_dims(v, nd, vd);
+  pad_dims(y, nd, yd);
+  for (int i = 0; i < nd - 2; i++) sd[i] = qd[i] > kd[i] ? qd[i] : kd[i];
+  sd[nd - 2] = qd[nd - 2];
+  sd[nd - 1] = kd[nd - 1];
+  m->nd = nd;
+  dnnl_status_t s = plain(&m->q, nd, qd);
+  if (s == dnnl_success) s = plain(&m->kt, nd, kd);
+  if (s == dnnl_success) s = plain(&m->v, nd, vd);
+  if (s == dnnl_success) s = plain(&m->y, nd, yd);
+  if (s == dnnl_success) s = plain(&m->scores, nd, sd);
+  if (s == dnnl_success && mask_of(c)) {
+    pad_dims(mask_of(c), nd, md);
+    s = plain(&m->mask, nd, md);
+  }
+  return s;
+}
+
+/* Primitive `step` from its op descriptor, with a scratchpad memory of ours (its
+ * buffer comes later; the largest size goes into *need). */
+static dnnl_status_t make(at_node *a, at_entry *en, int step, const void *desc, float scale,
+                          size_t *need) {
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_status_t s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (s == dnnl_success && scale != 1.0f) s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, desc, attr, a->engine, NULL);
+  if (s == dnnl_success) s = dnnl_primitive_create(&en->prim[step], pd);
+  if (s == dnnl_success) {
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t bytes = md ? dnnl_memory_desc_get_size(md) : 0;
+    if (bytes > *need) *need = bytes;
+    if (bytes) s = dnnl_memory_create(&en->scratch[step], md, a->engine, DNNL_MEMORY_NONE);
+  }
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return s;
+}
+
+static dnnl_status_t make_steps(at_node *a, at_entry *en, const kl_kernel_ctx *c,
+                                const at_mds *m, size_t *need) {
+  float scale = kl_attr_float(c->node, "scale", 1.0f);
+  dnnl_matmul_desc_t qk, pv;
+  dnnl_binary_desc_t add;
+  dnnl_softmax_v2_desc_t sm;
+  dnnl_status_t s = dnnl_matmul_desc_init(&qk, &m->q, &m->kt, NULL, &m->scores);
+  if (s == dnnl_success) s = make(a, en, AT_QK, &qk, scale, need);
+  if (s == dnnl_success && mask_of(c)) s = dnnl_binary_desc_init(&add, dnnl_binary_add,
+                                                                 &m->scores, &m->mask, &m->scores);
+  if (s == dnnl_success && mask_of(c)) s = make(a, en, AT_MASK, &add, 1.0f, need);
+  if (s == dnnl_success)
+    s = dnnl_softmax_v2_forward_desc_init(&sm, dnnl_forward_inference, dnnl_softmax_accurate,
+                                          &m->scores, &m->scores, m->nd - 1);
+  if (s == dnnl_success) s = make(a, en, AT_SOFTMAX, &sm, 1.0f, need);
+  if (s == dnnl_success) s = dnnl_matmul_desc_init(&pv, &m->scores, &m->v, NULL, &m->y);
+  if (s == dnnl_success) s = make(a, en, AT_PV, &pv, 1.0f, need);
+  return s;
+}
+
+/* The memories: kiln's tensors get their pointers at each run; the scores and the
+ * shared scratchpad are ours. */
+static dnnl_status_t make_memories(at_node *a, at_entry *en, const at_mds *m, size_t need) {
+  size_t score_bytes = dnnl_memory_desc_get_size(&m->scores);
+  en->scores_buf = alloc_aligned(score_bytes);
+  en->scratch_buf = need ? alloc_aligned(need) : NULL;
+  if (!en->scores_buf || (need && !en->scratch_buf)) return dnnl_out_of_memory;
+  dnnl_engine_t e = a->engine;
+  dnnl_status_t s = dnnl_memory_create(&en->scores, &m->scores, e, en->scores_buf);
+  if (s == dnnl_success) s = dnnl_memory_create(&en->q, &m->q, e, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&en->kt, &m->kt, e, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&en->v, &m->v, e, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&en->y, &m->y, e, DNNL_MEMORY_NONE);
+  if (s == dnnl_success && en->prim[AT_MASK])
+    s = dnnl_memory_create(&en->mask, &m->mask, e, DNNL_MEMORY_NONE);
+  for (int k = 0; s == dnnl_success && k < AT_STEPS; k++)
+    if (en->scratch[k]) s = dnnl_memory_set_data_handle(en->scratch[k], en->scratch_buf);
+  return s;
+}
+
+static void entry_free(at_entry *en) {
+  for (int k = 0; k < AT_STEPS; k++) {
+    if (en->prim[k]) dnnl_primitive_destroy(en->prim[k]);
+    if (en->scratch[k]) dnnl_memory_destroy(en->scratch[k]);
+  }
+  dnnl_memory_t mems[] = {en->q, en->kt, en->mask, en->v, en->y, en->scores};
+  for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+    if (mems[i]) dnnl_memory_destroy(mems[i]);
+  free(en->scores_buf);
+  free(en->scratch_buf);
+  memset(en, 0, sizeof *en);
+}
+
+static kiln_status entry_build(at_node *a, at_entry *en, const kl_kernel_ctx *c) {
+  at_mds m;
+  size_t need = 0;
+  dnnl_status_t s = describe(c, &m);
+  if (s == dnnl_success) s = make_steps(a, en, c, &m, &need);
+  if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
+    entry_free(en);
+    en->fallback = true; /* shapes oneDNN cannot do: the reference runs */
+    return KILN_OK;
+  }
+  if (s == dnnl_success) s = make_memories(a, en, &m, need);
+  if (s == dnnl_success) return KILN_OK;
+  return kl_fail(c->e, s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
+                 "oneDNN failed to build the attention primitives (status %d)", (int)s);
+}
+
+static bool matches(const at_entry *en, const kl_kernel_ctx *c) {
+  for (int k = 0; k < 4; k++) {
+    const kl_tensor *t = k < c->n_in ? c->in[k] : NULL;
+    if ((t ? t->rank : -1) != en->rank[k]) return false;
+    if (t && memcmp(en->dims[k], t->dims, sizeof(int64_t) * (size_t)t->rank) != 0) return false;
+  }
+  return true;
+}
+
+/* The entry for c's shapes, built in the least recently used slot when new. */
+static kiln_status entry_get(at_node *a, const kl_kernel_ctx *c, at_entry **out) {
+  at_entry *victim = &a->slots[0];
+  a->clock++;
+  for (int i = 0; i < AT_SLOTS; i++) {
+    at_entry *en = &a->slots[i];
+    if (en->used && matches(en, c)) {
+      en->last_use = a->clock;
+      *out = en;
+      return KILN_OK;
+    }
+    if (!en->used ? victim->used : en->last_use < victim->last_use) victim = en;
+  }
+  entry_free(victim);
+  kiln_status st = entry_build(a, victim, c);
+  if (st != KILN_OK) {
+    entry_free(victim);
+    return st;
+  }
+  victim->used = true;
+  victim->last_use = a->clock;
+  for (int k = 0; k < 4; k++) {
+    const kl_tensor *t = k < c->n_in ? c->in[k] : NULL;
+    victim->rank[k] = t ? t->rank : -1;
+    if (t) memcpy(victim->dims[k], t->dims, sizeof(int64_t) * (size_t)t->rank);
+  }
+  *out = victim;
+  return KILN_OK;
+}
+
+static dnnl_status_t step(at_node *a, at_entry *en, int k, int n, dnnl_exec_arg_t *args) {
+  if (en->scratch[k]) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch[k]};
+  return dnnl_primitive_execute(en->prim[k], a->stream, n, args);
+}
+
+static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
+  dnnl_status_t s = dnnl_memory_set_data_handle(en->q, (void *)c->in[0]->data);
+  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->kt, (void *)c->in[1]->data);
+  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->v, (void *)c->in[2]->data);
+  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->y, c->out[0]->data);
+  if (s == dnnl_success && en->mask) s = dnnl_memory_set_data_handle(en->mask, (void *)mask_of(c)->data);
+  dnnl_exec_arg_t qk[4] = {{DNNL_ARG_SRC, en->q}, {DNNL_ARG_WEIGHTS, en->kt}, {DNNL_ARG_DST, en->scores}};
+  dnnl_exec_arg_t add[4] = {{DNNL_ARG_SRC_0, en->scores}, {DNNL_ARG_SRC_1, en->mask},
+                            {DNNL_ARG_DST, en->scores}};
+  dnnl_exec_arg_t sm[3] = {{DNNL_ARG_SRC, en->scores}, {DNNL_ARG_DST, en->scores}};
+  dnnl_exec_arg_t pv[4] = {{DNNL_ARG_SRC, en->scores}, {DNNL_ARG_WEIGHTS, en->v}, {DNNL_ARG_DST, en->y}};
+  if (s == dnnl_success) s = step(a, en, AT_QK, 3, qk);
+  if (s == dnnl_success && en->prim[AT_MASK]) s = step(a, en, AT_MASK, 3, add);
+  if (s == dnnl_success) s = step(a, en, AT_SOFTMAX, 2, sm);
+  if (s == dnnl_success) s = step(a, en, AT_PV, 3, pv);
+  if (s == dnnl_success) s = dnnl_stream_wait(a->stream);
+  return s == dnnl_success ? KILN_OK
+                           : kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to run the "
+                                     "attention primitives (status %d)", (int)s);
+}
+
+static int at_run(kl_kernel_ctx *c) {
+  at_node *a = *c->state;
+  if (!a) return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN attention without its state");
+  a->ran_reference = true;
+  if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
+  for (int k = 0; k < c->n_in; k++) /* oneDNN refuses empty operands */
+    if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) return kl_op_get(c->node->op)->ref(c);
+  at_entry *en;
+  kiln_status st = entry_get(a, c, &en);
+  if (st != KILN_OK) return st;
+  a->ran_reference = en->fallback;
+  return en->fallback ? (kiln_status)kl_op_get(c->node->op)->ref(c) : execute(a, en, c);
+}
+
+static void at_release(void *state) {
+  at_node *a = state;
+  if (!a) return;
+  for (int i = 0; i < AT_SLOTS; i++) entry_free(&a->slots[i]);
+  free(a);
+}
+
+bool kl_dnnl_attention_supports(const kl_graph *g, const kl_node *n) {
+  if (n->op != KL_OP_KilnAttention || n->n_out != 1) return false;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && g->values[n->in[k]].type.dtype != KL_F32) return false;
+  return g->values[n->out[0]].type.dtype == KL_F32;
+}
+
+bool kl_dnnl_attention_ran_reference(const void *state) {
+  const at_node *a = state;
+  return a && a->ran_reference;
+}
+
+kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
+                                     kl_err *e) {
+  at_node *a = calloc(1, sizeof *a);
+  *state = a;
+  if (!a) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a oneDNN attention");
+  a->engine = eng->engine;
+  a->stream = eng->stream;
+  *kernel = (kl_cpu_kernel){"dnnl_attention", at_run, at_release};
+  return KILN_OK;
+}

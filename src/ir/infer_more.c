@@ -1,0 +1,271 @@
+/* Shape/dtype inference for GridSample and AffineGrid, NonMaxSuppression, RoiAlign,
+ * DeformConv, Det, BitCast and TensorScatter.
+ *
+ * GridSample: X [N, C, D1..Dr], grid [N, O1..Or, r] -> Y [N, C, O1..Or]
+ * AffineGrid: theta [N, 2, 3], size (N, C, H, W) -> grid [N, H, W, 2];
+ *             theta [N, 3, 4], size (N, C, D, H, W) -> grid [N, D, H, W, 3]
+ */
+#include "ir/infer_more.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- GridSample ---- */
+
+static kiln_status read_choice(const kl_node *node, const char *attr, const char *dflt,
+                               const char *const *names, int count, int *v, kl_err *e) {
+  const char *s = kl_attr_string(node, attr, dflt);
+  for (int i = 0; i < count; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *v = i;
+      return KILN_OK;
+    }
+  return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s is '%s', expected %s, %s or %s", attr, s,
+                 names[0], names[1], names[2]);
+}
+
+kiln_status kl_grid_init(const kl_node *node, kl_grid *g, kl_err *e) {
+  static const char *const modes[] = {"linear", "nearest", "cubic"};
+  static const char *const pads[] = {"zeros", "border", "reflection"};
+  int mode = 0, pad = 0;
+  int64_t align = kl_attr_int(node, "align_corners", 0);
+  kiln_status st = read_choice(node, "mode", "linear", modes, 3, &mode, e);
+  if (st == KILN_OK) st = read_choice(node, "padding_mode", "zeros", pads, 3, &pad, e);
+  if (st == KILN_OK && align != 0 && align != 1)
+    st = kl_fail(e, KILN_ERR_INVALID_MODEL, "align_corners is %lld, expected 0 or 1",
+                 (long long)align);
+  g->mode = (kl_grid_mode)mode;
+  g->pad = (kl_grid_pad)pad;
+  g->align_corners = align == 1;
+  return st;
+}
+
+int kl_infer_grid_sample(kl_infer_ctx *c) {
+  kl_grid g;
+  kiln_status st = kl_grid_init(c->node, &g, c->e);
+  if (st == KILN_OK) st = kl_check_required(c, 2);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "X", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_dtype(c, 1, "grid", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 3, KL_MAX_RANK);
+  if (st == KILN_OK) st = kl_check_rank(c, 1, "grid", 3, KL_MAX_RANK);
+  if (st != KILN_OK) return st;
+  const kl_type *x = c->in[0], *grid = c->in[1];
+  int rank = x->rank >= 0 ? x->rank : grid->rank;
+  kl_type_unknown(&c->out[0], x->dtype);
+  if (rank < 0) return KILN_OK;
+  if (x->rank >= 0 && grid->rank >= 0 && x->rank != grid->rank)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (grid) has rank %d, expected %d like "
+                   "input 0 (X)", grid->rank, x->rank);
+  st = kl_more_expect_dim(c, 1, "grid", rank - 1, rank - 2, "one coordinate per spatial dim");
+  bool ok = true;
+  kl_dim n = kl_dim_merge(x->rank >= 0 ? x->dims[0] : kl_dim_unknown(),
+                          grid->rank >= 0 ? grid->dims[0] : kl_dim_unknown(), &ok);
+  if (st == KILN_OK && !ok)
+    st = kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (grid) has batch %lld, expected %lld like "
+                 "input 0 (X)", (long long)grid->dims[0].size, (long long)x->dims[0].size);
+  if (st != KILN_OK) return st;
+  kl_type *y = &c->out[0];
+  y->rank = rank;
+  y->dims[0] = n;
+  y->dims[1] = x->rank >= 0 ? x->dims[1] : kl_dim_unknown();
+  for (int i = 2; i < rank; i++)
+    y->dims[i] = grid->rank >= 0 ? grid->dims[i - 1] : kl_dim_unknown();
+  return KILN_OK;
+}
+
+/* ---- AffineGrid ---- */
+
+int kl_infer_affine_grid(kl_infer_ctx *c) {
+  int64_t align = kl_attr_int(c->node, "align_corners", 0);
+  if (align != 0 && align != 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "align_corners is %lld, expected 0 or 1",
+                   (long long)align);
+  kiln_status st = kl_check_required(c, 2);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "theta", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_dtype(c, 1, "size", KL_DT(KL_I64));
+  if (st == KILN_OK) st = kl_check_rank(c, 0, "theta", 3, 3);
+  if (st == KILN_OK) st = kl_check_rank(c, 1, "size", 1, 1);
+  int64_t size[5];
+  int n = -1;
+  if (st == KILN_OK) st = kl_read_ints(c, 1, "size", size, 5, &n);
+  if (st != KILN_OK) return st;
+  const kl_type *theta = c->in[0], *sz = c->in[1];
+  /* the output's rank follows size's length, known from its shape before its data */
+  int len = n >= 0 ? n : sz->rank == 1 && kl_dim_known(sz->dims[0]) ? (int)sz->dims[0].size : -1;
+  kl_type_unknown(&c->out[0], theta->dtype);
+  if (len < 0) return KILN_OK;
+  if (len != 4 && len != 5)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (size) has %d values, expected 4 (N, C, "
+                   "H, W) or 5 (N, C, D, H, W)", len);
+  int spatial = len - 2;
+  st = kl_more_expect_dim(c, 0, "theta", 1, spatial, "one row per spatial dim");
+  if (st == KILN_OK) st = kl_more_expect_dim(c, 0, "theta", 2, spatial + 1, "spatial dims + 1");
+  if (st == KILN_OK && n >= 0) st = kl_more_expect_dim(c, 0, "theta", 0, size[0], "size[0]");
+  for (int i = 0; st == KILN_OK && n >= 0 && i < len; i++)
+    if (size[i] < (i < 2 ? 0 : 1))
+      st = kl_fail(c->e, KILN_ERR_SHAPE, "size[%d] is %lld, expected at least %d", i,
+                   (long long)size[i], i < 2 ? 0 : 1);
+  if (st != KILN_OK) return st;
+  kl_type *y = &c->out[0];
+  y->rank = spatial + 2;
+  y->dims[0] = n >= 0 ? kl_dim_of(size[0]) : theta->rank == 3 ? theta->dims[0] : kl_dim_unknown();
+  for (int i = 0; i < spatial; i++) y->dims[1 + i] = n >= 0 ? kl_dim_of(size[2 + i]) : kl_dim_unknown();
+  y->dims[spatial + 1] = kl_dim_of(spatial);
+  return kl_check_out_numel(c, y);
+}
+
+/* ---- NonMaxSuppression ---- */
+
+typedef struct nms_candidate {
+  double score;
+  int64_t box;
+} nms_candidate;
+
+/* Higher score first, then lower box index (onnxruntime's and the ONNX reference's
+ * order); NaN scores last. */
+static int nms_order(const void *pa, const void *pb) {
+  const nms_candidate *a = pa, *b = pb;
+  bool na = a->score != a->score, nb = b->score != b->score;
+  if (na != nb) return na ? 1 : -1;
+  if (!na && a->score != b->score) return a->score > b->score ? -1 : 1;
+  return (a->box > b->box) - (a->box < b->box);
+}
+
+/* Box i of batch b as [lo_y, lo_x, hi_y, hi_x]. */
+static void nms_box(const kl_nms *p, int64_t b, int64_t i, double *r) {
+  double v[4];
+  for (int k = 0; k < 4; k++) v[k] = kl_load_f64(p->boxes, p->boxes_dtype, (size_t)((b * p->count + i) * 4 + k));
+  if (p->center_point_box) {
+    r[0] = v[1] - v[3] / 2, r[2] = v[1] + v[3] / 2;
+    r[1] = v[0] - v[2] / 2, r[3] = v[0] + v[2] / 2;
+    return;
+  }
+  r[0] = fmin(v[0], v[2]), r[2] = fmax(v[0], v[2]);
+  r[1] = fmin(v[1], v[3]), r[3] = fmax(v[1], v[3]);
+}
+
+/* Whether two boxes overlap by more than the threshold (intersection over union);
+ * boxes without area never suppress. */
+static bool nms_suppresses(const kl_nms *p, const double *a, const double *b) {
+  double h = fmin(a[2], b[2]) - fmax(a[0], b[0]), w = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+  if (!(h > 0 && w > 0)) return false;
+  double inter = h * w, area_a = (a[2] - a[0]) * (a[3] - a[1]);
+  double area_b = (b[2] - b[0]) * (b[3] - b[1]), uni = area_a + area_b - inter;
+  if (!(area_a > 0 && area_b > 0 && uni > 0)) return false;
+  return inter / uni > p->iou_threshold;
+}
+
+/* One class of one batch: the candidates above the score threshold, best first, each
+ * kept unless a kept one suppresses it. kept holds box indexes. */
+static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_candidate *cand,
+                         int64_t *kept) {
+  int64_t n = 0, n_kept = 0;
+  for (int64_t i = 0; i < p->count; i++) {
+    double s = kl_load_f64(p->scores, p->scores_dtype, (size_t)((b * p->classes + cls) * p->count + i));
+    if (!p->has_score_threshold || s > p->score_threshold) cand[n++] = (nms_candidate){s, i};
+  }
+  qsort(cand, (size_t)n, sizeof *cand, nms_order);
+  for (int64_t i = 0; i < n && n_kept < p->max_per_class; i++) {
+    double box[4], other[4];
+    bool keep = true;
+    nms_box(p, b, cand[i].box, box);
+    for (int64_t k = 0; k < n_kept && keep; k++) {
+      nms_box(p, b, kept[k], other);
+      keep = !nms_suppresses(p, box, other);
+    }
+    if (keep) kept[n_kept++] = cand[i].box;
+  }
+  return n_kept;
+}
+
+kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t *selected, kl_err *e) {
+  size_t bytes;
+  *selected = 0;
+  if (p->count == 0 || p->max_per_class <= 0) return KILN_OK;
+  if (kl_mul_overflow_size((size_t)p->count, sizeof(nms_candidate) + sizeof(int64_t), &bytes))
+    return kl_fail(e, KILN_ERR_LIMIT, "%lld boxes are too many", (long long)p->count);
+  nms_candidate *cand = malloc(bytes);
+  if (!cand) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "no memory for %lld boxes",
+                            (long long)p->count);
+  int64_t *kept = (int64_t *)(cand + p->count);
+  for (int64_t b = 0; b < p->batches; b++)
+    for (int64_t cls = 0; cls < p->classes; cls++) {
+      int64_t n = nms_class(p, b, cls, cand, kept);
+      for (int64_t k = 0; out && k < n; k++) {
+        int64_t *row = out + (*selected + k) * 3;
+        row[0] = b, row[1] = cls, row[2] = kept[k];
+      }
+      *selected += n;
+    }
+  free(cand);
+  return KILN_OK;
+}
+
+static kiln_status nms_check(const kl_infer_ctx *c) {
+  int64_t center = kl_attr_int(c->node, "center_point_box", 0);
+  if (center != 0 && center != 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "center_point_box is %lld, expected 0 or 1",
+                   (long long)center);
+  kiln_status st = kl_check_required(c, 2);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "boxes", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_dtype(c, 1, "scores", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_dtype(c, 2, "max_output_boxes_per_class", KL_DT(KL_I64));
+  if (st == KILN_OK) st = kl_check_dtype(c, 3, "iou_threshold", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_dtype(c, 4, "score_threshold", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_rank(c, 0, "boxes", 3, 3);
+  if (st == KILN_OK) st = kl_check_rank(c, 1, "scores", 3, 3);
+  for (int i = 2; st == KILN_OK && i < 5; i++) {
+    st = kl_check_rank(c, i, i == 2 ? "max_output_boxes_per_class" : i == 3 ? "iou_threshold"
+                                                                              : "score_threshold", 0, 1);
+    if (st == KILN_OK) st = kl_more_expect_dim(c, i, "scalar", 0, 1, "a single value");
+  }
+  if (st == KILN_OK) st = kl_more_expect_dim(c, 0, "boxes", 2, 4, "4 coordinates per box");
+  const kl_type *boxes = c->in[0];
+  if (st == KILN_OK && boxes->rank == 3)
+    st = kl_more_expect_dim(c, 1, "scores", 0, boxes->dims[0].size, "boxes' batch size");
+  if (st == KILN_OK && boxes->rank == 3)
+    st = kl_more_expect_dim(c, 1, "scores", 2, boxes->dims[1].size, "boxes' box count");
+  return st;
+}
+
+/* The selection's parameters when every input's contents are known. */
+static bool nms_from_data(const kl_infer_ctx *c, kl_nms *p) {
+  const kl_type *boxes = c->in[0], *scores = c->in[1];
+  double v;
+  memset(p, 0, sizeof *p);
+  p->boxes = kl_infer_data(c, 0);
+  p->scores = kl_infer_data(c, 1);
+  if (!kl_type_is_concrete(boxes) || !kl_type_is_concrete(scores)) return false;
+  p->batches = boxes->dims[0].size;
+  p->count = boxes->dims[1].size;
+  p->classes = scores->dims[1].size;
+  int64_t n_boxes, n_scores;
+  if (!kl_type_numel(boxes, &n_boxes) || !kl_type_numel(scores, &n_scores) ||
+      (n_boxes > 0 && !p->boxes) || (n_scores > 0 && !p->scores))
+    return false;
+  p->boxes_dtype = boxes->dtype;
+  p->scores_dtype = scores->dtype;
+  p->center_point_box = kl_attr_int(c->node, "center_point_box", 0) == 1;
+  for (int i = 2; i < 5; i++)
+    if (kl_infer_in(c, i) && !kl_read_scalar(c, i, &v)) return false;
+  /* absent: no output, threshold 0, no score threshold */
+  if (kl_read_scalar(c, 2, &v)) p->max_per_class = kl_load_i64(kl_infer_data(c, 2), KL_I64, 0);
+  if (kl_read_scalar(c, 3, &v)) p->iou_threshold = v;
+  p->has_score_threshold = kl_read_scalar(c, 4, &p->score_threshold);
+  return true;
+}
+
+int kl_infer_nms(kl_infer_ctx *c) {
+  kiln_status st = nms_check(c);
+  if (st != KILN_OK) return st;
+  kl_type *y = &c->out[0];
+  kl_type_unknown_dims(y, KL_I64, 2);
+  y->dims[1] = kl_dim_of(3);
+  kl_nms p;
+  int64_t selected;
+  if (!nms_from_data(c, &p)) return KILN_OK;
+  st = kl_nms_select(&p, NULL, &selected, c->e);
+  y->dims[0] = kl_dim_of(selected);
+  return st;
+}

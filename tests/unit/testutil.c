@@ -1,0 +1,467 @@
+/* Helpers shared by the unit tests: see testutil.h. */
+#include "import/onnx.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* ---- failing at the caller's line ---- */
+
+/* cmocka's fail_msg names the line it is written on; these checks name the test's. */
+static void fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail_at(const char *file, int line, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  print_error("%s\n", msg);
+  _fail(file, line);
+}
+
+/* n elements of size bytes, zeroed; at least one byte so that the pointer is never NULL. */
+static void *alloc_elems(int64_t n, size_t size) {
+  size_t bytes;
+  assert_true(n >= 0);
+  assert_false(__builtin_mul_overflow((size_t)n, size, &bytes));
+  void *p = calloc(bytes ? bytes : 1, 1);
+  assert_non_null(p);
+  return p;
+}
+
+static int64_t numel_of(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++) assert_false(__builtin_mul_overflow(n, dims[d], &n));
+  return n;
+}
+
+/* ---- types and tolerances ---- */
+
+kl_type tu_type(kl_dtype dt, int rank, const int64_t *dims) {
+  kl_type t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dt;
+  t.rank = rank;
+  for (int i = 0; i < rank; i++) {
+    t.dims[i].size = dims[i] >= 0 ? dims[i] : -1;
+    t.dims[i].sym = dims[i] <= B ? (int32_t)(B - dims[i]) : -1;
+  }
+  return t;
+}
+
+static bool close_to(double got, double want, tu_tol tol) {
+  if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+  return got == want || fabs(got - want) <= tol.atol + tol.rtol * fabs(want);
+}
+
+/* ---- the one-node fixture ---- */
+
+static void free_tensors(tu_fixture *f) {
+  for (int i = 0; i < TU_MAX_IO; i++) {
+    free(f->tin[i].data);
+    free(f->tout[i].data);
+    memset(&f->tin[i], 0, sizeof f->tin[i]);
+    memset(&f->tout[i], 0, sizeof f->tout[i]);
+  }
+}
+
+int tu_setup(void **state) {
+  tu_fixture *f = calloc(1, sizeof *f);
+  if (!f) return -1;
+  *state = f;
+  return 0;
+}
+
+void tu_fixture_clear(tu_fixture *f) {
+  free_tensors(f);
+  kl_graph_free(f->g);
+  memset(f, 0, sizeof *f);
+}
+
+int tu_teardown(void **state) {
+  tu_fixture_clear(*state);
+  free(*state);
+  return 0;
+}
+
+void tu_one_node(tu_fixture *f, const char *op, int n_in, int n_out) {
+  assert_true(n_in >= 0 && n_in <= TU_MAX_IO && n_out >= 0 && n_out <= TU_MAX_IO);
+  kl_op o = kl_op_lookup("", op);
+  if (o == KL_OP_COUNT) fail_msg("no op %s", op);
+  free_tensors(f);
+  kl_graph_free(f->g);
+  f->g = tu_graph_new();
+  assert_int_equal(kl_graph_symbol(f->g, "batch"), 0);
+  assert_int_equal(kl_graph_symbol(f->g, "seq"), 1);
+  int ins[TU_MAX_IO], outs[TU_MAX_IO];
+  for (int i = 0; i < n_in; i++) ins[i] = tu_graph_value(f->g, NULL);
+  for (int i = 0; i < n_out; i++) outs[i] = tu_graph_value(f->g, NULL);
+  f->node = tu_graph_node(f->g, o, op, n_in, ins, n_out, outs);
+  f->n_in = n_in;
+  f->n_out = n_out;
+  for (int i = 0; i < TU_MAX_IO; i++) {
+    f->present[i] = true;
+    f->data[i] = NULL;
+  }
+  kl_err_clear(&f->e);
+}
+
+void tu_input(tu_fixture *f, int i, kl_type t) {
+  f->in[i] = t;
+  f->present[i] = true;
+}
+
+void tu_absent(tu_fixture *f, int i) { f->present[i] = false; }
+
+void tu_contents(tu_fixture *f, int i, const void *data) { f->data[i] = data; }
+
+void tu_input_ints(tu_fixture *f, int i, int rank, const int64_t *v, int64_t n) {
+  tu_input(f, i, rank == 0 ? TY0(KL_I64) : tu_type(KL_I64, 1, &n));
+  f->data[i] = v;
+}
+
+void tu_attr_int(tu_fixture *f, const char *name, int64_t v) {
+  assert_int_equal(kl_node_set_int(f->g, f->node, name, v, &f->e), KILN_OK);
+}
+
+void tu_attr_float(tu_fixture *f, const char *name, float v) {
+  assert_int_equal(kl_node_set_float(f->g, f->node, name, v, &f->e), KILN_OK);
+}
+
+void tu_attr_string(tu_fixture *f, const char *name, const char *v) {
+  assert_int_equal(kl_node_set_string(f->g, f->node, name, v, &f->e), KILN_OK);
+}
+
+void tu_attr_ints(tu_fixture *f, const char *name, const int64_t *v, int n) {
+  assert_int_equal(kl_node_set_ints(f->g, f->node, name, v, n, &f->e), KILN_OK);
+}
+
+/* Input i becomes tensor t (whose data f now owns): its type and contents for infer. */
+static void set_tensor(tu_fixture *f, int i, kl_tensor t) {
+  assert_true(i >= 0 && i < TU_MAX_IO && t.rank >= 0 && t.rank <= KL_MAX_RANK);
+  free(f->tin[i].data);
+  f->tin[i] = t;
+  kl_type ty;
+  memset(&ty, 0, sizeof ty);
+  ty.dtype = t.dtype;
+  kl_type_set_shape(&ty, t.rank, t.dims);
+  tu_input(f, i, ty);
+  f->data[i] = t.data;
+}
+
+void tu_tensor(tu_fixture *f, int i, kl_dtype dt, int rank, const int64_t *dims,
+               const double *vals) {
+  kl_tensor t = {.dtype = dt, .rank = rank};
+  assert_true(rank >= 0 && rank <= KL_MAX_RANK);
+  if (rank) memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+  int64_t n = numel_of(rank, t.dims);
+  t.data = alloc_elems(n, kl_dtype_size(dt));
+  for (int64_t k = 0; k < n; k++) kl_store_f64(t.data, dt, (size_t)k, vals[k]);
+  set_tensor(f, i, t);
+}
+
+void tu_tensor_copy(tu_fixture *f, int i, const tu_in *in) {
+  if (in->dt == KL_UNDEFINED) {
+    free(f->tin[i].data);
+    memset(&f->tin[i], 0, sizeof f->tin[i]);
+    tu_absent(f, i);
+    return;
+  }
+  kl_tensor t = {.dtype = in->dt, .rank = in->rank};
+  assert_true(in->rank >= 0 && in->rank <= KL_MAX_RANK);
+  memcpy(t.dims, in->dims, sizeof t.dims);
+  size_t size = kl_dtype_size(in->dt);
+  int64_t n = numel_of(in->rank, in->dims);
+  t.data = alloc_elems(n, size);
+  if (n) memcpy(t.data, in->data, (size_t)n * size); /* alloc_elems checked the product */
+  set_tensor(f, i, t);
+}
+
+kiln_status tu_infer(tu_fixture *f) {
+  const kl_type *tp[TU_MAX_IO];
+  const void *dp[TU_MAX_IO];
+  for (int i = 0; i < f->n_in; i++) {
+    tp[i] = f->present[i] ? &f->in[i] : NULL;
+    dp[i] = f->present[i] ? f->data[i] : NULL;
+  }
+  for (int k = 0; k < f->n_out; k++) {
+    memset(&f->out[k], 0, sizeof f->out[k]);
+    f->out[k].rank = -1;
+  }
+  kl_err_clear(&f->e);
+  const kl_node *n = &f->g->nodes[f->node];
+  kl_infer_ctx c = {.g = f->g, .node = n, .n_in = f->n_in, .n_out = f->n_out, .in = tp,
+                    .data = dp, .out = f->out, .e = &f->e};
+  return (kiln_status)kl_op_get(n->op)->infer(&c);
+}
+
+kiln_status tu_infer_with(tu_fixture *f, const kl_type *const *in, const void *const *data) {
+  for (int i = 0; i < f->n_in; i++) {
+    if (in[i]) tu_input(f, i, *in[i]);
+    else tu_absent(f, i);
+    f->data[i] = data[i];
+  }
+  return tu_infer(f);
+}
+
+/* Output k's tensor, shaped as infer said and zeroed. */
+static kl_tensor *alloc_output(tu_fixture *f, int k) {
+  const kl_type *t = &f->out[k];
+  if (!kl_type_is_concrete(t)) fail_msg("output %d is not concrete after infer", k);
+  kl_tensor *y = &f->tout[k];
+  free(y->data);
+  y->dtype = t->dtype;
+  y->rank = t->rank;
+  for (int d = 0; d < t->rank; d++) y->dims[d] = t->dims[d].size;
+  y->data = alloc_elems(numel_of(y->rank, y->dims), kl_dtype_size(y->dtype));
+  return y;
+}
+
+kiln_status tu_kernel(tu_fixture *f) {
+  const kl_tensor *in[TU_MAX_IO];
+  kl_tensor *out[TU_MAX_IO];
+  for (int i = 0; i < f->n_in; i++) {
+    if (f->present[i] && f->tin[i].dtype == KL_UNDEFINED)
+      fail_msg("input %d is present but has no tensor to run on", i);
+    in[i] = f->present[i] ? &f->tin[i] : NULL;
+  }
+  for (int k = 0; k < f->n_out; k++) out[k] = alloc_output(f, k);
+  const kl_node *n = &f->g->nodes[f->node];
+  kl_kernel_fn ref = kl_op_get(n->op)->ref;
+  assert_non_null(ref);
+  kl_kernel_ctx c = {.node = n, .n_in = f->n_in, .n_out = f->n_out, .in = in, .out = out,
+                     .e = &f->e, .threads = 1, .state = NULL};
+  return (kiln_status)ref(&c);
+}
+
+kiln_status tu_run(tu_fixture *f) {
+  kiln_status st = tu_infer(f);
+  return st != KILN_OK ? st : tu_kernel(f);
+}
+
+kiln_status tu_run_on(tu_fixture *f, const tu_in *in) {
+  for (int i = 0; i < f->n_in; i++) tu_tensor_copy(f, i, &in[i]);
+  return tu_run(f);
+}
+
+void tu_expect_type_at(const tu_fixture *f, int k, kl_type want, const char *file, int line) {
+  const kl_type *got = &f->out[k];
+  bool same = got->dtype == want.dtype && got->rank == want.rank;
+  for (int i = 0; same && i < want.rank; i++)
+    same = got->dims[i].size == want.dims[i].size &&
+           (want.dims[i].size >= 0 || got->dims[i].sym == want.dims[i].sym);
+  if (same) return;
+  char a[256], b[256];
+  kl_type_format(f->g, got, a, sizeof a);
+  kl_type_format(f->g, &want, b, sizeof b);
+  fail_at(file, line, "output %d is %s, expected %s", k, a, b);
+}
+
+void tu_expect_ok_at(tu_fixture *f, kl_type want, const char *file, int line) {
+  kiln_status st = tu_infer(f);
+  if (st != KILN_OK) fail_at(file, line, "infer failed (%d): %s", st, f->e.msg);
+  else tu_expect_type_at(f, 0, want, file, line);
+}
+
+void tu_expect_fail_at(tu_fixture *f, kiln_status code, const char *part, const char *file,
+                       int line) {
+  tu_assert_status_at(tu_infer(f), code, f->e.msg, part, file, line);
+}
+
+void tu_expect_run_at(tu_fixture *f, const char *file, int line) {
+  kiln_status st = tu_run(f);
+  if (st != KILN_OK) fail_at(file, line, "run failed (%d): %s", st, f->e.msg);
+}
+
+/* ---- checks on numbers, tensors and messages ---- */
+
+void tu_assert_close_at(const void *got, kl_dtype got_dt, const void *want, kl_dtype want_dt,
+                        int64_t n, tu_tol tol, const char *file, int line) {
+  for (int64_t i = 0; i < n; i++) {
+    double g = kl_load_f64(got, got_dt, (size_t)i), w = kl_load_f64(want, want_dt, (size_t)i);
+    if (!close_to(g, w, tol)) {
+      fail_at(file, line, "element %lld is %.17g, expected %.17g (atol %g, rtol %g)",
+              (long long)i, g, w, tol.atol, tol.rtol);
+      return;
+    }
+  }
+}
+
+static void expect_numel(const kl_tensor *t, int64_t n, const char *file, int line) {
+  int64_t got = kl_tensor_numel(t);
+  if (got != n) fail_at(file, line, "tensor has %lld elements, expected %lld", (long long)got,
+                        (long long)n);
+}
+
+void tu_assert_tensor_at(const kl_tensor *t, tu_tol tol, const double *want, int64_t n,
+                         const char *file, int line) {
+  expect_numel(t, n, file, line);
+  tu_assert_close_at(t->data, t->dtype, want, KL_F64, n, tol, file, line);
+}
+
+static void expect_dtype(const kl_tensor *t, kl_dtype want, const char *file, int line) {
+  if (t->dtype != want)
+    fail_at(file, line, "tensor is %s, expected %s", kl_dtype_name(t->dtype),
+            kl_dtype_name(want));
+}
+
+void tu_assert_f32_at(const kl_tensor *t, const float *want, int64_t n, tu_tol tol,
+                      const char *file, int line) {
+  expect_dtype(t, KL_F32, file, line);
+  expect_numel(t, n, file, line);
+  tu_assert_close_at(t->data, KL_F32, want, KL_F32, n, tol, file, line);
+}
+
+void tu_assert_i64_at(const kl_tensor *t, const int64_t *want, int64_t n, const char *file,
+                      int line) {
+  expect_dtype(t, KL_I64, file, line);
+  expect_numel(t, n, file, line);
+  const int64_t *got = t->data;
+  for (int64_t i = 0; i < n; i++)
+    if (got[i] != want[i]) {
+      fail_at(file, line, "element %lld is %lld, expected %lld", (long long)i,
+              (long long)got[i], (long long)want[i]);
+      return;
+    }
+}
+
+void tu_assert_dims_at(const kl_tensor *t, int rank, const int64_t *dims, const char *file,
+                       int line) {
+  bool same = t->rank == rank;
+  for (int d = 0; same && d < rank; d++) same = t->dims[d] == dims[d];
+  if (same) return;
+  char a[160] = "", b[160] = "";
+  for (int d = 0, ua = 0, ub = 0; d < KL_MAX_RANK; d++) {
+    if (d < t->rank && ua < (int)sizeof a)
+      ua += snprintf(a + ua, sizeof a - (size_t)ua, "%s%lld", d ? "," : "",
+                     (long long)t->dims[d]);
+    if (d < rank && ub < (int)sizeof b)
+      ub += snprintf(b + ub, sizeof b - (size_t)ub, "%s%lld", d ? "," : "", (long long)dims[d]);
+  }
+  fail_at(file, line, "tensor has shape [%s], expected [%s]", a, b);
+}
+
+void tu_assert_contains_at(const char *hay, const char *needle, const char *file, int line) {
+  if (!strstr(hay, needle)) fail_at(file, line, "\"%s\" does not contain \"%s\"", hay, needle);
+}
+
+void tu_assert_status_at(int st, int want, const char *msg, const char *part, const char *file,
+                         int line) {
+  if (st != want)
+    fail_at(file, line, "status %d (%s), expected %d (%s); message: %s", st,
+            kiln_status_string((kiln_status)st), want, kiln_status_string((kiln_status)want),
+            msg);
+  else if (part) tu_assert_contains_at(msg, part, file, line);
+}
+
+/* ---- graphs ---- */
+
+kl_graph *tu_graph_new(void) {
+  kl_graph *g = kl_graph_new();
+  assert_non_null(g);
+  return g;
+}
+
+int tu_graph_value(kl_graph *g, const char *name) {
+  kl_err e = {0};
+  int v = kl_graph_add_value(g, name, &e);
+  if (v < 0) fail_msg("add value %s: %s", name ? name : "(unnamed)", e.msg);
+  return v;
+}
+
+int tu_graph_input(kl_graph *g, const char *name, kl_dtype dt, int rank, const int64_t *dims) {
+  kl_err e = {0};
+  int v = tu_graph_value(g, name);
+  g->values[v].type.dtype = dt;
+  if (rank >= 0) kl_type_set_shape(&g->values[v].type, rank, dims);
+  if (kl_graph_add_input(g, v, &e) != KILN_OK) fail_msg("add input: %s", e.msg);
+  return v;
+}
+
+int tu_graph_const(kl_graph *g, const char *name, kl_dtype dt, int rank, const int64_t *dims,
+                   const void *data) {
+  kl_err e = {0};
+  size_t size = kl_dtype_size(dt);
+  int64_t n = numel_of(rank, dims);
+  void *copy = alloc_elems(n, size);
+  if (n) memcpy(copy, data, (size_t)n * size);
+  int v = kl_graph_add_const(g, name, dt, rank, dims, copy, (size_t)n * size, false, &e);
+  if (v < 0) fail_msg("add constant: %s", e.msg);
+  return v;
+}
+
+int tu_graph_node(kl_graph *g, kl_op op, const char *name, int n_in, const int *in, int n_out,
+                  const int *out) {
+  kl_err e = {0};
+  int i = kl_graph_add_node(g, op, name, n_in, in, n_out, out, &e);
+  if (i < 0) fail_msg("add node %s: %s", name ? name : kl_op_get(op)->name, e.msg);
+  return i;
+}
+
+int tu_graph_op(kl_graph *g, kl_op op, int n_in, const int *in) {
+  int y = tu_graph_value(g, NULL);
+  tu_graph_node(g, op, NULL, n_in, in, 1, &y);
+  return y;
+}
+
+const int64_t *tu_const_i64(const kl_graph *g, int id, int64_t n) {
+  assert_true(id >= 0 && id < g->n_values);
+  const kl_value *v = &g->values[id];
+  assert_int_equal(v->kind, KL_VALUE_CONST);
+  assert_int_equal(v->type.dtype, KL_I64);
+  assert_int_equal(v->type.rank, 1);
+  assert_int_equal(v->type.dims[0].size, n);
+  return v->data;
+}
+
+kl_graph *tu_load_onnx(const char *path) {
+  kl_err e = {0};
+  kl_graph *g = NULL;
+  if (kl_onnx_load_file(path, NULL, &g, &e) != KILN_OK) fail_msg("%s: %s", path, e.msg);
+  if (kl_graph_verify(g, &e) != KILN_OK) fail_msg("%s: verify: %s", path, e.msg);
+  return g;
+}
+
+float tu_rand_f32(uint32_t *rng, float lo, float hi) {
+  *rng ^= *rng << 13;
+  *rng ^= *rng >> 17;
+  *rng ^= *rng << 5;
+  return lo + (hi - lo) * (float)(*rng % 1000000) / 1000000.0f;
+}
+
+/* ---- files ---- */
+
+void tu_mkdtemp(char *dir, size_t size, const char *tag) {
+  int len = snprintf(dir, size, "/tmp/kiln-%s-XXXXXX", tag);
+  assert_true(len > 0 && (size_t)len < size);
+  if (!mkdtemp(dir)) fail_msg("mkdtemp %s: %s", dir, strerror(errno));
+}
+
+void tu_write_file(const char *path, const void *data, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f) fail_msg("cannot write %s: %s", path, strerror(errno));
+  assert_int_equal(fwrite(data, 1, len, f), len);
+  assert_int_equal(fclose(f), 0);
+}
+
+void *tu_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot read %s: %s", path, strerror(errno));
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  assert_true(n >= 0);
+  rewind(f);
+  char *p = malloc((size_t)n + 1);
+  assert_non_null(p);
+  assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  p[n] = '\0';
+  *len = (size_t)n;
+  return p;
+}
