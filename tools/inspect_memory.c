@@ -7,18 +7,22 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LARGEST 15
 
 static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
-/* Runs s once on random inputs of the declared shapes (symbolic dims 1). */
+/* Runs s once on inputs of the declared shapes (symbolic dims 1): random floats, and
+ * zeros for integers, which unlike random ones are valid indices (token ids, types). */
 static bool run_once(kiln_model *m, kiln_session *s, kl_tensor *ts) {
   uint64_t state = 1;
   for (int k = 0; k < kiln_model_input_count(m); k++) {
     kiln_tensor_info info;
     kiln_model_input_info(m, k, &info);
     if (!cli_random_input("inspect", &info, NULL, 1, &state, &ts[k])) return false;
+    size_t bytes = kl_tensor_nbytes(&ts[k]);
+    if (!kl_dtype_is_float(ts[k].dtype) && bytes) memset(ts[k].data, 0, bytes);
     kiln_status st = kiln_session_set_input(s, info.name, info.dtype, ts[k].rank, ts[k].dims,
                                             ts[k].data, kl_tensor_nbytes(&ts[k]));
     if (st != KILN_OK) break;

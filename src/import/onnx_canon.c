@@ -48,6 +48,7 @@ static kiln_status canon_groupnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
 static kiln_status canon_resize_10(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_grid_sample_16(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 static kiln_status canon_dft_17(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
+static kiln_status canon_roi_align_10(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r);
 
 static const rule rules[] = {
     {"Squeeze", 13, canon_moves, {{"axes", 1, MOVE_I64_LIST, false}}},
@@ -96,6 +97,8 @@ static const rule rules[] = {
     {"GridSample", 20, canon_grid_sample_16, {{NULL, 0, MOVE_DROP, false}}},
     /* before 20, DFT's axis was an attribute, and its default 1 (now -2) */
     {"DFT", 20, canon_dft_17, {{"axis", 2, MOVE_I64_ONE, false}}},
+    /* before 16, RoiAlign did not shift by half a pixel (output_half_pixel) */
+    {"RoiAlign", 16, canon_roi_align_10, {{NULL, 0, MOVE_DROP, false}}},
 };
 
 /* Ops that exist only under an older name, with the same meaning as the IR op (or one
@@ -403,4 +406,18 @@ static kiln_status canon_dft_17(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) 
   n->in[2] = v;
   int node;
   return kl_onnx_emit(c, n, &node);
+}
+
+/* ---- RoiAlign before opset 16 ----
+ * Opset 16 added coordinate_transformation_mode, defaulting to half_pixel; the older
+ * behaviour is the mode output_half_pixel. */
+
+static kiln_status canon_roi_align_10(kl_onnx_ctx *c, kl_onnx_node *n, const rule *r) {
+  (void)r;
+  int node;
+  kiln_status s = kl_onnx_emit(c, n, &node);
+  if (s != KILN_OK || kl_node_attr(&c->g->nodes[node], "coordinate_transformation_mode"))
+    return s;
+  return kl_node_set_string(c->g, node, "coordinate_transformation_mode", "output_half_pixel",
+                            c->e);
 }

@@ -469,6 +469,7 @@ int kl_infer_split(kl_infer_ctx *c) {
   if (x->rank < 0) return KILN_OK;
   int axis;
   st = kl_norm_axis(c, kl_attr_int(c->node, "axis", 0), x->rank, "axis", &axis);
+  if (st != KILN_OK) return st;
   int64_t len = kl_dim_known(x->dims[axis]) ? x->dims[axis].size : -1, size, sum = 0;
   for (int k = 0; st == KILN_OK && k < c->n_out; k++) {
     st = split_size(c, len, k, &size);

@@ -110,7 +110,8 @@ int kl_infer_affine_grid(kl_infer_ctx *c) {
   kl_type *y = &c->out[0];
   y->rank = spatial + 2;
   y->dims[0] = n >= 0 ? kl_dim_of(size[0]) : theta->rank == 3 ? theta->dims[0] : kl_dim_unknown();
-  for (int i = 0; i < spatial; i++) y->dims[1 + i] = n >= 0 ? kl_dim_of(size[2 + i]) : kl_dim_unknown();
+  for (int i = 0; i < spatial; i++)
+    y->dims[1 + i] = n >= 0 ? kl_dim_of(size[2 + i]) : kl_dim_unknown();
   y->dims[spatial + 1] = kl_dim_of(spatial);
   return kl_check_out_numel(c, y);
 }
@@ -135,7 +136,8 @@ static int nms_order(const void *pa, const void *pb) {
 /* Box i of batch b as [lo_y, lo_x, hi_y, hi_x]. */
 static void nms_box(const kl_nms *p, int64_t b, int64_t i, double *r) {
   double v[4];
-  for (int k = 0; k < 4; k++) v[k] = kl_load_f64(p->boxes, p->boxes_dtype, (size_t)((b * p->count + i) * 4 + k));
+  for (int k = 0; k < 4; k++)
+    v[k] = kl_load_f64(p->boxes, p->boxes_dtype, (size_t)((b * p->count + i) * 4 + k));
   if (p->center_point_box) {
     r[0] = v[1] - v[3] / 2, r[2] = v[1] + v[3] / 2;
     r[1] = v[0] - v[2] / 2, r[3] = v[0] + v[2] / 2;
@@ -162,7 +164,8 @@ static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_candidate 
                          int64_t *kept) {
   int64_t n = 0, n_kept = 0;
   for (int64_t i = 0; i < p->count; i++) {
-    double s = kl_load_f64(p->scores, p->scores_dtype, (size_t)((b * p->classes + cls) * p->count + i));
+    size_t at = (size_t)((b * p->classes + cls) * p->count + i);
+    double s = kl_load_f64(p->scores, p->scores_dtype, at);
     if (!p->has_score_threshold || s > p->score_threshold) cand[n++] = (nms_candidate){s, i};
   }
   qsort(cand, (size_t)n, sizeof *cand, nms_order);
@@ -179,7 +182,8 @@ static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_candidate 
   return n_kept;
 }
 
-kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t *selected, kl_err *e) {
+kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t rows, int64_t *selected,
+                          kl_err *e) {
   size_t bytes;
   *selected = 0;
   if (p->count == 0 || p->max_per_class <= 0) return KILN_OK;
@@ -192,7 +196,7 @@ kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t *selected, kl_e
   for (int64_t b = 0; b < p->batches; b++)
     for (int64_t cls = 0; cls < p->classes; cls++) {
       int64_t n = nms_class(p, b, cls, cand, kept);
-      for (int64_t k = 0; out && k < n; k++) {
+      for (int64_t k = 0; k < n && *selected + k < rows; k++) {
         int64_t *row = out + (*selected + k) * 3;
         row[0] = b, row[1] = cls, row[2] = kept[k];
       }
@@ -215,10 +219,11 @@ static kiln_status nms_check(const kl_infer_ctx *c) {
   if (st == KILN_OK) st = kl_check_dtype(c, 4, "score_threshold", KL_DTS_FLOAT);
   if (st == KILN_OK) st = kl_check_rank(c, 0, "boxes", 3, 3);
   if (st == KILN_OK) st = kl_check_rank(c, 1, "scores", 3, 3);
+  static const char *const scalars[] = {"max_output_boxes_per_class", "iou_threshold",
+                                         "score_threshold"};
   for (int i = 2; st == KILN_OK && i < 5; i++) {
-    st = kl_check_rank(c, i, i == 2 ? "max_output_boxes_per_class" : i == 3 ? "iou_threshold"
-                                                                              : "score_threshold", 0, 1);
-    if (st == KILN_OK) st = kl_more_expect_dim(c, i, "scalar", 0, 1, "a single value");
+    st = kl_check_rank(c, i, scalars[i - 2], 0, 1);
+    if (st == KILN_OK) st = kl_more_expect_dim(c, i, scalars[i - 2], 0, 1, "a single value");
   }
   if (st == KILN_OK) st = kl_more_expect_dim(c, 0, "boxes", 2, 4, "4 coordinates per box");
   const kl_type *boxes = c->in[0];
@@ -265,7 +270,283 @@ int kl_infer_nms(kl_infer_ctx *c) {
   kl_nms p;
   int64_t selected;
   if (!nms_from_data(c, &p)) return KILN_OK;
-  st = kl_nms_select(&p, NULL, &selected, c->e);
+  st = kl_nms_select(&p, NULL, 0, &selected, c->e);
   y->dims[0] = kl_dim_of(selected);
+  return st;
+}
+
+/* ---- RoiAlign ---- */
+
+kiln_status kl_roi_align_init(const kl_node *node, kl_roi_align *r, kl_err *e) {
+  const char *mode = kl_attr_string(node, "mode", "avg");
+  const char *ctm = kl_attr_string(node, "coordinate_transformation_mode", "half_pixel");
+  r->max_mode = strcmp(mode, "max") == 0;
+  r->half_pixel = strcmp(ctm, "half_pixel") == 0;
+  r->out_h = kl_attr_int(node, "output_height", 1);
+  r->out_w = kl_attr_int(node, "output_width", 1);
+  r->sampling_ratio = kl_attr_int(node, "sampling_ratio", 0);
+  r->spatial_scale = kl_attr_float(node, "spatial_scale", 1.0f);
+  if (!r->max_mode && strcmp(mode, "avg") != 0)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "mode is '%s', expected avg or max", mode);
+  if (!r->half_pixel && strcmp(ctm, "output_half_pixel") != 0)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "coordinate_transformation_mode is '%s', "
+                   "expected half_pixel or output_half_pixel", ctm);
+  if (r->out_h < 1 || r->out_w < 1)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "output_height %lld and output_width %lld: "
+                   "expected at least 1", (long long)r->out_h, (long long)r->out_w);
+  if (r->sampling_ratio < 0)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "sampling_ratio is %lld, expected at least 0",
+                   (long long)r->sampling_ratio);
+  if (!isfinite(r->spatial_scale))
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "spatial_scale is %g", r->spatial_scale);
+  return KILN_OK;
+}
+
+/* Every batch index must name a batch of X, once the indices are known. */
+static kiln_status roi_check_indices(const kl_infer_ctx *c) {
+  const kl_type *x = c->in[0], *idx = c->in[2];
+  const void *data = kl_infer_data(c, 2);
+  int64_t n;
+  if (!data || x->rank != 4 || !kl_dim_known(x->dims[0]) || !kl_type_numel(idx, &n))
+    return KILN_OK;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t b = kl_load_i64(data, idx->dtype, (size_t)i);
+    if (b < 0 || b >= x->dims[0].size)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "batch_indices[%lld] is %lld, expected 0 to %lld",
+                     (long long)i, (long long)b, (long long)x->dims[0].size - 1);
+  }
+  return KILN_OK;
+}
+
+int kl_infer_roi_align(kl_infer_ctx *c) {
+  kl_roi_align r;
+  kiln_status st = kl_roi_align_init(c->node, &r, c->e);
+  if (st == KILN_OK) st = kl_check_required(c, 3);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "X", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_same_dtype(c, 0, 1);
+  if (st == KILN_OK) st = kl_check_dtype(c, 2, "batch_indices", KL_DTS_INDEX);
+  if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 4, 4);
+  if (st == KILN_OK) st = kl_check_rank(c, 1, "rois", 2, 2);
+  if (st == KILN_OK) st = kl_check_rank(c, 2, "batch_indices", 1, 1);
+  if (st == KILN_OK) st = kl_more_expect_dim(c, 1, "rois", 1, 4, "x1, y1, x2, y2");
+  const kl_type *x = c->in[0], *rois = c->in[1], *idx = c->in[2];
+  bool ok = true;
+  kl_dim n_rois = kl_dim_merge(rois->rank == 2 ? rois->dims[0] : kl_dim_unknown(),
+                               idx->rank == 1 ? idx->dims[0] : kl_dim_unknown(), &ok);
+  if (st == KILN_OK && !ok)
+    st = kl_fail(c->e, KILN_ERR_SHAPE, "input 2 (batch_indices) has %lld values, expected "
+                 "%lld (one per roi)", (long long)idx->dims[0].size, (long long)rois->dims[0].size);
+  if (st == KILN_OK) st = roi_check_indices(c);
+  if (st != KILN_OK) return st;
+  kl_type *y = &c->out[0];
+  kl_type_unknown_dims(y, x->dtype, 4);
+  y->dims[0] = n_rois;
+  if (x->rank == 4) y->dims[1] = x->dims[1];
+  y->dims[2] = kl_dim_of(r.out_h);
+  y->dims[3] = kl_dim_of(r.out_w);
+  return kl_check_out_numel(c, y);
+}
+
+/* ---- DeformConv ----
+ * X [N, C, D1..Dr], W [M, C / group, k1..kr], offset [N, offset_group * K * r, O1..Or]
+ * (K = k1 * .. * kr), B [M]?, mask [N, offset_group * K, O1..Or]? -> Y [N, M, O1..Or],
+ * with the output dims of a convolution of the same window. */
+
+static kiln_status deform_check_inputs(const kl_infer_ctx *c) {
+  static const char *const names[] = {"X", "W", "offset", "B", "mask"};
+  kiln_status st = kl_check_required(c, 3);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "X", KL_DTS_FLOAT);
+  for (int i = 1; st == KILN_OK && i < 5; i++) st = kl_check_same_dtype(c, 0, i);
+  for (int i = 0; st == KILN_OK && i < 5; i++)
+    st = kl_check_rank(c, i, names[i], i == 3 ? 1 : 3, i == 3 ? 1 : KL_MAX_RANK);
+  int rank = c->in[0]->rank;
+  for (int i = 1; st == KILN_OK && rank >= 0 && i < 5; i++) {
+    const kl_type *t = kl_infer_in(c, i);
+    if (i != 3 && t && t->rank >= 0 && t->rank != rank)
+      st = kl_fail(c->e, KILN_ERR_SHAPE, "input %d (%s) has rank %d, expected %d like input 0 "
+                   "(X)", i, names[i], t->rank, rank);
+  }
+  return st;
+}
+
+/* Channel counts: C splits into group (and offset_group) parts, M into group ones. */
+static kiln_status deform_channels(const kl_infer_ctx *c, int64_t group, int64_t offset_group) {
+  const kl_type *x = c->in[0], *w = c->in[1];
+  if (group < 1 || offset_group < 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "group %lld and offset_group %lld: expected "
+                   "at least 1", (long long)group, (long long)offset_group);
+  int64_t cin = x->rank >= 2 ? x->dims[1].size : -1, m = w->rank >= 1 ? w->dims[0].size : -1;
+  int64_t per_group = w->rank >= 2 ? w->dims[1].size : -1;
+  if (cin >= 0 && per_group >= 0 && cin != per_group * group)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (W) takes %lld channels per group, so %lld "
+                   "in %lld groups, but input 0 (X) has %lld", (long long)per_group,
+                   (long long)(per_group * group), (long long)group, (long long)cin);
+  if (m >= 0 && m % group != 0)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "%lld output channels do not split into %lld groups",
+                   (long long)m, (long long)group);
+  if (cin >= 0 && cin % offset_group != 0)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "%lld input channels do not split into %lld offset "
+                   "groups", (long long)cin, (long long)offset_group);
+  return kl_more_expect_dim(c, 3, "B", 0, m, "one per output channel");
+}
+
+/* offset and mask: offset_group * K (* r) channels and the output's spatial dims. */
+static kiln_status deform_offsets(const kl_infer_ctx *c, const kl_window *w, int64_t groups,
+                                  const kl_type *y) {
+  int64_t taps = groups;
+  for (int i = 0; i < w->n && taps >= 0; i++)
+    if (w->kernel[i] < 0 || __builtin_mul_overflow(taps, w->kernel[i], &taps)) taps = -1;
+  int64_t coords = taps >= 0 && !__builtin_mul_overflow(taps, w->n, &coords) ? coords : -1;
+  kiln_status st = kl_more_expect_dim(c, 2, "offset", 1, coords, "offset_group * kernel "
+                                      "positions * spatial dims");
+  if (st == KILN_OK) st = kl_more_expect_dim(c, 4, "mask", 1, taps, "offset_group * kernel "
+                                             "positions");
+  for (int i = 0; st == KILN_OK && i < w->n; i++) {
+    st = kl_more_expect_dim(c, 2, "offset", 2 + i, y->dims[2 + i].size, "the output's size");
+    if (st == KILN_OK)
+      st = kl_more_expect_dim(c, 4, "mask", 2 + i, y->dims[2 + i].size, "the output's size");
+  }
+  for (int k = 2; st == KILN_OK && k < 5; k += 2)
+    st = kl_more_expect_dim(c, k, k == 2 ? "offset" : "mask", 0, y->dims[0].size, "X's batch");
+  return st;
+}
+
+int kl_infer_deform_conv(kl_infer_ctx *c) {
+  int64_t group = kl_attr_int(c->node, "group", 1), og = kl_attr_int(c->node, "offset_group", 1);
+  kiln_status st = deform_check_inputs(c);
+  if (st == KILN_OK) st = deform_channels(c, group, og);
+  if (st != KILN_OK) return st;
+  const kl_type *x = c->in[0], *wt = c->in[1];
+  kl_type *y = &c->out[0];
+  int rank = x->rank >= 0 ? x->rank : wt->rank;
+  kl_type_unknown(y, x->dtype);
+  if (rank < 0) return KILN_OK;
+  int64_t kernel[KL_MAX_RANK];
+  for (int i = 0; i < rank - 2; i++) kernel[i] = wt->rank >= 0 ? wt->dims[2 + i].size : -1;
+  kl_window w;
+  if ((st = kl_window_init(c->node, rank - 2, kernel, &w, c->e)) != KILN_OK) return st;
+  kl_type_unknown_dims(y, x->dtype, rank);
+  y->dims[0] = x->rank >= 0 ? x->dims[0] : kl_dim_unknown();
+  y->dims[1] = wt->rank >= 0 ? wt->dims[0] : kl_dim_unknown();
+  for (int i = 0; i < rank - 2 && st == KILN_OK; i++) {
+    int64_t in = x->rank >= 0 ? x->dims[2 + i].size : -1, out = -1;
+    if (in >= 0) st = kl_window_out(&w, i, in, &out, c->e);
+    y->dims[2 + i] = kl_dim_of(out);
+    const kl_type *off = c->in[2];
+    if (out < 0 && off->rank == rank) y->dims[2 + i] = off->dims[2 + i]; /* may be a symbol */
+  }
+  if (st == KILN_OK) st = deform_offsets(c, &w, og, y);
+  return st;
+}
+
+/* ---- Det: X [*, M, M] -> [*] ---- */
+
+int kl_infer_det(kl_infer_ctx *c) {
+  kiln_status st = kl_check_required(c, 1);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "X", KL_DTS_FLOAT);
+  if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 2, KL_MAX_RANK);
+  if (st != KILN_OK) return st;
+  const kl_type *x = c->in[0];
+  kl_type *y = &c->out[0];
+  kl_type_unknown(y, x->dtype);
+  if (x->rank < 0) return KILN_OK;
+  bool ok = true;
+  kl_dim_merge(x->dims[x->rank - 2], x->dims[x->rank - 1], &ok);
+  if (!ok)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 0 (X) has %lld x %lld matrices, expected "
+                   "square ones", (long long)x->dims[x->rank - 2].size,
+                   (long long)x->dims[x->rank - 1].size);
+  y->rank = x->rank - 2;
+  for (int i = 0; i < y->rank; i++) y->dims[i] = x->dims[i];
+  return KILN_OK;
+}
+
+/* ---- BitCast: the same bytes as another dtype of the same width ---- */
+
+int kl_infer_bitcast(kl_infer_ctx *c) {
+  const kl_attr *to = kl_node_attr(c->node, "to");
+  if (!to || to->kind != KL_ATTR_INT)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "attribute 'to' (an int) is required");
+  if (to->i < 0 || to->i > 31 || !kl_dtype_valid((int)to->i))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "to is %lld (%s), a dtype kiln does not store",
+                   (long long)to->i,
+                   to->i >= 0 && to->i <= 31 ? kl_dtype_name((kl_dtype)to->i) : "unknown");
+  kiln_status st = kl_check_required(c, 1);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "input", KL_DTS_ANY);
+  if (st != KILN_OK) return st;
+  const kl_type *x = c->in[0];
+  kl_dtype dt = (kl_dtype)to->i;
+  if (x->dtype != KL_UNDEFINED && kl_dtype_size(x->dtype) != kl_dtype_size(dt))
+    return kl_fail(c->e, KILN_ERR_DTYPE, "input 0 is %s (%zu bytes), but to is %s (%zu bytes); "
+                   "BitCast keeps the width", kl_dtype_name(x->dtype), kl_dtype_size(x->dtype),
+                   kl_dtype_name(dt), kl_dtype_size(dt));
+  c->out[0] = *x;
+  c->out[0].dtype = dt;
+  return KILN_OK;
+}
+
+/* ---- TensorScatter ----
+ * past_cache [B, D1.., S, ..Dn], update [B, D1.., s, ..Dn] (s <= S along `axis`),
+ * write_indices [B]? -> present_cache, past_cache's type. */
+
+static kiln_status scatter_shapes(const kl_infer_ctx *c, int axis) {
+  const kl_type *past = c->in[0], *upd = c->in[1];
+  if (upd->rank >= 0 && upd->rank != past->rank)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (update) has rank %d, expected %d like "
+                   "input 0 (past_cache)", upd->rank, past->rank);
+  for (int i = 0; upd->rank >= 0 && i < past->rank; i++) {
+    kl_dim p = past->dims[i], u = upd->dims[i];
+    if (!kl_dim_known(p) || !kl_dim_known(u)) continue;
+    if (i != axis && p.size != u.size)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (update) has %lld at dim %d, expected %lld "
+                     "like input 0 (past_cache)", (long long)u.size, i, (long long)p.size);
+    if (i == axis && u.size > p.size)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (update) has %lld entries along axis %d, "
+                     "more than the cache's %lld", (long long)u.size, i, (long long)p.size);
+  }
+  return kl_more_expect_dim(c, 2, "write_indices", 0, past->dims[0].size, "the batch size");
+}
+
+/* In linear mode every write must fit: 0 <= index and index + s <= S. */
+static kiln_status scatter_indices(const kl_infer_ctx *c, int axis) {
+  const kl_type *past = c->in[0], *upd = c->in[1], *idx = kl_infer_in(c, 2);
+  const void *data = kl_infer_data(c, 2);
+  int64_t n;
+  if (!idx || !data || !kl_type_numel(idx, &n) || upd->rank < 0 ||
+      !kl_dim_known(past->dims[axis]) || !kl_dim_known(upd->dims[axis]))
+    return KILN_OK;
+  int64_t cap = past->dims[axis].size, len = upd->dims[axis].size;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t at = kl_load_i64(data, KL_I64, (size_t)i);
+    if (at < 0 || at > cap - len)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "write_indices[%lld] is %lld: %lld entries from "
+                     "there do not fit the cache's %lld (mode linear)", (long long)i,
+                     (long long)at, (long long)len, (long long)cap);
+  }
+  return KILN_OK;
+}
+
+int kl_infer_tensor_scatter(kl_infer_ctx *c) {
+  const char *mode = kl_attr_string(c->node, "mode", "linear");
+  bool circular = strcmp(mode, "circular") == 0;
+  if (!circular && strcmp(mode, "linear") != 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "mode is '%s', expected linear or circular",
+                   mode);
+  kiln_status st = kl_check_required(c, 2);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "past_cache", KL_DTS_ANY);
+  if (st == KILN_OK) st = kl_check_same_dtype(c, 0, 1);
+  if (st == KILN_OK) st = kl_check_dtype(c, 2, "write_indices", KL_DT(KL_I64));
+  if (st == KILN_OK) st = kl_check_rank(c, 0, "past_cache", 2, KL_MAX_RANK);
+  if (st == KILN_OK) st = kl_check_rank(c, 2, "write_indices", 1, 1);
+  if (st != KILN_OK) return st;
+  const kl_type *past = c->in[0];
+  c->out[0] = *past;
+  if (past->rank < 0) return KILN_OK;
+  int axis;
+  st = kl_norm_axis(c, kl_attr_int(c->node, "axis", -2), past->rank, "axis", &axis);
+  if (st == KILN_OK && axis == 0)
+    st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "axis is the batch dim 0; expected a later one");
+  if (st == KILN_OK) st = scatter_shapes(c, axis);
+  if (st == KILN_OK && !circular) st = scatter_indices(c, axis);
   return st;
 }

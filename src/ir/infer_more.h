@@ -74,9 +74,21 @@ typedef struct kl_nms {
   bool center_point_box;            /* boxes are (x, y, w, h), else two corners (y, x) */
 } kl_nms;
 
-/* The greedy selection, class by class: writes (batch, class, box) triples to out
- * unless it is NULL, and sets *selected to their number. Shape inference runs it to
- * learn the output's length; the kernel again to fill it. */
-kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t *selected, kl_err *e);
+/* The greedy selection, class by class: writes the first `rows` (batch, class, box)
+ * triples to out and sets *selected to their number. Shape inference runs it (rows 0)
+ * to learn the output's length; the kernel again to fill it. */
+kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t rows, int64_t *selected,
+                          kl_err *e);
+
+/* ---- RoiAlign ---- */
+
+typedef struct kl_roi_align {
+  bool max_mode;        /* mode "max" (else "avg") */
+  bool half_pixel;      /* coordinate_transformation_mode (else output_half_pixel) */
+  int64_t out_h, out_w, sampling_ratio;
+  double spatial_scale;
+} kl_roi_align;
+
+kiln_status kl_roi_align_init(const kl_node *node, kl_roi_align *r, kl_err *e);
 
 #endif

@@ -94,9 +94,11 @@ int kl_infer_dft(kl_infer_ctx *c) {
   int64_t len = a.length_known ? a.length : -1;
   if (!kl_infer_in(c, 1) && kl_dim_known(n))
     len = a.inverse && a.onesided ? 2 * (n.size - 1) : n.size;
-  if (len == 0)
+  if (len == 0 && a.inverse && a.onesided && n.size == 1)
     return kl_fail(c->e, KILN_ERR_SHAPE, "a one-sided inverse of 1 bin has no default "
                    "length (2 * (1 - 1)); give dft_length");
+  if (len == 0)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 0 has no samples along axis %d", axis);
   /* a plain transform of the default length keeps the dim, symbol and all */
   bool keeps = !kl_infer_in(c, 1) && !a.onesided;
   if (len < 0) y->dims[axis] = keeps ? n : kl_dim_unknown();

@@ -171,6 +171,7 @@ static void tensor(fixture *f, int i, kl_dtype dt, int rank, const int64_t *dims
   t->rank = rank;
   for (int d = 0; d < rank; d++) t->dims[d] = dims[d];
   int64_t n = kl_tensor_numel(t);
+  free(t->data); /* a test may replace an input of the same node */
   t->data = calloc((size_t)(n > 0 ? n : 1), kl_dtype_size(dt));
   assert_non_null(t->data);
   for (int64_t k = 0; k < n; k++) kl_store_f64(t->data, dt, (size_t)k, v[k]);
@@ -378,7 +379,8 @@ static void test_gru_rnn_values(void **state) {
   attr_float(f, "clip", 0.5f);
   tensor(f, 0, KL_F32, DIMS(2, 2, 2), VALS(0.5, 0.55, -0.27, 0.91, -0.75, 0.52, 0.3, 0.52));
   tensor(f, 1, KL_F32, DIMS(1, 3, 2), VALS(1.13, 0.89, -0.69, -1.01, 0.49, -0.61));
-  tensor(f, 2, KL_F32, DIMS(1, 3, 3), VALS(-0.01, 0.5, -0.99, -1.27, 0.16, 0.03, -0.15, 0.02, -0.52));
+  tensor(f, 2, KL_F32, DIMS(1, 3, 3),
+         VALS(-0.01, 0.5, -0.99, -1.27, 0.16, 0.03, -0.15, 0.02, -0.52));
   expect_run(f);
   EXPECT(f, 0, 1e-5, 0.5, -0.1, -0.0181, 0.5, -0.1, -0.1, -0.0843562, -0.1, -0.1, 0.5, -0.1,
          -0.03904);
@@ -508,6 +510,11 @@ static void test_dft_shapes(void **state) {
   expect_ok(f, TY(KL_F16, 3, B, 2));
   attr_int(f, "inverse", 1);
   expect_ok(f, TY(KL_F16, 3, B, 2));
+  input(f, 0, TY(KL_F16, 3, 0, 2));
+  expect_fail(f, KILN_ERR_SHAPE, "input 0 has no samples along axis 1");
+  input(f, 0, TY(KL_F16, 3, 1, 2));
+  attr_int(f, "onesided", 1);
+  expect_fail(f, KILN_ERR_SHAPE, "a one-sided inverse of 1 bin has no default length");
 
   node(f, "DFT", 3, 1);
   input(f, 0, TY(KL_F32, 2, 10, 3));
@@ -669,6 +676,219 @@ static void test_stft_window_values(void **state) {
          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 
+/* ---- NonMaxSuppression, RoiAlign, DeformConv ---- */
+
+static void test_nms(void **state) {
+  fixture *f = *state;
+  node(f, "NonMaxSuppression", 5, 1);
+  input(f, 0, TY(KL_F32, B, 6, 4));
+  input(f, 1, TY(KL_F32, B, 2, 6));
+  input(f, 2, TY(KL_I64, 1));
+  input(f, 3, TY(KL_F32, 1));
+  input(f, 4, TY(KL_F32));
+  expect_ok(f, TY(KL_I64, U, 3)); /* how many are selected depends on the data */
+  input(f, 0, TY(KL_F32, B, 6, 5));
+  expect_fail(f, KILN_ERR_SHAPE, "input 0 (boxes) has 5 at dim 2, expected 4");
+  input(f, 0, TY(KL_F32, 2, 6, 4));
+  input(f, 1, TY(KL_F32, 3, 2, 6));
+  expect_fail(f, KILN_ERR_SHAPE, "expected 2 (boxes' batch size)");
+  input(f, 1, TY(KL_F32, 2, 2, 7));
+  expect_fail(f, KILN_ERR_SHAPE, "expected 6 (boxes' box count)");
+  input(f, 1, TY(KL_F32, 2, 2, 6));
+  input(f, 2, TY(KL_I64, 2));
+  expect_fail(f, KILN_ERR_SHAPE, "has 2 at dim 0, expected 1 (a single value)");
+  input(f, 2, TY(KL_I32, 1));
+  expect_fail(f, KILN_ERR_UNSUPPORTED, "int32");
+  input(f, 2, TY(KL_I64, 1));
+  attr_int(f, "center_point_box", 2);
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "center_point_box is 2");
+
+  /* by hand: box 1 overlaps box 0 by 0.9 / 1.1 of their union, box 2 by nothing;
+   * boxes are (y1, x1, y2, x2), box 2's corners given the other way round */
+  node(f, "NonMaxSuppression", 4, 1);
+  tensor(f, 0, KL_F32, DIMS(1, 3, 4), VALS(0, 0, 1, 1, 0, 0.1, 1, 1.1, 1, 3, 0, 2));
+  tensor(f, 1, KL_F32, DIMS(1, 1, 3), VALS(0.8, 0.9, 0.7));
+  tensor(f, 2, KL_I64, DIMS(1), VALS(5));
+  tensor(f, 3, KL_F32, DIMS(1), VALS(0.5));
+  expect_run(f);
+  expect_type(f, 0, TY(KL_I64, 2, 3));
+  EXPECT(f, 0, 0, 0, 0, 1, 0, 0, 2);
+  tensor(f, 3, KL_F32, DIMS(1), VALS(0.85)); /* 0.818 no longer suppresses */
+  expect_run(f);
+  EXPECT(f, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2);
+  tensor(f, 2, KL_I64, DIMS(1), VALS(1));
+  expect_run(f);
+  EXPECT(f, 0, 0, 0, 0, 1);
+
+  node(f, "NonMaxSuppression", 2, 1); /* max_output_boxes_per_class absent: 0, none */
+  tensor(f, 0, KL_F32, DIMS(1, 1, 4), VALS(0, 0, 1, 1));
+  tensor(f, 1, KL_F32, DIMS(1, 1, 1), VALS(0.5));
+  expect_run(f);
+  expect_type(f, 0, TY(KL_I64, 0, 3));
+}
+
+static void test_roi_align(void **state) {
+  fixture *f = *state;
+  node(f, "RoiAlign", 3, 1);
+  input(f, 0, TY(KL_F32, 2, 8, 10, 12));
+  input(f, 1, TY(KL_F32, U, 4));
+  input(f, 2, TY(KL_I64, 5));
+  attr_int(f, "output_height", 3);
+  attr_int(f, "output_width", 2);
+  expect_ok(f, TY(KL_F32, 5, 8, 3, 2));
+  input(f, 1, TY(KL_F32, 4, 4));
+  expect_fail(f, KILN_ERR_SHAPE, "input 2 (batch_indices) has 5 values, expected 4");
+  input(f, 1, TY(KL_F32, 5, 3));
+  expect_fail(f, KILN_ERR_SHAPE, "input 1 (rois) has 3 at dim 1, expected 4");
+  input(f, 1, TY(KL_F32, 5, 4));
+  static const int64_t idx[5] = {0, 1, 1, 2, 0};
+  contents(f, 2, idx);
+  expect_fail(f, KILN_ERR_SHAPE, "batch_indices[3] is 2, expected 0 to 1");
+  contents(f, 2, NULL);
+  attr_string(f, "mode", "min");
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "mode is 'min', expected avg or max");
+  attr_string(f, "mode", "max");
+  attr_string(f, "coordinate_transformation_mode", "align_corners");
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "coordinate_transformation_mode is 'align_corners'");
+
+  /* by hand on X = [[1, 2], [3, 4]], roi (0, 0)-(1, 1), one sample per bin:
+   * output_half_pixel samples (0.5, 0.5): 2.5 on average, max(0.25 * 1, .., 0.25 * 4) = 1;
+   * half_pixel shifts the roi to start at -0.5, so the sample is at (0, 0): 1 */
+  node(f, "RoiAlign", 3, 1);
+  attr_int(f, "sampling_ratio", 1);
+  attr_string(f, "coordinate_transformation_mode", "output_half_pixel");
+  tensor(f, 0, KL_F32, DIMS(1, 1, 2, 2), VALS(1, 2, 3, 4));
+  tensor(f, 1, KL_F32, DIMS(1, 4), VALS(0, 0, 1, 1));
+  tensor(f, 2, KL_I64, DIMS(1), VALS(0));
+  expect_run(f);
+  EXPECT(f, 0, 1e-7, 2.5);
+  attr_string(f, "mode", "max");
+  expect_run(f);
+  EXPECT(f, 0, 1e-7, 1);
+  attr_string(f, "mode", "avg");
+  attr_string(f, "coordinate_transformation_mode", "half_pixel");
+  expect_run(f);
+  EXPECT(f, 0, 1e-7, 1);
+}
+
+static void test_deform_conv(void **state) {
+  fixture *f = *state;
+  node(f, "DeformConv", 5, 1);
+  input(f, 0, TY(KL_F32, B, 4, 7, 8));
+  input(f, 1, TY(KL_F32, 6, 2, 3, 3));
+  input(f, 2, TY(KL_F32, B, 36, 5, 6));
+  input(f, 3, TY(KL_F32, 6));
+  input(f, 4, TY(KL_F32, B, 18, 5, 6));
+  attr_int(f, "group", 2);
+  attr_int(f, "offset_group", 2);
+  expect_ok(f, TY(KL_F32, B, 6, 5, 6));
+  input(f, 2, TY(KL_F32, B, 18, 5, 6));
+  expect_fail(f, KILN_ERR_SHAPE, "input 2 (offset) has 18 at dim 1, expected 36");
+  input(f, 2, TY(KL_F32, B, 36, 5, 7));
+  expect_fail(f, KILN_ERR_SHAPE, "input 2 (offset) has 7 at dim 3, expected 6");
+  input(f, 2, TY(KL_F32, B, 36, 5, 6));
+  input(f, 4, TY(KL_F32, B, 9, 5, 6));
+  expect_fail(f, KILN_ERR_SHAPE, "input 4 (mask) has 9 at dim 1, expected 18");
+  input(f, 4, TY(KL_F32, B, 18, 5, 6));
+  attr_int(f, "offset_group", 3);
+  expect_fail(f, KILN_ERR_SHAPE, "4 input channels do not split into 3 offset groups");
+  attr_int(f, "offset_group", 2);
+  input(f, 1, TY(KL_F32, 6, 3, 3, 3));
+  expect_fail(f, KILN_ERR_SHAPE, "takes 3 channels per group, so 6 in 2 groups");
+
+  /* by hand: a 1x1 kernel of weight 2 reading X = [[1, 2], [3, 4]] half a pixel to the
+   * right: 1.5, 2 * 0.5 (the other half is outside: 0), 3.5, 4 * 0.5; times 2, masked
+   * by 1, 1, 0.5, 1, plus the bias 1 */
+  node(f, "DeformConv", 5, 1);
+  tensor(f, 0, KL_F32, DIMS(1, 1, 2, 2), VALS(1, 2, 3, 4));
+  tensor(f, 1, KL_F32, DIMS(1, 1, 1, 1), VALS(2));
+  tensor(f, 2, KL_F32, DIMS(1, 2, 2, 2), VALS(0, 0, 0, 0, 0.5, 0.5, 0.5, 0.5));
+  tensor(f, 3, KL_F32, DIMS(1), VALS(1));
+  tensor(f, 4, KL_F32, DIMS(1, 1, 2, 2), VALS(1, 1, 0.5, 1));
+  expect_run(f);
+  EXPECT(f, 0, 1e-7, 4, 3, 4.5, 5);
+}
+
+/* ---- Det, BitCast, TensorScatter ---- */
+
+static void test_det(void **state) {
+  fixture *f = *state;
+  node(f, "Det", 1, 1);
+  input(f, 0, TY(KL_F32, B, 3, U));
+  expect_ok(f, TY(KL_F32, B));
+  input(f, 0, TY(KL_F64, 4, 4));
+  expect_ok(f, TY0(KL_F64));
+  input(f, 0, TY(KL_F32, 2, 3, 4));
+  expect_fail(f, KILN_ERR_SHAPE, "3 x 4 matrices, expected square ones");
+  input(f, 0, TY(KL_F32, 4));
+  expect_fail(f, KILN_ERR_SHAPE, "has rank 1, expected 2 to 8");
+  input(f, 0, TY(KL_I32, 2, 2));
+  expect_fail(f, KILN_ERR_UNSUPPORTED, "int32");
+
+  /* by hand: -2; a zero first pivot (row swap): -3; a singular matrix: 0 */
+  tensor(f, 0, KL_F64, DIMS(3, 3, 3),
+         VALS(1, 2, 0, 3, 4, 0, 0, 0, 1, 0, 1, 2, 3, 4, 5, 6, 7, 9, 1, 2, 3, 2, 4, 6, 0, 1, 5));
+  expect_run(f);
+  EXPECT(f, 0, 1e-12, -2, -3, 0);
+}
+
+static void test_bitcast(void **state) {
+  fixture *f = *state;
+  node(f, "BitCast", 1, 1);
+  input(f, 0, TY(KL_F32, B, 3));
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "attribute 'to' (an int) is required");
+  attr_int(f, "to", KL_I32);
+  expect_ok(f, TY(KL_I32, B, 3));
+  attr_int(f, "to", KL_I64);
+  expect_fail(f, KILN_ERR_DTYPE, "input 0 is float32 (4 bytes), but to is int64 (8 bytes)");
+  attr_int(f, "to", KL_STRING);
+  expect_fail(f, KILN_ERR_UNSUPPORTED, "a dtype kiln does not store");
+
+  attr_int(f, "to", KL_I32); /* 1.0f and -2.0f: 0x3f800000 and 0xc0000000 */
+  tensor(f, 0, KL_F32, DIMS(2), VALS(1, -2));
+  expect_run(f);
+  EXPECT(f, 0, 0, 1065353216, -1073741824);
+  attr_int(f, "to", KL_BF16); /* 0x3c00 (1 in float16) read as bfloat16: 2^-7 */
+  tensor(f, 0, KL_F16, DIMS(1), VALS(1));
+  expect_run(f);
+  EXPECT(f, 0, 0, 0.0078125);
+}
+
+static void test_tensor_scatter(void **state) {
+  fixture *f = *state;
+  node(f, "TensorScatter", 3, 1);
+  input(f, 0, TY(KL_F16, B, 2, 16, 4));
+  input(f, 1, TY(KL_F16, B, 2, 3, 4));
+  input(f, 2, TY(KL_I64, B));
+  expect_ok(f, TY(KL_F16, B, 2, 16, 4));
+  input(f, 1, TY(KL_F16, B, 2, 17, 4));
+  expect_fail(f, KILN_ERR_SHAPE, "has 17 entries along axis 2, more than the cache's 16");
+  input(f, 1, TY(KL_F16, B, 3, 3, 4));
+  expect_fail(f, KILN_ERR_SHAPE, "input 1 (update) has 3 at dim 1, expected 2");
+  input(f, 1, TY(KL_F32, B, 2, 3, 4));
+  expect_fail(f, KILN_ERR_DTYPE, "input 1 is float32, expected float16");
+  input(f, 1, TY(KL_F16, B, 2, 3, 4));
+  attr_int(f, "axis", 0);
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "axis is the batch dim 0");
+  attr_int(f, "axis", -2);
+  attr_string(f, "mode", "ring");
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "mode is 'ring'");
+
+  /* by hand: rows of length 1 written at 2 (batch 0) and 3 (batch 1) of 4 */
+  node(f, "TensorScatter", 3, 1);
+  attr_int(f, "axis", 1);
+  tensor(f, 0, KL_F32, DIMS(2, 4, 1), VALS(1, 2, 3, 4, 5, 6, 7, 8));
+  tensor(f, 1, KL_F32, DIMS(2, 2, 1), VALS(-1, -2, -3, -4));
+  tensor(f, 2, KL_I64, DIMS(2), VALS(1, 2));
+  expect_run(f);
+  EXPECT(f, 0, 0, 1, -1, -2, 4, 5, 6, -3, -4);
+  tensor(f, 2, KL_I64, DIMS(2), VALS(1, 3)); /* 3 + 2 > 4 */
+  expect_fail(f, KILN_ERR_SHAPE, "write_indices[1] is 3: 2 entries from there do not fit");
+  attr_string(f, "mode", "circular"); /* wraps: positions 3 and 0 */
+  expect_run(f);
+  EXPECT(f, 0, 0, 1, -1, -2, 4, -4, 6, 7, -3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_rnn_shapes, setup, teardown),
@@ -682,6 +902,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stft_window_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dft_values, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stft_window_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nms, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_roi_align, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_deform_conv, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_det, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bitcast, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tensor_scatter, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -180,6 +180,15 @@ static void test_clip_keeps_nan(void **state) {
   assert_true(isnan(y[0]) && y[1] == -1.0f && y[2] == 1.0f);
 }
 
+static void test_relu_keeps_nan(void **state) {
+  tu_fixture *f = *state;
+  tu_one_node(f, "Relu", 1, 1);
+  tu_tensor(f, 0, KL_F32, DIMS(4), VALS(NAN, -2, 3, -INFINITY));
+  tu_expect_run(f);
+  const float *y = f->tout[0].data;
+  assert_true(isnan(y[0]) && y[1] == 0.0f && y[2] == 3.0f && y[3] == 0.0f);
+}
+
 int main(void) {
   enum { N_FIXTURES = sizeof fx_cases / sizeof fx_cases[0] };
   static const struct CMUnitTest extra[] = {
@@ -191,6 +200,7 @@ int main(void) {
       TU_TEST(test_maxpool_skips_nan),
       TU_TEST(test_softmax_neg_inf),
       TU_TEST(test_clip_keeps_nan),
+      TU_TEST(test_relu_keeps_nan),
   };
   enum { N_EXTRA = sizeof extra / sizeof extra[0] };
   static struct CMUnitTest tests[N_FIXTURES + N_EXTRA];

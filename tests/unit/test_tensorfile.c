@@ -13,28 +13,6 @@
 #define FIXTURES "tests/unit/fixtures/tensors/"
 #define NO_LIMIT (INT64_C(1) << 40)
 
-typedef struct tmp {
-  char dir[64];
-  char path[96];
-} tmp;
-
-static int setup(void **state) {
-  tmp *t = calloc(1, sizeof *t);
-  assert_non_null(t);
-  tu_mkdtemp(t->dir, sizeof t->dir, "tensorfile");
-  snprintf(t->path, sizeof t->path, "%s/t", t->dir);
-  *state = t;
-  return 0;
-}
-
-static int teardown(void **state) {
-  tmp *t = *state;
-  unlink(t->path);
-  assert_int_equal(rmdir(t->dir), 0);
-  free(t);
-  return 0;
-}
-
 static size_t nbytes_of(const kl_tensor *t) {
   size_t n = kl_dtype_size(t->dtype);
   for (int i = 0; i < t->rank; i++) n *= (size_t)t->dims[i];
@@ -90,7 +68,7 @@ static kl_tensor make(size_t i, uint8_t *buf) {
 }
 
 static void test_npy_round_trip(void **state) {
-  const tmp *d = *state;
+  const tu_tmpdir *d = *state;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     uint8_t buf[64];
     kl_tensor t = make(i, buf);
@@ -112,7 +90,7 @@ static void test_npy_round_trip(void **state) {
 }
 
 static void test_npy_header_text(void **state) {
-  const tmp *d = *state;
+  const tu_tmpdir *d = *state;
   float v[6] = {0};
   kl_tensor t = {.dtype = KL_F32, .rank = 2, .dims = {2, 3}, .data = v};
   kl_err e;
@@ -135,7 +113,7 @@ static void test_npy_header_text(void **state) {
 }
 
 static void test_pb_round_trip(void **state) {
-  const tmp *d = *state;
+  const tu_tmpdir *d = *state;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     uint8_t buf[64];
     kl_tensor t = make(i, buf);
@@ -166,7 +144,7 @@ static void test_pb_round_trip(void **state) {
 
 /* A large tensor: the raw_data length varint spans several bytes. */
 static void test_pb_large(void **state) {
-  const tmp *d = *state;
+  const tu_tmpdir *d = *state;
   enum { N = 100000 };
   float *v = malloc(N * sizeof *v);
   assert_non_null(v);
@@ -258,15 +236,15 @@ static void write_npy(const char *path, int major, const char *header, const voi
   tu_write_file(path, buf, total + n);
 }
 
-static void npy_fails(const tmp *d, int major, const char *header, size_t n, kiln_status want,
-                      const char *sub) {
+static void npy_fails(const tu_tmpdir *d, int major, const char *header, size_t n,
+                      kiln_status want, const char *sub) {
   static const uint8_t zeros[256];
   write_npy(d->path, major, header, zeros, n);
   read_fails(d->path, NO_LIMIT, want, sub);
 }
 
 static void test_npy_headers(void **state) {
-  const tmp *d = *state;
+  const tu_tmpdir *d = *state;
   /* variants numpy could write: format 3.0, no trailing comma, double quotes */
   write_npy(d->path, 3, "{\"descr\": \"<i4\", \"shape\": (2,), \"fortran_order\": False}",
             (int32_t[]){7, -7}, 8);
@@ -312,7 +290,7 @@ static void test_npy_headers(void **state) {
 }
 
 static void test_npy_broken_files(void **state) {
-  const tmp *d = *state;
+  const tu_tmpdir *d = *state;
   write_npy(d->path, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
             (double[]){1, 2, 3}, 24);
   read_fails(d->path, 23, KILN_ERR_LIMIT, ".npy data is 24 bytes, over the limit of 23");
@@ -347,11 +325,11 @@ static void test_npy_broken_files(void **state) {
 /* ---- broken .pb files and files that are neither ---- */
 
 static void test_pb_broken_files(void **state) {
-  const tmp *d = *state;
+  const tu_tmpdir *d = *state;
   tu_write_file(d->path, "\x0a\xff\xff\xff", 4);
   read_fails(d->path, NO_LIMIT, KILN_ERR_INVALID_MODEL,
              "not a tensor file: neither .npy nor a TensorProto");
-  assert_int_equal(strncmp(d->path, "/tmp/kiln-tensorfile-", 21), 0);
+  assert_int_equal(strncmp(d->path, "/tmp/kiln-test-", 15), 0);
   /* the message names the file */
   tu_write_file(d->path, "", 0);
   read_fails(d->path, NO_LIMIT, KILN_ERR_INVALID_MODEL, "tensor has no data type");
@@ -373,15 +351,15 @@ static void test_pb_broken_files(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_npy_round_trip, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_npy_header_text, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_pb_round_trip, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_pb_large, setup, teardown),
+      TU_TMPDIR_TEST(test_npy_round_trip),
+      TU_TMPDIR_TEST(test_npy_header_text),
+      TU_TMPDIR_TEST(test_pb_round_trip),
+      TU_TMPDIR_TEST(test_pb_large),
       cmocka_unit_test(test_writer_errors),
       cmocka_unit_test(test_python_files),
-      cmocka_unit_test_setup_teardown(test_npy_headers, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_npy_broken_files, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_pb_broken_files, setup, teardown),
+      TU_TMPDIR_TEST(test_npy_headers),
+      TU_TMPDIR_TEST(test_npy_broken_files),
+      TU_TMPDIR_TEST(test_pb_broken_files),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,11 +1,12 @@
 /* Helpers shared by the unit tests: see testutil.h. */
-#include "import/onnx.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "import/onnx.h"
 
 #include "testutil.h"
 
@@ -35,6 +36,7 @@ static void *alloc_elems(int64_t n, size_t size) {
   return p;
 }
 
+/* Product of dims, which a test's shapes must not overflow. */
 static int64_t numel_of(int rank, const int64_t *dims) {
   int64_t n = 1;
   for (int d = 0; d < rank; d++) assert_false(__builtin_mul_overflow(n, dims[d], &n));
@@ -45,6 +47,7 @@ static int64_t numel_of(int rank, const int64_t *dims) {
 
 kl_type tu_type(kl_dtype dt, int rank, const int64_t *dims) {
   kl_type t;
+  assert_true(rank <= KL_MAX_RANK);
   memset(&t, 0, sizeof t);
   t.dtype = dt;
   t.rank = rank;
@@ -55,6 +58,7 @@ kl_type tu_type(kl_dtype dt, int rank, const int64_t *dims) {
   return t;
 }
 
+/* NaN matches only NaN; equality first so that infinities match themselves. */
 static bool close_to(double got, double want, tu_tol tol) {
   if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
   return got == want || fabs(got - want) <= tol.atol + tol.rtol * fabs(want);
@@ -441,6 +445,23 @@ void tu_mkdtemp(char *dir, size_t size, const char *tag) {
   int len = snprintf(dir, size, "/tmp/kiln-%s-XXXXXX", tag);
   assert_true(len > 0 && (size_t)len < size);
   if (!mkdtemp(dir)) fail_msg("mkdtemp %s: %s", dir, strerror(errno));
+}
+
+int tu_tmpdir_setup(void **state) {
+  tu_tmpdir *t = calloc(1, sizeof *t);
+  if (!t) return -1;
+  tu_mkdtemp(t->dir, sizeof t->dir, "test");
+  snprintf(t->path, sizeof t->path, "%s/file", t->dir);
+  *state = t;
+  return 0;
+}
+
+int tu_tmpdir_teardown(void **state) {
+  tu_tmpdir *t = *state;
+  unlink(t->path);
+  int st = rmdir(t->dir);
+  free(t);
+  return st;
 }
 
 void tu_write_file(const char *path, const void *data, size_t len) {

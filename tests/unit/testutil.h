@@ -217,6 +217,18 @@ float tu_rand_f32(uint32_t *rng, float lo, float hi);
 
 /* ---- files ---- */
 
+/* A cmocka fixture: a fresh folder /tmp/kiln-test-XXXXXX and a path in it (dir/file)
+ * for the test to write; teardown removes that file and the folder, which must then be
+ * empty. */
+typedef struct tu_tmpdir {
+  char dir[64];
+  char path[96];
+} tu_tmpdir;
+int tu_tmpdir_setup(void **state);
+int tu_tmpdir_teardown(void **state);
+#define TU_TMPDIR_TEST(fn) \
+  cmocka_unit_test_setup_teardown(fn, tu_tmpdir_setup, tu_tmpdir_teardown)
+
 /* Makes a fresh folder /tmp/kiln-<tag>-XXXXXX, its path in dir[size]. */
 void tu_mkdtemp(char *dir, size_t size, const char *tag);
 void tu_write_file(const char *path, const void *data, size_t len);

@@ -17,8 +17,13 @@
 #include "ir/infer_common.h"
 #include "ir/infer_convq.h"
 
+#include "kl_config.h"
+
 #include <dnnl.h>
 #include <pthread.h>
+#if KL_HAVE_OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -1013,11 +1018,56 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to execute");
 }
 
+/* Below this many multiply-adds (elements for pooling and binary ops) a node runs on
+ * one thread: waking another costs more than it saves, and sessions run from several
+ * threads at once would each wake every core for nothing. */
+#define DN_SMALL_WORK 262144.0
+
+static double work_of(const dn_node *d, const kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0], *w = input(c, 1), *y = c->out[0];
+  double out = (double)kl_tensor_numel(y);
+  switch (d->kind) {
+  case DN_CONV: return out * (double)kl_tensor_numel(w) / (double)(w->dims[0] ? w->dims[0] : 1);
+  case DN_DECONV:
+    return (double)kl_tensor_numel(x) * (double)kl_tensor_numel(w) /
+           (double)(w->dims[0] ? w->dims[0] : 1);
+  case DN_GEMM:
+    return out * (double)x->dims[kl_attr_int(c->node, "transA", 0) ? 0 : 1];
+  case DN_MATMUL: return out * (double)x->dims[x->rank - 1];
+  default: return out;
+  }
+}
+
+/* Runs f with OpenMP's thread count at 1 for small work, restoring it after; the
+ * same shapes give the same count when the primitive is made and when it runs. */
+static kiln_status with_threads_for(dn_node *d, kl_kernel_ctx *c,
+                                    kiln_status (*f)(dn_node *, kl_kernel_ctx *)) {
+#if KL_HAVE_OPENMP
+  if (work_of(d, c) < DN_SMALL_WORK) {
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    kiln_status st = f(d, c);
+    omp_set_num_threads(saved);
+    return st;
+  }
+#endif
+  return f(d, c);
+}
+
 /* The reference kernels read and write plain tensors only. */
 static kiln_status no_reference(const dn_node *d, kl_kernel_ctx *c) {
   if (!d->cl_in && !d->cl_dst) return KILN_OK;
   return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this convolution and its "
                  "tensors are held channels-last, which the reference kernel cannot read");
+}
+
+static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
+  dn_entry *en;
+  kiln_status st = entry_get(d, c, &en);
+  if (st != KILN_OK) return st;
+  d->ran_reference = en->fallback;
+  if (!en->fallback) return execute(d, en, c);
+  return (st = no_reference(d, c)) != KILN_OK ? st : run_reference(en, c);
 }
 
 static int dn_run(kl_kernel_ctx *c) {
@@ -1029,11 +1079,7 @@ static int dn_run(kl_kernel_ctx *c) {
   for (int k = 0; k < c->n_in; k++)
     if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) /* oneDNN refuses empty operands */
       return (st = no_reference(d, c)) != KILN_OK ? st : (kiln_status)kl_op_get(c->node->op)->ref(c);
-  dn_entry *en;
-  if ((st = entry_get(d, c, &en)) != KILN_OK) return st;
-  d->ran_reference = en->fallback;
-  if (!en->fallback) return execute(d, en, c);
-  return (st = no_reference(d, c)) != KILN_OK ? st : run_reference(en, c);
+  return with_threads_for(d, c, run_entry);
 }
 
 static void dn_release(void *state) {

@@ -12,7 +12,7 @@
 
 static double unary_f(kl_op op, double x) {
   switch (op) {
-  case KL_OP_Relu: return x > 0 ? x : 0; /* NaN stays NaN, as max(x, 0) in NumPy */
+  case KL_OP_Relu: return x > 0 || isnan(x) ? x : 0; /* NaN stays NaN, as np.maximum(x, 0) */
   case KL_OP_Sigmoid: return 1.0 / (1.0 + exp(-x));
   case KL_OP_Tanh: return tanh(x);
   default: return x;

@@ -18,6 +18,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* ---- GridSample ---- */
 
@@ -66,8 +67,7 @@ static void cubic_weights(double t, double *w) {
 }
 
 /* Pixel position of normalized coordinate v along dim d, after border or reflection
- * have moved it inside (linear, nearest). A far-away position (or a NaN) is pinned a few pixels out, where
- * all its taps still read what they would have. */
+ * have moved it inside (linear, nearest). */
 static double grid_position(const grid_args *a, int d, double v) {
   double n = (double)a->size[d];
   double x = a->g.align_corners ? (v + 1) / 2 * (n - 1) : ((v + 1) * n - 1) / 2;
@@ -78,25 +78,29 @@ static double grid_position(const grid_args *a, int d, double v) {
     if (a->g.pad == KL_GRID_BORDER) x = fmin(fmax(x, 0), n - 1);
     else if (a->g.pad == KL_GRID_REFLECTION) x = reflect(x, a->lo[d], a->hi[d]);
   }
-  return fmin(fmax(x, -8), n + 8);
+  return x;
+}
+
+/* Taps and weights along dim d for pixel position x. A far-away position (or a NaN)
+ * is pinned a few pixels out, where all its taps still read what they would have. */
+static void dim_taps(grid_args *a, int d, double x) {
+  int count = a->n_taps;
+  x = fmin(fmax(x, -8), (double)a->size[d] + 8);
+  double x0 = count == 1 ? trunc(x) : floor(x), t = x - x0;
+  int64_t first = (int64_t)x0 - (count == 4 ? 1 : 0);
+  double w[4] = {1, 0, 0, 0};
+  if (count == 2) w[0] = 1 - t, w[1] = t;
+  if (count == 4) cubic_weights(t, w);
+  for (int k = 0; k < count; k++) {
+    a->tap[d][k] = tap_index(a, d, first + k);
+    a->weight[d][k] = w[k];
+  }
 }
 
 /* Taps and weights of one sample at normalized coordinates v (x last). */
 static void grid_taps(grid_args *a, const double *v) {
-  int count = a->g.mode == KL_GRID_NEAREST ? 1 : a->g.mode == KL_GRID_LINEAR ? 2 : 4;
-  a->n_taps = count;
-  for (int d = 0; d < a->r; d++) {
-    double x = grid_position(a, d, v[a->r - 1 - d]);
-    double x0 = count == 1 ? trunc(x) : floor(x), t = x - x0;
-    int64_t first = (int64_t)x0 - (count == 4 ? 1 : 0);
-    double w[4] = {1, 0, 0, 0};
-    if (count == 2) w[0] = 1 - t, w[1] = t;
-    if (count == 4) cubic_weights(t, w);
-    for (int k = 0; k < count; k++) {
-      a->tap[d][k] = tap_index(a, d, first + k);
-      a->weight[d][k] = w[k];
-    }
-  }
+  a->n_taps = a->g.mode == KL_GRID_NEAREST ? 1 : a->g.mode == KL_GRID_LINEAR ? 2 : 4;
+  for (int d = 0; d < a->r; d++) dim_taps(a, d, grid_position(a, d, v[a->r - 1 - d]));
 }
 
 /* The interpolated value of one channel plane: the sum over every combination of one
@@ -205,9 +209,286 @@ int kl_ref_nms(kl_kernel_ctx *c) {
   p.has_score_threshold = scalar_in(c, 4, &p.score_threshold);
   p.center_point_box = kl_attr_int(c->node, "center_point_box", 0) == 1;
   int64_t selected;
-  kiln_status st = kl_nms_select(&p, y->data, &selected, c->e);
+  kiln_status st = kl_nms_select(&p, y->data, y->dims[0], &selected, c->e);
   if (st == KILN_OK && selected != y->dims[0])
-    st = kl_fail(c->e, KILN_ERR_INTERNAL, "selected %lld boxes, but the output has room for "
-                 "%lld", (long long)selected, (long long)y->dims[0]);
+    st = kl_fail(c->e, KILN_ERR_INTERNAL, "selected %lld boxes, but the output has %lld "
+                 "rows", (long long)selected, (long long)y->dims[0]);
   return st;
+}
+
+/* ---- RoiAlign ----
+ * X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2 in X's pixels times 1/spatial_scale),
+ * batch_indices [R] -> Y [R, C, out_h, out_w]. Each output bin of a roi averages (or,
+ * in max mode, takes the largest of) grid_h x grid_w bilinear samples at the centres of
+ * a regular grid over the bin; grid = sampling_ratio, else ceil(roi size / out size).
+ * half_pixel shifts the roi by -0.5 pixel; output_half_pixel (opset 10's behaviour)
+ * does not, and makes a roi at least one pixel wide and high. A sample more than a
+ * pixel outside X is 0. Max mode takes the largest of the four weighted corner values
+ * of each sample, as onnxruntime and the ONNX reference do. */
+
+typedef struct roi_sample {
+  int64_t at[4];   /* y * W + x of the four corners */
+  double w[4];     /* their bilinear weights; all 0 for a sample outside X */
+} roi_sample;
+
+static roi_sample roi_sample_at(double y, double x, int64_t h, int64_t w) {
+  roi_sample s = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  if (!(y >= -1 && y <= (double)h && x >= -1 && x <= (double)w)) return s;
+  y = fmax(y, 0);
+  x = fmax(x, 0);
+  int64_t y0 = (int64_t)y, x0 = (int64_t)x, y1 = y0 + 1, x1 = x0 + 1;
+  if (y0 >= h - 1) y0 = y1 = h - 1, y = (double)y0;
+  if (x0 >= w - 1) x0 = x1 = w - 1, x = (double)x0;
+  double ly = y - (double)y0, lx = x - (double)x0;
+  s.at[0] = y0 * w + x0, s.at[1] = y0 * w + x1, s.at[2] = y1 * w + x0, s.at[3] = y1 * w + x1;
+  s.w[0] = (1 - ly) * (1 - lx), s.w[1] = (1 - ly) * lx, s.w[2] = ly * (1 - lx), s.w[3] = ly * lx;
+  return s;
+}
+
+typedef struct roi_geom {
+  double start_y, start_x, bin_h, bin_w;
+  int64_t grid_h, grid_w;
+} roi_geom;
+
+static kiln_status roi_geometry(const kl_roi_align *r, const kl_tensor *rois, int64_t i,
+                                roi_geom *g, kl_err *e) {
+  double v[4], offset = r->half_pixel ? 0.5 : 0;
+  for (int k = 0; k < 4; k++)
+    v[k] = kl_ref_load(rois->data, rois->dtype, i * 4 + k) * r->spatial_scale - offset;
+  double roi_w = v[2] - v[0], roi_h = v[3] - v[1];
+  if (!r->half_pixel) roi_w = fmax(roi_w, 1), roi_h = fmax(roi_h, 1);
+  g->start_x = v[0], g->start_y = v[1];
+  g->bin_h = roi_h / (double)r->out_h, g->bin_w = roi_w / (double)r->out_w;
+  double gh = r->sampling_ratio > 0 ? (double)r->sampling_ratio : ceil(g->bin_h);
+  double gw = r->sampling_ratio > 0 ? (double)r->sampling_ratio : ceil(g->bin_w);
+  /* a NaN or negative extent samples nothing (the bin is 0) */
+  g->grid_h = gh > 0 ? (int64_t)gh : 0, g->grid_w = gw > 0 ? (int64_t)gw : 0;
+  if (gh > 4096 || gw > 4096)
+    return kl_fail(e, KILN_ERR_LIMIT, "roi %lld spans %g x %g pixels per output bin; kiln "
+                   "samples at most 4096 x 4096", (long long)i, g->bin_h, g->bin_w);
+  return KILN_OK;
+}
+
+/* Output bin (ph, pw) of one channel plane of X. */
+static double roi_bin(const kl_roi_align *r, const roi_geom *g, const kl_tensor *x,
+                      int64_t plane, int64_t ph, int64_t pw) {
+  int64_t h = x->dims[2], w = x->dims[3], count = g->grid_h * g->grid_w;
+  double acc = 0;
+  for (int64_t iy = 0; iy < g->grid_h; iy++)
+    for (int64_t ix = 0; ix < g->grid_w; ix++) {
+      double y = g->start_y + (double)ph * g->bin_h +
+                 ((double)iy + 0.5) * g->bin_h / (double)g->grid_h;
+      double xx = g->start_x + (double)pw * g->bin_w +
+                  ((double)ix + 0.5) * g->bin_w / (double)g->grid_w;
+      roi_sample s = roi_sample_at(y, xx, h, w);
+      double v = r->max_mode ? -INFINITY : 0;
+      for (int k = 0; k < 4; k++) {
+        double t = s.w[k] == 0 ? 0 : s.w[k] * kl_ref_load(x->data, x->dtype, plane + s.at[k]);
+        v = r->max_mode ? fmax(v, t) : v + t;
+      }
+      acc = r->max_mode ? (iy == 0 && ix == 0 ? v : fmax(acc, v)) : acc + v;
+    }
+  return r->max_mode ? acc : acc / (double)(count > 1 ? count : 1);
+}
+
+int kl_ref_roi_align(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0], *rois = c->in[1], *idx = c->in[2];
+  kl_tensor *y = c->out[0];
+  kl_roi_align r;
+  kiln_status st = kl_roi_align_init(c->node, &r, c->e);
+  int64_t channels = x->dims[1], plane = x->dims[2] * x->dims[3], out = 0;
+  for (int64_t i = 0; st == KILN_OK && i < y->dims[0]; i++) {
+    roi_geom g;
+    if ((st = roi_geometry(&r, rois, i, &g, c->e)) != KILN_OK) break;
+    int64_t b = kl_ref_load_int(idx->data, idx->dtype, i);
+    for (int64_t ch = 0; ch < channels; ch++)
+      for (int64_t ph = 0; ph < r.out_h; ph++)
+        for (int64_t pw = 0; pw < r.out_w; pw++)
+          kl_ref_store(y->data, y->dtype, out++,
+                       roi_bin(&r, &g, x, (b * channels + ch) * plane, ph, pw));
+  }
+  return st;
+}
+
+/* ---- DeformConv ----
+ * X [N, C, D1..Dr], W [M, C / group, k...], offset [N, G * K * r, O...], B [M]?,
+ * mask [N, G * K, O...]? -> Y [N, M, O...], G offset groups of C / G channels, K kernel
+ * positions. Like a convolution, but kernel position k of output position o reads X
+ * at o * stride - pad_begin + k * dilation + offset[n, (g K + k) r + d, o] along each
+ * dim d: a fractional position, sampled N-linearly (0 outside X), and weighed by
+ * mask[n, g K + k, o]. */
+
+typedef struct deform_args {
+  const kl_tensor *x, *w, *offset, *b, *mask;
+  kl_window win;
+  int r;
+  int64_t taps;              /* K */
+  int64_t cin_group, cout_group, cin_offset_group;
+  int64_t in_plane, out_plane;
+  int64_t out_dims[GRID_MAX_DIMS];
+  grid_args grid;            /* linear sampling with zeros outside, over X's dims */
+} deform_args;
+
+/* Sample of X channel plane `plane` at kernel position k (flat index kidx, per-dim
+ * index kpos) of output position o (flat oidx, per dim opos). */
+static double deform_sample(deform_args *a, int64_t n, int64_t g, int64_t plane,
+                            int64_t kidx, const int64_t *kpos, int64_t oidx, const int64_t *opos) {
+  for (int d = 0; d < a->r; d++) {
+    int64_t ch = ((g * a->taps + kidx) * a->r + d);
+    double off = kl_ref_load(a->offset->data, a->offset->dtype,
+                             (n * a->offset->dims[1] + ch) * a->out_plane + oidx);
+    double pos = (double)(opos[d] * a->win.stride[d] - a->win.pad_begin[d] +
+                          kpos[d] * a->win.dilation[d]) + off;
+    dim_taps(&a->grid, d, pos);
+  }
+  double v = grid_value(&a->grid, a->x, plane);
+  if (a->mask)
+    v *= kl_ref_load(a->mask->data, a->mask->dtype,
+                     (n * a->mask->dims[1] + g * a->taps + kidx) * a->out_plane + oidx);
+  return v;
+}
+
+/* Index vector of flat position i in dims (row-major). */
+static void unflatten(int64_t i, int r, const int64_t *dims, int64_t *pos) {
+  for (int d = r - 1; d >= 0; d--) {
+    pos[d] = i % dims[d];
+    i /= dims[d];
+  }
+}
+
+static double deform_point(deform_args *a, int64_t n, int64_t m, int64_t oidx) {
+  int64_t opos[GRID_MAX_DIMS], kpos[GRID_MAX_DIMS];
+  int64_t c0 = m / a->cout_group * a->cin_group;
+  double acc = a->b ? kl_ref_load(a->b->data, a->b->dtype, m) : 0;
+  unflatten(oidx, a->r, a->out_dims, opos);
+  for (int64_t ci = 0; ci < a->cin_group; ci++) {
+    int64_t c = c0 + ci, g = c / a->cin_offset_group;
+    int64_t plane = (n * a->x->dims[1] + c) * a->in_plane;
+    for (int64_t k = 0; k < a->taps; k++) {
+      unflatten(k, a->r, a->win.kernel, kpos);
+      double w = kl_ref_load(a->w->data, a->w->dtype, (m * a->cin_group + ci) * a->taps + k);
+      acc += w * deform_sample(a, n, g, plane, k, kpos, oidx, opos);
+    }
+  }
+  return acc;
+}
+
+int kl_ref_deform_conv(kl_kernel_ctx *c) {
+  deform_args a = {.x = c->in[0], .w = c->in[1], .offset = c->in[2],
+                   .b = c->n_in > 3 ? c->in[3] : NULL, .mask = c->n_in > 4 ? c->in[4] : NULL};
+  kl_tensor *y = c->out[0];
+  a.r = a.x->rank - 2;
+  kiln_status st = kl_window_init(c->node, a.r, a.w->dims + 2, &a.win, c->e);
+  for (int d = 0; st == KILN_OK && d < a.r; d++) {
+    int64_t out;
+    st = kl_window_out(&a.win, d, a.x->dims[2 + d], &out, c->e);
+  }
+  if (st != KILN_OK) return st;
+  int64_t group = kl_attr_int(c->node, "group", 1), og = kl_attr_int(c->node, "offset_group", 1);
+  a.taps = kl_ref_span(a.w->dims, 2, a.w->rank);
+  a.cin_group = a.x->dims[1] / group;
+  a.cout_group = y->dims[1] / group;
+  a.cin_offset_group = a.x->dims[1] / og;
+  a.in_plane = kl_ref_span(a.x->dims, 2, a.x->rank);
+  a.out_plane = kl_ref_span(y->dims, 2, y->rank);
+  a.grid.r = a.r;
+  a.grid.g = (kl_grid){KL_GRID_LINEAR, KL_GRID_ZEROS, true};
+  a.grid.n_taps = 2;
+  for (int d = 0; d < a.r; d++) {
+    a.grid.size[d] = a.x->dims[2 + d];
+    a.out_dims[d] = y->dims[2 + d];
+  }
+  int64_t i = 0;
+  for (int64_t n = 0; n < y->dims[0]; n++)
+    for (int64_t m = 0; m < y->dims[1]; m++)
+      for (int64_t o = 0; o < a.out_plane; o++)
+        kl_ref_store(y->data, y->dtype, i++, deform_point(&a, n, m, o));
+  return KILN_OK;
+}
+
+/* ---- Det ----
+ * X [*, M, M] -> [*]: Gaussian elimination with partial pivoting in double; the
+ * determinant is the product of the pivots, its sign flipped for each row swap. */
+
+static double det_matrix(double *a, int64_t n) {
+  double det = 1;
+  for (int64_t k = 0; k < n; k++) {
+    int64_t p = k;
+    for (int64_t i = k + 1; i < n; i++)
+      if (fabs(a[i * n + k]) > fabs(a[p * n + k])) p = i;
+    if (a[p * n + k] == 0) return 0;
+    if (p != k) {
+      for (int64_t j = 0; j < n; j++) {
+        double t = a[k * n + j];
+        a[k * n + j] = a[p * n + j], a[p * n + j] = t;
+      }
+      det = -det;
+    }
+    det *= a[k * n + k];
+    for (int64_t i = k + 1; i < n; i++) {
+      double f = a[i * n + k] / a[k * n + k];
+      for (int64_t j = k; j < n; j++) a[i * n + j] -= f * a[k * n + j];
+    }
+  }
+  return det;
+}
+
+int kl_ref_det(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  int64_t n = x->dims[x->rank - 1], count = kl_tensor_numel(y);
+  size_t elems, bytes;
+  if (kl_mul_overflow_size((size_t)n, (size_t)n, &elems) ||
+      kl_mul_overflow_size(elems, sizeof(double), &bytes))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "%lld x %lld matrices are too large", (long long)n,
+                   (long long)n);
+  double *a = malloc(bytes ? bytes : 1);
+  if (!a) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "no memory for a %lld x %lld matrix",
+                         (long long)n, (long long)n);
+  for (int64_t m = 0; m < count; m++) {
+    for (size_t i = 0; i < elems; i++)
+      a[i] = kl_ref_load(x->data, x->dtype, m * (int64_t)elems + (int64_t)i);
+    kl_ref_store(y->data, y->dtype, m, det_matrix(a, n));
+  }
+  free(a);
+  return KILN_OK;
+}
+
+/* ---- BitCast: the bytes, unchanged (kiln runs on little-endian hosts, the order the
+ * spec names) ---- */
+
+int kl_ref_bitcast(kl_kernel_ctx *c) {
+  kl_ref_copy_bytes(c->out[0]->data, c->in[0]->data, kl_tensor_nbytes(c->in[0]));
+  return KILN_OK;
+}
+
+/* ---- TensorScatter ----
+ * present = past, then update[p, s, q] written to present[p, w(p) + s, q] for every
+ * prefix index p (the dims before the axis), sequence position s and suffix index q,
+ * with w(p) = write_indices[batch of p] (0 without it), taken modulo the cache length
+ * in circular mode. */
+
+int kl_ref_tensor_scatter(kl_kernel_ctx *c) {
+  const kl_tensor *past = c->in[0], *upd = c->in[1], *idx = c->n_in > 2 ? c->in[2] : NULL;
+  kl_tensor *y = c->out[0];
+  bool circular = strcmp(kl_attr_string(c->node, "mode", "linear"), "circular") == 0;
+  int64_t axis = kl_attr_int(c->node, "axis", -2);
+  if (axis < 0) axis += past->rank;
+  int64_t prefix = kl_ref_span(past->dims, 0, (int)axis);
+  int64_t per_batch = kl_ref_span(past->dims, 1, (int)axis);
+  int64_t suffix = kl_ref_span(past->dims, (int)axis + 1, past->rank);
+  int64_t cap = past->dims[axis], len = upd->dims[axis];
+  size_t esize = kl_dtype_size(past->dtype), row = (size_t)suffix * esize;
+  kl_ref_copy_bytes(y->data, past->data, kl_tensor_nbytes(past));
+  for (int64_t p = 0; p < prefix; p++) {
+    int64_t w = idx ? kl_ref_load_int(idx->data, idx->dtype, p / per_batch) : 0;
+    for (int64_t s = 0; s < len; s++) {
+      int64_t at = w + s;
+      if (circular) at = (at % cap + cap) % cap;
+      if (at < 0 || at >= cap) continue; /* infer refused it; never write outside */
+      kl_ref_copy_bytes((char *)y->data + (size_t)((p * cap + at) * suffix) * esize,
+                        (const char *)upd->data + (size_t)((p * len + s) * suffix) * esize, row);
+    }
+  }
+  return KILN_OK;
 }

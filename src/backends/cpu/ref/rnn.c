@@ -115,7 +115,7 @@ static void step_gru(rnn_args *a, int d) {
 
 static void step_lstm(rnn_args *a, int d) {
   int64_t n = a->hidden;
-  double *in_gate = a->pre, *out_pre = a->pre + n;
+  double *cell = a->pre, *out_pre = a->pre + n; /* the new cell: c is read until the end */
   for (int64_t j = 0; j < n; j++) {
     double i = act(a, d, 0, wx(a, d, GATE_I, j) + rv(a, d, GATE_I, j, a->h) +
                                 peephole(a, d, 0, j) * a->c[j]);
@@ -124,11 +124,11 @@ static void step_lstm(rnn_args *a, int d) {
                    : act(a, d, 0, wx(a, d, GATE_F, j) + rv(a, d, GATE_F, j, a->h) +
                                       peephole(a, d, 2, j) * a->c[j]);
     double cand = act(a, d, 1, wx(a, d, GATE_C, j) + rv(a, d, GATE_C, j, a->h));
-    in_gate[j] = f * a->c[j] + i * cand; /* the new cell, kept until every j has used c */
+    cell[j] = f * a->c[j] + i * cand;
     out_pre[j] = wx(a, d, GATE_O, j) + rv(a, d, GATE_O, j, a->h);
   }
   for (int64_t j = 0; j < n; j++) {
-    a->c[j] = in_gate[j];
+    a->c[j] = cell[j];
     double o = act(a, d, 0, out_pre[j] + peephole(a, d, 1, j) * a->c[j]);
     a->h[j] = o * activate(&a->r.act[d][2], a->c[j]); /* a cell, not a gate: no clip */
   }
@@ -156,7 +156,8 @@ static void store_state(kl_tensor *t, int64_t at, int64_t n, const double *v) {
 static void load_x(rnn_args *a, int64_t t, int64_t b) {
   const kl_tensor *x = a->in[IN_X];
   int64_t row = a->r.batch_first ? b * a->seq + t : t * a->batch + b;
-  for (int64_t i = 0; i < a->input; i++) a->x[i] = kl_ref_load(x->data, x->dtype, row * a->input + i);
+  for (int64_t i = 0; i < a->input; i++)
+    a->x[i] = kl_ref_load(x->data, x->dtype, row * a->input + i);
 }
 
 static int64_t seq_len(const rnn_args *a, int64_t b) {
@@ -177,7 +178,8 @@ static void run_row(rnn_args *a, int d, int64_t b) {
     else step_rnn(a, d);
     if (a->y) store_state(a->y, y_at(a, t, d, b), a->hidden, a->h);
   }
-  for (int64_t t = len; a->y && t < a->seq; t++) store_state(a->y, y_at(a, t, d, b), a->hidden, NULL);
+  for (int64_t t = len; a->y && t < a->seq; t++)
+    store_state(a->y, y_at(a, t, d, b), a->hidden, NULL);
   if (a->yh) store_state(a->yh, at, a->hidden, a->h);
   if (a->yc) store_state(a->yc, at, a->hidden, a->c);
 }

@@ -232,7 +232,8 @@ int kl_ref_mel_weight_matrix(kl_kernel_ctx *c) {
   if (!point) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "no memory for %lld mel bins",
                              (long long)mels);
   for (int64_t i = 0; i < mels + 2; i++)
-    point[i] = kl_ref_trunc_i64(floor((double)(dft_len + 1) * mel_to_hz(lo + (double)i * step) / rate));
+    point[i] = kl_ref_trunc_i64(
+        floor((double)(dft_len + 1) * mel_to_hz(lo + (double)i * step) / rate));
   for (int64_t i = 0; i < bins * mels; i++) kl_ref_store(y->data, y->dtype, i, 0);
   for (int64_t i = 0; i < mels; i++) mel_filter(y, i, point, bins, mels);
   free(point);
