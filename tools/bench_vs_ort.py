@@ -170,7 +170,7 @@ def run_json(cmd, realtime):
 
 def measure(kiln, path, inputs, threads, args, outdir):
     """Alternating kiln / onnxruntime runs; medians of their p50s, max peak RSS."""
-    kiln_cmd = [kiln, "bench", path, "--threads", str(threads), "--iterations",
+    kiln_cmd = [kiln, "bench", path, "-O2", "--threads", str(threads), "--iterations",
                 str(args.iterations), "--warmup", str(args.warmup), "--json"]
     for a in inputs:
         kiln_cmd += ["--input", a]
@@ -194,7 +194,7 @@ def agreement(kiln, path, inputs, ort_dir, work):
 
     kdir = os.path.join(work, "kiln_out")
     os.makedirs(kdir, exist_ok=True)
-    cmd = [kiln, "run", path, "--output-dir", kdir]
+    cmd = [kiln, "run", path, "-O2", "--output-dir", kdir]
     for a in inputs:
         cmd += ["--input", a]
     subprocess.run(cmd, check=True, capture_output=True)

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "import/tensorfile.h"
+#include "import/tscode.h"
 #include "import/torchscript.h"
 #include "kiln.h"
 
@@ -390,6 +391,47 @@ static void test_garbage_code(void **state) {
   expect_error(t->path, NULL, KILN_ERR_LIMIT, "nested deeper", NULL);
 }
 
+/* annotate(Type, value) keeps only the value: the tracer writes it for an empty list
+ * argument (avg_pool2d's stride, tests/models/ts/ops), and the type's brackets and
+ * commas must not be read as an index or as more arguments. */
+static void test_annotate(void **state) {
+  (void)state;
+  static const char src[] =
+      "class M(Module):\n"
+      "  def forward(self: __torch__.M, x: Tensor) -> Tensor:\n"
+      "    y = torch.avg_pool2d(x, [2, 2], annotate(List[int], []), [1, 1], True, False)\n"
+      "    z = annotate(Optional[Tuple[int, List[int]]], None)\n"
+      "    return y\n";
+  kl_err e = {0};
+  kl_ts_code *code;
+  assert_int_equal(kl_tscode_parse(src, strlen(src), "t.py", &code, &e), KILN_OK);
+  const kl_ts_method *m = kl_tscode_method(kl_tscode_class(code, "M"), "forward");
+  assert_non_null(m);
+  assert_int_equal(m->n_body, 3);
+  const kl_ts_expr *pool = m->body[0].value;
+  assert_int_equal(pool->kind, KL_TSE_CALL);
+  assert_int_equal(pool->n_args, 6);
+  const kl_ts_expr *stride = pool->args[2];
+  assert_int_equal(stride->kind, KL_TSE_CALL);
+  assert_int_equal(stride->obj->kind, KL_TSE_NAME);
+  assert_string_equal(stride->obj->s, "annotate");
+  assert_int_equal(stride->n_args, 1);
+  assert_int_equal(stride->args[0]->kind, KL_TSE_LIST);
+  assert_int_equal(stride->args[0]->n_args, 0);
+  const kl_ts_expr *none = m->body[1].value;
+  assert_int_equal(none->n_args, 1);
+  assert_int_equal(none->args[0]->kind, KL_TSE_NONE);
+  kl_tscode_free(code);
+  /* a type without a value */
+  static const char bad[] = "class M(Module):\n  def forward(self, x):\n"
+                            "    return annotate(List[int])\n";
+  e = (kl_err){0};
+  assert_int_equal(kl_tscode_parse(bad, strlen(bad), "t.py", &code, &e), KILN_ERR_INVALID_MODEL);
+  assert_null(code);
+  if (!strstr(e.msg, "t.py:3: expected ','"))
+    fail_msg("'%s' does not say where ',' is missing", e.msg);
+}
+
 static void test_control_flow(void **state) {
   tmp *t = *state;
   edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
@@ -458,6 +500,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_deep_pickle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_oversized, setup, teardown),
       cmocka_unit_test_setup_teardown(test_garbage_code, setup, teardown),
+      cmocka_unit_test(test_annotate),
       cmocka_unit_test_setup_teardown(test_control_flow, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),

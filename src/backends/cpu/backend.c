@@ -41,7 +41,7 @@ static char used_name[96];
 static void describe_isa(void) {
   const char *kiln = kl_isa_level_name(kl_isa_level());
 #if KL_HAVE_DNNL
-  if (kl_dnnl_limit_isa(kl_isa_level())) {
+  if (kl_dnnl_usable()) {
     snprintf(used_name, sizeof used_name, "%s, oneDNN %s", kiln, kl_dnnl_isa_name());
     return;
   }
@@ -168,7 +168,7 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
   p->choice[i] = reference_choice(n);
   if (which == KL_CPU_KERNELS_REF) return KILN_OK;
 #if KL_HAVE_DNNL
-  if (kl_dnnl_limit_isa(kl_isa_level()) &&
+  if (kl_dnnl_usable() &&
       (kl_dnnl_supports(g, n) || kl_dnnl_attention_supports(g, n)))
     return dnnl_choice(p, g, i, e);
 #else

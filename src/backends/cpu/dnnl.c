@@ -1,5 +1,9 @@
-/* oneDNN kernels (dnnl.h): convolution, deconvolution, matmul and pooling primitives
- * with post-ops, cached per node and per set of input shapes.
+/* oneDNN kernels (dnnl.h): convolution, deconvolution, matmul, pooling and binary
+ * primitives with post-ops, cached per node and per set of input shapes.
+ *
+ * Activations are plain (row-major) unless the session keeps them channels-last
+ * between oneDNN nodes (kl_dnnl_set_channels_last); a primitive that wants another
+ * layout gets buffers of ours and reorders around it. 3x3 convolutions try Winograd.
  *
  * Shapes, as kiln's tensors hold them (row-major, "plain"):
  *   Conv           X [N, C, S...], W [M, C/g, K...], B [M]      -> Y [N, M, S'...]
@@ -107,8 +111,7 @@ static void limit_isa_once(void) {
   if (cap != KL_ISA_GENERIC && cap != KL_ISA_AMX) (void)dnnl_set_max_cpu_isa(to_dnnl[cap]);
 }
 
-bool kl_dnnl_limit_isa(kl_isa cap) {
-  (void)cap; /* the same value every time: it comes from the environment */
+bool kl_dnnl_usable(void) {
   pthread_once(&isa_once, limit_isa_once);
   return isa_usable;
 }
@@ -460,12 +463,11 @@ static dnnl_alg_kind_t pool_alg(const kl_node *n) {
 
 /* Gemm: A and B through strides when transposed; C becomes a binary post-op. */
 static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
-  const kl_tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
+  const kl_tensor *a = c->in[0], *y = c->out[0];
   bool ta = kl_attr_int(c->node, "transA", 0) != 0, tb = kl_attr_int(c->node, "transB", 0) != 0;
   int64_t m = y->dims[0], n = y->dims[1], k = a->dims[ta ? 0 : 1];
   dnnl_dims_t ad = {m, k}, bd = {k, n}, yd = {m, n};
   dnnl_dims_t as = {ta ? 1 : k, ta ? m : 1}, bs = {tb ? 1 : n, tb ? k : 1};
-  (void)b;
   p->nd = 2;
   dnnl_status_t s = dnnl_memory_desc_init_by_strides(&p->src_user, 2, ad, dnnl_f32, as);
   if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&p->wei_user, 2, bd, dnnl_f32, bs);
@@ -489,8 +491,10 @@ static bool matmul_as_2d(const dn_node *d, const kl_kernel_ctx *c) {
   return !input(c, 2) || addend_as_bias(d, c);
 }
 
+/* Y [..., M, N] holds the same elements in the same order as the padded result, its
+ * 1s dropped, so it is described by the padded dims. */
 static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
-  const kl_tensor *a = c->in[0], *b = c->in[1], *y = c->out[0];
+  const kl_tensor *a = c->in[0], *b = c->in[1];
   int ra = a->rank < 2 ? 2 : a->rank, rb = b->rank < 2 ? 2 : b->rank;
   int nd = ra > rb ? ra : rb;
   dnnl_dims_t ad, bd, yd;
@@ -503,7 +507,6 @@ static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_p
   for (int i = 0; i < nd - 2; i++) yd[i] = ad[i] > bd[i] ? ad[i] : bd[i];
   yd[nd - 2] = ad[nd - 2];
   yd[nd - 1] = bd[nd - 1];
-  (void)y; /* y holds the same elements in the same order, with the 1s dropped */
   if (matmul_as_2d(d, c)) {
     for (int i = 0; i < nd - 2; i++) ad[nd - 2] *= ad[i];
     ad[0] = yd[0] = ad[nd - 2];
@@ -761,11 +764,10 @@ static dnnl_status_t reorder_run(const dn_reorder *r, dnnl_stream_t stream) {
 /* The primitive's side of a tensor kiln holds plainly: the same memory when the
  * layouts agree, else a buffer of ours and a reorder between (in: user -> buffer,
  * out: buffer -> user). */
-static dnnl_status_t staged(dn_entry *en, dnnl_engine_t eng, const dnnl_memory_desc_t *user,
+static dnnl_status_t staged(dnnl_engine_t eng, const dnnl_memory_desc_t *user,
                             const dnnl_memory_desc_t *want, bool in, dnnl_memory_t *m,
                             void **buf, dn_reorder *r) {
   if (dnnl_memory_desc_equal(user, want)) return memory(m, user, eng, NULL);
-  (void)en;
   *buf = aligned_alloc_bytes(dnnl_memory_desc_get_size(want));
   if (!*buf) return dnnl_out_of_memory;
   dnnl_status_t s = memory(m, want, eng, *buf);
@@ -814,7 +816,7 @@ static dnnl_status_t setup_weights(dn_node *d, dn_entry *en, const dn_problem *p
                                    const dnnl_memory_desc_t *want) {
   dnnl_engine_t eng = d->eng->engine;
   if (!d->const_w || dnnl_memory_desc_equal(&p->wei_user, want))
-    return staged(en, eng, &p->wei_user, want, true, &en->wei, &en->wei_buf, &en->wei_in);
+    return staged(eng, &p->wei_user, want, true, &en->wei, &en->wei_buf, &en->wei_in);
   dnnl_status_t s = dnnl_success;
   en->packed = pack_weights(d, &p->wei_user, want, &s);
   return s == dnnl_success ? memory(&en->wei, want, eng, d->packed[en->packed].data) : s;
@@ -827,12 +829,12 @@ static dnnl_status_t setup_memories(dn_node *d, dn_entry *en, const dn_problem *
   const dnnl_memory_desc_t *wei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-  dnnl_status_t s = staged(en, eng, &p->src_user, src, true, &en->src, &en->src_buf, &en->src_in);
+  dnnl_status_t s = staged(eng, &p->src_user, src, true, &en->src, &en->src_buf, &en->src_in);
   if (s == dnnl_success && d->kind != DN_POOL && d->kind != DN_BINARY)
     s = setup_weights(d, en, p, wei);
   if (s == dnnl_success && d->kind == DN_BINARY) s = memory(&en->src1, &p->src1, eng, NULL);
   if (s == dnnl_success)
-    s = staged(en, eng, &p->dst_user, dst, false, &en->dst, &en->dst_buf, &en->dst_out);
+    s = staged(eng, &p->dst_user, dst, false, &en->dst, &en->dst_buf, &en->dst_out);
   if (s == dnnl_success && en->sum_postop && en->dst_buf) /* Sum into the staged dst */
     s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, en->dst_buf);
   else if (s == dnnl_success && en->sum_postop && !dnnl_memory_desc_equal(&p->sum_user, dst))

@@ -55,11 +55,11 @@ bool kl_dnnl_attention_ran_reference(const void *state);
  * implementation for its shapes, or an operand was empty). */
 bool kl_dnnl_ran_reference(const void *state);
 
-/* Lowers oneDNN's ISA to kiln's level (kl_isa_level: the machine's, lowered by
- * KILN_ISA), once per process before any primitive exists. Returns false when that
- * level is KL_ISA_GENERIC: oneDNN is not to be used at all then, since it has no
- * portable-C level. cap is that level. */
-bool kl_dnnl_limit_isa(kl_isa cap);
+/* Whether oneDNN is to be used. The first call lowers oneDNN's ISA to kiln's level
+ * (kl_isa_level: the machine's, lowered by KILN_ISA), once per process, before any
+ * primitive exists; the answer is false when that level is generic, for which oneDNN
+ * has nothing (it has no portable-C level). */
+bool kl_dnnl_usable(void);
 /* The ISA oneDNN dispatches to, as oneDNN names it ("avx512_core_bf16"). */
 const char *kl_dnnl_isa_name(void);
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `kiln bench` (--json, --profile, --trace, --input) and `kiln inspect --memory` on the
+# digits models: the JSON object has the fields scripts read, the profile names op
+# types and kernels, the trace is a Chrome trace with one event per node and run, and
+# the memory plan reports an arena smaller than the total without reuse.
+#
+#   tests/run_bench_cli.sh KILN_BINARY        (from the source root)
+set -u
+[ $# -eq 1 ] || { echo "usage: $0 KILN_BINARY" >&2; exit 2; }
+kiln=$(realpath "$1") || exit 2
+work=$(mktemp -d) || exit 1
+trap 'rm -rf "$work"' EXIT
+failed=0
+fail() {
+  echo "FAIL: $*"
+  failed=$((failed + 1))
+}
+
+cnn=models/digits_cnn/model.onnx
+json=$("$kiln" bench "$cnn" --iterations 4 --warmup 1 --json) || fail "bench --json"
+for key in '"latency_ms": {"min": ' '"p50": ' '"p99": ' '"throughput_per_s": ' \
+           '"first_inference_ms": ' '"session_create_ms": ' '"peak_rss_mb": ' '"threads": '; do
+  grep -qF "$key" <<<"$json" || fail "bench --json lacks $key"
+done
+grep -Eq '"isa": "(generic|avx2|avx512|avx512_bf16|amx)' <<<"$json" || fail "bench --json: no isa"
+
+out=$("$kiln" bench "$cnn" --iterations 5 --warmup 1 --profile --trace "$work/trace.json") ||
+  fail "bench --profile"
+grep -q '^profile: mean over 5 runs' <<<"$out" || fail "bench --profile: no summary"
+grep -Eq '^  (kiln\.FusedConv|Conv) +[0-9.]+ +[0-9.]+% +[0-9]+  [a-z]' <<<"$out" ||
+  fail "bench --profile: no convolution line with its kernel"
+grep -q 'slowest nodes' <<<"$out" || fail "bench --profile: no per-node table"
+head -1 "$work/trace.json" | grep -q '^{"displayTimeUnit": "ms", "traceEvents": \[' ||
+  fail "the trace is not a Chrome trace"
+nodes=$("$kiln" inspect "$cnn" | sed -n '1s/.*: \([0-9]*\) nodes,.*/\1/p')
+events=$(grep -c '"ph": "X"' "$work/trace.json")
+[ "$events" -eq $((nodes * 5)) ] || fail "the trace has $events events, expected $((nodes * 5))"
+
+json=$("$kiln" bench "$cnn" --iterations 3 --warmup 0 --json --profile --trace "$work/t2.json") ||
+  fail "bench --json --profile"
+grep -qF '"profile": {"runs": 3, "ops": [{"op": ' <<<"$json" || fail "bench --json: no profile"
+
+"$kiln" bench "$cnn" --iterations 2 --input input=models/digits_cnn/test_data_set_0/input_0.pb \
+  >/dev/null || fail "bench --input"
+"$kiln" bench "$cnn" --iterations 2 --input input=$work/missing.npy >/dev/null 2>&1 &&
+  fail "bench --input with a missing file did not fail"
+
+for m in digits_cnn digits_mlp; do
+  mem=$("$kiln" inspect "models/$m/model.onnx" --memory) || fail "$m: inspect --memory"
+  grep -q '^  arena .* MiB' <<<"$mem" || fail "$m: inspect --memory has no arena size"
+  grep -q '^  without reuse .* MiB' <<<"$mem" || fail "$m: inspect --memory has no total"
+  saved=$(sed -n 's/^  saved *\([0-9.]*\) %.*/\1/p' <<<"$mem")
+  awk -v s="${saved:-0}" 'BEGIN { exit !(s > 0) }' ||
+    fail "$m: the arena is not smaller than the total without reuse (saved '$saved')"
+  grep -q '^largest tensors:' <<<"$mem" || fail "$m: inspect --memory lists no tensors"
+done
+echo "$failed failed"
+[ "$failed" -eq 0 ]
