@@ -100,6 +100,7 @@ static void output_path(char *buf, size_t len, const char *dir, const char *name
 
 static int parse_run_args(int argc, char **argv, run_args *a) {
   memset(a, 0, sizeof *a);
+  a->common.opt_level = 2;
   a->seed = 1;
   a->iterations = 1;
   a->format = "npy";
