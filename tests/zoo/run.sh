@@ -44,6 +44,9 @@ limit=${KILN_ZOO_TIMEOUT:-3600}
 # Inception v3 (atol 1e-3): onnxruntime is 2.4e-4 from float64, PyTorch 3.0e-4, kiln
 # 4.4e-4, on logits up to 12.7 (3.5e-5 of the largest); PyTorch and onnxruntime differ
 # by 3.3e-4 and kiln and onnxruntime by 4.2e-4.
+# GoogLeNet (atol 3e-5): in the dynamo export onnxruntime is 1.05e-5 from float64 and
+# 1.83e-5 from PyTorch on logits up to 1.4; kiln is 1.69e-5 from onnxruntime, on 2 of
+# the 1000 logits (float32 summation order in the fast kernels), less than PyTorch is.
 tolerances='
 resnet18            1e-4 1e-5
 resnet50            1e-4 1e-4
@@ -59,7 +62,7 @@ squeezenet1_0       1e-4 1e-5
 densenet121         1e-4 1e-5
 regnet_y_400mf      1e-4 1e-5
 mnasnet1_0          1e-4 1e-5
-googlenet           1e-4 1e-5
+googlenet           1e-4 3e-5
 inception_v3        1e-4 1e-3
 vgg11               1e-4 1e-5
 vgg16               1e-4 1e-5
