@@ -7,7 +7,8 @@ the layout `kiln check` reads:
     NAME/model.onnx
     NAME/test_data_set_0/input_K.pb, output_K.pb   expected outputs from onnxruntime
     NAME/torch_outputs/output_K.pb                  PyTorch's outputs for the same inputs
-    NAME/meta.json                                  opset, ops, sizes, times, ORT vs PyTorch
+    NAME/float64_outputs/output_K.pb                the model run in float64 by PyTorch
+    NAME/meta.json                                  opset, ops, sizes, times, errors
 
 Nothing is downloaded from a model hub: every model is built from its torchvision
 constructor or its Hugging Face config, with random weights, seeded per model so a
@@ -21,28 +22,33 @@ re-export gives the same files. Random weights are made to behave like trained o
 - LayerNorm/GroupNorm weights and biases, zero-initialized weights and biases of Conv
   and Linear (ViT's head starts at zero), and ConvNeXt's layer scale (1e-6 at init,
   which would silence every block) get random values.
-- Where the largest output would be below 0.5 (AlexNet, VGG, MobileNet V3), the last
-  Linear layer is scaled to bring it to about 1, so the absolute tolerance of the test
-  stays small next to the values it checks.
+- Where the largest output would be below 0.5 (AlexNet, VGG, MobileNet V3, GoogLeNet),
+  the last Linear layer is scaled to bring it to about 1, so the absolute tolerance of
+  the test stays small next to the values it checks.
 
 Models run in eval mode with batch 1: 224x224 images (299x299 for Inception v3);
 transformers get 32 tokens with the last 5 positions padded out by the attention mask.
 The exporter is the TorchScript one (dynamo=False) at opset 17 (--opset to change);
 `--exporter dynamo` uses torch.export instead (needs onnxscript) and names the folders
 NAME-dynamo. onnxruntime runs with graph optimizations off, so the expected outputs
-come from its plain kernels, op by op.
+come from its plain kernels, op by op. The float64 outputs are the truth the float32
+runtimes approximate: they tell rounding from bugs when a tolerance is in question.
 
 Usage:
     .venv/bin/python tools/export_zoo.py              every model not yet in the cache
-    .venv/bin/python tools/export_zoo.py --list       names, families, sizes
+    .venv/bin/python tools/export_zoo.py --list       names and families
     .venv/bin/python tools/export_zoo.py --only resnet18,bert_base --force
+    .venv/bin/python tools/export_zoo.py --exporter dynamo --opset 18
+    .venv/bin/python tools/export_zoo.py --report build/tools/kiln   docs/zoo.md's table
 
-Needs torch, torchvision, transformers, onnx and onnxruntime (tools/setup.sh --python
-installs onnx; `pip install torch torchvision transformers onnxruntime` the rest).
+Needs torch, torchvision, transformers, onnx and onnxruntime, and onnxscript for the
+dynamo exporter (tools/setup.sh --python installs onnx; `.venv/bin/pip install torch
+torchvision transformers onnxruntime onnxscript` the rest). --list needs none of them.
 
-Cost (2 shared cores, torch 2.15 CPU): the whole zoo, 29 models, takes about
-25 minutes and 4.6 GB of disk; most of the time goes to the big models (VGG, ViT, the
-transformers), most of the disk to their weights. docs/zoo.md has the per-model table.
+Cost, measured on 2 cores shared with other work (torch 2.15, CPU): the 27 models take
+about 15 minutes and 4.8 GB of disk (the folders of VGG-11/16, GPT-2, RoBERTa and BERT
+are 0.4 to 0.65 GB each); `--exporter dynamo` takes about 25 minutes and another 4.7 GB.
+Allow twice the time on a busy machine. docs/zoo.md has the per-model table.
 """
 
 import argparse
@@ -70,12 +76,13 @@ def _randn(g, *shape):
     return torch.randn(*shape, generator=g)
 
 
-# name -> (family, builder, inputs, notes). Builders take no arguments and return an
-# nn.Module; inputs take a torch.Generator and return {input name: tensor}.
+# A model is a builder (no arguments, returns the nn.Module) and an input maker (takes a
+# torch.Generator, returns {input name: tensor}).
 def _vision(ctor, size=224, **kw):
     return (lambda: getattr(_tv(), ctor)(weights=None, **kw)), _image(size)
 
 
+# name -> (family, torchvision constructor, its keyword arguments)
 VISION = {
     "resnet18": ("ResNet", "resnet18", {}),
     "resnet50": ("ResNet", "resnet50", {}),
@@ -138,8 +145,10 @@ def _hf(model_cls, config_cls, vocab, names, **config):
     return build, _text_inputs(vocab, names)
 
 
-# Configs are the library defaults, which are the real base sizes (BertConfig() is
-# bert-base-uncased, GPT2Config() is gpt2, T5Config() is t5-small).
+# name -> (family, model class, config class, vocabulary size, input names, config
+# overrides). Configs are the library defaults, which are the real base sizes
+# (BertConfig() is bert-base-uncased, GPT2Config() is gpt2, T5Config() is t5-small);
+# RoBERTa's overrides are roberta-base's values where they differ from BERT's.
 TEXT = {
     "bert_base": ("BERT", "BertModel", "BertConfig", 30522,
                   ["input_ids", "attention_mask", "token_type_ids"], {}),
@@ -255,25 +264,23 @@ def flatten_outputs(out):
     return res
 
 
-class _Positional(object):
-    """Wrap a model so it takes its inputs positionally, in a fixed order, and returns a
-    plain tuple (what the exporter wants)."""
+def positional(model, names):
+    """The model taking its inputs positionally, in the order of names, and returning a
+    flat tuple of tensors: what the exporters want."""
+    import torch
 
-    def __new__(cls, model, names):
-        import torch
+    class Positional(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
 
-        class Wrapper(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.model = model
+        def forward(self, *args):
+            if not hasattr(self.model, "config"):  # torchvision: forward(x)
+                return tuple(flatten_outputs(self.model(*args)))
+            kw = dict(zip(names, args), return_dict=False)
+            return tuple(flatten_outputs(self.model(**kw)))
 
-            def forward(self, *args):
-                if not hasattr(self.model, "config"):  # torchvision: forward(x)
-                    return tuple(flatten_outputs(self.model(*args)))
-                kw = dict(zip(names, args), return_dict=False)
-                return tuple(flatten_outputs(self.model(**kw)))
-
-        return Wrapper()
+    return Positional()
 
 
 def save_pb(tensor, name, path):
@@ -347,7 +354,7 @@ def export_one(name, spec, out_dir, opset, exporter):
     t0 = time.time()
     model = spec["build"]().eval()
     names = spec["input_names"]
-    wrapped = _Positional(model, names).eval()
+    wrapped = positional(model, names).eval()
     calib = spec["inputs"](torch.Generator().manual_seed(seed + 1))
     randomize(wrapped, tuple(calib[n] for n in names), g)
     scale_output(wrapped, tuple(calib[n] for n in names))

@@ -131,10 +131,11 @@ int kl_infer_gather_nd(kl_infer_ctx *c) {
                  (long long)batch, KL_MAX_RANK - 1);
   if (st == KILN_OK) st = check_batch_dims(c, (int)batch);
   if (st == KILN_OK) st = tuple_len(c, (int)batch, &k);
+  if (st != KILN_OK) return st; /* before reading inputs: one may be absent */
   const kl_type *x = c->in[0], *idx = c->in[1];
   kl_type *out = &c->out[0];
   kl_type_unknown(out, x->dtype);
-  if (st != KILN_OK || k < 0 || x->rank < 0) return st;
+  if (k < 0 || x->rank < 0) return st;
   st = kl_check_out_rank(c, idx->rank - 1 + x->rank - batch - k);
   if (st != KILN_OK) return st;
   out->rank = 0;
