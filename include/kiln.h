@@ -112,16 +112,39 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *   "threads"          worker threads for running, 0 = one per core (default 0)
  *   "max_tensor_bytes" largest single tensor a model may declare or produce
  *                      (default 16 GiB)
- *   "memory_limit"     largest total of weights plus session buffers (default 0 = none)
+ *   "memory_limit"     largest total of weights plus session buffers (default 0 = none);
+ *                      oneDNN's packed copies of the weights, its scratchpads and
+ *                      staged copies count too: a session whose weights and their
+ *                      packed copies exceed it is refused when created, one that
+ *                      goes over it on a run fails that run
  *   "verify"           1 = run the verifier after every pass (default 0)
  *   "reference"        1 = sessions run only the portable reference kernels, the
  *                      slow oracle the fast kernels are tested against (default 0)
+ *   "release_weights"  1 = the session frees the model's copy of each weight that
+ *                      only its oneDNN nodes read, once they hold it packed (the
+ *                      packed copy is then the only one), so that the weights are
+ *                      not held twice. The model is then the session's: creating
+ *                      another session from it, then or later, fails with
+ *                      KILN_ERR_STATE, and so does this one when the model has other
+ *                      sessions; not with "reference" (default 0; kiln run and kiln
+ *                      bench set it, --keep-weights not)
+ *   "pin_threads"      1 = each run pins the threads that run it to cores: thread t of
+ *                      the OpenMP team (the calling thread is 0, and stays pinned
+ *                      after the run) to the t-th CPU the process may use; more
+ *                      threads than such CPUs is KILN_ERR_INVALID_ARGUMENT at session
+ *                      creation (default 0)
  *   "fold_limit"       constant folding leaves a node alone when its results would
  *                      take more bytes than this and than its inputs (default 0 =
  *                      1 MiB)
- * String settings, by name:
+ * String settings, by name ("" unsets one):
  *   "passes"           comma-separated pass names, each prefixed by '+' (force on)
  *                      or '-' (switch off)
+ *   "input_types"      the inputs of a TorchScript archive that does not record them
+ *                      (torch 1.x writes no traced_inputs.pkl), as example inputs:
+ *                      "x:float32[2,3,224,224];ids:int64[2,7]" (forward's parameter
+ *                      names; dim 0 becomes the symbolic "batch", as for recorded
+ *                      inputs). Recorded inputs take precedence (the list is not read
+ *                      when the archive records every input); ONNX models ignore it.
  * An unknown name or an out-of-range value is KILN_ERR_INVALID_ARGUMENT. */
 KILN_API kiln_status kiln_options_create(kiln_options **out);
 KILN_API void kiln_options_free(kiln_options *options);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `kiln bench` (--json, --profile, --trace, --input) and `kiln inspect --memory` on the
+# `kiln bench` (--json, --profile, --trace, --input, --pin, --keep-weights) and `kiln inspect --memory` on the
 # digits models: the JSON object has the fields scripts read, the profile names op
 # types and kernels, the trace is a Chrome trace with one event per node and run, and
 # the memory plan reports an arena smaller than the total without reuse.
@@ -44,6 +44,15 @@ grep -qF '"profile": {"runs": 3, "ops": [{"op": ' <<<"$json" || fail "bench --js
   >/dev/null || fail "bench --input"
 "$kiln" bench "$cnn" --iterations 2 --input input=$work/missing.npy >/dev/null 2>&1 &&
   fail "bench --input with a missing file did not fail"
+
+# --pin pins the threads (one per CPU the process may use: more is refused, clearly);
+# --keep-weights keeps the model's weights, which bench frees once packed by default
+"$kiln" bench "$cnn" --iterations 2 --threads 1 --pin >/dev/null || fail "bench --pin"
+ncpu=$(nproc)
+err=$("$kiln" bench "$cnn" --iterations 2 --threads $((ncpu + 1)) --pin 2>&1) &&
+  fail "bench --pin with more threads than CPUs did not fail"
+grep -q 'cannot each have a core of their own' <<<"$err" || fail "bench --pin: unclear: $err"
+"$kiln" bench "$cnn" --iterations 2 --keep-weights >/dev/null || fail "bench --keep-weights"
 
 for m in digits_cnn digits_mlp; do
   mem=$("$kiln" inspect "models/$m/model.onnx" --memory) || fail "$m: inspect --memory"

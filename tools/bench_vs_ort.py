@@ -8,6 +8,13 @@ peak resident memory (VmHWM, ru_maxrss of the program alone), and whether the ou
 onnxruntime on the same inputs). Writes the table into docs/benchmarks.md (between the
 `bench:begin` and `bench:end` markers) and a chart next to it.
 
+For the models that came from torch (the zoo's, rebuilt as tools/export_zoo.py builds
+them, and BERT s128, rebuilt as exported here: the same weights) it also runs PyTorch
+eager and torch.compile workers (--torch-worker; same inputs, torch.set_num_threads to
+the same count) in the first --torch-rounds rounds, alternating with the others; a
+worker that fails or runs past --torch-timeout seconds (torch.compile's compilation
+included) is reported as failed with the reason. --no-torch leaves them out.
+
 Models: the bundled digits models, ResNet-50, MobileNetV2 and EfficientNet-B0 from
 the zoo cache (tools/export_zoo.py exports them when missing), and BERT-base at
 sequence length 128 (exported here, random weights, into ZOO/bench/). Nothing is
@@ -82,6 +89,9 @@ def bert_s128(zoo):
     os.replace(tmp, path)
     return path
 
+
+# The models built from torch modules that torch_model rebuilds.
+TORCH_MODELS = {"resnet50", "mobilenet_v2", "efficientnet_b0", "bert_base_s128"}
 
 MODELS = {
     "digits_cnn": lambda zoo: os.path.join(ROOT, "models", "digits_cnn", "model.onnx"),
@@ -158,33 +168,149 @@ def ort_worker(argv):
     print(json.dumps({"p50": statistics.median(lat), "peak_rss_mb": peak_rss_mb()}))
 
 
+# ---- the PyTorch side (run in its own process) ----
+
+
+def torch_model(name):
+    """The torch module an ONNX file of ours was exported from, with the same weights,
+    taking the ONNX inputs positionally: the zoo's models are rebuilt the way
+    tools/export_zoo.py builds them (seeded random weights, calibrated), BERT s128 the
+    way bert_s128 above does. None for the bundled digits models (not from torch)."""
+    import torch
+
+    if name == "bert_base_s128":
+        from transformers import BertConfig, BertModel
+
+        torch.manual_seed(0)
+        cfg = BertConfig()
+        cfg._attn_implementation = "eager"
+        model = BertModel(cfg).eval()
+
+        class Positional(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, ids, mask, types):
+                return self.model(input_ids=ids, attention_mask=mask, token_type_ids=types,
+                                  return_dict=False)
+
+        return Positional().eval()
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import export_zoo
+
+    spec = export_zoo.zoo().get(name)
+    if spec is None:
+        return None
+    _, wrapped, _ = export_zoo.prepare(name, spec)
+    return wrapped.eval()
+
+
+def torch_worker(argv):
+    """--torch-worker NAME MODE THREADS ITERATIONS WARMUP OUTDIR NAME=FILE...: one JSON
+    line. MODE is eager or compile (torch.compile, default inductor backend); the
+    inputs are passed in the ONNX model's input order."""
+    import numpy as np
+    import torch
+
+    name, mode, threads, iters, warmup, outdir = argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4]), argv[5]
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    model = torch_model(name)
+    args = tuple(torch.from_numpy(np.load(a.split("=", 1)[1])) for a in argv[6:])
+    compile_s = 0.0
+    with torch.inference_mode():
+        if mode == "compile":
+            t = time.perf_counter()
+            model = torch.compile(model)
+            outs = model(*args)  # compiles
+            compile_s = time.perf_counter() - t
+        for _ in range(max(warmup, 1)):
+            outs = model(*args)
+        lat = []
+        for _ in range(iters):
+            t = time.perf_counter()
+            model(*args)
+            lat.append((time.perf_counter() - t) * 1e3)
+    outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
+    for i, o in enumerate(outs):
+        np.save(os.path.join(outdir, f"torch_{mode}_{i}.npy"), o.detach().numpy())
+    print(json.dumps({"p50": statistics.median(lat), "peak_rss_mb": peak_rss_mb(),
+                      "compile_s": compile_s}))
+
+
 # ---- measuring ----
 
 
-def run_json(cmd, realtime):
+def run_json(cmd, realtime, timeout=None):
     if realtime:
         cmd = ["chrt", "-f", "50"] + cmd
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def measure(kiln, path, inputs, threads, args, outdir):
-    """Alternating kiln / onnxruntime runs; medians of their p50s, max peak RSS."""
+def try_torch(cmd, realtime, timeout):
+    """A torch worker's result, or {"error": why} when it fails or runs past timeout."""
+    try:
+        return run_json(cmd, realtime, timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout} s"}
+    except subprocess.CalledProcessError as e:
+        last = (e.stderr or "").strip().splitlines()
+        return {"error": last[-1][:200] if last else f"exit {e.returncode}"}
+
+
+def measure(kiln, path, inputs, threads, args, outdir, name=None):
+    """Alternating kiln / onnxruntime (/ PyTorch eager / torch.compile, for models from
+    torch) runs; medians of their p50s, max peak RSS."""
     kiln_cmd = [kiln, "bench", path, "-O2", "--threads", str(threads), "--iterations",
                 str(args.iterations), "--warmup", str(args.warmup), "--json"]
     for a in inputs:
         kiln_cmd += ["--input", a]
     ort_cmd = [PY, os.path.abspath(__file__), "--ort-worker", path, str(threads),
                str(args.iterations), str(args.warmup), outdir] + inputs
-    k, o = [], []
-    for _ in range(args.rounds):
+    modes = [] if args.no_torch or name not in TORCH_MODELS else ["eager", "compile"]
+    torch_dir = os.path.join(os.path.dirname(outdir), "torch_out")
+    os.makedirs(torch_dir, exist_ok=True)
+    torch_cmd = {m: [PY, os.path.abspath(__file__), "--torch-worker", name, m, str(threads),
+                     str(args.iterations), str(args.warmup), torch_dir] + inputs for m in modes}
+    k, o, t = [], [], {m: [] for m in modes}
+    for rnd in range(args.rounds):
         k.append(run_json(kiln_cmd, args.realtime))
         o.append(run_json(ort_cmd, args.realtime))
-    return {"kiln_p50": statistics.median(r["latency_ms"]["p50"] for r in k),
-            "ort_p50": statistics.median(r["p50"] for r in o),
-            "kiln_rss": max(r["peak_rss_mb"] for r in k),
-            "ort_rss": max(r["peak_rss_mb"] for r in o),
-            "isa": k[0].get("isa", "?")}
+        for m in modes if rnd < args.torch_rounds else []:
+            if all("error" not in r for r in t[m]):  # a failure is not tried again
+                t[m].append(try_torch(torch_cmd[m], args.realtime, args.torch_timeout))
+    res = {"kiln_p50": statistics.median(r["latency_ms"]["p50"] for r in k),
+           "ort_p50": statistics.median(r["p50"] for r in o),
+           "kiln_rss": max(r["peak_rss_mb"] for r in k),
+           "ort_rss": max(r["peak_rss_mb"] for r in o),
+           "isa": k[0].get("isa", "?")}
+    for m in modes:
+        bad = [r["error"] for r in t[m] if "error" in r]
+        res[m] = {"error": bad[0]} if bad else {
+            "p50": statistics.median(r["p50"] for r in t[m]),
+            "rss": max(r["peak_rss_mb"] for r in t[m]),
+            "compile_s": max(r["compile_s"] for r in t[m]),
+            "diff": torch_agreement(outdir, torch_dir, m)}
+    return res
+
+
+def torch_agreement(ort_dir, torch_dir, mode):
+    """Largest absolute difference between torch's outputs and onnxruntime's (onnxruntime's
+    are saved by output name, torch's by position: matched by shape)."""
+    import numpy as np
+
+    ort = [np.load(os.path.join(ort_dir, f)) for f in sorted(os.listdir(ort_dir))]
+    mine = sorted(f for f in os.listdir(torch_dir) if f.startswith(f"torch_{mode}_"))
+    worst = 0.0
+    for f in mine:
+        got = np.load(os.path.join(torch_dir, f))
+        same = [w for w in ort if w.shape == got.shape]
+        if not same:
+            return float("inf")
+        worst = max(worst, min(float(np.max(np.abs(w - got), initial=0.0)) for w in same))
+    return worst
 
 
 def agreement(kiln, path, inputs, ort_dir, work):
@@ -214,15 +340,40 @@ def agreement(kiln, path, inputs, ort_dir, work):
 # ---- reporting ----
 
 
+def torch_cell(r, mode):
+    t = r.get(mode)
+    if t is None:
+        return "-"
+    if "error" in t:
+        return f"failed ({t['error']})"
+    return f"{t['p50']:.3f} ({r['kiln_p50'] / t['p50']:.2f})"
+
+
 def table(rows):
     lines = ["| model | threads | kiln p50 ms | onnxruntime p50 ms | kiln/ort | kiln peak RSS MiB "
-             "| ort peak RSS MiB | outputs agree (max abs diff) |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| ort peak RSS MiB | outputs agree (max abs diff) | torch eager p50 ms (kiln/it) "
+             "| torch.compile p50 ms (kiln/it) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['threads']} | {r['kiln_p50']:.3f} | {r['ort_p50']:.3f} "
                      f"| {r['kiln_p50'] / r['ort_p50']:.2f} | {r['kiln_rss']:.0f} | {r['ort_rss']:.0f} "
-                     f"| {'yes' if r['ok'] else 'NO'} ({r['diff']:.1e}) |")
+                     f"| {'yes' if r['ok'] else 'NO'} ({r['diff']:.1e}) | {torch_cell(r, 'eager')} "
+                     f"| {torch_cell(r, 'compile')} |")
     return "\n".join(lines)
+
+
+def torch_notes(rows):
+    """What the torch columns measured, beyond the table: peak memory, compile time and
+    agreement with onnxruntime."""
+    notes = []
+    for r in rows:
+        for m in ("eager", "compile"):
+            t = r.get(m)
+            if t and "error" not in t:
+                notes.append(f"{r['model']} {r['threads']}t torch {m}: peak RSS {t['rss']:.0f} MiB"
+                             + (f", compile {t['compile_s']:.0f} s" if m == "compile" else "")
+                             + f", max abs diff to onnxruntime {t['diff']:.1e}")
+    return "\n".join(f"- {n}" for n in notes)
 
 
 def chart(rows, path):
@@ -258,6 +409,8 @@ def write_doc(doc, text):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
         return ort_worker(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
+        return torch_worker(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "tools", "kiln"))
     ap.add_argument("--models", default=",".join(MODELS))
@@ -269,6 +422,11 @@ def main():
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--chart", default=os.path.join(ROOT, "docs", "benchmarks.svg"))
     ap.add_argument("--realtime", action="store_true", help="run measurements under chrt -f 50")
+    ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch columns")
+    ap.add_argument("--torch-rounds", type=int, default=1,
+                    help="rounds that also run the torch workers, the first ones (default 1)")
+    ap.add_argument("--torch-timeout", type=int, default=600,
+                    help="seconds a torch worker (torch.compile's included) may take (default 600)")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     rows = []
@@ -279,21 +437,25 @@ def main():
             os.makedirs(os.path.join(mdir, "ort_out"))
             inputs = make_inputs(path, mdir)
             for t in (int(x) for x in args.threads.split(",")):
-                r = measure(args.kiln, path, inputs, t, args, os.path.join(mdir, "ort_out"))
+                r = measure(args.kiln, path, inputs, t, args, os.path.join(mdir, "ort_out"), name)
                 r["diff"], r["ok"] = agreement(args.kiln, path, inputs, os.path.join(mdir, "ort_out"), mdir)
                 r.update(model=name, threads=t)
                 rows.append(r)
                 print(f"{name} threads {t}: kiln {r['kiln_p50']:.3f} ms, ort {r['ort_p50']:.3f} ms, "
                       f"ratio {r['kiln_p50'] / r['ort_p50']:.2f}, rss {r['kiln_rss']:.0f} / "
-                      f"{r['ort_rss']:.0f} MiB, agree {r['ok']} ({r['diff']:.1e})", flush=True)
+                      f"{r['ort_rss']:.0f} MiB, agree {r['ok']} ({r['diff']:.1e}), torch eager "
+                      f"{torch_cell(r, 'eager')}, compile {torch_cell(r, 'compile')}", flush=True)
     isa = rows[0]["isa"] if rows else "?"
     note = (f"Measured {time.strftime('%Y-%m-%d %H:%M')} with `{' '.join(['tools/bench_vs_ort.py'] + sys.argv[1:])}`"
             f"; kiln's ISA: {isa}; onnxruntime "
             f"{subprocess.run([PY, '-c', 'import onnxruntime; print(onnxruntime.__version__)'], capture_output=True, text=True).stdout.strip()}"
             f"; {args.rounds} alternating rounds of {args.iterations} runs each (median of the p50s)"
+            f"{f'; PyTorch eager and torch.compile in the first {args.torch_rounds} of them' if not args.no_torch else ''}"
             f"{'; every process under chrt -f 50' if args.realtime else ''}; load average at the "
             f"start: {load:.1f}.")
-    write_doc(args.doc, note + "\n\n" + table(rows) + f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})")
+    notes = torch_notes(rows)
+    write_doc(args.doc, note + "\n\n" + table(rows) + (f"\n\n{notes}" if notes else "")
+              + f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})")
     chart(rows, args.chart)
 
 

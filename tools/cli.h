@@ -17,7 +17,10 @@ typedef struct cli_common {
   int64_t max_tensor_bytes;
   int64_t memory_limit;
   const char *passes;
+  const char *input_types; /* --input-types: the kiln_options "input_types" */
   bool verify;
+  bool pin;          /* --pin: pin_threads */
+  bool keep_weights; /* --keep-weights: run and bench do not set release_weights */
 } cli_common;
 
 /* Parse an option shared by the subcommands at argv[*i] ("-O2", "--threads 4", ...).

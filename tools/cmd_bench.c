@@ -250,6 +250,8 @@ int cmd_bench(int argc, char **argv) {
   if (rc >= 0) return rc;
   kiln_options *o = cli_options(&a.common);
   if (!o) return EXIT_USAGE;
+  /* one session, and nothing reads the weights after it: it may free what it packs */
+  kiln_options_set_int(o, "release_weights", !a.common.keep_weights);
   kiln_session *s = NULL;
   kl_tensor *ts = NULL;
   double *lat = NULL;

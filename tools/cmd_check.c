@@ -14,7 +14,8 @@ static const char *check_help =
     "usage: kiln check DIR... [options]\n"
     "Each DIR holds model.onnx (or model.pt) and test_data_set_*/input_*.pb and\n"
     "output_*.pb, the layout of the ONNX backend tests. Prints a line per folder and\n"
-    "ends with 'N passed, N failed'; exits 0 only if every folder passed.\n"
+    "ends with 'N passed, N failed'; exits 0 only if every folder passed. The named\n"
+    "inputs of test_data_set_0 declare the input types of a model.pt from torch 1.x.\n"
     "  --rtol R   relative tolerance (default 1e-3)\n"
     "  --atol A   absolute tolerance (default 1e-7)\n";
 
@@ -181,8 +182,55 @@ static bool check_outputs(kiln_session *s, const char *set, int n_out, tolerance
   return true;
 }
 
+/* Append s, or the number v after sep when s is NULL, to spec (u of cap bytes used);
+ * u ends >= cap when it does not fit. */
+static void append(char *spec, size_t cap, size_t *u, const char *s, const char *sep,
+                   long long v) {
+  if (*u >= cap) return;
+  int n = s ? snprintf(spec + *u, cap - *u, "%s", s)
+            : snprintf(spec + *u, cap - *u, "%s%lld", sep, v);
+  *u = n < 0 ? cap : *u + (size_t)n;
+}
+
+/* The option input_types for a TorchScript model ("x:float32[2,3,8,8];..."), from the
+ * named inputs of the data set set (NULL: unset it): archives of torch 1.x do not
+ * record their inputs' types (torch 2.x's traced_inputs.pkl wins where present). */
+static bool set_input_types(kiln_options *o, const char *set, char *why, size_t len) {
+  char spec[4096] = "", path[4096];
+  size_t u = 0;
+  for (int k = 0, n = set ? count_numbered(set, "input") : 0; k < n && k < MAX_FILES; k++) {
+    kl_tensor t = {0};
+    char *name = NULL;
+    cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
+    if (!cli_read_tensor(path, INT64_C(16) << 30, &t, &name)) {
+      cli_format(why, len, "cannot read %s", path);
+      return false;
+    }
+    free(t.data);
+    if (name && *name) {
+      append(spec, sizeof spec, &u, u ? ";" : "", NULL, 0);
+      append(spec, sizeof spec, &u, name, NULL, 0);
+      append(spec, sizeof spec, &u, ":", NULL, 0);
+      append(spec, sizeof spec, &u, kl_dtype_name(t.dtype), NULL, 0);
+      for (int d = 0; d < t.rank; d++)
+        append(spec, sizeof spec, &u, NULL, d ? "," : "[", (long long)t.dims[d]);
+      append(spec, sizeof spec, &u, t.rank ? "]" : "[]", NULL, 0);
+    }
+    free(name);
+  }
+  if (u >= sizeof spec) {
+    cli_format(why, len, "the inputs' names and shapes of %s are too long to declare", set);
+    return false;
+  }
+  if (kiln_options_set_string(o, "input_types", spec) != KILN_OK) {
+    cli_format(why, len, "out of memory");
+    return false;
+  }
+  return true;
+}
+
 /* One test-case folder: true when every data set matches. */
-static bool check_case(const char *dir, const kiln_options *o, tolerance tol, char *why,
+static bool check_case(const char *dir, kiln_options *o, tolerance tol, char *why,
                        size_t len, int *n_sets) {
   char model_path[4096];
   cli_format(model_path, sizeof model_path, "%s/model.onnx", dir);
@@ -199,7 +247,10 @@ static bool check_case(const char *dir, const kiln_options *o, tolerance tol, ch
   }
   kiln_model *m = NULL;
   kiln_session *s = NULL;
-  bool ok = false;
+  bool ok = false, pt = strcmp(model_path + strlen(model_path) - 3, ".pt") == 0;
+  char set0[4096];
+  cli_format(set0, sizeof set0, "%s/%s", dir, sets[0]);
+  if (!set_input_types(o, pt ? set0 : NULL, why, len)) goto done;
   kiln_status st = kiln_model_load(model_path, o, &m);
   if (st == KILN_OK) st = kiln_session_create(m, o, &s);
   if (st != KILN_OK) {

@@ -9,6 +9,9 @@ the layout `kiln check` reads:
     NAME/torch_outputs/output_K.pb                  PyTorch's outputs for the same inputs
     NAME/float64_outputs/output_K.pb                the model run in float64 by PyTorch
     NAME/meta.json                                  opset, ops, sizes, times, errors
+    NAME-pt/model.pt, test_data_set_0/, float64_outputs/, meta.json
+                    torchvision models only: the same model traced (torch.jit.trace, eval
+                    mode) and saved, NAME's inputs, PyTorch eager's outputs as expected
 
 Nothing is downloaded from a model hub: every model is built from its torchvision
 constructor or its Hugging Face config, with random weights, seeded per model so a
@@ -39,6 +42,7 @@ Usage:
     .venv/bin/python tools/export_zoo.py --list       names and families
     .venv/bin/python tools/export_zoo.py --only resnet18,bert_base --force
     .venv/bin/python tools/export_zoo.py --exporter dynamo --opset 18
+    .venv/bin/python tools/export_zoo.py --pt-only   NAME-pt/ for the cached torchvision models
     .venv/bin/python tools/export_zoo.py --report build/tools/kiln   docs/zoo.md's table
 
 Needs torch, torchvision, transformers, onnx and onnxruntime, and onnxscript for the
@@ -344,14 +348,14 @@ def export_model(wrapped, args, names, out_names, path, opset, exporter):
                                   do_constant_folding=True)
 
 
-def export_one(name, spec, out_dir, opset, exporter):
-    import onnx
+def prepare(name, spec):
+    """The model with its seeded random weights, its test inputs and the wrapper that
+    takes them positionally: the same every time for a name (same torch version)."""
     import torch
 
     seed = sum(map(ord, name))
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
-    t0 = time.time()
     model = spec["build"]().eval()
     names = spec["input_names"]
     wrapped = positional(model, names).eval()
@@ -359,6 +363,16 @@ def export_one(name, spec, out_dir, opset, exporter):
     randomize(wrapped, tuple(calib[n] for n in names), g)
     scale_output(wrapped, tuple(calib[n] for n in names))
     inputs = spec["inputs"](torch.Generator().manual_seed(seed + 2))
+    return model, wrapped, inputs
+
+
+def export_one(name, spec, out_dir, opset, exporter):
+    import onnx
+    import torch
+
+    t0 = time.time()
+    model, wrapped, inputs = prepare(name, spec)
+    names = spec["input_names"]
     args = tuple(inputs[n] for n in names)
     with torch.no_grad():
         torch_outs = [o.numpy() for o in wrapped(*args)]
@@ -412,7 +426,86 @@ def export_one(name, spec, out_dir, opset, exporter):
         json.dump(meta, f, indent=1)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.rename(tmp, out_dir)
+    if name in VISION and exporter == "torchscript":
+        write_pt(name, model, args, torch_outs, f64_outs, out_dir)
     return meta
+
+
+def write_pt(name, model, args, torch_outs, f64_outs, onnx_dir):
+    """NAME-pt/ beside NAME/: the torchvision model traced in eval mode (torch.jit.trace,
+    torch.jit.save) as model.pt, NAME's test inputs (named as forward's parameters), and
+    PyTorch eager's outputs as the
+    expected ones (test_data_set_0/output_K.pb), the float64 outputs as float64_outputs/.
+    kiln check reads the folder as it reads NAME/."""
+    import torch
+
+    out_dir = onnx_dir + "-pt"
+    tmp = out_dir + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for sub in ("test_data_set_0", "float64_outputs"):
+        os.makedirs(os.path.join(tmp, sub))
+    t0 = time.time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.no_grad():
+            traced = torch.jit.trace(model, args)
+            traced_outs = [o.numpy() for o in flatten_outputs(traced(*args))]
+        path = os.path.join(tmp, "model.pt")
+        torch.jit.save(traced, path)
+    trace_s = time.time() - t0
+    # NAME's inputs, named as forward's parameters ("x") rather than as the ONNX graph's
+    params = [a.name for a in traced.forward.schema.arguments[1:]]
+    for k, x in enumerate(args):
+        save_pb(x.numpy(), params[k], os.path.join(tmp, "test_data_set_0", "input_%d.pb" % k))
+    errors = []
+    for k, o in enumerate(torch_outs):
+        n = "output" if len(torch_outs) == 1 else "output_%d" % k
+        save_pb(o, n, os.path.join(tmp, "test_data_set_0", "output_%d.pb" % k))
+        save_pb(f64_outs[k], n, os.path.join(tmp, "float64_outputs", "output_%d.pb" % k))
+        errors.append(dict(name=n, shape=list(o.shape),
+                           traced_vs_eager=diff(traced_outs[k], o),
+                           eager_vs_float64=diff(o, f64_outs[k])))
+    meta = dict(name=name + "-pt", family=VISION[name][0], exporter="torch.jit.trace",
+                torch=torch.__version__,
+                params=sum(p.numel() for p in model.parameters()),
+                inputs={"input": list(args[0].shape)},
+                model_bytes=os.path.getsize(path),
+                folder_bytes=sum(os.path.getsize(os.path.join(d, f))
+                                 for d, _, fs in os.walk(tmp) for f in fs),
+                trace_seconds=round(trace_s, 1), errors=errors)
+    with open(os.path.join(tmp, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.rename(tmp, out_dir)
+    return meta
+
+
+def export_pt_only(name, spec, cache):
+    """write_pt for a model whose ONNX folder is cached: the model is rebuilt from its
+    seed, and its inputs and eager outputs must be the cached ones (else the cache was
+    made by another torch or another version of this script, and the .pt would not be
+    the same model)."""
+    import numpy as np
+    import torch
+
+    onnx_dir = os.path.join(cache, name)
+    model, wrapped, inputs = prepare(name, spec)
+    args = tuple(inputs[n] for n in spec["input_names"])
+    cached = read_pb(os.path.join(onnx_dir, "test_data_set_0", "input_0.pb"))[1]
+    if not np.array_equal(cached, args[0].numpy()):
+        raise RuntimeError("the rebuilt inputs differ from %s's; re-export it with --force"
+                           % onnx_dir)
+    with torch.no_grad():
+        torch_outs = [o.numpy() for o in wrapped(*args)]
+    for k, o in enumerate(torch_outs):
+        ref = read_pb(os.path.join(onnx_dir, "torch_outputs", "output_%d.pb" % k))[1]
+        d = diff(o, ref)
+        if d["scaled"] > 1e-6:
+            raise RuntimeError("the rebuilt model's output %d is %.2g (scaled) from the cached "
+                               "PyTorch output; re-export it with --force" % (k, d["scaled"]))
+    f64_outs = [read_pb(os.path.join(onnx_dir, "float64_outputs", "output_%d.pb" % k))[1]
+                for k in range(len(torch_outs))]
+    return write_pt(name, model, args, torch_outs, f64_outs, onnx_dir)
 
 
 def read_pb(path):
@@ -530,6 +623,9 @@ def main():
     ap.add_argument("--force", action="store_true", help="re-export models already cached")
     ap.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
     ap.add_argument("--exporter", choices=["torchscript", "dynamo"], default="torchscript")
+    ap.add_argument("--pt-only", action="store_true",
+                    help="only write NAME-pt/ (the traced model.pt) for the torchvision "
+                         "models whose ONNX folder is cached (with --force, rewrite them)")
     ap.add_argument("--report", metavar="KILN",
                     help="run this kiln binary on the cached models and print the "
                          "markdown table of docs/zoo.md (tolerances from tests/zoo/run.sh)")
@@ -558,6 +654,31 @@ def main():
     torch.backends.mha.set_fastpath_enabled(False)
     os.makedirs(a.out, exist_ok=True)
     failed = []
+    if a.pt_only:
+        for n in names:
+            dest = os.path.join(a.out, n + "-pt")
+            if n not in VISION:
+                continue
+            if not os.path.exists(os.path.join(a.out, n, "meta.json")):
+                print("skip    %s: %s is not cached" % (n + "-pt", n), flush=True)
+                continue
+            if os.path.exists(os.path.join(dest, "meta.json")) and not a.force:
+                print("cached  %s" % (n + "-pt"), flush=True)
+                continue
+            try:
+                m = export_pt_only(n, models[n], a.out)
+            except Exception as e:
+                print("FAILED  %s: %s: %s" % (n + "-pt", type(e).__name__,
+                                              str(e).splitlines()[0] if str(e) else ""),
+                      flush=True)
+                failed.append(n)
+                continue
+            print("trace   %-22s %6.1f MB, %5.1f s; traced vs eager max abs %.2g"
+                  % (n + "-pt", m["model_bytes"] / 1e6, m["trace_seconds"],
+                     max(e["traced_vs_eager"]["max_abs"] for e in m["errors"])), flush=True)
+        if failed:
+            print("%d model(s) failed: %s" % (len(failed), ", ".join(failed)), file=sys.stderr)
+        return 1 if failed else 0
     for n in names:
         folder = n if a.exporter == "torchscript" else n + "-dynamo"
         dest = os.path.join(a.out, folder)

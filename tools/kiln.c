@@ -14,7 +14,12 @@ const char *cli_common_help =
     "  --passes LIST         switch passes on/off: +name,-name\n"
     "  --max-tensor-bytes N  largest tensor a model may hold or make (default 16 GiB)\n"
     "  --memory-limit N      cap on weights plus buffers, in bytes (default none)\n"
-    "  --verify              run the graph verifier after every pass\n";
+    "  --verify              run the graph verifier after every pass\n"
+    "  --input-types LIST    the inputs of a torch 1.x .pt, which it does not record:\n"
+    "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n"
+    "  --pin                 pin the worker threads to cores (one each)\n"
+    "  --keep-weights        run, bench: keep the model's plain copy of the weights that\n"
+    "                        oneDNN holds packed (by default the session frees it)\n";
 
 static const char *usage =
     "usage: kiln COMMAND [ARGS]\n"
@@ -86,17 +91,26 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
     c->verify = true;
     return 1;
   }
+  if (strcmp(a, "--pin") == 0) {
+    c->pin = true;
+    return 1;
+  }
+  if (strcmp(a, "--keep-weights") == 0) {
+    c->keep_weights = true;
+    return 1;
+  }
   int64_t v;
-  const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--passes"};
-  for (int k = 0; k < 4; k++) {
+  const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--passes",
+                         "--input-types"};
+  for (int k = 0; k < 5; k++) {
     if (strcmp(a, names[k]) != 0) continue;
     if (*i + 1 >= argc) {
       fprintf(stderr, "kiln: %s needs a value\n", a);
       return -1;
     }
     const char *val = argv[++*i];
-    if (k == 3) {
-      c->passes = val;
+    if (k >= 3) {
+      *(k == 3 ? &c->passes : &c->input_types) = val;
       return 1;
     }
     if (!cli_parse_int(val, &v) || v < 0) {
@@ -123,7 +137,10 @@ kiln_options *cli_options(const cli_common *c) {
     st = kiln_options_set_int(o, "max_tensor_bytes", c->max_tensor_bytes);
   if (st == KILN_OK) st = kiln_options_set_int(o, "memory_limit", c->memory_limit);
   if (st == KILN_OK) st = kiln_options_set_int(o, "verify", c->verify);
+  if (st == KILN_OK) st = kiln_options_set_int(o, "pin_threads", c->pin);
   if (st == KILN_OK && c->passes) st = kiln_options_set_string(o, "passes", c->passes);
+  if (st == KILN_OK && c->input_types)
+    st = kiln_options_set_string(o, "input_types", c->input_types);
   if (st != KILN_OK) {
     fprintf(stderr, "kiln: invalid option value (%s)\n", kiln_status_string(st));
     kiln_options_free(o);

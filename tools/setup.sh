@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs kiln's build and test dependencies from Debian, only what is missing.
-# Idempotent; needs root or sudo. Usage: tools/setup.sh [--python]
-#   --python   also create .venv with the PyPI packages the test/export scripts use
+# Idempotent; needs root or sudo. Usage: tools/setup.sh [--python] [--torch113]
+#   --python    also create .venv with the PyPI packages the test/export scripts use
+#   --torch113  also install Debian's python3-torch (1.13) and python3-numpy, for
+#               regenerating the torch 1.13 fixtures (tests/models/make_ts_fixtures.py)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -11,6 +13,15 @@ pkgs=(
   libcmocka-dev libdnnl-dev libomp-dev libzip-dev
   python3 python3-venv python3-pip valgrind
 )
+
+want_python=0
+for arg in "$@"; do
+  case "$arg" in
+    --python) want_python=1 ;;
+    --torch113) pkgs+=(python3-torch python3-numpy) ;;
+    *) echo "setup.sh: unknown option $arg (known: --python --torch113)" >&2; exit 2 ;;
+  esac
+done
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -29,7 +40,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ "${1:-}" = "--python" ]; then
+if [ "$want_python" -eq 1 ]; then
   venv="$here/.venv"
   # A venv made while python3-venv was missing has no pip; make it again.
   if [ ! -x "$venv/bin/python" ] || [ ! -x "$venv/bin/pip" ]; then python3 -m venv --clear "$venv"; fi

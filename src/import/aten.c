@@ -3,8 +3,9 @@
  * One table row per ATen name: the parameter names of its schema (arguments are bound
  * by position or keyword, as Python would; omitted ones take the schema's default,
  * which the code printer leaves out) and the function that lowers it. In-place
- * variants (relu_, add_) lower as their functional twins: the tracer already
- * rewrote later uses to the op's result.
+ * variants (relu_, add_, fill_, copy_) lower as their functional twins, whose result
+ * becomes what the written tensor, and the tensors it shares memory with, hold from
+ * then on (functionalization, at the end of this file).
  *
  * Python ints from shapes are either known while building (a literal, or a dim that
  * the graph declares) or graph values (0-D int64 from Shape + Gather). Arithmetic on
@@ -183,7 +184,9 @@ static kiln_status need_rank(call *c, int id, int *rank) {
   *rank = rank_of(c, id);
   if (*rank >= 0) return KILN_OK;
   return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "needs the rank of its input, which is not known "
-                 "(an archive without traced_inputs.pkl: save the trace with torch 2.x)");
+                 "(an archive without traced_inputs.pkl, as torch 1.x writes: declare the "
+                 "inputs with the option input_types, kiln --input-types, or save the "
+                 "trace with torch 2.x)");
 }
 
 /* Begin a node with one output; set attributes, then end_node. */
@@ -1713,6 +1716,243 @@ static kiln_status lower_type_as(call *c) {
 
 /* ---- the table ---- */
 
+/* ---- writes (functional forms of fill_, copy_, masked_fill_) and new tensors ---- */
+
+/* y is known to have x's shape: its type says so (its dtype stays). */
+static void same_shape(call *c, int y, int x) {
+  kl_type *t = &c->g->values[y].type;
+  const kl_type *u = type_of(c, x);
+  if (u->rank < 0) return;
+  kl_dtype dt = t->dtype;
+  *t = *u;
+  t->dtype = dt;
+}
+
+/* A value (argument i: a number or a tensor) cast to dt and expanded to the shape of x. */
+static kiln_status value_like(call *c, int i, int x, kl_dtype dt, int *y) {
+  int v, shape;
+  kiln_status s = KILN_OK;
+  if (is_number(c->a[i])) {
+    if ((v = kl_ts_const_scalar(c->b, dt, number(c->a[i]))) < 0) return c->e->code;
+  } else if ((s = tensor_arg(c, i, &v)) || (s = cast(c, v, dt, &v))) {
+    return s;
+  }
+  if ((s = op1(c, KL_OP_Shape, x, &shape)) || (s = op2(c, KL_OP_Expand, v, shape, y))) return s;
+  same_shape(c, *y, x); /* inference cannot see the dims of a Shape it does not fold */
+  return KILN_OK;
+}
+
+/* fill(self, value), copy(self, src, non_blocking): self's shape and dtype, the value's
+ * contents (the functional twins of fill_ and copy_) */
+static kiln_status lower_fill(call *c) {
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if ((s = value_like(c, 1, x, dt, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* masked_fill(self, mask, value) = Where(mask, value, self) */
+/* tril, triu (variant 0, 1) (self, diagonal): ONNX Trilu on the last two dims. */
+static kiln_status lower_trilu(call *c) {
+  int x, k = KL_ABSENT, y, rank;
+  int64_t diag;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s && rank < 2)
+    s = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "needs a tensor of rank 2 or more, found "
+                "rank %d", rank);
+  if (!s) s = int_arg(c, 1, 0, &diag);
+  if (s) return s;
+  if (diag != 0 && (k = kl_ts_const_i64(c->b, &diag, 1, true)) < 0) return c->e->code;
+  if ((s = node_int(c, KL_OP_Trilu, 2, (int[]){x, k}, "upper", c->variant, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* bitwise_not (variant 0): Not on bool, BitwiseNot on integers; logical_not (1): Not
+ * of the input as bool. */
+static kiln_status lower_not(call *c) {
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (c->variant == 1 && (s = cast(c, x, KL_BOOL, &x))) return s;
+  if (c->variant == 0 && dt != KL_BOOL && (dt == KL_UNDEFINED || kl_dtype_is_float(dt)))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "bitwise_not of a %s tensor: expected bool "
+                   "or an integer type", kl_dtype_name(dt));
+  bool logical = c->variant == 1 || dt == KL_BOOL;
+  if ((s = op1(c, logical ? KL_OP_Not : KL_OP_BitwiseNot, x, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+static kiln_status lower_masked_fill(call *c) {
+  int x, mask, v, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &mask);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if (is_number(c->a[2])) {
+    if ((v = kl_ts_const_scalar(c->b, dt, number(c->a[2]))) < 0) return c->e->code;
+  } else if ((s = tensor_arg(c, 2, &v)) || (s = cast(c, v, dt, &v))) {
+    return s;
+  }
+  if ((s = cast(c, mask, KL_BOOL, &mask))) return s;
+  if ((s = op_node(c, KL_OP_Where, 3, (int[]){mask, v, x}, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* new_zeros, new_ones (variant 0, 1) (self, size, dtype, ...), new_full (2) (self, size,
+ * fill_value, dtype, ...), zeros, ones (3, 4) (size, dtype, ...), full (5) (size,
+ * fill_value, dtype, ...): the value expanded to size. The dtype is the argument's,
+ * else self's (new_*), else float32, or full's fill value's (int64, bool). */
+static kiln_status lower_new_full(call *c) {
+  bool has_self = c->variant <= 2, has_fill = c->variant == 2 || c->variant == 5;
+  int size_i = has_self ? 1 : 0, fill_i = size_i + 1, dtype_i = size_i + 1 + has_fill;
+  int x = KL_ABSENT, k, shape, y;
+  int64_t st = -1;
+  double v = c->variant == 1 || c->variant == 4;
+  dimlist d = {0};
+  kiln_status s = has_self ? tensor_arg(c, 0, &x) : KILN_OK;
+  if (!s) s = dims_from_arg(c, size_i, &d);
+  if (!s && has_fill) s = float_arg(c, fill_i, 0, &v);
+  if (!s) s = int_arg(c, dtype_i, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : has_self ? dtype_of(c, x) : KL_F32;
+  if (st < 0 && has_fill && !has_self && c->a[fill_i]->kind != KL_TSV_FLOAT)
+    dt = c->a[fill_i]->kind == KL_TSV_BOOL ? KL_BOOL : KL_I64;
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if ((k = kl_ts_const_scalar(c->b, dt, v)) < 0) return c->e->code;
+  if ((s = dims_value(c, &d, &shape)) || (s = op2(c, KL_OP_Expand, k, shape, &y))) return s;
+  known_dims(c, k, y, &d);
+  return ret_tensor(c, y);
+}
+
+/* index_put(self, indices, values, accumulate), the functional twin of x[i] = v: one
+ * index tensor, either a boolean mask of self's rank (Where) or int64 indices of dim 0
+ * (ScatterND); values broadcast to what they replace. */
+static kiln_status lower_index_put(call *c) {
+  int x, v, idx, y;
+  bool acc;
+  const kl_tsv *l = c->a[1];
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = bool_arg(c, 3, false, &acc);
+  if (s) return s;
+  if (acc) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "index_put with accumulate=True");
+  if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE) || l->n != 1 ||
+      l->items[0].kind != KL_TSV_TENSOR)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "index_put with other than one index tensor "
+                   "(x[mask] = v, x[i] = v on dim 0)");
+  idx = l->items[0].id;
+  kl_dtype dt = dtype_of(c, x);
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if (is_number(c->a[2])) {
+    if ((v = kl_ts_const_scalar(c->b, dt, number(c->a[2]))) < 0) return c->e->code;
+  } else if ((s = tensor_arg(c, 2, &v)) || (s = cast(c, v, dt, &v))) {
+    return s;
+  }
+  if (dtype_of(c, idx) == KL_BOOL) {
+    if (rank_of(c, idx) != rank_of(c, x) || rank_of(c, x) < 0)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "index_put with a boolean mask of another "
+                     "rank than the tensor");
+    if (rank_of(c, v) > 0) /* values fill the masked elements in order: only a scalar fits */
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "index_put of a tensor of values by a mask");
+    if ((s = op_node(c, KL_OP_Where, 3, (int[]){idx, v, x}, &y))) return s;
+    return ret_tensor(c, y);
+  }
+  /* x[i] = v: ScatterND with indices [n, 1] and updates of shape [n, x.shape[1:]...] */
+  int64_t rank = rank_of(c, x);
+  int axes = const_ints(c, (int64_t[]){-1}, 1), ishape, xshape, rest, ushape, upd, nidx;
+  int64_t beg = 1, end = INT64_MAX, zero = 0;
+  if (rank < 1 || rank_of(c, idx) != 1)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "index_put with indices that are not 1-D");
+  if (axes < 0) return c->e->code;
+  if ((s = cast(c, idx, KL_I64, &idx))) return s;
+  /* negative indices count from the end: Where(i < 0, i + n, i) */
+  int n_id, neg, fixed, zc = kl_ts_const_i64(c->b, &zero, 1, true);
+  int64_t ax0 = 0;
+  if (zc < 0) return c->e->code;
+  if ((s = dim_of(c, x, 0, &ax0, &n_id, &(int){0}))) return s;
+  if (n_id < 0 && (n_id = kl_ts_const_i64(c->b, &ax0, 1, true)) < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Less, idx, zc, &neg)) || (s = op2(c, KL_OP_Add, idx, n_id, &fixed)) ||
+      (s = op_node(c, KL_OP_Where, 3, (int[]){neg, fixed, idx}, &idx)))
+    return s;
+  int in[4] = {0, const_ints(c, &beg, 1), const_ints(c, &end, 1), const_ints(c, &zero, 1)};
+  if (in[1] < 0 || in[2] < 0 || in[3] < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Unsqueeze, idx, axes, &nidx)) || (s = op1(c, KL_OP_Shape, idx, &ishape)) ||
+      (s = op1(c, KL_OP_Shape, x, &xshape)))
+    return s;
+  in[0] = xshape;
+  if ((s = op_node(c, KL_OP_Slice, 4, in, &rest)) ||
+      (s = node_int(c, KL_OP_Concat, 2, (int[]){ishape, rest}, "axis", 0, &ushape)) ||
+      (s = op2(c, KL_OP_Expand, v, ushape, &upd)) ||
+      (s = op_node(c, KL_OP_ScatterND, 3, (int[]){x, nidx, upd}, &y)))
+    return s;
+  same_shape(c, y, x);
+  return ret_tensor(c, y);
+}
+
+/* index_fill(self, dim, index, value): ScatterElements along dim, with the (k) indices
+ * reshaped to [1, .., k, .., 1] and they and the value expanded to self's shape with k
+ * at dim; negative indices count from the end. */
+static kiln_status lower_index_fill(call *c) {
+  int x, idx, rank, axis, v, y;
+  int64_t dim, k;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &dim);
+  if (!s) s = tensor_arg(c, 2, &idx);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s) s = norm_axis(c, dim, rank, &axis);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (dt == KL_UNDEFINED || !kl_type_numel(type_of(c, idx), &k) || rank_of(c, idx) > 1)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "index_fill with indices of unknown shape or "
+                   "over one dim, or of an unknown dtype");
+  if (is_number(c->a[3])) {
+    if ((v = kl_ts_const_scalar(c->b, dt, number(c->a[3]))) < 0) return c->e->code;
+  } else if ((s = tensor_arg(c, 3, &v)) || (s = cast(c, v, dt, &v))) {
+    return s;
+  }
+  /* the indices, non-negative, as [1, .., k, .., 1] */
+  int64_t n, zero = 0, dims[KL_MAX_RANK];
+  int n_id, sym, neg, fixed, zc = kl_ts_const_i64(c->b, &zero, 1, true), shape, kshape;
+  if (zc < 0) return c->e->code;
+  if ((s = cast(c, idx, KL_I64, &idx)) || (s = dim_of(c, x, axis, &n, &n_id, &sym))) return s;
+  if (n_id < 0 && (n_id = kl_ts_const_i64(c->b, &n, 1, true)) < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Less, idx, zc, &neg)) || (s = op2(c, KL_OP_Add, idx, n_id, &fixed)) ||
+      (s = op_node(c, KL_OP_Where, 3, (int[]){neg, fixed, idx}, &idx)))
+    return s;
+  for (int j = 0; j < rank; j++) dims[j] = j == axis ? k : 1;
+  if ((shape = const_ints(c, dims, rank)) < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Reshape, idx, shape, &idx))) return s;
+  /* self's shape with k at dim: Shape * (1 - onehot) + k * onehot */
+  for (int j = 0; j < rank; j++) dims[j] = j == axis ? 0 : 1;
+  int keep = const_ints(c, dims, rank), xs, masked;
+  for (int j = 0; j < rank; j++) dims[j] = j == axis ? k : 0;
+  int put = const_ints(c, dims, rank);
+  if (keep < 0 || put < 0) return c->e->code;
+  if ((s = op1(c, KL_OP_Shape, x, &xs)) || (s = op2(c, KL_OP_Mul, xs, keep, &masked)) ||
+      (s = op2(c, KL_OP_Add, masked, put, &kshape)) ||
+      (s = op2(c, KL_OP_Expand, idx, kshape, &idx)) || (s = op2(c, KL_OP_Expand, v, kshape, &v)) ||
+      (s = node_int(c, KL_OP_ScatterElements, 3, (int[]){x, idx, v}, "axis", axis, &y)))
+    return s;
+  same_shape(c, y, x);
+  return ret_tensor(c, y);
+}
+
+/* eq, ne, lt, gt, le, ge (variant: 0..5) of two tensors or a tensor and a number */
+static kiln_status lower_compare(call *c) {
+  static const kl_op op[] = {KL_OP_Equal, KL_OP_Equal, KL_OP_Less, KL_OP_Greater,
+                             KL_OP_LessOrEqual, KL_OP_GreaterOrEqual};
+  int a, b, y;
+  kiln_status s = operands(c, 0, 1, &a, &b);
+  if (!s) s = op2(c, op[c->variant], a, b, &y);
+  if (!s && c->variant == 1) s = op1(c, KL_OP_Not, y, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
 #define P(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define X1 P("self")
 
@@ -1853,6 +2093,28 @@ static const aten_op ops[] = {
     {"ones_like", P("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
      lower_fill_like, 1},
     {"zero", X1, lower_fill_like, 0},
+    {"fill", P("self", "value"), lower_fill, 0},
+    {"copy", P("self", "src", "non_blocking"), lower_fill, 0},
+    {"masked_fill", P("self", "mask", "value"), lower_masked_fill, 0},
+    {"index_put", P("self", "indices", "values", "accumulate"), lower_index_put, 0},
+    {"index_fill", P("self", "dim", "index", "value"), lower_index_fill, 0},
+    {"tril", P("self", "diagonal"), lower_trilu, 0},
+    {"triu", P("self", "diagonal"), lower_trilu, 1},
+    {"bitwise_not", X1, lower_not, 0},
+    {"logical_not", X1, lower_not, 1},
+    {"new_zeros", P("self", "size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 0},
+    {"new_ones", P("self", "size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 1},
+    {"new_full", P("self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"),
+     lower_new_full, 2},
+    {"zeros", P("size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 3},
+    {"ones", P("size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 4},
+    {"full", P("size", "fill_value", "dtype", "layout", "device", "pin_memory"), lower_new_full, 5},
+    {"eq", P("self", "other"), lower_compare, 0},
+    {"ne", P("self", "other"), lower_compare, 1},
+    {"lt", P("self", "other"), lower_compare, 2},
+    {"gt", P("self", "other"), lower_compare, 3},
+    {"le", P("self", "other"), lower_compare, 4},
+    {"ge", P("self", "other"), lower_compare, 5},
     {"prim::NumToTensor", P("a"), lower_num_to_tensor, 0},
     {"int", P("a"), lower_number, 0},
     {"float", P("a"), lower_number, 1},
@@ -1889,6 +2151,237 @@ static kiln_status bind(call *c, const kl_tsv *args, const char *const *kw, int 
   return KILN_OK;
 }
 
+/* ---- functionalization: in-place writes, through views too ----
+ *
+ * PyTorch's in-place ops change memory that other tensors share: the base a view
+ * (slice, select, view, permute, ...) was made from, and the base's other views. Graph
+ * values never change, so a write makes new values: the written tensor's new contents
+ * (the op's functional twin, in the tensor's dtype), then, up the chain of views it
+ * was made by, each base with the written region replaced: a Concat of the untouched
+ * parts around a slice, a ScatterElements for a slice with a step, the inverse
+ * Transpose of a permute, a Reshape back for view/reshape/(un)squeeze. Every tensor id
+ * of the trace that is a view or was written keeps a record: the value it holds now,
+ * and for a view how it was made and from which value of its base; a view whose base
+ * changed since is made again from the base's new value when next read. Views kiln
+ * cannot follow exactly (made by expand, chunk, split or unbind, or a reshape or
+ * flatten that PyTorch may have done by copying) are refused when written through,
+ * or read after their base changed. */
+
+enum { VK_BASE, VK_RESHAPE, VK_PERMUTE, VK_SLICE, VK_SELECT, VK_OPAQUE };
+
+typedef struct view_rec {
+  int cur;      /* the value the id holds now */
+  int parent;   /* a view: its base's id; else -1 */
+  int seen;     /* the base's value that cur was made from */
+  int kind;     /* VK_* */
+  bool strided; /* not contiguous in PyTorch, as far as kiln can tell */
+  int axis;     /* slice, select: the dim, and its size in the base */
+  int64_t size, start, end, step;
+  int64_t perm[KL_MAX_RANK];
+  int rank;
+  const char *op; /* the ATen op that made the view */
+} view_rec;
+
+typedef struct fn_state {
+  int *index; /* by value id: 1 + its record, or 0 */
+  int cap_index;
+  view_rec *recs;
+  int n_recs, cap_recs;
+} fn_state;
+
+#define MAX_VIEW_CHAIN 4096
+
+static fn_state *fn_get(kl_ts_build *b) { return *kl_ts_aten_state(b); }
+
+static int rec_of(const fn_state *st, int id) {
+  return st && id >= 0 && id < st->cap_index && st->index[id] ? st->index[id] - 1 : -1;
+}
+
+/* Grow an array of kl_ts_alloc'd memory to cap elements of size (the old block stays
+ * until the builder is freed). */
+static void *grow(call *c, void *old, size_t n_old, size_t cap, size_t size) {
+  if (cap > SIZE_MAX / size) {
+    kl_fail(c->e, KILN_ERR_LIMIT, "too many values to track");
+    return NULL;
+  }
+  void *p = kl_ts_alloc(c->b, cap * size);
+  if (p && old) memcpy(p, old, n_old * size);
+  return p;
+}
+
+/* The record of id, made (holding id itself, not a view) if it has none; -1 on failure. */
+static int rec_new(call *c, int id) {
+  void **slot = kl_ts_aten_state(c->b);
+  if (!*slot && !(*slot = kl_ts_alloc(c->b, sizeof(fn_state)))) return -1;
+  fn_state *st = *slot;
+  int r = rec_of(st, id);
+  if (r >= 0) return r;
+  if (id >= st->cap_index) {
+    int cap = c->g->n_values > id ? c->g->n_values : id + 1;
+    if (cap > INT32_MAX / 2) return kl_fail(c->e, KILN_ERR_LIMIT, "too many values"), -1;
+    cap *= 2;
+    int *ix = grow(c, st->index, (size_t)st->cap_index, (size_t)cap, sizeof *ix);
+    if (!ix) return -1;
+    st->index = ix;
+    st->cap_index = cap;
+  }
+  if (st->n_recs == st->cap_recs) {
+    int cap = st->cap_recs ? st->cap_recs : 32;
+    if (cap > INT32_MAX / 2) return kl_fail(c->e, KILN_ERR_LIMIT, "too many views"), -1;
+    view_rec *rs = grow(c, st->recs, (size_t)st->n_recs, (size_t)cap * 2, sizeof *rs);
+    if (!rs) return -1;
+    st->recs = rs;
+    st->cap_recs = cap * 2;
+  }
+  r = st->n_recs++;
+  st->recs[r] = (view_rec){.cur = id, .parent = -1, .seen = -1, .kind = VK_BASE};
+  st->index[id] = r + 1;
+  return r;
+}
+
+/* The shape of x as a value: a constant when every dim is known. */
+static kiln_status shape_value(call *c, int x, int *out) {
+  const kl_type *t = type_of(c, x);
+  int64_t dims[KL_MAX_RANK];
+  bool known = t->rank >= 0;
+  for (int k = 0; known && k < t->rank; k++) known = (dims[k] = t->dims[k].size) >= 0;
+  if (known) return const_id(c, const_ints(c, dims, t->rank), out);
+  return op1(c, KL_OP_Shape, x, out);
+}
+
+/* The view v made again from its base's value p; old is the value it held. */
+static kiln_status view_forward(call *c, const view_rec *v, int p, int old, int *y) {
+  int shape, in[5];
+  switch (v->kind) {
+  case VK_RESHAPE: {
+    kiln_status s = shape_value(c, old, &shape);
+    return s ? s : op2(c, KL_OP_Reshape, p, shape, y);
+  }
+  case VK_PERMUTE:
+    return transpose_node(c, p, v->perm, v->rank, y);
+  case VK_SLICE:
+    in[0] = p;
+    in[1] = const_ints(c, &v->start, 1);
+    in[2] = const_ints(c, &v->end, 1);
+    in[3] = const_ints(c, (int64_t[]){v->axis}, 1);
+    in[4] = const_ints(c, &v->step, 1);
+    if (in[1] < 0 || in[2] < 0 || in[3] < 0 || in[4] < 0) return c->e->code;
+    return op_node(c, KL_OP_Slice, 5, in, y);
+  default: { /* VK_SELECT */
+    int idx = kl_ts_const_i64(c->b, &v->start, 1, true);
+    return idx < 0 ? c->e->code : node_int(c, KL_OP_Gather, 2, (int[]){p, idx}, "axis", v->axis, y);
+  }
+  }
+}
+
+/* Base value p with the region that view v covers replaced by y: *np. */
+static kiln_status view_backward(call *c, const view_rec *v, int p, int y, int *np) {
+  kiln_status s;
+  if (v->kind == VK_RESHAPE) {
+    int shape;
+    return (s = shape_value(c, p, &shape)) ? s : op2(c, KL_OP_Reshape, y, shape, np);
+  }
+  if (v->kind == VK_PERMUTE) {
+    int64_t inv[KL_MAX_RANK];
+    for (int k = 0; k < v->rank; k++) inv[v->perm[k]] = k;
+    return transpose_node(c, y, inv, v->rank, np);
+  }
+  if (v->kind == VK_SELECT) {
+    int axes = const_ints(c, (int64_t[]){v->axis}, 1);
+    if (axes < 0) return c->e->code;
+    if ((s = op2(c, KL_OP_Unsqueeze, y, axes, &y))) return s;
+  }
+  int64_t start = v->start, end = v->kind == VK_SELECT ? v->start + 1 : v->end;
+  if (v->kind == VK_SELECT || v->step == 1) {
+    int parts[3], n = 0;
+    if (start >= end) return *np = p, KILN_OK; /* an empty slice */
+    if (start > 0 && (s = slice_axis(c, p, v->axis, 0, start, &parts[n++]))) return s;
+    parts[n++] = y;
+    if ((v->size < 0 ? end < INT64_MAX : end < v->size) &&
+        (s = slice_axis(c, p, v->axis, end, v->size < 0 ? INT64_MAX : v->size, &parts[n++])))
+      return s;
+    if (n == 1) return *np = y, KILN_OK;
+    return node_int(c, KL_OP_Concat, n, parts, "axis", v->axis, np);
+  }
+  /* a slice with a step: ScatterElements with each element's index along the dim, a
+   * [1, .., count, .., 1] constant expanded to the shape of y */
+  int64_t count = (end - start + v->step - 1) / v->step, dims[KL_MAX_RANK];
+  if (v->rank < 1 || v->rank > KL_MAX_RANK || count < 1) return *np = p, KILN_OK;
+  int64_t *idx = malloc((size_t)count * sizeof *idx);
+  if (!idx) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int64_t k = 0; k < count; k++) idx[k] = start + k * v->step;
+  for (int k = 0; k < v->rank; k++) dims[k] = k == v->axis ? count : 1;
+  int pattern = kl_ts_const_data(c->b, KL_I64, v->rank, dims, idx, (size_t)count * sizeof *idx);
+  int ids, shape;
+  if (pattern < 0) return c->e->code;
+  if ((s = op1(c, KL_OP_Shape, y, &shape)) || (s = op2(c, KL_OP_Expand, pattern, shape, &ids)))
+    return s;
+  return node_int(c, KL_OP_ScatterElements, 3, (int[]){p, ids, y}, "axis", v->axis, np);
+}
+
+static kiln_status opaque_view(call *c, const view_rec *v, const char *what) {
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s a view made by aten::%s%s; kiln cannot tell "
+                 "which elements the two share: export the model to ONNX", what, v->op,
+                 v->kind == VK_OPAQUE && (strcmp(v->op, "reshape") == 0 ||
+                                          strcmp(v->op, "flatten") == 0 ||
+                                          strcmp(v->op, "unflatten") == 0)
+                     ? " of a non-contiguous tensor (PyTorch may have copied it)" : "");
+}
+
+/* The value tensor id holds now (*out), its view made again where its base changed. */
+static kiln_status current(call *c, int id, int *out, int depth) {
+  fn_state *st = fn_get(c->b);
+  int r = rec_of(st, id), p;
+  *out = id;
+  if (r < 0) return KILN_OK;
+  if (depth > MAX_VIEW_CHAIN)
+    return kl_fail(c->e, KILN_ERR_LIMIT, "a chain of over %d views", MAX_VIEW_CHAIN);
+  if (st->recs[r].parent >= 0) {
+    kiln_status s = current(c, st->recs[r].parent, &p, depth + 1);
+    if (s) return s;
+    if (p != st->recs[r].seen) {
+      view_rec v = st->recs[r];
+      int y;
+      if (v.kind == VK_OPAQUE) return opaque_view(c, &v, "a tensor written in place is read through");
+      if ((s = view_forward(c, &v, p, v.cur, &y))) return s;
+      same_shape(c, y, v.cur);
+      st->recs[r].cur = y;
+      st->recs[r].seen = p;
+    }
+  }
+  *out = st->recs[r].cur;
+  return KILN_OK;
+}
+
+kiln_status kl_aten_current(kl_ts_build *b, int id, int *out) {
+  call c = {.b = b, .g = kl_ts_graph(b), .e = kl_ts_err(b)};
+  return current(&c, id, out, 0);
+}
+
+/* Tensor id (as the trace names it) now holds y: so do, up its chain of views, the
+ * bases it was made from, each with the view's region replaced. */
+static kiln_status write_through(call *c, int id, int y) {
+  for (int depth = 0;; depth++) {
+    int r = rec_new(c, id), p, np;
+    if (r < 0) return c->e->code;
+    if (depth > MAX_VIEW_CHAIN)
+      return kl_fail(c->e, KILN_ERR_LIMIT, "a chain of over %d views", MAX_VIEW_CHAIN);
+    fn_state *st = fn_get(c->b);
+    view_rec v = st->recs[r];
+    st->recs[r].cur = y;
+    if (v.parent < 0) return KILN_OK;
+    if (v.kind == VK_OPAQUE) return opaque_view(c, &v, "an in-place write into");
+    kiln_status s = current(c, v.parent, &p, 0);
+    if (!s) s = view_backward(c, &v, p, y, &np);
+    if (s) return s;
+    same_shape(c, np, p);
+    st = fn_get(c->b);
+    st->recs[rec_of(st, id)].seen = np;
+    id = v.parent;
+    y = np;
+  }
+}
+
 /* Ops whose result aliases their input's memory in PyTorch. */
 static const char *const view_ops[] = {
     "slice", "select", "narrow", "view", "reshape", "transpose", "t", "permute", "expand",
@@ -1901,13 +2394,135 @@ static bool is_view_op(const char *name) {
   return false;
 }
 
-/* Remember the tensors of a view op's result that are new values. */
-static kiln_status mark_views(kl_ts_build *b, const kl_tsv *v, int base) {
-  kiln_status s = KILN_OK;
-  if (v->kind == KL_TSV_TENSOR && v->id != base) s = kl_ts_mark_view(b, v->id);
-  for (int k = 0; !s && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) && k < v->n; k++)
-    s = mark_views(b, &v->items[k], base);
-  return s;
+static bool rec_strided(call *c, int id) {
+  fn_state *st = fn_get(c->b);
+  int r = rec_of(st, id);
+  return r >= 0 && st->recs[r].strided;
+}
+
+/* Whether any dim of x before axis is not 1: a slice along axis is then strided. */
+static bool outer_dims(call *c, int x, int axis) {
+  const kl_type *t = type_of(c, x);
+  for (int k = 0; k < axis && k < t->rank; k++)
+    if (t->dims[k].size != 1) return true;
+  return false;
+}
+
+/* How view op `name` made a view of base (the value the call read): into v. */
+static void classify_view(call *c, const char *name, int base, view_rec *v) {
+  const kl_type *t = type_of(c, base);
+  int64_t a = 0, b = 0, step = 1;
+  int n = 0;
+  v->kind = VK_OPAQUE;
+  v->rank = t->rank;
+  if (strcmp(name, "view") == 0 || strcmp(name, "squeeze") == 0 ||
+      strcmp(name, "unsqueeze") == 0 ||
+      (!v->strided && (strcmp(name, "reshape") == 0 || strcmp(name, "flatten") == 0 ||
+                       strcmp(name, "unflatten") == 0))) {
+    v->kind = VK_RESHAPE;
+  } else if (strcmp(name, "permute") == 0) {
+    if (ints_arg(c, 1, 0, v->perm, &n) == KILN_OK && n == t->rank && n <= KL_MAX_RANK) {
+      bool ok = true;
+      for (int k = 0; k < n; k++) ok &= norm_axis(c, v->perm[k], n, &v->axis) == KILN_OK &&
+                                        ((v->perm[k] = v->axis), true);
+      v->kind = ok ? VK_PERMUTE : VK_OPAQUE;
+    }
+  } else if (strcmp(name, "transpose") == 0 || strcmp(name, "t") == 0 ||
+             strcmp(name, "swapaxes") == 0 || strcmp(name, "swapdims") == 0) {
+    int d0 = 0, d1 = 1;
+    bool ok = t->rank >= 2 && t->rank <= KL_MAX_RANK &&
+              (name[0] == 't' && name[1] == 0 ? true
+                                              : peek_int(c, 1, 0, &a) && peek_int(c, 2, 1, &b) &&
+                                                    !norm_axis(c, a, t->rank, &d0) &&
+                                                    !norm_axis(c, b, t->rank, &d1));
+    if (ok) {
+      for (int k = 0; k < t->rank; k++) v->perm[k] = k;
+      v->perm[d0] = d1;
+      v->perm[d1] = d0;
+      v->kind = VK_PERMUTE;
+    }
+  } else if (strcmp(name, "slice") == 0 || strcmp(name, "narrow") == 0 ||
+             strcmp(name, "select") == 0) {
+    bool sel = name[1] == 'e', narrow = name[0] == 'n';
+    int64_t dim;
+    if (!peek_int(c, 1, 0, &dim) || norm_axis(c, dim, t->rank, &v->axis)) return;
+    v->size = t->dims[v->axis].size; /* -1: unknown, then only bounds from the start */
+    if (sel) {
+      if (!peek_int(c, 2, 0, &a)) return;
+      if (a < 0 && v->size >= 0) a += v->size;
+      if (a < 0 || (v->size >= 0 && a >= v->size)) return;
+      v->start = a;
+      v->kind = VK_SELECT;
+    } else {
+      if (!peek_int(c, 2, 0, &a)) return;
+      if (narrow) {
+        int64_t len;
+        if (!peek_int(c, 3, 0, &len)) return;
+        b = a + len;
+      } else if (!peek_int(c, 3, INT64_MAX, &b) || !peek_int(c, 4, 1, &step) || step < 1) {
+        return;
+      }
+      if (v->size < 0) { /* bounds counted from the start, a step of 1 */
+        if (a < 0 || b < 0 || step != 1) return;
+        v->start = a;
+        v->end = b < a ? a : b;
+      } else {
+        if (a < 0) a += v->size;
+        if (b < 0) b += v->size;
+        v->start = a < 0 ? 0 : a > v->size ? v->size : a;
+        v->end = b < v->start ? v->start : b > v->size ? v->size : b;
+      }
+      v->step = step;
+      v->kind = VK_SLICE;
+    }
+  }
+  if (v->kind == VK_PERMUTE)
+    for (int k = 0; k < v->rank; k++) v->strided |= v->perm[k] != k;
+  if (v->kind == VK_SELECT) v->strided |= outer_dims(c, base, v->axis);
+  if (v->kind == VK_SLICE)
+    v->strided |= outer_dims(c, base, v->axis) &&
+                  !(v->start == 0 && v->end == (v->size < 0 ? INT64_MAX : v->size) &&
+                    v->step == 1);
+  if (v->kind == VK_OPAQUE) v->strided = true;
+}
+
+/* Records for the new tensors of a view op's result: views of `key` (as the trace
+ * names it), made from its value base. */
+static kiln_status record_views(call *c, const char *name, const kl_tsv *out, int key, int base) {
+  if (out->kind == KL_TSV_LIST || out->kind == KL_TSV_TUPLE) {
+    for (int k = 0; k < out->n; k++) {
+      kiln_status s = record_views(c, name, &out->items[k], key, base);
+      if (s) return s;
+    }
+    return KILN_OK;
+  }
+  if (out->kind != KL_TSV_TENSOR || out->id == base) return KILN_OK;
+  view_rec v = {.cur = out->id, .parent = key, .seen = base, .op = name,
+                .strided = rec_strided(c, key)};
+  classify_view(c, name, base, &v);
+  int r = rec_new(c, out->id);
+  if (r < 0) return c->e->code;
+  fn_get(c->b)->recs[r] = v;
+  return KILN_OK;
+}
+
+/* A copy of the arguments with every tensor as the value it holds now. */
+static kiln_status resolve_args(call *c, const kl_tsv *args, int n, kl_tsv *out, int depth) {
+  for (int k = 0; k < n; k++) {
+    out[k] = args[k];
+    if (args[k].kind == KL_TSV_TENSOR) {
+      kiln_status s = current(c, args[k].id, &out[k].id, 0);
+      if (s) return s;
+    } else if ((args[k].kind == KL_TSV_LIST || args[k].kind == KL_TSV_TUPLE) && depth < 4 &&
+               args[k].n > 0 && fn_get(c->b)) {
+      kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)args[k].n);
+      if (!items) return c->e->code;
+      kiln_status s = resolve_args(c, args[k].items, args[k].n, items, depth + 1);
+      if (s) return s;
+      out[k].items = items;
+    }
+  }
+  return KILN_OK;
 }
 
 kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
@@ -1929,16 +2544,33 @@ kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "%d arguments", n_args);
   call c = {.b = b, .g = kl_ts_graph(b), .e = e, .params = op->params, .variant = op->variant,
             .out = out};
+  kl_tsv now[MAX_PARAMS];
   memset(out, 0, sizeof *out);
   out->id = -1;
-  kiln_status s = bind(&c, args, kw, n_args);
-  if (s != KILN_OK || (s = op->fn(&c)) != KILN_OK) return s;
-  int base = n_args > 0 && args[0].kind == KL_TSV_TENSOR ? args[0].id : -1;
-  /* an in-place op that changes its input (not dropout_ in eval) on a view */
-  bool writes = !(out->kind == KL_TSV_TENSOR && out->id == base);
-  if (in_place && writes && kl_ts_is_view(b, base))
-    return kl_fail(e, KILN_ERR_UNSUPPORTED, "an in-place write into a view of another tensor: "
-                   "the trace relies on the two sharing memory, which kiln's graphs do not "
-                   "express; export the model to ONNX");
-  return is_view_op(op->name) ? mark_views(b, out, base) : KILN_OK;
+  kiln_status s = resolve_args(&c, args, n_args, now, 0);
+  if (s != KILN_OK || (s = bind(&c, now, kw, n_args)) != KILN_OK || (s = op->fn(&c)) != KILN_OK)
+    return s;
+  int key = n_args > 0 && args[0].kind == KL_TSV_TENSOR ? args[0].id : -1;
+  int base = key >= 0 ? now[0].id : -1;
+  if (key < 0) return KILN_OK;
+  if (out->kind == KL_TSV_TENSOR && out->id == base) {
+    /* clone, and contiguous of a strided tensor, copy in PyTorch: a value of their own */
+    if (strcmp(op->name, "clone") == 0 ||
+        (strcmp(op->name, "contiguous") == 0 && rec_strided(&c, key)))
+      return (s = op1(&c, KL_OP_Identity, base, &out->id)) ? s : KILN_OK;
+    out->id = key; /* the result aliases the argument: the same tensor */
+    return KILN_OK;
+  }
+  if (in_place) { /* the functional result is what the tensor holds now */
+    if (out->kind != KL_TSV_TENSOR)
+      return kl_fail(e, KILN_ERR_UNSUPPORTED, "an in-place op whose result is not a tensor");
+    int y = out->id;
+    kl_dtype dt = dtype_of(&c, base);
+    if (dt != KL_UNDEFINED && dtype_of(&c, y) != KL_UNDEFINED && (s = cast(&c, y, dt, &y)))
+      return s;
+    if ((s = write_through(&c, key, y))) return s;
+    out->id = key;
+    return KILN_OK;
+  }
+  return is_view_op(op->name) ? record_views(&c, op->name, out, key, base) : KILN_OK;
 }

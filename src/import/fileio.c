@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,48 @@ kiln_status kl_file_read(const char *path, size_t max, void **buf, size_t *len, 
   }
   close(fd);
   return s;
+}
+
+kiln_status kl_file_map_open(const char *path, size_t max, kl_file_map *m, kl_err *e) {
+  *m = (kl_file_map){.fd = -1};
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return kl_fail(e, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    kl_fail(e, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    kl_fail(e, KILN_ERR_IO, "%s: not a regular file", path);
+  } else if ((uint64_t)st.st_size > (uint64_t)max) {
+    kl_fail(e, KILN_ERR_LIMIT, "%s: the file is %lld bytes, over the limit of %zu", path,
+            (long long)st.st_size, max);
+  } else {
+    m->fd = fd;
+    m->len = (size_t)st.st_size;
+    void *p = m->len ? mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (p != MAP_FAILED) {
+      m->data = p;
+      m->mapped = true;
+      return KILN_OK;
+    }
+    /* an empty file, or one that cannot be mapped: read it */
+    uint8_t *buf = malloc(m->len ? m->len : 1);
+    kiln_status s = buf ? kl_file_pread(fd, buf, m->len, 0, path, e)
+                        : kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory reading "
+                                  "%zu bytes", path, m->len);
+    m->data = buf;
+    if (s == KILN_OK) return KILN_OK;
+    kl_file_map_close(m);
+    return s;
+  }
+  close(fd);
+  return e->code;
+}
+
+void kl_file_map_close(kl_file_map *m) {
+  if (m->mapped) munmap((void *)m->data, m->len);
+  else free((void *)m->data);
+  if (m->fd >= 0) close(m->fd);
+  *m = (kl_file_map){.fd = -1};
 }
 
 static kiln_status write_all(int fd, const void *data, size_t n, const char *path, kl_err *e) {

@@ -5,6 +5,7 @@
 
 #include "runtime/status.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,6 +13,23 @@
  * one byte is allocated so *buf is never NULL on success). A file over max bytes is
  * KILN_ERR_LIMIT. The caller frees *buf. */
 kiln_status kl_file_read(const char *path, size_t max, void **buf, size_t *len, kl_err *e);
+
+/* A regular file opened for reading and mapped (read-only, private) rather than read,
+ * so that its pages are only in memory while they are being looked at: data and len
+ * are its bytes (data is non-NULL on success, len may be 0), fd stays open for
+ * kl_file_pread. Where it cannot be mapped it is read into memory instead. The file
+ * must not shrink while it is mapped. */
+typedef struct kl_file_map {
+  const uint8_t *data;
+  size_t len;
+  int fd;
+  bool mapped; /* false: data is malloc'd */
+} kl_file_map;
+
+/* Open and map path; a file over max bytes is KILN_ERR_LIMIT. Close with
+ * kl_file_map_close, also after a failure (which leaves *m closed). */
+kiln_status kl_file_map_open(const char *path, size_t max, kl_file_map *m, kl_err *e);
+void kl_file_map_close(kl_file_map *m);
 
 /* Read exactly n bytes at offset off of the open file fd (what names it in messages). */
 kiln_status kl_file_pread(int fd, void *buf, size_t n, uint64_t off, const char *what,

@@ -65,6 +65,174 @@ static wire_result wire_check(const uint8_t *p, size_t len, const ProtobufCMessa
   return WIRE_OK;
 }
 
+/* ---- lifting the initializers' raw_data out before unpacking ----
+ * protobuf-c copies every bytes field it unpacks, so unpacking a whole model holds its
+ * weights twice (the file's bytes and the unpacked copy). Instead, the bytes given to
+ * protobuf-c are the model without the main graph's initializers' raw_data (every
+ * field else as it was, the enclosing lengths re-encoded), and each initializer's data
+ * is then copied once, from the original bytes (or read from the file), into its
+ * tensor. Runs after wire_check, but checks every bound itself anyway. */
+
+#define ONNX_MODEL_GRAPH 7  /* ModelProto.graph */
+#define ONNX_GRAPH_INIT 5   /* GraphProto.initializer */
+#define ONNX_TENSOR_RAW 9   /* TensorProto.raw_data */
+
+typedef struct wire_field {
+  uint64_t num;
+  int type;
+  size_t start, body, end; /* the key, the payload, just past it */
+} wire_field;
+
+/* The field at *i (before end), or false when malformed. */
+static bool next_field(const uint8_t *p, size_t end, size_t *i, wire_field *f) {
+  uint64_t key, n;
+  f->start = *i;
+  if (!read_varint(p, end, i, &key)) return false;
+  f->num = key >> 3;
+  f->type = (int)(key & 7);
+  switch (f->type) {
+  case 0: if (!read_varint(p, end, i, &n)) return false; f->body = *i; break;
+  case 1: if (end - *i < 8) return false; f->body = *i; *i += 8; break;
+  case 5: if (end - *i < 4) return false; f->body = *i; *i += 4; break;
+  case 2:
+    if (!read_varint(p, end, i, &n) || n > end - *i) return false;
+    f->body = *i;
+    *i += (size_t)n;
+    break;
+  default: return false;
+  }
+  f->end = *i;
+  return true;
+}
+
+static size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) v >>= 7, n++;
+  return n;
+}
+
+static uint8_t *put_varint(uint8_t *o, uint64_t v) {
+  while (v >= 0x80) *o++ = (uint8_t)(v | 0x80), v >>= 7;
+  *o++ = (uint8_t)v;
+  return o;
+}
+
+static bool is_field(const wire_field *f, uint64_t num) { return f->num == num && f->type == 2; }
+
+/* The size of a TensorProto (p[s, e)) without its raw_data; false when malformed. */
+static bool tensor_size(const uint8_t *p, size_t s, size_t e, size_t *size) {
+  wire_field f;
+  *size = 0;
+  for (size_t i = s; i < e;) {
+    if (!next_field(p, e, &i, &f)) return false;
+    if (!is_field(&f, ONNX_TENSOR_RAW)) *size += f.end - f.start;
+  }
+  return true;
+}
+
+/* The size of a GraphProto (p[s, e)) with its initializers stripped; counts them. */
+static bool graph_size(const uint8_t *p, size_t s, size_t e, size_t *size, size_t *n_init) {
+  wire_field f;
+  *size = 0;
+  for (size_t i = s; i < e;) {
+    if (!next_field(p, e, &i, &f)) return false;
+    if (!is_field(&f, ONNX_GRAPH_INIT)) {
+      *size += f.end - f.start;
+      continue;
+    }
+    size_t t;
+    if (!tensor_size(p, f.body, f.end, &t)) return false;
+    *size += 1 + varint_size(t) + t;
+    (*n_init)++;
+  }
+  return true;
+}
+
+/* Writes the stripped TensorProto at o, noting its (last, as protobuf reads it)
+ * raw_data in *raw. */
+static uint8_t *put_tensor(const uint8_t *p, size_t s, size_t e, uint8_t *o,
+                           kl_onnx_lifted *raw) {
+  wire_field f;
+  for (size_t i = s; i < e && next_field(p, e, &i, &f);) {
+    if (!is_field(&f, ONNX_TENSOR_RAW)) {
+      memcpy(o, p + f.start, f.end - f.start);
+      o += f.end - f.start;
+      continue;
+    }
+    raw->present = true;
+    raw->offset = f.body;
+    raw->len = f.end - f.body;
+  }
+  return o;
+}
+
+static uint8_t *put_graph(const uint8_t *p, size_t s, size_t e, uint8_t *o,
+                          kl_onnx_lifted *raw) {
+  wire_field f;
+  size_t k = 0;
+  for (size_t i = s; i < e && next_field(p, e, &i, &f);) {
+    if (!is_field(&f, ONNX_GRAPH_INIT)) {
+      memcpy(o, p + f.start, f.end - f.start);
+      o += f.end - f.start;
+      continue;
+    }
+    size_t t = 0;
+    tensor_size(p, f.body, f.end, &t);
+    *o++ = ONNX_GRAPH_INIT << 3 | 2;
+    o = put_varint(o, t);
+    o = put_tensor(p, f.body, f.end, o, &raw[k++]);
+  }
+  return o;
+}
+
+/* The model's bytes with the initializers' raw_data lifted out: *out (malloc'd, *out_len
+ * bytes) and *raw (calloc'd, one per initializer, *n_raw). *out stays NULL when there
+ * is nothing to lift (or the model names its graph twice, which protobuf merges): the
+ * bytes are then unpacked as they are. */
+static kiln_status lift_raw(const uint8_t *p, size_t len, uint8_t **out, size_t *out_len,
+                            kl_onnx_lifted **raw, size_t *n_raw, kl_err *e) {
+  wire_field f, graph = {0};
+  int graphs = 0;
+  *out = NULL;
+  *raw = NULL;
+  *n_raw = 0;
+  for (size_t i = 0; i < len;) {
+    if (!next_field(p, len, &i, &f))
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: protobuf parse failed");
+    if (is_field(&f, ONNX_MODEL_GRAPH)) graph = f, graphs++;
+  }
+  size_t gsize, n_init = 0;
+  if (graphs != 1) return KILN_OK;
+  if (!graph_size(p, graph.body, graph.end, &gsize, &n_init))
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: protobuf parse failed");
+  if (n_init == 0) return KILN_OK;
+  if (n_init > KL_ONNX_MAX_ITEMS)
+    return kl_fail(e, KILN_ERR_LIMIT, "the graph has %zu initializers; kiln allows %d",
+                   n_init, KL_ONNX_MAX_ITEMS);
+  size_t total = graph.start + 1 + varint_size(gsize) + gsize + (len - graph.end);
+  *raw = calloc(n_init, sizeof **raw);
+  *out = malloc(total);
+  if (!*raw || !*out) {
+    free(*raw);
+    free(*out);
+    *raw = NULL;
+    *out = NULL;
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  uint8_t *o = *out;
+  memcpy(o, p, graph.start);
+  o += graph.start;
+  *o++ = ONNX_MODEL_GRAPH << 3 | 2;
+  o = put_varint(o, gsize);
+  o = put_graph(p, graph.body, graph.end, o, *raw);
+  memcpy(o, p + graph.end, len - graph.end);
+  o += len - graph.end;
+  *out_len = (size_t)(o - *out);
+  *n_raw = n_init;
+  for (size_t k = 0; k < n_init; k++) (*raw)[k].base = p, (*raw)[k].fd = -1;
+  return KILN_OK;
+}
+
 /* ---- versions ---- */
 
 static bool onnx_domain(const char *domain) {
@@ -202,7 +370,9 @@ static kiln_status add_initializers(kl_onnx_ctx *c, const Onnx__GraphProto *gp) 
     snprintf(what, sizeof what, "initializer '%s'", tp->name);
     kl_tensor t;
     size_t nbytes;
-    kiln_status s = kl_onnx_tensor_decode(tp, &c->ts, what, &t, &nbytes, c->e);
+    const kl_onnx_lifted *raw =
+        i < c->n_lifted && c->lifted[i].present ? &c->lifted[i] : NULL;
+    kiln_status s = kl_onnx_tensor_decode_lifted(tp, &c->ts, what, raw, &t, &nbytes, c->e);
     if (s != KILN_OK) return s;
     if (kl_graph_add_const(c->g, tp->name, t.dtype, t.rank, t.dims, t.data, nbytes, false,
                            c->e) < 0)
@@ -541,6 +711,7 @@ static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m) {
   return s;
 }
 
+/* Checks the bytes and unpacks them into *m; with m NULL, only checks them. */
 static kiln_status unpack(const void *buf, size_t len, ProtobufCAllocator *a,
                           Onnx__ModelProto **m, kl_err *e) {
   if (len == 0) return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: the file is empty");
@@ -552,23 +723,35 @@ static kiln_status unpack(const void *buf, size_t len, ProtobufCAllocator *a,
   case WIRE_MALFORMED:
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: protobuf parse failed");
   }
+  if (!m) return KILN_OK;
   if (!(*m = onnx__model_proto__unpack(a, len, buf)))
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: protobuf parse failed "
                    "(or out of memory)");
   return KILN_OK;
 }
 
-/* Import from bytes; owned_buf (the same bytes, malloc'd, or NULL) is freed as soon as
- * it is parsed, so that a file's bytes and its weights are not held twice. */
-static kiln_status load_bytes(const void *buf, size_t len, void *owned_buf, const char *dir,
+/* Import from bytes (buf, len); the initializers' data is read from fd when it is not
+ * -1 (the file the bytes are mapped from), else copied from buf. */
+static kiln_status load_bytes(const void *buf, size_t len, int fd, const char *dir,
                               const kl_import_opts *o, kl_graph **out, kl_err *e) {
   ProtobufCAllocator a;
   kl_onnx_allocator_init(&a);
   Onnx__ModelProto *m = NULL;
   kl_onnx_ctx c = {.e = e, .ts = {dir, KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES}};
   if (o && o->max_tensor_bytes > 0) c.ts.max_bytes = o->max_tensor_bytes;
-  kiln_status s = unpack(buf, len, &a, &m, e);
-  free(owned_buf);
+  uint8_t *stripped = NULL;
+  size_t stripped_len = 0;
+  kl_onnx_lifted *raw = NULL;
+  kiln_status s = unpack(buf, len, NULL, NULL, e); /* the checks only */
+  if (s == KILN_OK) s = lift_raw(buf, len, &stripped, &stripped_len, &raw, &c.n_lifted, e);
+  for (size_t k = 0; k < c.n_lifted; k++) raw[k].fd = fd;
+  c.lifted = raw;
+  if (s == KILN_OK)
+    s = stripped ? unpack(stripped, stripped_len, &a, &m, e) : unpack(buf, len, &a, &m, e);
+  free(stripped);
+  if (s == KILN_OK && raw && (!m->graph || m->graph->n_initializer != c.n_lifted))
+    s = kl_fail(e, KILN_ERR_INTERNAL, "the graph's initializers were miscounted (%zu "
+                "lifted, %zu unpacked)", c.n_lifted, m->graph ? m->graph->n_initializer : 0);
   if (s == KILN_OK) s = check_ir(m, e);
   if (s == KILN_OK) s = check_opsets(m, &c.opset, e);
   if (s == KILN_OK && !m->graph) s = kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no graph");
@@ -579,6 +762,7 @@ static kiln_status load_bytes(const void *buf, size_t len, void *owned_buf, cons
     s = import_graph(&c, m);
   }
   if (m) onnx__model_proto__free_unpacked(m, &a);
+  free(raw);
   if (s != KILN_OK) kl_graph_free(c.g);
   else *out = c.g;
   return s;
@@ -591,7 +775,7 @@ kiln_status kl_onnx_load_memory(const void *buf, size_t len, const char *dir,
   if (!out || (!buf && len))
     return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no output or no buffer");
   *out = NULL;
-  return load_bytes(buf, len, NULL, dir, o, out, e);
+  return load_bytes(buf, len, -1, dir, o, out, e);
 }
 
 kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_graph **out,
@@ -600,17 +784,13 @@ kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_grap
   if (!e) kl_err_clear(e = &local);
   if (!path || !out) return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no path or no output");
   *out = NULL;
-  void *buf;
-  size_t len;
-  kiln_status s = kl_file_read(path, KL_ONNX_MAX_FILE, &buf, &len, e);
+  kl_file_map map;
+  kiln_status s = kl_file_map_open(path, KL_ONNX_MAX_FILE, &map, e);
   if (s != KILN_OK) return s; /* the message names the file already */
   char *dir = kl_path_dir(path);
-  if (!dir) {
-    free(buf);
-    s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  } else {
-    s = load_bytes(buf, len, buf, dir, o, out, e);
-  }
+  if (!dir) s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  else s = load_bytes(map.data, map.len, map.fd, dir, o, out, e);
+  kl_file_map_close(&map);
   if (s == KILN_OK) s = kl_graph_set_source(*out, path, e);
   if (s != KILN_OK) {
     kl_graph_free(*out);

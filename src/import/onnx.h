@@ -33,6 +33,7 @@
 
 typedef struct kl_import_opts {
   int64_t max_tensor_bytes; /* largest tensor a model may hold; <= 0 means the default */
+  const char *input_types;  /* TorchScript: the kiln_options "input_types", or NULL */
 } kl_import_opts;
 
 #define KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES (INT64_C(16) << 30)

@@ -29,6 +29,17 @@ typedef struct kl_onnx_tensor_src {
   int64_t max_bytes; /* the largest tensor accepted (KILN_ERR_LIMIT above it) */
 } kl_onnx_tensor_src;
 
+/* A TensorProto's raw_data lifted out of the model's bytes before protobuf-c unpacks
+ * them (onnx.c), so that large weights are copied once, straight into the tensor, and
+ * never held twice: len bytes at offset of the open file fd when fd >= 0, else of base. */
+typedef struct kl_onnx_lifted {
+  bool present; /* false: the TensorProto had no raw_data */
+  const uint8_t *base;
+  int fd;
+  uint64_t offset;
+  size_t len;
+} kl_onnx_lifted;
+
 /* Decode a TensorProto in any storage form (raw_data, the typed fields, external
  * data) into out: dtype, rank, dims and malloc'd data (at least one byte allocated, so
  * that an empty tensor still has a data pointer) holding exactly *nbytes bytes. A
@@ -38,6 +49,11 @@ typedef struct kl_onnx_tensor_src {
 kiln_status kl_onnx_tensor_decode(Onnx__TensorProto *tp, const kl_onnx_tensor_src *src,
                                   const char *what, kl_tensor *out, size_t *nbytes,
                                   kl_err *e);
+/* The same for a TensorProto whose raw_data was lifted out (raw; NULL when none was):
+ * raw counts as its raw_data, copied into the tensor's own buffer. */
+kiln_status kl_onnx_tensor_decode_lifted(Onnx__TensorProto *tp, const kl_onnx_tensor_src *src,
+                                         const char *what, const kl_onnx_lifted *raw,
+                                         kl_tensor *out, size_t *nbytes, kl_err *e);
 
 /* "float8e4m3fn" and so on: names for ONNX data types, including those kiln cannot
  * store, for messages. */
@@ -49,6 +65,8 @@ typedef struct kl_onnx_ctx {
   kl_err *e;
   kl_onnx_tensor_src ts;
   int64_t opset; /* of the default domain */
+  const kl_onnx_lifted *lifted; /* per initializer of the main graph, or NULL */
+  size_t n_lifted;
 } kl_onnx_ctx;
 
 /* A node on its way from NodeProto into the graph: resolved value ids (KL_ABSENT for

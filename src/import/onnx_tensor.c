@@ -312,8 +312,8 @@ static kiln_status from_external(const Onnx__TensorProto *tp, const kl_onnx_tens
 
 /* ---- the whole tensor ---- */
 
-static int storage_forms(const Onnx__TensorProto *tp, bool external) {
-  return (tp->has_raw_data != 0) + external + (tp->n_float_data != 0) +
+static int storage_forms(const Onnx__TensorProto *tp, bool external, bool lifted) {
+  return (tp->has_raw_data != 0) + external + lifted + (tp->n_float_data != 0) +
          (tp->n_int32_data != 0) + (tp->n_int64_data != 0) + (tp->n_double_data != 0) +
          (tp->n_uint64_data != 0) + (tp->n_string_data != 0);
 }
@@ -335,15 +335,29 @@ static kiln_status from_raw(Onnx__TensorProto *tp, const decoding *d, void **dat
   return *data ? KILN_OK : kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
+/* Lifted raw_data: copied (or read from the file) into a buffer of the tensor's own. */
+static kiln_status from_lifted(const kl_onnx_lifted *raw, const decoding *d, void *data,
+                               kl_err *e) {
+  if (raw->len != d->nbytes)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: raw_data has %zu bytes, expected %zu "
+                   "(%zu elements of %s)", d->name, raw->len, d->nbytes, d->numel,
+                   kl_dtype_name(d->dtype));
+  if (d->nbytes == 0) return KILN_OK;
+  if (raw->fd >= 0) return kl_file_pread(raw->fd, data, d->nbytes, raw->offset, d->name, e);
+  memcpy(data, raw->base + raw->offset, d->nbytes);
+  return KILN_OK;
+}
+
 /* *data is malloc'd (or taken from raw_data) only when decoding succeeds. */
 static kiln_status decode_data(Onnx__TensorProto *tp, const kl_onnx_tensor_src *src,
-                               const decoding *d, void **data, kl_err *e) {
+                               const kl_onnx_lifted *raw, const decoding *d, void **data,
+                               kl_err *e) {
   bool external = tp->has_data_location &&
                   tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   if (tp->segment)
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s is stored in segments, which kiln does not "
                    "support", d->name);
-  if (storage_forms(tp, external) > 1)
+  if (storage_forms(tp, external, raw != NULL) > 1)
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s stores its data in more than one form "
                    "(raw_data, external data, typed fields)", d->name);
   if (tp->has_raw_data) return from_raw(tp, d, data, e);
@@ -351,7 +365,9 @@ static kiln_status decode_data(Onnx__TensorProto *tp, const kl_onnx_tensor_src *
   if (!p)
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", d->name,
                    d->nbytes);
-  kiln_status s = external ? from_external(tp, src, d, p, e) : from_typed(tp, d, p, e);
+  kiln_status s = raw        ? from_lifted(raw, d, p, e)
+                   : external ? from_external(tp, src, d, p, e)
+                              : from_typed(tp, d, p, e);
   if (s != KILN_OK) free(p);
   else *data = p;
   return s;
@@ -360,6 +376,12 @@ static kiln_status decode_data(Onnx__TensorProto *tp, const kl_onnx_tensor_src *
 kiln_status kl_onnx_tensor_decode(Onnx__TensorProto *tp, const kl_onnx_tensor_src *src,
                                   const char *what, kl_tensor *out, size_t *nbytes,
                                   kl_err *e) {
+  return kl_onnx_tensor_decode_lifted(tp, src, what, NULL, out, nbytes, e);
+}
+
+kiln_status kl_onnx_tensor_decode_lifted(Onnx__TensorProto *tp, const kl_onnx_tensor_src *src,
+                                         const char *what, const kl_onnx_lifted *raw,
+                                         kl_tensor *out, size_t *nbytes, kl_err *e) {
   char name[KL_ONNX_MAX_NAME + 32] = "tensor";
   if (tp->name && !kl_onnx_name_ok(tp->name))
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "a tensor name is not valid UTF-8 text");
@@ -370,7 +392,7 @@ kiln_status kl_onnx_tensor_decode(Onnx__TensorProto *tp, const kl_onnx_tensor_sr
   void *data = NULL;
   kiln_status s = check_dtype(tp, &d, e);
   if (s == KILN_OK) s = check_shape(tp, src, &d, out, e);
-  if (s == KILN_OK) s = decode_data(tp, src, &d, &data, e);
+  if (s == KILN_OK) s = decode_data(tp, src, raw, &d, &data, e);
   if (s != KILN_OK) return s;
   /* kiln's bools are 0 or 1; raw bytes may say anything */
   if (d.dtype == KL_BOOL)

@@ -107,6 +107,9 @@ static kiln_status adopt(vm *m, kl_pk_obj *parent, kl_pk_obj *child) {
 }
 
 static kiln_status container_push(vm *m, kl_pk_obj *c, kl_pk_obj *item) {
+  if (item == c) /* the one cycle the frozen rule lets through: a memo GET of c itself */
+    return fail_at(m, KILN_ERR_UNSUPPORTED, "a container put inside itself "
+                   "(self-referencing data is not supported)", "");
   if (c->n == c->cap) {
     int cap = c->cap ? c->cap * 2 : 4;
     if (cap > m->lim.max_stack) cap = m->lim.max_stack;
@@ -566,6 +569,9 @@ static kiln_status op_build(vm *m) {
   if (o->frozen || o->state)
     return fail_at(m, KILN_ERR_UNSUPPORTED, "BUILD on an object already built or used: ",
                    o->name);
+  if (state == o)
+    return fail_at(m, KILN_ERR_UNSUPPORTED, "BUILD of an object with itself as its state "
+                   "(self-referencing data is not supported): ", o->name);
   o->state = state;
   return adopt(m, o, state);
 }

@@ -14,7 +14,10 @@
  *
  * Any other opcode or global is an error naming it. Everything is bounded: the
  * nesting depth of containers, the memo, the stack, the number of objects. A container
- * cannot be changed once it is inside another, which also keeps the tree acyclic.
+ * cannot be changed once it is inside another and cannot be put inside itself (nor an
+ * object be its own state), which keeps the tree acyclic. It is not always a tree: the
+ * memo lets one object sit in several containers, so a reader that expands the result
+ * must bound its work by more than the object count (torchscript.c does).
  * Storages are not read here: a tensor names its storage by key, and the caller finds
  * the bytes (data/<key> in the archive).
  */

@@ -10,7 +10,12 @@
 #define MAX_ENTRIES (1 << 20)               /* files in one archive */
 #define MAX_TEXT_BYTES ((size_t)64 << 20)   /* a pickle or code file */
 #define MAX_CALL_DEPTH 64                   /* module calls nested in each other */
-#define MAX_STATEMENTS (1 << 22)            /* statements run in all (inlining) */
+#define MAX_STATEMENTS (1 << 17)            /* statements run in all (inlining): a
+                                             * module calling its child twice, 24 deep,
+                                             * inlines 2^24 calls */
+#define MAX_PICKLED_VALUES (1 << 17)        /* pickled values read in all: the memo
+                                             * shares objects, so a pickle of 100 bytes
+                                             * can expand to 2^60 values */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define HOST_BIG_ENDIAN 1
@@ -148,36 +153,22 @@ struct kl_ts_build {
   int n_files;
   tensor_ref *tensors;
   int n_tensors, cap_tensors;
-  bool *views; /* by value id, cap_views entries */
-  int cap_views;
+  void *aten_state; /* aten.c's (view records), in blocks of kl_ts_alloc */
   const char *scope;    /* the attribute path of the module running, "" at the top */
   const char *aten;     /* the call being lowered, "aten::relu" */
   const char *where;    /* the code file running, for messages */
   int line;
   int depth;
   int64_t statements;
+  int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
+  const char *input_types; /* kiln_options "input_types", or NULL */
 };
 
 kl_err *kl_ts_err(kl_ts_build *b) { return b->e; }
 kl_graph *kl_ts_graph(kl_ts_build *b) { return b->g; }
 const kl_type *kl_ts_type(kl_ts_build *b, int id) { return &b->g->values[id].type; }
 
-kiln_status kl_ts_mark_view(kl_ts_build *b, int id) {
-  if (id >= b->cap_views) {
-    int cap = b->g->n_values + 64;
-    bool *v = realloc(b->views, sizeof *v * (size_t)cap);
-    if (!v) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    memset(v + b->cap_views, 0, sizeof *v * (size_t)(cap - b->cap_views));
-    b->views = v;
-    b->cap_views = cap;
-  }
-  b->views[id] = true;
-  return KILN_OK;
-}
-
-bool kl_ts_is_view(const kl_ts_build *b, int id) {
-  return id >= 0 && id < b->cap_views && b->views[id];
-}
+void **kl_ts_aten_state(kl_ts_build *b) { return &b->aten_state; }
 
 void *kl_ts_alloc(kl_ts_build *b, size_t size) {
   ts_block *blk = calloc(1, sizeof *blk + (size ? size : 1));
@@ -413,6 +404,10 @@ static kiln_status pickled_value(kl_ts_build *b, const kl_pk_obj *o, const char 
                                  const char *dir, kl_tsv *out) {
   memset(out, 0, sizeof *out);
   out->id = -1;
+  if (++b->pickled_values > MAX_PICKLED_VALUES)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: attribute '%s': more than %d pickled values "
+                   "to read (data shared many times over in the pickle, or modules inlined "
+                   "too many times)", b->ar.path, path, MAX_PICKLED_VALUES);
   switch (o->kind) {
   case KL_PK_NONE: out->kind = KL_TSV_NONE; return KILN_OK;
   case KL_PK_BOOL: out->kind = KL_TSV_BOOL; out->i = o->i; return KILN_OK;
@@ -766,6 +761,71 @@ static const kl_pk_obj *traced_input(const kl_pk_obj *traced, int k) {
   return list->items[k]->kind == KL_PK_TENSOR ? list->items[k] : NULL;
 }
 
+/* One entry "name:dtype[d0,d1,...]" of an input_types list at *p (advanced past it and
+ * its ';'); false when malformed. */
+static bool parse_input_type(const char **p, char *name, size_t name_len, kl_dtype *dt,
+                             int *rank, int64_t *dims) {
+  const char *s = *p, *colon = strchr(s, ':'), *open = colon ? strchr(colon, '[') : NULL;
+  if (!colon || !open || colon == s || (size_t)(colon - s) >= name_len) return false;
+  memcpy(name, s, (size_t)(colon - s));
+  name[colon - s] = 0;
+  *dt = KL_UNDEFINED;
+  for (int t = 0; t < 64 && *dt == KL_UNDEFINED; t++) {
+    const char *tn = kl_dtype_valid(t) ? kl_dtype_name((kl_dtype)t) : "";
+    if (*tn && strlen(tn) == (size_t)(open - colon - 1) && !strncmp(tn, colon + 1, strlen(tn)))
+      *dt = (kl_dtype)t;
+  }
+  if (*dt == KL_UNDEFINED) return false;
+  s = open + 1;
+  *rank = 0;
+  while (*s != ']') {
+    if (*rank == KL_MAX_RANK || *s < '0' || *s > '9') return false;
+    int64_t d = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+      if (d > (INT64_C(1) << 40)) return false; /* no real dim is this large */
+      d = d * 10 + (*s - '0');
+    }
+    dims[(*rank)++] = d;
+    if (*s == ',') s++;
+    else if (*s != ']') return false;
+  }
+  s++;
+  if (*s == ';') s++;
+  else if (*s) return false;
+  *p = s;
+  return true;
+}
+
+/* The type that b->input_types declares for forward's parameter `name`: *found false
+ * when it names none. A malformed list, or one naming a parameter forward does not
+ * have, is an error. */
+static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, const char *name,
+                                  bool *found, kl_dtype *dt, int *rank, int64_t *dims) {
+  *found = false;
+  for (const char *p = b->input_types ? b->input_types : ""; *p;) {
+    char nm[256];
+    kl_dtype t;
+    int r;
+    int64_t d[KL_MAX_RANK];
+    if (!parse_input_type(&p, nm, sizeof nm, &t, &r, d))
+      return kl_fail(b->e, KILN_ERR_INVALID_ARGUMENT, "%s: input_types '%.200s' is not a "
+                     "list of name:dtype[d0,d1,...] separated by ';' (at '%.40s')",
+                     b->ar.path, b->input_types, p);
+    bool known = false;
+    for (int k = 1; k < fwd->n_params; k++) known |= strcmp(fwd->params[k], nm) == 0;
+    if (!known)
+      return kl_fail(b->e, KILN_ERR_INVALID_ARGUMENT, "%s: input_types names '%s', which "
+                     "is not a parameter of forward", b->ar.path, nm);
+    if (strcmp(nm, name) == 0) {
+      *found = true;
+      *dt = t;
+      *rank = r;
+      memcpy(dims, d, sizeof *d * (size_t)r);
+    }
+  }
+  return KILN_OK;
+}
+
 static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
                               const kl_pk_obj *traced, kl_tsv *args) {
   int batch = kl_graph_symbol(b->g, "batch");
@@ -775,10 +835,19 @@ static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
     if (v < 0) return b->e->code;
     kl_type *t = &b->g->values[v].type;
     const kl_pk_obj *ex = traced_input(traced, k - 1);
-    t->dtype = ex ? ex->dtype : KL_F32;
+    bool declared = false;
+    int rank = 0;
+    int64_t dims[KL_MAX_RANK];
+    kl_dtype dt = KL_F32;
+    /* recorded types win: input_types is not even read when traced_inputs.pkl has all */
+    kiln_status s = ex ? KILN_OK
+                       : declared_input(b, fwd, fwd->params[k], &declared, &dt, &rank, dims);
+    if (s != KILN_OK) return s;
+    t->dtype = ex ? ex->dtype : dt;
     if (ex) kl_type_set_shape(t, ex->rank, ex->sizes);
-    if (ex && ex->rank > 0) t->dims[0] = (kl_dim){-1, batch};
-    kiln_status s = kl_graph_add_input(b->g, v, b->e);
+    else if (declared) kl_type_set_shape(t, rank, dims);
+    if ((ex || declared) && t->rank > 0) t->dims[0] = (kl_dim){-1, batch};
+    s = kl_graph_add_input(b->g, v, b->e);
     if (s != KILN_OK) return s;
     args[k - 1] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = v};
   }
@@ -817,11 +886,18 @@ static kiln_status add_output(kl_ts_build *b, int id) {
   return kl_graph_add_output(g, v, b->e);
 }
 
-static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth) {
-  if (r->kind == KL_TSV_TENSOR) return add_output(b, r->id);
+/* The tensors of r as outputs; with add false, only what they hold after in-place
+ * writes is made (any view made again from its changed base), before add_output
+ * renames any of those values. */
+static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool add) {
+  if (r->kind == KL_TSV_TENSOR) {
+    int id;
+    kiln_status s = kl_aten_current(b, r->id, &id);
+    return s != KILN_OK || !add ? s : add_output(b, id);
+  }
   if ((r->kind == KL_TSV_TUPLE || r->kind == KL_TSV_LIST) && depth < 8) {
     for (int i = 0; i < r->n; i++) {
-      kiln_status s = add_outputs(b, &r->items[i], depth + 1);
+      kiln_status s = add_outputs(b, &r->items[i], depth + 1, add);
       if (s != KILN_OK) return s;
     }
     return KILN_OK;
@@ -885,7 +961,8 @@ static kiln_status build_graph(kl_ts_build *b) {
   if (s == KILN_OK) s = add_inputs(b, fwd, traced, args);
   kl_pickle_free(traced_pkl);
   if (s == KILN_OK) s = call_method(b, &self, "forward", args, fwd->n_params - 1, &ret);
-  if (s == KILN_OK) s = add_outputs(b, &ret, 0);
+  if (s == KILN_OK) s = add_outputs(b, &ret, 0, false);
+  if (s == KILN_OK) s = add_outputs(b, &ret, 0, true);
   return s;
 }
 
@@ -899,7 +976,6 @@ static void build_free(kl_ts_build *b) {
   }
   free(b->files);
   free(b->tensors);
-  free(b->views);
   for (ts_block *blk = b->blocks, *next; blk; blk = next) {
     next = blk->next;
     free(blk);
@@ -909,7 +985,8 @@ static void build_free(kl_ts_build *b) {
 static kiln_status load(const char *path, const void *buf, size_t len, const kl_import_opts *o,
                         kl_graph **out, kl_err *e) {
   *out = NULL;
-  kl_ts_build b = {.e = e, .scope = "", .aten = "", .where = path};
+  kl_ts_build b = {.e = e, .scope = "", .aten = "", .where = path,
+                   .input_types = o ? o->input_types : NULL};
   b.max_bytes = o && o->max_tensor_bytes > 0 ? o->max_tensor_bytes
                                              : KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES;
   b.g = kl_graph_new();

@@ -14,8 +14,9 @@
  *
  * Inputs are forward's parameters. Their dtype and rank come from traced_inputs.pkl,
  * with dim 0 symbolic ("batch") and the others as traced; without that file (torch
- * 1.x) an input is float32 of unknown rank, and ATen calls that need a rank fail with
- * a message saying so. Outputs are what forward returns (tensors, or tuples and lists
+ * 1.x) they come from the kiln_options "input_types" (kiln check passes its test
+ * inputs'), else an input is float32 of unknown rank, and ATen calls that need a rank
+ * fail with a message saying so. Outputs are what forward returns (tensors, or tuples and lists
  * of them, flattened), named output_0, output_1, ...
  *
  * Refused with a message: scripted code with control flow, a trace taken in training
@@ -89,9 +90,10 @@ int kl_ts_const_scalar(kl_ts_build *b, kl_dtype dtype, double v);
 int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
                      void *data, size_t nbytes);
 const kl_type *kl_ts_type(kl_ts_build *b, int id);
-/* Values that alias another tensor's memory in PyTorch (slice, view, transpose, ...):
- * an in-place op on one would change the other, which graph nodes cannot express. */
-kiln_status kl_ts_mark_view(kl_ts_build *b, int id);
-bool kl_ts_is_view(const kl_ts_build *b, int id);
+/* A slot for aten.c's state while building (NULL at first; kl_ts_alloc'd memory). */
+void **kl_ts_aten_state(kl_ts_build *b);
+/* The graph value tensor `id` stands for now: aten.c functionalizes in-place writes
+ * (through views too), after which a tensor and its views are new graph values. */
+kiln_status kl_aten_current(kl_ts_build *b, int id, int *out);
 
 #endif

@@ -364,6 +364,7 @@ static kl_ts_expr *parse_literal(parser *p) {
   else if (t->k == T_STR) x = new_expr(p, KL_TSE_STR);
   else if (is_name(t, "True") || is_name(t, "False")) x = new_expr(p, KL_TSE_BOOL);
   else if (is_name(t, "None")) x = new_expr(p, KL_TSE_NONE);
+  else if (is_name(t, "inf") || is_name(t, "nan")) x = new_expr(p, KL_TSE_FLOAT);
   else if (t->k == T_NAME) x = new_expr(p, KL_TSE_NAME);
   else {
     syntax(p, "an expression");
@@ -371,7 +372,7 @@ static kl_ts_expr *parse_literal(parser *p) {
   }
   if (!x) return NULL;
   x->i = t->k == T_NAME ? is_name(t, "True") : t->i;
-  x->f = t->f;
+  x->f = is_name(t, "inf") ? INFINITY : is_name(t, "nan") ? NAN : t->f; /* as printed */
   x->s = t->s;
   p->pos++;
   return x;

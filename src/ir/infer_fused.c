@@ -2,6 +2,7 @@
  * inference of the ops they replace so that both agree by construction. */
 #include "ir/fused.h"
 #include "ir/infer_common.h"
+#include "ir/layout.h"
 
 #include <string.h>
 
@@ -68,7 +69,14 @@ static kiln_status check_addend(const kl_infer_ctx *c, int i, const char *name) 
   return kl_check_unidirectional(c, i, name, &c->out[0]);
 }
 
+static int infer_fused(kl_infer_ctx *c);
+
 int kl_infer_fused(kl_infer_ctx *c) {
+  if (kl_layout_nhwc(c->node)) return kl_layout_infer(c, infer_fused);
+  return infer_fused(c);
+}
+
+static int infer_fused(kl_infer_ctx *c) {
   kl_op base = kl_fused_base(c->node->op);
   if (base == KL_OP_COUNT)
     return kl_fail(c->e, KILN_ERR_INTERNAL, "op %s is not a fused op", kl_op_name(c->node->op));
@@ -130,4 +138,69 @@ int kl_infer_kiln_attention(kl_infer_ctx *c) {
   mm.in = in2;
   mm.out = c->out;
   return (kiln_status)kl_op_get(KL_OP_MatMul)->infer(&mm);
+}
+
+/* MultiHeadAttention (Q, K?, V?, Mask?) num_heads=H: Q [B, S, H*D], K [B, T, H*D] and
+ * V [B, T, H*Dv] give Y [B, S, H*Dv]; without K and V, Q is packed [B, S, 3*H*D]
+ * (queries, keys and values side by side, T = S, Dv = D). Mask broadcasts to the
+ * scores [B, H, S, T]. */
+int kl_infer_kiln_mha(kl_infer_ctx *c) {
+  kiln_status st = kl_check_required(c, 1);
+  const kl_type *q = c->in[0], *k = kl_infer_in(c, 1), *v = kl_infer_in(c, 2);
+  int64_t h = kl_attr_int(c->node, "num_heads", 0);
+  if (st == KILN_OK && h < 1)
+    st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "attribute num_heads is %lld, expected at "
+                 "least 1", (long long)h);
+  if (st == KILN_OK && (!k) != (!v))
+    st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "K and V must both be given (separate "
+                 "projections) or both be absent (packed QKV in Q)");
+  for (int i = 0; st == KILN_OK && i < 3; i++) {
+    if (!kl_infer_in(c, i)) continue;
+    st = kl_check_dtype(c, i, "Q/K/V", KL_DTS_FLOAT);
+    if (st == KILN_OK) st = kl_check_rank(c, i, "Q/K/V", 3, 3);
+    if (st == KILN_OK && i > 0) st = kl_check_same_dtype(c, 0, i);
+  }
+  if (st != KILN_OK) return st;
+  if (q->rank < 0 || (k && (k->rank < 0 || v->rank < 0))) {
+    kl_type_unknown(&c->out[0], q->dtype);
+    return KILN_OK;
+  }
+  bool ok = true;
+  kl_dim batch = q->dims[0], seq = q->dims[1], keys = seq, width = kl_dim_unknown();
+  if (!k) {
+    int64_t w = q->dims[2].size;
+    if (w >= 0 && w % (3 * h) != 0)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "packed QKV width %lld is not a multiple of "
+                     "3 * num_heads = %lld", (long long)w, (long long)(3 * h));
+    if (w >= 0) width = kl_dim_of(w / 3);
+  } else {
+    batch = kl_dim_merge(kl_dim_merge(batch, k->dims[0], &ok), v->dims[0], &ok);
+    keys = kl_dim_merge(k->dims[1], v->dims[1], &ok);
+    (void)kl_dim_merge(q->dims[2], k->dims[2], &ok);
+    if (!ok)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "Q, K and V disagree in batch, key count or "
+                     "query/key width");
+    int64_t dims[2] = {q->dims[2].size, v->dims[2].size};
+    for (int i = 0; i < 2; i++)
+      if (dims[i] >= 0 && dims[i] % h != 0)
+        return kl_fail(c->e, KILN_ERR_SHAPE, "%s width %lld is not a multiple of num_heads "
+                       "%lld", i ? "V" : "Q", (long long)dims[i], (long long)h);
+    width = v->dims[2];
+  }
+  kl_type scores;
+  memset(&scores, 0, sizeof scores);
+  scores.dtype = q->dtype;
+  scores.rank = 4;
+  scores.dims[0] = batch;
+  scores.dims[1] = kl_dim_of(h);
+  scores.dims[2] = seq;
+  scores.dims[3] = keys;
+  c->out[0].dtype = q->dtype;
+  c->out[0].rank = 3;
+  c->out[0].dims[0] = batch;
+  c->out[0].dims[1] = seq;
+  c->out[0].dims[2] = width;
+  kl_infer_ctx mask = *c;
+  mask.out = &scores;
+  return check_addend(&mask, 3, "Mask");
 }

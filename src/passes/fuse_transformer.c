@@ -13,12 +13,17 @@
  *   becomes the node's second output.
  * fuse_attention: MatMul(Q, Kt) [Div or Mul by a constant] [Add(mask)] -> Softmax
  *   over the last axis -> MatMul(., V) becomes kiln.Attention(Q, Kt, V, mask) scale=s.
+ *   Q and Kt may each be scaled by a constant first (torch 2 scales both by D^-1/4): the
+ *   scale takes both. Two mask Adds (T5: position bias, then padding mask) become one
+ *   Add of the two masks, read as the Mask.
  *
  * Every intermediate value of a pattern must be read only inside the pattern.
  */
 #include "passes/rewrite.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_PATTERN 12
@@ -313,16 +318,53 @@ static bool last_axis_softmax(const kl_graph *g, int sm) {
   return n->op == KL_OP_Softmax && rank >= 1 && (axis == -1 || axis == rank - 1);
 }
 
-/* Walks up from the softmax input: [Add(mask)] <- [Div/Mul scale] <- MatMul(Q, Kt). */
+/* Walks up from the softmax input: up to two [Add(mask)] (T5 adds its position bias,
+ * then the padding mask) or one windowed mask (below) <- [Div/Mul scale] <- MatMul(Q,
+ * Kt). mask[0..1]: the masks found; mask[2..3]: 1 when that mask's leading dim (of size
+ * 1) is to be dropped. */
+static int scores_matmul(const kl_graph *g, int v, int to, int *mask, double *scale, match *m);
+
+/* Swin's shifted windows: Reshape(Add(Reshape(s, [1, dims of s]), c), dims of s) with c a
+ * constant of rank 5 and leading dim 1 (or of a lower rank) adds c, seen without its
+ * leading 1, to s. At the outer Reshape p (read only by the walk's last node): from s, c
+ * recorded as a mask whose leading dim is to be dropped. */
+static int windowed_mask(const kl_graph *g, int p, int *mask, double *scale, match *m) {
+  int add = producer_for(g, g->nodes[p].in[0], KL_OP_Add, p);
+  if (add < 0 || mask[1] != KL_ABSENT || g->nodes[add].n_in != 2) return -1;
+  for (int i = 0; i < 2; i++) {
+    int r0 = producer_for(g, g->nodes[add].in[i], KL_OP_Reshape, add);
+    const kl_value *c = kl_rw_const(g, g->nodes[add].in[1 - i]);
+    if (r0 < 0 || !c || c->type.rank > 5 || (c->type.rank == 5 && c->type.dims[0].size != 1))
+      continue;
+    int sv = g->nodes[r0].in[0];
+    const kl_type *st = &g->values[sv].type, *wide = &g->values[g->nodes[r0].out[0]].type;
+    if (!kl_rw_same_shape(st, &g->values[g->nodes[p].out[0]].type) ||
+        wide->rank != st->rank + 1 || wide->dims[0].size != 1 ||
+        !kl_rw_fits(&c->type, &g->values[g->nodes[add].out[0]].type))
+      continue;
+    bool same = true;
+    for (int d = 0; d < st->rank; d++) same &= kl_dim_equal(st->dims[d], wide->dims[d + 1]);
+    if (!same) continue;
+    int k = mask[0] == KL_ABSENT ? 0 : 1;
+    mask[k] = g->nodes[add].in[1 - i];
+    mask[2 + k] = c->type.rank == st->rank + 1;
+    take(m, p), take(m, add), take(m, r0);
+    return scores_matmul(g, sv, r0, mask, scale, m);
+  }
+  return -1;
+}
+
 static int scores_matmul(const kl_graph *g, int v, int to, int *mask, double *scale, match *m) {
   int p = kl_rw_producer(g, v);
-  if (p >= 0 && g->nodes[p].op == KL_OP_Add && feeds_only(g, p, to) && *mask == KL_ABSENT) {
+  if (p >= 0 && g->nodes[p].op == KL_OP_Reshape && feeds_only(g, p, to))
+    return windowed_mask(g, p, mask, scale, m);
+  if (p >= 0 && g->nodes[p].op == KL_OP_Add && feeds_only(g, p, to) && mask[1] == KL_ABSENT) {
     for (int i = 0; i < 2; i++) {
       int from = kl_rw_producer(g, g->nodes[p].in[i]);
       if (from < 0 || !feeds_only(g, from, p)) continue;
       kl_op op = g->nodes[from].op;
-      if (op != KL_OP_MatMul && op != KL_OP_Div && op != KL_OP_Mul) continue;
-      *mask = g->nodes[p].in[1 - i];
+      if (op != KL_OP_MatMul && op != KL_OP_Div && op != KL_OP_Mul && op != KL_OP_Add) continue;
+      mask[mask[0] == KL_ABSENT ? 0 : 1] = g->nodes[p].in[1 - i];
       take(m, p);
       return scores_matmul(g, g->nodes[p].in[i], p, mask, scale, m);
     }
@@ -350,15 +392,71 @@ static kiln_status attention_at(kl_graph *g, int sm, int *changed, kl_err *e) {
       g->nodes[pv].in[0] != g->nodes[sm].out[0])
     return KILN_OK;
   match m = {.n = 0};
-  int mask = KL_ABSENT;
+  int masks[4] = {KL_ABSENT, KL_ABSENT, 0, 0};
   double scale = 1.0;
-  int qk = scores_matmul(g, g->nodes[sm].in[0], sm, &mask, &scale, &m);
+  int qk = scores_matmul(g, g->nodes[sm].in[0], sm, masks, &scale, &m);
   if (qk < 0) return KILN_OK;
   const kl_type *scores = &g->values[g->nodes[qk].out[0]].type;
-  if (scores->rank < 2 || !kl_dtype_is_float(scores->dtype) ||
-      (mask != KL_ABSENT && !kl_rw_fits(&g->values[mask].type, scores)))
-    return KILN_OK;
+  if (scores->rank < 2 || !kl_dtype_is_float(scores->dtype)) return KILN_OK;
+  for (int i = 0; i < 2; i++) {
+    if (masks[i] == KL_ABSENT) continue;
+    kl_type t = g->values[masks[i]].type;
+    if (masks[2 + i]) { /* seen without its leading 1 */
+      t.rank--;
+      memmove(t.dims, t.dims + 1, sizeof(kl_dim) * (size_t)t.rank);
+    }
+    if (!kl_rw_fits(&t, scores)) return KILN_OK;
+  }
+  for (int i = 0; i < 2; i++) {
+    if (masks[i] == KL_ABSENT || !masks[2 + i]) continue;
+    const kl_value *c = &g->values[masks[i]];
+    int64_t dims[KL_MAX_RANK];
+    for (int d = 1; d < c->type.rank; d++) dims[d - 1] = c->type.dims[d].size;
+    void *copy = malloc(c->nbytes ? c->nbytes : 1);
+    if (!copy) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for an attention mask");
+    memcpy(copy, c->data, c->nbytes);
+    char hint[256];
+    snprintf(hint, sizeof hint, "%s_windows", c->name);
+    masks[i] = kl_rw_add_const(g, hint, c->type.dtype, c->type.rank - 1, dims, copy, e);
+    if (masks[i] < 0) return e->code;
+    scores = &g->values[g->nodes[qk].out[0]].type;
+  }
+  int mask = masks[0];
+  if (masks[1] != KL_ABSENT) { /* the Mask is their sum (each fits the scores: so does it) */
+    kl_type sum = g->values[masks[0]].type;
+    const kl_type *b = &g->values[masks[1]].type;
+    int rank = sum.rank > b->rank ? sum.rank : b->rank;
+    for (int i = 0; i < rank; i++) {
+      kl_dim one = {1, -1};
+      kl_dim da = i >= rank - sum.rank ? g->values[masks[0]].type.dims[i - rank + sum.rank] : one;
+      kl_dim db = i >= rank - b->rank ? b->dims[i - rank + b->rank] : one;
+      sum.dims[i] = da.size == 1 ? db : da;
+    }
+    sum.rank = rank;
+    int out = kl_graph_add_value(g, NULL, e);
+    int add = out >= 0 ? kl_graph_add_node(g, KL_OP_Add, "attention_mask_sum", 2, masks, 1,
+                                           &out, e)
+                       : -1;
+    if (add < 0) return e->code;
+    g->values[out].type = sum;
+    mask = out;
+  }
   int ids[4] = {g->nodes[qk].in[0], g->nodes[qk].in[1], g->nodes[pv].in[1], mask};
+  for (int i = 0; i < 2; i++) { /* Q and K each scaled first (by D^-1/4, as torch 2 does) */
+    int p = kl_rw_producer(g, ids[i]);
+    if (p < 0 || !feeds_only(g, p, qk)) continue;
+    kl_op op = g->nodes[p].op;
+    if ((op != KL_OP_Mul && op != KL_OP_Div) || g->nodes[p].n_in != 2) continue;
+    double c = 0;
+    int x = -1;
+    for (int k = 0; k < 2 && x < 0; k++)
+      if ((op == KL_OP_Mul || k == 1) && kl_rw_scalar(g, g->nodes[p].in[k], &c) && c != 0)
+        x = g->nodes[p].in[1 - k];
+    if (x < 0 || !kl_rw_same_shape(&g->values[x].type, &g->values[ids[i]].type)) continue;
+    scale *= op == KL_OP_Div ? 1.0 / c : c;
+    ids[i] = x;
+    take(&m, p);
+  }
   take(&m, qk), take(&m, sm);
   kiln_status st = kl_rw_become(g, pv, KL_OP_KilnAttention, 4, ids, e);
   if (st == KILN_OK) st = kl_node_set_float(g, pv, "scale", (float)scale, e);

@@ -16,12 +16,17 @@ KL_PASS(fuse_layernorm)
 KL_PASS(fuse_gelu)
 KL_PASS(fuse_skip_layernorm)
 KL_PASS(fuse_attention)
+KL_PASS(fuse_mha)
+KL_PASS(fuse_qkv)
+KL_PASS(fuse_rmsnorm)
+KL_PASS(sink_reshape)
 KL_PASS(fold_bn)
 KL_PASS(fold_scale_bias)
 KL_PASS(fuse_matmul_add)
 KL_PASS(fold_transpose)
 KL_PASS(fuse_sum)
 KL_PASS(fuse_act)
+KL_PASS(layout)
 #undef KL_PASS
 
 /* In the order they run each round; docs/passes.md describes each with an example. */
@@ -46,6 +51,14 @@ static const kl_pass pass_table[] = {
      kl_pass_fuse_skip_layernorm},
     {"fuse_attention", 2, "MatMul, scale, mask Add, Softmax, MatMul into kiln.Attention",
      kl_pass_fuse_attention},
+    {"fuse_mha", 2, "head split/merge Reshape+Transpose around kiln.Attention into it",
+     kl_pass_fuse_mha},
+    {"fuse_qkv", 2, "three Q/K/V projections of one input into one with packed weights",
+     kl_pass_fuse_qkv},
+    {"fuse_rmsnorm", 2, "x * rsqrt(mean(x^2) + eps) * w into RMSNormalization",
+     kl_pass_fuse_rmsnorm},
+    {"sink_reshape", 2, "move an activation above a Reshape of a matmul, for fuse_act",
+     kl_pass_sink_reshape},
     {"fold_bn", 2, "fold BatchNormalization into Conv/ConvTranspose/Gemm/MatMul weights",
      kl_pass_fold_bn},
     {"fold_scale_bias", 2, "fold per-channel constant Add/Sub/Mul/Div into weights",
@@ -58,6 +71,8 @@ static const kl_pass pass_table[] = {
      kl_pass_fuse_sum},
     {"fuse_act", 2, "fuse activations into the Conv/Gemm/MatMul before them",
      kl_pass_fuse_act},
+    {"layout", 3, "channels-last convolutions and pooling, explicit Transposes (oneDNN)",
+     kl_pass_layout},
 };
 #define N_PASSES ((int)(sizeof pass_table / sizeof pass_table[0]))
 _Static_assert(sizeof pass_table / sizeof pass_table[0] <= KL_MAX_PASSES, "too many passes");
@@ -119,12 +134,20 @@ kiln_status kl_optimize(kl_graph *g, const kl_pass_config *cfg, kl_pass_stats *s
   verify = true;
 #endif
   /* every pass shrinks or rewrites; the round limit only guards against a pass pair
-   * that undoes each other */
+   * that undoes each other. The passes of level 3 start once those below have done
+   * all they can (phase 0), so that -O3 is the -O2 graph made ready for the backend. */
+  bool on[N_PASSES], late = false;
+  for (int k = 0; k < N_PASSES; k++) {
+    on[k] = force[k] ? force[k] > 0
+                     : cfg->level >= pass_table[k].min_level &&
+                           (pass_table[k].run != kl_pass_layout || cfg->native_nhwc);
+    late |= on[k] && pass_table[k].min_level >= 3;
+  }
+  for (int phase = 0; phase < (late ? 2 : 1); phase++)
   for (int round = 0; round < 32; round++) {
     bool any = false;
     for (int k = 0; k < N_PASSES; k++) {
-      bool on = force[k] ? force[k] > 0 : cfg->level >= pass_table[k].min_level;
-      if (!on) continue;
+      if (!on[k] || (phase == 0 && late && pass_table[k].min_level >= 3)) continue;
       int rewrites = 0;
       st = pass_table[k].run(g, cfg, &rewrites, e);
       bool changed = rewrites > 0;

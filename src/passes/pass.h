@@ -9,6 +9,9 @@ typedef struct kl_pass_config {
   const char *passes; /* "+name,-name": force single passes on or off; may be NULL */
   bool verify;        /* verify the graph after every pass that changed it */
   int64_t fold_limit; /* constant folding: largest result in bytes (0 = default) */
+  bool native_nhwc;   /* the backend runs channels-last convolutions and pooling
+                         natively (oneDNN): the layout pass runs by level only then
+                         (--passes +layout forces it on) */
 } kl_pass_config;
 
 typedef struct kl_pass {

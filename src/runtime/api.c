@@ -13,6 +13,10 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
     d = *src;
     if (src->passes && !(d.passes = strdup(src->passes)))
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
+    if (src->input_types && !(d.input_types = strdup(src->input_types))) {
+      free(d.passes);
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
+    }
   }
   *dst = d;
   return KILN_OK;
@@ -20,7 +24,9 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
 
 void kl_options_clear(kiln_options *o) {
   free(o->passes);
+  free(o->input_types);
   o->passes = NULL;
+  o->input_types = NULL;
 }
 
 kiln_status kiln_options_create(kiln_options **out) {
@@ -47,6 +53,12 @@ kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t valu
   } else if (strcmp(name, "max_tensor_bytes") == 0) {
     if (value <= 0) return KILN_ERR_INVALID_ARGUMENT;
     o->max_tensor_bytes = value;
+  } else if (strcmp(name, "release_weights") == 0) {
+    if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
+    o->release_weights = (int)value;
+  } else if (strcmp(name, "pin_threads") == 0) {
+    if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
+    o->pin_threads = (int)value;
   } else if (strcmp(name, "memory_limit") == 0) {
     if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
     o->memory_limit = value;
@@ -67,10 +79,13 @@ kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t valu
 
 kiln_status kiln_options_set_string(kiln_options *o, const char *name, const char *value) {
   if (!o || !name || !value) return KILN_ERR_INVALID_ARGUMENT;
-  if (strcmp(name, "passes") != 0) return KILN_ERR_INVALID_ARGUMENT;
-  char *p = strdup(value);
-  if (!p) return KILN_ERR_OUT_OF_MEMORY;
-  free(o->passes);
-  o->passes = p;
+  char **slot = strcmp(name, "passes") == 0        ? &o->passes
+               : strcmp(name, "input_types") == 0 ? &o->input_types
+                                                  : NULL;
+  if (!slot) return KILN_ERR_INVALID_ARGUMENT;
+  char *p = NULL;
+  if (*value && !(p = strdup(value))) return KILN_ERR_OUT_OF_MEMORY;
+  free(*slot);
+  *slot = p;
   return KILN_OK;
 }

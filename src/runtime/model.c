@@ -1,4 +1,5 @@
 /* Model loading: import, check, infer, optimize; then the public description. */
+#include "backends/cpu/cpu_backend.h"
 #include "import/onnx.h"
 #include "import/torchscript.h"
 #include "passes/pass.h"
@@ -41,7 +42,8 @@ static bool is_zip(const void *data, size_t size) {
 
 static kiln_status import_graph(kiln_model *m, const char *path, const void *data,
                                 size_t size) {
-  kl_import_opts io = {.max_tensor_bytes = m->opts.max_tensor_bytes};
+  kl_import_opts io = {.max_tensor_bytes = m->opts.max_tensor_bytes,
+                       .input_types = m->opts.input_types};
   kl_err *e = &m->err;
   if (path) {
     size_t n = strlen(path);
@@ -80,7 +82,8 @@ kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, siz
   if (st == KILN_OK) st = kl_graph_infer(m->g, e);
   if (st == KILN_OK) {
     kl_pass_config pc = {.level = m->opts.opt_level, .passes = m->opts.passes,
-                         .verify = m->opts.verify != 0, .fold_limit = m->opts.fold_limit};
+                         .verify = m->opts.verify != 0, .fold_limit = m->opts.fold_limit,
+                         .native_nhwc = !m->opts.reference && kl_cpu_native_nhwc()};
     st = kl_optimize(m->g, &pc, &m->stats, e);
   }
   if (st == KILN_OK) st = describe_io(m);
@@ -94,6 +97,7 @@ static kiln_status model_create(const kiln_options *options, kiln_model **out) {
   kiln_model *m = calloc(1, sizeof *m);
   *out = m;
   if (!m) return KILN_ERR_OUT_OF_MEMORY;
+  pthread_mutex_init(&m->lock, NULL);
   return kl_options_copy(&m->opts, options, &m->err);
 }
 
@@ -119,6 +123,7 @@ void kiln_model_free(kiln_model *m) {
   kl_options_clear(&m->opts);
   free(m->inputs);
   free(m->outputs);
+  pthread_mutex_destroy(&m->lock);
   free(m);
 }
 

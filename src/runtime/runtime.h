@@ -6,6 +6,8 @@
 #include "kiln.h"
 #include "passes/pass.h"
 
+#include <pthread.h>
+
 struct kiln_options {
   int opt_level;
   int threads;
@@ -14,12 +16,15 @@ struct kiln_options {
   int64_t memory_limit;
   int64_t fold_limit; /* constant folding's result limit in bytes, 0 = the default */
   int reference;      /* 1: sessions run only the portable reference kernels */
+  int release_weights; /* 1: the session frees the model's weights it holds packed */
+  int pin_threads;     /* 1: runs pin their OpenMP threads to cores */
   char *passes; /* owned, NULL when not set */
+  char *input_types; /* owned, NULL when not set: TorchScript inputs' types */
 };
 
 #define KL_DEFAULT_MAX_TENSOR_BYTES (INT64_C(16) << 30)
 
-/* Copy src (or the defaults when src is NULL) into dst; dst->passes is owned after. */
+/* Copy src (or the defaults when src is NULL) into dst; dst's strings are owned after. */
 kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *e);
 void kl_options_clear(kiln_options *o);
 
@@ -37,6 +42,11 @@ struct kiln_model {
   kl_pass_stats stats; /* what the optimizer did, for `kiln inspect --stats` */
   kl_io_info *inputs, *outputs;
   int n_inputs, n_outputs;
+  /* Sessions: how many are alive, and whether one made with release_weights took the
+   * weights over (then no other may be made, ever). Under lock. */
+  pthread_mutex_t lock;
+  int sessions;
+  bool claimed;
 };
 
 /* Load, verify, infer and optimize a graph from a file or buffer (either path or

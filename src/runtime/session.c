@@ -37,6 +37,9 @@ struct kiln_session {
   size_t heap_bytes;
   bool *as_view;       /* per node: its output was a view of its input */
   size_t const_bytes;
+  bool counted;        /* counted in the model's sessions */
+  bool pinned;         /* pin_threads: the threads were pinned for pinned_by's runs */
+  pthread_t pinned_by;
   bound_input *inputs;
   int64_t *sym_sizes;  /* per graph symbol, bound from the inputs of a run */
   /* per-node scratch, sized for the widest node */
@@ -104,7 +107,63 @@ static kiln_status session_plan_kernels(kiln_session *s) {
     const kl_cpu_choice *c = kl_cpu_plan_kernel(s->kernels, i);
     s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};
   }
+  if (s->opts.release_weights) /* the model is this session's alone (session_claim) */
+    kl_cpu_plan_release_weights(s->kernels, (kl_graph *)g);
   return kl_memplan_init(&s->plan, g, &s->err);
+}
+
+/* The model's weights still held (those a release_weights session freed are not), and
+ * what the kernels hold: oneDNN's packed weights, scratchpads and staged copies. */
+static size_t fixed_bytes(const kiln_session *s) {
+  const kl_graph *g = s->model->g;
+  size_t n = kl_cpu_plan_held_bytes(s->kernels);
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].kind == KL_VALUE_CONST && g->values[v].data) n += g->values[v].nbytes;
+  return n;
+}
+
+/* memory_limit before any run: the weights, and oneDNN's reordered copies of those it
+ * packs (which replace the model's copy in a release_weights session). */
+static kiln_status check_weights_limit(kiln_session *s) {
+  if (!s->opts.memory_limit) return KILN_OK;
+  size_t packed =
+      s->opts.release_weights ? 0 : kl_cpu_plan_packed_bytes(s->kernels, s->model->g);
+  if (s->const_bytes + packed <= (uint64_t)s->opts.memory_limit) return KILN_OK;
+  return kl_fail(&s->err, KILN_ERR_LIMIT, "the model's weights (%zu bytes) and oneDNN's "
+                 "reordered copies of them (%zu bytes) exceed the memory limit of %" PRId64
+                 " bytes", s->const_bytes, packed, s->opts.memory_limit);
+}
+
+/* Counts the session in the model's, refusing it when a release_weights session took
+ * the weights, or when it is one and others exist. */
+static kiln_status session_claim(kiln_session *s) {
+  kiln_model *m = (kiln_model *)s->model;
+  kiln_status st = KILN_OK;
+  pthread_mutex_lock(&m->lock);
+  if (m->claimed)
+    st = kl_fail(&s->err, KILN_ERR_STATE, "a session created with release_weights=1 took "
+                 "this model's weights over; load the model again for another session");
+  else if (s->opts.release_weights && m->sessions > 0)
+    st = kl_fail(&s->err, KILN_ERR_STATE, "release_weights=1 needs the model to itself, "
+                 "and it has %d other session(s)", m->sessions);
+  if (st == KILN_OK) {
+    m->sessions++;
+    m->claimed = s->opts.release_weights != 0;
+    s->counted = true;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+/* Undoes session_claim for a session that failed to be created (it ran nothing, so
+ * it released no weights). */
+static void session_unclaim(kiln_session *s) {
+  kiln_model *m = (kiln_model *)s->model;
+  pthread_mutex_lock(&m->lock);
+  m->sessions--;
+  if (s->opts.release_weights) m->claimed = false;
+  pthread_mutex_unlock(&m->lock);
+  s->counted = false;
 }
 
 kiln_status kiln_session_create(const kiln_model *model, const kiln_options *options,
@@ -118,8 +177,16 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
     return kl_fail(&s->err, KILN_ERR_STATE, "the model did not load: %s", model->err.msg);
   s->model = model;
   kiln_status st = kl_options_copy(&s->opts, options ? options : &model->opts, &s->err);
+  if (st == KILN_OK && s->opts.release_weights && s->opts.reference)
+    st = kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "release_weights needs the fast "
+                 "kernels: the reference kernels read the weights as the model holds them");
+  if (st == KILN_OK && s->opts.pin_threads)
+    st = kl_cpu_pin_check(s->opts.threads, &s->err);
+  if (st == KILN_OK) st = session_claim(s);
   if (st == KILN_OK) st = session_alloc(s);
   if (st == KILN_OK) st = session_plan_kernels(s);
+  if (st == KILN_OK) st = check_weights_limit(s);
+  if (st != KILN_OK && s->counted) session_unclaim(s);
   return st;
 }
 
@@ -135,6 +202,12 @@ static void release_heap(kiln_session *s) {
 void kiln_session_free(kiln_session *s) {
   if (!s) return;
   if (s->model) release_heap(s);
+  if (s->counted) {
+    kiln_model *m = (kiln_model *)s->model;
+    pthread_mutex_lock(&m->lock);
+    m->sessions--;
+    pthread_mutex_unlock(&m->lock);
+  }
   kl_cpu_plan_free(s->kernels);
   kl_memplan_clear(&s->plan);
   free(s->arena);
@@ -253,10 +326,12 @@ static kiln_status bind_inputs(kiln_session *s) {
 /* A buffer of its own for value v, which did not fit the plan. */
 static kiln_status fallback_buffer(kiln_session *s, int k, int v, size_t bytes) {
   size_t total = s->heap_bytes + bytes + (s->planned ? s->plan.arena_bytes : 0);
-  if (s->opts.memory_limit && total + s->const_bytes > (uint64_t)s->opts.memory_limit)
+  size_t fixed = s->opts.memory_limit ? fixed_bytes(s) : 0;
+  if (s->opts.memory_limit && total + fixed > (uint64_t)s->opts.memory_limit)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' (%zu bytes) would take the "
-                   "session to %zu bytes, over the memory limit of %" PRId64, k,
-                   s->model->g->values[v].name, bytes, total + s->const_bytes,
+                   "session to %zu bytes (weights, oneDNN's packed weights and scratchpads "
+                   "%zu), over the memory limit of %" PRId64, k,
+                   s->model->g->values[v].name, bytes, total + fixed, fixed,
                    s->opts.memory_limit);
   void *p = NULL;
   if (posix_memalign(&p, KL_MEMPLAN_ALIGN, bytes) != 0)
@@ -387,7 +462,7 @@ static void replan(kiln_session *s) {
   kiln_status st = kl_memplan_build(&s->plan, g, s->seen, s->types, s->rules, &e);
   size_t need = s->plan.arena_bytes;
   if (st == KILN_OK && s->opts.memory_limit &&
-      need + s->const_bytes > (uint64_t)s->opts.memory_limit)
+      need + fixed_bytes(s) > (uint64_t)s->opts.memory_limit)
     st = KILN_ERR_LIMIT;
   if (st == KILN_OK && need && posix_memalign(&s->arena, KL_MEMPLAN_ALIGN, need) != 0) {
     s->arena = NULL;
@@ -434,8 +509,22 @@ kiln_status kiln_session_run(kiln_session *s) {
   s->fallbacks = 0;
   release_heap(s); /* the last run's outputs, or what a failed run left */
   kl_cpu_set_threads(s->opts.threads);
-  kiln_status st = bind_inputs(s);
+  kiln_status st = KILN_OK;
+  if (s->opts.pin_threads && !(s->pinned && pthread_equal(s->pinned_by, pthread_self()))) {
+    if ((st = kl_cpu_pin_threads(s->opts.threads, &s->err)) != KILN_OK) return st;
+    s->pinned = true;
+    s->pinned_by = pthread_self();
+  }
+  st = bind_inputs(s);
   if (st == KILN_OK) st = run_nodes(s);
+  if (st == KILN_OK && s->opts.memory_limit) { /* oneDNN packs on a shape's first run */
+    size_t fixed = fixed_bytes(s), arena = s->planned ? s->plan.arena_bytes : 0;
+    if (fixed + arena + s->heap_bytes > (uint64_t)s->opts.memory_limit)
+      st = kl_fail(&s->err, KILN_ERR_LIMIT, "the session holds %zu bytes (weights, "
+                   "oneDNN's packed weights and scratchpads %zu, tensors %zu), over the "
+                   "memory limit of %" PRId64, fixed + arena + s->heap_bytes, fixed,
+                   arena + s->heap_bytes, s->opts.memory_limit);
+  }
   if (st != KILN_OK) return st;
   describe_outputs(s);
   s->ran = true;

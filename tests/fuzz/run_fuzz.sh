@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run a libFuzzer target the way the test suite does (docs/fuzzing.md).
 #
-#   tests/fuzz/run_fuzz.sh smoke  FUZZER NAME   fuzz for $KILN_FUZZ_SECONDS (default 25) s,
+#   tests/fuzz/run_fuzz.sh smoke  FUZZER NAME   fuzz for $KILN_FUZZ_SECONDS (default 20) s,
 #                                               starting from seeds/NAME and regression/NAME
 #   tests/fuzz/run_fuzz.sh replay FUZZER NAME   run every file of regression/NAME once, and
 #                                               the bad-input corpus files of its formats
@@ -25,6 +25,7 @@ bad_corpus=$(cd "$here/../corpus/bad" 2>/dev/null && pwd)
 case "$name" in
   fuzz_onnx) bad_types=(-name '*.onnx' -o -name '*.pt') ;;
   fuzz_tensorfile) bad_types=(-name '*.npy' -o -name '*.pb') ;;
+  fuzz_torchscript) bad_types=(-name '*.pt') ;;
   *) bad_types=(-false) ;;
 esac
 # libFuzzer reports leaks and UBSan findings as crashes; ASan's own defaults suffice.
@@ -58,7 +59,7 @@ mkdir -p "$work/corpus" "$artifacts"
 dirs=()
 [ -d "$seeds" ] && dirs+=("$seeds")
 [ -d "$regression" ] && dirs+=("$regression")
-"$fuzzer" "${common[@]}" -max_total_time="${KILN_FUZZ_SECONDS:-25}" \
+"$fuzzer" "${common[@]}" -max_total_time="${KILN_FUZZ_SECONDS:-20}" \
   -artifact_prefix="$artifacts/" "$work/corpus" "${dirs[@]}"
 rc=$?
 [ $rc -ne 0 ] && echo "$name: the fuzzer failed (exit $rc); the input is in $artifacts/"

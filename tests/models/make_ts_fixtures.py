@@ -23,8 +23,20 @@ Models are hand-written (no torchvision) and tiny, so that all of them stay well
                pools of sizes that do not divide, addmm, unbind/stack, clamp, rsub,
                div rounding modes, slicing with steps, reductions, two outputs); no
                ONNX twin, as the ONNX exporter has no form for some of them
+  views        in-place writes through views (slice fill_, copy_ into a select,
+               chained slices, permute + slice, a stepped slice of a view, masked_fill_,
+               index_fill_, index_put_,
+               a view read after its base changed), three outputs; no ONNX twin
+  views_after_writes  views made before their base is written, then read and written;
+               writes into selects of the batch dim, unsqueeze, narrow; no ONNX twin
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_fixtures.py
+(model names as arguments make only those: ... make_ts_fixtures.py views)
+
+Run with Debian's torch 1.13 (tools/setup.sh --torch113), which writes its archives
+differently (tests/models/ts/README.md):  /usr/bin/python3 tests/models/make_ts_fixtures.py
+It writes the same models (no ONNX twins: Debian has no onnx) to tests/models/ts/t113/,
+with tiny_gpt's attention spelled out, as torch 1.13 has no scaled_dot_product_attention.
 """
 import os
 import shutil
@@ -32,14 +44,19 @@ import sys
 import warnings
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from onnx import numpy_helper
+
+TORCH1 = int(torch.__version__.split(".")[0]) < 2
+if not TORCH1:
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ts")
+if TORCH1:
+    HERE = os.path.join(HERE, "t113")
 OPSET = 18
 TOL = 1e-4
 
@@ -138,7 +155,15 @@ class TinyGPT(nn.Module):
         q = q.view(b, t, self.heads, -1).transpose(1, 2)
         k = k.view(b, t, self.heads, -1).transpose(1, 2)
         v = v.view(b, t, self.heads, -1).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if TORCH1:  # what scaled_dot_product_attention computes, spelled out, with
+            # both spellings of a causal mask: triu(1) of the future, ~tril() of the past
+            future = torch.ones(t, t, dtype=torch.bool).triu(1)
+            past = torch.ones(t, t, dtype=torch.bool).tril()
+            att = (q @ k.transpose(-2, -1)) * (q.size(-1) ** -0.5)
+            att = att.masked_fill(future, float("-inf")).masked_fill(~past, float("-inf"))
+            y = att.softmax(-1) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         y = y.transpose(1, 2).reshape(b, t, -1)
         x = x + self.proj(y)
         return self.out(F.silu(x))
@@ -186,6 +211,52 @@ class Ops(nn.Module):
         return F.log_softmax(u.flatten(1), -1), v.amax(0) - F.relu6(v).mean(0)
 
 
+class Views(nn.Module):
+    """In-place writes through views, which kiln functionalizes: fill_ of a slice, copy_
+    into a select, chained slices, a write through permute + slice, a stepped slice of a
+    view, add_ into a select of a select, writes by a mask and by indices, and a
+    view taken before later writes to its base (it must see them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):                                   # [B, 4, 6]
+        y = self.lin(x)
+        y[:, 1:3].fill_(0.5)                                # slice fill_
+        y[:, 0].copy_(x[:, 3] * 2)                          # copy_ into a select
+        old = y[:, 2]                                       # a view read after writes
+        y[:, 2:, 4:].mul_(-1.0)                             # chained slices, mul_
+        z = torch.zeros(x.shape[0], 6, 4)
+        z.permute(0, 2, 1)[:, 1:3].copy_(x[:, 1:3])         # permute, then slice
+        w = z.view(x.shape[0], 24)
+        w[:, 1::5] = 7.0                                    # a stepped slice of a view
+        z[:, 2][:, 1:].add_(y[:, 0, :3])                    # select, slice, add_
+        y[x > 1.0] = -3.0                                   # index_put_ by a mask
+        y[:, 3][torch.tensor([0, -1])] = 9.0                # index_fill_ of a view
+        y[:, 1][torch.tensor([1, 0])] = x[0, :2]            # index_put_ of a view
+        return y * 2 + old.sum(), z, old
+
+
+class ViewsAfterWrites(nn.Module):
+    """Views made before their base is written (read and written after), writes into
+    views of the batch dim (of unknown size in kiln's graph), unsqueeze and narrow."""
+
+    def forward(self, x):                                   # [B, 5, 6]
+        y = x * 1.0
+        a = y.transpose(1, 2)
+        b = a[:, 1]
+        y.add_(1.0)                                         # a and b see this
+        b.mul_(2.0)                                         # and y sees this
+        c = y.unsqueeze(0)
+        c[0, :, -1].zero_()
+        y.narrow(2, 1, 3).sub_(x[:, :, :3])
+        e = y.view(x.shape[0], 30)
+        e[:, 3:9:2] = x[:, 0, :3] * 10
+        y[1].relu_()                                        # a select of the batch dim
+        return y, a, b, c
+
+
 def transformer():
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
     return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
@@ -199,13 +270,41 @@ MODELS = [
     ("tiny_gpt", TinyGPT, lambda: torch.randint(0, 32, (2, 6)), {}),
     ("strided", Strided, lambda: torch.randn(3, 8), {}),
     ("ops", Ops, lambda: torch.randn(2, 4, 6, 6), {}),
+    ("views", Views, lambda: torch.randn(2, 4, 6), {}),
+    ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
 ]
-NO_ONNX = {"ops"}
+NO_ONNX = {"ops", "views", "views_after_writes"}
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def tensor_proto(arr, name):
+    """onnx.TensorProto (dims, data_type, name, raw_data) written by hand, for the torch
+    1.13 run, where Debian has no onnx package."""
+    types = {np.dtype(np.float32): 1, np.dtype(np.int64): 7}
+    arr = np.ascontiguousarray(arr)
+    out = bytearray()
+    for d in arr.shape:
+        out += b"\x08" + varint(d)
+    out += b"\x10" + varint(types[arr.dtype])
+    raw, nm = arr.astype(arr.dtype.newbyteorder("<")).tobytes(), name.encode()
+    out += b"\x42" + varint(len(nm)) + nm + b"\x4a" + varint(len(raw)) + raw
+    return bytes(out)
 
 
 def write_pb(arr, name, path):
     with open(path, "wb") as f:
-        f.write(numpy_helper.from_array(arr, name=name).SerializeToString())
+        if TORCH1:
+            f.write(tensor_proto(arr, name))
+        else:
+            f.write(numpy_helper.from_array(arr, name=name).SerializeToString())
 
 
 def write_case(folder, in_names, inputs, outputs):
@@ -259,7 +358,7 @@ def emit(name, make, example, trace_kw):
     write_case(folder, [in_name], [x.numpy()], outs)
     size = os.path.getsize(os.path.join(folder, "model.pt"))
     print(f"{name}: {size} bytes, outputs {[list(o.shape) for o in outs]}")
-    if name in NO_ONNX:
+    if name in NO_ONNX or TORCH1:
         return
     want = outs[0]
     onnx_folder = folder + "_onnx"
@@ -273,10 +372,22 @@ def emit(name, make, example, trace_kw):
 def main():
     os.makedirs(HERE, exist_ok=True)
     torch.set_grad_enabled(True)  # TransformerEncoder's fast path only runs without grad
+    only = sys.argv[1:]  # model names: make only those
     for name, make, example, trace_kw in MODELS:
-        emit(name, make, example, trace_kw)
+        if not only or name in only:
+            emit(name, make, example, trace_kw)
     with open(os.path.join(HERE, "VERSIONS.txt"), "w") as f:
-        f.write(f"torch {torch.__version__}\nonnx {onnx.__version__}\nopset {OPSET}\n")
+        if TORCH1:
+            f.write(f"torch {torch.__version__} (Debian python3-torch {deb_version()})\n"
+                    f"numpy {np.__version__}\n")
+        else:
+            f.write(f"torch {torch.__version__}\nonnx {onnx.__version__}\nopset {OPSET}\n")
+
+
+def deb_version():
+    import subprocess
+    return subprocess.run(["dpkg-query", "-W", "-f=${Version}", "python3-torch"],
+                          capture_output=True, text=True, check=True).stdout
 
 
 if __name__ == "__main__":

@@ -976,6 +976,92 @@ static void test_load_file(void **state) {
                    "not a regular file");
 }
 
+/* A model of four initializers (three in raw_data, of odd sizes so that their offsets in
+ * the file are unaligned, one in float_data) summed into its output. */
+static Onnx__ModelProto *lift_model(float *a, float *b, float *c) {
+  Onnx__ModelProto *m = model_new(8, 13);
+  for (int i = 0; i < 1000; i++) a[i] = (float)i * 0.5f - 7.0f;
+  for (int i = 0; i < 3; i++) b[i] = (float)(i + 1) * 1.25f, c[i] = -(float)i;
+  Onnx__TensorProto *t = tensor("a", 1, 1, (const int64_t[]){1000});
+  set_raw(t, a, 1000 * sizeof(float));
+  add_init(m, t);
+  t = tensor("b", 1, 1, (const int64_t[]){3});
+  set_raw(t, b, 3 * sizeof(float));
+  add_init(m, t);
+  t = tensor("c", 1, 1, (const int64_t[]){3});
+  t->n_float_data = 3;
+  t->float_data = dup_mem(c, 3 * sizeof(float));
+  add_init(m, t);
+  t = tensor("h", 10, 1, (const int64_t[]){1}); /* float16, 2 bytes */
+  set_raw(t, "\x00\x3c", 2);
+  add_init(m, t);
+  add_node(m, "Add", "add", "b,c", "out");
+  add_output(m, "out", 0, NULL);
+  return m;
+}
+
+static void expect_lifted(const kl_graph *g, const float *a, const float *b, const float *c) {
+  assert_memory_equal(value(g, "a")->data, a, 1000 * sizeof(float));
+  assert_memory_equal(value(g, "b")->data, b, 3 * sizeof(float));
+  assert_memory_equal(value(g, "c")->data, c, 3 * sizeof(float));
+  assert_memory_equal(value(g, "h")->data, "\x00\x3c", 2);
+}
+
+/* Initializers' raw_data is lifted out of the bytes before protobuf-c unpacks them and
+ * copied once into the constants: from memory, and read from the file. */
+static void test_lifted_raw_data(void **state) {
+  const tmpdir *d = *state;
+  float a[1000], b[3], c[3];
+  kl_graph *g = load_ok(lift_model(a, b, c), NULL);
+  expect_lifted(g, a, b, c);
+  kl_graph_free(g);
+
+  char path[256];
+  path_in(path, sizeof path, d->model, "model.onnx");
+  Onnx__ModelProto *m = lift_model(a, b, c);
+  size_t len;
+  uint8_t *buf = pack(m, &len);
+  onnx__model_proto__free_unpacked(m, NULL);
+  tu_write_file(path, buf, len);
+  kl_err e;
+  kl_err_clear(&e);
+  g = NULL;
+  tu_assert_status(kl_onnx_load_file(path, NULL, &g, &e), KILN_OK, e.msg, NULL);
+  expect_lifted(g, a, b, c);
+  kl_graph_free(g);
+
+  /* a graph given twice is merged by protobuf: then nothing is lifted, and the
+   * initializers of both halves are there */
+  Onnx__ModelProto *half = model_new(8, 0);
+  Onnx__TensorProto *t = tensor("z", 1, 1, (const int64_t[]){2});
+  set_raw(t, ((const float[]){9, 10}), 2 * sizeof(float));
+  PUSH(half->graph->initializer, half->graph->n_initializer, t);
+  size_t hlen;
+  uint8_t *hbuf = pack(half, &hlen);
+  onnx__model_proto__free_unpacked(half, NULL);
+  uint8_t *both = malloc(len + hlen);
+  assert_non_null(both);
+  memcpy(both, buf, len);
+  memcpy(both + len, hbuf, hlen);
+  kl_err_clear(&e);
+  g = NULL;
+  tu_assert_status(kl_onnx_load_memory(both, len + hlen, NULL, NULL, &g, &e), KILN_OK, e.msg,
+                   NULL);
+  expect_lifted(g, a, b, c);
+  assert_memory_equal(value(g, "z")->data, ((const float[]){9, 10}), 2 * sizeof(float));
+  kl_graph_free(g);
+  free(both);
+  free(hbuf);
+  free(buf);
+
+  /* raw_data next to another form is still refused, lifted or not */
+  t = tensor("w", 1, 1, (const int64_t[]){2});
+  set_raw(t, ((const float[]){1, 2}), 2 * sizeof(float));
+  t->n_float_data = 2;
+  t->float_data = dup_mem((float[]){1, 2}, 8);
+  init_fails(t, KILN_ERR_INVALID_MODEL, "more than one form");
+}
+
 /* ---- Constant nodes ---- */
 
 static Onnx__ModelProto *constant_model(void) {
@@ -1511,6 +1597,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_external_data_inside, setup_tmpdir, teardown_tmpdir),
       cmocka_unit_test_setup_teardown(test_external_data_refused, setup_tmpdir, teardown_tmpdir),
       cmocka_unit_test_setup_teardown(test_load_file, setup_tmpdir, teardown_tmpdir),
+      cmocka_unit_test_setup_teardown(test_lifted_raw_data, setup_tmpdir, teardown_tmpdir),
       cmocka_unit_test(test_constant_nodes),
       cmocka_unit_test(test_constant_node_errors),
       cmocka_unit_test(test_attributes),

@@ -597,6 +597,252 @@ static void test_fuse_attention_must_not_fire(void **state) {
   kiln_model_free(m);
 }
 
+/* T5's scores: MatMul, Mul by 1, + position bias (constant), + padding mask. The two
+ * masks become one Add feeding kiln.Attention's Mask. */
+static void test_fuse_attention_two_masks(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int q = tu_graph_input(g, "q", KL_F32, 4, (int64_t[]){2, 3, 5, 4});
+  int kt = tu_graph_input(g, "kt", KL_F32, 4, (int64_t[]){2, 3, 4, 5});
+  int v = tu_graph_input(g, "v", KL_F32, 4, (int64_t[]){2, 3, 5, 6});
+  int mask = tu_graph_input(g, "mask", KL_F32, 4, (int64_t[]){2, 1, 1, 5});
+  int bias = cst(g, 4, (int64_t[]){1, 3, 5, 5}, NULL, -1, 1);
+  int s = TU_OP(g, Mul, TU_OP(g, MatMul, q, kt), scalar(g, 1));
+  s = TU_OP(g, Add, TU_OP(g, Add, s, bias), mask);
+  output(g, TU_OP(g, MatMul, TU_OP(g, Softmax, s), v));
+  kiln_model *m = with_pass(g, "+fuse_attention");
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(count(m, KL_OP_KilnAttention), 1);
+  assert_int_equal(count(m, KL_OP_Add), 1);
+  kiln_model_free(m);
+}
+
+/* Swin's shifted windows: the scores viewed as [1, windows, H, S, T], the window mask
+ * [1, windows, 1, S, T] added, viewed back. Not when the view back has another shape. */
+static void test_fuse_attention_windows(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int q = tu_graph_input(g, "q", KL_F32, 4, (int64_t[]){4, 3, 5, 6});
+  int kt = tu_graph_input(g, "kt", KL_F32, 4, (int64_t[]){4, 3, 6, 5});
+  int v = tu_graph_input(g, "v", KL_F32, 4, (int64_t[]){4, 3, 5, 6});
+  int wide = ints(g, 5, (int64_t[]){1, 4, 3, 5, 5});
+  int wmask = cst(g, 5, (int64_t[]){1, 4, 1, 5, 5}, NULL, -3, 0);
+  int s = TU_OP(g, Reshape, TU_OP(g, MatMul, q, kt), wide);
+  s = TU_OP(g, Reshape, TU_OP(g, Add, s, wmask), ints(g, 4, (int64_t[]){4, 3, 5, 5}));
+  output(g, TU_OP(g, MatMul, TU_OP(g, Softmax, s), v));
+  int q2 = tu_graph_input(g, "q2", KL_F32, 4, (int64_t[]){4, 3, 5, 6});
+  int v2 = tu_graph_input(g, "v2", KL_F32, 3, (int64_t[]){12, 5, 6});
+  s = TU_OP(g, Reshape, TU_OP(g, MatMul, q2, kt), wide);
+  s = TU_OP(g, Reshape, TU_OP(g, Add, s, wmask), ints(g, 3, (int64_t[]){12, 5, 5}));
+  output(g, TU_OP(g, MatMul, TU_OP(g, Softmax, s), v2));
+  kiln_model *m = with_pass(g, "+fuse_attention");
+  assert_int_equal(count(m, KL_OP_KilnAttention), 1);
+  assert_int_equal(count(m, KL_OP_Softmax), 1);
+  assert_int_equal(m->g->n_nodes, 1 + 6);
+  kiln_model_free(m);
+}
+
+/* Self-attention as BERT exports it, on x [2, 7, 15]: three projections with biases,
+ * each split into 3 heads of 5 (Reshape, Transpose; K transposed to [B, H, D, T]),
+ * scores scaled and masked, the result merged back to [2, 7, 15]. Returns the merged
+ * output; *qt is Q's head split. kx is the input K is projected from. */
+static int bert_attention(kl_graph *g, int x, int kx, int mask, int *qt) {
+  int64_t w[2] = {15, 15}, b[1] = {15};
+  int split = ints(g, 4, (int64_t[]){2, 7, 3, 5});
+  int proj[3];
+  for (int i = 0; i < 3; i++)
+    proj[i] = TU_OP(g, Add, TU_OP(g, MatMul, i == 1 ? kx : x, cst(g, 2, w, NULL, -0.5f, 0.5f)),
+                    cst(g, 1, b, NULL, -1, 1));
+  int q = TU_OP(g, Transpose, TU_OP(g, Reshape, proj[0], split));
+  set_ints(g, q, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  int k = TU_OP(g, Transpose, TU_OP(g, Reshape, proj[1], split));
+  set_ints(g, k, "perm", 4, (int64_t[]){0, 2, 3, 1});
+  int v = TU_OP(g, Transpose, TU_OP(g, Reshape, proj[2], split));
+  set_ints(g, v, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  int s = TU_OP(g, Add, TU_OP(g, Div, TU_OP(g, MatMul, q, k), scalar(g, 2.236068f)), mask);
+  int y = TU_OP(g, Transpose, TU_OP(g, MatMul, TU_OP(g, Softmax, s), v));
+  set_ints(g, y, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  *qt = q;
+  return TU_OP(g, Reshape, y, ints(g, 3, (int64_t[]){2, 7, 15}));
+}
+
+static void test_fuse_mha_qkv(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){2, 7, 15});
+  int mask = tu_graph_input(g, "mask", KL_F32, 4, (int64_t[]){2, 1, 1, 7});
+  int qt;
+  output(g, bert_attention(g, x, x, mask, &qt));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  const kl_node *n = only(m, KL_OP_KilnMultiHeadAttention);
+  assert_int_equal(kl_attr_int(n, "num_heads", 0), 3);
+  assert_int_equal(n->n_in, 4); /* packed QKV, K and V absent, the mask */
+  assert_int_equal(n->in[1], KL_ABSENT);
+  assert_int_equal(n->in[2], KL_ABSENT);
+  assert_int_equal(count(m, KL_OP_Transpose) + count(m, KL_OP_Reshape), 0);
+  assert_int_equal(count(m, KL_OP_KilnFusedMatMul), 1);
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(fired(m, "fuse_mha"), 1);
+  assert_int_equal(fired(m, "fuse_qkv"), 1);
+  kiln_model_free(m);
+}
+
+static void test_fuse_mha_must_not_fire(void **state) {
+  (void)state;
+  /* K projected from another input: the heads fuse, the projections do not */
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){2, 7, 15});
+  int x2 = tu_graph_input(g, "x2", KL_F32, 3, (int64_t[]){2, 7, 15});
+  int mask = tu_graph_input(g, "mask", KL_F32, 4, (int64_t[]){2, 1, 1, 7});
+  int qt;
+  output(g, bert_attention(g, x, x2, mask, &qt));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 1);
+  assert_int_equal(fired(m, "fuse_qkv"), 0);
+  assert_int_equal(count(m, KL_OP_KilnFusedMatMul), 3);
+  kiln_model_free(m);
+  /* Q's head split is a graph output too: nothing around the attention fuses */
+  g = tu_graph_new();
+  x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){2, 7, 15});
+  mask = tu_graph_input(g, "mask", KL_F32, 4, (int64_t[]){2, 1, 1, 7});
+  output(g, bert_attention(g, x, x, mask, &qt));
+  output(g, qt);
+  m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnAttention), 1);
+  assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 0);
+  assert_int_equal(fired(m, "fuse_qkv"), 0);
+  kiln_model_free(m);
+  /* heads given as [B, H, S, D] inputs (no split to fold, though the merge matches), and
+   * a mask that would enlarge the scores */
+  g = tu_graph_new();
+  int64_t h[4] = {2, 3, 7, 5};
+  int q = tu_graph_input(g, "q", KL_F32, 4, h), v = tu_graph_input(g, "v", KL_F32, 4, h);
+  int k = tu_graph_input(g, "k", KL_F32, 4, (int64_t[]){2, 3, 5, 7});
+  int y = TU_OP(g, Transpose, TU_OP(g, MatMul, TU_OP(g, Softmax, TU_OP(g, MatMul, q, k)), v));
+  set_ints(g, y, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  output(g, TU_OP(g, Reshape, y, ints(g, 2, (int64_t[]){14, 15})));
+  int big = tu_graph_input(g, "big", KL_F32, 5, (int64_t[]){2, 1, 1, 1, 7});
+  int q2 = tu_graph_input(g, "q2", KL_F32, 4, h);
+  output(g, TU_OP(g, MatMul, TU_OP(g, Softmax, TU_OP(g, Add, TU_OP(g, MatMul, q2, k), big)), v));
+  m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnAttention), 1);
+  assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 0);
+  assert_int_equal(count(m, KL_OP_Softmax), 1);
+  kiln_model_free(m);
+}
+
+/* GPT-2's attention on x [7, 15]: one Gemm to [7, 45], Reshape to [1, 7, 45], Split in
+ * three, heads split, a causal mask, Q and K each scaled by D^-1/4 first (torch 2's
+ * form), heads merged and flattened to [7, 15] for the next Gemm. The Split goes (packed
+ * QKV); the flattening Reshape stays. */
+static void test_fuse_mha_gpt2(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (int64_t[]){7, 15});
+  int qkv = TU_OP(g, Gemm, x, cst(g, 2, (int64_t[]){15, 45}, NULL, -0.5f, 0.5f),
+                  cst(g, 1, (int64_t[]){45}, NULL, -1, 1));
+  qkv = TU_OP(g, Reshape, qkv, ints(g, 3, (int64_t[]){1, 7, 45}));
+  kl_err e = {0};
+  int parts[3];
+  for (int i = 0; i < 3; i++) parts[i] = kl_graph_add_value(g, NULL, &e);
+  int split = kl_graph_add_node(g, KL_OP_Split, "split", 2,
+                                (int[]){qkv, ints(g, 3, (int64_t[]){15, 15, 15})}, 3, parts, &e);
+  assert_true(split >= 0);
+  assert_int_equal(kl_node_set_int(g, split, "axis", 2, NULL), KILN_OK);
+  int heads[3], shape = ints(g, 4, (int64_t[]){1, 7, 3, 5});
+  float quarter = 0.66874030f; /* 5^-1/4 */
+  for (int i = 0; i < 3; i++) {
+    heads[i] = TU_OP(g, Transpose, TU_OP(g, Reshape, parts[i], shape));
+    set_ints(g, heads[i], "perm", 4, i == 1 ? (int64_t[]){0, 2, 3, 1} : (int64_t[]){0, 2, 1, 3});
+    if (i < 2) heads[i] = TU_OP(g, Mul, heads[i], scalar(g, quarter));
+  }
+  float causal[49];
+  for (int i = 0; i < 49; i++) causal[i] = i % 7 <= i / 7 ? 0 : -1e4f;
+  int s = TU_OP(g, Add, TU_OP(g, MatMul, heads[0], heads[1]),
+                cst(g, 4, (int64_t[]){1, 1, 7, 7}, causal, 0, 0));
+  int y = TU_OP(g, Transpose, TU_OP(g, MatMul, TU_OP(g, Softmax, s), heads[2]));
+  set_ints(g, y, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  y = TU_OP(g, Reshape, y, ints(g, 2, (int64_t[]){7, 15}));
+  output(g, TU_OP(g, Gemm, y, cst(g, 2, (int64_t[]){15, 15}, NULL, -0.5f, 0.5f)));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  const kl_node *n = only(m, KL_OP_KilnMultiHeadAttention);
+  assert_int_equal(kl_attr_int(n, "num_heads", 0), 3);
+  assert_float_equal(kl_attr_float(n, "scale", 0), 0.4472136f, 1e-6);
+  assert_int_equal(count(m, KL_OP_Split) + count(m, KL_OP_Transpose) + count(m, KL_OP_Mul), 0);
+  kiln_model_free(m);
+}
+
+/* RMSNorm as T5 exports it (Pow, ReduceMean, Add, Sqrt, Div(1, .) or Reciprocal, Mul by
+ * x, Mul by the weight on either side) and as Mul(x, x) with Div(x, Sqrt). */
+static void test_fuse_rmsnorm(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, H3);
+  int axes = ints(g, 1, (int64_t[]){-1});
+  int w = cst(g, 1, (int64_t[]){8}, NULL, 0.5f, 1.5f);
+  int ms = TU_OP(g, ReduceMean, TU_OP(g, Pow, x, scalar(g, 2)), axes);
+  int r = TU_OP(g, Div, scalar(g, 1), TU_OP(g, Sqrt, TU_OP(g, Add, ms, scalar(g, 1e-6f))));
+  output(g, TU_OP(g, Mul, w, TU_OP(g, Mul, x, r)));
+  ms = TU_OP(g, ReduceMean, TU_OP(g, Pow, x, scalar(g, 2)), axes);
+  r = TU_OP(g, Reciprocal, TU_OP(g, Sqrt, TU_OP(g, Add, scalar(g, 1e-5f), ms)));
+  output(g, TU_OP(g, Mul, r, x)); /* no weight */
+  int two = ints(g, 2, (int64_t[]){1, 2});
+  ms = TU_OP(g, ReduceMean, TU_OP(g, Mul, x, x), two);
+  int n = TU_OP(g, Div, x, TU_OP(g, Sqrt, TU_OP(g, Add, ms, scalar(g, 1e-6f))));
+  output(g, TU_OP(g, Mul, n, cst(g, 2, (int64_t[]){5, 8}, NULL, 0.5f, 1.5f)));
+  kiln_model *m = with_pass(g, "+fuse_rmsnorm");
+  assert_int_equal(m->g->n_nodes, 3);
+  assert_int_equal(count(m, KL_OP_RMSNormalization), 3);
+  kiln_model_free(m);
+}
+
+static void test_fuse_rmsnorm_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, H3), y = tu_graph_input(g, "y", KL_F32, 3, H3);
+  int last = ints(g, 1, (int64_t[]){-1}), mid = ints(g, 1, (int64_t[]){1});
+  /* the mean over a middle axis */
+  int ms = TU_OP(g, ReduceMean, TU_OP(g, Pow, x, scalar(g, 2)), mid);
+  output(g, TU_OP(g, Mul, x, TU_OP(g, Reciprocal, TU_OP(g, Sqrt, TU_OP(g, Add, ms, scalar(g, 1e-6f))))));
+  /* the squares of y scale x */
+  ms = TU_OP(g, ReduceMean, TU_OP(g, Pow, y, scalar(g, 2)), last);
+  output(g, TU_OP(g, Mul, x, TU_OP(g, Reciprocal, TU_OP(g, Sqrt, TU_OP(g, Add, ms, scalar(g, 1e-6f))))));
+  /* the mean square is read again */
+  ms = TU_OP(g, ReduceMean, TU_OP(g, Mul, x, x), last);
+  output(g, ms);
+  output(g, TU_OP(g, Div, x, TU_OP(g, Sqrt, TU_OP(g, Add, ms, scalar(g, 1e-6f)))));
+  kiln_model *m = with_pass(g, "+fuse_rmsnorm");
+  assert_int_equal(count(m, KL_OP_RMSNormalization), 0);
+  kiln_model_free(m);
+}
+
+/* GPT-2's MLP: Gemm on [B*S, C], Reshape to [B, S, 4C], Gelu: the Gelu moves above the
+ * Reshape into the Gemm. Not when the Reshape's or the Gemm's result is read again. */
+static void test_sink_reshape(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (int64_t[]){6, 8});
+  int shape = ints(g, 3, (int64_t[]){2, 3, 10});
+  int mm = TU_OP(g, Gemm, x, cst(g, 2, (int64_t[]){8, 10}, NULL, -1, 1),
+                 cst(g, 1, (int64_t[]){10}, NULL, -1, 1));
+  output(g, TU_OP(g, Gelu, TU_OP(g, Reshape, mm, shape)));
+  int mm2 = TU_OP(g, MatMul, x, cst(g, 2, (int64_t[]){8, 10}, NULL, -1, 1));
+  int r2 = TU_OP(g, Reshape, mm2, shape);
+  output(g, TU_OP(g, Relu, r2));
+  output(g, r2); /* the reshaped result is an output too */
+  int mm3 = TU_OP(g, MatMul, x, cst(g, 2, (int64_t[]){8, 10}, NULL, -1, 1));
+  output(g, TU_OP(g, Tanh, TU_OP(g, Reshape, mm3, shape)));
+  output(g, TU_OP(g, Sigmoid, mm3)); /* the matmul's result is read twice */
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(fired(m, "sink_reshape"), 1);
+  const kl_node *n = only(m, KL_OP_KilnFusedGemm);
+  assert_string_equal(kl_attr_string(n, "activation", ""), "Gelu");
+  assert_int_equal(count(m, KL_OP_Gelu), 0);
+  assert_int_equal(count(m, KL_OP_Relu), 1);
+  assert_int_equal(count(m, KL_OP_Tanh), 1);
+  kiln_model_free(m);
+}
+
 /* ---- the manager, the writer, the fused ops ---- */
 
 static void test_unknown_pass(void **state) {
@@ -663,6 +909,43 @@ static void test_fused_bad_activation(void **state) {
   free(buf);
 }
 
+/* kiln.MultiHeadAttention's inference refuses widths that do not split into the heads,
+ * K without V, and a mask that does not broadcast to [B, H, S, T]. */
+static void test_mha_bad_shapes(void **state) {
+  (void)state;
+  static const struct {
+    int64_t q, k, v, heads, mask_s;
+    const char *msg;
+  } cases[] = {
+      {15, 15, 15, 4, 1, "multiple of num_heads"},
+      {45, 0, 0, 4, 1, "3 * num_heads"},
+      {12, 12, -1, 4, 1, "both"},
+      {12, 12, 12, 4, 3, "Mask"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = tu_graph_new();
+    int q = tu_graph_input(g, "q", KL_F32, 3, (int64_t[]){2, 5, cases[i].q});
+    int k = cases[i].k ? tu_graph_input(g, "k", KL_F32, 3, (int64_t[]){2, 5, cases[i].k})
+                       : KL_ABSENT;
+    int v = cases[i].v > 0 ? tu_graph_input(g, "v", KL_F32, 3, (int64_t[]){2, 5, cases[i].v})
+                           : KL_ABSENT;
+    int mask = tu_graph_input(g, "mask", KL_F32, 4, (int64_t[]){2, 1, cases[i].mask_s, 5});
+    int y = tu_graph_op(g, KL_OP_KilnMultiHeadAttention, 4, (int[]){q, k, v, mask});
+    set_int(g, y, "num_heads", cases[i].heads);
+    output(g, y);
+    void *buf;
+    size_t len;
+    assert_int_equal(kl_onnx_export(g, &buf, &len, NULL), KILN_OK);
+    kl_graph_free(g);
+    kiln_model *m = NULL;
+    assert_int_not_equal(kiln_model_load_memory(buf, len, NULL, &m), KILN_OK);
+    if (!strstr(kiln_model_error(m), cases[i].msg))
+      fail_msg("case %zu: '%s' does not say '%s'", i, kiln_model_error(m), cases[i].msg);
+    kiln_model_free(m);
+    free(buf);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_eliminate),
@@ -686,9 +969,18 @@ int main(void) {
       cmocka_unit_test(test_fuse_gelu),
       cmocka_unit_test(test_fuse_attention),
       cmocka_unit_test(test_fuse_attention_must_not_fire),
+      cmocka_unit_test(test_fuse_attention_two_masks),
+      cmocka_unit_test(test_fuse_attention_windows),
+      cmocka_unit_test(test_fuse_mha_qkv),
+      cmocka_unit_test(test_fuse_mha_must_not_fire),
+      cmocka_unit_test(test_fuse_mha_gpt2),
+      cmocka_unit_test(test_fuse_rmsnorm),
+      cmocka_unit_test(test_fuse_rmsnorm_must_not_fire),
+      cmocka_unit_test(test_sink_reshape),
       cmocka_unit_test(test_unknown_pass),
       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_fused_bad_activation),
+      cmocka_unit_test(test_mha_bad_shapes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

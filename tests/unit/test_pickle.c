@@ -492,6 +492,41 @@ static void test_self_reference(void **state) {
   op(&p, '}');
   op(&p, 'b');
   expect_error(&p, KILN_ERR_UNSUPPORTED, "already built");
+  /* a list appended to itself through the memo (found by fuzz_torchscript: the
+   * importer recursed into it until the stack overflowed) */
+  proto(&p);
+  op(&p, ']');
+  op(&p, 'q');
+  op(&p, 0);
+  op(&p, 'h');
+  op(&p, 0);
+  op(&p, 'a');
+  op(&p, '.');
+  expect_error(&p, KILN_ERR_UNSUPPORTED, "a container put inside itself");
+  /* the same through SETITEMS on a dict */
+  proto(&p);
+  op(&p, '}');
+  op(&p, 'q');
+  op(&p, 0);
+  op(&p, '(');
+  str(&p, "k");
+  op(&p, 'h');
+  op(&p, 0);
+  op(&p, 'u');
+  op(&p, '.');
+  expect_error(&p, KILN_ERR_UNSUPPORTED, "a container put inside itself");
+  /* an object built with itself as its state */
+  proto(&p);
+  global(&p, "__torch__", "M");
+  op(&p, ')');
+  op(&p, 0x81);
+  op(&p, 'q');
+  op(&p, 0);
+  op(&p, 'h');
+  op(&p, 0);
+  op(&p, 'b');
+  op(&p, '.');
+  expect_error(&p, KILN_ERR_UNSUPPORTED, "itself as its state");
 }
 
 int main(void) {

@@ -22,7 +22,10 @@
 #include "export/onnx_export.h"
 #include "import/tensorfile.h"
 #include "kl_config.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
 #include "runtime/session.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -437,6 +440,42 @@ static void test_inplace_and_views(void **state) {
   kiln_model_free(m);
 }
 
+/* kiln's ISA kernels run in place where kl_cpu_isa_inplace allows it: x -> Relu ->
+ * Softmax -> Add(., x) -> y takes one storage on the fast kernels, and matches the
+ * reference and makes no allocation (check_model). */
+static void test_isa_kernels_in_place(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t dims[2] = {3, 37};
+  int x = input(g, "x", 2, dims);
+  int a = OP(g, Relu, x);
+  int b = OP(g, Softmax, a);
+  int y = OP(g, Add, b, x);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  kiln_model *m = model_of(g, 0);
+  tensors in = {0}, out = {0};
+  random_inputs(m, 1, &in);
+  check_model(m, &in, 1e-5, "isa in place");
+  kiln_session *s = session(m, false);
+  for (int r = 0; r < 2; r++) {
+    tensors_free(&out);
+    run(s, m, &in, &out);
+  }
+  const kl_memplan *p = kl_session_memplan(s);
+  assert_non_null(p);
+  assert_plan_sound(p);
+  const kl_graph *mg = m->g;
+  for (int i = 0; i < mg->n_nodes; i++) { /* each on its input's storage */
+    assert_string_not_equal(kl_session_kernel_name(s, i), "ref");
+    if (i > 0) assert_int_equal(p->inplace_of[mg->nodes[i].out[0]], mg->nodes[i].in[0]);
+  }
+  assert_int_equal(p->arena_bytes, (size_t)(3 * 37 * 4 + 63) / 64 * 64);
+  tensors_free(&out);
+  tensors_free(&in);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
 /* A graph output that is a Reshape of a graph input must not point into the caller's
  * buffer, which may go away once kiln_session_run returns. */
 static void test_output_view_of_input(void **state) {
@@ -652,12 +691,177 @@ static void test_fused_sum_in_place(void **state) {
   kiln_model_free(m);
 }
 
+/* x -> MatMul(W1) -> Relu -> MatMul(W2) -> y, and z = MatMul(x, W1): W2 is read by
+ * one oneDNN node only, W1 by two. */
+static kiln_model *two_matmuls(int *w1, int *w2, bool batch) {
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 2, (int64_t[]){3, 40});
+  if (batch) g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
+  int a = cst(g, 2, (int64_t[]){40, 72}), b = cst(g, 2, (int64_t[]){72, 24});
+  int y = OP(g, MatMul, OP(g, Relu, OP(g, MatMul, x, a)), b);
+  int z = OP(g, MatMul, x, a);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, z, NULL), KILN_OK);
+  kiln_model *m = model_of(g, 0);
+  *w1 = *w2 = -1;
+  for (int i = 0; i < m->g->n_nodes; i++) { /* the first MatMul reads W1, the last W2 */
+    const kl_node *n = &m->g->nodes[i];
+    if (n->op != KL_OP_MatMul) continue;
+    if (n->in[0] == m->g->inputs[0]) *w1 = n->in[1];
+    else *w2 = n->in[1];
+  }
+  assert_true(*w1 >= 0 && *w2 >= 0);
+  return m;
+}
+
+static kiln_session *session_with(const kiln_model *m, const char *name, int64_t value,
+                                  kiln_status want, const char *msg) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "threads", 2), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, name, value), KILN_OK);
+  kiln_session *s = NULL;
+  kiln_status st = kiln_session_create(m, o, &s);
+  kiln_options_free(o);
+  tu_assert_status(st, want, kiln_session_error(s), msg);
+  if (st == KILN_OK) return s;
+  kiln_session_free(s);
+  return NULL;
+}
+
+/* release_weights: the session frees the model's copy of the weights that only its
+ * oneDNN nodes read once they hold them packed, runs as before (and allocates
+ * nothing after the first run), and no other session can be made from the model. */
+static void test_release_weights(void **state) {
+  (void)state;
+  int w1, w2;
+  kiln_model *m = two_matmuls(&w1, &w2, false);
+  tensors in = {0}, want = {0}, got = {0};
+  random_inputs(m, 1, &in);
+  interpret(m, &in, &want);
+  kiln_session *s = session_with(m, "release_weights", 1, KILN_OK, NULL);
+  for (int r = 0; r < 3; r++) {
+    int allocs = run(s, m, &in, &got);
+    if (r > 0) assert_int_equal(allocs, 0);
+    assert_close(&got, &want, 1e-5, "release_weights");
+    tensors_free(&got);
+  }
+  /* oneDNN runs the MatMuls; at AVX-512 it packs their weights (below it may read
+   * them plain, and then nothing is released) */
+  bool packs = KL_HAVE_DNNL && kl_cpu_native_nhwc() && kl_isa_level() >= KL_ISA_AVX512;
+  if (packs) assert_null(m->g->values[w2].data); /* packed: the plain copy is gone */
+  else if (!(KL_HAVE_DNNL && kl_cpu_native_nhwc())) assert_non_null(m->g->values[w2].data);
+  assert_non_null(m->g->values[w1].data); /* two nodes read it */
+
+  /* the model is the session's: no other, during or after it */
+  assert_null(session_with(m, "threads", 1, KILN_ERR_STATE, "took this model's weights"));
+  kiln_session_free(s);
+  assert_null(session_with(m, "threads", 1, KILN_ERR_STATE, "load the model again"));
+  kiln_model_free(m);
+
+  /* it needs the model to itself, and the fast kernels */
+  m = two_matmuls(&w1, &w2, false);
+  s = session_with(m, "threads", 1, KILN_OK, NULL);
+  assert_null(session_with(m, "release_weights", 1, KILN_ERR_STATE, "1 other session"));
+  kiln_session_free(s);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "release_weights", 1), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", 1), KILN_OK);
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains(kiln_session_error(s), "needs the fast kernels");
+  kiln_session_free(s);
+  kiln_options_free(o);
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "release_weights", 2), KILN_ERR_INVALID_ARGUMENT);
+  kiln_options_free(o);
+  /* a refused session leaves the model free for others */
+  s = session_with(m, "release_weights", 1, KILN_OK, NULL);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  tensors_free(&in);
+  tensors_free(&want);
+
+  /* new shapes after the release: their layouts are reordered from the packed copy */
+  m = two_matmuls(&w1, &w2, true);
+  const int64_t batches[] = {3, 17, 1, 3};
+  tensors ins[4] = {{0}}, wants[4] = {{0}};
+  for (int i = 0; i < 4; i++) {
+    random_inputs(m, batches[i], &ins[i]);
+    interpret(m, &ins[i], &wants[i]);
+  }
+  s = session_with(m, "release_weights", 1, KILN_OK, NULL);
+  for (int i = 0; i < 4; i++) {
+    run(s, m, &ins[i], &got);
+    assert_close(&got, &wants[i], 1e-5, "release_weights, batch change");
+    tensors_free(&got);
+    tensors_free(&ins[i]);
+    tensors_free(&wants[i]);
+  }
+  if (KL_HAVE_DNNL && kl_cpu_native_nhwc() && kl_isa_level() >= KL_ISA_AVX512)
+    assert_null(m->g->values[w2].data);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
+/* memory_limit counts oneDNN's packed copies of the weights: a limit that holds the
+ * weights but not their packed copies refuses the session, naming both. */
+static void test_memory_limit_counts_packed(void **state) {
+  (void)state;
+  int w1, w2;
+  kiln_model *m = two_matmuls(&w1, &w2, false);
+  size_t weights = m->g->values[w1].nbytes + m->g->values[w2].nbytes;
+  bool dnnl = KL_HAVE_DNNL && kl_cpu_native_nhwc();
+  /* oneDNN packs W1 for each of its two MatMuls, and W2 */
+  size_t packed = dnnl ? 2 * m->g->values[w1].nbytes + m->g->values[w2].nbytes : 0;
+  int64_t limit = (int64_t)(weights + packed / 2);
+  kiln_session *s = session_with(m, "memory_limit", limit, dnnl ? KILN_ERR_LIMIT : KILN_OK,
+                                 dnnl ? "reordered copies of them" : NULL);
+  if (dnnl) {
+    char want[128];
+    snprintf(want, sizeof want, "weights (%zu bytes) and oneDNN's reordered copies of them "
+             "(%zu bytes)", weights, packed);
+    assert_null(s);
+    /* the message states the sizes */
+    kiln_options *o;
+    assert_int_equal(kiln_options_create(&o), KILN_OK);
+    assert_int_equal(kiln_options_set_int(o, "memory_limit", limit), KILN_OK);
+    assert_int_equal(kiln_session_create(m, o, &s), KILN_ERR_LIMIT);
+    tu_assert_contains(kiln_session_error(s), want);
+    kiln_session_free(s);
+    kiln_options_free(o);
+    s = NULL;
+  }
+  kiln_session_free(s);
+  /* a release_weights session refused for its limit leaves the model free */
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "release_weights", 1), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "memory_limit", (int64_t)weights / 2), KILN_OK);
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_ERR_LIMIT);
+  tu_assert_contains(kiln_session_error(s), "exceed the memory limit");
+  kiln_session_free(s);
+  kiln_options_free(o);
+  /* with room for both, it runs */
+  tensors in = {0}, got = {0};
+  random_inputs(m, 1, &in);
+  s = session_with(m, "memory_limit", (int64_t)(weights + packed) + (4 << 20), KILN_OK, NULL);
+  run(s, m, &in, &got);
+  tensors_free(&got);
+  kiln_session_free(s);
+  tensors_free(&in);
+  kiln_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_digits_cnn),
       cmocka_unit_test(test_digits_cnn_fused),
       cmocka_unit_test(test_digits_mlp),
       cmocka_unit_test(test_inplace_and_views),
+      cmocka_unit_test(test_isa_kernels_in_place),
+      cmocka_unit_test(test_release_weights),
+      cmocka_unit_test(test_memory_limit_counts_packed),
       cmocka_unit_test(test_output_view_of_input),
       cmocka_unit_test(test_shape_changes),
       cmocka_unit_test(test_random_graphs),

@@ -7,7 +7,9 @@
 #include "ir/fused.h"
 #include "kl_config.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,12 +56,112 @@ const char *kl_cpu_isa_used(void) {
   return used_name;
 }
 
+bool kl_cpu_native_nhwc(void) {
+#if KL_HAVE_DNNL
+  return kl_dnnl_usable();
+#else
+  return false;
+#endif
+}
+
+#if KL_HAVE_OPENMP
+/* The process's CPU count as first seen, which pinning (of the calling thread, which
+ * omp_get_num_procs asks about) does not shrink. */
+static int process_cpus(void);
+#endif
+
 void kl_cpu_set_threads(int threads) {
 #if KL_HAVE_OPENMP
-  omp_set_num_threads(threads > 0 ? threads : omp_get_num_procs());
+  omp_set_num_threads(threads > 0 ? threads : process_cpus());
 #else
   (void)threads;
 #endif
+}
+
+/* The CPUs the process may run on, as the first pinning found them (pinning narrows
+ * the calling thread's own set afterwards). */
+static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
+static int cpus_n = -1, cpus_errno;
+static int *cpus;
+
+static void read_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    cpus_errno = errno;
+    return;
+  }
+  int n = CPU_COUNT(&set);
+  if (!(cpus = malloc(sizeof *cpus * (size_t)(n ? n : 1)))) {
+    cpus_errno = ENOMEM;
+    return;
+  }
+  cpus_n = 0;
+  for (int c = 0; c < CPU_SETSIZE && cpus_n < n; c++)
+    if (CPU_ISSET(c, &set)) cpus[cpus_n++] = c;
+}
+
+#if KL_HAVE_OPENMP
+static int process_cpus(void) {
+  pthread_once(&cpus_once, read_cpus);
+  return cpus_n > 0 ? cpus_n : omp_get_num_procs();
+}
+#endif
+
+static int threads_wanted(int threads) {
+#if KL_HAVE_OPENMP
+  return threads > 0 ? threads : process_cpus();
+#else
+  (void)threads;
+  return 1;
+#endif
+}
+
+kiln_status kl_cpu_pin_check(int threads, kl_err *e) {
+  pthread_once(&cpus_once, read_cpus);
+  if (cpus_n < 0)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "pin_threads: cannot read the CPUs this "
+                   "process may run on: %s", strerror(cpus_errno));
+  int want = threads_wanted(threads);
+  if (want > cpus_n)
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "pin_threads: %d threads cannot each "
+                   "have a core of their own: the process may run on %d CPU(s)", want,
+                   cpus_n);
+  return KILN_OK;
+}
+
+kiln_status kl_cpu_pin_threads(int threads, kl_err *e) {
+  kiln_status st = kl_cpu_pin_check(threads, e);
+  if (st != KILN_OK) return st;
+  int want = threads_wanted(threads), team = 1, failed = 0, err = 0;
+#if KL_HAVE_OPENMP
+#pragma omp parallel num_threads(want) shared(team, failed, err)
+#endif
+  {
+    int t = 0;
+#if KL_HAVE_OPENMP
+    t = omp_get_thread_num();
+    if (t == 0) team = omp_get_num_threads();
+#endif
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[t], &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) {
+#if KL_HAVE_OPENMP
+#pragma omp critical(kl_pin)
+#endif
+      {
+        failed++;
+        err = errno;
+      }
+    }
+  }
+  if (failed)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "pin_threads: %d of %d threads could not be "
+                   "pinned to their core: %s", failed, team, strerror(err));
+  if (team != want)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "pin_threads: OpenMP gave %d threads where %d "
+                   "were asked for, so not every thread that runs is pinned", team, want);
+  return KILN_OK;
 }
 
 /* Reference kernels that compute out[i] from in[k][i] alone, reading before writing,
@@ -149,8 +251,9 @@ static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) 
 }
 #endif
 
-/* kiln's kernel for the ISA level, when it has one for the node. Its kernels make no
- * in-place promise (backend.h has no way to say so yet), so none runs in place. */
+/* kiln's kernel for the ISA level, when it has one for the node, with the inputs whose
+ * buffer it may write its output over (kl_cpu_isa_inplace; test_isa runs every such
+ * kernel with out[0] aliasing each of them against the reference). */
 static void isa_choice(kl_cpu_plan *p, const kl_graph *g, int i) {
   const kl_node *n = &g->nodes[i];
   const kl_type *in[KL_MAX_ISA_INPUTS];
@@ -159,7 +262,7 @@ static void isa_choice(kl_cpu_plan *p, const kl_graph *g, int i) {
   kl_cpu_kernel k = kl_cpu_isa_kernel(n, in, n_in, kl_isa_level());
   if (!k.run) return;
   p->choice[i].kernel = k;
-  p->choice[i].inplace = 0;
+  p->choice[i].inplace = kl_cpu_isa_inplace(n);
 }
 
 static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels which, int i,
@@ -226,6 +329,58 @@ const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node) {
 }
 
 void **kl_cpu_plan_state(kl_cpu_plan *p, int node) { return &p->state[node]; }
+
+#if KL_HAVE_DNNL
+/* Whether value v is read by node `node` alone, at input 1, and is no graph output. */
+static bool only_weights_of(const kl_graph *g, int v, int node) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return false;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in[k] == v && (i != node || k != 1)) return false;
+  return true;
+}
+#endif
+
+int kl_cpu_plan_release_weights(kl_cpu_plan *p, kl_graph *g) {
+  int n = 0;
+#if KL_HAVE_DNNL
+  for (int i = 0; p->on_dnnl && i < p->n_nodes; i++) {
+    const kl_node *nd = &g->nodes[i];
+    if (p->on_dnnl[i] != DNNL_NODE || nd->n_in < 2 || nd->in[1] < 0) continue;
+    kl_value *w = &g->values[nd->in[1]];
+    if (w->kind == KL_VALUE_CONST && !w->borrowed && only_weights_of(g, nd->in[1], i))
+      n += kl_dnnl_allow_release(p->state[i], w);
+  }
+#else
+  (void)p;
+  (void)g;
+#endif
+  return n;
+}
+
+size_t kl_cpu_plan_packed_bytes(const kl_cpu_plan *p, const kl_graph *g) {
+  size_t n = 0;
+#if KL_HAVE_DNNL
+  for (int i = 0; p->on_dnnl && i < p->n_nodes; i++)
+    if (p->on_dnnl[i] == DNNL_NODE) n += kl_dnnl_weights_bytes(p->state[i], g);
+#else
+  (void)p;
+  (void)g;
+#endif
+  return n;
+}
+
+size_t kl_cpu_plan_held_bytes(const kl_cpu_plan *p) {
+  size_t n = 0;
+#if KL_HAVE_DNNL
+  for (int i = 0; p->on_dnnl && i < p->n_nodes; i++)
+    if (p->on_dnnl[i] == DNNL_NODE) n += kl_dnnl_held_bytes(p->state[i]);
+#else
+  (void)p;
+#endif
+  return n;
+}
 
 const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
 #if KL_HAVE_DNNL

@@ -40,9 +40,30 @@ void **kl_cpu_plan_state(kl_cpu_plan *p, int node);
  * oneDNN kernel handed its last run to the reference kernel. */
 const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node);
 
+/* release_weights: lets the plan's oneDNN nodes free the data of the constant weights
+ * that only they read (input 1, no other reader, not a graph output) once they hold
+ * them packed. The graph is then this plan's alone. Returns how many may be freed. */
+int kl_cpu_plan_release_weights(kl_cpu_plan *p, kl_graph *g);
+/* The bytes of constant weights the plan's oneDNN nodes will hold reordered (known
+ * before any run: their plain size, which blocked layouts pad at most a little). */
+size_t kl_cpu_plan_packed_bytes(const kl_cpu_plan *p, const kl_graph *g);
+/* Bytes the plan's kernels hold besides the session's tensors: oneDNN's packed
+ * weights, primitive scratchpads and staged copies. */
+size_t kl_cpu_plan_held_bytes(const kl_cpu_plan *p);
+
 /* What the fast kernels run on, for `kiln bench`: kiln's level and oneDNN's ISA
  * ("avx512_bf16, oneDNN avx512_core_bf16"). Valid for the life of the process. */
 const char *kl_cpu_isa_used(void);
+/* Whether fast sessions run 2-D convolutions and pooling on oneDNN, which reads their
+ * channels-last forms in place (the O3 layout pass makes them only then). */
+bool kl_cpu_native_nhwc(void);
+
+/* pin_threads: whether `threads` threads (0 = one per core) can each have a CPU of the
+ * process's own (KILN_ERR_INVALID_ARGUMENT when there are fewer). */
+kiln_status kl_cpu_pin_check(int threads, kl_err *e);
+/* Pins the threads of the calling thread's OpenMP team of that size to the process's
+ * CPUs, thread t (the calling thread is 0) to the t-th: they keep running there. */
+kiln_status kl_cpu_pin_threads(int threads, kl_err *e);
 
 /* Set the thread count of the calling thread's OpenMP parallel regions, which oneDNN's
  * primitives use (0 = one per core). OpenMP keeps this per calling thread, so

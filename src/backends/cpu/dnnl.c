@@ -10,7 +10,9 @@
  *   ConvTranspose  X [N, C, S...], W [C, M/g, K...], B [M]      -> Y [N, M, S'...]
  *   Gemm           A [M, K] or [K, M], B [K, N] or [N, K], C    -> Y [M, N]
  *   MatMul         A [..., M, K], B [..., K, N] (batch broadcast) -> Y [..., M, N]
- * and for the fused ops Y = act(base + Bias + Sum). oneDNN sees weights with the group
+ * and for the fused ops Y = act(base + Bias + Sum). The channels-last forms that the
+ * O3 layout pass makes (ir/layout.h) hold X, Sum and Y as [N, H, W, C]: they are seen
+ * through [N, C, H, W] dims with channels-last strides, the same bytes, no reorder. oneDNN sees weights with the group
  * split out ([g, M/g, C/g, K...]), ConvTranspose's weights through strides (its
  * [C, M/g] order is oneDNN's "io"), a transposed Gemm operand through strides, and a
  * MatMul operand of rank 1 as a matrix with a 1, all without copying.
@@ -20,6 +22,7 @@
 #include "ir/fused.h"
 #include "ir/infer_common.h"
 #include "ir/infer_convq.h"
+#include "ir/layout.h"
 
 #include "kl_config.h"
 
@@ -73,6 +76,7 @@ typedef struct dn_entry {
   void *sum_copy;   /* the reference fallback's copy of a Sum that Y overwrites */
   size_t sum_bytes;
   int packed;       /* index into dn_node.packed, -1 when the weights are read as given */
+  size_t held;      /* bytes of the buffers above (scratchpads, staged tensors) */
   bool sum_postop;  /* the primitive adds what dst holds: dst is filled with Sum first */
 } dn_entry;
 
@@ -82,7 +86,15 @@ typedef struct dn_node {
   dn_kind kind;
   unsigned cl_in; /* bit k: input k is held channels-last */
   bool cl_dst;    /* so is the output */
+  bool nhwc;      /* a channels-last node of the graph (ir/layout.h): always so */
+  const kl_kernel_ctx *graph_ctx; /* for nhwc: the run's own tensors, [N, H, W, C] */
   const void *const_w; /* the graph's constant weights, NULL when computed */
+  /* release_weights: the model's weight value, whose data this node frees once it
+   * holds the weights packed (kl_dnnl_allow_release); then packed[w_src] is the only
+   * copy, which every later layout is reordered from. */
+  kl_value *own_w;
+  bool w_released;
+  int w_src;
   float *scaled_c;     /* beta * C for a Gemm with beta != 1 (C is then constant) */
   float gemm_beta;
   uint64_t clock;
@@ -153,8 +165,15 @@ void kl_dnnl_engine_free(kl_dnnl_engine *eng) {
 
 /* ---- which nodes ---- */
 
+/* The ONNX pooling op of a pooling node, channels-last or not. */
+static kl_op pool_op(const kl_node *n) {
+  kl_op base = kl_layout_base(n->op);
+  return base == KL_OP_COUNT ? n->op : base;
+}
+
 static bool dn_kind_of(kl_op op, dn_kind *kind) {
   kl_op base = kl_fused_base(op);
+  if (base == KL_OP_COUNT) base = kl_layout_base(op);
   if (base == KL_OP_COUNT) base = op;
   switch (base) {
   case KL_OP_Conv: *kind = DN_CONV; return true;
@@ -208,7 +227,16 @@ bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
       (rank < 3 || rank > 5))
     return false;
   /* ONNX counts an AveragePool window that ceil_mode adds past the pads its own way */
-  if (n->op == KL_OP_AveragePool && kl_attr_int(n, "ceil_mode", 0) != 0) return false;
+  if (pool_op(n) == KL_OP_AveragePool && kl_attr_int(n, "ceil_mode", 0) != 0) return false;
+  /* a channels-last Sum is read in place only with Y's shape (the reference adds one
+   * that broadcasts) */
+  if (kl_layout_nhwc(n) && n->n_in > KL_FUSED_SUM && n->in[KL_FUSED_SUM] >= 0) {
+    const kl_type *sum = &g->values[n->in[KL_FUSED_SUM]].type, *y = &g->values[n->out[0]].type;
+    if (!kl_type_is_concrete(sum) || !kl_type_is_concrete(y) || sum->rank != y->rank)
+      return false;
+    for (int d = 0; d < y->rank; d++)
+      if (sum->dims[d].size != y->dims[d].size) return false;
+  }
   return true;
 }
 
@@ -389,7 +417,8 @@ static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
 static kiln_status pool_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
   const kl_tensor *x = c->in[0], *y = c->out[0];
   int sp = x->rank - 2;
-  bool global = c->node->op == KL_OP_GlobalAveragePool || c->node->op == KL_OP_GlobalMaxPool;
+  kl_op op = pool_op(c->node);
+  bool global = op == KL_OP_GlobalAveragePool || op == KL_OP_GlobalMaxPool;
   kl_window win;
   kiln_status st = global ? KILN_OK : kl_window_init(c->node, sp, NULL, &win, c->e);
   for (int i = 0; st == KILN_OK && i < sp; i++) {
@@ -455,8 +484,9 @@ static dnnl_alg_kind_t binary_alg(kl_op op) {
 }
 
 static dnnl_alg_kind_t pool_alg(const kl_node *n) {
-  if (n->op == KL_OP_MaxPool || n->op == KL_OP_GlobalMaxPool) return dnnl_pooling_max;
-  if (n->op == KL_OP_AveragePool && kl_attr_int(n, "count_include_pad", 0) != 0)
+  kl_op op = pool_op(n);
+  if (op == KL_OP_MaxPool || op == KL_OP_GlobalMaxPool) return dnnl_pooling_max;
+  if (op == KL_OP_AveragePool && kl_attr_int(n, "count_include_pad", 0) != 0)
     return dnnl_pooling_avg_include_padding;
   return dnnl_pooling_avg_exclude_padding;
 }
@@ -475,7 +505,7 @@ static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   p->src_want = p->src_user;
   p->dst_want = p->sum_user = p->dst_user;
   p->wei_want = p->wei_user;
-  if (s == dnnl_success && d->const_w) s = any_md(&p->wei_want, 2, bd);
+  if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, 2, bd);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a Gemm");
 }
 
@@ -523,7 +553,7 @@ static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_p
   p->src_want = p->src_user;
   p->dst_want = p->sum_user = p->dst_user;
   p->wei_want = p->wei_user;
-  if (s == dnnl_success && d->const_w) s = any_md(&p->wei_want, nd, bd);
+  if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, nd, bd);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a MatMul");
 }
 
@@ -780,6 +810,11 @@ static dnnl_status_t staged(dnnl_engine_t eng, const dnnl_memory_desc_t *user,
  * same layout, else reordered now, once. Returns the index in d->packed or -1. */
 static int pack_weights(dn_node *d, const dnnl_memory_desc_t *user,
                         const dnnl_memory_desc_t *want, dnnl_status_t *s) {
+  const void *from_buf = d->const_w;
+  if (d->w_released) { /* the plain weights are gone: from the packed copy */
+    user = &d->packed[d->w_src].md;
+    from_buf = d->packed[d->w_src].data;
+  }
   for (int i = 0; i < DN_SLOTS; i++)
     if (d->packed[i].data && dnnl_memory_desc_equal(&d->packed[i].md, want)) {
       d->packed[i].users++;
@@ -798,7 +833,7 @@ static int pack_weights(dn_node *d, const dnnl_memory_desc_t *user,
     return -1;
   }
   dn_reorder r = {0};
-  *s = reorder_create(&r, d->eng->engine, user, (void *)d->const_w, want, pk->data);
+  *s = reorder_create(&r, d->eng->engine, user, (void *)from_buf, want, pk->data);
   if (*s == dnnl_success) *s = reorder_run(&r, d->eng->stream);
   if (*s == dnnl_success) *s = dnnl_stream_wait(d->eng->stream);
   reorder_free(&r);
@@ -809,13 +844,21 @@ static int pack_weights(dn_node *d, const dnnl_memory_desc_t *user,
   }
   pk->md = *want;
   pk->users = 1;
+  if (d->own_w && !d->w_released) { /* the node keeps this copy for its life */
+    free(d->own_w->data);
+    d->own_w->data = NULL;
+    d->const_w = NULL;
+    d->w_released = true;
+    d->w_src = slot;
+    pk->users++;
+  }
   return slot;
 }
 
 static dnnl_status_t setup_weights(dn_node *d, dn_entry *en, const dn_problem *p,
                                    const dnnl_memory_desc_t *want) {
   dnnl_engine_t eng = d->eng->engine;
-  if (!d->const_w || dnnl_memory_desc_equal(&p->wei_user, want))
+  if (!d->w_released && (!d->const_w || dnnl_memory_desc_equal(&p->wei_user, want)))
     return staged(eng, &p->wei_user, want, true, &en->wei, &en->wei_buf, &en->wei_in);
   dnnl_status_t s = dnnl_success;
   en->packed = pack_weights(d, &p->wei_user, want, &s);
@@ -873,6 +916,25 @@ static void entry_free(dn_node *d, dn_entry *en) {
   en->packed = -1;
 }
 
+static size_t memory_bytes(dnnl_memory_t m) {
+  const dnnl_memory_desc_t *md = NULL;
+  if (!m || dnnl_memory_get_memory_desc(m, &md) != dnnl_success) return 0;
+  return dnnl_memory_desc_get_size(md);
+}
+
+/* The bytes an entry allocated: the primitive's scratchpad, the staged copies of
+ * src, weights and dst, and the scratchpads of the reorders around it. */
+static size_t entry_bytes(const dn_entry *en, const_dnnl_primitive_desc_t pd) {
+  const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  size_t n = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  if (en->src_buf) n += memory_bytes(en->src);
+  if (en->wei_buf) n += memory_bytes(en->wei);
+  if (en->dst_buf) n += memory_bytes(en->dst);
+  const dn_reorder *r[] = {&en->src_in, &en->wei_in, &en->dst_out, &en->sum_in};
+  for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) n += memory_bytes(r[i]->scratch);
+  return n;
+}
+
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
   dn_problem p;
@@ -886,12 +948,20 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   en->swap = p.swap;
   if (s == dnnl_success) s = p.unsupported ? dnnl_unimplemented
                                            : op_desc_create(d, &p, attr, d->eng->engine, &pd);
+  if ((s == dnnl_unimplemented || s == dnnl_invalid_arguments) && d->w_released) {
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this node for these "
+                   "input shapes, and the reference kernel would need the plain weights, "
+                   "which this session released (release_weights)");
+  }
   if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
     en->fallback = true; /* a shape or post-op oneDNN cannot do: the reference runs */
     s = dnnl_success;
   } else {
     if (s == dnnl_success) s = setup_memories(d, en, &p, pd, post);
     if (s == dnnl_success) s = dnnl_primitive_create(&en->prim, pd);
+    if (s == dnnl_success) en->held = entry_bytes(en, pd);
   }
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (attr) dnnl_primitive_attr_destroy(attr);
@@ -1058,7 +1128,7 @@ static kiln_status with_threads_for(dn_node *d, kl_kernel_ctx *c,
 
 /* The reference kernels read and write plain tensors only. */
 static kiln_status no_reference(const dn_node *d, kl_kernel_ctx *c) {
-  if (!d->cl_in && !d->cl_dst) return KILN_OK;
+  if (d->nhwc || (!d->cl_in && !d->cl_dst)) return KILN_OK;
   return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this convolution and its "
                  "tensors are held channels-last, which the reference kernel cannot read");
 }
@@ -1069,7 +1139,36 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   if (st != KILN_OK) return st;
   d->ran_reference = en->fallback;
   if (!en->fallback) return execute(d, en, c);
+  if (d->nhwc) /* its reference kernel reads the graph's layout, X and Sum before Y */
+    return (kiln_status)kl_op_get(c->node->op)->ref((kl_kernel_ctx *)d->graph_ctx);
   return (st = no_reference(d, c)) != KILN_OK ? st : run_reference(en, c);
+}
+
+/* A channels-last node's tensors under [N, C, H, W] dims, over the same bytes. */
+typedef struct dn_view {
+  kl_tensor in[DN_INPUTS], out;
+  const kl_tensor *in_p[DN_INPUTS];
+  kl_tensor *out_p[1];
+  kl_kernel_ctx c;
+} dn_view;
+
+static void nchw_view(const kl_kernel_ctx *c, dn_view *v) {
+  v->c = *c;
+  v->c.n_in = c->n_in < DN_INPUTS ? c->n_in : DN_INPUTS;
+  for (int k = 0; k < v->c.n_in; k++) {
+    v->in_p[k] = c->in[k];
+    if (!c->in[k] || !kl_layout_activation_slot(c->node, k)) continue;
+    v->in[k] = *c->in[k];
+    v->in[k].rank = 4;
+    kl_layout_permute_dims(c->in[k]->rank, c->in[k]->dims, kl_layout_to_nchw, v->in[k].dims);
+    v->in_p[k] = &v->in[k];
+  }
+  v->out = *c->out[0];
+  kl_layout_permute_dims(4, c->out[0]->dims, kl_layout_to_nchw, v->out.dims);
+  v->out_p[0] = &v->out;
+  v->c.in = v->in_p;
+  v->c.n_out = 1;
+  v->c.out = v->out_p;
 }
 
 static int dn_run(kl_kernel_ctx *c) {
@@ -1081,7 +1180,13 @@ static int dn_run(kl_kernel_ctx *c) {
   for (int k = 0; k < c->n_in; k++)
     if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) /* oneDNN refuses empty operands */
       return (st = no_reference(d, c)) != KILN_OK ? st : (kiln_status)kl_op_get(c->node->op)->ref(c);
-  return with_threads_for(d, c, run_entry);
+  if (!d->nhwc) return with_threads_for(d, c, run_entry);
+  dn_view v;
+  nchw_view(c, &v);
+  d->graph_ctx = c;
+  st = with_threads_for(d, &v.c, run_entry);
+  d->graph_ctx = NULL;
+  return st;
 }
 
 static void dn_release(void *state) {
@@ -1130,7 +1235,7 @@ static unsigned binary_cl_slots(const kl_graph *g, const kl_node *n) {
 
 unsigned kl_dnnl_channels_last_slots(const kl_graph *g, const kl_node *n) {
   dn_kind kind;
-  if (!dn_kind_of(n->op, &kind)) return 0;
+  if (!dn_kind_of(n->op, &kind) || kl_layout_nhwc(n)) return 0; /* already in the graph */
   int rank = g->values[n->out[0]].type.rank;
   if (rank < 3 || rank > 5) return 0;
   switch (kind) {
@@ -1140,6 +1245,31 @@ unsigned kl_dnnl_channels_last_slots(const kl_graph *g, const kl_node *n) {
   case DN_BINARY: return binary_cl_slots(g, n);
   default: return 0;
   }
+}
+
+bool kl_dnnl_allow_release(void *state, kl_value *w) {
+  dn_node *d = state;
+  if (!d || !d->const_w || d->const_w != w->data || d->kind == DN_POOL ||
+      d->kind == DN_BINARY)
+    return false;
+  d->own_w = w;
+  return true;
+}
+
+size_t kl_dnnl_weights_bytes(const void *state, const kl_graph *g) {
+  const dn_node *d = state;
+  if (!d || !d->const_w || d->kind == DN_POOL || d->kind == DN_BINARY) return 0;
+  return g->values[d->node->in[1]].nbytes;
+}
+
+size_t kl_dnnl_held_bytes(const void *state) {
+  const dn_node *d = state;
+  size_t n = 0;
+  for (int i = 0; d && i < DN_SLOTS; i++) {
+    if (d->packed[i].data) n += dnnl_memory_desc_get_size(&d->packed[i].md);
+    if (d->slots[i].used) n += d->slots[i].held + d->slots[i].sum_bytes;
+  }
+  return n;
 }
 
 bool kl_dnnl_ran_reference(const void *state) {
@@ -1178,6 +1308,12 @@ kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl
   d->kind = kind;
   d->const_w = n->n_in > 1 && is_const(g, n->in[1]) ? g->values[n->in[1]].data : NULL;
   for (int i = 0; i < DN_SLOTS; i++) d->slots[i].packed = -1;
+  d->w_src = -1;
+  d->nhwc = kl_layout_nhwc(n);
+  if (d->nhwc) { /* X, Sum and Y: the channels-last descriptors of the view */
+    d->cl_in = (kl_layout_activation_slot(n, 0) ? 1u : 0u) | 1u << KL_FUSED_SUM;
+    d->cl_dst = true;
+  }
   kiln_status st = kind == DN_GEMM ? scale_c(d, g, e) : KILN_OK;
   if (st != KILN_OK) {
     dn_release(d);

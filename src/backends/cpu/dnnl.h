@@ -51,6 +51,16 @@ kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel,
                                      kl_err *e);
 bool kl_dnnl_attention_ran_reference(const void *state);
 
+/* release_weights: lets a node's state free w's data (the model's constant weights,
+ * which only this node reads) once it holds them reordered for oneDNN, keeping that
+ * copy as the only one. False (nothing changes) when the node has no such weights. */
+bool kl_dnnl_allow_release(void *state, kl_value *w);
+/* The bytes of the constant weights the node will hold reordered (the size of its
+ * plain weights; 0 when it has none). */
+size_t kl_dnnl_weights_bytes(const void *state, const kl_graph *g);
+/* Bytes the node's state holds: packed weights, scratchpads, staged tensors. */
+size_t kl_dnnl_held_bytes(const void *state);
+
 /* Whether the node's last run went to the reference kernel (oneDNN had no
  * implementation for its shapes, or an operand was empty). */
 bool kl_dnnl_ran_reference(const void *state);

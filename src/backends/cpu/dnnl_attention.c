@@ -6,10 +6,17 @@
  *   scores = softmax(scores)     along the last axis, in place
  *   Y = scores V                 matmul
  *
+ * kiln.MultiHeadAttention runs the same four primitives on strided views of its
+ * token-major operands (ref/mha.h): Q as [B, H, S, D] with strides [S*row, D, row, 1],
+ * Kt as [B, H, D, T] with strides [T*row, D, 1, row], V likewise, Y written as
+ * [B, H, S, Dv] into [B, S, H*Dv]; packed QKV is Q's buffer at three offsets. The
+ * heads are never copied out.
+ *
  * The reference keeps the scores in double; here they are float32, as in other
  * runtimes. Shapes oneDNN cannot do run the reference kernel. Every buffer is made
  * with the entry for a set of shapes, so running an existing entry allocates nothing. */
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/ref/mha.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +33,7 @@ typedef struct at_entry {
   int64_t dims[4][KL_MAX_RANK];
   dnnl_primitive_t prim[AT_STEPS];
   dnnl_memory_t q, kt, mask, v, y, scores, scratch[AT_STEPS];
+  int64_t off[3]; /* element offsets of Q, K, V in their buffers (packed QKV) */
   void *scores_buf, *scratch_buf;
 } at_entry;
 
@@ -39,6 +47,7 @@ typedef struct at_node {
 
 typedef struct at_mds {
   int nd;
+  int64_t off[3];
   dnnl_memory_desc_t q, kt, mask, v, y, scores;
 } at_mds;
 
@@ -65,8 +74,38 @@ static dnnl_status_t plain(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dim
   return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
 }
 
+static dnnl_status_t strided(dnnl_memory_desc_t *md, int64_t d0, int64_t d1, int64_t d2,
+                             int64_t d3, int64_t s0, int64_t s1, int64_t s2, int64_t s3) {
+  dnnl_dims_t dims = {d0, d1, d2, d3}, strides = {s0, s1, s2, s3};
+  return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides);
+}
+
+/* MultiHeadAttention's operands as strided 4-D views (see the top of the file). */
+static dnnl_status_t describe_mha(const kl_kernel_ctx *c, at_mds *m) {
+  kl_mha_geom a;
+  if (kl_mha_geometry(c, &a) != KILN_OK) return dnnl_invalid_arguments;
+  int64_t b = a.batch, h = a.heads, s = a.seq, t = a.keys, d = a.d, dv = a.dv;
+  m->nd = 4;
+  m->off[0] = 0;
+  m->off[1] = a.koff;
+  m->off[2] = a.voff;
+  dnnl_status_t st = strided(&m->q, b, h, s, d, s * a.qrow, d, a.qrow, 1);
+  if (st == dnnl_success) st = strided(&m->kt, b, h, d, t, t * a.krow, d, 1, a.krow);
+  if (st == dnnl_success) st = strided(&m->v, b, h, t, dv, t * a.vrow, dv, a.vrow, 1);
+  if (st == dnnl_success) st = strided(&m->y, b, h, s, dv, s * h * dv, dv, h * dv, 1);
+  if (st == dnnl_success) st = plain(&m->scores, 4, (dnnl_dims_t){b, h, s, t});
+  if (st == dnnl_success && a.mask) {
+    dnnl_dims_t md;
+    pad_dims(a.mask, 4, md);
+    st = plain(&m->mask, 4, md);
+  }
+  return st;
+}
+
 /* The operands at the output's rank; dnnl_unimplemented for ranks below 2. */
 static dnnl_status_t describe(const kl_kernel_ctx *c, at_mds *m) {
+  m->off[0] = m->off[1] = m->off[2] = 0;
+  if (c->node->op == KL_OP_KilnMultiHeadAttention) return describe_mha(c, m);
   const kl_tensor *q = c->in[0], *kt = c->in[1], *v = c->in[2], *y = c->out[0];
   if (q->rank < 2 || kt->rank < 2 || v->rank < 2 || y->rank < 2 || y->rank > KL_MAX_RANK)
     return dnnl_unimplemented;
@@ -178,6 +217,7 @@ static kiln_status entry_build(at_node *a, at_entry *en, const kl_kernel_ctx *c)
     return KILN_OK;
   }
   if (s == dnnl_success) s = make_memories(a, en, &m, need);
+  memcpy(en->off, m.off, sizeof en->off);
   if (s == dnnl_success) return KILN_OK;
   return kl_fail(c->e, s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
                  "oneDNN failed to build the attention primitives (status %d)", (int)s);
@@ -227,10 +267,16 @@ static dnnl_status_t step(at_node *a, at_entry *en, int k, int n, dnnl_exec_arg_
   return dnnl_primitive_execute(en->prim[k], a->stream, n, args);
 }
 
+/* Input k's data at element offset off (K and V are Q's buffer when packed). */
+static void *operand(const kl_kernel_ctx *c, int k, int64_t off) {
+  const kl_tensor *t = k < c->n_in && c->in[k] ? c->in[k] : c->in[0];
+  return (float *)t->data + off;
+}
+
 static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
-  dnnl_status_t s = dnnl_memory_set_data_handle(en->q, (void *)c->in[0]->data);
-  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->kt, (void *)c->in[1]->data);
-  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->v, (void *)c->in[2]->data);
+  dnnl_status_t s = dnnl_memory_set_data_handle(en->q, operand(c, 0, en->off[0]));
+  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->kt, operand(c, 1, en->off[1]));
+  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->v, operand(c, 2, en->off[2]));
   if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->y, c->out[0]->data);
   if (s == dnnl_success && en->mask) s = dnnl_memory_set_data_handle(en->mask, (void *)mask_of(c)->data);
   dnnl_exec_arg_t qk[4] = {{DNNL_ARG_SRC, en->q}, {DNNL_ARG_WEIGHTS, en->kt}, {DNNL_ARG_DST, en->scores}};
@@ -270,7 +316,8 @@ static void at_release(void *state) {
 }
 
 bool kl_dnnl_attention_supports(const kl_graph *g, const kl_node *n) {
-  if (n->op != KL_OP_KilnAttention || n->n_out != 1) return false;
+  if ((n->op != KL_OP_KilnAttention && n->op != KL_OP_KilnMultiHeadAttention) || n->n_out != 1)
+    return false;
   for (int k = 0; k < n->n_in; k++)
     if (n->in[k] >= 0 && g->values[n->in[k]].type.dtype != KL_F32) return false;
   return g->values[n->out[0]].type.dtype == KL_F32;

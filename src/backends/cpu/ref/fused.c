@@ -9,10 +9,15 @@
  * Attention (Q [.., S, D], Kt [.., D, T], V [.., T, Dv], Mask?) -> Y [.., S, Dv]:
  *   Y = softmax(Q Kt * scale + Mask) V, softmax along the last axis; the scores are kept
  *   in double.
+ * MultiHeadAttention (Q, K?, V?, Mask?) num_heads=H: the same per batch b and head h
+ *   on token-major tensors (ref/mha.h), computed directly in double.
  */
+#include "backends/cpu/ref/mha.h"
 #include "backends/cpu/ref/ref.h"
 #include "ir/fused.h"
+#include "ir/layout.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* y += t, t broadcast to y's shape. */
@@ -68,7 +73,14 @@ static kiln_status apply_activation(const kl_kernel_ctx *c, kl_tensor *y) {
   return (kiln_status)kl_op_get(node.op)->ref(&sub);
 }
 
+static int ref_fused(kl_kernel_ctx *c);
+
 int kl_ref_fused(kl_kernel_ctx *c) {
+  if (kl_layout_nhwc(c->node)) return kl_layout_ref(c, ref_fused);
+  return ref_fused(c);
+}
+
+static int ref_fused(kl_kernel_ctx *c) {
   kl_op base = kl_fused_base(c->node->op);
   if (base == KL_OP_COUNT)
     return kl_fail(c->e, KILN_ERR_INTERNAL, "op %s is not a fused op", kl_op_name(c->node->op));
@@ -156,4 +168,107 @@ int kl_ref_kiln_attention(kl_kernel_ctx *c) {
   if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_MatMul)->ref(&pv);
   free(scores.data);
   return st;
+}
+
+kiln_status kl_mha_geometry(const kl_kernel_ctx *c, kl_mha_geom *m) {
+  const kl_tensor *q = c->in[0];
+  m->q = q;
+  m->k = c->n_in > 1 ? c->in[1] : NULL;
+  m->v = c->n_in > 2 ? c->in[2] : NULL;
+  m->mask = c->n_in > 3 ? c->in[3] : NULL;
+  m->heads = kl_attr_int(c->node, "num_heads", 0);
+  if (q->rank != 3 || m->heads < 1 || (!m->k) != (!m->v) ||
+      (m->k && (m->k->rank != 3 || m->v->rank != 3)))
+    return kl_fail(c->e, KILN_ERR_SHAPE, "MultiHeadAttention needs rank-3 Q (and K, V) and "
+                   "num_heads >= 1");
+  m->batch = q->dims[0];
+  m->seq = q->dims[1];
+  m->qrow = q->dims[2];
+  if (!m->k) {
+    if (m->qrow % (3 * m->heads) != 0)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "packed QKV width %lld is not a multiple of 3 * "
+                     "num_heads", (long long)m->qrow);
+    m->d = m->dv = m->qrow / 3 / m->heads;
+    m->keys = m->seq;
+    m->krow = m->vrow = m->qrow;
+    m->koff = m->heads * m->d;
+    m->voff = 2 * m->heads * m->d;
+    m->k = m->v = q;
+  } else {
+    if (m->qrow % m->heads != 0 || m->v->dims[2] % m->heads != 0 ||
+        m->k->dims[2] != m->qrow || m->k->dims[0] != m->batch || m->v->dims[0] != m->batch ||
+        m->k->dims[1] != m->v->dims[1])
+      return kl_fail(c->e, KILN_ERR_SHAPE, "MultiHeadAttention: Q, K, V shapes disagree");
+    m->d = m->qrow / m->heads;
+    m->dv = m->v->dims[2] / m->heads;
+    m->keys = m->k->dims[1];
+    m->krow = m->qrow;
+    m->vrow = m->v->dims[2];
+    m->koff = m->voff = 0;
+  }
+  const int64_t full[4] = {m->batch, m->heads, m->seq, m->keys};
+  for (int a = 0; a < 4; a++) m->mstride[a] = 0;
+  if (m->mask) {
+    if (m->mask->rank > 4)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "Mask has rank %d, expected at most 4",
+                     m->mask->rank);
+    int64_t s = 1;
+    for (int i = m->mask->rank - 1; i >= 0; i--) {
+      int a = 4 - m->mask->rank + i;
+      int64_t d = m->mask->dims[i];
+      if (d != 1 && d != full[a])
+        return kl_fail(c->e, KILN_ERR_SHAPE, "Mask dim %d is %lld, expected 1 or %lld", i,
+                       (long long)d, (long long)full[a]);
+      m->mstride[a] = d == 1 ? 0 : s;
+      s *= d;
+    }
+  }
+  return KILN_OK;
+}
+
+int kl_ref_kiln_mha(kl_kernel_ctx *c) {
+  kl_mha_geom m;
+  kiln_status st = kl_mha_geometry(c, &m);
+  if (st != KILN_OK) return st;
+  size_t bytes;
+  if (kl_mul_overflow_size((size_t)(m.keys + m.dv) + 1, sizeof(double), &bytes))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "MultiHeadAttention: too many keys");
+  double *s = malloc(bytes);
+  if (!s) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the scores");
+  double *acc = s + m.keys;
+  double scale = kl_attr_float(c->node, "scale", 1.0f);
+  kl_tensor *y = c->out[0];
+  for (int64_t b = 0; b < m.batch; b++)
+    for (int64_t h = 0; h < m.heads; h++)
+      for (int64_t i = 0; i < m.seq; i++) {
+        int64_t qi = (b * m.seq + i) * m.qrow + h * m.d;
+        double max = -INFINITY;
+        for (int64_t j = 0; j < m.keys; j++) {
+          int64_t kj = (b * m.keys + j) * m.krow + m.koff + h * m.d;
+          double dot = 0;
+          for (int64_t e = 0; e < m.d; e++)
+            dot += kl_ref_load(m.q->data, m.q->dtype, qi + e) *
+                   kl_ref_load(m.k->data, m.k->dtype, kj + e);
+          s[j] = dot * scale;
+          if (m.mask) {
+            int64_t mi = b * m.mstride[0] + h * m.mstride[1] + i * m.mstride[2] +
+                         j * m.mstride[3];
+            s[j] += kl_ref_load(m.mask->data, m.mask->dtype, mi);
+          }
+          if (s[j] > max) max = s[j];
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < m.keys; j++) sum += s[j] = exp(s[j] - max);
+        for (int64_t e = 0; e < m.dv; e++) acc[e] = 0;
+        for (int64_t j = 0; j < m.keys; j++) {
+          int64_t vj = (b * m.keys + j) * m.vrow + m.voff + h * m.dv;
+          double p = s[j] / sum;
+          for (int64_t e = 0; e < m.dv; e++)
+            acc[e] += p * kl_ref_load(m.v->data, m.v->dtype, vj + e);
+        }
+        int64_t yi = (b * m.seq + i) * m.heads * m.dv + h * m.dv;
+        for (int64_t e = 0; e < m.dv; e++) kl_ref_store(y->data, y->dtype, yi + e, acc[e]);
+      }
+  free(s);
+  return KILN_OK;
 }
