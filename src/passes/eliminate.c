@@ -4,9 +4,14 @@
  * Expand, Flatten, Squeeze, Unsqueeze) whose output shape is statically the input's.
  *
  *   x -> Identity -> y -> Relu      becomes      x -> Relu
+ *
+ * A Transpose that moves only axes of size 1 (the other axes keep their order, as in
+ * [1, S, C] -> [S, 1, C]) moves no bytes: it becomes a Reshape to its output shape,
+ * which the runtime does as a view instead of a copy. Its dims must all be known.
  */
 #include "passes/rewrite.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool is_shape_op(const kl_node *n) {
@@ -42,12 +47,55 @@ static bool is_copy(const kl_graph *g, const kl_node *n) {
   }
 }
 
+/* True when Transpose n permutes only axes of size 1 of an input whose dims are all
+ * known (and is not the identity, which is_copy removes). */
+static bool moves_only_unit_axes(const kl_graph *g, const kl_node *n) {
+  if (n->op != KL_OP_Transpose || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 ||
+      n->out[0] < 0)
+    return false;
+  const kl_type *x = &g->values[n->in[0]].type, *y = &g->values[n->out[0]].type;
+  if (x->rank < 2 || x->rank != y->rank || x->dtype == KL_UNDEFINED) return false;
+  const int64_t *perm;
+  int count = kl_attr_ints(n, "perm", &perm);
+  if (count != x->rank) return false; /* no perm (reversed dims) is left alone */
+  for (int i = 0; i < x->rank; i++)
+    if (x->dims[i].size < 1 || y->dims[i].size < 1) return false; /* 0 means "keep" */
+  int64_t last = -1;
+  for (int i = 0; i < count; i++) {
+    if (perm[i] < 0 || perm[i] >= x->rank) return false;
+    if (x->dims[perm[i]].size == 1) continue;
+    if (perm[i] < last) return false; /* two axes longer than 1 change their order */
+    last = perm[i];
+  }
+  return !identity_transpose(n, x->rank);
+}
+
+/* Transpose n becomes Reshape(x, y's dims). */
+static kiln_status transpose_to_reshape(kl_graph *g, int i, kl_err *e) {
+  const kl_type *y = &g->values[g->nodes[i].out[0]].type;
+  int rank = y->rank;
+  int64_t dims[1] = {rank};
+  int64_t *shape = malloc(sizeof(int64_t) * (size_t)rank);
+  if (!shape) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rewriting a Transpose");
+  for (int k = 0; k < rank; k++) shape[k] = y->dims[k].size;
+  int c = kl_rw_add_const(g, "transpose_shape", KL_I64, 1, dims, shape, e);
+  if (c < 0) return e->code;
+  int ids[2] = {g->nodes[i].in[0], c};
+  return kl_rw_become(g, i, KL_OP_Reshape, 2, ids, e);
+}
+
 kiln_status kl_pass_eliminate(kl_graph *g, const kl_pass_config *cfg, int *changed,
                               kl_err *e) {
   (void)cfg;
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
-    if (is_copy(g, n) && kl_rw_bypass(g, i, n->in[0], n->out[0])) (*changed)++;
+    if (is_copy(g, n) && kl_rw_bypass(g, i, n->in[0], n->out[0])) {
+      (*changed)++;
+    } else if (moves_only_unit_axes(g, n)) {
+      kiln_status st = transpose_to_reshape(g, i, e);
+      if (st != KILN_OK) return st;
+      (*changed)++;
+    }
   }
   return kl_rw_finish(g, *changed, e);
 }

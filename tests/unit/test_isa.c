@@ -11,12 +11,13 @@
  * ones (1, 7, 15, 16, 17, 1023, remainders of every vector width, rows longer than a
  * parallel task), buffers are misaligned on purpose, broadcast operands and strided
  * windows cover the non-contiguous accesses, and the elementwise, softmax and norm
- * kernels also run in place.
+ * kernels (BatchNormalization too) also run in place.
  *
  * Tolerances (float32): exact for Relu, LeakyRelu, Clip, Add/Sub/Mul/Div, MaxPool and
- * the copies (the same operations, correctly rounded); rtol 2e-6 for the
- * approximations of exp, tanh, erf and what is built on them; rtol 1e-5 for the
- * normalizations (statistics in float); for sums (ReduceSum/Mean, AveragePool,
+ * the copies (Transpose, Concat, Slice, Pad; the same operations, correctly rounded);
+ * rtol 2e-6 for the approximations of exp, tanh, erf and what is built on them;
+ * rtol 1e-5 for the normalizations (statistics in float; BatchNormalization's
+ * per-channel factor in double, the rest in float); for sums (ReduceSum/Mean, AveragePool,
  * GlobalAveragePool) 1e-5 times the sum of |x| over the reduced set, as float
  * summation's error scales with it, not with the result. bfloat16: one unit in the
  * last place (rtol 2^-7), as the float result is rounded once more than the
@@ -700,6 +701,78 @@ static void test_global_pool(void **state) {
   }
 }
 
+/* ---- BatchNormalization (inference) ---- */
+
+/* X [dims], the parameters [C] random, var positive; run in place too. */
+static void batchnorm_case(int rank, const int64_t *dims) {
+  tcase t;
+  char name[96];
+  int len = snprintf(name, sizeof name, "BatchNormalization");
+  for (int d = 0; d < rank; d++)
+    len += snprintf(name + len, sizeof name - (size_t)len, "%s%lld", d ? "x" : " ",
+                    (long long)dims[d]);
+  tc_init(&t, name, KL_OP_BatchNormalization, 5, 1);
+  tc_float(&t, "epsilon", 1e-3f);
+  int64_t ch[1] = {rank >= 2 ? dims[1] : 1};
+  tc_rand(&t, 0, KL_F32, rank, dims, -3, 5, 1e-3);
+  tc_rand(&t, 1, KL_F32, 1, ch, -2, 2, 0.1);  /* scale */
+  tc_rand(&t, 2, KL_F32, 1, ch, -1, 1, 1e-3); /* B */
+  tc_rand(&t, 3, KL_F32, 1, ch, -1, 1, 1e-3); /* mean */
+  tc_rand(&t, 4, KL_F32, 1, ch, 0.1, 3, 0.1); /* var */
+  t.inplace = 1;
+  tc_check(&t, NORM);
+}
+
+static void test_batchnorm(void **state) {
+  (void)state;
+  static const int64_t chans[] = {1, 3, 17, 33}, spatial[] = {1, 7, 13}, batch[] = {1, 3};
+  for (int b = 0; b < 2; b++) {
+    int64_t d1[1] = {batch[b] * 7};
+    batchnorm_case(1, d1);
+    for (int c = 0; c < 4; c++) {
+      int64_t d2[2] = {batch[b], chans[c]};
+      batchnorm_case(2, d2);
+      for (int s = 0; s < 3; s++) {
+        int64_t sp = spatial[s];
+        int64_t d3[3] = {batch[b], chans[c], sp}, d4[4] = {batch[b], chans[c], sp, sp};
+        int64_t d5[5] = {batch[b], chans[c], sp, 2, sp};
+        batchnorm_case(3, d3);
+        batchnorm_case(4, d4);
+        batchnorm_case(5, d5);
+      }
+    }
+  }
+  /* rows longer than a task, many channels per short row, more than a block of them */
+  int64_t big[4] = {2, 64, 56, 56}, wide[2] = {3, 2100}, tall[3] = {5, 1500, 3};
+  int64_t longrow[3] = {1, 3, 40000};
+  batchnorm_case(4, big);
+  batchnorm_case(2, wide);
+  batchnorm_case(3, tall);
+  batchnorm_case(3, longrow);
+}
+
+/* Training mode and non-float32 parameters are left to the reference. */
+static void test_batchnorm_selection(void **state) {
+  (void)state;
+  kl_isa top = kl_isa_supported(kl_isa_features());
+  tcase t;
+  tc_init(&t, "BatchNormalization select", KL_OP_BatchNormalization, 5, 1);
+  kl_type x = {.dtype = KL_F32, .rank = 2}, p = {.dtype = KL_F32, .rank = 1};
+  x.dims[0].size = 4;
+  x.dims[1].size = 8;
+  p.dims[0].size = 8;
+  const kl_type *tp[5] = {&x, &p, &p, &p, &p};
+  assert_non_null(kl_cpu_isa_kernel(tc_node(&t), tp, 5, top).run);
+  kl_type p16 = p;
+  p16.dtype = KL_F16;
+  tp[4] = &p16;
+  assert_null(kl_cpu_isa_kernel(tc_node(&t), tp, 5, top).run);
+  tp[4] = &p;
+  tc_int(&t, "training_mode", 1);
+  assert_null(kl_cpu_isa_kernel(tc_node(&t), tp, 5, top).run);
+  tc_free(&t);
+}
+
 /* ---- data movement ---- */
 
 typedef struct perm_case {
@@ -753,6 +826,108 @@ static void test_concat(void **state) {
   tc_rand(&t, 0, KL_F32, 1, big, -1, 1, 1e-3);
   tc_rand(&t, 1, KL_F32, 1, small, -1, 1, 1e-3);
   tc_check(&t, EXACT);
+}
+
+typedef struct slice_case {
+  int rank;
+  int64_t dims[5];
+  int n;                    /* entries of starts, ends, axes, steps */
+  int64_t starts[3], ends[3], axes[3], steps[3];
+  bool has_axes, has_steps;
+} slice_case;
+
+static const slice_case SLICES[] = {
+    {4, {1, 116, 28, 28}, 1, {0}, {58}, {1}, {1}, true, false},         /* channel half */
+    {4, {1, 116, 28, 28}, 1, {58}, {116}, {1}, {1}, true, true},
+    {4, {3, 17, 7, 13}, 1, {2}, {15}, {1}, {1}, true, true},            /* per batch */
+    {3, {3, 17, 33}, 1, {1}, {32}, {-1}, {2}, true, true},              /* strided last */
+    {3, {3, 17, 33}, 2, {16, 30}, {0, 2}, {1, 2}, {-3, -5}, true, true}, /* backwards */
+    {2, {7, 13}, 2, {-100, 5}, {100, INT64_MAX}, {0, 1}, {1, 1}, true, true}, /* clamped */
+    {5, {3, 4, 5, 6, 7}, 3, {1, 0, 2}, {3, 6, 4}, {1, 3, 4}, {1, 2, 1}, true, true},
+    {3, {1, 7, 1}, 1, {3}, {4}, {1}, {1}, true, true},                  /* one element */
+    {2, {5, 9}, 1, {1}, {4}, {0}, {INT64_MAX}, true, true},             /* huge step */
+    {2, {5, 9}, 2, {0, 0}, {5, 9}, {0}, {1}, false, false},             /* no axes: all */
+    {1, {100000}, 1, {7}, {99990}, {0}, {1}, true, true},               /* one long run */
+    {3, {2, 70000, 2}, 1, {1}, {69999}, {1}, {1}, true, true},          /* long rows */
+    {2, {5, 9}, 1, {3}, {3}, {1}, {1}, true, true},                     /* empty */
+};
+
+static void test_slice(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_U8, KL_BF16, KL_I64};
+  for (size_t s = 0; s < sizeof SLICES / sizeof SLICES[0]; s++)
+    for (int d = 0; d < 4; d++) {
+      const slice_case *sc = &SLICES[s];
+      tcase t;
+      int n_in = sc->has_steps ? 5 : sc->has_axes ? 4 : 3;
+      tc_init(&t, "Slice", KL_OP_Slice, n_in, 1);
+      tc_rand(&t, 0, dts[d], sc->rank, sc->dims, 1, 250, 0);
+      int64_t nd[1] = {sc->n};
+      const int64_t *lists[4] = {sc->starts, sc->ends, sc->axes, sc->steps};
+      for (int i = 1; i < n_in; i++) { /* stored as is: INT64_MAX has no exact double */
+        tc_shape(&t.in[i], KL_I64, 1, nd);
+        t.in[i].data = buffer(&t, KL_I64, sc->n, &t.mem[i]);
+        memcpy(t.in[i].data, lists[i - 1], (size_t)sc->n * sizeof(int64_t));
+      }
+      tc_check(&t, EXACT);
+    }
+}
+
+typedef struct pad_case {
+  int rank;
+  int64_t dims[5];
+  int n;                        /* dims padded: pads has 2n values */
+  int64_t pads[10], axes[5];
+  bool has_axes, value;         /* axes input; a non-zero constant */
+} pad_case;
+
+static const pad_case PADS[] = {
+    {4, {1, 14, 14, 8}, 4, {0, 0, 0, 0, 0, 0, 0, 0}, {0}, false, false}, /* none: a copy */
+    {4, {1, 7, 9, 3}, 4, {0, 1, 2, 0, 0, 3, 1, 0}, {0}, false, false},   /* H and W */
+    {4, {2, 3, 5, 7}, 4, {0, 0, 1, 2, 0, 0, 3, 1}, {0}, false, true},    /* spatial, value */
+    {3, {3, 17, 33}, 3, {1, -2, 0, 0, 3, -5}, {0}, false, true},          /* crops */
+    {2, {5, 9}, 1, {4, -3}, {-1}, true, false},                          /* axes, last dim */
+    {2, {5, 9}, 1, {-2, 3}, {0}, true, true},                            /* first dim only */
+    {1, {1023}, 1, {17, 33}, {0}, false, true},
+    {5, {2, 3, 4, 5, 6}, 2, {1, 1, 2, 0}, {1, 3}, true, false},
+    {3, {2, 4, 6}, 3, {0, 0, -3, 0, 0, -3}, {0}, false, false},          /* crops to empty */
+    {3, {2, 3, 4}, 3, {1, 0, 1, 1, 0, 0}, {0}, false, true},             /* constant rows */
+    {3, {2, 40000, 3}, 3, {0, 1, 0, 0, 1, 0}, {0}, false, false},        /* long rows */
+};
+
+static void test_pad(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_U8, KL_BF16, KL_I64};
+  for (size_t s = 0; s < sizeof PADS / sizeof PADS[0]; s++)
+    for (int d = 0; d < 4; d++) {
+      const pad_case *pc = &PADS[s];
+      tcase t;
+      tc_init(&t, "Pad", KL_OP_Pad, pc->has_axes ? 4 : pc->value ? 3 : 2, 1);
+      tc_rand(&t, 0, dts[d], pc->rank, pc->dims, 1, 250, 0);
+      int64_t np[1] = {2 * pc->n}, na[1] = {pc->n};
+      double v[10];
+      for (int k = 0; k < 2 * pc->n; k++) v[k] = (double)pc->pads[k];
+      tc_values(&t, 1, KL_I64, 1, np, v);
+      if (pc->value) {
+        double cv[1] = {dts[d] == KL_U8 ? 7 : -7.5};
+        tc_values(&t, 2, dts[d], 0, NULL, cv);
+      }
+      if (pc->has_axes) {
+        for (int k = 0; k < pc->n; k++) v[k] = (double)pc->axes[k];
+        tc_values(&t, 3, KL_I64, 1, na, v);
+      }
+      tc_check(&t, EXACT);
+    }
+  /* the other modes are the reference's */
+  tcase t;
+  tc_init(&t, "Pad reflect", KL_OP_Pad, 2, 1);
+  tc_string(&t, "mode", "reflect");
+  kl_type x = {.dtype = KL_F32, .rank = 1}, p = {.dtype = KL_I64, .rank = 1};
+  x.dims[0].size = 8;
+  p.dims[0].size = 2;
+  const kl_type *tp[2] = {&x, &p};
+  assert_null(kl_cpu_isa_kernel(tc_node(&t), tp, 2, kl_isa_supported(kl_isa_features())).run);
+  tc_free(&t);
 }
 
 /* ---- selection ---- */
@@ -974,6 +1149,10 @@ int main(void) {
       cmocka_unit_test(test_global_pool),
       cmocka_unit_test(test_transpose),
       cmocka_unit_test(test_concat),
+      cmocka_unit_test(test_batchnorm),
+      cmocka_unit_test(test_batchnorm_selection),
+      cmocka_unit_test(test_slice),
+      cmocka_unit_test(test_pad),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

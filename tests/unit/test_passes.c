@@ -211,6 +211,41 @@ static void test_eliminate(void **state) {
   kiln_model_free(m);
 }
 
+/* A Transpose that moves only axes of size 1 becomes a Reshape; one that reorders two
+ * longer axes, or whose dims are not all known, stays. */
+static void test_eliminate_unit_axis_transpose(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){1, 5, 7});
+  int t = TU_OP(g, Transpose, x); /* [1, 5, 7] -> [5, 1, 7]: no byte moves */
+  set_ints(g, t, "perm", 3, (int64_t[]){1, 0, 2});
+  output(g, TU_OP(g, Relu, t));
+  int u = TU_OP(g, Transpose, x); /* [1, 5, 7] -> [7, 1, 5]: real work */
+  set_ints(g, u, "perm", 3, (int64_t[]){2, 0, 1});
+  output(g, TU_OP(g, Relu, u));
+  kiln_model *m = with_pass(g, "+eliminate");
+  assert_int_equal(count(m, KL_OP_Transpose), 1);
+  const kl_node *r = only(m, KL_OP_Reshape);
+  const kl_value *shape = &m->g->values[r->in[1]];
+  assert_true(shape->kind == KL_VALUE_CONST);
+  const int64_t *d = shape->data;
+  assert_true(d[0] == 5 && d[1] == 1 && d[2] == 7);
+  const kl_type *y = &m->g->values[r->out[0]].type;
+  assert_int_equal(y->rank, 3);
+  assert_int_equal(y->dims[0].size, 5);
+  kiln_model_free(m);
+
+  g = tu_graph_new(); /* a symbolic dim: the Transpose stays */
+  x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){1, -1, 7});
+  t = TU_OP(g, Transpose, x);
+  set_ints(g, t, "perm", 3, (int64_t[]){1, 0, 2});
+  output(g, TU_OP(g, Relu, t));
+  m = with_pass(g, "+eliminate");
+  assert_int_equal(count(m, KL_OP_Transpose), 1);
+  assert_int_equal(count(m, KL_OP_Reshape), 0);
+  kiln_model_free(m);
+}
+
 static void test_eliminate_keeps_real_work(void **state) {
   (void)state;
   kl_graph *g = tu_graph_new();
@@ -772,6 +807,168 @@ static void test_fuse_mha_gpt2(void **state) {
   kiln_model_free(m);
 }
 
+/* torchvision's nn.MultiheadAttention as ViT exports it, sequence first: x [S=5, B, 12],
+ * one packed in_proj MatMul+Add to [5, B, 36], Reshape [5, B, 3, 12], Unsqueeze(0),
+ * Transpose [3, 1, 2, 0, 4], Squeeze(3), Gather 0/1/2 on axis 0, each Reshape to
+ * [5, B*3, 4], Transpose [1, 0, 2], Reshape to [B, 3, 5, 4] (K also Transposed to
+ * [B, 3, 4, 5]); the result Transposed [2, 0, 1, 3] and flattened to [5*B, 12] for the
+ * out-proj Gemm. Returns the Gemm's output. */
+static int vit_attention(kl_graph *g, int64_t batch) {
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){5, batch, 12});
+  int qkv = TU_OP(g, Add, TU_OP(g, MatMul, x, cst(g, 2, (int64_t[]){12, 36}, NULL, -0.5f, 0.5f)),
+                  cst(g, 1, (int64_t[]){36}, NULL, -1, 1));
+  qkv = TU_OP(g, Reshape, qkv, ints(g, 4, (int64_t[]){5, batch, 3, 12}));
+  qkv = TU_OP(g, Unsqueeze, qkv, ints(g, 1, (int64_t[]){0}));
+  qkv = TU_OP(g, Transpose, qkv);
+  set_ints(g, qkv, "perm", 5, (int64_t[]){3, 1, 2, 0, 4});
+  qkv = TU_OP(g, Squeeze, qkv, ints(g, 1, (int64_t[]){3}));
+  int heads[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t idx = i;
+    int part = TU_OP(g, Gather, qkv, tu_graph_const(g, NULL, KL_I64, 0, NULL, &idx));
+    part = TU_OP(g, Reshape, part, ints(g, 3, (int64_t[]){5, batch * 3, 4}));
+    part = TU_OP(g, Transpose, part);
+    set_ints(g, part, "perm", 3, (int64_t[]){1, 0, 2});
+    heads[i] = TU_OP(g, Reshape, part, ints(g, 4, (int64_t[]){batch, 3, 5, 4}));
+  }
+  int kt = TU_OP(g, Transpose, heads[1]);
+  set_ints(g, kt, "perm", 4, (int64_t[]){0, 1, 3, 2});
+  int s = TU_OP(g, Mul, TU_OP(g, MatMul, heads[0], kt), scalar(g, 0.5f));
+  int y = TU_OP(g, Transpose, TU_OP(g, MatMul, TU_OP(g, Softmax, s), heads[2]));
+  set_ints(g, y, "perm", 4, (int64_t[]){2, 0, 1, 3});
+  y = TU_OP(g, Reshape, y, ints(g, 2, (int64_t[]){5 * batch, 12}));
+  return TU_OP(g, Gemm, y, cst(g, 2, (int64_t[]){12, 12}, NULL, -0.5f, 0.5f));
+}
+
+/* With batch 1 the sequence-first rows are token-major rows: packed QKV read through
+ * one Reshape to [1, 5, 36], the merged [1, 5, 12] Reshaped to [5, 12] for the Gemm.
+ * With batch 2 the tokens of one batch are not adjacent rows: nothing fuses. */
+static void test_fuse_mha_vit(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  output(g, vit_attention(g, 1));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  const kl_node *n = only(m, KL_OP_KilnMultiHeadAttention);
+  assert_int_equal(kl_attr_int(n, "num_heads", 0), 3);
+  assert_float_equal(kl_attr_float(n, "scale", 0), 0.5f, 1e-6);
+  assert_int_equal(n->n_in, 1); /* packed QKV, no mask */
+  assert_int_equal(count(m, KL_OP_Transpose) + count(m, KL_OP_Gather) +
+                       count(m, KL_OP_Squeeze) + count(m, KL_OP_Unsqueeze),
+                   0);
+  assert_int_equal(count(m, KL_OP_Reshape), 2);
+  assert_int_equal(m->g->n_nodes, 5);
+  assert_int_equal(fired(m, "fuse_mha"), 1);
+  kiln_model_free(m);
+  g = tu_graph_new();
+  output(g, vit_attention(g, 2));
+  m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnAttention), 1);
+  assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 0);
+  assert_int_equal(fired(m, "fuse_mha"), 0);
+  kiln_model_free(m);
+}
+
+/* Swin's window attention: x [4 windows, 5 tokens, 12], qkv Linear to [4, 5, 36],
+ * Reshape [4, 5, 3, 3, 4], Transpose [2, 0, 3, 1, 4], Gather per q, k, v (order[i] for
+ * part i), K Transposed, a relative position bias [1, 3, 5, 5] added, the result
+ * Transposed [0, 2, 1, 3] and Reshaped to [4, 5, 12]. Returns that Reshape's output.
+ * unbind 1 or 2 takes q, k, v apart as torch's unbind may export: Split on axis 0 (by
+ * sizes [1, 1, 1], or in num_outputs equal parts), then Squeeze(0) each (order unused). */
+static int swin_attention(kl_graph *g, const int64_t order[3], int unbind) {
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){4, 5, 12});
+  int qkv = TU_OP(g, Add, TU_OP(g, MatMul, x, cst(g, 2, (int64_t[]){12, 36}, NULL, -0.5f, 0.5f)),
+                  cst(g, 1, (int64_t[]){36}, NULL, -1, 1));
+  qkv = TU_OP(g, Reshape, qkv, ints(g, 5, (int64_t[]){4, 5, 3, 3, 4}));
+  qkv = TU_OP(g, Transpose, qkv);
+  set_ints(g, qkv, "perm", 5, (int64_t[]){2, 0, 3, 1, 4});
+  int part[3];
+  for (int i = 0; unbind == 0 && i < 3; i++) {
+    part[i] = TU_OP(g, Gather, qkv, tu_graph_const(g, NULL, KL_I64, 0, NULL, &order[i]));
+    set_int(g, part[i], "axis", 0);
+  }
+  if (unbind) {
+    kl_err e = {0};
+    for (int i = 0; i < 3; i++) part[i] = kl_graph_add_value(g, NULL, &e);
+    int in[2] = {qkv, ints(g, 3, (int64_t[]){1, 1, 1})};
+    int split = kl_graph_add_node(g, KL_OP_Split, "unbind", unbind == 1 ? 2 : 1, in, 3, part, &e);
+    assert_true(split >= 0);
+    assert_int_equal(kl_node_set_int(g, split, "axis", 0, NULL), KILN_OK);
+    if (unbind == 2) assert_int_equal(kl_node_set_int(g, split, "num_outputs", 3, NULL), KILN_OK);
+    for (int i = 0; i < 3; i++) part[i] = TU_OP(g, Squeeze, part[i], ints(g, 1, (int64_t[]){0}));
+  }
+  int kt = TU_OP(g, Transpose, part[1]);
+  set_ints(g, kt, "perm", 4, (int64_t[]){0, 1, 3, 2});
+  int q = TU_OP(g, Mul, part[0], scalar(g, 0.5f));
+  int s = TU_OP(g, Add, TU_OP(g, MatMul, q, kt), cst(g, 4, (int64_t[]){1, 3, 5, 5}, NULL, -1, 1));
+  int y = TU_OP(g, Transpose, TU_OP(g, MatMul, TU_OP(g, Softmax, s), part[2]));
+  set_ints(g, y, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  return TU_OP(g, Reshape, y, ints(g, 3, (int64_t[]){4, 5, 12}));
+}
+
+static void test_fuse_mha_swin(void **state) {
+  (void)state;
+  for (int unbind = 0; unbind < 3; unbind++) {
+    kl_graph *g = tu_graph_new();
+    output(g, swin_attention(g, (int64_t[]){0, 1, 2}, unbind));
+    kiln_model *m = optimize(g, (opt){2, NULL, 0});
+    const kl_node *n = only(m, KL_OP_KilnMultiHeadAttention);
+    assert_int_equal(kl_attr_int(n, "num_heads", 0), 3);
+    assert_float_equal(kl_attr_float(n, "scale", 0), 0.5f, 1e-6);
+    assert_int_equal(n->n_in, 4); /* packed QKV, K and V absent, the bias as Mask */
+    assert_int_equal(n->in[1], KL_ABSENT);
+    assert_int_equal(n->in[2], KL_ABSENT);
+    assert_int_equal(count(m, KL_OP_Transpose) + count(m, KL_OP_Reshape) +
+                         count(m, KL_OP_Gather) + count(m, KL_OP_Split) + count(m, KL_OP_Squeeze),
+                     0);
+    assert_int_equal(m->g->n_nodes, 2);
+    kiln_model_free(m);
+  }
+}
+
+static void test_fuse_mha_views_must_not_fire(void **state) {
+  (void)state;
+  /* K and Q taken from each other's places in the packed rows */
+  kl_graph *g = tu_graph_new();
+  output(g, swin_attention(g, (int64_t[]){1, 0, 2}, 0));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 0);
+  assert_int_equal(count(m, KL_OP_KilnAttention), 1);
+  kiln_model_free(m);
+  /* the merged heads are a graph output before their last Reshape, as [4, 5, 3, 4]:
+   * the fused op reshaped back to it, the Reshape after it reading that */
+  g = tu_graph_new();
+  int y = swin_attention(g, (int64_t[]){0, 1, 2}, 0);
+  output(g, y);
+  output(g, g->nodes[node_of(g, y)].in[0]);
+  m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 1);
+  assert_int_equal(count(m, KL_OP_Transpose), 0);
+  assert_int_equal(count(m, KL_OP_Reshape), 2);
+  kiln_model_free(m);
+  /* the heads read as [B, S, H, D] (Transpose [2, 0, 1, 3, 4] in place of Swin's
+   * [2, 0, 3, 1, 4]) and the attention taken over the heads axis: no token-major rows */
+  g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){4, 5, 36});
+  int qkv = TU_OP(g, Reshape, x, ints(g, 5, (int64_t[]){4, 5, 3, 3, 4}));
+  qkv = TU_OP(g, Transpose, qkv);
+  set_ints(g, qkv, "perm", 5, (int64_t[]){2, 0, 1, 3, 4});
+  int part[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t idx = i;
+    part[i] = TU_OP(g, Gather, qkv, tu_graph_const(g, NULL, KL_I64, 0, NULL, &idx));
+  }
+  int kt = TU_OP(g, Transpose, part[1]);
+  set_ints(g, kt, "perm", 4, (int64_t[]){0, 1, 3, 2});
+  int s = TU_OP(g, Softmax, TU_OP(g, MatMul, part[0], kt));
+  y = TU_OP(g, Transpose, TU_OP(g, MatMul, s, part[2]));
+  set_ints(g, y, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  output(g, TU_OP(g, Reshape, y, ints(g, 3, (int64_t[]){4, 3, 20})));
+  m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 0);
+  assert_int_equal(count(m, KL_OP_KilnAttention), 1);
+  kiln_model_free(m);
+}
+
 /* RMSNorm as T5 exports it (Pow, ReduceMean, Add, Sqrt, Div(1, .) or Reciprocal, Mul by
  * x, Mul by the weight on either side) and as Mul(x, x) with Div(x, Sqrt). */
 static void test_fuse_rmsnorm(void **state) {
@@ -949,6 +1146,7 @@ static void test_mha_bad_shapes(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_eliminate),
+      cmocka_unit_test(test_eliminate_unit_axis_transpose),
       cmocka_unit_test(test_eliminate_keeps_real_work),
       cmocka_unit_test(test_const_fold),
       cmocka_unit_test(test_const_fold_limit),
@@ -974,6 +1172,9 @@ int main(void) {
       cmocka_unit_test(test_fuse_mha_qkv),
       cmocka_unit_test(test_fuse_mha_must_not_fire),
       cmocka_unit_test(test_fuse_mha_gpt2),
+      cmocka_unit_test(test_fuse_mha_vit),
+      cmocka_unit_test(test_fuse_mha_swin),
+      cmocka_unit_test(test_fuse_mha_views_must_not_fire),
       cmocka_unit_test(test_fuse_rmsnorm),
       cmocka_unit_test(test_fuse_rmsnorm_must_not_fire),
       cmocka_unit_test(test_sink_reshape),

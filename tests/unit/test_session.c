@@ -476,6 +476,45 @@ static void test_isa_kernels_in_place(void **state) {
   kiln_model_free(m);
 }
 
+/* x -> Concat(x, Relu x) -> BatchNormalization -> Slice -> Pad -> y, with the
+ * variance computed in the graph (Abs of a constant, left unfolded at -O0): kiln's ISA
+ * kernels take all three, BatchNormalization in place, and the runs after the first
+ * allocate nothing (check_model). */
+static void test_isa_batchnorm_slice_pad(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t dims[4] = {2, 5, 7, 6}, ch[1] = {10};
+  int x = input(g, "x", 4, dims);
+  int c = OP(g, Concat, x, OP(g, Relu, x));
+  set_int(g, c, "axis", 1);
+  int var = OP(g, Abs, cst(g, 1, ch));
+  int bn = OP(g, BatchNormalization, c, cst(g, 1, ch), cst(g, 1, ch), cst(g, 1, ch), var);
+  int sl = OP(g, Slice, bn, ints(g, 2, (int64_t[]){1, 6}), ints(g, 2, (int64_t[]){9, 0}),
+              ints(g, 2, (int64_t[]){1, 3}), ints(g, 2, (int64_t[]){1, -2}));
+  int y = OP(g, Pad, sl, ints(g, 8, (int64_t[]){0, 0, 1, 2, 1, 0, 2, 0}));
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  kiln_model *m = model_of(g, 0);
+  tensors in = {0}, out = {0};
+  random_inputs(m, 1, &in);
+  check_model(m, &in, 1e-5, "isa batchnorm slice pad");
+  kiln_session *s = session(m, false);
+  run(s, m, &in, &out);
+  const kl_memplan *p = kl_session_memplan(s);
+  assert_non_null(p);
+  const kl_graph *mg = m->g;
+  for (int i = 0; i < mg->n_nodes; i++) {
+    kl_op o = mg->nodes[i].op;
+    if (o != KL_OP_BatchNormalization && o != KL_OP_Slice && o != KL_OP_Pad) continue;
+    assert_string_not_equal(kl_session_kernel_name(s, i), "ref");
+    if (o == KL_OP_BatchNormalization)
+      assert_int_equal(p->inplace_of[mg->nodes[i].out[0]], mg->nodes[i].in[0]);
+  }
+  tensors_free(&out);
+  tensors_free(&in);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
 /* A graph output that is a Reshape of a graph input must not point into the caller's
  * buffer, which may go away once kiln_session_run returns. */
 static void test_output_view_of_input(void **state) {
@@ -860,6 +899,7 @@ int main(void) {
       cmocka_unit_test(test_digits_mlp),
       cmocka_unit_test(test_inplace_and_views),
       cmocka_unit_test(test_isa_kernels_in_place),
+      cmocka_unit_test(test_isa_batchnorm_slice_pad),
       cmocka_unit_test(test_release_weights),
       cmocka_unit_test(test_memory_limit_counts_packed),
       cmocka_unit_test(test_output_view_of_input),

@@ -11,6 +11,8 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
 
+#include <string.h>
+
 
 #if defined(__x86_64__)
 #define KL_ISA_X86 1
@@ -29,6 +31,9 @@ typedef enum kernel_kind {
   K_GLOBAL_POOL,
   K_TRANSPOSE,
   K_CONCAT,
+  K_BATCHNORM,
+  K_SLICE,
+  K_PAD,
   K_COUNT
 } kernel_kind;
 
@@ -59,9 +64,13 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int gpool_##L(kl_kernel_ctx *c) { return kl_run_global_pool(c, &fns_##L); }    \
   static int transpose_##L(kl_kernel_ctx *c) { return kl_run_transpose(c, &fns_##L); }  \
   static int concat_##L(kl_kernel_ctx *c) { return kl_run_concat(c, &fns_##L); }        \
+  static int bn_##L(kl_kernel_ctx *c) { return kl_run_batchnorm(c, &fns_##L); }         \
+  static int slice_##L(kl_kernel_ctx *c) { return kl_run_slice(c, &fns_##L); }          \
+  static int pad_##L(kl_kernel_ctx *c) { return kl_run_pad(c, &fns_##L); }              \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
-      reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L};
+      reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
+      bn_##L,     slice_##L, pad_##L};
 
 LEVEL_KERNELS(generic)
 #if KL_ISA_X86
@@ -146,6 +155,16 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
   case KL_OP_Transpose: return movable(t) ? K_TRANSPOSE : K_COUNT;
   case KL_OP_Concat: return movable(t) && same_dtype(in, n_in, 1, n_in - 1, t) ? K_CONCAT
                                                                                : K_COUNT;
+  case KL_OP_BatchNormalization: /* inference form: one output, float32 parameters */
+    return t == KL_F32 && n_in == 5 && n->n_out == 1 && same_dtype(in, n_in, 1, 4, t) &&
+                   kl_attr_int(n, "training_mode", 0) == 0
+               ? K_BATCHNORM
+               : K_COUNT;
+  case KL_OP_Slice: return movable(t) ? K_SLICE : K_COUNT;
+  case KL_OP_Pad:
+    return movable(t) && strcmp(kl_attr_string(n, "mode", "constant"), "constant") == 0
+               ? K_PAD
+               : K_COUNT;
   default: return K_COUNT;
   }
 }
@@ -170,7 +189,7 @@ unsigned kl_cpu_isa_inplace(const kl_node *n) {
   case KL_OP_KilnSkipLayerNorm: /* Y takes X + Skip, formed from both */
     return 3u;
   case KL_OP_Softmax: case KL_OP_LogSoftmax: case KL_OP_LayerNormalization:
-  case KL_OP_RMSNormalization:
+  case KL_OP_RMSNormalization: case KL_OP_BatchNormalization:
     return 1u;
   default: return 0u; /* Transpose keeps its shape for square perms, yet moves data */
   }

@@ -84,4 +84,26 @@ static void binary(kl_binop op, const float *a, size_t a_step, const float *b, s
   }
 }
 
-const kl_eltwise_fns kl_eltwise_avx2 = {unary, binary};
+static inline __attribute__((always_inline)) void batchnorm_run(
+    const float *x, const float *m, const float *k, const float *b, size_t step, float *y,
+    size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), full(m, step, i));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(d, full(k, step, i), full(b, step, i)));
+  }
+  if (i < n) {
+    __m256i t = kl_y_tail(n - i);
+    __m256 d = _mm256_sub_ps(_mm256_maskload_ps(x + i, t), operand(m, step, i, t));
+    _mm256_maskstore_ps(y + i, t, _mm256_fmadd_ps(d, operand(k, step, i, t),
+                                                  operand(b, step, i, t)));
+  }
+}
+
+static void batchnorm(const float *x, const float *m, const float *k, const float *b,
+                      size_t step, float *y, size_t n) {
+  if (step) batchnorm_run(x, m, k, b, 1, y, n);
+  else batchnorm_run(x, m, k, b, 0, y, n);
+}
+
+const kl_eltwise_fns kl_eltwise_avx2 = {unary, binary, batchnorm};

@@ -80,4 +80,21 @@ static void binary(kl_binop op, const float *a, size_t a_step, const float *b, s
   }
 }
 
-const kl_eltwise_fns kl_eltwise_avx512 = {unary, binary};
+static inline __attribute__((always_inline)) void batchnorm_run(
+    const float *x, const float *m, const float *k, const float *b, size_t step, float *y,
+    size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    __mmask16 t = n - i >= 16 ? (__mmask16)0xffff : kl_z_tail(n - i);
+    __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + i), operand(m, step, i, t));
+    _mm512_mask_storeu_ps(y + i, t, _mm512_fmadd_ps(d, operand(k, step, i, t),
+                                                    operand(b, step, i, t)));
+  }
+}
+
+static void batchnorm(const float *x, const float *m, const float *k, const float *b,
+                      size_t step, float *y, size_t n) {
+  if (step) batchnorm_run(x, m, k, b, 1, y, n);
+  else batchnorm_run(x, m, k, b, 0, y, n);
+}
+
+const kl_eltwise_fns kl_eltwise_avx512 = {unary, binary, batchnorm};

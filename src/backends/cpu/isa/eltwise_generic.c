@@ -88,4 +88,24 @@ static void binary(kl_binop op, const float *a, size_t a_step, const float *b, s
   }
 }
 
-const kl_eltwise_fns kl_eltwise_generic = {unary, binary};
+/* BatchNormalization rows: blocks copied locally, as above, for in-place runs. */
+static void batchnorm(const float *x, const float *m, const float *k, const float *b,
+                      size_t step, float *y, size_t n) {
+  float bx[BLOCK], bm[BLOCK], bk[BLOCK], bb[BLOCK];
+  for (size_t i = 0; i < n; i += BLOCK) {
+    size_t len = n - i < BLOCK ? n - i : BLOCK;
+    memcpy(bx, x + i, len * sizeof *bx);
+    if (step) {
+      memcpy(bm, m + i, len * sizeof *bm);
+      memcpy(bk, k + i, len * sizeof *bk);
+      memcpy(bb, b + i, len * sizeof *bb);
+      for (size_t j = 0; j < len; j++) bx[j] = (bx[j] - bm[j]) * bk[j] + bb[j];
+    } else {
+      float sm = m[0], sk = k[0], sb = b[0];
+      for (size_t j = 0; j < len; j++) bx[j] = (bx[j] - sm) * sk + sb;
+    }
+    memcpy(y + i, bx, len * sizeof *bx);
+  }
+}
+
+const kl_eltwise_fns kl_eltwise_generic = {unary, binary, batchnorm};

@@ -60,6 +60,10 @@ typedef struct kl_eltwise_fns {
   /* y[i] = a[i * a_step] op b[i * b_step], steps 0 (a broadcast scalar) or 1 */
   void (*binary)(kl_binop op, const float *a, size_t a_step, const float *b, size_t b_step,
                  float *y, size_t n);
+  /* Inference BatchNormalization of a row: y[i] = (x[i] - m[i * step]) * k[i * step] +
+   * b[i * step], step 0 (one channel's scalars) or 1 (a channel per element) */
+  void (*batchnorm)(const float *x, const float *m, const float *k, const float *b,
+                    size_t step, float *y, size_t n);
 } kl_eltwise_fns;
 
 /* The same on bfloat16 data: computed in float, rounded to nearest even once. */

@@ -45,6 +45,12 @@ int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Transpose, Concat: any dtype of 1, 2, 4 or 8 bytes */
 int kl_run_transpose(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* BatchNormalization, inference form (run_batchnorm.c) */
+int kl_run_batchnorm(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* Slice: any dtype of 1, 2, 4 or 8 bytes (run_slice.c) */
+int kl_run_slice(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* Pad in constant mode: any dtype of 1, 2, 4 or 8 bytes (run_pad.c) */
+int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f);
 
 /* The activation a node computes; false for an op kl_run_unary does not take. Clip's
  * bounds are inputs, read at run time by the driver. */
