@@ -450,7 +450,7 @@ def main():
             f"; kiln's ISA: {isa}; onnxruntime "
             f"{subprocess.run([PY, '-c', 'import onnxruntime; print(onnxruntime.__version__)'], capture_output=True, text=True).stdout.strip()}"
             f"; {args.rounds} alternating rounds of {args.iterations} runs each (median of the p50s)"
-            f"{f'; PyTorch eager and torch.compile in the first {args.torch_rounds} of them' if not args.no_torch else ''}"
+            f"{'' if args.no_torch else '; PyTorch eager and torch.compile in the first ' + ('round' if args.torch_rounds == 1 else f'{args.torch_rounds} rounds')}"
             f"{'; every process under chrt -f 50' if args.realtime else ''}; load average at the "
             f"start: {load:.1f}.")
     notes = torch_notes(rows)
