@@ -18,12 +18,22 @@ included) is reported as failed with the reason. --no-torch leaves them out.
 Models: the bundled digits models, ResNet-50, MobileNetV2 and EfficientNet-B0 from
 the zoo cache (tools/export_zoo.py exports them when missing), and BERT-base at
 sequence length 128 (exported here, random weights, into ZOO/bench/). Nothing is
-downloaded.
+downloaded. --models also takes any other model folder of the zoo cache (ZOO/NAME with
+model.onnx and test_data_set_0/input_*.pb, as tools/export_zoo.py writes them; its
+--list names them): those run on the folder's test_data_set_0 inputs. NAME:N runs that
+model N iterations instead of --iterations (e.g. vgg16:10 for the large ones).
+
+The table goes between the markers of --doc (default docs/benchmarks.md): `bench:begin`
+and `bench:end`, or, with --section NAME, `bench:NAME:begin` and `bench:NAME:end`
+(added at the end of the doc when missing), so that another table (another doc, or
+another section of the same one) leaves the main one alone.
 
 Usage:
     .venv/bin/python tools/bench_vs_ort.py                      everything, 1 and 2 threads
     .venv/bin/python tools/bench_vs_ort.py --models resnet50 --threads 1 --rounds 3
     .venv/bin/python tools/bench_vs_ort.py --realtime           SCHED_FIFO (chrt -f 50)
+    .venv/bin/python tools/bench_vs_ort.py --models squeezenet1_0,vgg16:10 --threads 1 \\
+        --no-torch --doc docs/benchmarks_zoo.md --section zoo --chart docs/benchmarks_zoo.svg
 
 --realtime runs every measured process under `chrt -f 50`: on a machine shared with
 other work, timings are otherwise mostly the other work's. It needs CAP_SYS_NICE.
@@ -101,6 +111,41 @@ MODELS = {
     "efficientnet_b0": lambda zoo: zoo_model(zoo, "efficientnet_b0"),
     "bert_base_s128": bert_s128,
 }
+
+
+def zoo_folder_model(zoo, name):
+    """Any other model folder of the zoo cache: ZOO/NAME/model.onnx."""
+    path = os.path.join(zoo, name, "model.onnx")
+    if not os.path.exists(path):
+        sys.exit(f"bench_vs_ort: unknown model {name!r}: neither one of {', '.join(MODELS)} "
+                 f"nor a zoo folder with model.onnx ({path} not found)")
+    return path
+
+
+def zoo_inputs(path, folder):
+    """The zoo folder's test_data_set_0/input_*.pb as .npy files (NAME=FILE), matched to
+    the model's inputs by the tensor's name, else by position; None when it has none."""
+    import glob
+
+    import onnx
+    from onnx import numpy_helper
+    import numpy as np
+
+    files = sorted(glob.glob(os.path.join(os.path.dirname(path), "test_data_set_0", "input_*.pb")),
+                   key=lambda f: int(re.findall(r"\d+", os.path.basename(f))[0]))
+    if not files:
+        return None
+    model = onnx.load(path, load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    args = []
+    for i, f in enumerate(files):
+        t = onnx.load_tensor(f)
+        name = t.name if t.name in names else names[i]
+        file = os.path.join(folder, re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".npy")
+        np.save(file, numpy_helper.to_array(t))
+        args.append(f"{name}={file}")
+    return args
 
 
 def make_inputs(path, folder):
@@ -359,6 +404,8 @@ def table(rows):
                      f"| {r['kiln_p50'] / r['ort_p50']:.2f} | {r['kiln_rss']:.0f} | {r['ort_rss']:.0f} "
                      f"| {'yes' if r['ok'] else 'NO'} ({r['diff']:.1e}) | {torch_cell(r, 'eager')} "
                      f"| {torch_cell(r, 'compile')} |")
+    if not any(m in r for r in rows for m in ("eager", "compile")):  # no torch columns to show
+        lines = [line.rsplit("|", 3)[0] + "|" for line in lines]
     return "\n".join(lines)
 
 
@@ -396,14 +443,15 @@ def chart(rows, path):
     fig.savefig(path)
 
 
-def write_doc(doc, text):
-    old = open(doc).read() if os.path.exists(doc) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in old:
-        old += f"\n{BEGIN}\n{END}\n"
-    head, rest = old.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1] if END in rest else ""
+def write_doc(doc, text, section=""):
+    begin, end = (f"<!-- bench:{section}:begin -->", f"<!-- bench:{section}:end -->") if section else (BEGIN, END)
+    old = open(doc).read() if os.path.exists(doc) else f"# Benchmarks\n\n{begin}\n{end}\n"
+    if begin not in old:
+        old += f"\n{begin}\n{end}\n"
+    head, rest = old.split(begin, 1)
+    tail = rest.split(end, 1)[1] if end in rest else ""
     with open(doc, "w") as f:
-        f.write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+        f.write(f"{head}{begin}\n{text}\n{end}{tail}")
 
 
 def main():
@@ -427,17 +475,22 @@ def main():
                     help="rounds that also run the torch workers, the first ones (default 1)")
     ap.add_argument("--torch-timeout", type=int, default=600,
                     help="seconds a torch worker (torch.compile's included) may take (default 600)")
+    ap.add_argument("--section", default="",
+                    help="write between the markers bench:SECTION:begin/end of --doc instead of "
+                         "bench:begin/end")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        for name in args.models.split(","):
-            path = MODELS[name](args.zoo)
+        for spec in args.models.split(","):
+            name, _, iters = spec.partition(":")
+            margs = argparse.Namespace(**{**vars(args), "iterations": int(iters)}) if iters else args
+            path = MODELS[name](args.zoo) if name in MODELS else zoo_folder_model(args.zoo, name)
             mdir = os.path.join(work, name)
             os.makedirs(os.path.join(mdir, "ort_out"))
-            inputs = make_inputs(path, mdir)
+            inputs = (None if name in MODELS else zoo_inputs(path, mdir)) or make_inputs(path, mdir)
             for t in (int(x) for x in args.threads.split(",")):
-                r = measure(args.kiln, path, inputs, t, args, os.path.join(mdir, "ort_out"), name)
+                r = measure(args.kiln, path, inputs, t, margs, os.path.join(mdir, "ort_out"), name)
                 r["diff"], r["ok"] = agreement(args.kiln, path, inputs, os.path.join(mdir, "ort_out"), mdir)
                 r.update(model=name, threads=t)
                 rows.append(r)
@@ -449,13 +502,14 @@ def main():
     note = (f"Measured {time.strftime('%Y-%m-%d %H:%M')} with `{' '.join(['tools/bench_vs_ort.py'] + sys.argv[1:])}`"
             f"; kiln's ISA: {isa}; onnxruntime "
             f"{subprocess.run([PY, '-c', 'import onnxruntime; print(onnxruntime.__version__)'], capture_output=True, text=True).stdout.strip()}"
-            f"; {args.rounds} alternating rounds of {args.iterations} runs each (median of the p50s)"
+            f"; {args.rounds} alternating rounds of {args.iterations} runs each"
+            f"{' (NAME:N: N for that model)' if ':' in args.models else ''} (median of the p50s)"
             f"{'' if args.no_torch else '; PyTorch eager and torch.compile in the first ' + ('round' if args.torch_rounds == 1 else f'{args.torch_rounds} rounds')}"
             f"{'; every process under chrt -f 50' if args.realtime else ''}; load average at the "
             f"start: {load:.1f}.")
     notes = torch_notes(rows)
     write_doc(args.doc, note + "\n\n" + table(rows) + (f"\n\n{notes}" if notes else "")
-              + f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})")
+              + f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})", args.section)
     chart(rows, args.chart)
 
 

@@ -121,7 +121,9 @@ kiln_status kl_cpu_pin_check(int threads, kl_err *e) {
   if (cpus_n < 0)
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "pin_threads: cannot read the CPUs this "
                    "process may run on: %s", strerror(cpus_errno));
-  int want = threads_wanted(threads);
+  /* The count asked for, also in a build without OpenMP (which runs one thread): a
+   * request that cannot be met on this machine is refused the same way everywhere. */
+  int want = threads > 0 ? threads : threads_wanted(threads);
   if (want > cpus_n)
     return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "pin_threads: %d threads cannot each "
                    "have a core of their own: the process may run on %d CPU(s)", want,
