@@ -1246,7 +1246,9 @@ static kiln_status lower_slice(call *c) {
     int64_t len;
     if ((s = int_arg(c, 3, 0, &len))) return s;
     if (!known_start) return bad_arg(c, 2, "an int known when the graph is built");
-    int64_t stop = start + len;
+    int64_t stop;
+    if (__builtin_add_overflow(start, len, &stop))
+      return bad_arg(c, 3, "a length whose end (start + length) fits in 64 bits");
     if ((in[2] = const_ints(c, &stop, 1)) < 0) return c->e->code;
   } else if ((s = int_as_list(c, 3, INT64_MAX, &in[2]))) {
     return s;
@@ -2450,15 +2452,16 @@ static void classify_view(call *c, const char *name, int base, view_rec *v) {
     if (sel) {
       if (!peek_int(c, 2, 0, &a)) return;
       if (a < 0 && v->size >= 0) a += v->size;
-      if (a < 0 || (v->size >= 0 && a >= v->size)) return;
+      /* a size not known while building: any index but the largest (the region it
+       * covers ends at a + 1) */
+      if (a < 0 || (v->size >= 0 && a >= v->size) || a == INT64_MAX) return;
       v->start = a;
       v->kind = VK_SELECT;
     } else {
       if (!peek_int(c, 2, 0, &a)) return;
       if (narrow) {
         int64_t len;
-        if (!peek_int(c, 3, 0, &len)) return;
-        b = a + len;
+        if (!peek_int(c, 3, 0, &len) || __builtin_add_overflow(a, len, &b)) return;
       } else if (!peek_int(c, 3, INT64_MAX, &b) || !peek_int(c, 4, 1, &step) || step < 1) {
         return;
       }

@@ -728,6 +728,9 @@ static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *m
   const char *file;
   kiln_status s = find_method(b, self->obj, method, &m, &file);
   if (s != KILN_OK) return s;
+  if (m->n_params < 1)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: method %s has no parameters, "
+                   "expected self first", b->where, b->line, method);
   if (m->n_params != n_args + 1)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s takes %d arguments, called with "
                    "%d", b->where, b->line, method, m->n_params - 1, n_args);
