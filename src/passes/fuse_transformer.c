@@ -19,33 +19,12 @@
  *
  * Every intermediate value of a pattern must be read only inside the pattern.
  */
-#include "passes/rewrite.h"
+#include "passes/pattern.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_PATTERN 12
-
-/* The nodes a match will remove. */
-typedef struct match {
-  int nodes[MAX_PATTERN];
-  int n;
-} match;
-
-static void take(match *m, int node) {
-  if (m->n < MAX_PATTERN) m->nodes[m->n++] = node;
-}
-
-static void remove_all(kl_graph *g, const match *m) {
-  for (int i = 0; i < m->n; i++) kl_rw_remove(g, m->nodes[i]);
-}
-
-/* Node n's output 0 feeds only node `to` (and is not a graph output). */
-static bool feeds_only(const kl_graph *g, int n, int to) {
-  return n >= 0 && g->nodes[n].n_out >= 1 && kl_rw_sole_consumer(g, g->nodes[n].out[0]) == to;
-}
 
 /* Node n is op(a, c) or, when commutative, op(c, a), c the constant ~want: returns a,
  * else -1. */
