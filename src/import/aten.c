@@ -14,6 +14,7 @@
  */
 #include "import/torchscript.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,9 +456,17 @@ static kiln_status lower_arith(call *c) {
   double alpha = 1;
   kiln_status s = op == KL_OP_Mul ? KILN_OK : float_arg(c, 2, 1, &alpha);
   if (s != KILN_OK) return s;
-  if (known_ints(c, 0, 1, &x, &y, &tensor) && alpha == floor(alpha)) {
+  if (known_ints(c, 0, 1, &x, &y, &tensor) && alpha == floor(alpha) &&
+      alpha >= -9223372036854775808.0 && alpha < 9223372036854775808.0) {
     alpha_i = (int64_t)alpha;
-    int64_t r = op == KL_OP_Add ? x + alpha_i * y : op == KL_OP_Sub ? x - alpha_i * y : x * y;
+    int64_t r, t;
+    bool overflow = op == KL_OP_Mul ? __builtin_mul_overflow(x, y, &r)
+                    : __builtin_mul_overflow(alpha_i, y, &t) ||
+                        (op == KL_OP_Add ? __builtin_add_overflow(x, t, &r)
+                                         : __builtin_sub_overflow(x, t, &r));
+    if (overflow)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "integer arithmetic on %" PRId64
+                     " and %" PRId64 " overflows 64 bits", x, y);
     return ret_known_int(c, r, tensor);
   }
   int a, b, y_id;
@@ -1665,7 +1674,14 @@ static kiln_status lower_number(call *c) {
   double v;
   if (is_number(a) || (a && a->id >= 0 && const_scalar(c, a->id, &v))) {
     if (is_number(a)) v = number(a);
-    *c->out = (kl_tsv){.kind = kind, .i = kind == KL_TSV_BOOL ? v != 0 : (int64_t)v, .f = v, .id = -1};
+    /* false for NaN, the infinities and what int64 cannot hold */
+    bool fits = v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    if (kind == KL_TSV_INT && !fits)
+      return bad_arg(c, 0, "a number that fits in a 64-bit int (not NaN or infinite)");
+    *c->out = (kl_tsv){.kind = kind,
+                       .i = kind == KL_TSV_BOOL ? v != 0 : fits ? (int64_t)v : 0,
+                       .f = v,
+                       .id = -1};
     return KILN_OK;
   }
   if (c->variant == 2) return bad_arg(c, 0, "a number known when the graph is built");
