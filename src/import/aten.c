@@ -1805,6 +1805,17 @@ static kiln_status lower_not(call *c) {
   return ret_tensor(c, y);
 }
 
+/* Argument i as a tensor of dtype dt: a number becomes a constant of dt, a tensor is
+ * cast to dt (the value written by masked_fill and index_put). */
+static kiln_status value_arg(call *c, int i, kl_dtype dt, int *v) {
+  if (is_number(c->a[i])) {
+    *v = kl_ts_const_scalar(c->b, dt, number(c->a[i]));
+    return *v < 0 ? c->e->code : KILN_OK;
+  }
+  kiln_status s = tensor_arg(c, i, v);
+  return s ? s : cast(c, *v, dt, v);
+}
+
 static kiln_status lower_masked_fill(call *c) {
   int x, mask, v, y;
   kiln_status s = tensor_arg(c, 0, &x);
@@ -1812,11 +1823,7 @@ static kiln_status lower_masked_fill(call *c) {
   if (s) return s;
   kl_dtype dt = dtype_of(c, x);
   if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
-  if (is_number(c->a[2])) {
-    if ((v = kl_ts_const_scalar(c->b, dt, number(c->a[2]))) < 0) return c->e->code;
-  } else if ((s = tensor_arg(c, 2, &v)) || (s = cast(c, v, dt, &v))) {
-    return s;
-  }
+  if ((s = value_arg(c, 2, dt, &v))) return s;
   if ((s = cast(c, mask, KL_BOOL, &mask))) return s;
   if ((s = op_node(c, KL_OP_Where, 3, (int[]){mask, v, x}, &y))) return s;
   return ret_tensor(c, y);
@@ -1866,11 +1873,7 @@ static kiln_status lower_index_put(call *c) {
   idx = l->items[0].id;
   kl_dtype dt = dtype_of(c, x);
   if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
-  if (is_number(c->a[2])) {
-    if ((v = kl_ts_const_scalar(c->b, dt, number(c->a[2]))) < 0) return c->e->code;
-  } else if ((s = tensor_arg(c, 2, &v)) || (s = cast(c, v, dt, &v))) {
-    return s;
-  }
+  if ((s = value_arg(c, 2, dt, &v))) return s;
   if (dtype_of(c, idx) == KL_BOOL) {
     if (rank_of(c, idx) != rank_of(c, x) || rank_of(c, x) < 0)
       return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "index_put with a boolean mask of another "
