@@ -33,7 +33,7 @@ static bool run_once(kiln_model *m, kiln_session *s, kl_tensor *ts) {
   return st == KILN_OK;
 }
 
-static void print_summary(const kiln_model *m, const kl_memplan *p) {
+static void print_summary(const kiln_model *m, const kiln_session *s, const kl_memplan *p) {
   const kl_graph *g = m->g;
   int made = 0, inplace = 0, views = 0;
   size_t weights = 0;
@@ -56,6 +56,9 @@ static void print_summary(const kiln_model *m, const kl_memplan *p) {
   printf("  weights          %10.3f MiB  (constants, outside the arena; oneDNN keeps its own\n"
          "                                  reordered copies of the weights it packs)\n",
          mib(weights));
+  printf("  held by kernels  %10.3f MiB  (oneDNN's packed weights, and the one workspace its\n"
+         "                                  nodes share for scratchpads and staged copies)\n",
+         mib(kl_session_held_bytes(s)));
 }
 
 static void print_largest(const kiln_model *m, const kiln_session *s, const kl_memplan *p) {
@@ -99,7 +102,7 @@ int cli_inspect_memory(kiln_model *m, const kiln_options *o) {
   } else if (run_once(m, s, ts)) {
     const kl_memplan *p = kl_session_memplan(s);
     if (p) {
-      print_summary(m, p);
+      print_summary(m, s, p);
       print_largest(m, s, p);
       rc = EXIT_OK;
     } else {

@@ -74,7 +74,9 @@ if [ -z "${KILN_TEST_QUICK:-}" ]; then
   # build only, to keep CI within its time limit: they are slow under the sanitizers.
   # valgrind memcheck runs in the gcc build only (it cannot run sanitized binaries).
   MESON_TEST_ARGS=(--no-suite conformance --no-suite zoo --no-suite valgrind)
-  build_and_test build-clang clang
+  # debug_verify: the verifier after every pass, and oneDNN's shared workspace filled
+  # with NaNs before every node (src/backends/cpu/dnnl_engine.h).
+  build_and_test build-clang clang -Ddebug_verify=true
   # Sanitizers: every unit and model test again under ASan+UBSan (leaks included).
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   build_and_test build-asan gcc -Db_sanitize=address,undefined -Db_lundef=false

@@ -569,3 +569,7 @@ const kl_memplan *kl_session_memplan(const kiln_session *s) {
 const kl_type *kl_session_value_type(const kiln_session *s, int v) { return &s->types[v]; }
 
 int kl_session_fallback_count(const kiln_session *s) { return s->fallbacks; }
+
+size_t kl_session_held_bytes(const kiln_session *s) { return kl_cpu_plan_held_bytes(s->kernels); }
+
+void kl_session_poison_workspace(kiln_session *s) { kl_cpu_plan_poison_workspace(s->kernels); }

@@ -22,5 +22,10 @@ const kl_memplan *kl_session_memplan(const kiln_session *s);
 const kl_type *kl_session_value_type(const kiln_session *s, int v);
 /* Heap allocations the last run needed because a tensor did not fit the plan. */
 int kl_session_fallback_count(const kiln_session *s);
+/* Bytes the kernels hold besides the tensors (kl_cpu_plan_held_bytes). */
+size_t kl_session_held_bytes(const kiln_session *s);
+/* Tests: from now on every node finds oneDNN's workspace filled with NaNs, so that a
+ * node depending on what another left there (or on padding it did not write) fails. */
+void kl_session_poison_workspace(kiln_session *s);
 
 #endif

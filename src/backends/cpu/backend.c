@@ -378,16 +378,27 @@ size_t kl_cpu_plan_held_bytes(const kl_cpu_plan *p) {
 #if KL_HAVE_DNNL
   for (int i = 0; p->on_dnnl && i < p->n_nodes; i++)
     if (p->on_dnnl[i] == DNNL_NODE) n += kl_dnnl_held_bytes(p->state[i]);
+  n += kl_dnnl_engine_held_bytes(p->dnnl);
 #else
   (void)p;
 #endif
   return n;
 }
 
+void kl_cpu_plan_poison_workspace(kl_cpu_plan *p) {
+#if KL_HAVE_DNNL
+  kl_dnnl_ws_poison(p->dnnl, true);
+#else
+  (void)p;
+#endif
+}
+
 const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
 #if KL_HAVE_DNNL
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE && kl_dnnl_ran_reference(p->state[node]))
     return "ref";
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE && kl_dnnl_ran_gemv(p->state[node]))
+    return "gemv";
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_ATTENTION &&
       kl_dnnl_attention_ran_reference(p->state[node]))
     return "ref";

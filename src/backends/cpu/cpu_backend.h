@@ -36,8 +36,9 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_p
 void kl_cpu_plan_free(kl_cpu_plan *p);
 const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node);
 void **kl_cpu_plan_state(kl_cpu_plan *p, int node);
-/* The name of the kernel that ran node i last: the chosen kernel's, or "ref" when a
- * oneDNN kernel handed its last run to the reference kernel. */
+/* The name of the kernel that ran node i last: the chosen kernel's, "ref" when a
+ * oneDNN kernel handed its last run to the reference kernel, or "gemv" when it ran
+ * kiln's one-row matrix-vector product (isa/run_gemv.c). */
 const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node);
 
 /* release_weights: lets the plan's oneDNN nodes free the data of the constant weights
@@ -48,8 +49,10 @@ int kl_cpu_plan_release_weights(kl_cpu_plan *p, kl_graph *g);
  * before any run: their plain size, which blocked layouts pad at most a little). */
 size_t kl_cpu_plan_packed_bytes(const kl_cpu_plan *p, const kl_graph *g);
 /* Bytes the plan's kernels hold besides the session's tensors: oneDNN's packed
- * weights, primitive scratchpads and staged copies. */
+ * weights, and the workspace its nodes share for scratchpads and staged copies. */
 size_t kl_cpu_plan_held_bytes(const kl_cpu_plan *p);
+/* Tests: fill oneDNN's workspace with NaNs before every node (kl_dnnl_ws_poison). */
+void kl_cpu_plan_poison_workspace(kl_cpu_plan *p);
 
 /* What the fast kernels run on, for `kiln bench`: kiln's level and oneDNN's ISA
  * ("avx512_bf16, oneDNN avx512_core_bf16"). Valid for the life of the process. */

@@ -19,6 +19,7 @@
  */
 #include "backends/cpu/dnnl_engine.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/isa/run.h"
 #include "ir/fused.h"
 #include "ir/infer_common.h"
 #include "ir/infer_convq.h"
@@ -56,27 +57,31 @@ typedef struct dn_packed {
 /* A reorder between two buffers; `from` or `to` gets kiln's pointer at each run. */
 typedef struct dn_reorder {
   dnnl_primitive_t prim;
-  dnnl_memory_t from, to, scratch;
-  void *scratch_buf;
+  dnnl_memory_t from, to, scratch; /* scratch: over the workspace, set by the user */
+  size_t scratch_bytes;
 } dn_reorder;
 
 /* One primitive for one set of input shapes. */
 typedef struct dn_entry {
   bool used, fallback;
+  bool gemv; /* one row: kiln's own GEMV runs it (gemv_plan), no primitive */
   uint64_t last_use;
   dn_shape key[DN_INPUTS];
   dnnl_primitive_t prim;
   /* What the primitive reads and writes. src/dst/wei have kiln's pointers set at each
-   * run unless a reorder stands between (then they own src_buf, dst_buf, wei_buf). */
+   * run unless a reorder stands between: then they are staged, regions of the
+   * session's workspace (kl_dnnl_engine) at the offsets below, as is the scratchpad
+   * that the primitive and its reorders share (they run one after the other). */
   dnnl_memory_t src, wei, bias, dst, scratch, post[DN_POSTS], src1;
   bool swap;        /* a binary op's inputs 1 and 0 are its sources 0 and 1 */
   int n_post, post_arg[DN_POSTS], post_input[DN_POSTS];
   dn_reorder src_in, wei_in, dst_out, sum_in;
-  void *src_buf, *wei_buf, *dst_buf, *scratch_buf;
+  bool src_staged, wei_staged, dst_staged;
+  size_t src_off, wei_off, dst_off, scratch_off; /* in the workspace */
+  uint64_t ws_gen;  /* the workspace's generation the memories point into (0: none) */
   void *sum_copy;   /* the reference fallback's copy of a Sum that Y overwrites */
   size_t sum_bytes;
   int packed;       /* index into dn_node.packed, -1 when the weights are read as given */
-  size_t held;      /* bytes of the buffers above (scratchpads, staged tensors) */
   bool sum_postop;  /* the primitive adds what dst holds: dst is filled with Sum first */
 } dn_entry;
 
@@ -99,6 +104,8 @@ typedef struct dn_node {
   float gemm_beta;
   uint64_t clock;
   bool ran_reference; /* the last run went to the reference kernel */
+  bool ran_gemv;      /* ... to kiln's one-row matrix-vector product */
+  bool gemv_always; /* the graph's shapes make every run one row (gemv_plan) */
   dn_packed packed[DN_SLOTS];
   dn_entry slots[DN_SLOTS];
 } dn_node;
@@ -151,6 +158,9 @@ kiln_status kl_dnnl_engine_create(kl_dnnl_engine **out, kl_err *e) {
   kl_dnnl_engine *eng = calloc(1, sizeof *eng);
   *out = eng;
   if (!eng) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a oneDNN engine");
+#ifdef KL_DEBUG_VERIFY
+  eng->ws_poison = true; /* a node that reads what it did not write shows in the tests */
+#endif
   dnnl_status_t s = dnnl_engine_create(&eng->engine, dnnl_cpu, 0);
   if (s == dnnl_success) s = dnnl_stream_create(&eng->stream, eng->engine, dnnl_stream_default_flags);
   return s == dnnl_success ? KILN_OK : dn_fail(e, s, "to create a CPU engine");
@@ -160,7 +170,29 @@ void kl_dnnl_engine_free(kl_dnnl_engine *eng) {
   if (!eng) return;
   if (eng->stream) dnnl_stream_destroy(eng->stream);
   if (eng->engine) dnnl_engine_destroy(eng->engine);
+  free(eng->ws);
   free(eng);
+}
+
+size_t kl_dnnl_engine_held_bytes(const kl_dnnl_engine *eng) { return eng ? eng->ws_bytes : 0; }
+
+void kl_dnnl_ws_poison(kl_dnnl_engine *eng, bool on) {
+  if (eng) eng->ws_poison = on;
+}
+
+void kl_dnnl_ws_enter(kl_dnnl_engine *eng) {
+  if (eng->ws_poison && eng->ws) memset(eng->ws, 0xff, eng->ws_bytes); /* float NaNs */
+}
+
+dnnl_status_t kl_dnnl_ws_reserve(kl_dnnl_engine *eng, size_t bytes) {
+  if (bytes <= eng->ws_bytes) return dnnl_success;
+  void *p = NULL;
+  if (posix_memalign(&p, KL_DNNL_WS_ALIGN, bytes) != 0) return dnnl_out_of_memory;
+  free(eng->ws);
+  eng->ws = p;
+  eng->ws_bytes = bytes;
+  eng->ws_gen++;
+  return dnnl_success;
 }
 
 /* ---- which nodes ---- */
@@ -306,6 +338,117 @@ static bool same_shape(const kl_tensor *a, const kl_tensor *b) {
 
 static const kl_tensor *input(const kl_kernel_ctx *c, int k) {
   return k < c->n_in ? c->in[k] : NULL;
+}
+
+/* ---- one row: kiln's own matrix-vector product (isa/run_gemv.c) ---- */
+
+/* A Gemm or MatMul run whose input is one row and whose weights are a constant
+ * matrix still held plainly streams the weights once: run_gemv.c does that at the
+ * memory's speed, on the plain weights, where a oneDNN primitive would want them
+ * packed (a second copy) and reads them slower. The shapes are known at session
+ * creation (the graph's concrete types: such a node never packs, and keeps its plain
+ * weights under release_weights) or at a run (an entry of the cache). */
+typedef struct gemv_plan {
+  bool nk;                      /* W is [N, K] (Gemm transB=1), else [K, N] */
+  int64_t k, n, add_step, sum_step; /* steps: 0 a broadcast scalar, 1 along N */
+  bool add, sum;
+} gemv_plan;
+
+static int64_t shape_numel(const dn_shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->dims[i];
+  return n;
+}
+
+/* The step of an addend broadcast to [1, ..., n]: -1 when it is no such addend. */
+static int64_t gemv_step(const dn_shape *t, int64_t n) {
+  int64_t count = shape_numel(t);
+  if (count == 1) return 0;
+  return count == n && t->dims[t->rank - 1] == n ? 1 : -1;
+}
+
+/* Whether node d runs as one row with inputs in[] (rank -1: absent) and output y. */
+static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y,
+                         gemv_plan *p) {
+  const kl_node *n = d->node;
+  const dn_shape *a = &in[0], *w = &in[1];
+  bool has_act;
+  kl_act act;
+  memset(p, 0, sizeof *p);
+  if ((d->kind != DN_GEMM && d->kind != DN_MATMUL) || !d->const_w || d->w_released ||
+      d->nhwc || d->cl_in || d->cl_dst || w->rank != 2 || a->rank < 1 || y->rank < 1 ||
+      !kl_gemv_fused_act(n, &has_act, &act))
+    return false;
+  if (d->kind == DN_GEMM) {
+    bool ta = kl_attr_int(n, "transA", 0) != 0;
+    p->nk = kl_attr_int(n, "transB", 0) != 0;
+    if (a->rank != 2 || a->dims[ta ? 1 : 0] != 1) return false;
+    p->k = a->dims[ta ? 0 : 1];
+  } else {
+    for (int i = 0; i + 1 < a->rank; i++)
+      if (a->dims[i] != 1) return false;
+    p->k = a->dims[a->rank - 1];
+  }
+  p->n = w->dims[p->nk ? 0 : 1];
+  if (p->k < 1 || p->n < 1 || w->dims[p->nk ? 1 : 0] != p->k || shape_numel(y) != p->n ||
+      y->dims[y->rank - 1] != p->n)
+    return false;
+  bool beta0 = d->kind == DN_GEMM && kl_attr_float(n, "beta", 1.0f) == 0.0f;
+  p->add = in[2].rank >= 0 && !beta0;
+  p->sum = in[KL_FUSED_SUM].rank >= 0;
+  p->add_step = p->add ? gemv_step(&in[2], p->n) : 0;
+  p->sum_step = p->sum ? gemv_step(&in[KL_FUSED_SUM], p->n) : 0;
+  return p->add_step >= 0 && p->sum_step >= 0;
+}
+
+static void gemv_shape(const kl_tensor *t, dn_shape *s) {
+  s->rank = t ? t->rank : -1;
+  for (int i = 0; t && i < t->rank; i++) s->dims[i] = t->dims[i];
+}
+
+/* The same from the graph's types, when they are all concrete (else false). */
+static bool gemv_always_of(const dn_node *d, const kl_graph *g) {
+  const kl_node *n = d->node;
+  dn_shape in[DN_INPUTS], y;
+  for (int k = 0; k < DN_INPUTS; k++) {
+    in[k].rank = -1;
+    if (k >= n->n_in || n->in[k] < 0) continue;
+    const kl_type *t = &g->values[n->in[k]].type;
+    if (!kl_type_is_concrete(t)) return false;
+    in[k].rank = t->rank;
+    for (int i = 0; i < t->rank; i++) in[k].dims[i] = t->dims[i].size;
+  }
+  const kl_type *t = &g->values[n->out[0]].type;
+  if (!kl_type_is_concrete(t)) return false;
+  y.rank = t->rank;
+  for (int i = 0; i < t->rank; i++) y.dims[i] = t->dims[i].size;
+  gemv_plan p;
+  return gemv_plan_of(d, in, &y, &p);
+}
+
+static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
+  dn_shape in[DN_INPUTS], y;
+  for (int k = 0; k < DN_INPUTS; k++) gemv_shape(input(c, k), &in[k]);
+  gemv_shape(c->out[0], &y);
+  return gemv_plan_of(d, in, &y, p);
+}
+
+static kiln_status gemv_run(const dn_node *d, kl_kernel_ctx *c) {
+  gemv_plan p;
+  if (!gemv_fits(d, c, &p))
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "node %s: the one-row product no longer fits "
+                   "its shapes", c->node->name ? c->node->name : "?");
+  kl_gemv_args a = {.x = c->in[0]->data, .w = c->in[1]->data, .nk = p.nk, .k = p.k,
+                    .n = p.n, .alpha = 1.0f, .add_scale = 1.0f, .y = c->out[0]->data};
+  if (d->kind == DN_GEMM) {
+    a.alpha = kl_attr_float(c->node, "alpha", 1.0f);
+    a.add_scale = kl_attr_float(c->node, "beta", 1.0f);
+  }
+  if (p.add) a.add = c->in[2]->data, a.add_step = p.add_step;
+  if (p.sum) a.sum = c->in[KL_FUSED_SUM]->data, a.sum_step = p.sum_step;
+  kl_gemv_fused_act(c->node, &a.has_act, &a.act);
+  kl_run_gemv(c, kl_cpu_isa_fns(kl_isa_level()), &a);
+  return KILN_OK;
 }
 
 /* ---- problem descriptions: what each op asks of oneDNN ---- */
@@ -758,11 +901,11 @@ static void reorder_free(dn_reorder *r) {
   if (r->from) dnnl_memory_destroy(r->from);
   if (r->to) dnnl_memory_destroy(r->to);
   if (r->scratch) dnnl_memory_destroy(r->scratch);
-  free(r->scratch_buf);
   memset(r, 0, sizeof *r);
 }
 
-/* A reorder from `from` to `to` layouts; the buffers are given (or set per run). */
+/* A reorder from `from` to `to` layouts; the buffers are given (or set per run), and
+ * so is its scratchpad's (r->scratch_bytes of the workspace, when it needs one). */
 static dnnl_status_t reorder_create(dn_reorder *r, dnnl_engine_t eng,
                                     const dnnl_memory_desc_t *from, void *from_buf,
                                     const dnnl_memory_desc_t *to, void *to_buf) {
@@ -773,11 +916,8 @@ static dnnl_status_t reorder_create(dn_reorder *r, dnnl_engine_t eng,
   if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, attr);
   if (s == dnnl_success) s = dnnl_primitive_create(&r->prim, pd);
   const dnnl_memory_desc_t *sp = s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
-  size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
-  if (s == dnnl_success && sp_bytes) {
-    r->scratch_buf = aligned_alloc_bytes(sp_bytes);
-    s = r->scratch_buf ? memory(&r->scratch, sp, eng, r->scratch_buf) : dnnl_out_of_memory;
-  }
+  r->scratch_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  if (s == dnnl_success && r->scratch_bytes) s = memory(&r->scratch, sp, eng, NULL);
   if (s == dnnl_success) s = memory(&r->from, from, eng, from_buf);
   if (s == dnnl_success) s = memory(&r->to, to, eng, to_buf);
   if (pd) dnnl_primitive_desc_destroy(pd);
@@ -792,18 +932,18 @@ static dnnl_status_t reorder_run(const dn_reorder *r, dnnl_stream_t stream) {
 }
 
 /* The primitive's side of a tensor kiln holds plainly: the same memory when the
- * layouts agree, else a buffer of ours and a reorder between (in: user -> buffer,
- * out: buffer -> user). */
+ * layouts agree, else a region of the workspace (at *off; *used grows by its size)
+ * and a reorder between (in: user -> region, out: region -> user). */
 static dnnl_status_t staged(dnnl_engine_t eng, const dnnl_memory_desc_t *user,
                             const dnnl_memory_desc_t *want, bool in, dnnl_memory_t *m,
-                            void **buf, dn_reorder *r) {
+                            bool *is_staged, size_t *off, size_t *used, dn_reorder *r) {
   if (dnnl_memory_desc_equal(user, want)) return memory(m, user, eng, NULL);
-  *buf = aligned_alloc_bytes(dnnl_memory_desc_get_size(want));
-  if (!*buf) return dnnl_out_of_memory;
-  dnnl_status_t s = memory(m, want, eng, *buf);
+  *is_staged = true;
+  *off = kl_dnnl_ws_take(used, dnnl_memory_desc_get_size(want));
+  dnnl_status_t s = memory(m, want, eng, NULL);
   if (s != dnnl_success) return s;
-  return in ? reorder_create(r, eng, user, NULL, want, *buf)
-            : reorder_create(r, eng, want, *buf, user, NULL);
+  return in ? reorder_create(r, eng, user, NULL, want, NULL)
+            : reorder_create(r, eng, want, NULL, user, NULL);
 }
 
 /* Constant weights in the primitive's layout: shared with an entry that asked for the
@@ -834,6 +974,8 @@ static int pack_weights(dn_node *d, const dnnl_memory_desc_t *user,
   }
   dn_reorder r = {0};
   *s = reorder_create(&r, d->eng->engine, user, (void *)from_buf, want, pk->data);
+  if (*s == dnnl_success && r.scratch_bytes) *s = kl_dnnl_ws_reserve(d->eng, r.scratch_bytes);
+  if (*s == dnnl_success && r.scratch) *s = dnnl_memory_set_data_handle(r.scratch, d->eng->ws);
   if (*s == dnnl_success) *s = reorder_run(&r, d->eng->stream);
   if (*s == dnnl_success) *s = dnnl_stream_wait(d->eng->stream);
   reorder_free(&r);
@@ -856,10 +998,11 @@ static int pack_weights(dn_node *d, const dnnl_memory_desc_t *user,
 }
 
 static dnnl_status_t setup_weights(dn_node *d, dn_entry *en, const dn_problem *p,
-                                   const dnnl_memory_desc_t *want) {
+                                   const dnnl_memory_desc_t *want, size_t *used) {
   dnnl_engine_t eng = d->eng->engine;
   if (!d->w_released && (!d->const_w || dnnl_memory_desc_equal(&p->wei_user, want)))
-    return staged(eng, &p->wei_user, want, true, &en->wei, &en->wei_buf, &en->wei_in);
+    return staged(eng, &p->wei_user, want, true, &en->wei, &en->wei_staged, &en->wei_off,
+                  used, &en->wei_in);
   dnnl_status_t s = dnnl_success;
   en->packed = pack_weights(d, &p->wei_user, want, &s);
   return s == dnnl_success ? memory(&en->wei, want, eng, d->packed[en->packed].data) : s;
@@ -872,24 +1015,46 @@ static dnnl_status_t setup_memories(dn_node *d, dn_entry *en, const dn_problem *
   const dnnl_memory_desc_t *wei = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-  dnnl_status_t s = staged(eng, &p->src_user, src, true, &en->src, &en->src_buf, &en->src_in);
+  size_t used = 0;
+  dnnl_status_t s = staged(eng, &p->src_user, src, true, &en->src, &en->src_staged,
+                           &en->src_off, &used, &en->src_in);
   if (s == dnnl_success && d->kind != DN_POOL && d->kind != DN_BINARY)
-    s = setup_weights(d, en, p, wei);
+    s = setup_weights(d, en, p, wei, &used);
   if (s == dnnl_success && d->kind == DN_BINARY) s = memory(&en->src1, &p->src1, eng, NULL);
   if (s == dnnl_success)
-    s = staged(eng, &p->dst_user, dst, false, &en->dst, &en->dst_buf, &en->dst_out);
-  if (s == dnnl_success && en->sum_postop && en->dst_buf) /* Sum into the staged dst */
-    s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, en->dst_buf);
+    s = staged(eng, &p->dst_user, dst, false, &en->dst, &en->dst_staged, &en->dst_off, &used,
+               &en->dst_out);
+  if (s == dnnl_success && en->sum_postop && en->dst_staged) /* Sum into the staged dst */
+    s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, NULL);
   else if (s == dnnl_success && en->sum_postop && !dnnl_memory_desc_equal(&p->sum_user, dst))
     s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, NULL); /* into Y */
   if (s == dnnl_success && p->has_bias) s = memory(&en->bias, &p->bias, eng, NULL);
   for (int k = 0; s == dnnl_success && k < en->n_post; k++)
     s = memory(&en->post[k], &post[k], eng, NULL);
+  /* One scratchpad region for the primitive and its reorders, as large as the largest. */
   size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
-  if (s == dnnl_success && sp_bytes) {
-    en->scratch_buf = aligned_alloc_bytes(sp_bytes);
-    s = en->scratch_buf ? memory(&en->scratch, sp, eng, en->scratch_buf) : dnnl_out_of_memory;
-  }
+  const dn_reorder *r[] = {&en->src_in, &en->wei_in, &en->dst_out, &en->sum_in};
+  for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+    if (r[i]->scratch_bytes > sp_bytes) sp_bytes = r[i]->scratch_bytes;
+  en->scratch_off = kl_dnnl_ws_take(&used, sp_bytes);
+  if (s == dnnl_success && sp && dnnl_memory_desc_get_size(sp))
+    s = memory(&en->scratch, sp, eng, NULL);
+  return s == dnnl_success ? kl_dnnl_ws_reserve(d->eng, used) : s;
+}
+
+/* Points the entry's staged memories and scratchpads into the workspace at base. */
+static dnnl_status_t ws_bind(dn_entry *en, char *base) {
+  struct { dnnl_memory_t m; bool on; size_t off; } at[] = {
+      {en->src, en->src_staged, en->src_off},     {en->src_in.to, en->src_staged, en->src_off},
+      {en->wei, en->wei_staged, en->wei_off},     {en->wei_in.to, en->wei_staged, en->wei_off},
+      {en->dst, en->dst_staged, en->dst_off},     {en->dst_out.from, en->dst_staged, en->dst_off},
+      {en->sum_in.to, en->dst_staged, en->dst_off},
+      {en->scratch, true, en->scratch_off},       {en->src_in.scratch, true, en->scratch_off},
+      {en->wei_in.scratch, true, en->scratch_off}, {en->dst_out.scratch, true, en->scratch_off},
+      {en->sum_in.scratch, true, en->scratch_off}};
+  dnnl_status_t s = dnnl_success;
+  for (size_t i = 0; s == dnnl_success && i < sizeof at / sizeof at[0]; i++)
+    if (at[i].m && at[i].on) s = dnnl_memory_set_data_handle(at[i].m, base + at[i].off);
   return s;
 }
 
@@ -903,10 +1068,6 @@ static void entry_free(dn_node *d, dn_entry *en) {
   reorder_free(&en->wei_in);
   reorder_free(&en->dst_out);
   reorder_free(&en->sum_in);
-  free(en->src_buf);
-  free(en->wei_buf);
-  free(en->dst_buf);
-  free(en->scratch_buf);
   free(en->sum_copy);
   if (en->packed >= 0 && --d->packed[en->packed].users == 0) {
     free(d->packed[en->packed].data);
@@ -916,27 +1077,10 @@ static void entry_free(dn_node *d, dn_entry *en) {
   en->packed = -1;
 }
 
-static size_t memory_bytes(dnnl_memory_t m) {
-  const dnnl_memory_desc_t *md = NULL;
-  if (!m || dnnl_memory_get_memory_desc(m, &md) != dnnl_success) return 0;
-  return dnnl_memory_desc_get_size(md);
-}
-
-/* The bytes an entry allocated: the primitive's scratchpad, the staged copies of
- * src, weights and dst, and the scratchpads of the reorders around it. */
-static size_t entry_bytes(const dn_entry *en, const_dnnl_primitive_desc_t pd) {
-  const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-  size_t n = sp ? dnnl_memory_desc_get_size(sp) : 0;
-  if (en->src_buf) n += memory_bytes(en->src);
-  if (en->wei_buf) n += memory_bytes(en->wei);
-  if (en->dst_buf) n += memory_bytes(en->dst);
-  const dn_reorder *r[] = {&en->src_in, &en->wei_in, &en->dst_out, &en->sum_in};
-  for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) n += memory_bytes(r[i]->scratch);
-  return n;
-}
-
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
+  gemv_plan gp;
+  if ((en->gemv = gemv_fits(d, c, &gp))) return KILN_OK; /* no primitive: run_gemv.c */
   dn_problem p;
   kiln_status st = describe(d, c, &p);
   if (st != KILN_OK) return st;
@@ -961,7 +1105,6 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   } else {
     if (s == dnnl_success) s = setup_memories(d, en, &p, pd, post);
     if (s == dnnl_success) s = dnnl_primitive_create(&en->prim, pd);
-    if (s == dnnl_success) en->held = entry_bytes(en, pd);
   }
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (attr) dnnl_primitive_attr_destroy(attr);
@@ -1046,6 +1189,12 @@ static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c
   const kl_tensor *x = c->in[en->swap], *w = input(c, 1), *sum = input(c, KL_FUSED_SUM);
   kl_tensor *y = c->out[0];
   dnnl_stream_t stream = d->eng->stream;
+  if (en->ws_gen != d->eng->ws_gen) { /* new entry, or the workspace has grown since */
+    dnnl_status_t s = ws_bind(en, d->eng->ws);
+    if (s != dnnl_success) return s;
+    en->ws_gen = d->eng->ws_gen;
+  }
+  kl_dnnl_ws_enter(d->eng);
   if (en->src1) {
     dnnl_status_t s = set_handle(en->src1, c->in[!en->swap]->data);
     if (s != dnnl_success) return s;
@@ -1065,7 +1214,7 @@ static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c
   if (s != dnnl_success || !en->sum_postop) return s;
   if (en->sum_in.prim) {
     s = set_handle(en->sum_in.from, sum->data);
-    if (s == dnnl_success && !en->dst_buf) s = set_handle(en->sum_in.to, y->data);
+    if (s == dnnl_success && !en->dst_staged) s = set_handle(en->sum_in.to, y->data);
     return s == dnnl_success ? reorder_run(&en->sum_in, stream) : s;
   }
   if (sum->data != y->data) memcpy(y->data, sum->data, kl_tensor_nbytes(y));
@@ -1137,7 +1286,13 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   dn_entry *en;
   kiln_status st = entry_get(d, c, &en);
   if (st != KILN_OK) return st;
+  if (en->gemv && d->w_released) { /* made before another shape released the weights */
+    entry_free(d, en);
+    if ((st = entry_get(d, c, &en)) != KILN_OK) return st;
+  }
   d->ran_reference = en->fallback;
+  d->ran_gemv = en->gemv;
+  if (en->gemv) return gemv_run(d, c);
   if (!en->fallback) return execute(d, en, c);
   if (d->nhwc) /* its reference kernel reads the graph's layout, X and Sum before Y */
     return (kiln_status)kl_op_get(c->node->op)->ref((kl_kernel_ctx *)d->graph_ctx);
@@ -1177,6 +1332,7 @@ static int dn_run(kl_kernel_ctx *c) {
   if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
   kiln_status st;
   d->ran_reference = true;
+  d->ran_gemv = false;
   for (int k = 0; k < c->n_in; k++)
     if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) /* oneDNN refuses empty operands */
       return (st = no_reference(d, c)) != KILN_OK ? st : (kiln_status)kl_op_get(c->node->op)->ref(c);
@@ -1250,15 +1406,16 @@ unsigned kl_dnnl_channels_last_slots(const kl_graph *g, const kl_node *n) {
 bool kl_dnnl_allow_release(void *state, kl_value *w) {
   dn_node *d = state;
   if (!d || !d->const_w || d->const_w != w->data || d->kind == DN_POOL ||
-      d->kind == DN_BINARY)
-    return false;
+      d->kind == DN_BINARY || d->gemv_always)
+    return false; /* gemv_always: the one-row product reads the plain weights */
   d->own_w = w;
   return true;
 }
 
 size_t kl_dnnl_weights_bytes(const void *state, const kl_graph *g) {
   const dn_node *d = state;
-  if (!d || !d->const_w || d->kind == DN_POOL || d->kind == DN_BINARY) return 0;
+  if (!d || !d->const_w || d->kind == DN_POOL || d->kind == DN_BINARY || d->gemv_always)
+    return 0;
   return g->values[d->node->in[1]].nbytes;
 }
 
@@ -1267,9 +1424,14 @@ size_t kl_dnnl_held_bytes(const void *state) {
   size_t n = 0;
   for (int i = 0; d && i < DN_SLOTS; i++) {
     if (d->packed[i].data) n += dnnl_memory_desc_get_size(&d->packed[i].md);
-    if (d->slots[i].used) n += d->slots[i].held + d->slots[i].sum_bytes;
+    if (d->slots[i].used) n += d->slots[i].sum_bytes;
   }
   return n;
+}
+
+bool kl_dnnl_ran_gemv(const void *state) {
+  const dn_node *d = state;
+  return d && d->ran_gemv;
 }
 
 bool kl_dnnl_ran_reference(const void *state) {
@@ -1314,6 +1476,7 @@ kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl
     d->cl_in = (kl_layout_activation_slot(n, 0) ? 1u : 0u) | 1u << KL_FUSED_SUM;
     d->cl_dst = true;
   }
+  d->gemv_always = gemv_always_of(d, g);
   kiln_status st = kind == DN_GEMM ? scale_c(d, g, e) : KILN_OK;
   if (st != KILN_OK) {
     dn_release(d);

@@ -4,14 +4,18 @@
  * pooling ops (MaxPool without Indices, AveragePool, GlobalAveragePool,
  * GlobalMaxPool), so that a MaxPool between convolutions keeps their layout.
  *
- * A node's state holds, per set of input shapes (a small cache), the primitive, its
- * scratchpad and the reorders between kiln's plain row-major tensors and the layouts
- * the primitive chose; constant weights are reordered once into the layout oneDNN
+ * A node's state holds, per set of input shapes (a small cache), the primitive and the
+ * reorders between kiln's plain row-major tensors and the layouts the primitive chose;
+ * the buffers these need only while the node runs (scratchpads, staged copies) are
+ * regions of one workspace per session (kl_dnnl_engine); constant weights are reordered once into the layout oneDNN
  * picks and shared by every entry that wants that layout. When oneDNN has no
  * implementation for a shape, the entry remembers it and runs the reference kernel.
+ * A Gemm or MatMul run with one row of input and constant weights still held plainly
+ * makes no primitive: kiln's own matrix-vector product (isa/run_gemv.c) streams the
+ * plain weights, which are never packed for it.
  *
- * Running a node whose entry exists allocates nothing: every buffer is made when the
- * entry is. */
+ * Running a node whose entry exists allocates nothing: every buffer is made (or the
+ * workspace grown) when the entry is. */
 #ifndef KL_CPU_DNNL_H
 #define KL_CPU_DNNL_H
 
@@ -22,6 +26,12 @@ typedef struct kl_dnnl_engine kl_dnnl_engine;
 
 kiln_status kl_dnnl_engine_create(kl_dnnl_engine **out, kl_err *e);
 void kl_dnnl_engine_free(kl_dnnl_engine *eng);
+/* Bytes of the engine's workspace: the buffers every node of the session shares for
+ * what it needs only while it runs (scratchpads, staged copies, attention scores). */
+size_t kl_dnnl_engine_held_bytes(const kl_dnnl_engine *eng);
+/* For tests: from now on, fill the workspace with NaNs before every node runs, so
+ * that a node reading what another left there shows in its outputs. */
+void kl_dnnl_ws_poison(kl_dnnl_engine *eng, bool on);
 
 /* Whether oneDNN is to run node n of g: its op, float32 types and attributes that
  * post-ops can express. Decided from the graph alone, once per session. */
@@ -53,17 +63,21 @@ bool kl_dnnl_attention_ran_reference(const void *state);
 
 /* release_weights: lets a node's state free w's data (the model's constant weights,
  * which only this node reads) once it holds them reordered for oneDNN, keeping that
- * copy as the only one. False (nothing changes) when the node has no such weights. */
+ * copy as the only one. False (nothing changes) when the node has no such weights, or
+ * when the graph's shapes make its every run one row (read plain, never packed). */
 bool kl_dnnl_allow_release(void *state, kl_value *w);
 /* The bytes of the constant weights the node will hold reordered (the size of its
- * plain weights; 0 when it has none). */
+ * plain weights; 0 when it has none, or runs only one row at a time). */
 size_t kl_dnnl_weights_bytes(const void *state, const kl_graph *g);
-/* Bytes the node's state holds: packed weights, scratchpads, staged tensors. */
+/* Bytes the node's state holds for itself: its packed weights (the scratchpads and
+ * staged tensors it needs while it runs are in the engine's workspace). */
 size_t kl_dnnl_held_bytes(const void *state);
 
 /* Whether the node's last run went to the reference kernel (oneDNN had no
  * implementation for its shapes, or an operand was empty). */
 bool kl_dnnl_ran_reference(const void *state);
+/* Whether the node's last run was kiln's one-row matrix-vector product (run_gemv.c). */
+bool kl_dnnl_ran_gemv(const void *state);
 
 /* Whether oneDNN is to be used. The first call lowers oneDNN's ISA to kiln's level
  * (kl_isa_level: the machine's, lowered by KILN_ISA), once per process, before any

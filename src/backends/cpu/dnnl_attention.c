@@ -22,7 +22,6 @@
 #include <string.h>
 
 #define AT_SLOTS 4 /* entries kept per node: one per recent set of input shapes */
-#define AT_ALIGN 64
 
 enum { AT_QK, AT_MASK, AT_SOFTMAX, AT_PV, AT_STEPS };
 
@@ -34,11 +33,14 @@ typedef struct at_entry {
   dnnl_primitive_t prim[AT_STEPS];
   dnnl_memory_t q, kt, mask, v, y, scores, scratch[AT_STEPS];
   int64_t off[3]; /* element offsets of Q, K, V in their buffers (packed QKV) */
-  void *scores_buf, *scratch_buf;
+  /* The scores and the scratchpad the steps share: regions of the session's workspace */
+  size_t scores_off, scratch_off;
+  uint64_t ws_gen; /* the workspace generation the memories point into (0: none) */
 } at_entry;
 
 typedef struct at_node {
-  dnnl_engine_t engine; /* the session's (kl_dnnl_engine), not owned */
+  kl_dnnl_engine *eng;  /* the session's, not owned */
+  dnnl_engine_t engine; /* eng's engine and stream */
   dnnl_stream_t stream;
   uint64_t clock;
   bool ran_reference;
@@ -50,11 +52,6 @@ typedef struct at_mds {
   int64_t off[3];
   dnnl_memory_desc_t q, kt, mask, v, y, scores;
 } at_mds;
-
-static void *alloc_aligned(size_t bytes) {
-  void *p = NULL;
-  return posix_memalign(&p, AT_ALIGN, bytes ? bytes : AT_ALIGN) == 0 ? p : NULL;
-}
 
 static const kl_tensor *mask_of(const kl_kernel_ctx *c) { return c->n_in > 3 ? c->in[3] : NULL; }
 
@@ -173,23 +170,32 @@ static dnnl_status_t make_steps(at_node *a, at_entry *en, const kl_kernel_ctx *c
   return s;
 }
 
-/* The memories: kiln's tensors get their pointers at each run; the scores and the
- * shared scratchpad are ours. */
+/* The memories: kiln's tensors get their pointers at each run, the scores and the
+ * scratchpad the steps share theirs in the workspace (ws_bind). */
 static dnnl_status_t make_memories(at_node *a, at_entry *en, const at_mds *m, size_t need) {
-  size_t score_bytes = dnnl_memory_desc_get_size(&m->scores);
-  en->scores_buf = alloc_aligned(score_bytes);
-  en->scratch_buf = need ? alloc_aligned(need) : NULL;
-  if (!en->scores_buf || (need && !en->scratch_buf)) return dnnl_out_of_memory;
+  size_t used = 0;
+  en->scores_off = kl_dnnl_ws_take(&used, dnnl_memory_desc_get_size(&m->scores));
+  en->scratch_off = kl_dnnl_ws_take(&used, need);
   dnnl_engine_t e = a->engine;
-  dnnl_status_t s = dnnl_memory_create(&en->scores, &m->scores, e, en->scores_buf);
+  dnnl_status_t s = kl_dnnl_ws_reserve(a->eng, used);
+  if (s == dnnl_success) s = dnnl_memory_create(&en->scores, &m->scores, e, DNNL_MEMORY_NONE);
   if (s == dnnl_success) s = dnnl_memory_create(&en->q, &m->q, e, DNNL_MEMORY_NONE);
   if (s == dnnl_success) s = dnnl_memory_create(&en->kt, &m->kt, e, DNNL_MEMORY_NONE);
   if (s == dnnl_success) s = dnnl_memory_create(&en->v, &m->v, e, DNNL_MEMORY_NONE);
   if (s == dnnl_success) s = dnnl_memory_create(&en->y, &m->y, e, DNNL_MEMORY_NONE);
   if (s == dnnl_success && en->prim[AT_MASK])
     s = dnnl_memory_create(&en->mask, &m->mask, e, DNNL_MEMORY_NONE);
+  return s;
+}
+
+/* Points the scores and the scratchpads into the workspace, when it is new to them. */
+static dnnl_status_t ws_bind(at_node *a, at_entry *en) {
+  if (en->ws_gen == a->eng->ws_gen) return dnnl_success;
+  char *base = a->eng->ws;
+  dnnl_status_t s = dnnl_memory_set_data_handle(en->scores, base + en->scores_off);
   for (int k = 0; s == dnnl_success && k < AT_STEPS; k++)
-    if (en->scratch[k]) s = dnnl_memory_set_data_handle(en->scratch[k], en->scratch_buf);
+    if (en->scratch[k]) s = dnnl_memory_set_data_handle(en->scratch[k], base + en->scratch_off);
+  if (s == dnnl_success) en->ws_gen = a->eng->ws_gen;
   return s;
 }
 
@@ -201,8 +207,6 @@ static void entry_free(at_entry *en) {
   dnnl_memory_t mems[] = {en->q, en->kt, en->mask, en->v, en->y, en->scores};
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
-  free(en->scores_buf);
-  free(en->scratch_buf);
   memset(en, 0, sizeof *en);
 }
 
@@ -274,7 +278,9 @@ static void *operand(const kl_kernel_ctx *c, int k, int64_t off) {
 }
 
 static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
-  dnnl_status_t s = dnnl_memory_set_data_handle(en->q, operand(c, 0, en->off[0]));
+  dnnl_status_t s = ws_bind(a, en);
+  kl_dnnl_ws_enter(a->eng);
+  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->q, operand(c, 0, en->off[0]));
   if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->kt, operand(c, 1, en->off[1]));
   if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->v, operand(c, 2, en->off[2]));
   if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->y, c->out[0]->data);
@@ -333,6 +339,7 @@ kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel,
   at_node *a = calloc(1, sizeof *a);
   *state = a;
   if (!a) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a oneDNN attention");
+  a->eng = eng;
   a->engine = eng->engine;
   a->stream = eng->stream;
   *kernel = (kl_cpu_kernel){"dnnl_attention", at_run, at_release};

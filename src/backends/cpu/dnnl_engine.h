@@ -10,6 +10,29 @@
 struct kl_dnnl_engine {
   dnnl_engine_t engine;
   dnnl_stream_t stream;
+  /* The session's workspace: what a node needs only while it runs (oneDNN's
+   * scratchpads, the copies of its tensors in the layout a primitive asked for, the
+   * attention scores). The session runs its nodes one at a time, so one buffer as
+   * large as the largest node's need serves them all. It grows when a new entry needs
+   * more (its content is not kept); ws_gen counts the growths, so that an entry points
+   * its memories at the new buffer before its next run. */
+  void *ws;
+  size_t ws_bytes;
+  uint64_t ws_gen;
+  bool ws_poison; /* tests: fill the workspace with NaNs before every node (kl_dnnl_ws_poison) */
 };
+
+/* Grows eng's workspace to at least `bytes` (dnnl_out_of_memory if it cannot). */
+dnnl_status_t kl_dnnl_ws_reserve(kl_dnnl_engine *eng, size_t bytes);
+/* Before a node uses the workspace: fills it with NaNs when ws_poison is set. */
+void kl_dnnl_ws_enter(kl_dnnl_engine *eng);
+
+/* Workspace layout of one entry: consecutive regions, each aligned for oneDNN. */
+#define KL_DNNL_WS_ALIGN 64
+static inline size_t kl_dnnl_ws_take(size_t *used, size_t bytes) {
+  size_t at = *used;
+  *used += (bytes + KL_DNNL_WS_ALIGN - 1) / KL_DNNL_WS_ALIGN * KL_DNNL_WS_ALIGN;
+  return at;
+}
 
 #endif

@@ -1,7 +1,7 @@
 /* The primitives of kiln's own CPU kernels, one table per family and ISA level.
  *
- * Each family (eltwise, rows, pool, copy) has one source file per level, compiled with
- * that level's flags into its own static library (isa/meson.build):
+ * Each family (eltwise, rows, pool, copy, gemv) has one source file per level,
+ * compiled with that level's flags into its own static library (isa/meson.build):
  *   <family>_generic.c     plain C written for the auto-vectorizer, any CPU
  *   <family>_avx2.c        AVX2 + FMA intrinsics
  *   <family>_avx512.c      AVX-512 F/BW/DQ/VL intrinsics
@@ -110,6 +110,16 @@ typedef struct kl_copy_fns {
                       size_t dst_ld, size_t rows, size_t cols);
 } kl_copy_fns;
 
+/* Matrix-vector products with plain float32 weights (run_gemv.c's primitives): one row
+ * x of k elements times a weight matrix, for n outputs. y must not overlap x or w.
+ *   nk: w holds n rows of k (row i at w + i * ldw):  y[i] = sum_j x[j] w[i * ldw + j]
+ *   kn: w holds k rows of n (row j at w + j * ldw):  y[i] = sum_j x[j] w[j * ldw + i]
+ * The sums are in float, in an order of each level's choosing. */
+typedef struct kl_gemv_fns {
+  void (*nk)(const float *x, const float *w, size_t ldw, size_t k, float *y, size_t n);
+  void (*kn)(const float *x, const float *w, size_t ldw, size_t k, float *y, size_t n);
+} kl_gemv_fns;
+
 /* The tables, defined by the family files. Only the generic ones exist off x86. */
 extern const kl_eltwise_fns kl_eltwise_generic, kl_eltwise_avx2, kl_eltwise_avx512;
 extern const kl_eltwise_bf16_fns kl_eltwise_avx512bf16;
@@ -117,5 +127,6 @@ extern const kl_rows_fns kl_rows_generic, kl_rows_avx2, kl_rows_avx512;
 extern const kl_rows_bf16_fns kl_rows_avx512bf16;
 extern const kl_pool_fns kl_pool_generic, kl_pool_avx2, kl_pool_avx512;
 extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
+extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
 
 #endif

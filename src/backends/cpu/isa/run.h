@@ -13,6 +13,7 @@
 #ifndef KL_ISA_RUN_H
 #define KL_ISA_RUN_H
 
+#include "backends/backend.h"
 #include "backends/cpu/isa/isa_fns.h"
 #include "ir/ir.h"
 
@@ -25,6 +26,7 @@ typedef struct kl_isa_fns {
   const kl_rows_bf16_fns *rows_bf16; /* NULL below AVX512_BF16 */
   const kl_pool_fns *pool;
   const kl_copy_fns *copy;
+  const kl_gemv_fns *gemv;
 } kl_isa_fns;
 
 /* Relu, LeakyRelu, Sigmoid, Tanh, Exp, Erf, Gelu, Swish, HardSigmoid, HardSwish, Clip */
@@ -51,6 +53,32 @@ int kl_run_batchnorm(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_slice(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Pad in constant mode: any dtype of 1, 2, 4 or 8 bytes (run_pad.c) */
 int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f);
+
+/* One row times constant plain weights (run_gemv.c), for the oneDNN nodes' one-row
+ * runs (dnnl.c): y[i] = act(alpha * (x W)[i] + add_scale * add[i * add_step]
+ * + sum[i * sum_step]) for i < n, each addend skipped when NULL, steps 0 (a broadcast
+ * scalar) or 1. W is [n, k] (nk) or [k, n], row-major. y may be sum (the same elements)
+ * but must not overlap x or w. */
+typedef struct kl_gemv_args {
+  const float *x, *w;
+  bool nk;
+  int64_t k, n;
+  float alpha;
+  const float *add;
+  int64_t add_step;
+  float add_scale;
+  const float *sum;
+  int64_t sum_step;
+  bool has_act;
+  kl_act act;
+  float *y;
+} kl_gemv_args;
+void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
+/* The activation of a fused node (its "activation" attribute) as a kl_act: *has false
+ * when it has none; returns false when it has one the primitives lack (Mish, Elu). */
+bool kl_gemv_fused_act(const kl_node *n, bool *has, kl_act *a);
+/* The primitives of level isa (the highest this build has at or below it). */
+const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);
 
 /* The activation a node computes; false for an op kl_run_unary does not take. Clip's
  * bounds are inputs, read at run time by the driver. */

@@ -1,0 +1,593 @@
+/* kiln's one-row matrix products (src/backends/cpu/isa/gemv_*.c, run_gemv.c, and their
+ * hook in dnnl.c): the primitives of every ISA level this machine has against the
+ * generic ones and a double-precision sum, at awkward sizes and strides in both weight
+ * layouts; the driver's epilogue (alpha, broadcast addends, a Sum sharing y's buffer,
+ * activations, threads); and whole Gemm / MatMul / fused nodes run through sessions
+ * against the reference kernels, with static and dynamic row counts, the per-shape
+ * cache, and release_weights on and off. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "backends/cpu/isa.h"
+#include "backends/cpu/isa/run.h"
+#include "export/onnx_export.h"
+#include "kl_config.h"
+#include "runtime/session.h"
+#if KL_HAVE_DNNL
+#include "backends/cpu/dnnl.h"
+#endif
+
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t rng = 4242;
+
+/* Never zero: |v| in [0.1, 1] times span, either sign. */
+static float nonzero(float span) {
+  float v = tu_rand_f32(&rng, 0.1f, 1.0f) * span;
+  return tu_rand_f32(&rng, 0.0f, 1.0f) < 0.5f ? -v : v;
+}
+
+static float *rand_floats(size_t n, float span) {
+  float *p = malloc(sizeof(float) * (n ? n : 1));
+  assert_non_null(p);
+  for (size_t i = 0; i < n; i++) p[i] = nonzero(span);
+  return p;
+}
+
+/* ---- the primitives ---- */
+
+static const size_t sizes[] = {1, 3, 15, 16, 17, 63, 100, 1031};
+#define N_SIZES (sizeof sizes / sizeof sizes[0])
+
+/* The levels this machine runs (KILN_ISA aside), generic first. */
+static int levels(const kl_isa_fns **out) {
+  kl_isa top = kl_isa_supported(kl_isa_features());
+  int n = 0;
+  out[n++] = kl_cpu_isa_fns(KL_ISA_GENERIC);
+  if (top >= KL_ISA_AVX2) out[n++] = kl_cpu_isa_fns(KL_ISA_AVX2);
+  if (top >= KL_ISA_AVX512) out[n++] = kl_cpu_isa_fns(KL_ISA_AVX512);
+  return n;
+}
+
+/* y against the double sums of x and w (in form nk or kn, with row stride ldw), each
+ * output within a bound scaled by its sum of |x||w|; the same for y2 (the generic
+ * level's result) when given. */
+static void check_products(const char *level, bool nk, const float *x, const float *w,
+                           size_t ldw, size_t k, size_t n, const float *y, const float *y2) {
+  for (size_t i = 0; i < n; i++) {
+    double want = 0, mag = 0;
+    for (size_t j = 0; j < k; j++) {
+      double wv = nk ? w[i * ldw + j] : w[j * ldw + i];
+      want += (double)x[j] * wv;
+      mag += fabs((double)x[j] * wv);
+    }
+    double tol = ((double)k / 8.0 + 16.0) * 2.4e-7 * mag;
+    if (!(fabs((double)y[i] - want) <= tol))
+      fail_msg("%s %s k=%zu n=%zu: y[%zu] = %.9g, the double sum %.9g (tolerance %.3g)",
+               level, nk ? "nk" : "kn", k, n, i, (double)y[i], want, tol);
+    if (y2 && !(fabs((double)y[i] - y2[i]) <= 2 * tol))
+      fail_msg("%s %s k=%zu n=%zu: y[%zu] = %.9g, the generic level's %.9g", level,
+               nk ? "nk" : "kn", k, n, i, (double)y[i], (double)y2[i]);
+  }
+}
+
+static void test_primitives(void **state) {
+  (void)state;
+  const kl_isa_fns *lv[3];
+  int n_lv = levels(lv);
+  for (int form = 0; form < 2; form++) {
+    bool nk = form == 0;
+    for (size_t a = 0; a < N_SIZES; a++)
+      for (size_t b = 0; b < N_SIZES; b++) {
+        size_t k = sizes[a], n = sizes[b];
+        size_t pad = 1 + (k + n) % 5, ldw = (nk ? k : n) + pad, rows = nk ? n : k;
+        float *x = rand_floats(k, 2.0f), *w = rand_floats(rows * ldw, 1.0f);
+        float *y0 = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * (n + 1));
+        assert_non_null(y0);
+        assert_non_null(y);
+        for (int l = 0; l < n_lv; l++) {
+          const kl_gemv_fns *g = lv[l]->gemv;
+          y[n] = 12345.0f; /* a guard past the end */
+          for (size_t i = 0; i < n; i++) y[i] = NAN; /* every output written */
+          (nk ? g->nk : g->kn)(x, w, ldw, k, y, n);
+          assert_true(y[n] == 12345.0f);
+          check_products(lv[l]->name, nk, x, w, ldw, k, n, y, l > 0 ? y0 : NULL);
+          if (l == 0) memcpy(y0, y, sizeof(float) * n);
+        }
+        free(x);
+        free(w);
+        free(y0);
+        free(y);
+      }
+  }
+}
+
+/* ---- the driver ---- */
+
+typedef struct drv_case {
+  const char *what;
+  bool nk;
+  size_t k, n;
+  float alpha, add_scale;
+  int add_step, sum_step; /* -1: absent */
+  bool sum_in_y;          /* Sum shares y's buffer */
+  bool has_act;
+  kl_act act;
+  int threads;
+} drv_case;
+
+static double act_ref(const kl_act *a, double v) {
+  switch (a->kind) {
+  case KL_ACT_RELU: return v < 0 ? 0 : v;
+  case KL_ACT_LEAKY_RELU: return v < 0 ? a->alpha * v : v;
+  case KL_ACT_SIGMOID: return 1 / (1 + exp(-v));
+  case KL_ACT_TANH: return tanh(v);
+  case KL_ACT_HARD_SIGMOID: return fmin(fmax(a->alpha * v + a->beta, 0), 1);
+  case KL_ACT_CLIP: return fmin(fmax(v, a->alpha), a->beta);
+  default: fail_msg("activation %d not in this test", (int)a->kind); return 0;
+  }
+}
+
+static void run_driver(const kl_isa_fns *f, const drv_case *t) {
+  size_t rows = t->nk ? t->n : t->k, cols = t->nk ? t->k : t->n;
+  float *x = rand_floats(t->k, 2.0f), *w = rand_floats(rows * cols, 1.0f);
+  float *add = t->add_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
+  float *sum = t->sum_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
+  float *y = rand_floats(t->n, 1.0f);
+  if (t->sum_in_y) memcpy(y, sum, sizeof(float) * t->n);
+  kl_gemv_args a = {.x = x, .w = w, .nk = t->nk, .k = (int64_t)t->k, .n = (int64_t)t->n,
+                    .alpha = t->alpha, .add = add, .add_step = t->add_step,
+                    .add_scale = t->add_scale, .sum = t->sum_in_y ? y : sum,
+                    .sum_step = t->sum_step, .has_act = t->has_act, .act = t->act, .y = y};
+  kl_err e = {0};
+  kl_kernel_ctx c = {.e = &e, .threads = t->threads};
+  kl_run_gemv(&c, f, &a);
+  for (size_t i = 0; i < t->n; i++) {
+    double dot = 0, mag = 0;
+    for (size_t j = 0; j < t->k; j++) {
+      double wv = t->nk ? w[i * t->k + j] : w[j * t->n + i];
+      dot += (double)x[j] * wv;
+      mag += fabs((double)x[j] * wv);
+    }
+    double v = t->alpha * dot;
+    if (add) v += t->add_scale * add[i * (size_t)t->add_step];
+    if (sum) v += sum[i * (size_t)t->sum_step];
+    if (t->has_act) v = act_ref(&t->act, v);
+    double tol = ((double)t->k / 8.0 + 16.0) * 2.4e-7 * (fabs(t->alpha) * mag + 10) + 1e-6;
+    if (!(fabs((double)y[i] - v) <= tol))
+      fail_msg("%s, %s: y[%zu] = %.9g, expected %.9g", f->name, t->what, i, (double)y[i], v);
+  }
+  free(x);
+  free(w);
+  free(add);
+  free(sum);
+  free(y);
+}
+
+static void test_driver(void **state) {
+  (void)state;
+  const kl_isa_fns *lv[3];
+  int n_lv = levels(lv);
+  const kl_act relu = {KL_ACT_RELU, 0, 0}, leaky = {KL_ACT_LEAKY_RELU, 0.1f, 0};
+  const kl_act hsig = {KL_ACT_HARD_SIGMOID, 0.2f, 0.5f}, clip = {KL_ACT_CLIP, -0.5f, 0.75f};
+  const kl_act tanh_a = {KL_ACT_TANH, 0, 0};
+  const drv_case cases[] = {
+      {"nk plain", true, 100, 17, 1, 1, -1, -1, false, false, relu, 1},
+      {"nk alpha, add [N], Relu", true, 63, 100, 0.5f, 2, 1, -1, false, true, relu, 1},
+      {"kn add scalar, Sum in y, LeakyRelu", false, 17, 1031, 1, -1.5f, 0, 1, true, true,
+       leaky, 1},
+      {"kn Sum scalar, HardSigmoid", false, 1031, 63, 1, 1, -1, 0, false, true, hsig, 1},
+      {"nk Sum in y, Clip", true, 15, 5000, 2, 1, 1, 1, true, true, clip, 1},
+      {"nk threads", true, 1031, 700, 1, 1, 1, -1, false, true, tanh_a, 2},
+      {"kn threads, Sum in y", false, 1031, 1500, 1, 0.5f, 1, 1, true, false, relu, 2},
+      {"kn threads, odd columns", false, 3000, 1001, 1, 1, 0, -1, false, false, relu, 2},
+  };
+  for (int l = 0; l < n_lv; l++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_driver(lv[l], &cases[i]);
+}
+
+static void test_fused_act(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int a = tu_graph_input(g, "a", KL_F32, 2, (int64_t[]){1, 4});
+  int w = tu_graph_input(g, "w", KL_F32, 2, (int64_t[]){4, 2});
+  int n = tu_graph_node(g, KL_OP_KilnFusedMatMul, "fm", 2, (int[]){a, w}, 1,
+                        (int[]){tu_graph_value(g, "y")});
+  bool has;
+  kl_act act;
+  assert_true(kl_gemv_fused_act(&g->nodes[n], &has, &act));
+  assert_false(has);
+  static const struct {
+    const char *name;
+    int n_p;
+    float p[2];
+    kl_act_kind kind;
+    float alpha, beta;
+    bool ok;
+  } acts[] = {
+      {"Relu", 0, {0}, KL_ACT_RELU, 0, 0, true},
+      {"LeakyRelu", 1, {0.2f}, KL_ACT_LEAKY_RELU, 0.2f, 0, true},
+      {"Clip", 2, {-1, 6}, KL_ACT_CLIP, -1, 6, true},
+      {"HardSigmoid", 2, {0.3f, 0.4f}, KL_ACT_HARD_SIGMOID, 0.3f, 0.4f, true},
+      {"Silu", 0, {0}, KL_ACT_SWISH, 1, 0, true},
+      {"GeluTanh", 0, {0}, KL_ACT_GELU_TANH, 0, 0, true},
+      {"Mish", 0, {0}, KL_ACT_COUNT, 0, 0, false},
+      {"Elu", 1, {1}, KL_ACT_COUNT, 0, 0, false},
+  };
+  for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+    assert_int_equal(kl_node_set_string(g, n, "activation", acts[i].name, NULL), KILN_OK);
+    if (acts[i].n_p)
+      assert_int_equal(kl_node_set_floats(g, n, "activation_params", acts[i].p, acts[i].n_p,
+                                          NULL),
+                       KILN_OK);
+    bool ok = kl_gemv_fused_act(&g->nodes[n], &has, &act);
+    if (ok != acts[i].ok) fail_msg("%s: kl_gemv_fused_act said %d", acts[i].name, ok);
+    assert_true(has);
+    if (!ok) continue;
+    assert_int_equal(act.kind, acts[i].kind);
+    assert_true(act.alpha == acts[i].alpha && act.beta == acts[i].beta);
+  }
+  kl_graph_free(g);
+}
+
+/* ---- whole nodes through sessions ---- */
+
+/* A graph input; batch: its first dim is the symbol "batch". */
+static int graph_input(kl_graph *g, const char *name, int rank, const int64_t *dims,
+                       bool batch) {
+  int v = tu_graph_input(g, name, KL_F32, rank, dims);
+  if (batch) g->values[v].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
+  return v;
+}
+
+/* The weights are named "W", so that they can be found in the loaded model. */
+static int graph_const(kl_graph *g, const char *name, int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *d = rand_floats((size_t)n, 1.0f);
+  int v = tu_graph_const(g, name, KL_F32, rank, dims, d);
+  free(d);
+  return v;
+}
+
+/* g as ONNX bytes (g is freed), loaded as often as a test needs a fresh model. */
+typedef struct onnx_buf {
+  void *data;
+  size_t len;
+} onnx_buf;
+
+static onnx_buf export_graph(kl_graph *g) {
+  onnx_buf b;
+  kl_err e = {0};
+  if (kl_onnx_export(g, &b.data, &b.len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
+  kl_graph_free(g);
+  return b;
+}
+
+static kiln_model *load(const onnx_buf *b) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
+  kiln_model *m = NULL;
+  if (kiln_model_load_memory(b->data, b->len, o, &m) != KILN_OK)
+    fail_msg("load: %s", kiln_model_error(m));
+  kiln_options_free(o);
+  return m;
+}
+
+static const kl_value *named(const kiln_model *m, const char *name) {
+  for (int v = 0; v < m->g->n_values; v++)
+    if (m->g->values[v].name && strcmp(m->g->values[v].name, name) == 0)
+      return &m->g->values[v];
+  fail_msg("no value %s in the model", name);
+  return NULL;
+}
+
+static kiln_session *session(const kiln_model *m, bool reference, bool release, int threads) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
+  if (release) assert_int_equal(kiln_options_set_int(o, "release_weights", 1), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "threads", threads), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  kiln_options_free(o);
+  return s;
+}
+
+/* Random inputs for m, whose symbolic dims are `batch`. */
+typedef struct inputs {
+  int n;
+  int rank[4];
+  int64_t dims[4][KL_MAX_RANK];
+  float *data[4];
+} inputs;
+
+static void make_inputs(const kiln_model *m, int64_t batch, inputs *in) {
+  in->n = kiln_model_input_count(m);
+  assert_true(in->n <= 4);
+  for (int i = 0; i < in->n; i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    in->rank[i] = info.rank;
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++)
+      n *= in->dims[i][d] = info.dims[d] < 0 ? batch : info.dims[d];
+    in->data[i] = rand_floats((size_t)n, 2.0f);
+  }
+}
+
+static void free_inputs(inputs *in) {
+  for (int i = 0; i < in->n; i++) free(in->data[i]);
+}
+
+/* Output 0 of a run of s on in (a copy, with its element count). */
+static float *run(kiln_session *s, const kiln_model *m, const inputs *in, int64_t *count) {
+  for (int i = 0; i < in->n; i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < in->rank[i]; d++) n *= in->dims[i][d];
+    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, in->rank[i],
+                                            in->dims[i], in->data[i], sizeof(float) * (size_t)n),
+                     KILN_OK);
+  }
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  kiln_tensor_info info;
+  const void *data;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
+  *count = 1;
+  for (int d = 0; d < info.rank; d++) *count *= info.dims[d];
+  float *out = malloc(sizeof(float) * (size_t)(*count ? *count : 1));
+  assert_non_null(out);
+  memcpy(out, data, sizeof(float) * (size_t)*count);
+  return out;
+}
+
+/* got against the reference's want; k, the length of the dot products, scales the
+ * tolerance (|x| <= 2, |w| <= 1: float rounding grows with the terms summed). */
+static void compare(const char *what, const char *how, int64_t rows, const float *got,
+                    int64_t n_got, const float *want, int64_t n_want, int64_t k) {
+  if (n_got != n_want)
+    fail_msg("%s, %s (rows %lld): %lld elements, the reference %lld", what, how,
+             (long long)rows, (long long)n_got, (long long)n_want);
+  double tol = 2e-7 * (double)(k + 16);
+  for (int64_t i = 0; i < n_want; i++)
+    if (!(fabs((double)got[i] - want[i]) <= tol * (1 + fabs((double)want[i]))))
+      fail_msg("%s, %s (rows %lld): element %lld is %.8g, the reference %.8g", what, how,
+               (long long)rows, (long long)i, (double)got[i], (double)want[i]);
+}
+
+/* Whether a fast session packs a oneDNN matmul's weights, freeing the plain copy under
+ * release_weights (at AVX-512; below, oneDNN may read them plain). */
+static bool dnnl_packs(void) {
+#if KL_HAVE_DNNL
+  return kl_dnnl_usable() && kl_isa_level() >= KL_ISA_AVX512;
+#else
+  return false;
+#endif
+}
+
+/* Runs g (its weights the constant "W") on row counts rows[] in order, in one fast
+ * session per setting (release_weights off and on, 1 and 2 threads), each run against
+ * the reference kernels. one_row: the graph's types make every run one row, so the
+ * weights are never packed and survive release_weights; else, when a run of more than
+ * one row came first, release_weights has freed them (oneDNN packed them), and the
+ * later one-row runs must still be right. */
+static void check_node(kl_graph *g, const char *what, const int64_t *rows, int n_rows,
+                       int64_t k, bool one_row) {
+  onnx_buf buf = export_graph(g);
+  kiln_model *m = load(&buf);
+  inputs in[8];
+  float *want[8];
+  int64_t n_want[8];
+  assert_true(n_rows <= 8);
+  kiln_session *ref = session(m, true, false, 1);
+  for (int r = 0; r < n_rows; r++) {
+    make_inputs(m, rows[r], &in[r]);
+    want[r] = run(ref, m, &in[r], &n_want[r]);
+  }
+  kiln_session_free(ref);
+  kiln_model_free(m);
+  for (int release = 0; release < 2; release++)
+    for (int threads = 1; threads <= 2; threads++) {
+      char how[64];
+      snprintf(how, sizeof how, "release_weights %d, %d thread(s)", release, threads);
+      m = load(&buf);
+      kiln_session *s = session(m, false, release, threads);
+      bool many = false;
+      for (int r = 0; r < n_rows; r++) {
+        int64_t n_got;
+        for (int again = 0; again < 2; again++) { /* the second from the cache */
+          float *got = run(s, m, &in[r], &n_got);
+          compare(what, how, rows[r], got, n_got, want[r], n_want[r], k);
+          free(got);
+        }
+        many |= rows[r] > 1;
+        const void *w = named(m, "W")->data;
+        if (!release || one_row) assert_non_null(w); /* read plain: never released */
+        else if (many && dnnl_packs()) assert_null(w); /* packed for the bigger run */
+      }
+      kiln_session_free(s);
+      kiln_model_free(m);
+    }
+  for (int r = 0; r < n_rows; r++) {
+    free_inputs(&in[r]);
+    free(want[r]);
+  }
+  free(buf.data);
+}
+
+static int add_node(kl_graph *g, kl_op op, int n_in, const int *in) {
+  int y = kl_graph_add_value(g, NULL, NULL);
+  assert_true(y >= 0);
+  int n = kl_graph_add_node(g, op, NULL, n_in, in, 1, &y, NULL);
+  assert_true(n >= 0);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  return n;
+}
+
+static const int64_t one[] = {1}, dyn[] = {1, 3, 1, 2, 1};
+
+/* Gemm A [1, K] (or [K, 1] with transA) x W [N, K] (transB) or [K, N], C [N], [1, N],
+ * scalar or none, alpha and beta. */
+static void test_gemm(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int64_t k, n;
+    bool ta, tb;
+    float alpha, beta;
+    int c_rank; /* -1: no C */
+    int64_t c_dims[2];
+  } cases[] = {
+      {"gemm transB=1 C [N]", 100, 17, false, true, 1, 1, 1, {17}},
+      {"gemm transB=0 C [1, N]", 63, 1031, false, false, 1, 1, 2, {1, 1031}},
+      {"gemm transA alpha beta", 1031, 15, true, true, 0.5f, -2, 1, {15}},
+      {"gemm transA transB=0 C scalar", 17, 3, true, false, 1, 0.25f, 0, {0}},
+      {"gemm no C alpha", 16, 1, false, true, 1.5f, 1, -1, {0}},
+      {"gemm beta 0", 15, 63, false, false, 1, 0, 1, {63}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    int64_t k = cases[i].k, n = cases[i].n;
+    int64_t a_dims[2] = {cases[i].ta ? k : 1, cases[i].ta ? 1 : k};
+    int64_t w_dims[2] = {cases[i].tb ? n : k, cases[i].tb ? k : n};
+    int a = graph_input(g, "a", 2, a_dims, false);
+    int w = graph_const(g, "W", 2, w_dims);
+    int c = cases[i].c_rank >= 0 ? graph_const(g, "C", cases[i].c_rank, cases[i].c_dims)
+                                 : KL_ABSENT;
+    int nd = add_node(g, KL_OP_Gemm, c == KL_ABSENT ? 2 : 3, (int[]){a, w, c});
+    assert_int_equal(kl_node_set_int(g, nd, "transA", cases[i].ta, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_int(g, nd, "transB", cases[i].tb, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_float(g, nd, "alpha", cases[i].alpha, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_float(g, nd, "beta", cases[i].beta, NULL), KILN_OK);
+    check_node(g, cases[i].what, one, 1, k, true);
+  }
+  /* rows from a symbolic dim: one, then three (oneDNN, packing), then one again */
+  kl_graph *g = kl_graph_new();
+  int a = graph_input(g, "a", 2, (int64_t[]){1, 300}, true);
+  int w = graph_const(g, "W", 2, (int64_t[]){77, 300});
+  int c = graph_const(g, "C", 1, (int64_t[]){77});
+  int nd = add_node(g, KL_OP_Gemm, 3, (int[]){a, w, c});
+  assert_int_equal(kl_node_set_int(g, nd, "transB", 1, NULL), KILN_OK);
+  check_node(g, "gemm rows 1, 3, 1, 2, 1", dyn, 5, 300, false);
+  g = kl_graph_new(); /* the same with W [K, N] */
+  a = graph_input(g, "a", 2, (int64_t[]){1, 129}, true);
+  w = graph_const(g, "W", 2, (int64_t[]){129, 1000});
+  nd = add_node(g, KL_OP_Gemm, 2, (int[]){a, w});
+  check_node(g, "gemm transB=0 rows 1, 3, 1, 2, 1", dyn, 5, 129, false);
+}
+
+static void set_act(kl_graph *g, int n, const char *act, int n_p, const float *p) {
+  assert_int_equal(kl_node_set_string(g, n, "activation", act, NULL), KILN_OK);
+  if (n_p)
+    assert_int_equal(kl_node_set_floats(g, n, "activation_params", p, n_p, NULL), KILN_OK);
+}
+
+/* FusedGemm: C, Sum (an input, so Y may take its buffer) and an activation. */
+static void test_fused_gemm(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int a = graph_input(g, "a", 2, (int64_t[]){1, 1031}, false);
+  int sum = graph_input(g, "sum", 2, (int64_t[]){1, 100}, false);
+  int w = graph_const(g, "W", 2, (int64_t[]){100, 1031});
+  int c = graph_const(g, "C", 1, (int64_t[]){100});
+  int nd = add_node(g, KL_OP_KilnFusedGemm, 4, (int[]){a, w, c, sum});
+  assert_int_equal(kl_node_set_int(g, nd, "transB", 1, NULL), KILN_OK);
+  set_act(g, nd, "Relu", 0, NULL);
+  check_node(g, "FusedGemm Relu + C + Sum", one, 1, 1031, true);
+
+  g = kl_graph_new(); /* W [K, N], a Sum of one value, LeakyRelu, alpha */
+  a = graph_input(g, "a", 2, (int64_t[]){1, 63}, false);
+  sum = graph_input(g, "sum", 1, (int64_t[]){1}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){63, 1001});
+  c = graph_const(g, "C", 2, (int64_t[]){1, 1001});
+  nd = add_node(g, KL_OP_KilnFusedGemm, 4, (int[]){a, w, c, sum});
+  assert_int_equal(kl_node_set_float(g, nd, "alpha", 0.75f, NULL), KILN_OK);
+  set_act(g, nd, "LeakyRelu", 1, (float[]){0.1f});
+  check_node(g, "FusedGemm LeakyRelu + Sum scalar", one, 1, 63, true);
+
+  g = kl_graph_new(); /* dynamic rows, Clip */
+  a = graph_input(g, "a", 2, (int64_t[]){1, 200}, true);
+  w = graph_const(g, "W", 2, (int64_t[]){33, 200});
+  c = graph_const(g, "C", 1, (int64_t[]){33});
+  nd = add_node(g, KL_OP_KilnFusedGemm, 3, (int[]){a, w, c});
+  assert_int_equal(kl_node_set_int(g, nd, "transB", 1, NULL), KILN_OK);
+  set_act(g, nd, "Clip", 2, (float[]){-1.0f, 1.5f});
+  check_node(g, "FusedGemm Clip rows 1, 3, 1, 2, 1", dyn, 5, 200, false);
+}
+
+/* MatMul [1, K] and [1, 1, K] and [K] x W [K, N]; FusedMatMul with Bias, Sum,
+ * activations; a symbolic row count. */
+static void test_matmul(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int rank;
+    int64_t a[3];
+    int64_t n;
+  } cases[] = {
+      {"matmul [1, K]", 2, {1, 1031}, 17},
+      {"matmul [1, 1, K]", 3, {1, 1, 100}, 63},
+      {"matmul [K]", 1, {15}, 16},
+      {"matmul [1, 3] x [3, 1]", 2, {1, 3}, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = kl_graph_new();
+    int64_t k = cases[i].a[cases[i].rank - 1];
+    int a = graph_input(g, "a", cases[i].rank, cases[i].a, false);
+    int w = graph_const(g, "W", 2, (int64_t[]){k, cases[i].n});
+    add_node(g, KL_OP_MatMul, 2, (int[]){a, w});
+    check_node(g, cases[i].what, one, 1, k, true);
+  }
+  kl_graph *g = kl_graph_new();
+  int a = graph_input(g, "a", 3, (int64_t[]){1, 1, 300}, false);
+  int sum = graph_input(g, "sum", 3, (int64_t[]){1, 1, 100}, false);
+  int w = graph_const(g, "W", 2, (int64_t[]){300, 100});
+  int b = graph_const(g, "bias", 1, (int64_t[]){100});
+  int nd = add_node(g, KL_OP_KilnFusedMatMul, 4, (int[]){a, w, b, sum});
+  set_act(g, nd, "Gelu", 0, NULL);
+  check_node(g, "FusedMatMul Gelu + Bias + Sum", one, 1, 300, true);
+
+  g = kl_graph_new();
+  a = graph_input(g, "a", 2, (int64_t[]){1, 64}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){64, 48});
+  b = graph_const(g, "bias", 2, (int64_t[]){1, 48});
+  nd = add_node(g, KL_OP_KilnFusedMatMul, 3, (int[]){a, w, b});
+  set_act(g, nd, "HardSigmoid", 2, (float[]){0.2f, 0.5f});
+  check_node(g, "FusedMatMul HardSigmoid + Bias", one, 1, 64, true);
+
+  g = kl_graph_new(); /* Mish: the GEMV has no primitive for it, oneDNN runs it */
+  a = graph_input(g, "a", 2, (int64_t[]){1, 64}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){64, 48});
+  nd = add_node(g, KL_OP_KilnFusedMatMul, 2, (int[]){a, w});
+  set_act(g, nd, "Mish", 0, NULL);
+  check_node(g, "FusedMatMul Mish", one, 1, 64, false);
+
+  g = kl_graph_new();
+  a = graph_input(g, "a", 3, (int64_t[]){1, 1, 500}, true);
+  w = graph_const(g, "W", 2, (int64_t[]){500, 40});
+  b = graph_const(g, "bias", 1, (int64_t[]){40});
+  nd = add_node(g, KL_OP_KilnFusedMatMul, 3, (int[]){a, w, b});
+  set_act(g, nd, "Silu", 0, NULL);
+  check_node(g, "FusedMatMul Silu rows 1, 3, 1, 2, 1", dyn, 5, 500, false);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_primitives), cmocka_unit_test(test_driver),
+      cmocka_unit_test(test_fused_act),  cmocka_unit_test(test_gemm),
+      cmocka_unit_test(test_fused_gemm), cmocka_unit_test(test_matmul),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
