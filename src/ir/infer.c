@@ -1,5 +1,6 @@
 /* Graph-level shape and dtype inference: runs each op's infer function in order and
  * reconciles the result with what the model declared (value_info, graph outputs). */
+#include "ir/infer_common.h"
 #include "ir/ir.h"
 
 #include <stdlib.h>
@@ -51,6 +52,9 @@ static kiln_status infer_node(kl_graph *g, int i, const kl_type **in, const void
   }
   kl_infer_ctx ctx = {g, n, n->n_in, n->n_out, in, data, out, e};
   kiln_status st = (kiln_status)kl_op_get(n->op)->infer(&ctx);
+  /* an output whose dims are all known but multiply past int64 (each op's inference
+   * need not check it) is refused here, for every op */
+  for (int k = 0; st == KILN_OK && k < n->n_out; k++) st = kl_check_out_numel(&ctx, &out[k]);
   for (int k = 0; st == KILN_OK && k < n->n_out; k++)
     if (n->out[k] >= 0) st = merge_types(g, &g->values[n->out[k]], &out[k], e);
   return st;
@@ -67,6 +71,13 @@ kiln_status kl_graph_infer(kl_graph *g, kl_err *e) {
   kl_type *out = malloc(sizeof *out * (size_t)max_out);
   kiln_status st = KILN_OK;
   if (!in || !data || !out) st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int k = 0; st == KILN_OK && k < g->n_inputs; k++) { /* before what they feed */
+    const kl_value *x = &g->values[g->inputs[k]];
+    int64_t numel;
+    if (kl_type_is_concrete(&x->type) && !kl_type_numel(&x->type, &numel))
+      st = kl_fail(e, KILN_ERR_LIMIT, "input '%s' declares a shape too large to make (more "
+                   "than 2^63 elements)", x->name ? x->name : "");
+  }
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
     st = infer_node(g, i, in, data, out, e);
     if (st != KILN_OK) {

@@ -198,7 +198,8 @@ int kl_infer_einsum(kl_infer_ctx *c) {
   if (st == KILN_OK && (!eq || eq->kind != KL_ATTR_STRING))
     st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "equation must be a string attribute");
   int ranks[KL_EINSUM_MAX_INPUTS];
-  for (int k = 0; k < c->n_in && k < KL_EINSUM_MAX_INPUTS; k++) ranks[k] = c->in[k]->rank;
+  for (int k = 0; st == KILN_OK && k < c->n_in && k < KL_EINSUM_MAX_INPUTS; k++)
+    ranks[k] = c->in[k]->rank; /* every input is present once kl_check_required passed */
   kl_einsum r;
   if (st == KILN_OK) st = kl_einsum_parse(eq->s, c->n_in, ranks, &r, c->e);
   if (st != KILN_OK) return st;

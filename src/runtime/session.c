@@ -371,8 +371,11 @@ static kiln_status prepare_output(kiln_session *s, const kl_node *n, int k, bool
   const kl_type *t = &s->tout[k];
   int64_t numel;
   size_t bytes;
-  if (!kl_type_is_concrete(t) || !kl_type_numel(t, &numel))
+  if (!kl_type_is_concrete(t))
     return kl_fail(&s->err, KILN_ERR_INTERNAL, "output %d has no concrete shape", k);
+  if (!kl_type_numel(t, &numel)) /* the input shapes of this run make it too large */
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' would have more than 2^63 "
+                   "elements", k, s->model->g->values[v].name);
   if (kl_mul_overflow_size((size_t)numel, kl_dtype_size(t->dtype), &bytes) ||
       bytes > (uint64_t)s->opts.max_tensor_bytes)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' would need %" PRId64 " elements "
