@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testutil.h"
+
 #define TOL 1e-4
 
 static uint32_t rng = 777;
@@ -106,15 +108,7 @@ static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *c
                      KILN_OK);
   }
   if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
-  kiln_tensor_info info;
-  const void *data;
-  assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
-  *count = 1;
-  for (int d = 0; d < info.rank; d++) *count *= info.dims[d];
-  float *out = malloc(sizeof(float) * (size_t)(*count ? *count : 1));
-  assert_non_null(out);
-  memcpy(out, data, sizeof(float) * (size_t)*count);
-  return out;
+  return tu_output0_f32(s, count);
 }
 
 /* Exports g, runs it with the reference and the fast kernels, compares; frees g. */

@@ -342,15 +342,7 @@ static float *run(kiln_session *s, const kiln_model *m, const inputs *in, int64_
                      KILN_OK);
   }
   if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
-  kiln_tensor_info info;
-  const void *data;
-  assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
-  *count = 1;
-  for (int d = 0; d < info.rank; d++) *count *= info.dims[d];
-  float *out = malloc(sizeof(float) * (size_t)(*count ? *count : 1));
-  assert_non_null(out);
-  memcpy(out, data, sizeof(float) * (size_t)*count);
-  return out;
+  return tu_output0_f32(s, count);
 }
 
 /* got against the reference's want; k, the length of the dot products, scales the

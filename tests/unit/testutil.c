@@ -432,6 +432,19 @@ kl_graph *tu_load_onnx(const char *path) {
   return g;
 }
 
+float *tu_output0_f32(kiln_session *s, int64_t *count) {
+  kiln_tensor_info info;
+  const void *data;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
+  assert_int_equal(info.dtype, KILN_DTYPE_FLOAT32);
+  *count = 1;
+  for (int d = 0; d < info.rank; d++) *count *= info.dims[d];
+  float *out = malloc(sizeof(float) * (size_t)(*count ? *count : 1));
+  assert_non_null(out);
+  memcpy(out, data, sizeof(float) * (size_t)*count);
+  return out;
+}
+
 float tu_rand_f32(uint32_t *rng, float lo, float hi) {
   *rng ^= *rng << 13;
   *rng ^= *rng >> 17;

@@ -211,6 +211,9 @@ int tu_graph_op(kl_graph *g, kl_op op, int n_in, const int *in);
 const int64_t *tu_const_i64(const kl_graph *g, int id, int64_t n);
 /* Loads an ONNX file that must load and verify. */
 kl_graph *tu_load_onnx(const char *path);
+/* A copy of output 0 of session s, which must hold a successful run's outputs, as
+ * float32 (free it), and its element count in *count. */
+float *tu_output0_f32(kiln_session *s, int64_t *count);
 
 /* Uniform in [lo, hi] from the xorshift32 generator state *rng. */
 float tu_rand_f32(uint32_t *rng, float lo, float hi);
