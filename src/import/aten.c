@@ -2326,13 +2326,21 @@ static kiln_status view_backward(call *c, const view_rec *v, int p, int y, int *
   }
   /* a slice with a step: ScatterElements with each element's index along the dim, a
    * [1, .., count, .., 1] constant expanded to the shape of y */
-  int64_t count = (end - start + v->step - 1) / v->step, dims[KL_MAX_RANK];
+  /* start <= end <= the dim's size and step >= 1 (a step other than 1 is recorded only
+   * for a dim of known size), so neither this nor start + k * step below can overflow,
+   * whatever the step (a step of 2^63 - 1 takes one element) */
+  int64_t count = end > start ? (end - start - 1) / v->step + 1 : 0, dims[KL_MAX_RANK];
   if (v->rank < 1 || v->rank > KL_MAX_RANK || count < 1) return *np = p, KILN_OK;
-  int64_t *idx = malloc((size_t)count * sizeof *idx);
-  if (!idx) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  size_t idx_bytes;
+  if (kl_mul_overflow_size((size_t)count, sizeof(int64_t), &idx_bytes))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "writing through a slice of %lld elements: too many "
+                   "to index", (long long)count);
+  int64_t *idx = malloc(idx_bytes);
+  if (!idx) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the indices of "
+                           "a write through a slice (%zu bytes)", idx_bytes);
   for (int64_t k = 0; k < count; k++) idx[k] = start + k * v->step;
   for (int k = 0; k < v->rank; k++) dims[k] = k == v->axis ? count : 1;
-  int pattern = kl_ts_const_data(c->b, KL_I64, v->rank, dims, idx, (size_t)count * sizeof *idx);
+  int pattern = kl_ts_const_data(c->b, KL_I64, v->rank, dims, idx, idx_bytes);
   int ids, shape;
   if (pattern < 0) return c->e->code;
   if ((s = op1(c, KL_OP_Shape, y, &shape)) || (s = op2(c, KL_OP_Expand, pattern, shape, &ids)))
