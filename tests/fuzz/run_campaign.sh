@@ -10,7 +10,8 @@
 # BINDIR holds the fuzz binaries (copied out of build-fuzz/tests/fuzz), OUTDIR receives
 # the corpora, the logs and any finding (OUTDIR/artifacts/TARGET-*); the seeds,
 # regression files and dictionaries come from this checkout. Exits 1 if anything was
-# found.
+# found (a crash, leak, timeout or out-of-memory; inputs that were only slow, under the
+# timeout, are counted apart).
 set -u
 if [ $# -lt 4 ]; then
   echo "usage: $0 BINDIR OUTDIR SECONDS TARGET:WORKERS..." >&2
@@ -57,8 +58,11 @@ for spec in "$@"; do
     c=$(grep -o 'cov: [0-9]*' "$log" | awk '{print $2}' | sort -n | tail -1)
     [ -n "$c" ] && [ "$c" -gt "$cov" ] && cov=$c
   done
-  n=$(find "$out/artifacts" -name "$name-*" -type f | wc -l)
+  # crash-, leak-, timeout-, oom- files are findings; slow-unit- files (inputs slower
+  # than -report_slow_units, 10 s by default, yet within -timeout) are listed apart
+  n=$(find "$out/artifacts" -name "$name-*" -type f ! -name "$name-slow-unit-*" | wc -l)
+  slow=$(find "$out/artifacts" -name "$name-slow-unit-*" -type f | wc -l)
   found=$((found + n))
-  echo "$name: $workers processes x ${seconds} s, $execs executions, cov $cov, $n findings"
+  echo "$name: $workers processes x ${seconds} s, $execs executions, cov $cov, $n findings, $slow slow units"
 done
 [ "$found" -eq 0 ]
