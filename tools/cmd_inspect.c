@@ -14,7 +14,8 @@ static const char *inspect_help =
     "                   fired and the count of each op before and after\n"
     "  --dot FILE       also write the graph as Graphviz dot to FILE\n"
     "  --memory         print the memory plan of one run on random inputs instead:\n"
-    "                   arena size, the total without reuse, the largest tensors\n"
+    "                   arena size, the total without reuse, what the kernels hold\n"
+    "                   (packed weights, oneDNN's shared workspace), the largest tensors\n"
     "  --fold-limit N   constant folding's result limit in bytes (default 1 MiB)\n";
 
 static void print_stats(const kl_pass_stats *s, int level, FILE *out) {

@@ -61,10 +61,23 @@ typedef struct dn_reorder {
   size_t scratch_bytes;
 } dn_reorder;
 
+/* A one-row run of a Gemm or MatMul on kiln's own product (below, gemv_fits). */
+typedef struct gemv_plan {
+  bool nk;                      /* W is [N, K] (Gemm transB=1), else [K, N] */
+  int64_t k, n, add_step, sum_step; /* steps: 0 a broadcast scalar, 1 along N */
+  bool add, sum;
+  /* what a run needs besides its pointers, read from the node once (gemv_fits) */
+  float alpha, add_scale;
+  bool has_act;
+  kl_act act;
+  const kl_isa_fns *fns;
+} gemv_plan;
+
 /* One primitive for one set of input shapes. */
 typedef struct dn_entry {
   bool used, fallback;
   bool gemv; /* one row: kiln's own GEMV runs it (gemv_plan), no primitive */
+  gemv_plan gemv_plan; /* then its plan */
   uint64_t last_use;
   dn_shape key[DN_INPUTS];
   dnnl_primitive_t prim;
@@ -348,11 +361,6 @@ static const kl_tensor *input(const kl_kernel_ctx *c, int k) {
  * packed (a second copy) and reads them slower. The shapes are known at session
  * creation (the graph's concrete types: such a node never packs, and keeps its plain
  * weights under release_weights) or at a run (an entry of the cache). */
-typedef struct gemv_plan {
-  bool nk;                      /* W is [N, K] (Gemm transB=1), else [K, N] */
-  int64_t k, n, add_step, sum_step; /* steps: 0 a broadcast scalar, 1 along N */
-  bool add, sum;
-} gemv_plan;
 
 static int64_t shape_numel(const dn_shape *s) {
   int64_t n = 1;
@@ -401,9 +409,9 @@ static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y
   return p->add_step >= 0 && p->sum_step >= 0;
 }
 
-static void gemv_shape(const kl_tensor *t, dn_shape *s) {
+static void shape_of(const kl_tensor *t, dn_shape *s) {
   s->rank = t ? t->rank : -1;
-  for (int i = 0; t && i < t->rank; i++) s->dims[i] = t->dims[i];
+  if (t) memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
 }
 
 /* The same from the graph's types, when they are all concrete (else false). */
@@ -426,28 +434,27 @@ static bool gemv_always_of(const dn_node *d, const kl_graph *g) {
   return gemv_plan_of(d, in, &y, &p);
 }
 
+/* Whether the shapes of c make a one-row run; then *p is complete for gemv_run. */
 static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
   dn_shape in[DN_INPUTS], y;
-  for (int k = 0; k < DN_INPUTS; k++) gemv_shape(input(c, k), &in[k]);
-  gemv_shape(c->out[0], &y);
-  return gemv_plan_of(d, in, &y, p);
+  for (int k = 0; k < DN_INPUTS; k++) shape_of(input(c, k), &in[k]);
+  shape_of(c->out[0], &y);
+  if (!gemv_plan_of(d, in, &y, p)) return false;
+  p->alpha = d->kind == DN_GEMM ? kl_attr_float(c->node, "alpha", 1.0f) : 1.0f;
+  p->add_scale = d->kind == DN_GEMM ? kl_attr_float(c->node, "beta", 1.0f) : 1.0f;
+  kl_gemv_fused_act(c->node, &p->has_act, &p->act);
+  p->fns = kl_cpu_isa_fns(kl_isa_level());
+  return true;
 }
 
-static kiln_status gemv_run(const dn_node *d, kl_kernel_ctx *c) {
-  gemv_plan p;
-  if (!gemv_fits(d, c, &p))
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "node %s: the one-row product no longer fits "
-                   "its shapes", c->node->name ? c->node->name : "?");
-  kl_gemv_args a = {.x = c->in[0]->data, .w = c->in[1]->data, .nk = p.nk, .k = p.k,
-                    .n = p.n, .alpha = 1.0f, .add_scale = 1.0f, .y = c->out[0]->data};
-  if (d->kind == DN_GEMM) {
-    a.alpha = kl_attr_float(c->node, "alpha", 1.0f);
-    a.add_scale = kl_attr_float(c->node, "beta", 1.0f);
-  }
-  if (p.add) a.add = c->in[2]->data, a.add_step = p.add_step;
-  if (p.sum) a.sum = c->in[KL_FUSED_SUM]->data, a.sum_step = p.sum_step;
-  kl_gemv_fused_act(c->node, &a.has_act, &a.act);
-  kl_run_gemv(c, kl_cpu_isa_fns(kl_isa_level()), &a);
+/* A run with the shapes the entry's plan p was made for (the cache's key). */
+static kiln_status gemv_run(const gemv_plan *p, kl_kernel_ctx *c) {
+  kl_gemv_args a = {.x = c->in[0]->data, .w = c->in[1]->data, .nk = p->nk, .k = p->k,
+                    .n = p->n, .alpha = p->alpha, .add_scale = p->add_scale,
+                    .has_act = p->has_act, .act = p->act, .y = c->out[0]->data};
+  if (p->add) a.add = c->in[2]->data, a.add_step = p->add_step;
+  if (p->sum) a.sum = c->in[KL_FUSED_SUM]->data, a.sum_step = p->sum_step;
+  kl_run_gemv(c, p->fns, &a);
   return KILN_OK;
 }
 
@@ -1079,8 +1086,7 @@ static void entry_free(dn_node *d, dn_entry *en) {
 
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
-  gemv_plan gp;
-  if ((en->gemv = gemv_fits(d, c, &gp))) return KILN_OK; /* no primitive: run_gemv.c */
+  if ((en->gemv = gemv_fits(d, c, &en->gemv_plan))) return KILN_OK; /* run_gemv.c */
   dn_problem p;
   kiln_status st = describe(d, c, &p);
   if (st != KILN_OK) return st;
@@ -1119,11 +1125,6 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
 }
 
 /* ---- the cache of entries ---- */
-
-static void shape_of(const kl_tensor *t, dn_shape *s) {
-  s->rank = t ? t->rank : -1;
-  if (t) memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-}
 
 static bool entry_matches(const dn_entry *en, const kl_kernel_ctx *c) {
   for (int k = 0; k < DN_INPUTS; k++) {
@@ -1292,7 +1293,7 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   }
   d->ran_reference = en->fallback;
   d->ran_gemv = en->gemv;
-  if (en->gemv) return gemv_run(d, c);
+  if (en->gemv) return gemv_run(&en->gemv_plan, c);
   if (!en->fallback) return execute(d, en, c);
   if (d->nhwc) /* its reference kernel reads the graph's layout, X and Sum before Y */
     return (kiln_status)kl_op_get(c->node->op)->ref((kl_kernel_ctx *)d->graph_ctx);
