@@ -3,7 +3,8 @@
  * ConvTranspose, pooling (max, average, global, ceil_mode, dilations), Gemm
  * (transposes, alpha, beta, C shapes), MatMul (batch broadcast, rank 1), the fused ops
  * with every activation, Bias and Sum (same shape: the sum post-op; broadcast: a binary
- * one), and a chain whose tensors stay channels-last between the primitives. Each case runs twice (the second time from the
+ * one; the activations kiln runs over Y after the primitive, after Sum, over a staged
+ * Y and on threads), and a chain whose tensors stay channels-last between the primitives. Each case runs twice (the second time from the
  * primitive cache) and must match a reference-kernel session within 1e-4 relative,
  * with the session's shared workspace (scratchpads, staged copies) filled with NaNs
  * before every node, so that no node can depend on what it or another left there. */
@@ -390,6 +391,20 @@ static void test_fused_sum(void **state) {
   n = conv_node(g, KL_OP_KilnFusedConv, wino, wino->w, sum);
   activation(g, n, "Relu", 0, NULL);
   check(g, "FusedConv (Winograd) + Sum + Relu");
+  /* activations that run after the primitive over Y (dnnl.c, act_after_of): after the
+   * Sum post-op, over a staged (Winograd) Y, and on threads (51200 outputs) */
+  g = kl_graph_new();
+  sum = input(g, "s", 4, (int64_t[]){1, 48, 10, 12});
+  n = conv_node(g, KL_OP_KilnFusedConv, wino, wino->w, sum);
+  activation(g, n, "Sigmoid", 0, NULL);
+  check(g, "FusedConv (Winograd) + Sum + Sigmoid");
+  static const conv_case big = {"", 4, {1, 16, 40, 40}, {32, 16, 1, 1}, 1, 2, {1, 1}, {1, 1},
+                                {0, 0, 0, 0}, NULL, true};
+  g = kl_graph_new();
+  sum = input(g, "s", 4, (int64_t[]){1, 32, 40, 40});
+  n = conv_node(g, KL_OP_KilnFusedConv, &big, big.w, sum);
+  activation(g, n, "Silu", 0, NULL);
+  check(g, "FusedConv 1x1 + Sum + Silu, 51200 outputs");
   g = kl_graph_new();
   sum = input(g, "s", 4, (int64_t[]){1, 3, 10, 10});
   n = conv_node(g, KL_OP_KilnFusedConvTranspose, &(conv_case){"", 4, {1, 4, 5, 5},
@@ -417,6 +432,14 @@ static void test_fused_gemm_matmul(void **state) {
            (int[]){a, cst(g, 2, (int64_t[]){8, 6}), cst(g, 1, (int64_t[]){6}), s});
   activation(g, n, "Gelu", 0, NULL);
   check(g, "FusedMatMul + Bias + Sum + Gelu");
+
+  g = kl_graph_new();
+  a = input(g, "a", 3, (int64_t[]){2, 5, 8});
+  s = input(g, "s", 3, (int64_t[]){2, 5, 6});
+  n = node(g, KL_OP_KilnFusedMatMul, 4,
+           (int[]){a, cst(g, 2, (int64_t[]){8, 6}), cst(g, 1, (int64_t[]){6}), s});
+  activation(g, n, "GeluTanh", 0, NULL);
+  check(g, "FusedMatMul + Bias + Sum + GeluTanh");
 
   g = kl_graph_new();
   a = input(g, "a", 3, (int64_t[]){2, 5, 8});
@@ -516,7 +539,7 @@ static void test_conv_chain(void **state) {
   ints_attr(g, n2, "pads", 4, pad1);
   assert_int_equal(kl_node_set_int(g, n2, "group", 8, NULL), KILN_OK);
   activation(g, n2, "Clip", 2, (float[]){0, 6});
-  activation(g, n3, "Relu", 0, NULL);
+  activation(g, n3, "Silu", 0, NULL);
   ints_attr(g, n5, "pads", 4, pad1);
   ints_attr(g, n5, "strides", 2, (int64_t[]){2, 2});
   check(g, "conv chain");

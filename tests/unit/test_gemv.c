@@ -1,7 +1,7 @@
 /* kiln's one-row matrix products (src/backends/cpu/isa/gemv_*.c, run_gemv.c, and their
- * hook in dnnl.c): the primitives of every ISA level this machine has against the
- * generic ones and a double-precision sum, at awkward sizes and strides in both weight
- * layouts; the driver's epilogue (alpha, broadcast addends, a Sum sharing y's buffer,
+ * hook in dnnl.c): the packing of either weight layout into panels; the primitives of
+ * every ISA level this machine has against the generic ones and a double-precision
+ * sum, at awkward sizes, on weights packed from both layouts; the driver's epilogue (alpha, broadcast addends, a Sum sharing y's buffer,
  * activations, threads); and whole Gemm / MatMul / fused nodes run through sessions
  * against the reference kernels, with static and dynamic row counts, the per-shape
  * cache, and release_weights on and off. */
@@ -58,15 +58,15 @@ static int levels(const kl_isa_fns **out) {
   return n;
 }
 
-/* y against the double sums of x and w (in form nk or kn, with row stride ldw), each
- * output within a bound scaled by its sum of |x||w|; the same for y2 (the generic
- * level's result) when given. */
+/* y against the double sums of x and w (in form nk [n, k] or kn [k, n]), each output
+ * within a bound scaled by its sum of |x||w|; the same for y2 (the generic level's
+ * result) when given. */
 static void check_products(const char *level, bool nk, const float *x, const float *w,
-                           size_t ldw, size_t k, size_t n, const float *y, const float *y2) {
+                           size_t k, size_t n, const float *y, const float *y2) {
   for (size_t i = 0; i < n; i++) {
     double want = 0, mag = 0;
     for (size_t j = 0; j < k; j++) {
-      double wv = nk ? w[i * ldw + j] : w[j * ldw + i];
+      double wv = nk ? w[i * k + j] : w[j * n + i];
       want += (double)x[j] * wv;
       mag += fabs((double)x[j] * wv);
     }
@@ -80,6 +80,36 @@ static void check_products(const char *level, bool nk, const float *x, const flo
   }
 }
 
+/* kl_gemv_pack: every element of W at its place in the panels, the spare columns of
+ * the last panel 0, nothing written past the packed size. */
+static void test_pack(void **state) {
+  (void)state;
+  for (int form = 0; form < 2; form++)
+    for (size_t a = 0; a < N_SIZES; a++)
+      for (size_t b = 0; b < N_SIZES; b++) {
+        bool nk = form == 0;
+        size_t k = sizes[a], n = sizes[b];
+        size_t packed = (size_t)kl_gemv_packed_floats((int64_t)k, (int64_t)n);
+        assert_int_equal(packed, (n + 15) / 16 * 16 * k);
+        float *w = rand_floats(k * n, 1.0f), *wp = malloc(sizeof(float) * (packed + 1));
+        assert_non_null(wp);
+        for (size_t i = 0; i < packed; i++) wp[i] = NAN; /* every element written */
+        wp[packed] = 12345.0f;
+        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp);
+        assert_true(wp[packed] == 12345.0f);
+        for (size_t i = 0; i < (n + 15) / 16 * 16; i++)
+          for (size_t j = 0; j < k; j++) {
+            float got = wp[(i / 16) * 16 * k + j * 16 + i % 16];
+            float want = i >= n ? 0.0f : nk ? w[i * k + j] : w[j * n + i];
+            if (got != want)
+              fail_msg("%s k=%zu n=%zu: panel element of W[%zu][%zu] is %g, not %g",
+                       nk ? "nk" : "kn", k, n, j, i, (double)got, (double)want);
+          }
+        free(w);
+        free(wp);
+      }
+}
+
 static void test_primitives(void **state) {
   (void)state;
   const kl_isa_fns *lv[3];
@@ -89,22 +119,25 @@ static void test_primitives(void **state) {
     for (size_t a = 0; a < N_SIZES; a++)
       for (size_t b = 0; b < N_SIZES; b++) {
         size_t k = sizes[a], n = sizes[b];
-        size_t pad = 1 + (k + n) % 5, ldw = (nk ? k : n) + pad, rows = nk ? n : k;
-        float *x = rand_floats(k, 2.0f), *w = rand_floats(rows * ldw, 1.0f);
+        size_t packed = (size_t)kl_gemv_packed_floats((int64_t)k, (int64_t)n);
+        float *x = rand_floats(k, 2.0f), *w = rand_floats(k * n, 1.0f);
+        float *wp = malloc(sizeof(float) * packed);
         float *y0 = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * (n + 1));
+        assert_non_null(wp);
         assert_non_null(y0);
         assert_non_null(y);
+        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp);
         for (int l = 0; l < n_lv; l++) {
-          const kl_gemv_fns *g = lv[l]->gemv;
           y[n] = 12345.0f; /* a guard past the end */
           for (size_t i = 0; i < n; i++) y[i] = NAN; /* every output written */
-          (nk ? g->nk : g->kn)(x, w, ldw, k, y, n);
+          lv[l]->gemv->panel(x, wp, k, y, n);
           assert_true(y[n] == 12345.0f);
-          check_products(lv[l]->name, nk, x, w, ldw, k, n, y, l > 0 ? y0 : NULL);
+          check_products(lv[l]->name, nk, x, w, k, n, y, l > 0 ? y0 : NULL);
           if (l == 0) memcpy(y0, y, sizeof(float) * n);
         }
         free(x);
         free(w);
+        free(wp);
         free(y0);
         free(y);
       }
@@ -143,8 +176,11 @@ static void run_driver(const kl_isa_fns *f, const drv_case *t) {
   float *add = t->add_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
   float *sum = t->sum_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
   float *y = rand_floats(t->n, 1.0f);
+  float *wp = malloc(sizeof(float) * (size_t)kl_gemv_packed_floats((int64_t)t->k, (int64_t)t->n));
+  assert_non_null(wp);
+  kl_gemv_pack(w, t->nk, (int64_t)t->k, (int64_t)t->n, wp);
   if (t->sum_in_y) memcpy(y, sum, sizeof(float) * t->n);
-  kl_gemv_args a = {.x = x, .w = w, .nk = t->nk, .k = (int64_t)t->k, .n = (int64_t)t->n,
+  kl_gemv_args a = {.x = x, .w = wp, .k = (int64_t)t->k, .n = (int64_t)t->n,
                     .alpha = t->alpha, .add = add, .add_step = t->add_step,
                     .add_scale = t->add_scale, .sum = t->sum_in_y ? y : sum,
                     .sum_step = t->sum_step, .has_act = t->has_act, .act = t->act, .y = y};
@@ -168,6 +204,7 @@ static void run_driver(const kl_isa_fns *f, const drv_case *t) {
   }
   free(x);
   free(w);
+  free(wp);
   free(add);
   free(sum);
   free(y);
@@ -204,7 +241,7 @@ static void test_fused_act(void **state) {
                         (int[]){tu_graph_value(g, "y")});
   bool has;
   kl_act act;
-  assert_true(kl_gemv_fused_act(&g->nodes[n], &has, &act));
+  assert_true(kl_isa_fused_act(&g->nodes[n], &has, &act));
   assert_false(has);
   static const struct {
     const char *name;
@@ -229,8 +266,8 @@ static void test_fused_act(void **state) {
       assert_int_equal(kl_node_set_floats(g, n, "activation_params", acts[i].p, acts[i].n_p,
                                           NULL),
                        KILN_OK);
-    bool ok = kl_gemv_fused_act(&g->nodes[n], &has, &act);
-    if (ok != acts[i].ok) fail_msg("%s: kl_gemv_fused_act said %d", acts[i].name, ok);
+    bool ok = kl_isa_fused_act(&g->nodes[n], &has, &act);
+    if (ok != acts[i].ok) fail_msg("%s: kl_isa_fused_act said %d", acts[i].name, ok);
     assert_true(has);
     if (!ok) continue;
     assert_int_equal(act.kind, acts[i].kind);
@@ -359,22 +396,26 @@ static void compare(const char *what, const char *how, int64_t rows, const float
                (long long)rows, (long long)i, (double)got[i], (double)want[i]);
 }
 
-/* Whether a fast session packs a oneDNN matmul's weights, freeing the plain copy under
- * release_weights (at AVX-512; below, oneDNN may read them plain). */
-static bool dnnl_packs(void) {
+/* Whether a fast session runs Gemm / MatMul on dnnl.c (and so one-row runs on kiln's
+ * product, which packs the weights in panels on its first run). */
+static bool dnnl_on(void) {
 #if KL_HAVE_DNNL
-  return kl_dnnl_usable() && kl_isa_level() >= KL_ISA_AVX512;
+  return kl_dnnl_usable();
 #else
   return false;
 #endif
 }
 
+/* Whether a fast session packs a oneDNN matmul's weights, freeing the plain copy under
+ * release_weights (at AVX-512; below, oneDNN may read them plain). */
+static bool dnnl_packs(void) { return dnnl_on() && kl_isa_level() >= KL_ISA_AVX512; }
+
 /* Runs g (its weights the constant "W") on row counts rows[] in order, in one fast
  * session per setting (release_weights off and on, 1 and 2 threads), each run against
- * the reference kernels. one_row: the graph's types make every run one row, so the
- * weights are never packed and survive release_weights; else, when a run of more than
- * one row came first, release_weights has freed them (oneDNN packed them), and the
- * later one-row runs must still be right. */
+ * the reference kernels. one_row: the graph's types make every run one row, so
+ * release_weights frees the plain weights once the first run has packed them in panels;
+ * else, when a run of more than one row came first, release_weights has freed them
+ * (oneDNN packed them), and the later one-row runs must still be right. */
 static void check_node(kl_graph *g, const char *what, const int64_t *rows, int n_rows,
                        int64_t k, bool one_row) {
   onnx_buf buf = export_graph(g);
@@ -406,7 +447,8 @@ static void check_node(kl_graph *g, const char *what, const int64_t *rows, int n
         }
         many |= rows[r] > 1;
         const void *w = named(m, "W")->data;
-        if (!release || one_row) assert_non_null(w); /* read plain: never released */
+        if (!release) assert_non_null(w);
+        else if (one_row && dnnl_on()) assert_null(w); /* the panels are the only copy */
         else if (many && dnnl_packs()) assert_null(w); /* packed for the bigger run */
       }
       kiln_session_free(s);
@@ -577,7 +619,8 @@ static void test_matmul(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_primitives), cmocka_unit_test(test_driver),
+      cmocka_unit_test(test_pack),       cmocka_unit_test(test_primitives),
+      cmocka_unit_test(test_driver),
       cmocka_unit_test(test_fused_act),  cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_fused_gemm), cmocka_unit_test(test_matmul),
   };

@@ -51,6 +51,11 @@ limit=${KILN_ZOO_TIMEOUT:-3600}
 # GoogLeNet (atol 3e-5): in the dynamo export onnxruntime is 1.05e-5 from float64 and
 # 1.83e-5 from PyTorch on logits up to 1.4; kiln is 1.69e-5 from onnxruntime, on 2 of
 # the 1000 logits (float32 summation order in the fast kernels), less than PyTorch is.
+# EfficientNetV2-S (atol 3e-5): on logits up to 3.86 onnxruntime is 9.6e-6 (dynamo
+# export 1.16e-5) from float64; kiln 1.18e-5 (2.15e-5) with oneDNN's SiLU and Sigmoid
+# post-ops, 2.03e-5 (1.59e-5) with kiln's own (dnnl.c, act_after_of; 1.9 ulp at most on
+# [-20, 20] against oneDNN's 2.7): float32 rounding that moves with the kernels, up
+# to 2.4e-5 between kiln and onnxruntime on 3 of the 1000 logits.
 tolerances='
 resnet18            1e-4 1e-5
 resnet50            1e-4 1e-4
@@ -60,7 +65,7 @@ mobilenet_v2        1e-4 1e-5
 mobilenet_v3_small  1e-4 1e-5
 mobilenet_v3_large  1e-4 1e-5
 efficientnet_b0     1e-4 1e-5
-efficientnet_v2_s   1e-4 1e-5
+efficientnet_v2_s   1e-4 3e-5
 shufflenet_v2_x1_0  1e-4 1e-5
 squeezenet1_0       1e-4 1e-5
 densenet121         1e-4 1e-5

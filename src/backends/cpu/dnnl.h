@@ -10,9 +10,9 @@
  * regions of one workspace per session (kl_dnnl_engine); constant weights are reordered once into the layout oneDNN
  * picks and shared by every entry that wants that layout. When oneDNN has no
  * implementation for a shape, the entry remembers it and runs the reference kernel.
- * A Gemm or MatMul run with one row of input and constant weights still held plainly
- * makes no primitive: kiln's own matrix-vector product (isa/run_gemv.c) streams the
- * plain weights, which are never packed for it.
+ * A Gemm or MatMul run with one row of input and constant weights makes no primitive:
+ * kiln's own matrix-vector product (isa/run_gemv.c) streams the weights, packed once
+ * for it in panels.
  *
  * Running a node whose entry exists allocates nothing: every buffer is made (or the
  * workspace grown) when the entry is. */
@@ -62,14 +62,16 @@ kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel,
 bool kl_dnnl_attention_ran_reference(const void *state);
 
 /* release_weights: lets a node's state free w's data (the model's constant weights,
- * which only this node reads) once it holds them reordered for oneDNN, keeping that
- * copy as the only one. False (nothing changes) when the node has no such weights, or
- * when the graph's shapes make its every run one row (read plain, never packed). */
+ * which only this node reads) once it holds them reordered for oneDNN (or packed for
+ * the one-row product, when the graph's shapes make its every run one row), keeping
+ * that copy as the only one. False (nothing changes) when the node has no such
+ * weights. */
 bool kl_dnnl_allow_release(void *state, kl_value *w);
 /* The bytes of the constant weights the node will hold reordered (the size of its
- * plain weights; 0 when it has none, or runs only one row at a time). */
+ * plain weights; 0 when it has none). */
 size_t kl_dnnl_weights_bytes(const void *state, const kl_graph *g);
-/* Bytes the node's state holds for itself: its packed weights (the scratchpads and
+/* Bytes the node's state holds for itself: its packed weights, for oneDNN and for the
+ * one-row product (the scratchpads and
  * staged tensors it needs while it runs are in the engine's workspace). */
 size_t kl_dnnl_held_bytes(const void *state);
 

@@ -110,14 +110,17 @@ typedef struct kl_copy_fns {
                       size_t dst_ld, size_t rows, size_t cols);
 } kl_copy_fns;
 
-/* Matrix-vector products with plain float32 weights (run_gemv.c's primitives): one row
- * x of k elements times a weight matrix, for n outputs. y must not overlap x or w.
- *   nk: w holds n rows of k (row i at w + i * ldw):  y[i] = sum_j x[j] w[i * ldw + j]
- *   kn: w holds k rows of n (row j at w + j * ldw):  y[i] = sum_j x[j] w[j * ldw + i]
- * The sums are in float, in an order of each level's choosing. */
+/* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times
+ * float32 weights packed in panels of KL_GEMV_PANEL outputs, for n outputs:
+ *   panel p (outputs 16p .. 16p+15) is k rows of 16 at wp + p * 16 * k, row j holding
+ *   w[j][16p .. 16p+15]; the last panel's columns past n are zeros (kl_gemv_pack).
+ *   y[i] = sum_j x[j] wp[(i / 16) * 16 * k + j * 16 + i % 16], i < n.
+ * Each panel is one stream read front to back, and one vector of x's broadcasts feeds
+ * all its 16 outputs. y must not overlap x or wp; only y[0 .. n-1] is written. The sums
+ * are in float, in an order of each level's choosing. */
+#define KL_GEMV_PANEL 16
 typedef struct kl_gemv_fns {
-  void (*nk)(const float *x, const float *w, size_t ldw, size_t k, float *y, size_t n);
-  void (*kn)(const float *x, const float *w, size_t ldw, size_t k, float *y, size_t n);
+  void (*panel)(const float *x, const float *wp, size_t k, float *y, size_t n);
 } kl_gemv_fns;
 
 /* The tables, defined by the family files. Only the generic ones exist off x86. */

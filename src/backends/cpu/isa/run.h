@@ -31,6 +31,11 @@ typedef struct kl_isa_fns {
 
 /* Relu, LeakyRelu, Sigmoid, Tanh, Exp, Erf, Gelu, Swish, HardSigmoid, HardSwish, Clip */
 int kl_run_unary(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* y = act(y) over n floats in place, on the node's threads: the fused activation of a
+ * oneDNN node that the level's primitive computes faster than oneDNN's post-op
+ * (dnnl.c) */
+void kl_run_act_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_act *a, float *y,
+                        int64_t n);
 /* Add, Sub, Mul, Div with any broadcast */
 int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Softmax, LogSoftmax along the last axis */
@@ -54,14 +59,13 @@ int kl_run_slice(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Pad in constant mode: any dtype of 1, 2, 4 or 8 bytes (run_pad.c) */
 int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f);
 
-/* One row times constant plain weights (run_gemv.c), for the oneDNN nodes' one-row
- * runs (dnnl.c): y[i] = act(alpha * (x W)[i] + add_scale * add[i * add_step]
+/* One row times constant weights packed in panels (run_gemv.c), for the oneDNN nodes'
+ * one-row runs (dnnl.c): y[i] = act(alpha * (x W)[i] + add_scale * add[i * add_step]
  * + sum[i * sum_step]) for i < n, each addend skipped when NULL, steps 0 (a broadcast
- * scalar) or 1. W is [n, k] (nk) or [k, n], row-major. y may be sum (the same elements)
- * but must not overlap x or w. */
+ * scalar) or 1. w is W [k, n] as kl_gemv_pack made it. y may be sum (the same
+ * elements) but must not overlap x or w. */
 typedef struct kl_gemv_args {
   const float *x, *w;
-  bool nk;
   int64_t k, n;
   float alpha;
   const float *add;
@@ -73,16 +77,21 @@ typedef struct kl_gemv_args {
   kl_act act;
   float *y;
 } kl_gemv_args;
+/* The floats of W's packed form: n rounded up to whole panels, times k. */
+int64_t kl_gemv_packed_floats(int64_t k, int64_t n);
+/* Packs W (row-major: [n, k] when nk, else [k, n]) into wp, kl_gemv_packed_floats(k, n)
+ * floats: panels of KL_GEMV_PANEL outputs (isa_fns.h), the last one's spare columns 0. */
+void kl_gemv_pack(const float *w, bool nk, int64_t k, int64_t n, float *wp);
 void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
-/* The activation of a fused node (its "activation" attribute) as a kl_act: *has false
- * when it has none; returns false when it has one the primitives lack (Mish, Elu). */
-bool kl_gemv_fused_act(const kl_node *n, bool *has, kl_act *a);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);
 
 /* The activation a node computes; false for an op kl_run_unary does not take. Clip's
  * bounds are inputs, read at run time by the driver. */
 bool kl_isa_act(const kl_node *n, kl_act *a);
+/* The activation of a fused node (its "activation" attribute) as a kl_act: *has false
+ * when it has none; returns false when it has one the primitives lack (Mish, Elu). */
+bool kl_isa_fused_act(const kl_node *n, bool *has, kl_act *a);
 
 /* ---- helpers shared by the drivers ---- */
 

@@ -1,6 +1,7 @@
 /* Drivers of the elementwise ISA kernels (unary activations and broadcasting binary
  * ops), and the helpers every driver shares: threads, task splitting, strided walks. */
 #include "backends/cpu/isa/run.h"
+#include "ir/fused.h"
 #include "kl_config.h"
 
 #include <math.h>
@@ -106,6 +107,30 @@ bool kl_isa_act(const kl_node *n, kl_act *a) {
   }
 }
 
+bool kl_isa_fused_act(const kl_node *n, bool *has, kl_act *a) {
+  const kl_fused_act *act = kl_fused_act_find(kl_attr_string(n, "activation", NULL));
+  *has = act != NULL;
+  a->alpha = a->beta = 0;
+  if (!act) return true;
+  const float *p = NULL;
+  int n_p = kl_attr_floats(n, "activation_params", &p);
+  if (act->n_params > 0 && n_p < act->n_params) return false;
+  const char *name = act->name;
+  if (strcmp(name, "Relu") == 0) a->kind = KL_ACT_RELU;
+  else if (strcmp(name, "Sigmoid") == 0) a->kind = KL_ACT_SIGMOID;
+  else if (strcmp(name, "Tanh") == 0) a->kind = KL_ACT_TANH;
+  else if (strcmp(name, "HardSwish") == 0) a->kind = KL_ACT_HARD_SWISH;
+  else if (strcmp(name, "Gelu") == 0) a->kind = KL_ACT_GELU_ERF;
+  else if (strcmp(name, "GeluTanh") == 0) a->kind = KL_ACT_GELU_TANH;
+  else if (strcmp(name, "Silu") == 0) a->kind = KL_ACT_SWISH, a->alpha = 1.0f;
+  else if (strcmp(name, "LeakyRelu") == 0) a->kind = KL_ACT_LEAKY_RELU, a->alpha = p[0];
+  else if (strcmp(name, "HardSigmoid") == 0)
+    a->kind = KL_ACT_HARD_SIGMOID, a->alpha = p[0], a->beta = p[1];
+  else if (strcmp(name, "Clip") == 0) a->kind = KL_ACT_CLIP, a->alpha = p[0], a->beta = p[1];
+  else return false; /* Mish, Elu: no primitive */
+  return true;
+}
+
 /* Clip's bound input k into *v, when given; false when its dtype is not x's. */
 static bool clip_bound(const kl_kernel_ctx *c, int k, kl_dtype t, float *v) {
   const kl_tensor *b = k < c->n_in ? c->in[k] : NULL;
@@ -148,6 +173,14 @@ int kl_run_unary(kl_kernel_ctx *c, const kl_isa_fns *f) {
   int64_t tasks = kl_isa_split(j.n, CHUNK, &j.per);
   kl_isa_parallel(c, tasks, j.n, unary_task, &j);
   return KILN_OK;
+}
+
+void kl_run_act_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_act *a, float *y,
+                        int64_t n) {
+  unary_job j = {.f = f, .act = *a, .x = y, .y = y, .n = n};
+  if (n <= 0) return;
+  int64_t tasks = kl_isa_split(n, CHUNK, &j.per);
+  kl_isa_parallel(c, tasks, n, unary_task, &j);
 }
 
 /* ---- binary ---- */
