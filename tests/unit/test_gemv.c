@@ -80,33 +80,65 @@ static void check_products(const char *level, bool nk, const float *x, const flo
   }
 }
 
-/* kl_gemv_pack: every element of W at its place in the panels, the spare columns of
- * the last panel 0, nothing written past the packed size. */
+/* The floats of W's panels, whole and partial: n rounded up to 16, times k. */
+static size_t packed_floats(size_t k, size_t n) { return (n + 15) / 16 * 16 * k; }
+
+/* Every element of W at its place in the panels (wp: the whole ones, tail: the last
+ * partial one), the spare columns of the last panel 0. */
+static void check_panels(const char *how, bool nk, const float *w, size_t k, size_t n,
+                         const float *wp, const float *tail) {
+  size_t whole = n / 16 * 16;
+  for (size_t i = 0; i < (n + 15) / 16 * 16; i++)
+    for (size_t j = 0; j < k; j++) {
+      float got = i < whole ? wp[(i / 16) * 16 * k + j * 16 + i % 16] : tail[j * 16 + i % 16];
+      float want = i >= n ? 0.0f : nk ? w[i * k + j] : w[j * n + i];
+      if (got != want)
+        fail_msg("%s %s k=%zu n=%zu: panel element of W[%zu][%zu] is %g, not %g", how,
+                 nk ? "nk" : "kn", k, n, j, i, (double)got, (double)want);
+    }
+}
+
+/* kl_gemv_pack into one contiguous run of panels and into whole panels and a tail
+ * apart, and kl_gemv_pack_nk_inplace: every element in place, nothing written past the
+ * buffers given. */
 static void test_pack(void **state) {
   (void)state;
   for (int form = 0; form < 2; form++)
     for (size_t a = 0; a < N_SIZES; a++)
       for (size_t b = 0; b < N_SIZES; b++) {
         bool nk = form == 0;
-        size_t k = sizes[a], n = sizes[b];
-        size_t packed = (size_t)kl_gemv_packed_floats((int64_t)k, (int64_t)n);
-        assert_int_equal(packed, (n + 15) / 16 * 16 * k);
+        size_t k = sizes[a], n = sizes[b], whole = n / 16 * 16 * k;
+        size_t packed = packed_floats(k, n);
         float *w = rand_floats(k * n, 1.0f), *wp = malloc(sizeof(float) * (packed + 1));
+        float *tail = malloc(sizeof(float) * (16 * k + 1));
         assert_non_null(wp);
+        assert_non_null(tail);
         for (size_t i = 0; i < packed; i++) wp[i] = NAN; /* every element written */
         wp[packed] = 12345.0f;
-        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp);
+        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp, wp + whole);
         assert_true(wp[packed] == 12345.0f);
-        for (size_t i = 0; i < (n + 15) / 16 * 16; i++)
-          for (size_t j = 0; j < k; j++) {
-            float got = wp[(i / 16) * 16 * k + j * 16 + i % 16];
-            float want = i >= n ? 0.0f : nk ? w[i * k + j] : w[j * n + i];
-            if (got != want)
-              fail_msg("%s k=%zu n=%zu: panel element of W[%zu][%zu] is %g, not %g",
-                       nk ? "nk" : "kn", k, n, j, i, (double)got, (double)want);
-          }
+        check_panels("contiguous", nk, w, k, n, wp, wp + whole);
+        for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
+        tail[16 * k] = wp[whole] = 12345.0f;
+        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp, tail);
+        assert_true(wp[whole] == 12345.0f && tail[16 * k] == 12345.0f);
+        check_panels("tail apart", nk, w, k, n, wp, tail);
+        if (nk) {
+          float *in = malloc(sizeof(float) * (k * n + 1)), *scratch = malloc(sizeof(float) * 16 * k);
+          assert_non_null(in);
+          assert_non_null(scratch);
+          memcpy(in, w, sizeof(float) * k * n);
+          in[k * n] = 12345.0f;
+          for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
+          kl_gemv_pack_nk_inplace(in, (int64_t)k, (int64_t)n, tail, scratch);
+          assert_true(in[k * n] == 12345.0f && tail[16 * k] == 12345.0f);
+          check_panels("in place", nk, w, k, n, in, tail);
+          free(in);
+          free(scratch);
+        }
         free(w);
         free(wp);
+        free(tail);
       }
 }
 
@@ -119,14 +151,14 @@ static void test_primitives(void **state) {
     for (size_t a = 0; a < N_SIZES; a++)
       for (size_t b = 0; b < N_SIZES; b++) {
         size_t k = sizes[a], n = sizes[b];
-        size_t packed = (size_t)kl_gemv_packed_floats((int64_t)k, (int64_t)n);
+        size_t packed = packed_floats(k, n);
         float *x = rand_floats(k, 2.0f), *w = rand_floats(k * n, 1.0f);
         float *wp = malloc(sizeof(float) * packed);
         float *y0 = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * (n + 1));
         assert_non_null(wp);
         assert_non_null(y0);
         assert_non_null(y);
-        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp);
+        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp, wp + n / 16 * 16 * k);
         for (int l = 0; l < n_lv; l++) {
           y[n] = 12345.0f; /* a guard past the end */
           for (size_t i = 0; i < n; i++) y[i] = NAN; /* every output written */
@@ -176,11 +208,13 @@ static void run_driver(const kl_isa_fns *f, const drv_case *t) {
   float *add = t->add_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
   float *sum = t->sum_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
   float *y = rand_floats(t->n, 1.0f);
-  float *wp = malloc(sizeof(float) * (size_t)kl_gemv_packed_floats((int64_t)t->k, (int64_t)t->n));
+  float *wp = malloc(sizeof(float) * (t->n / 16 * 16 * t->k + 1));
+  float *tail = malloc(sizeof(float) * 16 * t->k); /* apart, as dnnl.c holds it */
   assert_non_null(wp);
-  kl_gemv_pack(w, t->nk, (int64_t)t->k, (int64_t)t->n, wp);
+  assert_non_null(tail);
+  kl_gemv_pack(w, t->nk, (int64_t)t->k, (int64_t)t->n, wp, tail);
   if (t->sum_in_y) memcpy(y, sum, sizeof(float) * t->n);
-  kl_gemv_args a = {.x = x, .w = wp, .k = (int64_t)t->k, .n = (int64_t)t->n,
+  kl_gemv_args a = {.x = x, .w = wp, .w_tail = tail, .k = (int64_t)t->k, .n = (int64_t)t->n,
                     .alpha = t->alpha, .add = add, .add_step = t->add_step,
                     .add_scale = t->add_scale, .sum = t->sum_in_y ? y : sum,
                     .sum_step = t->sum_step, .has_act = t->has_act, .act = t->act, .y = y};
@@ -205,6 +239,7 @@ static void run_driver(const kl_isa_fns *f, const drv_case *t) {
   free(x);
   free(w);
   free(wp);
+  free(tail);
   free(add);
   free(sum);
   free(y);

@@ -119,7 +119,9 @@ typedef struct dn_node {
   bool ran_reference; /* the last run went to the reference kernel */
   bool ran_gemv;      /* ... to kiln's one-row matrix-vector product */
   bool gemv_always; /* the graph's shapes make every run one row (gemv_plan) */
-  float *gemv_w;    /* the weights packed for it (kl_gemv_pack), made on its first run */
+  /* the weights packed for it, made on its first run: whole panels, the last partial
+   * one apart (kl_gemv_pack) */
+  float *gemv_w, *gemv_tail;
   size_t gemv_w_bytes;
   /* the fused activation, run by kiln's primitive over Y after the primitive instead
    * of as oneDNN's post-op (act_after_of) */
@@ -456,19 +458,44 @@ static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
   return true;
 }
 
-/* The weights packed for the one-row product, once; then the plain copy is freed when
- * the session released it to this node (release_weights) and every run is one row. */
+/* The weights packed for the one-row product, once. When the session released the
+ * model's weights to this node (release_weights) and every run is one row, the
+ * model's buffer becomes the packed copy: W [N, K] is packed in place (no moment with
+ * two copies, which for VGG-16's 411 MB layer would raise the peak memory by as much);
+ * W [K, N] is packed into a new buffer, then the model's is freed. Otherwise the
+ * panels are a copy of the node's own, next to the model's weights. */
 static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
   if (d->gemv_w) return KILN_OK;
-  size_t bytes = (size_t)kl_gemv_packed_floats(p->k, p->n) * sizeof(float);
-  if (!(d->gemv_w = aligned_alloc_bytes(bytes)))
+  int64_t whole = p->n / KL_GEMV_PANEL * KL_GEMV_PANEL;
+  size_t panel = (size_t)p->k * KL_GEMV_PANEL * sizeof(float);
+  size_t full = (size_t)whole * (size_t)p->k * sizeof(float);
+  bool take = d->own_w && d->gemv_always && !d->w_released;
+  if (whole < p->n && !d->gemv_tail && !(d->gemv_tail = aligned_alloc_bytes(panel)))
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the packed weights of a "
-                   "one-row product (%zu bytes)", bytes);
-  d->gemv_w_bytes = bytes;
-  kl_gemv_pack(d->const_w, p->nk, p->k, p->n, d->gemv_w);
-  if (d->own_w && d->gemv_always && !d->w_released) {
-    free(d->own_w->data);
+                   "one-row product (%zu bytes)", panel);
+  if (take && p->nk) {
+    float *scratch = aligned_alloc_bytes(panel);
+    if (!scratch)
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory packing the weights of a "
+                     "one-row product (%zu bytes)", panel);
+    kl_gemv_pack_nk_inplace(d->own_w->data, p->k, p->n, d->gemv_tail, scratch);
+    free(scratch);
+    d->gemv_w = d->own_w->data;
+    d->gemv_w_bytes = d->own_w->nbytes;
     d->own_w->data = NULL;
+  } else {
+    if (!(d->gemv_w = aligned_alloc_bytes(full)))
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the packed weights of a "
+                     "one-row product (%zu bytes)", full);
+    d->gemv_w_bytes = full;
+    kl_gemv_pack(d->const_w, p->nk, p->k, p->n, d->gemv_w, d->gemv_tail);
+    if (take) {
+      free(d->own_w->data);
+      d->own_w->data = NULL;
+    }
+  }
+  if (d->gemv_tail) d->gemv_w_bytes += panel;
+  if (take) {
     d->const_w = NULL;
     d->w_released = true;
   }
@@ -477,7 +504,7 @@ static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
 
 /* A run with the shapes the entry's plan p was made for (the cache's key). */
 static kiln_status gemv_run(const dn_node *d, const gemv_plan *p, kl_kernel_ctx *c) {
-  kl_gemv_args a = {.x = c->in[0]->data, .w = d->gemv_w, .k = p->k,
+  kl_gemv_args a = {.x = c->in[0]->data, .w = d->gemv_w, .w_tail = d->gemv_tail, .k = p->k,
                     .n = p->n, .alpha = p->alpha, .add_scale = p->add_scale,
                     .has_act = p->has_act, .act = p->act, .y = c->out[0]->data};
   if (p->add) a.add = c->in[2]->data, a.add_step = p->add_step;
@@ -1381,6 +1408,7 @@ static void dn_release(void *state) {
     if (d->slots[i].used) entry_free(d, &d->slots[i]);
   for (int i = 0; i < DN_SLOTS; i++) free(d->packed[i].data);
   free(d->gemv_w);
+  free(d->gemv_tail);
   free(d->scaled_c);
   free(d);
 }

@@ -62,10 +62,11 @@ int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* One row times constant weights packed in panels (run_gemv.c), for the oneDNN nodes'
  * one-row runs (dnnl.c): y[i] = act(alpha * (x W)[i] + add_scale * add[i * add_step]
  * + sum[i * sum_step]) for i < n, each addend skipped when NULL, steps 0 (a broadcast
- * scalar) or 1. w is W [k, n] as kl_gemv_pack made it. y may be sum (the same
- * elements) but must not overlap x or w. */
+ * scalar) or 1. W [k, n] as kl_gemv_pack made it: its whole panels at w, the partial
+ * last one (when n is not a multiple of KL_GEMV_PANEL) at w_tail. y may be sum (the
+ * same elements) but must not overlap x or the weights. */
 typedef struct kl_gemv_args {
-  const float *x, *w;
+  const float *x, *w, *w_tail;
   int64_t k, n;
   float alpha;
   const float *add;
@@ -77,11 +78,16 @@ typedef struct kl_gemv_args {
   kl_act act;
   float *y;
 } kl_gemv_args;
-/* The floats of W's packed form: n rounded up to whole panels, times k. */
-int64_t kl_gemv_packed_floats(int64_t k, int64_t n);
-/* Packs W (row-major: [n, k] when nk, else [k, n]) into wp, kl_gemv_packed_floats(k, n)
- * floats: panels of KL_GEMV_PANEL outputs (isa_fns.h), the last one's spare columns 0. */
-void kl_gemv_pack(const float *w, bool nk, int64_t k, int64_t n, float *wp);
+/* Packs W (row-major: [n, k] when nk, else [k, n]) in panels of KL_GEMV_PANEL outputs
+ * (isa_fns.h): the n / 16 whole panels into full (16 k floats each, one after the
+ * other), the partial last one, when n % 16 != 0, into tail (16 k floats, its spare
+ * columns 0). tail may be full's end, for one contiguous run of panels. */
+void kl_gemv_pack(const float *w, bool nk, int64_t k, int64_t n, float *full, float *tail);
+/* The same for W [n, k] in place: the 16 rows of a whole panel are its floats already,
+ * so each is transposed where it is (through scratch, 16 k floats); the rows past the
+ * whole panels go into tail, and w's floats from (n / 16) * 16 * k on are left unused.
+ * Packing so never holds a second copy of the weights. */
+void kl_gemv_pack_nk_inplace(float *w, int64_t k, int64_t n, float *tail, float *scratch);
 void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);

@@ -4,7 +4,8 @@
  *
  * At one row a fully connected layer is a matrix-vector product: every weight is read
  * once and used for one multiply-add, so its speed is the speed at which the weights
- * stream from memory. They are packed once (kl_gemv_pack) in panels of 16 outputs,
+ * stream from memory. They are packed once (kl_gemv_pack, or kl_gemv_pack_nk_inplace
+ * over the model's own buffer when the session may take it) in panels of 16 outputs,
  * each panel k rows of 16 in one contiguous stream, whichever way the model holds them
  * (W [N, K]: Gemm transB=1, torch's Linear; W [K, N]: Gemm transB=0, MatMul): read
  * front to back, panel by panel, they stream at the memory's speed (isa_fns.h; on a
@@ -28,22 +29,34 @@
 /* Weights per task, at least: enough to pay for a task. */
 #define GEMV_TASK_BYTES (256 * 1024)
 
-int64_t kl_gemv_packed_floats(int64_t k, int64_t n) {
-  return (n + KL_GEMV_PANEL - 1) / KL_GEMV_PANEL * KL_GEMV_PANEL * k;
+/* Panel p (KL_GEMV_PANEL outputs from at = 16p, len of them real) of W into panel. */
+static void pack_panel(const float *w, bool nk, int64_t k, int64_t n, int64_t at, float *panel) {
+  int64_t len = n - at < KL_GEMV_PANEL ? n - at : KL_GEMV_PANEL;
+  for (int64_t j = 0; j < k; j++) {
+    float *row = panel + j * KL_GEMV_PANEL;
+    if (nk)
+      for (int64_t l = 0; l < len; l++) row[l] = w[(at + l) * k + j];
+    else
+      memcpy(row, w + j * n + at, sizeof(float) * (size_t)len);
+    for (int64_t l = len; l < KL_GEMV_PANEL; l++) row[l] = 0.0f;
+  }
 }
 
-void kl_gemv_pack(const float *w, bool nk, int64_t k, int64_t n, float *wp) {
-  for (int64_t at = 0; at < n; at += KL_GEMV_PANEL) {
-    int64_t len = n - at < KL_GEMV_PANEL ? n - at : KL_GEMV_PANEL;
-    float *panel = wp + at * k;
-    for (int64_t j = 0; j < k; j++) {
-      float *row = panel + j * KL_GEMV_PANEL;
-      if (nk)
-        for (int64_t l = 0; l < len; l++) row[l] = w[(at + l) * k + j];
-      else
-        memcpy(row, w + j * n + at, sizeof(float) * (size_t)len);
-      for (int64_t l = len; l < KL_GEMV_PANEL; l++) row[l] = 0.0f;
-    }
+void kl_gemv_pack(const float *w, bool nk, int64_t k, int64_t n, float *full, float *tail) {
+  int64_t whole = n / KL_GEMV_PANEL * KL_GEMV_PANEL;
+  for (int64_t at = 0; at < whole; at += KL_GEMV_PANEL) pack_panel(w, nk, k, n, at, full + at * k);
+  if (whole < n) pack_panel(w, nk, k, n, whole, tail);
+}
+
+void kl_gemv_pack_nk_inplace(float *w, int64_t k, int64_t n, float *tail, float *scratch) {
+  int64_t whole = n / KL_GEMV_PANEL * KL_GEMV_PANEL;
+  if (whole < n) pack_panel(w, true, k, n, whole, tail);
+  for (int64_t at = 0; at < whole; at += KL_GEMV_PANEL) {
+    /* rows at .. at+15 are the panel's floats already: the panel is their transpose */
+    float *block = w + at * k;
+    memcpy(scratch, block, sizeof(float) * (size_t)(KL_GEMV_PANEL * k));
+    for (int64_t j = 0; j < k; j++)
+      for (int64_t l = 0; l < KL_GEMV_PANEL; l++) block[j * KL_GEMV_PANEL + l] = scratch[l * k + j];
   }
 }
 
@@ -73,6 +86,18 @@ static void epilogue(const kl_isa_fns *f, const kl_gemv_args *a, int64_t at, con
   if (a->has_act) f->elt->unary(&a->act, y, y, (size_t)len);
 }
 
+/* The products of outputs at .. at+len-1 (at a panel's start) into p: the whole panels
+ * from w, the partial last one from w_tail. */
+static void products(const gemv_job *j, int64_t at, int64_t len, float *p) {
+  const kl_gemv_args *a = j->a;
+  int64_t whole = a->n / KL_GEMV_PANEL * KL_GEMV_PANEL;
+  int64_t in_whole = at >= whole ? 0 : at + len <= whole ? len : whole - at;
+  if (in_whole > 0)
+    j->f->gemv->panel(a->x, a->w + at * a->k, (size_t)a->k, p, (size_t)in_whole);
+  if (in_whole < len)
+    j->f->gemv->panel(a->x, a->w_tail, (size_t)a->k, p + in_whole, (size_t)(len - in_whole));
+}
+
 static void gemv_task(void *arg, int64_t t) {
   const gemv_job *j = arg;
   const kl_gemv_args *a = j->a;
@@ -82,7 +107,7 @@ static void gemv_task(void *arg, int64_t t) {
   for (int64_t at = from; at < to; at += chunk) {
     int64_t len = to - at < chunk ? to - at : chunk;
     float *p = j->direct ? a->y + at : part;
-    j->f->gemv->panel(a->x, a->w + at * a->k, (size_t)a->k, p, (size_t)len);
+    products(j, at, len, p);
     epilogue(j->f, a, at, p, len);
   }
 }
