@@ -395,7 +395,8 @@ static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y
   kl_act act;
   memset(p, 0, sizeof *p);
   bool weights = d->gemv_w || (d->const_w && !d->w_released);
-  if ((d->kind != DN_GEMM && d->kind != DN_MATMUL) || !weights || d->nhwc || d->cl_in || d->cl_dst || w->rank != 2 || a->rank < 1 || y->rank < 1 ||
+  if ((d->kind != DN_GEMM && d->kind != DN_MATMUL) || !weights || d->nhwc || d->cl_in ||
+      d->cl_dst || w->rank != 2 || a->rank < 1 || y->rank < 1 ||
       !kl_isa_fused_act(n, &has_act, &act))
     return false;
   if (d->kind == DN_GEMM) {
