@@ -26,6 +26,7 @@ KL_PASS(fuse_matmul_add)
 KL_PASS(fold_transpose)
 KL_PASS(fuse_sum)
 KL_PASS(fuse_act)
+KL_PASS(fold_input_scale)
 KL_PASS(layout)
 #undef KL_PASS
 
@@ -71,6 +72,8 @@ static const kl_pass pass_table[] = {
      kl_pass_fuse_sum},
     {"fuse_act", 2, "fuse activations into the Conv/Gemm/MatMul before them",
      kl_pass_fuse_act},
+    {"fold_input_scale", 2, "per-channel Mul before a Conv into its weights (SE blocks)",
+     kl_pass_fold_input_scale},
     {"layout", 3, "channels-last convolutions and pooling, explicit Transposes (oneDNN)",
      kl_pass_layout},
 };

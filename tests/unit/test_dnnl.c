@@ -610,6 +610,66 @@ static void test_shared_workspace(void **state) {
     fail_msg("held bytes: first alone %zu, second alone %zu, together %zu", a, b, both);
 }
 
+/* Which binary ops oneDNN runs: those with an operand of the output's shape made by a
+ * convolution or pooling (its layout kept), not a pooling's small result scaling
+ * constant weights, which oneDNN 2.6 could only broadcast with its reference binary
+ * (kiln's kernel runs it). Both against the reference session. */
+static void test_binary_choice(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", 4, (int64_t[]){1, 8, 6, 6});
+  int pooled = kl_graph_add_value(g, NULL, NULL), scaled = kl_graph_add_value(g, NULL, NULL);
+  int gap = kl_graph_add_node(g, KL_OP_GlobalAveragePool, NULL, 1, &x, 1, &pooled, NULL);
+  int c = kl_graph_add_node(g, KL_OP_Conv, NULL, 2, (int[]){x, cst(g, 4, (int64_t[]){8, 8, 1, 1})},
+                            1, &scaled, NULL);
+  assert_true(gap >= 0 && c >= 0);
+  int se = node(g, KL_OP_Mul, 2, (int[]){scaled, pooled});              /* [1, 8, 6, 6] */
+  int wmul = node(g, KL_OP_Mul, 2, (int[]){cst(g, 4, (int64_t[]){4, 8, 1, 1}), pooled}); /* [4, 8, 1, 1] */
+  void *buf;
+  size_t len;
+  kl_err e = {0};
+  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
+  kl_graph_free(g);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
+  kiln_model *m = NULL;
+  if (kiln_model_load_memory(buf, len, o, &m) != KILN_OK) fail_msg("load: %s", kiln_model_error(m));
+  kiln_options_free(o);
+  free(buf);
+  kiln_session *ref = session(m, true), *fast = session(m, false);
+  float *in = malloc(sizeof(float) * 288);
+  assert_non_null(in);
+  for (int i = 0; i < 288; i++) in[i] = frand(-2, 2);
+  for (int out = 0; out < 2; out++) {
+    float *bufs[1] = {in};
+    int64_t nw, ng;
+    float *want = run(ref, m, bufs, &nw), *got = run(fast, m, bufs, &ng);
+    free(want);
+    free(got);
+  }
+  /* the outputs: both Muls, compared through the API */
+  for (int k = 0; k < 2; k++) {
+    kiln_tensor_info iw, ig;
+    const void *dw, *dg;
+    assert_int_equal(kiln_session_get_output(ref, k, &iw, &dw), KILN_OK);
+    assert_int_equal(kiln_session_get_output(fast, k, &ig, &dg), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < iw.rank; d++) n *= iw.dims[d];
+    for (int64_t i = 0; i < n; i++) {
+      double a = ((const float *)dg)[i], b = ((const float *)dw)[i];
+      if (!(fabs(a - b) <= TOL * (1 + fabs(b))))
+        fail_msg("output %d element %lld is %.8g, the reference %.8g", k, (long long)i, a, b);
+    }
+  }
+  assert_string_equal(kl_session_kernel_name(fast, se), "dnnl_binary");
+  assert_true(strncmp(kl_session_kernel_name(fast, wmul), "dnnl", 4) != 0);
+  free(in);
+  kiln_session_free(ref);
+  kiln_session_free(fast);
+  kiln_model_free(m);
+}
+
 int main(void) {
   /* KILN_ISA=generic turns oneDNN off (it has no portable-C level): every node then runs
    * on kiln's kernels, which test_isa and test_ref_kernels cover; 77 is meson's skip. */
@@ -632,6 +692,7 @@ int main(void) {
       cmocka_unit_test(test_mha),
       cmocka_unit_test(test_conv_chain),
       cmocka_unit_test(test_shared_workspace),
+      cmocka_unit_test(test_binary_choice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "export/onnx_export.h"
 #include "ir/fused.h"
+#include "passes/rewrite.h"
 #include "runtime/runtime.h"
 
 #include "testutil.h"
@@ -491,6 +492,74 @@ static void test_fuse_sum_must_not_fire(void **state) {
   output(g, TU_OP(g, Add, y, tu_graph_input(g, "other", KL_F32, 4, (int64_t[]){2, 4, 6, 6})));
   kiln_model *m = optimize(g, (opt){2, NULL, 0});
   assert_int_equal(count(m, KL_OP_Add), 2);
+  kiln_model_free(m);
+}
+
+/* Mul(x, s) -> 1x1 Conv (W [out_ch, in_ch, 1, 1] constant, a bias) -> the result. */
+static int scaled_conv(kl_graph *g, int x, int s, int64_t out_ch, int64_t in_ch) {
+  int w = cst(g, 4, (int64_t[]){out_ch, in_ch, 1, 1}, NULL, -0.5f, 0.5f);
+  return TU_OP(g, Conv, TU_OP(g, Mul, x, s), w, cst(g, 1, &out_ch, NULL, -1, 1));
+}
+
+static void test_fold_input_scale(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){1, 8, 8, 8});
+  /* squeeze-and-excitation: the scale from x itself, [1, 8, 1, 1] */
+  int se = TU_OP(g, GlobalAveragePool, x);
+  se = TU_OP(g, Sigmoid, TU_OP(g, Conv, se, cst(g, 4, (int64_t[]){8, 8, 1, 1}, NULL, -1, 1)));
+  output(g, scaled_conv(g, x, se, 4, 8));
+  /* a scale input of rank 3, [8, 1, 1], the Mul's operands the other way round, and a
+   * 3x3 convolution (W 4 x 8 x 9 = 288 elements against x's 512) */
+  int s3 = tu_graph_input(g, "s3", KL_F32, 3, (int64_t[]){8, 1, 1});
+  int w = cst(g, 4, (int64_t[]){4, 8, 3, 3}, NULL, -0.5f, 0.5f);
+  int y = TU_OP(g, Conv, TU_OP(g, Mul, s3, x), w);
+  set_ints(g, y, "pads", 4, (int64_t[]){1, 1, 1, 1}); /* padding: zeros stay zeros */
+  output(g, y);
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(fired(m, "fold_input_scale"), 2);
+  /* every Mul now scales a convolution's weights: it reads them, and a convolution
+   * reads its output in the weights slot */
+  int muls = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    if (n->op != KL_OP_Mul) continue;
+    muls++;
+    assert_non_null(kl_rw_const(m->g, n->in[0]));
+    int c = kl_rw_sole_consumer(m->g, n->out[0]);
+    assert_true(c >= 0);
+    assert_int_equal(m->g->nodes[c].in[1], n->out[0]);
+  }
+  assert_int_equal(muls, 2);
+  kiln_model_free(m);
+}
+
+static void test_fold_input_scale_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){1, 8, 6, 6});
+  int s = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){1, 8, 1, 1});
+  /* the weights (64 x 8) outweigh the activation (8 x 6 x 6) */
+  output(g, scaled_conv(g, x, s, 64, 8));
+  /* the scale varies along the width */
+  output(g, scaled_conv(g, x, tu_graph_input(g, "sw", KL_F32, 4, (int64_t[]){1, 1, 1, 6}),
+                        4, 8));
+  /* the scale varies along the batch (x of batch 2) */
+  int x2 = tu_graph_input(g, "x2", KL_F32, 4, (int64_t[]){2, 8, 6, 6});
+  output(g, scaled_conv(g, x2, tu_graph_input(g, "sb", KL_F32, 4, (int64_t[]){2, 8, 1, 1}),
+                        4, 8));
+  /* the product has a second reader */
+  int p = TU_OP(g, Mul, x, tu_graph_input(g, "s2", KL_F32, 4, (int64_t[]){1, 8, 1, 1}));
+  output(g, TU_OP(g, Conv, p, cst(g, 4, (int64_t[]){4, 8, 1, 1}, NULL, -1, 1)));
+  output(g, TU_OP(g, Relu, p));
+  /* two groups */
+  int sg = tu_graph_input(g, "sg", KL_F32, 4, (int64_t[]){1, 8, 1, 1});
+  int gc = TU_OP(g, Conv, TU_OP(g, Mul, x, sg), cst(g, 4, (int64_t[]){4, 4, 1, 1}, NULL, -1, 1));
+  set_int(g, gc, "group", 2);
+  output(g, gc);
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(fired(m, "fold_input_scale"), 0);
+  assert_int_equal(count(m, KL_OP_Mul), 5);
   kiln_model_free(m);
 }
 
@@ -1160,6 +1229,8 @@ int main(void) {
       cmocka_unit_test(test_fuse_act_must_not_fire),
       cmocka_unit_test(test_fuse_sum),
       cmocka_unit_test(test_fuse_sum_must_not_fire),
+      cmocka_unit_test(test_fold_input_scale),
+      cmocka_unit_test(test_fold_input_scale_must_not_fire),
       cmocka_unit_test(test_matmul_add_and_transpose),
       cmocka_unit_test(test_collapse_reshape_transpose),
       cmocka_unit_test(test_fuse_layernorm_and_skip),
