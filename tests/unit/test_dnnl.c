@@ -114,19 +114,7 @@ static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *c
 
 /* Exports g, runs it with the reference and the fast kernels, compares; frees g. */
 static void check(kl_graph *g, const char *what) {
-  void *buf;
-  size_t len;
-  kl_err e = {0};
-  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("%s: export: %s", what, e.msg);
-  kl_graph_free(g);
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
-  kiln_model *m = NULL;
-  if (kiln_model_load_memory(buf, len, o, &m) != KILN_OK)
-    fail_msg("%s: load: %s", what, kiln_model_error(m));
-  kiln_options_free(o);
-  free(buf);
+  kiln_model *m = tu_model_of(g, 0);
   float *bufs[4] = {NULL};
   for (int i = 0; i < kiln_model_input_count(m); i++) {
     kiln_tensor_info info;
@@ -575,15 +563,7 @@ static kl_graph *wino_graph(bool chain, bool first, bool second) {
 
 /* kl_session_held_bytes of a fast session over g after one run (frees g). */
 static size_t held_after_run(kl_graph *g) {
-  void *buf;
-  size_t len;
-  kl_err e = {0};
-  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
-  kl_graph_free(g);
-  kiln_model *m = NULL;
-  if (kiln_model_load_memory(buf, len, NULL, &m) != KILN_OK)
-    fail_msg("load: %s", kiln_model_error(m));
-  free(buf);
+  kiln_model *m = tu_model_of(g, 2); /* the default level */
   kiln_tensor_info info;
   assert_int_equal(kiln_model_input_info(m, 0, &info), KILN_OK);
   float *x = malloc(sizeof(float) * 20 * 14 * 14);
@@ -625,18 +605,7 @@ static void test_binary_choice(void **state) {
   assert_true(gap >= 0 && c >= 0);
   int se = node(g, KL_OP_Mul, 2, (int[]){scaled, pooled});              /* [1, 8, 6, 6] */
   int wmul = node(g, KL_OP_Mul, 2, (int[]){cst(g, 4, (int64_t[]){4, 8, 1, 1}), pooled}); /* [4, 8, 1, 1] */
-  void *buf;
-  size_t len;
-  kl_err e = {0};
-  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
-  kl_graph_free(g);
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
-  kiln_model *m = NULL;
-  if (kiln_model_load_memory(buf, len, o, &m) != KILN_OK) fail_msg("load: %s", kiln_model_error(m));
-  kiln_options_free(o);
-  free(buf);
+  kiln_model *m = tu_model_of(g, 0);
   kiln_session *ref = session(m, true), *fast = session(m, false);
   float *in = malloc(sizeof(float) * 288);
   assert_non_null(in);

@@ -129,24 +129,6 @@ static void set_int(kl_graph *g, int v, const char *name, int64_t x) {
   assert_int_equal(kl_node_set_int(g, g->values[v].producer, name, x, NULL), KILN_OK);
 }
 
-/* Writes g as ONNX and loads it back at the level; frees g. */
-static kiln_model *model_of(kl_graph *g, int level) {
-  void *buf;
-  size_t len;
-  kl_err e = {0};
-  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
-  kl_graph_free(g);
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "opt_level", level), KILN_OK);
-  kiln_model *m = NULL;
-  if (kiln_model_load_memory(buf, len, o, &m) != KILN_OK)
-    fail_msg("load: %s", kiln_model_error(m));
-  kiln_options_free(o);
-  free(buf);
-  return m;
-}
-
 static kiln_model *model_file(const char *path) {
   kiln_model *m = NULL;
   if (kiln_model_load(path, NULL, &m) != KILN_OK) fail_msg("load: %s", kiln_model_error(m));
@@ -411,7 +393,7 @@ static void test_inplace_and_views(void **state) {
   int u = OP(g, Exp, r);
   int y = OP(g, Add, t, u);
   assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
-  kiln_model *m = model_of(g, 0);
+  kiln_model *m = tu_model_of(g, 0);
   tensors in = {0}, out = {0};
   random_inputs(m, 1, &in);
   check_model(m, &in, 1e-6, "chain");
@@ -455,7 +437,7 @@ static void test_isa_kernels_in_place(void **state) {
   int b = OP(g, Softmax, a);
   int y = OP(g, Add, b, x);
   assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
-  kiln_model *m = model_of(g, 0);
+  kiln_model *m = tu_model_of(g, 0);
   tensors in = {0}, out = {0};
   random_inputs(m, 1, &in);
   check_model(m, &in, 1e-5, "isa in place");
@@ -496,7 +478,7 @@ static void test_isa_batchnorm_slice_pad(void **state) {
               ints(g, 2, (int64_t[]){1, 3}), ints(g, 2, (int64_t[]){1, -2}));
   int y = OP(g, Pad, sl, ints(g, 8, (int64_t[]){0, 0, 1, 2, 1, 0, 2, 0}));
   assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
-  kiln_model *m = model_of(g, 0);
+  kiln_model *m = tu_model_of(g, 0);
   tensors in = {0}, out = {0};
   random_inputs(m, 1, &in);
   check_model(m, &in, 1e-5, "isa batchnorm slice pad");
@@ -529,7 +511,7 @@ static void test_output_view_of_input(void **state) {
   int f = OP(g, Flatten, OP(g, Relu, x));
   assert_int_equal(kl_graph_add_output(g, r, NULL), KILN_OK);
   assert_int_equal(kl_graph_add_output(g, f, NULL), KILN_OK);
-  kiln_model *m = model_of(g, 0);
+  kiln_model *m = tu_model_of(g, 0);
   tensors in = {0}, out = {0};
   random_inputs(m, 1, &in);
   check_model(m, &in, 0, "output view");
@@ -677,7 +659,7 @@ static kiln_model *random_model(uint32_t seed, int level) {
     for (int j = 0; j < g->n_outputs; j++) dup |= g->outputs[j] == v;
     if (!dup) assert_int_equal(kl_graph_add_output(g, v, NULL), KILN_OK);
   }
-  return model_of(g, level);
+  return tu_model_of(g, level);
 }
 
 static void test_random_graphs(void **state) {
@@ -716,7 +698,7 @@ static void test_fused_sum_in_place(void **state) {
                    KILN_OK);
   set_int(g, c, "group", 1);
   assert_int_equal(kl_graph_add_output(g, c, NULL), KILN_OK);
-  kiln_model *m = model_of(g, 0);
+  kiln_model *m = tu_model_of(g, 0);
   tensors in = {0}, out = {0};
   random_inputs(m, 1, &in);
   check_model(m, &in, 1e-5, "fused sum");
@@ -750,7 +732,7 @@ static kiln_model *two_matmuls(int *w1, int *w2, bool batch) {
   int z = OP(g, MatMul, x, a);
   assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
   assert_int_equal(kl_graph_add_output(g, z, NULL), KILN_OK);
-  kiln_model *m = model_of(g, 0);
+  kiln_model *m = tu_model_of(g, 0);
   *w1 = *w2 = -1;
   for (int i = 0; i < m->g->n_nodes; i++) { /* the first MatMul reads W1, the last W2 */
     const kl_node *n = &m->g->nodes[i];

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "export/onnx_export.h"
 #include "import/onnx.h"
 
 #include "testutil.h"
@@ -498,4 +499,21 @@ void *tu_read_file(const char *path, size_t *len) {
   p[n] = '\0';
   *len = (size_t)n;
   return p;
+}
+
+kiln_model *tu_model_of(kl_graph *g, int opt_level) {
+  void *buf;
+  size_t len;
+  kl_err e = {0};
+  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
+  kl_graph_free(g);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", opt_level), KILN_OK);
+  kiln_model *m = NULL;
+  if (kiln_model_load_memory(buf, len, o, &m) != KILN_OK)
+    fail_msg("load: %s", kiln_model_error(m));
+  kiln_options_free(o);
+  free(buf);
+  return m;
 }

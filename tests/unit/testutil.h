@@ -214,6 +214,9 @@ kl_graph *tu_load_onnx(const char *path);
 /* A copy of output 0 of session s, which must hold a successful run's outputs, as
  * float32 (free it), and its element count in *count. */
 float *tu_output0_f32(kiln_session *s, int64_t *count);
+/* g written as ONNX and loaded back at opt_level (g is freed); fails the test when
+ * either step fails. */
+kiln_model *tu_model_of(kl_graph *g, int opt_level);
 
 /* Uniform in [lo, hi] from the xorshift32 generator state *rng. */
 float tu_rand_f32(uint32_t *rng, float lo, float hi);
