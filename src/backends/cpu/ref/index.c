@@ -162,6 +162,8 @@ int kl_ref_gather_nd(kl_kernel_ctx *c) {
       int64_t off, at = bi * tuples + t;
       kiln_status st = tuple_offset(c, idx, at, k, x->dims + b, xs + b, &off);
       if (st != KILN_OK) return st;
+      if (slice == 0) continue; /* empty slices: the indices checked, nothing to copy (and
+                                 * an empty X or Y may have no buffer to offset into) */
       kl_ref_copy_bytes((char *)y->data + (size_t)at * slice,
                         (const char *)x->data + (size_t)(bi * block + off) * es, slice);
     }
