@@ -99,47 +99,54 @@ static void check_panels(const char *how, bool nk, const float *w, size_t k, siz
 }
 
 /* kl_gemv_pack into one contiguous run of panels and into whole panels and a tail
- * apart, and kl_gemv_pack_nk_inplace: every element in place, nothing written past the
- * buffers given. */
+ * apart, and kl_gemv_pack_nk_inplace, with the transpose primitive of every level this
+ * machine has: every element in place, nothing written past the buffers given. */
+static void pack_case(const kl_isa_fns *f, bool nk, size_t k, size_t n) {
+  size_t whole = n / 16 * 16 * k, packed = packed_floats(k, n);
+  char how[64];
+  float *w = rand_floats(k * n, 1.0f), *wp = malloc(sizeof(float) * (packed + 1));
+  float *tail = malloc(sizeof(float) * (16 * k + 1));
+  assert_non_null(wp);
+  assert_non_null(tail);
+  for (size_t i = 0; i < packed; i++) wp[i] = NAN; /* every element written */
+  wp[packed] = 12345.0f;
+  kl_gemv_pack(f, w, nk, (int64_t)k, (int64_t)n, wp, wp + whole);
+  assert_true(wp[packed] == 12345.0f);
+  snprintf(how, sizeof how, "%s contiguous", f->name);
+  check_panels(how, nk, w, k, n, wp, wp + whole);
+  for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
+  tail[16 * k] = wp[whole] = 12345.0f;
+  kl_gemv_pack(f, w, nk, (int64_t)k, (int64_t)n, wp, tail);
+  assert_true(wp[whole] == 12345.0f && tail[16 * k] == 12345.0f);
+  snprintf(how, sizeof how, "%s tail apart", f->name);
+  check_panels(how, nk, w, k, n, wp, tail);
+  if (nk) {
+    float *in = malloc(sizeof(float) * (k * n + 1)), *scratch = malloc(sizeof(float) * 16 * k);
+    assert_non_null(in);
+    assert_non_null(scratch);
+    memcpy(in, w, sizeof(float) * k * n);
+    in[k * n] = 12345.0f;
+    for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
+    kl_gemv_pack_nk_inplace(f, in, (int64_t)k, (int64_t)n, tail, scratch);
+    assert_true(in[k * n] == 12345.0f && tail[16 * k] == 12345.0f);
+    snprintf(how, sizeof how, "%s in place", f->name);
+    check_panels(how, nk, w, k, n, in, tail);
+    free(in);
+    free(scratch);
+  }
+  free(w);
+  free(wp);
+  free(tail);
+}
+
 static void test_pack(void **state) {
   (void)state;
-  for (int form = 0; form < 2; form++)
-    for (size_t a = 0; a < N_SIZES; a++)
-      for (size_t b = 0; b < N_SIZES; b++) {
-        bool nk = form == 0;
-        size_t k = sizes[a], n = sizes[b], whole = n / 16 * 16 * k;
-        size_t packed = packed_floats(k, n);
-        float *w = rand_floats(k * n, 1.0f), *wp = malloc(sizeof(float) * (packed + 1));
-        float *tail = malloc(sizeof(float) * (16 * k + 1));
-        assert_non_null(wp);
-        assert_non_null(tail);
-        for (size_t i = 0; i < packed; i++) wp[i] = NAN; /* every element written */
-        wp[packed] = 12345.0f;
-        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp, wp + whole);
-        assert_true(wp[packed] == 12345.0f);
-        check_panels("contiguous", nk, w, k, n, wp, wp + whole);
-        for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
-        tail[16 * k] = wp[whole] = 12345.0f;
-        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp, tail);
-        assert_true(wp[whole] == 12345.0f && tail[16 * k] == 12345.0f);
-        check_panels("tail apart", nk, w, k, n, wp, tail);
-        if (nk) {
-          float *in = malloc(sizeof(float) * (k * n + 1)), *scratch = malloc(sizeof(float) * 16 * k);
-          assert_non_null(in);
-          assert_non_null(scratch);
-          memcpy(in, w, sizeof(float) * k * n);
-          in[k * n] = 12345.0f;
-          for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
-          kl_gemv_pack_nk_inplace(in, (int64_t)k, (int64_t)n, tail, scratch);
-          assert_true(in[k * n] == 12345.0f && tail[16 * k] == 12345.0f);
-          check_panels("in place", nk, w, k, n, in, tail);
-          free(in);
-          free(scratch);
-        }
-        free(w);
-        free(wp);
-        free(tail);
-      }
+  const kl_isa_fns *lv[3];
+  int n_lv = levels(lv);
+  for (int l = 0; l < n_lv; l++)
+    for (int form = 0; form < 2; form++)
+      for (size_t a = 0; a < N_SIZES; a++)
+        for (size_t b = 0; b < N_SIZES; b++) pack_case(lv[l], form == 0, sizes[a], sizes[b]);
 }
 
 static void test_primitives(void **state) {
@@ -158,7 +165,7 @@ static void test_primitives(void **state) {
         assert_non_null(wp);
         assert_non_null(y0);
         assert_non_null(y);
-        kl_gemv_pack(w, nk, (int64_t)k, (int64_t)n, wp, wp + n / 16 * 16 * k);
+        kl_gemv_pack(lv[0], w, nk, (int64_t)k, (int64_t)n, wp, wp + n / 16 * 16 * k);
         for (int l = 0; l < n_lv; l++) {
           y[n] = 12345.0f; /* a guard past the end */
           for (size_t i = 0; i < n; i++) y[i] = NAN; /* every output written */
@@ -212,7 +219,7 @@ static void run_driver(const kl_isa_fns *f, const drv_case *t) {
   float *tail = malloc(sizeof(float) * 16 * t->k); /* apart, as dnnl.c holds it */
   assert_non_null(wp);
   assert_non_null(tail);
-  kl_gemv_pack(w, t->nk, (int64_t)t->k, (int64_t)t->n, wp, tail);
+  kl_gemv_pack(f, w, t->nk, (int64_t)t->k, (int64_t)t->n, wp, tail);
   if (t->sum_in_y) memcpy(y, sum, sizeof(float) * t->n);
   kl_gemv_args a = {.x = x, .w = wp, .w_tail = tail, .k = (int64_t)t->k, .n = (int64_t)t->n,
                     .alpha = t->alpha, .add = add, .add_step = t->add_step,

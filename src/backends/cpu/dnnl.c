@@ -70,7 +70,6 @@ typedef struct gemv_plan {
   float alpha, add_scale;
   bool has_act;
   kl_act act;
-  const kl_isa_fns *fns;
 } gemv_plan;
 
 /* One primitive for one set of input shapes. */
@@ -127,7 +126,7 @@ typedef struct dn_node {
    * of as oneDNN's post-op (act_after_of) */
   bool act_after;
   kl_act act;
-  const kl_isa_fns *act_fns;
+  const kl_isa_fns *fns; /* kiln's primitives at the session's level (kl_isa_level) */
   dn_packed packed[DN_SLOTS];
   dn_entry slots[DN_SLOTS];
 } dn_node;
@@ -268,10 +267,8 @@ static bool full_conv_operand(const kl_graph *g, const kl_node *n, int v) {
   if (!made_by_conv(g, v)) return false;
   const kl_type *t = &g->values[v].type, *y = &g->values[n->out[0]].type;
   if (t->rank < 0 || t->rank != y->rank) return false;
-  for (int i = 0; i < t->rank; i++) {
-    const kl_dim *a = &t->dims[i], *b = &y->dims[i];
-    if (a->size != b->size || (a->size < 0 && (a->sym < 0 || a->sym != b->sym))) return false;
-  }
+  for (int i = 0; i < t->rank; i++)
+    if (!kl_dim_equal(t->dims[i], y->dims[i])) return false;
   return true;
 }
 
@@ -472,7 +469,6 @@ static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
   p->alpha = d->kind == DN_GEMM ? kl_attr_float(c->node, "alpha", 1.0f) : 1.0f;
   p->add_scale = d->kind == DN_GEMM ? kl_attr_float(c->node, "beta", 1.0f) : 1.0f;
   kl_isa_fused_act(c->node, &p->has_act, &p->act);
-  p->fns = kl_cpu_isa_fns(kl_isa_level());
   return true;
 }
 
@@ -496,7 +492,7 @@ static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
     if (!scratch)
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory packing the weights of a "
                      "one-row product (%zu bytes)", panel);
-    kl_gemv_pack_nk_inplace(d->own_w->data, p->k, p->n, d->gemv_tail, scratch);
+    kl_gemv_pack_nk_inplace(d->fns, d->own_w->data, p->k, p->n, d->gemv_tail, scratch);
     free(scratch);
     d->gemv_w = d->own_w->data;
     d->gemv_w_bytes = d->own_w->nbytes;
@@ -506,7 +502,7 @@ static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the packed weights of a "
                      "one-row product (%zu bytes)", full);
     d->gemv_w_bytes = full;
-    kl_gemv_pack(d->const_w, p->nk, p->k, p->n, d->gemv_w, d->gemv_tail);
+    kl_gemv_pack(d->fns, d->const_w, p->nk, p->k, p->n, d->gemv_w, d->gemv_tail);
     if (take) {
       free(d->own_w->data);
       d->own_w->data = NULL;
@@ -527,7 +523,7 @@ static kiln_status gemv_run(const dn_node *d, const gemv_plan *p, kl_kernel_ctx 
                     .has_act = p->has_act, .act = p->act, .y = c->out[0]->data};
   if (p->add) a.add = c->in[2]->data, a.add_step = p->add_step;
   if (p->sum) a.sum = c->in[KL_FUSED_SUM]->data, a.sum_step = p->sum_step;
-  kl_run_gemv(c, p->fns, &a);
+  kl_run_gemv(c, d->fns, &a);
   return KILN_OK;
 }
 
@@ -1313,7 +1309,7 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   if (s == dnnl_success) s = dnnl_stream_wait(stream);
   if (s != dnnl_success) return dn_fail(c->e, s, "to execute");
   if (d->act_after)
-    kl_run_act_inplace(c, d->act_fns, &d->act, c->out[0]->data, kl_tensor_numel(c->out[0]));
+    kl_run_act_inplace(c, d->fns, &d->act, c->out[0]->data, kl_tensor_numel(c->out[0]));
   return KILN_OK;
 }
 
@@ -1567,7 +1563,8 @@ kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl
     d->cl_dst = true;
   }
   d->gemv_always = gemv_always_of(d, g);
-  if ((d->act_after = act_after_of(n, &d->act))) d->act_fns = kl_cpu_isa_fns(kl_isa_level());
+  d->fns = kl_cpu_isa_fns(kl_isa_level());
+  d->act_after = act_after_of(n, &d->act);
   kiln_status st = kind == DN_GEMM ? scale_c(d, g, e) : KILN_OK;
   if (st != KILN_OK) {
     dn_release(d);

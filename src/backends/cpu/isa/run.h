@@ -81,13 +81,16 @@ typedef struct kl_gemv_args {
 /* Packs W (row-major: [n, k] when nk, else [k, n]) in panels of KL_GEMV_PANEL outputs
  * (isa_fns.h): the n / 16 whole panels into full (16 k floats each, one after the
  * other), the partial last one, when n % 16 != 0, into tail (16 k floats, its spare
- * columns 0). tail may be full's end, for one contiguous run of panels. */
-void kl_gemv_pack(const float *w, bool nk, int64_t k, int64_t n, float *full, float *tail);
+ * columns 0). tail may be full's end, for one contiguous run of panels. W [n, k] is
+ * transposed by level f's transpose primitive. */
+void kl_gemv_pack(const kl_isa_fns *f, const float *w, bool nk, int64_t k, int64_t n,
+                  float *full, float *tail);
 /* The same for W [n, k] in place: the 16 rows of a whole panel are its floats already,
  * so each is transposed where it is (through scratch, 16 k floats); the rows past the
  * whole panels go into tail, and w's floats from (n / 16) * 16 * k on are left unused.
  * Packing so never holds a second copy of the weights. */
-void kl_gemv_pack_nk_inplace(float *w, int64_t k, int64_t n, float *tail, float *scratch);
+void kl_gemv_pack_nk_inplace(const kl_isa_fns *f, float *w, int64_t k, int64_t n, float *tail,
+                             float *scratch);
 void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);

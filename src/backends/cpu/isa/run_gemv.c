@@ -29,34 +29,40 @@
 /* Weights per task, at least: enough to pay for a task. */
 #define GEMV_TASK_BYTES (256 * 1024)
 
-/* Panel p (KL_GEMV_PANEL outputs from at = 16p, len of them real) of W into panel. */
-static void pack_panel(const float *w, bool nk, int64_t k, int64_t n, int64_t at, float *panel) {
+/* The panel of outputs at .. at+15 (len of them real) of W into panel: for W [n, k]
+ * the transpose of its rows at .. at+len-1 (the level's transpose primitive), for
+ * W [k, n] a piece of each row; the spare columns 0. */
+static void pack_panel(const kl_isa_fns *f, const float *w, bool nk, int64_t k, int64_t n,
+                       int64_t at, float *panel) {
   int64_t len = n - at < KL_GEMV_PANEL ? n - at : KL_GEMV_PANEL;
+  if (nk)
+    f->copy->transpose2d(sizeof(float), w + at * k, (size_t)k, panel, KL_GEMV_PANEL,
+                         (size_t)len, (size_t)k);
   for (int64_t j = 0; j < k; j++) {
     float *row = panel + j * KL_GEMV_PANEL;
-    if (nk)
-      for (int64_t l = 0; l < len; l++) row[l] = w[(at + l) * k + j];
-    else
-      memcpy(row, w + j * n + at, sizeof(float) * (size_t)len);
+    if (!nk) memcpy(row, w + j * n + at, sizeof(float) * (size_t)len);
     for (int64_t l = len; l < KL_GEMV_PANEL; l++) row[l] = 0.0f;
   }
 }
 
-void kl_gemv_pack(const float *w, bool nk, int64_t k, int64_t n, float *full, float *tail) {
+void kl_gemv_pack(const kl_isa_fns *f, const float *w, bool nk, int64_t k, int64_t n,
+                  float *full, float *tail) {
   int64_t whole = n / KL_GEMV_PANEL * KL_GEMV_PANEL;
-  for (int64_t at = 0; at < whole; at += KL_GEMV_PANEL) pack_panel(w, nk, k, n, at, full + at * k);
-  if (whole < n) pack_panel(w, nk, k, n, whole, tail);
+  for (int64_t at = 0; at < whole; at += KL_GEMV_PANEL)
+    pack_panel(f, w, nk, k, n, at, full + at * k);
+  if (whole < n) pack_panel(f, w, nk, k, n, whole, tail);
 }
 
-void kl_gemv_pack_nk_inplace(float *w, int64_t k, int64_t n, float *tail, float *scratch) {
+void kl_gemv_pack_nk_inplace(const kl_isa_fns *f, float *w, int64_t k, int64_t n, float *tail,
+                             float *scratch) {
   int64_t whole = n / KL_GEMV_PANEL * KL_GEMV_PANEL;
-  if (whole < n) pack_panel(w, true, k, n, whole, tail);
+  if (whole < n) pack_panel(f, w, true, k, n, whole, tail);
   for (int64_t at = 0; at < whole; at += KL_GEMV_PANEL) {
     /* rows at .. at+15 are the panel's floats already: the panel is their transpose */
     float *block = w + at * k;
     memcpy(scratch, block, sizeof(float) * (size_t)(KL_GEMV_PANEL * k));
-    for (int64_t j = 0; j < k; j++)
-      for (int64_t l = 0; l < KL_GEMV_PANEL; l++) block[j * KL_GEMV_PANEL + l] = scratch[l * k + j];
+    f->copy->transpose2d(sizeof(float), scratch, (size_t)k, block, KL_GEMV_PANEL,
+                         KL_GEMV_PANEL, (size_t)k);
   }
 }
 
