@@ -6,7 +6,7 @@
 #   tests/conformance/run.sh KILN_BINARY            check against the list
 #   tests/conformance/run.sh KILN_BINARY --update   rewrite the list from this run
 #
-# Each test runs at -O0; those that pass run again at -O2 with --verify, because the
+# Each test runs at -O0; those that pass run again at -O2 and at -O3 with --verify, because the
 # optimizer must not change a result. Tolerances are kiln check's defaults, which are
 # the ONNX runner's (rtol 1e-3, atol 1e-7; the node folders carry no data.json that
 # would change them). The suite fails when a test that is not listed fails, when a
@@ -123,6 +123,7 @@ for d in test_*/; do [ -d "$d" ] && echo "${d%/}"; done >"$work/all"
 run_level -O0 "$work/all" "$work/o0"
 awk -F'\t' '$2 == "pass" { print $1 }' "$work/o0" >"$work/o0_pass"
 run_level -O2 "$work/o0_pass" "$work/o2" --verify
+run_level -O3 "$work/o0_pass" "$work/o3" --verify
 
 # One line per test: name, pass|fail, category, text.
 awk -F'\t' -v OFS='\t' '
@@ -157,16 +158,18 @@ awk -F'\t' -v OFS='\t' '
     return substr(m, 1, 240)
   }
   FILENAME ~ /o2$/ { if ($2 == "fail") o2[$1] = $3; next }
+  FILENAME ~ /o3$/ { if ($2 == "fail") o3[$1] = $3; next }
   { r[$1] = $2; why[$1] = $3; order[++n] = $1 }
   END {
     for (i = 1; i <= n; i++) {
       t = order[i]
-      if (r[t] == "pass" && !(t in o2)) { print t, "pass", "", ""; continue }
-      if (r[t] == "pass") { print t, "fail", "optimizer", "passes at -O0, fails at -O2: " text(clean(o2[t]), "") ; continue }
+      if (r[t] == "pass" && !(t in o2) && !(t in o3)) { print t, "pass", "", ""; continue }
+      if (r[t] == "pass" && (t in o2)) { print t, "fail", "optimizer", "passes at -O0, fails at -O2: " text(clean(o2[t]), "") ; continue }
+      if (r[t] == "pass") { print t, "fail", "optimizer", "passes at -O0, fails at -O3: " text(clean(o3[t]), "") ; continue }
       m = clean(why[t]); c = category(m)
       print t, "fail", c, text(m, c)
     }
-  }' "$work/o2" "$work/o0" | sort >"$work/results"
+  }' "$work/o2" "$work/o3" "$work/o0" | sort >"$work/results"
 
 # The list: name<TAB>category<TAB>text, '#' comments and blank lines ignored.
 list_entries() {
@@ -181,7 +184,7 @@ if [ $update -eq 1 ]; then
 #   test_name<TAB>category<TAB>text
 # Categories: op-not-implemented, dtype-not-supported, non-tensor-type, training-op,
 # other-domain, opset-not-supported, numeric-difference, optimizer (passes at -O0,
-# not at -O2), crash, bug. Regenerate with:
+# not at -O2 or -O3), crash, bug. Regenerate with:
 #   tests/conformance/run.sh build/tools/kiln --update
 # A line whose test still fails in the same category is kept as written, so text
 # edited by hand survives; see tests/conformance/README.md.
@@ -214,7 +217,7 @@ awk -F'\t' -v OFS='\t' -v elapsed=$((SECONDS - start)) '
   END {
     for (t in listed) if (!(t in seen)) stale[++ns] = t
     total = passed + expected + nuf
-    printf "conformance: %d node tests, %d passed at -O0 and -O2, %d s\n", total, passed, elapsed
+    printf "conformance: %d node tests, %d passed at -O0, -O2 and -O3, %d s\n", total, passed, elapsed
     printf "expected failures: %d\n", expected
     ncat = 0
     for (c in bycat) cats[++ncat] = sprintf("%6d  %s", bycat[c], c)

@@ -15,7 +15,8 @@
 # model.pt, whose expected outputs are PyTorch eager's: tools/export_zoo.py writes them,
 # --pt-only for models already cached) are checked too when present, with NAME's
 # tolerance unless pt_tolerances below says otherwise. KILN_ZOO_TIMEOUT caps one model's
-# check (default 3600 s).
+# check (default 3600 s). Each folder is checked at -O2 (kiln's default) and at -O3 (the
+# layout pass too); KILN_ZOO_LEVELS names other levels ('-O2' alone halves the time).
 set -uo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -35,6 +36,7 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 limit=${KILN_ZOO_TIMEOUT:-3600}
+read -r -a levels <<<"${KILN_ZOO_LEVELS:--O2 -O3}"
 
 # name rtol atol. The target is rtol 1e-4 with atol 1e-5 against onnxruntime. A looser
 # line must say why, with numbers: the difference has to be float32 rounding, which
@@ -111,22 +113,25 @@ passed=0
 failed=0
 failures=()
 
-# check_one FOLDER_NAME RTOL ATOL: one `kiln check`, one line, and the tally.
+# check_one FOLDER_NAME RTOL ATOL: one `kiln check` per level, one line each, and the tally.
 check_one() {
-  local name=$1 rtol=$2 atol=$3 dir=$cache/$1 t0=$SECONDS out rc line
-  out=$(timeout "$limit" "$kiln" check --rtol "$rtol" --atol "$atol" "$dir" 2>&1)
-  rc=$?
-  line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
-  if [ $rc -eq 0 ]; then
-    echo "pass $name (rtol $rtol, atol $atol, $((SECONDS - t0)) s)"
-    passed=$((passed + 1))
-    return
-  fi
-  [ $rc -eq 124 ] && line="timed out after $limit s"
-  [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
-  echo "FAIL $name (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
-  failed=$((failed + 1))
-  failures+=("$name")
+  local name=$1 rtol=$2 atol=$3 dir=$cache/$1 level t0 out rc line
+  for level in "${levels[@]}"; do
+    t0=$SECONDS
+    out=$(timeout "$limit" "$kiln" check "$level" --rtol "$rtol" --atol "$atol" "$dir" 2>&1)
+    rc=$?
+    line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
+    if [ $rc -eq 0 ]; then
+      echo "pass $name $level (rtol $rtol, atol $atol, $((SECONDS - t0)) s)"
+      passed=$((passed + 1))
+      continue
+    fi
+    [ $rc -eq 124 ] && line="timed out after $limit s"
+    [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
+    echo "FAIL $name $level (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
+    failed=$((failed + 1))
+    failures+=("$name $level")
+  done
 }
 
 start=$SECONDS
