@@ -1,13 +1,15 @@
 /* The oneDNN kernels (src/backends/cpu/dnnl.c) against the reference kernels, op by
- * op: Conv (groups, depthwise, strides, dilations, pads, auto_pad, 1-D to 3-D),
+ * op: Conv (groups, depthwise, strides, dilations, pads, auto_pad, 1-D to 3-D; 1x1
+ * with strides, run over X subsampled, and the odd sizes where oneDNN refuses that),
  * ConvTranspose, pooling (max, average, global, ceil_mode, dilations), Gemm
  * (transposes, alpha, beta, C shapes), MatMul (batch broadcast, rank 1), the fused ops
  * with every activation, Bias and Sum (same shape: the sum post-op; broadcast: a binary
  * one; the activations kiln runs over Y after the primitive, after Sum, over a staged
- * Y and on threads), and a chain whose tensors stay channels-last between the primitives. Each case runs twice (the second time from the
- * primitive cache) and must match a reference-kernel session within 1e-4 relative,
- * with the session's shared workspace (scratchpads, staged copies) filled with NaNs
- * before every node, so that no node can depend on what it or another left there. */
+ * Y and on threads), and a chain whose tensors stay channels-last between the
+ * primitives. Each case runs twice (the second time from the primitive cache) and
+ * must match a reference-kernel session within 1e-4 relative, with the session's
+ * shared workspace (scratchpads, staged copies) filled with NaNs before every node,
+ * so that no node can depend on what it or another left there. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -176,6 +178,24 @@ static const conv_case conv_cases[] = {
     {"conv 1-D", 3, {2, 4, 11}, {3, 4, 3}, 1, 1, {2}, {1}, {1, 0}, NULL, true},
     {"conv 3-D", 5, {1, 2, 5, 6, 4}, {4, 2, 3, 3, 3}, 1, 3, {1, 1, 1}, {1, 1, 1},
      {1, 1, 1, 1, 1, 1}, NULL, true},
+    /* 1x1 with strides: a stride-1 convolution over X subsampled (dnnl.c, subsample_src) */
+    {"conv 1x1 stride 2 batch 2", 4, {2, 16, 8, 10}, {24, 16, 1, 1}, 1, 2, {2, 2}, {1, 1},
+     {0, 0, 0, 0}, NULL, true},
+    {"conv 1x1 stride 2 odd sizes (oneDNN refuses the view)", 4, {2, 16, 7, 9}, {24, 16, 1, 1},
+     1, 2, {2, 2}, {1, 1}, {0, 0, 0, 0}, NULL, true},
+    {"conv 1x1 stride 2 odd sizes batch 1", 4, {1, 16, 7, 9}, {24, 16, 1, 1}, 1, 2, {2, 2},
+     {1, 1}, {0, 0, 0, 0}, NULL, true},
+    {"conv 1x1 strides 3, 1 dilation 2", 4, {1, 5, 9, 6}, {7, 5, 1, 1}, 1, 2, {3, 1}, {2, 2},
+     {0, 0, 0, 0}, NULL, false},
+    {"conv 1x1 groups 2 stride 2", 4, {1, 8, 6, 5}, {6, 4, 1, 1}, 2, 2, {2, 2}, {1, 1},
+     {0, 0, 0, 0}, NULL, true},
+    {"conv 1x1 SAME_UPPER stride 2", 4, {1, 6, 6, 6}, {3, 6, 1, 1}, 1, 2, {2, 2}, {1, 1}, {0},
+     "SAME_UPPER", true},
+    {"conv 1-D k1 stride 4", 3, {1, 3, 12}, {5, 3, 1}, 1, 1, {4}, {1}, {0, 0}, NULL, true},
+    {"conv 3-D 1x1x1 strides 2, 1, 3", 5, {1, 4, 6, 3, 9}, {6, 4, 1, 1, 1}, 1, 3, {2, 1, 3},
+     {1, 1, 1}, {0, 0, 0, 0, 0, 0}, NULL, true},
+    {"conv 1x1 stride 2 padded (not subsampled)", 4, {1, 4, 6, 6}, {5, 4, 1, 1}, 1, 2, {2, 2},
+     {1, 1}, {1, 0, 0, 1}, NULL, true},
     {"conv 3x3 32->48 (Winograd)", 4, {1, 32, 10, 12}, {48, 32, 3, 3}, 1, 2, {1, 1}, {1, 1},
      {1, 1, 1, 1}, NULL, true},
 };
@@ -503,20 +523,26 @@ static void test_conv_chain(void **state) {
   int x = input(g, "x", 4, (int64_t[]){1, 8, 10, 10});
   int64_t eight = 8;
   kl_err e = {0};
-  int vals[4];
-  for (int k = 0; k < 4; k++) vals[k] = kl_graph_add_value(g, NULL, &e);
+  int vals[5];
+  for (int k = 0; k < 5; k++) vals[k] = kl_graph_add_value(g, NULL, &e);
   int w1 = cst(g, 4, (int64_t[]){8, 8, 3, 3}), b1 = cst(g, 1, &eight);
   int wd = cst(g, 4, (int64_t[]){8, 1, 3, 3});
   int w3 = cst(g, 4, (int64_t[]){8, 8, 1, 1}), b3 = cst(g, 1, &eight);
   int w4 = cst(g, 4, (int64_t[]){4, 8, 3, 3});
+  int w6 = cst(g, 4, (int64_t[]){8, 8, 1, 1});
   int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 3, (int[]){x, w1, b1}, 1, &vals[0], &e);
   int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2, (int[]){vals[0], wd}, 1, &vals[1], &e);
   int n3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4, (int[]){vals[1], w3, b3, vals[0]}, 1,
                              &vals[2], &e);
-  int n4 = kl_graph_add_node(g, KL_OP_MaxPool, NULL, 1, &vals[2], 1, &vals[3], &e);
+  /* 1x1 stride 2 over a channels-last X: subsampled through a strided view of it */
+  int n6 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2, (int[]){vals[2], w6}, 1, &vals[4],
+                             &e);
+  int n4 = kl_graph_add_node(g, KL_OP_MaxPool, NULL, 1, &vals[4], 1, &vals[3], &e);
   int y = kl_graph_add_value(g, NULL, &e);
   int n5 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2, (int[]){vals[3], w4}, 1, &y, &e);
-  assert_true(n1 >= 0 && n2 >= 0 && n3 >= 0 && n4 >= 0 && n5 >= 0);
+  assert_true(n1 >= 0 && n2 >= 0 && n3 >= 0 && n4 >= 0 && n5 >= 0 && n6 >= 0);
+  ints_attr(g, n6, "strides", 2, (int64_t[]){2, 2});
+  activation(g, n6, "Relu", 0, NULL);
   assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
   ints_attr(g, n4, "kernel_shape", 2, (int64_t[]){2, 2});
   int64_t pad1[4] = {1, 1, 1, 1};

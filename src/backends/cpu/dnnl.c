@@ -608,6 +608,50 @@ static kiln_status deconv_geometry(const kl_kernel_ctx *c, dn_problem *p) {
   return st;
 }
 
+/* A convolution whose kernel is 1 in every spatial dim, unpadded, with a stride above
+ * 1 reads only every stride-th element of X: the same as a stride-1 convolution over X
+ * subsampled, which oneDNN's 1x1 kernels run faster (ResNet's downsampling 512 -> 1024
+ * at 28x28: 2.6 -> 2.0 ms on a Zen 4 core) than their strided form. */
+static bool subsampled_1x1(const dn_node *d, const kl_tensor *w, const dn_problem *p) {
+  if (d->kind != DN_CONV) return false;
+  bool strided = false;
+  for (int i = 0; i < w->rank - 2; i++) {
+    if (w->dims[2 + i] != 1 || p->pad_l[i] != 0 || p->pad_r[i] != 0) return false;
+    strided |= p->strides[i] > 1;
+  }
+  return strided;
+}
+
+/* X's every stride-th element along the spatial dims: a strided view of kiln's tensor
+ * (plain or channels-last) as src_user, reordered into a dense src_want in the
+ * workspace; the convolution then has stride 1. false (p unchanged) where oneDNN
+ * refuses the view: it takes strides whose spans interleave (an odd H subsampled in
+ * [N, C, H, W]) for overlapping memory. */
+static bool subsample_src(bool cl, int nd, const dnnl_dims_t xd, dn_problem *p) {
+  dnnl_memory_desc_t full, user, want;
+  if ((cl ? channels_last_md(&full, nd, xd) : plain_md(&full, nd, xd)) != dnnl_success)
+    return false;
+  dnnl_dims_t dims, strides;
+  for (int i = 0; i < nd; i++) {
+    dims[i] = xd[i];
+    strides[i] = full.format_desc.blocking.strides[i];
+  }
+  for (int i = 0; i < nd - 2; i++) {
+    dims[2 + i] = (xd[2 + i] - 1) / p->strides[i] + 1;
+    strides[2 + i] *= p->strides[i];
+  }
+  if (dnnl_memory_desc_init_by_strides(&user, nd, dims, dnnl_f32, strides) != dnnl_success ||
+      (cl ? channels_last_md(&want, nd, dims) : any_md(&want, nd, dims)) != dnnl_success)
+    return false;
+  p->src_user = user;
+  p->src_want = want;
+  for (int i = 0; i < nd - 2; i++) {
+    p->strides[i] = 1;
+    p->dilates[i] = 0;
+  }
+  return true;
+}
+
 /* Conv and ConvTranspose: src and dst in whatever layout oneDNN likes best (any),
  * reordered from and to kiln's plain tensors around the primitive. */
 static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
@@ -619,7 +663,9 @@ static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   p->nd = x->rank;
   padded_dims(x, p->nd, xd);
   padded_dims(y, p->nd, yd);
-  dnnl_status_t s = activation_md(d->cl_in & 1, p->nd, xd, &p->src_user, &p->src_want);
+  dnnl_status_t s = subsampled_1x1(d, w, p) && subsample_src(d->cl_in & 1, p->nd, xd, p)
+                       ? dnnl_success
+                       : activation_md(d->cl_in & 1, p->nd, xd, &p->src_user, &p->src_want);
   if (s == dnnl_success) s = activation_md(d->cl_dst, p->nd, yd, &p->dst_user, &p->dst_want);
   if (s == dnnl_success)
     s = activation_md(d->cl_in >> KL_FUSED_SUM & 1, p->nd, yd, &p->sum_user, NULL);
