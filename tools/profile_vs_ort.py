@@ -4,7 +4,8 @@
 Runs `kiln bench --trace` (kiln's per-node profile) and onnxruntime with its profiler
 on (SessionOptions.enable_profiling), each in its own process, alternately, ROUNDS
 times, on the same inputs (the model folder's test_data_set_0 when there is one, else
-random ones of the declared shapes, symbolic dims 1) and thread count. Sums each
+made ones of the declared shapes, symbolic dims 1: float uniform in [0, 1), integer
+ones) and thread count. Sums each
 runtime's node times per group, takes the median over the rounds, and prints one line
 per group, the groups where kiln loses most first:
 
@@ -26,6 +27,7 @@ Usage:
 """
 
 import argparse
+import atexit
 import collections
 import glob
 import json
@@ -33,6 +35,7 @@ import os
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,21 +45,14 @@ import glob, json, os, sys
 import numpy as np, onnx, onnxruntime as ort
 from onnx import numpy_helper
 model, threads, runs, prefix = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+files = sys.argv[5:]
 so = ort.SessionOptions()
 so.intra_op_num_threads = threads
 so.inter_op_num_threads = 1
 so.enable_profiling = True
 so.profile_file_prefix = prefix
 s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-files = sorted(glob.glob(os.path.join(os.path.dirname(model), "test_data_set_0", "input_*.pb")))
-feeds = {}
-for k, i in enumerate(s.get_inputs()):
-    if k < len(files):
-        feeds[i.name] = numpy_helper.to_array(onnx.load_tensor(files[k]))
-    else:
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        dt = np.int64 if "int64" in i.type else np.float32
-        feeds[i.name] = (np.random.rand(*shape) * (10 if dt == np.int64 else 1)).astype(dt)
+feeds = {i.name: numpy_helper.to_array(onnx.load_tensor(f)) for i, f in zip(s.get_inputs(), files)}
 for _ in range(runs):
     s.run(None, feeds)
 print(s.end_profiling())
@@ -98,7 +94,7 @@ def kiln_once(a, model, runs):
 def ort_once(a, model, runs):
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-c", ORT_WORKER, model, str(a.threads), str(runs),
-               os.path.join(tmp, "ort")]
+               os.path.join(tmp, "ort")] + inputs_of(model)
         if a.realtime:
             cmd = ["chrt", "-f", "50"] + cmd
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -124,9 +120,38 @@ def input_names(model):
     return _names[model]
 
 
+_made = {}
+
+
 def inputs_of(model):
-    return sorted(glob.glob(os.path.join(os.path.dirname(model), "test_data_set_0",
-                                         "input_*.pb")))
+    """The folder's test_data_set_0/input_*.pb, else inputs made once for both runtimes
+    (float: uniform in [0, 1); integer: ones, valid token ids, types and masks; dynamic
+    dims 1), as .pb files in a temporary folder."""
+    files = sorted(glob.glob(os.path.join(os.path.dirname(model), "test_data_set_0",
+                                          "input_*.pb")))
+    if files:
+        return files
+    if model not in _made:
+        import numpy as np
+        import onnx
+        from onnx import numpy_helper
+        m = onnx.load(model, load_external_data=False)
+        inits = {i.name for i in m.graph.initializer}
+        tmp = tempfile.mkdtemp(prefix="kiln-profile-inputs-")
+        atexit.register(shutil.rmtree, tmp, True)
+        rng = np.random.default_rng(0)
+        _made[model] = []
+        for k, i in enumerate(x for x in m.graph.input if x.name not in inits):
+            t = i.type.tensor_type
+            shape = [d.dim_value if d.HasField("dim_value") else 1 for d in t.shape.dim]
+            dt = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
+            a = (np.ones(shape, dt) if np.issubdtype(dt, np.integer)
+                 else rng.random(shape).astype(dt))
+            path = os.path.join(tmp, "input_%d.pb" % k)
+            with open(path, "wb") as f:
+                f.write(numpy_helper.from_array(a, i.name).SerializeToString())
+            _made[model].append(path)
+    return _made[model]
 
 
 def main():

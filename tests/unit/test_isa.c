@@ -982,6 +982,7 @@ static double gelu_tanh_exact(double x) {
   return x / (1.0 + exp(-2.0 * u)); /* x (1 + tanh u) / 2 without cancellation */
 }
 static double sigmoid_exact(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double swish_exact(double x) { return x / (1.0 + exp(-x)); } /* Swish's alpha 1: Silu */
 
 typedef struct sweep {
   kl_op op;
@@ -1028,6 +1029,7 @@ static void test_accuracy(void **state) {
       {KL_OP_Tanh, false, -9, 9, 1e-6, tanh},
       {KL_OP_Erf, false, -4, 4, 1e-6, erf},
       {KL_OP_Sigmoid, false, -87, 87, 1e-6, sigmoid_exact},
+      {KL_OP_Swish, false, -87, 87, 1e-6, swish_exact},
       {KL_OP_Gelu, false, -13, 8, 2e-6, gelu_exact},
       /* x sigmoid(v), v = x (G1 + G3 x^2) rounded to float: its relative error,
        * about 1e-7, becomes |v| times that in e^-|v|, so below x = -5 (|v| = 17) the

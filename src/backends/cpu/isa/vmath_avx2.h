@@ -50,11 +50,13 @@ static inline __m256 kl_y_exp(__m256 x) {
   return _mm256_mul_ps(_mm256_mul_ps(p, kl_y_pow2i(n1)), kl_y_pow2i(_mm256_sub_epi32(ni, n1)));
 }
 
-static inline __m256 kl_y_sigmoid(__m256 x) {
-  __m256 e = kl_y_exp(_mm256_sub_ps(_mm256_setzero_ps(), kl_y_abs(x)));
-  __m256 pos = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ);
-  return _mm256_div_ps(_mm256_blendv_ps(e, KL_V8(1.0f), pos), _mm256_add_ps(KL_V8(1.0f), e));
+/* num / (1 + e^-x), as kl_z_div_1pexp in vmath_avx512.h */
+static inline __m256 kl_y_div_1pexp(__m256 num, __m256 x) {
+  __m256 e = kl_y_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  return _mm256_div_ps(num, _mm256_add_ps(KL_V8(1.0f), e));
 }
+
+static inline __m256 kl_y_sigmoid(__m256 x) { return kl_y_div_1pexp(KL_V8(1.0f), x); }
 
 static inline __m256 kl_y_tanh(__m256 x) {
   __m256 a = kl_y_abs(x), a2 = _mm256_mul_ps(a, a);
@@ -124,7 +126,7 @@ static inline __m256 kl_y_gelu_erf(__m256 x) {
 
 static inline __m256 kl_y_gelu_tanh(__m256 x) {
   __m256 u = _mm256_fmadd_ps(_mm256_mul_ps(x, x), KL_V8(KL_GELU_G3), KL_V8(KL_GELU_G1));
-  return _mm256_mul_ps(x, kl_y_sigmoid(_mm256_mul_ps(x, u)));
+  return kl_y_div_1pexp(x, _mm256_mul_ps(x, u));
 }
 
 /* The activation of kind k; k is a constant where this is inlined. */
@@ -141,7 +143,7 @@ static inline __attribute__((always_inline)) __m256 kl_y_act(kl_act_kind k, __m2
   case KL_ACT_ERF: return kl_y_erf(x);
   case KL_ACT_GELU_ERF: return kl_y_gelu_erf(x);
   case KL_ACT_GELU_TANH: return kl_y_gelu_tanh(x);
-  case KL_ACT_SWISH: return _mm256_mul_ps(x, kl_y_sigmoid(_mm256_mul_ps(alpha, x)));
+  case KL_ACT_SWISH: return kl_y_div_1pexp(x, _mm256_mul_ps(alpha, x));
   case KL_ACT_HARD_SIGMOID: return kl_y_clamp01(_mm256_fmadd_ps(alpha, x, beta));
   case KL_ACT_HARD_SWISH:
     return _mm256_mul_ps(x, kl_y_clamp01(_mm256_fmadd_ps(x, KL_V8(KL_ONE_SIXTH),

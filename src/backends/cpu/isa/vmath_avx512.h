@@ -45,12 +45,16 @@ static inline __m512 kl_z_exp(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-static inline __m512 kl_z_sigmoid(__m512 x) {
-  __m512 e = kl_z_exp(_mm512_sub_ps(_mm512_setzero_ps(), kl_z_abs(x)));
-  __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
-  __m512 num = _mm512_mask_blend_ps(pos, e, KL_V16(1.0f));
+/* num / (1 + e^-x): e^-x overflows to +inf below x = -88.7, which makes it 0 (-0, or
+ * NaN for an infinite num) where the exact value is below 2^-126 times num; one
+ * division and no sign select (vmath_generic.h divides e^-|x| instead, which keeps
+ * those subnormal results). */
+static inline __m512 kl_z_div_1pexp(__m512 num, __m512 x) {
+  __m512 e = kl_z_exp(_mm512_sub_ps(_mm512_setzero_ps(), x));
   return _mm512_div_ps(num, _mm512_add_ps(KL_V16(1.0f), e));
 }
+
+static inline __m512 kl_z_sigmoid(__m512 x) { return kl_z_div_1pexp(KL_V16(1.0f), x); }
 
 static inline __m512 kl_z_tanh(__m512 x) {
   __m512 a = kl_z_abs(x), a2 = _mm512_mul_ps(a, a);
@@ -120,7 +124,7 @@ static inline __m512 kl_z_gelu_erf(__m512 x) {
 
 static inline __m512 kl_z_gelu_tanh(__m512 x) {
   __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(x, x), KL_V16(KL_GELU_G3), KL_V16(KL_GELU_G1));
-  return _mm512_mul_ps(x, kl_z_sigmoid(_mm512_mul_ps(x, u)));
+  return kl_z_div_1pexp(x, _mm512_mul_ps(x, u));
 }
 
 /* The activation of kind k; k is a constant where this is inlined. */
@@ -138,7 +142,7 @@ static inline __attribute__((always_inline)) __m512 kl_z_act(kl_act_kind k, __m5
   case KL_ACT_ERF: return kl_z_erf(x);
   case KL_ACT_GELU_ERF: return kl_z_gelu_erf(x);
   case KL_ACT_GELU_TANH: return kl_z_gelu_tanh(x);
-  case KL_ACT_SWISH: return _mm512_mul_ps(x, kl_z_sigmoid(_mm512_mul_ps(alpha, x)));
+  case KL_ACT_SWISH: return kl_z_div_1pexp(x, _mm512_mul_ps(alpha, x));
   case KL_ACT_HARD_SIGMOID: return kl_z_clamp01(_mm512_fmadd_ps(alpha, x, beta));
   case KL_ACT_HARD_SWISH:
     return _mm512_mul_ps(x, kl_z_clamp01(_mm512_fmadd_ps(x, KL_V16(KL_ONE_SIXTH),
