@@ -475,6 +475,9 @@ def main():
                     help="rounds that also run the torch workers, the first ones (default 1)")
     ap.add_argument("--torch-timeout", type=int, default=600,
                     help="seconds a torch worker (torch.compile's included) may take (default 600)")
+    ap.add_argument("--no-doc", action="store_true",
+                    help="print the rows only; write neither --doc nor --chart (for re-running "
+                         "a few models without replacing a page's table)")
     ap.add_argument("--section", default="",
                     help="write between the markers bench:SECTION:begin/end of --doc instead of "
                          "bench:begin/end")
@@ -498,6 +501,8 @@ def main():
                       f"ratio {r['kiln_p50'] / r['ort_p50']:.2f}, rss {r['kiln_rss']:.0f} / "
                       f"{r['ort_rss']:.0f} MiB, agree {r['ok']} ({r['diff']:.1e}), torch eager "
                       f"{torch_cell(r, 'eager')}, compile {torch_cell(r, 'compile')}", flush=True)
+    if args.no_doc:
+        return
     isa = rows[0]["isa"] if rows else "?"
     note = (f"Measured {time.strftime('%Y-%m-%d %H:%M')} with `{' '.join(['tools/bench_vs_ort.py'] + sys.argv[1:])}`"
             f"; kiln's ISA: {isa}; onnxruntime "
