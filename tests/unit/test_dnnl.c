@@ -114,8 +114,9 @@ static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *c
   return tu_output0_f32(s, count);
 }
 
-/* Exports g, runs it with the reference and the fast kernels, compares; frees g. */
-static void check(kl_graph *g, const char *what) {
+/* Exports g, runs it with the reference and the fast kernels, compares; frees g.
+ * need_dnnl: every node must have run on oneDNN (or kiln's GEMV), not fallen back. */
+static void check_on(kl_graph *g, const char *what, bool need_dnnl) {
   kiln_model *m = tu_model_of(g, 0);
   float *bufs[4] = {NULL};
   for (int i = 0; i < kiln_model_input_count(m); i++) {
@@ -132,7 +133,7 @@ static void check(kl_graph *g, const char *what) {
   float *want = run(ref, m, bufs, &n_want);
   for (int r = 0; r < 2; r++) {
     float *got = run(fast, m, bufs, &n_got);
-    for (int i = 0; KL_HAVE_DNNL && i < m->g->n_nodes; i++) /* oneDNN ran every node */
+    for (int i = 0; KL_HAVE_DNNL && need_dnnl && i < m->g->n_nodes; i++) /* oneDNN ran each */
       if (strncmp(kl_session_kernel_name(fast, i), "dnnl", 4) != 0 &&
           strcmp(kl_session_kernel_name(fast, i), "gemv") != 0) /* or, one row: our GEMV */
         fail_msg("%s: node %d ran on kernel '%s'", what, i, kl_session_kernel_name(fast, i));
@@ -149,6 +150,8 @@ static void check(kl_graph *g, const char *what) {
   kiln_session_free(fast);
   kiln_model_free(m);
 }
+
+static void check(kl_graph *g, const char *what) { check_on(g, what, true); }
 
 /* ---- convolution ---- */
 
@@ -196,6 +199,10 @@ static const conv_case conv_cases[] = {
      {1, 1, 1}, {0, 0, 0, 0, 0, 0}, NULL, true},
     {"conv 1x1 stride 2 padded (not subsampled)", 4, {1, 4, 6, 6}, {5, 4, 1, 1}, 1, 2, {2, 2},
      {1, 1}, {1, 0, 0, 1}, NULL, true},
+    /* strides past X's extent are not subsampled: the view's strides would overflow
+     * (UBSan: a hostile model's stride 2^62 times the row's) */
+    {"conv 1x1 stride past the extent", 4, {1, 4, 6, 6}, {3, 4, 1, 1}, 1, 2, {9, 2}, {1, 1},
+     {0, 0, 0, 0}, NULL, true},
     {"conv 3x3 32->48 (Winograd)", 4, {1, 32, 10, 12}, {48, 32, 3, 3}, 1, 2, {1, 1}, {1, 1},
      {1, 1, 1, 1}, NULL, true},
 };
@@ -223,6 +230,14 @@ static void test_conv(void **state) {
     conv_node(g, KL_OP_Conv, &conv_cases[i], conv_cases[i].w, -1);
     check(g, conv_cases[i].what);
   }
+  /* A hostile stride (2^62) on a 1x1 convolution: not subsampled (the view's strides,
+   * X's times it, would overflow: UBSan caught that before the guard), and right
+   * whichever kernel runs it (oneDNN refuses it and the reference runs). */
+  static const conv_case huge = {"conv 1x1 stride 2^62", 4, {1, 4, 6, 6}, {3, 4, 1, 1}, 1, 2,
+                                 {INT64_C(1) << 62, 2}, {1, 1}, {0, 0, 0, 0}, NULL, true};
+  kl_graph *g = kl_graph_new();
+  conv_node(g, KL_OP_Conv, &huge, huge.w, -1);
+  check_on(g, huge.what, false);
 }
 
 /* ConvTranspose: W is [C, M/g, K...]. */
