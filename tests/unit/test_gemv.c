@@ -1,10 +1,12 @@
 /* kiln's one-row matrix products (src/backends/cpu/isa/gemv_*.c, run_gemv.c, and their
- * hook in dnnl.c): the packing of either weight layout into panels; the primitives of
- * every ISA level this machine has against the generic ones and a double-precision
- * sum, at awkward sizes, on weights packed from both layouts; the driver's epilogue (alpha, broadcast addends, a Sum sharing y's buffer,
+ * hook in dnnl.c): the packing of either weight layout into panels, into new buffers
+ * and in place; the primitives of every ISA level this machine has against the generic
+ * ones and a double-precision sum, at awkward sizes, on weights packed from both
+ * layouts; the driver's epilogue (alpha, broadcast addends, a Sum sharing y's buffer,
  * activations, threads); and whole Gemm / MatMul / fused nodes run through sessions
  * against the reference kernels, with static and dynamic row counts, the per-shape
- * cache, and release_weights on and off. */
+ * cache, and release_weights on and off (on, with every run one row, the weights are
+ * packed in place in the model's buffer, from either layout). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,7 +102,8 @@ static void check_panels(const char *how, bool nk, const float *w, size_t k, siz
 
 /* kl_gemv_pack into one contiguous run of panels and into whole panels and a tail
  * apart, and kl_gemv_pack_nk_inplace, with the transpose primitive of every level this
- * machine has: every element in place, nothing written past the buffers given. */
+ * machine has, and kl_gemv_pack_kn_inplace: every element in place, nothing written
+ * past the buffers given. */
 static void pack_case(const kl_isa_fns *f, bool nk, size_t k, size_t n) {
   size_t whole = n / 16 * 16 * k, packed = packed_floats(k, n);
   char how[64];
@@ -133,6 +136,21 @@ static void pack_case(const kl_isa_fns *f, bool nk, size_t k, size_t n) {
     check_panels(how, nk, w, k, n, in, tail);
     free(in);
     free(scratch);
+  } else { /* W [k, n] in place: no level's primitive, once is enough */
+    size_t seen_bytes = kl_gemv_kn_seen_bytes((int64_t)k, (int64_t)n);
+    float *in = malloc(sizeof(float) * (k * n + 1));
+    uint8_t *seen = malloc(seen_bytes + 1);
+    assert_non_null(in);
+    assert_non_null(seen);
+    memcpy(in, w, sizeof(float) * k * n);
+    in[k * n] = 12345.0f;
+    seen[seen_bytes] = 0xa5;
+    for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
+    kl_gemv_pack_kn_inplace(in, (int64_t)k, (int64_t)n, tail, seen);
+    assert_true(in[k * n] == 12345.0f && tail[16 * k] == 12345.0f && seen[seen_bytes] == 0xa5);
+    check_panels("kn in place", nk, w, k, n, in, tail);
+    free(in);
+    free(seen);
   }
   free(w);
   free(wp);

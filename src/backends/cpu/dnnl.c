@@ -474,10 +474,12 @@ static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
 
 /* The weights packed for the one-row product, once. When the session released the
  * model's weights to this node (release_weights) and every run is one row, the
- * model's buffer becomes the packed copy: W [N, K] is packed in place (no moment with
- * two copies, which for VGG-16's 411 MB layer would raise the peak memory by as much);
- * W [K, N] is packed into a new buffer, then the model's is freed. Otherwise the
- * panels are a copy of the node's own, next to the model's weights. */
+ * model's buffer becomes the packed copy, packed in place whichever way the model
+ * holds W (no moment with two copies, which for VGG-16's 411 MB layer would raise the
+ * peak memory by as much): W [N, K] a panel at a time through a panel of scratch, W
+ * [K, N] by moving 16-float blocks along the cycles of the transposition, a bit per
+ * block of scratch. Otherwise the panels are a copy of the node's own, next to the
+ * model's weights. */
 static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
   if (d->gemv_w) return KILN_OK;
   int64_t whole = p->n / KL_GEMV_PANEL * KL_GEMV_PANEL;
@@ -487,12 +489,15 @@ static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
   if (whole < p->n && !d->gemv_tail && !(d->gemv_tail = aligned_alloc_bytes(panel)))
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the packed weights of a "
                    "one-row product (%zu bytes)", panel);
-  if (take && p->nk) {
-    float *scratch = aligned_alloc_bytes(panel);
+  if (take) {
+    size_t bytes = p->nk ? panel : kl_gemv_kn_seen_bytes(p->k, p->n);
+    void *scratch = aligned_alloc_bytes(bytes);
     if (!scratch)
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory packing the weights of a "
-                     "one-row product (%zu bytes)", panel);
-    kl_gemv_pack_nk_inplace(d->fns, d->own_w->data, p->k, p->n, d->gemv_tail, scratch);
+                     "one-row product (%zu bytes)", bytes);
+    if (p->nk)
+      kl_gemv_pack_nk_inplace(d->fns, d->own_w->data, p->k, p->n, d->gemv_tail, scratch);
+    else kl_gemv_pack_kn_inplace(d->own_w->data, p->k, p->n, d->gemv_tail, scratch);
     free(scratch);
     d->gemv_w = d->own_w->data;
     d->gemv_w_bytes = d->own_w->nbytes;
@@ -503,10 +508,6 @@ static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
                      "one-row product (%zu bytes)", full);
     d->gemv_w_bytes = full;
     kl_gemv_pack(d->fns, d->const_w, p->nk, p->k, p->n, d->gemv_w, d->gemv_tail);
-    if (take) {
-      free(d->own_w->data);
-      d->own_w->data = NULL;
-    }
   }
   if (d->gemv_tail) d->gemv_w_bytes += panel;
   if (take) {

@@ -91,6 +91,12 @@ void kl_gemv_pack(const kl_isa_fns *f, const float *w, bool nk, int64_t k, int64
  * Packing so never holds a second copy of the weights. */
 void kl_gemv_pack_nk_inplace(const kl_isa_fns *f, float *w, int64_t k, int64_t n, float *tail,
                              float *scratch);
+/* The same for W [k, n] in place: the partial last panel into tail first, then the
+ * rows' whole-panel parts moved together, then the [k, n / 16] blocks of 16 floats
+ * transposed to [n / 16, k] by following the permutation's cycles, with seen
+ * (kl_gemv_kn_seen_bytes: a bit per block) marking the blocks placed. */
+size_t kl_gemv_kn_seen_bytes(int64_t k, int64_t n);
+void kl_gemv_pack_kn_inplace(float *w, int64_t k, int64_t n, float *tail, uint8_t *seen);
 void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);

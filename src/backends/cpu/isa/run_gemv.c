@@ -53,6 +53,39 @@ void kl_gemv_pack(const kl_isa_fns *f, const float *w, bool nk, int64_t k, int64
   if (whole < n) pack_panel(f, w, nk, k, n, whole, tail);
 }
 
+size_t kl_gemv_kn_seen_bytes(int64_t k, int64_t n) {
+  return ((size_t)k * (size_t)(n / KL_GEMV_PANEL) + 7) / 8;
+}
+
+void kl_gemv_pack_kn_inplace(float *w, int64_t k, int64_t n, float *tail, uint8_t *seen) {
+  int64_t whole = n / KL_GEMV_PANEL * KL_GEMV_PANEL, p = whole / KL_GEMV_PANEL;
+  if (whole < n) pack_panel(NULL, w, false, k, n, whole, tail);
+  if (whole == 0) return;
+  /* rows of whole floats, one after the other (each moves back, never over a later one) */
+  if (whole < n)
+    for (int64_t j = 1; j < k; j++)
+      memmove(w + j * whole, w + j * n, sizeof(float) * (size_t)whole);
+  /* W is now [k, p] blocks of 16 floats; the panels are [p, k]: block s = j p + i goes
+   * to i k + j. Each cycle of that permutation is followed once, a block at a time. */
+  int64_t total = k * p;
+  memset(seen, 0, kl_gemv_kn_seen_bytes(k, n));
+  float carry[KL_GEMV_PANEL], next[KL_GEMV_PANEL];
+  size_t block = sizeof carry;
+  for (int64_t start = 0; start < total; start++) {
+    if (seen[start >> 3] & (1u << (start & 7))) continue;
+    memcpy(carry, w + start * KL_GEMV_PANEL, block);
+    int64_t at = start;
+    do {
+      int64_t to = at % p * k + at / p;
+      seen[to >> 3] |= (uint8_t)(1u << (to & 7));
+      memcpy(next, w + to * KL_GEMV_PANEL, block);
+      memcpy(w + to * KL_GEMV_PANEL, carry, block);
+      memcpy(carry, next, block);
+      at = to;
+    } while (at != start);
+  }
+}
+
 void kl_gemv_pack_nk_inplace(const kl_isa_fns *f, float *w, int64_t k, int64_t n, float *tail,
                              float *scratch) {
   int64_t whole = n / KL_GEMV_PANEL * KL_GEMV_PANEL;
