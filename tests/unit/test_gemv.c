@@ -102,8 +102,7 @@ static void check_panels(const char *how, bool nk, const float *w, size_t k, siz
 
 /* kl_gemv_pack into one contiguous run of panels and into whole panels and a tail
  * apart, and kl_gemv_pack_nk_inplace, with the transpose primitive of every level this
- * machine has, and kl_gemv_pack_kn_inplace: every element in place, nothing written
- * past the buffers given. */
+ * machine has: every element in place, nothing written past the buffers given. */
 static void pack_case(const kl_isa_fns *f, bool nk, size_t k, size_t n) {
   size_t whole = n / 16 * 16 * k, packed = packed_floats(k, n);
   char how[64];
@@ -136,25 +135,32 @@ static void pack_case(const kl_isa_fns *f, bool nk, size_t k, size_t n) {
     check_panels(how, nk, w, k, n, in, tail);
     free(in);
     free(scratch);
-  } else { /* W [k, n] in place: no level's primitive, once is enough */
-    size_t seen_bytes = kl_gemv_kn_seen_bytes((int64_t)k, (int64_t)n);
-    float *in = malloc(sizeof(float) * (k * n + 1));
-    uint8_t *seen = malloc(seen_bytes + 1);
-    assert_non_null(in);
-    assert_non_null(seen);
-    memcpy(in, w, sizeof(float) * k * n);
-    in[k * n] = 12345.0f;
-    seen[seen_bytes] = 0xa5;
-    for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
-    kl_gemv_pack_kn_inplace(in, (int64_t)k, (int64_t)n, tail, seen);
-    assert_true(in[k * n] == 12345.0f && tail[16 * k] == 12345.0f && seen[seen_bytes] == 0xa5);
-    check_panels("kn in place", nk, w, k, n, in, tail);
-    free(in);
-    free(seen);
   }
   free(w);
   free(wp);
   free(tail);
+}
+
+/* kl_gemv_pack_kn_inplace (no level's primitive: once per size) */
+static void pack_kn_inplace_case(size_t k, size_t n) {
+  size_t seen_bytes = kl_gemv_kn_seen_bytes((int64_t)k, (int64_t)n);
+  float *w = rand_floats(k * n, 1.0f), *in = malloc(sizeof(float) * (k * n + 1));
+  float *tail = malloc(sizeof(float) * (16 * k + 1));
+  uint8_t *seen = malloc(seen_bytes + 1);
+  assert_non_null(in);
+  assert_non_null(tail);
+  assert_non_null(seen);
+  memcpy(in, w, sizeof(float) * k * n);
+  in[k * n] = tail[16 * k] = 12345.0f;
+  seen[seen_bytes] = 0xa5;
+  for (size_t i = 0; i < 16 * k; i++) tail[i] = NAN;
+  kl_gemv_pack_kn_inplace(in, (int64_t)k, (int64_t)n, tail, seen);
+  assert_true(in[k * n] == 12345.0f && tail[16 * k] == 12345.0f && seen[seen_bytes] == 0xa5);
+  check_panels("kn in place", false, w, k, n, in, tail);
+  free(w);
+  free(in);
+  free(tail);
+  free(seen);
 }
 
 static void test_pack(void **state) {
@@ -165,6 +171,8 @@ static void test_pack(void **state) {
     for (int form = 0; form < 2; form++)
       for (size_t a = 0; a < N_SIZES; a++)
         for (size_t b = 0; b < N_SIZES; b++) pack_case(lv[l], form == 0, sizes[a], sizes[b]);
+  for (size_t a = 0; a < N_SIZES; a++)
+    for (size_t b = 0; b < N_SIZES; b++) pack_kn_inplace_case(sizes[a], sizes[b]);
 }
 
 static void test_primitives(void **state) {

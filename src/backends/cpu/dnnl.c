@@ -66,7 +66,7 @@ typedef struct gemv_plan {
   bool nk;                      /* the model's W is [N, K] (Gemm transB=1), else [K, N] */
   int64_t k, n, add_step, sum_step; /* steps: 0 a broadcast scalar, 1 along N */
   bool add, sum;
-  /* what a run needs besides its pointers, read from the node once (gemv_fits) */
+  /* what a run needs besides its pointers, read from the node once (gemv_plan_of) */
   float alpha, add_scale;
   bool has_act;
   kl_act act;
@@ -405,13 +405,11 @@ static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y
                          gemv_plan *p) {
   const kl_node *n = d->node;
   const dn_shape *a = &in[0], *w = &in[1];
-  bool has_act;
-  kl_act act;
   memset(p, 0, sizeof *p);
   bool weights = d->gemv_w || (d->const_w && !d->w_released);
   if ((d->kind != DN_GEMM && d->kind != DN_MATMUL) || !weights || d->nhwc || d->cl_in ||
       d->cl_dst || w->rank != 2 || a->rank < 1 || y->rank < 1 ||
-      !kl_isa_fused_act(n, &has_act, &act))
+      !kl_isa_fused_act(n, &p->has_act, &p->act))
     return false;
   if (d->kind == DN_GEMM) {
     bool ta = kl_attr_int(n, "transA", 0) != 0;
@@ -427,8 +425,9 @@ static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y
   if (p->k < 1 || p->n < 1 || w->dims[p->nk ? 1 : 0] != p->k || shape_numel(y) != p->n ||
       y->dims[y->rank - 1] != p->n)
     return false;
-  bool beta0 = d->kind == DN_GEMM && kl_attr_float(n, "beta", 1.0f) == 0.0f;
-  p->add = in[2].rank >= 0 && !beta0;
+  p->alpha = d->kind == DN_GEMM ? kl_attr_float(n, "alpha", 1.0f) : 1.0f;
+  p->add_scale = d->kind == DN_GEMM ? kl_attr_float(n, "beta", 1.0f) : 1.0f;
+  p->add = in[2].rank >= 0 && p->add_scale != 0.0f;
   p->sum = in[KL_FUSED_SUM].rank >= 0;
   p->add_step = p->add ? gemv_step(&in[2], p->n) : 0;
   p->sum_step = p->sum ? gemv_step(&in[KL_FUSED_SUM], p->n) : 0;
@@ -465,11 +464,7 @@ static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
   dn_shape in[DN_INPUTS], y;
   for (int k = 0; k < DN_INPUTS; k++) shape_of(input(c, k), &in[k]);
   shape_of(c->out[0], &y);
-  if (!gemv_plan_of(d, in, &y, p)) return false;
-  p->alpha = d->kind == DN_GEMM ? kl_attr_float(c->node, "alpha", 1.0f) : 1.0f;
-  p->add_scale = d->kind == DN_GEMM ? kl_attr_float(c->node, "beta", 1.0f) : 1.0f;
-  kl_isa_fused_act(c->node, &p->has_act, &p->act);
-  return true;
+  return gemv_plan_of(d, in, &y, p);
 }
 
 /* The weights packed for the one-row product, once. When the session released the
