@@ -133,6 +133,13 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      after the run) to the t-th CPU the process may use; more
  *                      threads than such CPUs is KILN_ERR_INVALID_ARGUMENT at session
  *                      creation (default 0)
+ *   "fast_only"        1 = a run fails (KILN_ERR_UNSUPPORTED, naming the node) when a
+ *                      node that the fast kernels give to oneDNN (convolution,
+ *                      matrix product, pooling, attention, ...) would run on oneDNN's
+ *                      reference implementation or on kiln's reference kernel, for
+ *                      the machine's ISA level and these shapes; for tests and for
+ *                      deployments that would rather fail than run 100x slower
+ *                      (default 0: such a node runs, and kiln bench warns of it)
  *   "fold_limit"       constant folding leaves a node alone when its results would
  *                      take more bytes than this and than its inputs (default 0 =
  *                      1 MiB)

@@ -18,7 +18,7 @@ struct bench_profile {
   const kl_graph *g;
   int runs;
   double *node_ms;       /* per node, summed over runs */
-  const char **kernel;   /* per node, as of the last run */
+  char (*kernel)[48];     /* per node, as of the last run: "dnnl_conv jit:avx2" */
   trace_event *events;   /* TRACE_RUNS * n_nodes */
   int n_events;
   int *order;            /* scratch: nodes or op types by time */
@@ -62,7 +62,9 @@ void bench_profile_add(bench_profile *p, const kiln_session *s, double run_start
   if (!kl_session_timings(s, &start, &ms)) return;
   for (int i = 0; i < p->g->n_nodes; i++) {
     p->node_ms[i] += ms[i];
-    p->kernel[i] = kl_session_kernel_name(s, i);
+    const char *impl = kl_session_kernel_impl(s, i);
+    snprintf(p->kernel[i], sizeof p->kernel[i], "%s%s%s", kl_session_kernel_name(s, i),
+             impl ? " " : "", impl ? impl : "");
     if (p->runs < TRACE_RUNS)
       p->events[p->n_events++] = (trace_event){i, run_start_ms + start[i], ms[i]};
   }
@@ -107,7 +109,7 @@ static int rank_ops(bench_profile *p) {
 static const char *op_kernels(const bench_profile *p, int op, char *buf, size_t len) {
   buf[0] = '\0';
   for (int i = 0; i < p->g->n_nodes; i++) {
-    const char *k = p->kernel[i] ? p->kernel[i] : "?";
+    const char *k = p->kernel[i][0] ? p->kernel[i] : "?";
     if ((int)p->g->nodes[i].op != op || strstr(buf, k)) continue;
     size_t used = strlen(buf);
     snprintf(buf + used, len - used, "%s%s", used ? "," : "", k);
@@ -125,7 +127,7 @@ void bench_profile_print(bench_profile *p, FILE *out) {
   if (!p->runs) return;
   double total = total_ms(p), runs = p->runs;
   int n = rank_ops(p);
-  char label[128], kernels[256];
+  char label[128], kernels[512];
   fprintf(out, "profile: mean over %d runs, %.3f ms per run in nodes\n", p->runs, total / runs);
   fprintf(out, "  %-28s %10s %7s %6s  %s\n", "op type", "ms/run", "share", "nodes", "kernels");
   for (int k = 0; k < n; k++) {
@@ -138,13 +140,13 @@ void bench_profile_print(bench_profile *p, FILE *out) {
   for (int i = 0; i < nn; i++) p->order[i] = i;
   sort_desc(p->order, nn, p->node_ms);
   fprintf(out, "  slowest nodes (%d of %d):\n", shown, nn);
-  fprintf(out, "  %5s  %-32s %-22s %-12s %10s %7s\n", "#", "node", "op", "kernel", "ms/run", "share");
+  fprintf(out, "  %5s  %-32s %-22s %-26s %10s %7s\n", "#", "node", "op", "kernel", "ms/run", "share");
   for (int k = 0; k < shown; k++) {
     int i = p->order[k];
     const kl_node *nd = &p->g->nodes[i];
-    fprintf(out, "  %5d  %-32.32s %-22.22s %-12.12s %10.4f %6.1f%%\n", i,
+    fprintf(out, "  %5d  %-32.32s %-22.22s %-26.26s %10.4f %6.1f%%\n", i,
             *nd->name ? nd->name : "-", op_label(nd->op, label, sizeof label),
-            p->kernel[i] ? p->kernel[i] : "?", p->node_ms[i] / runs,
+            p->kernel[i][0] ? p->kernel[i] : "?", p->node_ms[i] / runs,
             total > 0 ? 100 * p->node_ms[i] / total : 0);
   }
 }
@@ -163,7 +165,7 @@ static void json_string(FILE *out, const char *s) {
 
 void bench_profile_json(bench_profile *p, FILE *out) {
   int n = rank_ops(p);
-  char label[128], kernels[256];
+  char label[128], kernels[512];
   double runs = p->runs ? p->runs : 1;
   fprintf(out, "\"profile\": {\"runs\": %d, \"ops\": [", p->runs);
   for (int k = 0; k < n; k++) {
@@ -195,7 +197,7 @@ bool bench_profile_write_trace(const bench_profile *p, const char *path) {
     json_string(f, op_label(nd->op, label, sizeof label));
     fprintf(f, ", \"ph\": \"X\", \"ts\": %.3f, \"dur\": %.3f, \"pid\": 1, \"tid\": 1, "
             "\"args\": {\"node\": %d, \"kernel\": ", ev->ts_ms * 1e3, ev->dur_ms * 1e3, ev->node);
-    json_string(f, p->kernel[ev->node] ? p->kernel[ev->node] : "?");
+    json_string(f, p->kernel[ev->node][0] ? p->kernel[ev->node] : "?");
     fputs("}}", f);
   }
   fputs("\n]}\n", f);

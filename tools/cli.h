@@ -21,6 +21,7 @@ typedef struct cli_common {
   bool verify;
   bool pin;          /* --pin: pin_threads */
   bool keep_weights; /* --keep-weights: run and bench do not set release_weights */
+  bool fast_only;    /* --fast-only: the option fast_only */
 } cli_common;
 
 /* Parse an option shared by the subcommands at argv[*i] ("-O2", "--threads 4", ...).
@@ -58,6 +59,9 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 /* `kiln inspect --memory` (inspect_memory.c): the memory plan of one run of m. */
 int cli_inspect_memory(kiln_model *m, const kiln_options *o);
+/* `kiln inspect --kernels`: the kernel and oneDNN implementation of every node in one
+ * run of m on random inputs, and the slow paths taken. */
+int cli_inspect_kernels(kiln_model *m, const kiln_options *o);
 
 extern const char *cli_common_help;
 

@@ -206,8 +206,31 @@ static void print_json_string(const char *s) {
   putchar('"');
 }
 
+#define SLOW_SHOWN 10 /* slow nodes named in the warning */
+
+/* Warns on stderr of the nodes whose last run took a slow path (a oneDNN reference
+ * implementation, or kiln's reference kernel where oneDNN had none: 10 to 1000 times
+ * slower than the fast kernels); returns their count. */
+static int warn_slow_paths(const kiln_model *m, const kiln_session *s) {
+  const kl_graph *g = m->g;
+  int n = 0;
+  char d[256];
+  for (int i = 0; i < g->n_nodes; i++) {
+    const char *slow = kl_session_slow_path(s, i);
+    if (!slow) continue;
+    if (n++ == 0)
+      fprintf(stderr, "kiln bench: warning: nodes ran on slow reference code at ISA level "
+              "%s (see docs/benchmarks.md, 'No silent slow path'):\n", kl_cpu_isa_used());
+    if (n <= SLOW_SHOWN)
+      fprintf(stderr, "  %s: %s\n", kl_node_describe(g, &g->nodes[i], d, sizeof d), slow);
+  }
+  if (n > SLOW_SHOWN) fprintf(stderr, "  ... and %d more\n", n - SLOW_SHOWN);
+  return n;
+}
+
 static void report(const bench_args *a, double load_ms, double session_ms, double first_ms,
-                   double *lat, int64_t n, bench_profile *prof) {
+                   double *lat, int64_t n, bench_profile *prof, int slow) {
+  int threads = kl_cpu_threads_for(a->common.threads);
   qsort(lat, (size_t)n, sizeof *lat, cmp_double);
   double sum = 0;
   for (int64_t i = 0; i < n; i++) sum += lat[i];
@@ -220,9 +243,9 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
            ", \"iterations\": %" PRId64 ", \"model_load_ms\": %.3f, \"session_create_ms\": "
            "%.3f, \"first_inference_ms\": %.3f, \"latency_ms\": {\"min\": %.4f, \"p50\": "
            "%.4f, \"p90\": %.4f, \"p99\": %.4f, \"max\": %.4f, \"mean\": %.4f}, "
-           "\"throughput_per_s\": %.3f, \"peak_rss_mb\": %.2f",
-           a->common.threads, kl_cpu_isa_used(), a->batch, n, load_ms, session_ms, first_ms,
-           lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb());
+           "\"throughput_per_s\": %.3f, \"peak_rss_mb\": %.2f, \"slow_nodes\": %d",
+           threads, kl_cpu_isa_used(), a->batch, n, load_ms, session_ms, first_ms,
+           lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow);
     if (prof) {
       printf(", ");
       fflush(stdout);
@@ -232,7 +255,7 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
     return;
   }
   printf("model            %s\n", a->model);
-  printf("threads          %d (0 = one per core)\n", a->common.threads);
+  printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
   printf("isa              %s\n", kl_cpu_isa_used());
   printf("model load       %.3f ms\n", load_ms);
   printf("session create   %.3f ms\n", session_ms);
@@ -241,6 +264,7 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
          " runs)\n", lat[0], p50, p90, p99, lat[n - 1], n);
   printf("throughput       %.2f inferences/s (batch %" PRId64 ")\n", thr, a->batch);
   printf("peak RSS         %.2f MiB\n", peak_rss_mb());
+  printf("slow paths       %d nodes%s\n", slow, slow ? " (named above: not a fast run)" : "");
   if (prof) bench_profile_print(prof, stdout);
 }
 
@@ -284,7 +308,7 @@ int cmd_bench(int argc, char **argv) {
   }
   int64_t n = timed_runs(&a, s, prof, &lat);
   if (n <= 0) goto done;
-  report(&a, load_ms, session_ms, first_ms, lat, n, prof);
+  report(&a, load_ms, session_ms, first_ms, lat, n, prof, warn_slow_paths(m, s));
   rc = EXIT_OK;
   if (prof && !bench_profile_write_trace(prof, a.trace ? a.trace : "kiln-profile.json"))
     rc = EXIT_FAIL;

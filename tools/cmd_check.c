@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,13 +183,14 @@ static bool check_outputs(kiln_session *s, const char *set, int n_out, tolerance
   return true;
 }
 
-/* Append s, or the number v after sep when s is NULL, to spec (u of cap bytes used);
- * u ends >= cap when it does not fit. */
-static void append(char *spec, size_t cap, size_t *u, const char *s, const char *sep,
-                   long long v) {
+/* Append printf(fmt, ...) to spec (u of cap bytes used); u ends >= cap when it does
+ * not fit. */
+static void append(char *spec, size_t cap, size_t *u, const char *fmt, ...) {
   if (*u >= cap) return;
-  int n = s ? snprintf(spec + *u, cap - *u, "%s", s)
-            : snprintf(spec + *u, cap - *u, "%s%lld", sep, v);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(spec + *u, cap - *u, fmt, ap);
+  va_end(ap);
   *u = n < 0 ? cap : *u + (size_t)n;
 }
 
@@ -208,13 +210,10 @@ static bool set_input_types(kiln_options *o, const char *set, char *why, size_t 
     }
     free(t.data);
     if (name && *name) {
-      append(spec, sizeof spec, &u, u ? ";" : "", NULL, 0);
-      append(spec, sizeof spec, &u, name, NULL, 0);
-      append(spec, sizeof spec, &u, ":", NULL, 0);
-      append(spec, sizeof spec, &u, kl_dtype_name(t.dtype), NULL, 0);
+      append(spec, sizeof spec, &u, "%s%s:%s", u ? ";" : "", name, kl_dtype_name(t.dtype));
       for (int d = 0; d < t.rank; d++)
-        append(spec, sizeof spec, &u, NULL, d ? "," : "[", (long long)t.dims[d]);
-      append(spec, sizeof spec, &u, t.rank ? "]" : "[]", NULL, 0);
+        append(spec, sizeof spec, &u, "%s%lld", d ? "," : "[", (long long)t.dims[d]);
+      append(spec, sizeof spec, &u, "%s", t.rank ? "]" : "[]");
     }
     free(name);
   }

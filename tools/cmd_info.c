@@ -8,7 +8,14 @@
 
 int cmd_info(int argc, char **argv) {
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: kiln info\nPrints kiln's version, build features and supported ops.\n");
+    printf("usage: kiln info [--levels]\nPrints kiln's version, build features and "
+           "supported ops.\n  --levels   print only the ISA levels this CPU supports, one "
+           "per line,\n             lowest first (the values KILN_ISA takes here)\n");
+    return EXIT_OK;
+  }
+  if (argc == 2 && strcmp(argv[1], "--levels") == 0) {
+    kl_isa top = kl_isa_supported(kl_isa_features());
+    for (int l = KL_ISA_GENERIC; l <= (int)top; l++) printf("%s\n", kl_isa_level_name((kl_isa)l));
     return EXIT_OK;
   }
   if (argc > 1) {

@@ -16,6 +16,9 @@ static const char *inspect_help =
     "  --memory         print the memory plan of one run on random inputs instead:\n"
     "                   arena size, the total without reuse, what the kernels hold\n"
     "                   (packed weights, oneDNN's shared workspace), the largest tensors\n"
+    "  --kernels        print what ran each node in one run on random inputs instead:\n"
+    "                   the kernel, oneDNN's implementation (jit:avx2, brg:avx512_core,\n"
+    "                   ...) and any slow path (a reference implementation)\n"
     "  --fold-limit N   constant folding's result limit in bytes (default 1 MiB)\n";
 
 static void print_stats(const kl_pass_stats *s, int level, FILE *out) {
@@ -123,7 +126,7 @@ static bool write_dot(const kl_graph *g, const char *path) {
 int cmd_inspect(int argc, char **argv) {
   cli_common common = {.opt_level = 2};
   const char *path = NULL, *dot = NULL;
-  bool stats = false, memory = false;
+  bool stats = false, memory = false, kernels = false;
   int64_t fold_limit = 0;
   for (int i = 1; i < argc; i++) {
     int r = cli_common_arg(&common, argc, argv, &i);
@@ -137,6 +140,8 @@ int cmd_inspect(int argc, char **argv) {
       stats = true;
     } else if (strcmp(argv[i], "--memory") == 0) {
       memory = true;
+    } else if (strcmp(argv[i], "--kernels") == 0) {
+      kernels = true;
     } else if (strcmp(argv[i], "--dot") == 0 && i + 1 < argc) {
       dot = argv[++i];
     } else if (strcmp(argv[i], "--fold-limit") == 0 && i + 1 < argc) {
@@ -162,10 +167,13 @@ int cmd_inspect(int argc, char **argv) {
   }
   if (!o) return EXIT_USAGE;
   kiln_model *m = cli_load(path, o);
-  int memory_rc = m && memory ? cli_inspect_memory(m, o) : EXIT_OK;
+  int memory_rc = !m ? EXIT_OK
+                  : memory ? cli_inspect_memory(m, o)
+                  : kernels ? cli_inspect_kernels(m, o)
+                            : EXIT_OK;
   kiln_options_free(o);
   if (!m) return EXIT_FAIL;
-  if (memory) {
+  if (memory || kernels) {
     kiln_model_free(m);
     return memory_rc;
   }

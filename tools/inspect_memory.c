@@ -1,7 +1,9 @@
 /* `kiln inspect --memory`: the static memory plan of one run on random inputs: the
  * arena's size, what the tensors would take with no reuse, and the largest tensors
- * with their places in the arena. */
+ * with their places in the arena. `kiln inspect --kernels`: what ran each node in
+ * that run (kernel, oneDNN's implementation, slow paths). */
 #include "cli.h"
+#include "backends/cpu/cpu_backend.h"
 #include "runtime/session.h"
 
 #include <inttypes.h>
@@ -92,7 +94,28 @@ static void print_largest(const kiln_model *m, const kiln_session *s, const kl_m
   }
 }
 
-int cli_inspect_memory(kiln_model *m, const kiln_options *o) {
+static int print_kernels(const kiln_model *m, const kiln_session *s) {
+  const kl_graph *g = m->g;
+  int slow = 0;
+  char d[256];
+  printf("kernels of one run at ISA level %s:\n  %5s  %-36s %-24s %-12s %-20s %s\n",
+         kl_cpu_isa_used(), "#", "node", "op", "kernel", "implementation", "slow path");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const char *impl = kl_session_kernel_impl(s, i), *why = kl_session_slow_path(s, i);
+    slow += why != NULL;
+    const kl_node *n = &g->nodes[i];
+    const kl_op_info *op = kl_op_get(n->op);
+    snprintf(d, sizeof d, "%s%s%s", op->domain, *op->domain ? "." : "", op->name);
+    printf("  %5d  %-36.36s %-24.24s %-12s %-20s %s\n", i, *n->name ? n->name : "-", d,
+           kl_session_kernel_name(s, i), impl ? impl : "-", why ? why : "-");
+  }
+  printf("%d of %d nodes took a slow path\n", slow, g->n_nodes);
+  return EXIT_OK;
+}
+
+/* One run of m on random inputs, then what print shows of it. */
+static int inspect_run(kiln_model *m, const kiln_options *o,
+                       int (*print)(const kiln_model *, const kiln_session *)) {
   kiln_session *s = NULL;
   kl_tensor *ts = calloc((size_t)kiln_model_input_count(m) + 1, sizeof *ts);
   int rc = EXIT_FAIL;
@@ -100,17 +123,29 @@ int cli_inspect_memory(kiln_model *m, const kiln_options *o) {
   if (st != KILN_OK) {
     fprintf(stderr, "kiln inspect: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
   } else if (run_once(m, s, ts)) {
-    const kl_memplan *p = kl_session_memplan(s);
-    if (p) {
-      print_summary(m, s, p);
-      print_largest(m, s, p);
-      rc = EXIT_OK;
-    } else {
-      fprintf(stderr, "kiln inspect: the run made no memory plan (over the memory limit?)\n");
-    }
+    rc = print(m, s);
   }
   for (int k = 0; ts && k < kiln_model_input_count(m); k++) free(ts[k].data);
   free(ts);
   kiln_session_free(s);
   return rc;
+}
+
+static int print_memory(const kiln_model *m, const kiln_session *s) {
+  const kl_memplan *p = kl_session_memplan(s);
+  if (!p) {
+    fprintf(stderr, "kiln inspect: the run made no memory plan (over the memory limit?)\n");
+    return EXIT_FAIL;
+  }
+  print_summary(m, s, p);
+  print_largest(m, s, p);
+  return EXIT_OK;
+}
+
+int cli_inspect_memory(kiln_model *m, const kiln_options *o) {
+  return inspect_run(m, o, print_memory);
+}
+
+int cli_inspect_kernels(kiln_model *m, const kiln_options *o) {
+  return inspect_run(m, o, print_kernels);
 }

@@ -19,7 +19,10 @@ const char *cli_common_help =
     "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n"
     "  --pin                 pin the worker threads to cores (one each)\n"
     "  --keep-weights        run, bench: keep the model's plain copy of the weights that\n"
-    "                        oneDNN holds packed (by default the session frees it)\n";
+    "                        oneDNN holds packed (by default the session frees it)\n"
+    "  --fast-only           fail where a convolution, matrix product, pooling or\n"
+    "                        attention node would run on a slow reference implementation\n"
+    "                        (oneDNN's or kiln's) at this machine's ISA level\n";
 
 static const char *usage =
     "usage: kiln COMMAND [ARGS]\n"
@@ -99,6 +102,10 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
     c->keep_weights = true;
     return 1;
   }
+  if (strcmp(a, "--fast-only") == 0) {
+    c->fast_only = true;
+    return 1;
+  }
   int64_t v;
   const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--passes",
                          "--input-types"};
@@ -138,6 +145,7 @@ kiln_options *cli_options(const cli_common *c) {
   if (st == KILN_OK) st = kiln_options_set_int(o, "memory_limit", c->memory_limit);
   if (st == KILN_OK) st = kiln_options_set_int(o, "verify", c->verify);
   if (st == KILN_OK) st = kiln_options_set_int(o, "pin_threads", c->pin);
+  if (st == KILN_OK) st = kiln_options_set_int(o, "fast_only", c->fast_only);
   if (st == KILN_OK && c->passes) st = kiln_options_set_string(o, "passes", c->passes);
   if (st == KILN_OK && c->input_types)
     st = kiln_options_set_string(o, "input_types", c->input_types);

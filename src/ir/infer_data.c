@@ -369,7 +369,7 @@ int kl_infer_pad(kl_infer_ctx *c) {
   kiln_status st = kl_check_required(c, 2);
   if (st != KILN_OK) return st;
   const kl_type *x = c->in[0];
-  kl_pad_mode mode;
+  kl_pad_mode mode = KL_PADMODE_CONSTANT;
   pad_args a;
   st = kl_pad_mode_read(c->node, &mode, c->e);
   if (st == KILN_OK) st = pad_read(c, &a);

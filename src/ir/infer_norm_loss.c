@@ -38,7 +38,7 @@ static kiln_status axis_norm(kl_infer_ctx *c, int n_inputs) {
   kiln_status st = kl_check_required(c, 2);
   if (st == KILN_OK) st = check_float_inputs(c, n_inputs, names);
   if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 1, KL_MAX_RANK);
-  kl_dtype stash;
+  kl_dtype stash = KL_F32;
   if (st == KILN_OK) st = stash_dtype(c, &stash);
   if (st != KILN_OK) return st;
   const kl_type *x = c->in[0];

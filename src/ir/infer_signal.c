@@ -185,7 +185,7 @@ static kiln_status out_dtype(const kl_infer_ctx *c, kl_dtype *dt) {
 int kl_infer_signal_window(kl_infer_ctx *c) {
   bool periodic, known;
   int64_t size = -1;
-  kl_dtype dt;
+  kl_dtype dt = KL_F32;
   kiln_status st = read_flag(c, "periodic", 1, &periodic);
   if (st == KILN_OK) st = out_dtype(c, &dt);
   if (st == KILN_OK) st = kl_check_required(c, 1);
@@ -231,7 +231,7 @@ static kiln_status mel_edges(const kl_infer_ctx *c, const int64_t *ints, const b
 int kl_infer_mel_weight_matrix(kl_infer_ctx *c) {
   int64_t ints[3] = {-1, -1, -1};
   bool known[3] = {false, false, false};
-  kl_dtype dt;
+  kl_dtype dt = KL_F32;
   kiln_status st = out_dtype(c, &dt);
   if (st == KILN_OK) st = mel_inputs(c, ints, known);
   if (st == KILN_OK) st = mel_edges(c, ints, known);

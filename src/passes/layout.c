@@ -424,7 +424,7 @@ static bool slice_movable(const kl_graph *g, const kl_node *n) {
 
 static kiln_status slice_move(kl_graph *g, int i, kl_err *e) {
   int64_t axes[4];
-  int k, ka;
+  int k = 0, ka;
   const_ints(g, g->nodes[i].in[1], axes, &k);
   if (g->nodes[i].n_in > 3 && g->nodes[i].in[3] >= 0) const_ints(g, g->nodes[i].in[3], axes, &ka);
   else

@@ -56,6 +56,9 @@ kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t valu
   } else if (strcmp(name, "release_weights") == 0) {
     if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
     o->release_weights = (int)value;
+  } else if (strcmp(name, "fast_only") == 0) {
+    if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
+    o->fast_only = (int)value;
   } else if (strcmp(name, "pin_threads") == 0) {
     if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
     o->pin_threads = (int)value;

@@ -18,6 +18,7 @@ struct kiln_options {
   int reference;      /* 1: sessions run only the portable reference kernels */
   int release_weights; /* 1: the session frees the model's weights it holds packed */
   int pin_threads;     /* 1: runs pin their OpenMP threads to cores */
+  int fast_only;       /* 1: a run fails where a node takes a slow path (session.c) */
   char *passes; /* owned, NULL when not set */
   char *input_types; /* owned, NULL when not set: TorchScript inputs' types */
 };

@@ -432,7 +432,13 @@ static kiln_status run_node(kiln_session *s, int i) {
   if (st != KILN_OK || view) return st;
   kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads,
                       kl_cpu_plan_state(s->kernels, i)};
-  return (kiln_status)kl_cpu_plan_kernel(s->kernels, i)->kernel.run(&kc);
+  st = (kiln_status)kl_cpu_plan_kernel(s->kernels, i)->kernel.run(&kc);
+  const char *slow = st == KILN_OK && s->opts.fast_only ? kl_cpu_plan_slow_path(s->kernels, i)
+                                                        : NULL;
+  if (slow)
+    st = kl_fail(&s->err, KILN_ERR_UNSUPPORTED, "ran on %s at ISA level %s, a slow path "
+                 "that the option fast_only refuses", slow, kl_cpu_isa_used());
+  return st;
 }
 
 static void describe_outputs(kiln_session *s) {
@@ -563,6 +569,14 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
 const char *kl_session_kernel_name(const kiln_session *s, int node) {
   if (s->as_view[node]) return "view";
   return kl_cpu_plan_ran(s->kernels, node);
+}
+
+const char *kl_session_kernel_impl(const kiln_session *s, int node) {
+  return s->as_view[node] ? NULL : kl_cpu_plan_impl(s->kernels, node);
+}
+
+const char *kl_session_slow_path(const kiln_session *s, int node) {
+  return s->as_view[node] ? NULL : kl_cpu_plan_slow_path(s->kernels, node);
 }
 
 const kl_memplan *kl_session_memplan(const kiln_session *s) {

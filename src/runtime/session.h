@@ -15,6 +15,10 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
 /* The name of the kernel that ran node i in the last run ("ref", "dnnl_conv", ...),
  * or "view" for a node whose output was a view of its input. */
 const char *kl_session_kernel_name(const kiln_session *s, int node);
+/* oneDNN's implementation of node i in the last run (kl_cpu_plan_impl), or NULL. */
+const char *kl_session_kernel_impl(const kiln_session *s, int node);
+/* The slow path node i took in the last run (kl_cpu_plan_slow_path), or NULL. */
+const char *kl_session_slow_path(const kiln_session *s, int node);
 /* The memory plan of the last run when it was made from that run's sizes, else NULL
  * (before the first run, or while the session plans a new shape). */
 const kl_memplan *kl_session_memplan(const kiln_session *s);

@@ -303,7 +303,7 @@ static void check_level(tcase *t, kl_isa isa, const kl_type *const *tp, const kl
 
 /* Runs the case at every supported level against the reference; frees it. */
 static void tc_check(tcase *t, tol tl) {
-  kl_tensor ref[MAX_IO], abs_sum[MAX_IO];
+  kl_tensor ref[MAX_IO], abs_sum[MAX_IO] = {0};
   void *ref_mem[MAX_IO], *abs_mem[MAX_IO];
   memset(ref, 0, sizeof ref);
   alloc_outputs(t, ref, ref_mem);

@@ -116,6 +116,8 @@ static int threads_wanted(int threads) {
 #endif
 }
 
+int kl_cpu_threads_for(int threads) { return threads_wanted(threads); }
+
 kiln_status kl_cpu_pin_check(int threads, kl_err *e) {
   pthread_once(&cpus_once, read_cpus);
   if (cpus_n < 0)
@@ -390,6 +392,32 @@ void kl_cpu_plan_poison_workspace(kl_cpu_plan *p) {
   kl_dnnl_ws_poison(p->dnnl, true);
 #else
   (void)p;
+#endif
+}
+
+const char *kl_cpu_plan_impl(const kl_cpu_plan *p, int node) {
+#if KL_HAVE_DNNL
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE) return kl_dnnl_ran_impl(p->state[node]);
+#else
+  (void)p, (void)node;
+#endif
+  return NULL;
+}
+
+const char *kl_cpu_plan_slow_path(const kl_cpu_plan *p, int node) {
+#if KL_HAVE_DNNL
+  static const char *const no_impl = "kiln's reference kernel (oneDNN has no implementation "
+                                     "for these shapes)";
+  if (!p->on_dnnl || !p->on_dnnl[node]) return NULL;
+  const void *st = p->state[node];
+  if (p->on_dnnl[node] == DNNL_ATTENTION)
+    return kl_dnnl_attention_ran_reference(st) ? no_impl : kl_dnnl_attention_ran_slow(st);
+  if (kl_dnnl_ran_reference(st)) return no_impl;
+  const char *impl = kl_dnnl_ran_impl(st);
+  return impl && kl_dnnl_impl_is_slow(impl) ? impl : NULL;
+#else
+  (void)p, (void)node;
+  return NULL;
 #endif
 }
 

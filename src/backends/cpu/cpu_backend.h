@@ -40,6 +40,14 @@ void **kl_cpu_plan_state(kl_cpu_plan *p, int node);
  * oneDNN kernel handed its last run to the reference kernel, or "gemv" when it ran
  * kiln's one-row matrix-vector product (isa/run_gemv.c). */
 const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node);
+/* oneDNN's name for the implementation that ran node i last ("jit:avx2",
+ * "brg:avx512_core"), NULL when no oneDNN primitive ran it. */
+const char *kl_cpu_plan_impl(const kl_cpu_plan *p, int node);
+/* The slow path node i's last run took where a fast one is the rule, NULL when none:
+ * a node given to oneDNN (convolution, matrix product, pooling, attention, ...) run
+ * by oneDNN's reference implementation ("ref:any") or by kiln's reference kernel
+ * because oneDNN had no implementation for its shapes. */
+const char *kl_cpu_plan_slow_path(const kl_cpu_plan *p, int node);
 
 /* release_weights: lets the plan's oneDNN nodes free the data of the constant weights
  * that only they read (input 1, no other reader, not a graph output) once they hold
@@ -72,5 +80,8 @@ kiln_status kl_cpu_pin_threads(int threads, kl_err *e);
  * primitives use (0 = one per core). OpenMP keeps this per calling thread, so
  * sessions run from different threads keep their own counts. */
 void kl_cpu_set_threads(int threads);
+/* The thread count a session asking for `threads` runs with (0: one per CPU the
+ * process may use; 1 in a build without OpenMP). */
+int kl_cpu_threads_for(int threads);
 
 #endif

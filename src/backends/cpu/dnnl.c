@@ -32,6 +32,7 @@
 #if KL_HAVE_OPENMP
 #include <omp.h>
 #endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,15 @@ typedef struct dn_entry {
   size_t sum_bytes;
   int packed;       /* index into dn_node.packed, -1 when the weights are read as given */
   bool sum_postop;  /* the primitive adds what dst holds: dst is filled with Sum first */
+  char impl[32];    /* oneDNN's name for the primitive's implementation */
+  /* A matrix product whose broadcast addends (a Bias or C that is not the primitive's
+   * bias, a Sum of another shape) made oneDNN choose its reference implementation
+   * (binary post-ops that broadcast along M): kiln adds them to Y after the primitive,
+   * then applies the activation (epilogue_of). */
+  bool epilogue;
+  kl_act epi_act;
+  bool epi_has_act;
+  int n_after, after_input[DN_POSTS];
 } dn_entry;
 
 typedef struct dn_node {
@@ -116,6 +126,7 @@ typedef struct dn_node {
   float gemm_beta;
   uint64_t clock;
   bool ran_reference; /* the last run went to the reference kernel */
+  const char *ran_impl; /* the last run's oneDNN implementation, NULL when none ran */
   bool ran_gemv;      /* ... to kiln's one-row matrix-vector product */
   bool gemv_always; /* the graph's shapes make every run one row (gemv_plan) */
   /* the weights packed for it, made on its first run: whole panels, the last partial
@@ -272,6 +283,14 @@ static bool full_conv_operand(const kl_graph *g, const kl_node *n, int v) {
   return true;
 }
 
+static bool dilated(const kl_node *n) {
+  const int64_t *d = NULL;
+  int count = kl_attr_ints(n, "dilations", &d);
+  for (int i = 0; i < count; i++)
+    if (d[i] != 1) return true;
+  return false;
+}
+
 bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
   dn_kind kind;
   if (!dn_kind_of(n->op, &kind) || n->n_out != 1 || !is_f32(g, n->out[0])) return false;
@@ -296,6 +315,9 @@ bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
     return false;
   /* ONNX counts an AveragePool window that ceil_mode adds past the pads its own way */
   if (pool_op(n) == KL_OP_AveragePool && kl_attr_int(n, "ceil_mode", 0) != 0) return false;
+  /* oneDNN 2.6 pools with dilations only in its reference loop (ref:any, at every ISA
+   * level); kiln's own pooling kernels take them */
+  if (kind == DN_POOL && dilated(n)) return false;
   /* a channels-last Sum is read in place only with Y's shape (the reference adds one
    * that broadcasts) */
   if (kl_layout_nhwc(n) && n->n_in > KL_FUSED_SUM && n->in[KL_FUSED_SUM] >= 0) {
@@ -526,7 +548,18 @@ static kiln_status gemv_run(const dn_node *d, const gemv_plan *p, kl_kernel_ctx 
 /* ---- problem descriptions: what each op asks of oneDNN ---- */
 
 /* The memory descriptors and geometry of one problem. */
+/* The layouts a primitive's activations are asked in, tried in this order until
+ * oneDNN offers a fast implementation (not its reference loops, impl_is_slow): what
+ * the session holds (channels-last or plain, a plain one left to oneDNN's choice for
+ * convolutions), channels-last on both sides, oneDNN's choice (blocked) on both sides,
+ * plain on both sides. oneDNN 2.6 on AVX2 has no JIT convolution for a channels-last
+ * source with a blocked or plain destination, which the session's layouts can give
+ * (a convolution whose output feeds a Concat): there the second try runs it. */
+typedef enum dn_try { DN_TRY_HELD, DN_TRY_CL, DN_TRY_ANY, DN_TRY_PLAIN, DN_TRIES } dn_try;
+
 typedef struct dn_problem {
+  dn_try layouts;
+  bool skip;                   /* this try asks for nothing new for the kind of node */
   int nd;
   dnnl_memory_desc_t src_user, wei_user, dst_user, src_want, wei_want, dst_want, bias;
   dnnl_memory_desc_t sum_user; /* a Sum of Y's shape, in its own layout */
@@ -629,7 +662,7 @@ static bool subsampled_1x1(const dn_node *d, const kl_tensor *x, const kl_tensor
  * refuses the view: it takes strides whose spans interleave (an odd H subsampled in
  * [N, C, H, W]) for overlapping memory. */
 static bool subsample_src(bool cl, int nd, const dnnl_dims_t xd, dn_problem *p) {
-  dnnl_memory_desc_t full, user, want;
+  dnnl_memory_desc_t full, user;
   if ((cl ? channels_last_md(&full, nd, xd) : plain_md(&full, nd, xd)) != dnnl_success)
     return false;
   dnnl_dims_t dims, strides;
@@ -641,11 +674,9 @@ static bool subsample_src(bool cl, int nd, const dnnl_dims_t xd, dn_problem *p) 
     dims[2 + i] = (xd[2 + i] - 1) / p->strides[i] + 1;
     strides[2 + i] *= p->strides[i];
   }
-  if (dnnl_memory_desc_init_by_strides(&user, nd, dims, dnnl_f32, strides) != dnnl_success ||
-      (cl ? channels_last_md(&want, nd, dims) : any_md(&want, nd, dims)) != dnnl_success)
+  if (dnnl_memory_desc_init_by_strides(&user, nd, dims, dnnl_f32, strides) != dnnl_success)
     return false;
-  p->src_user = user;
-  p->src_want = want;
+  p->src_user = user; /* never the primitive's src itself: it reads a dense copy */
   for (int i = 0; i < nd - 2; i++) {
     p->strides[i] = 1;
     p->dilates[i] = 0;
@@ -653,8 +684,20 @@ static bool subsample_src(bool cl, int nd, const dnnl_dims_t xd, dn_problem *p) 
   return true;
 }
 
-/* Conv and ConvTranspose: src and dst in whatever layout oneDNN likes best (any),
- * reordered from and to kiln's plain tensors around the primitive. */
+/* What a convolution asks its src or dst in for try t, when the session holds it
+ * channels-last (held_cl) or plain. */
+static dnnl_status_t conv_want_md(dn_try t, bool held_cl, int nd, const dnnl_dims_t dims,
+                                  dnnl_memory_desc_t *want) {
+  switch (t) {
+  case DN_TRY_HELD: return held_cl ? channels_last_md(want, nd, dims) : any_md(want, nd, dims);
+  case DN_TRY_CL: return channels_last_md(want, nd, dims);
+  case DN_TRY_ANY: return any_md(want, nd, dims);
+  default: return plain_md(want, nd, dims);
+  }
+}
+
+/* Conv and ConvTranspose: src and dst in the layouts of the try (p->layouts),
+ * reordered from and to what kiln holds around the primitive where they differ. */
 static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
   const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0], *b = input(c, 2);
   kiln_status st = d->kind == DN_CONV ? conv_geometry(c, p) : deconv_geometry(c, p);
@@ -666,8 +709,11 @@ static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   padded_dims(y, p->nd, yd);
   dnnl_status_t s = subsampled_1x1(d, x, w, p) && subsample_src(d->cl_in & 1, p->nd, xd, p)
                        ? dnnl_success
-                       : activation_md(d->cl_in & 1, p->nd, xd, &p->src_user, &p->src_want);
-  if (s == dnnl_success) s = activation_md(d->cl_dst, p->nd, yd, &p->dst_user, &p->dst_want);
+                       : activation_md(d->cl_in & 1, p->nd, xd, &p->src_user, NULL);
+  if (s == dnnl_success)
+    s = conv_want_md(p->layouts, d->cl_in & 1, p->nd, p->src_user.dims, &p->src_want);
+  if (s == dnnl_success) s = activation_md(d->cl_dst, p->nd, yd, &p->dst_user, NULL);
+  if (s == dnnl_success) s = conv_want_md(p->layouts, d->cl_dst, p->nd, yd, &p->dst_want);
   if (s == dnnl_success)
     s = activation_md(d->cl_in >> KL_FUSED_SUM & 1, p->nd, yd, &p->sum_user, NULL);
   if (s == dnnl_success) s = conv_weights_md(d, w, group, &p->wei_user, &p->wei_want);
@@ -707,12 +753,15 @@ static kiln_status pool_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   p->nd = x->rank;
   padded_dims(x, p->nd, xd);
   padded_dims(y, p->nd, yd);
-  /* pooling takes its source as it is (no "any") and is fast only when its output has
-   * the same layout, reordered to y's when that differs */
+  /* pooling takes its source in a given layout (no "any") and is fast only when its
+   * output has the same one: held (X's), channels-last or plain, reordered from and
+   * to what kiln holds where they differ */
+  bool cl = p->layouts == DN_TRY_HELD ? (d->cl_in & 1) != 0 : p->layouts == DN_TRY_CL;
+  p->skip = p->layouts == DN_TRY_ANY;
   dnnl_status_t s = activation_md(d->cl_in & 1, p->nd, xd, &p->src_user, NULL);
   if (s == dnnl_success) s = activation_md(d->cl_dst, p->nd, yd, &p->dst_user, NULL);
-  if (s == dnnl_success) s = activation_md(d->cl_in & 1, p->nd, yd, &p->dst_want, NULL);
-  p->src_want = p->src_user;
+  if (s == dnnl_success) s = activation_md(cl, p->nd, yd, &p->dst_want, NULL);
+  if (s == dnnl_success) s = activation_md(cl, p->nd, xd, &p->src_want, NULL);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a pooling");
 }
 
@@ -720,6 +769,7 @@ static kiln_status pool_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
  * operand of Add or Mul becomes the first. */
 static kiln_status binary_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
   const kl_tensor *y = c->out[0];
+  p->skip = p->layouts != DN_TRY_HELD; /* its second operand is read as held */
   p->swap = !same_shape(c->in[0], y);
   if (p->swap && (!same_shape(c->in[1], y) || c->node->op == KL_OP_Sub || c->node->op == KL_OP_Div)) {
     p->unsupported = true;
@@ -757,6 +807,22 @@ static dnnl_alg_kind_t pool_alg(const kl_node *n) {
   return dnnl_pooling_avg_exclude_padding;
 }
 
+/* A matrix product's A and Y for the try: as kiln holds them (HELD), in oneDNN's
+ * choice of layout (ANY), or dense and plain (PLAIN, a copy of a transposed or
+ * strided A); a computed B is always read as held. */
+static dnnl_status_t product_wants(dn_problem *p) {
+  p->sum_user = p->dst_user;
+  p->skip = p->layouts == DN_TRY_CL;
+  if (p->layouts == DN_TRY_ANY) {
+    dnnl_status_t s = any_md(&p->src_want, p->nd, p->src_user.dims);
+    return s == dnnl_success ? any_md(&p->dst_want, p->nd, p->dst_user.dims) : s;
+  }
+  p->dst_want = p->dst_user;
+  if (p->layouts == DN_TRY_PLAIN) return plain_md(&p->src_want, p->nd, p->src_user.dims);
+  p->src_want = p->src_user;
+  return dnnl_success;
+}
+
 /* Gemm: A and B through strides when transposed; C becomes a binary post-op. */
 static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
   const kl_tensor *a = c->in[0], *y = c->out[0];
@@ -768,10 +834,9 @@ static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   dnnl_status_t s = dnnl_memory_desc_init_by_strides(&p->src_user, 2, ad, dnnl_f32, as);
   if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&p->wei_user, 2, bd, dnnl_f32, bs);
   if (s == dnnl_success) s = plain_md(&p->dst_user, 2, yd);
-  p->src_want = p->src_user;
-  p->dst_want = p->sum_user = p->dst_user;
   p->wei_want = p->wei_user;
   if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, 2, bd);
+  if (s == dnnl_success) s = product_wants(p);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a Gemm");
 }
 
@@ -816,10 +881,9 @@ static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_p
   dnnl_status_t s = plain_md(&p->src_user, nd, ad);
   if (s == dnnl_success) s = plain_md(&p->wei_user, nd, bd);
   if (s == dnnl_success) s = plain_md(&p->dst_user, nd, yd);
-  p->src_want = p->src_user;
-  p->dst_want = p->sum_user = p->dst_user;
   p->wei_want = p->wei_user;
   if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, nd, bd);
+  if (s == dnnl_success) s = product_wants(p);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a MatMul");
 }
 
@@ -837,8 +901,10 @@ static bool addend_as_bias(const dn_node *d, const kl_kernel_ctx *c) {
   return t->rank == 0 || (y->rank > 0 && t->dims[t->rank - 1] == y->dims[y->rank - 1]);
 }
 
-static kiln_status describe(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+static kiln_status describe(const dn_node *d, const kl_kernel_ctx *c, dn_try layouts,
+                            dn_problem *p) {
   memset(p, 0, sizeof *p);
+  p->layouts = layouts;
   kiln_status st;
   switch (d->kind) {
   case DN_CONV:
@@ -891,6 +957,10 @@ static dnnl_status_t append_activation(const kl_node *n, dnnl_post_ops_t po) {
 /* A binary add of input k (broadcast to the output) as post-op number idx. */
 static dnnl_status_t append_addend(dn_entry *en, const kl_tensor *t, int k, int nd,
                                    dnnl_post_ops_t po, dnnl_memory_desc_t *mds) {
+  if (en->epilogue) { /* added by kiln after the primitive */
+    en->after_input[en->n_after++] = k;
+    return dnnl_success;
+  }
   dnnl_dims_t dims;
   padded_dims(t, nd, dims);
   dnnl_status_t s = plain_md(&mds[en->n_post], nd, dims);
@@ -924,7 +994,7 @@ static dnnl_status_t build_post_ops(const dn_node *d, dn_entry *en, const kl_ker
     s = en->sum_postop ? dnnl_post_ops_append_sum(po, 1.0f)
                        : append_addend(en, sum, KL_FUSED_SUM, nd, po, mds);
   }
-  if (s == dnnl_success && !d->act_after) s = append_activation(c->node, po);
+  if (s == dnnl_success && !d->act_after && !en->epilogue) s = append_activation(c->node, po);
   return s;
 }
 
@@ -1200,21 +1270,147 @@ static void entry_free(dn_node *d, dn_entry *en) {
   en->packed = -1;
 }
 
+/* oneDNN's name for the implementation it chose ("jit:avx2", "brg:avx512_core",
+ * "ref:any"). */
+static const char *impl_of(const_dnnl_primitive_desc_t pd) {
+  const char *impl = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+    return "unknown";
+  return impl;
+}
+
+bool kl_dnnl_impl_is_slow(const char *impl) {
+  return strncmp(impl, "ref", 3) == 0 || strncmp(impl, "simple", 6) == 0;
+}
+
+static bool same_wants(const dn_problem *a, const dn_problem *b) {
+  return dnnl_memory_desc_equal(&a->src_want, &b->src_want) &&
+         dnnl_memory_desc_equal(&a->dst_want, &b->dst_want);
+}
+
+/* The primitive descriptor for c's shapes in the first layouts (dn_try) for which
+ * oneDNN has a fast implementation; where it has only slow ones, the first of those,
+ * which en->impl then names (kiln bench warns of it and the tests fail on it). *s is
+ * dnnl_unimplemented when oneDNN has none at all (p then describes the first try). */
+static kiln_status choose_pd(const dn_node *d, const kl_kernel_ctx *c,
+                             dnnl_primitive_attr_t attr, dn_problem *p,
+                             dnnl_primitive_desc_t *pd, dnnl_status_t *s) {
+  dn_problem tried[DN_TRIES];
+  int n = 0, slow = -1;
+  dnnl_primitive_desc_t slow_pd = NULL;
+  *s = dnnl_unimplemented;
+  for (int t = 0; t < DN_TRIES; t++) {
+    dn_problem *q = &tried[n];
+    kiln_status st = describe(d, c, (dn_try)t, q);
+    if (st != KILN_OK) {
+      if (slow_pd) dnnl_primitive_desc_destroy(slow_pd);
+      return st;
+    }
+    if (t == 0) *p = *q;
+    if (q->unsupported) break;
+    bool seen = q->skip;
+    for (int k = 0; k < n && !seen; k++) seen = same_wants(&tried[k], q);
+    if (seen) continue;
+    n++;
+    dnnl_primitive_desc_t cand = NULL;
+    dnnl_status_t r = op_desc_create(d, q, attr, d->eng->engine, &cand);
+    if (r == dnnl_unimplemented || r == dnnl_invalid_arguments) continue;
+    if (r != dnnl_success) {
+      *s = r;
+      break;
+    }
+    if (!kl_dnnl_impl_is_slow(impl_of(cand))) {
+      if (slow_pd) dnnl_primitive_desc_destroy(slow_pd);
+      *p = *q;
+      *pd = cand;
+      *s = dnnl_success;
+      return KILN_OK;
+    }
+    if (slow_pd) {
+      dnnl_primitive_desc_destroy(cand);
+    } else {
+      slow_pd = cand;
+      slow = n - 1;
+    }
+  }
+  if (slow_pd && (*s == dnnl_unimplemented || *s == dnnl_invalid_arguments)) {
+    *p = tried[slow];
+    *pd = slow_pd;
+    *s = dnnl_success;
+  } else if (slow_pd) {
+    dnnl_primitive_desc_destroy(slow_pd);
+  }
+  return KILN_OK;
+}
+
+/* Whether a matrix product can move its broadcast addends and activation out of the
+ * primitive (dn_entry.epilogue): kiln's primitives must have the activation. */
+static bool epilogue_of(const dn_node *d, const kl_kernel_ctx *c, dn_entry *en) {
+  if (d->kind != DN_GEMM && d->kind != DN_MATMUL) return false;
+  bool has;
+  if (!kl_isa_fused_act(c->node, &has, &en->epi_act)) return false;
+  en->epi_has_act = has && !d->act_after;
+  return true;
+}
+
+/* One round of entry_build: the attributes for en's post-ops (en->epilogue says which
+ * are oneDNN's), then the primitive descriptor choose_pd finds. */
+static kiln_status pick(dn_node *d, dn_entry *en, const kl_kernel_ctx *c, dn_problem *p,
+                        dnnl_memory_desc_t *post, dnnl_primitive_attr_t *attr,
+                        dnnl_primitive_desc_t *pd, dnnl_status_t *s) {
+  en->n_post = en->n_after = 0;
+  en->sum_postop = false;
+  kiln_status st = describe(d, c, DN_TRY_HELD, p); /* the rank for the post-ops */
+  if (st != KILN_OK) return st;
+  *s = dnnl_primitive_attr_create(attr);
+  if (*s == dnnl_success) *s = build_attr(d, en, c, p->nd, *attr, post);
+  return *s == dnnl_success ? choose_pd(d, c, *attr, p, pd, s) : KILN_OK;
+}
+
+static void pick_free(dnnl_primitive_attr_t attr, dnnl_primitive_desc_t pd) {
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+}
+
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
   if ((en->gemv = gemv_fits(d, c, &en->gemv_plan))) /* run_gemv.c */
     return gemv_weights(d, &en->gemv_plan, c->e);
   dn_problem p;
-  kiln_status st = describe(d, c, &p);
-  if (st != KILN_OK) return st;
   dnnl_memory_desc_t post[DN_POSTS];
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t pd = NULL;
-  dnnl_status_t s = dnnl_primitive_attr_create(&attr);
-  if (s == dnnl_success) s = build_attr(d, en, c, p.nd, attr, post);
+  dnnl_status_t s;
+  kiln_status st = pick(d, en, c, &p, post, &attr, &pd, &s);
+  bool none = s == dnnl_unimplemented || s == dnnl_invalid_arguments;
+  if (st == KILN_OK && (none || (s == dnnl_success && kl_dnnl_impl_is_slow(impl_of(pd)))) &&
+      epilogue_of(d, c, en)) { /* again with the addends and activation after it */
+    dn_entry first = *en;
+    dn_problem p2;
+    dnnl_memory_desc_t post2[DN_POSTS];
+    dnnl_primitive_attr_t attr2 = NULL;
+    dnnl_primitive_desc_t pd2 = NULL;
+    dnnl_status_t s2;
+    en->epilogue = true;
+    st = pick(d, en, c, &p2, post2, &attr2, &pd2, &s2);
+    if (st == KILN_OK && s2 == dnnl_success && !kl_dnnl_impl_is_slow(impl_of(pd2))) {
+      pick_free(attr, pd);
+      p = p2;
+      memcpy(post, post2, sizeof post);
+      attr = attr2;
+      pd = pd2;
+      s = s2;
+    } else {
+      pick_free(attr2, pd2);
+      *en = first;
+    }
+  }
+  if (st != KILN_OK) {
+    pick_free(attr, pd);
+    return st;
+  }
   en->swap = p.swap;
-  if (s == dnnl_success) s = p.unsupported ? dnnl_unimplemented
-                                           : op_desc_create(d, &p, attr, d->eng->engine, &pd);
+  if (pd) snprintf(en->impl, sizeof en->impl, "%s", impl_of(pd));
   if ((s == dnnl_unimplemented || s == dnnl_invalid_arguments) && d->w_released) {
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -1355,8 +1551,14 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   if (s == dnnl_success && en->dst_out.prim) s = reorder_run(&en->dst_out, stream);
   if (s == dnnl_success) s = dnnl_stream_wait(stream);
   if (s != dnnl_success) return dn_fail(c->e, s, "to execute");
-  if (d->act_after)
-    kl_run_act_inplace(c, d->fns, &d->act, c->out[0]->data, kl_tensor_numel(c->out[0]));
+  for (int k = 0; k < en->n_after; k++) {
+    kl_tensor t = *c->in[en->after_input[k]];
+    if (en->after_input[k] == 2 && d->scaled_c) t.data = d->scaled_c;
+    kl_run_add_inplace(c, d->fns, c->out[0], &t);
+  }
+  if (d->act_after || (en->epilogue && en->epi_has_act))
+    kl_run_act_inplace(c, d->fns, d->act_after ? &d->act : &en->epi_act, c->out[0]->data,
+                       kl_tensor_numel(c->out[0]));
   return KILN_OK;
 }
 
@@ -1405,10 +1607,12 @@ static kiln_status no_reference(const dn_node *d, kl_kernel_ctx *c) {
 
 static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   dn_entry *en;
+  d->ran_reference = true; /* until an entry says otherwise */
   kiln_status st = entry_get(d, c, &en);
   if (st != KILN_OK) return st;
   d->ran_reference = en->fallback;
   d->ran_gemv = en->gemv;
+  d->ran_impl = en->fallback || en->gemv ? NULL : en->impl;
   if (en->gemv) return gemv_run(d, &en->gemv_plan, c);
   if (!en->fallback) return execute(d, en, c);
   if (d->nhwc) /* its reference kernel reads the graph's layout, X and Sum before Y */
@@ -1446,10 +1650,11 @@ static void nchw_view(const kl_kernel_ctx *c, dn_view *v) {
 static int dn_run(kl_kernel_ctx *c) {
   dn_node *d = *c->state;
   if (!d) return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN kernel without its state");
+  d->ran_reference = false; /* empty operands: nothing to compute, no slow path */
+  d->ran_gemv = false;
+  d->ran_impl = NULL;
   if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
   kiln_status st;
-  d->ran_reference = true;
-  d->ran_gemv = false;
   for (int k = 0; k < c->n_in; k++)
     if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) /* oneDNN refuses empty operands */
       return (st = no_reference(d, c)) != KILN_OK ? st : (kiln_status)kl_op_get(c->node->op)->ref(c);
@@ -1550,6 +1755,11 @@ size_t kl_dnnl_held_bytes(const void *state) {
 bool kl_dnnl_ran_gemv(const void *state) {
   const dn_node *d = state;
   return d && d->ran_gemv;
+}
+
+const char *kl_dnnl_ran_impl(const void *state) {
+  const dn_node *d = state;
+  return d ? d->ran_impl : NULL;
 }
 
 bool kl_dnnl_ran_reference(const void *state) {

@@ -60,6 +60,9 @@ bool kl_dnnl_attention_supports(const kl_graph *g, const kl_node *n);
 kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
                                      kl_err *e);
 bool kl_dnnl_attention_ran_reference(const void *state);
+/* The oneDNN reference implementation one of the last run's primitives was, NULL when
+ * none was (kl_dnnl_impl_is_slow). */
+const char *kl_dnnl_attention_ran_slow(const void *state);
 
 /* release_weights: lets a node's state free w's data (the model's constant weights,
  * which only this node reads) once it holds them reordered for oneDNN (or packed for
@@ -75,9 +78,17 @@ size_t kl_dnnl_weights_bytes(const void *state, const kl_graph *g);
  * staged tensors it needs while it runs are in the engine's workspace). */
 size_t kl_dnnl_held_bytes(const void *state);
 
-/* Whether the node's last run went to the reference kernel (oneDNN had no
- * implementation for its shapes, or an operand was empty). */
+/* Whether the node's last run went to the reference kernel because oneDNN had no
+ * implementation for its shapes (not for an empty operand, which needs no work). */
 bool kl_dnnl_ran_reference(const void *state);
+/* oneDNN's name for the implementation of the primitive that ran the node's last run
+ * ("jit:avx2", "brg:avx512_core", "ref:any"), NULL when no primitive ran it (the
+ * reference kernel or the one-row product did, or it has not run). Valid while the
+ * state lives. */
+const char *kl_dnnl_ran_impl(const void *state);
+/* Whether a oneDNN implementation name is one of its slow portable loops ("ref:any",
+ * "simple_nchw:any"), which kiln avoids where some layout has a fast one. */
+bool kl_dnnl_impl_is_slow(const char *impl);
 /* Whether the node's last run was kiln's one-row matrix-vector product (run_gemv.c). */
 bool kl_dnnl_ran_gemv(const void *state);
 

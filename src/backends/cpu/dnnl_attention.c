@@ -18,6 +18,7 @@
 #include "backends/cpu/dnnl_engine.h"
 #include "backends/cpu/ref/mha.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ typedef struct at_entry {
   int rank[4];
   int64_t dims[4][KL_MAX_RANK];
   dnnl_primitive_t prim[AT_STEPS];
+  char slow_impl[32]; /* a step's oneDNN reference implementation, "" when none */
   dnnl_memory_t q, kt, mask, v, y, scores, scratch[AT_STEPS];
   int64_t off[3]; /* element offsets of Q, K, V in their buffers (packed QKV) */
   /* The scores and the scratchpad the steps share: regions of the session's workspace */
@@ -44,6 +46,7 @@ typedef struct at_node {
   dnnl_stream_t stream;
   uint64_t clock;
   bool ran_reference;
+  const char *ran_slow; /* the last run's slow_impl, NULL when it had none */
   at_entry slots[AT_SLOTS];
 } at_node;
 
@@ -138,6 +141,11 @@ static dnnl_status_t make(at_node *a, at_entry *en, int step, const void *desc, 
   if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
   if (s == dnnl_success && scale != 1.0f) s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
   if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, desc, attr, a->engine, NULL);
+  const char *impl = NULL;
+  if (s == dnnl_success && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) ==
+                               dnnl_success && impl && kl_dnnl_impl_is_slow(impl) &&
+      !en->slow_impl[0])
+    snprintf(en->slow_impl, sizeof en->slow_impl, "%s", impl);
   if (s == dnnl_success) s = dnnl_primitive_create(&en->prim[step], pd);
   if (s == dnnl_success) {
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -303,14 +311,17 @@ static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
 static int at_run(kl_kernel_ctx *c) {
   at_node *a = *c->state;
   if (!a) return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN attention without its state");
-  a->ran_reference = true;
+  a->ran_reference = false; /* empty operands: nothing to compute, no slow path */
+  a->ran_slow = NULL;
   if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
   for (int k = 0; k < c->n_in; k++) /* oneDNN refuses empty operands */
     if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) return kl_op_get(c->node->op)->ref(c);
   at_entry *en;
+  a->ran_reference = true;
   kiln_status st = entry_get(a, c, &en);
   if (st != KILN_OK) return st;
   a->ran_reference = en->fallback;
+  a->ran_slow = en->slow_impl[0] && !en->fallback ? en->slow_impl : NULL;
   return en->fallback ? (kiln_status)kl_op_get(c->node->op)->ref(c) : execute(a, en, c);
 }
 
@@ -332,6 +343,11 @@ bool kl_dnnl_attention_supports(const kl_graph *g, const kl_node *n) {
 bool kl_dnnl_attention_ran_reference(const void *state) {
   const at_node *a = state;
   return a && a->ran_reference;
+}
+
+const char *kl_dnnl_attention_ran_slow(const void *state) {
+  const at_node *a = state;
+  return a ? a->ran_slow : NULL;
 }
 
 kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,

@@ -38,6 +38,10 @@ void kl_run_act_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_ac
                         int64_t n);
 /* Add, Sub, Mul, Div with any broadcast */
 int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* y += b in float32, b broadcast to y (plain tensors), on the node's threads: the
+ * addends of a oneDNN product that kiln adds after the primitive (dnnl.c) */
+void kl_run_add_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_tensor *y,
+                        const kl_tensor *b);
 /* Softmax, LogSoftmax along the last axis */
 int kl_run_softmax(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* LayerNormalization, RMSNormalization; kiln's SkipLayerNorm */

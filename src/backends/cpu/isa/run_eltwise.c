@@ -285,15 +285,13 @@ static kl_binop binop_of(kl_op op) {
   }
 }
 
-int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f) {
-  const kl_tensor *a = c->in[0], *b = c->in[1];
-  kl_tensor *y = c->out[0];
-  if (!takes(f, y->dtype) || a->dtype != y->dtype || b->dtype != y->dtype)
-    return kl_isa_ref(c);
+/* y = a op b, every operand of y's dtype, on c's threads. */
+static void run_binary_op(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_binop op,
+                          const kl_tensor *a, const kl_tensor *b, kl_tensor *y) {
   int64_t n = kl_tensor_numel(y);
-  if (n == 0) return KILN_OK;
-  binary_job j = {.f = f, .op = binop_of(c->node->op), .a = a->data, .b = b->data,
-                  .y = y->data, .es = kl_dtype_size(y->dtype)};
+  if (n == 0) return;
+  binary_job j = {.f = f, .op = op, .a = a->data, .b = b->data, .y = y->data,
+                  .es = kl_dtype_size(y->dtype)};
   binary_plan(a, b, y, &j);
   int64_t tasks;
   if (j.inner >= 2 * CHUNK) {
@@ -304,5 +302,18 @@ int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f) {
     tasks = kl_isa_split(j.outer, CHUNK / j.inner + 1, &j.per);
   }
   kl_isa_parallel(c, tasks, n, binary_task, &j);
+}
+
+int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *a = c->in[0], *b = c->in[1];
+  kl_tensor *y = c->out[0];
+  if (!takes(f, y->dtype) || a->dtype != y->dtype || b->dtype != y->dtype)
+    return kl_isa_ref(c);
+  run_binary_op(c, f, binop_of(c->node->op), a, b, y);
   return KILN_OK;
+}
+
+void kl_run_add_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_tensor *y,
+                        const kl_tensor *b) {
+  run_binary_op(c, f, KL_BIN_ADD, y, b, y);
 }
