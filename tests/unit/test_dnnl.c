@@ -100,7 +100,26 @@ static kiln_session *session(const kiln_model *m, bool reference) {
   return s;
 }
 
-/* Output 0 of s after a run on the inputs in bufs (a copy, with its element count). */
+/* Every output of s, one after another (a copy, with its element count). */
+static float *all_outputs(kiln_session *s, const kiln_model *m, int64_t *count) {
+  float *all = NULL;
+  *count = 0;
+  for (int k = 0; k < kiln_model_output_count(m); k++) {
+    kiln_tensor_info info;
+    const void *data;
+    assert_int_equal(kiln_session_get_output(s, k, &info, &data), KILN_OK);
+    assert_int_equal(info.dtype, KILN_DTYPE_FLOAT32);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    all = realloc(all, sizeof(float) * (size_t)(*count + n + 1));
+    assert_non_null(all);
+    memcpy(all + *count, data, sizeof(float) * (size_t)n);
+    *count += n;
+  }
+  return all;
+}
+
+/* Every output of s after a run on the inputs in bufs (all_outputs). */
 static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *count) {
   for (int i = 0; i < kiln_model_input_count(m); i++) {
     kiln_tensor_info info;
@@ -112,8 +131,11 @@ static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *c
                      KILN_OK);
   }
   if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
-  return tu_output0_f32(s, count);
+  return all_outputs(s, m, count);
 }
+
+/* Called by check_on after each fast run when set: checks of what ran where. */
+static void (*after_fast_run)(const kiln_session *fast, const kiln_model *m);
 
 /* Exports g, runs it with the reference and the fast kernels, compares; frees g.
  * need_dnnl: every node must have run on oneDNN (or kiln's GEMV), not fallen back. */
@@ -136,11 +158,13 @@ static void check_on(kl_graph *g, const char *what, bool need_dnnl) {
     float *got = run(fast, m, bufs, &n_got);
     for (int i = 0; KL_HAVE_DNNL && need_dnnl && i < m->g->n_nodes; i++) /* oneDNN ran each */
       if (strncmp(kl_session_kernel_name(fast, i), "dnnl", 4) != 0 &&
-          strcmp(kl_session_kernel_name(fast, i), "gemv") != 0) /* or, one row: our GEMV */
+          strcmp(kl_session_kernel_name(fast, i), "gemv") != 0 && /* or, one row: our GEMV */
+          strcmp(kl_session_kernel_name(fast, i), "concat") != 0) /* a Concat among them */
         fail_msg("%s: node %d ran on kernel '%s'", what, i, kl_session_kernel_name(fast, i));
       else if (kl_session_slow_path(fast, i)) /* nor on a reference implementation */
         fail_msg("%s: node %d ran on %s at %s", what, i, kl_session_slow_path(fast, i),
                  kl_isa_level_name(kl_isa_level()));
+    if (after_fast_run) after_fast_run(fast, m);
     assert_int_equal(n_got, n_want);
     for (int64_t k = 0; k < n_want; k++)
       if (!(fabs((double)got[k] - want[k]) <= TOL * (1 + fabs((double)want[k]))))
@@ -475,6 +499,54 @@ static void test_fused_gemm_matmul(void **state) {
   check(g, "FusedMatMul + broadcast Sum");
 }
 
+/* fast_only: a FusedMatMul whose Sum broadcasts along M (oneDNN has only its
+ * reference loop for that binary post-op) with an activation kiln's primitives lack
+ * (Mish), so that kiln cannot add Sum and apply the activation after the primitive
+ * either: a session with fast_only refuses the run, naming the node and the slow
+ * path; a plain one runs it and reports the slow path. */
+static void test_fast_only(void **state) {
+  (void)state;
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
+  kl_graph *g = kl_graph_new();
+  int a = input(g, "a", 3, (int64_t[]){2, 5, 8});
+  int s = input(g, "s", 3, (int64_t[]){2, 5, 1});
+  int n = node(g, KL_OP_KilnFusedMatMul, 4,
+               (int[]){a, cst(g, 2, (int64_t[]){8, 6}), KL_ABSENT, s});
+  activation(g, n, "Mish", 0, NULL);
+  kiln_model *m = tu_model_of(g, 0);
+  float *bufs[2] = {malloc(sizeof(float) * 80), malloc(sizeof(float) * 10)};
+  for (int k = 0; k < 80; k++) bufs[0][k] = frand(-2, 2);
+  for (int k = 0; k < 10; k++) bufs[1][k] = frand(-2, 2);
+  kiln_session *plain = session(m, false);
+  int64_t count;
+  free(run(plain, m, bufs, &count));
+  const char *slow = kl_session_slow_path(plain, 0);
+  assert_non_null(slow);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "fast_only", 1), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "fast_only", 2), KILN_ERR_INVALID_ARGUMENT);
+  kiln_session *strict = NULL;
+  assert_int_equal(kiln_session_create(m, o, &strict), KILN_OK);
+  for (int i = 0; i < 2; i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    assert_int_equal(kiln_session_set_input(strict, info.name, KILN_DTYPE_FLOAT32, info.rank,
+                                            info.dims, bufs[i], sizeof(float) * (i ? 10 : 80)),
+                     KILN_OK);
+  }
+  assert_int_equal(kiln_session_run(strict), KILN_ERR_UNSUPPORTED);
+  const char *msg = kiln_session_error(strict);
+  if (!strstr(msg, "fast_only") || !strstr(msg, slow) || !strstr(msg, "FusedMatMul"))
+    fail_msg("fast_only's message: %s", msg);
+  kiln_options_free(o);
+  kiln_session_free(strict);
+  kiln_session_free(plain);
+  kiln_model_free(m);
+  free(bufs[0]);
+  free(bufs[1]);
+}
+
 /* kiln.Attention: scaled Q Kt, the mask added, softmax, times V. */
 static void test_attention(void **state) {
   (void)state;
@@ -575,6 +647,59 @@ static void test_conv_chain(void **state) {
   ints_attr(g, n5, "pads", 4, pad1);
   ints_attr(g, n5, "strides", 2, (int64_t[]){2, 2});
   check(g, "conv chain");
+}
+
+/* Channel Concats among convolutions, which the session holds channels-last where it
+ * can: all inputs and the output channels-last (A and B into C), an input made by a
+ * kiln kernel held plain with a channels-last output (A and Relu(x) into D: that input
+ * transposed into place), and a plain output (a graph output) with a channels-last
+ * input (B and Relu(x)). Odd channel counts; every node checked as in check(). */
+static void concat_impls(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  const char *want[3] = {" nhwc", " nhwc mixed", " mixed"};
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    if (m->g->nodes[i].op != KL_OP_Concat) continue;
+    const char *impl = kl_session_kernel_impl(fast, i);
+    assert_non_null(impl);
+    const char *tail = strchr(impl, ' ');
+    if (!tail || strcmp(tail, want[seen]) != 0)
+      fail_msg("Concat %d ran on '%s', expected the '%s' form", seen, impl, want[seen]);
+    seen++;
+  }
+  assert_int_equal(seen, 3);
+}
+
+static void test_concat_layouts(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = input(g, "x", 4, (int64_t[]){2, 8, 9, 7});
+  int v[8];
+  for (int k = 0; k < 8; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int a = v[0], b = v[1], r = v[2], c1 = v[3], c2 = v[4], o1 = v[5], o2 = v[6], o3 = v[7];
+  int na = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){6, 8, 3, 3})}, 1, &a, &e);
+  int nb = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){5, 8, 1, 1})}, 1, &b, &e);
+  int nr = kl_graph_add_node(g, KL_OP_Relu, NULL, 1, &x, 1, &r, &e);
+  int n1 = kl_graph_add_node(g, KL_OP_Concat, NULL, 2, (int[]){a, b}, 1, &c1, &e);
+  int n2 = kl_graph_add_node(g, KL_OP_Concat, NULL, 2, (int[]){a, r}, 1, &c2, &e);
+  int n3 = kl_graph_add_node(g, KL_OP_Concat, NULL, 2, (int[]){b, r}, 1, &o3, &e);
+  int nc = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){c1, cst(g, 4, (int64_t[]){4, 11, 1, 1})}, 1, &o1, &e);
+  int nd = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){c2, cst(g, 4, (int64_t[]){3, 14, 3, 3})}, 1, &o2, &e);
+  assert_true(na >= 0 && nb >= 0 && nr >= 0 && n1 >= 0 && n2 >= 0 && n3 >= 0 && nc >= 0 &&
+              nd >= 0);
+  ints_attr(g, na, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  ints_attr(g, nd, "pads", 4, (int64_t[]){1, 0, 1, 2});
+  for (int n = n1; n <= n3; n++)
+    assert_int_equal(kl_node_set_int(g, n, "axis", n == n2 ? -3 : 1, NULL), KILN_OK);
+  for (int k = 5; k < 8; k++) assert_int_equal(kl_graph_add_output(g, v[k], NULL), KILN_OK);
+  after_fast_run = concat_impls;
+  check_on(g, "concat layouts", false); /* the Relu is kiln's */
+  after_fast_run = NULL;
 }
 
 /* Winograd convolutions whose channel counts are not multiples of the 16-channel
@@ -700,8 +825,10 @@ int main(void) {
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_mha),
       cmocka_unit_test(test_conv_chain),
+      cmocka_unit_test(test_concat_layouts),
       cmocka_unit_test(test_shared_workspace),
       cmocka_unit_test(test_binary_choice),
+      cmocka_unit_test(test_fast_only),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,10 @@
 # tolerance unless pt_tolerances below says otherwise. KILN_ZOO_TIMEOUT caps one model's
 # check (default 3600 s). Each folder is checked at -O2 (kiln's default) and at -O3 (the
 # layout pass too); KILN_ZOO_LEVELS names other levels ('-O2' alone halves the time).
+# Every check runs with --fast-only: a convolution, matrix product or pooling node that
+# would run on a reference implementation (oneDNN's or kiln's) fails its model.
+# KILN_ZOO_ISA names ISA levels to run each check at (KILN_ISA, for example
+# "avx2 avx512"; `kiln info --levels` lists the CPU's), by default only the CPU's own.
 set -uo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -37,6 +41,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 limit=${KILN_ZOO_TIMEOUT:-3600}
 read -r -a levels <<<"${KILN_ZOO_LEVELS:--O2 -O3}"
+read -r -a isas <<<"${KILN_ZOO_ISA:-}"
+[ ${#isas[@]} -gt 0 ] || isas=("")
 
 # name rtol atol. The target is rtol 1e-4 with atol 1e-5 against onnxruntime. A looser
 # line must say why, with numbers: the difference has to be float32 rounding, which
@@ -70,10 +76,13 @@ mobilenet_v3_large  1e-4 1e-5
 efficientnet_b0     1e-4 1e-5
 efficientnet_v2_s   1e-4 3e-5
 shufflenet_v2_x1_0  1e-4 1e-5
+shufflenet_v2_x0_5  1e-4 1e-5
 squeezenet1_0       1e-4 1e-5
+squeezenet1_1       1e-4 1e-5
 densenet121         1e-4 1e-5
 regnet_y_400mf      1e-4 1e-5
 mnasnet1_0          1e-4 1e-5
+mnasnet0_5          1e-4 1e-5
 googlenet           1e-4 3e-5
 inception_v3        1e-4 1e-3
 vgg11               1e-4 1e-5
@@ -114,24 +123,29 @@ passed=0
 failed=0
 failures=()
 
-# check_one FOLDER_NAME RTOL ATOL: one `kiln check` per level, one line each, and the tally.
+# check_one FOLDER_NAME RTOL ATOL: one `kiln check` per ISA and optimization level, one
+# line each, and the tally.
 check_one() {
-  local name=$1 rtol=$2 atol=$3 dir=$cache/$1 level t0 out rc line
-  for level in "${levels[@]}"; do
-    t0=$SECONDS
-    out=$(timeout "$limit" "$kiln" check "$level" --rtol "$rtol" --atol "$atol" "$dir" 2>&1)
-    rc=$?
-    line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
-    if [ $rc -eq 0 ]; then
-      echo "pass $name $level (rtol $rtol, atol $atol, $((SECONDS - t0)) s)"
-      passed=$((passed + 1))
-      continue
-    fi
-    [ $rc -eq 124 ] && line="timed out after $limit s"
-    [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
-    echo "FAIL $name $level (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
-    failed=$((failed + 1))
-    failures+=("$name $level")
+  local name=$1 rtol=$2 atol=$3 dir=$cache/$1 isa level what t0 out rc line
+  for isa in "${isas[@]}"; do
+    for level in "${levels[@]}"; do
+      what="$level${isa:+ KILN_ISA=$isa}"
+      t0=$SECONDS
+      out=$(KILN_ISA=$isa timeout "$limit" "$kiln" check --fast-only "$level" --rtol "$rtol" \
+        --atol "$atol" "$dir" 2>&1)
+      rc=$?
+      line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
+      if [ $rc -eq 0 ]; then
+        echo "pass $name $what (rtol $rtol, atol $atol, $((SECONDS - t0)) s)"
+        passed=$((passed + 1))
+        continue
+      fi
+      [ $rc -eq 124 ] && line="timed out after $limit s"
+      [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
+      echo "FAIL $name $what (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
+      failed=$((failed + 1))
+      failures+=("$name $what")
+    done
   done
 }
 

@@ -97,7 +97,8 @@ bool kl_dnnl_ran_gemv(const void *state);
  * primitive exists; the answer is false when that level is generic, for which oneDNN
  * has nothing (it has no portable-C level). */
 bool kl_dnnl_usable(void);
-/* The ISA oneDNN dispatches to, as oneDNN names it ("avx512_core_bf16"). */
+/* The ISA oneDNN dispatches to, as oneDNN names it ("avx512_core_bf16"), with a note
+ * when kiln could not lower it to kiln's level (the embedding program fixed it first). */
 const char *kl_dnnl_isa_name(void);
 
 #endif

@@ -207,6 +207,7 @@ static void detect_once(void) {
   detect_x86(&f);
 #endif
   const char *env = getenv("KILN_ISA");
+  if (env && !*env) env = NULL; /* set but empty: as if unset */
   kl_isa cap = KL_ISA_AMX;
   bool known = env && kl_isa_parse(env, &cap);
   /* ask only when AMX would be used, so KILN_ISA below amx leaves the process as it was */

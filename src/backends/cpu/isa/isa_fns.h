@@ -101,6 +101,12 @@ typedef struct kl_pool_fns {
    * v[j * stride + k * dilation], j < n. Not in place. */
   void (*hpool)(bool is_max, const float *v, size_t stride, size_t dilation, size_t kw,
                 float *y, size_t n);
+  /* Channels-last pooling of one output pixel's C elements: y[i] = scale * (the max,
+   * or the sum, of y[i] when acc, and of x[t][i] for t < n_taps), i < n. Without acc
+   * the max starts from -inf and the sum from 0; a NaN in x never wins a max. Not in
+   * place. */
+  void (*taps)(bool is_max, bool acc, const float *const *x, size_t n_taps, float scale,
+               float *y, size_t n);
 } kl_pool_fns;
 
 typedef struct kl_copy_fns {

@@ -52,4 +52,45 @@ static void hpool(bool is_max, const float *v, size_t stride, size_t dil, size_t
   else hpool_run(false, v, stride, dil, kw, y, n);
 }
 
-const kl_pool_fns kl_pool_avx2 = {hpool};
+/* 32 channels at a time in four accumulators (loads of the taps overlap), then 8 at
+ * a time, then a masked tail. */
+static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc,
+                                                           const float *const *x,
+                                                           size_t n_taps, float scale,
+                                                           float *y, size_t n) {
+  const __m256 init = _mm256_set1_ps(is_max ? -__builtin_inff() : 0.0f), k = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 a0 = acc ? _mm256_loadu_ps(y + i) : init, a1 = acc ? _mm256_loadu_ps(y + i + 8) : init;
+    __m256 a2 = acc ? _mm256_loadu_ps(y + i + 16) : init;
+    __m256 a3 = acc ? _mm256_loadu_ps(y + i + 24) : init;
+    for (size_t t = 0; t < n_taps; t++) {
+      const float *v = x[t] + i;
+      a0 = red(is_max, a0, _mm256_loadu_ps(v));
+      a1 = red(is_max, a1, _mm256_loadu_ps(v + 8));
+      a2 = red(is_max, a2, _mm256_loadu_ps(v + 16));
+      a3 = red(is_max, a3, _mm256_loadu_ps(v + 24));
+    }
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(a0, k));
+    _mm256_storeu_ps(y + i + 8, _mm256_mul_ps(a1, k));
+    _mm256_storeu_ps(y + i + 16, _mm256_mul_ps(a2, k));
+    _mm256_storeu_ps(y + i + 24, _mm256_mul_ps(a3, k));
+  }
+  for (; i < n; i += 8) {
+    bool full = i + 8 <= n;
+    __m256i m = full ? _mm256_set1_epi32(-1) : kl_y_tail(n - i);
+    __m256 a = acc ? load8(y + i, m, full) : init;
+    for (size_t t = 0; t < n_taps; t++) a = red(is_max, a, load8(x[t] + i, m, full));
+    a = _mm256_mul_ps(a, k);
+    if (full) _mm256_storeu_ps(y + i, a);
+    else _mm256_maskstore_ps(y + i, m, a);
+  }
+}
+
+static void taps(bool is_max, bool acc, const float *const *x, size_t n_taps, float scale,
+                 float *y, size_t n) {
+  if (is_max) taps_run(true, acc, x, n_taps, scale, y, n);
+  else taps_run(false, acc, x, n_taps, scale, y, n);
+}
+
+const kl_pool_fns kl_pool_avx2 = {hpool, taps};

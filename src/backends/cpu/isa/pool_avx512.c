@@ -44,4 +44,41 @@ static void hpool(bool is_max, const float *v, size_t stride, size_t dil, size_t
   else hpool_run(false, v, stride, dil, kw, y, n);
 }
 
-const kl_pool_fns kl_pool_avx512 = {hpool};
+/* 64 channels at a time in four accumulators, then 16 at a time, masked at the end. */
+static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc,
+                                                           const float *const *x,
+                                                           size_t n_taps, float scale,
+                                                           float *y, size_t n) {
+  const __m512 init = _mm512_set1_ps(is_max ? -__builtin_inff() : 0.0f), k = _mm512_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512 a0 = acc ? _mm512_loadu_ps(y + i) : init, a1 = acc ? _mm512_loadu_ps(y + i + 16) : init;
+    __m512 a2 = acc ? _mm512_loadu_ps(y + i + 32) : init;
+    __m512 a3 = acc ? _mm512_loadu_ps(y + i + 48) : init;
+    for (size_t t = 0; t < n_taps; t++) {
+      const float *v = x[t] + i;
+      a0 = red(is_max, a0, _mm512_loadu_ps(v));
+      a1 = red(is_max, a1, _mm512_loadu_ps(v + 16));
+      a2 = red(is_max, a2, _mm512_loadu_ps(v + 32));
+      a3 = red(is_max, a3, _mm512_loadu_ps(v + 48));
+    }
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(a0, k));
+    _mm512_storeu_ps(y + i + 16, _mm512_mul_ps(a1, k));
+    _mm512_storeu_ps(y + i + 32, _mm512_mul_ps(a2, k));
+    _mm512_storeu_ps(y + i + 48, _mm512_mul_ps(a3, k));
+  }
+  for (; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 a = acc ? _mm512_maskz_loadu_ps(m, y + i) : init;
+    for (size_t t = 0; t < n_taps; t++) a = red(is_max, a, _mm512_maskz_loadu_ps(m, x[t] + i));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(a, k));
+  }
+}
+
+static void taps(bool is_max, bool acc, const float *const *x, size_t n_taps, float scale,
+                 float *y, size_t n) {
+  if (is_max) taps_run(true, acc, x, n_taps, scale, y, n);
+  else taps_run(false, acc, x, n_taps, scale, y, n);
+}
+
+const kl_pool_fns kl_pool_avx512 = {hpool, taps};

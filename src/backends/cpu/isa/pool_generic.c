@@ -30,4 +30,24 @@ static void hpool(bool is_max, const float *v, size_t stride, size_t dil, size_t
   else hpool_run(false, v, stride, dil, kw, y, n);
 }
 
-const kl_pool_fns kl_pool_generic = {hpool};
+static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc,
+                                                           const float *const *x,
+                                                           size_t n_taps, float scale,
+                                                           float *restrict y, size_t n) {
+  if (!acc)
+    for (size_t i = 0; i < n; i++) y[i] = is_max ? -__builtin_inff() : 0.0f;
+  for (size_t t = 0; t < n_taps; t++) {
+    const float *restrict v = x[t];
+    for (size_t i = 0; i < n; i++) y[i] = red(is_max, y[i], v[i]);
+  }
+  if (scale != 1.0f)
+    for (size_t i = 0; i < n; i++) y[i] *= scale;
+}
+
+static void taps(bool is_max, bool acc, const float *const *x, size_t n_taps, float scale,
+                 float *y, size_t n) {
+  if (is_max) taps_run(true, acc, x, n_taps, scale, y, n);
+  else taps_run(false, acc, x, n_taps, scale, y, n);
+}
+
+const kl_pool_fns kl_pool_generic = {hpool, taps};

@@ -197,10 +197,15 @@ static void concat_part_task(void *arg, int64_t t) {
 }
 
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f) {
-  (void)f; /* memcpy is libc's, already tuned to the CPU */
   kl_tensor *y = c->out[0];
   if (!movable(y->dtype) || kl_tensor_numel(y) == 0) return kl_isa_ref(c);
-  int axis = kl_isa_axis(c->node, "axis", 0, y->rank);
+  return kl_run_concat_axis(c, f, kl_isa_axis(c->node, "axis", 0, y->rank));
+}
+
+int kl_run_concat_axis(const kl_kernel_ctx *c, const kl_isa_fns *f, int axis) {
+  (void)f; /* memcpy is libc's, already tuned to the CPU */
+  kl_tensor *y = c->out[0];
+  if (!movable(y->dtype) || axis < 0 || axis >= y->rank) return KILN_ERR_UNSUPPORTED;
   size_t es = kl_dtype_size(y->dtype);
   concat_job j = {.c = c, .axis = axis, .inner = 1, .outer = 1};
   for (int d = 0; d < axis; d++) j.outer *= y->dims[d];

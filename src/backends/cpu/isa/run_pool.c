@@ -115,3 +115,90 @@ int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f) {
   kl_isa_parallel(c, tasks, work, pool_task, &j);
   return KILN_OK;
 }
+
+/* ---- channels-last ---- */
+
+/* Pooling over [N, H, W, C] in memory: every output pixel combines the C-long rows of
+ * the input pixels under its window with the level's binary primitive, so it
+ * vectorizes along C at any window. Tasks are runs of output rows. */
+typedef struct nhwc_job {
+  const kl_isa_fns *f;
+  const float *x;
+  float *y;
+  int64_t c, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw, pe_h, pe_w;
+  int64_t rows, per; /* rows: N * OH */
+  bool is_max, include_pad;
+} nhwc_job;
+
+#define NHWC_TAPS 64 /* tap pointers handed to the primitive at once */
+
+static void nhwc_pixel(const nhwc_job *j, int64_t n, int64_t oy, int64_t ox) {
+  const float *x[NHWC_TAPS];
+  float *yp = j->y + ((n * j->oh + oy) * j->ow + ox) * j->c;
+  int64_t r0 = oy * j->sh - j->ph, c0 = ox * j->sw - j->pw, rows_in = 0, cols_in = 0;
+  for (int64_t kx = 0; kx < j->kw; kx++) cols_in += c0 + kx * j->dw >= 0 && c0 + kx * j->dw < j->iw;
+  for (int64_t ky = 0; ky < j->kh; ky++) {
+    int64_t iy = r0 + ky * j->dh;
+    rows_in += iy >= 0 && iy < j->ih;
+  }
+  float scale = 1.0f;
+  if (!j->is_max)
+    scale = 1.0f / (j->include_pad ? (float)(taps(r0, j->kh, j->dh, j->ih, j->ph, j->pe_h, true) *
+                                             taps(c0, j->kw, j->dw, j->iw, j->pw, j->pe_w, true))
+                                   : (float)(rows_in * cols_in));
+  size_t n_taps = 0;
+  bool acc = false;
+  for (int64_t ky = 0; ky < j->kh; ky++) {
+    int64_t iy = r0 + ky * j->dh;
+    if (iy < 0 || iy >= j->ih) continue;
+    for (int64_t kx = 0; kx < j->kw; kx++) {
+      int64_t ix = c0 + kx * j->dw;
+      if (ix < 0 || ix >= j->iw) continue;
+      if (n_taps == NHWC_TAPS) { /* a large window: in parts, the last one scaled */
+        j->f->pool->taps(j->is_max, acc, x, n_taps, 1.0f, yp, (size_t)j->c);
+        acc = true;
+        n_taps = 0;
+      }
+      x[n_taps++] = j->x + ((n * j->ih + iy) * j->iw + ix) * j->c;
+    }
+  }
+  j->f->pool->taps(j->is_max, acc, x, n_taps, scale, yp, (size_t)j->c);
+}
+
+static void nhwc_task(void *arg, int64_t t) {
+  const nhwc_job *j = arg;
+  int64_t last = (t + 1) * j->per < j->rows ? (t + 1) * j->per : j->rows;
+  for (int64_t r = t * j->per; r < last; r++)
+    for (int64_t ox = 0; ox < j->ow; ox++) nhwc_pixel(j, r / j->oh, r % j->oh, ox);
+}
+
+int kl_run_pool_nhwc(const kl_kernel_ctx *c, const kl_isa_fns *f, const float *x, float *y) {
+  const kl_tensor *xv = c->in[0], *yv = c->out[0];
+  kl_op op = c->node->op;
+  bool global = op == KL_OP_GlobalAveragePool || op == KL_OP_GlobalMaxPool ||
+                op == KL_OP_KilnNhwcGlobalAveragePool || op == KL_OP_KilnNhwcGlobalMaxPool;
+  nhwc_job j = {.f = f, .x = x, .y = y, .c = xv->dims[1],
+                .is_max = op == KL_OP_MaxPool || op == KL_OP_GlobalMaxPool ||
+                          op == KL_OP_KilnNhwcMaxPool || op == KL_OP_KilnNhwcGlobalMaxPool,
+                .include_pad = kl_attr_int(c->node, "count_include_pad", 0) != 0};
+  if (xv->rank < 3 || xv->rank > 4) return KILN_ERR_UNSUPPORTED;
+  bool two = xv->rank == 4;
+  j.ih = two ? xv->dims[2] : 1, j.iw = xv->dims[xv->rank - 1];
+  j.oh = two ? yv->dims[2] : 1, j.ow = yv->dims[yv->rank - 1];
+  if (global) {
+    j.kh = j.ih, j.kw = j.iw, j.sh = j.sw = j.dh = j.dw = 1;
+  } else {
+    kl_ref_window g;
+    kiln_status st = kl_ref_window_init(c, NULL, &g);
+    if (st != KILN_OK) return st;
+    j.kh = g.kernel[1], j.kw = g.kernel[2], j.sh = g.stride[1], j.sw = g.stride[2];
+    j.dh = g.dilation[1], j.dw = g.dilation[2], j.ph = g.pad_begin[1], j.pw = g.pad_begin[2];
+    j.pe_h = g.pad_end[1], j.pe_w = g.pad_end[2];
+  }
+  j.rows = xv->dims[0] * j.oh;
+  if (j.rows * j.ow * j.c == 0) return KILN_OK;
+  int64_t work = j.rows * j.ow * j.kh * j.kw * j.c;
+  int64_t tasks = kl_isa_split(j.rows, 16384 / (j.ow * j.kh * j.kw * j.c + 1) + 1, &j.per);
+  kl_isa_parallel(c, tasks, work, nhwc_task, &j);
+  return KILN_OK;
+}
