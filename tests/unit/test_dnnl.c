@@ -659,6 +659,11 @@ static void concat_impls(const kiln_session *fast, const kiln_model *m) {
   const char *want[3] = {" nhwc", " nhwc mixed", " mixed"};
   int seen = 0;
   for (int i = 0; i < m->g->n_nodes; i++) {
+    if (m->g->nodes[i].op == KL_OP_GlobalAveragePool) {
+      const char *impl = kl_session_kernel_impl(fast, i);
+      if (!impl || !strstr(impl, " nhwc"))
+        fail_msg("the global pool of a channels-last input ran on '%s'", impl ? impl : "-");
+    }
     if (m->g->nodes[i].op != KL_OP_Concat) continue;
     const char *impl = kl_session_kernel_impl(fast, i);
     assert_non_null(impl);
@@ -675,9 +680,10 @@ static void test_concat_layouts(void **state) {
   kl_graph *g = kl_graph_new();
   kl_err e = {0};
   int x = input(g, "x", 4, (int64_t[]){2, 8, 9, 7});
-  int v[8];
-  for (int k = 0; k < 8; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int v[9];
+  for (int k = 0; k < 9; k++) v[k] = kl_graph_add_value(g, NULL, &e);
   int a = v[0], b = v[1], r = v[2], c1 = v[3], c2 = v[4], o1 = v[5], o2 = v[6], o3 = v[7];
+  int o4 = v[8];
   int na = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
                              (int[]){x, cst(g, 4, (int64_t[]){6, 8, 3, 3})}, 1, &a, &e);
   int nb = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
@@ -690,13 +696,16 @@ static void test_concat_layouts(void **state) {
                              (int[]){c1, cst(g, 4, (int64_t[]){4, 11, 1, 1})}, 1, &o1, &e);
   int nd = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
                              (int[]){c2, cst(g, 4, (int64_t[]){3, 14, 3, 3})}, 1, &o2, &e);
+  /* a global pool of the channels-last c1 into a plain graph output: one pixel per
+   * channel is the same bytes in both layouts (own_pool) */
+  int ng = kl_graph_add_node(g, KL_OP_GlobalAveragePool, NULL, 1, &c1, 1, &o4, &e);
   assert_true(na >= 0 && nb >= 0 && nr >= 0 && n1 >= 0 && n2 >= 0 && n3 >= 0 && nc >= 0 &&
-              nd >= 0);
+              nd >= 0 && ng >= 0);
   ints_attr(g, na, "pads", 4, (int64_t[]){1, 1, 1, 1});
   ints_attr(g, nd, "pads", 4, (int64_t[]){1, 0, 1, 2});
   for (int n = n1; n <= n3; n++)
     assert_int_equal(kl_node_set_int(g, n, "axis", n == n2 ? -3 : 1, NULL), KILN_OK);
-  for (int k = 5; k < 8; k++) assert_int_equal(kl_graph_add_output(g, v[k], NULL), KILN_OK);
+  for (int k = 5; k < 9; k++) assert_int_equal(kl_graph_add_output(g, v[k], NULL), KILN_OK);
   after_fast_run = concat_impls;
   check_on(g, "concat layouts", false); /* the Relu is kiln's */
   after_fast_run = NULL;

@@ -1649,7 +1649,9 @@ static kiln_status own_pool(dn_node *d, kl_kernel_ctx *c, bool *ran) {
                                           op == KL_OP_GlobalMaxPool;
   int rank = c->in[0]->rank;
   *ran = false;
-  if (d->kind != DN_POOL || cl != d->cl_dst || rank < 3 || rank > 4) return KILN_OK;
+  /* an output of one pixel per channel is the same bytes in both layouts */
+  bool cl_y = d->cl_dst || kl_tensor_numel(c->out[0]) == c->out[0]->dims[0] * c->out[0]->dims[1];
+  if (d->kind != DN_POOL || rank < 3 || rank > 4 || (cl ? !cl_y : d->cl_dst)) return KILN_OK;
   if (!cl && op == KL_OP_GlobalMaxPool) return KILN_OK; /* no plain kernel of kiln's */
   *ran = true;
   snprintf(d->own_impl, sizeof d->own_impl, "kiln:%s%s", d->fns->name, cl ? " nhwc" : "");
