@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `kiln bench` (--json, --profile, --trace, --input, --pin, --keep-weights) and `kiln inspect --memory` on the
-# digits models: the JSON object has the fields scripts read, the profile names op
-# types and kernels, the trace is a Chrome trace with one event per node and run, and
+# `kiln bench` (--json, --profile, --trace, --input, --pin, --keep-weights) and `kiln inspect --memory`
+# and --kernels on the digits models: the JSON object has the fields scripts read (the
+# threads used, the slow paths, the share of reference kernels, warned of for a QDQ
+# model that spends its run there), the profile names op types and kernels, the trace is a Chrome trace with one event per node and run, and
 # the memory plan reports an arena smaller than the total without reuse.
 #
 #   tests/run_bench_cli.sh KILN_BINARY        (from the source root)
@@ -23,6 +24,29 @@ for key in '"latency_ms": {"min": ' '"p50": ' '"p99": ' '"throughput_per_s": ' \
   grep -qF "$key" <<<"$json" || fail "bench --json lacks $key"
 done
 grep -Eq '"isa": "(generic|avx2|avx512|avx512_bf16|amx)' <<<"$json" || fail "bench --json: no isa"
+# the thread count used, never 0 ("one per core" resolved); no slow path on the digits CNN
+grep -Eq '"threads": [1-9]' <<<"$json" || fail "bench --json: threads is not the count used"
+grep -qF '"slow_nodes": 0, "reference_share": ' <<<"$json" || fail "bench --json: slow paths"
+
+# inspect --kernels: a line per node, each convolution with oneDNN's implementation
+# (or kiln's kernel at the generic level), and the count of slow paths
+kern=$("$kiln" inspect "$cnn" --kernels) || fail "inspect --kernels"
+grep -q '^0 of [0-9]* nodes took a slow path' <<<"$kern" || fail "inspect --kernels: $kern"
+if "$kiln" info --levels | grep -q avx2 && "$kiln" info | grep -q "oneDNN yes" &&
+  [ "${KILN_ISA:-}" != generic ]; then
+  grep -Eq 'kiln\.FusedConv +dnnl_conv +(jit|brg|x64)' <<<"$kern" ||
+    fail "inspect --kernels: no oneDNN implementation named: $kern"
+fi
+
+# a model whose time is all in reference kernels (QuantizeLinear, DequantizeLinear):
+# bench says so, on stderr and in the JSON
+qdq=tests/models/qdq/model.onnx
+err=$("$kiln" bench "$qdq" --iterations 2 --warmup 0 2>&1 >/dev/null) || fail "bench qdq"
+grep -q "warning: .* of a run is in kiln's portable reference kernels (2 nodes: QuantizeLinear, DequantizeLinear)" <<<"$err" ||
+  fail "bench did not warn of the reference kernels: $err"
+share=$("$kiln" bench "$qdq" --iterations 2 --warmup 0 --json 2>/dev/null |
+  sed -n 's/.*"reference_share": \([0-9.]*\).*/\1/p')
+awk -v s="${share:-0}" 'BEGIN { exit !(s > 0.5) }' || fail "bench --json: reference_share '$share'"
 
 out=$("$kiln" bench "$cnn" --iterations 5 --warmup 1 --profile --trace "$work/trace.json") ||
   fail "bench --profile"

@@ -228,8 +228,46 @@ static int warn_slow_paths(const kiln_model *m, const kiln_session *s) {
   return n;
 }
 
+/* The share of a run that kiln's portable reference kernels take (nodes whose kernel
+ * is "ref": ops without a fast kernel, such as QuantizeLinear in a QDQ model), from
+ * one more run with every node timed; a warning on stderr naming their op types when
+ * it is over REF_WARN. -1 when the run fails. */
+#define REF_WARN 0.10
+typedef struct ref_share {
+  double share;
+  int nodes;
+  char ops[160];
+} ref_share;
+
+static ref_share reference_share(const kiln_model *m, kiln_session *s) {
+  ref_share r = {-1, 0, ""};
+  const double *start, *ms;
+  kl_session_set_profiling(s, true);
+  bool ok = kiln_session_run(s) == KILN_OK && kl_session_timings(s, &start, &ms);
+  kl_session_set_profiling(s, false);
+  if (!ok) return r;
+  double all = 0, ref = 0;
+  size_t used = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    all += ms[i];
+    if (strcmp(kl_session_kernel_name(s, i), "ref") != 0) continue;
+    ref += ms[i];
+    r.nodes++;
+    const char *op = kl_op_name(m->g->nodes[i].op);
+    if (!strstr(r.ops, op) && used + strlen(op) + 3 < sizeof r.ops)
+      used += (size_t)snprintf(r.ops + used, sizeof r.ops - used, "%s%s", used ? ", " : "", op);
+  }
+  r.share = all > 0 ? ref / all : 0;
+  if (r.share > REF_WARN)
+    fprintf(stderr, "kiln bench: warning: %.0f%% of a run is in kiln's portable reference "
+            "kernels (%d nodes: %s), which have no fast kernel at ISA level %s: this "
+            "model runs far below the machine's speed\n", 100 * r.share, r.nodes, r.ops,
+            kl_cpu_isa_used());
+  return r;
+}
+
 static void report(const bench_args *a, double load_ms, double session_ms, double first_ms,
-                   double *lat, int64_t n, bench_profile *prof, int slow) {
+                   double *lat, int64_t n, bench_profile *prof, int slow, ref_share ref) {
   int threads = kl_cpu_threads_for(a->common.threads);
   qsort(lat, (size_t)n, sizeof *lat, cmp_double);
   double sum = 0;
@@ -243,9 +281,10 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
            ", \"iterations\": %" PRId64 ", \"model_load_ms\": %.3f, \"session_create_ms\": "
            "%.3f, \"first_inference_ms\": %.3f, \"latency_ms\": {\"min\": %.4f, \"p50\": "
            "%.4f, \"p90\": %.4f, \"p99\": %.4f, \"max\": %.4f, \"mean\": %.4f}, "
-           "\"throughput_per_s\": %.3f, \"peak_rss_mb\": %.2f, \"slow_nodes\": %d",
+           "\"throughput_per_s\": %.3f, \"peak_rss_mb\": %.2f, \"slow_nodes\": %d, "
+           "\"reference_share\": %.4f",
            threads, kl_cpu_isa_used(), a->batch, n, load_ms, session_ms, first_ms,
-           lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow);
+           lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow, ref.share);
     if (prof) {
       printf(", ");
       fflush(stdout);
@@ -265,6 +304,9 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
   printf("throughput       %.2f inferences/s (batch %" PRId64 ")\n", thr, a->batch);
   printf("peak RSS         %.2f MiB\n", peak_rss_mb());
   printf("slow paths       %d nodes%s\n", slow, slow ? " (named above: not a fast run)" : "");
+  if (ref.share >= 0)
+    printf("reference        %.1f%% of a run in %d nodes on portable reference kernels%s%s%s\n",
+           100 * ref.share, ref.nodes, ref.nodes ? " (" : "", ref.ops, ref.nodes ? ")" : "");
   if (prof) bench_profile_print(prof, stdout);
 }
 
@@ -308,7 +350,8 @@ int cmd_bench(int argc, char **argv) {
   }
   int64_t n = timed_runs(&a, s, prof, &lat);
   if (n <= 0) goto done;
-  report(&a, load_ms, session_ms, first_ms, lat, n, prof, warn_slow_paths(m, s));
+  int slow = warn_slow_paths(m, s);
+  report(&a, load_ms, session_ms, first_ms, lat, n, prof, slow, reference_share(m, s));
   rc = EXIT_OK;
   if (prof && !bench_profile_write_trace(prof, a.trace ? a.trace : "kiln-profile.json"))
     rc = EXIT_FAIL;

@@ -26,10 +26,17 @@ static kiln_status check_one_value(const kl_infer_ctx *c, int i, const char *nam
                  "quantization)", i, name);
 }
 
-/* Inputs s and z (a scale and its zero point) must have the same shape. */
+/* Whether t holds one value for sure: rank 0, or rank 1 of size 1. */
+static bool one_value(const kl_type *t) {
+  return t->rank == 0 || (t->rank == 1 && kl_dim_known(t->dims[0]) && t->dims[0].size == 1);
+}
+
+/* Inputs s and z (a scale and its zero point) must have the same shape; a scalar and a
+ * [1] both hold the one value of per-tensor quantization, as onnxruntime accepts (its
+ * own quantizer writes a [1] scale with a scalar zero point). */
 static kiln_status check_same_shape(const kl_infer_ctx *c, int s, int z) {
   const kl_type *a = kl_infer_in(c, s), *b = kl_infer_in(c, z);
-  if (!a || !b || a->rank < 0 || b->rank < 0) return KILN_OK;
+  if (!a || !b || a->rank < 0 || b->rank < 0 || (one_value(a) && one_value(b))) return KILN_OK;
   bool ok = a->rank == b->rank;
   for (int k = 0; ok && k < a->rank; k++) kl_dim_merge(a->dims[k], b->dims[k], &ok);
   if (ok) return KILN_OK;

@@ -176,6 +176,20 @@ static void test_dequantize_shapes(void **state) {
   tu_input(f, 0, TY(KL_F32, 3));
   tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "input 0 (x) is float32");
 
+  /* a [1] scale with a scalar zero point (onnxruntime's quantizer writes them): both
+   * hold the one value of per-tensor quantization; [2] against a scalar does not */
+  tu_one_node(f, "DequantizeLinear", 3, 1);
+  tu_input(f, 0, TY(KL_I32, 6));
+  tu_input(f, 1, TY(KL_F32, 1));
+  tu_input(f, 2, TY0(KL_I32));
+  tu_expect_ok(f, TY(KL_F32, 6));
+  tu_input(f, 1, TY0(KL_F32));
+  tu_input(f, 2, TY(KL_I32, 1));
+  tu_expect_ok(f, TY(KL_F32, 6));
+  tu_input(f, 1, TY(KL_F32, 2));
+  tu_input(f, 2, TY0(KL_I32));
+  tu_expect_fail(f, KILN_ERR_SHAPE, "input 2 (zero point) int32[] must have the shape of input 1");
+
   tu_one_node(f, "DynamicQuantizeLinear", 1, 3);
   tu_input(f, 0, TY(KL_F32, B, 5));
   tu_expect_ok(f, TY(KL_U8, B, 5));
@@ -396,6 +410,14 @@ static void test_quantize_values(void **state) {
   tu_expect_run(f);
   assert_int_equal(f->tout[0].dtype, KL_F16);
   TU_EXPECT(f, 0, TU_EXACT, -59, 36, 0, -0.375, 63.5, -60.5, 15.625, 0.75);
+
+  /* a [1] scale and a scalar zero point (int32, as a quantized bias has) */
+  tu_one_node(f, "DequantizeLinear", 3, 1);
+  tu_tensor(f, 0, KL_I32, DIMS(3), VALS(-7, 0, 1000));
+  tu_tensor(f, 1, KL_F32, DIMS(1), VALS(0.25));
+  tu_tensor(f, 2, KL_I32, DIMS(), VALS(4));
+  tu_expect_run(f);
+  TU_EXPECT(f, 0, TU_EXACT, -2.75, -1, 249);
 
   tu_one_node(f, "DynamicQuantizeLinear", 1, 3);
   tu_tensor(f, 0, KL_F32, DIMS(2, 3), VALS(1.7, -0.3, 2.9, 0, -1.25, 3.5));
