@@ -15,7 +15,7 @@
 #   bench.md      tools/bench_vs_ort.py at THREADS, kiln at the CPU's own level (section
 #                 "machine"), and again at KILN_ISA=avx512 when the CPU has a higher level
 #                 (section "avx512"); KILN_BENCH_ROUNDS rounds (default 3), none when 0;
-#                 KILN_BENCH_AVX512=0 leaves out the second
+#                 KILN_BENCH_SECTIONS names the sections to run (default "machine avx512")
 # Models: the set (tools/export_zoo.py exports them into OUT/zoo unless
 # KILN_ZOO names a cache; BERT-base s128 comes from bench_vs_ort.py). Python: the one in
 # .venv when there is one, else python3 (torch, torchvision, transformers, onnx and
@@ -75,9 +75,12 @@ bench() { # SECTION [KILN_ISA]
 rounds=${KILN_BENCH_ROUNDS:-3}
 [ "$rounds" -gt 0 ] || exit 0
 [ -f "$out/bench.md" ] || echo "# kiln against onnxruntime" >"$out/bench.md"
-bench machine 2>&1 | tee "$out/bench.log"
-case " $levels " in
-*" avx512 "*) [ "$top" != avx512 ] && [ "${KILN_BENCH_AVX512:-1}" != 0 ] &&
-  bench avx512 avx512 2>&1 | tee -a "$out/bench.log" ;;
-esac
+for section in ${KILN_BENCH_SECTIONS:-machine avx512}; do
+  case $section in
+  machine) bench machine 2>&1 | tee -a "$out/bench.log" ;;
+  avx512) case " $levels " in
+    *" avx512 "*) [ "$top" != avx512 ] && bench avx512 avx512 2>&1 | tee -a "$out/bench.log" ;;
+    esac ;;
+  esac
+done
 exit 0
