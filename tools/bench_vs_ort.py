@@ -41,6 +41,7 @@ other work, timings are otherwise mostly the other work's. It needs CAP_SYS_NICE
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -406,7 +407,18 @@ def table(rows):
                      f"| {torch_cell(r, 'compile')} |")
     if not any(m in r for r in rows for m in ("eager", "compile")):  # no torch columns to show
         lines = [line.rsplit("|", 3)[0] + "|" for line in lines]
-    return "\n".join(lines)
+    return "\n".join(lines) + geomeans(rows)
+
+
+def geomeans(rows):
+    """The geometric mean of kiln/onnxruntime per thread count, over the models measured."""
+    by = {}
+    for r in rows:
+        by.setdefault(r["threads"], []).append(math.log(r["kiln_p50"] / r["ort_p50"]))
+    cells = [f"{t} thread{'s' if t > 1 else ''} {math.exp(sum(v) / len(v)):.2f}"
+             for t, v in sorted(by.items())]
+    return f"\n\nGeometric mean of kiln/onnxruntime over the {len(rows) // max(len(by), 1)} models: " + \
+        ", ".join(cells) + "."
 
 
 def torch_notes(rows):
