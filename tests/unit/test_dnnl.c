@@ -711,6 +711,65 @@ static void test_concat_layouts(void **state) {
   after_fast_run = NULL;
 }
 
+/* kiln's Winograd F(2x2, 3x3) (dnnl_wino.c), which runs the 3x3 stride-1 convolutions
+ * between channels-last tensors at the AVX2 level: odd channel counts (33 -> 40), an
+ * odd output (29x23: partial tiles at the right and bottom), batch 2 (360 tiles: three
+ * blocks of 96 and a shorter one), symmetric and uneven pads, Bias, a Sum held
+ * channels-last, and an activation of kiln's (Silu). Elsewhere oneDNN runs them: the
+ * same check. */
+static void wino_impls(const kiln_session *fast, const kiln_model *m) {
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    const kl_type *w = n->n_in > 1 ? &m->g->values[n->in[1]].type : NULL;
+    if (!w || w->rank != 4 || w->dims[3].size != 3) continue; /* the 3x3 ones */
+    const char *impl = kl_session_kernel_impl(fast, i);
+    bool wino = impl && strstr(impl, "wino_2x2");
+    if (wino != (kl_isa_level() == KL_ISA_AVX2))
+      fail_msg("3x3 convolution %d ran on '%s' at %s", i, impl ? impl : "-",
+               kl_isa_level_name(kl_isa_level()));
+    seen++;
+  }
+  assert_int_equal(seen, 2);
+}
+
+static void test_winograd(void **state) {
+  (void)state;
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = input(g, "x", 4, (int64_t[]){2, 33, 29, 23});
+  int v[6];
+  for (int k = 0; k < 6; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int64_t forty = 40;
+  /* a and s: channels-last inputs for the 3x3 ones (1x1 convolutions of x) */
+  int na = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){33, 33, 1, 1})}, 1, &v[0], &e);
+  int ns = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){40, 33, 1, 1})}, 1, &v[1], &e);
+  int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
+                             (int[]){v[0], cst(g, 4, (int64_t[]){40, 33, 3, 3}), cst(g, 1, &forty),
+                                     v[1]}, 1, &v[2], &e);
+  int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[0], cst(g, 4, (int64_t[]){40, 33, 3, 3})}, 1, &v[3], &e);
+  /* 1x1 convolutions read them back, so that they are held channels-last */
+  int o1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[2], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[4], &e);
+  int o2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[3], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[5], &e);
+  assert_true(na >= 0 && ns >= 0 && n1 >= 0 && n2 >= 0 && o1 >= 0 && o2 >= 0);
+  activation(g, na, "Relu", 0, NULL);
+  ints_attr(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  activation(g, n1, "Relu", 0, NULL);
+  ints_attr(g, n2, "pads", 4, (int64_t[]){2, 0, 0, 2}); /* still 29x23 out */
+  activation(g, n2, "Silu", 0, NULL);
+  assert_int_equal(kl_graph_add_output(g, v[4], NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, v[5], NULL), KILN_OK);
+  after_fast_run = wino_impls;
+  check(g, "winograd");
+  after_fast_run = NULL;
+}
+
 /* Winograd convolutions whose channel counts are not multiples of the 16-channel
  * blocks (so their staged copies have padding), sharing one session's workspace, which
  * holds the scratchpad and staged copies of each in turn. chain: the second reads the
@@ -835,6 +894,7 @@ int main(void) {
       cmocka_unit_test(test_mha),
       cmocka_unit_test(test_conv_chain),
       cmocka_unit_test(test_concat_layouts),
+      cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_shared_workspace),
       cmocka_unit_test(test_binary_choice),
       cmocka_unit_test(test_fast_only),

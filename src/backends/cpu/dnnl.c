@@ -18,6 +18,7 @@
  * MatMul operand of rank 1 as a matrix with a 1, all without copying.
  */
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/dnnl_wino.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
 #include "ir/fused.h"
@@ -107,6 +108,7 @@ typedef struct dn_entry {
    * (binary post-ops that broadcast along M): kiln adds them to Y after the primitive,
    * then applies the activation (epilogue_of). */
   bool epilogue;
+  kl_wino *wino; /* kiln's Winograd runs it instead of a primitive (wino_shape_of) */
   kl_act epi_act;
   bool epi_has_act;
   int n_after, after_input[DN_POSTS];
@@ -1294,6 +1296,7 @@ static void entry_free(dn_node *d, dn_entry *en) {
   reorder_free(&en->wei_in);
   reorder_free(&en->dst_out);
   reorder_free(&en->sum_in);
+  kl_wino_free(en->wino);
   free(en->sum_copy);
   if (en->packed >= 0 && --d->packed[en->packed].users == 0) {
     free(d->packed[en->packed].data);
@@ -1405,10 +1408,43 @@ static void pick_free(dnnl_primitive_attr_t attr, dnnl_primitive_desc_t pd) {
   if (attr) dnnl_primitive_attr_destroy(attr);
 }
 
+/* A 3x3, stride-1, one-group 2-D convolution whose X, Y (and Sum) are held
+ * channels-last, at the AVX2 level, where oneDNN has no Winograd: kiln's runs it
+ * (dnnl_wino.c), with its Bias, Sum and activation. Its constant weights are needed
+ * plain, once (not when a release_weights session already freed them). */
+static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shape *s) {
+  if (d->kind != DN_CONV || kl_isa_level() != KL_ISA_AVX2 || !d->const_w || d->w_released)
+    return false;
+  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0], *sum = input(c, KL_FUSED_SUM);
+  bool has;
+  kl_act act;
+  if (x->rank != 4 || w->rank != 4 || w->dims[2] != 3 || w->dims[3] != 3 ||
+      kl_attr_int(c->node, "group", 1) != 1 || !(d->cl_in & 1) || !d->cl_dst ||
+      (sum && (!same_shape(sum, y) || !(d->cl_in >> KL_FUSED_SUM & 1))) ||
+      !kl_isa_fused_act(c->node, &has, &act))
+    return false;
+  dn_problem p;
+  memset(&p, 0, sizeof p);
+  kl_err ignored = {0};
+  kl_kernel_ctx quiet = *c; /* conv_geometry's errors are the primitive's to report */
+  quiet.e = &ignored;
+  if (conv_geometry(&quiet, &p) != KILN_OK || p.strides[0] != 1 || p.strides[1] != 1 ||
+      p.dilates[0] != 0 || p.dilates[1] != 0)
+    return false;
+  *s = (kl_wino_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
+                       y->dims[2], y->dims[3], p.pad_l[0], p.pad_l[1]};
+  return kl_wino_fits(s);
+}
+
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
   if ((en->gemv = gemv_fits(d, c, &en->gemv_plan))) /* run_gemv.c */
     return gemv_weights(d, &en->gemv_plan, c->e);
+  kl_wino_shape wino;
+  if (wino_shape_of(d, c, &wino)) {
+    snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2", d->fns->name);
+    return kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
+  }
   dn_problem p;
   dnnl_memory_desc_t post[DN_POSTS];
   dnnl_primitive_attr_t attr = NULL;
@@ -1672,6 +1708,11 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   d->ran_reference = en->fallback;
   d->ran_gemv = en->gemv;
   d->ran_impl = en->fallback || en->gemv ? NULL : en->impl;
+  if (en->wino) {
+    const kl_tensor *b = input(c, 2), *sum = input(c, KL_FUSED_SUM);
+    return kl_wino_run(en->wino, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL,
+                       sum ? sum->data : NULL);
+  }
   if (en->gemv) return gemv_run(d, &en->gemv_plan, c);
   if (!en->fallback) return execute(d, en, c);
   if (d->nhwc) /* its reference kernel reads the graph's layout, X and Sum before Y */
@@ -1873,7 +1914,7 @@ size_t kl_dnnl_held_bytes(const void *state) {
   size_t n = d ? d->gemv_w_bytes : 0;
   for (int i = 0; d && i < DN_SLOTS; i++) {
     if (d->packed[i].data) n += dnnl_memory_desc_get_size(&d->packed[i].md);
-    if (d->slots[i].used) n += d->slots[i].sum_bytes;
+    if (d->slots[i].used) n += d->slots[i].sum_bytes + kl_wino_held_bytes(d->slots[i].wino);
   }
   return n;
 }

@@ -125,6 +125,22 @@ typedef struct kl_copy_fns {
  * all its 16 outputs. y must not overlap x or wp; only y[0 .. n-1] is written. The sums
  * are in float, in an order of each level's choosing. */
 #define KL_GEMV_PANEL 16
+/* Winograd F(2x2, 3x3) over channels-last tiles (dnnl_wino.c): a 4x4 window of input
+ * pixels becomes 16 transformed values per channel, V = B^T d B, and 16 products of
+ * the transformed weights become a 2x2 output tile, Y = A^T M A, with
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   A^T = [1 1 1 0; 0 1 -1 -1]. */
+typedef struct kl_wino_fns {
+  /* d[4 r + s]: the c channels of the window's pixel (r, s) (zeros where it lies in
+   * the padding); v[x * stride + i] gets value x of channel i, x < 16, i < c. */
+  void (*in_tile)(const float *const *d, size_t c, float *v, size_t stride);
+  /* m[x * stride + i]: product x of output channel i, x < 16, i < k; y[2 r + s], when
+   * not NULL, gets the k channels of the tile's output pixel (r, s), plus bias[i]
+   * (when not NULL) and plus sum[2 r + s][i] (when sum is not NULL; it may be y's own
+   * memory). */
+  void (*out_tile)(const float *m, size_t stride, size_t k, const float *bias,
+                   float *const *y, const float *const *sum);
+} kl_wino_fns;
+
 typedef struct kl_gemv_fns {
   void (*panel)(const float *x, const float *wp, size_t k, float *y, size_t n);
 } kl_gemv_fns;
@@ -137,5 +153,6 @@ extern const kl_rows_bf16_fns kl_rows_avx512bf16;
 extern const kl_pool_fns kl_pool_generic, kl_pool_avx2, kl_pool_avx512;
 extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
 extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
+extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
 
 #endif

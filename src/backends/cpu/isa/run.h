@@ -27,6 +27,7 @@ typedef struct kl_isa_fns {
   const kl_pool_fns *pool;
   const kl_copy_fns *copy;
   const kl_gemv_fns *gemv;
+  const kl_wino_fns *wino;
 } kl_isa_fns;
 
 /* Relu, LeakyRelu, Sigmoid, Tanh, Exp, Erf, Gelu, Swish, HardSigmoid, HardSwish, Clip */
