@@ -733,9 +733,7 @@ static void wino_impls(const kiln_session *fast, const kiln_model *m) {
   assert_int_equal(seen, 2);
 }
 
-static void test_winograd(void **state) {
-  (void)state;
-  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
+static kl_graph *winograd_graph(void) {
   kl_graph *g = kl_graph_new();
   kl_err e = {0};
   int x = input(g, "x", 4, (int64_t[]){2, 33, 29, 23});
@@ -765,9 +763,55 @@ static void test_winograd(void **state) {
   activation(g, n2, "Silu", 0, NULL);
   assert_int_equal(kl_graph_add_output(g, v[4], NULL), KILN_OK);
   assert_int_equal(kl_graph_add_output(g, v[5], NULL), KILN_OK);
+  return g;
+}
+
+static void test_winograd(void **state) {
+  (void)state;
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
+  uint32_t seed = rng;
   after_fast_run = wino_impls;
-  check(g, "winograd");
+  check(winograd_graph(), "winograd");
   after_fast_run = NULL;
+  /* release_weights: the transformed weights are then the only copy (at the AVX2
+   * level both 3x3 weights are freed once transformed), and the outputs the same */
+  rng = seed;
+  kiln_model *want_m = tu_model_of(winograd_graph(), 0);
+  rng = seed;
+  kiln_model *m = tu_model_of(winograd_graph(), 0);
+  float *x = malloc(sizeof(float) * 2 * 33 * 29 * 23);
+  for (int i = 0; i < 2 * 33 * 29 * 23; i++) x[i] = frand(-2, 2);
+  float *bufs[1] = {x};
+  kiln_session *ref = session(want_m, true), *fast = NULL;
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "release_weights", 1), KILN_OK);
+  if (kiln_session_create(m, o, &fast) != KILN_OK) fail_msg("%s", kiln_session_error(fast));
+  int64_t n_want, n_got;
+  float *want = run(ref, want_m, bufs, &n_want);
+  for (int r = 0; r < 2; r++) {
+    float *got = run(fast, m, bufs, &n_got);
+    assert_int_equal(n_got, n_want);
+    for (int64_t k = 0; k < n_want; k++)
+      if (!(fabs((double)got[k] - want[k]) <= TOL * (1 + fabs((double)want[k]))))
+        fail_msg("winograd, release_weights (run %d): element %lld is %.8g, the reference "
+                 "%.8g", r + 1, (long long)k, (double)got[k], (double)want[k]);
+    free(got);
+  }
+  int freed = 0;
+  for (int v = 0; v < m->g->n_values; v++) {
+    const kl_value *val = &m->g->values[v];
+    freed += val->kind == KL_VALUE_CONST && !val->data && val->type.rank == 4 &&
+             val->type.dims[3].size == 3;
+  }
+  if (kl_isa_level() == KL_ISA_AVX2) assert_int_equal(freed, 2);
+  free(want);
+  free(x);
+  kiln_options_free(o);
+  kiln_session_free(ref);
+  kiln_session_free(fast);
+  kiln_model_free(want_m);
+  kiln_model_free(m);
 }
 
 /* Winograd convolutions whose channel counts are not multiples of the 16-channel

@@ -1440,10 +1440,22 @@ static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shap
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
   if ((en->gemv = gemv_fits(d, c, &en->gemv_plan))) /* run_gemv.c */
     return gemv_weights(d, &en->gemv_plan, c->e);
+  if (d->w_released && d->w_src < 0) /* Winograd's copy is the only one (below) */
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "this convolution's weights are held only "
+                   "transformed for kiln's Winograd, for the input shapes of its first run "
+                   "(release_weights freed the plain copy), and these shapes need them "
+                   "again: create the session without release_weights");
   kl_wino_shape wino;
   if (wino_shape_of(d, c, &wino)) {
     snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2", d->fns->name);
-    return kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
+    kiln_status st = kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
+    if (st == KILN_OK && d->own_w && !d->w_released) { /* release_weights: U is the copy */
+      free(d->own_w->data);
+      d->own_w->data = NULL;
+      d->const_w = NULL;
+      d->w_released = true; /* with no plain copy to pack from: w_src stays -1 */
+    }
+    return st;
   }
   dn_problem p;
   dnnl_memory_desc_t post[DN_POSTS];
