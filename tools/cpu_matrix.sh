@@ -7,7 +7,7 @@
 #
 # BUILD is a meson build folder (BUILD/tools/kiln, BUILD/tests/test_*); OUT gets the logs:
 #   info.log      lscpu, `kiln info`, the levels
-#   kernels.log   test_dnnl, test_gemv, test_pool_nhwc at every level (tests/run_levels.sh);
+#   kernels.log   test_dnnl, test_gemv, test_pool_nhwc, test_wino at every level (tests/run_levels.sh);
 #                 test_isa once (it runs every level itself)
 #   cap.log       KILN_ISA=avx2 caps oneDNN too: the oneDNN implementations ResNet-50 ran
 #   fast.log      `kiln check --fast-only -O2` of the models below at every level: no node
@@ -48,10 +48,10 @@ levels=$("$kiln" info --levels | tr '\n' ' ')
 top=$(echo $levels | awk '{print $NF}')
 
 {
-  for t in dnnl gemv pool_nhwc; do tests/run_levels.sh "$kiln" "$build/tests/test_$t"; done
+  for t in dnnl gemv pool_nhwc wino; do tests/run_levels.sh "$kiln" "$build/tests/test_$t"; done
   "$build/tests/test_isa"
 } >"$out/kernels.log" 2>&1
-echo "kernels: $(grep -c 'passed at every level' "$out/kernels.log") of 3 at every level, test_isa exit $(tail -1 "$out/kernels.log" | grep -c PASSED)"
+echo "kernels: $(grep -c 'passed at every level' "$out/kernels.log") of 4 at every level, test_isa exit $(tail -1 "$out/kernels.log" | grep -c PASSED)"
 
 # KILN_ISA=avx2 must cap oneDNN as well: every implementation an avx2 one (or kiln's)
 "$py" tools/export_zoo.py --only $(echo $models | tr ' ' ',') --out "$zoo" >"$out/export.log" 2>&1
