@@ -3,7 +3,7 @@
 #ifndef KL_IMPORT_FILEIO_H
 #define KL_IMPORT_FILEIO_H
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 #include <stdbool.h>
 #include <stddef.h>

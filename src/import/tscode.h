@@ -17,7 +17,7 @@
 #ifndef KL_IMPORT_TSCODE_H
 #define KL_IMPORT_TSCODE_H
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -9,7 +9,7 @@
 #define KL_IR_H
 
 #include "kiln.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 #include <stdbool.h>
 #include <stddef.h>

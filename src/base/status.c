@@ -1,4 +1,4 @@
-#include "runtime/status.h"
+#include "base/status.h"
 
 #include <stdio.h>
 #include <string.h>

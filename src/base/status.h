@@ -1,4 +1,6 @@
-/* Internal error reporting: a status code plus a message with context. */
+/* Internal error reporting: a status code plus a message with context, and checked size
+ * arithmetic. The base layer: every other layer (ir, import, passes, runtime, backends)
+ * includes it, and it includes nothing of theirs. */
 #ifndef KL_STATUS_H
 #define KL_STATUS_H
 
