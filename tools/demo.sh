@@ -6,7 +6,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 tools/setup.sh
-[ -f build/build.ninja ] || meson setup build >/dev/null
+[ -f build/build.ninja ] || meson setup build -Dbuildtype=release >/dev/null
 ninja -C build >/dev/null
 
 data=models/digits_data
