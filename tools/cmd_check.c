@@ -20,7 +20,6 @@ static const char *check_help =
     "  --rtol R   relative tolerance (default 1e-3)\n"
     "  --atol A   absolute tolerance (default 1e-7)\n";
 
-#define MAX_SETS 64
 #define MAX_FILES 256
 
 typedef struct tolerance {
@@ -46,17 +45,44 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted names of entries in dir that start with prefix; returns the count, or -1. */
-static int list_prefixed(const char *dir, const char *prefix, char **names, int max) {
+/* Every entry of dir whose name starts with prefix, sorted, in a malloc'd array of
+ * malloc'd names (*names); returns the count, or -1 (nothing to free). */
+static int list_prefixed(const char *dir, const char *prefix, char ***names) {
   DIR *d = opendir(dir);
+  *names = NULL;
   if (!d) return -1;
-  int n = 0;
+  int n = 0, cap = 0;
   struct dirent *ent;
-  while ((ent = readdir(d)) && n < max)
-    if (strncmp(ent->d_name, prefix, strlen(prefix)) == 0) names[n++] = strdup(ent->d_name);
+  bool ok = true;
+  while (ok && (ent = readdir(d))) {
+    if (strncmp(ent->d_name, prefix, strlen(prefix)) != 0) continue;
+    if (n == cap) {
+      char **p = realloc(*names, sizeof *p * (size_t)(cap = cap ? 2 * cap : 16));
+      if (!(ok = p != NULL)) break;
+      *names = p;
+    }
+    ok = ((*names)[n] = strdup(ent->d_name)) != NULL;
+    n += ok;
+  }
   closedir(d);
-  qsort(names, (size_t)n, sizeof *names, cmp_str);
+  if (!ok) {
+    for (int i = 0; i < n; i++) free((*names)[i]);
+    free(*names);
+    *names = NULL;
+    return -1;
+  }
+  qsort(*names, (size_t)n, sizeof **names, cmp_str);
   return n;
+}
+
+/* Whether path, all links resolved, lies inside the folder whose resolved path is
+ * root: kiln check reads only what the folders it was given hold. */
+static bool inside(const char *root, const char *path) {
+  char *real = realpath(path, NULL);
+  size_t n = strlen(root);
+  bool in = real && strncmp(real, root, n) == 0 && (real[n] == '/' || (n == 1 && *root == '/'));
+  free(real);
+  return in;
 }
 
 /* Numbered files prefix_0.pb, prefix_1.pb ... in order; returns the count. */
@@ -110,12 +136,16 @@ static void format_shape(const kl_tensor *t, char *buf, size_t len) {
 
 /* Bind the inputs of one data set: by name when the file names a model input, else by
  * position. Tensors are kept in ins (freed by the caller). */
-static bool bind_set(kiln_model *m, kiln_session *s, const char *set, kl_tensor *ins, int n,
-                     char *why, size_t len) {
+static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const char *set,
+                     kl_tensor *ins, int n, char *why, size_t len) {
   char path[4096];
   for (int k = 0; k < n; k++) {
     char *name = NULL;
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
+    if (!inside(root, path)) {
+      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
+      return false;
+    }
     if (!cli_read_tensor(path, INT64_C(16) << 30, &ins[k], &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -143,13 +173,17 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *set, kl_tensor 
 }
 
 /* Compare every output of the last run with set/output_K.pb. */
-static bool check_outputs(kiln_session *s, const char *set, int n_out, tolerance tol,
-                          char *why, size_t len) {
+static bool check_outputs(kiln_session *s, const char *root, const char *set, int n_out,
+                          tolerance tol, char *why, size_t len) {
   char path[4096], a[256], b[256];
   for (int k = 0; k < n_out; k++) {
     kl_tensor want = {0};
     char *name = NULL;
     cli_format(path, sizeof path, "%s/output_%d.pb", set, k);
+    if (!inside(root, path)) {
+      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
+      return false;
+    }
     if (!cli_read_tensor(path, INT64_C(16) << 30, &want, &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -197,13 +231,18 @@ static void append(char *spec, size_t cap, size_t *u, const char *fmt, ...) {
 /* The option input_types for a TorchScript model ("x:float32[2,3,8,8];..."), from the
  * named inputs of the data set set (NULL: unset it): archives of torch 1.x do not
  * record their inputs' types (torch 2.x's traced_inputs.pkl wins where present). */
-static bool set_input_types(kiln_options *o, const char *set, char *why, size_t len) {
+static bool set_input_types(kiln_options *o, const char *root, const char *set, char *why,
+                            size_t len) {
   char spec[4096] = "", path[4096];
   size_t u = 0;
   for (int k = 0, n = set ? count_numbered(set, "input") : 0; k < n && k < MAX_FILES; k++) {
     kl_tensor t = {0};
     char *name = NULL;
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
+    if (!inside(root, path)) {
+      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
+      return false;
+    }
     if (!cli_read_tensor(path, INT64_C(16) << 30, &t, &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -238,18 +277,22 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, char *wh
     cli_format(why, len, "no model.onnx or model.pt");
     return false;
   }
-  char *sets[MAX_SETS];
-  *n_sets = list_prefixed(dir, "test_data_set_", sets, MAX_SETS);
-  if (*n_sets <= 0) {
-    cli_format(why, len, "no test_data_set_* folders");
-    return false;
-  }
+  char *root = realpath(dir, NULL), **sets = NULL;
   kiln_model *m = NULL;
   kiln_session *s = NULL;
   bool ok = false, pt = strcmp(model_path + strlen(model_path) - 3, ".pt") == 0;
+  *n_sets = root ? list_prefixed(dir, "test_data_set_", &sets) : -1;
+  if (*n_sets <= 0) {
+    cli_format(why, len, root ? "no test_data_set_* folders" : "cannot resolve the folder");
+    goto done;
+  }
+  if (!inside(root, model_path)) {
+    cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", model_path);
+    goto done;
+  }
   char set0[4096];
   cli_format(set0, sizeof set0, "%s/%s", dir, sets[0]);
-  if (!set_input_types(o, pt ? set0 : NULL, why, len)) goto done;
+  if (!set_input_types(o, root, pt ? set0 : NULL, why, len)) goto done;
   kiln_status st = kiln_model_load(model_path, o, &m);
   if (st == KILN_OK) st = kiln_session_create(m, o, &s);
   if (st != KILN_OK) {
@@ -263,8 +306,14 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, char *wh
     cli_format(set, sizeof set, "%s/%s", dir, sets[i]);
     int n_in = count_numbered(set, "input"), n_out = count_numbered(set, "output");
     kl_tensor ins[MAX_FILES] = {{0}};
-    if (n_in > MAX_FILES) n_in = MAX_FILES;
-    ok = bind_set(m, s, set, ins, n_in, why, len);
+    if (!inside(root, set)) {
+      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", set);
+      ok = false;
+    } else if (n_in > MAX_FILES || n_out > MAX_FILES) {
+      cli_format(why, len, "%s has more than %d input or output files", sets[i], MAX_FILES);
+      ok = false;
+    }
+    if (ok) ok = bind_set(m, s, root, set, ins, n_in, why, len);
     if (ok && (st = kiln_session_run(s)) != KILN_OK) {
       cli_format(why, len, "%s: %s", kiln_status_string(st), kiln_session_error(s));
       ok = false;
@@ -274,8 +323,8 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, char *wh
                kiln_model_output_count(m));
       ok = false;
     }
-    if (ok) ok = check_outputs(s, set, n_out, tol, why, len);
-    for (int k = 0; k < n_in; k++) free(ins[k].data);
+    if (ok) ok = check_outputs(s, root, set, n_out, tol, why, len);
+    for (int k = 0; k < n_in && k < MAX_FILES; k++) free(ins[k].data);
     if (!ok) {
       char tmp[1024];
       cli_format(tmp, sizeof tmp, "%s: %s", sets[i], why);
@@ -284,6 +333,8 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, char *wh
   }
 done:
   for (int i = 0; i < *n_sets; i++) free(sets[i]);
+  free(sets);
+  free(root);
   kiln_session_free(s);
   kiln_model_free(m);
   return ok;

@@ -1,6 +1,7 @@
 /* kiln run: one inference on inputs from files or random ones. */
 #include "cli.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -191,26 +192,52 @@ static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_te
   return true;
 }
 
-static bool write_outputs(const run_args *a, kiln_session *s, int n_out) {
-  if (mkdir(a->out_dir, 0777) != 0) {
-    struct stat sb;
-    if (stat(a->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-      fprintf(stderr, "kiln run: cannot create output folder '%s'\n", a->out_dir);
-      return false;
-    }
+/* The output folder, made (or found) before the model runs, so that a run never ends in
+ * a folder it cannot write. */
+static bool prepare_out_dir(const char *dir) {
+  if (mkdir(dir, 0777) == 0) return true;
+  int err = errno;
+  struct stat sb;
+  if (err == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return true;
+  fprintf(stderr, "kiln run: cannot create output folder '%s': %s\n", dir,
+          err == EEXIST ? "it exists and is not a folder" : strerror(err));
+  return false;
+}
+
+/* Each output to its file; outputs whose names make the same file name (a/b and a_b
+ * both give a_b) get their index after the name, so that none overwrites another. */
+static bool write_outputs(const run_args *a, const kiln_model *m, kiln_session *s, int n_out) {
+  char(*paths)[4096] = calloc((size_t)n_out + 1, sizeof *paths);
+  if (!paths) {
+    fprintf(stderr, "kiln run: out of memory\n");
+    return false;
   }
   for (int k = 0; k < n_out; k++) {
+    kiln_tensor_info info;
+    kiln_model_output_info(m, k, &info);
+    output_path(paths[k], sizeof paths[k], a->out_dir, info.name, a->format);
+  }
+  for (int k = 0; k < n_out; k++)
+    for (int j = 0; j < n_out; j++) {
+      if (j == k || strcmp(paths[j], paths[k]) != 0) continue;
+      kiln_tensor_info info;
+      kiln_model_output_info(m, k, &info);
+      char name[300];
+      snprintf(name, sizeof name, "%.256s.%d", info.name, k);
+      output_path(paths[k], sizeof paths[k], a->out_dir, name, a->format);
+      j = -1; /* and again against every other */
+    }
+  bool ok = true;
+  for (int k = 0; k < n_out && ok; k++) {
     kiln_tensor_info info;
     const void *data;
     kiln_session_get_output(s, k, &info, &data);
     kl_tensor t = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
     memcpy(t.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
-    char path[4096];
-    output_path(path, sizeof path, a->out_dir, info.name, a->format);
-    if (!cli_write_tensor(path, &t, info.name)) return false;
-    printf("wrote %s\n", path);
+    if ((ok = cli_write_tensor(paths[k], &t, info.name))) printf("wrote %s\n", paths[k]);
   }
-  return true;
+  free(paths);
+  return ok;
 }
 
 static double now_ms(void) {
@@ -238,6 +265,7 @@ int cmd_run(int argc, char **argv) {
     goto done;
   }
   int n_in = kiln_model_input_count(m), n_out = kiln_model_output_count(m);
+  if (a.out_dir && !prepare_out_dir(a.out_dir)) goto done;
   ts = calloc((size_t)n_in + 1, sizeof *ts);
   if (!ts || !bind_inputs(&a, m, s, ts)) goto done;
   double t0 = now_ms();
@@ -257,7 +285,7 @@ int cmd_run(int argc, char **argv) {
   }
   printf("latency: %.3f ms (mean of %" PRId64 " run%s)\n", ms, a.iterations,
          a.iterations == 1 ? "" : "s");
-  if (a.out_dir && !write_outputs(&a, s, n_out)) goto done;
+  if (a.out_dir && !write_outputs(&a, m, s, n_out)) goto done;
   rc = EXIT_OK;
 done:
   if (ts)

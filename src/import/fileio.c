@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,17 +30,38 @@ kiln_status kl_file_pread(int fd, void *buf, size_t n, uint64_t off, const char 
   return KILN_OK;
 }
 
+int kl_open_regular(const char *path, int flags, const char *what, kl_err *e) {
+  /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever */
+  int fd = open(path, flags | O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    kl_fail(e, KILN_ERR_IO, "%s: cannot open %s: %s", path, what, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  int fl;
+  if (fstat(fd, &st) != 0) {
+    kl_fail(e, KILN_ERR_IO, "%s: cannot stat %s: %s", path, what, strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    kl_fail(e, KILN_ERR_IO, "%s: %s is not a regular file (a folder, device, FIFO or "
+            "socket)", path, what);
+  } else if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    kl_fail(e, KILN_ERR_IO, "%s: cannot set up %s: %s", path, what, strerror(errno));
+  } else {
+    return fd;
+  }
+  close(fd);
+  return -1;
+}
+
 kiln_status kl_file_read(const char *path, size_t max, void **buf, size_t *len, kl_err *e) {
   *buf = NULL;
   *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return kl_fail(e, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  int fd = kl_open_regular(path, 0, "the file", e);
+  if (fd < 0) return e->code;
   struct stat st;
   kiln_status s = KILN_OK;
   if (fstat(fd, &st) != 0) {
     s = kl_fail(e, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-  } else if (!S_ISREG(st.st_mode)) {
-    s = kl_fail(e, KILN_ERR_IO, "%s: not a regular file", path);
   } else if ((uint64_t)st.st_size > (uint64_t)max) {
     s = kl_fail(e, KILN_ERR_LIMIT, "%s: the file is %lld bytes, over the limit of %zu",
                 path, (long long)st.st_size, max);
@@ -61,13 +83,11 @@ kiln_status kl_file_read(const char *path, size_t max, void **buf, size_t *len, 
 
 kiln_status kl_file_map_open(const char *path, size_t max, kl_file_map *m, kl_err *e) {
   *m = (kl_file_map){.fd = -1};
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return kl_fail(e, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  int fd = kl_open_regular(path, 0, "the file", e);
+  if (fd < 0) return e->code;
   struct stat st;
   if (fstat(fd, &st) != 0) {
     kl_fail(e, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-  } else if (!S_ISREG(st.st_mode)) {
-    kl_fail(e, KILN_ERR_IO, "%s: not a regular file", path);
   } else if ((uint64_t)st.st_size > (uint64_t)max) {
     kl_fail(e, KILN_ERR_LIMIT, "%s: the file is %lld bytes, over the limit of %zu", path,
             (long long)st.st_size, max);
@@ -115,14 +135,30 @@ static kiln_status write_all(int fd, const void *data, size_t n, const char *pat
 
 kiln_status kl_file_write(const char *path, const void *head, size_t nh, const void *body,
                           size_t nb, kl_err *e) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return kl_fail(e, KILN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  /* A new file of kiln's own in the same folder (O_EXCL: never one planted there),
+   * renamed over path when complete: a symbolic or hard link at path is replaced, not
+   * followed, and no reader sees a half-written file. */
+  size_t n = strlen(path) + 8;
+  char *tmp = malloc(n);
+  if (!tmp) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  snprintf(tmp, n, "%s.XXXXXX", path);
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0) {
+    kiln_status s = kl_fail(e, KILN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    free(tmp);
+    return s;
+  }
   kiln_status s = write_all(fd, head, nh, path, e);
   if (s == KILN_OK && nb) s = write_all(fd, body, nb, path, e);
+  if (s == KILN_OK && fchmod(fd, 0644) != 0)
+    s = kl_fail(e, KILN_ERR_IO, "%s: cannot set its mode: %s", path, strerror(errno));
   /* close reports delayed write errors (NFS, full disks) */
   if (close(fd) != 0 && s == KILN_OK)
     s = kl_fail(e, KILN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+  if (s == KILN_OK && rename(tmp, path) != 0)
+    s = kl_fail(e, KILN_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
+  if (s != KILN_OK) unlink(tmp);
+  free(tmp);
   return s;
 }
 

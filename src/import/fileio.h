@@ -9,6 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Open path for reading (with extra open flags, such as O_NOFOLLOW), only when it is a
+ * regular file: a FIFO, device, socket or folder is refused without blocking (what
+ * names the file in the message). Returns the descriptor, or -1 with e set. */
+int kl_open_regular(const char *path, int flags, const char *what, kl_err *e);
+
 /* Read the regular file at path into a malloc'd buffer (*buf, *len bytes; at least
  * one byte is allocated so *buf is never NULL on success). A file over max bytes is
  * KILN_ERR_LIMIT. The caller frees *buf. */
@@ -35,8 +40,9 @@ void kl_file_map_close(kl_file_map *m);
 kiln_status kl_file_pread(int fd, void *buf, size_t n, uint64_t off, const char *what,
                           kl_err *e);
 
-/* Write head (nh bytes) then body (nb bytes) to path, replacing the file. body may be
- * NULL when nb is 0. */
+/* Write head (nh bytes) then body (nb bytes) to path, replacing the file: written to a
+ * new file of its own in the same folder, then renamed over path, so a link planted at
+ * path is replaced rather than followed. body may be NULL when nb is 0. */
 kiln_status kl_file_write(const char *path, const void *head, size_t nh, const void *body,
                           size_t nb, kl_err *e);
 

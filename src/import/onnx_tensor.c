@@ -267,10 +267,11 @@ static kiln_status open_inside(const char *dir, const decoding *d, const char *l
                 "the model's folder", d->name, loc);
     goto done;
   }
-  *fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (*fd < 0)
-    s = kl_fail(e, KILN_ERR_IO, "%s: cannot open external data file '%s': %s", d->name, loc,
-                strerror(errno));
+  *fd = kl_open_regular(real, O_NOFOLLOW, "an external data file", e);
+  if (*fd < 0) {
+    s = e->code;
+    kl_err_prefix(e, "%s: external data '%s'", d->name, loc);
+  }
 done:
   free(real_dir);
   free(joined);

@@ -332,13 +332,13 @@ kiln_status kl_tensorfile_read(const char *path, int64_t max_bytes, kl_tensor *o
                                char **name, kl_err *e) {
   if (name) *name = NULL;
   memset(out, 0, sizeof *out);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return kl_fail(e, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  int fd = kl_open_regular(path, 0, "the tensor file", e);
+  if (fd < 0) return e->code;
   struct stat st;
   uint8_t magic[NPY_MAGIC_LEN] = {0};
   kiln_status s = KILN_OK;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    s = kl_fail(e, KILN_ERR_IO, "%s: not a regular file", path);
+  if (fstat(fd, &st) != 0) {
+    s = kl_fail(e, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
   } else if (st.st_size >= NPY_MAGIC_LEN &&
              (s = kl_file_pread(fd, magic, NPY_MAGIC_LEN, 0, path, e)) == KILN_OK &&
              memcmp(magic, NPY_MAGIC, NPY_MAGIC_LEN) == 0) {

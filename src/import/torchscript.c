@@ -1,10 +1,12 @@
 /* The TorchScript importer (see torchscript.h): the archive, the module tree, and an
  * interpreter that runs the traced forward code symbolically into graph nodes. */
 #include "import/torchscript.h"
+#include "import/fileio.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
 #define MAX_ENTRIES (1 << 20)               /* files in one archive */
@@ -71,9 +73,13 @@ static kiln_status ar_open(archive *a, const char *path, const void *buf, size_t
   if (buf) {
     zip_source_t *src = zip_source_buffer_create(buf, len, 0, &ze);
     if (src && !(a->z = zip_open_from_source(src, ZIP_RDONLY, &ze))) zip_source_free(src);
-  } else {
-    int code = 0;
-    if (!(a->z = zip_open(path, ZIP_RDONLY, &code))) zip_error_init_with_code(&ze, code);
+  } else { /* a regular file only: a FIFO would block zip_open forever */
+    int code = 0, fd = kl_open_regular(path, 0, "the model", e);
+    if (fd < 0) return e->code;
+    if (!(a->z = zip_fdopen(fd, ZIP_RDONLY, &code))) {
+      zip_error_init_with_code(&ze, code);
+      close(fd);
+    }
   }
   if (!a->z) return zip_failure(path, &ze, e);
   zip_error_fini(&ze);

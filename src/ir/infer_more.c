@@ -337,6 +337,13 @@ int kl_infer_roi_align(kl_infer_ctx *c) {
     st = kl_fail(c->e, KILN_ERR_SHAPE, "input 2 (batch_indices) has %lld values, expected "
                  "%lld (one per roi)", (long long)idx->dims[0].size, (long long)rois->dims[0].size);
   if (st == KILN_OK) st = roi_check_indices(c);
+  /* a roi samples the image bilinearly: an image of no rows or columns has nothing to
+   * sample (when there are rois to pool) */
+  for (int d = 2; st == KILN_OK && x->rank == 4 && d < 4; d++)
+    if (kl_dim_known(x->dims[d]) && x->dims[d].size == 0 &&
+        !(kl_dim_known(n_rois) && n_rois.size == 0))
+      st = kl_fail(c->e, KILN_ERR_SHAPE, "input 0 (X) has %s 0: there is no image to "
+                   "sample the rois from", d == 2 ? "height" : "width");
   if (st != KILN_OK) return st;
   kl_type *y = &c->out[0];
   kl_type_unknown_dims(y, x->dtype, 4);

@@ -516,6 +516,17 @@ def runtime_cases():
     case("gemm_dynamic_k.onnx", None, "expected 5", "Gemm whose K only shows at run time",
          "a=a_2x5.npy")
 
+    roi = [helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], name="roi",
+                            output_height=2, output_width=2)]
+    idx = numpy_helper.from_array(np.zeros(1, np.int64), "idx")
+    write("roialign_dynamic.onnx", model_bytes(
+        roi, [vi("x", [1, 1, "h", "w"])], [vi("y", [1, 1, 2, 2])], [f32("rois", [1, 4]), idx],
+        check=True))
+    write("image_1x1x0x4.npy", npy(np.ones((1, 1, 0, 4), np.float32)))
+    case("roialign_dynamic.onnx", None, "height 0",
+         "RoiAlign over an image with no rows, given at run time (it read before the "
+         "buffer)", "x=image_1x1x0x4.npy")
+
     add = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
     write("symbol_shared.onnx", model_bytes(
         add, [vi("a", ["n"]), vi("b", ["n"])], [vi("y", ["n"])], check=True))

@@ -233,7 +233,8 @@ typedef struct roi_sample {
 
 static roi_sample roi_sample_at(double y, double x, int64_t h, int64_t w) {
   roi_sample s = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-  if (!(y >= -1 && y <= (double)h && x >= -1 && x <= (double)w)) return s;
+  /* an empty image (inference refuses it) has no pixel to weigh */
+  if (h <= 0 || w <= 0 || !(y >= -1 && y <= (double)h && x >= -1 && x <= (double)w)) return s;
   y = fmax(y, 0);
   x = fmax(x, 0);
   int64_t y0 = (int64_t)y, x0 = (int64_t)x, y1 = y0 + 1, x1 = x0 + 1;

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Small models for the CLI tests (tests/run_bench_cli.sh, tests/run_files_cli.sh):
+
+  qdq/model.onnx    QuantizeLinear then DequantizeLinear over a float [1, 32, 64, 64]
+                    tensor, with the scalar zero point and [1] scale that onnxruntime's
+                    own quantizer writes. kiln runs both on its portable reference
+                    kernels, so `kiln bench` must warn that most of a run is there.
+  names/model.onnx  x [3] -> outputs 'a/b' = x and 'a_b' = -x: two names that make the
+                    same file name, which `kiln run --output-dir` must keep apart.
+
+    .venv/bin/python tests/models/make_cli_fixtures.py
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+here = os.path.dirname(os.path.abspath(__file__))
+
+
+def save(model, folder):
+    onnx.checker.check_model(model)
+    os.makedirs(os.path.join(here, folder), exist_ok=True)
+    onnx.save(model, os.path.join(here, folder, "model.onnx"))
+
+
+def qdq():
+    scale = numpy_helper.from_array(np.array([0.05], np.float32), "scale")
+    zero = numpy_helper.from_array(np.array(128, np.uint8), "zero")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["y"])]
+    shape = [1, 32, 64, 64]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              [scale, zero])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "qdq")
+
+
+def names():
+    nodes = [helper.make_node("Identity", ["x"], ["a/b"]), helper.make_node("Neg", ["x"], ["a_b"])]
+    graph = helper.make_graph(nodes, "names", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("a/b", TensorProto.FLOAT, [3]),
+                               helper.make_tensor_value_info("a_b", TensorProto.FLOAT, [3])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "names")
+
+
+qdq()
+names()

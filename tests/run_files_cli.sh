@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The files kiln reads and writes, against what a hostile folder can hold:
+#   - FIFOs as the model (.onnx, .pt) and as an --input: refused at once, never a wait;
+#   - `kiln run --output-dir` over a planted symbolic link and a planted hard link: the
+#     link is replaced, what it points at is untouched; an output folder that cannot be
+#     made fails before the model runs; two output names that make one file name
+#     (a/b and a_b) land in two files;
+#   - `kiln check` on folders whose data set or input is a link leading outside: refused;
+#     80 data sets with one wrong: the check fails (it once stopped at 64, unsorted).
+#
+#   tests/run_files_cli.sh KILN_BINARY        (from the source root)
+set -u
+[ $# -eq 1 ] || { echo "usage: $0 KILN_BINARY" >&2; exit 2; }
+kiln=$(realpath "$1") || exit 2
+work=$(mktemp -d) || exit 1
+trap 'rm -rf "$work"' EXIT
+failed=0
+fail() {
+  echo "FAIL: $*"
+  failed=$((failed + 1))
+}
+
+# run_kiln OUT_VAR ARGS...: kiln with a 10 s limit; the exit code in $rc, stderr in $err
+run_kiln() {
+  err=$(timeout -k 2 10 "$kiln" "$@" 2>&1 >/dev/null)
+  rc=$?
+}
+
+mlp=models/digits_mlp
+# FIFOs: refused without blocking (timeout would give 124)
+mkfifo "$work/m.onnx" "$work/m.pt" "$work/x.npy"
+for f in m.onnx m.pt; do
+  run_kiln inspect "$work/$f"
+  [ $rc -eq 1 ] && grep -q 'not a regular file' <<<"$err" || fail "FIFO model $f: rc $rc: $err"
+done
+run_kiln run "$mlp/model.onnx" --input "input=$work/x.npy"
+[ $rc -eq 1 ] && grep -q 'not a regular file' <<<"$err" || fail "FIFO --input: rc $rc: $err"
+
+# --output-dir: a symbolic link and a hard link planted where the output goes
+out=$work/out
+mkdir "$out"
+echo keep >"$work/victim"
+echo keep >"$work/victim2"
+ln -s "$work/victim" "$out/logits.npy"
+run_kiln run "$mlp/model.onnx" --output-dir "$out"
+[ $rc -eq 0 ] || fail "run --output-dir over a symlink: rc $rc: $err"
+[ "$(cat "$work/victim")" = keep ] || fail "run --output-dir wrote through a symbolic link"
+[ -f "$out/logits.npy" ] && [ ! -L "$out/logits.npy" ] || fail "the output is not a file of its own"
+rm -f "$out/logits.npy"
+ln "$work/victim2" "$out/logits.npy"
+run_kiln run "$mlp/model.onnx" --output-dir "$out"
+[ $rc -eq 0 ] && [ "$(cat "$work/victim2")" = keep ] || fail "run --output-dir wrote through a hard link"
+ls "$out" | grep -q 'XXXXXX\|\.npy\.' && fail "a temporary file was left: $(ls "$out")"
+# a folder that cannot be made: refused before the run, with the reason
+echo x >"$work/afile"
+out_log=$(timeout 10 "$kiln" run "$mlp/model.onnx" --output-dir "$work/afile" 2>&1)
+[ $? -eq 1 ] && grep -q "exists and is not a folder" <<<"$out_log" ||
+  fail "run --output-dir onto a file: $out_log"
+grep -q '^latency' <<<"$out_log" && fail "the model ran before the output folder failed"
+# two names, one file name
+run_kiln run tests/models/names/model.onnx --output-dir "$work/names"
+[ "$(ls "$work/names" | wc -l)" -eq 2 ] || fail "outputs a/b and a_b: $(ls "$work/names")"
+
+# kiln check: links leading outside the folder it was given
+case_dir() { # NAME: a copy of the digits MLP's test case
+  mkdir -p "$work/$1"
+  cp "$mlp/model.onnx" "$work/$1/"
+  cp -r "$mlp/test_data_set_0" "$work/$1/"
+}
+case_dir c1
+mv "$work/c1/test_data_set_0" "$work/outside_set"
+ln -s "$work/outside_set" "$work/c1/test_data_set_0"
+run_kiln check "$work/c1"
+[ $rc -eq 1 ] || fail "check followed a data set folder outside: rc $rc"
+grep -q 'leads outside the test folder' <<<"$(timeout 10 "$kiln" check "$work/c1" 2>&1)" ||
+  fail "check: no reason for the data set outside"
+case_dir c2
+mv "$work/c2/test_data_set_0/input_0.pb" "$work/outside_input.pb"
+ln -s "$work/outside_input.pb" "$work/c2/test_data_set_0/input_0.pb"
+run_kiln check "$work/c2"
+[ $rc -eq 1 ] || fail "check followed an input file outside: rc $rc"
+# 80 data sets, the 71st wrong (one of the expected values changed)
+case_dir c3
+for i in $(seq 1 79); do cp -r "$work/c3/test_data_set_0" "$work/c3/test_data_set_$i"; done
+cp "$mlp/test_data_set_0/input_0.pb" "$work/c3/test_data_set_70/output_0.pb"
+res=$(timeout 60 "$kiln" check "$work/c3" 2>&1)
+[ $? -eq 1 ] && grep -q 'test_data_set_70' <<<"$res" || fail "80 data sets, one wrong: $res"
+
+echo "$failed failed"
+[ "$failed" -eq 0 ]
