@@ -30,7 +30,8 @@ kiln_status kl_file_pread(int fd, void *buf, size_t n, uint64_t off, const char 
   return KILN_OK;
 }
 
-int kl_open_regular(const char *path, int flags, const char *what, kl_err *e) {
+int kl_open_regular(const char *path, int flags, const char *what, kiln_status not_regular,
+                    kl_err *e) {
   /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever */
   int fd = open(path, flags | O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -42,7 +43,7 @@ int kl_open_regular(const char *path, int flags, const char *what, kl_err *e) {
   if (fstat(fd, &st) != 0) {
     kl_fail(e, KILN_ERR_IO, "%s: cannot stat %s: %s", path, what, strerror(errno));
   } else if (!S_ISREG(st.st_mode)) {
-    kl_fail(e, KILN_ERR_IO, "%s: %s is not a regular file (a folder, device, FIFO or "
+    kl_fail(e, not_regular, "%s: %s is not a regular file (a folder, device, FIFO or "
             "socket)", path, what);
   } else if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
     kl_fail(e, KILN_ERR_IO, "%s: cannot set up %s: %s", path, what, strerror(errno));
@@ -56,7 +57,7 @@ int kl_open_regular(const char *path, int flags, const char *what, kl_err *e) {
 kiln_status kl_file_read(const char *path, size_t max, void **buf, size_t *len, kl_err *e) {
   *buf = NULL;
   *len = 0;
-  int fd = kl_open_regular(path, 0, "the file", e);
+  int fd = kl_open_regular(path, 0, "the file", KILN_ERR_IO, e);
   if (fd < 0) return e->code;
   struct stat st;
   kiln_status s = KILN_OK;
@@ -83,7 +84,7 @@ kiln_status kl_file_read(const char *path, size_t max, void **buf, size_t *len, 
 
 kiln_status kl_file_map_open(const char *path, size_t max, kl_file_map *m, kl_err *e) {
   *m = (kl_file_map){.fd = -1};
-  int fd = kl_open_regular(path, 0, "the file", e);
+  int fd = kl_open_regular(path, 0, "the file", KILN_ERR_IO, e);
   if (fd < 0) return e->code;
   struct stat st;
   if (fstat(fd, &st) != 0) {

@@ -10,9 +10,11 @@
 #include <stdint.h>
 
 /* Open path for reading (with extra open flags, such as O_NOFOLLOW), only when it is a
- * regular file: a FIFO, device, socket or folder is refused without blocking (what
- * names the file in the message). Returns the descriptor, or -1 with e set. */
-int kl_open_regular(const char *path, int flags, const char *what, kl_err *e);
+ * regular file: a FIFO, device, socket or folder is refused without blocking, with
+ * status not_regular (what names the file in the message). Returns the descriptor, or
+ * -1 with e set. */
+int kl_open_regular(const char *path, int flags, const char *what, kiln_status not_regular,
+                    kl_err *e);
 
 /* Read the regular file at path into a malloc'd buffer (*buf, *len bytes; at least
  * one byte is allocated so *buf is never NULL on success). A file over max bytes is

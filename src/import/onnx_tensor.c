@@ -267,7 +267,8 @@ static kiln_status open_inside(const char *dir, const decoding *d, const char *l
                 "the model's folder", d->name, loc);
     goto done;
   }
-  *fd = kl_open_regular(real, O_NOFOLLOW, "an external data file", e);
+  *fd = kl_open_regular(real, O_NOFOLLOW, "an external data file",
+                        KILN_ERR_INVALID_MODEL, e);
   if (*fd < 0) {
     s = e->code;
     kl_err_prefix(e, "%s: external data '%s'", d->name, loc);

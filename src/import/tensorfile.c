@@ -332,7 +332,7 @@ kiln_status kl_tensorfile_read(const char *path, int64_t max_bytes, kl_tensor *o
                                char **name, kl_err *e) {
   if (name) *name = NULL;
   memset(out, 0, sizeof *out);
-  int fd = kl_open_regular(path, 0, "the tensor file", e);
+  int fd = kl_open_regular(path, 0, "the tensor file", KILN_ERR_IO, e);
   if (fd < 0) return e->code;
   struct stat st;
   uint8_t magic[NPY_MAGIC_LEN] = {0};

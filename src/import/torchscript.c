@@ -74,7 +74,7 @@ static kiln_status ar_open(archive *a, const char *path, const void *buf, size_t
     zip_source_t *src = zip_source_buffer_create(buf, len, 0, &ze);
     if (src && !(a->z = zip_open_from_source(src, ZIP_RDONLY, &ze))) zip_source_free(src);
   } else { /* a regular file only: a FIFO would block zip_open forever */
-    int code = 0, fd = kl_open_regular(path, 0, "the model", e);
+    int code = 0, fd = kl_open_regular(path, 0, "the model", KILN_ERR_IO, e);
     if (fd < 0) return e->code;
     if (!(a->z = zip_fdopen(fd, ZIP_RDONLY, &code))) {
       zip_error_init_with_code(&ze, code);
