@@ -87,5 +87,17 @@ for m in digits_cnn digits_mlp; do
     fail "$m: the arena is not smaller than the total without reuse (saved '$saved')"
   grep -q '^largest tensors:' <<<"$mem" || fail "$m: inspect --memory lists no tensors"
 done
+# arguments that were once taken silently: refused, with the reason
+err=$("$kiln" bench "$cnn" --threads 4294967297 2>&1) && fail "--threads 2^32+1 accepted"
+grep -q 'more than 4096' <<<"$err" || fail "--threads 2^32+1: $err"
+err=$("$kiln" run "$cnn" --max-tensor-bytes 0 2>&1) && fail "--max-tensor-bytes 0 accepted"
+grep -q 'give at least 1' <<<"$err" || fail "--max-tensor-bytes 0: $err"
+err=$("$kiln" bench "$cnn" --iterations 1 --shape nope=1x2 2>&1) && fail "--shape nope accepted"
+grep -q "the model's inputs: input" <<<"$err" || fail "--shape nope: $err"
+in0=models/digits_cnn/test_data_set_0/input_0.pb
+err=$("$kiln" run "$cnn" --input "input=$in0" --input "input=$in0" 2>&1) &&
+  fail "a second --input for one input accepted"
+grep -q "names input 'input' twice" <<<"$err" || fail "--input twice: $err"
+
 echo "$failed failed"
 [ "$failed" -eq 0 ]

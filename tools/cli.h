@@ -43,6 +43,10 @@ bool cli_parse_double(const char *s, double *v);
 bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name);
 bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
 
+/* Every "NAME=VALUE" entry of list (given with option opt) names a model input, and
+ * none twice; else prints why, with the model's inputs, and returns false. */
+bool cli_check_named(const char *cmd, const char *opt, const char *const *list, int n,
+                     const kiln_model *m);
 /* "NAME=VALUE" entry of list for name; returns VALUE or NULL. */
 const char *cli_find_named(const char *const *list, int n, const char *name);
 /* A random tensor for a model input: the shape from `shape` ("1x3x8x8") when given, else

@@ -25,6 +25,47 @@ static void fill_random(kl_tensor *t, uint64_t *state) {
   }
 }
 
+/* The model's input names, comma-separated, into buf. */
+static const char *input_names(const kiln_model *m, char *buf, size_t len) {
+  size_t u = 0;
+  buf[0] = '\0';
+  for (int k = 0; k < kiln_model_input_count(m) && u < len; k++) {
+    kiln_tensor_info info;
+    kiln_model_input_info(m, k, &info);
+    int w = snprintf(buf + u, len - u, "%s%s", k ? ", " : "", info.name);
+    u = w < 0 ? len : u + (size_t)w;
+  }
+  return buf;
+}
+
+bool cli_check_named(const char *cmd, const char *opt, const char *const *list, int n,
+                     const kiln_model *m) {
+  char names[1024];
+  for (int i = 0; i < n; i++) {
+    const char *eq = strchr(list[i], '=');
+    size_t len = eq ? (size_t)(eq - list[i]) : 0;
+    bool known = false;
+    for (int k = 0; eq && k < kiln_model_input_count(m) && !known; k++) {
+      kiln_tensor_info info;
+      kiln_model_input_info(m, k, &info);
+      known = strlen(info.name) == len && strncmp(info.name, list[i], len) == 0;
+    }
+    if (!known) {
+      fprintf(stderr, "kiln %s: %s %s: expected NAME=%s with NAME a model input (the "
+              "model's inputs: %s)\n", cmd, opt, list[i],
+              strcmp(opt, "--shape") == 0 ? "DIMS" : "FILE", input_names(m, names, sizeof names));
+      return false;
+    }
+    for (int j = 0; j < i; j++)
+      if (strncmp(list[j], list[i], len + 1) == 0) {
+        fprintf(stderr, "kiln %s: %s names input '%.*s' twice (%s and %s)\n", cmd, opt,
+                (int)len, list[i], list[j], list[i]);
+        return false;
+      }
+  }
+  return true;
+}
+
 const char *cli_find_named(const char *const *list, int n, const char *name) {
   size_t len = strlen(name);
   for (int i = 0; i < n; i++)

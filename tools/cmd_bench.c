@@ -135,6 +135,9 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
 /* Inputs from files or random, bound to the session; tensors are kept in ts. */
 static bool make_inputs(const bench_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
   uint64_t state = a->seed;
+  if (!cli_check_named("bench", "--input", a->inputs, a->n_inputs, m) ||
+      !cli_check_named("bench", "--shape", a->shapes, a->n_shapes, m))
+    return false;
   int64_t limit = a->common.max_tensor_bytes ? a->common.max_tensor_bytes : (INT64_C(16) << 30);
   for (int k = 0; k < kiln_model_input_count(m); k++) {
     kiln_tensor_info info;

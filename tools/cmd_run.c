@@ -150,21 +150,9 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
 static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
   uint64_t state = a->seed;
   int n = kiln_model_input_count(m);
-  for (int i = 0; i < a->n_inputs; i++) {
-    const char *eq = strchr(a->inputs[i], '=');
-    bool known = false;
-    for (int k = 0; eq && k < n && !known; k++) {
-      kiln_tensor_info info;
-      kiln_model_input_info(m, k, &info);
-      known = strlen(info.name) == (size_t)(eq - a->inputs[i]) &&
-              strncmp(info.name, a->inputs[i], (size_t)(eq - a->inputs[i])) == 0;
-    }
-    if (!known) {
-      fprintf(stderr, "kiln run: --input %s: expected NAME=FILE with NAME a model input\n",
-              a->inputs[i]);
-      return false;
-    }
-  }
+  if (!cli_check_named("run", "--input", a->inputs, a->n_inputs, m) ||
+      !cli_check_named("run", "--shape", a->shapes, a->n_shapes, m))
+    return false;
   for (int k = 0; k < n; k++) {
     kiln_tensor_info info;
     kiln_model_input_info(m, k, &info);

@@ -124,6 +124,15 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
       fprintf(stderr, "kiln: %s: '%s' is not a non-negative integer\n", a, val);
       return -1;
     }
+    if (k == 0 && v > 4096) { /* an int, and the options' own bound */
+      fprintf(stderr, "kiln: --threads: %lld is more than 4096\n", (long long)v);
+      return -1;
+    }
+    if (k == 1 && v == 0) {
+      fprintf(stderr, "kiln: --max-tensor-bytes: 0 allows no tensor at all; give at least 1 "
+              "(the default is 16 GiB)\n");
+      return -1;
+    }
     if (k == 0) c->threads = (int)v;
     else if (k == 1) c->max_tensor_bytes = v;
     else c->memory_limit = v;
