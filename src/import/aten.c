@@ -794,8 +794,11 @@ static int filled(call *c, int like, int64_t count, double v) {
   kl_dtype dt = dtype_of(c, like);
   if (dt == KL_UNDEFINED) dt = KL_F32;
   size_t size = kl_dtype_size(dt), bytes;
-  if (count < 0 || kl_mul_overflow_size((size_t)count, size, &bytes))
-    return kl_fail(c->e, KILN_ERR_LIMIT, "a constant of %lld elements", (long long)count), -1;
+  if (count < 0 || kl_mul_overflow_size((size_t)count, size, &bytes) ||
+      bytes > (uint64_t)kl_ts_max_bytes(c->b))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "a constant of %lld elements (the default weight or "
+                   "bias of a normalization) is over the limit of %lld bytes a tensor may "
+                   "take", (long long)count, (long long)kl_ts_max_bytes(c->b)), -1;
   void *data = malloc(bytes ? bytes : 1);
   if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
   for (int64_t k = 0; k < count; k++) kl_store_f64(data, dt, (size_t)k, v);

@@ -248,6 +248,8 @@ kiln_status kl_ts_finish(kl_ts_build *b, int node) {
   return KILN_OK;
 }
 
+int64_t kl_ts_max_bytes(const kl_ts_build *b) { return b->max_bytes; }
+
 int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
                      void *data, size_t nbytes) {
   return kl_graph_add_const(b->g, NULL, dtype, rank, dims, data, nbytes, false, b->e);

@@ -87,6 +87,8 @@ kiln_status kl_ts_finish(kl_ts_build *b, int node);
 int kl_ts_const_i64(kl_ts_build *b, const int64_t *v, int n, bool scalar);
 int kl_ts_const_scalar(kl_ts_build *b, kl_dtype dtype, double v);
 /* A constant of the given type whose data (malloc'd, owned after the call) is ready. */
+/* The largest tensor the build may make (the max_tensor_bytes option), in bytes. */
+int64_t kl_ts_max_bytes(const kl_ts_build *b);
 int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
                      void *data, size_t nbytes);
 const kl_type *kl_ts_type(kl_ts_build *b, int id);

@@ -518,6 +518,15 @@ static void test_oversized(void **state) {
   rewrite(MLP, t->path, "/data.pkl", big, n);
   free(big);
   expect_error(t->path, NULL, KILN_ERR_LIMIT, "data.pkl", "over the limit");
+  /* the weight and bias a layer_norm without them gets are tensors too: within the
+   * limit (they were made unchecked: 400 KB here, 2.1 GB from a small file) */
+  static const char ln[] = "class MLP(Module):\n  def forward(self, x):\n"
+                           "    return torch.layer_norm(x, [100000], None, None)\n";
+  rewrite(MLP, t->path, "/code/__torch__.py", ln, strlen(ln));
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_tensor_bytes", 1000), KILN_OK);
+  expect_error(t->path, o, KILN_ERR_LIMIT, "100000 elements", "limit of 1000 bytes");
+  kiln_options_free(o);
 }
 
 static void test_garbage_code(void **state) {
