@@ -72,10 +72,11 @@ static kiln_status check_shape(const Onnx__TensorProto *tp, const kl_onnx_tensor
     if (tp->dims[i] < 0)
       return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s has dimension %zu of size %lld",
                      d->name, i, (long long)tp->dims[i]);
-    if (kl_mul_overflow_i64(numel, tp->dims[i], &numel))
-      return kl_fail(e, KILN_ERR_LIMIT, "%s: its element count overflows", d->name);
     out->dims[i] = tp->dims[i];
   }
+  if (!kl_dims_fit((int)tp->n_dims, out->dims, &numel))
+    return kl_fail(e, KILN_ERR_LIMIT, "%s: its dims are too large (their product, an empty "
+                   "dim counted as 1, is over 2^59)", d->name);
   out->rank = (int)tp->n_dims;
   out->dtype = d->dtype;
   size_t nbytes;

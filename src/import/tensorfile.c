@@ -243,11 +243,10 @@ static kiln_status npy_shape(const npy_header *h, int64_t max_bytes, kl_tensor *
   if (s != KILN_OK) return s;
   int64_t numel = 1;
   out->rank = h->rank;
-  for (int i = 0; i < h->rank; i++) {
-    out->dims[i] = h->dims[i];
-    if (kl_mul_overflow_i64(numel, h->dims[i], &numel))
-      return kl_fail(e, KILN_ERR_LIMIT, ".npy shape's element count overflows");
-  }
+  for (int i = 0; i < h->rank; i++) out->dims[i] = h->dims[i];
+  if (!kl_dims_fit(h->rank, h->dims, &numel))
+    return kl_fail(e, KILN_ERR_LIMIT, ".npy shape is too large (its dims' product, an "
+                   "empty dim counted as 1, is over 2^59)");
   if ((uint64_t)numel > SIZE_MAX ||
       kl_mul_overflow_size((size_t)numel, kl_dtype_size(out->dtype), nbytes))
     return kl_fail(e, KILN_ERR_LIMIT, ".npy data size overflows");

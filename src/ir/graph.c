@@ -131,8 +131,12 @@ int kl_graph_add_const(kl_graph *g, const char *name, kl_dtype dtype, int rank,
   kl_type_set_shape(&t, rank, dims);
   int64_t numel;
   size_t want;
-  if (!kl_type_numel(&t, &numel) ||
-      kl_mul_overflow_size((size_t)numel, kl_dtype_size(dtype), &want) || want != nbytes) {
+  if (!kl_type_numel(&t, &numel)) {
+    kl_fail(e, KILN_ERR_LIMIT, "constant '%s': its dims are too large (their product, an "
+            "empty dim counted as 1, is over 2^59)", name ? name : "");
+    goto fail;
+  }
+  if (kl_mul_overflow_size((size_t)numel, kl_dtype_size(dtype), &want) || want != nbytes) {
     kl_fail(e, KILN_ERR_INTERNAL, "constant '%s': %zu bytes do not match its shape",
             name ? name : "", nbytes);
     goto fail;
@@ -238,13 +242,22 @@ bool kl_type_is_concrete(const kl_type *t) {
   return true;
 }
 
-bool kl_type_numel(const kl_type *t, int64_t *numel) {
-  int64_t n = 1;
-  if (t->rank < 0) return false;
-  for (int i = 0; i < t->rank; i++)
-    if (t->dims[i].size < 0 || kl_mul_overflow_i64(n, t->dims[i].size, &n)) return false;
+bool kl_dims_fit(int rank, const int64_t *dims, int64_t *numel) {
+  int64_t n = 1, extent = 1;
+  if (rank < 0) return false;
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0 || kl_mul_overflow_i64(n, dims[i], &n) ||
+        kl_mul_overflow_i64(extent, dims[i] ? dims[i] : 1, &extent) || extent > KL_MAX_EXTENT)
+      return false;
   *numel = n;
   return true;
+}
+
+bool kl_type_numel(const kl_type *t, int64_t *numel) {
+  int64_t dims[KL_MAX_RANK];
+  if (t->rank < 0 || t->rank > KL_MAX_RANK) return false;
+  for (int i = 0; i < t->rank; i++) dims[i] = t->dims[i].size;
+  return kl_dims_fit(t->rank, dims, numel);
 }
 
 bool kl_dim_equal(kl_dim a, kl_dim b) {

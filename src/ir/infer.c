@@ -75,8 +75,9 @@ kiln_status kl_graph_infer(kl_graph *g, kl_err *e) {
     const kl_value *x = &g->values[g->inputs[k]];
     int64_t numel;
     if (kl_type_is_concrete(&x->type) && !kl_type_numel(&x->type, &numel))
-      st = kl_fail(e, KILN_ERR_LIMIT, "input '%s' declares a shape too large to make (more "
-                   "than 2^63 elements)", x->name ? x->name : "");
+      st = kl_fail(e, KILN_ERR_LIMIT, "input '%s' declares a shape too large to make (its "
+                   "dims' product, an empty dim counted as 1, is over 2^59)",
+                   x->name ? x->name : "");
   }
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
     st = infer_node(g, i, in, data, out, e);

@@ -83,7 +83,8 @@ kiln_status kl_check_out_numel(const kl_infer_ctx *c, const kl_type *t) {
   for (int i = 0; i < t->rank; i++)
     if (!kl_dim_known(t->dims[i])) return KILN_OK;
   if (t->rank < 0 || kl_type_numel(t, &n)) return KILN_OK;
-  return kl_fail(c->e, KILN_ERR_LIMIT, "the output would have more than 2^63 elements");
+  return kl_fail(c->e, KILN_ERR_LIMIT, "the output's dims are too large (their product, an "
+                 "empty dim counted as 1, is over 2^59)");
 }
 
 kl_dim kl_dim_merge(kl_dim a, kl_dim b, bool *ok) {

@@ -66,7 +66,14 @@ typedef struct kl_type {
 } kl_type;
 
 bool kl_type_is_concrete(const kl_type *t); /* dtype, rank and every dim known */
-/* Product of dims, overflow-checked; false if unknown or overflowing. */
+/* The largest product of a tensor's dims with its empty (0) dims counted as 1: every
+ * stride of such a tensor, in elements and in bytes of any dtype, fits in int64. An
+ * empty tensor with huge other dims ([0, 2^62, 4]: 0 elements) would overflow them. */
+#define KL_MAX_EXTENT (INT64_C(1) << 59)
+/* *numel = the product of rank dims (>= 0) when they fit: no dim negative and, with
+ * zeros counted as 1, a product of at most KL_MAX_EXTENT; false otherwise. */
+bool kl_dims_fit(int rank, const int64_t *dims, int64_t *numel);
+/* Product of dims, as kl_dims_fit; false if unknown or not fitting. */
 bool kl_type_numel(const kl_type *t, int64_t *numel);
 void kl_type_set_shape(kl_type *t, int rank, const int64_t *dims);
 bool kl_dim_equal(kl_dim a, kl_dim b); /* same known size, or same symbol */

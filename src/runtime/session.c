@@ -270,12 +270,15 @@ kiln_status kiln_session_set_input(kiln_session *s, const char *name, kiln_dtype
                    want, got);
   int64_t numel = 1;
   for (int d = 0; d < rank; d++) {
-    if (dims[d] < 0 || kl_mul_overflow_i64(numel, dims[d], &numel))
+    if (dims[d] < 0)
       return kl_fail(&s->err, KILN_ERR_SHAPE, "input '%s': invalid shape %s", name, got);
     if (t->rank >= 0 && t->dims[d].size >= 0 && t->dims[d].size != dims[d])
       return kl_fail(&s->err, KILN_ERR_SHAPE, "input '%s': expected shape %s, got %s "
                      "(dim %d)", name, want, got, d);
   }
+  if (!kl_dims_fit(rank, dims, &numel))
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "input '%s': shape %s is too large (its dims' "
+                   "product, an empty dim counted as 1, is over 2^59)", name, got);
   size_t bytes;
   if (kl_mul_overflow_size((size_t)numel, kl_dtype_size(t->dtype), &bytes) ||
       bytes != size_bytes)
@@ -374,8 +377,9 @@ static kiln_status prepare_output(kiln_session *s, const kl_node *n, int k, bool
   if (!kl_type_is_concrete(t))
     return kl_fail(&s->err, KILN_ERR_INTERNAL, "output %d has no concrete shape", k);
   if (!kl_type_numel(t, &numel)) /* the input shapes of this run make it too large */
-    return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' would have more than 2^63 "
-                   "elements", k, s->model->g->values[v].name);
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' would be too large (its dims' "
+                   "product, an empty dim counted as 1, over 2^59)", k,
+                   s->model->g->values[v].name);
   if (kl_mul_overflow_size((size_t)numel, kl_dtype_size(t->dtype), &bytes) ||
       bytes > (uint64_t)s->opts.max_tensor_bytes)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' would need %" PRId64 " elements "

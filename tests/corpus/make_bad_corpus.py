@@ -233,7 +233,10 @@ def tensor_cases():
          "size -3", "an initializer with a negative dim")
     case("init_dims_overflow.onnx",
          add_model(tensor_proto("w", [1 << 40, 1 << 40], raw=b""), [1]),
-         "overflows", "an initializer whose dims multiply past int64")
+         "too large", "an initializer whose dims multiply past int64")
+    case("init_empty_huge.onnx",
+         add_model(tensor_proto("w", [0, 1 << 62, 4], raw=b""), [1]),
+         "too large", "an empty initializer whose other dims overflow its strides")
     case("init_huge.onnx", add_model(tensor_proto("w", [1 << 31, 1 << 29], raw=b""), [1]),
          "limit", "an initializer of 2^60 elements with no data")
     case("init_raw_short.onnx", add_model(tensor_proto("w", [4], raw=b"\0" * 12), [4]),
@@ -515,6 +518,16 @@ def runtime_cases():
     write("a_2x5.npy", npy(np.ones((2, 5), np.float32)))
     case("gemm_dynamic_k.onnx", None, "expected 5", "Gemm whose K only shows at run time",
          "a=a_2x5.npy")
+
+    relu3 = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    write("relu_rank3_dynamic.onnx", model_bytes(
+        relu3, [vi("x", ["a", "b", "c"])], [vi("y", ["a", "b", "c"])], check=True))
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    write("empty_huge.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    case("relu_rank3_dynamic.onnx", None, "too large",
+         "an empty input whose other dims overflow its strides ([0, 2^62, 4])",
+         "x=empty_huge.npy")
 
     roi = [helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], name="roi",
                             output_height=2, output_width=2)]

@@ -525,7 +525,7 @@ static void test_input_errors(void **state) {
 
   const int64_t huge[4] = {INT64_C(1) << 62, 1, 8, 8};
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT32, 4, huge, img,
-                                              256), s, KILN_ERR_SHAPE);
+                                              256), s, KILN_ERR_LIMIT);
 
   assert_session_fails(kiln_session_set_input(s, "input", KILN_DTYPE_FLOAT32, 4, good, img,
                                               255), s, KILN_ERR_SHAPE);
