@@ -62,7 +62,10 @@ static kiln_status dim_div(const kl_infer_ctx *c, kl_dim hidden, int64_t heads, 
 
 static kiln_status read_heads(const kl_infer_ctx *c, const char *name, int64_t *v) {
   *v = kl_attr_int(c->node, name, 0);
-  if (*v >= 1) return KILN_OK;
+  if (*v >= 1 && *v <= KL_MAX_HEADS) return KILN_OK;
+  if (*v > KL_MAX_HEADS) /* the kernels loop over heads, even over empty ones */
+    return kl_fail(c->e, KILN_ERR_LIMIT, "%s is %lld; kiln takes at most %lld heads", name,
+                   (long long)*v, (long long)KL_MAX_HEADS);
   return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s is %lld; it is required, at least 1, "
                  "with 3-D inputs", name, (long long)*v);
 }
@@ -245,6 +248,9 @@ int kl_infer_attention(kl_infer_ctx *c) {
     y->dims[0] = d.batch;
     y->dims[1] = d.q_seq;
     y->dims[2] = dim_mul(d.q_heads, d.v_head);
+    if (!kl_dim_known(y->dims[2]) && kl_dim_known(d.q_heads) && kl_dim_known(d.v_head))
+      return kl_fail(c->e, KILN_ERR_LIMIT, "the output's width, %lld heads of %lld values, "
+                     "overflows", (long long)d.q_heads.size, (long long)d.v_head.size);
   }
   if (c->n_out > 1) set4(&c->out[1], qt, d.batch, d.kv_heads, total, d.head);
   if (c->n_out > 2) set4(&c->out[2], vt, d.batch, d.kv_heads, total, d.v_head);

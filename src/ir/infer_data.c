@@ -475,7 +475,9 @@ int kl_infer_split(kl_infer_ctx *c) {
     st = split_size(c, len, k, &size);
     c->out[k] = *x;
     c->out[k].dims[axis] = size >= 0 ? kl_dim_of(size) : kl_dim_unknown();
-    if (sum >= 0 && (size < 0 || __builtin_add_overflow(sum, size, &sum))) sum = -1;
+    if (st == KILN_OK && size >= 0 && sum >= 0 && __builtin_add_overflow(sum, size, &sum))
+      st = kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (split)'s sizes add up past 2^63");
+    if (size < 0) sum = -1;
   }
   if (st == KILN_OK && len >= 0 && sum >= 0 && sum != len)
     return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (split) adds up to %lld, but dim %d of "

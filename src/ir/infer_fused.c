@@ -151,6 +151,9 @@ int kl_infer_kiln_mha(kl_infer_ctx *c) {
   if (st == KILN_OK && h < 1)
     st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "attribute num_heads is %lld, expected at "
                  "least 1", (long long)h);
+  if (st == KILN_OK && h > KL_MAX_HEADS) /* 3 * num_heads must not overflow either */
+    st = kl_fail(c->e, KILN_ERR_LIMIT, "attribute num_heads is %lld; kiln takes at most "
+                 "%lld heads", (long long)h, (long long)KL_MAX_HEADS);
   if (st == KILN_OK && (!k) != (!v))
     st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "K and V must both be given (separate "
                  "projections) or both be absent (packed QKV in Q)");

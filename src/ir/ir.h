@@ -70,6 +70,8 @@ bool kl_type_is_concrete(const kl_type *t); /* dtype, rank and every dim known *
  * stride of such a tensor, in elements and in bytes of any dtype, fits in int64. An
  * empty tensor with huge other dims ([0, 2^62, 4]: 0 elements) would overflow them. */
 #define KL_MAX_EXTENT (INT64_C(1) << 59)
+/* The most attention heads an op may have: kernels loop over them, empty or not. */
+#define KL_MAX_HEADS (INT64_C(1) << 20)
 /* *numel = the product of rank dims (>= 0) when they fit: no dim negative and, with
  * zeros counted as 1, a product of at most KL_MAX_EXTENT; false otherwise. */
 bool kl_dims_fit(int rank, const int64_t *dims, int64_t *numel);

@@ -291,6 +291,24 @@ static void test_attention_shapes(void **state) {
   tu_expect_ok(f, TY(KL_F16, 2, B, 30)); /* 6 heads of V's 10 / 2 */
   tu_attr_int(f, "kv_num_heads", 3);
   tu_expect_fail(f, KILN_ERR_SHAPE, "input 1 has 8 values per token, not a multiple of its 3");
+  /* head counts are bounded (kernels loop over them, also over empty data), and a 3-D
+   * output's width, heads times V's head size, must not overflow */
+  tu_attr_int(f, "kv_num_heads", INT64_C(1) << 40);
+  tu_expect_fail(f, KILN_ERR_LIMIT, "kiln takes at most 1048576 heads");
+  tu_attr_int(f, "q_num_heads", 1 << 20);
+  tu_attr_int(f, "kv_num_heads", 1);
+  tu_input(f, 0, TY(KL_F16, 2, B, INT64_C(1) << 20));
+  tu_input(f, 1, TY(KL_F16, 2, 6, 1));
+  tu_input(f, 2, TY(KL_F16, 2, 6, INT64_C(1) << 50));
+  tu_expect_fail(f, KILN_ERR_LIMIT, "overflows");
+
+  /* kiln.MultiHeadAttention from a file: 3 * num_heads must not overflow */
+  tu_one_node(f, "kiln.MultiHeadAttention", 1, 1);
+  tu_input(f, 0, TY(KL_F32, 2, 5, 12));
+  tu_attr_int(f, "num_heads", INT64_C(1) << 62);
+  tu_expect_fail(f, KILN_ERR_LIMIT, "at most 1048576 heads");
+  tu_attr_int(f, "num_heads", 2);
+  tu_expect_ok(f, TY(KL_F32, 2, 5, 4));
 }
 
 static void test_rotary_shapes(void **state) {

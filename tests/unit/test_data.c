@@ -250,6 +250,11 @@ static void test_split(void **state) {
   assert_int_equal(f->out[1].dims[1].size, 4);
   data[1] = wrong;
   tu_assert_status(tu_infer_with(f, in, data), KILN_ERR_SHAPE, f->e.msg, "adds up to 4");
+  /* sizes whose sum wraps around int64 (it used to skip the check: [4, 0] split into
+   * two [2^62, 0]) */
+  const int64_t wraps[] = {INT64_C(1) << 62, INT64_MAX - 2};
+  data[1] = wraps;
+  tu_assert_status(tu_infer_with(f, in, data), KILN_ERR_SHAPE, f->e.msg, "add up past 2^63");
 }
 
 /* ---- Compress, ReverseSequence, Trilu ---- */

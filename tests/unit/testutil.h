@@ -93,7 +93,7 @@ void tu_fixture_clear(tu_fixture *f);
 /* Replaces f's graph by a fresh one holding a node of ONNX op `op` with n_in inputs,
  * all present with no contents, and n_out outputs; kernel tensors are freed. Input
  * types stay as they were, so a test can try several ops on the same inputs. */
-void tu_one_node(tu_fixture *f, const char *op, int n_in, int n_out);
+void tu_one_node(tu_fixture *f, const char *op, int n_in, int n_out); /* "kiln.X": kiln's */
 
 void tu_input(tu_fixture *f, int i, kl_type t); /* the type of input i; present */
 void tu_absent(tu_fixture *f, int i);
