@@ -6,7 +6,8 @@
 #     made fails before the model runs; two output names that make one file name
 #     (a/b and a_b) land in two files;
 #   - `kiln check` on folders whose data set or input is a link leading outside: refused;
-#     80 data sets with one wrong: the check fails (it once stopped at 64, unsorted).
+#     80 data sets with one wrong: the check fails (it once stopped at 64, unsorted);
+#   - an input of 2^40 empty rows: the run ends at once.
 #
 #   tests/run_files_cli.sh KILN_BINARY        (from the source root)
 set -u
@@ -85,6 +86,11 @@ for i in $(seq 1 79); do cp -r "$work/c3/test_data_set_0" "$work/c3/test_data_se
 cp "$mlp/test_data_set_0/input_0.pb" "$work/c3/test_data_set_70/output_0.pb"
 res=$(timeout 60 "$kiln" check "$work/c3" 2>&1)
 [ $? -eq 1 ] && grep -q 'test_data_set_70' <<<"$res" || fail "80 data sets, one wrong: $res"
+
+# an input of 2^40 empty rows (a 128-byte .npy): nothing to compute, a run ends at once
+# (the kernel once looped over every empty row, minutes)
+run_kiln run tests/models/empty_rows/model.onnx --input x=tests/models/empty_rows/x_2p40_rows.npy
+[ $rc -eq 0 ] || fail "2^40 empty rows: rc $rc (124: timed out): $err"
 
 echo "$failed failed"
 [ "$failed" -eq 0 ]

@@ -7,6 +7,8 @@
                     kernels, so `kiln bench` must warn that most of a run is there.
   names/model.onnx  x [3] -> outputs 'a/b' = x and 'a_b' = -x: two names that make the
                     same file name, which `kiln run --output-dir` must keep apart.
+  empty_rows/model.onnx  LayerNormalization of x [r, 0] (scale and bias of no element):
+                    given 2^40 rows of nothing, a run must end at once, not loop over them.
 
     .venv/bin/python tests/models/make_cli_fixtures.py
 """
@@ -45,5 +47,21 @@ def names():
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "names")
 
 
+def empty_rows():
+    scale = numpy_helper.from_array(np.zeros(0, np.float32), "scale")
+    bias = numpy_helper.from_array(np.zeros(0, np.float32), "bias")
+    nodes = [helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=-1)]
+    graph = helper.make_graph(nodes, "empty_rows",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["r", 0])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["r", 0])],
+                              [scale, bias])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "empty_rows")
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 0), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    with open(os.path.join(here, "empty_rows", "x_2p40_rows.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+
+
 qdq()
 names()
+empty_rows()
