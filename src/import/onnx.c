@@ -599,6 +599,8 @@ static kiln_status resolve_names(kl_onnx_ctx *c, char **names, size_t count, boo
 
 static kiln_status arity(kl_onnx_ctx *c, const char *what, int n, int lo, int hi) {
   if (n >= lo && n <= hi) return KILN_OK;
+  if (hi >= KL_ARITY_ANY && n > hi) /* variadic: kiln's own bound */
+    return kl_fail(c->e, KILN_ERR_LIMIT, "it has %d %s; kiln takes at most %d", n, what, hi);
   if (hi >= KL_ARITY_ANY)
     return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "it has %d %s; the op takes at least %d", n,
                    what, lo);

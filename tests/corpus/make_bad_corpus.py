@@ -359,6 +359,9 @@ def nested_sequence_type(depth):
 # ---- ops whose attributes or shapes do not agree ----
 
 def op_cases():
+    many = helper.make_node("Sum", ["x"] * 1500, ["y"], name="sum")
+    case("sum_1500_inputs.onnx", model_bytes([many], [vi("x", [2])], [vi("y", [2])]),
+         "kiln takes at most 1000", "a Sum of 1500 inputs (it said 'at least 1')")
     conv_w = f32("W", [2, 1, 3, 3])
     conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", kernel_shape=[5, 5])
     case("conv_kernel_shape.onnx",
