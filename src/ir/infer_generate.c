@@ -139,6 +139,10 @@ static kiln_status onehot_depth(const kl_infer_ctx *c, int64_t *depth) {
     return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (depth) has %lld elements, expected 1",
                    (long long)n);
   if (!d) return KILN_OK;
+  double f = kl_load_f64(d, t->dtype, 0);
+  if (kl_dtype_is_float(t->dtype) && !(f >= 0 && f < 9.2e18)) /* NaN once read as 0 */
+    return kl_fail(c->e, KILN_ERR_INVALID_ARGUMENT, "input 1 (depth) is %g, expected a "
+                   "finite count >= 0", f);
   *depth = kl_load_i64(d, t->dtype, 0);
   if (*depth < 0)
     return kl_fail(c->e, KILN_ERR_INVALID_ARGUMENT, "input 1 (depth) is %lld, expected a "

@@ -437,6 +437,14 @@ static void test_one_hot(void **state) {
   tu_assert_f32(&f->tout[0], want, 9, TU_EXACT);
   tu_attr_int(f, "axis", 2);
   assert_int_equal(tu_run_on(f, ins), KILN_ERR_SHAPE);
+  /* a depth of NaN (once read as 0) or infinity is refused */
+  static const float nan_depth = NAN, inf_depth = INFINITY;
+  tu_attr_int(f, "axis", 0);
+  ins[1].data = &nan_depth;
+  assert_int_equal(tu_run_on(f, ins), KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains(f->e.msg, "expected a finite count");
+  ins[1].data = &inf_depth;
+  assert_int_equal(tu_run_on(f, ins), KILN_ERR_INVALID_ARGUMENT);
 }
 
 static void test_non_zero(void **state) {
