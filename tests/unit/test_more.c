@@ -769,6 +769,12 @@ static void test_roi_align(void **state) {
   attr_string(f, "coordinate_transformation_mode", "half_pixel");
   expect_run(f);
   EXPECT(f, 0, 1e-7, 1);
+  /* a roi of 1e30 pixels: refused before its sample count reaches an int64 (UBSan) */
+  attr_int(f, "sampling_ratio", 0);
+  tensor(f, 1, KL_F32, DIMS(1, 4), VALS(0, 0, 1e30, 1e30));
+  kl_err_clear(&f->e);
+  assert_int_equal(run_kernel(f), KILN_ERR_LIMIT);
+  if (!strstr(f->e.msg, "samples at most 4096 x 4096")) fail_msg("message: %s", f->e.msg);
 }
 
 static void test_deform_conv(void **state) {
@@ -885,6 +891,11 @@ static void test_tensor_scatter(void **state) {
   tensor(f, 2, KL_I64, DIMS(2), VALS(1, 3)); /* 3 + 2 > 4 */
   expect_fail(f, KILN_ERR_SHAPE, "write_indices[1] is 3: 2 entries from there do not fit");
   attr_string(f, "mode", "circular"); /* wraps: positions 3 and 0 */
+  expect_run(f);
+  EXPECT(f, 0, 0, 1, -1, -2, 4, -4, 6, 7, -3);
+  /* circular from INT64_MAX (w + s overflowed, UBSan): INT64_MAX % 4 = 3, then 0 */
+  tensor(f, 2, KL_I64, DIMS(2), VALS(1, 0));
+  ((int64_t *)f->tin[2].data)[1] = INT64_MAX;
   expect_run(f);
   EXPECT(f, 0, 0, 1, -1, -2, 4, -4, 6, 7, -3);
 }

@@ -262,11 +262,13 @@ static kiln_status roi_geometry(const kl_roi_align *r, const kl_tensor *rois, in
   g->bin_h = roi_h / (double)r->out_h, g->bin_w = roi_w / (double)r->out_w;
   double gh = r->sampling_ratio > 0 ? (double)r->sampling_ratio : ceil(g->bin_h);
   double gw = r->sampling_ratio > 0 ? (double)r->sampling_ratio : ceil(g->bin_w);
-  /* a NaN or negative extent samples nothing (the bin is 0) */
-  g->grid_h = gh > 0 ? (int64_t)gh : 0, g->grid_w = gw > 0 ? (int64_t)gw : 0;
+  /* the bound first: a huge roi (1e30) must not reach the cast to int64 */
+  g->grid_h = g->grid_w = 0;
   if (gh > 4096 || gw > 4096)
     return kl_fail(e, KILN_ERR_LIMIT, "roi %lld spans %g x %g pixels per output bin; kiln "
                    "samples at most 4096 x 4096", (long long)i, g->bin_h, g->bin_w);
+  /* a NaN or negative extent samples nothing (the bin is 0) */
+  g->grid_h = gh > 0 ? (int64_t)gh : 0, g->grid_w = gw > 0 ? (int64_t)gw : 0;
   return KILN_OK;
 }
 
@@ -483,8 +485,10 @@ int kl_ref_tensor_scatter(kl_kernel_ctx *c) {
   kl_ref_copy_bytes(y->data, past->data, kl_tensor_nbytes(past));
   for (int64_t p = 0; p < prefix; p++) {
     int64_t w = idx ? kl_ref_load_int(idx->data, idx->dtype, p / per_batch) : 0;
+    if (circular && cap > 0) w %= cap; /* then w + s cannot overflow (once did at INT64_MAX) */
     for (int64_t s = 0; s < len; s++) {
-      int64_t at = w + s;
+      int64_t at;
+      if (__builtin_add_overflow(w, s, &at)) continue; /* far outside in linear mode */
       if (circular) at = (at % cap + cap) % cap;
       if (at < 0 || at >= cap) continue; /* infer refused it; never write outside */
       kl_ref_copy_bytes((char *)y->data + (size_t)((p * cap + at) * suffix) * esize,
