@@ -25,7 +25,8 @@
 #include <stdint.h>
 
 #define KL_ONNX_MIN_IR 3     /* opset_import appeared in IR version 3 */
-#define KL_ONNX_MAX_IR 13    /* the newest IR version kiln has checked (onnx 1.22) */
+#define KL_ONNX_MAX_IR 14    /* the newest IR version kiln has checked (onnx 1.23: 14 adds only
+                                the float6 types, refused by number, and opaque types) */
 #define KL_ONNX_MIN_OPSET 7
 #define KL_ONNX_MAX_OPSET 27 /* the newest default-domain opset kiln checked (onnx 1.22):
                              24 to 27 changed only types kiln does not store, added ops,
