@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `kiln inspect --stats/--dot` and `kiln optimize` on the digits models: the stats name
 # what fired, the dot file is a graph, and the optimized ONNX file passes the model's
-# own test data when kiln runs it as saved (-O0) and after optimizing it again (-O2).
+# own test data when kiln runs it as saved (-O0) and after optimizing it again (-O2);
+# a written model repeats no node name.
 #
 #   tests/run_passes_cli.sh KILN_BINARY        (from the source root)
 set -u
@@ -29,6 +30,14 @@ for m in digits_cnn digits_cnn_fused digits_mlp; do
     "$kiln" check "$level" --verify "$work/$m" >/dev/null || fail "$m: the optimized file at $level"
   done
 done
+# Node names in a written model are unique, as ONNX requires and onnxruntime checks: a
+# TorchScript trace repeats them (layers.0.self_attn/size for a Shape and a Gather).
+"$kiln" optimize tests/models/ts/transformer/model.pt -o "$work/tr.onnx" >/dev/null ||
+  fail "optimize a .pt"
+dups=$("$kiln" inspect "$work/tr.onnx" -O0 | sed -n "s/^  #[0-9]* [^ ]* '\(.*\)'$/\1/p" | sort | uniq -d)
+[ -z "$dups" ] || fail "the optimized .pt repeats node names: $(head -3 <<<"$dups" | tr '\n' ' ')"
+"$kiln" inspect "$work/tr.onnx" -O0 | grep -q "^  #0 " || fail "inspect of the optimized .pt"
+
 # -O3's layout pass (forced on, so that a build without oneDNN tests it too) leaves one
 # Transpose in digits_cnn, out of the GlobalAveragePool (the first Conv reads the image
 # as it is); the saved file runs as saved and again at -O3.

@@ -2,6 +2,7 @@
  * graph for names and constant data; only the tree itself is allocated, through a
  * pool that is freed in one go after packing. */
 #include "export/onnx_export.h"
+#include "ir/strmap.h"
 #include "import/fileio.h"
 #include "import/onnx.h"
 #include "kl_config.h"
@@ -213,12 +214,34 @@ static bool add_value_infos(pool *p, const kl_graph *g, Onnx__GraphProto *gp) {
   return true;
 }
 
+/* Node names unique, as ONNX requires and onnxruntime checks: a name already taken
+ * (a TorchScript trace repeats them, fusion keeps one of several) gets "_N" after it,
+ * the first N that is free; unnamed nodes stay unnamed. */
+static bool unique_node_names(pool *p, Onnx__GraphProto *gp) {
+  kl_strmap *seen = kl_strmap_new();
+  bool ok = seen != NULL;
+  for (size_t i = 0; ok && i < gp->n_node; i++) {
+    char *name = gp->node[i]->name;
+    if (!name || !*name) continue;
+    for (int k = 1; ok && kl_strmap_get(seen, name) >= 0; k++) {
+      size_t n = strlen(gp->node[i]->name) + 24;
+      if ((ok = (name = pool_alloc(p, n, 1)) != NULL))
+        snprintf(name, n, "%s_%d", gp->node[i]->name, k);
+    }
+    if (ok) ok = kl_strmap_put(seen, name, (int)i);
+    gp->node[i]->name = name;
+  }
+  kl_strmap_free(seen);
+  return ok;
+}
+
 static Onnx__GraphProto *graph_proto(pool *p, const kl_graph *g, kl_err *e) {
   Onnx__GraphProto *gp = NEW(p, Onnx__GraphProto, ONNX__GRAPH_PROTO__INIT);
   if (!gp || !(gp->node = pool_alloc(p, (size_t)g->n_nodes, sizeof *gp->node))) return NULL;
   gp->name = "kiln";
   for (int i = 0; i < g->n_nodes; i++)
     if (!(gp->node[gp->n_node++] = node_proto(p, g, &g->nodes[i], e))) return NULL;
+  if (!unique_node_names(p, gp)) return NULL;
   if (!add_initializers(p, g, gp) || !add_value_infos(p, g, gp)) return NULL;
   return gp;
 }
