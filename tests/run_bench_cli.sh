@@ -87,6 +87,15 @@ for m in digits_cnn digits_mlp; do
     fail "$m: the arena is not smaller than the total without reuse (saved '$saved')"
   grep -q '^largest tensors:' <<<"$mem" || fail "$m: inspect --memory lists no tensors"
 done
+# the inputs a run gets are printed; --batch on a model with no symbolic batch dim is
+# refused (it reported 4 times the throughput of runs of one)
+grep -qF '"inputs": {"input": [1, 1, 8, 8]}' <<<"$json" || fail "bench --json: no inputs"
+out=$("$kiln" bench "$cnn" --iterations 1 --batch 3) || fail "bench --batch 3"
+grep -q '^  input: float32\[3,1,8,8\]$' <<<"$out" || fail "bench --batch 3: inputs not shown: $out"
+err=$("$kiln" bench tests/corpus/bad/valid_relu.onnx --iterations 1 --batch 4 2>&1) &&
+  fail "--batch on a static model accepted"
+grep -q 'no input has a symbolic first dim' <<<"$err" || fail "--batch on a static model: $err"
+
 # arguments that were once taken silently: refused, with the reason
 err=$("$kiln" bench "$cnn" --threads 4294967297 2>&1) && fail "--threads 2^32+1 accepted"
 grep -q 'more than 4096' <<<"$err" || fail "--threads 2^32+1: $err"

@@ -133,17 +133,31 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
 }
 
 /* Inputs from files or random, bound to the session; tensors are kept in ts. */
+/* The inputs a run gets: "  x: float32[1,3,224,224]", a line each. */
+static void print_inputs(const kiln_model *m, const kl_tensor *ts, FILE *out) {
+  for (int k = 0; k < kiln_model_input_count(m); k++) {
+    kiln_tensor_info info;
+    kiln_model_input_info(m, k, &info);
+    fprintf(out, "  %s: %s[", info.name, kl_dtype_name(ts[k].dtype));
+    for (int d = 0; d < ts[k].rank; d++)
+      fprintf(out, "%s%" PRId64, d ? "," : "", ts[k].dims[d]);
+    fprintf(out, "]\n");
+  }
+}
+
 static bool make_inputs(const bench_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
   uint64_t state = a->seed;
   if (!cli_check_named("bench", "--input", a->inputs, a->n_inputs, m) ||
       !cli_check_named("bench", "--shape", a->shapes, a->n_shapes, m))
     return false;
   int64_t limit = a->common.max_tensor_bytes ? a->common.max_tensor_bytes : (INT64_C(16) << 30);
+  bool batched = false; /* --batch sized some input's symbolic first dim */
   for (int k = 0; k < kiln_model_input_count(m); k++) {
     kiln_tensor_info info;
     kiln_model_input_info(m, k, &info);
     const char *file = cli_find_named(a->inputs, a->n_inputs, info.name);
     const char *shape = cli_find_named(a->shapes, a->n_shapes, info.name);
+    batched |= !file && !shape && info.rank > 0 && info.dims[0] < 0;
     char *name = NULL;
     if (file ? !cli_read_tensor(file, limit, &ts[k], &name)
              : !cli_random_input("bench", &info, shape, a->batch, &state, &ts[k]))
@@ -155,6 +169,13 @@ static bool make_inputs(const bench_args *a, kiln_model *m, kiln_session *s, kl_
       fprintf(stderr, "kiln bench: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
       return false;
     }
+  }
+  if (a->batch > 1 && !batched) { /* the throughput would count inferences never made */
+    fprintf(stderr, "kiln bench: --batch %" PRId64 ": no input has a symbolic first dim "
+            "that it could size (the inputs below are what runs); export the model with a "
+            "dynamic batch, or give the shapes with --shape\n", a->batch);
+    print_inputs(m, ts, stderr);
+    return false;
   }
   return true;
 }
@@ -269,8 +290,9 @@ static ref_share reference_share(const kiln_model *m, kiln_session *s) {
   return r;
 }
 
-static void report(const bench_args *a, double load_ms, double session_ms, double first_ms,
-                   double *lat, int64_t n, bench_profile *prof, int slow, ref_share ref) {
+static void report(const bench_args *a, const kiln_model *m, const kl_tensor *ts,
+                   double load_ms, double session_ms, double first_ms, double *lat, int64_t n,
+                   bench_profile *prof, int slow, ref_share ref) {
   int threads = kl_cpu_threads_for(a->common.threads);
   qsort(lat, (size_t)n, sizeof *lat, cmp_double);
   double sum = 0;
@@ -288,6 +310,17 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
            "\"reference_share\": %.4f",
            threads, kl_cpu_isa_used(), a->batch, n, load_ms, session_ms, first_ms,
            lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow, ref.share);
+    printf(", \"inputs\": {");
+    for (int k = 0; k < kiln_model_input_count(m); k++) {
+      kiln_tensor_info info;
+      kiln_model_input_info(m, k, &info);
+      printf("%s", k ? ", " : "");
+      print_json_string(info.name);
+      printf(": [");
+      for (int d = 0; d < ts[k].rank; d++) printf("%s%" PRId64, d ? ", " : "", ts[k].dims[d]);
+      printf("]");
+    }
+    printf("}");
     if (prof) {
       printf(", ");
       fflush(stdout);
@@ -299,6 +332,8 @@ static void report(const bench_args *a, double load_ms, double session_ms, doubl
   printf("model            %s\n", a->model);
   printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
   printf("isa              %s\n", kl_cpu_isa_used());
+  printf("inputs\n");
+  print_inputs(m, ts, stdout);
   printf("model load       %.3f ms\n", load_ms);
   printf("session create   %.3f ms\n", session_ms);
   printf("first inference  %.3f ms\n", first_ms);
@@ -354,7 +389,7 @@ int cmd_bench(int argc, char **argv) {
   int64_t n = timed_runs(&a, s, prof, &lat);
   if (n <= 0) goto done;
   int slow = warn_slow_paths(m, s);
-  report(&a, load_ms, session_ms, first_ms, lat, n, prof, slow, reference_share(m, s));
+  report(&a, m, ts, load_ms, session_ms, first_ms, lat, n, prof, slow, reference_share(m, s));
   rc = EXIT_OK;
   if (prof && !bench_profile_write_trace(prof, a.trace ? a.trace : "kiln-profile.json"))
     rc = EXIT_FAIL;
