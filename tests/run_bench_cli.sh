@@ -96,6 +96,11 @@ err=$("$kiln" bench tests/corpus/bad/valid_relu.onnx --iterations 1 --batch 4 2>
   fail "--batch on a static model accepted"
 grep -q 'no input has a symbolic first dim' <<<"$err" || fail "--batch on a static model: $err"
 
+# kiln check's passing line says how close it was
+out=$("$kiln" check models/digits_cnn) || fail "check digits_cnn"
+grep -Eq '^pass models/digits_cnn \(2 data sets; max abs err [0-9.e+-]+, max rel err [0-9.e+-]+\)$' \
+  <<<"$out" || fail "check's pass line: $out"
+
 # arguments that were once taken silently: refused, with the reason
 err=$("$kiln" bench "$cnn" --threads 4294967297 2>&1) && fail "--threads 2^32+1 accepted"
 grep -q 'more than 4096' <<<"$err" || fail "--threads 2^32+1: $err"
