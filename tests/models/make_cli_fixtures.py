@@ -9,6 +9,11 @@
                     same file name, which `kiln run --output-dir` must keep apart.
   empty_rows/model.onnx  LayerNormalization of x [r, 0] (scale and bias of no element):
                     given 2^40 rows of nothing, a run must end at once, not loop over them.
+  huge_window/      an ONNX test-case folder: MaxPool, AveragePool (with and without
+                    count_include_pad) and LpPool whose windows of 2^40 taps (2^40 by
+                    2^40 in 2-D) lie almost all in padding over a 1-element input.
+                    Only the taps inside the input may cost time; the expected outputs
+                    are worked out by hand (x, x, x / 2^40, |x|).
 
     .venv/bin/python tests/models/make_cli_fixtures.py
 """
@@ -62,6 +67,41 @@ def empty_rows():
         f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
 
 
+def huge_window():
+    big = 1 << 40
+    x1 = np.array([[[-1.75]]], np.float32)
+    x2 = np.array([[[[2.5]], [[-0.5]]]], np.float32)
+    # x2 goes through an identity 1x1 Conv first, so that at -O3 its pools run on the
+    # channels-last layout the Conv's oneDNN primitive hands them
+    eye = numpy_helper.from_array(np.eye(2, dtype=np.float32).reshape(2, 2, 1, 1), "eye")
+    nodes = [helper.make_node("Conv", ["x2", "eye"], ["x2c"])]
+    outs, expect = [], []
+    for name, x, n in (("x1", x1, 1), ("x2c", x2, 2)):
+        geo = dict(kernel_shape=[big] * n, pads=[big - 1] * (2 * n), strides=[big] * n)
+        for op, extra, want in (("MaxPool", {}, x),
+                                ("AveragePool", {}, x),
+                                ("AveragePool", {"count_include_pad": 1}, x / np.float32(big) ** n),
+                                ("LpPool", {"p": 2}, np.abs(x))):
+            out = f"{name}_{op}_{len(outs)}"
+            nodes.append(helper.make_node(op, [name], [out], **geo, **extra))
+            outs.append(helper.make_tensor_value_info(out, TensorProto.FLOAT, list(x.shape)))
+            expect.append(want.astype(np.float32))
+    graph = helper.make_graph(nodes, "huge_window",
+                              [helper.make_tensor_value_info("x1", TensorProto.FLOAT, list(x1.shape)),
+                               helper.make_tensor_value_info("x2", TensorProto.FLOAT, list(x2.shape))],
+                              outs, [eye])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), "huge_window")
+    data = os.path.join(here, "huge_window", "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    for i, (name, x) in enumerate((("x1", x1), ("x2", x2))):
+        with open(os.path.join(data, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(x, name).SerializeToString())
+    for i, (out, want) in enumerate(zip(outs, expect)):
+        with open(os.path.join(data, f"output_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(want, out.name).SerializeToString())
+
+
 qdq()
 names()
 empty_rows()
+huge_window()

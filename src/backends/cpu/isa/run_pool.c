@@ -30,13 +30,13 @@ typedef struct pool_job {
   bool is_max, include_pad;
 } pool_job;
 
-/* Taps k < kn of a window starting at `start` (step dil) inside [0, in), or inside the
- * padded range [-pb, in + pe) when padded. */
+/* How many taps k < kn of a window starting at `start` (step dil) land inside
+ * [0, in), or inside the padded range [-pb, in + pe) when padded. */
 static int64_t taps(int64_t start, int64_t kn, int64_t dil, int64_t in, int64_t pb,
                     int64_t pe, bool padded) {
-  int64_t lo = padded ? -pb : 0, hi = padded ? in + pe : in, n = 0;
-  for (int64_t k = 0; k < kn; k++) n += start + k * dil >= lo && start + k * dil < hi;
-  return n;
+  int64_t k0, k1;
+  kl_ref_tap_span(start, kn, dil, padded ? -pb : 0, padded ? in + pe : in, &k0, &k1);
+  return k1 - k0;
 }
 
 /* One output row, columns [ox0, ox0 + m): v spans input columns [c0, c0 + width). */
@@ -46,11 +46,11 @@ static void pool_row(const pool_job *j, const float *x, float *yr, int64_t oy, i
   int64_t lo = c0 < 0 ? -c0 : 0, hi = j->iw - c0 < width ? j->iw - c0 : width;
   float identity = j->is_max ? -INFINITY : 0.0f;
   for (int64_t i = 0; i < width; i++) v[i] = identity;
-  int64_t r0 = oy * j->sh - j->ph, rows_in = 0;
-  for (int64_t k = 0; k < j->kh; k++) {
+  int64_t r0 = oy * j->sh - j->ph, k0, k1;
+  kl_ref_tap_span(r0, j->kh, j->dh, 0, j->ih, &k0, &k1);
+  int64_t rows_in = k1 - k0;
+  for (int64_t k = k0; k < k1; k++) {
     int64_t iy = r0 + k * j->dh;
-    if (iy < 0 || iy >= j->ih) continue;
-    rows_in++;
     if (hi > lo)
       e->binary(j->is_max ? KL_BIN_MAX : KL_BIN_ADD, v + lo, 1, x + iy * j->iw + c0 + lo, 1,
                 v + lo, (size_t)(hi - lo));
@@ -110,7 +110,8 @@ int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f) {
                 .include_pad = kl_attr_int(c->node, "count_include_pad", 0) != 0};
   if (!pool_setup(&g, &j)) return kl_isa_ref(c);
   if (kl_tensor_numel(y) == 0) return KILN_OK;
-  int64_t work = j.planes * j.oh * j.ow * j.kh * j.kw;
+  /* taps inside X per output: at most min(kernel, input) per dim */
+  int64_t work = j.planes * j.oh * j.ow * (j.kh < j.ih ? j.kh : j.ih) * (j.kw < j.iw ? j.kw : j.iw);
   int64_t tasks = kl_isa_split(j.planes, 16384 / (j.ih * j.iw + 1) + 1, &j.per);
   kl_isa_parallel(c, tasks, work, pool_task, &j);
   return KILN_OK;
@@ -135,25 +136,21 @@ typedef struct nhwc_job {
 static void nhwc_pixel(const nhwc_job *j, int64_t n, int64_t oy, int64_t ox) {
   const float *x[NHWC_TAPS];
   float *yp = j->y + ((n * j->oh + oy) * j->ow + ox) * j->c;
-  int64_t r0 = oy * j->sh - j->ph, c0 = ox * j->sw - j->pw, rows_in = 0, cols_in = 0;
-  for (int64_t kx = 0; kx < j->kw; kx++) cols_in += c0 + kx * j->dw >= 0 && c0 + kx * j->dw < j->iw;
-  for (int64_t ky = 0; ky < j->kh; ky++) {
-    int64_t iy = r0 + ky * j->dh;
-    rows_in += iy >= 0 && iy < j->ih;
-  }
+  int64_t r0 = oy * j->sh - j->ph, c0 = ox * j->sw - j->pw, ky0, ky1, kx0, kx1;
+  kl_ref_tap_span(r0, j->kh, j->dh, 0, j->ih, &ky0, &ky1);
+  kl_ref_tap_span(c0, j->kw, j->dw, 0, j->iw, &kx0, &kx1);
+  int64_t rows_in = ky1 - ky0, cols_in = kx1 - kx0;
   float scale = 1.0f;
   if (!j->is_max)
-    scale = 1.0f / (j->include_pad ? (float)(taps(r0, j->kh, j->dh, j->ih, j->ph, j->pe_h, true) *
-                                             taps(c0, j->kw, j->dw, j->iw, j->pw, j->pe_w, true))
+    scale = 1.0f / (j->include_pad ? (float)taps(r0, j->kh, j->dh, j->ih, j->ph, j->pe_h, true) *
+                                             (float)taps(c0, j->kw, j->dw, j->iw, j->pw, j->pe_w, true)
                                    : (float)(rows_in * cols_in));
   size_t n_taps = 0;
   bool acc = false;
-  for (int64_t ky = 0; ky < j->kh; ky++) {
+  for (int64_t ky = ky0; ky < ky1; ky++) {
     int64_t iy = r0 + ky * j->dh;
-    if (iy < 0 || iy >= j->ih) continue;
-    for (int64_t kx = 0; kx < j->kw; kx++) {
+    for (int64_t kx = kx0; kx < kx1; kx++) {
       int64_t ix = c0 + kx * j->dw;
-      if (ix < 0 || ix >= j->iw) continue;
       if (n_taps == NHWC_TAPS) { /* a large window: in parts, the last one scaled */
         j->f->pool->taps(j->is_max, acc, x, n_taps, 1.0f, yp, (size_t)j->c);
         acc = true;
@@ -197,8 +194,10 @@ int kl_run_pool_nhwc(const kl_kernel_ctx *c, const kl_isa_fns *f, const float *x
   }
   j.rows = xv->dims[0] * j.oh;
   if (j.rows * j.ow * j.c == 0) return KILN_OK;
-  int64_t work = j.rows * j.ow * j.kh * j.kw * j.c;
-  int64_t tasks = kl_isa_split(j.rows, 16384 / (j.ow * j.kh * j.kw * j.c + 1) + 1, &j.per);
+  /* taps inside X per output: at most min(kernel, input) per dim */
+  int64_t taps_in = (j.kh < j.ih ? j.kh : j.ih) * (j.kw < j.iw ? j.kw : j.iw);
+  int64_t work = j.rows * j.ow * taps_in * j.c;
+  int64_t tasks = kl_isa_split(j.rows, 16384 / (j.ow * taps_in * j.c + 1) + 1, &j.per);
   kl_isa_parallel(c, tasks, work, nhwc_task, &j);
   return KILN_OK;
 }

@@ -152,16 +152,15 @@ typedef struct lp_args {
 static double lp_window(const lp_args *a, int64_t plane, const int64_t *o) {
   const kl_ref_window *g = &a->g;
   double sum = 0;
-  int64_t k[3], p[3];
-  for (k[0] = 0; k[0] < g->kernel[0]; k[0]++)
-    for (k[1] = 0; k[1] < g->kernel[1]; k[1]++)
-      for (k[2] = 0; k[2] < g->kernel[2]; k[2]++) {
-        bool inside = true;
-        for (int i = 0; i < 3; i++) {
+  int64_t k[3], p[3], from[3], to[3];
+  for (int i = 0; i < 3; i++) /* only the taps inside X: a huge window over padding */
+    kl_ref_tap_span(o[i] * g->stride[i] - g->pad_begin[i], g->kernel[i], g->dilation[i], 0,
+                    g->in[i], &from[i], &to[i]);
+  for (k[0] = from[0]; k[0] < to[0]; k[0]++)
+    for (k[1] = from[1]; k[1] < to[1]; k[1]++)
+      for (k[2] = from[2]; k[2] < to[2]; k[2]++) {
+        for (int i = 0; i < 3; i++)
           p[i] = o[i] * g->stride[i] - g->pad_begin[i] + k[i] * g->dilation[i];
-          inside = inside && p[i] >= 0 && p[i] < g->in[i];
-        }
-        if (!inside) continue;
         double v = kl_ref_load(a->x->data, a->x->dtype, plane + kl_ref_at3(g->in, p[0], p[1], p[2]));
         sum += pow(fabs(v), a->p);
       }

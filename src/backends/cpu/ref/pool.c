@@ -25,7 +25,8 @@ typedef struct pool_args {
 typedef struct window_result {
   double value;
   int64_t index; /* spatial offset of the maximum, -1 if none */
-  int64_t taps_in, taps_padded;
+  int64_t taps_in;
+  double taps_padded; /* up to 2^63 per dim */
 } window_result;
 
 /* Spatial offset of (i0, i1, i2) in the index layout MaxPool's Indices use. Only the
@@ -45,19 +46,9 @@ static int64_t tap_at(const kl_ref_window *g, int i, int64_t o, int64_t k) {
   return o * g->stride[i] - g->pad_begin[i] + k * g->dilation[i];
 }
 
-static bool in_padded(const kl_ref_window *g, int i, int64_t p) {
-  return p >= -g->pad_begin[i] && p < g->in[i] + g->pad_end[i];
-}
-
+/* A tap inside X (pool_window visits no other). */
 static void visit_tap(const pool_args *a, int64_t plane, const int64_t *p, bool is_max,
                       window_result *r) {
-  bool padded = true, inside = true;
-  for (int i = 0; i < 3; i++) {
-    padded = padded && in_padded(&a->g, i, p[i]);
-    inside = inside && p[i] >= 0 && p[i] < a->g.in[i];
-  }
-  r->taps_padded += padded;
-  if (!inside) return;
   r->taps_in++;
   int64_t at = plane + kl_ref_at3(a->g.in, p[0], p[1], p[2]);
   double v = kl_ref_load(a->x->data, a->x->dtype, at);
@@ -69,14 +60,29 @@ static void visit_tap(const pool_args *a, int64_t plane, const int64_t *p, bool 
   }
 }
 
+/* The taps k of output position o along dim i that land in [lo, hi): [*k0, *k1). */
+static void tap_range(const kl_ref_window *g, int i, int64_t o, int64_t lo, int64_t hi,
+                      int64_t *k0, int64_t *k1) {
+  kl_ref_tap_span(tap_at(g, i, o, 0), g->kernel[i], g->dilation[i], lo, hi, k0, k1);
+}
+
+/* Only the taps inside X are visited, so that the work is bounded by X whatever the
+ * window and pads (a kernel of 2^40 over padding took forever); the taps inside the
+ * padded input are counted per dim. */
 static window_result pool_window(const pool_args *a, int64_t plane, const int64_t *o,
                                  bool is_max) {
   const kl_ref_window *g = &a->g;
-  window_result r = {is_max ? -INFINITY : 0.0, -1, 0, 0};
-  int64_t k[3], p[3];
-  for (k[0] = 0; k[0] < g->kernel[0]; k[0]++)
-    for (k[1] = 0; k[1] < g->kernel[1]; k[1]++)
-      for (k[2] = 0; k[2] < g->kernel[2]; k[2]++) {
+  window_result r = {is_max ? -INFINITY : 0.0, -1, 0, 1};
+  int64_t k[3], p[3], from[3], to[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t pk0, pk1;
+    tap_range(g, i, o[i], -g->pad_begin[i], g->in[i] + g->pad_end[i], &pk0, &pk1);
+    r.taps_padded *= (double)(pk1 - pk0);
+    tap_range(g, i, o[i], 0, g->in[i], &from[i], &to[i]);
+  }
+  for (k[0] = from[0]; k[0] < to[0]; k[0]++)
+    for (k[1] = from[1]; k[1] < to[1]; k[1]++)
+      for (k[2] = from[2]; k[2] < to[2]; k[2]++) {
         for (int i = 0; i < 3; i++) p[i] = tap_at(g, i, o[i], k[i]);
         visit_tap(a, plane, p, is_max, &r);
       }
@@ -100,7 +106,7 @@ static void pool_output(const pool_args *a, kl_kernel_ctx *c, int64_t plane, int
     if (idx) ((int64_t *)idx->data)[i] = r.index >= 0 ? xplane + r.index : -1;
     return;
   }
-  double count = (double)(a->include_pad ? r.taps_padded : r.taps_in);
+  double count = a->include_pad ? r.taps_padded : (double)r.taps_in;
   kl_ref_store(y->data, y->dtype, i, r.value / count);
 }
 

@@ -140,6 +140,19 @@ typedef struct kl_ref_window {
 kiln_status kl_ref_window_init(const kl_kernel_ctx *c, const int64_t *kernel,
                                kl_ref_window *w);
 
+/* The taps k < kn of a window starting at `start` (step dil >= 1) that land in
+ * [lo, hi): [*k0, *k1), found without visiting the others, so that a window of 2^40
+ * over padding costs what its taps inside do. The window's geometry was checked
+ * (kl_window_out): lo - start and hi - start fit. */
+static inline void kl_ref_tap_span(int64_t start, int64_t kn, int64_t dil, int64_t lo,
+                                   int64_t hi, int64_t *k0, int64_t *k1) {
+  int64_t first = start >= lo ? 0 : (lo - start) / dil + ((lo - start) % dil != 0);
+  int64_t end = start >= hi ? 0 : (hi - 1 - start) / dil + 1;
+  *k0 = first < kn ? first : kn;
+  *k1 = end < kn ? end : kn;
+  if (*k1 < *k0) *k1 = *k0;
+}
+
 /* Flat offset of (i0, i1, i2) in a 3-D block of dims d. */
 static inline int64_t kl_ref_at3(const int64_t *d, int64_t i0, int64_t i1, int64_t i2) {
   return (i0 * d[1] + i1) * d[2] + i2;
