@@ -436,7 +436,13 @@ def torch_notes(rows):
 
 
 def chart(rows, path):
-    import matplotlib
+    """Draws the ratios into path; False (with a word on stderr) without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"bench_vs_ort: no chart drawn ({path}): matplotlib is not installed",
+              file=sys.stderr)
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -453,6 +459,7 @@ def chart(rows, path):
     ax.set_title("kiln vs onnxruntime (lower is faster for kiln; dashed: 0.8 target)")
     fig.tight_layout()
     fig.savefig(path)
+    return True
 
 
 def write_doc(doc, text, section=""):
@@ -525,9 +532,12 @@ def main():
             f"{'; every process under chrt -f 50' if args.realtime else ''}; load average at the "
             f"start: {load:.1f}.")
     notes = torch_notes(rows)
+    drawn = chart(rows, args.chart)
+    # the doc links the chart only when it was drawn next to it
+    beside = os.path.dirname(os.path.abspath(args.chart)) == os.path.dirname(os.path.abspath(args.doc))
     write_doc(args.doc, note + "\n\n" + table(rows) + (f"\n\n{notes}" if notes else "")
-              + f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})", args.section)
-    chart(rows, args.chart)
+              + (f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})"
+                 if drawn and beside else ""), args.section)
 
 
 if __name__ == "__main__":

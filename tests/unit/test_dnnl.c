@@ -159,6 +159,7 @@ static void check_on(kl_graph *g, const char *what, bool need_dnnl) {
     for (int i = 0; KL_HAVE_DNNL && need_dnnl && i < m->g->n_nodes; i++) /* oneDNN ran each */
       if (strncmp(kl_session_kernel_name(fast, i), "dnnl", 4) != 0 &&
           strcmp(kl_session_kernel_name(fast, i), "gemv") != 0 && /* or, one row: our GEMV */
+          strcmp(kl_session_kernel_name(fast, i), "gemm") != 0 && /* or our tiles (AVX2) */
           strcmp(kl_session_kernel_name(fast, i), "concat") != 0) /* a Concat among them */
         fail_msg("%s: node %d ran on kernel '%s'", what, i, kl_session_kernel_name(fast, i));
       else if (kl_session_slow_path(fast, i)) /* nor on a reference implementation */

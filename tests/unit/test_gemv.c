@@ -209,6 +209,62 @@ static void test_primitives(void **state) {
   }
 }
 
+/* The tile primitive of every level that has one, against the double sums and the
+ * generic level's tile: rows 1 to 6, partial and whole panels, k from 1 to past a
+ * pass, with and without adding to what c holds; nothing outside the tile's rows and
+ * columns written. */
+static void test_tiles(void **state) {
+  (void)state;
+  const kl_isa_fns *lv[3];
+  int n_lv = levels(lv);
+  static const size_t ks[] = {1, 2, 7, 64, 257};
+  static const size_t ncs[] = {1, 7, 8, 9, 15, 16};
+  const size_t ldc = 21; /* wider than a panel: the columns past nc are guards */
+  for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
+    for (size_t m = 1; m <= KL_GEMM_ROWS; m++)
+      for (size_t b = 0; b < sizeof ncs / sizeof ncs[0]; b++)
+        for (int acc = 0; acc < 2; acc++) {
+          size_t k = ks[a], nc = ncs[b];
+          float *ap = rand_floats(k * KL_GEMM_ROWS, 2.0f), *wp = rand_floats(k * 16, 1.0f);
+          float *c0 = rand_floats((KL_GEMM_ROWS + 1) * ldc, 3.0f);
+          float c[(KL_GEMM_ROWS + 1) * 21], first[(KL_GEMM_ROWS + 1) * 21];
+          for (size_t j = 0; j < k; j++) /* rows past m hold zeros, as packed */
+            for (size_t i = m; i < KL_GEMM_ROWS; i++) ap[j * KL_GEMM_ROWS + i] = 0.0f;
+          for (int l = 0; l < n_lv; l++) {
+            if (!lv[l]->gemv->tile) continue;
+            memcpy(c, c0, sizeof c);
+            lv[l]->gemv->tile(ap, wp, k, m, c, ldc, nc, acc);
+            for (size_t i = 0; i <= KL_GEMM_ROWS; i++)
+              for (size_t col = 0; col < ldc; col++) {
+                float got = c[i * ldc + col];
+                if (i >= m || col >= nc) {
+                  if (got != c0[i * ldc + col])
+                    fail_msg("%s tile m=%zu nc=%zu k=%zu: wrote c[%zu][%zu] outside the tile",
+                             lv[l]->name, m, nc, k, i, col);
+                  continue;
+                }
+                double want = acc ? c0[i * ldc + col] : 0.0, mag = fabs(want);
+                for (size_t j = 0; j < k; j++) {
+                  want += (double)ap[j * KL_GEMM_ROWS + i] * wp[j * 16 + col];
+                  mag += fabs((double)ap[j * KL_GEMM_ROWS + i] * wp[j * 16 + col]);
+                }
+                double tol = ((double)k / 8.0 + 16.0) * 2.4e-7 * mag;
+                if (!(fabs((double)got - want) <= tol))
+                  fail_msg("%s tile m=%zu nc=%zu k=%zu acc=%d: c[%zu][%zu] = %.9g, the double "
+                           "sum %.9g", lv[l]->name, m, nc, k, acc, i, col, (double)got, want);
+                if (l > 0 && !(fabs((double)got - first[i * ldc + col]) <= 2 * tol))
+                  fail_msg("%s tile m=%zu nc=%zu k=%zu: c[%zu][%zu] = %.9g, the generic "
+                           "level's %.9g", lv[l]->name, m, nc, k, i, col, (double)got,
+                           (double)first[i * ldc + col]);
+              }
+            if (l == 0) memcpy(first, c, sizeof c);
+          }
+          free(ap);
+          free(wp);
+          free(c0);
+        }
+}
+
 /* ---- the driver ---- */
 
 typedef struct drv_case {
@@ -217,10 +273,13 @@ typedef struct drv_case {
   size_t k, n;
   float alpha, add_scale;
   int add_step, sum_step; /* -1: absent */
-  bool sum_in_y;          /* Sum shares y's buffer */
+  bool sum_in_y;          /* Sum is y's own elements */
   bool has_act;
   kl_act act;
   int threads;
+  size_t m;               /* rows (0: one) */
+  bool add_rows, sum_rows; /* an addend per row (else one for all) */
+  size_t sum_shift;       /* Sum shares y's buffer, this many floats before y */
 } drv_case;
 
 static double act_ref(const kl_act *a, double v) {
@@ -235,47 +294,64 @@ static double act_ref(const kl_act *a, double v) {
   }
 }
 
+/* An addend's row step: one per row (n or 1 elements apart) or none. */
+static size_t row_step(bool rows, int step, size_t n) { return rows ? (step ? n : 1) : 0; }
+
 static void run_driver(const kl_isa_fns *f, const drv_case *t) {
-  size_t rows = t->nk ? t->n : t->k, cols = t->nk ? t->k : t->n;
-  float *x = rand_floats(t->k, 2.0f), *w = rand_floats(rows * cols, 1.0f);
-  float *add = t->add_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
-  float *sum = t->sum_step >= 0 ? rand_floats(t->n, 3.0f) : NULL;
-  float *y = rand_floats(t->n, 1.0f);
+  size_t m = t->m ? t->m : 1, rows = t->nk ? t->n : t->k, cols = t->nk ? t->k : t->n;
+  size_t add_row = row_step(t->add_rows, t->add_step, t->n);
+  size_t sum_row = row_step(t->sum_rows, t->sum_step, t->n);
+  size_t add_len = (m - 1) * add_row + (t->n - 1) * (size_t)(t->add_step > 0) + 1;
+  size_t sum_len = (m - 1) * sum_row + (t->n - 1) * (size_t)(t->sum_step > 0) + 1;
+  float *x = rand_floats(m * t->k, 2.0f), *w = rand_floats(rows * cols, 1.0f);
+  float *add = t->add_step >= 0 ? rand_floats(add_len, 3.0f) : NULL;
+  float *sum = t->sum_step >= 0 ? rand_floats(sum_len, 3.0f) : NULL;
+  /* y, and before it the Sum that shares its buffer */
+  float *buf = rand_floats(t->sum_shift + m * t->n + 1, 1.0f), *y = buf + t->sum_shift;
   float *wp = malloc(sizeof(float) * (t->n / 16 * 16 * t->k + 1));
   float *tail = malloc(sizeof(float) * 16 * t->k); /* apart, as dnnl.c holds it */
   assert_non_null(wp);
   assert_non_null(tail);
   kl_gemv_pack(f, w, t->nk, (int64_t)t->k, (int64_t)t->n, wp, tail);
-  if (t->sum_in_y) memcpy(y, sum, sizeof(float) * t->n);
+  const float *sum_arg = sum;
+  if (t->sum_in_y) memcpy(y, sum, sizeof(float) * sum_len), sum_arg = y;
+  if (t->sum_shift) memcpy(buf, sum, sizeof(float) * sum_len), sum_arg = buf;
+  y[m * t->n] = 12345.0f; /* a guard past the end */
   kl_gemv_args a = {.x = x, .w = wp, .w_tail = tail, .k = (int64_t)t->k, .n = (int64_t)t->n,
-                    .alpha = t->alpha, .add = add, .add_step = t->add_step,
-                    .add_scale = t->add_scale, .sum = t->sum_in_y ? y : sum,
-                    .sum_step = t->sum_step, .has_act = t->has_act, .act = t->act, .y = y};
+                    .m = (int64_t)m, .alpha = t->alpha, .add = add, .add_step = t->add_step,
+                    .add_row = (int64_t)add_row, .add_scale = t->add_scale, .sum = sum_arg,
+                    .sum_step = t->sum_step, .sum_row = (int64_t)sum_row,
+                    .has_act = t->has_act, .act = t->act, .y = y};
   kl_err e = {0};
   kl_kernel_ctx c = {.e = &e, .threads = t->threads};
-  kl_run_gemv(&c, f, &a);
-  for (size_t i = 0; i < t->n; i++) {
-    double dot = 0, mag = 0;
-    for (size_t j = 0; j < t->k; j++) {
-      double wv = t->nk ? w[i * t->k + j] : w[j * t->n + i];
-      dot += (double)x[j] * wv;
-      mag += fabs((double)x[j] * wv);
+  if (m > 1 && !f->gemv->tile) goto done; /* a level without tiles: dnnl.c never asks */
+  assert_int_equal(kl_run_gemv(&c, f, &a), KILN_OK);
+  assert_true(y[m * t->n] == 12345.0f);
+  for (size_t r = 0; r < m; r++)
+    for (size_t i = 0; i < t->n; i++) {
+      double dot = 0, mag = 0;
+      for (size_t j = 0; j < t->k; j++) {
+        double wv = t->nk ? w[i * t->k + j] : w[j * t->n + i];
+        dot += (double)x[r * t->k + j] * wv;
+        mag += fabs((double)x[r * t->k + j] * wv);
+      }
+      double v = t->alpha * dot;
+      if (add) v += t->add_scale * add[r * add_row + i * (size_t)t->add_step];
+      if (sum) v += sum[r * sum_row + i * (size_t)t->sum_step];
+      if (t->has_act) v = act_ref(&t->act, v);
+      double tol = ((double)t->k / 8.0 + 16.0) * 2.4e-7 * (fabs(t->alpha) * mag + 10) + 1e-6;
+      if (!(fabs((double)y[r * t->n + i] - v) <= tol))
+        fail_msg("%s, %s: y[%zu][%zu] = %.9g, expected %.9g", f->name, t->what, r, i,
+                 (double)y[r * t->n + i], v);
     }
-    double v = t->alpha * dot;
-    if (add) v += t->add_scale * add[i * (size_t)t->add_step];
-    if (sum) v += sum[i * (size_t)t->sum_step];
-    if (t->has_act) v = act_ref(&t->act, v);
-    double tol = ((double)t->k / 8.0 + 16.0) * 2.4e-7 * (fabs(t->alpha) * mag + 10) + 1e-6;
-    if (!(fabs((double)y[i] - v) <= tol))
-      fail_msg("%s, %s: y[%zu] = %.9g, expected %.9g", f->name, t->what, i, (double)y[i], v);
-  }
+done:
   free(x);
   free(w);
   free(wp);
   free(tail);
   free(add);
   free(sum);
-  free(y);
+  free(buf);
 }
 
 static void test_driver(void **state) {
@@ -285,17 +361,44 @@ static void test_driver(void **state) {
   const kl_act relu = {KL_ACT_RELU, 0, 0}, leaky = {KL_ACT_LEAKY_RELU, 0.1f, 0};
   const kl_act hsig = {KL_ACT_HARD_SIGMOID, 0.2f, 0.5f}, clip = {KL_ACT_CLIP, -0.5f, 0.75f};
   const kl_act tanh_a = {KL_ACT_TANH, 0, 0};
+  /* what, nk, k, n, alpha, add_scale, add_step, sum_step, sum_in_y, has_act, act, threads,
+   * m, add_rows, sum_rows, sum_shift */
   const drv_case cases[] = {
-      {"nk plain", true, 100, 17, 1, 1, -1, -1, false, false, relu, 1},
-      {"nk alpha, add [N], Relu", true, 63, 100, 0.5f, 2, 1, -1, false, true, relu, 1},
+      {"nk plain", true, 100, 17, 1, 1, -1, -1, false, false, relu, 1, 0, false, false, 0},
+      {"nk alpha, add [N], Relu", true, 63, 100, 0.5f, 2, 1, -1, false, true, relu, 1, 0,
+       false, false, 0},
       {"kn add scalar, Sum in y, LeakyRelu", false, 17, 1031, 1, -1.5f, 0, 1, true, true,
-       leaky, 1},
-      {"kn Sum scalar, HardSigmoid", false, 1031, 63, 1, 1, -1, 0, false, true, hsig, 1},
-      {"nk Sum in y, Clip", true, 15, 5000, 2, 1, 1, 1, true, true, clip, 1},
-      {"nk threads", true, 1031, 700, 1, 1, 1, -1, false, true, tanh_a, 2},
-      {"kn threads, Sum in y", false, 1031, 1500, 1, 0.5f, 1, 1, true, false, relu, 2},
-      {"kn threads, odd columns", false, 3000, 1001, 1, 1, 0, -1, false, false, relu, 2},
+       leaky, 1, 0, false, false, 0},
+      {"kn Sum scalar, HardSigmoid", false, 1031, 63, 1, 1, -1, 0, false, true, hsig, 1, 0,
+       false, false, 0},
+      {"nk Sum in y, Clip", true, 15, 5000, 2, 1, 1, 1, true, true, clip, 1, 0, false, false,
+       0},
+      {"nk threads", true, 1031, 700, 1, 1, 1, -1, false, true, tanh_a, 2, 0, false, false, 0},
+      {"kn threads, Sum in y", false, 1031, 1500, 1, 0.5f, 1, 1, true, false, relu, 2, 0,
+       false, false, 0},
+      {"kn threads, odd columns", false, 3000, 1001, 1, 1, 0, -1, false, false, relu, 2, 0,
+       false, false, 0},
+      /* many rows: tiles, row blocks, passes over k, addends per row */
+      {"rows 2, nk plain", true, 100, 17, 1, 1, -1, -1, false, false, relu, 1, 2, false,
+       false, 0},
+      {"rows 5, add [N], Relu", true, 63, 100, 0.5f, 2, 1, -1, false, true, relu, 1, 5, false,
+       false, 0},
+      {"rows 7, add [M, 1], Sum [M, N]", false, 300, 33, 1, 1, 0, 1, false, false, relu, 1, 7,
+       true, true, 0},
+      {"rows 13, Sum in y, add [M, N], Tanh", true, 257, 40, 1, -0.5f, 1, 1, true, true,
+       tanh_a, 1, 13, true, true, 0},
+      {"rows 150, threads, Sum scalar, Clip", false, 513, 70, 1, 1, -1, 0, false, true, clip,
+       2, 150, false, false, 0},
+      {"rows 290, threads, Sum in y, C [N]", true, 31, 300, 1, 1, 1, 1, true, false, relu, 2,
+       290, false, true, 0},
+      {"rows 6, alpha 2, Sum in y", false, 600, 16, 2, 1, -1, 1, true, false, relu, 1, 6,
+       false, true, 0},
+      {"rows 9, Sum shares y's buffer 5 floats ahead", true, 20, 45, 1, 1, -1, 1, false, true,
+       leaky, 1, 9, false, true, 5},
+      {"rows 4, k 1, HardSigmoid", true, 1, 1031, 1, 1, 1, -1, false, true, hsig, 2, 4, false,
+       false, 0},
   };
+
   for (int l = 0; l < n_lv; l++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_driver(lv[l], &cases[i]);
 }
@@ -480,10 +583,26 @@ static bool dnnl_packs(void) { return dnnl_on() && kl_isa_level() >= KL_ISA_AVX5
 
 /* Runs g (its weights the constant "W") on row counts rows[] in order, in one fast
  * session per setting (release_weights off and on, 1 and 2 threads), each run against
- * the reference kernels. one_row: the graph's types make every run one row, so
- * release_weights frees the plain weights once the first run has packed them in panels;
+ * the reference kernels. one_row: the graph's types make every run kiln's product (one
+ * row, or more at a level with fast tiles), so release_weights frees the plain weights
+ * once the first run has packed them in panels;
  * else, when a run of more than one row came first, release_weights has freed them
  * (oneDNN packed them), and the later one-row runs must still be right. */
+/* Whether kiln's product runs the node under test (check_node): false for an
+ * activation it has no primitive for. */
+static bool kiln_runs_it = true;
+
+/* The kernel that must have run a node of `rows` rows: kiln's product for one row, and
+ * for more (up to KL_GEMM_MAX_ROWS) at a level whose tiles are fast
+ * (kl_gemv_fns.rows_fast); else NULL
+ * (oneDNN's). */
+static const char *product_kernel(int64_t rows) {
+  if (!dnnl_on() || !kiln_runs_it) return NULL;
+  if (rows <= 1) return "gemv";
+  return kl_cpu_isa_fns(kl_isa_level())->gemv->rows_fast && rows <= KL_GEMM_MAX_ROWS ? "gemm"
+                                                                                    : NULL;
+}
+
 static void check_node(kl_graph *g, const char *what, const int64_t *rows, int n_rows,
                        int64_t k, bool one_row) {
   onnx_buf buf = export_graph(g);
@@ -512,6 +631,13 @@ static void check_node(kl_graph *g, const char *what, const int64_t *rows, int n
           float *got = run(s, m, &in[r], &n_got);
           compare(what, how, rows[r], got, n_got, want[r], n_want[r], k);
           free(got);
+          const char *kernel = product_kernel(rows[r]), *ran = kl_session_kernel_name(s, 0);
+          if (kernel && strcmp(ran, kernel) != 0) /* no silent fallback to oneDNN */
+            fail_msg("%s, %s (rows %lld): ran on '%s', not kiln's %s", what, how,
+                     (long long)rows[r], ran, kernel);
+          if (!kernel && dnnl_on() && (!strcmp(ran, "gemm") || !strcmp(ran, "gemv")))
+            fail_msg("%s, %s (rows %lld): ran on kiln's %s, which must leave it to oneDNN",
+                     what, how, (long long)rows[r], ran);
         }
         many |= rows[r] > 1;
         const void *w = named(m, "W")->data;
@@ -674,7 +800,9 @@ static void test_matmul(void **state) {
   w = graph_const(g, "W", 2, (int64_t[]){64, 48});
   nd = add_node(g, KL_OP_KilnFusedMatMul, 2, (int[]){a, w});
   set_act(g, nd, "Mish", 0, NULL);
+  kiln_runs_it = false;
   check_node(g, "FusedMatMul Mish", one, 1, 64, false);
+  kiln_runs_it = true;
 
   g = kl_graph_new();
   a = graph_input(g, "a", 3, (int64_t[]){1, 1, 500}, true);
@@ -685,12 +813,71 @@ static void test_matmul(void **state) {
   check_node(g, "FusedMatMul Silu rows 1, 3, 1, 2, 1", dyn, 5, 500, false);
 }
 
+/* Runs of many rows whose shapes the graph fixes (at a level with fast tiles the node
+ * makes no oneDNN primitive, and under release_weights its panels are the model's own
+ * buffer): batch dims, a row block and a half, addends per row and per element. */
+static void test_many_rows(void **state) {
+  (void)state;
+  static const int64_t fixed[] = {2}; /* no symbolic dims: "more than one row" */
+  bool tiles = product_kernel(2) != NULL; /* then release_weights packs W in place */
+  kl_graph *g = kl_graph_new();
+  int a = graph_input(g, "a", 3, (int64_t[]){2, 5, 129}, false);
+  int w = graph_const(g, "W", 2, (int64_t[]){129, 40});
+  add_node(g, KL_OP_MatMul, 2, (int[]){a, w});
+  check_node(g, "matmul [2, 5, K] x [K, N]", fixed, 1, 129, tiles);
+
+  g = kl_graph_new(); /* C [M, 1]: one addend per row */
+  a = graph_input(g, "a", 2, (int64_t[]){7, 300}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){77, 300});
+  int c = graph_const(g, "C", 2, (int64_t[]){7, 1});
+  int nd = add_node(g, KL_OP_Gemm, 3, (int[]){a, w, c});
+  assert_int_equal(kl_node_set_int(g, nd, "transB", 1, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, nd, "beta", 0.5f, NULL), KILN_OK);
+  check_node(g, "gemm [7, K] C [M, 1] beta", fixed, 1, 300, tiles);
+
+  g = kl_graph_new(); /* C [M, N], alpha */
+  a = graph_input(g, "a", 2, (int64_t[]){4, 33}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){33, 1000});
+  c = graph_const(g, "C", 2, (int64_t[]){4, 1000});
+  nd = add_node(g, KL_OP_Gemm, 3, (int[]){a, w, c});
+  assert_int_equal(kl_node_set_float(g, nd, "alpha", -1.5f, NULL), KILN_OK);
+  check_node(g, "gemm [4, K] C [M, N] alpha", fixed, 1, 33, tiles);
+
+  g = kl_graph_new(); /* the most rows the tiles take; Bias, Sum [M, N], Gelu */
+  a = graph_input(g, "a", 2, (int64_t[]){KL_GEMM_MAX_ROWS, 300}, false);
+  int sum = graph_input(g, "sum", 2, (int64_t[]){KL_GEMM_MAX_ROWS, 100}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){300, 100});
+  int b = graph_const(g, "bias", 1, (int64_t[]){100});
+  nd = add_node(g, KL_OP_KilnFusedMatMul, 4, (int[]){a, w, b, sum});
+  set_act(g, nd, "Gelu", 0, NULL);
+  check_node(g, "FusedMatMul [KL_GEMM_MAX_ROWS, K] Gelu + Bias + Sum [M, N]", fixed, 1, 300, tiles);
+
+  g = kl_graph_new(); /* an addend that broadcasts along one batch dim only: oneDNN */
+  a = graph_input(g, "a", 3, (int64_t[]){2, 3, 20}, false);
+  sum = graph_input(g, "sum", 3, (int64_t[]){1, 3, 16}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){20, 16});
+  nd = add_node(g, KL_OP_KilnFusedMatMul, 3, (int[]){a, w, sum});
+  kiln_runs_it = false;
+  check_node(g, "FusedMatMul [2, 3, K] + Sum [1, 3, N]", fixed, 1, 20, false);
+  kiln_runs_it = true;
+
+  g = kl_graph_new(); /* more rows than the tiles take (KL_GEMM_MAX_ROWS): oneDNN */
+  a = graph_input(g, "a", 3, (int64_t[]){3, (KL_GEMM_MAX_ROWS + 2) / 3, 24}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){24, 17});
+  add_node(g, KL_OP_MatMul, 2, (int[]){a, w});
+  kiln_runs_it = false; /* (fixed says "more than one row", not how many) */
+  check_node(g, "matmul [3, M / 3, K] past the tiles' rows", fixed, 1, 24, false);
+  kiln_runs_it = true;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pack),       cmocka_unit_test(test_primitives),
+      cmocka_unit_test(test_tiles),
       cmocka_unit_test(test_driver),
       cmocka_unit_test(test_fused_act),  cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_fused_gemm), cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_many_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -426,7 +426,7 @@ const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE && kl_dnnl_ran_reference(p->state[node]))
     return "ref";
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE && kl_dnnl_ran_gemv(p->state[node]))
-    return "gemv";
+    return kl_dnnl_ran_gemv(p->state[node]);
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_ATTENTION &&
       kl_dnnl_attention_ran_reference(p->state[node]))
     return "ref";

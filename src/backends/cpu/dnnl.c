@@ -68,10 +68,12 @@ typedef struct dn_reorder {
   size_t scratch_bytes;
 } dn_reorder;
 
-/* A one-row run of a Gemm or MatMul on kiln's own product (below, gemv_fits). */
+/* A run of a Gemm or MatMul on kiln's own product (below, gemv_fits). */
 typedef struct gemv_plan {
   bool nk;                      /* the model's W is [N, K] (Gemm transB=1), else [K, N] */
-  int64_t k, n, add_step, sum_step; /* steps: 0 a broadcast scalar, 1 along N */
+  int64_t m, k, n;              /* rows of X (all its dims but the last) */
+  int64_t add_step, sum_step;   /* steps along N: 0 a broadcast, 1 */
+  int64_t add_row, sum_row;     /* steps from one row to the next: 0 a broadcast */
   bool add, sum;
   /* what a run needs besides its pointers, read from the node once (gemv_plan_of) */
   float alpha, add_scale;
@@ -82,7 +84,7 @@ typedef struct gemv_plan {
 /* One primitive for one set of input shapes. */
 typedef struct dn_entry {
   bool used, fallback;
-  bool gemv; /* one row: kiln's own GEMV runs it (gemv_plan), no primitive */
+  bool gemv; /* kiln's own product runs it (gemv_plan), no primitive */
   gemv_plan gemv_plan; /* then its plan */
   uint64_t last_use;
   dn_shape key[DN_INPUTS];
@@ -135,8 +137,9 @@ typedef struct dn_node {
   bool ran_reference; /* the last run went to the reference kernel */
   const char *ran_impl; /* the last run's oneDNN implementation, NULL when none ran */
   char own_impl[32];    /* "kiln:avx2 nhwc": kiln's kernel ran it (own_pool) */
-  bool ran_gemv;      /* ... to kiln's one-row matrix-vector product */
-  bool gemv_always; /* the graph's shapes make every run one row (gemv_plan) */
+  bool ran_gemv;      /* ... to kiln's matrix product (run_gemv.c) */
+  int64_t ran_rows;   /* ... of this many rows */
+  bool gemv_always; /* the graph's shapes make every run kiln's product (gemv_plan) */
   /* the weights packed for it, made on its first run: whole panels, the last partial
    * one apart (kl_gemv_pack) */
   float *gemv_w, *gemv_tail;
@@ -433,16 +436,19 @@ static const kl_tensor *input(const kl_kernel_ctx *c, int k) {
   return k < c->n_in ? c->in[k] : NULL;
 }
 
-/* ---- one row: kiln's own matrix-vector product (isa/run_gemv.c) ---- */
+/* ---- kiln's own matrix product (isa/run_gemv.c) ---- */
 
 /* A Gemm or MatMul run whose input is one row and whose weights are a constant
  * matrix streams the weights once: run_gemv.c does that at the memory's speed, on the
  * weights packed once in panels of 16 outputs (kl_gemv_pack), where a oneDNN primitive
- * reads them slower. The shapes are known at session creation (the graph's concrete
- * types: such a node makes no primitive, and the panels are the only copy it keeps
- * under release_weights) or at a run (an entry of the cache). The panels are made from
- * the plain weights, so once another entry's packing released those, one-row runs stay
- * on oneDNN unless the panels were made before. */
+ * reads them slower. Runs of more rows (up to KL_GEMM_MAX_ROWS) go there too at the
+ * levels whose tiles beat oneDNN's products (kl_gemv_fns.rows_fast: AVX2, where oneDNN
+ * 2.6's gemm packs the weights again at every call). The shapes are known at session
+ * creation (the graph's concrete types: such a node makes no primitive, and the panels
+ * are the only copy it keeps under release_weights) or at a run (an entry of the
+ * cache). The panels are made
+ * from the plain weights, so once another entry's packing released those, such runs
+ * stay on oneDNN unless the panels were made before. */
 
 static int64_t shape_numel(const dn_shape *s) {
   int64_t n = 1;
@@ -450,14 +456,20 @@ static int64_t shape_numel(const dn_shape *s) {
   return n;
 }
 
-/* The step of an addend broadcast to [1, ..., n]: -1 when it is no such addend. */
-static int64_t gemv_step(const dn_shape *t, int64_t n) {
-  int64_t count = shape_numel(t);
-  if (count == 1) return 0;
-  return count == n && t->dims[t->rank - 1] == n ? 1 : -1;
+/* The steps of an addend broadcast to Y's [m, n] (as rows): along n (*step) and from
+ * row to row (*row); false when it is no such addend (one that broadcasts along some
+ * of Y's leading dims but not all). */
+static bool gemv_steps(const dn_shape *t, int64_t m, int64_t n, int64_t *step, int64_t *row) {
+  int64_t count = shape_numel(t), last = t->rank > 0 ? t->dims[t->rank - 1] : 1;
+  *step = last == n && n > 1 ? 1 : 0;
+  if (count == *step * (n - 1) + 1) *row = 0; /* one row for all: a scalar or [..., n] */
+  else if (count == m * (*step ? n : 1)) *row = *step ? n : 1; /* a row each */
+  else return false;
+  return last == n || last == 1;
 }
 
-/* Whether node d runs as one row with inputs in[] (rank -1: absent) and output y. */
+/* Whether node d runs on kiln's product with inputs in[] (rank -1: absent) and output
+ * y: one row, or more at a level whose tiles are fast. */
 static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y,
                          gemv_plan *p) {
   const kl_node *n = d->node;
@@ -471,24 +483,27 @@ static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y
   if (d->kind == DN_GEMM) {
     bool ta = kl_attr_int(n, "transA", 0) != 0;
     p->nk = kl_attr_int(n, "transB", 0) != 0;
-    if (a->rank != 2 || a->dims[ta ? 1 : 0] != 1) return false;
+    if (a->rank != 2 || (ta && a->dims[1] != 1)) return false;
+    p->m = a->dims[ta ? 1 : 0];
     p->k = a->dims[ta ? 0 : 1];
   } else {
-    for (int i = 0; i + 1 < a->rank; i++)
-      if (a->dims[i] != 1) return false;
+    p->m = 1;
+    for (int i = 0; i + 1 < a->rank; i++) p->m *= a->dims[i];
     p->k = a->dims[a->rank - 1];
   }
   p->n = w->dims[p->nk ? 0 : 1];
-  if (p->k < 1 || p->n < 1 || w->dims[p->nk ? 1 : 0] != p->k || shape_numel(y) != p->n ||
-      y->dims[y->rank - 1] != p->n)
+  if (p->m < 1 || (p->m > 1 && !(d->fns->gemv->tile && d->fns->gemv->rows_fast &&
+                                  p->m <= KL_GEMM_MAX_ROWS)))
+    return false;
+  if (p->k < 1 || p->n < 1 || w->dims[p->nk ? 1 : 0] != p->k ||
+      shape_numel(y) != p->m * p->n || y->dims[y->rank - 1] != p->n)
     return false;
   p->alpha = d->kind == DN_GEMM ? kl_attr_float(n, "alpha", 1.0f) : 1.0f;
   p->add_scale = d->kind == DN_GEMM ? kl_attr_float(n, "beta", 1.0f) : 1.0f;
   p->add = in[2].rank >= 0 && p->add_scale != 0.0f;
   p->sum = in[KL_FUSED_SUM].rank >= 0;
-  p->add_step = p->add ? gemv_step(&in[2], p->n) : 0;
-  p->sum_step = p->sum ? gemv_step(&in[KL_FUSED_SUM], p->n) : 0;
-  return p->add_step >= 0 && p->sum_step >= 0;
+  return (!p->add || gemv_steps(&in[2], p->m, p->n, &p->add_step, &p->add_row)) &&
+         (!p->sum || gemv_steps(&in[KL_FUSED_SUM], p->m, p->n, &p->sum_step, &p->sum_row));
 }
 
 static void shape_of(const kl_tensor *t, dn_shape *s) {
@@ -516,7 +531,8 @@ static bool gemv_always_of(const dn_node *d, const kl_graph *g) {
   return gemv_plan_of(d, in, &y, &p);
 }
 
-/* Whether the shapes of c make a one-row run; then *p is complete for gemv_run. */
+/* Whether the shapes of c make a run of kiln's product; then *p is complete for
+ * gemv_run. */
 static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
   dn_shape in[DN_INPUTS], y;
   for (int k = 0; k < DN_INPUTS; k++) shape_of(input(c, k), &in[k]);
@@ -572,12 +588,17 @@ static kiln_status gemv_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
 /* A run with the shapes the entry's plan p was made for (the cache's key). */
 static kiln_status gemv_run(const dn_node *d, const gemv_plan *p, kl_kernel_ctx *c) {
   kl_gemv_args a = {.x = c->in[0]->data, .w = d->gemv_w, .w_tail = d->gemv_tail, .k = p->k,
-                    .n = p->n, .alpha = p->alpha, .add_scale = p->add_scale,
+                    .n = p->n, .m = p->m, .alpha = p->alpha, .add_scale = p->add_scale,
                     .has_act = p->has_act, .act = p->act, .y = c->out[0]->data};
-  if (p->add) a.add = c->in[2]->data, a.add_step = p->add_step;
-  if (p->sum) a.sum = c->in[KL_FUSED_SUM]->data, a.sum_step = p->sum_step;
-  kl_run_gemv(c, d->fns, &a);
-  return KILN_OK;
+  if (p->add)
+    a.add = c->in[2]->data, a.add_step = p->add_step, a.add_row = p->add_row;
+  if (p->sum)
+    a.sum = c->in[KL_FUSED_SUM]->data, a.sum_step = p->sum_step, a.sum_row = p->sum_row;
+  if (p->m > 1) { /* its rows packed in the workspace, reserved for this entry */
+    kl_dnnl_ws_enter(d->eng);
+    a.scratch = d->eng->ws;
+  }
+  return kl_run_gemv(c, d->fns, &a);
 }
 
 /* ---- problem descriptions: what each op asks of oneDNN ---- */
@@ -1438,8 +1459,15 @@ static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shap
 
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
-  if ((en->gemv = gemv_fits(d, c, &en->gemv_plan))) /* run_gemv.c */
+  if ((en->gemv = gemv_fits(d, c, &en->gemv_plan))) { /* run_gemv.c */
+    snprintf(en->impl, sizeof en->impl, "kiln:%s %s", d->fns->name,
+             en->gemv_plan.m > 1 ? "gemm" : "gemv");
+    size_t rows = kl_gemv_scratch_bytes(en->gemv_plan.m, en->gemv_plan.k);
+    if (rows && kl_dnnl_ws_reserve(d->eng, rows) != dnnl_success)
+      return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the workspace of a "
+                     "matrix product (%zu bytes of packed rows)", rows);
     return gemv_weights(d, &en->gemv_plan, c->e);
+  }
   if (d->w_released && d->w_src < 0) /* Winograd's copy is the only one (below) */
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "this convolution's weights are held only "
                    "transformed for kiln's Winograd, for the input shapes of its first run "
@@ -1719,7 +1747,8 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   if (st != KILN_OK) return st;
   d->ran_reference = en->fallback;
   d->ran_gemv = en->gemv;
-  d->ran_impl = en->fallback || en->gemv ? NULL : en->impl;
+  d->ran_rows = en->gemv ? en->gemv_plan.m : 0;
+  d->ran_impl = en->fallback ? NULL : en->impl;
   if (en->wino) {
     const kl_tensor *b = input(c, 2), *sum = input(c, KL_FUSED_SUM);
     return kl_wino_run(en->wino, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL,
@@ -1931,9 +1960,9 @@ size_t kl_dnnl_held_bytes(const void *state) {
   return n;
 }
 
-bool kl_dnnl_ran_gemv(const void *state) {
+const char *kl_dnnl_ran_gemv(const void *state) {
   const dn_node *d = state;
-  return d && d->ran_gemv;
+  return !d || !d->ran_gemv ? NULL : d->ran_rows > 1 ? "gemm" : "gemv";
 }
 
 const char *kl_dnnl_ran_impl(const void *state) {
@@ -1999,8 +2028,8 @@ kiln_status kl_dnnl_node_create(kl_dnnl_engine *eng, const kl_graph *g, const kl
     d->cl_in = (kl_layout_activation_slot(n, 0) ? 1u : 0u) | 1u << KL_FUSED_SUM;
     d->cl_dst = true;
   }
-  d->gemv_always = gemv_always_of(d, g);
   d->fns = kl_cpu_isa_fns(kl_isa_level());
+  d->gemv_always = gemv_always_of(d, g);
   d->act_after = act_after_of(n, &d->act);
   kiln_status st = kind == DN_GEMM ? scale_c(d, g, e) : KILN_OK;
   if (st != KILN_OK) {

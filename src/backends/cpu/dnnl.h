@@ -89,8 +89,9 @@ const char *kl_dnnl_ran_impl(const void *state);
 /* Whether a oneDNN implementation name is one of its slow portable loops ("ref:any",
  * "simple_nchw:any"), which kiln avoids where some layout has a fast one. */
 bool kl_dnnl_impl_is_slow(const char *impl);
-/* Whether the node's last run was kiln's one-row matrix-vector product (run_gemv.c). */
-bool kl_dnnl_ran_gemv(const void *state);
+/* "gemv" or "gemm" when the node's last run was kiln's matrix product (run_gemv.c) of
+ * one row or more; else NULL. */
+const char *kl_dnnl_ran_gemv(const void *state);
 
 /* Whether oneDNN is to be used. The first call lowers oneDNN's ISA to kiln's level
  * (kl_isa_level: the machine's, lowered by KILN_ISA), once per process, before any

@@ -56,4 +56,6 @@ static void gemv_panel(const float *x, const float *wp, size_t k, float *y, size
   }
 }
 
-const kl_gemv_fns kl_gemv_avx512 = {gemv_panel};
+/* Runs of many rows stay on oneDNN's products at this level (its packed brgemm
+ * kernels): no tile. */
+const kl_gemv_fns kl_gemv_avx512 = {gemv_panel, NULL, false};

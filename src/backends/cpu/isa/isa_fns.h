@@ -141,8 +141,27 @@ typedef struct kl_wino_fns {
                    float *const *y, const float *const *sum);
 } kl_wino_fns;
 
+/* Matrix products of many rows on the same panels (run_gemv.c, kl_run_gemv with m > 1):
+ * the rows of A are packed in groups of KL_GEMM_ROWS, each group k steps of
+ * KL_GEMM_ROWS floats (row i of the group at step j: a[j * KL_GEMM_ROWS + i]; rows past
+ * the matrix's end hold zeros), so that a tile of KL_GEMM_ROWS x KL_GEMV_PANEL outputs
+ * keeps its sums in registers while one panel's k rows and the group stream by. */
+#define KL_GEMM_ROWS 6
+/* The most rows dnnl.c hands the tiles. On a Zen 3 (docs/benchmarks.md) they beat
+ * oneDNN's products (which pack the weights at each call) by 1.6 to 3 times at 4 to 32
+ * rows and by a fifth at 128 (BERT's), but inside whole models (weights read from
+ * memory, not cache) lost 13% at swin_t's 196 rows, and alone lost at 256 and more. */
+#define KL_GEMM_MAX_ROWS 128
 typedef struct kl_gemv_fns {
   void (*panel)(const float *x, const float *wp, size_t k, float *y, size_t n);
+  /* One tile: c[i * ldc + l] = sum_{j < k} a[j * 6 + i] wp[j * 16 + l] (+ c[i * ldc + l]
+   * when acc, added last) for rows i < m <= KL_GEMM_ROWS and columns l < nc <=
+   * KL_GEMV_PANEL; nothing else of c is read or written. Sums in float, in k order. */
+  void (*tile)(const float *a, const float *wp, size_t k, size_t m, float *c, size_t ldc,
+               size_t nc, bool acc);
+  /* Whether the level's tiles beat oneDNN's matrix products (measured, docs/
+   * benchmarks.md): dnnl.c hands them the runs of more than one row only then. */
+  bool rows_fast;
 } kl_gemv_fns;
 
 /* The tables, defined by the family files. Only the generic ones exist off x86. */

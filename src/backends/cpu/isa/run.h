@@ -73,25 +73,34 @@ int kl_run_slice(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Pad in constant mode: any dtype of 1, 2, 4 or 8 bytes (run_pad.c) */
 int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f);
 
-/* One row times constant weights packed in panels (run_gemv.c), for the oneDNN nodes'
- * one-row runs (dnnl.c): y[i] = act(alpha * (x W)[i] + add_scale * add[i * add_step]
- * + sum[i * sum_step]) for i < n, each addend skipped when NULL, steps 0 (a broadcast
- * scalar) or 1. W [k, n] as kl_gemv_pack made it: its whole panels at w, the partial
- * last one (when n is not a multiple of KL_GEMV_PANEL) at w_tail. y may be sum (the
- * same elements) but must not overlap x or the weights. */
+/* Rows times constant weights packed in panels (run_gemv.c), for the oneDNN nodes' runs
+ * that kiln's products take (dnnl.c): for rows r < m (m 0 is 1) and i < n,
+ *   y[r n + i] = act(alpha * (x W)[r][i] + add_scale * add[r add_row + i add_step]
+ *                    + sum[r sum_row + i sum_step]),
+ * each addend skipped when NULL, steps 0 (a broadcast along the row) or 1, row steps 0
+ * (the same for every row) or anything else. x is [m, k] row-major; W [k, n] as
+ * kl_gemv_pack made it: its whole panels at w, the partial last one (when n is not a
+ * multiple of KL_GEMV_PANEL) at w_tail. An addend may share y's buffer (a Sum that
+ * dies at the node): as y's own elements it is added in place, otherwise read through
+ * a copy. y must not overlap x or the weights. One row is a matrix-vector product (the
+ * level's panel primitive), more are tiles (its tile primitive, which m > 1 needs),
+ * on x's rows packed into scratch (kl_gemv_scratch_bytes; NULL: a buffer of its own). */
 typedef struct kl_gemv_args {
   const float *x, *w, *w_tail;
-  int64_t k, n;
+  int64_t k, n, m;
   float alpha;
   const float *add;
-  int64_t add_step;
+  int64_t add_step, add_row;
   float add_scale;
   const float *sum;
-  int64_t sum_step;
+  int64_t sum_step, sum_row;
   bool has_act;
   kl_act act;
   float *y;
+  float *scratch;
 } kl_gemv_args;
+/* The scratch a product of m rows of k needs: none for one row. */
+size_t kl_gemv_scratch_bytes(int64_t m, int64_t k);
 /* Packs W (row-major: [n, k] when nk, else [k, n]) in panels of KL_GEMV_PANEL outputs
  * (isa_fns.h): the n / 16 whole panels into full (16 k floats each, one after the
  * other), the partial last one, when n % 16 != 0, into tail (16 k floats, its spare
@@ -111,7 +120,8 @@ void kl_gemv_pack_nk_inplace(const kl_isa_fns *f, float *w, int64_t k, int64_t n
  * (kl_gemv_kn_seen_bytes: a bit per block) marking the blocks placed. */
 size_t kl_gemv_kn_seen_bytes(int64_t k, int64_t n);
 void kl_gemv_pack_kn_inplace(float *w, int64_t k, int64_t n, float *tail, uint8_t *seen);
-void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
+/* KILN_ERR_OUT_OF_MEMORY (with c's error set) when the packed rows of x do not fit. */
+kiln_status kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);
 
@@ -131,6 +141,8 @@ int kl_isa_ref(kl_kernel_ctx *c);
  * with it) if work, a count of elements touched, is large enough to pay for waking
  * them; else in order on the calling thread. Tasks must be independent. */
 typedef void (*kl_task_fn)(void *arg, int64_t task);
+/* The threads kl_isa_parallel would run a large job of c's on. */
+int kl_isa_threads(const kl_kernel_ctx *c);
 void kl_isa_parallel(const kl_kernel_ctx *c, int64_t n_tasks, int64_t work, kl_task_fn fn,
                      void *arg);
 

@@ -36,6 +36,16 @@ void kl_isa_parallel(const kl_kernel_ctx *c, int64_t n_tasks, int64_t work, kl_t
   for (int64_t t = 0; t < n_tasks; t++) fn(arg, t);
 }
 
+int kl_isa_threads(const kl_kernel_ctx *c) {
+#if KL_HAVE_OPENMP
+  if (c->threads == 1) return 1;
+  return c->threads > 0 ? c->threads : omp_get_max_threads();
+#else
+  (void)c;
+  return 1;
+#endif
+}
+
 int64_t kl_isa_split(int64_t count, int64_t min_per_task, int64_t *per_task) {
   int64_t per = min_per_task < 1 ? 1 : min_per_task;
   if (count / per > MAX_TASKS) per = count / MAX_TASKS + 1;

@@ -1,6 +1,7 @@
-/* The one-row matrix product driver (run.h, kl_run_gemv): Gemm / MatMul nodes whose
- * weights are a constant float32 matrix and whose run has one row of input, which
- * dnnl.c hands here instead of to a oneDNN primitive.
+/* kiln's matrix product driver (run.h, kl_run_gemv): Gemm / MatMul nodes whose
+ * weights are a constant float32 matrix, which dnnl.c hands here instead of to a oneDNN
+ * primitive: every run of one row, and at the levels whose tiles beat oneDNN's
+ * products (kl_gemv_fns.rows_fast) every run of more (below, "many rows").
  *
  * At one row a fully connected layer is a matrix-vector product: every weight is read
  * once and used for one multiply-add, so its speed is the speed at which the weights
@@ -21,6 +22,7 @@
 #include "backends/cpu/isa/run.h"
 #include "kl_config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Outputs per chunk when y shares its buffer with Sum, made in a buffer on the stack
@@ -151,8 +153,7 @@ static void gemv_task(void *arg, int64_t t) {
   }
 }
 
-void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a) {
-  if (a->n <= 0) return;
+static void run_one_row(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a) {
   int64_t panel_bytes = (a->k > 0 ? a->k : 1) * KL_GEMV_PANEL * (int64_t)sizeof(float);
   int64_t panels = (a->n + KL_GEMV_PANEL - 1) / KL_GEMV_PANEL, per;
   const float *sum_end = a->sum ? a->sum + (a->n - 1) * a->sum_step + 1 : NULL;
@@ -160,4 +161,169 @@ void kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args
   int64_t tasks = kl_isa_split(panels, GEMV_TASK_BYTES / panel_bytes + 1, &per);
   j.per = per * KL_GEMV_PANEL; /* outputs, a whole number of panels */
   kl_isa_parallel(c, tasks, a->k * a->n, gemv_task, &j);
+}
+
+/* ---- many rows: tiles ----
+ * The rows of x are packed once per run in groups of KL_GEMM_ROWS (isa_fns.h). A task
+ * is a block of at most GEMM_MC rows (the rows split in blocks of even size) times a
+ * run of panels; for each pass of GEMM_KC steps of k, every panel's slice (16 x GEMM_KC
+ * floats, 16 KiB: L1) meets every group of the block (at most GEMM_MC x GEMM_KC floats,
+ * 204 KiB: L2), each tile adding its sums to what the passes before left in y, while
+ * the next slice is fetched. The epilogue runs over the task's part of y at the end. */
+#define GEMM_KC 256
+#define GEMM_MC 204 /* the most rows of a block, a multiple of KL_GEMM_ROWS */
+
+typedef struct gemm_job {
+  const kl_isa_fns *f;
+  kl_gemv_args a;   /* the addends as the epilogue reads them (below, run_rows) */
+  float *xp;        /* the packed rows */
+  int64_t mc, blocks, panels, per_task; /* rows per block; blocks; panels; per task */
+  bool acc_y;       /* y holds an addend already: the first pass adds to it */
+} gemm_job;
+
+static void pack_task(void *arg, int64_t g) {
+  const gemm_job *j = arg;
+  const float *x = j->a.x;
+  int64_t k = j->a.k, m = j->a.m;
+  float *out = j->xp + g * KL_GEMM_ROWS * k;
+  for (int i = 0; i < KL_GEMM_ROWS; i++) {
+    int64_t r = g * KL_GEMM_ROWS + i;
+    if (r < m)
+      for (int64_t s = 0; s < k; s++) out[s * KL_GEMM_ROWS + i] = x[r * k + s];
+    else
+      for (int64_t s = 0; s < k; s++) out[s * KL_GEMM_ROWS + i] = 0.0f;
+  }
+}
+
+/* Prefetches part `i` of `parts` of the slice of kc steps at wp (kc lines of 64 bytes):
+ * the next slice a task's tiles read, fetched while the tiles of this one run (the
+ * weights are read from memory, not cache, in a model far bigger than the cache, and
+ * the first tile on a slice waited for them). */
+static inline void prefetch_part(const float *wp, int64_t kc, int64_t i, int64_t parts) {
+  int64_t per = (kc + parts - 1) / parts, from = i * per, to = from + per < kc ? from + per : kc;
+  for (int64_t l = from; l < to; l++)
+    __builtin_prefetch(wp + l * KL_GEMV_PANEL, 0, 3);
+}
+
+static void gemm_task(void *arg, int64_t t) {
+  const gemm_job *j = arg;
+  const kl_gemv_args *a = &j->a;
+  int64_t k = a->k, n = a->n, whole = n / KL_GEMV_PANEL, mc = j->mc;
+  int64_t r0 = t % j->blocks * mc, r1 = r0 + mc < a->m ? r0 + mc : a->m;
+  int64_t p0 = t / j->blocks * j->per_task;
+  int64_t p1 = p0 + j->per_task < j->panels ? p0 + j->per_task : j->panels;
+  int64_t groups = (r1 - r0 + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS;
+  for (int64_t s0 = 0; s0 < k; s0 += GEMM_KC) {
+    int64_t kc = k - s0 < GEMM_KC ? k - s0 : GEMM_KC;
+    bool acc = s0 > 0 || j->acc_y;
+    for (int64_t p = p0; p < p1; p++) {
+      const float *wp = (p < whole ? a->w + p * KL_GEMV_PANEL * k : a->w_tail) +
+                        s0 * KL_GEMV_PANEL;
+      /* the slice after this one: the next panel's, or the first of the next pass */
+      int64_t np = p + 1 < p1 ? p + 1 : p0, ns = p + 1 < p1 ? s0 : s0 + GEMM_KC;
+      int64_t nkc = k - ns < GEMM_KC ? k - ns : GEMM_KC;
+      const float *next = ns < k ? (np < whole ? a->w + np * KL_GEMV_PANEL * k : a->w_tail) +
+                                       ns * KL_GEMV_PANEL
+                                 : NULL;
+      int64_t col = p * KL_GEMV_PANEL, nc = n - col < KL_GEMV_PANEL ? n - col : KL_GEMV_PANEL;
+      for (int64_t g = 0; g < groups; g++) {
+        int64_t r = r0 + g * KL_GEMM_ROWS;
+        if (next) prefetch_part(next, nkc, g, groups);
+        j->f->gemv->tile(j->xp + r * k + s0 * KL_GEMM_ROWS, wp, (size_t)kc,
+                         (size_t)(r1 - r < KL_GEMM_ROWS ? r1 - r : KL_GEMM_ROWS),
+                         a->y + r * n + col, (size_t)n, (size_t)nc, acc);
+      }
+    }
+  }
+  int64_t c0 = p0 * KL_GEMV_PANEL, c1 = p1 * KL_GEMV_PANEL < n ? p1 * KL_GEMV_PANEL : n;
+  for (int64_t r = r0; r < r1 && c1 > c0; r++) {
+    kl_gemv_args row = *a;
+    row.y += r * n;
+    if (row.add) row.add += r * a->add_row;
+    if (row.sum) row.sum += r * a->sum_row;
+    if (k == 0 && !j->acc_y) memset(row.y + c0, 0, sizeof(float) * (size_t)(c1 - c0));
+    epilogue(j->f, &row, c0, row.y + c0, c1 - c0);
+  }
+}
+
+/* The elements an addend of m rows reads: [p, p + *count). */
+static int64_t addend_count(const kl_gemv_args *a, int64_t step, int64_t row) {
+  return (a->m - 1) * row + (a->n - 1) * step + 1;
+}
+
+/* An addend (its pointer *p, steps, and coefficient 1 or not) that shares y's buffer:
+ * when it is y's own elements (and the product is not scaled), y keeps it and the
+ * first pass adds to it (*acc_y); else it is read through a copy (*copy). */
+static kiln_status resolve_addend(const kl_kernel_ctx *c, const kl_gemv_args *a,
+                                  const float **p, int64_t step, int64_t row, bool unit,
+                                  bool *acc_y, float **copy) {
+  if (!*p) return KILN_OK;
+  int64_t count = addend_count(a, step, row);
+  if (*p + count <= a->y || *p >= a->y + a->m * a->n) return KILN_OK;
+  if (*p == a->y && step == 1 && row == a->n && unit && a->alpha == 1.0f && !*acc_y) {
+    *acc_y = true;
+    *p = NULL;
+    return KILN_OK;
+  }
+  if (!(*copy = malloc(sizeof(float) * (size_t)count)))
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a copy of an addend "
+                   "that shares the product's output buffer (%lld floats)", (long long)count);
+  memcpy(*copy, *p, sizeof(float) * (size_t)count);
+  *p = *copy;
+  return KILN_OK;
+}
+
+static kiln_status run_rows(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a) {
+  gemm_job j = {.f = f, .a = *a};
+  float *add_copy = NULL, *sum_copy = NULL;
+  kiln_status st = resolve_addend(c, a, &j.a.sum, a->sum_step, a->sum_row, true, &j.acc_y,
+                                  &sum_copy);
+  if (st == KILN_OK)
+    st = resolve_addend(c, a, &j.a.add, a->add_step, a->add_row, a->add_scale == 1.0f,
+                        &j.acc_y, &add_copy);
+  int64_t groups = (a->m + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS;
+  size_t bytes = kl_gemv_scratch_bytes(a->m, a->k);
+  float *own = NULL;
+  j.xp = a->scratch;
+  if (st == KILN_OK && !j.xp && !(j.xp = own = malloc(bytes)))
+    st = kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory packing the %lld rows of a "
+                 "matrix product (%zu bytes)", (long long)a->m, bytes);
+  if (st == KILN_OK) {
+    int64_t work, threads = kl_isa_threads(c);
+    if (__builtin_mul_overflow(a->m * a->n, a->k > 0 ? a->k : 1, &work)) work = INT64_MAX;
+    kl_isa_parallel(c, groups, a->m * a->k, pack_task, &j);
+    /* enough tasks for the threads to share evenly: row blocks times runs of panels */
+    j.blocks = (a->m + GEMM_MC - 1) / GEMM_MC;
+    /* blocks of even size (a last block of a few rows reads every panel for little) */
+    j.mc = (a->m + j.blocks - 1) / j.blocks;
+    j.mc = (j.mc + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS * KL_GEMM_ROWS;
+    j.panels = (a->n + KL_GEMV_PANEL - 1) / KL_GEMV_PANEL;
+    int64_t runs = threads > 1 ? (4 * threads + j.blocks - 1) / j.blocks : 1;
+    if (runs > j.panels) runs = j.panels;
+    j.per_task = (j.panels + runs - 1) / runs;
+    runs = (j.panels + j.per_task - 1) / j.per_task;
+    kl_isa_parallel(c, j.blocks * runs, work, gemm_task, &j);
+  }
+  free(own);
+  free(add_copy);
+  free(sum_copy);
+  return st;
+}
+
+size_t kl_gemv_scratch_bytes(int64_t m, int64_t k) {
+  if (m <= 1) return 0;
+  int64_t groups = (m + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS;
+  return sizeof(float) * (size_t)(groups * KL_GEMM_ROWS) * (size_t)(k > 0 ? k : 1);
+}
+
+kiln_status kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a) {
+  if (a->n <= 0 || a->m < 0) return KILN_OK;
+  if (a->m <= 1) {
+    run_one_row(c, f, a);
+    return KILN_OK;
+  }
+  if (!f->gemv->tile)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "kiln's matrix product of %lld rows at level "
+                   "%s, which has no tile primitive", (long long)a->m, f->name);
+  return run_rows(c, f, a);
 }
