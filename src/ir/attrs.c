@@ -42,6 +42,87 @@ int kl_attr_floats(const kl_node *n, const char *name, const float **v) {
   return a->n;
 }
 
+/* The kind of every attribute kiln reads by a fixed name, in whichever op has it (each
+ * name means one kind in every op of the IR, whose ops have one form: the importer
+ * rewrites older ones), sorted by name. An attribute of another kind was read as
+ * absent, silently giving its default (Softmax's axis as a string); kl_graph_verify
+ * refuses it with kl_attr_kind_check. A float may also be given as an int, as
+ * kl_attr_float reads it. Names not here are the ops' own business (the importer's
+ * older forms, Constant's value_*, the subgraphs). */
+static const struct {
+  const char *name;
+  kl_attr_kind kind;
+} attr_kinds[] = {
+    {"activation", KL_ATTR_STRING}, {"activation_alpha", KL_ATTR_FLOATS},
+    {"activation_beta", KL_ATTR_FLOATS}, {"activation_params", KL_ATTR_FLOATS},
+    {"align_corners", KL_ATTR_INT}, {"allowzero", KL_ATTR_INT}, {"alpha", KL_ATTR_FLOAT},
+    {"antialias", KL_ATTR_INT}, {"approximate", KL_ATTR_STRING},
+    {"auto_pad", KL_ATTR_STRING}, {"axes", KL_ATTR_INTS}, {"axis", KL_ATTR_INT},
+    {"batch_axis", KL_ATTR_INT}, {"batch_dims", KL_ATTR_INT}, {"beta", KL_ATTR_FLOAT},
+    {"bias", KL_ATTR_FLOAT}, {"block_size", KL_ATTR_INT}, {"blocksize", KL_ATTR_INT},
+    {"ceil_mode", KL_ATTR_INT}, {"center_point_box", KL_ATTR_INT},
+    {"channels_last", KL_ATTR_INT}, {"clip", KL_ATTR_FLOAT},
+    {"coordinate_transformation_mode", KL_ATTR_STRING}, {"count_include_pad", KL_ATTR_INT},
+    {"cubic_coeff_a", KL_ATTR_FLOAT}, {"detect_negative", KL_ATTR_INT},
+    {"detect_positive", KL_ATTR_INT}, {"dilations", KL_ATTR_INTS},
+    {"direction", KL_ATTR_STRING}, {"dtype", KL_ATTR_INT}, {"end", KL_ATTR_INT},
+    {"epsilon", KL_ATTR_FLOAT}, {"equation", KL_ATTR_STRING},
+    {"exclude_outside", KL_ATTR_INT}, {"exclusive", KL_ATTR_INT},
+    {"extrapolation_value", KL_ATTR_FLOAT}, {"fmod", KL_ATTR_INT},
+    {"gamma", KL_ATTR_FLOAT}, {"group", KL_ATTR_INT}, {"hidden_size", KL_ATTR_INT},
+    {"ignore_index", KL_ATTR_INT}, {"interleaved", KL_ATTR_INT}, {"inverse", KL_ATTR_INT},
+    {"is_causal", KL_ATTR_INT}, {"k", KL_ATTR_INT}, {"keepdims", KL_ATTR_INT},
+    {"kernel_shape", KL_ATTR_INTS}, {"kv_num_heads", KL_ATTR_INT},
+    {"lambd", KL_ATTR_FLOAT}, {"largest", KL_ATTR_INT}, {"mode", KL_ATTR_STRING},
+    {"nchw_input", KL_ATTR_INT}, {"noop_with_empty_axes", KL_ATTR_INT},
+    {"num_groups", KL_ATTR_INT}, {"num_heads", KL_ATTR_INT}, {"num_outputs", KL_ATTR_INT},
+    {"offset_group", KL_ATTR_INT}, {"onesided", KL_ATTR_INT},
+    {"output_datatype", KL_ATTR_INT}, {"output_height", KL_ATTR_INT},
+    {"output_padding", KL_ATTR_INTS}, {"output_shape", KL_ATTR_INTS},
+    {"output_width", KL_ATTR_INT}, {"p", KL_ATTR_INT}, {"periodic", KL_ATTR_INT},
+    {"perm", KL_ATTR_INTS}, {"precision", KL_ATTR_INT}, {"q_num_heads", KL_ATTR_INT},
+    {"qk_matmul_output_mode", KL_ATTR_INT}, {"reduction", KL_ATTR_STRING},
+    {"reverse", KL_ATTR_INT}, {"rotary_embedding_dim", KL_ATTR_INT},
+    {"sampling_ratio", KL_ATTR_INT}, {"scale", KL_ATTR_FLOAT},
+    {"select_last_index", KL_ATTR_INT}, {"size", KL_ATTR_INT}, {"softcap", KL_ATTR_FLOAT},
+    {"softmax_precision", KL_ATTR_INT}, {"sorted", KL_ATTR_INT},
+    {"spatial_scale", KL_ATTR_FLOAT}, {"start", KL_ATTR_INT}, {"stash_type", KL_ATTR_INT},
+    {"storage_order", KL_ATTR_INT}, {"time_axis", KL_ATTR_INT},
+    {"training_mode", KL_ATTR_INT}, {"transA", KL_ATTR_INT}, {"transB", KL_ATTR_INT},
+    {"upper", KL_ATTR_INT},
+};
+
+static const char *kind_words(kl_attr_kind k) {
+  switch (k) {
+  case KL_ATTR_FLOAT: return "a float";
+  case KL_ATTR_INT: return "an int";
+  case KL_ATTR_STRING: return "a string";
+  case KL_ATTR_TENSOR: return "a tensor";
+  case KL_ATTR_GRAPH: return "a graph";
+  case KL_ATTR_FLOATS: return "a list of floats";
+  case KL_ATTR_INTS: return "a list of ints";
+  case KL_ATTR_STRINGS: return "a list of strings";
+  }
+  return "of an unknown kind";
+}
+
+kiln_status kl_attr_kind_check(const kl_attr *a, const char *node, kl_err *e) {
+  size_t lo = 0, hi = sizeof attr_kinds / sizeof attr_kinds[0];
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = strcmp(a->name, attr_kinds[mid].name);
+    if (c == 0) {
+      kl_attr_kind want = attr_kinds[mid].kind;
+      if (a->kind == want || (want == KL_ATTR_FLOAT && a->kind == KL_ATTR_INT)) return KILN_OK;
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: attribute '%s' is %s, expected %s",
+                     node, a->name, kind_words(a->kind), kind_words(want));
+    }
+    if (c < 0) hi = mid;
+    else lo = mid + 1;
+  }
+  return KILN_OK;
+}
+
 kiln_status kl_node_take_attr(kl_graph *g, int node, kl_attr *a, kl_err *e) {
   kl_node *n = &g->nodes[node];
   for (int i = 0; i < n->n_attrs; i++)

@@ -202,6 +202,9 @@ void kl_attr_clear(kl_attr *a);
 const kl_attr *kl_node_attr(const kl_node *n, const char *name);
 int64_t kl_attr_int(const kl_node *n, const char *name, int64_t dflt);
 float kl_attr_float(const kl_node *n, const char *name, float dflt);
+/* KILN_OK unless a is of another kind than kiln reads an attribute of its name as
+ * (then an error naming the node, described by `node`, the attribute, and both kinds). */
+kiln_status kl_attr_kind_check(const kl_attr *a, const char *node, kl_err *e);
 const char *kl_attr_string(const kl_node *n, const char *name, const char *dflt);
 /* List attribute: returns count (or -1 if absent) and sets *v. */
 int kl_attr_ints(const kl_node *n, const char *name, const int64_t **v);

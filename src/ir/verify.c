@@ -16,6 +16,10 @@ static kiln_status check_node(const kl_graph *g, int i, const bool *defined, kl_
   if (n->n_out < info->min_out || n->n_out > info->max_out)
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s has %d outputs; %s gives %d to %d", d,
                    n->n_out, info->name, info->min_out, info->max_out);
+  for (int k = 0; k < n->n_attrs; k++) {
+    kiln_status st = kl_attr_kind_check(&n->attrs[k], d, e);
+    if (st != KILN_OK) return st;
+  }
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];
     if (v == KL_ABSENT) continue;

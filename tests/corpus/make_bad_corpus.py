@@ -414,6 +414,15 @@ def op_cases():
     sm = helper.make_node("Softmax", ["X"], ["Y"], name="sm", axis=5)
     case("softmax_axis.onnx", model_bytes([sm], [vi("X", [2, 3])], [vi("Y", None)]),
          "axis 5", "Softmax over an axis the input does not have")
+    sm = helper.make_node("Softmax", ["X"], ["Y"], name="sm", axis="1")
+    case("softmax_axis_string.onnx", model_bytes([sm], [vi("X", [2, 3])], [vi("Y", None)]),
+         "attribute 'axis' is a string, expected an int",
+         "Softmax whose axis is a string (it silently became -1)")
+    lrelu = helper.make_node("LeakyRelu", ["X"], ["Y"], name="lrelu", alpha=[0.5, 0.5])
+    case("leakyrelu_alpha_floats.onnx",
+         model_bytes([lrelu], [vi("X", [2, 3])], [vi("Y", None)]),
+         "attribute 'alpha' is a list of floats, expected a float",
+         "LeakyRelu whose alpha is a list (it silently became 0.01)")
     bn_params = [f32(n, [3], seed=i) for i, n in enumerate(["s", "b", "m", "v"])]
     bn = helper.make_node("BatchNormalization", ["X", "s", "b", "m", "v"], ["Y"], name="bn",
                           training_mode=1)

@@ -437,6 +437,47 @@ static void test_verify_two_producers(void **state) {
   }
 }
 
+/* An attribute of another kind than kiln reads its name as is refused (it was read as
+ * absent: Softmax's axis as a string silently became -1); a float given as an int, and
+ * names kiln has no fixed kind for, are accepted. */
+static void test_verify_attr_kinds(void **state) {
+  (void)state;
+  const float one = 1.0f;
+  const int64_t ax = 1;
+  for (int c = 0; c < 6; c++) {
+    kl_graph *g = tu_graph_new();
+    kl_err e = {0};
+    int x = tu_graph_input(g, "x", KL_F32, 2, (int64_t[]){2, 3});
+    int y = tu_graph_value(g, "y");
+    int n = tu_graph_node(g, c < 4 ? KL_OP_Softmax : KL_OP_LeakyRelu, "sm", 1, &x, 1, &y);
+    const char *want = NULL;
+    if (c == 0) {
+      assert_int_equal(kl_node_set_string(g, n, "axis", "1", &e), KILN_OK);
+      want = "node 'sm' (Softmax): attribute 'axis' is a string, expected an int";
+    } else if (c == 1) {
+      assert_int_equal(kl_node_set_float(g, n, "axis", 1.0f, &e), KILN_OK);
+      want = "attribute 'axis' is a float, expected an int";
+    } else if (c == 2) {
+      assert_int_equal(kl_node_set_ints(g, n, "axis", &ax, 1, &e), KILN_OK);
+      want = "attribute 'axis' is a list of ints, expected an int";
+    } else if (c == 3) {
+      assert_int_equal(kl_node_set_floats(g, n, "my_own_name", &one, 1, &e), KILN_OK);
+    } else if (c == 4) {
+      assert_int_equal(kl_node_set_int(g, n, "alpha", 2, &e), KILN_OK); /* read as 2.0 */
+    } else {
+      assert_int_equal(kl_node_set_string(g, n, "alpha", "0.1", &e), KILN_OK);
+      want = "(LeakyRelu): attribute 'alpha' is a string, expected a float";
+    }
+    if (want) {
+      assert_int_equal(kl_graph_verify(g, &e), KILN_ERR_INVALID_MODEL);
+      tu_assert_contains(e.msg, want);
+    } else {
+      assert_int_equal(kl_graph_verify(g, &e), KILN_OK);
+    }
+    kl_graph_free(g);
+  }
+}
+
 static void test_verify_arity(void **state) {
   (void)state;
   struct {
@@ -1022,6 +1063,7 @@ int main(void) {
       cmocka_unit_test(test_verify_use_before_def),
       cmocka_unit_test(test_verify_two_producers),
       cmocka_unit_test(test_verify_arity),
+      cmocka_unit_test(test_verify_attr_kinds),
       cmocka_unit_test(test_verify_outputs_and_constants),
       cmocka_unit_test(test_toposort_reorders),
       cmocka_unit_test(test_toposort_cycle),
