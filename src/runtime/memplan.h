@@ -42,7 +42,17 @@ typedef struct kl_memplan {
   int *release, *release_at;
   size_t arena_bytes;  /* the arena the offsets need */
   size_t total_bytes;  /* the sum of every planned value's size: the cost of no reuse */
-  int *order, *placed; /* scratch for the offset assignment */
+  /* scratch for the offset assignment (place_stores in memplan.c), made by
+   * kl_memplan_init so that a build allocates nothing */
+  int *order;                 /* storages, largest first */
+  struct kl_mem_key *keys, *keys_tmp; /* sort keys (per storage), and room to sort */
+  int *hits;                  /* the placed storages overlapping one in time */
+  unsigned *mark, stamp;      /* per storage: the query that last found it */
+  int prev_hits;              /* how many the query before found, -1: none */
+  int tree_leaves;            /* time steps, rounded up to a power of two */
+  int *head, *sub;            /* per tree node: first entry, entries in its subtree */
+  int *ent_store, *ent_next;  /* entries: a storage at a node, the node's next one */
+  int n_ent, cap_ent;
 } kl_memplan;
 
 /* Allocates the plan's arrays for g and computes lifetimes; the plan then gives every

@@ -378,6 +378,107 @@ static void test_digits_mlp(void **state) {
 }
 
 /* ---- the plan on a known graph ---- */
+/* The offsets of the old placement, every storage against every placed one (O(S^2)):
+ * the twin the interval tree of memplan.c must agree with to the byte. */
+static size_t twin_round(size_t n) {
+  return (n + KL_MEMPLAN_ALIGN - 1) / KL_MEMPLAN_ALIGN * KL_MEMPLAN_ALIGN;
+}
+
+static void twin_offsets(const kl_memplan *p, size_t *off) {
+  int n = p->n_stores, *order = malloc(sizeof(int) * (size_t)(n + 1));
+  int *placed = malloc(sizeof(int) * (size_t)(n + 1));
+  assert_non_null(order);
+  assert_non_null(placed);
+  for (int i = 0; i < n; i++) { /* largest first, stable */
+    int j = i;
+    while (j > 0 && p->stores[order[j - 1]].size < p->stores[i].size) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = i;
+  }
+  int n_placed = 0;
+  for (int i = 0; i < n; i++) {
+    const kl_mem_store *s = &p->stores[order[i]];
+    size_t at = 0;
+    if (s->size) {
+      size_t size = twin_round(s->size), end = 0, best_gap = SIZE_MAX;
+      for (int k = 0; k < n_placed; k++) {
+        const kl_mem_store *o = &p->stores[placed[k]];
+        if (!(o->first <= s->last && s->first <= o->last) || o->size == 0) continue;
+        size_t oo = off[placed[k]];
+        if (oo >= end && oo - end >= size && oo - end < best_gap) {
+          best_gap = oo - end;
+          at = end;
+        }
+        if (oo + twin_round(o->size) > end) end = oo + twin_round(o->size);
+      }
+      if (best_gap == SIZE_MAX) at = end;
+    }
+    off[order[i]] = at;
+    int j = n_placed++;
+    while (j > 0 && off[placed[j - 1]] > at) {
+      placed[j] = placed[j - 1];
+      j--;
+    }
+    placed[j] = order[i];
+  }
+  free(order);
+  free(placed);
+}
+
+/* Random graphs (values of random sizes read by random later nodes, some living to the
+ * end, some never read): the plan is sound and every offset is the twin's. */
+static void test_plan_placement(void **state) {
+  (void)state;
+  uint64_t seed = 0x9e3779b97f4a7c15u;
+  for (int round = 0; round < 12; round++) {
+    kl_graph *g = kl_graph_new();
+    int n = 50 + round * 37, *vals = malloc(sizeof(int) * (size_t)(n + 1));
+    assert_non_null(vals);
+    vals[0] = input(g, "x", 1, (int64_t[]){4});
+    for (int i = 0; i < n; i++) {
+      seed = seed * 6364136223846793005u + 1442695040888963407u;
+      int back = (int)((seed >> 33) % (uint64_t)(i + 1)), near = i - (int)((seed >> 40) % 4);
+      int a = vals[(seed >> 20) % 3 == 0 ? back : (near < 0 ? 0 : near)];
+      int b = vals[back];
+      vals[i + 1] = OP(g, Add, a, b);
+      if ((seed >> 50) % 11 == 0)
+        assert_int_equal(kl_graph_add_output(g, vals[i + 1], NULL), KILN_OK);
+    }
+    assert_int_equal(kl_graph_add_output(g, vals[n], NULL), KILN_OK);
+    kl_memplan p;
+    kl_err e = {0};
+    assert_int_equal(kl_memplan_init(&p, g, &e), KILN_OK);
+    size_t *bytes = calloc((size_t)g->n_values, sizeof *bytes);
+    kl_type *types = calloc((size_t)g->n_values, sizeof *types);
+    kl_memplan_node *rules = calloc((size_t)g->n_nodes, sizeof *rules);
+    size_t *off = calloc((size_t)g->n_values + 1, sizeof *off);
+    assert_true(bytes && types && rules && off);
+    for (int v = 0; v < g->n_values; v++) {
+      seed = seed * 6364136223846793005u + 1442695040888963407u;
+      bytes[v] = (seed >> 40) % 7 == 0 ? 0 : 1 + (size_t)((seed >> 33) % 5000);
+    }
+    for (int again = 0; again < 2; again++) { /* a second build on the same plan */
+      assert_int_equal(kl_memplan_build(&p, g, bytes, types, rules, &e), KILN_OK);
+      assert_plan_sound(&p);
+      twin_offsets(&p, off);
+      for (int s = 0; s < p.n_stores; s++)
+        if (p.stores[s].size && p.stores[s].offset != off[s])
+          fail_msg("round %d: storage %d of %zu bytes, live [%d, %d], at %zu; the twin "
+                   "places it at %zu", round, s, p.stores[s].size, p.stores[s].first,
+                   p.stores[s].last, p.stores[s].offset, off[s]);
+    }
+    kl_memplan_clear(&p);
+    free(bytes);
+    free(types);
+    free(rules);
+    free(off);
+    free(vals);
+    kl_graph_free(g);
+  }
+}
+
 
 /* x -> Relu -> Sigmoid -> Reshape -> Tanh -> Add(., Tanh) -> y: the chain runs in
  * place in one storage, the Reshape is a view, and only y outlives its node. */
@@ -889,6 +990,7 @@ int main(void) {
       cmocka_unit_test(test_digits_cnn_fused),
       cmocka_unit_test(test_digits_mlp),
       cmocka_unit_test(test_inplace_and_views),
+      cmocka_unit_test(test_plan_placement),
       cmocka_unit_test(test_isa_kernels_in_place),
       cmocka_unit_test(test_isa_batchnorm_slice_pad),
       cmocka_unit_test(test_release_weights),
