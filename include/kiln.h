@@ -109,7 +109,10 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
 
 /* Options. Integer settings, by name:
  *   "opt_level"        0..3, graph optimization level (default 2)
- *   "threads"          worker threads for running, 0 = one per core (default 0)
+ *   "threads"          worker threads for running, 0 = one per core (default 0), at
+ *                      most 4096; more than the process's CPUs are started once at
+ *                      session creation, which fails with KILN_ERR_LIMIT when the
+ *                      system cannot start them all
  *   "max_tensor_bytes" largest single tensor a model may declare or produce
  *                      (default 16 GiB)
  *   "memory_limit"     largest total of weights plus session buffers (default 0 = none);

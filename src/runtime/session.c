@@ -182,6 +182,7 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
                  "kernels: the reference kernels read the weights as the model holds them");
   if (st == KILN_OK && s->opts.pin_threads)
     st = kl_cpu_pin_check(s->opts.threads, &s->err);
+  if (st == KILN_OK) st = kl_cpu_threads_check(s->opts.threads, &s->err);
   if (st == KILN_OK) st = session_claim(s);
   if (st == KILN_OK) st = session_alloc(s);
   if (st == KILN_OK) st = session_plan_kernels(s);

@@ -133,6 +133,47 @@ kiln_status kl_cpu_pin_check(int threads, kl_err *e) {
   return KILN_OK;
 }
 
+typedef struct probe_gate {
+  pthread_mutex_t lock;
+  pthread_cond_t open;
+  bool go;
+} probe_gate;
+
+static void *probe_wait(void *arg) {
+  probe_gate *g = arg;
+  pthread_mutex_lock(&g->lock);
+  while (!g->go) pthread_cond_wait(&g->open, &g->lock);
+  pthread_mutex_unlock(&g->lock);
+  return NULL;
+}
+
+kiln_status kl_cpu_threads_check(int threads, kl_err *e) {
+#if KL_HAVE_OPENMP
+  int want = threads_wanted(threads);
+  if (want <= process_cpus()) return KILN_OK; /* as many as the CPUs: never refused */
+  pthread_t *team = malloc(sizeof *team * (size_t)want);
+  if (!team) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory checking %d threads", want);
+  probe_gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
+  int started = 0, err = 0;
+  while (started < want - 1 && (err = pthread_create(&team[started], NULL, probe_wait, &g)) == 0)
+    started++;
+  pthread_mutex_lock(&g.lock);
+  g.go = true;
+  pthread_cond_broadcast(&g.open);
+  pthread_mutex_unlock(&g.lock);
+  for (int i = 0; i < started; i++) pthread_join(team[i], NULL);
+  free(team);
+  if (started < want - 1)
+    return kl_fail(e, KILN_ERR_LIMIT, "threads %d: this process could start only %d threads "
+                   "besides its own (%s); ask for fewer (it may run on %d CPUs)", want,
+                   started, strerror(err), process_cpus());
+#else
+  (void)threads;
+  (void)e;
+#endif
+  return KILN_OK;
+}
+
 kiln_status kl_cpu_pin_threads(int threads, kl_err *e) {
   kiln_status st = kl_cpu_pin_check(threads, e);
   if (st != KILN_OK) return st;

@@ -72,6 +72,11 @@ bool kl_cpu_native_nhwc(void);
 /* pin_threads: whether `threads` threads (0 = one per core) can each have a CPU of the
  * process's own (KILN_ERR_INVALID_ARGUMENT when there are fewer). */
 kiln_status kl_cpu_pin_check(int threads, kl_err *e);
+/* Whether this process can start the `threads` threads a session asks for (0 = one per
+ * CPU): more than the process's CPUs are started once, all alive together, and ended
+ * (KILN_ERR_LIMIT naming how many started when one cannot be), since OpenMP ends the
+ * process when it cannot start a thread of a team. */
+kiln_status kl_cpu_threads_check(int threads, kl_err *e);
 /* Pins the threads of the calling thread's OpenMP team of that size to the process's
  * CPUs, thread t (the calling thread is 0) to the t-th: they keep running there. */
 kiln_status kl_cpu_pin_threads(int threads, kl_err *e);
