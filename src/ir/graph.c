@@ -22,12 +22,151 @@ static bool reserve(void **arr, int *cap, int need, size_t elem) {
   return true;
 }
 
+/* ---- the readers index (ir.h) ---- */
+typedef struct kl_readers {
+  int *node, n, cap; /* ascending node ids, one per slot reading the value */
+} kl_readers;
+
+struct kl_uses {
+  bool made;
+  int n_values;      /* values the index covers; later ones are read by nobody yet */
+  kl_readers *of;
+};
+
+void kl_graph_uses_reset(const kl_graph *g) {
+  struct kl_uses *u = g->uses;
+  if (!u || !u->made) return;
+  for (int v = 0; v < u->n_values; v++) free(u->of[v].node);
+  free(u->of);
+  u->of = NULL;
+  u->n_values = 0;
+  u->made = false;
+}
+
+/* Enters node n as a reader of v, in order; false (the index forgotten) on failure. */
+static bool uses_add(const kl_graph *g, int v, int n) {
+  struct kl_uses *u = g->uses;
+  if (v >= u->n_values) {
+    int want = v + 1 > 2 * u->n_values ? v + 1 : 2 * u->n_values;
+    kl_readers *p = realloc(u->of, sizeof *p * (size_t)want);
+    if (!p) return false;
+    memset(p + u->n_values, 0, sizeof *p * (size_t)(want - u->n_values));
+    u->of = p;
+    u->n_values = want;
+  }
+  kl_readers *r = &u->of[v];
+  if (r->n == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 2;
+    int *p = realloc(r->node, sizeof *p * (size_t)cap);
+    if (!p) return false;
+    r->node = p;
+    r->cap = cap;
+  }
+  int at = r->n++;
+  while (at > 0 && r->node[at - 1] > n) {
+    r->node[at] = r->node[at - 1];
+    at--;
+  }
+  r->node[at] = n;
+  return true;
+}
+
+static void uses_del(const kl_graph *g, int v, int n) {
+  struct kl_uses *u = g->uses;
+  if (v < 0 || v >= u->n_values) return;
+  kl_readers *r = &u->of[v];
+  for (int i = 0; i < r->n; i++)
+    if (r->node[i] == n) {
+      memmove(r->node + i, r->node + i + 1, sizeof(int) * (size_t)(r->n - i - 1));
+      r->n--;
+      return;
+    }
+}
+
+static void uses_node(const kl_graph *g, int n, bool enter) {
+  const kl_node *node = &g->nodes[n];
+  for (int k = 0; k < node->n_in; k++) {
+    int v = node->in[k];
+    if (v < 0) continue;
+    if (!enter) uses_del(g, v, n);
+    else if (!uses_add(g, v, n)) {
+      kl_graph_uses_reset(g);
+      return;
+    }
+  }
+}
+
+void kl_graph_uses_node(kl_graph *g, int n, bool enter) {
+  if (g->uses && g->uses->made) uses_node(g, n, enter);
+}
+
+static bool uses_make(const kl_graph *g) {
+  struct kl_uses *u = g->uses;
+  if (!u) return false;
+  if (u->made) return true;
+  u->made = true;
+  for (int i = 0; i < g->n_nodes; i++) {
+    uses_node(g, i, true);
+    if (!u->made) return false;
+  }
+  return true;
+}
+
+const int *kl_graph_readers(const kl_graph *g, int v, int *count) {
+  *count = 0;
+  if (!uses_make(g)) return NULL;
+  static const int none[1] = {0};
+  if (v < 0 || v >= g->uses->n_values) return none;
+  *count = g->uses->of[v].n;
+  return g->uses->of[v].node ? g->uses->of[v].node : none;
+}
+
+void kl_graph_set_input(kl_graph *g, int n, int slot, int v) {
+  int *in = &g->nodes[n].in[slot];
+  if (*in == v) return;
+  if (g->uses && g->uses->made) {
+    if (*in >= 0) uses_del(g, *in, n);
+    if (v >= 0 && !uses_add(g, v, n)) kl_graph_uses_reset(g);
+  }
+  *in = v;
+}
+
+kiln_status kl_graph_uses_check(const kl_graph *g, kl_err *e) {
+  struct kl_uses *u = g->uses;
+  if (!u || !u->made) return KILN_OK;
+  int *seen = calloc((size_t)u->n_values + 1, sizeof(int));
+  if (!seen) return KILN_OK; /* nothing to compare with: the index stays unproven */
+  kiln_status st = KILN_OK;
+  for (int i = 0; i < g->n_nodes && st == KILN_OK; i++)
+    for (int k = 0; k < g->nodes[i].n_in && st == KILN_OK; k++) {
+      int v = g->nodes[i].in[k];
+      if (v < 0) continue;
+      const kl_readers *r = v < u->n_values ? &u->of[v] : NULL;
+      int have = 0;
+      for (int j = 0; r && j < r->n; j++) have += r->node[j] == i;
+      int want = 0;
+      for (int kk = 0; kk < g->nodes[i].n_in; kk++) want += g->nodes[i].in[kk] == v;
+      if (have != want)
+        st = kl_fail(e, KILN_ERR_INTERNAL, "the readers index lists node %d %d time(s) "
+                     "for value %d, which it reads %d time(s): a node's inputs changed "
+                     "behind it", i, have, v, want);
+      if (v < u->n_values) seen[v]++;
+    }
+  for (int v = 0; v < u->n_values && st == KILN_OK; v++)
+    if (u->of[v].n != seen[v])
+      st = kl_fail(e, KILN_ERR_INTERNAL, "the readers index lists %d reader slot(s) of "
+                   "value %d, the graph has %d", u->of[v].n, v, seen[v]);
+  free(seen);
+  return st;
+}
+
 kl_graph *kl_graph_new(void) {
   kl_graph *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   g->names = kl_strmap_new();
   g->source = strdup("<memory>");
-  if (!g->names || !g->source) {
+  g->uses = calloc(1, sizeof *g->uses);
+  if (!g->names || !g->source || !g->uses) {
     kl_graph_free(g);
     return NULL;
   }
@@ -81,6 +220,8 @@ void kl_graph_free(kl_graph *g) {
   free(g->symbols);
   free(g->source);
   kl_strmap_free(g->names);
+  if (g->uses) kl_graph_uses_reset(g);
+  free(g->uses);
   free(g);
 }
 
@@ -177,7 +318,9 @@ int kl_graph_add_node(kl_graph *g, kl_op op, const char *name, int n_in, const i
   for (int i = 0; i < n_out; i++)
     if (out[i] >= 0 && out[i] < g->n_values && g->values[out[i]].producer < 0)
       g->values[out[i]].producer = g->n_nodes;
-  return g->n_nodes++;
+  int id = g->n_nodes++;
+  kl_graph_uses_node(g, id, true);
+  return id;
 oom:
   kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory adding node '%s'", name ? name : "");
   return -1;
@@ -338,6 +481,7 @@ static int node_on_cycle(const kl_graph *g, const int *producer, const int *inde
 
 /* Kahn's algorithm over producer edges, consumers kept as CSR (cstart/cons). */
 kiln_status kl_graph_toposort(kl_graph *g, kl_err *e) {
+  kl_graph_uses_reset(g); /* the nodes are renumbered */
   int n = g->n_nodes, nv = g->n_values;
   if (n == 0) return KILN_OK;
   int *indeg = calloc((size_t)n, sizeof(int));
@@ -410,6 +554,7 @@ done:
 /* Drop nodes none of whose outputs reach a graph output, then values nothing refers
  * to, renumbering ids. Graph inputs are kept even when unused (they are the API). */
 kiln_status kl_graph_compact(kl_graph *g, kl_err *e) {
+  kl_graph_uses_reset(g); /* the nodes and values are renumbered */
   bool *live_v = calloc((size_t)g->n_values + 1, 1);
   bool *live_n = calloc((size_t)g->n_nodes + 1, 1);
   int *remap = malloc(sizeof(int) * ((size_t)g->n_values + 1));

@@ -86,7 +86,7 @@ static kiln_status fold_into(kl_graph *g, int n, int *changed, kl_err *e) {
     int64_t was = kl_attr_int(&g->nodes[n], flag[k], 0) != 0;
     kiln_status st = kl_node_set_int(g, n, flag[k], !was, e);
     if (st != KILN_OK) return st;
-    g->nodes[n].in[k] = g->nodes[t].in[0];
+    kl_graph_set_input(g, n, k, g->nodes[t].in[0]);
     kl_rw_remove(g, t);
     (*changed)++;
   }

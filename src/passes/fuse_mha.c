@@ -570,8 +570,9 @@ static bool split_packed(kl_graph *g, int a, int *changed) {
       return false;
   }
   kl_node *an = &g->nodes[a];
-  an->in[0] = sn->in[0];
-  an->in[1] = an->in[2] = KL_ABSENT;
+  kl_graph_set_input(g, a, 0, sn->in[0]);
+  kl_graph_set_input(g, a, 1, KL_ABSENT);
+  kl_graph_set_input(g, a, 2, KL_ABSENT);
   while (an->n_in > 1 && an->in[an->n_in - 1] == KL_ABSENT) an->n_in--;
   kl_rw_remove(g, s);
   (*changed)++;
@@ -765,8 +766,8 @@ kiln_status kl_pass_sink_reshape(kl_graph *g, const kl_pass_config *cfg, int *ch
     /* y -> Reshape -> z -> Act -> o   becomes   y -> Act -> z -> Reshape -> o */
     kl_node *rn = &g->nodes[r];
     int y = rn->in[0], z = rn->out[0], o = act->out[0];
-    act->in[0] = y;
-    rn->in[0] = z;
+    kl_graph_set_input(g, i, 0, y);
+    kl_graph_set_input(g, r, 0, z);
     kl_rw_take_output(g, i, 0, z);
     kl_rw_take_output(g, r, 0, o);
     g->values[z].type = g->values[y].type; /* z holds Act(y) now */

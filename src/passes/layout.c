@@ -178,7 +178,7 @@ static kiln_status convert(kl_graph *g, int i, kl_err *e) {
     if (v < 0 || !kl_layout_activation_slot(&g->nodes[i], k)) continue;
     int x = nhwc_input(g, v, i, e);
     if (x < 0) return e->code;
-    g->nodes[i].in[k] = x;
+    kl_graph_set_input(g, i, k, x);
   }
   kiln_status st = KILN_OK;
   if (kl_layout_nhwc_of(op) != KL_OP_COUNT) {
@@ -367,7 +367,7 @@ static kiln_status move_past(kl_graph *g, int i, kl_err *e) {
   for (int k = 0; k < image_inputs(&g->nodes[i]); k++) {
     int v = g->nodes[i].in[k], x = nhwc_behind(g, v);
     if (x < 0 && !layout_free(g, v)) x = permute_const(g, v, e);
-    if (x >= 0) g->nodes[i].in[k] = x;
+    if (x >= 0) kl_graph_set_input(g, i, k, x);
     else if (!layout_free(g, v)) return e->code;
   }
   if (g->nodes[i].op == KL_OP_Concat) {
@@ -433,7 +433,7 @@ static kiln_status slice_move(kl_graph *g, int i, kl_err *e) {
   for (int a = 0; a < k; a++) moved[a] = (double)nhwc_axis(axes[a]);
   int av = k > 0 ? kl_rw_add_vector(g, "axes_nhwc", KL_I64, 1, moved, k, e) : -1;
   if (k > 0 && av < 0) return e->code;
-  g->nodes[i].in[0] = nhwc_behind(g, g->nodes[i].in[0]);
+  kl_graph_set_input(g, i, 0, nhwc_behind(g, g->nodes[i].in[0]));
   kiln_status st = k > 0 ? kl_rw_set_input(g, i, 3, av, e) : KILN_OK;
   return st == KILN_OK ? output_back(g, i, e) : st;
 }
@@ -450,7 +450,7 @@ static bool split_movable(const kl_graph *g, const kl_node *n) {
 }
 
 static kiln_status split_move(kl_graph *g, int i, kl_err *e) {
-  g->nodes[i].in[0] = nhwc_behind(g, g->nodes[i].in[0]);
+  kl_graph_set_input(g, i, 0, nhwc_behind(g, g->nodes[i].in[0]));
   int64_t axis = nhwc_axis(kl_attr_int(&g->nodes[i], "axis", 0));
   kiln_status st = kl_node_set_int(g, i, "axis", axis, e);
   for (int k = 0; st == KILN_OK && k < g->nodes[i].n_out; k++) st = output_back_at(g, i, k, e);
@@ -514,15 +514,15 @@ static kiln_status shuffle_move(kl_graph *g, int r1, int t, int r2, kl_err *e) {
   int v1 = c2 < 0 ? -1 : add_reordered(g, y, (const int[]){0, 3, 4, 1, 2}, 5, e);
   int v2 = v1 < 0 ? -1 : add_reordered(g, y, (const int[]){0, 3, 4, 2, 1}, 5, e);
   if (v2 < 0) return e->code;
-  g->nodes[r1].in[0] = nhwc_behind(g, g->nodes[r1].in[0]);
-  g->nodes[r1].in[1] = c1;
+  kl_graph_set_input(g, r1, 0, nhwc_behind(g, g->nodes[r1].in[0]));
+  kl_graph_set_input(g, r1, 1, c1);
   g->nodes[r1].out[0] = v1;
   g->values[v1].producer = r1;
-  g->nodes[t].in[0] = v1;
+  kl_graph_set_input(g, t, 0, v1);
   g->nodes[t].out[0] = v2;
   g->values[v2].producer = t;
-  g->nodes[r2].in[0] = v2;
-  g->nodes[r2].in[1] = c2;
+  kl_graph_set_input(g, r2, 0, v2);
+  kl_graph_set_input(g, r2, 1, c2);
   kiln_status st = kl_node_set_ints(g, t, "perm", (const int64_t[]){0, 1, 2, 4, 3}, 5, e);
   return st == KILN_OK ? output_back(g, r2, e) : st;
 }

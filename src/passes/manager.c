@@ -152,7 +152,10 @@ kiln_status kl_optimize(kl_graph *g, const kl_pass_config *cfg, kl_pass_stats *s
     for (int k = 0; k < N_PASSES; k++) {
       if (!on[k] || (phase == 0 && late && pass_table[k].min_level >= 3)) continue;
       int rewrites = 0;
+      kl_graph_uses_reset(g); /* made afresh by the pass's first query */
       st = pass_table[k].run(g, cfg, &rewrites, e);
+      if (st == KILN_OK && verify) st = kl_graph_uses_check(g, e);
+      kl_graph_uses_reset(g);
       bool changed = rewrites > 0;
       if (st == KILN_OK && changed) st = kl_graph_toposort(g, e);
       if (st == KILN_OK && changed && verify) st = kl_graph_verify(g, e);

@@ -35,7 +35,7 @@ kiln_status kl_pass_collapse_reshape(kl_graph *g, const kl_pass_config *cfg, int
     if (inner < 0 || !is_reshaping(g->nodes[inner].op) ||
         kl_rw_sole_consumer(g, r->in[0]) != i)
       continue;
-    r->in[0] = g->nodes[inner].in[0];
+    kl_graph_set_input(g, i, 0, g->nodes[inner].in[0]);
     kl_rw_remove(g, inner);
     (*changed)++;
   }
@@ -70,7 +70,7 @@ static kiln_status compose(kl_graph *g, int i, int *changed, kl_err *e) {
     p[d] = p1[p2[d]];
     identity &= p[d] == d;
   }
-  g->nodes[i].in[0] = x;
+  kl_graph_set_input(g, i, 0, x);
   if (identity && kl_rw_bypass(g, i, x, g->nodes[i].out[0])) {
     (*changed)++;
     return KILN_OK;

@@ -5,8 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The queries read the graph's readers index (kl_graph_readers, ir.h); without one
+ * (out of memory) they scan the nodes. */
 int kl_rw_uses(const kl_graph *g, int v) {
-  int uses = kl_rw_is_output(g, v) ? 1 : 0;
+  int uses = kl_rw_is_output(g, v) ? 1 : 0, count;
+  if (v < 0) return uses;
+  if (kl_graph_readers(g, v, &count)) return uses + count;
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++) uses += g->nodes[i].in[k] == v;
   return uses;
@@ -20,6 +24,9 @@ bool kl_rw_is_output(const kl_graph *g, int v) {
 
 int kl_rw_sole_consumer(const kl_graph *g, int v) {
   if (v < 0 || kl_rw_is_output(g, v)) return -1;
+  int count;
+  const int *readers = kl_graph_readers(g, v, &count);
+  if (readers) return count == 1 ? readers[0] : -1;
   int found = -1;
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++) {
@@ -31,7 +38,16 @@ int kl_rw_sole_consumer(const kl_graph *g, int v) {
 }
 
 int kl_rw_consumers(const kl_graph *g, int v, int *nodes, int max) {
-  int count = 0;
+  int count = 0, slots;
+  const int *readers = v >= 0 ? kl_graph_readers(g, v, &slots) : NULL;
+  if (readers) { /* ascending: a node reading v in two slots is there twice in a row */
+    for (int i = 0; i < slots; i++)
+      if (i == 0 || readers[i] != readers[i - 1]) {
+        if (count < max) nodes[count] = readers[i];
+        count++;
+      }
+    return count;
+  }
   for (int i = 0; v >= 0 && i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++)
       if (g->nodes[i].in[k] == v) {
@@ -127,11 +143,27 @@ bool kl_rw_deterministic(kl_op op) {
 }
 
 int kl_rw_replace_uses(kl_graph *g, int old, int repl) {
-  int count = 0;
+  int count = 0, slots;
+  if (old < 0 || old == repl) return 0;
+  const int *readers = kl_graph_readers(g, old, &slots);
+  if (readers) {
+    /* each change takes a reader off old's list: read the first one left, each time */
+    while (slots > 0) {
+      int i = readers[0];
+      for (int k = 0; k < g->nodes[i].n_in; k++)
+        if (g->nodes[i].in[k] == old) {
+          kl_graph_set_input(g, i, k, repl);
+          count++;
+        }
+      readers = kl_graph_readers(g, old, &slots);
+      if (!readers) break; /* the index was lost (out of memory): scan the rest */
+    }
+    if (readers) return count;
+  }
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++)
       if (g->nodes[i].in[k] == old) {
-        g->nodes[i].in[k] = repl;
+        kl_graph_set_input(g, i, k, repl);
         count++;
       }
   return count;
@@ -143,6 +175,7 @@ void kl_rw_remove(kl_graph *g, int n) {
     int v = node->out[k];
     if (v >= 0 && g->values[v].producer == n) g->values[v].producer = -1;
   }
+  kl_graph_uses_node(g, n, false);
   node->n_in = 0;
   node->n_out = 0;
 }
@@ -174,9 +207,11 @@ static kiln_status set_inputs(kl_graph *g, int n, int count, const int *ids, kl_
     if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rewriting a node");
     node->in = p;
   }
+  kl_graph_uses_node(g, n, false);
   memmove(node->in, ids, sizeof(int) * (size_t)count);
   node->n_in = count;
   while (node->n_in > 0 && node->in[node->n_in - 1] == KL_ABSENT) node->n_in--;
+  kl_graph_uses_node(g, n, true);
   return KILN_OK;
 }
 
@@ -188,7 +223,7 @@ kiln_status kl_rw_set_input(kl_graph *g, int n, int slot, int v, kl_err *e) {
     node->in = p;
     while (node->n_in <= slot) node->in[node->n_in++] = KL_ABSENT;
   }
-  node->in[slot] = v;
+  kl_graph_set_input(g, n, slot, v);
   while (node->n_in > 0 && node->in[node->n_in - 1] == KL_ABSENT) node->n_in--;
   return KILN_OK;
 }

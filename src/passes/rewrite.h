@@ -5,8 +5,10 @@
  * compacts the graph, freeing what was detached and whatever no node reads any more.
  * Graph inputs and outputs are the API: a rewrite never renames or drops one, so a
  * fused node takes over the value of the last node it replaces (kl_rw_take_output).
- * Queries scan the graph (linear time): passes stay simple and graphs are thousands of
- * nodes, not millions.
+ * Queries of a value's readers read the graph's readers index (ir.h), kept as inputs
+ * change: a pass changes node inputs only through these helpers or kl_graph_set_input,
+ * never by writing n->in (the pass manager checks the index after every pass when it
+ * verifies).
  */
 #ifndef KL_REWRITE_H
 #define KL_REWRITE_H

@@ -478,6 +478,63 @@ static void test_verify_attr_kinds(void **state) {
   }
 }
 
+/* The readers index (kl_graph_readers): made on demand, kept through kl_graph_set_input,
+ * kl_graph_uses_node and kl_graph_add_node, forgotten by renumbering; a direct write of
+ * a node's input shows in kl_graph_uses_check. */
+static void test_readers_index(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 1, (int64_t[]){4});
+  int a = tu_graph_value(g, "a"), b = tu_graph_value(g, "b"), c = tu_graph_value(g, "c");
+  int n0 = tu_graph_node(g, KL_OP_Relu, "r", 1, &x, 1, &a);
+  int n1 = tu_graph_node(g, KL_OP_Add, "add", 2, (int[]){a, a}, 1, &b);
+  int count;
+  const int *r = kl_graph_readers(g, a, &count);
+  assert_non_null(r);
+  assert_int_equal(count, 2); /* one per slot */
+  assert_int_equal(r[0], n1);
+  assert_int_equal(r[1], n1);
+  r = kl_graph_readers(g, x, &count);
+  assert_int_equal(count, 1);
+  assert_int_equal(r[0], n0);
+  /* a node added after the index was made is in it */
+  int n2 = tu_graph_node(g, KL_OP_Add, "add2", 2, (int[]){x, b}, 1, &c);
+  r = kl_graph_readers(g, x, &count);
+  assert_int_equal(count, 2);
+  assert_int_equal(r[0], n0);
+  assert_int_equal(r[1], n2);
+  /* a value made after the index: read by nobody, then by the node set to read it */
+  int d = tu_graph_value(g, "d");
+  kl_graph_readers(g, d, &count);
+  assert_int_equal(count, 0);
+  kl_graph_set_input(g, n1, 1, d);
+  r = kl_graph_readers(g, a, &count);
+  assert_int_equal(count, 1);
+  r = kl_graph_readers(g, d, &count);
+  assert_int_equal(count, 1);
+  assert_int_equal(r[0], n1);
+  assert_int_equal(kl_graph_uses_check(g, &e), KILN_OK);
+  /* a whole input list changed around kl_graph_uses_node */
+  kl_graph_uses_node(g, n2, false);
+  g->nodes[n2].in[0] = a;
+  kl_graph_uses_node(g, n2, true);
+  assert_int_equal(kl_graph_uses_check(g, &e), KILN_OK);
+  kl_graph_readers(g, a, &count);
+  assert_int_equal(count, 2);
+  /* a direct write behind the index is found */
+  g->nodes[n2].in[1] = x;
+  assert_int_equal(kl_graph_uses_check(g, &e), KILN_ERR_INTERNAL);
+  tu_assert_contains(e.msg, "changed behind it");
+  /* renumbering forgets it; the next query makes it from the graph */
+  assert_int_equal(kl_graph_toposort(g, &e), KILN_OK);
+  assert_int_equal(kl_graph_uses_check(g, &e), KILN_OK);
+  r = kl_graph_readers(g, x, &count);
+  assert_int_equal(count, 2);
+  assert_int_equal(kl_graph_uses_check(g, &e), KILN_OK);
+  kl_graph_free(g);
+}
+
 static void test_verify_arity(void **state) {
   (void)state;
   struct {
@@ -1064,6 +1121,7 @@ int main(void) {
       cmocka_unit_test(test_verify_two_producers),
       cmocka_unit_test(test_verify_arity),
       cmocka_unit_test(test_verify_attr_kinds),
+      cmocka_unit_test(test_readers_index),
       cmocka_unit_test(test_verify_outputs_and_constants),
       cmocka_unit_test(test_toposort_reorders),
       cmocka_unit_test(test_toposort_cycle),
