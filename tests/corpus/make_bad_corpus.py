@@ -496,6 +496,23 @@ def runtime_cases():
           numpy_helper.from_array(np.ones(6, np.float32), "x").SerializeToString())
     case("valid_relu.onnx", None, "got [6]", "an input of the wrong rank (.pb)",
          "x=relu_wrong_rank.pb")
+    # Attention (opset 24) with nonpad_kv_seqlen out of [0, keys]: -5 masked every key
+    # (NaN) and 1000 was taken as "all", both silently
+    att = [helper.make_node("Attention", ["q", "k", "v", "", "", "", "nonpad"], ["o"],
+                            name="att")]
+    qkv = [vi(n, [1, 2, 4, 8]) for n in ("q", "k", "v")]
+    write("attention_nonpad.onnx",
+          model_bytes(att, qkv + [vi("nonpad", [1], TensorProto.INT64)],
+                      [vi("o", [1, 2, 4, 8])], opset=24, ir=10, check=True))
+    ones = npy(np.full((1, 2, 4, 8), 0.25, np.float32))
+    write("attention_qkv.npy", ones)
+    for bad in (-5, 1000):
+        write(f"attention_nonpad_{bad}.npy", npy(np.array([bad], np.int64)))
+        case("attention_nonpad.onnx", None,
+             f"node 'att' (Attention): nonpad_kv_seqlen[0] is {bad}; expected 0 to 4",
+             f"Attention with nonpad_kv_seqlen {bad} for 4 keys",
+             f"q=attention_qkv.npy;k=attention_qkv.npy;v=attention_qkv.npy;"
+             f"nonpad=attention_nonpad_{bad}.npy")
     good = npy(np.ones((2, 3), np.float32))
     write("relu_truncated.npy", good[:-5])
     case("valid_relu.onnx", None, "relu_truncated.npy", "a .npy file cut short",

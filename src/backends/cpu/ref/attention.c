@@ -155,6 +155,13 @@ static void present(const attn *a, kl_tensor *out, bool is_v) {
 int kl_ref_attention(kl_kernel_ctx *c) {
   attn a;
   attn_init(c, &a);
+  for (int64_t b = 0; a.nonpad && b < a.batch; b++) {
+    int64_t valid = ((const int64_t *)a.nonpad->data)[b];
+    if (valid < 0 || valid > a.total)
+      return kl_fail(c->e, KILN_ERR_INVALID_ARGUMENT, "nonpad_kv_seqlen[%lld] is %lld; "
+                     "expected 0 to %lld, the keys there are", (long long)b,
+                     (long long)valid, (long long)a.total);
+  }
   /* scores, then the qk_matmul_output row */
   double *s = malloc((size_t)(2 * a.total + 1) * sizeof *s);
   if (!s) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %lld scores",
