@@ -513,6 +513,17 @@ def runtime_cases():
              f"Attention with nonpad_kv_seqlen {bad} for 4 keys",
              f"q=attention_qkv.npy;k=attention_qkv.npy;v=attention_qkv.npy;"
              f"nonpad=attention_nonpad_{bad}.npy")
+    # DynamicQuantizeLinear of a NaN or infinity: no range to make (the zero point was a
+    # NaN cast to uint8)
+    dq = [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dq")]
+    write("dynamic_quantize.onnx",
+          model_bytes(dq, [vi("x", [4])], [vi("y", [4], TensorProto.UINT8), vi("s", []),
+                                           vi("z", [], TensorProto.UINT8)], check=True))
+    for label, bad in (("inf", np.inf), ("nan", np.nan)):
+        write(f"dq_{label}.npy", npy(np.array([1.0, -2.0, bad, 0.5], np.float32)))
+        case("dynamic_quantize.onnx", None,
+             f"node 'dq' (DynamicQuantizeLinear): x holds {label} at element 2",
+             f"DynamicQuantizeLinear of an input holding {label}", f"x=dq_{label}.npy")
     good = npy(np.ones((2, 3), np.float32))
     write("relu_truncated.npy", good[:-5])
     case("valid_relu.onnx", None, "relu_truncated.npy", "a .npy file cut short",

@@ -124,6 +124,12 @@ int kl_ref_dynamic_quantize_linear(kl_kernel_ctx *c) {
   int64_t n = kl_tensor_numel(x);
   float lo = 0.0f, hi = 0.0f;
   for (int64_t i = 0; i < n; i++) {
+    /* a NaN or infinity has no place in a range: the scale came out infinite and the
+     * zero point NaN, cast to uint8 */
+    if (!isfinite(xv[i]))
+      return kl_fail(c->e, KILN_ERR_INVALID_ARGUMENT, "x holds %g at element %lld; "
+                     "DynamicQuantizeLinear needs finite values to make a range",
+                     (double)xv[i], (long long)i);
     if (xv[i] < lo) lo = xv[i];
     if (xv[i] > hi) hi = xv[i];
   }
