@@ -261,7 +261,8 @@ static kiln_status check_opsets(const Onnx__ModelProto *m, int64_t *opset, kl_er
   for (size_t i = 0; i < m->n_opset_import; i++) {
     const Onnx__OperatorSetIdProto *os = m->opset_import[i];
     if (os->domain && !kl_onnx_name_ok(os->domain))
-      return kl_fail(e, KILN_ERR_INVALID_MODEL, "an opset_import domain is not valid text");
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "an opset_import domain %s",
+                     kl_onnx_name_fault(os->domain));
     if (!os->has_version)
       return kl_fail(e, KILN_ERR_INVALID_MODEL, "opset_import of domain '%s' has no version",
                      os->domain ? os->domain : "");
@@ -304,8 +305,8 @@ static kiln_status parse_dim(kl_onnx_ctx *c, const Onnx__TensorShapeProto__Dimen
   } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
              d->dim_param && *d->dim_param) {
     if (!kl_onnx_name_ok(d->dim_param))
-      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has a dim_param that is not valid "
-                     "text", what);
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has a dim_param that %s", what,
+                     kl_onnx_name_fault(d->dim_param));
     if ((out->sym = kl_graph_symbol(c->g, d->dim_param)) < 0)
       return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   }
@@ -365,8 +366,8 @@ static kiln_status add_initializers(kl_onnx_ctx *c, const Onnx__GraphProto *gp) 
     if (!tp->name || !*tp->name)
       return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "initializer %zu has no name", i);
     if (!kl_onnx_name_ok(tp->name))
-      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "initializer %zu's name is not valid "
-                     "UTF-8 text", i);
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "initializer %zu's name %s", i,
+                     kl_onnx_name_fault(tp->name));
     snprintf(what, sizeof what, "initializer '%s'", tp->name);
     kl_tensor t;
     size_t nbytes;
@@ -386,9 +387,9 @@ static kiln_status add_inputs(kl_onnx_ctx *c, const Onnx__GraphProto *gp) {
   char what[KL_ONNX_MAX_NAME + 32];
   for (size_t i = 0; i < gp->n_input; i++) {
     const Onnx__ValueInfoProto *vi = gp->input[i];
-    if (!vi->name || !*vi->name || !kl_onnx_name_ok(vi->name))
-      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "graph input %zu has no name or one that "
-                     "is not valid UTF-8 text", i);
+    if (kl_onnx_name_fault(vi->name))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "graph input %zu's name %s", i,
+                     kl_onnx_name_fault(vi->name));
     int id = kl_graph_find_value(c->g, vi->name);
     if (id >= 0 && c->g->values[id].kind == KL_VALUE_CONST) continue;
     snprintf(what, sizeof what, "graph input '%s'", vi->name);
@@ -456,7 +457,8 @@ static kiln_status constant_value(kl_onnx_ctx *c, const Onnx__AttributeProto *ap
   int form = constant_form(name);
   memset(t, 0, sizeof *t);
   if (!kl_onnx_name_ok(name))
-    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant's attribute name is not valid text");
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Constant's attribute name %s",
+                   kl_onnx_name_fault(name));
   if (!strcmp(name, "value_string") || !strcmp(name, "value_strings") ||
       !strcmp(name, "sparse_value"))
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "Constant '%s' is not supported (kiln has no "
@@ -501,12 +503,15 @@ static const char *describe(const Onnx__NodeProto *np, int index, char *buf, siz
 
 /* Names first, so that every later message may print them. */
 static kiln_status check_node_text(kl_onnx_ctx *c, const Onnx__NodeProto *np, int index) {
-  if (!np->op_type || !*np->op_type || !kl_onnx_name_ok(np->op_type))
-    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d has no op_type or one that is "
-                   "not valid UTF-8 text", index);
-  if ((np->name && !kl_onnx_name_ok(np->name)) || (np->domain && !kl_onnx_name_ok(np->domain)))
-    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) has a name or domain that "
-                   "is not valid UTF-8 text", index, np->op_type);
+  if (kl_onnx_name_fault(np->op_type))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d: op_type %s", index,
+                   kl_onnx_name_fault(np->op_type));
+  if (np->name && !kl_onnx_name_ok(np->name))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s): name %s", index,
+                   np->op_type, kl_onnx_name_fault(np->name));
+  if (np->domain && !kl_onnx_name_ok(np->domain))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s): domain %s", index,
+                   np->op_type, kl_onnx_name_fault(np->domain));
   if (np->n_input > KL_ONNX_MAX_NODE_IO || np->n_output > KL_ONNX_MAX_NODE_IO ||
       np->n_attribute > KL_ONNX_MAX_ATTRS)
     return kl_fail(c->e, KILN_ERR_LIMIT, "node #%d (%s) has %zu inputs, %zu outputs and %zu "
@@ -515,12 +520,12 @@ static kiln_status check_node_text(kl_onnx_ctx *c, const Onnx__NodeProto *np, in
                    KL_ONNX_MAX_ATTRS);
   for (size_t i = 0; i < np->n_input; i++)
     if (!kl_onnx_name_ok(np->input[i]))
-      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) input %zu's name is not "
-                     "valid UTF-8 text", index, np->op_type, i);
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) input %zu's name %s",
+                     index, np->op_type, i, kl_onnx_name_fault(np->input[i]));
   for (size_t i = 0; i < np->n_output; i++)
     if (!kl_onnx_name_ok(np->output[i]))
-      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) output %zu's name is not "
-                     "valid UTF-8 text", index, np->op_type, i);
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "node #%d (%s) output %zu's name %s",
+                     index, np->op_type, i, kl_onnx_name_fault(np->output[i]));
   return KILN_OK;
 }
 
@@ -549,9 +554,9 @@ static kiln_status declare_node(kl_onnx_ctx *c, const Onnx__NodeProto *np, int i
  * own. value_info about a name the graph does not have is ignored. */
 static kiln_status declare_type(kl_onnx_ctx *c, const Onnx__ValueInfoProto *vi, bool output) {
   char what[KL_ONNX_MAX_NAME + 32];
-  if (!vi->name || !*vi->name || !kl_onnx_name_ok(vi->name))
-    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a graph %s has no name or one that is not "
-                   "valid UTF-8 text", output ? "output" : "value_info entry");
+  if (kl_onnx_name_fault(vi->name))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a graph %s's name %s",
+                   output ? "output" : "value_info entry", kl_onnx_name_fault(vi->name));
   int id = kl_graph_find_value(c->g, vi->name);
   if (id < 0 && output)
     return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "graph output '%s' is not a graph input, "

@@ -36,18 +36,24 @@ static int utf8_seq(const unsigned char *s) {
   return n;
 }
 
-bool kl_onnx_name_ok(const char *s) {
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char *kl_onnx_name_fault(const char *s) {
+  if (!s || !*s) return "missing or empty";
   const unsigned char *p = (const unsigned char *)s;
   size_t len = 0;
   while (p[len]) {
-    if (p[len] < 0x20 || p[len] == 0x7f) return false;
+    if (p[len] < 0x20 || p[len] == 0x7f) return "holds a control character";
     int n = utf8_seq(p + len);
-    if (n == 0) return false;
+    if (n == 0) return "is not valid UTF-8 text";
     len += (size_t)n;
-    if (len > KL_ONNX_MAX_NAME) return false;
+    if (len > KL_ONNX_MAX_NAME) return "is longer than " STR(KL_ONNX_MAX_NAME) " bytes";
   }
-  return true;
+  return NULL;
 }
+
+bool kl_onnx_name_ok(const char *s) { return !s || !*s || !kl_onnx_name_fault(s); }
 
 /* A bytes value as a C string: refused when it holds a NUL, which C cannot carry. */
 static char *bytes_to_str(ProtobufCBinaryData b, const char *attr, kl_err *e) {
@@ -142,9 +148,9 @@ static kiln_status convert_value(const Onnx__AttributeProto *ap, const kl_onnx_t
 kiln_status kl_onnx_attr_convert(const Onnx__AttributeProto *ap, const kl_onnx_tensor_src *ts,
                                  kl_attr *out, kl_err *e) {
   memset(out, 0, sizeof *out);
-  if (!ap->name || !*ap->name || !kl_onnx_name_ok(ap->name))
-    return kl_fail(e, KILN_ERR_INVALID_MODEL, "an attribute has no name or one that is not "
-                   "valid UTF-8 text");
+  if (kl_onnx_name_fault(ap->name))
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "an attribute's name %s",
+                   kl_onnx_name_fault(ap->name));
   if (ap->ref_attr_name && *ap->ref_attr_name)
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "attribute '%s' refers to a function's "
                    "attribute, which only a function body may do", ap->name);

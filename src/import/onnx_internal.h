@@ -15,8 +15,12 @@
 #define KL_ONNX_MAX_DROP 4          /* attributes a canonicalization rule may consume */
 
 /* True when s is valid UTF-8 of at most KL_ONNX_MAX_NAME bytes without control
- * characters: names end up in messages and dumps, so they must print safely. */
+ * characters (or empty): names end up in messages and dumps, so they must print
+ * safely. kl_onnx_name_fault says what is wrong for a message ("is longer than 4096
+ * bytes", "is not valid UTF-8 text", "holds a control character", "missing or
+ * empty"), NULL when nothing is. */
 bool kl_onnx_name_ok(const char *s);
+const char *kl_onnx_name_fault(const char *s);
 
 /* A protobuf-c allocator over malloc/free. Unpacking with it makes every decoded
  * bytes field a malloc'd block, which the importer may take over (see

@@ -234,8 +234,8 @@ static kiln_status check_location(const decoding *d, const char *loc, kl_err *e)
     if (*p) p++;
   }
   if (!kl_onnx_name_ok(loc))
-    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: external data location is not valid "
-                   "UTF-8 text", d->name);
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: external data location %s", d->name,
+                   kl_onnx_name_fault(loc));
   return KILN_OK;
 }
 
@@ -387,7 +387,7 @@ kiln_status kl_onnx_tensor_decode_lifted(Onnx__TensorProto *tp, const kl_onnx_te
                                          kl_tensor *out, size_t *nbytes, kl_err *e) {
   char name[KL_ONNX_MAX_NAME + 32] = "tensor";
   if (tp->name && !kl_onnx_name_ok(tp->name))
-    return kl_fail(e, KILN_ERR_INVALID_MODEL, "a tensor name is not valid UTF-8 text");
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "a tensor name %s", kl_onnx_name_fault(tp->name));
   if (what) snprintf(name, sizeof name, "%s", what);
   else if (tp->name && *tp->name) snprintf(name, sizeof name, "tensor '%s'", tp->name);
   memset(out, 0, sizeof *out);

@@ -1244,16 +1244,27 @@ static void test_names_validated(void **state) {
   Onnx__ModelProto *m = relu_model(13);
   free(m->graph->node[0]->name);
   m->graph->node[0]->name = strdup("bad\xff");
-  load_fails(m, KILN_ERR_INVALID_MODEL, "node #0 (Relu) has a name or domain that is not "
-             "valid UTF-8");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node #0 (Relu): name is not valid UTF-8 text");
   m = relu_model(13);
   free(m->graph->node[0]->name);
   m->graph->node[0]->name = strdup("line\nbreak");
-  load_fails(m, KILN_ERR_INVALID_MODEL, "not valid UTF-8");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node #0 (Relu): name holds a control character");
   m = relu_model(13);
   free(m->graph->input[0]->name);
   m->graph->input[0]->name = strdup("\xc0\x80"); /* an overlong NUL */
-  load_fails(m, KILN_ERR_INVALID_MODEL, "graph input 0 has no name");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "graph input 0's name is not valid UTF-8 text");
+  /* a name past the limit says so (it was reported as not UTF-8) */
+  m = relu_model(13);
+  free(m->graph->node[0]->name);
+  m->graph->node[0]->name = malloc(5001);
+  assert_non_null(m->graph->node[0]->name);
+  memset(m->graph->node[0]->name, 'n', 5000);
+  m->graph->node[0]->name[5000] = '\0';
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node #0 (Relu): name is longer than 4096 bytes");
+  m = relu_model(13);
+  free(m->graph->node[0]->domain);
+  m->graph->node[0]->domain = strdup("d\x01");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node #0 (Relu): domain holds a control character");
   /* real UTF-8 is fine */
   m = relu_model(13);
   free(m->graph->node[0]->name);
