@@ -45,12 +45,39 @@ static kiln_status zip_failure(const char *path, zip_error_t *ze, kl_err *e) {
   return s;
 }
 
+static int by_name(const void *x, const void *y) {
+  return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Two entries of one name: which one a reader takes is the reader's choice (libzip's
+ * first, another tool's last), so such an archive means two things and is refused
+ * (two byteorder entries once silently gave the first). */
+static kiln_status no_twins(archive *a, zip_int64_t n, kl_err *e) {
+  const char **names = malloc(sizeof *names * (size_t)(n ? n : 1));
+  if (!names) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  zip_int64_t have = 0;
+  for (zip_int64_t i = 0; i < n; i++) {
+    const char *name = zip_get_name(a->z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+    if (name) names[have++] = name;
+  }
+  qsort(names, (size_t)have, sizeof *names, by_name);
+  kiln_status st = KILN_OK;
+  for (zip_int64_t i = 1; i < have && st == KILN_OK; i++)
+    if (strcmp(names[i - 1], names[i]) == 0)
+      st = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: the archive has two entries named '%s'",
+                   a->path, names[i]);
+  free(names);
+  return st;
+}
+
 /* The top folder: the one holding data.pkl. */
 static kiln_status find_prefix(archive *a, kl_err *e) {
   zip_int64_t n = zip_get_num_entries(a->z, 0);
   if (n < 0 || n > MAX_ENTRIES)
     return kl_fail(e, KILN_ERR_LIMIT, "%s: %lld entries, over the limit of %d", a->path,
                    (long long)n, MAX_ENTRIES);
+  kiln_status st = no_twins(a, n, e);
+  if (st != KILN_OK) return st;
   for (zip_int64_t i = 0; i < n; i++) {
     const char *name = zip_get_name(a->z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
     const char *slash = name ? strchr(name, '/') : NULL;

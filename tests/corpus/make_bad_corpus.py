@@ -614,6 +614,13 @@ def torchscript_cases():
     case("zip_bad_pickle.pt", zip_bytes([("m/version", b"3\n"),
                                          ("m/data.pkl", b"\x80\x02\xff\xff\xff")]),
          "zip_bad_pickle.pt", "a TorchScript archive whose data.pkl is not a pickle")
+    import warnings
+    with warnings.catch_warnings():  # zipfile warns of the duplicate name, as it should
+        warnings.simplefilter("ignore")
+        twins = zip_bytes([("m/version", b"3\n"), ("m/byteorder", b"little"),
+                           ("m/byteorder", b"big"), ("m/data.pkl", b"\x80\x02}q\x00.")])
+    case("zip_two_byteorders.pt", twins, "the archive has two entries named 'm/byteorder'",
+         "a TorchScript archive with two byteorder entries (the first silently won)")
 
 
 def npy(a):
