@@ -113,6 +113,10 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      most 4096; more than the process's CPUs are started once at
  *                      session creation, which fails with KILN_ERR_LIMIT when the
  *                      system cannot start them all
+ *   "max_work"         the most steps (multiply-adds, element visits) one run of one
+ *                      node may take, estimated from its shapes before it runs
+ *                      (KILN_ERR_LIMIT past it; also what constant folding at load
+ *                      leaves for the run); default 2^40, 0 = no bound
  *   "max_tensor_bytes" largest single tensor a model may declare or produce
  *                      (default 16 GiB)
  *   "memory_limit"     largest total of weights plus session buffers (default 0 = none);

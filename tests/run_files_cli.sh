@@ -9,7 +9,8 @@
 #     80 data sets with one wrong: the check fails (it once stopped at 64, unsorted);
 #   - an input of 2^40 empty rows: the run ends at once;
 #   - a chain of 80,000 nodes: checked at -O0, -O2, -O3 within the 10 s limit;
-#   - more threads than the process can start: kiln's error, not OpenMP's exit.
+#   - more threads than the process can start: kiln's error, not OpenMP's exit;
+#   - max_work: a 10^18-step node neither folded at load nor run; --max-work N and 0.
 #
 #   tests/run_files_cli.sh KILN_BINARY        (from the source root)
 set -u
@@ -111,12 +112,28 @@ for o in -O0 -O2 -O3; do
   [ $rc -eq 0 ] || fail "80,000 nodes $o: rc $rc (124: timed out): $err"
 done
 
+# max_work: a node of 10^18 steps (an Einsum whose inputs are constants) is neither
+# folded at load (kiln inspect ends at once) nor run (refused with the estimate); a
+# bound below a small model's nodes refuses it, and 0 lifts the bound
+run_kiln inspect tests/corpus/bad/einsum_1e18.onnx
+[ $rc -eq 0 ] || fail "inspect of a 10^18-step Einsum: rc $rc (124: timed out): $err"
+run_kiln run tests/corpus/bad/einsum_1e18.onnx
+[ $rc -eq 1 ] && grep -q 'about 1e+18 steps for these shapes, over max_work 1099511627776' <<<"$err" ||
+  fail "run of a 10^18-step Einsum: rc $rc: $err"
+run_kiln run "$mlp/model.onnx" --max-work 1000
+[ $rc -eq 1 ] && grep -q 'over max_work 1000' <<<"$err" || fail "--max-work 1000: rc $rc: $err"
+run_kiln run "$mlp/model.onnx" --max-work 0
+[ $rc -eq 0 ] || fail "--max-work 0: rc $rc: $err"
+
 # more threads than the process can start (here under a 3 GB address-space limit,
 # 4096 thread stacks need more): kiln's error at session creation, where OpenMP once
 # ended the process with its own message. AddressSanitizer reserves more address space
 # than such a limit leaves, so its build cannot run this case (and says so).
-if ldd "$kiln" 2>/dev/null | grep -q libasan; then
-  echo "note: the threads-limit case needs a build without AddressSanitizer (RLIMIT_AS)"
+# ThreadSanitizer too; and a build without OpenMP runs one thread whatever it is asked.
+if ldd "$kiln" 2>/dev/null | grep -q 'libasan\|libtsan'; then
+  echo "note: the threads-limit case needs a build without Address/ThreadSanitizer (RLIMIT_AS)"
+elif ! ldd "$kiln" 2>/dev/null | grep -q 'libgomp\|libomp'; then
+  echo "note: the threads-limit case needs OpenMP (this build runs one thread)"
 else
   err=$( (ulimit -v 3000000; timeout -k 2 60 "$kiln" run "$mlp/model.onnx" --threads 4096) 2>&1 >/dev/null)
   rc=$?

@@ -16,6 +16,8 @@ typedef struct cli_common {
   int threads;
   int64_t max_tensor_bytes;
   int64_t memory_limit;
+  int64_t max_work;   /* --max-work, when max_work_set */
+  bool max_work_set;
   const char *passes;
   const char *input_types; /* --input-types: the kiln_options "input_types" */
   bool verify;

@@ -13,6 +13,7 @@ const char *cli_common_help =
     "  --threads N           worker threads (default: one per core)\n"
     "  --passes LIST         switch passes on/off: +name,-name\n"
     "  --max-tensor-bytes N  largest tensor a model may hold or make (default 16 GiB)\n"
+    "  --max-work N          the most steps one node may take (default 2^40; 0 = any)\n"
     "  --memory-limit N      cap on weights plus buffers, in bytes (default none)\n"
     "  --verify              run the graph verifier after every pass\n"
     "  --input-types LIST    the inputs of a torch 1.x .pt, which it does not record:\n"
@@ -107,17 +108,17 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
     return 1;
   }
   int64_t v;
-  const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--passes",
-                         "--input-types"};
-  for (int k = 0; k < 5; k++) {
+  const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--max-work",
+                         "--passes", "--input-types"};
+  for (int k = 0; k < 6; k++) {
     if (strcmp(a, names[k]) != 0) continue;
     if (*i + 1 >= argc) {
       fprintf(stderr, "kiln: %s needs a value\n", a);
       return -1;
     }
     const char *val = argv[++*i];
-    if (k >= 3) {
-      *(k == 3 ? &c->passes : &c->input_types) = val;
+    if (k >= 4) {
+      *(k == 4 ? &c->passes : &c->input_types) = val;
       return 1;
     }
     if (!cli_parse_int(val, &v) || v < 0) {
@@ -135,7 +136,11 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
     }
     if (k == 0) c->threads = (int)v;
     else if (k == 1) c->max_tensor_bytes = v;
-    else c->memory_limit = v;
+    else if (k == 2) c->memory_limit = v;
+    else {
+      c->max_work = v;
+      c->max_work_set = true;
+    }
     return 1;
   }
   return 0;
@@ -152,6 +157,7 @@ kiln_options *cli_options(const cli_common *c) {
   if (st == KILN_OK && c->max_tensor_bytes)
     st = kiln_options_set_int(o, "max_tensor_bytes", c->max_tensor_bytes);
   if (st == KILN_OK) st = kiln_options_set_int(o, "memory_limit", c->memory_limit);
+  if (st == KILN_OK && c->max_work_set) st = kiln_options_set_int(o, "max_work", c->max_work);
   if (st == KILN_OK) st = kiln_options_set_int(o, "verify", c->verify);
   if (st == KILN_OK) st = kiln_options_set_int(o, "pin_threads", c->pin);
   if (st == KILN_OK) st = kiln_options_set_int(o, "fast_only", c->fast_only);

@@ -219,6 +219,11 @@ kiln_status kl_node_take_attr(kl_graph *g, int node, kl_attr *a, kl_err *e);
 void kl_attr_clear(kl_attr *a);
 
 const kl_attr *kl_node_attr(const kl_node *n, const char *name);
+/* The steps (multiply-adds, element visits) node n's reference kernel takes for these
+ * inputs and outputs (only their shapes are read; NULL for absent ones), as a double
+ * (it may be far past int64): work.c. */
+double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int n_out,
+                    const kl_tensor *const *out);
 int64_t kl_attr_int(const kl_node *n, const char *name, int64_t dflt);
 float kl_attr_float(const kl_node *n, const char *name, float dflt);
 /* KILN_OK unless a is of another kind than kiln reads an attribute of its name as

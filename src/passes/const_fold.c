@@ -9,6 +9,9 @@
  * Bounded: a node is not folded when its results are larger than both the fold limit
  * (cfg->fold_limit, default 1 MiB) and its inputs together, so that an Expand or a
  * ConstantOfShape of a constant does not turn a few bytes of model into megabytes.
+ * Nor is a node whose work (kl_node_work) is over FOLD_MAX_WORK steps: folding runs at
+ * every load, on the reference kernels (an Einsum of 10^18 steps hung `kiln inspect`);
+ * the run takes it, under the option max_work.
  * A node whose kernel fails on its constants is left for run time to report.
  */
 #include "passes/rewrite.h"
@@ -18,6 +21,7 @@
 
 #define DEFAULT_FOLD_LIMIT (INT64_C(1) << 20)
 #define MAX_FOLD_IO 64 /* wider nodes (a Concat of hundreds) are left alone */
+#define FOLD_MAX_WORK (1 << 27) /* steps: a fraction of a second */
 
 static bool reads_dims_only(kl_op op) {
   return strcmp(kl_op_name(op), "Shape") == 0 || strcmp(kl_op_name(op), "Size") == 0;
@@ -111,6 +115,11 @@ static kiln_status fold_node(kl_graph *g, int i, int64_t limit, int *folded, kl_
       free_outputs(&io, k);
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding a constant");
     }
+  }
+  if (kl_node_work(n, n->n_in, io.pin, n->n_out, (const kl_tensor *const *)io.pout) >
+      FOLD_MAX_WORK) {
+    free_outputs(&io, n->n_out);
+    return KILN_OK;
   }
   kl_kernel_ctx kc = {n, n->n_in, n->n_out, io.pin, io.pout, &local, 1, NULL};
   bool empty = true; /* every output empty: nothing to compute (as in session.c) */

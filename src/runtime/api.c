@@ -8,7 +8,8 @@
 const char *kiln_version(void) { return KL_VERSION; }
 
 kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *e) {
-  kiln_options d = {.opt_level = 2, .max_tensor_bytes = KL_DEFAULT_MAX_TENSOR_BYTES};
+  kiln_options d = {.opt_level = 2, .max_tensor_bytes = KL_DEFAULT_MAX_TENSOR_BYTES,
+                    .max_work = KL_DEFAULT_MAX_WORK};
   if (src) {
     d = *src;
     if (src->passes && !(d.passes = strdup(src->passes)))
@@ -62,6 +63,9 @@ kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t valu
   } else if (strcmp(name, "pin_threads") == 0) {
     if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
     o->pin_threads = (int)value;
+  } else if (strcmp(name, "max_work") == 0) {
+    if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
+    o->max_work = value;
   } else if (strcmp(name, "memory_limit") == 0) {
     if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
     o->memory_limit = value;

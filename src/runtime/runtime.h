@@ -15,6 +15,7 @@ struct kiln_options {
   int64_t max_tensor_bytes;
   int64_t memory_limit;
   int64_t fold_limit; /* constant folding's result limit in bytes, 0 = the default */
+  int64_t max_work;   /* the most steps one node's run may take (kl_node_work), 0: any */
   int reference;      /* 1: sessions run only the portable reference kernels */
   int release_weights; /* 1: the session frees the model's weights it holds packed */
   int pin_threads;     /* 1: runs pin their OpenMP threads to cores */
@@ -24,6 +25,9 @@ struct kiln_options {
 };
 
 #define KL_DEFAULT_MAX_TENSOR_BYTES (INT64_C(16) << 30)
+/* 2^40 steps: a thousand times the largest node of the zoo's models (a 4096-token
+ * LLM prefill's 4096^3 product is 2^36); a minute or more on the reference kernels. */
+#define KL_DEFAULT_MAX_WORK (INT64_C(1) << 40)
 
 /* Copy src (or the defaults when src is NULL) into dst; dst's strings are owned after. */
 kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *e);

@@ -441,6 +441,16 @@ static kiln_status run_node(kiln_session *s, int i) {
   bool empty = n->n_out > 0;
   for (int k = 0; k < n->n_out && empty; k++) empty = kl_tensor_numel(s->kout[k]) == 0;
   if (empty) return KILN_OK;
+  /* a node asking for more work than max_work allows (its estimate from the shapes it
+   * has now) is refused before it starts: a file of a few hundred bytes could ask for
+   * 10^18 steps */
+  if (s->opts.max_work > 0) {
+    double work = kl_node_work(n, n->n_in, s->kin, n->n_out, (const kl_tensor *const *)s->kout);
+    if (work > (double)s->opts.max_work)
+      return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
+                     "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
+                     work, (long long)s->opts.max_work);
+  }
   kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads,
                       kl_cpu_plan_state(s->kernels, i)};
   st = (kiln_status)kl_cpu_plan_kernel(s->kernels, i)->kernel.run(&kc);

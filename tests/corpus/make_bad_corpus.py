@@ -524,6 +524,21 @@ def runtime_cases():
         case("dynamic_quantize.onnx", None,
              f"node 'dq' (DynamicQuantizeLinear): x holds {label} at element 2",
              f"DynamicQuantizeLinear of an input holding {label}", f"x=dq_{label}.npy")
+    # work bounds (option max_work, default 2^40 steps): an Einsum of six letters of
+    # 1000 each (10^18 steps; folding it at load hung `kiln inspect`), and the square of
+    # a generated 12288 x 12288 matrix (1.9e12 steps) from a file of 131 bytes
+    letters = [numpy_helper.from_array(np.full([1000], 0.001, np.float32), c)
+               for c in "abcdef"]
+    es = helper.make_node("Einsum", list("abcdef"), ["y"], name="es", equation="a,b,c,d,e,f->")
+    case("einsum_1e18.onnx", model_bytes([es], [], [vi("y", [])], letters, check=True),
+         "node 'es' (Einsum): about 1e+18 steps for these shapes, over max_work",
+         "an Einsum of 10^18 steps from 24 KB")
+    sq = [helper.make_node("ConstantOfShape", ["shape"], ["m"],
+                           value=numpy_helper.from_array(np.array([1.0], np.float32))),
+          helper.make_node("MatMul", ["m", "m"], ["y"], name="sq")]
+    shape = numpy_helper.from_array(np.array([12288, 12288], np.int64), "shape")
+    case("square_12288.onnx", model_bytes(sq, [], [vi("y", [12288, 12288])], [shape], check=True),
+         "node 'sq' (MatMul): about 1.86e+12 steps", "the square of a generated 12288^2 matrix")
     good = npy(np.ones((2, 3), np.float32))
     write("relu_truncated.npy", good[:-5])
     case("valid_relu.onnx", None, "relu_truncated.npy", "a .npy file cut short",

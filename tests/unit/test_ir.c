@@ -535,6 +535,58 @@ static void test_readers_index(void **state) {
   kl_graph_free(g);
 }
 
+/* kl_node_work: the loop nests of the ops whose work multiplies dims, at least the
+ * elements read and written for the others. */
+static kl_tensor shape_t(int rank, const int64_t *dims) {
+  kl_tensor t = {.dtype = KL_F32, .rank = rank};
+  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  return t;
+}
+
+static void test_node_work(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 1, (int64_t[]){4});
+  int y = tu_graph_value(g, "y");
+  /* MatMul [7, 5] x [5, 3]: 7 * 3 outputs of 5 steps */
+  int mm = tu_graph_node(g, KL_OP_MatMul, "mm", 2, (int[]){x, x}, 1, &y);
+  kl_tensor a = shape_t(2, (int64_t[]){7, 5}), b = shape_t(2, (int64_t[]){5, 3});
+  kl_tensor o = shape_t(2, (int64_t[]){7, 3});
+  const kl_tensor *in2[2] = {&a, &b}, *out1[1] = {&o};
+  assert_true(kl_node_work(&g->nodes[mm], 2, in2, 1, out1) == 105.0);
+  /* Gemm transA=1: A [5, 7] */
+  int gm = tu_graph_node(g, KL_OP_Gemm, "gm", 2, (int[]){x, x}, 1, &y);
+  assert_int_equal(kl_node_set_int(g, gm, "transA", 1, NULL), KILN_OK);
+  a = shape_t(2, (int64_t[]){5, 7});
+  assert_true(kl_node_work(&g->nodes[gm], 2, in2, 1, out1) == 105.0);
+  /* Conv: [1, 4, 6, 6] outputs of W [4, 2, 3, 3]: 2 * 9 steps each */
+  int cv = tu_graph_node(g, KL_OP_Conv, "cv", 2, (int[]){x, x}, 1, &y);
+  a = shape_t(4, (int64_t[]){1, 2, 8, 8});
+  b = shape_t(4, (int64_t[]){4, 2, 3, 3});
+  o = shape_t(4, (int64_t[]){1, 4, 6, 6});
+  assert_true(kl_node_work(&g->nodes[cv], 2, in2, 1, out1) == 144.0 * 18.0);
+  /* Einsum "ij,jk->ik" over 3, 4, 5: every letter's loop */
+  int es = tu_graph_node(g, KL_OP_Einsum, "es", 2, (int[]){x, x}, 1, &y);
+  assert_int_equal(kl_node_set_string(g, es, "equation", "ij,jk->ik", NULL), KILN_OK);
+  a = shape_t(2, (int64_t[]){3, 4});
+  b = shape_t(2, (int64_t[]){4, 5});
+  o = shape_t(2, (int64_t[]){3, 5});
+  assert_true(kl_node_work(&g->nodes[es], 2, in2, 1, out1) == 60.0);
+  /* RoiAlign sampling_ratio 4096 over [2, 3, 7, 7] outputs: 4 taps of 4096^2 samples */
+  int ra = tu_graph_node(g, KL_OP_RoiAlign, "ra", 1, &x, 1, &y);
+  assert_int_equal(kl_node_set_int(g, ra, "sampling_ratio", 4096, NULL), KILN_OK);
+  a = shape_t(4, (int64_t[]){1, 3, 8, 8});
+  o = shape_t(4, (int64_t[]){2, 3, 7, 7});
+  const kl_tensor *in1[1] = {&a};
+  assert_true(kl_node_work(&g->nodes[ra], 1, in1, 1, out1) == 294.0 * 4096.0 * 4096.0 * 4);
+  /* an elementwise op: what it reads and writes, even for dims past int64 together */
+  int re = tu_graph_node(g, KL_OP_Relu, "re", 1, &x, 1, &y);
+  a = shape_t(3, (int64_t[]){INT64_C(1) << 40, INT64_C(1) << 40, 2});
+  o = a;
+  assert_true(kl_node_work(&g->nodes[re], 1, in1, 1, out1) == 0x1p82); /* 2^81 in, 2^81 out */
+  kl_graph_free(g);
+}
+
 static void test_verify_arity(void **state) {
   (void)state;
   struct {
@@ -1122,6 +1174,7 @@ int main(void) {
       cmocka_unit_test(test_verify_arity),
       cmocka_unit_test(test_verify_attr_kinds),
       cmocka_unit_test(test_readers_index),
+      cmocka_unit_test(test_node_work),
       cmocka_unit_test(test_verify_outputs_and_constants),
       cmocka_unit_test(test_toposort_reorders),
       cmocka_unit_test(test_toposort_cycle),

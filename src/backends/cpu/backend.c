@@ -133,6 +133,7 @@ kiln_status kl_cpu_pin_check(int threads, kl_err *e) {
   return KILN_OK;
 }
 
+#if KL_HAVE_OPENMP /* (without OpenMP a session runs one thread: nothing to check) */
 typedef struct probe_gate {
   pthread_mutex_t lock;
   pthread_cond_t open;
@@ -146,6 +147,7 @@ static void *probe_wait(void *arg) {
   pthread_mutex_unlock(&g->lock);
   return NULL;
 }
+#endif
 
 kiln_status kl_cpu_threads_check(int threads, kl_err *e) {
 #if KL_HAVE_OPENMP
