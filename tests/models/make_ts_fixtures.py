@@ -29,6 +29,11 @@ Models are hand-written (no torchvision) and tiny, so that all of them stay well
                a view read after its base changed), three outputs; no ONNX twin
   views_after_writes  views made before their base is written, then read and written;
                writes into selects of the batch dim, unsqueeze, narrow; no ONNX twin
+  shared       forty buffers viewing one storage, and buffers expanded with stride 0
+               (in the last dim and a middle one), two outputs; no ONNX twin
+  shared_deflated  600 buffers viewing one 75 MiB storage of zeros, the archive's
+               entries deflated: loading must inflate it once, not 600 times; no ONNX
+               twin (tests/run_files_cli.sh checks it within its time limit)
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_fixtures.py
 (model names as arguments make only those: ... make_ts_fixtures.py views)
@@ -186,6 +191,55 @@ class Strided(nn.Module):
         return y[:, :3] * self.scale.sum(0)
 
 
+class Shared(nn.Module):
+    """Forty buffers viewing one storage at forty offsets (kiln keeps a storage it reads
+    a second time, rather than read it again for every view), and expanded buffers:
+    stride 0 in the last dim and in a middle one (gathered a row at a time)."""
+
+    def __init__(self):
+        super().__init__()
+        base = torch.randn(40, 8)
+        for i in range(40):
+            self.register_buffer(f"r{i}", base[i])  # [8], offset 8 i, one storage
+        self.register_buffer("e_last", torch.randn(1).expand(8))            # stride (0,)
+        self.register_buffer("e_mid", torch.randn(3, 1, 4).expand(3, 5, 4))  # (4, 0, 1)
+
+    def forward(self, x):
+        y = x
+        for i in range(40):
+            y = y + getattr(self, f"r{i}") * (i + 1)
+        return y * self.e_last, self.e_mid * 2
+
+
+class SharedDeflated(nn.Module):
+    """600 buffers viewing one 75 MiB storage of zeros, in an archive whose entries are
+    then deflated (deflated_zip below; torch.jit.save stores them): a reader that
+    inflates the storage for every view does 45 GiB of work, from a 300 KB file."""
+
+    def __init__(self):
+        super().__init__()
+        base = torch.zeros(600, 1 << 15)
+        for i in range(600):
+            self.register_buffer(f"v{i}", base[i])
+
+    def forward(self, x):
+        y = x
+        for i in range(600):
+            y = y + getattr(self, f"v{i}")
+        return y
+
+
+def deflated_zip(path):
+    """Rewrites the archive at path with every entry deflated."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        entries = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for info, data in entries:
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+
+
 class Ops(nn.Module):
     def __init__(self):
         super().__init__()
@@ -272,8 +326,10 @@ MODELS = [
     ("ops", Ops, lambda: torch.randn(2, 4, 6, 6), {}),
     ("views", Views, lambda: torch.randn(2, 4, 6), {}),
     ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
+    ("shared", Shared, lambda: torch.randn(3, 8), {}),
+    ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
 ]
-NO_ONNX = {"ops", "views", "views_after_writes"}
+NO_ONNX = {"ops", "views", "views_after_writes", "shared", "shared_deflated"}
 
 
 def varint(n):
@@ -348,6 +404,8 @@ def emit(name, make, example, trace_kw):
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     traced.save(os.path.join(folder, "model.pt"))
+    if name == "shared_deflated":
+        deflated_zip(os.path.join(folder, "model.pt"))
     with torch.no_grad():  # the saved trace must compute what eager does
         again = traced(x)
     again = again if isinstance(again, tuple) else (again,)
