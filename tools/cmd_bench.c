@@ -105,21 +105,42 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
       a->shapes[a->n_shapes++] = argv[++i];
     } else if (strcmp(o, "--input") == 0 && has && a->n_inputs < MAX_SHAPES) {
       a->inputs[a->n_inputs++] = argv[++i];
-    } else if (strcmp(o, "--time") == 0 && has && cli_parse_double(argv[i + 1], &d) && d > 0) {
-      a->seconds = d;
-      i++;
-    } else if ((strcmp(o, "--batch") == 0 || strcmp(o, "--warmup") == 0 ||
-                strcmp(o, "--iterations") == 0 || strcmp(o, "--seed") == 0) &&
-               has && cli_parse_int(argv[i + 1], &v) && v >= 0) {
-      if (o[2] == 'b') a->batch = v;
+    } else if (strcmp(o, "--time") == 0 || strcmp(o, "--batch") == 0 ||
+               strcmp(o, "--warmup") == 0 || strcmp(o, "--iterations") == 0 ||
+               strcmp(o, "--seed") == 0) {
+      /* each says what it needs: --iterations 0 was run as 1, --seed abc was "bad
+       * argument" without a reason */
+      bool seconds = o[2] == 't', at_least_one = o[2] == 'b' || o[2] == 'i';
+      const char *need = seconds ? "a number of seconds above 0"
+                         : at_least_one ? "a whole number of at least 1"
+                                        : "a whole number of at least 0";
+      if (!has) {
+        fprintf(stderr, "kiln bench: %s needs a value: %s\n", o, need);
+        return EXIT_USAGE;
+      }
+      const char *val = argv[++i];
+      bool ok = seconds ? cli_parse_double(val, &d) && d > 0
+                        : cli_parse_int(val, &v) && v >= (at_least_one ? 1 : 0);
+      if (!ok) {
+        fprintf(stderr, "kiln bench: %s: '%s' is not %s\n", o, val, need);
+        return EXIT_USAGE;
+      }
+      if (seconds) a->seconds = d;
+      else if (o[2] == 'b') a->batch = v;
       else if (o[2] == 'w') a->warmup = v;
       else if (o[2] == 'i') a->iterations = v;
       else a->seed = (uint64_t)v;
-      i++;
     } else if (o[0] != '-' && !a->model) {
       a->model = o;
+    } else if (o[0] == '-' && !has && (strcmp(o, "--trace") == 0 || strcmp(o, "--shape") == 0 ||
+                                       strcmp(o, "--input") == 0)) {
+      fprintf(stderr, "kiln bench: %s needs a value\n%s", o, bench_help);
+      return EXIT_USAGE;
+    } else if (strcmp(o, "--shape") == 0 || strcmp(o, "--input") == 0) {
+      fprintf(stderr, "kiln bench: more than %d %s options\n", MAX_SHAPES, o);
+      return EXIT_USAGE;
     } else {
-      fprintf(stderr, "kiln bench: bad argument '%s'\n%s", o, bench_help);
+      fprintf(stderr, "kiln bench: unknown argument '%s'\n%s", o, bench_help);
       return EXIT_USAGE;
     }
   }
@@ -127,8 +148,6 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
     fprintf(stderr, "kiln bench: no MODEL given\n%s", bench_help);
     return EXIT_USAGE;
   }
-  if (a->iterations < 1 && a->seconds <= 0) a->iterations = 1;
-  if (a->batch < 1) a->batch = 1;
   return -1;
 }
 
