@@ -10,7 +10,6 @@
 #include "ir/ir.h"
 #include "ir/reduce.h"
 
-#include <string.h>
 
 static double numel_of(const kl_tensor *t) {
   if (!t) return 0;
@@ -25,8 +24,9 @@ static double dim_of(const kl_tensor *t, int axis) {
   return axis >= 0 && axis < t->rank ? (double)t->dims[axis] : 1;
 }
 
-static bool op_is(const kl_node *n, const char *name) {
-  return strcmp(kl_op_name(n->op), name) == 0;
+/* Steps per output of a filter W [out channels, ...]: its elements per output channel. */
+static double per_filter(const kl_tensor *w) {
+  return w && w->rank > 0 && w->dims[0] > 0 ? numel_of(w) / (double)w->dims[0] : 1;
 }
 
 /* The product of every letter's size: the loop nest of an Einsum. */
@@ -61,27 +61,40 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
   for (int k = 0; k < n_out; k++) io += numel_of(out[k]);
   const kl_tensor *a = n_in > 0 ? in[0] : NULL, *b = n_in > 1 ? in[1] : NULL;
   double w = 0;
-  if (op_is(n, "MatMul") || op_is(n, "MatMulInteger") || op_is(n, "FusedMatMul") ||
-      op_is(n, "QLinearMatMul") || op_is(n, "MatMulNBits"))
+  switch (n->op) { /* (kl_run's path: op ids, no name compared) */
+  case KL_OP_MatMul:
+  case KL_OP_MatMulInteger:
+  case KL_OP_KilnFusedMatMul:
+  case KL_OP_QLinearMatMul:
     w = y * dim_of(a, -1);
-  else if (op_is(n, "Gemm"))
+    break;
+  case KL_OP_Gemm:
     w = y * dim_of(a, kl_attr_int(n, "transA", 0) ? 0 : 1);
-  else if (op_is(n, "Conv") || op_is(n, "ConvInteger") || op_is(n, "FusedConv") ||
-           op_is(n, "NhwcConv") || op_is(n, "DeformConv"))
-    w = y * (b && b->rank > 0 && b->dims[0] > 0 ? numel_of(b) / (double)b->dims[0] : 1);
-  else if (op_is(n, "QLinearConv")) /* W is input 3 */
-    w = y * (n_in > 3 && in[3] && in[3]->rank > 0 && in[3]->dims[0] > 0
-                 ? numel_of(in[3]) / (double)in[3]->dims[0] : 1);
-  else if (op_is(n, "ConvTranspose") || op_is(n, "FusedConvTranspose"))
-    w = numel_of(a) * (b && b->rank > 0 && b->dims[0] > 0 ? numel_of(b) / (double)b->dims[0] : 1);
-  else if (op_is(n, "Einsum"))
+    break;
+  case KL_OP_Conv:
+  case KL_OP_ConvInteger:
+  case KL_OP_KilnFusedConv:
+  case KL_OP_DeformConv:
+    w = y * per_filter(b);
+    break;
+  case KL_OP_QLinearConv: /* W is input 3 */
+    w = y * per_filter(n_in > 3 ? in[3] : NULL);
+    break;
+  case KL_OP_ConvTranspose:
+  case KL_OP_KilnFusedConvTranspose:
+    w = numel_of(a) * per_filter(b);
+    break;
+  case KL_OP_Einsum:
     w = einsum_work(n, n_in, in);
-  else if (op_is(n, "DFT")) /* a direct sum: each output a sum over the length */
+    break;
+  case KL_OP_DFT: /* a direct sum: each output a sum over the length */
     w = y * (n_out > 0 && out[0] && out[0]->rank >= 2
                  ? dim_of(out[0], (int)kl_attr_int(n, "axis", 1)) : 1);
-  else if (op_is(n, "STFT")) /* each bin a sum over the frame ([B, frames, bins, 2]) */
+    break;
+  case KL_OP_STFT: /* each bin a sum over the frame ([B, frames, bins, 2]) */
     w = y * 2 * dim_of(out[0], 2);
-  else if (op_is(n, "RoiAlign")) { /* each output the mean of its samples */
+    break;
+  case KL_OP_RoiAlign: { /* each output the mean of its samples */
     int64_t ratio = kl_attr_int(n, "sampling_ratio", 0);
     double sh = (double)ratio, sw = (double)ratio;
     if (ratio <= 0) { /* adaptive: at most the image over the output, rounded up */
@@ -89,14 +102,25 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
       sw = dim_of(a, 3) / dim_of(out[0], 3) + 1;
     }
     w = y * sh * sw * 4;
-  } else if (op_is(n, "Attention") || op_is(n, "MultiHeadAttention")) {
+    break;
+  }
+  case KL_OP_Attention:
+  case KL_OP_KilnAttention:
+  case KL_OP_KilnMultiHeadAttention: {
     /* every query against every key (and past key), scores and values */
     double keys = b ? (b->rank == 4 ? dim_of(b, 2) : dim_of(b, 1)) : 1;
     if (n_in > 4 && in[4]) keys += in[4]->rank == 4 ? dim_of(in[4], 2) : dim_of(in[4], 1);
     w = 2 * numel_of(a) * keys + 2 * y * keys;
-  } else if (op_is(n, "NonMaxSuppression")) /* every box against every other, per class */
+    break;
+  }
+  case KL_OP_NonMaxSuppression: /* every box against every other, per class */
     w = numel_of(a) * (b ? numel_of(b) : 1);
-  else if (op_is(n, "LRN"))
+    break;
+  case KL_OP_LRN:
     w = y * (double)kl_attr_int(n, "size", 1);
+    break;
+  default:
+    break;
+  }
   return w > io ? w : io;
 }
