@@ -1380,11 +1380,12 @@ static kiln_status lower_pad(call *c) {
   static const char *const modes[][2] = {{"constant", "constant"}, {"reflect", "reflect"},
                                          {"replicate", "edge"}, {"circular", "wrap"}};
   int x, in[4], y, n;
-  int64_t pad[MAX_LIST], pads[MAX_LIST], axes[MAX_LIST / 2];
+  int64_t axes[MAX_LIST / 2];
+  dimlist pad = {0}, pads = {0};
   double value;
   const char *mode = c->variant == 2 ? "reflect" : c->variant == 3 ? "replicate" : "constant";
   kiln_status s = tensor_arg(c, 0, &x);
-  if (!s) s = ints_arg(c, 1, 0, pad, &n);
+  if (!s) s = dims_from_arg(c, 1, &pad);
   if (!s && c->variant == 1) s = str_arg(c, 2, "constant", &mode);
   if (!s) s = float_arg(c, c->variant == 1 ? 3 : 2, 0, &value);
   if (s) return s;
@@ -1392,20 +1393,33 @@ static kiln_status lower_pad(call *c) {
   while (m < sizeof modes / sizeof modes[0] && strcmp(modes[m][0], mode) != 0) m++;
   if (m == sizeof modes / sizeof modes[0])
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "padding mode '%s'", mode);
+  n = pad.n;
   if (n % 2 || n == 0) return bad_arg(c, 1, "an even number of pads");
-  for (int k = 0; k < n / 2; k++) {
-    axes[k] = -1 - k;
-    pads[k] = pad[2 * k];
-    pads[k + n / 2] = pad[2 * k + 1];
+  /* all begins, then all ends; pads computed by the graph (timm's conv2d_same pads by
+   * sizes) make the pads input a Concat, which Pad reads when it runs */
+  for (int k = 0; k < n; k++) {
+    int j = k < n / 2 ? 2 * k : 2 * (k - n / 2) + 1;
+    if ((s = dims_add(c, &pads, pad.v[j], pad.id[j], pad.sym[j]))) return s;
   }
+  for (int k = 0; k < n / 2; k++) axes[k] = -1 - k;
   kl_dtype dt = dtype_of(c, x);
   in[0] = x;
-  if ((in[1] = const_ints(c, pads, n)) < 0 ||
-      (in[2] = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, value)) < 0 ||
+  if ((s = dims_value(c, &pads, &in[1]))) return s;
+  if ((in[2] = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, value)) < 0 ||
       (in[3] = const_ints(c, axes, n / 2)) < 0)
     return c->e->code;
   int node = begin_node(c, KL_OP_Pad, 4, in, &y);
   s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_string(c->g, node, "mode", modes[m][1], c->e));
+  kl_type *t = &c->g->values[y].type;
+  const kl_type *u = type_of(c, x);
+  for (int k = 0; !s && t->rank == u->rank && k < n / 2 && k < t->rank; k++) {
+    int d = t->rank - 1 - k; /* what inference cannot see when other pads are not known */
+    int64_t size;
+    if (t->dims[d].size < 0 && u->dims[d].size >= 0 && pad.id[2 * k] < 0 &&
+        pad.id[2 * k + 1] < 0 && !__builtin_add_overflow(u->dims[d].size, pad.v[2 * k], &size) &&
+        !__builtin_add_overflow(size, pad.v[2 * k + 1], &size) && size >= 0)
+      t->dims[d] = (kl_dim){size, -1};
+  }
   return s ? s : ret_tensor(c, y);
 }
 
@@ -1966,6 +1980,496 @@ static kiln_status lower_index_fill(call *c) {
   return ret_tensor(c, y);
 }
 
+/* ---- recurrent layers ---- */
+
+/* The gate blocks (rows) of a weight or bias of torch's order put in ONNX's: order[k]
+ * is the torch block that goes k-th (LSTM i,f,g,o -> i,o,f,c; GRU r,z,n -> z,r,h). */
+static kiln_status gate_order(call *c, int w, const int *order, int gates, int *y) {
+  const kl_type *t = type_of(c, w);
+  int parts[4], re[4];
+  int64_t sizes[4];
+  if (t->rank < 1 || t->dims[0].size < 0 || t->dims[0].size % gates)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a recurrent weight whose first dim is not "
+                   "%d gates of one size", gates);
+  for (int k = 0; k < gates; k++) sizes[k] = t->dims[0].size / gates;
+  kiln_status s = split_sizes(c, w, 0, sizes, gates, parts);
+  for (int k = 0; k < gates; k++) re[k] = parts[order[k]];
+  return s ? s : node_int(c, KL_OP_Concat, gates, re, "axis", 0, y);
+}
+
+/* One layer's W, R and B (or KL_ABSENT) for the ONNX op, directions stacked: params
+ * holds w_ih, w_hh[, b_ih, b_hh] per direction. */
+static kiln_status rnn_weights(call *c, const int *params, int per, int dirs, bool gru,
+                               int *w, int *r, int *b) {
+  static const int lstm_order[] = {0, 3, 1, 2}, gru_order[] = {1, 0, 2};
+  const int *order = gru ? gru_order : lstm_order;
+  int gates = gru ? 3 : 4, ws[2], rs[2], bs[2], zero = const_ints(c, (int64_t[]){0}, 1);
+  kiln_status s = zero < 0 ? c->e->code : KILN_OK;
+  for (int d = 0; !s && d < dirs; d++) {
+    const int *p = params + d * per;
+    int bi, bh;
+    s = gate_order(c, p[0], order, gates, &ws[d]);
+    if (!s) s = op2(c, KL_OP_Unsqueeze, ws[d], zero, &ws[d]);
+    if (!s) s = gate_order(c, p[1], order, gates, &rs[d]);
+    if (!s) s = op2(c, KL_OP_Unsqueeze, rs[d], zero, &rs[d]);
+    if (!s && per == 4) s = gate_order(c, p[2], order, gates, &bi);
+    if (!s && per == 4) s = gate_order(c, p[3], order, gates, &bh);
+    if (!s && per == 4) s = node_int(c, KL_OP_Concat, 2, (int[]){bi, bh}, "axis", 0, &bs[d]);
+    if (!s && per == 4) s = op2(c, KL_OP_Unsqueeze, bs[d], zero, &bs[d]);
+  }
+  *b = KL_ABSENT;
+  if (!s) s = dirs == 1 ? (*w = ws[0], KILN_OK) : node_int(c, KL_OP_Concat, 2, ws, "axis", 0, w);
+  if (!s) s = dirs == 1 ? (*r = rs[0], KILN_OK) : node_int(c, KL_OP_Concat, 2, rs, "axis", 0, r);
+  if (!s && per == 4)
+    s = dirs == 1 ? (*b = bs[0], KILN_OK) : node_int(c, KL_OP_Concat, 2, bs, "axis", 0, b);
+  return s;
+}
+
+/* lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+ * batch_first) (variant 0) and gru(input, hx, ...) (1): one ONNX LSTM or GRU per layer
+ * (GRU with linear_before_reset, torch's form), the next layer's input each one's Y
+ * with its directions side by side. hx is [h0, c0] for lstm, h0 for gru, each
+ * [layers * dirs, batch, hidden]. */
+static kiln_status lower_rnn(call *c) {
+  bool gru = c->variant == 1, biases, train, bidir, batch_first;
+  int x, h0, c0 = KL_ABSENT, params[MAX_LIST], n, hs[2], n_hs = 0;
+  int64_t layers;
+  double dropout;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s && gru) s = tensor_arg(c, 1, &h0);
+  if (!s && !gru && (s = tensor_list(c, 1, hs, &n_hs)) == KILN_OK && n_hs != 2)
+    return bad_arg(c, 1, "a list of two tensors (h0, c0)");
+  if (!s) s = tensor_list(c, 2, params, &n);
+  if (!s) s = bool_arg(c, 3, true, &biases);
+  if (!s) s = int_arg(c, 4, 1, &layers);
+  if (!s) s = float_arg(c, 5, 0, &dropout);
+  if (!s) s = bool_arg(c, 6, false, &train);
+  if (!s) s = bool_arg(c, 7, false, &bidir);
+  if (!s) s = bool_arg(c, 8, false, &batch_first);
+  if (s) return s;
+  if (!gru) h0 = hs[0], c0 = hs[1];
+  if (train && dropout != 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "dropout between layers in training mode: "
+                   "call model.eval() before torch.jit.trace");
+  int dirs = bidir ? 2 : 1, per = biases ? 4 : 2;
+  if (layers < 1 || layers * dirs * per != n)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%d weight tensors for %lld layers, expected "
+                   "%lld (an LSTM with proj_size is not supported)", n, (long long)layers,
+                   (long long)(layers * dirs * per));
+  const kl_type *wh = type_of(c, params[1]);
+  if (wh->rank != 2 || wh->dims[1].size < 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a recurrent weight_hh of unknown size");
+  int64_t hidden = wh->dims[1].size, perm[3] = {1, 0, 2};
+  int yh[MAX_LIST], yc[MAX_LIST];
+  if (batch_first && (s = transpose_node(c, x, perm, 3, &x))) return s;
+  int flat = const_ints(c, (int64_t[]){0, 0, -1}, 3);
+  if (flat < 0) return c->e->code;
+  for (int l = 0; l < layers; l++) {
+    int w, r, b, ih, ic = KL_ABSENT, out[3];
+    s = rnn_weights(c, params + l * dirs * per, per, dirs, gru, &w, &r, &b);
+    if (!s) s = slice_axis(c, h0, 0, l * dirs, (l + 1) * dirs, &ih);
+    if (!s && !gru) s = slice_axis(c, c0, 0, l * dirs, (l + 1) * dirs, &ic);
+    if (s) return s;
+    int in[7] = {x, w, r, b, KL_ABSENT, ih, ic};
+    int node = kl_ts_node(c->b, gru ? KL_OP_GRU : KL_OP_LSTM, gru ? 6 : 7, in, gru ? 2 : 3, out);
+    s = node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "hidden_size", hidden, c->e);
+    if (node >= 0 && !s)
+      s = kl_node_set_string(c->g, node, "direction", bidir ? "bidirectional" : "forward", c->e);
+    if (node >= 0 && !s && gru) s = kl_node_set_int(c->g, node, "linear_before_reset", 1, c->e);
+    if ((s = end_node(c, node, s))) return s;
+    yh[l] = out[1];
+    yc[l] = gru ? KL_ABSENT : out[2];
+    if ((s = transpose_node(c, out[0], (int64_t[]){0, 2, 1, 3}, 4, &x)) ||
+        (s = op2(c, KL_OP_Reshape, x, flat, &x)))
+      return s;
+  }
+  if (batch_first && (s = transpose_node(c, x, perm, 3, &x))) return s;
+  int ids[3] = {x};
+  if ((s = node_int(c, KL_OP_Concat, (int)layers, yh, "axis", 0, &ids[1]))) return s;
+  if (!gru && (s = node_int(c, KL_OP_Concat, (int)layers, yc, "axis", 0, &ids[2]))) return s;
+  kl_tsv *items = kl_ts_alloc(c->b, 3 * sizeof *items);
+  if (!items) return c->e->code;
+  for (int k = 0; k < (gru ? 2 : 3); k++) items[k] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = ids[k]};
+  *c->out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = gru ? 2 : 3, .id = -1};
+  return KILN_OK;
+}
+
+static kiln_status shape_value(call *c, int x, int *out);
+
+/* ---- ranges, sorting, scans, resampling ---- */
+
+/* A bound of arange: known now (*id -1; *v, and *iv for an int) or a graph value (*id);
+ * *fl: a float (then arange's default dtype is float32). */
+typedef struct bound {
+  double v;
+  int64_t iv;
+  int id;
+  bool fl;
+} bound;
+
+static kiln_status bound_arg(call *c, int i, int64_t dflt, bound *r) {
+  const kl_tsv *a = c->a[i];
+  *r = (bound){.v = (double)dflt, .iv = dflt, .id = -1};
+  if (!given(c, i)) return KILN_OK;
+  if (is_number(a)) {
+    r->fl = a->kind == KL_TSV_FLOAT;
+    r->v = number(a);
+    r->iv = a->kind == KL_TSV_FLOAT ? 0 : a->i;
+    return KILN_OK;
+  }
+  if (a->id < 0 || (a->kind != KL_TSV_INT && a->kind != KL_TSV_FLOAT && a->kind != KL_TSV_TENSOR))
+    return bad_arg(c, i, "a number");
+  kl_dtype dt = dtype_of(c, a->id);
+  r->fl = a->kind == KL_TSV_FLOAT || kl_dtype_is_float(dt);
+  if (rank_of(c, a->id) > 1) return bad_arg(c, i, "a number (a tensor of one element)");
+  if (r->fl ? const_scalar(c, a->id, &r->v) : const_int(c, a->id, &r->iv)) {
+    if (!r->fl) r->v = (double)r->iv;
+    return KILN_OK;
+  }
+  r->id = a->id;
+  return KILN_OK;
+}
+
+/* The number of elements of arange(start, end, step) known now, as torch counts them. */
+static kiln_status range_count(call *c, const bound *b, bool fl, int64_t *n) {
+  double start = b[0].v, end = b[1].v, step = b[2].v;
+  if (step == 0 || isnan(step) || (step > 0 ? start > end : start < end) || !isfinite(start) ||
+      !isfinite(end))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "arange from %g to %g by step %g: the step "
+                   "is zero or points away from the end", start, end, step);
+  if (!fl) {
+    int64_t d, q;
+    if (__builtin_sub_overflow(b[1].iv, b[0].iv, &d) || d == INT64_MIN)
+      return kl_fail(c->e, KILN_ERR_LIMIT, "arange of over 2^63 elements");
+    q = d / b[2].iv; /* ceil of d / step, both of one sign */
+    *n = q + (d % b[2].iv != 0);
+    return KILN_OK;
+  }
+  double count = ceil((end - start) / step);
+  if (!(count < 9.0e15)) return kl_fail(c->e, KILN_ERR_LIMIT, "arange of %g elements", count);
+  *n = (int64_t)count;
+  return KILN_OK;
+}
+
+/* arange(start, end, step) known now: a constant of dtype dt. */
+static kiln_status range_const(call *c, const bound *b, bool fl, kl_dtype dt, int *y) {
+  int64_t n;
+  size_t bytes, size = kl_dtype_size(dt);
+  kiln_status s = range_count(c, b, fl, &n);
+  if (s) return s;
+  if (kl_mul_overflow_size((size_t)n, size, &bytes) || bytes > (uint64_t)kl_ts_max_bytes(c->b))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "an arange of %lld elements is over the limit of "
+                   "%lld bytes a tensor may take", (long long)n, (long long)kl_ts_max_bytes(c->b));
+  void *data = malloc(bytes ? bytes : 1);
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int64_t k = 0; k < n; k++) {
+    if (fl || kl_dtype_is_float(dt)) kl_store_f64(data, dt, (size_t)k, b[0].v + (double)k * b[2].v);
+    else if (dt == KL_I64) ((int64_t *)data)[k] = b[0].iv + k * b[2].iv;
+    else kl_store_f64(data, dt, (size_t)k, (double)(b[0].iv + k * b[2].iv));
+  }
+  return const_id(c, kl_ts_const_data(c->b, dt, 1, &n, data, bytes), y);
+}
+
+/* A bound as a 0-D graph value of dtype dt. */
+static kiln_status bound_value(call *c, const bound *r, kl_dtype dt, int *id) {
+  if (r->id < 0) {
+    *id = dt == KL_I64 ? kl_ts_const_i64(c->b, &r->iv, 1, true)
+                       : kl_ts_const_scalar(c->b, dt, r->v);
+    return *id < 0 ? c->e->code : KILN_OK;
+  }
+  kiln_status s = cast(c, r->id, dt, id);
+  if (!s && rank_of(c, *id) != 0) { /* one element of rank 1: to a scalar */
+    int shape = const_ints(c, NULL, 0);
+    s = shape < 0 ? c->e->code : op2(c, KL_OP_Reshape, *id, shape, id);
+  }
+  return s;
+}
+
+/* arange(end, *, dtype, layout, device, pin_memory), arange(start, end[, step], *, ...):
+ * the options are keyword-only, so the positional arguments tell the form. Bounds known
+ * now make a constant; others a Range, in int64, or float64 when a bound or the dtype
+ * is a float (torch steps in double), cast to the dtype. */
+static kiln_status lower_arange(call *c) {
+  bound b[3];
+  int64_t st;
+  bool end_only = given(c, 0) && !given(c, 1);
+  kiln_status s = bound_arg(c, end_only ? 1 : 0, 0, &b[0]);
+  if (!s) s = bound_arg(c, end_only ? 0 : 1, 0, &b[1]);
+  if (!s) s = bound_arg(c, 2, 1, &b[2]);
+  if (!s) s = int_arg(c, 3, -1, &st);
+  if (s) return s;
+  if (end_only) b[0] = (bound){.id = -1};
+  if (!given(c, 0) && !given(c, 1)) return bad_arg(c, 1, "a number");
+  bool fl = b[0].fl || b[1].fl || b[2].fl;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : fl ? KL_F32 : KL_I64;
+  if (dt == KL_UNDEFINED || dt == KL_BOOL)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "arange of dtype number %lld", (long long)st);
+  int y, in[3];
+  if (b[0].id < 0 && b[1].id < 0 && b[2].id < 0) {
+    if ((s = range_const(c, b, fl, dt, &y))) return s;
+    return ret_tensor(c, y);
+  }
+  kl_dtype work = fl || kl_dtype_is_float(dt) ? KL_F64 : KL_I64;
+  for (int k = 0; k < 3; k++)
+    if ((s = bound_value(c, &b[k], work, &in[k]))) return s;
+  if ((s = op_node(c, KL_OP_Range, 3, in, &y)) || (s = cast(c, y, dt, &y))) return s;
+  const kl_tsv *end = c->a[end_only ? 0 : 1];
+  kl_type *t = &c->g->values[y].type;
+  if (b[0].id < 0 && b[0].iv == 0 && !b[0].fl && b[2].id < 0 && b[2].iv == 1 && !b[2].fl &&
+      end->dim_sym && t->rank == 1 && t->dims[0].size < 0)
+    t->dims[0] = (kl_dim){-1, end->dim_sym - 1}; /* arange(x.size(0)): the batch's length */
+  return ret_tensor(c, y);
+}
+
+/* gather(self, dim, index, sparse_grad) */
+static kiln_status lower_gather(call *c) {
+  int x, idx, y;
+  int64_t dim;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &dim);
+  if (!s) s = tensor_arg(c, 2, &idx);
+  if (!s) s = node_int(c, KL_OP_GatherElements, 2, (int[]){x, idx}, "axis", dim, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* cumsum(self, dim, dtype): in the dtype when given; integers and bools sum in int64,
+ * as torch does. */
+static kiln_status lower_cumsum(call *c) {
+  int x, axis, y;
+  int64_t dim, st;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &dim);
+  if (!s) s = int_arg(c, 2, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : dtype_of(c, x);
+  if (st < 0 && dt != KL_UNDEFINED && !kl_dtype_is_float(dt)) dt = KL_I64;
+  if (st >= 0 && dt == KL_UNDEFINED)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "dtype number %lld", (long long)st);
+  if (dt != KL_UNDEFINED && (s = cast(c, x, dt, &x))) return s;
+  if ((axis = kl_ts_const_i64(c->b, &dim, 1, true)) < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_CumSum, x, axis, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* reshape_as(self, other), view_as(self, other) */
+static kiln_status lower_reshape_as(call *c) {
+  int x, other, shape, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &other);
+  if (!s) s = shape_value(c, other, &shape);
+  if (s) return s;
+  bool zero = false; /* an empty dim: 0 is a size, not "keep x's" */
+  for (int k = 0; k < rank_of(c, other); k++) zero |= type_of(c, other)->dims[k].size == 0;
+  int node = begin_node(c, KL_OP_Reshape, 2, (int[]){x, shape}, &y);
+  s = end_node(c, node, node >= 0 && zero ? kl_node_set_int(c->g, node, "allowzero", 1, c->e)
+                                          : KILN_OK);
+  if (s) return s;
+  same_shape(c, y, other);
+  return ret_tensor(c, y);
+}
+
+/* _shape_as_tensor(self): a constant when every dim is known */
+static kiln_status lower_shape_as_tensor(call *c) {
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = shape_value(c, x, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+static kiln_status ret_pair(call *c, int a, int b) {
+  kl_tsv *items = kl_ts_alloc(c->b, 2 * sizeof *items);
+  if (!items) return c->e->code;
+  items[0] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = a};
+  items[1] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = b};
+  *c->out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = 2, .id = -1};
+  return KILN_OK;
+}
+
+/* TopK of x along axis with k (a [1] int64 value): *vals, *idx. TopK sorts and puts
+ * equal values by increasing index, which is a stable sort both ways. */
+static kiln_status topk_node(call *c, int x, int k, int64_t axis, bool largest, int *vals,
+                             int *idx) {
+  int out[2], node = kl_ts_node(c->b, KL_OP_TopK, 2, (int[]){x, k}, 2, out);
+  kiln_status s = node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "axis", axis, c->e);
+  if (node >= 0 && !s) s = kl_node_set_int(c->g, node, "largest", largest, c->e);
+  if (node >= 0 && !s) s = kl_node_set_int(c->g, node, "sorted", 1, c->e);
+  if ((s = end_node(c, node, s))) return s;
+  *vals = out[0];
+  *idx = out[1];
+  return KILN_OK;
+}
+
+/* argsort (variant 0) and sort (1) (self, dim, descending, stable): TopK of all the
+ * elements along dim. */
+static kiln_status lower_sort(call *c) {
+  int x, rank, axis, k, sym, vals, idx;
+  int64_t dim, n = 0;
+  bool desc, stable;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, -1, &dim);
+  if (!s) s = bool_arg(c, 2, false, &desc);
+  if (!s) s = bool_arg(c, 3, false, &stable); /* TopK is stable: nothing to do */
+  if (!s) s = need_rank(c, x, &rank);
+  if (s) return s;
+  if (rank == 0) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "sorting a 0-D tensor");
+  if ((s = norm_axis(c, dim, rank, &axis)) || (s = dim_of(c, x, axis, &n, &k, &sym))) return s;
+  int one = const_ints(c, (int64_t[]){0}, 1);
+  if (one < 0) return c->e->code;
+  if (k >= 0) s = op2(c, KL_OP_Unsqueeze, k, one, &k); /* a dim of unknown size */
+  else if ((k = const_ints(c, &n, 1)) < 0) return c->e->code;
+  if (s) return s;
+  if ((s = topk_node(c, x, k, axis, desc, &vals, &idx))) return s;
+  same_shape(c, vals, x);
+  same_shape(c, idx, x);
+  return c->variant ? ret_pair(c, vals, idx) : ret_tensor(c, idx);
+}
+
+/* topk(self, k, dim, largest, sorted) */
+static kiln_status lower_topk(call *c) {
+  int x, k, vals, idx;
+  int64_t dim;
+  bool largest;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_as_list(c, 1, 1, &k);
+  if (!s) s = int_arg(c, 2, -1, &dim);
+  if (!s) s = bool_arg(c, 3, true, &largest);
+  if (!s) s = topk_node(c, x, k, dim, largest, &vals, &idx);
+  return s ? s : ret_pair(c, vals, idx);
+}
+
+/* _weight_norm(v, g, dim) = v * (g / ||v||), the norm over every dim but `dim` (over
+ * all of them for dim -1), kept as dims of 1 so that it broadcasts as g does. */
+static kiln_status lower_weight_norm(call *c) {
+  int v, g, rank, y, node, in[2];
+  int64_t dim, axes[KL_MAX_RANK];
+  kiln_status s = tensor_arg(c, 0, &v);
+  if (!s) s = tensor_arg(c, 1, &g);
+  if (!s) s = int_arg(c, 2, 0, &dim);
+  if (!s) s = need_rank(c, v, &rank);
+  if (s) return s;
+  if (dim < -1 || dim >= rank)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "_weight_norm along dim %lld of a tensor of "
+                   "rank %d", (long long)dim, rank);
+  int n = 0;
+  for (int k = 0; k < rank; k++)
+    if (k != dim) axes[n++] = k;
+  in[0] = v;
+  if (n && (in[1] = const_ints(c, axes, n)) < 0) return c->e->code;
+  if (n) { /* else a 1-D v along its dim: the norm of each element alone */
+    node = begin_node(c, KL_OP_ReduceL2, 2, in, &y);
+    s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "keepdims", 1, c->e));
+  } else {
+    s = op1(c, KL_OP_Abs, v, &y);
+  }
+  if (!s) s = op2(c, KL_OP_Div, g, y, &y);
+  if (!s) s = op2(c, KL_OP_Mul, v, y, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* The per-dim scale factors of an upsample: argument i a list (the .vec form) or None,
+ * or arguments i.. one float or None each (the form with scales_h, scales_w). *n 0 when
+ * none are given. */
+static kiln_status upsample_scales(call *c, int i, int dims, double *v, int *n) {
+  const kl_tsv *a = c->a[i];
+  *n = 0;
+  if (a && (a->kind == KL_TSV_LIST || a->kind == KL_TSV_TUPLE)) {
+    if (a->n != dims) return bad_arg(c, i, "one scale factor per spatial dim");
+    for (int k = 0; k < a->n; k++) {
+      if (!is_number(&a->items[k]))
+        return bad_arg(c, i, "a list of numbers known when the graph is built");
+      v[k] = number(&a->items[k]);
+    }
+    *n = dims;
+    return KILN_OK;
+  }
+  for (int k = 0; k < dims && i + k < MAX_PARAMS && c->params[i + k]; k++) {
+    if (!given(c, i + k)) continue;
+    kiln_status s = float_arg(c, i + k, 0, &v[k]);
+    if (s) return s;
+    *n = dims;
+  }
+  for (int k = 0; *n && k < dims; k++) /* some given, others not: torch takes in / out */
+    if (!given(c, i + k)) return bad_arg(c, i + k, "a scale factor, as the other dims have");
+  return KILN_OK;
+}
+
+/* The scales input of a Resize: float32 as ONNX has it, unless float32 rounding changes
+ * an output size torch computes in double (floor(2.3f * 10) is 22, torch's 23). */
+static kiln_status scales_value(call *c, int x, int n, const double *v, int *out) {
+  const kl_type *t = type_of(c, x);
+  kl_dtype dt = KL_F32;
+  for (int k = 0; k < n; k++) {
+    double in = t->rank >= n ? (double)t->dims[t->rank - n + k].size : -1;
+    if (in >= 0 && floor(in * (double)(float)v[k]) != floor(in * v[k])) dt = KL_F64;
+  }
+  int64_t count = n;
+  size_t size = kl_dtype_size(dt);
+  void *data = malloc(size * (size_t)n);
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int k = 0; k < n; k++) kl_store_f64(data, dt, (size_t)k, v[k]);
+  return const_id(c, kl_ts_const_data(c->b, dt, 1, &count, data, size * (size_t)n), out);
+}
+
+/* upsample_nearest{1,2,3}d(input, output_size, scale_factors) and upsample_linear1d /
+ * bilinear2d / trilinear3d(input, output_size, align_corners, scale_factors), or those
+ * with one scales_* argument per dim: Resize of the last dims. variant: the spatial
+ * dims, negative for linear. torch's nearest takes floor(o * in / out), ONNX's
+ * asymmetric + floor; linear is half_pixel (torch clamps the coordinate at 0, and
+ * Resize's taps at the edge read the same element) or align_corners. Given scale
+ * factors map coordinates by 1 / scale in torch, as Resize's scales do, except with
+ * align_corners, which maps by the sizes: then sizes floor(in * scale) are given. */
+static kiln_status lower_upsample(call *c) {
+  bool linear = c->variant < 0, corners = false;
+  int n = linear ? -c->variant : c->variant, x, rank, in[4], y, ns;
+  int si = linear ? 3 : 2;
+  double scales[KL_MAX_RANK];
+  dimlist d = {0};
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s && linear) s = bool_arg(c, 2, false, &corners);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s) s = upsample_scales(c, si, n, scales, &ns);
+  if (!s && given(c, 1)) s = dims_from_arg(c, 1, &d);
+  if (s) return s;
+  if (rank < n) return kl_fail(c->e, KILN_ERR_SHAPE, "an input of rank %d, expected %d or more",
+                               rank, n);
+  if (!given(c, 1) && !ns) return bad_arg(c, 1, "a list of sizes when there are no scale factors");
+  if (given(c, 1) && d.n != n) return bad_arg(c, 1, "one size per spatial dim");
+  if (ns && !corners) d.n = 0; /* sizes and scales both: torch maps by the scales */
+  if (!given(c, 1) && corners) { /* align_corners maps by sizes: floor(in * scale) */
+    const kl_type *t = type_of(c, x);
+    bool known = true;
+    for (int k = 0; k < n; k++) known &= t->dims[rank - n + k].size >= 0;
+    for (int k = 0; !known && k < n; k++) /* integer scales map as the sizes would */
+      if (scales[k] != floor(scales[k]))
+        return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "align_corners with a scale factor of %g "
+                       "along a dim of unknown size", scales[k]);
+    for (int k = 0; known && k < n; k++)
+      if ((s = dims_add(c, &d, (int64_t)floor((double)t->dims[rank - n + k].size * scales[k]),
+                        -1, 0)))
+        return s;
+  }
+  int64_t axes[KL_MAX_RANK];
+  for (int k = 0; k < n; k++) axes[k] = rank - n + k;
+  in[0] = x;
+  in[1] = in[2] = in[3] = KL_ABSENT;
+  s = d.n ? dims_value(c, &d, &in[3]) : scales_value(c, x, n, scales, &in[2]);
+  if (s) return s;
+  int node = begin_node(c, KL_OP_Resize, 4, in, &y);
+  if (node < 0) return c->e->code;
+  s = kl_node_set_string(c->g, node, "mode", linear ? "linear" : "nearest", c->e);
+  if (!s) s = kl_node_set_string(c->g, node, "coordinate_transformation_mode",
+                                 !linear ? "asymmetric" : corners ? "align_corners" : "half_pixel",
+                                 c->e);
+  if (!s && !linear) s = kl_node_set_string(c->g, node, "nearest_mode", "floor", c->e);
+  if (!s) s = kl_node_set_ints(c->g, node, "axes", axes, n, c->e);
+  s = end_node(c, node, s);
+  kl_type *t = &c->g->values[y].type;
+  for (int k = 0; !s && d.n && t->rank == rank && k < n; k++) /* sizes from the graph */
+    if (t->dims[rank - n + k].size < 0 && d.id[k] >= 0 && d.sym[k])
+      t->dims[rank - n + k] = (kl_dim){-1, d.sym[k] - 1};
+  return s ? s : ret_tensor(c, y);
+}
+
 /* eq, ne, lt, gt, le, ge (variant: 0..5) of two tensors or a tensor and a number */
 static kiln_status lower_compare(call *c) {
   static const kl_op op[] = {KL_OP_Equal, KL_OP_Equal, KL_OP_Less, KL_OP_Greater,
@@ -2088,6 +2592,32 @@ static const aten_op ops[] = {
     {"unsqueeze", P("self", "dim"), lower_unsqueeze, 0},
     {"expand", P("self", "size", "implicit"), lower_expand, 0},
     {"expand_as", P("self", "other"), lower_expand_as, 0},
+    {"reshape_as", P("self", "other"), lower_reshape_as, 0},
+    {"view_as", P("self", "other"), lower_reshape_as, 0},
+    {"_shape_as_tensor", X1, lower_shape_as_tensor, 0},
+    {"arange", P("start", "end", "step", "dtype", "layout", "device", "pin_memory"),
+     lower_arange, 0},
+    {"gather", P("self", "dim", "index", "sparse_grad"), lower_gather, 0},
+    {"cumsum", P("self", "dim", "dtype"), lower_cumsum, 0},
+    {"argsort", P("self", "dim", "descending", "stable"), lower_sort, 0},
+    {"sort", P("self", "dim", "descending", "stable"), lower_sort, 1},
+    {"topk", P("self", "k", "dim", "largest", "sorted"), lower_topk, 0},
+    {"_weight_norm", P("v", "g", "dim"), lower_weight_norm, 0},
+    {"lstm", P("input", "hx", "params", "has_biases", "num_layers", "dropout", "train",
+               "bidirectional", "batch_first"), lower_rnn, 0},
+    {"gru", P("input", "hx", "params", "has_biases", "num_layers", "dropout", "train",
+              "bidirectional", "batch_first"), lower_rnn, 1},
+    {"upsample_nearest1d", P("input", "output_size", "scale_factors"), lower_upsample, 1},
+    {"upsample_nearest2d", P("input", "output_size", "scale_factors", "scales_w"),
+     lower_upsample, 2},
+    {"upsample_nearest3d", P("input", "output_size", "scale_factors", "scales_h", "scales_w"),
+     lower_upsample, 3},
+    {"upsample_linear1d", P("input", "output_size", "align_corners", "scale_factors"),
+     lower_upsample, -1},
+    {"upsample_bilinear2d", P("input", "output_size", "align_corners", "scale_factors",
+                              "scales_w"), lower_upsample, -2},
+    {"upsample_trilinear3d", P("input", "output_size", "align_corners", "scale_factors",
+                               "scales_h", "scales_w"), lower_upsample, -3},
     {"constant_pad_nd", P("self", "pad", "value"), lower_pad, 0},
     {"pad", P("self", "pad", "mode", "value"), lower_pad, 1},
     {"reflection_pad1d", P("self", "padding"), lower_pad, 2},
@@ -2356,6 +2886,7 @@ static kiln_status opaque_view(call *c, const view_rec *v, const char *what) {
                  "which elements the two share: export the model to ONNX", what, v->op,
                  v->kind == VK_OPAQUE && (strcmp(v->op, "reshape") == 0 ||
                                           strcmp(v->op, "flatten") == 0 ||
+                                          strcmp(v->op, "reshape_as") == 0 ||
                                           strcmp(v->op, "unflatten") == 0)
                      ? " of a non-contiguous tensor (PyTorch may have copied it)" : "");
 }
@@ -2418,7 +2949,7 @@ static kiln_status write_through(call *c, int id, int y) {
 static const char *const view_ops[] = {
     "slice", "select", "narrow", "view", "reshape", "transpose", "t", "permute", "expand",
     "expand_as", "unsqueeze", "squeeze", "chunk", "split", "split_with_sizes", "unbind",
-    "flatten", "unflatten", "swapaxes", "swapdims", NULL};
+    "flatten", "unflatten", "swapaxes", "swapdims", "reshape_as", "view_as", NULL};
 
 static bool is_view_op(const char *name) {
   for (int i = 0; view_ops[i]; i++)
@@ -2447,10 +2978,10 @@ static void classify_view(call *c, const char *name, int base, view_rec *v) {
   int n = 0;
   v->kind = VK_OPAQUE;
   v->rank = t->rank;
-  if (strcmp(name, "view") == 0 || strcmp(name, "squeeze") == 0 ||
-      strcmp(name, "unsqueeze") == 0 ||
-      (!v->strided && (strcmp(name, "reshape") == 0 || strcmp(name, "flatten") == 0 ||
-                       strcmp(name, "unflatten") == 0))) {
+  if (strcmp(name, "view") == 0 || strcmp(name, "view_as") == 0 ||
+      strcmp(name, "squeeze") == 0 || strcmp(name, "unsqueeze") == 0 ||
+      (!v->strided && (strcmp(name, "reshape") == 0 || strcmp(name, "reshape_as") == 0 ||
+                       strcmp(name, "flatten") == 0 || strcmp(name, "unflatten") == 0))) {
     v->kind = VK_RESHAPE;
   } else if (strcmp(name, "permute") == 0) {
     if (ints_arg(c, 1, 0, v->perm, &n) == KILN_OK && n == t->rank && n <= KL_MAX_RANK) {

@@ -23,6 +23,11 @@ Models are hand-written (no torchvision) and tiny, so that all of them stay well
                pools of sizes that do not divide, addmm, unbind/stack, clamp, rsub,
                div rounding modes, slicing with steps, reductions, two outputs); no
                ONNX twin, as the ONNX exporter has no form for some of them
+  ops2         more ATen calls of real models: arange (one of the batch's length),
+               argsort, sort, topk, gather, cumsum, reshape_as, view_as,
+               _shape_as_tensor, _weight_norm, bilinear and nearest upsampling (sizes
+               and scale factors, both align_corners), conv2d_same padding computed
+               by the graph, lstm and gru; no ONNX twin
   views        in-place writes through views (slice fill_, copy_ into a select,
                chained slices, permute + slice, a stepped slice of a view, masked_fill_,
                index_fill_, index_put_,
@@ -43,6 +48,7 @@ differently (tests/models/ts/README.md):  /usr/bin/python3 tests/models/make_ts_
 It writes the same models (no ONNX twins: Debian has no onnx) to tests/models/ts/t113/,
 with tiny_gpt's attention spelled out, as torch 1.13 has no scaled_dot_product_attention.
 """
+import math
 import os
 import shutil
 import sys
@@ -311,6 +317,64 @@ class ViewsAfterWrites(nn.Module):
         return y, a, b, c
 
 
+class Ops2(nn.Module):
+    """ATen calls of real traced models that the other fixtures do not make: arange
+    (known bounds, a float end computed by the graph, a length from the batch dim),
+    argsort (descending, and stable ascending), sort, topk, gather along a middle dim,
+    cumsum (float along dim 1, bool with a dtype), reshape_as, view_as, _shape_as_tensor,
+    _weight_norm (dim 0 and the whole tensor), upsample_bilinear2d (sizes and scale
+    factors, both align_corners) and upsample_nearest2d (sizes, a scale factor that is
+    not an integer), timm's conv2d_same padding computed from a size that kiln's
+    graph knows only when it runs (the batch dim, transposed into a spatial one), and
+    lstm (2 layers, bidirectional, batch first, given h0 and c0) and gru (a sequence
+    of the batch's length, h0 of zeros)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wn_conv = nn.utils.weight_norm(nn.Conv2d(3, 4, 3, padding=1))
+        self.wn_fc = nn.utils.weight_norm(nn.Linear(7, 5), dim=None)
+        self.same = nn.Conv2d(3, 4, 3, stride=2)
+        self.lstm = nn.LSTM(7, 5, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(7, 4)
+
+    def conv2d_same(self, x):                                 # timm's pad_same
+        ih, iw = x.size()[-2:]
+        ph = max((math.ceil(ih / 2) - 1) * 2 + 3 - ih, 0)
+        pw = max((math.ceil(iw / 2) - 1) * 2 + 3 - iw, 0)
+        x = F.pad(x, [pw // 2, pw - pw // 2, ph // 2, ph - ph // 2], value=0.25)
+        return self.same(x)
+
+    def forward(self, x):                                   # [B, 3, 6, 7]
+        b = x.shape[0]
+        r = torch.arange(b).float().view(-1, 1, 1, 1)       # a length from the batch dim
+        r2 = torch.arange(1, x.shape[3], 2, dtype=torch.float32)
+        r3 = torch.arange(x.shape[2] * 0.5)                 # a float end: [0, 1, 2]
+        y = x + r + r2.sum() - r3.mean()
+        idx = torch.argsort(y, dim=2, descending=True)
+        g = torch.gather(y, 2, idx)                         # sorted along a middle dim
+        i1 = torch.argsort(y, dim=1, stable=True)
+        g1 = torch.gather(y, 1, i1[:, :2])
+        c = torch.cumsum(g, 1) + torch.cumsum(x > 0, 2, dtype=torch.float64).float()
+        sv, si = torch.sort(x, dim=3, descending=True)
+        tv, ti = torch.topk(x, 2, dim=1)
+        t = c.reshape_as(torch.zeros(b, 3, 42)).view_as(x.flatten(2))
+        shape = torch._shape_as_tensor(x)
+        w = self.wn_conv(x) * shape[1].float() + self.wn_fc(x).sum()
+        u1 = F.interpolate(w, size=(11, 5), mode="bilinear", align_corners=False)
+        u2 = F.interpolate(w, size=(4, 9), mode="bilinear", align_corners=True)
+        u3 = F.interpolate(x, scale_factor=1.7, mode="bilinear", align_corners=True)
+        u4 = F.interpolate(x, scale_factor=0.6, mode="bilinear", align_corners=False)
+        u5 = F.interpolate(x, scale_factor=1.7, mode="nearest")
+        u6 = F.interpolate(x, size=(5, 11), mode="nearest")
+        u7 = F.interpolate(x, scale_factor=2, mode="nearest")
+        s = self.conv2d_same(x.transpose(0, 2)).transpose(0, 2)  # pads from B
+        h0 = torch.tanh(x[:, 2, :4, :5]).permute(1, 0, 2).contiguous()  # [4, B, 5]
+        lo, (hn, cn) = self.lstm(x[:, 0], (h0, h0 * 0.5))    # batch first
+        go, gh = self.gru(x[:, 1])                          # [seq B, batch 6, 7]
+        return (g, g1, t, sv + si.float(), tv * ti.float(), idx.float(), u1, u2, u3, u4,
+                u5 + u7[:, :, :10, :11], u6, s, lo, hn + cn, go, gh)
+
+
 def transformer():
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
     return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
@@ -324,12 +388,13 @@ MODELS = [
     ("tiny_gpt", TinyGPT, lambda: torch.randint(0, 32, (2, 6)), {}),
     ("strided", Strided, lambda: torch.randn(3, 8), {}),
     ("ops", Ops, lambda: torch.randn(2, 4, 6, 6), {}),
+    ("ops2", Ops2, lambda: torch.randn(2, 3, 6, 7), {}),
     ("views", Views, lambda: torch.randn(2, 4, 6), {}),
     ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
     ("shared", Shared, lambda: torch.randn(3, 8), {}),
     ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
 ]
-NO_ONNX = {"ops", "views", "views_after_writes", "shared", "shared_deflated"}
+NO_ONNX = {"ops", "ops2", "views", "views_after_writes", "shared", "shared_deflated"}
 
 
 def varint(n):

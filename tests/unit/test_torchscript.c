@@ -275,6 +275,8 @@ static void test_runs_like_pytorch(void **state) {
   run_case(TS "transformer", true, 2);
   run_case(TS "views", false, 0); /* in-place writes through views */
   run_case(TS "views", true, 2);
+  run_case(TS "ops2", false, 0); /* arange of the batch's length, argsort, gather */
+  run_case(TS "ops2", true, 2);
 }
 
 /* ---- archives of torch 1.13 (tests/models/ts/t113): no traced_inputs.pkl ---- */
@@ -648,6 +650,42 @@ static void test_unknown_aten(void **state) {
   expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "argument 'approximate' is int", NULL);
 }
 
+/* Arguments of the lowerings of arange, _weight_norm and the upsamplings that kiln
+ * refuses, each with a message naming the op and what is wrong. */
+static void test_bad_new_ops(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *call;
+    kiln_status code;
+    const char *words1, *words2;
+  } cases[] = {
+      {"torch.add(argument_1, torch.sum(torch.arange(0, 4, 0, dtype=None, layout=None, "
+       "device=torch.device(\"cpu\"), pin_memory=False)))",
+       KILN_ERR_INVALID_MODEL, "aten::arange", "the step is zero"},
+      {"torch.arange(3, 0, dtype=None, layout=None, device=torch.device(\"cpu\"), "
+       "pin_memory=False)", KILN_ERR_INVALID_MODEL, "aten::arange", "points away from the end"},
+      {"torch.arange(\"a\", dtype=None)", KILN_ERR_UNSUPPORTED, "argument 'start' is str",
+       "expected a number"},
+      {"torch._weight_norm(argument_1, argument_1, 5)", KILN_ERR_UNSUPPORTED,
+       "aten::_weight_norm", "along dim 5 of a tensor of rank 2"},
+      {"torch.upsample_nearest2d(argument_1, None, None)", KILN_ERR_UNSUPPORTED,
+       "aten::upsample_nearest2d", "argument 'output_size' is None"},
+      {"torch.upsample_nearest2d(argument_1, [3], None)", KILN_ERR_UNSUPPORTED,
+       "argument 'output_size'", "one size per spatial dim"},
+      {"torch.upsample_bilinear2d(torch.unsqueeze(argument_1, 0), None, True, [1.5, 1.5])",
+       KILN_ERR_UNSUPPORTED, "aten::upsample_bilinear2d",
+       "align_corners with a scale factor of 1.5 along a dim of unknown size"},
+      {"torch.upsample_bilinear2d(argument_1, None, False, [argument_1, 2.])",
+       KILN_ERR_UNSUPPORTED, "argument 'scale_factors'", "a list of numbers known"},
+      {"torch.pad(argument_1, [1, 2.5])", KILN_ERR_UNSUPPORTED, "aten::pad",
+       "argument 'pad' is list, expected a list of ints"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)", cases[i].call);
+    expect_error(t->path, NULL, cases[i].code, cases[i].words1, cases[i].words2);
+  }
+}
+
 /* In-place ops are their functional twins, except a write through a view, whose base
  * PyTorch would change too. */
 /* MLP's output written in place through a view: relu_ of its first two columns. */
@@ -742,6 +780,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
