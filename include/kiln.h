@@ -135,6 +135,19 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      KILN_ERR_STATE, and so does this one when the model has other
  *                      sessions; not with "reference" (default 0; kiln run and kiln
  *                      bench set it, --keep-weights not)
+ *                      Waiting threads: kiln's worker threads are OpenMP's (libgomp
+ *                      in a gcc build, libomp in a clang one; oneDNN's are the same
+ *                      threads), and those runtimes keep a thread that finished its
+ *                      part spinning for the next parallel region, about 3 ms (libgomp)
+ *                      or 200 ms (libomp). On an idle machine that is fastest; when
+ *                      other programs want the same cores, runs took 3-12x as long
+ *                      (docs/benchmarks.md, "Threads under load"). The runtimes read
+ *                      their setting from the environment when the program starts, so
+ *                      the library cannot change it: a program that shares its cores
+ *                      should start with GOMP_SPINCOUNT=1000 (libgomp: spin some
+ *                      microseconds, then sleep) or KMP_BLOCKTIME=0 (libomp), as the
+ *                      kiln command does for itself (OMP_WAIT_POLICY=passive sleeps at
+ *                      once: steadiest under load, 10-20% slower when idle)
  *   "pin_threads"      1 = each run pins the threads that run it to cores: thread t of
  *                      the OpenMP team (the calling thread is 0, and stays pinned
  *                      after the run) to the t-th CPU the process may use; more

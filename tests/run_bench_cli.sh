@@ -18,6 +18,26 @@ fail() {
 }
 
 cnn=models/digits_cnn/model.onnx
+
+# How OpenMP's threads wait (include/kiln.h, "threads"): unless the environment says,
+# kiln sets a short spin for itself before the runtime starts, which the runtime then
+# uses (libgomp and libomp print their settings when asked); a user's setting wins.
+clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u KMP_BLOCKTIME -u KILN_OPENMP_WAIT)
+json=$("${clean[@]}" "$kiln" bench "$cnn" --iterations 2 --warmup 0 --json) || fail "bench (wait)"
+grep -qF '"thread_wait": "GOMP_SPINCOUNT=1000 KMP_BLOCKTIME=0 (set by kiln)"' <<<"$json" ||
+  fail "bench --json: thread_wait is not kiln's short wait: $json"
+if "$kiln" info | grep -q 'OpenMP yes'; then
+  err=$("${clean[@]}" OMP_DISPLAY_ENV=verbose KMP_SETTINGS=1 "$kiln" run "$cnn" 2>&1 >/dev/null)
+  grep -Eq "GOMP_SPINCOUNT = '1000'|KMP_BLOCKTIME=0\b" <<<"$err" ||
+    fail "the OpenMP runtime did not take kiln's wait setting: $(grep -E 'SPINCOUNT|BLOCKTIME' <<<"$err")"
+  err=$("${clean[@]}" OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose KMP_SETTINGS=1 "$kiln" run "$cnn" 2>&1 >/dev/null)
+  grep -q "GOMP_SPINCOUNT = '1000'\|KMP_BLOCKTIME=0\b" <<<"$err" &&
+    fail "kiln overrode the user's OMP_WAIT_POLICY=active"
+fi
+out=$("${clean[@]}" OMP_WAIT_POLICY=active "$kiln" bench "$cnn" --iterations 2 --warmup 0) ||
+  fail "bench (OMP_WAIT_POLICY=active)"
+grep -q '^thread wait      OMP_WAIT_POLICY=active (from the environment)$' <<<"$out" ||
+  fail "bench: the thread wait line does not name the user's setting: $(grep 'thread wait' <<<"$out")"
 json=$("$kiln" bench "$cnn" --iterations 4 --warmup 1 --json) || fail "bench --json"
 for key in '"latency_ms": {"min": ' '"p50": ' '"p99": ' '"throughput_per_s": ' \
            '"first_inference_ms": ' '"session_create_ms": ' '"peak_rss_mb": ' '"threads": '; do

@@ -35,6 +35,12 @@ Usage:
     .venv/bin/python tools/bench_vs_ort.py --models squeezenet1_0,vgg16:10 --threads 1 \\
         --no-torch --doc docs/benchmarks_zoo.md --section zoo --chart docs/benchmarks_zoo.svg
 
+--load N starts N busy loops (`sh -c 'while :; do :; done'`, at normal priority) before
+the first measurement and stops them after the last: the models then share the cores
+with other work, as on a busy server (docs/benchmarks.md, "Threads under load").
+--kiln-env VAR=VALUE (repeatable) sets an environment variable for kiln's runs only,
+e.g. GOMP_SPINCOUNT=300000 for libgomp's own default wait instead of kiln's.
+
 --realtime runs every measured process under `chrt -f 50`: on a machine shared with
 other work, timings are otherwise mostly the other work's. It needs CAP_SYS_NICE.
 """
@@ -288,10 +294,11 @@ def torch_worker(argv):
 # ---- measuring ----
 
 
-def run_json(cmd, realtime, timeout=None):
+def run_json(cmd, realtime, timeout=None, env=None):
     if realtime:
         cmd = ["chrt", "-f", "50"] + cmd
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout,
+                         env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -322,7 +329,7 @@ def measure(kiln, path, inputs, threads, args, outdir, name=None):
                      str(args.iterations), str(args.warmup), torch_dir] + inputs for m in modes}
     k, o, t = [], [], {m: [] for m in modes}
     for rnd in range(args.rounds):
-        k.append(run_json(kiln_cmd, args.realtime))
+        k.append(run_json(kiln_cmd, args.realtime, env=kiln_env(args)))
         o.append(run_json(ort_cmd, args.realtime))
         for m in modes if rnd < args.torch_rounds else []:
             if all("error" not in r for r in t[m]):  # a failure is not tried again
@@ -331,7 +338,7 @@ def measure(kiln, path, inputs, threads, args, outdir, name=None):
            "ort_p50": statistics.median(r["p50"] for r in o),
            "kiln_rss": max(r["peak_rss_mb"] for r in k),
            "ort_rss": max(r["peak_rss_mb"] for r in o),
-           "isa": k[0].get("isa", "?")}
+           "isa": k[0].get("isa", "?"), "wait": k[0].get("thread_wait", "?")}
     for m in modes:
         bad = [r["error"] for r in t[m] if "error" in r]
         res[m] = {"error": bad[0]} if bad else {
@@ -340,6 +347,17 @@ def measure(kiln, path, inputs, threads, args, outdir, name=None):
             "compile_s": max(r["compile_s"] for r in t[m]),
             "diff": torch_agreement(outdir, torch_dir, m)}
     return res
+
+
+def kiln_env(args):
+    """The environment of kiln's runs: this one plus --kiln-env."""
+    env = dict(os.environ)
+    for kv in args.kiln_env:
+        var, eq, val = kv.partition("=")
+        if not eq or not var:
+            sys.exit(f"bench_vs_ort: --kiln-env {kv!r}: expected VAR=VALUE")
+        env[var] = val
+    return env
 
 
 def torch_agreement(ort_dir, torch_dir, mode):
@@ -489,6 +507,10 @@ def main():
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--chart", default=os.path.join(ROOT, "docs", "benchmarks.svg"))
     ap.add_argument("--realtime", action="store_true", help="run measurements under chrt -f 50")
+    ap.add_argument("--load", type=int, default=0,
+                    help="busy loops running beside the measurements (default 0)")
+    ap.add_argument("--kiln-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="environment variable for kiln's runs only (repeatable)")
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch columns")
     ap.add_argument("--torch-rounds", type=int, default=1,
                     help="rounds that also run the torch workers, the first ones (default 1)")
@@ -503,6 +525,38 @@ def main():
     args = ap.parse_args()
     load = os.getloadavg()[0]
     rows = []
+    kiln_env(args)  # a malformed --kiln-env stops here, before any measurement
+    busy = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(args.load)]
+    try:
+        measure_all(args, rows)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    if args.no_doc:
+        return
+    isa = rows[0]["isa"] if rows else "?"
+    wait = rows[0].get("wait", "?") if rows else "?"
+    note = (f"Measured {time.strftime('%Y-%m-%d %H:%M')} with `{' '.join(['tools/bench_vs_ort.py'] + sys.argv[1:])}`"
+            f"; kiln's ISA: {isa}; kiln's thread wait: {wait}; onnxruntime "
+            f"{subprocess.run([PY, '-c', 'import onnxruntime; print(onnxruntime.__version__)'], capture_output=True, text=True).stdout.strip()}"
+            f"; {args.rounds} alternating rounds of {args.iterations} runs each"
+            f"{' (NAME:N: N for that model)' if ':' in args.models else ''} (median of the p50s)"
+            f"{'' if args.no_torch else '; PyTorch eager and torch.compile in the first ' + ('round' if args.torch_rounds == 1 else f'{args.torch_rounds} rounds')}"
+            f"{'; every process under chrt -f 50' if args.realtime else ''}"
+            f"{f'; {args.load} busy loop(s) running beside every measurement' if args.load else ''}"
+            f"; load average at the start: {load:.1f}.")
+    notes = torch_notes(rows)
+    drawn = chart(rows, args.chart)
+    # the doc links the chart only when it was drawn next to it
+    beside = os.path.dirname(os.path.abspath(args.chart)) == os.path.dirname(os.path.abspath(args.doc))
+    write_doc(args.doc, note + "\n\n" + table(rows) + (f"\n\n{notes}" if notes else "")
+              + (f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})"
+                 if drawn and beside else ""), args.section)
+
+
+def measure_all(args, rows):
+    """Every model at every thread count, appended to rows as it is measured."""
     with tempfile.TemporaryDirectory() as work:
         for spec in args.models.split(","):
             name, _, iters = spec.partition(":")
@@ -520,24 +574,6 @@ def main():
                       f"ratio {r['kiln_p50'] / r['ort_p50']:.2f}, rss {r['kiln_rss']:.0f} / "
                       f"{r['ort_rss']:.0f} MiB, agree {r['ok']} ({r['diff']:.1e}), torch eager "
                       f"{torch_cell(r, 'eager')}, compile {torch_cell(r, 'compile')}", flush=True)
-    if args.no_doc:
-        return
-    isa = rows[0]["isa"] if rows else "?"
-    note = (f"Measured {time.strftime('%Y-%m-%d %H:%M')} with `{' '.join(['tools/bench_vs_ort.py'] + sys.argv[1:])}`"
-            f"; kiln's ISA: {isa}; onnxruntime "
-            f"{subprocess.run([PY, '-c', 'import onnxruntime; print(onnxruntime.__version__)'], capture_output=True, text=True).stdout.strip()}"
-            f"; {args.rounds} alternating rounds of {args.iterations} runs each"
-            f"{' (NAME:N: N for that model)' if ':' in args.models else ''} (median of the p50s)"
-            f"{'' if args.no_torch else '; PyTorch eager and torch.compile in the first ' + ('round' if args.torch_rounds == 1 else f'{args.torch_rounds} rounds')}"
-            f"{'; every process under chrt -f 50' if args.realtime else ''}; load average at the "
-            f"start: {load:.1f}.")
-    notes = torch_notes(rows)
-    drawn = chart(rows, args.chart)
-    # the doc links the chart only when it was drawn next to it
-    beside = os.path.dirname(os.path.abspath(args.chart)) == os.path.dirname(os.path.abspath(args.doc))
-    write_doc(args.doc, note + "\n\n" + table(rows) + (f"\n\n{notes}" if notes else "")
-              + (f"\n\n![kiln / onnxruntime]({os.path.basename(args.chart)})"
-                 if drawn and beside else ""), args.section)
 
 
 if __name__ == "__main__":

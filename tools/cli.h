@@ -38,6 +38,9 @@ kiln_model *cli_load(const char *path, const kiln_options *o);
 bool cli_parse_dims(const char *s, int *rank, int64_t *dims);
 bool cli_parse_int(const char *s, int64_t *v);
 /* snprintf that reports truncation (false) instead of warning about it. */
+/* How OpenMP's threads wait between parallel regions, for kiln bench: the variables
+ * that set it and who set them, or the runtime's default (tools/kiln.c). */
+const char *cli_wait_policy(void);
 bool cli_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool cli_parse_double(const char *s, double *v);
 

@@ -329,6 +329,8 @@ static void report(const bench_args *a, const kiln_model *m, const kl_tensor *ts
            "\"reference_share\": %.4f",
            threads, kl_cpu_isa_used(), a->batch, n, load_ms, session_ms, first_ms,
            lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow, ref.share);
+    printf(", \"thread_wait\": ");
+    print_json_string(cli_wait_policy());
     printf(", \"inputs\": {");
     for (int k = 0; k < kiln_model_input_count(m); k++) {
       kiln_tensor_info info;
@@ -350,6 +352,7 @@ static void report(const bench_args *a, const kiln_model *m, const kl_tensor *ts
   }
   printf("model            %s\n", a->model);
   printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
+  printf("thread wait      %s\n", cli_wait_policy());
   printf("isa              %s\n", kl_cpu_isa_used());
   printf("inputs\n");
   print_inputs(m, ts, stdout);
