@@ -30,6 +30,18 @@ for m in digits_cnn digits_cnn_fused digits_mlp; do
     "$kiln" check "$level" --verify "$work/$m" >/dev/null || fail "$m: the optimized file at $level"
   done
 done
+# A model exported with a dynamic batch computes its Reshape targets from Shape(x) at run
+# time (tests/models/make_dyn_fixtures.py): shape_values makes them constant, so each
+# layer's attention still fuses, as it does with a static batch.
+stats=$("$kiln" inspect tests/models/dyn_bert/model.onnx --stats) || fail "dyn_bert: inspect --stats"
+grep -Eq '^  kiln.MultiHeadAttention +0 +2$' <<<"$stats" ||
+  fail "dyn_bert: the 2 layers' attention did not fuse: $(grep -E 'MultiHead|^nodes' <<<"$stats")"
+grep -Eq '^  kiln.SkipLayerNorm +0 +4$' <<<"$stats" || fail "dyn_bert: SkipLayerNorm did not fuse"
+# the sequence dynamic too: the position ids arange(32)[:seq] are at most seq long
+stats=$("$kiln" inspect tests/models/dyn_bert_seq/model.onnx --stats) || fail "dyn_bert_seq: --stats"
+grep -Eq '^  kiln.MultiHeadAttention +0 +2$' <<<"$stats" ||
+  fail "dyn_bert_seq: the 2 layers' attention did not fuse: $(grep -E 'MultiHead|^nodes' <<<"$stats")"
+
 # Node names in a written model are unique, as ONNX requires and onnxruntime checks: a
 # TorchScript trace repeats them (layers.0.self_attn/size for a Shape and a Gather).
 "$kiln" optimize tests/models/ts/transformer/model.pt -o "$work/tr.onnx" >/dev/null ||

@@ -303,6 +303,141 @@ static void test_const_fold_limit(void **state) {
   }
 }
 
+/* x: float32[batch, 6, 8] with "batch" a named symbol. */
+static int batch_input(kl_graph *g) {
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){-1, 6, 8});
+  g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
+  return x;
+}
+
+/* Gather(Shape(x), i) unsqueezed to a 1-element list. */
+static int dim_of(kl_graph *g, int x, int64_t i) {
+  int d = TU_OP(g, Gather, TU_OP(g, Shape, x), tu_graph_const(g, NULL, KL_I64, 0, NULL, &i));
+  return TU_OP(g, Unsqueeze, d, ints(g, 1, (int64_t[]){0}));
+}
+
+static int concat0(kl_graph *g, int a, int b, int c) {
+  int v = c >= 0 ? TU_OP(g, Concat, a, b, c) : TU_OP(g, Concat, a, b);
+  set_int(g, v, "axis", 0);
+  return v;
+}
+
+static const int64_t *const_ints(const kiln_model *m, int v) {
+  assert_true(m->g->values[v].kind == KL_VALUE_CONST);
+  return m->g->values[v].data;
+}
+
+/* shape_values on a dynamic batch: the shape arithmetic folds to constant targets. */
+static void test_shape_values(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = batch_input(g);
+  /* Reshape(x, [batch, 6/2 (from Shape), 16]): [0, 3, 16] */
+  int three = TU_OP(g, Div, dim_of(g, x, 1), ints(g, 1, (int64_t[]){2}));
+  int r = TU_OP(g, Reshape, x, concat0(g, dim_of(g, x, 0), three, ints(g, 1, (int64_t[]){16})));
+  output(g, TU_OP(g, Relu, r));
+  /* torch's expand: Where(Equal(shape, -1), 1, shape) with shape [batch, 6, 8] */
+  int shape = concat0(g, dim_of(g, x, 0), dim_of(g, x, 1), ints(g, 1, (int64_t[]){8}));
+  int minus = ints(g, 3, (int64_t[]){-1, -1, -1}), ones = ints(g, 3, (int64_t[]){1, 1, 1});
+  int target = TU_OP(g, Where, TU_OP(g, Equal, shape, minus), ones, shape);
+  output(g, TU_OP(g, Expand, x, target));
+  /* an Expand of a [1, 8] constant to [batch, 8]: the output's dims are learnt */
+  int row = cst(g, 2, (int64_t[]){1, 8}, NULL, -1, 1);
+  int e2 = TU_OP(g, Expand, row, concat0(g, dim_of(g, x, 0), ints(g, 1, (int64_t[]){8}), -1));
+  output(g, TU_OP(g, Relu, e2));
+  kiln_model *m = with_pass(g, "+shape_values");
+  assert_true(fired(m, "shape_values") > 0);
+  const kl_node *rs = only(m, KL_OP_Reshape);
+  const int64_t *t = const_ints(m, rs->in[1]);
+  assert_true(t[0] == 0 && t[1] == 3 && t[2] == 16);
+  const kl_type *rt = &m->g->values[rs->out[0]].type;
+  assert_int_equal(rt->rank, 3);
+  assert_true(rt->dims[0].size < 0 && rt->dims[0].sym == kl_graph_symbol(m->g, "batch"));
+  assert_int_equal(rt->dims[1].size, 3);
+  assert_int_equal(count(m, KL_OP_Expand), 2);
+  int learnt = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    if (n->op != KL_OP_Expand) continue;
+    const kl_type *in = &m->g->values[n->in[0]].type, *out = &m->g->values[n->out[0]].type;
+    if (in->rank == 3) { /* x expanded to its own shape: batch becomes 1 */
+      t = const_ints(m, n->in[1]);
+      assert_true(t[0] == 1 && t[1] == 6 && t[2] == 8);
+    } else { /* [1, 8] to [batch, 8]: the target stays, the output knows its dims */
+      assert_false(m->g->values[n->in[1]].kind == KL_VALUE_CONST);
+      assert_int_equal(out->rank, 2);
+      assert_true(out->dims[0].sym == kl_graph_symbol(m->g, "batch"));
+      assert_int_equal(out->dims[1].size, 8);
+      learnt++;
+    }
+  }
+  assert_int_equal(learnt, 1);
+  kiln_model_free(m);
+}
+
+/* Where a target's symbol is not the input's dim at that position, or allowzero is
+ * set, the Reshape keeps its computed target (and still computes the same). */
+static void test_shape_values_must_not_fire(void **state) {
+  (void)state;
+  for (int allowzero = 0; allowzero < 2; allowzero++) {
+    kl_graph *g = tu_graph_new();
+    int x = batch_input(g);
+    int target = allowzero ? concat0(g, dim_of(g, x, 0), ints(g, 1, (int64_t[]){48}), -1)
+                           : concat0(g, dim_of(g, x, 1), dim_of(g, x, 0),
+                                     ints(g, 1, (int64_t[]){8})); /* [6, batch, 8] */
+    int r = TU_OP(g, Reshape, x, target);
+    if (allowzero) set_int(g, r, "allowzero", 1);
+    output(g, TU_OP(g, Relu, r));
+    kiln_model *m = with_pass(g, "+shape_values");
+    const kl_node *rs = only(m, KL_OP_Reshape);
+    assert_false(m->g->values[rs->in[1]].kind == KL_VALUE_CONST);
+    kiln_model_free(m);
+  }
+}
+
+/* An unknown dim that a Shape reads gets a name, shared by what it flows into, so that
+ * a Reshape of x @ W to a target built from that Shape copies it (0). */
+static void test_shape_values_names_unknown_dims(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){2, -1, 8}); /* dim 1 unnamed */
+  int y = TU_OP(g, MatMul, x, cst(g, 2, (int64_t[]){8, 8}, NULL, -1, 1));
+  int target = concat0(g, ints(g, 1, (int64_t[]){2}), dim_of(g, x, 1),
+                       ints(g, 2, (int64_t[]){2, 4}));
+  output(g, TU_OP(g, Relu, TU_OP(g, Reshape, y, target)));
+  kiln_model *m = with_pass(g, "+shape_values");
+  const kl_node *rs = only(m, KL_OP_Reshape);
+  const int64_t *t = const_ints(m, rs->in[1]);
+  assert_true(t[0] == 2 && t[1] == 0 && t[2] == 2 && t[3] == 4);
+  assert_int_equal(count(m, KL_OP_Shape), 0);
+  kiln_model_free(m);
+}
+
+/* BERT's position embeddings: P[:, :seq] (a Slice to a computed end) has at most seq
+ * rows, so x + P[:, :seq] has seq rows when it runs at all; a Reshape of the sum to a
+ * target made from its Shape then copies both dims. */
+static void test_shape_values_slice_bound(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){-1, -1, 8});
+  g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
+  g->values[x].type.dims[1] = (kl_dim){-1, kl_graph_symbol(g, "seq")};
+  int pos = cst(g, 3, (int64_t[]){1, 32, 8}, NULL, -1, 1);
+  int p = TU_OP(g, Slice, pos, ints(g, 1, (int64_t[]){0}), dim_of(g, x, 1),
+                ints(g, 1, (int64_t[]){1}));
+  int y = TU_OP(g, Add, x, p);
+  int target = TU_OP(g, Concat, dim_of(g, y, 0), dim_of(g, y, 1), ints(g, 2, (int64_t[]){2, 4}));
+  set_int(g, target, "axis", 0);
+  output(g, TU_OP(g, Relu, TU_OP(g, Reshape, y, target)));
+  kiln_model *m = with_pass(g, "+shape_values");
+  const kl_node *add = only(m, KL_OP_Add);
+  const kl_type *yt = &m->g->values[add->out[0]].type;
+  assert_true(yt->dims[1].size < 0 && yt->dims[1].sym == kl_graph_symbol(m->g, "seq"));
+  const int64_t *t = const_ints(m, only(m, KL_OP_Reshape)->in[1]);
+  assert_true(t[0] == 0 && t[1] == 0 && t[2] == 2 && t[3] == 4);
+  kiln_model_free(m);
+}
+
 static void test_cse(void **state) {
   (void)state;
   kl_graph *g = tu_graph_new();
@@ -1219,6 +1354,10 @@ int main(void) {
       cmocka_unit_test(test_eliminate_keeps_real_work),
       cmocka_unit_test(test_const_fold),
       cmocka_unit_test(test_const_fold_limit),
+      cmocka_unit_test(test_shape_values),
+      cmocka_unit_test(test_shape_values_must_not_fire),
+      cmocka_unit_test(test_shape_values_names_unknown_dims),
+      cmocka_unit_test(test_shape_values_slice_bound),
       cmocka_unit_test(test_cse),
       cmocka_unit_test(test_fold_bn_conv),
       cmocka_unit_test(test_fold_bn_must_not_fire),
