@@ -14,8 +14,16 @@ transformers' BertModel with eager attention (hidden 32, 2 heads, 2 layers, voca
 50), random weights from a fixed seed; expected outputs are PyTorch's.
 
     .venv/bin/python tests/models/make_dyn_fixtures.py
+
+With --bench DIR it writes instead, for docs/benchmarks.md ("Dynamic axes"), two
+XLM-RoBERTa-shaped encoders (hidden 768, 12 heads, 2 layers, vocabulary 30000) into
+DIR/xlmr2_static and DIR/xlmr2_dyn (batch and sequence dynamic), each with a
+test_data_set_0 at batch 1, sequence 128, as tools/bench_vs_ort.py --models takes them:
+
+    .venv/bin/python tests/models/make_dyn_fixtures.py --bench ~/.cache/kiln-zoo
 """
 import os
+import sys
 
 import numpy as np
 import onnx
@@ -42,21 +50,30 @@ def save(path, name, array):
         f.write(t.SerializeToString())
 
 
-def make(name, axes, batch, seq):
+def make(name, axes, batch, seq, root=here, big=False):
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, vocab_size=50,
-                                  max_position_embeddings=32)
+    if big:
+        cfg = transformers.XLMRobertaConfig(hidden_size=768, num_hidden_layers=2,
+                                            num_attention_heads=12, intermediate_size=3072,
+                                            vocab_size=30000, max_position_embeddings=514,
+                                            type_vocab_size=1, pad_token_id=1)
+    else:
+        cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2,
+                                      num_attention_heads=2, intermediate_size=64,
+                                      vocab_size=50, max_position_embeddings=32)
     cfg._attn_implementation = "eager"
-    model = Wrap(transformers.BertModel(cfg)).eval()
+    cls = transformers.XLMRobertaModel if big else transformers.BertModel
+    model = Wrap(cls(cfg)).eval()
     with torch.no_grad():  # LayerNorm weights other than 1 and 0
         for m in model.modules():
             if isinstance(m, torch.nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-    ids = torch.randint(0, 50, (2, 16))
-    mask = torch.ones(2, 16, dtype=torch.int64)
-    out = os.path.join(here, name)
+    vocab, low = cfg.vocab_size, 2 if big else 0  # (XLM-R's 1 pads)
+    shape = (batch, seq) if big else (2, 16)  # traced at
+    ids = torch.randint(low, vocab, shape)
+    mask = torch.ones(*shape, dtype=torch.int64)
+    out = os.path.join(root, name)
     os.makedirs(os.path.join(out, "test_data_set_0"), exist_ok=True)
     dyn = {"input_ids": axes, "attention_mask": axes}
     torch.onnx.export(model, (ids, mask), os.path.join(out, "model.onnx"),
@@ -65,9 +82,10 @@ def make(name, axes, batch, seq):
                       dynamic_axes=dyn, opset_version=17, dynamo=False)
     onnx.checker.check_model(os.path.join(out, "model.onnx"))
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 50, (batch, seq), generator=g)
+    ids = torch.randint(low, vocab, (batch, seq), generator=g)
     mask = torch.ones(batch, seq, dtype=torch.int64)
-    mask[1, seq // 2:] = 0
+    if batch > 1:
+        mask[1, seq // 2:] = 0
     with torch.no_grad():
         hidden, pooled = model(ids, mask)
     d = os.path.join(out, "test_data_set_0")
@@ -77,5 +95,9 @@ def make(name, axes, batch, seq):
     save(os.path.join(d, "output_1.pb"), "pooler_output", pooled.numpy().astype(np.float32))
 
 
-make("dyn_bert", {0: "batch"}, 3, 16)
-make("dyn_bert_seq", {0: "batch", 1: "seq"}, 2, 7)
+if len(sys.argv) == 3 and sys.argv[1] == "--bench":
+    make("xlmr2_static", {}, 1, 128, root=sys.argv[2], big=True)
+    make("xlmr2_dyn", {0: "batch", 1: "seq"}, 1, 128, root=sys.argv[2], big=True)
+else:
+    make("dyn_bert", {0: "batch"}, 3, 16)
+    make("dyn_bert_seq", {0: "batch", 1: "seq"}, 2, 7)
