@@ -198,6 +198,11 @@ KILN_API kiln_status kiln_model_input_info(const kiln_model *model, int index,
                                            kiln_tensor_info *info);
 KILN_API kiln_status kiln_model_output_info(const kiln_model *model, int index,
                                             kiln_tensor_info *info);
+/* The index of the input or output with that name (what kiln_tensor_info.name says),
+ * for kiln_model_*_info and kiln_session_get_output; -1 when the model has no such one
+ * (or model or name is NULL). */
+KILN_API int kiln_model_input_index(const kiln_model *model, const char *name);
+KILN_API int kiln_model_output_index(const kiln_model *model, const char *name);
 
 /* Create a session on a loaded model. options may be NULL (the model's options). */
 KILN_API kiln_status kiln_session_create(const kiln_model *model, const kiln_options *options,

@@ -89,6 +89,11 @@ int main(int argc, char **argv) {
     goto done;
   }
   kiln_model_input_info(model, 0, &in);
+  int logits_at = kiln_model_output_index(model, "logits"); /* the output, by name */
+  if (logits_at < 0) {
+    fprintf(stderr, "%s: the model has no output named 'logits'\n", argv[1]);
+    goto done;
+  }
   int64_t n = images.dims[0], pixels = images.count / n, correct = 0;
   int64_t dims[4] = {1, images.dims[1], images.dims[2], images.dims[3]};
   double total_ms = 0;
@@ -102,7 +107,7 @@ int main(int argc, char **argv) {
       goto done;
     }
     const float *logits;
-    kiln_session_get_output(session, 0, &out, (const void **)&logits);
+    kiln_session_get_output(session, logits_at, &out, (const void **)&logits);
     total_ms += now_ms() - t0;
     int best = 0;
     for (int k = 1; k < out.dims[1]; k++)

@@ -68,6 +68,31 @@ install_check() {
     failed_names+=("install + pkg-config example")
   fi
   rm -rf "$dest" "$dest.log"
+  # Statically: libkiln.a alone (the shared library taken away), its dependencies from
+  # `pkg-config --static`; and against the build tree, uninstalled (meson-uninstalled).
+  dest=$(mktemp -d)
+  echo "== static link (pkg-config --static) and build-tree link (meson-uninstalled)"
+  local digits=(models/digits_cnn/model.onnx models/digits_data/heldout_images.npy
+                models/digits_data/heldout_labels.npy)
+  if meson install -C build --destdir "$dest" >"$dest.log" 2>&1 &&
+    pcdir=$(dirname "$(find "$dest" -name kiln.pc | head -1)") &&
+    find "$dest" -name 'libkiln.so*' -delete &&
+    cc -Wall -Werror -o "$dest/static_digits" tools/classify_digits.c \
+      $(PKG_CONFIG_SYSROOT_DIR="$dest" PKG_CONFIG_PATH="$pcdir" pkg-config --static --cflags --libs kiln) \
+      >>"$dest.log" 2>&1 &&
+    ! ldd "$dest/static_digits" | grep -q libkiln &&
+    "$dest/static_digits" "${digits[@]}" >>"$dest.log" &&
+    cc -Wall -Werror -o "$dest/tree_digits" tools/classify_digits.c \
+      $(PKG_CONFIG_PATH=build/meson-uninstalled pkg-config --cflags --libs kiln) \
+      -Wl,-rpath,"$PWD/build" >>"$dest.log" 2>&1 &&
+    "$dest/tree_digits" "${digits[@]}" >>"$dest.log"; then
+    passed=$((passed + 1))
+  else
+    cat "$dest.log"
+    failed=$((failed + 1))
+    failed_names+=("static and build-tree links")
+  fi
+  rm -rf "$dest" "$dest.log"
 }
 
 MESON_TEST_ARGS=()

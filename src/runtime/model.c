@@ -145,3 +145,17 @@ kiln_status kiln_model_output_info(const kiln_model *m, int index, kiln_tensor_i
   *info = m->outputs[index].info;
   return KILN_OK;
 }
+
+int kiln_model_input_index(const kiln_model *m, const char *name) {
+  if (!m || !m->g || !m->inputs || !name) return -1;
+  for (int i = 0; i < m->n_inputs; i++)
+    if (strcmp(m->inputs[i].info.name, name) == 0) return i;
+  return -1;
+}
+
+int kiln_model_output_index(const kiln_model *m, const char *name) {
+  if (!m || !m->g || !m->outputs || !name) return -1;
+  for (int i = 0; i < m->n_outputs; i++)
+    if (strcmp(m->outputs[i].info.name, name) == 0) return i;
+  return -1;
+}

@@ -271,6 +271,15 @@ static void check_description(const kiln_model *m) {
   assert_int_equal(kiln_model_output_info(m, 1, &info), KILN_ERR_INVALID_ARGUMENT);
   assert_int_equal(kiln_model_input_info(m, 0, NULL), KILN_ERR_INVALID_ARGUMENT);
   assert_int_equal(kiln_model_output_info(m, 0, NULL), KILN_ERR_INVALID_ARGUMENT);
+
+  /* by name */
+  assert_int_equal(kiln_model_input_index(m, "input"), 0);
+  assert_int_equal(kiln_model_output_index(m, "logits"), 0);
+  assert_int_equal(kiln_model_input_index(m, "logits"), -1);
+  assert_int_equal(kiln_model_output_index(m, "input"), -1);
+  assert_int_equal(kiln_model_output_index(m, "logit"), -1);
+  assert_int_equal(kiln_model_output_index(m, ""), -1);
+  assert_int_equal(kiln_model_output_index(m, NULL), -1);
 }
 
 static void test_load_path(void **state) {
@@ -425,6 +434,8 @@ static void test_null_arguments(void **state) {
   kiln_tensor_info info;
   assert_int_equal(kiln_model_input_info(NULL, 0, &info), KILN_ERR_INVALID_ARGUMENT);
   assert_int_equal(kiln_model_output_info(NULL, 0, &info), KILN_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kiln_model_input_index(NULL, "input"), -1);
+  assert_int_equal(kiln_model_output_index(NULL, "logits"), -1);
   kiln_model_free(NULL);
 
   kiln_session *s = NULL;
