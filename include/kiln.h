@@ -178,6 +178,10 @@ KILN_API void kiln_options_free(kiln_options *options);
 KILN_API kiln_status kiln_options_set_int(kiln_options *options, const char *name, int64_t value);
 KILN_API kiln_status kiln_options_set_string(kiln_options *options, const char *name,
                                              const char *value);
+/* The message of the last failed setter call on these options ("option 'threads': 5000
+ * is out of range: expected a thread count (0 = one per core), from 0 to 4096"), "" if
+ * the last call succeeded. Valid until the next call on the options. */
+KILN_API const char *kiln_options_error(const kiln_options *options);
 
 /* Load a model (.onnx, or a TorchScript .pt where supported) from a file, or from a
  * buffer that is copied as needed and may be freed after the call. options may be

@@ -34,6 +34,12 @@ if "$kiln" info | grep -q 'OpenMP yes'; then
   grep -q "GOMP_SPINCOUNT = '1000'\|KMP_BLOCKTIME=0\b" <<<"$err" &&
     fail "kiln overrode the user's OMP_WAIT_POLICY=active"
 fi
+# kiln run's summary of a [4, 10] output: the argmax as an index in each dim, beside the
+# per-row argmaxes (a flat index there read as a class number)
+out=$("$kiln" run "$cnn" --shape input=4x1x8x8) || fail "run --shape"
+grep -Eq '^logits: float32\[4,10\] .* argmax \[[0-3],[0-9]\]$' <<<"$out" ||
+  fail "run: the argmax of a [4,10] output is not [row,class]: $(grep '^logits' <<<"$out")"
+grep -Eq '^  argmax per row:( [0-9]){4}$' <<<"$out" || fail "run: no per-row argmax"
 out=$("${clean[@]}" OMP_WAIT_POLICY=active "$kiln" bench "$cnn" --iterations 2 --warmup 0) ||
   fail "bench (OMP_WAIT_POLICY=active)"
 grep -q '^thread wait      OMP_WAIT_POLICY=active (from the environment)$' <<<"$out" ||

@@ -265,7 +265,7 @@ static bool set_input_types(kiln_options *o, const char *root, const char *set, 
     return false;
   }
   if (kiln_options_set_string(o, "input_types", spec) != KILN_OK) {
-    cli_format(why, len, "out of memory");
+    cli_format(why, len, "%s", kiln_options_error(o));
     return false;
   }
   return true;

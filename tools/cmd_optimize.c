@@ -47,6 +47,7 @@ int cmd_optimize(int argc, char **argv) {
   }
   kiln_options *o = cli_options(&common);
   if (o && kiln_options_set_int(o, "fold_limit", fold_limit) != KILN_OK) {
+    fprintf(stderr, "kiln: --fold-limit: %s\n", kiln_options_error(o));
     kiln_options_free(o);
     o = NULL;
   }

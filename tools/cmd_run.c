@@ -79,8 +79,19 @@ static void print_summary(const kiln_tensor_info *info, const void *data) {
     }
     sum += v;
   }
-  printf(" min %.6g max %.6g mean %.6g argmax %" PRId64 "\n  values:", lo, hi, sum / (double)n,
-         argmax);
+  printf(" min %.6g max %.6g mean %.6g argmax ", lo, hi, sum / (double)n);
+  if (info->rank <= 1) {
+    printf("%" PRId64, argmax);
+  } else { /* the index in every dim: [row, class] for a batch of scores, not a flat one */
+    int64_t idx[KL_MAX_RANK], rest = argmax;
+    for (int d = info->rank - 1; d >= 0; d--) {
+      idx[d] = info->dims[d] > 0 ? rest % info->dims[d] : 0;
+      rest = info->dims[d] > 0 ? rest / info->dims[d] : 0;
+    }
+    for (int d = 0; d < info->rank; d++) printf("%s%" PRId64, d ? "," : "[", idx[d]);
+    printf("]");
+  }
+  printf("\n  values:");
   for (int64_t i = 0; i < n && i < 8; i++) printf(" %.6g", kl_load_f64(data, dt, (size_t)i));
   printf(n > 8 ? " ...\n" : "\n");
   if (info->rank == 2 && info->dims[1] > 0) print_row_argmax(info, data);

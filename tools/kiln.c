@@ -166,7 +166,7 @@ kiln_options *cli_options(const cli_common *c) {
   if (st == KILN_OK && c->input_types)
     st = kiln_options_set_string(o, "input_types", c->input_types);
   if (st != KILN_OK) {
-    fprintf(stderr, "kiln: invalid option value (%s)\n", kiln_status_string(st));
+    fprintf(stderr, "kiln: %s\n", kiln_options_error(o));
     kiln_options_free(o);
     return NULL;
   }

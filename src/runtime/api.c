@@ -2,6 +2,10 @@
 #include "kl_config.h"
 #include "runtime/runtime.h"
 
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +16,7 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
                     .max_work = KL_DEFAULT_MAX_WORK};
   if (src) {
     d = *src;
+    d.err = (kl_err){0};
     if (src->passes && !(d.passes = strdup(src->passes)))
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
     if (src->input_types && !(d.input_types = strdup(src->input_types))) {
@@ -43,56 +48,112 @@ void kiln_options_free(kiln_options *options) {
   free(options);
 }
 
-kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t value) {
-  if (!o || !name) return KILN_ERR_INVALID_ARGUMENT;
-  if (strcmp(name, "opt_level") == 0) {
-    if (value < 0 || value > 3) return KILN_ERR_INVALID_ARGUMENT;
-    o->opt_level = (int)value;
-  } else if (strcmp(name, "threads") == 0) {
-    if (value < 0 || value > 4096) return KILN_ERR_INVALID_ARGUMENT;
-    o->threads = (int)value;
-  } else if (strcmp(name, "max_tensor_bytes") == 0) {
-    if (value <= 0) return KILN_ERR_INVALID_ARGUMENT;
-    o->max_tensor_bytes = value;
-  } else if (strcmp(name, "release_weights") == 0) {
-    if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
-    o->release_weights = (int)value;
-  } else if (strcmp(name, "fast_only") == 0) {
-    if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
-    o->fast_only = (int)value;
-  } else if (strcmp(name, "pin_threads") == 0) {
-    if (value < 0 || value > 1) return KILN_ERR_INVALID_ARGUMENT;
-    o->pin_threads = (int)value;
-  } else if (strcmp(name, "max_work") == 0) {
-    if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
-    o->max_work = value;
-  } else if (strcmp(name, "memory_limit") == 0) {
-    if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
-    o->memory_limit = value;
-  } else if (strcmp(name, "fold_limit") == 0) {
-    if (value < 0) return KILN_ERR_INVALID_ARGUMENT;
-    o->fold_limit = value;
-  } else if (strcmp(name, "reference") == 0) {
-    if (value != 0 && value != 1) return KILN_ERR_INVALID_ARGUMENT;
-    o->reference = (int)value;
-  } else if (strcmp(name, "verify") == 0) {
-    if (value != 0 && value != 1) return KILN_ERR_INVALID_ARGUMENT;
-    o->verify = (int)value;
-  } else {
-    return KILN_ERR_INVALID_ARGUMENT;
-  }
-  return KILN_OK;
+/* The integer options: where each is kept, its range, and what the range means. */
+typedef struct int_option {
+  const char *name;
+  size_t offset;
+  bool wide; /* int64_t, else int */
+  int64_t lo, hi;
+  const char *what;
+} int_option;
+
+#define OPT(field, wide, lo, hi, what) {#field, offsetof(kiln_options, field), wide, lo, hi, what}
+static const int_option int_options[] = {
+    OPT(opt_level, false, 0, 3, "an optimization level"),
+    OPT(threads, false, 0, 4096, "a thread count (0 = one per core)"),
+    OPT(max_tensor_bytes, true, 1, INT64_MAX, "a size in bytes"),
+    OPT(memory_limit, true, 0, INT64_MAX, "a size in bytes (0 = none)"),
+    OPT(max_work, true, 0, INT64_MAX, "a step count (0 = no bound)"),
+    OPT(fold_limit, true, 0, INT64_MAX, "a size in bytes (0 = the default)"),
+    OPT(verify, false, 0, 1, "0 or 1"),
+    OPT(reference, false, 0, 1, "0 or 1"),
+    OPT(release_weights, false, 0, 1, "0 or 1"),
+    OPT(pin_threads, false, 0, 1, "0 or 1"),
+    OPT(fast_only, false, 0, 1, "0 or 1"),
+};
+#undef OPT
+static const char *const string_options[] = {"passes", "input_types"};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Records the setter's failure in o (each call replaces the last message). */
+static kiln_status refuse(kiln_options *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static kiln_status refuse(kiln_options *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(o->err.msg, sizeof o->err.msg, fmt, ap);
+  va_end(ap);
+  o->err.code = KILN_ERR_INVALID_ARGUMENT;
+  return KILN_ERR_INVALID_ARGUMENT;
 }
 
+/* "opt_level, threads, ..." */
+static void list_names(char *buf, size_t len, bool ints) {
+  size_t used = 0;
+  buf[0] = '\0';
+  size_t n = ints ? COUNT(int_options) : COUNT(string_options);
+  for (size_t i = 0; i < n && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
+                             ints ? int_options[i].name : string_options[i]);
+}
+
+static bool is_string_option(const char *name) {
+  for (size_t i = 0; i < COUNT(string_options); i++)
+    if (strcmp(name, string_options[i]) == 0) return true;
+  return false;
+}
+
+kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t value) {
+  if (!o) return KILN_ERR_INVALID_ARGUMENT;
+  o->err = (kl_err){0};
+  if (!name) return refuse(o, "kiln_options_set_int: the option name is NULL");
+  for (size_t i = 0; i < COUNT(int_options); i++) {
+    const int_option *p = &int_options[i];
+    if (strcmp(name, p->name) != 0) continue;
+    if (value < p->lo || value > p->hi) {
+      if (p->hi == INT64_MAX)
+        return refuse(o, "option '%s': %lld is out of range: expected %s, at least %lld",
+                      name, (long long)value, p->what, (long long)p->lo);
+      return refuse(o, "option '%s': %lld is out of range: expected %s, from %lld to %lld",
+                    name, (long long)value, p->what, (long long)p->lo, (long long)p->hi);
+    }
+    char *at = (char *)o + p->offset;
+    if (p->wide)
+      *(int64_t *)(void *)at = value;
+    else
+      *(int *)(void *)at = (int)value;
+    return KILN_OK;
+  }
+  char names[256];
+  if (is_string_option(name))
+    return refuse(o, "option '%s' is a string: set it with kiln_options_set_string", name);
+  list_names(names, sizeof names, true);
+  return refuse(o, "no integer option '%s'; the integer options are %s", name, names);
+}
 kiln_status kiln_options_set_string(kiln_options *o, const char *name, const char *value) {
-  if (!o || !name || !value) return KILN_ERR_INVALID_ARGUMENT;
+  if (!o) return KILN_ERR_INVALID_ARGUMENT;
+  o->err = (kl_err){0};
+  if (!name) return refuse(o, "kiln_options_set_string: the option name is NULL");
+  if (!value) return refuse(o, "option '%s': the value is NULL (\"\" unsets it)", name);
   char **slot = strcmp(name, "passes") == 0        ? &o->passes
                : strcmp(name, "input_types") == 0 ? &o->input_types
                                                   : NULL;
-  if (!slot) return KILN_ERR_INVALID_ARGUMENT;
+  if (!slot) {
+    char names[256];
+    for (size_t i = 0; i < COUNT(int_options); i++)
+      if (strcmp(name, int_options[i].name) == 0)
+        return refuse(o, "option '%s' is an integer: set it with kiln_options_set_int", name);
+    list_names(names, sizeof names, false);
+    return refuse(o, "no string option '%s'; the string options are %s", name, names);
+  }
   char *p = NULL;
-  if (*value && !(p = strdup(value))) return KILN_ERR_OUT_OF_MEMORY;
+  if (*value && !(p = strdup(value))) {
+    o->err.code = KILN_ERR_OUT_OF_MEMORY;
+    snprintf(o->err.msg, sizeof o->err.msg, "option '%s': out of memory copying the value", name);
+    return KILN_ERR_OUT_OF_MEMORY;
+  }
   free(*slot);
   *slot = p;
   return KILN_OK;
 }
+
+const char *kiln_options_error(const kiln_options *o) { return o ? o->err.msg : "options is NULL"; }

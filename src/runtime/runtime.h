@@ -22,6 +22,7 @@ struct kiln_options {
   int fast_only;       /* 1: a run fails where a node takes a slow path (session.c) */
   char *passes; /* owned, NULL when not set */
   char *input_types; /* owned, NULL when not set: TorchScript inputs' types */
+  kl_err err;        /* the last setter's failure (kiln_options_error); not copied */
 };
 
 #define KL_DEFAULT_MAX_TENSOR_BYTES (INT64_C(16) << 30)

@@ -202,7 +202,26 @@ static void test_options(void **state) {
     if (st != ints[i].want)
       fail_msg("set_int(%s, %lld) = %d, expected %d", ints[i].name, (long long)ints[i].value,
                st, ints[i].want);
+    /* a refusal says why, naming the option; a success leaves no message */
+    if (st == KILN_OK) assert_string_equal(kiln_options_error(o), "");
+    else if (*ints[i].name) assert_non_null(strstr(kiln_options_error(o), ints[i].name));
+    else assert_true(kiln_options_error(o)[0] != '\0');
   }
+  kiln_options_set_int(o, "threads", 5000);
+  assert_string_equal(kiln_options_error(o), "option 'threads': 5000 is out of range: expected "
+                      "a thread count (0 = one per core), from 0 to 4096");
+  kiln_options_set_int(o, "thread", 1);
+  assert_non_null(strstr(kiln_options_error(o), "no integer option 'thread'; the integer "
+                         "options are opt_level, threads,"));
+  kiln_options_set_int(o, "passes", 1);
+  assert_non_null(strstr(kiln_options_error(o), "is a string: set it with kiln_options_set_string"));
+  kiln_options_set_string(o, "threads", "2");
+  assert_non_null(strstr(kiln_options_error(o), "is an integer: set it with kiln_options_set_int"));
+  kiln_options_set_string(o, "passes", NULL);
+  assert_non_null(strstr(kiln_options_error(o), "option 'passes': the value is NULL"));
+  assert_int_equal(kiln_options_set_int(o, "threads", 2), KILN_OK);
+  assert_string_equal(kiln_options_error(o), "");
+  assert_true(kiln_options_error(NULL)[0] != '\0');
   assert_int_equal(kiln_options_set_int(NULL, "threads", 1), KILN_ERR_INVALID_ARGUMENT);
   assert_int_equal(kiln_options_set_int(o, NULL, 1), KILN_ERR_INVALID_ARGUMENT);
   assert_int_equal(kiln_options_set_string(o, "passes", "-dce"), KILN_OK);
