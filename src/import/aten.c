@@ -820,21 +820,40 @@ static kiln_status lower_batch_norm(call *c) {
   if (!s) s = bool_arg(c, 5, false, &training);
   if (!s) s = float_arg(c, 7, 1e-5, &eps);
   if (s) return s;
-  if (training)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "batch_norm in training mode (the module was "
-                   "traced in train()): call model.eval() before torch.jit.trace");
-  if (!given(c, 3) || !given(c, 4))
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "batch_norm without running statistics "
-                   "(track_running_stats=False) normalizes with batch statistics");
-  if ((s = tensor_arg(c, 3, &in[3])) || (s = tensor_arg(c, 4, &in[4]))) return s;
-  int64_t ch = numel_of(c, in[3]);
+  bool running = given(c, 3) && given(c, 4);
+  if (training && running)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "batch_norm in training mode with running "
+                   "statistics (the module was traced in train()): call model.eval() before "
+                   "torch.jit.trace");
+  if (!training && !running)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "batch_norm in eval mode without running "
+                   "statistics");
+  /* training without running statistics normalizes with the batch's own, also in eval
+   * mode: BatchNorm with track_running_stats=False, timm's NFNets standardizing their
+   * weights (ScaledStdConv2d); BatchNormalization training_mode=1, whose mean and var
+   * inputs then only feed its running outputs, which nothing reads */
+  int64_t ch = -1;
+  if (running) {
+    if ((s = tensor_arg(c, 3, &in[3])) || (s = tensor_arg(c, 4, &in[4]))) return s;
+    ch = numel_of(c, in[3]);
+  } else {
+    const kl_type *t = type_of(c, x);
+    ch = t->rank >= 2 ? t->dims[1].size : t->rank == 1 ? 1 : -1;
+    if (ch < 0)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "batch_norm with batch statistics of an "
+                     "input whose channel count (dim 1) is not known when the graph is built");
+    if ((in[3] = filled(c, x, ch, 0)) < 0 || (in[4] = filled(c, x, ch, 1)) < 0)
+      return c->e->code;
+  }
   in[0] = x;
   if (given(c, 1) ? (s = tensor_arg(c, 1, &in[1])) != KILN_OK : (in[1] = filled(c, x, ch, 1)) < 0)
     return c->e->code;
   if (given(c, 2) ? (s = tensor_arg(c, 2, &in[2])) != KILN_OK : (in[2] = filled(c, x, ch, 0)) < 0)
     return c->e->code;
   int node = begin_node(c, KL_OP_BatchNormalization, 5, in, &y);
-  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_float(c->g, node, "epsilon", (float)eps, c->e));
+  s = node < 0 ? KILN_OK : kl_node_set_float(c->g, node, "epsilon", (float)eps, c->e);
+  if (!s && node >= 0 && training) s = kl_node_set_int(c->g, node, "training_mode", 1, c->e);
+  s = end_node(c, node, s);
   return s ? s : ret_tensor(c, y);
 }
 

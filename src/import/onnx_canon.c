@@ -288,12 +288,16 @@ static kiln_status canon_batchnorm(kl_onnx_ctx *c, kl_onnx_node *n, const rule *
   if (spatial && spatial->i != 1)
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "spatial=%lld (statistics per activation) "
                    "is not supported", (long long)spatial->i);
-  if (training && training->i != 0)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "training_mode=%lld is not supported: kiln "
-                   "runs BatchNormalization for inference", (long long)training->i);
-  if (n->n_out > 1)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "it has %d outputs; the ones after the "
-                   "first (running statistics) are for training, which kiln does not do",
+  if (training && training->i != 0 && training->i != 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "training_mode=%lld: expected 0 or 1",
+                   (long long)training->i);
+  /* training_mode=1 normalizes with the batch's own statistics (timm's NFNets
+   * standardize their weights so) and may output the updated running ones */
+  if (!(training && training->i == 1) && n->n_out > 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "it has %d outputs, which only "
+                   "training_mode=1 has (the running statistics)", n->n_out);
+  if (n->n_out > 3)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "it has %d outputs, expected at most 3",
                    n->n_out);
   return canon_moves(c, n, r);
 }

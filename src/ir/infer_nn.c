@@ -143,9 +143,13 @@ int kl_infer_batchnorm(kl_infer_ctx *c) {
   for (int i = 1; st == KILN_OK && i < 5; i++) st = kl_check_rank(c, i, names[i], 1, 1);
   if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 1, KL_MAX_RANK);
   if (st != KILN_OK) return st;
-  if (kl_attr_int(c->node, "training_mode", 0) != 0)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "BatchNormalization with training_mode=1 "
-                   "is not supported; kiln runs it as in inference");
+  int64_t training = kl_attr_int(c->node, "training_mode", 0);
+  if (training != 0 && training != 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "training_mode=%lld: expected 0 or 1",
+                   (long long)training);
+  if (c->n_out > (training ? 3 : 1))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%d outputs, expected at most %d with "
+                   "training_mode=%lld", c->n_out, training ? 3 : 1, (long long)training);
   const kl_type *x = c->in[0];
   /* A 1-D input is N samples of one channel. */
   kl_dim ch = x->rank >= 2 ? x->dims[1] : x->rank == 1 ? kl_dim_of(1) : kl_dim_unknown();
@@ -158,6 +162,8 @@ int kl_infer_batchnorm(kl_infer_ctx *c) {
                      (long long)ch.size);
   }
   c->out[0] = *x;
+  /* training_mode=1: the running mean and variance, updated with the batch's */
+  for (int k = 1; k < c->n_out && k < 3; k++) c->out[k] = *c->in[k + 2];
   return KILN_OK;
 }
 

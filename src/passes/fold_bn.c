@@ -182,7 +182,9 @@ static kiln_status fold(kl_graph *g, int p, const channels *ch, const double *s,
 /* s and t of a BatchNormalization with constant parameters over `ch`'s channels. */
 static bool bn_affine(const kl_graph *g, const kl_node *bn, const channels *ch, double *s,
                       double *t) {
-  if (ch->axis != 1 || kl_node_input_count(bn) != 5 || bn->n_out != 1) return false;
+  if (ch->axis != 1 || kl_node_input_count(bn) != 5 || bn->n_out != 1 ||
+      kl_attr_int(bn, "training_mode", 0) != 0) /* the batch's statistics: not constants */
+    return false;
   const kl_value *p[4];
   for (int k = 0; k < 4; k++) {
     p[k] = float_const(g, bn->in[k + 1]);

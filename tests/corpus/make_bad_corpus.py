@@ -425,10 +425,10 @@ def op_cases():
          "LeakyRelu whose alpha is a list (it silently became 0.01)")
     bn_params = [f32(n, [3], seed=i) for i, n in enumerate(["s", "b", "m", "v"])]
     bn = helper.make_node("BatchNormalization", ["X", "s", "b", "m", "v"], ["Y"], name="bn",
-                          training_mode=1)
+                          training_mode=2)
     case("batchnorm_training.onnx",
          model_bytes([bn], [vi("X", [1, 3, 4])], [vi("Y", None)], bn_params, opset=15),
-         "training_mode", "BatchNormalization in training mode")
+         "training_mode=2: expected 0 or 1", "BatchNormalization whose training_mode is no mode")
     idx = numpy_helper.from_array(np.array([5], dtype=np.int64), "idx")
     ga = helper.make_node("Gather", ["X", "idx"], ["Y"], name="gather", axis=0)
     case("gather_index_range.onnx",

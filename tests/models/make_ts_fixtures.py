@@ -36,6 +36,11 @@ Models are hand-written (no torchvision) and tiny, so that all of them stay well
                writes into selects of the batch dim, unsqueeze, narrow; no ONNX twin
   shared       forty buffers viewing one storage, and buffers expanded with stride 0
                (in the last dim and a middle one), two outputs; no ONNX twin
+  stdconv      batch statistics on purpose in eval mode: weights standardized by
+               F.batch_norm(training=True) without running statistics (timm's NFNets),
+               a BatchNorm2d(track_running_stats=False); no ONNX twin (torch's
+               exporter cannot write the first; the ONNX node tests cover
+               BatchNormalization training_mode=1)
   shared_deflated  600 buffers viewing one 75 MiB storage of zeros, the archive's
                entries deflated: loading must inflate it once, not 600 times; no ONNX
                twin (tests/run_files_cli.sh checks it within its time limit)
@@ -375,6 +380,26 @@ class Ops2(nn.Module):
                 u5 + u7[:, :, :10, :11], u6, s, lo, hn + cn, go, gh)
 
 
+class StdConv(nn.Module):
+    """timm's NFNet stem: ScaledStdConv2d standardizes its weights with
+    F.batch_norm(training=True) and no running statistics, in eval mode too; and a
+    BatchNorm2d with track_running_stats=False, which always uses the batch's."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 3, 3, 3) * 0.5 + 0.2)
+        self.gain = nn.Parameter(torch.rand(6, 1, 1, 1) + 0.5)
+        self.bn = nn.BatchNorm2d(6, track_running_stats=False)
+        with torch.no_grad():
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        w = F.batch_norm(self.w.reshape(1, 6, -1), None, None, weight=(self.gain * 0.3).view(-1),
+                         training=True, momentum=0.0, eps=1e-6).reshape_as(self.w)
+        return self.bn(F.relu(F.conv2d(x, w, padding=1)))
+
+
 def transformer():
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
     return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
@@ -393,8 +418,10 @@ MODELS = [
     ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
     ("shared", Shared, lambda: torch.randn(3, 8), {}),
     ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
+    ("stdconv", StdConv, lambda: torch.randn(2, 3, 7, 9), {}),
 ]
-NO_ONNX = {"ops", "ops2", "views", "views_after_writes", "shared", "shared_deflated"}
+NO_ONNX = {"ops", "ops2", "views", "views_after_writes", "shared", "shared_deflated",
+           "stdconv"}
 
 
 def varint(n):

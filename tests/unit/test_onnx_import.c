@@ -1458,13 +1458,13 @@ static void test_canon_dropout_batchnorm(void **state) {
   add_input(m, "X", 1, "1,2");
   for (int i = 0; i < 4; i++) add_input(m, params[i], 1, "2");
   add_node(m, "BatchNormalization", "bn", bn_in, "Y,mean,var_out,,");
-  load_fails(m, KILN_ERR_UNSUPPORTED, "it has 3 outputs");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "it has 3 outputs, which only training_mode=1 has");
 
-  m = model_new(8, 15);
+  m = model_new(8, 15); /* training_mode=1 (the batch's statistics) loads; 2 is no mode */
   add_input(m, "X", 1, "1,2");
   for (int i = 0; i < 4; i++) add_input(m, params[i], 1, "2");
-  attr_int(add_node(m, "BatchNormalization", "bn", bn_in, "Y"), "training_mode", 1);
-  load_fails(m, KILN_ERR_UNSUPPORTED, "training_mode=1");
+  attr_int(add_node(m, "BatchNormalization", "bn", bn_in, "Y"), "training_mode", 2);
+  load_fails(m, KILN_ERR_INVALID_MODEL, "training_mode=2: expected 0 or 1");
 }
 
 static void test_canon_reduce_topk(void **state) {
