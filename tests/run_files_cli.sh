@@ -41,6 +41,15 @@ done
 run_kiln run "$mlp/model.onnx" --input "input=$work/x.npy"
 [ $rc -eq 1 ] && grep -q 'not a regular file' <<<"$err" || fail "FIFO --input: rc $rc: $err"
 
+# --output-dir with an output that .npy cannot hold: refused before the run (no folder
+# made), naming the output and --format pb; --format pb writes it
+run_kiln run tests/models/bf16_out/model.onnx --output-dir "$work/bf16"
+[ $rc -eq 2 ] && grep -q "output 'y' is bfloat16.*use --format pb" <<<"$err" ||
+  fail "run --output-dir of a bfloat16 output: rc $rc: $err"
+[ -e "$work/bf16" ] && fail "run --output-dir made its folder before refusing the format"
+run_kiln run tests/models/bf16_out/model.onnx --output-dir "$work/bf16" --format pb
+[ $rc -eq 0 ] && [ -s "$work/bf16/y.pb" ] || fail "run --format pb of a bfloat16 output: rc $rc: $err"
+
 # --output-dir: a symbolic link and a hard link planted where the output goes
 out=$work/out
 mkdir "$out"

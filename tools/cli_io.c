@@ -21,6 +21,6 @@ bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name) {
   bool pb = n > 3 && strcmp(path + n - 3, ".pb") == 0;
   kiln_status st = pb ? kl_tensorpb_write(path, t, name, &e) : kl_npy_write(path, t, &e);
   if (st == KILN_OK) return true;
-  fprintf(stderr, "kiln: %s: %s\n", kiln_status_string(st), e.msg);
+  fprintf(stderr, "kiln: %s: %s: %s\n", path, kiln_status_string(st), e.msg);
   return false;
 }

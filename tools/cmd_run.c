@@ -1,5 +1,6 @@
 /* kiln run: one inference on inputs from files or random ones. */
 #include "cli.h"
+#include "import/tensorfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -264,6 +265,16 @@ int cmd_run(int argc, char **argv) {
     goto done;
   }
   int n_in = kiln_model_input_count(m), n_out = kiln_model_output_count(m);
+  /* before the run: an output that the format cannot hold */
+  for (int k = 0; a.out_dir && strcmp(a.format, "npy") == 0 && k < n_out; k++) {
+    kiln_tensor_info info;
+    kiln_model_output_info(m, k, &info);
+    if (info.dtype == KILN_DTYPE_UNDEFINED || kl_npy_has_dtype((kl_dtype)info.dtype)) continue;
+    fprintf(stderr, "kiln run: output '%s' is %s, which a .npy file cannot hold (NumPy has "
+            "no such dtype): use --format pb\n", info.name, kiln_dtype_name(info.dtype));
+    rc = EXIT_USAGE;
+    goto done;
+  }
   if (a.out_dir && !prepare_out_dir(a.out_dir)) goto done;
   ts = calloc((size_t)n_in + 1, sizeof *ts);
   if (!ts || !bind_inputs(&a, m, s, ts)) goto done;

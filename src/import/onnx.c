@@ -648,6 +648,49 @@ kiln_status kl_onnx_emit(kl_onnx_ctx *c, kl_onnx_node *n, int *node) {
   return copy_attrs(c, n, *node);
 }
 
+/* Whether kiln has the op of node np (in a domain it reads). */
+static bool has_op(const Onnx__NodeProto *np) {
+  const char *domain = np->domain ? np->domain : "";
+  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) return false;
+  if (!np->op_type) return false;
+  if (kl_op_lookup(domain, np->op_type) != KL_OP_COUNT) return true;
+  return onnx_domain(domain) && kl_onnx_canon_alias(np->op_type) != KL_OP_COUNT;
+}
+
+/* "; in all 5 nodes of 3 ops kiln does not have: Foo (2 nodes), com.x.Bar (2 nodes),
+ * Baz (1 node)" when more nodes than the first one found lack their op, so that a user
+ * learns every missing op at once; "" otherwise. */
+static void every_missing_op(const Onnx__ModelProto *m, char *buf, size_t len) {
+  enum { MAX_LISTED = 12 };
+  const Onnx__NodeProto *first[MAX_LISTED];
+  int count[MAX_LISTED], n_ops = 0, n_nodes = 0, unlisted = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < m->graph->n_node; i++) {
+    const Onnx__NodeProto *np = m->graph->node[i];
+    if (is_constant(np) || has_op(np)) continue;
+    n_nodes++;
+    const char *dom = np->domain ? np->domain : "", *op = np->op_type ? np->op_type : "";
+    int k = 0;
+    while (k < n_ops && !(strcmp(first[k]->op_type ? first[k]->op_type : "", op) == 0 &&
+                          strcmp(first[k]->domain ? first[k]->domain : "", dom) == 0))
+      k++;
+    if (k < n_ops) count[k]++;
+    else if (n_ops < MAX_LISTED) first[n_ops] = np, count[n_ops++] = 1;
+    else unlisted++;
+  }
+  if (n_nodes < 2) return;
+  size_t used = (size_t)snprintf(buf, len, "; in all %d nodes of %s%d ops kiln does not have:",
+                                 n_nodes, unlisted ? "more than " : "", n_ops);
+  for (int k = 0; k < n_ops && used < len; k++) {
+    const char *dom = first[k]->domain ? first[k]->domain : "";
+    used += (size_t)snprintf(buf + used, len - used, "%s %s%s%.64s (%d node%s)", k ? "," : "",
+                             onnx_domain(dom) ? "" : dom, onnx_domain(dom) ? "" : ".",
+                             first[k]->op_type ? first[k]->op_type : "", count[k],
+                             count[k] == 1 ? "" : "s");
+  }
+  if (unlisted && used < len) snprintf(buf + used, len - used, ", ...");
+}
+
 static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_node *n) {
   const Onnx__NodeProto *np = n->np;
   const char *domain = np->domain ? np->domain : "";
@@ -659,13 +702,18 @@ static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_
   else
     snprintf(who, sizeof who, "node #%d (op '%s', domain '%s', opset %lld)", n->index,
              np->op_type, domain, (long long)version);
-  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: domain '%s' is not supported by kiln",
-                   who, domain);
+  char all[512];
+  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) {
+    every_missing_op(m, all, sizeof all);
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: domain '%s' is not supported by kiln%s",
+                   who, domain, all);
+  }
   n->op = kl_op_lookup(domain, np->op_type);
   if (n->op == KL_OP_COUNT && onnx_domain(domain)) n->op = kl_onnx_canon_alias(np->op_type);
-  if (n->op == KL_OP_COUNT)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: op not supported by kiln", who);
+  if (n->op == KL_OP_COUNT) {
+    every_missing_op(m, all, sizeof all);
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: op not supported by kiln%s", who, all);
+  }
   return KILN_OK;
 }
 

@@ -370,13 +370,18 @@ static kiln_status tensor_bytes(const kl_tensor *t, size_t *nbytes, kl_err *e) {
   return KILN_OK;
 }
 
+bool kl_npy_has_dtype(kl_dtype t) {
+  char descr[4];
+  return npy_descr(t, descr) != NULL;
+}
+
 kiln_status kl_npy_write(const char *path, const kl_tensor *t, kl_err *e) {
   size_t nbytes;
   char descr[4], shape[KL_MAX_RANK * 24 + 4] = "(", head[512];
   kiln_status s = tensor_bytes(t, &nbytes, e);
   if (s != KILN_OK) return s;
   if (!npy_descr(t->dtype, descr))
-    return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s has no NumPy dtype; write a .pb file instead",
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s has no NumPy dtype: a .npy file cannot hold it (an ONNX TensorProto .pb can)",
                    kl_dtype_name(t->dtype));
   for (int i = 0; i < t->rank; i++)
     snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", i ? ", " : "",

@@ -29,6 +29,8 @@ kiln_status kl_tensorpb_parse(const void *buf, size_t len, int64_t max_bytes, kl
 
 /* Write t as a .npy file (format 1.0; bfloat16 has no NumPy type and is refused). */
 kiln_status kl_npy_write(const char *path, const kl_tensor *t, kl_err *e);
+/* Whether a .npy file can hold dtype t (NumPy has no bfloat16, for one). */
+bool kl_npy_has_dtype(kl_dtype t);
 /* Write t as a TensorProto with raw_data; name may be NULL. */
 kiln_status kl_tensorpb_write(const char *path, const kl_tensor *t, const char *name,
                               kl_err *e);

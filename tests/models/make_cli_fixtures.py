@@ -14,6 +14,8 @@
                     2^40 in 2-D) lie almost all in padding over a 1-element input.
                     Only the taps inside the input may cost time; the expected outputs
                     are worked out by hand (x, x, x / 2^40, |x|).
+  bf16_out/model.onnx  x [3] float32 -> y bfloat16: `kiln run --output-dir` must refuse
+                    .npy (NumPy has no bfloat16) before it runs, and name --format pb.
   many_nodes/       an ONNX test-case folder: 40,000 pairs of Add(., 0.5) and Relu in a
                     chain, 80,000 nodes (the passes once asked who read each value by
                     scanning the whole graph: 47 s for such a model at -O2). x holds
@@ -127,8 +129,17 @@ def many_nodes():
         f.write(numpy_helper.from_array(x + np.float32(pairs * 0.5), prev).SerializeToString())
 
 
+def bf16_out():
+    cast = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)
+    graph = helper.make_graph([cast], "bf16_out",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "bf16_out")
+
+
 qdq()
 names()
+bf16_out()
 empty_rows()
 huge_window()
 many_nodes()

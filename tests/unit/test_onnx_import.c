@@ -538,6 +538,17 @@ static void test_unsupported_ops_and_domains(void **state) {
   m = relu_model(13);
   add_node(m, "If", "branch", "X", "I");
   load_fails(m, KILN_ERR_UNSUPPORTED, "op 'If'", "op not supported by kiln");
+
+  /* every missing op is named at once, not only the first */
+  m = relu_model(13);
+  add_node(m, "Foo", "f1", "X", "F1");
+  add_node(m, "Bar", "b1", "F1", "B1");
+  add_node(m, "Foo", "f2", "B1", "F2");
+  n = add_node(m, "LinearClassifier", NULL, "X", "L");
+  n->domain = strdup("ai.onnx.ml");
+  load_fails(m, KILN_ERR_UNSUPPORTED, "node 'f1' (op 'Foo', domain '', opset 13): op not "
+             "supported by kiln; in all 4 nodes of 3 ops kiln does not have: Foo (2 nodes), "
+             "Bar (1 node), ai.onnx.ml.LinearClassifier (1 node)");
 }
 
 /* ---- malformed bytes ---- */
