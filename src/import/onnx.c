@@ -651,8 +651,9 @@ kiln_status kl_onnx_emit(kl_onnx_ctx *c, kl_onnx_node *n, int *node) {
 /* Whether kiln has the op of node np (in a domain it reads). */
 static bool has_op(const Onnx__NodeProto *np) {
   const char *domain = np->domain ? np->domain : "";
-  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) return false;
   if (!np->op_type) return false;
+  if (strcmp(domain, KL_DOMAIN_MS) == 0) return kl_onnx_contrib_has(np->op_type);
+  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) return false;
   if (kl_op_lookup(domain, np->op_type) != KL_OP_COUNT) return true;
   return onnx_domain(domain) && kl_onnx_canon_alias(np->op_type) != KL_OP_COUNT;
 }
@@ -703,6 +704,11 @@ static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_
     snprintf(who, sizeof who, "node #%d (op '%s', domain '%s', opset %lld)", n->index,
              np->op_type, domain, (long long)version);
   char all[512];
+  if (strcmp(domain, KL_DOMAIN_MS) == 0 && kl_onnx_contrib_has(np->op_type)) {
+    n->op = KL_OP_COUNT; /* lowered by kl_onnx_contrib_emit */
+    n->contrib = true;
+    return KILN_OK;
+  }
   if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) {
     every_missing_op(m, all, sizeof all);
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: domain '%s' is not supported by kiln%s",
@@ -726,7 +732,7 @@ static kiln_status import_node(kl_onnx_ctx *c, const Onnx__ModelProto *m, int in
   s = resolve_names(c, np->input, np->n_input, true, &n.in, &n.n_in);
   n.cap_in = n.n_in + 1;
   if (s == KILN_OK) s = resolve_names(c, np->output, np->n_output, false, &n.out, &n.n_out);
-  if (s == KILN_OK) s = kl_onnx_canon_emit(c, &n);
+  if (s == KILN_OK) s = n.contrib ? kl_onnx_contrib_emit(c, &n) : kl_onnx_canon_emit(c, &n);
   if (s != KILN_OK) {
     char d[KL_ONNX_MAX_NAME + 64];
     kl_err_prefix(c->e, "%s", describe(np, index, d, sizeof d));

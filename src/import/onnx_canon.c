@@ -425,3 +425,189 @@ static kiln_status canon_roi_align_10(kl_onnx_ctx *c, kl_onnx_node *n, const rul
   return kl_node_set_string(c->g, node, "coordinate_transformation_mode", "output_half_pixel",
                             c->e);
 }
+
+/* ---- onnxruntime's quantized contrib ops (com.microsoft) ----
+ *
+ * What onnxruntime's quantize_static writes with QuantFormat.QOperator: each op takes
+ * its tensors quantized, with a scale and zero point for every input and the output,
+ * and means dequantize, compute in float, quantize:
+ *   QLinearAdd(A, As, Az, B, Bs, Bz, Cs, Cz) = Q(DQ(A, As, Az) + DQ(B, Bs, Bz), Cs, Cz)
+ * Unary ones (X, Xs, Xz, Ys, Yz); QLinearConcat(Ys, Yz, X0, X0s, X0z, X1, ...);
+ * QGemm(A, As, Az, B, Bs, Bz, C, Ys, Yz) with C an int32 bias of scale As * Bs, Bs per
+ * output column where given, and a float output when Ys is absent. QuantizeLinear and
+ * DequantizeLinear of that domain are ONNX's. Lowered so, they run on the ops kiln has
+ * (the quantize steps on their reference kernels).
+ */
+enum { Q_UNARY, Q_BINARY, Q_CONCAT, Q_GEMM, Q_PLAIN };
+
+static const struct {
+  const char *op;
+  kl_op fop;
+  int form;
+} contribs[] = {
+    {"QLinearAdd", KL_OP_Add, Q_BINARY},
+    {"QLinearMul", KL_OP_Mul, Q_BINARY},
+    {"QLinearSigmoid", KL_OP_Sigmoid, Q_UNARY},
+    {"QLinearLeakyRelu", KL_OP_LeakyRelu, Q_UNARY},
+    {"QLinearGlobalAveragePool", KL_OP_GlobalAveragePool, Q_UNARY},
+    {"QLinearAveragePool", KL_OP_AveragePool, Q_UNARY},
+    {"QLinearSoftmax", KL_OP_Softmax, Q_UNARY},
+    {"QLinearConcat", KL_OP_Concat, Q_CONCAT},
+    {"QGemm", KL_OP_Gemm, Q_GEMM},
+    {"QuantizeLinear", KL_OP_QuantizeLinear, Q_PLAIN},
+    {"DequantizeLinear", KL_OP_DequantizeLinear, Q_PLAIN},
+};
+
+static int contrib_index(const char *op_type) {
+  for (size_t i = 0; op_type && i < sizeof contribs / sizeof contribs[0]; i++)
+    if (strcmp(contribs[i].op, op_type) == 0) return (int)i;
+  return -1;
+}
+
+bool kl_onnx_contrib_has(const char *op_type) { return contrib_index(op_type) >= 0; }
+
+/* Input k of n, or KL_ABSENT past its inputs. */
+static int input_at(const kl_onnx_node *n, int k) { return k < n->n_in ? n->in[k] : KL_ABSENT; }
+
+/* *out = DequantizeLinear(x, scale, zero) (zero may be absent; axis < -999: none). */
+static kiln_status dequantize(kl_onnx_ctx *c, const kl_onnx_node *n, int x, int scale,
+                              int zero, int64_t axis, const char *what, int *out) {
+  char buf[KL_ONNX_MAX_NAME + 48];
+  if (x < 0 || scale < 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s: its tensor or scale is missing", what);
+  if ((*out = kl_graph_add_value(c->g, NULL, c->e)) < 0) return c->e->code;
+  int in[3] = {x, scale, zero}, node;
+  kiln_status s = add_helper(c, KL_OP_DequantizeLinear, suffixed(buf, sizeof buf, n->name, what),
+                             zero >= 0 ? 3 : 2, in, *out, &node);
+  if (s == KILN_OK && axis > -1000) s = kl_node_set_int(c->g, node, "axis", axis, c->e);
+  return s;
+}
+
+/* y = QuantizeLinear(f, scale, zero) into the node's own output. */
+static kiln_status quantize(kl_onnx_ctx *c, const kl_onnx_node *n, int f, int scale, int zero,
+                            int y) {
+  char buf[KL_ONNX_MAX_NAME + 48];
+  int in[3] = {f, scale, zero}, node;
+  if (scale < 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "the output's scale is missing");
+  return add_helper(c, KL_OP_QuantizeLinear, suffixed(buf, sizeof buf, n->name, "quantize"),
+                    zero >= 0 ? 3 : 2, in, y, &node);
+}
+
+/* The float op on in[0..n_in-1] (n's attributes but those dropped) into a new value. */
+static kiln_status float_op(kl_onnx_ctx *c, kl_onnx_node *n, kl_op op, int n_in,
+                            const int *in, int *out) {
+  if ((*out = kl_graph_add_value(c->g, NULL, c->e)) < 0) return c->e->code;
+  int *keep_in = n->in, keep_n_in = n->n_in, keep_out = n->out[0], node;
+  n->op = op;
+  n->in = (int *)in;
+  n->n_in = n_in;
+  n->out[0] = *out;
+  kiln_status s = kl_onnx_emit(c, n, &node);
+  n->in = keep_in;
+  n->n_in = keep_n_in;
+  n->out[0] = keep_out;
+  return s;
+}
+
+kiln_status kl_onnx_contrib_emit(kl_onnx_ctx *c, kl_onnx_node *n) {
+  int i = contrib_index(n->np->op_type);
+  if (i < 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "op not supported by kiln in domain '%s'",
+                   KL_DOMAIN_MS);
+  if (n->n_out != 1 || n->out[0] < 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%d outputs, expected 1", n->n_out);
+  int form = contribs[i].form, y = n->out[0], f, node;
+  kl_op fop = contribs[i].fop;
+  kiln_status s = KILN_OK;
+  if (form == Q_PLAIN) {
+    n->op = fop;
+    return kl_onnx_emit(c, n, &node);
+  }
+  const Onnx__AttributeProto *cl = kl_onnx_node_attr(n, "channels_last");
+  if (cl) {
+    if ((s = attr_kind(cl, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an int", c->e))) return s;
+    if (cl->i != 0)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "channels_last=%lld is not supported "
+                     "(kiln's pools read channels first)", (long long)cl->i);
+    if ((s = drop_attr(c, n, "channels_last"))) return s;
+  }
+  if (form == Q_UNARY) { /* X, Xs, Xz, Ys, Yz */
+    if (fop == KL_OP_Softmax) { /* its "opset": the Softmax semantics it follows */
+      const Onnx__AttributeProto *op = kl_onnx_node_attr(n, "opset");
+      const Onnx__AttributeProto *ax = kl_onnx_node_attr(n, "axis");
+      if (op && (s = drop_attr(c, n, "opset"))) return s;
+      if (op && op->i < 13 && !(ax && ax->i == -1))
+        return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "QLinearSoftmax of opset %lld semantics "
+                       "(a 2-D view) on an axis other than -1", (long long)op->i);
+    }
+    int x;
+    s = dequantize(c, n, input_at(n, 0), input_at(n, 1), input_at(n, 2), -1000, "dequantize",
+                   &x);
+    if (!s) s = float_op(c, n, fop, 1, &x, &f);
+    return s ? s : quantize(c, n, f, input_at(n, 3), input_at(n, 4), y);
+  }
+  if (form == Q_BINARY) { /* A, As, Az, B, Bs, Bz, Cs, Cz */
+    int ab[2];
+    s = dequantize(c, n, input_at(n, 0), input_at(n, 1), input_at(n, 2), -1000, "dequantize_a",
+                   &ab[0]);
+    if (!s)
+      s = dequantize(c, n, input_at(n, 3), input_at(n, 4), input_at(n, 5), -1000,
+                     "dequantize_b", &ab[1]);
+    if (!s) s = float_op(c, n, fop, 2, ab, &f);
+    return s ? s : quantize(c, n, f, input_at(n, 6), input_at(n, 7), y);
+  }
+  if (form == Q_CONCAT) { /* Ys, Yz, then (X, Xs, Xz) per input */
+    int parts = (n->n_in - 2) / 3;
+    if (n->n_in < 5 || (n->n_in - 2) % 3)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%d inputs: expected Y_scale, Y_zero_point "
+                     "and then (X, X_scale, X_zero_point) for each input", n->n_in);
+    int *xs = malloc(sizeof *xs * (size_t)parts);
+    if (!xs) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int k = 0; !s && k < parts; k++) {
+      char what[32];
+      snprintf(what, sizeof what, "dequantize_%d", k);
+      s = dequantize(c, n, n->in[2 + 3 * k], n->in[3 + 3 * k], n->in[4 + 3 * k], -1000, what,
+                     &xs[k]);
+    }
+    if (!s) s = float_op(c, n, fop, parts, xs, &f);
+    free(xs);
+    return s ? s : quantize(c, n, f, input_at(n, 0), input_at(n, 1), y);
+  }
+  /* Q_GEMM: A, As, Az, B, Bs, Bz, C, Ys, Yz */
+  const Onnx__AttributeProto *tb = kl_onnx_node_attr(n, "transB");
+  int64_t b_axis = tb && tb->i ? 0 : 1; /* B [K, N], or [N, K] transposed */
+  int ab[3], bs = input_at(n, 4), bias_scale = -1;
+  const kl_value *bsv = bs >= 0 ? &c->g->values[bs] : NULL;
+  bool per_column = bsv && bsv->type.rank == 1 && !(bsv->type.dims[0].size == 1);
+  s = dequantize(c, n, input_at(n, 0), input_at(n, 1), input_at(n, 2), -1000, "dequantize_a",
+                 &ab[0]);
+  if (!s)
+    s = dequantize(c, n, input_at(n, 3), bs, input_at(n, 5), per_column ? b_axis : -1000,
+                   "dequantize_b", &ab[1]);
+  int n_in = 2;
+  if (!s && input_at(n, 6) >= 0) { /* the int32 bias, of scale As * Bs and zero point 0 */
+    char buf[KL_ONNX_MAX_NAME + 48];
+    int mul_in[2] = {input_at(n, 1), bs};
+    if ((bias_scale = kl_graph_add_value(c->g, NULL, c->e)) < 0) return c->e->code;
+    s = add_helper(c, KL_OP_Mul, suffixed(buf, sizeof buf, n->name, "bias_scale"), 2, mul_in,
+                   bias_scale, &node);
+    if (!s)
+      s = dequantize(c, n, input_at(n, 6), bias_scale, KL_ABSENT, per_column ? 0 : -1000,
+                     "dequantize_bias", &ab[2]);
+    n_in = 3;
+  }
+  if (s) return s;
+  if (input_at(n, 7) < 0) { /* no output scale: the output is the float product */
+    n->op = fop;
+    int *keep_in = n->in, keep_n = n->n_in;
+    n->in = ab;
+    n->n_in = n_in;
+    s = kl_onnx_emit(c, n, &node);
+    n->in = keep_in;
+    n->n_in = keep_n;
+    return s;
+  }
+  s = float_op(c, n, fop, n_in, ab, &f);
+  return s ? s : quantize(c, n, f, input_at(n, 7), input_at(n, 8), y);
+}

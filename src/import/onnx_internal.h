@@ -84,6 +84,7 @@ typedef struct kl_onnx_node {
   int *in, *out;
   const char *drop[KL_ONNX_MAX_DROP]; /* attribute names not to copy */
   int n_drop;
+  bool contrib;       /* a com.microsoft op that kl_onnx_contrib_emit lowers */
 } kl_onnx_node;
 
 /* Convert one attribute. Unsupported kinds (graphs, sparse tensors, type protos) are
@@ -105,5 +106,11 @@ kiln_status kl_onnx_canon_emit(kl_onnx_ctx *c, kl_onnx_node *n);
 /* The IR op for a default-domain op known only under an older name (Scatter, Upsample),
  * else KL_OP_COUNT; the rules of onnx_canon.c then rewrite its form. */
 kl_op kl_onnx_canon_alias(const char *op_type);
+/* onnxruntime's quantized contrib ops (domain com.microsoft, what its quantizer writes
+ * with QuantFormat.QOperator): whether kiln lowers op_type, and the lowering, each
+ * as DequantizeLinear of its inputs, the float op, QuantizeLinear of its output. */
+bool kl_onnx_contrib_has(const char *op_type);
+kiln_status kl_onnx_contrib_emit(kl_onnx_ctx *c, kl_onnx_node *n);
+#define KL_DOMAIN_MS "com.microsoft"
 
 #endif

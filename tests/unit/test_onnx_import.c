@@ -549,6 +549,29 @@ static void test_unsupported_ops_and_domains(void **state) {
   load_fails(m, KILN_ERR_UNSUPPORTED, "node 'f1' (op 'Foo', domain '', opset 13): op not "
              "supported by kiln; in all 4 nodes of 3 ops kiln does not have: Foo (2 nodes), "
              "Bar (1 node), ai.onnx.ml.LinearClassifier (1 node)");
+
+  /* onnxruntime's quantized contrib ops: those kiln lowers load; others are named */
+  m = relu_model(13);
+  add_opset(m, "com.microsoft", 1);
+  add_input(m, "s", 1, "");
+  add_input(m, "z", 2, "");
+  n = add_node(m, "QLinearAveragePool", "pool", "X,s,z,s,z", "P");
+  n->domain = strdup("com.microsoft");
+  attr_int(n, "channels_last", 1);
+  load_fails(m, KILN_ERR_UNSUPPORTED, "node 'pool'", "channels_last=1 is not supported");
+  m = relu_model(13);
+  add_opset(m, "com.microsoft", 1);
+  add_input(m, "s", 1, "");
+  add_input(m, "z", 2, "");
+  n = add_node(m, "QLinearConcat", "cat", "s,z,X,s", "C");
+  n->domain = strdup("com.microsoft");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node 'cat'", "4 inputs: expected Y_scale");
+  m = relu_model(13);
+  add_opset(m, "com.microsoft", 1);
+  n = add_node(m, "QAttention", "qa", "X", "A");
+  n->domain = strdup("com.microsoft");
+  load_fails(m, KILN_ERR_UNSUPPORTED, "node 'qa' (op 'QAttention', domain 'com.microsoft'",
+             "domain 'com.microsoft' is not supported by kiln");
 }
 
 /* ---- malformed bytes ---- */
