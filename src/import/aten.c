@@ -29,6 +29,7 @@ typedef struct call {
   kl_err *e;
   const char *const *params;
   const kl_tsv *a[MAX_PARAMS];
+  bool kw_bound[MAX_PARAMS]; /* the argument was given by keyword */
   int variant;
   kl_tsv *out;
 } call;
@@ -1559,17 +1560,60 @@ static kl_dtype scalar_type(int64_t t) {
 }
 
 /* index(self, indices): one index tensor (the others None) is a Gather on its dim */
+/* x[i0, i1, ..., ik-1] with k > 1 index tensors on x's first k dims: they broadcast
+ * together to a shape S, and the result is S + x's dims past k; GatherND of x by the
+ * indices stacked on a last axis of k (each first brought to S by adding a zero tensor
+ * of shape S, the sum of the indices times 0). transformers' masks index so
+ * (attention_mask[batch_idx, kv_idx]). */
+static kiln_status index_leading(call *c, int x, const kl_tsv *l, int *y) {
+  int zero = -1, ids[MAX_LIST], minus1 = const_ints(c, (int64_t[]){-1}, 1);
+  kiln_status s = minus1 < 0 ? c->e->code : KILN_OK;
+  if (l->n > MAX_LIST) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%d index tensors", l->n);
+  for (int k = 0; !s && k < l->n; k++) {
+    int i = l->items[k].id, z;
+    if (dtype_of(c, i) == KL_BOOL)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "indexing by a boolean mask");
+    if (dtype_of(c, i) != KL_I64 && (s = cast(c, i, KL_I64, &i))) return s;
+    ids[k] = i;
+    int zc = kl_ts_const_scalar(c->b, KL_I64, 0);
+    if (zc < 0) return c->e->code;
+    if ((s = op2(c, KL_OP_Mul, i, zc, &z))) return s;
+    if (zero < 0) zero = z;
+    else s = op2(c, KL_OP_Add, zero, z, &zero);
+  }
+  for (int k = 0; !s && k < l->n; k++) {
+    if ((s = op2(c, KL_OP_Add, ids[k], zero, &ids[k]))) break;
+    s = op2(c, KL_OP_Unsqueeze, ids[k], minus1, &ids[k]);
+  }
+  int stacked;
+  if (!s) s = node_int(c, KL_OP_Concat, l->n, ids, "axis", -1, &stacked);
+  if (!s) s = op2(c, KL_OP_GatherND, x, stacked, y);
+  return s;
+}
+
 static kiln_status lower_index(call *c) {
-  int x, y, axis = -1;
+  int x, y, axis = -1, tensors = 0;
   kiln_status s = tensor_arg(c, 0, &x);
   const kl_tsv *l = c->a[1];
   if (s) return s;
   if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE)) return bad_arg(c, 1, "a list");
+  bool leading = true; /* every item a tensor: x's first dims, indexed together */
   for (int k = 0; k < l->n; k++) {
-    if (l->items[k].kind == KL_TSV_NONE) continue;
-    if (axis >= 0 || l->items[k].kind != KL_TSV_TENSOR)
-      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "indexing by more than one tensor");
+    if (l->items[k].kind == KL_TSV_NONE) {
+      leading = false;
+      continue;
+    }
+    if (l->items[k].kind != KL_TSV_TENSOR)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an index that is not a tensor or None");
+    tensors++;
     axis = k;
+  }
+  if (tensors > 1) {
+    if (!leading)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "indexing by more than one tensor with "
+                     "a None between or before them");
+    s = index_leading(c, x, l, &y);
+    return s ? s : ret_tensor(c, y);
   }
   if (axis < 0) return ret_tensor(c, x);
   int idx = l->items[axis].id;
@@ -1747,6 +1791,8 @@ static kiln_status lower_to(call *c) {
   for (int k = 1; !s && k < MAX_PARAMS && c->params[k] && to == KL_UNDEFINED; k++) {
     const kl_tsv *a = c->a[k];
     if (!a) continue;
+    /* given by keyword: only `dtype` names one (layout 0 is strided, not uint8) */
+    if (c->kw_bound[k] && strcmp(c->params[k], "dtype") != 0) continue;
     if (a->kind == KL_TSV_TENSOR) to = dtype_of(c, a->id);
     else if (a->kind == KL_TSV_INT && a->id < 0) {
       if ((to = scalar_type(a->i)) == KL_UNDEFINED)
@@ -2500,6 +2546,28 @@ static kiln_status lower_compare(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* __and__ / bitwise_and (variant 0), __or__ (1), __xor__ (2): And/Or/Xor of booleans,
+ * the Bitwise ops of integers; logical_and/or/xor (3..5): of the operands as booleans. */
+static kiln_status lower_logic(call *c) {
+  static const kl_op boolean[] = {KL_OP_And, KL_OP_Or, KL_OP_Xor};
+  static const kl_op bitwise[] = {KL_OP_BitwiseAnd, KL_OP_BitwiseOr, KL_OP_BitwiseXor};
+  int a, b, y, v = c->variant % 3;
+  bool logical = c->variant >= 3;
+  kiln_status s = operands(c, 0, 1, &a, &b);
+  if (s) return s;
+  kl_dtype ta = dtype_of(c, a), tb = dtype_of(c, b);
+  if (logical) {
+    if (ta != KL_BOOL && (s = cast(c, a, KL_BOOL, &a))) return s;
+    if (tb != KL_BOOL && (s = cast(c, b, KL_BOOL, &b))) return s;
+    ta = tb = KL_BOOL;
+  }
+  if (ta == KL_BOOL && tb == KL_BOOL) s = op2(c, boolean[v], a, b, &y);
+  else if (kl_dtype_is_float(ta) || kl_dtype_is_float(tb))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a bitwise op of a floating-point tensor");
+  else s = op2(c, bitwise[v], a, b, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
 #define P(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define X1 P("self")
 
@@ -2682,6 +2750,15 @@ static const aten_op ops[] = {
     {"zeros", P("size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 3},
     {"ones", P("size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 4},
     {"full", P("size", "fill_value", "dtype", "layout", "device", "pin_memory"), lower_new_full, 5},
+    {"__and__", P("self", "other"), lower_logic, 0},
+    {"bitwise_and", P("self", "other"), lower_logic, 0},
+    {"__or__", P("self", "other"), lower_logic, 1},
+    {"bitwise_or", P("self", "other"), lower_logic, 1},
+    {"__xor__", P("self", "other"), lower_logic, 2},
+    {"bitwise_xor", P("self", "other"), lower_logic, 2},
+    {"logical_and", P("self", "other"), lower_logic, 3},
+    {"logical_or", P("self", "other"), lower_logic, 4},
+    {"logical_xor", P("self", "other"), lower_logic, 5},
     {"eq", P("self", "other"), lower_compare, 0},
     {"ne", P("self", "other"), lower_compare, 1},
     {"lt", P("self", "other"), lower_compare, 2},
@@ -2693,7 +2770,10 @@ static const aten_op ops[] = {
     {"float", P("a"), lower_number, 1},
     {"bool", P("a"), lower_number, 2},
     {"device", P("type"), lower_device, 0},
-    {"to", P("self", "a1", "a2", "a3", "a4", "a5", "a6"), lower_to, 0},
+    /* to(self, dtype | device | other, ...) by position; the dtype_layout overload by
+     * keyword (dtype=, layout=, device=, pin_memory=): lower_to finds the dtype */
+    {"to", P("self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy",
+             "memory_format"), lower_to, 0},
     {"type_as", P("self", "other"), lower_type_as, 0},
 };
 
@@ -2720,6 +2800,7 @@ static kiln_status bind(call *c, const kl_tsv *args, const char *const *kw, int 
     if (c->a[slot])
       return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "parameter '%s' given twice", c->params[slot]);
     c->a[slot] = &args[k];
+    c->kw_bound[slot] = kw && kw[k];
   }
   return KILN_OK;
 }
