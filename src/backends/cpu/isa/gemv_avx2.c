@@ -24,24 +24,30 @@ static void store(float *y, size_t len, __m256 v) {
 
 static void gemv_panel(const float *x, const float *wp, size_t k, float *y, size_t n) {
   for (size_t at = 0; at < n; at += 16, wp += 16 * k) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-    size_t j = 0;
-    for (; j + 2 <= k; j += 2) {
-      __m256 x0 = _mm256_broadcast_ss(x + j), x1 = _mm256_broadcast_ss(x + j + 1);
-      const float *r = wp + j * 16;
-      a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r), a0);
-      b0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r + 8), b0);
-      a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r + 16), a1);
-      b1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r + 24), b1);
-    }
-    if (j < k) {
-      __m256 x0 = _mm256_broadcast_ss(x + j);
-      a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(wp + j * 16), a0);
-      b0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(wp + j * 16 + 8), b0);
+    __m256 ta = _mm256_setzero_ps(), tb = ta;
+    for (size_t j = 0; j < k;) { /* blocks of KL_GEMV_BLOCK rows summed apart (isa_fns.h) */
+      size_t end = k - j > KL_GEMV_BLOCK ? j + KL_GEMV_BLOCK : k;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+      for (; j + 2 <= end; j += 2) {
+        __m256 x0 = _mm256_broadcast_ss(x + j), x1 = _mm256_broadcast_ss(x + j + 1);
+        const float *r = wp + j * 16;
+        a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r), a0);
+        b0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r + 8), b0);
+        a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r + 16), a1);
+        b1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r + 24), b1);
+      }
+      if (j < end) {
+        __m256 x0 = _mm256_broadcast_ss(x + j);
+        a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(wp + j * 16), a0);
+        b0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(wp + j * 16 + 8), b0);
+        j++;
+      }
+      ta = _mm256_add_ps(ta, _mm256_add_ps(a0, a1));
+      tb = _mm256_add_ps(tb, _mm256_add_ps(b0, b1));
     }
     size_t len = n - at;
-    store(y + at, len, _mm256_add_ps(a0, a1));
-    if (len > 8) store(y + at + 8, len - 8, _mm256_add_ps(b0, b1));
+    store(y + at, len, ta);
+    if (len > 8) store(y + at + 8, len - 8, tb);
   }
 }
 

@@ -8,33 +8,42 @@
 
 #include <immintrin.h>
 
-/* The products of panel p0 (and p1 when given) into a (b). */
-static void panels(const float *x, const float *p0, const float *p1, size_t k, __m512 *a,
-                   __m512 *b) {
+/* The products of panel p0 (and p1 when given) into a (b), over rows [j, end) of k. */
+static void block(const float *x, const float *p0, const float *p1, size_t j, size_t end,
+                  __m512 *a, __m512 *b) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-  size_t j = 0;
   if (p1) {
-    for (; j + 2 <= k; j += 2) {
+    for (; j + 2 <= end; j += 2) {
       __m512 x0 = _mm512_set1_ps(x[j]), x1 = _mm512_set1_ps(x[j + 1]);
       a0 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(p0 + j * 16), a0);
       b0 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(p1 + j * 16), b0);
       a1 = _mm512_fmadd_ps(x1, _mm512_loadu_ps(p0 + j * 16 + 16), a1);
       b1 = _mm512_fmadd_ps(x1, _mm512_loadu_ps(p1 + j * 16 + 16), b1);
     }
-    if (j < k) {
+    if (j < end) {
       __m512 x0 = _mm512_set1_ps(x[j]);
       a0 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(p0 + j * 16), a0);
       b0 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(p1 + j * 16), b0);
     }
-    *b = _mm512_add_ps(b0, b1);
+    *b = _mm512_add_ps(*b, _mm512_add_ps(b0, b1));
   } else {
-    for (; j + 2 <= k; j += 2) {
+    for (; j + 2 <= end; j += 2) {
       a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[j]), _mm512_loadu_ps(p0 + j * 16), a0);
       a1 = _mm512_fmadd_ps(_mm512_set1_ps(x[j + 1]), _mm512_loadu_ps(p0 + j * 16 + 16), a1);
     }
-    if (j < k) a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[j]), _mm512_loadu_ps(p0 + j * 16), a0);
+    if (j < end) a0 = _mm512_fmadd_ps(_mm512_set1_ps(x[j]), _mm512_loadu_ps(p0 + j * 16), a0);
   }
-  *a = _mm512_add_ps(a0, a1);
+  *a = _mm512_add_ps(*a, _mm512_add_ps(a0, a1));
+}
+
+/* The products of panel p0 (and p1 when given) into a (b): blocks of KL_GEMV_BLOCK rows
+ * summed apart, then added (isa_fns.h). */
+static void panels(const float *x, const float *p0, const float *p1, size_t k, __m512 *a,
+                   __m512 *b) {
+  *a = _mm512_setzero_ps();
+  *b = *a;
+  for (size_t j = 0; j < k; j += KL_GEMV_BLOCK)
+    block(x, p0, p1, j, k - j > KL_GEMV_BLOCK ? j + KL_GEMV_BLOCK : k, a, b);
 }
 
 static void store(float *y, size_t len, __m512 v) {

@@ -8,10 +8,15 @@
 static void gemv_panel(const float *x, const float *wp, size_t k, float *y, size_t n) {
   for (size_t at = 0; at < n; at += KL_GEMV_PANEL, wp += KL_GEMV_PANEL * k) {
     float acc[KL_GEMV_PANEL] = {0};
-    for (size_t j = 0; j < k; j++) {
-      const float *row = wp + j * KL_GEMV_PANEL;
-      float xj = x[j];
-      for (int l = 0; l < KL_GEMV_PANEL; l++) acc[l] += xj * row[l];
+    for (size_t j0 = 0; j0 < k; j0 += KL_GEMV_BLOCK) { /* blocks summed apart (isa_fns.h) */
+      float part[KL_GEMV_PANEL] = {0};
+      size_t end = k - j0 > KL_GEMV_BLOCK ? j0 + KL_GEMV_BLOCK : k;
+      for (size_t j = j0; j < end; j++) {
+        const float *row = wp + j * KL_GEMV_PANEL;
+        float xj = x[j];
+        for (int l = 0; l < KL_GEMV_PANEL; l++) part[l] += xj * row[l];
+      }
+      for (int l = 0; l < KL_GEMV_PANEL; l++) acc[l] += part[l];
     }
     size_t len = n - at < KL_GEMV_PANEL ? n - at : KL_GEMV_PANEL;
     memcpy(y + at, acc, sizeof(float) * len);

@@ -125,6 +125,11 @@ typedef struct kl_copy_fns {
  * all its 16 outputs. y must not overlap x or wp; only y[0 .. n-1] is written. The sums
  * are in float, in an order of each level's choosing. */
 #define KL_GEMV_PANEL 16
+/* gemv sums each block of this many rows of k apart and then adds the block sums, so
+ * that a long k (VGG's 25088) is not one chain of additions: the rounding error grows
+ * with the block and the block count, not with k (VGG-11's logits moved 2-3x further
+ * from float64 than onnxruntime's). */
+#define KL_GEMV_BLOCK 256
 /* Winograd F(2x2, 3x3) over channels-last tiles (dnnl_wino.c): a 4x4 window of input
  * pixels becomes 16 transformed values per channel, V = B^T d B, and 16 products of
  * the transformed weights become a 2x2 output tile, Y = A^T M A, with
