@@ -245,8 +245,21 @@ static void test_batchnorm(void **state) {
   tu_input(f, 4, TY(KL_F32, 1, 1));
   tu_expect_fail(f, KILN_ERR_SHAPE, "input 4 (input_var) has rank 2, expected 1");
   tu_input(f, 4, TY(KL_F32, 1));
+  tu_attr_int(f, "training_mode", 1); /* the batch's statistics: Y as X */
+  tu_expect_ok(f, TY(KL_F32, 6));
+  tu_attr_int(f, "training_mode", 2);
+  tu_expect_fail(f, KILN_ERR_INVALID_MODEL, "training_mode=2: expected 0 or 1");
+  /* training_mode=1's running statistics, each of the mean's and var's type */
+  tu_one_node(f, "BatchNormalization", 5, 3);
+  tu_input(f, 0, TY(KL_F32, B, 3, 4, 4));
+  for (int i = 1; i < 5; i++) tu_input(f, i, TY(KL_F32, 3));
   tu_attr_int(f, "training_mode", 1);
-  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "training_mode=1");
+  tu_expect_ok(f, TY(KL_F32, B, 3, 4, 4));
+  assert_int_equal(f->out[1].rank, 1);
+  assert_int_equal(f->out[1].dims[0].size, 3);
+  assert_int_equal(f->out[2].dims[0].size, 3);
+  tu_attr_int(f, "training_mode", 0);
+  tu_expect_fail(f, KILN_ERR_INVALID_MODEL, "3 outputs, expected at most 1 with training_mode=0");
 }
 
 /* ---- matrix products and softmax ---- */
