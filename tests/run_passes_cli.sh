@@ -66,6 +66,14 @@ for level in -O0 -O3; do
 done
 "$kiln" optimize models/digits_cnn/model.onnx >/dev/null 2>&1
 [ $? -eq 2 ] || fail "optimize without -o is not a usage error"
+# options that do not apply to a command: refused, and not listed in its help
+err=$("$kiln" optimize models/digits_cnn/model.onnx -o "$work/x.onnx" --threads 2 2>&1)
+[ $? -eq 2 ] && grep -q 'threads does not apply here' <<<"$err" ||
+  fail "optimize --threads was not refused: $err"
+"$kiln" optimize --help | grep -qE -- '--threads|--pin|--keep-weights|--fast-only' &&
+  fail "optimize --help lists run options"
+"$kiln" check --help | grep -q -- '--keep-weights' && fail "check --help lists --keep-weights"
+"$kiln" bench --help | grep -q -- '--keep-weights' || fail "bench --help lacks --keep-weights"
 "$kiln" inspect models/digits_cnn/model.onnx --passes +nonesuch >/dev/null 2>&1
 [ $? -eq 1 ] || fail "an unknown pass name is not refused"
 echo "$failed failed"

@@ -30,6 +30,10 @@ typedef struct cli_common {
  * Returns 1 if consumed (advancing *i past its value), 0 if not one of them, -1 on a
  * bad value (message printed). */
 int cli_common_arg(cli_common *c, int argc, char **argv, int *i);
+/* False (message printed) when an option given does not apply to command cmd: the
+ * run options (--threads, --memory-limit, --pin, --fast-only) where it runs nothing,
+ * --keep-weights anywhere but run and bench. runs: cmd runs the model. */
+bool cli_check_applies(const cli_common *c, const char *cmd, bool runs);
 /* Options object for the common settings; NULL on failure (message printed). */
 kiln_options *cli_options(const cli_common *c);
 /* Load a model, printing the error on failure (returns NULL). */
@@ -72,6 +76,6 @@ int cli_inspect_memory(kiln_model *m, const kiln_options *o);
  * run of m on random inputs, and the slow paths taken. */
 int cli_inspect_kernels(kiln_model *m, const kiln_options *o);
 
-extern const char *cli_common_help;
+extern const char *cli_load_help, *cli_run_help, *cli_keep_help;
 
 #endif

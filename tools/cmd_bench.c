@@ -92,7 +92,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
     int64_t v;
     double d;
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-      printf("%s%s", bench_help, cli_common_help);
+      printf("%s%s%s%s", bench_help, cli_load_help, cli_run_help, cli_keep_help);
       return EXIT_OK;
     } else if (strcmp(o, "--json") == 0) {
       a->json = true;

@@ -359,7 +359,7 @@ int cmd_check(int argc, char **argv) {
     if (r > 0) continue;
     const char *o = argv[i];
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-      printf("%s%s", check_help, cli_common_help);
+      printf("%s%s%s", check_help, cli_load_help, cli_run_help);
       free(dirs);
       return EXIT_OK;
     }
@@ -379,6 +379,7 @@ int cmd_check(int argc, char **argv) {
     free(dirs);
     return EXIT_USAGE;
   }
+  if (!cli_check_applies(&common, "check", true)) return EXIT_USAGE;
   kiln_options *o = cli_options(&common);
   if (!o) {
     free(dirs);

@@ -133,7 +133,7 @@ int cmd_inspect(int argc, char **argv) {
     if (r < 0) return EXIT_USAGE;
     if (r > 0) continue;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s", inspect_help, cli_common_help);
+      printf("%s%s%s", inspect_help, cli_load_help, cli_run_help);
       return EXIT_OK;
     }
     if (strcmp(argv[i], "--stats") == 0) {
@@ -160,6 +160,7 @@ int cmd_inspect(int argc, char **argv) {
     fprintf(stderr, "kiln inspect: no MODEL given\n%s", inspect_help);
     return EXIT_USAGE;
   }
+  if (!cli_check_applies(&common, "inspect", true)) return EXIT_USAGE;
   kiln_options *o = cli_options(&common);
   if (o && kiln_options_set_int(o, "fold_limit", fold_limit) != KILN_OK) {
     fprintf(stderr, "kiln: --fold-limit: %s\n", kiln_options_error(o));

@@ -23,7 +23,7 @@ int cmd_optimize(int argc, char **argv) {
     if (r < 0) return EXIT_USAGE;
     if (r > 0) continue;
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s", optimize_help, cli_common_help);
+      printf("%s%s", optimize_help, cli_load_help);
       return EXIT_OK;
     }
     if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
@@ -45,6 +45,7 @@ int cmd_optimize(int argc, char **argv) {
             optimize_help);
     return EXIT_USAGE;
   }
+  if (!cli_check_applies(&common, "optimize", false)) return EXIT_USAGE;
   kiln_options *o = cli_options(&common);
   if (o && kiln_options_set_int(o, "fold_limit", fold_limit) != KILN_OK) {
     fprintf(stderr, "kiln: --fold-limit: %s\n", kiln_options_error(o));

@@ -123,7 +123,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     if (r > 0) continue;
     const char *o = argv[i];
     if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-      printf("%s%s", run_help, cli_common_help);
+      printf("%s%s%s%s", run_help, cli_load_help, cli_run_help, cli_keep_help);
       return EXIT_OK;
     }
     bool has_value = i + 1 < argc;

@@ -9,22 +9,26 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *cli_common_help =
+/* The options every command takes, by what they act on: loading and optimizing the
+ * model (all of them), running it (not optimize), and keeping the weights (run, bench). */
+const char *cli_load_help =
     "  -O0 .. -O3            graph optimization level (default -O2)\n"
-    "  --threads N           worker threads (default: one per core)\n"
     "  --passes LIST         switch passes on/off: +name,-name\n"
     "  --max-tensor-bytes N  largest tensor a model may hold or make (default 16 GiB)\n"
     "  --max-work N          the most steps one node may take (default 2^40; 0 = any)\n"
-    "  --memory-limit N      cap on weights plus buffers, in bytes (default none)\n"
     "  --verify              run the graph verifier after every pass\n"
     "  --input-types LIST    the inputs of a torch 1.x .pt, which it does not record:\n"
-    "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n"
+    "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n";
+const char *cli_run_help =
+    "  --threads N           worker threads (default: one per core)\n"
+    "  --memory-limit N      cap on weights plus buffers, in bytes (default none)\n"
     "  --pin                 pin the worker threads to cores (one each)\n"
-    "  --keep-weights        run, bench: keep the model's plain copy of the weights that\n"
-    "                        oneDNN holds packed (by default the session frees it)\n"
     "  --fast-only           fail where a convolution, matrix product, pooling or\n"
     "                        attention node would run on a slow reference implementation\n"
     "                        (oneDNN's or kiln's) at this machine's ISA level\n";
+const char *cli_keep_help =
+    "  --keep-weights        keep the model's plain copy of the weights that oneDNN holds\n"
+    "                        packed (by default the session frees it)\n";
 
 static const char *usage =
     "usage: kiln COMMAND [ARGS]\n"
@@ -145,6 +149,18 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
     return 1;
   }
   return 0;
+}
+
+bool cli_check_applies(const cli_common *c, const char *cmd, bool runs) {
+  const char *given = c->keep_weights ? "--keep-weights" : NULL;
+  if (!runs && !given)
+    given = c->threads ? "--threads" : c->memory_limit ? "--memory-limit" : c->pin ? "--pin"
+            : c->fast_only ? "--fast-only" : NULL;
+  if (!given) return true;
+  fprintf(stderr, "kiln %s: %s does not apply here: %s\n", cmd, given,
+          runs ? "only run and bench free the weights oneDNN packs"
+               : "this command runs nothing");
+  return false;
 }
 
 kiln_options *cli_options(const cli_common *c) {
