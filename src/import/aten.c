@@ -3189,6 +3189,16 @@ static kiln_status resolve_args(call *c, const kl_tsv *args, int n, kl_tsv *out,
   return KILN_OK;
 }
 
+bool kl_aten_known(const char *name) {
+  if (find_op(name)) return true;
+  size_t len = strlen(name);
+  if (len < 2 || len >= 128 || name[len - 1] != '_') return false;
+  char base[128];
+  memcpy(base, name, len - 1);
+  base[len - 1] = 0;
+  return find_op(base) != NULL;
+}
+
 kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
                          const char *const *kw, int n_args, kl_tsv *out) {
   kl_err *e = kl_ts_err(b);

@@ -679,6 +679,62 @@ static kiln_status eval_args(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   return KILN_OK;
 }
 
+/* "; in all the code calls 3 ATen ops kiln does not lower: a, b, c" (every code file of
+ * the archive read for torch.NAME( and ops.aten.NAME( calls), so that a user learns
+ * every missing op at once; "" when this one is the only one, or on any trouble. */
+static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
+  enum { MAX_LISTED = 16 };
+  char names[MAX_LISTED][64];
+  int n = 0, more = 0;
+  buf[0] = '\0';
+  zip_int64_t entries = zip_get_num_entries(b->ar.z, 0);
+  size_t plen = strlen(b->ar.prefix);
+  for (zip_int64_t i = 0; i < entries && i < 100000; i++) {
+    const char *path = zip_get_name(b->ar.z, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+    size_t l = path ? strlen(path) : 0;
+    if (l < plen + 8 || strncmp(path, b->ar.prefix, plen) != 0 ||
+        strncmp(path + plen, "code/", 5) != 0 || strcmp(path + l - 3, ".py") != 0)
+      continue;
+    char *text;
+    size_t tlen;
+    kl_err quiet = {0};
+    if (ar_read(&b->ar, path + plen, MAX_TEXT_BYTES, false, &text, &tlen, &quiet) != KILN_OK)
+      continue;
+    for (const char *p = text; (p = strstr(p, "torch."));) {
+      const char *q = p + 6;
+      if (p > text && (p[-1] == '_' || p[-1] == '.' || (p[-1] >= 'a' && p[-1] <= 'z'))) {
+        p = q;
+        continue;
+      }
+      if (strncmp(p, "torch.ops.", 10) == 0) {
+        p = q;
+        continue;
+      }
+      size_t k = 0;
+      while (k < 63 && (q[k] == '_' || (q[k] >= 'a' && q[k] <= 'z') ||
+                        (q[k] >= '0' && q[k] <= '9')))
+        k++;
+      p = q + k;
+      if (k == 0 || *p != '(' || k >= 63) continue;
+      char name[64];
+      memcpy(name, q, k);
+      name[k] = 0;
+      if (kl_aten_known(name)) continue;
+      int j = 0;
+      while (j < n && strcmp(names[j], name) != 0) j++;
+      if (j < n) continue;
+      if (n < MAX_LISTED) memcpy(names[n++], name, k + 1);
+      else more++;
+    }
+    free(text);
+  }
+  if (n < 2) return;
+  size_t used = (size_t)snprintf(buf, len, "; in all the code calls %s%d ATen ops kiln does "
+                                 "not lower:", more ? "more than " : "", n);
+  for (int j = 0; j < n && used < len; j++)
+    used += (size_t)snprintf(buf + used, len - used, "%s %s", j ? "," : "", names[j]);
+}
+
 static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, const char *name,
                              kl_tsv *out) {
   kl_tsv *args;
@@ -689,11 +745,18 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   if (!full) return b->e->code;
   snprintf(full, n, "%s%s", strstr(name, "::") ? "" : "aten::", name);
   b->aten = full;
+  bool known = strstr(name, "::") || kl_aten_known(name);
   s = kl_aten_call(b, name, args, x->kw, x->n_args, out);
   if (s != KILN_OK) {
-    char ctx[600];
+    char ctx[600], all[600];
     snprintf(ctx, sizeof ctx, "%s:%d: %s", b->where, b->line, full);
     if (strncmp(b->e->msg, ctx, strlen(ctx)) != 0) kl_err_prefix(b->e, "%s", ctx);
+    if (!known && s == KILN_ERR_UNSUPPORTED) {
+      every_missing_op(b, all, sizeof all);
+      size_t m = strlen(b->e->msg);
+      if (*all && m + 1 < sizeof b->e->msg)
+        snprintf(b->e->msg + m, sizeof b->e->msg - m, "%s", all);
+    }
   }
   return s;
 }

@@ -70,6 +70,8 @@ typedef struct kl_ts_build kl_ts_build;
 /* Lower torch.<name>(...) (name "relu", "_convolution", ...), ops.prim.<name>(...)
  * (name "prim::NumToTensor") or a builtin ("int", "float") into nodes; *out is its
  * result. kw[k] is the keyword of argument k or NULL. */
+/* Whether kiln lowers ATen op `name` ("relu", or an in-place "relu_"). */
+bool kl_aten_known(const char *name);
 kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
                          const char *const *kw, int n_args, kl_tsv *out);
 

@@ -623,6 +623,24 @@ static void test_control_flow(void **state) {
   expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "control flow", NULL);
 }
 
+/* Every ATen op kiln does not lower is named at once, from all the code files, not
+ * only the first one the interpreter meets. */
+static void test_every_missing_op(void **state) {
+  tmp *t = *state;
+  char twice[128];
+  snprintf(twice, sizeof twice, "%s/twice.pt", t->dir);
+  edit_text(MLP, twice, "modules/activation.py", "torch.gelu(", "torch.no_such_op(");
+  edit_text(twice, t->path, "modules/linear.py", "torch.linear(", "torch.another_op(");
+  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "kiln has no lowering",
+               "in all the code calls 2 ATen ops kiln does not lower: ");
+  kiln_model *m = NULL;
+  assert_int_not_equal(kiln_model_load(t->path, NULL, &m), KILN_OK);
+  assert_non_null(strstr(kiln_model_error(m), "no_such_op"));
+  assert_non_null(strstr(kiln_model_error(m), "another_op"));
+  kiln_model_free(m);
+  remove(twice);
+}
+
 static void test_training_mode(void **state) {
   tmp *t = *state;
   edit_text(MLP, t->path, "modules/batchnorm.py", "running_var, False,", "running_var, True,");
@@ -778,6 +796,7 @@ int main(void) {
       cmocka_unit_test(test_annotate),
       cmocka_unit_test_setup_teardown(test_control_flow, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
