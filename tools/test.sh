@@ -102,7 +102,7 @@ if [ -z "${KILN_TEST_QUICK:-}" ]; then
   # The ONNX conformance suite and the model zoo (when its cache exists) run in the gcc
   # build only, to keep CI within its time limit: they are slow under the sanitizers.
   # valgrind memcheck runs in the gcc build only (it cannot run sanitized binaries).
-  MESON_TEST_ARGS=(--no-suite conformance --no-suite zoo --no-suite valgrind)
+  MESON_TEST_ARGS=(--no-suite conformance --no-suite zoo --no-suite valgrind --no-suite written)
   # debug_verify: the verifier after every pass, and oneDNN's shared workspace filled
   # with NaNs before every node (src/backends/cpu/dnnl_engine.h).
   build_and_test build-clang clang -Ddebug_verify=true

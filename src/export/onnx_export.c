@@ -8,6 +8,7 @@
 #include "kl_config.h"
 #include "onnx.pb-c.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,7 +158,13 @@ static const char *value_name(const kl_graph *g, int v) { return v >= 0 ? g->val
 static Onnx__NodeProto *node_proto(pool *p, const kl_graph *g, const kl_node *n, kl_err *e) {
   Onnx__NodeProto *np = NEW(p, Onnx__NodeProto, ONNX__NODE_PROTO__INIT);
   char **in = pool_alloc(p, (size_t)n->n_in, sizeof(char *));
-  char **out = pool_alloc(p, (size_t)n->n_out, sizeof(char *));
+  /* ONNX wants a training-mode BatchNormalization's three outputs listed (the running
+   * statistics may be absent: empty names) */
+  int n_out = n->op == KL_OP_BatchNormalization && kl_attr_int(n, "training_mode", 0) == 1 &&
+                      n->n_out < 3
+                  ? 3
+                  : n->n_out;
+  char **out = pool_alloc(p, (size_t)n_out, sizeof(char *));
   Onnx__AttributeProto **attrs = pool_alloc(p, (size_t)n->n_attrs, sizeof *attrs);
   if (!np || !in || !out || !attrs) return NULL;
   const kl_op_info *info = kl_op_get(n->op);
@@ -165,12 +172,26 @@ static Onnx__NodeProto *node_proto(pool *p, const kl_graph *g, const kl_node *n,
   np->op_type = (char *)info->name;
   np->domain = (char *)info->domain;
   for (int k = 0; k < n->n_in; k++) in[k] = (char *)value_name(g, n->in[k]);
-  for (int k = 0; k < n->n_out; k++) out[k] = (char *)value_name(g, n->out[k]);
+  for (int k = 0; k < n_out; k++) {
+    out[k] = (char *)(k < n->n_out ? value_name(g, n->out[k]) : "");
+    if (*out[k] || k == 0) continue;
+    /* a name of its own, which no value of the graph has (onnxruntime 1.32 crashes
+     * running a training-mode BatchNormalization whose running outputs are absent) */
+    const char *y = value_name(g, n->out[0]);
+    size_t len = strlen(y) + 32;
+    char *name = pool_alloc(p, len, 1);
+    if (!name) return NULL;
+    for (int i = 0;; i++) {
+      snprintf(name, len, "%s_running_%s%s%.0d", y, k == 1 ? "mean" : "var", i ? "_" : "", i);
+      if (kl_graph_find_value(g, name) < 0) break;
+    }
+    out[k] = name;
+  }
   for (int k = 0; k < n->n_attrs; k++)
     if (!(attrs[k] = attr_proto(p, &n->attrs[k], e))) return NULL;
   np->n_input = (size_t)n->n_in;
   np->input = in;
-  np->n_output = (size_t)n->n_out;
+  np->n_output = (size_t)n_out;
   np->output = out;
   np->n_attribute = (size_t)n->n_attrs;
   np->attribute = attrs;
