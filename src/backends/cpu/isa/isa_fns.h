@@ -129,7 +129,9 @@ typedef struct kl_copy_fns {
  * that a long k (VGG's 25088) is not one chain of additions: the rounding error grows
  * with the block and the block count, not with k (VGG-11's logits moved 2-3x further
  * from float64 than onnxruntime's). */
+#ifndef KL_GEMV_BLOCK /* (-DKL_GEMV_BLOCK=... to compare) */
 #define KL_GEMV_BLOCK 256
+#endif
 /* Winograd F(2x2, 3x3) over channels-last tiles (dnnl_wino.c): a 4x4 window of input
  * pixels becomes 16 transformed values per channel, V = B^T d B, and 16 products of
  * the transformed weights become a 2x2 output tile, Y = A^T M A, with
