@@ -150,9 +150,13 @@ static bool eval_slice(ctx *c, const kl_node *n, const sval *d, sval *o) {
     s = s < 0 ? -1 : s > len - 1 ? len - 1 : s;
     e = e < -1 ? -1 : e > len - 1 ? len - 1 : e;
   }
+  /* the count first: s + step past the end may overflow (a step of 2^63 - 1) */
+  int64_t count;
+  if (step > 0) count = e > s ? 1 + (e - s - 1) / step : 0;
+  else count = s > e ? (step == INT64_MIN ? 1 : 1 + (s - e - 1) / -step) : 0;
   o->rank = 1;
-  o->n = 0;
-  for (int64_t i = s; step > 0 ? i < e : i > e; i += step) o->e[o->n++] = d->e[i];
+  o->n = (int)count;
+  for (int64_t j = 0; j < count; j++) o->e[j] = d->e[s + j * step];
   return true;
 }
 
@@ -326,7 +330,8 @@ static kiln_status set_target(kl_graph *g, int i, const int64_t *target, int n, 
 static kiln_status reshape_target(ctx *c, int i, const sval *s, int *changed, kl_err *e) {
   const kl_node *n = &c->g->nodes[i];
   const kl_type *x = &c->g->values[n->in[0]].type;
-  if (s->rank != 1 || x->rank < 0 || kl_attr_int(n, "allowzero", 0)) return KILN_OK;
+  if (s->rank != 1 || s->n > KL_MAX_RANK || x->rank < 0 || kl_attr_int(n, "allowzero", 0))
+    return KILN_OK; /* (a target of too many dims is the run's to refuse) */
   int64_t target[MAX_ELEMS];
   for (int k = 0; k < s->n; k++) {
     if (s->e[k].sym == KNOWN)
@@ -345,7 +350,7 @@ static kiln_status reshape_target(ctx *c, int i, const sval *s, int *changed, kl
 static kiln_status expand_target(ctx *c, int i, const sval *s, int *changed, kl_err *e) {
   const kl_node *n = &c->g->nodes[i];
   const kl_type *x = &c->g->values[n->in[0]].type;
-  if (s->rank != 1 || x->rank < 0) return KILN_OK;
+  if (s->rank != 1 || s->n > KL_MAX_RANK || x->rank < 0) return KILN_OK;
   int64_t target[MAX_ELEMS];
   for (int k = 0; k < s->n; k++) {
     int d = x->rank - s->n + k;
@@ -377,7 +382,7 @@ static void refine_output(ctx *c, const kl_node *n, const sval *s, int *changed)
   const kl_type *x = &c->g->values[n->in[0]].type;
   kl_type *out = &c->g->values[n->out[0]].type;
   int rank = n->op == KL_OP_Reshape ? s->n : (x->rank > s->n ? x->rank : s->n);
-  if (x->rank < 0 || (out->rank >= 0 && out->rank != rank)) return;
+  if (x->rank < 0 || rank > KL_MAX_RANK || (out->rank >= 0 && out->rank != rank)) return;
   kl_dim dims[MAX_ELEMS];
   for (int d = 0; d < rank; d++) {
     if (n->op == KL_OP_Reshape) {
