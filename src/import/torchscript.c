@@ -740,12 +740,14 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   kl_tsv *args;
   kiln_status s = eval_args(b, f, x, &args);
   if (s != KILN_OK) return s;
-  size_t n = strlen(name) + 7;
-  char *full = kl_ts_alloc(b, n);
+  bool ns = strstr(name, "::") != NULL; /* prim::X keeps its namespace */
+  size_t len = strlen(name), pre = ns ? 0 : 6;
+  char *full = kl_ts_alloc(b, len + 7);
   if (!full) return b->e->code;
-  snprintf(full, n, "%s%s", strstr(name, "::") ? "" : "aten::", name);
+  memcpy(full, "aten::", pre); /* (by hand: gcc 12's -O2 sanitized build saw a NULL %s) */
+  memcpy(full + pre, name, len + 1);
   b->aten = full;
-  bool known = strstr(name, "::") || kl_aten_known(name);
+  bool known = ns || kl_aten_known(name);
   s = kl_aten_call(b, name, args, x->kw, x->n_args, out);
   if (s != KILN_OK) {
     char ctx[600], all[600];
