@@ -79,23 +79,11 @@ static kl_dev_alloc *make(fake_dev *d) {
   return a;
 }
 
-/* ---- checks that name the test's line ---- */
-
-static void fail_at(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail_at(const char *file, int line, const char *fmt, ...) {
-  char msg[1200];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  print_error("%s\n", msg);
-  _fail(file, line);
-}
+/* ---- checks that name the test's line (tu_fail_at) ---- */
 
 static void check_at(const kl_dev_alloc *a, const char *file, int line) {
   kl_err e = {0};
-  if (kl_dev_alloc_check(a, &e) != KILN_OK) fail_at(file, line, "check: %s", e.msg);
+  if (kl_dev_alloc_check(a, &e) != KILN_OK) tu_fail_at(file, line, "check: %s", e.msg);
 }
 #define check(a) check_at(a, __FILE__, __LINE__)
 
@@ -127,7 +115,7 @@ static void expect_stats_at(const kl_dev_alloc *a, const kl_dev_alloc_stats *wan
   kl_dev_alloc_stats_get(a, &got);
 #define X(f)                                                                           \
   if ((uint64_t)got.f != (uint64_t)want->f)                                            \
-    fail_at(file, line, "stats." #f ": %" PRIu64 ", expected %" PRIu64, (uint64_t)got.f, \
+    tu_fail_at(file, line, "stats." #f ": %" PRIu64 ", expected %" PRIu64, (uint64_t)got.f, \
             (uint64_t)want->f);
   STAT_FIELDS(X)
 #undef X
@@ -147,7 +135,7 @@ static void finish_at(kl_dev_alloc *a, fake_dev *d, const char *file, int line) 
   kl_err e = {0};
   tu_assert_status_at(kl_dev_alloc_free(a, &e), KILN_OK, e.msg, NULL, file, line);
   if (d->live_segments || d->live_bytes || d->bad_frees)
-    fail_at(file, line, "fake device: %zu segments (%zu bytes) left, %d bad frees",
+    tu_fail_at(file, line, "fake device: %zu segments (%zu bytes) left, %d bad frees",
             d->live_segments, d->live_bytes, d->bad_frees);
 }
 #define finish(a, d) finish_at(a, d, __FILE__, __LINE__)

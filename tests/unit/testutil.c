@@ -13,11 +13,7 @@
 
 /* ---- failing at the caller's line ---- */
 
-/* cmocka's fail_msg names the line it is written on; these checks name the test's. */
-static void fail_at(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void fail_at(const char *file, int line, const char *fmt, ...) {
+void tu_fail_at(const char *file, int line, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -266,12 +262,12 @@ void tu_expect_type_at(const tu_fixture *f, int k, kl_type want, const char *fil
   char a[256], b[256];
   kl_type_format(f->g, got, a, sizeof a);
   kl_type_format(f->g, &want, b, sizeof b);
-  fail_at(file, line, "output %d is %s, expected %s", k, a, b);
+  tu_fail_at(file, line, "output %d is %s, expected %s", k, a, b);
 }
 
 void tu_expect_ok_at(tu_fixture *f, kl_type want, const char *file, int line) {
   kiln_status st = tu_infer(f);
-  if (st != KILN_OK) fail_at(file, line, "infer failed (%d): %s", st, f->e.msg);
+  if (st != KILN_OK) tu_fail_at(file, line, "infer failed (%d): %s", st, f->e.msg);
   else tu_expect_type_at(f, 0, want, file, line);
 }
 
@@ -282,7 +278,7 @@ void tu_expect_fail_at(tu_fixture *f, kiln_status code, const char *part, const 
 
 void tu_expect_run_at(tu_fixture *f, const char *file, int line) {
   kiln_status st = tu_run(f);
-  if (st != KILN_OK) fail_at(file, line, "run failed (%d): %s", st, f->e.msg);
+  if (st != KILN_OK) tu_fail_at(file, line, "run failed (%d): %s", st, f->e.msg);
 }
 
 /* ---- checks on numbers, tensors and messages ---- */
@@ -292,7 +288,7 @@ void tu_assert_close_at(const void *got, kl_dtype got_dt, const void *want, kl_d
   for (int64_t i = 0; i < n; i++) {
     double g = kl_load_f64(got, got_dt, (size_t)i), w = kl_load_f64(want, want_dt, (size_t)i);
     if (!close_to(g, w, tol)) {
-      fail_at(file, line, "element %lld is %.17g, expected %.17g (atol %g, rtol %g)",
+      tu_fail_at(file, line, "element %lld is %.17g, expected %.17g (atol %g, rtol %g)",
               (long long)i, g, w, tol.atol, tol.rtol);
       return;
     }
@@ -301,7 +297,7 @@ void tu_assert_close_at(const void *got, kl_dtype got_dt, const void *want, kl_d
 
 static void expect_numel(const kl_tensor *t, int64_t n, const char *file, int line) {
   int64_t got = kl_tensor_numel(t);
-  if (got != n) fail_at(file, line, "tensor has %lld elements, expected %lld", (long long)got,
+  if (got != n) tu_fail_at(file, line, "tensor has %lld elements, expected %lld", (long long)got,
                         (long long)n);
 }
 
@@ -313,7 +309,7 @@ void tu_assert_tensor_at(const kl_tensor *t, tu_tol tol, const double *want, int
 
 static void expect_dtype(const kl_tensor *t, kl_dtype want, const char *file, int line) {
   if (t->dtype != want)
-    fail_at(file, line, "tensor is %s, expected %s", kl_dtype_name(t->dtype),
+    tu_fail_at(file, line, "tensor is %s, expected %s", kl_dtype_name(t->dtype),
             kl_dtype_name(want));
 }
 
@@ -331,7 +327,7 @@ void tu_assert_i64_at(const kl_tensor *t, const int64_t *want, int64_t n, const 
   const int64_t *got = t->data;
   for (int64_t i = 0; i < n; i++)
     if (got[i] != want[i]) {
-      fail_at(file, line, "element %lld is %lld, expected %lld", (long long)i,
+      tu_fail_at(file, line, "element %lld is %lld, expected %lld", (long long)i,
               (long long)got[i], (long long)want[i]);
       return;
     }
@@ -350,17 +346,17 @@ void tu_assert_dims_at(const kl_tensor *t, int rank, const int64_t *dims, const 
     if (d < rank && ub < (int)sizeof b)
       ub += snprintf(b + ub, sizeof b - (size_t)ub, "%s%lld", d ? "," : "", (long long)dims[d]);
   }
-  fail_at(file, line, "tensor has shape [%s], expected [%s]", a, b);
+  tu_fail_at(file, line, "tensor has shape [%s], expected [%s]", a, b);
 }
 
 void tu_assert_contains_at(const char *hay, const char *needle, const char *file, int line) {
-  if (!strstr(hay, needle)) fail_at(file, line, "\"%s\" does not contain \"%s\"", hay, needle);
+  if (!strstr(hay, needle)) tu_fail_at(file, line, "\"%s\" does not contain \"%s\"", hay, needle);
 }
 
 void tu_assert_status_at(int st, int want, const char *msg, const char *part, const char *file,
                          int line) {
   if (st != want)
-    fail_at(file, line, "status %d (%s), expected %d (%s); message: %s", st,
+    tu_fail_at(file, line, "status %d (%s), expected %d (%s); message: %s", st,
             kiln_status_string((kiln_status)st), want, kiln_status_string((kiln_status)want),
             msg);
   else if (part) tu_assert_contains_at(msg, part, file, line);

@@ -83,6 +83,11 @@ typedef struct tu_fixture {
   kl_err e;                    /* the message of the last infer or kernel */
 } tu_fixture;
 
+/* cmocka's fail_msg names the line it is written on: this fails naming the test's
+ * file and line (for checks that take __FILE__, __LINE__ from a macro). */
+void tu_fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* cmocka setup and teardown: *state becomes a tu_fixture. */
 int tu_setup(void **state);
 int tu_teardown(void **state);
