@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cpu/cpu_backend.h"
 #include "kiln.h"
 #include "kl_config.h"
 #include "testutil.h"
@@ -117,10 +118,36 @@ static void test_too_many_threads(void **state) {
   kiln_options_free(o);
 }
 
+/* More threads than CPUs are started once per process to see that the system allows
+ * them; a later session asking for no more is not probed again. */
+static void test_threads_probed_once(void **state) {
+  (void)state;
+  kiln_model *m = NULL;
+  assert_int_equal(kiln_model_load(MLP, NULL, &m), KILN_OK);
+  int before = kl_cpu_threads_probes();
+  for (int k = 0; k < 3; k++) {
+    kiln_options *o;
+    assert_int_equal(kiln_options_create(&o), KILN_OK);
+    assert_int_equal(kiln_options_set_int(o, "threads", n_cpus + 3 - k), KILN_OK);
+    kiln_session *s = NULL;
+    tu_assert_status(kiln_session_create(m, o, &s), KILN_OK, kiln_session_error(s), NULL);
+    run_once(s);
+    kiln_session_free(s);
+    kiln_options_free(o);
+  }
+#if KL_HAVE_OPENMP
+  assert_int_equal(kl_cpu_threads_probes() - before, 1);
+#else
+  assert_int_equal(kl_cpu_threads_probes() - before, 0);
+#endif
+  kiln_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pins_each_thread),
       cmocka_unit_test(test_too_many_threads),
+      cmocka_unit_test(test_threads_probed_once),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -149,10 +149,21 @@ static void *probe_wait(void *arg) {
 }
 #endif
 
+/* The most threads a probe has started in this process: a session asking for no more
+ * is not probed again (an embedder creating many sessions paid the probe each time). */
+#if KL_HAVE_OPENMP
+static int proven_threads;
+#endif
+static int probes;
+
+int kl_cpu_threads_probes(void) { return __atomic_load_n(&probes, __ATOMIC_RELAXED); }
+
 kiln_status kl_cpu_threads_check(int threads, kl_err *e) {
 #if KL_HAVE_OPENMP
   int want = threads_wanted(threads);
   if (want <= process_cpus()) return KILN_OK; /* as many as the CPUs: never refused */
+  if (want <= __atomic_load_n(&proven_threads, __ATOMIC_RELAXED)) return KILN_OK;
+  __atomic_add_fetch(&probes, 1, __ATOMIC_RELAXED);
   pthread_t *team = malloc(sizeof *team * (size_t)want);
   if (!team) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory checking %d threads", want);
   probe_gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
@@ -169,6 +180,10 @@ kiln_status kl_cpu_threads_check(int threads, kl_err *e) {
     return kl_fail(e, KILN_ERR_LIMIT, "threads %d: this process could start only %d threads "
                    "besides its own (%s); ask for fewer (it may run on %d CPUs)", want,
                    started, strerror(err), process_cpus());
+  int seen = __atomic_load_n(&proven_threads, __ATOMIC_RELAXED);
+  while (want > seen && !__atomic_compare_exchange_n(&proven_threads, &seen, want, false,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
 #else
   (void)threads;
   (void)e;

@@ -77,6 +77,9 @@ kiln_status kl_cpu_pin_check(int threads, kl_err *e);
  * (KILN_ERR_LIMIT naming how many started when one cannot be), since OpenMP ends the
  * process when it cannot start a thread of a team. */
 kiln_status kl_cpu_threads_check(int threads, kl_err *e);
+/* How many probes kl_cpu_threads_check has made in this process: a count it has
+ * started once is not probed again (tests). */
+int kl_cpu_threads_probes(void);
 /* Pins the threads of the calling thread's OpenMP team of that size to the process's
  * CPUs, thread t (the calling thread is 0) to the t-th: they keep running there. */
 kiln_status kl_cpu_pin_threads(int threads, kl_err *e);
