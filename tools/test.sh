@@ -49,48 +49,43 @@ build_and_test() {
   tally "$dir"
 }
 
-# `meson install` plus the example built the way a user would: pkg-config and -lkiln.
+# `meson install` plus the example built the ways a user would, each run on the held-out
+# digits: with pkg-config and -lkiln (the shared library); statically (libkiln.a alone,
+# the shared library taken away, its dependencies from `pkg-config --static`); and
+# against the build tree, uninstalled (meson-uninstalled).
 install_check() {
-  local dest pcdir
-  dest=$(mktemp -d)
-  echo "== install + pkg-config example"
-  if meson install -C build --destdir "$dest" >"$dest.log" 2>&1 &&
-    pcdir=$(dirname "$(find "$dest" -name kiln.pc | head -1)") &&
-    cc -Wall -Werror -o "$dest/classify_digits" tools/classify_digits.c \
-      $(PKG_CONFIG_SYSROOT_DIR="$dest" PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs kiln) &&
-    LD_LIBRARY_PATH=$(dirname "$(find "$dest" -name 'libkiln.so' | head -1)") \
-      "$dest/classify_digits" models/digits_mlp/model.onnx \
-      models/digits_data/heldout_images.npy models/digits_data/heldout_labels.npy; then
-    passed=$((passed + 1))
-  else
-    cat "$dest.log"
-    failed=$((failed + 1))
-    failed_names+=("install + pkg-config example")
-  fi
-  rm -rf "$dest" "$dest.log"
-  # Statically: libkiln.a alone (the shared library taken away), its dependencies from
-  # `pkg-config --static`; and against the build tree, uninstalled (meson-uninstalled).
-  dest=$(mktemp -d)
-  echo "== static link (pkg-config --static) and build-tree link (meson-uninstalled)"
-  local digits=(models/digits_cnn/model.onnx models/digits_data/heldout_images.npy
+  local dest pcdir ok=true
+  local digits=(models/digits_mlp/model.onnx models/digits_data/heldout_images.npy
                 models/digits_data/heldout_labels.npy)
+  dest=$(mktemp -d)
+  echo "== install; the example linked shared, static and against the build tree"
+  # link NAME ARGS...: build the example as $dest/NAME with ARGS, run it
+  link() {
+    local name=$1
+    shift
+    cc -Wall -Werror -o "$dest/$name" tools/classify_digits.c "$@" >>"$dest.log" 2>&1 &&
+      LD_LIBRARY_PATH=$(dirname "$(find "$dest" -name 'libkiln.so' | head -1)") \
+        "$dest/$name" "${digits[@]}" >>"$dest.log" 2>&1 ||
+      { echo "FAIL: the example, $name" >>"$dest.log"; return 1; }
+  }
   if meson install -C build --destdir "$dest" >"$dest.log" 2>&1 &&
-    pcdir=$(dirname "$(find "$dest" -name kiln.pc | head -1)") &&
-    find "$dest" -name 'libkiln.so*' -delete &&
-    cc -Wall -Werror -o "$dest/static_digits" tools/classify_digits.c \
-      $(PKG_CONFIG_SYSROOT_DIR="$dest" PKG_CONFIG_PATH="$pcdir" pkg-config --static --cflags --libs kiln) \
-      >>"$dest.log" 2>&1 &&
-    ! ldd "$dest/static_digits" | grep -q libkiln &&
-    "$dest/static_digits" "${digits[@]}" >>"$dest.log" &&
-    cc -Wall -Werror -o "$dest/tree_digits" tools/classify_digits.c \
-      $(PKG_CONFIG_PATH=build/meson-uninstalled pkg-config --cflags --libs kiln) \
-      -Wl,-rpath,"$PWD/build" >>"$dest.log" 2>&1 &&
-    "$dest/tree_digits" "${digits[@]}" >>"$dest.log"; then
+    pcdir=$(dirname "$(find "$dest" -name kiln.pc | head -1)"); then
+    local pc=(env PKG_CONFIG_SYSROOT_DIR="$dest" PKG_CONFIG_PATH="$pcdir" pkg-config)
+    link shared $("${pc[@]}" --cflags --libs kiln) || ok=false
+    find "$dest" -name 'libkiln.so*' -delete
+    link static $("${pc[@]}" --static --cflags --libs kiln) || ok=false
+    ldd "$dest/static" 2>/dev/null | grep -q libkiln && { echo "FAIL: static links libkiln.so" >>"$dest.log"; ok=false; }
+    link tree $(PKG_CONFIG_PATH=build/meson-uninstalled pkg-config --cflags --libs kiln) \
+      -Wl,-rpath,"$PWD/build" || ok=false
+  else
+    ok=false
+  fi
+  if $ok; then
     passed=$((passed + 1))
   else
     cat "$dest.log"
     failed=$((failed + 1))
-    failed_names+=("static and build-tree links")
+    failed_names+=("install + the example linked shared, static, build tree")
   fi
   rm -rf "$dest" "$dest.log"
 }

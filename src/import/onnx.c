@@ -649,13 +649,24 @@ kiln_status kl_onnx_emit(kl_onnx_ctx *c, kl_onnx_node *n, int *node) {
 }
 
 /* Whether kiln has the op of node np (in a domain it reads). */
-static bool has_op(const Onnx__NodeProto *np) {
+/* The op kiln runs node np as (an old ONNX name through its alias), or KL_OP_COUNT;
+ * *contrib: a com.microsoft op that kl_onnx_contrib_emit lowers instead. */
+static kl_op resolve_op(const Onnx__NodeProto *np, bool *contrib) {
   const char *domain = np->domain ? np->domain : "";
-  if (!np->op_type) return false;
-  if (strcmp(domain, KL_DOMAIN_MS) == 0) return kl_onnx_contrib_has(np->op_type);
-  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) return false;
-  if (kl_op_lookup(domain, np->op_type) != KL_OP_COUNT) return true;
-  return onnx_domain(domain) && kl_onnx_canon_alias(np->op_type) != KL_OP_COUNT;
+  *contrib = false;
+  if (!np->op_type) return KL_OP_COUNT;
+  if (strcmp(domain, KL_DOMAIN_MS) == 0) {
+    *contrib = kl_onnx_contrib_has(np->op_type);
+    return KL_OP_COUNT;
+  }
+  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) return KL_OP_COUNT;
+  kl_op op = kl_op_lookup(domain, np->op_type);
+  return op == KL_OP_COUNT && onnx_domain(domain) ? kl_onnx_canon_alias(np->op_type) : op;
+}
+
+static bool has_op(const Onnx__NodeProto *np) {
+  bool contrib;
+  return resolve_op(np, &contrib) != KL_OP_COUNT || contrib;
 }
 
 /* "; in all 5 nodes of 3 ops kiln does not have: Foo (2 nodes), com.x.Bar (2 nodes),
@@ -703,24 +714,14 @@ static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_
   else
     snprintf(who, sizeof who, "node #%d (op '%s', domain '%s', opset %lld)", n->index,
              np->op_type, domain, (long long)version);
+  n->op = resolve_op(np, &n->contrib);
+  if (n->op != KL_OP_COUNT || n->contrib) return KILN_OK;
   char all[512];
-  if (strcmp(domain, KL_DOMAIN_MS) == 0 && kl_onnx_contrib_has(np->op_type)) {
-    n->op = KL_OP_COUNT; /* lowered by kl_onnx_contrib_emit */
-    n->contrib = true;
-    return KILN_OK;
-  }
-  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0) {
-    every_missing_op(m, all, sizeof all);
+  every_missing_op(m, all, sizeof all);
+  if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0)
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: domain '%s' is not supported by kiln%s",
                    who, domain, all);
-  }
-  n->op = kl_op_lookup(domain, np->op_type);
-  if (n->op == KL_OP_COUNT && onnx_domain(domain)) n->op = kl_onnx_canon_alias(np->op_type);
-  if (n->op == KL_OP_COUNT) {
-    every_missing_op(m, all, sizeof all);
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: op not supported by kiln%s", who, all);
-  }
-  return KILN_OK;
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: op not supported by kiln%s", who, all);
 }
 
 static kiln_status import_node(kl_onnx_ctx *c, const Onnx__ModelProto *m, int index) {
