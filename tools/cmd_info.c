@@ -1,5 +1,6 @@
 /* kiln info: version and build features. */
 #include "backends/cpu/isa.h"
+#include "backends/gpu/opencl.h"
 #include "cli.h"
 #include "kl_config.h"
 
@@ -23,13 +24,16 @@ int cmd_info(int argc, char **argv) {
     return EXIT_USAGE;
   }
   printf("kiln %s\n", kiln_version());
-  printf("build: oneDNN %s, OpenMP %s\n", KL_HAVE_DNNL ? "yes" : "no",
-         KL_HAVE_OPENMP ? "yes" : "no");
+  printf("build: oneDNN %s, OpenMP %s, OpenCL %s\n", KL_HAVE_DNNL ? "yes" : "no",
+         KL_HAVE_OPENMP ? "yes" : "no", KL_HAVE_OPENCL ? "yes" : "no");
   const kl_cpu_features *f = kl_isa_features();
   char features[512];
   printf("cpu: %s (%s)\n", f->brand[0] ? f->brand : "unknown", f->vendor[0] ? f->vendor : "-");
   printf("cpu features: %s\n", kl_isa_feature_list(f, features, sizeof features));
   printf("isa: %s\n", kl_isa_reason()); /* kiln's own kernels; KILN_ISA lowers it */
+  char devs[4096];
+  int n_devs = kl_cl_describe(devs, sizeof devs);
+  printf("opencl devices (%d; --device opencl:P.D):%s%s", n_devs, n_devs ? "\n" : " ", devs);
   printf("ops (%d):", KL_OP_COUNT);
   for (int i = 0; i < KL_OP_COUNT; i++) {
     const kl_op_info *op = kl_op_get((kl_op)i);

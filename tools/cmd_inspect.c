@@ -161,6 +161,7 @@ int cmd_inspect(int argc, char **argv) {
     return EXIT_USAGE;
   }
   if (!cli_check_applies(&common, "inspect", true)) return EXIT_USAGE;
+  if (common.device && !memory) kernels = true; /* placement is a session's */
   kiln_options *o = cli_options(&common);
   if (o && kiln_options_set_int(o, "fold_limit", fold_limit) != KILN_OK) {
     fprintf(stderr, "kiln: --fold-limit: %s\n", kiln_options_error(o));

@@ -94,22 +94,47 @@ static void print_largest(const kiln_model *m, const kiln_session *s, const kl_m
   }
 }
 
+/* With a device: where each value crosses between it and the host. */
+static void print_copies(const kiln_model *m, const kiln_session *s) {
+  const kl_graph *g = m->g;
+  printf("copies in every run:\n");
+  for (int v = 0; v < g->n_values; v++) {
+    bool to_dev;
+    if (!kl_session_value_copy(s, v, &to_dev)) continue;
+    char shape[128];
+    kl_type_format(g, kl_session_value_type(s, v), shape, sizeof shape);
+    printf("  %-9s %-40.40s %s\n", to_dev ? "to device" : "to host", g->values[v].name, shape);
+  }
+}
+
 static int print_kernels(const kiln_model *m, const kiln_session *s) {
   const kl_graph *g = m->g;
   int slow = 0;
   char d[256];
-  printf("kernels of one run at ISA level %s:\n  %5s  %-36s %-24s %-12s %-20s %s\n",
-         kl_cpu_isa_used(), "#", "node", "op", "kernel", "implementation", "slow path");
+  kl_session_devices dev;
+  if (kl_session_placement(s, &dev))
+    printf("device: %s; kernels %s\n%d of %d nodes run on it, the rest on the CPU; %d values "
+           "go to it and %d come back in every run\ndevice memory: %.3f MiB reserved, "
+           "%.3f MiB peak in use, %llu allocations (%llu from the cache)\n",
+           dev.name, dev.origin, dev.device_nodes, g->n_nodes, dev.uploads, dev.downloads,
+           (double)dev.alloc.reserved_bytes / (1 << 20),
+           (double)dev.alloc.allocated_bytes_peak / (1 << 20),
+           (unsigned long long)dev.alloc.allocs, (unsigned long long)dev.alloc.cache_hits);
+  printf("kernels of one run at ISA level %s:\n  %5s  %-36s %-24s %-6s %-12s %-20s %s\n",
+         kl_cpu_isa_used(), "#", "node", "op", "device", "kernel", "implementation",
+         "slow path");
   for (int i = 0; i < g->n_nodes; i++) {
     const char *impl = kl_session_kernel_impl(s, i), *why = kl_session_slow_path(s, i);
     slow += why != NULL;
     const kl_node *n = &g->nodes[i];
     const kl_op_info *op = kl_op_get(n->op);
     snprintf(d, sizeof d, "%s%s%s", op->domain, *op->domain ? "." : "", op->name);
-    printf("  %5d  %-36.36s %-24.24s %-12s %-20s %s\n", i, *n->name ? n->name : "-", d,
-           kl_session_kernel_name(s, i), impl ? impl : "-", why ? why : "-");
+    printf("  %5d  %-36.36s %-24.24s %-6s %-12s %-20s %s\n", i, *n->name ? n->name : "-", d,
+           kl_session_node_device(s, i), kl_session_kernel_name(s, i), impl ? impl : "-",
+           why ? why : "-");
   }
   printf("%d of %d nodes took a slow path\n", slow, g->n_nodes);
+  if (dev.name) print_copies(m, s);
   return EXIT_OK;
 }
 

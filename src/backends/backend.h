@@ -1,5 +1,14 @@
-/* How sessions choose kernels (the contract between the runtime and the CPU backend).
+/* The backend interface, and how sessions choose CPU kernels.
  *
+ * A backend is a table of functions (kl_backend_iface) plus its context, as ggml's
+ * backend interface is: the session places every node on a backend that supports it
+ * (the device the user chose, else the CPU, which runs every op), moves tensors at the
+ * boundaries with the device's upload/download, and runs each node through execute.
+ * The CPU backend (cpu/backend.c: kl_cpu_backend) works on host memory and leaves the
+ * buffer slots NULL; a device backend (gpu/backend.c: OpenCL) hands out kl_dev_buf
+ * ranges of its memory, and its kernels see, as each tensor's data, a kl_dev_buf *.
+ *
+ * CPU kernels:
  * At session creation every node gets one kernel, chosen once from the node's op,
  * attributes and static input types: a oneDNN kernel (src/backends/cpu/dnnl.c), else a
  * kiln kernel for the machine's ISA level (src/backends/cpu/kernels.c and isa/), else
@@ -35,5 +44,53 @@ typedef struct kl_cpu_kernel {
  * node's static input types (NULL for absent inputs). */
 kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int n_in,
                                 kl_isa isa);
+
+/* A range of a device's memory: what a device tensor's data points at. */
+typedef struct kl_dev_buf {
+  void *mem;       /* the device's buffer (a cl_mem); NULL for an empty tensor */
+  size_t off;      /* bytes from mem's start (a multiple of 512) */
+  size_t size;     /* bytes the range holds */
+  void *priv;      /* the allocator's (kl_dev_block) */
+  uint64_t serial;
+} kl_dev_buf;
+
+typedef struct kl_backend kl_backend;
+
+typedef struct kl_backend_iface {
+  const char *name; /* "cpu", "opencl" */
+  /* Whether node `node` of g can run here, judged from its op, attributes and the
+   * graph's static types (symbolic dims allowed). The backend must then run it for any
+   * concrete shapes those types admit, or fail the run with a message. */
+  bool (*supports_node)(kl_backend *b, const kl_graph *g, int node);
+  /* Runs node kc->node (index `node` of the graph the backend was made for) on kc's
+   * tensors, every output already shaped and placed; may only queue the work. */
+  kiln_status (*execute)(kl_backend *b, int node, kl_kernel_ctx *kc);
+  /* What the chosen kernel of a supported node needs: bit k of *host_inputs set when
+   * input k is read on the host (a shape list, a scalar bound: kept there, not copied
+   * to the device); *view when out[0] is in[0]'s bytes under a new shape, so that
+   * nothing runs. NULL for the CPU (the CPU plan says it: cpu_backend.h). */
+  void (*node_io)(kl_backend *b, const kl_graph *g, int node, unsigned *host_inputs,
+                  bool *view);
+  /* The kernel that ran node i last ("ref", "dnnl_conv", "cl:conv2d", ...). */
+  const char *(*kernel_name)(const kl_backend *b, int node);
+  /* Device memory; NULL for a backend working on host memory. */
+  kiln_status (*buffer_alloc)(kl_backend *b, size_t bytes, kl_dev_buf *out, kl_err *e);
+  void (*buffer_free)(kl_backend *b, kl_dev_buf *buf); /* zeroes *buf */
+  kiln_status (*upload)(kl_backend *b, const kl_dev_buf *dst, const void *src, size_t n,
+                        kl_err *e);
+  /* Waits for the queued work that writes src, then copies. */
+  kiln_status (*download)(kl_backend *b, void *dst, const kl_dev_buf *src, size_t n,
+                          kl_err *e);
+  /* Waits for everything queued; NULL when execute is synchronous. */
+  kiln_status (*synchronize)(kl_backend *b, kl_err *e);
+  /* "pthread-haswell-AMD EPYC (Portable Computing Language, OpenCL 3.0 PoCL 3.1)" */
+  const char *(*device_name)(const kl_backend *b);
+  void (*release)(kl_backend *b); /* frees the backend and everything it holds */
+} kl_backend_iface;
+
+struct kl_backend {
+  const kl_backend_iface *iface;
+  void *ctx;
+};
 
 #endif

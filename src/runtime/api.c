@@ -23,6 +23,11 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
       free(d.passes);
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
     }
+    if (src->device && !(d.device = strdup(src->device))) {
+      free(d.passes);
+      free(d.input_types);
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
+    }
   }
   *dst = d;
   return KILN_OK;
@@ -31,8 +36,10 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
 void kl_options_clear(kiln_options *o) {
   free(o->passes);
   free(o->input_types);
+  free(o->device);
   o->passes = NULL;
   o->input_types = NULL;
+  o->device = NULL;
 }
 
 kiln_status kiln_options_create(kiln_options **out) {
@@ -72,7 +79,7 @@ static const int_option int_options[] = {
     OPT(fast_only, false, 0, 1, "0 or 1"),
 };
 #undef OPT
-static const char *const string_options[] = {"passes", "input_types"};
+static const char *const string_options[] = {"passes", "input_types", "device"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Records the setter's failure in o (each call replaces the last message). */
@@ -129,6 +136,23 @@ kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t valu
   list_names(names, sizeof names, true);
   return refuse(o, "no integer option '%s'; the integer options are %s", name, names);
 }
+/* "cpu", "auto", "opencl" or "opencl:P.D" with P and D decimal. */
+static bool device_spec_ok(const char *v) {
+  if (strcmp(v, "cpu") == 0 || strcmp(v, "auto") == 0 || strcmp(v, "opencl") == 0) return true;
+  if (strncmp(v, "opencl:", 7) != 0) return false;
+  const char *p = v + 7;
+  int parts = 0;
+  for (;;) {
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 4) p++, digits++;
+    if (!digits) return false;
+    parts++;
+    if (*p == '.' && parts == 1) p++;
+    else break;
+  }
+  return *p == 0 && parts == 2;
+}
+
 kiln_status kiln_options_set_string(kiln_options *o, const char *name, const char *value) {
   if (!o) return KILN_ERR_INVALID_ARGUMENT;
   o->err = (kl_err){0};
@@ -136,6 +160,7 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
   if (!value) return refuse(o, "option '%s': the value is NULL (\"\" unsets it)", name);
   char **slot = strcmp(name, "passes") == 0        ? &o->passes
                : strcmp(name, "input_types") == 0 ? &o->input_types
+               : strcmp(name, "device") == 0      ? &o->device
                                                   : NULL;
   if (!slot) {
     char names[256];
@@ -145,6 +170,9 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
     list_names(names, sizeof names, false);
     return refuse(o, "no string option '%s'; the string options are %s", name, names);
   }
+  if (slot == &o->device && *value && !device_spec_ok(value))
+    return refuse(o, "option 'device': '%s' is not a device: expected cpu, auto, opencl "
+                  "or opencl:P.D (platform P, device D; `kiln info` lists them)", value);
   char *p = NULL;
   if (*value && !(p = strdup(value))) {
     o->err.code = KILN_ERR_OUT_OF_MEMORY;

@@ -22,6 +22,7 @@ struct kiln_options {
   int fast_only;       /* 1: a run fails where a node takes a slow path (session.c) */
   char *passes; /* owned, NULL when not set */
   char *input_types; /* owned, NULL when not set: TorchScript inputs' types */
+  char *device;      /* owned, NULL when not set: "cpu", "auto", "opencl[:P.D]" */
   kl_err err;        /* the last setter's failure (kiln_options_error); not copied */
 };
 

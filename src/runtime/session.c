@@ -4,9 +4,18 @@
  * The first run, and any run in which a tensor outgrows its place, gives such tensors
  * buffers of their own (freed after their last use) and records every size; after it
  * the session plans one arena for those sizes (memplan.h), so that later runs with the
- * same shapes allocate nothing. Smaller shapes fit the plan as it is. */
+ * same shapes allocate nothing. Smaller shapes fit the plan as it is.
+ *
+ * With a device (option "device"), every node the device's backend supports runs there
+ * and the rest on the CPU backend. A value lives where its producer ran (graph inputs and
+ * constants on the host); it is copied to the device after it is made when a device node
+ * reads it (constants once, at session creation), and from the device right after it is
+ * made when a CPU node or the caller reads it. Device tensors get their memory from the
+ * device's caching allocator and give it back after their last device use, so that
+ * after the first run with a shape a run allocates nothing from the device itself. */
 #include "runtime/session.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/gpu/gpu_backend.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -24,7 +33,18 @@ struct kiln_session {
   kl_err err;
   const kiln_model *model;
   kiln_options opts;
-  kl_cpu_plan *kernels;
+  kl_backend *cpu;     /* runs every node not placed on dev */
+  kl_cpu_plan *kernels; /* cpu's plan */
+  kl_backend *dev;     /* the device of option "device", NULL for none */
+  unsigned char *place; /* per node: 1 when it runs on dev */
+  unsigned *host_in;   /* per dev node: bit k when input k is read on the host */
+  unsigned char *need; /* per value: NEED_HOST, NEED_DEV */
+  bool *on_dev;        /* per value: made on dev */
+  kl_tensor *dvals;    /* per value: its device tensor (data: &dbuf[v]) */
+  kl_dev_buf *dbuf;    /* per value: its device memory */
+  bool *downs;         /* per value: dbuf[v] is its own (not a view's, not freed yet) */
+  int *dfree, *dfree_at; /* device buffers given back after node i: dfree[dfree_at[i]..] */
+  int dev_nodes, uploads, downloads; /* placement counts (kl_session_placement) */
   kl_memplan_node *rules; /* per node: what its kernel allows the plan */
   kl_memplan plan;
   bool planned;        /* the plan has sizes from a run; else nothing fits it */
@@ -53,6 +73,8 @@ struct kiln_session {
   bool profile, timed;
   double *t_start, *t_ms; /* per node, of the last profiled run */
 };
+
+enum { NEED_HOST = 1, NEED_DEV = 2 };
 
 static kiln_status session_alloc(kiln_session *s) {
   const kl_graph *g = s->model->g;
@@ -101,8 +123,9 @@ static kiln_status session_alloc(kiln_session *s) {
 static kiln_status session_plan_kernels(kiln_session *s) {
   const kl_graph *g = s->model->g;
   kl_cpu_kernels which = s->opts.reference ? KL_CPU_KERNELS_REF : KL_CPU_KERNELS_FAST;
-  kiln_status st = kl_cpu_plan_create(g, which, &s->kernels, &s->err);
+  kiln_status st = kl_cpu_backend_create(g, which, &s->cpu, &s->err);
   if (st != KILN_OK) return st;
+  s->kernels = kl_cpu_backend_plan(s->cpu);
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_cpu_choice *c = kl_cpu_plan_kernel(s->kernels, i);
     s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};
@@ -110,6 +133,142 @@ static kiln_status session_plan_kernels(kiln_session *s) {
   if (s->opts.release_weights) /* the model is this session's alone (session_claim) */
     kl_cpu_plan_release_weights(s->kernels, (kl_graph *)g);
   return kl_memplan_init(&s->plan, g, &s->err);
+}
+
+/* Gives back every device buffer a value owns (constants too when all is set). */
+static void release_device_values(kiln_session *s, bool all) {
+  const kl_graph *g = s->model->g;
+  for (int v = 0; s->downs && v < g->n_values; v++) {
+    if (!s->downs[v] || (!all && g->values[v].kind == KL_VALUE_CONST)) continue;
+    s->dev->iface->buffer_free(s->dev, &s->dbuf[v]);
+    s->downs[v] = false;
+  }
+}
+
+static void release_device(kiln_session *s) {
+  if (!s->dev) return;
+  release_device_values(s, true);
+  s->dev->iface->release(s->dev);
+  s->dev = NULL;
+  free(s->place);
+  free(s->host_in);
+  free(s->need);
+  free(s->on_dev);
+  free(s->dvals);
+  free(s->dbuf);
+  free(s->downs);
+  free(s->dfree);
+  free(s->dfree_at);
+}
+
+/* Value v's device tensor: its shape as the host's, its data the device range. */
+static void dev_tensor(kiln_session *s, int v) {
+  s->dvals[v] = s->vals[v];
+  s->dvals[v].data = &s->dbuf[v];
+}
+
+/* Copies host value v to the device, into memory of its own. */
+static kiln_status to_device(kiln_session *s, int v) {
+  dev_tensor(s, v);
+  size_t bytes = kl_tensor_nbytes(&s->vals[v]);
+  if (bytes == 0) return KILN_OK;
+  kl_backend *d = s->dev;
+  kiln_status st = d->iface->buffer_alloc(d, bytes, &s->dbuf[v], &s->err);
+  if (st != KILN_OK) return st;
+  s->downs[v] = true;
+  st = d->iface->upload(d, &s->dbuf[v], s->vals[v].data, bytes, &s->err);
+  if (st != KILN_OK) kl_err_prefix(&s->err, "value '%s'", s->model->g->values[v].name);
+  return st;
+}
+
+/* The device buffers each node gives back after it: those of values whose last device
+ * use it is (a view keeps its root's alive through its own uses). */
+static kiln_status plan_device_frees(kiln_session *s) {
+  const kl_graph *g = s->model->g;
+  int *last = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  s->dfree = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+  s->dfree_at = calloc((size_t)g->n_nodes + 2, sizeof(int));
+  if (!last || !s->dfree || !s->dfree_at) {
+    free(last);
+    return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory placing nodes");
+  }
+  for (int v = 0; v < g->n_values; v++) last[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    if (!s->place[i]) continue;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0 && !(s->host_in[i] >> k & 1u)) last[n->in[k]] = i;
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0 && last[n->out[k]] < i) last[n->out[k]] = i;
+  }
+  for (int i = g->n_nodes - 1; i >= 0; i--) { /* views: the root lives while they do */
+    const kl_node *n = &g->nodes[i];
+    unsigned host;
+    bool view = false;
+    if (!s->place[i]) continue;
+    s->dev->iface->node_io(s->dev, g, i, &host, &view);
+    if (view && last[n->out[0]] > last[n->in[0]]) last[n->in[0]] = last[n->out[0]];
+  }
+  int count = 0;
+  for (int i = 0; i < g->n_nodes; i++) { /* counting sort by the node that frees */
+    s->dfree_at[i] = count;
+    for (int v = 0; v < g->n_values; v++)
+      if (last[v] == i && g->values[v].kind != KL_VALUE_CONST) s->dfree[count++] = v;
+  }
+  s->dfree_at[g->n_nodes] = count;
+  free(last);
+  return KILN_OK;
+}
+
+/* Option "device": the device's backend takes every node it supports; the CPU the
+ * rest. Constants that device nodes read are copied there now. */
+static kiln_status place_nodes(kiln_session *s) {
+  const char *spec = s->opts.device;
+  if (!spec || strcmp(spec, "cpu") == 0) return KILN_OK;
+  const kl_graph *g = s->model->g;
+  bool any = strcmp(spec, "auto") == 0;
+  kl_err quiet = {0};
+  kiln_status st = kl_gpu_backend_create(any ? "opencl" : spec, g, &s->dev,
+                                         any ? &quiet : &s->err);
+  if (st != KILN_OK) return any ? KILN_OK : st; /* auto: the CPU when no device opens */
+  size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
+  s->place = calloc(nn, 1);
+  s->host_in = calloc(nn, sizeof *s->host_in);
+  s->need = calloc(nv, 1);
+  s->on_dev = calloc(nv, sizeof *s->on_dev);
+  s->dvals = calloc(nv, sizeof *s->dvals);
+  s->dbuf = calloc(nv, sizeof *s->dbuf);
+  s->downs = calloc(nv, sizeof *s->downs);
+  if (!s->place || !s->host_in || !s->need || !s->on_dev || !s->dvals || !s->dbuf ||
+      !s->downs)
+    return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory placing nodes");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    bool view = false;
+    if (!s->dev->iface->supports_node(s->dev, g, i)) continue;
+    s->place[i] = 1;
+    s->dev_nodes++;
+    s->rules[i] = (kl_memplan_node){0, false}; /* its host copies share nothing */
+    s->dev->iface->node_io(s->dev, g, i, &s->host_in[i], &view);
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0) s->on_dev[n->out[k]] = true;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0)
+        s->need[n->in[k]] |= s->place[i] && !(s->host_in[i] >> k & 1u) ? NEED_DEV : NEED_HOST;
+  }
+  for (int i = 0; i < g->n_outputs; i++) s->need[g->outputs[i]] |= NEED_HOST;
+  for (int v = 0; v < g->n_values; v++) {
+    if (s->on_dev[v] && (s->need[v] & NEED_HOST)) s->downloads++;
+    if (!s->on_dev[v] && (s->need[v] & NEED_DEV) && g->values[v].kind != KL_VALUE_CONST)
+      s->uploads++;
+    if (g->values[v].kind == KL_VALUE_CONST && (s->need[v] & NEED_DEV) &&
+        (st = to_device(s, v)) != KILN_OK)
+      return st;
+  }
+  return plan_device_frees(s);
 }
 
 /* The model's weights still held (those a release_weights session freed are not), and
@@ -186,6 +345,7 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
   if (st == KILN_OK) st = session_claim(s);
   if (st == KILN_OK) st = session_alloc(s);
   if (st == KILN_OK) st = session_plan_kernels(s);
+  if (st == KILN_OK) st = place_nodes(s);
   if (st == KILN_OK) st = check_weights_limit(s);
   if (st != KILN_OK && s->counted) session_unclaim(s);
   return st;
@@ -209,7 +369,8 @@ void kiln_session_free(kiln_session *s) {
     m->sessions--;
     pthread_mutex_unlock(&m->lock);
   }
-  kl_cpu_plan_free(s->kernels);
+  release_device(s);
+  if (s->cpu) s->cpu->iface->release(s->cpu);
   kl_memplan_clear(&s->plan);
   free(s->arena);
   free(s->vals);
@@ -323,6 +484,10 @@ static kiln_status bind_inputs(kiln_session *s) {
     s->types[v].dtype = t->dtype;
     kl_type_set_shape(&s->types[v], b->rank, b->dims);
     s->seen[v] = kl_tensor_nbytes(x);
+    if (s->dev && (s->need[v] & NEED_DEV)) {
+      kiln_status st = to_device(s, v);
+      if (st != KILN_OK) return st;
+    }
   }
   return KILN_OK;
 }
@@ -369,8 +534,12 @@ static void *planned_place(kiln_session *s, int v, size_t bytes, bool *view) {
   return (char *)s->arena + p->stores[st].offset;
 }
 
-/* Shape output k of node n from the inferred type and give it its bytes. */
-static kiln_status prepare_output(kiln_session *s, const kl_node *n, int k, bool *view) {
+static kiln_status device_output(kiln_session *s, int i, int k, size_t bytes, bool *view);
+
+/* Shape output k of node n from the inferred type and give it its bytes: on the host,
+ * or, for a node on the device, there (and on the host too when the host reads it). */
+static kiln_status prepare_output(kiln_session *s, int i, int k, bool *view) {
+  const kl_node *n = &s->model->g->nodes[i];
   int v = n->out[k];
   const kl_type *t = &s->tout[k];
   int64_t numel;
@@ -395,10 +564,66 @@ static kiln_status prepare_output(kiln_session *s, const kl_node *n, int k, bool
   s->seen[v] = bytes;
   x->data = NULL;
   *view = false;
+  if (s->dev && s->place[i]) {
+    kiln_status st = device_output(s, i, k, bytes, view);
+    if (st != KILN_OK || !(s->need[v] & NEED_HOST)) {
+      s->seen[v] = 0; /* no host copy: nothing in the host's plan */
+      return st;
+    }
+    bool host_view = false;
+    if (bytes == 0) return KILN_OK;
+    if ((x->data = planned_place(s, v, bytes, &host_view)) && !host_view) return KILN_OK;
+    x->data = NULL;
+    return fallback_buffer(s, k, v, bytes);
+  }
   if (bytes == 0) return KILN_OK; /* kernels accept NULL data for empty tensors */
   if ((x->data = planned_place(s, v, bytes, view))) return KILN_OK;
   *view = false;
   return fallback_buffer(s, k, v, bytes);
+}
+
+/* Output k of device node i: a view of input 0's device memory when the node is a
+ * view (*view set), else memory of its own. */
+static kiln_status device_output(kiln_session *s, int i, int k, size_t bytes, bool *view) {
+  const kl_graph *g = s->model->g;
+  const kl_node *n = &g->nodes[i];
+  int v = n->out[k];
+  unsigned host;
+  bool is_view = false;
+  s->dev->iface->node_io(s->dev, g, i, &host, &is_view);
+  dev_tensor(s, v);
+  memset(&s->dbuf[v], 0, sizeof s->dbuf[v]);
+  s->downs[v] = false;
+  if (is_view && k == 0) {
+    s->dbuf[v] = s->dbuf[n->in[0]];
+    *view = true;
+    return KILN_OK;
+  }
+  if (bytes == 0) return KILN_OK;
+  kiln_status st = s->dev->iface->buffer_alloc(s->dev, bytes, &s->dbuf[v], &s->err);
+  if (st == KILN_OK) s->downs[v] = true;
+  else kl_err_prefix(&s->err, "output %d '%s'", k, g->values[v].name);
+  return st;
+}
+
+/* After node i: its outputs' copies, device to host or host to device, as their
+ * readers need. */
+static kiln_status copy_outputs(kiln_session *s, int i) {
+  const kl_node *n = &s->model->g->nodes[i];
+  for (int k = 0; k < n->n_out; k++) {
+    int v = n->out[k];
+    if (v < 0) continue;
+    kiln_status st = KILN_OK;
+    if (s->place[i] && (s->need[v] & NEED_HOST)) {
+      size_t bytes = kl_tensor_nbytes(&s->vals[v]);
+      if (bytes)
+        st = s->dev->iface->download(s->dev, s->vals[v].data, &s->dbuf[v], bytes, &s->err);
+    } else if (!s->place[i] && (s->need[v] & NEED_DEV)) {
+      st = to_device(s, v);
+    }
+    if (st != KILN_OK) return st;
+  }
+  return KILN_OK;
 }
 
 /* Buffers of values whose storage ends at node i (only those outside the plan). */
@@ -411,16 +636,26 @@ static void release_after(kiln_session *s, int i) {
     s->heap[v] = NULL;
     s->heap_bytes -= s->seen[v];
   }
+  for (int j = s->dev ? s->dfree_at[i] : 0; s->dev && j < s->dfree_at[i + 1]; j++) {
+    int v = s->dfree[j];
+    if (!s->downs[v]) continue;
+    s->dev->iface->buffer_free(s->dev, &s->dbuf[v]);
+    s->downs[v] = false;
+  }
 }
 
 static kiln_status run_node(kiln_session *s, int i) {
   kl_graph *g = s->model->g;
   const kl_node *n = &g->nodes[i];
+  bool on_dev = s->dev && s->place[i];
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];
+    bool dev_in = on_dev && !(s->host_in[i] >> k & 1u);
     s->tin[k] = v >= 0 ? &s->types[v] : NULL;
-    s->tdata[k] = v >= 0 ? s->vals[v].data : NULL;
-    s->kin[k] = v >= 0 ? &s->vals[v] : NULL;
+    /* what shape inference may read: host data only (NULL for device-only values) */
+    s->tdata[k] = v >= 0 && !(s->dev && s->on_dev[v] && !(s->need[v] & NEED_HOST))
+                      ? s->vals[v].data : NULL;
+    s->kin[k] = v < 0 ? NULL : dev_in ? &s->dvals[v] : &s->vals[v];
   }
   for (int k = 0; k < n->n_out; k++) {
     memset(&s->tout[k], 0, sizeof s->tout[k]);
@@ -430,17 +665,18 @@ static kiln_status run_node(kiln_session *s, int i) {
   kiln_status st = (kiln_status)kl_op_get(n->op)->infer(&ic);
   bool view = false;
   for (int k = 0; st == KILN_OK && k < n->n_out; k++) {
-    st = prepare_output(s, n, k, &view);
-    s->kout[k] = &s->vals[n->out[k]];
+    st = prepare_output(s, i, k, &view);
+    s->kout[k] = on_dev ? &s->dvals[n->out[k]] : &s->vals[n->out[k]];
   }
   s->as_view[i] = st == KILN_OK && view;
+  if (st == KILN_OK && view && s->dev) st = copy_outputs(s, i);
   if (st != KILN_OK || view) return st;
   /* A node whose every output is empty has nothing to compute: its kernel is not run,
    * so no kernel can loop over the rows of an empty-but-large input ([2^40, 0]: 2^40
    * empty rows of a LayerNormalization took minutes) or over attribute counts. */
   bool empty = n->n_out > 0;
   for (int k = 0; k < n->n_out && empty; k++) empty = kl_tensor_numel(s->kout[k]) == 0;
-  if (empty) return KILN_OK;
+  if (empty) return s->dev ? copy_outputs(s, i) : KILN_OK;
   /* a node asking for more work than max_work allows (its estimate from the shapes it
    * has now) is refused before it starts: a file of a few hundred bytes could ask for
    * 10^18 steps */
@@ -451,11 +687,14 @@ static kiln_status run_node(kiln_session *s, int i) {
                      "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
                      work, (long long)s->opts.max_work);
   }
-  kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads,
-                      kl_cpu_plan_state(s->kernels, i)};
-  st = (kiln_status)kl_cpu_plan_kernel(s->kernels, i)->kernel.run(&kc);
-  const char *slow = st == KILN_OK && s->opts.fast_only ? kl_cpu_plan_slow_path(s->kernels, i)
-                                                        : NULL;
+  kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads, NULL};
+  kl_backend *b = on_dev ? s->dev : s->cpu;
+  st = b->iface->execute(b, i, &kc);
+  if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
+  if (st == KILN_OK && on_dev && s->profile && b->iface->synchronize)
+    st = b->iface->synchronize(b, &s->err); /* a node's time is its kernels' */
+  const char *slow = st == KILN_OK && s->opts.fast_only && !on_dev
+                         ? kl_cpu_plan_slow_path(s->kernels, i) : NULL;
   if (slow)
     st = kl_fail(&s->err, KILN_ERR_UNSUPPORTED, "ran on %s at ISA level %s, a slow path "
                  "that the option fast_only refuses", slow, kl_cpu_isa_used());
@@ -538,6 +777,7 @@ kiln_status kiln_session_run(kiln_session *s) {
   s->timed = false;
   s->fallbacks = 0;
   release_heap(s); /* the last run's outputs, or what a failed run left */
+  if (s->dev) release_device_values(s, false);
   kl_cpu_set_threads(s->opts.threads);
   kiln_status st = KILN_OK;
   if (s->opts.pin_threads && !(s->pinned && pthread_equal(s->pinned_by, pthread_self()))) {
@@ -547,6 +787,8 @@ kiln_status kiln_session_run(kiln_session *s) {
   }
   st = bind_inputs(s);
   if (st == KILN_OK) st = run_nodes(s);
+  if (st == KILN_OK && s->dev && s->dev->iface->synchronize)
+    st = s->dev->iface->synchronize(s->dev, &s->err);
   if (st == KILN_OK && s->opts.memory_limit) { /* oneDNN packs on a shape's first run */
     size_t fixed = fixed_bytes(s), arena = s->planned ? s->plan.arena_bytes : 0;
     if (fixed + arena + s->heap_bytes > (uint64_t)s->opts.memory_limit)
@@ -589,14 +831,46 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
 
 const char *kl_session_kernel_name(const kiln_session *s, int node) {
   if (s->as_view[node]) return "view";
-  return kl_cpu_plan_ran(s->kernels, node);
+  if (s->dev && s->place[node]) return s->dev->iface->kernel_name(s->dev, node);
+  return s->cpu->iface->kernel_name(s->cpu, node);
+}
+
+const char *kl_session_node_device(const kiln_session *s, int node) {
+  return s->dev && s->place[node] ? s->dev->iface->name : "cpu";
+}
+
+bool kl_session_placement(const kiln_session *s, kl_session_devices *out) {
+  memset(out, 0, sizeof *out);
+  if (!s->dev) return false;
+  out->name = s->dev->iface->device_name(s->dev);
+  out->origin = kl_gpu_backend_origin(s->dev);
+  out->device_nodes = s->dev_nodes;
+  out->uploads = s->uploads;
+  out->downloads = s->downloads;
+  kl_gpu_backend_stats(s->dev, &out->alloc);
+  return true;
+}
+
+bool kl_session_value_copy(const kiln_session *s, int v, bool *to_device) {
+  if (!s->dev) return false;
+  if (s->on_dev[v] && (s->need[v] & NEED_HOST)) {
+    *to_device = false;
+    return true;
+  }
+  if (!s->on_dev[v] && (s->need[v] & NEED_DEV)) {
+    *to_device = true;
+    return true;
+  }
+  return false;
 }
 
 const char *kl_session_kernel_impl(const kiln_session *s, int node) {
+  if (s->dev && s->place[node]) return NULL;
   return s->as_view[node] ? NULL : kl_cpu_plan_impl(s->kernels, node);
 }
 
 const char *kl_session_slow_path(const kiln_session *s, int node) {
+  if (s->dev && s->place[node]) return NULL;
   return s->as_view[node] ? NULL : kl_cpu_plan_slow_path(s->kernels, node);
 }
 

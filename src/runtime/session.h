@@ -4,6 +4,7 @@
 #ifndef KL_SESSION_H
 #define KL_SESSION_H
 
+#include "backends/gpu/alloc.h"
 #include "runtime/memplan.h"
 #include "runtime/runtime.h"
 
@@ -15,6 +16,20 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
 /* The name of the kernel that ran node i in the last run ("ref", "dnnl_conv", ...),
  * or "view" for a node whose output was a view of its input. */
 const char *kl_session_kernel_name(const kiln_session *s, int node);
+/* Where node i runs: "cpu", or the device backend's name ("opencl"). */
+const char *kl_session_node_device(const kiln_session *s, int node);
+/* What a session with a device placed there (option "device"). */
+typedef struct kl_session_devices {
+  const char *name;   /* the device */
+  const char *origin; /* how its kernels came (built from source, from the cache) */
+  int device_nodes;   /* nodes placed on it */
+  int uploads, downloads; /* values copied to it and from it in every run */
+  kl_dev_alloc_stats alloc; /* its caching allocator, now */
+} kl_session_devices;
+/* false when the session has no device (then *out is zeroed). */
+bool kl_session_placement(const kiln_session *s, kl_session_devices *out);
+/* Whether value v is copied at a device boundary in every run, and which way. */
+bool kl_session_value_copy(const kiln_session *s, int v, bool *to_device);
 /* oneDNN's implementation of node i in the last run (kl_cpu_plan_impl), or NULL. */
 const char *kl_session_kernel_impl(const kiln_session *s, int node);
 /* The slow path node i took in the last run (kl_cpu_plan_slow_path), or NULL. */

@@ -8,6 +8,8 @@
 
 #include "export/onnx_export.h"
 #include "import/onnx.h"
+#include "runtime/runtime.h"
+#include "runtime/session.h"
 
 #include "testutil.h"
 
@@ -513,4 +515,98 @@ kiln_model *tu_model_of(kl_graph *g, int opt_level) {
   kiln_options_free(o);
   free(buf);
   return m;
+}
+
+/* ---- the GPU backend against the reference kernels ---- */
+
+static kiln_session *gpu_session(const kiln_model *m, const char *device, bool reference) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
+  if (device) assert_int_equal(kiln_options_set_string(o, "device", device), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK)
+    fail_msg("session on %s: %s", device ? device : "the CPU", kiln_session_error(s));
+  kiln_options_free(o);
+  return s;
+}
+
+static void gpu_set_inputs(kiln_session *s, const kiln_model *m, void **bufs) {
+  for (int i = 0; i < kiln_model_input_count(m); i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    assert_int_equal(kiln_session_set_input(s, info.name, info.dtype, info.rank, info.dims,
+                                            bufs[i], kiln_dtype_size(info.dtype) * (size_t)n),
+                     KILN_OK);
+  }
+}
+
+int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
+                 bool all_on_device) {
+  static uint32_t rng = 12345;
+  kiln_model *m = tu_model_of(g, opt_level);
+  int n_in = kiln_model_input_count(m);
+  void *bufs[TU_MAX_IO] = {NULL};
+  assert_true(n_in <= TU_MAX_IO);
+  for (int i = 0; i < n_in; i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    bufs[i] = malloc(kiln_dtype_size(info.dtype) * (size_t)(n ? n : 1));
+    assert_non_null(bufs[i]);
+    for (int64_t k = 0; k < n; k++) {
+      if (info.dtype == KILN_DTYPE_FLOAT32) ((float *)bufs[i])[k] = tu_rand_f32(&rng, -2, 2);
+      else if (info.dtype == KILN_DTYPE_INT64)
+        ((int64_t *)bufs[i])[k] = (int64_t)(tu_rand_f32(&rng, 0, 1) * (float)int_hi) % int_hi;
+      else fail_msg("%s: input %d has a dtype this check does not fill", what, i);
+    }
+  }
+  kiln_session *ref = gpu_session(m, NULL, true), *dev = gpu_session(m, "opencl", false);
+  gpu_set_inputs(ref, m, bufs);
+  if (kiln_session_run(ref) != KILN_OK) fail_msg("%s: reference run: %s", what, kiln_session_error(ref));
+  int on_dev = 0;
+  for (int r = 0; r < 2; r++) { /* the second run reuses the first's device memory */
+    gpu_set_inputs(dev, m, bufs);
+    if (kiln_session_run(dev) != KILN_OK)
+      fail_msg("%s: run %d on the device: %s", what, r + 1, kiln_session_error(dev));
+    on_dev = 0;
+    for (int i = 0; i < m->g->n_nodes; i++) {
+      bool here = strcmp(kl_session_node_device(dev, i), "cpu") != 0;
+      on_dev += here;
+      if (all_on_device && !here)
+        fail_msg("%s: node %d (%s) ran on the CPU, not the device", what, i,
+                 kl_op_name(m->g->nodes[i].op));
+    }
+    for (int k = 0; k < kiln_model_output_count(m); k++) {
+      kiln_tensor_info wi, gi;
+      const void *wd, *gd;
+      assert_int_equal(kiln_session_get_output(ref, k, &wi, &wd), KILN_OK);
+      assert_int_equal(kiln_session_get_output(dev, k, &gi, &gd), KILN_OK);
+      assert_int_equal(gi.dtype, wi.dtype);
+      assert_int_equal(gi.rank, wi.rank);
+      int64_t n = 1;
+      for (int d = 0; d < wi.rank; d++) {
+        assert_int_equal(gi.dims[d], wi.dims[d]);
+        n *= wi.dims[d];
+      }
+      char where[160];
+      snprintf(where, sizeof where, "%s (output %d, run %d)", what, k, r + 1);
+      for (int64_t j = 0; j < n; j++) {
+        double w = wi.dtype == KILN_DTYPE_FLOAT32 ? ((const float *)wd)[j]
+                                                  : (double)((const int64_t *)wd)[j];
+        double x = gi.dtype == KILN_DTYPE_FLOAT32 ? ((const float *)gd)[j]
+                                                  : (double)((const int64_t *)gd)[j];
+        if (!(isnan(w) && isnan(x)) && !(fabs(x - w) <= tol.atol + tol.rtol * fabs(w)))
+          fail_msg("%s: element %lld is %.8g, the reference %.8g", where, (long long)j, x, w);
+      }
+    }
+  }
+  for (int i = 0; i < n_in; i++) free(bufs[i]);
+  kiln_session_free(ref);
+  kiln_session_free(dev);
+  kiln_model_free(m);
+  return on_dev;
 }

@@ -226,6 +226,16 @@ kiln_model *tu_model_of(kl_graph *g, int opt_level);
 /* Uniform in [lo, hi] from the xorshift32 generator state *rng. */
 float tu_rand_f32(uint32_t *rng, float lo, float hi);
 
+/* ---- the GPU backend ---- */
+
+/* Exports g (freed) and loads it at opt_level, then runs it on random inputs (float32
+ * uniform in [-2, 2], int64 in [0, int_hi)) with the reference kernels and with option
+ * device "opencl" (PoCL in CI), twice, and fails unless every output matches within tol
+ * (|got - want| <= atol + rtol |want|), or when all_on_device and a node ran on the CPU.
+ * Returns how many nodes ran on the device. */
+int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
+                 bool all_on_device);
+
 /* ---- files ---- */
 
 /* A cmocka fixture: a fresh folder /tmp/kiln-test-XXXXXX and a path in it (dir/file)

@@ -491,3 +491,59 @@ const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
 #endif
   return p->choice[node].kernel.name;
 }
+
+/* ---- the CPU backend behind the backend interface (backend.h) ---- */
+
+static bool cpu_supports(kl_backend *b, const kl_graph *g, int node) {
+  (void)b, (void)g, (void)node;
+  return true; /* every op has its reference kernel */
+}
+
+static kiln_status cpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
+  kl_cpu_plan *p = b->ctx;
+  kc->state = &p->state[node];
+  return (kiln_status)p->choice[node].kernel.run(kc);
+}
+
+static const char *cpu_kernel_name(const kl_backend *b, int node) {
+  return kl_cpu_plan_ran(b->ctx, node);
+}
+
+static const char *cpu_device_name(const kl_backend *b) {
+  (void)b;
+  return kl_cpu_isa_used();
+}
+
+static void cpu_release(kl_backend *b) {
+  if (!b) return;
+  kl_cpu_plan_free(b->ctx);
+  free(b);
+}
+
+static const kl_backend_iface cpu_iface = {
+    .name = "cpu",
+    .supports_node = cpu_supports,
+    .execute = cpu_execute,
+    .kernel_name = cpu_kernel_name,
+    .device_name = cpu_device_name,
+    .release = cpu_release,
+};
+
+kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which, kl_backend **out,
+                                  kl_err *e) {
+  *out = NULL;
+  kl_backend *b = calloc(1, sizeof *b);
+  if (!b) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the CPU backend");
+  kl_cpu_plan *p = NULL;
+  kiln_status st = kl_cpu_plan_create(g, which, &p, e);
+  if (st != KILN_OK) {
+    kl_cpu_plan_free(p);
+    free(b);
+    return st;
+  }
+  *b = (kl_backend){&cpu_iface, p};
+  *out = b;
+  return KILN_OK;
+}
+
+kl_cpu_plan *kl_cpu_backend_plan(kl_backend *b) { return b->ctx; }

@@ -62,6 +62,13 @@ size_t kl_cpu_plan_held_bytes(const kl_cpu_plan *p);
 /* Tests: fill oneDNN's workspace with NaNs before every node (kl_dnnl_ws_poison). */
 void kl_cpu_plan_poison_workspace(kl_cpu_plan *p);
 
+/* The CPU backend behind the backend interface (backend.h): a plan for every node of
+ * g, run through execute; it supports every node. kl_cpu_backend_plan gives the plan
+ * for the CPU's own questions (packed weights, oneDNN's implementations). */
+kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which, kl_backend **out,
+                                  kl_err *e);
+kl_cpu_plan *kl_cpu_backend_plan(kl_backend *b);
+
 /* What the fast kernels run on, for `kiln bench`: kiln's level and oneDNN's ISA
  * ("avx512_bf16, oneDNN avx512_core_bf16"). Valid for the life of the process. */
 const char *kl_cpu_isa_used(void);

@@ -1,0 +1,157 @@
+/* The GPU backend (gpu_backend.h): the kl_backend_iface over an OpenCL device, with the
+ * op tables of the kernel families (kernels.h). */
+#include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gpu_ctx {
+  kl_cl *cl;
+  const kl_graph *g;
+  const kl_gpu_op **ops; /* per node: its entry, NULL when the node is not the device's */
+  char name[448];
+} gpu_ctx;
+
+static const struct {
+  const kl_gpu_op *ops;
+  const int *count;
+} families[] = {
+    {kl_gpu_ops_elementwise, &kl_gpu_ops_elementwise_count},
+};
+
+static const kl_gpu_op *find_op(kl_op op) {
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+    for (int i = 0; i < *families[f].count; i++)
+      if (families[f].ops[i].op == op) return &families[f].ops[i];
+  return NULL;
+}
+
+static bool is_f32(const kl_graph *g, int v) {
+  return v >= 0 && g->values[v].type.dtype == KL_F32;
+}
+
+static const kl_gpu_op *entry_for(const kl_graph *g, const kl_node *n) {
+  const kl_gpu_op *op = find_op(n->op);
+  if (!op) return NULL;
+  for (int k = 0; k < n->n_in; k++) /* absent inputs are fine; host inputs any dtype */
+    if (n->in[k] >= 0 && !(op->host_inputs >> k & 1u) && !is_f32(g, n->in[k]) &&
+        !(op->i64_inputs >> k & 1u && g->values[n->in[k]].type.dtype == KL_I64))
+      return NULL;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && !is_f32(g, n->out[k])) return NULL;
+  if (op->view && (n->n_in < 1 || n->in[0] < 0 || n->n_out != 1)) return NULL;
+  if (op->supports && !op->supports(g, n)) return NULL;
+  return op;
+}
+
+static bool gpu_supports(kl_backend *b, const kl_graph *g, int node) {
+  gpu_ctx *c = b->ctx;
+  const kl_gpu_op *op = entry_for(g, &g->nodes[node]);
+  if (g == c->g) c->ops[node] = op;
+  return op != NULL;
+}
+
+static kiln_status gpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
+  gpu_ctx *c = b->ctx;
+  const kl_gpu_op *op = c->ops[node];
+  if (!op)
+    return kl_fail(kc->e, KILN_ERR_INTERNAL, "node %d was placed on %s, which does not "
+                   "support it", node, c->name);
+  kiln_status st = op->run(c->cl, kc);
+  if (st != KILN_OK) kl_err_prefix(kc->e, "%s, kernel %s", kl_cl_name(c->cl), op->name);
+  return st;
+}
+
+static const char *gpu_kernel_name(const kl_backend *b, int node) {
+  const gpu_ctx *c = b->ctx;
+  return c->ops[node] ? c->ops[node]->name : "none";
+}
+
+static void gpu_node_io(kl_backend *b, const kl_graph *g, int node, unsigned *host_inputs,
+                        bool *view) {
+  (void)g;
+  const gpu_ctx *c = b->ctx;
+  const kl_gpu_op *op = c->ops[node];
+  *host_inputs = op ? op->host_inputs : 0;
+  *view = op && op->view;
+}
+
+static kiln_status gpu_alloc(kl_backend *b, size_t bytes, kl_dev_buf *out, kl_err *e) {
+  return kl_cl_alloc(((gpu_ctx *)b->ctx)->cl, bytes, out, e);
+}
+static void gpu_free(kl_backend *b, kl_dev_buf *buf) { kl_cl_free(((gpu_ctx *)b->ctx)->cl, buf); }
+static kiln_status gpu_upload(kl_backend *b, const kl_dev_buf *dst, const void *src, size_t n,
+                              kl_err *e) {
+  return kl_cl_upload(((gpu_ctx *)b->ctx)->cl, dst, src, n, e);
+}
+static kiln_status gpu_download(kl_backend *b, void *dst, const kl_dev_buf *src, size_t n,
+                                kl_err *e) {
+  return kl_cl_download(((gpu_ctx *)b->ctx)->cl, dst, src, n, e);
+}
+static kiln_status gpu_sync(kl_backend *b, kl_err *e) {
+  return kl_cl_finish(((gpu_ctx *)b->ctx)->cl, e);
+}
+static const char *gpu_device_name(const kl_backend *b) { return ((const gpu_ctx *)b->ctx)->name; }
+
+static void gpu_release(kl_backend *b) {
+  if (!b) return;
+  gpu_ctx *c = b->ctx;
+  if (c) {
+    kl_cl_close(c->cl);
+    free(c->ops);
+    free(c);
+  }
+  free(b);
+}
+
+static const kl_backend_iface gpu_iface = {
+    .name = "opencl",
+    .supports_node = gpu_supports,
+    .execute = gpu_execute,
+    .kernel_name = gpu_kernel_name,
+    .node_io = gpu_node_io,
+    .buffer_alloc = gpu_alloc,
+    .buffer_free = gpu_free,
+    .upload = gpu_upload,
+    .download = gpu_download,
+    .synchronize = gpu_sync,
+    .device_name = gpu_device_name,
+    .release = gpu_release,
+};
+
+kiln_status kl_gpu_backend_create(const char *spec, const kl_graph *g, kl_backend **out,
+                                  kl_err *e) {
+  *out = NULL;
+  if (strncmp(spec, "opencl", 6) != 0 || (spec[6] != 0 && spec[6] != ':'))
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "device '%s': expected cpu, opencl or "
+                   "opencl:P.D", spec);
+  kl_backend *b = calloc(1, sizeof *b);
+  gpu_ctx *c = calloc(1, sizeof *c);
+  if (b) b->ctx = c;
+  if (!b || !c || !(c->ops = calloc((size_t)g->n_nodes + 1, sizeof *c->ops))) {
+    if (c) free(c->ops);
+    free(c);
+    free(b);
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the GPU backend");
+  }
+  b->iface = &gpu_iface;
+  c->g = g;
+  kiln_status st = kl_cl_open(spec, &c->cl, e);
+  if (st != KILN_OK) {
+    gpu_release(b);
+    return st;
+  }
+  snprintf(c->name, sizeof c->name, "%s", kl_cl_name(c->cl));
+  *out = b;
+  return KILN_OK;
+}
+
+void kl_gpu_backend_stats(const kl_backend *b, kl_dev_alloc_stats *st) {
+  kl_cl_alloc_stats(((const gpu_ctx *)b->ctx)->cl, st);
+}
+
+const char *kl_gpu_backend_origin(const kl_backend *b) {
+  return kl_cl_kernels_origin(((const gpu_ctx *)b->ctx)->cl);
+}

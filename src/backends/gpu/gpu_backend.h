@@ -1,0 +1,17 @@
+/* The GPU backend as a session sees it: a kl_backend (backend.h) over one OpenCL
+ * device, made for one graph (its supports_node records each node's kernel). */
+#ifndef KL_GPU_BACKEND_H
+#define KL_GPU_BACKEND_H
+
+#include "backends/backend.h"
+#include "backends/gpu/alloc.h"
+
+/* spec: "opencl" or "opencl:P.D" (opencl.h). */
+kiln_status kl_gpu_backend_create(const char *spec, const kl_graph *g, kl_backend **out,
+                                  kl_err *e);
+/* The device allocator's statistics (alloc.h). */
+void kl_gpu_backend_stats(const kl_backend *b, kl_dev_alloc_stats *st);
+/* How its kernels came: built from source, loaded from the cache (opencl.h). */
+const char *kl_gpu_backend_origin(const kl_backend *b);
+
+#endif

@@ -1,0 +1,72 @@
+/* The GPU backend's kernels, op by op: which ops run on an OpenCL device, what each
+ * needs, and the host code that launches its kernels (the kernels folder holds the device
+ * code). A family of ops is a file src/backends/gpu/ops_<family>.c with a table of
+ * kl_gpu_op; gpu/backend.c joins the tables.
+ *
+ * A kernel gets a kl_kernel_ctx whose tensors' data are kl_dev_buf * (device memory),
+ * except the inputs its entry reads on the host (host_inputs: shape lists, scalar
+ * bounds), whose data are host pointers; every output is already shaped and placed, and
+ * no output is empty. Only float32 tensors reach the device, and int64 ones where an
+ * entry's i64_inputs allows (gpu/backend.c checks the static types before an op's own
+ * supports function). */
+#ifndef KL_GPU_KERNELS_H
+#define KL_GPU_KERNELS_H
+
+#include "backends/gpu/opencl.h"
+#include "ir/ir.h"
+
+typedef struct kl_gpu_op {
+  kl_op op;
+  const char *name;      /* "cl:binary", for `kiln inspect` and profiles */
+  unsigned host_inputs;  /* bit k: input k is read on the host, not uploaded */
+  unsigned i64_inputs;   /* bit k: input k may be int64 on the device (indices) */
+  bool view;             /* out[0] is in[0]'s bytes under a new shape: nothing runs */
+  /* Further conditions on the node (attributes, ranks), NULL when there are none. */
+  bool (*supports)(const kl_graph *g, const kl_node *n);
+  kiln_status (*run)(kl_cl *c, kl_kernel_ctx *kc);
+} kl_gpu_op;
+
+/* The tables, each with its length. */
+extern const kl_gpu_op kl_gpu_ops_elementwise[];
+extern const int kl_gpu_ops_elementwise_count;
+
+/* Activation codes of kernels/common.cl (KL_ACT_*). */
+enum {
+  KL_ACT_NONE, KL_ACT_RELU, KL_ACT_SIGMOID, KL_ACT_TANH, KL_ACT_LEAKY, KL_ACT_ELU,
+  KL_ACT_SELU, KL_ACT_CELU, KL_ACT_HSIGMOID, KL_ACT_HSWISH, KL_ACT_MISH, KL_ACT_GELU,
+  KL_ACT_GELU_TANH, KL_ACT_SOFTPLUS, KL_ACT_SOFTSIGN, KL_ACT_THRELU, KL_ACT_CLIP, KL_ACT_ABS,
+  KL_ACT_NEG, KL_ACT_EXP, KL_ACT_LOG, KL_ACT_SQRT, KL_ACT_RECIP, KL_ACT_FLOOR, KL_ACT_CEIL,
+  KL_ACT_ROUND, KL_ACT_SIGN, KL_ACT_ERF, KL_ACT_SIN, KL_ACT_COS, KL_ACT_SWISH,
+};
+
+/* An activation as a kernel sees it: code and two parameters. */
+typedef struct kl_gpu_act {
+  int code;
+  float a, b;
+} kl_gpu_act;
+
+/* The activation a fused node (FusedConv, FusedGemm, ...) carries in its "activation"
+ * and "activation_params" attributes ({KL_ACT_NONE} when none); false when the
+ * activation is one the kernels do not have. */
+bool kl_gpu_fused_act(const kl_node *n, kl_gpu_act *act);
+
+/* Matches kl_cl_bcast of kernels/common.cl: up to three operands broadcast to an output
+ * of rank `rank`, as element strides per output dim. */
+typedef struct kl_cl_bcast {
+  int64_t dims[KL_MAX_RANK];
+  int64_t s[3][KL_MAX_RANK];
+  int32_t rank, pad;
+} kl_cl_bcast;
+/* Fills bc for out's shape and the operands x[0..n-1] (numpy broadcasting, which
+ * shape inference has checked). */
+void kl_gpu_bcast(kl_cl_bcast *bc, const kl_tensor *out, const kl_tensor *const *x, int n);
+
+/* A 1-D launch of n work-items in groups of 256 (or the device's largest group). */
+#define KL_GPU_GLOBAL1(n) ((size_t[]){(size_t)(n)})
+kiln_status kl_gpu_launch1(kl_cl *c, const char *name, int64_t n, const kl_cl_arg *args,
+                           int n_args, kl_err *e);
+#define KL_GPU_LAUNCH1(c, name, n, e, ...)                                                  \
+  kl_gpu_launch1(c, name, n, (const kl_cl_arg[]){__VA_ARGS__},                          \
+                 (int)(sizeof((kl_cl_arg[]){__VA_ARGS__}) / sizeof(kl_cl_arg)), e)
+
+#endif

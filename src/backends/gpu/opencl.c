@@ -1,0 +1,605 @@
+/* OpenCL devices (opencl.h): choosing one, building kiln's kernels for it with a disk
+ * cache of the built binary, device memory and launches. */
+#include "backends/gpu/opencl.h"
+#include "kl_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if KL_HAVE_OPENCL
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
+
+extern const char kl_cl_source[]; /* the kernels folder's .cl files, embedded at build time */
+
+#define MAX_PLATFORMS 16
+#define MAX_DEVICES 64
+#define BUILD_OPTIONS "-cl-std=CL1.2"
+
+typedef struct cl_kernel_entry {
+  char name[64];
+  cl_kernel k;
+} cl_kernel_entry;
+
+struct kl_cl {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue queue;
+  cl_program program;
+  cl_kernel_entry *kernels;
+  cl_uint n_kernels;
+  kl_dev_alloc *alloc;
+  size_t max_group;
+  char name[384];
+  char origin[1200];
+};
+
+static const char *cl_err_name(cl_int st) {
+  switch (st) {
+  case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+  case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+  case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
+  case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+  case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+  case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+  case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+  case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+  case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+  case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+  case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
+  case CL_INVALID_PROGRAM_EXECUTABLE: return "CL_INVALID_PROGRAM_EXECUTABLE";
+  case CL_INVALID_KERNEL_NAME: return "CL_INVALID_KERNEL_NAME";
+  case CL_INVALID_ARG_INDEX: return "CL_INVALID_ARG_INDEX";
+  case CL_INVALID_ARG_VALUE: return "CL_INVALID_ARG_VALUE";
+  case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
+  case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+  case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+  case CL_INVALID_WORK_ITEM_SIZE: return "CL_INVALID_WORK_ITEM_SIZE";
+  case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+  case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+  case CL_INVALID_COMMAND_QUEUE: return "CL_INVALID_COMMAND_QUEUE";
+  case CL_PLATFORM_NOT_FOUND_KHR: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL driver: "
+                                         "ocl-icd found no file in /etc/OpenCL/vendors)";
+  default: return "an OpenCL error";
+  }
+}
+
+static void dev_str(cl_device_id d, cl_device_info what, char *buf, size_t len) {
+  buf[0] = 0;
+  if (clGetDeviceInfo(d, what, len, buf, NULL) != CL_SUCCESS) snprintf(buf, len, "?");
+  buf[len - 1] = 0;
+}
+
+static void plat_str(cl_platform_id p, cl_platform_info what, char *buf, size_t len) {
+  buf[0] = 0;
+  if (clGetPlatformInfo(p, what, len, buf, NULL) != CL_SUCCESS) snprintf(buf, len, "?");
+  buf[len - 1] = 0;
+}
+
+static cl_uint platforms(cl_platform_id *ids, cl_int *st) {
+  cl_uint n = 0;
+  *st = clGetPlatformIDs(MAX_PLATFORMS, ids, &n);
+  if (*st != CL_SUCCESS) return 0;
+  return n > MAX_PLATFORMS ? MAX_PLATFORMS : n;
+}
+
+static cl_uint devices(cl_platform_id p, cl_device_id *ids) {
+  cl_uint n = 0;
+  if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, MAX_DEVICES, ids, &n) != CL_SUCCESS) return 0;
+  return n > MAX_DEVICES ? MAX_DEVICES : n;
+}
+
+/* ---- the disk cache of built programs ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * UINT64_C(1099511628211);
+  return h;
+}
+#define FNV0 UINT64_C(14695981039346656037)
+
+/* The cache folder: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln;
+ * false (no cache) when none is set or KILN_CACHE_DIR is "". */
+static bool cache_dir(char *buf, size_t len) {
+  const char *d = getenv("KILN_CACHE_DIR");
+  if (d) return *d && (size_t)snprintf(buf, len, "%s", d) < len;
+  if ((d = getenv("XDG_CACHE_HOME")) && *d)
+    return (size_t)snprintf(buf, len, "%s/kiln", d) < len;
+  if ((d = getenv("HOME")) && *d) return (size_t)snprintf(buf, len, "%s/.cache/kiln", d) < len;
+  return false;
+}
+
+/* The key of a build: platform, device, driver, kiln's source and the options. */
+static uint64_t build_key(const kl_cl *c) {
+  char s[512];
+  uint64_t h = FNV0;
+  plat_str(c->platform, CL_PLATFORM_NAME, s, sizeof s);
+  h = fnv(h, s, strlen(s) + 1);
+  plat_str(c->platform, CL_PLATFORM_VERSION, s, sizeof s);
+  h = fnv(h, s, strlen(s) + 1);
+  dev_str(c->device, CL_DEVICE_NAME, s, sizeof s);
+  h = fnv(h, s, strlen(s) + 1);
+  dev_str(c->device, CL_DRIVER_VERSION, s, sizeof s);
+  h = fnv(h, s, strlen(s) + 1);
+  h = fnv(h, kl_cl_source, strlen(kl_cl_source) + 1);
+  return fnv(h, BUILD_OPTIONS, sizeof BUILD_OPTIONS);
+}
+
+typedef struct cache_head {
+  char magic[8];   /* "KILNCLB1" */
+  uint64_t key;    /* build_key */
+  uint64_t size;   /* bytes of binary after the header */
+  uint64_t sum;    /* fnv of those bytes */
+} cache_head;
+
+/* The cached binary for key, malloc'd, or NULL (absent, unreadable, corrupt, stale). */
+static unsigned char *cache_read(const char *path, uint64_t key, size_t *size) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  cache_head h;
+  unsigned char *bin = NULL;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || read(fd, &h, sizeof h) != sizeof h ||
+      memcmp(h.magic, "KILNCLB1", 8) != 0 || h.key != key || h.size == 0 ||
+      h.size != (uint64_t)sb.st_size - sizeof h || h.size > ((uint64_t)1 << 31))
+    goto out;
+  bin = malloc((size_t)h.size);
+  if (!bin || read(fd, bin, (size_t)h.size) != (ssize_t)h.size ||
+      fnv(FNV0, bin, (size_t)h.size) != h.sum) {
+    free(bin);
+    bin = NULL;
+    goto out;
+  }
+  *size = (size_t)h.size;
+out:
+  close(fd);
+  return bin;
+}
+
+/* Writes the binary atomically: a temporary file in the folder, renamed over path.
+ * Failures are ignored (the next process builds again). */
+static void cache_write(const char *dir, const char *path, uint64_t key,
+                        const unsigned char *bin, size_t size) {
+  char parent[600];
+  snprintf(parent, sizeof parent, "%s", dir);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent) {
+    *slash = 0;
+    mkdir(parent, 0755); /* ~/.cache may not exist yet */
+  }
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return;
+  char tmp[700];
+  snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
+  int fd = mkstemp(tmp);
+  if (fd < 0) return;
+  cache_head h = {{'K', 'I', 'L', 'N', 'C', 'L', 'B', '1'}, key, size, fnv(FNV0, bin, size)};
+  bool ok = write(fd, &h, sizeof h) == sizeof h && write(fd, bin, size) == (ssize_t)size;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+}
+
+static kiln_status build_log(kl_cl *c, cl_int st, kl_err *e) {
+  char log[700];
+  size_t n = 0;
+  log[0] = 0;
+  clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n);
+  log[sizeof log - 1] = 0;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: building kiln's kernels failed "
+                 "(%s, %d): %s", c->name, cl_err_name(st), st, log);
+}
+
+static kiln_status build_program(kl_cl *c, kl_err *e) {
+  char dir[512], path[600];
+  bool cached = cache_dir(dir, sizeof dir);
+  uint64_t key = build_key(c);
+  if (cached) snprintf(path, sizeof path, "%s/opencl-%016" PRIx64 ".bin", dir, key);
+  cl_int st;
+  size_t size = 0;
+  unsigned char *bin = cached ? cache_read(path, key, &size) : NULL;
+  if (bin) {
+    const unsigned char *bins[1] = {bin};
+    cl_int bst = CL_SUCCESS;
+    c->program = clCreateProgramWithBinary(c->ctx, 1, &c->device, &size, bins, &bst, &st);
+    free(bin);
+    if (st == CL_SUCCESS && bst == CL_SUCCESS &&
+        clBuildProgram(c->program, 1, &c->device, BUILD_OPTIONS, NULL, NULL) == CL_SUCCESS) {
+      snprintf(c->origin, sizeof c->origin, "loaded from the cache %s", path);
+      return KILN_OK;
+    }
+    if (c->program) clReleaseProgram(c->program); /* stale or refused: build again */
+    c->program = NULL;
+  }
+  const char *src = kl_cl_source;
+  c->program = clCreateProgramWithSource(c->ctx, 1, &src, NULL, &st);
+  if (st != CL_SUCCESS)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: clCreateProgramWithSource "
+                   "failed: %s (%d)", c->name, cl_err_name(st), st);
+  st = clBuildProgram(c->program, 1, &c->device, BUILD_OPTIONS, NULL, NULL);
+  if (st != CL_SUCCESS) return build_log(c, st, e);
+  snprintf(c->origin, sizeof c->origin, "built from source%s%s", cached ? ", cached in " : "",
+           cached ? dir : " (no cache folder)");
+  size_t bsize = 0;
+  if (cached && clGetProgramInfo(c->program, CL_PROGRAM_BINARY_SIZES, sizeof bsize, &bsize,
+                                 NULL) == CL_SUCCESS && bsize > 0) {
+    unsigned char *out = malloc(bsize);
+    unsigned char *outs[1] = {out};
+    if (out && clGetProgramInfo(c->program, CL_PROGRAM_BINARIES, sizeof outs, outs, NULL) ==
+                   CL_SUCCESS)
+      cache_write(dir, path, key, out, bsize);
+    free(out);
+  }
+  return KILN_OK;
+}
+
+static kiln_status make_kernels(kl_cl *c, kl_err *e) {
+  cl_uint n = 0;
+  cl_int st = clCreateKernelsInProgram(c->program, 0, NULL, &n);
+  if (st != CL_SUCCESS || n == 0)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: the kernels did not load: "
+                   "%s (%d)", c->name, cl_err_name(st), st);
+  cl_kernel *ks = calloc(n, sizeof *ks);
+  c->kernels = calloc(n, sizeof *c->kernels);
+  if (!ks || !c->kernels) {
+    free(ks);
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for OpenCL kernels");
+  }
+  st = clCreateKernelsInProgram(c->program, n, ks, NULL);
+  if (st != CL_SUCCESS) {
+    free(ks);
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: the kernels did not load: "
+                   "%s (%d)", c->name, cl_err_name(st), st);
+  }
+  for (cl_uint i = 0; i < n; i++) {
+    c->kernels[i].k = ks[i];
+    clGetKernelInfo(ks[i], CL_KERNEL_FUNCTION_NAME, sizeof c->kernels[i].name,
+                    c->kernels[i].name, NULL);
+    c->kernels[i].name[sizeof c->kernels[i].name - 1] = 0;
+  }
+  c->n_kernels = n;
+  free(ks);
+  return KILN_OK;
+}
+
+/* ---- device memory through the caching allocator ---- */
+
+static kiln_status seg_alloc(void *ctx, size_t bytes, void **handle, kl_err *e) {
+  kl_cl *c = ctx;
+  cl_int st;
+  cl_mem m = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, bytes, NULL, &st);
+  if (st == CL_SUCCESS && m) {
+    *handle = m;
+    return KILN_OK;
+  }
+  kiln_status code = st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_RESOURCES ||
+                             st == CL_INVALID_BUFFER_SIZE || st == CL_OUT_OF_HOST_MEMORY
+                         ? KILN_ERR_OUT_OF_MEMORY
+                         : KILN_ERR_INTERNAL;
+  return kl_fail(e, code, "OpenCL device %s: clCreateBuffer of %zu bytes failed: %s (%d)",
+                 c->name, bytes, cl_err_name(st), st);
+}
+
+static void seg_free(void *ctx, void *handle) {
+  (void)ctx;
+  clReleaseMemObject((cl_mem)handle);
+}
+
+/* ---- opening a device ---- */
+
+static bool parse_index(const char **p, cl_uint *out) {
+  char *end;
+  if (**p < '0' || **p > '9') return false;
+  unsigned long v = strtoul(*p, &end, 10);
+  if (v > 1000) return false;
+  *out = (cl_uint)v;
+  *p = end;
+  return true;
+}
+
+static kiln_status choose(const char *spec, cl_platform_id *plat, cl_device_id *dev,
+                          char *where, size_t where_len, kl_err *e) {
+  cl_platform_id ps[MAX_PLATFORMS];
+  cl_int st;
+  cl_uint np = platforms(ps, &st);
+  if (np == 0)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "device '%s': no OpenCL platform (%s, %d): "
+                   "install a driver (PoCL for the CPU: pocl-opencl-icd) and its ICD file "
+                   "in /etc/OpenCL/vendors", spec, st == CL_SUCCESS ? "none listed" :
+                   cl_err_name(st), st);
+  const char *rest = spec + strlen("opencl");
+  if (*rest == 0) { /* the first GPU, else the first device */
+    for (int want_gpu = 1; want_gpu >= 0; want_gpu--)
+      for (cl_uint p = 0; p < np; p++) {
+        cl_device_id ds[MAX_DEVICES];
+        cl_uint nd = devices(ps[p], ds);
+        for (cl_uint d = 0; d < nd; d++) {
+          cl_device_type t = 0;
+          clGetDeviceInfo(ds[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+          if (want_gpu && !(t & CL_DEVICE_TYPE_GPU)) continue;
+          *plat = ps[p];
+          *dev = ds[d];
+          snprintf(where, where_len, "opencl:%u.%u", p, d);
+          return KILN_OK;
+        }
+      }
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "device '%s': the %u OpenCL platform(s) have no "
+                   "device", spec, np);
+  }
+  cl_uint pi = 0, di = 0;
+  const char *q = rest + 1;
+  if (*rest != ':' || !parse_index(&q, &pi) || *q++ != '.' || !parse_index(&q, &di) || *q)
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "device '%s': expected opencl or "
+                   "opencl:P.D (platform P, device D, from 0; `kiln info` lists them)", spec);
+  if (pi >= np)
+    return kl_fail(e, KILN_ERR_NOT_FOUND, "device '%s': there is no OpenCL platform %u "
+                   "(this machine has %u; `kiln info` lists them)", spec, pi, np);
+  cl_device_id ds[MAX_DEVICES];
+  cl_uint nd = devices(ps[pi], ds);
+  if (di >= nd)
+    return kl_fail(e, KILN_ERR_NOT_FOUND, "device '%s': OpenCL platform %u has no device %u "
+                   "(it has %u; `kiln info` lists them)", spec, pi, di, nd);
+  *plat = ps[pi];
+  *dev = ds[di];
+  snprintf(where, where_len, "opencl:%u.%u", pi, di);
+  return KILN_OK;
+}
+
+kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
+  *out = NULL;
+  kl_cl *c = calloc(1, sizeof *c);
+  if (!c) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory opening an OpenCL device");
+  char where[32], dname[200], pname[120];
+  kiln_status st = choose(spec, &c->platform, &c->device, where, sizeof where, e);
+  if (st != KILN_OK) {
+    free(c);
+    return st;
+  }
+  dev_str(c->device, CL_DEVICE_NAME, dname, sizeof dname);
+  plat_str(c->platform, CL_PLATFORM_NAME, pname, sizeof pname);
+  snprintf(c->name, sizeof c->name, "%s (%s, %s)", dname, where, pname);
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)c->platform, 0};
+  cl_int cst;
+  c->ctx = clCreateContext(props, 1, &c->device, NULL, NULL, &cst);
+  if (cst == CL_SUCCESS) c->queue = clCreateCommandQueue(c->ctx, c->device, 0, &cst);
+  if (cst != CL_SUCCESS) {
+    kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: no context or queue: %s (%d)",
+            c->name, cl_err_name(cst), cst);
+    kl_cl_close(c);
+    return e ? e->code : KILN_ERR_UNSUPPORTED;
+  }
+  size_t mg = 1;
+  clGetDeviceInfo(c->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof mg, &mg, NULL);
+  c->max_group = mg ? mg : 1;
+  kl_dev_iface di = {c, seg_alloc, seg_free};
+  st = kl_dev_alloc_create(&di, &c->alloc, e);
+  if (st == KILN_OK) st = build_program(c, e);
+  if (st == KILN_OK) st = make_kernels(c, e);
+  if (st != KILN_OK) {
+    kl_cl_close(c);
+    return st;
+  }
+  *out = c;
+  return KILN_OK;
+}
+
+void kl_cl_close(kl_cl *c) {
+  if (!c) return;
+  if (c->queue) clFinish(c->queue);
+  kl_dev_alloc_free(c->alloc, NULL);
+  for (cl_uint i = 0; i < c->n_kernels; i++) clReleaseKernel(c->kernels[i].k);
+  free(c->kernels);
+  if (c->program) clReleaseProgram(c->program);
+  if (c->queue) clReleaseCommandQueue(c->queue);
+  if (c->ctx) clReleaseContext(c->ctx);
+  free(c);
+}
+
+const char *kl_cl_name(const kl_cl *c) { return c->name; }
+const char *kl_cl_kernels_origin(const kl_cl *c) { return c->origin; }
+size_t kl_cl_max_group(const kl_cl *c) { return c->max_group; }
+
+kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
+  kl_dev_block b;
+  memset(out, 0, sizeof *out);
+  kiln_status st = kl_dev_alloc_alloc(c->alloc, bytes, &b, e);
+  if (st != KILN_OK) return st;
+  *out = (kl_dev_buf){b.segment, b.offset, b.size, b.chunk, b.serial};
+  return KILN_OK;
+}
+
+void kl_cl_free(kl_cl *c, kl_dev_buf *buf) {
+  if (!buf->mem) return;
+  kl_dev_block b = {buf->mem, buf->off, buf->size, buf->priv, buf->serial};
+  kl_dev_alloc_release(c->alloc, &b, NULL);
+  memset(buf, 0, sizeof *buf);
+}
+
+void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
+  kl_dev_alloc_stats_get(c->alloc, st);
+}
+
+kiln_status kl_cl_upload(kl_cl *c, const kl_dev_buf *dst, const void *src, size_t n,
+                         kl_err *e) {
+  if (n == 0) return KILN_OK;
+  cl_int st = clEnqueueWriteBuffer(c->queue, (cl_mem)dst->mem, CL_TRUE, dst->off, n, src, 0,
+                                   NULL, NULL);
+  if (st == CL_SUCCESS) return KILN_OK;
+  return kl_fail(e, st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_RESOURCES
+                        ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
+                 "OpenCL device %s: copying %zu bytes to the device failed: %s (%d)", c->name,
+                 n, cl_err_name(st), st);
+}
+
+kiln_status kl_cl_download(kl_cl *c, void *dst, const kl_dev_buf *src, size_t n, kl_err *e) {
+  if (n == 0) return KILN_OK;
+  cl_int st = clEnqueueReadBuffer(c->queue, (cl_mem)src->mem, CL_TRUE, src->off, n, dst, 0,
+                                  NULL, NULL);
+  if (st == CL_SUCCESS) return KILN_OK;
+  return kl_fail(e, st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_RESOURCES
+                        ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
+                 "OpenCL device %s: copying %zu bytes from the device failed (a kernel "
+                 "before it may have failed): %s (%d)", c->name, n, cl_err_name(st), st);
+}
+
+kiln_status kl_cl_finish(kl_cl *c, kl_err *e) {
+  cl_int st = clFinish(c->queue);
+  if (st == CL_SUCCESS) return KILN_OK;
+  return kl_fail(e, KILN_ERR_INTERNAL, "OpenCL device %s: waiting for the queued kernels "
+                 "failed: %s (%d)", c->name, cl_err_name(st), st);
+}
+
+static cl_kernel find_kernel(const kl_cl *c, const char *name) {
+  for (cl_uint i = 0; i < c->n_kernels; i++)
+    if (strcmp(c->kernels[i].name, name) == 0) return c->kernels[i].k;
+  return NULL;
+}
+
+kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int n_args,
+                         int dims, const size_t *global, const size_t *local, kl_err *e) {
+  size_t g[3];
+  for (int d = 0; d < dims; d++) {
+    if (global[d] == 0) return KILN_OK;
+    g[d] = global[d];
+    if (local && g[d] % local[d]) g[d] += local[d] - g[d] % local[d];
+  }
+  cl_kernel k = find_kernel(c, name);
+  if (!k)
+    return kl_fail(e, KILN_ERR_INTERNAL, "OpenCL device %s: kiln has no kernel '%s'", c->name,
+                   name);
+  cl_uint slot = 0;
+  cl_int st = CL_SUCCESS;
+  for (int i = 0; i < n_args && st == CL_SUCCESS; i++) {
+    const kl_cl_arg *a = &args[i];
+    switch (a->kind) {
+    case KL_CLA_TENSOR: {
+      const kl_dev_buf *b = a->t && kl_tensor_numel(a->t) > 0 ? a->t->data : NULL;
+      cl_mem m = b ? (cl_mem)b->mem : NULL;
+      size_t es = a->t ? kl_dtype_size(a->t->dtype) : 1;
+      cl_ulong off = b && es ? (cl_ulong)(b->off / es) : 0;
+      st = clSetKernelArg(k, slot++, sizeof m, &m);
+      if (st == CL_SUCCESS) st = clSetKernelArg(k, slot++, sizeof off, &off);
+      break;
+    }
+    case KL_CLA_INT: {
+      cl_int v = (cl_int)a->i;
+      st = clSetKernelArg(k, slot++, sizeof v, &v);
+      break;
+    }
+    case KL_CLA_LONG: {
+      cl_long v = (cl_long)a->i;
+      st = clSetKernelArg(k, slot++, sizeof v, &v);
+      break;
+    }
+    case KL_CLA_FLOAT: {
+      cl_float v = a->f;
+      st = clSetKernelArg(k, slot++, sizeof v, &v);
+      break;
+    }
+    case KL_CLA_BYTES: st = clSetKernelArg(k, slot++, a->n, a->p); break;
+    }
+  }
+  if (st == CL_SUCCESS)
+    st = clEnqueueNDRangeKernel(c->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL, NULL);
+  if (st == CL_SUCCESS) return KILN_OK;
+  return kl_fail(e, st == CL_OUT_OF_RESOURCES || st == CL_MEM_OBJECT_ALLOCATION_FAILURE
+                        ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
+                 "OpenCL device %s: kernel '%s' (argument %u): %s (%d)", c->name, name,
+                 slot ? slot - 1 : 0, cl_err_name(st), st);
+}
+
+int kl_cl_describe(char *buf, size_t len) {
+  size_t used = 0;
+  int count = 0;
+  buf[0] = 0;
+  cl_platform_id ps[MAX_PLATFORMS];
+  cl_int st;
+  cl_uint np = platforms(ps, &st);
+  char dir[512];
+  bool cached = cache_dir(dir, sizeof dir);
+#define PUT(...)                                                                           \
+  do {                                                                                     \
+    if (used < len) used += (size_t)snprintf(buf + used, len - used, __VA_ARGS__);         \
+  } while (0)
+  if (np == 0)
+    PUT("no OpenCL platform (%s): install a driver and its ICD file in /etc/OpenCL/vendors "
+        "(PoCL runs OpenCL on the CPU: pocl-opencl-icd)\n",
+        st == CL_SUCCESS ? "none listed" : cl_err_name(st));
+  for (cl_uint p = 0; p < np; p++) {
+    char pname[120], pver[120];
+    plat_str(ps[p], CL_PLATFORM_NAME, pname, sizeof pname);
+    plat_str(ps[p], CL_PLATFORM_VERSION, pver, sizeof pver);
+    cl_device_id ds[MAX_DEVICES];
+    cl_uint nd = devices(ps[p], ds);
+    for (cl_uint d = 0; d < nd; d++) {
+      char dname[200], drv[120];
+      cl_device_type t = 0;
+      cl_ulong mem = 0;
+      dev_str(ds[d], CL_DEVICE_NAME, dname, sizeof dname);
+      dev_str(ds[d], CL_DRIVER_VERSION, drv, sizeof drv);
+      clGetDeviceInfo(ds[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+      clGetDeviceInfo(ds[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
+      PUT("  opencl:%u.%u  %s (%s, %s, %s, driver %s, %.1f GiB); kernels: built from "
+          "source once, %s%s\n", p, d, dname,
+          t & CL_DEVICE_TYPE_GPU ? "GPU" : t & CL_DEVICE_TYPE_CPU ? "CPU" : "accelerator",
+          pname, pver, drv, (double)mem / (1 << 30),
+          cached ? "cached in " : "not cached (no cache folder)", cached ? dir : "");
+      count++;
+    }
+  }
+#undef PUT
+  return count;
+}
+
+#else /* no OpenCL in this build */
+
+struct kl_cl {
+  int unused;
+};
+
+int kl_cl_describe(char *buf, size_t len) {
+  snprintf(buf, len, "this kiln was built without OpenCL (meson -Dgpu=enabled needs Debian's "
+           "ocl-icd-opencl-dev and opencl-c-headers)\n");
+  return 0;
+}
+kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
+  *out = NULL;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "device '%s': this kiln was built without OpenCL "
+                 "(meson -Dgpu=enabled needs Debian's ocl-icd-opencl-dev and "
+                 "opencl-c-headers)", spec);
+}
+void kl_cl_close(kl_cl *c) { (void)c; }
+const char *kl_cl_name(const kl_cl *c) { (void)c; return ""; }
+const char *kl_cl_kernels_origin(const kl_cl *c) { (void)c; return ""; }
+size_t kl_cl_max_group(const kl_cl *c) { (void)c; return 1; }
+kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
+  (void)c, (void)bytes, (void)out;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
+}
+void kl_cl_free(kl_cl *c, kl_dev_buf *buf) { (void)c, (void)buf; }
+kiln_status kl_cl_upload(kl_cl *c, const kl_dev_buf *dst, const void *src, size_t n,
+                         kl_err *e) {
+  (void)c, (void)dst, (void)src, (void)n;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
+}
+kiln_status kl_cl_download(kl_cl *c, void *dst, const kl_dev_buf *src, size_t n, kl_err *e) {
+  (void)c, (void)dst, (void)src, (void)n;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
+}
+kiln_status kl_cl_finish(kl_cl *c, kl_err *e) { (void)c, (void)e; return KILN_OK; }
+void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
+  (void)c;
+  memset(st, 0, sizeof *st);
+}
+kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int n_args,
+                         int dims, const size_t *global, const size_t *local, kl_err *e) {
+  (void)c, (void)args, (void)n_args, (void)dims, (void)global, (void)local;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build (kernel '%s')", name);
+}
+#endif

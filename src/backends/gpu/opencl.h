@@ -1,0 +1,72 @@
+/* OpenCL devices for the GPU backend: a device chosen by a spec ("opencl",
+ * "opencl:P.D"), its context and in-order queue, kiln's kernels built once for it (from
+ * the source embedded in the library, or from the binary an earlier build cached on disk),
+ * device memory through the caching allocator (alloc.h), and kernel launches.
+ *
+ * One kl_cl belongs to one session and is used by one thread at a time. In a build
+ * without OpenCL (meson -Dgpu=disabled, or no ocl-icd-opencl-dev), kl_cl_open fails
+ * with KILN_ERR_UNSUPPORTED saying so, and kl_cl_describe lists nothing. */
+#ifndef KL_GPU_OPENCL_H
+#define KL_GPU_OPENCL_H
+
+#include "backends/backend.h"
+#include "backends/gpu/alloc.h"
+
+typedef struct kl_cl kl_cl;
+
+/* Every OpenCL platform and device this process sees, a line each, into buf (for
+ * `kiln info`): "opencl:0.0  NVIDIA H100 80GB HBM3 (GPU, NVIDIA CUDA, OpenCL 3.0 CUDA
+ * 13.0.98, driver 580.159.04, 79.2 GiB), kernels: built from source, cached in DIR".
+ * Returns how many devices it listed; a line saying why when there are none. */
+int kl_cl_describe(char *buf, size_t len);
+
+/* Opens the device a spec names: "opencl" (the first GPU of any platform, else the
+ * first device) or "opencl:P.D" (device D of platform P, counted from 0). Builds (or
+ * loads from the disk cache) kiln's kernels for it. */
+kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e);
+void kl_cl_close(kl_cl *c);
+/* "pthread-haswell-AMD EPYC (opencl:0.0, Portable Computing Language)" */
+const char *kl_cl_name(const kl_cl *c);
+/* How the kernels came: "built from source", "loaded from the cache DIR/FILE". */
+const char *kl_cl_kernels_origin(const kl_cl *c);
+
+kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e);
+void kl_cl_free(kl_cl *c, kl_dev_buf *buf);
+kiln_status kl_cl_upload(kl_cl *c, const kl_dev_buf *dst, const void *src, size_t n,
+                         kl_err *e);
+kiln_status kl_cl_download(kl_cl *c, void *dst, const kl_dev_buf *src, size_t n, kl_err *e);
+kiln_status kl_cl_finish(kl_cl *c, kl_err *e);
+void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st);
+
+/* A kernel argument. A tensor is two arguments of the kernel: its buffer and its
+ * offset in elements (`__global float *x, ulong x_off`); an absent or empty tensor
+ * passes a NULL buffer. */
+typedef enum kl_cl_arg_kind { KL_CLA_TENSOR, KL_CLA_INT, KL_CLA_LONG, KL_CLA_FLOAT, KL_CLA_BYTES } kl_cl_arg_kind;
+typedef struct kl_cl_arg {
+  kl_cl_arg_kind kind;
+  const kl_tensor *t;
+  int64_t i;
+  float f;
+  const void *p;
+  size_t n;
+} kl_cl_arg;
+#define CLA_T(x) ((kl_cl_arg){.kind = KL_CLA_TENSOR, .t = (x)})
+#define CLA_I(x) ((kl_cl_arg){.kind = KL_CLA_INT, .i = (x)})
+#define CLA_L(x) ((kl_cl_arg){.kind = KL_CLA_LONG, .i = (x)})
+#define CLA_F(x) ((kl_cl_arg){.kind = KL_CLA_FLOAT, .f = (x)})
+#define CLA_S(x) ((kl_cl_arg){.kind = KL_CLA_BYTES, .p = &(x), .n = sizeof(x)})
+
+/* Queues kernel `name` over global[0..dims-1] work-items (each rounded up to a multiple
+ * of local[] when local is given; kernels check their bounds). Nothing is queued when
+ * a global size is 0. Fails naming the device and kernel. */
+kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int n_args,
+                         int dims, const size_t *global, const size_t *local, kl_err *e);
+#define KL_CL_LAUNCH(c, name, dims, global, local, e, ...)                                \
+  kl_cl_launch(c, name, (const kl_cl_arg[]){__VA_ARGS__},                              \
+               (int)(sizeof((kl_cl_arg[]){__VA_ARGS__}) / sizeof(kl_cl_arg)), dims, global, \
+               local, e)
+
+/* The largest work-group size of the device (at least 1). */
+size_t kl_cl_max_group(const kl_cl *c);
+
+#endif

@@ -1,0 +1,248 @@
+/* The GPU backend on an OpenCL device (PoCL on the CPU in CI): the elementwise kernels
+ * against the reference kernels on random data at awkward sizes (every unary function
+ * and activation, binary ops under every kind of broadcast, scalars, empty tensors),
+ * and the session's placement around them: nodes the device has no kernel for run on
+ * the CPU with copies at the boundaries, a chain stays on the device, views alias the
+ * device memory, the second run takes its memory from the allocator's cache, and bad
+ * device names fail cleanly. The other kernel families have files of their own
+ * (test_gpu_nn.c, test_gpu_data.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "runtime/runtime.h"
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define TOL TU_TOL(1e-5, 1e-4)
+
+/* One node of op over new float32 inputs of the given shapes; its output is the graph's. */
+static kl_graph *one_node(kl_op op, int n_in, const int *ranks, const int64_t dims[][KL_MAX_RANK],
+                          int *node) {
+  kl_graph *g = tu_graph_new();
+  int in[4];
+  for (int i = 0; i < n_in; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "x%d", i);
+    in[i] = tu_graph_input(g, name, KL_F32, ranks[i], dims[i]);
+  }
+  int y = tu_graph_value(g, "y");
+  *node = tu_graph_node(g, op, "n", n_in, in, 1, &y);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  return g;
+}
+
+static void test_unary(void **state) {
+  (void)state;
+  static const kl_op ops[] = {
+      KL_OP_Relu, KL_OP_Sigmoid, KL_OP_Tanh, KL_OP_Abs, KL_OP_Neg, KL_OP_Exp, KL_OP_Floor,
+      KL_OP_Ceil, KL_OP_Round, KL_OP_Sign, KL_OP_Erf, KL_OP_Sin, KL_OP_Cos, KL_OP_HardSwish,
+      KL_OP_Mish, KL_OP_Softplus, KL_OP_Softsign, KL_OP_LeakyRelu, KL_OP_Elu, KL_OP_Celu,
+      KL_OP_ThresholdedRelu, KL_OP_Selu, KL_OP_HardSigmoid, KL_OP_Gelu};
+  static const int64_t dims[][KL_MAX_RANK] = {{3, 5, 7}};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    int node;
+    kl_graph *g = one_node(ops[k], 1, (const int[]){3}, dims, &node);
+    if (ops[k] == KL_OP_LeakyRelu) assert_int_equal(kl_node_set_float(g, node, "alpha", 0.3f, NULL), KILN_OK);
+    if (ops[k] == KL_OP_HardSigmoid) assert_int_equal(kl_node_set_float(g, node, "beta", 0.4f, NULL), KILN_OK);
+    tu_gpu_check(g, kl_op_name(ops[k]), 0, TOL, 1, true);
+  }
+  int node; /* the tanh form of Gelu */
+  kl_graph *g = one_node(KL_OP_Gelu, 1, (const int[]){2}, (const int64_t[][KL_MAX_RANK]){{33, 9}},
+                         &node);
+  assert_int_equal(kl_node_set_string(g, node, "approximate", "tanh", NULL), KILN_OK);
+  tu_gpu_check(g, "Gelu tanh", 0, TOL, 1, true);
+}
+
+/* Log, Sqrt and Reciprocal on positive inputs: x * x + 0.5 first (Mul, Add on the device). */
+static void test_unary_positive(void **state) {
+  (void)state;
+  static const kl_op ops[] = {KL_OP_Log, KL_OP_Sqrt, KL_OP_Reciprocal};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    kl_graph *g = tu_graph_new();
+    int x = tu_graph_input(g, "x", KL_F32, 2, (const int64_t[]){17, 3});
+    int half = tu_graph_const(g, "h", KL_F32, 0, NULL, (const float[]){0.5f});
+    int y = TU_OP(g, Add, TU_OP(g, Mul, x, x), half);
+    int z = tu_graph_op(g, ops[k], 1, &y);
+    assert_int_equal(kl_graph_add_output(g, z, NULL), KILN_OK);
+    assert_int_equal(tu_gpu_check(g, kl_op_name(ops[k]), 0, TOL, 1, true), 3);
+  }
+}
+
+static void test_clip(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (const int64_t[]){5, 13});
+  int lo = tu_graph_const(g, "lo", KL_F32, 0, NULL, (const float[]){-0.5f});
+  int hi = tu_graph_const(g, "hi", KL_F32, 0, NULL, (const float[]){1.25f});
+  int y = TU_OP(g, Clip, x, lo, hi);
+  int z = tu_graph_op(g, KL_OP_Clip, 3, (const int[]){y, KL_ABSENT, hi});
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, Clip, z, lo), NULL), KILN_OK);
+  assert_int_equal(tu_gpu_check(g, "Clip", 0, TOL, 1, true), 3);
+}
+
+typedef struct bin_case {
+  const char *what;
+  int ra, rb;
+  int64_t a[KL_MAX_RANK], b[KL_MAX_RANK];
+} bin_case;
+
+static void test_binary(void **state) {
+  (void)state;
+  static const bin_case cases[] = {
+      {"same shape", 3, 3, {3, 5, 7}, {3, 5, 7}},
+      {"row broadcast", 2, 1, {9, 13}, {13}},
+      {"column broadcast", 3, 3, {2, 9, 13}, {2, 9, 1}},
+      {"both broadcast", 4, 3, {2, 1, 5, 1}, {3, 1, 6}},
+      {"scalar", 2, 0, {7, 3}, {0}},
+      {"scalar first", 0, 2, {0}, {4, 11}},
+      {"rank 6", 6, 6, {2, 1, 3, 1, 2, 3}, {1, 2, 1, 2, 1, 3}},
+      {"empty", 3, 1, {2, 0, 5}, {5}},
+  };
+  static const kl_op ops[] = {KL_OP_Add, KL_OP_Sub, KL_OP_Mul, KL_OP_Div, KL_OP_Max, KL_OP_Min};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+      int64_t dims[2][KL_MAX_RANK];
+      memcpy(dims[0], cases[c].a, sizeof dims[0]);
+      memcpy(dims[1], cases[c].b, sizeof dims[1]);
+      int node;
+      kl_graph *g = one_node(ops[k], 2, (const int[]){cases[c].ra, cases[c].rb},
+                             (const int64_t(*)[KL_MAX_RANK])dims, &node);
+      char what[96];
+      snprintf(what, sizeof what, "%s %s", kl_op_name(ops[k]), cases[c].what);
+      tu_gpu_check(g, what, 0, TOL, 1, true);
+    }
+  int node; /* PRelu with a per-channel slope, Pow on positive bases */
+  kl_graph *g = one_node(KL_OP_PRelu, 2, (const int[]){4, 3},
+                         (const int64_t[][KL_MAX_RANK]){{2, 3, 4, 5}, {3, 1, 1}}, &node);
+  tu_gpu_check(g, "PRelu", 0, TOL, 1, true);
+  g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (const int64_t[]){6, 7});
+  int e = tu_graph_input(g, "e", KL_F32, 1, (const int64_t[]){7});
+  int pos = TU_OP(g, Add, TU_OP(g, Mul, x, x), tu_graph_const(g, "one", KL_F32, 0, NULL,
+                                                             (const float[]){1.0f}));
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, Pow, pos, e), NULL), KILN_OK);
+  tu_gpu_check(g, "Pow", 0, TOL, 1, true);
+}
+
+/* A node the device has no kernel for (Softmax over int64 stays: here CumSum) runs on the
+ * CPU between device nodes: its input comes back, its output goes out again. */
+static void test_mixed_placement(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (const int64_t[]){4, 9});
+  int a = TU_OP(g, Relu, x);
+  int ax = tu_graph_const(g, "axis", KL_I64, 0, NULL, (const int64_t[]){1});
+  int c = TU_OP(g, CumSum, a, ax);
+  int y = TU_OP(g, Mul, c, a);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, a, NULL), KILN_OK); /* read by the caller too */
+  kiln_model *m = tu_model_of(g, 0);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "device", "opencl"), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  kl_session_devices d;
+  assert_true(kl_session_placement(s, &d));
+  assert_int_equal(d.device_nodes, 2);   /* Relu and Mul */
+  assert_int_equal(d.uploads, 2);        /* x, and CumSum's output */
+  assert_int_equal(d.downloads, 2);      /* Relu's (for CumSum and the caller), Mul's */
+  assert_string_equal(kl_session_node_device(s, 1), "cpu");
+  float xs[36];
+  uint32_t rng = 3;
+  for (int i = 0; i < 36; i++) xs[i] = tu_rand_f32(&rng, -2, 2);
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 2,
+                                            (const int64_t[]){4, 9}, xs, sizeof xs), KILN_OK);
+    if (kiln_session_run(s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+    const float *y0, *a0;
+    kiln_tensor_info info;
+    assert_int_equal(kiln_session_get_output(s, 0, &info, (const void **)&y0), KILN_OK);
+    assert_int_equal(kiln_session_get_output(s, 1, &info, (const void **)&a0), KILN_OK);
+    for (int i = 0; i < 4; i++) {
+      float sum = 0;
+      for (int j = 0; j < 9; j++) {
+        float v = xs[i * 9 + j] > 0 ? xs[i * 9 + j] : 0;
+        sum += v;
+        assert_float_equal(a0[i * 9 + j], v, 0);
+        assert_float_equal(y0[i * 9 + j], sum * v, 1e-5);
+      }
+    }
+    kl_session_placement(s, &d);
+    if (r == 2) assert_int_equal(d.alloc.segment_allocs, 1); /* runs 2 and 3: the cache */
+  }
+  kiln_session_free(s);
+  kiln_options_free(o);
+  kiln_model_free(m);
+}
+
+/* Reshape and Flatten on the device are views of their input's memory: nothing runs. */
+static void test_views(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (const int64_t[]){2, 3, 4});
+  int a = TU_OP(g, Tanh, x);
+  int shape = tu_graph_const(g, "shape", KL_I64, 1, (const int64_t[]){2},
+                             (const int64_t[]){4, 6});
+  int r = TU_OP(g, Reshape, a, shape);
+  int y = TU_OP(g, Sigmoid, r);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, r, NULL), KILN_OK);
+  assert_int_equal(tu_gpu_check(g, "views", 0, TOL, 1, true), 3);
+}
+
+static void test_bad_devices(void **state) {
+  (void)state;
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  static const char *bad[] = {"gpu", "opencl:", "opencl:0", "opencl:0.", "opencl:a.b",
+                              "opencl:0.0.0", "cuda", "opencl0"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(kiln_options_set_string(o, "device", bad[i]), KILN_ERR_INVALID_ARGUMENT);
+    tu_assert_contains(kiln_options_error(o), "expected cpu, auto, opencl or opencl:P.D");
+  }
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 1, (const int64_t[]){3});
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, Relu, x), NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  static const char *absent[] = {"opencl:9.0", "opencl:0.99"};
+  for (size_t i = 0; i < 2; i++) {
+    assert_int_equal(kiln_options_set_string(o, "device", absent[i]), KILN_OK);
+    kiln_session *s = NULL;
+    kiln_status st = kiln_session_create(m, o, &s);
+    tu_assert_status(st, KILN_ERR_NOT_FOUND, kiln_session_error(s), "`kiln info` lists them");
+    kiln_session_free(s);
+  }
+  /* auto takes the device when one opens; cpu places nothing */
+  assert_int_equal(kiln_options_set_string(o, "device", "auto"), KILN_OK);
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  assert_string_equal(kl_session_node_device(s, 0), "opencl");
+  kiln_session_free(s);
+  assert_int_equal(kiln_options_set_string(o, "device", "cpu"), KILN_OK);
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  assert_string_equal(kl_session_node_device(s, 0), "cpu");
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unary),          cmocka_unit_test(test_unary_positive),
+      cmocka_unit_test(test_clip),           cmocka_unit_test(test_binary),
+      cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
+      cmocka_unit_test(test_bad_devices),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
