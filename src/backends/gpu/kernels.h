@@ -27,8 +27,12 @@ typedef struct kl_gpu_op {
 } kl_gpu_op;
 
 /* The tables, each with its length. */
-extern const kl_gpu_op kl_gpu_ops_elementwise[];
+extern const kl_gpu_op kl_gpu_ops_elementwise[]; /* ops_elementwise.c */
 extern const int kl_gpu_ops_elementwise_count;
+extern const kl_gpu_op kl_gpu_ops_nn[]; /* ops_nn.c: convolution, products, pooling */
+extern const int kl_gpu_ops_nn_count;
+extern const kl_gpu_op kl_gpu_ops_data[]; /* ops_data.c: normalization, softmax, data movement */
+extern const int kl_gpu_ops_data_count;
 
 /* Activation codes of kernels/common.cl (KL_ACT_*). */
 enum {
