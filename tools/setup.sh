@@ -12,7 +12,7 @@ pkgs=(
   protobuf-c-compiler libprotobuf-c-dev libonnx-dev
   libcmocka-dev libdnnl-dev libomp-dev libzip-dev
   python3 python3-venv python3-pip valgrind
-  ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
+  ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo libclc-14 llvm-spirv-14 spirv-tools
 )
 
 want_python=0

@@ -18,6 +18,14 @@
 #include <CL/cl_ext.h>
 
 extern const char kl_cl_source[]; /* the kernels folder's .cl files, embedded at build time */
+#if KL_HAVE_CL_PTX
+extern const kl_cl_blob kl_cl_ptx[]; /* the same, as PTX per sm target (tools/build_ptx.sh) */
+extern const int kl_cl_ptx_count;
+#endif
+#ifndef CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV
+#define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
+#define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
+#endif
 
 #define MAX_PLATFORMS 16
 #define MAX_DEVICES 64
@@ -196,7 +204,45 @@ static kiln_status build_log(kl_cl *c, cl_int st, kl_err *e) {
                  "(%s, %d): %s", c->name, cl_err_name(st), st, log);
 }
 
+/* NVIDIA's OpenCL: the embedded PTX of the highest sm target the device runs, unless
+ * KILN_GPU_AOT=0. True when it loaded; else the caller builds from source. */
+static bool load_ptx(kl_cl *c) {
+#if KL_HAVE_CL_PTX
+  const char *aot = getenv("KILN_GPU_AOT");
+  char pname[120];
+  plat_str(c->platform, CL_PLATFORM_NAME, pname, sizeof pname);
+  if ((aot && strcmp(aot, "0") == 0) || !strstr(pname, "NVIDIA")) return false;
+  cl_uint major = 0, minor = 0;
+  if (clGetDeviceInfo(c->device, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major,
+                      NULL) != CL_SUCCESS ||
+      clGetDeviceInfo(c->device, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor,
+                      NULL) != CL_SUCCESS)
+    return false;
+  int sm = (int)(major * 10 + minor), best = -1;
+  for (int i = 0; i < kl_cl_ptx_count; i++)
+    if (kl_cl_ptx[i].target <= sm && (best < 0 || kl_cl_ptx[i].target > kl_cl_ptx[best].target))
+      best = i;
+  if (best < 0) return false;
+  const unsigned char *bin = (const unsigned char *)kl_cl_ptx[best].text;
+  size_t size = strlen(kl_cl_ptx[best].text) + 1;
+  cl_int st, bst = CL_SUCCESS;
+  c->program = clCreateProgramWithBinary(c->ctx, 1, &c->device, &size, &bin, &bst, &st);
+  if (st == CL_SUCCESS && bst == CL_SUCCESS &&
+      clBuildProgram(c->program, 1, &c->device, "", NULL, NULL) == CL_SUCCESS) {
+    snprintf(c->origin, sizeof c->origin, "ahead of time: PTX for sm_%d embedded in the "
+             "library (the device is sm_%d)", kl_cl_ptx[best].target, sm);
+    return true;
+  }
+  if (c->program) clReleaseProgram(c->program);
+  c->program = NULL;
+#else
+  (void)c;
+#endif
+  return false;
+}
+
 static kiln_status build_program(kl_cl *c, kl_err *e) {
+  if (load_ptx(c)) return KILN_OK;
   char dir[512], path[600];
   bool cached = cache_dir(dir, sizeof dir);
   uint64_t key = build_key(c);

@@ -14,6 +14,12 @@
 
 typedef struct kl_cl kl_cl;
 
+/* A kernel binary built ahead of time (PTX for sm_<target>), embedded by the build. */
+typedef struct kl_cl_blob {
+  int target;
+  const char *text;
+} kl_cl_blob;
+
 /* Every OpenCL platform and device this process sees, a line each, into buf (for
  * `kiln info`): "opencl:0.0  NVIDIA H100 80GB HBM3 (GPU, NVIDIA CUDA, OpenCL 3.0 CUDA
  * 13.0.98, driver 580.159.04, 79.2 GiB), kernels: built from source, cached in DIR".
