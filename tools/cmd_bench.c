@@ -309,7 +309,38 @@ static ref_share reference_share(const kiln_model *m, kiln_session *s) {
   return r;
 }
 
-static void report(const bench_args *a, const kiln_model *m, const kl_tensor *ts,
+/* With a device: where the nodes ran and what its caching allocator did. */
+static void report_device(const kiln_model *m, const kiln_session *s, bool json) {
+  kl_session_devices d;
+  if (!kl_session_placement(s, &d)) return;
+  const kl_dev_alloc_stats *a = &d.alloc;
+  double mib = 1 << 20;
+  if (json) {
+    printf(", \"device\": ");
+    print_json_string(d.name);
+    printf(", \"device_nodes\": %d, \"nodes\": %d, \"uploads_per_run\": %d, "
+           "\"downloads_per_run\": %d, \"device_memory\": {\"reserved_mib\": %.3f, "
+           "\"reserved_peak_mib\": %.3f, \"allocated_peak_mib\": %.3f, \"segments\": %zu, "
+           "\"allocations\": %llu, \"cache_hits\": %llu, \"oom_retries\": %llu}",
+           d.device_nodes, m->g->n_nodes, d.uploads, d.downloads, (double)a->reserved_bytes / mib,
+           (double)a->reserved_bytes_peak / mib, (double)a->allocated_bytes_peak / mib,
+           a->segments, (unsigned long long)a->allocs, (unsigned long long)a->cache_hits,
+           (unsigned long long)a->oom_retries);
+    return;
+  }
+  printf("device           %s\n", d.name);
+  printf("device kernels   %s\n", d.origin);
+  printf("placement        %d of %d nodes on the device; %d copies to it, %d from it per run\n",
+         d.device_nodes, m->g->n_nodes, d.uploads, d.downloads);
+  printf("device memory    %.3f MiB reserved (peak %.3f), %.3f MiB peak in use, %zu "
+         "segments; %llu allocations, %llu from the cache, %llu out-of-memory retries\n",
+         (double)a->reserved_bytes / mib, (double)a->reserved_bytes_peak / mib,
+         (double)a->allocated_bytes_peak / mib, a->segments, (unsigned long long)a->allocs,
+         (unsigned long long)a->cache_hits, (unsigned long long)a->oom_retries);
+}
+
+static void report(const bench_args *a, const kiln_model *m, const kiln_session *s,
+                   const kl_tensor *ts,
                    double load_ms, double session_ms, double first_ms, double *lat, int64_t n,
                    bench_profile *prof, int slow, ref_share ref) {
   int threads = kl_cpu_threads_for(a->common.threads);
@@ -331,6 +362,7 @@ static void report(const bench_args *a, const kiln_model *m, const kl_tensor *ts
            lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow, ref.share);
     printf(", \"thread_wait\": ");
     print_json_string(cli_wait_policy());
+    report_device(m, s, true);
     printf(", \"inputs\": {");
     for (int k = 0; k < kiln_model_input_count(m); k++) {
       kiln_tensor_info info;
@@ -354,6 +386,7 @@ static void report(const bench_args *a, const kiln_model *m, const kl_tensor *ts
   printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
   printf("thread wait      %s\n", cli_wait_policy());
   printf("isa              %s\n", kl_cpu_isa_used());
+  report_device(m, s, false);
   printf("inputs\n");
   print_inputs(m, ts, stdout);
   printf("model load       %.3f ms\n", load_ms);
@@ -411,7 +444,7 @@ int cmd_bench(int argc, char **argv) {
   int64_t n = timed_runs(&a, s, prof, &lat);
   if (n <= 0) goto done;
   int slow = warn_slow_paths(m, s);
-  report(&a, m, ts, load_ms, session_ms, first_ms, lat, n, prof, slow, reference_share(m, s));
+  report(&a, m, s, ts, load_ms, session_ms, first_ms, lat, n, prof, slow, reference_share(m, s));
   rc = EXIT_OK;
   if (prof && !bench_profile_write_trace(prof, a.trace ? a.trace : "kiln-profile.json"))
     rc = EXIT_FAIL;

@@ -246,10 +246,14 @@ static kiln_status place_nodes(kiln_session *s) {
     const kl_node *n = &g->nodes[i];
     bool view = false;
     if (!s->dev->iface->supports_node(s->dev, g, i)) continue;
+    s->dev->iface->node_io(s->dev, g, i, &s->host_in[i], &view);
+    if (view && !s->on_dev[n->in[0]]) { /* a view of a host value stays a host view */
+      s->host_in[i] = 0;
+      continue;
+    }
     s->place[i] = 1;
     s->dev_nodes++;
     s->rules[i] = (kl_memplan_node){0, false}; /* its host copies share nothing */
-    s->dev->iface->node_io(s->dev, g, i, &s->host_in[i], &view);
     for (int k = 0; k < n->n_out; k++)
       if (n->out[k] >= 0) s->on_dev[n->out[k]] = true;
   }

@@ -591,10 +591,20 @@ int kl_cl_describe(char *buf, size_t len) {
       dev_str(ds[d], CL_DRIVER_VERSION, drv, sizeof drv);
       clGetDeviceInfo(ds[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
       clGetDeviceInfo(ds[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
-      PUT("  opencl:%u.%u  %s (%s, %s, %s, driver %s, %.1f GiB); kernels: built from "
+      char ptx[96] = "";
+#if KL_HAVE_CL_PTX
+      if (strstr(pname, "NVIDIA")) {
+        size_t u = (size_t)snprintf(ptx, sizeof ptx, "PTX embedded for sm");
+        for (int i = 0; i < kl_cl_ptx_count && u < sizeof ptx; i++)
+          u += (size_t)snprintf(ptx + u, sizeof ptx - u, "%s%d", i ? "/" : "_",
+                                kl_cl_ptx[i].target);
+        if (u < sizeof ptx) snprintf(ptx + u, sizeof ptx - u, " (the highest it runs), else ");
+      }
+#endif
+      PUT("  opencl:%u.%u  %s (%s, %s, %s, driver %s, %.1f GiB); kernels: %sbuilt from "
           "source once, %s%s\n", p, d, dname,
           t & CL_DEVICE_TYPE_GPU ? "GPU" : t & CL_DEVICE_TYPE_CPU ? "CPU" : "accelerator",
-          pname, pver, drv, (double)mem / (1 << 30),
+          pname, pver, drv, (double)mem / (1 << 30), ptx,
           cached ? "cached in " : "not cached (no cache folder)", cached ? dir : "");
       count++;
     }
