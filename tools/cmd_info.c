@@ -1,5 +1,6 @@
 /* kiln info: version and build features. */
 #include "backends/cpu/isa.h"
+#include "backends/gpu/level_zero.h"
 #include "backends/gpu/opencl.h"
 #include "cli.h"
 #include "kl_config.h"
@@ -24,8 +25,9 @@ int cmd_info(int argc, char **argv) {
     return EXIT_USAGE;
   }
   printf("kiln %s\n", kiln_version());
-  printf("build: oneDNN %s, OpenMP %s, OpenCL %s\n", KL_HAVE_DNNL ? "yes" : "no",
-         KL_HAVE_OPENMP ? "yes" : "no", KL_HAVE_OPENCL ? "yes" : "no");
+  printf("build: oneDNN %s, OpenMP %s, OpenCL %s, Level Zero %s\n", KL_HAVE_DNNL ? "yes" : "no",
+         KL_HAVE_OPENMP ? "yes" : "no", KL_HAVE_OPENCL ? "yes" : "no",
+         KL_HAVE_LEVEL_ZERO ? "yes" : "no");
   const kl_cpu_features *f = kl_isa_features();
   char features[512];
   printf("cpu: %s (%s)\n", f->brand[0] ? f->brand : "unknown", f->vendor[0] ? f->vendor : "-");
@@ -34,6 +36,8 @@ int cmd_info(int argc, char **argv) {
   char devs[4096];
   int n_devs = kl_cl_describe(devs, sizeof devs);
   printf("opencl devices (%d; --device opencl:P.D):%s%s", n_devs, n_devs ? "\n" : " ", devs);
+  n_devs = kl_ze_describe(devs, sizeof devs);
+  printf("level zero devices (%d):%s%s", n_devs, n_devs ? "\n" : " ", devs);
   printf("ops (%d):", KL_OP_COUNT);
   for (int i = 0; i < KL_OP_COUNT; i++) {
     const kl_op_info *op = kl_op_get((kl_op)i);

@@ -13,6 +13,7 @@ pkgs=(
   libcmocka-dev libdnnl-dev libomp-dev libzip-dev
   python3 python3-venv python3-pip valgrind
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo libclc-14 llvm-spirv-14 spirv-tools
+  libze-dev
 )
 
 want_python=0

@@ -138,7 +138,15 @@ kiln_status kiln_options_set_int(kiln_options *o, const char *name, int64_t valu
 }
 /* "cpu", "auto", "opencl" or "opencl:P.D" with P and D decimal. */
 static bool device_spec_ok(const char *v) {
-  if (strcmp(v, "cpu") == 0 || strcmp(v, "auto") == 0 || strcmp(v, "opencl") == 0) return true;
+  if (strcmp(v, "cpu") == 0 || strcmp(v, "auto") == 0 || strcmp(v, "opencl") == 0 ||
+      strcmp(v, "level-zero") == 0)
+    return true;
+  if (strncmp(v, "level-zero:", 11) == 0) {
+    const char *p = v + 11;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 4) p++, digits++;
+    return digits && !*p;
+  }
   if (strncmp(v, "opencl:", 7) != 0) return false;
   const char *p = v + 7;
   int parts = 0;
@@ -171,8 +179,9 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
     return refuse(o, "no string option '%s'; the string options are %s", name, names);
   }
   if (slot == &o->device && *value && !device_spec_ok(value))
-    return refuse(o, "option 'device': '%s' is not a device: expected cpu, auto, opencl "
-                  "or opencl:P.D (platform P, device D; `kiln info` lists them)", value);
+    return refuse(o, "option 'device': '%s' is not a device: expected cpu, auto, opencl, "
+                  "opencl:P.D (platform P, device D), level-zero or level-zero:D (`kiln "
+                  "info` lists them)", value);
   char *p = NULL;
   if (*value && !(p = strdup(value))) {
     o->err.code = KILN_ERR_OUT_OF_MEMORY;

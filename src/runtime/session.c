@@ -16,6 +16,7 @@
 #include "runtime/session.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/level_zero.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -226,6 +227,7 @@ static kiln_status place_nodes(kiln_session *s) {
   const char *spec = s->opts.device;
   if (!spec || strcmp(spec, "cpu") == 0) return KILN_OK;
   const kl_graph *g = s->model->g;
+  if (strncmp(spec, "level-zero", 10) == 0) return kl_ze_open(spec, &s->err);
   bool any = strcmp(spec, "auto") == 0;
   kl_err quiet = {0};
   kiln_status st = kl_gpu_backend_create(any ? "opencl" : spec, g, &s->dev,

@@ -194,14 +194,22 @@ static void cache_write(const char *dir, const char *path, uint64_t key,
   if (!ok || rename(tmp, path) != 0) unlink(tmp);
 }
 
+/* The failure with the start of the compiler's log (its first errors). */
 static kiln_status build_log(kl_cl *c, cl_int st, kl_err *e) {
-  char log[700];
   size_t n = 0;
-  log[0] = 0;
-  clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n);
-  log[sizeof log - 1] = 0;
-  return kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: building kiln's kernels failed "
-                 "(%s, %d): %s", c->name, cl_err_name(st), st, log);
+  char *log = NULL;
+  if (clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) ==
+          CL_SUCCESS && n > 0 && (log = malloc(n + 1)) &&
+      clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, n, log, NULL) ==
+          CL_SUCCESS)
+    log[n] = 0;
+  else if (log)
+    log[0] = 0;
+  kiln_status r = kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: building kiln's kernels "
+                          "failed (%s, %d): %.600s", c->name, cl_err_name(st), st,
+                          log ? log : "(no log)");
+  free(log);
+  return r;
 }
 
 /* NVIDIA's OpenCL: the embedded PTX of the highest sm target the device runs, unless
