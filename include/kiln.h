@@ -172,6 +172,18 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      names; dim 0 becomes the symbolic "batch", as for recorded
  *                      inputs). Recorded inputs take precedence (the list is not read
  *                      when the archive records every input); ONNX models ignore it.
+ *   "device"           where sessions run (default "cpu"): "opencl" (the first OpenCL
+ *                      GPU, else the first OpenCL device), "opencl:P.D" (device D of
+ *                      platform P, as `kiln info` numbers them), "auto" (the first GPU
+ *                      when one opens, else the CPU: the only form that falls back
+ *                      quietly), "level-zero[:D]" (listed, not run yet: fails saying so).
+ *                      Nodes the device has kernels for run there, the rest on the CPU,
+ *                      tensors copied at the boundaries (docs/gpu.md). Set it in the
+ *                      options the model is loaded with too: a model loaded for a device
+ *                      keeps the plain layout its kernels read (-O3's channels-last
+ *                      rewrite is for the CPU). A device that does not exist or does not
+ *                      open fails session creation; device memory is not counted by
+ *                      "memory_limit".
  * An unknown name or an out-of-range value is KILN_ERR_INVALID_ARGUMENT. */
 KILN_API kiln_status kiln_options_create(kiln_options **out);
 KILN_API void kiln_options_free(kiln_options *options);

@@ -98,13 +98,22 @@ static void print_largest(const kiln_model *m, const kiln_session *s, const kl_m
 static void print_copies(const kiln_model *m, const kiln_session *s) {
   const kl_graph *g = m->g;
   printf("copies in every run:\n");
+  int weights = 0;
+  size_t weight_bytes = 0;
   for (int v = 0; v < g->n_values; v++) {
     bool to_dev;
     if (!kl_session_value_copy(s, v, &to_dev)) continue;
+    if (g->values[v].kind == KL_VALUE_CONST) { /* copied once, when the session was made */
+      weights++;
+      weight_bytes += g->values[v].nbytes;
+      continue;
+    }
     char shape[128];
     kl_type_format(g, kl_session_value_type(s, v), shape, sizeof shape);
     printf("  %-9s %-40.40s %s\n", to_dev ? "to device" : "to host", g->values[v].name, shape);
   }
+  printf("weights copied to the device once, when the session was made: %d (%.3f MiB)\n",
+         weights, (double)weight_bytes / (1 << 20));
 }
 
 static int print_kernels(const kiln_model *m, const kiln_session *s) {

@@ -73,6 +73,12 @@ static kiln_status fill_absent_outputs(kl_graph *g, kl_err *e) {
   return KILN_OK;
 }
 
+/* Loaded for a device (option "device" other than cpu): no channels-last layout, which
+ * only oneDNN reads (the GPU kernels take the plain layout). */
+static bool for_device(const kiln_options *o) {
+  return o->device && strcmp(o->device, "cpu") != 0;
+}
+
 kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, size_t size) {
   kl_err *e = &m->err;
   kiln_status st = import_graph(m, path, data, size);
@@ -83,7 +89,8 @@ kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, siz
   if (st == KILN_OK) {
     kl_pass_config pc = {.level = m->opts.opt_level, .passes = m->opts.passes,
                          .verify = m->opts.verify != 0, .fold_limit = m->opts.fold_limit,
-                         .native_nhwc = !m->opts.reference && kl_cpu_native_nhwc()};
+                         .native_nhwc = !m->opts.reference && kl_cpu_native_nhwc() &&
+                                        !for_device(&m->opts)};
     st = kl_optimize(m->g, &pc, &m->stats, e);
   }
   if (st == KILN_OK) st = describe_io(m);

@@ -201,6 +201,45 @@ static void test_views(void **state) {
   assert_int_equal(tu_gpu_check(g, "views", 0, TOL, 1, true), 3);
 }
 
+/* kiln.MultiHeadAttention: separate and packed projections, masks broadcast from
+ * [B,1,1,T], [S,T] and [B,H,S,T], a single query, keys more
+ * than a work-group's worth. */
+static void test_mha(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    bool packed;
+    int heads, mask_rank;
+    int64_t q[3], k[3], v[3], mask[4];
+  } cases[] = {
+      {"3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4,
+       {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}},
+      {"packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}},
+      {"4 heads of 3 (V 6), S 1, T 4, no mask", false, 4, 0, {3, 1, 12}, {3, 4, 12},
+       {3, 4, 24}, {0}},
+      {"packed QKV, 1 head of 13, S 6, [B,H,S,T] mask", true, 1, 4, {2, 6, 39}, {0}, {0},
+       {2, 1, 6, 6}},
+      {"2 heads of 64, S 3, T 300", false, 2, 0, {1, 3, 128}, {1, 300, 128}, {1, 300, 128}, {0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kl_graph *g = tu_graph_new();
+    int q = tu_graph_input(g, "q", KL_F32, 3, cases[i].q);
+    int k = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "k", KL_F32, 3, cases[i].k);
+    int v = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "v", KL_F32, 3, cases[i].v);
+    int mask = cases[i].mask_rank
+                   ? tu_graph_input(g, "mask", KL_F32, cases[i].mask_rank, cases[i].mask)
+                   : KL_ABSENT;
+    int count = mask != KL_ABSENT ? 4 : cases[i].packed ? 1 : 3;
+    int y = tu_graph_value(g, "y");
+    int n = tu_graph_node(g, KL_OP_KilnMultiHeadAttention, "mha", count,
+                          (const int[]){q, k, v, mask}, 1, &y);
+    assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_int(g, n, "num_heads", cases[i].heads, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_float(g, n, "scale", 0.4f, NULL), KILN_OK);
+    tu_gpu_check(g, cases[i].what, 0, TOL, 1, true);
+  }
+}
+
 static void test_bad_devices(void **state) {
   (void)state;
   kiln_options *o;
@@ -248,7 +287,7 @@ int main(void) {
       cmocka_unit_test(test_unary),          cmocka_unit_test(test_unary_positive),
       cmocka_unit_test(test_clip),           cmocka_unit_test(test_binary),
       cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
-      cmocka_unit_test(test_bad_devices),
+      cmocka_unit_test(test_mha),            cmocka_unit_test(test_bad_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,12 @@
-/* The GPU "nn" kernels against the reference kernels: being written. */
+/* The GPU backend's "nn" kernels (src/backends/gpu/ops_nn.c, kernels/nn.cl) against
+ * the reference kernels on an OpenCL device (PoCL on the CPU in CI), on random data at
+ * awkward sizes: Conv and FusedConv (1-D to 3-D, groups, depthwise, strides, dilations,
+ * asymmetric pads, every auto_pad, every fused activation with bias and Sum), Gemm
+ * (every transpose, every shape of C) and MatMul (ranks 1 to 4, broadcast batches)
+ * with their fused forms, at sizes that are not multiples of the 16 x 16 tiles,
+ * MaxPool and AveragePool (ceil_mode, count_include_pad, dilations), the global pools,
+ * BatchNormalization, empty tensors, the nodes that must stay on the CPU, and a small
+ * network optimized at O2 that runs wholly on the device. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,11 +14,496 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "testutil.h"
 
-static void test_placeholder(void **state) { (void)state; }
+/* Inputs are uniform in [-2, 2]; sums of up to ~300 products stay within this (the
+ * largest cases say why where they need more). */
+#define TOL TU_TOL(1e-4, 1e-4)
+
+static uint32_t rng = 99;
+
+/* A float32 graph input (weights too: tu_gpu_check fills every input at random). */
+static int input(kl_graph *g, int rank, const int64_t *dims) {
+  char name[16];
+  snprintf(name, sizeof name, "in%d", g->n_values);
+  return tu_graph_input(g, name, KL_F32, rank, dims);
+}
+
+/* A float32 constant uniform in [lo, hi]. */
+static int cst(kl_graph *g, int rank, const int64_t *dims, float lo, float hi) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *v = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  assert_non_null(v);
+  for (int64_t i = 0; i < n; i++) v[i] = tu_rand_f32(&rng, lo, hi);
+  int id = tu_graph_const(g, NULL, KL_F32, rank, dims, v);
+  free(v);
+  return id;
+}
+
+/* A node of op over in[] (KL_ABSENT allowed) whose output is a graph output. */
+static int out_node(kl_graph *g, kl_op op, int n_in, const int *in) {
+  int y = tu_graph_value(g, NULL);
+  int n = tu_graph_node(g, op, NULL, n_in, in, 1, &y);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  return n;
+}
+
+static void set_ints(kl_graph *g, int n, const char *name, int count, const int64_t *v) {
+  if (count > 0) assert_int_equal(kl_node_set_ints(g, n, name, v, count, NULL), KILN_OK);
+}
+
+typedef struct act_case {
+  const char *name;
+  int n;
+  float p[2];
+} act_case;
+
+/* Every activation kiln's fused ops carry (ir/fused.h). */
+static const act_case acts[] = {
+    {"Relu", 0, {0}},      {"LeakyRelu", 1, {0.1f}}, {"Clip", 2, {-0.5f, 0.7f}},
+    {"Sigmoid", 0, {0}},   {"Tanh", 0, {0}},         {"HardSigmoid", 2, {0.2f, 0.5f}},
+    {"HardSwish", 0, {0}}, {"Gelu", 0, {0}},         {"GeluTanh", 0, {0}},
+    {"Silu", 0, {0}},      {"Mish", 0, {0}},         {"Elu", 1, {0.8f}},
+};
+#define N_ACTS TU_LEN(acts)
+
+static void set_act(kl_graph *g, int n, const act_case *a) {
+  assert_int_equal(kl_node_set_string(g, n, "activation", a->name, NULL), KILN_OK);
+  if (a->n)
+    assert_int_equal(kl_node_set_floats(g, n, "activation_params", a->p, a->n, NULL), KILN_OK);
+}
+
+/* ---- convolution ---- */
+
+typedef struct conv_case {
+  const char *what;
+  int rank;
+  int64_t x[5], w[5];
+  int64_t group;
+  int64_t strides[3], dilations[3], pads[6]; /* strides, dilations: {0}: the defaults */
+  const char *auto_pad;                      /* NULL: explicit pads */
+  bool bias;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"3x3 pad 1 batch 2, 3 -> 5 channels, 9x7", 4, {2, 3, 9, 7}, {5, 3, 3, 3}, 1, {0}, {0},
+     {1, 1, 1, 1}, NULL, true},
+    {"stride 2 dilation 2 asymmetric pads", 4, {1, 3, 11, 10}, {4, 3, 3, 2}, 1, {2, 2}, {2, 2},
+     {0, 1, 2, 1}, NULL, true},
+    {"groups 2", 4, {2, 4, 8, 9}, {6, 2, 3, 3}, 2, {0}, {0}, {1, 1, 1, 1}, NULL, false},
+    {"depthwise stride 2", 4, {1, 7, 9, 8}, {7, 1, 3, 3}, 7, {2, 2}, {0}, {1, 1, 1, 1}, NULL,
+     true},
+    {"depthwise multiplier 2 asymmetric pads", 4, {1, 5, 6, 7}, {10, 1, 3, 3}, 5, {0}, {0},
+     {0, 1, 1, 0}, NULL, true},
+    {"1x1, 17 -> 9 channels", 4, {2, 17, 5, 6}, {9, 17, 1, 1}, 1, {0}, {0}, {0}, NULL, true},
+    {"1x1 stride 2", 4, {1, 6, 7, 9}, {5, 6, 1, 1}, 1, {2, 2}, {0}, {0}, NULL, false},
+    {"SAME_UPPER stride 2", 4, {1, 3, 7, 8}, {4, 3, 3, 3}, 1, {2, 2}, {0}, {0}, "SAME_UPPER",
+     true},
+    {"SAME_LOWER even kernel", 4, {2, 3, 7, 6}, {4, 3, 4, 2}, 1, {0}, {0}, {0}, "SAME_LOWER",
+     true},
+    {"VALID strides 2, 1", 4, {1, 2, 8, 8}, {3, 2, 3, 3}, 1, {2, 1}, {0}, {0}, "VALID", true},
+    {"kernel over the padding only", 4, {1, 2, 3, 3}, {3, 2, 5, 5}, 1, {0}, {0},
+     {2, 2, 2, 2}, NULL, true},
+    {"strides past the kernel", 4, {1, 3, 10, 11}, {2, 3, 2, 2}, 1, {3, 4}, {0}, {0}, NULL,
+     true},
+    {"1-D stride 2", 3, {2, 4, 11}, {3, 4, 3}, 1, {2}, {0}, {1, 0}, NULL, true},
+    {"1-D dilation 3 groups 3", 3, {1, 6, 20}, {3, 2, 4}, 3, {0}, {3}, {2, 3}, NULL, true},
+    {"3-D", 5, {1, 2, 5, 6, 4}, {4, 2, 3, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1, 1, 1}, NULL, true},
+    {"3-D strides, groups 2", 5, {2, 4, 5, 4, 6}, {6, 2, 2, 3, 1}, 2, {2, 1, 2}, {0},
+     {0, 1, 0, 1, 0, 0}, NULL, false},
+    {"empty batch", 4, {0, 3, 5, 5}, {4, 3, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1}, NULL, true},
+    {"no input channels: the bias", 4, {2, 0, 4, 4}, {3, 0, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1},
+     NULL, true},
+};
+
+/* Conv or FusedConv of case c over new inputs X, W (B); Sum when sum >= 0. */
+static int conv_node(kl_graph *g, kl_op op, const conv_case *c, int sum) {
+  int sp = c->rank - 2;
+  int x = input(g, c->rank, c->x), w = input(g, c->rank, c->w);
+  int b = c->bias ? input(g, 1, &c->w[0]) : KL_ABSENT;
+  int n = sum >= 0 ? out_node(g, op, 4, (const int[]){x, w, b, sum})
+                   : out_node(g, op, 3, (const int[]){x, w, b});
+  if (c->strides[0]) set_ints(g, n, "strides", sp, c->strides);
+  if (c->dilations[0]) set_ints(g, n, "dilations", sp, c->dilations);
+  if (c->auto_pad)
+    assert_int_equal(kl_node_set_string(g, n, "auto_pad", c->auto_pad, NULL), KILN_OK);
+  else set_ints(g, n, "pads", 2 * sp, c->pads);
+  if (c->group != 1) assert_int_equal(kl_node_set_int(g, n, "group", c->group, NULL), KILN_OK);
+  return n;
+}
+
+static void test_conv(void **state) {
+  (void)state;
+  for (int i = 0; i < TU_LEN(conv_cases); i++) {
+    kl_graph *g = tu_graph_new();
+    conv_node(g, KL_OP_Conv, &conv_cases[i], -1);
+    char what[96];
+    snprintf(what, sizeof what, "Conv %s", conv_cases[i].what);
+    assert_int_equal(tu_gpu_check(g, what, 0, TOL, 1, true), 1);
+  }
+}
+
+/* 32 -> 40 channels, 3x3: sums of 288 products (a tile's worth of work per output),
+ * with W a constant in [-0.25, 0.25] so that float's rounding over 288 terms stays well
+ * inside TOL. */
+static void test_conv_wide(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = input(g, 4, (const int64_t[]){1, 32, 14, 13});
+  int w = cst(g, 4, (const int64_t[]){40, 32, 3, 3}, -0.25f, 0.25f);
+  int b = cst(g, 1, (const int64_t[]){40}, -1, 1);
+  int n = out_node(g, KL_OP_Conv, 3, (const int[]){x, w, b});
+  set_ints(g, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  tu_gpu_check(g, "Conv 32 -> 40 channels", 0, TOL, 1, true);
+}
+
+/* FusedConv = act(Conv + Sum): every activation with a bias and a Sum of Y's shape,
+ * then Sums that broadcast, a Sum without bias, an activation without Sum. */
+static void test_fused_conv(void **state) {
+  (void)state;
+  const conv_case *c = &conv_cases[0]; /* Y [2, 5, 9, 7] */
+  for (int i = 0; i < N_ACTS; i++) {
+    kl_graph *g = tu_graph_new();
+    int sum = input(g, 4, (const int64_t[]){2, 5, 9, 7});
+    set_act(g, conv_node(g, KL_OP_KilnFusedConv, c, sum), &acts[i]);
+    char what[64];
+    snprintf(what, sizeof what, "FusedConv + Sum + %s", acts[i].name);
+    tu_gpu_check(g, what, 0, TOL, 1, true);
+  }
+  static const struct {
+    const char *what;
+    int rank;
+    int64_t dims[4];
+  } sums[] = {
+      {"per channel", 4, {1, 5, 1, 1}}, {"along W", 1, {7}}, {"per image", 4, {2, 1, 9, 7}}};
+  for (int i = 0; i < TU_LEN(sums); i++) {
+    kl_graph *g = tu_graph_new();
+    int sum = input(g, sums[i].rank, sums[i].dims);
+    set_act(g, conv_node(g, KL_OP_KilnFusedConv, c, sum), &acts[1]);
+    char what[64];
+    snprintf(what, sizeof what, "FusedConv + Sum %s", sums[i].what);
+    tu_gpu_check(g, what, 0, TOL, 1, true);
+  }
+  kl_graph *g = tu_graph_new(); /* depthwise, no bias, Sum */
+  const conv_case *dw = &conv_cases[3]; /* Y [1, 7, 5, 4] */
+  conv_node(g, KL_OP_KilnFusedConv, dw, input(g, 4, (const int64_t[]){1, 7, 5, 4}));
+  tu_gpu_check(g, "FusedConv depthwise + Sum", 0, TOL, 1, true);
+  g = tu_graph_new(); /* 1-D, an activation, no Sum */
+  set_act(g, conv_node(g, KL_OP_KilnFusedConv, &conv_cases[12], -1), &acts[2]);
+  tu_gpu_check(g, "FusedConv 1-D + Clip", 0, TOL, 1, true);
+}
+
+/* ---- Gemm and MatMul ---- */
+
+static void test_gemm(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int rank;
+    int64_t dims[2]; /* -1: M, -2: N */
+  } cs[] = {{"no C", -1, {0}},    {"C scalar", 0, {0}},      {"C [N]", 1, {-2}},
+            {"C [1, N]", 2, {1, -2}}, {"C [M, 1]", 2, {-1, 1}}, {"C [M, N]", 2, {-1, -2}}};
+  static const int64_t sizes[][3] = {{33, 7, 65}, {1, 65, 7}, {17, 1, 33}, {65, 33, 1}};
+  int k = 0;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      for (int ci = 0; ci < TU_LEN(cs); ci++, k++) {
+        int64_t m = sizes[k % 4][0], n = sizes[k % 4][1], kk = sizes[k % 4][2];
+        kl_graph *g = tu_graph_new();
+        int a = input(g, 2, ta ? (const int64_t[]){kk, m} : (const int64_t[]){m, kk});
+        int b = input(g, 2, tb ? (const int64_t[]){n, kk} : (const int64_t[]){kk, n});
+        int64_t cd[2];
+        for (int d = 0; d < 2; d++)
+          cd[d] = cs[ci].dims[d] == -1 ? m : cs[ci].dims[d] == -2 ? n : cs[ci].dims[d];
+        int c = cs[ci].rank >= 0 ? input(g, cs[ci].rank, cd) : KL_ABSENT;
+        int node = out_node(g, KL_OP_Gemm, c == KL_ABSENT ? 2 : 3, (const int[]){a, b, c});
+        assert_int_equal(kl_node_set_int(g, node, "transA", ta, NULL), KILN_OK);
+        assert_int_equal(kl_node_set_int(g, node, "transB", tb, NULL), KILN_OK);
+        if (k % 3 == 1) {
+          assert_int_equal(kl_node_set_float(g, node, "alpha", 0.5f, NULL), KILN_OK);
+          assert_int_equal(kl_node_set_float(g, node, "beta", -1.5f, NULL), KILN_OK);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "Gemm transA %d transB %d %s, M %lld N %lld K %lld", ta, tb,
+                 cs[ci].what, (long long)m, (long long)n, (long long)kk);
+        assert_int_equal(tu_gpu_check(g, what, 0, TOL, 1, true), 1);
+      }
+}
+
+typedef struct mm_case {
+  const char *what;
+  int ra, rb;
+  int64_t a[4], b[4];
+} mm_case;
+
+static const mm_case mm_cases[] = {
+    {"[K] x [K]", 1, 1, {33}, {33}},
+    {"[K] x [K, N]", 1, 2, {7}, {7, 65}},
+    {"[M, K] x [K]", 2, 1, {65, 33}, {33}},
+    {"[M, K] x [K, N] 33 x 65 x 7", 2, 2, {33, 65}, {65, 7}},
+    {"[M, K] x [K, N] 1 x 1 x 1", 2, 2, {1, 1}, {1, 1}},
+    {"[M, K] x [K, N] 65 x 17 x 33", 2, 2, {65, 17}, {17, 33}},
+    {"[B, M, K] x [K, N]", 3, 2, {3, 7, 33}, {33, 65}},
+    {"[K] x [B, K, N]", 1, 3, {33}, {2, 33, 7}},
+    {"[B, M, K] x [K]", 3, 1, {2, 17, 7}, {7}},
+    {"[2, 1, M, K] x [3, K, N]", 4, 3, {2, 1, 7, 33}, {3, 33, 17}},
+    {"[2, 3, M, K] x [2, 3, K, N]", 4, 4, {2, 3, 17, 7}, {2, 3, 7, 33}},
+    {"[1, M, K] x [4, K, N]", 3, 3, {1, 33, 16}, {4, 16, 1}},
+    {"[M, K] x [2, 1, K, N]", 2, 4, {7, 65}, {2, 1, 65, 7}},
+    {"K = 0: zeros", 2, 2, {5, 0}, {0, 3}},
+    {"empty batch", 3, 2, {0, 4, 5}, {5, 3}},
+};
+
+static void test_matmul(void **state) {
+  (void)state;
+  for (int i = 0; i < TU_LEN(mm_cases); i++) {
+    kl_graph *g = tu_graph_new();
+    const mm_case *c = &mm_cases[i];
+    out_node(g, KL_OP_MatMul, 2, (const int[]){input(g, c->ra, c->a), input(g, c->rb, c->b)});
+    char what[96];
+    snprintf(what, sizeof what, "MatMul %s", c->what);
+    assert_int_equal(tu_gpu_check(g, what, 0, TOL, 1, true), 1);
+  }
+}
+
+/* K = 300 (more than the reference's double sums and float's drift apart by 1e-4 at
+ * inputs in [-2, 2]): B is a constant in [-0.1, 0.1], so Y stays near 1 in size. */
+static void test_matmul_long_k(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int a = input(g, 3, (const int64_t[]){2, 31, 300});
+  int b = cst(g, 2, (const int64_t[]){300, 40}, -0.1f, 0.1f);
+  out_node(g, KL_OP_MatMul, 2, (const int[]){a, b});
+  tu_gpu_check(g, "MatMul K = 300", 0, TOL, 1, true);
+}
+
+/* FusedGemm (A, B, C, Sum) and FusedMatMul (A, B, Bias, Sum) with every activation,
+ * then Bias and Sum that broadcast, and rank-1 operands. */
+static void test_fused_products(void **state) {
+  (void)state;
+  for (int i = 0; i < N_ACTS; i++) {
+    kl_graph *g = tu_graph_new();
+    int a = input(g, 2, (const int64_t[]){9, 20}), b = input(g, 2, (const int64_t[]){17, 20});
+    int c = input(g, 1, (const int64_t[]){17}), s = input(g, 2, (const int64_t[]){9, 17});
+    int n = out_node(g, KL_OP_KilnFusedGemm, 4, (const int[]){a, b, c, s});
+    assert_int_equal(kl_node_set_int(g, n, "transB", 1, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_float(g, n, "alpha", 0.75f, NULL), KILN_OK);
+    set_act(g, n, &acts[i]);
+    char what[64];
+    snprintf(what, sizeof what, "FusedGemm + C + Sum + %s", acts[i].name);
+    tu_gpu_check(g, what, 0, TOL, 1, true);
+
+    g = tu_graph_new();
+    a = input(g, 3, (const int64_t[]){2, 5, 18});
+    b = input(g, 2, (const int64_t[]){18, 19});
+    c = input(g, 1, (const int64_t[]){19});
+    s = input(g, 3, (const int64_t[]){2, 5, 19});
+    set_act(g, out_node(g, KL_OP_KilnFusedMatMul, 4, (const int[]){a, b, c, s}), &acts[i]);
+    snprintf(what, sizeof what, "FusedMatMul + Bias + Sum + %s", acts[i].name);
+    tu_gpu_check(g, what, 0, TOL, 1, true);
+  }
+  static const struct {
+    const char *what;
+    int ra, rb, rbias, rsum;
+    int64_t a[3], b[3], bias[3], sum[3];
+  } cases[] = {
+      {"Bias [M, 1], Sum [N]", 3, 2, 2, 1, {2, 5, 8}, {8, 6}, {5, 1}, {6}},
+      {"no Bias, Sum [1, M, N]", 3, 3, -1, 3, {3, 4, 8}, {3, 8, 6}, {0}, {1, 4, 6}},
+      {"[K] x [K, N], Bias scalar, Sum [N]", 1, 2, 0, 1, {8}, {8, 33}, {0}, {33}},
+      {"[M, K] x [K], Bias [M], no Sum", 2, 1, 1, -1, {17, 8}, {8}, {17}, {0}},
+  };
+  for (int i = 0; i < TU_LEN(cases); i++) {
+    kl_graph *g = tu_graph_new();
+    int a = input(g, cases[i].ra, cases[i].a), b = input(g, cases[i].rb, cases[i].b);
+    int bias = cases[i].rbias >= 0 ? input(g, cases[i].rbias, cases[i].bias) : KL_ABSENT;
+    int sum = cases[i].rsum >= 0 ? input(g, cases[i].rsum, cases[i].sum) : KL_ABSENT;
+    set_act(g, out_node(g, KL_OP_KilnFusedMatMul, 4, (const int[]){a, b, bias, sum}), &acts[0]);
+    char what[96];
+    snprintf(what, sizeof what, "FusedMatMul %s", cases[i].what);
+    tu_gpu_check(g, what, 0, TOL, 1, true);
+  }
+}
+
+/* ---- pooling ---- */
+
+static void test_pool(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    kl_op op;
+    int rank;
+    int64_t x[5];
+    int64_t kernel[3], strides[3], dilations[3], pads[6]; /* {0}: defaults */
+    const char *auto_pad;
+    int ceil, include_pad;
+  } cases[] = {
+      {"max 3x3 stride 2 pad 1", KL_OP_MaxPool, 4, {2, 3, 11, 10}, {3, 3}, {2, 2}, {0},
+       {1, 1, 1, 1}, NULL, 0, 0},
+      {"max ceil_mode", KL_OP_MaxPool, 4, {1, 3, 8, 7}, {3, 2}, {2, 2}, {0}, {0}, NULL, 1, 0},
+      {"max dilation 2 asymmetric pads", KL_OP_MaxPool, 4, {1, 4, 9, 9}, {2, 2}, {0}, {2, 2},
+       {1, 0, 0, 1}, NULL, 0, 0},
+      {"max 1-D", KL_OP_MaxPool, 3, {2, 5, 10}, {3}, {3}, {0}, {1, 1}, NULL, 0, 0},
+      {"max 3-D", KL_OP_MaxPool, 5, {1, 2, 5, 6, 5}, {2, 3, 2}, {2, 2, 1}, {0}, {0}, NULL, 0, 0},
+      {"max SAME_UPPER stride 2", KL_OP_MaxPool, 4, {1, 3, 7, 8}, {3, 3}, {2, 2}, {0}, {0},
+       "SAME_UPPER", 0, 0},
+      {"max window wider than X", KL_OP_MaxPool, 4, {1, 2, 3, 3}, {5, 5}, {0}, {0},
+       {2, 2, 2, 2}, NULL, 0, 0},
+      {"max empty batch", KL_OP_MaxPool, 4, {0, 3, 5, 5}, {2, 2}, {0}, {0}, {0}, NULL, 0, 0},
+      {"avg excluding pads", KL_OP_AveragePool, 4, {1, 5, 9, 9}, {3, 3}, {2, 2}, {0},
+       {1, 1, 1, 1}, NULL, 0, 0},
+      {"avg count_include_pad", KL_OP_AveragePool, 4, {1, 5, 9, 9}, {3, 3}, {0}, {0},
+       {1, 1, 1, 1}, NULL, 0, 1},
+      {"avg count_include_pad ceil_mode asymmetric pads", KL_OP_AveragePool, 4, {2, 3, 8, 7},
+       {3, 3}, {2, 2}, {0}, {1, 0, 0, 1}, NULL, 1, 1},
+      {"avg ceil_mode", KL_OP_AveragePool, 4, {1, 3, 8, 7}, {3, 2}, {2, 2}, {0}, {0}, NULL, 1, 0},
+      {"avg dilation 2 count_include_pad", KL_OP_AveragePool, 4, {1, 2, 9, 8}, {3, 2}, {0},
+       {2, 2}, {1, 1, 1, 1}, NULL, 0, 1},
+      {"avg 1-D ceil_mode", KL_OP_AveragePool, 3, {2, 3, 10}, {3}, {2}, {0}, {1, 0}, NULL, 1, 0},
+      {"avg 3-D", KL_OP_AveragePool, 5, {1, 2, 4, 6, 5}, {2, 2, 2}, {2, 2, 2}, {0}, {0}, NULL,
+       0, 0},
+      {"avg SAME_LOWER", KL_OP_AveragePool, 4, {1, 3, 6, 7}, {2, 3}, {0}, {0}, {0},
+       "SAME_LOWER", 0, 0},
+  };
+  for (int i = 0; i < TU_LEN(cases); i++) {
+    kl_graph *g = tu_graph_new();
+    int n = out_node(g, cases[i].op, 1, (const int[]){input(g, cases[i].rank, cases[i].x)});
+    int sp = cases[i].rank - 2;
+    set_ints(g, n, "kernel_shape", sp, cases[i].kernel);
+    if (cases[i].strides[0]) set_ints(g, n, "strides", sp, cases[i].strides);
+    if (cases[i].dilations[0]) set_ints(g, n, "dilations", sp, cases[i].dilations);
+    if (cases[i].auto_pad)
+      assert_int_equal(kl_node_set_string(g, n, "auto_pad", cases[i].auto_pad, NULL), KILN_OK);
+    else set_ints(g, n, "pads", 2 * sp, cases[i].pads);
+    if (cases[i].ceil) assert_int_equal(kl_node_set_int(g, n, "ceil_mode", 1, NULL), KILN_OK);
+    if (cases[i].include_pad)
+      assert_int_equal(kl_node_set_int(g, n, "count_include_pad", 1, NULL), KILN_OK);
+    char what[96];
+    snprintf(what, sizeof what, "pool %s", cases[i].what);
+    assert_int_equal(tu_gpu_check(g, what, 0, TOL, 1, true), 1);
+  }
+}
+
+static void test_global_pool(void **state) {
+  (void)state;
+  static const struct {
+    int rank;
+    int64_t x[5];
+  } shapes[] = {{4, {2, 6, 7, 5}},   {4, {1, 3, 37, 41}}, {3, {3, 5, 11}},
+                {5, {1, 2, 3, 4, 5}}, {4, {2, 3, 1, 1}},  {4, {0, 3, 4, 4}}};
+  static const kl_op ops[] = {KL_OP_GlobalAveragePool, KL_OP_GlobalMaxPool};
+  for (int o = 0; o < 2; o++)
+    for (int i = 0; i < TU_LEN(shapes); i++) {
+      kl_graph *g = tu_graph_new();
+      out_node(g, ops[o], 1, (const int[]){input(g, shapes[i].rank, shapes[i].x)});
+      char what[64];
+      snprintf(what, sizeof what, "%s shape %d", kl_op_name(ops[o]), i);
+      assert_int_equal(tu_gpu_check(g, what, 0, TOL, 1, true), 1);
+    }
+  /* No element per plane: the mean is NaN (0 / 0) on both sides. */
+  kl_graph *g = tu_graph_new();
+  int x = input(g, 4, (const int64_t[]){2, 3, 0, 4});
+  out_node(g, KL_OP_GlobalAveragePool, 1, &x);
+  tu_gpu_check(g, "GlobalAveragePool of empty planes", 0, TOL, 1, true);
+}
+
+/* ---- BatchNormalization ---- */
+
+/* BatchNormalization of X with constant statistics (a positive variance). */
+static int batchnorm(kl_graph *g, int x, int64_t channels) {
+  const int64_t c[1] = {channels};
+  int n = out_node(g, KL_OP_BatchNormalization, 5,
+                   (const int[]){x, cst(g, 1, c, 0.5f, 1.5f), cst(g, 1, c, -1, 1),
+                                 cst(g, 1, c, -0.5f, 0.5f), cst(g, 1, c, 0.1f, 2)});
+  return n;
+}
+
+static void test_batchnorm(void **state) {
+  (void)state;
+  static const struct {
+    int rank;
+    int64_t x[5];
+  } shapes[] = {{4, {2, 5, 7, 6}}, {2, {3, 4}}, {1, {7}}, {5, {2, 3, 4, 5, 3}}, {3, {2, 3, 0}}};
+  for (int i = 0; i < TU_LEN(shapes); i++) {
+    kl_graph *g = tu_graph_new();
+    int64_t channels = shapes[i].rank > 1 ? shapes[i].x[1] : 1;
+    int n = batchnorm(g, input(g, shapes[i].rank, shapes[i].x), channels);
+    if (i == 0) assert_int_equal(kl_node_set_float(g, n, "epsilon", 1e-3f, NULL), KILN_OK);
+    char what[64];
+    snprintf(what, sizeof what, "BatchNormalization rank %d", shapes[i].rank);
+    assert_int_equal(tu_gpu_check(g, what, 0, TOL, 1, true), 1);
+  }
+}
+
+/* ---- what stays on the CPU ---- */
+
+/* MaxPool with its Indices output and BatchNormalization in training mode run on the
+ * CPU, with the right results. */
+static void test_cpu_fallbacks(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = input(g, 4, (const int64_t[]){1, 3, 6, 6});
+  int ys[2] = {tu_graph_value(g, "y"), tu_graph_value(g, "idx")};
+  int n = tu_graph_node(g, KL_OP_MaxPool, NULL, 1, &x, 2, ys);
+  set_ints(g, n, "kernel_shape", 2, (const int64_t[]){2, 2});
+  assert_int_equal(kl_graph_add_output(g, ys[0], NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, ys[1], NULL), KILN_OK);
+  assert_int_equal(tu_gpu_check(g, "MaxPool with Indices", 0, TOL, 1, false), 0);
+
+  g = tu_graph_new();
+  n = batchnorm(g, input(g, 4, (const int64_t[]){2, 3, 4, 4}), 3);
+  assert_int_equal(kl_node_set_int(g, n, "training_mode", 1, NULL), KILN_OK);
+  assert_int_equal(tu_gpu_check(g, "BatchNormalization training_mode=1", 0, TOL, 1, false), 0);
+}
+
+/* ---- a network ---- */
+
+/* A small convolution network with constant weights, optimized at O2 (BatchNorm folded
+ * into the convolution, Relu and the residual Add fused into FusedConv, the last Gemm
+ * fused with its Relu): every node runs on the device. */
+static void test_network(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = input(g, 4, (const int64_t[]){2, 1, 12, 12});
+  int c1 = TU_OP(g, Conv, x, cst(g, 4, (const int64_t[]){8, 1, 3, 3}, -0.5f, 0.5f),
+                 cst(g, 1, (const int64_t[]){8}, -0.2f, 0.2f));
+  const int64_t c8[1] = {8};
+  int bn = TU_OP(g, BatchNormalization, c1, cst(g, 1, c8, 0.5f, 1.5f), cst(g, 1, c8, -1, 1),
+                 cst(g, 1, c8, -0.5f, 0.5f), cst(g, 1, c8, 0.1f, 2));
+  int r1 = TU_OP(g, Relu, bn);
+  int p1 = TU_OP(g, MaxPool, r1);
+  int c2 = TU_OP(g, Conv, p1, cst(g, 4, (const int64_t[]){8, 8, 3, 3}, -0.3f, 0.3f));
+  int r2 = TU_OP(g, Relu, TU_OP(g, Add, c2, p1));
+  int gap = TU_OP(g, GlobalAveragePool, r2);
+  int flat = TU_OP(g, Flatten, gap);
+  int fc = TU_OP(g, Gemm, flat, cst(g, 2, (const int64_t[]){10, 8}, -1, 1),
+                 cst(g, 1, (const int64_t[]){10}, -1, 1));
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, Relu, fc), NULL), KILN_OK);
+  for (int i = 0; i < g->n_nodes; i++) {
+    kl_node *n = &g->nodes[i];
+    if (n->op == KL_OP_MaxPool) {
+      set_ints(g, i, "kernel_shape", 2, (const int64_t[]){2, 2});
+      set_ints(g, i, "strides", 2, (const int64_t[]){2, 2});
+    }
+    if (n->op == KL_OP_Conv) set_ints(g, i, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+    if (n->op == KL_OP_Gemm) assert_int_equal(kl_node_set_int(g, i, "transB", 1, NULL), KILN_OK);
+  }
+  /* 11 nodes become 6: FusedConv (BatchNorm folded, Relu), MaxPool, FusedConv (Sum, Relu),
+   * GlobalAveragePool, Flatten, FusedGemm (Relu) */
+  assert_int_equal(tu_gpu_check(g, "network at O2", 2, TOL, 1, true), 6);
+}
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_placeholder)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv),           cmocka_unit_test(test_conv_wide),
+      cmocka_unit_test(test_fused_conv),     cmocka_unit_test(test_gemm),
+      cmocka_unit_test(test_matmul),         cmocka_unit_test(test_matmul_long_k),
+      cmocka_unit_test(test_fused_products), cmocka_unit_test(test_pool),
+      cmocka_unit_test(test_global_pool),    cmocka_unit_test(test_batchnorm),
+      cmocka_unit_test(test_cpu_fallbacks),  cmocka_unit_test(test_network),
+  };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

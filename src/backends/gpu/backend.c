@@ -21,6 +21,7 @@ static const struct {
     {kl_gpu_ops_elementwise, &kl_gpu_ops_elementwise_count},
     {kl_gpu_ops_nn, &kl_gpu_ops_nn_count},
     {kl_gpu_ops_data, &kl_gpu_ops_data_count},
+    {kl_gpu_ops_attention, &kl_gpu_ops_attention_count},
 };
 
 static const kl_gpu_op *find_op(kl_op op) {

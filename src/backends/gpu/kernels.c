@@ -12,9 +12,9 @@ bool kl_gpu_fused_act(const kl_node *n, kl_gpu_act *act) {
   if (!name) return true;
   const kl_fused_act *fa = kl_fused_act_find(name);
   if (!fa) return false;
-  const float *p = NULL;
-  int np = kl_attr_floats(n, "activation_params", &p);
-  if (np < fa->n_params) return false;
+  const float *p = NULL; /* absent (-1 values) when the activation takes none */
+  if (fa->n_params > 0 && kl_attr_floats(n, "activation_params", &p) < fa->n_params)
+    return false;
   static const struct { const char *name; int code; } map[] = {
       {"Relu", KL_ACT_RELU},       {"LeakyRelu", KL_ACT_LEAKY},       {"Clip", KL_ACT_CLIP},
       {"Sigmoid", KL_ACT_SIGMOID}, {"Tanh", KL_ACT_TANH},             {"HardSigmoid", KL_ACT_HSIGMOID},

@@ -33,6 +33,8 @@ extern const kl_gpu_op kl_gpu_ops_nn[]; /* ops_nn.c: convolution, products, pool
 extern const int kl_gpu_ops_nn_count;
 extern const kl_gpu_op kl_gpu_ops_data[]; /* ops_data.c: normalization, softmax, data movement */
 extern const int kl_gpu_ops_data_count;
+extern const kl_gpu_op kl_gpu_ops_attention[]; /* ops_attention.c: kiln's attention ops */
+extern const int kl_gpu_ops_attention_count;
 
 /* Activation codes of kernels/common.cl (KL_ACT_*). */
 enum {

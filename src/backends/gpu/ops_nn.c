@@ -1,5 +1,213 @@
-/* The GPU "nn" family (kernels/nn.cl): being written; no op yet. */
+/* The GPU "nn" family (kernels/nn.cl): Conv, Gemm and MatMul with their fused forms
+ * (kiln.FusedConv, FusedGemm, FusedMatMul: Y = act(base + Bias + Sum)), MaxPool (without
+ * Indices), AveragePool, GlobalAveragePool, GlobalMaxPool and BatchNormalization in
+ * inference form. Windows take their geometry from the reference kernels' helper
+ * (kl_ref_window_init: auto_pad, pads, ceil_mode resolved in one place), so both agree
+ * by construction; 1-D to 3-D windows (all that inference admits). Channels-last nodes
+ * (the O3 layout pass's) stay on the CPU. */
+#include "backends/cpu/ref/ref.h"
 #include "backends/gpu/kernels.h"
+#include "ir/fused.h"
+#include "ir/layout.h"
 
-const kl_gpu_op kl_gpu_ops_nn[] = {{KL_OP_COUNT, NULL, 0, 0, false, NULL, NULL}};
-const int kl_gpu_ops_nn_count = 0;
+#include <string.h>
+
+/* Matches kl_nn_window of kernels/nn.cl: the reference's window geometry (in, out,
+ * kernel, stride, dilation, pad_begin, pad_end: 3 longs each) plus the channels. */
+typedef struct kl_nn_window {
+  kl_ref_window w;
+  int64_t channels, cout, cin_per_group, cout_per_group;
+} kl_nn_window;
+_Static_assert(sizeof(kl_nn_window) == 25 * sizeof(int64_t), "kl_nn_window: as in nn.cl");
+
+/* Edge of the matrix product's square tiles and of the global pools' work-groups
+ * (KL_NN_TILE and KL_NN_REDUCE of nn.cl). */
+enum { TILE = 16, REDUCE = 64 };
+
+static const kl_tensor *input(const kl_kernel_ctx *kc, int k) {
+  return kc->n_in > k ? kc->in[k] : NULL;
+}
+
+static kiln_status window_of(const kl_kernel_ctx *kc, const int64_t *kernel, kl_nn_window *w) {
+  memset(w, 0, sizeof *w);
+  w->channels = kc->in[0]->dims[1];
+  w->cout = kc->out[0]->dims[1];
+  return kl_ref_window_init(kc, kernel, &w->w);
+}
+
+/* The addends of a product's or convolution's epilogue broadcast to y: operand 0 e
+ * (Gemm's C, FusedMatMul's Bias), operand 1 s (a fused op's Sum); absent ones get y's
+ * strides, which nothing reads. */
+static void addends_bcast(kl_cl_bcast *bc, const kl_tensor *y, const kl_tensor *e,
+                          const kl_tensor *s) {
+  const kl_tensor *ops[2] = {e ? e : y, s ? s : y};
+  kl_gpu_bcast(bc, y, ops, 2);
+}
+
+/* Conv and FusedConv (X, W, B?, Sum?). */
+static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
+  const kl_tensor *x = kc->in[0], *w = kc->in[1], *b = input(kc, 2);
+  const kl_tensor *sum = input(kc, KL_FUSED_SUM);
+  kl_tensor *y = kc->out[0];
+  kl_nn_window g;
+  kiln_status st = window_of(kc, w->dims + 2, &g);
+  if (st != KILN_OK) return st;
+  g.cin_per_group = w->dims[1];
+  g.cout_per_group = w->dims[0] / kl_attr_int(kc->node, "group", 1);
+  kl_gpu_act act;
+  kl_gpu_fused_act(kc->node, &act);
+  kl_cl_bcast bc;
+  addends_bcast(&bc, y, NULL, sum);
+  int64_t n = kl_tensor_numel(y);
+  return KL_GPU_LAUNCH1(c, "kl_nn_conv", n, kc->e, CLA_T(x), CLA_T(w), CLA_T(b), CLA_T(sum),
+                        CLA_T(y), CLA_L(n), CLA_S(g), CLA_S(bc), CLA_I(act.code),
+                        CLA_F(act.a), CLA_F(act.b));
+}
+
+/* A (batched) matrix product as kl_nn_matmul takes it. */
+typedef struct product {
+  int64_t m, n, k;
+  int64_t sam, sak, sbk, sbn; /* A(m, k), B(k, n) element strides */
+  kl_cl_bcast batch;          /* Y's batch dims; operands 0, 1: A's and B's strides */
+  const kl_tensor *addend;    /* Gemm's C or FusedMatMul's Bias, NULL when absent */
+  float alpha, beta;
+} product;
+
+static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
+  if (kl_cl_max_group(c) < TILE * TILE)
+    return kl_fail(kc->e, KILN_ERR_UNSUPPORTED, "the matrix product needs work-groups of "
+                   "%d work-items; the device allows %zu", TILE * TILE, kl_cl_max_group(c));
+  const kl_tensor *sum = input(kc, KL_FUSED_SUM);
+  kl_tensor *y = kc->out[0];
+  kl_gpu_act act;
+  kl_gpu_fused_act(kc->node, &act);
+  kl_cl_bcast bc;
+  addends_bcast(&bc, y, p->addend, sum);
+  int64_t batches = 1;
+  for (int d = 0; d < p->batch.rank; d++) batches *= p->batch.dims[d];
+  size_t tiles = (size_t)((p->m + TILE - 1) / TILE) * (size_t)((p->n + TILE - 1) / TILE) *
+                 (size_t)batches;
+  size_t global = tiles * TILE * TILE, local = TILE * TILE;
+  return KL_CL_LAUNCH(c, "kl_nn_matmul", 1, &global, &local, kc->e, CLA_T(kc->in[0]),
+                      CLA_T(kc->in[1]), CLA_T(p->addend), CLA_T(sum), CLA_T(y), CLA_L(p->m),
+                      CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam), CLA_L(p->sak), CLA_L(p->sbk),
+                      CLA_L(p->sbn), CLA_S(p->batch), CLA_S(bc), CLA_F(p->alpha),
+                      CLA_F(p->beta), CLA_I(act.code), CLA_F(act.a), CLA_F(act.b));
+}
+
+/* Gemm and FusedGemm (A, B, C?, Sum?): Y [M, N] = alpha A'B' + beta C (+ Sum, act). */
+static kiln_status run_gemm(kl_cl *c, kl_kernel_ctx *kc) {
+  const kl_tensor *a = kc->in[0], *y = kc->out[0];
+  bool ta = kl_attr_int(kc->node, "transA", 0) != 0;
+  bool tb = kl_attr_int(kc->node, "transB", 0) != 0;
+  product p = {.m = y->dims[0], .n = y->dims[1], .k = a->dims[ta ? 0 : 1],
+               .addend = input(kc, 2), .alpha = kl_attr_float(kc->node, "alpha", 1.0f),
+               .beta = kl_attr_float(kc->node, "beta", 1.0f)};
+  p.sam = ta ? 1 : p.k;
+  p.sak = ta ? p.m : 1;
+  p.sbk = tb ? 1 : p.n;
+  p.sbn = tb ? p.k : 1;
+  return run_product(c, kc, &p);
+}
+
+/* The batch strides of MatMul operand t (operand k of bb), right-aligned with Y's batch
+ * dims: `unit` elements (one matrix) per step of its last batch dim, 0 where it
+ * broadcasts. */
+static void batch_strides(kl_cl_bcast *bb, int k, const kl_tensor *t, int64_t unit) {
+  int rank = t->rank > 2 ? t->rank - 2 : 0;
+  for (int i = rank - 1; i >= 0; i--) {
+    bb->s[k][bb->rank - rank + i] = t->dims[i] == 1 ? 0 : unit;
+    unit *= t->dims[i];
+  }
+}
+
+/* MatMul and FusedMatMul (A, B, Bias?, Sum?), NumPy's matmul: a rank-1 A is a row
+ * [1, K], a rank-1 B a column [K, 1]; batch dims broadcast. */
+static kiln_status run_matmul(kl_cl *c, kl_kernel_ctx *kc) {
+  const kl_tensor *a = kc->in[0], *b = kc->in[1], *y = kc->out[0];
+  product p = {.m = a->rank > 1 ? a->dims[a->rank - 2] : 1,
+               .n = b->rank > 1 ? b->dims[b->rank - 1] : 1,
+               .k = a->dims[a->rank - 1],
+               .addend = input(kc, KL_FUSED_BIAS),
+               .alpha = 1,
+               .beta = 1};
+  p.sam = p.k;
+  p.sak = 1;
+  p.sbk = p.n;
+  p.sbn = 1;
+  memset(&p.batch, 0, sizeof p.batch);
+  p.batch.rank = y->rank - (a->rank > 1) - (b->rank > 1);
+  for (int d = 0; d < p.batch.rank; d++) p.batch.dims[d] = y->dims[d];
+  batch_strides(&p.batch, 0, a, p.m * p.k);
+  batch_strides(&p.batch, 1, b, p.k * p.n);
+  return run_product(c, kc, &p);
+}
+
+/* MaxPool (one output) and AveragePool. */
+static kiln_status run_pool(kl_cl *c, kl_kernel_ctx *kc) {
+  kl_nn_window g;
+  kiln_status st = window_of(kc, NULL, &g);
+  if (st != KILN_OK) return st;
+  bool is_max = kc->node->op == KL_OP_MaxPool;
+  bool include_pad = kl_attr_int(kc->node, "count_include_pad", 0) != 0;
+  kl_tensor *y = kc->out[0];
+  int64_t n = kl_tensor_numel(y);
+  return KL_GPU_LAUNCH1(c, "kl_nn_pool", n, kc->e, CLA_T(kc->in[0]), CLA_T(y), CLA_L(n),
+                        CLA_S(g), CLA_I(is_max), CLA_I(include_pad));
+}
+
+static kiln_status run_global_pool(kl_cl *c, kl_kernel_ctx *kc) {
+  if (kl_cl_max_group(c) < REDUCE)
+    return kl_fail(kc->e, KILN_ERR_UNSUPPORTED, "the global pool needs work-groups of %d "
+                   "work-items; the device allows %zu", REDUCE, kl_cl_max_group(c));
+  const kl_tensor *x = kc->in[0];
+  int64_t planes = x->dims[0] * x->dims[1], size = 1;
+  for (int d = 2; d < x->rank; d++) size *= x->dims[d];
+  size_t global = (size_t)planes * REDUCE, local = REDUCE;
+  return KL_CL_LAUNCH(c, "kl_nn_global_pool", 1, &global, &local, kc->e, CLA_T(x),
+                      CLA_T(kc->out[0]), CLA_L(size),
+                      CLA_I(kc->node->op == KL_OP_GlobalMaxPool));
+}
+
+static kiln_status run_batchnorm(kl_cl *c, kl_kernel_ctx *kc) {
+  const kl_tensor *x = kc->in[0];
+  int64_t channels = x->rank >= 2 ? x->dims[1] : 1, inner = 1;
+  for (int d = 2; d < x->rank; d++) inner *= x->dims[d];
+  int64_t n = kl_tensor_numel(kc->out[0]);
+  return KL_GPU_LAUNCH1(c, "kl_nn_batchnorm", n, kc->e, CLA_T(x), CLA_T(kc->in[1]),
+                        CLA_T(kc->in[2]), CLA_T(kc->in[3]), CLA_T(kc->in[4]),
+                        CLA_T(kc->out[0]), CLA_L(n), CLA_L(channels), CLA_L(inner),
+                        CLA_F(kl_attr_float(kc->node, "epsilon", 1e-5f)));
+}
+
+/* Conv, Gemm, MatMul and their fused forms: an activation the kernels have, and the
+ * ONNX layout. */
+static bool product_ok(const kl_graph *g, const kl_node *n) {
+  (void)g;
+  kl_gpu_act act;
+  return !kl_layout_nhwc(n) && kl_gpu_fused_act(n, &act);
+}
+
+/* BatchNormalization in inference form (training_mode=1 computes the batch's
+ * statistics, and only it has further outputs). */
+static bool batchnorm_ok(const kl_graph *g, const kl_node *n) {
+  (void)g;
+  return kl_attr_int(n, "training_mode", 0) == 0;
+}
+
+const kl_gpu_op kl_gpu_ops_nn[] = {
+    {KL_OP_Conv, "cl:conv", 0, 0, false, product_ok, run_conv},
+    {KL_OP_KilnFusedConv, "cl:conv", 0, 0, false, product_ok, run_conv},
+    {KL_OP_Gemm, "cl:matmul", 0, 0, false, product_ok, run_gemm},
+    {KL_OP_KilnFusedGemm, "cl:matmul", 0, 0, false, product_ok, run_gemm},
+    {KL_OP_MatMul, "cl:matmul", 0, 0, false, product_ok, run_matmul},
+    {KL_OP_KilnFusedMatMul, "cl:matmul", 0, 0, false, product_ok, run_matmul},
+    /* MaxPool's Indices output (int64) keeps the node on the CPU: gpu/backend.c
+     * places only nodes whose outputs are float32. */
+    {KL_OP_MaxPool, "cl:pool", 0, 0, false, NULL, run_pool},
+    {KL_OP_AveragePool, "cl:pool", 0, 0, false, NULL, run_pool},
+    {KL_OP_GlobalAveragePool, "cl:global_pool", 0, 0, false, NULL, run_global_pool},
+    {KL_OP_GlobalMaxPool, "cl:global_pool", 0, 0, false, NULL, run_global_pool},
+    {KL_OP_BatchNormalization, "cl:batchnorm", 0, 0, false, batchnorm_ok, run_batchnorm},
+};
+const int kl_gpu_ops_nn_count = (int)(sizeof kl_gpu_ops_nn / sizeof kl_gpu_ops_nn[0]);

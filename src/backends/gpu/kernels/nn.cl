@@ -1,1 +1,217 @@
-/* The "nn" family's kernels (src/backends/gpu/ops_nn.c launches them). */
+/* The "nn" family's kernels (src/backends/gpu/ops_nn.c launches them): convolution,
+ * matrix products, pooling and inference-form BatchNormalization, float32, each summing
+ * in float. Windows (Conv, pooling) are 3-D: 1-D and 2-D inputs come with leading
+ * spatial dims of size 1, as in the reference kernels (src/backends/cpu/ref/ref.h). */
+
+/* The geometry of a window over X [N, C, in0, in1, in2] producing Y [N, cout, out0,
+ * out1, out2]: what kl_ref_window holds (its `kernel` is ksize here: a keyword of
+ * OpenCL C), plus the channels. Matches kl_nn_window of ops_nn.c. */
+typedef struct kl_nn_window {
+  long in[3], out[3], ksize[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+  long channels;       /* C */
+  long cout;           /* Y's channels */
+  long cin_per_group;  /* Conv: W's dim 1 */
+  long cout_per_group; /* Conv: cout / group */
+} kl_nn_window;
+
+/* Offset of operand k (a row of bc.s) for element i of the output bc describes. */
+long kl_nn_bcast_off(const kl_cl_bcast *bc, int k, long i) {
+  long off = 0;
+  for (int d = bc->rank - 1; d >= 0; d--) {
+    off += i % bc->dims[d] * bc->s[k][d];
+    i /= bc->dims[d];
+  }
+  return off;
+}
+
+/* What a fused op adds after its base op: v + Sum (operand 1 of bc, broadcast to Y;
+ * absent when s_ is NULL), then the activation. */
+float kl_nn_sum_act(float v, long i, __global const float *s_, ulong so,
+                    const kl_cl_bcast *bc, int act, float a, float b) {
+  if (s_) v += s_[so + kl_nn_bcast_off(bc, 1, i)];
+  return kl_act(act, v, a, b);
+}
+
+/* The taps k < kn of a window starting at `start` (step dil) that land in [lo, hi):
+ * [*k0, *k1) (kl_ref_tap_span's rule). */
+void kl_nn_tap_span(long start, long kn, long dil, long lo, long hi, long *k0, long *k1) {
+  long first = start >= lo ? 0 : (lo - start) / dil + ((lo - start) % dil != 0);
+  long end = start >= hi ? 0 : (hi - 1 - start) / dil + 1;
+  *k0 = min(first, kn);
+  *k1 = max(min(end, kn), *k0);
+}
+
+/* Y[n, m, o] = act(B[m] + sum over the channels c of m's group and the taps k inside X of
+ * X[n, c, o * stride - pad + k * dilation] * W[m, c', k] + Sum[...]).
+ * X [N, C, in], W [cout, cin_per_group, kernel], B [cout] or NULL, Sum broadcast to Y
+ * (bc operand 1) or NULL, Y [N, cout, out]; one work-item per element of Y, ordered
+ * as Y (neighbours share W and read neighbouring X). */
+__kernel void kl_nn_conv(__global const float *x_, ulong xo, __global const float *w_,
+                         ulong wo, __global const float *b_, ulong bo,
+                         __global const float *s_, ulong so, __global float *y_, ulong yo,
+                         long n_out, kl_nn_window g, kl_cl_bcast bc, int act, float aa,
+                         float ab) {
+  long i = get_global_id(0);
+  if (i >= n_out) return;
+  long o[3], rest = i;
+  for (int d = 2; d >= 0; d--) {
+    o[d] = rest % g.out[d];
+    rest /= g.out[d];
+  }
+  long m = rest % g.cout, n = rest / g.cout;
+  long start[3], from[3], to[3];
+  for (int d = 0; d < 3; d++) {
+    start[d] = o[d] * g.stride[d] - g.pad_begin[d];
+    kl_nn_tap_span(start[d], g.ksize[d], g.dilation[d], 0, g.in[d], &from[d], &to[d]);
+  }
+  long c0 = m / g.cout_per_group * g.cin_per_group;
+  long xsize = g.in[0] * g.in[1] * g.in[2], wsize = g.ksize[0] * g.ksize[1] * g.ksize[2];
+  __global const float *xp = x_ + xo + (n * g.channels + c0) * xsize;
+  __global const float *wp = w_ + wo + m * g.cin_per_group * wsize;
+  float acc = 0;
+  for (long ci = 0; ci < g.cin_per_group; ci++, xp += xsize, wp += wsize)
+    for (long k0 = from[0]; k0 < to[0]; k0++) {
+      long i0 = start[0] + k0 * g.dilation[0];
+      for (long k1 = from[1]; k1 < to[1]; k1++) {
+        long row = (i0 * g.in[1] + start[1] + k1 * g.dilation[1]) * g.in[2] + start[2];
+        long wrow = (k0 * g.ksize[1] + k1) * g.ksize[2];
+        for (long k2 = from[2]; k2 < to[2]; k2++)
+          acc += xp[row + k2 * g.dilation[2]] * wp[wrow + k2];
+      }
+    }
+  if (b_) acc += b_[bo + m];
+  y_[yo + i] = kl_nn_sum_act(acc, i, s_, so, &bc, act, aa, ab);
+}
+
+#define KL_NN_TILE 16
+
+/* Batched matrix product with an epilogue, for Gemm, MatMul and their fused forms:
+ *   Y[b, m, n] = act(alpha * sum_k A(b, m, k) B(b, k, n) + beta * E[..] + Sum[..])
+ * A(b, m, k) = A[ao + batch offset + m * sam + k * sak] (strides make transA),
+ * B(b, k, n) = B[bo + batch offset + k * sbk + n * sbn]; batch offsets from bb (the
+ * batch dims of Y; operand 0 A's, 1 B's, in elements). E (Gemm's C or FusedMatMul's
+ * Bias) and Sum broadcast to Y as bc's operands 0 and 1; either may be NULL.
+ * Y [batch, M, N] (dims of 1 dropped by MatMul's rank-1 operands do not change the
+ * order). Work-groups of 16 x 16 work-items, one output each, over 16 x 16 tiles of Y
+ * laid out in one dimension (no per-dimension limit on the number of groups): group
+ * g is tile (g % ntiles_n, g / ntiles_n % ntiles_m) of batch g / (ntiles_n * ntiles_m).
+ * K runs in steps of 16 through local memory; edges are zero-filled. */
+__kernel __attribute__((reqd_work_group_size(KL_NN_TILE * KL_NN_TILE, 1, 1))) void
+kl_nn_matmul(__global const float *a_, ulong ao, __global const float *b_, ulong bo,
+             __global const float *e_, ulong eo, __global const float *s_, ulong so,
+             __global float *y_, ulong yo, long M, long N, long K, long sam, long sak,
+             long sbk, long sbn, kl_cl_bcast bb, kl_cl_bcast bc, float alpha, float beta,
+             int act, float aa, float ab) {
+  __local float at[KL_NN_TILE][KL_NN_TILE];
+  __local float bt[KL_NN_TILE][KL_NN_TILE + 1];
+  int tx = get_local_id(0) % KL_NN_TILE, ty = get_local_id(0) / KL_NN_TILE;
+  long grp = get_group_id(0);
+  long tiles_n = (N + KL_NN_TILE - 1) / KL_NN_TILE, tiles_m = (M + KL_NN_TILE - 1) / KL_NN_TILE;
+  long n0 = grp % tiles_n * KL_NN_TILE, m0 = grp / tiles_n % tiles_m * KL_NN_TILE;
+  long batch = grp / (tiles_n * tiles_m);
+  __global const float *a = a_ + ao + kl_nn_bcast_off(&bb, 0, batch);
+  __global const float *b = b_ + bo + kl_nn_bcast_off(&bb, 1, batch);
+  long m = m0 + ty, n = n0 + tx;
+  float acc = 0;
+  for (long k0 = 0; k0 < K; k0 += KL_NN_TILE) {
+    long ka = k0 + tx, kb = k0 + ty; /* A's tile by rows ty, B's by rows kb */
+    at[ty][tx] = m < M && ka < K ? a[m * sam + ka * sak] : 0.0f;
+    bt[ty][tx] = kb < K && n < N ? b[kb * sbk + n * sbn] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < KL_NN_TILE; k++) acc += at[ty][k] * bt[k][tx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (m >= M || n >= N) return;
+  long i = (batch * M + m) * N + n;
+  float v = alpha * acc;
+  if (e_) v += beta * e_[eo + kl_nn_bcast_off(&bc, 0, i)];
+  y_[yo + i] = kl_nn_sum_act(v, i, s_, so, &bc, act, aa, ab);
+}
+
+/* MaxPool and AveragePool over X [N, C, in] -> Y [N, C, out], one work-item per element
+ * of Y. Only taps inside X are read (a huge window over padding costs nothing).
+ * MaxPool: the largest tap, NaN skipped, -inf when no tap is a number. AveragePool: the
+ * sum over the taps inside X divided by their count, or with include_pad by the taps
+ * inside the padded input (those beyond the end padding never count). */
+__kernel void kl_nn_pool(__global const float *x_, ulong xo, __global float *y_, ulong yo,
+                         long n_out, kl_nn_window g, int is_max, int include_pad) {
+  long i = get_global_id(0);
+  if (i >= n_out) return;
+  long o[3], rest = i;
+  for (int d = 2; d >= 0; d--) {
+    o[d] = rest % g.out[d];
+    rest /= g.out[d];
+  }
+  long start[3], from[3], to[3];
+  float padded = 1; /* taps inside the padded input, counted in float as ref in double */
+  for (int d = 0; d < 3; d++) {
+    long p0, p1;
+    start[d] = o[d] * g.stride[d] - g.pad_begin[d];
+    kl_nn_tap_span(start[d], g.ksize[d], g.dilation[d], -g.pad_begin[d],
+                   g.in[d] + g.pad_end[d], &p0, &p1);
+    padded *= (float)(p1 - p0);
+    kl_nn_tap_span(start[d], g.ksize[d], g.dilation[d], 0, g.in[d], &from[d], &to[d]);
+  }
+  __global const float *xp = x_ + xo + rest * g.in[0] * g.in[1] * g.in[2];
+  float acc = is_max ? -INFINITY : 0.0f;
+  for (long k0 = from[0]; k0 < to[0]; k0++) {
+    long i0 = start[0] + k0 * g.dilation[0];
+    for (long k1 = from[1]; k1 < to[1]; k1++) {
+      long row = (i0 * g.in[1] + start[1] + k1 * g.dilation[1]) * g.in[2] + start[2];
+      for (long k2 = from[2]; k2 < to[2]; k2++) {
+        float v = xp[row + k2 * g.dilation[2]];
+        if (!is_max) acc += v;
+        else if (v > acc) acc = v;
+      }
+    }
+  }
+  if (!is_max) {
+    float inside = (float)((to[0] - from[0]) * (to[1] - from[1]) * (to[2] - from[2]));
+    acc /= include_pad ? padded : inside;
+  }
+  y_[yo + i] = acc;
+}
+
+#define KL_NN_REDUCE 64
+
+/* GlobalAveragePool / GlobalMaxPool: X [planes, size] -> Y [planes], a work-group of 64
+ * per plane: strided partial results, then a tree in local memory. The mean of no
+ * element is NaN (0 / 0) and the max -inf, as in the reference; a NaN anywhere makes
+ * the max NaN. */
+__kernel __attribute__((reqd_work_group_size(KL_NN_REDUCE, 1, 1))) void
+kl_nn_global_pool(__global const float *x_, ulong xo, __global float *y_, ulong yo,
+                  long size, int is_max) {
+  __local float part[KL_NN_REDUCE];
+  int lane = get_local_id(0);
+  long plane = get_group_id(0);
+  __global const float *xp = x_ + xo + plane * size;
+  float acc = is_max ? -INFINITY : 0.0f;
+  for (long j = lane; j < size; j += KL_NN_REDUCE) {
+    float v = xp[j];
+    acc = !is_max ? acc + v : isnan(v) || isnan(acc) ? NAN : fmax(acc, v);
+  }
+  part[lane] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int step = KL_NN_REDUCE / 2; step > 0; step /= 2) {
+    if (lane < step) {
+      float u = part[lane], v = part[lane + step];
+      part[lane] = !is_max ? u + v : isnan(u) || isnan(v) ? NAN : fmax(u, v);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane == 0) y_[yo + plane] = is_max ? part[0] : part[0] / (float)size;
+}
+
+/* BatchNormalization, inference form: Y = (X - mean[c]) * scale[c] / sqrt(var[c] + eps)
+ * + B[c] over X [N, C, inner] (a 1-D X: C = inner = 1); one work-item per element. */
+__kernel void kl_nn_batchnorm(__global const float *x_, ulong xo, __global const float *sc_,
+                              ulong sco, __global const float *b_, ulong bo,
+                              __global const float *mean_, ulong mo,
+                              __global const float *var_, ulong vo, __global float *y_,
+                              ulong yo, long n, long channels, long inner, float eps) {
+  long i = get_global_id(0);
+  if (i >= n) return;
+  long c = i / inner % channels;
+  float k = sc_[sco + c] / sqrt(var_[vo + c] + eps);
+  y_[yo + i] = (x_[xo + i] - mean_[mo + c]) * k + b_[bo + c];
+}

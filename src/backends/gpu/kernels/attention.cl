@@ -1,0 +1,49 @@
+/* Attention kernels (src/backends/gpu/ops_attention.c launches them). */
+
+#define KL_ATTN_MAX_DV 256
+
+/* The geometry of kiln.MultiHeadAttention (src/backends/cpu/ref/mha.h); matches
+ * kl_cl_mha in ops_attention.c. */
+typedef struct kl_cl_mha {
+  long batch, heads, seq, keys, d, dv;
+  long qrow, krow, vrow, koff, voff;
+  long mstride[4];
+  float scale;
+  int has_mask;
+} kl_cl_mha;
+
+/* One work-item per (batch, head, query): the scores over every key with an online
+ * softmax (a running maximum and sum, the accumulator rescaled when the maximum grows),
+ * so that no scores matrix is stored. K and V are Q itself when QKV is packed. */
+__kernel void kl_attn_mha(__global const float *q_, ulong qo, __global const float *k_,
+                          ulong ko, __global const float *v_, ulong vo,
+                          __global const float *m_, ulong mo, __global float *y_, ulong yo,
+                          kl_cl_mha g) {
+  long id = get_global_id(0);
+  if (id >= g.batch * g.heads * g.seq) return;
+  long i = id % g.seq, h = id / g.seq % g.heads, b = id / g.seq / g.heads;
+  __global const float *q = q_ + qo + (b * g.seq + i) * g.qrow + h * g.d;
+  float acc[KL_ATTN_MAX_DV];
+  for (long e = 0; e < g.dv; e++) acc[e] = 0.0f;
+  float max = -INFINITY, sum = 0.0f;
+  for (long j = 0; j < g.keys; j++) {
+    __global const float *k = k_ + ko + (b * g.keys + j) * g.krow + g.koff + h * g.d;
+    float s = 0.0f;
+    for (long e = 0; e < g.d; e++) s += q[e] * k[e];
+    s *= g.scale;
+    if (g.has_mask)
+      s += m_[mo + b * g.mstride[0] + h * g.mstride[1] + i * g.mstride[2] + j * g.mstride[3]];
+    __global const float *v = v_ + vo + (b * g.keys + j) * g.vrow + g.voff + h * g.dv;
+    if (s > max) { /* rescale what was summed under the old maximum */
+      float r = exp(max - s);
+      sum *= r;
+      for (long e = 0; e < g.dv; e++) acc[e] *= r;
+      max = s;
+    }
+    float p = exp(s - max);
+    sum += p;
+    for (long e = 0; e < g.dv; e++) acc[e] += p * v[e];
+  }
+  __global float *y = y_ + yo + (b * g.seq + i) * g.heads * g.dv + h * g.dv;
+  for (long e = 0; e < g.dv; e++) y[e] = acc[e] / sum;
+}
