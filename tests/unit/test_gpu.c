@@ -240,6 +240,53 @@ static void test_mha(void **state) {
   }
 }
 
+/* An output larger than the device's largest allocation (PoCL here: 4 GiB; a
+ * [40000, 1] x [1, 40000] product makes 6.4 GB): the run fails with
+ * KILN_ERR_OUT_OF_MEMORY naming the device, the node and the allocator's state; the
+ * session then runs a shape that fits. */
+static void test_device_out_of_memory(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int a = tu_graph_input(g, "a", KL_F32, 2, (const int64_t[]){U, 1});
+  int b = tu_graph_input(g, "b", KL_F32, 2, (const int64_t[]){1, U});
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, MatMul, a, b), NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "device", "opencl"), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  const int64_t big = 40000;
+  float *col = calloc((size_t)big, sizeof(float));
+  assert_non_null(col);
+  assert_int_equal(kiln_session_set_input(s, "a", KILN_DTYPE_FLOAT32, 2,
+                                          (const int64_t[]){big, 1}, col, sizeof(float) * big),
+                   KILN_OK);
+  assert_int_equal(kiln_session_set_input(s, "b", KILN_DTYPE_FLOAT32, 2,
+                                          (const int64_t[]){1, big}, col, sizeof(float) * big),
+                   KILN_OK);
+  kiln_status st = kiln_session_run(s);
+  tu_assert_status(st, KILN_ERR_OUT_OF_MEMORY, kiln_session_error(s), "clCreateBuffer");
+  tu_assert_contains(kiln_session_error(s), "Portable Computing Language");
+  tu_assert_contains(kiln_session_error(s), "MatMul");
+  for (int i = 0; i < 3; i++) col[i] = (float)(i + 1);
+  assert_int_equal(kiln_session_set_input(s, "a", KILN_DTYPE_FLOAT32, 2,
+                                          (const int64_t[]){3, 1}, col, sizeof(float) * 3),
+                   KILN_OK);
+  assert_int_equal(kiln_session_set_input(s, "b", KILN_DTYPE_FLOAT32, 2,
+                                          (const int64_t[]){1, 3}, col, sizeof(float) * 3),
+                   KILN_OK);
+  if (kiln_session_run(s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  const float *y;
+  kiln_tensor_info info;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, (const void **)&y), KILN_OK);
+  for (int i = 0; i < 9; i++) assert_float_equal(y[i], (float)((i / 3 + 1) * (i % 3 + 1)), 0);
+  free(col);
+  kiln_session_free(s);
+  kiln_options_free(o);
+  kiln_model_free(m);
+}
+
 static void test_bad_devices(void **state) {
   (void)state;
   kiln_options *o;
@@ -287,7 +334,8 @@ int main(void) {
       cmocka_unit_test(test_unary),          cmocka_unit_test(test_unary_positive),
       cmocka_unit_test(test_clip),           cmocka_unit_test(test_binary),
       cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
-      cmocka_unit_test(test_mha),            cmocka_unit_test(test_bad_devices),
+      cmocka_unit_test(test_mha),            cmocka_unit_test(test_device_out_of_memory),
+      cmocka_unit_test(test_bad_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
