@@ -60,7 +60,7 @@ kern=$("$kiln" inspect "$cnn" --kernels) || fail "inspect --kernels"
 grep -q '^0 of [0-9]* nodes took a slow path' <<<"$kern" || fail "inspect --kernels: $kern"
 if "$kiln" info --levels | grep -q avx2 && "$kiln" info | grep -q "oneDNN yes" &&
   [ "${KILN_ISA:-}" != generic ]; then
-  grep -Eq 'kiln\.FusedConv +dnnl_conv +(jit|brg|x64)' <<<"$kern" ||
+  grep -Eq 'kiln\.FusedConv +cpu +dnnl_conv +(jit|brg|x64)' <<<"$kern" ||
     fail "inspect --kernels: no oneDNN implementation named: $kern"
 fi
 

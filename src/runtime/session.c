@@ -124,10 +124,11 @@ static kiln_status session_alloc(kiln_session *s) {
 static kiln_status session_plan_kernels(kiln_session *s) {
   const kl_graph *g = s->model->g;
   kl_cpu_kernels which = s->opts.reference ? KL_CPU_KERNELS_REF : KL_CPU_KERNELS_FAST;
-  kiln_status st = kl_cpu_backend_create(g, which, &s->cpu, &s->err);
+  kiln_status st = kl_cpu_backend_create(g, which, s->place, &s->cpu, &s->err);
   if (st != KILN_OK) return st;
   s->kernels = kl_cpu_backend_plan(s->cpu);
   for (int i = 0; i < g->n_nodes; i++) {
+    if (s->place && s->place[i]) continue; /* place_nodes set the device's */
     const kl_cpu_choice *c = kl_cpu_plan_kernel(s->kernels, i);
     s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};
   }
@@ -198,7 +199,7 @@ static kiln_status plan_device_frees(kiln_session *s) {
     const kl_node *n = &g->nodes[i];
     if (!s->place[i]) continue;
     for (int k = 0; k < n->n_in; k++)
-      if (n->in[k] >= 0 && !(s->host_in[i] >> k & 1u)) last[n->in[k]] = i;
+      if (n->in[k] >= 0 && !(k < 32 && s->host_in[i] >> k & 1u)) last[n->in[k]] = i;
     for (int k = 0; k < n->n_out; k++)
       if (n->out[k] >= 0 && last[n->out[k]] < i) last[n->out[k]] = i;
   }
@@ -263,7 +264,7 @@ static kiln_status place_nodes(kiln_session *s) {
     const kl_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_in; k++)
       if (n->in[k] >= 0)
-        s->need[n->in[k]] |= s->place[i] && !(s->host_in[i] >> k & 1u) ? NEED_DEV : NEED_HOST;
+        s->need[n->in[k]] |= s->place[i] && !(k < 32 && s->host_in[i] >> k & 1u) ? NEED_DEV : NEED_HOST;
   }
   for (int i = 0; i < g->n_outputs; i++) s->need[g->outputs[i]] |= NEED_HOST;
   for (int v = 0; v < g->n_values; v++) {
@@ -350,8 +351,8 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
   if (st == KILN_OK) st = kl_cpu_threads_check(s->opts.threads, &s->err);
   if (st == KILN_OK) st = session_claim(s);
   if (st == KILN_OK) st = session_alloc(s);
+  if (st == KILN_OK) st = place_nodes(s); /* first: the CPU plans around the device */
   if (st == KILN_OK) st = session_plan_kernels(s);
-  if (st == KILN_OK) st = place_nodes(s);
   if (st == KILN_OK) st = check_weights_limit(s);
   if (st != KILN_OK && s->counted) session_unclaim(s);
   return st;
@@ -656,7 +657,7 @@ static kiln_status run_node(kiln_session *s, int i) {
   bool on_dev = s->dev && s->place[i];
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];
-    bool dev_in = on_dev && !(s->host_in[i] >> k & 1u);
+    bool dev_in = on_dev && !(k < 32 && s->host_in[i] >> k & 1u);
     s->tin[k] = v >= 0 ? &s->types[v] : NULL;
     /* what shape inference may read: host data only (NULL for device-only values) */
     s->tdata[k] = v >= 0 && !(s->dev && s->on_dev[v] && !(s->need[v] & NEED_HOST))

@@ -287,6 +287,27 @@ static void test_device_out_of_memory(void **state) {
   kiln_model_free(m);
 }
 
+/* A convolution on the device feeding a ConvTranspose the device has no kernel for: the
+ * CPU's oneDNN primitives must read the plain layout the device wrote (the CPU plan once
+ * chained them channels-last, as if the first ran on oneDNN too). */
+static void test_cpu_after_device_conv(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  uint32_t rng = 9;
+  float w1[6 * 4 * 9], w2[6 * 4 * 9];
+  for (int i = 0; i < 6 * 4 * 9; i++) w1[i] = tu_rand_f32(&rng, -1, 1), w2[i] = tu_rand_f32(&rng, -1, 1);
+  int x = tu_graph_input(g, "x", KL_F32, 4, (const int64_t[]){2, 4, 6, 6});
+  int wa = tu_graph_const(g, "wa", KL_F32, 4, (const int64_t[]){6, 4, 3, 3}, w1);
+  int wb = tu_graph_const(g, "wb", KL_F32, 4, (const int64_t[]){6, 4, 3, 3}, w2);
+  int c = TU_OP(g, Conv, x, wa);
+  int n = g->values[c].producer;
+  assert_int_equal(kl_node_set_ints(g, n, "pads", (const int64_t[]){1, 1, 1, 1}, 4, NULL), KILN_OK);
+  int t = TU_OP(g, ConvTranspose, c, wb);
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, Relu, t), NULL), KILN_OK);
+  assert_int_equal(tu_gpu_check(g, "Conv on the device, ConvTranspose on the CPU", 2,
+                                TU_TOL(1e-4, 1e-4), 1, false), 1);
+}
+
 static void test_bad_devices(void **state) {
   (void)state;
   kiln_options *o;
@@ -335,7 +356,7 @@ int main(void) {
       cmocka_unit_test(test_clip),           cmocka_unit_test(test_binary),
       cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
       cmocka_unit_test(test_mha),            cmocka_unit_test(test_device_out_of_memory),
-      cmocka_unit_test(test_bad_devices),
+      cmocka_unit_test(test_cpu_after_device_conv), cmocka_unit_test(test_bad_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

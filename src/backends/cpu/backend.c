@@ -343,8 +343,8 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
   return KILN_OK;
 }
 
-kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_plan **out,
-                               kl_err *e) {
+kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
+                               const unsigned char *elsewhere, kl_cpu_plan **out, kl_err *e) {
   kl_cpu_plan *p = calloc(1, sizeof *p);
   *out = p;
   if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
@@ -359,6 +359,10 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_p
   if (!p->choice || !p->state)
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
   for (int i = 0; i < g->n_nodes; i++) {
+    if (elsewhere && elsewhere[i]) { /* another backend's: no state, plain layouts around it */
+      p->choice[i] = reference_choice(&g->nodes[i]);
+      continue;
+    }
     kiln_status st = choose(p, g, which, i, e);
     if (st != KILN_OK) {
       char d[256];
@@ -529,13 +533,13 @@ static const kl_backend_iface cpu_iface = {
     .release = cpu_release,
 };
 
-kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which, kl_backend **out,
-                                  kl_err *e) {
+kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which,
+                                  const unsigned char *elsewhere, kl_backend **out, kl_err *e) {
   *out = NULL;
   kl_backend *b = calloc(1, sizeof *b);
   if (!b) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the CPU backend");
   kl_cpu_plan *p = NULL;
-  kiln_status st = kl_cpu_plan_create(g, which, &p, e);
+  kiln_status st = kl_cpu_plan_create(g, which, elsewhere, &p, e);
   if (st != KILN_OK) {
     kl_cpu_plan_free(p);
     free(b);

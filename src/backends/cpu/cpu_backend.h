@@ -31,8 +31,10 @@ typedef struct kl_cpu_choice {
 
 typedef struct kl_cpu_plan kl_cpu_plan;
 
-kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which, kl_cpu_plan **out,
-                               kl_err *e);
+/* elsewhere (NULL: none): per node, 1 when another backend runs it; the plan gives such
+ * a node no kernel state and reads and writes plain layouts around it. */
+kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
+                               const unsigned char *elsewhere, kl_cpu_plan **out, kl_err *e);
 void kl_cpu_plan_free(kl_cpu_plan *p);
 const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node);
 void **kl_cpu_plan_state(kl_cpu_plan *p, int node);
@@ -65,8 +67,8 @@ void kl_cpu_plan_poison_workspace(kl_cpu_plan *p);
 /* The CPU backend behind the backend interface (backend.h): a plan for every node of
  * g, run through execute; it supports every node. kl_cpu_backend_plan gives the plan
  * for the CPU's own questions (packed weights, oneDNN's implementations). */
-kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which, kl_backend **out,
-                                  kl_err *e);
+kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which,
+                                  const unsigned char *elsewhere, kl_backend **out, kl_err *e);
 kl_cpu_plan *kl_cpu_backend_plan(kl_backend *b);
 
 /* What the fast kernels run on, for `kiln bench`: kiln's level and oneDNN's ISA

@@ -39,8 +39,8 @@ static const kl_gpu_op *entry_for(const kl_graph *g, const kl_node *n) {
   const kl_gpu_op *op = find_op(n->op);
   if (!op) return NULL;
   for (int k = 0; k < n->n_in; k++) /* absent inputs are fine; host inputs any dtype */
-    if (n->in[k] >= 0 && !(op->host_inputs >> k & 1u) && !is_f32(g, n->in[k]) &&
-        !(op->i64_inputs >> k & 1u && g->values[n->in[k]].type.dtype == KL_I64))
+    if (n->in[k] >= 0 && !(k < 32 && op->host_inputs >> k & 1u) && !is_f32(g, n->in[k]) &&
+        !(k < 32 && op->i64_inputs >> k & 1u && g->values[n->in[k]].type.dtype == KL_I64))
       return NULL;
   for (int k = 0; k < n->n_out; k++)
     if (n->out[k] >= 0 && !is_f32(g, n->out[k])) return NULL;
