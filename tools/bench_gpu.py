@@ -45,7 +45,15 @@ def models(out):
     try:
         from transformers import BertConfig, BertModel
         cfg = BertConfig(attn_implementation="eager")
-        bert = BertModel(cfg).eval()
+        class Hidden(torch.nn.Module):  # the last hidden state alone
+            def __init__(self):
+                super().__init__()
+                self.bert = BertModel(cfg)
+
+            def forward(self, ids, mask):
+                return self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+
+        bert = Hidden().eval()
         ids = torch.randint(0, cfg.vocab_size, (32, 128))
         mask = torch.ones(32, 128, dtype=torch.long)
         path = os.path.join(out, "bert_base_b32.onnx")
@@ -55,6 +63,26 @@ def models(out):
     except Exception as e:  # noqa: BLE001 - reported, the CNN still runs
         print(f"bert: not exported ({e})", file=sys.stderr)
     return made
+
+
+def kiln_check(kiln, path, inputs, outputs):
+    """A test-case folder beside the model (PyTorch's fp32 outputs, TF32 off, as
+    expected) checked by `kiln check --device opencl`; returns its last line."""
+    from onnx import numpy_helper
+    case = os.path.splitext(path)[0]
+    data = os.path.join(case, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    os.replace(path, os.path.join(case, "model.onnx"))
+    for i, t in enumerate(inputs):
+        with open(os.path.join(data, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(t.cpu().numpy()).SerializeToString())
+    for i, t in enumerate(outputs):
+        with open(os.path.join(data, f"output_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(t.cpu().numpy()).SerializeToString())
+    r = subprocess.run([kiln, "check", "--device", "opencl", "--rtol", "1e-3", "--atol", "1e-4",
+                        case], capture_output=True, text=True)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    return os.path.join(case, "model.onnx"), (lines[0] if lines else "no output")[:300]
 
 
 def kiln_bench(kiln, path, iters):
@@ -85,6 +113,12 @@ def main():
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
             tf32 = p50_torch(lambda: m(*xs), a.iterations)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            out = m(*xs)
+            out = out if isinstance(out, torch.Tensor) else out[0]
+        path, check = kiln_check(a.kiln, path, inputs, [out])
+        print(f"{name}: kiln check --device opencl: {check}", flush=True)
         res, err = kiln_bench(a.kiln, path, a.iterations)
         k = res["latency_ms"]["p50"] if res else None
         rows.append((name, k, fp32, tf32, res, err))
