@@ -203,6 +203,8 @@ KILN_API kiln_status kiln_model_load(const char *path, const kiln_options *optio
                                      kiln_model **out);
 KILN_API kiln_status kiln_model_load_memory(const void *data, size_t size,
                                             const kiln_options *options, kiln_model **out);
+/* Frees the model; free its sessions first (they read its graph and, on a device, its
+ * weights there). */
 KILN_API void kiln_model_free(kiln_model *model);
 /* The message of the last failure on this model, "" if none. Valid until the next call
  * on the model. */

@@ -108,13 +108,13 @@ if [ -z "${KILN_TEST_QUICK:-}" ]; then
   MESON_TEST_ARGS=(--suite fuzz)
   build_and_test build-fuzz clang -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
     -Db_lundef=false
-  # ThreadSanitizer: the shared-model threads test, and the model tests. Without oneDNN
-  # and OpenMP, whose uninstrumented runtimes TSan would misreport: this checks kiln's
-  # own sharing of models and sessions.
+  # ThreadSanitizer: the shared-model threads test, and the model tests. Without oneDNN,
+  # OpenMP and OpenCL (PoCL's worker threads), whose uninstrumented runtimes TSan would
+  # misreport: this checks kiln's own sharing of models and sessions.
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   MESON_TEST_ARGS=(--suite threads --suite models)
   build_and_test build-tsan clang -Db_sanitize=thread -Db_lundef=false -Ddnnl=disabled \
-    -Dopenmp=disabled
+    -Dopenmp=disabled -Dgpu=disabled
 fi
 
 echo

@@ -1,5 +1,6 @@
 /* Model loading: import, check, infer, optimize; then the public description. */
 #include "backends/cpu/cpu_backend.h"
+#include "backends/gpu/opencl.h"
 #include "import/onnx.h"
 #include "import/torchscript.h"
 #include "passes/pass.h"
@@ -126,6 +127,16 @@ kiln_status kiln_model_load_memory(const void *data, size_t size, const kiln_opt
 
 void kiln_model_free(kiln_model *m) {
   if (!m) return;
+  for (int i = 0; i < m->n_devices; i++) {
+    kl_model_device *d = m->devices[i];
+    for (int v = 0; d->weights && m->g && v < m->g->n_values; v++)
+      kl_cl_device_free_buf(d->dev, &d->weights[v]);
+    kl_cl_device_release(d->dev);
+    free(d->weights);
+    free(d->spec);
+    free(d);
+  }
+  free(m->devices);
   kl_graph_free(m->g);
   kl_options_clear(&m->opts);
   free(m->inputs);

@@ -42,6 +42,14 @@ typedef struct kl_io_info {
   const char *dim_names[KL_MAX_RANK];
 } kl_io_info;
 
+/* A device the model's sessions share (option "device"): opened by the first session
+ * that names it, its weights uploaded once, each by the first session that needs it. */
+typedef struct kl_model_device {
+  char *spec;                 /* "opencl", "opencl:0.0" */
+  struct kl_cl_device *dev;
+  struct kl_dev_buf *weights; /* per value; mem NULL until uploaded */
+} kl_model_device;
+
 struct kiln_model {
   kl_err err;
   kiln_options opts;
@@ -54,6 +62,8 @@ struct kiln_model {
   pthread_mutex_t lock;
   int sessions;
   bool claimed;
+  kl_model_device **devices; /* under lock; entries never move */
+  int n_devices;
 };
 
 /* Load, verify, infer and optimize a graph from a file or buffer (either path or

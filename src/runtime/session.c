@@ -222,8 +222,58 @@ static kiln_status plan_device_frees(kiln_session *s) {
   return KILN_OK;
 }
 
+/* The model's entry for device spec, opening the device when no session has yet
+ * (under the model's lock: sessions are made from many threads). */
+static kiln_status model_device(kiln_session *s, const char *spec, kl_model_device **out,
+                                kl_err *e) {
+  kiln_model *m = (kiln_model *)s->model;
+  kiln_status st = KILN_OK;
+  *out = NULL;
+  pthread_mutex_lock(&m->lock);
+  for (int i = 0; i < m->n_devices && !*out; i++)
+    if (strcmp(m->devices[i]->spec, spec) == 0) *out = m->devices[i];
+  if (!*out) {
+    kl_model_device *d = calloc(1, sizeof *d);
+    kl_model_device **grown = realloc(m->devices, sizeof *grown * (size_t)(m->n_devices + 1));
+    if (grown) m->devices = grown;
+    if (d) d->spec = strdup(spec);
+    if (d) d->weights = calloc((size_t)m->g->n_values + 1, sizeof *d->weights);
+    if (!grown || !d || !d->spec || !d->weights)
+      st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory opening device '%s'", spec);
+    if (st == KILN_OK) st = kl_cl_device_open(spec, &d->dev, e);
+    if (st == KILN_OK) {
+      m->devices[m->n_devices++] = d;
+      *out = d;
+    } else if (d) {
+      free(d->spec);
+      free(d->weights);
+      free(d);
+    }
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+/* Constant v on the device: the model's copy, uploaded by the first session that
+ * needs it; the session does not own it. */
+static kiln_status shared_weight(kiln_session *s, kl_model_device *md, int v) {
+  kiln_model *m = (kiln_model *)s->model;
+  kiln_status st = KILN_OK;
+  pthread_mutex_lock(&m->lock);
+  if (!md->weights[v].mem && kl_tensor_nbytes(&s->vals[v]) > 0) {
+    st = to_device(s, v);
+    if (st == KILN_OK) md->weights[v] = s->dbuf[v];
+    else if (s->downs[v]) s->dev->iface->buffer_free(s->dev, &s->dbuf[v]);
+  }
+  pthread_mutex_unlock(&m->lock);
+  dev_tensor(s, v);
+  s->dbuf[v] = md->weights[v];
+  s->downs[v] = false;
+  return st;
+}
+
 /* Option "device": the device's backend takes every node it supports; the CPU the
- * rest. Constants that device nodes read are copied there now. */
+ * rest. Constants that device nodes read are the model's copies on the device. */
 static kiln_status place_nodes(kiln_session *s) {
   const char *spec = s->opts.device;
   if (!spec || strcmp(spec, "cpu") == 0) return KILN_OK;
@@ -231,8 +281,9 @@ static kiln_status place_nodes(kiln_session *s) {
   if (strncmp(spec, "level-zero", 10) == 0) return kl_ze_open(spec, &s->err);
   bool any = strcmp(spec, "auto") == 0;
   kl_err quiet = {0};
-  kiln_status st = kl_gpu_backend_create(any ? "opencl" : spec, g, &s->dev,
-                                         any ? &quiet : &s->err);
+  kl_model_device *md = NULL;
+  kiln_status st = model_device(s, any ? "opencl" : spec, &md, any ? &quiet : &s->err);
+  if (st == KILN_OK) st = kl_gpu_backend_create(md->dev, g, &s->dev, any ? &quiet : &s->err);
   if (st != KILN_OK) return any ? KILN_OK : st; /* auto: the CPU when no device opens */
   size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
   s->place = calloc(nn, 1);
@@ -272,7 +323,7 @@ static kiln_status place_nodes(kiln_session *s) {
     if (!s->on_dev[v] && (s->need[v] & NEED_DEV) && g->values[v].kind != KL_VALUE_CONST)
       s->uploads++;
     if (g->values[v].kind == KL_VALUE_CONST && (s->need[v] & NEED_DEV) &&
-        (st = to_device(s, v)) != KILN_OK)
+        (st = shared_weight(s, md, v)) != KILN_OK)
       return st;
   }
   return plan_device_frees(s);

@@ -17,6 +17,7 @@
 #include "runtime/session.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,82 @@ static void test_cpu_after_device_conv(void **state) {
                                 TU_TOL(1e-4, 1e-4), 1, false), 1);
 }
 
+/* Sessions of one model share the device: the weights are uploaded by the first session
+ * only, and four sessions run at once from four threads (the allocator under its lock),
+ * each matching the reference. */
+typedef struct shared_run {
+  kiln_session *s;
+  float x[2 * 3 * 8 * 8];
+  const float *y;
+  int64_t n;
+  kiln_status st;
+} shared_run;
+
+static void *run_shared(void *arg) {
+  shared_run *r = arg;
+  for (int k = 0; k < 5 && r->st == KILN_OK; k++) {
+    r->st = kiln_session_set_input(r->s, "x", KILN_DTYPE_FLOAT32, 4,
+                                   (const int64_t[]){2, 3, 8, 8}, r->x, sizeof r->x);
+    if (r->st == KILN_OK) r->st = kiln_session_run(r->s);
+  }
+  kiln_tensor_info info;
+  if (r->st == KILN_OK) r->st = kiln_session_get_output(r->s, 0, &info, (const void **)&r->y);
+  r->n = r->st == KILN_OK ? info.dims[0] * info.dims[1] : 0;
+  return NULL;
+}
+
+static void test_sessions_share_weights(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  uint32_t rng = 21;
+  static float w[5 * 3 * 9], fc[10 * 5 * 36];
+  for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) w[i] = tu_rand_f32(&rng, -1, 1);
+  for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++) fc[i] = tu_rand_f32(&rng, -0.2f, 0.2f);
+  int x = tu_graph_input(g, "x", KL_F32, 4, (const int64_t[]){2, 3, 8, 8});
+  int c = TU_OP(g, Relu, TU_OP(g, Conv, x, tu_graph_const(g, "w", KL_F32, 4,
+                                                        (const int64_t[]){5, 3, 3, 3}, w)));
+  int f = TU_OP(g, Flatten, c);
+  int y = TU_OP(g, Gemm, f, tu_graph_const(g, "fc", KL_F32, 2, (const int64_t[]){180, 10}, fc));
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 2);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "device", "opencl"), KILN_OK);
+  kiln_session *s[4] = {NULL}, *ref = NULL;
+  kl_session_devices d0, d1;
+  for (int i = 0; i < 4; i++) {
+    if (kiln_session_create(m, o, &s[i]) != KILN_OK) fail_msg("%s", kiln_session_error(s[i]));
+    kl_session_placement(s[i], i ? &d1 : &d0);
+  }
+  assert_int_equal(d0.device_nodes, 3);
+  assert_int_equal(d1.alloc.allocs, d0.alloc.allocs); /* no weight uploaded twice */
+  assert_int_equal(kiln_options_set_string(o, "device", "cpu"), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", 1), KILN_OK);
+  assert_int_equal(kiln_session_create(m, o, &ref), KILN_OK);
+  shared_run r[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    r[i] = (shared_run){.s = s[i]};
+    for (size_t k = 0; k < sizeof r[i].x / sizeof r[i].x[0]; k++)
+      r[i].x[k] = tu_rand_f32(&rng, -2, 2);
+    assert_int_equal(pthread_create(&t[i], NULL, run_shared, &r[i]), 0);
+  }
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+  for (int i = 0; i < 4; i++) {
+    if (r[i].st != KILN_OK) fail_msg("session %d: %s", i, kiln_session_error(s[i]));
+    shared_run want = {.s = ref};
+    memcpy(want.x, r[i].x, sizeof want.x);
+    run_shared(&want);
+    assert_int_equal(want.st, KILN_OK);
+    assert_int_equal(r[i].n, 20);
+    tu_assert_floats(r[i].y, want.y, 20, TU_TOL(1e-4, 1e-4));
+  }
+  for (int i = 0; i < 4; i++) kiln_session_free(s[i]);
+  kiln_session_free(ref);
+  kiln_options_free(o);
+  kiln_model_free(m);
+}
+
 static void test_bad_devices(void **state) {
   (void)state;
   kiln_options *o;
@@ -357,7 +434,8 @@ int main(void) {
       cmocka_unit_test(test_clip),           cmocka_unit_test(test_binary),
       cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
       cmocka_unit_test(test_mha),            cmocka_unit_test(test_device_out_of_memory),
-      cmocka_unit_test(test_cpu_after_device_conv), cmocka_unit_test(test_bad_devices),
+      cmocka_unit_test(test_cpu_after_device_conv), cmocka_unit_test(test_sessions_share_weights),
+      cmocka_unit_test(test_bad_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,12 +124,9 @@ static const kl_backend_iface gpu_iface = {
     .release = gpu_release,
 };
 
-kiln_status kl_gpu_backend_create(const char *spec, const kl_graph *g, kl_backend **out,
+kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, kl_backend **out,
                                   kl_err *e) {
   *out = NULL;
-  if (strncmp(spec, "opencl", 6) != 0 || (spec[6] != 0 && spec[6] != ':'))
-    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "device '%s': expected cpu, opencl or "
-                   "opencl:P.D", spec);
   kl_backend *b = calloc(1, sizeof *b);
   gpu_ctx *c = calloc(1, sizeof *c);
   if (b) b->ctx = c;
@@ -141,7 +138,7 @@ kiln_status kl_gpu_backend_create(const char *spec, const kl_graph *g, kl_backen
   }
   b->iface = &gpu_iface;
   c->g = g;
-  kiln_status st = kl_cl_open(spec, &c->cl, e);
+  kiln_status st = kl_cl_open_on(d, &c->cl, e);
   if (st != KILN_OK) {
     gpu_release(b);
     return st;

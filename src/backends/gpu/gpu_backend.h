@@ -5,9 +5,11 @@
 
 #include "backends/backend.h"
 #include "backends/gpu/alloc.h"
+#include "backends/gpu/opencl.h"
 
-/* spec: "opencl" or "opencl:P.D" (opencl.h). */
-kiln_status kl_gpu_backend_create(const char *spec, const kl_graph *g, kl_backend **out,
+/* A backend on device d (opened with kl_cl_device_open, shared by a model's sessions;
+ * the backend holds a reference) for graph g. */
+kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, kl_backend **out,
                                   kl_err *e);
 /* The device allocator's statistics (alloc.h). */
 void kl_gpu_backend_stats(const kl_backend *b, kl_dev_alloc_stats *st);

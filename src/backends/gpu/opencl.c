@@ -4,6 +4,7 @@
 #include "kl_config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -36,18 +37,28 @@ typedef struct cl_kernel_entry {
   cl_kernel k;
 } cl_kernel_entry;
 
-struct kl_cl {
+/* A device as the sessions of one model share it: its context, the program built once,
+ * and the caching allocator, which the lock guards (sessions run on their own threads). */
+struct kl_cl_device {
   cl_platform_id platform;
   cl_device_id device;
   cl_context ctx;
-  cl_command_queue queue;
   cl_program program;
-  cl_kernel_entry *kernels;
-  cl_uint n_kernels;
   kl_dev_alloc *alloc;
+  pthread_mutex_t lock;
+  int refs; /* under lock */
   size_t max_group;
   char name[384];
   char origin[1200];
+};
+
+/* A session's use of a device: its own in-order queue and kernel objects (whose
+ * arguments are set per launch, so they cannot be shared between threads). */
+struct kl_cl {
+  kl_cl_device *d;
+  cl_command_queue queue;
+  cl_kernel_entry *kernels;
+  cl_uint n_kernels;
 };
 
 static const char *cl_err_name(cl_int st) {
@@ -126,7 +137,7 @@ static bool cache_dir(char *buf, size_t len) {
 }
 
 /* The key of a build: platform, device, driver, kiln's source and the options. */
-static uint64_t build_key(const kl_cl *c) {
+static uint64_t build_key(const kl_cl_device *c) {
   char s[512];
   uint64_t h = FNV0;
   plat_str(c->platform, CL_PLATFORM_NAME, s, sizeof s);
@@ -195,7 +206,7 @@ static void cache_write(const char *dir, const char *path, uint64_t key,
 }
 
 /* The failure with the start of the compiler's log (its first errors). */
-static kiln_status build_log(kl_cl *c, cl_int st, kl_err *e) {
+static kiln_status build_log(kl_cl_device *c, cl_int st, kl_err *e) {
   size_t n = 0;
   char *log = NULL;
   if (clGetProgramBuildInfo(c->program, c->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) ==
@@ -214,7 +225,7 @@ static kiln_status build_log(kl_cl *c, cl_int st, kl_err *e) {
 
 /* NVIDIA's OpenCL: the embedded PTX of the highest sm target the device runs, unless
  * KILN_GPU_AOT=0. True when it loaded; else the caller builds from source. */
-static bool load_ptx(kl_cl *c) {
+static bool load_ptx(kl_cl_device *c) {
 #if KL_HAVE_CL_PTX
   const char *aot = getenv("KILN_GPU_AOT");
   char pname[120];
@@ -249,7 +260,7 @@ static bool load_ptx(kl_cl *c) {
   return false;
 }
 
-static kiln_status build_program(kl_cl *c, kl_err *e) {
+static kiln_status build_program(kl_cl_device *c, kl_err *e) {
   if (load_ptx(c)) return KILN_OK;
   char dir[512], path[600];
   bool cached = cache_dir(dir, sizeof dir);
@@ -295,21 +306,21 @@ static kiln_status build_program(kl_cl *c, kl_err *e) {
 
 static kiln_status make_kernels(kl_cl *c, kl_err *e) {
   cl_uint n = 0;
-  cl_int st = clCreateKernelsInProgram(c->program, 0, NULL, &n);
+  cl_int st = clCreateKernelsInProgram(c->d->program, 0, NULL, &n);
   if (st != CL_SUCCESS || n == 0)
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: the kernels did not load: "
-                   "%s (%d)", c->name, cl_err_name(st), st);
+                   "%s (%d)", c->d->name, cl_err_name(st), st);
   cl_kernel *ks = calloc(n, sizeof *ks);
   c->kernels = calloc(n, sizeof *c->kernels);
   if (!ks || !c->kernels) {
     free(ks);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for OpenCL kernels");
   }
-  st = clCreateKernelsInProgram(c->program, n, ks, NULL);
+  st = clCreateKernelsInProgram(c->d->program, n, ks, NULL);
   if (st != CL_SUCCESS) {
     free(ks);
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: the kernels did not load: "
-                   "%s (%d)", c->name, cl_err_name(st), st);
+                   "%s (%d)", c->d->name, cl_err_name(st), st);
   }
   for (cl_uint i = 0; i < n; i++) {
     c->kernels[i].k = ks[i];
@@ -325,7 +336,7 @@ static kiln_status make_kernels(kl_cl *c, kl_err *e) {
 /* ---- device memory through the caching allocator ---- */
 
 static kiln_status seg_alloc(void *ctx, size_t bytes, void **handle, kl_err *e) {
-  kl_cl *c = ctx;
+  kl_cl_device *c = ctx;
   cl_int st;
   cl_mem m = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, bytes, NULL, &st);
   if (st == CL_SUCCESS && m) {
@@ -405,14 +416,24 @@ static kiln_status choose(const char *spec, cl_platform_id *plat, cl_device_id *
   return KILN_OK;
 }
 
-kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
+static void device_free(kl_cl_device *d) {
+  kl_dev_alloc_free(d->alloc, NULL);
+  if (d->program) clReleaseProgram(d->program);
+  if (d->ctx) clReleaseContext(d->ctx);
+  pthread_mutex_destroy(&d->lock);
+  free(d);
+}
+
+kiln_status kl_cl_device_open(const char *spec, kl_cl_device **out, kl_err *e) {
   *out = NULL;
-  kl_cl *c = calloc(1, sizeof *c);
+  kl_cl_device *c = calloc(1, sizeof *c);
   if (!c) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory opening an OpenCL device");
+  pthread_mutex_init(&c->lock, NULL);
+  c->refs = 1;
   char where[32], dname[200], pname[120];
   kiln_status st = choose(spec, &c->platform, &c->device, where, sizeof where, e);
   if (st != KILN_OK) {
-    free(c);
+    device_free(c);
     return st;
   }
   dev_str(c->device, CL_DEVICE_NAME, dname, sizeof dname);
@@ -421,12 +442,12 @@ kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)c->platform, 0};
   cl_int cst;
   c->ctx = clCreateContext(props, 1, &c->device, NULL, NULL, &cst);
-  if (cst == CL_SUCCESS) c->queue = clCreateCommandQueue(c->ctx, c->device, 0, &cst);
   if (cst != CL_SUCCESS) {
-    kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: no context or queue: %s (%d)",
-            c->name, cl_err_name(cst), cst);
-    kl_cl_close(c);
-    return e ? e->code : KILN_ERR_UNSUPPORTED;
+    c->ctx = NULL;
+    kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: no context: %s (%d)", c->name,
+            cl_err_name(cst), cst);
+    device_free(c);
+    return KILN_ERR_UNSUPPORTED;
   }
   size_t mg = 1;
   clGetDeviceInfo(c->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof mg, &mg, NULL);
@@ -434,6 +455,53 @@ kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
   kl_dev_iface di = {c, seg_alloc, seg_free};
   st = kl_dev_alloc_create(&di, &c->alloc, e);
   if (st == KILN_OK) st = build_program(c, e);
+  if (st != KILN_OK) {
+    device_free(c);
+    return st;
+  }
+  *out = c;
+  return KILN_OK;
+}
+
+void kl_cl_device_retain(kl_cl_device *d) {
+  pthread_mutex_lock(&d->lock);
+  d->refs++;
+  pthread_mutex_unlock(&d->lock);
+}
+
+void kl_cl_device_release(kl_cl_device *d) {
+  if (!d) return;
+  pthread_mutex_lock(&d->lock);
+  int left = --d->refs;
+  pthread_mutex_unlock(&d->lock);
+  if (left == 0) device_free(d);
+}
+
+const char *kl_cl_device_name(const kl_cl_device *d) { return d->name; }
+
+void kl_cl_device_free_buf(kl_cl_device *d, kl_dev_buf *buf) {
+  if (!buf->mem) return;
+  kl_dev_block b = {buf->mem, buf->off, buf->size, buf->priv, buf->serial};
+  pthread_mutex_lock(&d->lock);
+  kl_dev_alloc_release(d->alloc, &b, NULL);
+  pthread_mutex_unlock(&d->lock);
+  memset(buf, 0, sizeof *buf);
+}
+
+kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
+  *out = NULL;
+  kl_cl *c = calloc(1, sizeof *c);
+  if (!c) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory opening an OpenCL device");
+  kl_cl_device_retain(d);
+  c->d = d;
+  cl_int cst;
+  c->queue = clCreateCommandQueue(d->ctx, d->device, 0, &cst);
+  kiln_status st = KILN_OK;
+  if (cst != CL_SUCCESS) {
+    c->queue = NULL;
+    st = kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: no queue: %s (%d)", d->name,
+                 cl_err_name(cst), cst);
+  }
   if (st == KILN_OK) st = make_kernels(c, e);
   if (st != KILN_OK) {
     kl_cl_close(c);
@@ -443,40 +511,48 @@ kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
   return KILN_OK;
 }
 
+kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
+  kl_cl_device *d = NULL;
+  *out = NULL;
+  kiln_status st = kl_cl_device_open(spec, &d, e);
+  if (st == KILN_OK) st = kl_cl_open_on(d, out, e);
+  kl_cl_device_release(d); /* the session's kl_cl holds its own reference */
+  return st;
+}
+
 void kl_cl_close(kl_cl *c) {
   if (!c) return;
   if (c->queue) clFinish(c->queue);
-  kl_dev_alloc_free(c->alloc, NULL);
   for (cl_uint i = 0; i < c->n_kernels; i++) clReleaseKernel(c->kernels[i].k);
   free(c->kernels);
-  if (c->program) clReleaseProgram(c->program);
   if (c->queue) clReleaseCommandQueue(c->queue);
-  if (c->ctx) clReleaseContext(c->ctx);
+  kl_cl_device_release(c->d);
   free(c);
 }
 
-const char *kl_cl_name(const kl_cl *c) { return c->name; }
-const char *kl_cl_kernels_origin(const kl_cl *c) { return c->origin; }
-size_t kl_cl_max_group(const kl_cl *c) { return c->max_group; }
+kl_cl_device *kl_cl_device_of(kl_cl *c) { return c->d; }
+
+const char *kl_cl_name(const kl_cl *c) { return c->d->name; }
+const char *kl_cl_kernels_origin(const kl_cl *c) { return c->d->origin; }
+size_t kl_cl_max_group(const kl_cl *c) { return c->d->max_group; }
 
 kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
   kl_dev_block b;
   memset(out, 0, sizeof *out);
-  kiln_status st = kl_dev_alloc_alloc(c->alloc, bytes, &b, e);
+  pthread_mutex_lock(&c->d->lock);
+  kiln_status st = kl_dev_alloc_alloc(c->d->alloc, bytes, &b, e);
+  pthread_mutex_unlock(&c->d->lock);
   if (st != KILN_OK) return st;
   *out = (kl_dev_buf){b.segment, b.offset, b.size, b.chunk, b.serial};
   return KILN_OK;
 }
 
-void kl_cl_free(kl_cl *c, kl_dev_buf *buf) {
-  if (!buf->mem) return;
-  kl_dev_block b = {buf->mem, buf->off, buf->size, buf->priv, buf->serial};
-  kl_dev_alloc_release(c->alloc, &b, NULL);
-  memset(buf, 0, sizeof *buf);
-}
+void kl_cl_free(kl_cl *c, kl_dev_buf *buf) { kl_cl_device_free_buf(c->d, buf); }
 
 void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
-  kl_dev_alloc_stats_get(c->alloc, st);
+  pthread_mutex_lock(&c->d->lock);
+  kl_dev_alloc_stats_get(c->d->alloc, st);
+  pthread_mutex_unlock(&c->d->lock);
 }
 
 kiln_status kl_cl_upload(kl_cl *c, const kl_dev_buf *dst, const void *src, size_t n,
@@ -487,7 +563,7 @@ kiln_status kl_cl_upload(kl_cl *c, const kl_dev_buf *dst, const void *src, size_
   if (st == CL_SUCCESS) return KILN_OK;
   return kl_fail(e, st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_RESOURCES
                         ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
-                 "OpenCL device %s: copying %zu bytes to the device failed: %s (%d)", c->name,
+                 "OpenCL device %s: copying %zu bytes to the device failed: %s (%d)", c->d->name,
                  n, cl_err_name(st), st);
 }
 
@@ -499,14 +575,14 @@ kiln_status kl_cl_download(kl_cl *c, void *dst, const kl_dev_buf *src, size_t n,
   return kl_fail(e, st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_RESOURCES
                         ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
                  "OpenCL device %s: copying %zu bytes from the device failed (a kernel "
-                 "before it may have failed): %s (%d)", c->name, n, cl_err_name(st), st);
+                 "before it may have failed): %s (%d)", c->d->name, n, cl_err_name(st), st);
 }
 
 kiln_status kl_cl_finish(kl_cl *c, kl_err *e) {
   cl_int st = clFinish(c->queue);
   if (st == CL_SUCCESS) return KILN_OK;
   return kl_fail(e, KILN_ERR_INTERNAL, "OpenCL device %s: waiting for the queued kernels "
-                 "failed: %s (%d)", c->name, cl_err_name(st), st);
+                 "failed: %s (%d)", c->d->name, cl_err_name(st), st);
 }
 
 static cl_kernel find_kernel(const kl_cl *c, const char *name) {
@@ -525,7 +601,7 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
   }
   cl_kernel k = find_kernel(c, name);
   if (!k)
-    return kl_fail(e, KILN_ERR_INTERNAL, "OpenCL device %s: kiln has no kernel '%s'", c->name,
+    return kl_fail(e, KILN_ERR_INTERNAL, "OpenCL device %s: kiln has no kernel '%s'", c->d->name,
                    name);
   cl_uint slot = 0;
   cl_int st = CL_SUCCESS;
@@ -564,7 +640,7 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
   if (st == CL_SUCCESS) return KILN_OK;
   return kl_fail(e, st == CL_OUT_OF_RESOURCES || st == CL_MEM_OBJECT_ALLOCATION_FAILURE
                         ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
-                 "OpenCL device %s: kernel '%s' (argument %u): %s (%d)", c->name, name,
+                 "OpenCL device %s: kernel '%s' (argument %u): %s (%d)", c->d->name, name,
                  slot ? slot - 1 : 0, cl_err_name(st), st);
 }
 
@@ -626,6 +702,26 @@ int kl_cl_describe(char *buf, size_t len) {
 struct kl_cl {
   int unused;
 };
+struct kl_cl_device {
+  int unused;
+};
+
+kiln_status kl_cl_device_open(const char *spec, kl_cl_device **out, kl_err *e) {
+  *out = NULL;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "device '%s': this kiln was built without OpenCL "
+                 "(meson -Dgpu=enabled needs Debian's ocl-icd-opencl-dev and "
+                 "opencl-c-headers)", spec);
+}
+void kl_cl_device_retain(kl_cl_device *d) { (void)d; }
+void kl_cl_device_release(kl_cl_device *d) { (void)d; }
+const char *kl_cl_device_name(const kl_cl_device *d) { (void)d; return ""; }
+void kl_cl_device_free_buf(kl_cl_device *d, kl_dev_buf *buf) { (void)d, (void)buf; }
+kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
+  (void)d;
+  *out = NULL;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
+}
+kl_cl_device *kl_cl_device_of(kl_cl *c) { (void)c; return NULL; }
 
 int kl_cl_describe(char *buf, size_t len) {
   snprintf(buf, len, "this kiln was built without OpenCL (meson -Dgpu=enabled needs Debian's "

@@ -26,10 +26,24 @@ typedef struct kl_cl_blob {
  * Returns how many devices it listed; a line saying why when there are none. */
 int kl_cl_describe(char *buf, size_t len);
 
+/* A device shared by the sessions of one model: its context, kiln's kernels built for it
+ * once, and its caching allocator (locked: sessions run on their own threads); counted
+ * references, the last release frees it. */
+typedef struct kl_cl_device kl_cl_device;
 /* Opens the device a spec names: "opencl" (the first GPU of any platform, else the
- * first device) or "opencl:P.D" (device D of platform P, counted from 0). Builds (or
- * loads from the disk cache) kiln's kernels for it. */
+ * first device) or "opencl:P.D" (device D of platform P, counted from 0), and builds
+ * kiln's kernels for it (or loads them: embedded PTX, the disk cache). One reference. */
+kiln_status kl_cl_device_open(const char *spec, kl_cl_device **out, kl_err *e);
+void kl_cl_device_retain(kl_cl_device *d);
+void kl_cl_device_release(kl_cl_device *d);
+const char *kl_cl_device_name(const kl_cl_device *d);
+/* Gives a buffer of d's allocator back without a session (a model's weights). */
+void kl_cl_device_free_buf(kl_cl_device *d, kl_dev_buf *buf);
+/* A session's use of d: its own queue and kernel objects; holds a reference to d. */
+kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e);
+/* kl_cl_device_open, then kl_cl_open_on (the kl_cl holds the only reference). */
 kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e);
+kl_cl_device *kl_cl_device_of(kl_cl *c);
 void kl_cl_close(kl_cl *c);
 /* "pthread-haswell-AMD EPYC (opencl:0.0, Portable Computing Language)" */
 const char *kl_cl_name(const kl_cl *c);
