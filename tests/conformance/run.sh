@@ -16,6 +16,9 @@
 # The data is found through the venv's python (tools/setup.sh --python makes .venv in
 # the source root); KILN_VENV names another venv, KILN_ONNX_NODE_TESTS a data folder.
 # KILN_CONFORMANCE_JOBS sets the parallelism (default: the number of cores).
+# KILN_CONFORMANCE_DEVICE=D runs every check with --device D (the GPU backend: nodes
+# with a GPU kernel run on the device) against the same list: a device must pass what
+# the CPU passes.
 set -uo pipefail
 
 usage() {
@@ -121,10 +124,12 @@ parse_lines() {
 for d in test_*/; do [ -d "$d" ] && echo "${d%/}"; done >"$work/all"
 [ -s "$work/all" ] || die "no test_* folders in $data"
 
-run_level -O0 "$work/all" "$work/o0"
+device=()
+[ -n "${KILN_CONFORMANCE_DEVICE:-}" ] && device=(--device "$KILN_CONFORMANCE_DEVICE")
+run_level -O0 "$work/all" "$work/o0" "${device[@]}"
 awk -F'\t' '$2 == "pass" { print $1 }' "$work/o0" >"$work/o0_pass"
-run_level -O2 "$work/o0_pass" "$work/o2" --verify
-run_level -O3 "$work/o0_pass" "$work/o3" --verify
+run_level -O2 "$work/o0_pass" "$work/o2" --verify "${device[@]}"
+run_level -O3 "$work/o0_pass" "$work/o3" --verify "${device[@]}"
 
 # One line per test: name, pass|fail, category, text.
 awk -F'\t' -v OFS='\t' '
