@@ -321,11 +321,12 @@ static void report_device(const kiln_model *m, const kiln_session *s, bool json)
     printf(", \"device_nodes\": %d, \"nodes\": %d, \"uploads_per_run\": %d, "
            "\"downloads_per_run\": %d, \"device_memory\": {\"reserved_mib\": %.3f, "
            "\"reserved_peak_mib\": %.3f, \"allocated_peak_mib\": %.3f, \"segments\": %zu, "
-           "\"allocations\": %llu, \"cache_hits\": %llu, \"oom_retries\": %llu}",
+           "\"allocations\": %llu, \"cache_hits\": %llu, \"oom_retries\": %llu, "
+           "\"arena_mib\": %.3f}",
            d.device_nodes, m->g->n_nodes, d.uploads, d.downloads, (double)a->reserved_bytes / mib,
            (double)a->reserved_bytes_peak / mib, (double)a->allocated_bytes_peak / mib,
            a->segments, (unsigned long long)a->allocs, (unsigned long long)a->cache_hits,
-           (unsigned long long)a->oom_retries);
+           (unsigned long long)a->oom_retries, (double)d.arena_bytes / mib);
     return;
   }
   printf("device           %s\n", d.name);
@@ -333,10 +334,12 @@ static void report_device(const kiln_model *m, const kiln_session *s, bool json)
   printf("placement        %d of %d nodes on the device; %d copies to it, %d from it per run\n",
          d.device_nodes, m->g->n_nodes, d.uploads, d.downloads);
   printf("device memory    %.3f MiB reserved (peak %.3f), %.3f MiB peak in use, %zu "
-         "segments; %llu allocations, %llu from the cache, %llu out-of-memory retries\n",
+         "segments; %llu allocations, %llu from the cache, %llu out-of-memory retries; "
+         "the session's arena %.3f MiB\n",
          (double)a->reserved_bytes / mib, (double)a->reserved_bytes_peak / mib,
          (double)a->allocated_bytes_peak / mib, a->segments, (unsigned long long)a->allocs,
-         (unsigned long long)a->cache_hits, (unsigned long long)a->oom_retries);
+         (unsigned long long)a->cache_hits, (unsigned long long)a->oom_retries,
+         (double)d.arena_bytes / mib);
 }
 
 static void report(const bench_args *a, const kiln_model *m, const kiln_session *s,

@@ -46,6 +46,14 @@ struct kiln_session {
   bool *downs;         /* per value: dbuf[v] is its own (not a view's, not freed yet) */
   int *dfree, *dfree_at; /* device buffers given back after node i: dfree[dfree_at[i]..] */
   int dev_nodes, uploads, downloads; /* placement counts (kl_session_placement) */
+  /* the device's static plan: after a run in which some device tensor did not fit, one
+   * arena from the allocator holds them all at planned offsets (as the host's does) */
+  kl_memplan dplan;
+  kl_memplan_node *drules; /* per node: device views */
+  size_t *dseen;           /* per value: its device bytes in the current run */
+  kl_dev_buf darena;
+  bool dplanned;
+  int dfallbacks;          /* device tensors of the last run that did not fit */
   kl_memplan_node *rules; /* per node: what its kernel allows the plan */
   kl_memplan plan;
   bool planned;        /* the plan has sizes from a run; else nothing fits it */
@@ -150,6 +158,10 @@ static void release_device_values(kiln_session *s, bool all) {
 static void release_device(kiln_session *s) {
   if (!s->dev) return;
   release_device_values(s, true);
+  s->dev->iface->buffer_free(s->dev, &s->darena);
+  kl_memplan_clear(&s->dplan);
+  free(s->drules);
+  free(s->dseen);
   s->dev->iface->release(s->dev);
   s->dev = NULL;
   free(s->place);
@@ -169,15 +181,61 @@ static void dev_tensor(kiln_session *s, int v) {
   s->dvals[v].data = &s->dbuf[v];
 }
 
-/* Copies host value v to the device, into memory of its own. */
+/* Device memory for value v of `bytes` bytes: its place in the device arena when the
+ * plan has one that holds it, else a block of its own from the allocator (counted, so
+ * that the run ends with a new plan). */
+static kiln_status device_place(kiln_session *s, int v, size_t bytes) {
+  const kl_memplan *p = &s->dplan;
+  int st_i = p->store[v]; /* -1: never in the arena (graph inputs) */
+  s->dseen[v] = bytes;
+  memset(&s->dbuf[v], 0, sizeof s->dbuf[v]);
+  s->downs[v] = false;
+  if (bytes == 0) return KILN_OK;
+  if (s->dplanned && st_i >= 0 && bytes <= p->stores[st_i].size) {
+    s->dbuf[v] = s->darena;
+    s->dbuf[v].off += p->stores[st_i].offset;
+    s->dbuf[v].size = bytes;
+    return KILN_OK;
+  }
+  kiln_status st = s->dev->iface->buffer_alloc(s->dev, bytes, &s->dbuf[v], &s->err);
+  if (st != KILN_OK) return st;
+  s->downs[v] = true;
+  s->dfallbacks += st_i >= 0;
+  return KILN_OK;
+}
+
+/* After a run in which some device tensor did not fit: one arena for the sizes seen
+ * (never smaller than planned before). On failure the session goes on with a block
+ * per tensor. */
+static void device_replan(kiln_session *s) {
+  const kl_graph *g = s->model->g;
+  for (int v = 0; v < g->n_values; v++)
+    if (s->dplanned && s->dplan.bytes[v] > s->dseen[v]) s->dseen[v] = s->dplan.bytes[v];
+  kl_err e = {0};
+  s->dev->iface->buffer_free(s->dev, &s->darena);
+  s->dplanned = false;
+  kiln_status st = kl_memplan_build(&s->dplan, g, s->dseen, s->types, s->drules, &e);
+  if (st == KILN_OK && s->dplan.arena_bytes)
+    st = s->dev->iface->buffer_alloc(s->dev, s->dplan.arena_bytes, &s->darena, &e);
+  if (st == KILN_OK) s->dplanned = true;
+  else kl_memplan_build(&s->dplan, g, NULL, NULL, NULL, &e);
+}
+
+/* Copies host value v to the device: a constant into a block of its own (shared_weight
+ * gives it to the model), anything else to its planned place. */
 static kiln_status to_device(kiln_session *s, int v) {
   dev_tensor(s, v);
   size_t bytes = kl_tensor_nbytes(&s->vals[v]);
   if (bytes == 0) return KILN_OK;
   kl_backend *d = s->dev;
-  kiln_status st = d->iface->buffer_alloc(d, bytes, &s->dbuf[v], &s->err);
-  if (st != KILN_OK) return st;
-  s->downs[v] = true;
+  kiln_status st;
+  if (s->model->g->values[v].kind == KL_VALUE_CONST) {
+    st = d->iface->buffer_alloc(d, bytes, &s->dbuf[v], &s->err);
+    if (st != KILN_OK) return st;
+    s->downs[v] = true;
+  } else if ((st = device_place(s, v, bytes)) != KILN_OK) {
+    return st;
+  }
   st = d->iface->upload(d, &s->dbuf[v], s->vals[v].data, bytes, &s->err);
   if (st != KILN_OK) kl_err_prefix(&s->err, "value '%s'", s->model->g->values[v].name);
   return st;
@@ -293,9 +351,12 @@ static kiln_status place_nodes(kiln_session *s) {
   s->dvals = calloc(nv, sizeof *s->dvals);
   s->dbuf = calloc(nv, sizeof *s->dbuf);
   s->downs = calloc(nv, sizeof *s->downs);
+  s->drules = calloc(nn, sizeof *s->drules);
+  s->dseen = calloc(nv, sizeof *s->dseen);
   if (!s->place || !s->host_in || !s->need || !s->on_dev || !s->dvals || !s->dbuf ||
-      !s->downs)
+      !s->downs || !s->drules || !s->dseen)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory placing nodes");
+  if ((st = kl_memplan_init(&s->dplan, g, &s->err)) != KILN_OK) return st;
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
     bool view = false;
@@ -308,6 +369,7 @@ static kiln_status place_nodes(kiln_session *s) {
     s->place[i] = 1;
     s->dev_nodes++;
     s->rules[i] = (kl_memplan_node){0, false}; /* its host copies share nothing */
+    s->drules[i] = (kl_memplan_node){0, view};
     for (int k = 0; k < n->n_out; k++)
       if (n->out[k] >= 0) s->on_dev[n->out[k]] = true;
   }
@@ -654,13 +716,12 @@ static kiln_status device_output(kiln_session *s, int i, int k, size_t bytes, bo
   s->downs[v] = false;
   if (is_view && k == 0) {
     s->dbuf[v] = s->dbuf[n->in[0]];
+    s->dseen[v] = bytes;
     *view = true;
     return KILN_OK;
   }
-  if (bytes == 0) return KILN_OK;
-  kiln_status st = s->dev->iface->buffer_alloc(s->dev, bytes, &s->dbuf[v], &s->err);
-  if (st == KILN_OK) s->downs[v] = true;
-  else kl_err_prefix(&s->err, "output %d '%s'", k, g->values[v].name);
+  kiln_status st = device_place(s, v, bytes);
+  if (st != KILN_OK) kl_err_prefix(&s->err, "output %d '%s'", k, g->values[v].name);
   return st;
 }
 
@@ -834,6 +895,7 @@ kiln_status kiln_session_run(kiln_session *s) {
   s->ran = false;
   s->timed = false;
   s->fallbacks = 0;
+  s->dfallbacks = 0;
   release_heap(s); /* the last run's outputs, or what a failed run left */
   if (s->dev) release_device_values(s, false);
   kl_cpu_set_threads(s->opts.threads);
@@ -859,6 +921,7 @@ kiln_status kiln_session_run(kiln_session *s) {
   describe_outputs(s);
   s->ran = true;
   if (s->fallbacks) replan(s);
+  if (s->dev && s->dfallbacks) device_replan(s);
   return KILN_OK;
 }
 
@@ -905,6 +968,8 @@ bool kl_session_placement(const kiln_session *s, kl_session_devices *out) {
   out->device_nodes = s->dev_nodes;
   out->uploads = s->uploads;
   out->downloads = s->downloads;
+  out->arena_bytes = s->dplanned ? s->dplan.arena_bytes : 0;
+  out->fallbacks = s->dfallbacks;
   kl_gpu_backend_stats(s->dev, &out->alloc);
   return true;
 }

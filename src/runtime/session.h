@@ -24,6 +24,8 @@ typedef struct kl_session_devices {
   const char *origin; /* how its kernels came (built from source, from the cache) */
   int device_nodes;   /* nodes placed on it */
   int uploads, downloads; /* values copied to it and from it in every run */
+  size_t arena_bytes;     /* the session's planned device arena (0 before a plan) */
+  int fallbacks;          /* device tensors of the last run outside the arena */
   kl_dev_alloc_stats alloc; /* its caching allocator, now */
 } kl_session_devices;
 /* false when the session has no device (then *out is zeroed). */

@@ -155,6 +155,7 @@ static void test_mixed_placement(void **state) {
   if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
   kl_session_devices d;
   assert_true(kl_session_placement(s, &d));
+  assert_int_equal(d.arena_bytes, 0);
   assert_int_equal(d.device_nodes, 2);   /* Relu and Mul */
   assert_int_equal(d.uploads, 2);        /* x, and CumSum's output */
   assert_int_equal(d.downloads, 2);      /* Relu's (for CumSum and the caller), Mul's */
@@ -179,8 +180,14 @@ static void test_mixed_placement(void **state) {
         assert_float_equal(y0[i * 9 + j], sum * v, 1e-5);
       }
     }
+    uint64_t allocs = d.alloc.allocs;
     kl_session_placement(s, &d);
-    if (r == 2) assert_int_equal(d.alloc.segment_allocs, 1); /* runs 2 and 3: the cache */
+    assert_int_equal(d.fallbacks, r == 0 ? 3 : 0); /* Relu's, CumSum's, Mul's; then planned */
+    assert_true(d.arena_bytes >= 3 * sizeof xs);
+    if (r == 2) {
+      assert_int_equal(d.alloc.segment_allocs, 1); /* runs 2 and 3: nothing new */
+      assert_int_equal(d.alloc.allocs - allocs, 1); /* x alone, from the cache */
+    }
   }
   kiln_session_free(s);
   kiln_options_free(o);
