@@ -48,6 +48,7 @@ struct kl_cl_device {
   pthread_mutex_t lock;
   int refs; /* under lock */
   size_t max_group;
+  cl_ulong max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   char name[384];
   char origin[1200];
 };
@@ -338,6 +339,12 @@ static kiln_status make_kernels(kl_cl *c, kl_err *e) {
 static kiln_status seg_alloc(void *ctx, size_t bytes, void **handle, kl_err *e) {
   kl_cl_device *c = ctx;
   cl_int st;
+  /* NVIDIA's driver creates larger buffers and fails only when a kernel first uses
+   * one: refuse them here, where the allocator can still release its cache */
+  if (c->max_alloc && bytes > c->max_alloc)
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "OpenCL device %s: a buffer of %zu bytes is over "
+                   "the device's largest allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE, %llu bytes)",
+                   c->name, bytes, (unsigned long long)c->max_alloc);
   cl_mem m = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, bytes, NULL, &st);
   if (st == CL_SUCCESS && m) {
     *handle = m;
@@ -452,6 +459,8 @@ kiln_status kl_cl_device_open(const char *spec, kl_cl_device **out, kl_err *e) {
   size_t mg = 1;
   clGetDeviceInfo(c->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof mg, &mg, NULL);
   c->max_group = mg ? mg : 1;
+  clGetDeviceInfo(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc,
+                  NULL);
   kl_dev_iface di = {c, seg_alloc, seg_free};
   st = kl_dev_alloc_create(&di, &c->alloc, e);
   if (st == KILN_OK) st = build_program(c, e);
