@@ -115,6 +115,19 @@ static const conv_case conv_cases[] = {
     {"3-D", 5, {1, 2, 5, 6, 4}, {4, 2, 3, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1, 1, 1}, NULL, true},
     {"3-D strides, groups 2", 5, {2, 4, 5, 4, 6}, {6, 2, 2, 3, 1}, 2, {2, 1, 2}, {0},
      {0, 1, 0, 1, 0, 0}, NULL, false},
+    /* at least 8 output channels per group and 8 products per output: the implicit
+     * product (kl_nn_conv_gemm), its 64 x 64 tiles crossed both ways and k not a
+     * multiple of its step of 16 */
+    {"implicit product 24 -> 70, stride 2 dilation 2, batch 3", 4, {3, 24, 19, 17},
+     {70, 24, 3, 3}, 1, {2, 1}, {2, 2}, {2, 1, 0, 2}, NULL, true},
+    {"implicit product groups 2 of 16, asymmetric pads", 4, {2, 20, 10, 11}, {32, 10, 3, 3},
+     2, {0}, {0}, {0, 1, 2, 1}, NULL, false},
+    {"implicit product 1x1 65 -> 66 over 9x9", 4, {1, 65, 9, 9}, {66, 65, 1, 1}, 1, {0}, {0},
+     {0}, NULL, true},
+    {"implicit product 1-D stride 2", 3, {2, 9, 70}, {12, 9, 5}, 1, {2}, {0}, {2, 1}, NULL,
+     true},
+    {"implicit product 3-D", 5, {1, 4, 5, 6, 7}, {9, 4, 2, 3, 3}, 1, {0}, {0},
+     {0, 1, 1, 1, 1, 0}, NULL, true},
     {"empty batch", 4, {0, 3, 5, 5}, {4, 3, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1}, NULL, true},
     {"no input channels: the bias", 4, {2, 0, 4, 4}, {3, 0, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1},
      NULL, true},
@@ -188,6 +201,10 @@ static void test_fused_conv(void **state) {
     snprintf(what, sizeof what, "FusedConv + Sum %s", sums[i].what);
     tu_gpu_check(g, what, 0, TOL, 1, true);
   }
+  kl_graph *gp = tu_graph_new(); /* the implicit product's epilogue: bias, Sum, Silu */
+  set_act(gp, conv_node(gp, KL_OP_KilnFusedConv, &conv_cases[16],
+                        input(gp, 4, (const int64_t[]){3, 70, 9, 16})), &acts[9]);
+  tu_gpu_check(gp, "FusedConv (implicit product) + Sum + Silu", 0, TOL, 1, true);
   kl_graph *g = tu_graph_new(); /* depthwise, no bias, Sum */
   const conv_case *dw = &conv_cases[3]; /* Y [1, 7, 5, 4] */
   conv_node(g, KL_OP_KilnFusedConv, dw, input(g, 4, (const int64_t[]){1, 7, 5, 4}));

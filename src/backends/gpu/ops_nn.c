@@ -44,6 +44,11 @@ static void addends_bcast(kl_cl_bcast *bc, const kl_tensor *y, const kl_tensor *
   kl_gpu_bcast(bc, y, ops, 2);
 }
 
+/* Convolutions with at least this many output channels per group and products per
+ * output run as an implicit matrix product (kl_nn_conv_gemm); the rest (depthwise, tiny
+ * channel counts) one work-item per output (kl_nn_conv). */
+#define CONV_GEMM_MIN 8
+
 /* Conv and FusedConv (X, W, B?, Sum?). */
 static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   const kl_tensor *x = kc->in[0], *w = kc->in[1], *b = input(kc, 2);
@@ -59,6 +64,20 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   kl_cl_bcast bc;
   addends_bcast(&bc, y, NULL, sum);
   int64_t n = kl_tensor_numel(y);
+  int64_t groups = kl_attr_int(kc->node, "group", 1);
+  int64_t taps = w->dims[2] * (w->rank > 3 ? w->dims[3] : 1) * (w->rank > 4 ? w->dims[4] : 1);
+  if (g.cout_per_group >= CONV_GEMM_MIN && g.cin_per_group * taps >= CONV_GEMM_MIN &&
+      kl_cl_max_group(c) >= 256) {
+    /* the implicit product: 64 x 64 tiles of (output channels x positions) per batch and
+     * group (kl_nn_conv_gemm) */
+    int64_t positions = n / (y->dims[0] * y->dims[1]);
+    int64_t tiles = (positions + 63) / 64 * ((g.cout_per_group + 63) / 64) * y->dims[0] *
+                    groups;
+    size_t global = (size_t)tiles * 256, local = 256;
+    return KL_CL_LAUNCH(c, "kl_nn_conv_gemm", 1, &global, &local, kc->e, CLA_T(x), CLA_T(w),
+                        CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(g), CLA_L(groups), CLA_S(bc),
+                        CLA_I(act.code), CLA_F(act.a), CLA_F(act.b));
+  }
   return KL_GPU_LAUNCH1(c, "kl_nn_conv", n, kc->e, CLA_T(x), CLA_T(w), CLA_T(b), CLA_T(sum),
                         CLA_T(y), CLA_L(n), CLA_S(g), CLA_S(bc), CLA_I(act.code),
                         CLA_F(act.a), CLA_F(act.b));
@@ -85,10 +104,14 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   addends_bcast(&bc, y, p->addend, sum);
   int64_t batches = 1;
   for (int d = 0; d < p->batch.rank; d++) batches *= p->batch.dims[d];
-  size_t tiles = (size_t)((p->m + TILE - 1) / TILE) * (size_t)((p->n + TILE - 1) / TILE) *
+  /* 64 x 64 tiles with 4 x 4 outputs per work-item (kl_nn_matmul64) once both sides
+   * fill a quarter of one; smaller products one output per work-item */
+  int64_t edge = p->m >= 16 && p->n >= 16 ? 64 : TILE;
+  size_t tiles = (size_t)((p->m + edge - 1) / edge) * (size_t)((p->n + edge - 1) / edge) *
                  (size_t)batches;
   size_t global = tiles * TILE * TILE, local = TILE * TILE;
-  return KL_CL_LAUNCH(c, "kl_nn_matmul", 1, &global, &local, kc->e, CLA_T(kc->in[0]),
+  return KL_CL_LAUNCH(c, edge == 64 ? "kl_nn_matmul64" : "kl_nn_matmul", 1, &global, &local,
+                      kc->e, CLA_T(kc->in[0]),
                       CLA_T(kc->in[1]), CLA_T(p->addend), CLA_T(sum), CLA_T(y), CLA_L(p->m),
                       CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam), CLA_L(p->sak), CLA_L(p->sbk),
                       CLA_L(p->sbn), CLA_S(p->batch), CLA_S(bc), CLA_F(p->alpha),

@@ -83,6 +83,89 @@ __kernel void kl_nn_conv(__global const float *x_, ulong xo, __global const floa
   y_[yo + i] = kl_nn_sum_act(acc, i, s_, so, &bc, act, aa, ab);
 }
 
+/* Convolution as an implicit matrix product, per batch n and group g:
+ *   Y[n, g, m, p] = sum_k W[g, m, k] X~[n, g, k, p]   (m < cout/group, p < out positions,
+ *   k = (c, k0, k1, k2) < cin/group * taps; X~ is X at the tap's position, 0 in padding)
+ * W's rows are contiguous in k; X~ is gathered while a tile is loaded (no im2col buffer).
+ * Work-groups of 256 work-items over 64 x 64 tiles of Y in steps of 16 along k through
+ * local memory; each work-item holds a 4 x 4 block of Y in registers (rows ty + 16 i,
+ * columns tx + 16 j: neighbours read neighbouring local memory). The epilogue is
+ * kl_nn_conv's: bias, Sum, activation. Group id: tile (gid % tiles_p, gid / tiles_p %
+ * tiles_m) of (batch, group) gid / (tiles_p * tiles_m). */
+#define KL_CG_BM 64
+#define KL_CG_BN 64
+#define KL_CG_BK 16
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void
+kl_nn_conv_gemm(__global const float *x_, ulong xo, __global const float *w_, ulong wo,
+                __global const float *b_, ulong bo, __global const float *s_, ulong so,
+                __global float *y_, ulong yo, kl_nn_window g, long groups, kl_cl_bcast bc,
+                int act, float aa, float ab) {
+  __local float as[KL_CG_BK][KL_CG_BM];
+  __local float bs[KL_CG_BK][KL_CG_BN];
+  int tid = get_local_id(0), tx = tid % 16, ty = tid / 16;
+  long M = g.cout_per_group, taps = g.ksize[0] * g.ksize[1] * g.ksize[2];
+  long K = g.cin_per_group * taps, P = g.out[0] * g.out[1] * g.out[2];
+  long xsize = g.in[0] * g.in[1] * g.in[2];
+  long tiles_p = (P + KL_CG_BN - 1) / KL_CG_BN, tiles_m = (M + KL_CG_BM - 1) / KL_CG_BM;
+  long grp = get_group_id(0);
+  long p0 = grp % tiles_p * KL_CG_BN, m0 = grp / tiles_p % tiles_m * KL_CG_BM;
+  long ng = grp / (tiles_p * tiles_m), n = ng / groups, gr = ng % groups;
+  __global const float *wp = w_ + wo + gr * M * K;
+  __global const float *xp = x_ + xo + (n * g.channels + gr * g.cin_per_group) * xsize;
+  /* what this work-item loads: A rows (tid / 16 + 16 r) at k column tid % 16, B's k row
+   * tid / 64 + 4 r at position column tid % 64 */
+  long lp = p0 + tid % 64, o[3], rest = lp;
+  for (int d = 2; d >= 0; d--) {
+    o[d] = rest % g.out[d];
+    rest /= g.out[d];
+  }
+  long start[3];
+  for (int d = 0; d < 3; d++) start[d] = o[d] * g.stride[d] - g.pad_begin[d];
+  float acc[4][4];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+  for (long k0 = 0; k0 < K; k0 += KL_CG_BK) {
+    for (int r = 0; r < 4; r++) {
+      long m = m0 + tid / 16 + 16 * r, k = k0 + tid % 16;
+      as[tid % 16][tid / 16 + 16 * r] = m < M && k < K ? wp[m * K + k] : 0.0f;
+    }
+    for (int r = 0; r < 4; r++) {
+      long k = k0 + tid / 64 + 4 * r;
+      float v = 0.0f;
+      if (k < K && lp < P) {
+        long c = k / taps, t = k % taps;
+        long t2 = t % g.ksize[2], t1 = t / g.ksize[2] % g.ksize[1], t0 = t / g.ksize[2] / g.ksize[1];
+        long i0 = start[0] + t0 * g.dilation[0], i1 = start[1] + t1 * g.dilation[1];
+        long i2 = start[2] + t2 * g.dilation[2];
+        if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2])
+          v = xp[c * xsize + (i0 * g.in[1] + i1) * g.in[2] + i2];
+      }
+      bs[tid / 64 + 4 * r][tid % 64] = v;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < KL_CG_BK; k++) {
+      float a[4], b[4];
+      for (int i = 0; i < 4; i++) a[i] = as[k][ty + 16 * i];
+      for (int j = 0; j < 4; j++) b[j] = bs[k][tx + 16 * j];
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int i = 0; i < 4; i++) {
+    long m = m0 + ty + 16 * i;
+    if (m >= M) continue;
+    long co = gr * M + m;
+    float bias = b_ ? b_[bo + co] : 0.0f;
+    for (int j = 0; j < 4; j++) {
+      long p = p0 + tx + 16 * j;
+      if (p >= P) continue;
+      long yi = (n * g.cout + co) * P + p;
+      y_[yo + yi] = kl_nn_sum_act(acc[i][j] + bias, yi, s_, so, &bc, act, aa, ab);
+    }
+  }
+}
+
 #define KL_NN_TILE 16
 
 /* Batched matrix product with an epilogue, for Gemm, MatMul and their fused forms:
@@ -126,6 +209,58 @@ kl_nn_matmul(__global const float *a_, ulong ao, __global const float *b_, ulong
   float v = alpha * acc;
   if (e_) v += beta * e_[eo + kl_nn_bcast_off(&bc, 0, i)];
   y_[yo + i] = kl_nn_sum_act(v, i, s_, so, &bc, act, aa, ab);
+}
+
+/* kl_nn_matmul's product and epilogue on 64 x 64 tiles of Y, each of its 256 work-items
+ * holding a 4 x 4 block in registers (rows ty + 16 i, columns tx + 16 j), k in steps of
+ * 16 through local memory: for products of at least 16 rows and columns. */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void
+kl_nn_matmul64(__global const float *a_, ulong ao, __global const float *b_, ulong bo,
+               __global const float *e_, ulong eo, __global const float *s_, ulong so,
+               __global float *y_, ulong yo, long M, long N, long K, long sam, long sak,
+               long sbk, long sbn, kl_cl_bcast bb, kl_cl_bcast bc, float alpha, float beta,
+               int act, float aa, float ab) {
+  __local float as[KL_CG_BK][KL_CG_BM];
+  __local float bs[KL_CG_BK][KL_CG_BN];
+  int tid = get_local_id(0), tx = tid % 16, ty = tid / 16;
+  long grp = get_group_id(0);
+  long tiles_n = (N + KL_CG_BN - 1) / KL_CG_BN, tiles_m = (M + KL_CG_BM - 1) / KL_CG_BM;
+  long n0 = grp % tiles_n * KL_CG_BN, m0 = grp / tiles_n % tiles_m * KL_CG_BM;
+  long batch = grp / (tiles_n * tiles_m);
+  __global const float *a = a_ + ao + kl_nn_bcast_off(&bb, 0, batch);
+  __global const float *b = b_ + bo + kl_nn_bcast_off(&bb, 1, batch);
+  float acc[4][4];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+  for (long k0 = 0; k0 < K; k0 += KL_CG_BK) {
+    for (int r = 0; r < 4; r++) {
+      long m = m0 + tid / 16 + 16 * r, k = k0 + tid % 16;
+      as[tid % 16][tid / 16 + 16 * r] = m < M && k < K ? a[m * sam + k * sak] : 0.0f;
+      long kb = k0 + tid / 64 + 4 * r, n = n0 + tid % 64;
+      bs[tid / 64 + 4 * r][tid % 64] = kb < K && n < N ? b[kb * sbk + n * sbn] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < KL_CG_BK; k++) {
+      float av[4], bv[4];
+      for (int i = 0; i < 4; i++) av[i] = as[k][ty + 16 * i];
+      for (int j = 0; j < 4; j++) bv[j] = bs[k][tx + 16 * j];
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int i = 0; i < 4; i++) {
+    long m = m0 + ty + 16 * i;
+    if (m >= M) continue;
+    for (int j = 0; j < 4; j++) {
+      long n = n0 + tx + 16 * j;
+      if (n >= N) continue;
+      long yi = (batch * M + m) * N + n;
+      float v = alpha * acc[i][j];
+      if (e_) v += beta * e_[eo + kl_nn_bcast_off(&bc, 0, yi)];
+      y_[yo + yi] = kl_nn_sum_act(v, yi, s_, so, &bc, act, aa, ab);
+    }
+  }
 }
 
 /* MaxPool and AveragePool over X [N, C, in] -> Y [N, C, out], one work-item per element
