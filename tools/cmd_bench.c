@@ -333,6 +333,8 @@ static void report_device(const kiln_model *m, const kiln_session *s, bool json)
   printf("device kernels   %s\n", d.origin);
   printf("placement        %d of %d nodes on the device; %d copies to it, %d from it per run\n",
          d.device_nodes, m->g->n_nodes, d.uploads, d.downloads);
+  printf("device weights   %.3f MiB (the model's, shared by its sessions)\n",
+         (double)d.shared.allocated_bytes / mib);
   printf("device memory    %.3f MiB reserved (peak %.3f), %.3f MiB peak in use, %zu "
          "segments; %llu allocations, %llu from the cache, %llu out-of-memory retries; "
          "the session's arena %.3f MiB\n",

@@ -229,10 +229,9 @@ static kiln_status to_device(kiln_session *s, int v) {
   if (bytes == 0) return KILN_OK;
   kl_backend *d = s->dev;
   kiln_status st;
-  if (s->model->g->values[v].kind == KL_VALUE_CONST) {
-    st = d->iface->buffer_alloc(d, bytes, &s->dbuf[v], &s->err);
+  if (s->model->g->values[v].kind == KL_VALUE_CONST) { /* the model's, for every session */
+    st = kl_gpu_backend_alloc_shared(d, bytes, &s->dbuf[v], &s->err);
     if (st != KILN_OK) return st;
-    s->downs[v] = true;
   } else if ((st = device_place(s, v, bytes)) != KILN_OK) {
     return st;
   }
@@ -321,7 +320,7 @@ static kiln_status shared_weight(kiln_session *s, kl_model_device *md, int v) {
   if (!md->weights[v].mem && kl_tensor_nbytes(&s->vals[v]) > 0) {
     st = to_device(s, v);
     if (st == KILN_OK) md->weights[v] = s->dbuf[v];
-    else if (s->downs[v]) s->dev->iface->buffer_free(s->dev, &s->dbuf[v]);
+    else kl_cl_device_free_buf(md->dev, &s->dbuf[v]);
   }
   pthread_mutex_unlock(&m->lock);
   dev_tensor(s, v);
@@ -971,6 +970,7 @@ bool kl_session_placement(const kiln_session *s, kl_session_devices *out) {
   out->arena_bytes = s->dplanned ? s->dplan.arena_bytes : 0;
   out->fallbacks = s->dfallbacks;
   kl_gpu_backend_stats(s->dev, &out->alloc);
+  kl_gpu_backend_shared_stats(s->dev, &out->shared);
   return true;
 }
 

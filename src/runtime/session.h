@@ -26,7 +26,8 @@ typedef struct kl_session_devices {
   int uploads, downloads; /* values copied to it and from it in every run */
   size_t arena_bytes;     /* the session's planned device arena (0 before a plan) */
   int fallbacks;          /* device tensors of the last run outside the arena */
-  kl_dev_alloc_stats alloc; /* its caching allocator, now */
+  kl_dev_alloc_stats alloc;  /* the session's caching allocator on it, now */
+  kl_dev_alloc_stats shared; /* the device's, shared by the model's sessions: weights */
 } kl_session_devices;
 /* false when the session has no device (then *out is zeroed). */
 bool kl_session_placement(const kiln_session *s, kl_session_devices *out);

@@ -152,6 +152,15 @@ void kl_gpu_backend_stats(const kl_backend *b, kl_dev_alloc_stats *st) {
   kl_cl_alloc_stats(((const gpu_ctx *)b->ctx)->cl, st);
 }
 
+kiln_status kl_gpu_backend_alloc_shared(kl_backend *b, size_t bytes, kl_dev_buf *out,
+                                        kl_err *e) {
+  return kl_cl_alloc_shared(((gpu_ctx *)b->ctx)->cl, bytes, out, e);
+}
+
+void kl_gpu_backend_shared_stats(const kl_backend *b, kl_dev_alloc_stats *st) {
+  kl_cl_shared_stats(((const gpu_ctx *)b->ctx)->cl, st);
+}
+
 const char *kl_gpu_backend_origin(const kl_backend *b) {
   return kl_cl_kernels_origin(((const gpu_ctx *)b->ctx)->cl);
 }

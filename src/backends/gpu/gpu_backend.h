@@ -11,8 +11,13 @@
  * the backend holds a reference) for graph g. */
 kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, kl_backend **out,
                                   kl_err *e);
-/* The device allocator's statistics (alloc.h). */
+/* The session's device allocator's statistics (alloc.h). */
 void kl_gpu_backend_stats(const kl_backend *b, kl_dev_alloc_stats *st);
+/* Memory every session of the model may read (its weights), from the device's shared
+ * allocator, and that allocator's statistics. */
+kiln_status kl_gpu_backend_alloc_shared(kl_backend *b, size_t bytes, kl_dev_buf *out,
+                                        kl_err *e);
+void kl_gpu_backend_shared_stats(const kl_backend *b, kl_dev_alloc_stats *st);
 /* How its kernels came: built from source, loaded from the cache (opencl.h). */
 const char *kl_gpu_backend_origin(const kl_backend *b);
 

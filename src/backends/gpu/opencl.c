@@ -54,9 +54,14 @@ struct kl_cl_device {
 };
 
 /* A session's use of a device: its own in-order queue and kernel objects (whose
- * arguments are set per launch, so they cannot be shared between threads). */
+ * arguments are set per launch, so they cannot be shared between threads), and its own
+ * caching allocator for what its kernels write: a block freed by one queue while its
+ * kernels may still run must not be handed to another queue (only the same in-order
+ * queue is sure to finish with it first), so the device's shared allocator holds only
+ * what is written once and then only read, the model's weights. */
 struct kl_cl {
   kl_cl_device *d;
+  kl_dev_alloc *alloc;
   cl_command_queue queue;
   cl_kernel_entry *kernels;
   cl_uint n_kernels;
@@ -511,6 +516,8 @@ kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
     st = kl_fail(e, KILN_ERR_UNSUPPORTED, "OpenCL device %s: no queue: %s (%d)", d->name,
                  cl_err_name(cst), cst);
   }
+  kl_dev_iface di = {d, seg_alloc, seg_free};
+  if (st == KILN_OK) st = kl_dev_alloc_create(&di, &c->alloc, e);
   if (st == KILN_OK) st = make_kernels(c, e);
   if (st != KILN_OK) {
     kl_cl_close(c);
@@ -535,6 +542,7 @@ void kl_cl_close(kl_cl *c) {
   for (cl_uint i = 0; i < c->n_kernels; i++) clReleaseKernel(c->kernels[i].k);
   free(c->kernels);
   if (c->queue) clReleaseCommandQueue(c->queue);
+  kl_dev_alloc_free(c->alloc, NULL);
   kl_cl_device_release(c->d);
   free(c);
 }
@@ -548,6 +556,22 @@ size_t kl_cl_max_group(const kl_cl *c) { return c->d->max_group; }
 kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
   kl_dev_block b;
   memset(out, 0, sizeof *out);
+  kiln_status st = kl_dev_alloc_alloc(c->alloc, bytes, &b, e);
+  if (st != KILN_OK) return st;
+  *out = (kl_dev_buf){b.segment, b.offset, b.size, b.chunk, b.serial};
+  return KILN_OK;
+}
+
+void kl_cl_free(kl_cl *c, kl_dev_buf *buf) {
+  if (!buf->mem) return;
+  kl_dev_block b = {buf->mem, buf->off, buf->size, buf->priv, buf->serial};
+  kl_dev_alloc_release(c->alloc, &b, NULL);
+  memset(buf, 0, sizeof *buf);
+}
+
+kiln_status kl_cl_alloc_shared(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
+  kl_dev_block b;
+  memset(out, 0, sizeof *out);
   pthread_mutex_lock(&c->d->lock);
   kiln_status st = kl_dev_alloc_alloc(c->d->alloc, bytes, &b, e);
   pthread_mutex_unlock(&c->d->lock);
@@ -556,12 +580,14 @@ kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
   return KILN_OK;
 }
 
-void kl_cl_free(kl_cl *c, kl_dev_buf *buf) { kl_cl_device_free_buf(c->d, buf); }
-
-void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
+void kl_cl_shared_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
   pthread_mutex_lock(&c->d->lock);
   kl_dev_alloc_stats_get(c->d->alloc, st);
   pthread_mutex_unlock(&c->d->lock);
+}
+
+void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
+  kl_dev_alloc_stats_get(c->alloc, st);
 }
 
 kiln_status kl_cl_upload(kl_cl *c, const kl_dev_buf *dst, const void *src, size_t n,
@@ -731,6 +757,10 @@ kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
   return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
 }
 kl_cl_device *kl_cl_device_of(kl_cl *c) { (void)c; return NULL; }
+kiln_status kl_cl_alloc_shared(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
+  return kl_cl_alloc(c, bytes, out, e);
+}
+void kl_cl_shared_stats(const kl_cl *c, kl_dev_alloc_stats *st) { kl_cl_alloc_stats(c, st); }
 
 int kl_cl_describe(char *buf, size_t len) {
   snprintf(buf, len, "this kiln was built without OpenCL (meson -Dgpu=enabled needs Debian's "

@@ -50,8 +50,13 @@ const char *kl_cl_name(const kl_cl *c);
 /* How the kernels came: "built from source", "loaded from the cache DIR/FILE". */
 const char *kl_cl_kernels_origin(const kl_cl *c);
 
+/* Device memory for what this session's kernels write: its own caching allocator. */
 kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e);
 void kl_cl_free(kl_cl *c, kl_dev_buf *buf);
+/* Device memory shared by every session (the model's weights: written once, then only
+ * read), from the device's allocator; given back with kl_cl_device_free_buf. */
+kiln_status kl_cl_alloc_shared(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e);
+void kl_cl_shared_stats(const kl_cl *c, kl_dev_alloc_stats *st);
 kiln_status kl_cl_upload(kl_cl *c, const kl_dev_buf *dst, const void *src, size_t n,
                          kl_err *e);
 kiln_status kl_cl_download(kl_cl *c, void *dst, const kl_dev_buf *src, size_t n, kl_err *e);
