@@ -12,6 +12,21 @@ typedef struct kl_cl_mha {
   int has_mask;
 } kl_cl_mha;
 
+/* The online softmax taking score s: when s is a new maximum, what was summed under
+ * the old one (sum, acc[0..dv-1]) is rescaled; returns s's weight exp(s - max), already
+ * added to sum (the caller adds it times the value row to acc). */
+float kl_attn_step(float s, float *max, float *sum, float *acc, long dv) {
+  if (s > *max) {
+    float r = exp(*max - s);
+    *sum *= r;
+    for (long e = 0; e < dv; e++) acc[e] *= r;
+    *max = s;
+  }
+  float p = exp(s - *max);
+  *sum += p;
+  return p;
+}
+
 /* One work-item per (batch, head, query): the scores over every key with an online
  * softmax (a running maximum and sum, the accumulator rescaled when the maximum grows),
  * so that no scores matrix is stored. K and V are Q itself when QKV is packed. */
@@ -34,14 +49,7 @@ __kernel void kl_attn_mha(__global const float *q_, ulong qo, __global const flo
     if (g.has_mask)
       s += m_[mo + b * g.mstride[0] + h * g.mstride[1] + i * g.mstride[2] + j * g.mstride[3]];
     __global const float *v = v_ + vo + (b * g.keys + j) * g.vrow + g.voff + h * g.dv;
-    if (s > max) { /* rescale what was summed under the old maximum */
-      float r = exp(max - s);
-      sum *= r;
-      for (long e = 0; e < g.dv; e++) acc[e] *= r;
-      max = s;
-    }
-    float p = exp(s - max);
-    sum += p;
+    float p = kl_attn_step(s, &max, &sum, acc, g.dv);
     for (long e = 0; e < g.dv; e++) acc[e] += p * v[e];
   }
   __global float *y = y_ + yo + (b * g.seq + i) * g.heads * g.dv + h * g.dv;
@@ -88,14 +96,7 @@ kl_attn_mha_tiled(__global const float *q_, ulong qo, __global const float *k_, 
       if (g.has_mask)
         s += m_[mo + b * g.mstride[0] + h * g.mstride[1] + i * g.mstride[2] +
                 (j0 + j) * g.mstride[3]];
-      if (s > max) {
-        float r = exp(max - s);
-        sum *= r;
-        for (long e = 0; e < g.dv; e++) acc[e] *= r;
-        max = s;
-      }
-      float p = exp(s - max);
-      sum += p;
+      float p = kl_attn_step(s, &max, &sum, acc, g.dv);
       for (long e = 0; e < g.dv; e++) acc[e] = fma(p, vt[j][e], acc[e]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);

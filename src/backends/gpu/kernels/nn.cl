@@ -95,6 +95,20 @@ __kernel void kl_nn_conv(__global const float *x_, ulong xo, __global const floa
 #define KL_CG_BM 64
 #define KL_CG_BN 64
 #define KL_CG_BK 16
+
+/* One step of k through a 64 x 64 tile: acc[i][j] += as[k][ty + 16 i] * bs[k][tx + 16 j]
+ * for the 16 k in local memory (the register blocks of kl_nn_conv_gemm and
+ * kl_nn_matmul64). */
+void kl_nn_tile_fma(__local const float (*as)[KL_CG_BM], __local const float (*bs)[KL_CG_BN],
+                    int tx, int ty, float acc[4][4]) {
+  for (int k = 0; k < KL_CG_BK; k++) {
+    float a[4], b[4];
+    for (int i = 0; i < 4; i++) a[i] = as[k][ty + 16 * i];
+    for (int j = 0; j < 4; j++) b[j] = bs[k][tx + 16 * j];
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+  }
+}
 __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void
 kl_nn_conv_gemm(__global const float *x_, ulong xo, __global const float *w_, ulong wo,
                 __global const float *b_, ulong bo, __global const float *s_, ulong so,
@@ -143,13 +157,7 @@ kl_nn_conv_gemm(__global const float *x_, ulong xo, __global const float *w_, ul
       bs[tid / 64 + 4 * r][tid % 64] = v;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 0; k < KL_CG_BK; k++) {
-      float a[4], b[4];
-      for (int i = 0; i < 4; i++) a[i] = as[k][ty + 16 * i];
-      for (int j = 0; j < 4; j++) b[j] = bs[k][tx + 16 * j];
-      for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
-    }
+    kl_nn_tile_fma(as, bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   for (int i = 0; i < 4; i++) {
@@ -240,13 +248,7 @@ kl_nn_matmul64(__global const float *a_, ulong ao, __global const float *b_, ulo
       bs[tid / 64 + 4 * r][tid % 64] = kb < K && n < N ? b[kb * sbk + n * sbn] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 0; k < KL_CG_BK; k++) {
-      float av[4], bv[4];
-      for (int i = 0; i < 4; i++) av[i] = as[k][ty + 16 * i];
-      for (int j = 0; j < 4; j++) bv[j] = bs[k][tx + 16 * j];
-      for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
-    }
+    kl_nn_tile_fma(as, bs, tx, ty, acc);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   for (int i = 0; i < 4; i++) {
