@@ -81,6 +81,11 @@ typedef struct kl_backend_iface {
   /* Waits for the queued work that writes src, then copies. */
   kiln_status (*download)(kl_backend *b, void *dst, const kl_dev_buf *src, size_t n,
                           kl_err *e);
+  /* Profiling: while on, the backend times its kernels on the device, and node_ms
+   * returns the device time of what ran since its last call (after waiting for it).
+   * NULL for a backend whose kernels the host times itself (the CPU). */
+  void (*set_profiling)(kl_backend *b, bool on);
+  double (*node_ms)(kl_backend *b);
   /* Waits for everything queued; NULL when execute is synchronous. */
   kiln_status (*synchronize)(kl_backend *b, kl_err *e);
   /* "pthread-haswell-AMD EPYC (Portable Computing Language, OpenCL 3.0 PoCL 3.1)" */

@@ -809,8 +809,7 @@ static kiln_status run_node(kiln_session *s, int i) {
   kl_backend *b = on_dev ? s->dev : s->cpu;
   st = b->iface->execute(b, i, &kc);
   if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
-  if (st == KILN_OK && on_dev && s->profile && b->iface->synchronize)
-    st = b->iface->synchronize(b, &s->err); /* a node's time is its kernels' */
+
   const char *slow = st == KILN_OK && s->opts.fast_only && !on_dev
                          ? kl_cpu_plan_slow_path(s->kernels, i) : NULL;
   if (slow)
@@ -874,6 +873,8 @@ static kiln_status run_nodes(kiln_session *s) {
     if (s->profile) {
       s->t_start[i] = start - t0;
       s->t_ms[i] = now_ms() - start;
+      if (st == KILN_OK && s->dev && s->place[i]) /* its kernels' time on the device */
+        s->t_ms[i] = s->dev->iface->node_ms(s->dev);
     }
     if (st != KILN_OK) {
       char d[256];
@@ -940,7 +941,10 @@ kiln_status kiln_session_get_output(kiln_session *s, int index, kiln_tensor_info
 
 /* ---- internal views (session.h) ---- */
 
-void kl_session_set_profiling(kiln_session *s, bool on) { s->profile = on; }
+void kl_session_set_profiling(kiln_session *s, bool on) {
+  s->profile = on;
+  if (s->dev) s->dev->iface->set_profiling(s->dev, on);
+}
 
 bool kl_session_timings(const kiln_session *s, const double **start_ms, const double **ms) {
   if (!s->timed) return false;

@@ -401,6 +401,39 @@ static void test_sessions_share_weights(void **state) {
   kiln_model_free(m);
 }
 
+/* Profiling: a device node's time is its kernels' time on the device, by OpenCL events. */
+static void test_profile(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  uint32_t rng = 5;
+  static float w[16 * 8 * 9];
+  for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) w[i] = tu_rand_f32(&rng, -1, 1);
+  int x = tu_graph_input(g, "x", KL_F32, 4, (const int64_t[]){1, 8, 32, 32});
+  int c = TU_OP(g, Conv, x, tu_graph_const(g, "w", KL_F32, 4, (const int64_t[]){16, 8, 3, 3}, w));
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, Relu, c), NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "device", "opencl"), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  static float xs[8 * 32 * 32];
+  kl_session_set_profiling(s, true);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 4,
+                                            (const int64_t[]){1, 8, 32, 32}, xs, sizeof xs),
+                     KILN_OK);
+    if (kiln_session_run(s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  }
+  const double *start, *ms;
+  assert_true(kl_session_timings(s, &start, &ms));
+  for (int i = 0; i < 2; i++)
+    if (!(ms[i] > 0 && ms[i] < 10000)) fail_msg("node %d took %g ms on the device", i, ms[i]);
+  kiln_session_free(s);
+  kiln_options_free(o);
+  kiln_model_free(m);
+}
+
 static void test_bad_devices(void **state) {
   (void)state;
   kiln_options *o;
@@ -450,7 +483,7 @@ int main(void) {
       cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
       cmocka_unit_test(test_mha),            cmocka_unit_test(test_device_out_of_memory),
       cmocka_unit_test(test_cpu_after_device_conv), cmocka_unit_test(test_sessions_share_weights),
-      cmocka_unit_test(test_bad_devices),
+      cmocka_unit_test(test_profile),        cmocka_unit_test(test_bad_devices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,6 +96,11 @@ static kiln_status gpu_download(kl_backend *b, void *dst, const kl_dev_buf *src,
 static kiln_status gpu_sync(kl_backend *b, kl_err *e) {
   return kl_cl_finish(((gpu_ctx *)b->ctx)->cl, e);
 }
+static void gpu_set_profiling(kl_backend *b, bool on) {
+  kl_cl_set_profiling(((gpu_ctx *)b->ctx)->cl, on);
+}
+static double gpu_node_ms(kl_backend *b) { return kl_cl_kernel_ms(((gpu_ctx *)b->ctx)->cl); }
+
 static const char *gpu_device_name(const kl_backend *b) { return ((const gpu_ctx *)b->ctx)->name; }
 
 static void gpu_release(kl_backend *b) {
@@ -120,6 +125,8 @@ static const kl_backend_iface gpu_iface = {
     .upload = gpu_upload,
     .download = gpu_download,
     .synchronize = gpu_sync,
+    .set_profiling = gpu_set_profiling,
+    .node_ms = gpu_node_ms,
     .device_name = gpu_device_name,
     .release = gpu_release,
 };

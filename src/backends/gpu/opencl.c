@@ -59,10 +59,15 @@ struct kl_cl_device {
  * kernels may still run must not be handed to another queue (only the same in-order
  * queue is sure to finish with it first), so the device's shared allocator holds only
  * what is written once and then only read, the model's weights. */
+#define MAX_TIMED 64 /* kernels of one node timed by events (kiln bench --profile) */
+
 struct kl_cl {
   kl_cl_device *d;
   kl_dev_alloc *alloc;
   cl_command_queue queue;
+  bool profiling;        /* launches record events */
+  cl_event timed[MAX_TIMED];
+  int n_timed;
   cl_kernel_entry *kernels;
   cl_uint n_kernels;
 };
@@ -509,7 +514,7 @@ kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
   kl_cl_device_retain(d);
   c->d = d;
   cl_int cst;
-  c->queue = clCreateCommandQueue(d->ctx, d->device, 0, &cst);
+  c->queue = clCreateCommandQueue(d->ctx, d->device, CL_QUEUE_PROFILING_ENABLE, &cst);
   kiln_status st = KILN_OK;
   if (cst != CL_SUCCESS) {
     c->queue = NULL;
@@ -539,6 +544,7 @@ kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
 void kl_cl_close(kl_cl *c) {
   if (!c) return;
   if (c->queue) clFinish(c->queue);
+  kl_cl_kernel_ms(c); /* releases the events still held */
   for (cl_uint i = 0; i < c->n_kernels; i++) clReleaseKernel(c->kernels[i].k);
   free(c->kernels);
   if (c->queue) clReleaseCommandQueue(c->queue);
@@ -548,6 +554,27 @@ void kl_cl_close(kl_cl *c) {
 }
 
 kl_cl_device *kl_cl_device_of(kl_cl *c) { return c->d; }
+
+void kl_cl_set_profiling(kl_cl *c, bool on) {
+  kl_cl_kernel_ms(c);
+  c->profiling = on;
+}
+
+double kl_cl_kernel_ms(kl_cl *c) {
+  double ms = 0;
+  if (c->n_timed) clWaitForEvents((cl_uint)c->n_timed, c->timed);
+  for (int i = 0; i < c->n_timed; i++) {
+    cl_ulong t0 = 0, t1 = 0;
+    if (clGetEventProfilingInfo(c->timed[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+                                NULL) == CL_SUCCESS &&
+        clGetEventProfilingInfo(c->timed[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) ==
+            CL_SUCCESS && t1 >= t0)
+      ms += (double)(t1 - t0) / 1e6;
+    clReleaseEvent(c->timed[i]);
+  }
+  c->n_timed = 0;
+  return ms;
+}
 
 const char *kl_cl_name(const kl_cl *c) { return c->d->name; }
 const char *kl_cl_kernels_origin(const kl_cl *c) { return c->d->origin; }
@@ -671,7 +698,9 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
     }
   }
   if (st == CL_SUCCESS)
-    st = clEnqueueNDRangeKernel(c->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL, NULL);
+    st = clEnqueueNDRangeKernel(c->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL,
+                                c->profiling && c->n_timed < MAX_TIMED ? &c->timed[c->n_timed++]
+                                                                       : NULL);
   if (st == CL_SUCCESS) return KILN_OK;
   return kl_fail(e, st == CL_OUT_OF_RESOURCES || st == CL_MEM_OBJECT_ALLOCATION_FAILURE
                         ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
@@ -757,6 +786,8 @@ kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
   return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
 }
 kl_cl_device *kl_cl_device_of(kl_cl *c) { (void)c; return NULL; }
+void kl_cl_set_profiling(kl_cl *c, bool on) { (void)c, (void)on; }
+double kl_cl_kernel_ms(kl_cl *c) { (void)c; return 0; }
 kiln_status kl_cl_alloc_shared(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
   return kl_cl_alloc(c, bytes, out, e);
 }

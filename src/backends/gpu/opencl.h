@@ -44,6 +44,11 @@ kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e);
 /* kl_cl_device_open, then kl_cl_open_on (the kl_cl holds the only reference). */
 kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e);
 kl_cl_device *kl_cl_device_of(kl_cl *c);
+/* Profiling (kiln bench --profile): while on, launches record OpenCL events, and
+ * kl_cl_kernel_ms waits for the kernels launched since its last call and returns the
+ * time they ran on the device, by those events (the first 64 of a node). */
+void kl_cl_set_profiling(kl_cl *c, bool on);
+double kl_cl_kernel_ms(kl_cl *c);
 void kl_cl_close(kl_cl *c);
 /* "pthread-haswell-AMD EPYC (opencl:0.0, Portable Computing Language)" */
 const char *kl_cl_name(const kl_cl *c);
