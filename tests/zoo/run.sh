@@ -21,6 +21,8 @@
 # would run on a reference implementation (oneDNN's or kiln's) fails its model.
 # KILN_ZOO_ISA names ISA levels to run each check at (KILN_ISA, for example
 # "avx2 avx512"; `kiln info --levels` lists the CPU's), by default only the CPU's own.
+# KILN_ZOO_DEVICE=D checks every model with --device D (the GPU backend: the nodes it has
+# kernels for run on the device, with the same tolerances).
 set -uo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -129,10 +131,10 @@ check_one() {
   local name=$1 rtol=$2 atol=$3 dir=$cache/$1 isa level what t0 out rc line
   for isa in "${isas[@]}"; do
     for level in "${levels[@]}"; do
-      what="$level${isa:+ KILN_ISA=$isa}"
+      what="$level${isa:+ KILN_ISA=$isa}${KILN_ZOO_DEVICE:+ --device $KILN_ZOO_DEVICE}"
       t0=$SECONDS
       out=$(KILN_ISA=$isa timeout "$limit" "$kiln" check --fast-only "$level" --rtol "$rtol" \
-        --atol "$atol" "$dir" 2>&1)
+        --atol "$atol" ${KILN_ZOO_DEVICE:+--device "$KILN_ZOO_DEVICE"} "$dir" 2>&1)
       rc=$?
       line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
       if [ $rc -eq 0 ]; then
