@@ -163,6 +163,13 @@ static kiln_status run_matmul(kl_cl *c, kl_kernel_ctx *kc) {
   for (int d = 0; d < p.batch.rank; d++) p.batch.dims[d] = y->dims[d];
   batch_strides(&p.batch, 0, a, p.m * p.k);
   batch_strides(&p.batch, 1, b, p.k * p.n);
+  if (a->rank > 2 && b->rank <= 2) {
+    /* B is every batch's: one product over all of A's rows (Y's rows follow them), not a
+     * batch of products that each read all of B (ViT's [197, 1, 768] x [768, 2304] was
+     * 197 products of one row) */
+    for (int d = 0; d < p.batch.rank; d++) p.m *= p.batch.dims[d];
+    memset(&p.batch, 0, sizeof p.batch);
+  }
   return run_product(c, kc, &p);
 }
 
