@@ -26,6 +26,11 @@ typedef struct kl_slice_plan {
 kiln_status kl_slice_plan_make(int rank, const int64_t *dims, int n, const int64_t *starts,
                                const int64_t *ends, const int64_t *axes,
                                const int64_t *steps, kl_slice_plan *p, kl_err *e);
+/* The slice as a strided view of X (element strides xstrides, all counts known): per dim,
+ * the stride of Y's index in X (0 where one element is taken, so that a huge step cannot
+ * overflow), and the offset of Y's first element. */
+void kl_slice_plan_view(const kl_slice_plan *p, int rank, const int64_t *xstrides,
+                        int64_t *stride, int64_t *base);
 
 /* ---- Pad ---- */
 

@@ -67,6 +67,15 @@ static void slice_dim(int64_t len, int64_t start, int64_t end, int64_t step,
   p->whole[d] = step == 1 && p->count[d] == len;
 }
 
+void kl_slice_plan_view(const kl_slice_plan *p, int rank, const int64_t *xstrides,
+                        int64_t *stride, int64_t *base) {
+  *base = 0;
+  for (int d = 0; d < rank; d++) {
+    stride[d] = p->count[d] > 1 ? xstrides[d] * p->step[d] : 0;
+    *base += p->start[d] * xstrides[d];
+  }
+}
+
 kiln_status kl_slice_plan_make(int rank, const int64_t *dims, int n, const int64_t *starts,
                                const int64_t *ends, const int64_t *axes,
                                const int64_t *steps, kl_slice_plan *p, kl_err *e) {

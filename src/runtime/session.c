@@ -262,19 +262,20 @@ static kiln_status plan_device_frees(kiln_session *s) {
   }
   for (int i = g->n_nodes - 1; i >= 0; i--) { /* views: the root lives while they do */
     const kl_node *n = &g->nodes[i];
-    unsigned host;
-    bool view = false;
-    if (!s->place[i]) continue;
-    s->dev->iface->node_io(s->dev, g, i, &host, &view);
-    if (view && last[n->out[0]] > last[n->in[0]]) last[n->in[0]] = last[n->out[0]];
+    if (s->place[i] && s->drules[i].view && last[n->out[0]] > last[n->in[0]])
+      last[n->in[0]] = last[n->out[0]];
   }
-  int count = 0;
-  for (int i = 0; i < g->n_nodes; i++) { /* counting sort by the node that frees */
-    s->dfree_at[i] = count;
-    for (int v = 0; v < g->n_values; v++)
-      if (last[v] == i && g->values[v].kind != KL_VALUE_CONST) s->dfree[count++] = v;
-  }
-  s->dfree_at[g->n_nodes] = count;
+  /* counting sort by the node that frees: each node's count at dfree_at[i + 1], prefix
+   * sums, each value placed at its node's next slot (dfree_at[i] advancing to the start
+   * of node i + 1), then the starts shifted back into place */
+  for (int v = 0; v < g->n_values; v++)
+    if (last[v] >= 0 && g->values[v].kind != KL_VALUE_CONST) s->dfree_at[last[v] + 1]++;
+  for (int i = 0; i < g->n_nodes; i++) s->dfree_at[i + 1] += s->dfree_at[i];
+  for (int v = 0; v < g->n_values; v++)
+    if (last[v] >= 0 && g->values[v].kind != KL_VALUE_CONST)
+      s->dfree[s->dfree_at[last[v]]++] = v;
+  for (int i = g->n_nodes; i > 0; i--) s->dfree_at[i] = s->dfree_at[i - 1];
+  s->dfree_at[0] = 0;
   free(last);
   return KILN_OK;
 }
@@ -707,9 +708,7 @@ static kiln_status device_output(kiln_session *s, int i, int k, size_t bytes, bo
   const kl_graph *g = s->model->g;
   const kl_node *n = &g->nodes[i];
   int v = n->out[k];
-  unsigned host;
-  bool is_view = false;
-  s->dev->iface->node_io(s->dev, g, i, &host, &is_view);
+  bool is_view = s->drules[i].view; /* node_io's, from place_nodes */
   dev_tensor(s, v);
   memset(&s->dbuf[v], 0, sizeof s->dbuf[v]);
   s->downs[v] = false;

@@ -68,7 +68,6 @@ typedef struct kl_cl_bcast {
 void kl_gpu_bcast(kl_cl_bcast *bc, const kl_tensor *out, const kl_tensor *const *x, int n);
 
 /* A 1-D launch of n work-items in groups of 256 (or the device's largest group). */
-#define KL_GPU_GLOBAL1(n) ((size_t[]){(size_t)(n)})
 kiln_status kl_gpu_launch1(kl_cl *c, const char *name, int64_t n, const kl_cl_arg *args,
                            int n_args, kl_err *e);
 #define KL_GPU_LAUNCH1(c, name, n, e, ...)                                                  \

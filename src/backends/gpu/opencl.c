@@ -496,8 +496,6 @@ void kl_cl_device_release(kl_cl_device *d) {
   if (left == 0) device_free(d);
 }
 
-const char *kl_cl_device_name(const kl_cl_device *d) { return d->name; }
-
 void kl_cl_device_free_buf(kl_cl_device *d, kl_dev_buf *buf) {
   if (!buf->mem) return;
   kl_dev_block b = {buf->mem, buf->off, buf->size, buf->priv, buf->serial};
@@ -532,15 +530,6 @@ kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
   return KILN_OK;
 }
 
-kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
-  kl_cl_device *d = NULL;
-  *out = NULL;
-  kiln_status st = kl_cl_device_open(spec, &d, e);
-  if (st == KILN_OK) st = kl_cl_open_on(d, out, e);
-  kl_cl_device_release(d); /* the session's kl_cl holds its own reference */
-  return st;
-}
-
 void kl_cl_close(kl_cl *c) {
   if (!c) return;
   if (c->queue) clFinish(c->queue);
@@ -552,8 +541,6 @@ void kl_cl_close(kl_cl *c) {
   kl_cl_device_release(c->d);
   free(c);
 }
-
-kl_cl_device *kl_cl_device_of(kl_cl *c) { return c->d; }
 
 void kl_cl_set_profiling(kl_cl *c, bool on) {
   kl_cl_kernel_ms(c);
@@ -778,14 +765,12 @@ kiln_status kl_cl_device_open(const char *spec, kl_cl_device **out, kl_err *e) {
 }
 void kl_cl_device_retain(kl_cl_device *d) { (void)d; }
 void kl_cl_device_release(kl_cl_device *d) { (void)d; }
-const char *kl_cl_device_name(const kl_cl_device *d) { (void)d; return ""; }
 void kl_cl_device_free_buf(kl_cl_device *d, kl_dev_buf *buf) { (void)d, (void)buf; }
 kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
   (void)d;
   *out = NULL;
   return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
 }
-kl_cl_device *kl_cl_device_of(kl_cl *c) { (void)c; return NULL; }
 void kl_cl_set_profiling(kl_cl *c, bool on) { (void)c, (void)on; }
 double kl_cl_kernel_ms(kl_cl *c) { (void)c; return 0; }
 kiln_status kl_cl_alloc_shared(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
@@ -797,12 +782,6 @@ int kl_cl_describe(char *buf, size_t len) {
   snprintf(buf, len, "this kiln was built without OpenCL (meson -Dgpu=enabled needs Debian's "
            "ocl-icd-opencl-dev and opencl-c-headers)\n");
   return 0;
-}
-kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e) {
-  *out = NULL;
-  return kl_fail(e, KILN_ERR_UNSUPPORTED, "device '%s': this kiln was built without OpenCL "
-                 "(meson -Dgpu=enabled needs Debian's ocl-icd-opencl-dev and "
-                 "opencl-c-headers)", spec);
 }
 void kl_cl_close(kl_cl *c) { (void)c; }
 const char *kl_cl_name(const kl_cl *c) { (void)c; return ""; }

@@ -4,7 +4,7 @@
  * device memory through the caching allocator (alloc.h), and kernel launches.
  *
  * One kl_cl belongs to one session and is used by one thread at a time. In a build
- * without OpenCL (meson -Dgpu=disabled, or no ocl-icd-opencl-dev), kl_cl_open fails
+ * without OpenCL (meson -Dgpu=disabled, or no ocl-icd-opencl-dev), kl_cl_device_open fails
  * with KILN_ERR_UNSUPPORTED saying so, and kl_cl_describe lists nothing. */
 #ifndef KL_GPU_OPENCL_H
 #define KL_GPU_OPENCL_H
@@ -36,14 +36,10 @@ typedef struct kl_cl_device kl_cl_device;
 kiln_status kl_cl_device_open(const char *spec, kl_cl_device **out, kl_err *e);
 void kl_cl_device_retain(kl_cl_device *d);
 void kl_cl_device_release(kl_cl_device *d);
-const char *kl_cl_device_name(const kl_cl_device *d);
 /* Gives a buffer of d's allocator back without a session (a model's weights). */
 void kl_cl_device_free_buf(kl_cl_device *d, kl_dev_buf *buf);
 /* A session's use of d: its own queue and kernel objects; holds a reference to d. */
 kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e);
-/* kl_cl_device_open, then kl_cl_open_on (the kl_cl holds the only reference). */
-kiln_status kl_cl_open(const char *spec, kl_cl **out, kl_err *e);
-kl_cl_device *kl_cl_device_of(kl_cl *c);
 /* Profiling (kiln bench --profile): while on, launches record OpenCL events, and
  * kl_cl_kernel_ms waits for the kernels launched since its last call and returns the
  * time they ran on the device, by those events (the first 64 of a node). */

@@ -308,12 +308,9 @@ static kiln_status run_slice(kl_cl *c, kl_kernel_ctx *kc) {
   kiln_status st = kl_slice_plan_make(x->rank, x->dims, n, starts, ends, ta ? axes : NULL,
                                       ts ? steps : NULL, &p, kc->e);
   if (st != KILN_OK) return st;
-  int64_t xs[KL_MAX_RANK], s[KL_MAX_RANK], base = 0;
+  int64_t xs[KL_MAX_RANK], s[KL_MAX_RANK], base;
   strides_of(x, xs);
-  for (int d = 0; d < x->rank; d++) {
-    s[d] = p.count[d] > 1 ? xs[d] * p.step[d] : 0; /* a huge step takes one element */
-    base += p.start[d] * xs[d];
-  }
+  kl_slice_plan_view(&p, x->rank, xs, s, &base);
   return view_move(c, false, x, y, view_of(y->rank, y->dims, s, base), kc->e);
 }
 

@@ -116,7 +116,6 @@ static kiln_status run_copy(kl_cl *c, kl_kernel_ctx *kc) {
   return KL_GPU_LAUNCH1(c, "kl_copy", n, kc->e, CLA_T(kc->in[0]), CLA_T(kc->out[0]), CLA_L(n));
 }
 
-static kiln_status run_view(kl_cl *c, kl_kernel_ctx *kc) { return run_copy(c, kc); }
 
 #define UNARY(op) {KL_OP_##op, "cl:unary", 0, 0, false, has_act, run_unary}
 #define BINARY(op) {KL_OP_##op, "cl:binary", 0, 0, false, NULL, run_binary}
@@ -132,10 +131,12 @@ const kl_gpu_op kl_gpu_ops_elementwise[] = {
     {KL_OP_Max, "cl:binary", 0, 0, false, two_inputs, run_binary},
     {KL_OP_Min, "cl:binary", 0, 0, false, two_inputs, run_binary},
     {KL_OP_Identity, "cl:copy", 0, 0, false, NULL, run_copy},
-    {KL_OP_Reshape, "view", 2, 0, true, NULL, run_view},
-    {KL_OP_Flatten, "view", 0, 0, true, NULL, run_view},
-    {KL_OP_Squeeze, "view", 2, 0, true, NULL, run_view},
-    {KL_OP_Unsqueeze, "view", 2, 0, true, NULL, run_view},
+    /* views: the session gives out[0] in[0]'s device memory and runs nothing; run_copy
+     * only fills the slot */
+    {KL_OP_Reshape, "view", 2, 0, true, NULL, run_copy},
+    {KL_OP_Flatten, "view", 0, 0, true, NULL, run_copy},
+    {KL_OP_Squeeze, "view", 2, 0, true, NULL, run_copy},
+    {KL_OP_Unsqueeze, "view", 2, 0, true, NULL, run_copy},
 };
 const int kl_gpu_ops_elementwise_count =
     (int)(sizeof kl_gpu_ops_elementwise / sizeof kl_gpu_ops_elementwise[0]);

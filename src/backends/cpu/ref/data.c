@@ -50,13 +50,9 @@ int kl_ref_slice(kl_kernel_ctx *c) {
   kiln_status st = kl_slice_plan_make(x->rank, x->dims, n, starts, ends, ta ? axes : NULL,
                                       ts ? steps : NULL, &p, c->e);
   if (st != KILN_OK) return st;
-  int64_t xs[KL_MAX_RANK], stride[KL_MAX_RANK], base = 0;
+  int64_t xs[KL_MAX_RANK], stride[KL_MAX_RANK], base;
   strides_of(x, xs);
-  for (int d = 0; d < x->rank; d++) {
-    /* a huge step takes at most one element: keep the stride from overflowing */
-    stride[d] = p.count[d] > 1 ? xs[d] * p.step[d] : 0;
-    base += p.start[d] * xs[d];
-  }
+  kl_slice_plan_view(&p, x->rank, xs, stride, &base);
   strided_copy(y->data, x->data, kl_dtype_size(x->dtype), y->rank, y->dims, stride, base);
   return KILN_OK;
 }
