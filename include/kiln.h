@@ -184,12 +184,27 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      rewrite is for the CPU). A device that does not exist or does not
  *                      open fails session creation; device memory is not counted by
  *                      "memory_limit".
+ * Training settings (kiln_trainer_create; docs/training.md), strings:
+ *   "loss"             cross_entropy (default: logits [N, C, ...] against int64 class
+ *                      indices), nll (log-probabilities), mse, l1, smooth_l1,
+ *                      bce_logits (float targets of the output's shape)
+ *   "optimizer"        sgd (default), adagrad, adam, adamw, lamb, lars
+ *   "frozen"           comma-separated weight names that are not trained
+ * integers: "nesterov", "amsgrad", "maximize" (0 or 1, as PyTorch's), "ignore_index"
+ * (cross_entropy/nll, default -100), "seed" (dropout masks, default 0); floats
+ * (kiln_options_set_float): "lr", "momentum", "dampening", "weight_decay", "beta1",
+ * "beta2", "eps", "lr_decay", "initial_accumulator", "trust_coefficient" (Lars),
+ * "clip_norm" (clip the gradients to this global L2 norm, 0 = none),
+ * "label_smoothing", "smooth_l1_beta". Unset, each takes PyTorch's default for the
+ * optimizer (lr 1e-3 for sgd, adam, adamw, lamb; 1e-2 for adagrad and lars).
  * An unknown name or an out-of-range value is KILN_ERR_INVALID_ARGUMENT. */
 KILN_API kiln_status kiln_options_create(kiln_options **out);
 KILN_API void kiln_options_free(kiln_options *options);
 KILN_API kiln_status kiln_options_set_int(kiln_options *options, const char *name, int64_t value);
 KILN_API kiln_status kiln_options_set_string(kiln_options *options, const char *name,
                                              const char *value);
+KILN_API kiln_status kiln_options_set_float(kiln_options *options, const char *name,
+                                            double value);
 /* The message of the last failed setter call on these options ("option 'threads': 5000
  * is out of range: expected a thread count (0 = one per core), from 0 to 4096"), "" if
  * the last call succeeded. Valid until the next call on the options. */
@@ -240,6 +255,52 @@ KILN_API kiln_status kiln_session_run(kiln_session *session);
  * the session and stay valid until the next kiln_session_run or kiln_session_free. */
 KILN_API kiln_status kiln_session_get_output(kiln_session *session, int index,
                                              kiln_tensor_info *info, const void **data);
+
+/* ---- training (docs/training.md) ----
+ * A trainer holds a model in training form: one graph computes the forward pass, the
+ * loss against the input "target", the gradients and the optimizer's update of every
+ * trainable weight (every float32 initializer the loss depends on, less "frozen").
+ * BatchNormalization uses batch statistics and updates its running ones; Dropout
+ * drops. The weights and the optimizer state live in the trainer. */
+typedef struct kiln_trainer kiln_trainer;
+
+/* Load an ONNX model for training with options (NULL: the defaults: cross_entropy,
+ * sgd). An op between the weights and the loss that kiln cannot differentiate is
+ * KILN_ERR_UNSUPPORTED naming the node. */
+KILN_API kiln_status kiln_trainer_create(const char *model_path, const kiln_options *options,
+                                         kiln_trainer **out);
+KILN_API void kiln_trainer_free(kiln_trainer *trainer);
+/* The message of the last failure, "" if none. Valid until the next call. */
+KILN_API const char *kiln_trainer_error(const kiln_trainer *trainer);
+/* Bind a batch: the model's inputs and "target" (int64 class indices [N, ...] for
+ * cross_entropy and nll, else float32 of the model's first output's shape). As
+ * kiln_session_set_input: the buffer is not copied and must stay valid until the
+ * step or evaluation that reads it returns. */
+KILN_API kiln_status kiln_trainer_set_input(kiln_trainer *trainer, const char *name,
+                                            kiln_dtype dtype, int rank, const int64_t *dims,
+                                            const void *data, size_t size_bytes);
+/* One optimizer step on the bound batch; *loss (may be NULL) gets the batch's loss.
+ * A loss that is not finite stops before the update: KILN_ERR_STATE naming the step,
+ * the weights unchanged. */
+KILN_API kiln_status kiln_trainer_step(kiln_trainer *trainer, double *loss);
+/* The learning rate of the next steps (schedules set it before each step). */
+KILN_API kiln_status kiln_trainer_set_lr(kiln_trainer *trainer, double lr);
+KILN_API double kiln_trainer_lr(const kiln_trainer *trainer);
+/* Steps taken (restored by kiln_trainer_load_checkpoint). */
+KILN_API int64_t kiln_trainer_steps(const kiln_trainer *trainer);
+/* Run the model in inference form (running statistics, no dropout) with the current
+ * weights on the bound inputs; info and *data describe its first output and stay
+ * valid until the next call on the trainer. */
+KILN_API kiln_status kiln_trainer_evaluate(kiln_trainer *trainer, kiln_tensor_info *info,
+                                           const void **data);
+/* Write the model with the trained weights (and running statistics) as ONNX. */
+KILN_API kiln_status kiln_trainer_save(kiln_trainer *trainer, const char *path);
+/* A checkpoint: weights, optimizer state, running statistics and the step count, as
+ * .npy files and a manifest in folder dir (created if missing; nothing is written
+ * outside it). Loading one into a trainer made from the same model and options
+ * continues exactly where it was saved. */
+KILN_API kiln_status kiln_trainer_save_checkpoint(kiln_trainer *trainer, const char *dir);
+KILN_API kiln_status kiln_trainer_load_checkpoint(kiln_trainer *trainer, const char *dir);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #include "kl_config.h"
 #include "runtime/runtime.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,20 +14,20 @@ const char *kiln_version(void) { return KL_VERSION; }
 
 kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *e) {
   kiln_options d = {.opt_level = 2, .max_tensor_bytes = KL_DEFAULT_MAX_TENSOR_BYTES,
-                    .max_work = KL_DEFAULT_MAX_WORK};
+                    .max_work = KL_DEFAULT_MAX_WORK, .lr = NAN, .momentum = 0,
+                    .dampening = 0, .weight_decay = NAN, .beta1 = 0.9, .beta2 = 0.999,
+                    .eps = NAN, .lr_decay = 0, .initial_accumulator = 0,
+                    .trust_coefficient = 0.001, .clip_norm = 0, .label_smoothing = 0,
+                    .smooth_l1_beta = 1.0, .ignore_index = -100, .seed = 0};
   if (src) {
     d = *src;
     d.err = (kl_err){0};
-    if (src->passes && !(d.passes = strdup(src->passes)))
-      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
-    if (src->input_types && !(d.input_types = strdup(src->input_types))) {
-      free(d.passes);
-      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
-    }
-    if (src->device && !(d.device = strdup(src->device))) {
-      free(d.passes);
-      free(d.input_types);
-      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
+    char **strs[] = {&d.passes, &d.input_types, &d.device, &d.loss, &d.optimizer, &d.frozen};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+      if (*strs[i] && !(*strs[i] = strdup(*strs[i]))) {
+        for (size_t j = 0; j < i; j++) free(*strs[j]);
+        return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying options");
+      }
     }
   }
   *dst = d;
@@ -34,12 +35,11 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
 }
 
 void kl_options_clear(kiln_options *o) {
-  free(o->passes);
-  free(o->input_types);
-  free(o->device);
-  o->passes = NULL;
-  o->input_types = NULL;
-  o->device = NULL;
+  char **strs[] = {&o->passes, &o->input_types, &o->device, &o->loss, &o->optimizer, &o->frozen};
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+    free(*strs[i]);
+    *strs[i] = NULL;
+  }
 }
 
 kiln_status kiln_options_create(kiln_options **out) {
@@ -77,9 +77,40 @@ static const int_option int_options[] = {
     OPT(release_weights, false, 0, 1, "0 or 1"),
     OPT(pin_threads, false, 0, 1, "0 or 1"),
     OPT(fast_only, false, 0, 1, "0 or 1"),
+    OPT(nesterov, false, 0, 1, "0 or 1"),
+    OPT(amsgrad, false, 0, 1, "0 or 1"),
+    OPT(maximize, false, 0, 1, "0 or 1"),
+    OPT(ignore_index, true, INT64_MIN, INT64_MAX, "a class index"),
+    OPT(seed, true, 0, INT64_MAX, "a seed"),
 };
 #undef OPT
-static const char *const string_options[] = {"passes", "input_types", "device"};
+
+/* The float options (training's), each with its range. */
+typedef struct float_option {
+  const char *name;
+  size_t offset;
+  double lo, hi;
+  const char *what;
+} float_option;
+#define FOPT(field, lo, hi, what) {#field, offsetof(kiln_options, field), lo, hi, what}
+static const float_option float_options[] = {
+    FOPT(lr, 0, INFINITY, "a learning rate, at least 0"),
+    FOPT(momentum, 0, INFINITY, "a momentum, at least 0"),
+    FOPT(dampening, 0, 1, "a dampening from 0 to 1"),
+    FOPT(weight_decay, 0, INFINITY, "a weight decay, at least 0"),
+    FOPT(beta1, 0, 0.999999999, "a coefficient in [0, 1)"),
+    FOPT(beta2, 0, 0.999999999, "a coefficient in [0, 1)"),
+    FOPT(eps, 0, INFINITY, "an epsilon, at least 0"),
+    FOPT(lr_decay, 0, INFINITY, "a decay, at least 0"),
+    FOPT(initial_accumulator, 0, INFINITY, "an initial accumulator value, at least 0"),
+    FOPT(trust_coefficient, 0, INFINITY, "a trust coefficient, at least 0"),
+    FOPT(clip_norm, 0, INFINITY, "a gradient norm bound (0 = no clipping)"),
+    FOPT(label_smoothing, 0, 1, "a label smoothing from 0 to 1"),
+    FOPT(smooth_l1_beta, 0, INFINITY, "smooth L1's beta, at least 0"),
+};
+#undef FOPT
+static const char *const string_options[] = {"passes", "input_types", "device", "loss",
+                                             "optimizer", "frozen"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Records the setter's failure in o (each call replaces the last message). */
@@ -169,6 +200,9 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
   char **slot = strcmp(name, "passes") == 0        ? &o->passes
                : strcmp(name, "input_types") == 0 ? &o->input_types
                : strcmp(name, "device") == 0      ? &o->device
+               : strcmp(name, "loss") == 0        ? &o->loss
+               : strcmp(name, "optimizer") == 0   ? &o->optimizer
+               : strcmp(name, "frozen") == 0      ? &o->frozen
                                                   : NULL;
   if (!slot) {
     char names[256];
@@ -182,6 +216,18 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
     return refuse(o, "option 'device': '%s' is not a device: expected cpu, auto, opencl, "
                   "opencl:P.D (platform P, device D), level-zero or level-zero:D (`kiln "
                   "info` lists them)", value);
+  static const char *const losses[] = {"cross_entropy", "nll", "mse", "l1", "smooth_l1",
+                                       "bce_logits", NULL};
+  static const char *const optimizers[] = {"sgd", "adagrad", "adam", "adamw", "lamb",
+                                           "lars", NULL};
+  const char *const *allowed = slot == &o->loss ? losses : slot == &o->optimizer ? optimizers
+                                                                                 : NULL;
+  bool known = !allowed || !*value;
+  for (int i = 0; allowed && allowed[i] && !known; i++) known = strcmp(value, allowed[i]) == 0;
+  if (!known)
+    return refuse(o, "option '%s': '%s' is not one: expected %s", name, value,
+                  allowed == losses ? "cross_entropy, nll, mse, l1, smooth_l1 or bce_logits"
+                                    : "sgd, adagrad, adam, adamw, lamb or lars");
   char *p = NULL;
   if (*value && !(p = strdup(value))) {
     o->err.code = KILN_ERR_OUT_OF_MEMORY;
@@ -191,6 +237,27 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
   free(*slot);
   *slot = p;
   return KILN_OK;
+}
+
+kiln_status kiln_options_set_float(kiln_options *o, const char *name, double value) {
+  if (!o) return KILN_ERR_INVALID_ARGUMENT;
+  o->err = (kl_err){0};
+  if (!name) return refuse(o, "kiln_options_set_float: the option name is NULL");
+  for (size_t i = 0; i < COUNT(float_options); i++) {
+    const float_option *p = &float_options[i];
+    if (strcmp(name, p->name) != 0) continue;
+    if (!(value >= p->lo && value <= p->hi)) /* NaN fails too */
+      return refuse(o, "option '%s': %g is out of range: expected %s", name, value, p->what);
+    *(double *)(void *)((char *)o + p->offset) = value;
+    return KILN_OK;
+  }
+  char names[512];
+  size_t used = 0;
+  names[0] = '\0';
+  for (size_t i = 0; i < COUNT(float_options) && used < sizeof names; i++)
+    used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "",
+                             float_options[i].name);
+  return refuse(o, "no float option '%s'; the float options are %s", name, names);
 }
 
 const char *kiln_options_error(const kiln_options *o) { return o ? o->err.msg : "options is NULL"; }

@@ -80,6 +80,28 @@ static bool for_device(const kiln_options *o) {
   return o->device && strcmp(o->device, "cpu") != 0;
 }
 
+kiln_status kl_model_import(kiln_model *m, const char *path) {
+  kl_err *e = &m->err;
+  kiln_status st = import_graph(m, path, NULL, 0);
+  if (st == KILN_OK) st = fill_absent_outputs(m->g, e);
+  if (st == KILN_OK) st = kl_graph_toposort(m->g, e);
+  if (st == KILN_OK) st = kl_graph_verify(m->g, e);
+  if (st == KILN_OK) st = kl_graph_infer(m->g, e);
+  if (st != KILN_OK && m->g && strncmp(e->msg, path, strlen(path)) != 0)
+    kl_err_prefix(e, "%s", path);
+  return st;
+}
+
+kiln_status kl_model_finish(kiln_model *m) {
+  kl_err *e = &m->err;
+  kl_pass_config pc = {.level = m->opts.opt_level, .passes = m->opts.passes,
+                       .verify = m->opts.verify != 0, .fold_limit = m->opts.fold_limit,
+                       .native_nhwc = !m->opts.reference && kl_cpu_native_nhwc() &&
+                                      !for_device(&m->opts)};
+  kiln_status st = kl_optimize(m->g, &pc, &m->stats, e);
+  return st == KILN_OK ? describe_io(m) : st;
+}
+
 kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, size_t size) {
   kl_err *e = &m->err;
   kiln_status st = import_graph(m, path, data, size);
@@ -87,20 +109,13 @@ kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, siz
   if (st == KILN_OK) st = kl_graph_toposort(m->g, e);
   if (st == KILN_OK) st = kl_graph_verify(m->g, e);
   if (st == KILN_OK) st = kl_graph_infer(m->g, e);
-  if (st == KILN_OK) {
-    kl_pass_config pc = {.level = m->opts.opt_level, .passes = m->opts.passes,
-                         .verify = m->opts.verify != 0, .fold_limit = m->opts.fold_limit,
-                         .native_nhwc = !m->opts.reference && kl_cpu_native_nhwc() &&
-                                        !for_device(&m->opts)};
-    st = kl_optimize(m->g, &pc, &m->stats, e);
-  }
-  if (st == KILN_OK) st = describe_io(m);
+  if (st == KILN_OK) st = kl_model_finish(m);
   if (st != KILN_OK && m->g && path && strncmp(e->msg, path, strlen(path)) != 0)
     kl_err_prefix(e, "%s", path);
   return st;
 }
 
-static kiln_status model_create(const kiln_options *options, kiln_model **out) {
+kiln_status kl_model_create(const kiln_options *options, kiln_model **out) {
   if (!out) return KILN_ERR_INVALID_ARGUMENT;
   kiln_model *m = calloc(1, sizeof *m);
   *out = m;
@@ -110,7 +125,7 @@ static kiln_status model_create(const kiln_options *options, kiln_model **out) {
 }
 
 kiln_status kiln_model_load(const char *path, const kiln_options *options, kiln_model **out) {
-  kiln_status st = model_create(options, out);
+  kiln_status st = kl_model_create(options, out);
   if (st != KILN_OK) return st;
   if (!path) return kl_fail(&(*out)->err, KILN_ERR_INVALID_ARGUMENT, "path is NULL");
   return kl_model_load(*out, path, NULL, 0);
@@ -118,7 +133,7 @@ kiln_status kiln_model_load(const char *path, const kiln_options *options, kiln_
 
 kiln_status kiln_model_load_memory(const void *data, size_t size, const kiln_options *options,
                                    kiln_model **out) {
-  kiln_status st = model_create(options, out);
+  kiln_status st = kl_model_create(options, out);
   if (st != KILN_OK) return st;
   if (!data && size)
     return kl_fail(&(*out)->err, KILN_ERR_INVALID_ARGUMENT, "data is NULL");

@@ -23,6 +23,15 @@ struct kiln_options {
   char *passes; /* owned, NULL when not set */
   char *input_types; /* owned, NULL when not set: TorchScript inputs' types */
   char *device;      /* owned, NULL when not set: "cpu", "auto", "opencl[:P.D]" */
+  /* training (kiln_trainer_create): owned strings, NULL when not set */
+  char *loss;        /* cross_entropy (default), nll, mse, l1, smooth_l1, bce_logits */
+  char *optimizer;   /* sgd (default), adagrad, adam, adamw, lamb, lars */
+  char *frozen;      /* comma-separated weights that are not trained */
+  /* NaN: the optimizer's default (train/trainer.c) */
+  double lr, momentum, dampening, weight_decay, beta1, beta2, eps, lr_decay,
+      initial_accumulator, trust_coefficient, clip_norm, label_smoothing, smooth_l1_beta;
+  int nesterov, amsgrad, maximize;
+  int64_t ignore_index, seed;
   kl_err err;        /* the last setter's failure (kiln_options_error); not copied */
 };
 
@@ -69,5 +78,11 @@ struct kiln_model {
 /* Load, verify, infer and optimize a graph from a file or buffer (either path or
  * data is given). */
 kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, size_t size);
+/* The steps of kl_model_load apart, for graphs that are changed in between (training):
+ * an empty model with a copy of options; the file's graph imported, sorted, verified
+ * and inferred into m->g; then m->g optimized at the options' level and described. */
+kiln_status kl_model_create(const kiln_options *options, kiln_model **out);
+kiln_status kl_model_import(kiln_model *m, const char *path);
+kiln_status kl_model_finish(kiln_model *m);
 
 #endif

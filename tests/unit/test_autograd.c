@@ -1,0 +1,427 @@
+/* The gradient rules (src/train/rules.c) against finite differences in float64.
+ *
+ * Each case builds a small graph whose weights are float64 constants with random
+ * values; the loss is sum(y * R) for a random R of y's shape, so that every element of
+ * y matters with its own weight. kl_autograd differentiates it; the session runs it on
+ * the reference kernels; each weight's gradient is compared, at up to 16 elements,
+ * with the central difference (L(x + h) - L(x - h)) / 2h of the loss. */
+#include "kiln.h"
+#include "runtime/runtime.h"
+#include "train/autograd.h"
+#include "train/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define MAX_P 6
+
+typedef struct built {
+  int y;            /* the output compared */
+  int p[MAX_P];     /* the weights differentiated */
+  int n_p;
+} built;
+
+typedef void (*builder)(kl_graph *g, uint32_t *rng, built *b);
+
+/* A float64 constant of random values in [lo, hi]. */
+static int rand_const(kl_graph *g, uint32_t *rng, int rank, const int64_t *dims, double lo,
+                      double hi) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  assert_non_null(d);
+  for (int64_t i = 0; i < n; i++) d[i] = lo + (hi - lo) * tu_rand_f32(rng, 0, 1);
+  int v = tu_graph_const(g, NULL, KL_F64, rank, dims, d);
+  free(d);
+  return v;
+}
+
+static int param(kl_graph *g, uint32_t *rng, built *b, int rank, const int64_t *dims, double lo,
+                 double hi) {
+  int v = rand_const(g, rng, rank, dims, lo, hi);
+  b->p[b->n_p++] = v;
+  return v;
+}
+#define P(lo, hi, ...) param(g, rng, b, DIMS(__VA_ARGS__), lo, hi)
+#define W(...) P(-1, 1, __VA_ARGS__)
+
+static int ints(kl_graph *g, int64_t n, const int64_t *v) {
+  int64_t dims[1] = {n};
+  return tu_graph_const(g, NULL, KL_I64, 1, dims, v);
+}
+
+static int node1(kl_graph *g, const char *op, int n_in, const int *in) {
+  kl_op k = strncmp(op, "kiln.", 5) == 0 ? kl_op_lookup(KL_DOMAIN_KILN, op + 5)
+                                          : kl_op_lookup(KL_DOMAIN_ONNX, op);
+  if (k == KL_OP_COUNT) fail_msg("op %s is not in this build", op);
+  return tu_graph_op(g, k, n_in, in);
+}
+
+/* the last node's attributes */
+static void a_int(kl_graph *g, const char *name, int64_t v) {
+  assert_int_equal(kl_node_set_int(g, g->n_nodes - 1, name, v, NULL), KILN_OK);
+}
+static void a_ints(kl_graph *g, const char *name, int n, const int64_t *v) {
+  assert_int_equal(kl_node_set_ints(g, g->n_nodes - 1, name, v, n, NULL), KILN_OK);
+}
+static void a_float(kl_graph *g, const char *name, float v) {
+  assert_int_equal(kl_node_set_float(g, g->n_nodes - 1, name, v, NULL), KILN_OK);
+}
+static void a_str(kl_graph *g, const char *name, const char *v) {
+  assert_int_equal(kl_node_set_string(g, g->n_nodes - 1, name, v, NULL), KILN_OK);
+}
+
+/* Runs g (no inputs) on the reference kernels; out[k] gets a malloc'd copy of output
+ * k as doubles. */
+static void run_graph(kl_graph *g, int n_out, double **out, int64_t *counts) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", 1), KILN_OK);
+  kiln_model *m = NULL;
+  assert_int_equal(kl_model_create(o, &m), KILN_OK);
+  m->g = g;
+  kl_err e = {0};
+  kiln_status st = kl_graph_toposort(g, &e);
+  if (st == KILN_OK) st = kl_graph_verify(g, &e);
+  if (st == KILN_OK) st = kl_graph_infer(g, &e);
+  if (st != KILN_OK) fail_msg("graph: %s", e.msg);
+  if (kl_model_finish(m) != KILN_OK) fail_msg("model: %s", kiln_model_error(m));
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  for (int k = 0; k < n_out; k++) {
+    kiln_tensor_info info;
+    const void *data;
+    assert_int_equal(kiln_session_get_output(s, k, &info, &data), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    out[k] = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) out[k][i] = kl_load_f64(data, (kl_dtype)info.dtype, (size_t)i);
+    if (counts) counts[k] = n;
+  }
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
+/* The graph of a case with loss sum(y * R); its weights perturbed at (pi, at) by h. */
+static kl_graph *make(builder build, uint32_t seed, built *b, int *loss, int pi, int64_t at,
+                      double h) {
+  kl_graph *g = tu_graph_new();
+  uint32_t rng = seed;
+  memset(b, 0, sizeof *b);
+  build(g, &rng, b);
+  if (pi >= 0) ((double *)g->values[b->p[pi]].data)[at] += h;
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  const kl_type *t = &g->values[b->y].type;
+  int64_t dims[KL_MAX_RANK];
+  for (int d = 0; d < t->rank; d++) dims[d] = t->dims[d].size;
+  int r = rand_const(g, &rng, t->rank, dims, -1, 1);
+  int prod = TU_OP(g, Mul, b->y, r);
+  *loss = TU_OP(g, ReduceSum, prod);
+  a_int(g, "keepdims", 0);
+  g->n_outputs = 0;
+  assert_int_equal(kl_graph_add_output(g, *loss, NULL), KILN_OK);
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  return g;
+}
+
+static double loss_at(builder build, uint32_t seed, int pi, int64_t at, double h) {
+  built b;
+  int loss;
+  kl_graph *g = make(build, seed, &b, &loss, pi, at, h);
+  double *out[1];
+  run_graph(g, 1, out, NULL);
+  double v = out[0][0];
+  free(out[0]);
+  return v;
+}
+
+static void check_case(const char *name, builder build) {
+  uint32_t seed = 12345;
+  built b;
+  int loss;
+  kl_graph *g = make(build, seed, &b, &loss, -1, 0, 0);
+  bool *trainable = calloc((size_t)g->n_values, sizeof(bool));
+  for (int i = 0; i < b.n_p; i++) trainable[b.p[i]] = true;
+  int *grads = NULL;
+  kl_err e = {0};
+  if (kl_autograd(g, loss, trainable, &grads, &e) != KILN_OK) fail_msg("%s: %s", name, e.msg);
+  int64_t numel[MAX_P];
+  for (int i = 0; i < b.n_p; i++) {
+    if (grads[b.p[i]] < 0) fail_msg("%s: weight %d got no gradient", name, i);
+    assert_int_equal(kl_graph_add_output(g, grads[b.p[i]], NULL), KILN_OK);
+    assert_true(kl_type_numel(&g->values[b.p[i]].type, &numel[i]));
+  }
+  free(trainable);
+  free(grads);
+  double *out[MAX_P + 1];
+  int64_t counts[MAX_P + 1];
+  run_graph(g, 1 + b.n_p, out, counts);
+  for (int i = 0; i < b.n_p; i++) {
+    if (counts[1 + i] != numel[i])
+      fail_msg("%s: weight %d has %lld elements, its gradient %lld", name, i,
+               (long long)numel[i], (long long)counts[1 + i]);
+    int64_t step = numel[i] > 16 ? numel[i] / 16 + 1 : 1;
+    for (int64_t at = 0; at < numel[i]; at += step) {
+      double h = 1e-6;
+      double fd = (loss_at(build, seed, i, at, h) - loss_at(build, seed, i, at, -h)) / (2 * h);
+      double got = out[1 + i][at];
+      if (fabs(got - fd) > 1e-6 * (1 + fabs(fd)))
+        fail_msg("%s: d loss / d weight %d [%lld]: autograd %.12g, finite difference %.12g",
+                 name, i, (long long)at, got, fd);
+    }
+  }
+  for (int k = 0; k <= b.n_p; k++) free(out[k]);
+}
+
+/* ---- the cases ---- */
+
+static void c_add_bcast(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 4), y = W(3, 1);
+  b->y = TU_OP(g, Add, x, y);
+}
+static void c_arith(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 4), y = W(4), z = W(3, 1), d = P(1, 2, 2, 1, 4);
+  b->y = TU_OP(g, Div, TU_OP(g, Mul, TU_OP(g, Sub, x, y), z), d);
+}
+static void c_neg_pow(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 5);
+  double three = 3.0;
+  int c = tu_graph_const(g, NULL, KL_F64, 0, NULL, &three);
+  b->y = TU_OP(g, Neg, TU_OP(g, Pow, x, c));
+}
+static void c_matmul_rows(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 4), w = W(4, 5);
+  b->y = TU_OP(g, MatMul, x, w);
+}
+static void c_matmul_batched(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 4), w = W(2, 4, 5);
+  b->y = TU_OP(g, MatMul, x, w);
+}
+static void c_matmul_bcast(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 4), w = W(2, 4, 5);
+  b->y = TU_OP(g, MatMul, x, w);
+}
+static void c_gemm_trans(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(4, 3), w = W(5, 4), c = W(5);
+  b->y = TU_OP(g, Gemm, x, w, c);
+  a_int(g, "transA", 1);
+  a_int(g, "transB", 1);
+  a_float(g, "alpha", 0.7f);
+  a_float(g, "beta", 1.25f);
+}
+static void c_gemm_plain(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 4), w = W(4, 5), c = W(3, 5);
+  b->y = TU_OP(g, Gemm, x, w, c);
+}
+static void c_shapes(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 4), w = W(4, 6);
+  int t = TU_OP(g, Transpose, x);
+  a_ints(g, "perm", 3, (const int64_t[]){2, 0, 1});
+  int r = TU_OP(g, Reshape, t, ints(g, 2, (const int64_t[]){4, 6}));
+  int f = TU_OP(g, Flatten, TU_OP(g, Unsqueeze, TU_OP(g, Mul, r, w), ints(g, 1, (const int64_t[]){0})));
+  a_int(g, "axis", 1);
+  b->y = f;
+}
+static void c_concat_split(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3), y = W(2, 5);
+  int c = TU_OP(g, Concat, x, y, x);
+  a_int(g, "axis", 1);
+  int out[2] = {tu_graph_value(g, NULL), tu_graph_value(g, NULL)};
+  int in[2] = {c, ints(g, 2, (const int64_t[]){6, 5})};
+  tu_graph_node(g, KL_OP_Split, "split", 2, in, 2, out);
+  a_int(g, "axis", 1);
+  int s0 = TU_OP(g, Slice, out[0], ints(g, 1, (const int64_t[]){1}), ints(g, 1, (const int64_t[]){6}),
+                 ints(g, 1, (const int64_t[]){1}));
+  b->y = TU_OP(g, Mul, s0, out[1]);
+}
+static void c_where_expand(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 1), y = W(4);
+  unsigned char cond[12];
+  for (int i = 0; i < 12; i++) cond[i] = (unsigned char)(i % 3 == 0);
+  int c = tu_graph_const(g, NULL, KL_BOOL, 2, (const int64_t[]){3, 4}, cond);
+  int e = TU_OP(g, Expand, x, ints(g, 2, (const int64_t[]){3, 4}));
+  b->y = TU_OP(g, Where, c, e, y);
+}
+static void c_unary(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 7), p = P(0.5, 2, 3, 7);
+  int y = TU_OP(g, Add, TU_OP(g, Relu, x), TU_OP(g, Sigmoid, x));
+  y = TU_OP(g, Add, y, TU_OP(g, Tanh, x));
+  y = TU_OP(g, Add, y, TU_OP(g, Erf, x));
+  y = TU_OP(g, Add, y, TU_OP(g, Exp, x));
+  y = TU_OP(g, Add, y, TU_OP(g, Log, p));
+  y = TU_OP(g, Add, y, TU_OP(g, Sqrt, p));
+  y = TU_OP(g, Add, y, TU_OP(g, Reciprocal, p));
+  y = TU_OP(g, Add, y, TU_OP(g, LeakyRelu, x));
+  a_float(g, "alpha", 0.1f);
+  y = TU_OP(g, Add, y, TU_OP(g, Gelu, x));
+  y = TU_OP(g, Add, y, TU_OP(g, Gelu, x));
+  a_str(g, "approximate", "tanh");
+  double lo = -0.5, hi = 0.4;
+  int l = tu_graph_const(g, NULL, KL_F64, 0, NULL, &lo), h = tu_graph_const(g, NULL, KL_F64, 0, NULL, &hi);
+  y = TU_OP(g, Add, y, TU_OP(g, Clip, x, l, h));
+  b->y = y;
+}
+static void c_softmax(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 5, 3);
+  int s = TU_OP(g, Softmax, x);
+  a_int(g, "axis", 1);
+  int l = TU_OP(g, LogSoftmax, x);
+  b->y = TU_OP(g, Add, s, l);
+}
+static void c_conv(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 4, 7, 6), w = W(6, 2, 3, 3), bias = W(6);
+  b->y = TU_OP(g, Conv, x, w, bias);
+  a_int(g, "group", 2);
+  a_ints(g, "strides", 2, (const int64_t[]){2, 1});
+  a_ints(g, "pads", 4, (const int64_t[]){1, 0, 1, 2});
+  a_ints(g, "dilations", 2, (const int64_t[]){1, 2});
+}
+static void c_pools(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 7, 6);
+  int m = TU_OP(g, MaxPool, x);
+  a_ints(g, "kernel_shape", 2, (const int64_t[]){3, 2});
+  a_ints(g, "strides", 2, (const int64_t[]){2, 2});
+  a_ints(g, "pads", 4, (const int64_t[]){1, 0, 1, 0});
+  int a = TU_OP(g, AveragePool, m);
+  a_ints(g, "kernel_shape", 2, (const int64_t[]){2, 2});
+  a_int(g, "ceil_mode", 1);
+  a_int(g, "count_include_pad", 0);
+  b->y = TU_OP(g, Mul, TU_OP(g, GlobalAveragePool, x), TU_OP(g, GlobalAveragePool, a));
+}
+static void c_norms(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(4, 3, 5), s = P(0.5, 1.5, 3), bias = W(3), mean = W(3), var = P(0.5, 1.5, 3);
+  int out[3] = {tu_graph_value(g, NULL), tu_graph_value(g, NULL), tu_graph_value(g, NULL)};
+  kl_op bt = kl_op_lookup(KL_DOMAIN_KILN, "BatchNormTrain");
+  if (bt == KL_OP_COUNT) fail_msg("kiln.BatchNormTrain is not in this build");
+  int in[5] = {x, s, bias, mean, var};
+  tu_graph_node(g, bt, "bn", 5, in, 3, out);
+  b->n_p = 3; /* the running statistics are no weights */
+  int ls = W(5), lb = W(5);
+  int ln = TU_OP(g, LayerNormalization, out[0], ls, lb);
+  a_int(g, "axis", -1);
+  b->y = ln;
+}
+static void c_gather_reduce(kl_graph *g, uint32_t *rng, built *b) {
+  int emb = W(7, 4);
+  int idx = tu_graph_const(g, NULL, KL_I64, 2, (const int64_t[]){2, 3},
+                           (const int64_t[]){1, 6, 1, -1, 0, 3});
+  int e = TU_OP(g, Gather, emb, idx);
+  int m = TU_OP(g, ReduceMean, e, ints(g, 1, (const int64_t[]){1}));
+  int s = TU_OP(g, ReduceSum, e, ints(g, 1, (const int64_t[]){-2}));
+  a_int(g, "keepdims", 0);
+  b->y = TU_OP(g, Mul, m, TU_OP(g, Unsqueeze, s, ints(g, 1, (const int64_t[]){1})));
+}
+static void c_loss_ce(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(5, 4, 3);
+  int tgt = tu_graph_const(g, NULL, KL_I64, 2, (const int64_t[]){5, 3},
+                           (const int64_t[]){0, 3, 2, 1, 1, 0, 2, 2, 3, 0, -100, 1, 3, 3, 0});
+  int l = node1(g, "kiln.Loss", 2, (const int[]){x, tgt});
+  a_str(g, "kind", "cross_entropy");
+  a_float(g, "label_smoothing", 0.1f);
+  b->y = l;
+}
+static void c_loss_mse_bce(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(4, 3), t = rand_const(g, rng, 2, (const int64_t[]){4, 3}, 0, 1);
+  int l1 = node1(g, "kiln.Loss", 2, (const int[]){x, t});
+  a_str(g, "kind", "mse");
+  int l2 = node1(g, "kiln.Loss", 2, (const int[]){x, t});
+  a_str(g, "kind", "bce_logits");
+  int l3 = node1(g, "kiln.Loss", 2, (const int[]){x, t});
+  a_str(g, "kind", "smooth_l1");
+  a_str(g, "reduction", "sum");
+  b->y = TU_OP(g, Add, TU_OP(g, Add, l1, l2), l3);
+}
+
+#define CASE(name) \
+  static void test_##name(void **state) { \
+    (void)state; \
+    check_case(#name, c_##name); \
+  }
+CASE(add_bcast)
+CASE(arith)
+CASE(neg_pow)
+CASE(matmul_rows)
+CASE(matmul_batched)
+CASE(matmul_bcast)
+CASE(gemm_trans)
+CASE(gemm_plain)
+CASE(shapes)
+CASE(concat_split)
+CASE(where_expand)
+CASE(unary)
+CASE(softmax)
+CASE(conv)
+CASE(pools)
+CASE(norms)
+CASE(gather_reduce)
+CASE(loss_ce)
+CASE(loss_mse_bce)
+
+/* An op with no rule between the weights and the loss is an error naming it. */
+static void test_no_rule(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  uint32_t rng = 7;
+  built b = {0};
+  int x = param(g, &rng, &b, DIMS(3, 4), -1, 1);
+  int y = TU_OP(g, CumSum, x, tu_graph_const(g, NULL, KL_I64, 0, NULL, (const int64_t[]){1}));
+  int l = TU_OP(g, ReduceSum, y);
+  a_int(g, "keepdims", 0);
+  kl_err e = {0};
+  assert_int_equal(kl_graph_infer(g, &e), KILN_OK);
+  bool tr[64] = {0};
+  tr[x] = true;
+  int *grads = NULL;
+  tu_assert_status(kl_autograd(g, l, tr, &grads, &e), KILN_ERR_UNSUPPORTED, e.msg,
+                   "no gradient rule for op CumSum");
+  assert_null(grads);
+  kl_graph_free(g);
+}
+
+/* The update nodes move to just after the last reader of their weight. */
+static void test_update_order(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int w = tu_graph_input(g, "w", KL_F32, 1, (const int64_t[]){4});
+  int x = tu_graph_input(g, "x", KL_F32, 1, (const int64_t[]){4});
+  int hyper = tu_graph_input(g, "h", KL_F64, 1, (const int64_t[]){5});
+  int a = TU_OP(g, Mul, x, w);      /* node 0 reads w */
+  int gw = TU_OP(g, Add, a, x);     /* node 1: w's "gradient" */
+  kl_op sgd = kl_op_lookup(KL_DOMAIN_KILN, "SGD");
+  if (sgd == KL_OP_COUNT) fail_msg("kiln.SGD is not in this build");
+  int r = tu_graph_op(g, sgd, 3, (const int[]){hyper, w, gw}); /* node 2 */
+  int late = TU_OP(g, Mul, gw, w); /* node 3 reads w too: the update must follow it */
+  int other = TU_OP(g, Neg, late);  /* node 4 */
+  kl_graph_add_output(g, r, NULL);
+  kl_graph_add_output(g, other, NULL);
+  kl_err e = {0};
+  assert_int_equal(kl_train_update_order(g, &e), KILN_OK);
+  assert_int_equal(g->nodes[3].op, sgd);
+  assert_int_equal(g->nodes[4].op, KL_OP_Neg);
+  kl_graph_free(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_add_bcast),     cmocka_unit_test(test_arith),
+      cmocka_unit_test(test_neg_pow),       cmocka_unit_test(test_matmul_rows),
+      cmocka_unit_test(test_matmul_batched), cmocka_unit_test(test_matmul_bcast),
+      cmocka_unit_test(test_gemm_trans),    cmocka_unit_test(test_gemm_plain),
+      cmocka_unit_test(test_shapes),        cmocka_unit_test(test_concat_split),
+      cmocka_unit_test(test_where_expand),  cmocka_unit_test(test_unary),
+      cmocka_unit_test(test_softmax),       cmocka_unit_test(test_conv),
+      cmocka_unit_test(test_pools),         cmocka_unit_test(test_norms),
+      cmocka_unit_test(test_gather_reduce), cmocka_unit_test(test_loss_ce),
+      cmocka_unit_test(test_loss_mse_bce),  cmocka_unit_test(test_no_rule),
+      cmocka_unit_test(test_update_order),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
