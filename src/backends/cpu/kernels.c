@@ -34,23 +34,28 @@ typedef enum kernel_kind {
   K_BATCHNORM,
   K_SLICE,
   K_PAD,
+  K_OPTIM,
+  K_GRAD_NORM,
   K_COUNT
 } kernel_kind;
 
 static const kl_isa_fns fns_generic = {"generic", &kl_eltwise_generic, NULL, &kl_rows_generic,
                                        NULL, &kl_pool_generic, &kl_copy_generic,
-                                       &kl_gemv_generic, &kl_wino_generic};
+                                       &kl_gemv_generic, &kl_wino_generic,
+                                       &kl_optim_generic};
 #if KL_ISA_X86
 static const kl_isa_fns fns_avx2 = {"avx2", &kl_eltwise_avx2, NULL, &kl_rows_avx2, NULL,
-                                    &kl_pool_avx2, &kl_copy_avx2, &kl_gemv_avx2, &kl_wino_avx2};
+                                    &kl_pool_avx2, &kl_copy_avx2, &kl_gemv_avx2, &kl_wino_avx2,
+                                    &kl_optim_avx2};
 /* The AVX-512 levels transpose with AVX2's tiles (isa_fns.h says why). */
 static const kl_isa_fns fns_avx512 = {"avx512", &kl_eltwise_avx512, NULL, &kl_rows_avx512,
                                       NULL, &kl_pool_avx512, &kl_copy_avx2, &kl_gemv_avx512,
-                                      &kl_wino_avx2};
+                                      &kl_wino_avx2, &kl_optim_avx512};
 static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
                                            &kl_eltwise_avx512bf16, &kl_rows_avx512,
                                            &kl_rows_avx512bf16, &kl_pool_avx512,
-                                           &kl_copy_avx2, &kl_gemv_avx512, &kl_wino_avx2};
+                                           &kl_copy_avx2, &kl_gemv_avx512, &kl_wino_avx2,
+                                           &kl_optim_avx512};
 #endif
 
 /* The kernels of one level: each driver bound to the level's primitives (a kernel is a
@@ -69,10 +74,12 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int bn_##L(kl_kernel_ctx *c) { return kl_run_batchnorm(c, &fns_##L); }         \
   static int slice_##L(kl_kernel_ctx *c) { return kl_run_slice(c, &fns_##L); }          \
   static int pad_##L(kl_kernel_ctx *c) { return kl_run_pad(c, &fns_##L); }              \
+  static int optim_##L(kl_kernel_ctx *c) { return kl_run_optim(c, &fns_##L); }          \
+  static int gnorm_##L(kl_kernel_ctx *c) { return kl_run_grad_norm(c, &fns_##L); }      \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
       reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
-      bn_##L,     slice_##L, pad_##L};
+      bn_##L,     slice_##L, pad_##L,       optim_##L,     gnorm_##L};
 
 LEVEL_KERNELS(generic)
 #if KL_ISA_X86
@@ -169,6 +176,11 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
     return movable(t) && strcmp(kl_attr_string(n, "mode", "constant"), "constant") == 0
                ? K_PAD
                : K_COUNT;
+  /* the optimizers: the driver takes what the reference takes (the same plan) */
+  case KL_OP_KilnSGD: case KL_OP_KilnAdagrad: case KL_OP_KilnAdam: case KL_OP_KilnLamb:
+  case KL_OP_KilnLars:
+    return K_OPTIM;
+  case KL_OP_KilnGradNorm: return K_GRAD_NORM;
   default: return K_COUNT;
   }
 }

@@ -171,6 +171,56 @@ typedef struct kl_gemv_fns {
   bool rows_fast;
 } kl_gemv_fns;
 
+/* Optimizer updates (run_optim.c's primitives; ops.def "optimizers"; the scalar
+ * reference ref/optim.c fixes every formula and docs/training.md states them). Each
+ * primitive updates n float32 elements in place, element by element, with the same
+ * float operations in the same order as the reference (no FMA: separate multiplies and
+ * adds), so that every level gives the reference's bits. The scalars are prepared by
+ * the driver in double and rounded to float once (kl_optim_k).
+ * Sums of squares go to 16 double accumulators, element j of a call into acc[j % 16]
+ * ((double)x * x is exact), so the driver calls them at offsets that are multiples of
+ * KL_OPTIM_LANES within its fixed blocks; the reference sums in the same lanes. */
+#define KL_OPTIM_LANES 16
+typedef struct kl_optim_k {
+  float scale;                   /* GradScale: g = g * scale first, when has_scale */
+  bool has_scale, maximize, has_wd;
+  float wd;                      /* weight_decay */
+  /* SGD */
+  bool has_momentum, first, nesterov;
+  float momentum, damp, neg_lr;  /* damp = 1 - dampening, neg_lr = -lr */
+  /* Adagrad (eps shared with Adam and Lamb) */
+  float neg_clr, eps;            /* -lr / (1 + (step - 1) lr_decay) */
+  /* Adam */
+  bool decoupled, amsgrad, lerp_small;
+  float decay;                   /* 1 - lr wd (AdamW) */
+  float w1, w1c;                 /* lerp weight 1 - beta1, and 1 - w1 in float */
+  float beta2, c2;               /* beta2, 1 - beta2 */
+  float bc2_sqrt, neg_step;      /* sqrt(1 - beta2^step), -lr / (1 - beta1^step) */
+  /* Lamb (beta2, c2, eps, wd above) */
+  float beta1, c1, bc1, bc2;     /* beta1, 1 - beta1, 1 - beta1^step, 1 - beta2^step */
+  float lr_trust;                /* Lamb, Lars: lr times the trust ratio (pass two) */
+} kl_optim_k;
+
+typedef struct kl_optim_fns {
+  /* buf NULL when !has_momentum */
+  void (*sgd)(const kl_optim_k *k, float *p, const float *g, float *buf, size_t n);
+  void (*adagrad)(const kl_optim_k *k, float *p, const float *g, float *sum, size_t n);
+  /* vmax NULL when !amsgrad */
+  void (*adam)(const kl_optim_k *k, float *p, const float *g, float *m, float *v, float *vmax,
+               size_t n);
+  /* Lamb pass one: m, v updated; the squares of p and of the update into acc_p, acc_u */
+  void (*lamb_moments)(const kl_optim_k *k, const float *p, const float *g, float *m,
+                       float *v, size_t n, double *acc_p, double *acc_u);
+  /* Lamb pass two: p -= lr_trust * update (recomputed from m, v, p) */
+  void (*lamb_apply)(const kl_optim_k *k, float *p, const float *m, const float *v, size_t n);
+  /* Lars pass one: the squares of p and of g * scale */
+  void (*lars_norms)(const kl_optim_k *k, const float *p, const float *g, size_t n,
+                     double *acc_p, double *acc_g);
+  void (*lars)(const kl_optim_k *k, float *p, const float *g, float *buf, size_t n);
+  /* the squares of x (GradNorm) */
+  void (*sumsq)(const float *x, size_t n, double *acc);
+} kl_optim_fns;
+
 /* The tables, defined by the family files. Only the generic ones exist off x86. */
 extern const kl_eltwise_fns kl_eltwise_generic, kl_eltwise_avx2, kl_eltwise_avx512;
 extern const kl_eltwise_bf16_fns kl_eltwise_avx512bf16;
@@ -180,5 +230,6 @@ extern const kl_pool_fns kl_pool_generic, kl_pool_avx2, kl_pool_avx512;
 extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
 extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
 extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
+extern const kl_optim_fns kl_optim_generic, kl_optim_avx2, kl_optim_avx512;
 
 #endif

@@ -28,6 +28,7 @@ typedef struct kl_isa_fns {
   const kl_copy_fns *copy;
   const kl_gemv_fns *gemv;
   const kl_wino_fns *wino;
+  const kl_optim_fns *optim;
 } kl_isa_fns;
 
 /* Relu, LeakyRelu, Sigmoid, Tanh, Exp, Erf, Gelu, Swish, HardSigmoid, HardSwish, Clip */
@@ -72,6 +73,9 @@ int kl_run_batchnorm(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_slice(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Pad in constant mode: any dtype of 1, 2, 4 or 8 bytes (run_pad.c) */
 int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* kiln's SGD, Adagrad, Adam, Lamb, Lars (in place), GradNorm (run_optim.c) */
+int kl_run_optim(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_grad_norm(kl_kernel_ctx *c, const kl_isa_fns *f);
 
 /* Rows times constant weights packed in panels (run_gemv.c), for the oneDNN nodes' runs
  * that kiln's products take (dnnl.c): for rows r < m (m 0 is 1) and i < n,
