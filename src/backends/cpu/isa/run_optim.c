@@ -84,6 +84,10 @@ int kl_run_optim(kl_kernel_ctx *c, const kl_isa_fns *f) {
   kl_optim_plan pl;
   kiln_status st = kl_optim_plan_make(c, &pl);
   if (st != KILN_OK) return st;
+  if (kl_optim_skips(&pl)) {
+    *(float *)c->out[0]->data = NAN;
+    return KILN_OK;
+  }
   j.pl = &pl;
   j.block = kl_optim_block(pl.n);
   int64_t tasks = (pl.n + j.block - 1) / j.block, work = pl.n * 4;

@@ -169,6 +169,10 @@ kiln_status kl_optim_plan_make(const kl_kernel_ctx *c, kl_optim_plan *pl) {
   return KILN_OK;
 }
 
+bool kl_optim_skips(const kl_optim_plan *pl) {
+  return pl->k.has_scale && !isfinite(pl->k.scale);
+}
+
 int64_t kl_optim_block(int64_t n) {
   int64_t per = (n + KL_OPTIM_MAX_BLOCKS - 1) / KL_OPTIM_MAX_BLOCKS;
   per = (per + KL_OPTIM_LANES - 1) / KL_OPTIM_LANES * KL_OPTIM_LANES;
@@ -335,6 +339,10 @@ int kl_ref_optim(kl_kernel_ctx *c) {
   kl_optim_plan pl;
   kiln_status st = kl_optim_plan_make(c, &pl);
   if (st != KILN_OK) return st;
+  if (kl_optim_skips(&pl)) {
+    *(float *)c->out[0]->data = NAN;
+    return KILN_OK;
+  }
   double trust = 1, ss_p, ss_b;
   switch (pl.op) {
   case KL_OP_KilnSGD: sgd(&pl); break;

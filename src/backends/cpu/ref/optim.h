@@ -33,6 +33,10 @@ kiln_status kl_optim_plan_make(const kl_kernel_ctx *c, kl_optim_plan *pl);
  * KL_OPTIM_MAX_BLOCKS blocks. So a norm does not depend on the thread count. */
 #define KL_OPTIM_MAX_BLOCKS 512
 int64_t kl_optim_block(int64_t n);
+/* A GradScale that is NaN or infinite (the trainer's guard of a non-finite loss, or a
+ * non-finite gradient norm under clipping) skips the update: the weight and its state
+ * are left as they were and the output is NaN. */
+bool kl_optim_skips(const kl_optim_plan *pl);
 /* The sum of the 16 lane accumulators of a block, in a fixed tree order. */
 double kl_optim_lanes_sum(double *acc);
 /* Lamb, Lars: the trust ratio from the sums of squares of Param and of the update
