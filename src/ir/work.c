@@ -29,6 +29,18 @@ static double per_filter(const kl_tensor *w) {
   return w && w->rank > 0 && w->dims[0] > 0 ? numel_of(w) / (double)w->dims[0] : 1;
 }
 
+/* The taps of a pooling window over X (N, C, spatial...) that can land inside X. */
+static double pool_taps(const kl_node *n, const kl_tensor *x) {
+  const int64_t *k;
+  int count = kl_attr_ints(n, "kernel_shape", &k);
+  double taps = 1;
+  for (int i = 0; i < count; i++) {
+    double size = dim_of(x, 2 + i);
+    taps *= (double)k[i] < size ? (double)k[i] : size;
+  }
+  return taps;
+}
+
 /* The product of every letter's size: the loop nest of an Einsum. */
 static double einsum_work(const kl_node *n, int n_in, const kl_tensor *const *in) {
   const char *eq = kl_attr_string(n, "equation", NULL);
@@ -79,6 +91,16 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
     break;
   case KL_OP_QLinearConv: /* W is input 3 */
     w = y * per_filter(n_in > 3 ? in[3] : NULL);
+    break;
+  case KL_OP_KilnConvGradX: /* every (dY element, filter tap) pair, as Conv */
+    w = numel_of(a) * per_filter(b);
+    break;
+  case KL_OP_KilnConvGradW: /* dY is input 1, W's shape input 2 */
+    w = numel_of(b) * per_filter(n_in > 2 ? in[2] : NULL);
+    break;
+  case KL_OP_KilnMaxPoolGrad:
+  case KL_OP_KilnAveragePoolGrad:
+    w = numel_of(a) * pool_taps(n, b);
     break;
   case KL_OP_ConvTranspose:
   case KL_OP_KilnFusedConvTranspose:
