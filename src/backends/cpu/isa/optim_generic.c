@@ -4,6 +4,12 @@
  * place: Param and the state arrays are written (isa_fns.h, kl_optim_fns). */
 #include "backends/cpu/isa/isa_fns.h"
 
+/* sqrtf without errno (never read by kiln; the result is the same correctly rounded
+ * root), so that gcc vectorizes the loops that take roots */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-math-errno")
+#endif
+
 #include <math.h>
 
 static inline float grad_in(const kl_optim_k *k, float g) {
