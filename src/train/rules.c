@@ -46,12 +46,18 @@ static int bin(kl_ad *a, int fwd, kl_op op, int x, int y) {
 
 static int neg(kl_ad *a, int fwd, int x) { return op1(a, fwd, KL_OP_Neg, 1, &x); }
 
-/* d, a gradient of the broadcast result's shape, summed to value like's shape. */
-static int sum_to(kl_ad *a, int fwd, int d, int like) {
+/* d, a gradient of the shape of forward value `as` (-1: not known), summed to value
+ * like's shape. (The gradients' own types are inferred only at the end.) */
+static int sum_to_as(kl_ad *a, int fwd, int d, int as, int like) {
   if (d < 0) return -1;
-  if (kl_rw_same_shape(TYPE(a, d), TYPE(a, like))) return d;
+  if (as >= 0 && kl_rw_same_shape(TYPE(a, as), TYPE(a, like))) return d;
   int in[2] = {d, like};
   return kop1(a, fwd, "SumTo", 2, in, NULL);
+}
+
+/* The same for a gradient of the shape of node fwd's output. */
+static int sum_to(kl_ad *a, int fwd, int d, int like) {
+  return sum_to_as(a, fwd, d, OUT(a, fwd, 0), like);
 }
 
 static kiln_status give(kl_ad *a, int v, int dv) {
@@ -191,10 +197,10 @@ static int swap_last(kl_ad *a, int fwd, int x) {
   return kl_node_set_ints(a->g, k, "perm", perm, r, a->e) == KILN_OK ? out : -1;
 }
 
-/* x as a matrix [-1, last dim] */
-static int as_rows(kl_ad *a, int fwd, int x) {
-  int r = rank_of(a, x);
-  const kl_dim *last = &TYPE(a, x)->dims[r - 1];
+/* x (of forward value as's shape) as a matrix [-1, last dim] */
+static int as_rows(kl_ad *a, int fwd, int x, int as) {
+  int r = rank_of(a, as);
+  const kl_dim *last = &TYPE(a, as)->dims[r - 1];
   if (r == 2) return x;
   int64_t shape[2] = {-1, last->size};
   int in[2] = {x, kl_ad_ints(a, shape, 2)};
@@ -211,6 +217,15 @@ static int gemm(kl_ad *a, int fwd, int x, int y, bool ta, bool tb, float alpha) 
   return st == KILN_OK ? out : -1;
 }
 
+/* Whether u and v (of one rank) have the same dims but the last two. */
+static bool batch_same(kl_ad *a, int u, int v) {
+  const kl_type *p = TYPE(a, u), *q = TYPE(a, v);
+  if (p->rank != q->rank || p->rank < 2) return false;
+  for (int i = 0; i < p->rank - 2; i++)
+    if (!kl_dim_equal(p->dims[i], q->dims[i])) return false;
+  return true;
+}
+
 static kiln_status r_matmul(kl_ad *a, int n, const int *dy) {
   int x = IN(a, n, 0), w = IN(a, n, 1), d = dy[0];
   int rx = rank_of(a, x), rw = rank_of(a, w);
@@ -221,18 +236,22 @@ static kiln_status r_matmul(kl_ad *a, int n, const int *dy) {
   if (kl_ad_wants(a, n, 0)) {
     /* dX = dY W^T, summed over W's broadcast batch dims */
     int wt = swap_last(a, n, w);
-    st = give(a, x, wt < 0 ? -1 : sum_to(a, n, bin(a, n, KL_OP_MatMul, d, wt), x));
+    /* dY W^T has Y's batch dims: X's shape when X has them all */
+    int as = rx == TYPE(a, OUT(a, n, 0))->rank && batch_same(a, x, OUT(a, n, 0)) ? x : -1;
+    st = give(a, x, wt < 0 ? -1 : sum_to_as(a, n, bin(a, n, KL_OP_MatMul, d, wt), as, x));
   }
   if (st == KILN_OK && kl_ad_wants(a, n, 1)) {
     int dw;
-    if (rw == 2 && TYPE(a, x)->dims[rx - 1].size >= 0 && TYPE(a, d)->rank >= 2 &&
-        TYPE(a, d)->dims[TYPE(a, d)->rank - 1].size >= 0) {
+    const kl_type *yt = TYPE(a, OUT(a, n, 0));
+    if (rw == 2 && TYPE(a, x)->dims[rx - 1].size >= 0 && yt->rank >= 2 &&
+        yt->dims[yt->rank - 1].size >= 0) {
       /* a weight matrix shared by every row: X's rows^T dY's rows, one product */
-      int xr = as_rows(a, n, x), dr = as_rows(a, n, d);
+      int xr = as_rows(a, n, x, x), dr = as_rows(a, n, d, OUT(a, n, 0));
       dw = xr < 0 || dr < 0 ? -1 : gemm(a, n, xr, dr, true, false, 1.0f);
     } else {
       int xt = swap_last(a, n, x);
-      dw = xt < 0 ? -1 : sum_to(a, n, bin(a, n, KL_OP_MatMul, xt, d), w);
+      int as = rw == TYPE(a, OUT(a, n, 0))->rank && batch_same(a, w, OUT(a, n, 0)) ? w : -1;
+      dw = xt < 0 ? -1 : sum_to_as(a, n, bin(a, n, KL_OP_MatMul, xt, d), as, w);
     }
     st = give(a, w, dw);
   }
@@ -252,7 +271,7 @@ static kiln_status r_gemm(kl_ad *a, int n, const int *dy) {
     st = give(a, w, tb ? gemm(a, n, d, x, true, ta, alpha) : gemm(a, n, x, d, !ta, false, alpha));
   if (st == KILN_OK && c >= 0 && kl_ad_wants(a, n, 2)) {
     int dc = d;
-    if (beta != 1.0f) dc = bin(a, n, KL_OP_Mul, d, kl_ad_scalar(a, TYPE(a, d)->dtype, beta));
+    if (beta != 1.0f) dc = bin(a, n, KL_OP_Mul, d, kl_ad_scalar(a, TYPE(a, OUT(a, n, 0))->dtype, beta));
     st = give(a, c, sum_to(a, n, dc, c));
   }
   return st;
@@ -517,7 +536,7 @@ static kiln_status r_gather(kl_ad *a, int n, const int *dy) {
 static kiln_status r_where(kl_ad *a, int n, const int *dy) {
   int c = IN(a, n, 0), x = IN(a, n, 1), y = IN(a, n, 2);
   kiln_status st = KILN_OK;
-  int zero = kl_ad_scalar(a, TYPE(a, dy[0])->dtype, 0.0);
+  int zero = kl_ad_scalar(a, TYPE(a, OUT(a, n, 0))->dtype, 0.0);
   if (zero < 0) return a->e->code;
   if (kl_ad_wants(a, n, 1)) {
     int in[3] = {c, dy[0], zero};
