@@ -1,0 +1,409 @@
+/* The trainer's C API (kiln_trainer_*): steps, bad input, a non-finite loss, frozen
+ * weights, clipping, every optimizer, checkpoints that resume exactly, saving. The
+ * step-by-step agreement with PyTorch is tests/run_train.py's (suite train). */
+#include "export/onnx_export.h"
+#include "import/npz.h"
+#include "import/onnx.h"
+#include "kiln.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define MLP "models/train/mlp/model.onnx"
+#define MLP_DATA "models/train/mlp/train.npz"
+
+static kl_npz data;
+
+static int setup(void **state) {
+  (void)state;
+  kl_err e = {0};
+  if (kl_npz_read(MLP_DATA, INT64_C(1) << 30, INT64_C(1) << 30, &data, &e) != KILN_OK) {
+    fprintf(stderr, "%s\n", e.msg);
+    return -1;
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  kl_npz_free(&data);
+  return 0;
+}
+
+/* Binds samples [from, from + n) of the digits as x and target. */
+static kiln_status bind(kiln_trainer *t, int64_t from, int64_t n, const int64_t *target) {
+  const kl_tensor *x = &data.arrays[kl_npz_find(&data, "x")];
+  const kl_tensor *y = &data.arrays[kl_npz_find(&data, "target")];
+  int64_t xd[2] = {n, 64}, yd[1] = {n};
+  kiln_status st = kiln_trainer_set_input(t, "x", KILN_DTYPE_FLOAT32, 2, xd,
+                                          (const float *)x->data + from * 64,
+                                          (size_t)(n * 64) * sizeof(float));
+  if (st != KILN_OK) return st;
+  return kiln_trainer_set_input(t, "target", KILN_DTYPE_INT64, 1, yd,
+                                target ? target : (const int64_t *)y->data + from,
+                                (size_t)n * sizeof(int64_t));
+}
+
+static kiln_trainer *make(const char *opt, double lr, const char *frozen, double clip) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "optimizer", opt), KILN_OK);
+  if (lr > 0) assert_int_equal(kiln_options_set_float(o, "lr", lr), KILN_OK);
+  if (frozen) assert_int_equal(kiln_options_set_string(o, "frozen", frozen), KILN_OK);
+  if (clip > 0) assert_int_equal(kiln_options_set_float(o, "clip_norm", clip), KILN_OK);
+  kiln_trainer *t = NULL;
+  kiln_status st = kiln_trainer_create(MLP, o, &t);
+  if (st != KILN_OK) fail_msg("create: %s", kiln_trainer_error(t));
+  kiln_options_free(o);
+  return t;
+}
+
+/* The model's logits on the first 16 samples, in inference form (malloc'd). */
+static float *logits(kiln_trainer *t) {
+  assert_int_equal(bind(t, 0, 16, NULL), KILN_OK);
+  kiln_tensor_info info;
+  const void *out;
+  if (kiln_trainer_evaluate(t, &info, &out) != KILN_OK) fail_msg("%s", kiln_trainer_error(t));
+  assert_int_equal(info.rank, 2);
+  float *copy = malloc(160 * sizeof(float));
+  memcpy(copy, out, 160 * sizeof(float));
+  return copy;
+}
+
+/* The float32 initializers of an ONNX file, concatenated in file order. */
+static float *weights_of(const char *path, const char *only, int64_t *count) {
+  kl_graph *g = NULL;
+  kl_err e = {0};
+  if (kl_onnx_load_file(path, NULL, &g, &e) != KILN_OK) fail_msg("%s", e.msg);
+  int64_t n = 0;
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].kind == KL_VALUE_CONST && g->values[v].type.dtype == KL_F32 &&
+        (!only || strcmp(g->values[v].name, only) == 0))
+      n += (int64_t)(g->values[v].nbytes / 4);
+  float *w = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  n = 0;
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].kind == KL_VALUE_CONST && g->values[v].type.dtype == KL_F32 &&
+        (!only || strcmp(g->values[v].name, only) == 0)) {
+      memcpy(w + n, g->values[v].data, g->values[v].nbytes);
+      n += (int64_t)(g->values[v].nbytes / 4);
+    }
+  kl_graph_free(g);
+  *count = n;
+  return w;
+}
+
+static void test_steps_every_optimizer(void **state) {
+  (void)state;
+  const char *opts[] = {"sgd", "adagrad", "adam", "adamw", "lamb", "lars"};
+  const double lrs[] = {0.05, 0.05, 2e-3, 2e-3, 2e-2, 20};
+  for (int k = 0; k < 6; k++) {
+    kiln_trainer *t = make(opts[k], lrs[k], NULL, 0);
+    double first = 0, last = 0, loss;
+    for (int s = 0; s < 30; s++) {
+      assert_int_equal(bind(t, (s % 10) * 64, 64, NULL), KILN_OK);
+      if (kiln_trainer_step(t, &loss) != KILN_OK) fail_msg("%s: %s", opts[k], kiln_trainer_error(t));
+      assert_true(isfinite(loss));
+      if (s < 10) first += loss;
+      if (s >= 20) last += loss;
+    }
+    assert_int_equal(kiln_trainer_steps(t), 30);
+    /* the third pass over the same ten batches has a lower loss than the first */
+    if (!(last < first * 0.8)) fail_msg("%s: loss %g over the first pass, %g the third",
+                                        opts[k], first / 10, last / 10);
+    kiln_trainer_free(t);
+  }
+}
+
+static void test_bad_input(void **state) {
+  (void)state;
+  kiln_trainer *t = make("sgd", 0.1, NULL, 0);
+  int64_t d2[2] = {4, 64}, d1[1] = {4};
+  float x[256] = {0};
+  int64_t y[4] = {1, 2, 3, 4};
+  tu_assert_status(kiln_trainer_set_input(t, "nope", KILN_DTYPE_FLOAT32, 2, d2, x, sizeof x),
+                   KILN_ERR_NOT_FOUND, kiln_trainer_error(t), "no input 'nope'");
+  tu_assert_status(kiln_trainer_set_input(t, "target", KILN_DTYPE_FLOAT32, 1, d1, x, 16),
+                   KILN_ERR_DTYPE, kiln_trainer_error(t), "expected int64");
+  tu_assert_status(kiln_trainer_set_input(t, "x", KILN_DTYPE_FLOAT32, 2, (int64_t[]){4, 63}, x,
+                                          4 * 63 * 4),
+                   KILN_ERR_SHAPE, kiln_trainer_error(t), "expected shape");
+  tu_assert_status(kiln_trainer_set_input(t, "fc2.weight", KILN_DTYPE_FLOAT32, 2, d2, x, sizeof x),
+                   KILN_ERR_INVALID_ARGUMENT, kiln_trainer_error(t), "a trained weight");
+  /* a step without a target */
+  assert_int_equal(kiln_trainer_set_input(t, "x", KILN_DTYPE_FLOAT32, 2, d2, x, sizeof x), KILN_OK);
+  tu_assert_status(kiln_trainer_step(t, NULL), KILN_ERR_STATE, kiln_trainer_error(t),
+                   "'target' was not set");
+  /* a class index outside [0, 10): refused, the weights untouched */
+  float *before = logits(t);
+  int64_t bad[4] = {1, 2, 10, 4};
+  assert_int_equal(bind(t, 0, 4, bad), KILN_OK);
+  kiln_status st = kiln_trainer_step(t, NULL);
+  assert_int_not_equal(st, KILN_OK);
+  tu_assert_contains(kiln_trainer_error(t), "10");
+  float *after = logits(t);
+  assert_memory_equal(before, after, 160 * sizeof(float));
+  assert_int_equal(kiln_trainer_steps(t), 0);
+  /* a target of the wrong shape */
+  int64_t y3[3] = {1, 2, 3};
+  assert_int_equal(bind(t, 0, 4, y), KILN_OK);
+  assert_int_equal(kiln_trainer_set_input(t, "target", KILN_DTYPE_INT64, 1, (int64_t[]){3}, y3,
+                                          sizeof y3), KILN_OK);
+  assert_int_not_equal(kiln_trainer_step(t, NULL), KILN_OK);
+  free(before);
+  free(after);
+  kiln_trainer_free(t);
+}
+
+/* A NaN input makes the loss NaN: the step fails naming it and changes nothing. */
+static void test_nonfinite_loss(void **state) {
+  (void)state;
+  kiln_trainer *t = make("adam", 1e-2, NULL, 0);
+  double loss;
+  assert_int_equal(bind(t, 0, 64, NULL), KILN_OK);
+  assert_int_equal(kiln_trainer_step(t, &loss), KILN_OK);
+  float *before = logits(t);
+  float x[64 * 4];
+  memcpy(x, ((const kl_tensor *)&data.arrays[kl_npz_find(&data, "x")])->data, sizeof x);
+  x[5] = NAN;
+  int64_t xd[2] = {4, 64}, yd[1] = {4}, y[4] = {0, 1, 2, 3};
+  assert_int_equal(kiln_trainer_set_input(t, "x", KILN_DTYPE_FLOAT32, 2, xd, x, sizeof x), KILN_OK);
+  assert_int_equal(kiln_trainer_set_input(t, "target", KILN_DTYPE_INT64, 1, yd, y, sizeof y), KILN_OK);
+  tu_assert_status(kiln_trainer_step(t, &loss), KILN_ERR_STATE, kiln_trainer_error(t),
+                   "step 2: the loss is nan");
+  assert_true(isnan(loss));
+  assert_int_equal(kiln_trainer_steps(t), 1);
+  float *after = logits(t);
+  assert_memory_equal(before, after, 160 * sizeof(float));
+  /* and training goes on from there */
+  assert_int_equal(bind(t, 64, 64, NULL), KILN_OK);
+  assert_int_equal(kiln_trainer_step(t, &loss), KILN_OK);
+  assert_int_equal(kiln_trainer_steps(t), 2);
+  free(before);
+  free(after);
+  kiln_trainer_free(t);
+}
+
+static void test_frozen_and_save(void **state) {
+  (void)state;
+  kiln_trainer *t = make("sgd", 0.1, "fc2.weight,fc2.bias", 0);
+  for (int s = 0; s < 3; s++) {
+    assert_int_equal(bind(t, s * 64, 64, NULL), KILN_OK);
+    assert_int_equal(kiln_trainer_step(t, NULL), KILN_OK);
+  }
+  char path[] = "/tmp/kiln_test_train_XXXXXX.onnx";
+  int fd = mkstemps(path, 5);
+  assert_true(fd >= 0);
+  close(fd);
+  if (kiln_trainer_save(t, path) != KILN_OK) fail_msg("%s", kiln_trainer_error(t));
+  int64_t n0, n1;
+  float *w0 = weights_of(MLP, "fc2.weight", &n0), *w1 = weights_of(path, "fc2.weight", &n1);
+  assert_int_equal(n0, 640);
+  assert_int_equal(n1, 640);
+  assert_memory_equal(w0, w1, 640 * sizeof(float)); /* frozen */
+  free(w0);
+  free(w1);
+  w0 = weights_of(MLP, "fc1.weight", &n0);
+  w1 = weights_of(path, "fc1.weight", &n1);
+  assert_int_equal(n0, n1);
+  assert_true(memcmp(w0, w1, (size_t)n0 * sizeof(float)) != 0); /* trained */
+  free(w0);
+  free(w1);
+  /* the saved model, loaded for inference, gives the trainer's evaluation */
+  float *want = logits(t);
+  kiln_model *m = NULL;
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_model_load(path, NULL, &m), KILN_OK);
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  const kl_tensor *x = &data.arrays[kl_npz_find(&data, "x")];
+  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 2, (int64_t[]){16, 64},
+                                          x->data, 16 * 64 * 4), KILN_OK);
+  assert_int_equal(kiln_session_run(s), KILN_OK);
+  kiln_tensor_info info;
+  const void *got;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, &got), KILN_OK);
+  for (int i = 0; i < 160; i++)
+    if (fabsf(((const float *)got)[i] - want[i]) > 1e-4f * (1 + fabsf(want[i])))
+      fail_msg("logit %d: saved model %g, trainer %g", i, ((const float *)got)[i], want[i]);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  free(want);
+  unlink(path);
+  /* a frozen name that is no weight */
+  kiln_options *o;
+  kiln_options_create(&o);
+  kiln_options_set_string(o, "frozen", "fc9.weight");
+  kiln_trainer *bad = NULL;
+  kiln_status cst = kiln_trainer_create(MLP, o, &bad);
+  tu_assert_status(cst, KILN_ERR_NOT_FOUND, kiln_trainer_error(bad), "no weight 'fc9.weight'");
+  kiln_trainer_free(bad);
+  kiln_options_free(o);
+  kiln_trainer_free(t);
+}
+
+/* Clipping to a tiny global norm: plain SGD moves the weights by at most lr * max_norm. */
+static void test_clip_norm(void **state) {
+  (void)state;
+  kiln_options *o;
+  kiln_options_create(&o);
+  kiln_options_set_float(o, "lr", 0.5);
+  kiln_options_set_float(o, "clip_norm", 1e-3);
+  kiln_trainer *t = NULL;
+  if (kiln_trainer_create(MLP, o, &t) != KILN_OK) fail_msg("%s", kiln_trainer_error(t));
+  assert_int_equal(bind(t, 0, 64, NULL), KILN_OK);
+  assert_int_equal(kiln_trainer_step(t, NULL), KILN_OK);
+  char path[] = "/tmp/kiln_test_clip_XXXXXX.onnx";
+  int fd = mkstemps(path, 5);
+  close(fd);
+  assert_int_equal(kiln_trainer_save(t, path), KILN_OK);
+  /* the trained weights: fc1.weight, bn.weight, bn.bias, fc2.weight, fc2.bias */
+  const char *names[] = {"fc1.weight", "bn.weight", "bn.bias", "fc2.weight", "fc2.bias"};
+  double moved = 0;
+  for (int k = 0; k < 5; k++) {
+    int64_t n0, n1;
+    float *w0 = weights_of(MLP, names[k], &n0), *w1 = weights_of(path, names[k], &n1);
+    assert_int_equal(n0, n1);
+    for (int64_t i = 0; i < n0; i++) moved += ((double)w1[i] - w0[i]) * ((double)w1[i] - w0[i]);
+    free(w0);
+    free(w1);
+  }
+  moved = sqrt(moved);
+  if (!(moved > 0.4e-3 && moved <= 0.5e-3 * 1.001))
+    fail_msg("the weights moved by %g; with lr 0.5 and clip_norm 1e-3, expected at most 5e-4 "
+             "(and about that: the gradient's norm is far above 1e-3)", moved);
+  unlink(path);
+  kiln_trainer_free(t);
+  kiln_options_free(o);
+}
+
+/* A checkpoint after 3 steps, resumed in a new trainer, continues exactly. */
+static void test_checkpoint_resumes(void **state) {
+  (void)state;
+  char dir[] = "/tmp/kiln_test_ckpt_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  kiln_trainer *a = make("adamw", 1e-2, NULL, 0);
+  for (int s = 0; s < 3; s++) {
+    assert_int_equal(bind(a, s * 64, 64, NULL), KILN_OK);
+    assert_int_equal(kiln_trainer_step(a, NULL), KILN_OK);
+  }
+  if (kiln_trainer_save_checkpoint(a, dir) != KILN_OK) fail_msg("%s", kiln_trainer_error(a));
+  double la[2], lb[2];
+  for (int s = 3; s < 5; s++) {
+    assert_int_equal(bind(a, s * 64, 64, NULL), KILN_OK);
+    assert_int_equal(kiln_trainer_step(a, &la[s - 3]), KILN_OK);
+  }
+  float *wa = logits(a);
+  kiln_trainer *b = make("adamw", 1e-2, NULL, 0);
+  if (kiln_trainer_load_checkpoint(b, dir) != KILN_OK) fail_msg("%s", kiln_trainer_error(b));
+  assert_int_equal(kiln_trainer_steps(b), 3);
+  for (int s = 3; s < 5; s++) {
+    assert_int_equal(bind(b, s * 64, 64, NULL), KILN_OK);
+    assert_int_equal(kiln_trainer_step(b, &lb[s - 3]), KILN_OK);
+  }
+  float *wb = logits(b);
+  assert_memory_equal(la, lb, sizeof la);
+  assert_memory_equal(wa, wb, 160 * sizeof(float));
+  /* another optimizer's trainer refuses it */
+  kiln_trainer *c = make("sgd", 0.1, NULL, 0);
+  tu_assert_status(kiln_trainer_load_checkpoint(c, dir), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_trainer_error(c), "another optimizer");
+  /* a truncated array is refused, the trainer unchanged */
+  char path[512];
+  snprintf(path, sizeof path, "%s/param0.value.npy", dir);
+  FILE *f = fopen(path, "r+");
+  assert_non_null(f);
+  assert_int_equal(ftruncate(fileno(f), 100), 0);
+  fclose(f);
+  kiln_trainer *d = make("adamw", 1e-2, NULL, 0);
+  float *w0 = logits(d);
+  assert_int_not_equal(kiln_trainer_load_checkpoint(d, dir), KILN_OK);
+  float *w1 = logits(d);
+  assert_memory_equal(w0, w1, 160 * sizeof(float));
+  assert_int_equal(kiln_trainer_steps(d), 0);
+  free(w0);
+  free(w1);
+  free(wa);
+  free(wb);
+  kiln_trainer_free(a);
+  kiln_trainer_free(b);
+  kiln_trainer_free(c);
+  kiln_trainer_free(d);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+static void test_options(void **state) {
+  (void)state;
+  kiln_options *o;
+  kiln_options_create(&o);
+  tu_assert_status(kiln_options_set_string(o, "loss", "hinge"), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_options_error(o), "expected cross_entropy, nll");
+  tu_assert_status(kiln_options_set_string(o, "optimizer", "rmsprop"), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_options_error(o), "sgd, adagrad");
+  tu_assert_status(kiln_options_set_float(o, "lr", -1), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_options_error(o), "out of range");
+  tu_assert_status(kiln_options_set_float(o, "lr", NAN), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_options_error(o), "out of range");
+  tu_assert_status(kiln_options_set_float(o, "beta1", 1.0), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_options_error(o), "[0, 1)");
+  tu_assert_status(kiln_options_set_float(o, "speed", 1.0), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_options_error(o), "no float option 'speed'");
+  /* Nesterov without momentum, as PyTorch refuses it */
+  kiln_options_set_int(o, "nesterov", 1);
+  kiln_trainer *t = NULL;
+  kiln_status cst = kiln_trainer_create(MLP, o, &t);
+  tu_assert_status(cst, KILN_ERR_INVALID_ARGUMENT, kiln_trainer_error(t), "Nesterov");
+  kiln_trainer_free(t);
+  t = make("sgd", 0.1, NULL, 0);
+  tu_assert_status(kiln_trainer_set_lr(t, -0.5), KILN_ERR_INVALID_ARGUMENT, kiln_trainer_error(t),
+                   "learning rate");
+  assert_int_equal(kiln_trainer_set_lr(t, 0.25), KILN_OK);
+  assert_true(kiln_trainer_lr(t) == 0.25);
+  kiln_trainer_free(t);
+  cst = kiln_trainer_create("/nonexistent/model.onnx", NULL, &t);
+  tu_assert_status(cst, KILN_ERR_IO, kiln_trainer_error(t), "/nonexistent/model.onnx");
+  kiln_trainer_free(t);
+  kiln_options_free(o);
+  assert_int_equal(kiln_trainer_step(NULL, NULL), KILN_ERR_INVALID_ARGUMENT);
+}
+
+/* A model with an op that has no gradient rule between a weight and the output. */
+static void test_untrainable_op(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (const int64_t[]){-1, 4});
+  float w[16];
+  for (int i = 0; i < 16; i++) w[i] = (float)i / 16;
+  int wv = tu_graph_const(g, "w", KL_F32, 2, (const int64_t[]){4, 4}, w);
+  int y = TU_OP(g, CumSum, TU_OP(g, MatMul, x, wv), tu_graph_const(g, NULL, KL_I64, 0, NULL,
+                                                                 (const int64_t[]){1}));
+  kl_graph_add_output(g, y, NULL);
+  g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
+  char path[] = "/tmp/kiln_test_untrainable_XXXXXX.onnx";
+  int fd = mkstemps(path, 5);
+  close(fd);
+  kl_err e = {0};
+  if (kl_onnx_export_file(g, path, &e) != KILN_OK) fail_msg("%s", e.msg);
+  kl_graph_free(g);
+  kiln_trainer *t = NULL;
+  kiln_status cst = kiln_trainer_create(path, NULL, &t);
+  tu_assert_status(cst, KILN_ERR_UNSUPPORTED, kiln_trainer_error(t), "no gradient rule for op CumSum");
+  kiln_trainer_free(t);
+  unlink(path);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_steps_every_optimizer), cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_nonfinite_loss),        cmocka_unit_test(test_frozen_and_save),
+      cmocka_unit_test(test_clip_norm),             cmocka_unit_test(test_checkpoint_resumes),
+      cmocka_unit_test(test_options),               cmocka_unit_test(test_untrainable_op),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
