@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# kiln train from the command line: usage errors, bad data files, the JSON log, the
+# curve, the written model, a resumed run that continues exactly (shuffled batches and
+# all), and --skip-nonfinite. usage: run_train_cli.sh KILN (from the repository root)
+set -uo pipefail
+kiln=$1
+m=models/train/mlp
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect CODE TEXT -- COMMAND...: exit code CODE and TEXT in its output
+expect() {
+  local code=$1 text=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  [ "$rc" = "$code" ] || fail "$* exited $rc, expected $code: $out"
+  [ -z "$text" ] || grep -qF -- "$text" <<<"$out" || fail "$*: no '$text' in: $out"
+}
+
+expect 0 "usage: kiln train" -- "$kiln" train --help
+expect 2 "--data" -- "$kiln" train $m/model.onnx --steps 3
+expect 2 "one of --epochs or --steps" -- "$kiln" train $m/model.onnx --data $m/train.npz
+expect 2 "unknown option --frobnicate" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --frobnicate
+expect 2 "not a valid count" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --batch 0
+echo "not a zip" >"$tmp/bad.npz"
+expect 1 "not a .npz archive" -- "$kiln" train $m/model.onnx --data "$tmp/bad.npz" --steps 1
+expect 1 "expected shape float32[batch,64], got [32,1,8,8]" -- "$kiln" train $m/model.onnx --data models/train/cnn/eval.npz --steps 1
+expect 1 "is not one" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --loss hinge
+expect 1 "--schedule" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --schedule linear
+expect 1 "not built yet" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --bf16
+
+# the log, the curve, the model
+expect 0 "trained 10 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --eval $m/eval.npz \
+  --steps 10 --batch 32 --optimizer adam --lr 0.01 --schedule cosine --log "$tmp/log.jsonl" \
+  --curve "$tmp/curve.svg" -o "$tmp/out.onnx"
+[ "$(grep -c '"loss"' "$tmp/log.jsonl")" = 10 ] || fail "the log has $(grep -c '"loss"' "$tmp/log.jsonl") step lines, expected 10"
+grep -q '"step": 1, "epoch": 1, "loss": [0-9.e+-]*, "lr": 0.01, "ms": ' "$tmp/log.jsonl" ||
+  fail "the first log line is not as documented: $(head -1 "$tmp/log.jsonl")"
+grep -q '"eval_accuracy"' "$tmp/log.jsonl" || fail "no eval line in the log"
+grep -q '<polyline' "$tmp/curve.svg" || fail "the curve has no polyline"
+expect 0 "logits" -- "$kiln" run "$tmp/out.onnx" --shape x=4x64
+
+# a run of 14 steps, and the same in two parts through a checkpoint: the same losses
+"$kiln" train $m/model.onnx --data $m/train.npz --steps 14 --batch 128 --optimizer adamw \
+  --seed 3 --log "$tmp/whole.jsonl" >/dev/null || fail "the whole run"
+"$kiln" train $m/model.onnx --data $m/train.npz --steps 8 --batch 128 --optimizer adamw \
+  --seed 3 --checkpoint "$tmp/ck" >/dev/null || fail "the first part"
+"$kiln" train $m/model.onnx --data $m/train.npz --steps 14 --batch 128 --optimizer adamw \
+  --seed 3 --resume "$tmp/ck" --log "$tmp/rest.jsonl" >/dev/null || fail "the resumed part"
+# (an epoch is 12 batches of 128: the resumed run crosses into the second epoch's order)
+want=$(sed -n '9,14p' "$tmp/whole.jsonl" | sed 's/, "ms".*//')
+got=$(sed 's/, "ms".*//' "$tmp/rest.jsonl")
+[ "$want" = "$got" ] || fail "the resumed run's steps 9-14 differ from the whole run's:
+$want
+--- resumed:
+$got"
+
+# a NaN sample: stop naming the step, or skip it
+if [ -x .venv/bin/python ]; then
+  .venv/bin/python - "$m/train.npz" "$tmp/nan.npz" <<'EOF'
+import sys, numpy as np
+d = dict(np.load(sys.argv[1]))
+d["x"] = d["x"][:96].copy()
+d["target"] = d["target"][:96]
+d["x"][40, 3] = np.nan
+np.savez(sys.argv[2], **d)
+np.savez(sys.argv[2].replace("nan", "notarget"), x=d["x"])
+EOF
+  expect 1 "has no array 'target' (it has: x)" -- "$kiln" train $m/model.onnx --data "$tmp/notarget.npz" --steps 1
+  expect 1 "step 2: the loss is nan" -- "$kiln" train $m/model.onnx --data "$tmp/nan.npz" --steps 3 --batch 32 --no-shuffle
+  expect 0 "(1 skipped)" -- "$kiln" train $m/model.onnx --data "$tmp/nan.npz" --steps 3 --batch 32 --no-shuffle --skip-nonfinite
+fi
+
+[ $fails = 0 ] && echo "kiln train: every case as expected"
+exit $((fails > 0))
