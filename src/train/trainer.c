@@ -814,6 +814,10 @@ kiln_status kiln_trainer_set_input(kiln_trainer *t, const char *name, kiln_dtype
       if (strcmp(name, t->params[i].name) == 0)
         return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "'%s' is a trained weight, not an "
                        "input", name);
+    for (int i = 0; i < t->n_stats; i++)
+      if (strcmp(name, t->stats[i].name) == 0)
+        return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "'%s' is a running statistic the "
+                       "trainer keeps, not an input", name);
     kiln_status st = kiln_session_set_input(t->eval_s, name, dtype, rank, dims, data, size_bytes);
     if (st != KILN_OK) return kl_fail(&t->err, st, "%s", kiln_session_error(t->eval_s));
   }

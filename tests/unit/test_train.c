@@ -135,6 +135,9 @@ static void test_bad_input(void **state) {
                    KILN_ERR_SHAPE, kiln_trainer_error(t), "expected shape");
   tu_assert_status(kiln_trainer_set_input(t, "fc2.weight", KILN_DTYPE_FLOAT32, 2, d2, x, sizeof x),
                    KILN_ERR_INVALID_ARGUMENT, kiln_trainer_error(t), "a trained weight");
+  tu_assert_status(kiln_trainer_set_input(t, "bn.running_mean", KILN_DTYPE_FLOAT32, 1,
+                                          (int64_t[]){64}, x, 256),
+                   KILN_ERR_INVALID_ARGUMENT, kiln_trainer_error(t), "running statistic");
   /* a step without a target */
   assert_int_equal(kiln_trainer_set_input(t, "x", KILN_DTYPE_FLOAT32, 2, d2, x, sizeof x), KILN_OK);
   tu_assert_status(kiln_trainer_step(t, NULL), KILN_ERR_STATE, kiln_trainer_error(t),
