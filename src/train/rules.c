@@ -445,17 +445,32 @@ static kiln_status r_concat(kl_ad *a, int n, const int *dy) {
   int *outs = malloc(sizeof(int) * (size_t)m), *ins = malloc(sizeof(int) * (size_t)m);
   kiln_status st = KILN_OK;
   if (!sizes || !outs || !ins) st = kl_fail(a->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  bool known = true;
   for (int i = 0; i < m && st == KILN_OK; i++) {
     int v = NODE(a, n)->in[i];
     sizes[i] = TYPE(a, v)->rank == r ? TYPE(a, v)->dims[axis].size : -1;
     ins[i] = v;
-    if (sizes[i] < 0)
-      st = fail_node(a, n, KILN_ERR_UNSUPPORTED, "the gradient of Concat needs each input's "
-                     "size along the axis to be known");
+    known &= sizes[i] >= 0;
+  }
+  /* the pieces' sizes: constants when known, else read from the inputs' shapes at run
+   * time (Shape's start/end give the one dim) */
+  int split_sizes = -1;
+  if (st == KILN_OK && known) {
+    split_sizes = kl_ad_ints(a, sizes, m);
+  } else if (st == KILN_OK) {
+    for (int i = 0; i < m && st == KILN_OK; i++) {
+      int k = kl_ad_node(a, n, KL_OP_Shape, 1, &ins[i], 1, &outs[i]);
+      if (k < 0) st = a->e->code;
+      if (st == KILN_OK) st = kl_node_set_int(a->g, k, "start", axis, a->e);
+      if (st == KILN_OK) st = kl_node_set_int(a->g, k, "end", axis + 1, a->e);
+    }
+    int k = st == KILN_OK ? kl_ad_node(a, n, KL_OP_Concat, m, outs, 1, &split_sizes) : -1;
+    if (st == KILN_OK && k < 0) st = a->e->code;
+    if (st == KILN_OK) st = kl_node_set_int(a->g, k, "axis", 0, a->e);
   }
   int k = -1;
   if (st == KILN_OK) {
-    int in[2] = {dy[0], kl_ad_ints(a, sizes, m)};
+    int in[2] = {dy[0], split_sizes};
     k = in[1] < 0 ? -1 : kl_ad_node(a, n, KL_OP_Split, 2, in, m, outs);
     if (k < 0) st = a->e->code;
   }
@@ -522,6 +537,39 @@ static kiln_status r_slice(kl_ad *a, int n, const int *dy) {
   for (int k = 1; k < node->n_in && k < 5; k++) in[k + 1] = node->in[k];
   int dx = kop1(a, n, "SliceGrad", count > 6 ? 6 : count, in, NULL);
   return give(a, IN(a, n, 0), dx);
+}
+
+/* Pad of constant mode with constant non-negative pads: dY sliced back to X. */
+static kiln_status r_pad(kl_ad *a, int n, const int *dy) {
+  if (!kl_ad_wants(a, n, 0)) return KILN_OK;
+  const kl_node *node = NODE(a, n);
+  int x = IN(a, n, 0), r = rank_of(a, x);
+  const char *mode = kl_attr_string(node, "mode", "constant");
+  const kl_value *pads = kl_rw_const(a->g, IN(a, n, 1));
+  const kl_value *axv = IN(a, n, 3) >= 0 ? kl_rw_const(a->g, IN(a, n, 3)) : NULL;
+  int64_t np = 0, na = 0;
+  if (strcmp(mode, "constant") != 0 || !pads || r < 0 || (IN(a, n, 3) >= 0 && !axv) ||
+      !kl_type_numel(&pads->type, &np) || (axv && !kl_type_numel(&axv->type, &na)))
+    return fail_node(a, n, KILN_ERR_UNSUPPORTED, "the gradient of Pad is implemented for "
+                     "mode constant with constant pads (and axes) only");
+  int64_t axes[KL_MAX_RANK], starts[KL_MAX_RANK], ends[KL_MAX_RANK];
+  int count = (int)(np / 2);
+  if (count > KL_MAX_RANK || (axv && na != count) || (!axv && count != r))
+    return fail_node(a, n, KILN_ERR_INVALID_MODEL, "pads do not match the axes");
+  for (int i = 0; i < count; i++) {
+    int64_t b = kl_load_i64(pads->data, pads->type.dtype, (size_t)i);
+    int64_t e = kl_load_i64(pads->data, pads->type.dtype, (size_t)(i + count));
+    if (b < 0 || e < 0)
+      return fail_node(a, n, KILN_ERR_UNSUPPORTED, "the gradient of Pad is implemented for "
+                       "non-negative pads only (these crop)");
+    axes[i] = axv ? kl_load_i64(axv->data, axv->type.dtype, (size_t)i) : i;
+    starts[i] = b;
+    ends[i] = e == 0 ? INT64_MAX : -e;
+  }
+  int in[4] = {dy[0], kl_ad_ints(a, starts, count), kl_ad_ints(a, ends, count),
+               kl_ad_ints(a, axes, count)};
+  if (in[1] < 0 || in[2] < 0 || in[3] < 0) return a->e->code;
+  return give(a, x, op1(a, n, KL_OP_Slice, 4, in));
 }
 
 static kiln_status r_gather(kl_ad *a, int n, const int *dy) {
@@ -615,6 +663,7 @@ kl_grad_rule kl_grad_rule_of(kl_op op) {
   case KL_OP_Concat: return r_concat;
   case KL_OP_Split: return r_split;
   case KL_OP_Slice: return r_slice;
+  case KL_OP_Pad: return r_pad;
   case KL_OP_Gather: return r_gather;
   case KL_OP_Where: return r_where;
   default: break;

@@ -21,6 +21,7 @@
 
 #include "export/onnx_export.h"
 #include "import/tensorfile.h"
+#include "passes/pass.h"
 #include "passes/rewrite.h"
 #include "runtime/runtime.h"
 #include "train/autograd.h"
@@ -78,6 +79,8 @@ struct kiln_trainer {
   kiln_session *step_s, *eval_s;
   bool eval_fresh; /* the eval session's last run used the current weights and inputs */
   kl_io_info eval_out;
+  char **weights; /* the model's own float constants (sorted), before any folding */
+  int n_weights;
 };
 
 static void *falloc(int64_t numel) {
@@ -255,6 +258,78 @@ kiln_status kl_train_own_stats(kl_graph *g, kl_err *e) {
   }
   kl_graph_uses_reset(g);
   return kl_rw_finish(g, changed, e);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_weight(const kiln_trainer *t, const char *name) {
+  return t->weights && bsearch(&name, t->weights, (size_t)t->n_weights, sizeof(char *), cmp_str);
+}
+
+/* Whether constant v may be a trained weight: one of the model's own float32
+ * constants (not one folding made), rank 1 or more, not frozen, not a running
+ * statistic. */
+static bool may_train(const kiln_trainer *t, const kl_graph *g, int v, const bool *stat) {
+  const kl_value *val = &g->values[v];
+  return val->kind == KL_VALUE_CONST && val->type.dtype == KL_F32 && val->type.rank >= 1 &&
+         !in_list(t->opts.frozen, val->name) && !stat[v] && is_weight(t, val->name);
+}
+
+/* Exporters compute many shapes from constants (a Reshape's target as Shape, Gather,
+ * Concat, Mod of constants): made known here as at -O1, by constant folding and the
+ * shape arithmetic, so that the gradient rules see ranks and sizes. The weights that may
+ * be trained are shown to the passes as inputs meanwhile, so that no node reading one is
+ * folded (the weight would vanish into a constant of another name). */
+static kiln_status fold_shapes(kiln_trainer *t, kl_graph *g, kl_err *e) {
+  int nv = g->n_values;
+  bool *stat = calloc((size_t)nv + 1, sizeof(bool));
+  char **names = calloc((size_t)nv + 1, sizeof(char *));
+  int n = 0;
+  kiln_status st = KILN_OK;
+  if (!stat || !names) st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (st == KILN_OK) mark_bn_stats(g, stat);
+  /* the model's own float constants, by name */
+  t->weights = st == KILN_OK ? calloc((size_t)nv + 1, sizeof(char *)) : NULL;
+  if (st == KILN_OK && !t->weights) st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int v = 0; st == KILN_OK && v < nv; v++) {
+    const kl_value *val = &g->values[v];
+    if (val->kind != KL_VALUE_CONST || val->type.dtype != KL_F32) continue;
+    if (!(t->weights[t->n_weights] = strdup(val->name)))
+      st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    else
+      t->n_weights++;
+  }
+  if (st == KILN_OK) qsort(t->weights, (size_t)t->n_weights, sizeof(char *), cmp_str);
+  for (int v = 0; st == KILN_OK && v < nv; v++)
+    if (may_train(t, g, v, stat)) {
+      g->values[v].kind = KL_VALUE_INPUT;
+      names[n++] = g->values[v].name; /* the graph keeps its names through the passes */
+    }
+  if (st == KILN_OK) {
+    kl_pass_config pc = {.level = 0, .passes = "+const_fold,+shape_values",
+                         .fold_limit = t->opts.fold_limit};
+    kl_pass_stats stats;
+    memset(&stats, 0, sizeof stats);
+    /* the names array points into values that compaction may move: copy them first */
+    for (int i = 0; i < n; i++)
+      if (!(names[i] = strdup(names[i]))) {
+        for (int j = 0; j < i; j++) free(names[j]);
+        n = 0;
+        st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      }
+    kiln_status ps = st == KILN_OK ? kl_optimize(g, &pc, &stats, e) : st;
+    for (int i = 0; i < n; i++) { /* constants again, whatever the passes said */
+      int v = kl_graph_find_value(g, names[i]);
+      if (v >= 0 && g->values[v].producer < 0 && g->values[v].data) g->values[v].kind = KL_VALUE_CONST;
+      free(names[i]);
+    }
+    st = ps;
+  }
+  free(stat);
+  free(names);
+  return st == KILN_OK ? kl_graph_infer(g, e) : st;
 }
 
 /* The forward graph in training form: BatchNormalization -> kiln.BatchNormTrain (new
@@ -497,6 +572,7 @@ static kiln_status build_step(kiln_trainer *t) {
   if (st != KILN_OK) return kl_fail(e, st, "%s", m->err.msg);
   kl_graph *g = m->g;
   if ((st = kl_train_own_stats(g, e)) != KILN_OK) return st;
+  if ((st = fold_shapes(t, g, e)) != KILN_OK) return st;
   if (g->n_outputs < 1) return kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no output");
   int pred = g->outputs[0];
   int seed = new_input(g, "kiln.seed", KL_I64, 0, NULL, e);
@@ -519,12 +595,7 @@ static kiln_status build_step(kiln_trainer *t) {
   int *grads = NULL;
   if (!trainable || !stat) st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   else mark_bn_stats(g, stat);
-  for (int v = 0; st == KILN_OK && v < nv; v++) {
-    const kl_value *val = &g->values[v];
-    trainable[v] = val->kind == KL_VALUE_CONST && val->type.dtype == KL_F32 &&
-                   val->type.rank >= 1 && !in_list(t->opts.frozen, val->name) &&
-                   !stat[v];
-  }
+  for (int v = 0; st == KILN_OK && v < nv; v++) trainable[v] = may_train(t, g, v, stat);
   free(stat);
   /* a frozen name that is no weight is a typo worth saying */
   for (const char *p = t->opts.frozen; st == KILN_OK && p && *p;) {
@@ -785,6 +856,8 @@ void kiln_trainer_free(kiln_trainer *t) {
     free(t->stats[i].data);
   }
   free(t->stats);
+  for (int i = 0; i < t->n_weights; i++) free(t->weights[i]);
+  free(t->weights);
   free(t->path);
   kl_options_clear(&t->opts);
   free(t);

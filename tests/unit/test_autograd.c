@@ -340,6 +340,14 @@ static void c_loss_mse_bce(kl_graph *g, uint32_t *rng, built *b) {
   b->y = TU_OP(g, Add, TU_OP(g, Add, l1, l2), l3);
 }
 
+static void c_pad(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 4);
+  int p = TU_OP(g, Pad, x, ints(g, 4, (const int64_t[]){1, 0, 2, 3}),
+                tu_graph_const(g, NULL, KL_F64, 0, NULL, (const double[]){0.5}),
+                ints(g, 2, (const int64_t[]){1, 2}));
+  b->y = TU_OP(g, Mul, p, p);
+}
+
 #define CASE(name) \
   static void test_##name(void **state) { \
     (void)state; \
@@ -364,6 +372,7 @@ CASE(norms)
 CASE(gather_reduce)
 CASE(loss_ce)
 CASE(loss_mse_bce)
+CASE(pad)
 
 /* An op with no rule between the weights and the loss is an error naming it. */
 static void test_no_rule(void **state) {
@@ -420,7 +429,8 @@ int main(void) {
       cmocka_unit_test(test_softmax),       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_pools),         cmocka_unit_test(test_norms),
       cmocka_unit_test(test_gather_reduce), cmocka_unit_test(test_loss_ce),
-      cmocka_unit_test(test_loss_mse_bce),  cmocka_unit_test(test_no_rule),
+      cmocka_unit_test(test_loss_mse_bce),  cmocka_unit_test(test_pad),
+      cmocka_unit_test(test_no_rule),
       cmocka_unit_test(test_update_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
