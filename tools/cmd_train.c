@@ -33,6 +33,8 @@ static const char *train_help =
     "                        T steps, default all), warmup:W (linear from lr/W over W steps)\n"
     "  --frozen LIST         comma-separated weights not to train\n"
     "  --skip-nonfinite      skip a step whose loss is NaN or infinite (default: stop)\n"
+    "  --bf16                weights as bfloat16 with their low halves kept apart (SplitSGD:\n"
+    "                        sgd, adagrad, lamb); the FP32 master is saved\n"
     "  --log FILE.jsonl      one JSON object per step: step, epoch, loss, lr, ms\n"
     "  --curve FILE.svg      the loss curve (and eval metric) as SVG\n"
     "  -o OUT.onnx           write the trained model\n"
@@ -437,11 +439,6 @@ int cmd_train(int argc, char **argv) {
             "are required\n%s", train_help);
     return EXIT_USAGE;
   }
-  if (a.bf16) {
-    fprintf(stderr, "kiln train: --bf16 (BF16 training with split master weights) is not "
-            "built yet; train in float32\n");
-    return EXIT_FAIL;
-  }
   kiln_options *o = cli_options(&a.common);
   if (!o) return EXIT_FAIL;
   bool ok = true;
@@ -471,6 +468,7 @@ int cmd_train(int argc, char **argv) {
     }
   }
   if (ok && kiln_options_set_int(o, "seed", a.seed) != KILN_OK) ok = false;
+  if (ok && a.bf16 && kiln_options_set_int(o, "bf16", 1) != KILN_OK) ok = false;
   kiln_trainer *t = NULL;
   if (ok && kiln_trainer_create(a.model, o, &t) != KILN_OK) {
     fprintf(stderr, "kiln train: %s\n", kiln_trainer_error(t));

@@ -80,6 +80,7 @@ static const int_option int_options[] = {
     OPT(nesterov, false, 0, 1, "0 or 1"),
     OPT(amsgrad, false, 0, 1, "0 or 1"),
     OPT(maximize, false, 0, 1, "0 or 1"),
+    OPT(bf16, false, 0, 1, "0 or 1"),
     OPT(ignore_index, true, INT64_MIN, INT64_MAX, "a class index"),
     OPT(seed, true, 0, INT64_MAX, "a seed"),
 };

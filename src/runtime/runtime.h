@@ -30,7 +30,7 @@ struct kiln_options {
   /* NaN: the optimizer's default (train/trainer.c) */
   double lr, momentum, dampening, weight_decay, beta1, beta2, eps, lr_decay,
       initial_accumulator, trust_coefficient, clip_norm, label_smoothing, smooth_l1_beta;
-  int nesterov, amsgrad, maximize;
+  int nesterov, amsgrad, maximize, bf16;
   int64_t ignore_index, seed;
   kl_err err;        /* the last setter's failure (kiln_options_error); not copied */
 };

@@ -572,7 +572,7 @@ kiln_status kiln_session_set_input(kiln_session *s, const char *name, kiln_dtype
   b->bound = true;
   b->data = data;
   b->rank = rank;
-  memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank > 0) memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
   return KILN_OK;
 }
 

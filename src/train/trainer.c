@@ -21,6 +21,7 @@
 
 #include "export/onnx_export.h"
 #include "import/tensorfile.h"
+#include "ir/optim.h"
 #include "passes/pass.h"
 #include "passes/rewrite.h"
 #include "runtime/runtime.h"
@@ -42,7 +43,9 @@ typedef struct tparam {
   int64_t numel;
   int rank;
   int64_t dims[KL_MAX_RANK];
-  float *data;                 /* the weight */
+  float *data;                 /* the weight (float32 training) */
+  uint16_t *top, *trail;       /* bf16 training: the FP32 master's halves, top = the
+                                  bf16 weight the passes read, trail = its low bits */
   float *state[MAX_STATE];     /* the optimizer's, n_state of them */
   int n_state;
 } tparam;
@@ -450,7 +453,7 @@ static const char *op_for(opt_kind k) {
 /* The optimizer node of weight p: reads hyper, the weight, its gradient, its state and
  * the guard; its output (the trust ratio) is a graph output. */
 static kiln_status add_update(kiln_trainer *t, kl_graph *g, int p, int grad, int hyper,
-                              int scale, int *state, kl_err *e) {
+                              int scale, int *state, int trail, kl_err *e) {
   kl_op op = kl_op_lookup(KL_DOMAIN_KILN, op_for(t->opt));
   if (op == KL_OP_COUNT)
     return kl_fail(e, KILN_ERR_UNSUPPORTED, "this build lacks kiln.%s", op_for(t->opt));
@@ -471,6 +474,7 @@ static kiln_status add_update(kiln_trainer *t, kl_graph *g, int p, int grad, int
     for (int k = 0; k < ns; k++) in[n_in++] = state[k];
   }
   in[n_in++] = scale;
+  if (trail >= 0) in[n_in++] = trail; /* SGD, Adagrad, Lamb: Trail follows GradScale */
   char name[512];
   snprintf(name, sizeof name, "%s/update", g->values[p].name);
   int out = new_value(g, g->values[p].name, ".ratio", e);
@@ -561,6 +565,46 @@ done:
   free(count);
   free(slot);
   return st;
+}
+
+/* bf16 training: weight v (a float32 constant) becomes the float32 of input
+ * "<name>.bf16" (its top half; a Cast node makes v from it), with input "<name>.trail"
+ * holding the low halves; both are split from v's data into p->top and p->trail unless
+ * those exist already (the evaluation graph reads the step graph's). *top_in and
+ * *trail_in get the inputs (trail_in may be NULL: not made). */
+static kiln_status split_weight(kl_graph *g, int v, tparam *p, int *top_in, int *trail_in,
+                                kl_err *e) {
+  kl_value *val = &g->values[v];
+  kl_dim dims[KL_MAX_RANK];
+  for (int d = 0; d < val->type.rank; d++) dims[d] = val->type.dims[d];
+  int rank = val->type.rank;
+  char name[600];
+  if (!p->top) {
+    size_t bytes = (size_t)(p->numel > 0 ? p->numel : 1) * sizeof(uint16_t);
+    p->top = malloc(bytes);
+    p->trail = malloc(bytes);
+    if (!p->top || !p->trail) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int64_t i = 0; i < p->numel; i++)
+      kl_split_bf16(((const float *)val->data)[i], &p->top[i], &p->trail[i]);
+  }
+  if (!val->borrowed) free(val->data);
+  val->data = NULL;
+  val->nbytes = 0;
+  val->borrowed = false;
+  val->kind = KL_VALUE_INTERMEDIATE;
+  snprintf(name, sizeof name, "%s.bf16", p->name);
+  *top_in = new_input(g, kl_graph_find_value(g, name) >= 0 ? NULL : name, KL_BF16, rank, dims, e);
+  if (*top_in < 0) return e->code;
+  if (trail_in) {
+    snprintf(name, sizeof name, "%s.trail", p->name);
+    *trail_in = new_input(g, kl_graph_find_value(g, name) >= 0 ? NULL : name, KL_U16, rank,
+                          dims, e);
+    if (*trail_in < 0) return e->code;
+  }
+  snprintf(name, sizeof name, "%s/bf16_to_f32", p->name);
+  int n = kl_graph_add_node(g, KL_OP_Cast, name, 1, top_in, 1, &v, e);
+  if (n < 0) return e->code;
+  return kl_node_set_int(g, n, "to", KL_F32, e);
 }
 
 /* The step graph into t->step_m (imported, changed, optimized), with the trainer's
@@ -700,7 +744,9 @@ static kiln_status build_step(kiln_trainer *t) {
       break;
     }
     t->n_params++;
-    st = const_to_input(g, v, &p->data, e);
+    int param_in = v, trail_in = KL_ABSENT;
+    if (t->opts.bf16) st = split_weight(g, v, p, &param_in, &trail_in, e);
+    else st = const_to_input(g, v, &p->data, e);
     int state[MAX_STATE];
     p->n_state = n_state_of(t);
     for (int k = 0; st == KILN_OK && k < p->n_state; k++) {
@@ -720,7 +766,7 @@ static kiln_status build_step(kiln_trainer *t) {
         for (int64_t i = 0; i < p->numel; i++) p->state[k][i] = init;
       }
     }
-    if (st == KILN_OK) st = add_update(t, g, v, grads[v], hyper, scale, state, e);
+    if (st == KILN_OK) st = add_update(t, g, param_in, grads[v], hyper, scale, state, trail_in, e);
   }
   free(trainable);
   free(grads);
@@ -750,8 +796,14 @@ static kiln_status build_eval(kiln_trainer *t) {
     if (v < 0 || g->values[v].kind != KL_VALUE_CONST)
       return kl_fail(e, KILN_ERR_INTERNAL, "weight '%s' is not in the evaluation graph",
                      t->params[i].name);
-    st = const_to_input(g, v, NULL, e);
+    if (t->opts.bf16) {
+      int top;
+      st = split_weight(g, v, &t->params[i], &top, NULL, e);
+    } else {
+      st = const_to_input(g, v, NULL, e);
+    }
   }
+  if (st == KILN_OK && t->opts.bf16) st = kl_graph_toposort(g, e);
   for (int i = 0; st == KILN_OK && i < t->n_stats; i++) {
     int v = kl_graph_find_value(g, t->stats[i].name);
     if (v >= 0 && g->values[v].kind == KL_VALUE_CONST) st = const_to_input(g, v, NULL, e);
@@ -782,8 +834,24 @@ static kiln_status bind_state(kiln_trainer *t) {
   if (st != KILN_OK) return kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
   for (int i = 0; st == KILN_OK && i < t->n_params; i++) {
     tparam *p = &t->params[i];
-    st = bind_f32(t, t->step_s, p->name, p->rank, p->dims, p->numel, p->data);
-    if (st == KILN_OK) st = bind_f32(t, t->eval_s, p->name, p->rank, p->dims, p->numel, p->data);
+    if (t->opts.bf16) {
+      char name[600];
+      size_t bytes = (size_t)p->numel * sizeof(uint16_t);
+      snprintf(name, sizeof name, "%s.bf16", p->name);
+      kiln_session *both[2] = {t->step_s, t->eval_s};
+      for (int k = 0; k < 2 && st == KILN_OK; k++)
+        if ((st = kiln_session_set_input(both[k], name, KILN_DTYPE_BFLOAT16, p->rank, p->dims,
+                                         p->top, bytes)) != KILN_OK)
+          kl_fail(&t->err, st, "%s", kiln_session_error(both[k]));
+      snprintf(name, sizeof name, "%s.trail", p->name);
+      if (st == KILN_OK && (st = kiln_session_set_input(t->step_s, name, KILN_DTYPE_UINT16,
+                                                        p->rank, p->dims, p->trail, bytes)) != KILN_OK)
+        kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
+    } else {
+      st = bind_f32(t, t->step_s, p->name, p->rank, p->dims, p->numel, p->data);
+      if (st == KILN_OK)
+        st = bind_f32(t, t->eval_s, p->name, p->rank, p->dims, p->numel, p->data);
+    }
     for (int k = 0; st == KILN_OK && k < p->n_state; k++) {
       char name[600];
       snprintf(name, sizeof name, "%s.%s", p->name, state_name(t, k));
@@ -824,6 +892,10 @@ kiln_status kiln_trainer_create(const char *path, const kiln_options *options,
   if (t->opt == OPT_SGD && t->opts.nesterov && (t->opts.momentum <= 0 || t->opts.dampening != 0))
     return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "Nesterov momentum needs a momentum "
                    "above 0 and zero dampening (as PyTorch's SGD)");
+  if (t->opts.bf16 && t->opt != OPT_SGD && t->opt != OPT_ADAGRAD && t->opt != OPT_LAMB)
+    return kl_fail(&t->err, KILN_ERR_UNSUPPORTED, "bf16 training keeps each weight as two "
+                   "halves (SplitSGD), which the sgd, adagrad and lamb updates take; %s does "
+                   "not yet", opt_name(t->opt));
   fill_hyper(t);
   st = kl_model_create(&t->opts, &t->step_m);
   if (st == KILN_OK) st = kl_model_create(&t->opts, &t->eval_m);
@@ -848,6 +920,8 @@ void kiln_trainer_free(kiln_trainer *t) {
   for (int i = 0; i < t->n_params; i++) {
     free(t->params[i].name);
     free(t->params[i].data);
+    free(t->params[i].top);
+    free(t->params[i].trail);
     for (int k = 0; k < MAX_STATE; k++) free(t->params[i].state[k]);
   }
   free(t->params);
@@ -887,6 +961,13 @@ kiln_status kiln_trainer_set_input(kiln_trainer *t, const char *name, kiln_dtype
       if (strcmp(name, t->params[i].name) == 0)
         return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "'%s' is a trained weight, not an "
                        "input", name);
+    for (int i = 0; i < t->n_params; i++) {
+      size_t len = strlen(t->params[i].name);
+      if (strncmp(name, t->params[i].name, len) == 0 &&
+          (strcmp(name + len, ".bf16") == 0 || strcmp(name + len, ".trail") == 0))
+        return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "'%s' is half of a trained weight, "
+                       "not an input", name);
+    }
     for (int i = 0; i < t->n_stats; i++)
       if (strcmp(name, t->stats[i].name) == 0)
         return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "'%s' is a running statistic the "
@@ -976,15 +1057,27 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
   for (int i = 0; st == KILN_OK && i < t->n_params + t->n_stats; i++) {
     const char *name = i < t->n_params ? t->params[i].name : t->stats[i - t->n_params].name;
     const float *src = i < t->n_params ? t->params[i].data : t->stats[i - t->n_params].data;
+    float *joined = NULL;
+    if (i < t->n_params && t->params[i].top) { /* the FP32 master, exactly */
+      const tparam *p = &t->params[i];
+      if (!(joined = malloc(sizeof(float) * (size_t)(p->numel ? p->numel : 1)))) {
+        st = kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+        break;
+      }
+      for (int64_t j = 0; j < p->numel; j++) joined[j] = kl_join_bf16(p->top[j], p->trail[j]);
+      src = joined;
+    }
     int v = kl_graph_find_value(m->g, name);
     kl_value *val = v >= 0 ? &m->g->values[v] : NULL;
     if (!val || val->kind != KL_VALUE_CONST || val->type.dtype != KL_F32) {
+      free(joined);
       st = kl_fail(&t->err, KILN_ERR_INTERNAL, "weight '%s' is not in the model", name);
       break;
     }
     if (val->borrowed) { /* held by the file's mapping: the graph gets its own copy */
       void *copy = malloc(val->nbytes ? val->nbytes : 1);
       if (!copy) {
+        free(joined);
         st = kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
         break;
       }
@@ -992,6 +1085,7 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
       val->borrowed = false;
     }
     memcpy(val->data, src, val->nbytes);
+    free(joined);
   }
   if (st == KILN_OK) st = kl_onnx_export_file(m->g, path, &t->err);
   kiln_model_free(m);
@@ -1013,23 +1107,30 @@ static kiln_status join(kiln_trainer *t, char *buf, size_t len, const char *dir,
 typedef struct ck_item {
   const char *prefix, *what;
   int index;
-  float *data;
+  void *data;
   int rank;
   const int64_t *dims;
   int64_t numel;
+  kl_dtype dtype; /* float32, or uint16 for bf16 training's halves */
 } ck_item;
 
 static int ck_items(kiln_trainer *t, ck_item *items) {
   int n = 0;
   for (int i = 0; i < t->n_params; i++) {
     tparam *p = &t->params[i];
-    items[n++] = (ck_item){"param", "value", i, p->data, p->rank, p->dims, p->numel};
+    if (p->top) {
+      items[n++] = (ck_item){"param", "top", i, p->top, p->rank, p->dims, p->numel, KL_U16};
+      items[n++] = (ck_item){"param", "trail", i, p->trail, p->rank, p->dims, p->numel, KL_U16};
+    } else {
+      items[n++] = (ck_item){"param", "value", i, p->data, p->rank, p->dims, p->numel, KL_F32};
+    }
     for (int k = 0; k < p->n_state; k++)
-      items[n++] = (ck_item){"param", state_name(t, k), i, p->state[k], p->rank, p->dims, p->numel};
+      items[n++] = (ck_item){"param", state_name(t, k), i, p->state[k], p->rank, p->dims,
+                             p->numel, KL_F32};
   }
   for (int i = 0; i < t->n_stats; i++) {
     tstat *s = &t->stats[i];
-    items[n++] = (ck_item){"stat", "value", i, s->data, s->rank, s->dims, s->numel};
+    items[n++] = (ck_item){"stat", "value", i, s->data, s->rank, s->dims, s->numel, KL_F32};
   }
   return n;
 }
@@ -1041,14 +1142,14 @@ kiln_status kiln_trainer_save_checkpoint(kiln_trainer *t, const char *dir) {
   if (!dir || !*dir) return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "folder is NULL or empty");
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
     return kl_fail(&t->err, KILN_ERR_IO, "%s: cannot create the folder: %s", dir, strerror(errno));
-  ck_item *items = malloc(sizeof(ck_item) * (size_t)(t->n_params * (1 + MAX_STATE) + t->n_stats + 1));
+  ck_item *items = malloc(sizeof(ck_item) * (size_t)(t->n_params * (2 + MAX_STATE) + t->n_stats + 1));
   if (!items) return kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   int n = ck_items(t, items);
   char path[4096];
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < n; i++) {
     st = join(t, path, sizeof path, dir, items[i].prefix, items[i].index, items[i].what);
-    kl_tensor x = {.dtype = KL_F32, .rank = items[i].rank, .data = items[i].data};
+    kl_tensor x = {.dtype = items[i].dtype, .rank = items[i].rank, .data = items[i].data};
     memcpy(x.dims, items[i].dims, sizeof(int64_t) * (size_t)items[i].rank);
     if (st == KILN_OK) st = kl_npy_write(path, &x, &t->err);
   }
@@ -1117,7 +1218,7 @@ kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
     return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "%s: %" PRId64 " weights and %" PRId64
                    " statistics; this trainer has %d and %d (another model?)", path, params,
                    stats, t->n_params, t->n_stats);
-  ck_item *items = malloc(sizeof(ck_item) * (size_t)(t->n_params * (1 + MAX_STATE) + t->n_stats + 1));
+  ck_item *items = malloc(sizeof(ck_item) * (size_t)(t->n_params * (2 + MAX_STATE) + t->n_stats + 1));
   if (!items) return kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   int n = ck_items(t, items);
   /* read everything first, then copy: a bad file leaves the trainer as it was */
@@ -1128,14 +1229,14 @@ kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
     if (st == KILN_OK)
       st = kl_tensorfile_read(path, (int64_t)items[i].numel * 4 + 4096, &read[i], NULL, &t->err);
     if (st != KILN_OK) break;
-    bool same = read[i].dtype == KL_F32 && kl_tensor_numel(&read[i]) == items[i].numel;
+    bool same = read[i].dtype == items[i].dtype && kl_tensor_numel(&read[i]) == items[i].numel;
     if (!same)
-      st = kl_fail(&t->err, KILN_ERR_SHAPE, "%s: expected %" PRId64 " float32 elements, found "
-                   "%" PRId64 " of %s", path, items[i].numel, kl_tensor_numel(&read[i]),
-                   kl_dtype_name(read[i].dtype));
+      st = kl_fail(&t->err, KILN_ERR_SHAPE, "%s: expected %" PRId64 " %s elements, found "
+                   "%" PRId64 " of %s", path, items[i].numel, kl_dtype_name(items[i].dtype),
+                   kl_tensor_numel(&read[i]), kl_dtype_name(read[i].dtype));
   }
   for (int i = 0; st == KILN_OK && i < n; i++)
-    memcpy(items[i].data, read[i].data, (size_t)items[i].numel * sizeof(float));
+    memcpy(items[i].data, read[i].data, (size_t)items[i].numel * kl_dtype_size(items[i].dtype));
   if (st == KILN_OK) t->steps = steps;
   for (int i = 0; read && i < n; i++) free(read[i].data);
   free(read);
