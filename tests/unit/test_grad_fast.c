@@ -6,7 +6,8 @@
  * BatchNormGrad, UnaryGrad, SumTo and ReduceGrad. Each graph runs in a reference
  * session and a fast one (twice: the second run from the primitive cache), with 1 and
  * 2 threads, with oneDNN's workspace filled with NaNs before every node; every output
- * must match within float32 tolerance, and every node must have run on its fast
+ * must match within float32 tolerance, the same bits at 1 and 2 threads (a training
+ * run must not depend on the thread count), and every node must have run on its fast
  * kernel (a fast path silently falling back to the reference is a bug), which at the
  * generic ISA level is kiln's generic kernel and, for the convolutions, the reference
  * (oneDNN has no generic level). */
@@ -138,7 +139,7 @@ static void check_pos(kl_graph *g, const char *what, unsigned positive) {
   }
   kiln_session *ref = session(m, true, 1);
   int64_t n_want, n_got;
-  float *want = run(ref, m, bufs, &n_want);
+  float *want = run(ref, m, bufs, &n_want), *one_thread = NULL;
   for (int threads = 1; threads <= 2; threads++) {
     kiln_session *fast = session(m, false, threads);
     kl_session_poison_workspace(fast);
@@ -157,11 +158,16 @@ static void check_pos(kl_graph *g, const char *what, unsigned positive) {
           fail_msg("%s (%d threads, run %d): element %lld of %lld is %.8g, the reference %.8g",
                    what, threads, r + 1, (long long)k, (long long)n_want, (double)got[k],
                    (double)want[k]);
-      free(got);
+      /* the same bits whatever the thread count */
+      if (one_thread && memcmp(got, one_thread, sizeof(float) * (size_t)n_want) != 0)
+        fail_msg("%s: 2 threads give other bits than 1", what);
+      if (!one_thread) one_thread = got;
+      else free(got);
     }
     kiln_session_free(fast);
   }
   free(want);
+  free(one_thread);
   for (int i = 0; i < n_in; i++) free(bufs[i]);
   free(bufs);
   kiln_session_free(ref);
@@ -239,9 +245,191 @@ static void test_conv_grad(void **state) {
   }
 }
 
+/* ---- MaxPoolGrad and AveragePoolGrad ---- */
+
+typedef struct pool_case {
+  const char *what;
+  int rank;
+  int64_t x[5], y[5];
+  int64_t kernel[3], strides[3], dilations[3], pads[6];
+  int64_t ceil_mode, include_pad;
+} pool_case;
+
+static const pool_case pool_cases[] = {
+    {"3x3 stride 2 pad 1, batch 3, 5 channels", 4, {3, 5, 9, 7}, {3, 5, 5, 4}, {3, 3}, {2, 2},
+     {1, 1}, {1, 1, 1, 1}, 0, 0},
+    {"2x2 stride 2 (the digits CNN's)", 4, {1, 3, 8, 8}, {1, 3, 4, 4}, {2, 2}, {2, 2}, {1, 1},
+     {0, 0, 0, 0}, 0, 0},
+    {"dilation 2, uneven pads", 4, {2, 3, 11, 10}, {2, 3, 10, 3}, {3, 2}, {1, 3}, {2, 2},
+     {1, 0, 2, 1}, 0, 0},
+    {"ceil_mode", 4, {1, 2, 7, 8}, {1, 2, 3, 4}, {3, 3}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 1, 0},
+    {"count_include_pad", 4, {3, 4, 7, 9}, {3, 4, 4, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1},
+     0, 1},
+    {"1-D", 3, {3, 4, 11}, {3, 4, 5}, {3}, {2}, {1}, {0, 0}, 0, 0},
+    {"3-D", 5, {1, 2, 5, 6, 7}, {1, 2, 2, 3, 4}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1},
+     {0, 0, 0, 0, 1, 1}, 0, 0},
+};
+
+static void pool_attrs(kl_graph *g, int n, const pool_case *c, bool avg) {
+  int sp = c->rank - 2;
+  ints_attr(g, n, "kernel_shape", sp, c->kernel);
+  ints_attr(g, n, "strides", sp, c->strides);
+  ints_attr(g, n, "dilations", sp, c->dilations);
+  ints_attr(g, n, "pads", 2 * sp, c->pads);
+  assert_int_equal(kl_node_set_int(g, n, "ceil_mode", c->ceil_mode, NULL), KILN_OK);
+  if (avg)
+    assert_int_equal(kl_node_set_int(g, n, "count_include_pad", c->include_pad, NULL), KILN_OK);
+}
+
+static void test_pool_grad(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
+    const pool_case *c = &pool_cases[i];
+    kl_graph *g = kl_graph_new();
+    int x = input(g, "x", c->rank, c->x), dy = input(g, "dy", c->rank, c->y);
+    pool_attrs(g, node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1), c, false);
+    pool_attrs(g, node_n(g, KL_OP_KilnAveragePoolGrad, 2, (int[]){dy, x}, 1), c, true);
+    check(g, c->what);
+  }
+}
+
+/* MaxPool's ties: X of a few repeated values (as after a Relu), where the first of equal
+ * maxima must get the gradient. */
+static void test_max_pool_grad_ties(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t xd[4] = {2, 3, 9, 9}, yd[4] = {2, 3, 4, 4};
+  int64_t n = 2 * 3 * 9 * 9;
+  float *v = malloc(sizeof(float) * (size_t)n); /* the graph's from here */
+  assert_non_null(v);
+  for (int64_t k = 0; k < n; k++) v[k] = (float)(k * 7 % 3) * 0.5f;
+  int x = kl_graph_add_const(g, NULL, KL_F32, 4, xd, v, sizeof(float) * (size_t)n, false, NULL);
+  int dy = input(g, "dy", 4, yd);
+  int k = node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1);
+  ints_attr(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
+  ints_attr(g, k, "strides", 2, (int64_t[]){2, 2});
+  check(g, "MaxPoolGrad with ties");
+}
+
+/* ---- BatchNormTrain and BatchNormGrad ---- */
+
+static void bn_case(const char *what, int rank, const int64_t *x_dims) {
+  int64_t ch = x_dims[1];
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", rank, x_dims), dy = input(g, "dy", rank, x_dims);
+  int scale = input(g, "scale", 1, &ch), b = input(g, "b", 1, &ch);
+  int mean = input(g, "mean", 1, &ch), var = input(g, "var", 1, &ch);
+  int t = node_n(g, KL_OP_KilnBatchNormTrain, 5, (int[]){x, scale, b, mean, var}, 3);
+  assert_int_equal(kl_node_set_float(g, t, "momentum", 0.8f, NULL), KILN_OK);
+  int k = node_n(g, KL_OP_KilnBatchNormGrad, 3, (int[]){dy, x, scale}, 3);
+  assert_int_equal(kl_node_set_float(g, k, "epsilon", 1e-3f, NULL), KILN_OK);
+  check(g, what);
+}
+
+static void test_batchnorm(void **state) {
+  (void)state;
+  bn_case("BatchNorm [3, 5, 7, 9]", 4, (int64_t[]){3, 5, 7, 9});
+  bn_case("BatchNorm [1, 13, 11, 3] (batch 1)", 4, (int64_t[]){1, 13, 11, 3});
+  bn_case("BatchNorm [64, 10] (rank 2)", 2, (int64_t[]){64, 10});
+  bn_case("BatchNorm 3-D [2, 3, 4, 5, 6]", 5, (int64_t[]){2, 3, 4, 5, 6});
+}
+
+/* ---- UnaryGrad ---- */
+
+static void unary_case(const char *op, bool with_y, float alpha, const char *approximate) {
+  int64_t d[3] = {3, 7, 1001};
+  kl_graph *g = kl_graph_new();
+  int dy = input(g, "dy", 3, d), x = input(g, "x", 3, d);
+  int y = with_y ? input(g, "y", 3, d) : -1;
+  int n = node_n(g, KL_OP_KilnUnaryGrad, with_y ? 3 : 2, (int[]){dy, x, y}, 1);
+  assert_int_equal(kl_node_set_string(g, n, "op", op, NULL), KILN_OK);
+  if (alpha != 0) assert_int_equal(kl_node_set_float(g, n, "alpha", alpha, NULL), KILN_OK);
+  if (approximate)
+    assert_int_equal(kl_node_set_string(g, n, "approximate", approximate, NULL), KILN_OK);
+  char what[64];
+  snprintf(what, sizeof what, "UnaryGrad %s%s%s", op, with_y ? " with Y" : "",
+           approximate ? " tanh" : "");
+  check_pos(g, what, with_y ? 4u : 0u); /* Y (input 2) a sigmoid's or tanh's in (0, 1) */
+}
+
+static void test_unary_grad(void **state) {
+  (void)state;
+  unary_case("Relu", false, 0, NULL);
+  unary_case("LeakyRelu", false, 0.1f, NULL);
+  unary_case("Sigmoid", true, 0, NULL);
+  unary_case("Sigmoid", false, 0, NULL);
+  unary_case("Tanh", true, 0, NULL);
+  unary_case("Tanh", false, 0, NULL);
+  unary_case("Gelu", false, 0, NULL);
+  unary_case("Gelu", false, 0, "tanh");
+  unary_case("Silu", false, 0, NULL);
+}
+
+/* ---- SumTo and ReduceGrad ---- */
+
+static void sum_to_case(const char *what, int rank, const int64_t *big, int like_rank,
+                        const int64_t *like) {
+  kl_graph *g = kl_graph_new();
+  int dy = input(g, "dy", rank, big), l = input(g, "like", like_rank, like);
+  node_n(g, KL_OP_KilnSumTo, 2, (int[]){dy, l}, 1);
+  check(g, what);
+}
+
+static void test_sum_to(void **state) {
+  (void)state;
+  sum_to_case("SumTo [3, 5, 7, 9] -> [5, 1, 1] (all but channels)", 4, (int64_t[]){3, 5, 7, 9},
+              3, (int64_t[]){5, 1, 1});
+  sum_to_case("SumTo [3, 5, 7, 9] -> [9]", 4, (int64_t[]){3, 5, 7, 9}, 1, (int64_t[]){9});
+  sum_to_case("SumTo [64, 10] -> [10] (a bias)", 2, (int64_t[]){64, 10}, 1, (int64_t[]){10});
+  sum_to_case("SumTo [4, 12, 33] -> [12, 33]", 3, (int64_t[]){4, 12, 33}, 2, (int64_t[]){12, 33});
+  sum_to_case("SumTo [3, 5, 7] -> [3, 1, 7]", 3, (int64_t[]){3, 5, 7}, 3, (int64_t[]){3, 1, 7});
+  sum_to_case("SumTo [3, 5, 7] -> [3, 1, 1]", 3, (int64_t[]){3, 5, 7}, 3, (int64_t[]){3, 1, 1});
+  sum_to_case("SumTo [3, 5, 7] -> [] (everything)", 3, (int64_t[]){3, 5, 7}, 0, NULL);
+  sum_to_case("SumTo [3, 5] -> [3, 5] (nothing)", 2, (int64_t[]){3, 5}, 2, (int64_t[]){3, 5});
+  sum_to_case("SumTo [2, 3, 4, 5] -> [3, 1, 5] (more runs)", 4, (int64_t[]){2, 3, 4, 5}, 3,
+              (int64_t[]){3, 1, 5});
+}
+
+static void reduce_grad_case(const char *what, int rank, const int64_t *x, int dy_rank,
+                             const int64_t *dy_dims, int n_axes, const int64_t *axes,
+                             int keepdims, int mean) {
+  kl_graph *g = kl_graph_new();
+  int dy = input(g, "dy", dy_rank, dy_dims), xl = input(g, "x", rank, x);
+  int n = node_n(g, KL_OP_KilnReduceGrad, 2, (int[]){dy, xl}, 1);
+  ints_attr(g, n, "axes", n_axes, axes);
+  assert_int_equal(kl_node_set_int(g, n, "keepdims", keepdims, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_int(g, n, "mean", mean, NULL), KILN_OK);
+  check(g, what);
+}
+
+static void test_reduce_grad(void **state) {
+  (void)state;
+  int64_t x[4] = {3, 5, 7, 9};
+  reduce_grad_case("ReduceGrad mean over H, W (global pooling)", 4, x, 4,
+                   (int64_t[]){3, 5, 1, 1}, 2, (int64_t[]){2, 3}, 1, 1);
+  reduce_grad_case("ReduceGrad sum over all but channels", 4, x, 1, (int64_t[]){5}, 3,
+                   (int64_t[]){0, 2, 3}, 0, 0);
+  reduce_grad_case("ReduceGrad mean over the sequence", 3, (int64_t[]){4, 12, 33}, 2,
+                   (int64_t[]){4, 33}, 1, (int64_t[]){1}, 0, 1);
+  reduce_grad_case("ReduceGrad mean over the last axis", 3, (int64_t[]){4, 12, 33}, 3,
+                   (int64_t[]){4, 12, 1}, 1, (int64_t[]){-1}, 1, 1);
+  reduce_grad_case("ReduceGrad over everything", 3, (int64_t[]){4, 12, 33}, 0, NULL, 0, NULL,
+                   0, 1);
+  reduce_grad_case("ReduceGrad over the batch", 2, (int64_t[]){64, 10}, 1, (int64_t[]){10}, 1,
+                   (int64_t[]){0}, 0, 0);
+  reduce_grad_case("ReduceGrad, more runs", 4, x, 2, (int64_t[]){5, 9}, 2,
+                   (int64_t[]){0, 2}, 0, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_grad),
+      cmocka_unit_test(test_pool_grad),
+      cmocka_unit_test(test_max_pool_grad_ties),
+      cmocka_unit_test(test_batchnorm),
+      cmocka_unit_test(test_unary_grad),
+      cmocka_unit_test(test_sum_to),
+      cmocka_unit_test(test_reduce_grad),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,13 @@
  * path (kl_cpu_plan_slow_path, which the session's fast_only refuses).
  *
  * The weights are graph inputs that change every step: they are reordered at every
- * run, never packed once. Running an existing entry allocates nothing. */
+ * run, never packed once. Running an existing entry allocates nothing.
+ *
+ * Determinism: backward-data gives every thread its own part of dX, so it runs on the
+ * session's threads; backward-weights reduces over the batch across oneDNN's threads,
+ * whose split depends on their count, so it runs on one thread (the same bits at any
+ * thread count, and those of PyTorch's one-thread run, which uses the same oneDNN
+ * kernels). */
 #include "backends/cpu/dnnl_engine.h"
 #include "ir/infer_common.h"
 #include "kl_config.h"
@@ -354,7 +360,11 @@ static kiln_status entry_get(gr_node *g, kl_kernel_ctx *c, gr_entry **out) {
     if (!en->used ? victim->used : en->last_use < victim->last_use) victim = en;
   }
   entry_free(victim);
-  victim->single = work_of(g, c) < GR_SMALL_WORK;
+  /* backward-weights sums over the batch and the positions; oneDNN splits those sums
+   * between its threads, so that the result would change with the thread count (and a
+   * chaotic training run, the digits CNN's with SGD at lr 0.1, leaves PyTorch's curve):
+   * it runs on one thread, which gives every run the same sums */
+  victim->single = !g->to_x || work_of(g, c) < GR_SMALL_WORK;
   kiln_status st = with_threads(victim->single, g, victim, c, build);
   if (st != KILN_OK) {
     entry_free(victim);
