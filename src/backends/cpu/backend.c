@@ -21,7 +21,7 @@
 #include <omp.h>
 #endif
 
-enum { DNNL_NODE = 1, DNNL_ATTENTION = 2 };
+enum { DNNL_NODE = 1, DNNL_ATTENTION = 2, DNNL_GRAD = 3 };
 
 #define KL_MAX_ISA_INPUTS 64 /* wider nodes (a Concat of more) keep the reference */
 
@@ -270,6 +270,10 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
     p->on_dnnl[i] = DNNL_ATTENTION;
     return kl_dnnl_attention_create(p->dnnl, &c->kernel, &p->state[i], e);
   }
+  if (kl_dnnl_grad_supports(g, &g->nodes[i])) {
+    p->on_dnnl[i] = DNNL_GRAD;
+    return kl_dnnl_grad_create(p->dnnl, &g->nodes[i], &c->kernel, &p->state[i], e);
+  }
   p->on_dnnl[i] = DNNL_NODE;
   p->cl_slots[i] = kl_dnnl_channels_last_slots(g, &g->nodes[i]);
   return kl_dnnl_node_create(p->dnnl, g, &g->nodes[i], &c->kernel, &c->inplace, &p->state[i], e);
@@ -334,7 +338,8 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
   if (which == KL_CPU_KERNELS_REF) return KILN_OK;
 #if KL_HAVE_DNNL
   if (kl_dnnl_usable() &&
-      (kl_dnnl_supports(g, n) || kl_dnnl_attention_supports(g, n)))
+      (kl_dnnl_supports(g, n) || kl_dnnl_attention_supports(g, n) ||
+       kl_dnnl_grad_supports(g, n)))
     return dnnl_choice(p, g, i, e);
 #else
   (void)e;
@@ -460,6 +465,7 @@ void kl_cpu_plan_poison_workspace(kl_cpu_plan *p) {
 const char *kl_cpu_plan_impl(const kl_cpu_plan *p, int node) {
 #if KL_HAVE_DNNL
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE) return kl_dnnl_ran_impl(p->state[node]);
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_GRAD) return kl_dnnl_grad_ran_impl(p->state[node]);
 #else
   (void)p, (void)node;
 #endif
@@ -474,6 +480,8 @@ const char *kl_cpu_plan_slow_path(const kl_cpu_plan *p, int node) {
   const void *st = p->state[node];
   if (p->on_dnnl[node] == DNNL_ATTENTION)
     return kl_dnnl_attention_ran_reference(st) ? no_impl : kl_dnnl_attention_ran_slow(st);
+  if (p->on_dnnl[node] == DNNL_GRAD) /* only fast implementations are ever made */
+    return kl_dnnl_grad_ran_reference(st) ? no_impl : NULL;
   if (kl_dnnl_ran_reference(st)) return no_impl;
   const char *impl = kl_dnnl_ran_impl(st);
   return impl && kl_dnnl_impl_is_slow(impl) ? impl : NULL;
@@ -491,6 +499,8 @@ const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
     return kl_dnnl_ran_gemv(p->state[node]);
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_ATTENTION &&
       kl_dnnl_attention_ran_reference(p->state[node]))
+    return "ref";
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_GRAD && kl_dnnl_grad_ran_reference(p->state[node]))
     return "ref";
 #endif
   return p->choice[node].kernel.name;

@@ -64,6 +64,18 @@ bool kl_dnnl_attention_ran_reference(const void *state);
  * none was (kl_dnnl_impl_is_slow). */
 const char *kl_dnnl_attention_ran_slow(const void *state);
 
+/* kiln.ConvGradX and kiln.ConvGradW in float32 on oneDNN's backward-data and
+ * backward-weights primitives (dnnl_grad.c); same contract as the kernels above. Shapes
+ * for which oneDNN has no fast implementation run the reference kernel, which
+ * kl_dnnl_grad_ran_reference then reports. */
+bool kl_dnnl_grad_supports(const kl_graph *g, const kl_node *n);
+kiln_status kl_dnnl_grad_create(kl_dnnl_engine *eng, const kl_node *n, kl_cpu_kernel *kernel,
+                                void **state, kl_err *e);
+bool kl_dnnl_grad_ran_reference(const void *state);
+/* oneDNN's implementation of the last run's primitive ("jit:avx2", "gemm:jit"), NULL
+ * when none ran. */
+const char *kl_dnnl_grad_ran_impl(const void *state);
+
 /* release_weights: lets a node's state free w's data (the model's constant weights,
  * which only this node reads) once it holds them reordered for oneDNN (or packed for
  * the one-row product, when the graph's shapes make its every run one row), keeping

@@ -185,10 +185,28 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
   }
 }
 
+/* The gradient ops' kernels (run_grad.c), one for every level, or NULL. */
+static kl_kernel_fn grad_kernel(const kl_node *n, kl_dtype t) {
+  if (t != KL_F32) return NULL;
+  switch (n->op) {
+  case KL_OP_KilnMaxPoolGrad: case KL_OP_KilnAveragePoolGrad: return kl_run_pool_grad;
+  case KL_OP_KilnBatchNormTrain: return kl_run_batchnorm_train;
+  case KL_OP_KilnBatchNormGrad: return kl_run_batchnorm_grad;
+  case KL_OP_KilnUnaryGrad: return kl_grad_unary_fast(n) ? kl_run_unary_grad : NULL;
+  case KL_OP_KilnSumTo: return kl_run_sum_to;
+  case KL_OP_KilnReduceGrad: return kl_run_reduce_grad;
+  default: return NULL;
+  }
+}
+
 kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int n_in,
                                 kl_isa isa) {
   kl_cpu_kernel k = {NULL, NULL, NULL};
   if (!n || n_in < 1 || !in || !in[0]) return k;
+  if ((k.run = grad_kernel(n, in[0]->dtype))) {
+    k.name = "kiln_grad";
+    return k;
+  }
   level l = level_of(isa);
   kernel_kind kind = kind_of(n, in, n_in, l.fns);
   if (kind == K_COUNT) return k;

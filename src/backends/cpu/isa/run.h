@@ -136,6 +136,17 @@ bool kl_isa_act(const kl_node *n, kl_act *a);
  * when it has none; returns false when it has one the primitives lack (Mish, Elu). */
 bool kl_isa_fused_act(const kl_node *n, bool *has, kl_act *a);
 
+/* The gradient ops of a CNN training step (run_grad.c), float32, the same code at
+ * every level: MaxPoolGrad and AveragePoolGrad, BatchNormTrain, BatchNormGrad,
+ * UnaryGrad (the rules kl_grad_unary_fast takes), SumTo, ReduceGrad. */
+int kl_run_pool_grad(kl_kernel_ctx *c);
+int kl_run_batchnorm_train(kl_kernel_ctx *c);
+int kl_run_batchnorm_grad(kl_kernel_ctx *c);
+int kl_run_unary_grad(kl_kernel_ctx *c);
+bool kl_grad_unary_fast(const kl_node *n);
+int kl_run_sum_to(kl_kernel_ctx *c);
+int kl_run_reduce_grad(kl_kernel_ctx *c);
+
 /* ---- helpers shared by the drivers ---- */
 
 /* The node's reference kernel: the fallback for cases the primitives do not cover. */

@@ -1,0 +1,495 @@
+/* kiln.ConvGradX and kiln.ConvGradW on oneDNN (dnnl.h): the convolution's
+ * backward-data and backward-weights primitives, in float32, one set per set of input
+ * shapes (a small cache per node).
+ *
+ *   ConvGradX (dY [N, M, S'...], W [M, C/g, K...], XLike [N, C, S...]) -> dX [N, C, S...]
+ *   ConvGradW (X [N, C, S...], dY [N, M, S'...], WLike [M, C/g, K...]) -> dW [M, C/g, K...]
+ *
+ * with the forward Conv's attributes (groups, strides, dilations, pads; auto_pad is
+ * resolved to explicit pads by kl_window_out). oneDNN sees the weights with the group
+ * split out ([g, M/g, C/g, K...] over kiln's bytes, as dnnl.c's forward convolutions).
+ *
+ * Layouts: every operand is plain in the graph. The primitives are asked first for
+ * oneDNN's own choice on every operand (on AVX2 its blocked nChw8c / OIhw8i8o forms,
+ * which its JIT kernels run), the operands reordered into regions of the session's
+ * workspace around the primitive; then for plain operands (oneDNN's im2col + GEMM
+ * kernels, "gemm:jit"); then channels-last activations. The first layouts with an
+ * implementation that is not one of oneDNN's reference loops win. Where only those
+ * exist, the entry runs kiln's reference kernel instead and the node reports a slow
+ * path (kl_cpu_plan_slow_path, which the session's fast_only refuses).
+ *
+ * The weights are graph inputs that change every step: they are reordered at every
+ * run, never packed once. Running an existing entry allocates nothing.
+ *
+ * Determinism: backward-data gives every thread its own part of dX, so it runs on the
+ * session's threads; backward-weights reduces over the batch across oneDNN's threads,
+ * whose split depends on their count, so it runs on one thread (the same bits at any
+ * thread count, and those of PyTorch's one-thread run, which uses the same oneDNN
+ * kernels). */
+#include "backends/cpu/dnnl_engine.h"
+#include "ir/infer_common.h"
+#include "kl_config.h"
+
+#if KL_HAVE_OPENMP
+#include <omp.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GR_SLOTS 4 /* entries kept per node: one per recent set of input shapes */
+#define GR_SMALL_WORK 262144.0 /* multiply-adds below which one thread runs it (dnnl.c) */
+
+typedef enum gr_try { GR_TRY_ANY, GR_TRY_PLAIN, GR_TRY_CL, GR_TRIES } gr_try;
+
+/* One operand of the primitive: mem is what it reads or writes; when kiln's plain
+ * tensor has another layout, user is that tensor and a reorder stands between (mem is
+ * then a region of the workspace at off). */
+typedef struct gr_io {
+  dnnl_memory_t mem, user, reorder_scratch;
+  dnnl_primitive_t reorder;
+  size_t off;
+} gr_io;
+
+/* The primitive's three operands: the two inputs in the node's input order and the
+ * output. */
+enum { GR_IN0, GR_IN1, GR_OUT, GR_IOS };
+
+typedef struct gr_entry {
+  bool used, fallback;
+  uint64_t last_use;
+  int rank[3];
+  int64_t dims[3][KL_MAX_RANK];
+  dnnl_primitive_t prim;
+  gr_io io[GR_IOS];
+  dnnl_memory_t scratch; /* the primitive's and the reorders' shared scratchpad */
+  size_t scratch_off;
+  uint64_t ws_gen; /* the workspace generation the memories point into (0: none) */
+  bool single;     /* small work: run on one thread */
+  char impl[32];   /* oneDNN's name for the implementation */
+} gr_entry;
+
+typedef struct gr_node {
+  kl_dnnl_engine *eng; /* the session's, not owned */
+  bool to_x;           /* ConvGradX, else ConvGradW */
+  uint64_t clock;
+  bool ran_reference;
+  const char *ran_impl;
+  gr_entry slots[GR_SLOTS];
+} gr_node;
+
+/* The geometry of the forward Conv, as oneDNN wants it. */
+typedef struct gr_problem {
+  int nd;
+  dnnl_dims_t x, w, y; /* w with the group split out when group > 1 */
+  int w_nd;
+  dnnl_dims_t strides, dilates, pad_l, pad_r;
+} gr_problem;
+
+static const kl_tensor *x_of(const gr_node *g, const kl_kernel_ctx *c) {
+  return g->to_x ? c->out[0] : c->in[0];
+}
+static const kl_tensor *w_of(const gr_node *g, const kl_kernel_ctx *c) {
+  return g->to_x ? c->in[1] : c->out[0];
+}
+static const kl_tensor *dy_of(const gr_node *g, const kl_kernel_ctx *c) {
+  return g->to_x ? c->in[0] : c->in[1];
+}
+
+static kiln_status problem_of(const gr_node *g, const kl_kernel_ctx *c, gr_problem *p) {
+  const kl_tensor *x = x_of(g, c), *w = w_of(g, c), *y = dy_of(g, c);
+  int sp = x->rank - 2;
+  int64_t group = kl_attr_int(c->node, "group", 1);
+  kl_window win;
+  kiln_status st = kl_window_init(c->node, sp, w->dims + 2, &win, c->e);
+  for (int i = 0; st == KILN_OK && i < sp; i++) {
+    int64_t out;
+    st = kl_window_out(&win, i, x->dims[2 + i], &out, c->e);
+    p->strides[i] = win.stride[i];
+    p->dilates[i] = win.dilation[i] - 1;
+    p->pad_l[i] = win.pad_begin[i];
+    p->pad_r[i] = win.pad_end[i];
+  }
+  if (st != KILN_OK) return st;
+  p->nd = x->rank;
+  for (int i = 0; i < p->nd; i++) {
+    p->x[i] = x->dims[i];
+    p->y[i] = y->dims[i];
+  }
+  int o = group > 1;
+  p->w_nd = w->rank + o;
+  if (o) p->w[0] = group;
+  p->w[o] = w->dims[0] / group;
+  for (int i = 1; i < w->rank; i++) p->w[o + i] = w->dims[i];
+  return KILN_OK;
+}
+
+static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  dnnl_dims_t strides;
+  int64_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i] > 0 ? dims[i] : 1;
+  }
+  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+}
+
+/* [N, C, S...] stored as [N, S..., C]. */
+static dnnl_status_t channels_last_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+  dnnl_dims_t strides;
+  int64_t s = dims[1] > 0 ? dims[1] : 1;
+  strides[1] = 1;
+  for (int i = nd - 1; i >= 2; i--) {
+    strides[i] = s;
+    s *= dims[i] > 0 ? dims[i] : 1;
+  }
+  strides[0] = s;
+  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+}
+
+static dnnl_status_t want_md(gr_try t, bool activation, dnnl_memory_desc_t *md, int nd,
+                             const dnnl_dims_t dims) {
+  if (t == GR_TRY_ANY || (t == GR_TRY_CL && !activation))
+    return dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, dnnl_format_tag_any);
+  return t == GR_TRY_CL ? channels_last_md(md, nd, dims) : plain_md(md, nd, dims);
+}
+
+/* The backward primitive descriptor for try t, with the forward one as its hint. */
+static dnnl_status_t pd_create(const gr_node *g, const gr_problem *p, gr_try t,
+                               dnnl_primitive_attr_t attr, dnnl_engine_t engine,
+                               dnnl_primitive_desc_t *pd) {
+  dnnl_memory_desc_t x, w, y;
+  dnnl_status_t s = want_md(t, true, &x, p->nd, p->x);
+  if (s == dnnl_success) s = want_md(t, false, &w, p->w_nd, p->w);
+  if (s == dnnl_success) s = want_md(t, true, &y, p->nd, p->y);
+  dnnl_convolution_desc_t fd, bd;
+  if (s == dnnl_success)
+    s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                   dnnl_convolution_direct, &x, &w, NULL, &y,
+                                                   p->strides, p->dilates, p->pad_l, p->pad_r);
+  dnnl_primitive_desc_t hint = NULL;
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&hint, &fd, NULL, engine, NULL);
+  if (s == dnnl_success && g->to_x)
+    s = dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x, &w, &y,
+                                                         p->strides, p->dilates, p->pad_l,
+                                                         p->pad_r);
+  else if (s == dnnl_success)
+    s = dnnl_dilated_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &x, &w,
+                                                            NULL, &y, p->strides, p->dilates,
+                                                            p->pad_l, p->pad_r);
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(pd, &bd, attr, engine, hint);
+  if (hint) dnnl_primitive_desc_destroy(hint);
+  return s;
+}
+
+static const char *impl_of(const_dnnl_primitive_desc_t pd) {
+  const char *impl = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+    return "unknown";
+  return impl;
+}
+
+/* The first try's descriptor with a fast implementation, else NULL in *pd (then *s is
+ * dnnl_unimplemented, or the error that stopped the search). */
+static dnnl_status_t choose_pd(const gr_node *g, const gr_problem *p, dnnl_primitive_attr_t attr,
+                               dnnl_primitive_desc_t *pd) {
+  *pd = NULL;
+  for (int t = 0; t < GR_TRIES; t++) {
+    dnnl_primitive_desc_t cand = NULL;
+    dnnl_status_t s = pd_create(g, p, (gr_try)t, attr, g->eng->engine, &cand);
+    if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) continue;
+    if (s != dnnl_success) return s;
+    if (!kl_dnnl_impl_is_slow(impl_of(cand))) {
+      *pd = cand;
+      return dnnl_success;
+    }
+    dnnl_primitive_desc_destroy(cand);
+  }
+  return dnnl_unimplemented;
+}
+
+/* Operand io over `want` (what the primitive asked for): kiln's plain tensor itself
+ * when the layouts agree, else a workspace region with a reorder from (in) or to it. */
+static dnnl_status_t io_make(gr_node *g, gr_io *io, const dnnl_memory_desc_t *want, int nd,
+                             const dnnl_dims_t dims, bool in, size_t *used, size_t *scratch) {
+  dnnl_engine_t e = g->eng->engine;
+  dnnl_memory_desc_t user;
+  dnnl_status_t s = plain_md(&user, nd, dims);
+  if (s != dnnl_success) return s;
+  if (dnnl_memory_desc_equal(&user, want))
+    return dnnl_memory_create(&io->mem, &user, e, DNNL_MEMORY_NONE);
+  io->off = kl_dnnl_ws_take(used, dnnl_memory_desc_get_size(want));
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (s == dnnl_success)
+    s = dnnl_reorder_primitive_desc_create(&pd, in ? &user : want, e, in ? want : &user, e, attr);
+  if (s == dnnl_success) s = dnnl_primitive_create(&io->reorder, pd);
+  const dnnl_memory_desc_t *sp =
+      s == dnnl_success ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
+  size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  if (sp_bytes > *scratch) *scratch = sp_bytes;
+  if (s == dnnl_success && sp_bytes)
+    s = dnnl_memory_create(&io->reorder_scratch, sp, e, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&io->user, &user, e, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = dnnl_memory_create(&io->mem, want, e, DNNL_MEMORY_NONE);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return s;
+}
+
+static void io_free(gr_io *io) {
+  if (io->reorder) dnnl_primitive_destroy(io->reorder);
+  dnnl_memory_t m[3] = {io->mem, io->user, io->reorder_scratch};
+  for (int i = 0; i < 3; i++)
+    if (m[i]) dnnl_memory_destroy(m[i]);
+  memset(io, 0, sizeof *io);
+}
+
+static void entry_free(gr_entry *en) {
+  if (en->prim) dnnl_primitive_destroy(en->prim);
+  if (en->scratch) dnnl_memory_destroy(en->scratch);
+  for (int k = 0; k < GR_IOS; k++) io_free(&en->io[k]);
+  memset(en, 0, sizeof *en);
+}
+
+/* The memories of a chosen descriptor: the operands in node order (GradX: dY, W, dX;
+ * GradW: X, dY, dW) and the shared scratchpad, all sized into the workspace. */
+static dnnl_status_t entry_memories(gr_node *g, gr_entry *en, const gr_problem *p,
+                                    const_dnnl_primitive_desc_t pd) {
+  const dnnl_memory_desc_t *x, *w, *y;
+  if (g->to_x) {
+    x = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+    w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  } else {
+    x = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    w = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 0);
+  }
+  y = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+  const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (!x || !w || !y) return dnnl_runtime_error;
+  size_t used = 0, scratch = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  /* the weights in plain form (kiln's [M, C/g, K...] bytes) */
+  dnnl_status_t s;
+  if (g->to_x) {
+    s = io_make(g, &en->io[GR_IN0], y, p->nd, p->y, true, &used, &scratch);
+    if (s == dnnl_success) s = io_make(g, &en->io[GR_IN1], w, p->w_nd, p->w, true, &used, &scratch);
+    if (s == dnnl_success) s = io_make(g, &en->io[GR_OUT], x, p->nd, p->x, false, &used, &scratch);
+  } else {
+    s = io_make(g, &en->io[GR_IN0], x, p->nd, p->x, true, &used, &scratch);
+    if (s == dnnl_success) s = io_make(g, &en->io[GR_IN1], y, p->nd, p->y, true, &used, &scratch);
+    if (s == dnnl_success) s = io_make(g, &en->io[GR_OUT], w, p->w_nd, p->w, false, &used, &scratch);
+  }
+  en->scratch_off = kl_dnnl_ws_take(&used, scratch);
+  if (s == dnnl_success && sp && dnnl_memory_desc_get_size(sp))
+    s = dnnl_memory_create(&en->scratch, sp, g->eng->engine, DNNL_MEMORY_NONE);
+  if (s == dnnl_success) s = kl_dnnl_ws_reserve(g->eng, used);
+  return s;
+}
+
+static double work_of(const gr_node *g, const kl_kernel_ctx *c) {
+  const kl_tensor *w = w_of(g, c);
+  return (double)kl_tensor_numel(dy_of(g, c)) * (double)kl_tensor_numel(w) /
+         (double)(w->dims[0] ? w->dims[0] : 1);
+}
+
+/* Runs f with OpenMP's thread count at 1 when `single`, restoring it after; the same
+ * shapes give the same count when the primitive is made and when it runs. */
+static kiln_status with_threads(bool single, gr_node *g, gr_entry *en, kl_kernel_ctx *c,
+                                kiln_status (*f)(gr_node *, gr_entry *, kl_kernel_ctx *)) {
+#if KL_HAVE_OPENMP
+  if (single) {
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    kiln_status st = f(g, en, c);
+    omp_set_num_threads(saved);
+    return st;
+  }
+#else
+  (void)single;
+#endif
+  return f(g, en, c);
+}
+
+static kiln_status build(gr_node *g, gr_entry *en, kl_kernel_ctx *c) {
+  gr_problem p;
+  kiln_status st = problem_of(g, c, &p);
+  if (st != KILN_OK) return st;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_status_t s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (s == dnnl_success) s = choose_pd(g, &p, attr, &pd);
+  if (s == dnnl_unimplemented) {
+    en->fallback = true; /* no fast implementation: the reference runs, a slow path */
+    s = dnnl_success;
+  } else if (s == dnnl_success) {
+    snprintf(en->impl, sizeof en->impl, "%s", impl_of(pd));
+    s = dnnl_primitive_create(&en->prim, pd);
+    if (s == dnnl_success) s = entry_memories(g, en, &p, pd);
+  }
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s == dnnl_success) return KILN_OK;
+  return kl_fail(c->e, s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
+                 "oneDNN failed to build the convolution's %s primitive (status %d)",
+                 g->to_x ? "backward-data" : "backward-weights", (int)s);
+}
+
+static bool matches(const gr_entry *en, const kl_kernel_ctx *c) {
+  for (int k = 0; k < 3; k++) {
+    const kl_tensor *t = c->in[k];
+    if (t->rank != en->rank[k] || memcmp(en->dims[k], t->dims, sizeof(int64_t) * (size_t)t->rank))
+      return false;
+  }
+  return true;
+}
+
+/* The entry for c's shapes, built in the least recently used slot when new. */
+static kiln_status entry_get(gr_node *g, kl_kernel_ctx *c, gr_entry **out) {
+  gr_entry *victim = &g->slots[0];
+  g->clock++;
+  for (int i = 0; i < GR_SLOTS; i++) {
+    gr_entry *en = &g->slots[i];
+    if (en->used && matches(en, c)) {
+      en->last_use = g->clock;
+      *out = en;
+      return KILN_OK;
+    }
+    if (!en->used ? victim->used : en->last_use < victim->last_use) victim = en;
+  }
+  entry_free(victim);
+  /* backward-weights sums over the batch and the positions; oneDNN splits those sums
+   * between its threads, so that the result would change with the thread count (and a
+   * chaotic training run, the digits CNN's with SGD at lr 0.1, leaves PyTorch's curve):
+   * it runs on one thread, which gives every run the same sums */
+  victim->single = !g->to_x || work_of(g, c) < GR_SMALL_WORK;
+  kiln_status st = with_threads(victim->single, g, victim, c, build);
+  if (st != KILN_OK) {
+    entry_free(victim);
+    return st;
+  }
+  victim->used = true;
+  victim->last_use = g->clock;
+  for (int k = 0; k < 3; k++) {
+    victim->rank[k] = c->in[k]->rank;
+    memcpy(victim->dims[k], c->in[k]->dims, sizeof(int64_t) * (size_t)c->in[k]->rank);
+  }
+  *out = victim;
+  return KILN_OK;
+}
+
+/* Points the staged operands and the scratchpads into the workspace, when it is new
+ * to them. */
+static dnnl_status_t ws_bind(gr_node *g, gr_entry *en) {
+  if (en->ws_gen == g->eng->ws_gen) return dnnl_success;
+  char *base = g->eng->ws;
+  dnnl_status_t s = dnnl_success;
+  for (int k = 0; s == dnnl_success && k < GR_IOS; k++) {
+    gr_io *io = &en->io[k];
+    if (io->reorder) s = dnnl_memory_set_data_handle(io->mem, base + io->off);
+    if (s == dnnl_success && io->reorder_scratch)
+      s = dnnl_memory_set_data_handle(io->reorder_scratch, base + en->scratch_off);
+  }
+  if (s == dnnl_success && en->scratch)
+    s = dnnl_memory_set_data_handle(en->scratch, base + en->scratch_off);
+  if (s == dnnl_success) en->ws_gen = g->eng->ws_gen;
+  return s;
+}
+
+static dnnl_status_t io_reorder(const gr_io *io, dnnl_stream_t stream, bool in) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, in ? io->user : io->mem},
+                             {DNNL_ARG_TO, in ? io->mem : io->user},
+                             {DNNL_ARG_SCRATCHPAD, io->reorder_scratch}};
+  return dnnl_primitive_execute(io->reorder, stream, io->reorder_scratch ? 3 : 2, args);
+}
+
+/* Sets the operand to kiln's tensor data; an input's reorder runs. */
+static dnnl_status_t io_bind(const gr_io *io, const void *data, dnnl_stream_t stream, bool in) {
+  dnnl_status_t s = dnnl_memory_set_data_handle(io->reorder ? io->user : io->mem, (void *)data);
+  return s == dnnl_success && io->reorder && in ? io_reorder(io, stream, true) : s;
+}
+
+static kiln_status execute(gr_node *g, gr_entry *en, kl_kernel_ctx *c) {
+  dnnl_stream_t stream = g->eng->stream;
+  dnnl_status_t s = ws_bind(g, en);
+  kl_dnnl_ws_enter(g->eng);
+  if (s == dnnl_success) s = io_bind(&en->io[GR_IN0], c->in[0]->data, stream, true);
+  if (s == dnnl_success) s = io_bind(&en->io[GR_IN1], c->in[1]->data, stream, true);
+  if (s == dnnl_success) s = io_bind(&en->io[GR_OUT], c->out[0]->data, stream, false);
+  dnnl_exec_arg_t args[4];
+  int n = 0;
+  if (g->to_x) {
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, en->io[GR_IN0].mem};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, en->io[GR_IN1].mem};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, en->io[GR_OUT].mem};
+  } else {
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, en->io[GR_IN0].mem};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, en->io[GR_IN1].mem};
+    args[n++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, en->io[GR_OUT].mem};
+  }
+  if (en->scratch) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
+  if (s == dnnl_success) s = dnnl_primitive_execute(en->prim, stream, n, args);
+  if (s == dnnl_success && en->io[GR_OUT].reorder) s = io_reorder(&en->io[GR_OUT], stream, false);
+  if (s == dnnl_success) s = dnnl_stream_wait(stream);
+  return s == dnnl_success ? KILN_OK
+                           : kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to run the "
+                                     "convolution's gradient (status %d)", (int)s);
+}
+
+static int gr_run(kl_kernel_ctx *c) {
+  gr_node *g = *c->state;
+  if (!g) return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN convolution gradient without its state");
+  g->ran_reference = false; /* empty operands: nothing to compute, no slow path */
+  g->ran_impl = NULL;
+  if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
+  for (int k = 0; k < 2; k++) /* oneDNN refuses empty operands; the gradient is zeros */
+    if (kl_tensor_numel(c->in[k]) == 0) return kl_op_get(c->node->op)->ref(c);
+  gr_entry *en;
+  g->ran_reference = true;
+  kiln_status st = entry_get(g, c, &en);
+  if (st != KILN_OK) return st;
+  g->ran_reference = en->fallback;
+  if (en->fallback) return kl_op_get(c->node->op)->ref(c);
+  g->ran_impl = en->impl;
+  return with_threads(en->single, g, en, c, execute);
+}
+
+static void gr_release(void *state) {
+  gr_node *g = state;
+  if (!g) return;
+  for (int i = 0; i < GR_SLOTS; i++) entry_free(&g->slots[i]);
+  free(g);
+}
+
+bool kl_dnnl_grad_supports(const kl_graph *g, const kl_node *n) {
+  if ((n->op != KL_OP_KilnConvGradX && n->op != KL_OP_KilnConvGradW) || n->n_in != 3 ||
+      n->n_out != 1)
+    return false;
+  for (int k = 0; k < 2; k++)
+    if (n->in[k] < 0 || g->values[n->in[k]].type.dtype != KL_F32) return false;
+  int rank = g->values[n->in[0]].type.rank;
+  return g->values[n->out[0]].type.dtype == KL_F32 && (rank < 0 || (rank >= 3 && rank <= 5));
+}
+
+bool kl_dnnl_grad_ran_reference(const void *state) {
+  const gr_node *g = state;
+  return g && g->ran_reference;
+}
+
+const char *kl_dnnl_grad_ran_impl(const void *state) {
+  const gr_node *g = state;
+  return g ? g->ran_impl : NULL;
+}
+
+kiln_status kl_dnnl_grad_create(kl_dnnl_engine *eng, const kl_node *n, kl_cpu_kernel *kernel,
+                                void **state, kl_err *e) {
+  gr_node *g = calloc(1, sizeof *g);
+  *state = g;
+  if (!g) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a oneDNN convolution gradient");
+  g->eng = eng;
+  g->to_x = n->op == KL_OP_KilnConvGradX;
+  *kernel = (kl_cpu_kernel){g->to_x ? "dnnl_conv_grad_x" : "dnnl_conv_grad_w", gr_run, gr_release};
+  return KILN_OK;
+}

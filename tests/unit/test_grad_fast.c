@@ -1,0 +1,435 @@
+/* The fast kernels of the gradient ops against their reference kernels (the oracle,
+ * in double), on random non-zero float32 data at awkward sizes: ConvGradX and
+ * ConvGradW on oneDNN (dnnl_grad.c: strides with pads, dilations, groups, depthwise,
+ * 1-D and 3-D, auto_pad, batch 1 and 3, channels not a multiple of 8), and kiln's own
+ * kernels (isa/run_grad.c) for MaxPoolGrad, AveragePoolGrad, BatchNormTrain,
+ * BatchNormGrad, UnaryGrad, SumTo and ReduceGrad. Each graph runs in a reference
+ * session and a fast one (twice: the second run from the primitive cache), with 1 and
+ * 2 threads, with oneDNN's workspace filled with NaNs before every node; every output
+ * must match within float32 tolerance, the same bits at 1 and 2 threads (a training
+ * run must not depend on the thread count), and every node must have run on its fast
+ * kernel (a fast path silently falling back to the reference is a bug), which at the
+ * generic ISA level is kiln's generic kernel and, for the convolutions, the reference
+ * (oneDNN has no generic level). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "backends/cpu/isa.h"
+#include "kl_config.h"
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* float32 sums of up to a few thousand products of values in [-2, 2] against double */
+#define ATOL 2e-4
+#define RTOL 1e-4
+
+static uint32_t rng = 4242;
+
+static int input(kl_graph *g, const char *name, int rank, const int64_t *dims) {
+  int v = kl_graph_add_value(g, name, NULL);
+  assert_true(v >= 0);
+  g->values[v].type.dtype = KL_F32;
+  kl_type_set_shape(&g->values[v].type, rank, dims);
+  assert_int_equal(kl_graph_add_input(g, v, NULL), KILN_OK);
+  return v;
+}
+
+/* A node of op over in[] with n_out outputs, each a graph output; returns the node. */
+static int node_n(kl_graph *g, kl_op o, int n_in, const int *in, int n_out) {
+  int y[3];
+  for (int k = 0; k < n_out; k++) {
+    y[k] = kl_graph_add_value(g, NULL, NULL);
+    assert_true(y[k] >= 0);
+  }
+  int n = kl_graph_add_node(g, o, NULL, n_in, in, n_out, y, NULL);
+  assert_true(n >= 0);
+  for (int k = 0; k < n_out; k++) assert_int_equal(kl_graph_add_output(g, y[k], NULL), KILN_OK);
+  return n;
+}
+
+static void ints_attr(kl_graph *g, int n, const char *name, int count, const int64_t *v) {
+  if (count > 0) assert_int_equal(kl_node_set_ints(g, n, name, v, count, NULL), KILN_OK);
+}
+
+/* ---- running ---- */
+
+static kiln_session *session(const kiln_model *m, bool reference, int threads) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "threads", threads), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  kiln_options_free(o);
+  return s;
+}
+
+/* Every output of s after a run on bufs, one after another (a copy). */
+static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *count) {
+  for (int i = 0; i < kiln_model_input_count(m); i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank,
+                                            info.dims, bufs[i], sizeof(float) * (size_t)n),
+                     KILN_OK);
+  }
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  float *all = NULL;
+  *count = 0;
+  for (int k = 0; k < kiln_model_output_count(m); k++) {
+    kiln_tensor_info info;
+    const void *data;
+    assert_int_equal(kiln_session_get_output(s, k, &info, &data), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    all = realloc(all, sizeof(float) * (size_t)(*count + n + 1));
+    assert_non_null(all);
+    memcpy(all + *count, data, sizeof(float) * (size_t)n);
+    *count += n;
+  }
+  return all;
+}
+
+/* Whether node n must run on a fast kernel here: kiln's own at every level; oneDNN's
+ * convolution gradients where oneDNN runs (not at the generic level). */
+static bool fast_expected(const kl_node *n) {
+  if (n->op == KL_OP_KilnConvGradX || n->op == KL_OP_KilnConvGradW)
+    return KL_HAVE_DNNL && kl_isa_level() != KL_ISA_GENERIC;
+  return true;
+}
+
+/* Input values: magnitudes in [0.05, 2] with random signs (no zeros, which would hide
+ * a gradient routed to the wrong place); `positive` inputs (a forward output that
+ * UnaryGrad reads as Y) in (0.05, 0.95). */
+static void fill(float *v, int64_t n, bool positive) {
+  for (int64_t k = 0; k < n; k++) {
+    float m = tu_rand_f32(&rng, 0.05f, positive ? 0.95f : 2.0f);
+    v[k] = positive || tu_rand_f32(&rng, -1, 1) >= 0 ? m : -m;
+  }
+}
+
+/* Exports g (freed), runs it in a reference session and in fast sessions of 1 and 2
+ * threads, twice each; the outputs must agree, and every node run fast. positive:
+ * bit i makes input i's values positive. */
+static void check_pos(kl_graph *g, const char *what, unsigned positive) {
+  kiln_model *m = tu_model_of(g, 0);
+  int n_in = kiln_model_input_count(m);
+  float **bufs = calloc((size_t)n_in + 1, sizeof *bufs);
+  assert_non_null(bufs);
+  for (int i = 0; i < n_in; i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    int64_t n = 1;
+    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    assert_non_null(bufs[i]);
+    fill(bufs[i], n, positive >> i & 1);
+  }
+  kiln_session *ref = session(m, true, 1);
+  int64_t n_want, n_got;
+  float *want = run(ref, m, bufs, &n_want), *one_thread = NULL;
+  for (int threads = 1; threads <= 2; threads++) {
+    kiln_session *fast = session(m, false, threads);
+    kl_session_poison_workspace(fast);
+    for (int r = 0; r < 2; r++) {
+      float *got = run(fast, m, bufs, &n_got);
+      for (int i = 0; i < m->g->n_nodes; i++) {
+        const char *k = kl_session_kernel_name(fast, i), *slow = kl_session_slow_path(fast, i);
+        if (fast_expected(&m->g->nodes[i]) && (strcmp(k, "ref") == 0 || slow))
+          fail_msg("%s: node %d (%s) ran on '%s'%s%s at %s", what, i,
+                   kl_op_get(m->g->nodes[i].op)->name, k, slow ? ", " : "", slow ? slow : "",
+                   kl_isa_level_name(kl_isa_level()));
+      }
+      assert_int_equal(n_got, n_want);
+      for (int64_t k = 0; k < n_want; k++)
+        if (!(fabs((double)got[k] - want[k]) <= ATOL + RTOL * fabs((double)want[k])))
+          fail_msg("%s (%d threads, run %d): element %lld of %lld is %.8g, the reference %.8g",
+                   what, threads, r + 1, (long long)k, (long long)n_want, (double)got[k],
+                   (double)want[k]);
+      /* the same bits whatever the thread count */
+      if (one_thread && memcmp(got, one_thread, sizeof(float) * (size_t)n_want) != 0)
+        fail_msg("%s: 2 threads give other bits than 1", what);
+      if (!one_thread) one_thread = got;
+      else free(got);
+    }
+    kiln_session_free(fast);
+  }
+  free(want);
+  free(one_thread);
+  for (int i = 0; i < n_in; i++) free(bufs[i]);
+  free(bufs);
+  kiln_session_free(ref);
+  kiln_model_free(m);
+}
+
+static void check(kl_graph *g, const char *what) { check_pos(g, what, 0); }
+
+/* ---- ConvGradX and ConvGradW ---- */
+
+typedef struct conv_case {
+  const char *what;
+  int rank;
+  int64_t x[5], w[5];
+  int64_t group;
+  int64_t strides[3], dilations[3], pads[6];
+  const char *auto_pad;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"3x3 pad 1, batch 3, 5 -> 6 channels", 4, {3, 5, 9, 7}, {6, 5, 3, 3}, 1, {1, 1}, {1, 1},
+     {1, 1, 1, 1}, NULL},
+    {"stride 2 pad 1, odd sizes", 4, {1, 3, 11, 10}, {4, 3, 3, 3}, 1, {2, 2}, {1, 1},
+     {1, 1, 1, 1}, NULL},
+    {"dilation 2", 4, {3, 6, 9, 9}, {10, 6, 3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}, NULL},
+    {"groups 2", 4, {2, 6, 7, 9}, {10, 3, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},
+    {"depthwise stride 2", 4, {3, 12, 9, 9}, {12, 1, 3, 3}, 12, {2, 2}, {1, 1}, {1, 1, 1, 1},
+     NULL},
+    {"1-D stride 2", 3, {3, 5, 17}, {7, 5, 5}, 1, {2}, {1}, {2, 2}, NULL},
+    {"3-D", 5, {1, 4, 5, 6, 7}, {6, 4, 3, 3, 3}, 1, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1},
+     NULL},
+    {"1x1 stride 2", 4, {3, 16, 9, 9}, {24, 16, 1, 1}, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, NULL},
+    {"one input channel (the digits CNN's first)", 4, {3, 1, 8, 8}, {8, 1, 3, 3}, 1, {1, 1},
+     {1, 1}, {1, 1, 1, 1}, NULL},
+    {"7x7 stride 2 pad 3 from 3 channels", 4, {1, 3, 23, 23}, {8, 3, 7, 7}, 1, {2, 2}, {1, 1},
+     {3, 3, 3, 3}, NULL},
+    {"uneven pads", 4, {2, 4, 8, 9}, {5, 4, 3, 2}, 1, {1, 2}, {1, 1}, {0, 1, 2, 0}, NULL},
+    {"auto_pad SAME_UPPER stride 2", 4, {2, 4, 8, 9}, {5, 4, 3, 3}, 1, {2, 2}, {1, 1},
+     {0}, "SAME_UPPER"},
+    {"32 -> 48 channels 3x3", 4, {2, 32, 10, 12}, {48, 32, 3, 3}, 1, {1, 1}, {1, 1},
+     {1, 1, 1, 1}, NULL},
+};
+
+/* Y's spatial size along dim i of case c. */
+static int64_t conv_out(const conv_case *c, int i) {
+  int64_t in = c->x[2 + i], s = c->strides[i];
+  if (c->auto_pad) return (in + s - 1) / s;
+  int sp = c->rank - 2;
+  int64_t span = (c->w[2 + i] - 1) * c->dilations[i] + 1;
+  return (in + c->pads[i] + c->pads[sp + i] - span) / s + 1;
+}
+
+static void conv_attrs(kl_graph *g, int n, const conv_case *c) {
+  int sp = c->rank - 2;
+  ints_attr(g, n, "strides", sp, c->strides);
+  ints_attr(g, n, "dilations", sp, c->dilations);
+  if (c->auto_pad)
+    assert_int_equal(kl_node_set_string(g, n, "auto_pad", c->auto_pad, NULL), KILN_OK);
+  else ints_attr(g, n, "pads", 2 * sp, c->pads);
+  assert_int_equal(kl_node_set_int(g, n, "group", c->group, NULL), KILN_OK);
+}
+
+static void test_conv_grad(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+    const conv_case *c = &conv_cases[i];
+    int64_t y[5] = {c->x[0], c->w[0]};
+    for (int d = 0; d < c->rank - 2; d++) y[2 + d] = conv_out(c, d);
+    kl_graph *g = kl_graph_new();
+    int x = input(g, "x", c->rank, c->x), w = input(g, "w", c->rank, c->w);
+    int dy = input(g, "dy", c->rank, y);
+    conv_attrs(g, node_n(g, KL_OP_KilnConvGradX, 3, (int[]){dy, w, x}, 1), c);
+    conv_attrs(g, node_n(g, KL_OP_KilnConvGradW, 3, (int[]){x, dy, w}, 1), c);
+    check(g, c->what);
+  }
+}
+
+/* ---- MaxPoolGrad and AveragePoolGrad ---- */
+
+typedef struct pool_case {
+  const char *what;
+  int rank;
+  int64_t x[5], y[5];
+  int64_t kernel[3], strides[3], dilations[3], pads[6];
+  int64_t ceil_mode, include_pad;
+} pool_case;
+
+static const pool_case pool_cases[] = {
+    {"3x3 stride 2 pad 1, batch 3, 5 channels", 4, {3, 5, 9, 7}, {3, 5, 5, 4}, {3, 3}, {2, 2},
+     {1, 1}, {1, 1, 1, 1}, 0, 0},
+    {"2x2 stride 2 (the digits CNN's)", 4, {1, 3, 8, 8}, {1, 3, 4, 4}, {2, 2}, {2, 2}, {1, 1},
+     {0, 0, 0, 0}, 0, 0},
+    {"dilation 2, uneven pads", 4, {2, 3, 11, 10}, {2, 3, 10, 3}, {3, 2}, {1, 3}, {2, 2},
+     {1, 0, 2, 1}, 0, 0},
+    {"ceil_mode", 4, {1, 2, 7, 8}, {1, 2, 3, 4}, {3, 3}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 1, 0},
+    {"count_include_pad", 4, {3, 4, 7, 9}, {3, 4, 4, 5}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1},
+     0, 1},
+    {"1-D", 3, {3, 4, 11}, {3, 4, 5}, {3}, {2}, {1}, {0, 0}, 0, 0},
+    {"3-D", 5, {1, 2, 5, 6, 7}, {1, 2, 2, 3, 4}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1},
+     {0, 0, 0, 0, 1, 1}, 0, 0},
+};
+
+static void pool_attrs(kl_graph *g, int n, const pool_case *c, bool avg) {
+  int sp = c->rank - 2;
+  ints_attr(g, n, "kernel_shape", sp, c->kernel);
+  ints_attr(g, n, "strides", sp, c->strides);
+  ints_attr(g, n, "dilations", sp, c->dilations);
+  ints_attr(g, n, "pads", 2 * sp, c->pads);
+  assert_int_equal(kl_node_set_int(g, n, "ceil_mode", c->ceil_mode, NULL), KILN_OK);
+  if (avg)
+    assert_int_equal(kl_node_set_int(g, n, "count_include_pad", c->include_pad, NULL), KILN_OK);
+}
+
+static void test_pool_grad(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
+    const pool_case *c = &pool_cases[i];
+    kl_graph *g = kl_graph_new();
+    int x = input(g, "x", c->rank, c->x), dy = input(g, "dy", c->rank, c->y);
+    pool_attrs(g, node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1), c, false);
+    pool_attrs(g, node_n(g, KL_OP_KilnAveragePoolGrad, 2, (int[]){dy, x}, 1), c, true);
+    check(g, c->what);
+  }
+}
+
+/* MaxPool's ties: X of a few repeated values (as after a Relu), where the first of equal
+ * maxima must get the gradient. */
+static void test_max_pool_grad_ties(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t xd[4] = {2, 3, 9, 9}, yd[4] = {2, 3, 4, 4};
+  int64_t n = 2 * 3 * 9 * 9;
+  float *v = malloc(sizeof(float) * (size_t)n); /* the graph's from here */
+  assert_non_null(v);
+  for (int64_t k = 0; k < n; k++) v[k] = (float)(k * 7 % 3) * 0.5f;
+  int x = kl_graph_add_const(g, NULL, KL_F32, 4, xd, v, sizeof(float) * (size_t)n, false, NULL);
+  int dy = input(g, "dy", 4, yd);
+  int k = node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1);
+  ints_attr(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
+  ints_attr(g, k, "strides", 2, (int64_t[]){2, 2});
+  check(g, "MaxPoolGrad with ties");
+}
+
+/* ---- BatchNormTrain and BatchNormGrad ---- */
+
+static void bn_case(const char *what, int rank, const int64_t *x_dims) {
+  int64_t ch = x_dims[1];
+  kl_graph *g = kl_graph_new();
+  int x = input(g, "x", rank, x_dims), dy = input(g, "dy", rank, x_dims);
+  int scale = input(g, "scale", 1, &ch), b = input(g, "b", 1, &ch);
+  int mean = input(g, "mean", 1, &ch), var = input(g, "var", 1, &ch);
+  int t = node_n(g, KL_OP_KilnBatchNormTrain, 5, (int[]){x, scale, b, mean, var}, 3);
+  assert_int_equal(kl_node_set_float(g, t, "momentum", 0.8f, NULL), KILN_OK);
+  int k = node_n(g, KL_OP_KilnBatchNormGrad, 3, (int[]){dy, x, scale}, 3);
+  assert_int_equal(kl_node_set_float(g, k, "epsilon", 1e-3f, NULL), KILN_OK);
+  check(g, what);
+}
+
+static void test_batchnorm(void **state) {
+  (void)state;
+  bn_case("BatchNorm [3, 5, 7, 9]", 4, (int64_t[]){3, 5, 7, 9});
+  bn_case("BatchNorm [1, 13, 11, 3] (batch 1)", 4, (int64_t[]){1, 13, 11, 3});
+  bn_case("BatchNorm [64, 10] (rank 2)", 2, (int64_t[]){64, 10});
+  bn_case("BatchNorm 3-D [2, 3, 4, 5, 6]", 5, (int64_t[]){2, 3, 4, 5, 6});
+}
+
+/* ---- UnaryGrad ---- */
+
+static void unary_case(const char *op, bool with_y, float alpha, const char *approximate) {
+  int64_t d[3] = {3, 7, 1001};
+  kl_graph *g = kl_graph_new();
+  int dy = input(g, "dy", 3, d), x = input(g, "x", 3, d);
+  int y = with_y ? input(g, "y", 3, d) : -1;
+  int n = node_n(g, KL_OP_KilnUnaryGrad, with_y ? 3 : 2, (int[]){dy, x, y}, 1);
+  assert_int_equal(kl_node_set_string(g, n, "op", op, NULL), KILN_OK);
+  if (alpha != 0) assert_int_equal(kl_node_set_float(g, n, "alpha", alpha, NULL), KILN_OK);
+  if (approximate)
+    assert_int_equal(kl_node_set_string(g, n, "approximate", approximate, NULL), KILN_OK);
+  char what[64];
+  snprintf(what, sizeof what, "UnaryGrad %s%s%s", op, with_y ? " with Y" : "",
+           approximate ? " tanh" : "");
+  check_pos(g, what, with_y ? 4u : 0u); /* Y (input 2) a sigmoid's or tanh's in (0, 1) */
+}
+
+static void test_unary_grad(void **state) {
+  (void)state;
+  unary_case("Relu", false, 0, NULL);
+  unary_case("LeakyRelu", false, 0.1f, NULL);
+  unary_case("Sigmoid", true, 0, NULL);
+  unary_case("Sigmoid", false, 0, NULL);
+  unary_case("Tanh", true, 0, NULL);
+  unary_case("Tanh", false, 0, NULL);
+  unary_case("Gelu", false, 0, NULL);
+  unary_case("Gelu", false, 0, "tanh");
+  unary_case("Silu", false, 0, NULL);
+}
+
+/* ---- SumTo and ReduceGrad ---- */
+
+static void sum_to_case(const char *what, int rank, const int64_t *big, int like_rank,
+                        const int64_t *like) {
+  kl_graph *g = kl_graph_new();
+  int dy = input(g, "dy", rank, big), l = input(g, "like", like_rank, like);
+  node_n(g, KL_OP_KilnSumTo, 2, (int[]){dy, l}, 1);
+  check(g, what);
+}
+
+static void test_sum_to(void **state) {
+  (void)state;
+  sum_to_case("SumTo [3, 5, 7, 9] -> [5, 1, 1] (all but channels)", 4, (int64_t[]){3, 5, 7, 9},
+              3, (int64_t[]){5, 1, 1});
+  sum_to_case("SumTo [3, 5, 7, 9] -> [9]", 4, (int64_t[]){3, 5, 7, 9}, 1, (int64_t[]){9});
+  sum_to_case("SumTo [64, 10] -> [10] (a bias)", 2, (int64_t[]){64, 10}, 1, (int64_t[]){10});
+  sum_to_case("SumTo [4, 12, 33] -> [12, 33]", 3, (int64_t[]){4, 12, 33}, 2, (int64_t[]){12, 33});
+  sum_to_case("SumTo [3, 5, 7] -> [3, 1, 7]", 3, (int64_t[]){3, 5, 7}, 3, (int64_t[]){3, 1, 7});
+  sum_to_case("SumTo [3, 5, 7] -> [3, 1, 1]", 3, (int64_t[]){3, 5, 7}, 3, (int64_t[]){3, 1, 1});
+  sum_to_case("SumTo [3, 5, 7] -> [] (everything)", 3, (int64_t[]){3, 5, 7}, 0, NULL);
+  sum_to_case("SumTo [3, 5] -> [3, 5] (nothing)", 2, (int64_t[]){3, 5}, 2, (int64_t[]){3, 5});
+  sum_to_case("SumTo [2, 3, 4, 5] -> [3, 1, 5] (more runs)", 4, (int64_t[]){2, 3, 4, 5}, 3,
+              (int64_t[]){3, 1, 5});
+}
+
+static void reduce_grad_case(const char *what, int rank, const int64_t *x, int dy_rank,
+                             const int64_t *dy_dims, int n_axes, const int64_t *axes,
+                             int keepdims, int mean) {
+  kl_graph *g = kl_graph_new();
+  int dy = input(g, "dy", dy_rank, dy_dims), xl = input(g, "x", rank, x);
+  int n = node_n(g, KL_OP_KilnReduceGrad, 2, (int[]){dy, xl}, 1);
+  ints_attr(g, n, "axes", n_axes, axes);
+  assert_int_equal(kl_node_set_int(g, n, "keepdims", keepdims, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_int(g, n, "mean", mean, NULL), KILN_OK);
+  check(g, what);
+}
+
+static void test_reduce_grad(void **state) {
+  (void)state;
+  int64_t x[4] = {3, 5, 7, 9};
+  reduce_grad_case("ReduceGrad mean over H, W (global pooling)", 4, x, 4,
+                   (int64_t[]){3, 5, 1, 1}, 2, (int64_t[]){2, 3}, 1, 1);
+  reduce_grad_case("ReduceGrad sum over all but channels", 4, x, 1, (int64_t[]){5}, 3,
+                   (int64_t[]){0, 2, 3}, 0, 0);
+  reduce_grad_case("ReduceGrad mean over the sequence", 3, (int64_t[]){4, 12, 33}, 2,
+                   (int64_t[]){4, 33}, 1, (int64_t[]){1}, 0, 1);
+  reduce_grad_case("ReduceGrad mean over the last axis", 3, (int64_t[]){4, 12, 33}, 3,
+                   (int64_t[]){4, 12, 1}, 1, (int64_t[]){-1}, 1, 1);
+  reduce_grad_case("ReduceGrad over everything", 3, (int64_t[]){4, 12, 33}, 0, NULL, 0, NULL,
+                   0, 1);
+  reduce_grad_case("ReduceGrad over the batch", 2, (int64_t[]){64, 10}, 1, (int64_t[]){10}, 1,
+                   (int64_t[]){0}, 0, 0);
+  reduce_grad_case("ReduceGrad, more runs", 4, x, 2, (int64_t[]){5, 9}, 2,
+                   (int64_t[]){0, 2}, 0, 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_conv_grad),
+      cmocka_unit_test(test_pool_grad),
+      cmocka_unit_test(test_max_pool_grad_ties),
+      cmocka_unit_test(test_batchnorm),
+      cmocka_unit_test(test_unary_grad),
+      cmocka_unit_test(test_sum_to),
+      cmocka_unit_test(test_reduce_grad),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

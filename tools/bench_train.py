@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Times a training step of kiln (`kiln train`) against PyTorch eager on this CPU.
+
+For each model: (a) the digits CNN of models/make_train_refs.py at batch 64 (1x8x8
+inputs), (b) ResNet-18 (torchvision's, untrained) at batch 8 on 3x224x224 inputs, 1000
+classes, (c) the transformer encoder of models/make_train_refs.py at batch 64, it
+exports the model as make_train_refs.py does (inference form, opset 17, no constant
+folding, a dynamic batch), writes a random batch to .npz, and times
+
+  PyTorch: zero_grad, forward, cross_entropy, backward, SGD (momentum 0.9) step, with
+           torch.set_num_threads(T); median over the steps after 3 warm-up steps;
+  kiln:    kiln train MODEL --data X.npz --steps N --batch B --no-shuffle --log L.jsonl
+           --threads T (SGD, momentum 0.9); median of the per-step "ms" of the log,
+           skipping the first 3 steps,
+
+alternating kiln and PyTorch rounds, and prints a table with the ratio kiln/PyTorch.
+
+Run from the repository root, with a release build:
+  meson setup build-rel -Dbuildtype=release -Dgpu=disabled && ninja -C build-rel
+  /path/to/.venv/bin/python tools/bench_train.py --threads 2
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+import make_train_refs as refs  # noqa: E402  (the CNN and the encoder)
+
+WARMUP = 3
+LR, MOMENTUM = 0.01, 0.9
+
+
+def resnet18():
+    import torchvision
+    return torchvision.models.resnet18(weights=None, num_classes=1000)
+
+
+# name: (make, input name, batch, random batch of inputs, classes)
+def cases():
+    rng = np.random.default_rng(0)
+    return {
+        "cnn": (refs.CNN, "x", 64,
+                lambda n: rng.random((n, 1, 8, 8), dtype=np.float32), 10),
+        "resnet18": (resnet18, "x", 8,
+                     lambda n: rng.standard_normal((n, 3, 224, 224), dtype=np.float32), 1000),
+        "transformer": (refs.Encoder, "tokens", 64,
+                        lambda n: rng.integers(0, 16, size=(n, 12)).astype(np.int64), 4),
+    }
+
+
+def export(model, name, x, path):
+    model.eval()
+    torch.onnx.export(model, (torch.from_numpy(x[:2]),), path, input_names=[name],
+                      output_names=["logits"],
+                      dynamic_axes={name: {0: "batch"}, "logits": {0: "batch"}},
+                      opset_version=17, do_constant_folding=False, dynamo=False)
+
+
+def torch_steps(model, x, y, steps):
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(xt), yt)
+        loss.backward()
+        opt.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times[WARMUP:]
+
+
+def kiln_steps(kiln, onnx_path, npz, batch, steps, threads, log):
+    cmd = [kiln, "train", onnx_path, "--data", npz, "--steps", str(steps), "--batch",
+           str(batch), "--no-shuffle", "--log", log, "--threads", str(threads),
+           "--optimizer", "sgd", "--lr", str(LR), "--momentum", str(MOMENTUM)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(log) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [r["ms"] for r in rows[WARMUP:]]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kiln", default="build-rel/tools/kiln")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=13, help="steps per round, warm-up included")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--models", default="cnn,resnet18,transformer")
+    ap.add_argument("--json", help="also write the results here")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    info = subprocess.run([a.kiln, "info"], capture_output=True, text=True).stdout
+    isa = next((l.strip() for l in info.splitlines() if "isa" in l.lower()), "?")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="kiln-bench-train-") as tmp:
+        for name in a.models.split(","):
+            make, input_name, batch, data, classes = cases()[name]
+            torch.manual_seed(0)
+            model = make()
+            x = data(batch)
+            y = np.random.default_rng(1).integers(0, classes, size=batch).astype(np.int64)
+            onnx_path = os.path.join(tmp, name + ".onnx")
+            npz = os.path.join(tmp, name + ".npz")
+            export(model, input_name, x, onnx_path)
+            np.savez(npz, **{input_name: x, "target": y})
+            tk, tt = [], []
+            for _ in range(a.rounds):
+                tk += kiln_steps(a.kiln, onnx_path, npz, batch, a.steps, a.threads,
+                                 os.path.join(tmp, name + ".jsonl"))
+                torch.manual_seed(0)
+                tt += torch_steps(make(), x, y, a.steps)
+            results[name] = {"batch": batch, "kiln_ms": statistics.median(tk),
+                             "torch_ms": statistics.median(tt), "kiln_steps": len(tk),
+                             "torch_steps": len(tt)}
+            print(f"{name}: kiln {results[name]['kiln_ms']:.2f} ms, "
+                  f"torch {results[name]['torch_ms']:.2f} ms", file=sys.stderr)
+    print(f"CPU: {cpu}; {isa}; threads: {a.threads}; torch {torch.__version__}; "
+          f"{platform.python_version()}")
+    print(f"median step time over {a.rounds} alternating rounds of {a.steps - WARMUP} "
+          f"steps (after {WARMUP} warm-up steps)")
+    print()
+    print("| model | batch | kiln ms | PyTorch ms | kiln/PyTorch |")
+    print("|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['batch']} | {r['kiln_ms']:.2f} | {r['torch_ms']:.2f} | "
+              f"{r['kiln_ms'] / r['torch_ms']:.2f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cpu": cpu, "isa": isa, "threads": a.threads, "results": results}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
