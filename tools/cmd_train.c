@@ -1,6 +1,9 @@
 /* kiln train: train a model on arrays from a .npz file (docs/training.md). */
+#include "bench_profile.h"
 #include "cli.h"
 #include "import/npz.h"
+#include "runtime/session.h"
+#include "train/train.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -36,6 +39,8 @@ static const char *train_help =
     "  --bf16                weights as bfloat16 with their low halves kept apart (SplitSGD:\n"
     "                        sgd, adagrad, lamb); the FP32 master is saved\n"
     "  --log FILE.jsonl      one JSON object per step: step, epoch, loss, lr, ms\n"
+    "  --profile             time each node of the step graph (steps after the first two)\n"
+    "                        and print the op types and nodes that took longest\n"
     "  --curve FILE.svg      the loss curve (and eval metric) as SVG\n"
     "  -o OUT.onnx           write the trained model\n"
     "  --checkpoint DIR      save weights and optimizer state after each epoch\n"
@@ -44,7 +49,7 @@ static const char *train_help =
 typedef struct train_args {
   const char *model, *data, *eval, *log, *curve, *out, *checkpoint, *resume, *schedule;
   int64_t batch, epochs, steps, seed;
-  bool shuffle, skip_nonfinite, bf16;
+  bool shuffle, skip_nonfinite, bf16, profile;
   cli_common common;
 } train_args;
 
@@ -421,6 +426,8 @@ int cmd_train(int argc, char **argv) {
       a.skip_nonfinite = true;
     } else if (strcmp(s, "--bf16") == 0) {
       a.bf16 = true;
+    } else if (strcmp(s, "--profile") == 0) {
+      a.profile = true;
     } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
       printf("%s", train_help);
       return EXIT_OK;
@@ -509,6 +516,11 @@ int cmd_train(int argc, char **argv) {
     ok = false;
   }
   double base_lr = ok ? kiln_trainer_lr(t) : 0;
+  bench_profile *prof = NULL;
+  if (ok && a.profile) {
+    if (!(prof = bench_profile_new(kl_trainer_step_model(t)))) ok = false;
+    else kl_session_set_profiling(kl_trainer_step_session(t), true);
+  }
   bool tty = isatty(2);
   double t0 = now_s(), samples = 0;
   int64_t skipped = 0;
@@ -538,6 +550,7 @@ int cmd_train(int argc, char **argv) {
     }
     losses[k] = loss;
     samples += (double)count;
+    if (prof && ok && k >= start + 2) bench_profile_add(prof, kl_trainer_step_session(t), 0);
     if (log)
       fprintf(log, "{\"step\": %" PRId64 ", \"epoch\": %" PRId64 ", \"loss\": %.9g, \"lr\": "
               "%.9g, \"ms\": %.3f}\n", k + 1, e + 1, loss, lr, ms);
@@ -571,6 +584,8 @@ int cmd_train(int argc, char **argv) {
            "last loss %.6f\n", tty ? "\n" : "", total - start, skipped, el,
            samples / (el > 0 ? el : 1e-9), total > 0 ? losses[total - 1] : NAN);
   }
+  if (ok && prof) bench_profile_print(prof, stdout);
+  bench_profile_free(prof);
   if (ok && a.curve)
     ok = write_curve(a.curve, losses + start, total - start, metric, metric_step, n_metric,
                      classes ? "eval accuracy" : "eval mse");

@@ -13,4 +13,8 @@ kiln_status kl_train_update_order(kl_graph *g, kl_err *e);
  * PyTorch exports a fresh BatchNorm) become constants of their own. */
 kiln_status kl_train_own_stats(kl_graph *g, kl_err *e);
 
+/* The step graph's model and session, for `kiln train --profile`. */
+const kiln_model *kl_trainer_step_model(const kiln_trainer *t);
+kiln_session *kl_trainer_step_session(kiln_trainer *t);
+
 #endif

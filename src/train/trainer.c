@@ -1244,3 +1244,6 @@ kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
   t->eval_fresh = false;
   return st;
 }
+
+const kiln_model *kl_trainer_step_model(const kiln_trainer *t) { return t ? t->step_m : NULL; }
+kiln_session *kl_trainer_step_session(kiln_trainer *t) { return t ? t->step_s : NULL; }

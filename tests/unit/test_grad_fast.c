@@ -363,6 +363,42 @@ static void test_unary_grad(void **state) {
   unary_case("Gelu", false, 0, NULL);
   unary_case("Gelu", false, 0, "tanh");
   unary_case("Silu", false, 0, NULL);
+  unary_case("Erf", false, 0, NULL);
+}
+
+/* ---- SoftmaxGrad (last axis) and LayerNormGrad ---- */
+
+static void softmax_case(const char *what, int rank, const int64_t *d, bool log_form) {
+  kl_graph *g = kl_graph_new();
+  int dy = input(g, "dy", rank, d), y = input(g, "y", rank, d);
+  int n = node_n(g, KL_OP_KilnSoftmaxGrad, 2, (int[]){dy, y}, 1);
+  assert_int_equal(kl_node_set_int(g, n, "log", log_form, NULL), KILN_OK);
+  check_pos(g, what, log_form ? 0u : 2u); /* a softmax's Y in (0, 1) */
+}
+
+static void layernorm_case(const char *what, int rank, const int64_t *d, int axis) {
+  kl_graph *g = kl_graph_new();
+  int64_t cols = 1;
+  for (int i = axis; i < rank; i++) cols *= d[i];
+  int64_t sd[KL_MAX_RANK];
+  for (int i = axis; i < rank; i++) sd[i - axis] = d[i];
+  int dy = input(g, "dy", rank, d), x = input(g, "x", rank, d);
+  int scale = input(g, "scale", rank - axis, sd);
+  int n = node_n(g, KL_OP_KilnLayerNormGrad, 3, (int[]){dy, x, scale}, 3);
+  assert_int_equal(kl_node_set_int(g, n, "axis", axis, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, n, "epsilon", 1e-3f, NULL), KILN_OK);
+  (void)cols;
+  check(g, what);
+}
+
+static void test_softmax_layernorm_grad(void **state) {
+  (void)state;
+  softmax_case("SoftmaxGrad [3, 5, 37]", 3, (int64_t[]){3, 5, 37}, false);
+  softmax_case("SoftmaxGrad log [7, 1001]", 2, (int64_t[]){7, 1001}, true);
+  softmax_case("SoftmaxGrad [2, 1]", 2, (int64_t[]){2, 1}, false);
+  layernorm_case("LayerNormGrad [3, 67, 33]", 3, (int64_t[]){3, 67, 33}, 2);
+  layernorm_case("LayerNormGrad [130, 20] (3 blocks)", 2, (int64_t[]){130, 20}, 1);
+  layernorm_case("LayerNormGrad [2, 3, 4, 5] over 2 axes", 4, (int64_t[]){2, 3, 4, 5}, 2);
 }
 
 /* ---- SumTo and ReduceGrad ---- */
@@ -430,6 +466,7 @@ int main(void) {
       cmocka_unit_test(test_unary_grad),
       cmocka_unit_test(test_sum_to),
       cmocka_unit_test(test_reduce_grad),
+      cmocka_unit_test(test_softmax_layernorm_grad),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -195,6 +195,8 @@ static kl_kernel_fn grad_kernel(const kl_node *n, kl_dtype t) {
   case KL_OP_KilnUnaryGrad: return kl_grad_unary_fast(n) ? kl_run_unary_grad : NULL;
   case KL_OP_KilnSumTo: return kl_run_sum_to;
   case KL_OP_KilnReduceGrad: return kl_run_reduce_grad;
+  case KL_OP_KilnSoftmaxGrad: return kl_run_softmax_grad;
+  case KL_OP_KilnLayerNormGrad: return kl_run_layernorm_grad;
   default: return NULL;
   }
 }

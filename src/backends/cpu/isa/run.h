@@ -143,6 +143,8 @@ int kl_run_pool_grad(kl_kernel_ctx *c);
 int kl_run_batchnorm_train(kl_kernel_ctx *c);
 int kl_run_batchnorm_grad(kl_kernel_ctx *c);
 int kl_run_unary_grad(kl_kernel_ctx *c);
+int kl_run_softmax_grad(kl_kernel_ctx *c);
+int kl_run_layernorm_grad(kl_kernel_ctx *c);
 bool kl_grad_unary_fast(const kl_node *n);
 int kl_run_sum_to(kl_kernel_ctx *c);
 int kl_run_reduce_grad(kl_kernel_ctx *c);

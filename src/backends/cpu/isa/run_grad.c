@@ -10,7 +10,10 @@
  *   AveragePoolGrad (dY, XLike) -> dX per plane: dY / count spread over the taps
  *   BatchNormTrain (X, scale, B, mean, var) -> Y, mean', var'     per channel
  *   BatchNormGrad (dY, X, scale) -> dX, dScale, dB               per channel
- *   UnaryGrad (dY, X, Y?) -> dX       Relu, LeakyRelu, Sigmoid, Tanh, Gelu, Silu
+ *   UnaryGrad (dY, X, Y?) -> dX       Relu, LeakyRelu, Sigmoid, Tanh, Gelu, Silu, Erf
+ *   SoftmaxGrad (dY, Y) -> dX         per row of the last axis
+ *   LayerNormGrad (dY, X, scale) -> dX, dScale, dB   per block of rows; dScale and dB
+ *                                     summed per block in double, blocks added in order
  *   SumTo (dY, Like) -> dX            dY summed down to Like's shape
  *   ReduceGrad (dY, XLike) -> dX      dY broadcast back over the reduced axes
  *
@@ -25,6 +28,7 @@
 #include "ir/grad.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CHUNK 16384 /* elements per task of the elementwise kernels */
@@ -317,6 +321,12 @@ static void unary_task(void *arg, int64_t t) {
       dx[i] = slope == 0 ? 0.0f : dy[i] * slope;
     }
     break;
+  case KL_UG_ERF: /* 2 / sqrt(pi) e^(-x^2) */
+    for (int64_t i = i0; i < i1; i++) {
+      float slope = 1.12837916709551257390f * expf(-x[i] * x[i]);
+      dx[i] = slope == 0 ? 0.0f : dy[i] * slope;
+    }
+    break;
   default: /* KL_UG_GELU */
     for (int64_t i = i0; i < i1; i++) {
       float v = x[i], slope;
@@ -335,7 +345,7 @@ static void unary_task(void *arg, int64_t t) {
 
 static bool unary_fast(kl_unary_grad_op op) {
   return op == KL_UG_RELU || op == KL_UG_LEAKY_RELU || op == KL_UG_SIGMOID ||
-         op == KL_UG_TANH || op == KL_UG_GELU || op == KL_UG_SILU;
+         op == KL_UG_TANH || op == KL_UG_GELU || op == KL_UG_SILU || op == KL_UG_ERF;
 }
 
 bool kl_grad_unary_fast(const kl_node *n) {
@@ -549,5 +559,120 @@ int kl_run_reduce_grad(kl_kernel_ctx *c) {
   int64_t rows = j.a * j.b;
   int64_t tasks = kl_isa_split(rows, j.c == 1 ? CHUNK : CHUNK / j.c + 1, &j.per);
   kl_isa_parallel(c, tasks, work, bcast_rkr_task, &j);
+  return KILN_OK;
+}
+
+/* ---- SoftmaxGrad over the last axis ---- */
+
+typedef struct softmax_job {
+  const float *dy, *y;
+  float *dx;
+  int64_t len, per, rows;
+  bool log_form;
+} softmax_job;
+
+static void softmax_task(void *arg, int64_t t) {
+  const softmax_job *j = arg;
+  int64_t r1 = (t + 1) * j->per < j->rows ? (t + 1) * j->per : j->rows;
+  for (int64_t r = t * j->per; r < r1; r++) {
+    const float *dy = j->dy + r * j->len, *y = j->y + r * j->len;
+    float *dx = j->dx + r * j->len;
+    double s = 0;
+    if (j->log_form) { /* dX = dY - e^Y sum(dY) */
+      for (int64_t i = 0; i < j->len; i++) s += dy[i];
+      for (int64_t i = 0; i < j->len; i++) dx[i] = (float)(dy[i] - expf(y[i]) * s);
+    } else { /* dX = Y (dY - sum(dY Y)) */
+      for (int64_t i = 0; i < j->len; i++) s += (double)dy[i] * y[i];
+      for (int64_t i = 0; i < j->len; i++) dx[i] = (float)(y[i] * (dy[i] - s));
+    }
+  }
+}
+
+int kl_run_softmax_grad(kl_kernel_ctx *c) {
+  const kl_tensor *dy = c->in[0], *y = c->in[1];
+  int64_t a = kl_attr_int(c->node, "axis", -1);
+  if (!all_f32(c, 0, 2) || y->rank < 1 || (a != -1 && a != y->rank - 1) ||
+      kl_tensor_numel(dy) != kl_tensor_numel(y))
+    return kl_isa_ref(c);
+  softmax_job j = {.dy = dy->data, .y = y->data, .dx = c->out[0]->data,
+                   .len = y->dims[y->rank - 1], .log_form = kl_attr_int(c->node, "log", 0) != 0};
+  if (j.len == 0) return KILN_OK;
+  j.rows = kl_tensor_numel(y) / j.len;
+  int64_t tasks = kl_isa_split(j.rows, CHUNK / j.len + 1, &j.per);
+  kl_isa_parallel(c, tasks, 3 * kl_tensor_numel(y), softmax_task, &j);
+  return KILN_OK;
+}
+
+/* ---- LayerNormGrad: rows of cols elements, scale and dScale/dB of cols ---- */
+
+#define LN_BLOCK 64 /* rows per task: fixed, so the sums do not depend on threads */
+
+typedef struct ln_job {
+  const float *dy, *x, *scale;
+  float *dx;
+  int64_t rows, cols;
+  double eps;
+  double *part; /* per task: dScale then dB partial sums, 2 * cols doubles */
+} ln_job;
+
+static void ln_task(void *arg, int64_t t) {
+  const ln_job *j = arg;
+  int64_t cols = j->cols, r1 = (t + 1) * LN_BLOCK < j->rows ? (t + 1) * LN_BLOCK : j->rows;
+  double *ds = j->part + 2 * cols * t, *db = ds + cols;
+  for (int64_t k = 0; k < 2 * cols; k++) ds[k] = 0;
+  for (int64_t r = t * LN_BLOCK; r < r1; r++) {
+    const float *x = j->x + r * cols, *dy = j->dy + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < cols; k++) mean += x[k];
+    mean /= (double)cols;
+    for (int64_t k = 0; k < cols; k++) var += (x[k] - mean) * (x[k] - mean);
+    double inv = 1.0 / sqrt(var / (double)cols + j->eps);
+    double mg = 0, mgx = 0; /* means of g = dy * scale and of g * xhat */
+    for (int64_t k = 0; k < cols; k++) {
+      double xh = (x[k] - mean) * inv, g = (double)dy[k] * j->scale[k];
+      mg += g;
+      mgx += g * xh;
+      ds[k] += (double)dy[k] * xh;
+      db[k] += dy[k];
+    }
+    mg /= (double)cols;
+    mgx /= (double)cols;
+    float *dx = j->dx + r * cols;
+    for (int64_t k = 0; k < cols; k++) {
+      double xh = (x[k] - mean) * inv, g = (double)dy[k] * j->scale[k];
+      dx[k] = (float)(inv * (g - mg - xh * mgx));
+    }
+  }
+}
+
+int kl_run_layernorm_grad(kl_kernel_ctx *c) {
+  const kl_tensor *dy = c->in[0], *x = c->in[1], *scale = c->in[2];
+  int64_t a = kl_attr_int(c->node, "axis", -1);
+  int axis = (int)(a < 0 ? a + x->rank : a);
+  if (!all_f32(c, 0, 3) || axis < 0 || axis >= x->rank || kl_tensor_numel(dy) != kl_tensor_numel(x))
+    return kl_isa_ref(c);
+  ln_job j = {.dy = dy->data, .x = x->data, .scale = scale->data, .dx = c->out[0]->data,
+              .eps = kl_attr_float(c->node, "epsilon", 1e-5f)};
+  j.cols = 1;
+  for (int d = axis; d < x->rank; d++) j.cols *= x->dims[d];
+  if (j.cols == 0 || kl_tensor_numel(scale) != j.cols) return kl_isa_ref(c); /* broadcast scale */
+  j.rows = kl_tensor_numel(x) / j.cols;
+  int64_t tasks = (j.rows + LN_BLOCK - 1) / LN_BLOCK;
+  size_t bytes;
+  if (kl_mul_overflow_size((size_t)tasks * 2, (size_t)j.cols * sizeof(double), &bytes))
+    return kl_isa_ref(c);
+  j.part = malloc(bytes ? bytes : 1);
+  if (!j.part) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory (%zu bytes of sums)", bytes);
+  kl_isa_parallel(c, tasks, 4 * kl_tensor_numel(x), ln_task, &j);
+  for (int o = 1; o < 3 && o < c->n_out; o++) {
+    if (!c->out[o]) continue;
+    float *out = c->out[o]->data;
+    for (int64_t k = 0; k < j.cols; k++) {
+      double sum = 0;
+      for (int64_t t = 0; t < tasks; t++) sum += j.part[2 * j.cols * t + (o - 1) * j.cols + k];
+      out[k] = (float)sum;
+    }
+  }
+  free(j.part);
   return KILN_OK;
 }
