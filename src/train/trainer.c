@@ -80,8 +80,6 @@ struct kiln_trainer {
   int64_t seed_now;
   kiln_model *step_m, *eval_m;
   kiln_session *step_s, *eval_s;
-  bool eval_fresh; /* the eval session's last run used the current weights and inputs */
-  kl_io_info eval_out;
   char **weights; /* the model's own float constants (sorted), before any folding */
   int n_weights;
 };
@@ -977,7 +975,6 @@ kiln_status kiln_trainer_set_input(kiln_trainer *t, const char *name, kiln_dtype
   }
   kiln_status st = kiln_session_set_input(t->step_s, name, dtype, rank, dims, data, size_bytes);
   if (st != KILN_OK) return kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
-  t->eval_fresh = false;
   return KILN_OK;
 }
 
@@ -1006,7 +1003,6 @@ kiln_status kiln_trainer_step(kiln_trainer *t, double *loss) {
   if (st != KILN_OK) return kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
   double l = *(const float *)data;
   if (loss) *loss = l;
-  t->eval_fresh = false;
   if (!isfinite(l))
     return kl_fail(&t->err, KILN_ERR_STATE, "step %" PRId64 ": the loss is %g; the weights "
                    "and optimizer state were left as they were before it", t->steps + 1, l);
@@ -1241,7 +1237,6 @@ kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
   for (int i = 0; read && i < n; i++) free(read[i].data);
   free(read);
   free(items);
-  t->eval_fresh = false;
   return st;
 }
 
