@@ -13,7 +13,9 @@ folding, a dynamic batch), writes a random batch to .npz, and times
            --threads T (SGD, momentum 0.9); median of the per-step "ms" of the log,
            skipping the first 3 steps,
 
-alternating kiln and PyTorch rounds, and prints a table with the ratio kiln/PyTorch.
+alternating kiln and PyTorch rounds, and prints a table with the ratio kiln/PyTorch and
+each one's peak resident memory (the largest of its rounds: each round is a process of
+its own, PyTorch's a child running this script with --torch-child).
 
 Run from the repository root, with a release build:
   meson setup build-rel -Dbuildtype=release -Dgpu=disabled && ninja -C build-rel
@@ -82,14 +84,38 @@ def torch_steps(model, x, y, steps):
     return times[WARMUP:]
 
 
+def run_measured(cmd, stdout=subprocess.DEVNULL):
+    """Runs cmd; returns (its stdout or None, its peak resident memory in MiB, or NaN).
+    The peak comes from GNU time (Debian's package "time"): a child forked from this
+    Python process would count the parent's pages it held before its exec."""
+    with tempfile.NamedTemporaryFile(suffix=".rss") as f:
+        timed = ["/usr/bin/time", "-f", "%M", "-o", f.name] + cmd
+        have_time = os.access("/usr/bin/time", os.X_OK)
+        p = subprocess.run(timed if have_time else cmd, stdout=stdout, check=True)
+        rss = float("nan")
+        if have_time:
+            with open(f.name) as r:
+                rss = float(r.read().strip().splitlines()[-1]) / 1024.0
+    return (p.stdout if stdout == subprocess.PIPE else None), rss
+
+
 def kiln_steps(kiln, onnx_path, npz, batch, steps, threads, log):
     cmd = [kiln, "train", onnx_path, "--data", npz, "--steps", str(steps), "--batch",
            str(batch), "--no-shuffle", "--log", log, "--threads", str(threads),
            "--optimizer", "sgd", "--lr", str(LR), "--momentum", str(MOMENTUM)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    _, rss = run_measured(cmd)
     with open(log) as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    return [r["ms"] for r in rows[WARMUP:]]
+    return [r["ms"] for r in rows[WARMUP:]], rss
+
+
+def torch_child(name, npz, steps, threads):
+    """--torch-child: PyTorch's steps on the batch of npz, the times as JSON."""
+    torch.set_num_threads(threads)
+    make, input_name, _, _, _ = cases()[name]
+    d = np.load(npz)
+    torch.manual_seed(0)
+    print(json.dumps(torch_steps(make(), d[input_name], d["target"], steps)))
 
 
 def main():
@@ -100,7 +126,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--models", default="cnn,resnet18,transformer")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--torch-child", nargs=2, metavar=("MODEL", "NPZ"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.torch_child:
+        torch_child(a.torch_child[0], a.torch_child[1], a.steps, a.threads)
+        return 0
     torch.set_num_threads(a.threads)
     cpu = "unknown"
     with open("/proc/cpuinfo") as f:
@@ -122,15 +152,21 @@ def main():
             npz = os.path.join(tmp, name + ".npz")
             export(model, input_name, x, onnx_path)
             np.savez(npz, **{input_name: x, "target": y})
-            tk, tt = [], []
+            tk, tt, rk, rt = [], [], 0.0, 0.0
             for _ in range(a.rounds):
-                tk += kiln_steps(a.kiln, onnx_path, npz, batch, a.steps, a.threads,
-                                 os.path.join(tmp, name + ".jsonl"))
-                torch.manual_seed(0)
-                tt += torch_steps(make(), x, y, a.steps)
+                ms, rss = kiln_steps(a.kiln, onnx_path, npz, batch, a.steps, a.threads,
+                                     os.path.join(tmp, name + ".jsonl"))
+                tk += ms
+                rk = max(rk, rss)
+                out, rss = run_measured([sys.executable, os.path.abspath(__file__),
+                                         "--torch-child", name, npz, "--steps", str(a.steps),
+                                         "--threads", str(a.threads)], subprocess.PIPE)
+                tt += json.loads(out)
+                rt = max(rt, rss)
             results[name] = {"batch": batch, "kiln_ms": statistics.median(tk),
                              "torch_ms": statistics.median(tt), "kiln_steps": len(tk),
-                             "torch_steps": len(tt)}
+                             "torch_steps": len(tt), "kiln_peak_mib": rk,
+                             "torch_peak_mib": rt}
             print(f"{name}: kiln {results[name]['kiln_ms']:.2f} ms, "
                   f"torch {results[name]['torch_ms']:.2f} ms", file=sys.stderr)
     print(f"CPU: {cpu}; {isa}; threads: {a.threads}; torch {torch.__version__}; "
@@ -138,11 +174,13 @@ def main():
     print(f"median step time over {a.rounds} alternating rounds of {a.steps - WARMUP} "
           f"steps (after {WARMUP} warm-up steps)")
     print()
-    print("| model | batch | kiln ms | PyTorch ms | kiln/PyTorch |")
-    print("|---|---|---|---|---|")
+    print("| model | batch | kiln ms | PyTorch ms | kiln/PyTorch | kiln peak MiB | "
+          "PyTorch peak MiB |")
+    print("|---|---|---|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['batch']} | {r['kiln_ms']:.2f} | {r['torch_ms']:.2f} | "
-              f"{r['kiln_ms'] / r['torch_ms']:.2f} |")
+              f"{r['kiln_ms'] / r['torch_ms']:.2f} | {r['kiln_peak_mib']:.0f} | "
+              f"{r['torch_peak_mib']:.0f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"cpu": cpu, "isa": isa, "threads": a.threads, "results": results}, f,

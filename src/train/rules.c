@@ -233,7 +233,19 @@ static kiln_status r_matmul(kl_ad *a, int n, const int *dy) {
     return fail_node(a, n, KILN_ERR_UNSUPPORTED, "the gradient of MatMul is implemented "
                      "for operands of rank 2 or more (a vector operand is not)");
   kiln_status st = KILN_OK;
-  if (kl_ad_wants(a, n, 0)) {
+  const kl_type *ty = TYPE(a, OUT(a, n, 0));
+  bool rows_known = ty->rank >= 2 && ty->dims[ty->rank - 1].size >= 0 &&
+                    TYPE(a, x)->dims[rx - 1].size >= 0;
+  if (kl_ad_wants(a, n, 0) && rw == 2 && rows_known) {
+    /* a weight matrix shared by every row: dX = rows(dY) W^T as one Gemm, reshaped to
+     * X's shape (no transposed copy of W) */
+    int dr = as_rows(a, n, d, OUT(a, n, 0));
+    int prod = dr < 0 ? -1 : gemm(a, n, dr, w, false, true, 1.0f);
+    int shape = prod < 0 ? -1 : op1(a, n, KL_OP_Shape, 1, &x);
+    int in[2] = {prod, shape};
+    kiln_status st0 = give(a, x, shape < 0 ? -1 : rx == 2 ? prod : op1(a, n, KL_OP_Reshape, 2, in));
+    if (st0 != KILN_OK) return st0;
+  } else if (kl_ad_wants(a, n, 0)) {
     /* dX = dY W^T, summed over W's broadcast batch dims */
     int wt = swap_last(a, n, w);
     /* dY W^T has Y's batch dims: X's shape when X has them all */
