@@ -31,8 +31,6 @@ import sys
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,6 +110,8 @@ class Encoder(nn.Module):
 
 
 def digits(images):
+    from sklearn.datasets import load_digits  # here: tools/bench_train.py imports this file
+    from sklearn.model_selection import train_test_split
     d = load_digits()
     x = (d.data / 16.0).astype(np.float32)
     y = d.target.astype(np.int64)
