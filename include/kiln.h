@@ -286,6 +286,11 @@ KILN_API kiln_status kiln_trainer_step(kiln_trainer *trainer, double *loss);
 /* The learning rate of the next steps (schedules set it before each step). */
 KILN_API kiln_status kiln_trainer_set_lr(kiln_trainer *trainer, double lr);
 KILN_API double kiln_trainer_lr(const kiln_trainer *trainer);
+/* The weights being trained (the model's float32 initializers the loss depends on,
+ * less "frozen"), in graph order: how many, and the name of weight index (NULL when out
+ * of range; valid while the trainer lives). */
+KILN_API int kiln_trainer_weight_count(const kiln_trainer *trainer);
+KILN_API const char *kiln_trainer_weight_name(const kiln_trainer *trainer, int index);
 /* Steps taken (restored by kiln_trainer_load_checkpoint). */
 KILN_API int64_t kiln_trainer_steps(const kiln_trainer *trainer);
 /* Run the model in inference form (running statistics, no dropout) with the current

@@ -515,6 +515,13 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "kiln train: out of memory\n");
     ok = false;
   }
+  if (ok) { /* what is trained: ONNX does not tell parameters from buffers */
+    int nw = kiln_trainer_weight_count(t);
+    printf("training %d weights:", nw);
+    for (int i = 0; i < nw && i < 8; i++) printf(" %s", kiln_trainer_weight_name(t, i));
+    printf(nw > 8 ? " ... (--frozen NAME,... leaves one as it is)\n"
+                  : " (--frozen NAME,... leaves one as it is)\n");
+  }
   double base_lr = ok ? kiln_trainer_lr(t) : 0;
   bench_profile *prof = NULL;
   if (ok && a.profile) {

@@ -1025,6 +1025,15 @@ kiln_status kiln_trainer_set_lr(kiln_trainer *t, double lr) {
 }
 
 double kiln_trainer_lr(const kiln_trainer *t) { return t ? t->lr : NAN; }
+
+int kiln_trainer_weight_count(const kiln_trainer *t) {
+  return t && t->step_s ? t->n_params : 0;
+}
+
+const char *kiln_trainer_weight_name(const kiln_trainer *t, int index) {
+  if (!t || !t->step_s || index < 0 || index >= t->n_params) return NULL;
+  return t->params[index].name;
+}
 int64_t kiln_trainer_steps(const kiln_trainer *t) { return t ? t->steps : 0; }
 
 kiln_status kiln_trainer_evaluate(kiln_trainer *t, kiln_tensor_info *info, const void **data) {

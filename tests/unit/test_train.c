@@ -240,6 +240,15 @@ static void test_frozen_and_save(void **state) {
   kiln_model_free(m);
   free(want);
   unlink(path);
+  /* the trained weights, less the frozen ones */
+  assert_int_equal(kiln_trainer_weight_count(t), 3);
+  for (int i = 0; i < 3; i++) {
+    const char *w = kiln_trainer_weight_name(t, i);
+    assert_non_null(w);
+    assert_true(strcmp(w, "fc2.weight") != 0 && strcmp(w, "fc2.bias") != 0);
+  }
+  assert_null(kiln_trainer_weight_name(t, 3));
+  assert_null(kiln_trainer_weight_name(t, -1));
   /* a frozen name that is no weight */
   kiln_options *o;
   kiln_options_create(&o);
