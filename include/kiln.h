@@ -190,6 +190,7 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      bce_logits (float targets of the output's shape)
  *   "optimizer"        sgd (default), adagrad, adam, adamw, lamb, lars
  *   "frozen"           comma-separated weight names that are not trained
+ *   "reduction"        the loss over the batch's elements: mean (default) or sum
  * integers: "nesterov", "amsgrad", "maximize" (0 or 1, as PyTorch's), "ignore_index"
  * (cross_entropy/nll, default -100), "seed" (dropout masks, default 0); floats
  * (kiln_options_set_float): "lr", "momentum", "dampening", "weight_decay", "beta1",

@@ -27,6 +27,7 @@ static const char *train_help =
     "  --lr-decay F --initial-accumulator F --amsgrad --trust-coefficient F\n"
     "                        the optimizer's settings, as PyTorch's (defaults: PyTorch's)\n"
     "  --label-smoothing F --ignore-index N --smooth-l1-beta F   the loss's\n"
+    "  --reduction mean|sum  the loss over the batch (default mean, as PyTorch's)\n"
     "  --batch N             samples per step (default 32); the last partial batch is kept\n"
     "  --epochs N | --steps N   how long\n"
     "  --no-shuffle          batches in file order (default: shuffled by --seed)\n"
@@ -361,6 +362,7 @@ int cmd_train(int argc, char **argv) {
     char kind; /* f float, s string, i int, b boolean int */
   } map[] = {
       {"--loss", "loss", 's'}, {"--optimizer", "optimizer", 's'}, {"--frozen", "frozen", 's'},
+      {"--reduction", "reduction", 's'},
       {"--lr", "lr", 'f'}, {"--momentum", "momentum", 'f'}, {"--dampening", "dampening", 'f'},
       {"--weight-decay", "weight_decay", 'f'}, {"--eps", "eps", 'f'},
       {"--lr-decay", "lr_decay", 'f'}, {"--initial-accumulator", "initial_accumulator", 'f'},

@@ -22,7 +22,8 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
   if (src) {
     d = *src;
     d.err = (kl_err){0};
-    char **strs[] = {&d.passes, &d.input_types, &d.device, &d.loss, &d.optimizer, &d.frozen};
+    char **strs[] = {&d.passes, &d.input_types, &d.device, &d.loss, &d.optimizer, &d.frozen,
+                     &d.reduction};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
       if (*strs[i] && !(*strs[i] = strdup(*strs[i]))) {
         for (size_t j = 0; j < i; j++) free(*strs[j]);
@@ -35,7 +36,8 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
 }
 
 void kl_options_clear(kiln_options *o) {
-  char **strs[] = {&o->passes, &o->input_types, &o->device, &o->loss, &o->optimizer, &o->frozen};
+  char **strs[] = {&o->passes, &o->input_types, &o->device, &o->loss, &o->optimizer,
+                   &o->frozen, &o->reduction};
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
     free(*strs[i]);
     *strs[i] = NULL;
@@ -111,7 +113,7 @@ static const float_option float_options[] = {
 };
 #undef FOPT
 static const char *const string_options[] = {"passes", "input_types", "device", "loss",
-                                             "optimizer", "frozen"};
+                                             "optimizer", "frozen", "reduction"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Records the setter's failure in o (each call replaces the last message). */
@@ -204,6 +206,7 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
                : strcmp(name, "loss") == 0        ? &o->loss
                : strcmp(name, "optimizer") == 0   ? &o->optimizer
                : strcmp(name, "frozen") == 0      ? &o->frozen
+               : strcmp(name, "reduction") == 0   ? &o->reduction
                                                   : NULL;
   if (!slot) {
     char names[256];
@@ -221,14 +224,18 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
                                        "bce_logits", NULL};
   static const char *const optimizers[] = {"sgd", "adagrad", "adam", "adamw", "lamb",
                                            "lars", NULL};
-  const char *const *allowed = slot == &o->loss ? losses : slot == &o->optimizer ? optimizers
-                                                                                 : NULL;
+  static const char *const reductions[] = {"mean", "sum", NULL};
+  const char *const *allowed = slot == &o->loss        ? losses
+                               : slot == &o->optimizer ? optimizers
+                               : slot == &o->reduction ? reductions
+                                                       : NULL;
   bool known = !allowed || !*value;
   for (int i = 0; allowed && allowed[i] && !known; i++) known = strcmp(value, allowed[i]) == 0;
   if (!known)
     return refuse(o, "option '%s': '%s' is not one: expected %s", name, value,
-                  allowed == losses ? "cross_entropy, nll, mse, l1, smooth_l1 or bce_logits"
-                                    : "sgd, adagrad, adam, adamw, lamb or lars");
+                  allowed == losses       ? "cross_entropy, nll, mse, l1, smooth_l1 or bce_logits"
+                  : allowed == optimizers ? "sgd, adagrad, adam, adamw, lamb or lars"
+                                          : "mean or sum");
   char *p = NULL;
   if (*value && !(p = strdup(value))) {
     o->err.code = KILN_ERR_OUT_OF_MEMORY;

@@ -27,6 +27,7 @@ struct kiln_options {
   char *loss;        /* cross_entropy (default), nll, mse, l1, smooth_l1, bce_logits */
   char *optimizer;   /* sgd (default), adagrad, adam, adamw, lamb, lars */
   char *frozen;      /* comma-separated weights that are not trained */
+  char *reduction;   /* the loss over the batch: mean (default) or sum */
   /* NaN: the optimizer's default (train/trainer.c) */
   double lr, momentum, dampening, weight_decay, beta1, beta2, eps, lr_decay,
       initial_accumulator, trust_coefficient, clip_norm, label_smoothing, smooth_l1_beta;

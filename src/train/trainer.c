@@ -428,6 +428,8 @@ static int add_loss(kiln_trainer *t, kl_graph *g, int pred, kl_err *e) {
   int n = loss < 0 ? -1 : kl_graph_add_node(g, op, "loss", 2, in, 1, &loss, e);
   if (n < 0) return -1;
   kiln_status st = kl_node_set_string(g, n, "kind", kind, e);
+  if (st == KILN_OK && t->opts.reduction)
+    st = kl_node_set_string(g, n, "reduction", t->opts.reduction, e);
   if (st == KILN_OK) st = kl_node_set_int(g, n, "ignore_index", t->opts.ignore_index, e);
   if (st == KILN_OK && t->opts.label_smoothing != 0)
     st = kl_node_set_float(g, n, "label_smoothing", (float)t->opts.label_smoothing, e);

@@ -367,6 +367,8 @@ static void test_options(void **state) {
                    kiln_options_error(o), "out of range");
   tu_assert_status(kiln_options_set_float(o, "beta1", 1.0), KILN_ERR_INVALID_ARGUMENT,
                    kiln_options_error(o), "[0, 1)");
+  tu_assert_status(kiln_options_set_string(o, "reduction", "none"), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_options_error(o), "mean or sum");
   tu_assert_status(kiln_options_set_float(o, "speed", 1.0), KILN_ERR_INVALID_ARGUMENT,
                    kiln_options_error(o), "no float option 'speed'");
   /* Nesterov without momentum, as PyTorch refuses it */
@@ -386,6 +388,30 @@ static void test_options(void **state) {
   kiln_trainer_free(t);
   kiln_options_free(o);
   assert_int_equal(kiln_trainer_step(NULL, NULL), KILN_ERR_INVALID_ARGUMENT);
+}
+
+/* reduction sum: the batch's loss summed; plain SGD at lr / batch then takes the step
+ * that mean takes at lr. */
+static void test_reduction_sum(void **state) {
+  (void)state;
+  double loss[2][2];
+  for (int k = 0; k < 2; k++) {
+    kiln_options *o;
+    kiln_options_create(&o);
+    kiln_options_set_float(o, "lr", k ? 0.1 / 64 : 0.1);
+    if (k) kiln_options_set_string(o, "reduction", "sum");
+    kiln_trainer *t = NULL;
+    if (kiln_trainer_create(MLP, o, &t) != KILN_OK) fail_msg("%s", kiln_trainer_error(t));
+    for (int s = 0; s < 2; s++) {
+      assert_int_equal(bind(t, s * 64, 64, NULL), KILN_OK);
+      assert_int_equal(kiln_trainer_step(t, &loss[k][s]), KILN_OK);
+    }
+    kiln_trainer_free(t);
+    kiln_options_free(o);
+  }
+  for (int s = 0; s < 2; s++)
+    if (fabs(loss[1][s] / 64 - loss[0][s]) > 1e-5 * loss[0][s])
+      fail_msg("step %d: sum %g / 64, mean %g", s + 1, loss[1][s], loss[0][s]);
 }
 
 /* A model with an op that has no gradient rule between a weight and the output. */
@@ -496,7 +522,7 @@ int main(void) {
       cmocka_unit_test(test_nonfinite_loss),        cmocka_unit_test(test_frozen_and_save),
       cmocka_unit_test(test_clip_norm),             cmocka_unit_test(test_checkpoint_resumes),
       cmocka_unit_test(test_options),               cmocka_unit_test(test_untrainable_op),
-      cmocka_unit_test(test_bf16),
+      cmocka_unit_test(test_bf16),                  cmocka_unit_test(test_reduction_sum),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
