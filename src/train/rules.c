@@ -609,6 +609,75 @@ static kiln_status r_where(kl_ad *a, int n, const int *dy) {
   return st;
 }
 
+/* Sum and Mean of any number of inputs: each gets dY (divided by the count for Mean),
+ * summed to its shape. */
+static kiln_status r_sum_mean(kl_ad *a, int n, const int *dy) {
+  int m = NODE(a, n)->n_in;
+  int d = dy[0];
+  if (NODE(a, n)->op == KL_OP_Mean && m > 1)
+    d = bin(a, n, KL_OP_Div, d, kl_ad_scalar(a, TYPE(a, OUT(a, n, 0))->dtype, (double)m));
+  kiln_status st = d < 0 ? a->e->code : KILN_OK;
+  for (int k = 0; k < m && st == KILN_OK; k++)
+    if (kl_ad_wants(a, n, k)) st = give(a, IN(a, n, k), sum_to(a, n, d, IN(a, n, k)));
+  return st;
+}
+
+/* Max and Min of two inputs: dY goes to the one chosen (the first on a tie). */
+static kiln_status r_max_min(kl_ad *a, int n, const int *dy) {
+  if (NODE(a, n)->n_in != 2)
+    return fail_node(a, n, KILN_ERR_UNSUPPORTED, "the gradient of Max/Min is implemented for "
+                     "two inputs");
+  int x = IN(a, n, 0), y = IN(a, n, 1);
+  kl_op cmp = NODE(a, n)->op == KL_OP_Max ? KL_OP_GreaterOrEqual : KL_OP_LessOrEqual;
+  int first = bin(a, n, cmp, x, y); /* x chosen */
+  int zero = kl_ad_scalar(a, TYPE(a, OUT(a, n, 0))->dtype, 0.0);
+  if (first < 0 || zero < 0) return a->e->code;
+  kiln_status st = KILN_OK;
+  if (kl_ad_wants(a, n, 0)) {
+    int in[3] = {first, dy[0], zero};
+    st = give(a, x, sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), x));
+  }
+  if (st == KILN_OK && kl_ad_wants(a, n, 1)) {
+    int in[3] = {first, zero, dy[0]};
+    st = give(a, y, sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), y));
+  }
+  return st;
+}
+
+/* ReduceMax/ReduceMin (constant axes) and GlobalMaxPool: dY goes to every element
+ * equal to the result (all of them on a tie). */
+static kiln_status r_reduce_extreme(kl_ad *a, int n, const int *dy) {
+  if (!kl_ad_wants(a, n, 0)) return KILN_OK;
+  const kl_node *node = NODE(a, n);
+  int x = IN(a, n, 0), r = rank_of(a, x), yv = OUT(a, n, 0), d = dy[0];
+  bool keep = node->op == KL_OP_GlobalMaxPool || kl_attr_int(node, "keepdims", 1) != 0;
+  if (r < 0) return fail_node(a, n, KILN_ERR_UNSUPPORTED, "input of unknown rank");
+  if (!keep) {
+    int64_t axes[KL_MAX_RANK];
+    int m = 0;
+    const kl_value *c = IN(a, n, 1) >= 0 ? kl_rw_const(a->g, IN(a, n, 1)) : NULL;
+    int64_t cnt = 0;
+    if (IN(a, n, 1) >= 0 && (!c || !kl_type_numel(&c->type, &cnt) || cnt > KL_MAX_RANK))
+      return fail_node(a, n, KILN_ERR_UNSUPPORTED, "the gradient of a reduction is "
+                       "implemented for constant axes only");
+    for (int64_t i = 0; i < cnt; i++) {
+      int64_t v = kl_load_i64(c->data, c->type.dtype, (size_t)i);
+      axes[m++] = v < 0 ? v + r : v;
+    }
+    if (m == 0)
+      for (int i = 0; i < r; i++) axes[m++] = i;
+    int ax = kl_ad_ints(a, axes, m);
+    int in1[2] = {yv, ax}, in2[2] = {d, ax};
+    yv = ax < 0 ? -1 : op1(a, n, KL_OP_Unsqueeze, 2, in1);
+    d = yv < 0 ? -1 : op1(a, n, KL_OP_Unsqueeze, 2, in2);
+    if (d < 0) return a->e->code;
+  }
+  int hit = bin(a, n, KL_OP_Equal, x, yv);
+  int zero = kl_ad_scalar(a, TYPE(a, x)->dtype, 0.0);
+  int in[3] = {hit, d, zero};
+  return give(a, x, hit < 0 || zero < 0 ? -1 : op1(a, n, KL_OP_Where, 3, in));
+}
+
 /* ---- losses ---- */
 
 static kiln_status r_loss(kl_ad *a, int n, const int *dy) {
@@ -678,6 +747,13 @@ kl_grad_rule kl_grad_rule_of(kl_op op) {
   case KL_OP_Pad: return r_pad;
   case KL_OP_Gather: return r_gather;
   case KL_OP_Where: return r_where;
+  case KL_OP_Sum:
+  case KL_OP_Mean: return r_sum_mean;
+  case KL_OP_Max:
+  case KL_OP_Min: return r_max_min;
+  case KL_OP_ReduceMax:
+  case KL_OP_ReduceMin:
+  case KL_OP_GlobalMaxPool: return r_reduce_extreme;
   default: break;
   }
   /* kiln's training ops, known by name (they live in the gradient-op section) */

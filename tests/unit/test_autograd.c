@@ -348,6 +348,19 @@ static void c_pad(kl_graph *g, uint32_t *rng, built *b) {
   b->y = TU_OP(g, Mul, p, p);
 }
 
+static void c_extremes(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 5), y = W(3, 5), z = W(5);
+  int mx = TU_OP(g, Max, x, y), mn = TU_OP(g, Min, y, z);
+  int s = TU_OP(g, Sum, mx, mn, z), m = TU_OP(g, Mean, s, x);
+  int r1 = TU_OP(g, ReduceMax, m, ints(g, 1, (const int64_t[]){1}));
+  a_int(g, "keepdims", 0);
+  int r2 = TU_OP(g, ReduceMin, m, ints(g, 1, (const int64_t[]){-1}));
+  int gp = TU_OP(g, GlobalMaxPool, TU_OP(g, Unsqueeze, m, ints(g, 1, (const int64_t[]){0})));
+  b->y = TU_OP(g, Add, TU_OP(g, Add, TU_OP(g, Unsqueeze, r1, ints(g, 1, (const int64_t[]){1})),
+                                  r2),
+               TU_OP(g, ReduceSum, gp));
+}
+
 #define CASE(name) \
   static void test_##name(void **state) { \
     (void)state; \
@@ -373,6 +386,7 @@ CASE(gather_reduce)
 CASE(loss_ce)
 CASE(loss_mse_bce)
 CASE(pad)
+CASE(extremes)
 
 /* An op with no rule between the weights and the loss is an error naming it. */
 static void test_no_rule(void **state) {
@@ -430,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_pools),         cmocka_unit_test(test_norms),
       cmocka_unit_test(test_gather_reduce), cmocka_unit_test(test_loss_ce),
       cmocka_unit_test(test_loss_mse_bce),  cmocka_unit_test(test_pad),
+      cmocka_unit_test(test_extremes),
       cmocka_unit_test(test_no_rule),
       cmocka_unit_test(test_update_order),
   };
