@@ -72,8 +72,8 @@ static void dataset_free(dataset *d) {
 
 /* Reads file and checks it has every input of the model (and target when want_target),
  * all with the same number of samples. */
-static bool dataset_open(dataset *d, const char *file, kiln_trainer *t, const char *model,
-                         bool want_target, int64_t batch) {
+static bool dataset_open(dataset *d, const char *file, const char *model, bool want_target,
+                         int64_t batch) {
   memset(d, 0, sizeof *d);
   kl_err e = {0};
   if (kl_npz_read(file, INT64_C(16) << 30, INT64_C(64) << 30, &d->z, &e) != KILN_OK) {
@@ -143,7 +143,6 @@ static bool dataset_open(dataset *d, const char *file, kiln_trainer *t, const ch
   }
   kiln_model_free(m);
   kiln_options_free(o);
-  (void)t;
   return ok;
 }
 
@@ -489,8 +488,8 @@ int cmd_train(int argc, char **argv) {
   bool classes = !loss_kind || !strcmp(loss_kind, "cross_entropy") || !strcmp(loss_kind, "nll");
   dataset train = {0}, ev = {0};
   bool have_eval = false;
-  if (ok) ok = dataset_open(&train, a.data, t, a.model, true, a.batch);
-  if (ok && a.eval) ok = have_eval = dataset_open(&ev, a.eval, t, a.model, true, a.batch);
+  if (ok) ok = dataset_open(&train, a.data, a.model, true, a.batch);
+  if (ok && a.eval) ok = have_eval = dataset_open(&ev, a.eval, a.model, true, a.batch);
   int64_t per_epoch = ok ? (train.n + a.batch - 1) / a.batch : 1;
   int64_t total = a.steps ? a.steps : a.epochs * per_epoch;
   schedule sch;

@@ -241,9 +241,12 @@ static kiln_status r_matmul(kl_ad *a, int n, const int *dy) {
      * X's shape (no transposed copy of W) */
     int dr = as_rows(a, n, d, OUT(a, n, 0));
     int prod = dr < 0 ? -1 : gemm(a, n, dr, w, false, true, 1.0f);
-    int shape = prod < 0 ? -1 : op1(a, n, KL_OP_Shape, 1, &x);
-    int in[2] = {prod, shape};
-    kiln_status st0 = give(a, x, shape < 0 ? -1 : rx == 2 ? prod : op1(a, n, KL_OP_Reshape, 2, in));
+    int dx = prod;
+    if (prod >= 0 && rx > 2) {
+      int in[2] = {prod, op1(a, n, KL_OP_Shape, 1, &x)};
+      dx = in[1] < 0 ? -1 : op1(a, n, KL_OP_Reshape, 2, in);
+    }
+    kiln_status st0 = give(a, x, dx);
     if (st0 != KILN_OK) return st0;
   } else if (kl_ad_wants(a, n, 0)) {
     /* dX = dY W^T, summed over W's broadcast batch dims */

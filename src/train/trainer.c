@@ -336,15 +336,13 @@ static kiln_status fold_shapes(kiln_trainer *t, kl_graph *g, kl_err *e) {
 /* The forward graph in training form: BatchNormalization -> kiln.BatchNormTrain (new
  * running statistics as outputs, made graph outputs by the caller) and Dropout ->
  * kiln.DropoutTrain seeded by `seed` plus the node's number. */
-static kiln_status training_form(kiln_trainer *t, kl_graph *g, int seed, int **bn_outs,
-                                 int *n_bn, kl_err *e) {
+static kiln_status training_form(kl_graph *g, int seed, int **bn_outs, int *n_bn, kl_err *e) {
   kl_op bn_train = kl_op_lookup(KL_DOMAIN_KILN, "BatchNormTrain");
   kl_op drop_train = kl_op_lookup(KL_DOMAIN_KILN, "DropoutTrain");
   int nodes = g->n_nodes, drops = 0;
   *n_bn = 0;
   *bn_outs = malloc(sizeof(int) * (size_t)(2 * nodes + 1));
   if (!*bn_outs) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  (void)t;
   for (int i = 0; i < nodes; i++) {
     kl_node *n = &g->nodes[i];
     char d[256];
@@ -622,7 +620,7 @@ static kiln_status build_step(kiln_trainer *t) {
   int seed = new_input(g, "kiln.seed", KL_I64, 0, NULL, e);
   int *bn_outs = NULL, n_bn = 0;
   if (seed < 0) return e->code;
-  st = training_form(t, g, seed, &bn_outs, &n_bn, e);
+  st = training_form(g, seed, &bn_outs, &n_bn, e);
   int loss = st == KILN_OK ? add_loss(t, g, pred, e) : -1;
   if (loss < 0) {
     free(bn_outs);

@@ -384,7 +384,7 @@ static void plain_strides(int nd, const dnnl_dims_t dims, dnnl_dims_t strides) {
   }
 }
 
-static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+dnnl_status_t kl_dnnl_plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
   dnnl_dims_t strides;
   plain_strides(nd, dims, strides);
   return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
@@ -395,7 +395,7 @@ static dnnl_status_t any_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t di
 }
 
 /* [N, C, S...] stored as [N, S..., C]. */
-static dnnl_status_t channels_last_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
+dnnl_status_t kl_dnnl_channels_last_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
   dnnl_dims_t strides;
   int64_t s = dims[1] > 0 ? dims[1] : 1;
   strides[1] = 1;
@@ -413,7 +413,7 @@ static dnnl_status_t channels_last_md(dnnl_memory_desc_t *md, int nd, const dnnl
  * so that no reorder happens between two oneDNN convolutions). */
 static dnnl_status_t activation_md(bool cl, int nd, const dnnl_dims_t dims,
                                    dnnl_memory_desc_t *user, dnnl_memory_desc_t *want) {
-  dnnl_status_t s = cl ? channels_last_md(user, nd, dims) : plain_md(user, nd, dims);
+  dnnl_status_t s = cl ? kl_dnnl_channels_last_md(user, nd, dims) : kl_dnnl_plain_md(user, nd, dims);
   if (s != dnnl_success || !want) return s;
   if (cl) *want = *user;
   return cl ? s : any_md(want, nd, dims);
@@ -719,7 +719,7 @@ static bool subsampled_1x1(const dn_node *d, const kl_tensor *x, const kl_tensor
  * [N, C, H, W]) for overlapping memory. */
 static bool subsample_src(bool cl, int nd, const dnnl_dims_t xd, dn_problem *p) {
   dnnl_memory_desc_t full, user;
-  if ((cl ? channels_last_md(&full, nd, xd) : plain_md(&full, nd, xd)) != dnnl_success)
+  if ((cl ? kl_dnnl_channels_last_md(&full, nd, xd) : kl_dnnl_plain_md(&full, nd, xd)) != dnnl_success)
     return false;
   dnnl_dims_t dims, strides;
   for (int i = 0; i < nd; i++) {
@@ -745,10 +745,10 @@ static bool subsample_src(bool cl, int nd, const dnnl_dims_t xd, dn_problem *p) 
 static dnnl_status_t conv_want_md(dn_try t, bool held_cl, int nd, const dnnl_dims_t dims,
                                   dnnl_memory_desc_t *want) {
   switch (t) {
-  case DN_TRY_HELD: return held_cl ? channels_last_md(want, nd, dims) : any_md(want, nd, dims);
-  case DN_TRY_CL: return channels_last_md(want, nd, dims);
+  case DN_TRY_HELD: return held_cl ? kl_dnnl_channels_last_md(want, nd, dims) : any_md(want, nd, dims);
+  case DN_TRY_CL: return kl_dnnl_channels_last_md(want, nd, dims);
   case DN_TRY_ANY: return any_md(want, nd, dims);
-  default: return plain_md(want, nd, dims);
+  default: return kl_dnnl_plain_md(want, nd, dims);
   }
 }
 
@@ -775,7 +775,7 @@ static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   if (s == dnnl_success) s = conv_weights_md(d, w, group, &p->wei_user, &p->wei_want);
   p->has_bias = b != NULL;
   bd[0] = y->dims[1];
-  if (s == dnnl_success && b) s = plain_md(&p->bias, 1, bd);
+  if (s == dnnl_success && b) s = kl_dnnl_plain_md(&p->bias, 1, bd);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a convolution");
 }
 
@@ -874,7 +874,7 @@ static dnnl_status_t product_wants(dn_problem *p) {
     return s == dnnl_success ? any_md(&p->dst_want, p->nd, p->dst_user.dims) : s;
   }
   p->dst_want = p->dst_user;
-  if (p->layouts == DN_TRY_PLAIN) return plain_md(&p->src_want, p->nd, p->src_user.dims);
+  if (p->layouts == DN_TRY_PLAIN) return kl_dnnl_plain_md(&p->src_want, p->nd, p->src_user.dims);
   p->src_want = p->src_user;
   return dnnl_success;
 }
@@ -889,7 +889,7 @@ static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   p->nd = 2;
   dnnl_status_t s = dnnl_memory_desc_init_by_strides(&p->src_user, 2, ad, dnnl_f32, as);
   if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&p->wei_user, 2, bd, dnnl_f32, bs);
-  if (s == dnnl_success) s = plain_md(&p->dst_user, 2, yd);
+  if (s == dnnl_success) s = kl_dnnl_plain_md(&p->dst_user, 2, yd);
   p->wei_want = p->wei_user;
   if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, 2, bd);
   if (s == dnnl_success) s = product_wants(p);
@@ -934,9 +934,9 @@ static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_p
     nd = 2;
   }
   p->nd = nd;
-  dnnl_status_t s = plain_md(&p->src_user, nd, ad);
-  if (s == dnnl_success) s = plain_md(&p->wei_user, nd, bd);
-  if (s == dnnl_success) s = plain_md(&p->dst_user, nd, yd);
+  dnnl_status_t s = kl_dnnl_plain_md(&p->src_user, nd, ad);
+  if (s == dnnl_success) s = kl_dnnl_plain_md(&p->wei_user, nd, bd);
+  if (s == dnnl_success) s = kl_dnnl_plain_md(&p->dst_user, nd, yd);
   p->wei_want = p->wei_user;
   if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, nd, bd);
   if (s == dnnl_success) s = product_wants(p);
@@ -976,7 +976,7 @@ static kiln_status describe(const dn_node *d, const kl_kernel_ctx *c, dn_try lay
   const kl_tensor *t = input(c, 2);
   if (t->rank > 0) bd[p->nd - 1] = t->dims[t->rank - 1];
   p->has_bias = true;
-  dnnl_status_t s = plain_md(&p->bias, p->nd, bd);
+  dnnl_status_t s = kl_dnnl_plain_md(&p->bias, p->nd, bd);
   return s == dnnl_success ? KILN_OK : dn_fail(c->e, s, "to describe a bias");
 }
 
@@ -1019,7 +1019,7 @@ static dnnl_status_t append_addend(dn_entry *en, const kl_tensor *t, int k, int 
   }
   dnnl_dims_t dims;
   padded_dims(t, nd, dims);
-  dnnl_status_t s = plain_md(&mds[en->n_post], nd, dims);
+  dnnl_status_t s = kl_dnnl_plain_md(&mds[en->n_post], nd, dims);
   if (s == dnnl_success) s = dnnl_post_ops_append_binary(po, dnnl_binary_add, &mds[en->n_post]);
   if (s != dnnl_success) return s;
   en->post_arg[en->n_post] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(dnnl_post_ops_len(po) - 1) |

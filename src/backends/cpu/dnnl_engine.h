@@ -35,4 +35,9 @@ static inline size_t kl_dnnl_ws_take(size_t *used, size_t bytes) {
   return at;
 }
 
+/* float32 memory descriptors of [N, C, S...]: plain (row-major), and channels-last
+ * ([N, S..., C] in memory). dnnl.c defines them; the gradient kernels use them too. */
+dnnl_status_t kl_dnnl_plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims);
+dnnl_status_t kl_dnnl_channels_last_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims);
+
 #endif

@@ -124,34 +124,11 @@ static kiln_status problem_of(const gr_node *g, const kl_kernel_ctx *c, gr_probl
   return KILN_OK;
 }
 
-static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
-  dnnl_dims_t strides;
-  int64_t s = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    strides[i] = s;
-    s *= dims[i] > 0 ? dims[i] : 1;
-  }
-  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
-}
-
-/* [N, C, S...] stored as [N, S..., C]. */
-static dnnl_status_t channels_last_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims) {
-  dnnl_dims_t strides;
-  int64_t s = dims[1] > 0 ? dims[1] : 1;
-  strides[1] = 1;
-  for (int i = nd - 1; i >= 2; i--) {
-    strides[i] = s;
-    s *= dims[i] > 0 ? dims[i] : 1;
-  }
-  strides[0] = s;
-  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
-}
-
 static dnnl_status_t want_md(gr_try t, bool activation, dnnl_memory_desc_t *md, int nd,
                              const dnnl_dims_t dims) {
   if (t == GR_TRY_ANY || (t == GR_TRY_CL && !activation))
     return dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, dnnl_format_tag_any);
-  return t == GR_TRY_CL ? channels_last_md(md, nd, dims) : plain_md(md, nd, dims);
+  return t == GR_TRY_CL ? kl_dnnl_channels_last_md(md, nd, dims) : kl_dnnl_plain_md(md, nd, dims);
 }
 
 /* The backward primitive descriptor for try t, with the forward one as its hint. */
@@ -214,7 +191,7 @@ static dnnl_status_t io_make(gr_node *g, gr_io *io, const dnnl_memory_desc_t *wa
                              const dnnl_dims_t dims, bool in, size_t *used, size_t *scratch) {
   dnnl_engine_t e = g->eng->engine;
   dnnl_memory_desc_t user;
-  dnnl_status_t s = plain_md(&user, nd, dims);
+  dnnl_status_t s = kl_dnnl_plain_md(&user, nd, dims);
   if (s != dnnl_success) return s;
   if (dnnl_memory_desc_equal(&user, want))
     return dnnl_memory_create(&io->mem, &user, e, DNNL_MEMORY_NONE);
@@ -360,10 +337,8 @@ static kiln_status entry_get(gr_node *g, kl_kernel_ctx *c, gr_entry **out) {
     if (!en->used ? victim->used : en->last_use < victim->last_use) victim = en;
   }
   entry_free(victim);
-  /* backward-weights sums over the batch and the positions; oneDNN splits those sums
-   * between its threads, so that the result would change with the thread count (and a
-   * chaotic training run, the digits CNN's with SGD at lr 0.1, leaves PyTorch's curve):
-   * it runs on one thread, which gives every run the same sums */
+  /* small work on one thread; the rest on the session's (see the top of this file on
+   * what that means for backward-weights' sums) */
   victim->single = work_of(g, c) < GR_SMALL_WORK;
   kiln_status st = with_threads(victim->single, g, victim, c, build);
   if (st != KILN_OK) {
