@@ -280,6 +280,14 @@ static const pool_case pool_cases[] = {
     {"1-D", 3, {3, 4, 11}, {3, 4, 5}, {3}, {2}, {1}, {0, 0}, 0, 0},
     {"3-D", 5, {1, 2, 5, 6, 7}, {1, 2, 2, 3, 4}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1},
      {0, 0, 0, 0, 1, 1}, 0, 0},
+    /* rows long enough for runs of whole windows (the level's max_taps, 8 at a time)
+     * with tails: stride 2 (two loads and a shuffle), 1 (one load), 3 (a gather) */
+    {"3x3 stride 2 pad 1, 19 wide", 4, {2, 3, 9, 37}, {2, 3, 5, 19}, {3, 3}, {2, 2}, {1, 1},
+     {1, 1, 1, 1}, 0, 0},
+    {"3x3 stride 1 pad 1, 29 wide", 4, {1, 2, 6, 29}, {1, 2, 6, 29}, {3, 3}, {1, 1}, {1, 1},
+     {1, 1, 1, 1}, 0, 0},
+    {"3x2 stride 3, dilation 2, 12 wide", 4, {1, 2, 7, 40}, {1, 2, 3, 12}, {2, 3}, {2, 3},
+     {1, 2}, {0, 0, 0, 0}, 0, 0},
 };
 
 static void pool_attrs(kl_graph *g, int n, const pool_case *c, bool avg) {
@@ -321,6 +329,27 @@ static void test_max_pool_grad_ties(void **state) {
   ints_attr(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
   ints_attr(g, k, "strides", 2, (int64_t[]){2, 2});
   check(g, "MaxPoolGrad with ties");
+}
+
+/* NaN and -inf in X: a NaN wins its window (the last one when several), a window of
+ * -inf gives its first tap the gradient; rows long enough for the level's max_taps. */
+static void test_max_pool_grad_nan(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int64_t xd[4] = {1, 2, 7, 41}, yd[4] = {1, 2, 4, 21};
+  int64_t n = 2 * 7 * 41;
+  float *v = malloc(sizeof(float) * (size_t)n); /* the graph's from here */
+  assert_non_null(v);
+  for (int64_t k = 0; k < n; k++)
+    v[k] = k % 17 == 3 ? NAN : k % 5 == 1 || (k >= 41 && k < 82) ? -INFINITY
+                                                               : (float)((k * 37) % 23) - 11.0f;
+  int x = kl_graph_add_const(g, NULL, KL_F32, 4, xd, v, sizeof(float) * (size_t)n, false, NULL);
+  int dy = input(g, "dy", 4, yd);
+  int k = node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1);
+  ints_attr(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
+  ints_attr(g, k, "strides", 2, (int64_t[]){2, 2});
+  ints_attr(g, k, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  check(g, "MaxPoolGrad with NaN and -inf");
 }
 
 /* ---- BatchNormTrain and BatchNormGrad ---- */
@@ -474,6 +503,7 @@ int main(void) {
       cmocka_unit_test(test_conv_grad),
       cmocka_unit_test(test_pool_grad),
       cmocka_unit_test(test_max_pool_grad_ties),
+      cmocka_unit_test(test_max_pool_grad_nan),
       cmocka_unit_test(test_batchnorm),
       cmocka_unit_test(test_unary_grad),
       cmocka_unit_test(test_sum_to),

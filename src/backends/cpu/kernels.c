@@ -36,26 +36,34 @@ typedef enum kernel_kind {
   K_PAD,
   K_OPTIM,
   K_GRAD_NORM,
+  K_POOL_GRAD, /* the gradient ops (run_grad.c) */
+  K_BN_TRAIN,
+  K_BN_GRAD,
+  K_UNARY_GRAD,
+  K_SUM_TO,
+  K_REDUCE_GRAD,
+  K_SOFTMAX_GRAD,
+  K_LN_GRAD,
   K_COUNT
 } kernel_kind;
 
 static const kl_isa_fns fns_generic = {"generic", &kl_eltwise_generic, NULL, &kl_rows_generic,
                                        NULL, &kl_pool_generic, &kl_copy_generic,
                                        &kl_gemv_generic, &kl_wino_generic,
-                                       &kl_optim_generic};
+                                       &kl_optim_generic, &kl_grad_generic};
 #if KL_ISA_X86
 static const kl_isa_fns fns_avx2 = {"avx2", &kl_eltwise_avx2, NULL, &kl_rows_avx2, NULL,
                                     &kl_pool_avx2, &kl_copy_avx2, &kl_gemv_avx2, &kl_wino_avx2,
-                                    &kl_optim_avx2};
+                                    &kl_optim_avx2, &kl_grad_avx2};
 /* The AVX-512 levels transpose with AVX2's tiles (isa_fns.h says why). */
 static const kl_isa_fns fns_avx512 = {"avx512", &kl_eltwise_avx512, NULL, &kl_rows_avx512,
                                       NULL, &kl_pool_avx512, &kl_copy_avx2, &kl_gemv_avx512,
-                                      &kl_wino_avx2, &kl_optim_avx512};
+                                      &kl_wino_avx2, &kl_optim_avx512, &kl_grad_avx2};
 static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
                                            &kl_eltwise_avx512bf16, &kl_rows_avx512,
                                            &kl_rows_avx512bf16, &kl_pool_avx512,
                                            &kl_copy_avx2, &kl_gemv_avx512, &kl_wino_avx2,
-                                           &kl_optim_avx512};
+                                           &kl_optim_avx512, &kl_grad_avx2};
 #endif
 
 /* The kernels of one level: each driver bound to the level's primitives (a kernel is a
@@ -76,10 +84,20 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int pad_##L(kl_kernel_ctx *c) { return kl_run_pad(c, &fns_##L); }              \
   static int optim_##L(kl_kernel_ctx *c) { return kl_run_optim(c, &fns_##L); }          \
   static int gnorm_##L(kl_kernel_ctx *c) { return kl_run_grad_norm(c, &fns_##L); }      \
+  static int pool_grad_##L(kl_kernel_ctx *c) { return kl_run_pool_grad(c, &fns_##L); }   \
+  static int bn_train_##L(kl_kernel_ctx *c) { return kl_run_batchnorm_train(c, &fns_##L); } \
+  static int bn_grad_##L(kl_kernel_ctx *c) { return kl_run_batchnorm_grad(c, &fns_##L); } \
+  static int unary_grad_##L(kl_kernel_ctx *c) { return kl_run_unary_grad(c, &fns_##L); } \
+  static int sum_to_##L(kl_kernel_ctx *c) { return kl_run_sum_to(c, &fns_##L); }         \
+  static int reduce_grad_##L(kl_kernel_ctx *c) { return kl_run_reduce_grad(c, &fns_##L); } \
+  static int softmax_grad_##L(kl_kernel_ctx *c) { return kl_run_softmax_grad(c, &fns_##L); } \
+  static int ln_grad_##L(kl_kernel_ctx *c) { return kl_run_layernorm_grad(c, &fns_##L); } \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
       reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
-      bn_##L,     slice_##L, pad_##L,       optim_##L,     gnorm_##L};
+      bn_##L,     slice_##L, pad_##L,       optim_##L,     gnorm_##L,                   \
+      pool_grad_##L, bn_train_##L, bn_grad_##L, unary_grad_##L, sum_to_##L,            \
+      reduce_grad_##L, softmax_grad_##L, ln_grad_##L};
 
 LEVEL_KERNELS(generic)
 #if KL_ISA_X86
@@ -185,19 +203,19 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
   }
 }
 
-/* The gradient ops' kernels (run_grad.c), one for every level, or NULL. */
-static kl_kernel_fn grad_kernel(const kl_node *n, kl_dtype t) {
-  if (t != KL_F32) return NULL;
+/* The gradient ops' kernels (run_grad.c), float32 at every level, or K_COUNT. */
+static kernel_kind grad_kind(const kl_node *n, kl_dtype t) {
+  if (t != KL_F32) return K_COUNT;
   switch (n->op) {
-  case KL_OP_KilnMaxPoolGrad: case KL_OP_KilnAveragePoolGrad: return kl_run_pool_grad;
-  case KL_OP_KilnBatchNormTrain: return kl_run_batchnorm_train;
-  case KL_OP_KilnBatchNormGrad: return kl_run_batchnorm_grad;
-  case KL_OP_KilnUnaryGrad: return kl_grad_unary_fast(n) ? kl_run_unary_grad : NULL;
-  case KL_OP_KilnSumTo: return kl_run_sum_to;
-  case KL_OP_KilnReduceGrad: return kl_run_reduce_grad;
-  case KL_OP_KilnSoftmaxGrad: return kl_run_softmax_grad;
-  case KL_OP_KilnLayerNormGrad: return kl_run_layernorm_grad;
-  default: return NULL;
+  case KL_OP_KilnMaxPoolGrad: case KL_OP_KilnAveragePoolGrad: return K_POOL_GRAD;
+  case KL_OP_KilnBatchNormTrain: return K_BN_TRAIN;
+  case KL_OP_KilnBatchNormGrad: return K_BN_GRAD;
+  case KL_OP_KilnUnaryGrad: return kl_grad_unary_fast(n) ? K_UNARY_GRAD : K_COUNT;
+  case KL_OP_KilnSumTo: return K_SUM_TO;
+  case KL_OP_KilnReduceGrad: return K_REDUCE_GRAD;
+  case KL_OP_KilnSoftmaxGrad: return K_SOFTMAX_GRAD;
+  case KL_OP_KilnLayerNormGrad: return K_LN_GRAD;
+  default: return K_COUNT;
   }
 }
 
@@ -205,12 +223,9 @@ kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int 
                                 kl_isa isa) {
   kl_cpu_kernel k = {NULL, NULL, NULL};
   if (!n || n_in < 1 || !in || !in[0]) return k;
-  if ((k.run = grad_kernel(n, in[0]->dtype))) {
-    k.name = "kiln_grad";
-    return k;
-  }
   level l = level_of(isa);
-  kernel_kind kind = kind_of(n, in, n_in, l.fns);
+  kernel_kind kind = grad_kind(n, in[0]->dtype);
+  if (kind == K_COUNT) kind = kind_of(n, in, n_in, l.fns);
   if (kind == K_COUNT) return k;
   k.name = l.fns->name;
   k.run = l.kernels[kind];

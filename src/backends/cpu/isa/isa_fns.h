@@ -221,6 +221,30 @@ typedef struct kl_optim_fns {
   void (*sumsq)(const float *x, size_t n, double *acc);
 } kl_optim_fns;
 
+/* Gradient-op primitives (run_grad.c). The sums are in double over 8 fixed lanes: in a
+ * call, element i goes into lane i % 8, in order, and the lanes, from 0, into the result;
+ * with no FMA, every level forms the same sums bit for bit (and the products of two
+ * floats are exact in double). */
+typedef struct kl_grad_fns {
+  /* *s += the sum of x[i], *sw += the sum of x[i] * (w ? w[i] : x[i]) */
+  void (*sums)(const float *x, const float *w, size_t n, double *s, double *sw);
+  /* the sum of (x[i] - mean)^2 */
+  double (*deviations)(const float *x, size_t n, double mean);
+  /* y[i] = x[i] * a + b (BatchNormTrain's output) */
+  void (*affine)(const float *x, float a, float b, float *y, size_t n);
+  /* dx[i] = a dy[i] + b x[i] + c (BatchNormGrad's dX) */
+  void (*affine2)(const float *dy, const float *x, float a, float b, float c, float *dx,
+                  size_t n);
+  /* dx[i] = x[i] > 0 ? dy[i] : alpha == 0 ? 0 : dy[i] * alpha (Relu, LeakyRelu) */
+  void (*relu)(const float *dy, const float *x, float alpha, float *dx, size_t n);
+  /* MaxPoolGrad's search for n outputs l < n of one row, each window whole: best[l] =
+   * the position of the maximum among x[rows[r] + first + l * step + k * dil] for
+   * r < n_rows, k < kw, taken in that order (r outer), a later tap winning when it is
+   * greater or NaN; the first tap's when none is greater than -inf. Positions < 2^31. */
+  void (*max_taps)(const float *x, const int32_t *rows, int n_rows, int32_t first,
+                   int32_t step, int32_t kw, int32_t dil, int n, int32_t *best);
+} kl_grad_fns;
+
 /* The tables, defined by the family files. Only the generic ones exist off x86. */
 extern const kl_eltwise_fns kl_eltwise_generic, kl_eltwise_avx2, kl_eltwise_avx512;
 extern const kl_eltwise_bf16_fns kl_eltwise_avx512bf16;
@@ -231,5 +255,6 @@ extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
 extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
 extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
 extern const kl_optim_fns kl_optim_generic, kl_optim_avx2, kl_optim_avx512;
+extern const kl_grad_fns kl_grad_generic, kl_grad_avx2;
 
 #endif

@@ -29,6 +29,7 @@ typedef struct kl_isa_fns {
   const kl_gemv_fns *gemv;
   const kl_wino_fns *wino;
   const kl_optim_fns *optim;
+  const kl_grad_fns *grad;
 } kl_isa_fns;
 
 /* Relu, LeakyRelu, Sigmoid, Tanh, Exp, Erf, Gelu, Swish, HardSigmoid, HardSwish, Clip */
@@ -136,18 +137,18 @@ bool kl_isa_act(const kl_node *n, kl_act *a);
  * when it has none; returns false when it has one the primitives lack (Mish, Elu). */
 bool kl_isa_fused_act(const kl_node *n, bool *has, kl_act *a);
 
-/* The gradient ops of a CNN training step (run_grad.c), float32, the same code at
- * every level: MaxPoolGrad and AveragePoolGrad, BatchNormTrain, BatchNormGrad,
- * UnaryGrad (the rules kl_grad_unary_fast takes), SumTo, ReduceGrad. */
-int kl_run_pool_grad(kl_kernel_ctx *c);
-int kl_run_batchnorm_train(kl_kernel_ctx *c);
-int kl_run_batchnorm_grad(kl_kernel_ctx *c);
-int kl_run_unary_grad(kl_kernel_ctx *c);
-int kl_run_softmax_grad(kl_kernel_ctx *c);
-int kl_run_layernorm_grad(kl_kernel_ctx *c);
+/* The gradient ops of a training step (run_grad.c), float32: MaxPoolGrad and
+ * AveragePoolGrad, BatchNormTrain, BatchNormGrad, UnaryGrad (the rules
+ * kl_grad_unary_fast takes), SoftmaxGrad, LayerNormGrad, SumTo, ReduceGrad. */
+int kl_run_pool_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_batchnorm_train(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_batchnorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_unary_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_softmax_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_layernorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
 bool kl_grad_unary_fast(const kl_node *n);
-int kl_run_sum_to(kl_kernel_ctx *c);
-int kl_run_reduce_grad(kl_kernel_ctx *c);
+int kl_run_sum_to(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_reduce_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
 
 /* ---- helpers shared by the drivers ---- */
 

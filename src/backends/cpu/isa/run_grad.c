@@ -1,16 +1,21 @@
-/* kiln's own kernels for the gradient ops of a CNN training step, float32, in plain C
- * that the vectorizer takes (this file is built with -O3 like the other drivers),
- * spread over the node's threads in fixed tasks, so that every result is the same
- * whatever the thread count: a sum is always formed by one task, in one order.
+/* kiln's own kernels for the gradient ops of a training step, float32: drivers in plain
+ * C (this file is built with -O3 like the other drivers) that hand contiguous runs to
+ * the level's primitives (isa_fns.h: kl_grad_fns, and the eltwise family's activations
+ * for the slopes of UnaryGrad), spread over the node's threads in fixed tasks, so that
+ * every result is the same whatever the thread count: a sum is always formed by one
+ * task, in one order.
  *
  *   MaxPoolGrad (dY, X) -> dX         per (n, c) plane: dX zeroed, each dY element
  *                                     added at its window's maximum, found again with
  *                                     the reference's rule (ref/grad.c: taps in scan
- *                                     order, a later one wins when greater or NaN)
+ *                                     order, a later one wins when greater or NaN),
+ *                                     without branches on the data
  *   AveragePoolGrad (dY, XLike) -> dX per plane: dY / count spread over the taps
  *   BatchNormTrain (X, scale, B, mean, var) -> Y, mean', var'     per channel
  *   BatchNormGrad (dY, X, scale) -> dX, dScale, dB               per channel
- *   UnaryGrad (dY, X, Y?) -> dX       Relu, LeakyRelu, Sigmoid, Tanh, Gelu, Silu, Erf
+ *   UnaryGrad (dY, X, Y?) -> dX       Relu, LeakyRelu (the level's relu primitive);
+ *                                     Sigmoid, Tanh, Gelu, Silu, Erf (the activation
+ *                                     from the level's eltwise primitive, then the slope)
  *   SoftmaxGrad (dY, Y) -> dX         per row of the last axis
  *   LayerNormGrad (dY, X, scale) -> dX, dScale, dB   per block of rows; dScale and dB
  *                                     summed per block in double, blocks added in order
@@ -18,10 +23,10 @@
  *   ReduceGrad (dY, XLike) -> dX      dY broadcast back over the reduced axes
  *
  * Sums (batch statistics, SumTo) are formed in double, as the reference forms them:
- * per channel in 8 lanes (element j into lane j % 8) added in a fixed order, so the
- * vectorizer can keep the lanes in registers. Shapes SumTo and ReduceGrad cannot
- * collapse to at most three runs of kept and reduced dims, other dtypes and other
- * UnaryGrad rules run the reference kernel (kl_isa_ref).
+ * per channel in 8 lanes (element j into lane j % 8) added in a fixed order (the
+ * primitives' sums and deviations). Shapes SumTo and ReduceGrad cannot collapse to at
+ * most three runs of kept and reduced dims, other dtypes and other UnaryGrad rules run
+ * the reference kernel (kl_isa_ref).
  */
 #include "backends/cpu/isa/run.h"
 #include "backends/cpu/ref/ref.h"
@@ -32,7 +37,6 @@
 #include <string.h>
 
 #define CHUNK 16384 /* elements per task of the elementwise kernels */
-#define LANES 8
 
 static bool all_f32(const kl_kernel_ctx *c, int from, int to) {
   for (int k = from; k < to && k < c->n_in; k++)
@@ -44,11 +48,20 @@ static bool all_f32(const kl_kernel_ctx *c, int from, int to) {
 
 /* ---- pooling gradients ---- */
 
+/* The taps of output o along one dim that fall inside X: k in [k0, k1), at input
+ * position base + k * dilation. */
+typedef struct span {
+  int64_t k0, k1, base;
+} span;
+
 typedef struct pool_job {
+  const kl_grad_fns *fn;
   kl_ref_window g;
   const float *dy, *x;
   float *dx;
+  span *sp[3]; /* per dim, one per output position */
   bool is_max, include_pad;
+  bool rows_fit; /* a window's rows fit rows[] of max_plane, positions fit int32 */
 } pool_job;
 
 /* The taps of output o along dim i inside [lo, hi): [*k0, *k1). */
@@ -57,47 +70,83 @@ static void taps(const kl_ref_window *g, int i, int64_t o, int64_t lo, int64_t h
   kl_ref_tap_span(o * g->stride[i] - g->pad_begin[i], g->kernel[i], g->dilation[i], lo, hi, k0, k1);
 }
 
-static int64_t tap(const kl_ref_window *g, int i, int64_t o, int64_t k) {
-  return o * g->stride[i] - g->pad_begin[i] + k * g->dilation[i];
-}
-
-/* One dY element's window: its taps inside X in from..to per dim. */
-static void max_window(const pool_job *j, const float *x, float *dx, const int64_t *o,
-                       const int64_t *from, const int64_t *to, float dy) {
-  const kl_ref_window *g = &j->g;
+/* One dY element's window (its spans s), the maximum's position; the first tap's when
+ * no tap is greater than -inf or NaN. Selects, not branches: on data of random order
+ * a branch on the comparison mispredicts about once a window. */
+static int64_t max_at(const kl_ref_window *g, const float *x, const span *s0, const span *s1,
+                      const span *s2) {
+  int64_t d1 = g->dilation[1], d2 = g->dilation[2];
+  int64_t best = ((s0->base + s0->k0 * g->dilation[0]) * g->in[1] + s1->base + s1->k0 * d1) *
+                     g->in[2] + s2->base + s2->k0 * d2;
   float max = -INFINITY;
-  int64_t best = -1;
-  for (int64_t k0 = from[0]; k0 < to[0]; k0++)
-    for (int64_t k1 = from[1]; k1 < to[1]; k1++) {
-      int64_t row = (tap(g, 0, o[0], k0) * g->in[1] + tap(g, 1, o[1], k1)) * g->in[2];
-      for (int64_t k2 = from[2]; k2 < to[2]; k2++) {
-        int64_t at = row + tap(g, 2, o[2], k2);
+  for (int64_t k0 = s0->k0; k0 < s0->k1; k0++) {
+    int64_t plane = (s0->base + k0 * g->dilation[0]) * g->in[1];
+    for (int64_t k1 = s1->k0; k1 < s1->k1; k1++) {
+      int64_t row = (plane + s1->base + k1 * d1) * g->in[2] + s2->base;
+      for (int64_t k2 = s2->k0; k2 < s2->k1; k2++) {
+        int64_t at = row + k2 * d2;
         float v = x[at];
-        if (best < 0) best = at;
-        if (v > max || isnan(v)) {
-          max = v;
-          best = at;
-        }
+        bool take = v > max || v != v;
+        max = take ? v : max;
+        best = take ? at : best;
       }
     }
-  dx[best] += dy;
+  }
+  return best;
 }
 
-static void avg_window(const pool_job *j, float *dx, const int64_t *o, const int64_t *from,
-                       const int64_t *to, float dy) {
+static void avg_window(const pool_job *j, float *dx, const int64_t *o, const span *const *s,
+                       float dy) {
   const kl_ref_window *g = &j->g;
   double count = 1;
   for (int i = 0; i < 3; i++) {
-    int64_t p0 = from[i], p1 = to[i];
+    int64_t p0 = s[i]->k0, p1 = s[i]->k1;
     if (j->include_pad) taps(g, i, o[i], -g->pad_begin[i], g->in[i] + g->pad_end[i], &p0, &p1);
     count *= (double)(p1 - p0);
   }
   float share = (float)(dy / count);
-  for (int64_t k0 = from[0]; k0 < to[0]; k0++)
-    for (int64_t k1 = from[1]; k1 < to[1]; k1++) {
-      float *row = dx + (tap(g, 0, o[0], k0) * g->in[1] + tap(g, 1, o[1], k1)) * g->in[2];
-      for (int64_t k2 = from[2]; k2 < to[2]; k2++) row[tap(g, 2, o[2], k2)] += share;
+  for (int64_t k0 = s[0]->k0; k0 < s[0]->k1; k0++)
+    for (int64_t k1 = s[1]->k0; k1 < s[1]->k1; k1++) {
+      float *row = dx + ((s[0]->base + k0 * g->dilation[0]) * g->in[1] + s[1]->base +
+                         k1 * g->dilation[1]) * g->in[2] + s[2]->base;
+      for (int64_t k2 = s[2]->k0; k2 < s[2]->k1; k2++) row[k2 * g->dilation[2]] += share;
     }
+}
+
+#define MAX_ROWS 256 /* a window's rows (taps along dims 0 and 1) for max_taps */
+#define MAX_RUN 64   /* outputs per max_taps call */
+
+static bool whole(const kl_ref_window *g, const span *s) {
+  return s->k0 == 0 && s->k1 == g->kernel[2];
+}
+
+/* MaxPoolGrad over the outputs of one row (o0, o1) whose dim-0 and dim-1 spans are
+ * s0, s1: runs of outputs whose windows are whole along dim 2 go to the level's
+ * max_taps, the others (at the edges) to max_at; dX gets dY in the order of the
+ * outputs, as the reference adds it. */
+static void max_row(const pool_job *j, const float *x, float *dx, const float *dy,
+                    const span *s0, const span *s1) {
+  const kl_ref_window *g = &j->g;
+  int32_t rows[MAX_ROWS], best[MAX_RUN];
+  int n_rows = 0;
+  for (int64_t k0 = s0->k0; k0 < s0->k1; k0++)
+    for (int64_t k1 = s1->k0; k1 < s1->k1; k1++)
+      rows[n_rows++] = (int32_t)(((s0->base + k0 * g->dilation[0]) * g->in[1] + s1->base +
+                                  k1 * g->dilation[1]) * g->in[2]);
+  const span *sp = j->sp[2];
+  for (int64_t o = 0; o < g->out[2];) {
+    if (!whole(g, &sp[o])) {
+      if (sp[o].k0 < sp[o].k1) dx[max_at(g, x, s0, s1, &sp[o])] += dy[o];
+      o++;
+      continue;
+    }
+    int64_t e = o + 1;
+    while (e < g->out[2] && e - o < MAX_RUN && whole(g, &sp[e])) e++;
+    j->fn->max_taps(x, rows, n_rows, (int32_t)sp[o].base, (int32_t)g->stride[2],
+                    (int32_t)g->kernel[2], (int32_t)g->dilation[2], (int)(e - o), best);
+    for (int64_t l = o; l < e; l++) dx[best[l - o]] += dy[l];
+    o = e;
+  }
 }
 
 /* Plane p (one (n, c)): every dY element of it into dX's plane. */
@@ -108,98 +157,87 @@ static void pool_plane(void *arg, int64_t p) {
   float *dx = j->dx + p * xsize;
   const float *dy = j->dy + p * ysize, *x = j->is_max ? j->x + p * xsize : NULL;
   memset(dx, 0, sizeof(float) * (size_t)xsize);
-  int64_t o[3], from[3], to[3];
+  int64_t o[3];
   for (o[0] = 0; o[0] < g->out[0]; o[0]++) {
-    taps(g, 0, o[0], 0, g->in[0], &from[0], &to[0]);
-    for (o[1] = 0; o[1] < g->out[1]; o[1]++) {
-      taps(g, 1, o[1], 0, g->in[1], &from[1], &to[1]);
-      for (o[2] = 0; o[2] < g->out[2]; o[2]++, dy++) {
-        taps(g, 2, o[2], 0, g->in[2], &from[2], &to[2]);
-        if (from[0] >= to[0] || from[1] >= to[1] || from[2] >= to[2]) continue;
-        if (j->is_max) max_window(j, x, dx, o, from, to, *dy);
-        else avg_window(j, dx, o, from, to, *dy);
+    const span *s0 = &j->sp[0][o[0]];
+    for (o[1] = 0; o[1] < g->out[1]; o[1]++, dy += g->out[2]) {
+      const span *s1 = &j->sp[1][o[1]];
+      if (s0->k0 >= s0->k1 || s1->k0 >= s1->k1) continue;
+      if (j->is_max && j->rows_fit) {
+        max_row(j, x, dx, dy, s0, s1);
+        continue;
+      }
+      for (o[2] = 0; o[2] < g->out[2]; o[2]++) {
+        const span *s2 = &j->sp[2][o[2]];
+        if (s2->k0 >= s2->k1) continue;
+        if (j->is_max) {
+          dx[max_at(g, x, s0, s1, s2)] += dy[o[2]];
+        } else {
+          const span *s[3] = {s0, s1, s2};
+          avg_window(j, dx, o, s, dy[o[2]]);
+        }
       }
     }
   }
 }
 
-int kl_run_pool_grad(kl_kernel_ctx *c) {
+int kl_run_pool_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
   bool is_max = c->node->op == KL_OP_KilnMaxPoolGrad;
   const kl_tensor *dy = c->in[0], *x = c->in[1];
   if (c->out[0]->dtype != KL_F32 || dy->dtype != KL_F32 || (is_max && x->dtype != KL_F32) ||
       x->rank < 3 || x->rank > 5)
     return kl_isa_ref(c);
-  pool_job j = {.dy = dy->data, .x = x->data, .dx = c->out[0]->data, .is_max = is_max,
+  pool_job j = {.fn = f->grad, .dy = dy->data, .x = x->data, .dx = c->out[0]->data, .is_max = is_max,
                 .include_pad = kl_attr_int(c->node, "count_include_pad", 0) != 0};
   /* the forward op's window: over X (its dims only) producing dY */
   const kl_tensor *in[1] = {x};
   kl_tensor yy = *dy, *out[1] = {&yy};
-  kl_kernel_ctx f = *c;
-  f.n_in = f.n_out = 1;
-  f.in = in;
-  f.out = out;
-  kiln_status st = kl_ref_window_init(&f, NULL, &j.g);
+  kl_kernel_ctx fw = *c;
+  fw.n_in = fw.n_out = 1;
+  fw.in = in;
+  fw.out = out;
+  kiln_status st = kl_ref_window_init(&fw, NULL, &j.g);
   if (st != KILN_OK) return st;
+  j.rows_fit = j.g.kernel[0] * j.g.kernel[1] <= MAX_ROWS &&
+               j.g.in[0] * j.g.in[1] * j.g.in[2] <= INT32_MAX;
+  int64_t spans = j.g.out[0] + j.g.out[1] + j.g.out[2];
+  span *all = malloc(sizeof(span) * (size_t)spans);
+  if (!all)
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory (%lld window spans)",
+                   (long long)spans);
+  int64_t at = 0;
+  for (int i = 0; i < 3; at += j.g.out[i], i++) {
+    j.sp[i] = all + at;
+    for (int64_t o = 0; o < j.g.out[i]; o++) {
+      span *s = &j.sp[i][o];
+      taps(&j.g, i, o, 0, j.g.in[i], &s->k0, &s->k1);
+      s->base = o * j.g.stride[i] - j.g.pad_begin[i];
+    }
+  }
   int64_t planes = x->dims[0] * x->dims[1];
   kl_isa_parallel(c, planes, kl_tensor_numel(x) + kl_tensor_numel(dy), pool_plane, &j);
+  free(all);
   return KILN_OK;
 }
 
 /* ---- BatchNormTrain and BatchNormGrad: X [N, C, inner] per channel ---- */
 
 typedef struct bn_job {
+  const kl_grad_fns *fn;
   const float *x, *dy, *scale, *bias, *old_mean, *old_var;
   float *y, *new_mean, *new_var, *dx, *dscale, *dbias;
   int64_t batch, channels, inner;
   double eps, momentum;
 } bn_job;
 
-/* Sum of x[0..n-1] and of x * w (w NULL: x * x), in double, in fixed lanes. */
-static void sums(const float *x, const float *w, int64_t n, double *s, double *sw) {
-  double a[LANES] = {0}, b[LANES] = {0};
-  int64_t i = 0;
-  for (; i + LANES <= n; i += LANES)
-    for (int l = 0; l < LANES; l++) {
-      double v = x[i + l];
-      a[l] += v;
-      b[l] += v * (w ? (double)w[i + l] : v);
-    }
-  for (int l = 0; i < n; i++, l++) {
-    double v = x[i];
-    a[l] += v;
-    b[l] += v * (w ? (double)w[i] : v);
-  }
-  for (int l = 0; l < LANES; l++) {
-    *s += a[l];
-    *sw += b[l];
-  }
-}
-
-/* Sum of (x - mean)^2 over x[0..n-1], in double, in fixed lanes. */
-static double deviations(const float *x, int64_t n, double mean) {
-  double a[LANES] = {0}, s = 0;
-  int64_t i = 0;
-  for (; i + LANES <= n; i += LANES)
-    for (int l = 0; l < LANES; l++) {
-      double d = x[i + l] - mean;
-      a[l] += d * d;
-    }
-  for (int l = 0; i < n; i++, l++) {
-    double d = x[i] - mean;
-    a[l] += d * d;
-  }
-  for (int l = 0; l < LANES; l++) s += a[l];
-  return s;
-}
-
 /* Channel ch's mean and biased variance, two passes as the reference. */
 static void bn_stats(const bn_job *j, int64_t ch, double *mean, double *var) {
   double s = 0, unused = 0, sq = 0, n = (double)(j->batch * j->inner);
   for (int64_t b = 0; b < j->batch; b++)
-    sums(j->x + (b * j->channels + ch) * j->inner, NULL, j->inner, &s, &unused);
+    j->fn->sums(j->x + (b * j->channels + ch) * j->inner, NULL, (size_t)j->inner, &s, &unused);
   *mean = s / n;
   for (int64_t b = 0; b < j->batch; b++)
-    sq += deviations(j->x + (b * j->channels + ch) * j->inner, j->inner, *mean);
+    sq += j->fn->deviations(j->x + (b * j->channels + ch) * j->inner, (size_t)j->inner, *mean);
   *var = sq / n;
 }
 
@@ -210,9 +248,8 @@ static void bn_train_channel(void *arg, int64_t ch) {
   double k = (double)j->scale[ch] / sqrt(var + j->eps);
   float kf = (float)k, shift = (float)((double)j->bias[ch] - mean * k);
   for (int64_t b = 0; b < j->batch; b++) {
-    const float *x = j->x + (b * j->channels + ch) * j->inner;
-    float *y = j->y + (b * j->channels + ch) * j->inner;
-    for (int64_t i = 0; i < j->inner; i++) y[i] = x[i] * kf + shift;
+    int64_t at = (b * j->channels + ch) * j->inner;
+    j->fn->affine(j->x + at, kf, shift, j->y + at, (size_t)j->inner);
   }
   if (j->new_mean)
     j->new_mean[ch] = (float)(j->old_mean[ch] * j->momentum + mean * (1 - j->momentum));
@@ -226,7 +263,7 @@ static void bn_grad_channel(void *arg, int64_t ch) {
   bn_stats(j, ch, &mean, &var);
   for (int64_t b = 0; b < j->batch; b++) {
     int64_t at = (b * j->channels + ch) * j->inner;
-    sums(j->dy + at, j->x + at, j->inner, &sum_dy, &sum_dy_x);
+    j->fn->sums(j->dy + at, j->x + at, (size_t)j->inner, &sum_dy, &sum_dy_x);
   }
   double invstd = 1 / sqrt(var + j->eps);
   double sum_dy_xhat = (sum_dy_x - mean * sum_dy) * invstd; /* sum dY (x - mean) invstd */
@@ -236,9 +273,7 @@ static void bn_grad_channel(void *arg, int64_t ch) {
   float c0 = (float)(-k * sum_dy / n + k * invstd * sum_dy_xhat / n * mean);
   for (int64_t b = 0; b < j->batch; b++) {
     int64_t at = (b * j->channels + ch) * j->inner;
-    const float *dy = j->dy + at, *x = j->x + at;
-    float *dx = j->dx + at;
-    for (int64_t i = 0; i < j->inner; i++) dx[i] = a * dy[i] + bx * x[i] + c0;
+    j->fn->affine2(j->dy + at, j->x + at, a, bx, c0, j->dx + at, (size_t)j->inner);
   }
   if (j->dscale) j->dscale[ch] = (float)sum_dy_xhat;
   if (j->dbias) j->dbias[ch] = (float)sum_dy;
@@ -253,11 +288,11 @@ static kiln_status bn_view(const kl_kernel_ctx *c, const kl_tensor *x, bn_job *j
   return KILN_OK;
 }
 
-int kl_run_batchnorm_train(kl_kernel_ctx *c) {
+int kl_run_batchnorm_train(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *x = c->in[0];
   if (!all_f32(c, 0, 5) || x->rank < 2 || kl_tensor_numel(x) / (x->dims[1] ? x->dims[1] : 1) < 2)
     return kl_isa_ref(c); /* the reference refuses fewer than 2 values per channel */
-  bn_job j = {.x = x->data, .scale = c->in[1]->data, .bias = c->in[2]->data,
+  bn_job j = {.fn = f->grad, .x = x->data, .scale = c->in[1]->data, .bias = c->in[2]->data,
               .old_mean = c->in[3]->data, .old_var = c->in[4]->data, .y = c->out[0]->data,
               .new_mean = c->n_out > 1 && c->out[1] ? c->out[1]->data : NULL,
               .new_var = c->n_out > 2 && c->out[2] ? c->out[2]->data : NULL,
@@ -267,10 +302,10 @@ int kl_run_batchnorm_train(kl_kernel_ctx *c) {
   return KILN_OK;
 }
 
-int kl_run_batchnorm_grad(kl_kernel_ctx *c) {
+int kl_run_batchnorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *x = c->in[1];
   if (!all_f32(c, 0, 3) || x->rank < 2 || kl_tensor_numel(x) == 0) return kl_isa_ref(c);
-  bn_job j = {.dy = c->in[0]->data, .x = x->data, .scale = c->in[2]->data,
+  bn_job j = {.fn = f->grad, .dy = c->in[0]->data, .x = x->data, .scale = c->in[2]->data,
               .dx = c->out[0]->data,
               .dscale = c->n_out > 1 && c->out[1] ? c->out[1]->data : NULL,
               .dbias = c->n_out > 2 && c->out[2] ? c->out[2]->data : NULL};
@@ -282,6 +317,7 @@ int kl_run_batchnorm_grad(kl_kernel_ctx *c) {
 /* ---- UnaryGrad ---- */
 
 typedef struct unary_job {
+  const kl_isa_fns *f;
   kl_unary_grad u;
   const float *dy, *x, *y;
   float *dx;
@@ -290,56 +326,82 @@ typedef struct unary_job {
 
 #define SQRT1_2F 0.70710678118654752440f
 #define INV_SQRT_2PI 0.39894228040143267794f
+#define UBLOCK 256 /* elements per block of a task: the activations on the stack */
+
+/* The slopes of elements [0, m) of the block at x (y: the op's output, or NULL) into
+ * s, with the level's activations: f'(x) of the reference's rules (ref/grad.c). */
+static void slopes(const unary_job *j, const float *x, const float *y, int64_t m, float *s,
+                   float *t) {
+  const kl_eltwise_fns *e = j->f->elt;
+  size_t n = (size_t)m;
+  switch (j->u.op) {
+  case KL_UG_SIGMOID:
+  case KL_UG_SILU:
+    if (y && j->u.op == KL_UG_SIGMOID) {
+      memcpy(t, y, sizeof(float) * n);
+    } else {
+      kl_act a = {KL_ACT_SIGMOID, 0, 0};
+      e->unary(&a, x, t, n);
+    }
+    if (j->u.op == KL_UG_SIGMOID)
+      for (int64_t i = 0; i < m; i++) s[i] = t[i] * (1 - t[i]);
+    else
+      for (int64_t i = 0; i < m; i++) s[i] = t[i] * (1 + x[i] * (1 - t[i]));
+    return;
+  case KL_UG_TANH:
+    if (y) {
+      memcpy(t, y, sizeof(float) * n);
+    } else {
+      kl_act a = {KL_ACT_TANH, 0, 0};
+      e->unary(&a, x, t, n);
+    }
+    for (int64_t i = 0; i < m; i++) s[i] = 1 - t[i] * t[i];
+    return;
+  case KL_UG_ERF: { /* 2 / sqrt(pi) e^(-x^2) */
+    kl_act a = {KL_ACT_EXP, 0, 0};
+    for (int64_t i = 0; i < m; i++) t[i] = -x[i] * x[i];
+    e->unary(&a, t, t, n);
+    for (int64_t i = 0; i < m; i++) s[i] = 1.12837916709551257390f * t[i];
+    return;
+  }
+  default: /* KL_UG_GELU */
+    if (j->u.tanh_gelu) {
+      const float k = 0.79788456080286535588f, kappa = 0.044715f;
+      kl_act a = {KL_ACT_TANH, 0, 0};
+      for (int64_t i = 0; i < m; i++) t[i] = k * (x[i] + kappa * x[i] * x[i] * x[i]);
+      e->unary(&a, t, t, n);
+      for (int64_t i = 0; i < m; i++)
+        s[i] = 0.5f * (1 + t[i]) + 0.5f * x[i] * (1 - t[i] * t[i]) * k * (1 + 3 * kappa * x[i] * x[i]);
+    } else { /* 0.5 (1 + erf(x / sqrt 2)) + x e^(-x^2 / 2) / sqrt(2 pi) */
+      kl_act erf = {KL_ACT_ERF, 0, 0}, ex = {KL_ACT_EXP, 0, 0};
+      for (int64_t i = 0; i < m; i++) t[i] = x[i] * SQRT1_2F;
+      e->unary(&erf, t, t, n);
+      for (int64_t i = 0; i < m; i++) s[i] = -0.5f * x[i] * x[i];
+      e->unary(&ex, s, s, n);
+      for (int64_t i = 0; i < m; i++) s[i] = 0.5f * (1 + t[i]) + x[i] * s[i] * INV_SQRT_2PI;
+    }
+    return;
+  }
+}
 
 static void unary_task(void *arg, int64_t t) {
   const unary_job *j = arg;
   int64_t i0 = t * j->per, i1 = i0 + j->per < j->n ? i0 + j->per : j->n;
-  const float *dy = j->dy, *x = j->x, *y = j->y;
-  float *dx = j->dx, alpha = (float)j->u.alpha;
-  switch (j->u.op) {
-  case KL_UG_RELU:
-    for (int64_t i = i0; i < i1; i++) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
-    break;
-  case KL_UG_LEAKY_RELU: /* slope alpha, 0 when alpha is (the reference's rule) */
-    for (int64_t i = i0; i < i1; i++) dx[i] = x[i] > 0 ? dy[i] : alpha == 0 ? 0.0f : dy[i] * alpha;
-    break;
-  case KL_UG_SIGMOID:
-    for (int64_t i = i0; i < i1; i++) {
-      float s = y ? y[i] : 1 / (1 + expf(-x[i])), slope = s * (1 - s);
-      dx[i] = slope == 0 ? 0.0f : dy[i] * slope;
+  if (j->u.op == KL_UG_RELU || j->u.op == KL_UG_LEAKY_RELU) {
+    float alpha = j->u.op == KL_UG_RELU ? 0.0f : (float)j->u.alpha;
+    j->f->grad->relu(j->dy + i0, j->x + i0, alpha, j->dx + i0, (size_t)(i1 - i0));
+    return;
+  }
+  float s[UBLOCK], tmp[UBLOCK];
+  for (int64_t b = i0; b < i1; b += UBLOCK) {
+    int64_t m = i1 - b < UBLOCK ? i1 - b : UBLOCK;
+    slopes(j, j->x + b, j->y ? j->y + b : NULL, m, s, tmp);
+    const float *dy = j->dy + b;
+    float *dx = j->dx + b;
+    for (int64_t i = 0; i < m; i++) {
+      float d = dy[i];
+      dx[i] = s[i] == 0 ? 0.0f : d * s[i];
     }
-    break;
-  case KL_UG_TANH:
-    for (int64_t i = i0; i < i1; i++) {
-      float t = y ? y[i] : tanhf(x[i]), slope = 1 - t * t;
-      dx[i] = slope == 0 ? 0.0f : dy[i] * slope;
-    }
-    break;
-  case KL_UG_SILU:
-    for (int64_t i = i0; i < i1; i++) {
-      float s = 1 / (1 + expf(-x[i])), slope = s * (1 + x[i] * (1 - s));
-      dx[i] = slope == 0 ? 0.0f : dy[i] * slope;
-    }
-    break;
-  case KL_UG_ERF: /* 2 / sqrt(pi) e^(-x^2) */
-    for (int64_t i = i0; i < i1; i++) {
-      float slope = 1.12837916709551257390f * expf(-x[i] * x[i]);
-      dx[i] = slope == 0 ? 0.0f : dy[i] * slope;
-    }
-    break;
-  default: /* KL_UG_GELU */
-    for (int64_t i = i0; i < i1; i++) {
-      float v = x[i], slope;
-      if (j->u.tanh_gelu) {
-        const float k = 0.79788456080286535588f, kappa = 0.044715f;
-        float t = tanhf(k * (v + kappa * v * v * v));
-        slope = 0.5f * (1 + t) + 0.5f * v * (1 - t * t) * k * (1 + 3 * kappa * v * v);
-      } else {
-        slope = 0.5f * (1 + erff(v * SQRT1_2F)) + v * expf(-0.5f * v * v) * INV_SQRT_2PI;
-      }
-      dx[i] = slope == 0 ? 0.0f : dy[i] * slope;
-    }
-    break;
   }
 }
 
@@ -354,8 +416,8 @@ bool kl_grad_unary_fast(const kl_node *n) {
   return kl_unary_grad_read(n, &u, &e) == KILN_OK && unary_fast(u.op);
 }
 
-int kl_run_unary_grad(kl_kernel_ctx *c) {
-  unary_job j;
+int kl_run_unary_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  unary_job j = {.f = f};
   kl_err e;
   if (kl_unary_grad_read(c->node, &j.u, &e) != KILN_OK || !unary_fast(j.u.op) || !all_f32(c, 0, 3))
     return kl_isa_ref(c);
@@ -418,6 +480,7 @@ static void rkr_of(const runs *u, int64_t *a, int64_t *b, int64_t *c) {
 static bool is_krk(const runs *u) { return u->n == 3 && !u->first_reduced; }
 
 typedef struct sum_job {
+  const kl_grad_fns *fn;
   const float *big;
   float *small;
   int64_t a, b, c, per; /* [R a, K b, R c] or, krk, [K a, R b, K c] */
@@ -446,7 +509,7 @@ static void sum_rkr_task(void *arg, int64_t t) {
   for (int64_t k = k0; k < k1; k++) {
     double s = 0, unused = 0;
     for (int64_t i = 0; i < j->a; i++)
-      sums(j->big + (i * j->b + k) * j->c, NULL, j->c, &s, &unused);
+      j->fn->sums(j->big + (i * j->b + k) * j->c, NULL, (size_t)j->c, &s, &unused);
     j->small[k] = (float)s;
   }
 }
@@ -509,12 +572,12 @@ static bool sum_to_runs(const kl_tensor *big, const kl_tensor *small, runs *u) {
   return runs_of(big->rank, big->dims, reduced, u);
 }
 
-int kl_run_sum_to(kl_kernel_ctx *c) {
+int kl_run_sum_to(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *dy = c->in[0];
   kl_tensor *dx = c->out[0];
   runs u;
   if (!all_f32(c, 0, 1) || !sum_to_runs(dy, dx, &u)) return kl_isa_ref(c);
-  sum_job j = {.big = dy->data, .small = dx->data};
+  sum_job j = {.fn = f->grad, .big = dy->data, .small = dx->data};
   int64_t work = kl_tensor_numel(dy);
   if (work == 0 || kl_tensor_numel(dx) == 0) return kl_isa_ref(c);
   if (is_krk(&u)) {
@@ -528,7 +591,7 @@ int kl_run_sum_to(kl_kernel_ctx *c) {
   return KILN_OK;
 }
 
-int kl_run_reduce_grad(kl_kernel_ctx *c) {
+int kl_run_reduce_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *dy = c->in[0];
   kl_tensor *dx = c->out[0];
   if (!all_f32(c, 0, 1) || dx->rank > KL_MAX_RANK) return kl_isa_ref(c);
@@ -548,6 +611,7 @@ int kl_run_reduce_grad(kl_kernel_ctx *c) {
   int64_t work = kl_tensor_numel(dx);
   if (work == 0 || kl_tensor_numel(dy) == 0 || !runs_of(dx->rank, dx->dims, reduced, &u))
     return kl_isa_ref(c);
+  (void)f;
   sum_job j = {.big = dx->data, .small = dy->data,
                .scale = kl_attr_int(c->node, "mean", 0) ? 1.0 / (double)count : 1.0};
   if (is_krk(&u)) {
@@ -588,7 +652,8 @@ static void softmax_task(void *arg, int64_t t) {
   }
 }
 
-int kl_run_softmax_grad(kl_kernel_ctx *c) {
+int kl_run_softmax_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  (void)f;
   const kl_tensor *dy = c->in[0], *y = c->in[1];
   int64_t a = kl_attr_int(c->node, "axis", -1);
   if (!all_f32(c, 0, 2) || y->rank < 1 || (a != -1 && a != y->rank - 1) ||
@@ -645,7 +710,8 @@ static void ln_task(void *arg, int64_t t) {
   }
 }
 
-int kl_run_layernorm_grad(kl_kernel_ctx *c) {
+int kl_run_layernorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  (void)f;
   const kl_tensor *dy = c->in[0], *x = c->in[1], *scale = c->in[2];
   int64_t a = kl_attr_int(c->node, "axis", -1);
   int axis = (int)(a < 0 ? a + x->rank : a);
