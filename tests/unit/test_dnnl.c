@@ -22,6 +22,7 @@
 #include "runtime/session.h"
 #if KL_HAVE_DNNL
 #include "backends/cpu/dnnl.h"
+#include "backends/cpu/dnnl_cache.h"
 #endif
 #include "backends/cpu/isa.h"
 
@@ -917,6 +918,82 @@ static void test_binary_choice(void **state) {
   kiln_model_free(m);
 }
 
+#if KL_HAVE_DNNL
+/* ---- the entry cache of the oneDNN kernels (dnnl_cache.c) ---- */
+
+typedef struct fake_entry {
+  int built; /* which build made it, 0: empty */
+} fake_entry;
+
+typedef struct fake_owner {
+  int builds, frees;
+  bool fail; /* the next build fails */
+  fake_entry slots[KL_DNNL_CACHE_SLOTS];
+} fake_owner;
+
+static fake_owner *freed_by; /* the free callback has no owner: counts land here */
+
+static kiln_status fake_build(void *owner, void *entry, kl_kernel_ctx *c) {
+  fake_owner *o = owner;
+  fake_entry *en = entry;
+  assert_int_equal(en->built, 0); /* the slot was freed first */
+  if (o->fail) return kl_fail(c->e, KILN_ERR_INTERNAL, "no entry for these shapes");
+  en->built = ++o->builds;
+  return KILN_OK;
+}
+
+static void fake_free(void *entry) {
+  fake_entry *en = entry;
+  if (en->built) freed_by->frees++;
+  en->built = 0;
+}
+
+/* The entry for inputs of shapes [n] and, when m > 0, [m, 2] (else absent). */
+static fake_entry *cache_get(kl_dnnl_cache *cache, int64_t n, int64_t m, kiln_status want) {
+  kl_tensor a = {.dtype = KL_F32, .rank = 1, .dims = {n}};
+  kl_tensor b = {.dtype = KL_F32, .rank = 2, .dims = {m, 2}};
+  const kl_tensor *in[2] = {&a, m > 0 ? &b : NULL};
+  kl_err e = {0};
+  kl_kernel_ctx c = {.n_in = 2, .in = in, .e = &e};
+  void *entry = NULL;
+  tu_assert_status(kl_dnnl_cache_get(cache, &c, &entry), want, e.msg, NULL);
+  return entry;
+}
+
+/* Hits, the empty slots filled first, then the least recently used evicted; an absent
+ * input is part of the key; a failed build leaves its slot empty. */
+static void test_entry_cache(void **state) {
+  (void)state;
+  fake_owner o = {0};
+  freed_by = &o;
+  kl_dnnl_cache cache;
+  kl_dnnl_cache_init(&cache, o.slots, sizeof o.slots[0], 2, &o, fake_build, fake_free);
+  fake_entry *a = cache_get(&cache, 1, 0, KILN_OK);
+  assert_ptr_equal(a, &o.slots[0]);
+  assert_ptr_equal(cache_get(&cache, 1, 0, KILN_OK), a);
+  assert_ptr_equal(cache_get(&cache, 2, 0, KILN_OK), &o.slots[1]);
+  assert_ptr_equal(cache_get(&cache, 1, 3, KILN_OK), &o.slots[2]); /* input 1 present */
+  assert_ptr_equal(cache_get(&cache, 1, 4, KILN_OK), &o.slots[3]);
+  assert_int_equal(o.builds, 4);
+  assert_int_equal(o.frees, 0);
+  assert_ptr_equal(cache_get(&cache, 1, 0, KILN_OK), a); /* [2] is now the oldest */
+  assert_ptr_equal(cache_get(&cache, 5, 0, KILN_OK), &o.slots[1]);
+  assert_int_equal(o.frees, 1);
+  assert_int_equal(o.slots[1].built, 5);
+  assert_ptr_equal(cache_get(&cache, 1, 3, KILN_OK), &o.slots[2]); /* still there */
+  o.fail = true; /* evicts [1], [4, 2] (slot 3), whose rebuild fails: the slot is empty */
+  assert_null(cache_get(&cache, 1, 5, KILN_ERR_INTERNAL));
+  assert_int_equal(o.frees, 2);
+  assert_int_equal(o.slots[3].built, 0);
+  o.fail = false;
+  assert_ptr_equal(cache_get(&cache, 7, 0, KILN_OK), &o.slots[3]); /* the empty slot */
+  assert_int_equal(o.frees, 2);
+  kl_dnnl_cache_clear(&cache);
+  assert_int_equal(o.frees, 6);
+  for (int i = 0; i < KL_DNNL_CACHE_SLOTS; i++) assert_int_equal(o.slots[i].built, 0);
+}
+#endif
+
 int main(void) {
   /* KILN_ISA=generic turns oneDNN off (it has no portable-C level): every node then runs
    * on kiln's kernels, which test_isa and test_ref_kernels cover; 77 is meson's skip. */
@@ -943,6 +1020,9 @@ int main(void) {
       cmocka_unit_test(test_shared_workspace),
       cmocka_unit_test(test_binary_choice),
       cmocka_unit_test(test_fast_only),
+#if KL_HAVE_DNNL
+      cmocka_unit_test(test_entry_cache),
+#endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
