@@ -1,6 +1,7 @@
 /* The trainer (kiln.h's kiln_trainer_*): a model in training form.
  *
- * From the model file kiln makes two graphs and runs each in a session:
+ * From the model file, read once (t->model; the graphs below and the one saved start
+ * as copies of it), kiln makes two graphs and runs each in a session:
  *
  *   the step graph: the forward pass with BatchNormalization in training form
  *     (kiln.BatchNormTrain: batch statistics, new running ones as outputs) and Dropout
@@ -78,6 +79,7 @@ struct kiln_trainer {
   double lr;
   int64_t steps;
   int64_t seed_now;
+  kl_graph *model; /* the model file's graph as read (kl_train_own_stats applied) */
   kiln_model *step_m, *eval_m;
   kiln_session *step_s, *eval_s;
   char **weights; /* the model's own float constants (sorted), before any folding */
@@ -582,15 +584,38 @@ static kiln_status split_weight(kl_graph *g, int v, tparam *p, int *top_in, int 
   return kl_node_set_int(g, n, "to", KL_F32, e);
 }
 
-/* The step graph into t->step_m (imported, changed, optimized), with the trainer's
+/* The model file's graph into t->model: imported (sorted, verified, inferred) and each
+ * running statistic made a constant of its own (kl_train_own_stats). */
+static kiln_status read_model(kiln_trainer *t) {
+  kiln_model *m = NULL;
+  kiln_status st = kl_model_create(&t->opts, &m);
+  if (st != KILN_OK) return kl_fail(&t->err, st, "out of memory");
+  if ((st = kl_model_import(m, t->path)) != KILN_OK) kl_fail(&t->err, st, "%s", m->err.msg);
+  if (st == KILN_OK) st = kl_train_own_stats(m->g, &t->err);
+  if (st == KILN_OK) {
+    t->model = m->g;
+    m->g = NULL;
+  }
+  kiln_model_free(m);
+  return st;
+}
+
+/* *g = a copy of t->model. */
+static kiln_status copy_model(kiln_trainer *t, kl_graph **g) {
+  *g = kl_graph_copy(t->model);
+  return *g ? KILN_OK
+            : kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory copying the model's "
+                      "graph");
+}
+
+/* The step graph into t->step_m (copied, changed, optimized), with the trainer's
  * weights (t->params) and running statistics (t->stats) taken from it. */
 static kiln_status build_step(kiln_trainer *t) {
   kiln_model *m = t->step_m;
   kl_err *e = &t->err;
-  kiln_status st = kl_model_import(m, t->path);
-  if (st != KILN_OK) return kl_fail(e, st, "%s", m->err.msg);
+  kiln_status st = copy_model(t, &m->g);
+  if (st != KILN_OK) return st;
   kl_graph *g = m->g;
-  if ((st = kl_train_own_stats(g, e)) != KILN_OK) return st;
   if ((st = fold_shapes(t, g, e)) != KILN_OK) return st;
   if (g->n_outputs < 1) return kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no output");
   int pred = g->outputs[0];
@@ -763,10 +788,9 @@ static kiln_status build_step(kiln_trainer *t) {
 static kiln_status build_eval(kiln_trainer *t) {
   kiln_model *m = t->eval_m;
   kl_err *e = &t->err;
-  kiln_status st = kl_model_import(m, t->path);
-  if (st != KILN_OK) return kl_fail(e, st, "%s", m->err.msg);
+  kiln_status st = copy_model(t, &m->g);
+  if (st != KILN_OK) return st;
   kl_graph *g = m->g;
-  if ((st = kl_train_own_stats(g, e)) != KILN_OK) return st;
   for (int i = 0; st == KILN_OK && i < t->n_params; i++) {
     int v = kl_graph_find_value(g, t->params[i].name);
     if (v < 0 || g->values[v].kind != KL_VALUE_CONST)
@@ -876,7 +900,8 @@ kiln_status kiln_trainer_create(const char *path, const kiln_options *options,
   st = kl_model_create(&t->opts, &t->step_m);
   if (st == KILN_OK) st = kl_model_create(&t->opts, &t->eval_m);
   if (st != KILN_OK) return kl_fail(&t->err, st, "out of memory");
-  st = build_step(t);
+  st = read_model(t);
+  if (st == KILN_OK) st = build_step(t);
   if (st == KILN_OK) st = build_eval(t);
   if (st == KILN_OK && (st = kiln_session_create(t->step_m, &t->opts, &t->step_s)) != KILN_OK)
     kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
@@ -893,6 +918,7 @@ void kiln_trainer_free(kiln_trainer *t) {
   kiln_session_free(t->eval_s);
   kiln_model_free(t->step_m);
   kiln_model_free(t->eval_m);
+  kl_graph_free(t->model);
   for (int i = 0; i < t->n_params; i++) {
     free(t->params[i].name);
     free(t->params[i].data);
@@ -1032,11 +1058,8 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
   if (!ready(t)) return t->err.code;
   if (!path) return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "path is NULL");
   /* the model as read, its weights replaced by the trained ones */
-  kiln_model *m = NULL;
-  kiln_status st = kl_model_create(&t->opts, &m);
-  if (st == KILN_OK && (st = kl_model_import(m, t->path)) != KILN_OK)
-    kl_fail(&t->err, st, "%s", m->err.msg);
-  if (st == KILN_OK) st = kl_train_own_stats(m->g, &t->err);
+  kl_graph *g = NULL;
+  kiln_status st = copy_model(t, &g);
   for (int i = 0; st == KILN_OK && i < t->n_params + t->n_stats; i++) {
     const char *name = i < t->n_params ? t->params[i].name : t->stats[i - t->n_params].name;
     const float *src = i < t->n_params ? t->params[i].data : t->stats[i - t->n_params].data;
@@ -1050,8 +1073,8 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
       for (int64_t j = 0; j < p->numel; j++) joined[j] = kl_join_bf16(p->top[j], p->trail[j]);
       src = joined;
     }
-    int v = kl_graph_find_value(m->g, name);
-    kl_value *val = v >= 0 ? &m->g->values[v] : NULL;
+    int v = kl_graph_find_value(g, name);
+    kl_value *val = v >= 0 ? &g->values[v] : NULL;
     if (!val || val->kind != KL_VALUE_CONST || val->type.dtype != KL_F32) {
       free(joined);
       st = kl_fail(&t->err, KILN_ERR_INTERNAL, "weight '%s' is not in the model", name);
@@ -1070,8 +1093,8 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
     memcpy(val->data, src, val->nbytes);
     free(joined);
   }
-  if (st == KILN_OK) st = kl_onnx_export_file(m->g, path, &t->err);
-  kiln_model_free(m);
+  if (st == KILN_OK) st = kl_onnx_export_file(g, path, &t->err);
+  kl_graph_free(g);
   return st;
 }
 
