@@ -225,6 +225,114 @@ void kl_graph_free(kl_graph *g) {
   free(g);
 }
 
+/* ---- copying ---- */
+
+/* *dst = a copy of n bytes at src (NULL stays NULL); false when out of memory. */
+static bool copy_bytes(void **dst, const void *src, size_t n) {
+  *dst = NULL;
+  if (!src) return true;
+  if (!(*dst = malloc(n ? n : 1))) return false;
+  if (n) memcpy(*dst, src, n);
+  return true;
+}
+
+/* d (zeroed) = a deep copy of s; on failure d holds what was copied (kl_attr_clear). */
+static bool attr_copy(kl_attr *d, const kl_attr *s) {
+  d->kind = s->kind;
+  d->n = s->n;
+  d->i = s->i;
+  d->f = s->f;
+  if (!(d->name = strdup(s->name))) return false;
+  if (s->s && !(d->s = strdup(s->s))) return false;
+  if (!copy_bytes((void **)&d->ints, s->ints, sizeof(int64_t) * (size_t)s->n) ||
+      !copy_bytes((void **)&d->floats, s->floats, sizeof(float) * (size_t)s->n))
+    return false;
+  if (s->strings) {
+    if (!(d->strings = calloc((size_t)s->n + 1, sizeof(char *)))) return false;
+    for (int k = 0; k < s->n; k++)
+      if (!(d->strings[k] = strdup(s->strings[k]))) return false;
+  }
+  if (s->t) {
+    if (!(d->t = malloc(sizeof *d->t))) return false;
+    *d->t = *s->t;
+    if (!copy_bytes(&d->t->data, s->t->data, kl_tensor_nbytes(s->t))) return false;
+  }
+  return true;
+}
+
+/* d (zeroed) = a deep copy of s; on failure d holds what was copied (node_clear). */
+static bool node_copy(kl_node *d, const kl_node *s) {
+  d->op = s->op;
+  d->n_in = s->n_in;
+  d->n_out = s->n_out;
+  if (!(d->name = dup_str(s->name)) || !(d->src = dup_str(s->src)) ||
+      !(d->in = malloc(sizeof(int) * (size_t)(s->n_in ? s->n_in : 1))) ||
+      !(d->out = malloc(sizeof(int) * (size_t)(s->n_out ? s->n_out : 1))))
+    return false;
+  if (s->n_in) memcpy(d->in, s->in, sizeof(int) * (size_t)s->n_in);
+  if (s->n_out) memcpy(d->out, s->out, sizeof(int) * (size_t)s->n_out);
+  if (s->n_attrs && !(d->attrs = calloc((size_t)s->n_attrs, sizeof(kl_attr)))) return false;
+  for (int k = 0; k < s->n_attrs; k++) {
+    d->n_attrs = k + 1;
+    if (!attr_copy(&d->attrs[k], &s->attrs[k])) return false;
+  }
+  return true;
+}
+
+/* c's values = copies of g's, under the same ids and names. */
+static bool values_copy(kl_graph *c, const kl_graph *g) {
+  if (!reserve((void **)&c->values, &c->cap_values, g->n_values, sizeof(kl_value)))
+    return false;
+  for (int i = 0; i < g->n_values; i++) {
+    const kl_value *s = &g->values[i];
+    kl_value *d = &c->values[i];
+    *d = *s;
+    d->name = NULL;
+    if (!s->borrowed) d->data = NULL;
+    c->n_values = i + 1;
+    if (!(d->name = strdup(s->name)) || !kl_strmap_put(c->names, d->name, i)) return false;
+    if (!s->borrowed && !copy_bytes(&d->data, s->data, s->nbytes)) return false;
+  }
+  return true;
+}
+
+/* Every field of kl_graph (ir.h) into c, a new graph: the name map as the values are
+ * copied; the readers index stays kl_graph_new's, empty (made on demand). */
+static bool graph_copy(kl_graph *c, const kl_graph *g) {
+  if (!values_copy(c, g)) return false;
+  if (!reserve((void **)&c->nodes, &c->cap_nodes, g->n_nodes, sizeof(kl_node))) return false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    memset(&c->nodes[i], 0, sizeof c->nodes[i]);
+    c->n_nodes = i + 1;
+    if (!node_copy(&c->nodes[i], &g->nodes[i])) return false;
+  }
+  if (!copy_bytes((void **)&c->inputs, g->inputs, sizeof(int) * (size_t)g->n_inputs) ||
+      !copy_bytes((void **)&c->outputs, g->outputs, sizeof(int) * (size_t)g->n_outputs))
+    return false;
+  c->n_inputs = g->n_inputs;
+  c->n_outputs = g->n_outputs;
+  if (g->n_symbols && !(c->symbols = calloc((size_t)g->n_symbols, sizeof(char *)))) return false;
+  for (int i = 0; i < g->n_symbols; i++) {
+    c->n_symbols = i + 1;
+    if (!(c->symbols[i] = strdup(g->symbols[i]))) return false;
+  }
+  c->opset = g->opset;
+  char *source = strdup(g->source);
+  if (!source) return false;
+  free(c->source);
+  c->source = source;
+  return true;
+}
+
+kl_graph *kl_graph_copy(const kl_graph *g) {
+  kl_graph *c = kl_graph_new();
+  if (c && !graph_copy(c, g)) {
+    kl_graph_free(c);
+    return NULL;
+  }
+  return c;
+}
+
 int kl_graph_find_value(const kl_graph *g, const char *name) {
   return name ? kl_strmap_get(g->names, name) : -1;
 }

@@ -162,6 +162,11 @@ typedef struct kl_graph {
 
 kl_graph *kl_graph_new(void);
 void kl_graph_free(kl_graph *g);
+/* A deep copy of g: its values under the same ids and names (types, kinds, producers,
+ * constant data: copied when owned, the same pointer when borrowed, whose owner must
+ * then outlive the copy too), nodes with their attributes, inputs, outputs, symbols,
+ * opset and source. NULL when out of memory. */
+kl_graph *kl_graph_copy(const kl_graph *g);
 
 /* ---- the readers of each value ----
  * An index made on the first query and kept while every change of a node's inputs goes

@@ -42,19 +42,6 @@ int kl_ad_node(kl_ad *a, int fwd, kl_op op, int n_in, const int *in, int n_out, 
   return n;
 }
 
-int kl_ad_knode(kl_ad *a, int fwd, const char *kiln_op, int n_in, const int *in, int n_out,
-                int *out) {
-  kl_op op = kl_op_lookup(KL_DOMAIN_KILN, kiln_op);
-  if (op == KL_OP_COUNT) {
-    char d[256];
-    kl_fail(a->e, KILN_ERR_UNSUPPORTED, "%s: its gradient needs the op kiln.%s, which this "
-            "build of kiln does not have",
-            kl_node_describe(a->g, &a->g->nodes[fwd], d, sizeof d), kiln_op);
-    return -1;
-  }
-  return kl_ad_node(a, fwd, op, n_in, in, n_out, out);
-}
-
 kiln_status kl_ad_copy_attrs(kl_ad *a, int from, int to) {
   kl_graph *g = a->g;
   for (int i = 0; i < g->nodes[from].n_attrs; i++) {

@@ -46,12 +46,10 @@ kiln_status kl_autograd(kl_graph *g, int loss, const bool *trainable, int **grad
 bool kl_ad_wants(const kl_ad *a, int n, int k);
 /* Adds gradient dv to forward value v (summed with what it has). */
 kiln_status kl_ad_accumulate(kl_ad *a, int v, int dv);
-/* A new node of op (ONNX or "kiln" domain by name: "SumTo", ...) reading in[0..n_in-1]
- * with n_out fresh outputs (out[] set when not NULL); returns the node, -1 on error.
- * Its name is derived from the forward node fwd's. */
+/* A new node of op (an ONNX op or one of kiln's: KL_OP_KilnSumTo, ...) reading
+ * in[0..n_in-1] with n_out fresh outputs (out[] set when not NULL); returns the node, -1
+ * on error. Its name is derived from the forward node fwd's. */
 int kl_ad_node(kl_ad *a, int fwd, kl_op op, int n_in, const int *in, int n_out, int *out);
-int kl_ad_knode(kl_ad *a, int fwd, const char *kiln_op, int n_in, const int *in, int n_out,
-                int *out);
 /* Copies every attribute of node `from` to node `to`. */
 kiln_status kl_ad_copy_attrs(kl_ad *a, int from, int to);
 /* Constants: a float scalar of dtype, a 1-D int64 vector. -1 on error. */

@@ -26,17 +26,16 @@ static kiln_status fail_node(kl_ad *a, int n, kiln_status code, const char *what
   return kl_fail(a->e, code, "%s: %s", kl_node_describe(a->g, NODE(a, n), d, sizeof d), what);
 }
 
-/* One output of a new node; -1 on error. */
-static int op1(kl_ad *a, int fwd, kl_op op, int n_in, const int *in) {
+/* One output of a new node (the node in *node when node is not NULL); -1 on error. */
+static int op1_node(kl_ad *a, int fwd, kl_op op, int n_in, const int *in, int *node) {
   int out;
-  return kl_ad_node(a, fwd, op, n_in, in, 1, &out) < 0 ? -1 : out;
-}
-
-static int kop1(kl_ad *a, int fwd, const char *op, int n_in, const int *in, int *node) {
-  int out;
-  int k = kl_ad_knode(a, fwd, op, n_in, in, 1, &out);
+  int k = kl_ad_node(a, fwd, op, n_in, in, 1, &out);
   if (node) *node = k;
   return k < 0 ? -1 : out;
+}
+
+static int op1(kl_ad *a, int fwd, kl_op op, int n_in, const int *in) {
+  return op1_node(a, fwd, op, n_in, in, NULL);
 }
 
 static int bin(kl_ad *a, int fwd, kl_op op, int x, int y) {
@@ -52,7 +51,7 @@ static int sum_to_as(kl_ad *a, int fwd, int d, int as, int like) {
   if (d < 0) return -1;
   if (as >= 0 && kl_rw_same_shape(TYPE(a, as), TYPE(a, like))) return d;
   int in[2] = {d, like};
-  return kop1(a, fwd, "SumTo", 2, in, NULL);
+  return op1(a, fwd, KL_OP_KilnSumTo, 2, in);
 }
 
 /* The same for a gradient of the shape of node fwd's output. */
@@ -161,7 +160,7 @@ static kiln_status r_unary(kl_ad *a, int n, const int *dy) {
                        "constant bounds only");
   }
   int in[3] = {dy[0], x, y}, k;
-  int d = kop1(a, n, "UnaryGrad", 3, in, &k);
+  int d = op1_node(a, n, KL_OP_KilnUnaryGrad, 3, in, &k);
   if (d < 0) return a->e->code;
   kiln_status st = kl_ad_copy_attrs(a, n, k);
   if (st == KILN_OK) st = kl_node_set_string(a->g, k, "op", kl_op_name(op), a->e);
@@ -175,7 +174,7 @@ static kiln_status r_unary(kl_ad *a, int n, const int *dy) {
 static kiln_status r_softmax(kl_ad *a, int n, const int *dy) {
   if (!kl_ad_wants(a, n, 0)) return KILN_OK;
   int in[2] = {dy[0], OUT(a, n, 0)}, k;
-  int d = kop1(a, n, "SoftmaxGrad", 2, in, &k);
+  int d = op1_node(a, n, KL_OP_KilnSoftmaxGrad, 2, in, &k);
   if (d < 0) return a->e->code;
   kiln_status st = kl_node_set_int(a->g, k, "axis", kl_attr_int(NODE(a, n), "axis", -1), a->e);
   if (st == KILN_OK)
@@ -299,13 +298,13 @@ static kiln_status r_conv(kl_ad *a, int n, const int *dy) {
   kiln_status st = KILN_OK;
   if (kl_ad_wants(a, n, 0)) {
     int in[3] = {d, w, x};
-    int dx = kop1(a, n, "ConvGradX", 3, in, &k);
+    int dx = op1_node(a, n, KL_OP_KilnConvGradX, 3, in, &k);
     if (dx >= 0) st = kl_ad_copy_attrs(a, n, k);
     if (st == KILN_OK) st = give(a, x, dx);
   }
   if (st == KILN_OK && kl_ad_wants(a, n, 1)) {
     int in[3] = {x, d, w};
-    int dw = kop1(a, n, "ConvGradW", 3, in, &k);
+    int dw = op1_node(a, n, KL_OP_KilnConvGradW, 3, in, &k);
     if (dw >= 0) st = kl_ad_copy_attrs(a, n, k);
     if (st == KILN_OK) st = give(a, w, dw);
   }
@@ -329,8 +328,8 @@ static kiln_status r_pool(kl_ad *a, int n, const int *dy) {
   if (!kl_ad_wants(a, n, 0) || dy[0] < 0) return KILN_OK;
   int x = IN(a, n, 0), k;
   int in[2] = {dy[0], x};
-  const char *op = NODE(a, n)->op == KL_OP_MaxPool ? "MaxPoolGrad" : "AveragePoolGrad";
-  int dx = kop1(a, n, op, 2, in, &k);
+  kl_op op = NODE(a, n)->op == KL_OP_MaxPool ? KL_OP_KilnMaxPoolGrad : KL_OP_KilnAveragePoolGrad;
+  int dx = op1_node(a, n, op, 2, in, &k);
   if (dx < 0) return a->e->code;
   kiln_status st = kl_ad_copy_attrs(a, n, k);
   return st == KILN_OK ? give(a, x, dx) : st;
@@ -340,7 +339,7 @@ static kiln_status r_pool(kl_ad *a, int n, const int *dy) {
 static kiln_status reduce_grad(kl_ad *a, int n, int x, int d, const int64_t *axes, int m,
                                bool keepdims, bool mean) {
   int in[2] = {d, x}, k;
-  int dx = kop1(a, n, "ReduceGrad", 2, in, &k);
+  int dx = op1_node(a, n, KL_OP_KilnReduceGrad, 2, in, &k);
   if (dx < 0) return a->e->code;
   kiln_status st = kl_node_set_ints(a->g, k, "axes", axes, m, a->e);
   if (st == KILN_OK) st = kl_node_set_int(a->g, k, "keepdims", keepdims, a->e);
@@ -385,7 +384,7 @@ static kiln_status r_reduce(kl_ad *a, int n, const int *dy) {
 static kiln_status r_batchnorm_train(kl_ad *a, int n, const int *dy) {
   if (dy[0] < 0) return KILN_OK; /* only the running statistics were read */
   int in[3] = {dy[0], IN(a, n, 0), IN(a, n, 1)}, out[3];
-  int k = kl_ad_knode(a, n, "BatchNormGrad", 3, in, 3, out);
+  int k = kl_ad_node(a, n, KL_OP_KilnBatchNormGrad, 3, in, 3, out);
   if (k < 0) return a->e->code;
   kiln_status st = kl_node_set_float(a->g, k, "epsilon",
                                      kl_attr_float(NODE(a, n), "epsilon", 1e-5f), a->e);
@@ -397,7 +396,7 @@ static kiln_status r_batchnorm_train(kl_ad *a, int n, const int *dy) {
 static kiln_status r_layernorm(kl_ad *a, int n, const int *dy) {
   if (dy[0] < 0) return KILN_OK;
   int in[3] = {dy[0], IN(a, n, 0), IN(a, n, 1)}, out[3];
-  int k = kl_ad_knode(a, n, "LayerNormGrad", 3, in, 3, out);
+  int k = kl_ad_node(a, n, KL_OP_KilnLayerNormGrad, 3, in, 3, out);
   if (k < 0) return a->e->code;
   kiln_status st = kl_node_set_int(a->g, k, "axis", kl_attr_int(NODE(a, n), "axis", -1), a->e);
   if (st == KILN_OK)
@@ -411,7 +410,7 @@ static kiln_status r_layernorm(kl_ad *a, int n, const int *dy) {
 static kiln_status r_dropout_train(kl_ad *a, int n, const int *dy) {
   if (!kl_ad_wants(a, n, 0) || dy[0] < 0) return KILN_OK;
   int in[3] = {dy[0], OUT(a, n, 1), IN(a, n, 1)};
-  int dx = kop1(a, n, "DropoutGrad", in[2] >= 0 ? 3 : 2, in, NULL);
+  int dx = op1(a, n, KL_OP_KilnDropoutGrad, in[2] >= 0 ? 3 : 2, in);
   return give(a, IN(a, n, 0), dx);
 }
 
@@ -550,7 +549,7 @@ static kiln_status r_slice(kl_ad *a, int n, const int *dy) {
   int in[6] = {dy[0], IN(a, n, 0), -1, -1, -1, -1};
   int count = node->n_in + 1;
   for (int k = 1; k < node->n_in && k < 5; k++) in[k + 1] = node->in[k];
-  int dx = kop1(a, n, "SliceGrad", count > 6 ? 6 : count, in, NULL);
+  int dx = op1(a, n, KL_OP_KilnSliceGrad, count > 6 ? 6 : count, in);
   return give(a, IN(a, n, 0), dx);
 }
 
@@ -590,7 +589,7 @@ static kiln_status r_pad(kl_ad *a, int n, const int *dy) {
 static kiln_status r_gather(kl_ad *a, int n, const int *dy) {
   if (!kl_ad_wants(a, n, 0)) return KILN_OK;
   int in[3] = {dy[0], IN(a, n, 1), IN(a, n, 0)}, k;
-  int dx = kop1(a, n, "GatherGrad", 3, in, &k);
+  int dx = op1_node(a, n, KL_OP_KilnGatherGrad, 3, in, &k);
   if (dx < 0) return a->e->code;
   kiln_status st = kl_node_set_int(a->g, k, "axis", kl_attr_int(NODE(a, n), "axis", 0), a->e);
   return st == KILN_OK ? give(a, IN(a, n, 0), dx) : st;
@@ -687,7 +686,7 @@ static kiln_status r_loss(kl_ad *a, int n, const int *dy) {
   if (!kl_ad_wants(a, n, 0)) return KILN_OK;
   const kl_node *node = NODE(a, n);
   int in[4] = {dy[0], node->in[0], node->in[1], node->n_in > 2 ? node->in[2] : -1}, k;
-  int dx = kop1(a, n, "LossGrad", in[3] >= 0 ? 4 : 3, in, &k);
+  int dx = op1_node(a, n, KL_OP_KilnLossGrad, in[3] >= 0 ? 4 : 3, in, &k);
   if (dx < 0) return a->e->code;
   kiln_status st = kl_ad_copy_attrs(a, n, k);
   return st == KILN_OK ? give(a, IN(a, n, 0), dx) : st;
@@ -757,15 +756,9 @@ kl_grad_rule kl_grad_rule_of(kl_op op) {
   case KL_OP_ReduceMax:
   case KL_OP_ReduceMin:
   case KL_OP_GlobalMaxPool: return r_reduce_extreme;
-  default: break;
+  case KL_OP_KilnBatchNormTrain: return r_batchnorm_train;
+  case KL_OP_KilnDropoutTrain: return r_dropout_train;
+  case KL_OP_KilnLoss: return r_loss;
+  default: return NULL;
   }
-  /* kiln's training ops, known by name (they live in the gradient-op section) */
-  const char *name = kl_op_name(op);
-  const kl_op_info *info = kl_op_get(op);
-  if (info && strcmp(info->domain, KL_DOMAIN_KILN) == 0) {
-    if (strcmp(name, "BatchNormTrain") == 0) return r_batchnorm_train;
-    if (strcmp(name, "DropoutTrain") == 0) return r_dropout_train;
-    if (strcmp(name, "Loss") == 0) return r_loss;
-  }
-  return NULL;
 }

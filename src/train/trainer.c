@@ -1,6 +1,7 @@
 /* The trainer (kiln.h's kiln_trainer_*): a model in training form.
  *
- * From the model file kiln makes two graphs and runs each in a session:
+ * From the model file, read once (t->model; the graphs below and the one saved start
+ * as copies of it), kiln makes two graphs and runs each in a session:
  *
  *   the step graph: the forward pass with BatchNormalization in training form
  *     (kiln.BatchNormTrain: batch statistics, new running ones as outputs) and Dropout
@@ -78,6 +79,7 @@ struct kiln_trainer {
   double lr;
   int64_t steps;
   int64_t seed_now;
+  kl_graph *model; /* the model file's graph as read (kl_train_own_stats applied) */
   kiln_model *step_m, *eval_m;
   kiln_session *step_s, *eval_s;
   char **weights; /* the model's own float constants (sorted), before any folding */
@@ -213,10 +215,9 @@ static int new_value(kl_graph *g, const char *base, const char *suffix, kl_err *
 
 /* Marks (per value) the BatchNormalization running statistics (inputs 3 and 4). */
 static void mark_bn_stats(const kl_graph *g, bool *stat) {
-  kl_op bn_train = kl_op_lookup(KL_DOMAIN_KILN, "BatchNormTrain");
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
-    if ((n->op == KL_OP_BatchNormalization || n->op == bn_train) && n->n_in >= 5)
+    if ((n->op == KL_OP_BatchNormalization || n->op == KL_OP_KilnBatchNormTrain) && n->n_in >= 5)
       for (int k = 3; k < 5; k++)
         if (n->in[k] >= 0) stat[n->in[k]] = true;
   }
@@ -337,8 +338,6 @@ static kiln_status fold_shapes(kiln_trainer *t, kl_graph *g, kl_err *e) {
  * running statistics as outputs, made graph outputs by the caller) and Dropout ->
  * kiln.DropoutTrain seeded by `seed` plus the node's number. */
 static kiln_status training_form(kl_graph *g, int seed, int **bn_outs, int *n_bn, kl_err *e) {
-  kl_op bn_train = kl_op_lookup(KL_DOMAIN_KILN, "BatchNormTrain");
-  kl_op drop_train = kl_op_lookup(KL_DOMAIN_KILN, "DropoutTrain");
   int nodes = g->n_nodes, drops = 0;
   *n_bn = 0;
   *bn_outs = malloc(sizeof(int) * (size_t)(2 * nodes + 1));
@@ -347,15 +346,12 @@ static kiln_status training_form(kl_graph *g, int seed, int **bn_outs, int *n_bn
     kl_node *n = &g->nodes[i];
     char d[256];
     if (n->op == KL_OP_BatchNormalization) {
-      if (bn_train == KL_OP_COUNT)
-        return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s: training needs kiln.BatchNormTrain, "
-                       "which this build lacks", kl_node_describe(g, n, d, sizeof d));
       if (n->n_in < 5 || n->in[3] < 0 || n->in[4] < 0 ||
           g->values[n->in[3]].kind != KL_VALUE_CONST || g->values[n->in[4]].kind != KL_VALUE_CONST)
         return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s: its running mean and variance must be "
                        "initializers to be trained", kl_node_describe(g, n, d, sizeof d));
       n->n_out = 1; /* the inference form's optional outputs are not used */
-      kl_rw_set_op(g, i, bn_train);
+      kl_rw_set_op(g, i, KL_OP_KilnBatchNormTrain);
       for (int k = 0; k < 2; k++) {
         int v = new_value(g, g->values[g->nodes[i].in[3 + k]].name, ".new", e);
         if (v < 0) return e->code;
@@ -365,9 +361,6 @@ static kiln_status training_form(kl_graph *g, int seed, int **bn_outs, int *n_bn
       }
       kl_graph_uses_reset(g);
     } else if (n->op == KL_OP_Dropout) {
-      if (drop_train == KL_OP_COUNT)
-        return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s: training needs kiln.DropoutTrain, "
-                       "which this build lacks", kl_node_describe(g, n, d, sizeof d));
       /* this node's seed: the step's plus its number, so no two masks are alike */
       int64_t k = ++drops;
       int64_t *kd = malloc(sizeof(int64_t));
@@ -381,7 +374,7 @@ static kiln_status training_form(kl_graph *g, int seed, int **bn_outs, int *n_bn
       n = &g->nodes[i];
       int x = n->in[0], ratio = n->n_in > 1 ? n->in[1] : -1;
       int in3[3] = {x, ratio, sv};
-      kiln_status st = kl_rw_become(g, i, drop_train, 3, in3, e);
+      kiln_status st = kl_rw_become(g, i, KL_OP_KilnDropoutTrain, 3, in3, e);
       if (st != KILN_OK) return st;
       n = &g->nodes[i];
       if (n->n_out < 2) {
@@ -418,12 +411,9 @@ static int add_loss(kiln_trainer *t, kl_graph *g, int pred, kl_err *e) {
     if (!classes || i != 1) dims[rank++] = pt->dims[i];
   int target = new_input(g, "target", classes ? KL_I64 : KL_F32, rank, dims, e);
   if (target < 0) return -1;
-  kl_op op = kl_op_lookup(KL_DOMAIN_KILN, "Loss");
-  if (op == KL_OP_COUNT)
-    return kl_fail(e, KILN_ERR_UNSUPPORTED, "this build lacks kiln.Loss"), -1;
   int loss = kl_graph_add_value(g, kl_graph_find_value(g, "loss") >= 0 ? NULL : "loss", e);
   int in[2] = {pred, target};
-  int n = loss < 0 ? -1 : kl_graph_add_node(g, op, "loss", 2, in, 1, &loss, e);
+  int n = loss < 0 ? -1 : kl_graph_add_node(g, KL_OP_KilnLoss, "loss", 2, in, 1, &loss, e);
   if (n < 0) return -1;
   kiln_status st = kl_node_set_string(g, n, "kind", kind, e);
   if (st == KILN_OK && t->opts.reduction)
@@ -436,25 +426,22 @@ static int add_loss(kiln_trainer *t, kl_graph *g, int pred, kl_err *e) {
   return st == KILN_OK ? loss : -1;
 }
 
-static const char *op_for(opt_kind k) {
+static kl_op op_for(opt_kind k) {
   switch (k) {
-  case OPT_SGD: return "SGD";
-  case OPT_ADAGRAD: return "Adagrad";
+  case OPT_SGD: return KL_OP_KilnSGD;
+  case OPT_ADAGRAD: return KL_OP_KilnAdagrad;
   case OPT_ADAM:
-  case OPT_ADAMW: return "Adam";
-  case OPT_LAMB: return "Lamb";
-  case OPT_LARS: return "Lars";
+  case OPT_ADAMW: return KL_OP_KilnAdam;
+  case OPT_LAMB: return KL_OP_KilnLamb;
+  case OPT_LARS: return KL_OP_KilnLars;
   }
-  return "SGD";
+  return KL_OP_KilnSGD;
 }
 
 /* The optimizer node of weight p: reads hyper, the weight, its gradient, its state and
  * the guard; its output (the trust ratio) is a graph output. */
 static kiln_status add_update(kiln_trainer *t, kl_graph *g, int p, int grad, int hyper,
                               int scale, int *state, int trail, kl_err *e) {
-  kl_op op = kl_op_lookup(KL_DOMAIN_KILN, op_for(t->opt));
-  if (op == KL_OP_COUNT)
-    return kl_fail(e, KILN_ERR_UNSUPPORTED, "this build lacks kiln.%s", op_for(t->opt));
   int in[8], n_in = 0;
   in[n_in++] = hyper;
   in[n_in++] = p;
@@ -476,7 +463,7 @@ static kiln_status add_update(kiln_trainer *t, kl_graph *g, int p, int grad, int
   char name[512];
   snprintf(name, sizeof name, "%s/update", g->values[p].name);
   int out = new_value(g, g->values[p].name, ".ratio", e);
-  int n = out < 0 ? -1 : kl_graph_add_node(g, op, name, n_in, in, 1, &out, e);
+  int n = out < 0 ? -1 : kl_graph_add_node(g, op_for(t->opt), name, n_in, in, 1, &out, e);
   if (n < 0) return e->code;
   kiln_status st = KILN_OK;
   if (t->opt == OPT_SGD && t->opts.nesterov) st = kl_node_set_int(g, n, "nesterov", 1, e);
@@ -487,14 +474,6 @@ static kiln_status add_update(kiln_trainer *t, kl_graph *g, int p, int grad, int
   if (st == KILN_OK && t->opt == OPT_ADAMW) st = kl_node_set_int(g, n, "decoupled", 1, e);
   if (st == KILN_OK) st = kl_graph_add_output(g, out, e);
   return st;
-}
-
-static bool is_update(const kl_node *n) {
-  const kl_op_info *info = kl_op_get(n->op);
-  if (strcmp(info->domain, KL_DOMAIN_KILN) != 0) return false;
-  const char *s = info->name;
-  return !strcmp(s, "SGD") || !strcmp(s, "Adagrad") || !strcmp(s, "Adam") ||
-         !strcmp(s, "Lamb") || !strcmp(s, "Lars");
 }
 
 /* The update nodes write their weight in place: each must run after every other reader
@@ -514,13 +493,13 @@ kiln_status kl_train_update_order(kl_graph *g, kl_err *e) {
   }
   for (int v = 0; v < g->n_values; v++) last_read[v] = -1;
   for (int i = 0; i < n; i++) {
-    if (is_update(&g->nodes[i])) continue;
+    if (kl_op_writes_inputs(g->nodes[i].op)) continue;
     for (int k = 0; k < g->nodes[i].n_in; k++)
       if (g->nodes[i].in[k] >= 0) last_read[g->nodes[i].in[k]] = i;
   }
   for (int i = 0; i < n; i++) {
     after[i] = -2; /* not an update */
-    if (!is_update(&g->nodes[i])) continue;
+    if (!kl_op_writes_inputs(g->nodes[i].op)) continue;
     int at = -1;
     for (int k = 0; k < g->nodes[i].n_in; k++) {
       int v = g->nodes[i].in[k];
@@ -605,15 +584,38 @@ static kiln_status split_weight(kl_graph *g, int v, tparam *p, int *top_in, int 
   return kl_node_set_int(g, n, "to", KL_F32, e);
 }
 
-/* The step graph into t->step_m (imported, changed, optimized), with the trainer's
+/* The model file's graph into t->model: imported (sorted, verified, inferred) and each
+ * running statistic made a constant of its own (kl_train_own_stats). */
+static kiln_status read_model(kiln_trainer *t) {
+  kiln_model *m = NULL;
+  kiln_status st = kl_model_create(&t->opts, &m);
+  if (st != KILN_OK) return kl_fail(&t->err, st, "out of memory");
+  if ((st = kl_model_import(m, t->path)) != KILN_OK) kl_fail(&t->err, st, "%s", m->err.msg);
+  if (st == KILN_OK) st = kl_train_own_stats(m->g, &t->err);
+  if (st == KILN_OK) {
+    t->model = m->g;
+    m->g = NULL;
+  }
+  kiln_model_free(m);
+  return st;
+}
+
+/* *g = a copy of t->model. */
+static kiln_status copy_model(kiln_trainer *t, kl_graph **g) {
+  *g = kl_graph_copy(t->model);
+  return *g ? KILN_OK
+            : kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory copying the model's "
+                      "graph");
+}
+
+/* The step graph into t->step_m (copied, changed, optimized), with the trainer's
  * weights (t->params) and running statistics (t->stats) taken from it. */
 static kiln_status build_step(kiln_trainer *t) {
   kiln_model *m = t->step_m;
   kl_err *e = &t->err;
-  kiln_status st = kl_model_import(m, t->path);
-  if (st != KILN_OK) return kl_fail(e, st, "%s", m->err.msg);
+  kiln_status st = copy_model(t, &m->g);
+  if (st != KILN_OK) return st;
   kl_graph *g = m->g;
-  if ((st = kl_train_own_stats(g, e)) != KILN_OK) return st;
   if ((st = fold_shapes(t, g, e)) != KILN_OK) return st;
   if (g->n_outputs < 1) return kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no output");
   int pred = g->outputs[0];
@@ -706,17 +708,18 @@ static kiln_status build_step(kiln_trainer *t) {
     }
     if (st == KILN_OK && t->opts.clip_norm > 0) {
       /* clip by the global norm: scale *= min(1, max_norm / (norm + 1e-6)) */
-      kl_op gn = kl_op_lookup(KL_DOMAIN_KILN, "GradNorm"), cc = kl_op_lookup(KL_DOMAIN_KILN, "ClipCoef");
       int *gin = malloc(sizeof(int) * (size_t)n_params);
       int k = 0, norm = new_value(g, "grad", ".norm", e), coef = new_value(g, "grad", ".clip", e);
-      if (gn == KL_OP_COUNT || cc == KL_OP_COUNT)
-        st = kl_fail(e, KILN_ERR_UNSUPPORTED, "this build lacks kiln.GradNorm/ClipCoef");
-      else if (!gin || norm < 0 || coef < 0)
+      if (!gin || norm < 0 || coef < 0)
         st = e->code ? e->code : kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
       for (int v = 0; st == KILN_OK && v < nv; v++)
         if (trainable[v] && grads[v] >= 0) gin[k++] = grads[v];
-      int nn = st == KILN_OK ? kl_graph_add_node(g, gn, "grad/norm", k, gin, 1, &norm, e) : -1;
-      int cn = nn < 0 ? -1 : kl_graph_add_node(g, cc, "grad/clip", 1, &norm, 1, &coef, e);
+      int nn = st != KILN_OK ? -1
+                             : kl_graph_add_node(g, KL_OP_KilnGradNorm, "grad/norm", k, gin, 1,
+                                                 &norm, e);
+      int cn = nn < 0 ? -1
+                      : kl_graph_add_node(g, KL_OP_KilnClipCoef, "grad/clip", 1, &norm, 1,
+                                          &coef, e);
       if (st == KILN_OK && cn < 0) st = e->code;
       if (st == KILN_OK) st = kl_node_set_float(g, cn, "max_norm", (float)t->opts.clip_norm, e);
       int s2 = st == KILN_OK ? new_value(g, "grad", ".scale", e) : -1;
@@ -785,10 +788,9 @@ static kiln_status build_step(kiln_trainer *t) {
 static kiln_status build_eval(kiln_trainer *t) {
   kiln_model *m = t->eval_m;
   kl_err *e = &t->err;
-  kiln_status st = kl_model_import(m, t->path);
-  if (st != KILN_OK) return kl_fail(e, st, "%s", m->err.msg);
+  kiln_status st = copy_model(t, &m->g);
+  if (st != KILN_OK) return st;
   kl_graph *g = m->g;
-  if ((st = kl_train_own_stats(g, e)) != KILN_OK) return st;
   for (int i = 0; st == KILN_OK && i < t->n_params; i++) {
     int v = kl_graph_find_value(g, t->params[i].name);
     if (v < 0 || g->values[v].kind != KL_VALUE_CONST)
@@ -898,7 +900,8 @@ kiln_status kiln_trainer_create(const char *path, const kiln_options *options,
   st = kl_model_create(&t->opts, &t->step_m);
   if (st == KILN_OK) st = kl_model_create(&t->opts, &t->eval_m);
   if (st != KILN_OK) return kl_fail(&t->err, st, "out of memory");
-  st = build_step(t);
+  st = read_model(t);
+  if (st == KILN_OK) st = build_step(t);
   if (st == KILN_OK) st = build_eval(t);
   if (st == KILN_OK && (st = kiln_session_create(t->step_m, &t->opts, &t->step_s)) != KILN_OK)
     kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
@@ -915,6 +918,7 @@ void kiln_trainer_free(kiln_trainer *t) {
   kiln_session_free(t->eval_s);
   kiln_model_free(t->step_m);
   kiln_model_free(t->eval_m);
+  kl_graph_free(t->model);
   for (int i = 0; i < t->n_params; i++) {
     free(t->params[i].name);
     free(t->params[i].data);
@@ -1054,11 +1058,8 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
   if (!ready(t)) return t->err.code;
   if (!path) return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "path is NULL");
   /* the model as read, its weights replaced by the trained ones */
-  kiln_model *m = NULL;
-  kiln_status st = kl_model_create(&t->opts, &m);
-  if (st == KILN_OK && (st = kl_model_import(m, t->path)) != KILN_OK)
-    kl_fail(&t->err, st, "%s", m->err.msg);
-  if (st == KILN_OK) st = kl_train_own_stats(m->g, &t->err);
+  kl_graph *g = NULL;
+  kiln_status st = copy_model(t, &g);
   for (int i = 0; st == KILN_OK && i < t->n_params + t->n_stats; i++) {
     const char *name = i < t->n_params ? t->params[i].name : t->stats[i - t->n_params].name;
     const float *src = i < t->n_params ? t->params[i].data : t->stats[i - t->n_params].data;
@@ -1072,8 +1073,8 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
       for (int64_t j = 0; j < p->numel; j++) joined[j] = kl_join_bf16(p->top[j], p->trail[j]);
       src = joined;
     }
-    int v = kl_graph_find_value(m->g, name);
-    kl_value *val = v >= 0 ? &m->g->values[v] : NULL;
+    int v = kl_graph_find_value(g, name);
+    kl_value *val = v >= 0 ? &g->values[v] : NULL;
     if (!val || val->kind != KL_VALUE_CONST || val->type.dtype != KL_F32) {
       free(joined);
       st = kl_fail(&t->err, KILN_ERR_INTERNAL, "weight '%s' is not in the model", name);
@@ -1092,8 +1093,8 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
     memcpy(val->data, src, val->nbytes);
     free(joined);
   }
-  if (st == KILN_OK) st = kl_onnx_export_file(m->g, path, &t->err);
-  kiln_model_free(m);
+  if (st == KILN_OK) st = kl_onnx_export_file(g, path, &t->err);
+  kl_graph_free(g);
   return st;
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/session.h"
 #if KL_HAVE_DNNL
 #include "backends/cpu/dnnl.h"
+#include "backends/cpu/dnnl_cache.h"
 #endif
 #include "backends/cpu/isa.h"
 
@@ -36,21 +37,7 @@
 
 static uint32_t rng = 777;
 
-static float frand(float lo, float hi) {
-  rng ^= rng << 13;
-  rng ^= rng >> 17;
-  rng ^= rng << 5;
-  return lo + (hi - lo) * (float)(rng % 1000000) / 1000000.0f;
-}
-
-static int input(kl_graph *g, const char *name, int rank, const int64_t *dims) {
-  int v = kl_graph_add_value(g, name, NULL);
-  assert_true(v >= 0);
-  g->values[v].type.dtype = KL_F32;
-  kl_type_set_shape(&g->values[v].type, rank, dims);
-  assert_int_equal(kl_graph_add_input(g, v, NULL), KILN_OK);
-  return v;
-}
+static float frand(float lo, float hi) { return tu_rand_f32(&rng, lo, hi); }
 
 static int cst(kl_graph *g, int rank, const int64_t *dims) {
   int64_t n = 1;
@@ -66,19 +53,7 @@ static int cst(kl_graph *g, int rank, const int64_t *dims) {
 
 /* A tensor operand: an input named name when as_input, else a constant. */
 static int operand(kl_graph *g, bool as_input, const char *name, int rank, const int64_t *dims) {
-  return as_input ? input(g, name, rank, dims) : cst(g, rank, dims);
-}
-
-static int node(kl_graph *g, kl_op o, int n_in, const int *in) {
-  int y = kl_graph_add_value(g, NULL, NULL);
-  assert_true(y >= 0);
-  assert_true(kl_graph_add_node(g, o, NULL, n_in, in, 1, &y, NULL) >= 0);
-  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
-  return g->values[y].producer;
-}
-
-static void ints_attr(kl_graph *g, int n, const char *name, int count, const int64_t *v) {
-  if (count > 0) assert_int_equal(kl_node_set_ints(g, n, name, v, count, NULL), KILN_OK);
+  return as_input ? tu_graph_input(g, name, KL_F32, rank, dims) : cst(g, rank, dims);
 }
 
 static void activation(kl_graph *g, int n, const char *act, int n_params, const float *p) {
@@ -89,50 +64,6 @@ static void activation(kl_graph *g, int n, const char *act, int n_params, const 
 }
 
 /* ---- running ---- */
-
-static kiln_session *session(const kiln_model *m, bool reference) {
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
-  kiln_session *s = NULL;
-  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
-  kiln_options_free(o);
-  return s;
-}
-
-/* Every output of s, one after another (a copy, with its element count). */
-static float *all_outputs(kiln_session *s, const kiln_model *m, int64_t *count) {
-  float *all = NULL;
-  *count = 0;
-  for (int k = 0; k < kiln_model_output_count(m); k++) {
-    kiln_tensor_info info;
-    const void *data;
-    assert_int_equal(kiln_session_get_output(s, k, &info, &data), KILN_OK);
-    assert_int_equal(info.dtype, KILN_DTYPE_FLOAT32);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-    all = realloc(all, sizeof(float) * (size_t)(*count + n + 1));
-    assert_non_null(all);
-    memcpy(all + *count, data, sizeof(float) * (size_t)n);
-    *count += n;
-  }
-  return all;
-}
-
-/* Every output of s after a run on the inputs in bufs (all_outputs). */
-static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *count) {
-  for (int i = 0; i < kiln_model_input_count(m); i++) {
-    kiln_tensor_info info;
-    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank,
-                                            info.dims, bufs[i], sizeof(float) * (size_t)n),
-                     KILN_OK);
-  }
-  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
-  return all_outputs(s, m, count);
-}
 
 /* Called by check_on after each fast run when set: checks of what ran where. */
 static void (*after_fast_run)(const kiln_session *fast, const kiln_model *m);
@@ -150,12 +81,12 @@ static void check_on(kl_graph *g, const char *what, bool need_dnnl) {
     bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
     for (int64_t k = 0; k < n; k++) bufs[i][k] = frand(-2, 2);
   }
-  kiln_session *ref = session(m, true), *fast = session(m, false);
+  kiln_session *ref = tu_session(m, true, 0), *fast = tu_session(m, false, 0);
   kl_session_poison_workspace(fast);
   int64_t n_want, n_got;
-  float *want = run(ref, m, bufs, &n_want);
+  float *want = tu_run_f32(ref, m, bufs, &n_want);
   for (int r = 0; r < 2; r++) {
-    float *got = run(fast, m, bufs, &n_got);
+    float *got = tu_run_f32(fast, m, bufs, &n_got);
     for (int i = 0; KL_HAVE_DNNL && need_dnnl && i < m->g->n_nodes; i++) /* oneDNN ran each */
       if (strncmp(kl_session_kernel_name(fast, i), "dnnl", 4) != 0 &&
           strcmp(kl_session_kernel_name(fast, i), "gemv") != 0 && /* or, one row: our GEMV */
@@ -238,16 +169,17 @@ static const conv_case conv_cases[] = {
 
 static int conv_node(kl_graph *g, kl_op op, const conv_case *c, const int64_t *w_dims,
                      int sum) {
-  int x = input(g, "x", c->rank, c->x);
+  int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
   int w = cst(g, c->rank, w_dims);
   int64_t m = op == KL_OP_Conv || op == KL_OP_KilnFusedConv ? w_dims[0] : w_dims[1] * c->group;
   int b = c->bias ? cst(g, 1, &m) : KL_ABSENT;
-  int n = sum >= 0 ? node(g, op, 4, (int[]){x, w, b, sum}) : node(g, op, 3, (int[]){x, w, b});
-  ints_attr(g, n, "strides", c->n_sp, c->strides);
-  ints_attr(g, n, "dilations", c->n_sp, c->dilations);
+  int n = sum >= 0 ? tu_graph_output_node(g, op, 4, (int[]){x, w, b, sum}, 1)
+                   : tu_graph_output_node(g, op, 3, (int[]){x, w, b}, 1);
+  tu_node_ints(g, n, "strides", c->n_sp, c->strides);
+  tu_node_ints(g, n, "dilations", c->n_sp, c->dilations);
   if (c->auto_pad)
     assert_int_equal(kl_node_set_string(g, n, "auto_pad", c->auto_pad, NULL), KILN_OK);
-  else ints_attr(g, n, "pads", 2 * c->n_sp, c->pads);
+  else tu_node_ints(g, n, "pads", 2 * c->n_sp, c->pads);
   assert_int_equal(kl_node_set_int(g, n, "group", c->group, NULL), KILN_OK);
   return n;
 }
@@ -288,7 +220,7 @@ static void test_conv_transpose(void **state) {
   }
   kl_graph *g = kl_graph_new(); /* output_padding */
   int n = conv_node(g, KL_OP_ConvTranspose, &cases[0], cases[0].w, -1);
-  ints_attr(g, n, "output_padding", 2, (int64_t[]){1, 0});
+  tu_node_ints(g, n, "output_padding", 2, (int64_t[]){1, 0});
   check(g, "deconv output_padding");
 }
 
@@ -321,13 +253,13 @@ static void test_pool(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kl_graph *g = kl_graph_new();
-    int x = input(g, "x", cases[i].rank, cases[i].x);
-    int n = node(g, cases[i].op, 1, &x);
+    int x = tu_graph_input(g, "x", KL_F32, cases[i].rank, cases[i].x);
+    int n = tu_graph_output_node(g, cases[i].op, 1, &x, 1);
     int sp = cases[i].n_sp;
-    ints_attr(g, n, "kernel_shape", sp, cases[i].kernel);
-    ints_attr(g, n, "strides", sp, cases[i].strides);
-    ints_attr(g, n, "pads", 2 * sp, cases[i].pads);
-    if (cases[i].dilations[0] != 1) ints_attr(g, n, "dilations", sp, cases[i].dilations);
+    tu_node_ints(g, n, "kernel_shape", sp, cases[i].kernel);
+    tu_node_ints(g, n, "strides", sp, cases[i].strides);
+    tu_node_ints(g, n, "pads", 2 * sp, cases[i].pads);
+    if (cases[i].dilations[0] != 1) tu_node_ints(g, n, "dilations", sp, cases[i].dilations);
     assert_int_equal(kl_node_set_int(g, n, "ceil_mode", cases[i].ceil, NULL), KILN_OK);
     if (cases[i].op == KL_OP_AveragePool)
       assert_int_equal(kl_node_set_int(g, n, "count_include_pad", cases[i].include_pad, NULL),
@@ -338,8 +270,8 @@ static void test_pool(void **state) {
   static const kl_op globals[] = {KL_OP_GlobalAveragePool, KL_OP_GlobalMaxPool};
   for (int i = 0; i < 2; i++) {
     kl_graph *g = kl_graph_new();
-    int x = input(g, "x", 4, (int64_t[]){2, 6, 7, 5});
-    node(g, globals[i], 1, &x);
+    int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 6, 7, 5});
+    tu_graph_output_node(g, globals[i], 1, &x, 1);
     check(g, i ? "global max pool" : "global average pool");
   }
 }
@@ -366,10 +298,10 @@ static void test_gemm(void **state) {
     kl_graph *g = kl_graph_new();
     int64_t ad[2] = {cases[i].ta ? 7 : 5, cases[i].ta ? 5 : 7};
     int64_t bd[2] = {cases[i].tb ? 3 : 7, cases[i].tb ? 7 : 3};
-    int a = input(g, "a", 2, ad);
+    int a = tu_graph_input(g, "a", KL_F32, 2, ad);
     int b = operand(g, cases[i].b_input, "b", 2, bd);
     int c = cases[i].c_rank ? cst(g, cases[i].c_rank, cases[i].c) : KL_ABSENT;
-    int n = node(g, KL_OP_Gemm, c == KL_ABSENT ? 2 : 3, (int[]){a, b, c});
+    int n = tu_graph_output_node(g, KL_OP_Gemm, c == KL_ABSENT ? 2 : 3, (int[]){a, b, c}, 1);
     assert_int_equal(kl_node_set_int(g, n, "transA", cases[i].ta, NULL), KILN_OK);
     assert_int_equal(kl_node_set_int(g, n, "transB", cases[i].tb, NULL), KILN_OK);
     assert_int_equal(kl_node_set_float(g, n, "alpha", cases[i].alpha, NULL), KILN_OK);
@@ -394,9 +326,9 @@ static void test_matmul(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kl_graph *g = kl_graph_new();
-    int a = input(g, "a", cases[i].ra, cases[i].a);
+    int a = tu_graph_input(g, "a", KL_F32, cases[i].ra, cases[i].a);
     int b = operand(g, cases[i].b_input, "b", cases[i].rb, cases[i].b);
-    node(g, KL_OP_MatMul, 2, (int[]){a, b});
+    tu_graph_output_node(g, KL_OP_MatMul, 2, (int[]){a, b}, 1);
     check(g, cases[i].what);
   }
 }
@@ -430,36 +362,36 @@ static void test_fused_sum(void **state) {
   (void)state;
   const conv_case *c = &conv_cases[0]; /* y [2, 5, 9, 7] */
   kl_graph *g = kl_graph_new();
-  int sum = input(g, "s", 4, (int64_t[]){2, 5, 9, 7});
+  int sum = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){2, 5, 9, 7});
   int n = conv_node(g, KL_OP_KilnFusedConv, c, c->w, sum);
   activation(g, n, "Relu", 0, NULL);
   check(g, "FusedConv + Sum + Relu");
   g = kl_graph_new();
-  sum = input(g, "s", 4, (int64_t[]){1, 5, 1, 1});
+  sum = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){1, 5, 1, 1});
   conv_node(g, KL_OP_KilnFusedConv, c, c->w, sum);
   check(g, "FusedConv + broadcast Sum");
   const conv_case *wino = &conv_cases[sizeof conv_cases / sizeof conv_cases[0] - 1];
   g = kl_graph_new();
-  sum = input(g, "s", 4, (int64_t[]){1, 48, 10, 12});
+  sum = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){1, 48, 10, 12});
   n = conv_node(g, KL_OP_KilnFusedConv, wino, wino->w, sum);
   activation(g, n, "Relu", 0, NULL);
   check(g, "FusedConv (Winograd) + Sum + Relu");
   /* activations that run after the primitive over Y (dnnl.c, act_after_of): after the
    * Sum post-op, over a staged (Winograd) Y, and on threads (51200 outputs) */
   g = kl_graph_new();
-  sum = input(g, "s", 4, (int64_t[]){1, 48, 10, 12});
+  sum = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){1, 48, 10, 12});
   n = conv_node(g, KL_OP_KilnFusedConv, wino, wino->w, sum);
   activation(g, n, "Sigmoid", 0, NULL);
   check(g, "FusedConv (Winograd) + Sum + Sigmoid");
   static const conv_case big = {"", 4, {1, 16, 40, 40}, {32, 16, 1, 1}, 1, 2, {1, 1}, {1, 1},
                                 {0, 0, 0, 0}, NULL, true};
   g = kl_graph_new();
-  sum = input(g, "s", 4, (int64_t[]){1, 32, 40, 40});
+  sum = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){1, 32, 40, 40});
   n = conv_node(g, KL_OP_KilnFusedConv, &big, big.w, sum);
   activation(g, n, "Silu", 0, NULL);
   check(g, "FusedConv 1x1 + Sum + Silu, 51200 outputs");
   g = kl_graph_new();
-  sum = input(g, "s", 4, (int64_t[]){1, 3, 10, 10});
+  sum = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){1, 3, 10, 10});
   n = conv_node(g, KL_OP_KilnFusedConvTranspose, &(conv_case){"", 4, {1, 4, 5, 5},
                 {4, 3, 3, 3}, 1, 2, {2, 2}, {1, 1}, {0, 0, 1, 1}, NULL, true},
                 (int64_t[]){4, 3, 3, 3}, sum);
@@ -470,10 +402,10 @@ static void test_fused_sum(void **state) {
 static void test_fused_gemm_matmul(void **state) {
   (void)state;
   kl_graph *g = kl_graph_new();
-  int a = input(g, "a", 2, (int64_t[]){6, 8});
-  int s = input(g, "s", 2, (int64_t[]){6, 4});
-  int n = node(g, KL_OP_KilnFusedGemm, 4,
-               (int[]){a, cst(g, 2, (int64_t[]){4, 8}), cst(g, 1, (int64_t[]){4}), s});
+  int a = tu_graph_input(g, "a", KL_F32, 2, (int64_t[]){6, 8});
+  int s = tu_graph_input(g, "s", KL_F32, 2, (int64_t[]){6, 4});
+  int w = cst(g, 2, (int64_t[]){4, 8}), bias = cst(g, 1, (int64_t[]){4});
+  int n = tu_graph_output_node(g, KL_OP_KilnFusedGemm, 4, (int[]){a, w, bias, s}, 1);
   assert_int_equal(kl_node_set_int(g, n, "transB", 1, NULL), KILN_OK);
   activation(g, n, "LeakyRelu", 1, (float[]){0.2f});
   check(g, "FusedGemm + C + Sum + LeakyRelu");
@@ -482,10 +414,11 @@ static void test_fused_gemm_matmul(void **state) {
   for (int i = 0; i < 2; i++) {
     const char *gelu = i == 0 ? "Gelu" : "GeluTanh";
     g = kl_graph_new();
-    a = input(g, "a", 3, (int64_t[]){2, 5, 8});
-    s = input(g, "s", 3, (int64_t[]){2, 5, 6});
-    n = node(g, KL_OP_KilnFusedMatMul, 4,
-             (int[]){a, cst(g, 2, (int64_t[]){8, 6}), cst(g, 1, (int64_t[]){6}), s});
+    a = tu_graph_input(g, "a", KL_F32, 3, (int64_t[]){2, 5, 8});
+    s = tu_graph_input(g, "s", KL_F32, 3, (int64_t[]){2, 5, 6});
+    w = cst(g, 2, (int64_t[]){8, 6});
+    bias = cst(g, 1, (int64_t[]){6});
+    n = tu_graph_output_node(g, KL_OP_KilnFusedMatMul, 4, (int[]){a, w, bias, s}, 1);
     activation(g, n, gelu, 0, NULL);
     char what[64];
     snprintf(what, sizeof what, "FusedMatMul + Bias + Sum + %s", gelu);
@@ -493,10 +426,10 @@ static void test_fused_gemm_matmul(void **state) {
   }
 
   g = kl_graph_new();
-  a = input(g, "a", 3, (int64_t[]){2, 5, 8});
-  s = input(g, "s", 2, (int64_t[]){5, 6});
-  node(g, KL_OP_KilnFusedMatMul, 4,
-       (int[]){a, cst(g, 2, (int64_t[]){8, 6}), KL_ABSENT, s});
+  a = tu_graph_input(g, "a", KL_F32, 3, (int64_t[]){2, 5, 8});
+  s = tu_graph_input(g, "s", KL_F32, 2, (int64_t[]){5, 6});
+  tu_graph_output_node(g, KL_OP_KilnFusedMatMul, 4,
+                       (int[]){a, cst(g, 2, (int64_t[]){8, 6}), KL_ABSENT, s}, 1);
   check(g, "FusedMatMul + broadcast Sum");
 }
 
@@ -509,18 +442,18 @@ static void test_fast_only(void **state) {
   (void)state;
   if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
   kl_graph *g = kl_graph_new();
-  int a = input(g, "a", 3, (int64_t[]){2, 5, 8});
-  int s = input(g, "s", 3, (int64_t[]){2, 5, 1});
-  int n = node(g, KL_OP_KilnFusedMatMul, 4,
-               (int[]){a, cst(g, 2, (int64_t[]){8, 6}), KL_ABSENT, s});
+  int a = tu_graph_input(g, "a", KL_F32, 3, (int64_t[]){2, 5, 8});
+  int s = tu_graph_input(g, "s", KL_F32, 3, (int64_t[]){2, 5, 1});
+  int n = tu_graph_output_node(g, KL_OP_KilnFusedMatMul, 4,
+                               (int[]){a, cst(g, 2, (int64_t[]){8, 6}), KL_ABSENT, s}, 1);
   activation(g, n, "Mish", 0, NULL);
   kiln_model *m = tu_model_of(g, 0);
   float *bufs[2] = {malloc(sizeof(float) * 80), malloc(sizeof(float) * 10)};
   for (int k = 0; k < 80; k++) bufs[0][k] = frand(-2, 2);
   for (int k = 0; k < 10; k++) bufs[1][k] = frand(-2, 2);
-  kiln_session *plain = session(m, false);
+  kiln_session *plain = tu_session(m, false, 0);
   int64_t count;
-  free(run(plain, m, bufs, &count));
+  free(tu_run_f32(plain, m, bufs, &count));
   const char *slow = kl_session_slow_path(plain, 0);
   assert_non_null(slow);
   kiln_options *o;
@@ -562,13 +495,16 @@ static void test_attention(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kl_graph *g = kl_graph_new();
-    int q = input(g, "q", cases[i].rank, cases[i].q);
-    int kt = input(g, "kt", cases[i].rank, cases[i].kt);
-    int v = input(g, "v", cases[i].rank, cases[i].v);
+    int q = tu_graph_input(g, "q", KL_F32, cases[i].rank, cases[i].q);
+    int kt = tu_graph_input(g, "kt", KL_F32, cases[i].rank, cases[i].kt);
+    int v = tu_graph_input(g, "v", KL_F32, cases[i].rank, cases[i].v);
     int n = cases[i].mask_rank
-                ? node(g, KL_OP_KilnAttention, 4,
-                       (int[]){q, kt, v, input(g, "mask", cases[i].mask_rank, cases[i].mask)})
-                : node(g, KL_OP_KilnAttention, 3, (int[]){q, kt, v});
+                ? tu_graph_output_node(g, KL_OP_KilnAttention, 4,
+                                       (int[]){q, kt, v,
+                                               tu_graph_input(g, "mask", KL_F32,
+                                                              cases[i].mask_rank, cases[i].mask)},
+                                       1)
+                : tu_graph_output_node(g, KL_OP_KilnAttention, 3, (int[]){q, kt, v}, 1);
     assert_int_equal(kl_node_set_float(g, n, "scale", 0.35f, NULL), KILN_OK);
     check(g, cases[i].what);
   }
@@ -594,13 +530,14 @@ static void test_mha(void **state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kl_graph *g = kl_graph_new();
-    int q = input(g, "q", 3, cases[i].q);
-    int k = cases[i].packed ? KL_ABSENT : input(g, "k", 3, cases[i].k);
-    int v = cases[i].packed ? KL_ABSENT : input(g, "v", 3, cases[i].v);
-    int mask = cases[i].mask_rank ? input(g, "mask", cases[i].mask_rank, cases[i].mask)
-                                  : KL_ABSENT;
+    int q = tu_graph_input(g, "q", KL_F32, 3, cases[i].q);
+    int k = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "k", KL_F32, 3, cases[i].k);
+    int v = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "v", KL_F32, 3, cases[i].v);
+    int mask = cases[i].mask_rank
+                   ? tu_graph_input(g, "mask", KL_F32, cases[i].mask_rank, cases[i].mask)
+                   : KL_ABSENT;
     int count = mask != KL_ABSENT ? 4 : cases[i].packed ? 1 : 3;
-    int n = node(g, KL_OP_KilnMultiHeadAttention, count, (int[]){q, k, v, mask});
+    int n = tu_graph_output_node(g, KL_OP_KilnMultiHeadAttention, count, (int[]){q, k, v, mask}, 1);
     assert_int_equal(kl_node_set_int(g, n, "num_heads", cases[i].heads, NULL), KILN_OK);
     assert_int_equal(kl_node_set_float(g, n, "scale", 0.4f, NULL), KILN_OK);
     check(g, cases[i].what);
@@ -613,7 +550,7 @@ static void test_mha(void **state) {
 static void test_conv_chain(void **state) {
   (void)state;
   kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, (int64_t[]){1, 8, 10, 10});
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){1, 8, 10, 10});
   int64_t eight = 8;
   kl_err e = {0};
   int vals[5];
@@ -634,19 +571,19 @@ static void test_conv_chain(void **state) {
   int y = kl_graph_add_value(g, NULL, &e);
   int n5 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2, (int[]){vals[3], w4}, 1, &y, &e);
   assert_true(n1 >= 0 && n2 >= 0 && n3 >= 0 && n4 >= 0 && n5 >= 0 && n6 >= 0);
-  ints_attr(g, n6, "strides", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, n6, "strides", 2, (int64_t[]){2, 2});
   activation(g, n6, "Relu", 0, NULL);
   assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
-  ints_attr(g, n4, "kernel_shape", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, n4, "kernel_shape", 2, (int64_t[]){2, 2});
   int64_t pad1[4] = {1, 1, 1, 1};
-  ints_attr(g, n1, "pads", 4, pad1);
+  tu_node_ints(g, n1, "pads", 4, pad1);
   activation(g, n1, "Relu", 0, NULL);
-  ints_attr(g, n2, "pads", 4, pad1);
+  tu_node_ints(g, n2, "pads", 4, pad1);
   assert_int_equal(kl_node_set_int(g, n2, "group", 8, NULL), KILN_OK);
   activation(g, n2, "Clip", 2, (float[]){0, 6});
   activation(g, n3, "Silu", 0, NULL);
-  ints_attr(g, n5, "pads", 4, pad1);
-  ints_attr(g, n5, "strides", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, n5, "pads", 4, pad1);
+  tu_node_ints(g, n5, "strides", 2, (int64_t[]){2, 2});
   check(g, "conv chain");
 }
 
@@ -680,7 +617,7 @@ static void test_concat_layouts(void **state) {
   (void)state;
   kl_graph *g = kl_graph_new();
   kl_err e = {0};
-  int x = input(g, "x", 4, (int64_t[]){2, 8, 9, 7});
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 9, 7});
   int v[9];
   for (int k = 0; k < 9; k++) v[k] = kl_graph_add_value(g, NULL, &e);
   int a = v[0], b = v[1], r = v[2], c1 = v[3], c2 = v[4], o1 = v[5], o2 = v[6], o3 = v[7];
@@ -702,8 +639,8 @@ static void test_concat_layouts(void **state) {
   int ng = kl_graph_add_node(g, KL_OP_GlobalAveragePool, NULL, 1, &c1, 1, &o4, &e);
   assert_true(na >= 0 && nb >= 0 && nr >= 0 && n1 >= 0 && n2 >= 0 && n3 >= 0 && nc >= 0 &&
               nd >= 0 && ng >= 0);
-  ints_attr(g, na, "pads", 4, (int64_t[]){1, 1, 1, 1});
-  ints_attr(g, nd, "pads", 4, (int64_t[]){1, 0, 1, 2});
+  tu_node_ints(g, na, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  tu_node_ints(g, nd, "pads", 4, (int64_t[]){1, 0, 1, 2});
   for (int n = n1; n <= n3; n++)
     assert_int_equal(kl_node_set_int(g, n, "axis", n == n2 ? -3 : 1, NULL), KILN_OK);
   for (int k = 5; k < 9; k++) assert_int_equal(kl_graph_add_output(g, v[k], NULL), KILN_OK);
@@ -737,7 +674,7 @@ static void wino_impls(const kiln_session *fast, const kiln_model *m) {
 static kl_graph *winograd_graph(void) {
   kl_graph *g = kl_graph_new();
   kl_err e = {0};
-  int x = input(g, "x", 4, (int64_t[]){2, 33, 29, 23});
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 33, 29, 23});
   int v[6];
   for (int k = 0; k < 6; k++) v[k] = kl_graph_add_value(g, NULL, &e);
   int64_t forty = 40;
@@ -758,9 +695,9 @@ static kl_graph *winograd_graph(void) {
                              (int[]){v[3], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[5], &e);
   assert_true(na >= 0 && ns >= 0 && n1 >= 0 && n2 >= 0 && o1 >= 0 && o2 >= 0);
   activation(g, na, "Relu", 0, NULL);
-  ints_attr(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  tu_node_ints(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
   activation(g, n1, "Relu", 0, NULL);
-  ints_attr(g, n2, "pads", 4, (int64_t[]){2, 0, 0, 2}); /* still 29x23 out */
+  tu_node_ints(g, n2, "pads", 4, (int64_t[]){2, 0, 0, 2}); /* still 29x23 out */
   activation(g, n2, "Silu", 0, NULL);
   assert_int_equal(kl_graph_add_output(g, v[4], NULL), KILN_OK);
   assert_int_equal(kl_graph_add_output(g, v[5], NULL), KILN_OK);
@@ -783,15 +720,15 @@ static void test_winograd(void **state) {
   float *x = malloc(sizeof(float) * 2 * 33 * 29 * 23);
   for (int i = 0; i < 2 * 33 * 29 * 23; i++) x[i] = frand(-2, 2);
   float *bufs[1] = {x};
-  kiln_session *ref = session(want_m, true), *fast = NULL;
+  kiln_session *ref = tu_session(want_m, true, 0), *fast = NULL;
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
   assert_int_equal(kiln_options_set_int(o, "release_weights", 1), KILN_OK);
   if (kiln_session_create(m, o, &fast) != KILN_OK) fail_msg("%s", kiln_session_error(fast));
   int64_t n_want, n_got;
-  float *want = run(ref, want_m, bufs, &n_want);
+  float *want = tu_run_f32(ref, want_m, bufs, &n_want);
   for (int r = 0; r < 2; r++) {
-    float *got = run(fast, m, bufs, &n_got);
+    float *got = tu_run_f32(fast, m, bufs, &n_got);
     assert_int_equal(n_got, n_want);
     for (int64_t k = 0; k < n_want; k++)
       if (!(fabs((double)got[k] - want[k]) <= TOL * (1 + fabs((double)want[k]))))
@@ -823,22 +760,22 @@ static void test_winograd(void **state) {
  * primitives, and the session holds the larger of their buffers, not the sum. */
 static kl_graph *wino_graph(bool chain, bool first, bool second) {
   kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, (int64_t[]){1, 20, 14, 14});
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){1, 20, 14, 14});
   kl_err e = {0};
   int mid = chain ? kl_graph_add_value(g, NULL, &e) : -1;
   if (first) {
     int w = cst(g, 4, (int64_t[]){36, 20, 3, 3});
     int n = chain ? kl_graph_add_node(g, KL_OP_Conv, NULL, 2, (int[]){x, w}, 1, &mid, &e)
-                  : node(g, KL_OP_Conv, 2, (int[]){x, w});
+                  : tu_graph_output_node(g, KL_OP_Conv, 2, (int[]){x, w}, 1);
     assert_true(n >= 0);
-    ints_attr(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tu_node_ints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
   }
   if (second) {
     int64_t k = chain ? 3 : 5;
     int w = cst(g, 4, (int64_t[]){40, chain ? 36 : 20, k, k});
-    int n = node(g, KL_OP_Conv, 2, (int[]){chain ? mid : x, w});
-    ints_attr(g, n, "pads", 4, chain ? (int64_t[]){1, 1, 1, 1} : (int64_t[]){2, 2, 2, 2});
-    if (!chain) ints_attr(g, n, "strides", 2, (int64_t[]){2, 2});
+    int n = tu_graph_output_node(g, KL_OP_Conv, 2, (int[]){chain ? mid : x, w}, 1);
+    tu_node_ints(g, n, "pads", 4, chain ? (int64_t[]){1, 1, 1, 1} : (int64_t[]){2, 2, 2, 2});
+    if (!chain) tu_node_ints(g, n, "strides", 2, (int64_t[]){2, 2});
   }
   return g;
 }
@@ -851,9 +788,9 @@ static size_t held_after_run(kl_graph *g) {
   float *x = malloc(sizeof(float) * 20 * 14 * 14);
   assert_non_null(x);
   for (int k = 0; k < 20 * 14 * 14; k++) x[k] = frand(-1, 1);
-  kiln_session *s = session(m, false);
+  kiln_session *s = tu_session(m, false, 0);
   int64_t count;
-  free(run(s, m, &x, &count));
+  free(tu_run_f32(s, m, &x, &count));
   size_t held = kl_session_held_bytes(s);
   kiln_session_free(s);
   kiln_model_free(m);
@@ -879,23 +816,25 @@ static void test_shared_workspace(void **state) {
 static void test_binary_choice(void **state) {
   (void)state;
   kl_graph *g = kl_graph_new();
-  int x = input(g, "x", 4, (int64_t[]){1, 8, 6, 6});
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){1, 8, 6, 6});
   int pooled = kl_graph_add_value(g, NULL, NULL), scaled = kl_graph_add_value(g, NULL, NULL);
   int gap = kl_graph_add_node(g, KL_OP_GlobalAveragePool, NULL, 1, &x, 1, &pooled, NULL);
   int c = kl_graph_add_node(g, KL_OP_Conv, NULL, 2, (int[]){x, cst(g, 4, (int64_t[]){8, 8, 1, 1})},
                             1, &scaled, NULL);
   assert_true(gap >= 0 && c >= 0);
-  int se = node(g, KL_OP_Mul, 2, (int[]){scaled, pooled});              /* [1, 8, 6, 6] */
-  int wmul = node(g, KL_OP_Mul, 2, (int[]){cst(g, 4, (int64_t[]){4, 8, 1, 1}), pooled}); /* [4, 8, 1, 1] */
+  int se = tu_graph_output_node(g, KL_OP_Mul, 2, (int[]){scaled, pooled}, 1); /* [1, 8, 6, 6] */
+  int wmul = tu_graph_output_node(g, KL_OP_Mul, 2,
+                                  (int[]){cst(g, 4, (int64_t[]){4, 8, 1, 1}), pooled},
+                                  1); /* [4, 8, 1, 1] */
   kiln_model *m = tu_model_of(g, 0);
-  kiln_session *ref = session(m, true), *fast = session(m, false);
+  kiln_session *ref = tu_session(m, true, 0), *fast = tu_session(m, false, 0);
   float *in = malloc(sizeof(float) * 288);
   assert_non_null(in);
   for (int i = 0; i < 288; i++) in[i] = frand(-2, 2);
   float *bufs[1] = {in};
   int64_t count;
-  free(run(ref, m, bufs, &count));
-  free(run(fast, m, bufs, &count));
+  free(tu_run_f32(ref, m, bufs, &count));
+  free(tu_run_f32(fast, m, bufs, &count));
   for (int k = 0; k < 2; k++) { /* both Muls' outputs */
     kiln_tensor_info iw, ig;
     const void *dw, *dg;
@@ -916,6 +855,82 @@ static void test_binary_choice(void **state) {
   kiln_session_free(fast);
   kiln_model_free(m);
 }
+
+#if KL_HAVE_DNNL
+/* ---- the entry cache of the oneDNN kernels (dnnl_cache.c) ---- */
+
+typedef struct fake_entry {
+  int built; /* which build made it, 0: empty */
+} fake_entry;
+
+typedef struct fake_owner {
+  int builds, frees;
+  bool fail; /* the next build fails */
+  fake_entry slots[KL_DNNL_CACHE_SLOTS];
+} fake_owner;
+
+static fake_owner *freed_by; /* the free callback has no owner: counts land here */
+
+static kiln_status fake_build(void *owner, void *entry, kl_kernel_ctx *c) {
+  fake_owner *o = owner;
+  fake_entry *en = entry;
+  assert_int_equal(en->built, 0); /* the slot was freed first */
+  if (o->fail) return kl_fail(c->e, KILN_ERR_INTERNAL, "no entry for these shapes");
+  en->built = ++o->builds;
+  return KILN_OK;
+}
+
+static void fake_free(void *entry) {
+  fake_entry *en = entry;
+  if (en->built) freed_by->frees++;
+  en->built = 0;
+}
+
+/* The entry for inputs of shapes [n] and, when m > 0, [m, 2] (else absent). */
+static fake_entry *cache_get(kl_dnnl_cache *cache, int64_t n, int64_t m, kiln_status want) {
+  kl_tensor a = {.dtype = KL_F32, .rank = 1, .dims = {n}};
+  kl_tensor b = {.dtype = KL_F32, .rank = 2, .dims = {m, 2}};
+  const kl_tensor *in[2] = {&a, m > 0 ? &b : NULL};
+  kl_err e = {0};
+  kl_kernel_ctx c = {.n_in = 2, .in = in, .e = &e};
+  void *entry = NULL;
+  tu_assert_status(kl_dnnl_cache_get(cache, &c, &entry), want, e.msg, NULL);
+  return entry;
+}
+
+/* Hits, the empty slots filled first, then the least recently used evicted; an absent
+ * input is part of the key; a failed build leaves its slot empty. */
+static void test_entry_cache(void **state) {
+  (void)state;
+  fake_owner o = {0};
+  freed_by = &o;
+  kl_dnnl_cache cache;
+  kl_dnnl_cache_init(&cache, o.slots, sizeof o.slots[0], 2, &o, fake_build, fake_free);
+  fake_entry *a = cache_get(&cache, 1, 0, KILN_OK);
+  assert_ptr_equal(a, &o.slots[0]);
+  assert_ptr_equal(cache_get(&cache, 1, 0, KILN_OK), a);
+  assert_ptr_equal(cache_get(&cache, 2, 0, KILN_OK), &o.slots[1]);
+  assert_ptr_equal(cache_get(&cache, 1, 3, KILN_OK), &o.slots[2]); /* input 1 present */
+  assert_ptr_equal(cache_get(&cache, 1, 4, KILN_OK), &o.slots[3]);
+  assert_int_equal(o.builds, 4);
+  assert_int_equal(o.frees, 0);
+  assert_ptr_equal(cache_get(&cache, 1, 0, KILN_OK), a); /* [2] is now the oldest */
+  assert_ptr_equal(cache_get(&cache, 5, 0, KILN_OK), &o.slots[1]);
+  assert_int_equal(o.frees, 1);
+  assert_int_equal(o.slots[1].built, 5);
+  assert_ptr_equal(cache_get(&cache, 1, 3, KILN_OK), &o.slots[2]); /* still there */
+  o.fail = true; /* evicts [1], [4, 2] (slot 3), whose rebuild fails: the slot is empty */
+  assert_null(cache_get(&cache, 1, 5, KILN_ERR_INTERNAL));
+  assert_int_equal(o.frees, 2);
+  assert_int_equal(o.slots[3].built, 0);
+  o.fail = false;
+  assert_ptr_equal(cache_get(&cache, 7, 0, KILN_OK), &o.slots[3]); /* the empty slot */
+  assert_int_equal(o.frees, 2);
+  kl_dnnl_cache_clear(&cache);
+  assert_int_equal(o.frees, 6);
+  for (int i = 0; i < KL_DNNL_CACHE_SLOTS; i++) assert_int_equal(o.slots[i].built, 0);
+}
+#endif
 
 int main(void) {
   /* KILN_ISA=generic turns oneDNN off (it has no portable-C level): every node then runs
@@ -943,6 +958,9 @@ int main(void) {
       cmocka_unit_test(test_shared_workspace),
       cmocka_unit_test(test_binary_choice),
       cmocka_unit_test(test_fast_only),
+#if KL_HAVE_DNNL
+      cmocka_unit_test(test_entry_cache),
+#endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

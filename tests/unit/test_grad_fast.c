@@ -35,72 +35,7 @@
 
 static uint32_t rng = 4242;
 
-static int input(kl_graph *g, const char *name, int rank, const int64_t *dims) {
-  int v = kl_graph_add_value(g, name, NULL);
-  assert_true(v >= 0);
-  g->values[v].type.dtype = KL_F32;
-  kl_type_set_shape(&g->values[v].type, rank, dims);
-  assert_int_equal(kl_graph_add_input(g, v, NULL), KILN_OK);
-  return v;
-}
-
-/* A node of op over in[] with n_out outputs, each a graph output; returns the node. */
-static int node_n(kl_graph *g, kl_op o, int n_in, const int *in, int n_out) {
-  int y[3];
-  for (int k = 0; k < n_out; k++) {
-    y[k] = kl_graph_add_value(g, NULL, NULL);
-    assert_true(y[k] >= 0);
-  }
-  int n = kl_graph_add_node(g, o, NULL, n_in, in, n_out, y, NULL);
-  assert_true(n >= 0);
-  for (int k = 0; k < n_out; k++) assert_int_equal(kl_graph_add_output(g, y[k], NULL), KILN_OK);
-  return n;
-}
-
-static void ints_attr(kl_graph *g, int n, const char *name, int count, const int64_t *v) {
-  if (count > 0) assert_int_equal(kl_node_set_ints(g, n, name, v, count, NULL), KILN_OK);
-}
-
 /* ---- running ---- */
-
-static kiln_session *session(const kiln_model *m, bool reference, int threads) {
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "threads", threads), KILN_OK);
-  kiln_session *s = NULL;
-  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
-  kiln_options_free(o);
-  return s;
-}
-
-/* Every output of s after a run on bufs, one after another (a copy). */
-static float *run(kiln_session *s, const kiln_model *m, float **bufs, int64_t *count) {
-  for (int i = 0; i < kiln_model_input_count(m); i++) {
-    kiln_tensor_info info;
-    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank,
-                                            info.dims, bufs[i], sizeof(float) * (size_t)n),
-                     KILN_OK);
-  }
-  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
-  float *all = NULL;
-  *count = 0;
-  for (int k = 0; k < kiln_model_output_count(m); k++) {
-    kiln_tensor_info info;
-    const void *data;
-    assert_int_equal(kiln_session_get_output(s, k, &info, &data), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-    all = realloc(all, sizeof(float) * (size_t)(*count + n + 1));
-    assert_non_null(all);
-    memcpy(all + *count, data, sizeof(float) * (size_t)n);
-    *count += n;
-  }
-  return all;
-}
 
 /* Whether node n must run on a fast kernel here: kiln's own at every level; oneDNN's
  * convolution gradients where oneDNN runs (not at the generic level). */
@@ -137,18 +72,18 @@ static void check_pos(kl_graph *g, const char *what, unsigned positive) {
     assert_non_null(bufs[i]);
     fill(bufs[i], n, positive >> i & 1);
   }
-  kiln_session *ref = session(m, true, 1);
+  kiln_session *ref = tu_session(m, true, 1);
   int64_t n_want, n_got;
-  float *want = run(ref, m, bufs, &n_want), *one_thread = NULL, *first_run = NULL;
+  float *want = tu_run_f32(ref, m, bufs, &n_want), *one_thread = NULL, *first_run = NULL;
   /* ConvGradW sums over the batch on oneDNN's threads: the same bits run after run, not
    * at another thread count */
   bool by_threads = false;
   for (int i = 0; i < m->g->n_nodes; i++) by_threads |= m->g->nodes[i].op == KL_OP_KilnConvGradW;
   for (int threads = 1; threads <= 2; threads++) {
-    kiln_session *fast = session(m, false, threads);
+    kiln_session *fast = tu_session(m, false, threads);
     kl_session_poison_workspace(fast);
     for (int r = 0; r < 2; r++) {
-      float *got = run(fast, m, bufs, &n_got);
+      float *got = tu_run_f32(fast, m, bufs, &n_got);
       for (int i = 0; i < m->g->n_nodes; i++) {
         const char *k = kl_session_kernel_name(fast, i), *slow = kl_session_slow_path(fast, i);
         if (fast_expected(&m->g->nodes[i]) && (strcmp(k, "ref") == 0 || slow))
@@ -234,11 +169,11 @@ static int64_t conv_out(const conv_case *c, int i) {
 
 static void conv_attrs(kl_graph *g, int n, const conv_case *c) {
   int sp = c->rank - 2;
-  ints_attr(g, n, "strides", sp, c->strides);
-  ints_attr(g, n, "dilations", sp, c->dilations);
+  tu_node_ints(g, n, "strides", sp, c->strides);
+  tu_node_ints(g, n, "dilations", sp, c->dilations);
   if (c->auto_pad)
     assert_int_equal(kl_node_set_string(g, n, "auto_pad", c->auto_pad, NULL), KILN_OK);
-  else ints_attr(g, n, "pads", 2 * sp, c->pads);
+  else tu_node_ints(g, n, "pads", 2 * sp, c->pads);
   assert_int_equal(kl_node_set_int(g, n, "group", c->group, NULL), KILN_OK);
 }
 
@@ -249,10 +184,11 @@ static void test_conv_grad(void **state) {
     int64_t y[5] = {c->x[0], c->w[0]};
     for (int d = 0; d < c->rank - 2; d++) y[2 + d] = conv_out(c, d);
     kl_graph *g = kl_graph_new();
-    int x = input(g, "x", c->rank, c->x), w = input(g, "w", c->rank, c->w);
-    int dy = input(g, "dy", c->rank, y);
-    conv_attrs(g, node_n(g, KL_OP_KilnConvGradX, 3, (int[]){dy, w, x}, 1), c);
-    conv_attrs(g, node_n(g, KL_OP_KilnConvGradW, 3, (int[]){x, dy, w}, 1), c);
+    int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
+    int w = tu_graph_input(g, "w", KL_F32, c->rank, c->w);
+    int dy = tu_graph_input(g, "dy", KL_F32, c->rank, y);
+    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradX, 3, (int[]){dy, w, x}, 1), c);
+    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradW, 3, (int[]){x, dy, w}, 1), c);
     check(g, c->what);
   }
 }
@@ -292,10 +228,10 @@ static const pool_case pool_cases[] = {
 
 static void pool_attrs(kl_graph *g, int n, const pool_case *c, bool avg) {
   int sp = c->rank - 2;
-  ints_attr(g, n, "kernel_shape", sp, c->kernel);
-  ints_attr(g, n, "strides", sp, c->strides);
-  ints_attr(g, n, "dilations", sp, c->dilations);
-  ints_attr(g, n, "pads", 2 * sp, c->pads);
+  tu_node_ints(g, n, "kernel_shape", sp, c->kernel);
+  tu_node_ints(g, n, "strides", sp, c->strides);
+  tu_node_ints(g, n, "dilations", sp, c->dilations);
+  tu_node_ints(g, n, "pads", 2 * sp, c->pads);
   assert_int_equal(kl_node_set_int(g, n, "ceil_mode", c->ceil_mode, NULL), KILN_OK);
   if (avg)
     assert_int_equal(kl_node_set_int(g, n, "count_include_pad", c->include_pad, NULL), KILN_OK);
@@ -306,9 +242,11 @@ static void test_pool_grad(void **state) {
   for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
     const pool_case *c = &pool_cases[i];
     kl_graph *g = kl_graph_new();
-    int x = input(g, "x", c->rank, c->x), dy = input(g, "dy", c->rank, c->y);
-    pool_attrs(g, node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1), c, false);
-    pool_attrs(g, node_n(g, KL_OP_KilnAveragePoolGrad, 2, (int[]){dy, x}, 1), c, true);
+    int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
+    int dy = tu_graph_input(g, "dy", KL_F32, c->rank, c->y);
+    pool_attrs(g, tu_graph_output_node(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1), c, false);
+    pool_attrs(g, tu_graph_output_node(g, KL_OP_KilnAveragePoolGrad, 2, (int[]){dy, x}, 1), c,
+               true);
     check(g, c->what);
   }
 }
@@ -324,10 +262,10 @@ static void test_max_pool_grad_ties(void **state) {
   assert_non_null(v);
   for (int64_t k = 0; k < n; k++) v[k] = (float)(k * 7 % 3) * 0.5f;
   int x = kl_graph_add_const(g, NULL, KL_F32, 4, xd, v, sizeof(float) * (size_t)n, false, NULL);
-  int dy = input(g, "dy", 4, yd);
-  int k = node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1);
-  ints_attr(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
-  ints_attr(g, k, "strides", 2, (int64_t[]){2, 2});
+  int dy = tu_graph_input(g, "dy", KL_F32, 4, yd);
+  int k = tu_graph_output_node(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1);
+  tu_node_ints(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
+  tu_node_ints(g, k, "strides", 2, (int64_t[]){2, 2});
   check(g, "MaxPoolGrad with ties");
 }
 
@@ -357,12 +295,15 @@ static void test_max_pool_grad_nan(void **state) {
 static void bn_case(const char *what, int rank, const int64_t *x_dims) {
   int64_t ch = x_dims[1];
   kl_graph *g = kl_graph_new();
-  int x = input(g, "x", rank, x_dims), dy = input(g, "dy", rank, x_dims);
-  int scale = input(g, "scale", 1, &ch), b = input(g, "b", 1, &ch);
-  int mean = input(g, "mean", 1, &ch), var = input(g, "var", 1, &ch);
-  int t = node_n(g, KL_OP_KilnBatchNormTrain, 5, (int[]){x, scale, b, mean, var}, 3);
+  int x = tu_graph_input(g, "x", KL_F32, rank, x_dims);
+  int dy = tu_graph_input(g, "dy", KL_F32, rank, x_dims);
+  int scale = tu_graph_input(g, "scale", KL_F32, 1, &ch);
+  int b = tu_graph_input(g, "b", KL_F32, 1, &ch);
+  int mean = tu_graph_input(g, "mean", KL_F32, 1, &ch);
+  int var = tu_graph_input(g, "var", KL_F32, 1, &ch);
+  int t = tu_graph_output_node(g, KL_OP_KilnBatchNormTrain, 5, (int[]){x, scale, b, mean, var}, 3);
   assert_int_equal(kl_node_set_float(g, t, "momentum", 0.8f, NULL), KILN_OK);
-  int k = node_n(g, KL_OP_KilnBatchNormGrad, 3, (int[]){dy, x, scale}, 3);
+  int k = tu_graph_output_node(g, KL_OP_KilnBatchNormGrad, 3, (int[]){dy, x, scale}, 3);
   assert_int_equal(kl_node_set_float(g, k, "epsilon", 1e-3f, NULL), KILN_OK);
   check(g, what);
 }
@@ -380,9 +321,9 @@ static void test_batchnorm(void **state) {
 static void unary_case(const char *op, bool with_y, float alpha, const char *approximate) {
   int64_t d[3] = {3, 7, 1001};
   kl_graph *g = kl_graph_new();
-  int dy = input(g, "dy", 3, d), x = input(g, "x", 3, d);
-  int y = with_y ? input(g, "y", 3, d) : -1;
-  int n = node_n(g, KL_OP_KilnUnaryGrad, with_y ? 3 : 2, (int[]){dy, x, y}, 1);
+  int dy = tu_graph_input(g, "dy", KL_F32, 3, d), x = tu_graph_input(g, "x", KL_F32, 3, d);
+  int y = with_y ? tu_graph_input(g, "y", KL_F32, 3, d) : -1;
+  int n = tu_graph_output_node(g, KL_OP_KilnUnaryGrad, with_y ? 3 : 2, (int[]){dy, x, y}, 1);
   assert_int_equal(kl_node_set_string(g, n, "op", op, NULL), KILN_OK);
   if (alpha != 0) assert_int_equal(kl_node_set_float(g, n, "alpha", alpha, NULL), KILN_OK);
   if (approximate)
@@ -411,8 +352,8 @@ static void test_unary_grad(void **state) {
 
 static void softmax_case(const char *what, int rank, const int64_t *d, bool log_form) {
   kl_graph *g = kl_graph_new();
-  int dy = input(g, "dy", rank, d), y = input(g, "y", rank, d);
-  int n = node_n(g, KL_OP_KilnSoftmaxGrad, 2, (int[]){dy, y}, 1);
+  int dy = tu_graph_input(g, "dy", KL_F32, rank, d), y = tu_graph_input(g, "y", KL_F32, rank, d);
+  int n = tu_graph_output_node(g, KL_OP_KilnSoftmaxGrad, 2, (int[]){dy, y}, 1);
   assert_int_equal(kl_node_set_int(g, n, "log", log_form, NULL), KILN_OK);
   check_pos(g, what, log_form ? 0u : 2u); /* a softmax's Y in (0, 1) */
 }
@@ -423,9 +364,9 @@ static void layernorm_case(const char *what, int rank, const int64_t *d, int axi
   for (int i = axis; i < rank; i++) cols *= d[i];
   int64_t sd[KL_MAX_RANK];
   for (int i = axis; i < rank; i++) sd[i - axis] = d[i];
-  int dy = input(g, "dy", rank, d), x = input(g, "x", rank, d);
-  int scale = input(g, "scale", rank - axis, sd);
-  int n = node_n(g, KL_OP_KilnLayerNormGrad, 3, (int[]){dy, x, scale}, 3);
+  int dy = tu_graph_input(g, "dy", KL_F32, rank, d), x = tu_graph_input(g, "x", KL_F32, rank, d);
+  int scale = tu_graph_input(g, "scale", KL_F32, rank - axis, sd);
+  int n = tu_graph_output_node(g, KL_OP_KilnLayerNormGrad, 3, (int[]){dy, x, scale}, 3);
   assert_int_equal(kl_node_set_int(g, n, "axis", axis, NULL), KILN_OK);
   assert_int_equal(kl_node_set_float(g, n, "epsilon", 1e-3f, NULL), KILN_OK);
   (void)cols;
@@ -447,8 +388,9 @@ static void test_softmax_layernorm_grad(void **state) {
 static void sum_to_case(const char *what, int rank, const int64_t *big, int like_rank,
                         const int64_t *like) {
   kl_graph *g = kl_graph_new();
-  int dy = input(g, "dy", rank, big), l = input(g, "like", like_rank, like);
-  node_n(g, KL_OP_KilnSumTo, 2, (int[]){dy, l}, 1);
+  int dy = tu_graph_input(g, "dy", KL_F32, rank, big);
+  int l = tu_graph_input(g, "like", KL_F32, like_rank, like);
+  tu_graph_output_node(g, KL_OP_KilnSumTo, 2, (int[]){dy, l}, 1);
   check(g, what);
 }
 
@@ -471,9 +413,10 @@ static void reduce_grad_case(const char *what, int rank, const int64_t *x, int d
                              const int64_t *dy_dims, int n_axes, const int64_t *axes,
                              int keepdims, int mean) {
   kl_graph *g = kl_graph_new();
-  int dy = input(g, "dy", dy_rank, dy_dims), xl = input(g, "x", rank, x);
-  int n = node_n(g, KL_OP_KilnReduceGrad, 2, (int[]){dy, xl}, 1);
-  ints_attr(g, n, "axes", n_axes, axes);
+  int dy = tu_graph_input(g, "dy", KL_F32, dy_rank, dy_dims);
+  int xl = tu_graph_input(g, "x", KL_F32, rank, x);
+  int n = tu_graph_output_node(g, KL_OP_KilnReduceGrad, 2, (int[]){dy, xl}, 1);
+  tu_node_ints(g, n, "axes", n_axes, axes);
   assert_int_equal(kl_node_set_int(g, n, "keepdims", keepdims, NULL), KILN_OK);
   assert_int_equal(kl_node_set_int(g, n, "mean", mean, NULL), KILN_OK);
   check(g, what);

@@ -820,6 +820,144 @@ static void test_compact(void **state) {
   kl_graph_free(g);
 }
 
+/* ---- copying ---- */
+
+/* small_graph with a borrowed constant, an unnamed value, attributes of every kind on
+ * 'add' (whose source op name is another), an opset and a source. */
+static kl_graph *copy_source_graph(void) {
+  static const float borrowed[2] = {5, 6};
+  kl_graph *g = small_graph();
+  kl_err e = {0};
+  assert_true(kl_graph_add_const(g, "b", KL_F32, 1, (int64_t[]){2}, (void *)borrowed,
+                                 sizeof borrowed, true, &e) >= 0);
+  tu_graph_value(g, NULL);
+  int n = 1; /* 'add' */
+  const char *const strs[2] = {"alpha", "beta"};
+  assert_int_equal(kl_node_set_int(g, n, "axis", -1, &e), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, n, "eps", 1e-5f, &e), KILN_OK);
+  assert_int_equal(kl_node_set_string(g, n, "auto_pad", "VALID", &e), KILN_OK);
+  assert_int_equal(kl_node_set_ints(g, n, "kernel_shape", (int64_t[]){2, 3}, 2, &e), KILN_OK);
+  assert_int_equal(kl_node_set_ints(g, n, "empty", NULL, 0, &e), KILN_OK);
+  assert_int_equal(kl_node_set_floats(g, n, "scales", (float[]){0.5f, 2}, 2, &e), KILN_OK);
+  assert_int_equal(kl_node_set_strings(g, n, "names", strs, 2, &e), KILN_OK);
+  kl_tensor *t = calloc(1, sizeof *t);
+  assert_non_null(t);
+  *t = (kl_tensor){.dtype = KL_I32, .rank = 1, .dims = {2}, .data = malloc(8)};
+  assert_non_null(t->data);
+  memcpy(t->data, (int32_t[]){7, -7}, 8);
+  assert_int_equal(kl_node_set_tensor(g, n, "value", t, &e), KILN_OK);
+  free(g->nodes[n].src);
+  g->nodes[n].src = strdup("aten::add");
+  assert_non_null(g->nodes[n].src);
+  g->opset = 17;
+  assert_int_equal(kl_graph_set_source(g, "model.onnx", &e), KILN_OK);
+  return g;
+}
+
+/* Everything of c's is g's, in copies of its own (but the borrowed data). */
+static void expect_same_graph(const kl_graph *c, const kl_graph *g) {
+  assert_int_equal(c->n_values, g->n_values);
+  for (int v = 0; v < g->n_values; v++) {
+    const kl_value *a = &c->values[v], *b = &g->values[v];
+    assert_string_equal(a->name, b->name);
+    assert_ptr_not_equal(a->name, b->name);
+    assert_int_equal(kl_graph_find_value(c, b->name), v);
+    assert_memory_equal(&a->type, &b->type, sizeof a->type);
+    assert_int_equal(a->kind, b->kind);
+    assert_int_equal(a->producer, b->producer);
+    assert_int_equal(a->nbytes, b->nbytes);
+    assert_int_equal(a->borrowed, b->borrowed);
+    if (b->borrowed || !b->data) {
+      assert_ptr_equal(a->data, b->data);
+    } else {
+      assert_ptr_not_equal(a->data, b->data);
+      assert_memory_equal(a->data, b->data, b->nbytes);
+    }
+  }
+  assert_int_equal(c->n_nodes, g->n_nodes);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *a = &c->nodes[i], *b = &g->nodes[i];
+    assert_int_equal(a->op, b->op);
+    assert_string_equal(a->name, b->name);
+    assert_string_equal(a->src, b->src);
+    assert_int_equal(a->n_in, b->n_in);
+    assert_int_equal(a->n_out, b->n_out);
+    assert_memory_equal(a->in, b->in, sizeof(int) * (size_t)b->n_in);
+    assert_memory_equal(a->out, b->out, sizeof(int) * (size_t)b->n_out);
+    assert_int_equal(a->n_attrs, b->n_attrs);
+    for (int k = 0; k < b->n_attrs; k++) {
+      assert_string_equal(a->attrs[k].name, b->attrs[k].name);
+      assert_int_equal(a->attrs[k].kind, b->attrs[k].kind);
+    }
+  }
+  assert_int_equal(c->n_inputs, g->n_inputs);
+  assert_memory_equal(c->inputs, g->inputs, sizeof(int) * (size_t)g->n_inputs);
+  assert_int_equal(c->n_outputs, g->n_outputs);
+  assert_memory_equal(c->outputs, g->outputs, sizeof(int) * (size_t)g->n_outputs);
+  assert_int_equal(c->n_symbols, g->n_symbols);
+  for (int i = 0; i < g->n_symbols; i++) assert_string_equal(c->symbols[i], g->symbols[i]);
+  assert_int_equal(c->opset, g->opset);
+  assert_string_equal(c->source, g->source);
+}
+
+/* A deep copy is the same graph and shares nothing it owns with the original, which is
+ * changed and freed under it; it is then built on as the original would be. */
+static void test_copy(void **state) {
+  (void)state;
+  kl_err e = {0};
+  kl_graph *g = copy_source_graph();
+  kl_graph *c = kl_graph_copy(g);
+  assert_non_null(c);
+  expect_same_graph(c, g);
+
+  /* the original changed, then gone: the copy keeps what it had */
+  kl_node *add = &g->nodes[1];
+  ((float *)g->values[kl_graph_find_value(g, "w")].data)[0] = 100;
+  for (int k = 0; k < add->n_attrs; k++) {
+    kl_attr *a = &add->attrs[k];
+    if (a->s) a->s[0] = 'X';
+    if (a->ints) a->ints[0] = 99;
+    if (a->floats) a->floats[0] = 99;
+    if (a->strings) a->strings[0][0] = 'X';
+    if (a->t) ((int32_t *)a->t->data)[0] = 99;
+  }
+  kl_graph_free(g);
+  const kl_node *n = &c->nodes[1];
+  assert_memory_equal(c->values[kl_graph_find_value(c, "w")].data, ((float[]){1, 2, 3}),
+                      3 * sizeof(float));
+  assert_int_equal(kl_attr_int(n, "axis", 0), -1);
+  assert_true(kl_attr_float(n, "eps", 0) == 1e-5f);
+  assert_string_equal(kl_attr_string(n, "auto_pad", NULL), "VALID");
+  const int64_t *iv;
+  assert_int_equal(kl_attr_ints(n, "kernel_shape", &iv), 2);
+  assert_int_equal(iv[0], 2);
+  assert_int_equal(iv[1], 3);
+  assert_int_equal(kl_attr_ints(n, "empty", &iv), 0);
+  const float *fv;
+  assert_int_equal(kl_attr_floats(n, "scales", &fv), 2);
+  assert_true(fv[0] == 0.5f && fv[1] == 2);
+  const kl_attr *names = kl_node_attr(n, "names");
+  assert_int_equal(names->n, 2);
+  assert_string_equal(names->strings[0], "alpha");
+  assert_string_equal(names->strings[1], "beta");
+  const kl_attr *value = kl_node_attr(n, "value");
+  assert_int_equal(value->t->dtype, KL_I32);
+  assert_int_equal(value->t->dims[0], 2);
+  assert_memory_equal(value->t->data, ((int32_t[]){7, -7}), 8);
+  assert_int_equal(kl_graph_verify(c, &e), KILN_OK);
+
+  /* built on: names, fresh names, the readers of a value */
+  assert_int_equal(kl_graph_add_value(c, "h", &e), -1);
+  tu_assert_contains(e.msg, "defined twice");
+  int v = tu_graph_value(c, NULL);
+  assert_string_equal(c->values[v].name, "_v6");
+  int count;
+  const int *readers = kl_graph_readers(c, kl_graph_find_value(c, "h"), &count);
+  assert_int_equal(count, 1);
+  assert_int_equal(readers[0], 1);
+  kl_graph_free(c);
+}
+
 /* ---- inference: declared vs inferred types ---- */
 
 /* x: float32[batch,3] -> Relu -> y, y declared as `decl`. */
@@ -1179,6 +1317,7 @@ int main(void) {
       cmocka_unit_test(test_toposort_reorders),
       cmocka_unit_test(test_toposort_cycle),
       cmocka_unit_test(test_compact),
+      cmocka_unit_test(test_copy),
       cmocka_unit_test(test_infer_merge),
       cmocka_unit_test(test_dtype_tables),
       cmocka_unit_test(test_f16),

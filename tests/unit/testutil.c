@@ -414,6 +414,19 @@ int tu_graph_op(kl_graph *g, kl_op op, int n_in, const int *in) {
   return y;
 }
 
+int tu_graph_output_node(kl_graph *g, kl_op op, int n_in, const int *in, int n_out) {
+  int y[TU_MAX_IO];
+  assert_true(n_out >= 0 && n_out <= TU_MAX_IO);
+  for (int k = 0; k < n_out; k++) y[k] = tu_graph_value(g, NULL);
+  int n = tu_graph_node(g, op, NULL, n_in, in, n_out, y);
+  for (int k = 0; k < n_out; k++) assert_int_equal(kl_graph_add_output(g, y[k], NULL), KILN_OK);
+  return n;
+}
+
+void tu_node_ints(kl_graph *g, int n, const char *name, int count, const int64_t *v) {
+  if (count > 0) assert_int_equal(kl_node_set_ints(g, n, name, v, count, NULL), KILN_OK);
+}
+
 const int64_t *tu_const_i64(const kl_graph *g, int id, int64_t n) {
   assert_true(id >= 0 && id < g->n_values);
   const kl_value *v = &g->values[id];
@@ -515,6 +528,51 @@ kiln_model *tu_model_of(kl_graph *g, int opt_level) {
   kiln_options_free(o);
   free(buf);
   return m;
+}
+
+/* ---- sessions ---- */
+
+kiln_session *tu_session(const kiln_model *m, bool reference, int threads) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
+  if (threads > 0) assert_int_equal(kiln_options_set_int(o, "threads", threads), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  kiln_options_free(o);
+  return s;
+}
+
+static int64_t info_numel(const kiln_tensor_info *info) {
+  int64_t n = 1;
+  for (int d = 0; d < info->rank; d++) n *= info->dims[d];
+  return n;
+}
+
+float *tu_run_f32(kiln_session *s, const kiln_model *m, float *const *bufs, int64_t *count) {
+  for (int i = 0; i < kiln_model_input_count(m); i++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank,
+                                            info.dims, bufs[i],
+                                            sizeof(float) * (size_t)info_numel(&info)),
+                     KILN_OK);
+  }
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  float *all = NULL;
+  *count = 0;
+  for (int k = 0; k < kiln_model_output_count(m); k++) {
+    kiln_tensor_info info;
+    const void *data;
+    assert_int_equal(kiln_session_get_output(s, k, &info, &data), KILN_OK);
+    assert_int_equal(info.dtype, KILN_DTYPE_FLOAT32);
+    int64_t n = info_numel(&info);
+    all = realloc(all, sizeof(float) * (size_t)(*count + n + 1));
+    assert_non_null(all);
+    memcpy(all + *count, data, sizeof(float) * (size_t)n);
+    *count += n;
+  }
+  return all;
 }
 
 /* ---- the GPU backend against the reference kernels ---- */

@@ -212,6 +212,11 @@ int tu_graph_node(kl_graph *g, kl_op op, const char *name, int n_in, const int *
 int tu_graph_op(kl_graph *g, kl_op op, int n_in, const int *in);
 #define TU_OP(g, op, ...) \
   tu_graph_op(g, KL_OP_##op, TU_COUNT(int, __VA_ARGS__), (const int[]){__VA_ARGS__})
+/* An unnamed node of op over in[] with n_out new outputs, each made a graph output;
+ * returns the node. */
+int tu_graph_output_node(kl_graph *g, kl_op op, int n_in, const int *in, int n_out);
+/* Sets the ints attribute `name` of node n to v[0..count-1]; nothing when count is 0. */
+void tu_node_ints(kl_graph *g, int n, const char *name, int count, const int64_t *v);
 /* Value id is an int64 constant of shape [n]; returns its data. */
 const int64_t *tu_const_i64(const kl_graph *g, int id, int64_t n);
 /* Loads an ONNX file that must load and verify. */
@@ -222,6 +227,16 @@ float *tu_output0_f32(kiln_session *s, int64_t *count);
 /* g written as ONNX and loaded back at opt_level (g is freed); fails the test when
  * either step fails. */
 kiln_model *tu_model_of(kl_graph *g, int opt_level);
+
+/* ---- sessions ---- */
+
+/* A session of m on the reference kernels (reference) or the fast ones, with `threads`
+ * threads (0: the default). */
+kiln_session *tu_session(const kiln_model *m, bool reference, int threads);
+/* Runs s, a session of m, on the float32 inputs bufs[i] (model input i, of the shape m
+ * gives it) and returns every output, float32, one after another: a copy to free, its
+ * element count in *count. */
+float *tu_run_f32(kiln_session *s, const kiln_model *m, float *const *bufs, int64_t *count);
 
 /* Uniform in [lo, hi] from the xorshift32 generator state *rng. */
 float tu_rand_f32(uint32_t *rng, float lo, float hi);

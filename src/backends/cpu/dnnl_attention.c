@@ -15,6 +15,7 @@
  * The reference keeps the scores in double; here they are float32, as in other
  * runtimes. Shapes oneDNN cannot do run the reference kernel. Every buffer is made
  * with the entry for a set of shapes, so running an existing entry allocates nothing. */
+#include "backends/cpu/dnnl_cache.h"
 #include "backends/cpu/dnnl_engine.h"
 #include "backends/cpu/ref/mha.h"
 
@@ -22,15 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AT_SLOTS 4 /* entries kept per node: one per recent set of input shapes */
-
 enum { AT_QK, AT_MASK, AT_SOFTMAX, AT_PV, AT_STEPS };
 
 typedef struct at_entry {
-  bool used, fallback;
-  uint64_t last_use;
-  int rank[4];
-  int64_t dims[4][KL_MAX_RANK];
+  bool fallback;
   dnnl_primitive_t prim[AT_STEPS];
   char slow_impl[32]; /* a step's oneDNN reference implementation, "" when none */
   dnnl_memory_t q, kt, mask, v, y, scores, scratch[AT_STEPS];
@@ -44,10 +40,10 @@ typedef struct at_node {
   kl_dnnl_engine *eng;  /* the session's, not owned */
   dnnl_engine_t engine; /* eng's engine and stream */
   dnnl_stream_t stream;
-  uint64_t clock;
   bool ran_reference;
   const char *ran_slow; /* the last run's slow_impl, NULL when it had none */
-  at_entry slots[AT_SLOTS];
+  kl_dnnl_cache cache;  /* per set of the inputs' shapes, an entry of slots */
+  at_entry slots[KL_DNNL_CACHE_SLOTS];
 } at_node;
 
 typedef struct at_mds {
@@ -207,7 +203,8 @@ static dnnl_status_t ws_bind(at_node *a, at_entry *en) {
   return s;
 }
 
-static void entry_free(at_entry *en) {
+static void entry_free(void *entry) {
+  at_entry *en = entry;
   for (int k = 0; k < AT_STEPS; k++) {
     if (en->prim[k]) dnnl_primitive_destroy(en->prim[k]);
     if (en->scratch[k]) dnnl_memory_destroy(en->scratch[k]);
@@ -218,7 +215,9 @@ static void entry_free(at_entry *en) {
   memset(en, 0, sizeof *en);
 }
 
-static kiln_status entry_build(at_node *a, at_entry *en, const kl_kernel_ctx *c) {
+static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
+  at_node *a = owner;
+  at_entry *en = entry;
   at_mds m;
   size_t need = 0;
   dnnl_status_t s = describe(c, &m);
@@ -233,45 +232,6 @@ static kiln_status entry_build(at_node *a, at_entry *en, const kl_kernel_ctx *c)
   if (s == dnnl_success) return KILN_OK;
   return kl_fail(c->e, s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
                  "oneDNN failed to build the attention primitives (status %d)", (int)s);
-}
-
-static bool matches(const at_entry *en, const kl_kernel_ctx *c) {
-  for (int k = 0; k < 4; k++) {
-    const kl_tensor *t = k < c->n_in ? c->in[k] : NULL;
-    if ((t ? t->rank : -1) != en->rank[k]) return false;
-    if (t && memcmp(en->dims[k], t->dims, sizeof(int64_t) * (size_t)t->rank) != 0) return false;
-  }
-  return true;
-}
-
-/* The entry for c's shapes, built in the least recently used slot when new. */
-static kiln_status entry_get(at_node *a, const kl_kernel_ctx *c, at_entry **out) {
-  at_entry *victim = &a->slots[0];
-  a->clock++;
-  for (int i = 0; i < AT_SLOTS; i++) {
-    at_entry *en = &a->slots[i];
-    if (en->used && matches(en, c)) {
-      en->last_use = a->clock;
-      *out = en;
-      return KILN_OK;
-    }
-    if (!en->used ? victim->used : en->last_use < victim->last_use) victim = en;
-  }
-  entry_free(victim);
-  kiln_status st = entry_build(a, victim, c);
-  if (st != KILN_OK) {
-    entry_free(victim);
-    return st;
-  }
-  victim->used = true;
-  victim->last_use = a->clock;
-  for (int k = 0; k < 4; k++) {
-    const kl_tensor *t = k < c->n_in ? c->in[k] : NULL;
-    victim->rank[k] = t ? t->rank : -1;
-    if (t) memcpy(victim->dims[k], t->dims, sizeof(int64_t) * (size_t)t->rank);
-  }
-  *out = victim;
-  return KILN_OK;
 }
 
 static dnnl_status_t step(at_node *a, at_entry *en, int k, int n, dnnl_exec_arg_t *args) {
@@ -316,10 +276,11 @@ static int at_run(kl_kernel_ctx *c) {
   if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
   for (int k = 0; k < c->n_in; k++) /* oneDNN refuses empty operands */
     if (c->in[k] && kl_tensor_numel(c->in[k]) == 0) return kl_op_get(c->node->op)->ref(c);
-  at_entry *en;
+  void *found;
   a->ran_reference = true;
-  kiln_status st = entry_get(a, c, &en);
+  kiln_status st = kl_dnnl_cache_get(&a->cache, c, &found);
   if (st != KILN_OK) return st;
+  at_entry *en = found;
   a->ran_reference = en->fallback;
   a->ran_slow = en->slow_impl[0] && !en->fallback ? en->slow_impl : NULL;
   return en->fallback ? (kiln_status)kl_op_get(c->node->op)->ref(c) : execute(a, en, c);
@@ -328,7 +289,7 @@ static int at_run(kl_kernel_ctx *c) {
 static void at_release(void *state) {
   at_node *a = state;
   if (!a) return;
-  for (int i = 0; i < AT_SLOTS; i++) entry_free(&a->slots[i]);
+  kl_dnnl_cache_clear(&a->cache);
   free(a);
 }
 
@@ -358,6 +319,8 @@ kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel,
   a->eng = eng;
   a->engine = eng->engine;
   a->stream = eng->stream;
+  /* keyed by the shapes of Q, Kt, V and Mask */
+  kl_dnnl_cache_init(&a->cache, a->slots, sizeof a->slots[0], 4, a, entry_build, entry_free);
   *kernel = (kl_cpu_kernel){"dnnl_attention", at_run, at_release};
   return KILN_OK;
 }

@@ -26,6 +26,7 @@
  * split depends on their count: the same bits run after run at one thread count (as
  * PyTorch's, which uses the same oneDNN kernels), other bits at another. One thread
  * made ResNet-18's step 1.5 times PyTorch's at 2 threads (ConvGradW 46% of it). */
+#include "backends/cpu/dnnl_cache.h"
 #include "backends/cpu/dnnl_engine.h"
 #include "ir/infer_common.h"
 #include "kl_config.h"
@@ -37,7 +38,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GR_SLOTS 4 /* entries kept per node: one per recent set of input shapes */
 #define GR_SMALL_WORK 262144.0 /* multiply-adds below which one thread runs it (dnnl.c) */
 
 typedef enum gr_try { GR_TRY_ANY, GR_TRY_PLAIN, GR_TRY_CL, GR_TRIES } gr_try;
@@ -56,10 +56,7 @@ typedef struct gr_io {
 enum { GR_IN0, GR_IN1, GR_OUT, GR_IOS };
 
 typedef struct gr_entry {
-  bool used, fallback;
-  uint64_t last_use;
-  int rank[3];
-  int64_t dims[3][KL_MAX_RANK];
+  bool fallback;
   dnnl_primitive_t prim;
   gr_io io[GR_IOS];
   dnnl_memory_t scratch; /* the primitive's and the reorders' shared scratchpad */
@@ -72,10 +69,10 @@ typedef struct gr_entry {
 typedef struct gr_node {
   kl_dnnl_engine *eng; /* the session's, not owned */
   bool to_x;           /* ConvGradX, else ConvGradW */
-  uint64_t clock;
   bool ran_reference;
   const char *ran_impl;
-  gr_entry slots[GR_SLOTS];
+  kl_dnnl_cache cache; /* per set of the inputs' shapes, an entry of slots */
+  gr_entry slots[KL_DNNL_CACHE_SLOTS];
 } gr_node;
 
 /* The geometry of the forward Conv, as oneDNN wants it. */
@@ -314,46 +311,17 @@ static kiln_status build(gr_node *g, gr_entry *en, kl_kernel_ctx *c) {
                  g->to_x ? "backward-data" : "backward-weights", (int)s);
 }
 
-static bool matches(const gr_entry *en, const kl_kernel_ctx *c) {
-  for (int k = 0; k < 3; k++) {
-    const kl_tensor *t = c->in[k];
-    if (t->rank != en->rank[k] || memcmp(en->dims[k], t->dims, sizeof(int64_t) * (size_t)t->rank))
-      return false;
-  }
-  return true;
+/* The cache's callbacks (dnnl_cache.h): an entry for c's shapes, built with small work
+ * on one thread and the rest on the session's (see the top of this file on what that
+ * means for backward-weights' sums), and freed. */
+static kiln_status cache_build(void *owner, void *entry, kl_kernel_ctx *c) {
+  gr_node *g = owner;
+  gr_entry *en = entry;
+  en->single = work_of(g, c) < GR_SMALL_WORK;
+  return with_threads(en->single, g, en, c, build);
 }
 
-/* The entry for c's shapes, built in the least recently used slot when new. */
-static kiln_status entry_get(gr_node *g, kl_kernel_ctx *c, gr_entry **out) {
-  gr_entry *victim = &g->slots[0];
-  g->clock++;
-  for (int i = 0; i < GR_SLOTS; i++) {
-    gr_entry *en = &g->slots[i];
-    if (en->used && matches(en, c)) {
-      en->last_use = g->clock;
-      *out = en;
-      return KILN_OK;
-    }
-    if (!en->used ? victim->used : en->last_use < victim->last_use) victim = en;
-  }
-  entry_free(victim);
-  /* small work on one thread; the rest on the session's (see the top of this file on
-   * what that means for backward-weights' sums) */
-  victim->single = work_of(g, c) < GR_SMALL_WORK;
-  kiln_status st = with_threads(victim->single, g, victim, c, build);
-  if (st != KILN_OK) {
-    entry_free(victim);
-    return st;
-  }
-  victim->used = true;
-  victim->last_use = g->clock;
-  for (int k = 0; k < 3; k++) {
-    victim->rank[k] = c->in[k]->rank;
-    memcpy(victim->dims[k], c->in[k]->dims, sizeof(int64_t) * (size_t)c->in[k]->rank);
-  }
-  *out = victim;
-  return KILN_OK;
-}
+static void cache_free(void *entry) { entry_free(entry); }
 
 /* Points the staged operands and the scratchpads into the workspace, when it is new
  * to them. */
@@ -421,10 +389,11 @@ static int gr_run(kl_kernel_ctx *c) {
   if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
   for (int k = 0; k < 2; k++) /* oneDNN refuses empty operands; the gradient is zeros */
     if (kl_tensor_numel(c->in[k]) == 0) return kl_op_get(c->node->op)->ref(c);
-  gr_entry *en;
+  void *found;
   g->ran_reference = true;
-  kiln_status st = entry_get(g, c, &en);
+  kiln_status st = kl_dnnl_cache_get(&g->cache, c, &found);
   if (st != KILN_OK) return st;
+  gr_entry *en = found;
   g->ran_reference = en->fallback;
   if (en->fallback) return kl_op_get(c->node->op)->ref(c);
   g->ran_impl = en->impl;
@@ -434,7 +403,7 @@ static int gr_run(kl_kernel_ctx *c) {
 static void gr_release(void *state) {
   gr_node *g = state;
   if (!g) return;
-  for (int i = 0; i < GR_SLOTS; i++) entry_free(&g->slots[i]);
+  kl_dnnl_cache_clear(&g->cache);
   free(g);
 }
 
@@ -465,6 +434,8 @@ kiln_status kl_dnnl_grad_create(kl_dnnl_engine *eng, const kl_node *n, kl_cpu_ke
   if (!g) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a oneDNN convolution gradient");
   g->eng = eng;
   g->to_x = n->op == KL_OP_KilnConvGradX;
+  /* keyed by the shapes of the three inputs */
+  kl_dnnl_cache_init(&g->cache, g->slots, sizeof g->slots[0], 3, g, cache_build, cache_free);
   *kernel = (kl_cpu_kernel){g->to_x ? "dnnl_conv_grad_x" : "dnnl_conv_grad_w", gr_run, gr_release};
   return KILN_OK;
 }
