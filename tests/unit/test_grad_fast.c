@@ -282,11 +282,11 @@ static void test_max_pool_grad_nan(void **state) {
     v[k] = k % 17 == 3 ? NAN : k % 5 == 1 || (k >= 41 && k < 82) ? -INFINITY
                                                                : (float)((k * 37) % 23) - 11.0f;
   int x = kl_graph_add_const(g, NULL, KL_F32, 4, xd, v, sizeof(float) * (size_t)n, false, NULL);
-  int dy = input(g, "dy", 4, yd);
-  int k = node_n(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1);
-  ints_attr(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
-  ints_attr(g, k, "strides", 2, (int64_t[]){2, 2});
-  ints_attr(g, k, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  int dy = tu_graph_input(g, "dy", KL_F32, 4, yd);
+  int k = tu_graph_output_node(g, KL_OP_KilnMaxPoolGrad, 2, (int[]){dy, x}, 1);
+  tu_node_ints(g, k, "kernel_shape", 2, (int64_t[]){3, 3});
+  tu_node_ints(g, k, "strides", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, k, "pads", 4, (int64_t[]){1, 1, 1, 1});
   check(g, "MaxPoolGrad with NaN and -inf");
 }
 
