@@ -184,6 +184,13 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      rewrite is for the CPU). A device that does not exist or does not
  *                      open fails session creation; device memory is not counted by
  *                      "memory_limit".
+ *   "precision"        the arithmetic of convolutions and matrix products: "auto"
+ *                      (default: TF32 on a GPU with tensor cores, where kiln has
+ *                      kernels for them (NVIDIA sm_80 and later), as PyTorch's cuDNN
+ *                      default; float32 everywhere else), "fp32" (float32 everywhere),
+ *                      "tf32" (operands rounded to 10-bit mantissas, sums in float32;
+ *                      session creation fails where the device has no tensor cores,
+ *                      the CPU included). bf16 and fp16 are not built yet.
  * Training settings (kiln_trainer_create; docs/training.md), strings:
  *   "loss"             cross_entropy (default: logits [N, C, ...] against int64 class
  *                      indices), nll (log-probabilities), mse, l1, smooth_l1,

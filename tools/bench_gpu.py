@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """kiln on a GPU against PyTorch CUDA, in one call (docs/gpu.md): ResNet-50 and BERT-base
 at batch 32 (sequence 128), random weights, exported to ONNX here, then timed by
-`kiln bench --device opencl` and by PyTorch eager on the same GPU (fp32 with TF32 off and
-on; p50 of --iterations after warm-up). Also checks kiln's outputs against PyTorch's.
+`kiln bench --device opencl` at --precision fp32 and tf32 and by PyTorch eager on the
+same GPU (TF32 off and on; p50 of --iterations after warm-up). Also checks kiln's
+outputs against PyTorch's fp32 ones (TF32 off): tightly at fp32, loosely at tf32. With
+--gemm N, also an N x N x N matrix product: kiln's kernel time (`kiln bench --profile`,
+by OpenCL events: the inputs' uploads are not in it) against torch.matmul's, TFLOP/s.
 
 Usage (on the GPU machine, ../shared/GPU.md: the kiln build and its libraries carried):
   python3 tools/bench_gpu.py --kiln .gpu/kiln --out /tmp/gpubench [--iterations 30]
-Prints a markdown table; needs torch with CUDA, torchvision, transformers, onnx.
+                             [--gemm 8192] [--skip-models]
+Prints markdown tables; needs torch with CUDA, torchvision, transformers, onnx.
 """
 import argparse
 import json
@@ -65,9 +69,14 @@ def models(out):
     return made
 
 
-def kiln_check(kiln, path, inputs, outputs):
-    """A test-case folder beside the model (PyTorch's fp32 outputs, TF32 off, as
-    expected) checked by `kiln check --device opencl`; returns its last line."""
+# kiln check's tolerances per precision: fp32 as tight as float's summation order
+# allows; tf32 (10-bit mantissas) as PyTorch's own TF32 differs from its fp32
+TOLERANCES = {"fp32": ("1e-3", "1e-4"), "tf32": ("3e-2", "3e-2")}
+
+
+def kiln_case(path, inputs, outputs):
+    """A test-case folder beside the model with PyTorch's fp32 outputs (TF32 off) as
+    expected; returns the model's new path and the folder."""
     from onnx import numpy_helper
     case = os.path.splitext(path)[0]
     data = os.path.join(case, "test_data_set_0")
@@ -79,18 +88,58 @@ def kiln_check(kiln, path, inputs, outputs):
     for i, t in enumerate(outputs):
         with open(os.path.join(data, f"output_{i}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(t.cpu().numpy()).SerializeToString())
-    r = subprocess.run([kiln, "check", "--device", "opencl", "--rtol", "1e-3", "--atol", "1e-4",
-                        case], capture_output=True, text=True)
+    return os.path.join(case, "model.onnx"), case
+
+
+def kiln_check(kiln, case, precision):
+    """`kiln check --device opencl` at a precision; returns its first line."""
+    rtol, atol = TOLERANCES[precision]
+    r = subprocess.run([kiln, "check", "--device", "opencl", "--precision", precision,
+                        "--rtol", rtol, "--atol", atol, case], capture_output=True, text=True)
     lines = (r.stdout + r.stderr).strip().splitlines()
-    return os.path.join(case, "model.onnx"), (lines[0] if lines else "no output")[:300]
+    return (lines[0] if lines else "no output")[:300]
 
 
-def kiln_bench(kiln, path, iters):
-    r = subprocess.run([kiln, "bench", path, "--device", "opencl", "--iterations", str(iters),
-                        "--warmup", "3", "--json"], capture_output=True, text=True)
+def kiln_bench(kiln, path, iters, precision, profile=False):
+    cmd = [kiln, "bench", path, "--device", "opencl", "--precision", precision,
+           "--iterations", str(iters), "--warmup", "3", "--json"]
+    r = subprocess.run(cmd + (["--profile"] if profile else []), capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip()[-400:]
     return json.loads(r.stdout), None
+
+
+def gemm(kiln, out, n, iters):
+    """kiln's MatMul kernel time on [n, n] x [n, n] (profile) against torch.matmul."""
+    import onnx
+    from onnx import TensorProto, helper
+    vi = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, n]) for x in "aby"]
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "mm", vi[:2], vi[2:])
+    path = os.path.join(out, f"matmul_{n}.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    flops = 2.0 * n ** 3
+    rows = []
+    for prec, tf32 in (("fp32", False), ("tf32", True)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        t = p50_torch(lambda: a @ b, iters)
+        res, err = kiln_bench(kiln, path, max(3, iters // 3), prec, profile=True)
+        k = None
+        if res:
+            k = sum(op["ms"] for op in res["profile"]["ops"] if op["op"] == "MatMul")
+        rows.append((prec, k, t, err, res["profile"]["ops"][0]["kernels"] if res else ""))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(f"\n{n} x {n} x {n} matrix product (kiln: the kernel's time by OpenCL events)\n")
+    print("| precision | kiln ms | kiln TFLOP/s | kiln kernel | PyTorch ms | PyTorch TFLOP/s "
+          "| kiln / PyTorch rate |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for prec, k, t, err, kern in rows:
+        if k is None:
+            print(f"| {prec} | failed: {err} | | | {t:.2f} | {flops / t / 1e9:.1f} | - |")
+            continue
+        print(f"| {prec} | {k:.2f} | {flops / k / 1e9:.1f} | {kern} | {t:.2f} | "
+              f"{flops / t / 1e9:.1f} | {t / k:.2f} |")
 
 
 def main():
@@ -98,11 +147,15 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--out", default="/tmp/gpubench")
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--gemm", type=int, default=0, help="also an N x N x N product")
+    ap.add_argument("--skip-models", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     dev = torch.cuda.get_device_name(0)
     rows = []
-    for name, model, inputs, path in models(a.out):
+    if a.gemm:
+        gemm(a.kiln, a.out, a.gemm, a.iterations)
+    for name, model, inputs, path in ([] if a.skip_models else models(a.out)):
         m = model.cuda()
         xs = tuple(t.cuda() for t in inputs)
         with torch.no_grad():
@@ -117,22 +170,30 @@ def main():
             torch.backends.cudnn.allow_tf32 = False
             out = m(*xs)
             out = out if isinstance(out, torch.Tensor) else out[0]
-        path, check = kiln_check(a.kiln, path, inputs, [out])
-        print(f"{name}: kiln check --device opencl: {check}", flush=True)
-        res, err = kiln_bench(a.kiln, path, a.iterations)
-        k = res["latency_ms"]["p50"] if res else None
-        rows.append((name, k, fp32, tf32, res, err))
+        path, case = kiln_case(path, inputs, [out])
+        ks = {}
+        for prec in ("fp32", "tf32"):
+            check = kiln_check(a.kiln, case, prec)
+            print(f"{name}: kiln check --device opencl --precision {prec}: {check}", flush=True)
+            res, err = kiln_bench(a.kiln, path, a.iterations, prec)
+            ks[prec] = (res["latency_ms"]["p50"] if res else None, res, err)
+        rows.append((name, ks, fp32, tf32))
+    if not rows:
+        return
     print(f"GPU: {dev}; PyTorch {torch.__version__} eager, cuDNN benchmark on; p50 of "
           f"{a.iterations} runs\n")
-    print("| model | kiln --device opencl p50 ms | PyTorch fp32 (TF32 off) ms | PyTorch TF32 ms "
-          "| kiln / PyTorch fp32 | nodes on the device |")
-    print("|---|---:|---:|---:|---:|---|")
-    for name, k, fp32, tf32, res, err in rows:
-        if k is None:
-            print(f"| {name} | failed: {err} | {fp32:.2f} | {tf32:.2f} | - | - |")
-            continue
-        print(f"| {name} | {k:.2f} | {fp32:.2f} | {tf32:.2f} | {k / fp32:.1f} | "
-              f"{res.get('device_nodes')} of {res.get('nodes')} |")
+    print("| model | kiln fp32 ms | kiln tf32 ms | PyTorch fp32 (TF32 off) ms | PyTorch TF32 ms "
+          "| kiln / PyTorch, fp32 | kiln / PyTorch, TF32 | nodes on the device |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, ks, fp32, tf32 in rows:
+        k32, res, err = ks["fp32"]
+        kt, rest, errt = ks["tf32"]
+        cell = lambda v, e: f"{v:.2f}" if v is not None else f"failed: {e}"  # noqa: E731
+        ratio = lambda v, p: f"{v / p:.2f}" if v is not None else "-"  # noqa: E731
+        nodes = res or rest
+        print(f"| {name} | {cell(k32, err)} | {cell(kt, errt)} | {fp32:.2f} | {tf32:.2f} | "
+              f"{ratio(k32, fp32)} | {ratio(kt, tf32)} | "
+              f"{nodes.get('device_nodes') if nodes else '-'} of {nodes.get('nodes') if nodes else '-'} |")
 
 
 if __name__ == "__main__":

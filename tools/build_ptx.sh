@@ -4,13 +4,14 @@
 #   build_ptx.sh CLANG LLVM_LINK OPT LLC LIBCLC_BC SM PTX_VERSION IN.cl OUT.ptx
 # clang emits LLVM bitcode for nvptx64 OpenCL, llvm-link adds libclc's work-item
 # builtins, opt inlines them (without it the PTX keeps calls to get_global_id), and llc
-# writes PTX for sm_SM with PTX ISA PTX_VERSION.
+# writes PTX for sm_SM with PTX ISA PTX_VERSION. The kernels see KL_SM=SM (tc.cl's
+# tensor-core kernels exist from sm_80 on).
 set -euo pipefail
 clang=$1 link=$2 opt=$3 llc=$4 libclc=$5 sm=$6 ptx=$7 in=$8 out=$9
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$clang" -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -Xclang -finclude-default-header \
-  -O3 -emit-llvm -c "$in" -o "$tmp/k.bc"
+  -DKL_SM="$sm" -O3 -emit-llvm -c "$in" -o "$tmp/k.bc"
 "$link" "$tmp/k.bc" "$libclc" -o "$tmp/linked.bc" 2>"$tmp/link.err" || { cat "$tmp/link.err" >&2; exit 1; }
 "$opt" -O3 "$tmp/linked.bc" -o "$tmp/opt.bc"
 "$llc" -O3 -mcpu="sm_$sm" -mattr="+ptx$ptx" "$tmp/opt.bc" -o "$out"

@@ -25,6 +25,7 @@ typedef struct cli_common {
   bool keep_weights; /* --keep-weights: run and bench do not set release_weights */
   bool fast_only;    /* --fast-only: the option fast_only */
   const char *device; /* --device: the option "device" */
+  const char *precision; /* --precision: the option "precision" */
 } cli_common;
 
 /* Parse an option shared by the subcommands at argv[*i] ("-O2", "--threads 4", ...).

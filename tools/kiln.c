@@ -27,6 +27,9 @@ const char *cli_run_help =
     "                        first OpenCL device), opencl:P.D (`kiln info` lists them),\n"
     "                        auto (a GPU when one opens, else the CPU); nodes the device\n"
     "                        has no kernel for run on the CPU (kiln inspect --device D)\n"
+    "  --precision P         auto (default: TF32 for convolutions and matrix products on a\n"
+    "                        GPU with tensor cores, as PyTorch's cuDNN default; float32\n"
+    "                        elsewhere), fp32, or tf32 (fails where there are none)\n"
     "  --fast-only           fail where a convolution, matrix product, pooling or\n"
     "                        attention node would run on a slow reference implementation\n"
     "                        (oneDNN's or kiln's) at this machine's ISA level\n";
@@ -119,8 +122,8 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
   }
   int64_t v;
   const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--max-work",
-                         "--passes", "--input-types", "--device"};
-  for (int k = 0; k < 7; k++) {
+                         "--passes", "--input-types", "--device", "--precision"};
+  for (int k = 0; k < 8; k++) {
     if (strcmp(a, names[k]) != 0) continue;
     if (*i + 1 >= argc) {
       fprintf(stderr, "kiln: %s needs a value\n", a);
@@ -128,7 +131,8 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
     }
     const char *val = argv[++*i];
     if (k >= 4) {
-      *(k == 4 ? &c->passes : k == 5 ? &c->input_types : &c->device) = val;
+      *(k == 4 ? &c->passes : k == 5 ? &c->input_types : k == 6 ? &c->device
+                                                            : &c->precision) = val;
       return 1;
     }
     if (!cli_parse_int(val, &v) || v < 0) {
@@ -160,7 +164,8 @@ bool cli_check_applies(const cli_common *c, const char *cmd, bool runs) {
   const char *given = c->keep_weights ? "--keep-weights" : NULL;
   if (!runs && !given)
     given = c->threads ? "--threads" : c->memory_limit ? "--memory-limit" : c->pin ? "--pin"
-            : c->fast_only ? "--fast-only" : c->device ? "--device" : NULL;
+            : c->fast_only ? "--fast-only" : c->device ? "--device"
+            : c->precision ? "--precision" : NULL;
   if (!given) return true;
   fprintf(stderr, "kiln %s: %s does not apply here: %s\n", cmd, given,
           runs ? "only run and bench free the weights oneDNN packs"
@@ -187,6 +192,8 @@ kiln_options *cli_options(const cli_common *c) {
   if (st == KILN_OK && c->input_types)
     st = kiln_options_set_string(o, "input_types", c->input_types);
   if (st == KILN_OK && c->device) st = kiln_options_set_string(o, "device", c->device);
+  if (st == KILN_OK && c->precision)
+    st = kiln_options_set_string(o, "precision", c->precision);
   if (st != KILN_OK) {
     fprintf(stderr, "kiln: %s\n", kiln_options_error(o));
     kiln_options_free(o);

@@ -23,7 +23,7 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
     d = *src;
     d.err = (kl_err){0};
     char **strs[] = {&d.passes, &d.input_types, &d.device, &d.loss, &d.optimizer, &d.frozen,
-                     &d.reduction};
+                     &d.reduction, &d.precision};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
       if (*strs[i] && !(*strs[i] = strdup(*strs[i]))) {
         for (size_t j = 0; j < i; j++) free(*strs[j]);
@@ -37,7 +37,7 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
 
 void kl_options_clear(kiln_options *o) {
   char **strs[] = {&o->passes, &o->input_types, &o->device, &o->loss, &o->optimizer,
-                   &o->frozen, &o->reduction};
+                   &o->frozen, &o->reduction, &o->precision};
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
     free(*strs[i]);
     *strs[i] = NULL;
@@ -112,8 +112,8 @@ static const float_option float_options[] = {
     FOPT(smooth_l1_beta, 0, INFINITY, "smooth L1's beta, at least 0"),
 };
 #undef FOPT
-static const char *const string_options[] = {"passes", "input_types", "device", "loss",
-                                             "optimizer", "frozen", "reduction"};
+static const char *const string_options[] = {"passes", "input_types", "device", "precision",
+                                             "loss", "optimizer", "frozen", "reduction"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Records the setter's failure in o (each call replaces the last message). */
@@ -203,6 +203,7 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
   char **slot = strcmp(name, "passes") == 0        ? &o->passes
                : strcmp(name, "input_types") == 0 ? &o->input_types
                : strcmp(name, "device") == 0      ? &o->device
+               : strcmp(name, "precision") == 0   ? &o->precision
                : strcmp(name, "loss") == 0        ? &o->loss
                : strcmp(name, "optimizer") == 0   ? &o->optimizer
                : strcmp(name, "frozen") == 0      ? &o->frozen
@@ -225,9 +226,11 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
   static const char *const optimizers[] = {"sgd", "adagrad", "adam", "adamw", "lamb",
                                            "lars", NULL};
   static const char *const reductions[] = {"mean", "sum", NULL};
+  static const char *const precisions[] = {"auto", "fp32", "tf32", NULL};
   const char *const *allowed = slot == &o->loss        ? losses
                                : slot == &o->optimizer ? optimizers
                                : slot == &o->reduction ? reductions
+                               : slot == &o->precision ? precisions
                                                        : NULL;
   bool known = !allowed || !*value;
   for (int i = 0; allowed && allowed[i] && !known; i++) known = strcmp(value, allowed[i]) == 0;
@@ -235,6 +238,8 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
     return refuse(o, "option '%s': '%s' is not one: expected %s", name, value,
                   allowed == losses       ? "cross_entropy, nll, mse, l1, smooth_l1 or bce_logits"
                   : allowed == optimizers ? "sgd, adagrad, adam, adamw, lamb or lars"
+                  : allowed == precisions ? "auto, fp32 or tf32 (bf16 and fp16 are not "
+                                            "built yet)"
                                           : "mean or sum");
   char *p = NULL;
   if (*value && !(p = strdup(value))) {

@@ -23,6 +23,7 @@ struct kiln_options {
   char *passes; /* owned, NULL when not set */
   char *input_types; /* owned, NULL when not set: TorchScript inputs' types */
   char *device;      /* owned, NULL when not set: "cpu", "auto", "opencl[:P.D]" */
+  char *precision;   /* owned, NULL when not set: "auto", "fp32", "tf32" */
   /* training (kiln_trainer_create): owned strings, NULL when not set */
   char *loss;        /* cross_entropy (default), nll, mse, l1, smooth_l1, bce_logits */
   char *optimizer;   /* sgd (default), adagrad, adam, adamw, lamb, lars */

@@ -341,7 +341,8 @@ static kiln_status place_nodes(kiln_session *s) {
   kl_err quiet = {0};
   kl_model_device *md = NULL;
   kiln_status st = model_device(s, any ? "opencl" : spec, &md, any ? &quiet : &s->err);
-  if (st == KILN_OK) st = kl_gpu_backend_create(md->dev, g, &s->dev, any ? &quiet : &s->err);
+  if (st == KILN_OK)
+    st = kl_gpu_backend_create(md->dev, g, s->opts.precision, &s->dev, any ? &quiet : &s->err);
   if (st != KILN_OK) return any ? KILN_OK : st; /* auto: the CPU when no device opens */
   size_t nv = (size_t)g->n_values + 1, nn = (size_t)g->n_nodes + 1;
   s->place = calloc(nn, 1);
@@ -465,6 +466,10 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
   if (st == KILN_OK) st = session_claim(s);
   if (st == KILN_OK) st = session_alloc(s);
   if (st == KILN_OK) st = place_nodes(s); /* first: the CPU plans around the device */
+  if (st == KILN_OK && s->opts.precision && strcmp(s->opts.precision, "tf32") == 0 && !s->dev)
+    st = kl_fail(&s->err, KILN_ERR_UNSUPPORTED, "option 'precision': tf32 is a GPU's (tensor "
+                 "cores); this session runs on the CPU (device '%s'), which computes float32: "
+                 "use fp32 or auto", s->opts.device && *s->opts.device ? s->opts.device : "cpu");
   if (st == KILN_OK) st = session_plan_kernels(s);
   if (st == KILN_OK) st = check_weights_limit(s);
   if (st != KILN_OK && s->counted) session_unclaim(s);

@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "testutil.h"
 
@@ -348,6 +349,141 @@ static void test_fused_products(void **state) {
   }
 }
 
+/* ---- TF32 on the tensor cores (kernels/tc.cl) ---- */
+
+/* Whether the device takes precision tf32 (NVIDIA sm_80 and later, with the embedded
+ * PTX); where it does not (PoCL), session creation must say why. */
+static bool device_tf32(void) {
+  kl_graph *g = tu_graph_new();
+  out_node(g, KL_OP_MatMul, 2,
+           (const int[]){input(g, 2, (const int64_t[]){16, 16}), input(g, 2, (const int64_t[]){16, 16})});
+  kiln_model *m = tu_model_of(g, 0);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "device", "opencl"), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "precision", "tf32"), KILN_OK);
+  kiln_session *s = NULL;
+  kiln_status st = kiln_session_create(m, o, &s);
+  if (st != KILN_OK) {
+    assert_int_equal(st, KILN_ERR_UNSUPPORTED);
+    if (!strstr(kiln_session_error(s), "tensor cores"))
+      fail_msg("precision tf32 refused without saying why: %s", kiln_session_error(s));
+  }
+  kiln_session_free(s);
+  kiln_options_free(o);
+  kiln_model_free(m);
+  return st == KILN_OK;
+}
+
+/* Convolutions for the tensor cores: at least 16 output channels a group and 16
+ * products an output; row tiles of 64 and 128 crossed, columns (batch x positions) not
+ * a multiple of 128, k not a multiple of the step of 16. */
+static const conv_case tc_conv_cases[] = {
+    {"3x3 pad 1 batch 2, 19 -> 70, 13x13", 4, {2, 19, 13, 13}, {70, 19, 3, 3}, 1, {0}, {0},
+     {1, 1, 1, 1}, NULL, true},
+    {"1x1 64 -> 40 over 7x7, batch 3", 4, {3, 64, 7, 7}, {40, 64, 1, 1}, 1, {0}, {0}, {0},
+     NULL, true},
+    {"groups 2 stride 2, 32 -> 48", 4, {2, 32, 15, 11}, {48, 16, 3, 3}, 2, {2, 2}, {0},
+     {1, 1, 1, 1}, NULL, false},
+    {"5x5 dilation 2 asymmetric pads, 17 -> 33", 4, {1, 17, 20, 18}, {33, 17, 5, 5}, 1, {0},
+     {2, 2}, {3, 1, 2, 4}, NULL, true},
+    {"130 -> 150: two row tiles of 128", 4, {1, 130, 6, 5}, {150, 130, 3, 3}, 1, {0}, {0},
+     {1, 1, 1, 1}, NULL, true},
+    {"1-D stride 2, 20 -> 24", 3, {2, 20, 70}, {24, 20, 5}, 1, {2}, {0}, {2, 1}, NULL, true},
+    {"3-D, 8 -> 20", 5, {1, 8, 5, 6, 7}, {20, 8, 2, 3, 3}, 1, {0}, {0}, {0, 1, 1, 1, 1, 0},
+     NULL, true},
+};
+
+static const mm_case tc_mm_cases[] = {
+    {"[B, M, K] x [K, N] 3 x 70 x 33 x 150", 3, 2, {3, 70, 33}, {33, 150}},
+    {"[2, 3, M, K] x [2, 1, K, N] 40 x 17 x 65", 4, 4, {2, 3, 40, 17}, {2, 1, 17, 65}},
+    {"[M, K] x [K, N] 33 x 1000 x 129 (many steps of k)", 2, 2, {33, 1000}, {1000, 129}},
+    {"[M, K] x [K, N] 200 x 64 x 300", 2, 2, {200, 64}, {64, 300}},
+};
+
+/* TF32 products. With inputs rounded to TF32 the products are exact and only the order
+ * of the float sums differs from the reference's (a tolerance for sums, 1000 terms at
+ * most); with inputs as drawn, TF32's rounding of each operand (2^-11 relative) over
+ * sums of up to ~300 products of values in [-2, 2] (TF32_TOL). Where the device has no
+ * tensor cores (PoCL in CI) the test checks that precision tf32 is refused and says so. */
+#define EXACT_TOL TU_TOL(1e-3, 1e-4)
+#define TF32_TOL TU_TOL(0.1, 4e-3)
+
+static void tc_check(kl_graph *(*make)(int), int arg, const char *what) {
+  tu_gpu_check_at(make(arg), what, 0, EXACT_TOL, 1, true, "tf32", true);
+  char inexact[200];
+  snprintf(inexact, sizeof inexact, "%s, inputs not TF32", what);
+  tu_gpu_check_at(make(arg), inexact, 0, TF32_TOL, 1, true, "tf32", false);
+}
+
+static kl_graph *tc_conv_graph(int i) {
+  kl_graph *g = tu_graph_new();
+  conv_node(g, KL_OP_Conv, &tc_conv_cases[i], -1);
+  return g;
+}
+
+static kl_graph *tc_fused_conv_graph(int act) {
+  kl_graph *g = tu_graph_new(); /* Y [2, 70, 13, 13] */
+  int sum = input(g, 4, (const int64_t[]){2, 70, 13, 13});
+  set_act(g, conv_node(g, KL_OP_KilnFusedConv, &tc_conv_cases[0], sum), &acts[act]);
+  return g;
+}
+
+static kl_graph *tc_matmul_graph(int i) {
+  kl_graph *g = tu_graph_new();
+  const mm_case *c = &tc_mm_cases[i];
+  out_node(g, KL_OP_MatMul, 2, (const int[]){input(g, c->ra, c->a), input(g, c->rb, c->b)});
+  return g;
+}
+
+static kl_graph *tc_gemm_graph(int t) { /* transA t & 1, transB t >> 1; C [N]; alpha, beta */
+  int ta = t & 1, tb = t >> 1;
+  int64_t m = 77, n = 130, k = 45;
+  kl_graph *g = tu_graph_new();
+  int a = input(g, 2, ta ? (const int64_t[]){k, m} : (const int64_t[]){m, k});
+  int b = input(g, 2, tb ? (const int64_t[]){n, k} : (const int64_t[]){k, n});
+  int c = input(g, 1, (const int64_t[]){n});
+  int node = out_node(g, KL_OP_Gemm, 3, (const int[]){a, b, c});
+  assert_int_equal(kl_node_set_int(g, node, "transA", ta, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_int(g, node, "transB", tb, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, node, "alpha", 0.5f, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, node, "beta", -1.5f, NULL), KILN_OK);
+  return g;
+}
+
+static kl_graph *tc_fused_matmul_graph(int act) {
+  kl_graph *g = tu_graph_new();
+  int a = input(g, 3, (const int64_t[]){2, 50, 40}), b = input(g, 2, (const int64_t[]){40, 70});
+  int c = input(g, 1, (const int64_t[]){70}), s = input(g, 3, (const int64_t[]){2, 50, 70});
+  set_act(g, out_node(g, KL_OP_KilnFusedMatMul, 4, (const int[]){a, b, c, s}), &acts[act]);
+  return g;
+}
+
+static void test_tf32(void **state) {
+  (void)state;
+  if (!device_tf32()) {
+    print_message("[  INFO    ] the OpenCL device has no tensor cores: checked that precision "
+                  "tf32 is refused; the TF32 kernels run on NVIDIA (docs/gpu.md)\n");
+    return;
+  }
+  char what[160];
+  for (int i = 0; i < TU_LEN(tc_conv_cases); i++) {
+    snprintf(what, sizeof what, "TF32 Conv %s", tc_conv_cases[i].what);
+    tc_check(tc_conv_graph, i, what);
+  }
+  tc_check(tc_fused_conv_graph, 0, "TF32 FusedConv + bias + Sum + Relu");
+  tc_check(tc_fused_conv_graph, 9, "TF32 FusedConv + bias + Sum + Silu");
+  for (int i = 0; i < TU_LEN(tc_mm_cases); i++) {
+    snprintf(what, sizeof what, "TF32 MatMul %s", tc_mm_cases[i].what);
+    tc_check(tc_matmul_graph, i, what);
+  }
+  for (int t = 0; t < 4; t++) {
+    snprintf(what, sizeof what, "TF32 Gemm transA %d transB %d, C [N], alpha, beta", t & 1, t >> 1);
+    tc_check(tc_gemm_graph, t, what);
+  }
+  tc_check(tc_fused_matmul_graph, 7, "TF32 FusedMatMul + Bias + Sum + Gelu");
+}
+
 /* ---- pooling ---- */
 
 static void test_pool(void **state) {
@@ -524,6 +660,7 @@ int main(void) {
       cmocka_unit_test(test_fused_products), cmocka_unit_test(test_pool),
       cmocka_unit_test(test_global_pool),    cmocka_unit_test(test_batchnorm),
       cmocka_unit_test(test_cpu_fallbacks),  cmocka_unit_test(test_network),
+      cmocka_unit_test(test_tf32),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -577,11 +577,13 @@ float *tu_run_f32(kiln_session *s, const kiln_model *m, float *const *bufs, int6
 
 /* ---- the GPU backend against the reference kernels ---- */
 
-static kiln_session *gpu_session(const kiln_model *m, const char *device, bool reference) {
+static kiln_session *gpu_session(const kiln_model *m, const char *device, bool reference,
+                                 const char *precision) {
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
   assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
   if (device) assert_int_equal(kiln_options_set_string(o, "device", device), KILN_OK);
+  if (precision) assert_int_equal(kiln_options_set_string(o, "precision", precision), KILN_OK);
   kiln_session *s = NULL;
   if (kiln_session_create(m, o, &s) != KILN_OK)
     fail_msg("session on %s: %s", device ? device : "the CPU", kiln_session_error(s));
@@ -601,8 +603,22 @@ static void gpu_set_inputs(kiln_session *s, const kiln_model *m, void **bufs) {
   }
 }
 
+/* x rounded to TF32 (10-bit mantissa, to nearest, ties away: cvt.rna's rule), finite x */
+static float tf32_of(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
 int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
                  bool all_on_device) {
+  return tu_gpu_check_at(g, what, opt_level, tol, int_hi, all_on_device, "fp32", false);
+}
+
+int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
+                    bool all_on_device, const char *precision, bool tf32_inputs) {
   static uint32_t rng = 12345;
   kiln_model *m = tu_model_of(g, opt_level);
   int n_in = kiln_model_input_count(m);
@@ -616,13 +632,26 @@ int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64
     bufs[i] = malloc(kiln_dtype_size(info.dtype) * (size_t)(n ? n : 1));
     assert_non_null(bufs[i]);
     for (int64_t k = 0; k < n; k++) {
-      if (info.dtype == KILN_DTYPE_FLOAT32) ((float *)bufs[i])[k] = tu_rand_f32(&rng, -2, 2);
+      if (info.dtype == KILN_DTYPE_FLOAT32) {
+        float v = tu_rand_f32(&rng, -2, 2);
+        ((float *)bufs[i])[k] = tf32_inputs ? tf32_of(v) : v;
+      }
       else if (info.dtype == KILN_DTYPE_INT64)
         ((int64_t *)bufs[i])[k] = (int64_t)(tu_rand_f32(&rng, 0, 1) * (float)int_hi) % int_hi;
       else fail_msg("%s: input %d has a dtype this check does not fill", what, i);
     }
   }
-  kiln_session *ref = gpu_session(m, NULL, true), *dev = gpu_session(m, "opencl", false);
+  kiln_session *ref = gpu_session(m, NULL, true, NULL);
+  kiln_session *dev = gpu_session(m, "opencl", false, precision);
+  bool tf32 = strcmp(precision, "tf32") == 0;
+  for (int i = 0; tf32 && i < m->g->n_nodes; i++) { /* products say they run in TF32 */
+    kl_op op = m->g->nodes[i].op;
+    bool product = op == KL_OP_Conv || op == KL_OP_KilnFusedConv || op == KL_OP_Gemm ||
+                   op == KL_OP_KilnFusedGemm || op == KL_OP_MatMul || op == KL_OP_KilnFusedMatMul;
+    if (product && !strstr(kl_session_kernel_name(dev, i), "tf32"))
+      fail_msg("%s: node %d (%s) runs '%s', not TF32", what, i, kl_op_name(op),
+               kl_session_kernel_name(dev, i));
+  }
   gpu_set_inputs(ref, m, bufs);
   if (kiln_session_run(ref) != KILN_OK) fail_msg("%s: reference run: %s", what, kiln_session_error(ref));
   int on_dev = 0;

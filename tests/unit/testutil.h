@@ -250,6 +250,12 @@ float tu_rand_f32(uint32_t *rng, float lo, float hi);
  * Returns how many nodes ran on the device. */
 int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
                  bool all_on_device);
+/* The same with option precision on the device ("fp32", "tf32": every convolution and
+ * matrix product must then name its kernel TF32), and with tf32_inputs the float
+ * inputs rounded to TF32 (then TF32 products are exact, only the order of the sums
+ * differs from the reference's). tu_gpu_check is precision "fp32", inputs as drawn. */
+int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
+                    bool all_on_device, const char *precision, bool tf32_inputs);
 
 /* ---- files ---- */
 

@@ -69,7 +69,10 @@ static kiln_status gpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
 
 static const char *gpu_kernel_name(const kl_backend *b, int node) {
   const gpu_ctx *c = b->ctx;
-  return c->ops[node] ? c->ops[node]->name : "none";
+  const kl_gpu_op *op = c->ops[node];
+  if (!op) return "none";
+  const char *tf32 = kl_cl_tf32(c->cl) ? kl_gpu_tf32_name(op) : NULL;
+  return tf32 ? tf32 : op->name;
 }
 
 static void gpu_node_io(kl_backend *b, const kl_graph *g, int node, unsigned *host_inputs,
@@ -131,8 +134,8 @@ static const kl_backend_iface gpu_iface = {
     .release = gpu_release,
 };
 
-kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, kl_backend **out,
-                                  kl_err *e) {
+kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, const char *precision,
+                                  kl_backend **out, kl_err *e) {
   *out = NULL;
   kl_backend *b = calloc(1, sizeof *b);
   gpu_ctx *c = calloc(1, sizeof *c);
@@ -151,9 +154,21 @@ kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, kl_backend
     return st;
   }
   snprintf(c->name, sizeof c->name, "%s", kl_cl_name(c->cl));
+  bool has_tc = kl_cl_has_kernel(c->cl, "kl_tc_matmul128");
+  bool fp32 = precision && strcmp(precision, "fp32") == 0;
+  if (precision && strcmp(precision, "tf32") == 0 && !has_tc) {
+    kl_fail(e, KILN_ERR_UNSUPPORTED, "option 'precision': tf32 needs tensor cores and kiln's "
+            "kernels for them (NVIDIA sm_80 or later, kernels from the embedded PTX); device "
+            "%s has none (kernels: %s): use fp32 or auto", c->name, kl_cl_kernels_origin(c->cl));
+    gpu_release(b);
+    return KILN_ERR_UNSUPPORTED;
+  }
+  kl_cl_set_tf32(c->cl, has_tc && !fp32);
   *out = b;
   return KILN_OK;
 }
+
+bool kl_gpu_backend_tf32(const kl_backend *b) { return kl_cl_tf32(((const gpu_ctx *)b->ctx)->cl); }
 
 void kl_gpu_backend_stats(const kl_backend *b, kl_dev_alloc_stats *st) {
   kl_cl_alloc_stats(((const gpu_ctx *)b->ctx)->cl, st);

@@ -8,9 +8,13 @@
 #include "backends/gpu/opencl.h"
 
 /* A backend on device d (opened with kl_cl_device_open, shared by a model's sessions;
- * the backend holds a reference) for graph g. */
-kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, kl_backend **out,
-                                  kl_err *e);
+ * the backend holds a reference) for graph g, at option "precision" (NULL, "", "auto":
+ * TF32 for convolutions and matrix products where the device has tensor cores, else
+ * float32; "fp32"; "tf32": fails on a device without them). */
+kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, const char *precision,
+                                  kl_backend **out, kl_err *e);
+/* Whether the backend computes convolutions and matrix products in TF32. */
+bool kl_gpu_backend_tf32(const kl_backend *b);
 /* The session's device allocator's statistics (alloc.h). */
 void kl_gpu_backend_stats(const kl_backend *b, kl_dev_alloc_stats *st);
 /* Memory every session of the model may read (its weights), from the device's shared

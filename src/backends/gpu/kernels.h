@@ -26,6 +26,11 @@ typedef struct kl_gpu_op {
   kiln_status (*run)(kl_cl *c, kl_kernel_ctx *kc);
 } kl_gpu_op;
 
+/* The name of op's kernels at precision TF32 ("cl:conv tf32": products on the tensor
+ * cores where their shapes allow it), NULL for ops that compute float32 at every
+ * precision (ops_nn.c). */
+const char *kl_gpu_tf32_name(const kl_gpu_op *op);
+
 /* The tables, each with its length. */
 extern const kl_gpu_op kl_gpu_ops_elementwise[]; /* ops_elementwise.c */
 extern const int kl_gpu_ops_elementwise_count;

@@ -70,6 +70,7 @@ struct kl_cl {
   int n_timed;
   cl_kernel_entry *kernels;
   cl_uint n_kernels;
+  bool tf32;             /* convolutions and products on the tensor cores (tc.cl) */
 };
 
 static const char *cl_err_name(cl_int st) {
@@ -640,6 +641,12 @@ static cl_kernel find_kernel(const kl_cl *c, const char *name) {
   return NULL;
 }
 
+bool kl_cl_has_kernel(const kl_cl *c, const char *name) { return find_kernel(c, name) != NULL; }
+
+void kl_cl_set_tf32(kl_cl *c, bool on) { c->tf32 = on; }
+
+bool kl_cl_tf32(const kl_cl *c) { return c->tf32; }
+
 kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int n_args,
                          int dims, const size_t *global, const size_t *local, kl_err *e) {
   size_t g[3];
@@ -806,6 +813,18 @@ void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
   (void)c;
   memset(st, 0, sizeof *st);
 }
+bool kl_cl_has_kernel(const kl_cl *c, const char *name) {
+  (void)c, (void)name;
+  return false;
+}
+
+void kl_cl_set_tf32(kl_cl *c, bool on) { (void)c, (void)on; }
+
+bool kl_cl_tf32(const kl_cl *c) {
+  (void)c;
+  return false;
+}
+
 kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int n_args,
                          int dims, const size_t *global, const size_t *local, kl_err *e) {
   (void)c, (void)args, (void)n_args, (void)dims, (void)global, (void)local;

@@ -94,5 +94,12 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
 
 /* The largest work-group size of the device (at least 1). */
 size_t kl_cl_max_group(const kl_cl *c);
+/* Whether the program built for the device has kernel `name` (tc.cl's exist only in
+ * the PTX for sm_80 and later). */
+bool kl_cl_has_kernel(const kl_cl *c, const char *name);
+/* Precision TF32: convolutions and matrix products on the tensor cores (tc.cl), set by
+ * the GPU backend from option "precision" where the kernels exist. */
+void kl_cl_set_tf32(kl_cl *c, bool on);
+bool kl_cl_tf32(const kl_cl *c);
 
 #endif

@@ -48,6 +48,9 @@ static void addends_bcast(kl_cl_bcast *bc, const kl_tensor *y, const kl_tensor *
  * output run as an implicit matrix product (kl_nn_conv_gemm); the rest (depthwise, tiny
  * channel counts) one work-item per output (kl_nn_conv). */
 #define CONV_GEMM_MIN 8
+/* At precision TF32, convolutions and products with at least this many rows (output
+ * channels per group) and products per output run on the tensor cores (tc.cl). */
+#define TC_MIN 16
 
 /* Conv and FusedConv (X, W, B?, Sum?). */
 static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
@@ -66,6 +69,21 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   int64_t n = kl_tensor_numel(y);
   int64_t groups = kl_attr_int(kc->node, "group", 1);
   int64_t taps = w->dims[2] * (w->rank > 3 ? w->dims[3] : 1) * (w->rank > 4 ? w->dims[4] : 1);
+  int64_t xsize = g.w.in[0] * g.w.in[1] * g.w.in[2], batch = y->dims[0];
+  if (kl_cl_tf32(c) && g.cout_per_group >= TC_MIN && g.cin_per_group * taps >= TC_MIN &&
+      g.cin_per_group * xsize <= INT32_MAX) {
+    /* TF32 on the tensor cores (tc.cl): tiles of BM output channels x 128 columns of
+     * (batch, position), BM 64 for at most 64 channels a group, else 128 */
+    int64_t bm = g.cout_per_group <= 64 ? 64 : 128;
+    int64_t cols = batch * (n / (batch * y->dims[1]));
+    size_t global = (size_t)((cols + 127) / 128 * ((g.cout_per_group + bm - 1) / bm) * groups) *
+                    256,
+           local = 256;
+    return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_conv64" : "kl_tc_conv128", 1, &global, &local,
+                        kc->e, CLA_T(x), CLA_T(w), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(g),
+                        CLA_L(groups), CLA_L(batch), CLA_S(bc), CLA_I(act.code), CLA_F(act.a),
+                        CLA_F(act.b));
+  }
   if (g.cout_per_group >= CONV_GEMM_MIN && g.cin_per_group * taps >= CONV_GEMM_MIN &&
       kl_cl_max_group(c) >= 256) {
     /* the implicit product: 64 x 64 tiles of (output channels x positions) per batch and
@@ -106,6 +124,18 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   for (int d = 0; d < p->batch.rank; d++) batches *= p->batch.dims[d];
   /* 64 x 64 tiles with 4 x 4 outputs per work-item (kl_nn_matmul64) once both sides
    * fill a quarter of one; smaller products one output per work-item */
+  if (kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN) {
+    int64_t bm = p->m <= 64 ? 64 : 128; /* tc.cl: BM x 128 tiles */
+    size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
+                    (size_t)batches * 256,
+           local = 256;
+    return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_matmul64" : "kl_tc_matmul128", 1, &global, &local,
+                        kc->e, CLA_T(kc->in[0]), CLA_T(kc->in[1]), CLA_T(p->addend), CLA_T(sum),
+                        CLA_T(y), CLA_L(p->m), CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam),
+                        CLA_L(p->sak), CLA_L(p->sbk), CLA_L(p->sbn), CLA_S(p->batch), CLA_S(bc),
+                        CLA_F(p->alpha), CLA_F(p->beta), CLA_I(act.code), CLA_F(act.a),
+                        CLA_F(act.b));
+  }
   int64_t edge = p->m >= 16 && p->n >= 16 ? 64 : TILE;
   size_t tiles = (size_t)((p->m + edge - 1) / edge) * (size_t)((p->n + edge - 1) / edge) *
                  (size_t)batches;
@@ -241,3 +271,9 @@ const kl_gpu_op kl_gpu_ops_nn[] = {
     {KL_OP_BatchNormalization, "cl:batchnorm", 0, 0, false, batchnorm_ok, run_batchnorm},
 };
 const int kl_gpu_ops_nn_count = (int)(sizeof kl_gpu_ops_nn / sizeof kl_gpu_ops_nn[0]);
+
+const char *kl_gpu_tf32_name(const kl_gpu_op *op) {
+  if (op->run == run_conv) return "cl:conv tf32";
+  if (op->run == run_gemm || op->run == run_matmul) return "cl:matmul tf32";
+  return NULL;
+}
