@@ -392,6 +392,10 @@ static const conv_case tc_conv_cases[] = {
     {"1-D stride 2, 20 -> 24", 3, {2, 20, 70}, {24, 20, 5}, 1, {2}, {0}, {2, 1}, NULL, true},
     {"3-D, 8 -> 20", 5, {1, 8, 5, 6, 7}, {20, 8, 2, 3, 3}, 1, {0}, {0}, {0, 1, 1, 1, 1, 0},
      NULL, true},
+    /* enough tiles of 128 x 128 (2 x 144) that a GPU of up to 144 SMs takes them, not
+     * the 64-row tiles that small problems get */
+    {"16 -> 200 over 2 x 96 x 96 (row tiles of 128)", 4, {2, 16, 96, 96}, {200, 16, 3, 3}, 1,
+     {0}, {0}, {1, 1, 1, 1}, NULL, true},
 };
 
 static const mm_case tc_mm_cases[] = {
@@ -399,6 +403,7 @@ static const mm_case tc_mm_cases[] = {
     {"[2, 3, M, K] x [2, 1, K, N] 40 x 17 x 65", 4, 4, {2, 3, 40, 17}, {2, 1, 17, 65}},
     {"[M, K] x [K, N] 33 x 1000 x 129 (many steps of k)", 2, 2, {33, 1000}, {1000, 129}},
     {"[M, K] x [K, N] 200 x 64 x 300", 2, 2, {200, 64}, {64, 300}},
+    {"[M, K] x [K, N] 300 x 64 x 18500 (row tiles of 128)", 2, 2, {300, 64}, {64, 18500}},
 };
 
 /* TF32 products. With inputs rounded to TF32 the products are exact and only the order

@@ -48,6 +48,7 @@ struct kl_cl_device {
   pthread_mutex_t lock;
   int refs; /* under lock */
   size_t max_group;
+  unsigned units; /* CL_DEVICE_MAX_COMPUTE_UNITS (an NVIDIA GPU's SMs), at least 1 */
   cl_ulong max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   char name[384];
   char origin[1200];
@@ -235,14 +236,52 @@ static kiln_status build_log(kl_cl_device *c, cl_int st, kl_err *e) {
   return r;
 }
 
-/* NVIDIA's OpenCL: the embedded PTX of the highest sm target the device runs, unless
- * KILN_GPU_AOT=0. True when it loaded; else the caller builds from source. */
+/* KILN_GPU_PTX=FILE: that PTX instead of the embedded one (for kernel development: a
+ * PTX that tools/build_ptx.sh wrote, tried without rebuilding the library). Its text,
+ * malloc'd, or NULL (unset, unreadable, or over 64 MiB). */
+static char *ptx_file(void) {
+  const char *path = getenv("KILN_GPU_PTX");
+  if (!path || !*path) return NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *text = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n > 0 && n < (64L << 20) && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) &&
+      fread(text, 1, (size_t)n, f) == (size_t)n) {
+    text[n] = 0;
+  } else {
+    free(text);
+    text = NULL;
+  }
+  fclose(f);
+  return text;
+}
+
+/* NVIDIA's OpenCL: the embedded PTX of the highest sm target the device runs (or the
+ * file KILN_GPU_PTX names), unless KILN_GPU_AOT=0. True when it loaded; else the caller
+ * builds from source. */
 static bool load_ptx(kl_cl_device *c) {
 #if KL_HAVE_CL_PTX
   const char *aot = getenv("KILN_GPU_AOT");
   char pname[120];
   plat_str(c->platform, CL_PLATFORM_NAME, pname, sizeof pname);
   if ((aot && strcmp(aot, "0") == 0) || !strstr(pname, "NVIDIA")) return false;
+  char *file = ptx_file();
+  if (file) {
+    const unsigned char *fbin = (const unsigned char *)file;
+    size_t fsize = strlen(file) + 1;
+    cl_int fst, fbst = CL_SUCCESS;
+    c->program = clCreateProgramWithBinary(c->ctx, 1, &c->device, &fsize, &fbin, &fbst, &fst);
+    bool ok = fst == CL_SUCCESS && fbst == CL_SUCCESS &&
+              clBuildProgram(c->program, 1, &c->device, "", NULL, NULL) == CL_SUCCESS;
+    free(file);
+    if (ok) {
+      snprintf(c->origin, sizeof c->origin, "the PTX of KILN_GPU_PTX");
+      return true;
+    }
+    if (c->program) clReleaseProgram(c->program);
+    c->program = NULL;
+  }
   cl_uint major = 0, minor = 0;
   if (clGetDeviceInfo(c->device, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major,
                       NULL) != CL_SUCCESS ||
@@ -470,6 +509,9 @@ kiln_status kl_cl_device_open(const char *spec, kl_cl_device **out, kl_err *e) {
   size_t mg = 1;
   clGetDeviceInfo(c->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof mg, &mg, NULL);
   c->max_group = mg ? mg : 1;
+  cl_uint units = 0;
+  clGetDeviceInfo(c->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
+  c->units = units ? units : 1;
   clGetDeviceInfo(c->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc,
                   NULL);
   kl_dev_iface di = {c, seg_alloc, seg_free};
@@ -567,6 +609,8 @@ double kl_cl_kernel_ms(kl_cl *c) {
 const char *kl_cl_name(const kl_cl *c) { return c->d->name; }
 const char *kl_cl_kernels_origin(const kl_cl *c) { return c->d->origin; }
 size_t kl_cl_max_group(const kl_cl *c) { return c->d->max_group; }
+
+unsigned kl_cl_compute_units(const kl_cl *c) { return c->d->units; }
 
 kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
   kl_dev_block b;
@@ -794,6 +838,10 @@ void kl_cl_close(kl_cl *c) { (void)c; }
 const char *kl_cl_name(const kl_cl *c) { (void)c; return ""; }
 const char *kl_cl_kernels_origin(const kl_cl *c) { (void)c; return ""; }
 size_t kl_cl_max_group(const kl_cl *c) { (void)c; return 1; }
+unsigned kl_cl_compute_units(const kl_cl *c) {
+  (void)c;
+  return 1;
+}
 kiln_status kl_cl_alloc(kl_cl *c, size_t bytes, kl_dev_buf *out, kl_err *e) {
   (void)c, (void)bytes, (void)out;
   return kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");

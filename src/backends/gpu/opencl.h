@@ -94,6 +94,8 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
 
 /* The largest work-group size of the device (at least 1). */
 size_t kl_cl_max_group(const kl_cl *c);
+/* Its compute units (an NVIDIA GPU's SMs; at least 1). */
+unsigned kl_cl_compute_units(const kl_cl *c);
 /* Whether the program built for the device has kernel `name` (tc.cl's exist only in
  * the PTX for sm_80 and later). */
 bool kl_cl_has_kernel(const kl_cl *c, const char *name);

@@ -35,6 +35,30 @@ static kiln_status window_of(const kl_kernel_ctx *kc, const int64_t *kernel, kl_
   return kl_ref_window_init(kc, kernel, &w->w);
 }
 
+/* A device tensor's offset in its buffer, in elements (what the kernels add to their
+ * pointer argument). */
+static int64_t elem_off(const kl_tensor *t) {
+  const kl_dev_buf *b = t->data;
+  return b ? (int64_t)(b->off / kl_dtype_size(t->dtype)) : 0;
+}
+
+/* How operand k (t; NULL when absent) of bc reaches element i of Y in tc.cl's
+ * epilogues: 0 absent, 1 at Y's own index (t has Y's shape), 2 at Y's column (t varies
+ * along Y's last dim only, as a bias), 3 by the general broadcast. */
+static int addend_mode(const kl_cl_bcast *bc, int k, const kl_tensor *t) {
+  if (!t) return 0;
+  bool same = true, column = true;
+  int64_t stride = 1;
+  for (int d = bc->rank - 1; d >= 0; d--) {
+    if (bc->dims[d] != 1) {
+      same &= bc->s[k][d] == stride;
+      column &= d == bc->rank - 1 ? bc->s[k][d] == 1 : bc->s[k][d] == 0;
+    }
+    stride *= bc->dims[d];
+  }
+  return same ? 1 : column ? 2 : 3;
+}
+
 /* The addends of a product's or convolution's epilogue broadcast to y: operand 0 e
  * (Gemm's C, FusedMatMul's Bias), operand 1 s (a fused op's Sum); absent ones get y's
  * strides, which nothing reads. */
@@ -73,16 +97,22 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   if (kl_cl_tf32(c) && g.cout_per_group >= TC_MIN && g.cin_per_group * taps >= TC_MIN &&
       g.cin_per_group * xsize <= INT32_MAX) {
     /* TF32 on the tensor cores (tc.cl): tiles of BM output channels x 128 columns of
-     * (batch, position), BM 64 for at most 64 channels a group, else 128 */
-    int64_t bm = g.cout_per_group <= 64 ? 64 : 128;
+     * (batch, position), BM 64 for at most 64 channels a group or when tiles of 128
+     * would not give every compute unit two, else 128 */
     int64_t cols = batch * (n / (batch * y->dims[1]));
+    int64_t bm = g.cout_per_group <= 64 ||
+                         (cols + 127) / 128 * ((g.cout_per_group + 127) / 128) * groups <
+                             2 * (int64_t)kl_cl_compute_units(c)
+                     ? 64
+                     : 128;
     size_t global = (size_t)((cols + 127) / 128 * ((g.cout_per_group + bm - 1) / bm) * groups) *
                     256,
            local = 256;
+    int vec = (g.cin_per_group * taps) % 4 == 0 && elem_off(w) % 4 == 0; /* W in 4-vectors */
     return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_conv64" : "kl_tc_conv128", 1, &global, &local,
                         kc->e, CLA_T(x), CLA_T(w), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(g),
                         CLA_L(groups), CLA_L(batch), CLA_S(bc), CLA_I(act.code), CLA_F(act.a),
-                        CLA_F(act.b));
+                        CLA_F(act.b), CLA_I(vec), CLA_I(addend_mode(&bc, 1, sum)));
   }
   if (g.cout_per_group >= CONV_GEMM_MIN && g.cin_per_group * taps >= CONV_GEMM_MIN &&
       kl_cl_max_group(c) >= 256) {
@@ -125,16 +155,26 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   /* 64 x 64 tiles with 4 x 4 outputs per work-item (kl_nn_matmul64) once both sides
    * fill a quarter of one; smaller products one output per work-item */
   if (kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN) {
-    int64_t bm = p->m <= 64 ? 64 : 128; /* tc.cl: BM x 128 tiles */
+    /* tc.cl: BM x 128 tiles, BM 64 when tiles of 128 would not give every compute unit
+     * two */
+    int64_t bm = p->m <= 64 || (p->m + 127) / 128 * ((p->n + 127) / 128) * batches <
+                                   2 * (int64_t)kl_cl_compute_units(c)
+                     ? 64
+                     : 128;
     size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
                     (size_t)batches * 256,
            local = 256;
+    /* 4-vectors of A along k and of B along n where rows and offsets allow (tc.cl) */
+    int vec = (p->sak == 1 && p->sam % 4 == 0 && p->k % 4 == 0 && elem_off(kc->in[0]) % 4 == 0) |
+              (p->sbn == 1 && p->sbk % 4 == 0 && p->n % 4 == 0 && elem_off(kc->in[1]) % 4 == 0)
+                  << 1;
     return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_matmul64" : "kl_tc_matmul128", 1, &global, &local,
                         kc->e, CLA_T(kc->in[0]), CLA_T(kc->in[1]), CLA_T(p->addend), CLA_T(sum),
                         CLA_T(y), CLA_L(p->m), CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam),
                         CLA_L(p->sak), CLA_L(p->sbk), CLA_L(p->sbn), CLA_S(p->batch), CLA_S(bc),
                         CLA_F(p->alpha), CLA_F(p->beta), CLA_I(act.code), CLA_F(act.a),
-                        CLA_F(act.b));
+                        CLA_F(act.b), CLA_I(vec), CLA_I(addend_mode(&bc, 0, p->addend)),
+                        CLA_I(addend_mode(&bc, 1, sum)));
   }
   int64_t edge = p->m >= 16 && p->n >= 16 ? 64 : TILE;
   size_t tiles = (size_t)((p->m + edge - 1) / edge) * (size_t)((p->n + edge - 1) / edge) *

@@ -8,10 +8,13 @@
  * Tiles: a work-group of 256 work-items (8 warps of 32) makes a BM x 128 tile of Y,
  * BM 128 (warps 2 x 4, each 64 x 32 of Y: 4 x 4 m16n8 products) or 64 (each 32 x 32:
  * 2 x 4), in steps of 16 along k through local memory, where the operands are held
- * rounded to TF32 (cvt.rna), A as [m][k] and B as [n][k], rows of 20 words: a warp's
- * fragment reads (lane 4g + t: rows g and g + 8, columns t and t + 4) hit 32 banks.
+ * rounded to TF32 (cvt.rna), A as [m][k] in rows of 20 words and B as [k][n] in rows
+ * of 136: a warp's fragment reads (lane 4g + t: A's rows g and g + 8 at columns t and
+ * t + 4, B's rows t and t + 4 at column g) hit 32 banks, and so do the stores of
+ * neighbouring work-items' 4-vectors.
  * The next step's operands are read from global memory into registers while the
- * tensor cores work on the current one. Fragment layout (checked on the H100,
+ * tensor cores work on the current one, then stored into the other of two local
+ * buffers: one barrier a step. Fragment layout (checked on the H100,
  * ../shared/GPU.md): A rows g, g + 8 at columns t, t + 4; B rows t, t + 4 at column g;
  * D rows g, g + 8 at columns 2t, 2t + 1. */
 
@@ -19,7 +22,8 @@
 
 #define KL_TC_BN 128
 #define KL_TC_BK 16
-#define KL_TC_LD 20
+#define KL_TC_LD 20   /* A's rows [m][k] in local memory: BK + 4 words */
+#define KL_TC_LDB 136 /* B's rows [k][n]: BN + 8 words */
 
 uint kl_tc_tf32(float x) {
   uint r;
@@ -27,17 +31,26 @@ uint kl_tc_tf32(float x) {
   return r;
 }
 
-/* One element of Y through kl_nn_matmul's epilogue (alpha, beta E, Sum, activation):
- * a call, so that the unrolled loops over a work-item's 64 results stay small and the
- * results stay in registers. */
-__attribute__((noinline)) void kl_tc_out(float v, long yi, __global const float *e_, ulong eo,
-                                         __global const float *s_, ulong so, __global float *y_,
-                                         ulong yo, const kl_cl_bcast *bc, float alpha,
-                                         float beta, int act, float aa, float ab) {
-  v = alpha * v;
-  if (e_) v += beta * e_[eo + kl_nn_bcast_off(bc, 0, yi)];
-  y_[yo + yi] = kl_nn_sum_act(v, yi, s_, so, bc, act, aa, ab);
+/* The epilogue's addends reach element yi (row m, column n) of Y by mode: 1 at Y's own
+ * index, 2 at the column n (a bias along Y's last dim), 3 by the general broadcast of
+ * operand k of bc (ops_nn.c picks the mode; 0: absent). The general case and the
+ * activations but Relu are calls, so that the unrolled loops over a work-item's 64
+ * results stay small and the results stay in registers. */
+__attribute__((noinline)) float kl_tc_bcast(__global const float *p, ulong po,
+                                            const kl_cl_bcast *bc, int k, long yi) {
+  return p[po + kl_nn_bcast_off(bc, k, yi)];
 }
+
+__attribute__((noinline)) float kl_tc_act(float v, int act, float a, float b) {
+  return kl_act(act, v, a, b);
+}
+
+#define KL_TC_ADDEND(p, po, mode, bc, k, yi, n)                                            \
+  ((mode) == 1 ? (p)[(po) + (yi)] : (mode) == 2 ? (p)[(po) + (n)] : kl_tc_bcast(p, po, bc, k, yi))
+
+#define KL_TC_ACT(v, act, a, b)                                                            \
+  ((act) == KL_ACT_NONE ? (v) : (act) == KL_ACT_RELU ? ((v) < 0 ? 0.0f : (v))               \
+                                                     : kl_tc_act(v, act, a, b))
 
 #define KL_TC_MMA(d, a, b)                                                                 \
   __asm__("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "            \
@@ -59,80 +72,140 @@ __attribute__((noinline)) void kl_tc_out(float v, long yi, __global const float 
     }                                                                                      \
     _Pragma("unroll") for (int j = 0; j < 4; j++) {                                                          \
       int c = wc + 8 * j + g;                                                              \
-      fb[j][0] = bs[c][ks + t];                                                            \
-      fb[j][1] = bs[c][ks + t + 4];                                                        \
+      fb[j][0] = bs[ks + t][c];                                                            \
+      fb[j][1] = bs[ks + t + 4][c];                                                        \
     }                                                                                      \
     _Pragma("unroll") for (int i = 0; i < MT; i++)                                                           \
       _Pragma("unroll") for (int j = 0; j < 4; j++) KL_TC_MMA(acc[i][j], fa[i], fb[j]);                      \
   }
 
-/* kl_nn_matmul64's product and epilogue (its arguments, its meaning) on BM x 128 tiles.
- * A tile's elements: A(m, k) read along k when sak is 1 (16 work-items a row), else
- * along m; B(k, n) along n when sbn is 1, else along k: neighbouring work-items read
- * neighbouring addresses either way. */
+/* The pipeline shared by the kernels below: the operands of step s + 1 are read from
+ * global memory into registers (LOAD) while the tensor cores work on step s's in local
+ * memory (KL_TC_STEP), then stored into the other of two local buffers (STORE): one
+ * barrier a step. */
+#define KL_TC_PIPELINE(MT, LOAD, STORE, PREP)                                              \
+  {                                                                                        \
+    int steps = (int)((K + KL_TC_BK - 1) / KL_TC_BK);                                      \
+    LOAD(0);                                                                               \
+    STORE(0);                                                                              \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+    for (int st = 0; st < steps; st++) {                                                   \
+      int cur = st % 2;                                                                    \
+      if (st + 1 < steps) LOAD(st + 1);                                                    \
+      KL_TC_STEP(MT, as[cur], bs[cur], wr, wc, fg, ft, acc)                                \
+      if (st + 1 < steps) STORE(1 - cur);                                                  \
+      PREP(st + 2);                                                                        \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+    }                                                                                      \
+  }
+
+/* kl_nn_matmul64's product and epilogue (its arguments, its meaning) on BM x 128 tiles,
+ * plus vec: bit 0 when A's rows are contiguous in k (sak 1) and A's offset, sam and K
+ * are multiples of 4, bit 1 when B's rows are contiguous in n (sbn 1) and B's offset,
+ * sbk and N are: those operands are read 4 floats at a time. Otherwise A(m, k) is read
+ * along k when sak is 1 (16 work-items a row), else along m; B(k, n) along n when sbn
+ * is 1, else along k: neighbouring work-items read neighbouring addresses either way. */
 #define KL_TC_MATMUL(NAME, BM, MT)                                                         \
   __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void NAME(                     \
       __global const float *a_, ulong ao, __global const float *b_, ulong bo,              \
       __global const float *e_, ulong eo, __global const float *s_, ulong so,              \
       __global float *y_, ulong yo, long M, long N, long K, long sam, long sak, long sbk,  \
       long sbn, kl_cl_bcast bb, kl_cl_bcast bc, float alpha, float beta, int act,          \
-      float aa, float ab) {                                                                \
-    __local uint as[BM][KL_TC_LD];                                                         \
-    __local uint bs[KL_TC_BN][KL_TC_LD];                                                   \
+      float aa, float ab, int vec, int emode, int smode) {                                 \
+    enum { TILE_M = BM }; /* for the LOAD and STORE macros */                             \
+    __local uint as[2][BM][KL_TC_LD] __attribute__((aligned(16)));                         \
+    __local uint bs[2][KL_TC_BK][KL_TC_LDB] __attribute__((aligned(16)));                  \
     int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                           \
-    int g = lane / 4, t = lane % 4, wr = warp / 4 * (BM / 2), wc = warp % 4 * 32;          \
+    int fg = lane / 4, ft = lane % 4, wr = warp / 4 * (BM / 2), wc = warp % 4 * 32;        \
     long grp = get_group_id(0);                                                            \
     long tiles_n = (N + KL_TC_BN - 1) / KL_TC_BN, tiles_m = (M + BM - 1) / BM;             \
     long n0 = grp % tiles_n * KL_TC_BN, m0 = grp / tiles_n % tiles_m * BM;                 \
     long batch = grp / (tiles_n * tiles_m);                                                \
     __global const float *a = a_ + ao + kl_nn_bcast_off(&bb, 0, batch);                    \
     __global const float *b = b_ + bo + kl_nn_bcast_off(&bb, 1, batch);                    \
-    bool a_k = sak == 1, b_n = sbn == 1;                                                   \
-    /* this work-item's elements r < BM / 16 of A's tile and r < 8 of B's */              \
+    bool va = vec & 1, vb = vec >> 1 & 1, a_k = sak == 1, b_n = sbn == 1;                  \
+    /* this work-item's elements: A's r < BM / 16 (as 4-vectors: r < BM / 64), B's r < 8  \
+     * (as 4-vectors: r < 2) */                                                            \
+    int am4 = tid / 4, ak4 = tid % 4 * 4, bn4 = tid % 32 * 4, bk4 = tid / 32; /* 4-vectors */ \
     int am = a_k ? tid / 16 : tid % BM, ak = a_k ? tid % 16 : tid / BM;                    \
-    int astep_m = a_k ? 16 : 0, astep_k = a_k ? 0 : 256 / BM;                              \
+    int am_step = a_k ? 16 : 0, ak_step = a_k ? 0 : 256 / BM;                              \
     int bn = b_n ? tid % 128 : tid / 16, bk = b_n ? tid / 128 : tid % 16;                  \
-    int bstep_n = b_n ? 0 : 16, bstep_k = b_n ? 2 : 0;                                     \
+    int bn_step = b_n ? 0 : 16, bk_step = b_n ? 2 : 0;                                     \
     float ra[BM / 16], rb[8];                                                              \
     float acc[MT][4][4];                                                                   \
-    _Pragma("unroll") for (int i = 0; i < MT; i++)                                                           \
-      _Pragma("unroll") for (int j = 0; j < 4; j++)                                                          \
-        _Pragma("unroll") for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;                                   \
-    _Pragma("unroll") for (int r = 0; r < BM / 16; r++) {                                                    \
-      long m = m0 + am + astep_m * r, k = ak + astep_k * r;                                \
-      ra[r] = m < M && k < K ? a[m * sam + k * sak] : 0.0f;                                \
-    }                                                                                      \
-    _Pragma("unroll") for (int r = 0; r < 8; r++) {                                                          \
-      long n = n0 + bn + bstep_n * r, k = bk + bstep_k * r;                                \
-      rb[r] = n < N && k < K ? b[k * sbk + n * sbn] : 0.0f;                                \
-    }                                                                                      \
-    for (long k0 = 0; k0 < K; k0 += KL_TC_BK) {                                            \
-      _Pragma("unroll") for (int r = 0; r < BM / 16; r++)                                                    \
-        as[am + astep_m * r][ak + astep_k * r] = kl_tc_tf32(ra[r]);                        \
-      _Pragma("unroll") for (int r = 0; r < 8; r++) bs[bn + bstep_n * r][bk + bstep_k * r] = kl_tc_tf32(rb[r]); \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
-      long k1 = k0 + KL_TC_BK;                                                             \
-      if (k1 < K) {                                                                        \
-        _Pragma("unroll") for (int r = 0; r < BM / 16; r++) {                                                \
-          long m = m0 + am + astep_m * r, k = k1 + ak + astep_k * r;                       \
-          ra[r] = m < M && k < K ? a[m * sam + k * sak] : 0.0f;                            \
-        }                                                                                  \
-        _Pragma("unroll") for (int r = 0; r < 8; r++) {                                                      \
-          long n = n0 + bn + bstep_n * r, k = k1 + bk + bstep_k * r;                       \
-          rb[r] = n < N && k < K ? b[k * sbk + n * sbn] : 0.0f;                            \
-        }                                                                                  \
-      }                                                                                    \
-      KL_TC_STEP(MT, as, bs, wr, wc, g, t, acc)                                            \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
-    }                                                                                      \
-    _Pragma("unroll") for (int i = 0; i < MT; i++)                                                           \
-      _Pragma("unroll") for (int j = 0; j < 4; j++)                                                          \
-        _Pragma("unroll") for (int q = 0; q < 4; q++) {                                                      \
-          long m = m0 + wr + 16 * i + g + 8 * (q / 2), n = n0 + wc + 8 * j + 2 * t + q % 2; \
+    _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
+      _Pragma("unroll") for (int j = 0; j < 4; j++)                                        \
+        _Pragma("unroll") for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;                 \
+    KL_TC_PIPELINE(MT, KL_TC_MM_LOAD, KL_TC_MM_STORE, KL_TC_NO_PREP)                       \
+    _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
+      _Pragma("unroll") for (int j = 0; j < 4; j++)                                        \
+        _Pragma("unroll") for (int q = 0; q < 4; q++) {                                    \
+          long m = m0 + wr + 16 * i + fg + 8 * (q / 2);                                    \
+          long n = n0 + wc + 8 * j + 2 * ft + q % 2;                                       \
           if (m >= M || n >= N) continue;                                                  \
-          kl_tc_out(acc[i][j][q], (batch * M + m) * N + n, e_, eo, s_, so, y_, yo, &bc,     \
-                    alpha, beta, act, aa, ab);                                             \
+          long yi = (batch * M + m) * N + n;                                               \
+          float v = alpha * acc[i][j][q];                                                  \
+          if (e_) v += beta * KL_TC_ADDEND(e_, eo, emode, &bc, 0, yi, n);                  \
+          if (s_) v += KL_TC_ADDEND(s_, so, smode, &bc, 1, yi, n);                         \
+          y_[yo + yi] = KL_TC_ACT(v, act, aa, ab);                                         \
         }                                                                                  \
+  }
+
+#define KL_TC_NO_PREP(s)
+
+/* The matrix product's step s into ra, rb (zeros outside A and B). */
+#define KL_TC_MM_LOAD(s)                                                                   \
+  {                                                                                        \
+    long k0 = (long)(s) * KL_TC_BK;                                                        \
+    if (va) {                                                                              \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++) {                                \
+        long m = m0 + am4 + 64 * r, k = k0 + ak4;                                            \
+        float4 v = m < M && k < K ? *(__global const float4 *)(a + m * sam + k)            \
+                                  : (float4)(0.0f);                                        \
+        ra[4 * r] = v.x, ra[4 * r + 1] = v.y, ra[4 * r + 2] = v.z, ra[4 * r + 3] = v.w;    \
+      }                                                                                    \
+    } else {                                                                               \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++) {                                \
+        long m = m0 + am + am_step * r, k = k0 + ak + ak_step * r;                         \
+        ra[r] = m < M && k < K ? a[m * sam + k * sak] : 0.0f;                              \
+      }                                                                                    \
+    }                                                                                      \
+    if (vb) {                                                                              \
+      _Pragma("unroll") for (int r = 0; r < 2; r++) {                                      \
+        long n = n0 + bn4, k = k0 + bk4 + 8 * r;                                             \
+        float4 v = n < N && k < K ? *(__global const float4 *)(b + k * sbk + n)            \
+                                  : (float4)(0.0f);                                        \
+        rb[4 * r] = v.x, rb[4 * r + 1] = v.y, rb[4 * r + 2] = v.z, rb[4 * r + 3] = v.w;    \
+      }                                                                                    \
+    } else {                                                                               \
+      _Pragma("unroll") for (int r = 0; r < 8; r++) {                                      \
+        long n = n0 + bn + bn_step * r, k = k0 + bk + bk_step * r;                         \
+        rb[r] = n < N && k < K ? b[k * sbk + n * sbn] : 0.0f;                              \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+/* ra, rb rounded to TF32 into local buffer t: A as [m][k], B as [n][k]. */
+#define KL_TC_MM_STORE(t)                                                                  \
+  {                                                                                        \
+    if (va) {                                                                              \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++)                              \
+        *(__local uint4 *)&as[t][am4 + 64 * r][ak4] =                                        \
+            (uint4)(kl_tc_tf32(ra[4 * r]), kl_tc_tf32(ra[4 * r + 1]),                      \
+                    kl_tc_tf32(ra[4 * r + 2]), kl_tc_tf32(ra[4 * r + 3]));                 \
+    } else {                                                                               \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++)                                  \
+        as[t][am + am_step * r][ak + ak_step * r] = kl_tc_tf32(ra[r]);                     \
+    }                                                                                      \
+    if (vb) {                                                                              \
+      _Pragma("unroll") for (int r = 0; r < 2; r++)                                        \
+        *(__local uint4 *)&bs[t][bk4 + 8 * r][bn4] =                                         \
+            (uint4)(kl_tc_tf32(rb[4 * r]), kl_tc_tf32(rb[4 * r + 1]),                      \
+                    kl_tc_tf32(rb[4 * r + 2]), kl_tc_tf32(rb[4 * r + 3]));                 \
+    } else {                                                                               \
+      _Pragma("unroll") for (int r = 0; r < 8; r++)                                        \
+        bs[t][bk + bk_step * r][bn + bn_step * r] = kl_tc_tf32(rb[r]);                     \
+    }                                                                                      \
   }
 
 KL_TC_MATMUL(kl_tc_matmul128, 128, 4)
@@ -141,30 +214,33 @@ KL_TC_MATMUL(kl_tc_matmul64, 64, 2)
 /* kl_nn_conv_gemm's convolution (its arguments, its meaning) as an implicit product
  * per group: Y[n, g, m, p] = sum_k W[g, m, k] X~[n, g, k, p] with the batch folded into
  * the columns (column q = n * P + p: the 7 x 7 maps of a ResNet's last stage fill the
- * tiles). A is W's rows (contiguous in k). B is gathered: each work-item keeps one
- * column q (its output position's window start) and reads rows k of it through a table
- * of the 16 k of a step (X's offset of channel c and the tap's offsets per dim,
- * kt[.][0] < 0 past K), made by 16 work-items a step ahead, in two slots. */
+ * tiles). A is W's rows (contiguous in k; read 4 floats at a time when vec, which the
+ * host sets when K and W's offset are multiples of 4). B is gathered: each work-item
+ * keeps one column q (its output position's window start) and reads rows k of it
+ * through a table of a step's 16 k (X's offset of channel c and the tap's offsets per
+ * dim; kt[.][.].x < 0 past K), made two steps ahead by 16 work-items, in two slots. */
 #define KL_TC_CONV(NAME, BM, MT)                                                           \
   __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void NAME(                     \
       __global const float *x_, ulong xo, __global const float *w_, ulong wo,              \
       __global const float *b_, ulong bo, __global const float *s_, ulong so,              \
       __global float *y_, ulong yo, kl_nn_window g, long groups, long batch, kl_cl_bcast bc, \
-      int act, float aa, float ab) {                                                       \
-    __local uint as[BM][KL_TC_LD];                                                         \
-    __local uint bs[KL_TC_BN][KL_TC_LD];                                                   \
-    __local int kt[2][KL_TC_BK][4];                                                        \
+      int act, float aa, float ab, int vec, int smode) {                                   \
+    enum { TILE_M = BM }; /* for the LOAD and STORE macros */                             \
+    __local uint as[2][BM][KL_TC_LD] __attribute__((aligned(16)));                         \
+    __local uint bs[2][KL_TC_BK][KL_TC_LDB] __attribute__((aligned(16)));                  \
+    __local int4 kt[2][KL_TC_BK];                                                          \
     int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                           \
     int fg = lane / 4, ft = lane % 4, wr = warp / 4 * (BM / 2), wc = warp % 4 * 32;        \
     long M = g.cout_per_group, taps = g.ksize[0] * g.ksize[1] * g.ksize[2];                \
     long K = g.cin_per_group * taps, P = g.out[0] * g.out[1] * g.out[2];                   \
-    long Q = batch * P;                                                                    \
-    long xsize = g.in[0] * g.in[1] * g.in[2];                                              \
+    long Q = batch * P, xsize = g.in[0] * g.in[1] * g.in[2];                               \
     long tiles_n = (Q + KL_TC_BN - 1) / KL_TC_BN, tiles_m = (M + BM - 1) / BM;             \
     long grp = get_group_id(0);                                                            \
     long n0 = grp % tiles_n * KL_TC_BN, m0 = grp / tiles_n % tiles_m * BM;                 \
     long gr = grp / (tiles_n * tiles_m);                                                   \
     __global const float *wp = w_ + wo + gr * M * K;                                       \
+    bool va = vec & 1;                                                                     \
+    int am4 = tid / 4, ak4 = tid % 4 * 4, am = tid / 16, ak = tid % 16;                    \
     /* B: column q of this work-item, rows bk + 2 r */                                     \
     int bn = tid % 128, bk = tid / 128;                                                    \
     long q = n0 + bn, start[3];                                                            \
@@ -172,86 +248,94 @@ KL_TC_MATMUL(kl_tc_matmul64, 64, 2)
     bool q_in = q < Q;                                                                     \
     {                                                                                      \
       long nb = q_in ? q / P : 0, rest = q_in ? q % P : 0, o[3];                           \
-      _Pragma("unroll") for (int d = 2; d >= 0; d--) {                                                       \
+      _Pragma("unroll") for (int d = 2; d >= 0; d--) {                                     \
         o[d] = rest % g.out[d];                                                            \
         rest /= g.out[d];                                                                  \
       }                                                                                    \
-      _Pragma("unroll") for (int d = 0; d < 3; d++) start[d] = o[d] * g.stride[d] - g.pad_begin[d];          \
+      _Pragma("unroll") for (int d = 0; d < 3; d++) start[d] =                             \
+          o[d] * g.stride[d] - g.pad_begin[d];                                             \
       xp += (nb * g.channels + gr * g.cin_per_group) * xsize;                              \
     }                                                                                      \
-    int am = tid / 16, ak = tid % 16;                                                      \
     float ra[BM / 16], rb[8];                                                              \
     float acc[MT][4][4];                                                                   \
-    _Pragma("unroll") for (int i = 0; i < MT; i++)                                                           \
-      _Pragma("unroll") for (int j = 0; j < 4; j++)                                                          \
-        _Pragma("unroll") for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;                                   \
-    /* the table of step s into slot s % 2 */                                              \
-    _Pragma("unroll") for (int s = 0; s < 2; s++) if (tid < KL_TC_BK) {                                      \
-      long k = s * KL_TC_BK + tid;                                                         \
-      long c = k / taps, tt = k % taps;                                                    \
-      kt[s][tid][0] = k < K ? (int)(c * xsize) : -1;                                       \
-      kt[s][tid][3] = (int)(tt % g.ksize[2] * g.dilation[2]);                              \
-      kt[s][tid][2] = (int)(tt / g.ksize[2] % g.ksize[1] * g.dilation[1]);                 \
-      kt[s][tid][1] = (int)(tt / g.ksize[2] / g.ksize[1] * g.dilation[0]);                 \
-    }                                                                                      \
+    _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
+      _Pragma("unroll") for (int j = 0; j < 4; j++)                                        \
+        _Pragma("unroll") for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;                 \
+    KL_TC_CONV_PREP(0);                                                                    \
+    KL_TC_CONV_PREP(1);                                                                    \
     barrier(CLK_LOCAL_MEM_FENCE);                                                          \
-    _Pragma("unroll") for (int r = 0; r < BM / 16; r++) {                                                    \
-      long m = m0 + am + 16 * r;                                                           \
-      ra[r] = m < M && ak < K ? wp[m * K + ak] : 0.0f;                                     \
+    KL_TC_PIPELINE(MT, KL_TC_CONV_LOAD, KL_TC_CONV_STORE, KL_TC_CONV_PREP)                 \
+    /* Y's offset of each of this work-item's 8 columns (image nb, position p), -1 past Q */ \
+    long col[8];                                                                           \
+    _Pragma("unroll") for (int c = 0; c < 8; c++) {                                        \
+      long qq = n0 + wc + 8 * (c / 2) + 2 * ft + c % 2;                                    \
+      col[c] = qq < Q ? qq / P * g.cout * P + qq % P : -1;                                 \
     }                                                                                      \
-    _Pragma("unroll") for (int r = 0; r < 8; r++) {                                                          \
-      __local const int *e = kt[0][bk + 2 * r];                                            \
-      long i0 = start[0] + e[1], i1 = start[1] + e[2], i2 = start[2] + e[3];               \
-      rb[r] = q_in && e[0] >= 0 && i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] &&  \
+    _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
+      _Pragma("unroll") for (int h = 0; h < 2; h++) {                                      \
+        long m = m0 + wr + 16 * i + fg + 8 * h;                                            \
+        if (m >= M) continue;                                                              \
+        long co = gr * M + m;                                                              \
+        float bias = b_ ? b_[bo + co] : 0.0f;                                              \
+        _Pragma("unroll") for (int c = 0; c < 8; c++) {                                    \
+          if (col[c] < 0) continue;                                                        \
+          long yi = col[c] + co * P;                                                       \
+          float v = acc[i][c / 2][2 * h + c % 2] + bias;                                   \
+          if (s_) v += KL_TC_ADDEND(s_, so, smode, &bc, 1, yi, 0);                         \
+          y_[yo + yi] = KL_TC_ACT(v, act, aa, ab);                                         \
+        }                                                                                  \
+      }                                                                                    \
+  }
+
+/* The table of step s into slot s % 2 (16 work-items; nothing past the last step). */
+#define KL_TC_CONV_PREP(s)                                                                 \
+  if (tid < KL_TC_BK && (long)(s) * KL_TC_BK < K) {                                        \
+    long k = (long)(s) * KL_TC_BK + tid;                                                   \
+    long c = k / taps, tt = k % taps;                                                      \
+    kt[(s) % 2][tid] = (int4)(k < K ? (int)(c * xsize) : -1,                               \
+                              (int)(tt / g.ksize[2] / g.ksize[1] * g.dilation[0]),         \
+                              (int)(tt / g.ksize[2] % g.ksize[1] * g.dilation[1]),         \
+                              (int)(tt % g.ksize[2] * g.dilation[2]));                     \
+  }
+
+#define KL_TC_CONV_LOAD(s)                                                                 \
+  {                                                                                        \
+    long k0 = (long)(s) * KL_TC_BK;                                                        \
+    if (va) {                                                                              \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++) {                                \
+        long m = m0 + am4 + 64 * r, k = k0 + ak4;                                            \
+        float4 v = m < M && k < K ? *(__global const float4 *)(wp + m * K + k)             \
+                                  : (float4)(0.0f);                                        \
+        ra[4 * r] = v.x, ra[4 * r + 1] = v.y, ra[4 * r + 2] = v.z, ra[4 * r + 3] = v.w;    \
+      }                                                                                    \
+    } else {                                                                               \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++) {                                \
+        long m = m0 + am + 16 * r, k = k0 + ak;                                            \
+        ra[r] = m < M && k < K ? wp[m * K + k] : 0.0f;                                     \
+      }                                                                                    \
+    }                                                                                      \
+    _Pragma("unroll") for (int r = 0; r < 8; r++) {                                        \
+      int4 e = kt[(s) % 2][bk + 2 * r]; /* one 16-byte read */                             \
+      long i0 = start[0] + e.y, i1 = start[1] + e.z, i2 = start[2] + e.w;                  \
+      rb[r] = q_in && e.x >= 0 && i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] &&    \
                       i2 >= 0 && i2 < g.in[2]                                              \
-                  ? xp[e[0] + (i0 * g.in[1] + i1) * g.in[2] + i2]                          \
+                  ? xp[e.x + (i0 * g.in[1] + i1) * g.in[2] + i2]                           \
                   : 0.0f;                                                                  \
     }                                                                                      \
-    int step = 0;                                                                          \
-    for (long k0 = 0; k0 < K; k0 += KL_TC_BK, step++) {                                    \
-      _Pragma("unroll") for (int r = 0; r < BM / 16; r++) as[am + 16 * r][ak] = kl_tc_tf32(ra[r]);           \
-      _Pragma("unroll") for (int r = 0; r < 8; r++) bs[bn][bk + 2 * r] = kl_tc_tf32(rb[r]);                  \
-      if (tid < KL_TC_BK && step >= 1) { /* step + 1's table (step 1's was made above) */ \
-        int s = (step + 1) % 2;                                                            \
-        long k = (step + 1) * KL_TC_BK + tid;                                              \
-        long c = k / taps, tt = k % taps;                                                  \
-        kt[s][tid][0] = k < K ? (int)(c * xsize) : -1;                                     \
-        kt[s][tid][3] = (int)(tt % g.ksize[2] * g.dilation[2]);                            \
-        kt[s][tid][2] = (int)(tt / g.ksize[2] % g.ksize[1] * g.dilation[1]);               \
-        kt[s][tid][1] = (int)(tt / g.ksize[2] / g.ksize[1] * g.dilation[0]);               \
-      }                                                                                    \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
-      long k1 = k0 + KL_TC_BK;                                                             \
-      if (k1 < K) {                                                                        \
-        _Pragma("unroll") for (int r = 0; r < BM / 16; r++) {                                                \
-          long m = m0 + am + 16 * r, k = k1 + ak;                                          \
-          ra[r] = m < M && k < K ? wp[m * K + k] : 0.0f;                                   \
-        }                                                                                  \
-        int s = (step + 1) % 2;                                                            \
-        _Pragma("unroll") for (int r = 0; r < 8; r++) {                                                      \
-          __local const int *e = kt[s][bk + 2 * r];                                        \
-          long i0 = start[0] + e[1], i1 = start[1] + e[2], i2 = start[2] + e[3];           \
-          rb[r] = q_in && e[0] >= 0 && i0 >= 0 && i0 < g.in[0] && i1 >= 0 &&               \
-                          i1 < g.in[1] && i2 >= 0 && i2 < g.in[2]                          \
-                      ? xp[e[0] + (i0 * g.in[1] + i1) * g.in[2] + i2]                      \
-                      : 0.0f;                                                              \
-        }                                                                                  \
-      }                                                                                    \
-      KL_TC_STEP(MT, as, bs, wr, wc, fg, ft, acc)                                          \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+  }
+
+#define KL_TC_CONV_STORE(t)                                                                \
+  {                                                                                        \
+    if (va) {                                                                              \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++)                              \
+        *(__local uint4 *)&as[t][am4 + 64 * r][ak4] =                                        \
+            (uint4)(kl_tc_tf32(ra[4 * r]), kl_tc_tf32(ra[4 * r + 1]),                      \
+                    kl_tc_tf32(ra[4 * r + 2]), kl_tc_tf32(ra[4 * r + 3]));                 \
+    } else {                                                                               \
+      _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++)                                  \
+        as[t][am + 16 * r][ak] = kl_tc_tf32(ra[r]);                                        \
     }                                                                                      \
-    _Pragma("unroll") for (int i = 0; i < MT; i++)                                                           \
-      _Pragma("unroll") for (int j = 0; j < 4; j++)                                                          \
-        _Pragma("unroll") for (int r = 0; r < 4; r++) {                                                      \
-          long m = m0 + wr + 16 * i + fg + 8 * (r / 2);                                    \
-          long qq = n0 + wc + 8 * j + 2 * ft + r % 2;                                      \
-          if (m >= M || qq >= Q) continue;                                                 \
-          long co = gr * M + m, nb = qq / P, p = qq % P;                                   \
-          long yi = (nb * g.cout + co) * P + p;                                            \
-          float bias = b_ ? b_[bo + co] : 0.0f;                                            \
-          kl_tc_out(acc[i][j][r] + bias, yi, NULL, 0, s_, so, y_, yo, &bc, 1.0f, 0.0f, act, \
-                    aa, ab);                                                               \
-        }                                                                                  \
+    _Pragma("unroll") for (int r = 0; r < 8; r++) bs[t][bk + 2 * r][bn] = kl_tc_tf32(rb[r]); \
   }
 
 KL_TC_CONV(kl_tc_conv128, 128, 4)
