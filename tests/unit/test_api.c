@@ -231,8 +231,41 @@ static void test_options(void **state) {
   assert_int_equal(kiln_options_set_string(o, "passes", NULL), KILN_ERR_INVALID_ARGUMENT);
   assert_int_equal(kiln_options_set_string(o, NULL, "x"), KILN_ERR_INVALID_ARGUMENT);
   assert_int_equal(kiln_options_set_string(NULL, "passes", "x"), KILN_ERR_INVALID_ARGUMENT);
+  /* "precision": auto, fp32, tf32; bf16 and fp16 refused, saying they are not built */
+  assert_int_equal(kiln_options_set_string(o, "precision", "auto"), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "precision", "fp32"), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "precision", "tf32"), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "precision", ""), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "precision", "bf16"), KILN_ERR_INVALID_ARGUMENT);
+  assert_string_equal(kiln_options_error(o), "option 'precision': 'bf16' is not one: expected "
+                      "auto, fp32 or tf32 (bf16 and fp16 are not built yet)");
+  assert_int_equal(kiln_options_set_string(o, "precision", "FP32"), KILN_ERR_INVALID_ARGUMENT);
   kiln_options_free(o);
   kiln_options_free(NULL);
+}
+
+/* Precision tf32 on the CPU fails session creation, saying why; fp32 and auto run. */
+static void test_precision_cpu(void **state) {
+  (void)state;
+  kiln_model *m = load(MLP, NULL);
+  const char *precisions[] = {"auto", "fp32", "tf32"};
+  for (int i = 0; i < 3; i++) {
+    kiln_options *o;
+    assert_int_equal(kiln_options_create(&o), KILN_OK);
+    assert_int_equal(kiln_options_set_string(o, "precision", precisions[i]), KILN_OK);
+    kiln_session *s = NULL;
+    kiln_status st = kiln_session_create(m, o, &s);
+    if (i < 2) {
+      assert_int_equal(st, KILN_OK);
+    } else {
+      assert_int_equal(st, KILN_ERR_UNSUPPORTED);
+      tu_assert_contains(kiln_session_error(s), "option 'precision': tf32 is a GPU's");
+      tu_assert_contains(kiln_session_error(s), "device 'cpu'");
+    }
+    kiln_session_free(s);
+    kiln_options_free(o);
+  }
+  kiln_model_free(m);
 }
 
 /* Options are copied by the calls that take them, and each setting takes effect. */
@@ -706,6 +739,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_version_and_strings),
       cmocka_unit_test(test_options),
+      cmocka_unit_test(test_precision_cpu),
       cmocka_unit_test(test_options_used),
       cmocka_unit_test(test_load_path),
       cmocka_unit_test(test_load_memory),
