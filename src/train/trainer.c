@@ -1,7 +1,9 @@
 /* The trainer (kiln.h's kiln_trainer_*): a model in training form.
  *
  * From the model file, read once (t->model; the graphs below and the one saved start
- * as copies of it), kiln makes two graphs and runs each in a session:
+ * as copies of it; once both are built its trained weights' and statistics' data are
+ * dropped, the trainer's buffers holding them), kiln makes two graphs and runs each in
+ * a session:
  *
  *   the step graph: the forward pass with BatchNormalization in training form
  *     (kiln.BatchNormTrain: batch statistics, new running ones as outputs) and Dropout
@@ -600,6 +602,20 @@ static kiln_status read_model(kiln_trainer *t) {
   return st;
 }
 
+/* The data of t->model's trained weights and running statistics, freed once both graphs
+ * are built: the trainer's buffers hold them from then on, and a save fills them back
+ * in (without this the trainer held one more copy of the weights). */
+static void drop_trained_data(kiln_trainer *t) {
+  for (int i = 0; i < t->n_params + t->n_stats; i++) {
+    const char *name = i < t->n_params ? t->params[i].name : t->stats[i - t->n_params].name;
+    int v = kl_graph_find_value(t->model, name);
+    kl_value *val = v >= 0 ? &t->model->values[v] : NULL;
+    if (!val || val->kind != KL_VALUE_CONST || val->borrowed) continue;
+    free(val->data);
+    val->data = NULL;
+  }
+}
+
 /* *g = a copy of t->model. */
 static kiln_status copy_model(kiln_trainer *t, kl_graph **g) {
   *g = kl_graph_copy(t->model);
@@ -903,6 +919,7 @@ kiln_status kiln_trainer_create(const char *path, const kiln_options *options,
   st = read_model(t);
   if (st == KILN_OK) st = build_step(t);
   if (st == KILN_OK) st = build_eval(t);
+  if (st == KILN_OK) drop_trained_data(t);
   if (st == KILN_OK && (st = kiln_session_create(t->step_m, &t->opts, &t->step_s)) != KILN_OK)
     kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
   if (st == KILN_OK && (st = kiln_session_create(t->eval_m, &t->opts, &t->eval_s)) != KILN_OK)
@@ -1078,6 +1095,11 @@ kiln_status kiln_trainer_save(kiln_trainer *t, const char *path) {
     if (!val || val->kind != KL_VALUE_CONST || val->type.dtype != KL_F32) {
       free(joined);
       st = kl_fail(&t->err, KILN_ERR_INTERNAL, "weight '%s' is not in the model", name);
+      break;
+    }
+    if (!val->data && !(val->data = malloc(val->nbytes ? val->nbytes : 1))) { /* dropped */
+      free(joined);
+      st = kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
       break;
     }
     if (val->borrowed) { /* held by the file's mapping: the graph gets its own copy */
