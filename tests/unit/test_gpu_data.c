@@ -16,9 +16,12 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/gpu/opencl.h"
+#include "runtime/session.h"
 #include "testutil.h"
 
 #define TOL TU_TOL(1e-5, 1e-4)
@@ -300,6 +303,111 @@ static void test_gather(void **state) {
   tu_gpu_check(g, "Gather scalar index", 0, TOL, 1, true);
 }
 
+/* An index out of range fails the run with a device Gather as on the CPU, naming the
+ * node, the index and where it is (indices the host holds are checked by the node's
+ * shape inference before its kernel runs); the next run with good indices succeeds. */
+static void test_gather_out_of_range(void **state) {
+  (void)state;
+  int x;
+  kl_graph *g = graph_x(2, (const int64_t[]){10, 4}, &x);
+  int idx = tu_graph_input(g, "i", KL_I64, 1, (const int64_t[]){3});
+  int y1 = tu_graph_value(g, NULL), y2 = tu_graph_value(g, NULL);
+  tu_graph_node(g, KL_OP_Relu, "first", 1, &x, 1, &y1);
+  tu_graph_node(g, KL_OP_Gather, "lookup", 2, (const int[]){y1, idx}, 1, &y2);
+  assert_int_equal(kl_graph_add_output(g, y2, NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "device", "opencl"), KILN_OK);
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  assert_string_equal(kl_session_node_device(s, 1), kl_session_node_device(s, 0));
+  assert_string_not_equal(kl_session_node_device(s, 1), "cpu"); /* the Gather on the device */
+  float xs[40];
+  for (int i = 0; i < 40; i++) xs[i] = (float)i;
+  const struct {
+    int64_t idx[3];
+    const char *want;
+  } cases[] = {
+      {{1, 10, 2}, "has 10 at element 1, expected -10 to 9"},
+      {{-11, 0, 3}, "has -11 at element 0, expected -10 to 9"},
+      {{-10, 9, 0}, NULL},
+  };
+  for (int c = 0; c < 3; c++) {
+    assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 2, (const int64_t[]){10, 4},
+                                            xs, sizeof xs), KILN_OK);
+    assert_int_equal(kiln_session_set_input(s, "i", KILN_DTYPE_INT64, 1, (const int64_t[]){3},
+                                            cases[c].idx, sizeof cases[c].idx), KILN_OK);
+    kiln_status st = kiln_session_run(s);
+    if (!cases[c].want) {
+      assert_int_equal(st, KILN_OK);
+      kiln_tensor_info info;
+      const float *y;
+      assert_int_equal(kiln_session_get_output(s, 0, &info, (const void **)&y), KILN_OK);
+      assert_float_equal(y[0], 0.0f, 0); /* row 0 */
+      assert_float_equal(y[5], 37.0f, 0); /* row 9, column 1 */
+      continue;
+    }
+    assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+    tu_assert_contains(kiln_session_error(s), "node 'lookup' (Gather)");
+    tu_assert_contains(kiln_session_error(s), cases[c].want);
+  }
+  kiln_session_free(s);
+  kiln_options_free(o);
+  kiln_model_free(m);
+}
+
+/* The kernel's own check, for indices only the device holds (which no node's inference
+ * sees): an index out of range gives NaN and raises the session's error flag with the
+ * node, the element, the index and the axis length (opencl.h); reading it clears it. */
+static void test_gather_flag(void **state) {
+  (void)state;
+  kl_err e = {0};
+  kl_cl_device *d = NULL;
+  kl_cl *c = NULL;
+  if (kl_cl_device_open("opencl", &d, &e) != KILN_OK) fail_msg("%s", e.msg);
+  if (kl_cl_open_on(d, &c, &e) != KILN_OK) fail_msg("%s", e.msg);
+  kl_cl_device_release(d); /* the session's reference keeps it */
+  float x[12];
+  for (int i = 0; i < 12; i++) x[i] = (float)i;
+  int64_t idx[2] = {-3, 7}; /* X [4, 3] along axis 0: row 1, then out of range */
+  kl_dev_buf bx, bi, by;
+  assert_int_equal(kl_cl_alloc(c, sizeof x, &bx, &e), KILN_OK);
+  assert_int_equal(kl_cl_alloc(c, sizeof idx, &bi, &e), KILN_OK);
+  assert_int_equal(kl_cl_alloc(c, 6 * sizeof(float), &by, &e), KILN_OK);
+  assert_int_equal(kl_cl_upload(c, &bx, x, sizeof x, &e), KILN_OK);
+  assert_int_equal(kl_cl_upload(c, &bi, idx, sizeof idx, &e), KILN_OK);
+  kl_tensor tx = {KL_F32, 2, {4, 3}, &bx}, ti = {KL_I64, 1, {2}, &bi}, ty = {KL_F32, 2, {2, 3}, &by};
+  kl_cl_set_node(c, 5);
+  const kl_tensor *flag = kl_cl_flag(c, &e);
+  assert_non_null(flag);
+  size_t global = 6, local = 1;
+  assert_int_equal(KL_CL_LAUNCH(c, "kl_gather", 1, &global, &local, &e, CLA_T(&tx), CLA_T(&ti),
+                                CLA_T(&ty), CLA_L(6), CLA_L(4), CLA_L(2), CLA_L(3), CLA_T(flag),
+                                CLA_I(kl_cl_node(c))),
+                   KILN_OK);
+  assert_int_equal(kl_cl_finish(c, &e), KILN_OK);
+  int32_t f[KL_CL_FLAG_INTS];
+  assert_int_equal(kl_cl_flag_read(c, f, &e), KILN_OK);
+  assert_int_equal(f[0], 6);                /* node 5 */
+  assert_int_equal(f[1], 1);                /* element 1 */
+  assert_int_equal(f[2], 0);
+  assert_int_equal(f[3], 7), assert_int_equal(f[4], 0); /* the index */
+  assert_int_equal(f[5], 4), assert_int_equal(f[6], 0); /* the axis length */
+  float y[6];
+  assert_int_equal(kl_cl_download(c, y, &by, sizeof y, &e), KILN_OK);
+  for (int k = 0; k < 3; k++) {
+    assert_float_equal(y[k], x[3 + k], 0);
+    assert_true(isnan(y[3 + k]));
+  }
+  assert_int_equal(kl_cl_flag_read(c, f, &e), KILN_OK); /* cleared by the first read */
+  for (int k = 0; k < KL_CL_FLAG_INTS; k++) assert_int_equal(f[k], 0);
+  kl_cl_free(c, &bx);
+  kl_cl_free(c, &bi);
+  kl_cl_free(c, &by);
+  kl_cl_close(c);
+}
+
 static void test_expand_tile(void **state) {
   (void)state;
   int x;
@@ -415,7 +523,9 @@ int main(void) {
       cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_skip_layernorm),
       cmocka_unit_test(test_transpose), cmocka_unit_test(test_concat),
       cmocka_unit_test(test_slice),     cmocka_unit_test(test_split),
-      cmocka_unit_test(test_gather),    cmocka_unit_test(test_expand_tile),
+      cmocka_unit_test(test_gather),    cmocka_unit_test(test_gather_out_of_range),
+      cmocka_unit_test(test_gather_flag),
+      cmocka_unit_test(test_expand_tile),
       cmocka_unit_test(test_pad),       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_chain),
   };

@@ -62,6 +62,7 @@ static kiln_status gpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
   if (!op)
     return kl_fail(kc->e, KILN_ERR_INTERNAL, "node %d was placed on %s, which does not "
                    "support it", node, c->name);
+  kl_cl_set_node(c->cl, node);
   kiln_status st = op->run(c->cl, kc);
   if (st != KILN_OK) kl_err_prefix(kc->e, "%s, kernel %s", kl_cl_name(c->cl), op->name);
   return st;
@@ -96,8 +97,24 @@ static kiln_status gpu_download(kl_backend *b, void *dst, const kl_dev_buf *src,
                                 kl_err *e) {
   return kl_cl_download(((gpu_ctx *)b->ctx)->cl, dst, src, n, e);
 }
+/* Waits for the run's kernels, then turns a raised error flag (opencl.h: only Gather
+ * raises it) into the error the CPU's kernel gives, naming the node. */
 static kiln_status gpu_sync(kl_backend *b, kl_err *e) {
-  return kl_cl_finish(((gpu_ctx *)b->ctx)->cl, e);
+  gpu_ctx *c = b->ctx;
+  int32_t f[KL_CL_FLAG_INTS];
+  kiln_status st = kl_cl_finish(c->cl, e);
+  if (st == KILN_OK) st = kl_cl_flag_read(c->cl, f, e);
+  if (st != KILN_OK || !f[0]) return st;
+  int node = f[0] - 1;
+  int64_t at[3];
+  for (int k = 0; k < 3; k++)
+    at[k] = (int64_t)(((uint64_t)(uint32_t)f[2 + 2 * k] << 32) | (uint32_t)f[1 + 2 * k]);
+  const kl_node *n = node >= 0 && node < c->g->n_nodes ? &c->g->nodes[node] : NULL;
+  return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "node '%s' (op '%s', on %s): input 1 (indices) "
+                 "has %lld at element %lld, expected %lld to %lld (the device found it; the "
+                 "run's outputs are not valid)", n && n->name ? n->name : "?",
+                 n ? kl_op_name(n->op) : "?", c->name, (long long)at[1], (long long)at[0],
+                 (long long)-at[2], (long long)at[2] - 1);
 }
 static void gpu_set_profiling(kl_backend *b, bool on) {
   kl_cl_set_profiling(((gpu_ctx *)b->ctx)->cl, on);

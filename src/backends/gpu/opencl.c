@@ -72,6 +72,10 @@ struct kl_cl {
   cl_kernel_entry *kernels;
   cl_uint n_kernels;
   bool tf32;             /* convolutions and products on the tensor cores (tc.cl) */
+  kl_dev_buf flag;       /* the kernels' error flag (kl_cl_flag), flag_t its tensor */
+  kl_tensor flag_t;
+  bool has_flag;
+  int node; /* the graph node whose kernels are being queued (kl_cl_set_node) */
 };
 
 static const char *cl_err_name(cl_int st) {
@@ -577,6 +581,7 @@ void kl_cl_close(kl_cl *c) {
   if (!c) return;
   if (c->queue) clFinish(c->queue);
   kl_cl_kernel_ms(c); /* releases the events still held */
+  if (c->has_flag) kl_cl_free(c, &c->flag);
   for (cl_uint i = 0; i < c->n_kernels; i++) clReleaseKernel(c->kernels[i].k);
   free(c->kernels);
   if (c->queue) clReleaseCommandQueue(c->queue);
@@ -686,6 +691,39 @@ static cl_kernel find_kernel(const kl_cl *c, const char *name) {
 }
 
 bool kl_cl_has_kernel(const kl_cl *c, const char *name) { return find_kernel(c, name) != NULL; }
+
+void kl_cl_set_node(kl_cl *c, int node) { c->node = node; }
+
+int kl_cl_node(const kl_cl *c) { return c->node; }
+
+const kl_tensor *kl_cl_flag(kl_cl *c, kl_err *e) {
+  if (!c->has_flag) {
+    static const int32_t zeros[KL_CL_FLAG_INTS] = {0};
+    if (kl_cl_alloc(c, sizeof zeros, &c->flag, e) != KILN_OK) return NULL;
+    if (kl_cl_upload(c, &c->flag, zeros, sizeof zeros, e) != KILN_OK) {
+      kl_cl_free(c, &c->flag);
+      return NULL;
+    }
+    c->has_flag = true;
+    memset(&c->flag_t, 0, sizeof c->flag_t);
+    c->flag_t.dtype = KL_I32;
+    c->flag_t.rank = 1;
+    c->flag_t.dims[0] = KL_CL_FLAG_INTS;
+    c->flag_t.data = &c->flag;
+  }
+  return &c->flag_t;
+}
+
+kiln_status kl_cl_flag_read(kl_cl *c, int32_t out[KL_CL_FLAG_INTS], kl_err *e) {
+  memset(out, 0, sizeof(int32_t) * KL_CL_FLAG_INTS);
+  if (!c->has_flag) return KILN_OK;
+  kiln_status st = kl_cl_download(c, out, &c->flag, sizeof(int32_t) * KL_CL_FLAG_INTS, e);
+  if (st == KILN_OK && out[0]) { /* raised: cleared for the next run */
+    static const int32_t zeros[KL_CL_FLAG_INTS] = {0};
+    st = kl_cl_upload(c, &c->flag, zeros, sizeof zeros, e);
+  }
+  return st;
+}
 
 void kl_cl_set_tf32(kl_cl *c, bool on) { c->tf32 = on; }
 
@@ -864,6 +902,25 @@ void kl_cl_alloc_stats(const kl_cl *c, kl_dev_alloc_stats *st) {
 bool kl_cl_has_kernel(const kl_cl *c, const char *name) {
   (void)c, (void)name;
   return false;
+}
+
+void kl_cl_set_node(kl_cl *c, int node) { (void)c, (void)node; }
+
+int kl_cl_node(const kl_cl *c) {
+  (void)c;
+  return -1;
+}
+
+const kl_tensor *kl_cl_flag(kl_cl *c, kl_err *e) {
+  (void)c;
+  kl_fail(e, KILN_ERR_UNSUPPORTED, "no OpenCL in this build");
+  return NULL;
+}
+
+kiln_status kl_cl_flag_read(kl_cl *c, int32_t out[KL_CL_FLAG_INTS], kl_err *e) {
+  (void)c, (void)e;
+  memset(out, 0, sizeof(int32_t) * KL_CL_FLAG_INTS);
+  return KILN_OK;
 }
 
 void kl_cl_set_tf32(kl_cl *c, bool on) { (void)c, (void)on; }

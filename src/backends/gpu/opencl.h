@@ -96,6 +96,19 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
 size_t kl_cl_max_group(const kl_cl *c);
 /* Its compute units (an NVIDIA GPU's SMs; at least 1). */
 unsigned kl_cl_compute_units(const kl_cl *c);
+/* The session's error flag: KL_CL_FLAG_INTS int32s on the device, zero until a kernel
+ * finds bad input it cannot compute (a Gather index out of range), when the first such
+ * work-item writes [node + 1, then what the message needs: kernels.h says per kernel]
+ * (atomic_cmpxchg on element 0). Made (zeroed) on first use; NULL when out of memory.
+ * kl_cl_flag_read, after the run's kernels finished, reads it into out (zeros when no
+ * kernel took it) and clears a raised flag. */
+#define KL_CL_FLAG_INTS 8
+/* The graph node whose kernels are being queued (the backend sets it before each node's
+ * run; a kernel that may raise the flag gets it as its argument). */
+void kl_cl_set_node(kl_cl *c, int node);
+int kl_cl_node(const kl_cl *c);
+const kl_tensor *kl_cl_flag(kl_cl *c, kl_err *e);
+kiln_status kl_cl_flag_read(kl_cl *c, int32_t out[KL_CL_FLAG_INTS], kl_err *e);
 /* Whether the program built for the device has kernel `name` (tc.cl's exist only in
  * the PTX for sm_80 and later). */
 bool kl_cl_has_kernel(const kl_cl *c, const char *name);

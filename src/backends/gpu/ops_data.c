@@ -344,9 +344,12 @@ static kiln_status run_gather(kl_cl *c, kl_kernel_ctx *kc) {
   kl_tensor *y = kc->out[0];
   int axis = norm_axis(kc->node, 0, x->rank);
   int64_t n = kl_tensor_numel(y);
+  const kl_tensor *flag = kl_cl_flag(c, kc->e); /* an index out of range raises it */
+  if (!flag) return kc->e->code;
   return KL_GPU_LAUNCH1(c, "kl_gather", n, kc->e, CLA_T(x), CLA_T(idx), CLA_T(y), CLA_L(n),
                         CLA_L(x->dims[axis]), CLA_L(kl_tensor_numel(idx)),
-                        CLA_L(span(x->dims, axis + 1, x->rank)));
+                        CLA_L(span(x->dims, axis + 1, x->rank)), CLA_T(flag),
+                        CLA_I(kl_cl_node(c)));
 }
 
 static kiln_status run_pad(kl_cl *c, kl_kernel_ctx *kc) {

@@ -309,16 +309,27 @@ __kernel void kl_view_write(__global const float *x_, ulong xo, __global float *
 /* ---- Gather ----
  * X [outer, len, inner], indices [count] (any shape, flattened), Y [outer, count,
  * inner]: Y[o, j, :] = X[o, idx[j], :], a negative index counting from the end. An index
- * out of range (the CPU's error) gives NaN. */
+ * out of range (the CPU's error) gives NaN and raises the session's flag (opencl.h):
+ * [node + 1, j (low, high 32 bits), the index (low, high), len (low, high)], which the
+ * host turns into the CPU's error after the run. */
 __kernel void kl_gather(__global const float *x_, ulong xo, __global const long *i_, ulong io,
                         __global float *y_, ulong yo, long n, long len, long count,
-                        long inner) {
+                        long inner, __global int *f_, ulong fo, int node) {
   long t = get_global_id(0);
   if (t >= n) return;
   long in = t % inner, j = t / inner % count, o = t / inner / count;
-  long k = i_[io + j];
-  if (k < 0) k += len;
-  y_[yo + t] = k >= 0 && k < len ? x_[xo + (o * len + k) * inner + in] : NAN;
+  long k0 = i_[io + j], k = k0 < 0 ? k0 + len : k0;
+  if (k >= 0 && k < len) {
+    y_[yo + t] = x_[xo + (o * len + k) * inner + in];
+    return;
+  }
+  y_[yo + t] = NAN;
+  __global int *f = f_ + fo;
+  if (atomic_cmpxchg(f, 0, node + 1) == 0) {
+    f[1] = (int)(j & 0xffffffff), f[2] = (int)(j >> 32);
+    f[3] = (int)(k0 & 0xffffffff), f[4] = (int)(k0 >> 32);
+    f[5] = (int)(len & 0xffffffff), f[6] = (int)(len >> 32);
+  }
 }
 
 /* ---- Pad ----
