@@ -185,14 +185,19 @@ __attribute__((noinline)) float kl_tc_act(float v, int act, float a, float b) {
     }                                                                                      \
   }
 
-/* ra, rb rounded to TF32 into local buffer t: A as [m][k], B as [n][k]. */
+/* A's 4-vectors ra (rows am4 + 64 r, columns ak4..ak4 + 3) rounded to TF32 into local
+ * buffer t, 16 bytes a store (both kernels). */
+#define KL_TC_STORE_A4(t)                                                                  \
+  _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++)                                  \
+    *(__local uint4 *)&as[t][am4 + 64 * r][ak4] =                                          \
+        (uint4)(kl_tc_tf32(ra[4 * r]), kl_tc_tf32(ra[4 * r + 1]), kl_tc_tf32(ra[4 * r + 2]), \
+                kl_tc_tf32(ra[4 * r + 3]))
+
+/* ra, rb rounded to TF32 into local buffer t: A as [m][k], B as [k][n]. */
 #define KL_TC_MM_STORE(t)                                                                  \
   {                                                                                        \
     if (va) {                                                                              \
-      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++)                              \
-        *(__local uint4 *)&as[t][am4 + 64 * r][ak4] =                                        \
-            (uint4)(kl_tc_tf32(ra[4 * r]), kl_tc_tf32(ra[4 * r + 1]),                      \
-                    kl_tc_tf32(ra[4 * r + 2]), kl_tc_tf32(ra[4 * r + 3]));                 \
+      KL_TC_STORE_A4(t);                                                                   \
     } else {                                                                               \
       _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++)                                  \
         as[t][am + am_step * r][ak + ak_step * r] = kl_tc_tf32(ra[r]);                     \
@@ -327,10 +332,7 @@ KL_TC_MATMUL(kl_tc_matmul64, 64, 2)
 #define KL_TC_CONV_STORE(t)                                                                \
   {                                                                                        \
     if (va) {                                                                              \
-      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++)                              \
-        *(__local uint4 *)&as[t][am4 + 64 * r][ak4] =                                        \
-            (uint4)(kl_tc_tf32(ra[4 * r]), kl_tc_tf32(ra[4 * r + 1]),                      \
-                    kl_tc_tf32(ra[4 * r + 2]), kl_tc_tf32(ra[4 * r + 3]));                 \
+      KL_TC_STORE_A4(t);                                                                   \
     } else {                                                                               \
       _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++)                                  \
         as[t][am + 16 * r][ak] = kl_tc_tf32(ra[r]);                                        \
