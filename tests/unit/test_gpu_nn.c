@@ -392,6 +392,9 @@ static const conv_case tc_conv_cases[] = {
     {"1-D stride 2, 20 -> 24", 3, {2, 20, 70}, {24, 20, 5}, 1, {2}, {0}, {2, 1}, NULL, true},
     {"3-D, 8 -> 20", 5, {1, 8, 5, 6, 7}, {20, 8, 2, 3, 3}, 1, {0}, {0}, {0, 1, 1, 1, 1, 0},
      NULL, true},
+    /* 1x1, stride 1, no pads, with the bias and a Sum below (a ResNet's bottleneck) */
+    {"1x1 32 -> 48 over 2 x 12 x 16", 4, {2, 32, 12, 16},
+     {48, 32, 1, 1}, 1, {0}, {0}, {0}, NULL, true},
     /* enough tiles of 128 x 128 (2 x 144) that a GPU of up to 144 SMs takes them, not
      * the 64-row tiles that small problems get */
     {"16 -> 200 over 2 x 96 x 96 (row tiles of 128)", 4, {2, 16, 96, 96}, {200, 16, 3, 3}, 1,
@@ -431,6 +434,13 @@ static kl_graph *tc_fused_conv_graph(int act) {
   kl_graph *g = tu_graph_new(); /* Y [2, 70, 13, 13] */
   int sum = input(g, 4, (const int64_t[]){2, 70, 13, 13});
   set_act(g, conv_node(g, KL_OP_KilnFusedConv, &tc_conv_cases[0], sum), &acts[act]);
+  return g;
+}
+
+static kl_graph *tc_fused_1x1_graph(int act) {
+  kl_graph *g = tu_graph_new(); /* the 1x1 case: Y [2, 48, 12, 16] */
+  int sum = input(g, 4, (const int64_t[]){2, 48, 12, 16});
+  set_act(g, conv_node(g, KL_OP_KilnFusedConv, &tc_conv_cases[7], sum), &acts[act]);
   return g;
 }
 
@@ -478,6 +488,8 @@ static void test_tf32(void **state) {
   }
   tc_check(tc_fused_conv_graph, 0, "TF32 FusedConv + bias + Sum + Relu");
   tc_check(tc_fused_conv_graph, 9, "TF32 FusedConv + bias + Sum + Silu");
+  tc_check(tc_fused_1x1_graph, 0, "TF32 FusedConv 1x1 + bias + Sum + Relu");
+  tc_check(tc_fused_1x1_graph, 1, "TF32 FusedConv 1x1 + bias + Sum + LeakyRelu");
   for (int i = 0; i < TU_LEN(tc_mm_cases); i++) {
     snprintf(what, sizeof what, "TF32 MatMul %s", tc_mm_cases[i].what);
     tc_check(tc_matmul_graph, i, what);
