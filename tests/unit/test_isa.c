@@ -493,6 +493,52 @@ static void test_binary(void **state) {
       }
 }
 
+/* Input i: bool, 0 or 1 at random. */
+static void tc_bool(tcase *t, int i, int rank, const int64_t *dims) {
+  tc_rand(t, i, KL_U8, rank, dims, 0, 2, 0);
+  t->in[i].dtype = KL_BOOL;
+}
+
+/* Where (Cond, X, Y) with every broadcast case's shapes (Cond A's, X B's, Y A's or a
+ * scalar's), X and Y of 4, 8, 1 and 2 bytes, and three shapes broadcast together; And,
+ * Or, Xor over bool with the same cases (run_select.c): bit for bit. */
+static void test_select(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8, KL_BF16};
+  const int64_t one[1] = {1};
+  for (size_t c = 0; c < N_BCASTS; c++)
+    for (int d = 0; d < 4; d++) {
+      const bcast_case *bc = &BCASTS[c];
+      char name[64];
+      snprintf(name, sizeof name, "Where case %zu dtype %d", c, dts[d]);
+      tcase t;
+      tc_init(&t, name, KL_OP_Where, 3, 1);
+      tc_bool(&t, 0, bc->ra, bc->a);
+      tc_rand(&t, 1, dts[d], bc->rb, bc->b, 1, 100, 0);
+      if (d % 2) tc_rand(&t, 2, dts[d], 1, one, 1, 100, 0);
+      else tc_rand(&t, 2, dts[d], bc->ra, bc->a, 1, 100, 0);
+      tc_check(&t, EXACT);
+    }
+  const kl_op logic[] = {KL_OP_And, KL_OP_Or, KL_OP_Xor};
+  for (size_t o = 0; o < 3; o++)
+    for (size_t c = 0; c < N_BCASTS; c++) {
+      const bcast_case *bc = &BCASTS[c];
+      char name[64];
+      snprintf(name, sizeof name, "%s case %zu", kl_op_name(logic[o]), c);
+      tcase t;
+      tc_init(&t, name, logic[o], 2, 1);
+      tc_bool(&t, 0, bc->ra, bc->a);
+      tc_bool(&t, 1, bc->rb, bc->b);
+      tc_check(&t, EXACT);
+    }
+  tcase t; /* a BERT mask: [B, 1, 1, S] picks a scalar or [B, 1, S, S] */
+  tc_init(&t, "Where three shapes", KL_OP_Where, 3, 1);
+  tc_bool(&t, 0, 4, (const int64_t[]){3, 1, 1, 129});
+  tc_rand(&t, 1, KL_F32, 0, NULL, -1, 1, 0.1);
+  tc_rand(&t, 2, KL_F32, 4, (const int64_t[]){3, 1, 17, 129}, -1, 1, 0.1);
+  tc_check(&t, EXACT);
+}
+
 /* ---- rows ---- */
 
 static void test_softmax(void **state) {
@@ -1141,6 +1187,7 @@ int main(void) {
       cmocka_unit_test(test_relu_nan),
       cmocka_unit_test(test_clip),
       cmocka_unit_test(test_binary),
+      cmocka_unit_test(test_select),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_softmax_other_axis),
       cmocka_unit_test(test_norms),

@@ -44,6 +44,7 @@ typedef enum kernel_kind {
   K_REDUCE_GRAD,
   K_SOFTMAX_GRAD,
   K_LN_GRAD,
+  K_SELECT, /* Where, And, Or, Xor (run_select.c) */
   K_COUNT
 } kernel_kind;
 
@@ -92,12 +93,13 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int reduce_grad_##L(kl_kernel_ctx *c) { return kl_run_reduce_grad(c, &fns_##L); } \
   static int softmax_grad_##L(kl_kernel_ctx *c) { return kl_run_softmax_grad(c, &fns_##L); } \
   static int ln_grad_##L(kl_kernel_ctx *c) { return kl_run_layernorm_grad(c, &fns_##L); } \
+  static int select_##L(kl_kernel_ctx *c) { return kl_run_select(c, &fns_##L); }         \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
       reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
       bn_##L,     slice_##L, pad_##L,       optim_##L,     gnorm_##L,                   \
       pool_grad_##L, bn_train_##L, bn_grad_##L, unary_grad_##L, sum_to_##L,            \
-      reduce_grad_##L, softmax_grad_##L, ln_grad_##L};
+      reduce_grad_##L, softmax_grad_##L, ln_grad_##L, select_##L};
 
 LEVEL_KERNELS(generic)
 #if KL_ISA_X86
@@ -171,6 +173,13 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
   switch (n->op) {
   case KL_OP_Add: case KL_OP_Sub: case KL_OP_Mul: case KL_OP_Div:
     return float_ok(f, t) && same_dtype(in, n_in, 1, 1, t) ? K_BINARY : K_COUNT;
+  case KL_OP_Where: /* Cond bool, X and Y of one dtype of 1, 2, 4 or 8 bytes */
+    return t == KL_BOOL && n_in == 3 && in[1] && in[2] && in[1]->dtype == in[2]->dtype &&
+                   in[1]->dtype != KL_UNDEFINED && in[1]->dtype != KL_STRING
+               ? K_SELECT
+               : K_COUNT;
+  case KL_OP_And: case KL_OP_Or: case KL_OP_Xor:
+    return t == KL_BOOL && same_dtype(in, n_in, 1, 1, t) ? K_SELECT : K_COUNT;
   case KL_OP_Softmax: case KL_OP_LogSoftmax:
     return float_ok(f, t) && last_axis(n, in[0]) ? K_SOFTMAX : K_COUNT;
   case KL_OP_LayerNormalization: case KL_OP_RMSNormalization:

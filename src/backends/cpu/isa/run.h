@@ -147,6 +147,9 @@ int kl_run_unary_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_softmax_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_layernorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
 bool kl_grad_unary_fast(const kl_node *n);
+/* Where (any dtype of 1, 2, 4 or 8 bytes) and And, Or, Xor over bool, broadcasting
+ * (run_select.c) */
+int kl_run_select(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_sum_to(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_reduce_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
 
