@@ -152,8 +152,6 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   addends_bcast(&bc, y, p->addend, sum);
   int64_t batches = 1;
   for (int d = 0; d < p->batch.rank; d++) batches *= p->batch.dims[d];
-  /* 64 x 64 tiles with 4 x 4 outputs per work-item (kl_nn_matmul64) once both sides
-   * fill a quarter of one; smaller products one output per work-item */
   if (kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN) {
     /* tc.cl: BM x 128 tiles, BM 64 when tiles of 128 would not give every compute unit
      * two */
@@ -176,6 +174,8 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
                         CLA_F(act.b), CLA_I(vec), CLA_I(addend_mode(&bc, 0, p->addend)),
                         CLA_I(addend_mode(&bc, 1, sum)));
   }
+  /* 64 x 64 tiles with 4 x 4 outputs per work-item (kl_nn_matmul64) once both sides
+   * fill a quarter of one; smaller products one output per work-item */
   int64_t edge = p->m >= 16 && p->n >= 16 ? 64 : TILE;
   size_t tiles = (size_t)((p->m + edge - 1) / edge) * (size_t)((p->n + edge - 1) / edge) *
                  (size_t)batches;
