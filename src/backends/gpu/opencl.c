@@ -1,6 +1,7 @@
 /* OpenCL devices (opencl.h): choosing one, building kiln's kernels for it with a disk
  * cache of the built binary, device memory and launches. */
 #include "backends/gpu/opencl.h"
+#include "import/fileio.h"
 #include "kl_config.h"
 
 #include <errno.h>
@@ -246,18 +247,16 @@ static kiln_status build_log(kl_cl_device *c, cl_int st, kl_err *e) {
 static char *ptx_file(void) {
   const char *path = getenv("KILN_GPU_PTX");
   if (!path || !*path) return NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *text = NULL;
-  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  if (n > 0 && n < (64L << 20) && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) &&
-      fread(text, 1, (size_t)n, f) == (size_t)n) {
-    text[n] = 0;
-  } else {
-    free(text);
-    text = NULL;
+  void *buf = NULL;
+  size_t len = 0;
+  kl_err e = {0}; /* regular files only (kl_file_read: no FIFO blocks the load) */
+  if (kl_file_read(path, (size_t)64 << 20, &buf, &len, &e) != KILN_OK) return NULL;
+  char *text = realloc(buf, len + 1);
+  if (!text) {
+    free(buf);
+    return NULL;
   }
-  fclose(f);
+  text[len] = 0;
   return text;
 }
 
