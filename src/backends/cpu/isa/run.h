@@ -180,6 +180,10 @@ typedef struct kl_isa_walk {
   int64_t off[2];
 } kl_isa_walk;
 
+/* The element stride of each of y's dims in operand t (0 where t broadcasts), t
+ * right-aligned against y (numpy broadcasting). */
+void kl_isa_bcast_strides(const kl_tensor *t, const kl_tensor *y, int64_t *stride);
+
 /* Positions the walk at outer index o (row-major over dims). */
 void kl_isa_walk_seek(kl_isa_walk *w, int64_t o);
 void kl_isa_walk_next(kl_isa_walk *w);

@@ -208,8 +208,7 @@ typedef struct binary_job {
   int64_t per, parts; /* rows per task, or parts per row when one row is long */
 } binary_job;
 
-/* The stride of each y dim in operand t (0 where t broadcasts), t right-aligned. */
-static void bcast_strides(const kl_tensor *t, const kl_tensor *y, int64_t *stride) {
+void kl_isa_bcast_strides(const kl_tensor *t, const kl_tensor *y, int64_t *stride) {
   int64_t s = 1;
   for (int d = y->rank - 1; d >= 0; d--) {
     int td = d - (y->rank - t->rank);
@@ -223,8 +222,8 @@ static void bcast_strides(const kl_tensor *t, const kl_tensor *y, int64_t *strid
 static void binary_plan(const kl_tensor *a, const kl_tensor *b, const kl_tensor *y,
                         binary_job *j) {
   int64_t sa[KL_MAX_RANK], sb[KL_MAX_RANK], dims[KL_MAX_RANK], st[2][KL_MAX_RANK];
-  bcast_strides(a, y, sa);
-  bcast_strides(b, y, sb);
+  kl_isa_bcast_strides(a, y, sa);
+  kl_isa_bcast_strides(b, y, sb);
   int m = 0;
   for (int d = 0; d < y->rank; d++) {
     if (y->dims[d] == 1) continue;

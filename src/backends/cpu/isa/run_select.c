@@ -29,20 +29,9 @@ typedef struct sel_job {
   int64_t inner, step[3], outer, per;
 } sel_job;
 
-/* The element stride of each of y's dims in t (0 where t broadcasts), t right-aligned. */
-static void strides_in(const kl_tensor *t, const kl_tensor *y, int64_t *s) {
-  int64_t run = 1;
-  for (int d = y->rank - 1; d >= 0; d--) {
-    int td = d - (y->rank - t->rank);
-    int64_t size = td >= 0 ? t->dims[td] : 1;
-    s[d] = size == 1 ? 0 : run;
-    run *= size;
-  }
-}
-
 static void plan(sel_job *j, const kl_tensor *const *in, const kl_tensor *y) {
   int64_t st[3][KL_MAX_RANK], dims[KL_MAX_RANK], m_st[3][KL_MAX_RANK];
-  for (int k = 0; k < j->n; k++) strides_in(in[k], y, st[k]);
+  for (int k = 0; k < j->n; k++) kl_isa_bcast_strides(in[k], y, st[k]);
   int m = 0;
   for (int d = 0; d < y->rank; d++) {
     if (y->dims[d] == 1) continue;
