@@ -595,20 +595,25 @@ static kiln_status r_gather(kl_ad *a, int n, const int *dy) {
   return st == KILN_OK ? give(a, IN(a, n, 0), dx) : st;
 }
 
-static kiln_status r_where(kl_ad *a, int n, const int *dy) {
-  int c = IN(a, n, 0), x = IN(a, n, 1), y = IN(a, n, 2);
-  kiln_status st = KILN_OK;
+/* dY routed by a bool cond to inputs kx (where true) and ky (where false) of node n,
+ * each summed to its shape: Where's gradient, and Max/Min's with cond their choice. */
+static kiln_status route_grads(kl_ad *a, int n, int cond, int kx, int ky, int d) {
   int zero = kl_ad_scalar(a, TYPE(a, OUT(a, n, 0))->dtype, 0.0);
   if (zero < 0) return a->e->code;
-  if (kl_ad_wants(a, n, 1)) {
-    int in[3] = {c, dy[0], zero};
-    st = give(a, x, sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), x));
+  kiln_status st = KILN_OK;
+  if (kl_ad_wants(a, n, kx)) {
+    int in[3] = {cond, d, zero};
+    st = give(a, IN(a, n, kx), sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), IN(a, n, kx)));
   }
-  if (st == KILN_OK && kl_ad_wants(a, n, 2)) {
-    int in[3] = {c, zero, dy[0]};
-    st = give(a, y, sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), y));
+  if (st == KILN_OK && kl_ad_wants(a, n, ky)) {
+    int in[3] = {cond, zero, d};
+    st = give(a, IN(a, n, ky), sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), IN(a, n, ky)));
   }
   return st;
+}
+
+static kiln_status r_where(kl_ad *a, int n, const int *dy) {
+  return route_grads(a, n, IN(a, n, 0), 1, 2, dy[0]);
 }
 
 /* Sum and Mean of any number of inputs: each gets dY (divided by the count for Mean),
@@ -629,21 +634,10 @@ static kiln_status r_max_min(kl_ad *a, int n, const int *dy) {
   if (NODE(a, n)->n_in != 2)
     return fail_node(a, n, KILN_ERR_UNSUPPORTED, "the gradient of Max/Min is implemented for "
                      "two inputs");
-  int x = IN(a, n, 0), y = IN(a, n, 1);
   kl_op cmp = NODE(a, n)->op == KL_OP_Max ? KL_OP_GreaterOrEqual : KL_OP_LessOrEqual;
-  int first = bin(a, n, cmp, x, y); /* x chosen */
-  int zero = kl_ad_scalar(a, TYPE(a, OUT(a, n, 0))->dtype, 0.0);
-  if (first < 0 || zero < 0) return a->e->code;
-  kiln_status st = KILN_OK;
-  if (kl_ad_wants(a, n, 0)) {
-    int in[3] = {first, dy[0], zero};
-    st = give(a, x, sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), x));
-  }
-  if (st == KILN_OK && kl_ad_wants(a, n, 1)) {
-    int in[3] = {first, zero, dy[0]};
-    st = give(a, y, sum_to(a, n, op1(a, n, KL_OP_Where, 3, in), y));
-  }
-  return st;
+  int first = bin(a, n, cmp, IN(a, n, 0), IN(a, n, 1)); /* input 0 chosen */
+  if (first < 0) return a->e->code;
+  return route_grads(a, n, first, 0, 1, dy[0]);
 }
 
 /* ReduceMax/ReduceMin (constant axes) and GlobalMaxPool: dY goes to every element

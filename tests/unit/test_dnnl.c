@@ -514,12 +514,7 @@ static void test_attention(void **state) {
  * packed QKV at three offsets) against the reference, at odd sizes. */
 static void test_mha(void **state) {
   (void)state;
-  static const struct {
-    const char *what;
-    bool packed;
-    int heads, mask_rank;
-    int64_t q[3], k[3], v[3], mask[4];
-  } cases[] = {
+  static const tu_mha_case cases[] = {
       {"MHA, 3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4,
        {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}},
       {"MHA, packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}},
@@ -528,20 +523,8 @@ static void test_mha(void **state) {
       {"MHA, packed QKV, 1 head of 13, S 6, [B,H,S,T] mask", true, 1, 4, {2, 6, 39}, {0}, {0},
        {2, 1, 6, 6}},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    kl_graph *g = kl_graph_new();
-    int q = tu_graph_input(g, "q", KL_F32, 3, cases[i].q);
-    int k = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "k", KL_F32, 3, cases[i].k);
-    int v = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "v", KL_F32, 3, cases[i].v);
-    int mask = cases[i].mask_rank
-                   ? tu_graph_input(g, "mask", KL_F32, cases[i].mask_rank, cases[i].mask)
-                   : KL_ABSENT;
-    int count = mask != KL_ABSENT ? 4 : cases[i].packed ? 1 : 3;
-    int n = tu_graph_output_node(g, KL_OP_KilnMultiHeadAttention, count, (int[]){q, k, v, mask}, 1);
-    assert_int_equal(kl_node_set_int(g, n, "num_heads", cases[i].heads, NULL), KILN_OK);
-    assert_int_equal(kl_node_set_float(g, n, "scale", 0.4f, NULL), KILN_OK);
-    check(g, cases[i].what);
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check(tu_mha_graph(&cases[i]), cases[i].what);
 }
 
 /* Convolutions and a MaxPool feeding each other: the values between them are held

@@ -214,12 +214,7 @@ static void test_views(void **state) {
  * than a work-group's worth. */
 static void test_mha(void **state) {
   (void)state;
-  static const struct {
-    const char *what;
-    bool packed;
-    int heads, mask_rank;
-    int64_t q[3], k[3], v[3], mask[4];
-  } cases[] = {
+  static const tu_mha_case cases[] = {
       {"3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4,
        {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}},
       {"packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}},
@@ -234,23 +229,8 @@ static void test_mha(void **state) {
       /* heads over 128 wide: the untiled kernel (kl_attn_mha) */
       {"1 head of 160, S 3, T 40", false, 1, 0, {1, 3, 160}, {1, 40, 160}, {1, 40, 160}, {0}},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    kl_graph *g = tu_graph_new();
-    int q = tu_graph_input(g, "q", KL_F32, 3, cases[i].q);
-    int k = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "k", KL_F32, 3, cases[i].k);
-    int v = cases[i].packed ? KL_ABSENT : tu_graph_input(g, "v", KL_F32, 3, cases[i].v);
-    int mask = cases[i].mask_rank
-                   ? tu_graph_input(g, "mask", KL_F32, cases[i].mask_rank, cases[i].mask)
-                   : KL_ABSENT;
-    int count = mask != KL_ABSENT ? 4 : cases[i].packed ? 1 : 3;
-    int y = tu_graph_value(g, "y");
-    int n = tu_graph_node(g, KL_OP_KilnMultiHeadAttention, "mha", count,
-                          (const int[]){q, k, v, mask}, 1, &y);
-    assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
-    assert_int_equal(kl_node_set_int(g, n, "num_heads", cases[i].heads, NULL), KILN_OK);
-    assert_int_equal(kl_node_set_float(g, n, "scale", 0.4f, NULL), KILN_OK);
-    tu_gpu_check(g, cases[i].what, 0, TOL, 1, true);
-  }
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    tu_gpu_check(tu_mha_graph(&cases[i]), cases[i].what, 0, TOL, 1, true);
 }
 
 /* An output larger than any device's memory (a [200000, 1] x [1, 200000] product makes

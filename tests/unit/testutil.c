@@ -366,6 +366,19 @@ void tu_assert_status_at(int st, int want, const char *msg, const char *part, co
 
 /* ---- graphs ---- */
 
+kl_graph *tu_mha_graph(const tu_mha_case *c) {
+  kl_graph *g = tu_graph_new();
+  int q = tu_graph_input(g, "q", KL_F32, 3, c->q);
+  int k = c->packed ? KL_ABSENT : tu_graph_input(g, "k", KL_F32, 3, c->k);
+  int v = c->packed ? KL_ABSENT : tu_graph_input(g, "v", KL_F32, 3, c->v);
+  int mask = c->mask_rank ? tu_graph_input(g, "mask", KL_F32, c->mask_rank, c->mask) : KL_ABSENT;
+  int count = mask != KL_ABSENT ? 4 : c->packed ? 1 : 3;
+  int n = tu_graph_output_node(g, KL_OP_KilnMultiHeadAttention, count, (int[]){q, k, v, mask}, 1);
+  assert_int_equal(kl_node_set_int(g, n, "num_heads", c->heads, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, n, "scale", 0.4f, NULL), KILN_OK);
+  return g;
+}
+
 kl_graph *tu_graph_new(void) {
   kl_graph *g = kl_graph_new();
   assert_non_null(g);

@@ -217,6 +217,17 @@ int tu_graph_op(kl_graph *g, kl_op op, int n_in, const int *in);
 int tu_graph_output_node(kl_graph *g, kl_op op, int n_in, const int *in, int n_out);
 /* Sets the ints attribute `name` of node n to v[0..count-1]; nothing when count is 0. */
 void tu_node_ints(kl_graph *g, int n, const char *name, int count, const int64_t *v);
+/* A kiln.MultiHeadAttention case: Q, K, V [B, S or T, heads x width] (K and V absent
+ * when packed: Q holds all three), an additive mask of mask_rank dims (0: none). */
+typedef struct tu_mha_case {
+  const char *what;
+  bool packed;
+  int heads, mask_rank;
+  int64_t q[3], k[3], v[3], mask[4];
+} tu_mha_case;
+/* A graph of one such node (num_heads, scale 0.4) over float32 inputs q, k, v, mask,
+ * its output the graph's. */
+kl_graph *tu_mha_graph(const tu_mha_case *c);
 /* Value id is an int64 constant of shape [n]; returns its data. */
 const int64_t *tu_const_i64(const kl_graph *g, int id, int64_t n);
 /* Loads an ONNX file that must load and verify. */

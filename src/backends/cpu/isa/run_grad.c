@@ -61,7 +61,7 @@ typedef struct pool_job {
   float *dx;
   span *sp[3]; /* per dim, one per output position */
   bool is_max, include_pad;
-  bool rows_fit; /* a window's rows fit rows[] of max_plane, positions fit int32 */
+  bool rows_fit; /* a window's rows fit max_row's rows[], positions fit int32 */
 } pool_job;
 
 /* The taps of output o along dim i inside [lo, hi): [*k0, *k1). */

@@ -158,12 +158,7 @@ __attribute__((noinline)) float kl_tc_act(float v, int act, float a, float b) {
   {                                                                                        \
     long k0 = (long)(s) * KL_TC_BK;                                                        \
     if (va) {                                                                              \
-      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++) {                                \
-        long m = m0 + am4 + 64 * r, k = k0 + ak4;                                            \
-        float4 v = m < M && k < K ? *(__global const float4 *)(a + m * sam + k)            \
-                                  : (float4)(0.0f);                                        \
-        ra[4 * r] = v.x, ra[4 * r + 1] = v.y, ra[4 * r + 2] = v.z, ra[4 * r + 3] = v.w;    \
-      }                                                                                    \
+      KL_TC_LOAD_A4(a, sam);                                                               \
     } else {                                                                               \
       _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++) {                                \
         long m = m0 + am + am_step * r, k = k0 + ak + ak_step * r;                         \
@@ -183,6 +178,16 @@ __attribute__((noinline)) float kl_tc_act(float v, int act, float a, float b) {
         rb[r] = n < N && k < K ? b[k * sbk + n * sbn] : 0.0f;                              \
       }                                                                                    \
     }                                                                                      \
+  }
+
+/* A's 4-vectors of step k0 into ra: rows am4 + 64 r, columns ak4..ak4 + 3 of the rows
+ * of p, rs floats apart (zeros outside M x K; both kernels). */
+#define KL_TC_LOAD_A4(p, rs)                                                               \
+  _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++) {                                \
+    long m = m0 + am4 + 64 * r, k = k0 + ak4;                                              \
+    float4 v = m < M && k < K ? *(__global const float4 *)((p) + m * (rs) + k)             \
+                              : (float4)(0.0f);                                            \
+    ra[4 * r] = v.x, ra[4 * r + 1] = v.y, ra[4 * r + 2] = v.z, ra[4 * r + 3] = v.w;        \
   }
 
 /* A's 4-vectors ra (rows am4 + 64 r, columns ak4..ak4 + 3) rounded to TF32 into local
@@ -307,12 +312,7 @@ KL_TC_MATMUL(kl_tc_matmul64, 64, 2)
   {                                                                                        \
     long k0 = (long)(s) * KL_TC_BK;                                                        \
     if (va) {                                                                              \
-      _Pragma("unroll") for (int r = 0; r < TILE_M / 64; r++) {                                \
-        long m = m0 + am4 + 64 * r, k = k0 + ak4;                                            \
-        float4 v = m < M && k < K ? *(__global const float4 *)(wp + m * K + k)             \
-                                  : (float4)(0.0f);                                        \
-        ra[4 * r] = v.x, ra[4 * r + 1] = v.y, ra[4 * r + 2] = v.z, ra[4 * r + 3] = v.w;    \
-      }                                                                                    \
+      KL_TC_LOAD_A4(wp, K);                                                                \
     } else {                                                                               \
       _Pragma("unroll") for (int r = 0; r < TILE_M / 16; r++) {                                \
         long m = m0 + am + 16 * r, k = k0 + ak;                                            \
