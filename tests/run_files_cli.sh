@@ -140,6 +140,14 @@ run_kiln run "$mlp/model.onnx" --max-work 0
 run_kiln check tests/models/ts/shared_deflated -O0
 [ $rc -eq 0 ] || fail "600 views of one deflated storage: rc $rc (124: timed out): $err"
 
+# an STFT of 16,384 samples in frames of 2,048 at step 1, from a 250-byte model: FFTs
+# (it was a direct sum per bin: 7 * 10^10 steps, about a minute on a Zen 3), also as
+# constant folding would see it (-O0 runs the same reference kernel)
+for o in -O0 -O2; do
+  run_kiln check tests/models/long_stft $o
+  [ $rc -eq 0 ] || fail "STFT of 14,337 frames of 2,048 $o: rc $rc (124: timed out): $err"
+done
+
 # more threads than the process can start (here under a 3 GB address-space limit,
 # 4096 thread stacks need more): kiln's error at session creation, where OpenMP once
 # ended the process with its own message. AddressSanitizer reserves more address space

@@ -9,6 +9,7 @@
  * and outputs' elements; the ops whose loops multiply dims (or attributes) say how. */
 #include "ir/ir.h"
 #include "ir/reduce.h"
+#include "base/fft.h"
 
 
 static double numel_of(const kl_tensor *t) {
@@ -66,6 +67,50 @@ static double einsum_work(const kl_node *n, int n_in, const kl_tensor *const *in
   return w;
 }
 
+/* An integer scalar's value when the tensor holds data, else -1. */
+static int64_t scalar_of(const kl_tensor *t) {
+  if (!t || !t->data || numel_of(t) != 1) return -1;
+  if (t->dtype == KL_I64) return *(const int64_t *)t->data;
+  if (t->dtype == KL_I32) return *(const int32_t *)t->data;
+  return -1;
+}
+
+/* The steps of transforms of length `len`, or, when it is not known, of the longest
+ * transform a line of `bins` outputs (one-sided: L / 2 + 1 of them) can come from. */
+static double fft_work(int64_t len, double bins) {
+  if (len > 0) return kl_fft_steps(len);
+  if (bins > (double)KL_FFT_MAX_LEN) return bins * bins;
+  int64_t b = (int64_t)bins;
+  double s = kl_fft_steps(b);
+  for (int64_t l = 2 * (b - 1); l <= 2 * b - 1; l++)
+    if (l > 0) {
+      double t = kl_fft_steps(l);
+      if (t > s) s = t;
+    }
+  return s;
+}
+
+static double dft_work(const kl_node *n, int n_in, const kl_tensor *const *in,
+                       const kl_tensor *y) {
+  if (!y || y->rank < 2 || n_in < 1 || !in[0]) return 0;
+  (void)n;
+  /* the axis is input 2 (default -2; importing opset 17 moves its attribute there) */
+  int64_t axis = n_in > 2 && in[2] && in[2]->data ? scalar_of(in[2]) : -2;
+  double along = dim_of(y, (int)axis), lines = numel_of(y) / (along * dim_of(y, -1));
+  int64_t len = n_in > 1 ? scalar_of(in[1]) : -1;
+  double in_len = dim_of(in[0], (int)axis);
+  return lines * fft_work(len, along > in_len ? along : in_len);
+}
+
+static double stft_work(const kl_node *n, int n_in, const kl_tensor *const *in,
+                        const kl_tensor *y) {
+  (void)n;
+  if (!y || y->rank != 4) return 0;
+  int64_t frame = n_in > 2 && in[2] && in[2]->rank == 1 ? in[2]->dims[0]
+                  : n_in > 3 ? scalar_of(in[3]) : -1;
+  return dim_of(y, 0) * dim_of(y, 1) * fft_work(frame, dim_of(y, 2));
+}
+
 double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int n_out,
                     const kl_tensor *const *out) {
   double io = 0, y = n_out > 0 ? numel_of(out[0]) : 0;
@@ -109,12 +154,11 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
   case KL_OP_Einsum:
     w = einsum_work(n, n_in, in);
     break;
-  case KL_OP_DFT: /* a direct sum: each output a sum over the length */
-    w = y * (n_out > 0 && out[0] && out[0]->rank >= 2
-                 ? dim_of(out[0], (int)kl_attr_int(n, "axis", 1)) : 1);
+  case KL_OP_DFT: /* a transform of each line (base/fft.h) */
+    w = dft_work(n, n_in, in, n_out > 0 ? out[0] : NULL);
     break;
-  case KL_OP_STFT: /* each bin a sum over the frame ([B, frames, bins, 2]) */
-    w = y * 2 * dim_of(out[0], 2);
+  case KL_OP_STFT: /* a transform of each frame ([B, frames, bins, 2]) */
+    w = stft_work(n, n_in, in, n_out > 0 ? out[0] : NULL);
     break;
   case KL_OP_RoiAlign: { /* each output the mean of its samples */
     int64_t ratio = kl_attr_int(n, "sampling_ratio", 0);

@@ -21,6 +21,12 @@
                     scanning the whole graph: 47 s for such a model at -O2). x holds
                     multiples of 0.25, so x + 20000 is exact at every step.
 
+  long_stft/        an ONNX test-case folder: the STFT of a signal of 16,384 samples
+                    made from its shape (ConstantOfShape 0.5), frames of 2,048 at step 1,
+                    summed. As a direct sum (kiln once did it that way) that is 7 * 10^10
+                    steps, about a minute; as FFTs, under a second. Every frame's
+                    spectrum is 1024 at bin 0 and 0 elsewhere: the sum is frames * 1024.
+
     .venv/bin/python tests/models/make_cli_fixtures.py
 """
 import os
@@ -129,6 +135,32 @@ def many_nodes():
         f.write(numpy_helper.from_array(x + np.float32(pairs * 0.5), prev).SerializeToString())
 
 
+def long_stft():
+    samples, frame = 16384, 2048
+    frames = samples - frame + 1
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["signal"],
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+        helper.make_node("STFT", ["signal", "step", "", "frame"], ["spectrum"]),
+        helper.make_node("ReduceSum", ["spectrum"], ["total"], keepdims=0),
+    ]
+    inits = [numpy_helper.from_array(np.array(1, np.int64), "step"),
+             numpy_helper.from_array(np.array(frame, np.int64), "frame")]
+    graph = helper.make_graph(nodes, "long_stft",
+                              [helper.make_tensor_value_info("shape", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("total", TensorProto.FLOAT, [])],
+                              inits)
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), "long_stft")
+    data = os.path.join(here, "long_stft", "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    with open(os.path.join(data, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(np.array([1, samples, 1], np.int64), "shape")
+                .SerializeToString())
+    with open(os.path.join(data, "output_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(np.array(frames * 1024, np.float32), "total")
+                .SerializeToString())
+
+
 def bf16_out():
     cast = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)
     graph = helper.make_graph([cast], "bf16_out",
@@ -143,3 +175,4 @@ bf16_out()
 empty_rows()
 huge_window()
 many_nodes()
+long_stft()

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fft.h"
 #include "ir/ir.h"
 
 #define MAX_IO 10
@@ -676,6 +677,136 @@ static void test_stft_window_values(void **state) {
          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 
+/* The transform's defining sum in long double (twiddles tabulated in long double), the
+ * oracle of the FFT. */
+static void direct_dft(const double *xr, const double *xi, int64_t n, int sign, double *yr,
+                       double *yi) {
+  long double *c = malloc((size_t)n * 2 * sizeof *c), *s = c + n;
+  assert_non_null(c);
+  for (int64_t j = 0; j < n; j++) {
+    long double a = 2 * 3.141592653589793238462643383279502884L * (long double)j / (long double)n;
+    c[j] = cosl(a);
+    s[j] = sign * sinl(a);
+  }
+  for (int64_t k = 0; k < n; k++) {
+    long double sr = 0, si = 0;
+    for (int64_t t = 0; t < n; t++) {
+      int64_t j = (k * t) % n;
+      sr += xr[t] * c[j] - xi[t] * s[j];
+      si += xr[t] * s[j] + xi[t] * c[j];
+    }
+    yr[k] = (double)sr;
+    yi[k] = (double)si;
+  }
+  free(c);
+}
+
+static double uniform(unsigned *seed) {
+  *seed = *seed * 1103515245u + 12345u;
+  return (double)(*seed >> 8) / (double)(1u << 24) * 2 - 1;
+}
+
+/* base/fft.h against the direct sum at awkward lengths: powers of two odd and even,
+ * the radix-3/5/7 and direct generic stages (up to 64), Bluestein primes alone, squared,
+ * and beside small factors; both signs, random data. */
+static void test_fft_vs_direct(void **state) {
+  (void)state;
+  static const int64_t lengths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 15, 16, 30, 32, 49, 60, 61,
+                                    64, 67, 97, 128, 134, 210, 243, 256, 1000, 1009, 1024,
+                                    2048, 4757, 2 * 3 * 5 * 7 * 11};
+  unsigned seed = 7;
+  for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
+    int64_t n = lengths[li];
+    double *buf = malloc((size_t)n * 6 * sizeof(double));
+    assert_non_null(buf);
+    double *xr = buf, *xi = buf + n, *yr = buf + 2 * n, *yi = buf + 3 * n, *wr = buf + 4 * n,
+           *wi = buf + 5 * n;
+    kl_fft *plan;
+    kl_err e = {0};
+    assert_int_equal(kl_fft_create(n, &plan, &e), KILN_OK);
+    for (int sign = -1; sign <= 1; sign += 2) {
+      for (int64_t t = 0; t < n; t++) {
+        xr[t] = yr[t] = uniform(&seed);
+        xi[t] = yi[t] = uniform(&seed);
+      }
+      kl_fft_run(plan, yr, yi, sign);
+      direct_dft(xr, xi, n, sign, wr, wi);
+      /* a sum of n terms of size <= sqrt(2): the FFT's error grows as log n */
+      double tol = 1e-13 * sqrt((double)n) * (1 + log2((double)n));
+      for (int64_t k = 0; k < n; k++)
+        if (fabs(yr[k] - wr[k]) > tol || fabs(yi[k] - wi[k]) > tol)
+          fail_msg("length %lld sign %d bin %lld: %.17g%+.17gi, expected %.17g%+.17gi",
+                   (long long)n, sign, (long long)k, yr[k], yi[k], wr[k], wi[k]);
+    }
+    kl_fft_free(plan);
+    free(buf);
+  }
+}
+
+/* Lengths the plan refuses, and the work it is counted as. */
+static void test_fft_limits(void **state) {
+  (void)state;
+  kl_fft *plan = (kl_fft *)1;
+  kl_err e = {0};
+  assert_int_equal(kl_fft_create(0, &plan, &e), KILN_ERR_LIMIT);
+  assert_null(plan);
+  assert_non_null(strstr(e.msg, "length 0"));
+  kl_err_clear(&e);
+  assert_int_equal(kl_fft_create(KL_FFT_MAX_LEN + 1, &plan, &e), KILN_ERR_LIMIT);
+  kl_err_clear(&e);
+  int64_t big_prime = 4194319; /* the first prime over 2^22 */
+  assert_int_equal(kl_fft_create(2 * big_prime, &plan, &e), KILN_ERR_LIMIT);
+  assert_non_null(strstr(e.msg, "prime factors are at most 2^22"));
+  /* refused lengths count as the direct sum; others as n (1 + r) per stage */
+  assert_true(kl_fft_steps(2 * big_prime) == 4.0 * big_prime * big_prime);
+  assert_true(kl_fft_steps(1) == 0);
+  assert_true(kl_fft_steps(8) == 8 * (1 + 2) + 8 * (1 + 4));
+  assert_true(kl_fft_steps(2048) < 2048.0 * 40);
+  /* a Bluestein prime costs about as much as the products of twice its length */
+  double prime = kl_fft_steps(1009), pow2 = kl_fft_steps(2048);
+  assert_true(prime > 2 * pow2 && prime < 4 * pow2);
+}
+
+/* DFT and its one-sided inverse at lengths that take every kind of stage: the
+ * inverse of the forward transform gives random signals back, and a bin of the
+ * forward one is the defining sum. */
+static void test_dft_round_trip(void **state) {
+  fixture *f = *state;
+  static const int64_t lengths[] = {1, 2, 7, 12, 67, 134, 257};
+  unsigned seed = 11;
+  for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
+    int64_t n = lengths[li], bins = n / 2 + 1;
+    double *x = malloc((size_t)(2 * n + 4 * bins) * sizeof(double)), *spec = x + 2 * n;
+    assert_non_null(x);
+    for (int64_t t = 0; t < 2 * n; t++) x[t] = uniform(&seed);
+    /* two rows of real samples along axis 1 */
+    node(f, "DFT", 3, 1);
+    attr_int(f, "onesided", 1);
+    tensor(f, 0, KL_F64, DIMS(2, n, 1), x);
+    absent(f, 1);
+    tensor(f, 2, KL_I64, DIMS(1), VALS(1));
+    expect_run(f);
+    assert_int_equal(kl_tensor_numel(&f->tout[0]), 2 * bins * 2);
+    memcpy(spec, f->tout[0].data, (size_t)(2 * bins * 2) * sizeof(double));
+    /* bin 1 of row 1 against its sum */
+    if (n > 1) {
+      double re = 0, im = 0;
+      for (int64_t t = 0; t < n; t++) {
+        re += x[n + t] * cos(2 * M_PI * (double)t / (double)n);
+        im -= x[n + t] * sin(2 * M_PI * (double)t / (double)n);
+      }
+      assert_true(fabs(spec[(bins + 1) * 2] - re) < 1e-12 * (double)n);
+      assert_true(fabs(spec[(bins + 1) * 2 + 1] - im) < 1e-12 * (double)n);
+    }
+    attr_int(f, "inverse", 1);
+    tensor(f, 0, KL_F64, DIMS(2, bins, 2), spec);
+    tensor(f, 1, KL_I64, DIMS(1), VALS((double)n));
+    expect_run(f);
+    expect_values(f, 0, x, 2 * n, 1e-12);
+    free(x);
+  }
+}
+
 /* ---- NonMaxSuppression, RoiAlign, DeformConv ---- */
 
 static void test_nms(void **state) {
@@ -913,6 +1044,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stft_window_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dft_values, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stft_window_values, setup, teardown),
+      cmocka_unit_test(test_fft_vs_direct),
+      cmocka_unit_test(test_fft_limits),
+      cmocka_unit_test_setup_teardown(test_dft_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_roi_align, setup, teardown),
       cmocka_unit_test_setup_teardown(test_deform_conv, setup, teardown),

@@ -1,8 +1,8 @@
 /* Reference kernels: DFT, STFT, HannWindow, HammingWindow, BlackmanWindow and
  * MelWeightMatrix (shapes in src/ir/infer_signal.c).
  *
- * DFT of length L along one axis, as a direct sum (O(L^2), in double, with the
- * twiddles e^(-2 pi i j / L) tabulated once):
+ * DFT of length L along one axis, in double, by the FFT of base/fft.h (O(L log L) for
+ * every L; the direct sum each output is defined by, below, is the unit tests' oracle):
  *   forward:  Y[k] = sum_t x[t] e^(-2 pi i k t / L), t < L (x zero-padded or cut to L)
  *   inverse:  y[t] = 1/L sum_k X[k] e^(+2 pi i k t / L)
  *   one-sided inverse (NumPy's irfft): X is half of a Hermitian spectrum; only the
@@ -19,6 +19,7 @@
  *   floor((dft_length + 1) f / sample_rate), as the ONNX reference builds it.
  */
 #include "backends/cpu/ref/ref.h"
+#include "base/fft.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,57 +29,51 @@
 /* ---- the transform of one line ---- */
 
 typedef struct dft_plan {
+  kl_fft *fft;
   int64_t len;      /* L */
-  double *cos_tab, *sin_tab; /* [L]: cos and sin of 2 pi j / L */
-  double *re, *im;  /* [L]: the current line, zero-padded */
+  double *re, *im;  /* [L]: the current line, zero-padded; its transform after dft_run */
 } dft_plan;
 
 static kiln_status plan_init(dft_plan *p, int64_t len, kl_err *e) {
-  size_t bytes;
-  p->cos_tab = NULL;
+  p->re = NULL;
   p->len = len;
-  /* k * t must fit int64 for the twiddle index (k, t < L) */
-  if (len > ((int64_t)1 << 31) || kl_mul_overflow_size((size_t)len, 4 * sizeof(double), &bytes))
-    return kl_fail(e, KILN_ERR_LIMIT, "a DFT of length %lld is over kiln's limit of 2^31",
-                   (long long)len);
-  if (!(p->cos_tab = malloc(bytes ? bytes : 1)))
+  kiln_status st = kl_fft_create(len, &p->fft, e);
+  if (st != KILN_OK) return st;
+  if (!(p->re = malloc((size_t)len * 2 * sizeof(double)))) {
+    kl_fft_free(p->fft);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "no memory for a DFT of length %lld",
                    (long long)len);
-  p->sin_tab = p->cos_tab + len;
-  p->re = p->sin_tab + len;
-  p->im = p->re + len;
-  for (int64_t j = 0; j < len; j++) {
-    p->cos_tab[j] = cos(TAU * (double)j / (double)len);
-    p->sin_tab[j] = sin(TAU * (double)j / (double)len);
   }
+  p->im = p->re + len;
   return KILN_OK;
 }
 
-static void plan_free(dft_plan *p) { free(p->cos_tab); }
-
-/* Bin k of the line in p->re, p->im: sum_t x[t] e^(sign 2 pi i k t / L), into *yr, *yi. */
-static void dft_bin(const dft_plan *p, int64_t k, int sign, double *yr, double *yi) {
-  double sr = 0, si = 0;
-  for (int64_t t = 0; t < p->len; t++) {
-    int64_t j = k * t % p->len;
-    double c = p->cos_tab[j], s = sign * p->sin_tab[j];
-    sr += p->re[t] * c - p->im[t] * s;
-    si += p->re[t] * s + p->im[t] * c;
-  }
-  *yr = sr;
-  *yi = si;
+static void plan_free(dft_plan *p) {
+  kl_fft_free(p->fft);
+  free(p->re);
 }
 
-/* Sample t of the real signal whose half spectrum (bins < `bins`) is in p->re, p->im. */
-static double irfft_sample(const dft_plan *p, int64_t bins, int64_t t) {
-  int64_t len = p->len;
-  double acc = p->re[0];
-  for (int64_t k = 1; k <= (len - 1) / 2 && k < bins; k++) {
-    int64_t j = k * t % len;
-    acc += 2 * (p->re[k] * p->cos_tab[j] - p->im[k] * p->sin_tab[j]);
+/* The real signal whose half spectrum (bins < `bins`) is in p->re, p->im, into p->re
+ * (times L): the Hermitian spectrum completed (only the real parts of bins 0 and L/2
+ * count), then the inverse transform. */
+static void irfft_line(dft_plan *p, int64_t bins) {
+  int64_t len = p->len, half = (len - 1) / 2;
+  p->im[0] = 0;
+  for (int64_t k = 1; k < len; k++) {
+    int64_t mirror = len - k;
+    if (k <= half && k < bins) {
+      p->re[mirror] = p->re[k];
+      p->im[mirror] = -p->im[k];
+    } else if (k <= half) {
+      p->re[k] = p->im[k] = p->re[mirror] = p->im[mirror] = 0;
+    }
   }
-  if (len % 2 == 0 && len / 2 < bins) acc += (t % 2 ? -1 : 1) * p->re[len / 2];
-  return acc / (double)len;
+  if (len % 2 == 0) {
+    if (len / 2 >= bins) p->re[len / 2] = 0;
+    p->im[len / 2] = 0;
+  }
+  if (bins < 1) p->re[0] = 0;
+  kl_fft_run(p->fft, p->re, p->im, 1);
 }
 
 /* ---- DFT ---- */
@@ -109,17 +104,15 @@ static void load_line(dft_plan *p, const kl_tensor *x, const dft_geom *g, int64_
 
 static void dft_line(dft_plan *p, kl_tensor *y, const dft_geom *g, int64_t o, int64_t i,
                      bool inverse) {
+  if (inverse && g->c_out == 1)
+    irfft_line(p, g->n_in);
+  else
+    kl_fft_run(p->fft, p->re, p->im, inverse ? 1 : -1);
+  double scale = inverse ? 1 / (double)p->len : 1;
   for (int64_t k = 0; k < g->n_out; k++) {
     int64_t at = ((o * g->n_out + k) * g->inner + i) * g->c_out;
-    double re, im;
-    if (inverse && g->c_out == 1) {
-      kl_ref_store(y->data, y->dtype, at, irfft_sample(p, g->n_in, k));
-      continue;
-    }
-    dft_bin(p, k, inverse ? 1 : -1, &re, &im);
-    double scale = inverse ? 1 / (double)p->len : 1;
-    kl_ref_store(y->data, y->dtype, at, re * scale);
-    kl_ref_store(y->data, y->dtype, at + 1, im * scale);
+    kl_ref_store(y->data, y->dtype, at, p->re[k] * scale);
+    if (g->c_out == 2) kl_ref_store(y->data, y->dtype, at + 1, p->im[k] * scale);
   }
 }
 
@@ -170,12 +163,11 @@ int kl_ref_stft(kl_kernel_ctx *c) {
         p.re[t] = w * kl_ref_load(x->data, x->dtype, at);
         p.im[t] = comps == 2 ? w * kl_ref_load(x->data, x->dtype, at + 1) : 0;
       }
+      kl_fft_run(p.fft, p.re, p.im, -1);
       for (int64_t k = 0; k < bins; k++) {
-        double re, im;
-        dft_bin(&p, k, -1, &re, &im);
         int64_t at = ((b * frames + f) * bins + k) * 2;
-        kl_ref_store(y->data, y->dtype, at, re);
-        kl_ref_store(y->data, y->dtype, at + 1, im);
+        kl_ref_store(y->data, y->dtype, at, p.re[k]);
+        kl_ref_store(y->data, y->dtype, at + 1, p.im[k]);
       }
     }
   plan_free(&p);
