@@ -210,8 +210,8 @@ static void test_views(void **state) {
 }
 
 /* kiln.MultiHeadAttention: separate and packed projections, masks broadcast from
- * [B,1,1,T], [S,T] and [B,H,S,T], a single query, keys more
- * than a work-group's worth. */
+ * [B,1,1,T], [S,T] and [B,H,S,T], a single query, keys more than a work-group's worth;
+ * every kernel (flash64 up to heads of 64, tiled up to 128, the plain one past it). */
 static void test_mha(void **state) {
   (void)state;
   static const tu_mha_case cases[] = {
@@ -226,6 +226,17 @@ static void test_mha(void **state) {
       /* 64 queries per work-group and 32 keys per tile: blocks crossed both ways */
       {"2 heads of 16, S 70, T 45, [B,1,1,T] mask", false, 2, 4, {2, 70, 32}, {2, 45, 32},
        {2, 45, 32}, {2, 1, 1, 45}},
+      /* heads of 64 (BERT's): flash64 over two query blocks, the last partial, keys of
+       * 3 tiles and a part, a full [B,H,S,T] mask and a broadcast one */
+      {"12 heads of 64, S 130, T 100, [B,H,S,T] mask", false, 12, 4, {2, 130, 768},
+       {2, 100, 768}, {2, 100, 768}, {2, 12, 130, 100}},
+      {"packed QKV, 2 heads of 64, S 77, [B,1,1,T] mask", true, 2, 4, {3, 77, 384}, {0}, {0},
+       {3, 1, 1, 77}},
+      {"2 heads of 48 (V 64), S 65, T 33", false, 2, 0, {1, 65, 96}, {1, 33, 96}, {1, 33, 128},
+       {0}},
+      /* heads over 64 and up to 128: the tiled kernel (kl_attn_mha_tiled) */
+      {"2 heads of 96 (V 80), S 70, T 45, [S,T] mask", false, 2, 2, {1, 70, 192}, {1, 45, 192},
+       {1, 45, 160}, {70, 45}},
       /* heads over 128 wide: the untiled kernel (kl_attn_mha) */
       {"1 head of 160, S 3, T 40", false, 1, 0, {1, 3, 160}, {1, 40, 160}, {1, 40, 160}, {0}},
   };

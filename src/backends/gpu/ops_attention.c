@@ -7,6 +7,9 @@
 #define MAX_DV 256 /* KL_ATTN_MAX_DV: the per-query accumulator lives in registers */
 #define TILE_D 128 /* KL_ATTN_TILE_D: the largest head of kl_attn_mha_tiled */
 #define QB 64      /* KL_ATTN_QB: its queries per work-group */
+#define FA_D 64    /* KL_FA_D: the largest head of kl_attn_flash64 */
+#define FA_QB 64   /* KL_FA_QB and KL_FA_WG: its queries and work-items per group */
+#define FA_WG 128
 
 typedef struct kl_cl_mha {
   int64_t batch, heads, seq, keys, d, dv;
@@ -40,6 +43,13 @@ static kiln_status run_mha(kl_cl *c, kl_kernel_ctx *kc) {
                  m.voff, {m.mstride[0], m.mstride[1], m.mstride[2], m.mstride[3]},
                  kl_attr_float(kc->node, "scale", 1.0f), m.mask != NULL};
   int64_t rows = m.batch * m.heads * m.seq;
+  if (m.d <= FA_D && m.dv <= FA_D && kl_cl_max_group(c) >= FA_WG) {
+    /* 64 queries of a head per work-group of 128, scores and output blocks in registers */
+    size_t global = (size_t)((m.seq + FA_QB - 1) / FA_QB * m.batch * m.heads) * FA_WG,
+           local = FA_WG;
+    return KL_CL_LAUNCH(c, "kl_attn_flash64", 1, &global, &local, kc->e, CLA_T(m.q),
+                        CLA_T(m.k), CLA_T(m.v), CLA_T(m.mask), CLA_T(kc->out[0]), CLA_S(g));
+  }
   if (m.d <= TILE_D && m.dv <= TILE_D && kl_cl_max_group(c) >= QB) {
     /* 64 queries of a head per work-group, the keys and values through local memory */
     size_t global = (size_t)((m.seq + QB - 1) / QB * m.batch * m.heads) * QB, local = QB;
