@@ -33,7 +33,9 @@ typedef struct kl_cl_norm {
   int64_t dims[KL_MAX_RANK];
   int64_t s[4][KL_MAX_RANK];
   int64_t period[4];
-  int32_t rank, pad;
+  int32_t rank;
+  int32_t mode[4]; /* NORM_AT_*: how operand k's offset follows from Y's element */
+  int32_t pad;
 } kl_cl_norm;
 
 /* Matches kl_cl_pad of data.cl. */
@@ -50,6 +52,9 @@ enum { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD, RED_L1, RED_L2, RED_SUMSQ,
        RED_LOGSUMEXP };
 enum { NORM_SKIP = 1, NORM_BIAS = 2, NORM_RMS = 4, NORM_SUM = 8, NORM_MEAN = 16,
        NORM_INV = 32 };
+/* An operand's offset for Y's element i = r * len + j: from its strides, i itself (Y's
+ * shape, contiguous), or j (one row's worth, repeated: Scale and B). */
+enum { NORM_AT_STRIDES = 0, NORM_AT_ELEMENT = 1, NORM_AT_COLUMN = 2 };
 
 static const kl_tensor *input(const kl_kernel_ctx *kc, int k) {
   return kc->n_in > k ? kc->in[k] : NULL;
@@ -206,6 +211,9 @@ static kiln_status run_norm(kl_cl *c, kl_kernel_ctx *kc) {
     if (!ops[i]) continue;
     bcast_strides(ops[i], y->rank, nb.s[i]);
     nb.period[i] = bcast_period(y->dims, nb.s[i], y->rank);
+    nb.mode[i] = nb.period[i] == rows * len ? NORM_AT_ELEMENT
+                 : nb.period[i] == len      ? NORM_AT_COLUMN
+                                            : NORM_AT_STRIDES;
   }
   return LAUNCH_ROWS(c, "kl_norm", rows, len, kc->e, CLA_T(x), CLA_T(k), CLA_T(g), CLA_T(b),
                      CLA_T(y), CLA_T(skip ? o1 : NULL), CLA_T(skip ? NULL : o1), CLA_T(o2),

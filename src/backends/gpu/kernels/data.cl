@@ -146,8 +146,12 @@ typedef struct kl_cl_norm {
   long s[4][KL_MAX_RANK];
   long period[4];
   int rank;
+  int mode[4];
   int pad;
 } kl_cl_norm;
+
+#define KL_NORM_AT_ELEMENT 1 /* operand k's offset is Y's element i (its shape, contiguous) */
+#define KL_NORM_AT_COLUMN 2  /* j, the element's place in its row (Scale and B) */
 
 long kl_norm_at(const kl_cl_norm *nb, int k, long i) {
   if (nb->period[k] > 0) return i % nb->period[k];
@@ -159,15 +163,22 @@ long kl_norm_at(const kl_cl_norm *nb, int k, long i) {
   return off;
 }
 
+/* Operand k's offset for Y's element i = r * len + j: without a division in the usual
+ * cases (the 64-bit remainders of kl_norm_at cost more than the row's memory traffic). */
+long kl_norm_off(const kl_cl_norm *nb, int k, long i, long j) {
+  int mode = nb->mode[k];
+  return mode == KL_NORM_AT_ELEMENT ? i : mode == KL_NORM_AT_COLUMN ? j : kl_norm_at(nb, k, i);
+}
+
 /* The tensors of a normalization, offsets applied (NULL where absent). */
 typedef struct kl_norm_io {
   __global const float *x, *skip, *scale, *bias;
   __global float *y, *sum, *mean, *inv;
 } kl_norm_io;
 
-float kl_norm_in(const kl_norm_io *t, const kl_cl_norm *nb, int flags, long i) {
-  float v = t->x[kl_norm_at(nb, 0, i)];
-  return flags & KL_NORM_SKIP ? v + t->skip[kl_norm_at(nb, 1, i)] : v;
+float kl_norm_in(const kl_norm_io *t, const kl_cl_norm *nb, int flags, long i, long j) {
+  float v = t->x[kl_norm_off(nb, 0, i, j)];
+  return flags & KL_NORM_SKIP ? v + t->skip[kl_norm_off(nb, 1, i, j)] : v;
 }
 
 void kl_norm_row(const kl_norm_io *t, const kl_cl_norm *nb, long r, long len, float eps,
@@ -176,7 +187,7 @@ void kl_norm_row(const kl_norm_io *t, const kl_cl_norm *nb, long r, long len, fl
   bool rms = flags & KL_NORM_RMS;
   float acc = 0;
   for (long j = l->lane; j < len; j += l->lanes) {
-    float v = kl_norm_in(t, nb, flags, first + j);
+    float v = kl_norm_in(t, nb, flags, first + j, j);
     acc += rms ? v * v : v;
   }
   acc = kl_lanes_combine(l, acc, KL_RED_SUM);
@@ -184,7 +195,7 @@ void kl_norm_row(const kl_norm_io *t, const kl_cl_norm *nb, long r, long len, fl
   if (!rms) { /* a second pass over the deviations: no cancellation */
     float sq = 0;
     for (long j = l->lane; j < len; j += l->lanes) {
-      float d = kl_norm_in(t, nb, flags, first + j) - mean;
+      float d = kl_norm_in(t, nb, flags, first + j, j) - mean;
       sq += d * d;
     }
     var = kl_lanes_combine(l, sq, KL_RED_SUM) / (float)len;
@@ -192,10 +203,10 @@ void kl_norm_row(const kl_norm_io *t, const kl_cl_norm *nb, long r, long len, fl
   float inv = 1.0f / sqrt(var + eps);
   for (long j = l->lane; j < len; j += l->lanes) {
     long i = first + j;
-    float v = kl_norm_in(t, nb, flags, i);
+    float v = kl_norm_in(t, nb, flags, i, j);
     if (flags & KL_NORM_SUM) t->sum[i] = v;
-    float o = (v - mean) * inv * t->scale[kl_norm_at(nb, 2, i)];
-    t->y[i] = flags & KL_NORM_BIAS ? o + t->bias[kl_norm_at(nb, 3, i)] : o;
+    float o = (v - mean) * inv * t->scale[kl_norm_off(nb, 2, i, j)];
+    t->y[i] = flags & KL_NORM_BIAS ? o + t->bias[kl_norm_off(nb, 3, i, j)] : o;
   }
   if (l->lane == 0 && flags & KL_NORM_MEAN) t->mean[r] = mean;
   if (l->lane == 0 && flags & KL_NORM_INV) t->inv[r] = inv;
