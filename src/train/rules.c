@@ -293,6 +293,35 @@ static kiln_status r_gemm(kl_ad *a, int n, const int *dy) {
 
 /* ---- convolution and pooling ---- */
 
+/* d (of rank r) summed over every axis but 1, the channels: [C]. */
+static int sum_but_channels(kl_ad *a, int fwd, int d, int r) {
+  int64_t axes[KL_MAX_RANK];
+  int m = 0, k;
+  for (int i = 0; i < r; i++)
+    if (i != 1) axes[m++] = i;
+  int in[2] = {d, kl_ad_ints(a, axes, m)};
+  int out = d < 0 || in[1] < 0 ? -1 : op1_node(a, fwd, KL_OP_ReduceSum, 2, in, &k);
+  if (out >= 0 && kl_node_set_int(a->g, k, "keepdims", 0, a->e) != KILN_OK) return -1;
+  return out;
+}
+
+/* Ones of dtype in the shape of x's dims from `start` on, made at run time (x may be a
+ * value the rules made, whose type is not inferred yet). */
+static int ones_from(kl_ad *a, int fwd, int x, int start, kl_dtype dtype) {
+  int k, shape = op1_node(a, fwd, KL_OP_Shape, 1, &x, &k);
+  if (shape < 0 || kl_node_set_int(a->g, k, "start", start, a->e) != KILN_OK) return -1;
+  int in[2] = {kl_ad_scalar(a, dtype, 1.0), shape};
+  return in[0] < 0 ? -1 : op1(a, fwd, KL_OP_Expand, 2, in);
+}
+
+/* v [C] as [C, 1, ...] against a tensor of rank r. */
+static int per_channel(kl_ad *a, int fwd, int v, int r) {
+  int64_t axes[KL_MAX_RANK];
+  for (int i = 1; i < r - 1; i++) axes[i - 1] = i;
+  int in[2] = {v, kl_ad_ints(a, axes, r - 2)};
+  return in[1] < 0 ? -1 : op1(a, fwd, KL_OP_Unsqueeze, 2, in);
+}
+
 static kiln_status r_conv(kl_ad *a, int n, const int *dy) {
   int x = IN(a, n, 0), w = IN(a, n, 1), b = IN(a, n, 2), d = dy[0], k;
   kiln_status st = KILN_OK;
@@ -308,19 +337,8 @@ static kiln_status r_conv(kl_ad *a, int n, const int *dy) {
     if (dw >= 0) st = kl_ad_copy_attrs(a, n, k);
     if (st == KILN_OK) st = give(a, w, dw);
   }
-  if (st == KILN_OK && b >= 0 && kl_ad_wants(a, n, 2)) {
-    /* dB: dY summed over every dim but the channels */
-    int r = rank_of(a, x);
-    int64_t axes[KL_MAX_RANK];
-    int m = 0;
-    for (int i = 0; i < r; i++)
-      if (i != 1) axes[m++] = i;
-    int in[2] = {d, kl_ad_ints(a, axes, m)}, out;
-    k = in[1] < 0 ? -1 : kl_ad_node(a, n, KL_OP_ReduceSum, 2, in, 1, &out);
-    if (k < 0) return a->e->code;
-    st = kl_node_set_int(a->g, k, "keepdims", 0, a->e);
-    if (st == KILN_OK) st = give(a, b, out);
-  }
+  if (st == KILN_OK && b >= 0 && kl_ad_wants(a, n, 2))
+    st = give(a, b, sum_but_channels(a, n, d, rank_of(a, x)));
   return st;
 }
 
@@ -407,6 +425,66 @@ static kiln_status r_layernorm(kl_ad *a, int n, const int *dy) {
   return st;
 }
 
+/* A normalization over the axes from 2 on of x: LayerNormalization's (axis 2) with a
+ * unit scale, from the same ones (op KilnLayerNormGrad: d -> dX; LayerNormalization:
+ * x -> its normalized form). */
+static int norm_rows(kl_ad *a, int fwd, kl_op op, int d, int x, int ones, float eps) {
+  int in[3] = {d, x, ones}, k, out;
+  int n_in = op == KL_OP_KilnLayerNormGrad ? 3 : 2;
+  if (op == KL_OP_LayerNormalization) {
+    in[0] = x;
+    in[1] = ones;
+  }
+  if (in[0] < 0 || in[1] < 0 || (n_in == 3 && in[2] < 0)) return -1;
+  k = kl_ad_node(a, fwd, op, n_in, in, 1, &out);
+  if (k < 0 || kl_node_set_int(a->g, k, "axis", 2, a->e) != KILN_OK ||
+      kl_node_set_float(a->g, k, "epsilon", eps, a->e) != KILN_OK)
+    return -1;
+  return out;
+}
+
+/* InstanceNormalization (X [N, C, ...], scale [C], B [C]) and GroupNormalization
+ * (num_groups G; scale and B per channel, the opset-21 form the importer makes): each
+ * is a LayerNormalization over the axes from 2 on of X seen as [N, C, S] or [N, G,
+ * C / G * S] with a unit scale, then scale and B per channel. So dX is LayerNormGrad's
+ * of dY * scale (per channel) in that view, dScale the channel sums of dY * X's
+ * normalized form, dB those of dY. */
+static kiln_status r_channel_norm(kl_ad *a, int n, const int *dy) {
+  if (dy[0] < 0) return KILN_OK;
+  const kl_node *node = NODE(a, n);
+  int x = IN(a, n, 0), r = rank_of(a, x);
+  if (r < 3) return fail_node(a, n, KILN_ERR_UNSUPPORTED, "input of rank under 3 or unknown");
+  float eps = kl_attr_float(node, "epsilon", 1e-5f);
+  bool groups = node->op == KL_OP_GroupNormalization;
+  int view = x, shape = -1, rows = -1; /* X as the rows normalized; X's shape */
+  if (groups) {
+    int64_t dims[3] = {0, kl_attr_int(node, "num_groups", 1), -1};
+    rows = kl_ad_ints(a, dims, 3);
+    view = rows < 0 ? -1 : bin(a, n, KL_OP_Reshape, x, rows);
+    shape = op1(a, n, KL_OP_Shape, 1, &x);
+    if (view < 0 || shape < 0) return a->e->code;
+  }
+  int ones = ones_from(a, n, view, 2, TYPE(a, x)->dtype);
+  if (ones < 0) return a->e->code;
+  kiln_status st = KILN_OK;
+  if (kl_ad_wants(a, n, 0)) {
+    int g = bin(a, n, KL_OP_Mul, dy[0], per_channel(a, n, IN(a, n, 1), r));
+    if (groups && g >= 0) g = bin(a, n, KL_OP_Reshape, g, rows);
+    int dx = norm_rows(a, n, KL_OP_KilnLayerNormGrad, g, view, ones, eps);
+    if (groups && dx >= 0) dx = bin(a, n, KL_OP_Reshape, dx, shape);
+    st = give(a, x, dx);
+  }
+  if (st == KILN_OK && kl_ad_wants(a, n, 1)) {
+    int xhat = norm_rows(a, n, KL_OP_LayerNormalization, -1, view, ones, eps);
+    if (groups && xhat >= 0) xhat = bin(a, n, KL_OP_Reshape, xhat, shape);
+    int t = xhat < 0 ? -1 : bin(a, n, KL_OP_Mul, dy[0], xhat);
+    st = give(a, IN(a, n, 1), sum_but_channels(a, n, t, r));
+  }
+  if (st == KILN_OK && IN(a, n, 2) >= 0 && kl_ad_wants(a, n, 2))
+    st = give(a, IN(a, n, 2), sum_but_channels(a, n, dy[0], r));
+  return st;
+}
+
 static kiln_status r_dropout_train(kl_ad *a, int n, const int *dy) {
   if (!kl_ad_wants(a, n, 0) || dy[0] < 0) return KILN_OK;
   int in[3] = {dy[0], OUT(a, n, 1), IN(a, n, 1)};
@@ -423,6 +501,29 @@ static kiln_status r_reshape(kl_ad *a, int n, const int *dy) {
   int shape = op1(a, n, KL_OP_Shape, 1, &x);
   int in[2] = {dy[0], shape};
   return give(a, x, shape < 0 ? -1 : op1(a, n, KL_OP_Reshape, 2, in));
+}
+
+/* Tile: dY [r0 d0, r1 d1, ...] seen as [r0, d0, r1, d1, ...] (the shape interleaved at
+ * run time from the repeats and X's shape) and summed over the repeats' axes. */
+static kiln_status r_tile(kl_ad *a, int n, const int *dy) {
+  if (!kl_ad_wants(a, n, 0)) return KILN_OK;
+  int x = IN(a, n, 0), r = rank_of(a, x);
+  if (r < 1 || 2 * r > KL_MAX_RANK)
+    return fail_node(a, n, KILN_ERR_UNSUPPORTED, "Tile's gradient takes inputs of rank 1 to 4");
+  int64_t one = 1, flat = -1, axes[KL_MAX_RANK];
+  int col = kl_ad_ints(a, &one, 1);
+  int shape = op1(a, n, KL_OP_Shape, 1, &x);
+  int pair[2] = {bin(a, n, KL_OP_Unsqueeze, IN(a, n, 1), col),
+                 shape < 0 ? -1 : bin(a, n, KL_OP_Unsqueeze, shape, col)};
+  int k, pairs = pair[0] < 0 || pair[1] < 0 ? -1 : op1_node(a, n, KL_OP_Concat, 2, pair, &k);
+  if (pairs < 0 || kl_node_set_int(a->g, k, "axis", 1, a->e) != KILN_OK) return a->e->code;
+  int both = bin(a, n, KL_OP_Reshape, pairs, kl_ad_ints(a, &flat, 1));
+  int spread = both < 0 ? -1 : bin(a, n, KL_OP_Reshape, dy[0], both);
+  for (int i = 0; i < r; i++) axes[i] = 2 * i;
+  int in[2] = {spread, kl_ad_ints(a, axes, r)};
+  int dx = in[0] < 0 || in[1] < 0 ? -1 : op1_node(a, n, KL_OP_ReduceSum, 2, in, &k);
+  if (dx >= 0 && kl_node_set_int(a->g, k, "keepdims", 0, a->e) != KILN_OK) return a->e->code;
+  return give(a, x, dx);
 }
 
 static kiln_status r_expand(kl_ad *a, int n, const int *dy) {
@@ -731,6 +832,9 @@ kl_grad_rule kl_grad_rule_of(kl_op op) {
   case KL_OP_ReduceSum:
   case KL_OP_ReduceMean: return r_reduce;
   case KL_OP_LayerNormalization: return r_layernorm;
+  case KL_OP_InstanceNormalization:
+  case KL_OP_GroupNormalization: return r_channel_norm;
+  case KL_OP_Tile: return r_tile;
   case KL_OP_Reshape:
   case KL_OP_Flatten:
   case KL_OP_Squeeze:

@@ -309,6 +309,29 @@ static void c_norms(kl_graph *g, uint32_t *rng, built *b) {
   a_int(g, "axis", -1);
   b->y = ln;
 }
+/* InstanceNormalization over [N, C, H, W] and GroupNormalization (2 groups of 3
+ * channels over [N, 6, L]) with X, scale and B all weights; their epsilons matter. */
+static void c_channel_norms(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 2, 3), s = P(0.5, 1.5, 3), bias = W(3);
+  int in = TU_OP(g, InstanceNormalization, x, s, bias);
+  a_float(g, "epsilon", 0.01f);
+  int x2 = W(2, 6, 4), s2 = P(0.5, 1.5, 6), bias2 = W(6);
+  int gn = TU_OP(g, GroupNormalization, x2, s2, bias2);
+  a_int(g, "num_groups", 2);
+  a_float(g, "epsilon", 0.02f);
+  /* one output: the instance norm's pooled values scale the group norm's rows */
+  int pooled = TU_OP(g, ReduceMean, in, ints(g, 2, (const int64_t[]){2, 3}));
+  a_int(g, "keepdims", 0); /* [2, 3] */
+  int scale = TU_OP(g, Tile, pooled, ints(g, 2, (const int64_t[]){1, 2})); /* [2, 6] */
+  b->y = TU_OP(g, Mul, gn, TU_OP(g, Unsqueeze, scale, ints(g, 1, (const int64_t[]){2})));
+}
+/* Tile over three dims with a repeat of 1 among them, and a rank-1 one. */
+static void c_tile(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(2, 3, 2), v = W(3);
+  int t = TU_OP(g, Tile, x, ints(g, 3, (const int64_t[]){3, 1, 2})); /* [6, 3, 4] */
+  int tv = TU_OP(g, Tile, v, ints(g, 1, (const int64_t[]){4}));      /* [12] */
+  b->y = TU_OP(g, Mul, t, TU_OP(g, Reshape, tv, ints(g, 3, (const int64_t[]){1, 3, 4})));
+}
 static void c_gather_reduce(kl_graph *g, uint32_t *rng, built *b) {
   int emb = W(7, 4);
   int idx = tu_graph_const(g, NULL, KL_I64, 2, (const int64_t[]){2, 3},
@@ -382,6 +405,8 @@ CASE(softmax)
 CASE(conv)
 CASE(pools)
 CASE(norms)
+CASE(channel_norms)
+CASE(tile)
 CASE(gather_reduce)
 CASE(loss_ce)
 CASE(loss_mse_bce)
@@ -442,6 +467,7 @@ int main(void) {
       cmocka_unit_test(test_where_expand),  cmocka_unit_test(test_unary),
       cmocka_unit_test(test_softmax),       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_pools),         cmocka_unit_test(test_norms),
+      cmocka_unit_test(test_channel_norms), cmocka_unit_test(test_tile),
       cmocka_unit_test(test_gather_reduce), cmocka_unit_test(test_loss_ce),
       cmocka_unit_test(test_loss_mse_bce),  cmocka_unit_test(test_pad),
       cmocka_unit_test(test_extremes),
