@@ -96,6 +96,8 @@ static void test_layernorm(void **state) {
       {3, -2, 1, {4, 9, 13}, {13}, false, 1},  /* Scale repeats within the row */
       {3, -2, 2, {2, 5, 7}, {5, 1}, true, 1},  /* neither the row nor a repeat of it */
       {2, -1, 1, {4, 1000}, {1000}, true, 3},  /* with Mean and InvStdDev */
+      {2, -1, 1, {37, 768}, {768}, true, 3},   /* 8 rows per group: five groups, the last of 5 */
+      {2, -1, 1, {9, 1024}, {1024}, false, 1}, /* the longest row held in registers */
       {3, 1, 2, {2, 3, 4}, {3, 4}, false, 3},
       {1, 0, 1, {1}, {1}, true, 1},
   };

@@ -19,6 +19,8 @@ _Static_assert(KL_MAX_RANK == 8, "kernels/data.cl sizes its structs for rank 8")
  * view has two dims per tensor dim). Rows of at most ROW_ITEMS elements run a
  * work-item each; longer ones a work-group each. */
 enum { GROUP = 256, VIEW_RANK = 2 * KL_MAX_RANK, ROW_ITEMS = 32 };
+/* data.cl's KL_NR_ROWS and KL_NR_MAX * 32: kl_norm_rows' rows per group and longest row */
+enum { NORM_ROWS = 8, NORM_ROW_MAX = 1024 };
 
 /* Matches kl_cl_view of data.cl. */
 typedef struct kl_cl_view {
@@ -215,10 +217,18 @@ static kiln_status run_norm(kl_cl *c, kl_kernel_ctx *kc) {
                  : nb.period[i] == len      ? NORM_AT_COLUMN
                                             : NORM_AT_STRIDES;
   }
+  float eps = kl_attr_float(kc->node, "epsilon", 1e-5f);
+  if (len > ROW_ITEMS && len <= NORM_ROW_MAX && kl_cl_max_group(c) >= GROUP) {
+    /* 8 rows per work-group of 256, each row held in registers (kl_norm_rows) */
+    size_t global = (size_t)((rows + NORM_ROWS - 1) / NORM_ROWS) * GROUP, local = GROUP;
+    return KL_CL_LAUNCH(c, "kl_norm_rows", 1, &global, &local, kc->e, CLA_T(x), CLA_T(k),
+                        CLA_T(g), CLA_T(b), CLA_T(y), CLA_T(skip ? o1 : NULL),
+                        CLA_T(skip ? NULL : o1), CLA_T(o2), CLA_L(rows), CLA_L(len),
+                        CLA_F(eps), CLA_I(flags), CLA_S(nb));
+  }
   return LAUNCH_ROWS(c, "kl_norm", rows, len, kc->e, CLA_T(x), CLA_T(k), CLA_T(g), CLA_T(b),
                      CLA_T(y), CLA_T(skip ? o1 : NULL), CLA_T(skip ? NULL : o1), CLA_T(o2),
-                     CLA_L(rows), CLA_L(len), CLA_F(kl_attr_float(kc->node, "epsilon", 1e-5f)),
-                     CLA_I(flags), CLA_S(nb));
+                     CLA_L(rows), CLA_L(len), CLA_F(eps), CLA_I(flags), CLA_S(nb));
 }
 
 /* ---- Reduce* ---- */
