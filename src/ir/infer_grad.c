@@ -14,6 +14,7 @@
 int kl_infer_conv(kl_infer_ctx *c);
 int kl_infer_pool(kl_infer_ctx *c);
 int kl_infer_slice(kl_infer_ctx *c);
+int kl_infer_resize(kl_infer_ctx *c);
 
 /* ---- attribute readers (grad.h) ---- */
 
@@ -515,6 +516,23 @@ int kl_infer_slice_grad(kl_infer_ctx *c) {
   }
   st = check_forward(c, 0, kl_infer_slice, c->n_in - 1, fw, data, "the forward Slice "
                      "(X = input 1, starts.. = inputs 2..)");
+  if (st == KILN_OK) c->out[0] = x;
+  return st;
+}
+
+int kl_infer_resize_grad(kl_infer_ctx *c) {
+  kiln_status st = kl_check_required(c, 2);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "dY", KL_DTS_FLOAT);
+  if (st != KILN_OK) return st;
+  kl_type x = like(c, 1, 0);
+  const kl_type *fw[4] = {&x, NULL, NULL, NULL};
+  const void *data[4] = {NULL};
+  for (int i = 2; i < c->n_in && i < 5; i++) {
+    fw[i - 1] = kl_infer_in(c, i);
+    data[i - 1] = kl_infer_data(c, i);
+  }
+  st = check_forward(c, 0, kl_infer_resize, c->n_in - 1, fw, data, "the forward Resize "
+                     "(X = input 1, roi, scales, sizes = inputs 2..4)");
   if (st == KILN_OK) c->out[0] = x;
   return st;
 }

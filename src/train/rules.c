@@ -503,6 +503,17 @@ static kiln_status r_reshape(kl_ad *a, int n, const int *dy) {
   return give(a, x, shape < 0 ? -1 : op1(a, n, KL_OP_Reshape, 2, in));
 }
 
+/* Resize: dY back along the taps the forward op read (kiln.ResizeGrad, the forward
+ * node's attributes and request inputs); roi, scales and sizes get none. */
+static kiln_status r_resize(kl_ad *a, int n, const int *dy) {
+  if (!kl_ad_wants(a, n, 0) || dy[0] < 0) return KILN_OK;
+  int in[5] = {dy[0], IN(a, n, 0), IN(a, n, 1), IN(a, n, 2), IN(a, n, 3)}, k;
+  int dx = op1_node(a, n, KL_OP_KilnResizeGrad, 5, in, &k);
+  if (dx < 0) return a->e->code;
+  kiln_status st = kl_ad_copy_attrs(a, n, k);
+  return st == KILN_OK ? give(a, IN(a, n, 0), dx) : st;
+}
+
 /* Tile: dY [r0 d0, r1 d1, ...] seen as [r0, d0, r1, d1, ...] (the shape interleaved at
  * run time from the repeats and X's shape) and summed over the repeats' axes. */
 static kiln_status r_tile(kl_ad *a, int n, const int *dy) {
@@ -835,6 +846,7 @@ kl_grad_rule kl_grad_rule_of(kl_op op) {
   case KL_OP_InstanceNormalization:
   case KL_OP_GroupNormalization: return r_channel_norm;
   case KL_OP_Tile: return r_tile;
+  case KL_OP_Resize: return r_resize;
   case KL_OP_Reshape:
   case KL_OP_Flatten:
   case KL_OP_Squeeze:

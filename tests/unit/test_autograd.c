@@ -325,6 +325,31 @@ static void c_channel_norms(kl_graph *g, uint32_t *rng, built *b) {
   int scale = TU_OP(g, Tile, pooled, ints(g, 2, (const int64_t[]){1, 2})); /* [2, 6] */
   b->y = TU_OP(g, Mul, gn, TU_OP(g, Unsqueeze, scale, ints(g, 1, (const int64_t[]){2})));
 }
+/* Resize: nearest upsampling by scales, linear (half_pixel) to sizes that do not divide,
+ * and cubic antialiased downsampling: X a weight in each. */
+static void c_resize(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(1, 2, 3, 4);
+  double sc[4] = {1, 1, 2, 1.5};
+  int64_t sz[4] = {1, 2, 5, 7}, four = 4;
+  int scales = tu_graph_const(g, NULL, KL_F64, 1, &four, sc);
+  int near = tu_graph_op(g, KL_OP_Resize, 3, (const int[]){x, KL_ABSENT, scales});
+  a_str(g, "mode", "nearest");
+  a_str(g, "coordinate_transformation_mode", "asymmetric");
+  a_str(g, "nearest_mode", "floor");
+  int lin = tu_graph_op(g, KL_OP_Resize, 4, (const int[]){x, KL_ABSENT, KL_ABSENT, ints(g, 4, sz)});
+  a_str(g, "mode", "linear");
+  int x2 = W(1, 1, 9, 8);
+  int64_t small[4] = {1, 1, 4, 3};
+  int cub = tu_graph_op(g, KL_OP_Resize, 4, (const int[]){x2, KL_ABSENT, KL_ABSENT, ints(g, 4, small)});
+  a_str(g, "mode", "cubic");
+  a_int(g, "antialias", 1);
+  /* [1, 2, 6, 6] and [1, 2, 5, 7] and [1, 1, 4, 3]: summed through their means */
+  int64_t axes[2] = {2, 3};
+  int m1 = TU_OP(g, ReduceMean, TU_OP(g, Mul, near, near), ints(g, 2, axes));
+  int m2 = TU_OP(g, ReduceMean, TU_OP(g, Mul, lin, lin), ints(g, 2, axes));
+  int m3 = TU_OP(g, ReduceSum, TU_OP(g, Mul, cub, cub), ints(g, 2, axes));
+  b->y = TU_OP(g, Add, TU_OP(g, Add, m1, m2), m3);
+}
 /* Tile over three dims with a repeat of 1 among them, and a rank-1 one. */
 static void c_tile(kl_graph *g, uint32_t *rng, built *b) {
   int x = W(2, 3, 2), v = W(3);
@@ -407,6 +432,7 @@ CASE(pools)
 CASE(norms)
 CASE(channel_norms)
 CASE(tile)
+CASE(resize)
 CASE(gather_reduce)
 CASE(loss_ce)
 CASE(loss_mse_bce)
@@ -468,6 +494,7 @@ int main(void) {
       cmocka_unit_test(test_softmax),       cmocka_unit_test(test_conv),
       cmocka_unit_test(test_pools),         cmocka_unit_test(test_norms),
       cmocka_unit_test(test_channel_norms), cmocka_unit_test(test_tile),
+      cmocka_unit_test(test_resize),
       cmocka_unit_test(test_gather_reduce), cmocka_unit_test(test_loss_ce),
       cmocka_unit_test(test_loss_mse_bce),  cmocka_unit_test(test_pad),
       cmocka_unit_test(test_extremes),

@@ -781,6 +781,47 @@ static void test_slice_grad(void **state) {
   slice_case(1, (int64_t[]){-1}, (int64_t[]){INT64_MIN}, (int64_t[]){1}, (int64_t[]){-3});
 }
 
+/* ---- ResizeGrad ---- */
+
+/* Resize of X [1, 2, 4, 5] (scales or sizes) against ResizeGrad at central differences. */
+static void resize_case(const kv *a, const double *scales, const int64_t *sizes,
+                        const double *roi) {
+  double x[40], g[MAX_ELEMS], num[40];
+  fill(x, 40, 0.1, 2);
+  int64_t four[1] = {4}, eight[1] = {8};
+  tu_in ins[4] = {F64(x, 1, 2, 4, 5), roi ? tensor_in(KL_F64, 1, eight, roi) : ABSENT,
+                  scales ? tensor_in(KL_F64, 1, four, scales) : ABSENT,
+                  sizes ? tensor_in(KL_I64, 1, four, sizes) : ABSENT};
+  op_case fwd = {"Resize", 4, 1, set_kv, a};
+  tu_fixture f = {0};
+  setup_node(&f, &fwd);
+  assert_int_equal(tu_run_on(&f, ins), KILN_OK);
+  tu_in dy = tensor_in(KL_F64, f.tout[0].rank, f.tout[0].dims, g);
+  tu_fixture_clear(&f);
+  fill(g, numel_in(&dy), 0.1, 2);
+  numeric_grad(&fwd, ins, 0, 0, g, num);
+  op_case grad = {"kiln.ResizeGrad", 5, 1, set_kv, a};
+  check_grad(&grad, (tu_in[]){dy, ins[0], ins[1], ins[2], ins[3]}, 0, num, 40);
+}
+
+static void test_resize_grad(void **state) {
+  (void)state;
+  kv nearest = {.strs = {"mode", "nearest_mode"}, .svals = {"nearest", "round_prefer_ceil"}};
+  resize_case(&nearest, (double[]){1, 1, 1.75, 0.6}, NULL, NULL);
+  kv linear = {.strs = {"mode", "coordinate_transformation_mode"},
+               .svals = {"linear", "align_corners"}};
+  resize_case(&linear, NULL, (int64_t[]){1, 2, 7, 3}, NULL);
+  kv cubic = {.strs = {"mode", "coordinate_transformation_mode"}, .svals = {"cubic", "half_pixel"},
+              .ints = {"antialias", "exclude_outside"}, .ivals = {1, 1}};
+  resize_case(&cubic, (double[]){1, 1, 0.5, 0.8}, NULL, NULL);
+  /* a crop past the input: the samples outside read the extrapolation value, not X */
+  kv crop = {.strs = {"mode", "coordinate_transformation_mode"},
+             .svals = {"linear", "tf_crop_and_resize"}, .floats = {"extrapolation_value"},
+             .fvals = {0.5}};
+  resize_case(&crop, NULL, (int64_t[]){1, 2, 6, 6},
+              (double[]){0, 0, -0.2, 0.1, 1, 1, 1.3, 0.9});
+}
+
 /* ---- DropoutTrain and DropoutGrad ---- */
 
 static void test_dropout_grad(void **state) {
@@ -892,6 +933,13 @@ static void test_infer_symbolic(void **state) {
   for (int i = 1; i < 5; i++) tu_input(f, i, TY(KL_F32, 3));
   tu_expect_ok(f, TY(KL_F32, B, 3, U, U));
   tu_expect_type(f, 2, TY(KL_F32, 3));
+  tu_one_node(f, "kiln.ResizeGrad", 4, 1);
+  tu_attr_string(f, "mode", "nearest");
+  tu_input(f, 0, TY(KL_F32, 1, 1, 4, 4));
+  tu_input(f, 1, TY(KL_F32, 1, 1, 2, 2));
+  tu_absent(f, 2);
+  tu_tensor(f, 3, KL_F32, DIMS(4), VALS(1, 1, 3, 3));
+  tu_expect_fail(f, KILN_ERR_SHAPE, "input 0 (dY) has shape [1,1,4,4], expected [1,1,6,6]");
   tu_one_node(f, "kiln.DropoutTrain", 3, 2);
   tu_input(f, 0, TY(KL_F32, B, 7));
   tu_input(f, 1, TY0(KL_F32));
@@ -1040,6 +1088,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm_grad),
       cmocka_unit_test(test_gather_grad),
       cmocka_unit_test(test_slice_grad),
+      cmocka_unit_test(test_resize_grad),
       cmocka_unit_test(test_dropout_grad),
       cmocka_unit_test(test_dropout_train),
       TU_TEST(test_infer_symbolic),

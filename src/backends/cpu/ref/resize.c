@@ -10,7 +10,8 @@
  * n-tap window sits at floor-ish(x) + 1 - n/2 + j and weighs K((1 - n/2 + j - r) * s)
  * for the linear or cubic kernel K, s = min(scale, 1) with antialias and 1 without;
  * antialiased windows widen to cover the stretched kernel and are normalized. Indexes
- * outside the input read the edge.
+ * outside the input read the edge. ResizeGrad, the gradient, sends each output
+ * element's gradient back along the same taps.
  */
 #include "backends/cpu/ref/ref.h"
 #include "ir/data_plan.h"
@@ -238,28 +239,88 @@ static kiln_status alloc_taps(const kl_resize_attrs *a, const kl_resize_plan *p,
   return KILN_OK;
 }
 
+/* Resize's taps for X (dims of x) from the node's attributes and the request in
+ * inputs first..first + 2 (roi, scales, sizes); *block holds them (free it). */
+static kiln_status plan_taps(kl_kernel_ctx *c, const kl_tensor *x, int first,
+                             kl_resize_attrs *a, taps *t, void **block) {
+  kl_resize_request r;
+  kl_resize_plan p;
+  *block = NULL;
+  read_request_list(c, first, r.roi, NULL, &r.n_roi);
+  read_request_list(c, first + 1, r.scales, NULL, &r.n_scales);
+  read_request_list(c, first + 2, NULL, r.sizes, &r.n_sizes);
+  kiln_status st = kl_resize_attrs_read(c->node, x->rank, a, c->e);
+  if (st == KILN_OK) st = kl_resize_plan_make(a, x->rank, x->dims, &r, &p, c->e);
+  if (st == KILN_OK) st = alloc_taps(a, &p, x, t, block, c->e);
+  if (st == KILN_OK)
+    for (int d = 0; d < x->rank; d++) dim_taps(a, &p, d, x->dims[d], &t[d]);
+  return st;
+}
+
+static void strides_of(const kl_tensor *x, int64_t *xs) {
+  int64_t stride = 1;
+  for (int d = x->rank - 1; d >= 0; d--) xs[d] = stride, stride *= x->dims[d];
+}
+
 int kl_ref_resize(kl_kernel_ctx *c) {
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   kl_resize_attrs a;
-  kl_resize_request r;
-  kl_resize_plan p;
-  read_request_list(c, 1, r.roi, NULL, &r.n_roi);
-  read_request_list(c, 2, r.scales, NULL, &r.n_scales);
-  read_request_list(c, 3, NULL, r.sizes, &r.n_sizes);
-  kiln_status st = kl_resize_attrs_read(c->node, x->rank, &a, c->e);
-  if (st == KILN_OK) st = kl_resize_plan_make(&a, x->rank, x->dims, &r, &p, c->e);
-  if (st != KILN_OK || kl_tensor_numel(y) == 0) return st;
   taps t[KL_MAX_RANK];
-  void *block = NULL;
-  st = alloc_taps(&a, &p, x, t, &block, c->e);
-  if (st == KILN_OK) {
-    for (int d = 0; d < x->rank; d++) dim_taps(&a, &p, d, x->dims[d], &t[d]);
+  void *block;
+  kiln_status st = plan_taps(c, x, 1, &a, t, &block);
+  if (st == KILN_OK && kl_tensor_numel(y) > 0) {
     sampler s = {x, x->rank, {0}, t};
-    int64_t stride = 1;
-    for (int d = x->rank - 1; d >= 0; d--) s.xs[d] = stride, stride *= x->dims[d];
+    strides_of(x, s.xs);
     resample(&a, &s, y);
   }
   free(block);
+  return st;
+}
+
+/* ResizeGrad (dY, XLike, roi?, scales?, sizes?) -> dX: each dY element goes back to the
+ * X elements its Resize output read, times their weights (a sample outside the input
+ * under tf_crop_and_resize read none: it was the extrapolation value). Sums in double,
+ * one dX element at a time per dY element, in dY's order. */
+int kl_ref_resize_grad(kl_kernel_ctx *c) {
+  const kl_tensor *dy = c->in[0], *x = c->in[1];
+  kl_tensor *dx = c->out[0];
+  int64_t nx = kl_tensor_numel(dx), ny = kl_tensor_numel(dy);
+  double *acc = calloc((size_t)(nx > 0 ? nx : 1), sizeof(double));
+  if (!acc) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %lld sums",
+                           (long long)nx);
+  kl_resize_attrs a;
+  taps t[KL_MAX_RANK];
+  void *block;
+  kiln_status st = plan_taps(c, x, 2, &a, t, &block);
+  if (st == KILN_OK && ny > 0 && nx > 0) {
+    int64_t xs[KL_MAX_RANK];
+    strides_of(x, xs);
+    kl_ref_iter it;
+    kl_ref_iter_init(&it, dy->rank, dy->dims);
+    for (int64_t i = 0; i < ny; i++, kl_ref_iter_next(&it)) {
+      bool outside = false;
+      for (int d = 0; d < dy->rank; d++) outside = outside || t[d].outside[it.idx[d]];
+      if (outside) continue;
+      double g = kl_ref_load(dy->data, dy->dtype, i);
+      int j[KL_MAX_RANK] = {0};
+      for (;;) { /* every combination of one tap per dim, as sample() reads them */
+        double w = 1;
+        int64_t off = 0;
+        for (int d = 0; d < x->rank; d++) {
+          int64_t k = it.idx[d] * t[d].n + j[d];
+          w *= t[d].w[k];
+          off += t[d].idx[k] * xs[d];
+        }
+        if (w != 0) acc[off] += w * g;
+        int d = x->rank - 1;
+        while (d >= 0 && ++j[d] == t[d].n) j[d--] = 0;
+        if (d < 0) break;
+      }
+    }
+  }
+  for (int64_t k = 0; st == KILN_OK && k < nx; k++) kl_ref_store(dx->data, dx->dtype, k, acc[k]);
+  free(block);
+  free(acc);
   return st;
 }
