@@ -218,7 +218,9 @@ static kiln_status run_norm(kl_cl *c, kl_kernel_ctx *kc) {
                                             : NORM_AT_STRIDES;
   }
   float eps = kl_attr_float(kc->node, "epsilon", 1e-5f);
-  if (len > ROW_ITEMS && len <= NORM_ROW_MAX && kl_cl_max_group(c) >= GROUP) {
+  bool plain = nb.mode[0] == NORM_AT_ELEMENT && (!k || nb.mode[1] == NORM_AT_ELEMENT) &&
+               nb.mode[2] == NORM_AT_COLUMN && (!b || nb.mode[3] == NORM_AT_COLUMN);
+  if (plain && len > ROW_ITEMS && len <= NORM_ROW_MAX && kl_cl_max_group(c) >= GROUP) {
     /* 8 rows per work-group of 256, each row held in registers (kl_norm_rows) */
     size_t global = (size_t)((rows + NORM_ROWS - 1) / NORM_ROWS) * GROUP, local = GROUP;
     return KL_CL_LAUNCH(c, "kl_norm_rows", 1, &global, &local, kc->e, CLA_T(x), CLA_T(k),

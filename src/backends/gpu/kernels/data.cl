@@ -253,22 +253,25 @@ float kl_nr_sum(__local float (*buf)[32], int w, int lane, float v) {
   return v;
 }
 
-/* Rows of 33 to 1024 elements: 8 rows per work-group of 256, 32 work-items a row, the
- * row read once into registers (each work-item's elements lane, lane + 32, ...), then
- * the mean, the deviations' mean square and the output from them: the same sums as
- * kl_norm_row (two passes, no cancellation) with a third of its memory reads and 8
- * times fewer work-groups. */
+/* Rows of 33 to 1024 elements whose X (and Skip) have Y's shape and whose Scale (and B)
+ * are one row (the host checks the modes; kl_norm_group takes the rest): 8 rows per
+ * work-group of 256, 32 work-items a row, the row read once into registers (each
+ * work-item's elements lane, lane + 32, ...), then the mean, the deviations' mean
+ * square and the output from them: the same sums as kl_norm_row (two passes, no
+ * cancellation) with a third of its memory reads, no offset arithmetic and 8 times
+ * fewer work-groups. */
 __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void kl_norm_rows(KL_NORM_ARGS) {
   __local float buf[KL_NR_ROWS][32];
   int lid = get_local_id(0), w = lid / 32, lane = lid % 32;
-  long r = get_group_id(0) * KL_NR_ROWS + w, first = r * len;
-  bool live = r < rows, rms = flags & KL_NORM_RMS;
-  kl_norm_io t = KL_NORM_IO;
+  long r = get_group_id(0) * KL_NR_ROWS + w;
+  bool live = r < rows, rms = flags & KL_NORM_RMS, skip = flags & KL_NORM_SKIP;
+  int n = (int)len;
+  __global const float *x = x_ + xo + r * len, *k = k_ + ko + r * len;
   float v[KL_NR_MAX], acc = 0.0f;
 #pragma unroll
   for (int q = 0; q < KL_NR_MAX; q++) {
-    long j = lane + 32 * q;
-    v[q] = live && j < len ? kl_norm_in(&t, &nb, flags, first + j, j) : 0.0f;
+    int j = lane + 32 * q;
+    v[q] = live && j < n ? (skip ? x[j] + k[j] : x[j]) : 0.0f;
     acc += rms ? v[q] * v[q] : v[q];
   }
   acc = kl_nr_sum(buf, w, lane, acc);
@@ -277,23 +280,27 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void kl_norm_rows(KL_N
     float sq = 0.0f;
 #pragma unroll
     for (int q = 0; q < KL_NR_MAX; q++) {
-      float d = lane + 32 * q < len ? v[q] - mean : 0.0f;
+      float d = lane + 32 * q < n ? v[q] - mean : 0.0f;
       sq += d * d;
     }
     var = kl_nr_sum(buf, w, lane, sq) / (float)len;
   }
   if (!live) return;
   float inv = 1.0f / sqrt(var + eps);
+  __global const float *g = g_ + go, *b = b_ + bo;
+  __global float *y = y_ + yo + r * len, *sum = s_ + so + r * len;
+  bool bias = flags & KL_NORM_BIAS, keep = flags & KL_NORM_SUM;
 #pragma unroll
   for (int q = 0; q < KL_NR_MAX; q++) {
-    long j = lane + 32 * q, i = first + j;
-    if (j >= len) break;
-    if (flags & KL_NORM_SUM) t.sum[i] = v[q];
-    float o = (v[q] - mean) * inv * t.scale[kl_norm_off(&nb, 2, i, j)];
-    t.y[i] = flags & KL_NORM_BIAS ? o + t.bias[kl_norm_off(&nb, 3, i, j)] : o;
+    int j = lane + 32 * q;
+    if (j < n) {
+      if (keep) sum[j] = v[q];
+      float o = (v[q] - mean) * inv * g[j];
+      y[j] = bias ? o + b[j] : o;
+    }
   }
-  if (lane == 0 && flags & KL_NORM_MEAN) t.mean[r] = mean;
-  if (lane == 0 && flags & KL_NORM_INV) t.inv[r] = inv;
+  if (lane == 0 && flags & KL_NORM_MEAN) m_[mo + r] = mean;
+  if (lane == 0 && flags & KL_NORM_INV) v_[vo + r] = inv;
 }
 
 /* ---- ReduceSum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp ----
