@@ -197,6 +197,11 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      bce_logits (float targets of the output's shape)
  *   "optimizer"        sgd (default), adagrad, adam, adamw, lamb, lars
  *   "frozen"           comma-separated weight names that are not trained
+ *   "no_decay"         weights updated without weight decay (a second parameter group,
+ *                      as PyTorch's param_groups with weight_decay 0): "auto" (every
+ *                      weight of rank 1: biases and normalization scales, timm's
+ *                      rule) or comma-separated name patterns (fnmatch: "*.bias,ln*");
+ *                      a pattern that matches no trained weight is an error
  *   "reduction"        the loss over the batch's elements: mean (default) or sum
  * integers: "nesterov", "amsgrad", "maximize" (0 or 1, as PyTorch's), "ignore_index"
  * (cross_entropy/nll, default -100), "seed" (dropout masks, default 0); floats

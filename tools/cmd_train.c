@@ -36,6 +36,9 @@ static const char *train_help =
     "  --schedule S          step:N:GAMMA (lr x GAMMA every N steps), cosine[:T] (to 0 over\n"
     "                        T steps, default all), warmup:W (linear from lr/W over W steps)\n"
     "  --frozen LIST         comma-separated weights not to train\n"
+    "  --no-decay auto|LIST  weights updated without weight decay: auto (every weight of\n"
+    "                        rank 1: biases, normalization scales) or name patterns\n"
+    "                        (\"*.bias,*norm*\"), as a PyTorch param group of weight_decay 0\n"
     "  --skip-nonfinite      skip a step whose loss is NaN or infinite (default: stop)\n"
     "  --bf16                weights as bfloat16 with their low halves kept apart (SplitSGD:\n"
     "                        sgd, adagrad, lamb); the FP32 master is saved\n"
@@ -361,6 +364,7 @@ int cmd_train(int argc, char **argv) {
     char kind; /* f float, s string, i int, b boolean int */
   } map[] = {
       {"--loss", "loss", 's'}, {"--optimizer", "optimizer", 's'}, {"--frozen", "frozen", 's'},
+      {"--no-decay", "no_decay", 's'},
       {"--reduction", "reduction", 's'},
       {"--lr", "lr", 'f'}, {"--momentum", "momentum", 'f'}, {"--dampening", "dampening", 'f'},
       {"--weight-decay", "weight_decay", 'f'}, {"--eps", "eps", 'f'},

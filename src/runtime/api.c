@@ -23,7 +23,7 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
     d = *src;
     d.err = (kl_err){0};
     char **strs[] = {&d.passes, &d.input_types, &d.device, &d.loss, &d.optimizer, &d.frozen,
-                     &d.reduction, &d.precision};
+                     &d.reduction, &d.precision, &d.no_decay};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
       if (*strs[i] && !(*strs[i] = strdup(*strs[i]))) {
         for (size_t j = 0; j < i; j++) free(*strs[j]);
@@ -37,7 +37,7 @@ kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *
 
 void kl_options_clear(kiln_options *o) {
   char **strs[] = {&o->passes, &o->input_types, &o->device, &o->loss, &o->optimizer,
-                   &o->frozen, &o->reduction, &o->precision};
+                   &o->frozen, &o->reduction, &o->precision, &o->no_decay};
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
     free(*strs[i]);
     *strs[i] = NULL;
@@ -113,7 +113,8 @@ static const float_option float_options[] = {
 };
 #undef FOPT
 static const char *const string_options[] = {"passes", "input_types", "device", "precision",
-                                             "loss", "optimizer", "frozen", "reduction"};
+                                             "loss", "optimizer", "frozen", "reduction",
+                                             "no_decay"};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Records the setter's failure in o (each call replaces the last message). */
@@ -208,6 +209,7 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
                : strcmp(name, "optimizer") == 0   ? &o->optimizer
                : strcmp(name, "frozen") == 0      ? &o->frozen
                : strcmp(name, "reduction") == 0   ? &o->reduction
+               : strcmp(name, "no_decay") == 0    ? &o->no_decay
                                                   : NULL;
   if (!slot) {
     char names[256];

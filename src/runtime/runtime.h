@@ -28,6 +28,8 @@ struct kiln_options {
   char *loss;        /* cross_entropy (default), nll, mse, l1, smooth_l1, bce_logits */
   char *optimizer;   /* sgd (default), adagrad, adam, adamw, lamb, lars */
   char *frozen;      /* comma-separated weights that are not trained */
+  char *no_decay;    /* "auto" (weights of rank 1) or comma-separated name patterns:
+                        weights updated with no weight decay */
   char *reduction;   /* the loss over the batch: mean (default) or sum */
   /* NaN: the optimizer's default (train/trainer.c) */
   double lr, momentum, dampening, weight_decay, beta1, beta2, eps, lr_decay,

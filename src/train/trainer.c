@@ -31,6 +31,7 @@
 #include "train/autograd.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -77,7 +78,10 @@ struct kiln_trainer {
   int n_stats;
   double hyper[N_HYPER];
   int n_hyper;
-  int step_at; /* the index of the step count in hyper */
+  int step_at;  /* the index of the step count in hyper */
+  int decay_at; /* the index of the weight decay in hyper */
+  double hyper_nd[N_HYPER]; /* hyper with no weight decay: option no_decay's group */
+  bool has_nd;              /* some weight reads it (input "kiln.hyper_nd") */
   double lr;
   int64_t steps;
   int64_t seed_now;
@@ -113,6 +117,12 @@ static opt_kind opt_of(const char *s) {
 
 static double or_default(double v, double d) { return isnan(v) ? d : v; }
 
+/* hyper_nd: hyper with its weight decay 0. */
+static void sync_hyper_nd(kiln_trainer *t) {
+  memcpy(t->hyper_nd, t->hyper, sizeof t->hyper);
+  t->hyper_nd[t->decay_at] = 0;
+}
+
 static void fill_hyper(kiln_trainer *t) {
   const kiln_options *o = &t->opts;
   double *h = t->hyper;
@@ -120,11 +130,11 @@ static void fill_hyper(kiln_trainer *t) {
   switch (t->opt) {
   case OPT_SGD: /* [lr, momentum, dampening, weight_decay, step] */
     h[1] = o->momentum, h[2] = o->dampening, h[3] = or_default(o->weight_decay, 0);
-    t->step_at = 4;
+    t->step_at = 4, t->decay_at = 3;
     break;
   case OPT_ADAGRAD: /* [lr, lr_decay, weight_decay, eps, step] */
     h[1] = o->lr_decay, h[2] = or_default(o->weight_decay, 0), h[3] = or_default(o->eps, 1e-10);
-    t->step_at = 4;
+    t->step_at = 4, t->decay_at = 2;
     break;
   case OPT_ADAM:
   case OPT_ADAMW:
@@ -132,16 +142,17 @@ static void fill_hyper(kiln_trainer *t) {
     h[1] = o->beta1, h[2] = o->beta2;
     h[3] = or_default(o->eps, t->opt == OPT_LAMB ? 1e-6 : 1e-8);
     h[4] = or_default(o->weight_decay, t->opt == OPT_ADAM ? 0 : 1e-2);
-    t->step_at = 5;
+    t->step_at = 5, t->decay_at = 4;
     break;
   case OPT_LARS: /* [lr, momentum, weight_decay, trust_coefficient, eps, step] */
     h[1] = o->momentum, h[2] = or_default(o->weight_decay, 0), h[3] = o->trust_coefficient;
     h[4] = or_default(o->eps, 1e-9);
-    t->step_at = 5;
+    t->step_at = 5, t->decay_at = 2;
     break;
   }
   h[0] = t->lr;
   t->n_hyper = t->step_at + 1;
+  sync_hyper_nd(t);
 }
 
 static int n_state_of(const kiln_trainer *t) {
@@ -178,6 +189,48 @@ static bool in_list(const char *list, const char *name) {
     p = end + 1;
   }
   return false;
+}
+
+/* Item k of a comma-separated list into buf (cut to its size); false past the end. */
+static bool list_item(const char *list, int k, char *buf, size_t size) {
+  const char *p = list;
+  for (int i = 0; p && i < k; i++) {
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  if (!p) return false;
+  const char *end = strchr(p, ',');
+  size_t len = end ? (size_t)(end - p) : strlen(p);
+  snprintf(buf, size, "%.*s", (int)(len < size - 1 ? len : size - 1), p);
+  return true;
+}
+
+/* Whether weight `name` of rank `rank` is in option no_decay's group: "auto" takes every
+ * weight of rank 1 (or 0), else the names matching a pattern of the list (fnmatch). */
+static bool no_decay_of(const kiln_trainer *t, const char *name, int rank) {
+  const char *list = t->opts.no_decay;
+  if (!list || !*list) return false;
+  if (strcmp(list, "auto") == 0) return rank <= 1;
+  char pat[512];
+  for (int k = 0; list_item(list, k, pat, sizeof pat); k++)
+    if (*pat && fnmatch(pat, name, 0) == 0) return true;
+  return false;
+}
+
+/* Every pattern of option no_decay matches a trained weight (a typo is worth saying). */
+static kiln_status check_no_decay(const kiln_trainer *t, kl_err *e) {
+  const char *list = t->opts.no_decay;
+  if (!list || !*list || strcmp(list, "auto") == 0) return KILN_OK;
+  char pat[512];
+  for (int k = 0; list_item(list, k, pat, sizeof pat); k++) {
+    bool hit = false;
+    for (int i = 0; i < t->n_params && !hit; i++) hit = fnmatch(pat, t->params[i].name, 0) == 0;
+    if (*pat && !hit)
+      return kl_fail(e, KILN_ERR_NOT_FOUND, "option no_decay: no trained weight matches '%s' "
+                     "(the first is '%s'; \"auto\" takes every weight of rank 1)", pat,
+                     t->n_params ? t->params[0].name : "");
+  }
+  return KILN_OK;
 }
 
 /* Value v, a constant, becomes a graph input whose data is copied into a fresh
@@ -703,7 +756,7 @@ static kiln_status build_step(kiln_trainer *t) {
     s->out = g->n_outputs;
     if (st == KILN_OK) st = kl_graph_add_output(g, newv, e);
   }
-  int hyper = -1, scale = -1;
+  int hyper = -1, hyper_nd = -1, scale = -1;
   if (st == KILN_OK) {
     kl_dim hd = {t->n_hyper, -1};
     hyper = new_input(g, "kiln.hyper", KL_F64, 1, &hd, e);
@@ -783,8 +836,19 @@ static kiln_status build_step(kiln_trainer *t) {
         for (int64_t i = 0; i < p->numel; i++) p->state[k][i] = init;
       }
     }
-    if (st == KILN_OK) st = add_update(t, g, param_in, grads[v], hyper, scale, state, trail_in, e);
+    int h = hyper;
+    if (st == KILN_OK && no_decay_of(t, p->name, p->rank)) {
+      if (hyper_nd < 0) {
+        kl_dim hd = {t->n_hyper, -1};
+        hyper_nd = new_input(g, "kiln.hyper_nd", KL_F64, 1, &hd, e);
+        if (hyper_nd < 0) st = e->code;
+        t->has_nd = true;
+      }
+      h = hyper_nd;
+    }
+    if (st == KILN_OK) st = add_update(t, g, param_in, grads[v], h, scale, state, trail_in, e);
   }
+  if (st == KILN_OK) st = check_no_decay(t, e);
   free(trainable);
   free(grads);
   free(bn_outs);
@@ -844,6 +908,9 @@ static kiln_status bind_state(kiln_trainer *t) {
   int64_t hdims[1] = {t->n_hyper};
   st = kiln_session_set_input(t->step_s, "kiln.hyper", KILN_DTYPE_FLOAT64, 1, hdims, t->hyper,
                               sizeof(double) * (size_t)t->n_hyper);
+  if (st == KILN_OK && t->has_nd)
+    st = kiln_session_set_input(t->step_s, "kiln.hyper_nd", KILN_DTYPE_FLOAT64, 1, hdims,
+                                t->hyper_nd, sizeof(double) * (size_t)t->n_hyper);
   if (st == KILN_OK)
     st = kiln_session_set_input(t->step_s, "kiln.seed", KILN_DTYPE_INT64, 0, NULL,
                                 &t->seed_now, sizeof t->seed_now);
@@ -1014,6 +1081,7 @@ kiln_status kiln_trainer_step(kiln_trainer *t, double *loss) {
   if (!ready(t)) return t->err.code;
   t->hyper[0] = t->lr;
   t->hyper[t->step_at] = (double)(t->steps + 1);
+  sync_hyper_nd(t);
   t->seed_now = mix((uint64_t)t->opts.seed * 0x100000001B3ull + (uint64_t)t->steps);
   kiln_status st = kiln_session_run(t->step_s);
   if (st != KILN_OK)

@@ -262,6 +262,76 @@ static void test_frozen_and_save(void **state) {
 }
 
 /* Clipping to a tiny global norm: plain SGD moves the weights by at most lr * max_norm. */
+/* One AdamW step (weight decay 0.5) with option no_decay; the weights saved after it,
+ * each malloc'd in w[0..3] (bn.bias, all zeros, is left out: decay does not move it). */
+static const char *const mlp_weights[4] = {"fc1.weight", "bn.weight", "fc2.weight", "fc2.bias"};
+
+static void one_decay_step(double decay, const char *no_decay, float **w, int64_t *n) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "optimizer", "adamw"), KILN_OK);
+  assert_int_equal(kiln_options_set_float(o, "lr", 0.05), KILN_OK);
+  assert_int_equal(kiln_options_set_float(o, "weight_decay", decay), KILN_OK);
+  if (no_decay) assert_int_equal(kiln_options_set_string(o, "no_decay", no_decay), KILN_OK);
+  kiln_trainer *t = NULL;
+  if (kiln_trainer_create(MLP, o, &t) != KILN_OK) fail_msg("create: %s", kiln_trainer_error(t));
+  kiln_options_free(o);
+  assert_int_equal(bind(t, 0, 64, NULL), KILN_OK);
+  assert_int_equal(kiln_trainer_step(t, NULL), KILN_OK);
+  char path[] = "/tmp/kiln_test_decay_XXXXXX.onnx";
+  int fd = mkstemps(path, 5);
+  assert_true(fd >= 0);
+  close(fd);
+  if (kiln_trainer_save(t, path) != KILN_OK) fail_msg("%s", kiln_trainer_error(t));
+  for (int i = 0; i < 4; i++) w[i] = weights_of(path, mlp_weights[i], &n[i]);
+  unlink(path);
+  kiln_trainer_free(t);
+}
+
+/* Option no_decay: the weights in its group take exactly the step of a run without
+ * weight decay, the others that of a run with it ("auto": the biases; patterns). */
+static void test_no_decay(void **state) {
+  (void)state;
+  float *with[4], *without[4], *got[4];
+  int64_t n[4];
+  one_decay_step(0.5, NULL, with, n);
+  one_decay_step(0, NULL, without, n);
+  static const struct {
+    const char *list;
+    bool in[4]; /* per weight: in the no-decay group */
+  } cases[] = {
+      {"auto", {false, true, false, true}},
+      {"fc2.*", {false, false, true, true}},
+      {"*.bias,fc1.w*", {true, false, false, true}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    one_decay_step(0.5, cases[c].list, got, n);
+    for (int i = 0; i < 4; i++) {
+      const float *want = cases[c].in[i] ? without[i] : with[i];
+      const float *other = cases[c].in[i] ? with[i] : without[i];
+      if (memcmp(got[i], want, (size_t)n[i] * sizeof(float)) != 0)
+        fail_msg("no_decay \"%s\": %s is not the step %s weight decay", cases[c].list,
+                 mlp_weights[i], cases[c].in[i] ? "without" : "with");
+      assert_true(memcmp(got[i], other, (size_t)n[i] * sizeof(float)) != 0);
+      free(got[i]);
+    }
+  }
+  for (int i = 0; i < 4; i++) {
+    free(with[i]);
+    free(without[i]);
+  }
+  /* a pattern no trained weight matches is refused, naming it */
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "no_decay", "fc2.bias,*.gamma"), KILN_OK);
+  kiln_trainer *t = NULL;
+  kiln_status st = kiln_trainer_create(MLP, o, &t);
+  tu_assert_status(st, KILN_ERR_NOT_FOUND, kiln_trainer_error(t),
+                   "option no_decay: no trained weight matches '*.gamma'");
+  kiln_trainer_free(t);
+  kiln_options_free(o);
+}
+
 static void test_clip_norm(void **state) {
   (void)state;
   kiln_options *o;
@@ -521,6 +591,7 @@ int main(void) {
       cmocka_unit_test(test_steps_every_optimizer), cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_nonfinite_loss),        cmocka_unit_test(test_frozen_and_save),
       cmocka_unit_test(test_clip_norm),             cmocka_unit_test(test_checkpoint_resumes),
+      cmocka_unit_test(test_no_decay),
       cmocka_unit_test(test_options),               cmocka_unit_test(test_untrainable_op),
       cmocka_unit_test(test_bf16),                  cmocka_unit_test(test_reduction_sum),
   };
