@@ -3,10 +3,17 @@
 #   - FIFOs as the model (.onnx, .pt) and as an --input: refused at once, never a wait;
 #   - `kiln run --output-dir` over a planted symbolic link and a planted hard link: the
 #     link is replaced, what it points at is untouched; an output folder that cannot be
-#     made fails before the model runs; two output names that make one file name
-#     (a/b and a_b) land in two files;
-#   - `kiln check` on folders whose data set or input is a link leading outside: refused;
+#     made fails before the model runs; output names that make one file name (a/b and
+#     a_b; a_b.0 too; two long names alike up to the cut) land in files of their own,
+#     at once;
+#   - `kiln check` prints its result lines on stdout and each failure's reason on
+#     stderr ("kiln check: DIR: REASON"); an output of another shape names both shapes;
+#     an option it does not take is refused (exit 2, nothing leaked);
+#   - `kiln check` on folders whose data set or input is a link leading outside, or a
+#     link leading nowhere: refused, with that reason;
 #     80 data sets with one wrong: the check fails (it once stopped at 64, unsorted);
+#     a data set without a file for every model input, or with two for one: refused
+#     (the session ran on the data set before's freed input);
 #   - an input of 2^40 empty rows: the run ends at once;
 #   - a chain of 80,000 nodes: checked at -O0, -O2, -O3 within the 10 s limit;
 #   - more threads than the process can start: kiln's error, not OpenMP's exit;
@@ -71,9 +78,11 @@ out_log=$(timeout 10 "$kiln" run "$mlp/model.onnx" --output-dir "$work/afile" 2>
 [ $? -eq 1 ] && grep -q "exists and is not a folder" <<<"$out_log" ||
   fail "run --output-dir onto a file: $out_log"
 grep -q '^latency' <<<"$out_log" && fail "the model ran before the output folder failed"
-# two names, one file name
+# names that make one file name: a/b and a_b; a_b.0, the name a/b gets to keep apart
+# from a_b; two names alike in the part kept (kiln run once looped for ever on both)
 run_kiln run tests/models/names/model.onnx --output-dir "$work/names"
-[ "$(ls "$work/names" | wc -l)" -eq 2 ] || fail "outputs a/b and a_b: $(ls "$work/names")"
+[ $rc -eq 0 ] && [ "$(ls "$work/names" | wc -l)" -eq 5 ] ||
+  fail "outputs a/b, a_b, a_b.0 and two long names: rc $rc (124: timed out): $(ls "$work/names")"
 
 # kiln check: links leading outside the folder it was given
 case_dir() { # NAME: a copy of the digits MLP's test case
@@ -86,19 +95,61 @@ mv "$work/c1/test_data_set_0" "$work/outside_set"
 ln -s "$work/outside_set" "$work/c1/test_data_set_0"
 run_kiln check "$work/c1"
 [ $rc -eq 1 ] || fail "check followed a data set folder outside: rc $rc"
-grep -q 'leads outside the test folder' <<<"$(timeout 10 "$kiln" check "$work/c1" 2>&1)" ||
-  fail "check: no reason for the data set outside"
+grep -q 'leads outside the test folder' <<<"$err" || fail "check: no reason for the data set outside"
 case_dir c2
 mv "$work/c2/test_data_set_0/input_0.pb" "$work/outside_input.pb"
 ln -s "$work/outside_input.pb" "$work/c2/test_data_set_0/input_0.pb"
 run_kiln check "$work/c2"
 [ $rc -eq 1 ] || fail "check followed an input file outside: rc $rc"
+# an expected output of another shape: both shapes named (they were printed garbled)
+case_dir c7
+cp "$mlp/test_data_set_0/input_0.pb" "$work/c7/test_data_set_0/output_0.pb"
+run_kiln check "$work/c7"
+[ $rc -eq 1 ] && grep -q "output 0 'logits' is float32\[16,10\], expected float32\[16,1,8,8\]" <<<"$err" ||
+  fail "check of an output of another shape: rc $rc: $err"
+# an option check does not take: refused (what it had parsed freed: the ASan build's
+# leak check reads this exit too)
+run_kiln check --keep-weights "$mlp"
+[ $rc -eq 2 ] && grep -q "does not apply" <<<"$err" || fail "check --keep-weights: rc $rc: $err"
+# a dangling link as a data set: named as one, not as a link leading outside
+case_dir c6
+ln -s "$work/nowhere" "$work/c6/test_data_set_1"
+run_kiln check "$work/c6"
+[ $rc -eq 1 ] && grep -q "test_data_set_1 cannot be resolved: No such file or directory" <<<"$err" ||
+  fail "check of a dangling data set link: rc $rc: $err"
 # 80 data sets, the 71st wrong (one of the expected values changed)
 case_dir c3
 for i in $(seq 1 79); do cp -r "$work/c3/test_data_set_0" "$work/c3/test_data_set_$i"; done
 cp "$mlp/test_data_set_0/input_0.pb" "$work/c3/test_data_set_70/output_0.pb"
 res=$(timeout 60 "$kiln" check "$work/c3" 2>&1)
 [ $? -eq 1 ] && grep -q 'test_data_set_70' <<<"$res" || fail "80 data sets, one wrong: $res"
+
+# a data set without a file for an input, and one with two files for one input (x1 of
+# huge_window's two): refused, where the run read the freed input of the data set before
+case_dir c4
+mkdir "$work/c4/test_data_set_1"
+cp "$mlp/test_data_set_0/output_0.pb" "$work/c4/test_data_set_1/"
+run_kiln check "$work/c4"
+[ $rc -eq 1 ] && grep -q "test_data_set_1: 0 input files for the model's 1 input" <<<"$err" ||
+  fail "a data set without its input: rc $rc: $err"
+cp -r tests/models/huge_window "$work/c5"
+cp -r "$work/c5/test_data_set_0" "$work/c5/test_data_set_1"
+cp "$work/c5/test_data_set_0/input_0.pb" "$work/c5/test_data_set_1/input_1.pb"
+run_kiln check "$work/c5"
+[ $rc -eq 1 ] && grep -q "input_1.pb is for input 'x1' too" <<<"$err" ||
+  fail "a data set with two files for one input: rc $rc: $err"
+
+# kiln check's streams: 'pass DIR (...)', 'FAIL DIR' and the tally on stdout, each
+# failure's reason on stderr only
+mkdir "$work/no_model"
+out=$(timeout 10 "$kiln" check "$mlp" "$work/no_model" "$work/afile" 2>"$work/check.err")
+rc=$?
+want_out=$(printf 'FAIL %s\nFAIL %s\n1 passed, 2 failed' "$work/no_model" "$work/afile")
+want_err=$(printf 'kiln check: %s: no model.onnx or model.pt\nkiln check: %s: not a folder' \
+  "$work/no_model" "$work/afile")
+[ $rc -eq 1 ] && grep -q "^pass $mlp (2 data sets; " <<<"$out" && [ "$(tail -3 <<<"$out")" = "$want_out" ] ||
+  fail "check's stdout: rc $rc: $out"
+[ "$(cat "$work/check.err")" = "$want_err" ] || fail "check's stderr: $(cat "$work/check.err")"
 
 # an input of 2^40 empty rows (a 128-byte .npy): nothing to compute, a run ends at once
 # (the kernel once looped over every empty row, minutes)

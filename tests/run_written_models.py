@@ -79,7 +79,7 @@ def main():
                     r = subprocess.run([kiln, "check", "-O0", "--rtol", "1e-4", folder],
                                        capture_output=True, text=True)
                     if r.returncode:
-                        problem = "kiln check of the written file: " + r.stdout.strip()[-300:]
+                        problem = "kiln check of the written file: " + r.stderr.strip()[-300:]
                 print(f"{'FAIL' if problem else 'ok  '} {case} {level}"
                       f"{': ' + problem if problem else ''}")
                 failed += problem is not None

@@ -92,15 +92,20 @@ def kiln_case(path, inputs, outputs):
 
 
 def kiln_check(kiln, case, precision, peer_err=0.0):
-    """`kiln check --device opencl` at a precision; returns its first line. At tf32 the
-    tolerance is the larger of TOLERANCES' and twice PyTorch's own TF32 error."""
+    """`kiln check --device opencl` at a precision; returns its result line ('pass ...')
+    or, when it fails, the reason it prints on stderr. At tf32 the tolerance is the
+    larger of TOLERANCES' and twice PyTorch's own TF32 error."""
     rtol, atol = TOLERANCES[precision]
     if precision == "tf32":
         atol = f"{max(float(atol), 2 * peer_err):.3g}"
     r = subprocess.run([kiln, "check", "--device", "opencl", "--precision", precision,
                         "--rtol", rtol, "--atol", atol, case], capture_output=True, text=True)
-    lines = (r.stdout + r.stderr).strip().splitlines()
-    return (lines[0] if lines else "no output")[:300]
+    if r.returncode == 0:  # 'pass CASE (...)'
+        lines = r.stdout.strip().splitlines()
+        return (lines[0] if lines else "no output")[:300]
+    # 'FAIL CASE' on stdout; why on stderr, last: 'kiln check: CASE: REASON'
+    lines = r.stderr.strip().splitlines()
+    return (lines[-1] if lines else f"exit {r.returncode}, no reason printed")[:300]
 
 
 def kiln_bench(kiln, path, iters, precision, profile=False):

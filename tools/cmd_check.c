@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,10 +15,12 @@
 static const char *check_help =
     "usage: kiln check DIR... [options]\n"
     "Each DIR holds model.onnx (or model.pt) and test_data_set_*/input_*.pb and\n"
-    "output_*.pb, the layout of the ONNX backend tests. Prints a line per folder and\n"
-    "ends with 'N passed, N failed'; exits 0 only if every folder passed. The named\n"
-    "inputs of test_data_set_0 declare the input types of a model.pt from torch 1.x.\n"
-    "A passing folder's line gives the largest absolute and relative errors seen.\n"
+    "output_*.pb, the layout of the ONNX backend tests. Prints a line per folder on\n"
+    "stdout, 'pass DIR (...)' or 'FAIL DIR', and ends with 'N passed, N failed'; a\n"
+    "failing folder's reason goes to stderr as 'kiln check: DIR: REASON'. Exits 0 only\n"
+    "if every folder passed. A passing folder's line gives the largest absolute and\n"
+    "relative errors seen. The named inputs of test_data_set_0 declare the input types\n"
+    "of a model.pt from torch 1.x.\n"
     "  --rtol R   relative tolerance (default 1e-3)\n"
     "  --atol A   absolute tolerance (default 1e-5: float32 rounding near zero; the\n"
     "             ONNX backend node tests use 1e-7)\n";
@@ -73,17 +76,22 @@ static int list_prefixed(const char *dir, const char *prefix, char ***names) {
     *names = NULL;
     return -1;
   }
-  qsort(*names, (size_t)n, sizeof **names, cmp_str);
+  if (n > 1) qsort(*names, (size_t)n, sizeof **names, cmp_str); /* *names is NULL at 0 */
   return n;
 }
 
 /* Whether path, all links resolved, lies inside the folder whose resolved path is
- * root: kiln check reads only what the folders it was given hold. */
-static bool inside(const char *root, const char *path) {
+ * root (kiln check reads only what the folders it was given hold); if not, why not. */
+static bool inside(const char *root, const char *path, char *why, size_t len) {
   char *real = realpath(path, NULL);
+  int err = errno;
   size_t n = strlen(root);
   bool in = real && strncmp(real, root, n) == 0 && (real[n] == '/' || (n == 1 && *root == '/'));
   free(real);
+  if (!real)
+    cli_format(why, len, "%s cannot be resolved: %s", path, strerror(err));
+  else if (!in)
+    cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
   return in;
 }
 
@@ -129,25 +137,33 @@ static bool same_shape(const kl_tensor *a, const kl_tensor *b) {
   return true;
 }
 
+/* "float32[1,10]" into buf (cut at len); snprintf's counts, as cli_format tells only
+ * whether the text fit. */
 static void format_shape(const kl_tensor *t, char *buf, size_t len) {
-  size_t u = (size_t)cli_format(buf, len, "%s[", kl_dtype_name(t->dtype));
-  for (int d = 0; d < t->rank && u < len; d++)
-    u += (size_t)cli_format(buf + u, len - u, "%s%lld", d ? "," : "", (long long)t->dims[d]);
-  if (u < len) cli_format(buf + u, len - u, "]");
+  int u = snprintf(buf, len, "%s[", kl_dtype_name(t->dtype));
+  for (int d = 0; d < t->rank && u >= 0 && (size_t)u < len; d++)
+    u += snprintf(buf + u, len - (size_t)u, "%s%lld", d ? "," : "", (long long)t->dims[d]);
+  if (u >= 0 && (size_t)u < len) snprintf(buf + u, len - (size_t)u, "]");
 }
 
 /* Bind the inputs of one data set: by name when the file names a model input, else by
- * position. Tensors are kept in ins (freed by the caller). */
+ * position. Tensors are kept in ins (freed by the caller). Every model input is bound
+ * once by every data set: the session keeps a binding until it is replaced, and the
+ * data set before this one has been freed. */
 static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const char *set,
                      kl_tensor *ins, int n, char *why, size_t len) {
   char path[4096];
+  bool bound[MAX_FILES] = {false};
+  if (n != kiln_model_input_count(m)) {
+    int want = kiln_model_input_count(m);
+    cli_format(why, len, "%d input file%s for the model's %d input%s", n, n == 1 ? "" : "s",
+               want, want == 1 ? "" : "s");
+    return false;
+  }
   for (int k = 0; k < n; k++) {
     char *name = NULL;
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
-    if (!inside(root, path)) {
-      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
-      return false;
-    }
+    if (!inside(root, path, why, len)) return false;
     if (!cli_read_tensor(path, INT64_C(16) << 30, &ins[k], &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -159,11 +175,15 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const cha
       if (strcmp(info.name, name) == 0) idx = j;
     }
     free(name);
+    if (idx < 0) idx = k; /* by position: k < n, the model's input count */
     /* The search loop leaves info at the last input; fetch the one that matched. */
-    if (kiln_model_input_info(m, idx >= 0 ? idx : k, &info) != KILN_OK) {
-      cli_format(why, len, "%s has no matching model input", path);
+    kiln_model_input_info(m, idx, &info);
+    if (bound[idx]) {
+      cli_format(why, len, "%s is for input '%s' too, which an earlier file gave", path,
+                 info.name);
       return false;
     }
+    bound[idx] = true;
     kiln_status st = kiln_session_set_input(s, info.name, (kiln_dtype)ins[k].dtype, ins[k].rank,
                                             ins[k].dims, ins[k].data, kl_tensor_nbytes(&ins[k]));
     if (st != KILN_OK) {
@@ -182,10 +202,7 @@ static bool check_outputs(kiln_session *s, const char *root, const char *set, in
     kl_tensor want = {0};
     char *name = NULL;
     cli_format(path, sizeof path, "%s/output_%d.pb", set, k);
-    if (!inside(root, path)) {
-      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
-      return false;
-    }
+    if (!inside(root, path, why, len)) return false;
     if (!cli_read_tensor(path, INT64_C(16) << 30, &want, &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -243,10 +260,7 @@ static bool set_input_types(kiln_options *o, const char *root, const char *set, 
     kl_tensor t = {0};
     char *name = NULL;
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
-    if (!inside(root, path)) {
-      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
-      return false;
-    }
+    if (!inside(root, path, why, len)) return false;
     if (!cli_read_tensor(path, INT64_C(16) << 30, &t, &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -290,10 +304,7 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
     cli_format(why, len, root ? "no test_data_set_* folders" : "cannot resolve the folder");
     goto done;
   }
-  if (!inside(root, model_path)) {
-    cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", model_path);
-    goto done;
-  }
+  if (!inside(root, model_path, why, len)) goto done;
   char set0[4096];
   cli_format(set0, sizeof set0, "%s/%s", dir, sets[0]);
   if (!set_input_types(o, root, pt ? set0 : NULL, why, len)) goto done;
@@ -310,10 +321,8 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
     cli_format(set, sizeof set, "%s/%s", dir, sets[i]);
     int n_in = count_numbered(set, "input"), n_out = count_numbered(set, "output");
     kl_tensor ins[MAX_FILES] = {{0}};
-    if (!inside(root, set)) {
-      cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", set);
-      ok = false;
-    } else if (n_in > MAX_FILES || n_out > MAX_FILES) {
+    ok = inside(root, set, why, len);
+    if (ok && (n_in > MAX_FILES || n_out > MAX_FILES)) {
       cli_format(why, len, "%s has more than %d input or output files", sets[i], MAX_FILES);
       ok = false;
     }
@@ -379,29 +388,27 @@ int cmd_check(int argc, char **argv) {
     free(dirs);
     return EXIT_USAGE;
   }
-  if (!cli_check_applies(&common, "check", true)) return EXIT_USAGE;
-  kiln_options *o = cli_options(&common);
+  kiln_options *o = cli_check_applies(&common, "check", true) ? cli_options(&common) : NULL;
   if (!o) {
     free(dirs);
     return EXIT_USAGE;
   }
   int passed = 0, failed = 0;
   for (int i = 0; i < n_dirs; i++) {
-    char why[2048] = "";
+    char why[2048] = "not a folder"; /* check_case writes its own */
     int n_sets = 0;
     cmp_result worst = {0};
-    if (!is_dir(dirs[i])) {
-      printf("FAIL %s: not a folder\n", dirs[i]);
-      failed++;
-    } else if (check_case(dirs[i], o, tol, &worst, why, sizeof why, &n_sets)) {
+    bool ok = is_dir(dirs[i]) && check_case(dirs[i], o, tol, &worst, why, sizeof why, &n_sets);
+    if (ok)
       printf("pass %s (%d data set%s; max abs err %.3g, max rel err %.3g)\n", dirs[i], n_sets,
              n_sets == 1 ? "" : "s", worst.max_abs, worst.max_rel);
-      passed++;
-    } else {
-      printf("FAIL %s: %s\n", dirs[i], why);
-      failed++;
-    }
+    else
+      printf("FAIL %s\n", dirs[i]);
     fflush(stdout);
+    /* the result on stdout, a line a script can match; the reason with the errors */
+    if (!ok) fprintf(stderr, "kiln check: %s: %s\n", dirs[i], why);
+    passed += ok;
+    failed += !ok;
   }
   printf("%d passed, %d failed\n", passed, failed);
   kiln_options_free(o);

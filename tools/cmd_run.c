@@ -98,17 +98,22 @@ static void print_summary(const kiln_tensor_info *info, const void *data) {
   if (info->rank == 2 && info->dims[1] > 0) print_row_argmax(info, data);
 }
 
-/* File name for an output: its name with characters a path cannot hold replaced. */
+/* The longest output name, with its suffix, kept in a file name: room is left for the
+ * extension and the temporary file's ".XXXXXX" (src/import/fileio.c) within NAME_MAX. */
+#define MAX_FILE_NAME 200
+
+/* File name for an output: its name with characters a path cannot hold replaced, cut
+ * so that suffix (".K", ".K.R") always fits, then suffix and the extension. */
 static void output_path(char *buf, size_t len, const char *dir, const char *name,
-                        const char *ext) {
-  char safe[256];
-  size_t k = 0;
-  for (; name[k] && k < sizeof safe - 1; k++) {
+                        const char *suffix, const char *ext) {
+  char safe[MAX_FILE_NAME + 1];
+  size_t k = 0, keep = MAX_FILE_NAME - strlen(suffix);
+  for (; name[k] && k < keep; k++) {
     char c = name[k];
     safe[k] = (c == '/' || c == '\\' || c == ':' || (c == '.' && k == 0)) ? '_' : c;
   }
   safe[k] = '\0';
-  snprintf(buf, len, "%s/%s.%s", dir, k ? safe : "output", ext);
+  snprintf(buf, len, "%s/%s%s.%s", dir, k ? safe : "output", suffix, ext);
 }
 
 static int parse_run_args(int argc, char **argv, run_args *a) {
@@ -204,8 +209,18 @@ static bool prepare_out_dir(const char *dir) {
   return false;
 }
 
-/* Each output to its file; outputs whose names make the same file name (a/b and a_b
- * both give a_b) get their index after the name, so that none overwrites another. */
+static bool path_taken(char (*paths)[4096], int n, int k) {
+  for (int j = 0; j < n; j++)
+    if (j != k && strcmp(paths[j], paths[k]) == 0) return true;
+  return false;
+}
+
+/* Each output to its file. An output whose file name another's makes too (a/b and a_b
+ * both give a_b) gets its index K after the name, or K.R with the first R that is free
+ * where that is taken as well (outputs a/b, a_b and a_b.0), so that none overwrites
+ * another; the outputs before it keep theirs. The loop ends: the names K.R differ from
+ * one another (the suffix is never cut), and the other n_out - 1 outputs can hold at
+ * most n_out - 1 of them. */
 static bool write_outputs(const run_args *a, const kiln_model *m, kiln_session *s, int n_out) {
   char(*paths)[4096] = calloc((size_t)n_out + 1, sizeof *paths);
   if (!paths) {
@@ -215,18 +230,17 @@ static bool write_outputs(const run_args *a, const kiln_model *m, kiln_session *
   for (int k = 0; k < n_out; k++) {
     kiln_tensor_info info;
     kiln_model_output_info(m, k, &info);
-    output_path(paths[k], sizeof paths[k], a->out_dir, info.name, a->format);
+    output_path(paths[k], sizeof paths[k], a->out_dir, info.name, "", a->format);
   }
-  for (int k = 0; k < n_out; k++)
-    for (int j = 0; j < n_out; j++) {
-      if (j == k || strcmp(paths[j], paths[k]) != 0) continue;
-      kiln_tensor_info info;
-      kiln_model_output_info(m, k, &info);
-      char name[300];
-      snprintf(name, sizeof name, "%.256s.%d", info.name, k);
-      output_path(paths[k], sizeof paths[k], a->out_dir, name, a->format);
-      j = -1; /* and again against every other */
+  for (int k = 0; k < n_out; k++) {
+    kiln_tensor_info info;
+    kiln_model_output_info(m, k, &info);
+    for (int r = 0; path_taken(paths, n_out, k); r++) {
+      char suffix[32];
+      snprintf(suffix, sizeof suffix, r ? ".%d.%d" : ".%d", k, r);
+      output_path(paths[k], sizeof paths[k], a->out_dir, info.name, suffix, a->format);
     }
+  }
   bool ok = true;
   for (int k = 0; k < n_out && ok; k++) {
     kiln_tensor_info info;

@@ -1,41 +1,10 @@
 /* kiln: run, check and inspect neural-network models from the command line. */
 #include "cli.h"
-#include "runtime/runtime.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* The options every command takes, by what they act on: loading and optimizing the
- * model (all of them), running it (not optimize), and keeping the weights (run, bench). */
-const char *cli_load_help =
-    "  -O0 .. -O3            graph optimization level (default -O2)\n"
-    "  --passes LIST         switch passes on/off: +name,-name\n"
-    "  --max-tensor-bytes N  largest tensor a model may hold or make (default 16 GiB)\n"
-    "  --max-work N          the most steps one node may take (default 2^40; 0 = any)\n"
-    "  --verify              run the graph verifier after every pass\n"
-    "  --input-types LIST    the inputs of a torch 1.x .pt, which it does not record:\n"
-    "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n";
-const char *cli_run_help =
-    "  --threads N           worker threads (default: one per core)\n"
-    "  --memory-limit N      cap on weights plus buffers, in bytes (default none)\n"
-    "  --pin                 pin the worker threads to cores (one each)\n"
-    "  --device D            where to run: cpu (default), opencl (the first GPU, else the\n"
-    "                        first OpenCL device), opencl:P.D (`kiln info` lists them),\n"
-    "                        auto (a GPU when one opens, else the CPU); nodes the device\n"
-    "                        has no kernel for run on the CPU (kiln inspect --device D)\n"
-    "  --precision P         auto (default: TF32 for convolutions and matrix products on a\n"
-    "                        GPU with tensor cores, as PyTorch's cuDNN default; float32\n"
-    "                        elsewhere), fp32, or tf32 (fails where there are none)\n"
-    "  --fast-only           fail where a convolution, matrix product, pooling or\n"
-    "                        attention node would run on a slow reference implementation\n"
-    "                        (oneDNN's or kiln's) at this machine's ISA level\n";
-const char *cli_keep_help =
-    "  --keep-weights        keep the model's plain copy of the weights that oneDNN holds\n"
-    "                        packed (by default the session frees it)\n";
 
 static const char *usage =
     "usage: kiln COMMAND [ARGS]\n"
@@ -52,168 +21,6 @@ static const char *usage =
     "`kiln COMMAND --help` tells more. `kiln --version` prints the version.\n"
     "exit codes: 0 success, 1 failure (model error, failed check), 2 bad usage\n";
 
-bool cli_parse_int(const char *s, int64_t *v) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(s, &end, 10);
-  if (errno || end == s || *end) return false;
-  *v = x;
-  return true;
-}
-
-bool cli_format(char *buf, size_t len, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, len, fmt, ap);
-  va_end(ap);
-  return n >= 0 && (size_t)n < len;
-}
-
-bool cli_parse_double(const char *s, double *v) {
-  char *end;
-  errno = 0;
-  double x = strtod(s, &end);
-  if (errno || end == s || *end) return false;
-  *v = x;
-  return true;
-}
-
-bool cli_parse_dims(const char *s, int *rank, int64_t *dims) {
-  int r = 0;
-  if (*s == '\0') { /* a scalar */
-    *rank = 0;
-    return true;
-  }
-  while (*s) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || x < 0 || r == KL_MAX_RANK) return false;
-    dims[r++] = x;
-    if (*end == 'x' || *end == ',') end++;
-    else if (*end) return false;
-    s = end;
-  }
-  *rank = r;
-  return true;
-}
-
-int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
-  const char *a = argv[*i];
-  if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
-    c->opt_level = a[2] - '0';
-    return 1;
-  }
-  if (strcmp(a, "--verify") == 0) {
-    c->verify = true;
-    return 1;
-  }
-  if (strcmp(a, "--pin") == 0) {
-    c->pin = true;
-    return 1;
-  }
-  if (strcmp(a, "--keep-weights") == 0) {
-    c->keep_weights = true;
-    return 1;
-  }
-  if (strcmp(a, "--fast-only") == 0) {
-    c->fast_only = true;
-    return 1;
-  }
-  int64_t v;
-  const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--max-work",
-                         "--passes", "--input-types", "--device", "--precision"};
-  for (int k = 0; k < 8; k++) {
-    if (strcmp(a, names[k]) != 0) continue;
-    if (*i + 1 >= argc) {
-      fprintf(stderr, "kiln: %s needs a value\n", a);
-      return -1;
-    }
-    const char *val = argv[++*i];
-    if (k >= 4) {
-      *(k == 4 ? &c->passes : k == 5 ? &c->input_types : k == 6 ? &c->device
-                                                            : &c->precision) = val;
-      return 1;
-    }
-    if (!cli_parse_int(val, &v) || v < 0) {
-      fprintf(stderr, "kiln: %s: '%s' is not a non-negative integer\n", a, val);
-      return -1;
-    }
-    if (k == 0 && v > 4096) { /* an int, and the options' own bound */
-      fprintf(stderr, "kiln: --threads: %lld is more than 4096\n", (long long)v);
-      return -1;
-    }
-    if (k == 1 && v == 0) {
-      fprintf(stderr, "kiln: --max-tensor-bytes: 0 allows no tensor at all; give at least 1 "
-              "(the default is 16 GiB)\n");
-      return -1;
-    }
-    if (k == 0) c->threads = (int)v;
-    else if (k == 1) c->max_tensor_bytes = v;
-    else if (k == 2) c->memory_limit = v;
-    else {
-      c->max_work = v;
-      c->max_work_set = true;
-    }
-    return 1;
-  }
-  return 0;
-}
-
-bool cli_check_applies(const cli_common *c, const char *cmd, bool runs) {
-  const char *given = c->keep_weights ? "--keep-weights" : NULL;
-  if (!runs && !given)
-    given = c->threads ? "--threads" : c->memory_limit ? "--memory-limit" : c->pin ? "--pin"
-            : c->fast_only ? "--fast-only" : c->device ? "--device"
-            : c->precision ? "--precision" : NULL;
-  if (!given) return true;
-  fprintf(stderr, "kiln %s: %s does not apply here: %s\n", cmd, given,
-          runs ? "only run and bench free the weights oneDNN packs"
-               : "this command runs nothing");
-  return false;
-}
-
-kiln_options *cli_options(const cli_common *c) {
-  kiln_options *o;
-  if (kiln_options_create(&o) != KILN_OK) {
-    fprintf(stderr, "kiln: out of memory\n");
-    return NULL;
-  }
-  kiln_status st = kiln_options_set_int(o, "opt_level", c->opt_level);
-  if (st == KILN_OK) st = kiln_options_set_int(o, "threads", c->threads);
-  if (st == KILN_OK && c->max_tensor_bytes)
-    st = kiln_options_set_int(o, "max_tensor_bytes", c->max_tensor_bytes);
-  if (st == KILN_OK) st = kiln_options_set_int(o, "memory_limit", c->memory_limit);
-  if (st == KILN_OK && c->max_work_set) st = kiln_options_set_int(o, "max_work", c->max_work);
-  if (st == KILN_OK) st = kiln_options_set_int(o, "verify", c->verify);
-  if (st == KILN_OK) st = kiln_options_set_int(o, "pin_threads", c->pin);
-  if (st == KILN_OK) st = kiln_options_set_int(o, "fast_only", c->fast_only);
-  if (st == KILN_OK && c->passes) st = kiln_options_set_string(o, "passes", c->passes);
-  if (st == KILN_OK && c->input_types)
-    st = kiln_options_set_string(o, "input_types", c->input_types);
-  if (st == KILN_OK && c->device) st = kiln_options_set_string(o, "device", c->device);
-  if (st == KILN_OK && c->precision)
-    st = kiln_options_set_string(o, "precision", c->precision);
-  if (st != KILN_OK) {
-    fprintf(stderr, "kiln: %s\n", kiln_options_error(o));
-    kiln_options_free(o);
-    return NULL;
-  }
-  return o;
-}
-
-kiln_model *cli_load(const char *path, const kiln_options *o) {
-  kiln_model *m = NULL;
-  kiln_status st = kiln_model_load(path, o, &m);
-  if (st != KILN_OK) {
-    fprintf(stderr, "kiln: %s: %s\n", kiln_status_string(st),
-            m ? kiln_model_error(m) : "out of memory");
-    kiln_model_free(m);
-    return NULL;
-  }
-  return m;
-}
-
 /* OpenMP's waiting threads (include/kiln.h, "threads"): unless the environment says
  * how they wait, kiln starts itself again with GOMP_SPINCOUNT=1000 and KMP_BLOCKTIME=0
  * (libgomp reads them when the process starts, before main), and KILN_OPENMP_WAIT=kiln
@@ -228,20 +35,6 @@ static void short_wait(char **argv) {
   unsetenv("GOMP_SPINCOUNT");
   unsetenv("KMP_BLOCKTIME");
   unsetenv("KILN_OPENMP_WAIT");
-}
-
-const char *cli_wait_policy(void) {
-  static char buf[160];
-  const char *spin = getenv("GOMP_SPINCOUNT"), *block = getenv("KMP_BLOCKTIME"),
-             *policy = getenv("OMP_WAIT_POLICY"), *who = getenv("KILN_OPENMP_WAIT");
-  if (!spin && !block && !policy)
-    return "the OpenMP runtime's default (spin for milliseconds)";
-  snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s%s%s", policy ? "OMP_WAIT_POLICY=" : "",
-           policy ? policy : "", policy && (spin || block) ? " " : "",
-           spin ? "GOMP_SPINCOUNT=" : "", spin ? spin : "", spin && block ? " " : "",
-           block ? "KMP_BLOCKTIME=" : "", block ? block : "",
-           who && strcmp(who, "kiln") == 0 ? " (set by kiln)" : " (from the environment)");
-  return buf;
 }
 
 int main(int argc, char **argv) {

@@ -87,10 +87,13 @@ run_level() {
   # The batch shell always exits 0: xargs stops starting batches once one dies by a signal.
   # shellcheck disable=SC2016 # $1... expand in the batch shell, not here
   xargs -d '\n' -n "$batch_size" -P "$jobs" bash -c '
+    f=$(mktemp "$5/batch.XXXXXX")
     timeout -k 10 "$1" "$2" check "$3" --threads 1 --rtol 1e-3 --atol 1e-7 "${@:6:$4}" "${@:$(($4 + 6))}" \
-      >"$(mktemp "$5/batch.XXXXXX")" 2>/dev/null
+      >"$f" 2>"$f.err"
     exit 0' _ "$batch_timeout" "$kiln" "$level" "$#" "$dir" "$@" <"$list" 2>/dev/null
-  cat "$dir"/batch.* 2>/dev/null | parse_lines >"$out"
+  cat "$dir"/batch.?????? >"$dir/all.out" 2>/dev/null
+  cat "$dir"/batch.*.err >"$dir/all.err" 2>/dev/null
+  parse_lines "$dir/all.out" "$dir/all.err" >"$out"
   local name rc why
   cut -f1 "$out" | sort >"$dir/seen"
   sort "$list" | comm -23 - "$dir/seen" | while read -r name; do
@@ -99,8 +102,8 @@ run_level() {
       --atol 1e-7 "$@" "$name" \
       >"$dir/one.out" 2>"$dir/one.err"
       echo $?) 2>/dev/null)
-    if parse_lines <"$dir/one.out" | grep -q .; then
-      parse_lines <"$dir/one.out"
+    if parse_lines "$dir/one.out" "$dir/one.err" | grep -q .; then
+      parse_lines "$dir/one.out" "$dir/one.err"
       continue
     fi
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
@@ -115,10 +118,18 @@ run_level() {
   done >>"$out"
 }
 
-# kiln check's 'pass NAME (...)' and 'FAIL NAME: why' lines to 'name<TAB>pass|fail<TAB>why'.
+# parse_lines OUT ERR: kiln check's result lines ('pass NAME (...)' and 'FAIL NAME', its
+# stdout in OUT) and the failures' reasons ('kiln check: NAME: why', its stderr in ERR)
+# to 'name<TAB>pass|fail<TAB>why'.
 parse_lines() {
-  sed -n -e 's/^pass \([^ ]*\) (.*/\1\tpass\t/p' \
-    -e 's/^FAIL \([^ :]*\): \(.*\)/\1\tfail\t\2/p'
+  awk -v OFS='\t' -v errs="$2" '
+    BEGIN {
+      while ((getline line < errs) > 0)
+        if (sub(/^kiln check: /, "", line) && (i = index(line, ": ")) > 0)
+          why[substr(line, 1, i - 1)] = substr(line, i + 2)
+    }
+    /^pass [^ ]+ \(/ { print $2, "pass", "" }
+    /^FAIL [^ ]+$/ { print $2, "fail", why[$2] }' "$1"
 }
 
 for d in test_*/; do [ -d "$d" ] && echo "${d%/}"; done >"$work/all"

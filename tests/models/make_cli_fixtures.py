@@ -6,7 +6,10 @@
                     own quantizer writes. kiln runs both on its portable reference
                     kernels, so `kiln bench` must warn that most of a run is there.
   names/model.onnx  x [3] -> outputs 'a/b' = x and 'a_b' = -x: two names that make the
-                    same file name, which `kiln run --output-dir` must keep apart.
+                    same file name, which `kiln run --output-dir` must keep apart;
+                    'a_b.0' = |x|, the name the first gets to keep apart from the second;
+                    and two names of 300 characters alike in their first 296 (= x, -x),
+                    whose file names are cut to one.
   empty_rows/model.onnx  LayerNormalization of x [r, 0] (scale and bias of no element):
                     given 2^40 rows of nothing, a run must end at once, not loop over them.
   huge_window/      an ONNX test-case folder: MaxPool, AveragePool (with and without
@@ -57,10 +60,12 @@ def qdq():
 
 
 def names():
-    nodes = [helper.make_node("Identity", ["x"], ["a/b"]), helper.make_node("Neg", ["x"], ["a_b"])]
+    long = "n" * 296
+    ops = (("Identity", "a/b"), ("Neg", "a_b"), ("Abs", "a_b.0"), ("Identity", long + "_one"),
+           ("Neg", long + "_two"))
+    nodes = [helper.make_node(op, ["x"], [out]) for op, out in ops]
     graph = helper.make_graph(nodes, "names", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                              [helper.make_tensor_value_info("a/b", TensorProto.FLOAT, [3]),
-                               helper.make_tensor_value_info("a_b", TensorProto.FLOAT, [3])])
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [3]) for _, out in ops])
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "names")
 
 

@@ -136,7 +136,7 @@ check_one() {
       out=$(KILN_ISA=$isa timeout "$limit" "$kiln" check --fast-only "$level" --rtol "$rtol" \
         --atol "$atol" ${KILN_ZOO_DEVICE:+--device "$KILN_ZOO_DEVICE"} "$dir" 2>&1)
       rc=$?
-      line=$(grep -E '^(pass|FAIL) ' <<<"$out" | head -1)
+      line=$(grep -F "kiln check: $dir: " <<<"$out" | head -1) # a failure's reason
       if [ $rc -eq 0 ]; then
         echo "pass $name $what (rtol $rtol, atol $atol, $((SECONDS - t0)) s)"
         passed=$((passed + 1))
@@ -144,7 +144,7 @@ check_one() {
       fi
       [ $rc -eq 124 ] && line="timed out after $limit s"
       [ -n "$line" ] || line="exit $rc: $(tail -1 <<<"$out")"
-      echo "FAIL $name $what (rtol $rtol, atol $atol): ${line#FAIL $dir: }"
+      echo "FAIL $name $what (rtol $rtol, atol $atol): ${line#kiln check: $dir: }"
       failed=$((failed + 1))
       failures+=("$name $what")
     done
