@@ -2476,16 +2476,19 @@ static kiln_status scales_value(call *c, int x, int n, const double *v, int *out
 }
 
 /* upsample_nearest{1,2,3}d(input, output_size, scale_factors) and upsample_linear1d /
- * bilinear2d / trilinear3d(input, output_size, align_corners, scale_factors), or those
- * with one scales_* argument per dim: Resize of the last dims. variant: the spatial
- * dims, negative for linear. torch's nearest takes floor(o * in / out), ONNX's
- * asymmetric + floor; linear is half_pixel (torch clamps the coordinate at 0, and
- * Resize's taps at the edge read the same element) or align_corners. Given scale
+ * bilinear2d / trilinear3d / bicubic2d(input, output_size, align_corners,
+ * scale_factors), or those with one scales_* argument per dim: Resize of the last dims.
+ * variant: the spatial dims, negative for linear, -(10 + dims) for cubic. torch's
+ * nearest takes floor(o * in / out), ONNX's asymmetric + floor; linear is half_pixel
+ * (torch clamps the coordinate at 0, and Resize's taps at the edge read the same
+ * element) or align_corners; cubic is Resize's cubic with its default coefficient
+ * -0.75 (torch's), the coordinate not clamped and the taps past the edge reading it,
+ * as torch's bicubic does. Given scale
  * factors map coordinates by 1 / scale in torch, as Resize's scales do, except with
  * align_corners, which maps by the sizes: then sizes floor(in * scale) are given. */
 static kiln_status lower_upsample(call *c) {
-  bool linear = c->variant < 0, corners = false;
-  int n = linear ? -c->variant : c->variant, x, rank, in[4], y, ns;
+  bool cubic = c->variant <= -10, linear = c->variant < 0, corners = false;
+  int n = cubic ? -c->variant - 10 : linear ? -c->variant : c->variant, x, rank, in[4], y, ns;
   int si = linear ? 3 : 2;
   double scales[KL_MAX_RANK];
   dimlist d = {0};
@@ -2521,7 +2524,8 @@ static kiln_status lower_upsample(call *c) {
   if (s) return s;
   int node = begin_node(c, KL_OP_Resize, 4, in, &y);
   if (node < 0) return c->e->code;
-  s = kl_node_set_string(c->g, node, "mode", linear ? "linear" : "nearest", c->e);
+  s = kl_node_set_string(c->g, node, "mode", cubic ? "cubic" : linear ? "linear" : "nearest",
+                         c->e);
   if (!s) s = kl_node_set_string(c->g, node, "coordinate_transformation_mode",
                                  !linear ? "asymmetric" : corners ? "align_corners" : "half_pixel",
                                  c->e);
@@ -2705,6 +2709,8 @@ static const aten_op ops[] = {
                               "scales_w"), lower_upsample, -2},
     {"upsample_trilinear3d", P("input", "output_size", "align_corners", "scale_factors",
                                "scales_h", "scales_w"), lower_upsample, -3},
+    {"upsample_bicubic2d", P("input", "output_size", "align_corners", "scale_factors",
+                             "scales_w"), lower_upsample, -12},
     {"constant_pad_nd", P("self", "pad", "value"), lower_pad, 0},
     {"pad", P("self", "pad", "mode", "value"), lower_pad, 1},
     {"reflection_pad1d", P("self", "padding"), lower_pad, 2},

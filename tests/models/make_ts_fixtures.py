@@ -380,6 +380,19 @@ class Ops2(nn.Module):
                 u5 + u7[:, :, :10, :11], u6, s, lo, hn + cn, go, gh)
 
 
+class Bicubic(nn.Module):
+    """upsample_bicubic2d: to sizes and by scale factors, up and down, align_corners
+    both ways (torch's cubic: coefficient -0.75, coordinates not clamped, the taps past
+    an edge reading the edge)."""
+
+    def forward(self, x):                                   # [B, 3, 6, 7]
+        a = F.interpolate(x, size=(11, 5), mode="bicubic", align_corners=False)
+        b = F.interpolate(x, size=(4, 9), mode="bicubic", align_corners=True)
+        c = F.interpolate(x, scale_factor=1.7, mode="bicubic", align_corners=False)
+        d = F.interpolate(x, scale_factor=0.6, mode="bicubic", align_corners=True)
+        return a, b, c, d
+
+
 class StdConv(nn.Module):
     """timm's NFNet stem: ScaledStdConv2d standardizes its weights with
     F.batch_norm(training=True) and no running statistics, in eval mode too; and a
@@ -414,13 +427,14 @@ MODELS = [
     ("strided", Strided, lambda: torch.randn(3, 8), {}),
     ("ops", Ops, lambda: torch.randn(2, 4, 6, 6), {}),
     ("ops2", Ops2, lambda: torch.randn(2, 3, 6, 7), {}),
+    ("bicubic", Bicubic, lambda: torch.randn(2, 3, 6, 7), {}),
     ("views", Views, lambda: torch.randn(2, 4, 6), {}),
     ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
     ("shared", Shared, lambda: torch.randn(3, 8), {}),
     ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
     ("stdconv", StdConv, lambda: torch.randn(2, 3, 7, 9), {}),
 ]
-NO_ONNX = {"ops", "ops2", "views", "views_after_writes", "shared", "shared_deflated",
+NO_ONNX = {"ops", "ops2", "bicubic", "views", "views_after_writes", "shared", "shared_deflated",
            "stdconv"}
 
 
