@@ -211,23 +211,28 @@ static void test_views(void **state) {
 
 /* kiln.MultiHeadAttention: separate and packed projections, masks broadcast from
  * [B,1,1,T], [S,T] and [B,H,S,T], a single query, keys more
- * than a work-group's worth. */
+ * than a work-group's worth, queries that see no key (zero_masked_rows). */
 static void test_mha(void **state) {
   (void)state;
   static const tu_mha_case cases[] = {
       {"3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4,
-       {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}},
-      {"packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}},
+       {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}, 0},
+      {"packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}, 0},
       {"4 heads of 3 (V 6), S 1, T 4, no mask", false, 4, 0, {3, 1, 12}, {3, 4, 12},
-       {3, 4, 24}, {0}},
+       {3, 4, 24}, {0}, 0},
       {"packed QKV, 1 head of 13, S 6, [B,H,S,T] mask", true, 1, 4, {2, 6, 39}, {0}, {0},
-       {2, 1, 6, 6}},
-      {"2 heads of 64, S 3, T 300", false, 2, 0, {1, 3, 128}, {1, 300, 128}, {1, 300, 128}, {0}},
+       {2, 1, 6, 6}, 0},
+      {"2 heads of 64, S 3, T 300", false, 2, 0, {1, 3, 128}, {1, 300, 128}, {1, 300, 128}, {0}, 0},
       /* 64 queries per work-group and 32 keys per tile: blocks crossed both ways */
       {"2 heads of 16, S 70, T 45, [B,1,1,T] mask", false, 2, 4, {2, 70, 32}, {2, 45, 32},
-       {2, 45, 32}, {2, 1, 1, 45}},
+       {2, 45, 32}, {2, 1, 1, 45}, 0},
       /* heads over 128 wide: the untiled kernel (kl_attn_mha) */
-      {"1 head of 160, S 3, T 40", false, 1, 0, {1, 3, 160}, {1, 40, 160}, {1, 40, 160}, {0}},
+      {"1 head of 160, S 3, T 40", false, 1, 0, {1, 3, 160}, {1, 40, 160}, {1, 40, 160}, {0}, 0},
+      /* zero_masked_rows: queries that see no key give 0, in both kernels */
+      {"3 heads of 5, S 70, T 7, queries with no key", false, 3, 4, {2, 70, 15}, {2, 7, 15},
+       {2, 7, 15}, {2, 1, 70, 7}, -INFINITY},
+      {"1 head of 160, S 5, T 9, batches with no key", false, 1, 4, {3, 5, 160}, {3, 9, 160},
+       {3, 9, 160}, {3, 1, 1, 9}, -INFINITY},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     tu_gpu_check(tu_mha_graph(&cases[i]), cases[i].what, 0, TOL, 1, true);
