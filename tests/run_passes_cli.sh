@@ -42,6 +42,24 @@ stats=$("$kiln" inspect tests/models/dyn_bert_seq/model.onnx --stats) || fail "d
 grep -Eq '^  kiln.MultiHeadAttention +0 +2$' <<<"$stats" ||
   fail "dyn_bert_seq: the 2 layers' attention did not fuse: $(grep -E 'MultiHead|^nodes' <<<"$stats")"
 
+# transformers' default attention ("sdpa") as torch.onnx writes it, both exporters: Q and
+# K each scaled, Where(IsNaN) after the softmax; each layer still one MultiHeadAttention,
+# which gives 0 where every key is masked (zero_masked_rows).
+for m in dyn_bert_sdpa dyn_bert_sdpa_dynamo; do
+  stats=$("$kiln" inspect tests/models/$m/model.onnx --stats) || fail "$m: --stats"
+  grep -Eq '^  kiln.MultiHeadAttention +0 +2$' <<<"$stats" ||
+    fail "$m: the 2 layers' attention did not fuse: $(grep -E 'MultiHead|^nodes' <<<"$stats")"
+  grep -Eq '^  IsNaN +2 +0$' <<<"$stats" || fail "$m: an IsNaN is left"
+  [ "$("$kiln" inspect tests/models/$m/model.onnx | grep -c 'zero_masked_rows=1')" = 2 ] ||
+    fail "$m: not every MultiHeadAttention has zero_masked_rows=1"
+done
+# written and read back, the attribute stays: the row of padding alone gives PyTorch's 0
+mkdir -p "$work/sdpa"
+cp -r tests/models/dyn_bert_sdpa/test_data_set_0 "$work/sdpa/"
+"$kiln" optimize tests/models/dyn_bert_sdpa/model.onnx -o "$work/sdpa/model.onnx" >/dev/null ||
+  fail "dyn_bert_sdpa: optimize"
+"$kiln" check -O0 --verify "$work/sdpa" >/dev/null || fail "dyn_bert_sdpa: the optimized file"
+
 # Node names in a written model are unique, as ONNX requires and onnxruntime checks: a
 # TorchScript trace repeats them (layers.0.self_attn/size for a Shape and a Gather).
 "$kiln" optimize tests/models/ts/transformer/model.pt -o "$work/tr.onnx" >/dev/null ||

@@ -92,7 +92,7 @@ static const struct {
     {"spatial_scale", KL_ATTR_FLOAT}, {"start", KL_ATTR_INT}, {"stash_type", KL_ATTR_INT},
     {"storage_order", KL_ATTR_INT}, {"time_axis", KL_ATTR_INT},
     {"training_mode", KL_ATTR_INT}, {"transA", KL_ATTR_INT}, {"transB", KL_ATTR_INT},
-    {"upper", KL_ATTR_INT},
+    {"upper", KL_ATTR_INT}, {"zero_masked_rows", KL_ATTR_INT},
 };
 
 static const char *kind_words(kl_attr_kind k) {

@@ -100,6 +100,18 @@ static int merge_heads(const kl_graph *g, int a, bool *keep, match *m) {
   return t;
 }
 
+/* Attention node a becomes MultiHeadAttention(ids) num_heads=heads, keeping its scale
+ * and its zero_masked_rows. */
+static kiln_status become_mha(kl_graph *g, int a, const int *ids, int64_t heads, kl_err *e) {
+  float scale = kl_attr_float(&g->nodes[a], "scale", 1.0f);
+  int64_t zero_rows = kl_attr_int(&g->nodes[a], "zero_masked_rows", 0);
+  kiln_status st = kl_rw_become(g, a, KL_OP_KilnMultiHeadAttention, 4, ids, e);
+  if (st == KILN_OK) st = kl_node_set_int(g, a, "num_heads", heads, e);
+  if (st == KILN_OK) st = kl_node_set_float(g, a, "scale", scale, e);
+  if (st == KILN_OK && zero_rows) st = kl_node_set_int(g, a, "zero_masked_rows", zero_rows, e);
+  return st;
+}
+
 static kiln_status mha_at(kl_graph *g, int a, int *changed, kl_err *e) {
   const kl_node *n = &g->nodes[a];
   if (n->n_in < 3 || !kl_dtype_is_float(g->values[n->out[0]].type.dtype)) return KILN_OK;
@@ -111,7 +123,6 @@ static kiln_status mha_at(kl_graph *g, int a, int *changed, kl_err *e) {
   bool keep = false;
   int r = v >= 0 ? merge_heads(g, a, &keep, &m) : -1;
   if (r < 0 || hq != hk || hq != hv || dq != dk) return KILN_OK;
-  float scale = kl_attr_float(n, "scale", 1.0f);
   int ids[4] = {q, k, v, n->n_in > 3 ? n->in[3] : KL_ABSENT};
   int y = g->nodes[r].out[0];
   if (keep) { /* the Transpose's output, read by the Reshape, is [B, S, H*Dv] now */
@@ -122,9 +133,7 @@ static kiln_status mha_at(kl_graph *g, int a, int *changed, kl_err *e) {
     yt->dims[1] = at->dims[2];
     yt->dims[2] = (kl_dim){at->dims[1].size * at->dims[3].size, -1};
   }
-  kiln_status st = kl_rw_become(g, a, KL_OP_KilnMultiHeadAttention, 4, ids, e);
-  if (st == KILN_OK) st = kl_node_set_int(g, a, "num_heads", hq, e);
-  if (st == KILN_OK) st = kl_node_set_float(g, a, "scale", scale, e);
+  kiln_status st = become_mha(g, a, ids, hq, e);
   if (st != KILN_OK) return st;
   remove_all(g, &m);
   kl_rw_take_output(g, a, 0, y);
@@ -468,7 +477,6 @@ static kiln_status mha_views_at(kl_graph *g, int a, int *changed, kl_err *e) {
   const kl_type zt = g->values[z].type; /* a copy: adding values moves them */
   bool direct = zt.rank == 3 && zt.dims[0].size == b && zt.dims[1].size == s &&
                 zt.dims[2].size == h * dv;
-  float scale = kl_attr_float(n, "scale", 1.0f);
   int mask = n->n_in > 3 ? n->in[3] : KL_ABSENT;
   char name[256];
   snprintf(name, sizeof name, "%s", n->name);
@@ -493,9 +501,7 @@ static kiln_status mha_views_at(kl_graph *g, int a, int *changed, kl_err *e) {
     kiln_status st = kl_rw_become(g, chain[last - 1], KL_OP_Reshape, 2, (int[]){out, c}, e);
     if (st != KILN_OK) return st;
   }
-  kiln_status st = kl_rw_become(g, a, KL_OP_KilnMultiHeadAttention, 4, ids, e);
-  if (st == KILN_OK) st = kl_node_set_int(g, a, "num_heads", h, e);
-  if (st == KILN_OK) st = kl_node_set_float(g, a, "scale", scale, e);
+  kiln_status st = become_mha(g, a, ids, h, e);
   if (st != KILN_OK) return st;
   for (int i = 0; i < n_split; i++) kl_rw_remove(g, split[i]);
   for (int i = 0; i < last - (direct ? 0 : 1); i++) kl_rw_remove(g, chain[i]);

@@ -15,7 +15,9 @@
  *   over the last axis -> MatMul(., V) becomes kiln.Attention(Q, Kt, V, mask) scale=s.
  *   Q and Kt may each be scaled by a constant first (torch 2 scales both by D^-1/4): the
  *   scale takes both. Two mask Adds (T5: position bias, then padding mask) become one
- *   Add of the two masks, read as the Mask.
+ *   Add of the two masks, read as the Mask. The guard torch.onnx writes after the
+ *   softmax of scaled_dot_product_attention with a boolean mask, Where(IsNaN(p), 0, p)
+ *   (a row whose every key is masked gives 0, not NaN), is taken in: zero_masked_rows=1.
  *
  * Every intermediate value of a pattern must be read only inside the pattern.
  */
@@ -365,12 +367,34 @@ static int scores_matmul(const kl_graph *g, int v, int to, int *mask, double *sc
   return n->op == KL_OP_MatMul ? p : -1;
 }
 
+/* Where(IsNaN(p), 0, p) over the softmax's output p, p read by nothing else: the Where
+ * (the IsNaN added to m), else -1. A row of p is NaN where every score was -inf. */
+static int nan_guard(const kl_graph *g, int sm, match *m) {
+  int p = g->nodes[sm].out[0], readers[2];
+  if (kl_rw_uses(g, p) != 2 || kl_rw_consumers(g, p, readers, 2) != 2) return -1;
+  for (int i = 0; i < 2; i++) {
+    int isnan = readers[i], w = readers[1 - i];
+    const kl_node *a = &g->nodes[isnan], *b = &g->nodes[w];
+    double zero;
+    if (a->op != KL_OP_IsNaN || b->op != KL_OP_Where || b->n_in != 3 || b->in[2] != p ||
+        !feeds_only(g, isnan, w) || b->in[0] != a->out[0] || !kl_rw_scalar(g, b->in[1], &zero) ||
+        zero != 0 || !kl_rw_same_shape(&g->values[b->out[0]].type, &g->values[p].type))
+      continue;
+    take(m, isnan);
+    return w;
+  }
+  return -1;
+}
+
 static kiln_status attention_at(kl_graph *g, int sm, int *changed, kl_err *e) {
-  int pv = kl_rw_sole_consumer(g, g->nodes[sm].out[0]);
-  if (!last_axis_softmax(g, sm) || pv < 0 || g->nodes[pv].op != KL_OP_MatMul ||
-      g->nodes[pv].in[0] != g->nodes[sm].out[0])
-    return KILN_OK;
   match m = {.n = 0};
+  int guard = nan_guard(g, sm, &m);
+  int probs = guard >= 0 ? g->nodes[guard].out[0] : g->nodes[sm].out[0];
+  int pv = kl_rw_sole_consumer(g, probs);
+  if (!last_axis_softmax(g, sm) || pv < 0 || g->nodes[pv].op != KL_OP_MatMul ||
+      g->nodes[pv].in[0] != probs)
+    return KILN_OK;
+  if (guard >= 0) take(&m, guard);
   int masks[4] = {KL_ABSENT, KL_ABSENT, 0, 0};
   double scale = 1.0;
   int qk = scores_matmul(g, g->nodes[sm].in[0], sm, masks, &scale, &m);
@@ -439,6 +463,7 @@ static kiln_status attention_at(kl_graph *g, int sm, int *changed, kl_err *e) {
   take(&m, qk), take(&m, sm);
   kiln_status st = kl_rw_become(g, pv, KL_OP_KilnAttention, 4, ids, e);
   if (st == KILN_OK) st = kl_node_set_float(g, pv, "scale", (float)scale, e);
+  if (st == KILN_OK && guard >= 0) st = kl_node_set_int(g, pv, "zero_masked_rows", 1, e);
   if (st == KILN_OK) remove_all(g, &m);
   *changed += st == KILN_OK;
   return st;

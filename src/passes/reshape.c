@@ -5,7 +5,9 @@
  *   a Reshape, Flatten, Squeeze or Unsqueeze before it, read by nothing else, can go:
  *         Reshape(Flatten(x), [2, -1])   becomes   Reshape(x, [2, -1])
  * collapse_transpose: Transpose(Transpose(x, p1), p2) is Transpose(x, p) with
- *   p[i] = p1[p2[i]]; when p is the identity the Transpose goes too.
+ *   p[i] = p1[p2[i]]; when p is the identity the Transpose goes too. A Transpose that
+ *   keeps its first axis, between a Reshape merging x's leading axes into that axis
+ *   and a Reshape splitting it back, is one Transpose of x (see unmerge_at).
  * unflatten_softmax: see below.
  */
 #include "passes/rewrite.h"
@@ -79,6 +81,46 @@ static kiln_status compose(kl_graph *g, int i, int *changed, kl_err *e) {
   return kl_node_set_ints(g, i, "perm", p, rank, e);
 }
 
+/* Reshape node r2 of Transpose(Reshape(x, merged), p) with p[0] = 0, where the first
+ * Reshape gives x's k leading axes as one (its other dims are x's) and r2 gives them
+ * back (its other dims are the Transpose's): r2 becomes Transpose(x), those k axes
+ * staying in front. torch.onnx's dynamo exporter transposes the keys of
+ * scaled_dot_product_attention so: [B, H, T, D] -> [B*H, T, D] -> [B*H, D, T] ->
+ * [B, H, D, T]. Dims are compared as inferred, symbols included. */
+static kiln_status unmerge_at(kl_graph *g, int r2, int *changed, kl_err *e) {
+  int t = kl_rw_input_op(g, r2, 0, KL_OP_Transpose);
+  int r1 = t >= 0 ? kl_rw_input_op(g, t, 0, KL_OP_Reshape) : -1;
+  if (r1 < 0 || kl_rw_sole_consumer(g, g->nodes[t].out[0]) != r2 ||
+      kl_rw_sole_consumer(g, g->nodes[r1].out[0]) != t)
+    return KILN_OK;
+  int x = g->nodes[r1].in[0];
+  const kl_type *xt = &g->values[x].type, *mt = &g->values[g->nodes[r1].out[0]].type;
+  const kl_type *tt = &g->values[g->nodes[t].out[0]].type;
+  const kl_type *yt = &g->values[g->nodes[r2].out[0]].type;
+  int n = xt->rank, q = mt->rank, k = n - q + 1;
+  int64_t p[KL_MAX_RANK], perm[KL_MAX_RANK];
+  if (q < 1 || k < 1 || yt->rank != n || tt->rank != q || !perm_of(&g->nodes[t], q, p) ||
+      p[0] != 0)
+    return KILN_OK;
+  for (int i = 0; i < k; i++) {
+    if (!kl_dim_equal(yt->dims[i], xt->dims[i])) return KILN_OK;
+    perm[i] = i;
+  }
+  for (int j = 1; j < q; j++) {
+    if (!kl_dim_equal(mt->dims[j], xt->dims[k - 1 + j]) ||
+        !kl_dim_equal(yt->dims[k - 1 + j], tt->dims[j]))
+      return KILN_OK;
+    perm[k - 1 + j] = k - 1 + p[j];
+  }
+  kiln_status st = kl_rw_become(g, r2, KL_OP_Transpose, 1, &x, e);
+  if (st == KILN_OK) st = kl_node_set_ints(g, r2, "perm", perm, n, e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, t);
+  kl_rw_remove(g, r1);
+  (*changed)++;
+  return KILN_OK;
+}
+
 kiln_status kl_pass_collapse_transpose(kl_graph *g, const kl_pass_config *cfg,
                                        int *changed, kl_err *e) {
   (void)cfg;
@@ -86,6 +128,8 @@ kiln_status kl_pass_collapse_transpose(kl_graph *g, const kl_pass_config *cfg,
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++)
     if (g->nodes[i].op == KL_OP_Transpose && g->nodes[i].n_out == 1)
       st = compose(g, i, changed, e);
+    else if (g->nodes[i].op == KL_OP_Reshape && g->nodes[i].n_out == 1)
+      st = unmerge_at(g, i, changed, e);
   return st == KILN_OK ? kl_rw_finish(g, *changed, e) : st;
 }
 

@@ -26,6 +26,7 @@
 #endif
 #include "backends/cpu/isa.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -481,31 +482,41 @@ static void test_fast_only(void **state) {
   free(bufs[1]);
 }
 
-/* kiln.Attention: scaled Q Kt, the mask added, softmax, times V. */
+/* kiln.Attention: scaled Q Kt, the mask added, softmax, times V. With dead_fill, a
+ * constant mask where some queries see no key (tu_dead_rows_mask) and
+ * zero_masked_rows=1: those give 0 (-inf), or average V (float32's lowest). */
 static void test_attention(void **state) {
   (void)state;
   static const struct {
     const char *what;
     int rank, mask_rank;
     int64_t q[4], kt[4], v[4], mask[4];
+    float dead_fill;
   } cases[] = {
-      {"attention with a [B,1,1,T] mask", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7}, {2, 1, 1, 6}},
-      {"attention with a [S,T] mask", 4, 2, {1, 2, 5, 8}, {1, 2, 8, 5}, {1, 2, 5, 8}, {5, 5}},
-      {"attention without a mask", 3, 0, {4, 7, 16}, {4, 16, 9}, {4, 9, 16}, {0}},
+      {"attention with a [B,1,1,T] mask", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7}, {2, 1, 1, 6}, 0},
+      {"attention with a [S,T] mask", 4, 2, {1, 2, 5, 8}, {1, 2, 8, 5}, {1, 2, 5, 8}, {5, 5}, 0},
+      {"attention without a mask", 3, 0, {4, 7, 16}, {4, 16, 9}, {4, 9, 16}, {0}, 0},
+      {"attention, queries with no key (-inf)", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7},
+       {2, 1, 5, 6}, -INFINITY},
+      {"attention, queries with no key (lowest float)", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6},
+       {2, 3, 6, 7}, {2, 1, 5, 6}, -FLT_MAX},
+      {"attention, batches with no key (-inf)", 3, 3, {3, 5, 4}, {3, 4, 6}, {3, 6, 7},
+       {3, 1, 6}, -INFINITY},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kl_graph *g = kl_graph_new();
     int q = tu_graph_input(g, "q", KL_F32, cases[i].rank, cases[i].q);
     int kt = tu_graph_input(g, "kt", KL_F32, cases[i].rank, cases[i].kt);
     int v = tu_graph_input(g, "v", KL_F32, cases[i].rank, cases[i].v);
-    int n = cases[i].mask_rank
-                ? tu_graph_output_node(g, KL_OP_KilnAttention, 4,
-                                       (int[]){q, kt, v,
-                                               tu_graph_input(g, "mask", KL_F32,
-                                                              cases[i].mask_rank, cases[i].mask)},
-                                       1)
-                : tu_graph_output_node(g, KL_OP_KilnAttention, 3, (int[]){q, kt, v}, 1);
+    int r = cases[i].mask_rank;
+    int mask = !r ? KL_ABSENT
+               : cases[i].dead_fill != 0
+                   ? tu_dead_rows_mask(g, r, cases[i].mask, cases[i].dead_fill)
+                   : tu_graph_input(g, "mask", KL_F32, r, cases[i].mask);
+    int n = tu_graph_output_node(g, KL_OP_KilnAttention, r ? 4 : 3, (int[]){q, kt, v, mask}, 1);
     assert_int_equal(kl_node_set_float(g, n, "scale", 0.35f, NULL), KILN_OK);
+    if (cases[i].dead_fill != 0)
+      assert_int_equal(kl_node_set_int(g, n, "zero_masked_rows", 1, NULL), KILN_OK);
     check(g, cases[i].what);
   }
 }
@@ -516,12 +527,18 @@ static void test_mha(void **state) {
   (void)state;
   static const tu_mha_case cases[] = {
       {"MHA, 3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4,
-       {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}},
-      {"MHA, packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}},
+       {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}, 0},
+      {"MHA, packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}, 0},
       {"MHA, 4 heads of 3 (V 6), S 1, T 4, no mask", false, 4, 0, {3, 1, 12}, {3, 4, 12},
-       {3, 4, 24}, {0}},
+       {3, 4, 24}, {0}, 0},
       {"MHA, packed QKV, 1 head of 13, S 6, [B,H,S,T] mask", true, 1, 4, {2, 6, 39}, {0}, {0},
-       {2, 1, 6, 6}},
+       {2, 1, 6, 6}, 0},
+      {"MHA, 3 heads of 5, S 5, T 7, queries with no key (-inf)", false, 3, 4, {2, 5, 15},
+       {2, 7, 15}, {2, 7, 15}, {2, 1, 5, 7}, -INFINITY},
+      {"MHA, packed QKV, 2 heads of 7, batches with no key (lowest float)", true, 2, 4,
+       {3, 6, 42}, {0}, {0}, {3, 1, 1, 6}, -FLT_MAX},
+      {"MHA, packed QKV, 2 heads of 7, batches with no key (-inf)", true, 2, 4, {3, 6, 42},
+       {0}, {0}, {3, 1, 1, 6}, -INFINITY},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check(tu_mha_graph(&cases[i]), cases[i].what);

@@ -210,35 +210,46 @@ static void test_views(void **state) {
 }
 
 /* kiln.MultiHeadAttention: separate and packed projections, masks broadcast from
- * [B,1,1,T], [S,T] and [B,H,S,T], a single query, keys more than a work-group's worth;
- * every kernel (flash64 up to heads of 64, tiled up to 128, the plain one past it). */
+ * [B,1,1,T], [S,T] and [B,H,S,T], a single query, keys more than a work-group's worth,
+ * queries that see no key (zero_masked_rows); every kernel (flash64 up to heads of 64,
+ * tiled up to 128, the plain one past it). */
 static void test_mha(void **state) {
   (void)state;
   static const tu_mha_case cases[] = {
       {"3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4,
-       {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}},
-      {"packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}},
+       {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}, 0},
+      {"packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}, 0},
       {"4 heads of 3 (V 6), S 1, T 4, no mask", false, 4, 0, {3, 1, 12}, {3, 4, 12},
-       {3, 4, 24}, {0}},
+       {3, 4, 24}, {0}, 0},
       {"packed QKV, 1 head of 13, S 6, [B,H,S,T] mask", true, 1, 4, {2, 6, 39}, {0}, {0},
-       {2, 1, 6, 6}},
-      {"2 heads of 64, S 3, T 300", false, 2, 0, {1, 3, 128}, {1, 300, 128}, {1, 300, 128}, {0}},
+       {2, 1, 6, 6}, 0},
+      {"2 heads of 64, S 3, T 300", false, 2, 0, {1, 3, 128}, {1, 300, 128}, {1, 300, 128}, {0}, 0},
       /* 64 queries per work-group and 32 keys per tile: blocks crossed both ways */
       {"2 heads of 16, S 70, T 45, [B,1,1,T] mask", false, 2, 4, {2, 70, 32}, {2, 45, 32},
-       {2, 45, 32}, {2, 1, 1, 45}},
+       {2, 45, 32}, {2, 1, 1, 45}, 0},
       /* heads of 64 (BERT's): flash64 over two query blocks, the last partial, keys of
        * 3 tiles and a part, a full [B,H,S,T] mask and a broadcast one */
       {"12 heads of 64, S 130, T 100, [B,H,S,T] mask", false, 12, 4, {2, 130, 768},
-       {2, 100, 768}, {2, 100, 768}, {2, 12, 130, 100}},
+       {2, 100, 768}, {2, 100, 768}, {2, 12, 130, 100}, 0},
       {"packed QKV, 2 heads of 64, S 77, [B,1,1,T] mask", true, 2, 4, {3, 77, 384}, {0}, {0},
-       {3, 1, 1, 77}},
+       {3, 1, 1, 77}, 0},
       {"2 heads of 48 (V 64), S 65, T 33", false, 2, 0, {1, 65, 96}, {1, 33, 96}, {1, 33, 128},
-       {0}},
+       {0}, 0},
       /* heads over 64 and up to 128: the tiled kernel (kl_attn_mha_tiled) */
       {"2 heads of 96 (V 80), S 70, T 45, [S,T] mask", false, 2, 2, {1, 70, 192}, {1, 45, 192},
-       {1, 45, 160}, {70, 45}},
+       {1, 45, 160}, {70, 45}, 0},
       /* heads over 128 wide: the untiled kernel (kl_attn_mha) */
-      {"1 head of 160, S 3, T 40", false, 1, 0, {1, 3, 160}, {1, 40, 160}, {1, 40, 160}, {0}},
+      {"1 head of 160, S 3, T 40", false, 1, 0, {1, 3, 160}, {1, 40, 160}, {1, 40, 160}, {0}, 0},
+      /* zero_masked_rows: queries that see no key give 0, in every kernel (flash64 with
+       * keys over two tiles, tiled, plain) */
+      {"2 heads of 64, S 70, T 40, queries with no key", false, 2, 4, {2, 70, 128},
+       {2, 40, 128}, {2, 40, 128}, {2, 1, 70, 40}, -INFINITY},
+      {"1 head of 96, S 66, T 9, queries with no key", false, 1, 4, {2, 66, 96}, {2, 9, 96},
+       {2, 9, 96}, {2, 1, 66, 9}, -INFINITY},
+      {"3 heads of 5, S 70, T 7, queries with no key", false, 3, 4, {2, 70, 15}, {2, 7, 15},
+       {2, 7, 15}, {2, 1, 70, 7}, -INFINITY},
+      {"1 head of 160, S 5, T 9, batches with no key", false, 1, 4, {3, 5, 160}, {3, 9, 160},
+       {3, 9, 160}, {3, 1, 1, 9}, -INFINITY},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     tu_gpu_check(tu_mha_graph(&cases[i]), cases[i].what, 0, TOL, 1, true);

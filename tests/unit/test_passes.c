@@ -5,6 +5,7 @@
  * passes under test, the optimized graph is checked node by node, and both models run
  * on the same random inputs: outputs must agree within
  * |optimized - reference| <= 1e-4 + 1e-4 |reference|. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -761,6 +762,43 @@ static void test_collapse_reshape_transpose(void **state) {
   kiln_model_free(m);
 }
 
+/* The dynamo exporter's key transpose, Reshape(Transpose(Reshape(x [batch, 3, seq, 5],
+ * [-1, seq, 5]), [0, 2, 1]), [batch, 3, 5, seq]) (targets computed from Shape), becomes
+ * Transpose(x, [0, 1, 3, 2]). Not when the second Reshape splits the merged axis in
+ * another order ([3, 2, ...] for x [2, 3, 7, 5]). */
+static void test_collapse_unmerge(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){-1, 3, -1, 5});
+  g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
+  g->values[x].type.dims[2] = (kl_dim){-1, kl_graph_symbol(g, "seq")};
+  int three = ints(g, 1, (int64_t[]){3}), five = ints(g, 1, (int64_t[]){5});
+  int merged = TU_OP(g, Reshape, x, concat0(g, ints(g, 1, (int64_t[]){-1}), dim_of(g, x, 2), five));
+  int t = TU_OP(g, Transpose, merged);
+  set_ints(g, t, "perm", 3, (int64_t[]){0, 2, 1});
+  int back = TU_OP(g, Concat, dim_of(g, x, 0), three, five, dim_of(g, x, 2));
+  set_int(g, back, "axis", 0);
+  output(g, TU_OP(g, Relu, TU_OP(g, Reshape, t, back)));
+  int y = tu_graph_input(g, "y", KL_F32, 4, (int64_t[]){2, 3, 7, 5});
+  t = TU_OP(g, Transpose, TU_OP(g, Reshape, y, ints(g, 3, (int64_t[]){6, 7, 5})));
+  set_ints(g, t, "perm", 3, (int64_t[]){0, 2, 1});
+  output(g, TU_OP(g, Relu, TU_OP(g, Reshape, t, ints(g, 4, (int64_t[]){3, 2, 5, 7}))));
+  kiln_model *m = with_pass(g, "+shape_values,+collapse_transpose");
+  assert_int_equal(count(m, KL_OP_Transpose), 2);
+  assert_int_equal(count(m, KL_OP_Reshape), 2); /* y's */
+  const int64_t *perm;
+  int of_x = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    if (n->op != KL_OP_Transpose || n->in[0] != m->g->inputs[0]) continue;
+    assert_int_equal(kl_attr_ints(n, "perm", &perm), 4);
+    assert_true(perm[0] == 0 && perm[1] == 1 && perm[2] == 3 && perm[3] == 2);
+    of_x++;
+  }
+  assert_int_equal(of_x, 1);
+  kiln_model_free(m);
+}
+
 /* ---- transformer patterns ---- */
 
 static const int64_t H3[3] = {2, 5, 8};
@@ -901,6 +939,85 @@ static void test_fuse_attention_windows(void **state) {
   kiln_model_free(m);
 }
 
+/* ---- scaled_dot_product_attention as torch.onnx writes it ---- */
+
+/* Where(IsNaN(p), 0, p): the guard after the softmax (a fully masked row gives 0). */
+static int nan_guard(kl_graph *g, int p, float zero) {
+  return TU_OP(g, Where, TU_OP(g, IsNaN, p), cst(g, 1, (int64_t[]){1}, &zero, 0, 0), p);
+}
+
+/* Query s of batch b sees no key in the sdpa tests' masks: query 1 of batch 0, queries
+ * 3 and later of batch 1. */
+static bool dead_query(int64_t b, int64_t s) { return (b == 0 && s == 1) || (b == 1 && s >= 3); }
+
+/* A [2, 1, S, T] mask: fill on the keys a query does not see (every key of a dead
+ * query, keys 4 and later of query 2), 0 elsewhere. fill is -inf (a boolean mask made
+ * additive) or float32's lowest (transformers' additive masks). */
+static int sdpa_mask(kl_graph *g, int64_t seq, int64_t keys, float fill) {
+  float m[2 * 8 * 8];
+  assert_true(seq <= 8 && keys <= 8);
+  for (int64_t b = 0; b < 2; b++)
+    for (int64_t s = 0; s < seq; s++)
+      for (int64_t t = 0; t < keys; t++)
+        m[(b * seq + s) * keys + t] = dead_query(b, s) || (s == 2 && t >= 4) ? fill : 0;
+  return cst(g, 4, (int64_t[]){2, 1, seq, keys}, m, 0, 0);
+}
+
+/* Output k of m, [2, heads, seq, len] or [2, seq, len] (heads 1), run on the tests'
+ * inputs: finite, and 0 exactly at the dead queries. */
+static void expect_dead_rows(kiln_model *m, int k, int64_t heads, int64_t seq, int64_t len) {
+  float *outs[8] = {NULL};
+  int64_t counts[8];
+  run(m, 777, outs, counts);
+  assert_int_equal(counts[k], 2 * heads * seq * len);
+  for (int64_t i = 0; i < counts[k]; i++) {
+    int64_t b = i / (heads * seq * len), s = i / len % seq;
+    if (!isfinite(outs[k][i]) || (dead_query(b, s) && outs[k][i] != 0.0f))
+      fail_msg("output %d element %lld (batch %lld, query %lld) is %g", k, (long long)i,
+               (long long)b, (long long)s, (double)outs[k][i]);
+  }
+  for (int i = 0; i < kiln_model_output_count(m); i++) free(outs[i]);
+}
+
+/* torch.onnx's scaled_dot_product_attention, q [2, 3, 5, 4] against k [2, 3, 6, 4]: Q
+ * and the transposed K each scaled by sqrt(1/sqrt(4)), the mask added, the softmax
+ * guarded by Where(IsNaN(p), 0, p). Case 0: a -inf mask, whose dead queries give 0;
+ * 1: float32's lowest, where they average V. Must not fire: 2, the guard puts 0.5 for
+ * NaN; 3, the softmax is a graph output too. */
+static void test_fuse_attention_sdpa(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int v = tu_graph_input(g, "v", KL_F32, 4, (int64_t[]){2, 3, 6, 4});
+  int kt = TU_OP(g, Transpose, tu_graph_input(g, "k", KL_F32, 4, (int64_t[]){2, 3, 6, 4}));
+  set_ints(g, kt, "perm", 4, (int64_t[]){0, 1, 3, 2});
+  /* a Q each, and each K scale its own (cse would merge equal scores): products 1/2 */
+  const float qc[4] = {0.70710677f, 0.25f, 1, 2}, kc[4] = {0.70710677f, 2, 0.5f, 0.25f};
+  for (int i = 0; i < 4; i++) {
+    char name[8] = "q0";
+    name[1] = (char)('0' + i);
+    int q = tu_graph_input(g, name, KL_F32, 4, (int64_t[]){2, 3, 5, 4});
+    int s = TU_OP(g, MatMul, TU_OP(g, Mul, q, scalar(g, qc[i])),
+                  TU_OP(g, Mul, kt, scalar(g, kc[i])));
+    int sm = TU_OP(g, Softmax, TU_OP(g, Add, s, sdpa_mask(g, 5, 6, i == 1 ? -3.4028235e38f
+                                                                          : -INFINITY)));
+    int p = nan_guard(g, sm, i == 2 ? 0.5f : 0.0f);
+    output(g, TU_OP(g, MatMul, p, v));
+    if (i == 3) output(g, sm);
+  }
+  kiln_model *m = optimize(g, (opt){3, NULL, 0});
+  assert_int_equal(count(m, KL_OP_KilnAttention), 2);
+  assert_int_equal(count(m, KL_OP_Softmax), 2);
+  assert_int_equal(count(m, KL_OP_IsNaN), 2);
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    if (n->op != KL_OP_KilnAttention) continue;
+    assert_float_equal(kl_attr_float(n, "scale", 0), 0.5f, 1e-6);
+    assert_int_equal(kl_attr_int(n, "zero_masked_rows", 0), 1);
+  }
+  expect_dead_rows(m, 0, 3, 5, 4);
+  kiln_model_free(m);
+}
+
 /* Self-attention as BERT exports it, on x [2, 7, 15]: three projections with biases,
  * each split into 3 heads of 5 (Reshape, Transpose; K transposed to [B, H, D, T]),
  * scores scaled and masked, the result merged back to [2, 7, 15]. Returns the merged
@@ -987,6 +1104,72 @@ static void test_fuse_mha_must_not_fire(void **state) {
   assert_int_equal(count(m, KL_OP_KilnAttention), 1);
   assert_int_equal(count(m, KL_OP_KilnMultiHeadAttention), 0);
   assert_int_equal(count(m, KL_OP_Softmax), 1);
+  kiln_model_free(m);
+}
+
+/* transformers' sdpa self-attention as torch.onnx writes it, on x [B, S, 15], 3 heads of
+ * 5: three projections with biases, heads split (Reshape to [0, 0, 3, 5], as shape_values
+ * leaves a computed target, and Transpose), Q and the transposed K each scaled by
+ * 5^-1/4, the mask added, the softmax guarded by Where(IsNaN), heads merged back to
+ * [0, 0, 15]. dynamo: K transposed as the dynamo exporter does, [B, H, T, D] ->
+ * [B*H, T, D] -> [B*H, D, T] -> [B, H, D, T] (B 2, S 7). */
+static int sdpa_attention(kl_graph *g, int x, int mask, bool dynamo) {
+  int64_t w[2] = {15, 15}, b[1] = {15};
+  int split = ints(g, 4, (int64_t[]){0, 0, 3, 5}), heads[3];
+  for (int i = 0; i < 3; i++) {
+    int proj = TU_OP(g, Add, TU_OP(g, MatMul, x, cst(g, 2, w, NULL, -0.5f, 0.5f)),
+                     cst(g, 1, b, NULL, -1, 1));
+    heads[i] = TU_OP(g, Transpose, TU_OP(g, Reshape, proj, split));
+    set_ints(g, heads[i], "perm", 4,
+             i == 1 && !dynamo ? (int64_t[]){0, 2, 3, 1} : (int64_t[]){0, 2, 1, 3});
+  }
+  if (dynamo) {
+    int kt = TU_OP(g, Transpose, TU_OP(g, Reshape, heads[1], ints(g, 3, (int64_t[]){-1, 7, 5})));
+    set_ints(g, kt, "perm", 3, (int64_t[]){0, 2, 1});
+    heads[1] = TU_OP(g, Reshape, kt, ints(g, 4, (int64_t[]){2, 3, 5, 7}));
+  }
+  int c = scalar(g, 0.66874030f);
+  int s = TU_OP(g, MatMul, TU_OP(g, Mul, heads[0], c), TU_OP(g, Mul, heads[1], c));
+  int p = nan_guard(g, TU_OP(g, Softmax, TU_OP(g, Add, s, mask)), 0);
+  int y = TU_OP(g, Transpose, TU_OP(g, MatMul, p, heads[2]));
+  set_ints(g, y, "perm", 4, (int64_t[]){0, 2, 1, 3});
+  return TU_OP(g, Reshape, y, ints(g, 3, (int64_t[]){0, 0, 15}));
+}
+
+/* g optimized at -O3: one kiln.MultiHeadAttention on packed QKV (one FusedMatMul) with
+ * zero_masked_rows, n_nodes nodes in all. */
+static kiln_model *expect_sdpa_mha(kl_graph *g, int n_nodes) {
+  kiln_model *m = optimize(g, (opt){3, NULL, 0});
+  const kl_node *n = only(m, KL_OP_KilnMultiHeadAttention);
+  assert_int_equal(kl_attr_int(n, "num_heads", 0), 3);
+  assert_float_equal(kl_attr_float(n, "scale", 0), 0.4472136f, 1e-6);
+  assert_int_equal(kl_attr_int(n, "zero_masked_rows", 0), 1);
+  assert_true(n->in[1] == KL_ABSENT && n->in[2] == KL_ABSENT);
+  assert_int_equal(count(m, KL_OP_KilnFusedMatMul), 1);
+  assert_int_equal(m->g->n_nodes, n_nodes);
+  return m;
+}
+
+/* The sdpa export fuses as the classic one does. Batch and sequence symbolic, the mask
+ * made from an input, Where(m > 0, 0, -inf) (its two nodes stay); then the dynamo
+ * exporter's form at B 2, S 7, whose dead queries give 0. */
+static void test_fuse_mha_sdpa(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){-1, -1, 15});
+  int mi = tu_graph_input(g, "m", KL_F32, 4, (int64_t[]){-1, 1, 1, -1});
+  int batch = kl_graph_symbol(g, "batch"), seq = kl_graph_symbol(g, "seq");
+  g->values[x].type.dims[0] = g->values[mi].type.dims[0] = (kl_dim){-1, batch};
+  g->values[x].type.dims[1] = g->values[mi].type.dims[3] = (kl_dim){-1, seq};
+  int mask = TU_OP(g, Where, TU_OP(g, Greater, mi, scalar(g, 0)), scalar(g, 0),
+                   scalar(g, -INFINITY));
+  output(g, sdpa_attention(g, x, mask, false));
+  kiln_model_free(expect_sdpa_mha(g, 4));
+  g = tu_graph_new();
+  x = tu_graph_input(g, "x", KL_F32, 3, (int64_t[]){2, 7, 15});
+  output(g, sdpa_attention(g, x, sdpa_mask(g, 7, 7, -INFINITY), true));
+  kiln_model *m = expect_sdpa_mha(g, 2);
+  expect_dead_rows(m, 0, 1, 7, 15);
   kiln_model_free(m);
 }
 
@@ -1392,6 +1575,7 @@ int main(void) {
       cmocka_unit_test(test_fold_input_scale_must_not_fire),
       cmocka_unit_test(test_matmul_add_and_transpose),
       cmocka_unit_test(test_collapse_reshape_transpose),
+      cmocka_unit_test(test_collapse_unmerge),
       cmocka_unit_test(test_fuse_layernorm_and_skip),
       cmocka_unit_test(test_fuse_layernorm_must_not_fire),
       cmocka_unit_test(test_fuse_gelu),
@@ -1399,8 +1583,10 @@ int main(void) {
       cmocka_unit_test(test_fuse_attention_must_not_fire),
       cmocka_unit_test(test_fuse_attention_two_masks),
       cmocka_unit_test(test_fuse_attention_windows),
+      cmocka_unit_test(test_fuse_attention_sdpa),
       cmocka_unit_test(test_fuse_mha_qkv),
       cmocka_unit_test(test_fuse_mha_must_not_fire),
+      cmocka_unit_test(test_fuse_mha_sdpa),
       cmocka_unit_test(test_fuse_mha_gpt2),
       cmocka_unit_test(test_fuse_mha_vit),
       cmocka_unit_test(test_fuse_mha_swin),

@@ -366,16 +366,32 @@ void tu_assert_status_at(int st, int want, const char *msg, const char *part, co
 
 /* ---- graphs ---- */
 
+int tu_dead_rows_mask(kl_graph *g, int rank, const int64_t *dims, float fill) {
+  int64_t n = 1, len = rank > 0 ? dims[rank - 1] : 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *m = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  assert_non_null(m);
+  for (int64_t i = 0; i < n; i++)
+    m[i] = i / len % 3 == 1 || i % len % 4 == 3 ? fill : 0;
+  int v = tu_graph_const(g, "mask", KL_F32, rank, dims, m);
+  free(m);
+  return v;
+}
+
 kl_graph *tu_mha_graph(const tu_mha_case *c) {
   kl_graph *g = tu_graph_new();
   int q = tu_graph_input(g, "q", KL_F32, 3, c->q);
   int k = c->packed ? KL_ABSENT : tu_graph_input(g, "k", KL_F32, 3, c->k);
   int v = c->packed ? KL_ABSENT : tu_graph_input(g, "v", KL_F32, 3, c->v);
-  int mask = c->mask_rank ? tu_graph_input(g, "mask", KL_F32, c->mask_rank, c->mask) : KL_ABSENT;
+  int mask = !c->mask_rank ? KL_ABSENT
+             : c->dead_fill != 0 ? tu_dead_rows_mask(g, c->mask_rank, c->mask, c->dead_fill)
+                                 : tu_graph_input(g, "mask", KL_F32, c->mask_rank, c->mask);
   int count = mask != KL_ABSENT ? 4 : c->packed ? 1 : 3;
   int n = tu_graph_output_node(g, KL_OP_KilnMultiHeadAttention, count, (int[]){q, k, v, mask}, 1);
   assert_int_equal(kl_node_set_int(g, n, "num_heads", c->heads, NULL), KILN_OK);
   assert_int_equal(kl_node_set_float(g, n, "scale", 0.4f, NULL), KILN_OK);
+  if (c->dead_fill != 0)
+    assert_int_equal(kl_node_set_int(g, n, "zero_masked_rows", 1, NULL), KILN_OK);
   return g;
 }
 

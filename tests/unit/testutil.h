@@ -218,16 +218,23 @@ int tu_graph_output_node(kl_graph *g, kl_op op, int n_in, const int *in, int n_o
 /* Sets the ints attribute `name` of node n to v[0..count-1]; nothing when count is 0. */
 void tu_node_ints(kl_graph *g, int n, const char *name, int count, const int64_t *v);
 /* A kiln.MultiHeadAttention case: Q, K, V [B, S or T, heads x width] (K and V absent
- * when packed: Q holds all three), an additive mask of mask_rank dims (0: none). */
+ * when packed: Q holds all three), an additive mask of mask_rank dims (0: none). With
+ * dead_fill (not 0) the mask is a constant of tu_dead_rows_mask and the node has
+ * zero_masked_rows=1. */
 typedef struct tu_mha_case {
   const char *what;
   bool packed;
   int heads, mask_rank;
   int64_t q[3], k[3], v[3], mask[4];
+  float dead_fill;
 } tu_mha_case;
 /* A graph of one such node (num_heads, scale 0.4) over float32 inputs q, k, v, mask,
  * its output the graph's. */
 kl_graph *tu_mha_graph(const tu_mha_case *c);
+/* A float32 constant mask of shape dims whose rows (along its last dim) that are 1 mod
+ * 3 hold fill throughout (a query that sees no key, where it is -inf), the others fill
+ * at every fourth position from the 4th (keys masked), 0 elsewhere. */
+int tu_dead_rows_mask(kl_graph *g, int rank, const int64_t *dims, float fill);
 /* Value id is an int64 constant of shape [n]; returns its data. */
 const int64_t *tu_const_i64(const kl_graph *g, int id, int64_t n);
 /* Loads an ONNX file that must load and verify. */

@@ -12,6 +12,10 @@
  * [B, H, S, Dv] into [B, S, H*Dv]; packed QKV is Q's buffer at three offsets. The
  * heads are never copied out.
  *
+ * With zero_masked_rows=1 the rows of the scores that have no value above -inf after
+ * the mask (every key masked) are found before the softmax and set to 0 after it, so
+ * that their result is 0 (the reference's rule), whatever the softmax made of them.
+ *
  * The reference keeps the scores in double; here they are float32, as in other
  * runtimes. Shapes oneDNN cannot do run the reference kernel. Every buffer is made
  * with the entry for a set of shapes, so running an existing entry allocates nothing. */
@@ -19,6 +23,7 @@
 #include "backends/cpu/dnnl_engine.h"
 #include "backends/cpu/ref/mha.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +36,10 @@ typedef struct at_entry {
   char slow_impl[32]; /* a step's oneDNN reference implementation, "" when none */
   dnnl_memory_t q, kt, mask, v, y, scores, scratch[AT_STEPS];
   int64_t off[3]; /* element offsets of Q, K, V in their buffers (packed QKV) */
-  /* The scores and the scratchpad the steps share: regions of the session's workspace */
-  size_t scores_off, scratch_off;
+  int64_t rows, len; /* the scores as rows of len values */
+  /* The scores, the scratchpad the steps share and, for zero_masked_rows, a flag per
+   * row of the scores: regions of the session's workspace */
+  size_t scores_off, scratch_off, dead_off;
   uint64_t ws_gen; /* the workspace generation the memories point into (0: none) */
 } at_entry;
 
@@ -176,10 +183,16 @@ static dnnl_status_t make_steps(at_node *a, at_entry *en, const kl_kernel_ctx *c
 
 /* The memories: kiln's tensors get their pointers at each run, the scores and the
  * scratchpad the steps share theirs in the workspace (ws_bind). */
-static dnnl_status_t make_memories(at_node *a, at_entry *en, const at_mds *m, size_t need) {
+static dnnl_status_t make_memories(at_node *a, at_entry *en, const at_mds *m, size_t need,
+                                   bool zero_rows) {
   size_t used = 0;
+  en->len = m->scores.dims[m->nd - 1];
+  en->rows = en->len > 0 ? (int64_t)(dnnl_memory_desc_get_size(&m->scores) / sizeof(float)) /
+                               en->len
+                         : 0;
   en->scores_off = kl_dnnl_ws_take(&used, dnnl_memory_desc_get_size(&m->scores));
   en->scratch_off = kl_dnnl_ws_take(&used, need);
+  en->dead_off = kl_dnnl_ws_take(&used, zero_rows ? (size_t)en->rows : 0);
   dnnl_engine_t e = a->engine;
   dnnl_status_t s = kl_dnnl_ws_reserve(a->eng, used);
   if (s == dnnl_success) s = dnnl_memory_create(&en->scores, &m->scores, e, DNNL_MEMORY_NONE);
@@ -227,7 +240,8 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
     en->fallback = true; /* shapes oneDNN cannot do: the reference runs */
     return KILN_OK;
   }
-  if (s == dnnl_success) s = make_memories(a, en, &m, need);
+  if (s == dnnl_success)
+    s = make_memories(a, en, &m, need, kl_attr_int(c->node, "zero_masked_rows", 0) != 0);
   memcpy(en->off, m.off, sizeof en->off);
   if (s == dnnl_success) return KILN_OK;
   return kl_fail(c->e, s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
@@ -245,6 +259,29 @@ static void *operand(const kl_kernel_ctx *c, int k, int64_t off) {
   return (float *)t->data + off;
 }
 
+static float *scores_of(const at_node *a, const at_entry *en) {
+  return (float *)((char *)a->eng->ws + en->scores_off);
+}
+
+/* zero_masked_rows, before the softmax: flags the rows of the scores that have no value
+ * above -inf (a row's scan stops at its first live value: at once in padding masks). */
+static void flag_masked_rows(const at_node *a, const at_entry *en) {
+  const float *s = scores_of(a, en);
+  bool *dead = (bool *)((char *)a->eng->ws + en->dead_off);
+  for (int64_t r = 0; r < en->rows; r++) {
+    dead[r] = true;
+    for (int64_t j = 0; j < en->len && dead[r]; j++) dead[r] = !(s[r * en->len + j] > -INFINITY);
+  }
+}
+
+/* ... and after it: the flagged rows become 0. */
+static void zero_masked_rows(const at_node *a, const at_entry *en) {
+  float *s = scores_of(a, en);
+  const bool *dead = (const bool *)((char *)a->eng->ws + en->dead_off);
+  for (int64_t r = 0; r < en->rows; r++)
+    if (dead[r]) memset(s + r * en->len, 0, sizeof(float) * (size_t)en->len);
+}
+
 static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
   dnnl_status_t s = ws_bind(a, en);
   kl_dnnl_ws_enter(a->eng);
@@ -258,9 +295,14 @@ static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
                             {DNNL_ARG_DST, en->scores}};
   dnnl_exec_arg_t sm[3] = {{DNNL_ARG_SRC, en->scores}, {DNNL_ARG_DST, en->scores}};
   dnnl_exec_arg_t pv[4] = {{DNNL_ARG_SRC, en->scores}, {DNNL_ARG_WEIGHTS, en->v}, {DNNL_ARG_DST, en->y}};
+  bool zero_rows = kl_attr_int(c->node, "zero_masked_rows", 0) != 0;
   if (s == dnnl_success) s = step(a, en, AT_QK, 3, qk);
   if (s == dnnl_success && en->prim[AT_MASK]) s = step(a, en, AT_MASK, 3, add);
+  if (s == dnnl_success && zero_rows && (s = dnnl_stream_wait(a->stream)) == dnnl_success)
+    flag_masked_rows(a, en);
   if (s == dnnl_success) s = step(a, en, AT_SOFTMAX, 2, sm);
+  if (s == dnnl_success && zero_rows && (s = dnnl_stream_wait(a->stream)) == dnnl_success)
+    zero_masked_rows(a, en);
   if (s == dnnl_success) s = step(a, en, AT_PV, 3, pv);
   if (s == dnnl_success) s = dnnl_stream_wait(a->stream);
   return s == dnnl_success ? KILN_OK

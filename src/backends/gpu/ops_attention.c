@@ -17,6 +17,7 @@ typedef struct kl_cl_mha {
   int64_t mstride[4];
   float scale;
   int32_t has_mask;
+  int32_t zero_masked_rows;
 } kl_cl_mha;
 
 /* A head width known from the static types and within the accumulator's size. */
@@ -41,7 +42,8 @@ static kiln_status run_mha(kl_cl *c, kl_kernel_ctx *kc) {
                    "GPU kernel holds at most %d", (long long)m.dv, MAX_DV);
   kl_cl_mha g = {m.batch, m.heads, m.seq, m.keys, m.d, m.dv, m.qrow, m.krow, m.vrow, m.koff,
                  m.voff, {m.mstride[0], m.mstride[1], m.mstride[2], m.mstride[3]},
-                 kl_attr_float(kc->node, "scale", 1.0f), m.mask != NULL};
+                 kl_attr_float(kc->node, "scale", 1.0f), m.mask != NULL,
+                 kl_attr_int(kc->node, "zero_masked_rows", 0) != 0};
   int64_t rows = m.batch * m.heads * m.seq;
   if (m.d <= FA_D && m.dv <= FA_D && kl_cl_max_group(c) >= FA_WG) {
     /* 64 queries of a head per work-group of 128, scores and output blocks in registers */

@@ -8,7 +8,8 @@
  * SkipLayerNorm (X, Skip, Scale, B?) -> Y, S?: S = X + Skip, Y = LayerNormalization(S).
  * Attention (Q [.., S, D], Kt [.., D, T], V [.., T, Dv], Mask?) -> Y [.., S, Dv]:
  *   Y = softmax(Q Kt * scale + Mask) V, softmax along the last axis; the scores are kept
- *   in double.
+ *   in double. With zero_masked_rows=1, a row whose scores are none above -inf (every
+ *   key masked: the softmax is NaN) gives 0, as Where(IsNaN(p), 0, p) makes it.
  * MultiHeadAttention (Q, K?, V?, Mask?) num_heads=H: the same per batch b and head h
  *   on token-major tensors (ref/mha.h), computed directly in double.
  */
@@ -148,6 +149,15 @@ static kiln_status scores_alloc(const kl_kernel_ctx *c, kl_tensor *s) {
   return KILN_OK;
 }
 
+/* For zero_masked_rows: which rows of the scores (len values each) have no score
+ * above -inf, into dead[0..rows-1]. */
+static void find_masked_rows(const double *s, int64_t rows, int64_t len, bool *dead) {
+  for (int64_t r = 0; r < rows; r++) {
+    dead[r] = true;
+    for (int64_t j = 0; j < len && dead[r]; j++) dead[r] = !(s[r * len + j] > -INFINITY);
+  }
+}
+
 int kl_ref_kiln_attention(kl_kernel_ctx *c) {
   kl_tensor scores;
   kiln_status st = scores_alloc(c, &scores);
@@ -156,16 +166,28 @@ int kl_ref_kiln_attention(kl_kernel_ctx *c) {
   st = (kiln_status)kl_op_get(KL_OP_MatMul)->ref(&mm);
   double scale = kl_attr_float(c->node, "scale", 1.0f);
   double *s = scores.data;
-  int64_t n = kl_tensor_numel(&scores);
+  int64_t n = kl_tensor_numel(&scores), len = scores.dims[scores.rank - 1];
+  int64_t rows = len > 0 ? n / len : 0;
   for (int64_t i = 0; i < n; i++) s[i] *= scale;
   if (st == KILN_OK && c->n_in > 3 && c->in[3]) add_broadcast(&scores, c->in[3]);
+  bool *dead = NULL;
+  if (st == KILN_OK && kl_attr_int(c->node, "zero_masked_rows", 0) && rows > 0) {
+    if (!(dead = malloc((size_t)rows)))
+      st = kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the attention rows");
+    else
+      find_masked_rows(s, rows, len, dead);
+  }
   kl_node softmax = {.op = KL_OP_Softmax, .name = c->node->name, .src = c->node->src};
   const kl_tensor *sm_in[1] = {&scores};
   kl_kernel_ctx sm = {&softmax, 1, 1, sm_in, (kl_tensor *[]){&scores}, c->e, c->threads, NULL};
   if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_Softmax)->ref(&sm);
+  for (int64_t r = 0; dead && r < rows; r++)
+    if (dead[r])
+      for (int64_t j = 0; j < len; j++) s[r * len + j] = 0;
   const kl_tensor *pv_in[2] = {&scores, c->in[2]};
   kl_kernel_ctx pv = {c->node, 2, 1, pv_in, c->out, c->e, c->threads, NULL};
   if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_MatMul)->ref(&pv);
+  free(dead);
   free(scores.data);
   return st;
 }
@@ -237,6 +259,7 @@ int kl_ref_kiln_mha(kl_kernel_ctx *c) {
   if (!s) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the scores");
   double *acc = s + m.keys;
   double scale = kl_attr_float(c->node, "scale", 1.0f);
+  bool zero_rows = kl_attr_int(c->node, "zero_masked_rows", 0) != 0;
   kl_tensor *y = c->out[0];
   for (int64_t b = 0; b < m.batch; b++)
     for (int64_t h = 0; h < m.heads; h++)
@@ -260,7 +283,8 @@ int kl_ref_kiln_mha(kl_kernel_ctx *c) {
         double sum = 0;
         for (int64_t j = 0; j < m.keys; j++) sum += s[j] = exp(s[j] - max);
         for (int64_t e = 0; e < m.dv; e++) acc[e] = 0;
-        for (int64_t j = 0; j < m.keys; j++) {
+        bool dead = zero_rows && max == -INFINITY; /* no score above -inf: the row is 0 */
+        for (int64_t j = 0; j < m.keys && !dead; j++) {
           int64_t vj = (b * m.keys + j) * m.vrow + m.voff + h * m.dv;
           double p = s[j] / sum;
           for (int64_t e = 0; e < m.dv; e++)

@@ -10,6 +10,7 @@ typedef struct kl_cl_mha {
   long mstride[4];
   float scale;
   int has_mask;
+  int zero_masked_rows; /* a query with no score above -inf gives 0 */
 } kl_cl_mha;
 
 /* The online softmax taking score s: when s is a new maximum, what was summed under
@@ -53,7 +54,8 @@ __kernel void kl_attn_mha(__global const float *q_, ulong qo, __global const flo
     for (long e = 0; e < g.dv; e++) acc[e] += p * v[e];
   }
   __global float *y = y_ + yo + (b * g.seq + i) * g.heads * g.dv + h * g.dv;
-  for (long e = 0; e < g.dv; e++) y[e] = acc[e] / sum;
+  bool dead = g.zero_masked_rows && max == -INFINITY;
+  for (long e = 0; e < g.dv; e++) y[e] = dead ? 0.0f : acc[e] / sum;
 }
 
 #define KL_ATTN_QB 64    /* queries per work-group, one per work-item */
@@ -103,7 +105,8 @@ kl_attn_mha_tiled(__global const float *q_, ulong qo, __global const float *k_, 
   }
   if (!live) return;
   __global float *y = y_ + yo + (b * g.seq + i) * g.heads * g.dv + h * g.dv;
-  for (long e = 0; e < g.dv; e++) y[e] = acc[e] / sum;
+  bool dead = g.zero_masked_rows && max == -INFINITY;
+  for (long e = 0; e < g.dv; e++) y[e] = dead ? 0.0f : acc[e] / sum;
 }
 
 #define KL_FA_QB 64  /* queries per work-group */
