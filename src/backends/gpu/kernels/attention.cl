@@ -125,7 +125,7 @@ kl_attn_mha_tiled(__global const float *q_, ulong qo, __global const float *k_, 
  * new max) and the weights times the value tile added. Pitches of 65 and 33 floats keep
  * the column reads of Q, K and the weights off shared banks. A row whose scores are all
  * -inf so far has weight 0 (not exp(-inf + inf)), and its output, never given weight,
- * is 0 / 0: NaN, as the softmax of nothing but -inf. */
+ * is 0 / 0: NaN, as the softmax of nothing but -inf, or 0 with zero_masked_rows. */
 __kernel __attribute__((reqd_work_group_size(KL_FA_WG, 1, 1))) void
 kl_attn_flash64(__global const float *q_, ulong qo, __global const float *k_, ulong ko,
                 __global const float *v_, ulong vo, __global const float *m_, ulong mo,
@@ -243,9 +243,13 @@ kl_attn_flash64(__global const float *q_, ulong qo, __global const float *k_, ul
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+  /* a row that saw no key above -inf has output 0 when zero_masked_rows says so: its
+   * sum, 0, becomes +inf, so that its accumulator (0: never given weight) times 1/sum
+   * is 0 rather than 0 / 0 */
   if (t % 8 == 0)
     #pragma unroll
-    for (int a = 0; a < 4; a++) sum_s[sr + a] = l_run[a];
+    for (int a = 0; a < 4; a++)
+      sum_s[sr + a] = g.zero_masked_rows && m_run[a] == -INFINITY ? INFINITY : l_run[a];
   barrier(CLK_LOCAL_MEM_FENCE);
   #pragma unroll
   for (int a = 0; a < 8; a++) {
