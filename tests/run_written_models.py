@@ -23,6 +23,7 @@ CASES = [  # a folder with model.onnx or model.pt and test_data_set_0
     "tests/models/ts/transformer",   # a trace repeats node names: written apart
     "tests/models/ts/hf_bert",
     "tests/models/dyn_bert",         # shape_values' constant targets
+    "tests/models/dyn_bert_sdpa",    # MultiHeadAttention zero_masked_rows=1
     "tests/models/qop_ops",          # com.microsoft ops lowered
     "tests/models/ts/stdconv",       # BatchNormalization training_mode=1
 ]

@@ -493,7 +493,8 @@ static void test_attention(void **state) {
     int64_t q[4], kt[4], v[4], mask[4];
     float dead_fill;
   } cases[] = {
-      {"attention with a [B,1,1,T] mask", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7}, {2, 1, 1, 6}, 0},
+      {"attention with a [B,1,1,T] mask", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7},
+       {2, 1, 1, 6}, 0},
       {"attention with a [S,T] mask", 4, 2, {1, 2, 5, 8}, {1, 2, 8, 5}, {1, 2, 5, 8}, {5, 5}, 0},
       {"attention without a mask", 3, 0, {4, 7, 16}, {4, 16, 9}, {4, 9, 16}, {0}, 0},
       {"attention, queries with no key (-inf)", 4, 4, {2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 6, 7},
@@ -528,7 +529,8 @@ static void test_mha(void **state) {
   static const tu_mha_case cases[] = {
       {"MHA, 3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4,
        {2, 5, 15}, {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}, 0},
-      {"MHA, packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0}, {9, 9}, 0},
+      {"MHA, packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0},
+       {9, 9}, 0},
       {"MHA, 4 heads of 3 (V 6), S 1, T 4, no mask", false, 4, 0, {3, 1, 12}, {3, 4, 12},
        {3, 4, 24}, {0}, 0},
       {"MHA, packed QKV, 1 head of 13, S 6, [B,H,S,T] mask", true, 1, 4, {2, 6, 39}, {0}, {0},

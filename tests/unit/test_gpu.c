@@ -223,7 +223,8 @@ static void test_mha(void **state) {
        {3, 4, 24}, {0}, 0},
       {"packed QKV, 1 head of 13, S 6, [B,H,S,T] mask", true, 1, 4, {2, 6, 39}, {0}, {0},
        {2, 1, 6, 6}, 0},
-      {"2 heads of 64, S 3, T 300", false, 2, 0, {1, 3, 128}, {1, 300, 128}, {1, 300, 128}, {0}, 0},
+      {"2 heads of 64, S 3, T 300", false, 2, 0, {1, 3, 128}, {1, 300, 128}, {1, 300, 128},
+       {0}, 0},
       /* 64 queries per work-group and 32 keys per tile: blocks crossed both ways */
       {"2 heads of 16, S 70, T 45, [B,1,1,T] mask", false, 2, 4, {2, 70, 32}, {2, 45, 32},
        {2, 45, 32}, {2, 1, 1, 45}, 0},

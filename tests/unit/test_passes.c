@@ -773,7 +773,8 @@ static void test_collapse_unmerge(void **state) {
   g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
   g->values[x].type.dims[2] = (kl_dim){-1, kl_graph_symbol(g, "seq")};
   int three = ints(g, 1, (int64_t[]){3}), five = ints(g, 1, (int64_t[]){5});
-  int merged = TU_OP(g, Reshape, x, concat0(g, ints(g, 1, (int64_t[]){-1}), dim_of(g, x, 2), five));
+  int minus1 = ints(g, 1, (int64_t[]){-1});
+  int merged = TU_OP(g, Reshape, x, concat0(g, minus1, dim_of(g, x, 2), five));
   int t = TU_OP(g, Transpose, merged);
   set_ints(g, t, "perm", 3, (int64_t[]){0, 2, 1});
   int back = TU_OP(g, Concat, dim_of(g, x, 0), three, five, dim_of(g, x, 2));
@@ -1124,7 +1125,8 @@ static int sdpa_attention(kl_graph *g, int x, int mask, bool dynamo) {
              i == 1 && !dynamo ? (int64_t[]){0, 2, 3, 1} : (int64_t[]){0, 2, 1, 3});
   }
   if (dynamo) {
-    int kt = TU_OP(g, Transpose, TU_OP(g, Reshape, heads[1], ints(g, 3, (int64_t[]){-1, 7, 5})));
+    int merged = TU_OP(g, Reshape, heads[1], ints(g, 3, (int64_t[]){-1, 7, 5}));
+    int kt = TU_OP(g, Transpose, merged);
     set_ints(g, kt, "perm", 3, (int64_t[]){0, 2, 1});
     heads[1] = TU_OP(g, Reshape, kt, ints(g, 4, (int64_t[]){2, 3, 5, 7}));
   }
