@@ -1291,6 +1291,32 @@ static kiln_status lower_slice(call *c) {
   return ret_tensor(c, y);
 }
 
+/* flip(self, dims): one Slice over the dims, each from its last element backwards
+ * (start -1, end INT64_MIN, step -1). */
+static kiln_status lower_flip(call *c) {
+  int x, rank, y;
+  int64_t dims[KL_MAX_RANK], starts[KL_MAX_RANK], ends[KL_MAX_RANK], steps[KL_MAX_RANK];
+  int n;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = ints_arg(c, 1, 0, dims, &n);
+  if (!s) s = need_rank(c, x, &rank);
+  if (s) return s;
+  for (int k = 0; k < n; k++) {
+    if (dims[k] < -rank || dims[k] >= rank)
+      return bad_arg(c, 1, "dims within the input's rank");
+    for (int j = 0; j < k; j++)
+      if ((dims[j] < 0 ? dims[j] + rank : dims[j]) == (dims[k] < 0 ? dims[k] + rank : dims[k]))
+        return bad_arg(c, 1, "dims each named once");
+    starts[k] = -1, ends[k] = INT64_MIN, steps[k] = -1;
+  }
+  if (n == 0) return ret_tensor(c, x);
+  int in[5] = {x, const_ints(c, starts, n), const_ints(c, ends, n), const_ints(c, dims, n),
+               const_ints(c, steps, n)};
+  if (in[1] < 0 || in[2] < 0 || in[3] < 0 || in[4] < 0) return c->e->code;
+  if ((s = op_node(c, KL_OP_Slice, 5, in, &y))) return s;
+  return ret_tensor(c, y);
+}
+
 /* Slice of x along axis from start to end (step 1). */
 static kiln_status slice_axis(call *c, int x, int64_t axis, int64_t start, int64_t end, int *y) {
   int in[4] = {x, const_ints(c, &start, 1), const_ints(c, &end, 1), const_ints(c, &axis, 1)};
@@ -1510,7 +1536,9 @@ static kiln_status additive_mask(call *c, int mask, kl_dtype dt, int *id) {
 
 /* scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale,
  * enable_gqa) = softmax(q k^T * scale + mask) v, the pattern fuse_attention makes
- * into kiln.Attention. */
+ * into kiln.Attention. With a mask, a query that sees no key gives 0 in torch (not the
+ * NaN of a softmax over nothing but -inf): Where(IsNaN(p), 0, p) after the softmax, as
+ * torch.onnx writes it, which the fusion takes as zero_masked_rows. */
 static kiln_status lower_sdpa(call *c) {
   int q, k, v, mask = KL_ABSENT, rank, kt, y;
   double p, scale = 0;
@@ -1547,6 +1575,12 @@ static kiln_status lower_sdpa(call *c) {
   if (!s && mask != KL_ABSENT && !(s = additive_mask(c, mask, dt, &mask))) s = op2(c, KL_OP_Add, y, mask, &y);
   if (!s && causal && !(s = causal_mask(c, q, k, dt, &mask))) s = op2(c, KL_OP_Add, y, mask, &y);
   if (!s) s = node_int(c, KL_OP_Softmax, 1, &y, "axis", -1, &y);
+  if (!s && mask != KL_ABSENT) {
+    int nan, zero = kl_ts_const_scalar(c->b, dt, 0);
+    if (zero < 0) return c->e->code;
+    s = op1(c, KL_OP_IsNaN, y, &nan);
+    if (!s) s = op_node(c, KL_OP_Where, 3, (int[]){nan, zero, y}, &y);
+  }
   if (!s) s = op2(c, KL_OP_MatMul, y, v, &y);
   return s ? s : ret_tensor(c, y);
 }
@@ -2709,6 +2743,7 @@ static const aten_op ops[] = {
                               "scales_w"), lower_upsample, -2},
     {"upsample_trilinear3d", P("input", "output_size", "align_corners", "scale_factors",
                                "scales_h", "scales_w"), lower_upsample, -3},
+    {"flip", P("self", "dims"), lower_flip, 0},
     {"upsample_bicubic2d", P("input", "output_size", "align_corners", "scale_factors",
                              "scales_w"), lower_upsample, -12},
     {"constant_pad_nd", P("self", "pad", "value"), lower_pad, 0},

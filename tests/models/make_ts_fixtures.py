@@ -393,6 +393,24 @@ class Bicubic(nn.Module):
         return a, b, c, d
 
 
+class SdpaMasked(nn.Module):
+    """scaled_dot_product_attention with a boolean mask in which some queries see no
+    key (torch gives those rows 0, not NaN) and a float mask of -inf rows, and an
+    unmasked causal one."""
+
+    def forward(self, x):                                   # [B, 2, 5, 8]
+        q, k, v = x, x.flip(2) * 0.5, torch.tanh(x)
+        keep = torch.ones(x.shape[0], 1, 5, 5, dtype=torch.bool)
+        keep[:, :, 1] = False                               # query 1 sees no key
+        keep[:, :, 3, :2] = False
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        fmask = torch.zeros(5, 5)
+        fmask[4] = float("-inf")                            # query 4 sees no key
+        b = F.scaled_dot_product_attention(q, k, v, attn_mask=fmask, scale=0.3)
+        c = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return a, b, c
+
+
 class StdConv(nn.Module):
     """timm's NFNet stem: ScaledStdConv2d standardizes its weights with
     F.batch_norm(training=True) and no running statistics, in eval mode too; and a
@@ -428,13 +446,14 @@ MODELS = [
     ("ops", Ops, lambda: torch.randn(2, 4, 6, 6), {}),
     ("ops2", Ops2, lambda: torch.randn(2, 3, 6, 7), {}),
     ("bicubic", Bicubic, lambda: torch.randn(2, 3, 6, 7), {}),
+    ("sdpa_masked", SdpaMasked, lambda: torch.randn(2, 2, 5, 8), {}),
     ("views", Views, lambda: torch.randn(2, 4, 6), {}),
     ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
     ("shared", Shared, lambda: torch.randn(3, 8), {}),
     ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
     ("stdconv", StdConv, lambda: torch.randn(2, 3, 7, 9), {}),
 ]
-NO_ONNX = {"ops", "ops2", "bicubic", "views", "views_after_writes", "shared", "shared_deflated",
+NO_ONNX = {"ops", "ops2", "bicubic", "sdpa_masked", "views", "views_after_writes", "shared", "shared_deflated",
            "stdconv"}
 
 
