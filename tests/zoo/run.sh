@@ -22,7 +22,8 @@
 # KILN_ZOO_ISA names ISA levels to run each check at (KILN_ISA, for example
 # "avx2 avx512"; `kiln info --levels` lists the CPU's), by default only the CPU's own.
 # KILN_ZOO_DEVICE=D checks every model with --device D (the GPU backend: the nodes it has
-# kernels for run on the device, with the same tolerances).
+# kernels for run on the device, with the same tolerances, so at --precision fp32:
+# KILN_ZOO_PRECISION, default fp32, names another; TF32's error is not these tolerances').
 set -uo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -134,7 +135,7 @@ check_one() {
       what="$level${isa:+ KILN_ISA=$isa}${KILN_ZOO_DEVICE:+ --device $KILN_ZOO_DEVICE}"
       t0=$SECONDS
       out=$(KILN_ISA=$isa timeout "$limit" "$kiln" check --fast-only "$level" --rtol "$rtol" \
-        --atol "$atol" ${KILN_ZOO_DEVICE:+--device "$KILN_ZOO_DEVICE"} "$dir" 2>&1)
+        --atol "$atol" ${KILN_ZOO_DEVICE:+--device "$KILN_ZOO_DEVICE" --precision "${KILN_ZOO_PRECISION:-fp32}"} "$dir" 2>&1)
       rc=$?
       line=$(grep -F "kiln check: $dir: " <<<"$out" | head -1) # a failure's reason
       if [ $rc -eq 0 ]; then
