@@ -503,8 +503,10 @@ int kl_infer_gather_grad(kl_infer_ctx *c) {
   return check_shape_is(c, 0, "dY", &want, "Gather's output for XLike and Indices");
 }
 
-int kl_infer_slice_grad(kl_infer_ctx *c) {
-  kiln_status st = kl_check_required(c, 4);
+/* (dY, XLike, the forward op's inputs 1.. as inputs 2..) -> dX of XLike's shape and dY's
+ * dtype, dY checked against the forward op fn's output on those inputs. */
+static kiln_status grad_of_forward(kl_infer_ctx *c, kl_infer_fn fn, const char *what) {
+  kiln_status st = kl_check_required(c, 2);
   if (st == KILN_OK) st = kl_check_dtype(c, 0, "dY", KL_DTS_FLOAT);
   if (st != KILN_OK) return st;
   kl_type x = like(c, 1, 0);
@@ -514,27 +516,20 @@ int kl_infer_slice_grad(kl_infer_ctx *c) {
     fw[i - 1] = kl_infer_in(c, i);
     data[i - 1] = kl_infer_data(c, i);
   }
-  st = check_forward(c, 0, kl_infer_slice, c->n_in - 1, fw, data, "the forward Slice "
-                     "(X = input 1, starts.. = inputs 2..)");
+  st = check_forward(c, 0, fn, c->n_in - 1, fw, data, what);
   if (st == KILN_OK) c->out[0] = x;
   return st;
 }
 
+int kl_infer_slice_grad(kl_infer_ctx *c) {
+  kiln_status st = kl_check_required(c, 4);
+  return st != KILN_OK ? st : grad_of_forward(c, kl_infer_slice, "the forward Slice (X = "
+                                              "input 1, starts.. = inputs 2..)");
+}
+
 int kl_infer_resize_grad(kl_infer_ctx *c) {
-  kiln_status st = kl_check_required(c, 2);
-  if (st == KILN_OK) st = kl_check_dtype(c, 0, "dY", KL_DTS_FLOAT);
-  if (st != KILN_OK) return st;
-  kl_type x = like(c, 1, 0);
-  const kl_type *fw[4] = {&x, NULL, NULL, NULL};
-  const void *data[4] = {NULL};
-  for (int i = 2; i < c->n_in && i < 5; i++) {
-    fw[i - 1] = kl_infer_in(c, i);
-    data[i - 1] = kl_infer_data(c, i);
-  }
-  st = check_forward(c, 0, kl_infer_resize, c->n_in - 1, fw, data, "the forward Resize "
-                     "(X = input 1, roi, scales, sizes = inputs 2..4)");
-  if (st == KILN_OK) c->out[0] = x;
-  return st;
+  return grad_of_forward(c, kl_infer_resize, "the forward Resize (X = input 1, roi, scales, "
+                         "sizes = inputs 2..4)");
 }
 
 /* ---- DropoutTrain, DropoutGrad ---- */
