@@ -281,7 +281,7 @@ kiln_status kl_ts_finish(kl_ts_build *b, int node) {
     memset(&out[k], 0, sizeof out[k]);
     out[k].rank = -1;
   }
-  kl_infer_ctx ctx = {b->g, n, n->n_in, n->n_out, in, data, out, b->e};
+  kl_infer_ctx ctx = {b->g, n, n->n_in, n->n_out, in, data, out, b->e, false};
   kiln_status s = (kiln_status)kl_op_get(n->op)->infer(&ctx);
   if (s != KILN_OK) return s;
   for (int k = 0; k < n->n_out; k++) b->g->values[n->out[k]].type = out[k];
