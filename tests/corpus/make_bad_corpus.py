@@ -586,6 +586,15 @@ def runtime_cases():
                      [boxes_shape, scores_shape, most], check=True),
          "node 'nms' (NonMaxSuppression): about 1.44e+12 steps",
          "NonMaxSuppression of 600,000 boxes that never suppress each other")
+    # an LSTM of 10^6 steps with hidden size 1024: 4.2e12 steps from generated weights
+    x, x_shape = generated([1000000, 1, 1])
+    w, w_shape = generated([1, 4096, 1], "w")
+    r, r_shape = generated([1, 4096, 1024], "r")
+    lstm = helper.make_node("LSTM", ["x", "w", "r"], ["", "h", ""], name="lstm", hidden_size=1024)
+    case("lstm_1e6_steps.onnx",
+         model_bytes([x, w, r, lstm], [], [vi("h", [1, 1, 1024])], [x_shape, w_shape, r_shape],
+                     check=True),
+         "node 'lstm' (LSTM): about 4.2e+12 steps", "an LSTM of 10^6 steps of hidden size 1024")
     # an INT attribute holding only a float (f) was read as 0: Softmax over axis 0
     sm = helper.make_node("Softmax", ["x"], ["y"], name="sm")
     sm.attribute.append(onnx.AttributeProto(name="axis", type=onnx.AttributeProto.INT, f=1.0))
