@@ -142,6 +142,8 @@ in0=models/digits_cnn/test_data_set_0/input_0.pb
 err=$("$kiln" run "$cnn" --input "input=$in0" --input "input=$in0" 2>&1) &&
   fail "a second --input for one input accepted"
 grep -q "names input 'input' twice" <<<"$err" || fail "--input twice: $err"
+err=$("$kiln" run "$cnn" --input input= 2>&1) && fail "--input with no file accepted"
+grep -q "input=: no FILE after the '='" <<<"$err" || fail "--input input=: $err"
 # bench's numeric options say what they need (--iterations 0 ran once, --batch 0 ran
 # batch 1, --seed abc said "bad argument" without a reason), and exit 2
 for bad in "--iterations 0:at least 1" "--batch 0:at least 1" "--seed abc:at least 0" \
