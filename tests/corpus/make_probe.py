@@ -440,6 +440,69 @@ for i, a in enumerate(("--threads -1", "--threads 0", "--threads 1x", "--threads
 case("c11_optimize_no_o", 11, m, expect="any", cmd="optimize")
 case("c11_inspect_badopt", 11, m, expect="usage", args="--levels 9", cmd="inspect")
 
+# ---- class 3/8: data-dependent shapes given at run time (inference at run, not at load) ----
+def rt(name, op, x, second, attrs=None, x_t=F, s_t=I64, outs=1, third=None, expect="any"):
+    ins = {"x": x, "s": second}
+    ins_v = [vi("x", list(x.shape), x_t), vi("s", list(second.shape), s_t)]
+    names = ["x", "s"]
+    if third is not None:
+        ins["t"] = third
+        ins_v.append(vi("t", list(third.shape), I64))
+        names.append("t")
+    outn = [f"y{k}" for k in range(outs)]
+    m = model([helper.make_node(op, names, outn, **(attrs or {}))], ins_v, [vi(o, None) for o in outn])
+    case(name, 3, m, expect=expect, inputs=ins)
+
+
+f4 = np.ones([2, 4], np.float32)
+rt("c3_reshape_empty_minus1_zero", "Reshape", np.zeros([0, 4], np.float32), np.array([-1, 0]), {"allowzero": 1})
+rt("c3_reshape_empty_minus1", "Reshape", np.zeros([0, 4], np.float32), np.array([-1, 0]))
+rt("c3_reshape_rank9", "Reshape", f4, np.ones(9, np.int64) * 1)
+rt("c3_split_sum", "Split", np.ones([4], np.float32), np.array([1, 1]), outs=2)
+rt("c3_split_count", "Split", np.ones([4], np.float32), np.array([1, 1, 2]), outs=2)
+rt("c3_pad_neg", "Pad", np.ones([2], np.float32), np.array([-5, 0]))
+rt("c3_slice_dup_axes", "Slice", f4, np.array([0, 0]), third=np.array([2, 2]))
+rt("c3_squeeze_non1", "Squeeze", f4, np.array([1]))
+rt("c3_unsqueeze_dup", "Unsqueeze", f4, np.array([0, 0]))
+rt("c3_tile_neg", "Tile", f4, np.array([-1, 2]))
+rt("c3_expand_rank9", "Expand", f4, np.ones(9, np.int64))
+rt("c3_expand_mismatch", "Expand", f4, np.array([3, 4]))
+rt("c3_topk_neg", "TopK", f4, np.array([-1]), outs=2)
+rt("c3_topk_big", "TopK", f4, np.array([5]), outs=2)
+rt("c3_centercrop_len", "CenterCropPad", f4, np.array([2]))
+rt("c3_onehot_rank2_depth", "OneHot", np.array([0, 1], np.int64), np.array([[3]]), x_t=I64,
+   third=np.array([0, 1], np.int64))
+rt("c3_dft_len_zero", "DFT", np.ones([1, 4, 1], np.float32), np.array(0))
+rt("c3_dft_len_neg", "DFT", np.ones([1, 4, 1], np.float32), np.array(-3))
+rt("c3_gathernd_oob", "GatherND", f4, np.array([[5]]))
+rt("c3_gather_elems_oob", "GatherElements", f4, np.array([[9, 0, 0, 0]]))
+rt("c3_compress_rank2", "Compress", f4, np.ones([2, 2], bool), s_t=TP.BOOL)
+m = model([helper.make_node("Range", ["a", "b", "c"], ["y"])],
+          [vi("a", [], I32), vi("b", [], I32), vi("c", [], I32)], [vi("y", None, I32)])
+case("c3_range_i32_span", 3, m, expect="any", inputs={"a": np.array(2**31 - 1, np.int32),
+     "b": np.array(-2**31, np.int32), "c": np.array(-2**31, np.int32)})
+m = model([helper.make_node("ConstantOfShape", ["s"], ["y"])], [vi("s", [3], I64)], [vi("y", None)])
+case("c3_cos_neg", 3, m, expect="any", inputs={"s": np.array([2, -1, 3])})
+case("c3_cos_huge_empty", 3, m, expect="any", inputs={"s": np.array([0, BIG, BIG])})
+m = model([helper.make_node("Resize", ["x", "", "", "sz"], ["y"])], [vi("x", [1, 1, 2, 2]), vi("sz", [2], I64)],
+          [vi("y", None)])
+case("c3_resize_sizes_len", 3, m, expect="any", inputs={"x": np.ones([1, 1, 2, 2], np.float32), "sz": np.array([4, 4])})
+m = model([helper.make_node("HannWindow", ["n"], ["y"])], [vi("n", [], I64)], [vi("y", None)])
+case("c3_hann_neg", 3, m, expect="any", inputs={"n": np.array(-4, np.int64)})
+case("c3_hann_huge", 3, m, expect="any", inputs={"n": np.array(IMAX, np.int64)})
+m = model([helper.make_node("ScatterND", ["x", "i", "u"], ["y"])], [vi("x", [2, 4]), vi("i", [1, 1], I64), vi("u", [1, 4])],
+          [vi("y", None)])
+case("c8_scatternd_oob", 8, m, expect="any", inputs={"x": f4, "i": np.array([[7]]), "u": np.ones([1, 4], np.float32)})
+case("c8_scatternd_min", 8, m, expect="any", inputs={"x": f4, "i": np.array([[IMIN]]), "u": np.ones([1, 4], np.float32)})
+m = model([helper.make_node("Gather", ["x", "i"], ["y"])], [vi("x", [2, 4]), vi("i", [1], I64)], [vi("y", None)])
+case("c8_gather_min", 8, m, expect="any", inputs={"x": f4, "i": np.array([IMIN])})
+m = model([helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], mode="circular")],
+          [vi("c", [1, 4, 2]), vi("u", [1, 2, 2]), vi("w", [1], I64)], [vi("y", None)], opset=24)
+case("c8_tensorscatter_neg", 8, m, expect="any", inputs={"c": np.ones([1, 4, 2], np.float32),
+     "u": np.ones([1, 2, 2], np.float32), "w": np.array([-3])})
+case("c8_tensorscatter_min", 8, m, expect="any", inputs={"c": np.ones([1, 4, 2], np.float32),
+     "u": np.ones([1, 2, 2], np.float32), "w": np.array([IMIN])})
+
 with open(os.path.join(OUT, "probe.tsv"), "w") as f:
     for r in rows:
         f.write("\t".join(str(c) for c in r) + "\n")
