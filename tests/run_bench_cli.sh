@@ -144,6 +144,8 @@ err=$("$kiln" run "$cnn" --input "input=$in0" --input "input=$in0" 2>&1) &&
 grep -q "names input 'input' twice" <<<"$err" || fail "--input twice: $err"
 err=$("$kiln" run "$cnn" --input input= 2>&1) && fail "--input with no file accepted"
 grep -q "input=: no FILE after the '='" <<<"$err" || fail "--input input=: $err"
+err=$("$kiln" run "$cnn" --input-types 'x:float99[1]' 2>&1) && fail "--input-types on ONNX accepted"
+grep -q "is for TorchScript files" <<<"$err" || fail "--input-types on ONNX: $err"
 # bench's numeric options say what they need (--iterations 0 ran once, --batch 0 ran
 # batch 1, --seed abc said "bad argument" without a reason), and exit 2
 for bad in "--iterations 0:at least 1" "--batch 0:at least 1" "--seed abc:at least 0" \
