@@ -132,12 +132,20 @@ err=$("$kiln" bench "$cnn" --threads 4294967297 2>&1) && fail "--threads 2^32+1 
 grep -q 'more than 4096' <<<"$err" || fail "--threads 2^32+1: $err"
 err=$("$kiln" run "$cnn" --max-tensor-bytes 0 2>&1) && fail "--max-tensor-bytes 0 accepted"
 grep -q 'give at least 1' <<<"$err" || fail "--max-tensor-bytes 0: $err"
+for opt in --threads --memory-limit; do # 0 meant all cores and no cap, silently
+  err=$("$kiln" run "$cnn" $opt 0 2>&1) && fail "$opt 0 accepted"
+  grep -q -e "$opt: 0 .*give at least 1" <<<"$err" || fail "$opt 0: $err"
+done
 err=$("$kiln" bench "$cnn" --iterations 1 --shape nope=1x2 2>&1) && fail "--shape nope accepted"
 grep -q "the model's inputs: input" <<<"$err" || fail "--shape nope: $err"
 in0=models/digits_cnn/test_data_set_0/input_0.pb
 err=$("$kiln" run "$cnn" --input "input=$in0" --input "input=$in0" 2>&1) &&
   fail "a second --input for one input accepted"
 grep -q "names input 'input' twice" <<<"$err" || fail "--input twice: $err"
+err=$("$kiln" run "$cnn" --input input= 2>&1) && fail "--input with no file accepted"
+grep -q "input=: no FILE after the '='" <<<"$err" || fail "--input input=: $err"
+err=$("$kiln" run "$cnn" --input-types 'x:float99[1]' 2>&1) && fail "--input-types on ONNX accepted"
+grep -q "is for TorchScript files" <<<"$err" || fail "--input-types on ONNX: $err"
 # bench's numeric options say what they need (--iterations 0 ran once, --batch 0 ran
 # batch 1, --seed abc said "bad argument" without a reason), and exit 2
 for bad in "--iterations 0:at least 1" "--batch 0:at least 1" "--seed abc:at least 0" \

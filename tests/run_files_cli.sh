@@ -18,7 +18,8 @@
 #   - a chain of 80,000 nodes: checked at -O0, -O2, -O3 within the 10 s limit;
 #   - more threads than the process can start: kiln's error, not OpenMP's exit;
 #   - max_work: a 10^18-step node neither folded at load nor run; --max-work N and 0;
-#   - a .pt of 600 views of one deflated storage: loaded within the limit.
+#   - a .pt of 600 views of one deflated storage: loaded within the limit;
+#   - `kiln bench --profile` over a link planted at kiln-profile.json: replaced.
 #
 #   tests/run_files_cli.sh KILN_BINARY        (from the source root)
 set -u
@@ -172,6 +173,18 @@ for o in -O0 -O2 -O3; do
   run_kiln check tests/models/many_nodes $o
   [ $rc -eq 0 ] || fail "80,000 nodes $o: rc $rc (124: timed out): $err"
 done
+
+# kiln bench --profile writes kiln-profile.json into the folder it runs in: a link
+# planted there is replaced, what it points at is untouched (it was written through)
+mkdir "$work/bench" && echo victim >"$work/bench_victim" &&
+  ln -s "$work/bench_victim" "$work/bench/kiln-profile.json"
+model=$PWD/$mlp/model.onnx
+err=$(cd "$work/bench" && timeout -k 2 30 "$kiln" bench "$model" --profile --iterations 1 \
+  --warmup 0 2>&1 >/dev/null)
+rc=$?
+[ $rc -eq 0 ] && [ "$(cat "$work/bench_victim")" = victim ] && [ ! -L "$work/bench/kiln-profile.json" ] &&
+  grep -q traceEvents "$work/bench/kiln-profile.json" ||
+  fail "bench --profile over a planted kiln-profile.json link: rc $rc: $err"
 
 # max_work: a node of 10^18 steps (an Einsum whose inputs are constants) is neither
 # folded at load (kiln inspect ends at once) nor run (refused with the estimate); a

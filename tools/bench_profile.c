@@ -2,6 +2,7 @@
  * reads around each node (kl_session_timings), which include the node's shape
  * inference and the placing of its outputs as well as the kernel. */
 #include "bench_profile.h"
+#include "import/fileio.h"
 #include "runtime/session.h"
 
 #include <stdlib.h>
@@ -180,13 +181,17 @@ void bench_profile_json(bench_profile *p, FILE *out) {
   fprintf(out, "]}");
 }
 
+/* The trace is made in memory and written by kl_file_write, which replaces a link
+ * planted at path (the default, kiln-profile.json, lies in whatever folder bench runs
+ * in) instead of writing through it. */
 bool bench_profile_write_trace(const bench_profile *p, const char *path) {
-  FILE *f = fopen(path, "w");
+  char *buf = NULL, label[128];
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
   if (!f) {
-    perror(path);
+    fprintf(stderr, "kiln bench: out of memory for the trace\n");
     return false;
   }
-  char label[128];
   fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
   for (int k = 0; k < p->n_events; k++) {
     const trace_event *ev = &p->events[k];
@@ -203,6 +208,10 @@ bool bench_profile_write_trace(const bench_profile *p, const char *path) {
   fputs("\n]}\n", f);
   bool ok = !ferror(f);
   ok &= fclose(f) == 0;
-  if (!ok) fprintf(stderr, "kiln bench: cannot write %s\n", path);
+  kl_err e = {0};
+  if (!ok) fprintf(stderr, "kiln bench: out of memory for the trace\n");
+  else if (kl_file_write(path, buf, len, NULL, 0, &e) != KILN_OK)
+    ok = false, fprintf(stderr, "kiln bench: %s\n", e.msg);
+  free(buf);
   return ok;
 }

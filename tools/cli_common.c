@@ -134,6 +134,18 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
               "(the default is 16 GiB)\n");
       return -1;
     }
+    /* 0 is the options' "unset" for these two: taken as given, it silently meant all
+     * cores and no cap at all */
+    if (k == 0 && v == 0) {
+      fprintf(stderr, "kiln: --threads: 0 runs nothing; give at least 1 (the default is "
+              "one per core)\n");
+      return -1;
+    }
+    if (k == 2 && v == 0) {
+      fprintf(stderr, "kiln: --memory-limit: 0 allows no memory at all; give at least 1 "
+              "(without the option there is no cap)\n");
+      return -1;
+    }
     if (k == 0) c->threads = (int)v;
     else if (k == 1) c->max_tensor_bytes = v;
     else if (k == 2) c->memory_limit = v;

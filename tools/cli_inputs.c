@@ -56,6 +56,10 @@ bool cli_check_named(const char *cmd, const char *opt, const char *const *list, 
               strcmp(opt, "--shape") == 0 ? "DIMS" : "FILE", input_names(m, names, sizeof names));
       return false;
     }
+    if (!eq[1] && strcmp(opt, "--input") == 0) { /* it was opened as the file "" */
+      fprintf(stderr, "kiln %s: %s %s: no FILE after the '='\n", cmd, opt, list[i]);
+      return false;
+    }
     for (int j = 0; j < i; j++)
       if (strncmp(list[j], list[i], len + 1) == 0) {
         fprintf(stderr, "kiln %s: %s names input '%.*s' twice (%s and %s)\n", cmd, opt,

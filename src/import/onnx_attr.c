@@ -119,9 +119,53 @@ static const char *kind_name(int t) {
   }
 }
 
+/* An attribute type's name as onnx.proto spells it. */
+static const char *type_name(int t) {
+  switch (t) {
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: return "FLOAT";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: return "INT";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: return "STRING";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: return "TENSOR";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS: return "FLOATS";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS: return "INTS";
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: return "STRINGS";
+  default: return kind_name(t) ? kind_name(t) : "?";
+  }
+}
+
+/* The first value field of ap that its type does not use (an INT attribute holding only
+ * f was read as i = 0, silently), or NULL. An unset field of the type itself is its
+ * default, as protobuf writes a zero. */
+static const char *stray_field(const Onnx__AttributeProto *ap, int type) {
+#define T(x) ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__##x
+  const struct {
+    bool set;
+    int type;
+    const char *name;
+  } fields[] = {
+      {ap->has_f, T(FLOAT), "a float (f)"}, {ap->has_i, T(INT), "an int (i)"},
+      {ap->has_s, T(STRING), "a string (s)"}, {ap->t != NULL, T(TENSOR), "a tensor (t)"},
+      {ap->g != NULL, T(GRAPH), "a graph (g)"},
+      {ap->sparse_tensor != NULL, T(SPARSE_TENSOR), "a sparse tensor"},
+      {ap->tp != NULL, T(TYPE_PROTO), "a type (tp)"}, {ap->n_floats > 0, T(FLOATS), "floats"},
+      {ap->n_ints > 0, T(INTS), "ints"}, {ap->n_strings > 0, T(STRINGS), "strings"},
+      {ap->n_tensors > 0, T(TENSORS), "tensors"}, {ap->n_graphs > 0, T(GRAPHS), "graphs"},
+      {ap->n_sparse_tensors > 0, T(SPARSE_TENSORS), "sparse tensors"},
+      {ap->n_type_protos > 0, T(TYPE_PROTOS), "types"},
+  };
+#undef T
+  for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
+    if (fields[k].set && fields[k].type != type) return fields[k].name;
+  return NULL;
+}
+
 static kiln_status convert_value(const Onnx__AttributeProto *ap, const kl_onnx_tensor_src *ts,
                                  kl_attr *a, kl_err *e) {
   int t = ap->has_type ? (int)ap->type : 0;
+  const char *stray = t ? stray_field(ap, t) : NULL;
+  if (stray)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "attribute '%s' is of type %s but holds %s",
+                   a->name, type_name(t), stray);
   switch (t) {
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT: a->f = ap->f; break;
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT: a->i = ap->i; break;

@@ -281,7 +281,7 @@ kiln_status kl_ts_finish(kl_ts_build *b, int node) {
     memset(&out[k], 0, sizeof out[k]);
     out[k].rank = -1;
   }
-  kl_infer_ctx ctx = {b->g, n, n->n_in, n->n_out, in, data, out, b->e};
+  kl_infer_ctx ctx = {b->g, n, n->n_in, n->n_out, in, data, out, b->e, false};
   kiln_status s = (kiln_status)kl_op_get(n->op)->infer(&ctx);
   if (s != KILN_OK) return s;
   for (int k = 0; k < n->n_out; k++) b->g->values[n->out[k]].type = out[k];
@@ -313,14 +313,6 @@ int kl_ts_const_scalar(kl_ts_build *b, kl_dtype dtype, double v) {
 }
 
 /* ---- tensors from storages ---- */
-
-static bool tensor_numel(const kl_pk_obj *t, int64_t *numel) {
-  int64_t n = 1;
-  for (int d = 0; d < t->rank; d++)
-    if (t->sizes[d] < 0 || kl_mul_overflow_i64(n, t->sizes[d], &n)) return false;
-  *numel = n;
-  return true;
-}
 
 /* The highest storage element the tensor touches, or -1 when it is empty. */
 static bool tensor_extent(const kl_pk_obj *t, int64_t numel, int64_t *last) {
@@ -435,10 +427,15 @@ static kiln_status read_tensor(kl_ts_build *b, const kl_pk_obj *t, const char *d
   const kl_pk_obj *st = t->storage;
   size_t size = kl_dtype_size(t->dtype), need = 0, have = 0;
   int64_t numel, last;
-  if (!tensor_numel(t, &numel) || kl_mul_overflow_size((size_t)numel, size, nbytes) ||
-      *nbytes > (uint64_t)b->max_bytes)
+  /* as every tensor of the IR: an empty one with huge other dims ([0, 2^62, 4]) too,
+   * or its strides would overflow (it reached the verifier as a kiln bug) */
+  if (!kl_dims_fit(t->rank, t->sizes, &numel))
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: tensor '%s' has a negative size or sizes too "
+                   "large (their product, an empty dim counted as 1, over 2^59)", b->ar.path,
+                   what);
+  if (kl_mul_overflow_size((size_t)numel, size, nbytes) || *nbytes > (uint64_t)b->max_bytes)
     return kl_fail(b->e, KILN_ERR_LIMIT, "%s: tensor '%s' is larger than the limit of %lld "
-                   "bytes, or has a negative size", b->ar.path, what, (long long)b->max_bytes);
+                   "bytes", b->ar.path, what, (long long)b->max_bytes);
   if (!tensor_extent(t, numel, &last) || t->i < 0 || last >= st->i)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s: tensor '%s' (offset %lld) reaches past "
                    "the %lld elements of its storage '%s'", b->ar.path, what,

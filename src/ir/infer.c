@@ -50,7 +50,7 @@ static kiln_status infer_node(kl_graph *g, int i, const kl_type **in, const void
     memset(&out[k], 0, sizeof out[k]);
     out[k].rank = -1;
   }
-  kl_infer_ctx ctx = {g, n, n->n_in, n->n_out, in, data, out, e};
+  kl_infer_ctx ctx = {g, n, n->n_in, n->n_out, in, data, out, e, false};
   kiln_status st = (kiln_status)kl_op_get(n->op)->infer(&ctx);
   /* an output whose dims are all known but multiply past int64 (each op's inference
    * need not check it) is refused here, for every op */

@@ -118,6 +118,8 @@ int kl_infer_affine_grid(kl_infer_ctx *c) {
 
 /* ---- NonMaxSuppression ---- */
 
+#define NMS_LOAD_MAX_PAIRS ((double)(1 << 24))
+
 typedef struct nms_candidate {
   double score;
   int64_t box;
@@ -270,6 +272,10 @@ int kl_infer_nms(kl_infer_ctx *c) {
   kl_nms p;
   int64_t selected;
   if (!nms_from_data(c, &p)) return KILN_OK;
+  /* the selection compares each candidate with every box kept before it: at load it is
+   * made only when that is quick (the run bounds it with max_work) */
+  double pairs = (double)p.batches * (double)p.classes * (double)p.count * (double)p.count;
+  if (!c->at_run && pairs > NMS_LOAD_MAX_PAIRS) return KILN_OK;
   st = kl_nms_select(&p, NULL, 0, &selected, c->e);
   y->dims[0] = kl_dim_of(selected);
   return st;

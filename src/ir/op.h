@@ -30,6 +30,10 @@ typedef struct kl_infer_ctx {
   const void *const *data;
   struct kl_type *out;
   struct kl_err *e;
+  /* a session's run: every output shape must come out concrete, whatever computing a
+   * data-dependent one costs (the session bounded the node's work first); false at
+   * load, where such an op leaves its shape unknown when it would take long */
+  bool at_run;
 } kl_infer_ctx;
 typedef int (*kl_infer_fn)(kl_infer_ctx *ctx); /* returns a kiln_status */
 

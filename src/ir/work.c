@@ -30,16 +30,28 @@ static double per_filter(const kl_tensor *w) {
   return w && w->rank > 0 && w->dims[0] > 0 ? numel_of(w) / (double)w->dims[0] : 1;
 }
 
-/* The taps of a pooling window over X (N, C, spatial...) that can land inside X. */
-static double pool_taps(const kl_node *n, const kl_tensor *x) {
+/* The taps of a pooling window over X that can land inside X, its spatial dims from
+ * axis `first` on (2 for N, C, spatial...; 1 for kiln's NHWC). */
+static double pool_taps(const kl_node *n, const kl_tensor *x, int first) {
   const int64_t *k;
   int count = kl_attr_ints(n, "kernel_shape", &k);
   double taps = 1;
   for (int i = 0; i < count; i++) {
-    double size = dim_of(x, 2 + i);
+    double size = dim_of(x, first + i);
     taps *= (double)k[i] < size ? (double)k[i] : size;
   }
   return taps;
+}
+
+/* The product of a 1-D int64 tensor's values (Col2Im's block_shape), each at least 1. */
+static double block_size(const kl_tensor *t) {
+  double p = 1;
+  if (t->dtype != KL_I64 || t->rank != 1) return 1;
+  for (int64_t i = 0; i < t->dims[0]; i++) {
+    int64_t v = ((const int64_t *)t->data)[i];
+    p *= v > 1 ? (double)v : 1;
+  }
+  return p;
 }
 
 /* The product of every letter's size: the loop nest of an Einsum. */
@@ -145,11 +157,41 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
     break;
   case KL_OP_KilnMaxPoolGrad:
   case KL_OP_KilnAveragePoolGrad:
-    w = numel_of(a) * pool_taps(n, b);
+    w = numel_of(a) * pool_taps(n, b, 2);
     break;
-  case KL_OP_ConvTranspose:
-  case KL_OP_KilnFusedConvTranspose:
+  case KL_OP_MaxPool: /* each output visits its window's taps */
+  case KL_OP_AveragePool:
+  case KL_OP_LpPool:
+    w = y * pool_taps(n, a, 2);
+    break;
+  case KL_OP_KilnNhwcMaxPool:
+  case KL_OP_KilnNhwcAveragePool:
+    w = y * pool_taps(n, a, 1);
+    break;
+  case KL_OP_ConvTranspose: /* the reference kernel gathers: each output visits every */
+  case KL_OP_KilnFusedConvTranspose: /* tap of its group's input channels */
     w = numel_of(a) * per_filter(b);
+    if (b && b->rank > 1 && b->dims[1] > 0) {
+      double group = (double)kl_attr_int(n, "group", 1);
+      double gather = y * numel_of(b) / ((double)b->dims[1] * (group > 0 ? group : 1));
+      if (gather > w) w = gather;
+    }
+    break;
+  case KL_OP_Col2Im: /* each pixel visits every position of the block (input 2) */
+    w = y * (n_in > 2 && in[2] && in[2]->data ? block_size(in[2]) : 1);
+    break;
+  case KL_OP_RNN: /* each step of each sequence: X's row through W, the state through R */
+  case KL_OP_GRU:
+  case KL_OP_LSTM:
+    if (a && dim_of(a, -1) > 0)
+      w = numel_of(a) / dim_of(a, -1) * (numel_of(b) + (n_in > 2 ? numel_of(in[2]) : 0));
+    break;
+  case KL_OP_Det: /* an elimination of each [n, n] matrix */
+    w = numel_of(a) * dim_of(a, -1);
+    break;
+  case KL_OP_TopK: /* the kept list, k long, is shifted for each element of the row */
+    if (n_out > 0 && out[0] && out[0]->rank > 0)
+      w = numel_of(a) * dim_of(out[0], (int)kl_attr_int(n, "axis", -1));
     break;
   case KL_OP_Einsum:
     w = einsum_work(n, n_in, in);
@@ -164,8 +206,9 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
     int64_t ratio = kl_attr_int(n, "sampling_ratio", 0);
     double sh = (double)ratio, sw = (double)ratio;
     if (ratio <= 0) { /* adaptive: at most the image over the output, rounded up */
-      sh = dim_of(a, 2) / dim_of(out[0], 2) + 1;
-      sw = dim_of(a, 3) / dim_of(out[0], 3) + 1;
+      const kl_tensor *o = n_out > 0 ? out[0] : NULL;
+      sh = dim_of(a, 2) / dim_of(o, 2) + 1;
+      sw = dim_of(a, 3) / dim_of(o, 3) + 1;
     }
     w = y * sh * sw * 4;
     break;

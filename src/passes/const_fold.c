@@ -82,7 +82,7 @@ static bool plan_outputs(kl_graph *g, const kl_node *n, fold_io *io, int64_t lim
     memset(&io->tout[k], 0, sizeof io->tout[k]);
     io->tout[k].rank = -1;
   }
-  kl_infer_ctx ic = {g, n, n->n_in, n->n_out, io->tin, io->din, io->tout, e};
+  kl_infer_ctx ic = {g, n, n->n_in, n->n_out, io->tin, io->din, io->tout, e, false};
   if (kl_op_get(n->op)->infer(&ic) != KILN_OK) return false;
   for (int k = 0; k < n->n_out; k++) {
     int64_t numel;

@@ -46,13 +46,17 @@ static kiln_status import_graph(kiln_model *m, const char *path, const void *dat
   kl_import_opts io = {.max_tensor_bytes = m->opts.max_tensor_bytes,
                        .input_types = m->opts.input_types};
   kl_err *e = &m->err;
-  if (path) {
-    size_t n = strlen(path);
-    if (n > 3 && strcmp(path + n - 3, ".pt") == 0)
-      return kl_torchscript_load_file(path, &io, &m->g, e);
-    return kl_onnx_load_file(path, &io, &m->g, e);
-  }
-  if (is_zip(data, size)) return kl_torchscript_load_memory(data, size, &io, &m->g, e);
+  size_t n = path ? strlen(path) : 0;
+  bool pt = path ? n > 3 && strcmp(path + n - 3, ".pt") == 0 : is_zip(data, size);
+  /* an ONNX model declares its inputs: the option was silently ignored */
+  if (!pt && io.input_types && *io.input_types)
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "%s: option input_types (--input-types) is "
+                   "for TorchScript files; an ONNX model declares its inputs' types",
+                   path ? path : "the model");
+  if (path)
+    return pt ? kl_torchscript_load_file(path, &io, &m->g, e)
+              : kl_onnx_load_file(path, &io, &m->g, e);
+  if (pt) return kl_torchscript_load_memory(data, size, &io, &m->g, e);
   return kl_onnx_load_memory(data, size, NULL, &io, &m->g, e);
 }
 

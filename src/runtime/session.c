@@ -766,6 +766,20 @@ static void release_after(kiln_session *s, int i) {
   }
 }
 
+/* A node asking for more work than max_work allows (its estimate from the shapes it has
+ * now: its inputs' alone when n_out is 0) is refused before it starts: a file of a few
+ * hundred bytes could ask for 10^18 steps. */
+static kiln_status check_work(kiln_session *s, const kl_node *n, int n_out) {
+  if (s->opts.max_work <= 0) return KILN_OK;
+  double work = kl_node_work(n, n->n_in, s->kin, n_out,
+                             n_out ? (const kl_tensor *const *)s->kout : NULL);
+  if (work > (double)s->opts.max_work)
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
+                   "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
+                   work, (long long)s->opts.max_work);
+  return KILN_OK;
+}
+
 static kiln_status run_node(kiln_session *s, int i) {
   kl_graph *g = s->model->g;
   const kl_node *n = &g->nodes[i];
@@ -783,8 +797,12 @@ static kiln_status run_node(kiln_session *s, int i) {
     memset(&s->tout[k], 0, sizeof s->tout[k]);
     s->tout[k].rank = -1;
   }
-  kl_infer_ctx ic = {g, n, n->n_in, n->n_out, s->tin, s->tdata, s->tout, &s->err};
-  kiln_status st = (kiln_status)kl_op_get(n->op)->infer(&ic);
+  /* first from the inputs alone: inference itself may be the work (NonMaxSuppression's
+   * output size is its selection, made from the boxes) */
+  kiln_status st = check_work(s, n, 0);
+  if (st != KILN_OK) return st;
+  kl_infer_ctx ic = {g, n, n->n_in, n->n_out, s->tin, s->tdata, s->tout, &s->err, true};
+  st = (kiln_status)kl_op_get(n->op)->infer(&ic);
   bool view = false;
   for (int k = 0; st == KILN_OK && k < n->n_out; k++) {
     st = prepare_output(s, i, k, &view);
@@ -799,16 +817,8 @@ static kiln_status run_node(kiln_session *s, int i) {
   bool empty = n->n_out > 0;
   for (int k = 0; k < n->n_out && empty; k++) empty = kl_tensor_numel(s->kout[k]) == 0;
   if (empty) return s->dev ? copy_outputs(s, i) : KILN_OK;
-  /* a node asking for more work than max_work allows (its estimate from the shapes it
-   * has now) is refused before it starts: a file of a few hundred bytes could ask for
-   * 10^18 steps */
-  if (s->opts.max_work > 0) {
-    double work = kl_node_work(n, n->n_in, s->kin, n->n_out, (const kl_tensor *const *)s->kout);
-    if (work > (double)s->opts.max_work)
-      return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
-                     "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
-                     work, (long long)s->opts.max_work);
-  }
+  st = check_work(s, n, n->n_out);
+  if (st != KILN_OK) return st;
   kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads, NULL};
   kl_backend *b = on_dev ? s->dev : s->cpu;
   st = b->iface->execute(b, i, &kc);

@@ -539,6 +539,68 @@ def runtime_cases():
     shape = numpy_helper.from_array(np.array([12288, 12288], np.int64), "shape")
     case("square_12288.onnx", model_bytes(sq, [], [vi("y", [12288, 12288])], [shape], check=True),
          "node 'sq' (MatMul): about 1.86e+12 steps", "the square of a generated 12288^2 matrix")
+    # ops whose loops multiply attributes or shapes and that the estimate left at their
+    # elements (so max_work let them through): a pooling window as large as the image,
+    # TopK keeping half of 2e6 elements (its list shifted for each), Col2Im gathering a
+    # block of 1100^2 for each pixel, NonMaxSuppression of 600,000 boxes (its selection,
+    # made by shape inference before the bound was checked)
+    def generated(shape, name="x"):
+        return (helper.make_node("ConstantOfShape", [name + "_shape"], [name],
+                                 value=numpy_helper.from_array(np.array([1.0], np.float32))),
+                numpy_helper.from_array(np.array(shape, np.int64), name + "_shape"))
+
+    gen, gen_shape = generated([1, 1, 1000, 1000])
+    for op in ("MaxPool", "LpPool"):
+        pool = helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=[1000, 1000],
+                                pads=[999] * 4)
+        case(f"{op.lower()}_window_4e12.onnx",
+             model_bytes([gen, pool], [], [vi("y", [1, 1, 1999, 1999])], [gen_shape], check=True),
+             f"node 'pool' ({op}): about 4e+12 steps", f"{op} of a 1000^2 window over 1999^2 outputs")
+    gen, gen_shape = generated([1, 1000, 1000, 1])
+    pool = helper.make_node("NhwcMaxPool", ["x"], ["y"], name="pool", domain="kiln",
+                            kernel_shape=[1000, 1000], pads=[999] * 4)
+    case("nhwc_maxpool_window_4e12.onnx",
+         model_bytes([gen, pool], [], [vi("y", [1, 1999, 1999, 1])], [gen_shape], domains=["kiln"]),
+         "node 'pool' (NhwcMaxPool): about 4e+12 steps", "kiln.NhwcMaxPool of a 1000^2 window")
+    topk = [helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
+            helper.make_node("TopK", ["r", "k"], ["v", "i"], name="topk")]
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n)
+              for n, v in (("start", 0), ("limit", 2e6), ("delta", 1))]
+    consts.append(numpy_helper.from_array(np.array([1000000], np.int64), "k"))
+    case("topk_2e12.onnx",
+         model_bytes(topk, [], [vi("v", [1000000]), vi("i", [1000000], TensorProto.INT64)],
+                     consts, check=True),
+         "node 'topk' (TopK): about 2e+12 steps", "TopK of the 10^6 largest of 2*10^6 elements")
+    gen, gen_shape = generated([1, 1100 * 1100, 1])
+    col = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], name="col")
+    sizes = [numpy_helper.from_array(np.array([1100, 1100], np.int64), n) for n in ("image", "block")]
+    case("col2im_block_1e12.onnx",
+         model_bytes([gen, col], [], [vi("y", [1, 1, 1100, 1100])], [gen_shape] + sizes, opset=18, check=True),
+         "node 'col' (Col2Im): about 1.46e+12 steps", "Col2Im of one 1100^2 block over a 1100^2 image")
+    boxes, boxes_shape = generated([1, 600000, 4], "boxes")
+    scores, scores_shape = generated([1, 1, 600000], "scores")
+    nms = helper.make_node("NonMaxSuppression", ["boxes", "scores", "max"], ["y"], name="nms")
+    most = numpy_helper.from_array(np.array([600000], np.int64), "max")
+    case("nms_600000_boxes.onnx",
+         model_bytes([boxes, scores, nms], [], [vi("y", [None, 3], TensorProto.INT64)],
+                     [boxes_shape, scores_shape, most], check=True),
+         "node 'nms' (NonMaxSuppression): about 1.44e+12 steps",
+         "NonMaxSuppression of 600,000 boxes that never suppress each other")
+    # an LSTM of 10^6 steps with hidden size 1024: 4.2e12 steps from generated weights
+    x, x_shape = generated([1000000, 1, 1])
+    w, w_shape = generated([1, 4096, 1], "w")
+    r, r_shape = generated([1, 4096, 1024], "r")
+    lstm = helper.make_node("LSTM", ["x", "w", "r"], ["", "h", ""], name="lstm", hidden_size=1024)
+    case("lstm_1e6_steps.onnx",
+         model_bytes([x, w, r, lstm], [], [vi("h", [1, 1, 1024])], [x_shape, w_shape, r_shape],
+                     check=True),
+         "node 'lstm' (LSTM): about 4.2e+12 steps", "an LSTM of 10^6 steps of hidden size 1024")
+    # an INT attribute holding only a float (f) was read as 0: Softmax over axis 0
+    sm = helper.make_node("Softmax", ["x"], ["y"], name="sm")
+    sm.attribute.append(onnx.AttributeProto(name="axis", type=onnx.AttributeProto.INT, f=1.0))
+    case("softmax_axis_in_f.onnx", model_bytes([sm], [vi("x", [2, 3])], [vi("y", [2, 3])]),
+         "node 'sm' (Softmax): attribute 'axis' is of type INT but holds a float (f)",
+         "Softmax whose INT axis holds only a float value (it silently became 0)")
     good = npy(np.ones((2, 3), np.float32))
     write("relu_truncated.npy", good[:-5])
     case("valid_relu.onnx", None, "relu_truncated.npy", "a .npy file cut short",
@@ -634,6 +696,24 @@ def torchscript_cases():
         warnings.simplefilter("ignore")
         twins = zip_bytes([("m/version", b"3\n"), ("m/byteorder", b"little"),
                            ("m/byteorder", b"big"), ("m/data.pkl", b"\x80\x02}q\x00.")])
+    # a buffer [0, 2^62, 4] (0 elements, strides past int64), as torch.jit.save writes
+    # zeros(1).as_strided([0, 2**62, 4], [1, 0, 0]): it reached the verifier, which
+    # reported a kiln bug (KILN_ERR_INTERNAL)
+    pkl = (b"\x80\x02c__torch__.M\nM\nq\x00)\x81}(X\x01\x00\x00\x00bq\x01ctorch._utils\n"
+           b"_rebuild_tensor_v2\nq\x02((X\x07\x00\x00\x00storageq\x03ctorch\nFloatStorage\n"
+           b"q\x04X\x01\x00\x00\x000q\x05X\x03\x00\x00\x00cpuq\x06K\x01tQq\x07K\x00(K\x00"
+           b"\x8a\x08\x00\x00\x00\x00\x00\x00\x00@K\x04t(K\x01K\x00K\x00t\x89ccollections\n"
+           b"OrderedDict\nq\x08)RtRq\tX\x08\x00\x00\x00trainingq\n\x88ubq\x0c.")
+    code = (b"class M(Module):\n  __parameters__ = []\n  __buffers__ = [\"b\", ]\n"
+            b"  b : Tensor\n  training : bool\n"
+            b"  def forward(self: __torch__.M,\n    x: Tensor) -> Tensor:\n"
+            b"    b = self.b\n    return torch.add(x, torch.sum(b))\n")
+    case("ts_empty_huge_buffer.pt",
+         zip_bytes([("m/version", b"3\n"), ("m/byteorder", b"little"), ("m/data.pkl", pkl),
+                    ("m/code/__torch__/M.py", code), ("m/constants.pkl", b"\x80\x02)."),
+                    ("m/data/0", bytes(4))]),
+         "tensor 'b' has a negative size or sizes too large",
+         "a TorchScript buffer [0, 2^62, 4] (it reached the verifier as a kiln bug)")
     case("zip_two_byteorders.pt", twins, "the archive has two entries named 'm/byteorder'",
          "a TorchScript archive with two byteorder entries (the first silently won)")
 

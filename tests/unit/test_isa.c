@@ -180,7 +180,7 @@ static void alloc_outputs(tcase *t, kl_tensor *out, void **mem) {
     memset(&res[k], 0, sizeof res[k]);
     res[k].rank = -1;
   }
-  kl_infer_ctx ic = {t->g, tc_node(t), t->n_in, t->n_out, tp, data, res, &t->e};
+  kl_infer_ctx ic = {t->g, tc_node(t), t->n_in, t->n_out, tp, data, res, &t->e, false};
   if (kl_op_get(tc_node(t)->op)->infer(&ic) != KILN_OK)
     fail_msg("%s: infer failed: %s", t->name, t->e.msg);
   for (int k = 0; k < t->n_out; k++) {

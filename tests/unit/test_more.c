@@ -135,7 +135,7 @@ static kiln_status run(fixture *f) {
   }
   kl_err_clear(&f->e);
   const kl_node *n = &f->g->nodes[f->node];
-  kl_infer_ctx ctx = {f->g, n, f->n_in, f->n_out, tp, f->data, f->out, &f->e};
+  kl_infer_ctx ctx = {f->g, n, f->n_in, f->n_out, tp, f->data, f->out, &f->e, false};
   return (kiln_status)kl_op_get(n->op)->infer(&ctx);
 }
 

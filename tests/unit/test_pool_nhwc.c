@@ -113,7 +113,7 @@ static void check_case(const pool_case *pc) {
   kl_type_set_shape(&ti, pc->rank, pc->x);
   const kl_type *tin[1] = {&ti};
   const void *tdata[1] = {NULL};
-  kl_infer_ctx ic = {g, node, 1, 1, tin, tdata, &to, &e};
+  kl_infer_ctx ic = {g, node, 1, 1, tin, tdata, &to, &e, false};
   assert_int_equal(kl_op_get(pc->op)->infer(&ic), KILN_OK);
   kl_tensor want = {.dtype = KL_F32, .rank = to.rank}, got = want;
   for (int d = 0; d < to.rank; d++) want.dims[d] = got.dims[d] = to.dims[d].size;

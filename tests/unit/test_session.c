@@ -210,7 +210,7 @@ static void interpret(const kiln_model *m, const tensors *in, tensors *out) {
     }
     for (int k = 0; k < n->n_out; k++) tout[k] = (kl_type){.rank = -1};
     kl_err e = {0};
-    kl_infer_ctx ic = {g, n, n->n_in, n->n_out, tin, tdata, tout, &e};
+    kl_infer_ctx ic = {g, n, n->n_in, n->n_out, tin, tdata, tout, &e, false};
     if (kl_op_get(n->op)->infer(&ic) != KILN_OK) fail_msg("infer: %s", e.msg);
     for (int k = 0; k < n->n_out; k++) {
       int v = n->out[k];

@@ -132,7 +132,7 @@ static kiln_status scores_alloc(const kl_kernel_ctx *c, kl_tensor *s) {
   type_of(c->in[1], &tk);
   const kl_type *in[2] = {&tq, &tk};
   const void *data[2] = {c->in[0]->data, c->in[1]->data};
-  kl_infer_ctx ic = {NULL, c->node, 2, 1, in, data, &out, c->e};
+  kl_infer_ctx ic = {NULL, c->node, 2, 1, in, data, &out, c->e, true};
   kiln_status st = (kiln_status)kl_op_get(KL_OP_MatMul)->infer(&ic);
   if (st != KILN_OK) return st;
   int64_t numel;
