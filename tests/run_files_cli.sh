@@ -212,6 +212,14 @@ for o in -O0 -O2; do
   [ $rc -eq 0 ] || fail "STFT of 14,337 frames of 2,048 $o: rc $rc (124: timed out): $err"
 done
 
+# a torch 1.x trace (no traced_inputs.pkl) whose ops need its input's rank: the message
+# says how to declare it (it once said "dim 1 is out of range for rank -1")
+for m in views strided; do
+  run_kiln run tests/models/ts/t113/$m/model.pt
+  [ $rc -eq 1 ] && grep -q 'needs the rank of its input.*input-types' <<<"$err" ||
+    fail "torch 1.x $m without input types: rc $rc: $err"
+done
+
 # more threads than the process can start (here under a 3 GB address-space limit,
 # 4096 thread stacks need more): kiln's error at session creation, where OpenMP once
 # ended the process with its own message. AddressSanitizer reserves more address space

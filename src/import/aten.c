@@ -182,13 +182,16 @@ static const kl_type *type_of(call *c, int id) { return kl_ts_type(c->b, id); }
 static int rank_of(call *c, int id) { return type_of(c, id)->rank; }
 static kl_dtype dtype_of(call *c, int id) { return type_of(c, id)->dtype; }
 
-static kiln_status need_rank(call *c, int id, int *rank) {
-  *rank = rank_of(c, id);
-  if (*rank >= 0) return KILN_OK;
+static kiln_status rank_unknown(call *c) {
   return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "needs the rank of its input, which is not known "
                  "(an archive without traced_inputs.pkl, as torch 1.x writes: declare the "
                  "inputs with the option input_types, kiln --input-types, or save the "
                  "trace with torch 2.x)");
+}
+
+static kiln_status need_rank(call *c, int id, int *rank) {
+  *rank = rank_of(c, id);
+  return *rank >= 0 ? KILN_OK : rank_unknown(c);
 }
 
 /* Begin a node with one output; set attributes, then end_node. */
@@ -365,6 +368,7 @@ static kiln_status reshape_to(call *c, int x, const dimlist *d, int *y) {
 
 static kiln_status norm_axis(call *c, int64_t axis, int rank, int *out) {
   *out = 0;
+  if (rank < 0) return rank_unknown(c);
   if (axis < -rank || axis >= rank)
     return kl_fail(c->e, KILN_ERR_SHAPE, "dim %lld is out of range for rank %d",
                    (long long)axis, rank);
