@@ -102,10 +102,8 @@ static double fft_work(int64_t len, double bins) {
   return s;
 }
 
-static double dft_work(const kl_node *n, int n_in, const kl_tensor *const *in,
-                       const kl_tensor *y) {
+static double dft_work(int n_in, const kl_tensor *const *in, const kl_tensor *y) {
   if (!y || y->rank < 2 || n_in < 1 || !in[0]) return 0;
-  (void)n;
   /* the axis is input 2 (default -2; importing opset 17 moves its attribute there) */
   int64_t axis = n_in > 2 && in[2] && in[2]->data ? scalar_of(in[2]) : -2;
   double along = dim_of(y, (int)axis), lines = numel_of(y) / (along * dim_of(y, -1));
@@ -114,9 +112,7 @@ static double dft_work(const kl_node *n, int n_in, const kl_tensor *const *in,
   return lines * fft_work(len, along > in_len ? along : in_len);
 }
 
-static double stft_work(const kl_node *n, int n_in, const kl_tensor *const *in,
-                        const kl_tensor *y) {
-  (void)n;
+static double stft_work(int n_in, const kl_tensor *const *in, const kl_tensor *y) {
   if (!y || y->rank != 4) return 0;
   int64_t frame = n_in > 2 && in[2] && in[2]->rank == 1 ? in[2]->dims[0]
                   : n_in > 3 ? scalar_of(in[3]) : -1;
@@ -197,10 +193,10 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
     w = einsum_work(n, n_in, in);
     break;
   case KL_OP_DFT: /* a transform of each line (base/fft.h) */
-    w = dft_work(n, n_in, in, n_out > 0 ? out[0] : NULL);
+    w = dft_work(n_in, in, n_out > 0 ? out[0] : NULL);
     break;
   case KL_OP_STFT: /* a transform of each frame ([B, frames, bins, 2]) */
-    w = stft_work(n, n_in, in, n_out > 0 ? out[0] : NULL);
+    w = stft_work(n_in, in, n_out > 0 ? out[0] : NULL);
     break;
   case KL_OP_RoiAlign: { /* each output the mean of its samples */
     int64_t ratio = kl_attr_int(n, "sampling_ratio", 0);

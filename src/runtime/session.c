@@ -797,8 +797,10 @@ static kiln_status run_node(kiln_session *s, int i) {
     memset(&s->tout[k], 0, sizeof s->tout[k]);
     s->tout[k].rank = -1;
   }
-  /* first from the inputs alone: inference itself may be the work (NonMaxSuppression's
-   * output size is its selection, made from the boxes) */
+  /* first from the inputs alone, for every node: inference itself may be the work
+   * (NonMaxSuppression's output size is its selection, made from the boxes), and no
+   * output is allocated for work that will be refused (an LSTM of 10^6 steps asks for
+   * gigabytes); then again with the outputs, which most estimates count */
   kiln_status st = check_work(s, n, 0);
   if (st != KILN_OK) return st;
   kl_infer_ctx ic = {g, n, n->n_in, n->n_out, s->tin, s->tdata, s->tout, &s->err, true};

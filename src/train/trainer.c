@@ -178,31 +178,24 @@ static const char *state_name(const kiln_trainer *t, int k) {
 
 /* ---- building the step graph ---- */
 
-static bool in_list(const char *list, const char *name) {
-  if (!list) return false;
-  size_t n = strlen(name);
-  for (const char *p = list; *p;) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len == n && strncmp(p, name, n) == 0) return true;
-    if (!end) break;
-    p = end + 1;
-  }
-  return false;
+/* The next item of a comma-separated list, copied into buf (NUL-terminated; names are
+ * at most 4096 bytes, longer items are cut): false past the end. *p walks the list. */
+#define LIST_ITEM_MAX 4097
+static bool next_item(const char **p, char buf[LIST_ITEM_MAX]) {
+  if (!*p || !**p) return false;
+  const char *end = strchr(*p, ',');
+  size_t len = end ? (size_t)(end - *p) : strlen(*p);
+  snprintf(buf, LIST_ITEM_MAX, "%.*s", (int)(len < LIST_ITEM_MAX - 1 ? len : LIST_ITEM_MAX - 1),
+           *p);
+  *p = end ? end + 1 : *p + len;
+  return true;
 }
 
-/* Item k of a comma-separated list into buf (cut to its size); false past the end. */
-static bool list_item(const char *list, int k, char *buf, size_t size) {
-  const char *p = list;
-  for (int i = 0; p && i < k; i++) {
-    p = strchr(p, ',');
-    if (p) p++;
-  }
-  if (!p) return false;
-  const char *end = strchr(p, ',');
-  size_t len = end ? (size_t)(end - p) : strlen(p);
-  snprintf(buf, size, "%.*s", (int)(len < size - 1 ? len : size - 1), p);
-  return true;
+static bool in_list(const char *list, const char *name) {
+  char item[LIST_ITEM_MAX];
+  for (const char *p = list; next_item(&p, item);)
+    if (strcmp(item, name) == 0) return true;
+  return false;
 }
 
 /* Whether weight `name` of rank `rank` is in option no_decay's group: "auto" takes every
@@ -211,8 +204,8 @@ static bool no_decay_of(const kiln_trainer *t, const char *name, int rank) {
   const char *list = t->opts.no_decay;
   if (!list || !*list) return false;
   if (strcmp(list, "auto") == 0) return rank <= 1;
-  char pat[512];
-  for (int k = 0; list_item(list, k, pat, sizeof pat); k++)
+  char pat[LIST_ITEM_MAX];
+  for (const char *p = list; next_item(&p, pat);)
     if (*pat && fnmatch(pat, name, 0) == 0) return true;
   return false;
 }
@@ -221,8 +214,8 @@ static bool no_decay_of(const kiln_trainer *t, const char *name, int rank) {
 static kiln_status check_no_decay(const kiln_trainer *t, kl_err *e) {
   const char *list = t->opts.no_decay;
   if (!list || !*list || strcmp(list, "auto") == 0) return KILN_OK;
-  char pat[512];
-  for (int k = 0; list_item(list, k, pat, sizeof pat); k++) {
+  char pat[LIST_ITEM_MAX];
+  for (const char *p = list; next_item(&p, pat);) {
     bool hit = false;
     for (int i = 0; i < t->n_params && !hit; i++) hit = fnmatch(pat, t->params[i].name, 0) == 0;
     if (*pat && !hit)
@@ -711,15 +704,11 @@ static kiln_status build_step(kiln_trainer *t) {
   for (int v = 0; st == KILN_OK && v < nv; v++) trainable[v] = may_train(t, g, v, stat);
   free(stat);
   /* a frozen name that is no weight is a typo worth saying */
-  for (const char *p = t->opts.frozen; st == KILN_OK && p && *p;) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    char name[512];
-    snprintf(name, sizeof name, "%.*s", (int)(len < 511 ? len : 511), p);
+  char name[LIST_ITEM_MAX];
+  for (const char *p = t->opts.frozen; st == KILN_OK && next_item(&p, name);) {
     int v = kl_graph_find_value(g, name);
-    if (len && (v < 0 || g->values[v].kind != KL_VALUE_CONST))
+    if (*name && (v < 0 || g->values[v].kind != KL_VALUE_CONST))
       st = kl_fail(e, KILN_ERR_NOT_FOUND, "option frozen: the model has no weight '%s'", name);
-    p = end ? end + 1 : p + len;
   }
   g->n_outputs = 0;
   if (st == KILN_OK) st = kl_graph_add_output(g, loss, e);
