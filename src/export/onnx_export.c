@@ -54,6 +54,16 @@ static void *new_msg(pool *p, size_t size, const void *init) {
   return m;
 }
 
+/* A graph being written, and the name each of its values has in the file: a body's
+ * captures take the names of the enclosing graph's values they are, and every other
+ * value of a body a name no graph of the file uses yet (ONNX names values once in the
+ * whole model, bodies included). */
+typedef struct scope {
+  const kl_graph *g;
+  const char **names; /* per value */
+  kl_strmap *taken;   /* every name given so far, in any graph of the file */
+} scope;
+
 /* ---- tensors, types, attributes ---- */
 
 static Onnx__TensorProto *tensor_proto(pool *p, const char *name, kl_dtype dtype, int rank,
@@ -106,10 +116,11 @@ static Onnx__TypeProto *type_proto(pool *p, const kl_graph *g, const kl_type *ty
   return tp;
 }
 
-static Onnx__ValueInfoProto *value_info(pool *p, const kl_graph *g, int v) {
+static Onnx__ValueInfoProto *value_info(pool *p, const scope *sc, int v) {
+  const kl_graph *g = sc->g;
   Onnx__ValueInfoProto *vi = NEW(p, Onnx__ValueInfoProto, ONNX__VALUE_INFO_PROTO__INIT);
   if (!vi) return NULL;
-  vi->name = g->values[v].name;
+  vi->name = (char *)sc->names[v];
   if (g->values[v].type.dtype != KL_UNDEFINED) vi->type = type_proto(p, g, &g->values[v].type);
   return vi;
 }
@@ -153,11 +164,45 @@ static Onnx__AttributeProto *attr_proto(pool *p, const kl_attr *a, kl_err *e) {
 
 /* ---- nodes and the graph ---- */
 
-static const char *value_name(const kl_graph *g, int v) { return v >= 0 ? g->values[v].name : ""; }
+static const char *value_name(const scope *sc, int v) { return v >= 0 ? sc->names[v] : ""; }
 
-static Onnx__NodeProto *node_proto(pool *p, const kl_graph *g, const kl_node *n, kl_err *e) {
+static Onnx__GraphProto *graph_proto(pool *p, const scope *sc, kl_err *e);
+
+/* Body b of node n (of scope up) as a graph of the file. */
+static Onnx__GraphProto *body_proto(pool *p, const scope *up, const kl_node *n,
+                                    const kl_graph *b, kl_err *e) {
+  scope sc = {b, pool_alloc(p, (size_t)b->n_values, sizeof(char *)), up->taken};
+  if (!sc.names) return NULL;
+  int first_cap = b->n_inputs - b->n_outer, formal = n->n_in - b->n_outer;
+  for (int k = first_cap; k < b->n_inputs; k++)
+    sc.names[b->inputs[k]] = value_name(up, n->in[formal + k - first_cap]);
+  for (int v = 0; v < b->n_values; v++) {
+    if (sc.names[v]) continue;
+    const char *name = b->values[v].name;
+    if (kl_strmap_get(sc.taken, name) >= 0) {
+      size_t len = strlen(name) + 24;
+      char *fresh = pool_alloc(p, len, 1);
+      if (!fresh) return NULL;
+      for (int i = 1;; i++) {
+        snprintf(fresh, len, "%s_%d", b->values[v].name, i);
+        if (kl_strmap_get(sc.taken, fresh) < 0 && kl_graph_find_value(b, fresh) < 0) break;
+      }
+      name = fresh;
+    }
+    if (!kl_strmap_put(sc.taken, name, v)) return p->failed = true, NULL;
+    sc.names[v] = name;
+  }
+  Onnx__GraphProto *gp = graph_proto(p, &sc, e);
+  if (gp) gp->name = "body";
+  return gp;
+}
+
+static Onnx__NodeProto *node_proto(pool *p, const scope *sc, const kl_node *n, kl_err *e) {
+  const kl_graph *g = sc->g;
   Onnx__NodeProto *np = NEW(p, Onnx__NodeProto, ONNX__NODE_PROTO__INIT);
-  char **in = pool_alloc(p, (size_t)n->n_in, sizeof(char *));
+  /* a control node's captures are implicit in the file: its bodies name them */
+  int n_in = kl_op_is_control(n->op) ? kl_control_formal_inputs(n) : n->n_in;
+  char **in = pool_alloc(p, (size_t)n_in, sizeof(char *));
   /* ONNX wants a training-mode BatchNormalization's three outputs listed (the running
    * statistics may be absent: empty names) */
   int n_out = n->op == KL_OP_BatchNormalization && kl_attr_int(n, "training_mode", 0) == 1 &&
@@ -171,25 +216,35 @@ static Onnx__NodeProto *node_proto(pool *p, const kl_graph *g, const kl_node *n,
   np->name = n->name;
   np->op_type = (char *)info->name;
   np->domain = (char *)info->domain;
-  for (int k = 0; k < n->n_in; k++) in[k] = (char *)value_name(g, n->in[k]);
+  for (int k = 0; k < n_in; k++) in[k] = (char *)value_name(sc, n->in[k]);
   for (int k = 0; k < n_out; k++) {
-    out[k] = (char *)(k < n->n_out ? value_name(g, n->out[k]) : "");
+    out[k] = (char *)(k < n->n_out ? value_name(sc, n->out[k]) : "");
     if (*out[k] || k == 0) continue;
     /* a name of its own, which no value of the graph has (onnxruntime 1.32 crashes
      * running a training-mode BatchNormalization whose running outputs are absent) */
-    const char *y = value_name(g, n->out[0]);
+    const char *y = value_name(sc, n->out[0]);
     size_t len = strlen(y) + 32;
     char *name = pool_alloc(p, len, 1);
     if (!name) return NULL;
     for (int i = 0;; i++) {
       snprintf(name, len, "%s_running_%s%s%.0d", y, k == 1 ? "mean" : "var", i ? "_" : "", i);
-      if (kl_graph_find_value(g, name) < 0) break;
+      if (kl_graph_find_value(g, name) < 0 && kl_strmap_get(sc->taken, name) < 0) break;
     }
     out[k] = name;
   }
-  for (int k = 0; k < n->n_attrs; k++)
-    if (!(attrs[k] = attr_proto(p, &n->attrs[k], e))) return NULL;
-  np->n_input = (size_t)n->n_in;
+  for (int k = 0; k < n->n_attrs; k++) {
+    const kl_attr *a = &n->attrs[k];
+    if (a->kind == KL_ATTR_GRAPH && a->g) {
+      if (!(attrs[k] = NEW(p, Onnx__AttributeProto, ONNX__ATTRIBUTE_PROTO__INIT))) return NULL;
+      attrs[k]->name = a->name;
+      attrs[k]->has_type = 1;
+      attrs[k]->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+      if (!(attrs[k]->g = body_proto(p, sc, n, a->g, e))) return NULL;
+    } else if (!(attrs[k] = attr_proto(p, a, e))) {
+      return NULL;
+    }
+  }
+  np->n_input = (size_t)n_in;
   np->input = in;
   np->n_output = (size_t)n_out;
   np->output = out;
@@ -198,7 +253,8 @@ static Onnx__NodeProto *node_proto(pool *p, const kl_graph *g, const kl_node *n,
   return np;
 }
 
-static bool add_initializers(pool *p, const kl_graph *g, Onnx__GraphProto *gp) {
+static bool add_initializers(pool *p, const scope *sc, Onnx__GraphProto *gp) {
+  const kl_graph *g = sc->g;
   gp->initializer = pool_alloc(p, (size_t)g->n_values, sizeof *gp->initializer);
   if (!gp->initializer) return false;
   for (int v = 0; v < g->n_values; v++) {
@@ -206,7 +262,7 @@ static bool add_initializers(pool *p, const kl_graph *g, Onnx__GraphProto *gp) {
     if (val->kind != KL_VALUE_CONST) continue;
     int64_t dims[KL_MAX_RANK];
     for (int i = 0; i < val->type.rank; i++) dims[i] = val->type.dims[i].size;
-    Onnx__TensorProto *t = tensor_proto(p, val->name, val->type.dtype, val->type.rank, dims,
+    Onnx__TensorProto *t = tensor_proto(p, sc->names[v], val->type.dtype, val->type.rank, dims,
                                         val->data, val->nbytes);
     if (!t) return false;
     gp->initializer[gp->n_initializer++] = t;
@@ -215,22 +271,23 @@ static bool add_initializers(pool *p, const kl_graph *g, Onnx__GraphProto *gp) {
 }
 
 /* Inputs, outputs, and the types of the intermediate values that have one. */
-static bool add_value_infos(pool *p, const kl_graph *g, Onnx__GraphProto *gp) {
+static bool add_value_infos(pool *p, const scope *sc, Onnx__GraphProto *gp) {
+  const kl_graph *g = sc->g;
   gp->input = pool_alloc(p, (size_t)g->n_inputs, sizeof *gp->input);
   gp->output = pool_alloc(p, (size_t)g->n_outputs, sizeof *gp->output);
   gp->value_info = pool_alloc(p, (size_t)g->n_values, sizeof *gp->value_info);
   if (!gp->input || !gp->output || !gp->value_info) return false;
-  for (int i = 0; i < g->n_inputs; i++)
-    if (!(gp->input[gp->n_input++] = value_info(p, g, g->inputs[i]))) return false;
+  for (int i = 0; i < g->n_inputs - g->n_outer; i++) /* a body's captures are implicit */
+    if (!(gp->input[gp->n_input++] = value_info(p, sc, g->inputs[i]))) return false;
   for (int i = 0; i < g->n_outputs; i++)
-    if (!(gp->output[gp->n_output++] = value_info(p, g, g->outputs[i]))) return false;
+    if (!(gp->output[gp->n_output++] = value_info(p, sc, g->outputs[i]))) return false;
   for (int v = 0; v < g->n_values; v++) {
     const kl_value *val = &g->values[v];
     bool listed = false;
     for (int i = 0; i < g->n_outputs; i++) listed |= g->outputs[i] == v;
     if (val->kind != KL_VALUE_INTERMEDIATE || listed || val->type.dtype == KL_UNDEFINED)
       continue;
-    if (!(gp->value_info[gp->n_value_info++] = value_info(p, g, v))) return false;
+    if (!(gp->value_info[gp->n_value_info++] = value_info(p, sc, v))) return false;
   }
   return true;
 }
@@ -256,20 +313,39 @@ static bool unique_node_names(pool *p, Onnx__GraphProto *gp) {
   return ok;
 }
 
-static Onnx__GraphProto *graph_proto(pool *p, const kl_graph *g, kl_err *e) {
+static Onnx__GraphProto *graph_proto(pool *p, const scope *sc, kl_err *e) {
+  const kl_graph *g = sc->g;
   Onnx__GraphProto *gp = NEW(p, Onnx__GraphProto, ONNX__GRAPH_PROTO__INIT);
   if (!gp || !(gp->node = pool_alloc(p, (size_t)g->n_nodes, sizeof *gp->node))) return NULL;
   gp->name = "kiln";
   for (int i = 0; i < g->n_nodes; i++)
-    if (!(gp->node[gp->n_node++] = node_proto(p, g, &g->nodes[i], e))) return NULL;
+    if (!(gp->node[gp->n_node++] = node_proto(p, sc, &g->nodes[i], e))) return NULL;
   if (!unique_node_names(p, gp)) return NULL;
-  if (!add_initializers(p, g, gp) || !add_value_infos(p, g, gp)) return NULL;
+  if (!add_initializers(p, sc, gp) || !add_value_infos(p, sc, gp)) return NULL;
+  return gp;
+}
+
+/* The model's graph: its values keep their names. */
+static Onnx__GraphProto *main_graph_proto(pool *p, const kl_graph *g, kl_err *e) {
+  scope sc = {g, pool_alloc(p, (size_t)g->n_values, sizeof(char *)), kl_strmap_new()};
+  Onnx__GraphProto *gp = NULL;
+  bool ok = sc.names && sc.taken;
+  for (int v = 0; ok && v < g->n_values; v++) {
+    sc.names[v] = g->values[v].name;
+    ok = kl_strmap_put(sc.taken, sc.names[v], v);
+  }
+  if (ok) gp = graph_proto(p, &sc, e);
+  else p->failed = true;
+  kl_strmap_free(sc.taken);
   return gp;
 }
 
 static bool uses_kiln_ops(const kl_graph *g) {
-  for (int i = 0; i < g->n_nodes; i++)
+  for (int i = 0; i < g->n_nodes; i++) {
     if (strcmp(kl_op_get(g->nodes[i].op)->domain, KL_DOMAIN_KILN) == 0) return true;
+    for (int k = 0; k < g->nodes[i].n_attrs; k++)
+      if (g->nodes[i].attrs[k].g && uses_kiln_ops(g->nodes[i].attrs[k].g)) return true;
+  }
   return false;
 }
 
@@ -292,7 +368,7 @@ static Onnx__ModelProto *model_proto(pool *p, const kl_graph *g, kl_err *e) {
     m->n_opset_import++;
   }
   m->opset_import = ops;
-  m->graph = graph_proto(p, g, e);
+  m->graph = main_graph_proto(p, g, e);
   return m->graph ? m : NULL;
 }
 

@@ -382,7 +382,8 @@ static kiln_status add_initializers(kl_onnx_ctx *c, const Onnx__GraphProto *gp) 
   return KILN_OK;
 }
 
-/* An input that is also an initializer stays the constant (see onnx.h). */
+/* An input that is also an initializer stays the constant (see onnx.h). A body's
+ * inputs may leave their types to the node that runs it. */
 static kiln_status add_inputs(kl_onnx_ctx *c, const Onnx__GraphProto *gp) {
   char what[KL_ONNX_MAX_NAME + 32];
   for (size_t i = 0; i < gp->n_input; i++) {
@@ -392,9 +393,9 @@ static kiln_status add_inputs(kl_onnx_ctx *c, const Onnx__GraphProto *gp) {
                      kl_onnx_name_fault(vi->name));
     int id = kl_graph_find_value(c->g, vi->name);
     if (id >= 0 && c->g->values[id].kind == KL_VALUE_CONST) continue;
-    snprintf(what, sizeof what, "graph input '%s'", vi->name);
+    snprintf(what, sizeof what, "%s input '%s'", c->parent ? "body" : "graph", vi->name);
     kl_type t;
-    kiln_status s = parse_type(c, vi->type, true, what, &t);
+    kiln_status s = parse_type(c, vi->type, !c->parent, what, &t);
     if (s != KILN_OK) return s;
     if ((id = kl_graph_add_value(c->g, vi->name, c->e)) < 0) {
       kl_err_prefix(c->e, "graph input %zu", i);
@@ -548,6 +549,48 @@ static kiln_status declare_node(kl_onnx_ctx *c, const Onnx__NodeProto *np, int i
   return s;
 }
 
+/* ---- names of enclosing graphs ---- */
+
+/* The id in c's graph of `name`, which c's graph does not define: for a body, a value of
+ * an enclosing graph, entered as a capture (a body input recorded in c->caps) or, for a
+ * constant, as a copy of it. -1 when no enclosing graph has it (or out of memory, with
+ * c->e set). */
+static int outer_value(kl_onnx_ctx *c, const char *name) {
+  if (!c->parent) return -1;
+  kl_onnx_ctx *p = c->parent;
+  int pid = kl_graph_find_value(p->g, name);
+  if (pid < 0) pid = outer_value(p, name);
+  if (pid < 0) return -1;
+  const kl_value *pv = &p->g->values[pid];
+  if (pv->kind == KL_VALUE_CONST) {
+    int64_t dims[KL_MAX_RANK];
+    for (int d = 0; d < pv->type.rank; d++) dims[d] = pv->type.dims[d].size;
+    void *data = malloc(pv->nbytes ? pv->nbytes : 1);
+    if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+    if (pv->nbytes) memcpy(data, pv->data, pv->nbytes);
+    return kl_graph_add_const(c->g, name, pv->type.dtype, pv->type.rank, dims, data,
+                              pv->nbytes, false, c->e);
+  }
+  if (c->n_caps == c->cap_caps) {
+    int cap = c->cap_caps ? 2 * c->cap_caps : 8;
+    int *caps = realloc(c->caps, sizeof(int) * (size_t)cap);
+    if (!caps) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+    c->caps = caps;
+    c->cap_caps = cap;
+  }
+  int id = kl_graph_add_value(c->g, name, c->e);
+  if (id < 0 || kl_graph_add_input(c->g, id, c->e) != KILN_OK) return -1;
+  c->caps[c->n_caps++] = pid;
+  return id;
+}
+
+/* The id of `name` in c's graph or, for a body, in an enclosing one; -1 if none (c->e
+ * set only when out of memory). */
+static int find_name(kl_onnx_ctx *c, const char *name) {
+  int id = kl_graph_find_value(c->g, name);
+  return id >= 0 ? id : outer_value(c, name);
+}
+
 /* ---- pass 2: declared types, then the nodes ---- */
 
 /* A declared type goes on values that nodes compute; inputs and constants have their
@@ -557,7 +600,8 @@ static kiln_status declare_type(kl_onnx_ctx *c, const Onnx__ValueInfoProto *vi, 
   if (kl_onnx_name_fault(vi->name))
     return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a graph %s's name %s",
                    output ? "output" : "value_info entry", kl_onnx_name_fault(vi->name));
-  int id = kl_graph_find_value(c->g, vi->name);
+  int id = output ? find_name(c, vi->name) : kl_graph_find_value(c->g, vi->name);
+  if (id < 0 && output && c->e->code) return c->e->code;
   if (id < 0 && output)
     return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "graph output '%s' is not a graph input, "
                    "an initializer or the output of any node", vi->name);
@@ -594,7 +638,9 @@ static kiln_status resolve_names(kl_onnx_ctx *c, char **names, size_t count, boo
       (*ids)[i] = KL_ABSENT;
       continue;
     }
-    if (((*ids)[i] = kl_graph_find_value(c->g, names[i])) < 0)
+    (*ids)[i] = inputs ? find_name(c, names[i]) : kl_graph_find_value(c->g, names[i]);
+    if ((*ids)[i] < 0 && c->e->code) return c->e->code;
+    if ((*ids)[i] < 0)
       return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s %zu '%s' is not a graph input, an "
                      "initializer or the output of any node", inputs ? "input" : "output", i,
                      names[i]);
@@ -672,13 +718,13 @@ static bool has_op(const Onnx__NodeProto *np) {
 /* "; in all 5 nodes of 3 ops kiln does not have: Foo (2 nodes), com.x.Bar (2 nodes),
  * Baz (1 node)" when more nodes than the first one found lack their op, so that a user
  * learns every missing op at once; "" otherwise. */
-static void every_missing_op(const Onnx__ModelProto *m, char *buf, size_t len) {
+static void every_missing_op(const Onnx__GraphProto *gp, char *buf, size_t len) {
   enum { MAX_LISTED = 12 };
   const Onnx__NodeProto *first[MAX_LISTED];
   int count[MAX_LISTED], n_ops = 0, n_nodes = 0, unlisted = 0;
   buf[0] = '\0';
-  for (size_t i = 0; i < m->graph->n_node; i++) {
-    const Onnx__NodeProto *np = m->graph->node[i];
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
     if (is_constant(np) || has_op(np)) continue;
     n_nodes++;
     const char *dom = np->domain ? np->domain : "", *op = np->op_type ? np->op_type : "";
@@ -703,7 +749,8 @@ static void every_missing_op(const Onnx__ModelProto *m, char *buf, size_t len) {
   if (unlisted && used < len) snprintf(buf + used, len - used, ", ...");
 }
 
-static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_node *n) {
+static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m,
+                             const Onnx__GraphProto *gp, kl_onnx_node *n) {
   const Onnx__NodeProto *np = n->np;
   const char *domain = np->domain ? np->domain : "";
   int64_t version = onnx_domain(domain) ? c->opset : domain_version(m, domain);
@@ -717,23 +764,150 @@ static kiln_status lookup_op(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_
   n->op = resolve_op(np, &n->contrib);
   if (n->op != KL_OP_COUNT || n->contrib) return KILN_OK;
   char all[512];
-  every_missing_op(m, all, sizeof all);
+  every_missing_op(gp, all, sizeof all);
   if (!onnx_domain(domain) && strcmp(domain, KL_DOMAIN_KILN) != 0)
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: domain '%s' is not supported by kiln%s",
                    who, domain, all);
   return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s: op not supported by kiln%s", who, all);
 }
 
-static kiln_status import_node(kl_onnx_ctx *c, const Onnx__ModelProto *m, int index) {
-  const Onnx__NodeProto *np = m->graph->node[index];
+static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m,
+                                const Onnx__GraphProto *gp);
+
+/* The graph attribute of control node n named `name`, or NULL with c->e set. */
+static const Onnx__GraphProto *body_proto(kl_onnx_ctx *c, const kl_onnx_node *n,
+                                          const char *name) {
+  const Onnx__AttributeProto *ap = kl_onnx_node_attr(n, name);
+  if (!ap || !ap->has_type || ap->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH || !ap->g)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s needs a graph attribute '%s'",
+                   kl_op_name(n->op), name), NULL;
+  return ap->g;
+}
+
+/* Body b (imported with captures caps, n of them) takes every capture of `all` (n_all)
+ * as its inputs after its own, in that order: those it does not read as unused inputs. */
+static kiln_status align_captures(kl_onnx_ctx *c, kl_graph *b, const int *caps, int n,
+                                  const int *all, int n_all) {
+  int own = b->n_inputs - n;
+  int *ins = malloc(sizeof(int) * (size_t)(own + n_all + 1));
+  if (!ins) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  memcpy(ins, b->inputs, sizeof(int) * (size_t)own);
+  for (int k = 0; k < n_all; k++) {
+    int j = 0;
+    while (j < n && caps[j] != all[k]) j++;
+    if (j < n) {
+      ins[own + k] = b->inputs[own + j];
+      continue;
+    }
+    const char *name = c->g->values[all[k]].name;
+    int id = kl_graph_add_value(b, kl_graph_find_value(b, name) < 0 ? name : NULL, c->e);
+    if (id < 0) {
+      free(ins);
+      return c->e->code;
+    }
+    b->values[id].kind = KL_VALUE_INPUT;
+    ins[own + k] = id;
+  }
+  free(b->inputs);
+  b->inputs = ins;
+  b->n_inputs = own + n_all;
+  b->n_outer = n_all;
+  return KILN_OK;
+}
+
+/* If, Loop and Scan: each body imported as a graph of its own that reads the values of
+ * this graph it names (and theirs, for a nested body) as extra inputs; the node takes
+ * those values after its own inputs (ir.h). */
+static kiln_status import_control(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_onnx_node *n) {
+  if (n->op == KL_OP_Scan && c->opset < 9)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "Scan's opset %lld is older than the Scan "
+                   "kiln runs (opset 9 and later; opset 8's batched form with sequence_lens "
+                   "is not supported): re-export at opset 9 or later", (long long)c->opset);
+  const char *names[2] = {"body", NULL};
+  if (n->op == KL_OP_If) names[0] = "then_branch", names[1] = "else_branch";
+  kl_graph *bodies[2] = {NULL, NULL};
+  int *caps[2] = {NULL, NULL}, n_caps[2] = {0, 0}, *all = NULL, n_all = 0;
+  kiln_status s = KILN_OK;
+  for (int k = 0; k < 2 && names[k] && s == KILN_OK; k++) {
+    const Onnx__GraphProto *gp = body_proto(c, n, names[k]);
+    if (!gp) s = c->e->code;
+    else if (!(bodies[k] = kl_graph_new())) s = kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    if (s != KILN_OK) break;
+    kl_onnx_ctx bc = {.g = bodies[k], .e = c->e, .ts = c->ts, .opset = c->opset, .parent = c};
+    bodies[k]->opset = c->opset;
+    s = import_graph(&bc, m, gp);
+    if (s == KILN_OK) s = kl_graph_set_source(bodies[k], c->g->source, c->e);
+    if (s != KILN_OK) kl_err_prefix(c->e, "in %s", names[k]);
+    caps[k] = bc.caps;
+    n_caps[k] = bc.n_caps;
+  }
+  if (s == KILN_OK && !(all = malloc(sizeof(int) * (size_t)(n_caps[0] + n_caps[1] + 1))))
+    s = kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int k = 0; k < 2 && s == KILN_OK; k++)
+    for (int j = 0; j < n_caps[k]; j++) {
+      int i = 0;
+      while (i < n_all && all[i] != caps[k][j]) i++;
+      if (i == n_all) all[n_all++] = caps[k][j];
+    }
+  for (int k = 0; k < 2 && bodies[k] && s == KILN_OK; k++)
+    s = align_captures(c, bodies[k], caps[k], n_caps[k], all, n_all);
+  /* the node's own inputs, as many as its body takes: If's cond; Loop's M, cond and the
+   * carried values; Scan's states and scanned inputs */
+  int formal = 1;
+  if (s == KILN_OK && n->op != KL_OP_If) {
+    formal = bodies[0]->n_inputs - n_all;
+    if (n->op == KL_OP_Loop && formal < 2)
+      s = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Loop's body has %d inputs; it takes at "
+                  "least the iteration number and cond", formal);
+    else if (n->op == KL_OP_Scan && formal != n->n_in)
+      s = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Scan's body has %d inputs and the node %d; "
+                  "they must be the same (states, then one slice of each scanned input)",
+                  formal, n->n_in);
+    else if (n->n_in > formal)
+      s = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "Loop has %d inputs but its body takes %d "
+                  "(M, cond and each loop-carried value)", n->n_in, formal);
+  }
+  for (int k = 0; k < 2 && bodies[k] && s == KILN_OK && n->op == KL_OP_If; k++)
+    if (bodies[k]->n_inputs != n_all)
+      s = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "If's %s declares %d inputs; a branch takes "
+                  "none", names[k], bodies[k]->n_inputs - n_all);
+  if (s == KILN_OK) s = kl_onnx_node_reserve_input(c, n, formal + n_all - 1);
+  if (s == KILN_OK) {
+    n->n_in = formal + n_all;
+    for (int k = 0; k < n_all; k++) n->in[formal + k] = all[k];
+    int node;
+    for (int k = 0; k < 2 && names[k]; k++) n->drop[n->n_drop++] = names[k];
+    s = kl_onnx_emit(c, n, &node);
+    for (int k = 0; k < 2 && names[k] && s == KILN_OK; k++) {
+      kl_attr a = {.kind = KL_ATTR_GRAPH, .g = bodies[k]};
+      if (!(a.name = strdup(names[k]))) {
+        s = kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+        break;
+      }
+      bodies[k] = NULL; /* the node owns it now, even on failure */
+      s = kl_node_take_attr(c->g, node, &a, c->e);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    kl_graph_free(bodies[k]);
+    free(caps[k]);
+  }
+  free(all);
+  return s;
+}
+
+static kiln_status import_node(kl_onnx_ctx *c, const Onnx__ModelProto *m,
+                               const Onnx__GraphProto *gp, int index) {
+  const Onnx__NodeProto *np = gp->node[index];
   if (is_constant(np)) return KILN_OK;
   kl_onnx_node n = {.np = np, .index = index, .name = np->name ? np->name : ""};
-  kiln_status s = lookup_op(c, m, &n);
+  kiln_status s = lookup_op(c, m, gp, &n);
   if (s != KILN_OK) return s;
   s = resolve_names(c, np->input, np->n_input, true, &n.in, &n.n_in);
   n.cap_in = n.n_in + 1;
   if (s == KILN_OK) s = resolve_names(c, np->output, np->n_output, false, &n.out, &n.n_out);
-  if (s == KILN_OK) s = n.contrib ? kl_onnx_contrib_emit(c, &n) : kl_onnx_canon_emit(c, &n);
+  if (s == KILN_OK && kl_op_is_control(n.op)) s = import_control(c, m, &n);
+  else if (s == KILN_OK) s = n.contrib ? kl_onnx_contrib_emit(c, &n) : kl_onnx_canon_emit(c, &n);
   if (s != KILN_OK) {
     char d[KL_ONNX_MAX_NAME + 64];
     kl_err_prefix(c->e, "%s", describe(np, index, d, sizeof d));
@@ -758,8 +932,8 @@ static kiln_status check_counts(const Onnx__GraphProto *gp, kl_err *e) {
   return KILN_OK;
 }
 
-static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m) {
-  const Onnx__GraphProto *gp = m->graph;
+static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m,
+                                const Onnx__GraphProto *gp) {
   kiln_status s = check_counts(gp, c->e);
   if (s == KILN_OK) s = add_initializers(c, gp);
   if (s == KILN_OK) s = add_inputs(c, gp);
@@ -769,7 +943,7 @@ static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m) {
     s = declare_type(c, gp->output[i], true);
   for (size_t i = 0; s == KILN_OK && i < gp->n_value_info; i++)
     s = declare_type(c, gp->value_info[i], false);
-  for (size_t i = 0; s == KILN_OK && i < gp->n_node; i++) s = import_node(c, m, (int)i);
+  for (size_t i = 0; s == KILN_OK && i < gp->n_node; i++) s = import_node(c, m, gp, (int)i);
   return s;
 }
 
@@ -821,7 +995,7 @@ static kiln_status load_bytes(const void *buf, size_t len, int fd, const char *d
     s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   if (s == KILN_OK) {
     c.g->opset = c.opset;
-    s = import_graph(&c, m);
+    s = import_graph(&c, m, m->graph);
   }
   if (m) onnx__model_proto__free_unpacked(m, &a);
   free(raw);

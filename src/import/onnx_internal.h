@@ -71,6 +71,10 @@ typedef struct kl_onnx_ctx {
   int64_t opset; /* of the default domain */
   const kl_onnx_lifted *lifted; /* per initializer of the main graph, or NULL */
   size_t n_lifted;
+  /* A body of If, Loop or Scan: the graph it is nested in, and the values of that graph
+   * the body reads (their ids there), each a body input in this order after its own. */
+  struct kl_onnx_ctx *parent;
+  int *caps, n_caps, cap_caps;
 } kl_onnx_ctx;
 
 /* A node on its way from NodeProto into the graph: resolved value ids (KL_ABSENT for

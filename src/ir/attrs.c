@@ -28,6 +28,25 @@ const char *kl_attr_string(const kl_node *n, const char *name, const char *dflt)
   return a && a->kind == KL_ATTR_STRING ? a->s : dflt;
 }
 
+bool kl_op_is_control(kl_op op) {
+  return op == KL_OP_If || op == KL_OP_Loop || op == KL_OP_Scan;
+}
+
+kl_graph *kl_node_body(const kl_node *n, const char *name) {
+  const kl_attr *a = kl_node_attr(n, name);
+  return a && a->kind == KL_ATTR_GRAPH ? a->g : NULL;
+}
+
+kl_graph *kl_node_first_body(const kl_node *n) {
+  return kl_node_body(n, n->op == KL_OP_If ? "then_branch" : "body");
+}
+
+int kl_control_formal_inputs(const kl_node *n) {
+  const kl_graph *b = kl_node_first_body(n);
+  int k = n->n_in - (b ? b->n_outer : 0);
+  return k < 0 ? 0 : k;
+}
+
 int kl_attr_ints(const kl_node *n, const char *name, const int64_t **v) {
   const kl_attr *a = kl_node_attr(n, name);
   if (!a || a->kind != KL_ATTR_INTS) return -1;
@@ -60,13 +79,14 @@ static const struct {
     {"approximate", KL_ATTR_STRING}, {"auto_pad", KL_ATTR_STRING}, {"axes", KL_ATTR_INTS},
     {"axis", KL_ATTR_INT}, {"batch_axis", KL_ATTR_INT}, {"batch_dims", KL_ATTR_INT},
     {"beta", KL_ATTR_FLOAT}, {"bias", KL_ATTR_FLOAT}, {"block_size", KL_ATTR_INT},
-    {"blocksize", KL_ATTR_INT}, {"ceil_mode", KL_ATTR_INT},
+    {"blocksize", KL_ATTR_INT}, {"body", KL_ATTR_GRAPH}, {"ceil_mode", KL_ATTR_INT},
     {"center_point_box", KL_ATTR_INT}, {"channels_last", KL_ATTR_INT},
     {"clip", KL_ATTR_FLOAT}, {"coordinate_transformation_mode", KL_ATTR_STRING},
     {"count_include_pad", KL_ATTR_INT}, {"cubic_coeff_a", KL_ATTR_FLOAT},
     {"decoupled", KL_ATTR_INT}, {"detect_negative", KL_ATTR_INT},
     {"detect_positive", KL_ATTR_INT}, {"dilations", KL_ATTR_INTS},
-    {"direction", KL_ATTR_STRING}, {"dtype", KL_ATTR_INT}, {"end", KL_ATTR_INT},
+    {"direction", KL_ATTR_STRING}, {"dtype", KL_ATTR_INT}, {"else_branch", KL_ATTR_GRAPH},
+    {"end", KL_ATTR_INT},
     {"epsilon", KL_ATTR_FLOAT}, {"equation", KL_ATTR_STRING},
     {"exclude_outside", KL_ATTR_INT}, {"exclusive", KL_ATTR_INT},
     {"extrapolation_value", KL_ATTR_FLOAT}, {"fmod", KL_ATTR_INT}, {"gamma", KL_ATTR_FLOAT},
@@ -79,7 +99,8 @@ static const struct {
     {"maximize", KL_ATTR_INT}, {"mean", KL_ATTR_INT}, {"mode", KL_ATTR_STRING},
     {"momentum", KL_ATTR_FLOAT}, {"nchw_input", KL_ATTR_INT}, {"nesterov", KL_ATTR_INT},
     {"noop_with_empty_axes", KL_ATTR_INT}, {"num_groups", KL_ATTR_INT},
-    {"num_heads", KL_ATTR_INT}, {"num_outputs", KL_ATTR_INT}, {"offset_group", KL_ATTR_INT},
+    {"num_heads", KL_ATTR_INT}, {"num_outputs", KL_ATTR_INT},
+    {"num_scan_inputs", KL_ATTR_INT}, {"offset_group", KL_ATTR_INT},
     {"onesided", KL_ATTR_INT}, {"op", KL_ATTR_STRING}, {"output_datatype", KL_ATTR_INT},
     {"output_height", KL_ATTR_INT}, {"output_padding", KL_ATTR_INTS},
     {"output_shape", KL_ATTR_INTS}, {"output_width", KL_ATTR_INT}, {"p", KL_ATTR_INT},
@@ -87,10 +108,14 @@ static const struct {
     {"q_num_heads", KL_ATTR_INT}, {"qk_matmul_output_mode", KL_ATTR_INT},
     {"reduction", KL_ATTR_STRING}, {"reverse", KL_ATTR_INT},
     {"rotary_embedding_dim", KL_ATTR_INT}, {"sampling_ratio", KL_ATTR_INT},
-    {"scale", KL_ATTR_FLOAT}, {"select_last_index", KL_ATTR_INT}, {"size", KL_ATTR_INT},
-    {"softcap", KL_ATTR_FLOAT}, {"softmax_precision", KL_ATTR_INT}, {"sorted", KL_ATTR_INT},
+    {"scale", KL_ATTR_FLOAT}, {"scan_input_axes", KL_ATTR_INTS},
+    {"scan_input_directions", KL_ATTR_INTS}, {"scan_output_axes", KL_ATTR_INTS},
+    {"scan_output_directions", KL_ATTR_INTS}, {"select_last_index", KL_ATTR_INT},
+    {"size", KL_ATTR_INT}, {"softcap", KL_ATTR_FLOAT}, {"softmax_precision", KL_ATTR_INT},
+    {"sorted", KL_ATTR_INT},
     {"spatial_scale", KL_ATTR_FLOAT}, {"start", KL_ATTR_INT}, {"stash_type", KL_ATTR_INT},
-    {"storage_order", KL_ATTR_INT}, {"time_axis", KL_ATTR_INT},
+    {"storage_order", KL_ATTR_INT}, {"then_branch", KL_ATTR_GRAPH},
+    {"time_axis", KL_ATTR_INT},
     {"training_mode", KL_ATTR_INT}, {"transA", KL_ATTR_INT}, {"transB", KL_ATTR_INT},
     {"upper", KL_ATTR_INT}, {"zero_masked_rows", KL_ATTR_INT},
 };

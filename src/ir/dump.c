@@ -57,7 +57,7 @@ static void dump_attr(const kl_attr *a, FILE *out) {
   }
 }
 
-void kl_graph_dump(const kl_graph *g, FILE *out) {
+static void dump_graph(const kl_graph *g, FILE *out, int pad) {
   int n_const = 0;
   size_t const_bytes = 0;
   for (int v = 0; v < g->n_values; v++)
@@ -65,29 +65,32 @@ void kl_graph_dump(const kl_graph *g, FILE *out) {
       n_const++;
       const_bytes += g->values[v].nbytes;
     }
-  fprintf(out, "graph %s", g->source);
-  if (g->opset) fprintf(out, " (opset %" PRId64 ")", g->opset);
-  fprintf(out, ": %d nodes, %d constants (%.1f KiB)\n", g->n_nodes, n_const,
+  if (pad) fprintf(out, "%*sbody", pad, "");
+  else fprintf(out, "graph %s", g->source);
+  if (g->opset && !pad) fprintf(out, " (opset %" PRId64 ")", g->opset);
+  fprintf(out, ": %d nodes, %d constants (%.1f KiB)", g->n_nodes, n_const,
           (double)const_bytes / 1024.0);
-  fprintf(out, "inputs:\n");
+  if (g->n_outer) fprintf(out, "; its last %d inputs are the enclosing graph's", g->n_outer);
+  fputc('\n', out);
+  fprintf(out, "%*sinputs:\n", pad, "");
   for (int i = 0; i < g->n_inputs; i++) {
-    fprintf(out, "  ");
+    fprintf(out, "%*s  ", pad, "");
     dump_value(g, g->inputs[i], out);
     fputc('\n', out);
   }
-  fprintf(out, "outputs:\n");
+  fprintf(out, "%*soutputs:\n", pad, "");
   for (int i = 0; i < g->n_outputs; i++) {
-    fprintf(out, "  ");
+    fprintf(out, "%*s  ", pad, "");
     dump_value(g, g->outputs[i], out);
     fputc('\n', out);
   }
-  fprintf(out, "nodes:\n");
+  fprintf(out, "%*snodes:\n", pad, "");
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
-    fprintf(out, "  #%d %s", i, kl_op_name(n->op));
+    fprintf(out, "%*s  #%d %s", pad, "", i, kl_op_name(n->op));
     if (n->name && *n->name) fprintf(out, " '%s'", n->name);
     if (n->src && strcmp(n->src, kl_op_name(n->op)) != 0) fprintf(out, " from %s", n->src);
-    fprintf(out, "\n    in:  ");
+    fprintf(out, "\n%*s    in:  ", pad, "");
     for (int k = 0; k < n->n_in; k++) {
       if (k) fprintf(out, ", ");
       if (n->in[k] < 0) fprintf(out, "-");
@@ -96,7 +99,7 @@ void kl_graph_dump(const kl_graph *g, FILE *out) {
         dump_value(g, n->in[k], out);
       } else dump_value(g, n->in[k], out);
     }
-    fprintf(out, "\n    out: ");
+    fprintf(out, "\n%*s    out: ", pad, "");
     for (int k = 0; k < n->n_out; k++) {
       if (k) fprintf(out, ", ");
       if (n->out[k] < 0) fprintf(out, "-");
@@ -104,12 +107,19 @@ void kl_graph_dump(const kl_graph *g, FILE *out) {
     }
     fputc('\n', out);
     if (n->n_attrs) {
-      fprintf(out, "    attrs: ");
+      fprintf(out, "%*s    attrs: ", pad, "");
       for (int k = 0; k < n->n_attrs; k++) {
         if (k) fprintf(out, ", ");
         dump_attr(&n->attrs[k], out);
       }
       fputc('\n', out);
     }
+    for (int k = 0; k < n->n_attrs; k++)
+      if (n->attrs[k].kind == KL_ATTR_GRAPH && n->attrs[k].g) {
+        fprintf(out, "%*s    %s:\n", pad, "", n->attrs[k].name);
+        dump_graph(n->attrs[k].g, out, pad + 6);
+      }
   }
 }
+
+void kl_graph_dump(const kl_graph *g, FILE *out) { dump_graph(g, out, 0); }

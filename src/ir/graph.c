@@ -191,6 +191,7 @@ void kl_attr_clear(kl_attr *a) {
   free(a->strings);
   if (a->t) free(a->t->data);
   free(a->t);
+  kl_graph_free(a->g);
   memset(a, 0, sizeof *a);
 }
 
@@ -257,6 +258,7 @@ static bool attr_copy(kl_attr *d, const kl_attr *s) {
     *d->t = *s->t;
     if (!copy_bytes(&d->t->data, s->t->data, kl_tensor_nbytes(s->t))) return false;
   }
+  if (s->g && !(d->g = kl_graph_copy(s->g))) return false;
   return true;
 }
 
@@ -317,6 +319,7 @@ static bool graph_copy(kl_graph *c, const kl_graph *g) {
     if (!(c->symbols[i] = strdup(g->symbols[i]))) return false;
   }
   c->opset = g->opset;
+  c->n_outer = g->n_outer;
   char *source = strdup(g->source);
   if (!source) return false;
   free(c->source);

@@ -114,6 +114,7 @@ typedef struct kl_attr {
   float *floats;
   char **strings;
   kl_tensor *t;   /* owned tensor with owned data */
+  struct kl_graph *g; /* KL_ATTR_GRAPH: an owned body graph (If, Loop, Scan) */
 } kl_attr;
 
 /* ---- values and nodes ---- */
@@ -156,6 +157,10 @@ typedef struct kl_graph {
   int n_symbols;
   int64_t opset;  /* default-domain opset of the source model, 0 if not ONNX */
   char *source;   /* file the graph came from, for messages ("<memory>" if none) */
+  /* A body of If, Loop or Scan: its last n_outer inputs are the values of the enclosing
+   * graph that it reads (its captures), the node's last n_outer inputs in the same
+   * order; every body of one node has the same captures. 0 for a model's graph. */
+  int n_outer;
   struct kl_strmap *names; /* value name -> id */
   struct kl_uses *uses;    /* the readers of every value, made on demand (graph.c) */
 } kl_graph;
@@ -238,6 +243,23 @@ const char *kl_attr_string(const kl_node *n, const char *name, const char *dflt)
 /* List attribute: returns count (or -1 if absent) and sets *v. */
 int kl_attr_ints(const kl_node *n, const char *name, const int64_t **v);
 int kl_attr_floats(const kl_node *n, const char *name, const float **v);
+
+/* ---- control flow (If, Loop, Scan) ----
+ * A control node's bodies are graph attributes ("then_branch" and "else_branch" of If,
+ * "body" of Loop and Scan). The node's inputs are its formal ones (If: cond; Loop: M,
+ * cond, the loop-carried values; Scan: the states, then the scanned inputs) followed by
+ * the bodies' captures (kl_graph.n_outer). */
+bool kl_op_is_control(kl_op op);
+/* The body graph attribute `name` of n, or NULL. */
+struct kl_graph *kl_node_body(const kl_node *n, const char *name);
+/* The node's first body (then_branch for If), or NULL. */
+struct kl_graph *kl_node_first_body(const kl_node *n);
+/* The node's inputs before its captures. */
+int kl_control_formal_inputs(const kl_node *n);
+/* Scan's scan_input_axes/directions (n_in entries) and scan_output_axes/directions
+ * (n_out), each 0 by default, the directions checked to be 0 or 1 (infer_control.c). */
+kiln_status kl_scan_layout(const kl_node *n, int n_in, int n_out, int64_t *in_axes,
+                           int64_t *in_dirs, int64_t *out_axes, int64_t *out_dirs, kl_err *e);
 
 /* Number of input slots actually given (trailing absent inputs not counted). */
 int kl_node_input_count(const kl_node *n);

@@ -43,6 +43,34 @@ static kiln_status check_node(const kl_graph *g, int i, const bool *defined, kl_
   return KILN_OK;
 }
 
+/* If, Loop, Scan: the bodies their op needs, with the node's captures, each verified. */
+static kiln_status check_control(const kl_graph *g, const kl_node *n, kl_err *e) {
+  char d[256];
+  kl_node_describe(g, n, d, sizeof d);
+  const char *names[2] = {"body", NULL};
+  if (n->op == KL_OP_If) names[0] = "then_branch", names[1] = "else_branch";
+  const kl_graph *first = kl_node_first_body(n);
+  for (int k = 0; k < 2 && names[k]; k++) {
+    const kl_graph *b = kl_node_body(n, names[k]);
+    if (!b) return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s has no graph attribute %s", d,
+                           names[k]);
+    if (b->n_outer != first->n_outer || b->n_outer > n->n_in || b->n_outer > b->n_inputs)
+      return kl_fail(e, KILN_ERR_INTERNAL, "%s: %s reads %d values of the enclosing graph; "
+                     "the node gives %d (of %d inputs) and the first body %d", d, names[k],
+                     b->n_outer, first->n_outer, n->n_in, first->n_outer);
+    for (int c = n->n_in - b->n_outer; c < n->n_in; c++)
+      if (n->in[c] == KL_ABSENT)
+        return kl_fail(e, KILN_ERR_INTERNAL, "%s: the enclosing graph's value %d that %s "
+                       "reads is absent", d, c - (n->n_in - b->n_outer), names[k]);
+    kiln_status st = kl_graph_verify(b, e);
+    if (st != KILN_OK) {
+      kl_err_prefix(e, "%s: in %s", d, names[k]);
+      return st;
+    }
+  }
+  return KILN_OK;
+}
+
 static kiln_status check_value(const kl_graph *g, int v, kl_err *e) {
   const kl_value *val = &g->values[v];
   if (val->kind != KL_VALUE_CONST) return KILN_OK;
@@ -70,6 +98,7 @@ kiln_status kl_graph_verify(const kl_graph *g, kl_err *e) {
       st = kl_fail(e, KILN_ERR_INTERNAL, "graph input %d is not an input value", i);
   for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
     st = check_node(g, i, defined, e);
+    if (st == KILN_OK && kl_op_is_control(g->nodes[i].op)) st = check_control(g, &g->nodes[i], e);
     for (int k = 0; st == KILN_OK && k < g->nodes[i].n_out; k++)
       if (g->nodes[i].out[k] >= 0) defined[g->nodes[i].out[k]] = true;
   }

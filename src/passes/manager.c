@@ -124,11 +124,30 @@ static void count_ops(const kl_graph *g, int *ops, int *total) {
   *total = g->n_nodes;
 }
 
+/* The bodies of If, Loop and Scan, each optimized as a graph of its own (their inputs
+ * typed by the enclosing graph's inference), before the graph around them. */
+static kiln_status optimize_bodies(kl_graph *g, const kl_pass_config *cfg, kl_err *e) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    kl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_attrs; k++) {
+      if (n->attrs[k].kind != KL_ATTR_GRAPH || !n->attrs[k].g) continue;
+      kiln_status st = kl_optimize(n->attrs[k].g, cfg, NULL, e);
+      if (st != KILN_OK) {
+        char d[256];
+        kl_err_prefix(e, "%s: in %s", kl_node_describe(g, n, d, sizeof d), n->attrs[k].name);
+        return st;
+      }
+    }
+  }
+  return KILN_OK;
+}
+
 kiln_status kl_optimize(kl_graph *g, const kl_pass_config *cfg, kl_pass_stats *stats,
                         kl_err *e) {
   int force[N_PASSES];
   kiln_status st = parse_overrides(cfg->passes, force, e);
   if (st != KILN_OK) return st;
+  if ((st = optimize_bodies(g, cfg, e)) != KILN_OK) return st;
   if (stats) {
     memset(stats, 0, sizeof *stats);
     stats->n_passes = N_PASSES;

@@ -139,6 +139,7 @@ bool kl_rw_per_axis(const kl_graph *g, int c, int rank, int axis, int64_t len,
 
 bool kl_rw_deterministic(kl_op op) {
   if (kl_op_writes_inputs(op)) return false; /* optimizers: a run has effects */
+  if (kl_op_is_control(op)) return false;     /* its bodies may draw random numbers */
   const char *name = kl_op_name(op);
   return strncmp(name, "Random", 6) != 0 && strcmp(name, "Bernoulli") != 0 &&
          strcmp(name, "Multinomial") != 0;

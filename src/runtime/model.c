@@ -128,6 +128,14 @@ kiln_status kl_model_create(const kiln_options *options, kiln_model **out) {
   return kl_options_copy(&m->opts, options, &m->err);
 }
 
+kiln_status kl_model_wrap(kl_graph *g, const kiln_options *options, kiln_model **out) {
+  kiln_status st = kl_model_create(options, out);
+  if (st != KILN_OK) return st;
+  (*out)->g = g;
+  (*out)->borrowed = true;
+  return describe_io(*out);
+}
+
 kiln_status kiln_model_load(const char *path, const kiln_options *options, kiln_model **out) {
   kiln_status st = kl_model_create(options, out);
   if (st != KILN_OK) return st;
@@ -156,7 +164,7 @@ void kiln_model_free(kiln_model *m) {
     free(d);
   }
   free(m->devices);
-  kl_graph_free(m->g);
+  if (!m->borrowed) kl_graph_free(m->g);
   kl_options_clear(&m->opts);
   free(m->inputs);
   free(m->outputs);

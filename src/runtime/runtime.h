@@ -77,6 +77,7 @@ struct kiln_model {
   bool claimed;
   kl_model_device **devices; /* under lock; entries never move */
   int n_devices;
+  bool borrowed; /* g belongs to someone else (a control node's body: kl_model_wrap) */
 };
 
 /* Load, verify, infer and optimize a graph from a file or buffer (either path or
@@ -88,5 +89,8 @@ kiln_status kl_model_load(kiln_model *m, const char *path, const void *data, siz
 kiln_status kl_model_create(const kiln_options *options, kiln_model **out);
 kiln_status kl_model_import(kiln_model *m, const char *path);
 kiln_status kl_model_finish(kiln_model *m);
+/* A model around g, which is already inferred and optimized and stays g's owner's (a
+ * body of If, Loop or Scan, run by sessions of its own: runtime/control.c). */
+kiln_status kl_model_wrap(kl_graph *g, const kiln_options *options, kiln_model **out);
 
 #endif

@@ -17,6 +17,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/level_zero.h"
+#include "runtime/control.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -81,6 +82,8 @@ struct kiln_session {
   bool ran;
   bool profile, timed;
   double *t_start, *t_ms; /* per node, of the last profiled run */
+  kl_control **ctl;    /* per node: an If's, Loop's or Scan's body sessions, else NULL */
+  double work;         /* the current run's steps, by kl_node_work (when max_work is set) */
 };
 
 enum { NEED_HOST = 1, NEED_DEV = 2 };
@@ -109,7 +112,8 @@ static kiln_status session_alloc(kiln_session *s) {
   s->kout = calloc((size_t)max_out, sizeof *s->kout);
   s->tout = calloc((size_t)max_out, sizeof *s->tout);
   s->outs = calloc((size_t)g->n_outputs + 1, sizeof *s->outs);
-  if (!s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
+  s->ctl = calloc(nn, sizeof *s->ctl);
+  if (!s->ctl || !s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
       !s->t_start || !s->t_ms || !s->inputs || !s->sym_sizes || !s->kin || !s->tin ||
       !s->tdata || !s->kout || !s->tout || !s->outs)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory creating a session");
@@ -446,6 +450,22 @@ static void session_unclaim(kiln_session *s) {
   s->counted = false;
 }
 
+/* Sessions for the bodies of every If, Loop and Scan. */
+static kiln_status make_controls(kiln_session *s) {
+  const kl_graph *g = s->model->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    if (!kl_op_is_control(n->op)) continue;
+    kiln_status st = kl_control_create(n, &s->opts, &s->ctl[i], &s->err);
+    if (st != KILN_OK) {
+      char d[256];
+      kl_err_prefix(&s->err, "%s: %s", g->source, kl_node_describe(g, n, d, sizeof d));
+      return st;
+    }
+  }
+  return KILN_OK;
+}
+
 kiln_status kiln_session_create(const kiln_model *model, const kiln_options *options,
                                 kiln_session **out) {
   if (!out) return KILN_ERR_INVALID_ARGUMENT;
@@ -472,6 +492,7 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
                  "use fp32 or auto", s->opts.device && *s->opts.device ? s->opts.device : "cpu");
   if (st == KILN_OK) st = session_plan_kernels(s);
   if (st == KILN_OK) st = check_weights_limit(s);
+  if (st == KILN_OK) st = make_controls(s);
   if (st != KILN_OK && s->counted) session_unclaim(s);
   return st;
 }
@@ -495,6 +516,8 @@ void kiln_session_free(kiln_session *s) {
     pthread_mutex_unlock(&m->lock);
   }
   release_device(s);
+  for (int i = 0; s->ctl && i < s->model->g->n_nodes; i++) kl_control_free(s->ctl[i]);
+  free(s->ctl);
   if (s->cpu) s->cpu->iface->release(s->cpu);
   kl_memplan_clear(&s->plan);
   free(s->arena);
@@ -773,6 +796,7 @@ static kiln_status check_work(kiln_session *s, const kl_node *n, int n_out) {
   if (s->opts.max_work <= 0) return KILN_OK;
   double work = kl_node_work(n, n->n_in, s->kin, n_out,
                              n_out ? (const kl_tensor *const *)s->kout : NULL);
+  if (n_out) s->work += work;
   if (work > (double)s->opts.max_work)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
                    "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
@@ -780,9 +804,46 @@ static kiln_status check_work(kiln_session *s, const kl_node *n, int n_out) {
   return KILN_OK;
 }
 
+/* Control node i's output k, shaped by its body's run: its place as any node's. */
+typedef struct control_out {
+  kiln_session *s;
+  int node;
+} control_out;
+
+static kiln_status control_alloc(void *ctx, int k, kl_dtype dtype, int rank,
+                                 const int64_t *dims, kl_tensor **out) {
+  control_out *c = ctx;
+  kiln_session *s = c->s;
+  const kl_node *n = &s->model->g->nodes[c->node];
+  if (k < 0 || k >= n->n_out || rank < 0 || rank > KL_MAX_RANK)
+    return kl_fail(&s->err, KILN_ERR_INTERNAL, "output %d of rank %d", k, rank);
+  kl_type_set_shape(&s->tout[k], rank, dims);
+  s->tout[k].dtype = dtype;
+  bool view = false;
+  kiln_status st = prepare_output(s, c->node, k, &view);
+  *out = &s->vals[n->out[k]];
+  if (st == KILN_OK && view)
+    st = kl_fail(&s->err, KILN_ERR_INTERNAL, "output %d was planned as a view", k);
+  return st;
+}
+
+/* If, Loop, Scan: their bodies run in sessions of their own (control.c). */
+static kiln_status run_control(kiln_session *s, int i) {
+  const kl_node *n = &s->model->g->nodes[i];
+  for (int k = 0; k < n->n_in; k++) s->kin[k] = n->in[k] >= 0 ? &s->vals[n->in[k]] : NULL;
+  kiln_status st = check_work(s, n, 0);
+  if (st != KILN_OK) return st;
+  control_out c = {s, i};
+  st = kl_control_run(s->ctl[i], n, s->kin, s->opts.max_work, control_alloc, &c, &s->err);
+  s->as_view[i] = false;
+  if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
+  return st;
+}
+
 static kiln_status run_node(kiln_session *s, int i) {
   kl_graph *g = s->model->g;
   const kl_node *n = &g->nodes[i];
+  if (s->ctl[i]) return run_control(s, i);
   bool on_dev = s->dev && s->place[i];
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];
@@ -910,6 +971,7 @@ kiln_status kiln_session_run(kiln_session *s) {
   if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created");
   s->ran = false;
   s->timed = false;
+  s->work = 0;
   s->fallbacks = 0;
   s->dfallbacks = 0;
   release_heap(s); /* the last run's outputs, or what a failed run left */
@@ -969,7 +1031,12 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
   return true;
 }
 
+const kiln_model *kl_session_model(const kiln_session *s) { return s->model; }
+
+double kl_session_run_work(const kiln_session *s) { return s->work; }
+
 const char *kl_session_kernel_name(const kiln_session *s, int node) {
+  if (s->ctl[node]) return "subgraph";
   if (s->as_view[node]) return "view";
   if (s->dev && s->place[node]) return s->dev->iface->kernel_name(s->dev, node);
   return s->cpu->iface->kernel_name(s->cpu, node);

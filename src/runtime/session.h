@@ -50,4 +50,10 @@ size_t kl_session_held_bytes(const kiln_session *s);
  * node depending on what another left there (or on padding it did not write) fails. */
 void kl_session_poison_workspace(kiln_session *s);
 
+/* The model the session runs. */
+const kiln_model *kl_session_model(const kiln_session *s);
+/* The steps its last run's nodes took by kl_node_work's estimates (0 when the session
+ * has no max_work, which is when nothing counts them). */
+double kl_session_run_work(const kiln_session *s);
+
 #endif

@@ -497,3 +497,9 @@ int kl_ref_tensor_scatter(kl_kernel_ctx *c) {
   }
   return KILN_OK;
 }
+
+/* If, Loop and Scan run in the session (runtime/control.c), which runs their bodies;
+ * nothing else may run them (constant folding leaves them alone). */
+int kl_ref_control(kl_kernel_ctx *c) {
+  return kl_fail(c->e, KILN_ERR_INTERNAL, "%s runs only in a session", kl_op_name(c->node->op));
+}

@@ -1,0 +1,32 @@
+/* If, Loop and Scan in a session: each body runs as a session of its own (made with the
+ * parent session, so a body plans its memory once and a Loop's later iterations
+ * allocate nothing), fed the node's tensors and its own earlier outputs. */
+#ifndef KL_CONTROL_H
+#define KL_CONTROL_H
+
+#include "runtime/runtime.h"
+
+typedef struct kl_control kl_control;
+
+/* Where the node's output k goes: the session shapes it (dtype, rank, dims) and gives
+ * it its memory; *out is the tensor to fill. */
+typedef kiln_status (*kl_control_alloc)(void *ctx, int k, kl_dtype dtype, int rank,
+                                        const int64_t *dims, kl_tensor **out);
+
+/* Sessions for the bodies of control node n, with the parent session's options (on the
+ * CPU: the bodies' nodes run there). */
+kiln_status kl_control_create(const kl_node *n, const kiln_options *o, kl_control **out,
+                              kl_err *e);
+void kl_control_free(kl_control *c);
+/* Runs node n on its inputs (NULL for absent ones); max_work bounds the steps of all
+ * iterations together (each counted as at least KL_CONTROL_ITERATION_STEPS), 0 for no
+ * bound. */
+kiln_status kl_control_run(kl_control *c, const kl_node *n, const kl_tensor *const *in,
+                           int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e);
+/* What one iteration of a body (or the run of a branch) counts against max_work at
+ * least: a session run's fixed cost, so that a loop of empty iterations ends too. */
+#define KL_CONTROL_ITERATION_STEPS 16384.0
+/* Iterations (Loop, Scan) or branch runs (If) of the last kl_control_run. */
+int64_t kl_control_iterations(const kl_control *c);
+
+#endif
