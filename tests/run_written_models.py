@@ -26,6 +26,10 @@ CASES = [  # a folder with model.onnx or model.pt and test_data_set_0
     "tests/models/dyn_bert_sdpa",    # MultiHeadAttention zero_masked_rows=1
     "tests/models/qop_ops",          # com.microsoft ops lowered
     "tests/models/ts/stdconv",       # BatchNormalization training_mode=1
+    "tests/models/control/if_shapes",  # If in If: bodies' captures named two graphs up
+    "tests/models/control/loop_grow",  # Loop with an If in its body, widened carried types
+    "tests/models/control/scan_axes",  # Scan along other axes, reversed
+    "tests/models/control/loop_conv",  # Conv+BN+Relu fused inside a Loop body
 ]
 
 

@@ -142,14 +142,16 @@ int kl_infer_if(kl_infer_ctx *c) {
 }
 
 /* The loop-carried inputs of Loop's body (after iteration_num and cond) whose type its
- * outputs do not keep become as general as both: the body is inferred again from its
- * types before the first inference (*saved). Returns whether any changed. */
-static bool widen_carried(kl_graph *body, int n_carried, const kl_type *saved, kl_type *formal,
-                          kl_infer_ctx *c) {
+ * outputs do not keep become as general as both: the body is to be inferred again from
+ * its types before the first inference (*saved). *changed: whether any did. */
+static kiln_status widen_carried(kl_graph *body, int n_carried, const kl_type *saved,
+                                 kl_type *formal, kl_infer_ctx *c, bool *changed_out) {
   bool changed = false;
+  *changed_out = false;
   for (int k = 0; k < n_carried; k++) {
     kl_type in = formal[2 + k], out = body_out(c, body, 1 + k), both;
-    if (join(&in, &out, &both, "", 0, c->e) != KILN_OK) return false;
+    kiln_status st = join(&in, &out, &both, "loop-carried value", k, c->e);
+    if (st != KILN_OK) return st;
     bool same = both.rank == in.rank;
     for (int d = 0; same && d < in.rank; d++) same = kl_dim_equal(both.dims[d], in.dims[d]);
     if (same) continue;
@@ -158,7 +160,8 @@ static bool widen_carried(kl_graph *body, int n_carried, const kl_type *saved, k
   }
   if (changed)
     for (int v = 0; v < body->n_values; v++) body->values[v].type = saved[v];
-  return changed;
+  *changed_out = changed;
+  return KILN_OK;
 }
 
 int kl_infer_loop(kl_infer_ctx *c) {
@@ -190,9 +193,10 @@ int kl_infer_loop(kl_infer_ctx *c) {
     else st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "loop-carried value %d is absent", k);
   }
   for (int v = 0; v < body->n_values; v++) saved[v] = body->values[v].type;
+  bool widened = false;
   if (st == KILN_OK) st = infer_body(c, "body", body, 2 + n_carried, types, formal);
-  if (st == KILN_OK && widen_carried(body, n_carried, saved, types, c))
-    st = infer_body(c, "body", body, 2 + n_carried, types, formal);
+  if (st == KILN_OK) st = widen_carried(body, n_carried, saved, types, c, &widened);
+  if (st == KILN_OK && widened) st = infer_body(c, "body", body, 2 + n_carried, types, formal);
   if (st == KILN_OK) {
     kl_type cond = body_out(c, body, 0);
     if (cond.dtype && cond.dtype != KL_BOOL)

@@ -25,6 +25,7 @@ struct kl_control {
   grow_buf scan_acc; /* Loop's scan outputs, iteration after iteration */
   int n_carried, n_slices;
   int64_t iterations;
+  double work; /* the last run's steps, its bodies' (nested control nodes' included) */
 };
 
 static kiln_status grow(grow_buf *b, size_t bytes, kl_err *e) {
@@ -106,6 +107,8 @@ kiln_status kl_control_create(const kl_node *n, const kiln_options *o, kl_contro
 
 int64_t kl_control_iterations(const kl_control *c) { return c ? c->iterations : 0; }
 
+double kl_control_work(const kl_control *c) { return c ? c->work : 0; }
+
 /* ---- running a body ---- */
 
 static void dims_text(int rank, const int64_t *dims, char *buf, size_t len) {
@@ -144,6 +147,7 @@ static kiln_status run_body(kl_control *c, int b, const kl_node *n, const kl_ten
     st = kl_fail(e, st, "%s", kiln_session_error(s));
   c->iterations++;
   *work += KL_CONTROL_ITERATION_STEPS + kl_session_run_work(s);
+  c->work = *work;
   if (st == KILN_OK && max_work > 0 && *work > (double)max_work)
     st = kl_fail(e, KILN_ERR_LIMIT, "its bodies took about %.3g steps in %" PRId64 " runs, "
                  "over max_work %" PRId64 " (option max_work, `--max-work N`; 0 lifts the "
@@ -296,6 +300,7 @@ static kiln_status run_loop(kl_control *c, const kl_node *n, const kl_tensor *co
       if (st == KILN_OK && slice_bytes[k])
         memcpy((char *)c->scan_acc.p + acc * (size_t)it + offset[k], out.data, slice_bytes[k]);
     }
+    if (st != KILN_OK) break; /* it names the failing iteration */
   }
   if (st != KILN_OK) kl_err_prefix(e, "in the body's iteration %" PRId64, it);
   for (int k = 0; st == KILN_OK && k < nc; k++) st = emit(alloc, actx, k, &cur[k]);
@@ -432,6 +437,7 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
       }
       if (st == KILN_OK) place(outs[k], out_ax[k], out_dirs[k] ? trips - 1 - t : t, &out);
     }
+    if (st != KILN_OK) break; /* t names the failing iteration */
   }
   if (st != KILN_OK) kl_err_prefix(e, "in the body's iteration %" PRId64, t);
   for (int k = 0; st == KILN_OK && k < ns; k++) st = emit(alloc, actx, k, &cur[k]);
@@ -458,6 +464,7 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
 kiln_status kl_control_run(kl_control *c, const kl_node *n, const kl_tensor *const *in,
                            int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e) {
   c->iterations = 0;
+  c->work = 0;
   switch (n->op) {
   case KL_OP_If: return run_if(c, n, in, max_work, alloc, actx, e);
   case KL_OP_Loop: return run_loop(c, n, in, max_work, alloc, actx, e);

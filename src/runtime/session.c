@@ -60,6 +60,9 @@ struct kiln_session {
   bool planned;        /* the plan has sizes from a run; else nothing fits it */
   int fallbacks;       /* tensors of the last run that did not fit the plan */
   void *arena;
+  /* the arena a replan replaced: the last run's outputs may live in it, and the caller
+   * reads them after the run, so it is freed only when the next run starts */
+  void *stale_arena;
   kl_tensor *vals;     /* per value: the tensor of the current run */
   kl_type *types;      /* per value: its concrete type in the current run */
   size_t *seen;        /* per value: its size in bytes in the current run */
@@ -521,6 +524,7 @@ void kiln_session_free(kiln_session *s) {
   if (s->cpu) s->cpu->iface->release(s->cpu);
   kl_memplan_clear(&s->plan);
   free(s->arena);
+  free(s->stale_arena);
   free(s->vals);
   free(s->types);
   free(s->seen);
@@ -834,7 +838,10 @@ static kiln_status run_control(kiln_session *s, int i) {
   kiln_status st = check_work(s, n, 0);
   if (st != KILN_OK) return st;
   control_out c = {s, i};
+  /* max_work bounds the node's run as a whole, every iteration of every body in it; its
+   * steps count in this session's too, for a Loop whose body this session is */
   st = kl_control_run(s->ctl[i], n, s->kin, s->opts.max_work, control_alloc, &c, &s->err);
+  s->work += kl_control_work(s->ctl[i]);
   s->as_view[i] = false;
   if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
   return st;
@@ -919,7 +926,8 @@ static void replan(kiln_session *s) {
   for (int v = 0; v < g->n_values; v++)
     if (s->planned && s->plan.bytes[v] > s->seen[v]) s->seen[v] = s->plan.bytes[v];
   kl_err e = {0};
-  free(s->arena);
+  free(s->stale_arena);
+  s->stale_arena = s->arena;
   s->arena = NULL;
   s->planned = false;
   kiln_status st = kl_memplan_build(&s->plan, g, s->seen, s->types, s->rules, &e);
@@ -975,6 +983,8 @@ kiln_status kiln_session_run(kiln_session *s) {
   s->fallbacks = 0;
   s->dfallbacks = 0;
   release_heap(s); /* the last run's outputs, or what a failed run left */
+  free(s->stale_arena);
+  s->stale_arena = NULL;
   if (s->dev) release_device_values(s, false);
   kl_cpu_set_threads(s->opts.threads);
   kiln_status st = KILN_OK;

@@ -201,11 +201,15 @@ def version_cases():
     custom = [helper.make_node("Relu", ["x"], ["y"], name="c", domain="com.example")]
     case("op_custom_domain.onnx", model_bytes(custom, *io, domains=["com.example"]),
          "com.example", "a node of a domain kiln does not know")
+    cast = helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT64)
     if_node = [helper.make_node("If", ["c"], ["y"], name="branch",
                                 then_branch=helper.make_graph([], "t", [], [vi("x", [2, 3])]),
-                                else_branch=helper.make_graph([], "e", [], [vi("x", [2, 3])]))]
+                                else_branch=helper.make_graph([cast], "e", [],
+                                                              [vi("xi", [2, 3], TensorProto.INT64)]))]
     case("op_if.onnx", model_bytes(if_node, [vi("c", [], TensorProto.BOOL), vi("x", [2, 3])],
-                                   [vi("y", [2, 3])]), "If", "control flow kiln does not run")
+                                   [vi("y", [2, 3])]),
+         "node 'branch' (If): output 0 is float32 in one case and int64 in the other",
+         "If branches whose outputs have different dtypes")
 
 
 # ---- tensors and types ----
@@ -668,6 +672,80 @@ def runtime_cases():
 
 # ---- TorchScript archives (kiln picks the reader by the .pt suffix) ----
 
+def control_cases():
+    """If, Loop and Scan whose bodies disagree with their node, or loop forever."""
+    B = TensorProto.BOOL
+    I64 = TensorProto.INT64
+
+    def graph(nodes, inputs, outputs, inits=()):
+        return helper.make_graph(nodes, "body", inputs, outputs, list(inits))
+
+    # no trip count and no cond: only max_work ends it (each iteration counts 2^22 steps)
+    body = graph([helper.make_node("Add", ["v", "one"], ["v_out"]),
+                  helper.make_node("Identity", ["c"], ["c_out"])],
+                 [vi("i", [], I64), vi("c", [], B), vi("v", [1])],
+                 [vi("c_out", [], B), vi("v_out", [1])],
+                 [numpy_helper.from_array(np.ones(1, np.float32), "one")])
+    loop = helper.make_node("Loop", ["", "", "x"], ["y"], name="forever", body=body)
+    case("loop_forever.onnx", model_bytes([loop], [vi("x", [1])], [vi("y", [1])]),
+         "node 'forever' (Loop): in the body's iteration", "a Loop with no trip count and no "
+         "cond, stopped by max_work", "x=control_x1.npy")
+    write("control_x1.npy", npy(np.zeros(1, np.float32)))
+    # the body turns the loop-carried float into int64
+    body = graph([helper.make_node("Cast", ["v"], ["v_out"], to=I64),
+                  helper.make_node("Identity", ["c"], ["c_out"])],
+                 [vi("i", [], I64), vi("c", [], B), vi("v", [1])],
+                 [vi("c_out", [], B), vi("v_out", [1], I64)])
+    loop = helper.make_node("Loop", ["m", "", "x"], ["y"], name="cast", body=body)
+    m = numpy_helper.from_array(np.array(3, np.int64), "m")
+    case("loop_carried_dtype.onnx", model_bytes([loop], [vi("x", [1])], [vi("y", [1])], [m]),
+         "loop-carried value 0 is float32 in one case and int64 in the other",
+         "a Loop body that changes a carried value's dtype")
+    # If on a float cond, and an If without else_branch
+    branch = graph([helper.make_node("Identity", ["x"], ["t"])], [], [vi("t", [2])])
+    iff = helper.make_node("If", ["x"], ["y"], name="iff", then_branch=branch,
+                           else_branch=branch)
+    case("if_float_cond.onnx", model_bytes([iff], [vi("x", [2])], [vi("y", [2])]),
+         "cond must be bool, found float32", "an If whose cond is a float tensor")
+    cond = numpy_helper.from_array(np.array(True), "c")
+    iff = helper.make_node("If", ["c"], ["y"], name="iff", then_branch=branch)
+    case("if_no_else.onnx", model_bytes([iff], [vi("x", [2])], [vi("y", [2])], [cond]),
+         "needs a graph attribute 'else_branch'", "an If without else_branch")
+    # a body output count that does not match the node
+    two = graph([helper.make_node("Identity", ["x"], ["t"]),
+                 helper.make_node("Identity", ["x"], ["u"])], [], [vi("t", [2]), vi("u", [2])])
+    iff = helper.make_node("If", ["c"], ["y"], name="iff", then_branch=two, else_branch=branch)
+    case("if_output_count.onnx", model_bytes([iff], [vi("x", [2])], [vi("y", [2])], [cond]),
+         "then_branch has 2 and else_branch 1", "If branches with different output counts")
+    # a body reading a name no graph defines
+    ghost = graph([helper.make_node("Identity", ["nowhere"], ["t"])], [], [vi("t", [2])])
+    iff = helper.make_node("If", ["c"], ["y"], name="iff", then_branch=ghost,
+                           else_branch=branch)
+    case("if_unknown_name.onnx", model_bytes([iff], [vi("x", [2])], [vi("y", [2])], [cond]),
+         "input 0 'nowhere' is not a graph input", "an If branch reading an undefined name")
+    # Scan over inputs of different lengths
+    body = graph([helper.make_node("Add", ["s", "a"], ["s1"]),
+                  helper.make_node("Add", ["s1", "b"], ["s_out"])],
+                 [vi("s", [2]), vi("a", [2]), vi("b", [2])], [vi("s_out", [2])])
+    scan = helper.make_node("Scan", ["s0", "A", "Bx"], ["y"], name="scan", body=body,
+                            num_scan_inputs=2)
+    case("scan_lengths.onnx",
+         model_bytes([scan], [vi("s0", [2]), vi("A", [3, 2]), vi("Bx", [4, 2])],
+                     [vi("y", [2])], opset=13),
+         "scanned inputs have different lengths", "a Scan of inputs of 3 and 4 slices")
+    # a Loop scan output whose shape changes from one iteration to the next
+    body = graph([helper.make_node("Concat", ["v", "v"], ["v_out"], axis=0),
+                  helper.make_node("Identity", ["c"], ["c_out"]),
+                  helper.make_node("Identity", ["v_out"], ["s_out"])],
+                 [vi("i", [], I64), vi("c", [], B), vi("v", None)],
+                 [vi("c_out", [], B), vi("v_out", None), vi("s_out", None)])
+    loop = helper.make_node("Loop", ["m", "", "x"], ["y", "ys"], name="grow", body=body)
+    case("loop_scan_shape.onnx",
+         model_bytes([loop], [vi("x", [1])], [vi("y", None), vi("ys", None)], [m]),
+         "node 'grow' (Loop): in the body's iteration 1: scan output 0 is float32 [2] in "
+         "iteration 0 and float32 [4]", "a Loop scan output that grows", "x=control_x1.npy")
+
+
 def zip_bytes(entries):
     """A ZIP archive with fixed timestamps, so that the bytes are reproducible."""
     import io
@@ -736,6 +814,7 @@ def main():
     op_cases()
     external_cases()
     runtime_cases()
+    control_cases()
     torchscript_cases()
     with open(os.path.join(OUT, "MANIFEST.tsv"), "w") as f:
         f.write("# file\tinputs (NAME=FILE;... or -)\texit code\tstderr must contain\t"

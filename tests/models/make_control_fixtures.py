@@ -1,0 +1,192 @@
+"""Control-flow fixtures: ONNX models with If, Loop and Scan that exercise what a
+single-op node test does not (bodies reading values two graphs up, branches of
+different shapes, loops whose carried values grow, scans along other axes in reverse,
+zero-trip loops, convolutions inside a loop body), each with data sets whose outputs
+onnxruntime computed.
+
+    .venv/bin/python tests/models/make_control_fixtures.py   # writes tests/models/control/
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as TP
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "control")
+rng = np.random.default_rng(7)
+
+
+def vi(name, dtype, shape):
+    return h.make_tensor_value_info(name, dtype, shape)
+
+
+def init(name, array):
+    return nh.from_array(np.asarray(array), name)
+
+
+def scalar(name, dtype, value):
+    return h.make_node("Constant", [], [name], value=h.make_tensor(name + "_v", dtype, [], [value]))
+
+
+def save(name, graph, feeds_list):
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model) if os.environ.get("KILN_CHECK_FIXTURES") else None
+    folder = os.path.join(OUT, name)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.onnx")
+    onnx.save(model, path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for k, feeds in enumerate(feeds_list):
+        ds = os.path.join(folder, "test_data_set_%d" % k)
+        os.makedirs(ds, exist_ok=True)
+        for i, (iname, x) in enumerate(feeds.items()):
+            onnx.save_tensor(nh.from_array(x, iname), os.path.join(ds, "input_%d.pb" % i))
+        outs = sess.run(None, feeds)
+        for i, (o, y) in enumerate(zip(sess.get_outputs(), outs)):
+            onnx.save_tensor(nh.from_array(y, o.name), os.path.join(ds, "output_%d.pb" % i))
+        print(name, k, [tuple(y.shape) for y in outs])
+
+
+def if_shapes():
+    """cond from the data; the branches give different shapes; else_branch holds an If
+    whose then_branch reads x and w, two graphs up, and an initializer of the model."""
+    inner_then = h.make_graph(
+        [h.make_node("MatMul", ["x", "w"], ["it_mm"]), h.make_node("Add", ["it_mm", "bias"], ["it_out"])],
+        "inner_then", [], [vi("it_out", TP.FLOAT, None)])
+    inner_else = h.make_graph(
+        [h.make_node("Neg", ["xs"], ["ie_out"])], "inner_else", [], [vi("ie_out", TP.FLOAT, None)])
+    then_b = h.make_graph(
+        [h.make_node("Mul", ["x", "x"], ["t_sq"]), h.make_node("ReduceSum", ["t_sq"], ["t_out"], keepdims=1)],
+        "then", [], [vi("t_out", TP.FLOAT, None)])
+    else_b = h.make_graph(
+        [h.make_node("ReduceMax", ["x"], ["e_max"], keepdims=0),
+         h.make_node("Greater", ["e_max", "zero"], ["e_pos"]),
+         h.make_node("If", ["e_pos"], ["e_out"], then_branch=inner_then, else_branch=inner_else)],
+        "else", [], [vi("e_out", TP.FLOAT, None)])
+    nodes = [
+        h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        h.make_node("Greater", ["s", "limit"], ["cond"]),
+        h.make_node("Mul", ["x", "two"], ["xs"]),
+        h.make_node("If", ["cond"], ["y"], then_branch=then_b, else_branch=else_b),
+        h.make_node("Shape", ["y"], ["y_shape"]),
+    ]
+    g = h.make_graph(nodes, "if_shapes", [vi("x", TP.FLOAT, [3, 4])],
+                     [vi("y", TP.FLOAT, None), vi("y_shape", TP.INT64, None)],
+                     [init("w", rng.standard_normal((4, 5)).astype(np.float32)),
+                      init("bias", rng.standard_normal(5).astype(np.float32)),
+                      init("limit", np.float32(6.0)), init("zero", np.float32(0.0)),
+                      init("two", np.float32(2.0))])
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    save("if_shapes", g, [{"x": np.abs(x) + 1.0}, {"x": x * 0.1 + 0.05}, {"x": -np.abs(x) - 0.1}])
+
+
+def loop_grow():
+    """A while loop (M and a cond the body computes) whose carried value grows by one
+    row an iteration, with a scan output, a capture of an intermediate value and of an
+    initializer, and an If in the body."""
+    b_then = h.make_graph([h.make_node("Relu", ["row"], ["b_r"])], "bt", [], [vi("b_r", TP.FLOAT, None)])
+    b_else = h.make_graph([h.make_node("Sigmoid", ["row"], ["b_s"])], "be", [], [vi("b_s", TP.FLOAT, None)])
+    body = h.make_graph(
+        [
+            h.make_node("MatMul", ["last", "w"], ["mm"]),
+            h.make_node("Add", ["mm", "shift"], ["row"]),
+            h.make_node("Mod", ["i", "two_i"], ["parity"]),
+            h.make_node("Equal", ["parity", "zero_i"], ["even"]),
+            h.make_node("If", ["even"], ["act"], then_branch=b_then, else_branch=b_else),
+            h.make_node("Concat", ["acc", "act"], ["acc_out"], axis=0),
+            h.make_node("Gather", ["acc_out", "minus_one"], ["last_row"], axis=0),
+            h.make_node("Unsqueeze", ["last_row", "axes0"], ["last_out"]),
+            h.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0),
+            h.make_node("Less", ["total", "stop_at"], ["cond_out"]),
+            h.make_node("ReduceMean", ["act"], ["mean_out"], keepdims=0),
+        ],
+        "body",
+        [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("acc", TP.FLOAT, None), vi("last", TP.FLOAT, None)],
+        [vi("cond_out", TP.BOOL, []), vi("acc_out", TP.FLOAT, None), vi("last_out", TP.FLOAT, None),
+         vi("mean_out", TP.FLOAT, None)],
+        [init("two_i", np.int64(2)), init("zero_i", np.int64(0)), init("minus_one", np.int64(-1)),
+         init("axes0", np.array([0], np.int64))])
+    nodes = [
+        h.make_node("Mul", ["x", "half"], ["shift"]),
+        h.make_node("Constant", [], ["true"], value=h.make_tensor("t", TP.BOOL, [], [True])),
+        h.make_node("Loop", ["M", "true", "x", "x"], ["acc_final", "last_final", "means"], body=body),
+    ]
+    g = h.make_graph(nodes, "loop_grow", [vi("x", TP.FLOAT, [1, 6]), vi("M", TP.INT64, [])],
+                     [vi("acc_final", TP.FLOAT, None), vi("last_final", TP.FLOAT, None),
+                      vi("means", TP.FLOAT, None)],
+                     [init("w", (rng.standard_normal((6, 6)) * 0.5).astype(np.float32)),
+                      init("half", np.float32(0.5)), init("stop_at", np.float32(40.0))])
+    x = rng.standard_normal((1, 6)).astype(np.float32)
+    save("loop_grow", g, [{"x": x, "M": np.array(7, np.int64)}, {"x": np.abs(x) + 2.0, "M": np.array(9, np.int64)},
+                          {"x": x, "M": np.array(0, np.int64)}])
+
+
+def scan_axes():
+    """Two states and two scanned inputs, one along axis 1 in reverse; scan outputs
+    along axis 1 (one reversed) and axis -1; the body reads an outer value."""
+    body = h.make_graph(
+        [
+            h.make_node("Add", ["s0", "a"], ["s0_out"]),
+            h.make_node("Mul", ["b", "scale"], ["bs"]),
+            h.make_node("Add", ["s1", "bs"], ["s1_out"]),
+            h.make_node("Mul", ["s0_out", "s1_out"], ["prod"]),
+            h.make_node("Identity", ["s0_out"], ["y0"]),
+        ],
+        "body",
+        [vi("s0", TP.FLOAT, [3]), vi("s1", TP.FLOAT, [3]), vi("a", TP.FLOAT, [3]), vi("b", TP.FLOAT, [3])],
+        [vi("s0_out", TP.FLOAT, [3]), vi("s1_out", TP.FLOAT, [3]), vi("prod", TP.FLOAT, [3]),
+         vi("y0", TP.FLOAT, [3])])
+    nodes = [
+        h.make_node("Exp", ["k"], ["scale"]),
+        h.make_node("Scan", ["init0", "init1", "A", "B"], ["f0", "f1", "P", "Y"], body=body,
+                    num_scan_inputs=2, scan_input_axes=[0, 1], scan_input_directions=[0, 1],
+                    scan_output_axes=[1, -1], scan_output_directions=[1, 0]),
+    ]
+    g = h.make_graph(nodes, "scan_axes",
+                     [vi("init0", TP.FLOAT, [3]), vi("init1", TP.FLOAT, [3]), vi("A", TP.FLOAT, [5, 3]),
+                      vi("B", TP.FLOAT, [3, 5]), vi("k", TP.FLOAT, [3])],
+                     [vi("f0", TP.FLOAT, [3]), vi("f1", TP.FLOAT, [3]), vi("P", TP.FLOAT, None),
+                      vi("Y", TP.FLOAT, None)])
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    save("scan_axes", g, [{"init0": f(3), "init1": f(3), "A": f(5, 3), "B": f(3, 5), "k": f(3)}])
+
+
+def loop_conv():
+    """Conv + BatchNormalization + Relu in a Loop body (fused there at -O2 and -O3), on
+    weights of the enclosing graph, for a trip count from the input."""
+    c = 8
+    body = h.make_graph(
+        [
+            h.make_node("Conv", ["feat", "cw", "cb"], ["cv"], pads=[1, 1, 1, 1]),
+            h.make_node("BatchNormalization", ["cv", "g", "bb", "mu", "var"], ["bn"], epsilon=1e-5),
+            h.make_node("Relu", ["bn"], ["r"]),
+            h.make_node("Add", ["r", "feat"], ["feat_out"]),
+            h.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("feat", TP.FLOAT, [1, c, 9, 7])],
+        [vi("cond_out", TP.BOOL, []), vi("feat_out", TP.FLOAT, [1, c, 9, 7])])
+    nodes = [h.make_node("Loop", ["M", "", "x"], ["y"], body=body)]
+    g = h.make_graph(nodes, "loop_conv", [vi("x", TP.FLOAT, [1, c, 9, 7]), vi("M", TP.INT64, [])],
+                     [vi("y", TP.FLOAT, [1, c, 9, 7])],
+                     [init("cw", (rng.standard_normal((c, c, 3, 3)) * 0.2).astype(np.float32)),
+                      init("cb", rng.standard_normal(c).astype(np.float32) * 0.1),
+                      init("g", (rng.random(c) + 0.5).astype(np.float32)),
+                      init("bb", rng.standard_normal(c).astype(np.float32) * 0.1),
+                      init("mu", rng.standard_normal(c).astype(np.float32) * 0.1),
+                      init("var", (rng.random(c) + 0.5).astype(np.float32))])
+    x = rng.standard_normal((1, c, 9, 7)).astype(np.float32)
+    save("loop_conv", g, [{"x": x, "M": np.array(3, np.int64)}, {"x": x, "M": np.array(0, np.int64)}])
+
+
+if __name__ == "__main__":
+    if_shapes()
+    loop_grow()
+    scan_axes()
+    loop_conv()
+    sys.exit(0)
