@@ -23,7 +23,14 @@ struct kl_control {
   grow_buf *carried[2];
   grow_buf *slices;
   grow_buf scan_acc; /* Loop's scan outputs, iteration after iteration */
-  int n_carried, n_slices;
+  int n_carried, n_slices, n_scan; /* n_scan: Loop's and Scan's scan outputs */
+  /* per run scratch, made with the node so that runs allocate nothing: the carried
+   * values now, the first iteration's scan outputs, their bytes and offsets in
+   * scan_acc, the node's scan outputs, their axes, Scan's axes and directions */
+  kl_tensor *cur, *first, **outs;
+  size_t *slice_bytes, *offset;
+  int *out_ax;
+  int64_t *lists;
   int64_t iterations;
   double work; /* the last run's steps, its bodies' (nested control nodes' included) */
 };
@@ -52,6 +59,13 @@ void kl_control_free(kl_control *c) {
   for (int k = 0; c->slices && k < c->n_slices; k++) free(c->slices[k].p);
   free(c->slices);
   free(c->scan_acc.p);
+  free(c->cur);
+  free(c->first);
+  free(c->outs);
+  free(c->slice_bytes);
+  free(c->offset);
+  free(c->out_ax);
+  free(c->lists);
   free(c);
 }
 
@@ -98,7 +112,16 @@ kiln_status kl_control_create(const kl_node *n, const kiln_options *o, kl_contro
   for (int j = 0; j < 2 && st == KILN_OK; j++)
     if (!(c->carried[j] = calloc((size_t)c->n_carried + 1, sizeof(grow_buf))))
       st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  if (st == KILN_OK && !(c->slices = calloc((size_t)c->n_slices + 1, sizeof(grow_buf))))
+  c->n_scan = n->n_out - c->n_carried > 0 ? n->n_out - c->n_carried : 0;
+  size_t nc = (size_t)c->n_carried + 1, ns = (size_t)c->n_scan + 1;
+  if (st == KILN_OK &&
+      (!(c->slices = calloc((size_t)c->n_slices + 1, sizeof(grow_buf))) ||
+       !(c->cur = calloc(nc, sizeof *c->cur)) || !(c->first = calloc(ns, sizeof *c->first)) ||
+       !(c->outs = calloc(ns, sizeof *c->outs)) ||
+       !(c->slice_bytes = calloc(ns, sizeof *c->slice_bytes)) ||
+       !(c->offset = calloc(ns, sizeof *c->offset)) ||
+       !(c->out_ax = calloc(ns, sizeof *c->out_ax)) ||
+       !(c->lists = calloc(2 * (size_t)c->n_slices + 2 * ns, sizeof *c->lists))))
     st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   if (st != KILN_OK) kl_control_free(c);
   else *out = c;
@@ -250,12 +273,8 @@ static kiln_status run_loop(kl_control *c, const kl_node *n, const kl_tensor *co
   if (use_trips && trips < 0) trips = 0; /* a negative trip count runs no iteration */
   if (st == KILN_OK && use_cond) st = flag(in[1], KL_BOOL, "cond", &cond, e);
   if (st != KILN_OK) return st;
-  kl_tensor *cur = calloc((size_t)nc + 1, sizeof *cur);
-  kl_tensor *first = calloc((size_t)n_scan + 1, sizeof *first);
-  size_t *slice_bytes = calloc((size_t)n_scan + 1, sizeof *slice_bytes);
-  size_t *offset = calloc((size_t)n_scan + 1, sizeof *offset);
-  if (!cur || !first || !slice_bytes || !offset)
-    st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  kl_tensor *cur = c->cur, *first = c->first;
+  size_t *slice_bytes = c->slice_bytes, *offset = c->offset;
   for (int k = 0; st == KILN_OK && k < nc; k++) cur[k] = *in[2 + k];
   double work = 0;
   size_t acc = 0; /* bytes of every scan output of one iteration, together */
@@ -319,10 +338,6 @@ static kiln_status run_loop(kl_control *c, const kl_node *n, const kl_tensor *co
       memcpy((char *)o->data + (size_t)j * slice_bytes[k],
              (const char *)c->scan_acc.p + acc * (size_t)j + offset[k], slice_bytes[k]);
   }
-  free(cur);
-  free(first);
-  free(slice_bytes);
-  free(offset);
   return st;
 }
 
@@ -371,12 +386,10 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
                             int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e) {
   kiln_session *s = c->sessions[0];
   int ns = c->n_carried, m = c->n_slices, n_out = n->n_out - ns;
-  int64_t *lists = calloc((size_t)(2 * m + 2 * n_out + 1), sizeof *lists);
-  kl_tensor *cur = calloc((size_t)ns + 1, sizeof *cur);
-  kl_tensor **outs = calloc((size_t)n_out + 1, sizeof *outs);
-  int *out_ax = calloc((size_t)n_out + 1, sizeof *out_ax);
-  kiln_status st = lists && cur && outs && out_ax ? KILN_OK
-                       : kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  int64_t *lists = c->lists;
+  kl_tensor *cur = c->cur, **outs = c->outs, *first = c->first;
+  int *out_ax = c->out_ax;
+  kiln_status st = KILN_OK;
   int64_t *in_axes = lists, *in_dirs = lists + m, *out_axes = lists + 2 * m,
           *out_dirs = lists + 2 * m + n_out;
   if (st == KILN_OK)
@@ -398,8 +411,6 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
   }
   for (int k = 0; st == KILN_OK && k < ns; k++) cur[k] = *in[k];
   double work = 0;
-  kl_tensor *first = calloc((size_t)n_out + 1, sizeof *first);
-  if (st == KILN_OK && !first) st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   int64_t t = 0;
   for (; st == KILN_OK && t < trips; t++) {
     for (int k = 0; st == KILN_OK && k < ns; k++) st = bind(s, k, &cur[k], e);
@@ -453,11 +464,6 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
     for (int d = 0, j = 0; d <= one.rank; d++) dims[d] = d == ax ? 0 : one.dims[j++];
     st = alloc(actx, ns + k, one.dtype, one.rank + 1, dims, &outs[k]);
   }
-  free(first);
-  free(lists);
-  free(cur);
-  free(outs);
-  free(out_ax);
   return st;
 }
 

@@ -362,6 +362,54 @@ static void check_digits(const char *dir) {
   kiln_model_free(m);
 }
 
+/* ---- control flow: a Loop's body session plans once ---- */
+
+/* dir's test_data_set_0 inputs and outputs. */
+static void read_set(const char *dir, const char *kind, int n, tensors *ts) {
+  ts->n = n;
+  for (int i = 0; i < n; i++) {
+    char path[256];
+    kl_err e = {0};
+    snprintf(path, sizeof path, "%s/test_data_set_0/%s_%d.pb", dir, kind, i);
+    if (kl_tensorfile_read(path, INT64_C(1) << 30, &ts->t[i], NULL, &e) != KILN_OK)
+      fail_msg("%s: %s", path, e.msg);
+  }
+}
+
+/* The control-flow fixtures (tests/models/make_control_fixtures.py), three runs each
+ * with both kernel sets: the outputs onnxruntime gave, and no allocation after the first
+ * run (a Loop's iterations run one body session, whose plan holds after it; the carried
+ * values' and scan outputs' buffers are kept). */
+static void test_control_flow_plans(void **state) {
+  (void)state;
+  const char *dirs[] = {"tests/models/control/loop_conv", "tests/models/control/loop_grow",
+                        "tests/models/control/scan_axes", "tests/models/control/if_shapes"};
+  for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.onnx", dirs[d]);
+    kiln_model *m = model_file(path);
+    tensors in = {0}, want = {0};
+    read_set(dirs[d], "input", kiln_model_input_count(m), &in);
+    read_set(dirs[d], "output", kiln_model_output_count(m), &want);
+    for (int reference = 1; reference >= 0; reference--) {
+      kiln_session *s = session(m, reference);
+      for (int r = 0; r < 3; r++) {
+        tensors got = {0};
+        int allocs = run(s, m, &in, &got);
+        if (r > 0 && allocs)
+          fail_msg("%s: run %d (%s kernels) made %d allocations", dirs[d], r + 1,
+                   reference ? "reference" : "fast", allocs);
+        assert_close(&got, &want, 1e-4, dirs[d]);
+        tensors_free(&got);
+      }
+      kiln_session_free(s);
+    }
+    tensors_free(&in);
+    tensors_free(&want);
+    kiln_model_free(m);
+  }
+}
+
 static void test_digits_cnn(void **state) {
   (void)state;
   check_digits("models/digits_cnn");
@@ -987,6 +1035,7 @@ static void test_memory_limit_counts_packed(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_digits_cnn),
+      cmocka_unit_test(test_control_flow_plans),
       cmocka_unit_test(test_digits_cnn_fused),
       cmocka_unit_test(test_digits_mlp),
       cmocka_unit_test(test_inplace_and_views),
