@@ -1,0 +1,160 @@
+/* Control flow in the IR: If, Loop and Scan bodies as imported (captures as the node's
+ * trailing inputs), copied, verified and inferred; the fixtures are
+ * tests/models/control (make_control_fixtures.py). */
+#include "testutil.h"
+
+#include "import/onnx.h"
+
+#include <string.h>
+
+static kl_graph *load(const char *dir) {
+  char path[256];
+  snprintf(path, sizeof path, "tests/models/control/%s/model.onnx", dir);
+  kl_graph *g = NULL;
+  kl_err e = {0};
+  if (kl_onnx_load_file(path, NULL, &g, &e) != KILN_OK) fail_msg("%s: %s", path, e.msg);
+  if (kl_graph_toposort(g, &e) != KILN_OK || kl_graph_verify(g, &e) != KILN_OK ||
+      kl_graph_infer(g, &e) != KILN_OK)
+    fail_msg("%s: %s", path, e.msg);
+  return g;
+}
+
+static int find_node(const kl_graph *g, kl_op op) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == op) return i;
+  fail_msg("no %s node", kl_op_name(op));
+  return -1;
+}
+
+static const kl_type *type_of(const kl_graph *g, const char *name) {
+  int v = kl_graph_find_value(g, name);
+  if (v < 0) fail_msg("no value %s", name);
+  return &g->values[v].type;
+}
+
+static void assert_dims(const kl_type *t, int rank, const int64_t *dims) {
+  assert_int_equal(t->rank, rank);
+  for (int d = 0; d < rank; d++)
+    if (t->dims[d].size != dims[d])
+      fail_msg("dim %d is %lld, expected %lld", d, (long long)t->dims[d].size,
+               (long long)dims[d]);
+}
+
+/* An If in an If's else_branch reads x, w and bias of the model: the inner branch
+ * captures them from its branch, which captures them from the model; constants come
+ * as copies. Branches of [1,1] and [3,?] make the output [?,?]. */
+static void test_if_captures(void **state) {
+  (void)state;
+  kl_graph *g = load("if_shapes");
+  const kl_node *n = &g->nodes[find_node(g, KL_OP_If)];
+  kl_graph *then_b = kl_node_body(n, "then_branch"), *else_b = kl_node_body(n, "else_branch");
+  assert_non_null(then_b);
+  assert_non_null(else_b);
+  /* the node: cond, then the captures: x (both branches), xs (the inner else) */
+  assert_int_equal(kl_control_formal_inputs(n), 1);
+  assert_int_equal(then_b->n_outer, n->n_in - 1);
+  assert_int_equal(else_b->n_outer, then_b->n_outer);
+  assert_int_equal(then_b->n_inputs, then_b->n_outer);
+  for (int k = 1; k < n->n_in; k++) {
+    const char *outer = g->values[n->in[k]].name;
+    /* each body names its capture as the enclosing graph names the value */
+    assert_string_equal(then_b->values[then_b->inputs[k - 1]].name, outer);
+    assert_string_equal(else_b->values[else_b->inputs[k - 1]].name, outer);
+  }
+  const kl_node *inner = &else_b->nodes[find_node(else_b, KL_OP_If)];
+  const kl_graph *inner_then = kl_node_body(inner, "then_branch");
+  int w = kl_graph_find_value(inner_then, "w");
+  assert_true(w >= 0);
+  assert_int_equal(inner_then->values[w].kind, KL_VALUE_CONST); /* copied, not captured */
+  assert_dims(type_of(inner_then, "it_out"), 2, (int64_t[]){3, 5});
+  assert_dims(type_of(else_b, "e_out"), 2, (int64_t[]){3, -1});
+  assert_dims(type_of(g, "y"), 2, (int64_t[]){-1, -1});
+  kl_graph_free(g);
+}
+
+/* A carried value that grows a row an iteration: the body's input is widened to
+ * [?,6] and the loop's scan output has an unknown trip count. */
+static void test_loop_widens_carried(void **state) {
+  (void)state;
+  kl_graph *g = load("loop_grow");
+  const kl_node *n = &g->nodes[find_node(g, KL_OP_Loop)];
+  const kl_graph *b = kl_node_body(n, "body");
+  assert_int_equal(kl_control_formal_inputs(n), 4); /* M, cond, acc, last */
+  assert_dims(&b->values[b->inputs[2]].type, 2, (int64_t[]){-1, 6});
+  assert_dims(&b->values[b->inputs[3]].type, 2, (int64_t[]){1, 6});
+  assert_dims(type_of(g, "acc_final"), 2, (int64_t[]){-1, 6});
+  assert_dims(type_of(g, "last_final"), 2, (int64_t[]){1, 6});
+  assert_dims(type_of(g, "means"), 1, (int64_t[]){-1});
+  kl_graph_free(g);
+}
+
+/* Scan's slices and outputs along other axes: [3,5] scanned along axis 1 gives the
+ * body [3]; outputs stacked along axis 1 and -1 are [3,5]. */
+static void test_scan_axes(void **state) {
+  (void)state;
+  kl_graph *g = load("scan_axes");
+  const kl_node *n = &g->nodes[find_node(g, KL_OP_Scan)];
+  const kl_graph *b = kl_node_body(n, "body");
+  assert_dims(&b->values[b->inputs[3]].type, 1, (int64_t[]){3});
+  assert_dims(type_of(g, "P"), 2, (int64_t[]){3, 5});
+  assert_dims(type_of(g, "Y"), 2, (int64_t[]){3, 5});
+  kl_graph_free(g);
+}
+
+/* A copy owns its bodies: changing one leaves the other as it was; the copy verifies
+ * and infers as the original. */
+static void test_copy_is_deep(void **state) {
+  (void)state;
+  kl_graph *g = load("loop_grow");
+  kl_graph *c = kl_graph_copy(g);
+  assert_non_null(c);
+  const kl_node *ng = &g->nodes[find_node(g, KL_OP_Loop)];
+  const kl_node *nc = &c->nodes[find_node(c, KL_OP_Loop)];
+  kl_graph *bg = kl_node_body(ng, "body"), *bc = kl_node_body(nc, "body");
+  assert_ptr_not_equal(bg, bc);
+  assert_int_equal(bc->n_outer, bg->n_outer);
+  assert_int_equal(bc->n_nodes, bg->n_nodes);
+  const kl_node *ig = &bg->nodes[find_node(bg, KL_OP_If)];
+  const kl_node *ic = &bc->nodes[find_node(bc, KL_OP_If)];
+  assert_ptr_not_equal(kl_node_body(ig, "then_branch"), kl_node_body(ic, "then_branch"));
+  bc->nodes[0].op = KL_OP_Identity;
+  assert_int_not_equal(bg->nodes[0].op, KL_OP_Identity);
+  bc->nodes[0].op = bg->nodes[0].op;
+  kl_err e = {0};
+  if (kl_graph_verify(c, &e) != KILN_OK || kl_graph_infer(c, &e) != KILN_OK)
+    fail_msg("copy: %s", e.msg);
+  kl_graph_free(c);
+  kl_graph_free(g);
+}
+
+/* The verifier refuses a body whose captures disagree with its node. */
+static void test_verify_captures(void **state) {
+  (void)state;
+  kl_graph *g = load("if_shapes");
+  kl_node *n = &g->nodes[find_node(g, KL_OP_If)];
+  kl_graph *then_b = kl_node_body(n, "then_branch");
+  kl_err e = {0};
+  then_b->n_outer++;
+  assert_int_equal(kl_graph_verify(g, &e), KILN_ERR_INTERNAL);
+  assert_non_null(strstr(e.msg, "reads"));
+  then_b->n_outer--;
+  kl_err_clear(&e);
+  int saved = n->in[1];
+  n->in[1] = KL_ABSENT;
+  assert_int_not_equal(kl_graph_verify(g, &e), KILN_OK);
+  n->in[1] = saved;
+  kl_err_clear(&e);
+  assert_int_equal(kl_graph_verify(g, &e), KILN_OK);
+  kl_graph_free(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_if_captures),
+      cmocka_unit_test(test_loop_widens_carried),
+      cmocka_unit_test(test_scan_axes),
+      cmocka_unit_test(test_copy_is_deep),
+      cmocka_unit_test(test_verify_captures),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
