@@ -30,6 +30,7 @@ CASES = [  # a folder with model.onnx or model.pt and test_data_set_0
     "tests/models/control/loop_grow",  # Loop with an If in its body, widened carried types
     "tests/models/control/scan_axes",  # Scan along other axes, reversed
     "tests/models/control/loop_conv",  # Conv+BN+Relu fused inside a Loop body
+    "tests/models/control/if_static",  # an If on a folded condition, inlined
 ]
 
 

@@ -8,6 +8,7 @@
 KL_PASS(dce)
 KL_PASS(eliminate)
 KL_PASS(const_fold)
+KL_PASS(inline_if)
 KL_PASS(shape_values)
 KL_PASS(cse)
 KL_PASS(collapse_reshape)
@@ -38,6 +39,8 @@ static const kl_pass pass_table[] = {
      kl_pass_eliminate},
     {"const_fold", 1, "run nodes with constant inputs (and Shape of known dims) once",
      kl_pass_const_fold},
+    {"inline_if", 1, "an If whose condition is constant becomes the branch it takes",
+     kl_pass_inline_if},
     {"shape_values", 1, "shape arithmetic on symbolic dims: fold what is known, constant "
      "Reshape/Expand targets", kl_pass_shape_values},
     {"cse", 1, "merge duplicate constants and nodes with the same op, inputs, attributes",

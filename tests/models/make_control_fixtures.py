@@ -184,9 +184,33 @@ def loop_conv():
     save("loop_conv", g, [{"x": x, "M": np.array(3, np.int64)}, {"x": x, "M": np.array(0, np.int64)}])
 
 
+def if_static():
+    """An If on a condition constant folding settles (the batch size of a static input is
+    1): from -O1 on the branch it takes replaces it (pass inline_if), and the Conv and
+    Relu of that branch fuse with the graph around them."""
+    then_b = h.make_graph(
+        [h.make_node("Conv", ["x", "cw"], ["t_conv"], pads=[1, 1, 1, 1]),
+         h.make_node("Relu", ["t_conv"], ["t_out"])],
+        "then", [], [vi("t_out", TP.FLOAT, None)])
+    else_b = h.make_graph([h.make_node("Sigmoid", ["x"], ["e_out"])], "else", [],
+                          [vi("e_out", TP.FLOAT, None)])
+    nodes = [
+        h.make_node("Shape", ["x"], ["shape"]),
+        h.make_node("Gather", ["shape", "zero_i"], ["batch"], axis=0),
+        h.make_node("Equal", ["batch", "one_i"], ["single"]),
+        h.make_node("If", ["single"], ["y"], then_branch=then_b, else_branch=else_b),
+        h.make_node("ReduceMean", ["y"], ["z"], axes=[2, 3], keepdims=0),
+    ]
+    g = h.make_graph(nodes, "if_static", [vi("x", TP.FLOAT, [1, 3, 8, 8])], [vi("z", TP.FLOAT, None)],
+                     [init("cw", (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)),
+                      init("zero_i", np.int64(0)), init("one_i", np.int64(1))])
+    save("if_static", g, [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}])
+
+
 if __name__ == "__main__":
     if_shapes()
     loop_grow()
     scan_axes()
     loop_conv()
+    if_static()
     sys.exit(0)

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "import/onnx.h"
+#include "passes/pass.h"
 
 #include <string.h>
 
@@ -148,6 +149,26 @@ static void test_verify_captures(void **state) {
   kl_graph_free(g);
 }
 
+/* An If on a condition that constant folding settles is replaced by the branch it takes
+ * from -O1 on (pass inline_if): no If is left, and the branch's Conv and Relu fuse. */
+static void test_inline_constant_if(void **state) {
+  (void)state;
+  for (int level = 0; level <= 3; level++) {
+    kl_graph *g = load("if_static");
+    kl_pass_config cfg = {.level = level, .verify = true};
+    kl_err e = {0};
+    if (kl_optimize(g, &cfg, NULL, &e) != KILN_OK) fail_msg("-O%d: %s", level, e.msg);
+    int ifs = 0, convs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      ifs += g->nodes[i].op == KL_OP_If;
+      convs += g->nodes[i].op == KL_OP_KilnFusedConv;
+    }
+    assert_int_equal(ifs, level == 0 ? 1 : 0);
+    if (level >= 2) assert_int_equal(convs, 1);
+    kl_graph_free(g);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_if_captures),
@@ -155,6 +176,7 @@ int main(void) {
       cmocka_unit_test(test_scan_axes),
       cmocka_unit_test(test_copy_is_deep),
       cmocka_unit_test(test_verify_captures),
+      cmocka_unit_test(test_inline_constant_if),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
