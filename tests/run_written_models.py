@@ -31,6 +31,7 @@ CASES = [  # a folder with model.onnx or model.pt and test_data_set_0
     "tests/models/control/scan_axes",  # Scan along other axes, reversed
     "tests/models/control/loop_conv",  # Conv+BN+Relu fused inside a Loop body
     "tests/models/control/if_static",  # an If on a folded condition, inlined
+    "tests/models/control/gpt_greedy",  # greedy decoding: a Loop whose carried ids grow
 ]
 
 

@@ -207,10 +207,95 @@ def if_static():
     save("if_static", g, [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}])
 
 
+def gpt_greedy():
+    """Greedy decoding with a GPT-2 (two blocks of GPT-2's architecture: learned
+    positions, pre-LayerNorm causal self-attention with one QKV projection, a tanh-GELU
+    MLP, the LM head tied to the token embedding; random weights of std 0.3 so that the
+    tokens vary) as a Loop, exported by torch.onnx (TorchScript) from a scripted loop
+    whose carried token ids grow by one an iteration. The tokens must be PyTorch's."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.ln1, s.attn, s.proj = nn.LayerNorm(64), nn.Linear(64, 192), nn.Linear(64, 64)
+            s.ln2, s.fc, s.out = nn.LayerNorm(64), nn.Linear(64, 256), nn.Linear(256, 64)
+
+        def forward(s, x):
+            t = x.shape[1]
+            q, k, v = s.attn(s.ln1(x)).split(64, dim=2)
+            q = q.view(1, t, 4, 16).transpose(1, 2)
+            k = k.view(1, t, 4, 16).transpose(1, 2)
+            v = v.view(1, t, 4, 16).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) / 4.0
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+            x = x + s.proj((att @ v).transpose(1, 2).reshape(1, t, 64))
+            return x + s.out(F.gelu(s.fc(s.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.wte, s.wpe = nn.Embedding(512, 64), nn.Embedding(64, 64)
+            s.blocks = nn.ModuleList([Block() for _ in range(2)])
+            s.ln = nn.LayerNorm(64)
+
+        def forward(s, ids):
+            x = s.wte(ids) + s.wpe(torch.arange(ids.shape[1]).unsqueeze(0))
+            for b in s.blocks:
+                x = b(x)
+            return s.ln(x) @ s.wte.weight.t()
+
+    class Greedy(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.gpt = GPT()
+
+        def forward(s, ids, steps: torch.Tensor):
+            for _ in range(int(steps)):
+                nxt = torch.argmax(s.gpt(ids)[:, -1, :], dim=-1, keepdim=True)
+                ids = torch.cat([ids, nxt], dim=1)
+            return ids
+
+    g = Greedy().eval()
+    with torch.no_grad():
+        for p in g.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    scripted = torch.jit.script(g)
+    folder = os.path.join(OUT, "gpt_greedy")
+    os.makedirs(folder, exist_ok=True)
+    ids = torch.tensor([[3, 77, 200, 5, 411]])
+    steps = torch.tensor(8)
+    torch.onnx.export(scripted, (ids, steps), os.path.join(folder, "model.onnx"),
+                      input_names=["ids", "steps"], output_names=["out"],
+                      dynamic_axes={"ids": {1: "seq"}, "out": {1: "total"}}, opset_version=17,
+                      dynamo=False)
+    sess = ort.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
+    sets = [(ids, steps), (torch.tensor([[9, 500, 31]]), torch.tensor(12)),
+            (torch.tensor([[42]]), torch.tensor(0))]
+    for k, (x, n) in enumerate(sets):
+        with torch.no_grad():
+            want = g(x, n).numpy()
+        got = sess.run(None, {"ids": x.numpy(), "steps": n.numpy()})[0]
+        assert np.array_equal(got, want), (got, want)
+        ds = os.path.join(folder, "test_data_set_%d" % k)
+        os.makedirs(ds, exist_ok=True)
+        onnx.save_tensor(nh.from_array(x.numpy(), "ids"), os.path.join(ds, "input_0.pb"))
+        onnx.save_tensor(nh.from_array(n.numpy(), "steps"), os.path.join(ds, "input_1.pb"))
+        onnx.save_tensor(nh.from_array(want, "out"), os.path.join(ds, "output_0.pb"))
+        print("gpt_greedy", k, want.tolist())
+
+
 if __name__ == "__main__":
     if_shapes()
     loop_grow()
     scan_axes()
     loop_conv()
     if_static()
+    gpt_greedy()
     sys.exit(0)
