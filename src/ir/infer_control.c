@@ -39,13 +39,14 @@ static kiln_status join(const kl_type *a, const kl_type *b, kl_type *out, const 
   return KILN_OK;
 }
 
-/* Body input k takes type t (of the node's graph g): what t knows, and what the body
- * declared where t does not know it. */
+/* Body input k takes type t (of the node's graph g) when t knows its rank: what the node
+ * gives is what the body gets, whatever shape the body declared (exporters declare a
+ * loop-carried input with its first iteration's shape, [0, 800, 800] for a list that
+ * grows a row an iteration); else what the body declared. A declared dtype must agree. */
 static kiln_status set_input(kl_graph *body, int k, const kl_graph *g, const kl_type *t,
                              const char *what, kl_err *e) {
   kl_value *v = &body->values[body->inputs[k]];
   kl_type in = translate(body, g, t), *decl = &v->type;
-  char a[256], b[256];
   if (decl->dtype && in.dtype && decl->dtype != in.dtype)
     return kl_fail(e, KILN_ERR_DTYPE, "%s input %d '%s' is declared %s but is given %s", what,
                    k, v->name, kl_dtype_name(decl->dtype), kl_dtype_name(in.dtype));
@@ -53,20 +54,6 @@ static kiln_status set_input(kl_graph *body, int k, const kl_graph *g, const kl_
   if (in.rank < 0) {
     in.rank = decl->rank;
     memcpy(in.dims, decl->dims, sizeof in.dims);
-  } else if (decl->rank >= 0) {
-    bool clash = decl->rank != in.rank;
-    for (int d = 0; !clash && d < in.rank; d++) {
-      if (in.dims[d].size >= 0 && decl->dims[d].size >= 0)
-        clash = in.dims[d].size != decl->dims[d].size;
-      else if (in.dims[d].size < 0 && decl->dims[d].size >= 0)
-        in.dims[d] = decl->dims[d];
-    }
-    if (clash) {
-      kl_type_format(body, decl, a, sizeof a);
-      kl_type_format(body, &in, b, sizeof b);
-      return kl_fail(e, KILN_ERR_SHAPE, "%s input %d '%s' is declared %s but is given %s",
-                     what, k, v->name, a, b);
-    }
   }
   *decl = in;
   return KILN_OK;

@@ -106,7 +106,10 @@ def loop_grow():
             h.make_node("ReduceMean", ["act"], ["mean_out"], keepdims=0),
         ],
         "body",
-        [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("acc", TP.FLOAT, None), vi("last", TP.FLOAT, None)],
+        # acc declared with its first iteration's shape, as torch.onnx declares a list that
+        # grows (maskrcnn's pasted masks): the declaration must not hold it to one row
+        [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), vi("acc", TP.FLOAT, [1, 6]),
+         vi("last", TP.FLOAT, None)],
         [vi("cond_out", TP.BOOL, []), vi("acc_out", TP.FLOAT, None), vi("last_out", TP.FLOAT, None),
          vi("mean_out", TP.FLOAT, None)],
         [init("two_i", np.int64(2)), init("zero_i", np.int64(0)), init("minus_one", np.int64(-1)),
