@@ -82,8 +82,8 @@ kiln_status kl_control_create(const kl_node *n, const kiln_options *o, kl_contro
     free(c);
     return st;
   }
-  free(opts.device); /* the bodies run on the CPU */
-  opts.device = NULL;
+  /* the bodies run where the parent does: their nodes on its device where it has
+   * kernels for them (a decoding Loop is the whole model), the rest on the CPU */
   opts.pin_threads = 0; /* the parent's runs pinned the threads already */
   opts.release_weights = 0;
   for (int k = 0; k < MAX_BODIES && names[k] && st == KILN_OK; k++) {

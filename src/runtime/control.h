@@ -13,8 +13,9 @@ typedef struct kl_control kl_control;
 typedef kiln_status (*kl_control_alloc)(void *ctx, int k, kl_dtype dtype, int rank,
                                         const int64_t *dims, kl_tensor **out);
 
-/* Sessions for the bodies of control node n, with the parent session's options (on the
- * CPU: the bodies' nodes run there). */
+/* Sessions for the bodies of control node n, with the parent session's options (its
+ * device too: a body's nodes run there where it has kernels for them; the control node
+ * itself runs on the host, which holds what it passes between iterations). */
 kiln_status kl_control_create(const kl_node *n, const kiln_options *o, kl_control **out,
                               kl_err *e);
 void kl_control_free(kl_control *c);
