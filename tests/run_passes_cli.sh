@@ -30,6 +30,18 @@ for m in digits_cnn digits_cnn_fused digits_mlp; do
     "$kiln" check "$level" --verify "$work/$m" >/dev/null || fail "$m: the optimized file at $level"
   done
 done
+# Control flow: the dot file draws each body as a cluster (an If in an If's else_branch
+# four: two branches each), `kiln inspect` prints the bodies indented, and the If on a folded
+# condition is gone by -O1 (inline_if) while -O0 keeps it.
+"$kiln" inspect tests/models/control/if_shapes/model.onnx --dot "$work/if.dot" >/dev/null ||
+  fail "if_shapes: --dot"
+[ "$(grep -c '^  subgraph cluster_b[0-9]*_ {$' "$work/if.dot")" = 4 ] ||
+  fail "if_shapes: the dot file does not have the 4 bodies as clusters"
+"$kiln" inspect -O0 tests/models/control/if_shapes/model.onnx | grep -q '^            body: ' ||
+  fail "if_shapes: inspect does not print the nested bodies"
+stats=$("$kiln" inspect -O1 tests/models/control/if_static/model.onnx --stats) || fail "if_static: --stats"
+grep -Eq '^  inline_if +1 ' <<<"$stats" || fail "if_static: inline_if did not fire"
+grep -Eq '^  If +1 +0$' <<<"$stats" || fail "if_static: an If is left at -O1"
 # A model exported with a dynamic batch computes its Reshape targets from Shape(x) at run
 # time (tests/models/make_dyn_fixtures.py): shape_values makes them constant, so each
 # layer's attention still fuses, as it does with a static batch.

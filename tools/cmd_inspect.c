@@ -54,11 +54,12 @@ static void dot_type(FILE *f, const kl_graph *g, int v) {
   dot_text(f, t);
 }
 
-/* A node's box: op, name, the constants it reads and a few attributes. */
-static void dot_node(FILE *f, const kl_graph *g, int i) {
+/* A node's box: op, name, the constants it reads and a few attributes. Ids carry the
+ * graph's prefix p ("" for the model's, "b1_" and on for bodies). */
+static void dot_node(FILE *f, const kl_graph *g, int i, const char *p) {
   const kl_node *n = &g->nodes[i];
   const kl_op_info *info = kl_op_get(n->op);
-  fprintf(f, "  n%d [label=\"%s%s", i, *info->domain ? "kiln." : "", info->name);
+  fprintf(f, "  %sn%d [label=\"%s%s", p, i, *info->domain ? "kiln." : "", info->name);
   const char *act = kl_attr_string(n, "activation", NULL);
   if (act) {
     fputs(" + ", f);
@@ -80,16 +81,50 @@ static void dot_node(FILE *f, const kl_graph *g, int i) {
 }
 
 /* Edges into node i, from the node or graph input that makes each of its inputs. */
-static void dot_edges(FILE *f, const kl_graph *g, int i) {
+static void dot_edges(FILE *f, const kl_graph *g, int i, const char *p) {
   const kl_node *n = &g->nodes[i];
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];
     if (v < 0 || g->values[v].kind == KL_VALUE_CONST) continue;
-    int p = g->values[v].producer;
-    if (p >= 0) fprintf(f, "  n%d -> n%d [label=\"", p, i);
-    else fprintf(f, "  v%d -> n%d [label=\"", v, i);
+    int src = g->values[v].producer;
+    if (src >= 0) fprintf(f, "  %sn%d -> %sn%d [label=\"", p, src, p, i);
+    else fprintf(f, "  %sv%d -> %sn%d [label=\"", p, v, p, i);
     dot_type(f, g, v);
     fputs("\"];\n", f);
+  }
+}
+
+/* Graph g's inputs, nodes, edges and outputs under prefix p; each body of an If, Loop or
+ * Scan as a cluster of its own after its node (bodies' inputs and outputs in them). */
+static void dot_graph(FILE *f, const kl_graph *g, const char *p, int *bodies) {
+  for (int i = 0; i < g->n_inputs; i++) {
+    fprintf(f, "  %sv%d [shape=ellipse, label=\"", p, g->inputs[i]);
+    dot_text(f, g->values[g->inputs[i]].name);
+    fputs("\"];\n", f);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    dot_node(f, g, i, p);
+    const kl_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_attrs; k++) {
+      if (n->attrs[k].kind != KL_ATTR_GRAPH || !n->attrs[k].g) continue;
+      char q[32];
+      snprintf(q, sizeof q, "b%d_", ++*bodies);
+      fprintf(f, "  subgraph cluster_%s {\n  label=\"%s of ", q, n->attrs[k].name);
+      dot_text(f, n->name && *n->name ? n->name : kl_op_name(n->op));
+      fputs("\"; style=dashed;\n", f);
+      dot_graph(f, n->attrs[k].g, q, bodies);
+      fputs("  }\n", f);
+      fprintf(f, "  %sn%d -> %sout0 [style=dotted, arrowhead=none];\n", p, i, q);
+    }
+  }
+  for (int i = 0; i < g->n_nodes; i++) dot_edges(f, g, i, p);
+  for (int i = 0; i < g->n_outputs; i++) {
+    int v = g->outputs[i], src = g->values[v].producer;
+    fprintf(f, "  %sout%d [shape=ellipse, label=\"", p, i);
+    dot_text(f, g->values[v].name);
+    fputs("\"];\n", f);
+    if (src >= 0) fprintf(f, "  %sn%d -> %sout%d;\n", p, src, p, i);
+    else fprintf(f, "  %sv%d -> %sout%d;\n", p, v, p, i);
   }
 }
 
@@ -99,23 +134,10 @@ static bool write_dot(const kl_graph *g, const char *path) {
     perror(path);
     return false;
   }
-  fputs("digraph kiln {\n  node [shape=box, style=rounded, fontname=\"Helvetica\"];\n"
-        "  edge [fontname=\"Helvetica\", fontsize=10];\n", f);
-  for (int i = 0; i < g->n_inputs; i++) {
-    fprintf(f, "  v%d [shape=ellipse, label=\"", g->inputs[i]);
-    dot_text(f, g->values[g->inputs[i]].name);
-    fputs("\"];\n", f);
-  }
-  for (int i = 0; i < g->n_nodes; i++) dot_node(f, g, i);
-  for (int i = 0; i < g->n_nodes; i++) dot_edges(f, g, i);
-  for (int i = 0; i < g->n_outputs; i++) {
-    int v = g->outputs[i], p = g->values[v].producer;
-    fprintf(f, "  out%d [shape=ellipse, label=\"", i);
-    dot_text(f, g->values[v].name);
-    fputs("\"];\n", f);
-    if (p >= 0) fprintf(f, "  n%d -> out%d;\n", p, i);
-    else fprintf(f, "  v%d -> out%d;\n", v, i);
-  }
+  fputs("digraph kiln {\n  compound=true;\n  node [shape=box, style=rounded, "
+        "fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n", f);
+  int bodies = 0;
+  dot_graph(f, g, "", &bodies);
   fputs("}\n", f);
   bool ok = !ferror(f);
   ok &= fclose(f) == 0;
