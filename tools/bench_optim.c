@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
     kl_type types[KL_OPTIM_MAX_IN];
     const kl_type *tp[KL_OPTIM_MAX_IN];
     for (int i = 0; i < bn->n_in; i++) {
-      types[i] = (kl_type){KL_F32, 1, {{n, -1}}};
+      types[i] = (kl_type){.dtype = KL_F32, .rank = 1, .dims = {{n, -1}}};
       tp[i] = &types[i];
     }
     kl_cpu_kernel k = kl_cpu_isa_kernel(&g->nodes[node], tp, bn->n_in, isa);

@@ -323,18 +323,8 @@ static const char *type_case_name(Onnx__TypeProto__ValueCase vc) {
   }
 }
 
-/* A declared type. need: the value must have a tensor type with an element type
- * (graph inputs); otherwise a missing type leaves it unknown. */
-static kiln_status parse_type(kl_onnx_ctx *c, const Onnx__TypeProto *tp, bool need,
-                              const char *what, kl_type *t) {
-  memset(t, 0, sizeof *t);
-  t->rank = -1;
-  if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
-    return need ? kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has no type", what) : KILN_OK;
-  if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s is %s; kiln supports tensors only", what,
-                   type_case_name(tp->value_case));
-  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+static kiln_status parse_tensor_type(kl_onnx_ctx *c, const Onnx__TypeProto__Tensor *tt,
+                                     bool need, const char *what, kl_type *t) {
   int et = tt->has_elem_type ? tt->elem_type : 0;
   if (et == 0 && need)
     return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has no element type", what);
@@ -352,6 +342,37 @@ static kiln_status parse_type(kl_onnx_ctx *c, const Onnx__TypeProto *tp, bool ne
     if (s != KILN_OK) return s;
   }
   return KILN_OK;
+}
+
+/* A declared type: a tensor, a sequence of tensors, an optional tensor or an optional
+ * sequence of tensors (kl_type's seq and opt). need: the value must have a type with
+ * an element type (graph inputs); otherwise a missing type leaves it unknown. */
+static kiln_status parse_type(kl_onnx_ctx *c, const Onnx__TypeProto *tp, bool need,
+                              const char *what, kl_type *t) {
+  memset(t, 0, sizeof *t);
+  t->rank = -1;
+  if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+    return need ? kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has no type", what) : KILN_OK;
+  if (tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE) {
+    t->opt = true;
+    tp = tp->optional_type ? tp->optional_type->elem_type : NULL;
+    if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+      return need ? kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has no element type", what)
+                  : KILN_OK;
+  }
+  if (tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE) {
+    t->seq = true;
+    tp = tp->sequence_type ? tp->sequence_type->elem_type : NULL;
+    if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+      return need ? kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s has no element type", what)
+                  : KILN_OK;
+  }
+  if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s is %s%s; kiln supports tensors, sequences "
+                   "of tensors and optionals of those only", what,
+                   t->seq ? "a sequence of " : t->opt ? "an optional of " : "",
+                   type_case_name(tp->value_case));
+  return parse_tensor_type(c, tp->tensor_type, need, what, t);
 }
 
 /* ---- pass 1: the values the file names ---- */
@@ -896,6 +917,27 @@ static kiln_status import_control(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_
   return s;
 }
 
+/* Optional: its attribute `type` (a TypeProto, what an Optional with no input holds)
+ * becomes the ints elem_dtype and elem_sequence. */
+static kiln_status import_optional(kl_onnx_ctx *c, kl_onnx_node *n) {
+  const Onnx__AttributeProto *ap = kl_onnx_node_attr(n, "type");
+  kl_type t;
+  memset(&t, 0, sizeof t);
+  t.rank = -1;
+  if (ap && (!ap->has_type || ap->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "attribute 'type' must be a type");
+  kiln_status s = ap ? parse_type(c, ap->tp, false, "attribute 'type'", &t) : KILN_OK;
+  if (s == KILN_OK && t.opt)
+    s = kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an optional of an optional is not supported");
+  if (s != KILN_OK) return s;
+  n->drop[n->n_drop++] = "type";
+  int node;
+  s = kl_onnx_emit(c, n, &node);
+  if (s == KILN_OK && ap) s = kl_node_set_int(c->g, node, "elem_dtype", t.dtype, c->e);
+  if (s == KILN_OK && ap) s = kl_node_set_int(c->g, node, "elem_sequence", t.seq, c->e);
+  return s;
+}
+
 static kiln_status import_node(kl_onnx_ctx *c, const Onnx__ModelProto *m,
                                const Onnx__GraphProto *gp, int index) {
   const Onnx__NodeProto *np = gp->node[index];
@@ -907,6 +949,7 @@ static kiln_status import_node(kl_onnx_ctx *c, const Onnx__ModelProto *m,
   n.cap_in = n.n_in + 1;
   if (s == KILN_OK) s = resolve_names(c, np->output, np->n_output, false, &n.out, &n.n_out);
   if (s == KILN_OK && kl_op_is_control(n.op)) s = import_control(c, m, &n);
+  else if (s == KILN_OK && n.op == KL_OP_Optional) s = import_optional(c, &n);
   else if (s == KILN_OK) s = n.contrib ? kl_onnx_contrib_emit(c, &n) : kl_onnx_canon_emit(c, &n);
   if (s != KILN_OK) {
     char d[KL_ONNX_MAX_NAME + 64];

@@ -32,6 +32,18 @@ bool kl_op_is_control(kl_op op) {
   return op == KL_OP_If || op == KL_OP_Loop || op == KL_OP_Scan;
 }
 
+bool kl_op_takes_sequences(kl_op op) {
+  switch (op) {
+  case KL_OP_Identity: case KL_OP_If: case KL_OP_Loop: case KL_OP_Scan:
+  case KL_OP_SequenceEmpty: case KL_OP_SequenceConstruct: case KL_OP_SequenceInsert:
+  case KL_OP_SequenceAt: case KL_OP_SequenceErase: case KL_OP_SequenceLength:
+  case KL_OP_SplitToSequence: case KL_OP_ConcatFromSequence: case KL_OP_Optional:
+  case KL_OP_OptionalHasElement: case KL_OP_OptionalGetElement:
+    return true;
+  default: return false;
+  }
+}
+
 kl_graph *kl_node_body(const kl_node *n, const char *name) {
   const kl_attr *a = kl_node_attr(n, name);
   return a && a->kind == KL_ATTR_GRAPH ? a->g : NULL;
@@ -85,7 +97,8 @@ static const struct {
     {"count_include_pad", KL_ATTR_INT}, {"cubic_coeff_a", KL_ATTR_FLOAT},
     {"decoupled", KL_ATTR_INT}, {"detect_negative", KL_ATTR_INT},
     {"detect_positive", KL_ATTR_INT}, {"dilations", KL_ATTR_INTS},
-    {"direction", KL_ATTR_STRING}, {"dtype", KL_ATTR_INT}, {"else_branch", KL_ATTR_GRAPH},
+    {"direction", KL_ATTR_STRING}, {"dtype", KL_ATTR_INT}, {"elem_dtype", KL_ATTR_INT},
+    {"elem_sequence", KL_ATTR_INT}, {"else_branch", KL_ATTR_GRAPH},
     {"end", KL_ATTR_INT},
     {"epsilon", KL_ATTR_FLOAT}, {"equation", KL_ATTR_STRING},
     {"exclude_outside", KL_ATTR_INT}, {"exclusive", KL_ATTR_INT},
@@ -97,7 +110,7 @@ static const struct {
     {"label_smoothing", KL_ATTR_FLOAT}, {"lambd", KL_ATTR_FLOAT}, {"largest", KL_ATTR_INT},
     {"log", KL_ATTR_INT}, {"max_norm", KL_ATTR_FLOAT}, {"max_trust", KL_ATTR_FLOAT},
     {"maximize", KL_ATTR_INT}, {"mean", KL_ATTR_INT}, {"mode", KL_ATTR_STRING},
-    {"momentum", KL_ATTR_FLOAT}, {"nchw_input", KL_ATTR_INT}, {"nesterov", KL_ATTR_INT},
+    {"momentum", KL_ATTR_FLOAT}, {"nchw_input", KL_ATTR_INT}, {"nesterov", KL_ATTR_INT}, {"new_axis", KL_ATTR_INT},
     {"noop_with_empty_axes", KL_ATTR_INT}, {"num_groups", KL_ATTR_INT},
     {"num_heads", KL_ATTR_INT}, {"num_outputs", KL_ATTR_INT},
     {"num_scan_inputs", KL_ATTR_INT}, {"offset_group", KL_ATTR_INT},

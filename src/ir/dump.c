@@ -4,7 +4,22 @@
 #include <inttypes.h>
 #include <string.h>
 
+static void format_tensor(const kl_graph *g, const kl_type *t, char *buf, size_t len);
+
 void kl_type_format(const kl_graph *g, const kl_type *t, char *buf, size_t len) {
+  if (!t->seq && !t->opt) {
+    format_tensor(g, t, buf, len);
+    return;
+  }
+  const char *open = t->opt && t->seq ? "optional(sequence(" : t->opt ? "optional(" : "sequence(";
+  size_t used = (size_t)snprintf(buf, len, "%s", open);
+  if (used >= len) return;
+  format_tensor(g, t, buf + used, len - used);
+  used += strlen(buf + used);
+  if (used < len) snprintf(buf + used, len - used, "%s", t->opt && t->seq ? "))" : ")");
+}
+
+static void format_tensor(const kl_graph *g, const kl_type *t, char *buf, size_t len) {
   size_t used = (size_t)snprintf(buf, len, "%s", kl_dtype_name(t->dtype));
   if (used >= len) return;
   if (t->rank < 0) {

@@ -50,6 +50,11 @@ static kiln_status infer_node(kl_graph *g, int i, const kl_type **in, const void
     memset(&out[k], 0, sizeof out[k]);
     out[k].rank = -1;
   }
+  for (int k = 0; k < n->n_in && !kl_op_takes_sequences(n->op); k++)
+    if (in[k] && (in[k]->seq || in[k]->opt))
+      return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s takes tensors; input %d '%s' is %s",
+                     kl_op_name(n->op), k, g->values[n->in[k]].name,
+                     in[k]->opt ? "an optional" : "a sequence");
   kl_infer_ctx ctx = {g, n, n->n_in, n->n_out, in, data, out, e, false};
   kiln_status st = (kiln_status)kl_op_get(n->op)->infer(&ctx);
   /* an output whose dims are all known but multiply past int64 (each op's inference

@@ -317,7 +317,7 @@ static kiln_status loss_class_shapes(const kl_infer_ctx *c, int first, const kl_
   }
   if (st == KILN_OK) st = kl_check_rank(c, first + 2, "Weight", 1, 1);
   if (st == KILN_OK && w && x->rank >= 1) {
-    kl_type want = {w->dtype, 1, {x->dims[x->rank == 1 ? 0 : 1]}};
+    kl_type want = {.dtype = w->dtype, .rank = 1, .dims = {x->dims[x->rank == 1 ? 0 : 1]}};
     st = check_shape_is(c, first + 2, "Weight", &want, "one weight per class of Input");
   }
   return st;
@@ -423,7 +423,7 @@ int kl_infer_pool_grad(kl_infer_ctx *c) {
 static kiln_status check_channels(const kl_infer_ctx *c, int x, int from, int to,
                                   const char *const *names) {
   const kl_type *t = c->in[x];
-  kl_type want = {t->dtype, 1, {t->rank >= 2 ? t->dims[1] : kl_dim_unknown()}};
+  kl_type want = {.dtype = t->dtype, .rank = 1, .dims = {t->rank >= 2 ? t->dims[1] : kl_dim_unknown()}};
   kiln_status st = KILN_OK;
   for (int i = from; st == KILN_OK && i <= to; i++) {
     st = kl_check_dtype(c, i, names[i], KL_DTS_FLOAT);
@@ -496,7 +496,7 @@ int kl_infer_gather_grad(kl_infer_ctx *c) {
   if (st != KILN_OK || ind->rank < 0) return st;
   st = kl_check_out_rank(c, (int64_t)x->rank - 1 + ind->rank);
   if (st != KILN_OK) return st;
-  kl_type want = {c->in[0]->dtype, 0, {{0, 0}}}; /* X[:axis] + Indices + X[axis+1:] */
+  kl_type want = {.dtype = c->in[0]->dtype}; /* X[:axis] + Indices + X[axis+1:] */
   for (int d = 0; d < axis; d++) want.dims[want.rank++] = x->dims[d];
   for (int d = 0; d < ind->rank; d++) want.dims[want.rank++] = ind->dims[d];
   for (int d = axis + 1; d < x->rank; d++) want.dims[want.rank++] = x->dims[d];

@@ -63,6 +63,11 @@ typedef struct kl_type {
   kl_dtype dtype; /* KL_UNDEFINED when not known yet */
   int rank;       /* -1 when not known */
   kl_dim dims[KL_MAX_RANK];
+  /* A sequence of tensors (seq), or an optional value that may hold none (opt), or an
+   * optional sequence (both): dtype, rank and dims then describe the elements (the dims
+   * those of every element, where they all agree). Only the sequence and optional ops,
+   * Identity and the control ops take them (kl_op_takes_sequences). */
+  bool seq, opt;
 } kl_type;
 
 bool kl_type_is_concrete(const kl_type *t); /* dtype, rank and every dim known */
@@ -250,6 +255,9 @@ int kl_attr_floats(const kl_node *n, const char *name, const float **v);
  * cond, the loop-carried values; Scan: the states, then the scanned inputs) followed by
  * the bodies' captures (kl_graph.n_outer). */
 bool kl_op_is_control(kl_op op);
+/* Ops whose inputs may be sequences or optionals: the sequence and optional ops,
+ * Identity and If, Loop, Scan; every other op takes tensors (kl_graph_infer checks). */
+bool kl_op_takes_sequences(kl_op op);
 /* The body graph attribute `name` of n, or NULL. */
 struct kl_graph *kl_node_body(const kl_node *n, const char *name);
 /* The node's first body (then_branch for If), or NULL. */

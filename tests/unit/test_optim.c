@@ -653,7 +653,7 @@ static void expect_infer_fail(kl_op op, int n_in, const kl_type *types, kiln_sta
 
 static void test_bad_inputs(void **state) {
   (void)state;
-  kl_type none = {KL_UNDEFINED, -1, {{0, 0}}};
+  kl_type none = {.dtype = KL_UNDEFINED, .rank = -1};
   /* Grad's shape is not Param's */
   expect_infer_fail(KL_OP_KilnSGD, 3,
                     (kl_type[]){TY(KL_F64, 5), TY(KL_F32, 4, 3), TY(KL_F32, 3, 4)},

@@ -503,3 +503,9 @@ int kl_ref_tensor_scatter(kl_kernel_ctx *c) {
 int kl_ref_control(kl_kernel_ctx *c) {
   return kl_fail(c->e, KILN_ERR_INTERNAL, "%s runs only in a session", kl_op_name(c->node->op));
 }
+
+/* The sequence and optional ops run in a session (runtime/sequence.c), on values no
+ * kernel's tensors describe. */
+int kl_ref_sequence(kl_kernel_ctx *c) {
+  return kl_fail(c->e, KILN_ERR_INTERNAL, "%s runs only in a session", kl_op_name(c->node->op));
+}
