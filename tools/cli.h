@@ -38,8 +38,10 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i);
 bool cli_check_applies(const cli_common *c, const char *cmd, bool runs);
 /* Options object for the common settings; NULL on failure (message printed). */
 kiln_options *cli_options(const cli_common *c);
-/* Load a model, printing the error on failure (returns NULL). */
-kiln_model *cli_load(const char *path, const kiln_options *o);
+/* Load a model, printing the error on failure (returns NULL). input_types: the list
+ * given with --input-types, or NULL; when it names none of the model's inputs, the
+ * library took its entries by position, and a note on stderr says so. */
+kiln_model *cli_load(const char *path, const kiln_options *o, const char *input_types);
 /* Parse "1x3x224x224" into dims; false on a malformed list. */
 bool cli_parse_dims(const char *s, int *rank, int64_t *dims);
 bool cli_parse_int(const char *s, int64_t *v);
@@ -58,6 +60,10 @@ bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
  * none twice; else prints why, with the model's inputs, and returns false. */
 bool cli_check_named(const char *cmd, const char *opt, const char *const *list, int n,
                      const kiln_model *m);
+/* When no entry of the input_types list spec ("x:float32[2,8];m:bool[2]") names an
+ * input of m, the library matched its entries by position: "'input' as 'x', ..." into
+ * buf, and true. False when spec is empty or names an input. */
+bool cli_types_by_position(const char *spec, const kiln_model *m, char *buf, size_t len);
 /* "NAME=VALUE" entry of list for name; returns VALUE or NULL. */
 const char *cli_find_named(const char *const *list, int n, const char *name);
 /* A random tensor for a model input: the shape from `shape` ("1x3x8x8") when given, else

@@ -200,7 +200,7 @@ kiln_options *cli_options(const cli_common *c) {
   return o;
 }
 
-kiln_model *cli_load(const char *path, const kiln_options *o) {
+kiln_model *cli_load(const char *path, const kiln_options *o, const char *input_types) {
   kiln_model *m = NULL;
   kiln_status st = kiln_model_load(path, o, &m);
   if (st != KILN_OK) {
@@ -209,6 +209,10 @@ kiln_model *cli_load(const char *path, const kiln_options *o) {
     kiln_model_free(m);
     return NULL;
   }
+  char pairs[1024];
+  if (input_types && cli_types_by_position(input_types, m, pairs, sizeof pairs))
+    fprintf(stderr, "kiln: note: --input-types names no parameter of forward: its entries "
+            "were taken by position (%s)\n", pairs);
   return m;
 }
 

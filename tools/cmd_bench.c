@@ -422,7 +422,7 @@ int cmd_bench(int argc, char **argv) {
   bench_profile *prof = NULL;
   rc = EXIT_FAIL;
   double t0 = now_ms();
-  kiln_model *m = cli_load(a.model, o);
+  kiln_model *m = cli_load(a.model, o, a.common.input_types);
   double load_ms = now_ms() - t0;
   if (!m) goto done;
   t0 = now_ms();

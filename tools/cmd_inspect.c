@@ -169,7 +169,7 @@ int cmd_inspect(int argc, char **argv) {
     o = NULL;
   }
   if (!o) return EXIT_USAGE;
-  kiln_model *m = cli_load(path, o);
+  kiln_model *m = cli_load(path, o, common.input_types);
   int memory_rc = !m ? EXIT_OK
                   : memory ? cli_inspect_memory(m, o)
                   : kernels ? cli_inspect_kernels(m, o)

@@ -53,7 +53,7 @@ int cmd_optimize(int argc, char **argv) {
     o = NULL;
   }
   if (!o) return EXIT_USAGE;
-  kiln_model *m = cli_load(path, o);
+  kiln_model *m = cli_load(path, o, common.input_types);
   kiln_options_free(o);
   if (!m) return EXIT_FAIL;
   kl_err e = {0};

@@ -268,7 +268,7 @@ int cmd_run(int argc, char **argv) {
   if (!o) return EXIT_USAGE;
   /* one session, and nothing reads the weights after it: it may free what it packs */
   kiln_options_set_int(o, "release_weights", !a.common.keep_weights);
-  kiln_model *m = cli_load(a.model, o);
+  kiln_model *m = cli_load(a.model, o, a.common.input_types);
   kiln_session *s = NULL;
   kl_tensor *ts = NULL;
   rc = EXIT_FAIL;
