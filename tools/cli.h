@@ -45,6 +45,14 @@ kiln_model *cli_load(const char *path, const kiln_options *o, const char *input_
 /* Parse "1x3x224x224" into dims; false on a malformed list. */
 bool cli_parse_dims(const char *s, int *rank, int64_t *dims);
 bool cli_parse_int(const char *s, int64_t *v);
+/* val, the value of option opt of `kiln cmd`, as an integer in lo..hi (hi INT64_MAX: no
+ * upper bound) into *v; else false, with "kiln CMD: OPT VAL: must be LO..HI (WHAT)" on
+ * stderr (WHAT, what the number counts, left out when NULL). */
+bool cli_int_arg(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+                 const char *what, int64_t *v);
+/* The same for a finite number at least lo (above lo when above is true). */
+bool cli_double_arg(const char *cmd, const char *opt, const char *val, double lo,
+                    bool above, const char *what, double *v);
 /* snprintf that reports truncation (false) instead of warning about it. */
 /* How OpenMP's threads wait between parallel regions, for kiln bench: the variables
  * that set it and who set them, or the runtime's default (tools/kiln.c). */

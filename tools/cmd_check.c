@@ -394,9 +394,12 @@ int cmd_check(int argc, char **argv) {
       free(dirs);
       return EXIT_OK;
     }
-    if ((strcmp(o, "--rtol") == 0 || strcmp(o, "--atol") == 0) && i + 1 < argc &&
-        cli_parse_double(argv[i + 1], o[2] == 'r' ? &tol.rtol : &tol.atol)) {
-      i++;
+    if ((strcmp(o, "--rtol") == 0 || strcmp(o, "--atol") == 0) && i + 1 < argc) {
+      if (!cli_double_arg("check", o, argv[++i], 0, false, "a tolerance",
+                          o[2] == 'r' ? &tol.rtol : &tol.atol)) {
+        free(dirs);
+        return EXIT_USAGE;
+      }
     } else if (o[0] != '-') {
       dirs[n_dirs++] = o;
     } else {
