@@ -306,71 +306,128 @@ def kiln_check(kiln, folder):
         lines[0] if lines else "exit %d, nothing on stderr" % r.returncode
 
 
-def inline_ifs(folder, out):
-    """A probe of what comes after If: folder's model with every If node replaced by the
-    branch it takes on the test input (onnxruntime evaluates the conditions), written
-    with the test data to out; the folder, or why not. The result is right for this
-    input only: it is for finding the next failures, not a model to keep."""
+def _splice(graph, sub, prefix, bound, nodes):
+    """Append the nodes of subgraph sub to nodes, its own values renamed with prefix and
+    its inputs renamed as bound says (values of the outer graph keep their names); its
+    initializers go to graph. The renaming function, or None when a node of sub holds a
+    subgraph of its own."""
+    import copy
+
+    import onnx
+
+    local = {v for b in sub.node for v in b.output if v} | {i.name for i in sub.initializer}
+    rename = lambda v: bound.get(v, prefix + v if v in local else v)
+    for init in sub.initializer:
+        init = copy.deepcopy(init)
+        init.name = rename(init.name)
+        graph.initializer.append(init)
+    for b in sub.node:
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for a in b.attribute):
+            return None
+        b = copy.deepcopy(b)
+        b.name = prefix + b.name
+        b.input[:] = [rename(v) for v in b.input]
+        b.output[:] = [rename(v) for v in b.output]
+        nodes.append(b)
+    return rename
+
+
+def inline_control_flow(folder, out):
+    """A probe of what comes after If and Loop: folder's model with every If replaced by
+    the branch it takes on the test input and every Loop unrolled for the trips it makes
+    there (onnxruntime evaluates the conditions and trip counts), written with the test
+    data to out; the folder, or why not. The result is right for this input only: it is
+    for finding the next failures, not a model to keep."""
     import copy
 
     import numpy as np
     import onnx
     import onnx.numpy_helper
+    from onnx import helper
 
     mo = onnx.load(os.path.join(folder, "model.onnx"))
-    ifs = [n for n in mo.graph.node if n.op_type == "If"]
-    if not ifs:
-        return None, "no If nodes"
+    flow = [n for n in mo.graph.node if n.op_type in ("If", "Loop")]
+    if not flow:
+        return None, "no If or Loop nodes"
+    # the conditions and trip counts, as extra outputs of one onnxruntime run
     probe = copy.deepcopy(mo)
     have = {o.name for o in probe.graph.output}
-    for n in ifs:
-        if n.input[0] not in have:
-            probe.graph.output.append(onnx.helper.make_tensor_value_info(
-                n.input[0], onnx.TensorProto.BOOL, None))
-    probe_path = out + ".probe.onnx"
+    for n in flow:
+        wanted = [(n.input[0], onnx.TensorProto.BOOL)] if n.op_type == "If" else \
+            [(n.input[0], onnx.TensorProto.INT64), (n.input[1], onnx.TensorProto.BOOL)]
+        for v, dt in wanted:
+            if v and v not in have:
+                have.add(v)
+                probe.graph.output.append(helper.make_tensor_value_info(v, dt, None))
     os.makedirs(out, exist_ok=True)
+    probe_path = os.path.join(out, "probe.onnx")
     onnx.save(probe, probe_path)
     t = onnx.TensorProto()
     with open(os.path.join(folder, "test_data_set_0", "input_0.pb"), "rb") as f:
         t.ParseFromString(f.read())
-    names, values = run_ort(probe_path, {t.name: onnx.numpy_helper.to_array(t)})
+    feeds = {t.name: onnx.numpy_helper.to_array(t)}
+    names, values = run_ort(probe_path, feeds)
     os.remove(probe_path)
-    cond = dict(zip(names, values))
+    value = lambda v: np.asarray(dict(zip(names, values))[v]).reshape(-1)[0]
+    zero = "probe/axis0"
+    mo.graph.initializer.append(onnx.numpy_helper.from_array(np.array([0], np.int64), zero))
     nodes = []
     for n in mo.graph.node:
-        if n.op_type != "If":
+        if n.op_type == "If":
+            taken = bool(value(n.input[0]))
+            branch = next(a.g for a in n.attribute
+                          if a.name == ("then_branch" if taken else "else_branch"))
+            prefix = n.name + ("/then/" if taken else "/else/")
+            rename = _splice(mo.graph, branch, prefix, {}, nodes)
+            if not rename:
+                return None, "%s's branch holds a subgraph" % n.name
+            for src, dst in zip(branch.output, n.output):
+                nodes.append(helper.make_node("Identity", [rename(src.name)], [dst],
+                                              name=prefix + "out_" + dst))
+        elif n.op_type == "Loop":
+            body = next(a.g for a in n.attribute if a.name == "body")
+            if len(n.input) > 1 and n.input[1] and not bool(value(n.input[1])):
+                return None, "%s does not start (its condition is false)" % n.name
+            if not n.input[0]:
+                return None, "%s has no trip count" % n.name
+            trips, carried = int(value(n.input[0])), list(n.input[2:])
+            n_carried = len(carried)
+            pieces = [[] for _ in body.output[1 + n_carried:]]
+            for i in range(trips):
+                prefix = "%s/trip%d/" % (n.name, i)
+                it = prefix + "iter"
+                mo.graph.initializer.append(onnx.numpy_helper.from_array(
+                    np.array(i, np.int64), it))
+                cond = prefix + "cond"
+                mo.graph.initializer.append(onnx.numpy_helper.from_array(np.array(True), cond))
+                bound = {body.input[0].name: it, body.input[1].name: cond}
+                bound.update({b.name: v for b, v in zip(body.input[2:], carried)})
+                rename = _splice(mo.graph, body, prefix, bound, nodes)
+                if not rename:
+                    return None, "%s's body holds a subgraph" % n.name
+                outs = [rename(o.name) for o in body.output]
+                carried = outs[1:1 + n_carried]
+                for k, v in enumerate(outs[1 + n_carried:]):
+                    pieces[k].append(prefix + "stacked_%d" % k)
+                    nodes.append(helper.make_node("Unsqueeze", [v, zero], [pieces[k][-1]],
+                                                  name=prefix + "unsqueeze_%d" % k))
+            if trips == 0 and pieces:
+                return None, "%s makes no trips: its scan outputs would be empty" % n.name
+            for v, dst in zip(carried, n.output[:n_carried]):
+                nodes.append(helper.make_node("Identity", [v], [dst], name=dst + "/final"))
+            for k, dst in enumerate(n.output[n_carried:]):
+                nodes.append(helper.make_node("Concat", pieces[k], [dst], axis=0,
+                                              name=dst + "/concat"))
+        else:
             nodes.append(n)
-            continue
-        taken = bool(np.asarray(cond[n.input[0]]).reshape(-1)[0])
-        branch = next(a.g for a in n.attribute if a.name == ("then_branch" if taken else
-                                                              "else_branch"))
-        prefix = n.name + ("/then/" if taken else "/else/")
-        local = {v for b in branch.node for v in b.output if v} | \
-            {i.name for i in branch.initializer}
-        rename = lambda v: prefix + v if v in local else v
-        for init in branch.initializer:
-            init = copy.deepcopy(init)
-            init.name = rename(init.name)
-            mo.graph.initializer.append(init)
-        for b in branch.node:
-            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-                   for a in b.attribute):
-                return None, "node %s of %s's branch holds a subgraph" % (b.name, n.name)
-            b = copy.deepcopy(b)
-            b.name = prefix + b.name
-            b.input[:] = [rename(v) for v in b.input]
-            b.output[:] = [rename(v) for v in b.output]
-            nodes.append(b)
-        for src, dst in zip(branch.output, n.output):
-            nodes.append(onnx.helper.make_node("Identity", [rename(src.name)], [dst],
-                                               name=prefix + "out_" + dst))
     del mo.graph.node[:]
     mo.graph.node.extend(nodes)
     onnx.save(mo, os.path.join(out, "model.onnx"))
     shutil.rmtree(os.path.join(out, "test_data_set_0"), ignore_errors=True)
     shutil.copytree(os.path.join(folder, "test_data_set_0"), os.path.join(out, "test_data_set_0"))
     # the probe must still compute the model's outputs
-    _, got = run_ort(os.path.join(out, "model.onnx"), {t.name: onnx.numpy_helper.to_array(t)})
+    _, got = run_ort(os.path.join(out, "model.onnx"), feeds)
     for k, g in enumerate(got):
         want = onnx.TensorProto()
         with open(os.path.join(out, "test_data_set_0", "output_%d.pb" % k), "rb") as f:
@@ -410,8 +467,9 @@ def report(kiln, cache, names, probe=False):
         if kiln:
             print("kiln check: " + kiln_check(kiln, folder))
         if kiln and probe:
-            inlined, why = inline_ifs(folder, os.path.join(cache, "probe", name + "-noif"))
-            print("with each If replaced by the branch it takes here: " +
+            inlined, why = inline_control_flow(folder, os.path.join(cache, "probe",
+                                                                    name + "-inlined"))
+            print("with If and Loop inlined for this input: " +
                   (kiln_check(kiln, inlined) if inlined else why))
         print()
         sys.stdout.flush()
@@ -426,8 +484,9 @@ def main():
     p.add_argument("--list", action="store_true")
     p.add_argument("--probe", action="store_true",
                    help="with --report KILN: also check each model with its If nodes "
-                        "replaced by the branches they take on the test input (written to "
-                        "OUT/probe/NAME-noif), to see what fails after If")
+                        "replaced by the branches they take on the test input and its Loops "
+                        "unrolled (written to OUT/probe/NAME-inlined), to see what fails "
+                        "after If and Loop")
     p.add_argument("--report", metavar="KILN", nargs="?", const="",
                    help="print the cached models' ops (and, given the kiln binary, the "
                         "first failure of kiln check) instead of exporting")
