@@ -253,7 +253,7 @@ done
 # with forward's parameters named
 t113_cnn=tests/models/ts/t113/cnn/model.pt
 run_kiln run $t113_cnn --input-types 'input:float32[2,3,16,16]'
-[ $rc -eq 0 ] && grep -q "^kiln: note: --input-types names no parameter of forward: its entries were taken by position ('input' as 'x')$" <<<"$err" ||
+[ $rc -eq 0 ] && grep -q "^kiln: note: --input-types names none of the model's inputs: an archive that does not record them (torch 1.x) took its entries by position ('input' as 'x')$" <<<"$err" ||
   fail "run --input-types by position: rc $rc: $err"
 run_kiln run $t113_cnn --input-types 'input:float32[2,3,16,16];mask:bool[2]'
 [ $rc -eq 1 ] && grep -q "input_types names 'input', which is not a parameter of forward (forward's parameters: x;" <<<"$err" ||

@@ -39,8 +39,9 @@ bool cli_check_applies(const cli_common *c, const char *cmd, bool runs);
 /* Options object for the common settings; NULL on failure (message printed). */
 kiln_options *cli_options(const cli_common *c);
 /* Load a model, printing the error on failure (returns NULL). input_types: the list
- * given with --input-types, or NULL; when it names none of the model's inputs, the
- * library took its entries by position, and a note on stderr says so. */
+ * given with --input-types, or NULL; when it names none of the model's inputs, a note
+ * on stderr says that a torch 1.x archive took its entries by position (one that
+ * records its inputs does not read the list). */
 kiln_model *cli_load(const char *path, const kiln_options *o, const char *input_types);
 /* Parse "1x3x224x224" into dims; false on a malformed list. */
 bool cli_parse_dims(const char *s, int *rank, int64_t *dims);

@@ -239,9 +239,11 @@ kiln_model *cli_load(const char *path, const kiln_options *o, const char *input_
     return NULL;
   }
   char pairs[1024];
+  /* (an archive that records its inputs, torch 2.x's, does not read the list at all) */
   if (input_types && cli_types_by_position(input_types, m, pairs, sizeof pairs))
-    fprintf(stderr, "kiln: note: --input-types names no parameter of forward: its entries "
-            "were taken by position (%s)\n", pairs);
+    fprintf(stderr, "kiln: note: --input-types names none of the model's inputs: an archive "
+            "that does not record them (torch 1.x) took its entries by position (%s)\n",
+            pairs);
   return m;
 }
 
