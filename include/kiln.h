@@ -170,8 +170,11 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      (torch 1.x writes no traced_inputs.pkl), as example inputs:
  *                      "x:float32[2,3,224,224];ids:int64[2,7]" (forward's parameter
  *                      names; dim 0 becomes the symbolic "batch", as for recorded
- *                      inputs). Recorded inputs take precedence (the list is not read
- *                      when the archive records every input); ONNX models ignore it.
+ *                      inputs). A list that names none of forward's parameters and has
+ *                      one entry per parameter is taken by position; one that names
+ *                      some and not others is KILN_ERR_INVALID_ARGUMENT. Recorded
+ *                      inputs take precedence (the list is not read when the archive
+ *                      records every input); ONNX models ignore it.
  *   "device"           where sessions run (default "cpu"): "opencl" (the first OpenCL
  *                      GPU, else the first OpenCL device), "opencl:P.D" (device D of
  *                      platform P, as `kiln info` numbers them), "auto" (the first GPU

@@ -127,14 +127,25 @@ out=$("$kiln" check models/digits_cnn) || fail "check digits_cnn"
 grep -Eq '^pass models/digits_cnn \(2 data sets; max abs err [0-9.e+-]+, max rel err [0-9.e+-]+\)$' \
   <<<"$out" || fail "check's pass line: $out"
 
-# arguments that were once taken silently: refused, with the reason
-err=$("$kiln" bench "$cnn" --threads 4294967297 2>&1) && fail "--threads 2^32+1 accepted"
-grep -q 'more than 4096' <<<"$err" || fail "--threads 2^32+1: $err"
-err=$("$kiln" run "$cnn" --max-tensor-bytes 0 2>&1) && fail "--max-tensor-bytes 0 accepted"
-grep -q 'give at least 1' <<<"$err" || fail "--max-tensor-bytes 0: $err"
-for opt in --threads --memory-limit; do # 0 meant all cores and no cap, silently
-  err=$("$kiln" run "$cnn" $opt 0 2>&1) && fail "$opt 0 accepted"
-  grep -q -e "$opt: 0 .*give at least 1" <<<"$err" || fail "$opt 0: $err"
+# arguments that were once taken silently (--threads 0 meant all cores, --memory-limit 0
+# no cap), or refused without naming the option's range (issue 17: --threads 100000 was
+# "invalid option value"): refused with "OPTION VALUE: must be RANGE", exit 2, by every
+# command that takes them
+for bad in "run --threads 100000:1..4096" "bench --threads 4294967297:1..4096" \
+           "run --threads 99999999999999999999:1..4096" "run --threads 0:1..4096" \
+           "check --threads abc:an integer, 1..4096" "run --max-tensor-bytes 0:at least 1" \
+           "run --memory-limit 0:at least 1" "bench --max-work -1:at least 0" \
+           "run --max-work 99999999999999999999:0..2^63-1" "run --iterations 0:at least 1" \
+           "run --seed -1:at least 0" "inspect --fold-limit -1:at least 0" \
+           "check --rtol -1:at least 0" "check --atol nan:a finite number, at least 0"; do
+  args=${bad%%:*}
+  set -- $args
+  target=$cnn
+  [ "$1" = check ] && target=models/digits_cnn
+  err=$("$kiln" "$1" "$target" "$2" "$3" 2>&1)
+  rc=$?
+  [ $rc -eq 2 ] && [ "$err" != "${err#kiln $1: $2 $3: must be ${bad#*:}}" ] ||
+    fail "$args: rc $rc: $err"
 done
 err=$("$kiln" bench "$cnn" --iterations 1 --shape nope=1x2 2>&1) && fail "--shape nope accepted"
 grep -q "the model's inputs: input" <<<"$err" || fail "--shape nope: $err"
@@ -149,7 +160,7 @@ grep -q "is for TorchScript files" <<<"$err" || fail "--input-types on ONNX: $er
 # bench's numeric options say what they need (--iterations 0 ran once, --batch 0 ran
 # batch 1, --seed abc said "bad argument" without a reason), and exit 2
 for bad in "--iterations 0:at least 1" "--batch 0:at least 1" "--seed abc:at least 0" \
-           "--warmup -1:at least 0" "--time 0:seconds above 0" "--iterations:needs a value"; do
+           "--warmup -1:at least 0" "--time 0:above 0 (seconds)" "--iterations:needs a value"; do
   args=${bad%%:*}
   err=$("$kiln" bench "$cnn" $args 2>&1)
   rc=$?

@@ -16,6 +16,8 @@
 #     (the session ran on the data set before's freed input);
 #   - an input of 2^40 empty rows: the run ends at once;
 #   - a chain of 80,000 nodes: checked at -O0, -O2, -O3 within the 10 s limit;
+#   - torch 1.x traces whose test inputs are named otherwise than forward's parameters,
+#     or not named: checked, the inputs taken by position (a note says so);
 #   - more threads than the process can start: kiln's error, not OpenMP's exit;
 #   - max_work: a 10^18-step node neither folded at load nor run; --max-work N and 0;
 #   - a .pt of 600 views of one deflated storage: loaded within the limit;
@@ -219,6 +221,45 @@ for m in views strided; do
   [ $rc -eq 1 ] && grep -q 'needs the rank of its input.*input-types' <<<"$err" ||
     fail "torch 1.x $m without input types: rc $rc: $err"
 done
+
+# kiln check on torch 1.x traces (no recorded inputs) whose test inputs are not named as
+# forward's parameters (input_0.pb naming "input" for forward(self, x)): the types are
+# declared by position and the inputs bound by position, with a note on stderr (it
+# failed: "input_types names 'input', which is not a parameter of forward"); a test
+# input with no name at all: declared by position, no note. Views needs its input's rank.
+# pb_name SRC DST NAME: SRC's TensorProto named NAME (dims, data_type, then name 'x').
+pb_name() {
+  perl -0777 -pe 's/^((?:\x08[\x80-\xff]*[\x00-\x7f])*\x10\x01)\x42\x01x/$1.($ENV{NAME} eq "" ? "" :
+    chr(0x42).chr(length $ENV{NAME}).$ENV{NAME})/se or die "no name x\n"' <"$1" >"$2"
+}
+for name in input ""; do
+  d=$work/t113_views_${name:-unnamed}
+  cp -r tests/models/ts/t113/views "$d"
+  NAME=$name pb_name tests/models/ts/t113/views/test_data_set_0/input_0.pb "$d/test_data_set_0/input_0.pb" ||
+    fail "pb_name could not rename the input of views"
+  out=$(timeout 10 "$kiln" check "$d" 2>"$work/check.err")
+  rc=$?
+  err=$(cat "$work/check.err")
+  [ $rc -eq 0 ] && grep -q "^pass " <<<"$out" || fail "check of views, input named '$name': rc $rc: $out $err"
+  if [ -n "$name" ]; then
+    [ "$err" = "kiln check: $d: note: the inputs of test_data_set_0 are not named as the model's: taken by position (input_0.pb 'input' as 'x')" ] ||
+      fail "check of views, input named '$name': the note: $err"
+  else
+    [ -z "$err" ] || fail "check of views, unnamed input: $err"
+  fi
+done
+# --input-types likewise: entries that name no parameter, one per parameter, by position
+# (a note says so); a list naming others, or more entries than parameters, still refused
+# with forward's parameters named
+t113_cnn=tests/models/ts/t113/cnn/model.pt
+run_kiln run $t113_cnn --input-types 'input:float32[2,3,16,16]'
+[ $rc -eq 0 ] && grep -q "^kiln: note: --input-types names none of the model's inputs: an archive that does not record them (torch 1.x) took its entries by position ('input' as 'x')$" <<<"$err" ||
+  fail "run --input-types by position: rc $rc: $err"
+run_kiln run $t113_cnn --input-types 'input:float32[2,3,16,16];mask:bool[2]'
+[ $rc -eq 1 ] && grep -q "input_types names 'input', which is not a parameter of forward (forward's parameters: x;" <<<"$err" ||
+  fail "run --input-types, two entries for one parameter: rc $rc: $err"
+run_kiln run $t113_cnn --input-types 'x:float32[2,3,16,16]'
+[ $rc -eq 0 ] && [ -z "$err" ] || fail "run --input-types by name: rc $rc: $err"
 
 # more threads than the process can start (here under a 3 GB address-space limit,
 # 4096 thread stacks need more): kiln's error at session creation, where OpenMP once

@@ -25,7 +25,11 @@ expect 0 "usage: kiln train" -- "$kiln" train --help
 expect 2 "--data" -- "$kiln" train $m/model.onnx --steps 3
 expect 2 "one of --epochs or --steps" -- "$kiln" train $m/model.onnx --data $m/train.npz
 expect 2 "unknown option --frobnicate" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --frobnicate
-expect 2 "not a valid count" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --batch 0
+expect 2 "--batch 0: must be at least 1" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --batch 0
+expect 2 "--steps -1: must be at least 1" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps -1
+expect 1 "--lr -1: option 'lr': -1 is out of range: expected a learning rate, at least 0" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --lr -1
+expect 1 "--lr abc: must be a number" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --lr abc
+expect 1 "--ignore-index x: must be an integer" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --ignore-index x
 echo "not a zip" >"$tmp/bad.npz"
 expect 1 "not a .npz archive" -- "$kiln" train $m/model.onnx --data "$tmp/bad.npz" --steps 1
 expect 1 "expected shape float32[batch,64], got [32,1,8,8]" -- "$kiln" train $m/model.onnx --data models/train/cnn/eval.npz --steps 1

@@ -38,11 +38,22 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i);
 bool cli_check_applies(const cli_common *c, const char *cmd, bool runs);
 /* Options object for the common settings; NULL on failure (message printed). */
 kiln_options *cli_options(const cli_common *c);
-/* Load a model, printing the error on failure (returns NULL). */
-kiln_model *cli_load(const char *path, const kiln_options *o);
+/* Load a model, printing the error on failure (returns NULL). input_types: the list
+ * given with --input-types, or NULL; when it names none of the model's inputs, a note
+ * on stderr says that a torch 1.x archive took its entries by position (one that
+ * records its inputs does not read the list). */
+kiln_model *cli_load(const char *path, const kiln_options *o, const char *input_types);
 /* Parse "1x3x224x224" into dims; false on a malformed list. */
 bool cli_parse_dims(const char *s, int *rank, int64_t *dims);
 bool cli_parse_int(const char *s, int64_t *v);
+/* val, the value of option opt of `kiln cmd`, as an integer in lo..hi (hi INT64_MAX: no
+ * upper bound) into *v; else false, with "kiln CMD: OPT VAL: must be LO..HI (WHAT)" on
+ * stderr (WHAT, what the number counts, left out when NULL). */
+bool cli_int_arg(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+                 const char *what, int64_t *v);
+/* The same for a finite number at least lo (above lo when above is true). */
+bool cli_double_arg(const char *cmd, const char *opt, const char *val, double lo,
+                    bool above, const char *what, double *v);
 /* snprintf that reports truncation (false) instead of warning about it. */
 /* How OpenMP's threads wait between parallel regions, for kiln bench: the variables
  * that set it and who set them, or the runtime's default (tools/kiln.c). */
@@ -58,6 +69,10 @@ bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
  * none twice; else prints why, with the model's inputs, and returns false. */
 bool cli_check_named(const char *cmd, const char *opt, const char *const *list, int n,
                      const kiln_model *m);
+/* When no entry of the input_types list spec ("x:float32[2,8];m:bool[2]") names an
+ * input of m, the library matched its entries by position: "'input' as 'x', ..." into
+ * buf, and true. False when spec is empty or names an input. */
+bool cli_types_by_position(const char *spec, const kiln_model *m, char *buf, size_t len);
 /* "NAME=VALUE" entry of list for name; returns VALUE or NULL. */
 const char *cli_find_named(const char *const *list, int n, const char *name);
 /* A random tensor for a model input: the shape from `shape` ("1x3x8x8") when given, else

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,48 @@ bool cli_parse_double(const char *s, double *v) {
   return true;
 }
 
+/* "1..4096", or "at least 1" where there is no upper bound (hi INT64_MAX) unless the
+ * value was past it (huge: "1..2^63-1"), into buf. */
+static const char *int_range(int64_t lo, int64_t hi, bool huge, char *buf, size_t len) {
+  if (hi == INT64_MAX && huge) snprintf(buf, len, "%lld..2^63-1", (long long)lo);
+  else if (hi == INT64_MAX) snprintf(buf, len, "at least %lld", (long long)lo);
+  else snprintf(buf, len, "%lld..%lld", (long long)lo, (long long)hi);
+  return buf;
+}
+
+bool cli_int_arg(const char *cmd, const char *opt, const char *val, int64_t lo, int64_t hi,
+                 const char *what, int64_t *v) {
+  char range[64];
+  char *end;
+  errno = 0;
+  long long x = strtoll(val, &end, 10);
+  bool huge = errno == ERANGE, number = end != val && !*end;
+  bool in = number && !huge && x >= lo && x <= hi;
+  if (in) {
+    *v = x;
+    return true;
+  }
+  /* a number too large for strtoll is out of range, not "not a number" */
+  fprintf(stderr, "kiln %s: %s %s: must be %s%s%s%s%s\n", cmd, opt, val,
+          number ? "" : "an integer, ", int_range(lo, hi, huge, range, sizeof range),
+          what ? " (" : "", what ? what : "", what ? ")" : "");
+  return false;
+}
+
+bool cli_double_arg(const char *cmd, const char *opt, const char *val, double lo,
+                    bool above, const char *what, double *v) {
+  double x;
+  bool number = cli_parse_double(val, &x) && isfinite(x);
+  if (number && (above ? x > lo : x >= lo)) {
+    *v = x;
+    return true;
+  }
+  fprintf(stderr, "kiln %s: %s %s: must be %s%s %g%s%s%s\n", cmd, opt, val,
+          number ? "" : "a finite number, ", above ? "above" : "at least", lo,
+          what ? " (" : "", what ? what : "", what ? ")" : "");
+  return false;
+}
+
 bool cli_parse_dims(const char *s, int *rank, int64_t *dims) {
   int r = 0;
   if (*s == '\0') { /* a scalar */
@@ -109,10 +152,20 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
   int64_t v;
   const char *names[] = {"--threads", "--max-tensor-bytes", "--memory-limit", "--max-work",
                          "--passes", "--input-types", "--device", "--precision"};
+  /* the numbers' ranges: 0 is the options' "unset" for threads and memory_limit (taken
+   * as given, it silently meant all cores and no cap at all), and 4096 their bound on
+   * threads; max_tensor_bytes 0 would allow no tensor at all */
+  static const struct {
+    int64_t lo, hi;
+    const char *what;
+  } nums[] = {{1, 4096, "worker threads; without the option, one per core"},
+              {1, INT64_MAX, "bytes; the default is 16 GiB"},
+              {1, INT64_MAX, "bytes; without the option there is no cap"},
+              {0, INT64_MAX, "steps of one node; 0 = no bound, the default is 2^40"}};
   for (int k = 0; k < 8; k++) {
     if (strcmp(a, names[k]) != 0) continue;
     if (*i + 1 >= argc) {
-      fprintf(stderr, "kiln: %s needs a value\n", a);
+      fprintf(stderr, "kiln %s: %s needs a value\n", argv[0], a);
       return -1;
     }
     const char *val = argv[++*i];
@@ -121,31 +174,7 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
                                                             : &c->precision) = val;
       return 1;
     }
-    if (!cli_parse_int(val, &v) || v < 0) {
-      fprintf(stderr, "kiln: %s: '%s' is not a non-negative integer\n", a, val);
-      return -1;
-    }
-    if (k == 0 && v > 4096) { /* an int, and the options' own bound */
-      fprintf(stderr, "kiln: --threads: %lld is more than 4096\n", (long long)v);
-      return -1;
-    }
-    if (k == 1 && v == 0) {
-      fprintf(stderr, "kiln: --max-tensor-bytes: 0 allows no tensor at all; give at least 1 "
-              "(the default is 16 GiB)\n");
-      return -1;
-    }
-    /* 0 is the options' "unset" for these two: taken as given, it silently meant all
-     * cores and no cap at all */
-    if (k == 0 && v == 0) {
-      fprintf(stderr, "kiln: --threads: 0 runs nothing; give at least 1 (the default is "
-              "one per core)\n");
-      return -1;
-    }
-    if (k == 2 && v == 0) {
-      fprintf(stderr, "kiln: --memory-limit: 0 allows no memory at all; give at least 1 "
-              "(without the option there is no cap)\n");
-      return -1;
-    }
+    if (!cli_int_arg(argv[0], a, val, nums[k].lo, nums[k].hi, nums[k].what, &v)) return -1;
     if (k == 0) c->threads = (int)v;
     else if (k == 1) c->max_tensor_bytes = v;
     else if (k == 2) c->memory_limit = v;
@@ -200,7 +229,7 @@ kiln_options *cli_options(const cli_common *c) {
   return o;
 }
 
-kiln_model *cli_load(const char *path, const kiln_options *o) {
+kiln_model *cli_load(const char *path, const kiln_options *o, const char *input_types) {
   kiln_model *m = NULL;
   kiln_status st = kiln_model_load(path, o, &m);
   if (st != KILN_OK) {
@@ -209,6 +238,12 @@ kiln_model *cli_load(const char *path, const kiln_options *o) {
     kiln_model_free(m);
     return NULL;
   }
+  char pairs[1024];
+  /* (an archive that records its inputs, torch 2.x's, does not read the list at all) */
+  if (input_types && cli_types_by_position(input_types, m, pairs, sizeof pairs))
+    fprintf(stderr, "kiln: note: --input-types names none of the model's inputs: an archive "
+            "that does not record them (torch 1.x) took its entries by position (%s)\n",
+            pairs);
   return m;
 }
 

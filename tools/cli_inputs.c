@@ -70,6 +70,36 @@ bool cli_check_named(const char *cmd, const char *opt, const char *const *list, 
   return true;
 }
 
+/* Whether the n bytes at name are the name of an input of m. */
+static bool is_input(const kiln_model *m, const char *name, size_t n) {
+  for (int k = 0; k < kiln_model_input_count(m); k++) {
+    kiln_tensor_info info;
+    kiln_model_input_info(m, k, &info);
+    if (strlen(info.name) == n && strncmp(info.name, name, n) == 0) return true;
+  }
+  return false;
+}
+
+bool cli_types_by_position(const char *spec, const kiln_model *m, char *buf, size_t len) {
+  size_t u = 0;
+  int k = 0;
+  buf[0] = '\0';
+  for (const char *p = spec; *p; k++) {
+    const char *colon = strchr(p, ':'), *semi = strchr(p, ';');
+    size_t n = colon && (!semi || colon < semi) ? (size_t)(colon - p) : strlen(p);
+    if (is_input(m, p, n)) return false;
+    kiln_tensor_info info = {.name = "?"};
+    if (k < kiln_model_input_count(m)) kiln_model_input_info(m, k, &info);
+    if (u < len) {
+      int w = snprintf(buf + u, len - u, "%s'%.*s' as '%s'", k ? ", " : "", (int)n, p,
+                       info.name);
+      u = w < 0 ? len : u + (size_t)w;
+    }
+    p = semi ? semi + 1 : p + strlen(p);
+  }
+  return k > 0;
+}
+
 const char *cli_find_named(const char *const *list, int n, const char *name) {
   size_t len = strlen(name);
   for (int i = 0; i < n; i++)

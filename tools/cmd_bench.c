@@ -111,20 +111,15 @@ static int parse_bench_args(int argc, char **argv, bench_args *a) {
       /* each says what it needs: --iterations 0 was run as 1, --seed abc was "bad
        * argument" without a reason */
       bool seconds = o[2] == 't', at_least_one = o[2] == 'b' || o[2] == 'i';
-      const char *need = seconds ? "a number of seconds above 0"
-                         : at_least_one ? "a whole number of at least 1"
-                                        : "a whole number of at least 0";
       if (!has) {
-        fprintf(stderr, "kiln bench: %s needs a value: %s\n", o, need);
+        fprintf(stderr, "kiln bench: %s needs a value: %s\n", o,
+                seconds ? "seconds, above 0" : at_least_one ? "at least 1" : "at least 0");
         return EXIT_USAGE;
       }
       const char *val = argv[++i];
-      bool ok = seconds ? cli_parse_double(val, &d) && d > 0
-                        : cli_parse_int(val, &v) && v >= (at_least_one ? 1 : 0);
-      if (!ok) {
-        fprintf(stderr, "kiln bench: %s: '%s' is not %s\n", o, val, need);
-        return EXIT_USAGE;
-      }
+      bool ok = seconds ? cli_double_arg("bench", o, val, 0, true, "seconds", &d)
+                        : cli_int_arg("bench", o, val, at_least_one ? 1 : 0, INT64_MAX, NULL, &v);
+      if (!ok) return EXIT_USAGE;
       if (seconds) a->seconds = d;
       else if (o[2] == 'b') a->batch = v;
       else if (o[2] == 'w') a->warmup = v;
@@ -422,7 +417,7 @@ int cmd_bench(int argc, char **argv) {
   bench_profile *prof = NULL;
   rc = EXIT_FAIL;
   double t0 = now_ms();
-  kiln_model *m = cli_load(a.model, o);
+  kiln_model *m = cli_load(a.model, o, a.common.input_types);
   double load_ms = now_ms() - t0;
   if (!m) goto done;
   t0 = now_ms();

@@ -19,8 +19,9 @@ static const char *check_help =
     "stdout, 'pass DIR (...)' or 'FAIL DIR', and ends with 'N passed, N failed'; a\n"
     "failing folder's reason goes to stderr as 'kiln check: DIR: REASON'. Exits 0 only\n"
     "if every folder passed. A passing folder's line gives the largest absolute and\n"
-    "relative errors seen. The named inputs of test_data_set_0 declare the input types\n"
-    "of a model.pt from torch 1.x.\n"
+    "relative errors seen. The inputs of test_data_set_0 declare the input types of a\n"
+    "model.pt from torch 1.x. Input files bind to the model's inputs by name, else by\n"
+    "position (a note on stderr says so).\n"
     "  --rtol R   relative tolerance (default 1e-3)\n"
     "  --atol A   absolute tolerance (default 1e-5: float32 rounding near zero; the\n"
     "             ONNX backend node tests use 1e-7)\n";
@@ -149,9 +150,10 @@ static void format_shape(const kl_tensor *t, char *buf, size_t len) {
 /* Bind the inputs of one data set: by name when the file names a model input, else by
  * position. Tensors are kept in ins (freed by the caller). Every model input is bound
  * once by every data set: the session keeps a binding until it is replaced, and the
- * data set before this one has been freed. */
+ * data set before this one has been freed. The files whose names are not the model's
+ * are listed in note ("input_0.pb 'input' as 'x', ..."; left as it is when none). */
 static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const char *set,
-                     kl_tensor *ins, int n, char *why, size_t len) {
+                     kl_tensor *ins, int n, char *note, size_t note_len, char *why, size_t len) {
   char path[4096];
   bool bound[MAX_FILES] = {false};
   if (n != kiln_model_input_count(m)) {
@@ -174,10 +176,16 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const cha
       kiln_model_input_info(m, j, &info);
       if (strcmp(info.name, name) == 0) idx = j;
     }
+    /* The search loop leaves info at the last input; fetch the one that matched. */
+    kiln_model_input_info(m, idx < 0 ? k : idx, &info);
+    if (idx < 0 && name && *name) { /* named, but not as a model input */
+      size_t u = strlen(note);
+      if (u < note_len)
+        snprintf(note + u, note_len - u, "%sinput_%d.pb '%s' as '%s'", u ? ", " : "", k, name,
+                 info.name);
+    }
     free(name);
     if (idx < 0) idx = k; /* by position: k < n, the model's input count */
-    /* The search loop leaves info at the last input; fetch the one that matched. */
-    kiln_model_input_info(m, idx, &info);
     if (bound[idx]) {
       cli_format(why, len, "%s is for input '%s' too, which an earlier file gave", path,
                  info.name);
@@ -250,39 +258,47 @@ static void append(char *spec, size_t cap, size_t *u, const char *fmt, ...) {
 }
 
 /* The option input_types for a TorchScript model ("x:float32[2,3,8,8];..."), from the
- * named inputs of the data set set (NULL: unset it): archives of torch 1.x do not
- * record their inputs' types (torch 2.x's traced_inputs.pkl wins where present). */
+ * inputs of the data set set (NULL: unset it): archives of torch 1.x do not record
+ * their inputs' types (torch 2.x's traced_inputs.pkl wins where present). Names that
+ * are not forward's parameters make the library take the entries by position; so do
+ * files without names when none has one (declared as "#K", which no parameter is);
+ * where some have names, those without are left undeclared. */
 static bool set_input_types(kiln_options *o, const char *root, const char *set, char *why,
                             size_t len) {
-  char spec[4096] = "", path[4096];
+  char spec[4096] = "", path[4096], *names[MAX_FILES] = {NULL};
+  kl_tensor ts[MAX_FILES];
   size_t u = 0;
-  for (int k = 0, n = set ? count_numbered(set, "input") : 0; k < n && k < MAX_FILES; k++) {
-    kl_tensor t = {0};
-    char *name = NULL;
+  bool ok = true, any_named = false;
+  int n = set ? count_numbered(set, "input") : 0;
+  n = n < MAX_FILES ? n : MAX_FILES;
+  for (int k = 0; k < n && ok; k++) {
+    ts[k] = (kl_tensor){0};
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
-    if (!inside(root, path, why, len)) return false;
-    if (!cli_read_tensor(path, INT64_C(16) << 30, &t, &name)) {
+    ok = inside(root, path, why, len);
+    if (ok && !(ok = cli_read_tensor(path, INT64_C(16) << 30, &ts[k], &names[k])))
       cli_format(why, len, "cannot read %s", path);
-      return false;
-    }
-    free(t.data);
-    if (name && *name) {
-      append(spec, sizeof spec, &u, "%s%s:%s", u ? ";" : "", name, kl_dtype_name(t.dtype));
-      for (int d = 0; d < t.rank; d++)
-        append(spec, sizeof spec, &u, "%s%lld", d ? "," : "[", (long long)t.dims[d]);
-      append(spec, sizeof spec, &u, "%s", t.rank ? "]" : "[]");
-    }
-    free(name);
+    free(ts[k].data);
+    any_named |= names[k] && *names[k];
   }
-  if (u >= sizeof spec) {
+  for (int k = 0; k < n && ok; k++) {
+    if (any_named && !(names[k] && *names[k])) continue;
+    if (any_named) append(spec, sizeof spec, &u, "%s%s", u ? ";" : "", names[k]);
+    else append(spec, sizeof spec, &u, "%s#%d", u ? ";" : "", k);
+    append(spec, sizeof spec, &u, ":%s", kl_dtype_name(ts[k].dtype));
+    for (int d = 0; d < ts[k].rank; d++)
+      append(spec, sizeof spec, &u, "%s%lld", d ? "," : "[", (long long)ts[k].dims[d]);
+    append(spec, sizeof spec, &u, "%s", ts[k].rank ? "]" : "[]");
+  }
+  for (int k = 0; k < n; k++) free(names[k]);
+  if (ok && u >= sizeof spec) {
     cli_format(why, len, "the inputs' names and shapes of %s are too long to declare", set);
-    return false;
+    ok = false;
   }
-  if (kiln_options_set_string(o, "input_types", spec) != KILN_OK) {
+  if (ok && kiln_options_set_string(o, "input_types", spec) != KILN_OK) {
     cli_format(why, len, "%s", kiln_options_error(o));
-    return false;
+    ok = false;
   }
-  return true;
+  return ok;
 }
 
 /* One test-case folder: true when every data set matches. */
@@ -316,6 +332,7 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
     goto done;
   }
   ok = true;
+  bool noted = false;
   for (int i = 0; i < *n_sets && ok; i++) {
     char set[4096];
     cli_format(set, sizeof set, "%s/%s", dir, sets[i]);
@@ -326,7 +343,12 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
       cli_format(why, len, "%s has more than %d input or output files", sets[i], MAX_FILES);
       ok = false;
     }
-    if (ok) ok = bind_set(m, s, root, set, ins, n_in, why, len);
+    char note[1024] = "";
+    if (ok) ok = bind_set(m, s, root, set, ins, n_in, note, sizeof note, why, len);
+    if (*note && !noted) /* once a folder: a data set's names are most likely all sets' */
+      fprintf(stderr, "kiln check: %s: note: the inputs of %s are not named as the model's: "
+              "taken by position (%s)\n", dir, sets[i], note);
+    noted |= *note != 0;
     if (ok && (st = kiln_session_run(s)) != KILN_OK) {
       cli_format(why, len, "%s: %s", kiln_status_string(st), kiln_session_error(s));
       ok = false;
@@ -372,9 +394,12 @@ int cmd_check(int argc, char **argv) {
       free(dirs);
       return EXIT_OK;
     }
-    if ((strcmp(o, "--rtol") == 0 || strcmp(o, "--atol") == 0) && i + 1 < argc &&
-        cli_parse_double(argv[i + 1], o[2] == 'r' ? &tol.rtol : &tol.atol)) {
-      i++;
+    if ((strcmp(o, "--rtol") == 0 || strcmp(o, "--atol") == 0) && i + 1 < argc) {
+      if (!cli_double_arg("check", o, argv[++i], 0, false, "a tolerance",
+                          o[2] == 'r' ? &tol.rtol : &tol.atol)) {
+        free(dirs);
+        return EXIT_USAGE;
+      }
     } else if (o[0] != '-') {
       dirs[n_dirs++] = o;
     } else {

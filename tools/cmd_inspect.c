@@ -167,10 +167,9 @@ int cmd_inspect(int argc, char **argv) {
     } else if (strcmp(argv[i], "--dot") == 0 && i + 1 < argc) {
       dot = argv[++i];
     } else if (strcmp(argv[i], "--fold-limit") == 0 && i + 1 < argc) {
-      if (!cli_parse_int(argv[++i], &fold_limit) || fold_limit < 0) {
-        fprintf(stderr, "kiln inspect: --fold-limit: '%s' is not a byte count\n", argv[i]);
+      if (!cli_int_arg("inspect", "--fold-limit", argv[++i], 0, INT64_MAX,
+                       "bytes; 0 = the default, 1 MiB", &fold_limit))
         return EXIT_USAGE;
-      }
     } else if (argv[i][0] != '-' && !path) {
       path = argv[i];
     } else {
@@ -191,7 +190,7 @@ int cmd_inspect(int argc, char **argv) {
     o = NULL;
   }
   if (!o) return EXIT_USAGE;
-  kiln_model *m = cli_load(path, o);
+  kiln_model *m = cli_load(path, o, common.input_types);
   int memory_rc = !m ? EXIT_OK
                   : memory ? cli_inspect_memory(m, o)
                   : kernels ? cli_inspect_kernels(m, o)

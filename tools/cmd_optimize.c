@@ -29,10 +29,9 @@ int cmd_optimize(int argc, char **argv) {
     if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
       out = argv[++i];
     } else if (strcmp(argv[i], "--fold-limit") == 0 && i + 1 < argc) {
-      if (!cli_parse_int(argv[++i], &fold_limit) || fold_limit < 0) {
-        fprintf(stderr, "kiln optimize: --fold-limit: '%s' is not a byte count\n", argv[i]);
+      if (!cli_int_arg("optimize", "--fold-limit", argv[++i], 0, INT64_MAX,
+                       "bytes; 0 = the default, 1 MiB", &fold_limit))
         return EXIT_USAGE;
-      }
     } else if (argv[i][0] != '-' && !path) {
       path = argv[i];
     } else {
@@ -53,7 +52,7 @@ int cmd_optimize(int argc, char **argv) {
     o = NULL;
   }
   if (!o) return EXIT_USAGE;
-  kiln_model *m = cli_load(path, o);
+  kiln_model *m = cli_load(path, o, common.input_types);
   kiln_options_free(o);
   if (!m) return EXIT_FAIL;
   kl_err e = {0};

@@ -137,18 +137,17 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       a->inputs[a->n_inputs++] = argv[++i];
     } else if (strcmp(o, "--shape") == 0 && has_value && a->n_shapes < MAX_ARGS) {
       a->shapes[a->n_shapes++] = argv[++i];
-    } else if (strcmp(o, "--seed") == 0 && has_value && cli_parse_int(argv[i + 1], &v)) {
+    } else if (strcmp(o, "--seed") == 0 && has_value) {
+      if (!cli_int_arg("run", o, argv[++i], 0, INT64_MAX, NULL, &v)) return EXIT_USAGE;
       a->seed = (uint64_t)v;
-      i++;
     } else if (strcmp(o, "--output-dir") == 0 && has_value) {
       a->out_dir = argv[++i];
     } else if (strcmp(o, "--format") == 0 && has_value &&
                (strcmp(argv[i + 1], "npy") == 0 || strcmp(argv[i + 1], "pb") == 0)) {
       a->format = argv[++i];
-    } else if (strcmp(o, "--iterations") == 0 && has_value && cli_parse_int(argv[i + 1], &v) &&
-               v > 0) {
+    } else if (strcmp(o, "--iterations") == 0 && has_value) {
+      if (!cli_int_arg("run", o, argv[++i], 1, INT64_MAX, NULL, &v)) return EXIT_USAGE;
       a->iterations = v;
-      i++;
     } else if (o[0] != '-' && !a->model) {
       a->model = o;
     } else {
@@ -268,7 +267,7 @@ int cmd_run(int argc, char **argv) {
   if (!o) return EXIT_USAGE;
   /* one session, and nothing reads the weights after it: it may free what it packs */
   kiln_options_set_int(o, "release_weights", !a.common.keep_weights);
-  kiln_model *m = cli_load(a.model, o);
+  kiln_model *m = cli_load(a.model, o, a.common.input_types);
   kiln_session *s = NULL;
   kl_tensor *ts = NULL;
   rc = EXIT_FAIL;

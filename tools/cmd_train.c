@@ -340,11 +340,16 @@ static bool write_curve(const char *path, const double *loss, int64_t n, const d
   return fclose(f) == 0;
 }
 
-static bool set_f(kiln_options *o, const char *name, const char *value) {
+/* The float option name from flag's value; false, naming the flag and the range that
+ * the library's message gives, when it is not a number in that range. */
+static bool set_f(kiln_options *o, const char *flag, const char *name, const char *value) {
   double v;
-  if (!cli_parse_double(value, &v) || kiln_options_set_float(o, name, v) != KILN_OK) {
-    fprintf(stderr, "kiln train: %s\n", *kiln_options_error(o) ? kiln_options_error(o)
-                                                                : "a number was expected");
+  if (!cli_parse_double(value, &v)) {
+    fprintf(stderr, "kiln train: %s %s: must be a number\n", flag, value);
+    return false;
+  }
+  if (kiln_options_set_float(o, name, v) != KILN_OK) {
+    fprintf(stderr, "kiln train: %s %s: %s\n", flag, value, kiln_options_error(o));
     return false;
   }
   return true;
@@ -353,11 +358,11 @@ static bool set_f(kiln_options *o, const char *name, const char *value) {
 int cmd_train(int argc, char **argv) {
   train_args a = {.batch = 32, .shuffle = true, .common = {.opt_level = 2}};
   /* settings passed to the options as they come: (option name, value) */
-  const char *fopts[32][2];
+  const char *fopts[32][3]; /* (option name, value, flag) */
   int n_f = 0;
   const char *sopts[8][2];
   int n_s = 0;
-  const char *iopts[8][2];
+  const char *iopts[8][3];
   int n_i = 0;
   static const struct {
     const char *flag, *name;
@@ -386,7 +391,7 @@ int cmd_train(int argc, char **argv) {
       if (strcmp(s, map[k].flag) != 0) continue;
       found = true;
       if (map[k].kind == 'b') {
-        iopts[n_i][0] = map[k].name, iopts[n_i++][1] = "1";
+        iopts[n_i][0] = map[k].name, iopts[n_i][2] = s, iopts[n_i++][1] = "1";
         continue;
       }
       if (!has_value) {
@@ -394,9 +399,11 @@ int cmd_train(int argc, char **argv) {
         return EXIT_USAGE;
       }
       const char *v = argv[++i];
-      if (map[k].kind == 'f' && n_f < 32) fopts[n_f][0] = map[k].name, fopts[n_f++][1] = v;
+      if (map[k].kind == 'f' && n_f < 32)
+        fopts[n_f][0] = map[k].name, fopts[n_f][2] = s, fopts[n_f++][1] = v;
       if (map[k].kind == 's' && n_s < 8) sopts[n_s][0] = map[k].name, sopts[n_s++][1] = v;
-      if (map[k].kind == 'i' && n_i < 8) iopts[n_i][0] = map[k].name, iopts[n_i++][1] = v;
+      if (map[k].kind == 'i' && n_i < 8)
+        iopts[n_i][0] = map[k].name, iopts[n_i][2] = s, iopts[n_i++][1] = v;
     }
     if (found) continue;
     const char **str = strcmp(s, "--data") == 0         ? &a.data
@@ -421,10 +428,9 @@ int cmd_train(int argc, char **argv) {
     if (str) {
       *str = argv[++i];
     } else if (num) {
-      if (!cli_parse_int(argv[++i], num) || *num < 0 || (num == &a.batch && *num < 1)) {
-        fprintf(stderr, "kiln train: %s: '%s' is not a valid count\n", s, argv[i]);
+      /* --epochs and --steps left at 0 are not given: one of them is required */
+      if (!cli_int_arg("train", s, argv[++i], num == &a.seed ? 0 : 1, INT64_MAX, NULL, num))
         return EXIT_USAGE;
-      }
     } else if (strcmp(s, "--no-shuffle") == 0) {
       a.shuffle = false;
     } else if (strcmp(s, "--skip-nonfinite") == 0) {
@@ -454,7 +460,7 @@ int cmd_train(int argc, char **argv) {
   kiln_options *o = cli_options(&a.common);
   if (!o) return EXIT_FAIL;
   bool ok = true;
-  for (int k = 0; ok && k < n_f; k++) ok = set_f(o, fopts[k][0], fopts[k][1]);
+  for (int k = 0; ok && k < n_f; k++) ok = set_f(o, fopts[k][2], fopts[k][0], fopts[k][1]);
   for (int k = 0; ok && k < n_s; k++)
     if (kiln_options_set_string(o, sopts[k][0], sopts[k][1]) != KILN_OK) {
       fprintf(stderr, "kiln train: %s\n", kiln_options_error(o));
@@ -462,9 +468,11 @@ int cmd_train(int argc, char **argv) {
     }
   for (int k = 0; ok && k < n_i; k++) {
     int64_t v;
-    if (!cli_parse_int(iopts[k][1], &v) || kiln_options_set_int(o, iopts[k][0], v) != KILN_OK) {
-      fprintf(stderr, "kiln train: %s: %s\n", iopts[k][0],
-              *kiln_options_error(o) ? kiln_options_error(o) : "an integer was expected");
+    if (!cli_parse_int(iopts[k][1], &v)) {
+      fprintf(stderr, "kiln train: %s %s: must be an integer\n", iopts[k][2], iopts[k][1]);
+      ok = false;
+    } else if (kiln_options_set_int(o, iopts[k][0], v) != KILN_OK) {
+      fprintf(stderr, "kiln train: %s %s: %s\n", iopts[k][2], iopts[k][1], kiln_options_error(o));
       ok = false;
     }
   }
@@ -476,7 +484,7 @@ int cmd_train(int argc, char **argv) {
       ok = false;
     } else {
       snprintf(b1, sizeof b1, "%.*s", (int)(comma - betas), betas);
-      ok = set_f(o, "beta1", b1) && set_f(o, "beta2", comma + 1);
+      ok = set_f(o, "--betas", "beta1", b1) && set_f(o, "--betas", "beta2", comma + 1);
     }
   }
   if (ok && kiln_options_set_int(o, "seed", a.seed) != KILN_OK) ok = false;

@@ -48,6 +48,6 @@ if [ "$want_python" -eq 1 ]; then
   if [ ! -x "$venv/bin/python" ] || [ ! -x "$venv/bin/pip" ]; then python3 -m venv --clear "$venv"; fi
   # The pinned onnx release, not any: the conformance list is for its node tests.
   onnx_pin=$(sed -n 's/^onnx==//p' "$here/tools/requirements-test.txt")
-  "$venv/bin/python" -c "import onnx, numpy, onnxruntime, sys; sys.exit(onnx.__version__ != '$onnx_pin')" \
+  "$venv/bin/python" -c "import onnx, numpy, onnxruntime, skimage, sys; sys.exit(onnx.__version__ != '$onnx_pin')" \
     2>/dev/null || "$venv/bin/pip" install -q -r "$here/tools/requirements-test.txt"
 fi

@@ -971,13 +971,29 @@ static bool parse_input_type(const char **p, char *name, size_t name_len, kl_dty
   return true;
 }
 
-/* The type that b->input_types declares for forward's parameter `name`: *found false
- * when it names none. A malformed list, or one naming a parameter forward does not
- * have, is an error. */
-static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, const char *name,
-                                  bool *found, kl_dtype *dt, int *rank, int64_t *dims) {
+/* forward's parameters (params[1..]) as "x, mask" into buf. */
+static const char *param_list(const kl_ts_method *fwd, char *buf, size_t len) {
+  size_t u = 0;
+  buf[0] = 0;
+  for (int k = 1; k < fwd->n_params && u < len; k++) {
+    int w = snprintf(buf + u, len - u, "%s%s", k > 1 ? ", " : "", fwd->params[k]);
+    u = w < 0 ? len : u + (size_t)w;
+  }
+  return buf;
+}
+
+/* The type that b->input_types declares for forward's parameter k (k >= 1): *found
+ * false when it declares none. Entries match parameters by name; when no entry names a
+ * parameter and there is one entry per parameter, they match by position (test inputs
+ * saved under other names: input_0.pb naming "input" for forward(self, x)). A malformed
+ * list, or one naming some parameters and others that forward does not have, is an
+ * error. */
+static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, int k, bool *found,
+                                  kl_dtype *dt, int *rank, int64_t *dims) {
   *found = false;
-  for (const char *p = b->input_types ? b->input_types : ""; *p;) {
+  int n = 0, named = 0;
+  char unknown[256] = "";
+  for (const char *p = b->input_types ? b->input_types : ""; *p; n++) {
     char nm[256];
     kl_dtype t;
     int r;
@@ -987,16 +1003,25 @@ static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, const
                      "list of name:dtype[d0,d1,...] separated by ';' (at '%.40s')",
                      b->ar.path, b->input_types, p);
     bool known = false;
-    for (int k = 1; k < fwd->n_params; k++) known |= strcmp(fwd->params[k], nm) == 0;
-    if (!known)
-      return kl_fail(b->e, KILN_ERR_INVALID_ARGUMENT, "%s: input_types names '%s', which "
-                     "is not a parameter of forward", b->ar.path, nm);
-    if (strcmp(nm, name) == 0) {
+    for (int j = 1; j < fwd->n_params; j++) known |= strcmp(fwd->params[j], nm) == 0;
+    named += known;
+    if (!known && !*unknown) snprintf(unknown, sizeof unknown, "%s", nm);
+    /* by name, or entry k-1 for parameter k (whether by position holds is checked
+     * below, once every entry has been seen) */
+    if (known ? strcmp(nm, fwd->params[k]) == 0 : n == k - 1) {
       *found = true;
       *dt = t;
       *rank = r;
       memcpy(dims, d, sizeof *d * (size_t)r);
     }
+  }
+  bool by_position = n > 0 && named == 0 && n == fwd->n_params - 1;
+  if (named < n && !by_position) {
+    char params[512];
+    return kl_fail(b->e, KILN_ERR_INVALID_ARGUMENT, "%s: input_types names '%s', which "
+                   "is not a parameter of forward (forward's parameters: %s; entries are "
+                   "taken by position only when none names a parameter and there is one "
+                   "per parameter)", b->ar.path, unknown, param_list(fwd, params, sizeof params));
   }
   return KILN_OK;
 }
@@ -1016,7 +1041,7 @@ static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
     kl_dtype dt = KL_F32;
     /* recorded types win: input_types is not even read when traced_inputs.pkl has all */
     kiln_status s = ex ? KILN_OK
-                       : declared_input(b, fwd, fwd->params[k], &declared, &dt, &rank, dims);
+                       : declared_input(b, fwd, k, &declared, &dt, &rank, dims);
     if (s != KILN_OK) return s;
     t->dtype = ex ? ex->dtype : dt;
     if (ex) kl_type_set_shape(t, ex->rank, ex->sizes);

@@ -15,7 +15,8 @@
  * Inputs are forward's parameters. Their dtype and rank come from traced_inputs.pkl,
  * with dim 0 symbolic ("batch") and the others as traced; without that file (torch
  * 1.x) they come from the kiln_options "input_types" (kiln check passes its test
- * inputs'), else an input is float32 of unknown rank, and ATen calls that need a rank
+ * inputs'; by name, or by position when no entry names a parameter and there is one
+ * per parameter), else an input is float32 of unknown rank, and ATen calls that need a rank
  * fail with a message saying so. Outputs are what forward returns (tensors, or tuples and lists
  * of them, flattened), named output_0, output_1, ...
  *

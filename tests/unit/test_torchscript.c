@@ -345,6 +345,18 @@ static void test_torch113_inputs(void **state) {
   expect_bad_types("x:float32[1,1,1,1,1,1,1,1,1]", "name:dtype[d0,d1,...]");
   expect_bad_types("x:float32[99999999999999999999]", "name:dtype[d0,d1,...]");
   expect_bad_types("x:float32[2,8];y:int64[2]", "names 'y', which is not a parameter");
+  /* names that are none of forward's, one per parameter: taken by position (kiln check's
+   * test inputs saved as "input" for forward(self, x)); more entries than parameters,
+   * or a list naming some parameters and some others, is still refused */
+  o = typed("input:float32[2,3,16,16]");
+  assert_int_equal(kiln_model_load(T113 "cnn/model.pt", o, &m), KILN_OK);
+  assert_int_equal(kiln_model_input_info(m, 0, &in), KILN_OK);
+  assert_string_equal(in.name, "x");
+  assert_true(in.rank == 4 && in.dims[0] == -1 && in.dims[1] == 3 && in.dims[3] == 16);
+  kiln_model_free(m);
+  kiln_options_free(o);
+  expect_bad_types("input:float32[2,8];y:int64[2]",
+                   "names 'input', which is not a parameter of forward (forward's parameters: x;");
 }
 
 /* Every model of tests/models/ts/t113 against torch 1.13's eager output (kiln check

@@ -110,6 +110,22 @@ pt_tolerances='
 efficientnet_v2_s-pt 1e-4 3e-5
 '
 
+# Detection models (tools/export_detection.py, into CACHE/detect/NAME), checked when
+# exported: If and Loop around their NonMaxSuppression and mask pasting. Boxes are pixel
+# coordinates up to 800, masks probabilities.
+# Faster R-CNN (atol 3e-3): one box coordinate (of 36, about 90 px) is 1.9e-3 to 2.3e-3
+# from onnxruntime's at -O2/-O3, where PyTorch and onnxruntime themselves differ by 2e-3
+# (the helper's export report: the RoI head's float32 sums).
+# Mask R-CNN (atol 5e-4): 21 to 25 of its 2.56M mask values are 1.4e-4 to 1.8e-4 from
+# onnxruntime's (4.6e-4 at -O0), PyTorch and onnxruntime differ by 4.8e-4: the pasted
+# masks are bilinear resamplings of 28x28 logits through a sigmoid, in float32.
+detect_tolerances='
+ssdlite320_mobilenet_v3_large         1e-4 1e-5
+fasterrcnn_mobilenet_v3_large_320_fpn 1e-4 3e-3
+retinanet_resnet50_fpn                1e-4 1e-5
+maskrcnn_resnet50_fpn                 1e-4 5e-4
+'
+
 # The table must name exactly the exporter's models; python3 without torch can list them.
 if command -v python3 >/dev/null && listed=$(python3 "$root/tools/export_zoo.py" --list 2>/dev/null); then
   want=$(awk 'NF {print $1}' <<<"$tolerances" | sort)
@@ -175,6 +191,10 @@ while read -r name rtol atol; do
     check_one "$name-pt" "${pt_rtol:-$rtol}" "${pt_atol:-$atol}"
   fi
 done <<<"$tolerances"
+while read -r name rtol atol; do
+  [ -n "$name" ] && [ -f "$cache/detect/$name/model.onnx" ] || continue
+  check_one "detect/$name" "$rtol" "$atol"
+done <<<"$detect_tolerances"
 
 echo "zoo: $((SECONDS - start)) s${failures:+, failed: ${failures[*]}}"
 echo "$passed passed, $failed failed"
