@@ -98,6 +98,17 @@ typedef struct kiln_tensor_info {
   const char *const *dim_names;  /* rank entries; NULL entries for fixed dims */
 } kiln_tensor_info;
 
+/* What a model input or output is (kiln_model_input_kind): a tensor, a sequence of
+ * tensors (its kiln_tensor_info describes the elements), an optional tensor or sequence
+ * (which may hold none); and, for an output of a run, none. */
+typedef enum kiln_value_kind {
+  KILN_VALUE_TENSOR = 0,
+  KILN_VALUE_SEQUENCE = 1,
+  KILN_VALUE_OPTIONAL = 2,
+  KILN_VALUE_OPTIONAL_SEQUENCE = 3,
+  KILN_VALUE_NONE = 4,
+} kiln_value_kind;
+
 /* "0.1.0" */
 KILN_API const char *kiln_version(void);
 /* A short fixed description of a status code, for any value. */
@@ -252,6 +263,10 @@ KILN_API kiln_status kiln_model_output_info(const kiln_model *model, int index,
  * (or model or name is NULL). */
 KILN_API int kiln_model_input_index(const kiln_model *model, const char *name);
 KILN_API int kiln_model_output_index(const kiln_model *model, const char *name);
+/* The kiln_value_kind of input or output `index` (KILN_VALUE_TENSOR..._OPTIONAL_SEQUENCE);
+ * -1 for a bad index. */
+KILN_API int kiln_model_input_kind(const kiln_model *model, int index);
+KILN_API int kiln_model_output_kind(const kiln_model *model, int index);
 
 /* Create a session on a loaded model. options may be NULL (the model's options). */
 KILN_API kiln_status kiln_session_create(const kiln_model *model, const kiln_options *options,
@@ -265,12 +280,34 @@ KILN_API const char *kiln_session_error(const kiln_session *session);
 KILN_API kiln_status kiln_session_set_input(kiln_session *session, const char *name,
                                             kiln_dtype dtype, int rank, const int64_t *dims,
                                             const void *data, size_t size_bytes);
+/* A sequence input (kiln_model_input_kind KILN_VALUE_SEQUENCE): count tensors of the
+ * sequence's dtype, elements[k] describing element k (name and dim_names unused) and
+ * data[k] its bytes. Unlike kiln_session_set_input the session copies them. */
+KILN_API kiln_status kiln_session_set_input_sequence(kiln_session *session, const char *name,
+                                                     int64_t count,
+                                                     const kiln_tensor_info *elements,
+                                                     const void *const *data);
+/* An optional input (KILN_VALUE_OPTIONAL, KILN_VALUE_OPTIONAL_SEQUENCE) holding no
+ * value; one that holds a value is set as a tensor or a sequence. */
+KILN_API kiln_status kiln_session_set_input_none(kiln_session *session, const char *name);
 /* Run the model on the bound inputs. */
 KILN_API kiln_status kiln_session_run(kiln_session *session);
 /* An output of the last run, by index (0..output_count-1). info and *data point into
  * the session and stay valid until the next kiln_session_run or kiln_session_free. */
 KILN_API kiln_status kiln_session_get_output(kiln_session *session, int index,
                                              kiln_tensor_info *info, const void **data);
+/* What output `index` of the last run holds: KILN_VALUE_TENSOR (kiln_session_get_output
+ * reads it), KILN_VALUE_SEQUENCE (kiln_session_get_output_element reads its elements) or
+ * KILN_VALUE_NONE (an optional output holding nothing); -1 without a successful run. */
+KILN_API int kiln_session_output_kind(const kiln_session *session, int index);
+/* The number of elements of sequence output `index`. */
+KILN_API kiln_status kiln_session_get_output_length(kiln_session *session, int index,
+                                                    int64_t *count);
+/* Element `element` of sequence output `index`, as kiln_session_get_output gives a
+ * tensor (info->name is the output's). */
+KILN_API kiln_status kiln_session_get_output_element(kiln_session *session, int index,
+                                                     int64_t element, kiln_tensor_info *info,
+                                                     const void **data);
 
 /* ---- training (docs/training.md) ----
  * A trainer holds a model in training form: one graph computes the forward pass, the

@@ -32,6 +32,7 @@ CASES = [  # a folder with model.onnx or model.pt and test_data_set_0
     "tests/models/control/loop_conv",  # Conv+BN+Relu fused inside a Loop body
     "tests/models/control/if_static",  # an If on a folded condition, inlined
     "tests/models/control/gpt_greedy",  # greedy decoding: a Loop whose carried ids grow
+    "tests/models/control/seq_loop",  # sequences in and out of a Loop, an optional
 ]
 
 
@@ -73,6 +74,16 @@ def main():
                             feeds[meta.name] = load_pb(os.path.join(data, f))[1]
                         got = sess.run(None, feeds)
                         for k, f in enumerate(outs):
+                            if isinstance(got[k], list):  # a sequence: a SequenceProto
+                                sq = onnx.SequenceProto()
+                                with open(os.path.join(data, f), "rb") as fh:
+                                    sq.ParseFromString(fh.read())
+                                want = numpy_helper.to_list(sq)
+                                if len(want) != len(got[k]) or not all(
+                                        np.allclose(a, b, rtol=1e-4, atol=1e-5)
+                                        for a, b in zip(got[k], want)):
+                                    problem = f"onnxruntime's output {k} (a sequence) differs"
+                                continue
                             want = load_pb(os.path.join(data, f))[1]
                             if not np.allclose(got[k], want, rtol=1e-4, atol=1e-5):
                                 problem = (f"onnxruntime's output {k} differs by "

@@ -63,6 +63,10 @@ bool cli_parse_double(const char *s, double *v);
 
 /* Tensor files (.pb TensorProto or .npy), read with a size limit; data is malloc'd. */
 bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name);
+/* A sequence or optional value file (kl_valuefile_read), with the message printed. */
+struct kl_value_file;
+bool cli_read_value(const char *path, int64_t max_bytes, bool seq, bool opt,
+                    struct kl_value_file *v);
 bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
 
 /* Every "NAME=VALUE" entry of list (given with option opt) names a model input, and

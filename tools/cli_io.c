@@ -15,6 +15,16 @@ bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **n
   return false;
 }
 
+bool cli_read_value(const char *path, int64_t max_bytes, bool seq, bool opt,
+                    kl_value_file *v) {
+  kl_err e = {0};
+  if (kl_valuefile_read(path, seq, opt, max_bytes, v, &e) == KILN_OK) return true;
+  const char *what = e.code == KILN_ERR_INVALID_MODEL ? "invalid value file"
+                                                      : kiln_status_string(e.code);
+  fprintf(stderr, "kiln: %s: %s\n", what, e.msg);
+  return false;
+}
+
 bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name) {
   kl_err e = {0};
   size_t n = strlen(path);

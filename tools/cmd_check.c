@@ -1,6 +1,7 @@
 /* kiln check: run ONNX test-case folders (model + test_data_set_N/{input,output}_K.pb)
  * and compare with the expected outputs: |got - want| <= atol + rtol * |want|. */
 #include "cli.h"
+#include "import/tensorfile.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -147,6 +148,46 @@ static void format_shape(const kl_tensor *t, char *buf, size_t len) {
   if (u >= 0 && (size_t)u < len) snprintf(buf + u, len - (size_t)u, "]");
 }
 
+/* Input k, a sequence or optional (kind), from its SequenceProto or OptionalProto: the
+ * session copies a sequence; an optional's tensor stays in *keep (the caller frees it). */
+static bool bind_value(kiln_model *m, kiln_session *s, int k, int kind, const char *path,
+                       kl_tensor *keep, char *why, size_t len) {
+  kl_value_file v;
+  kiln_tensor_info info;
+  kiln_model_input_info(m, k, &info);
+  bool seq = kind == KILN_VALUE_SEQUENCE || kind == KILN_VALUE_OPTIONAL_SEQUENCE;
+  bool opt = kind == KILN_VALUE_OPTIONAL || kind == KILN_VALUE_OPTIONAL_SEQUENCE;
+  if (!cli_read_value(path, INT64_C(16) << 30, seq, opt, &v)) {
+    cli_format(why, len, "cannot read %s", path);
+    return false;
+  }
+  kiln_status st;
+  if (v.none) {
+    st = kiln_session_set_input_none(s, info.name);
+  } else if (v.seq) {
+    kiln_tensor_info *el = calloc((size_t)v.count + 1, sizeof *el);
+    const void **data = calloc((size_t)v.count + 1, sizeof *data);
+    st = el && data ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    for (int64_t j = 0; st == KILN_OK && j < v.count; j++) {
+      el[j] = (kiln_tensor_info){.dtype = (kiln_dtype)v.items[j].dtype,
+                                 .rank = v.items[j].rank, .dims = v.items[j].dims};
+      data[j] = v.items[j].data;
+    }
+    if (st == KILN_OK) st = kiln_session_set_input_sequence(s, info.name, v.count, el, data);
+    free(el);
+    free(data);
+  } else {
+    *keep = v.items[0];
+    v.items[0].data = NULL;
+    st = kiln_session_set_input(s, info.name, (kiln_dtype)keep->dtype, keep->rank, keep->dims,
+                                keep->data, kl_tensor_nbytes(keep));
+  }
+  kl_valuefile_clear(&v);
+  if (st != KILN_OK)
+    cli_format(why, len, "%s: %s", kiln_status_string(st), kiln_session_error(s));
+  return st == KILN_OK;
+}
+
 /* Bind the inputs of one data set: by name when the file names a model input, else by
  * position. Tensors are kept in ins (freed by the caller). Every model input is bound
  * once by every data set: the session keeps a binding until it is replaced, and the
@@ -166,6 +207,12 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const cha
     char *name = NULL;
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
     if (!inside(root, path, why, len)) return false;
+    int kind = kiln_model_input_kind(m, k);
+    if (kind != KILN_VALUE_TENSOR) { /* a sequence or optional: by position */
+      if (!bind_value(m, s, k, kind, path, &ins[k], why, len)) return false;
+      bound[k] = true;
+      continue;
+    }
     if (!cli_read_tensor(path, INT64_C(16) << 30, &ins[k], &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -202,15 +249,83 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const cha
   return true;
 }
 
+/* got against want, output k (named name; element `element` of a sequence, or -1):
+ * dtype, shape and values within tol. */
+static bool compare_tensor(const kl_tensor *got, const kl_tensor *want, int k, const char *name,
+                           int64_t element, tolerance tol, cmp_result *worst, char *why,
+                           size_t len) {
+  char a[256], b[256], el[48] = "";
+  if (element >= 0) snprintf(el, sizeof el, " element %lld", (long long)element);
+  if (got->dtype != want->dtype || !same_shape(got, want)) {
+    format_shape(got, a, sizeof a);
+    format_shape(want, b, sizeof b);
+    cli_format(why, len, "output %d '%s'%s is %s, expected %s", k, name, el, a, b);
+    return false;
+  }
+  cmp_result r = {0};
+  compare(got, want, tol, &r);
+  if (r.max_abs > worst->max_abs) worst->max_abs = r.max_abs;
+  if (r.max_rel > worst->max_rel) worst->max_rel = r.max_rel;
+  if (r.bad) {
+    cli_format(why, len, "output %d '%s'%s: %lld of %lld values out of tolerance, max abs "
+               "err %.3g, max rel err %.3g (rtol %g, atol %g)", k, name, el, (long long)r.bad,
+               (long long)kl_tensor_numel(want), r.max_abs, r.max_rel, tol.rtol, tol.atol);
+    return false;
+  }
+  return true;
+}
+
+/* Output k, a sequence or optional (its model kind `kind`), against its value file. */
+static bool check_value(kiln_session *s, int k, int kind, const char *path, tolerance tol,
+                        cmp_result *worst, char *why, size_t len) {
+  bool seq = kind == KILN_VALUE_SEQUENCE || kind == KILN_VALUE_OPTIONAL_SEQUENCE;
+  bool opt = kind == KILN_VALUE_OPTIONAL || kind == KILN_VALUE_OPTIONAL_SEQUENCE;
+  kl_value_file v;
+  if (!cli_read_value(path, INT64_C(16) << 30, seq, opt, &v)) {
+    cli_format(why, len, "cannot read %s", path);
+    return false;
+  }
+  int got_kind = kiln_session_output_kind(s, k);
+  const char *want_kind = v.none ? "none" : v.seq ? "a sequence" : "a tensor";
+  const char *kinds[] = {"a tensor", "a sequence", "?", "?", "none"};
+  bool ok = got_kind == (v.none ? KILN_VALUE_NONE : v.seq ? KILN_VALUE_SEQUENCE : KILN_VALUE_TENSOR);
+  kiln_tensor_info info;
+  const void *data;
+  if (!ok)
+    cli_format(why, len, "output %d is %s, expected %s", k,
+               got_kind >= 0 && got_kind <= 4 ? kinds[got_kind] : "missing", want_kind);
+  int64_t count = 0;
+  if (ok && v.seq && kiln_session_get_output_length(s, k, &count) == KILN_OK && count != v.count) {
+    cli_format(why, len, "output %d is a sequence of %lld tensors, expected %lld", k,
+               (long long)count, (long long)v.count);
+    ok = false;
+  }
+  for (int64_t j = 0; ok && !v.none && j < v.count; j++) {
+    kiln_status st = v.seq ? kiln_session_get_output_element(s, k, j, &info, &data)
+                           : kiln_session_get_output(s, k, &info, &data);
+    kl_tensor got = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
+    if (st == KILN_OK) memcpy(got.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
+    ok = st == KILN_OK &&
+         compare_tensor(&got, &v.items[j], k, info.name, v.seq ? j : -1, tol, worst, why, len);
+  }
+  kl_valuefile_clear(&v);
+  return ok;
+}
+
 /* Compare every output of the last run with set/output_K.pb. */
-static bool check_outputs(kiln_session *s, const char *root, const char *set, int n_out,
-                          tolerance tol, cmp_result *worst, char *why, size_t len) {
-  char path[4096], a[256], b[256];
+static bool check_outputs(kiln_model *m, kiln_session *s, const char *root, const char *set,
+                          int n_out, tolerance tol, cmp_result *worst, char *why, size_t len) {
+  char path[4096];
   for (int k = 0; k < n_out; k++) {
     kl_tensor want = {0};
     char *name = NULL;
     cli_format(path, sizeof path, "%s/output_%d.pb", set, k);
     if (!inside(root, path, why, len)) return false;
+    int kind = kiln_model_output_kind(m, k);
+    if (kind > KILN_VALUE_TENSOR) {
+      if (!check_value(s, k, kind, path, tol, worst, why, len)) return false;
+      continue;
+    }
     if (!cli_read_tensor(path, INT64_C(16) << 30, &want, &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
@@ -222,24 +337,7 @@ static bool check_outputs(kiln_session *s, const char *root, const char *set, in
     kl_tensor got = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
     if (ok) memcpy(got.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
     if (!ok) cli_format(why, len, "the model has no output %d", k);
-    else if (got.dtype != want.dtype || !same_shape(&got, &want)) {
-      format_shape(&got, a, sizeof a);
-      format_shape(&want, b, sizeof b);
-      cli_format(why, len, "output %d '%s' is %s, expected %s", k, info.name, a, b);
-      ok = false;
-    } else {
-      cmp_result r = {0};
-      compare(&got, &want, tol, &r);
-      if (r.max_abs > worst->max_abs) worst->max_abs = r.max_abs;
-      if (r.max_rel > worst->max_rel) worst->max_rel = r.max_rel;
-      if (r.bad) {
-        cli_format(why, len, "output %d '%s': %lld of %lld values out of tolerance, max abs "
-                 "err %.3g, max rel err %.3g (rtol %g, atol %g)", k, info.name,
-                 (long long)r.bad, (long long)kl_tensor_numel(&want), r.max_abs, r.max_rel,
-                 tol.rtol, tol.atol);
-        ok = false;
-      }
-    }
+    else ok = compare_tensor(&got, &want, k, info.name, -1, tol, worst, why, len);
     free(want.data);
     if (!ok) return false;
   }
@@ -358,7 +456,7 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
                kiln_model_output_count(m));
       ok = false;
     }
-    if (ok) ok = check_outputs(s, root, set, n_out, tol, worst, why, len);
+    if (ok) ok = check_outputs(m, s, root, set, n_out, tol, worst, why, len);
     for (int k = 0; k < n_in && k < MAX_FILES; k++) free(ins[k].data);
     if (!ok) {
       char tmp[1024];

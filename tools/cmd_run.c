@@ -162,6 +162,54 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
   return -1;
 }
 
+/* Input k, a sequence or optional (kind): from its file (a SequenceProto or an
+ * OptionalProto, as the ONNX test data holds them); an optional without one holds none.
+ * An optional's tensor is kept in *keep. */
+static bool bind_value(kiln_model *m, kiln_session *s, int k, int kind, const char *file,
+                       kl_tensor *keep) {
+  kiln_tensor_info info;
+  kiln_model_input_info(m, k, &info);
+  bool seq = kind == KILN_VALUE_SEQUENCE || kind == KILN_VALUE_OPTIONAL_SEQUENCE;
+  bool opt = kind == KILN_VALUE_OPTIONAL || kind == KILN_VALUE_OPTIONAL_SEQUENCE;
+  kiln_status st;
+  kl_value_file v = {0};
+  if (!file && !opt) {
+    fprintf(stderr, "kiln run: input '%s' is a sequence of %s tensors: give it with --input "
+            "%s=FILE.pb (an ONNX SequenceProto)\n", info.name, kiln_dtype_name(info.dtype),
+            info.name);
+    return false;
+  }
+  if (!file) {
+    st = kiln_session_set_input_none(s, info.name);
+    printf("input %s: none (an optional without --input)\n", info.name);
+  } else if (!cli_read_value(file, INT64_C(16) << 30, seq, opt, &v)) {
+    return false;
+  } else if (v.none) {
+    st = kiln_session_set_input_none(s, info.name);
+  } else if (v.seq) {
+    kiln_tensor_info *el = calloc((size_t)v.count + 1, sizeof *el);
+    const void **data = calloc((size_t)v.count + 1, sizeof *data);
+    st = el && data ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    for (int64_t j = 0; st == KILN_OK && j < v.count; j++) {
+      el[j] = (kiln_tensor_info){.dtype = (kiln_dtype)v.items[j].dtype,
+                                 .rank = v.items[j].rank, .dims = v.items[j].dims};
+      data[j] = v.items[j].data;
+    }
+    if (st == KILN_OK) st = kiln_session_set_input_sequence(s, info.name, v.count, el, data);
+    free(el);
+    free(data);
+  } else {
+    *keep = v.items[0];
+    v.items[0].data = NULL;
+    st = kiln_session_set_input(s, info.name, (kiln_dtype)keep->dtype, keep->rank, keep->dims,
+                                keep->data, kl_tensor_nbytes(keep));
+  }
+  kl_valuefile_clear(&v);
+  if (st != KILN_OK)
+    fprintf(stderr, "kiln run: %s: %s\n", kiln_status_string(st), kiln_session_error(s));
+  return st == KILN_OK;
+}
+
 /* Bind every model input from a file or random data; tensors are kept in ts. */
 static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
   uint64_t state = a->seed;
@@ -173,6 +221,9 @@ static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_te
     kiln_tensor_info info;
     kiln_model_input_info(m, k, &info);
     const char *file = cli_find_named(a->inputs, a->n_inputs, info.name);
+    int kind = kiln_model_input_kind(m, k);
+    if (kind != KILN_VALUE_TENSOR && !bind_value(m, s, k, kind, file, &ts[k])) return false;
+    if (kind != KILN_VALUE_TENSOR) continue;
     if (file) {
       char *name = NULL;
       int64_t limit = a->common.max_tensor_bytes ? a->common.max_tensor_bytes
@@ -244,10 +295,28 @@ static bool write_outputs(const run_args *a, const kiln_model *m, kiln_session *
   for (int k = 0; k < n_out && ok; k++) {
     kiln_tensor_info info;
     const void *data;
-    kiln_session_get_output(s, k, &info, &data);
-    kl_tensor t = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
-    memcpy(t.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
-    if ((ok = cli_write_tensor(paths[k], &t, info.name))) printf("wrote %s\n", paths[k]);
+    int kind = kiln_session_output_kind(s, k);
+    if (kind == KILN_VALUE_NONE) {
+      printf("%s: none, not written\n", paths[k]);
+      continue;
+    }
+    int64_t count = 1;
+    if (kind == KILN_VALUE_SEQUENCE) kiln_session_get_output_length(s, k, &count);
+    for (int64_t j = 0; j < count && ok; j++) {
+      /* a sequence's elements: NAME.J.npy (.pb) beside where the tensor would go */
+      char path[4096 + 32];
+      if (kind == KILN_VALUE_SEQUENCE) {
+        kiln_session_get_output_element(s, k, j, &info, &data);
+        const char *dot = strrchr(paths[k], '.');
+        snprintf(path, sizeof path, "%.*s.%" PRId64 "%s", (int)(dot - paths[k]), paths[k], j, dot);
+      } else {
+        kiln_session_get_output(s, k, &info, &data);
+        snprintf(path, sizeof path, "%s", paths[k]);
+      }
+      kl_tensor t = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
+      memcpy(t.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
+      if ((ok = cli_write_tensor(path, &t, info.name))) printf("wrote %s\n", path);
+    }
   }
   free(paths);
   return ok;
@@ -303,8 +372,23 @@ int cmd_run(int argc, char **argv) {
   for (int k = 0; k < n_out; k++) {
     kiln_tensor_info info;
     const void *data;
-    kiln_session_get_output(s, k, &info, &data);
-    print_summary(&info, data);
+    int kind = kiln_session_output_kind(s, k);
+    kiln_model_output_info(m, k, &info);
+    int64_t count = 0;
+    if (kind == KILN_VALUE_NONE) {
+      printf("%s: none (an optional holding no value)\n", info.name);
+    } else if (kind == KILN_VALUE_SEQUENCE) {
+      kiln_session_get_output_length(s, k, &count);
+      printf("%s: a sequence of %" PRId64 " tensor%s\n", info.name, count, count == 1 ? "" : "s");
+      for (int64_t j = 0; j < count; j++) {
+        kiln_session_get_output_element(s, k, j, &info, &data);
+        printf("  [%" PRId64 "] ", j);
+        print_summary(&info, data);
+      }
+    } else {
+      kiln_session_get_output(s, k, &info, &data);
+      print_summary(&info, data);
+    }
   }
   printf("latency: %.3f ms (mean of %" PRId64 " run%s)\n", ms, a.iterations,
          a.iterations == 1 ? "" : "s");

@@ -83,7 +83,36 @@ static Onnx__TensorProto *tensor_proto(pool *p, const char *name, kl_dtype dtype
   return t;
 }
 
+static Onnx__TypeProto *tensor_type_proto(pool *p, const kl_graph *g, const kl_type *ty);
+
+/* A value's type: a tensor type, inside a sequence type and an optional type as the
+ * value is (kl_type.seq, .opt). */
 static Onnx__TypeProto *type_proto(pool *p, const kl_graph *g, const kl_type *ty) {
+  Onnx__TypeProto *tp = tensor_type_proto(p, g, ty);
+  if (tp && ty->seq) {
+    Onnx__TypeProto *outer = NEW(p, Onnx__TypeProto, ONNX__TYPE_PROTO__INIT);
+    Onnx__TypeProto__Sequence *sq =
+        NEW(p, Onnx__TypeProto__Sequence, ONNX__TYPE_PROTO__SEQUENCE__INIT);
+    if (!outer || !sq) return NULL;
+    sq->elem_type = tp;
+    outer->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+    outer->sequence_type = sq;
+    tp = outer;
+  }
+  if (tp && ty->opt) {
+    Onnx__TypeProto *outer = NEW(p, Onnx__TypeProto, ONNX__TYPE_PROTO__INIT);
+    Onnx__TypeProto__Optional *op =
+        NEW(p, Onnx__TypeProto__Optional, ONNX__TYPE_PROTO__OPTIONAL__INIT);
+    if (!outer || !op) return NULL;
+    op->elem_type = tp;
+    outer->value_case = ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE;
+    outer->optional_type = op;
+    tp = outer;
+  }
+  return tp;
+}
+
+static Onnx__TypeProto *tensor_type_proto(pool *p, const kl_graph *g, const kl_type *ty) {
   Onnx__TypeProto *tp = NEW(p, Onnx__TypeProto, ONNX__TYPE_PROTO__INIT);
   Onnx__TypeProto__Tensor *tt = NEW(p, Onnx__TypeProto__Tensor, ONNX__TYPE_PROTO__TENSOR__INIT);
   if (!tp || !tt) return NULL;
@@ -234,6 +263,21 @@ static Onnx__NodeProto *node_proto(pool *p, const scope *sc, const kl_node *n, k
   }
   for (int k = 0; k < n->n_attrs; k++) {
     const kl_attr *a = &n->attrs[k];
+    if (n->op == KL_OP_Optional && strcmp(a->name, "elem_dtype") == 0) {
+      /* the importer's ints of Optional's attribute `type` */
+      kl_type t = {.dtype = (kl_dtype)a->i, .rank = -1,
+                   .seq = kl_attr_int(n, "elem_sequence", 0) != 0};
+      if (!(attrs[k] = NEW(p, Onnx__AttributeProto, ONNX__ATTRIBUTE_PROTO__INIT))) return NULL;
+      attrs[k]->name = "type";
+      attrs[k]->has_type = 1;
+      attrs[k]->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO;
+      if (!(attrs[k]->tp = type_proto(p, sc->g, &t))) return NULL;
+      continue;
+    }
+    if (n->op == KL_OP_Optional && strcmp(a->name, "elem_sequence") == 0) {
+      attrs[k] = NULL; /* in `type` */
+      continue;
+    }
     if (a->kind == KL_ATTR_GRAPH && a->g) {
       if (!(attrs[k] = NEW(p, Onnx__AttributeProto, ONNX__ATTRIBUTE_PROTO__INIT))) return NULL;
       attrs[k]->name = a->name;
@@ -244,11 +288,14 @@ static Onnx__NodeProto *node_proto(pool *p, const scope *sc, const kl_node *n, k
       return NULL;
     }
   }
+  size_t n_attrs = 0; /* without the NULL entries (Optional's elem_sequence) */
+  for (int k = 0; k < n->n_attrs; k++)
+    if (attrs[k]) attrs[n_attrs++] = attrs[k];
   np->n_input = (size_t)n_in;
   np->input = in;
   np->n_output = (size_t)n_out;
   np->output = out;
-  np->n_attribute = (size_t)n->n_attrs;
+  np->n_attribute = n_attrs;
   np->attribute = attrs;
   return np;
 }

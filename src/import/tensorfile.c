@@ -353,6 +353,143 @@ kiln_status kl_tensorfile_read(const char *path, int64_t max_bytes, kl_tensor *o
   return s;
 }
 
+/* ---- SequenceProto, OptionalProto ---- */
+
+/* One protobuf field of buf[*at..len): its number, and for length-delimited fields the
+ * bytes (*v: the varint of a varint field). false at a malformed field. */
+static bool next_field(const uint8_t *buf, size_t len, size_t *at, uint32_t *num, int *wire,
+                       const uint8_t **val, uint64_t *v) {
+  uint64_t key = 0, x = 0;
+  for (int sh = 0;; sh += 7) {
+    if (*at >= len || sh > 63) return false;
+    uint8_t b = buf[(*at)++];
+    key |= (uint64_t)(b & 0x7f) << sh;
+    if (!(b & 0x80)) break;
+  }
+  *num = (uint32_t)(key >> 3);
+  *wire = (int)(key & 7);
+  if (*wire == 0 || *wire == 2) {
+    for (int sh = 0;; sh += 7) {
+      if (*at >= len || sh > 63) return false;
+      uint8_t b = buf[(*at)++];
+      x |= (uint64_t)(b & 0x7f) << sh;
+      if (!(b & 0x80)) break;
+    }
+    *v = x;
+    if (*wire == 2) {
+      if (x > len - *at) return false;
+      *val = buf + *at;
+      *at += (size_t)x;
+    }
+    return true;
+  }
+  if (*wire == 1 && len - *at >= 8) return *at += 8, true;
+  if (*wire == 5 && len - *at >= 4) return *at += 4, true;
+  return false;
+}
+
+static kiln_status bad_value(kl_err *e, const char *what) {
+  return kl_fail(e, KILN_ERR_INVALID_MODEL, "not a %s file (protobuf parse failed)", what);
+}
+
+/* A SequenceProto of tensors into v. */
+static kiln_status sequence_parse(const uint8_t *buf, size_t len, int64_t max_bytes,
+                                  kl_value_file *v, kl_err *e) {
+  size_t at = 0;
+  uint32_t num;
+  int wire;
+  const uint8_t *val = NULL;
+  uint64_t x = 0;
+  v->seq = true;
+  while (at < len) {
+    if (!next_field(buf, len, &at, &num, &wire, &val, &x)) return bad_value(e, "SequenceProto");
+    if (num == 2 && wire == 0 && x != 0 && x != 1)
+      return kl_fail(e, KILN_ERR_UNSUPPORTED, "a sequence of elements of kind %llu: kiln "
+                     "reads sequences of tensors", (unsigned long long)x);
+    if (num == 1 && wire == 2 && !v->name) {
+      if (!(v->name = malloc((size_t)x + 1))) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      memcpy(v->name, val, (size_t)x);
+      v->name[x] = '\0';
+    }
+    if (num == 3 && wire == 2) {
+      if (v->count >= (INT64_C(1) << 24))
+        return kl_fail(e, KILN_ERR_LIMIT, "a sequence of more than 2^24 tensors");
+      kl_tensor *items = realloc(v->items, sizeof *items * (size_t)(v->count + 1));
+      if (!items) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      v->items = items;
+      kiln_status st = kl_tensorpb_parse(val, (size_t)x, max_bytes, &v->items[v->count], NULL, e);
+      if (st != KILN_OK) return st;
+      v->count++;
+    }
+    if ((num == 4 || num == 5 || num == 6 || num == 7) && wire == 2)
+      return kl_fail(e, KILN_ERR_UNSUPPORTED, "a sequence of sparse tensors, sequences, maps "
+                     "or optionals: kiln reads sequences of tensors");
+  }
+  return KILN_OK;
+}
+
+kiln_status kl_valuefile_read(const char *path, bool seq, bool opt, int64_t max_bytes,
+                              kl_value_file *out, kl_err *e) {
+  memset(out, 0, sizeof *out);
+  if (!seq && !opt) {
+    if (!(out->items = calloc(1, sizeof *out->items)))
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    out->count = 1;
+    kiln_status st = kl_tensorfile_read(path, max_bytes, &out->items[0], &out->name, e);
+    if (st != KILN_OK) kl_valuefile_clear(out);
+    return st;
+  }
+  void *buf;
+  size_t len;
+  kiln_status st = kl_file_read(path, PB_MAX_FILE, &buf, &len, e);
+  if (st != KILN_OK) return st;
+  const uint8_t *p = buf, *val = NULL;
+  size_t at = 0, n = len;
+  uint32_t num;
+  int wire;
+  uint64_t x = 0;
+  if (opt) { /* OptionalProto: 1 name, 2 elem_type, 3 tensor_value, 5 sequence_value */
+    const uint8_t *inner = NULL;
+    size_t inner_len = 0;
+    bool inner_seq = false;
+    while (st == KILN_OK && at < n) {
+      if (!next_field(p, n, &at, &num, &wire, &val, &x)) st = bad_value(e, "OptionalProto");
+      else if ((num == 3 || num == 5) && wire == 2) {
+        inner = val;
+        inner_len = (size_t)x;
+        inner_seq = num == 5;
+      }
+    }
+    if (st == KILN_OK && !inner) out->none = true;
+    else if (st == KILN_OK && inner_seq != seq)
+      st = kl_fail(e, KILN_ERR_DTYPE, "the optional holds a %s, the model expects a %s",
+                   inner_seq ? "sequence" : "tensor", seq ? "sequence" : "tensor");
+    else if (st == KILN_OK && seq) st = sequence_parse(inner, inner_len, max_bytes, out, e);
+    else if (st == KILN_OK) {
+      if (!(out->items = calloc(1, sizeof *out->items)))
+        st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      else if ((st = kl_tensorpb_parse(inner, inner_len, max_bytes, &out->items[0], NULL, e)) ==
+               KILN_OK)
+        out->count = 1;
+    }
+  } else {
+    st = sequence_parse(p, n, max_bytes, out, e);
+  }
+  free(buf);
+  if (st != KILN_OK) {
+    kl_valuefile_clear(out);
+    if (strncmp(e->msg, path, strlen(path)) != 0) kl_err_prefix(e, "%s", path);
+  }
+  return st;
+}
+
+void kl_valuefile_clear(kl_value_file *v) {
+  for (int64_t k = 0; v->items && k < v->count; k++) free(v->items[k].data);
+  free(v->items);
+  free(v->name);
+  memset(v, 0, sizeof *v);
+}
+
 /* ---- writers ---- */
 
 static kiln_status tensor_bytes(const kl_tensor *t, size_t *nbytes, kl_err *e) {

@@ -27,6 +27,23 @@ kiln_status kl_npy_parse(const void *buf, size_t len, int64_t max_bytes, kl_tens
 kiln_status kl_tensorpb_parse(const void *buf, size_t len, int64_t max_bytes, kl_tensor *out,
                               char **name, kl_err *e);
 
+/* A value file of the ONNX test data: a TensorProto, a SequenceProto of TensorProtos, or
+ * an OptionalProto of either (the files of sequence and optional inputs and outputs). */
+typedef struct kl_value_file {
+  bool none;       /* an OptionalProto holding nothing */
+  bool seq;        /* a sequence: count items */
+  int64_t count;
+  kl_tensor *items; /* a tensor: one item; each item's data malloc'd */
+  char *name;      /* malloc'd, or NULL */
+} kl_value_file;
+
+/* Read path as a value of that kind: seq (a SequenceProto) and opt (an OptionalProto
+ * around it, or around a tensor); neither: a tensor file as kl_tensorfile_read reads
+ * it. Each element is bounded by max_bytes, the file by PB_MAX_FILE. */
+kiln_status kl_valuefile_read(const char *path, bool seq, bool opt, int64_t max_bytes,
+                              kl_value_file *out, kl_err *e);
+void kl_valuefile_clear(kl_value_file *v);
+
 /* Write t as a .npy file (format 1.0; bfloat16 has no NumPy type and is refused). */
 kiln_status kl_npy_write(const char *path, const kl_tensor *t, kl_err *e);
 /* Whether a .npy file can hold dtype t (NumPy has no bfloat16, for one). */

@@ -34,6 +34,8 @@ static kiln_status merge_types(kl_graph *g, kl_value *v, const kl_type *inf, kl_
     out = *decl;
     if (out.dtype == KL_UNDEFINED) out.dtype = inf->dtype;
   }
+  out.seq = inf->seq || decl->seq; /* what the op makes: a sequence, an optional */
+  out.opt = inf->opt || decl->opt;
   *decl = out;
   return KILN_OK;
 }

@@ -27,15 +27,21 @@ static kiln_status join(const kl_type *a, const kl_type *b, kl_type *out, const 
   if (a->dtype && b->dtype && a->dtype != b->dtype)
     return kl_fail(e, KILN_ERR_DTYPE, "%s %d is %s in one case and %s in the other", what, k,
                    kl_dtype_name(a->dtype), kl_dtype_name(b->dtype));
+  if (a->dtype && b->dtype && a->seq != b->seq)
+    return kl_fail(e, KILN_ERR_DTYPE, "%s %d is a sequence in one case and a tensor in the "
+                   "other", what, k);
   kl_dtype dt = a->dtype ? a->dtype : b->dtype;
+  bool seq = a->seq || b->seq, opt = a->opt || b->opt;
   if (a->rank < 0 || b->rank < 0 || a->rank != b->rank) {
     kl_type_unknown(out, dt);
-    return KILN_OK;
+  } else {
+    *out = *a;
+    out->dtype = dt;
+    for (int d = 0; d < a->rank; d++)
+      if (!kl_dim_equal(a->dims[d], b->dims[d])) out->dims[d] = kl_dim_unknown();
   }
-  *out = *a;
-  out->dtype = dt;
-  for (int d = 0; d < a->rank; d++)
-    if (!kl_dim_equal(a->dims[d], b->dims[d])) out->dims[d] = kl_dim_unknown();
+  out->seq = seq;
+  out->opt = opt;
   return KILN_OK;
 }
 
@@ -193,6 +199,9 @@ int kl_infer_loop(kl_infer_ctx *c) {
   for (int k = 0; st == KILN_OK && k < n_carried; k++) {
     kl_type out = body_out(c, body, 1 + k);
     st = join(&types[2 + k], &out, &c->out[k], "loop-carried value", k, c->e);
+    /* what the loop gives is what its body makes (an optional in, a sequence out) */
+    c->out[k].seq = out.seq;
+    c->out[k].opt = out.opt;
   }
   for (int k = 0; st == KILN_OK && k < n_scan; k++) {
     kl_type t = body_out(c, body, 1 + n_carried + k);

@@ -142,10 +142,7 @@ static void dims_text(int rank, const int64_t *dims, char *buf, size_t len) {
 }
 
 static kiln_status bind(kiln_session *s, int index, const kl_tensor *t, kl_err *e) {
-  const kiln_model *m = kl_session_model(s);
-  const char *name = m->g->values[m->g->inputs[index]].name;
-  kiln_status st = kiln_session_set_input(s, name, (kiln_dtype)t->dtype, t->rank, t->dims,
-                                          t->data, kl_tensor_nbytes(t));
+  kiln_status st = kl_session_bind_value(s, index, t);
   return st == KILN_OK ? st : kl_fail(e, st, "%s", kiln_session_error(s));
 }
 
@@ -178,24 +175,21 @@ static kiln_status run_body(kl_control *c, int b, const kl_node *n, const kl_ten
   return st;
 }
 
-/* Output k of body session s as a tensor (its data valid until the session runs again). */
-static kl_tensor body_output(kiln_session *s, int k) {
-  kiln_tensor_info info;
-  const void *data = NULL;
-  kl_tensor t = {0};
-  if (kiln_session_get_output(s, k, &info, &data) != KILN_OK) return t;
-  t.dtype = (kl_dtype)info.dtype;
-  t.rank = info.rank;
-  memcpy(t.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
-  t.data = (void *)data;
-  return t;
+/* Output k of body session s (its data valid until the session runs again). */
+static kl_tensor body_output(kiln_session *s, int k) { return *kl_session_output_value(s, k); }
+
+/* The graph type of output k of body session s. */
+static const kl_type *body_output_type(const kiln_session *s, int k) {
+  const kl_graph *g = kl_session_model(s)->g;
+  return &g->values[g->outputs[k]].type;
 }
 
-/* The node's output k: a copy of t. */
-static kiln_status emit(kl_control_alloc alloc, void *actx, int k, const kl_tensor *t) {
+/* The node's output k: a copy of t, of graph type ty (a tensor, a sequence, none). */
+static kiln_status emit(kl_value_alloc alloc, void *actx, int k, const kl_tensor *t,
+                        const kl_type *ty) {
   kl_tensor *o;
-  kiln_status st = alloc(actx, k, t->dtype, t->rank, t->dims, &o);
-  size_t bytes = kl_tensor_nbytes(t);
+  size_t bytes = kl_value_bytes(t, ty);
+  kiln_status st = alloc(actx, k, t, bytes, &o);
   if (st == KILN_OK && bytes) memcpy(o->data, t->data, bytes);
   return st;
 }
@@ -212,7 +206,7 @@ static kiln_status flag(const kl_tensor *t, kl_dtype want, const char *what, int
 }
 
 static kiln_status run_if(kl_control *c, const kl_node *n, const kl_tensor *const *in,
-                          int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e) {
+                          int64_t max_work, kl_value_alloc alloc, void *actx, kl_err *e) {
   int64_t cond = 0;
   double work = 0;
   kiln_status st = flag(in[0], KL_BOOL, "cond", &cond, e);
@@ -224,7 +218,7 @@ static kiln_status run_if(kl_control *c, const kl_node *n, const kl_tensor *cons
   }
   for (int k = 0; st == KILN_OK && k < n->n_out; k++) {
     kl_tensor t = body_output(c->sessions[b], k);
-    st = emit(alloc, actx, k, &t);
+    st = emit(alloc, actx, k, &t, body_output_type(c->sessions[b], k));
   }
   return st;
 }
@@ -232,15 +226,15 @@ static kiln_status run_if(kl_control *c, const kl_node *n, const kl_tensor *cons
 /* Keeps a copy of the body's output `from` as loop-carried value k of the next
  * iteration, in buffer set `set` (the other set holds this iteration's inputs, which
  * the output may be). */
-static kiln_status carry(kl_control *c, int set, int k, const kl_tensor *from, kl_tensor *to,
-                         kl_err *e) {
-  size_t bytes = kl_tensor_nbytes(from);
+static kiln_status carry(kl_control *c, int set, int k, const kl_tensor *from,
+                         const kl_type *ty, kl_tensor *to, kl_err *e) {
+  size_t bytes = kl_value_bytes(from, ty);
   grow_buf *b = &c->carried[set][k];
   kiln_status st = grow(b, bytes ? bytes : 1, e);
   if (st != KILN_OK) return st;
   if (bytes) memcpy(b->p, from->data, bytes);
   *to = *from;
-  to->data = b->p;
+  to->data = kl_value_is_none(from, ty) ? NULL : b->p;
   return KILN_OK;
 }
 
@@ -262,7 +256,7 @@ static kl_tensor empty_slice(const kiln_session *s, int k) {
 }
 
 static kiln_status run_loop(kl_control *c, const kl_node *n, const kl_tensor *const *in,
-                            int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e) {
+                            int64_t max_work, kl_value_alloc alloc, void *actx, kl_err *e) {
   kiln_session *s = c->sessions[0];
   int nc = c->n_carried, n_scan = n->n_out - nc;
   int64_t trips = -1, cond = 1;
@@ -294,7 +288,7 @@ static kiln_status run_loop(kl_control *c, const kl_node *n, const kl_tensor *co
     if (use_cond) cond = next;
     for (int k = 0; st == KILN_OK && k < nc; k++) {
       out = body_output(s, 1 + k);
-      st = carry(c, (int)((it + 1) & 1), k, &out, &cur[k], e);
+      st = carry(c, (int)((it + 1) & 1), k, &out, body_output_type(s, 1 + k), &cur[k], e);
     }
     for (int k = 0; st == KILN_OK && k < n_scan; k++) {
       out = body_output(s, 1 + nc + k);
@@ -322,7 +316,8 @@ static kiln_status run_loop(kl_control *c, const kl_node *n, const kl_tensor *co
     if (st != KILN_OK) break; /* it names the failing iteration */
   }
   if (st != KILN_OK) kl_err_prefix(e, "in the body's iteration %" PRId64, it);
-  for (int k = 0; st == KILN_OK && k < nc; k++) st = emit(alloc, actx, k, &cur[k]);
+  for (int k = 0; st == KILN_OK && k < nc; k++)
+    st = emit(alloc, actx, k, &cur[k], body_output_type(s, 1 + k));
   for (int k = 0; st == KILN_OK && k < n_scan; k++) {
     kl_tensor one = it > 0 ? first[k] : empty_slice(s, 1 + nc + k), *o;
     if (one.rank + 1 > KL_MAX_RANK) {
@@ -330,10 +325,10 @@ static kiln_status run_loop(kl_control *c, const kl_node *n, const kl_tensor *co
                    "supports up to %d", k, one.rank + 1, KL_MAX_RANK);
       break;
     }
-    int64_t dims[KL_MAX_RANK];
-    dims[0] = it;
-    memcpy(dims + 1, one.dims, sizeof(int64_t) * (size_t)one.rank);
-    st = alloc(actx, nc + k, one.dtype, one.rank + 1, dims, &o);
+    kl_tensor all = {.dtype = one.dtype, .rank = one.rank + 1};
+    all.dims[0] = it;
+    memcpy(all.dims + 1, one.dims, sizeof(int64_t) * (size_t)one.rank);
+    st = alloc(actx, nc + k, &all, kl_tensor_nbytes(&all), &o);
     for (int64_t j = 0; st == KILN_OK && j < it && slice_bytes[k]; j++)
       memcpy((char *)o->data + (size_t)j * slice_bytes[k],
              (const char *)c->scan_acc.p + acc * (size_t)j + offset[k], slice_bytes[k]);
@@ -383,7 +378,7 @@ static int norm_axis(int64_t axis, int rank) {
 }
 
 static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *const *in,
-                            int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e) {
+                            int64_t max_work, kl_value_alloc alloc, void *actx, kl_err *e) {
   kiln_session *s = c->sessions[0];
   int ns = c->n_carried, m = c->n_slices, n_out = n->n_out - ns;
   int64_t *lists = c->lists;
@@ -423,13 +418,12 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
     if (st == KILN_OK) st = run_body(c, 0, n, in, ns + m, &work, max_work, e);
     for (int k = 0; st == KILN_OK && k < ns; k++) {
       kl_tensor out = body_output(s, k);
-      st = carry(c, (int)((t + 1) & 1), k, &out, &cur[k], e);
+      st = carry(c, (int)((t + 1) & 1), k, &out, body_output_type(s, k), &cur[k], e);
     }
     for (int k = 0; st == KILN_OK && k < n_out; k++) {
       kl_tensor out = body_output(s, ns + k);
       if (t == 0) {
         first[k] = out;
-        int64_t dims[KL_MAX_RANK];
         int ax = out.rank + 1 <= KL_MAX_RANK ? norm_axis(out_axes[k], out.rank + 1) : -1;
         if (ax < 0) {
           st = kl_fail(e, KILN_ERR_SHAPE, "scan output %d has rank %d: no axis %" PRId64
@@ -437,8 +431,9 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
           break;
         }
         out_ax[k] = ax;
-        for (int d = 0, j = 0; d <= out.rank; d++) dims[d] = d == ax ? trips : out.dims[j++];
-        st = alloc(actx, ns + k, out.dtype, out.rank + 1, dims, &outs[k]);
+        kl_tensor all = {.dtype = out.dtype, .rank = out.rank + 1};
+        for (int d = 0, j = 0; d <= out.rank; d++) all.dims[d] = d == ax ? trips : out.dims[j++];
+        st = alloc(actx, ns + k, &all, kl_tensor_nbytes(&all), &outs[k]);
       } else if (!same_shape(&out, &first[k])) {
         char a[128], b[128];
         dims_text(first[k].rank, first[k].dims, a, sizeof a);
@@ -451,24 +446,25 @@ static kiln_status run_scan(kl_control *c, const kl_node *n, const kl_tensor *co
     if (st != KILN_OK) break; /* t names the failing iteration */
   }
   if (st != KILN_OK) kl_err_prefix(e, "in the body's iteration %" PRId64, t);
-  for (int k = 0; st == KILN_OK && k < ns; k++) st = emit(alloc, actx, k, &cur[k]);
+  for (int k = 0; st == KILN_OK && k < ns; k++)
+    st = emit(alloc, actx, k, &cur[k], body_output_type(s, k));
   for (int k = 0; st == KILN_OK && trips == 0 && k < n_out; k++) {
     kl_tensor one = empty_slice(s, ns + k);
-    int64_t dims[KL_MAX_RANK];
     int ax = one.rank + 1 <= KL_MAX_RANK ? norm_axis(out_axes[k], one.rank + 1) : -1;
     if (ax < 0) {
       st = kl_fail(e, KILN_ERR_SHAPE, "scan output %d: no axis %" PRId64 " in rank %d", k,
                    out_axes[k], one.rank + 1);
       break;
     }
-    for (int d = 0, j = 0; d <= one.rank; d++) dims[d] = d == ax ? 0 : one.dims[j++];
-    st = alloc(actx, ns + k, one.dtype, one.rank + 1, dims, &outs[k]);
+    kl_tensor all = {.dtype = one.dtype, .rank = one.rank + 1};
+    for (int d = 0, j = 0; d <= one.rank; d++) all.dims[d] = d == ax ? 0 : one.dims[j++];
+    st = alloc(actx, ns + k, &all, 0, &outs[k]);
   }
   return st;
 }
 
 kiln_status kl_control_run(kl_control *c, const kl_node *n, const kl_tensor *const *in,
-                           int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e) {
+                           int64_t max_work, kl_value_alloc alloc, void *actx, kl_err *e) {
   c->iterations = 0;
   c->work = 0;
   switch (n->op) {

@@ -5,13 +5,10 @@
 #define KL_CONTROL_H
 
 #include "runtime/runtime.h"
+#include "runtime/sequence.h"
 
 typedef struct kl_control kl_control;
 
-/* Where the node's output k goes: the session shapes it (dtype, rank, dims) and gives
- * it its memory; *out is the tensor to fill. */
-typedef kiln_status (*kl_control_alloc)(void *ctx, int k, kl_dtype dtype, int rank,
-                                        const int64_t *dims, kl_tensor **out);
 
 /* Sessions for the bodies of control node n, with the parent session's options (its
  * device too: a body's nodes run there where it has kernels for them; the control node
@@ -23,7 +20,7 @@ void kl_control_free(kl_control *c);
  * iterations together (each counted as at least KL_CONTROL_ITERATION_STEPS), 0 for no
  * bound. */
 kiln_status kl_control_run(kl_control *c, const kl_node *n, const kl_tensor *const *in,
-                           int64_t max_work, kl_control_alloc alloc, void *actx, kl_err *e);
+                           int64_t max_work, kl_value_alloc alloc, void *actx, kl_err *e);
 /* What one iteration of a body (or the run of a branch) counts against max_work at
  * least, so that a loop of empty iterations ends too: with the default max_work (2^40),
  * after 2^18 iterations (under a second of small bodies; `--max-work 0` lifts it). */

@@ -204,3 +204,18 @@ int kiln_model_output_index(const kiln_model *m, const char *name) {
     if (strcmp(m->outputs[i].info.name, name) == 0) return i;
   return -1;
 }
+
+static int kind_of(const kl_type *t) {
+  return t->opt ? (t->seq ? KILN_VALUE_OPTIONAL_SEQUENCE : KILN_VALUE_OPTIONAL)
+                : t->seq ? KILN_VALUE_SEQUENCE : KILN_VALUE_TENSOR;
+}
+
+int kiln_model_input_kind(const kiln_model *m, int index) {
+  if (!m || !m->g || index < 0 || index >= m->g->n_inputs) return -1;
+  return kind_of(&m->g->values[m->g->inputs[index]].type);
+}
+
+int kiln_model_output_kind(const kiln_model *m, int index) {
+  if (!m || !m->g || index < 0 || index >= m->g->n_outputs) return -1;
+  return kind_of(&m->g->values[m->g->outputs[index]].type);
+}

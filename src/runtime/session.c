@@ -18,6 +18,7 @@
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/level_zero.h"
 #include "runtime/control.h"
+#include "runtime/sequence.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -27,8 +28,9 @@
 typedef struct bound_input {
   bool bound;
   const void *data;
-  int rank;
+  int rank; /* -1: an optional input set to hold none */
   int64_t dims[KL_MAX_RANK];
+  void *owned; /* a sequence input's block, made by kiln_session_set_input_sequence */
 } bound_input;
 
 struct kiln_session {
@@ -339,6 +341,20 @@ static kiln_status shared_weight(kiln_session *s, kl_model_device *md, int v) {
 
 /* Option "device": the device's backend takes every node it supports; the CPU the
  * rest. Constants that device nodes read are the model's copies on the device. */
+/* Whether node n reads or makes a sequence or an optional (the session runs it: the
+ * sequence ops, and an Identity of such a value). */
+static bool takes_values(const kl_graph *g, const kl_node *n) {
+  if (kl_op_takes_sequences(n->op) && !kl_op_is_control(n->op) && n->op != KL_OP_Identity)
+    return true;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && (g->values[n->in[k]].type.seq || g->values[n->in[k]].type.opt))
+      return true;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && (g->values[n->out[k]].type.seq || g->values[n->out[k]].type.opt))
+      return true;
+  return false;
+}
+
 static kiln_status place_nodes(kiln_session *s) {
   const char *spec = s->opts.device;
   if (!spec || strcmp(spec, "cpu") == 0) return KILN_OK;
@@ -368,7 +384,7 @@ static kiln_status place_nodes(kiln_session *s) {
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
     bool view = false;
-    if (!s->dev->iface->supports_node(s->dev, g, i)) continue;
+    if (takes_values(g, n) || !s->dev->iface->supports_node(s->dev, g, i)) continue;
     s->dev->iface->node_io(s->dev, g, i, &s->host_in[i], &view);
     if (view && !s->on_dev[n->in[0]]) { /* a view of a host value stays a host view */
       s->host_in[i] = 0;
@@ -533,6 +549,8 @@ void kiln_session_free(kiln_session *s) {
   free(s->rules);
   free(s->t_start);
   free(s->t_ms);
+  for (int i = 0; s->inputs && s->model && i < s->model->g->n_inputs; i++)
+    free(s->inputs[i].owned);
   free(s->inputs);
   free(s->sym_sizes);
   free(s->kin);
@@ -571,6 +589,9 @@ kiln_status kiln_session_set_input(kiln_session *s, const char *name, kiln_dtype
   int i = find_input(g, name);
   if (i < 0) return kl_fail(&s->err, KILN_ERR_NOT_FOUND, "the model has no input '%s'", name);
   const kl_type *t = &g->values[g->inputs[i]].type;
+  if (t->seq)
+    return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s' is a sequence of %s tensors: set it "
+                   "with kiln_session_set_input_sequence", name, kl_dtype_name(t->dtype));
   if ((kl_dtype)dtype != t->dtype)
     return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s': expected %s, got %s", name,
                    kl_dtype_name(t->dtype), kl_dtype_name((kl_dtype)dtype));
@@ -601,11 +622,116 @@ kiln_status kiln_session_set_input(kiln_session *s, const char *name, kiln_dtype
   if (bytes && !data)
     return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input '%s': data is NULL", name);
   bound_input *b = &s->inputs[i];
+  free(b->owned);
+  b->owned = NULL;
   b->bound = true;
   b->data = data;
   b->rank = rank;
   if (rank > 0) memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
   return KILN_OK;
+}
+
+kiln_status kiln_session_set_input_sequence(kiln_session *s, const char *name, int64_t count,
+                                            const kiln_tensor_info *elements,
+                                            const void *const *data) {
+  if (!s) return KILN_ERR_INVALID_ARGUMENT;
+  kl_err_clear(&s->err);
+  if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created");
+  const kl_graph *g = s->model->g;
+  if (!name) return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input name is NULL");
+  int i = find_input(g, name);
+  if (i < 0) return kl_fail(&s->err, KILN_ERR_NOT_FOUND, "the model has no input '%s'", name);
+  const kl_type *t = &g->values[g->inputs[i]].type;
+  if (!t->seq)
+    return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s' is not a sequence: set it with "
+                   "kiln_session_set_input", name);
+  if (count < 0 || count > (INT64_C(1) << 24) || (count && (!elements || !data)))
+    return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input '%s': %lld elements%s", name,
+                   (long long)count, count > 0 ? " without their descriptions or data" : "");
+  kl_tensor *items = calloc((size_t)count + 1, sizeof *items);
+  size_t *bytes = calloc((size_t)count + 1, sizeof *bytes);
+  const kl_tensor **shapes = calloc((size_t)count + 1, sizeof *shapes);
+  kiln_status st = items && bytes && shapes ? KILN_OK
+                       : kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int64_t k = 0; st == KILN_OK && k < count; k++) {
+    const kiln_tensor_info *x = &elements[k];
+    int64_t numel;
+    if ((kl_dtype)x->dtype != t->dtype || x->rank < 0 || x->rank > KL_MAX_RANK ||
+        (x->rank > 0 && !x->dims) || !kl_dims_fit(x->rank, x->dims, &numel) ||
+        (numel && !data[k])) {
+      st = kl_fail(&s->err, KILN_ERR_SHAPE, "input '%s' element %lld: expected a %s tensor "
+                   "of rank 0 to %d with data, got %s of rank %d", name, (long long)k,
+                   kl_dtype_name(t->dtype), KL_MAX_RANK, kl_dtype_name((kl_dtype)x->dtype),
+                   x->rank);
+      break;
+    }
+    items[k] = (kl_tensor){.dtype = t->dtype, .rank = x->rank, .data = (void *)data[k]};
+    if (x->rank) memcpy(items[k].dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    bytes[k] = kl_tensor_nbytes(&items[k]);
+    shapes[k] = &items[k];
+  }
+  size_t total = st == KILN_OK ? kl_seq_block_bytes(count, bytes) : 0;
+  void *block = NULL;
+  if (st == KILN_OK && (!total || posix_memalign(&block, KL_SEQ_ALIGN, total) != 0))
+    st = kl_fail(&s->err, total ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_LIMIT, "input '%s': a "
+                 "sequence of %lld elements is too large", name, (long long)count);
+  if (st == KILN_OK) {
+    kl_seq_layout(block, count, shapes);
+    for (int64_t k = 0; k < count; k++)
+      if (bytes[k]) memcpy((char *)block + ((kl_seq *)block)->items[k].offset, items[k].data,
+                           bytes[k]);
+    bound_input *b = &s->inputs[i];
+    free(b->owned);
+    b->owned = block;
+    b->bound = true;
+    b->data = block;
+    b->rank = 0;
+  }
+  free(items);
+  free(bytes);
+  free(shapes);
+  return st;
+}
+
+kiln_status kiln_session_set_input_none(kiln_session *s, const char *name) {
+  if (!s) return KILN_ERR_INVALID_ARGUMENT;
+  kl_err_clear(&s->err);
+  if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created");
+  const kl_graph *g = s->model->g;
+  int i = name ? find_input(g, name) : -1;
+  if (i < 0) return kl_fail(&s->err, KILN_ERR_NOT_FOUND, "the model has no input '%s'",
+                            name ? name : "(null)");
+  if (!g->values[g->inputs[i]].type.opt)
+    return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s' is not optional: it must hold a "
+                   "value", name);
+  bound_input *b = &s->inputs[i];
+  free(b->owned);
+  b->owned = NULL;
+  b->bound = true;
+  b->data = NULL;
+  b->rank = -1;
+  return KILN_OK;
+}
+
+/* Internal (control.c): value t, of the body's graph type, as input `index` of body
+ * session s: a tensor with the public checks, a sequence or none as it is. */
+kiln_status kl_session_bind_value(kiln_session *s, int index, const kl_tensor *t) {
+  const kl_graph *g = s->model->g;
+  const kl_value *v = &g->values[g->inputs[index]];
+  if (!v->type.seq && t->rank >= 0)
+    return kiln_session_set_input(s, v->name, (kiln_dtype)t->dtype, t->rank, t->dims, t->data,
+                                  kl_tensor_nbytes(t));
+  bound_input *b = &s->inputs[index];
+  free(b->owned);
+  b->owned = NULL;
+  b->bound = true;
+  b->data = t->data;
+  b->rank = t->rank < 0 ? -1 : 0;
+  return KILN_OK;
+}
+
+const kl_tensor *kl_session_output_value(const kiln_session *s, int k) {
+  return &s->vals[s->model->g->outputs[k]];
 }
 
 /* Give every graph input its tensor, binding symbolic dims consistently. */
@@ -619,6 +745,12 @@ static kiln_status bind_inputs(kiln_session *s) {
     if (!b->bound)
       return kl_fail(&s->err, KILN_ERR_STATE, "input '%s' was not set",
                      g->values[v].name);
+    if (t->seq || b->rank < 0) { /* a sequence's block, or an optional holding none */
+      s->vals[v] = (kl_tensor){.dtype = t->dtype, .rank = b->rank, .data = (void *)b->data};
+      s->types[v] = *t;
+      s->seen[v] = 0;
+      continue;
+    }
     for (int d = 0; t->rank >= 0 && d < b->rank; d++) {
       int sym = t->dims[d].size < 0 ? t->dims[d].sym : -1;
       if (sym < 0) continue;
@@ -808,21 +940,55 @@ static kiln_status check_work(kiln_session *s, const kl_node *n, int n_out) {
   return KILN_OK;
 }
 
-/* Control node i's output k, shaped by its body's run: its place as any node's. */
-typedef struct control_out {
+/* A sequence's block or an optional's none, for output k of node i: memory of its own
+ * (no arena: its size is the data's), freed after its last use or with the run. */
+static kiln_status value_place(kiln_session *s, int i, int k, const kl_tensor *shape,
+                               size_t bytes, kl_tensor **out) {
+  const kl_graph *g = s->model->g;
+  int v = g->nodes[i].out[k];
+  size_t fixed = s->opts.memory_limit ? fixed_bytes(s) : 0;
+  size_t arena = s->planned ? s->plan.arena_bytes : 0;
+  if (s->opts.memory_limit && fixed + arena + s->heap_bytes + bytes > (uint64_t)s->opts.memory_limit)
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' (%zu bytes) would take the "
+                   "session over the memory limit of %" PRId64, k, g->values[v].name, bytes,
+                   s->opts.memory_limit);
+  if (bytes > (uint64_t)s->opts.max_tensor_bytes)
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' would need %zu bytes, over the "
+                   "tensor limit of %" PRId64 " bytes", k, g->values[v].name, bytes,
+                   s->opts.max_tensor_bytes);
+  void *p = NULL;
+  if (bytes && posix_memalign(&p, KL_MEMPLAN_ALIGN, bytes) != 0)
+    return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory for output %d (%zu bytes)",
+                   k, bytes);
+  free(s->heap[v]);
+  s->heap[v] = p;
+  s->heap_bytes += bytes;
+  s->vals[v] = *shape;
+  s->vals[v].data = p;
+  s->types[v] = g->values[v].type;
+  s->seen[v] = 0;
+  *out = &s->vals[v];
+  return KILN_OK;
+}
+
+typedef struct value_out {
   kiln_session *s;
   int node;
-} control_out;
+} value_out;
 
-static kiln_status control_alloc(void *ctx, int k, kl_dtype dtype, int rank,
-                                 const int64_t *dims, kl_tensor **out) {
-  control_out *c = ctx;
+/* Output k of a sequence op: a sequence or none as value_place makes it; a tensor in
+ * its place in the plan, as any node's. */
+static kiln_status value_alloc(void *ctx, int k, const kl_tensor *shape, size_t bytes,
+                               kl_tensor **out) {
+  value_out *c = ctx;
   kiln_session *s = c->s;
   const kl_node *n = &s->model->g->nodes[c->node];
-  if (k < 0 || k >= n->n_out || rank < 0 || rank > KL_MAX_RANK)
-    return kl_fail(&s->err, KILN_ERR_INTERNAL, "output %d of rank %d", k, rank);
-  kl_type_set_shape(&s->tout[k], rank, dims);
-  s->tout[k].dtype = dtype;
+  if (k < 0 || k >= n->n_out || shape->rank > KL_MAX_RANK)
+    return kl_fail(&s->err, KILN_ERR_INTERNAL, "output %d of rank %d", k, shape->rank);
+  const kl_type *t = &s->model->g->values[n->out[k]].type;
+  if (t->seq || t->opt) return value_place(s, c->node, k, shape, bytes, out);
+  kl_type_set_shape(&s->tout[k], shape->rank, shape->dims);
+  s->tout[k].dtype = shape->dtype;
   bool view = false;
   kiln_status st = prepare_output(s, c->node, k, &view);
   *out = &s->vals[n->out[k]];
@@ -831,16 +997,29 @@ static kiln_status control_alloc(void *ctx, int k, kl_dtype dtype, int rank,
   return st;
 }
 
+/* The sequence and optional ops (sequence.c). */
+static kiln_status run_values(kiln_session *s, int i) {
+  const kl_graph *g = s->model->g;
+  const kl_node *n = &g->nodes[i];
+  for (int k = 0; k < n->n_in; k++) {
+    s->kin[k] = n->in[k] >= 0 ? &s->vals[n->in[k]] : NULL;
+    s->tin[k] = n->in[k] >= 0 ? &g->values[n->in[k]].type : NULL;
+  }
+  value_out c = {s, i};
+  s->as_view[i] = false;
+  return kl_seq_run(n, s->kin, s->tin, value_alloc, &c, &s->err);
+}
+
 /* If, Loop, Scan: their bodies run in sessions of their own (control.c). */
 static kiln_status run_control(kiln_session *s, int i) {
   const kl_node *n = &s->model->g->nodes[i];
   for (int k = 0; k < n->n_in; k++) s->kin[k] = n->in[k] >= 0 ? &s->vals[n->in[k]] : NULL;
   kiln_status st = check_work(s, n, 0);
   if (st != KILN_OK) return st;
-  control_out c = {s, i};
+  value_out c = {s, i};
   /* max_work bounds the node's run as a whole, every iteration of every body in it; its
    * steps count in this session's too, for a Loop whose body this session is */
-  st = kl_control_run(s->ctl[i], n, s->kin, s->opts.max_work, control_alloc, &c, &s->err);
+  st = kl_control_run(s->ctl[i], n, s->kin, s->opts.max_work, value_alloc, &c, &s->err);
   s->work += kl_control_work(s->ctl[i]);
   s->as_view[i] = false;
   if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
@@ -851,6 +1030,7 @@ static kiln_status run_node(kiln_session *s, int i) {
   kl_graph *g = s->model->g;
   const kl_node *n = &g->nodes[i];
   if (s->ctl[i]) return run_control(s, i);
+  if (takes_values(g, n)) return run_values(s, i);
   bool on_dev = s->dev && s->place[i];
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];
@@ -910,8 +1090,8 @@ static void describe_outputs(kiln_session *s) {
     const kl_tensor *x = &s->vals[v];
     io->info.name = g->values[v].name;
     io->info.dtype = (kiln_dtype)x->dtype;
-    io->info.rank = x->rank;
-    memcpy(io->dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    io->info.rank = x->rank < 0 ? 0 : x->rank; /* none and sequences: their own calls */
+    memcpy(io->dims, x->dims, sizeof(int64_t) * (size_t)io->info.rank);
     for (int d = 0; d < x->rank; d++) io->dim_names[d] = NULL;
     io->info.dims = io->dims;
     io->info.dim_names = io->dim_names;
@@ -1013,8 +1193,9 @@ kiln_status kiln_session_run(kiln_session *s) {
   return KILN_OK;
 }
 
-kiln_status kiln_session_get_output(kiln_session *s, int index, kiln_tensor_info *info,
-                                    const void **data) {
+/* Output index's value of the last run and its graph type, or a failure. */
+static kiln_status output_value(kiln_session *s, int index, const kl_tensor **t,
+                                const kl_type **ty) {
   if (!s) return KILN_ERR_INVALID_ARGUMENT;
   kl_err_clear(&s->err); /* the first failure wins in kl_fail: forget an older one */
   if (!s->model || !s->ran)
@@ -1022,8 +1203,75 @@ kiln_status kiln_session_get_output(kiln_session *s, int index, kiln_tensor_info
   if (index < 0 || index >= s->model->g->n_outputs)
     return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "output index %d is out of range "
                    "(the model has %d outputs)", index, s->model->g->n_outputs);
-  if (info) *info = s->outs[index].info;
-  if (data) *data = s->vals[s->model->g->outputs[index]].data;
+  int v = s->model->g->outputs[index];
+  *t = &s->vals[v];
+  *ty = &s->model->g->values[v].type;
+  return KILN_OK;
+}
+
+int kiln_session_output_kind(const kiln_session *s, int index) {
+  if (!s || !s->model || !s->ran || index < 0 || index >= s->model->g->n_outputs) return -1;
+  int v = s->model->g->outputs[index];
+  const kl_type *ty = &s->model->g->values[v].type;
+  if (kl_value_is_none(&s->vals[v], ty)) return KILN_VALUE_NONE;
+  return ty->seq ? KILN_VALUE_SEQUENCE : KILN_VALUE_TENSOR;
+}
+
+kiln_status kiln_session_get_output_length(kiln_session *s, int index, int64_t *count) {
+  const kl_tensor *t = NULL;
+  const kl_type *ty = NULL;
+  kiln_status st = output_value(s, index, &t, &ty);
+  if (st != KILN_OK) return st;
+  if (!ty->seq || kl_value_is_none(t, ty))
+    return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "output %d '%s' is not a sequence%s",
+                   index, s->outs[index].info.name, ty->seq ? " (an optional holding none)" : "");
+  if (count) *count = kl_seq_count(t);
+  return KILN_OK;
+}
+
+kiln_status kiln_session_get_output_element(kiln_session *s, int index, int64_t element,
+                                            kiln_tensor_info *info, const void **data) {
+  int64_t count;
+  kiln_status st = kiln_session_get_output_length(s, index, &count);
+  if (st != KILN_OK) return st;
+  if (element < 0 || element >= count)
+    return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "element %lld is out of range (output "
+                   "%d has %lld)", (long long)element, index, (long long)count);
+  const kl_tensor *t = &s->vals[s->model->g->outputs[index]];
+  const kl_seq *q = t->data;
+  const kl_seq_item *it = &q->items[element];
+  kl_io_info *io = &s->outs[index];
+  memcpy(io->dims, it->dims, sizeof(int64_t) * (size_t)it->rank);
+  for (int d = 0; d < it->rank; d++) io->dim_names[d] = NULL;
+  if (info) {
+    *info = io->info;
+    info->dtype = (kiln_dtype)it->dtype;
+    info->rank = it->rank;
+  }
+  if (data) *data = it->bytes ? (const char *)q + it->offset : NULL;
+  return KILN_OK;
+}
+
+kiln_status kiln_session_get_output(kiln_session *s, int index, kiln_tensor_info *info,
+                                    const void **data) {
+  const kl_tensor *t = NULL;
+  const kl_type *ty = NULL;
+  kiln_status st = output_value(s, index, &t, &ty);
+  if (st != KILN_OK) return st;
+  if (kl_value_is_none(t, ty))
+    return kl_fail(&s->err, KILN_ERR_STATE, "output %d '%s' is an optional holding no value "
+                   "(kiln_session_output_kind: KILN_VALUE_NONE)", index,
+                   s->outs[index].info.name);
+  if (ty->seq)
+    return kl_fail(&s->err, KILN_ERR_DTYPE, "output %d '%s' is a sequence of %lld tensors: read "
+                   "them with kiln_session_get_output_element", index, s->outs[index].info.name,
+                   (long long)kl_seq_count(t));
+  kl_io_info *io = &s->outs[index];
+  io->info.rank = t->rank;
+  memcpy(io->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  for (int d = 0; d < t->rank; d++) io->dim_names[d] = NULL;
+  if (info) *info = io->info;
+  if (data) *data = t->data;
   return KILN_OK;
 }
 

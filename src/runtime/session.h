@@ -50,6 +50,11 @@ size_t kl_session_held_bytes(const kiln_session *s);
  * node depending on what another left there (or on padding it did not write) fails. */
 void kl_session_poison_workspace(kiln_session *s);
 
+/* Value t as input `index` of s (control.c's bodies): a tensor as kiln_session_set_input
+ * takes it, a sequence's block or an optional's none as it is. */
+kiln_status kl_session_bind_value(kiln_session *s, int index, const kl_tensor *t);
+/* Output k of the last run as the session holds it (a sequence: its block). */
+const kl_tensor *kl_session_output_value(const kiln_session *s, int k);
 /* The model the session runs. */
 const kiln_model *kl_session_model(const kiln_session *s);
 /* The steps its last run's nodes took by kl_node_work's estimates (0 when the session

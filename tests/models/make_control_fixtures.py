@@ -294,6 +294,63 @@ def gpt_greedy():
         print("gpt_greedy", k, want.tolist())
 
 
+def seq_loop():
+    """Sequences inside and out: a Loop that grows a sequence (SequenceInsert) of rows it
+    computes, stacked after the loop (ConcatFromSequence new_axis=1); the input split into
+    a sequence of uneven chunks (SplitToSequence with sizes), one taken back
+    (SequenceAt, negative position) and one erased; the sequence and an optional given
+    out as they are."""
+    tseq = h.make_sequence_type_proto(h.make_tensor_type_proto(TP.FLOAT, None))
+    body = h.make_graph(
+        [h.make_node("Cast", ["i"], ["fi"], to=TP.FLOAT),
+         h.make_node("Mul", ["x_row", "fi"], ["row"]),
+         h.make_node("SequenceInsert", ["acc", "row"], ["acc_out"]),
+         h.make_node("Identity", ["c"], ["c_out"])],
+        "body",
+        [vi("i", TP.INT64, []), vi("c", TP.BOOL, []), h.make_value_info("acc", tseq)],
+        [vi("c_out", TP.BOOL, []), h.make_value_info("acc_out", tseq)])
+    nodes = [
+        h.make_node("ReduceMean", ["x"], ["x_row"], axes=[0], keepdims=0),
+        h.make_node("SequenceEmpty", [], ["empty"], dtype=TP.FLOAT),
+        h.make_node("Loop", ["M", "", "empty"], ["rows"], body=body),
+        h.make_node("ConcatFromSequence", ["rows"], ["stacked"], axis=0, new_axis=1),
+        h.make_node("SplitToSequence", ["x", "sizes"], ["chunks"], axis=0),
+        h.make_node("SequenceAt", ["chunks", "minus_one"], ["last_chunk"]),
+        h.make_node("SequenceErase", ["chunks", "zero_i"], ["rest"]),
+        h.make_node("SequenceLength", ["rest"], ["n_rest"]),
+        h.make_node("Optional", ["last_chunk"], ["maybe"]),
+        h.make_node("OptionalHasElement", ["maybe"], ["has"]),
+    ]
+    g = h.make_graph(nodes, "seq_loop", [vi("x", TP.FLOAT, [5, 3]), vi("M", TP.INT64, [])],
+                     [vi("stacked", TP.FLOAT, ["rows", 3]), h.make_value_info("rest", tseq),
+                      vi("last_chunk", TP.FLOAT, [2, 3]), vi("n_rest", TP.INT64, []),
+                      vi("has", TP.BOOL, [])],
+                     [init("sizes", np.array([2, 1, 2], np.int64)), init("minus_one", np.int64(-1)),
+                      init("zero_i", np.int64(0))])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    folder = os.path.join(OUT, "seq_loop")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.onnx")
+    onnx.save(model, path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    for k, m in enumerate([np.array(4, np.int64), np.array(1, np.int64)]):
+        ds = os.path.join(folder, "test_data_set_%d" % k)
+        os.makedirs(ds, exist_ok=True)
+        onnx.save_tensor(nh.from_array(x, "x"), os.path.join(ds, "input_0.pb"))
+        onnx.save_tensor(nh.from_array(m, "M"), os.path.join(ds, "input_1.pb"))
+        outs = sess.run(None, {"x": x, "M": m})
+        for i, (o, y) in enumerate(zip(sess.get_outputs(), outs)):
+            f = os.path.join(ds, "output_%d.pb" % i)
+            if isinstance(y, list):
+                with open(f, "wb") as fh:
+                    fh.write(nh.from_list(y, o.name).SerializeToString())
+            else:
+                onnx.save_tensor(nh.from_array(y, o.name), f)
+        print("seq_loop", k, [len(y) if isinstance(y, list) else y.shape for y in outs])
+
+
 if __name__ == "__main__":
     if_shapes()
     loop_grow()
@@ -301,4 +358,5 @@ if __name__ == "__main__":
     loop_conv()
     if_static()
     gpt_greedy()
+    seq_loop()
     sys.exit(0)

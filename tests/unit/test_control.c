@@ -1,6 +1,6 @@
 /* Control flow in the IR: If, Loop and Scan bodies as imported (captures as the node's
- * trailing inputs), copied, verified and inferred; the fixtures are
- * tests/models/control (make_control_fixtures.py). */
+ * trailing inputs), copied, verified and inferred; sequences and optionals through the
+ * C API. The fixtures are tests/models/control (make_control_fixtures.py). */
 #include "testutil.h"
 
 #include "import/onnx.h"
@@ -169,6 +169,55 @@ static void test_inline_constant_if(void **state) {
   }
 }
 
+/* seq_loop's sequence output read element by element, its kinds, and the calls that do
+ * not fit a value's kind refused with messages that say which call does. */
+static void test_sequence_api(void **state) {
+  (void)state;
+  kiln_model *m = NULL;
+  if (kiln_model_load("tests/models/control/seq_loop/model.onnx", NULL, &m) != KILN_OK)
+    fail_msg("load: %s", kiln_model_error(m));
+  assert_int_equal(kiln_model_input_kind(m, 0), KILN_VALUE_TENSOR);
+  assert_int_equal(kiln_model_output_kind(m, 1), KILN_VALUE_SEQUENCE);
+  assert_int_equal(kiln_model_output_kind(m, 9), -1);
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  float x[15];
+  for (int i = 0; i < 15; i++) x[i] = (float)i - 7.0f;
+  int64_t xd[2] = {5, 3}, trips = 3;
+  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 2, xd, x, sizeof x), KILN_OK);
+  assert_int_equal(kiln_session_set_input(s, "M", KILN_DTYPE_INT64, 0, NULL, &trips, 8), KILN_OK);
+  kiln_tensor_info el = {.dtype = KILN_DTYPE_FLOAT32, .rank = 2, .dims = xd};
+  const void *data[1] = {x};
+  assert_int_equal(kiln_session_set_input_sequence(s, "x", 1, &el, data), KILN_ERR_DTYPE);
+  assert_non_null(strstr(kiln_session_error(s), "kiln_session_set_input"));
+  assert_int_equal(kiln_session_set_input_none(s, "x"), KILN_ERR_DTYPE);
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  assert_int_equal(kiln_session_output_kind(s, 1), KILN_VALUE_SEQUENCE);
+  kiln_tensor_info info;
+  const void *p;
+  assert_int_equal(kiln_session_get_output(s, 1, &info, &p), KILN_ERR_DTYPE);
+  assert_non_null(strstr(kiln_session_error(s), "kiln_session_get_output_element"));
+  int64_t count = 0;
+  assert_int_equal(kiln_session_get_output_length(s, 1, &count), KILN_OK);
+  assert_int_equal(count, 2); /* chunks of 2, 1 and 2 rows, the first erased */
+  const int64_t rows[2] = {1, 2}, first_row[2] = {2, 3};
+  for (int64_t k = 0; k < count; k++) {
+    assert_int_equal(kiln_session_get_output_element(s, 1, k, &info, &p), KILN_OK);
+    assert_int_equal(info.rank, 2);
+    assert_int_equal(info.dims[0], rows[k]);
+    assert_int_equal(info.dims[1], 3);
+    assert_true(((const float *)p)[0] == x[first_row[k] * 3]);
+  }
+  assert_int_equal(kiln_session_get_output_element(s, 1, 2, &info, &p), KILN_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kiln_session_get_output_length(s, 0, &count), KILN_ERR_INVALID_ARGUMENT);
+  /* stacked: the loop's rows, each x's column means times the iteration */
+  assert_int_equal(kiln_session_get_output(s, 0, &info, &p), KILN_OK);
+  assert_int_equal(info.rank, 2);
+  assert_int_equal(info.dims[0], trips);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_if_captures),
@@ -177,6 +226,7 @@ int main(void) {
       cmocka_unit_test(test_copy_is_deep),
       cmocka_unit_test(test_verify_captures),
       cmocka_unit_test(test_inline_constant_if),
+      cmocka_unit_test(test_sequence_api),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
