@@ -1,0 +1,192 @@
+/* The int8 convolution on oneDNN (src/backends/cpu/dnnl_qconv.c) against the reference
+ * QLinearConv, at awkward sizes: odd channel counts, depthwise and grouped, strides,
+ * dilations, pads, 1x1 and 1-D, uint8 and int8 activations with zero points, weights
+ * per tensor and per channel, with and without a bias. Each graph is
+ *
+ *   x (float32) -> QuantizeLinear(sx, zx) -> QLinearConv -> DequantizeLinear(sy, zy)
+ *
+ * so that the sessions take and give float32, on random (non-zero) data and weights.
+ * oneDNN multiplies the int32 sum by the float32 scale in float32 where the reference
+ * does it in double: the two differ by one step (sy) where the product lands on a half
+ * step, which the check allows and counts (at most 1 in 200 outputs); every other
+ * output is equal. The weights are 7-bit ([-64, 64], what quantize_static's
+ * reduce_range makes): on AVX2 without VNNI oneDNN adds pairs of uint8 x int8 products
+ * in int16 with saturation (vpmaddubsw), exact only then (docs/precision.md); the
+ * fast path is taken only for such weights there (test_weights_range). Every node must
+ * run on oneDNN's JIT, not its reference loops (kl_session_slow_path). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "kl_config.h"
+#include "runtime/session.h"
+#if KL_HAVE_DNNL
+#include "backends/cpu/dnnl.h"
+#endif
+#include "backends/cpu/isa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static uint32_t rng = 4242;
+
+typedef struct qconv_case {
+  const char *what;
+  int rank;
+  int64_t x[5], w[5];
+  int64_t group;
+  int64_t strides[3], dilations[3], pads[6];
+  kl_dtype act;  /* KL_U8 or KL_I8 */
+  int zx, zy;
+  bool per_channel, bias;
+} qconv_case;
+
+static const qconv_case cases[] = {
+    {"3x3 pad 1, 3 -> 13, stride 2, u8", 4, {1, 3, 17, 15}, {13, 3, 3, 3}, 1, {2, 2}, {1, 1},
+     {1, 1, 1, 1}, KL_U8, 121, 7, true, true},
+    {"depthwise 3x3 stride 2 pad 1, 19 channels, u8", 4, {1, 19, 13, 11}, {19, 1, 3, 3}, 19,
+     {2, 2}, {1, 1}, {1, 1, 1, 1}, KL_U8, 3, 130, true, true},
+    {"depthwise 5x5 pad 2, s8", 4, {2, 24, 9, 10}, {24, 1, 5, 5}, 24, {1, 1}, {1, 1},
+     {2, 2, 2, 2}, KL_I8, -5, 11, true, true},
+    {"1x1 37 -> 29, u8, per tensor, no bias", 4, {1, 37, 7, 9}, {29, 37, 1, 1}, 1, {1, 1},
+     {1, 1}, {0, 0, 0, 0}, KL_U8, 128, 0, false, false},
+    {"grouped 3x3 (4 groups), asymmetric pads, u8", 4, {1, 32, 12, 13},
+     {32, 8, 3, 3}, 4, {1, 1}, {1, 1}, {1, 0, 2, 1}, KL_U8, 77, 200, true, true},
+    {"1x1 960 -> 160 at 7x7, u8", 4, {1, 960, 7, 7}, {160, 960, 1, 1}, 1, {1, 1}, {1, 1},
+     {0, 0, 0, 0}, KL_U8, 0, 128, true, true},
+    {"depthwise 96 stride 2 at 28x28, u8", 4, {1, 96, 28, 28}, {96, 1, 3, 3}, 96, {2, 2},
+     {1, 1}, {1, 1, 1, 1}, KL_U8, 0, 0, true, true},
+    {"1x1 32 -> 16 at 28x28, u8", 4, {1, 32, 28, 28}, {16, 32, 1, 1}, 1, {1, 1}, {1, 1},
+     {0, 0, 0, 0}, KL_U8, 0, 128, true, true},
+    {"1x1 stride 2 64 -> 40, s8", 4, {1, 64, 11, 11}, {40, 64, 1, 1}, 1, {2, 2}, {1, 1},
+     {0, 0, 0, 0}, KL_I8, 0, -3, true, true},
+    {"1-D kernel 3, u8", 3, {1, 10, 31}, {6, 10, 3}, 1, {1}, {1}, {1, 1}, KL_U8, 9, 60, true,
+     true},
+};
+
+static int const_f32(kl_graph *g, float v) {
+  return tu_graph_const(g, NULL, KL_F32, 0, NULL, &v);
+}
+
+static int const_zp(kl_graph *g, kl_dtype t, int z) {
+  uint8_t u = (uint8_t)z;
+  int8_t s = (int8_t)z;
+  return tu_graph_const(g, NULL, t, 0, NULL, t == KL_U8 ? (const void *)&u : (const void *)&s);
+}
+
+/* The graph of case c with weights in [-wmax, wmax]. */
+static kl_graph *qconv_graph(const qconv_case *c, int wmax) {
+  kl_graph *g = tu_graph_new();
+  int64_t m = c->w[0], wn = 1;
+  for (int i = 0; i < c->rank; i++) wn *= c->w[i];
+  int8_t *w = malloc((size_t)wn);
+  float *ws = malloc(sizeof(float) * (size_t)m);
+  int8_t *wz = calloc((size_t)m, 1);
+  int32_t *b = malloc(sizeof(int32_t) * (size_t)m);
+  assert_true(w && ws && wz && b);
+  for (int64_t i = 0; i < wn; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&rng, -wmax, wmax));
+  for (int64_t i = 0; i < m; i++) {
+    ws[i] = tu_rand_f32(&rng, 0.002f, 0.02f);
+    b[i] = (int32_t)lrintf(tu_rand_f32(&rng, -3000, 3000));
+  }
+  int64_t nsc = c->per_channel ? m : 1;
+  int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
+  int sx = const_f32(g, 0.03f), zx = const_zp(g, c->act, c->zx);
+  int xq = TU_OP(g, QuantizeLinear, x, sx, zx);
+  int wq = tu_graph_const(g, "w", KL_I8, c->rank, c->w, w);
+  int wsc = tu_graph_const(g, "w_scale", KL_F32, 1, &nsc, ws);
+  int wzp = tu_graph_const(g, "w_zero_point", KL_I8, 1, &nsc, wz);
+  int sy = const_f32(g, 0.05f), zy = const_zp(g, c->act, c->zy);
+  int bias = c->bias ? tu_graph_const(g, "b", KL_I32, 1, &m, b) : KL_ABSENT;
+  int in[9] = {xq, sx, zx, wq, wsc, wzp, sy, zy, bias};
+  int yq = tu_graph_op(g, KL_OP_QLinearConv, c->bias ? 9 : 8, in);
+  int n = g->values[yq].producer;
+  int sp = c->rank - 2;
+  tu_node_ints(g, n, "strides", sp, c->strides);
+  tu_node_ints(g, n, "dilations", sp, c->dilations);
+  tu_node_ints(g, n, "pads", 2 * sp, c->pads);
+  assert_int_equal(kl_node_set_int(g, n, "group", c->group, NULL), KILN_OK);
+  tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sy, zy}, 1);
+  free(w), free(ws), free(wz), free(b);
+  return g;
+}
+
+/* Runs case c on the reference and the fast kernels; returns the node's kernel name
+ * ("dnnl_qconv" expected) and checks the outputs (see the top of the file). */
+static void check_case(const qconv_case *c, int wmax, char *kernel, size_t kernel_size) {
+  kiln_model *m = tu_model_of(qconv_graph(c, wmax), 0);
+  int64_t n = 1;
+  for (int i = 0; i < c->rank; i++) n *= c->x[i];
+  float *x = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(x);
+  for (int64_t i = 0; i < n; i++) x[i] = tu_rand_f32(&rng, -4, 4);
+  kiln_session *ref = tu_session(m, true, 0), *fast = tu_session(m, false, 0);
+  kl_session_poison_workspace(fast);
+  int64_t n_want, n_got;
+  float *want = tu_run_f32(ref, m, &x, &n_want);
+  for (int r = 0; r < 2; r++) { /* the second run from the primitive cache */
+    float *got = tu_run_f32(fast, m, &x, &n_got);
+    assert_int_equal(n_got, n_want);
+    int64_t off_by_one = 0;
+    for (int64_t k = 0; k < n_want; k++) {
+      double d = fabs((double)got[k] - want[k]);
+      if (d > 0.05 * 1.001)
+        fail_msg("%s (run %d): output %lld is %g, the reference %g", c->what, r + 1,
+                 (long long)k, (double)got[k], (double)want[k]);
+      off_by_one += d > 0;
+    }
+    if (off_by_one * 200 > n_want)
+      fail_msg("%s: %lld of %lld outputs one step off", c->what, (long long)off_by_one,
+               (long long)n_want);
+    free(got);
+  }
+  for (int i = 0; i < m->g->n_nodes; i++)
+    if (m->g->nodes[i].op == KL_OP_QLinearConv) {
+      snprintf(kernel, kernel_size, "%s", kl_session_kernel_name(fast, i));
+      if (kl_session_slow_path(fast, i))
+        fail_msg("%s: ran on %s", c->what, kl_session_slow_path(fast, i));
+    }
+  free(want);
+  free(x);
+  kiln_session_free(ref);
+  kiln_session_free(fast);
+  kiln_model_free(m);
+}
+
+static void test_cases(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char kernel[64] = "";
+    check_case(&cases[i], 64, kernel, sizeof kernel);
+    if (KL_HAVE_DNNL && kl_isa_level() != KL_ISA_GENERIC && strcmp(kernel, "dnnl_qconv") != 0)
+      fail_msg("%s: ran on kernel '%s', expected dnnl_qconv", cases[i].what, kernel);
+  }
+}
+
+/* Full-range weights: oneDNN only where it multiplies them exactly (VNNI, AMX), else
+ * the reference kernel, right either way. */
+static void test_weights_range(void **state) {
+  (void)state;
+  char kernel[64] = "";
+  check_case(&cases[0], 127, kernel, sizeof kernel);
+#if KL_HAVE_DNNL
+  if (kl_isa_level() == KL_ISA_GENERIC) return;
+  const char *want = kl_dnnl_qconv_weight_bits() == 8 ? "dnnl_qconv" : "ref";
+  if (strcmp(kernel, want) != 0) fail_msg("ran on '%s', expected %s", kernel, want);
+#endif
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cases),
+      cmocka_unit_test(test_weights_range),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
