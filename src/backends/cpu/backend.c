@@ -280,6 +280,7 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   }
   if (kl_dnnl_qconv_supports(g, &g->nodes[i])) {
     p->on_dnnl[i] = DNNL_QCONV;
+    p->cl_slots[i] = 1u; /* X; and Y between two of them */
     return kl_dnnl_qconv_create(p->dnnl, &c->kernel, &p->state[i], e);
   }
   if (kl_dnnl_grad_supports(g, &g->nodes[i])) {
@@ -320,7 +321,8 @@ static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) 
     for (int k = 0; k < n->n_in && k < 32; k++)
       if (n->in[k] >= 0 && cl[n->in[k]]) in |= 1u << k;
     bool cl_y = cl[n->out[0]];
-    kl_dnnl_set_channels_last(p->state[i], in, cl_y);
+    if (p->on_dnnl[i] == DNNL_QCONV) kl_dnnl_qconv_set_channels_last(p->state[i], in & 1u, cl_y);
+    else kl_dnnl_set_channels_last(p->state[i], in, cl_y);
     for (int k = 0; k < n->n_in && k < 32; k++) /* Y overwrites only what it matches */
       if (n->in[k] >= 0 && cl[n->in[k]] != cl_y) p->choice[i].inplace &= ~(1u << k);
   }

@@ -89,6 +89,9 @@ bool kl_dnnl_qconv_ran_reference(const void *state);
 /* 8 where oneDNN's ISA multiplies int8 exactly (VNNI, AMX), else 7 (see
  * kl_cpu_int8_weight_bits); nodes with wider weights are not supported there. */
 int kl_dnnl_qconv_weight_bits(void);
+/* As kl_dnnl_set_channels_last: X (bit 0) and Y held channels-last, as oneDNN's int8
+ * convolutions read and write them (between two QLinearConv nodes: no reorder). */
+void kl_dnnl_qconv_set_channels_last(void *state, unsigned inputs, bool output);
 const char *kl_dnnl_qconv_ran_impl(const void *state);
 
 /* release_weights: lets a node's state free w's data (the model's constant weights,

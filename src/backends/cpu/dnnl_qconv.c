@@ -14,7 +14,9 @@
  * oneDNN 2.6 has int8 convolutions for AVX2 (jit_uni_int8, with vpmaddubsw) only for
  * channels-last activations, and only its reference loops (ref_int8:any) for plain
  * ones: kiln's plain X is reordered to channels-last in the session's workspace before
- * the primitive and Y back after it. The weights are reordered once per set of input
+ * the primitive and Y back after it, unless the session holds them channels-last
+ * (kl_dnnl_qconv_set_channels_last: a value passed from one QLinearConv to the next,
+ * most of a QDQ network's), which costs no reorder at all. The weights are reordered once per set of input
  * shapes into the layout the primitive asks for (with the compensation oneDNN keeps
  * for int8 sources). A primitive that is oneDNN's reference implementation is kept but
  * reported (kl_dnnl_qconv_ran_slow), as for float32 primitives, so that the option
@@ -44,6 +46,7 @@ typedef struct qc_entry {
 
 typedef struct qc_node {
   kl_dnnl_engine *eng; /* the session's, not owned */
+  bool cl_x, cl_y;     /* X, Y held channels-last by the session */
   bool ran_reference;
   const char *ran_impl;
   kl_dnnl_cache cache; /* keyed by X's shape */
@@ -226,22 +229,24 @@ static dnnl_status_t make_memories(qc_node *q, qc_entry *en, const_dnnl_primitiv
   const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
   const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   const dnnl_memory_desc_t *scr = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  bool src_in = !dnnl_memory_desc_equal(src_user, src);
+  bool dst_out = !dnnl_memory_desc_equal(dst_user, dst);
   size_t used = 0;
   en->shift_off = kl_dnnl_ws_take(&used, en->shift_bytes);
-  en->src_off = kl_dnnl_ws_take(&used, dnnl_memory_desc_get_size(src));
-  en->dst_off = kl_dnnl_ws_take(&used, dnnl_memory_desc_get_size(dst));
+  en->src_off = kl_dnnl_ws_take(&used, src_in ? dnnl_memory_desc_get_size(src) : 0);
+  en->dst_off = kl_dnnl_ws_take(&used, dst_out ? dnnl_memory_desc_get_size(dst) : 0);
   size_t scr_bytes = scr ? dnnl_memory_desc_get_size(scr) : 0;
   en->scratch_off = kl_dnnl_ws_take(&used, scr_bytes);
   dnnl_status_t s = kl_dnnl_ws_reserve(q->eng, used);
   if (s == dnnl_success) s = dnnl_memory_create(&en->src_user, src_user, eng, DNNL_MEMORY_NONE);
   if (s == dnnl_success) s = dnnl_memory_create(&en->dst_user, dst_user, eng, DNNL_MEMORY_NONE);
-  if (s == dnnl_success) s = dnnl_memory_create(&en->src, src, eng, DNNL_MEMORY_NONE);
-  if (s == dnnl_success) s = dnnl_memory_create(&en->dst, dst, eng, DNNL_MEMORY_NONE);
+  if (s == dnnl_success && src_in) s = dnnl_memory_create(&en->src, src, eng, DNNL_MEMORY_NONE);
+  if (s == dnnl_success && dst_out) s = dnnl_memory_create(&en->dst, dst, eng, DNNL_MEMORY_NONE);
   if (s == dnnl_success && scr_bytes)
     s = dnnl_memory_create(&en->scratch, scr, eng, DNNL_MEMORY_NONE);
   if (s == dnnl_success && bias) s = dnnl_memory_create(&en->bias, bias, eng, DNNL_MEMORY_NONE);
-  if (s == dnnl_success) s = reorder_make(&en->src_in, eng, src_user, src);
-  if (s == dnnl_success) s = reorder_make(&en->dst_out, eng, dst, dst_user);
+  if (s == dnnl_success && src_in) s = reorder_make(&en->src_in, eng, src_user, src);
+  if (s == dnnl_success && dst_out) s = reorder_make(&en->dst_out, eng, dst, dst_user);
   return s;
 }
 
@@ -268,9 +273,9 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   kiln_status st = geometry(c, &geo);
   if (st != KILN_OK) return st;
   dnnl_memory_desc_t src_user, src_cl, dst_user, dst_cl, wei_user, wei_want, bias;
-  dnnl_status_t s = act_md(&src_user, x, false, true);
+  dnnl_status_t s = act_md(&src_user, x, q->cl_x, true);
   if (s == dnnl_success) s = act_md(&src_cl, x, true, true);
-  if (s == dnnl_success) s = act_md(&dst_user, y, false, false);
+  if (s == dnnl_success) s = act_md(&dst_user, y, q->cl_y, false);
   if (s == dnnl_success) s = act_md(&dst_cl, y, true, false);
   en->shift = x->dtype == KL_I8;
   en->shift_bytes = en->shift ? (size_t)kl_tensor_numel(x) : 0;
@@ -309,8 +314,9 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
 static dnnl_status_t ws_bind(qc_node *q, qc_entry *en) {
   if (en->ws_gen == q->eng->ws_gen) return dnnl_success;
   char *base = q->eng->ws;
-  dnnl_status_t s = dnnl_memory_set_data_handle(en->src, base + en->src_off);
-  if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->dst, base + en->dst_off);
+  dnnl_status_t s = dnnl_success;
+  if (en->src) s = dnnl_memory_set_data_handle(en->src, base + en->src_off);
+  if (s == dnnl_success && en->dst) s = dnnl_memory_set_data_handle(en->dst, base + en->dst_off);
   if (s == dnnl_success && en->scratch)
     s = dnnl_memory_set_data_handle(en->scratch, base + en->scratch_off);
   if (s == dnnl_success) en->ws_gen = q->eng->ws_gen;
@@ -334,18 +340,59 @@ static kiln_status execute(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
     s = dnnl_memory_set_data_handle(en->bias, (void *)c->in[8]->data);
   dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, en->src_user}, {DNNL_ARG_TO, en->src}};
   dnnl_exec_arg_t out[2] = {{DNNL_ARG_FROM, en->dst}, {DNNL_ARG_TO, en->dst_user}};
-  dnnl_exec_arg_t conv[5] = {{DNNL_ARG_SRC, en->src}, {DNNL_ARG_WEIGHTS, en->wei},
-                             {DNNL_ARG_DST, en->dst}};
+  dnnl_memory_t src = en->src_in ? en->src : en->src_user;
+  dnnl_memory_t dst = en->dst_out ? en->dst : en->dst_user;
+  dnnl_exec_arg_t conv[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, en->wei},
+                             {DNNL_ARG_DST, dst}};
   int n = 3;
   if (en->bias) conv[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, en->bias};
   if (en->scratch) conv[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
-  if (s == dnnl_success) s = dnnl_primitive_execute(en->src_in, stream, 2, in);
+  if (s == dnnl_success && en->src_in) s = dnnl_primitive_execute(en->src_in, stream, 2, in);
   if (s == dnnl_success) s = dnnl_primitive_execute(en->conv, stream, n, conv);
-  if (s == dnnl_success) s = dnnl_primitive_execute(en->dst_out, stream, 2, out);
+  if (s == dnnl_success && en->dst_out) s = dnnl_primitive_execute(en->dst_out, stream, 2, out);
   if (s == dnnl_success) s = dnnl_stream_wait(stream);
   return s == dnnl_success ? KILN_OK
                            : kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to run the int8 "
                                      "convolution (status %d)", (int)s);
+}
+
+/* [N, C, S] bytes between plain and channels-last ([N, S, C]). */
+static void relayout(const uint8_t *from, uint8_t *to, const kl_tensor *t, bool to_cl) {
+  int64_t n = t->dims[0], ch = t->dims[1], sp = kl_tensor_numel(t) / (n * ch > 0 ? n * ch : 1);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < ch; k++)
+      for (int64_t j = 0; j < sp; j++) {
+        int64_t plain = (i * ch + k) * sp + j, cl = (i * sp + j) * ch + k;
+        to[to_cl ? cl : plain] = from[to_cl ? plain : cl];
+      }
+}
+
+/* The reference kernel, which reads and writes plain tensors: X and Y through plain
+ * copies when the session holds them channels-last (a rare path: it allocates). */
+static kiln_status run_reference(const qc_node *q, kl_kernel_ctx *c) {
+  if (!q->cl_x && !q->cl_y) return kl_ref_qlinear_conv(c);
+  kl_tensor x = *c->in[0], y = *c->out[0];
+  size_t nx = (size_t)kl_tensor_numel(&x), ny = (size_t)kl_tensor_numel(&y);
+  uint8_t *px = malloc(nx ? nx : 1), *py = malloc(ny ? ny : 1);
+  kiln_status st = KILN_OK;
+  if (!px || !py) st = kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes",
+                               nx + ny);
+  if (st == KILN_OK) {
+    if (q->cl_x) relayout(c->in[0]->data, px, &x, false), x.data = px;
+    if (q->cl_y) y.data = py;
+    const kl_tensor *in[9];
+    for (int k = 0; k < c->n_in && k < 9; k++) in[k] = c->in[k];
+    in[0] = &x;
+    kl_tensor *out[1] = {&y};
+    kl_kernel_ctx sub = *c;
+    sub.in = in;
+    sub.out = out;
+    st = kl_ref_qlinear_conv(&sub);
+    if (st == KILN_OK && q->cl_y) relayout(py, c->out[0]->data, &y, true);
+  }
+  free(px);
+  free(py);
+  return st;
 }
 
 static int qc_run(kl_kernel_ctx *c) {
@@ -354,14 +401,14 @@ static int qc_run(kl_kernel_ctx *c) {
   q->ran_reference = false;
   q->ran_impl = NULL;
   if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
-  if (kl_tensor_numel(c->in[0]) == 0) return kl_ref_qlinear_conv(c);
+  if (kl_tensor_numel(c->in[0]) == 0) return run_reference(q, c);
   void *found;
   q->ran_reference = true;
   kiln_status st = kl_dnnl_cache_get(&q->cache, c, &found);
   if (st != KILN_OK) return st;
   qc_entry *en = found;
   q->ran_reference = en->fallback;
-  if (en->fallback) return kl_ref_qlinear_conv(c);
+  if (en->fallback) return run_reference(q, c);
   q->ran_impl = en->impl;
   return execute(q, en, c);
 }
@@ -382,6 +429,13 @@ kiln_status kl_dnnl_qconv_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, voi
   kl_dnnl_cache_init(&q->cache, q->slots, sizeof q->slots[0], 1, q, entry_build, entry_free);
   *kernel = (kl_cpu_kernel){"dnnl_qconv", qc_run, qc_release};
   return KILN_OK;
+}
+
+void kl_dnnl_qconv_set_channels_last(void *state, unsigned inputs, bool output) {
+  qc_node *q = state;
+  q->cl_x = inputs & 1u;
+  q->cl_y = output;
+  kl_dnnl_cache_clear(&q->cache); /* entries made for other layouts */
 }
 
 bool kl_dnnl_qconv_ran_reference(const void *state) {
