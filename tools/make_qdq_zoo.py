@@ -12,11 +12,22 @@ test_data_set_0/{input_0,output_K}.pb, whose outputs are onnxruntime's int8 resu
 the output scale of each output (the scale of its last DequantizeLinear, when there
 is one), for reading errors in quantization steps.
 
+With --reduce-range the weights are 7-bit (quantize_static's reduce_range), folders
+NAME-qdq-u8-rr: on AVX2 without VNNI only those run exactly on int8 kernels, kiln's
+and onnxruntime's alike (docs/precision.md).
+
+--compare KILN (after the folders exist) prints, per folder, how far apart the
+outputs of kiln at -O0, -O2 and -O3 and onnxruntime with all its graph optimizations
+(its int8 kernels) and with none (the QDQ graph in float32) are, in steps of the
+output's quantization scale (meta.json): the largest and the mean difference.
+
 Nothing is downloaded; the models are never committed (a few MB each).
 
 Usage:
     /work/main/.venv/bin/python tools/make_qdq_zoo.py \\
         --models mobilenet_v2,squeezenet1_1,resnet50,efficientnet_b0,regnet_y_400mf
+    /work/main/.venv/bin/python tools/make_qdq_zoo.py --reduce-range
+    /work/main/.venv/bin/python tools/make_qdq_zoo.py --reduce-range --compare build-rel/tools/kiln
 """
 
 import argparse
@@ -121,6 +132,54 @@ def make_one(zoo, name, act, calib, seed, reduce_range=False):
     return out
 
 
+def kiln_outputs(kiln, folder, level):
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    path = os.path.join(folder, "test_data_set_0", "input_0.pb")
+    name = read_pb(path)[0]
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([kiln, "run", os.path.join(folder, "model.onnx"), level, "--format",
+                        "npy", "--input", "%s=%s" % (name, path), "--output-dir", out],
+                       check=True, capture_output=True)
+        files = sorted(f for f in os.listdir(out) if f.endswith(".npy"))
+        return np.load(os.path.join(out, files[0]))
+
+
+def ort_outputs(folder, optimized):
+    import onnxruntime as ort
+
+    name, x = read_pb(os.path.join(folder, "test_data_set_0", "input_0.pb"))
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    if not optimized:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(os.path.join(folder, "model.onnx"), opts,
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, {name: x})[0]
+
+
+def compare(kiln, folder):
+    """Largest and mean differences, in output steps, between every pair of runs."""
+    import numpy as np
+
+    with open(os.path.join(folder, "meta.json")) as f:
+        step = list(json.load(f)["output_scales"].values())[0]
+    runs = {"ort": ort_outputs(folder, True), "ort-float": ort_outputs(folder, False)}
+    for level in ("-O0", "-O2", "-O3"):
+        runs["kiln" + level] = kiln_outputs(kiln, folder, level)
+    names = list(runs)
+    print(os.path.basename(folder))
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            d = np.abs(runs[a].astype(np.float64) - runs[b]) / step
+            print("  %-10s vs %-10s  max %5.1f steps, mean %6.3f, top-1 %s" %
+                  (a, b, d.max(), d.mean(),
+                   "same" if runs[a].argmax() == runs[b].argmax() else "differs"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--zoo", default=os.path.expanduser("~/.cache/kiln-zoo"))
@@ -133,8 +192,14 @@ def main():
                     help="7-bit weights (quantize_static's reduce_range), folders "
                          "NAME-qdq-u8-rr: exact on AVX2 without VNNI (docs/precision.md)")
     ap.add_argument("--force", action="store_true", help="remake existing folders")
+    ap.add_argument("--compare", metavar="KILN", help="compare the folders' outputs (above)")
     a = ap.parse_args()
     acts = ["u8"] + (["s8"] if a.int8_activations else [])
+    if a.compare:
+        for name in a.models.split(","):
+            for act in acts:
+                compare(a.compare, os.path.join(a.zoo, folder_name(name, act, a.reduce_range)))
+        return
     for name in a.models.split(","):
         if not os.path.exists(os.path.join(a.zoo, name, "model.onnx")):
             sys.exit("%s: no %s/%s/model.onnx; export it first: tools/export_zoo.py "
