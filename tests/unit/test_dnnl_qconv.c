@@ -13,7 +13,8 @@
  * reduce_range makes): on AVX2 without VNNI oneDNN adds pairs of uint8 x int8 products
  * in int16 with saturation (vpmaddubsw), exact only then (docs/precision.md); the
  * fast path is taken only for such weights there (test_weights_range). Every node must
- * run on oneDNN's JIT, not its reference loops (kl_session_slow_path). */
+ * run on oneDNN's JIT, not its reference loops (kl_session_slow_path); where oneDNN has
+ * only those (ref_int8:any), the option fast_only refuses the run (test_fast_only). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -221,6 +222,54 @@ static void test_chain_fallback(void **state) {
     fail_msg("ran on kernel '%s', expected ref", kernel);
 }
 
+/* A grouped convolution of 5 input channels per group, dilated: oneDNN 2.6 has only its
+ * reference loops for it at AVX2 (ref_int8:any). A plain session runs it and reports
+ * the slow path; one with fast_only refuses the run, naming the node and the path. */
+static void test_fast_only(void **state) {
+  (void)state;
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
+  static const qconv_case slow = {"grouped dilated", 4, {1, 20, 12, 13}, {28, 5, 3, 3}, 4,
+                                  {1, 1}, {2, 2}, {1, 0, 2, 1}, KL_U8, 77, 200, true, true};
+  char kernel[64] = "";
+  allow_slow = true;
+  check_case(&slow, 1, 64, kernel, sizeof kernel); /* right, on whatever it runs */
+  allow_slow = false;
+  kiln_model *m = tu_model_of(qconv_graph(&slow, 1, 64), 0);
+  float *x = calloc(20 * 12 * 13, sizeof(float));
+  assert_non_null(x);
+  kiln_session *plain = tu_session(m, false, 0);
+  int64_t n;
+  free(tu_run_f32(plain, m, &x, &n));
+  int node = -1;
+  for (int i = 0; i < m->g->n_nodes; i++)
+    if (m->g->nodes[i].op == KL_OP_QLinearConv) node = i;
+  const char *path = kl_session_slow_path(plain, node);
+  if (!path) { /* a oneDNN with a JIT for it: nothing to refuse */
+    kiln_session_free(plain), kiln_model_free(m), free(x);
+    skip();
+  }
+  assert_non_null(strstr(path, "ref"));
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "fast_only", 1), KILN_OK);
+  kiln_session *strict = NULL;
+  assert_int_equal(kiln_session_create(m, o, &strict), KILN_OK);
+  kiln_tensor_info info;
+  assert_int_equal(kiln_model_input_info(m, 0, &info), KILN_OK);
+  assert_int_equal(kiln_session_set_input(strict, info.name, KILN_DTYPE_FLOAT32, info.rank,
+                                          info.dims, x, sizeof(float) * 20 * 12 * 13),
+                   KILN_OK);
+  assert_int_equal(kiln_session_run(strict), KILN_ERR_UNSUPPORTED);
+  const char *msg = kiln_session_error(strict);
+  if (!strstr(msg, "fast_only") || !strstr(msg, path) || !strstr(msg, "QLinearConv"))
+    fail_msg("fast_only's message: %s", msg);
+  kiln_options_free(o);
+  kiln_session_free(strict);
+  kiln_session_free(plain);
+  kiln_model_free(m);
+  free(x);
+}
+
 /* Full-range weights: oneDNN only where it multiplies them exactly (VNNI, AMX), else
  * the reference kernel, right either way. */
 static void test_weights_range(void **state) {
@@ -240,6 +289,7 @@ int main(void) {
       cmocka_unit_test(test_weights_range),
       cmocka_unit_test(test_chain),
       cmocka_unit_test(test_chain_fallback),
+      cmocka_unit_test(test_fast_only),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
