@@ -1,5 +1,6 @@
 /* A convolution between DequantizeLinear and QuantizeLinear nodes, as QDQ models
- * (onnxruntime's quantize_static, QDQ format) write one, becomes one QLinearConv:
+ * (onnxruntime's quantize_static, QDQ format) write one, becomes one QLinearConv (and a
+ * MatMul of constant 2-D weights one QLinearMatMul, fold_matmul below):
  *
  *   DequantizeLinear(Xq, sx, zx) ---------------------.
  *   DequantizeLinear(Wq, sw, zw)  (constant Wq) ------ Conv -> QuantizeLinear(., sy, zy)
@@ -56,9 +57,10 @@ static bool activation_dq(const kl_graph *g, int d) {
          kl_attr_int(n, "block_size", 0) == 0;
 }
 
-/* Node d is DequantizeLinear of constant 8-bit weights [M, ...] of rank `rank`, scale
- * and zero point one value or one per output channel (axis 0). */
-static bool weights_dq(const kl_graph *g, int d, int rank, int64_t m) {
+/* Node d is DequantizeLinear of constant 8-bit weights of rank `rank`, scale and zero
+ * point one value or one per output channel (m of them, along channel_axis: 0 for a
+ * convolution's [M, C, K...], 1 for a matrix product's [K, N]). */
+static bool weights_dq(const kl_graph *g, int d, int rank, int64_t m, int channel_axis) {
   if (d < 0 || g->nodes[d].op != KL_OP_DequantizeLinear) return false;
   const kl_node *n = &g->nodes[d];
   if (n->n_in != 3 || n->in[2] < 0 || kl_attr_int(n, "block_size", 0) != 0) return false;
@@ -71,7 +73,7 @@ static bool weights_dq(const kl_graph *g, int d, int rank, int64_t m) {
       s->type.rank > 1 || z->type.rank != s->type.rank)
     return false;
   int64_t axis = kl_attr_int(n, "axis", 1);
-  return ns == 1 || (ns == m && (axis == 0 || axis == -rank));
+  return ns == 1 || (ns == m && (axis == channel_axis || axis == channel_axis - rank));
 }
 
 /* Whether the constant weights fit `bits` bits as the backend needs them to (int8
@@ -138,23 +140,54 @@ static bool bias_of(kl_graph *g, int b, double sx, const float *sw, int64_t nw, 
   return *out >= 0;
 }
 
-/* Folds the Conv that QuantizeLinear node qi quantizes, when it is the pattern above. */
-static kiln_status fold_conv(kl_graph *g, int qi, int bits, int *changed, kl_err *e) {
+/* The node whose output QuantizeLinear node qi alone reads, when qi quantizes per tensor
+ * to 8 bits with constant parameters; else -1. */
+static int quantized_producer(const kl_graph *g, int qi) {
   const kl_node *q = &g->nodes[qi];
   if (q->n_in != 3 || q->in[2] < 0 || q->n_out != 1 || !const_scalar(g, q->in[1]) ||
       !const_scalar(g, q->in[2]) || g->values[q->in[1]].type.dtype != KL_F32 ||
       !is_q8(g->values[q->in[2]].type.dtype) || kl_node_attr(q, "precision") ||
       kl_attr_int(q, "saturate", 1) != 1)
+    return -1;
+  int p = kl_rw_producer(g, q->in[0]);
+  return p >= 0 && g->nodes[p].n_out == 1 && kl_rw_sole_consumer(g, q->in[0]) == qi ? p : -1;
+}
+
+/* The MatMul ci that QuantizeLinear qi quantizes becomes QLinearMatMul when A is a
+ * quantized activation and B constant 2-D weights [K, N] (per tensor or per column):
+ *   Q(MatMul(DQ(Aq, sa, za), DQ(Bq, sb, zb)), sy, zy) -> QLinearMatMul(Aq, sa, za, Bq, sb,
+ *   zb, sy, zy). QLinearMatMul has no bias: a MatMul and Add stay two nodes. */
+static kiln_status fold_matmul(kl_graph *g, int qi, int ci, int bits, int *changed,
+                               kl_err *e) {
+  const kl_node *mm = &g->nodes[ci];
+  int da = kl_rw_producer(g, mm->in[0]), db = kl_rw_producer(g, mm->in[1]);
+  const kl_type *bt = &g->values[mm->in[1]].type, *at = &g->values[mm->in[0]].type;
+  if (at->rank < 2 || bt->rank != 2 || !kl_dim_known(bt->dims[1]) || !activation_dq(g, da) ||
+      !weights_dq(g, db, 2, bt->dims[1].size, 1) ||
+      !weights_fit(kl_rw_const(g, g->nodes[db].in[0]), bits))
     return KILN_OK;
-  int ci = kl_rw_producer(g, q->in[0]);
-  if (ci < 0 || g->nodes[ci].op != KL_OP_Conv || g->nodes[ci].n_out != 1 ||
-      kl_rw_sole_consumer(g, q->in[0]) != qi)
-    return KILN_OK;
+  const kl_node *q = &g->nodes[qi], *na = &g->nodes[da], *nb = &g->nodes[db];
+  int ins[8] = {na->in[0], na->in[1], na->in[2], nb->in[0], nb->in[1], nb->in[2],
+                q->in[1], q->in[2]};
+  int y = q->out[0];
+  kl_rw_set_op(g, ci, KL_OP_QLinearMatMul);
+  kiln_status st = KILN_OK;
+  for (int k = 0; st == KILN_OK && k < 8; k++) st = kl_rw_set_input(g, ci, k, ins[k], e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, ci, 0, y);
+  (*changed)++;
+  return KILN_OK;
+}
+
+/* Folds the Conv ci that QuantizeLinear node qi quantizes, when it is the pattern above. */
+static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed, kl_err *e) {
+  const kl_node *q = &g->nodes[qi];
   const kl_node *conv = &g->nodes[ci];
   int dx = kl_rw_producer(g, conv->in[0]), dw = kl_rw_producer(g, conv->in[1]);
   const kl_type *wt = &g->values[conv->in[1]].type;
   if (!activation_dq(g, dx) || wt->rank < 3 || !kl_dim_known(wt->dims[0]) ||
-      !weights_dq(g, dw, wt->rank, wt->dims[0].size) ||
+      !weights_dq(g, dw, wt->rank, wt->dims[0].size, 0) ||
       !weights_fit(kl_rw_const(g, g->nodes[dw].in[0]), bits))
     return KILN_OK;
   const kl_node *nx = &g->nodes[dx], *nw = &g->nodes[dw];
@@ -188,9 +221,13 @@ static kiln_status fold_conv(kl_graph *g, int qi, int bits, int *changed, kl_err
 kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *changed,
                              kl_err *e) {
   kiln_status st = KILN_OK;
-  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++)
-    if (g->nodes[i].op == KL_OP_QuantizeLinear)
-      st = fold_conv(g, i, cfg->int8_weight_bits, changed, e);
+  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
+    int p = g->nodes[i].op == KL_OP_QuantizeLinear ? quantized_producer(g, i) : -1;
+    if (p >= 0 && g->nodes[p].op == KL_OP_Conv)
+      st = fold_conv(g, i, p, cfg->int8_weight_bits, changed, e);
+    else if (p >= 0 && g->nodes[p].op == KL_OP_MatMul)
+      st = fold_matmul(g, i, p, cfg->int8_weight_bits, changed, e);
+  }
   if (st == KILN_OK) st = kl_rw_finish(g, *changed, e);
   return st;
 }

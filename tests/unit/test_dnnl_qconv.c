@@ -1,5 +1,6 @@
-/* The int8 convolution on oneDNN (src/backends/cpu/dnnl_qconv.c) against the reference
- * QLinearConv, at awkward sizes: odd channel counts, depthwise and grouped, strides,
+/* The int8 convolution and matrix product on oneDNN (src/backends/cpu/dnnl_qconv.c)
+ * against the reference QLinearConv and QLinearMatMul (test_matmul: rows of 1 and 17, a
+ * batch of matrices, uint8 and int8 A, per-column and per-tensor B), at awkward sizes: odd channel counts, depthwise and grouped, strides,
  * dilations, pads, 1x1 and 1-D, uint8 and int8 activations with zero points, weights
  * per tensor and per channel, with and without a bias. Each graph is
  *
@@ -270,6 +271,82 @@ static void test_fast_only(void **state) {
   free(x);
 }
 
+/* ---- QLinearMatMul: A [..., M, K] (a graph input, quantized) times constant B [K, N] ---- */
+
+typedef struct qmm_case {
+  const char *what;
+  int rank;
+  int64_t a[3];
+  int64_t n;
+  kl_dtype act;
+  int za, zy;
+  bool per_column;
+} qmm_case;
+
+static const qmm_case mm_cases[] = {
+    {"1 x 37 by 37 x 29, u8, per column", 2, {1, 37}, 29, KL_U8, 130, 7, true},
+    {"17 x 64 by 64 x 40, s8, per tensor", 2, {17, 64}, 40, KL_I8, -9, 3, false},
+    {"3 x 5 x 96 by 96 x 33, u8", 3, {3, 5, 96}, 33, KL_U8, 0, 128, true},
+    {"2 x 9 x 23 by 23 x 65, s8", 3, {2, 9, 23}, 65, KL_I8, 5, -100, true},
+};
+
+static kl_graph *qmm_graph(const qmm_case *c) {
+  kl_graph *g = tu_graph_new();
+  int64_t k = c->a[c->rank - 1], n = c->n, wd[2] = {k, n}, ns = c->per_column ? n : 1;
+  int8_t *w = malloc((size_t)(k * n)), *wz = calloc((size_t)n, 1);
+  float *ws = malloc(sizeof(float) * (size_t)n);
+  assert_true(w && wz && ws);
+  for (int64_t i = 0; i < k * n; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&rng, -64, 64));
+  for (int64_t i = 0; i < n; i++) ws[i] = tu_rand_f32(&rng, 0.002f, 0.02f);
+  int x = tu_graph_input(g, "x", KL_F32, c->rank, c->a);
+  int sx = const_f32(g, 0.03f), zx = const_zp(g, c->act, c->za);
+  int xq = TU_OP(g, QuantizeLinear, x, sx, zx);
+  int wq = tu_graph_const(g, NULL, KL_I8, 2, wd, w);
+  int wsc = tu_graph_const(g, NULL, KL_F32, 1, &ns, ws);
+  int wzp = tu_graph_const(g, NULL, KL_I8, 1, &ns, wz);
+  int sy = const_f32(g, SY), zy = const_zp(g, c->act, c->zy);
+  int yq = TU_OP(g, QLinearMatMul, xq, sx, zx, wq, wsc, wzp, sy, zy);
+  tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sy, zy}, 1);
+  free(w), free(wz), free(ws);
+  return g;
+}
+
+static void test_matmul(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof mm_cases / sizeof mm_cases[0]; i++) {
+    const qmm_case *c = &mm_cases[i];
+    kiln_model *m = tu_model_of(qmm_graph(c), 0);
+    int64_t n = 1;
+    for (int d = 0; d < c->rank; d++) n *= c->a[d];
+    float *x = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(x);
+    for (int64_t k = 0; k < n; k++) x[k] = tu_rand_f32(&rng, -4, 4);
+    kiln_session *ref = tu_session(m, true, 0), *fast = tu_session(m, false, 0);
+    kl_session_poison_workspace(fast);
+    int64_t n_want, n_got, off = 0;
+    float *want = tu_run_f32(ref, m, &x, &n_want), *got = tu_run_f32(fast, m, &x, &n_got);
+    assert_int_equal(n_got, n_want);
+    for (int64_t k = 0; k < n_want; k++) {
+      double d = fabs((double)got[k] - want[k]);
+      if (d > SY * 1.001)
+        fail_msg("%s: output %lld is %g, the reference %g", c->what, (long long)k,
+                 (double)got[k], (double)want[k]);
+      off += d > 0;
+    }
+    if (off * 200 > n_want + 200) fail_msg("%s: %lld outputs one step off", c->what, (long long)off);
+    for (int k = 0; k < m->g->n_nodes; k++)
+      if (m->g->nodes[k].op == KL_OP_QLinearMatMul && KL_HAVE_DNNL &&
+          kl_isa_level() != KL_ISA_GENERIC &&
+          (strcmp(kl_session_kernel_name(fast, k), "dnnl_qconv") != 0 ||
+           kl_session_slow_path(fast, k)))
+        fail_msg("%s: ran on '%s' (%s)", c->what, kl_session_kernel_name(fast, k),
+                 kl_session_slow_path(fast, k) ? kl_session_slow_path(fast, k) : "fast");
+    free(want), free(got), free(x);
+    kiln_session_free(ref), kiln_session_free(fast);
+    kiln_model_free(m);
+  }
+}
+
 /* Full-range weights: oneDNN only where it multiplies them exactly (VNNI, AMX), else
  * the reference kernel, right either way. */
 static void test_weights_range(void **state) {
@@ -290,6 +367,7 @@ int main(void) {
       cmocka_unit_test(test_chain),
       cmocka_unit_test(test_chain_fallback),
       cmocka_unit_test(test_fast_only),
+      cmocka_unit_test(test_matmul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

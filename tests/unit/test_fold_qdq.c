@@ -10,7 +10,8 @@
  * within one step of the output scale, and all but a few (at most 1 in 100) exactly;
  * a float bias, rounded to the accumulator's grid first, likewise. Weights outside
  * [-64, 64] fold only where the backend multiplies them exactly (int8_weight_bits:
- * VNNI), else the graph keeps its float32 convolution. */
+ * VNNI), else the graph keeps its float32 convolution. A MatMul of constant 2-D weights
+ * (per column) becomes QLinearMatMul likewise (test_matmul). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,6 +130,54 @@ static void test_fold(void **state) {
   assert_int_equal(check_folded(64, BIAS_FLOAT), 1);
 }
 
+/* x [5, 24] -> Q -> DQ -> MatMul(., DQ(W [24, 10], per column)) -> Q -> DQ -> y:
+ * one QLinearMatMul at -O2, within one step of -O0. */
+static void test_matmul(void **state) {
+  (void)state;
+  kiln_model *m[2];
+  for (int level = 0; level < 2; level++) {
+    uint32_t seed = 7;
+    kl_graph *g = tu_graph_new();
+    int64_t xd[2] = {5, 24}, wd[2] = {24, 10}, n = 10;
+    int8_t w[240], wz[10] = {0};
+    float ws[10];
+    for (int i = 0; i < 240; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&seed, -64, 64));
+    for (int i = 0; i < 10; i++) ws[i] = tu_rand_f32(&seed, 0.002f, 0.02f);
+    int x = tu_graph_input(g, "x", KL_F32, 2, xd);
+    int s_x = const_f32(g, 0.03f), z_x = const_u8(g, 100);
+    int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, s_x, z_x), s_x, z_x);
+    int wdq = TU_OP(g, DequantizeLinear, tu_graph_const(g, "w", KL_I8, 2, wd, w),
+                    tu_graph_const(g, "w_scale", KL_F32, 1, &n, ws),
+                    tu_graph_const(g, "w_zero_point", KL_I8, 1, &n, wz));
+    kl_node_set_int(g, g->values[wdq].producer, "axis", 1, NULL);
+    int s_y = const_f32(g, SY), z_y = const_u8(g, 128);
+    int yq = TU_OP(g, QuantizeLinear, TU_OP(g, MatMul, xdq, wdq), s_y, z_y);
+    tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, s_y, z_y}, 1);
+    m[level] = tu_model_of(g, level * 2);
+  }
+  assert_int_equal(count_op(m[0], KL_OP_QLinearMatMul), 0);
+  assert_int_equal(count_op(m[1], KL_OP_QLinearMatMul), 1);
+  assert_int_equal(count_op(m[1], KL_OP_MatMul), 0);
+  float *x = malloc(sizeof(float) * 120);
+  assert_non_null(x);
+  for (int i = 0; i < 120; i++) x[i] = tu_rand_f32(&rng, -3, 3);
+  kiln_session *s0 = tu_session(m[0], true, 0), *s2 = tu_session(m[1], true, 0);
+  int64_t n0, n2;
+  float *want = tu_run_f32(s0, m[0], &x, &n0), *got = tu_run_f32(s2, m[1], &x, &n2);
+  assert_int_equal(n0, 50);
+  assert_int_equal(n2, 50);
+  int off = 0;
+  for (int k = 0; k < 50; k++) {
+    double d = fabs((double)got[k] - want[k]);
+    if (d > SY * 1.001) fail_msg("output %d is %g at -O2, %g at -O0", k, got[k], want[k]);
+    off += d > 0;
+  }
+  assert_true(off <= 1);
+  free(want), free(got), free(x);
+  kiln_session_free(s0), kiln_session_free(s2);
+  kiln_model_free(m[0]), kiln_model_free(m[1]);
+}
+
 static void test_wide_weights(void **state) {
   (void)state;
   assert_int_equal(check_folded(127, BIAS_QUANTIZED), kl_cpu_int8_weight_bits() == 8);
@@ -137,6 +186,7 @@ static void test_wide_weights(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fold),
+      cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_wide_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -280,7 +280,8 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   }
   if (kl_dnnl_qconv_supports(g, &g->nodes[i])) {
     p->on_dnnl[i] = DNNL_QCONV;
-    p->cl_slots[i] = 1u; /* X; and Y between two of them */
+    /* X; and Y between two of them (convolutions: matrix products keep plain) */
+    p->cl_slots[i] = g->nodes[i].op == KL_OP_QLinearConv ? 1u : 0u;
     return kl_dnnl_qconv_create(p->dnnl, &c->kernel, &p->state[i], e);
   }
   if (kl_dnnl_grad_supports(g, &g->nodes[i])) {

@@ -1,4 +1,5 @@
-/* QLinearConv on oneDNN's int8 convolution (dnnl.h):
+/* QLinearConv on oneDNN's int8 convolution, and QLinearMatMul of constant weights on its
+ * int8 matmul (dnnl.h):
  *
  *   X [N, C, S...] uint8 or int8, W [M, C/g, K...] int8 (constant, zero point 0),
  *   B [M] int32 (optional) -> Y [N, M, S'...] uint8 or int8
@@ -18,7 +19,9 @@
  * (kl_dnnl_qconv_set_channels_last: a value passed from one QLinearConv to the next,
  * most of a QDQ network's), which costs no reorder at all. The weights are reordered once per set of input
  * shapes into the layout the primitive asks for (with the compensation oneDNN keeps
- * for int8 sources). A primitive that is oneDNN's reference implementation is kept but
+ * for int8 sources). QLinearMatMul is the same product with A [..., M, K] as rows
+ * against a constant B [K, N] (scales per column), plain on both sides (gemm:jit).
+ * A primitive that is oneDNN's reference implementation is kept but
  * reported (kl_dnnl_qconv_ran_slow), as for float32 primitives, so that the option
  * fast_only refuses it; shapes oneDNN cannot do at all run kiln's reference kernel.
  */
@@ -84,11 +87,23 @@ static bool exact_weights(const kl_graph *g, const kl_node *n) {
 }
 
 bool kl_dnnl_qconv_supports(const kl_graph *g, const kl_node *n) {
-  if (n->op != KL_OP_QLinearConv || n->n_out != 1 || n->n_in < 8) return false;
+  bool mm = n->op == KL_OP_QLinearMatMul;
+  if ((n->op != KL_OP_QLinearConv && !mm) || n->n_out != 1 || n->n_in < 8) return false;
   const kl_type *x = &g->values[n->in[0]].type, *y = &g->values[n->out[0]].type;
-  if (!is_q8(x->dtype) || !is_q8(y->dtype) || x->rank < 3 || x->rank > 5) return false;
+  if (!is_q8(x->dtype) || !is_q8(y->dtype)) return false;
+  if (!mm && (x->rank < 3 || x->rank > 5)) return false;
+  /* A [..., M, K] times a matrix B [K, N]: one [batch * M, K] x [K, N] product */
+  if (mm && (x->rank < 2 || g->values[n->in[3]].type.rank != 2)) return false;
   for (int k = 1; k < n->n_in; k++) /* scales, zero points, W and B: known once */
     if (k != 3 && n->in[k] >= 0 && !is_const(g, n->in[k])) return false;
+  /* float32 scales; X's and Y's scale and zero point one value each (QLinearMatMul
+   * allows one per row of A); W's one or one per output channel / column */
+  int64_t count;
+  for (int k = 1; k <= 7; k++) {
+    const kl_type *t = &g->values[n->in[k]].type;
+    if ((k == 1 || k == 4 || k == 6) && t->dtype != KL_F32) return false;
+    if (k != 3 && k != 4 && k != 5 && (!kl_type_numel(t, &count) || count != 1)) return false;
+  }
   return exact_weights(g, n);
 }
 
@@ -263,9 +278,51 @@ static void entry_free(void *entry) {
   memset(en, 0, sizeof *en);
 }
 
+/* QLinearMatMul: A [..., M, K] as [rows, K], B [K, N] (weights, reordered once), Y
+ * [rows, N], all plain; per-column scales of B along dim 1 of Y. */
+static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
+  const kl_tensor *a = c->in[0], *w = c->in[3], *y = c->out[0];
+  int64_t k = w->dims[0], n = w->dims[1], rows = k > 0 ? kl_tensor_numel(a) / k : 0;
+  dnnl_memory_desc_t src, dst, wei_user, wei_want;
+  dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src, 2, (dnnl_dims_t){rows, k}, dnnl_u8,
+                                                 dnnl_ab);
+  if (s == dnnl_success)
+    s = dnnl_memory_desc_init_by_tag(&dst, 2, (dnnl_dims_t){rows, n}, dt_of(y->dtype), dnnl_ab);
+  if (s == dnnl_success)
+    s = dnnl_memory_desc_init_by_tag(&wei_user, 2, (dnnl_dims_t){k, n}, dnnl_s8, dnnl_ab);
+  if (s == dnnl_success)
+    s = dnnl_memory_desc_init_by_tag(&wei_want, 2, (dnnl_dims_t){k, n}, dnnl_s8,
+                                     dnnl_format_tag_any);
+  en->shift = a->dtype == KL_I8;
+  en->shift_bytes = en->shift ? (size_t)kl_tensor_numel(a) : 0;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_matmul_desc_t md;
+  if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = quant_attr(c, attr, n);
+  if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &src, &wei_want, NULL, &dst);
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, q->eng->engine, NULL);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
+    en->fallback = true;
+    return KILN_OK;
+  }
+  snprintf(en->impl, sizeof en->impl, "%s", s == dnnl_success ? impl_of(pd) : "");
+  if (s == dnnl_success) s = pack_weights(q, en, &wei_user, pd, w->data);
+  if (s == dnnl_success) s = make_memories(q, en, pd, &src, &dst, NULL);
+  if (s == dnnl_success) s = dnnl_primitive_create(&en->conv, pd);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (s != dnnl_success)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to make the int8 matrix product "
+                   "of %lld x %lld by %lld x %lld (status %d)", (long long)rows, (long long)k,
+                   (long long)k, (long long)n, (int)s);
+  return KILN_OK;
+}
+
 static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   qc_node *q = owner;
   qc_entry *en = entry;
+  if (c->node->op == KL_OP_QLinearMatMul) return matmul_build(q, en, c);
   const kl_tensor *x = c->in[0], *w = c->in[3], *y = c->out[0];
   const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
   int64_t group = kl_attr_int(c->node, "group", 1), m = w->dims[0];
@@ -370,7 +427,7 @@ static void relayout(const uint8_t *from, uint8_t *to, const kl_tensor *t, bool 
 /* The reference kernel, which reads and writes plain tensors: X and Y through plain
  * copies when the session holds them channels-last (a rare path: it allocates). */
 static kiln_status run_reference(const qc_node *q, kl_kernel_ctx *c) {
-  if (!q->cl_x && !q->cl_y) return kl_ref_qlinear_conv(c);
+  if (!q->cl_x && !q->cl_y) return (kiln_status)kl_op_get(c->node->op)->ref(c);
   kl_tensor x = *c->in[0], y = *c->out[0];
   size_t nx = (size_t)kl_tensor_numel(&x), ny = (size_t)kl_tensor_numel(&y);
   uint8_t *px = malloc(nx ? nx : 1), *py = malloc(ny ? ny : 1);
