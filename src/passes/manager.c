@@ -7,6 +7,7 @@
   kiln_status kl_pass_##fn(kl_graph *g, const kl_pass_config *cfg, int *changed, kl_err *e);
 KL_PASS(dce)
 KL_PASS(eliminate)
+KL_PASS(fold_qdq)
 KL_PASS(const_fold)
 KL_PASS(inline_if)
 KL_PASS(shape_values)
@@ -37,6 +38,10 @@ static const kl_pass pass_table[] = {
     {"dce", 1, "remove nodes whose results are never used", kl_pass_dce},
     {"eliminate", 1, "remove Identity, Dropout, no-op Cast/Reshape/Expand/Transpose",
      kl_pass_eliminate},
+    /* before const_fold, which would fold the weights' DequantizeLinear to float32 */
+    {"fold_qdq", 2, "DequantizeLinear/QuantizeLinear around a Conv or MatMul into "
+     "QLinearConv or QLinearMatMul (int8)",
+     kl_pass_fold_qdq},
     {"const_fold", 1, "run nodes with constant inputs (and Shape of known dims) once",
      kl_pass_const_fold},
     {"inline_if", 1, "an If whose condition is constant becomes the branch it takes",

@@ -12,6 +12,9 @@ typedef struct kl_pass_config {
   bool native_nhwc;   /* the backend runs channels-last convolutions and pooling
                          natively (oneDNN): the layout pass runs by level only then
                          (--passes +layout forces it on) */
+  int int8_weight_bits; /* fold_qdq: the backend's int8 convolution is exact for weights
+                           of this many bits (7: within [-64, 64], AVX2 without VNNI,
+                           whose pairs of products saturate at int16); 0 or 8: any */
 } kl_pass_config;
 
 typedef struct kl_pass {

@@ -101,7 +101,8 @@ kiln_status kl_model_finish(kiln_model *m) {
   kl_pass_config pc = {.level = m->opts.opt_level, .passes = m->opts.passes,
                        .verify = m->opts.verify != 0, .fold_limit = m->opts.fold_limit,
                        .native_nhwc = !m->opts.reference && kl_cpu_native_nhwc() &&
-                                      !for_device(&m->opts)};
+                                      !for_device(&m->opts),
+                       .int8_weight_bits = m->opts.reference ? 8 : kl_cpu_int8_weight_bits()};
   kiln_status st = kl_optimize(m->g, &pc, &m->stats, e);
   return st == KILN_OK ? describe_io(m) : st;
 }

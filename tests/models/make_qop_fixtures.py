@@ -119,6 +119,7 @@ def ops():
     print("qop_ops")
 
 
-make("qop_mobile", False)
-make("qop_mobile_pc", True)
-ops()
+if __name__ == "__main__":
+    make("qop_mobile", False)
+    make("qop_mobile_pc", True)
+    ops()

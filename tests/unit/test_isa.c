@@ -502,6 +502,41 @@ static void tc_bool(tcase *t, int i, int rank, const int64_t *dims) {
 /* Where (Cond, X, Y) with every broadcast case's shapes (Cond A's, X B's, Y A's or a
  * scalar's), X and Y of 4, 8, 1 and 2 bytes, and three shapes broadcast together; And,
  * Or, Xor over bool with the same cases (run_select.c): bit for bit. */
+/* QuantizeLinear and DequantizeLinear per tensor (run_quant.c), bit for bit: x spread
+ * over the whole range and past it (saturation), exact ties of x / scale (rounded to
+ * even), NaN and infinities; zero points at the ends and in the middle, and absent. */
+static void test_quantize(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_U8, KL_I8};
+  const int zps[2][3] = {{0, 128, 255}, {-128, 0, 17}};
+  const float scale = 0.0625f; /* x / scale exact: ties stay ties */
+  const int64_t one[1] = {1};
+  for (size_t s = 0; s < N_SIZES; s++)
+    for (int d = 0; d < 2; d++)
+      for (int z = 0; z < 4; z++) { /* z == 3: no zero point (uint8 only) */
+        if (z == 3 && d == 1) continue;
+        char name[80];
+        snprintf(name, sizeof name, "QuantizeLinear n %lld %s zp %d", (long long)SIZES[s],
+                 kl_dtype_name(dts[d]), z < 3 ? zps[d][z] : 0);
+        tcase t;
+        tc_init(&t, name, KL_OP_QuantizeLinear, z < 3 ? 3 : 2, 1);
+        tc_rand(&t, 0, KL_F32, 1, &SIZES[s], -20, 20, 0);
+        float *x = t.in[0].data;
+        for (int64_t k = 0; k < SIZES[s]; k += 5) x[k] = (float)(k % 61 - 30) * scale / 2;
+        if (SIZES[s] > 9) x[3] = NAN, x[6] = INFINITY, x[9] = -INFINITY;
+        tc_values(&t, 1, KL_F32, 0, one, (const double[]){scale});
+        if (z < 3) tc_values(&t, 2, dts[d], 0, one, (const double[]){zps[d][z]});
+        tc_check(&t, EXACT);
+        snprintf(name, sizeof name, "DequantizeLinear n %lld %s zp %d", (long long)SIZES[s],
+                 kl_dtype_name(dts[d]), z < 3 ? zps[d][z] : 0);
+        tc_init(&t, name, KL_OP_DequantizeLinear, z < 3 ? 3 : 2, 1);
+        tc_rand(&t, 0, dts[d], 1, &SIZES[s], d ? -128 : 0, d ? 127 : 255, 0);
+        tc_values(&t, 1, KL_F32, 0, one, (const double[]){0.0123f});
+        if (z < 3) tc_values(&t, 2, dts[d], 0, one, (const double[]){zps[d][z]});
+        tc_check(&t, EXACT);
+      }
+}
+
 static void test_select(void **state) {
   (void)state;
   const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8, KL_BF16};
@@ -1188,6 +1223,7 @@ int main(void) {
       cmocka_unit_test(test_clip),
       cmocka_unit_test(test_binary),
       cmocka_unit_test(test_select),
+      cmocka_unit_test(test_quantize),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_softmax_other_axis),
       cmocka_unit_test(test_norms),

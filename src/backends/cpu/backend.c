@@ -21,7 +21,7 @@
 #include <omp.h>
 #endif
 
-enum { DNNL_NODE = 1, DNNL_ATTENTION = 2, DNNL_GRAD = 3 };
+enum { DNNL_NODE = 1, DNNL_ATTENTION = 2, DNNL_GRAD = 3, DNNL_QCONV = 4 };
 
 #define KL_MAX_ISA_INPUTS 64 /* wider nodes (a Concat of more) keep the reference */
 
@@ -54,6 +54,14 @@ static void describe_isa(void) {
 const char *kl_cpu_isa_used(void) {
   pthread_once(&used_once, describe_isa);
   return used_name;
+}
+
+int kl_cpu_int8_weight_bits(void) {
+#if KL_HAVE_DNNL
+  return kl_dnnl_usable() ? kl_dnnl_qconv_weight_bits() : 8;
+#else
+  return 8;
+#endif
 }
 
 bool kl_cpu_native_nhwc(void) {
@@ -270,6 +278,12 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
     p->on_dnnl[i] = DNNL_ATTENTION;
     return kl_dnnl_attention_create(p->dnnl, &c->kernel, &p->state[i], e);
   }
+  if (kl_dnnl_qconv_supports(g, &g->nodes[i])) {
+    p->on_dnnl[i] = DNNL_QCONV;
+    /* X; and Y between two of them (convolutions: matrix products keep plain) */
+    p->cl_slots[i] = g->nodes[i].op == KL_OP_QLinearConv ? 1u : 0u;
+    return kl_dnnl_qconv_create(p->dnnl, &c->kernel, &p->state[i], e);
+  }
   if (kl_dnnl_grad_supports(g, &g->nodes[i])) {
     p->on_dnnl[i] = DNNL_GRAD;
     return kl_dnnl_grad_create(p->dnnl, &g->nodes[i], &c->kernel, &p->state[i], e);
@@ -308,7 +322,8 @@ static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) 
     for (int k = 0; k < n->n_in && k < 32; k++)
       if (n->in[k] >= 0 && cl[n->in[k]]) in |= 1u << k;
     bool cl_y = cl[n->out[0]];
-    kl_dnnl_set_channels_last(p->state[i], in, cl_y);
+    if (p->on_dnnl[i] == DNNL_QCONV) kl_dnnl_qconv_set_channels_last(p->state[i], in & 1u, cl_y);
+    else kl_dnnl_set_channels_last(p->state[i], in, cl_y);
     for (int k = 0; k < n->n_in && k < 32; k++) /* Y overwrites only what it matches */
       if (n->in[k] >= 0 && cl[n->in[k]] != cl_y) p->choice[i].inplace &= ~(1u << k);
   }
@@ -339,7 +354,7 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
 #if KL_HAVE_DNNL
   if (kl_dnnl_usable() &&
       (kl_dnnl_supports(g, n) || kl_dnnl_attention_supports(g, n) ||
-       kl_dnnl_grad_supports(g, n)))
+       kl_dnnl_grad_supports(g, n) || kl_dnnl_qconv_supports(g, n)))
     return dnnl_choice(p, g, i, e);
 #else
   (void)e;
@@ -466,6 +481,7 @@ const char *kl_cpu_plan_impl(const kl_cpu_plan *p, int node) {
 #if KL_HAVE_DNNL
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE) return kl_dnnl_ran_impl(p->state[node]);
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_GRAD) return kl_dnnl_grad_ran_impl(p->state[node]);
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_QCONV) return kl_dnnl_qconv_ran_impl(p->state[node]);
 #else
   (void)p, (void)node;
 #endif
@@ -482,6 +498,11 @@ const char *kl_cpu_plan_slow_path(const kl_cpu_plan *p, int node) {
     return kl_dnnl_attention_ran_reference(st) ? no_impl : kl_dnnl_attention_ran_slow(st);
   if (p->on_dnnl[node] == DNNL_GRAD) /* only fast implementations are ever made */
     return kl_dnnl_grad_ran_reference(st) ? no_impl : NULL;
+  if (p->on_dnnl[node] == DNNL_QCONV) { /* int8: oneDNN's ref_int8:any is kept, reported */
+    if (kl_dnnl_qconv_ran_reference(st)) return no_impl;
+    const char *qimpl = kl_dnnl_qconv_ran_impl(st);
+    return qimpl && kl_dnnl_impl_is_slow(qimpl) ? qimpl : NULL;
+  }
   if (kl_dnnl_ran_reference(st)) return no_impl;
   const char *impl = kl_dnnl_ran_impl(st);
   return impl && kl_dnnl_impl_is_slow(impl) ? impl : NULL;
@@ -501,6 +522,8 @@ const char *kl_cpu_plan_ran(const kl_cpu_plan *p, int node) {
       kl_dnnl_attention_ran_reference(p->state[node]))
     return "ref";
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_GRAD && kl_dnnl_grad_ran_reference(p->state[node]))
+    return "ref";
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_QCONV && kl_dnnl_qconv_ran_reference(p->state[node]))
     return "ref";
 #endif
   return p->choice[node].kernel.name;

@@ -74,6 +74,11 @@ kl_cpu_plan *kl_cpu_backend_plan(kl_backend *b);
 /* What the fast kernels run on, for `kiln bench`: kiln's level and oneDNN's ISA
  * ("avx512_bf16, oneDNN avx512_core_bf16"). Valid for the life of the process. */
 const char *kl_cpu_isa_used(void);
+/* The widest int8 weights (in bits, 7 or 8) whose convolutions fast sessions run
+ * exactly on oneDNN's int8 primitives: 8 with VNNI or AMX (or no oneDNN: the reference
+ * kernel runs them); 7 on AVX2 and AVX-512 without VNNI, whose vpmaddubsw adds pairs
+ * of uint8 x int8 products in int16 with saturation (docs/precision.md). */
+int kl_cpu_int8_weight_bits(void);
 /* Whether fast sessions run 2-D convolutions and pooling on oneDNN, which reads their
  * channels-last forms in place (the O3 layout pass makes them only then). */
 bool kl_cpu_native_nhwc(void);

@@ -76,6 +76,24 @@ bool kl_dnnl_grad_ran_reference(const void *state);
  * when none ran. */
 const char *kl_dnnl_grad_ran_impl(const void *state);
 
+/* QLinearConv in int8 on oneDNN's int8 convolution (dnnl_qconv.c): X uint8 or int8,
+ * constant int8 weights with zero point 0, constant scales and zero points (per
+ * output channel for the weights), int32 bias; same contract as the kernels above.
+ * Shapes oneDNN has no implementation for run the reference kernel
+ * (kl_dnnl_qconv_ran_reference); kl_dnnl_qconv_ran_impl names the implementation of
+ * the last run's primitive ("jit_uni_int8:avx2", or "ref_int8:any", a slow path). */
+bool kl_dnnl_qconv_supports(const kl_graph *g, const kl_node *n);
+kiln_status kl_dnnl_qconv_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
+                                 kl_err *e);
+bool kl_dnnl_qconv_ran_reference(const void *state);
+/* 8 where oneDNN's ISA multiplies int8 exactly (VNNI, AMX), else 7 (see
+ * kl_cpu_int8_weight_bits); nodes with wider weights are not supported there. */
+int kl_dnnl_qconv_weight_bits(void);
+/* As kl_dnnl_set_channels_last: X (bit 0) and Y held channels-last, as oneDNN's int8
+ * convolutions read and write them (between two QLinearConv nodes: no reorder). */
+void kl_dnnl_qconv_set_channels_last(void *state, unsigned inputs, bool output);
+const char *kl_dnnl_qconv_ran_impl(const void *state);
+
 /* release_weights: lets a node's state free w's data (the model's constant weights,
  * which only this node reads) once it holds them reordered for oneDNN (or packed for
  * the one-row product, when the graph's shapes make its every run one row), keeping

@@ -1,5 +1,5 @@
 /* The oneDNN engine and stream a session's oneDNN kernels share (dnnl.h); internal to
- * dnnl.c and dnnl_attention.c, the only files that include oneDNN's header. */
+ * dnnl.c, dnnl_attention.c, dnnl_grad.c and dnnl_qconv.c, the only files that include oneDNN's header. */
 #ifndef KL_CPU_DNNL_ENGINE_H
 #define KL_CPU_DNNL_ENGINE_H
 

@@ -45,26 +45,31 @@ typedef enum kernel_kind {
   K_SOFTMAX_GRAD,
   K_LN_GRAD,
   K_SELECT, /* Where, And, Or, Xor (run_select.c) */
+  K_QUANT,  /* QuantizeLinear, DequantizeLinear per tensor (run_quant.c) */
+  K_DEQUANT,
   K_COUNT
 } kernel_kind;
 
 static const kl_isa_fns fns_generic = {"generic", &kl_eltwise_generic, NULL, &kl_rows_generic,
                                        NULL, &kl_pool_generic, &kl_copy_generic,
                                        &kl_gemv_generic, &kl_wino_generic,
-                                       &kl_optim_generic, &kl_grad_generic};
+                                       &kl_optim_generic, &kl_grad_generic,
+                                       &kl_quant_generic};
 #if KL_ISA_X86
 static const kl_isa_fns fns_avx2 = {"avx2", &kl_eltwise_avx2, NULL, &kl_rows_avx2, NULL,
                                     &kl_pool_avx2, &kl_copy_avx2, &kl_gemv_avx2, &kl_wino_avx2,
-                                    &kl_optim_avx2, &kl_grad_avx2};
+                                    &kl_optim_avx2, &kl_grad_avx2, &kl_quant_avx2};
 /* The AVX-512 levels transpose with AVX2's tiles (isa_fns.h says why). */
 static const kl_isa_fns fns_avx512 = {"avx512", &kl_eltwise_avx512, NULL, &kl_rows_avx512,
                                       NULL, &kl_pool_avx512, &kl_copy_avx2, &kl_gemv_avx512,
-                                      &kl_wino_avx2, &kl_optim_avx512, &kl_grad_avx2};
+                                      &kl_wino_avx2, &kl_optim_avx512, &kl_grad_avx2,
+                                      &kl_quant_avx2};
 static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
                                            &kl_eltwise_avx512bf16, &kl_rows_avx512,
                                            &kl_rows_avx512bf16, &kl_pool_avx512,
                                            &kl_copy_avx2, &kl_gemv_avx512, &kl_wino_avx2,
-                                           &kl_optim_avx512, &kl_grad_avx2};
+                                           &kl_optim_avx512, &kl_grad_avx2,
+                                           &kl_quant_avx2};
 #endif
 
 /* The kernels of one level: each driver bound to the level's primitives (a kernel is a
@@ -94,12 +99,14 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int softmax_grad_##L(kl_kernel_ctx *c) { return kl_run_softmax_grad(c, &fns_##L); } \
   static int ln_grad_##L(kl_kernel_ctx *c) { return kl_run_layernorm_grad(c, &fns_##L); } \
   static int select_##L(kl_kernel_ctx *c) { return kl_run_select(c, &fns_##L); }         \
+  static int quant_##L(kl_kernel_ctx *c) { return kl_run_quantize(c, &fns_##L); }        \
+  static int dequant_##L(kl_kernel_ctx *c) { return kl_run_dequantize(c, &fns_##L); }    \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
       reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
       bn_##L,     slice_##L, pad_##L,       optim_##L,     gnorm_##L,                   \
       pool_grad_##L, bn_train_##L, bn_grad_##L, unary_grad_##L, sum_to_##L,            \
-      reduce_grad_##L, softmax_grad_##L, ln_grad_##L, select_##L};
+      reduce_grad_##L, softmax_grad_##L, ln_grad_##L, select_##L, quant_##L, dequant_##L};
 
 LEVEL_KERNELS(generic)
 #if KL_ISA_X86
@@ -208,6 +215,11 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
   case KL_OP_KilnLars:
     return K_OPTIM;
   case KL_OP_KilnGradNorm: return K_GRAD_NORM;
+  /* float32 <-> 8-bit with a float32 scale; the driver takes per-tensor ones */
+  case KL_OP_QuantizeLinear:
+    return t == KL_F32 && dtype_of(in, n_in, 1) == KL_F32 ? K_QUANT : K_COUNT;
+  case KL_OP_DequantizeLinear:
+    return (t == KL_U8 || t == KL_I8) && dtype_of(in, n_in, 1) == KL_F32 ? K_DEQUANT : K_COUNT;
   default: return K_COUNT;
   }
 }

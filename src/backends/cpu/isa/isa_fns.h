@@ -116,6 +116,17 @@ typedef struct kl_copy_fns {
                       size_t dst_ld, size_t rows, size_t cols);
 } kl_copy_fns;
 
+/* Linear quantization of n contiguous elements with one scale and zero point
+ * (run_quant.c's primitives; quant_impl.h has the loops and why they are exact):
+ *   quantize:   y = saturate(rint(x / scale) + zp), the division in float32; NaN -> zp
+ *   dequantize: y = (x - zp) * scale, in float32 */
+typedef struct kl_quant_fns {
+  void (*quantize_u8)(const float *x, float scale, int32_t zp, uint8_t *y, size_t n);
+  void (*quantize_s8)(const float *x, float scale, int32_t zp, int8_t *y, size_t n);
+  void (*dequantize_u8)(const uint8_t *x, float scale, int32_t zp, float *y, size_t n);
+  void (*dequantize_s8)(const int8_t *x, float scale, int32_t zp, float *y, size_t n);
+} kl_quant_fns;
+
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times
  * float32 weights packed in panels of KL_GEMV_PANEL outputs, for n outputs:
  *   panel p (outputs 16p .. 16p+15) is k rows of 16 at wp + p * 16 * k, row j holding
@@ -252,6 +263,7 @@ extern const kl_rows_fns kl_rows_generic, kl_rows_avx2, kl_rows_avx512;
 extern const kl_rows_bf16_fns kl_rows_avx512bf16;
 extern const kl_pool_fns kl_pool_generic, kl_pool_avx2, kl_pool_avx512;
 extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
+extern const kl_quant_fns kl_quant_generic, kl_quant_avx2;
 extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
 extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
 extern const kl_optim_fns kl_optim_generic, kl_optim_avx2, kl_optim_avx512;

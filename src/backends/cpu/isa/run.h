@@ -30,6 +30,7 @@ typedef struct kl_isa_fns {
   const kl_wino_fns *wino;
   const kl_optim_fns *optim;
   const kl_grad_fns *grad;
+  const kl_quant_fns *quant;
 } kl_isa_fns;
 
 /* Relu, LeakyRelu, Sigmoid, Tanh, Exp, Erf, Gelu, Swish, HardSigmoid, HardSwish, Clip */
@@ -63,6 +64,9 @@ int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_pool_nhwc(const kl_kernel_ctx *c, const kl_isa_fns *f, const float *x, float *y);
 /* Transpose, Concat: any dtype of 1, 2, 4 or 8 bytes */
 int kl_run_transpose(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* QuantizeLinear, DequantizeLinear: float32 <-> uint8/int8 per tensor (run_quant.c) */
+int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_dequantize(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Concat along `axis` of c's tensors whatever the node says (a channels-last Concat of
  * [N, C, S...] values is one along the last axis of their [N, S..., C] dims, dnnl.c);

@@ -1,0 +1,39 @@
+/* The loops of the quantization primitives (isa_fns.h, kl_quant_fns), written once for
+ * the auto-vectorizer and compiled at each level with that level's flags
+ * (quant_generic.c, quant_avx2.c): static, so no level's copy can stand in for
+ * another's. Exact, as the reference kernels (ref/quant.c) with float32 scales:
+ *   quantize:   x / scale is one correctly rounded float32 division, as the reference's
+ *               rounded to the scale's dtype; clamping to [lo - zp, hi - zp] (integers)
+ *               before rint is the same as saturating after it; NaN gives zp.
+ *   dequantize: (x - zp) is exact in float32 and its product with the scale is rounded
+ *               once, as the reference's exact double product rounded to float32.
+ */
+#ifndef KL_ISA_QUANT_IMPL_H
+#define KL_ISA_QUANT_IMPL_H
+
+#include <math.h>
+
+#define QUANTIZE_T(T, LO, HI)                                                          \
+  static void quantize_##T(const float *x, float scale, int32_t zp, T *y, size_t n) { \
+    float lo = (float)(LO - zp), hi = (float)(HI - zp);                                \
+    for (size_t i = 0; i < n; i++) {                                                   \
+      float q = x[i] / scale;                                                          \
+      q = q == q ? q : 0.0f;                                                           \
+      q = q < lo ? lo : q > hi ? hi : q;                                               \
+      y[i] = (T)((int32_t)rintf(q) + zp);                                              \
+    }                                                                                  \
+  }
+
+#define DEQUANTIZE_T(T)                                                                  \
+  static void dequantize_##T(const T *x, float scale, int32_t zp, float *y, size_t n) { \
+    for (size_t i = 0; i < n; i++) y[i] = (float)((int32_t)x[i] - zp) * scale;         \
+  }
+
+QUANTIZE_T(uint8_t, 0, 255)
+QUANTIZE_T(int8_t, -128, 127)
+DEQUANTIZE_T(uint8_t)
+DEQUANTIZE_T(int8_t)
+
+#define KL_QUANT_FNS {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t}
+
+#endif

@@ -1,0 +1,233 @@
+/* A convolution between DequantizeLinear and QuantizeLinear nodes, as QDQ models
+ * (onnxruntime's quantize_static, QDQ format) write one, becomes one QLinearConv (and a
+ * MatMul of constant 2-D weights one QLinearMatMul, fold_matmul below):
+ *
+ *   DequantizeLinear(Xq, sx, zx) ---------------------.
+ *   DequantizeLinear(Wq, sw, zw)  (constant Wq) ------ Conv -> QuantizeLinear(., sy, zy)
+ *   DequantizeLinear(Bq, sb, 0)   (constant, int32) --'
+ *     becomes  QLinearConv(Xq, sx, zx, Wq, sw, zw, sy, zy, B')
+ *
+ * which the CPU backend runs on oneDNN's int8 convolution (dnnl_qconv.c). Xq is uint8
+ * or int8 with one scale and zero point; Wq int8 or uint8, per tensor or per output
+ * channel (axis 0); sx, zx, sy, zy constants of one value. The bias may also be a
+ * float constant. B' is the bias at scale sx * sw[m]: rint(Bq * sb / (sx * sw[m])),
+ * which is Bq itself when sb is that product (onnxruntime makes it so), and
+ * rint(B / (sx * sw[m])) for a float bias.
+ *
+ * Rounding: the QDQ graph rounds the convolution's float32 sum (of dequantized
+ * products, plus the bias) once to sy's grid; QLinearConv sums exactly in int32 and
+ * rounds acc * (sx * sw / sy) once. The two agree but where the float32 sum lands
+ * within its rounding error of a half step: there they differ by one step (a float
+ * bias also rounds to the accumulator's grid first). onnxruntime folds the same
+ * pattern into its QLinearConv, so the folded form is the one that matches it.
+ *
+ * Where the backend's int8 convolution is exact only for 7-bit weights (AVX2 without
+ * VNNI: cfg->int8_weight_bits), wider weights are left unfolded: the graph then runs
+ * its float32 convolution, as fast as the float model, instead of an exact int8
+ * reference kernel 40 times slower (docs/precision.md).
+ *
+ * The Dequantize nodes stay for their other readers (a residual Add reads the same
+ * activation); dce drops those left unread. Runs before const_fold, which would
+ * otherwise turn the weights' DequantizeLinear into float32 weights.
+ */
+#include "ir/infer_common.h"
+#include "passes/rewrite.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* A constant of one element. */
+static bool const_scalar(const kl_graph *g, int v) {
+  const kl_value *c = kl_rw_const(g, v);
+  int64_t n;
+  return c && kl_type_numel(&c->type, &n) && n == 1;
+}
+
+static bool is_q8(kl_dtype t) { return t == KL_U8 || t == KL_I8; }
+
+/* Node d is DequantizeLinear of a quantized 8-bit value with a constant scalar scale
+ * and zero point, per tensor: an activation's. */
+static bool activation_dq(const kl_graph *g, int d) {
+  if (d < 0 || g->nodes[d].op != KL_OP_DequantizeLinear) return false;
+  const kl_node *n = &g->nodes[d];
+  return n->n_in == 3 && is_q8(g->values[n->in[0]].type.dtype) &&
+         g->values[n->in[1]].type.dtype == KL_F32 && const_scalar(g, n->in[1]) &&
+         n->in[2] >= 0 && const_scalar(g, n->in[2]) &&
+         g->values[n->in[2]].type.dtype == g->values[n->in[0]].type.dtype &&
+         kl_attr_int(n, "block_size", 0) == 0;
+}
+
+/* Node d is DequantizeLinear of constant 8-bit weights of rank `rank`, scale and zero
+ * point one value or one per output channel (m of them, along channel_axis: 0 for a
+ * convolution's [M, C, K...], 1 for a matrix product's [K, N]). */
+static bool weights_dq(const kl_graph *g, int d, int rank, int64_t m, int channel_axis) {
+  if (d < 0 || g->nodes[d].op != KL_OP_DequantizeLinear) return false;
+  const kl_node *n = &g->nodes[d];
+  if (n->n_in != 3 || n->in[2] < 0 || kl_attr_int(n, "block_size", 0) != 0) return false;
+  const kl_value *w = kl_rw_const(g, n->in[0]), *s = kl_rw_const(g, n->in[1]),
+                 *z = kl_rw_const(g, n->in[2]);
+  int64_t ns, nz;
+  if (!w || !s || !z || !is_q8(w->type.dtype) || w->type.rank != rank ||
+      z->type.dtype != w->type.dtype || s->type.dtype != KL_F32 ||
+      !kl_type_numel(&s->type, &ns) || !kl_type_numel(&z->type, &nz) || ns != nz ||
+      s->type.rank > 1 || z->type.rank != s->type.rank)
+    return false;
+  int64_t axis = kl_attr_int(n, "axis", 1);
+  return ns == 1 || (ns == m && (axis == channel_axis || axis == channel_axis - rank));
+}
+
+/* Whether the constant weights fit `bits` bits as the backend needs them to (int8
+ * within [-64, 64] for 7; anything for 0 or 8). */
+static bool weights_fit(const kl_value *w, int bits) {
+  int64_t n;
+  if (bits == 0 || bits >= 8 || !kl_type_numel(&w->type, &n)) return true;
+  int lim = 1 << (bits - 1);
+  for (int64_t i = 0; i < n; i++) {
+    int v = w->type.dtype == KL_I8 ? ((const int8_t *)w->data)[i] : ((const uint8_t *)w->data)[i];
+    if (v > lim || v < -lim) return false;
+  }
+  return true;
+}
+
+/* The bias at scale sx * sw[m] as int32 (a new constant, *out), from a constant float
+ * bias or DequantizeLinear of a constant int32 one with zero point 0; false when b is
+ * neither, or a value does not fit int32. */
+static bool bias_of(kl_graph *g, int b, double sx, const float *sw, int64_t nw, int64_t m,
+                    int *out, kl_err *e) {
+  *out = -1;
+  if (b < 0) return true;
+  const kl_value *bc = kl_rw_const(g, b);
+  const kl_value *bq = NULL, *bs = NULL, *bz = NULL;
+  int d = kl_rw_producer(g, b);
+  if (!bc && d >= 0 && g->nodes[d].op == KL_OP_DequantizeLinear) {
+    const kl_node *n = &g->nodes[d];
+    bq = kl_rw_const(g, n->in[0]);
+    bs = kl_rw_const(g, n->in[1]);
+    bz = n->n_in > 2 && n->in[2] >= 0 ? kl_rw_const(g, n->in[2]) : NULL;
+    if (!bq || !bs || (n->n_in > 2 && n->in[2] >= 0 && !bz) || bq->type.dtype != KL_I32 ||
+        bs->type.dtype != KL_F32 || (bz && bz->type.dtype != KL_I32))
+      return false;
+  } else if (!bc || bc->type.dtype != KL_F32) {
+    return false;
+  }
+  const kl_value *v = bc ? bc : bq;
+  int64_t n, ns = 1;
+  if (v->type.rank != 1 || !kl_type_numel(&v->type, &n) || n != m ||
+      (bs && (!kl_type_numel(&bs->type, &ns) || (ns != 1 && ns != m))))
+    return false;
+  int32_t *q = malloc((size_t)(m > 0 ? m : 1) * sizeof *q);
+  if (!q) return false;
+  for (int64_t i = 0; i < m; i++) {
+    double real;
+    if (bc) {
+      real = ((const float *)bc->data)[i];
+    } else {
+      int64_t nz = 1, z = 0;
+      if (bz && kl_type_numel(&bz->type, &nz)) z = ((const int32_t *)bz->data)[nz == m ? i : 0];
+      real = (double)(((const int32_t *)bq->data)[i] - z) *
+             ((const float *)bs->data)[ns == 1 ? 0 : i];
+    }
+    double scale = (double)(float)(sx * sw[nw == 1 ? 0 : i]); /* as the kernel computes it */
+    double r = scale > 0 ? rint(real / scale) : 0;
+    if (!(fabs(r) <= 2147483647.0)) {
+      free(q);
+      return false;
+    }
+    q[i] = (int32_t)r;
+  }
+  int64_t dims[1] = {m};
+  *out = kl_rw_add_const(g, g->values[b].name, KL_I32, 1, dims, q, e);
+  return *out >= 0;
+}
+
+/* The node whose output QuantizeLinear node qi alone reads, when qi quantizes per tensor
+ * to 8 bits with constant parameters; else -1. */
+static int quantized_producer(const kl_graph *g, int qi) {
+  const kl_node *q = &g->nodes[qi];
+  if (q->n_in != 3 || q->in[2] < 0 || q->n_out != 1 || !const_scalar(g, q->in[1]) ||
+      !const_scalar(g, q->in[2]) || g->values[q->in[1]].type.dtype != KL_F32 ||
+      !is_q8(g->values[q->in[2]].type.dtype) || kl_node_attr(q, "precision") ||
+      kl_attr_int(q, "saturate", 1) != 1)
+    return -1;
+  int p = kl_rw_producer(g, q->in[0]);
+  return p >= 0 && g->nodes[p].n_out == 1 && kl_rw_sole_consumer(g, q->in[0]) == qi ? p : -1;
+}
+
+/* The MatMul ci that QuantizeLinear qi quantizes becomes QLinearMatMul when A is a
+ * quantized activation and B constant 2-D weights [K, N] (per tensor or per column):
+ *   Q(MatMul(DQ(Aq, sa, za), DQ(Bq, sb, zb)), sy, zy) -> QLinearMatMul(Aq, sa, za, Bq, sb,
+ *   zb, sy, zy). QLinearMatMul has no bias: a MatMul and Add stay two nodes. */
+static kiln_status fold_matmul(kl_graph *g, int qi, int ci, int bits, int *changed,
+                               kl_err *e) {
+  const kl_node *mm = &g->nodes[ci];
+  int da = kl_rw_producer(g, mm->in[0]), db = kl_rw_producer(g, mm->in[1]);
+  const kl_type *bt = &g->values[mm->in[1]].type, *at = &g->values[mm->in[0]].type;
+  if (at->rank < 2 || bt->rank != 2 || !kl_dim_known(bt->dims[1]) || !activation_dq(g, da) ||
+      !weights_dq(g, db, 2, bt->dims[1].size, 1) ||
+      !weights_fit(kl_rw_const(g, g->nodes[db].in[0]), bits))
+    return KILN_OK;
+  const kl_node *q = &g->nodes[qi], *na = &g->nodes[da], *nb = &g->nodes[db];
+  int ins[8] = {na->in[0], na->in[1], na->in[2], nb->in[0], nb->in[1], nb->in[2],
+                q->in[1], q->in[2]};
+  int y = q->out[0];
+  kl_rw_set_op(g, ci, KL_OP_QLinearMatMul);
+  kiln_status st = KILN_OK;
+  for (int k = 0; st == KILN_OK && k < 8; k++) st = kl_rw_set_input(g, ci, k, ins[k], e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, ci, 0, y);
+  (*changed)++;
+  return KILN_OK;
+}
+
+/* Folds the Conv ci that QuantizeLinear node qi quantizes, when it is the pattern above. */
+static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed, kl_err *e) {
+  const kl_node *q = &g->nodes[qi];
+  const kl_node *conv = &g->nodes[ci];
+  int dx = kl_rw_producer(g, conv->in[0]), dw = kl_rw_producer(g, conv->in[1]);
+  const kl_type *wt = &g->values[conv->in[1]].type;
+  if (!activation_dq(g, dx) || wt->rank < 3 || !kl_dim_known(wt->dims[0]) ||
+      !weights_dq(g, dw, wt->rank, wt->dims[0].size, 0) ||
+      !weights_fit(kl_rw_const(g, g->nodes[dw].in[0]), bits))
+    return KILN_OK;
+  const kl_node *nx = &g->nodes[dx], *nw = &g->nodes[dw];
+  double sx;
+  kl_rw_scalar(g, nx->in[1], &sx);
+  const kl_value *sw = kl_rw_const(g, nw->in[1]);
+  int64_t nsw;
+  kl_type_numel(&sw->type, &nsw);
+  int bias = -1;
+  int b_in = conv->n_in > 2 ? conv->in[2] : -1;
+  if (!bias_of(g, b_in, sx, sw->data, nsw, wt->dims[0].size, &bias, e)) return KILN_OK;
+  /* g->nodes may move when bias_of added a constant: read the nodes again */
+  q = &g->nodes[qi];
+  conv = &g->nodes[ci];
+  nx = &g->nodes[dx];
+  nw = &g->nodes[dw];
+  int ins[9] = {nx->in[0], nx->in[1], nx->in[2], nw->in[0], nw->in[1], nw->in[2],
+                q->in[1], q->in[2], bias};
+  int y = q->out[0];
+  kl_rw_set_op(g, ci, KL_OP_QLinearConv);
+  kiln_status st = KILN_OK;
+  for (int k = 0; st == KILN_OK && k < (bias >= 0 ? 9 : 8); k++)
+    st = kl_rw_set_input(g, ci, k, ins[k], e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, ci, 0, y);
+  (*changed)++;
+  return KILN_OK;
+}
+
+kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *changed,
+                             kl_err *e) {
+  kiln_status st = KILN_OK;
+  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
+    int p = g->nodes[i].op == KL_OP_QuantizeLinear ? quantized_producer(g, i) : -1;
+    if (p >= 0 && g->nodes[p].op == KL_OP_Conv)
+      st = fold_conv(g, i, p, cfg->int8_weight_bits, changed, e);
+    else if (p >= 0 && g->nodes[p].op == KL_OP_MatMul)
+      st = fold_matmul(g, i, p, cfg->int8_weight_bits, changed, e);
+  }
+  if (st == KILN_OK) st = kl_rw_finish(g, *changed, e);
+  return st;
+}

@@ -1,0 +1,193 @@
+/* The fold_qdq pass (src/passes/fold_qdq.c) on small QDQ graphs, as onnxruntime's
+ * quantize_static writes them:
+ *
+ *   x -> Q -> DQ -> Conv(., DQ(Wq), DQ(Bq)) -> Q -> DQ -> y     (a second reader of the
+ *                                                               first DQ: an Add)
+ *
+ * At -O2 the Conv and its QuantizeLinear become one QLinearConv reading the quantized
+ * values; the DequantizeLinear that the Add also reads stays. The folded graph sums in
+ * int32 and rounds once where the QDQ graph rounds a float32 sum: the outputs agree
+ * within one step of the output scale, and all but a few (at most 1 in 100) exactly;
+ * a float bias, rounded to the accumulator's grid first, likewise. Weights outside
+ * [-64, 64] fold only where the backend multiplies them exactly (int8_weight_bits:
+ * VNNI), else the graph keeps its float32 convolution. A MatMul of constant 2-D weights
+ * (per column) becomes QLinearMatMul likewise (test_matmul). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "passes/pass.h"
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static uint32_t rng = 99;
+
+#define SY 0.05f
+
+static int const_f32(kl_graph *g, float v) { return tu_graph_const(g, NULL, KL_F32, 0, NULL, &v); }
+
+static int const_u8(kl_graph *g, uint8_t v) { return tu_graph_const(g, NULL, KL_U8, 0, NULL, &v); }
+
+typedef enum { BIAS_NONE, BIAS_QUANTIZED, BIAS_FLOAT } bias_kind;
+
+/* The graph above: x [1, 6, 9, 7], W [10, 6, 3, 3] in [-wmax, wmax], per channel. */
+static kl_graph *qdq_graph(int wmax, bias_kind bias) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd[4] = {1, 6, 9, 7}, wd[4] = {10, 6, 3, 3}, m = 10;
+  int8_t w[540], wz[10] = {0};
+  float ws[10], bf[10], bs[10];
+  int32_t bq[10];
+  float sx = 0.03f;
+  for (int i = 0; i < 540; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&rng, -wmax, wmax));
+  for (int i = 0; i < 10; i++) {
+    ws[i] = tu_rand_f32(&rng, 0.002f, 0.02f);
+    bs[i] = sx * ws[i]; /* as onnxruntime makes the bias scale */
+    bq[i] = (int32_t)lrintf(tu_rand_f32(&rng, -3000, 3000));
+    bf[i] = tu_rand_f32(&rng, -1, 1);
+  }
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  int s_x = const_f32(g, sx), z_x = const_u8(g, 117);
+  int xq = TU_OP(g, QuantizeLinear, x, s_x, z_x);
+  int xdq = TU_OP(g, DequantizeLinear, xq, s_x, z_x);
+  int wq = tu_graph_const(g, "w", KL_I8, 4, wd, w);
+  int w_s = tu_graph_const(g, "w_scale", KL_F32, 1, &m, ws);
+  int w_z = tu_graph_const(g, "w_zero_point", KL_I8, 1, &m, wz);
+  int wdq = TU_OP(g, DequantizeLinear, wq, w_s, w_z);
+  kl_node_set_int(g, g->values[wdq].producer, "axis", 0, NULL);
+  int b = KL_ABSENT;
+  if (bias == BIAS_FLOAT) b = tu_graph_const(g, "b", KL_F32, 1, &m, bf);
+  if (bias == BIAS_QUANTIZED) {
+    int b_q = tu_graph_const(g, "b_q", KL_I32, 1, &m, bq);
+    int b_s = tu_graph_const(g, "b_scale", KL_F32, 1, &m, bs);
+    b = TU_OP(g, DequantizeLinear, b_q, b_s);
+    kl_node_set_int(g, g->values[b].producer, "axis", 0, NULL);
+  }
+  int y = b == KL_ABSENT ? TU_OP(g, Conv, xdq, wdq) : TU_OP(g, Conv, xdq, wdq, b);
+  int n = g->values[y].producer;
+  tu_node_ints(g, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  int s_y = const_f32(g, SY), z_y = const_u8(g, 128);
+  int yq = TU_OP(g, QuantizeLinear, y, s_y, z_y);
+  tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, s_y, z_y}, 1);
+  /* another reader of the activation's DequantizeLinear */
+  tu_graph_output_node(g, KL_OP_Add, 2, (int[]){xdq, xdq}, 1);
+  return g;
+}
+
+static int count_op(const kiln_model *m, kl_op op) {
+  int n = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) n += m->g->nodes[i].op == op;
+  return n;
+}
+
+/* Runs g at -O0 and -O2 (on the reference kernels: the pass, not a kernel, is tested)
+ * and compares; returns the QLinearConv count at -O2. */
+static int check_folded(int wmax, bias_kind bias) {
+  uint32_t seed = rng;
+  kiln_model *m0 = tu_model_of(qdq_graph(wmax, bias), 0);
+  rng = seed;
+  kiln_model *m2 = tu_model_of(qdq_graph(wmax, bias), 2);
+  assert_int_equal(count_op(m0, KL_OP_QLinearConv), 0);
+  int folded = count_op(m2, KL_OP_QLinearConv);
+  if (folded) { /* the Add still reads the activation's DequantizeLinear */
+    assert_int_equal(count_op(m2, KL_OP_Conv), 0);
+    assert_int_equal(count_op(m2, KL_OP_DequantizeLinear), 2);
+  }
+  float *x = malloc(sizeof(float) * 378);
+  assert_non_null(x);
+  for (int i = 0; i < 378; i++) x[i] = tu_rand_f32(&rng, -3, 3);
+  kiln_session *s0 = tu_session(m0, true, 0), *s2 = tu_session(m2, true, 0);
+  int64_t n0, n2;
+  float *want = tu_run_f32(s0, m0, &x, &n0), *got = tu_run_f32(s2, m2, &x, &n2);
+  assert_int_equal(n0, n2);
+  int64_t off = 0, ny = 10 * 9 * 7; /* output 0, y; then the Add's */
+  for (int64_t k = 0; k < n0; k++) {
+    double d = fabs((double)got[k] - want[k]);
+    if (d > (k < ny ? SY * 1.001 : 0))
+      fail_msg("output element %lld is %g at -O2, %g at -O0", (long long)k, (double)got[k],
+               (double)want[k]);
+    off += d > 0;
+  }
+  if (off * 100 > ny) fail_msg("%lld of %lld outputs one step off", (long long)off, (long long)ny);
+  free(want), free(got), free(x);
+  kiln_session_free(s0), kiln_session_free(s2);
+  kiln_model_free(m0), kiln_model_free(m2);
+  return folded;
+}
+
+static void test_fold(void **state) {
+  (void)state;
+  assert_int_equal(check_folded(64, BIAS_QUANTIZED), 1);
+  assert_int_equal(check_folded(64, BIAS_NONE), 1);
+  assert_int_equal(check_folded(64, BIAS_FLOAT), 1);
+}
+
+/* x [5, 24] -> Q -> DQ -> MatMul(., DQ(W [24, 10], per column)) -> Q -> DQ -> y:
+ * one QLinearMatMul at -O2, within one step of -O0. */
+static void test_matmul(void **state) {
+  (void)state;
+  kiln_model *m[2];
+  for (int level = 0; level < 2; level++) {
+    uint32_t seed = 7;
+    kl_graph *g = tu_graph_new();
+    int64_t xd[2] = {5, 24}, wd[2] = {24, 10}, n = 10;
+    int8_t w[240], wz[10] = {0};
+    float ws[10];
+    for (int i = 0; i < 240; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&seed, -64, 64));
+    for (int i = 0; i < 10; i++) ws[i] = tu_rand_f32(&seed, 0.002f, 0.02f);
+    int x = tu_graph_input(g, "x", KL_F32, 2, xd);
+    int s_x = const_f32(g, 0.03f), z_x = const_u8(g, 100);
+    int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, s_x, z_x), s_x, z_x);
+    int wdq = TU_OP(g, DequantizeLinear, tu_graph_const(g, "w", KL_I8, 2, wd, w),
+                    tu_graph_const(g, "w_scale", KL_F32, 1, &n, ws),
+                    tu_graph_const(g, "w_zero_point", KL_I8, 1, &n, wz));
+    kl_node_set_int(g, g->values[wdq].producer, "axis", 1, NULL);
+    int s_y = const_f32(g, SY), z_y = const_u8(g, 128);
+    int yq = TU_OP(g, QuantizeLinear, TU_OP(g, MatMul, xdq, wdq), s_y, z_y);
+    tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, s_y, z_y}, 1);
+    m[level] = tu_model_of(g, level * 2);
+  }
+  assert_int_equal(count_op(m[0], KL_OP_QLinearMatMul), 0);
+  assert_int_equal(count_op(m[1], KL_OP_QLinearMatMul), 1);
+  assert_int_equal(count_op(m[1], KL_OP_MatMul), 0);
+  float *x = malloc(sizeof(float) * 120);
+  assert_non_null(x);
+  for (int i = 0; i < 120; i++) x[i] = tu_rand_f32(&rng, -3, 3);
+  kiln_session *s0 = tu_session(m[0], true, 0), *s2 = tu_session(m[1], true, 0);
+  int64_t n0, n2;
+  float *want = tu_run_f32(s0, m[0], &x, &n0), *got = tu_run_f32(s2, m[1], &x, &n2);
+  assert_int_equal(n0, 50);
+  assert_int_equal(n2, 50);
+  int off = 0;
+  for (int k = 0; k < 50; k++) {
+    double d = fabs((double)got[k] - want[k]);
+    if (d > SY * 1.001) fail_msg("output %d is %g at -O2, %g at -O0", k, got[k], want[k]);
+    off += d > 0;
+  }
+  assert_true(off <= 1);
+  free(want), free(got), free(x);
+  kiln_session_free(s0), kiln_session_free(s2);
+  kiln_model_free(m[0]), kiln_model_free(m[1]);
+}
+
+static void test_wide_weights(void **state) {
+  (void)state;
+  assert_int_equal(check_folded(127, BIAS_QUANTIZED), kl_cpu_int8_weight_bits() == 8);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fold),
+      cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_wide_weights),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
