@@ -452,7 +452,18 @@ static void test_input_types(void **state) {
   tp->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
   tp->sequence_type = calloc(1, sizeof *tp->sequence_type);
   onnx__type_proto__sequence__init(tp->sequence_type);
-  load_fails(m, KILN_ERR_UNSUPPORTED, "graph input 'X' is a sequence; kiln supports tensors only");
+  /* a sequence input is read (tests/models/control/seq_loop); one of nothing is not */
+  load_fails(m, KILN_ERR_INVALID_MODEL, "graph input 'X' has no element type");
+
+  m = model_new(8, 13);
+  add_input(m, "X", 1, "2");
+  tp = m->graph->input[0]->type;
+  protobuf_c_message_free_unpacked(&tp->tensor_type->base, NULL);
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_MAP_TYPE;
+  tp->map_type = calloc(1, sizeof *tp->map_type);
+  onnx__type_proto__map__init(tp->map_type);
+  load_fails(m, KILN_ERR_UNSUPPORTED, "graph input 'X' is a map; kiln supports tensors, "
+             "sequences of tensors and optionals of those only");
 
   m = model_new(8, 13);
   add_input(m, "X", 8, "2");
@@ -534,10 +545,11 @@ static void test_unsupported_ops_and_domains(void **state) {
   load_fails(m, KILN_ERR_UNSUPPORTED, "node 'k' (op 'Relu', domain 'kiln', opset 0): op not "
              "supported by kiln");
 
-  /* If carries graph attributes; it is refused by name before they are looked at */
+  /* If without its graph attributes */
   m = relu_model(13);
   add_node(m, "If", "branch", "X", "I");
-  load_fails(m, KILN_ERR_UNSUPPORTED, "op 'If'", "op not supported by kiln");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node 'branch' (If)", "needs a graph attribute "
+             "'then_branch'");
 
   /* every missing op is named at once, not only the first */
   m = relu_model(13);
