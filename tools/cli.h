@@ -67,6 +67,11 @@ bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **n
 struct kl_value_file;
 bool cli_read_value(const char *path, int64_t max_bytes, bool seq, bool opt,
                     struct kl_value_file *v);
+/* Binds sequence or optional input `name` of s from v (a value file): none, a sequence
+ * (the session copies it) or a tensor, which moves to *keep (the caller frees its data).
+ * Clears v. */
+kiln_status cli_bind_value(kiln_session *s, const char *name, struct kl_value_file *v,
+                           kl_tensor *keep);
 bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
 
 /* Every "NAME=VALUE" entry of list (given with option opt) names a model input, and

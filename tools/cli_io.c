@@ -3,6 +3,7 @@
 #include "import/tensorfile.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name) {
@@ -23,6 +24,33 @@ bool cli_read_value(const char *path, int64_t max_bytes, bool seq, bool opt,
                                                       : kiln_status_string(e.code);
   fprintf(stderr, "kiln: %s: %s\n", what, e.msg);
   return false;
+}
+
+kiln_status cli_bind_value(kiln_session *s, const char *name, kl_value_file *v,
+                           kl_tensor *keep) {
+  kiln_status st;
+  if (v->none) {
+    st = kiln_session_set_input_none(s, name);
+  } else if (v->seq) {
+    kiln_tensor_info *el = calloc((size_t)v->count + 1, sizeof *el);
+    const void **data = calloc((size_t)v->count + 1, sizeof *data);
+    st = el && data ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    for (int64_t j = 0; st == KILN_OK && j < v->count; j++) {
+      el[j] = (kiln_tensor_info){.dtype = (kiln_dtype)v->items[j].dtype,
+                                 .rank = v->items[j].rank, .dims = v->items[j].dims};
+      data[j] = v->items[j].data;
+    }
+    if (st == KILN_OK) st = kiln_session_set_input_sequence(s, name, v->count, el, data);
+    free(el);
+    free(data);
+  } else {
+    *keep = v->items[0];
+    v->items[0].data = NULL;
+    st = kiln_session_set_input(s, name, (kiln_dtype)keep->dtype, keep->rank, keep->dims,
+                                keep->data, kl_tensor_nbytes(keep));
+  }
+  kl_valuefile_clear(v);
+  return st;
 }
 
 bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name) {

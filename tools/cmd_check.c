@@ -161,28 +161,7 @@ static bool bind_value(kiln_model *m, kiln_session *s, int k, int kind, const ch
     cli_format(why, len, "cannot read %s", path);
     return false;
   }
-  kiln_status st;
-  if (v.none) {
-    st = kiln_session_set_input_none(s, info.name);
-  } else if (v.seq) {
-    kiln_tensor_info *el = calloc((size_t)v.count + 1, sizeof *el);
-    const void **data = calloc((size_t)v.count + 1, sizeof *data);
-    st = el && data ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
-    for (int64_t j = 0; st == KILN_OK && j < v.count; j++) {
-      el[j] = (kiln_tensor_info){.dtype = (kiln_dtype)v.items[j].dtype,
-                                 .rank = v.items[j].rank, .dims = v.items[j].dims};
-      data[j] = v.items[j].data;
-    }
-    if (st == KILN_OK) st = kiln_session_set_input_sequence(s, info.name, v.count, el, data);
-    free(el);
-    free(data);
-  } else {
-    *keep = v.items[0];
-    v.items[0].data = NULL;
-    st = kiln_session_set_input(s, info.name, (kiln_dtype)keep->dtype, keep->rank, keep->dims,
-                                keep->data, kl_tensor_nbytes(keep));
-  }
-  kl_valuefile_clear(&v);
+  kiln_status st = cli_bind_value(s, info.name, &v, keep);
   if (st != KILN_OK)
     cli_format(why, len, "%s: %s", kiln_status_string(st), kiln_session_error(s));
   return st == KILN_OK;

@@ -481,6 +481,14 @@ const char *kl_node_describe(const kl_graph *g, const kl_node *n, char *buf, siz
 
 /* ---- types and tensors ---- */
 
+kl_type kl_type_translate(kl_graph *to, const kl_graph *from, const kl_type *t) {
+  kl_type out = *t;
+  for (int d = 0; d < t->rank; d++)
+    if (t->dims[d].size < 0 && t->dims[d].sym >= 0 && t->dims[d].sym < from->n_symbols)
+      out.dims[d].sym = kl_graph_symbol(to, from->symbols[t->dims[d].sym]);
+  return out;
+}
+
 void kl_type_set_shape(kl_type *t, int rank, const int64_t *dims) {
   t->rank = rank;
   for (int i = 0; i < rank && i < KL_MAX_RANK; i++) {

@@ -11,16 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* t, a type of graph `from`, as a type of graph `to`. A symbol that cannot be entered
- * (out of memory) becomes an anonymous unknown dim, which is only less specific. */
-static kl_type translate(kl_graph *to, const kl_graph *from, const kl_type *t) {
-  kl_type out = *t;
-  for (int d = 0; d < t->rank; d++)
-    if (t->dims[d].size < 0 && t->dims[d].sym >= 0 && t->dims[d].sym < from->n_symbols)
-      out.dims[d].sym = kl_graph_symbol(to, from->symbols[t->dims[d].sym]);
-  return out;
-}
-
 /* What both a and b are: the dtype they share, the dims they agree on. */
 static kiln_status join(const kl_type *a, const kl_type *b, kl_type *out, const char *what,
                         int k, kl_err *e) {
@@ -52,7 +42,7 @@ static kiln_status join(const kl_type *a, const kl_type *b, kl_type *out, const 
 static kiln_status set_input(kl_graph *body, int k, const kl_graph *g, const kl_type *t,
                              const char *what, kl_err *e) {
   kl_value *v = &body->values[body->inputs[k]];
-  kl_type in = translate(body, g, t), *decl = &v->type;
+  kl_type in = kl_type_translate(body, g, t), *decl = &v->type;
   if (decl->dtype && in.dtype && decl->dtype != in.dtype)
     return kl_fail(e, KILN_ERR_DTYPE, "%s input %d '%s' is declared %s but is given %s", what,
                    k, v->name, kl_dtype_name(decl->dtype), kl_dtype_name(in.dtype));
@@ -91,7 +81,7 @@ static kiln_status infer_body(kl_infer_ctx *c, const char *name, kl_graph *body,
 
 /* Output k of a body as a type of the node's graph. */
 static kl_type body_out(kl_infer_ctx *c, const kl_graph *body, int k) {
-  return translate(c->g, body, &body->values[body->outputs[k]].type);
+  return kl_type_translate(c->g, body, &body->values[body->outputs[k]].type);
 }
 
 static kiln_status not_at_run(kl_infer_ctx *c) {

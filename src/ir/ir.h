@@ -83,6 +83,10 @@ bool kl_dims_fit(int rank, const int64_t *dims, int64_t *numel);
 /* Product of dims, as kl_dims_fit; false if unknown or not fitting. */
 bool kl_type_numel(const kl_type *t, int64_t *numel);
 void kl_type_set_shape(kl_type *t, int rank, const int64_t *dims);
+/* t, a type of graph `from`, as a type of graph `to`: its symbols entered in `to` by name
+ * (one that cannot be, out of memory, becomes an anonymous unknown dim). */
+struct kl_graph;
+kl_type kl_type_translate(struct kl_graph *to, const struct kl_graph *from, const kl_type *t);
 bool kl_dim_equal(kl_dim a, kl_dim b); /* same known size, or same symbol */
 
 /* A concrete tensor: what kernels see. data points at numel*size bytes. */

@@ -12,15 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* t, a type of graph `from`, as a type of graph `to` (symbols by name). */
-static kl_type translate(kl_graph *to, const kl_graph *from, const kl_type *t) {
-  kl_type out = *t;
-  for (int d = 0; d < t->rank; d++)
-    if (t->dims[d].size < 0 && t->dims[d].sym >= 0 && t->dims[d].sym < from->n_symbols)
-      out.dims[d].sym = kl_graph_symbol(to, from->symbols[t->dims[d].sym]);
-  return out;
-}
-
 /* Body value v's id in g, made as needed: a capture is the node's input, a constant a
  * copy, anything else a fresh value of the same type (its name when g has none such). */
 static int map_value(kl_graph *g, const kl_node *n, kl_graph *b, int v, int *map, kl_err *e) {
@@ -43,7 +34,7 @@ static int map_value(kl_graph *g, const kl_node *n, kl_graph *b, int v, int *map
     if (x->nbytes) memcpy(data, x->data, x->nbytes);
     id = kl_rw_add_const(g, x->name, x->type.dtype, x->type.rank, dims, data, e);
   } else {
-    kl_type t = translate(g, b, &x->type);
+    kl_type t = kl_type_translate(g, b, &x->type);
     id = kl_graph_add_value(g, kl_graph_find_value(g, x->name) < 0 ? x->name : NULL, e);
     if (id >= 0) g->values[id].type = t;
   }

@@ -578,16 +578,24 @@ static void format_dims(int rank, const int64_t *dims, char *buf, size_t len) {
   if (used < len) snprintf(buf + used, len - used, "]");
 }
 
+/* The index of input `name` of s's model, for the kiln_session_set_input* calls (the
+ * session's last error cleared); -1 with the failure recorded. */
+static int input_to_set(kiln_session *s, const char *name) {
+  kl_err_clear(&s->err);
+  if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created"), -1;
+  if (!name) return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input name is NULL"), -1;
+  int i = find_input(s->model->g, name);
+  if (i < 0) kl_fail(&s->err, KILN_ERR_NOT_FOUND, "the model has no input '%s'", name);
+  return i;
+}
+
 kiln_status kiln_session_set_input(kiln_session *s, const char *name, kiln_dtype dtype,
                                    int rank, const int64_t *dims, const void *data,
                                    size_t size_bytes) {
   if (!s) return KILN_ERR_INVALID_ARGUMENT;
-  kl_err_clear(&s->err);
-  if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created");
+  int i = input_to_set(s, name);
+  if (i < 0) return s->err.code;
   const kl_graph *g = s->model->g;
-  if (!name) return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input name is NULL");
-  int i = find_input(g, name);
-  if (i < 0) return kl_fail(&s->err, KILN_ERR_NOT_FOUND, "the model has no input '%s'", name);
   const kl_type *t = &g->values[g->inputs[i]].type;
   if (t->seq)
     return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s' is a sequence of %s tensors: set it "
@@ -635,12 +643,9 @@ kiln_status kiln_session_set_input_sequence(kiln_session *s, const char *name, i
                                             const kiln_tensor_info *elements,
                                             const void *const *data) {
   if (!s) return KILN_ERR_INVALID_ARGUMENT;
-  kl_err_clear(&s->err);
-  if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created");
+  int i = input_to_set(s, name);
+  if (i < 0) return s->err.code;
   const kl_graph *g = s->model->g;
-  if (!name) return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input name is NULL");
-  int i = find_input(g, name);
-  if (i < 0) return kl_fail(&s->err, KILN_ERR_NOT_FOUND, "the model has no input '%s'", name);
   const kl_type *t = &g->values[g->inputs[i]].type;
   if (!t->seq)
     return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s' is not a sequence: set it with "
@@ -695,12 +700,9 @@ kiln_status kiln_session_set_input_sequence(kiln_session *s, const char *name, i
 
 kiln_status kiln_session_set_input_none(kiln_session *s, const char *name) {
   if (!s) return KILN_ERR_INVALID_ARGUMENT;
-  kl_err_clear(&s->err);
-  if (!s->model) return kl_fail(&s->err, KILN_ERR_STATE, "the session was not created");
+  int i = input_to_set(s, name);
+  if (i < 0) return s->err.code;
   const kl_graph *g = s->model->g;
-  int i = name ? find_input(g, name) : -1;
-  if (i < 0) return kl_fail(&s->err, KILN_ERR_NOT_FOUND, "the model has no input '%s'",
-                            name ? name : "(null)");
   if (!g->values[g->inputs[i]].type.opt)
     return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s' is not optional: it must hold a "
                    "value", name);
