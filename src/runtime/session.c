@@ -1009,7 +1009,10 @@ static kiln_status run_values(kiln_session *s, int i) {
   }
   value_out c = {s, i};
   s->as_view[i] = false;
-  return kl_seq_run(n, s->kin, s->tin, value_alloc, &c, &s->err);
+  kiln_status st = kl_seq_run(n, s->kin, s->tin, value_alloc, &c, &s->err);
+  /* a tensor it gives (SequenceAt's) that a device node reads goes there now */
+  if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
+  return st;
 }
 
 /* If, Loop, Scan: their bodies run in sessions of their own (control.c). */
