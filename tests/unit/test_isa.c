@@ -539,6 +539,157 @@ static void test_select(void **state) {
   tc_check(&t, EXACT);
 }
 
+/* ---- detection post-processing (run_detect.c) ---- */
+
+/* RoiAlign over awkward sizes (X [2, 5, 13, 11], outputs 3 x 5), both coordinate
+ * modes, avg and max, a fixed and an adaptive sampling grid, rois inside, across and
+ * outside X (and one of zero extent), one thread and all. The kernel weighs in float
+ * what the reference weighs in double. */
+static void test_roi_align(void **state) {
+  (void)state;
+  static const double boxes[] = {0, 0, 10, 12,   1.3, 2.7, 7.9, 9.1,  -3, -2, 4, 5,
+                                 8, 9, 15, 14,   2, 2, 2, 2,         5.5, 0.2, 6.1, 12.9,
+                                 -20, -20, -10, -10};
+  static const double batch[] = {0, 1, 1, 0, 1, 0, 1};
+  const char *modes[] = {"avg", "max"}, *ctms[] = {"half_pixel", "output_half_pixel"};
+  for (int m = 0; m < 2; m++)
+    for (int ct = 0; ct < 2; ct++)
+      for (int sr = 0; sr < 3; sr += 2) {
+        char name[96];
+        snprintf(name, sizeof name, "RoiAlign %s %s sampling_ratio %d", modes[m], ctms[ct], sr);
+        tcase t;
+        tc_init(&t, name, KL_OP_RoiAlign, 3, 1);
+        tc_string(&t, "mode", modes[m]);
+        tc_string(&t, "coordinate_transformation_mode", ctms[ct]);
+        tc_int(&t, "output_height", 3);
+        tc_int(&t, "output_width", 5);
+        tc_int(&t, "sampling_ratio", sr);
+        tc_float(&t, "spatial_scale", 0.75f);
+        tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){2, 5, 13, 11}, -2, 2, 0.01);
+        tc_values(&t, 1, KL_F32, 2, (const int64_t[]){7, 4}, boxes);
+        tc_values(&t, 2, KL_I64, 1, (const int64_t[]){7}, batch);
+        tc_check(&t, (tol){2e-6, 2e-6, false});
+      }
+  tcase t; /* many rois and channels: tasks of whole rois */
+  tc_init(&t, "RoiAlign many rois", KL_OP_RoiAlign, 3, 1);
+  tc_int(&t, "output_height", 7);
+  tc_int(&t, "output_width", 7);
+  tc_int(&t, "sampling_ratio", 2);
+  tc_float(&t, "spatial_scale", 0.25f);
+  tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){1, 37, 20, 23}, -1, 1, 0.01);
+  tc_rand(&t, 1, KL_F32, 2, (const int64_t[]){53, 4}, 0, 90, 0);
+  tc_rand(&t, 2, KL_I32, 1, (const int64_t[]){53}, 0, 0.5, 0);
+  tc_check(&t, (tol){2e-6, 2e-6, false});
+}
+
+/* ScatterElements along each axis, negative indices, words of 4, 8 and 1 bytes: bit for
+ * bit (duplicates land in the reference's order). */
+static void test_scatter_elements(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8};
+  for (int axis = -1; axis < 3; axis++)
+    for (int d = 0; d < 3; d++) {
+      char name[64];
+      snprintf(name, sizeof name, "ScatterElements axis %d dtype %d", axis, dts[d]);
+      tcase t;
+      tc_init(&t, name, KL_OP_ScatterElements, 3, 1);
+      tc_int(&t, "axis", axis);
+      int64_t data[3] = {3, 7, 5}, idx[3] = {2, 6, 4};
+      int a = axis < 0 ? 2 : axis;
+      tc_rand(&t, 0, dts[d], 3, data, 1, 100, 0);
+      tc_rand(&t, 1, KL_I64, 3, idx, (double)-data[a], (double)data[a] - 0.01, 0);
+      tc_rand(&t, 2, dts[d], 3, idx, 1, 100, 0);
+      tc_check(&t, EXACT);
+    }
+}
+
+/* Expand of every broadcast case's A to the shape A and B broadcast to, in words of
+ * 4, 8, 1 and 2 bytes, and of a scalar. */
+static void test_expand(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8, KL_BF16};
+  for (size_t c = 0; c < N_BCASTS; c++)
+    for (int d = 0; d < 4; d++) {
+      const bcast_case *bc = &BCASTS[c];
+      char name[64];
+      snprintf(name, sizeof name, "Expand case %zu dtype %d", c, dts[d]);
+      double shape[4];
+      for (int k = 0; k < bc->rb; k++) shape[k] = (double)bc->b[k];
+      tcase t;
+      tc_init(&t, name, KL_OP_Expand, 2, 1);
+      tc_rand(&t, 0, dts[d], bc->ra, bc->a, 1, 100, 0);
+      tc_values(&t, 1, KL_I64, 1, (const int64_t[]){bc->rb}, shape);
+      tc_check(&t, EXACT);
+    }
+}
+
+/* ConstantOfShape without a value (float32 0) and with values of 4, 8 and 1 bytes. */
+static void test_constant_of_shape(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_UNDEFINED, KL_F32, KL_I64, KL_BOOL, KL_F16};
+  for (int d = 0; d < 5; d++) {
+    tcase t;
+    tc_init(&t, "ConstantOfShape", KL_OP_ConstantOfShape, 1, 1);
+    if (dts[d] != KL_UNDEFINED) {
+      kl_tensor *v = calloc(1, sizeof *v);
+      assert_non_null(v);
+      *v = (kl_tensor){.dtype = dts[d], .rank = 1, .dims = {1}, .data = calloc(1, 8)};
+      assert_non_null(v->data);
+      kl_store_f64(v->data, dts[d], 0, dts[d] == KL_BOOL ? 1 : -3);
+      assert_int_equal(kl_node_set_tensor(t.g, t.node, "value", v, &t.e), KILN_OK);
+    }
+    tc_values(&t, 0, KL_I64, 1, (const int64_t[]){3}, (const double[]){3, 17, 1001});
+    tc_check(&t, EXACT);
+  }
+}
+
+/* Gather along each axis with negative indices, scalar and 2-D indices, words of 4, 8
+ * and 1 bytes, int64 and int32 indices. */
+static void test_gather(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8};
+  for (int axis = -1; axis < 3; axis++)
+    for (int d = 0; d < 3; d++)
+      for (int ir = 0; ir < 3; ir++) {
+        char name[64];
+        snprintf(name, sizeof name, "Gather axis %d dtype %d indices rank %d", axis, dts[d], ir);
+        int64_t data[3] = {5, 7, 3};
+        int a = axis < 0 ? 2 : axis;
+        tcase t;
+        tc_init(&t, name, KL_OP_Gather, 2, 1);
+        tc_int(&t, "axis", axis);
+        tc_rand(&t, 0, dts[d], 3, data, 1, 100, 0);
+        tc_rand(&t, 1, ir == 1 ? KL_I32 : KL_I64, ir, (const int64_t[]){4, 3}, (double)-data[a],
+                (double)data[a] - 0.01, 0);
+        tc_check(&t, EXACT);
+      }
+}
+
+/* The comparisons over every broadcast case, in float32, float64, int32 and int64, on
+ * small integers (equal values are common) and on A against itself. */
+static void test_compare(void **state) {
+  (void)state;
+  const kl_op ops[] = {KL_OP_Equal, KL_OP_Less, KL_OP_Greater, KL_OP_LessOrEqual,
+                       KL_OP_GreaterOrEqual};
+  const kl_dtype dts[] = {KL_F32, KL_F64, KL_I32, KL_I64};
+  for (int o = 0; o < 5; o++)
+    for (size_t c = 0; c < N_BCASTS; c++)
+      for (int d = 0; d < 4; d++) {
+        const bcast_case *bc = &BCASTS[c];
+        char name[64];
+        snprintf(name, sizeof name, "%s case %zu dtype %d", kl_op_name(ops[o]), c, dts[d]);
+        tcase t;
+        tc_init(&t, name, ops[o], 2, 1);
+        tc_rand(&t, 0, dts[d], bc->ra, bc->a, -3, 3, 0);
+        tc_rand(&t, 1, dts[d], bc->rb, bc->b, -3, 3, 0);
+        if (kl_dtype_is_float(dts[d])) /* some equal values among the floats too */
+          for (int i = 0; i < 2; i++)
+            for (int64_t k = 0; k < kl_tensor_numel(&t.in[i]); k += 3)
+              kl_store_f64(t.in[i].data, dts[d], (size_t)k, 1.0);
+        tc_check(&t, EXACT);
+      }
+}
+
 /* ---- rows ---- */
 
 static void test_softmax(void **state) {
@@ -1188,6 +1339,12 @@ int main(void) {
       cmocka_unit_test(test_clip),
       cmocka_unit_test(test_binary),
       cmocka_unit_test(test_select),
+      cmocka_unit_test(test_roi_align),
+      cmocka_unit_test(test_scatter_elements),
+      cmocka_unit_test(test_expand),
+      cmocka_unit_test(test_constant_of_shape),
+      cmocka_unit_test(test_gather),
+      cmocka_unit_test(test_compare),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_softmax_other_axis),
       cmocka_unit_test(test_norms),
