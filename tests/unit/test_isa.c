@@ -690,6 +690,81 @@ static void test_compare(void **state) {
       }
 }
 
+/* Resize of [2, 3, 13, 17] along its last two dims (up along one, down along the
+ * other; by sizes and by scales), nearest (bit for bit) and linear in every coordinate
+ * transformation; cubic and antialiased linear run the reference through the same
+ * kernel (run_resize.c). */
+static void test_resize(void **state) {
+  (void)state;
+  const char *coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                          "half_pixel_symmetric"};
+  const char *modes[] = {"nearest", "linear", "cubic", "linear"};
+  for (int m = 0; m < 4; m++)
+    for (int co = 0; co < 5; co++)
+      for (int by_scales = 0; by_scales < 2; by_scales++) {
+        char name[96];
+        snprintf(name, sizeof name, "Resize %s%s %s by %s", modes[m], m == 3 ? " antialias" : "",
+                 coords[co], by_scales ? "scales" : "sizes");
+        tcase t;
+        tc_init(&t, name, KL_OP_Resize, 4, 1);
+        tc_string(&t, "mode", modes[m]);
+        tc_string(&t, "coordinate_transformation_mode", coords[co]);
+        if (m == 3) tc_int(&t, "antialias", 1);
+        if (m == 0 && co % 2) tc_string(&t, "nearest_mode", "floor");
+        tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){2, 3, 13, 17}, -2, 2, 0.01);
+        if (by_scales)
+          tc_values(&t, 2, KL_F32, 1, (const int64_t[]){4}, (const double[]){1, 1, 2.5, 0.6});
+        else
+          tc_values(&t, 3, KL_I64, 1, (const int64_t[]){4}, (const double[]){2, 3, 29, 11});
+        tc_check(&t, m == 0 ? EXACT : (tol){2e-6, 2e-6, false});
+      }
+}
+
+/* Max and Min of two inputs over every broadcast case in float32 (NaNs among them:
+ * NaN wins, as in the reference), int32 and int64: bit for bit. */
+static void test_minmax(void **state) {
+  (void)state;
+  const kl_op ops[] = {KL_OP_Max, KL_OP_Min};
+  const kl_dtype dts[] = {KL_F32, KL_I32, KL_I64};
+  for (int o = 0; o < 2; o++)
+    for (size_t c = 0; c < N_BCASTS; c++)
+      for (int d = 0; d < 3; d++) {
+        const bcast_case *bc = &BCASTS[c];
+        char name[64];
+        snprintf(name, sizeof name, "%s case %zu dtype %d", kl_op_name(ops[o]), c, dts[d]);
+        tcase t;
+        tc_init(&t, name, ops[o], 2, 1);
+        tc_rand(&t, 0, dts[d], bc->ra, bc->a, -50, 50, 0);
+        tc_rand(&t, 1, dts[d], bc->rb, bc->b, -50, 50, 0);
+        if (dts[d] == KL_F32)
+          for (int i = 0; i < 2; i++)
+            for (int64_t k = i; k < kl_tensor_numel(&t.in[i]); k += 7)
+              ((float *)t.in[i].data)[k] = NAN;
+        tc_check(&t, EXACT);
+      }
+}
+
+/* NonZero of 1-D and 3-D inputs in bool, float32, int32 and int64, about a third zero. */
+static void test_non_zero(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_BOOL, KL_F32, KL_I32, KL_I64};
+  static const int64_t shapes[][3] = {{1001, 0, 0}, {3, 5, 7}, {1, 1, 1}};
+  const int ranks[] = {1, 3, 1};
+  for (int s = 0; s < 3; s++)
+    for (int d = 0; d < 4; d++) {
+      char name[64];
+      snprintf(name, sizeof name, "NonZero shape %d dtype %d", s, dts[d]);
+      tcase t;
+      tc_init(&t, name, KL_OP_NonZero, 1, 1);
+      tc_rand(&t, 0, dts[d] == KL_BOOL ? KL_U8 : dts[d], ranks[s], shapes[s], 0, 3, 0);
+      t.in[0].dtype = dts[d];
+      for (int64_t k = 0; k < kl_tensor_numel(&t.in[0]); k++) /* 0, 1 or 2 */
+        if (kl_load_f64(t.in[0].data, dts[d], (size_t)k) >= 2)
+          kl_store_f64(t.in[0].data, dts[d], (size_t)k, dts[d] == KL_BOOL ? 1 : -0.5);
+      tc_check(&t, EXACT);
+    }
+}
+
 /* ---- rows ---- */
 
 static void test_softmax(void **state) {
@@ -1345,6 +1420,9 @@ int main(void) {
       cmocka_unit_test(test_constant_of_shape),
       cmocka_unit_test(test_gather),
       cmocka_unit_test(test_compare),
+      cmocka_unit_test(test_resize),
+      cmocka_unit_test(test_minmax),
+      cmocka_unit_test(test_non_zero),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_softmax_other_axis),
       cmocka_unit_test(test_norms),

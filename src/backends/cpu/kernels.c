@@ -45,8 +45,8 @@ typedef enum kernel_kind {
   K_SOFTMAX_GRAD,
   K_LN_GRAD,
   K_SELECT, /* Where, And, Or, Xor (run_select.c) */
-  K_DETECT, /* RoiAlign, ScatterElements, Expand, ConstantOfShape, Gather, comparisons
-               (run_detect.c) */
+  K_DETECT, /* RoiAlign, ScatterElements, Expand, ConstantOfShape, Gather, NonZero, Max,
+               Min, comparisons (run_detect.c), Resize (run_resize.c) */
   K_COUNT
 } kernel_kind;
 
@@ -182,6 +182,15 @@ static kernel_kind detect_kind(const kl_node *n, const kl_type *const *in, int n
                ? K_DETECT
                : K_COUNT;
   case KL_OP_Expand: return movable(t) ? K_DETECT : K_COUNT;
+  case KL_OP_Resize: return t == KL_F32 ? K_DETECT : K_COUNT;
+  case KL_OP_Max: case KL_OP_Min:
+    return n_in == 2 && (t == KL_F32 || t == KL_I32 || t == KL_I64) && dtype_of(in, n_in, 1) == t
+               ? K_DETECT
+               : K_COUNT;
+  case KL_OP_NonZero:
+    return t == KL_BOOL || t == KL_U8 || t == KL_I8 || t == KL_F32 || t == KL_I32 || t == KL_I64
+               ? K_DETECT
+               : K_COUNT;
   case KL_OP_ConstantOfShape: return K_DETECT; /* the value's dtype is checked at run time */
   case KL_OP_Gather: return movable(t) && index_dtype(dtype_of(in, n_in, 1)) ? K_DETECT : K_COUNT;
   case KL_OP_Equal: case KL_OP_Less: case KL_OP_Greater: case KL_OP_LessOrEqual:

@@ -1,7 +1,7 @@
 /* The data-movement and sampling ops of detection post-processing (torchvision's
  * SSD, Faster R-CNN and RetinaNet exports): RoiAlign, ScatterElements, Expand,
- * ConstantOfShape, Gather and the comparisons (Equal, Less, Greater, LessOrEqual,
- * GreaterOrEqual). Plain C, the same at every level: their reference twins (ref/)
+ * ConstantOfShape, Gather, NonZero, Max and Min of two inputs and the comparisons
+ * (Equal, Less, Greater, LessOrEqual, GreaterOrEqual); Resize goes on to run_resize.c. Plain C, the same at every level: their reference twins (ref/)
  * walk one element at a time through generic loads, stores and broadcast iterators;
  * these read and write the dtypes' own words, collapse broadcasts into rows, and
  * spread large jobs over the node's threads. Each takes what its selection
@@ -249,6 +249,133 @@ static int run_compare(kl_kernel_ctx *c) {
   bcast_plan_make(a, b, y, &j.p);
   int64_t tasks = row_tasks(&j.p, &j.per);
   kl_isa_parallel(c, tasks, n, cmp_task, &j);
+  return KILN_OK;
+}
+
+/* ---- Max and Min of two inputs ----
+ * y = fold(a, b) as the reference folds: b where it is larger (Max) or smaller (Min)
+ * or NaN, else a (so a NaN in either wins). */
+
+typedef struct minmax_job {
+  bcast_plan p;
+  bool max;
+  kl_dtype dt;
+  const void *a, *b;
+  void *y;
+  int64_t per;
+} minmax_job;
+
+#define MM_LOOP(T, BETTER, SA, SB)                                                       \
+  for (int64_t i = 0; i < len; i++) {                                                    \
+    T u = pa[i * (SA)], v = pb[i * (SB)];                                                \
+    o[i] = BETTER ? v : u;                                                               \
+  }
+#define MM_STEPS(T, BETTER)                                                              \
+  switch (sa * 2 + sb) {                                                                 \
+  case 3: MM_LOOP(T, BETTER, 1, 1) break;                                                \
+  case 2: MM_LOOP(T, BETTER, 1, 0) break;                                                \
+  case 1: MM_LOOP(T, BETTER, 0, 1) break;                                                \
+  default: MM_LOOP(T, BETTER, 0, 0) break;                                               \
+  }
+#define MM_ROW(T, NAN_WINS)                                                              \
+  {                                                                                      \
+    const T *pa = (const T *)a, *pb = (const T *)b;                                      \
+    T *o = (T *)y;                                                                       \
+    if (max) MM_STEPS(T, (v > u || (NAN_WINS && v != v)))                                \
+    else MM_STEPS(T, (v < u || (NAN_WINS && v != v)))                                    \
+  }
+
+static void minmax_row(bool max, kl_dtype dt, const void *a, int64_t sa, const void *b,
+                       int64_t sb, void *y, int64_t len) {
+  switch (dt) {
+  case KL_F32: MM_ROW(float, 1) break;
+  case KL_I32: MM_ROW(int32_t, 0) break;
+  default: MM_ROW(int64_t, 0) break;
+  }
+}
+
+static void minmax_task(void *arg, int64_t t) {
+  const minmax_job *j = arg;
+  kl_isa_walk w = j->p.w;
+  size_t es = kl_dtype_size(j->dt);
+  int64_t first = t * j->per, last = first + j->per < j->p.outer ? first + j->per : j->p.outer;
+  kl_isa_walk_seek(&w, first);
+  for (int64_t r = first; r < last; r++, kl_isa_walk_next(&w))
+    minmax_row(j->max, j->dt, (const char *)j->a + (size_t)w.off[0] * es, j->p.step[0],
+               (const char *)j->b + (size_t)w.off[1] * es, j->p.step[1],
+               (char *)j->y + (size_t)(r * j->p.inner) * es, j->p.inner);
+}
+
+static int run_minmax(kl_kernel_ctx *c) {
+  if (c->n_in != 2 || !c->in[0] || !c->in[1]) return kl_isa_ref(c);
+  const kl_tensor *a = c->in[0], *b = c->in[1];
+  kl_tensor *y = c->out[0];
+  kl_dtype t = a->dtype;
+  if ((t != KL_F32 && t != KL_I32 && t != KL_I64) || b->dtype != t || y->dtype != t)
+    return kl_isa_ref(c);
+  int64_t n = kl_tensor_numel(y);
+  if (n == 0) return KILN_OK;
+  minmax_job j = {.max = c->node->op == KL_OP_Max, .dt = t, .a = a->data, .b = b->data,
+                  .y = y->data};
+  bcast_plan_make(a, b, y, &j.p);
+  int64_t tasks = row_tasks(&j.p, &j.per);
+  kl_isa_parallel(c, tasks, n, minmax_task, &j);
+  return KILN_OK;
+}
+
+/* ---- NonZero ----
+ * Y [rank, count]: the coordinates of X's non-zero elements in row-major order (shape
+ * inference counted them). */
+
+#define NZ_SCAN(T)                                                                       \
+  {                                                                                      \
+    const T *v = (const T *)x->data;                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      if (v[i] != 0 && k < count) {                                                      \
+        for (int d = 0; d < rank; d++) out[d * count + k] = pos[d];                      \
+        k++;                                                                             \
+      }                                                                                  \
+      for (int d = rank - 1; d >= 0; d--) {                                              \
+        if (++pos[d] < x->dims[d]) break;                                                \
+        pos[d] = 0;                                                                      \
+      }                                                                                  \
+    }                                                                                    \
+  }
+
+static int run_non_zero(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  kl_dtype t = x->dtype;
+  bool bytes = t == KL_BOOL || t == KL_U8 || t == KL_I8;
+  if (!(bytes || t == KL_F32 || t == KL_I32 || t == KL_I64) || x->rank < 1 ||
+      y->dtype != KL_I64 || y->rank != 2)
+    return kl_isa_ref(c);
+  int rank = x->rank;
+  int64_t n = kl_tensor_numel(x), count = y->dims[1], k = 0, pos[KL_MAX_RANK] = {0};
+  int64_t *out = y->data;
+  if (rank == 1) { /* the common case: indices only */
+    switch (t) {
+    case KL_F32:
+      for (int64_t i = 0; i < n && k < count; i++) if (((const float *)x->data)[i] != 0) out[k++] = i;
+      break;
+    case KL_I32:
+      for (int64_t i = 0; i < n && k < count; i++) if (((const int32_t *)x->data)[i] != 0) out[k++] = i;
+      break;
+    case KL_I64:
+      for (int64_t i = 0; i < n && k < count; i++) if (((const int64_t *)x->data)[i] != 0) out[k++] = i;
+      break;
+    default:
+      for (int64_t i = 0; i < n && k < count; i++) if (((const uint8_t *)x->data)[i] != 0) out[k++] = i;
+      break;
+    }
+    return KILN_OK;
+  }
+  switch (t) {
+  case KL_F32: NZ_SCAN(float) break;
+  case KL_I32: NZ_SCAN(int32_t) break;
+  case KL_I64: NZ_SCAN(int64_t) break;
+  default: NZ_SCAN(uint8_t) break;
+  }
   return KILN_OK;
 }
 
@@ -543,13 +670,15 @@ static int run_roi_align(kl_kernel_ctx *c) {
 /* ---- bound to every level (kernels.c) ---- */
 
 int kl_run_detect(kl_kernel_ctx *c, const kl_isa_fns *f) {
-  (void)f;
   switch (c->node->op) {
   case KL_OP_RoiAlign: return run_roi_align(c);
   case KL_OP_ScatterElements: return run_scatter_elements(c);
   case KL_OP_Expand: return run_expand(c);
+  case KL_OP_Resize: return kl_run_resize(c, f);
   case KL_OP_ConstantOfShape: return run_constant_of_shape(c);
   case KL_OP_Gather: return run_gather(c);
+  case KL_OP_Max: case KL_OP_Min: return run_minmax(c);
+  case KL_OP_NonZero: return run_non_zero(c);
   case KL_OP_Equal: case KL_OP_Less: case KL_OP_Greater: case KL_OP_LessOrEqual:
   case KL_OP_GreaterOrEqual:
     return run_compare(c);
