@@ -580,6 +580,17 @@ static void test_roi_align(void **state) {
   tc_rand(&t, 1, KL_F32, 2, (const int64_t[]){53, 4}, 0, 90, 0);
   tc_rand(&t, 2, KL_I32, 1, (const int64_t[]){53}, 0, 0.5, 0);
   tc_check(&t, (tol){2e-6, 2e-6, false});
+  for (int m = 0; m < 2; m++) { /* more samples per roi than the corner table holds */
+    tc_init(&t, m ? "RoiAlign many samples max" : "RoiAlign many samples", KL_OP_RoiAlign, 3, 1);
+    tc_string(&t, "mode", modes[m]);
+    tc_int(&t, "output_height", 17);
+    tc_int(&t, "output_width", 15);
+    tc_int(&t, "sampling_ratio", 3);
+    tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){2, 3, 21, 19}, -1, 1, 0.01);
+    tc_rand(&t, 1, KL_F32, 2, (const int64_t[]){5, 4}, -2, 22, 0);
+    tc_rand(&t, 2, KL_I64, 1, (const int64_t[]){5}, 0, 1.99, 0);
+    tc_check(&t, (tol){2e-6, 2e-6, false});
+  }
 }
 
 /* ScatterElements along each axis, negative indices, words of 4, 8 and 1 bytes: bit for

@@ -618,6 +618,56 @@ static void roi_channel(const roi_job *j, const roi_box *b, const roi_tap *ty,
     }
 }
 
+/* A roi of few samples (bins x grid, up to ROI_SAMPLES, Faster R-CNN's 7 x 7 x 2 x 2)
+ * goes through a table of each sample's four corners and their weights (the y
+ * weight times the x weight), made once for all its channels, so that a channel's
+ * bin is a run of loads and multiply-adds. */
+#define ROI_SAMPLES 1024
+
+typedef struct roi_sample4 {
+  int32_t at[4]; /* offsets in the plane (the plane fits int32: the driver checks) */
+  float w[4];
+} roi_sample4;
+
+static void roi_samples(const roi_job *j, const roi_box *b, const roi_tap *ty,
+                        const roi_tap *tx, roi_sample4 *s) {
+  for (int64_t ph = 0; ph < j->r.out_h; ph++)
+    for (int64_t pw = 0; pw < j->r.out_w; pw++)
+      for (int64_t iy = 0; iy < b->grid_h; iy++)
+        for (int64_t ix = 0; ix < b->grid_w; ix++, s++) {
+          const roi_tap *ry = ty + ph * b->grid_h + iy, *rx = tx + pw * b->grid_w + ix;
+          s->at[0] = (int32_t)(ry->at0 + rx->at0), s->at[1] = (int32_t)(ry->at0 + rx->at1);
+          s->at[2] = (int32_t)(ry->at1 + rx->at0), s->at[3] = (int32_t)(ry->at1 + rx->at1);
+          s->w[0] = ry->w0 * rx->w0, s->w[1] = ry->w0 * rx->w1;
+          s->w[2] = ry->w1 * rx->w0, s->w[3] = ry->w1 * rx->w1;
+        }
+}
+
+static void roi_channel_table(const roi_job *j, int64_t count, const roi_sample4 *s,
+                              const float *p, float *out) {
+  int64_t bins = j->r.out_h * j->r.out_w;
+  float inv = 1.0f / (float)(count > 1 ? count : 1);
+  if (!j->r.max_mode) {
+    for (int64_t bin = 0; bin < bins; bin++) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < count; k++, s++)
+        acc += s->w[0] * p[s->at[0]] + s->w[1] * p[s->at[1]] + s->w[2] * p[s->at[2]] +
+               s->w[3] * p[s->at[3]];
+      out[bin] = acc * inv;
+    }
+    return;
+  }
+  for (int64_t bin = 0; bin < bins; bin++) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < count; k++, s++) {
+      float v = roi_max4(roi_corner(s->w[0], p[s->at[0]]), roi_corner(s->w[1], p[s->at[1]]),
+                         roi_corner(s->w[2], p[s->at[2]]), roi_corner(s->w[3], p[s->at[3]]));
+      acc = k == 0 ? v : acc > v ? acc : v;
+    }
+    out[bin] = acc;
+  }
+}
+
 static void roi_task(void *arg, int64_t t) {
   const roi_job *j = arg;
   int64_t i = t / j->ch_tasks, c0 = t % j->ch_tasks * j->ch_per;
@@ -628,7 +678,15 @@ static void roi_task(void *arg, int64_t t) {
   roi_axis_taps(b.start_y, b.bin_h, j->r.out_h, b.grid_h, j->h, j->w, ty);
   roi_axis_taps(b.start_x, b.bin_w, j->r.out_w, b.grid_w, j->w, 1, tx);
   int64_t batch = load_index(j->idx, j->idx_dt, i), plane = j->h * j->w;
-  int64_t bins = j->r.out_h * j->r.out_w;
+  int64_t bins = j->r.out_h * j->r.out_w, count = b.grid_h * b.grid_w;
+  if (bins * count <= ROI_SAMPLES && plane <= INT32_MAX) {
+    roi_sample4 s[ROI_SAMPLES];
+    roi_samples(j, &b, ty, tx, s);
+    for (int64_t ch = c0; ch < c1; ch++)
+      roi_channel_table(j, count, s, j->x + (batch * j->channels + ch) * plane,
+                        j->y + (i * j->channels + ch) * bins);
+    return;
+  }
   for (int64_t ch = c0; ch < c1; ch++)
     roi_channel(j, &b, ty, tx, j->x + (batch * j->channels + ch) * plane,
                 j->y + (i * j->channels + ch) * bins);
