@@ -610,8 +610,57 @@ static void test_scatter_elements(void **state) {
       tc_rand(&t, 0, dts[d], 3, data, 1, 100, 0);
       tc_rand(&t, 1, KL_I64, 3, idx, (double)-data[a], (double)data[a] - 0.01, 0);
       tc_rand(&t, 2, dts[d], 3, idx, 1, 100, 0);
+      t.inplace = 1;
       tc_check(&t, EXACT);
     }
+  /* the indices' dims after the axis Y's: columns on threads (duplicates: the later
+   * wins), MultiScaleRoIAlign's shape among them */
+  static const struct {
+    int axis;
+    int64_t y[4], idx[4];
+  } cols[] = {{0, {3, 7, 5, 1}, {2, 7, 5, 1}}, {1, {3, 7, 5, 1}, {2, 9, 5, 1}},
+              {0, {150, 256, 7, 7}, {150, 256, 7, 7}}, {2, {2, 3, 33, 41}, {2, 2, 70, 41}}};
+  for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "ScatterElements columns %zu", k);
+    tcase t;
+    tc_init(&t, name, KL_OP_ScatterElements, 3, 1);
+    tc_int(&t, "axis", cols[k].axis);
+    int64_t len = cols[k].y[cols[k].axis];
+    tc_rand(&t, 0, KL_F32, 4, cols[k].y, -9, 9, 0);
+    tc_rand(&t, 1, KL_I64, 4, cols[k].idx, (double)-len, (double)len - 0.01, 0);
+    tc_rand(&t, 2, KL_F32, 4, cols[k].idx, -9, 9, 0);
+    t.inplace = 1;
+    tc_check(&t, EXACT);
+  }
+  /* an index out of range: the kernel names the first, as the reference does */
+  tcase t;
+  tc_init(&t, "ScatterElements bad index", KL_OP_ScatterElements, 3, 1);
+  tc_rand(&t, 0, KL_F32, 2, (const int64_t[]){5, 7000}, -9, 9, 0);
+  tc_rand(&t, 1, KL_I64, 2, (const int64_t[]){5, 7000}, 0, 4.99, 0);
+  tc_rand(&t, 2, KL_F32, 2, (const int64_t[]){5, 7000}, -9, 9, 0);
+  ((int64_t *)t.in[1].data)[1234] = 7, ((int64_t *)t.in[1].data)[30000] = -9;
+  kl_type types[3];
+  const kl_type *tp[3];
+  const kl_tensor *in[3];
+  inputs_of(&t, in);
+  for (int i = 0; i < 3; i++) type_of(&types[i], in[i]), tp[i] = &types[i];
+  kl_tensor out[MAX_IO];
+  void *mem[MAX_IO];
+  memset(out, 0, sizeof out);
+  alloc_outputs(&t, out, mem);
+  kl_tensor *outp[1] = {&out[0]};
+  kl_cpu_kernel k = kl_cpu_isa_kernel(tc_node(&t), tp, 3, kl_isa_level());
+  assert_non_null(k.run);
+  for (int threads = 0; threads < 2; threads++) {
+    kl_kernel_ctx c = {tc_node(&t), 3, 1, in, outp, &t.e, threads, NULL};
+    kl_err_clear(&t.e);
+    assert_int_equal(k.run(&c), KILN_ERR_INVALID_ARGUMENT);
+    if (!strstr(t.e.msg, "has 7 at element 1234, expected -5 to 4"))
+      fail_msg("ScatterElements bad index: %s", t.e.msg);
+  }
+  free_all(mem, 1);
+  tc_free(&t);
 }
 
 /* Expand of every broadcast case's A to the shape A and B broadcast to, in words of

@@ -290,6 +290,7 @@ unsigned kl_cpu_isa_inplace(const kl_node *n) {
     return 3u;
   case KL_OP_Softmax: case KL_OP_LogSoftmax: case KL_OP_LayerNormalization:
   case KL_OP_RMSNormalization: case KL_OP_BatchNormalization:
+  case KL_OP_ScatterElements: /* Y is Data updated: no copy when it takes Data's buffer */
     return 1u;
   default: return 0u; /* Transpose keeps its shape for square perms, yet moves data */
   }

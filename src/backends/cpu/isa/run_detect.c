@@ -430,7 +430,95 @@ static int run_gather(kl_kernel_ctx *c) {
 
 /* ---- ScatterElements (reduction none) ----
  * Y = data; then Y[i with the axis coordinate replaced by indices[i]] = updates[i], in
- * the order of the updates (a later duplicate wins), on one thread. */
+ * the order of the updates (a later duplicate wins). Two updates can land on one
+ * element only when they differ in the axis coordinate alone, so when the indices'
+ * dims after the axis are Y's (torchvision's MultiScaleRoIAlign: [R, 256, 7, 7] along
+ * axis 0), the indices are [outer, A, inner] with Y's [.., len, inner] under them,
+ * and the columns (outer, inner position) are split into tasks on the node's
+ * threads, each walking A in order. A bad index stops its task; the first one in the
+ * indices' order is then found and named, as the reference names it. Otherwise rows
+ * along the last dim, in order, on one thread. */
+
+typedef struct scatter_job {
+  const void *idx, *u;
+  kl_dtype idx_dt;
+  void *y;
+  size_t es;
+  int axis;
+  int64_t outer_dims[KL_MAX_RANK], ys[KL_MAX_RANK];
+  int64_t a_len, inner, len, per, columns;
+  int bad; /* set (relaxed) by a task that met an index out of range */
+} scatter_job;
+
+#define SCATTER_COLS(T)                                                                  \
+  {                                                                                      \
+    const T *u = (const T *)j->u;                                                        \
+    T *yy = (T *)j->y;                                                                   \
+    for (int64_t a = 0; a < j->a_len; a++) {                                             \
+      int64_t at = (o * j->a_len + a) * j->inner;                                        \
+      for (int64_t i = i0; i < i1; i++) {                                                \
+        int64_t k = load_index(j->idx, j->idx_dt, at + i);                               \
+        if (k < -j->len || k >= j->len) {                                                \
+          __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);                                \
+          return;                                                                        \
+        }                                                                                \
+        k += k < 0 ? j->len : 0;                                                         \
+        yy[base + k * j->inner + i] = u[at + i];                                         \
+      }                                                                                  \
+    }                                                                                    \
+  }
+
+static void scatter_task(void *arg, int64_t t) {
+  scatter_job *j = arg;
+  int64_t c = t * j->per, end = c + j->per < j->columns ? c + j->per : j->columns;
+  while (c < end) {
+    int64_t o = c / j->inner, i0 = c % j->inner;
+    int64_t i1 = i0 + (end - c) < j->inner ? i0 + (end - c) : j->inner;
+    int64_t base = 0, rest = o; /* Y's offset of outer position o */
+    for (int d = j->axis - 1; d >= 0; d--) {
+      base += rest % j->outer_dims[d] * j->ys[d];
+      rest /= j->outer_dims[d];
+    }
+    switch (j->es) {
+    case 1: SCATTER_COLS(uint8_t) break;
+    case 2: SCATTER_COLS(uint16_t) break;
+    case 4: SCATTER_COLS(uint32_t) break;
+    default: SCATTER_COLS(uint64_t) break;
+    }
+    c += i1 - i0;
+  }
+}
+
+/* The indices' dims after the axis are Y's: the columns run. */
+static bool scatter_columns(kl_kernel_ctx *c, const kl_tensor *idx, const kl_tensor *y,
+                            int axis, const int64_t *ys, int *st) {
+  scatter_job j = {.idx = idx->data, .u = c->in[2]->data, .idx_dt = idx->dtype,
+                   .y = y->data, .es = kl_dtype_size(y->dtype), .axis = axis,
+                   .a_len = idx->dims[axis], .inner = 1, .len = y->dims[axis]};
+  for (int d = axis + 1; d < y->rank; d++) {
+    if (idx->dims[d] != y->dims[d]) return false;
+    j.inner *= y->dims[d];
+  }
+  int64_t outer = 1;
+  for (int d = 0; d < axis; d++) {
+    j.outer_dims[d] = idx->dims[d], j.ys[d] = ys[d];
+    outer *= idx->dims[d];
+  }
+  j.columns = outer * j.inner;
+  int64_t n = j.columns * j.a_len;
+  int64_t tasks = kl_isa_split(j.columns, CHUNK / (j.a_len > 0 ? j.a_len : 1) + 1, &j.per);
+  kl_isa_parallel(c, tasks, n, scatter_task, &j);
+  *st = KILN_OK;
+  if (__atomic_load_n(&j.bad, __ATOMIC_RELAXED))
+    for (int64_t i = 0; i < n; i++) {
+      int64_t k = load_index(idx->data, idx->dtype, i);
+      if (k < -j.len || k >= j.len) {
+        *st = bad_index(c, k, i, j.len);
+        break;
+      }
+    }
+  return true;
+}
 
 #define SCATTER_ROW(T)                                                                   \
   {                                                                                      \
@@ -458,6 +546,8 @@ static int run_scatter_elements(kl_kernel_ctx *c) {
   if (n == 0) return KILN_OK;
   int64_t ys[KL_MAX_RANK], s = 1;
   for (int d = rank - 1; d >= 0; d--) ys[d] = s, s *= y->dims[d];
+  int st;
+  if (scatter_columns(c, idx, y, axis, ys, &st)) return st;
   int64_t last = idx->dims[rank - 1], rows = n / last, len = y->dims[axis];
   bool along_last = axis == rank - 1;
   int64_t pos[KL_MAX_RANK] = {0};
