@@ -149,21 +149,34 @@ static void nms_box(const kl_nms *p, int64_t b, int64_t i, double *r) {
   r[1] = fmin(v[1], v[3]), r[3] = fmax(v[1], v[3]);
 }
 
+/* A box as nms_box reads it, with its area: each kept box is read once, not once per
+ * candidate it is compared with. */
+typedef struct nms_rect {
+  double r[4], area;
+} nms_rect;
+
+static nms_rect nms_rect_of(const kl_nms *p, int64_t b, int64_t i) {
+  nms_rect x;
+  nms_box(p, b, i, x.r);
+  x.area = (x.r[2] - x.r[0]) * (x.r[3] - x.r[1]);
+  return x;
+}
+
 /* Whether two boxes overlap by more than the threshold (intersection over union);
  * boxes without area never suppress. */
-static bool nms_suppresses(const kl_nms *p, const double *a, const double *b) {
-  double h = fmin(a[2], b[2]) - fmax(a[0], b[0]), w = fmin(a[3], b[3]) - fmax(a[1], b[1]);
+static bool nms_suppresses(const kl_nms *p, const nms_rect *a, const nms_rect *b) {
+  double h = fmin(a->r[2], b->r[2]) - fmax(a->r[0], b->r[0]);
+  double w = fmin(a->r[3], b->r[3]) - fmax(a->r[1], b->r[1]);
   if (!(h > 0 && w > 0)) return false;
-  double inter = h * w, area_a = (a[2] - a[0]) * (a[3] - a[1]);
-  double area_b = (b[2] - b[0]) * (b[3] - b[1]), uni = area_a + area_b - inter;
-  if (!(area_a > 0 && area_b > 0 && uni > 0)) return false;
+  double inter = h * w, uni = a->area + b->area - inter;
+  if (!(a->area > 0 && b->area > 0 && uni > 0)) return false;
   return inter / uni > p->iou_threshold;
 }
 
 /* One class of one batch: the candidates above the score threshold, best first, each
- * kept unless a kept one suppresses it. kept holds box indexes. */
+ * kept unless a kept one suppresses it. kept holds box indexes, rect their boxes. */
 static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_candidate *cand,
-                         int64_t *kept) {
+                         int64_t *kept, nms_rect *rect) {
   int64_t n = 0, n_kept = 0;
   for (int64_t i = 0; i < p->count; i++) {
     size_t at = (size_t)((b * p->classes + cls) * p->count + i);
@@ -172,14 +185,10 @@ static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_candidate 
   }
   qsort(cand, (size_t)n, sizeof *cand, nms_order);
   for (int64_t i = 0; i < n && n_kept < p->max_per_class; i++) {
-    double box[4], other[4];
+    nms_rect box = nms_rect_of(p, b, cand[i].box);
     bool keep = true;
-    nms_box(p, b, cand[i].box, box);
-    for (int64_t k = 0; k < n_kept && keep; k++) {
-      nms_box(p, b, kept[k], other);
-      keep = !nms_suppresses(p, box, other);
-    }
-    if (keep) kept[n_kept++] = cand[i].box;
+    for (int64_t k = 0; k < n_kept && keep; k++) keep = !nms_suppresses(p, &box, &rect[k]);
+    if (keep) rect[n_kept] = box, kept[n_kept++] = cand[i].box;
   }
   return n_kept;
 }
@@ -189,15 +198,17 @@ kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t rows, int64_t *
   size_t bytes;
   *selected = 0;
   if (p->count == 0 || p->max_per_class <= 0) return KILN_OK;
-  if (kl_mul_overflow_size((size_t)p->count, sizeof(nms_candidate) + sizeof(int64_t), &bytes))
+  if (kl_mul_overflow_size((size_t)p->count,
+                           sizeof(nms_candidate) + sizeof(int64_t) + sizeof(nms_rect), &bytes))
     return kl_fail(e, KILN_ERR_LIMIT, "%lld boxes are too many", (long long)p->count);
   nms_candidate *cand = malloc(bytes);
   if (!cand) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "no memory for %lld boxes",
                             (long long)p->count);
-  int64_t *kept = (int64_t *)(cand + p->count);
+  nms_rect *rect = (nms_rect *)(cand + p->count);
+  int64_t *kept = (int64_t *)(rect + p->count);
   for (int64_t b = 0; b < p->batches; b++)
     for (int64_t cls = 0; cls < p->classes; cls++) {
-      int64_t n = nms_class(p, b, cls, cand, kept);
+      int64_t n = nms_class(p, b, cls, cand, kept, rect);
       for (int64_t k = 0; k < n && *selected + k < rows; k++) {
         int64_t *row = out + (*selected + k) * 3;
         row[0] = b, row[1] = cls, row[2] = kept[k];

@@ -629,15 +629,20 @@ static bool kiln_runs_it = true;
  * layout, which then is the copy oneDNN reads). */
 static bool onednn_packs_it = true;
 
+/* The graph's weights have KL_GEMM_BIG_WEIGHTS floats or more (the tiles take any
+ * number of rows). */
+static bool big_weights = false;
+
 /* The kernel that must have run a node of `rows` rows: kiln's product for one row, and
- * for more (up to KL_GEMM_MAX_ROWS) at a level whose tiles are fast
- * (kl_gemv_fns.rows_fast); else NULL
- * (oneDNN's). */
+ * for more (up to KL_GEMM_MAX_ROWS, or any number on big weights) at a level whose
+ * tiles are fast (kl_gemv_fns.rows_fast); else NULL (oneDNN's). */
 static const char *product_kernel(int64_t rows) {
   if (!dnnl_on() || !kiln_runs_it) return NULL;
   if (rows <= 1) return "gemv";
-  return kl_cpu_isa_fns(kl_isa_level())->gemv->rows_fast && rows <= KL_GEMM_MAX_ROWS ? "gemm"
-                                                                                    : NULL;
+  return kl_cpu_isa_fns(kl_isa_level())->gemv->rows_fast &&
+                 (rows <= KL_GEMM_MAX_ROWS || big_weights)
+             ? "gemm"
+             : NULL;
 }
 
 static void check_node(kl_graph *g, const char *what, const int64_t *rows, int n_rows,
@@ -911,6 +916,21 @@ static void test_many_rows(void **state) {
   kiln_runs_it = false; /* (fixed says "more than one row", not how many) */
   check_node(g, "matmul [3, M / 3, K] past the tiles' rows", fixed, 1, 24, false);
   kiln_runs_it = true;
+
+  /* past the tiles' rows, on weights of KL_GEMM_BIG_WEIGHTS floats (4099 x 1025, a
+   * partial panel, Faster R-CNN's box head in small): the tiles, + Bias, Relu */
+  g = kl_graph_new();
+  a = graph_input(g, "a", 2, (int64_t[]){KL_GEMM_MAX_ROWS + 21, 4099}, false);
+  w = graph_const(g, "W", 2, (int64_t[]){1025, 4099});
+  b = graph_const(g, "bias", 1, (int64_t[]){1025});
+  nd = add_node(g, KL_OP_KilnFusedGemm, 3, (int[]){a, w, b});
+  assert_int_equal(kl_node_set_int(g, nd, "transB", 1, NULL), KILN_OK);
+  set_act(g, nd, "Relu", 0, NULL);
+  _Static_assert(4099 * 1025 >= KL_GEMM_BIG_WEIGHTS, "the weights must be big");
+  big_weights = true;
+  check_node(g, "FusedGemm [M > KL_GEMM_MAX_ROWS, K] x W [N, K] big + Bias, Relu", fixed,
+             1, 4099, tiles);
+  big_weights = false;
 }
 
 int main(void) {

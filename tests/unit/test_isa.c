@@ -574,6 +574,292 @@ static void test_select(void **state) {
   tc_check(&t, EXACT);
 }
 
+/* ---- detection post-processing (run_detect.c) ---- */
+
+/* RoiAlign over awkward sizes (X [2, 5, 13, 11], outputs 3 x 5), both coordinate
+ * modes, avg and max, a fixed and an adaptive sampling grid, rois inside, across and
+ * outside X (and one of zero extent), one thread and all. The kernel weighs in float
+ * what the reference weighs in double. */
+static void test_roi_align(void **state) {
+  (void)state;
+  static const double boxes[] = {0, 0, 10, 12,   1.3, 2.7, 7.9, 9.1,  -3, -2, 4, 5,
+                                 8, 9, 15, 14,   2, 2, 2, 2,         5.5, 0.2, 6.1, 12.9,
+                                 -20, -20, -10, -10};
+  static const double batch[] = {0, 1, 1, 0, 1, 0, 1};
+  const char *modes[] = {"avg", "max"}, *ctms[] = {"half_pixel", "output_half_pixel"};
+  for (int m = 0; m < 2; m++)
+    for (int ct = 0; ct < 2; ct++)
+      for (int sr = 0; sr < 3; sr += 2) {
+        char name[96];
+        snprintf(name, sizeof name, "RoiAlign %s %s sampling_ratio %d", modes[m], ctms[ct], sr);
+        tcase t;
+        tc_init(&t, name, KL_OP_RoiAlign, 3, 1);
+        tc_string(&t, "mode", modes[m]);
+        tc_string(&t, "coordinate_transformation_mode", ctms[ct]);
+        tc_int(&t, "output_height", 3);
+        tc_int(&t, "output_width", 5);
+        tc_int(&t, "sampling_ratio", sr);
+        tc_float(&t, "spatial_scale", 0.75f);
+        tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){2, 5, 13, 11}, -2, 2, 0.01);
+        tc_values(&t, 1, KL_F32, 2, (const int64_t[]){7, 4}, boxes);
+        tc_values(&t, 2, KL_I64, 1, (const int64_t[]){7}, batch);
+        tc_check(&t, (tol){2e-6, 2e-6, false});
+      }
+  tcase t; /* many rois and channels: tasks of whole rois */
+  tc_init(&t, "RoiAlign many rois", KL_OP_RoiAlign, 3, 1);
+  tc_int(&t, "output_height", 7);
+  tc_int(&t, "output_width", 7);
+  tc_int(&t, "sampling_ratio", 2);
+  tc_float(&t, "spatial_scale", 0.25f);
+  tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){1, 37, 20, 23}, -1, 1, 0.01);
+  tc_rand(&t, 1, KL_F32, 2, (const int64_t[]){53, 4}, 0, 90, 0);
+  tc_rand(&t, 2, KL_I32, 1, (const int64_t[]){53}, 0, 0.5, 0);
+  tc_check(&t, (tol){2e-6, 2e-6, false});
+  for (int m = 0; m < 2; m++) { /* more samples per roi than the corner table holds */
+    tc_init(&t, m ? "RoiAlign many samples max" : "RoiAlign many samples", KL_OP_RoiAlign, 3, 1);
+    tc_string(&t, "mode", modes[m]);
+    tc_int(&t, "output_height", 17);
+    tc_int(&t, "output_width", 15);
+    tc_int(&t, "sampling_ratio", 3);
+    tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){2, 3, 21, 19}, -1, 1, 0.01);
+    tc_rand(&t, 1, KL_F32, 2, (const int64_t[]){5, 4}, -2, 22, 0);
+    tc_rand(&t, 2, KL_I64, 1, (const int64_t[]){5}, 0, 1.99, 0);
+    tc_check(&t, (tol){2e-6, 2e-6, false});
+  }
+}
+
+/* ScatterElements along each axis, negative indices, words of 4, 8 and 1 bytes: bit for
+ * bit (duplicates land in the reference's order). */
+static void test_scatter_elements(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8};
+  for (int axis = -1; axis < 3; axis++)
+    for (int d = 0; d < 3; d++) {
+      char name[64];
+      snprintf(name, sizeof name, "ScatterElements axis %d dtype %d", axis, dts[d]);
+      tcase t;
+      tc_init(&t, name, KL_OP_ScatterElements, 3, 1);
+      tc_int(&t, "axis", axis);
+      int64_t data[3] = {3, 7, 5}, idx[3] = {2, 6, 4};
+      int a = axis < 0 ? 2 : axis;
+      tc_rand(&t, 0, dts[d], 3, data, 1, 100, 0);
+      tc_rand(&t, 1, KL_I64, 3, idx, (double)-data[a], (double)data[a] - 0.01, 0);
+      tc_rand(&t, 2, dts[d], 3, idx, 1, 100, 0);
+      t.inplace = 1;
+      tc_check(&t, EXACT);
+    }
+  /* the indices' dims after the axis Y's: columns on threads (duplicates: the later
+   * wins), MultiScaleRoIAlign's shape among them */
+  static const struct {
+    int axis;
+    int64_t y[4], idx[4];
+  } cols[] = {{0, {3, 7, 5, 1}, {2, 7, 5, 1}}, {1, {3, 7, 5, 1}, {2, 9, 5, 1}},
+              {0, {150, 256, 7, 7}, {150, 256, 7, 7}}, {2, {2, 3, 33, 41}, {2, 2, 70, 41}}};
+  for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "ScatterElements columns %zu", k);
+    tcase t;
+    tc_init(&t, name, KL_OP_ScatterElements, 3, 1);
+    tc_int(&t, "axis", cols[k].axis);
+    int64_t len = cols[k].y[cols[k].axis];
+    tc_rand(&t, 0, KL_F32, 4, cols[k].y, -9, 9, 0);
+    tc_rand(&t, 1, KL_I64, 4, cols[k].idx, (double)-len, (double)len - 0.01, 0);
+    tc_rand(&t, 2, KL_F32, 4, cols[k].idx, -9, 9, 0);
+    t.inplace = 1;
+    tc_check(&t, EXACT);
+  }
+  /* an index out of range: the kernel names the first, as the reference does */
+  tcase t;
+  tc_init(&t, "ScatterElements bad index", KL_OP_ScatterElements, 3, 1);
+  tc_rand(&t, 0, KL_F32, 2, (const int64_t[]){5, 7000}, -9, 9, 0);
+  tc_rand(&t, 1, KL_I64, 2, (const int64_t[]){5, 7000}, 0, 4.99, 0);
+  tc_rand(&t, 2, KL_F32, 2, (const int64_t[]){5, 7000}, -9, 9, 0);
+  ((int64_t *)t.in[1].data)[1234] = 7, ((int64_t *)t.in[1].data)[30000] = -9;
+  kl_type types[3];
+  const kl_type *tp[3];
+  const kl_tensor *in[3];
+  inputs_of(&t, in);
+  for (int i = 0; i < 3; i++) type_of(&types[i], in[i]), tp[i] = &types[i];
+  kl_tensor out[MAX_IO];
+  void *mem[MAX_IO];
+  memset(out, 0, sizeof out);
+  alloc_outputs(&t, out, mem);
+  kl_tensor *outp[1] = {&out[0]};
+  kl_cpu_kernel k = kl_cpu_isa_kernel(tc_node(&t), tp, 3, kl_isa_level());
+  assert_non_null(k.run);
+  for (int threads = 0; threads < 2; threads++) {
+    kl_kernel_ctx c = {tc_node(&t), 3, 1, in, outp, &t.e, threads, NULL};
+    kl_err_clear(&t.e);
+    assert_int_equal(k.run(&c), KILN_ERR_INVALID_ARGUMENT);
+    if (!strstr(t.e.msg, "has 7 at element 1234, expected -5 to 4"))
+      fail_msg("ScatterElements bad index: %s", t.e.msg);
+  }
+  free_all(mem, 1);
+  tc_free(&t);
+}
+
+/* Expand of every broadcast case's A to the shape A and B broadcast to, in words of
+ * 4, 8, 1 and 2 bytes, and of a scalar. */
+static void test_expand(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8, KL_BF16};
+  for (size_t c = 0; c < N_BCASTS; c++)
+    for (int d = 0; d < 4; d++) {
+      const bcast_case *bc = &BCASTS[c];
+      char name[64];
+      snprintf(name, sizeof name, "Expand case %zu dtype %d", c, dts[d]);
+      double shape[4];
+      for (int k = 0; k < bc->rb; k++) shape[k] = (double)bc->b[k];
+      tcase t;
+      tc_init(&t, name, KL_OP_Expand, 2, 1);
+      tc_rand(&t, 0, dts[d], bc->ra, bc->a, 1, 100, 0);
+      tc_values(&t, 1, KL_I64, 1, (const int64_t[]){bc->rb}, shape);
+      tc_check(&t, EXACT);
+    }
+}
+
+/* ConstantOfShape without a value (float32 0) and with values of 4, 8 and 1 bytes. */
+static void test_constant_of_shape(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_UNDEFINED, KL_F32, KL_I64, KL_BOOL, KL_F16};
+  for (int d = 0; d < 5; d++) {
+    tcase t;
+    tc_init(&t, "ConstantOfShape", KL_OP_ConstantOfShape, 1, 1);
+    if (dts[d] != KL_UNDEFINED) {
+      kl_tensor *v = calloc(1, sizeof *v);
+      assert_non_null(v);
+      *v = (kl_tensor){.dtype = dts[d], .rank = 1, .dims = {1}, .data = calloc(1, 8)};
+      assert_non_null(v->data);
+      kl_store_f64(v->data, dts[d], 0, dts[d] == KL_BOOL ? 1 : -3);
+      assert_int_equal(kl_node_set_tensor(t.g, t.node, "value", v, &t.e), KILN_OK);
+    }
+    tc_values(&t, 0, KL_I64, 1, (const int64_t[]){3}, (const double[]){3, 17, 1001});
+    tc_check(&t, EXACT);
+  }
+}
+
+/* Gather along each axis with negative indices, scalar and 2-D indices, words of 4, 8
+ * and 1 bytes, int64 and int32 indices. */
+static void test_gather(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_F32, KL_I64, KL_U8};
+  for (int axis = -1; axis < 3; axis++)
+    for (int d = 0; d < 3; d++)
+      for (int ir = 0; ir < 3; ir++) {
+        char name[64];
+        snprintf(name, sizeof name, "Gather axis %d dtype %d indices rank %d", axis, dts[d], ir);
+        int64_t data[3] = {5, 7, 3};
+        int a = axis < 0 ? 2 : axis;
+        tcase t;
+        tc_init(&t, name, KL_OP_Gather, 2, 1);
+        tc_int(&t, "axis", axis);
+        tc_rand(&t, 0, dts[d], 3, data, 1, 100, 0);
+        tc_rand(&t, 1, ir == 1 ? KL_I32 : KL_I64, ir, (const int64_t[]){4, 3}, (double)-data[a],
+                (double)data[a] - 0.01, 0);
+        tc_check(&t, EXACT);
+      }
+}
+
+/* The comparisons over every broadcast case, in float32, float64, int32 and int64, on
+ * small integers (equal values are common) and on A against itself. */
+static void test_compare(void **state) {
+  (void)state;
+  const kl_op ops[] = {KL_OP_Equal, KL_OP_Less, KL_OP_Greater, KL_OP_LessOrEqual,
+                       KL_OP_GreaterOrEqual};
+  const kl_dtype dts[] = {KL_F32, KL_F64, KL_I32, KL_I64};
+  for (int o = 0; o < 5; o++)
+    for (size_t c = 0; c < N_BCASTS; c++)
+      for (int d = 0; d < 4; d++) {
+        const bcast_case *bc = &BCASTS[c];
+        char name[64];
+        snprintf(name, sizeof name, "%s case %zu dtype %d", kl_op_name(ops[o]), c, dts[d]);
+        tcase t;
+        tc_init(&t, name, ops[o], 2, 1);
+        tc_rand(&t, 0, dts[d], bc->ra, bc->a, -3, 3, 0);
+        tc_rand(&t, 1, dts[d], bc->rb, bc->b, -3, 3, 0);
+        if (kl_dtype_is_float(dts[d])) /* some equal values among the floats too */
+          for (int i = 0; i < 2; i++)
+            for (int64_t k = 0; k < kl_tensor_numel(&t.in[i]); k += 3)
+              kl_store_f64(t.in[i].data, dts[d], (size_t)k, 1.0);
+        tc_check(&t, EXACT);
+      }
+}
+
+/* Resize of [2, 3, 13, 17] along its last two dims (up along one, down along the
+ * other; by sizes and by scales), nearest (bit for bit) and linear in every coordinate
+ * transformation; cubic and antialiased linear run the reference through the same
+ * kernel (run_resize.c). */
+static void test_resize(void **state) {
+  (void)state;
+  const char *coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                          "half_pixel_symmetric"};
+  const char *modes[] = {"nearest", "linear", "cubic", "linear"};
+  for (int m = 0; m < 4; m++)
+    for (int co = 0; co < 5; co++)
+      for (int by_scales = 0; by_scales < 2; by_scales++) {
+        char name[96];
+        snprintf(name, sizeof name, "Resize %s%s %s by %s", modes[m], m == 3 ? " antialias" : "",
+                 coords[co], by_scales ? "scales" : "sizes");
+        tcase t;
+        tc_init(&t, name, KL_OP_Resize, 4, 1);
+        tc_string(&t, "mode", modes[m]);
+        tc_string(&t, "coordinate_transformation_mode", coords[co]);
+        if (m == 3) tc_int(&t, "antialias", 1);
+        if (m == 0 && co % 2) tc_string(&t, "nearest_mode", "floor");
+        tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){2, 3, 13, 17}, -2, 2, 0.01);
+        if (by_scales)
+          tc_values(&t, 2, KL_F32, 1, (const int64_t[]){4}, (const double[]){1, 1, 2.5, 0.6});
+        else
+          tc_values(&t, 3, KL_I64, 1, (const int64_t[]){4}, (const double[]){2, 3, 29, 11});
+        tc_check(&t, m == 0 ? EXACT : (tol){2e-6, 2e-6, false});
+      }
+}
+
+/* Max and Min of two inputs over every broadcast case in float32 (NaNs among them:
+ * NaN wins, as in the reference), int32 and int64: bit for bit. */
+static void test_minmax(void **state) {
+  (void)state;
+  const kl_op ops[] = {KL_OP_Max, KL_OP_Min};
+  const kl_dtype dts[] = {KL_F32, KL_I32, KL_I64};
+  for (int o = 0; o < 2; o++)
+    for (size_t c = 0; c < N_BCASTS; c++)
+      for (int d = 0; d < 3; d++) {
+        const bcast_case *bc = &BCASTS[c];
+        char name[64];
+        snprintf(name, sizeof name, "%s case %zu dtype %d", kl_op_name(ops[o]), c, dts[d]);
+        tcase t;
+        tc_init(&t, name, ops[o], 2, 1);
+        tc_rand(&t, 0, dts[d], bc->ra, bc->a, -50, 50, 0);
+        tc_rand(&t, 1, dts[d], bc->rb, bc->b, -50, 50, 0);
+        if (dts[d] == KL_F32)
+          for (int i = 0; i < 2; i++)
+            for (int64_t k = i; k < kl_tensor_numel(&t.in[i]); k += 7)
+              ((float *)t.in[i].data)[k] = NAN;
+        tc_check(&t, EXACT);
+      }
+}
+
+/* NonZero of 1-D and 3-D inputs in bool, float32, int32 and int64, about a third zero. */
+static void test_non_zero(void **state) {
+  (void)state;
+  const kl_dtype dts[] = {KL_BOOL, KL_F32, KL_I32, KL_I64};
+  static const int64_t shapes[][3] = {{1001, 0, 0}, {3, 5, 7}, {1, 1, 1}};
+  const int ranks[] = {1, 3, 1};
+  for (int s = 0; s < 3; s++)
+    for (int d = 0; d < 4; d++) {
+      char name[64];
+      snprintf(name, sizeof name, "NonZero shape %d dtype %d", s, dts[d]);
+      tcase t;
+      tc_init(&t, name, KL_OP_NonZero, 1, 1);
+      tc_rand(&t, 0, dts[d] == KL_BOOL ? KL_U8 : dts[d], ranks[s], shapes[s], 0, 3, 0);
+      t.in[0].dtype = dts[d];
+      for (int64_t k = 0; k < kl_tensor_numel(&t.in[0]); k++) /* 0, 1 or 2 */
+        if (kl_load_f64(t.in[0].data, dts[d], (size_t)k) >= 2)
+          kl_store_f64(t.in[0].data, dts[d], (size_t)k, dts[d] == KL_BOOL ? 1 : -0.5);
+      tc_check(&t, EXACT);
+    }
+}
+
 /* ---- rows ---- */
 
 static void test_softmax(void **state) {
@@ -1224,6 +1510,15 @@ int main(void) {
       cmocka_unit_test(test_binary),
       cmocka_unit_test(test_select),
       cmocka_unit_test(test_quantize),
+      cmocka_unit_test(test_roi_align),
+      cmocka_unit_test(test_scatter_elements),
+      cmocka_unit_test(test_expand),
+      cmocka_unit_test(test_constant_of_shape),
+      cmocka_unit_test(test_gather),
+      cmocka_unit_test(test_compare),
+      cmocka_unit_test(test_resize),
+      cmocka_unit_test(test_minmax),
+      cmocka_unit_test(test_non_zero),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_softmax_other_axis),
       cmocka_unit_test(test_norms),

@@ -441,9 +441,9 @@ static const kl_tensor *input(const kl_kernel_ctx *c, int k) {
 /* A Gemm or MatMul run whose input is one row and whose weights are a constant
  * matrix streams the weights once: run_gemv.c does that at the memory's speed, on the
  * weights packed once in panels of 16 outputs (kl_gemv_pack), where a oneDNN primitive
- * reads them slower. Runs of more rows (up to KL_GEMM_MAX_ROWS) go there too at the
- * levels whose tiles beat oneDNN's products (kl_gemv_fns.rows_fast: AVX2, where oneDNN
- * 2.6's gemm packs the weights again at every call). The shapes are known at session
+ * reads them slower. Runs of more rows (up to KL_GEMM_MAX_ROWS, or any number on
+ * weights of KL_GEMM_BIG_WEIGHTS floats or more) go there too at the levels whose
+ * tiles beat oneDNN's products (kl_gemv_fns.rows_fast: AVX2, where oneDNN 2.6's gemm packs the weights again at every call). The shapes are known at session
  * creation (the graph's concrete types: such a node makes no primitive, and the panels
  * are the only copy it keeps under release_weights) or at a run (an entry of the
  * cache). The panels are made
@@ -493,7 +493,8 @@ static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y
   }
   p->n = w->dims[p->nk ? 0 : 1];
   if (p->m < 1 || (p->m > 1 && !(d->fns->gemv->tile && d->fns->gemv->rows_fast &&
-                                  p->m <= KL_GEMM_MAX_ROWS)))
+                                  (p->m <= KL_GEMM_MAX_ROWS ||
+                                   p->k * p->n >= KL_GEMM_BIG_WEIGHTS))))
     return false;
   if (p->k < 1 || p->n < 1 || w->dims[p->nk ? 1 : 0] != p->k ||
       shape_numel(y) != p->m * p->n || y->dims[y->rank - 1] != p->n)

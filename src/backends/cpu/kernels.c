@@ -47,6 +47,8 @@ typedef enum kernel_kind {
   K_SELECT, /* Where, And, Or, Xor (run_select.c) */
   K_QUANT,  /* QuantizeLinear, DequantizeLinear per tensor (run_quant.c) */
   K_DEQUANT,
+  K_DETECT, /* RoiAlign, ScatterElements, Expand, ConstantOfShape, Gather, NonZero, Max,
+               Min, comparisons (run_detect.c), Resize (run_resize.c) */
   K_COUNT
 } kernel_kind;
 
@@ -101,12 +103,14 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int select_##L(kl_kernel_ctx *c) { return kl_run_select(c, &fns_##L); }         \
   static int quant_##L(kl_kernel_ctx *c) { return kl_run_quantize(c, &fns_##L); }        \
   static int dequant_##L(kl_kernel_ctx *c) { return kl_run_dequantize(c, &fns_##L); }    \
+  static int detect_##L(kl_kernel_ctx *c) { return kl_run_detect(c, &fns_##L); }         \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
       reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
       bn_##L,     slice_##L, pad_##L,       optim_##L,     gnorm_##L,                   \
       pool_grad_##L, bn_train_##L, bn_grad_##L, unary_grad_##L, sum_to_##L,            \
-      reduce_grad_##L, softmax_grad_##L, ln_grad_##L, select_##L, quant_##L, dequant_##L};
+      reduce_grad_##L, softmax_grad_##L, ln_grad_##L, select_##L, quant_##L, dequant_##L, \
+      detect_##L};
 
 LEVEL_KERNELS(generic)
 #if KL_ISA_X86
@@ -170,6 +174,43 @@ static bool movable(kl_dtype t) {
   return es == 1 || es == 2 || es == 4 || es == 8;
 }
 
+static bool index_dtype(kl_dtype t) { return t == KL_I64 || t == KL_I32; }
+
+/* The detection ops' kernels (run_detect.c): the dtypes they take, else K_COUNT. */
+static kernel_kind detect_kind(const kl_node *n, const kl_type *const *in, int n_in) {
+  kl_dtype t = dtype_of(in, n_in, 0);
+  switch (n->op) {
+  case KL_OP_RoiAlign:
+    return t == KL_F32 && dtype_of(in, n_in, 1) == KL_F32 && index_dtype(dtype_of(in, n_in, 2))
+               ? K_DETECT
+               : K_COUNT;
+  case KL_OP_ScatterElements:
+    return movable(t) && index_dtype(dtype_of(in, n_in, 1)) && dtype_of(in, n_in, 2) == t &&
+                   strcmp(kl_attr_string(n, "reduction", "none"), "none") == 0
+               ? K_DETECT
+               : K_COUNT;
+  case KL_OP_Expand: return movable(t) ? K_DETECT : K_COUNT;
+  case KL_OP_Resize: return t == KL_F32 ? K_DETECT : K_COUNT;
+  case KL_OP_Max: case KL_OP_Min:
+    return n_in == 2 && (t == KL_F32 || t == KL_I32 || t == KL_I64) && dtype_of(in, n_in, 1) == t
+               ? K_DETECT
+               : K_COUNT;
+  case KL_OP_NonZero:
+    return t == KL_BOOL || t == KL_U8 || t == KL_I8 || t == KL_F32 || t == KL_I32 || t == KL_I64
+               ? K_DETECT
+               : K_COUNT;
+  case KL_OP_ConstantOfShape: return K_DETECT; /* the value's dtype is checked at run time */
+  case KL_OP_Gather: return movable(t) && index_dtype(dtype_of(in, n_in, 1)) ? K_DETECT : K_COUNT;
+  case KL_OP_Equal: case KL_OP_Less: case KL_OP_Greater: case KL_OP_LessOrEqual:
+  case KL_OP_GreaterOrEqual:
+    return (t == KL_F32 || t == KL_F64 || t == KL_I32 || t == KL_I64) &&
+                   dtype_of(in, n_in, 1) == t
+               ? K_DETECT
+               : K_COUNT;
+  default: return K_COUNT;
+  }
+}
+
 /* The kind of kernel for node n, or K_COUNT for none. */
 static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
                            const kl_isa_fns *f) {
@@ -220,7 +261,7 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
     return t == KL_F32 && dtype_of(in, n_in, 1) == KL_F32 ? K_QUANT : K_COUNT;
   case KL_OP_DequantizeLinear:
     return (t == KL_U8 || t == KL_I8) && dtype_of(in, n_in, 1) == KL_F32 ? K_DEQUANT : K_COUNT;
-  default: return K_COUNT;
+  default: return detect_kind(n, in, n_in);
   }
 }
 
@@ -262,6 +303,7 @@ unsigned kl_cpu_isa_inplace(const kl_node *n) {
     return 3u;
   case KL_OP_Softmax: case KL_OP_LogSoftmax: case KL_OP_LayerNormalization:
   case KL_OP_RMSNormalization: case KL_OP_BatchNormalization:
+  case KL_OP_ScatterElements: /* Y is Data updated: no copy when it takes Data's buffer */
     return 1u;
   default: return 0u; /* Transpose keeps its shape for square perms, yet moves data */
   }

@@ -170,6 +170,12 @@ typedef struct kl_wino_fns {
  * rows and by a fifth at 128 (BERT's), but inside whole models (weights read from
  * memory, not cache) lost 13% at swin_t's 196 rows, and alone lost at 256 and more. */
 #define KL_GEMM_MAX_ROWS 128
+/* Weights (k n floats) from which on the tiles take any number of rows: oneDNN 2.6's
+ * gemm packs such a matrix again at each call, a pass through memory as long as the
+ * product's own at some hundred rows (Faster R-CNN's box head: 12544 x 1024 weights,
+ * 51 MB, on ~150 rois: 58 ms on kiln's tiles against 117 ms on oneDNN's gemm, Zen 3,
+ * one thread). Smaller weights stay in cache for oneDNN's packing and keep the limit. */
+#define KL_GEMM_BIG_WEIGHTS ((int64_t)4 << 20)
 typedef struct kl_gemv_fns {
   void (*panel)(const float *x, const float *wp, size_t k, float *y, size_t n);
   /* One tile: c[i * ldc + l] = sum_{j < k} a[j * 6 + i] wp[j * 16 + l] (+ c[i * ldc + l]

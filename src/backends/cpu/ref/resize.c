@@ -14,17 +14,12 @@
  * element's gradient back along the same taps.
  */
 #include "backends/cpu/ref/ref.h"
-#include "ir/data_plan.h"
+#include "backends/cpu/ref/resize.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-typedef struct taps {
-  int n;           /* taps per output index */
-  int64_t *idx;    /* [out * n], clamped into the input */
-  double *w;       /* [out * n] */
-  bool *outside;   /* [out]: tf_crop_and_resize samples outside the input */
-} taps;
+typedef kl_resize_taps taps;
 
 /* The source coordinate of output index o along dim d of `in` elements. */
 static double source_coord(const kl_resize_attrs *a, const kl_resize_plan *p, int d,
@@ -239,10 +234,8 @@ static kiln_status alloc_taps(const kl_resize_attrs *a, const kl_resize_plan *p,
   return KILN_OK;
 }
 
-/* Resize's taps for X (dims of x) from the node's attributes and the request in
- * inputs first..first + 2 (roi, scales, sizes); *block holds them (free it). */
-static kiln_status plan_taps(kl_kernel_ctx *c, const kl_tensor *x, int first,
-                             kl_resize_attrs *a, taps *t, void **block) {
+kiln_status kl_ref_resize_taps(kl_kernel_ctx *c, const kl_tensor *x, int first,
+                               kl_resize_attrs *a, taps *t, void **block) {
   kl_resize_request r;
   kl_resize_plan p;
   *block = NULL;
@@ -268,7 +261,7 @@ int kl_ref_resize(kl_kernel_ctx *c) {
   kl_resize_attrs a;
   taps t[KL_MAX_RANK];
   void *block;
-  kiln_status st = plan_taps(c, x, 1, &a, t, &block);
+  kiln_status st = kl_ref_resize_taps(c, x, 1, &a, t, &block);
   if (st == KILN_OK && kl_tensor_numel(y) > 0) {
     sampler s = {x, x->rank, {0}, t};
     strides_of(x, s.xs);
@@ -292,7 +285,7 @@ int kl_ref_resize_grad(kl_kernel_ctx *c) {
   kl_resize_attrs a;
   taps t[KL_MAX_RANK];
   void *block;
-  kiln_status st = plan_taps(c, x, 2, &a, t, &block);
+  kiln_status st = kl_ref_resize_taps(c, x, 2, &a, t, &block);
   if (st == KILN_OK && ny > 0 && nx > 0) {
     int64_t xs[KL_MAX_RANK];
     strides_of(x, xs);
