@@ -162,22 +162,15 @@ def calibrate(scores):
 
 
 def save_pb(array, name, path):
-    import numpy as np
-    import onnx.numpy_helper
+    from export_zoo import save_pb as zoo_save_pb  # tools/ is this script's folder
 
-    t = onnx.numpy_helper.from_array(np.ascontiguousarray(array), name)
-    with open(path, "wb") as f:
-        f.write(t.SerializeToString())
+    zoo_save_pb(array, name, path)
 
 
 def run_ort(path, feeds):
-    import onnxruntime as ort
+    from export_zoo import run_ort as zoo_run_ort
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 2
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    return [o.name for o in sess.get_outputs()], sess.run(None, feeds)
+    return zoo_run_ort(path, feeds)
 
 
 def export_one(name, out_dir, opset):

@@ -6,6 +6,7 @@
 #define KL_INFER_MORE_H
 
 #include "ir/infer_common.h"
+#include "ir/roi_align.h"
 
 /* Input i's dim `axis` must be `want` when both are known; `why` ends the message
  * ("hidden_size"). */
@@ -82,13 +83,6 @@ kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t rows, int64_t *
 
 /* ---- RoiAlign ---- */
 
-typedef struct kl_roi_align {
-  bool max_mode;        /* mode "max" (else "avg") */
-  bool half_pixel;      /* coordinate_transformation_mode (else output_half_pixel) */
-  int64_t out_h, out_w, sampling_ratio;
-  double spatial_scale;
-} kl_roi_align;
 
-kiln_status kl_roi_align_init(const kl_node *node, kl_roi_align *r, kl_err *e);
 
 #endif

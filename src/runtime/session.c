@@ -88,10 +88,25 @@ struct kiln_session {
   bool profile, timed;
   double *t_start, *t_ms; /* per node, of the last profiled run */
   kl_control **ctl;    /* per node: an If's, Loop's or Scan's body sessions, else NULL */
+  bool *values_node;   /* per node: it reads or makes a sequence or optional (run_values) */
   double work;         /* the current run's steps, by kl_node_work (when max_work is set) */
 };
 
 enum { NEED_HOST = 1, NEED_DEV = 2 };
+
+/* Whether node n reads or makes a sequence or an optional (the session runs it: the
+ * sequence ops, and an Identity of such a value). */
+static bool takes_values(const kl_graph *g, const kl_node *n) {
+  if (kl_op_takes_sequences(n->op) && !kl_op_is_control(n->op) && n->op != KL_OP_Identity)
+    return true;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && (g->values[n->in[k]].type.seq || g->values[n->in[k]].type.opt))
+      return true;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && (g->values[n->out[k]].type.seq || g->values[n->out[k]].type.opt))
+      return true;
+  return false;
+}
 
 static kiln_status session_alloc(kiln_session *s) {
   const kl_graph *g = s->model->g;
@@ -118,7 +133,10 @@ static kiln_status session_alloc(kiln_session *s) {
   s->tout = calloc((size_t)max_out, sizeof *s->tout);
   s->outs = calloc((size_t)g->n_outputs + 1, sizeof *s->outs);
   s->ctl = calloc(nn, sizeof *s->ctl);
-  if (!s->ctl || !s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
+  s->values_node = calloc(nn, sizeof *s->values_node);
+  for (int i = 0; s->values_node && i < g->n_nodes; i++)
+    s->values_node[i] = takes_values(g, &g->nodes[i]);
+  if (!s->ctl || !s->values_node || !s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
       !s->t_start || !s->t_ms || !s->inputs || !s->sym_sizes || !s->kin || !s->tin ||
       !s->tdata || !s->kout || !s->tout || !s->outs)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory creating a session");
@@ -341,19 +359,6 @@ static kiln_status shared_weight(kiln_session *s, kl_model_device *md, int v) {
 
 /* Option "device": the device's backend takes every node it supports; the CPU the
  * rest. Constants that device nodes read are the model's copies on the device. */
-/* Whether node n reads or makes a sequence or an optional (the session runs it: the
- * sequence ops, and an Identity of such a value). */
-static bool takes_values(const kl_graph *g, const kl_node *n) {
-  if (kl_op_takes_sequences(n->op) && !kl_op_is_control(n->op) && n->op != KL_OP_Identity)
-    return true;
-  for (int k = 0; k < n->n_in; k++)
-    if (n->in[k] >= 0 && (g->values[n->in[k]].type.seq || g->values[n->in[k]].type.opt))
-      return true;
-  for (int k = 0; k < n->n_out; k++)
-    if (n->out[k] >= 0 && (g->values[n->out[k]].type.seq || g->values[n->out[k]].type.opt))
-      return true;
-  return false;
-}
 
 static kiln_status place_nodes(kiln_session *s) {
   const char *spec = s->opts.device;
@@ -384,7 +389,7 @@ static kiln_status place_nodes(kiln_session *s) {
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
     bool view = false;
-    if (takes_values(g, n) || !s->dev->iface->supports_node(s->dev, g, i)) continue;
+    if (s->values_node[i] || !s->dev->iface->supports_node(s->dev, g, i)) continue;
     s->dev->iface->node_io(s->dev, g, i, &s->host_in[i], &view);
     if (view && !s->on_dev[n->in[0]]) { /* a view of a host value stays a host view */
       s->host_in[i] = 0;
@@ -537,6 +542,7 @@ void kiln_session_free(kiln_session *s) {
   release_device(s);
   for (int i = 0; s->ctl && i < s->model->g->n_nodes; i++) kl_control_free(s->ctl[i]);
   free(s->ctl);
+  free(s->values_node);
   if (s->cpu) s->cpu->iface->release(s->cpu);
   kl_memplan_clear(&s->plan);
   free(s->arena);
@@ -589,13 +595,23 @@ static int input_to_set(kiln_session *s, const char *name) {
   return i;
 }
 
+static kiln_status bind_tensor(kiln_session *s, int i, kiln_dtype dtype, int rank,
+                               const int64_t *dims, const void *data, size_t size_bytes);
+
 kiln_status kiln_session_set_input(kiln_session *s, const char *name, kiln_dtype dtype,
                                    int rank, const int64_t *dims, const void *data,
                                    size_t size_bytes) {
   if (!s) return KILN_ERR_INVALID_ARGUMENT;
   int i = input_to_set(s, name);
-  if (i < 0) return s->err.code;
+  return i < 0 ? s->err.code : bind_tensor(s, i, dtype, rank, dims, data, size_bytes);
+}
+
+/* Input i of s's model takes the caller's tensor, after every check of its dtype and
+ * shape against the model's. */
+static kiln_status bind_tensor(kiln_session *s, int i, kiln_dtype dtype, int rank,
+                               const int64_t *dims, const void *data, size_t size_bytes) {
   const kl_graph *g = s->model->g;
+  const char *name = g->values[g->inputs[i]].name;
   const kl_type *t = &g->values[g->inputs[i]].type;
   if (t->seq)
     return kl_fail(&s->err, KILN_ERR_DTYPE, "input '%s' is a sequence of %s tensors: set it "
@@ -720,9 +736,11 @@ kiln_status kiln_session_set_input_none(kiln_session *s, const char *name) {
 kiln_status kl_session_bind_value(kiln_session *s, int index, const kl_tensor *t) {
   const kl_graph *g = s->model->g;
   const kl_value *v = &g->values[g->inputs[index]];
-  if (!v->type.seq && t->rank >= 0)
-    return kiln_session_set_input(s, v->name, (kiln_dtype)t->dtype, t->rank, t->dims, t->data,
-                                  kl_tensor_nbytes(t));
+  if (!v->type.seq && t->rank >= 0) {
+    kl_err_clear(&s->err);
+    return bind_tensor(s, index, (kiln_dtype)t->dtype, t->rank, t->dims, t->data,
+                       kl_tensor_nbytes(t));
+  }
   bound_input *b = &s->inputs[index];
   free(b->owned);
   b->owned = NULL;
@@ -1035,7 +1053,7 @@ static kiln_status run_node(kiln_session *s, int i) {
   kl_graph *g = s->model->g;
   const kl_node *n = &g->nodes[i];
   if (s->ctl[i]) return run_control(s, i);
-  if (takes_values(g, n)) return run_values(s, i);
+  if (s->values_node[i]) return run_values(s, i);
   bool on_dev = s->dev && s->place[i];
   for (int k = 0; k < n->n_in; k++) {
     int v = n->in[k];

@@ -659,21 +659,32 @@ static dnnl_status_t conv_weights_md(const dn_node *d, const kl_tensor *w, int64
   return s;
 }
 
-/* Strides, dilations and pads of a Conv over x giving y. */
-static kiln_status conv_geometry(const kl_kernel_ctx *c, dn_problem *p) {
-  const kl_tensor *x = c->in[0], *w = c->in[1];
+kiln_status kl_dnnl_conv_geometry(const kl_node *n, const kl_tensor *x, const kl_tensor *w,
+                                  kl_dnnl_conv_geom *g, kl_err *e) {
   int sp = x->rank - 2;
   kl_window win;
-  kiln_status st = kl_window_init(c->node, sp, w->dims + 2, &win, c->e);
+  kiln_status st = kl_window_init(n, sp, w->dims + 2, &win, e);
   for (int i = 0; st == KILN_OK && i < sp; i++) {
     int64_t out;
-    st = kl_window_out(&win, i, x->dims[2 + i], &out, c->e);
-    p->strides[i] = win.stride[i];
-    p->dilates[i] = win.dilation[i] - 1;
-    p->pad_l[i] = win.pad_begin[i];
-    p->pad_r[i] = win.pad_end[i]; /* oneDNN rounds the output size down as ONNX does */
+    st = kl_window_out(&win, i, x->dims[2 + i], &out, e);
+    g->strides[i] = win.stride[i];
+    g->dilates[i] = win.dilation[i] - 1;
+    g->pad_l[i] = win.pad_begin[i];
+    g->pad_r[i] = win.pad_end[i]; /* oneDNN rounds the output size down as ONNX does */
   }
   return st;
+}
+
+/* Strides, dilations and pads of a Conv over x giving y. */
+static kiln_status conv_geometry(const kl_kernel_ctx *c, dn_problem *p) {
+  kl_dnnl_conv_geom g;
+  kiln_status st = kl_dnnl_conv_geometry(c->node, c->in[0], c->in[1], &g, c->e);
+  if (st != KILN_OK) return st;
+  memcpy(p->strides, g.strides, sizeof p->strides);
+  memcpy(p->dilates, g.dilates, sizeof p->dilates);
+  memcpy(p->pad_l, g.pad_l, sizeof p->pad_l);
+  memcpy(p->pad_r, g.pad_r, sizeof p->pad_r);
+  return KILN_OK;
 }
 
 static kiln_status deconv_geometry(const kl_kernel_ctx *c, dn_problem *p) {

@@ -35,6 +35,15 @@ static inline size_t kl_dnnl_ws_take(size_t *used, size_t bytes) {
   return at;
 }
 
+/* A convolution's spatial strides, dilations (oneDNN's: the gap, ONNX's minus 1) and
+ * begin/end pads, from node n's attributes for input x and weights w (kl_window): one
+ * reading for the forward, int8 and gradient convolutions. */
+typedef struct kl_dnnl_conv_geom {
+  dnnl_dims_t strides, dilates, pad_l, pad_r;
+} kl_dnnl_conv_geom;
+kiln_status kl_dnnl_conv_geometry(const kl_node *n, const kl_tensor *x, const kl_tensor *w,
+                                  kl_dnnl_conv_geom *g, kl_err *e);
+
 /* float32 memory descriptors of [N, C, S...]: plain (row-major), and channels-last
  * ([N, S..., C] in memory). dnnl.c defines them; the gradient kernels use them too. */
 dnnl_status_t kl_dnnl_plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dims);

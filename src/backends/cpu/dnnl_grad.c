@@ -95,19 +95,14 @@ static const kl_tensor *dy_of(const gr_node *g, const kl_kernel_ctx *c) {
 
 static kiln_status problem_of(const gr_node *g, const kl_kernel_ctx *c, gr_problem *p) {
   const kl_tensor *x = x_of(g, c), *w = w_of(g, c), *y = dy_of(g, c);
-  int sp = x->rank - 2;
   int64_t group = kl_attr_int(c->node, "group", 1);
-  kl_window win;
-  kiln_status st = kl_window_init(c->node, sp, w->dims + 2, &win, c->e);
-  for (int i = 0; st == KILN_OK && i < sp; i++) {
-    int64_t out;
-    st = kl_window_out(&win, i, x->dims[2 + i], &out, c->e);
-    p->strides[i] = win.stride[i];
-    p->dilates[i] = win.dilation[i] - 1;
-    p->pad_l[i] = win.pad_begin[i];
-    p->pad_r[i] = win.pad_end[i];
-  }
+  kl_dnnl_conv_geom geo;
+  kiln_status st = kl_dnnl_conv_geometry(c->node, x, w, &geo, c->e);
   if (st != KILN_OK) return st;
+  memcpy(p->strides, geo.strides, sizeof p->strides);
+  memcpy(p->dilates, geo.dilates, sizeof p->dilates);
+  memcpy(p->pad_l, geo.pad_l, sizeof p->pad_l);
+  memcpy(p->pad_r, geo.pad_r, sizeof p->pad_r);
   p->nd = x->rank;
   for (int i = 0; i < p->nd; i++) {
     p->x[i] = x->dims[i];

@@ -149,26 +149,6 @@ static dnnl_status_t weights_md(dnnl_memory_desc_t *user, dnnl_memory_desc_t *wa
 
 /* ---- building an entry ---- */
 
-typedef struct qc_geom {
-  dnnl_dims_t strides, dilates, pad_l, pad_r;
-} qc_geom;
-
-static kiln_status geometry(const kl_kernel_ctx *c, qc_geom *q) {
-  const kl_tensor *x = c->in[0], *w = c->in[3];
-  int sp = x->rank - 2;
-  kl_window win;
-  kiln_status st = kl_window_init(c->node, sp, w->dims + 2, &win, c->e);
-  for (int i = 0; st == KILN_OK && i < sp; i++) {
-    int64_t out;
-    st = kl_window_out(&win, i, x->dims[2 + i], &out, c->e);
-    q->strides[i] = win.stride[i];
-    q->dilates[i] = win.dilation[i] - 1;
-    q->pad_l[i] = win.pad_begin[i];
-    q->pad_r[i] = win.pad_end[i];
-  }
-  return st;
-}
-
 static int32_t zero_point(const kl_tensor *z) {
   return z->dtype == KL_U8 ? ((const uint8_t *)z->data)[0] : ((const int8_t *)z->data)[0];
 }
@@ -326,8 +306,8 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   const kl_tensor *x = c->in[0], *w = c->in[3], *y = c->out[0];
   const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
   int64_t group = kl_attr_int(c->node, "group", 1), m = w->dims[0];
-  qc_geom geo;
-  kiln_status st = geometry(c, &geo);
+  kl_dnnl_conv_geom geo;
+  kiln_status st = kl_dnnl_conv_geometry(c->node, c->in[0], c->in[3], &geo, c->e);
   if (st != KILN_OK) return st;
   dnnl_memory_desc_t src_user, src_cl, dst_user, dst_cl, wei_user, wei_want, bias;
   dnnl_status_t s = act_md(&src_user, x, q->cl_x, true);

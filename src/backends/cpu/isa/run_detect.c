@@ -8,6 +8,7 @@
  * (kernels.c) promised only when the run-time dtypes agree; anything else runs the
  * reference kernel.
  */
+#include "ir/roi_align.h"
 #include "backends/cpu/isa/run.h"
 #include "backends/cpu/ref/ref.h"
 
@@ -593,31 +594,8 @@ typedef struct roi_box {
   int64_t grid_h, grid_w;
 } roi_box;
 
-/* The node's attributes (infer_more.c's kl_roi_align, whose header's names clash with
- * the primitives'; shape inference has checked them). */
-typedef struct roi_attrs {
-  bool max_mode, half_pixel;
-  int64_t out_h, out_w, sampling_ratio;
-  double spatial_scale;
-} roi_attrs;
-
-/* false for attributes the reference would refuse (it says why) */
-static bool roi_attrs_of(const kl_node *n, roi_attrs *r) {
-  const char *mode = kl_attr_string(n, "mode", "avg");
-  const char *ctm = kl_attr_string(n, "coordinate_transformation_mode", "half_pixel");
-  r->max_mode = strcmp(mode, "max") == 0;
-  r->half_pixel = strcmp(ctm, "half_pixel") == 0;
-  r->out_h = kl_attr_int(n, "output_height", 1);
-  r->out_w = kl_attr_int(n, "output_width", 1);
-  r->sampling_ratio = kl_attr_int(n, "sampling_ratio", 0);
-  r->spatial_scale = kl_attr_float(n, "spatial_scale", 1.0f);
-  return (r->max_mode || strcmp(mode, "avg") == 0) &&
-         (r->half_pixel || strcmp(ctm, "output_half_pixel") == 0) && r->out_h >= 1 &&
-         r->out_w >= 1 && r->sampling_ratio >= 0 && isfinite(r->spatial_scale);
-}
-
 typedef struct roi_job {
-  roi_attrs r;
+  kl_roi_align r;
   const float *x, *rois;
   const void *idx;
   kl_dtype idx_dt;
@@ -628,7 +606,7 @@ typedef struct roi_job {
 /* Roi i's geometry (the reference's roi_geometry); false when it samples more than the
  * reference allows. */
 static bool roi_box_of(const roi_job *j, int64_t i, roi_box *b) {
-  const roi_attrs *r = &j->r;
+  const kl_roi_align *r = &j->r;
   double v[4], offset = r->half_pixel ? 0.5 : 0;
   for (int k = 0; k < 4; k++) v[k] = (double)j->rois[i * 4 + k] * r->spatial_scale - offset;
   double roi_w = v[2] - v[0], roi_h = v[3] - v[1];
@@ -790,7 +768,8 @@ static int run_roi_align(kl_kernel_ctx *c) {
     return kl_isa_ref(c);
   roi_job j = {.x = x->data, .rois = rois->data, .idx = idx->data, .idx_dt = idx->dtype,
                .y = y->data, .channels = x->dims[1], .h = x->dims[2], .w = x->dims[3]};
-  if (!roi_attrs_of(c->node, &j.r)) return kl_isa_ref(c);
+  kl_err quiet = {0}; /* attributes shape inference refused never get here */
+  if (kl_roi_align_init(c->node, &j.r, &quiet) != KILN_OK) return kl_isa_ref(c);
   int64_t n_rois = y->dims[0], samples = 0;
   /* every roi's tables must fit the stack, and its batch index name a batch of X */
   for (int64_t i = 0; i < n_rois; i++) {
