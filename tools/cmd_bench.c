@@ -304,6 +304,30 @@ static ref_share reference_share(const kiln_model *m, kiln_session *s) {
   return r;
 }
 
+/* Precision bf16: how many of the convolutions and matrix products on the CPU ran in
+ * bf16 (oneDNN's implementation named "... bf16"); the rest ran float32. */
+static void report_precision(const bench_args *a, const kiln_model *m, const kiln_session *s,
+                             bool json) {
+  if (!a->common.precision || strcmp(a->common.precision, "bf16") != 0) return;
+  int products = 0, bf16 = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const char *k = kl_session_kernel_name(s, i), *impl = kl_session_kernel_impl(s, i);
+    if (strcmp(k, "dnnl_conv") && strcmp(k, "dnnl_deconv") && strcmp(k, "dnnl_gemm") &&
+        strcmp(k, "dnnl_matmul") && strcmp(k, "gemv") && strcmp(k, "gemm"))
+      continue;
+    products++;
+    bf16 += impl && strstr(impl, " bf16") != NULL;
+  }
+  int held = kl_session_bf16_values(s);
+  if (json)
+    printf(", \"precision\": \"bf16\", \"bf16_nodes\": %d, \"product_nodes\": %d, "
+           "\"bf16_activations\": %d", bf16, products, held);
+  else
+    printf("precision        bf16: %d of %d convolutions and matrix products in bf16%s; %d "
+           "activations passed between them in bf16\n", bf16, products,
+           bf16 < products ? " (the rest float32: --profile names each)" : "", held);
+}
+
 /* With a device: where the nodes ran and what its caching allocator did. */
 static void report_device(const kiln_model *m, const kiln_session *s, bool json) {
   kl_session_devices d;
@@ -363,6 +387,7 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
     printf(", \"thread_wait\": ");
     print_json_string(cli_wait_policy());
     report_device(m, s, true);
+    report_precision(a, m, s, true);
     printf(", \"inputs\": {");
     for (int k = 0; k < kiln_model_input_count(m); k++) {
       kiln_tensor_info info;
@@ -387,6 +412,7 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
   printf("thread wait      %s\n", cli_wait_policy());
   printf("isa              %s\n", kl_cpu_isa_used());
   report_device(m, s, false);
+  report_precision(a, m, s, false);
   printf("inputs\n");
   print_inputs(m, ts, stdout);
   printf("model load       %.3f ms\n", load_ms);

@@ -228,7 +228,7 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
   static const char *const optimizers[] = {"sgd", "adagrad", "adam", "adamw", "lamb",
                                            "lars", NULL};
   static const char *const reductions[] = {"mean", "sum", NULL};
-  static const char *const precisions[] = {"auto", "fp32", "tf32", NULL};
+  static const char *const precisions[] = {"auto", "fp32", "tf32", "bf16", NULL};
   const char *const *allowed = slot == &o->loss        ? losses
                                : slot == &o->optimizer ? optimizers
                                : slot == &o->reduction ? reductions
@@ -240,8 +240,8 @@ kiln_status kiln_options_set_string(kiln_options *o, const char *name, const cha
     return refuse(o, "option '%s': '%s' is not one: expected %s", name, value,
                   allowed == losses       ? "cross_entropy, nll, mse, l1, smooth_l1 or bce_logits"
                   : allowed == optimizers ? "sgd, adagrad, adam, adamw, lamb or lars"
-                  : allowed == precisions ? "auto, fp32 or tf32 (bf16 and fp16 are not "
-                                            "built yet)"
+                  : allowed == precisions ? "auto, fp32, tf32 or bf16 (fp16 is not built "
+                                            "yet)"
                                           : "mean or sum");
   char *p = NULL;
   if (*value && !(p = strdup(value))) {

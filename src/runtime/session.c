@@ -158,7 +158,10 @@ static kiln_status session_alloc(kiln_session *s) {
 /* Kernels for every node, and what each allows the memory plan. */
 static kiln_status session_plan_kernels(kiln_session *s) {
   const kl_graph *g = s->model->g;
-  kl_cpu_kernels which = s->opts.reference ? KL_CPU_KERNELS_REF : KL_CPU_KERNELS_FAST;
+  bool bf16 = s->opts.precision && strcmp(s->opts.precision, "bf16") == 0 && !s->dev;
+  kl_cpu_kernels which = s->opts.reference ? KL_CPU_KERNELS_REF
+                         : bf16            ? KL_CPU_KERNELS_FAST_BF16
+                                           : KL_CPU_KERNELS_FAST;
   kiln_status st = kl_cpu_backend_create(g, which, s->place, &s->cpu, &s->err);
   if (st != KILN_OK) return st;
   s->kernels = kl_cpu_backend_plan(s->cpu);
@@ -514,6 +517,13 @@ kiln_status kiln_session_create(const kiln_model *model, const kiln_options *opt
     st = kl_fail(&s->err, KILN_ERR_UNSUPPORTED, "option 'precision': tf32 is a GPU's (tensor "
                  "cores); this session runs on the CPU (device '%s'), which computes float32: "
                  "use fp32 or auto", s->opts.device && *s->opts.device ? s->opts.device : "cpu");
+  if (st == KILN_OK && s->opts.precision && strcmp(s->opts.precision, "bf16") == 0) {
+    if (s->opts.reference)
+      st = kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "option 'precision': bf16 runs on the "
+                   "fast kernels; the reference kernels (option 'reference') compute float32");
+    else if (!s->dev)
+      st = kl_cpu_bf16_check(&s->err);
+  }
   if (st == KILN_OK) st = session_plan_kernels(s);
   if (st == KILN_OK) st = check_weights_limit(s);
   if (st == KILN_OK) st = make_controls(s);
@@ -1372,6 +1382,10 @@ const kl_memplan *kl_session_memplan(const kiln_session *s) {
 const kl_type *kl_session_value_type(const kiln_session *s, int v) { return &s->types[v]; }
 
 int kl_session_fallback_count(const kiln_session *s) { return s->fallbacks; }
+
+int kl_session_bf16_values(const kiln_session *s) { return kl_cpu_plan_bf16_values(s->kernels); }
+
+void kl_session_bf16_unhold(kiln_session *s) { kl_cpu_plan_bf16_unhold(s->kernels); }
 
 size_t kl_session_held_bytes(const kiln_session *s) { return kl_cpu_plan_held_bytes(s->kernels); }
 

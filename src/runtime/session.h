@@ -45,6 +45,10 @@ const kl_type *kl_session_value_type(const kiln_session *s, int v);
 /* Heap allocations the last run needed because a tensor did not fit the plan. */
 int kl_session_fallback_count(const kiln_session *s);
 /* Bytes the kernels hold besides the tensors (kl_cpu_plan_held_bytes). */
+/* Precision bf16: the activations its CPU plan holds in bf16 (kl_cpu_plan_bf16_values). */
+int kl_session_bf16_values(const kiln_session *s);
+/* Tests, before the first run: kl_cpu_plan_bf16_unhold. */
+void kl_session_bf16_unhold(kiln_session *s);
 size_t kl_session_held_bytes(const kiln_session *s);
 /* Tests: from now on every node finds oneDNN's workspace filled with NaNs, so that a
  * node depending on what another left there (or on padding it did not write) fails. */

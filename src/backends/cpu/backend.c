@@ -29,6 +29,8 @@ struct kl_cpu_plan {
   int n_nodes;
   kl_cpu_choice *choice;
   void **state;
+  bool bf16; /* KL_CPU_KERNELS_FAST_BF16 */
+  int bf16_values; /* the activations it holds in bf16 (choose_bf16) */
 #if KL_HAVE_DNNL
   kl_dnnl_engine *dnnl; /* made when some node runs on oneDNN */
   unsigned char *on_dnnl; /* per node: DNNL_NODE, DNNL_ATTENTION or 0 */
@@ -61,6 +63,22 @@ int kl_cpu_int8_weight_bits(void) {
   return kl_dnnl_usable() ? kl_dnnl_qconv_weight_bits() : 8;
 #else
   return 8;
+#endif
+}
+
+kiln_status kl_cpu_bf16_check(kl_err *e) {
+  const char *level = kl_isa_level_name(kl_isa_level());
+#if KL_HAVE_DNNL
+  if (kl_isa_level() >= KL_ISA_AVX512_BF16 && kl_dnnl_bf16_native()) return KILN_OK;
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "option 'precision': bf16 needs a CPU with "
+                 "AVX512-BF16 or AMX (kiln's level avx512_bf16 or amx); this one runs at level "
+                 "%s (oneDNN %s), where bf16 would be %s, slower than float32: use fp32",
+                 level, kl_dnnl_usable() ? kl_dnnl_isa_name() : "not used",
+                 kl_isa_level() >= KL_ISA_AVX512 ? "emulated by AVX-512 integer instructions"
+                                                 : "oneDNN's reference loop");
+#else
+  return kl_fail(e, KILN_ERR_UNSUPPORTED, "option 'precision': bf16 runs on oneDNN, which "
+                 "this build of kiln is without (level %s): use fp32", level);
 #endif
 }
 
@@ -270,6 +288,7 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   if (!p->dnnl) {
     kiln_status st = kl_dnnl_engine_create(&p->dnnl, e);
     if (st != KILN_OK) return st;
+    kl_dnnl_engine_set_bf16(p->dnnl, p->bf16);
   }
   kl_cpu_choice *c = &p->choice[i];
   c->view = false;
@@ -305,6 +324,49 @@ static bool channels_last(const kl_cpu_plan *p, const kl_graph *g, int v) {
     for (int k = 0; k < g->nodes[i].n_in; k++)
       if (g->nodes[i].in[k] == v && (k >= 32 || !(p->cl_slots[i] >> k & 1))) return false;
   return true;
+}
+
+/* Precision bf16: whether value v passes between two bf16 convolutions or matrix
+ * products in bf16: made as the only output of one that adds no Sum (a residual
+ * added in bf16 would lose its float32 precision), read only as X (input 0) by
+ * others, no graph output, float32 in the graph. */
+static bool bf16_held(const kl_cpu_plan *p, const kl_graph *g, int v) {
+  int prod = g->values[v].producer;
+  if (prod < 0 || p->on_dnnl[prod] != DNNL_NODE || !kl_dnnl_bf16_capable(p->state[prod]) ||
+      g->nodes[prod].n_out != 1 || g->values[v].type.dtype != KL_F32)
+    return false;
+  const kl_node *pn = &g->nodes[prod];
+  if (pn->n_in > KL_FUSED_SUM && pn->in[KL_FUSED_SUM] >= 0) return false;
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v) return false;
+  bool read = false;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++) {
+      if (g->nodes[i].in[k] != v) continue;
+      if (k != 0 || p->on_dnnl[i] != DNNL_NODE || !kl_dnnl_bf16_capable(p->state[i]))
+        return false;
+      read = true;
+    }
+  return read;
+}
+
+static kiln_status choose_bf16(kl_cpu_plan *p, const kl_graph *g, kl_err *e) {
+  bool *bf = calloc((size_t)g->n_values + 1, sizeof *bf);
+  if (!bf) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory choosing precisions");
+  for (int i = 0; i < g->n_nodes; i++)
+    if (p->on_dnnl[i] == DNNL_NODE && kl_dnnl_bf16_capable(p->state[i]))
+      bf[g->nodes[i].out[0]] = bf16_held(p, g, g->nodes[i].out[0]);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    if (p->on_dnnl[i] != DNNL_NODE || !kl_dnnl_bf16_capable(p->state[i])) continue;
+    bool x = n->in[0] >= 0 && bf[n->in[0]], y = bf[n->out[0]];
+    kl_dnnl_set_bf16_held(p->state[i], x, y);
+    p->bf16_values += y;
+    for (int k = 0; k < n->n_in && k < 32; k++) /* Y overwrites only what it matches */
+      if (n->in[k] >= 0 && bf[n->in[k]] != y) p->choice[i].inplace &= ~(1u << k);
+  }
+  free(bf);
+  return KILN_OK;
 }
 
 /* Activations passed between oneDNN convolutions (and the pooling and elementwise
@@ -369,6 +431,7 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
   *out = p;
   if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
   p->n_nodes = g->n_nodes;
+  p->bf16 = which == KL_CPU_KERNELS_FAST_BF16;
   p->choice = calloc((size_t)g->n_nodes + 1, sizeof *p->choice);
   p->state = calloc((size_t)g->n_nodes + 1, sizeof *p->state);
 #if KL_HAVE_DNNL
@@ -391,6 +454,10 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
     }
   }
 #if KL_HAVE_DNNL
+  if (p->dnnl && p->bf16) {
+    kiln_status st = choose_bf16(p, g, e);
+    if (st != KILN_OK) return st;
+  }
   if (p->dnnl) return choose_layouts(p, g, e);
 #endif
   return KILN_OK;
@@ -584,3 +651,14 @@ kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which,
 }
 
 kl_cpu_plan *kl_cpu_backend_plan(kl_backend *b) { return b->ctx; }
+
+int kl_cpu_plan_bf16_values(const kl_cpu_plan *p) { return p ? p->bf16_values : 0; }
+
+void kl_cpu_plan_bf16_unhold(kl_cpu_plan *p) {
+#if KL_HAVE_DNNL
+  for (int i = 0; p && i < p->n_nodes; i++)
+    if (p->on_dnnl[i] == DNNL_NODE && kl_dnnl_bf16_capable(p->state[i]))
+      kl_dnnl_set_bf16_held(p->state[i], false, false);
+#endif
+  if (p) p->bf16_values = 0;
+}

@@ -17,6 +17,10 @@
 typedef enum kl_cpu_kernels {
   KL_CPU_KERNELS_FAST = 0, /* oneDNN, else kiln's ISA kernel, else the reference */
   KL_CPU_KERNELS_REF = 1,  /* only the portable reference kernels (the oracle) */
+  /* FAST, with oneDNN's convolutions and matrix products computing in bfloat16
+   * (operands rounded to bf16, sums in float32, tensors float32 between nodes):
+   * option precision "bf16"; kl_cpu_bf16_check says whether this CPU can */
+  KL_CPU_KERNELS_FAST_BF16 = 2,
 } kl_cpu_kernels;
 
 typedef struct kl_cpu_choice {
@@ -70,6 +74,12 @@ void kl_cpu_plan_poison_workspace(kl_cpu_plan *p);
 kiln_status kl_cpu_backend_create(const kl_graph *g, kl_cpu_kernels which,
                                   const unsigned char *elsewhere, kl_backend **out, kl_err *e);
 kl_cpu_plan *kl_cpu_backend_plan(kl_backend *b);
+/* Precision bf16: how many activations the plan passes between convolutions and matrix
+ * products in bf16 (the rest are float32). */
+int kl_cpu_plan_bf16_values(const kl_cpu_plan *p);
+/* Tests, before the plan's first run: every activation float32 between the nodes again
+ * (the bf16 nodes then convert X themselves), to compare with the plan as chosen. */
+void kl_cpu_plan_bf16_unhold(kl_cpu_plan *p);
 
 /* What the fast kernels run on, for `kiln bench`: kiln's level and oneDNN's ISA
  * ("avx512_bf16, oneDNN avx512_core_bf16"). Valid for the life of the process. */
@@ -82,6 +92,13 @@ int kl_cpu_int8_weight_bits(void);
 /* Whether fast sessions run 2-D convolutions and pooling on oneDNN, which reads their
  * channels-last forms in place (the O3 layout pass makes them only then). */
 bool kl_cpu_native_nhwc(void);
+
+/* Whether fast sessions can compute in bf16 here (KL_CPU_KERNELS_FAST_BF16): oneDNN
+ * with its bf16 kernels, kiln's level avx512_bf16 or amx (a CPU with AVX512-BF16 or
+ * AMX-BF16). Elsewhere KILN_ERR_UNSUPPORTED saying why: without those instructions
+ * oneDNN emulates bf16 (AVX-512) or has only its reference loop (AVX2), slower than
+ * float32 (docs/precision.md). */
+kiln_status kl_cpu_bf16_check(kl_err *e);
 
 /* pin_threads: whether `threads` threads (0 = one per core) can each have a CPU of the
  * process's own (KILN_ERR_INVALID_ARGUMENT when there are fewer). */

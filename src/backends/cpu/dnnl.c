@@ -104,7 +104,8 @@ typedef struct dn_entry {
   size_t sum_bytes;
   int packed;       /* index into dn_node.packed, -1 when the weights are read as given */
   bool sum_postop;  /* the primitive adds what dst holds: dst is filled with Sum first */
-  char impl[32];    /* oneDNN's name for the primitive's implementation */
+  char impl[48];    /* oneDNN's name for the primitive's implementation (" bf16" added
+                     * when it computes in bf16) */
   /* A matrix product whose broadcast addends (a Bias or C that is not the primitive's
    * bias, a Sum of another shape) made oneDNN choose its reference implementation
    * (binary post-ops that broadcast along M): kiln adds them to Y after the primitive,
@@ -122,6 +123,9 @@ typedef struct dn_node {
   dn_kind kind;
   unsigned cl_in; /* bit k: input k is held channels-last */
   bool cl_dst;    /* so is the output */
+  /* precision bf16: X (input 0) and Y held in bf16 between two such nodes
+   * (kl_dnnl_set_bf16_held); the memory plan's float32 buffers hold them */
+  bool bf16_src, bf16_dst;
   bool nhwc;      /* a channels-last node of the graph (ir/layout.h): always so */
   const kl_kernel_ctx *graph_ctx; /* for nhwc: the run's own tensors, [N, H, W, C] */
   const void *const_w; /* the graph's constant weights, NULL when computed */
@@ -205,6 +209,12 @@ const char *kl_dnnl_isa_name(void) {
   return isa_capped ? isa_name_of(dnnl_get_effective_cpu_isa()) : isa_uncapped;
 }
 
+bool kl_dnnl_bf16_native(void) {
+  pthread_once(&isa_once, limit_isa_once);
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return isa_usable && (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
 static kiln_status dn_fail(kl_err *e, dnnl_status_t s, const char *what) {
   kiln_status code = s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL;
   return kl_fail(e, code, "oneDNN failed %s (status %d)", what, (int)s);
@@ -221,6 +231,8 @@ kiln_status kl_dnnl_engine_create(kl_dnnl_engine **out, kl_err *e) {
   if (s == dnnl_success) s = dnnl_stream_create(&eng->stream, eng->engine, dnnl_stream_default_flags);
   return s == dnnl_success ? KILN_OK : dn_fail(e, s, "to create a CPU engine");
 }
+
+void kl_dnnl_engine_set_bf16(kl_dnnl_engine *eng, bool on) { eng->bf16 = on; }
 
 void kl_dnnl_engine_free(kl_dnnl_engine *eng) {
   if (!eng) return;
@@ -535,6 +547,7 @@ static bool gemv_always_of(const dn_node *d, const kl_graph *g) {
 /* Whether the shapes of c make a run of kiln's product; then *p is complete for
  * gemv_run. */
 static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
+  if (d->bf16_src || d->bf16_dst) return false; /* kiln's product reads and writes float32 */
   dn_shape in[DN_INPUTS], y;
   for (int k = 0; k < DN_INPUTS; k++) shape_of(input(c, k), &in[k]);
   shape_of(c->out[0], &y);
@@ -624,6 +637,7 @@ typedef struct dn_problem {
   bool swap;                   /* the binary op's operands taken the other way round */
   bool unsupported;            /* no primitive can do it: the reference runs */
   bool has_bias;
+  bool bf16;                   /* src and weights in bf16 (precision bf16), dst float32 */
   dnnl_dims_t strides, dilates, pad_l, pad_r, kernel; /* spatial dims only */
 } dn_problem;
 
@@ -764,6 +778,13 @@ static dnnl_status_t conv_want_md(dn_try t, bool held_cl, int nd, const dnnl_dim
   }
 }
 
+/* X and Y as the session holds them: in bf16 between two bf16 nodes (dn_node.bf16_src,
+ * bf16_dst); the try's wants are set apart (choose_pd_as). */
+static void held_bf16(const dn_node *d, dn_problem *p) {
+  if (d->bf16_src) p->src_user.data_type = dnnl_bf16;
+  if (d->bf16_dst) p->dst_user.data_type = dnnl_bf16;
+}
+
 /* Conv and ConvTranspose: src and dst in the layouts of the try (p->layouts),
  * reordered from and to what kiln holds around the primitive where they differ. */
 static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
@@ -785,6 +806,7 @@ static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   if (s == dnnl_success)
     s = activation_md(d->cl_in >> KL_FUSED_SUM & 1, p->nd, yd, &p->sum_user, NULL);
   if (s == dnnl_success) s = conv_weights_md(d, w, group, &p->wei_user, &p->wei_want);
+  held_bf16(d, p);
   p->has_bias = b != NULL;
   bd[0] = y->dims[1];
   if (s == dnnl_success && b) s = kl_dnnl_plain_md(&p->bias, 1, bd);
@@ -902,6 +924,7 @@ static kiln_status gemm_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   dnnl_status_t s = dnnl_memory_desc_init_by_strides(&p->src_user, 2, ad, dnnl_f32, as);
   if (s == dnnl_success) s = dnnl_memory_desc_init_by_strides(&p->wei_user, 2, bd, dnnl_f32, bs);
   if (s == dnnl_success) s = kl_dnnl_plain_md(&p->dst_user, 2, yd);
+  held_bf16(d, p);
   p->wei_want = p->wei_user;
   if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, 2, bd);
   if (s == dnnl_success) s = product_wants(p);
@@ -949,6 +972,7 @@ static kiln_status matmul_problem(const dn_node *d, const kl_kernel_ctx *c, dn_p
   dnnl_status_t s = kl_dnnl_plain_md(&p->src_user, nd, ad);
   if (s == dnnl_success) s = kl_dnnl_plain_md(&p->wei_user, nd, bd);
   if (s == dnnl_success) s = kl_dnnl_plain_md(&p->dst_user, nd, yd);
+  held_bf16(d, p);
   p->wei_want = p->wei_user;
   if (s == dnnl_success && (d->const_w || d->w_released)) s = any_md(&p->wei_want, nd, bd);
   if (s == dnnl_success) s = product_wants(p);
@@ -1087,7 +1111,7 @@ static dnnl_status_t build_attr(const dn_node *d, dn_entry *en, const kl_kernel_
  * about a third of the multiplications, in float32, when oneDNN has it for the ISA.
  * Below 32 channels the transforms cost more than they save. */
 static bool winograd_candidate(const dn_problem *p) {
-  if (p->nd != 4 || p->wei_user.ndims != 4) return false;
+  if (p->bf16 || p->nd != 4 || p->wei_user.ndims != 4) return false;
   const dnnl_dim_t *k = p->wei_user.dims; /* [OC, IC, 3, 3] */
   return k[0] >= 32 && k[1] >= 32 && k[2] == 3 && k[3] == 3 && p->strides[0] == 1 &&
          p->strides[1] == 1 && p->dilates[0] == 0 && p->dilates[1] == 0;
@@ -1352,6 +1376,10 @@ bool kl_dnnl_impl_is_slow(const char *impl) {
   return strncmp(impl, "ref", 3) == 0 || strncmp(impl, "simple", 6) == 0;
 }
 
+static bool bf16_kind(dn_kind k) {
+  return k == DN_CONV || k == DN_DECONV || k == DN_GEMM || k == DN_MATMUL;
+}
+
 static bool same_wants(const dn_problem *a, const dn_problem *b) {
   return dnnl_memory_desc_equal(&a->src_want, &b->src_want) &&
          dnnl_memory_desc_equal(&a->dst_want, &b->dst_want);
@@ -1361,9 +1389,9 @@ static bool same_wants(const dn_problem *a, const dn_problem *b) {
  * oneDNN has a fast implementation; where it has only slow ones, the first of those,
  * which en->impl then names (kiln bench warns of it and the tests fail on it). *s is
  * dnnl_unimplemented when oneDNN has none at all (p then describes the first try). */
-static kiln_status choose_pd(const dn_node *d, const kl_kernel_ctx *c,
-                             dnnl_primitive_attr_t attr, dn_problem *p,
-                             dnnl_primitive_desc_t *pd, dnnl_status_t *s) {
+static kiln_status choose_pd_as(const dn_node *d, const kl_kernel_ctx *c,
+                                dnnl_primitive_attr_t attr, bool bf16, dn_problem *p,
+                                dnnl_primitive_desc_t *pd, dnnl_status_t *s) {
   dn_problem tried[DN_TRIES];
   int n = 0, slow = -1;
   dnnl_primitive_desc_t slow_pd = NULL;
@@ -1374,6 +1402,11 @@ static kiln_status choose_pd(const dn_node *d, const kl_kernel_ctx *c,
     if (st != KILN_OK) {
       if (slow_pd) dnnl_primitive_desc_destroy(slow_pd);
       return st;
+    }
+    if (bf16_kind(d->kind)) { /* the same layouts; the operands' elements bf16 or not */
+      q->bf16 = bf16;
+      q->src_want.data_type = q->wei_want.data_type = bf16 ? dnnl_bf16 : dnnl_f32;
+      q->dst_want.data_type = bf16 && d->bf16_dst ? dnnl_bf16 : dnnl_f32;
     }
     if (t == 0) *p = *q;
     if (q->unsupported) break;
@@ -1412,10 +1445,31 @@ static kiln_status choose_pd(const dn_node *d, const kl_kernel_ctx *c,
   return KILN_OK;
 }
 
+/* Precision bf16 (the engine's): a convolution or matrix product computes in bf16 where
+ * oneDNN has a fast bf16 implementation for one of the layouts, else in float32 as
+ * any other session (choose_pd_as). */
+static kiln_status choose_pd(const dn_node *d, const kl_kernel_ctx *c,
+                             dnnl_primitive_attr_t attr, dn_problem *p,
+                             dnnl_primitive_desc_t *pd, dnnl_status_t *s) {
+  if (d->eng->bf16 && bf16_kind(d->kind)) {
+    dn_problem q;
+    dnnl_primitive_desc_t cand = NULL;
+    kiln_status st = choose_pd_as(d, c, attr, true, &q, &cand, s);
+    if (st != KILN_OK) return st;
+    if (*s == dnnl_success && !kl_dnnl_impl_is_slow(impl_of(cand))) {
+      *p = q;
+      *pd = cand;
+      return KILN_OK;
+    }
+    if (cand) dnnl_primitive_desc_destroy(cand);
+  }
+  return choose_pd_as(d, c, attr, false, p, pd, s);
+}
+
 /* Whether a matrix product can move its broadcast addends and activation out of the
  * primitive (dn_entry.epilogue): kiln's primitives must have the activation. */
 static bool epilogue_of(const dn_node *d, const kl_kernel_ctx *c, dn_entry *en) {
-  if (d->kind != DN_GEMM && d->kind != DN_MATMUL) return false;
+  if ((d->kind != DN_GEMM && d->kind != DN_MATMUL) || d->bf16_dst) return false;
   bool has;
   if (!kl_isa_fused_act(c->node, &has, &en->epi_act)) return false;
   en->epi_has_act = has && !d->act_after;
@@ -1531,13 +1585,22 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
     return st;
   }
   en->swap = p.swap;
-  if (pd) snprintf(en->impl, sizeof en->impl, "%s", impl_of(pd));
+  if (pd) snprintf(en->impl, sizeof en->impl, "%s%s", impl_of(pd), p.bf16 ? " bf16" : "");
   if ((s == dnnl_unimplemented || s == dnnl_invalid_arguments) && d->w_released) {
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this node for these "
                    "input shapes, and the reference kernel would need the plain weights, "
                    "which this session released (release_weights)");
+  }
+  if ((s == dnnl_unimplemented || s == dnnl_invalid_arguments) &&
+      (d->bf16_src || d->bf16_dst)) {
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this node for these input "
+                   "shapes, and its %s held in bf16 between convolutions or matrix products "
+                   "(precision bf16), which the reference kernel cannot read: use precision "
+                   "fp32", d->bf16_src ? "input is" : "output is");
   }
   if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
     en->fallback = true; /* a shape or post-op oneDNN cannot do: the reference runs */
@@ -1985,6 +2048,18 @@ const char *kl_dnnl_ran_impl(const void *state) {
 bool kl_dnnl_ran_reference(const void *state) {
   const dn_node *d = state;
   return d && d->ran_reference;
+}
+
+bool kl_dnnl_bf16_capable(const void *state) {
+  const dn_node *d = state;
+  return d && d->eng->bf16 && bf16_kind(d->kind) && !d->nhwc;
+}
+
+void kl_dnnl_set_bf16_held(void *state, bool src, bool dst) {
+  dn_node *d = state;
+  d->bf16_src = src;
+  d->bf16_dst = dst;
+  if (dst) d->act_after = false; /* kiln's pass over Y reads float32: oneDNN's post-op */
 }
 
 void kl_dnnl_set_channels_last(void *state, unsigned inputs, bool output) {

@@ -25,6 +25,20 @@
 typedef struct kl_dnnl_engine kl_dnnl_engine;
 
 kiln_status kl_dnnl_engine_create(kl_dnnl_engine **out, kl_err *e);
+/* Whether oneDNN's ISA here (after KILN_ISA's cap) has native bf16 dot products
+ * (avx512_core_bf16 or avx512_core_amx), which precision bf16 needs. */
+bool kl_dnnl_bf16_native(void);
+/* Precision bf16: the engine's convolutions and matrix products take their operands in
+ * bf16 (reordered from float32 before the primitive, weights packed once) and write
+ * float32; a node oneDNN has no fast bf16 implementation for stays float32. */
+void kl_dnnl_engine_set_bf16(kl_dnnl_engine *eng, bool on);
+/* Precision bf16: whether the node (kl_dnnl_node_create's state) is a convolution or
+ * matrix product of a bf16 engine, which can read X and write Y in bf16; and, decided
+ * for the whole graph before the first run (kl_cpu_plan), whether it does: X (input 0)
+ * and Y are then bf16 in the session's buffers, passed between two such nodes without
+ * a conversion. */
+bool kl_dnnl_bf16_capable(const void *state);
+void kl_dnnl_set_bf16_held(void *state, bool src, bool dst);
 void kl_dnnl_engine_free(kl_dnnl_engine *eng);
 /* Bytes of the engine's workspace: the buffers every node of the session shares for
  * what it needs only while it runs (scratchpads, staged copies, attention scores). */

@@ -19,6 +19,7 @@ struct kl_dnnl_engine {
   void *ws;
   size_t ws_bytes;
   uint64_t ws_gen;
+  bool bf16;      /* precision bf16 (kl_dnnl_engine_set_bf16) */
   bool ws_poison; /* tests: fill the workspace with NaNs before every node (kl_dnnl_ws_poison) */
 };
 

@@ -173,6 +173,13 @@ kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, const char
   snprintf(c->name, sizeof c->name, "%s", kl_cl_name(c->cl));
   bool has_tc = kl_cl_has_kernel(c->cl, "kl_tc_matmul128");
   bool fp32 = precision && strcmp(precision, "fp32") == 0;
+  if (precision && strcmp(precision, "bf16") == 0) {
+    kl_fail(e, KILN_ERR_UNSUPPORTED, "option 'precision': bf16 is the CPU's (AVX512-BF16, "
+            "AMX); kiln's GPU kernels compute in float32 or tf32 (device %s): use auto, fp32 "
+            "or tf32", c->name);
+    gpu_release(b);
+    return KILN_ERR_UNSUPPORTED;
+  }
   if (precision && strcmp(precision, "tf32") == 0 && !has_tc) {
     kl_fail(e, KILN_ERR_UNSUPPORTED, "option 'precision': tf32 needs tensor cores and kiln's "
             "kernels for them (NVIDIA sm_80 or later, kernels from the embedded PTX); device "
