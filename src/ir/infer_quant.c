@@ -334,3 +334,18 @@ int kl_infer_qlinear_conv(kl_infer_ctx *c) {
   c->out[0].dtype = c->in[7] ? c->in[7]->dtype : KL_UNDEFINED;
   return st;
 }
+
+int kl_infer_qlinear_add(kl_infer_ctx *c) {
+  static const char *const names[] = {"A", "A_scale", "A_zero_point", "B", "B_scale",
+                                      "B_zero_point", "C_scale", "C_zero_point"};
+  kiln_status st = kl_check_required(c, 8);
+  for (int i = 0; st == KILN_OK && i < 8; i++)
+    st = kl_check_dtype(c, i, names[i], is_scale(i) ? KL_DT(KL_F32) : DTS_INT8);
+  for (int i = 2; st == KILN_OK && i < 8; i++) /* B and the zero points: A's dtype */
+    if (!is_scale(i)) st = kl_check_same_dtype(c, 0, i);
+  for (int i = 1; st == KILN_OK && i < 8; i++)
+    if (i != 3) st = check_one_value(c, i, names[i]);
+  if (st != KILN_OK) return st;
+  kl_type_unknown(&c->out[0], c->in[0]->dtype);
+  return kl_broadcast(c, 0, 3, &c->out[0]);
+}

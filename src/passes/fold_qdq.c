@@ -7,7 +7,8 @@
  *   DequantizeLinear(Bq, sb, 0)   (constant, int32) --'
  *     becomes  QLinearConv(Xq, sx, zx, Wq, sw, zw, sy, zy, B')
  *
- * which the CPU backend runs on oneDNN's int8 convolution (dnnl_qconv.c). Xq is uint8
+ * which the CPU backend runs on oneDNN's int8 convolution (dnnl_qconv.c); an Add of two
+ * quantized activations becomes kiln's QLinearAdd (fold_add, below). Xq is uint8
  * or int8 with one scale and zero point; Wq int8 or uint8, per tensor or per output
  * channel (axis 0); sx, zx, sy, zy constants of one value. The bias may also be a
  * float constant. B' is the bias at scale sx * sw[m]: rint(Bq * sb / (sx * sw[m])),
@@ -218,6 +219,38 @@ static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed
   return KILN_OK;
 }
 
+/* The Add ai that QuantizeLinear qi quantizes becomes kiln's QLinearAdd when both its
+ * operands are quantized activations of Y's 8-bit dtype and the same shape (a residual
+ * connection: ResNet's, MobileNetV2's):
+ *   Q(Add(DQ(Aq, sa, za), DQ(Bq, sb, zb)), sy, zy) -> QLinearAdd(Aq, sa, za, Bq, sb, zb,
+ *   sy, zy), which computes what the three nodes compute (ref/qadd.c): no bit changes. */
+static kiln_status fold_add(kl_graph *g, int qi, int ai, int *changed, kl_err *e) {
+  const kl_node *add = &g->nodes[ai], *q = &g->nodes[qi];
+  int da = kl_rw_producer(g, add->in[0]), db = kl_rw_producer(g, add->in[1]);
+  if (!activation_dq(g, da) || !activation_dq(g, db)) return KILN_OK;
+  const kl_node *na = &g->nodes[da], *nb = &g->nodes[db];
+  kl_dtype yt = g->values[q->in[2]].type.dtype;
+  const kl_type *at = &g->values[add->in[0]].type, *bt = &g->values[add->in[1]].type;
+  if (g->values[na->in[0]].type.dtype != yt || g->values[nb->in[0]].type.dtype != yt ||
+      at->rank != bt->rank || at->rank < 0)
+    return KILN_OK;
+  for (int d = 0; d < at->rank; d++) /* the same shape: no broadcast (the fast kernel's) */
+    if (!kl_dim_known(at->dims[d]) || !kl_dim_known(bt->dims[d]) ||
+        at->dims[d].size != bt->dims[d].size)
+      return KILN_OK;
+  int ins[8] = {na->in[0], na->in[1], na->in[2], nb->in[0], nb->in[1], nb->in[2],
+                q->in[1], q->in[2]};
+  int y = q->out[0];
+  kl_rw_set_op(g, ai, KL_OP_KilnQLinearAdd);
+  kiln_status st = KILN_OK;
+  for (int k = 0; st == KILN_OK && k < 8; k++) st = kl_rw_set_input(g, ai, k, ins[k], e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, ai, 0, y);
+  (*changed)++;
+  return KILN_OK;
+}
+
 kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *changed,
                              kl_err *e) {
   kiln_status st = KILN_OK;
@@ -227,6 +260,8 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
       st = fold_conv(g, i, p, cfg->int8_weight_bits, changed, e);
     else if (p >= 0 && g->nodes[p].op == KL_OP_MatMul)
       st = fold_matmul(g, i, p, cfg->int8_weight_bits, changed, e);
+    else if (p >= 0 && g->nodes[p].op == KL_OP_Add)
+      st = fold_add(g, i, p, changed, e);
   }
   if (st == KILN_OK) st = kl_rw_finish(g, *changed, e);
   return st;

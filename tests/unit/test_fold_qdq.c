@@ -178,6 +178,81 @@ static void test_matmul(void **state) {
   kiln_model_free(m[0]), kiln_model_free(m[1]);
 }
 
+/* A residual Add between quantized activations: DQ(Q(a)) + DQ(Q(b)) -> Q -> DQ. At -O2
+ * one kiln QLinearAdd (same shapes only: a broadcast stays an Add), whose outputs equal
+ * -O0's bit for bit on the reference and on the fast kernels (which tests/run_levels.sh
+ * runs at every level), at sizes below and past the fast kernel's 16384-element tasks,
+ * with sums that saturate both ends. */
+static kl_graph *add_graph(const int64_t *ad, const int64_t *bd, kl_dtype q) {
+  kl_graph *g = tu_graph_new();
+  int a = tu_graph_input(g, "a", KL_F32, 4, ad), b = tu_graph_input(g, "b", KL_F32, 4, bd);
+  uint8_t zu[3] = {117, 200, 250};
+  int8_t zs[3] = {-11, -100, -128};
+  float sc[3] = {0.031f, 0.047f, 0.029f};
+  int z[3], sv[3];
+  for (int i = 0; i < 3; i++) {
+    sv[i] = const_f32(g, sc[i]);
+    z[i] = q == KL_U8 ? const_u8(g, zu[i]) : tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[i]);
+  }
+  int adq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, a, sv[0], z[0]), sv[0], z[0]);
+  int bdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, b, sv[1], z[1]), sv[1], z[1]);
+  int yq = TU_OP(g, QuantizeLinear, TU_OP(g, Add, adq, bdq), sv[2], z[2]);
+  tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sv[2], z[2]}, 1);
+  return g;
+}
+
+static void test_add(void **state) {
+  (void)state;
+  static const struct {
+    int64_t a[4], b[4];
+    kl_dtype q;
+    bool folds;
+  } cases[] = {
+      {{1, 3, 37, 41}, {1, 3, 37, 41}, KL_U8, true},
+      {{2, 7, 40, 41}, {2, 7, 40, 41}, KL_U8, true},
+      {{1, 1, 1, 13}, {1, 1, 1, 13}, KL_I8, true},
+      {{2, 7, 40, 41}, {2, 7, 40, 41}, KL_I8, true},
+      {{1, 5, 1, 9}, {1, 5, 7, 9}, KL_U8, false},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    kiln_model *m0 = tu_model_of(add_graph(cases[c].a, cases[c].b, cases[c].q), 0);
+    kiln_model *m2 = tu_model_of(add_graph(cases[c].a, cases[c].b, cases[c].q), 2);
+    assert_int_equal(count_op(m2, KL_OP_KilnQLinearAdd), cases[c].folds);
+    assert_int_equal(count_op(m2, KL_OP_Add), !cases[c].folds);
+    int64_t na = 1, nb = 1;
+    for (int d = 0; d < 4; d++) na *= cases[c].a[d], nb *= cases[c].b[d];
+    float *x[2] = {malloc(sizeof(float) * (size_t)na), malloc(sizeof(float) * (size_t)nb)};
+    assert_non_null(x[0]);
+    assert_non_null(x[1]);
+    for (int64_t i = 0; i < na; i++) x[0][i] = tu_rand_f32(&rng, -9, 9);
+    for (int64_t i = 0; i < nb; i++) x[1][i] = tu_rand_f32(&rng, -9, 9);
+    kiln_session *s0 = tu_session(m0, true, 0), *r2 = tu_session(m2, true, 0),
+                 *f2 = tu_session(m2, false, 0);
+    int64_t n0, nr, nf;
+    float *want = tu_run_f32(s0, m0, x, &n0), *ref = tu_run_f32(r2, m2, x, &nr),
+          *fast = tu_run_f32(f2, m2, x, &nf);
+    assert_int_equal(n0, nr);
+    assert_int_equal(n0, nf);
+    int low = 0, high = 0, zc = cases[c].q == KL_U8 ? 250 : -128;
+    float lowv = (float)((cases[c].q == KL_U8 ? 0 : -128) - zc) * 0.029f; /* saturated */
+    float highv = (float)((cases[c].q == KL_U8 ? 255 : 127) - zc) * 0.029f;
+    for (int64_t k = 0; k < n0; k++) {
+      if (memcmp(&want[k], &ref[k], 4) || memcmp(&want[k], &fast[k], 4))
+        fail_msg("case %zu: output %lld is %.9g at -O0, %.9g (reference) and %.9g (fast, "
+                 "kernel %s) at -O2", c, (long long)k, (double)want[k], (double)ref[k],
+                 (double)fast[k], kl_session_kernel_name(f2, 0));
+      low += want[k] == lowv;
+      high += want[k] == highv;
+    }
+    if (cases[c].folds && na > 100 && (!low || !high))
+      fail_msg("case %zu: no saturated sums (%d low, %d high): the data do not test it", c,
+               low, high);
+    free(want), free(ref), free(fast), free(x[0]), free(x[1]);
+    kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+    kiln_model_free(m0), kiln_model_free(m2);
+  }
+}
+
 static void test_wide_weights(void **state) {
   (void)state;
   assert_int_equal(check_folded(127, BIAS_QUANTIZED), kl_cpu_int8_weight_bits() == 8);
@@ -188,6 +263,7 @@ int main(void) {
       cmocka_unit_test(test_fold),
       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_wide_weights),
+      cmocka_unit_test(test_add),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

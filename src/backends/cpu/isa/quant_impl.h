@@ -34,6 +34,26 @@ QUANTIZE_T(int8_t, -128, 127)
 DEQUANTIZE_T(uint8_t)
 DEQUANTIZE_T(int8_t)
 
-#define KL_QUANT_FNS {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t}
+/* QLinearAdd of same-shape operands: each dequantized and the two added in float32, the
+ * sum quantized as above (ref/qadd.c computes the same operations). */
+#define QADD_T(T, LO, HI)                                                                 \
+  static void qadd_##T(const T *a, float sa, int32_t za, const T *b, float sb, int32_t zb, \
+                       float sc, int32_t zc, T *y, size_t n) {                           \
+    float lo = (float)(LO - zc), hi = (float)(HI - zc);                                  \
+    for (size_t i = 0; i < n; i++) {                                                     \
+      float s = (float)((int32_t)a[i] - za) * sa + (float)((int32_t)b[i] - zb) * sb;     \
+      float q = s / sc;                                                                  \
+      q = q == q ? q : 0.0f;                                                             \
+      q = q < lo ? lo : q > hi ? hi : q;                                                 \
+      y[i] = (T)((int32_t)rintf(q) + zc);                                                \
+    }                                                                                    \
+  }
+
+QADD_T(uint8_t, 0, 255)
+QADD_T(int8_t, -128, 127)
+
+#define KL_QUANT_FNS                                                                     \
+  {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, qadd_uint8_t, \
+   qadd_int8_t}
 
 #endif

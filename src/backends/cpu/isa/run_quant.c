@@ -4,6 +4,8 @@
  * and saturate=0 run the reference kernel. */
 #include "backends/cpu/isa/run.h"
 
+#include <string.h>
+
 #define CHUNK 16384 /* elements per task */
 
 typedef struct quant_job {
@@ -49,7 +51,51 @@ static bool per_tensor(const kl_kernel_ctx *c, kl_dtype q, int32_t *zp) {
   return true;
 }
 
+/* QLinearAdd of two same-shape operands, over chunks on the node's threads; a broadcast
+ * runs the reference kernel. */
+typedef struct qadd_job {
+  const kl_quant_fns *fns;
+  bool u8;
+  const void *a, *b;
+  void *y;
+  float sa, sb, sc;
+  int32_t za, zb, zc;
+  int64_t n;
+} qadd_job;
+
+static void qadd_task(void *arg, int64_t t) {
+  const qadd_job *j = arg;
+  int64_t i = t * CHUNK;
+  size_t len = (size_t)(j->n - i < CHUNK ? j->n - i : CHUNK);
+  if (j->u8)
+    j->fns->qadd_u8((const uint8_t *)j->a + i, j->sa, j->za, (const uint8_t *)j->b + i, j->sb,
+                    j->zb, j->sc, j->zc, (uint8_t *)j->y + i, len);
+  else
+    j->fns->qadd_s8((const int8_t *)j->a + i, j->sa, j->za, (const int8_t *)j->b + i, j->sb,
+                    j->zb, j->sc, j->zc, (int8_t *)j->y + i, len);
+}
+
+static int32_t zero_point(const kl_tensor *z) {
+  return z->dtype == KL_U8 ? ((const uint8_t *)z->data)[0] : ((const int8_t *)z->data)[0];
+}
+
+static int run_qadd(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *a = c->in[0], *b = c->in[3];
+  kl_tensor *y = c->out[0];
+  if (a->rank != b->rank || a->rank != y->rank ||
+      memcmp(a->dims, y->dims, sizeof(int64_t) * (size_t)a->rank) != 0 ||
+      memcmp(b->dims, y->dims, sizeof(int64_t) * (size_t)a->rank) != 0)
+    return kl_isa_ref(c);
+  qadd_job j = {f->quant, y->dtype == KL_U8, a->data, b->data, y->data,
+                *(const float *)c->in[1]->data, *(const float *)c->in[4]->data,
+                *(const float *)c->in[6]->data, zero_point(c->in[2]), zero_point(c->in[5]),
+                zero_point(c->in[7]), kl_tensor_numel(y)};
+  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, qadd_task, &j);
+  return KILN_OK;
+}
+
 int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  if (c->node->op == KL_OP_KilnQLinearAdd) return run_qadd(c, f);
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   int32_t zp;
