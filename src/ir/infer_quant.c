@@ -349,3 +349,17 @@ int kl_infer_qlinear_add(kl_infer_ctx *c) {
   kl_type_unknown(&c->out[0], c->in[0]->dtype);
   return kl_broadcast(c, 0, 3, &c->out[0]);
 }
+
+int kl_infer_qlinear_lookup(kl_infer_ctx *c) {
+  kiln_status st = kl_check_required(c, 2);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "X", DTS_INT8);
+  if (st == KILN_OK) st = kl_check_dtype(c, 1, "Table", DTS_INT8);
+  if (st != KILN_OK) return st;
+  const kl_type *t = c->in[1];
+  if (t->rank >= 0 && (t->rank != 1 || (kl_dim_known(t->dims[0]) && t->dims[0].size != 256)))
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 1 (Table) is %s, expected 256 values (one per "
+                   "8-bit code)", t->rank == 1 ? "of another length" : "not 1-D");
+  c->out[0] = *c->in[0];
+  c->out[0].dtype = t->dtype;
+  return KILN_OK;
+}

@@ -8,7 +8,8 @@
  *     becomes  QLinearConv(Xq, sx, zx, Wq, sw, zw, sy, zy, B')
  *
  * which the CPU backend runs on oneDNN's int8 convolution (dnnl_qconv.c); an Add of two
- * quantized activations becomes kiln's QLinearAdd (fold_add, below). Xq is uint8
+ * quantized activations kiln's QLinearAdd, a Mul QLinearMul (fold_binary), and an
+ * elementwise op between the two a lookup table (fold_lookup, below). Xq is uint8
  * or int8 with one scale and zero point; Wq int8 or uint8, per tensor or per output
  * channel (axis 0); sx, zx, sy, zy constants of one value. The bias may also be a
  * float constant. B' is the bias at scale sx * sw[m]: rint(Bq * sb / (sx * sw[m])),
@@ -36,6 +37,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A constant of one element. */
 static bool const_scalar(const kl_graph *g, int v) {
@@ -219,35 +221,165 @@ static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed
   return KILN_OK;
 }
 
-/* The Add ai that QuantizeLinear qi quantizes becomes kiln's QLinearAdd when both its
- * operands are quantized activations of Y's 8-bit dtype and the same shape (a residual
- * connection: ResNet's, MobileNetV2's):
+/* Whether value v is y's shape (known dims), or y's over its leading dims and 1 over
+ * the rest (a per-channel scale [N, C, 1, 1] of [N, C, H, W]); *full says which. */
+static bool fits_fast(const kl_type *v, const kl_type *y, bool *full) {
+  if (v->rank != y->rank || y->rank < 0) return false;
+  int k = 0;
+  while (k < y->rank && kl_dim_known(v->dims[k]) && kl_dim_known(y->dims[k]) &&
+         v->dims[k].size == y->dims[k].size)
+    k++;
+  *full = k == y->rank;
+  for (int d = k; d < y->rank; d++)
+    if (!kl_dim_known(v->dims[d]) || v->dims[d].size != 1) return false;
+  return true;
+}
+
+/* The Add or Mul bi that QuantizeLinear qi quantizes becomes kiln's QLinearAdd or
+ * QLinearMul when both its operands are quantized activations of Y's 8-bit dtype, one
+ * of Y's shape and the other too or one value per leading index (what the fast kernel
+ * takes; a residual connection, SiLU's x * sigmoid(x), a squeeze-and-excitation
+ * scale):
  *   Q(Add(DQ(Aq, sa, za), DQ(Bq, sb, zb)), sy, zy) -> QLinearAdd(Aq, sa, za, Bq, sb, zb,
  *   sy, zy), which computes what the three nodes compute (ref/qadd.c): no bit changes. */
-static kiln_status fold_add(kl_graph *g, int qi, int ai, int *changed, kl_err *e) {
-  const kl_node *add = &g->nodes[ai], *q = &g->nodes[qi];
-  int da = kl_rw_producer(g, add->in[0]), db = kl_rw_producer(g, add->in[1]);
+static kiln_status fold_binary(kl_graph *g, int qi, int bi, int *changed, kl_err *e) {
+  const kl_node *bin = &g->nodes[bi], *q = &g->nodes[qi];
+  int da = kl_rw_producer(g, bin->in[0]), db = kl_rw_producer(g, bin->in[1]);
   if (!activation_dq(g, da) || !activation_dq(g, db)) return KILN_OK;
   const kl_node *na = &g->nodes[da], *nb = &g->nodes[db];
   kl_dtype yt = g->values[q->in[2]].type.dtype;
-  const kl_type *at = &g->values[add->in[0]].type, *bt = &g->values[add->in[1]].type;
+  const kl_type *y = &g->values[bin->out[0]].type;
+  bool fa, fb;
   if (g->values[na->in[0]].type.dtype != yt || g->values[nb->in[0]].type.dtype != yt ||
-      at->rank != bt->rank || at->rank < 0)
+      !fits_fast(&g->values[bin->in[0]].type, y, &fa) ||
+      !fits_fast(&g->values[bin->in[1]].type, y, &fb) || !(fa || fb))
     return KILN_OK;
-  for (int d = 0; d < at->rank; d++) /* the same shape: no broadcast (the fast kernel's) */
-    if (!kl_dim_known(at->dims[d]) || !kl_dim_known(bt->dims[d]) ||
-        at->dims[d].size != bt->dims[d].size)
-      return KILN_OK;
   int ins[8] = {na->in[0], na->in[1], na->in[2], nb->in[0], nb->in[1], nb->in[2],
                 q->in[1], q->in[2]};
-  int y = q->out[0];
-  kl_rw_set_op(g, ai, KL_OP_KilnQLinearAdd);
+  int yv = q->out[0];
+  kl_rw_set_op(g, bi, bin->op == KL_OP_Add ? KL_OP_KilnQLinearAdd : KL_OP_KilnQLinearMul);
   kiln_status st = KILN_OK;
-  for (int k = 0; st == KILN_OK && k < 8; k++) st = kl_rw_set_input(g, ai, k, ins[k], e);
+  for (int k = 0; st == KILN_OK && k < 8; k++) st = kl_rw_set_input(g, bi, k, ins[k], e);
   if (st != KILN_OK) return st;
   kl_rw_remove(g, qi);
-  kl_rw_take_output(g, ai, 0, y);
+  kl_rw_take_output(g, bi, 0, yv);
   (*changed)++;
+  return KILN_OK;
+}
+
+/* The elementwise ops of one input whose result for each of the 256 codes of a
+ * quantized input fold_lookup works out once. */
+static bool lookup_op(kl_op op) {
+  switch (op) {
+  case KL_OP_Relu: case KL_OP_Sigmoid: case KL_OP_Tanh: case KL_OP_LeakyRelu: case KL_OP_Elu:
+  case KL_OP_Selu: case KL_OP_Celu: case KL_OP_HardSigmoid: case KL_OP_HardSwish:
+  case KL_OP_Softplus: case KL_OP_Softsign: case KL_OP_Gelu: case KL_OP_Erf: case KL_OP_Exp:
+  case KL_OP_Abs: case KL_OP_Neg: case KL_OP_Mish: case KL_OP_ThresholdedRelu:
+    return true;
+  default: return false;
+  }
+}
+
+/* The op ui between DequantizeLinear and QuantizeLinear qi becomes kiln's QLinearLookup
+ * of a table of its 256 results:
+ *   Q(Op(DQ(Xq, sx, zx)), sy, zy) -> QLinearLookup(Xq, T), T[k] = Q(Op(DQ(code k)))
+ * with the op's reference kernel and the two conversions as the reference kernels
+ * compute them (ref/quant.c): the table is what the three nodes give for each code. */
+static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err *e) {
+  const kl_node *u = &g->nodes[ui], *q = &g->nodes[qi];
+  if (u->n_in != 1 || u->n_out != 1 || !lookup_op(u->op)) return KILN_OK;
+  int dx = kl_rw_producer(g, u->in[0]);
+  if (!activation_dq(g, dx) || g->values[u->out[0]].type.dtype != KL_F32) return KILN_OK;
+  const kl_node *nx = &g->nodes[dx];
+  kl_dtype xt = g->values[nx->in[0]].type.dtype, yt = g->values[q->in[2]].type.dtype;
+  double sx, zx, sy, zy;
+  kl_rw_scalar(g, nx->in[1], &sx);
+  kl_rw_scalar(g, nx->in[2], &zx);
+  kl_rw_scalar(g, q->in[1], &sy);
+  kl_rw_scalar(g, q->in[2], &zy);
+  float in[256], out[256];
+  uint8_t table[256];
+  for (int k = 0; k < 256; k++) in[k] = (float)((double)(k - (xt == KL_I8 ? 128 : 0)) - zx) * (float)sx;
+  kl_tensor ti = {.dtype = KL_F32, .rank = 1, .dims = {256}, .data = in};
+  kl_tensor to = {.dtype = KL_F32, .rank = 1, .dims = {256}, .data = out};
+  kl_tensor *pi[1] = {&ti}, *po[1] = {&to};
+  kl_err local = {0};
+  kl_kernel_ctx kc = {u, 1, 1, (const kl_tensor **)pi, po, &local, 1, NULL};
+  if (kl_op_get(u->op)->ref(&kc) != KILN_OK) return KILN_OK; /* the op stays as it is */
+  double lo = yt == KL_U8 ? 0 : -128, hi = yt == KL_U8 ? 255 : 127;
+  for (int k = 0; k < 256; k++) {
+    float r = out[k] / (float)sy;
+    double v = isnan(r) ? zy : rint((double)r) + zy;
+    v = v < lo ? lo : v > hi ? hi : v;
+    table[k] = yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
+  }
+  int64_t dims[1] = {256};
+  void *copy = malloc(256);
+  if (!copy) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a lookup table");
+  memcpy(copy, table, 256);
+  int t = kl_rw_add_const(g, "qlinear_lookup_table", yt, 1, dims, copy, e);
+  if (t < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  u = &g->nodes[ui]; /* nodes may have moved */
+  q = &g->nodes[qi];
+  nx = &g->nodes[dx];
+  int xq = nx->in[0], yv = q->out[0];
+  kl_rw_set_op(g, ui, KL_OP_KilnQLinearLookup);
+  kiln_status st = kl_rw_set_input(g, ui, 0, xq, e);
+  if (st == KILN_OK) st = kl_rw_set_input(g, ui, 1, t, e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, ui, 0, yv);
+  (*changed)++;
+  return KILN_OK;
+}
+
+/* The QLinearMul or QLinearAdd bi of a quantized x and a QLinearLookup of the same x
+ * that nothing else reads (SiLU: x * sigmoid(x); HardSwish written out) becomes one
+ * QLinearLookup of x: both operands are functions of x's code, so the table holds the
+ * binary op's result for each code, computed as its kernels compute it (ref/qadd.c). */
+static kiln_status fold_lookup_pair(kl_graph *g, int bi, int *changed, kl_err *e) {
+  const kl_node *b = &g->nodes[bi];
+  for (int side = 0; side < 2; side++) {
+    int lv = b->in[side ? 0 : 3], xv = b->in[side ? 3 : 0];
+    int li = kl_rw_producer(g, lv);
+    if (li < 0 || g->nodes[li].op != KL_OP_KilnQLinearLookup || g->nodes[li].in[0] != xv ||
+        kl_rw_sole_consumer(g, lv) != bi || !kl_rw_const(g, g->nodes[li].in[1]))
+      continue;
+    const uint8_t *t = kl_rw_const(g, g->nodes[li].in[1])->data;
+    kl_dtype xt = g->values[xv].type.dtype, yt = g->values[b->out[0]].type.dtype;
+    double s[3], z[3]; /* x's, the lookup's and Y's parameters */
+    int ix = side ? 4 : 1, il = side ? 1 : 4;
+    kl_rw_scalar(g, b->in[ix], &s[0]);
+    kl_rw_scalar(g, b->in[ix + 1], &z[0]);
+    kl_rw_scalar(g, b->in[il], &s[1]);
+    kl_rw_scalar(g, b->in[il + 1], &z[1]);
+    kl_rw_scalar(g, b->in[6], &s[2]);
+    kl_rw_scalar(g, b->in[7], &z[2]);
+    bool mul = b->op == KL_OP_KilnQLinearMul;
+    double lo = yt == KL_U8 ? 0 : -128, hi = yt == KL_U8 ? 255 : 127;
+    uint8_t *table = malloc(256);
+    if (!table) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a lookup table");
+    for (int k = 0; k < 256; k++) {
+      int code = k - (xt == KL_I8 ? 128 : 0);
+      int lcode = g->values[lv].type.dtype == KL_I8 ? (int8_t)t[k] : t[k];
+      float fx = (float)((double)code - z[0]) * (float)s[0];
+      float fl = (float)((double)lcode - z[1]) * (float)s[1];
+      float q = (mul ? fx * fl : fx + fl) / (float)s[2];
+      double v = isnan(q) ? z[2] : rint((double)q) + z[2];
+      v = v < lo ? lo : v > hi ? hi : v;
+      table[k] = yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
+    }
+    int64_t dims[1] = {256};
+    int tv = kl_rw_add_const(g, "qlinear_lookup_table", yt, 1, dims, table, e);
+    if (tv < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+    int yv = g->nodes[bi].out[0];
+    kl_rw_remove(g, bi);
+    kiln_status st = kl_rw_set_input(g, li, 1, tv, e);
+    if (st != KILN_OK) return st;
+    kl_rw_take_output(g, li, 0, yv);
+    (*changed)++;
+    return KILN_OK;
+  }
   return KILN_OK;
 }
 
@@ -260,9 +392,14 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
       st = fold_conv(g, i, p, cfg->int8_weight_bits, changed, e);
     else if (p >= 0 && g->nodes[p].op == KL_OP_MatMul)
       st = fold_matmul(g, i, p, cfg->int8_weight_bits, changed, e);
-    else if (p >= 0 && g->nodes[p].op == KL_OP_Add)
-      st = fold_add(g, i, p, changed, e);
+    else if (p >= 0 && (g->nodes[p].op == KL_OP_Add || g->nodes[p].op == KL_OP_Mul))
+      st = fold_binary(g, i, p, changed, e);
+    else if (p >= 0)
+      st = fold_lookup(g, i, p, changed, e);
   }
+  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) /* after the lookups exist */
+    if (g->nodes[i].op == KL_OP_KilnQLinearMul || g->nodes[i].op == KL_OP_KilnQLinearAdd)
+      st = fold_lookup_pair(g, i, changed, e);
   if (st == KILN_OK) st = kl_rw_finish(g, *changed, e);
   return st;
 }

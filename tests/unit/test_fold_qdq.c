@@ -183,7 +183,7 @@ static void test_matmul(void **state) {
  * -O0's bit for bit on the reference and on the fast kernels (which tests/run_levels.sh
  * runs at every level), at sizes below and past the fast kernel's 16384-element tasks,
  * with sums that saturate both ends. */
-static kl_graph *add_graph(const int64_t *ad, const int64_t *bd, kl_dtype q) {
+static kl_graph *add_graph(const int64_t *ad, const int64_t *bd, kl_dtype q, kl_op op) {
   kl_graph *g = tu_graph_new();
   int a = tu_graph_input(g, "a", KL_F32, 4, ad), b = tu_graph_input(g, "b", KL_F32, 4, bd);
   uint8_t zu[3] = {117, 200, 250};
@@ -196,7 +196,7 @@ static kl_graph *add_graph(const int64_t *ad, const int64_t *bd, kl_dtype q) {
   }
   int adq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, a, sv[0], z[0]), sv[0], z[0]);
   int bdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, b, sv[1], z[1]), sv[1], z[1]);
-  int yq = TU_OP(g, QuantizeLinear, TU_OP(g, Add, adq, bdq), sv[2], z[2]);
+  int yq = TU_OP(g, QuantizeLinear, tu_graph_op(g, op, 2, (int[]){adq, bdq}), sv[2], z[2]);
   tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sv[2], z[2]}, 1);
   return g;
 }
@@ -206,19 +206,26 @@ static void test_add(void **state) {
   static const struct {
     int64_t a[4], b[4];
     kl_dtype q;
+    kl_op op;
     bool folds;
   } cases[] = {
-      {{1, 3, 37, 41}, {1, 3, 37, 41}, KL_U8, true},
-      {{2, 7, 40, 41}, {2, 7, 40, 41}, KL_U8, true},
-      {{1, 1, 1, 13}, {1, 1, 1, 13}, KL_I8, true},
-      {{2, 7, 40, 41}, {2, 7, 40, 41}, KL_I8, true},
-      {{1, 5, 1, 9}, {1, 5, 7, 9}, KL_U8, false},
+      {{1, 3, 37, 41}, {1, 3, 37, 41}, KL_U8, KL_OP_Add, true},
+      {{2, 7, 40, 41}, {2, 7, 40, 41}, KL_U8, KL_OP_Add, true},
+      {{1, 1, 1, 13}, {1, 1, 1, 13}, KL_I8, KL_OP_Add, true},
+      {{2, 7, 40, 41}, {2, 7, 40, 41}, KL_I8, KL_OP_Add, true},
+      {{1, 5, 1, 9}, {1, 5, 7, 9}, KL_U8, KL_OP_Add, false}, /* a broadcast in the middle */
+      {{2, 7, 40, 41}, {2, 7, 40, 41}, KL_U8, KL_OP_Mul, true},
+      {{1, 3, 37, 41}, {1, 3, 37, 41}, KL_I8, KL_OP_Mul, true},
+      {{2, 7, 13, 11}, {2, 7, 1, 1}, KL_U8, KL_OP_Mul, true}, /* a per-channel scale */
+      {{1, 9, 1, 1}, {1, 9, 23, 31}, KL_I8, KL_OP_Mul, true}, /* ... first */
+      {{2, 7, 13, 11}, {2, 1, 1, 1}, KL_U8, KL_OP_Add, true},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    kiln_model *m0 = tu_model_of(add_graph(cases[c].a, cases[c].b, cases[c].q), 0);
-    kiln_model *m2 = tu_model_of(add_graph(cases[c].a, cases[c].b, cases[c].q), 2);
-    assert_int_equal(count_op(m2, KL_OP_KilnQLinearAdd), cases[c].folds);
-    assert_int_equal(count_op(m2, KL_OP_Add), !cases[c].folds);
+    kl_op op = cases[c].op, qop = op == KL_OP_Add ? KL_OP_KilnQLinearAdd : KL_OP_KilnQLinearMul;
+    kiln_model *m0 = tu_model_of(add_graph(cases[c].a, cases[c].b, cases[c].q, op), 0);
+    kiln_model *m2 = tu_model_of(add_graph(cases[c].a, cases[c].b, cases[c].q, op), 2);
+    assert_int_equal(count_op(m2, qop), cases[c].folds);
+    assert_int_equal(count_op(m2, op), !cases[c].folds);
     int64_t na = 1, nb = 1;
     for (int d = 0; d < 4; d++) na *= cases[c].a[d], nb *= cases[c].b[d];
     float *x[2] = {malloc(sizeof(float) * (size_t)na), malloc(sizeof(float) * (size_t)nb)};
@@ -244,12 +251,115 @@ static void test_add(void **state) {
       low += want[k] == lowv;
       high += want[k] == highv;
     }
-    if (cases[c].folds && na > 100 && (!low || !high))
+    if (cases[c].folds && na > 100 && nb > 100 && (!low || !high))
       fail_msg("case %zu: no saturated sums (%d low, %d high): the data do not test it", c,
                low, high);
     free(want), free(ref), free(fast), free(x[0]), free(x[1]);
     kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
     kiln_model_free(m0), kiln_model_free(m2);
+  }
+}
+
+/* DQ -> an elementwise op -> Q: one QLinearLookup at -O2 whose table gives -O0's
+ * reference outputs bit for bit, and the fast kernel the same. */
+static void test_lookup(void **state) {
+  (void)state;
+  static const struct {
+    kl_op op;
+    kl_dtype q;
+    float alpha;
+  } cases[] = {
+      {KL_OP_Sigmoid, KL_U8, 0},   {KL_OP_Sigmoid, KL_I8, 0}, {KL_OP_HardSwish, KL_U8, 0},
+      {KL_OP_LeakyRelu, KL_I8, 0.13f}, {KL_OP_Tanh, KL_I8, 0},  {KL_OP_Gelu, KL_U8, 0},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    kiln_model *m[2];
+    for (int level = 0; level < 2; level++) {
+      kl_graph *g = tu_graph_new();
+      int64_t xd[3] = {3, 37, 211};
+      int x = tu_graph_input(g, "x", KL_F32, 3, xd);
+      int8_t zs[2] = {-7, 20};
+      uint8_t zu[2] = {131, 40};
+      int sx = const_f32(g, 0.043f), sy = const_f32(g, 0.011f);
+      int zx = cases[c].q == KL_U8 ? const_u8(g, zu[0]) : tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[0]);
+      int zy = cases[c].q == KL_U8 ? const_u8(g, zu[1]) : tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[1]);
+      int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, sx, zx), sx, zx);
+      int u = tu_graph_op(g, cases[c].op, 1, &xdq);
+      if (cases[c].alpha != 0)
+        assert_int_equal(kl_node_set_float(g, g->values[u].producer, "alpha", cases[c].alpha,
+                                           NULL), KILN_OK);
+      int yq = TU_OP(g, QuantizeLinear, u, sy, zy);
+      tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sy, zy}, 1);
+      m[level] = tu_model_of(g, level * 2);
+    }
+    assert_int_equal(count_op(m[1], KL_OP_KilnQLinearLookup), 1);
+    assert_int_equal(count_op(m[1], cases[c].op), 0);
+    int64_t n = 3 * 37 * 211;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) x[i] = tu_rand_f32(&rng, -7, 7); /* every code */
+    kiln_session *s0 = tu_session(m[0], true, 0), *r2 = tu_session(m[1], true, 0),
+                 *f2 = tu_session(m[1], false, 0);
+    int64_t n0, nr, nf;
+    float *want = tu_run_f32(s0, m[0], &x, &n0), *ref = tu_run_f32(r2, m[1], &x, &nr),
+          *fast = tu_run_f32(f2, m[1], &x, &nf);
+    assert_int_equal(n0, nr);
+    assert_int_equal(n0, nf);
+    for (int64_t k = 0; k < n0; k++)
+      if (memcmp(&want[k], &ref[k], 4) || memcmp(&want[k], &fast[k], 4))
+        fail_msg("%s: output %lld is %.9g at -O0, %.9g (reference) and %.9g (fast) at -O2",
+                 kl_op_name(cases[c].op), (long long)k, (double)want[k], (double)ref[k],
+                 (double)fast[k]);
+    free(want), free(ref), free(fast), free(x);
+    kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+    kiln_model_free(m[0]), kiln_model_free(m[1]);
+  }
+}
+
+/* SiLU between QDQ pairs, as a QDQ EfficientNet has it: DQ(x) -> Sigmoid -> Q -> DQ ->
+ * Mul(DQ(x), .) -> Q: one QLinearLookup of x at -O2 (the Sigmoid's lookup and the Mul
+ * collapsed: both are functions of x's code), -O0's reference outputs bit for bit. */
+static void test_silu(void **state) {
+  (void)state;
+  for (int signed8 = 0; signed8 < 2; signed8++) {
+    kiln_model *m[2];
+    for (int level = 0; level < 2; level++) {
+      kl_graph *g = tu_graph_new();
+      int64_t xd[2] = {7, 3001};
+      int x = tu_graph_input(g, "x", KL_F32, 2, xd);
+      int8_t zs[3] = {-30, -128, -90};
+      uint8_t zu[3] = {98, 0, 37};
+      float sc[3] = {0.05f, 1.0f / 255, 0.031f};
+      int sv[3], z[3];
+      for (int i = 0; i < 3; i++) {
+        sv[i] = const_f32(g, sc[i]);
+        z[i] = signed8 ? tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[i]) : const_u8(g, zu[i]);
+      }
+      int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, sv[0], z[0]), sv[0], z[0]);
+      int sig = TU_OP(g, QuantizeLinear, tu_graph_op(g, KL_OP_Sigmoid, 1, &xdq), sv[1], z[1]);
+      int sdq = TU_OP(g, DequantizeLinear, sig, sv[1], z[1]);
+      int yq = TU_OP(g, QuantizeLinear, TU_OP(g, Mul, xdq, sdq), sv[2], z[2]);
+      tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sv[2], z[2]}, 1);
+      m[level] = tu_model_of(g, level * 2);
+    }
+    assert_int_equal(count_op(m[1], KL_OP_KilnQLinearLookup), 1);
+    assert_int_equal(count_op(m[1], KL_OP_KilnQLinearMul), 0);
+    assert_int_equal(count_op(m[1], KL_OP_Sigmoid), 0);
+    int64_t n = 7 * 3001;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) x[i] = tu_rand_f32(&rng, -8, 8);
+    kiln_session *s0 = tu_session(m[0], true, 0), *f2 = tu_session(m[1], false, 0);
+    int64_t n0, nf;
+    float *want = tu_run_f32(s0, m[0], &x, &n0), *fast = tu_run_f32(f2, m[1], &x, &nf);
+    assert_int_equal(n0, nf);
+    for (int64_t k = 0; k < n0; k++)
+      if (memcmp(&want[k], &fast[k], 4))
+        fail_msg("SiLU (%s): output %lld is %.9g at -O0, %.9g at -O2", signed8 ? "int8" : "uint8",
+                 (long long)k, (double)want[k], (double)fast[k]);
+    free(want), free(fast), free(x);
+    kiln_session_free(s0), kiln_session_free(f2);
+    kiln_model_free(m[0]), kiln_model_free(m[1]);
   }
 }
 
@@ -264,6 +374,8 @@ int main(void) {
       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_wide_weights),
       cmocka_unit_test(test_add),
+      cmocka_unit_test(test_lookup),
+      cmocka_unit_test(test_silu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

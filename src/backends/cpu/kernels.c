@@ -261,7 +261,8 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
     return t == KL_F32 && dtype_of(in, n_in, 1) == KL_F32 ? K_QUANT : K_COUNT;
   case KL_OP_DequantizeLinear:
     return (t == KL_U8 || t == KL_I8) && dtype_of(in, n_in, 1) == KL_F32 ? K_DEQUANT : K_COUNT;
-  case KL_OP_KilnQLinearAdd: /* the quantize driver (run_quant.c) takes it */
+  case KL_OP_KilnQLinearAdd: case KL_OP_KilnQLinearMul: case KL_OP_KilnQLinearLookup:
+    /* the quantize driver (run_quant.c) takes them */
     return t == KL_U8 || t == KL_I8 ? K_QUANT : K_COUNT;
   default: return detect_kind(n, in, n_in);
   }

@@ -125,11 +125,18 @@ typedef struct kl_quant_fns {
   void (*quantize_s8)(const float *x, float scale, int32_t zp, int8_t *y, size_t n);
   void (*dequantize_u8)(const uint8_t *x, float scale, int32_t zp, float *y, size_t n);
   void (*dequantize_s8)(const int8_t *x, float scale, int32_t zp, float *y, size_t n);
-  /* QLinearAdd: y = quantize(dequantize(a) + dequantize(b)), each step as above */
+  /* QLinearAdd, QLinearMul: y = quantize(dequantize(a) + or * dequantize(b)), each
+   * step as above; b of a's n elements (bstep 1) or one (bstep 0) */
   void (*qadd_u8)(const uint8_t *a, float sa, int32_t za, const uint8_t *b, float sb,
-                  int32_t zb, float sc, int32_t zc, uint8_t *y, size_t n);
+                  int32_t zb, float sc, int32_t zc, uint8_t *y, size_t n, size_t bstep);
   void (*qadd_s8)(const int8_t *a, float sa, int32_t za, const int8_t *b, float sb,
-                  int32_t zb, float sc, int32_t zc, int8_t *y, size_t n);
+                  int32_t zb, float sc, int32_t zc, int8_t *y, size_t n, size_t bstep);
+  void (*qmul_u8)(const uint8_t *a, float sa, int32_t za, const uint8_t *b, float sb,
+                  int32_t zb, float sc, int32_t zc, uint8_t *y, size_t n, size_t bstep);
+  void (*qmul_s8)(const int8_t *a, float sa, int32_t za, const int8_t *b, float sb,
+                  int32_t zb, float sc, int32_t zc, int8_t *y, size_t n, size_t bstep);
+  /* QLinearLookup: y[i] = table[x[i] ^ flip] (flip 0x80 for int8 codes) */
+  void (*lookup)(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, size_t n);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

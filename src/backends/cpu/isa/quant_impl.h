@@ -34,26 +34,41 @@ QUANTIZE_T(int8_t, -128, 127)
 DEQUANTIZE_T(uint8_t)
 DEQUANTIZE_T(int8_t)
 
-/* QLinearAdd of same-shape operands: each dequantized and the two added in float32, the
- * sum quantized as above (ref/qadd.c computes the same operations). */
-#define QADD_T(T, LO, HI)                                                                 \
-  static void qadd_##T(const T *a, float sa, int32_t za, const T *b, float sb, int32_t zb, \
-                       float sc, int32_t zc, T *y, size_t n) {                           \
+/* QLinearAdd and QLinearMul: each operand dequantized and the two added or multiplied
+ * in float32, the result quantized as above (ref/qadd.c computes the same operations).
+ * bstep 1: b has a's shape; 0: b is one code, broadcast over the n elements. */
+#define QBIN_T(T, LO, HI, NAME, OP)                                                       \
+  static void NAME##_##T(const T *a, float sa, int32_t za, const T *b, float sb, int32_t zb, \
+                         float sc, int32_t zc, T *y, size_t n, size_t bstep) {            \
     float lo = (float)(LO - zc), hi = (float)(HI - zc);                                  \
+    float b0 = (float)((int32_t)b[0] - zb) * sb;                                         \
     for (size_t i = 0; i < n; i++) {                                                     \
-      float s = (float)((int32_t)a[i] - za) * sa + (float)((int32_t)b[i] - zb) * sb;     \
-      float q = s / sc;                                                                  \
+      float fa = (float)((int32_t)a[i] - za) * sa;                                       \
+      float fb = bstep ? (float)((int32_t)b[i] - zb) * sb : b0;                          \
+      float q = (fa OP fb) / sc;                                                         \
       q = q == q ? q : 0.0f;                                                             \
       q = q < lo ? lo : q > hi ? hi : q;                                                 \
       y[i] = (T)((int32_t)rintf(q) + zc);                                                \
     }                                                                                    \
   }
 
-QADD_T(uint8_t, 0, 255)
-QADD_T(int8_t, -128, 127)
+QBIN_T(uint8_t, 0, 255, qadd, +)
+QBIN_T(int8_t, -128, 127, qadd, +)
+QBIN_T(uint8_t, 0, 255, qmul, *)
+QBIN_T(int8_t, -128, 127, qmul, *)
+
+/* QLinearLookup: y = table[code of x], the code of an int8 x being x + 128. */
+static void lookup(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = table[(uint8_t)(x[i] ^ flip)];
+}
+
+/* A level with a faster lookup defines KL_QUANT_LOOKUP before including this file. */
+#ifndef KL_QUANT_LOOKUP
+#define KL_QUANT_LOOKUP lookup
+#endif
 
 #define KL_QUANT_FNS                                                                     \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, qadd_uint8_t, \
-   qadd_int8_t}
+   qadd_int8_t, qmul_uint8_t, qmul_int8_t, KL_QUANT_LOOKUP}
 
 #endif

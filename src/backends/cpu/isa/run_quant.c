@@ -51,51 +51,109 @@ static bool per_tensor(const kl_kernel_ctx *c, kl_dtype q, int32_t *zp) {
   return true;
 }
 
-/* QLinearAdd of two same-shape operands, over chunks on the node's threads; a broadcast
- * runs the reference kernel. */
-typedef struct qadd_job {
+/* QLinearAdd and QLinearMul over chunks (or rows) on the node's threads: operands of
+ * one shape, or one of them one value per leading index ([N, C, 1, 1] against
+ * [N, C, H, W]: a squeeze-and-excitation scale); other broadcasts run the reference. */
+typedef struct qbin_job {
   const kl_quant_fns *fns;
-  bool u8;
-  const void *a, *b;
-  void *y;
+  bool u8, mul;
+  const uint8_t *a, *b; /* bytes of uint8 or int8 codes */
+  uint8_t *y;
   float sa, sb, sc;
   int32_t za, zb, zc;
-  int64_t n;
-} qadd_job;
+  int64_t n, inner; /* inner: the elements per b value (0: b has a's shape) */
+} qbin_job;
 
-static void qadd_task(void *arg, int64_t t) {
-  const qadd_job *j = arg;
-  int64_t i = t * CHUNK;
-  size_t len = (size_t)(j->n - i < CHUNK ? j->n - i : CHUNK);
+static void qbin_span(const qbin_job *j, int64_t at, int64_t b_at, size_t len, size_t bstep) {
+  const kl_quant_fns *f = j->fns;
   if (j->u8)
-    j->fns->qadd_u8((const uint8_t *)j->a + i, j->sa, j->za, (const uint8_t *)j->b + i, j->sb,
-                    j->zb, j->sc, j->zc, (uint8_t *)j->y + i, len);
+    (j->mul ? f->qmul_u8 : f->qadd_u8)(j->a + at, j->sa, j->za, j->b + b_at, j->sb, j->zb,
+                                       j->sc, j->zc, j->y + at, len, bstep);
   else
-    j->fns->qadd_s8((const int8_t *)j->a + i, j->sa, j->za, (const int8_t *)j->b + i, j->sb,
-                    j->zb, j->sc, j->zc, (int8_t *)j->y + i, len);
+    (j->mul ? f->qmul_s8 : f->qadd_s8)((const int8_t *)j->a + at, j->sa, j->za,
+                                       (const int8_t *)j->b + b_at, j->sb, j->zb, j->sc,
+                                       j->zc, (int8_t *)j->y + at, len, bstep);
+}
+
+static void qbin_task(void *arg, int64_t t) {
+  const qbin_job *j = arg;
+  if (j->inner) { /* row t: b's value t over inner elements */
+    qbin_span(j, t * j->inner, t, (size_t)j->inner, 0);
+    return;
+  }
+  int64_t i = t * CHUNK;
+  qbin_span(j, i, i, (size_t)(j->n - i < CHUNK ? j->n - i : CHUNK), 1);
 }
 
 static int32_t zero_point(const kl_tensor *z) {
   return z->dtype == KL_U8 ? ((const uint8_t *)z->data)[0] : ((const int8_t *)z->data)[0];
 }
 
-static int run_qadd(kl_kernel_ctx *c, const kl_isa_fns *f) {
+static bool same_dims(const kl_tensor *a, const kl_tensor *b) {
+  return a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+/* The elements of y per value of b when b is y's shape over its leading dims and 1
+ * over the rest (of y's rank); 0 when it is not so. */
+static int64_t leading(const kl_tensor *b, const kl_tensor *y) {
+  if (b->rank != y->rank) return 0;
+  int k = 0;
+  while (k < y->rank && b->dims[k] == y->dims[k]) k++;
+  int64_t inner = 1;
+  for (int d = k; d < y->rank; d++) {
+    if (b->dims[d] != 1) return 0;
+    inner *= y->dims[d];
+  }
+  return inner;
+}
+
+static int run_qbin(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *a = c->in[0], *b = c->in[3];
   kl_tensor *y = c->out[0];
-  if (a->rank != b->rank || a->rank != y->rank ||
-      memcmp(a->dims, y->dims, sizeof(int64_t) * (size_t)a->rank) != 0 ||
-      memcmp(b->dims, y->dims, sizeof(int64_t) * (size_t)a->rank) != 0)
+  int ia = 0, ib = 3; /* commutative: the full operand first */
+  int64_t inner = 0;
+  if (!same_dims(a, y) && same_dims(b, y)) {
+    ia = 3;
+    ib = 0;
+  }
+  if (!same_dims(c->in[ia], y) || (!same_dims(c->in[ib], y) && !(inner = leading(c->in[ib], y))))
     return kl_isa_ref(c);
-  qadd_job j = {f->quant, y->dtype == KL_U8, a->data, b->data, y->data,
-                *(const float *)c->in[1]->data, *(const float *)c->in[4]->data,
-                *(const float *)c->in[6]->data, zero_point(c->in[2]), zero_point(c->in[5]),
-                zero_point(c->in[7]), kl_tensor_numel(y)};
-  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, qadd_task, &j);
+  qbin_job j = {f->quant, y->dtype == KL_U8, c->node->op == KL_OP_KilnQLinearMul,
+                c->in[ia]->data, c->in[ib]->data, y->data,
+                *(const float *)c->in[ia + 1]->data, *(const float *)c->in[ib + 1]->data,
+                *(const float *)c->in[6]->data, zero_point(c->in[ia + 2]),
+                zero_point(c->in[ib + 2]), zero_point(c->in[7]), kl_tensor_numel(y), inner};
+  if (j.n == 0) return KILN_OK;
+  int64_t tasks = inner ? j.n / inner : (j.n + CHUNK - 1) / CHUNK;
+  kl_isa_parallel(c, tasks, j.n, qbin_task, &j);
+  return KILN_OK;
+}
+
+typedef struct lookup_job {
+  const kl_quant_fns *fns;
+  const uint8_t *x, *table;
+  uint8_t *y, flip;
+  int64_t n;
+} lookup_job;
+
+static void lookup_task(void *arg, int64_t t) {
+  const lookup_job *j = arg;
+  int64_t i = t * CHUNK;
+  j->fns->lookup(j->x + i, j->flip, j->table, j->y + i,
+                 (size_t)(j->n - i < CHUNK ? j->n - i : CHUNK));
+}
+
+static int run_lookup(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  lookup_job j = {f->quant, c->in[0]->data, c->in[1]->data, c->out[0]->data,
+                  c->in[0]->dtype == KL_I8 ? 0x80 : 0, kl_tensor_numel(c->out[0])};
+  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, lookup_task, &j);
   return KILN_OK;
 }
 
 int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
-  if (c->node->op == KL_OP_KilnQLinearAdd) return run_qadd(c, f);
+  if (c->node->op == KL_OP_KilnQLinearAdd || c->node->op == KL_OP_KilnQLinearMul)
+    return run_qbin(c, f);
+  if (c->node->op == KL_OP_KilnQLinearLookup) return run_lookup(c, f);
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   int32_t zp;

@@ -1,6 +1,7 @@
-/* QLinearAdd (kiln's domain; pass fold_qdq makes it from DequantizeLinear,
- * DequantizeLinear -> Add -> QuantizeLinear): each operand dequantized in float32,
- * (x - zero_point) * scale, the two added in float32, and the sum quantized,
+/* QLinearAdd and QLinearMul (kiln's domain; pass fold_qdq makes them from
+ * DequantizeLinear, DequantizeLinear -> Add or Mul -> QuantizeLinear): each operand
+ * dequantized in float32, (x - zero_point) * scale, the two added or multiplied in
+ * float32, and the result quantized,
  * saturate(rint(sum / C_scale) + C_zero_point) with the division in float32 and NaN
  * giving the zero point: exactly what the three nodes compute (ref/quant.c,
  * ref/elementwise.c), so that the fold changes no bit. NumPy broadcasting. */
@@ -13,6 +14,7 @@ static float param(const kl_tensor *t) { return *(const float *)t->data; }
 int kl_ref_qlinear_add(kl_kernel_ctx *c) {
   const kl_tensor *a = c->in[0], *b = c->in[3];
   kl_tensor *y = c->out[0];
+  bool mul = c->node->op == KL_OP_KilnQLinearMul;
   float sa = param(c->in[1]), sb = param(c->in[4]), sc = param(c->in[6]);
   int64_t za = kl_ref_load_int(c->in[2]->data, c->in[2]->dtype, 0);
   int64_t zb = kl_ref_load_int(c->in[5]->data, c->in[5]->dtype, 0);
@@ -26,9 +28,21 @@ int kl_ref_qlinear_add(kl_kernel_ctx *c) {
   for (int64_t i = 0; i < n; i++, kl_ref_iter_next(&it)) {
     float fa = (float)(kl_ref_load_int(a->data, a->dtype, it.off[0]) - za) * sa;
     float fb = (float)(kl_ref_load_int(b->data, b->dtype, it.off[1]) - zb) * sb;
-    float q = (fa + fb) / sc;
+    float q = (mul ? fa * fb : fa + fb) / sc;
     double v = isnan(q) ? (double)zc : rint((double)q) + (double)zc;
     kl_ref_store_int(y->data, y->dtype, i, (int64_t)(v < lo ? lo : v > hi ? hi : v));
+  }
+  return KILN_OK;
+}
+
+int kl_ref_qlinear_lookup(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  const uint8_t *table = c->in[1]->data;
+  uint8_t *y = c->out[0]->data;
+  int64_t n = kl_tensor_numel(x);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t code = kl_ref_load_int(x->data, x->dtype, i) + (x->dtype == KL_I8 ? 128 : 0);
+    y[i] = table[code];
   }
   return KILN_OK;
 }
