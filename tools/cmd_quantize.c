@@ -220,6 +220,7 @@ static bool read_arrays(const char *path, const kiln_model *m, const qargs *a, b
     fprintf(stderr, "kiln quantize: %s: no samples (dim 0 is 0)\n", path);
     return false;
   }
+  if (!fixed && samples < per) per = samples;
   if (per <= 0 || samples < per) {
     fprintf(stderr, "kiln quantize: %s: %lld samples, fewer than the model's fixed batch "
                     "of %lld\n", path, (long long)samples, (long long)per);

@@ -104,15 +104,29 @@ static int add_obs(kl_quantizer *q, int v, int src) {
   return q->n_obs++;
 }
 
-/* The Relu that alone reads y, where it can be removed (uint8 activations), or -1. */
+/* Whether Clip node n clamps below at 0 (a ReLU6): a constant min of 0. Whatever its
+ * max, the uint8 QuantizeLinear of its output range (which ends at or below that max)
+ * then saturates exactly as the Clip does. */
+static bool clip_from_zero(const kl_graph *g, const kl_node *n) {
+  int lo = n->n_in > 1 ? n->in[1] : KL_ABSENT;
+  if (lo < 0) return kl_node_attr(n, "min") && kl_attr_float(n, "min", -1) == 0.0f;
+  const kl_value *v = &g->values[lo];
+  return v->kind == KL_VALUE_CONST && v->data && v->type.dtype == KL_F32 &&
+         v->nbytes == sizeof(float) && *(const float *)v->data == 0.0f;
+}
+
+/* The Relu (or Clip from 0) that alone reads y, where it can be removed (uint8 activations), or -1. */
 static int removable_relu(const kl_graph *g, int y, const kl_quant_options *o) {
   if (o->symmetric || o->dynamic || is_graph_output(g, y)) return -1;
   int found = -1, readers = 0;
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i].n_in; k++)
       if (g->nodes[i].in[k] == y) readers++, found = i;
-  if (readers != 1 || g->nodes[found].op != KL_OP_Relu) return -1;
-  int r = g->nodes[found].out[0];
+  if (readers != 1) return -1;
+  const kl_node *n = &g->nodes[found];
+  if (n->op == KL_OP_Clip && !clip_from_zero(g, n)) return -1;
+  if (n->op != KL_OP_Relu && n->op != KL_OP_Clip) return -1;
+  int r = n->out[0];
   return is_graph_output(g, r) ? -1 : found;
 }
 
@@ -161,7 +175,7 @@ kiln_status kl_quantizer_create(const kl_graph *g, const kl_quant_options *o,
     if (p->relu >= 0) {
       p->y_obs = add_obs(q, g->nodes[p->relu].out[0], y);
       q->plan[p->relu].why = "removed: the uint8 QuantizeLinear after it (zero point 0) "
-                             "clamps at 0";
+                             "clamps as it does";
     } else {
       p->y_obs = add_obs(q, y, y);
     }

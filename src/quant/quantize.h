@@ -8,9 +8,10 @@
  *   x -> Q -> DQ -> Conv/MatMul/Gemm(., DQ(Wq int8), DQ(Bq int32)) -> Q -> DQ -> ...
  *
  * is written around every quantized node (weights per tensor or per output channel,
- * symmetric int8; activations uint8 asymmetric, or int8 symmetric). A Relu that alone
- * reads a quantized node's output is removed where activations are uint8: its output
- * range starts at 0, so zero point 0 and QuantizeLinear's saturation are the Relu.
+ * symmetric int8; activations uint8 asymmetric, or int8 symmetric). A Relu (or a Clip
+ * from 0, ReLU6) that alone reads a quantized node's output is removed where
+ * activations are uint8: its output range starts at 0, so zero point 0 and
+ * QuantizeLinear's saturation do what it did. Model outputs stay float32.
  * Dynamic: MatMul/Gemm of constant weights become DynamicQuantizeLinear, MatMulInteger,
  * Cast and a scale multiply (onnxruntime's quantize_dynamic form); nothing observed.
  *
