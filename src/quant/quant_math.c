@@ -41,7 +41,7 @@ void kl_stats_add(kl_value_stats *s, const float *x, int64_t n) {
     s->hist[KL_HIST_HALF] += s->zeros; /* zero's bin: [0, w) */
     s->zeros = 0;
   }
-  while (amax >= s->half_range) widen(s);
+  while (amax > s->half_range) widen(s); /* |x| = half_range: the last bin */
   double inv_w = KL_HIST_HALF / s->half_range;
   for (int64_t i = 0; i < n; i++) {
     int b = (int)floor((x[i] + s->half_range) * inv_w);
