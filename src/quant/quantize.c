@@ -272,8 +272,11 @@ kiln_status kl_quantizer_run(kl_quantizer *q, int n, const char *const *names,
       return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "model input '%s' %s", want,
                      found ? "given more than once" : "not given");
   }
-  for (int j = 0; j < n; j++) {
+  for (int j = 0; j < n; j++) { /* the session checks name, dtype and shape */
     const kl_tensor *t = &inputs[j];
+    st = kiln_session_set_input(q->cs, names[j], (kiln_dtype)t->dtype, t->rank, t->dims,
+                                t->data, kl_tensor_nbytes(t));
+    if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
     int64_t numel = kl_tensor_numel(t);
     if (t->dtype == KL_F32)
       for (int64_t i = 0; i < numel; i++)
@@ -281,9 +284,6 @@ kiln_status kl_quantizer_run(kl_quantizer *q, int n, const char *const *names,
           return kl_fail(e, KILN_ERR_INVALID_ARGUMENT,
                          "input '%s': element %lld is %g (calibration data must be finite)",
                          names[j], (long long)i, (double)((const float *)t->data)[i]);
-    st = kiln_session_set_input(q->cs, names[j], (kiln_dtype)t->dtype, t->rank, t->dims,
-                                t->data, kl_tensor_nbytes(t));
-    if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
   }
   st = kiln_session_run(q->cs);
   if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
