@@ -30,6 +30,7 @@ static const char *quantize_help =
     "                      array of any name), a .npy (a model of one input), dim 0\n"
     "                      counting samples; or an ONNX test-case folder (input_*.pb,\n"
     "                      one batch) or a folder of test_data_set_* folders\n"
+    "  --array INPUT=ARRAY the .npz array that feeds model input INPUT (repeatable)\n"
     "  --batch-size N      samples per calibration run from .npz/.npy (default 32; a\n"
     "                      model whose batch dim is fixed takes that)\n"
     "  --max-samples N     use at most N samples of each .npz/.npy (default all)\n"
@@ -58,6 +59,8 @@ typedef struct qargs {
   const char *model, *out, *report_csv;
   const char *data[64];
   int n_data;
+  const char *arrays[64]; /* --array INPUT=ARRAY */
+  int n_arrays;
   int64_t batch_size, max_samples, threads, max_bytes;
   bool report, progress;
   kl_quant_options o;
@@ -196,11 +199,13 @@ static bool read_arrays(const char *path, const kiln_model *m, const qargs *a, b
   for (int k = 0; k < n_in; k++) {
     kiln_tensor_info in;
     kiln_model_input_info(m, k, &in);
-    idx[k] = kl_npz_find(&z, in.name);
+    const char *want = cli_find_named(a->arrays, a->n_arrays, in.name);
+    idx[k] = kl_npz_find(&z, want ? want : in.name);
     if (idx[k] < 0 && n_in == 1 && z.n == 1) idx[k] = 0;
     if (idx[k] < 0) {
-      fprintf(stderr, "kiln quantize: %s has no array named '%s' (the model's input); it "
-                      "holds", path, in.name);
+      fprintf(stderr, "kiln quantize: %s has no array named '%s' (%s; --array %s=NAME "
+                      "names another); it holds", path, want ? want : in.name,
+              want ? "given with --array" : "the model's input", in.name);
       for (int j = 0; j < z.n; j++) fprintf(stderr, "%s '%s'", j ? "," : "", z.names[j]);
       fprintf(stderr, "%s\n", z.n ? "" : " no arrays");
       return false;
@@ -415,6 +420,12 @@ static int parse_args(int argc, char **argv, qargs *a) {
         return EXIT_USAGE;
       }
       a->data[a->n_data++] = argv[++i];
+    } else if (strcmp(arg, "--array") == 0 && has) {
+      if (a->n_arrays == 64 || !strchr(argv[i + 1], '=')) {
+        fprintf(stderr, "kiln quantize: --array %s: expected INPUT=ARRAY\n", argv[i + 1]);
+        return EXIT_USAGE;
+      }
+      a->arrays[a->n_arrays++] = argv[++i];
     } else if (strcmp(arg, "--method") == 0 && has) {
       const char *m = argv[++i];
       if (strcmp(m, "minmax") == 0) a->o.method = KL_CALIB_MINMAX;
@@ -479,6 +490,10 @@ static int parse_args(int argc, char **argv, qargs *a) {
                             : NULL;
   if (problem) {
     fprintf(stderr, "kiln quantize: %s\n%s", problem, quantize_help);
+    return EXIT_USAGE;
+  }
+  if (a->n_arrays && a->o.dynamic) {
+    fprintf(stderr, "kiln quantize: --array is for --calibrate data\n");
     return EXIT_USAGE;
   }
   if (strcmp(a->model, a->out) == 0 || same_file(a->model, a->out)) {
