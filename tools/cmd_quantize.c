@@ -399,6 +399,18 @@ static void print_report(const kl_quantizer *q, const kl_quant_options *o, FILE 
               n[i].why);
 }
 
+/* A note on stderr when h holds ops of kiln's own domain (a model that held them, a
+ * fold that made one): kiln runs the file, onnxruntime does not know them. */
+static void kiln_domain_note(const kl_graph *h, const char *out) {
+  int n = 0, first = -1;
+  for (int i = 0; i < h->n_nodes; i++)
+    if (strcmp(kl_op_get(h->nodes[i].op)->domain, KL_DOMAIN_KILN) == 0) n++, first = first < 0 ? i : first;
+  if (n)
+    fprintf(stderr, "kiln quantize: note: %s holds %d node%s of kiln's own domain (the first: "
+                    "'%s', %s): kiln runs it, onnxruntime will not load it\n",
+            out, n, n == 1 ? "" : "s", h->nodes[first].name, kl_op_name(h->nodes[first].op));
+}
+
 static bool same_file(const char *a, const char *b) {
   struct stat sa, sb;
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
@@ -505,14 +517,15 @@ static int parse_args(int argc, char **argv, qargs *a) {
 }
 
 /* The float model as the quantizer reads it: -O1 (constant folding, clean-ups) and
- * BatchNormalization and per-channel scales folded into the weights; nothing of kiln's
- * own domain, so that onnxruntime reads the result. */
+ * BatchNormalization folded into the weights; not fold_scale_bias, which makes a MatMul
+ * and its bias Add kiln's FusedMatMul: nothing of kiln's own domain, so that
+ * onnxruntime reads the result (kiln_domain_note says where something is). */
 static kiln_model *load_float(const qargs *a) {
   kiln_options *o = NULL;
   kiln_model *m = NULL;
   if (kiln_options_create(&o) != KILN_OK ||
       kiln_options_set_int(o, "opt_level", 1) != KILN_OK ||
-      kiln_options_set_string(o, "passes", "+fold_bn,+fold_scale_bias") != KILN_OK ||
+      kiln_options_set_string(o, "passes", "+fold_bn") != KILN_OK ||
       (a->threads && kiln_options_set_int(o, "threads", a->threads) != KILN_OK) ||
       (a->max_bytes && kiln_options_set_int(o, "max_tensor_bytes", a->max_bytes) != KILN_OK)) {
     fprintf(stderr, "kiln quantize: %s\n", o ? kiln_options_error(o) : "out of memory");
@@ -563,6 +576,7 @@ int cmd_quantize(int argc, char **argv) {
     fprintf(stderr, "kiln quantize: %s: %s\n", kiln_status_string(e.code), e.msg);
     goto done;
   }
+  kiln_domain_note(h, a.out);
   int nn, quantized = 0, candidates = 0;
   const kl_quant_node *nodes = kl_quantizer_nodes(q, &nn);
   for (int i = 0; i < nn; i++) {

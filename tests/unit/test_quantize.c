@@ -9,7 +9,9 @@
  *   DequantizeLinear, a Relu removed (uint8) or kept (int8), model outputs float32, the
  *   quantized model's outputs close to the float model's and its first Conv folded to
  *   QLinearConv by kiln; exclusion; the dynamic form (DynamicQuantizeLinear,
- *   MatMulInteger) against the float Gemm;
+ *   MatMulInteger) against the float Gemm; MatMulInteger's fast kernel bit for bit
+ *   against the reference (uint8 and int8 on either side, zero points absent, scalar or
+ *   per column, batched A);
  * - errors: nothing to quantize, calibration inputs missing or misnamed, NaN, no batch,
  *   calibration data for a dynamic quantizer, a percentile out of range. */
 #include <setjmp.h>
@@ -21,6 +23,7 @@
 
 #include "quant/quantize.h"
 #include "runtime/runtime.h"
+#include "runtime/session.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -531,6 +534,52 @@ static void test_dynamic(void **state) {
   kl_graph_free(g);
 }
 
+/* MatMulInteger(A [.., 5, 7], B [7, 9], za, zb) -> Cast to float32 at -O0, on the fast
+ * kernel and on the reference: the same int32 sums. zb_kind: 0 none, 1 one, 2 per column. */
+static void mmint_case(kl_dtype at, kl_dtype bt, int zb_kind, bool batched) {
+  kl_graph *g = tu_graph_new();
+  int64_t ad[4] = {2, 3, 5, 7}, bd[2] = {7, 9}, nine = 9;
+  int ar = batched ? 4 : 2;
+  const int64_t *adims = batched ? ad : ad + 2;
+  uint8_t a[210], b[63], za = (uint8_t)(at == KL_U8 ? 131 : (uint8_t)(int8_t)-7), zb[9];
+  for (int i = 0; i < 210; i++) a[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  for (int i = 0; i < 63; i++) b[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  for (int i = 0; i < 9; i++) zb[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  int ca = tu_graph_const(g, "a", at, ar, adims, a), cb = tu_graph_const(g, "b", bt, 2, bd, b);
+  int cza = tu_graph_const(g, "za", at, 0, NULL, &za);
+  int czb = zb_kind == 0 ? KL_ABSENT
+                         : tu_graph_const(g, "zb", bt, zb_kind == 1 ? 0 : 1, &nine, zb);
+  int yi = tu_graph_value(g, "yi");
+  tu_graph_node(g, KL_OP_MatMulInteger, "mmi", zb_kind ? 4 : 3, (int[]){ca, cb, cza, czb}, 1,
+                &yi);
+  int cast = tu_graph_output_node(g, KL_OP_Cast, 1, &yi, 1);
+  kl_node_set_int(g, cast, "to", KL_F32, NULL);
+  kiln_model *m = tu_model_of(g, 0);
+  kiln_session *sr = tu_session(m, true, 1), *sf = tu_session(m, false, 2);
+  int64_t nr, nf;
+  float *want = tu_run_f32(sr, m, NULL, &nr), *got = tu_run_f32(sf, m, NULL, &nf);
+  assert_int_equal(nr, nf);
+  assert_int_equal(nr, batched ? 270 : 45);
+  assert_memory_equal(got, want, sizeof(float) * (size_t)nr);
+  int node = m->g->nodes[0].op == KL_OP_MatMulInteger ? 0 : 1;
+  assert_int_equal(m->g->nodes[node].op, KL_OP_MatMulInteger);
+  assert_string_not_equal(kl_session_kernel_name(sf, node), "ref");
+  free(want), free(got);
+  kiln_session_free(sr), kiln_session_free(sf);
+  kiln_model_free(m);
+}
+
+static void test_matmul_integer(void **state) {
+  (void)state;
+  for (int zb = 0; zb < 3; zb++) {
+    mmint_case(KL_U8, KL_I8, zb, false);
+    mmint_case(KL_U8, KL_I8, zb, true);
+    mmint_case(KL_I8, KL_U8, zb, true);
+    mmint_case(KL_I8, KL_I8, zb, false);
+    mmint_case(KL_U8, KL_U8, zb, true);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_activation_params),
@@ -543,6 +592,7 @@ int main(void) {
       cmocka_unit_test(test_exclude),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dynamic),
+      cmocka_unit_test(test_matmul_integer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,6 +125,9 @@ typedef struct kl_quant_fns {
   void (*quantize_s8)(const float *x, float scale, int32_t zp, int8_t *y, size_t n);
   void (*dequantize_u8)(const uint8_t *x, float scale, int32_t zp, float *y, size_t n);
   void (*dequantize_s8)(const int8_t *x, float scale, int32_t zp, float *y, size_t n);
+  /* y[i] += a * x[i] in int32 (a row of MatMulInteger: run_quant.c) */
+  void (*axpy_u8)(int32_t a, const uint8_t *x, int32_t *y, size_t n);
+  void (*axpy_s8)(int32_t a, const int8_t *x, int32_t *y, size_t n);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

@@ -34,6 +34,17 @@ QUANTIZE_T(int8_t, -128, 127)
 DEQUANTIZE_T(uint8_t)
 DEQUANTIZE_T(int8_t)
 
-#define KL_QUANT_FNS {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t}
+/* int32 sums of 8-bit products: exact (the caller keeps them within int32) */
+#define AXPY_T(T)                                                                \
+  static void axpy_##T(int32_t a, const T *x, int32_t *y, size_t n) {           \
+    for (size_t i = 0; i < n; i++) y[i] += a * (int32_t)x[i];                    \
+  }
+
+AXPY_T(uint8_t)
+AXPY_T(int8_t)
+
+#define KL_QUANT_FNS                                                                   \
+  {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t,           \
+   axpy_uint8_t, axpy_int8_t}
 
 #endif
