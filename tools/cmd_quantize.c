@@ -403,8 +403,10 @@ static void print_report(const kl_quantizer *q, const kl_quant_options *o, FILE 
  * fold that made one): kiln runs the file, onnxruntime does not know them. */
 static void kiln_domain_note(const kl_graph *h, const char *out) {
   int n = 0, first = -1;
-  for (int i = 0; i < h->n_nodes; i++)
-    if (strcmp(kl_op_get(h->nodes[i].op)->domain, KL_DOMAIN_KILN) == 0) n++, first = first < 0 ? i : first;
+  for (int i = 0; i < h->n_nodes; i++) {
+    if (strcmp(kl_op_get(h->nodes[i].op)->domain, KL_DOMAIN_KILN) != 0) continue;
+    if (n++ == 0) first = i;
+  }
   if (n)
     fprintf(stderr, "kiln quantize: note: %s holds %d node%s of kiln's own domain (the first: "
                     "'%s', %s): kiln runs it, onnxruntime will not load it\n",

@@ -115,7 +115,8 @@ static bool clip_from_zero(const kl_graph *g, const kl_node *n) {
          v->nbytes == sizeof(float) && *(const float *)v->data == 0.0f;
 }
 
-/* The Relu (or Clip from 0) that alone reads y, where it can be removed (uint8 activations), or -1. */
+/* The Relu (or Clip from 0) that alone reads y, where it can be removed (uint8
+ * activations), or -1. */
 static int removable_relu(const kl_graph *g, int y, const kl_quant_options *o) {
   if (o->symmetric || o->dynamic || is_graph_output(g, y)) return -1;
   int found = -1, readers = 0;
