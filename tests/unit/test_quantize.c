@@ -534,32 +534,37 @@ static void test_dynamic(void **state) {
   kl_graph_free(g);
 }
 
-/* MatMulInteger(A [.., 5, 7], B [7, 9], za, zb) -> Cast to float32 at -O0, on the fast
- * kernel and on the reference: the same int32 sums. zb_kind: 0 none, 1 one, 2 per column. */
-static void mmint_case(kl_dtype at, kl_dtype bt, int zb_kind, bool batched) {
+/* MatMulInteger(A [.., 5, 7], B [7, n], za, zb) -> Cast to float32 at -O0, on the fast
+ * kernel and on the reference: the same int32 sums. zb_kind: 0 none, 1 one, 2 per
+ * column. 5 rows: a block of 4 and one more; 30 (batched): 7 blocks and 2; n past 1024:
+ * two column chunks. */
+static void mmint_case(kl_dtype at, kl_dtype bt, int zb_kind, bool batched, int64_t n) {
   kl_graph *g = tu_graph_new();
-  int64_t ad[4] = {2, 3, 5, 7}, bd[2] = {7, 9}, nine = 9;
+  int64_t ad[4] = {2, 3, 5, 7}, bd[2] = {7, n};
   int ar = batched ? 4 : 2;
   const int64_t *adims = batched ? ad : ad + 2;
-  uint8_t a[210], b[63], za = (uint8_t)(at == KL_U8 ? 131 : (uint8_t)(int8_t)-7), zb[9];
+  uint8_t a[210], za = (uint8_t)(at == KL_U8 ? 131 : (uint8_t)(int8_t)-7);
+  uint8_t *b = malloc((size_t)(7 * n)), *zb = malloc((size_t)n);
+  assert_true(b && zb);
   for (int i = 0; i < 210; i++) a[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
-  for (int i = 0; i < 63; i++) b[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
-  for (int i = 0; i < 9; i++) zb[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  for (int64_t i = 0; i < 7 * n; i++) b[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  for (int64_t i = 0; i < n; i++) zb[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
   int ca = tu_graph_const(g, "a", at, ar, adims, a), cb = tu_graph_const(g, "b", bt, 2, bd, b);
   int cza = tu_graph_const(g, "za", at, 0, NULL, &za);
   int czb = zb_kind == 0 ? KL_ABSENT
-                         : tu_graph_const(g, "zb", bt, zb_kind == 1 ? 0 : 1, &nine, zb);
+                         : tu_graph_const(g, "zb", bt, zb_kind == 1 ? 0 : 1, &n, zb);
   int yi = tu_graph_value(g, "yi");
   tu_graph_node(g, KL_OP_MatMulInteger, "mmi", zb_kind ? 4 : 3, (int[]){ca, cb, cza, czb}, 1,
                 &yi);
   int cast = tu_graph_output_node(g, KL_OP_Cast, 1, &yi, 1);
   kl_node_set_int(g, cast, "to", KL_F32, NULL);
+  free(b), free(zb);
   kiln_model *m = tu_model_of(g, 0);
   kiln_session *sr = tu_session(m, true, 1), *sf = tu_session(m, false, 2);
   int64_t nr, nf;
   float *want = tu_run_f32(sr, m, NULL, &nr), *got = tu_run_f32(sf, m, NULL, &nf);
   assert_int_equal(nr, nf);
-  assert_int_equal(nr, batched ? 270 : 45);
+  assert_int_equal(nr, (batched ? 30 : 5) * n);
   assert_memory_equal(got, want, sizeof(float) * (size_t)nr);
   int node = m->g->nodes[0].op == KL_OP_MatMulInteger ? 0 : 1;
   assert_int_equal(m->g->nodes[node].op, KL_OP_MatMulInteger);
@@ -572,12 +577,14 @@ static void mmint_case(kl_dtype at, kl_dtype bt, int zb_kind, bool batched) {
 static void test_matmul_integer(void **state) {
   (void)state;
   for (int zb = 0; zb < 3; zb++) {
-    mmint_case(KL_U8, KL_I8, zb, false);
-    mmint_case(KL_U8, KL_I8, zb, true);
-    mmint_case(KL_I8, KL_U8, zb, true);
-    mmint_case(KL_I8, KL_I8, zb, false);
-    mmint_case(KL_U8, KL_U8, zb, true);
+    mmint_case(KL_U8, KL_I8, zb, false, 9);
+    mmint_case(KL_U8, KL_I8, zb, true, 9);
+    mmint_case(KL_I8, KL_U8, zb, true, 9);
+    mmint_case(KL_I8, KL_I8, zb, false, 9);
+    mmint_case(KL_U8, KL_U8, zb, true, 9);
   }
+  mmint_case(KL_U8, KL_I8, 2, false, 1100);
+  mmint_case(KL_I8, KL_U8, 1, true, 1031);
 }
 
 int main(void) {

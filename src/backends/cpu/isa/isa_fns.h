@@ -128,6 +128,9 @@ typedef struct kl_quant_fns {
   /* y[i] += a * x[i] in int32 (a row of MatMulInteger: run_quant.c) */
   void (*axpy_u8)(int32_t a, const uint8_t *x, int32_t *y, size_t n);
   void (*axpy_s8)(int32_t a, const int8_t *x, int32_t *y, size_t n);
+  /* the same for 4 rows of y (y + r * ldy) and their 4 factors, x read once */
+  void (*axpy4_u8)(const int32_t *a, const uint8_t *x, int32_t *y, size_t ldy, size_t n);
+  void (*axpy4_s8)(const int32_t *a, const int8_t *x, int32_t *y, size_t ldy, size_t n);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

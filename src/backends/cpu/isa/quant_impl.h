@@ -40,11 +40,26 @@ DEQUANTIZE_T(int8_t)
     for (size_t i = 0; i < n; i++) y[i] += a * (int32_t)x[i];                    \
   }
 
+#define AXPY4_T(T)                                                                    \
+  static void axpy4_##T(const int32_t *a, const T *x, int32_t *y, size_t ldy, size_t n) { \
+    int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];                                 \
+    int32_t *y0 = y, *y1 = y + ldy, *y2 = y + 2 * ldy, *y3 = y + 3 * ldy;               \
+    for (size_t i = 0; i < n; i++) {                                                    \
+      int32_t v = x[i];                                                                 \
+      y0[i] += a0 * v;                                                                  \
+      y1[i] += a1 * v;                                                                  \
+      y2[i] += a2 * v;                                                                  \
+      y3[i] += a3 * v;                                                                  \
+    }                                                                                   \
+  }
+
 AXPY_T(uint8_t)
 AXPY_T(int8_t)
+AXPY4_T(uint8_t)
+AXPY4_T(int8_t)
 
 #define KL_QUANT_FNS                                                                   \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t,           \
-   axpy_uint8_t, axpy_int8_t}
+   axpy_uint8_t, axpy_int8_t, axpy4_uint8_t, axpy4_int8_t}
 
 #endif

@@ -79,12 +79,13 @@ int kl_run_dequantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
  * int32 Y [..., M, N], A's zero point one value, B's one or one per column:
  *   Y[m, n] = sum_k (A[m, k] - za) (B[k, n] - zb[n])
  *           = sum_k (A[m, k] - za) B[k, n]  -  zb[n] sum_k (A[m, k] - za)
- * a row at a time (axpy of each B row), exact in int32 (|sum| <= K 255^2 < 2^31 for the
+ * 4 rows at a time (axpy of each B row into all 4), exact in int32 (|sum| <= K 255^2 < 2^31 for the
  * K < 33,000 taken here). Batched B and a per-row A zero point run the reference. */
 typedef struct mmint_job {
   const kl_quant_fns *fns;
   const uint8_t *a;
   bool a_u8, b_u8;
+  int64_t rows;
   const void *b;
   int32_t za;
   const kl_tensor *zb; /* NULL: 0 */
@@ -97,23 +98,45 @@ static int32_t zero_point_at(const kl_tensor *z, int64_t i) {
   return z->dtype == KL_U8 ? ((const uint8_t *)z->data)[k] : ((const int8_t *)z->data)[k];
 }
 
-static void mmint_row(void *arg, int64_t m) {
+/* A - za at row m, column k. */
+static int32_t a_at(const mmint_job *j, int64_t m, int64_t k) {
+  uint8_t v = j->a[m * j->k + k];
+  return (j->a_u8 ? (int32_t)v : (int32_t)(int8_t)v) - j->za;
+}
+
+/* Task t: rows 4t .. 4t + 3 (fewer at the end), in column chunks that keep the 4 output
+ * rows in the L1 cache while each row of B is read once for all 4. */
+#define MMINT_COLS 1024
+static void mmint_rows(void *arg, int64_t t) {
   const mmint_job *j = arg;
-  int32_t *y = j->y + m * j->n;
-  const uint8_t *a = j->a + m * j->k;
-  memset(y, 0, sizeof(int32_t) * (size_t)j->n);
-  int64_t sum = 0;
-  for (int64_t k = 0; k < j->k; k++) {
-    int32_t av = (j->a_u8 ? (int32_t)a[k] : (int32_t)(int8_t)a[k]) - j->za;
-    sum += av;
-    if (av == 0) continue;
-    if (j->b_u8)
-      j->fns->axpy_u8(av, (const uint8_t *)j->b + k * j->n, y, (size_t)j->n);
-    else
-      j->fns->axpy_s8(av, (const int8_t *)j->b + k * j->n, y, (size_t)j->n);
+  int64_t m0 = 4 * t, rows = j->rows - m0 < 4 ? j->rows - m0 : 4;
+  int32_t *y = j->y + m0 * j->n;
+  memset(y, 0, sizeof(int32_t) * (size_t)(rows * j->n));
+  for (int64_t n0 = 0; n0 < j->n; n0 += MMINT_COLS) {
+    size_t len = (size_t)(j->n - n0 < MMINT_COLS ? j->n - n0 : MMINT_COLS);
+    for (int64_t k = 0; k < j->k; k++) {
+      int32_t a[4] = {0, 0, 0, 0};
+      for (int64_t r = 0; r < rows; r++) a[r] = a_at(j, m0 + r, k);
+      if (!(a[0] | a[1] | a[2] | a[3])) continue;
+      const void *b = j->b_u8 ? (const void *)((const uint8_t *)j->b + k * j->n + n0)
+                              : (const void *)((const int8_t *)j->b + k * j->n + n0);
+      if (rows == 4 && j->b_u8)
+        j->fns->axpy4_u8(a, b, y + n0, (size_t)j->n, len);
+      else if (rows == 4)
+        j->fns->axpy4_s8(a, b, y + n0, (size_t)j->n, len);
+      else
+        for (int64_t r = 0; r < rows; r++)
+          if (j->b_u8) j->fns->axpy_u8(a[r], b, y + r * j->n + n0, len);
+          else j->fns->axpy_s8(a[r], b, y + r * j->n + n0, len);
+    }
   }
-  if (j->zb)
-    for (int64_t n = 0; n < j->n; n++) y[n] -= (int32_t)(zero_point_at(j->zb, n) * sum);
+  if (!j->zb) return;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t sum = 0;
+    for (int64_t k = 0; k < j->k; k++) sum += a_at(j, m0 + r, k);
+    for (int64_t n = 0; n < j->n; n++)
+      y[r * j->n + n] -= (int32_t)(zero_point_at(j->zb, n) * sum);
+  }
 }
 
 int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f) {
@@ -126,13 +149,13 @@ int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f) {
       (zb && (zb->dtype != b->dtype || (kl_tensor_numel(zb) != 1 &&
                                         (zb->rank != 1 || zb->dims[0] != b->dims[1])))))
     return kl_isa_ref(c);
-  mmint_job j = {f->quant, a->data, a->dtype == KL_U8, b->dtype == KL_U8, b->data,
+  mmint_job j = {f->quant, a->data, a->dtype == KL_U8, b->dtype == KL_U8, 0, b->data,
                  za ? zero_point_at(za, 0) : 0, zb, b->dims[0], b->dims[1], y->data};
-  int64_t rows = j.k ? kl_tensor_numel(a) / j.k : kl_tensor_numel(y) / (j.n ? j.n : 1);
-  if (j.k == 0) {
+  if (j.k == 0 || j.n == 0) {
     memset(y->data, 0, kl_tensor_nbytes(y));
     return KILN_OK;
   }
-  kl_isa_parallel(c, rows, rows * j.k * j.n, mmint_row, &j);
+  j.rows = kl_tensor_numel(a) / j.k;
+  kl_isa_parallel(c, (j.rows + 3) / 4, j.rows * j.k * j.n, mmint_rows, &j);
   return KILN_OK;
 }
