@@ -49,7 +49,9 @@ static const char *quantize_help =
     "                      (DynamicQuantizeLinear + MatMulInteger); no calibration data\n"
     "  --report            print every quantized value's scale, zero point, range and the\n"
     "                      error it adds on the calibration data (SQNR, relative L2; a\n"
-    "                      second pass over the data), and the nodes kept float32 and why\n"
+    "                      second pass over the data), the nodes kept float32 and why,\n"
+    "                      and the written model's outputs against the float model's on\n"
+    "                      the calibration data (a third pass)\n"
     "  --report-csv FILE   the same table of values as CSV\n"
     "  --threads N         worker threads for calibration\n"
     "  --no-progress       no progress bar (shown only on a terminal)\n"
@@ -413,6 +415,93 @@ static void kiln_domain_note(const kl_graph *h, const char *out) {
             out, n, n == 1 ? "" : "s", h->nodes[first].name, kl_op_name(h->nodes[first].op));
 }
 
+/* --report: the written model as kiln runs it (-O2) against the float model on the
+ * calibration batches: each float32 output's relative L2 error and SQNR, and for a
+ * [batch, classes] output how often the top class agrees. */
+static void report_outputs(const char *out, const kiln_model *fm, const batches *bs,
+                           int64_t threads) {
+  kiln_options *o = NULL;
+  kiln_model *qm = NULL;
+  kiln_session *fs = NULL, *qs = NULL;
+  int n_in = kiln_model_input_count(fm), n_out = kiln_model_output_count(fm);
+  double *sum = calloc((size_t)n_out + 1, sizeof(double)),
+         *err = calloc((size_t)n_out + 1, sizeof(double));
+  int64_t *agree = calloc((size_t)n_out + 1, sizeof(int64_t)),
+          *rows = calloc((size_t)n_out + 1, sizeof(int64_t));
+  const char *why = NULL;
+  if (!sum || !err || !agree || !rows || kiln_options_create(&o) != KILN_OK ||
+      (threads && kiln_options_set_int(o, "threads", threads) != KILN_OK)) {
+    why = "out of memory";
+  } else if (kiln_model_load(out, o, &qm) != KILN_OK) {
+    why = kiln_model_error(qm);
+  } else if (kiln_session_create(fm, o, &fs) != KILN_OK) {
+    why = kiln_session_error(fs);
+  } else if (kiln_session_create(qm, o, &qs) != KILN_OK) {
+    why = kiln_session_error(qs);
+  }
+  for (int i = 0; !why && i < bs->n; i++) {
+    for (int k = 0; k < n_in; k++) {
+      kiln_tensor_info in;
+      kiln_model_input_info(fm, k, &in);
+      const kl_tensor *t = &bs->b[i].t[k];
+      kiln_session_set_input(fs, in.name, (kiln_dtype)t->dtype, t->rank, t->dims, t->data,
+                             kl_tensor_nbytes(t));
+      kiln_session_set_input(qs, in.name, (kiln_dtype)t->dtype, t->rank, t->dims, t->data,
+                             kl_tensor_nbytes(t));
+    }
+    if (kiln_session_run(fs) != KILN_OK) why = kiln_session_error(fs);
+    else if (kiln_session_run(qs) != KILN_OK) why = kiln_session_error(qs);
+    for (int k = 0; !why && k < n_out; k++) {
+      kiln_tensor_info fi, qi;
+      const void *fd, *qd;
+      if (kiln_session_get_output(fs, k, &fi, &fd) != KILN_OK ||
+          kiln_session_get_output(qs, k, &qi, &qd) != KILN_OK || fi.dtype != KILN_DTYPE_FLOAT32 ||
+          qi.dtype != KILN_DTYPE_FLOAT32 || fi.rank != qi.rank)
+        continue;
+      int64_t numel = 1;
+      for (int d = 0; d < fi.rank; d++) numel *= fi.dims[d];
+      const float *f = fd, *q = qd;
+      for (int64_t e = 0; e < numel; e++) {
+        sum[k] += (double)f[e] * f[e];
+        err[k] += ((double)q[e] - f[e]) * ((double)q[e] - f[e]);
+      }
+      if (fi.rank != 2 || fi.dims[1] < 2) continue;
+      for (int64_t r = 0; r < fi.dims[0]; r++) {
+        const float *fr = f + r * fi.dims[1], *qr = q + r * fi.dims[1];
+        int64_t bf = 0, bq = 0;
+        for (int64_t c = 1; c < fi.dims[1]; c++) {
+          if (fr[c] > fr[bf]) bf = c;
+          if (qr[c] > qr[bq]) bq = c;
+        }
+        agree[k] += bf == bq;
+        rows[k]++;
+      }
+    }
+  }
+  if (why) {
+    fprintf(stderr, "kiln quantize: note: the written model was not run against the float "
+                    "one: %s\n", why);
+  } else {
+    printf("outputs on the calibration data (%s at -O2 against the float model):\n", out);
+    for (int k = 0; k < n_out; k++) {
+      kiln_tensor_info fi;
+      kiln_model_output_info(fm, k, &fi);
+      if (sum[k] <= 0 && err[k] <= 0) continue;
+      printf("  %-32s relative L2 %.3g, SQNR %.2f dB", fi.name, sqrt(err[k] / sum[k]),
+             err[k] > 0 ? 10 * log10(sum[k] / err[k]) : INFINITY);
+      if (rows[k])
+        printf(", top-1 the same on %lld of %lld samples", (long long)agree[k],
+               (long long)rows[k]);
+      printf("\n");
+    }
+  }
+  kiln_session_free(fs);
+  kiln_session_free(qs);
+  kiln_model_free(qm);
+  kiln_options_free(o);
+  free(sum), free(err), free(agree), free(rows);
+}
+
 static bool same_file(const char *a, const char *b) {
   struct stat sa, sb;
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
@@ -602,6 +691,7 @@ int cmd_quantize(int argc, char **argv) {
     goto done;
   }
   if (a.report || csv) print_report(q, &a.o, a.report ? stdout : NULL, csv);
+  if (a.report && bs.n) report_outputs(a.out, m, &bs, a.threads);
   rc = EXIT_OK;
 done:
   if (csv && fclose(csv) != 0) rc = EXIT_FAIL;
