@@ -6,7 +6,8 @@
  *   (a known answer), entropy (below the maximum on a Gaussian with outliers, near it
  *   on a uniform distribution);
  * - the graph it writes: QDQ pairs, int8 weights and int32 biases behind
- *   DequantizeLinear, a Relu removed (uint8) or kept (int8), model outputs float32, the
+ *   DequantizeLinear, a Relu removed (uint8) or kept (int8), a Clip from 0 removed and
+ *   one from -1 kept, model outputs float32, the
  *   quantized model's outputs close to the float model's and its first Conv folded to
  *   QLinearConv by kiln; exclusion; the dynamic form (DynamicQuantizeLinear,
  *   MatMulInteger) against the float Gemm; MatMulInteger's fast kernel bit for bit
@@ -185,9 +186,12 @@ static void test_entropy(void **state) {
 #define C_OUT 5
 #define HW 6
 
-/* x [2, 3, 6, 6] -> Conv "conv1" (3x3, pads 1, bias) -> Relu -> Conv "conv2" (1x1, no
- * bias) -> y (output). */
-static kl_graph *cnn_graph(void) {
+/* x [2, 3, 6, 6] -> Conv "conv1" (3x3, pads 1, bias) -> Relu (or Clip(clip_lo, 6) when
+ * clip) -> Conv "conv2" (1x1, no bias) -> y (output). */
+static kl_graph *act_graph(bool clip, float clip_lo);
+static kl_graph *cnn_graph(void) { return act_graph(false, 0); }
+
+static kl_graph *act_graph(bool clip, float clip_lo) {
   kl_graph *g = tu_graph_new();
   int64_t xd[4] = {2, C_IN, HW, HW}, w1d[4] = {C_MID, C_IN, 3, 3}, bd[1] = {C_MID},
           w2d[4] = {C_OUT, C_MID, 1, 1};
@@ -202,7 +206,14 @@ static kl_graph *cnn_graph(void) {
   int h = tu_graph_value(g, "h"), r = tu_graph_value(g, "r"), y = tu_graph_value(g, "y");
   int c1 = tu_graph_node(g, KL_OP_Conv, "conv1", 3, (int[]){x, cw1, cb1}, 1, &h);
   tu_node_ints(g, c1, "pads", 4, (const int64_t[]){1, 1, 1, 1});
-  tu_graph_node(g, KL_OP_Relu, "relu", 1, &h, 1, &r);
+  if (clip) {
+    float hi = 6;
+    int lo_c = tu_graph_const(g, "lo", KL_F32, 0, NULL, &clip_lo);
+    int hi_c = tu_graph_const(g, "hi", KL_F32, 0, NULL, &hi);
+    tu_graph_node(g, KL_OP_Clip, "relu6", 3, (int[]){h, lo_c, hi_c}, 1, &r);
+  } else {
+    tu_graph_node(g, KL_OP_Relu, "relu", 1, &h, 1, &r);
+  }
   tu_graph_node(g, KL_OP_Conv, "conv2", 2, (int[]){r, cw2}, 1, &y);
   kl_graph_add_output(g, y, NULL);
   kl_err e = {0};
@@ -371,6 +382,31 @@ static void test_symmetric_keeps_relu(void **state) {
   assert_true(rel < 0.05);
   kl_quantizer_free(q);
   kl_graph_free(g);
+}
+
+/* A Clip from 0 (ReLU6) goes as a Relu does; one from -1 stays (zero point not 0). */
+static void test_clip(void **state) {
+  (void)state;
+  for (int from_zero = 0; from_zero < 2; from_zero++) {
+    kl_graph *g = act_graph(true, from_zero ? 0.0f : -1.0f);
+    kl_quant_options o = {.per_channel = true, .reduce_range = true};
+    kl_quantizer *q;
+    kl_err e = {0};
+    assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+    assert_int_equal(calibrate(q, 2, &e), KILN_OK);
+    kl_graph *h;
+    assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+    assert_int_equal(count(h, KL_OP_Clip), from_zero ? 0 : 1);
+    /* x, then the Clip's output (removed) or conv1's and the Clip's (kept) */
+    assert_int_equal(count(h, KL_OP_QuantizeLinear), from_zero ? 2 : 3);
+    int qlinear;
+    double rel = compare_outputs(g, h, 2, &qlinear);
+    print_message("clip from %d: relative L2 difference %.4f\n", from_zero ? 0 : -1, rel);
+    assert_true(rel < 0.05);
+    assert_int_equal(qlinear, 1); /* conv1 either way: its output has its own pair */
+    kl_quantizer_free(q);
+    kl_graph_free(g);
+  }
 }
 
 static void test_exclude(void **state) {
@@ -596,6 +632,7 @@ int main(void) {
       cmocka_unit_test(test_entropy),
       cmocka_unit_test(test_static_graph),
       cmocka_unit_test(test_symmetric_keeps_relu),
+      cmocka_unit_test(test_clip),
       cmocka_unit_test(test_exclude),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dynamic),
