@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # valgrind memcheck on a representative subset: the API and ONNX import unit tests,
-# `kiln check` on the bundled models, and `kiln run` on bad-corpus cases that fail at
-# load, at verification, at run time and on a bad input file. Zero errors and zero
+# `kiln check` on the bundled models, `kiln run` on bad-corpus cases that fail at
+# load, at verification, at run time and on a bad input file, and `kiln quantize`
+# (static with its report, dynamic, and refusing bad calibration data). Zero errors and zero
 # definite leaks are required; a case that fails the way it should (kiln's exit code 1)
 # passes. Run from the source root (meson does):
 #
@@ -54,5 +55,14 @@ check 1 "kiln run gather_index_range.onnx" "$kiln" run $bad/gather_index_range.o
 check 1 "kiln run relu_truncated.npy" "$kiln" run $bad/valid_relu.onnx --input x=$bad/relu_truncated.npy
 check 1 "kiln run reshape_dynamic.onnx" "$kiln" run $bad/reshape_dynamic.onnx \
   --input x=$bad/x6.npy --input shape=$bad/shape_4x2.npy
+out=$(mktemp -d)
+check 0 "kiln quantize static" "$kiln" quantize models/digits_cnn/model.onnx -o "$out/q.onnx" \
+  --calibrate models/train/cnn/train.npz --array input=x --max-samples 64 --per-channel \
+  --method entropy --report
+check 0 "kiln quantize dynamic" "$kiln" quantize models/digits_mlp/model.onnx \
+  -o "$out/d.onnx" --dynamic
+check 1 "kiln quantize misnamed array" "$kiln" quantize models/digits_cnn/model.onnx \
+  -o "$out/q.onnx" --calibrate models/train/cnn/train.npz
+rm -rf "$out"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

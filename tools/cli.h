@@ -97,6 +97,7 @@ int cmd_optimize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 /* `kiln inspect --memory` (inspect_memory.c): the memory plan of one run of m. */
 int cli_inspect_memory(kiln_model *m, const kiln_options *o);
 /* `kiln inspect --kernels`: the kernel and oneDNN implementation of every node in one

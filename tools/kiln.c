@@ -16,6 +16,7 @@ static const char *usage =
     "  optimize MODEL save the optimized graph as ONNX (-o OUT.onnx)\n"
     "  bench MODEL    measure load time, latency percentiles, throughput, memory\n"
     "  train MODEL    train a model on arrays from a .npz file, save it as ONNX\n"
+    "  quantize MODEL post-training int8 quantization into a QDQ ONNX model (-o OUT.onnx)\n"
     "  info           print the version and what this build supports\n"
     "\n"
     "`kiln COMMAND --help` tells more. `kiln --version` prints the version.\n"
@@ -52,7 +53,8 @@ int main(int argc, char **argv) {
     int (*fn)(int, char **);
   } cmds[] = {{"run", cmd_run}, {"check", cmd_check}, {"inspect", cmd_inspect},
               {"optimize", cmd_optimize},
-              {"info", cmd_info}, {"bench", cmd_bench}, {"train", cmd_train}};
+              {"info", cmd_info}, {"bench", cmd_bench}, {"train", cmd_train},
+              {"quantize", cmd_quantize}};
   for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
     if (strcmp(argv[1], cmds[k].name) == 0) return cmds[k].fn(argc - 1, argv + 1);
   fprintf(stderr, "kiln: unknown command '%s'\n\n%s", argv[1], usage);

@@ -47,6 +47,7 @@ typedef enum kernel_kind {
   K_SELECT, /* Where, And, Or, Xor (run_select.c) */
   K_QUANT,  /* QuantizeLinear, DequantizeLinear per tensor (run_quant.c) */
   K_DEQUANT,
+  K_MATMUL_INT, /* MatMulInteger of 2-D B (run_quant.c) */
   K_DETECT, /* RoiAlign, ScatterElements, Expand, ConstantOfShape, Gather, NonZero, Max,
                Min, comparisons (run_detect.c), Resize (run_resize.c) */
   K_COUNT
@@ -103,6 +104,7 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int select_##L(kl_kernel_ctx *c) { return kl_run_select(c, &fns_##L); }         \
   static int quant_##L(kl_kernel_ctx *c) { return kl_run_quantize(c, &fns_##L); }        \
   static int dequant_##L(kl_kernel_ctx *c) { return kl_run_dequantize(c, &fns_##L); }    \
+  static int mmint_##L(kl_kernel_ctx *c) { return kl_run_matmul_integer(c, &fns_##L); }  \
   static int detect_##L(kl_kernel_ctx *c) { return kl_run_detect(c, &fns_##L); }         \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
@@ -110,7 +112,7 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
       bn_##L,     slice_##L, pad_##L,       optim_##L,     gnorm_##L,                   \
       pool_grad_##L, bn_train_##L, bn_grad_##L, unary_grad_##L, sum_to_##L,            \
       reduce_grad_##L, softmax_grad_##L, ln_grad_##L, select_##L, quant_##L, dequant_##L, \
-      detect_##L};
+      mmint_##L, detect_##L};
 
 LEVEL_KERNELS(generic)
 #if KL_ISA_X86
@@ -259,6 +261,7 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
   /* float32 <-> 8-bit with a float32 scale; the driver takes per-tensor ones */
   case KL_OP_QuantizeLinear:
     return t == KL_F32 && dtype_of(in, n_in, 1) == KL_F32 ? K_QUANT : K_COUNT;
+  case KL_OP_MatMulInteger: return t == KL_U8 || t == KL_I8 ? K_MATMUL_INT : K_COUNT;
   case KL_OP_DequantizeLinear:
     return (t == KL_U8 || t == KL_I8) && dtype_of(in, n_in, 1) == KL_F32 ? K_DEQUANT : K_COUNT;
   case KL_OP_KilnQLinearAdd: case KL_OP_KilnQLinearMul: case KL_OP_KilnQLinearLookup:

@@ -125,6 +125,12 @@ typedef struct kl_quant_fns {
   void (*quantize_s8)(const float *x, float scale, int32_t zp, int8_t *y, size_t n);
   void (*dequantize_u8)(const uint8_t *x, float scale, int32_t zp, float *y, size_t n);
   void (*dequantize_s8)(const int8_t *x, float scale, int32_t zp, float *y, size_t n);
+  /* y[i] += a * x[i] in int32 (a row of MatMulInteger: run_quant.c) */
+  void (*axpy_u8)(int32_t a, const uint8_t *x, int32_t *y, size_t n);
+  void (*axpy_s8)(int32_t a, const int8_t *x, int32_t *y, size_t n);
+  /* the same for 4 rows of y (y + r * ldy) and their 4 factors, x read once */
+  void (*axpy4_u8)(const int32_t *a, const uint8_t *x, int32_t *y, size_t ldy, size_t n);
+  void (*axpy4_s8)(const int32_t *a, const int8_t *x, int32_t *y, size_t ldy, size_t n);
   /* QLinearAdd, QLinearMul: y = quantize(dequantize(a) + or * dequantize(b)), each
    * step as above; b of a's n elements (bstep 1) or one (bstep 0) */
   void (*qadd_u8)(const uint8_t *a, float sa, int32_t za, const uint8_t *b, float sb,

@@ -34,6 +34,30 @@ QUANTIZE_T(int8_t, -128, 127)
 DEQUANTIZE_T(uint8_t)
 DEQUANTIZE_T(int8_t)
 
+/* int32 sums of 8-bit products: exact (the caller keeps them within int32) */
+#define AXPY_T(T)                                                                \
+  static void axpy_##T(int32_t a, const T *x, int32_t *y, size_t n) {           \
+    for (size_t i = 0; i < n; i++) y[i] += a * (int32_t)x[i];                    \
+  }
+
+#define AXPY4_T(T)                                                                    \
+  static void axpy4_##T(const int32_t *a, const T *x, int32_t *y, size_t ldy, size_t n) { \
+    int32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];                                 \
+    int32_t *y0 = y, *y1 = y + ldy, *y2 = y + 2 * ldy, *y3 = y + 3 * ldy;               \
+    for (size_t i = 0; i < n; i++) {                                                    \
+      int32_t v = x[i];                                                                 \
+      y0[i] += a0 * v;                                                                  \
+      y1[i] += a1 * v;                                                                  \
+      y2[i] += a2 * v;                                                                  \
+      y3[i] += a3 * v;                                                                  \
+    }                                                                                   \
+  }
+
+AXPY_T(uint8_t)
+AXPY_T(int8_t)
+AXPY4_T(uint8_t)
+AXPY4_T(int8_t)
+
 /* QLinearAdd and QLinearMul: each operand dequantized and the two added or multiplied
  * in float32, the result quantized as above (ref/qadd.c computes the same operations).
  * bstep 1: b has a's shape; 0: b is one code, broadcast over the n elements. */
@@ -68,7 +92,8 @@ static void lookup(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t
 #endif
 
 #define KL_QUANT_FNS                                                                     \
-  {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, qadd_uint8_t, \
-   qadd_int8_t, qmul_uint8_t, qmul_int8_t, KL_QUANT_LOOKUP}
+  {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
+   axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, qadd_uint8_t, qadd_int8_t, qmul_uint8_t,       \
+   qmul_int8_t, KL_QUANT_LOOKUP}
 
 #endif

@@ -67,6 +67,7 @@ int kl_run_transpose(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* QuantizeLinear, DequantizeLinear: float32 <-> uint8/int8 per tensor (run_quant.c) */
 int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_dequantize(kl_kernel_ctx *c, const kl_isa_fns *f);
+int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Concat along `axis` of c's tensors whatever the node says (a channels-last Concat of
  * [N, C, S...] values is one along the last axis of their [N, S..., C] dims, dnnl.c);

@@ -1,7 +1,7 @@
 /* Drivers of QuantizeLinear and DequantizeLinear per tensor (one scale, one zero point):
  * float32 x and scale to uint8 or int8 and back, over contiguous chunks on the node's
  * threads. Per-axis and blocked scales, other dtypes, a `precision` other than float32
- * and saturate=0 run the reference kernel. */
+ * and saturate=0 run the reference kernel. And MatMulInteger of 2-D B (below). */
 #include "backends/cpu/isa/run.h"
 
 #include <string.h>
@@ -175,4 +175,89 @@ int kl_run_dequantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
   quant_job j = {f->quant, false, x->dtype == KL_U8, x->data, y->data,
                  *(const float *)c->in[1]->data, zp, kl_tensor_numel(x)};
   return run_job(c, &j);
+}
+
+/* MatMulInteger: A [..., M, K] (uint8 or int8) times 2-D B [K, N] (int8 or uint8) into
+ * int32 Y [..., M, N], A's zero point one value, B's one or one per column:
+ *   Y[m, n] = sum_k (A[m, k] - za) (B[k, n] - zb[n])
+ *           = sum_k (A[m, k] - za) B[k, n]  -  zb[n] sum_k (A[m, k] - za)
+ * 4 rows at a time (axpy of each B row into all 4), exact in int32 (|sum| <= K 255^2 < 2^31 for the
+ * K < 33,000 taken here). Batched B and a per-row A zero point run the reference. */
+typedef struct mmint_job {
+  const kl_quant_fns *fns;
+  const uint8_t *a;
+  bool a_u8, b_u8;
+  int64_t rows;
+  const void *b;
+  int32_t za;
+  const kl_tensor *zb; /* NULL: 0 */
+  int64_t k, n;
+  int32_t *y;
+} mmint_job;
+
+static int32_t zero_point_at(const kl_tensor *z, int64_t i) {
+  int64_t k = kl_tensor_numel(z) == 1 ? 0 : i;
+  return z->dtype == KL_U8 ? ((const uint8_t *)z->data)[k] : ((const int8_t *)z->data)[k];
+}
+
+/* A - za at row m, column k. */
+static int32_t a_at(const mmint_job *j, int64_t m, int64_t k) {
+  uint8_t v = j->a[m * j->k + k];
+  return (j->a_u8 ? (int32_t)v : (int32_t)(int8_t)v) - j->za;
+}
+
+/* Task t: rows 4t .. 4t + 3 (fewer at the end), in column chunks that keep the 4 output
+ * rows in the L1 cache while each row of B is read once for all 4. */
+#define MMINT_COLS 1024
+static void mmint_rows(void *arg, int64_t t) {
+  const mmint_job *j = arg;
+  int64_t m0 = 4 * t, rows = j->rows - m0 < 4 ? j->rows - m0 : 4;
+  int32_t *y = j->y + m0 * j->n;
+  memset(y, 0, sizeof(int32_t) * (size_t)(rows * j->n));
+  for (int64_t n0 = 0; n0 < j->n; n0 += MMINT_COLS) {
+    size_t len = (size_t)(j->n - n0 < MMINT_COLS ? j->n - n0 : MMINT_COLS);
+    for (int64_t k = 0; k < j->k; k++) {
+      int32_t a[4] = {0, 0, 0, 0};
+      for (int64_t r = 0; r < rows; r++) a[r] = a_at(j, m0 + r, k);
+      if (!(a[0] | a[1] | a[2] | a[3])) continue;
+      const void *b = j->b_u8 ? (const void *)((const uint8_t *)j->b + k * j->n + n0)
+                              : (const void *)((const int8_t *)j->b + k * j->n + n0);
+      if (rows == 4 && j->b_u8)
+        j->fns->axpy4_u8(a, b, y + n0, (size_t)j->n, len);
+      else if (rows == 4)
+        j->fns->axpy4_s8(a, b, y + n0, (size_t)j->n, len);
+      else
+        for (int64_t r = 0; r < rows; r++)
+          if (j->b_u8) j->fns->axpy_u8(a[r], b, y + r * j->n + n0, len);
+          else j->fns->axpy_s8(a[r], b, y + r * j->n + n0, len);
+    }
+  }
+  if (!j->zb) return;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t sum = 0;
+    for (int64_t k = 0; k < j->k; k++) sum += a_at(j, m0 + r, k);
+    for (int64_t n = 0; n < j->n; n++)
+      y[r * j->n + n] -= (int32_t)(zero_point_at(j->zb, n) * sum);
+  }
+}
+
+int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *a = c->in[0], *b = c->in[1];
+  const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL, *zb = c->n_in > 3 ? c->in[3] : NULL;
+  kl_tensor *y = c->out[0];
+  if (a->rank < 2 || b->rank != 2 || !is_q8(b->dtype) || y->dtype != KL_I32 ||
+      a->dims[a->rank - 1] != b->dims[0] || b->dims[0] >= 33000 || y->rank != a->rank ||
+      (za && (za->dtype != a->dtype || kl_tensor_numel(za) != 1)) ||
+      (zb && (zb->dtype != b->dtype || (kl_tensor_numel(zb) != 1 &&
+                                        (zb->rank != 1 || zb->dims[0] != b->dims[1])))))
+    return kl_isa_ref(c);
+  mmint_job j = {f->quant, a->data, a->dtype == KL_U8, b->dtype == KL_U8, 0, b->data,
+                 za ? zero_point_at(za, 0) : 0, zb, b->dims[0], b->dims[1], y->data};
+  if (j.k == 0 || j.n == 0) {
+    memset(y->data, 0, kl_tensor_nbytes(y));
+    return KILN_OK;
+  }
+  j.rows = kl_tensor_numel(a) / j.k;
+  kl_isa_parallel(c, (j.rows + 3) / 4, j.rows * j.k * j.n, mmint_rows, &j);
+  return KILN_OK;
 }

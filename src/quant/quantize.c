@@ -1,0 +1,670 @@
+/* The quantizer (quantize.h): which nodes, calibration through a session of the float
+ * graph with the observed values as extra outputs, and the QDQ or dynamic rewrite. */
+#include "quant/quantize.h"
+#include "runtime/runtime.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One node's plan. */
+typedef struct node_plan {
+  bool quant;
+  const char *why;
+  int x_obs, y_obs; /* static: the observed values of its input 0 and output (-1: none) */
+  int relu;         /* a Relu removed after it (uint8 activations), or -1 */
+} node_plan;
+
+/* A value observed (static) and quantized with a QDQ pair: v, whose readers read the
+ * pair's DequantizeLinear; src, what the QuantizeLinear reads (v, or the input of a
+ * removed Relu that produced v). */
+typedef struct observed {
+  int v, src, out_index;
+  kl_value_stats st;
+  kl_qparam p;
+} observed;
+
+struct kl_quantizer {
+  const kl_graph *g;
+  kl_quant_options o;
+  node_plan *plan;
+  kl_quant_node *nodes;
+  observed *obs;
+  int n_obs;
+  int *obs_of; /* per value: its index in obs, or -1 */
+  kl_quant_value *values;
+  int n_values;
+  bool computed;
+  int64_t batches;
+  /* the calibration session: a copy of g with the observed values as outputs */
+  kl_graph *cg;
+  kiln_model *cm;
+  kiln_session *cs;
+};
+
+static bool excluded(const char *list, const char *name) {
+  if (!list) return false;
+  char pat[256];
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len > 0 && len < sizeof pat) {
+      memcpy(pat, p, len);
+      pat[len] = '\0';
+      if (fnmatch(pat, name, 0) == 0) return true;
+    }
+    p += len;
+    if (*p == ',') p++;
+  }
+  return false;
+}
+
+static bool is_const_f32(const kl_graph *g, int v, int min_rank, int max_rank) {
+  if (v < 0) return false;
+  const kl_value *x = &g->values[v];
+  return x->kind == KL_VALUE_CONST && x->data && x->type.dtype == KL_F32 &&
+         x->type.rank >= min_rank && x->type.rank <= max_rank && kl_type_is_concrete(&x->type);
+}
+
+static bool is_graph_output(const kl_graph *g, int v) {
+  for (int k = 0; k < g->n_outputs; k++)
+    if (g->outputs[k] == v) return true;
+  return false;
+}
+
+/* Why node n is not quantized, or NULL when it is. */
+static const char *why_not(const kl_graph *g, const kl_node *n, const kl_quant_options *o) {
+  if (n->op != KL_OP_Conv && n->op != KL_OP_MatMul && n->op != KL_OP_Gemm)
+    return o->dynamic ? "not a MatMul or Gemm" : "not a Conv, MatMul or Gemm";
+  if (o->dynamic && n->op == KL_OP_Conv) return "dynamic quantization takes MatMul and Gemm";
+  if (excluded(o->exclude, n->name)) return "excluded (--exclude)";
+  int x = n->in[0];
+  if (x < 0 || g->values[x].type.dtype != KL_F32) return "input is not float32";
+  if (g->values[x].kind == KL_VALUE_CONST) return "input is a constant";
+  if (n->op == KL_OP_Conv && !is_const_f32(g, n->in[1], 3, KL_MAX_RANK))
+    return "weights are not a float32 constant";
+  if (n->op != KL_OP_Conv && !is_const_f32(g, n->in[1], 2, 2))
+    return "weights are not a constant float32 matrix";
+  if (n->op == KL_OP_Gemm && kl_attr_int(n, "transA", 0) != 0) return "Gemm with transA";
+  if (o->dynamic && n->op == KL_OP_Gemm && kl_attr_float(n, "alpha", 1) != 1.0f)
+    return "Gemm with alpha != 1";
+  if (o->dynamic && n->op == KL_OP_MatMul && g->values[x].type.rank < 2)
+    return "input of rank 1";
+  return NULL;
+}
+
+static int add_obs(kl_quantizer *q, int v, int src) {
+  if (q->obs_of[v] >= 0) return q->obs_of[v];
+  observed *ob = &q->obs[q->n_obs];
+  ob->v = v;
+  ob->src = src;
+  ob->out_index = -1;
+  kl_stats_init(&ob->st);
+  q->obs_of[v] = q->n_obs;
+  return q->n_obs++;
+}
+
+/* Whether Clip node n clamps below at 0 (a ReLU6): a constant min of 0. Whatever its
+ * max, the uint8 QuantizeLinear of its output range (which ends at or below that max)
+ * then saturates exactly as the Clip does. */
+static bool clip_from_zero(const kl_graph *g, const kl_node *n) {
+  int lo = n->n_in > 1 ? n->in[1] : KL_ABSENT;
+  if (lo < 0) return kl_node_attr(n, "min") && kl_attr_float(n, "min", -1) == 0.0f;
+  const kl_value *v = &g->values[lo];
+  return v->kind == KL_VALUE_CONST && v->data && v->type.dtype == KL_F32 &&
+         v->nbytes == sizeof(float) && *(const float *)v->data == 0.0f;
+}
+
+/* The Relu (or Clip from 0) that alone reads y, where it can be removed (uint8
+ * activations), or -1. */
+static int removable_relu(const kl_graph *g, int y, const kl_quant_options *o) {
+  if (o->symmetric || o->dynamic || is_graph_output(g, y)) return -1;
+  int found = -1, readers = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_in; k++)
+      if (g->nodes[i].in[k] == y) readers++, found = i;
+  if (readers != 1) return -1;
+  const kl_node *n = &g->nodes[found];
+  if (n->op == KL_OP_Clip && !clip_from_zero(g, n)) return -1;
+  if (n->op != KL_OP_Relu && n->op != KL_OP_Clip) return -1;
+  int r = n->out[0];
+  return is_graph_output(g, r) ? -1 : found;
+}
+
+kiln_status kl_quantizer_create(const kl_graph *g, const kl_quant_options *o,
+                                kl_quantizer **out, kl_err *e) {
+  *out = NULL;
+  if (o->method == KL_CALIB_PERCENTILE && o->percentile != 0 &&
+      !(o->percentile > 0 && o->percentile <= 100))
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "percentile %g is not in (0, 100]",
+                   o->percentile);
+  kl_quantizer *q = calloc(1, sizeof *q);
+  if (!q) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  q->g = g;
+  q->o = *o;
+  q->o.exclude = NULL; /* read only here */
+  size_t nn = (size_t)g->n_nodes + 1, nv = (size_t)g->n_values + 1;
+  q->plan = calloc(nn, sizeof *q->plan);
+  q->nodes = calloc(nn, sizeof *q->nodes);
+  q->obs = calloc(2 * nn, sizeof *q->obs);
+  q->obs_of = malloc(nv * sizeof(int));
+  if (!q->plan || !q->nodes || !q->obs || !q->obs_of) {
+    kl_quantizer_free(q);
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  for (int v = 0; v < g->n_values; v++) q->obs_of[v] = -1;
+  int quantized = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    node_plan *p = &q->plan[i];
+    p->x_obs = p->y_obs = p->relu = -1;
+    p->why = why_not(g, n, o);
+    p->quant = p->why == NULL;
+    q->nodes[i].name = n->name;
+    q->nodes[i].op = kl_op_name(n->op);
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    node_plan *p = &q->plan[i];
+    if (!p->quant) continue;
+    quantized++;
+    if (o->dynamic) continue;
+    const kl_node *n = &g->nodes[i];
+    p->x_obs = add_obs(q, n->in[0], n->in[0]);
+    int y = n->out[0];
+    if (is_graph_output(g, y)) continue; /* a model output stays float32 */
+    p->relu = removable_relu(g, y, o);
+    if (p->relu >= 0) {
+      p->y_obs = add_obs(q, g->nodes[p->relu].out[0], y);
+      q->plan[p->relu].why = "removed: the uint8 QuantizeLinear after it (zero point 0) "
+                             "clamps as it does";
+    } else {
+      p->y_obs = add_obs(q, y, y);
+    }
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    q->nodes[i].quantized = q->plan[i].quant;
+    q->nodes[i].why = q->plan[i].why;
+  }
+  if (quantized == 0) {
+    kl_quantizer_free(q);
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT,
+                   "%s: nothing to quantize: no %s node with constant float32 weights "
+                   "(and not excluded)",
+                   g->source ? g->source : "model", o->dynamic ? "MatMul or Gemm" :
+                   "Conv, MatMul or Gemm");
+  }
+  *out = q;
+  return KILN_OK;
+}
+
+void kl_quantizer_free(kl_quantizer *q) {
+  if (!q) return;
+  kiln_session_free(q->cs);
+  kiln_model_free(q->cm);
+  kl_graph_free(q->cg);
+  free(q->plan);
+  free(q->nodes);
+  free(q->obs);
+  free(q->obs_of);
+  free(q->values);
+  free(q);
+}
+
+int64_t kl_quantizer_batches(const kl_quantizer *q) { return q->batches; }
+
+const kl_quant_node *kl_quantizer_nodes(const kl_quantizer *q, int *count) {
+  *count = q->g->n_nodes;
+  return q->nodes;
+}
+
+const kl_quant_value *kl_quantizer_values(const kl_quantizer *q, int *count) {
+  *count = q->n_values;
+  return q->values;
+}
+
+/* ---- calibration ---- */
+
+static kiln_status make_session(kl_quantizer *q, kl_err *e) {
+  q->cg = kl_graph_copy(q->g);
+  if (!q->cg) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying the graph");
+  kiln_status st = KILN_OK;
+  for (int k = 0; k < q->n_obs && st == KILN_OK; k++) {
+    int v = q->obs[k].v;
+    for (int j = 0; j < q->cg->n_outputs; j++)
+      if (q->cg->outputs[j] == v) q->obs[k].out_index = j;
+    if (q->obs[k].out_index < 0) {
+      q->obs[k].out_index = q->cg->n_outputs;
+      st = kl_graph_add_output(q->cg, v, e);
+    }
+  }
+  if (st != KILN_OK) return st;
+  st = kl_model_wrap(q->cg, NULL, &q->cm);
+  if (st != KILN_OK) return kl_fail(e, st, "calibration model: %s", kiln_model_error(q->cm));
+  st = kiln_session_create(q->cm, NULL, &q->cs);
+  if (st != KILN_OK)
+    return kl_fail(e, st, "calibration session: %s", kiln_session_error(q->cs));
+  return KILN_OK;
+}
+
+static void measure_error(observed *ob, const float *x, int64_t n, bool symmetric) {
+  double qmin = symmetric ? -128 : 0, qmax = symmetric ? 127 : 255;
+  for (int64_t i = 0; i < n; i++) {
+    double v = nearbyintf(x[i] / ob->p.scale) + ob->p.zero_point;
+    v = v < qmin ? qmin : v > qmax ? qmax : v;
+    double d = (v - ob->p.zero_point) * ob->p.scale - x[i];
+    ob->st.sum_sq += (double)x[i] * x[i];
+    ob->st.err_sq += d * d;
+  }
+}
+
+kiln_status kl_quantizer_run(kl_quantizer *q, int n, const char *const *names,
+                             const kl_tensor *inputs, kl_err *e) {
+  if (q->o.dynamic)
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT,
+                   "dynamic quantization takes no calibration data");
+  kiln_status st;
+  if (!q->cs && (st = make_session(q, e)) != KILN_OK) return st;
+  const kl_graph *g = q->g;
+  for (int k = 0; k < g->n_inputs; k++) {
+    const char *want = g->values[g->inputs[k]].name;
+    int found = 0;
+    for (int j = 0; j < n; j++) found += strcmp(names[j], want) == 0;
+    if (found != 1)
+      return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "model input '%s' %s", want,
+                     found ? "given more than once" : "not given");
+  }
+  for (int j = 0; j < n; j++) { /* the session checks name, dtype and shape */
+    const kl_tensor *t = &inputs[j];
+    st = kiln_session_set_input(q->cs, names[j], (kiln_dtype)t->dtype, t->rank, t->dims,
+                                t->data, kl_tensor_nbytes(t));
+    if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
+    int64_t numel = kl_tensor_numel(t);
+    if (t->dtype == KL_F32)
+      for (int64_t i = 0; i < numel; i++)
+        if (!isfinite(((const float *)t->data)[i]))
+          return kl_fail(e, KILN_ERR_INVALID_ARGUMENT,
+                         "input '%s': element %lld is %g (calibration data must be finite)",
+                         names[j], (long long)i, (double)((const float *)t->data)[i]);
+  }
+  st = kiln_session_run(q->cs);
+  if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
+  for (int k = 0; k < q->n_obs; k++) {
+    observed *ob = &q->obs[k];
+    kiln_tensor_info info;
+    const void *data;
+    st = kiln_session_get_output(q->cs, ob->out_index, &info, &data);
+    if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
+    int64_t numel = 1;
+    for (int d = 0; d < info.rank; d++) numel *= info.dims[d];
+    const float *x = data;
+    for (int64_t i = 0; i < numel; i++)
+      if (!isfinite(x[i]))
+        return kl_fail(e, KILN_ERR_INVALID_ARGUMENT,
+                       "value '%s' holds %g at element %lld on this batch: it cannot be "
+                       "quantized", g->values[ob->v].name, (double)x[i], (long long)i);
+    if (q->computed) measure_error(ob, x, numel, q->o.symmetric);
+    else kl_stats_add(&ob->st, x, numel);
+  }
+  if (!q->computed) q->batches++;
+  return KILN_OK;
+}
+
+/* ---- scales ---- */
+
+/* The channel axis of node n's weights and their count. */
+static int weight_axis(const kl_graph *g, const kl_node *n) {
+  if (n->op == KL_OP_Conv) return 0;
+  if (n->op == KL_OP_Gemm && kl_attr_int(n, "transB", 0)) return 0;
+  (void)g;
+  return 1;
+}
+
+typedef struct qweights {
+  int8_t *q;
+  float *scales;
+  int n_scales, axis;
+  int64_t numel;
+} qweights;
+
+static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n, qweights *w,
+                                         kl_err *e) {
+  const kl_value *v = &q->g->values[n->in[1]];
+  w->axis = weight_axis(q->g, n);
+  w->numel = (int64_t)(v->nbytes / sizeof(float));
+  w->n_scales = q->o.per_channel ? (int)v->type.dims[w->axis].size : 1;
+  int64_t dims[KL_MAX_RANK];
+  for (int d = 0; d < v->type.rank; d++) dims[d] = v->type.dims[d].size;
+  w->q = malloc((size_t)w->numel + 1);
+  w->scales = malloc(sizeof(float) * (size_t)(w->n_scales + 1));
+  if (!w->q || !w->scales) {
+    free(w->q), free(w->scales);
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory quantizing '%s'", v->name);
+  }
+  kl_quantize_weights(v->data, v->type.rank, dims, w->axis, q->o.per_channel,
+                      q->o.reduce_range, w->scales, w->q);
+  return KILN_OK;
+}
+
+static void fill_error(kl_quant_value *r, double sum_sq, double err_sq) {
+  r->sqnr_db = err_sq > 0 ? 10 * log10(sum_sq / err_sq) : INFINITY;
+  r->rel_l2 = sum_sq > 0 ? sqrt(err_sq / sum_sq) : 0;
+}
+
+kiln_status kl_quantizer_compute(kl_quantizer *q, kl_err *e) {
+  if (!q->o.dynamic && q->batches == 0)
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no calibration data was run");
+  free(q->values);
+  q->n_values = 0;
+  q->values = calloc((size_t)(q->n_obs + q->g->n_nodes + 1), sizeof *q->values);
+  if (!q->values) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int k = 0; k < q->n_obs; k++) {
+    observed *ob = &q->obs[k];
+    kl_quant_value *r = &q->values[q->n_values++];
+    kl_stats_range(&ob->st, q->o.method, q->o.percentile, &r->lo, &r->hi);
+    ob->p = kl_qparam_activation(r->lo, r->hi, q->o.symmetric);
+    ob->st.sum_sq = ob->st.err_sq = 0;
+    r->name = q->g->values[ob->v].name;
+    r->scale = r->scale_max = ob->p.scale;
+    r->zero_point = ob->p.zero_point;
+    r->min = ob->st.min;
+    r->max = ob->st.max;
+    r->sqnr_db = r->rel_l2 = NAN;
+  }
+  for (int i = 0; i < q->g->n_nodes; i++) {
+    if (!q->plan[i].quant) continue;
+    const kl_node *n = &q->g->nodes[i];
+    const kl_value *v = &q->g->values[n->in[1]];
+    qweights w;
+    kiln_status st = quantize_node_weights(q, n, &w, e);
+    if (st != KILN_OK) return st;
+    kl_quant_value *r = &q->values[q->n_values++];
+    r->name = v->name;
+    r->weight = true;
+    r->scale = INFINITY;
+    r->scale_max = 0;
+    for (int c = 0; c < w.n_scales; c++) {
+      r->scale = fminf(r->scale, w.scales[c]);
+      r->scale_max = fmaxf(r->scale_max, w.scales[c]);
+    }
+    /* the error: w[k] against q[k] * its channel's scale */
+    const float *f = v->data;
+    int64_t inner = 1;
+    for (int d = w.axis + 1; d < v->type.rank; d++) inner *= v->type.dims[d].size;
+    double sum_sq = 0, err_sq = 0;
+    r->min = INFINITY, r->max = -INFINITY;
+    for (int64_t k = 0; k < w.numel; k++) {
+      int c = w.n_scales > 1 ? (int)((k / inner) % w.n_scales) : 0;
+      double d = (double)w.q[k] * w.scales[c] - f[k];
+      sum_sq += (double)f[k] * f[k];
+      err_sq += d * d;
+      r->min = fmin(r->min, f[k]);
+      r->max = fmax(r->max, f[k]);
+    }
+    r->lo = r->min, r->hi = r->max;
+    fill_error(r, sum_sq, err_sq);
+    free(w.q), free(w.scales);
+  }
+  q->computed = true;
+  return KILN_OK;
+}
+
+/* The error pass's results into the report (kl_quantizer_graph calls it). */
+static void report_errors(kl_quantizer *q) {
+  for (int k = 0; k < q->n_obs; k++)
+    if (q->obs[k].st.sum_sq > 0 || q->obs[k].st.err_sq > 0)
+      fill_error(&q->values[k], q->obs[k].st.sum_sq, q->obs[k].st.err_sq);
+}
+
+/* ---- the rewrite ---- */
+
+/* A fresh value named base + suffix (made unique with a number). */
+static int new_value(kl_graph *h, const char *base, const char *suffix, kl_err *e) {
+  char name[512];
+  snprintf(name, sizeof name, "%s%s", base, suffix);
+  for (int k = 2; kl_graph_find_value(h, name) >= 0; k++)
+    snprintf(name, sizeof name, "%s%s_%d", base, suffix, k);
+  return kl_graph_add_value(h, name, e);
+}
+
+static int new_const(kl_graph *h, const char *base, const char *suffix, kl_dtype dt, int rank,
+                     const int64_t *dims, const void *src, kl_err *e) {
+  int64_t numel = 1;
+  for (int d = 0; d < rank; d++) numel *= dims[d];
+  size_t bytes = (size_t)numel * kl_dtype_size(dt);
+  void *data = malloc(bytes ? bytes : 1);
+  if (!data) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+  memcpy(data, src, bytes);
+  char name[512];
+  snprintf(name, sizeof name, "%s%s", base, suffix);
+  for (int k = 2; kl_graph_find_value(h, name) >= 0; k++)
+    snprintf(name, sizeof name, "%s%s_%d", base, suffix, k);
+  return kl_graph_add_const(h, name, dt, rank, dims, data, bytes, false, e);
+}
+
+static int add_node(kl_graph *h, kl_op op, const char *name, int n_in, const int *in,
+                    int n_out, const int *out, kl_err *e) {
+  char nm[512];
+  snprintf(nm, sizeof nm, "%s", name);
+  return kl_graph_add_node(h, op, nm, n_in, in, n_out, out, e);
+}
+
+/* Every reader of `from` in h but node `except` reads `to` instead. */
+static void redirect(kl_graph *h, int from, int to, int except) {
+  for (int i = 0; i < h->n_nodes; i++) {
+    if (i == except) continue;
+    for (int k = 0; k < h->nodes[i].n_in; k++)
+      if (h->nodes[i].in[k] == from) h->nodes[i].in[k] = to;
+  }
+}
+
+/* The QDQ pair of observed value ob. */
+static kiln_status insert_qdq(kl_graph *h, const observed *ob, bool symmetric, kl_err *e) {
+  const char *name = h->values[ob->v].name;
+  int8_t zi = (int8_t)ob->p.zero_point;
+  uint8_t zu = (uint8_t)ob->p.zero_point;
+  int s = new_const(h, name, "_scale", KL_F32, 0, NULL, &ob->p.scale, e);
+  int z = s < 0 ? -1 : new_const(h, name, "_zero_point", symmetric ? KL_I8 : KL_U8, 0, NULL,
+                                 symmetric ? (const void *)&zi : (const void *)&zu, e);
+  int qv = z < 0 ? -1 : new_value(h, name, "_quantized", e);
+  int dq = qv < 0 ? -1 : new_value(h, name, "_dequantized", e);
+  if (dq < 0) return e->code;
+  char nm[512];
+  snprintf(nm, sizeof nm, "%s_QuantizeLinear", name);
+  int qn = add_node(h, KL_OP_QuantizeLinear, nm, 3, (int[]){ob->src, s, z}, 1, &qv, e);
+  if (qn < 0) return e->code;
+  redirect(h, ob->v, dq, qn);
+  snprintf(nm, sizeof nm, "%s_DequantizeLinear", name);
+  if (add_node(h, KL_OP_DequantizeLinear, nm, 3, (int[]){qv, s, z}, 1, &dq, e) < 0)
+    return e->code;
+  return KILN_OK;
+}
+
+/* DequantizeLinear(cq, scale, zp) of a new constant; returns its output. axis < 0:
+ * per tensor. */
+static int dq_const(kl_graph *h, const char *base, int cq, const float *scales, int n_scales,
+                    int axis, bool int8_zp, kl_err *e) {
+  int64_t sd = n_scales;
+  int rank = axis >= 0 ? 1 : 0;
+  int s = new_const(h, base, "_scale", KL_F32, rank, &sd, scales, e);
+  if (s < 0) return -1;
+  int in[3] = {cq, s, KL_ABSENT}, n_in = 2;
+  if (int8_zp) {
+    int8_t *zeros = calloc((size_t)n_scales, 1);
+    if (!zeros) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1;
+    in[2] = new_const(h, base, "_zero_point", KL_I8, rank, &sd, zeros, e);
+    free(zeros);
+    if (in[2] < 0) return -1;
+    n_in = 3;
+  }
+  int out = new_value(h, base, "_dequantized", e);
+  if (out < 0) return -1;
+  char nm[512];
+  snprintf(nm, sizeof nm, "%s_DequantizeLinear", base);
+  int dn = add_node(h, KL_OP_DequantizeLinear, nm, n_in, in, 1, &out, e);
+  if (dn < 0) return -1;
+  if (axis >= 0 && kl_node_set_int(h, dn, "axis", axis, e) != KILN_OK) return -1;
+  return out;
+}
+
+/* Static: node i's weights (and bias) through DequantizeLinear of int8 (int32) ones. */
+static kiln_status quantize_static_node(kl_quantizer *q, kl_graph *h, int i, kl_err *e) {
+  const kl_node *n = &q->g->nodes[i];
+  const kl_value *wv = &q->g->values[n->in[1]];
+  qweights w;
+  kiln_status st = quantize_node_weights(q, n, &w, e);
+  if (st != KILN_OK) return st;
+  int64_t dims[KL_MAX_RANK];
+  for (int d = 0; d < wv->type.rank; d++) dims[d] = wv->type.dims[d].size;
+  int wq = new_const(h, wv->name, "_quantized", KL_I8, wv->type.rank, dims, w.q, e);
+  int wdq = wq < 0 ? -1
+                   : dq_const(h, wv->name, wq, w.scales, w.n_scales,
+                              q->o.per_channel ? w.axis : -1, true, e);
+  if (wdq < 0) goto fail;
+  h->nodes[i].in[1] = wdq;
+  /* the bias, 1-D over the output channels, at scale sx * sw[c] in int32 */
+  int b = n->n_in > 2 ? n->in[2] : KL_ABSENT;
+  int64_t channels = wv->type.dims[weight_axis(q->g, n)].size;
+  if (is_const_f32(q->g, b, 1, 1) && q->g->values[b].type.dims[0].size == channels &&
+      (n->op != KL_OP_Gemm || kl_attr_float(n, "beta", 1) == 1.0f)) {
+    const kl_value *bv = &q->g->values[b];
+    float sx = q->obs[q->plan[i].x_obs].p.scale;
+    float *bs = malloc(sizeof(float) * (size_t)channels);
+    int32_t *bq = malloc(sizeof(int32_t) * (size_t)channels);
+    if (!bs || !bq) {
+      free(bs), free(bq);
+      kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      goto fail;
+    }
+    for (int64_t c = 0; c < channels; c++) {
+      bs[c] = sx * w.scales[w.n_scales > 1 ? c : 0];
+      double v = nearbyint(((const float *)bv->data)[c] / bs[c]);
+      bq[c] = v > INT32_MAX ? INT32_MAX : v < -INT32_MAX ? -INT32_MAX : (int32_t)v;
+    }
+    int cq = new_const(h, bv->name, "_quantized", KL_I32, 1, &channels, bq, e);
+    int bdq = cq < 0 ? -1 : dq_const(h, bv->name, cq, bs, (int)channels, 0, false, e);
+    free(bs), free(bq);
+    if (bdq < 0) goto fail;
+    h->nodes[i].in[2] = bdq;
+  }
+  free(w.q), free(w.scales);
+  return KILN_OK;
+fail:
+  free(w.q), free(w.scales);
+  return e->code ? e->code : KILN_ERR_INTERNAL;
+}
+
+/* Dynamic: node i (MatMul or Gemm) into DynamicQuantizeLinear, MatMulInteger, Cast,
+ * the scale Mul and the bias Add; y stays the value it wrote. */
+static kiln_status quantize_dynamic_node(kl_quantizer *q, kl_graph *h, int i, kl_err *e) {
+  const kl_node *n = &q->g->nodes[i];
+  const kl_value *wv = &q->g->values[n->in[1]];
+  bool trans = n->op == KL_OP_Gemm && kl_attr_int(n, "transB", 0);
+  int64_t rows = wv->type.dims[0].size, cols = wv->type.dims[1].size;
+  int64_t K = trans ? cols : rows, N = trans ? rows : cols;
+  float *wt = malloc(sizeof(float) * (size_t)(K * N + 1));
+  int8_t *wq = malloc((size_t)(K * N + 1));
+  float *ws = malloc(sizeof(float) * (size_t)(N + 1));
+  int8_t *wz = calloc((size_t)(N + 1), 1);
+  kiln_status st = KILN_OK;
+  if (!wt || !wq || !ws || !wz) {
+    st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    goto done;
+  }
+  const float *src = wv->data;
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t j = 0; j < N; j++) wt[k * N + j] = trans ? src[j * K + k] : src[k * N + j];
+  int64_t dims[2] = {K, N};
+  kl_quantize_weights(wt, 2, dims, 1, q->o.per_channel, q->o.reduce_range, ws, wq);
+  int ns = q->o.per_channel ? (int)N : 1;
+  int64_t sd = ns;
+  int srank = q->o.per_channel ? 1 : 0;
+  const char *xn = h->values[n->in[0]].name, *wn = wv->name;
+  int y = n->out[0];
+  int c_wq = new_const(h, wn, "_quantized", KL_I8, 2, dims, wq, e);
+  int c_wz = c_wq < 0 ? -1 : new_const(h, wn, "_zero_point", KL_I8, srank, &sd, wz, e);
+  int c_ws = c_wz < 0 ? -1 : new_const(h, wn, "_scale", KL_F32, srank, &sd, ws, e);
+  int xq = c_ws < 0 ? -1 : new_value(h, xn, "_quantized", e);
+  int xs = xq < 0 ? -1 : new_value(h, xn, "_scale", e);
+  int xz = xs < 0 ? -1 : new_value(h, xn, "_zero_point", e);
+  int yi = xz < 0 ? -1 : new_value(h, h->values[y].name, "_int32", e);
+  int yf = yi < 0 ? -1 : new_value(h, h->values[y].name, "_float", e);
+  int sc = yf < 0 ? -1 : new_value(h, h->values[y].name, "_scale", e);
+  int dummy = sc < 0 ? -1 : new_value(h, h->values[y].name, "_unquantized", e);
+  if (dummy < 0) {
+    st = e->code;
+    goto done;
+  }
+  /* the float node writes a value nobody reads (compact removes it); y is the new one's */
+  h->nodes[i].out[0] = dummy;
+  h->values[dummy].producer = i;
+  h->values[y].producer = -1;
+  char nm[512];
+  const char *base = n->name[0] ? n->name : h->values[y].name;
+  int xin = n->in[0];
+  snprintf(nm, sizeof nm, "%s_DynamicQuantizeLinear", base);
+  if (add_node(h, KL_OP_DynamicQuantizeLinear, nm, 1, &xin, 3, (int[]){xq, xs, xz}, e) < 0)
+    goto fail;
+  snprintf(nm, sizeof nm, "%s_MatMulInteger", base);
+  if (add_node(h, KL_OP_MatMulInteger, nm, 4, (int[]){xq, c_wq, xz, c_wz}, 1, &yi, e) < 0)
+    goto fail;
+  snprintf(nm, sizeof nm, "%s_Cast", base);
+  int cast = add_node(h, KL_OP_Cast, nm, 1, &yi, 1, &yf, e);
+  if (cast < 0 || kl_node_set_int(h, cast, "to", KL_F32, e) != KILN_OK) goto fail;
+  snprintf(nm, sizeof nm, "%s_scale_Mul", base);
+  if (add_node(h, KL_OP_Mul, nm, 2, (int[]){xs, c_ws}, 1, &sc, e) < 0) goto fail;
+  int c = n->op == KL_OP_Gemm && n->n_in > 2 ? n->in[2] : KL_ABSENT;
+  int prod = y;
+  if (c >= 0 && (prod = new_value(h, h->values[y].name, "_nobias", e)) < 0) goto fail;
+  snprintf(nm, sizeof nm, "%s_output_Mul", base);
+  if (add_node(h, KL_OP_Mul, nm, 2, (int[]){yf, sc}, 1, &prod, e) < 0) goto fail;
+  if (c >= 0) {
+    float beta = kl_attr_float(n, "beta", 1);
+    if (beta != 1.0f) {
+      int bb = new_const(h, base, "_beta", KL_F32, 0, NULL, &beta, e);
+      int cb = bb < 0 ? -1 : new_value(h, h->values[c].name, "_beta", e);
+      snprintf(nm, sizeof nm, "%s_beta_Mul", base);
+      if (cb < 0 || add_node(h, KL_OP_Mul, nm, 2, (int[]){c, bb}, 1, &cb, e) < 0) goto fail;
+      c = cb;
+    }
+    snprintf(nm, sizeof nm, "%s_bias_Add", base);
+    if (add_node(h, KL_OP_Add, nm, 2, (int[]){prod, c}, 1, &y, e) < 0) goto fail;
+  }
+  goto done;
+fail:
+  st = e->code ? e->code : KILN_ERR_INTERNAL;
+done:
+  free(wt), free(wq), free(ws), free(wz);
+  return st;
+}
+
+kiln_status kl_quantizer_graph(kl_quantizer *q, kl_graph **out, kl_err *e) {
+  *out = NULL;
+  if (!q->computed) {
+    kiln_status st = kl_quantizer_compute(q, e);
+    if (st != KILN_OK) return st;
+  }
+  report_errors(q);
+  kl_graph *h = kl_graph_copy(q->g);
+  if (!h) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory copying the graph");
+  kl_graph_uses_reset(h); /* node inputs are written directly below */
+  kiln_status st = KILN_OK;
+  int n_nodes = h->n_nodes; /* the float graph's: added nodes come after */
+  for (int i = 0; i < n_nodes && st == KILN_OK; i++) {
+    if (!q->plan[i].quant) continue;
+    st = q->o.dynamic ? quantize_dynamic_node(q, h, i, e) : quantize_static_node(q, h, i, e);
+  }
+  for (int k = 0; k < q->n_obs && st == KILN_OK; k++)
+    st = insert_qdq(h, &q->obs[k], q->o.symmetric, e);
+  kl_graph_uses_reset(h);
+  if (st == KILN_OK) st = kl_graph_toposort(h, e);
+  if (st == KILN_OK) st = kl_graph_compact(h, e);
+  if (st == KILN_OK) st = kl_graph_infer(h, e);
+  if (st == KILN_OK) st = kl_graph_verify(h, e);
+  if (st != KILN_OK) {
+    kl_err_prefix(e, "quantized graph");
+    kl_graph_free(h);
+    return st;
+  }
+  *out = h;
+  return KILN_OK;
+}

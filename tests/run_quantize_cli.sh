@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# kiln quantize end to end: usage errors and bad calibration data (clear errors, exit
+# codes); the bundled digits CNN and MLP quantized (static: calibrated on the 1437
+# training images of models/train/cnn/train.npz; dynamic) and run by kiln on the 360
+# held-out images, whose accuracy must stay within 1 image (0.28%) of the float model's
+# (entropy calibration of the CNN: 2 images, 0.56%, measured); the CNN's convolutions
+# on oneDNN's int8 kernels (kiln bench --fast-only, QLinearConv); --report and
+# --report-csv. Where the venv ($KILN_VENV, else .venv) has onnxruntime, it loads and
+# runs every written model and must agree with kiln (tests/check_quantized_ort.py).
+#
+#   tests/run_quantize_cli.sh KILN_BINARY        (from the source root)
+set -uo pipefail
+kiln=$1
+classify=$(dirname "$kiln")/classify_digits
+root=$(pwd)
+venv=${KILN_VENV:-$root/.venv}
+data=models/train/cnn/train.npz
+held=models/digits_data
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect CODE TEXT -- COMMAND...: exit code CODE and TEXT in its output
+expect() {
+  local code=$1 text=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  [ "$rc" = "$code" ] || fail "$* exited $rc, expected $code: $out"
+  [ -z "$text" ] || grep -qF -- "$text" <<<"$out" || fail "$*: no '$text' in: $out"
+}
+
+cnn=models/digits_cnn/model.onnx
+mlp=models/digits_mlp/model.onnx
+
+# ---- usage and bad input ----
+expect 0 "usage: kiln quantize" -- "$kiln" quantize --help
+expect 0 "quantize MODEL" -- "$kiln" --help
+expect 2 "no -o OUT given" -- "$kiln" quantize $cnn --calibrate $data
+expect 2 "no --calibrate DATA given" -- "$kiln" quantize $cnn -o "$tmp/q.onnx"
+expect 2 "--dynamic takes no --calibrate data" -- "$kiln" quantize $mlp -o "$tmp/q.onnx" --dynamic --calibrate $data
+expect 2 "--method kmeans: must be minmax, percentile or entropy" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --method kmeans
+expect 2 "--percentile 101: must be at most 100" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --method percentile --percentile 101
+expect 2 "is the model itself" -- "$kiln" quantize $cnn -o $cnn --calibrate $data
+expect 2 "is the model itself" -- "$kiln" quantize $cnn -o models/digits_cnn/../digits_cnn/model.onnx --calibrate $data
+expect 1 "has no array named 'input' (the model's input; --array input=NAME names another); it holds 'x', 'target'" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data
+expect 1 "has no array named 'images' (given with --array" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array input=images
+expect 1 "array 'target' is int64 [1437]; the model's input 'input' is float32 [batch, 1, 8, 8]" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array input=target
+expect 1 "array 'x' is float32 [360, 64]; the model's input 'input' is float32 [batch, 1, 8, 8]" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate models/train/mlp/eval.npz --array input=x
+expect 1 "no such file or folder" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/none.npz"
+echo "not a zip" >"$tmp/bad.npz"
+expect 1 "not a .npz archive" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/bad.npz"
+mkdir "$tmp/empty"
+expect 1 "a folder without input_0.pb or test_data_set_0/" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/empty"
+expect 1 "nothing to quantize" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array input=x --exclude '/features/*,/head/*'
+expect 1 "cannot create" -- "$kiln" quantize $cnn -o "$tmp/no/such/q.onnx" --calibrate $data --array input=x
+# a .npy of one image whose pixel 5 is NaN (float32 [1, 1, 8, 8])
+{
+  printf '\x93NUMPY\x01\x00\x76\x00'
+  printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 8, 8), }"
+  for i in $(seq 0 63); do
+    if [ "$i" = 5 ]; then printf '\x00\x00\xc0\x7f'; else printf '\x00\x00\x00\x3f'; fi
+  done
+} >"$tmp/nan.npy"
+expect 1 "element 5 is nan (calibration data must be finite)" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/nan.npy"
+[ -e "$tmp/q.onnx" ] && fail "a failed quantize wrote $tmp/q.onnx"
+
+# ---- accuracy on the held-out digits ----
+correct() { "$classify" "$1" $held/heldout_images.npy $held/heldout_labels.npy |
+  sed -n 's/^accuracy: [0-9.]* (\([0-9]*\) of 360.*/\1/p'; }
+
+# check NAME MODEL ALLOWED-DROP QUANTIZE-OPTIONS...: quantize, run on kiln, compare
+check() {
+  local name=$1 model=$2 drop=$3
+  shift 3
+  local out="$tmp/$name.onnx" float q
+  "$kiln" quantize "$model" -o "$out" --no-progress "$@" >"$tmp/$name.log" 2>&1 ||
+    { fail "$name: kiln quantize failed: $(cat "$tmp/$name.log")"; return; }
+  float=$(correct "$model")
+  q=$(correct "$out")
+  echo "$name: $q of 360 held-out images (float: $float)"
+  [ -n "$q" ] && [ -n "$float" ] && [ $((float - q)) -le "$drop" ] ||
+    fail "$name: $q of 360 correct, float $float (at most $drop fewer allowed)"
+}
+check cnn-minmax $cnn 1 --calibrate $data --array input=x
+check cnn-minmax-pc $cnn 1 --calibrate $data --array input=x --per-channel
+check cnn-percentile $cnn 1 --calibrate $data --array input=x --per-channel --method percentile
+check cnn-entropy $cnn 2 --calibrate $data --array input=x --per-channel --method entropy
+check cnn-symmetric $cnn 1 --calibrate $data --array input=x --per-channel --symmetric
+check cnn-full-range $cnn 1 --calibrate $data --array input=x --per-channel --full-range
+check cnn-folders $cnn 1 --calibrate models/digits_cnn --batch-size 4
+check mlp-minmax $mlp 1 --calibrate $data --array input=x --max-samples 500 --batch-size 100
+check mlp-entropy $mlp 1 --calibrate $data --array input=x --method entropy
+check mlp-dynamic $mlp 1 --dynamic --per-channel
+check mlp-dynamic-pt $mlp 1 --dynamic
+grep -qF "(static, minmax on 5 batches of 500 samples" "$tmp/mlp-minmax.log" ||
+  fail "mlp-minmax: $(cat "$tmp/mlp-minmax.log")"
+
+# ---- the CNN runs its convolutions in int8 on oneDNN ----
+expect 0 "QLinearConv" -- "$kiln" inspect "$tmp/cnn-minmax-pc.onnx"
+[ "$("$kiln" inspect "$tmp/cnn-minmax-pc.onnx" | grep -c ' QLinearConv ')" = 2 ] ||
+  fail "the quantized CNN's two Conv nodes are not QLinearConv at -O2"
+expect 0 "slow paths       0 nodes" -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --fast-only --iterations 3 --warmup 1
+expect 0 "jit_uni_int8" -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --profile --iterations 3 --warmup 1
+# the dynamic form runs on reference kernels: kiln bench says so
+expect 0 "portable reference kernels" -- "$kiln" bench "$tmp/mlp-dynamic.onnx" --iterations 3 --warmup 1
+
+# ---- the report ----
+expect 0 "/features/features.2/Relu        Relu                 removed" -- "$kiln" quantize $cnn -o "$tmp/r.onnx" --calibrate $data --array input=x --report --report-csv "$tmp/r.csv" --exclude /head/head.2/Gemm --no-progress
+out=$("$kiln" quantize $cnn -o "$tmp/r.onnx" --calibrate $data --array input=x --report --exclude /head/head.2/Gemm --no-progress 2>&1)
+grep -qE "^  /head/head.2/Gemm +Gemm +excluded \(--exclude\)" <<<"$out" || fail "--report: no excluded Gemm in: $out"
+grep -qE "^  input +act uint8 +0.00392157 +0 +\[0, 1\]" <<<"$out" || fail "--report: input's scale is not 1/255: $out"
+grep -qE "^  features.0.weight_folded +weight " <<<"$out" || fail "--report: no weight line in: $out"
+grep -qE "^  logits +relative L2 0\.0[0-9]+, SQNR [0-9.]+ dB, top-1 the same on 14[0-9][0-9] of 1437 samples" <<<"$out" ||
+  fail "--report: no output comparison in: $out"
+head -1 "$tmp/r.csv" | grep -qF "value,kind,scale_min,scale_max,zero_point,lo,hi,min,max,sqnr_db,rel_l2" ||
+  fail "--report-csv: bad header: $(head -1 "$tmp/r.csv")"
+[ "$(wc -l <"$tmp/r.csv")" = 7 ] || fail "--report-csv: $(wc -l <"$tmp/r.csv") lines, expected 7"
+
+# ---- onnxruntime ----
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import onnxruntime" 2>/dev/null; then
+  for f in "$tmp"/cnn-*.onnx "$tmp"/mlp-*.onnx; do
+    "$kiln" run "$f" --input input=$held/heldout_images.npy --output-dir "$tmp/out-$(basename "$f" .onnx)" >/dev/null ||
+      { fail "kiln run $f"; continue; }
+  done
+  "$venv/bin/python" tests/check_quantized_ort.py "$tmp" $held || fail "onnxruntime disagrees"
+else
+  echo "note: no onnxruntime in $venv: the written models were not run on it"
+fi
+
+[ $fails = 0 ] && echo "quantize-cli: all passed" || echo "quantize-cli: $fails failed"
+[ $fails = 0 ]

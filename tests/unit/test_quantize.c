@@ -1,0 +1,642 @@
+/* Post-training quantization (src/quant/quantize.h, `kiln quantize`):
+ *
+ * - the numbers: activation scales and zero points, symmetric int8 weights per tensor
+ *   and per channel (7-bit and full range), on hand-computed cases;
+ * - the statistics: minmax, a histogram that widens without losing counts, percentile
+ *   (a known answer), entropy (below the maximum on a Gaussian with outliers, near it
+ *   on a uniform distribution);
+ * - the graph it writes: QDQ pairs, int8 weights and int32 biases behind
+ *   DequantizeLinear, a Relu removed (uint8) or kept (int8), a Clip from 0 removed and
+ *   one from -1 kept, model outputs float32, the
+ *   quantized model's outputs close to the float model's and its first Conv folded to
+ *   QLinearConv by kiln; exclusion; the dynamic form (DynamicQuantizeLinear,
+ *   MatMulInteger) against the float Gemm; MatMulInteger's fast kernel bit for bit
+ *   against the reference (uint8 and int8 on either side, zero points absent, scalar or
+ *   per column, batched A);
+ * - errors: nothing to quantize, calibration inputs missing or misnamed, NaN, no batch,
+ *   calibration data for a dynamic quantizer, a percentile out of range. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "quant/quantize.h"
+#include "runtime/runtime.h"
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static uint32_t rng = 7;
+
+/* ---- the numbers ---- */
+
+static void test_activation_params(void **state) {
+  (void)state;
+  kl_qparam p = kl_qparam_activation(-1, 3, false); /* 4 / 255, -(-1) / scale = 63.75 */
+  assert_float_equal(p.scale, 4.0 / 255, 1e-9);
+  assert_int_equal(p.zero_point, 64);
+  p = kl_qparam_activation(0.5, 2, false); /* the range takes 0 in */
+  assert_float_equal(p.scale, 2.0 / 255, 1e-9);
+  assert_int_equal(p.zero_point, 0);
+  p = kl_qparam_activation(-2, -1, false);
+  assert_float_equal(p.scale, 2.0 / 255, 1e-9);
+  assert_int_equal(p.zero_point, 255);
+  p = kl_qparam_activation(0, 0, false); /* empty: scale 1 */
+  assert_float_equal(p.scale, 1, 0);
+  assert_int_equal(p.zero_point, 0);
+  p = kl_qparam_activation(-1, 3, true);
+  assert_float_equal(p.scale, 3.0 / 127, 1e-9);
+  assert_int_equal(p.zero_point, 0);
+}
+
+static void test_weights(void **state) {
+  (void)state;
+  const float w[6] = {1, -0.5f, 0.25f, -4, 2, 0};
+  int64_t dims[2] = {2, 3};
+  float s[3];
+  int8_t q[6];
+  /* per tensor, 7-bit: scale 4 / 64 */
+  kl_quantize_weights(w, 2, dims, 0, false, true, s, q);
+  assert_float_equal(s[0], 0.0625, 0);
+  const int8_t want_t[6] = {16, -8, 4, -64, 32, 0};
+  assert_memory_equal(q, want_t, 6);
+  /* per row (axis 0), 7-bit: 1 / 64 and 4 / 64 */
+  kl_quantize_weights(w, 2, dims, 0, true, true, s, q);
+  assert_float_equal(s[0], 1.0 / 64, 0);
+  assert_float_equal(s[1], 4.0 / 64, 0);
+  const int8_t want_r[6] = {64, -32, 16, -64, 32, 0};
+  assert_memory_equal(q, want_r, 6);
+  /* per column (axis 1, a MatMul's), full range: max |.| 4, 2, 0.25 over 127 */
+  kl_quantize_weights(w, 2, dims, 1, true, false, s, q);
+  assert_float_equal(s[0], 4.0f / 127, 1e-9);
+  assert_float_equal(s[1], 2.0f / 127, 1e-9);
+  assert_float_equal(s[2], 0.25f / 127, 1e-9);
+  const int8_t want_c[6] = {32, -32, 127, -127, 127, 0};
+  assert_memory_equal(q, want_c, 6);
+  /* an all-zero channel: scale 1, values 0 */
+  const float z[4] = {0, 0, 1, -1};
+  int64_t zd[2] = {2, 2};
+  kl_quantize_weights(z, 2, zd, 0, true, true, s, q);
+  assert_float_equal(s[0], 1, 0);
+  assert_int_equal(q[0], 0);
+  assert_int_equal(q[2], 64);
+  assert_int_equal(q[3], -64);
+}
+
+/* ---- statistics ---- */
+
+static int64_t hist_total(const kl_value_stats *s) {
+  int64_t n = s->zeros;
+  for (int i = 0; i < 2 * KL_HIST_HALF; i++) n += s->hist[i];
+  return n;
+}
+
+static void test_minmax_and_widening(void **state) {
+  (void)state;
+  kl_value_stats *s = malloc(sizeof *s);
+  assert_non_null(s);
+  kl_stats_init(s);
+  const float zeros[3] = {0, 0, 0}, a[3] = {-1, 0.5f, 1}, b[2] = {10, -3};
+  kl_stats_add(s, zeros, 3); /* before any range: counted apart */
+  kl_stats_add(s, a, 3);
+  assert_float_equal(s->half_range, 1, 0);
+  kl_stats_add(s, b, 2); /* widens twice, to 16 */
+  assert_float_equal(s->half_range, 16, 0);
+  assert_int_equal(s->count, 8);
+  assert_int_equal(hist_total(s), 8);
+  double lo, hi;
+  kl_stats_range(s, KL_CALIB_MINMAX, 0, &lo, &hi);
+  assert_float_equal(lo, -3, 0);
+  assert_float_equal(hi, 10, 0);
+  assert_float_equal(kl_stats_threshold(s, KL_CALIB_MINMAX, 0), 10, 0);
+  /* every value still on its side of 0: the negatives' bins are below the middle */
+  int64_t neg = 0;
+  for (int i = 0; i < KL_HIST_HALF; i++) neg += s->hist[i];
+  assert_int_equal(neg, 2);
+  free(s);
+}
+
+static void test_percentile(void **state) {
+  (void)state;
+  kl_value_stats *s = malloc(sizeof *s);
+  float *x = malloc(sizeof(float) * 1000);
+  assert_true(s && x);
+  kl_stats_init(s);
+  for (int i = 0; i < 1000; i++) x[i] = i == 500 ? 100.0f : 1.0f;
+  kl_stats_add(s, x, 1000);
+  double w = s->half_range / KL_HIST_HALF;
+  /* 99.9% of the values are 1: the threshold is the end of 1's bin */
+  double t = kl_stats_threshold(s, KL_CALIB_PERCENTILE, 99.9);
+  assert_true(t >= 1 && t <= 1 + w);
+  double lo, hi;
+  kl_stats_range(s, KL_CALIB_PERCENTILE, 99.9, &lo, &hi);
+  assert_float_equal(lo, 1, 0);
+  assert_float_equal(hi, t, 0);
+  /* 100: nothing clipped */
+  assert_float_equal(kl_stats_threshold(s, KL_CALIB_PERCENTILE, 100), 100, 0);
+  assert_float_equal(kl_stats_threshold(s, KL_CALIB_MINMAX, 0), 100, 0);
+  free(s), free(x);
+}
+
+static float gaussian(void) {
+  double u1 = (tu_rand_f32(&rng, 0, 1) + 1e-7), u2 = tu_rand_f32(&rng, 0, 1);
+  return (float)(sqrt(-2 * log(u1)) * cos(2 * M_PI * u2));
+}
+
+static void test_entropy(void **state) {
+  (void)state;
+  int n = 200000;
+  kl_value_stats *s = malloc(sizeof *s);
+  float *x = malloc(sizeof(float) * (size_t)n);
+  assert_true(s && x);
+  /* N(0, 1) with 20 outliers at +-60: minmax spends its range on the outliers; the
+   * entropy threshold covers the bulk (|x| < 4 for all but 1 in 15,000) and stops far
+   * below them */
+  kl_stats_init(s);
+  for (int i = 0; i < n; i++) x[i] = i % 10000 == 0 ? (i % 20000 ? 60.0f : -60.0f) : gaussian();
+  kl_stats_add(s, x, n);
+  double t = kl_stats_threshold(s, KL_CALIB_ENTROPY, 0);
+  print_message("entropy threshold %g (max 60)\n", t);
+  assert_true(t > 2.5 && t < 15);
+  assert_float_equal(kl_stats_threshold(s, KL_CALIB_MINMAX, 0), 60, 0);
+  double lo, hi;
+  kl_stats_range(s, KL_CALIB_ENTROPY, 0, &lo, &hi);
+  assert_float_equal(lo, -t, 0);
+  assert_float_equal(hi, t, 0);
+  /* uniform on [0, 1]: nothing to gain by clipping, the threshold is near the end */
+  kl_stats_init(s);
+  for (int i = 0; i < n; i++) x[i] = tu_rand_f32(&rng, 0, 1);
+  kl_stats_add(s, x, n);
+  t = kl_stats_threshold(s, KL_CALIB_ENTROPY, 0);
+  print_message("uniform: entropy threshold %g (max %g)\n", t, s->max);
+  assert_true(t > 0.9 && t <= s->max);
+  free(s), free(x);
+}
+
+/* ---- graphs ---- */
+
+#define C_IN 3
+#define C_MID 4
+#define C_OUT 5
+#define HW 6
+
+/* x [2, 3, 6, 6] -> Conv "conv1" (3x3, pads 1, bias) -> Relu (or Clip(clip_lo, 6) when
+ * clip) -> Conv "conv2" (1x1, no bias) -> y (output). */
+static kl_graph *act_graph(bool clip, float clip_lo);
+static kl_graph *cnn_graph(void) { return act_graph(false, 0); }
+
+static kl_graph *act_graph(bool clip, float clip_lo) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd[4] = {2, C_IN, HW, HW}, w1d[4] = {C_MID, C_IN, 3, 3}, bd[1] = {C_MID},
+          w2d[4] = {C_OUT, C_MID, 1, 1};
+  float w1[C_MID * C_IN * 9], b1[C_MID], w2[C_OUT * C_MID];
+  for (int i = 0; i < C_MID * C_IN * 9; i++) w1[i] = tu_rand_f32(&rng, -0.5f, 0.5f) * (1 + i / 27);
+  for (int i = 0; i < C_MID; i++) b1[i] = tu_rand_f32(&rng, -0.2f, 0.3f);
+  for (int i = 0; i < C_OUT * C_MID; i++) w2[i] = tu_rand_f32(&rng, -1, 1);
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  int cw1 = tu_graph_const(g, "w1", KL_F32, 4, w1d, w1);
+  int cb1 = tu_graph_const(g, "b1", KL_F32, 1, bd, b1);
+  int cw2 = tu_graph_const(g, "w2", KL_F32, 4, w2d, w2);
+  int h = tu_graph_value(g, "h"), r = tu_graph_value(g, "r"), y = tu_graph_value(g, "y");
+  int c1 = tu_graph_node(g, KL_OP_Conv, "conv1", 3, (int[]){x, cw1, cb1}, 1, &h);
+  tu_node_ints(g, c1, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  if (clip) {
+    float hi = 6;
+    int lo_c = tu_graph_const(g, "lo", KL_F32, 0, NULL, &clip_lo);
+    int hi_c = tu_graph_const(g, "hi", KL_F32, 0, NULL, &hi);
+    tu_graph_node(g, KL_OP_Clip, "relu6", 3, (int[]){h, lo_c, hi_c}, 1, &r);
+  } else {
+    tu_graph_node(g, KL_OP_Relu, "relu", 1, &h, 1, &r);
+  }
+  tu_graph_node(g, KL_OP_Conv, "conv2", 2, (int[]){r, cw2}, 1, &y);
+  kl_graph_add_output(g, y, NULL);
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  return g;
+}
+
+static int count(const kl_graph *g, kl_op op) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].op == op;
+  return n;
+}
+
+static const kl_node *producer(const kl_graph *g, int v) {
+  assert_true(v >= 0 && g->values[v].producer >= 0);
+  return &g->nodes[g->values[v].producer];
+}
+
+#define NX (2 * C_IN * HW * HW)
+
+static void random_x(float *x) {
+  for (int i = 0; i < NX; i++) x[i] = tu_rand_f32(&rng, -1, 2);
+}
+
+static float last_x[NX]; /* calibrate's last batch */
+
+static kiln_status calibrate(kl_quantizer *q, int batches, kl_err *e) {
+  float *x = last_x;
+  kiln_status st = KILN_OK;
+  for (int b = 0; b < batches && st == KILN_OK; b++) {
+    random_x(x);
+    kl_tensor t = {.dtype = KL_F32, .rank = 4, .dims = {2, C_IN, HW, HW}, .data = x};
+    st = kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, e);
+  }
+  return st;
+}
+
+/* The relative L2 difference between the float and the quantized graph's outputs on
+ * calibrate's last batch (on new data, values past the ranges of a few calibration
+ * batches saturate); the quantized graph at opt_level. */
+static double compare_outputs(kl_graph *fg, kl_graph *qg, int opt_level, int *qlinear) {
+  kiln_model *mf = tu_model_of(kl_graph_copy(fg), 0), *mq = tu_model_of(qg, opt_level);
+  if (qlinear) *qlinear = count(mq->g, KL_OP_QLinearConv);
+  float *x = last_x;
+  kiln_session *sf = tu_session(mf, false, 1), *sq = tu_session(mq, false, 1);
+  int64_t nf, nq;
+  float *want = tu_run_f32(sf, mf, &x, &nf), *got = tu_run_f32(sq, mq, &x, &nq);
+  assert_int_equal(nf, nq);
+  double sum = 0, err = 0;
+  for (int64_t i = 0; i < nf; i++) {
+    sum += (double)want[i] * want[i];
+    err += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+  }
+  free(want), free(got);
+  kiln_session_free(sf), kiln_session_free(sq);
+  kiln_model_free(mf), kiln_model_free(mq);
+  return sqrt(err / sum);
+}
+
+static void test_static_graph(void **state) {
+  (void)state;
+  kl_graph *g = cnn_graph();
+  kl_quant_options o = {.per_channel = true, .reduce_range = true};
+  kl_quantizer *q;
+  kl_err e = {0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  assert_int_equal(calibrate(q, 3, &e), KILN_OK);
+  assert_int_equal(kl_quantizer_batches(q), 3);
+  assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+  assert_int_equal(calibrate(q, 1, &e), KILN_OK); /* the error pass */
+  kl_graph *h;
+  assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+  /* x and r (the Relu's output, now Q(conv1)'s) get a QDQ pair; y, an output, none */
+  assert_int_equal(count(h, KL_OP_Relu), 0);
+  assert_int_equal(count(h, KL_OP_QuantizeLinear), 2);
+  assert_int_equal(count(h, KL_OP_DequantizeLinear), 5); /* + 2 weights, 1 bias */
+  assert_int_equal(count(h, KL_OP_Conv), 2);
+  for (int i = 0; i < h->n_nodes; i++) {
+    const kl_node *n = &h->nodes[i];
+    if (n->op != KL_OP_Conv) continue;
+    const kl_node *dx = producer(h, n->in[0]), *dw = producer(h, n->in[1]);
+    assert_int_equal(dx->op, KL_OP_DequantizeLinear);
+    assert_int_equal(dw->op, KL_OP_DequantizeLinear);
+    assert_int_equal(h->values[dx->in[0]].type.dtype, KL_U8);
+    assert_int_equal(producer(h, dx->in[0])->op, KL_OP_QuantizeLinear);
+    /* int8 weights per output channel, within [-64, 64] */
+    const kl_value *wq = &h->values[dw->in[0]];
+    assert_int_equal(wq->kind, KL_VALUE_CONST);
+    assert_int_equal(wq->type.dtype, KL_I8);
+    for (size_t k = 0; k < wq->nbytes; k++)
+      assert_true(abs(((const int8_t *)wq->data)[k]) <= 64);
+    assert_int_equal(kl_attr_int(dw, "axis", -1), 0);
+    assert_int_equal(h->values[dw->in[1]].type.rank, 1);
+    if (strcmp(n->name, "conv1") == 0) {
+      /* the bias: int32 at scale sx * sw[c] */
+      const kl_node *db = producer(h, n->in[2]);
+      assert_int_equal(db->op, KL_OP_DequantizeLinear);
+      assert_int_equal(h->values[db->in[0]].type.dtype, KL_I32);
+      const float *bs = h->values[db->in[1]].data, *ws = h->values[dw->in[1]].data,
+                  *sx = h->values[dx->in[1]].data;
+      for (int c = 0; c < C_MID; c++) assert_float_equal(bs[c], sx[0] * ws[c], 0);
+      /* its output goes through Q (zero point 0: the Relu's clamp) to conv2 */
+      int rd = kl_graph_readers(h, n->out[0], &(int){0})[0];
+      assert_int_equal(h->nodes[rd].op, KL_OP_QuantizeLinear);
+      assert_int_equal(*(const uint8_t *)h->values[h->nodes[rd].in[2]].data, 0);
+    } else {
+      assert_true(n->n_in < 3 || n->in[2] == KL_ABSENT);
+      int out = n->out[0];
+      assert_int_equal(h->outputs[0], out); /* the model output, float32 */
+      assert_string_equal(h->values[out].name, "y");
+    }
+  }
+  /* the report: 2 activations and 2 weights, errors measured; the Relu removed */
+  int nv, nn;
+  const kl_quant_value *v = kl_quantizer_values(q, &nv);
+  assert_int_equal(nv, 4);
+  for (int i = 0; i < nv; i++) {
+    assert_true(v[i].sqnr_db > 20 && isfinite(v[i].sqnr_db));
+    assert_true(v[i].rel_l2 > 0 && v[i].rel_l2 < 0.1);
+  }
+  assert_string_equal(v[0].name, "x");
+  assert_true(v[0].min >= -1 && v[0].max <= 2 && v[0].min < -0.9 && v[0].max > 1.9);
+  const kl_quant_node *nodes = kl_quantizer_nodes(q, &nn);
+  assert_int_equal(nn, 3);
+  assert_true(nodes[0].quantized && nodes[2].quantized && !nodes[1].quantized);
+  tu_assert_contains_at(nodes[1].why, "removed", __FILE__, __LINE__);
+  /* the written model runs; kiln folds conv1 (DQ in, Q out) into QLinearConv */
+  int qlinear;
+  double rel = compare_outputs(g, kl_graph_copy(h), 2, &qlinear);
+  print_message("static: relative L2 difference %.4f\n", rel);
+  assert_true(rel < 0.05);
+  assert_int_equal(qlinear, 1);
+  rel = compare_outputs(g, h, 0, NULL);
+  print_message("static -O0: relative L2 difference %.4f\n", rel);
+  assert_true(rel < 0.05);
+  kl_quantizer_free(q);
+  kl_graph_free(g);
+}
+
+static void test_symmetric_keeps_relu(void **state) {
+  (void)state;
+  kl_graph *g = cnn_graph();
+  kl_quant_options o = {.symmetric = true, .method = KL_CALIB_PERCENTILE, .percentile = 99.99};
+  kl_quantizer *q;
+  kl_err e = {0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  assert_int_equal(calibrate(q, 2, &e), KILN_OK);
+  kl_graph *h;
+  assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+  assert_int_equal(count(h, KL_OP_Relu), 1);
+  /* x, h (conv1's output) and r (the Relu's) */
+  assert_int_equal(count(h, KL_OP_QuantizeLinear), 3);
+  for (int i = 0; i < h->n_nodes; i++)
+    if (h->nodes[i].op == KL_OP_QuantizeLinear) {
+      const kl_value *z = &h->values[h->nodes[i].in[2]];
+      assert_int_equal(z->type.dtype, KL_I8);
+      assert_int_equal(*(const int8_t *)z->data, 0);
+    }
+  /* per tensor: the weights' scale a scalar, no axis */
+  int nv;
+  const kl_quant_value *v = kl_quantizer_values(q, &nv);
+  for (int i = 0; i < nv; i++)
+    if (v[i].weight) assert_float_equal(v[i].scale, v[i].scale_max, 0);
+  double rel = compare_outputs(g, h, 2, NULL);
+  print_message("symmetric: relative L2 difference %.4f\n", rel);
+  assert_true(rel < 0.05);
+  kl_quantizer_free(q);
+  kl_graph_free(g);
+}
+
+/* A Clip from 0 (ReLU6) goes as a Relu does; one from -1 stays (zero point not 0). */
+static void test_clip(void **state) {
+  (void)state;
+  for (int from_zero = 0; from_zero < 2; from_zero++) {
+    kl_graph *g = act_graph(true, from_zero ? 0.0f : -1.0f);
+    kl_quant_options o = {.per_channel = true, .reduce_range = true};
+    kl_quantizer *q;
+    kl_err e = {0};
+    assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+    assert_int_equal(calibrate(q, 2, &e), KILN_OK);
+    kl_graph *h;
+    assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+    assert_int_equal(count(h, KL_OP_Clip), from_zero ? 0 : 1);
+    /* x, then the Clip's output (removed) or conv1's and the Clip's (kept) */
+    assert_int_equal(count(h, KL_OP_QuantizeLinear), from_zero ? 2 : 3);
+    int qlinear;
+    double rel = compare_outputs(g, h, 2, &qlinear);
+    print_message("clip from %d: relative L2 difference %.4f\n", from_zero ? 0 : -1, rel);
+    assert_true(rel < 0.05);
+    assert_int_equal(qlinear, 1); /* conv1 either way: its output has its own pair */
+    kl_quantizer_free(q);
+    kl_graph_free(g);
+  }
+}
+
+static void test_exclude(void **state) {
+  (void)state;
+  kl_graph *g = cnn_graph();
+  kl_quant_options o = {.exclude = "nothing,conv1"};
+  kl_quantizer *q;
+  kl_err e = {0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  assert_int_equal(calibrate(q, 1, &e), KILN_OK);
+  kl_graph *h;
+  assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+  int nn;
+  const kl_quant_node *nodes = kl_quantizer_nodes(q, &nn);
+  assert_false(nodes[0].quantized);
+  assert_string_equal(nodes[0].why, "excluded (--exclude)");
+  assert_true(nodes[2].quantized);
+  /* conv1 keeps its float weights; conv2 reads r through a QDQ pair */
+  assert_int_equal(count(h, KL_OP_Relu), 1);
+  assert_int_equal(count(h, KL_OP_QuantizeLinear), 1);
+  for (int i = 0; i < h->n_nodes; i++)
+    if (h->nodes[i].op == KL_OP_Conv && strcmp(h->nodes[i].name, "conv1") == 0)
+      assert_int_equal(h->values[h->nodes[i].in[1]].kind, KL_VALUE_CONST);
+  kl_graph_free(h);
+  kl_quantizer_free(q);
+  /* a pattern for both: nothing to quantize */
+  o.exclude = "conv*";
+  e = (kl_err){0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
+  assert_null(q);
+  tu_assert_contains_at(e.msg, "nothing to quantize", __FILE__, __LINE__);
+  kl_graph_free(g);
+}
+
+static void test_errors(void **state) {
+  (void)state;
+  kl_graph *g = cnn_graph();
+  kl_quant_options o = {0};
+  kl_quantizer *q;
+  kl_err e = {0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  /* no batch yet */
+  assert_int_equal(kl_quantizer_compute(q, &e), KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains_at(e.msg, "no calibration data", __FILE__, __LINE__);
+  float *x = calloc(NX, sizeof(float));
+  assert_non_null(x);
+  kl_tensor t = {.dtype = KL_F32, .rank = 4, .dims = {2, C_IN, HW, HW}, .data = x};
+  /* misnamed */
+  e = (kl_err){0};
+  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"image"}, &t, &e),
+                   KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains_at(e.msg, "model input 'x' not given", __FILE__, __LINE__);
+  /* wrong shape: the session's message names the input */
+  e = (kl_err){0};
+  t.dims[1] = 2; /* fewer channels: the buffer holds them */
+  assert_true(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e) != KILN_OK);
+  tu_assert_contains_at(e.msg, "x", __FILE__, __LINE__);
+  t.dims[1] = C_IN;
+  /* NaN */
+  x[17] = NAN;
+  e = (kl_err){0};
+  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e),
+                   KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains_at(e.msg, "element 17 is nan", __FILE__, __LINE__);
+  assert_int_equal(kl_quantizer_batches(q), 0);
+  /* all zeros: scale 1, a graph all the same */
+  x[17] = 0;
+  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
+  kl_graph *h;
+  assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+  kl_graph_free(h);
+  kl_quantizer_free(q);
+  free(x);
+  /* a percentile out of range */
+  o.method = KL_CALIB_PERCENTILE;
+  o.percentile = 120;
+  e = (kl_err){0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains_at(e.msg, "percentile", __FILE__, __LINE__);
+  /* dynamic: no Conv taken (nothing to quantize here), and no calibration */
+  o = (kl_quant_options){.dynamic = true};
+  e = (kl_err){0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains_at(e.msg, "MatMul or Gemm", __FILE__, __LINE__);
+  kl_graph_free(g);
+}
+
+/* x [3, 8] -> Gemm "fc" (W [6, 8], transB, C [6]) -> y */
+static kl_graph *gemm_graph(void) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd[2] = {3, 8}, wd[2] = {6, 8}, cd[1] = {6};
+  float w[48], c[6];
+  for (int i = 0; i < 48; i++) w[i] = tu_rand_f32(&rng, -1, 1) * (1 + i / 8);
+  for (int i = 0; i < 6; i++) c[i] = tu_rand_f32(&rng, -1, 1);
+  int x = tu_graph_input(g, "x", KL_F32, 2, xd);
+  int cw = tu_graph_const(g, "w", KL_F32, 2, wd, w), cc = tu_graph_const(g, "c", KL_F32, 1, cd, c);
+  int y = tu_graph_value(g, "y");
+  int n = tu_graph_node(g, KL_OP_Gemm, "fc", 3, (int[]){x, cw, cc}, 1, &y);
+  kl_node_set_int(g, n, "transB", 1, NULL);
+  kl_graph_add_output(g, y, NULL);
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  return g;
+}
+
+static void test_dynamic(void **state) {
+  (void)state;
+  kl_graph *g = gemm_graph();
+  kl_quant_options o = {.dynamic = true, .per_channel = true, .reduce_range = true};
+  kl_quantizer *q;
+  kl_err e = {0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  float x[24] = {0};
+  kl_tensor t = {.dtype = KL_F32, .rank = 2, .dims = {3, 8}, .data = x};
+  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e),
+                   KILN_ERR_INVALID_ARGUMENT);
+  tu_assert_contains_at(e.msg, "no calibration", __FILE__, __LINE__);
+  e = (kl_err){0};
+  kl_graph *h;
+  assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+  assert_int_equal(count(h, KL_OP_Gemm), 0);
+  assert_int_equal(count(h, KL_OP_DynamicQuantizeLinear), 1);
+  assert_int_equal(count(h, KL_OP_MatMulInteger), 1);
+  assert_int_equal(count(h, KL_OP_Cast), 1);
+  assert_int_equal(count(h, KL_OP_Mul), 2);
+  assert_int_equal(count(h, KL_OP_Add), 1);
+  assert_string_equal(h->values[h->outputs[0]].name, "y");
+  /* the weights: [K, N] = [8, 6] int8, one scale per column */
+  for (int i = 0; i < h->n_nodes; i++)
+    if (h->nodes[i].op == KL_OP_MatMulInteger) {
+      const kl_value *w = &h->values[h->nodes[i].in[1]];
+      assert_int_equal(w->type.dtype, KL_I8);
+      assert_int_equal(w->type.dims[0].size, 8);
+      assert_int_equal(w->type.dims[1].size, 6);
+      assert_int_equal(h->values[h->nodes[i].in[3]].type.dims[0].size, 6);
+    }
+  int nv;
+  const kl_quant_value *v = kl_quantizer_values(q, &nv);
+  assert_int_equal(nv, 1);
+  assert_true(v[0].weight && v[0].scale < v[0].scale_max && v[0].sqnr_db > 30);
+  /* against the float Gemm on random x */
+  kiln_model *mf = tu_model_of(kl_graph_copy(g), 0), *mq = tu_model_of(h, 2);
+  for (int i = 0; i < 24; i++) x[i] = tu_rand_f32(&rng, -2, 2);
+  kiln_session *sf = tu_session(mf, false, 1), *sq = tu_session(mq, false, 1);
+  int64_t nf, nq;
+  float *px = x, *want = tu_run_f32(sf, mf, &px, &nf), *got = tu_run_f32(sq, mq, &px, &nq);
+  assert_int_equal(nf, 18);
+  assert_int_equal(nq, 18);
+  double big = 0, diff = 0;
+  for (int i = 0; i < 18; i++) {
+    big = fmax(big, fabs(want[i]));
+    diff = fmax(diff, fabs((double)got[i] - want[i]));
+  }
+  print_message("dynamic: largest difference %.4f of the largest output\n", diff / big);
+  assert_true(diff / big < 0.05);
+  assert_true(diff > 0); /* it did quantize */
+  free(want), free(got);
+  kiln_session_free(sf), kiln_session_free(sq);
+  kiln_model_free(mf), kiln_model_free(mq);
+  kl_quantizer_free(q);
+  kl_graph_free(g);
+}
+
+/* MatMulInteger(A [.., 5, 7], B [7, n], za, zb) -> Cast to float32 at -O0, on the fast
+ * kernel and on the reference: the same int32 sums. zb_kind: 0 none, 1 one, 2 per
+ * column. 5 rows: a block of 4 and one more; 30 (batched): 7 blocks and 2; n past 1024:
+ * two column chunks. */
+static void mmint_case(kl_dtype at, kl_dtype bt, int zb_kind, bool batched, int64_t n) {
+  kl_graph *g = tu_graph_new();
+  int64_t ad[4] = {2, 3, 5, 7}, bd[2] = {7, n};
+  int ar = batched ? 4 : 2;
+  const int64_t *adims = batched ? ad : ad + 2;
+  uint8_t a[210], za = (uint8_t)(at == KL_U8 ? 131 : (uint8_t)(int8_t)-7);
+  uint8_t *b = malloc((size_t)(7 * n)), *zb = malloc((size_t)n);
+  assert_true(b && zb);
+  for (int i = 0; i < 210; i++) a[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  for (int64_t i = 0; i < 7 * n; i++) b[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  for (int64_t i = 0; i < n; i++) zb[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+  int ca = tu_graph_const(g, "a", at, ar, adims, a), cb = tu_graph_const(g, "b", bt, 2, bd, b);
+  int cza = tu_graph_const(g, "za", at, 0, NULL, &za);
+  int czb = zb_kind == 0 ? KL_ABSENT
+                         : tu_graph_const(g, "zb", bt, zb_kind == 1 ? 0 : 1, &n, zb);
+  int yi = tu_graph_value(g, "yi");
+  tu_graph_node(g, KL_OP_MatMulInteger, "mmi", zb_kind ? 4 : 3, (int[]){ca, cb, cza, czb}, 1,
+                &yi);
+  int cast = tu_graph_output_node(g, KL_OP_Cast, 1, &yi, 1);
+  kl_node_set_int(g, cast, "to", KL_F32, NULL);
+  free(b), free(zb);
+  kiln_model *m = tu_model_of(g, 0);
+  kiln_session *sr = tu_session(m, true, 1), *sf = tu_session(m, false, 2);
+  int64_t nr, nf;
+  float *want = tu_run_f32(sr, m, NULL, &nr), *got = tu_run_f32(sf, m, NULL, &nf);
+  assert_int_equal(nr, nf);
+  assert_int_equal(nr, (batched ? 30 : 5) * n);
+  assert_memory_equal(got, want, sizeof(float) * (size_t)nr);
+  int node = m->g->nodes[0].op == KL_OP_MatMulInteger ? 0 : 1;
+  assert_int_equal(m->g->nodes[node].op, KL_OP_MatMulInteger);
+  assert_string_not_equal(kl_session_kernel_name(sf, node), "ref");
+  free(want), free(got);
+  kiln_session_free(sr), kiln_session_free(sf);
+  kiln_model_free(m);
+}
+
+static void test_matmul_integer(void **state) {
+  (void)state;
+  for (int zb = 0; zb < 3; zb++) {
+    mmint_case(KL_U8, KL_I8, zb, false, 9);
+    mmint_case(KL_U8, KL_I8, zb, true, 9);
+    mmint_case(KL_I8, KL_U8, zb, true, 9);
+    mmint_case(KL_I8, KL_I8, zb, false, 9);
+    mmint_case(KL_U8, KL_U8, zb, true, 9);
+  }
+  mmint_case(KL_U8, KL_I8, 2, false, 1100);
+  mmint_case(KL_I8, KL_U8, 1, true, 1031);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_activation_params),
+      cmocka_unit_test(test_weights),
+      cmocka_unit_test(test_minmax_and_widening),
+      cmocka_unit_test(test_percentile),
+      cmocka_unit_test(test_entropy),
+      cmocka_unit_test(test_static_graph),
+      cmocka_unit_test(test_symmetric_keeps_relu),
+      cmocka_unit_test(test_clip),
+      cmocka_unit_test(test_exclude),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_dynamic),
+      cmocka_unit_test(test_matmul_integer),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
