@@ -333,6 +333,100 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   return KILN_OK;
 }
 
+/* The table of Q(DQ(code, s_in, z_in), s_out, z_out) for the 256 codes of dtype xt into
+ * dtype yt, each step as the reference kernels compute it; a new constant, or -1. */
+static int requantize_table(kl_graph *g, kl_dtype xt, double s_in, double z_in, kl_dtype yt,
+                            double s_out, double z_out, kl_err *e) {
+  uint8_t *table = malloc(256);
+  if (!table) {
+    kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a lookup table");
+    return -1;
+  }
+  double lo = yt == KL_U8 ? 0 : -128, hi = yt == KL_U8 ? 255 : 127;
+  for (int k = 0; k < 256; k++) {
+    float f = (float)((double)(k - (xt == KL_I8 ? 128 : 0)) - z_in) * (float)s_in;
+    float q = f / (float)s_out;
+    double v = isnan(q) ? z_out : rint((double)q) + z_out;
+    v = v < lo ? lo : v > hi ? hi : v;
+    table[k] = yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
+  }
+  int64_t dims[1] = {256};
+  return kl_rw_add_const(g, "qlinear_requantize_table", yt, 1, dims, table, e);
+}
+
+/* The Concat ci that QuantizeLinear qi quantizes concatenates the codes themselves when
+ * every input is a quantized activation: an input quantized as Y is taken as it is,
+ * another through a QLinearLookup that requantizes it (Q(DQ(x)) for each code):
+ *   Q(Concat(DQ(A, sa, za), DQ(B, sy, zy)), sy, zy) -> Concat(Lookup(A, T), B)
+ * exactly what the unfolded nodes compute (SqueezeNet's fire modules, Inception's). */
+static kiln_status fold_concat(kl_graph *g, int qi, int ci, int *changed, kl_err *e) {
+  const kl_node *c = &g->nodes[ci];
+  if (c->n_in < 1 || c->n_in > 64) return KILN_OK;
+  kl_dtype yt = g->values[g->nodes[qi].in[2]].type.dtype;
+  int d[64];
+  for (int k = 0; k < c->n_in; k++) {
+    d[k] = kl_rw_producer(g, c->in[k]);
+    if (!activation_dq(g, d[k]) || g->values[g->nodes[d[k]].in[0]].type.dtype != yt)
+      return KILN_OK;
+  }
+  double sy, zy;
+  kl_rw_scalar(g, g->nodes[qi].in[1], &sy);
+  kl_rw_scalar(g, g->nodes[qi].in[2], &zy);
+  int codes[64];
+  for (int k = 0; k < g->nodes[ci].n_in; k++) {
+    const kl_node *dq = &g->nodes[d[k]];
+    int xq = dq->in[0];
+    double sx, zx;
+    kl_rw_scalar(g, dq->in[1], &sx);
+    kl_rw_scalar(g, dq->in[2], &zx);
+    codes[k] = xq;
+    if ((float)sx == (float)sy && zx == zy) continue;
+    int t = requantize_table(g, yt, sx, zx, yt, sy, zy, e);
+    if (t < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+    int v = kl_graph_add_value(g, NULL, e);
+    if (v < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+    g->values[v].type = g->values[xq].type;
+    if (kl_graph_add_node(g, KL_OP_KilnQLinearLookup, "requantize", 2, (int[]){xq, t}, 1, &v,
+                          e) < 0)
+      return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+    codes[k] = v;
+  }
+  int yv = g->nodes[qi].out[0], n_in = g->nodes[ci].n_in;
+  kiln_status st = KILN_OK;
+  for (int k = 0; st == KILN_OK && k < n_in; k++) st = kl_rw_set_input(g, ci, k, codes[k], e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, ci, 0, yv);
+  (*changed)++;
+  return KILN_OK;
+}
+
+/* The MaxPool mi that QuantizeLinear qi quantizes with the parameters its input was
+ * dequantized with (a positive scale) pools the codes themselves: dequantizing is
+ * increasing, so the largest code is the largest value, which quantizes back to that
+ * code, and an empty window's -inf to the lowest code, as the 8-bit MaxPool gives. */
+static kiln_status fold_maxpool(kl_graph *g, int qi, int mi, int *changed, kl_err *e) {
+  const kl_node *mp = &g->nodes[mi], *q = &g->nodes[qi];
+  int dx = kl_rw_producer(g, mp->in[0]);
+  if (mp->n_out != 1 || !activation_dq(g, dx)) return KILN_OK;
+  const kl_node *nx = &g->nodes[dx];
+  double sx, zx, sy, zy;
+  kl_rw_scalar(g, nx->in[1], &sx);
+  kl_rw_scalar(g, nx->in[2], &zx);
+  kl_rw_scalar(g, q->in[1], &sy);
+  kl_rw_scalar(g, q->in[2], &zy);
+  if (!(sx > 0) || (float)sx != (float)sy || zx != zy ||
+      g->values[nx->in[0]].type.dtype != g->values[q->in[2]].type.dtype)
+    return KILN_OK;
+  int xq = nx->in[0], yv = q->out[0];
+  kiln_status st = kl_rw_set_input(g, mi, 0, xq, e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, mi, 0, yv);
+  (*changed)++;
+  return KILN_OK;
+}
+
 /* The QLinearMul or QLinearAdd bi of a quantized x and a QLinearLookup of the same x
  * that nothing else reads (SiLU: x * sigmoid(x); HardSwish written out) becomes one
  * QLinearLookup of x: both operands are functions of x's code, so the table holds the
@@ -394,6 +488,10 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
       st = fold_matmul(g, i, p, cfg->int8_weight_bits, changed, e);
     else if (p >= 0 && (g->nodes[p].op == KL_OP_Add || g->nodes[p].op == KL_OP_Mul))
       st = fold_binary(g, i, p, changed, e);
+    else if (p >= 0 && g->nodes[p].op == KL_OP_Concat)
+      st = fold_concat(g, i, p, changed, e);
+    else if (p >= 0 && g->nodes[p].op == KL_OP_MaxPool)
+      st = fold_maxpool(g, i, p, changed, e);
     else if (p >= 0)
       st = fold_lookup(g, i, p, changed, e);
   }

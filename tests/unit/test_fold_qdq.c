@@ -363,6 +363,109 @@ static void test_silu(void **state) {
   }
 }
 
+/* Concat of three quantized activations, one quantized as the output and two not, into
+ * a QuantizeLinear: a Concat of the codes at -O2 with two requantizing lookups, -O0's
+ * reference outputs bit for bit (fast and reference kernels). */
+static void test_concat(void **state) {
+  (void)state;
+  kiln_model *m[2];
+  for (int level = 0; level < 2; level++) {
+    kl_graph *g = tu_graph_new();
+    float sc[4] = {0.031f, 0.05f, 0.012f, 0.031f};
+    uint8_t zu[4] = {0, 30, 200, 0};
+    int64_t d[3][4] = {{1, 5, 9, 11}, {1, 3, 9, 11}, {1, 7, 9, 11}};
+    int ins[3];
+    for (int k = 0; k < 3; k++) {
+      char name[4] = {(char)('a' + k), 0};
+      int x = tu_graph_input(g, name, KL_F32, 4, d[k]);
+      int sv = const_f32(g, sc[k]), zv = const_u8(g, zu[k]);
+      ins[k] = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, sv, zv), sv, zv);
+    }
+    int cat = tu_graph_op(g, KL_OP_Concat, 3, ins);
+    assert_int_equal(kl_node_set_int(g, g->values[cat].producer, "axis", 1, NULL), KILN_OK);
+    int sy = const_f32(g, sc[3]), zy = const_u8(g, zu[3]);
+    int yq = TU_OP(g, QuantizeLinear, cat, sy, zy);
+    tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sy, zy}, 1);
+    m[level] = tu_model_of(g, level * 2);
+  }
+  assert_int_equal(count_op(m[1], KL_OP_KilnQLinearLookup), 2);
+  assert_int_equal(count_op(m[1], KL_OP_Concat), 1);
+  assert_int_equal(count_op(m[1], KL_OP_QuantizeLinear), 3); /* the inputs' own */
+  float *x[3];
+  int64_t n[3] = {5 * 99, 3 * 99, 7 * 99};
+  for (int k = 0; k < 3; k++) {
+    x[k] = malloc(sizeof(float) * (size_t)n[k]);
+    assert_non_null(x[k]);
+    for (int64_t i = 0; i < n[k]; i++) x[k][i] = tu_rand_f32(&rng, -3, 12);
+  }
+  kiln_session *s0 = tu_session(m[0], true, 0), *r2 = tu_session(m[1], true, 0),
+               *f2 = tu_session(m[1], false, 0);
+  int64_t n0, nr, nf;
+  float *want = tu_run_f32(s0, m[0], x, &n0), *ref = tu_run_f32(r2, m[1], x, &nr),
+        *fast = tu_run_f32(f2, m[1], x, &nf);
+  assert_int_equal(n0, 15 * 99);
+  assert_int_equal(nr, n0);
+  assert_int_equal(nf, n0);
+  for (int64_t k = 0; k < n0; k++)
+    if (memcmp(&want[k], &ref[k], 4) || memcmp(&want[k], &fast[k], 4))
+      fail_msg("concat: output %lld is %.9g at -O0, %.9g (reference) and %.9g (fast) at -O2",
+               (long long)k, (double)want[k], (double)ref[k], (double)fast[k]);
+  free(want), free(ref), free(fast);
+  for (int k = 0; k < 3; k++) free(x[k]);
+  kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+  kiln_model_free(m[0]), kiln_model_free(m[1]);
+}
+
+/* DQ -> MaxPool -> Q with the same parameters: a MaxPool of the codes at -O2 (ceil_mode,
+ * pads, strides, an empty window past the edge), -O0's reference bits on both kernels;
+ * with other parameters it stays float32. */
+static void test_maxpool(void **state) {
+  (void)state;
+  for (int c = 0; c < 3; c++) {
+    bool s8 = c == 1, same = c != 2;
+    kiln_model *m[2];
+    for (int level = 0; level < 2; level++) {
+      kl_graph *g = tu_graph_new();
+      int64_t xd[4] = {2, 5, 23, 17};
+      int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+      int8_t zs = -20;
+      uint8_t zu = 77;
+      int sx = const_f32(g, 0.04f), sy = same ? sx : const_f32(g, 0.05f);
+      int z = s8 ? tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs) : const_u8(g, zu);
+      int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, sx, z), sx, z);
+      int mp = tu_graph_op(g, KL_OP_MaxPool, 1, &xdq);
+      int n = g->values[mp].producer;
+      tu_node_ints(g, n, "kernel_shape", 2, (int64_t[]){3, 3});
+      tu_node_ints(g, n, "strides", 2, (int64_t[]){2, 3});
+      tu_node_ints(g, n, "pads", 4, (int64_t[]){1, 0, 0, 2});
+      assert_int_equal(kl_node_set_int(g, n, "ceil_mode", 1, NULL), KILN_OK);
+      int yq = TU_OP(g, QuantizeLinear, mp, sy, z);
+      tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sy, z}, 1);
+      m[level] = tu_model_of(g, level * 2);
+    }
+    assert_int_equal(count_op(m[1], KL_OP_QuantizeLinear), same ? 1 : 2);
+    int64_t n = 2 * 5 * 23 * 17;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(x);
+    for (int64_t i = 0; i < n; i++) x[i] = tu_rand_f32(&rng, -6, 6);
+    kiln_session *s0 = tu_session(m[0], true, 0), *r2 = tu_session(m[1], true, 0),
+                 *f2 = tu_session(m[1], false, 0);
+    int64_t n0, nr, nf;
+    float *want = tu_run_f32(s0, m[0], &x, &n0), *ref = tu_run_f32(r2, m[1], &x, &nr),
+          *fast = tu_run_f32(f2, m[1], &x, &nf);
+    assert_int_equal(nr, n0);
+    assert_int_equal(nf, n0);
+    for (int64_t k = 0; k < n0; k++)
+      if (memcmp(&want[k], &ref[k], 4) || memcmp(&want[k], &fast[k], 4))
+        fail_msg("maxpool case %d: output %lld is %.9g at -O0, %.9g (reference) and %.9g "
+                 "(fast) at -O2", c, (long long)k, (double)want[k], (double)ref[k],
+                 (double)fast[k]);
+    free(want), free(ref), free(fast), free(x);
+    kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+    kiln_model_free(m[0]), kiln_model_free(m[1]);
+  }
+}
+
 static void test_wide_weights(void **state) {
   (void)state;
   assert_int_equal(check_folded(127, BIAS_QUANTIZED), kl_cpu_int8_weight_bits() == 8);
@@ -376,6 +479,8 @@ int main(void) {
       cmocka_unit_test(test_add),
       cmocka_unit_test(test_lookup),
       cmocka_unit_test(test_silu),
+      cmocka_unit_test(test_concat),
+      cmocka_unit_test(test_maxpool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

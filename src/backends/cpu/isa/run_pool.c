@@ -96,10 +96,87 @@ static bool pool_setup(const kl_ref_window *g, pool_job *j) {
   return true;
 }
 
+/* MaxPool of 8-bit codes (a quantized activation's, fold_qdq): each output the largest
+ * code under its window, the lowest code when no input lies under it (as -inf
+ * quantizes), planes on the node's threads. */
+typedef struct pool8_job {
+  kl_ref_window g;
+  const void *x;
+  void *y;
+  bool s8;
+  int64_t planes, per;
+} pool8_job;
+
+#define POOL8_SPAN 4096 /* the widest input and output rows taken (else the reference) */
+
+/* Separable, as pool_row: the rows under an output row's window maxed into v element by
+ * element (vectorizes), then each output's columns of v (their spans worked out once
+ * per plane). */
+#define POOL8_PLANE(T, LOWEST)                                                            \
+  static void pool8_plane_##T(const kl_ref_window *g, const T *x, T *y) {                \
+    T v[POOL8_SPAN];                                                                      \
+    int32_t c0[POOL8_SPAN], j0[POOL8_SPAN], j1[POOL8_SPAN];                               \
+    int64_t iw = g->in[2], ow = g->out[2], dw = g->dilation[2];                           \
+    for (int64_t ox = 0; ox < ow; ox++) {                                                 \
+      int64_t c = ox * g->stride[2] - g->pad_begin[2], a, b;                              \
+      kl_ref_tap_span(c, g->kernel[2], dw, 0, iw, &a, &b);                                \
+      c0[ox] = (int32_t)c, j0[ox] = (int32_t)a, j1[ox] = (int32_t)b;                      \
+    }                                                                                     \
+    for (int64_t oy = 0; oy < g->out[1]; oy++) {                                          \
+      int64_t r0 = oy * g->stride[1] - g->pad_begin[1], k0, k1;                           \
+      kl_ref_tap_span(r0, g->kernel[1], g->dilation[1], 0, g->in[1], &k0, &k1);           \
+      for (int64_t i = 0; i < iw; i++) v[i] = LOWEST;                                     \
+      for (int64_t k = k0; k < k1; k++) {                                                 \
+        const T *row = x + (r0 + k * g->dilation[1]) * iw;                                \
+        for (int64_t i = 0; i < iw; i++) v[i] = row[i] > v[i] ? row[i] : v[i];           \
+      }                                                                                   \
+      T *yr = y + oy * ow;                                                                \
+      for (int64_t ox = 0; ox < ow; ox++) {                                               \
+        T m = LOWEST;                                                                     \
+        const T *vc = v + c0[ox];                                                         \
+        for (int64_t jj = j0[ox]; jj < j1[ox]; jj++) m = vc[jj * dw] > m ? vc[jj * dw] : m; \
+        yr[ox] = m;                                                                       \
+      }                                                                                   \
+    }                                                                                     \
+  }
+
+POOL8_PLANE(uint8_t, 0)
+POOL8_PLANE(int8_t, -128)
+
+static void pool8_task(void *arg, int64_t t) {
+  const pool8_job *j = arg;
+  int64_t last = (t + 1) * j->per < j->planes ? (t + 1) * j->per : j->planes;
+  int64_t in = j->g.in[1] * j->g.in[2], out = j->g.out[1] * j->g.out[2];
+  for (int64_t p = t * j->per; p < last; p++) {
+    if (j->s8)
+      pool8_plane_int8_t(&j->g, (const int8_t *)j->x + p * in, (int8_t *)j->y + p * out);
+    else
+      pool8_plane_uint8_t(&j->g, (const uint8_t *)j->x + p * in, (uint8_t *)j->y + p * out);
+  }
+}
+
+static int run_pool8(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  pool8_job j = {.x = x->data, .y = c->out[0]->data, .s8 = x->dtype == KL_I8,
+                 .planes = x->dims[0] * x->dims[1]};
+  kiln_status st = kl_ref_window_init(c, NULL, &j.g);
+  if (st != KILN_OK) return st;
+  if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
+  if (j.g.in[2] > POOL8_SPAN || j.g.out[2] > POOL8_SPAN || j.g.in[2] > INT32_MAX / 2)
+    return kl_isa_ref(c);
+  int64_t work = j.planes * j.g.out[1] * j.g.out[2] * j.g.kernel[1] * j.g.kernel[2];
+  int64_t tasks = kl_isa_split(j.planes, 16384 / (j.g.in[1] * j.g.in[2] + 1) + 1, &j.per);
+  kl_isa_parallel(c, tasks, work, pool8_task, &j);
+  return KILN_OK;
+}
+
 int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   bool indices = c->n_out > 1 && c->out[1];
+  if ((x->dtype == KL_U8 || x->dtype == KL_I8) && c->node->op == KL_OP_MaxPool && !indices &&
+      y->dtype == x->dtype && (x->rank == 3 || x->rank == 4))
+    return run_pool8(c);
   if (x->dtype != KL_F32 || y->dtype != KL_F32 || indices || x->rank < 3 || x->rank > 4)
     return kl_isa_ref(c);
   kl_ref_window g;
