@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cpu/isa.h"
 #include "quant/quantize.h"
 #include "runtime/runtime.h"
 #include "runtime/session.h"
@@ -623,6 +624,64 @@ static void test_matmul_integer(void **state) {
   mmint_case(KL_I8, KL_U8, 1, true, 1031);
 }
 
+/* The dynamic form's kernels against the reference, bit for bit: x -> DynamicQuantizeLinear
+ * -> MatMulInteger (constant 7-bit weights, K = 3100: sums past 2^24) -> Cast -> Mul by
+ * the scale; every output compared as its bytes (the int32 sums too), at 1 and 2
+ * threads. Where oneDNN runs (every level but generic) MatMulInteger must be its integer
+ * gemm, and DynamicQuantizeLinear and Cast kiln's kernels, not the reference. */
+static void test_dynamic_kernels(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int64_t xd[3] = {3, 37, 3100}, wd[2] = {3100, 77};
+  int8_t *w = malloc(3100 * 77);
+  assert_non_null(w);
+  for (int i = 0; i < 3100 * 77; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&rng, -64, 64));
+  int x = tu_graph_input(g, "x", KL_F32, 3, xd);
+  int q[3] = {tu_graph_value(g, "xq"), tu_graph_value(g, "xs"), tu_graph_value(g, "xz")};
+  tu_graph_node(g, KL_OP_DynamicQuantizeLinear, "dql", 1, &x, 3, q);
+  int cw = tu_graph_const(g, "w", KL_I8, 2, wd, w);
+  free(w);
+  int acc = tu_graph_value(g, "acc");
+  tu_graph_node(g, KL_OP_MatMulInteger, "mmi", 3, (int[]){q[0], cw, q[2]}, 1, &acc);
+  int cast = tu_graph_op(g, KL_OP_Cast, 1, &acc);
+  kl_node_set_int(g, g->values[cast].producer, "to", KL_F32, NULL);
+  tu_graph_output_node(g, KL_OP_Mul, 2, (int[]){cast, q[1]}, 1);
+  for (int k = 0; k < 3; k++) assert_int_equal(kl_graph_add_output(g, k == 0 ? acc : q[k], NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  int64_t n = 3 * 37 * 3100;
+  float *xv = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(xv);
+  for (int64_t i = 0; i < n; i++) xv[i] = tu_rand_f32(&rng, -2.5f, 7.0f);
+  for (int threads = 1; threads <= 2; threads++) {
+    kiln_session *sr = tu_session(m, true, 1), *sf = tu_session(m, false, threads);
+    for (int r = 0; r < 2; r++) {
+      kiln_session *sess = r ? sf : sr;
+      assert_int_equal(kiln_session_set_input(sess, "x", KILN_DTYPE_FLOAT32, 3, xd, xv,
+                                              sizeof(float) * (size_t)n), KILN_OK);
+      if (kiln_session_run(sess) != KILN_OK) fail_msg("run: %s", kiln_session_error(sess));
+    }
+    for (int k = 0; k < kiln_model_output_count(m); k++) {
+      const kl_tensor *a = kl_session_output_value(sr, k), *b = kl_session_output_value(sf, k);
+      assert_int_equal(a->dtype, b->dtype);
+      assert_int_equal(kl_tensor_nbytes(a), kl_tensor_nbytes(b));
+      if (memcmp(a->data, b->data, kl_tensor_nbytes(a)) != 0)
+        fail_msg("output %d differs from the reference's (%d threads)", k, threads);
+    }
+    for (int i = 0; i < m->g->n_nodes; i++) {
+      const char *k = kl_session_kernel_name(sf, i);
+      kl_op op = m->g->nodes[i].op;
+      if (kl_isa_level() != KL_ISA_GENERIC && op == KL_OP_MatMulInteger &&
+          strcmp(k, "dnnl_gemm_u8s8s32") != 0)
+        fail_msg("MatMulInteger ran on '%s', not oneDNN's integer gemm", k);
+      if ((op == KL_OP_DynamicQuantizeLinear || op == KL_OP_Cast) && strcmp(k, "ref") == 0)
+        fail_msg("%s ran on the reference kernel", kl_op_name(op));
+    }
+    kiln_session_free(sr), kiln_session_free(sf);
+  }
+  free(xv);
+  kiln_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_activation_params),
@@ -637,6 +696,7 @@ int main(void) {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_matmul_integer),
+      cmocka_unit_test(test_dynamic_kernels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -414,6 +414,11 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
   p->choice[i] = reference_choice(n);
   if (which == KL_CPU_KERNELS_REF) return KILN_OK;
 #if KL_HAVE_DNNL
+  if (kl_dnnl_usable() && kl_dnnl_mmint_supports(g, n)) {
+    p->choice[i].kernel = (kl_cpu_kernel){"dnnl_gemm_u8s8s32", kl_dnnl_mmint_run, NULL};
+    p->choice[i].inplace = 0;
+    return KILN_OK;
+  }
   if (kl_dnnl_usable() &&
       (kl_dnnl_supports(g, n) || kl_dnnl_attention_supports(g, n) ||
        kl_dnnl_grad_supports(g, n) || kl_dnnl_qconv_supports(g, n)))

@@ -97,6 +97,11 @@ const char *kl_dnnl_grad_ran_impl(const void *state);
  * (kl_dnnl_qconv_ran_reference); kl_dnnl_qconv_ran_impl names the implementation of
  * the last run's primitive ("jit_uni_int8:avx2", or "ref_int8:any", a slow path). */
 bool kl_dnnl_qconv_supports(const kl_graph *g, const kl_node *n);
+/* MatMulInteger of uint8 A and constant int8 B [K, N] (B's zero point none or 0) whose
+ * weights oneDNN's integer gemm multiplies exactly on this ISA (7-bit without VNNI):
+ * kl_dnnl_mmint_run computes it with dnnl_gemm_u8s8s32, bit for bit the reference. */
+bool kl_dnnl_mmint_supports(const kl_graph *g, const kl_node *n);
+int kl_dnnl_mmint_run(kl_kernel_ctx *c);
 kiln_status kl_dnnl_qconv_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
                                  kl_err *e);
 bool kl_dnnl_qconv_ran_reference(const void *state);

@@ -484,3 +484,54 @@ const char *kl_dnnl_qconv_ran_impl(const void *state) {
   const qc_node *q = state;
   return q ? q->ran_impl : NULL;
 }
+
+/* ---- MatMulInteger on oneDNN's integer gemm ---- */
+
+bool kl_dnnl_mmint_supports(const kl_graph *g, const kl_node *n) {
+  if (n->op != KL_OP_MatMulInteger || n->n_out != 1 || n->n_in < 2) return false;
+  const kl_type *a = &g->values[n->in[0]].type, *b = &g->values[n->in[1]].type;
+  int64_t count;
+  if (a->dtype != KL_U8 || b->dtype != KL_I8 || a->rank < 2 || b->rank != 2 ||
+      !is_const(g, n->in[1]) || !kl_dim_known(b->dims[0]) || b->dims[0].size >= 65536 ||
+      g->values[n->out[0]].type.dtype != KL_I32)
+    return false;
+  if (n->n_in > 2 && n->in[2] >= 0) { /* A's zero point: one uint8 value, known at run time */
+    const kl_type *z = &g->values[n->in[2]].type;
+    if (z->dtype != KL_U8 || !kl_type_numel(z, &count) || count != 1) return false;
+  }
+  if (n->n_in > 3 && n->in[3] >= 0) { /* B's: constant zeros */
+    const kl_value *z = &g->values[n->in[3]];
+    if (!is_const(g, n->in[3]) || z->type.dtype != KL_I8 || !kl_type_numel(&z->type, &count))
+      return false;
+    for (int64_t i = 0; i < count; i++)
+      if (((const int8_t *)z->data)[i] != 0) return false;
+  }
+  const kl_value *w = &g->values[n->in[1]]; /* what the ISA multiplies exactly */
+  int lim = kl_dnnl_qconv_weight_bits() == 8 ? 128 : 64;
+  if (!kl_type_numel(&w->type, &count)) return false;
+  for (int64_t i = 0; i < count; i++)
+    if (abs(((const int8_t *)w->data)[i]) > lim) return false;
+  return true;
+}
+
+/* Y = (A - za) B in int32, A [..., M, K] as rows: dnnl_gemm_u8s8s32 (row-major, alpha 1,
+ * beta 0: exact while K * 255 * 128 < 2^31, which kl_dnnl_mmint_supports keeps). */
+int kl_dnnl_mmint_run(kl_kernel_ctx *c) {
+  const kl_tensor *a = c->in[0], *b = c->in[1];
+  const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL;
+  kl_tensor *y = c->out[0];
+  int64_t k = b->dims[0], n = b->dims[1], m = k ? kl_tensor_numel(a) / k : 0;
+  if (kl_tensor_numel(y) == 0) return KILN_OK;
+  if (k == 0) {
+    memset(y->data, 0, kl_tensor_nbytes(y));
+    return KILN_OK;
+  }
+  int32_t co = 0;
+  dnnl_status_t s = dnnl_gemm_u8s8s32('N', 'N', 'F', m, n, k, 1.0f, a->data, k,
+                                      za ? *(const uint8_t *)za->data : 0, b->data, n, 0, 0.0f,
+                                      y->data, n, &co);
+  return s == dnnl_success ? KILN_OK
+                           : kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed its integer gemm "
+                                     "(MatMulInteger, %lld x %lld x %lld): status %d",
+                                     (long long)m, (long long)k, (long long)n, (int)s);
+}

@@ -4,6 +4,7 @@
  * and saturate=0 run the reference kernel. And MatMulInteger of 2-D B (below). */
 #include "backends/cpu/isa/run.h"
 
+#include <math.h>
 #include <string.h>
 
 #define CHUNK 16384 /* elements per task */
@@ -150,7 +151,55 @@ static int run_lookup(kl_kernel_ctx *c, const kl_isa_fns *f) {
   return KILN_OK;
 }
 
+/* DynamicQuantizeLinear: the range [min(0, x), max(0, x)] in one pass, then x quantized
+ * to uint8 on the node's threads by the level's quantize primitive, with the scale and
+ * zero point worked out as the reference does (ref/quant.c); a NaN or infinity goes to
+ * the reference, which names it. */
+static int run_dynamic_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *x = c->in[0];
+  const float *xv = x->data;
+  int64_t n = kl_tensor_numel(x);
+  float lo = 0.0f, hi = 0.0f, bad = 0.0f;
+  for (int64_t i = 0; i < n; i++) {
+    float v = xv[i];
+    bad += v - v; /* NaN once an element is NaN or infinite */
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  if (bad != 0.0f || c->out[0]->dtype != KL_U8) return kl_isa_ref(c);
+  float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+  float zp = 0.0f - lo / scale;
+  zp = rintf(zp < 0.0f ? 0.0f : zp > 255.0f ? 255.0f : zp);
+  quant_job j = {f->quant, true, true, x->data, c->out[0]->data, scale, (int32_t)zp, n};
+  int st = run_job(c, &j);
+  if (c->n_out > 1 && c->out[1]) *(float *)c->out[1]->data = scale;
+  if (c->n_out > 2 && c->out[2]) *(uint8_t *)c->out[2]->data = (uint8_t)zp;
+  return st;
+}
+
+/* Cast of int32 to float32 (each rounded to nearest, as the reference). */
+typedef struct cast_job {
+  const int32_t *x;
+  float *y;
+  int64_t n;
+} cast_job;
+
+static void cast_task(void *arg, int64_t t) {
+  const cast_job *j = arg;
+  int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;
+  for (; i < end; i++) j->y[i] = (float)j->x[i];
+}
+
+static int run_cast(kl_kernel_ctx *c) {
+  if (c->in[0]->dtype != KL_I32 || c->out[0]->dtype != KL_F32) return kl_isa_ref(c);
+  cast_job j = {c->in[0]->data, c->out[0]->data, kl_tensor_numel(c->out[0])};
+  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, cast_task, &j);
+  return KILN_OK;
+}
+
 int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  if (c->node->op == KL_OP_DynamicQuantizeLinear) return run_dynamic_quantize(c, f);
+  if (c->node->op == KL_OP_Cast) return run_cast(c);
   if (c->node->op == KL_OP_KilnQLinearAdd || c->node->op == KL_OP_KilnQLinearMul)
     return run_qbin(c, f);
   if (c->node->op == KL_OP_KilnQLinearLookup) return run_lookup(c, f);
