@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define KL_ONNX_IR_VERSION 11 /* what ONNX pairs with opset 23 */
+#define KL_ONNX_RELEASED_OPSET 23 /* stamped unless the graph needs newer (below) */
 #define MAX_MESSAGE ((size_t)INT32_MAX)
 
 typedef struct pool {
@@ -396,6 +397,32 @@ static bool uses_kiln_ops(const kl_graph *g) {
   return false;
 }
 
+/* Whether g (bodies included) needs an opset past 23: an op added or changed there that
+ * is not a dtype extension (Attention, TopK and Range, whose 24+ forms kiln does not
+ * tell apart, are counted in), a Cast's round_mode (24), or a dtype past bfloat16 (the
+ * float8/4-bit/2-bit ones, some from 24 and 25). Otherwise the model is stamped opset 23,
+ * the newest that released onnxruntimes take (1.30 refuses 27 as "under development"):
+ * every other op kiln writes has the same form from 23 to 27. */
+static bool needs_newest_opset(const kl_graph *g) {
+  static const char *const newer[] = {"Attention", "Swish", "TensorScatter", "BitCast",
+                                      "CumProd", "CausalConvWithState", "LinearAttention",
+                                      "TopK", "Range", NULL};
+  for (int v = 0; v < g->n_values; v++)
+    if (g->values[v].type.dtype > KL_BF16) return true;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    const kl_op_info *op = kl_op_get(n->op);
+    if (strcmp(op->domain, KL_DOMAIN_ONNX) == 0)
+      for (int k = 0; newer[k]; k++)
+        if (strcmp(op->name, newer[k]) == 0) return true;
+    if ((n->op == KL_OP_Cast || n->op == KL_OP_CastLike) && kl_node_attr(n, "round_mode"))
+      return true;
+    for (int k = 0; k < n->n_attrs; k++)
+      if (n->attrs[k].g && needs_newest_opset(n->attrs[k].g)) return true;
+  }
+  return false;
+}
+
 static Onnx__ModelProto *model_proto(pool *p, const kl_graph *g, kl_err *e) {
   Onnx__ModelProto *m = NEW(p, Onnx__ModelProto, ONNX__MODEL_PROTO__INIT);
   Onnx__OperatorSetIdProto **ops = pool_alloc(p, 2, sizeof *ops);
@@ -405,7 +432,8 @@ static Onnx__ModelProto *model_proto(pool *p, const kl_graph *g, kl_err *e) {
   m->producer_name = "kiln";
   m->producer_version = KL_VERSION;
   const char *domains[2] = {"", KL_DOMAIN_KILN};
-  int64_t versions[2] = {KL_ONNX_MAX_OPSET, KL_KILN_DOMAIN_VERSION};
+  int64_t versions[2] = {needs_newest_opset(g) ? KL_ONNX_MAX_OPSET : KL_ONNX_RELEASED_OPSET,
+                         KL_KILN_DOMAIN_VERSION};
   for (int i = 0; i < (uses_kiln_ops(g) ? 2 : 1); i++) {
     if (!(ops[i] = NEW(p, Onnx__OperatorSetIdProto, ONNX__OPERATOR_SET_ID_PROTO__INIT)))
       return NULL;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "export/onnx_export.h"
 #include "import/onnx.h"
 #include "onnx.pb-c.h"
 
@@ -1638,6 +1639,42 @@ static void test_python_fixtures(void **state) {
   kl_graph_free(g);
 }
 
+/* The writer stamps opset 23 (what released onnxruntimes load) unless the graph needs a
+ * newer form: TopK (changed in 24) or a float8 dtype; the model loads back either way. */
+static int64_t stamped_opset(kl_graph *g) {
+  void *buf;
+  size_t len;
+  kl_err e = {0};
+  if (kl_onnx_export(g, &buf, &len, &e) != KILN_OK) fail_msg("export: %s", e.msg);
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+  assert_non_null(m);
+  int64_t v = -1;
+  for (size_t i = 0; i < m->n_opset_import; i++)
+    if (!m->opset_import[i]->domain || !*m->opset_import[i]->domain) v = m->opset_import[i]->version;
+  onnx__model_proto__free_unpacked(m, NULL);
+  kl_graph *back = NULL;
+  if (kl_onnx_load_memory(buf, len, NULL, NULL, &back, &e) != KILN_OK) fail_msg("reload: %s", e.msg);
+  kl_graph_free(back);
+  free(buf);
+  kl_graph_free(g);
+  return v;
+}
+
+static void test_export_opset(void **state) {
+  (void)state;
+  int64_t d[2] = {3, 5};
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, d);
+  tu_graph_output_node(g, KL_OP_Relu, 1, &x, 1);
+  assert_int_equal(stamped_opset(g), 23);
+  g = tu_graph_new();
+  x = tu_graph_input(g, "x", KL_F32, 2, d);
+  int64_t k = 2;
+  int kv = tu_graph_const(g, "k", KL_I64, 1, (int64_t[]){1}, &k);
+  tu_graph_output_node(g, KL_OP_TopK, 2, (int[]){x, kv}, 2);
+  assert_int_equal(stamped_opset(g), KL_ONNX_MAX_OPSET);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_minimal_model),
@@ -1670,6 +1707,7 @@ int main(void) {
       cmocka_unit_test(test_canon_reduce_topk),
       cmocka_unit_test(test_canon_groupnorm),
       cmocka_unit_test(test_python_fixtures),
+      cmocka_unit_test(test_export_opset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
