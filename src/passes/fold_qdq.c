@@ -267,6 +267,16 @@ static kiln_status fold_binary(kl_graph *g, int qi, int bi, int *changed, kl_err
   return KILN_OK;
 }
 
+/* The 8-bit code (as a byte of dtype yt) that QuantizeLinear gives q, the float32
+ * quotient x / scale already taken: NaN -> the zero point, else rint(q) + z saturated,
+ * as the reference kernel (ref/quant.c). */
+static uint8_t quantized_code(float q, double z, kl_dtype yt) {
+  double lo = yt == KL_U8 ? 0 : -128, hi = yt == KL_U8 ? 255 : 127;
+  double v = isnan(q) ? z : rint((double)q) + z;
+  v = v < lo ? lo : v > hi ? hi : v;
+  return yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
+}
+
 /* The elementwise ops of one input whose result for each of the 256 codes of a
  * quantized input fold_lookup works out once. */
 static bool lookup_op(kl_op op) {
@@ -306,13 +316,7 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   kl_err local = {0};
   kl_kernel_ctx kc = {u, 1, 1, (const kl_tensor **)pi, po, &local, 1, NULL};
   if (kl_op_get(u->op)->ref(&kc) != KILN_OK) return KILN_OK; /* the op stays as it is */
-  double lo = yt == KL_U8 ? 0 : -128, hi = yt == KL_U8 ? 255 : 127;
-  for (int k = 0; k < 256; k++) {
-    float r = out[k] / (float)sy;
-    double v = isnan(r) ? zy : rint((double)r) + zy;
-    v = v < lo ? lo : v > hi ? hi : v;
-    table[k] = yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
-  }
+  for (int k = 0; k < 256; k++) table[k] = quantized_code(out[k] / (float)sy, zy, yt);
   int64_t dims[1] = {256};
   void *copy = malloc(256);
   if (!copy) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a lookup table");
@@ -342,13 +346,9 @@ static int requantize_table(kl_graph *g, kl_dtype xt, double s_in, double z_in, 
     kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a lookup table");
     return -1;
   }
-  double lo = yt == KL_U8 ? 0 : -128, hi = yt == KL_U8 ? 255 : 127;
   for (int k = 0; k < 256; k++) {
     float f = (float)((double)(k - (xt == KL_I8 ? 128 : 0)) - z_in) * (float)s_in;
-    float q = f / (float)s_out;
-    double v = isnan(q) ? z_out : rint((double)q) + z_out;
-    v = v < lo ? lo : v > hi ? hi : v;
-    table[k] = yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
+    table[k] = quantized_code(f / (float)s_out, z_out, yt);
   }
   int64_t dims[1] = {256};
   return kl_rw_add_const(g, "qlinear_requantize_table", yt, 1, dims, table, e);
@@ -450,7 +450,6 @@ static kiln_status fold_lookup_pair(kl_graph *g, int bi, int *changed, kl_err *e
     kl_rw_scalar(g, b->in[6], &s[2]);
     kl_rw_scalar(g, b->in[7], &z[2]);
     bool mul = b->op == KL_OP_KilnQLinearMul;
-    double lo = yt == KL_U8 ? 0 : -128, hi = yt == KL_U8 ? 255 : 127;
     uint8_t *table = malloc(256);
     if (!table) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a lookup table");
     for (int k = 0; k < 256; k++) {
@@ -458,10 +457,7 @@ static kiln_status fold_lookup_pair(kl_graph *g, int bi, int *changed, kl_err *e
       int lcode = g->values[lv].type.dtype == KL_I8 ? (int8_t)t[k] : t[k];
       float fx = (float)((double)code - z[0]) * (float)s[0];
       float fl = (float)((double)lcode - z[1]) * (float)s[1];
-      float q = (mul ? fx * fl : fx + fl) / (float)s[2];
-      double v = isnan(q) ? z[2] : rint((double)q) + z[2];
-      v = v < lo ? lo : v > hi ? hi : v;
-      table[k] = yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
+      table[k] = quantized_code((mul ? fx * fl : fx + fl) / (float)s[2], z[2], yt);
     }
     int64_t dims[1] = {256};
     int tv = kl_rw_add_const(g, "qlinear_lookup_table", yt, 1, dims, table, e);
