@@ -79,7 +79,14 @@ typedef enum kiln_dtype {
   KILN_DTYPE_FLOAT64 = 11,
   KILN_DTYPE_UINT32 = 12,
   KILN_DTYPE_UINT64 = 13,
-  KILN_DTYPE_BFLOAT16 = 16
+  KILN_DTYPE_BFLOAT16 = 16,
+  /* 8-bit floats, one byte per element (ONNX's formats; storage and conversion types:
+   * Cast, CastLike, QuantizeLinear, DequantizeLinear and data movement take them) */
+  KILN_DTYPE_FLOAT8E4M3FN = 17,   /* sign, 4 exponent bits (bias 7), 3 mantissa; NaN, no inf */
+  KILN_DTYPE_FLOAT8E4M3FNUZ = 18, /* bias 8; 0x80 is NaN; no inf, no -0 */
+  KILN_DTYPE_FLOAT8E5M2 = 19,     /* sign, 5 exponent bits (bias 15), 2 mantissa; inf, NaN */
+  KILN_DTYPE_FLOAT8E5M2FNUZ = 20, /* bias 16; 0x80 is NaN; no inf, no -0 */
+  KILN_DTYPE_FLOAT8E8M0 = 24      /* 2^(b-127), no sign; 0xff is NaN */
 } kiln_dtype;
 
 typedef struct kiln_options kiln_options;

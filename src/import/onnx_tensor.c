@@ -114,6 +114,8 @@ static kiln_status from_int32(const Onnx__TensorProto *tp, const decoding *d, vo
   case KL_I8: lo = INT8_MIN; hi = INT8_MAX; break;
   case KL_U8: lo = 0; hi = UINT8_MAX; break;
   case KL_U16: case KL_F16: case KL_BF16: lo = 0; hi = UINT16_MAX; break;
+  case KL_F8E4M3FN: case KL_F8E4M3FNUZ: case KL_F8E5M2: case KL_F8E5M2FNUZ: case KL_F8E8M0:
+    lo = 0; hi = UINT8_MAX; break; /* bit patterns */
   case KL_BOOL: lo = INT32_MIN; hi = INT32_MAX; break;
   default: return wrong_field(d, "int32_data", e);
   }
@@ -125,7 +127,10 @@ static kiln_status from_int32(const Onnx__TensorProto *tp, const decoding *d, vo
                      "range for %s", d->name, i, v, kl_dtype_name(d->dtype));
     if (d->dtype == KL_BOOL) v = v != 0;
     /* F16/BF16 elements are bit patterns, so storing them as integers is exact */
-    kl_store_f64(data, d->dtype == KL_F16 || d->dtype == KL_BF16 ? KL_U16 : d->dtype, i, v);
+    kl_dtype st = d->dtype == KL_F16 || d->dtype == KL_BF16 ? KL_U16
+                  : kl_dtype_is_f8(d->dtype)                  ? KL_U8
+                                                              : d->dtype;
+    kl_store_f64(data, st, i, v);
   }
   return s;
 }

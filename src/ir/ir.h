@@ -36,6 +36,13 @@ typedef enum kl_dtype {
   KL_U32 = 12,
   KL_U64 = 13,
   KL_BF16 = 16,
+  /* 8-bit floats (storage and conversion types: Cast, CastLike, QuantizeLinear,
+   * DequantizeLinear and data movement; no arithmetic) */
+  KL_F8E4M3FN = 17,   /* 1-4-3, bias 7, no inf, NaN S.1111.111, max 448 */
+  KL_F8E4M3FNUZ = 18, /* 1-4-3, bias 8, no inf, no -0, NaN 0x80, max 240 */
+  KL_F8E5M2 = 19,     /* 1-5-2, bias 15, IEEE-like: inf and NaN, max 57344 */
+  KL_F8E5M2FNUZ = 20, /* 1-5-2, bias 16, no inf, no -0, NaN 0x80, max 57344 */
+  KL_F8E8M0 = 24,     /* 2^(b-127), no sign, NaN 0xff */
 } kl_dtype;
 
 size_t kl_dtype_size(kl_dtype t);       /* 0 for undefined/unsupported */
@@ -43,6 +50,15 @@ const char *kl_dtype_name(kl_dtype t);  /* "float32", ... */
 bool kl_dtype_is_float(kl_dtype t);     /* f16, bf16, f32, f64 */
 bool kl_dtype_is_int(kl_dtype t);       /* signed and unsigned integers, not bool */
 bool kl_dtype_valid(int t);             /* a dtype kiln can store */
+bool kl_dtype_is_f8(kl_dtype t);        /* the 8-bit floats, 17..20 and 24 */
+/* The 8-bit floats. kl_f8_to_f32 is exact. kl_f32_to_f8 rounds to nearest even; with
+ * saturate a value beyond the largest finite one (inf included) becomes that value,
+ * without it it becomes inf (e5m2) or NaN (the others), as ONNX's Cast defines. For
+ * e8m0 it rounds up (ONNX's default round_mode); kl_f32_to_e8m0 takes the mode. */
+float kl_f8_to_f32(uint8_t b, kl_dtype t);
+uint8_t kl_f32_to_f8(float f, kl_dtype t, bool saturate);
+typedef enum kl_round_mode { KL_ROUND_UP, KL_ROUND_DOWN, KL_ROUND_NEAREST } kl_round_mode;
+uint8_t kl_f32_to_e8m0(float f, bool saturate, kl_round_mode mode);
 float kl_f16_to_f32(uint16_t h);
 uint16_t kl_f32_to_f16(float f);
 float kl_bf16_to_f32(uint16_t h);

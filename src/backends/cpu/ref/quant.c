@@ -94,10 +94,15 @@ int kl_ref_quantize_linear(kl_kernel_ctx *c) {
   if (prec == KL_UNDEFINED) prec = s->dtype;
   qmap m = qmap_of(c->node, x, s);
   int64_t n = kl_tensor_numel(x);
+  bool saturate = kl_attr_int(c->node, "saturate", 1) != 0;
   for (int64_t i = 0; i < n; i++) {
     int64_t at = qmap_at(&m, i);
     double xv = round_to(prec, kl_ref_load(x->data, x->dtype, i));
     double q = round_to(prec, xv / round_to(prec, kl_ref_load(s->data, s->dtype, at)));
+    if (kl_dtype_is_f8(y->dtype)) { /* ONNX: a float8 zero point is 0 and not added */
+      ((uint8_t *)y->data)[i] = kl_f32_to_f8((float)q, y->dtype, saturate);
+      continue;
+    }
     double zp = z ? (double)kl_ref_load_int(z->data, z->dtype, at) : 0;
     store_saturated(y, i, isnan(q) ? zp : rint(q) + zp);
   }
@@ -111,6 +116,12 @@ int kl_ref_dequantize_linear(kl_kernel_ctx *c) {
   int64_t n = kl_tensor_numel(x);
   for (int64_t i = 0; i < n; i++) {
     int64_t at = qmap_at(&m, i);
+    if (kl_dtype_is_f8(x->dtype)) {
+      double d = kl_ref_load(x->data, x->dtype, i);
+      if (z) d -= kl_ref_load(z->data, z->dtype, at);
+      kl_ref_store(y->data, y->dtype, i, d * kl_ref_load(s->data, s->dtype, at));
+      continue;
+    }
     int64_t v = kl_ref_load_int(x->data, x->dtype, i);
     if (z) v -= kl_ref_load_int(z->data, z->dtype, at);
     kl_ref_store(y->data, y->dtype, i, (double)v * kl_ref_load(s->data, s->dtype, at));
