@@ -356,6 +356,52 @@ static kiln_status from_lifted(const kl_onnx_lifted *raw, const decoding *d, voi
   return KILN_OK;
 }
 
+/* The packed sub-byte types (int4, uint4, float4e2m1, int2, uint2): raw_data (or lifted
+ * raw_data) of exactly the packed size, or int32_data holding one packed byte per
+ * element, as onnx.helper writes them; unpacked to one element per byte. */
+static kiln_status from_packed(const Onnx__TensorProto *tp, const kl_onnx_lifted *raw,
+                               bool external, const decoding *d, void **data, kl_err *e) {
+  size_t want = kl_dtype_file_bytes(d->dtype, d->numel);
+  const char *tn = kl_dtype_name(d->dtype);
+  if (external)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s: external data of packed %s is not supported",
+                   d->name, tn);
+  if (tp->n_float_data || tp->n_int64_data || tp->n_double_data || tp->n_uint64_data ||
+      tp->n_string_data)
+    return wrong_field(d, "a field other than raw_data and int32_data", e);
+  uint8_t *packed = malloc(want ? want : 1), *out = malloc(d->numel ? d->numel : 1);
+  kiln_status s = KILN_OK;
+  if (!packed || !out) {
+    s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", d->name);
+  } else if (tp->has_raw_data || raw) {
+    size_t len = raw ? raw->len : tp->raw_data.len;
+    if (len != want)
+      s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: raw_data has %zu bytes, expected %zu "
+                  "(%zu elements of %s, packed %d to a byte)", d->name, len, want, d->numel,
+                  tn, 8 / kl_dtype_file_bits(d->dtype));
+    else if (want && raw && raw->fd >= 0)
+      s = kl_file_pread(raw->fd, packed, want, raw->offset, d->name, e);
+    else if (want)
+      memcpy(packed, raw ? raw->base + raw->offset : tp->raw_data.data, want);
+  } else if (tp->n_int32_data != want) {
+    s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: int32_data has %zu elements, expected %zu "
+                "(%zu elements of %s, packed %d to an int32)", d->name, tp->n_int32_data, want,
+                d->numel, tn, 8 / kl_dtype_file_bits(d->dtype));
+  } else {
+    for (size_t i = 0; s == KILN_OK && i < want; i++) {
+      if (tp->int32_data[i] < 0 || tp->int32_data[i] > UINT8_MAX)
+        s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: int32_data element %zu is %d, not a "
+                    "packed byte of %s", d->name, i, tp->int32_data[i], tn);
+      else packed[i] = (uint8_t)tp->int32_data[i];
+    }
+  }
+  if (s == KILN_OK) kl_dtype_unpack(d->dtype, packed, d->numel, out);
+  free(packed);
+  if (s != KILN_OK) free(out);
+  else *data = out;
+  return s;
+}
+
 /* *data is malloc'd (or taken from raw_data) only when decoding succeeds. */
 static kiln_status decode_data(Onnx__TensorProto *tp, const kl_onnx_tensor_src *src,
                                const kl_onnx_lifted *raw, const decoding *d, void **data,
@@ -368,6 +414,7 @@ static kiln_status decode_data(Onnx__TensorProto *tp, const kl_onnx_tensor_src *
   if (storage_forms(tp, external, raw != NULL) > 1)
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s stores its data in more than one form "
                    "(raw_data, external data, typed fields)", d->name);
+  if (kl_dtype_file_bits(d->dtype) < 8) return from_packed(tp, raw, external, d, data, e);
   if (tp->has_raw_data) return from_raw(tp, d, data, e);
   void *p = malloc(d->nbytes ? d->nbytes : 1);
   if (!p)

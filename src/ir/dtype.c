@@ -9,6 +9,7 @@ size_t kl_dtype_size(kl_dtype t) {
   case KL_U8: case KL_I8: case KL_BOOL: return 1;
   case KL_F8E4M3FN: case KL_F8E4M3FNUZ: case KL_F8E5M2: case KL_F8E5M2FNUZ:
   case KL_F8E8M0: return 1;
+  case KL_U4: case KL_I4: case KL_F4E2M1: case KL_U2: case KL_I2: return 1; /* in memory */
   case KL_U16: case KL_I16: case KL_F16: case KL_BF16: return 2;
   case KL_I64: case KL_F64: case KL_U64: return 8;
   case KL_UNDEFINED: case KL_STRING: return 0;
@@ -38,6 +39,11 @@ const char *kl_dtype_name(kl_dtype t) {
   case KL_F8E5M2: return "float8e5m2";
   case KL_F8E5M2FNUZ: return "float8e5m2fnuz";
   case KL_F8E8M0: return "float8e8m0";
+  case KL_U4: return "uint4";
+  case KL_I4: return "int4";
+  case KL_F4E2M1: return "float4e2m1";
+  case KL_U2: return "uint2";
+  case KL_I2: return "int2";
   }
   return "unknown";
 }
@@ -48,7 +54,52 @@ bool kl_dtype_valid(int t) {
 
 bool kl_dtype_is_f8(kl_dtype t) {
   return t == KL_F8E4M3FN || t == KL_F8E4M3FNUZ || t == KL_F8E5M2 || t == KL_F8E5M2FNUZ ||
-         t == KL_F8E8M0;
+         t == KL_F8E8M0 || t == KL_F4E2M1;
+}
+
+int kl_dtype_file_bits(kl_dtype t) {
+  switch (t) {
+  case KL_U4: case KL_I4: case KL_F4E2M1: return 4;
+  case KL_U2: case KL_I2: return 2;
+  default: return (int)(8 * kl_dtype_size(t));
+  }
+}
+
+size_t kl_dtype_file_bytes(kl_dtype t, size_t n) {
+  int bits = kl_dtype_file_bits(t);
+  if (bits >= 8) return n * (size_t)(bits / 8);
+  size_t per = (size_t)(8 / bits);
+  return n / per + (n % per != 0);
+}
+
+void kl_store_small_int(void *data, kl_dtype t, size_t i, int64_t v) {
+  int bits = kl_dtype_file_bits(t);
+  unsigned mask = (1u << bits) - 1u, u = (unsigned)((uint64_t)v & mask);
+  if ((t == KL_I4 || t == KL_I2) && (u & (1u << (bits - 1)))) u |= ~mask;
+  ((uint8_t *)data)[i] = (uint8_t)u;
+}
+
+void kl_dtype_pack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out) {
+  int bits = kl_dtype_file_bits(t);
+  if (bits >= 8) return;
+  unsigned mask = (1u << bits) - 1u;
+  size_t per = (size_t)(8 / bits);
+  memset(out, 0, kl_dtype_file_bytes(t, n));
+  for (size_t i = 0; i < n; i++)
+    out[i / per] |= (uint8_t)((in[i] & mask) << (bits * (int)(i % per)));
+}
+
+void kl_dtype_unpack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out) {
+  int bits = kl_dtype_file_bits(t);
+  if (bits >= 8) return;
+  unsigned mask = (1u << bits) - 1u, sign = 1u << (bits - 1);
+  size_t per = (size_t)(8 / bits);
+  bool is_signed = t == KL_I4 || t == KL_I2;
+  for (size_t i = 0; i < n; i++) {
+    unsigned v = (in[i / per] >> (bits * (int)(i % per))) & mask;
+    if (is_signed && (v & sign)) v |= ~mask; /* sign-extend into the byte */
+    out[i] = (uint8_t)v;
+  }
 }
 
 bool kl_dtype_is_float(kl_dtype t) {
@@ -58,7 +109,7 @@ bool kl_dtype_is_float(kl_dtype t) {
 bool kl_dtype_is_int(kl_dtype t) {
   switch (t) {
   case KL_U8: case KL_I8: case KL_U16: case KL_I16: case KL_I32: case KL_I64:
-  case KL_U32: case KL_U64: return true;
+  case KL_U32: case KL_U64: case KL_U4: case KL_I4: case KL_U2: case KL_I2: return true;
   default: return false;
   }
 }
@@ -123,22 +174,24 @@ typedef struct f8_format {
   int mbits, bias;
   uint8_t max_code;
   bool uz;
+  int sign_bit; /* 7, or 3 for float4e2m1 */
 } f8_format;
 
 static f8_format f8_format_of(kl_dtype t) {
   switch (t) {
-  case KL_F8E4M3FN: return (f8_format){3, 7, 0x7e, false};
-  case KL_F8E4M3FNUZ: return (f8_format){3, 8, 0x7f, true};
-  case KL_F8E5M2: return (f8_format){2, 15, 0x7b, false};
-  default: return (f8_format){2, 16, 0x7f, true}; /* KL_F8E5M2FNUZ */
+  case KL_F8E4M3FN: return (f8_format){3, 7, 0x7e, false, 7};
+  case KL_F8E4M3FNUZ: return (f8_format){3, 8, 0x7f, true, 7};
+  case KL_F8E5M2: return (f8_format){2, 15, 0x7b, false, 7};
+  case KL_F4E2M1: return (f8_format){1, 1, 0x7, false, 3};
+  default: return (f8_format){2, 16, 0x7f, true, 7}; /* KL_F8E5M2FNUZ */
   }
 }
 
 float kl_f8_to_f32(uint8_t b, kl_dtype t) {
   if (t == KL_F8E8M0) return b == 0xff ? NAN : ldexpf(1.0f, (int)b - 127);
   f8_format f = f8_format_of(t);
-  bool neg = (b & 0x80) != 0;
-  int mag = b & 0x7f;
+  bool neg = ((b >> f.sign_bit) & 1) != 0;
+  int mag = b & ((1 << f.sign_bit) - 1);
   if (f.uz && b == 0x80) return NAN;
   if (mag > f.max_code) { /* above the largest finite code: inf (e5m2 only) or NaN */
     if (t == KL_F8E5M2 && mag == 0x7c) return neg ? -INFINITY : INFINITY;
@@ -153,8 +206,11 @@ float kl_f8_to_f32(uint8_t b, kl_dtype t) {
 uint8_t kl_f32_to_f8(float x, kl_dtype t, bool saturate) {
   if (t == KL_F8E8M0) return kl_f32_to_e8m0(x, saturate, KL_ROUND_UP);
   f8_format f = f8_format_of(t);
-  uint8_t sign = signbit(x) ? 0x80 : 0;
+  uint8_t sign = signbit(x) ? (uint8_t)(1u << f.sign_bit) : 0;
   uint8_t nan = f.uz ? 0x80 : (uint8_t)(sign | 0x7f);
+  /* float4e2m1 has no NaN or inf: ONNX (ml_dtypes) gives -0 for NaN and saturates */
+  if (t == KL_F4E2M1 && isnan(x)) return 0x8;
+  if (t == KL_F4E2M1) saturate = true;
   if (isnan(x)) return nan;
   double maxv = kl_f8_to_f32(f.max_code, t);
   double a = fabs((double)x);
@@ -200,7 +256,9 @@ uint8_t kl_f32_to_e8m0(float x, bool saturate, kl_round_mode mode) {
 double kl_load_f64(const void *data, kl_dtype t, size_t i) {
   switch (t) {
   case KL_F8E4M3FN: case KL_F8E4M3FNUZ: case KL_F8E5M2: case KL_F8E5M2FNUZ:
-  case KL_F8E8M0: return kl_f8_to_f32(((const uint8_t *)data)[i], t);
+  case KL_F8E8M0: case KL_F4E2M1: return kl_f8_to_f32(((const uint8_t *)data)[i], t);
+  case KL_I4: case KL_I2: return ((const int8_t *)data)[i];
+  case KL_U4: case KL_U2: return ((const uint8_t *)data)[i];
   case KL_F32: return ((const float *)data)[i];
   case KL_F64: return ((const double *)data)[i];
   case KL_F16: return kl_f16_to_f32(((const uint16_t *)data)[i]);
@@ -229,6 +287,8 @@ int64_t kl_load_i64(const void *data, kl_dtype t, size_t i) {
   case KL_U32: return ((const uint32_t *)data)[i];
   case KL_U64: return (int64_t)((const uint64_t *)data)[i];
   case KL_BOOL: return ((const uint8_t *)data)[i] != 0;
+  case KL_I4: case KL_I2: return ((const int8_t *)data)[i];
+  case KL_U4: case KL_U2: return ((const uint8_t *)data)[i];
   default: {
     double d = kl_load_f64(data, t, i);
     if (d != d) return 0;
@@ -246,7 +306,10 @@ void kl_store_f64(void *data, kl_dtype t, size_t i, double v) {
   case KL_F16: ((uint16_t *)data)[i] = kl_f32_to_f16((float)v); break;
   case KL_BF16: ((uint16_t *)data)[i] = kl_f32_to_bf16((float)v); break;
   case KL_F8E4M3FN: case KL_F8E4M3FNUZ: case KL_F8E5M2: case KL_F8E5M2FNUZ:
-  case KL_F8E8M0: ((uint8_t *)data)[i] = kl_f32_to_f8((float)v, t, true); break;
+  case KL_F8E8M0: case KL_F4E2M1:
+    ((uint8_t *)data)[i] = kl_f32_to_f8((float)v, t, true);
+    break;
+  case KL_I4: case KL_U4: case KL_I2: case KL_U2: kl_store_small_int(data, t, i, (int64_t)v); break;
   case KL_BOOL: ((uint8_t *)data)[i] = v != 0.0; break;
   case KL_U8: ((uint8_t *)data)[i] = (uint8_t)(int64_t)v; break;
   case KL_I8: ((int8_t *)data)[i] = (int8_t)(int64_t)v; break;

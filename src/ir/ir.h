@@ -43,6 +43,14 @@ typedef enum kl_dtype {
   KL_F8E5M2 = 19,     /* 1-5-2, bias 15, IEEE-like: inf and NaN, max 57344 */
   KL_F8E5M2FNUZ = 20, /* 1-5-2, bias 16, no inf, no -0, NaN 0x80, max 57344 */
   KL_F8E8M0 = 24,     /* 2^(b-127), no sign, NaN 0xff */
+  /* Sub-byte types: packed in files (TensorProto: two or four per byte, the first
+   * element in the lowest bits), one element per byte in memory as ml_dtypes holds them
+   * (signed ones sign-extended, float4e2m1 as its 4-bit code); kl_dtype_file_bits. */
+  KL_U4 = 21,
+  KL_I4 = 22,
+  KL_F4E2M1 = 23, /* 1-2-1, bias 1, no inf or NaN, max 6 */
+  KL_U2 = 25,
+  KL_I2 = 26,
 } kl_dtype;
 
 size_t kl_dtype_size(kl_dtype t);       /* 0 for undefined/unsupported */
@@ -50,7 +58,18 @@ const char *kl_dtype_name(kl_dtype t);  /* "float32", ... */
 bool kl_dtype_is_float(kl_dtype t);     /* f16, bf16, f32, f64 */
 bool kl_dtype_is_int(kl_dtype t);       /* signed and unsigned integers, not bool */
 bool kl_dtype_valid(int t);             /* a dtype kiln can store */
-bool kl_dtype_is_f8(kl_dtype t);        /* the 8-bit floats, 17..20 and 24 */
+bool kl_dtype_is_f8(kl_dtype t);        /* the small floats: the float8s and float4e2m1 */
+/* Bits per element in a TensorProto: 4 or 2 for the packed types, else 8 * size. */
+int kl_dtype_file_bits(kl_dtype t);
+/* Bytes of n elements of t in a TensorProto (packed types rounded up to a byte). */
+size_t kl_dtype_file_bytes(kl_dtype t, size_t n);
+/* Packs n elements held one per byte into file form, and back (signed sub-byte types
+ * sign-extended); other dtypes are not packed (these copy nothing: callers check). */
+/* Stores v wrapped to the width of int4/uint4/int2/uint2 (two's complement, as
+ * NumPy and ml_dtypes wrap), one element per byte. */
+void kl_store_small_int(void *data, kl_dtype t, size_t i, int64_t v);
+void kl_dtype_pack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out);
+void kl_dtype_unpack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out);
 /* The 8-bit floats. kl_f8_to_f32 is exact. kl_f32_to_f8 rounds to nearest even; with
  * saturate a value beyond the largest finite one (inf included) becomes that value,
  * without it it becomes inf (e5m2) or NaN (the others), as ONNX's Cast defines. For

@@ -149,6 +149,9 @@ static void test_version_and_strings(void **state) {
       {KILN_DTYPE_FLOAT8E5M2, "float8e5m2", 1},
       {KILN_DTYPE_FLOAT8E5M2FNUZ, "float8e5m2fnuz", 1},
       {KILN_DTYPE_FLOAT8E8M0, "float8e8m0", 1},
+      {KILN_DTYPE_UINT4, "uint4", 1},     {KILN_DTYPE_INT4, "int4", 1},
+      {KILN_DTYPE_FLOAT4E2M1, "float4e2m1", 1},
+      {KILN_DTYPE_UINT2, "uint2", 1},     {KILN_DTYPE_INT2, "int2", 1},
   };
   for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
     assert_string_equal(kiln_dtype_name(dts[i].t), dts[i].name);

@@ -1,11 +1,16 @@
-/* The 8-bit float storage dtypes (float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz,
- * float8e8m0): every code decoded against a table built here from the format's bit
- * fields, and float32 -> float8 against a brute-force oracle that picks the nearest
- * code (ties to the even code), with and without saturation, NaN and inf. */
+/* The low-precision storage dtypes. The 8-bit floats (float8e4m3fn, float8e4m3fnuz,
+ * float8e5m2, float8e5m2fnuz, float8e8m0): every code decoded against a table built here
+ * from the format's bit fields, and float32 -> float8 against a brute-force oracle that
+ * picks the nearest code (ties to the even code), with and without saturation, NaN and
+ * inf. float4e2m1 likewise. The packed types (int4, uint4, int2, uint2, float4e2m1):
+ * packing with odd counts, wrapping, and TensorProto reading and writing (raw_data and
+ * int32_data, sizes that do not match the dims refused). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "import/tensorfile.h"
 #include "ir/ir.h"
 
 #include "testutil.h"
@@ -193,6 +198,207 @@ static void test_dtype_table(void **state) {
   assert_true(kl_load_f64(buf, KL_F8E4M3FN, 1) == 448.0);
 }
 
+/* float4e2m1: S.EE.M, bias 1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 */
+static void test_float4(void **state) {
+  (void)state;
+  const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  for (int b = 0; b < 16; b++) {
+    double want = (b & 8) ? -mags[b & 7] : mags[b & 7];
+    float got = kl_f8_to_f32((uint8_t)b, KL_F4E2M1);
+    assert_true(got == want && !signbit(got) == !signbit(want));
+    assert_int_equal(kl_f32_to_f8(got, KL_F4E2M1, false), b); /* every code round-trips */
+  }
+  /* nearest, ties to even: 0.25 -> 0, 0.75 -> 1 (code 2), 1.25 -> 1, 1.75 -> 2, 2.5 -> 2,
+   * 3.5 -> 4, 5 -> 4; no inf or NaN: saturate always, NaN -> -0 as ONNX's reference */
+  const float xs[] = {0.25f, 0.26f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 5.01f, 7.0f,
+                      1e6f, INFINITY, -INFINITY, -3.5f, -0.1f};
+  const int want[] = {0, 1, 2, 2, 4, 4, 6, 6, 7, 7, 7, 7, 15, 14, 8};
+  for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++)
+    for (int sat = 0; sat < 2; sat++)
+      if (kl_f32_to_f8(xs[i], KL_F4E2M1, sat) != want[i])
+        fail_msg("float4e2m1(%g) = %d, want %d", (double)xs[i],
+                 kl_f32_to_f8(xs[i], KL_F4E2M1, sat), want[i]);
+  assert_int_equal(kl_f32_to_f8(NAN, KL_F4E2M1, true), 8);
+}
+
+static void test_pack_odd_counts(void **state) {
+  (void)state;
+  assert_int_equal(kl_dtype_file_bits(KL_I4), 4);
+  assert_int_equal(kl_dtype_file_bits(KL_U2), 2);
+  assert_int_equal(kl_dtype_file_bits(KL_F32), 32);
+  assert_int_equal(kl_dtype_file_bytes(KL_I4, 5), 3);
+  assert_int_equal(kl_dtype_file_bytes(KL_F4E2M1, 0), 0);
+  assert_int_equal(kl_dtype_file_bytes(KL_U2, 7), 2);
+  assert_int_equal(kl_dtype_file_bytes(KL_I2, 9), 3);
+  assert_int_equal(kl_dtype_file_bytes(KL_F32, 3), 12);
+  /* int4: 1, -2, 7, -8, 3 -> 0xe1, 0x87, 0x03 (first element in the low nibble) */
+  int8_t i4[5] = {1, -2, 7, -8, 3}, back4[5];
+  uint8_t packed[4] = {0xff, 0xff, 0xff, 0xff};
+  kl_dtype_pack(KL_I4, (const uint8_t *)i4, 5, packed);
+  assert_int_equal(packed[0], 0xe1);
+  assert_int_equal(packed[1], 0x87);
+  assert_int_equal(packed[2], 0x03); /* the unused high nibble is zero */
+  assert_int_equal(packed[3], 0xff); /* nothing written past the packed size */
+  kl_dtype_unpack(KL_I4, packed, 5, (uint8_t *)back4);
+  assert_memory_equal(back4, i4, 5);
+  /* uint4 reads the same bytes unsigned */
+  uint8_t u4[5];
+  kl_dtype_unpack(KL_U4, packed, 5, u4);
+  const uint8_t u4_want[5] = {1, 14, 7, 8, 3};
+  assert_memory_equal(u4, u4_want, 5);
+  /* int2: 1, -1, -2, 0, 1, -2, 1 -> 0b00_10_11_01, 0b00_01_10_01 */
+  int8_t i2[7] = {1, -1, -2, 0, 1, -2, 1}, back2[7];
+  uint8_t p2[2];
+  kl_dtype_pack(KL_I2, (const uint8_t *)i2, 7, p2);
+  assert_int_equal(p2[0], 0x2d);
+  assert_int_equal(p2[1], 0x19);
+  kl_dtype_unpack(KL_I2, p2, 7, (uint8_t *)back2);
+  assert_memory_equal(back2, i2, 7);
+  uint8_t u2[7];
+  kl_dtype_unpack(KL_U2, p2, 7, u2);
+  const uint8_t u2_want[7] = {1, 3, 2, 0, 1, 2, 1};
+  assert_memory_equal(u2, u2_want, 7);
+  /* every int4 value and every uint2 value round-trips, at every position */
+  for (int n = 1; n <= 9; n++) {
+    int8_t v[9], w[9];
+    uint8_t p[5];
+    for (int k = 0; k < 16; k++) {
+      for (int j = 0; j < n; j++) v[j] = (int8_t)(((k + j) & 15) - 8);
+      kl_dtype_pack(KL_I4, (const uint8_t *)v, (size_t)n, p);
+      kl_dtype_unpack(KL_I4, p, (size_t)n, (uint8_t *)w);
+      assert_memory_equal(v, w, (size_t)n);
+    }
+  }
+  /* stores wrap to the width, as NumPy and ml_dtypes do */
+  int8_t s[4];
+  kl_store_small_int(s, KL_I4, 0, 8);
+  kl_store_small_int(s, KL_I4, 1, -9);
+  kl_store_small_int(s, KL_I2, 2, 2);
+  kl_store_small_int(s, KL_U2, 3, -1);
+  assert_int_equal(s[0], -8);
+  assert_int_equal(s[1], 7);
+  assert_int_equal(s[2], -2);
+  assert_int_equal((uint8_t)s[3], 3);
+  assert_true(kl_load_f64(s, KL_I4, 1) == 7.0);
+  assert_int_equal(kl_load_i64(s, KL_I2, 2), -2);
+}
+
+/* A TensorProto by hand: dims (field 1), data_type (2), then raw_data (9) or packed
+ * int32_data (5). */
+static size_t tensor_pb(uint8_t *buf, int dtype, int dim, const uint8_t *raw, size_t raw_len,
+                        const int *i32, size_t n_i32) {
+  size_t k = 0;
+  buf[k++] = 0x08;
+  buf[k++] = (uint8_t)dim;
+  buf[k++] = 0x10;
+  buf[k++] = (uint8_t)dtype;
+  if (raw) {
+    buf[k++] = 0x4a;
+    buf[k++] = (uint8_t)raw_len;
+    memcpy(buf + k, raw, raw_len);
+    k += raw_len;
+  } else {
+    buf[k++] = 0x2a;
+    size_t len_at = k++;
+    for (size_t i = 0; i < n_i32; i++) { /* values < 2^14 */
+      if (i32[i] < 128) buf[k++] = (uint8_t)i32[i];
+      else { buf[k++] = (uint8_t)(0x80 | (i32[i] & 0x7f)); buf[k++] = (uint8_t)(i32[i] >> 7); }
+    }
+    buf[len_at] = (uint8_t)(k - len_at - 1);
+  }
+  return k;
+}
+
+static void parse_fails(const uint8_t *buf, size_t len, const char *want) {
+  kl_tensor t;
+  kl_err e;
+  kl_err_clear(&e);
+  char *name = NULL;
+  assert_int_equal(kl_tensorpb_parse(buf, len, 1 << 20, &t, &name, &e), KILN_ERR_INVALID_MODEL);
+  if (!strstr(e.msg, want)) fail_msg("message \"%s\" lacks \"%s\"", e.msg, want);
+  free(name);
+}
+
+static void test_tensorproto(void **state) {
+  (void)state;
+  uint8_t buf[64];
+  kl_tensor t;
+  kl_err e;
+  char *name = NULL;
+  /* five int4 in three bytes of raw_data */
+  const uint8_t raw[3] = {0xe1, 0x87, 0x03};
+  size_t len = tensor_pb(buf, KL_I4, 5, raw, 3, NULL, 0);
+  kl_err_clear(&e);
+  tu_assert_status(kl_tensorpb_parse(buf, len, 1 << 20, &t, &name, &e), KILN_OK, e.msg, NULL);
+  assert_int_equal(t.dtype, KL_I4);
+  assert_int_equal(t.dims[0], 5);
+  const int8_t want[5] = {1, -2, 7, -8, 3};
+  assert_memory_equal(t.data, want, 5);
+  free(t.data);
+  free(name);
+  name = NULL;
+  /* the same as int32_data, one packed byte an int32 */
+  const int i32[3] = {0xe1, 0x87, 0x03};
+  len = tensor_pb(buf, KL_I4, 5, NULL, 0, i32, 3);
+  tu_assert_status(kl_tensorpb_parse(buf, len, 1 << 20, &t, &name, &e), KILN_OK, e.msg, NULL);
+  assert_memory_equal(t.data, want, 5);
+  free(t.data);
+  free(name);
+  /* float8 in int32_data: one code an int32 */
+  const int f8[2] = {0x38, 0xb8}; /* e4m3fn 1.0, -1.0 */
+  len = tensor_pb(buf, KL_F8E4M3FN, 2, NULL, 0, f8, 2);
+  name = NULL;
+  tu_assert_status(kl_tensorpb_parse(buf, len, 1 << 20, &t, &name, &e), KILN_OK, e.msg, NULL);
+  assert_true(kl_load_f64(t.data, KL_F8E4M3FN, 0) == 1.0);
+  assert_true(kl_load_f64(t.data, KL_F8E4M3FN, 1) == -1.0);
+  free(t.data);
+  free(name);
+  /* sizes that do not match the dims */
+  len = tensor_pb(buf, KL_I4, 5, raw, 2, NULL, 0);
+  parse_fails(buf, len, "raw_data has 2 bytes, expected 3");
+  const uint8_t five[5] = {0};
+  len = tensor_pb(buf, KL_U4, 5, five, 5, NULL, 0);
+  parse_fails(buf, len, "raw_data has 5 bytes, expected 3");
+  len = tensor_pb(buf, KL_U2, 9, five, 2, NULL, 0);
+  parse_fails(buf, len, "raw_data has 2 bytes, expected 3");
+  const int unpacked[5] = {1, 2, 3, 4, 5};
+  len = tensor_pb(buf, KL_I4, 5, NULL, 0, unpacked, 5);
+  parse_fails(buf, len, "int32_data has 5 elements, expected 3");
+  const int big[3] = {300, 0, 0};
+  len = tensor_pb(buf, KL_I4, 5, NULL, 0, big, 3);
+  parse_fails(buf, len, "not a packed byte of int4");
+  const int f8big[2] = {256, 0};
+  len = tensor_pb(buf, KL_F8E5M2, 2, NULL, 0, f8big, 2);
+  parse_fails(buf, len, "out of range for float8e5m2");
+}
+
+/* kl_tensorpb_write packs; reading it back unpacks: odd counts of each packed type. */
+static void test_tensorproto_round_trip(void **state) {
+  const tu_tmpdir *d = *state;
+  const kl_dtype ts[] = {KL_I4, KL_U4, KL_F4E2M1, KL_I2, KL_U2, KL_F8E5M2};
+  const int8_t vals[7] = {1, -2, 0, -1, 1, 0, -2};
+  const uint8_t uvals[7] = {1, 3, 0, 2, 15 & 3, 1, 3};
+  const uint8_t f4[7] = {1, 15, 8, 7, 0, 9, 6};
+  for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+    uint8_t data[7];
+    memcpy(data, ts[k] == KL_I4 || ts[k] == KL_I2 ? (const void *)vals
+                 : ts[k] == KL_F4E2M1 || ts[k] == KL_F8E5M2 ? (const void *)f4
+                                                             : (const void *)uvals, 7);
+    kl_tensor t = {.dtype = ts[k], .rank = 1, .dims = {7}, .data = data};
+    kl_err e;
+    kl_err_clear(&e);
+    tu_assert_status(kl_tensorpb_write(d->path, &t, "x", &e), KILN_OK, e.msg, NULL);
+    kl_tensor r;
+    char *name = NULL;
+    tu_assert_status(kl_tensorfile_read(d->path, 1 << 20, &r, &name, &e), KILN_OK, e.msg, NULL);
+    assert_int_equal(r.dtype, ts[k]);
+    assert_int_equal(r.dims[0], 7);
+    assert_memory_equal(r.data, data, 7);
+    free(r.data);
+    free(name);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_decode_all_codes),
@@ -200,6 +406,10 @@ int main(void) {
       cmocka_unit_test(test_rounding),
       cmocka_unit_test(test_e8m0),
       cmocka_unit_test(test_dtype_table),
+      cmocka_unit_test(test_float4),
+      cmocka_unit_test(test_pack_odd_counts),
+      cmocka_unit_test(test_tensorproto),
+      TU_TMPDIR_TEST(test_tensorproto_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
