@@ -263,6 +263,10 @@ def tensor_cases():
     u2.int32_data.extend([0x1b] * 7)
     case("init_uint2_int32_unpacked.onnx", add_model(u2, [7]),
          "int32_data has 7 elements, expected 2", "uint2 int32_data one value an int32, not packed")
+    add4 = [helper.make_node("Add", ["a", "a"], ["b"], name="add4")]
+    case("op_add_int4.onnx", model_bytes(add4, [vi("a", [3], TensorProto.INT4)],
+                                          [vi("b", [3], TensorProto.INT4)]),
+         "node 'add4' (Add): input 0 (A) is int4", "arithmetic on a storage-only dtype")
     i4 = tensor_proto("w", [2], TensorProto.INT4)
     i4.int32_data.append(300)
     case("init_int4_int32_range.onnx", add_model(i4, [2]),
