@@ -369,32 +369,31 @@ static kiln_status from_packed(const Onnx__TensorProto *tp, const kl_onnx_lifted
   if (tp->n_float_data || tp->n_int64_data || tp->n_double_data || tp->n_uint64_data ||
       tp->n_string_data)
     return wrong_field(d, "a field other than raw_data and int32_data", e);
+  /* the sizes first, so that nothing is allocated for a tensor whose data cannot fit */
+  bool in_raw = tp->has_raw_data || raw;
+  size_t len = raw ? raw->len : in_raw ? tp->raw_data.len : tp->n_int32_data;
+  if (!in_raw && !tp->n_int32_data && want)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s has no data (expected %zu elements)",
+                   d->name, d->numel);
+  if (len != want)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: %s has %zu %s, expected %zu (%zu elements "
+                   "of %s, packed %d to a byte)", d->name, in_raw ? "raw_data" : "int32_data",
+                   len, in_raw ? "bytes" : "elements", want, d->numel, tn,
+                   8 / kl_dtype_file_bits(d->dtype));
+  for (size_t i = 0; !in_raw && i < want; i++)
+    if (tp->int32_data[i] < 0 || tp->int32_data[i] > UINT8_MAX)
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: int32_data element %zu is %d, not a "
+                     "packed byte of %s", d->name, i, tp->int32_data[i], tn);
   uint8_t *packed = malloc(want ? want : 1), *out = malloc(d->numel ? d->numel : 1);
   kiln_status s = KILN_OK;
-  if (!packed || !out) {
+  if (!packed || !out)
     s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", d->name);
-  } else if (tp->has_raw_data || raw) {
-    size_t len = raw ? raw->len : tp->raw_data.len;
-    if (len != want)
-      s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: raw_data has %zu bytes, expected %zu "
-                  "(%zu elements of %s, packed %d to a byte)", d->name, len, want, d->numel,
-                  tn, 8 / kl_dtype_file_bits(d->dtype));
-    else if (want && raw && raw->fd >= 0)
-      s = kl_file_pread(raw->fd, packed, want, raw->offset, d->name, e);
-    else if (want)
-      memcpy(packed, raw ? raw->base + raw->offset : tp->raw_data.data, want);
-  } else if (tp->n_int32_data != want) {
-    s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: int32_data has %zu elements, expected %zu "
-                "(%zu elements of %s, packed %d to an int32)", d->name, tp->n_int32_data, want,
-                d->numel, tn, 8 / kl_dtype_file_bits(d->dtype));
-  } else {
-    for (size_t i = 0; s == KILN_OK && i < want; i++) {
-      if (tp->int32_data[i] < 0 || tp->int32_data[i] > UINT8_MAX)
-        s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: int32_data element %zu is %d, not a "
-                    "packed byte of %s", d->name, i, tp->int32_data[i], tn);
-      else packed[i] = (uint8_t)tp->int32_data[i];
-    }
-  }
+  else if (want && raw && raw->fd >= 0)
+    s = kl_file_pread(raw->fd, packed, want, raw->offset, d->name, e);
+  else if (want && in_raw)
+    memcpy(packed, raw ? raw->base + raw->offset : tp->raw_data.data, want);
+  else
+    for (size_t i = 0; i < want; i++) packed[i] = (uint8_t)tp->int32_data[i];
   if (s == KILN_OK) kl_dtype_unpack(d->dtype, packed, d->numel, out);
   free(packed);
   if (s != KILN_OK) free(out);

@@ -79,6 +79,19 @@ void kl_store_small_int(void *data, kl_dtype t, size_t i, int64_t v) {
   ((uint8_t *)data)[i] = (uint8_t)u;
 }
 
+size_t kl_dtype_find_bad_small(kl_dtype t, const uint8_t *data, size_t n) {
+  int bits = kl_dtype_file_bits(t);
+  if (bits >= 8) return n;
+  bool is_signed = t == KL_I4 || t == KL_I2;
+  int lo = is_signed ? -(1 << (bits - 1)) : 0, hi = is_signed ? (1 << (bits - 1)) - 1
+                                                              : (1 << bits) - 1;
+  for (size_t i = 0; i < n; i++) {
+    int v = is_signed ? (int)(int8_t)data[i] : (int)data[i];
+    if (v < lo || v > hi) return i;
+  }
+  return n;
+}
+
 void kl_dtype_pack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out) {
   int bits = kl_dtype_file_bits(t);
   if (bits >= 8) return;

@@ -68,6 +68,9 @@ size_t kl_dtype_file_bytes(kl_dtype t, size_t n);
 /* Stores v wrapped to the width of int4/uint4/int2/uint2 (two's complement, as
  * NumPy and ml_dtypes wrap), one element per byte. */
 void kl_store_small_int(void *data, kl_dtype t, size_t i, int64_t v);
+/* The first of n elements (one per byte) that is not a value of sub-byte type t (an
+ * int4 byte that is not a sign-extended 4-bit number, ...), or n when all are. */
+size_t kl_dtype_find_bad_small(kl_dtype t, const uint8_t *data, size_t n);
 void kl_dtype_pack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out);
 void kl_dtype_unpack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out);
 /* The 8-bit floats. kl_f8_to_f32 is exact. kl_f32_to_f8 rounds to nearest even; with

@@ -280,6 +280,15 @@ static void test_pack_odd_counts(void **state) {
   assert_int_equal(s[2], -2);
   assert_int_equal((uint8_t)s[3], 3);
   assert_true(kl_load_f64(s, KL_I4, 1) == 7.0);
+  /* what the C API takes: one element a byte, in range */
+  const uint8_t in4[4] = {0x07, 0xf8, 0xff, 0x08}; /* 7, -8, -1, then 8: not an int4 */
+  assert_int_equal(kl_dtype_find_bad_small(KL_I4, in4, 4), 3);
+  assert_int_equal(kl_dtype_find_bad_small(KL_U4, in4, 4), 1);
+  assert_int_equal(kl_dtype_find_bad_small(KL_I2, in4, 4), 0);
+  const uint8_t in2[3] = {0, 3, 4};
+  assert_int_equal(kl_dtype_find_bad_small(KL_U2, in2, 3), 2);
+  assert_int_equal(kl_dtype_find_bad_small(KL_F4E2M1, in4, 4), 1);
+  assert_int_equal(kl_dtype_find_bad_small(KL_U8, in4, 4), 4);
   assert_int_equal(kl_load_i64(s, KL_I2, 2), -2);
 }
 
