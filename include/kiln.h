@@ -79,7 +79,23 @@ typedef enum kiln_dtype {
   KILN_DTYPE_FLOAT64 = 11,
   KILN_DTYPE_UINT32 = 12,
   KILN_DTYPE_UINT64 = 13,
-  KILN_DTYPE_BFLOAT16 = 16
+  KILN_DTYPE_BFLOAT16 = 16,
+  /* 8-bit floats, one byte per element (ONNX's formats; storage and conversion types:
+   * Cast, CastLike, QuantizeLinear, DequantizeLinear and data movement take them) */
+  KILN_DTYPE_FLOAT8E4M3FN = 17,   /* sign, 4 exponent bits (bias 7), 3 mantissa; NaN, no inf */
+  KILN_DTYPE_FLOAT8E4M3FNUZ = 18, /* bias 8; 0x80 is NaN; no inf, no -0 */
+  KILN_DTYPE_FLOAT8E5M2 = 19,     /* sign, 5 exponent bits (bias 15), 2 mantissa; inf, NaN */
+  KILN_DTYPE_FLOAT8E5M2FNUZ = 20, /* bias 16; 0x80 is NaN; no inf, no -0 */
+  KILN_DTYPE_FLOAT8E8M0 = 24,     /* 2^(b-127), no sign; 0xff is NaN */
+  /* Sub-byte types. ONNX files pack them (two or four to a byte, the first element in
+   * the lowest bits); in memory, and so at this API, they take one byte per element, as
+   * ml_dtypes holds them: int4/int2 as a sign-extended int8, uint4/uint2 as a uint8,
+   * float4e2m1 as its 4-bit code (sign in bit 3) in the low bits. kiln_dtype_size says 1. */
+  KILN_DTYPE_UINT4 = 21,
+  KILN_DTYPE_INT4 = 22,
+  KILN_DTYPE_FLOAT4E2M1 = 23, /* sign, 2 exponent bits (bias 1), 1 mantissa; no inf or NaN */
+  KILN_DTYPE_UINT2 = 25,
+  KILN_DTYPE_INT2 = 26
 } kiln_dtype;
 
 typedef struct kiln_options kiln_options;

@@ -81,6 +81,14 @@ static Onnx__TensorProto *tensor_proto(pool *p, const char *name, kl_dtype dtype
   t->has_raw_data = 1;
   t->raw_data.len = nbytes;
   t->raw_data.data = (uint8_t *)data;
+  if (kl_dtype_file_bits(dtype) < 8) { /* sub-byte types: packed, one element a byte now */
+    size_t len = kl_dtype_file_bytes(dtype, nbytes);
+    uint8_t *packed = pool_alloc(p, len ? len : 1, 1);
+    if (!packed) return NULL;
+    kl_dtype_pack(dtype, data, nbytes, packed);
+    t->raw_data.len = len;
+    t->raw_data.data = packed;
+  }
   return t;
 }
 

@@ -114,6 +114,8 @@ static kiln_status from_int32(const Onnx__TensorProto *tp, const decoding *d, vo
   case KL_I8: lo = INT8_MIN; hi = INT8_MAX; break;
   case KL_U8: lo = 0; hi = UINT8_MAX; break;
   case KL_U16: case KL_F16: case KL_BF16: lo = 0; hi = UINT16_MAX; break;
+  case KL_F8E4M3FN: case KL_F8E4M3FNUZ: case KL_F8E5M2: case KL_F8E5M2FNUZ: case KL_F8E8M0:
+    lo = 0; hi = UINT8_MAX; break; /* bit patterns */
   case KL_BOOL: lo = INT32_MIN; hi = INT32_MAX; break;
   default: return wrong_field(d, "int32_data", e);
   }
@@ -125,7 +127,10 @@ static kiln_status from_int32(const Onnx__TensorProto *tp, const decoding *d, vo
                      "range for %s", d->name, i, v, kl_dtype_name(d->dtype));
     if (d->dtype == KL_BOOL) v = v != 0;
     /* F16/BF16 elements are bit patterns, so storing them as integers is exact */
-    kl_store_f64(data, d->dtype == KL_F16 || d->dtype == KL_BF16 ? KL_U16 : d->dtype, i, v);
+    kl_dtype st = d->dtype == KL_F16 || d->dtype == KL_BF16 ? KL_U16
+                  : kl_dtype_is_f8(d->dtype)                  ? KL_U8
+                                                              : d->dtype;
+    kl_store_f64(data, st, i, v);
   }
   return s;
 }
@@ -351,6 +356,51 @@ static kiln_status from_lifted(const kl_onnx_lifted *raw, const decoding *d, voi
   return KILN_OK;
 }
 
+/* The packed sub-byte types (int4, uint4, float4e2m1, int2, uint2): raw_data (or lifted
+ * raw_data) of exactly the packed size, or int32_data holding one packed byte per
+ * element, as onnx.helper writes them; unpacked to one element per byte. */
+static kiln_status from_packed(const Onnx__TensorProto *tp, const kl_onnx_lifted *raw,
+                               bool external, const decoding *d, void **data, kl_err *e) {
+  size_t want = kl_dtype_file_bytes(d->dtype, d->numel);
+  const char *tn = kl_dtype_name(d->dtype);
+  if (external)
+    return kl_fail(e, KILN_ERR_UNSUPPORTED, "%s: external data of packed %s is not supported",
+                   d->name, tn);
+  if (tp->n_float_data || tp->n_int64_data || tp->n_double_data || tp->n_uint64_data ||
+      tp->n_string_data)
+    return wrong_field(d, "a field other than raw_data and int32_data", e);
+  /* the sizes first, so that nothing is allocated for a tensor whose data cannot fit */
+  bool in_raw = tp->has_raw_data || raw;
+  size_t len = raw ? raw->len : in_raw ? tp->raw_data.len : tp->n_int32_data;
+  if (!in_raw && !tp->n_int32_data && want)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s has no data (expected %zu elements)",
+                   d->name, d->numel);
+  if (len != want)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: %s has %zu %s, expected %zu (%zu elements "
+                   "of %s, packed %d to a byte)", d->name, in_raw ? "raw_data" : "int32_data",
+                   len, in_raw ? "bytes" : "elements", want, d->numel, tn,
+                   8 / kl_dtype_file_bits(d->dtype));
+  for (size_t i = 0; !in_raw && i < want; i++)
+    if (tp->int32_data[i] < 0 || tp->int32_data[i] > UINT8_MAX)
+      return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: int32_data element %zu is %d, not a "
+                     "packed byte of %s", d->name, i, tp->int32_data[i], tn);
+  uint8_t *packed = malloc(want ? want : 1), *out = malloc(d->numel ? d->numel : 1);
+  kiln_status s = KILN_OK;
+  if (!packed || !out)
+    s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", d->name);
+  else if (want && raw && raw->fd >= 0)
+    s = kl_file_pread(raw->fd, packed, want, raw->offset, d->name, e);
+  else if (want && in_raw)
+    memcpy(packed, raw ? raw->base + raw->offset : tp->raw_data.data, want);
+  else
+    for (size_t i = 0; i < want; i++) packed[i] = (uint8_t)tp->int32_data[i];
+  if (s == KILN_OK) kl_dtype_unpack(d->dtype, packed, d->numel, out);
+  free(packed);
+  if (s != KILN_OK) free(out);
+  else *data = out;
+  return s;
+}
+
 /* *data is malloc'd (or taken from raw_data) only when decoding succeeds. */
 static kiln_status decode_data(Onnx__TensorProto *tp, const kl_onnx_tensor_src *src,
                                const kl_onnx_lifted *raw, const decoding *d, void **data,
@@ -363,6 +413,7 @@ static kiln_status decode_data(Onnx__TensorProto *tp, const kl_onnx_tensor_src *
   if (storage_forms(tp, external, raw != NULL) > 1)
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "%s stores its data in more than one form "
                    "(raw_data, external data, typed fields)", d->name);
+  if (kl_dtype_file_bits(d->dtype) < 8) return from_packed(tp, raw, external, d, data, e);
   if (tp->has_raw_data) return from_raw(tp, d, data, e);
   void *p = malloc(d->nbytes ? d->nbytes : 1);
   if (!p)

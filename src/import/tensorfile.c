@@ -558,12 +558,26 @@ kiln_status kl_tensorpb_write(const char *path, const kl_tensor *t, const char *
   if (!head) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   onnx__tensor_proto__pack(&tp, head);
   head[len++] = 9 << 3 | 2;
+  const void *body = t->data;
+  uint8_t *packed = NULL;
+  if (kl_dtype_file_bits(t->dtype) < 8) { /* sub-byte types: packed, as ONNX stores them */
+    size_t plen = kl_dtype_file_bytes(t->dtype, nbytes);
+    packed = malloc(plen ? plen : 1);
+    if (!packed) {
+      free(head);
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    kl_dtype_pack(t->dtype, t->data, nbytes, packed);
+    body = packed;
+    nbytes = plen;
+  }
   uint64_t v = nbytes;
   do {
     head[len++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
     v >>= 7;
   } while (v);
-  s = kl_file_write(path, head, len, t->data, nbytes, e);
+  s = kl_file_write(path, head, len, body, nbytes, e);
   free(head);
+  free(packed);
   return s;
 }

@@ -143,7 +143,7 @@ static kiln_status cast_target(const kl_infer_ctx *c, kl_dtype *to) {
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "casting to string is not supported");
   if (a->i < 0 || a->i > 64 || !kl_dtype_valid((int)a->i))
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "to=%lld is a dtype kiln does not store "
-                   "(it stores bool, integers, float16, bfloat16, float32, float64)",
+                   "(it stores bool, integers, float16, bfloat16, float32, float64, the float8s)",
                    (long long)a->i);
   *to = (kl_dtype)a->i;
   return KILN_OK;

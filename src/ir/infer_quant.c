@@ -10,7 +10,10 @@ int kl_infer_matmul(kl_infer_ctx *c);
 int kl_infer_conv(kl_infer_ctx *c);
 
 #define DTS_INT8 (KL_DT(KL_U8) | KL_DT(KL_I8))
-#define DTS_QUANT (DTS_INT8 | KL_DT(KL_U16) | KL_DT(KL_I16))
+#define DTS_F8 (KL_DT(KL_F8E4M3FN) | KL_DT(KL_F8E4M3FNUZ) | KL_DT(KL_F8E5M2) | \
+                KL_DT(KL_F8E5M2FNUZ))
+#define DTS_QUANT (DTS_INT8 | KL_DT(KL_U16) | KL_DT(KL_I16) | DTS_F8 | KL_DT(KL_U4) | \
+                   KL_DT(KL_I4) | KL_DT(KL_U2) | KL_DT(KL_I2) | KL_DT(KL_F4E2M1))
 #define DTS_SCALE (KL_DT(KL_F32) | KL_DT(KL_F16) | KL_DT(KL_BF16))
 
 /* ---- scales and zero points ---- */

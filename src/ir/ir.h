@@ -36,6 +36,21 @@ typedef enum kl_dtype {
   KL_U32 = 12,
   KL_U64 = 13,
   KL_BF16 = 16,
+  /* 8-bit floats (storage and conversion types: Cast, CastLike, QuantizeLinear,
+   * DequantizeLinear and data movement; no arithmetic) */
+  KL_F8E4M3FN = 17,   /* 1-4-3, bias 7, no inf, NaN S.1111.111, max 448 */
+  KL_F8E4M3FNUZ = 18, /* 1-4-3, bias 8, no inf, no -0, NaN 0x80, max 240 */
+  KL_F8E5M2 = 19,     /* 1-5-2, bias 15, IEEE-like: inf and NaN, max 57344 */
+  KL_F8E5M2FNUZ = 20, /* 1-5-2, bias 16, no inf, no -0, NaN 0x80, max 57344 */
+  KL_F8E8M0 = 24,     /* 2^(b-127), no sign, NaN 0xff */
+  /* Sub-byte types: packed in files (TensorProto: two or four per byte, the first
+   * element in the lowest bits), one element per byte in memory as ml_dtypes holds them
+   * (signed ones sign-extended, float4e2m1 as its 4-bit code); kl_dtype_file_bits. */
+  KL_U4 = 21,
+  KL_I4 = 22,
+  KL_F4E2M1 = 23, /* 1-2-1, bias 1, no inf or NaN, max 6 */
+  KL_U2 = 25,
+  KL_I2 = 26,
 } kl_dtype;
 
 size_t kl_dtype_size(kl_dtype t);       /* 0 for undefined/unsupported */
@@ -43,6 +58,29 @@ const char *kl_dtype_name(kl_dtype t);  /* "float32", ... */
 bool kl_dtype_is_float(kl_dtype t);     /* f16, bf16, f32, f64 */
 bool kl_dtype_is_int(kl_dtype t);       /* signed and unsigned integers, not bool */
 bool kl_dtype_valid(int t);             /* a dtype kiln can store */
+bool kl_dtype_is_f8(kl_dtype t);        /* the small floats: the float8s and float4e2m1 */
+/* Bits per element in a TensorProto: 4 or 2 for the packed types, else 8 * size. */
+int kl_dtype_file_bits(kl_dtype t);
+/* Bytes of n elements of t in a TensorProto (packed types rounded up to a byte). */
+size_t kl_dtype_file_bytes(kl_dtype t, size_t n);
+/* Packs n elements held one per byte into file form, and back (signed sub-byte types
+ * sign-extended); other dtypes are not packed (these copy nothing: callers check). */
+/* Stores v wrapped to the width of int4/uint4/int2/uint2 (two's complement, as
+ * NumPy and ml_dtypes wrap), one element per byte. */
+void kl_store_small_int(void *data, kl_dtype t, size_t i, int64_t v);
+/* The first of n elements (one per byte) that is not a value of sub-byte type t (an
+ * int4 byte that is not a sign-extended 4-bit number, ...), or n when all are. */
+size_t kl_dtype_find_bad_small(kl_dtype t, const uint8_t *data, size_t n);
+void kl_dtype_pack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out);
+void kl_dtype_unpack(kl_dtype t, const uint8_t *in, size_t n, uint8_t *out);
+/* The 8-bit floats. kl_f8_to_f32 is exact. kl_f32_to_f8 rounds to nearest even; with
+ * saturate a value beyond the largest finite one (inf included) becomes that value,
+ * without it it becomes inf (e5m2) or NaN (the others), as ONNX's Cast defines. For
+ * e8m0 it rounds up (ONNX's default round_mode); kl_f32_to_e8m0 takes the mode. */
+float kl_f8_to_f32(uint8_t b, kl_dtype t);
+uint8_t kl_f32_to_f8(float f, kl_dtype t, bool saturate);
+typedef enum kl_round_mode { KL_ROUND_UP, KL_ROUND_DOWN, KL_ROUND_NEAREST } kl_round_mode;
+uint8_t kl_f32_to_e8m0(float f, bool saturate, kl_round_mode mode);
 float kl_f16_to_f32(uint16_t h);
 uint16_t kl_f32_to_f16(float f);
 float kl_bf16_to_f32(uint16_t h);

@@ -655,6 +655,12 @@ static kiln_status bind_tensor(kiln_session *s, int i, kiln_dtype dtype, int ran
                    "the buffer has %zu", name, got, kl_dtype_name(t->dtype), bytes, size_bytes);
   if (bytes && !data)
     return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input '%s': data is NULL", name);
+  size_t bad = kl_dtype_find_bad_small(t->dtype, data, bytes);
+  if (bad < bytes)
+    return kl_fail(&s->err, KILN_ERR_INVALID_ARGUMENT, "input '%s': element %zu is 0x%02x, "
+                   "not a %s value (one element a byte: %s)", name, bad,
+                   ((const uint8_t *)data)[bad], kl_dtype_name(t->dtype),
+                   t->dtype == KL_I4 || t->dtype == KL_I2 ? "sign-extended" : "in the low bits");
   bound_input *b = &s->inputs[i];
   free(b->owned);
   b->owned = NULL;

@@ -252,6 +252,25 @@ def tensor_cases():
          "3 elements", "float_data with fewer values than the dims need")
     case("init_no_data.onnx", add_model(tensor_proto("w", [4]), [4]), "'w'",
          "an initializer without any data")
+    # packed sub-byte types: 5 int4 take 3 bytes, 7 uint2 take 2
+    case("init_int4_raw_short.onnx",
+         add_model(tensor_proto("w", [5], TensorProto.INT4, raw=b"\x21\x43"), [5]),
+         "raw_data has 2 bytes, expected 3", "packed int4 raw_data one byte short")
+    case("init_int4_raw_long.onnx",
+         add_model(tensor_proto("w", [5], TensorProto.INT4, raw=b"\0" * 5), [5]),
+         "raw_data has 5 bytes, expected 3", "packed int4 raw_data sized one byte a value")
+    u2 = tensor_proto("w", [7], TensorProto.UINT2)
+    u2.int32_data.extend([0x1b] * 7)
+    case("init_uint2_int32_unpacked.onnx", add_model(u2, [7]),
+         "int32_data has 7 elements, expected 2", "uint2 int32_data one value an int32, not packed")
+    add4 = [helper.make_node("Add", ["a", "a"], ["b"], name="add4")]
+    case("op_add_int4.onnx", model_bytes(add4, [vi("a", [3], TensorProto.INT4)],
+                                          [vi("b", [3], TensorProto.INT4)]),
+         "node 'add4' (Add): input 0 (A) is int4", "arithmetic on a storage-only dtype")
+    i4 = tensor_proto("w", [2], TensorProto.INT4)
+    i4.int32_data.append(300)
+    case("init_int4_int32_range.onnx", add_model(i4, [2]),
+         "not a packed byte of int4", "int4 int32_data holding a value over a byte")
     s = TensorProto()
     s.name = "words"
     s.data_type = TensorProto.STRING

@@ -144,13 +144,21 @@ static void test_version_and_strings(void **state) {
       {KILN_DTYPE_FLOAT16, "float16", 2}, {KILN_DTYPE_FLOAT64, "float64", 8},
       {KILN_DTYPE_UINT32, "uint32", 4},   {KILN_DTYPE_UINT64, "uint64", 8},
       {KILN_DTYPE_BFLOAT16, "bfloat16", 2},
+      {KILN_DTYPE_FLOAT8E4M3FN, "float8e4m3fn", 1},
+      {KILN_DTYPE_FLOAT8E4M3FNUZ, "float8e4m3fnuz", 1},
+      {KILN_DTYPE_FLOAT8E5M2, "float8e5m2", 1},
+      {KILN_DTYPE_FLOAT8E5M2FNUZ, "float8e5m2fnuz", 1},
+      {KILN_DTYPE_FLOAT8E8M0, "float8e8m0", 1},
+      {KILN_DTYPE_UINT4, "uint4", 1},     {KILN_DTYPE_INT4, "int4", 1},
+      {KILN_DTYPE_FLOAT4E2M1, "float4e2m1", 1},
+      {KILN_DTYPE_UINT2, "uint2", 1},     {KILN_DTYPE_INT2, "int2", 1},
   };
   for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
     assert_string_equal(kiln_dtype_name(dts[i].t), dts[i].name);
     assert_int_equal(kiln_dtype_size(dts[i].t), dts[i].size);
   }
   /* kiln.h: "undefined" and size 0 for values that are not a kiln_dtype */
-  const int not_dtypes[] = {0, 8, 14, 15, 17, -1, 1000};
+  const int not_dtypes[] = {0, 8, 14, 15, 27, -1, 1000};
   for (size_t i = 0; i < sizeof not_dtypes / sizeof not_dtypes[0]; i++) {
     kiln_dtype t = (kiln_dtype)not_dtypes[i];
     assert_int_equal(kiln_dtype_size(t), 0);

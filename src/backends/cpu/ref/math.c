@@ -11,6 +11,7 @@
 #include "backends/cpu/ref/ref.h"
 
 #include <math.h>
+#include <string.h>
 
 static bool is_unsigned(kl_dtype t) {
   return t == KL_U8 || t == KL_U16 || t == KL_U32 || t == KL_U64;
@@ -343,8 +344,17 @@ int kl_ref_where(kl_kernel_ctx *c) {
  * then wraps to the target's width like NumPy; ONNX leaves out-of-range values
  * undefined. Anything to bool is "not zero" (NaN is true, as in NumPy). */
 
-static void cast_from_float(double v, kl_tensor *y, int64_t i) {
-  if (kl_dtype_is_float(y->dtype))
+typedef struct cast_opts {
+  bool saturate;          /* float8 targets: clamp out-of-range values (default) */
+  kl_round_mode round;    /* float8e8m0 targets */
+} cast_opts;
+
+static void cast_from_float(double v, kl_tensor *y, int64_t i, const cast_opts *o) {
+  if (y->dtype == KL_F8E8M0)
+    ((uint8_t *)y->data)[i] = kl_f32_to_e8m0((float)v, o->saturate, o->round);
+  else if (kl_dtype_is_f8(y->dtype))
+    ((uint8_t *)y->data)[i] = kl_f32_to_f8((float)v, y->dtype, o->saturate);
+  else if (kl_dtype_is_float(y->dtype))
     kl_ref_store(y->data, y->dtype, i, v);
   else if (y->dtype == KL_U64 && v >= 9223372036854775808.0 && v < 18446744073709551616.0)
     ((uint64_t *)y->data)[i] = (uint64_t)v;
@@ -374,9 +384,13 @@ int kl_ref_cast(kl_kernel_ctx *c) {
     return KILN_OK;
   }
   int64_t n = kl_tensor_numel(x);
-  bool from_float = kl_dtype_is_float(x->dtype);
+  bool from_float = kl_dtype_is_float(x->dtype) || kl_dtype_is_f8(x->dtype);
+  cast_opts o = {kl_attr_int(c->node, "saturate", 1) != 0, KL_ROUND_UP};
+  const char *rm = kl_attr_string(c->node, "round_mode", "up");
+  if (!strcmp(rm, "nearest")) o.round = KL_ROUND_NEAREST;
+  else if (!strcmp(rm, "down")) o.round = KL_ROUND_DOWN;
   for (int64_t i = 0; i < n; i++) {
-    if (from_float) cast_from_float(kl_ref_load(x->data, x->dtype, i), y, i);
+    if (from_float) cast_from_float(kl_ref_load(x->data, x->dtype, i), y, i, &o);
     else cast_from_int(kl_ref_load_int(x->data, x->dtype, i), x->dtype, y, i);
   }
   return KILN_OK;

@@ -41,6 +41,10 @@ static void int_range(kl_dtype t, double *lo, double *hi) {
   case KL_I8: *lo = INT8_MIN, *hi = INT8_MAX; break;
   case KL_U16: *lo = 0, *hi = UINT16_MAX; break;
   case KL_I16: *lo = INT16_MIN, *hi = INT16_MAX; break;
+  case KL_I4: *lo = -8, *hi = 7; break;
+  case KL_U4: *lo = 0, *hi = 15; break;
+  case KL_I2: *lo = -2, *hi = 1; break;
+  case KL_U2: *lo = 0, *hi = 3; break;
   default: *lo = 0, *hi = UINT8_MAX; break;
   }
 }
@@ -94,10 +98,16 @@ int kl_ref_quantize_linear(kl_kernel_ctx *c) {
   if (prec == KL_UNDEFINED) prec = s->dtype;
   qmap m = qmap_of(c->node, x, s);
   int64_t n = kl_tensor_numel(x);
+  bool saturate = kl_attr_int(c->node, "saturate", 1) != 0;
   for (int64_t i = 0; i < n; i++) {
     int64_t at = qmap_at(&m, i);
     double xv = round_to(prec, kl_ref_load(x->data, x->dtype, i));
     double q = round_to(prec, xv / round_to(prec, kl_ref_load(s->data, s->dtype, at)));
+    if (y->dtype == KL_F4E2M1 && z) q += kl_ref_load(z->data, z->dtype, at);
+    if (kl_dtype_is_f8(y->dtype)) { /* ONNX: a float8 zero point is 0 and not added */
+      ((uint8_t *)y->data)[i] = kl_f32_to_f8((float)q, y->dtype, saturate);
+      continue;
+    }
     double zp = z ? (double)kl_ref_load_int(z->data, z->dtype, at) : 0;
     store_saturated(y, i, isnan(q) ? zp : rint(q) + zp);
   }
@@ -111,6 +121,12 @@ int kl_ref_dequantize_linear(kl_kernel_ctx *c) {
   int64_t n = kl_tensor_numel(x);
   for (int64_t i = 0; i < n; i++) {
     int64_t at = qmap_at(&m, i);
+    if (kl_dtype_is_f8(x->dtype)) {
+      double d = kl_ref_load(x->data, x->dtype, i);
+      if (z) d -= kl_ref_load(z->data, z->dtype, at);
+      kl_ref_store(y->data, y->dtype, i, d * kl_ref_load(s->data, s->dtype, at));
+      continue;
+    }
     int64_t v = kl_ref_load_int(x->data, x->dtype, i);
     if (z) v -= kl_ref_load_int(z->data, z->dtype, at);
     kl_ref_store(y->data, y->dtype, i, (double)v * kl_ref_load(s->data, s->dtype, at));

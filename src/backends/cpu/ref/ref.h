@@ -59,6 +59,7 @@ static inline void kl_ref_store_int(void *p, kl_dtype t, int64_t i, int64_t v) {
   case KL_U32: ((uint32_t *)p)[i] = (uint32_t)u; break;
   case KL_U64: ((uint64_t *)p)[i] = u; break;
   case KL_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  case KL_I4: case KL_U4: case KL_I2: case KL_U2: kl_store_small_int(p, t, (size_t)i, v); break;
   default: break;
   }
 }
