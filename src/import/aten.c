@@ -1802,10 +1802,10 @@ static kiln_status lower_number(call *c) {
                        .id = -1};
     return KILN_OK;
   }
-  if (c->variant == 2) return bad_arg(c, 0, "a number known when the graph is built");
-  int x, y;
+  int x, y; /* bool(t) of a value known at run time: the condition of an if or while */
   kiln_status s = tensor_arg(c, 0, &x);
-  if (!s) s = cast(c, x, c->variant == 1 ? KL_F32 : KL_I64, &y);
+  kl_dtype to = c->variant == 1 ? KL_F32 : c->variant == 2 ? KL_BOOL : KL_I64;
+  if (!s) s = cast(c, x, to, &y);
   if (s) return s;
   *c->out = (kl_tsv){.kind = kind, .id = y, .dim_sym = y == x ? a->dim_sym : 0};
   return KILN_OK;
