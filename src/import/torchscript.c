@@ -761,6 +761,12 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   return s;
 }
 
+/* What uninitialized(T) gives (scripted code's placeholder for a value that the path
+ * which sets it does not read): None with this s. */
+static const char uninitialized[] = "uninitialized";
+
+static bool is_uninit(const kl_tsv *v) { return v->kind == KL_TSV_NONE && v->s == uninitialized; }
+
 static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const char *fn = x->obj->s;
   if (strcmp(fn, "getattr") == 0) {
@@ -773,6 +779,11 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
     return s;
   }
   if (strcmp(fn, "annotate") == 0 && x->n_args == 1) return eval(b, f, x->args[0], out);
+  if (strcmp(fn, "uninitialized") == 0) { /* a placeholder on paths that never read it */
+    out->kind = KL_TSV_NONE;
+    out->s = uninitialized;
+    return KILN_OK;
+  }
   if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
     return eval_aten(b, f, x, fn, out);
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of '%s', which traced code does "
@@ -1075,7 +1086,7 @@ static kiln_status run_inner(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
 }
 
 static kiln_status cond_id(kl_ts_build *b, const kl_tsv *c, int *id) {
-  if (!has_id(c))
+  if (!has_id(c) && !is_literal(c))
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a condition that is not a bool, "
                    "number or tensor", b->where, b->line);
   return value_id(b, c, KL_BOOL, "condition", id);
@@ -1098,18 +1109,32 @@ static kiln_status add_control(kl_ts_build *b, kl_op op, const char *const *attr
   return kl_ts_finish(b, node);
 }
 
+/* A value of body bd of t's dtype and rank (t of another body) to stand for a
+ * placeholder, so that the If's output keeps the rank; else the literal 0. */
+static const kl_tsv *like_of(const body *bd, const kl_type *t) {
+  static const kl_tsv zero = {.kind = KL_TSV_INT, .id = -1};
+  for (int k = 0; t && k < bd->f.n; k++) {
+    const kl_tsv *v = &bd->f.vals[k];
+    if (has_id(v) && bd->g->values[v->id].type.dtype == t->dtype &&
+        bd->g->values[v->id].type.rank == t->rank)
+      return v;
+  }
+  return &zero;
+}
+
 /* The outputs of an If: every name both branches end with that one of them assigned,
  * unless both hold the same literal. */
 static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set *ns,
                               int cond, int line) {
-  int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL;
+  int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL, *like_from = NULL;
   const char **names = NULL;
   kl_tsv *like = NULL;
   kiln_status s = KILN_OK;
   size_t sz = sizeof(int) * (size_t)(ns->n + 1);
   if (!(outs[0] = malloc(sz)) || !(outs[1] = malloc(sz)) || !(out = malloc(sz)) ||
       !(names = malloc(sizeof *names * (size_t)(ns->n + 1))) ||
-      !(like = malloc(sizeof *like * (size_t)(ns->n + 1))))
+      !(like = malloc(sizeof *like * (size_t)(ns->n + 1))) ||
+      !(like_from = malloc(sizeof *like_from * (size_t)(ns->n + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 0; k < ns->n && s == KILN_OK; k++) {
     const kl_tsv *v0 = frame_get(&br[0].f, ns->names[k]), *v1 = frame_get(&br[1].f, ns->names[k]);
@@ -1124,9 +1149,23 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
       s = frame_set(b, f, ns->names[k], v0);
       continue;
     }
+    if (is_uninit(v0) && is_uninit(v1)) {
+      s = frame_set(b, f, ns->names[k], v0);
+      continue;
+    }
     kl_dtype dt = KL_UNDEFINED;
     if (has_id(v0)) dt = br[0].g->values[v0->id].type.dtype;
     else if (has_id(v1)) dt = br[1].g->values[v1->id].type.dtype;
+    /* a placeholder, never read, stands for a value of the other branch's type */
+    like_from[n_out] = is_uninit(v0) ? 0 : is_uninit(v1) ? 1 : -1;
+    if (like_from[n_out] >= 0) {
+      int j = like_from[n_out];
+      const kl_tsv *set = j ? v0 : v1;
+      const kl_type *t = has_id(set) ? &br[1 - j].g->values[set->id].type : NULL;
+      const kl_tsv *stand_in = like_of(&br[j], t);
+      if (j) v1 = stand_in;
+      else v0 = stand_in;
+    }
     like[n_out] = has_id(v0) ? *v0 : *v1;
     if (v0->kind == KL_TSV_TENSOR || v1->kind == KL_TSV_TENSOR) like[n_out].kind = KL_TSV_TENSOR;
     names[n_out] = ns->names[k];
@@ -1162,6 +1201,7 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
   free(out);
   free(names);
   free(like);
+  free(like_from);
   return s;
 }
 
@@ -1233,8 +1273,7 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   if (s == KILN_OK && st->kind == KL_TSS_WHILE) {
     kl_tsv c;
     s = eval(b, &bd->f, st->value, &c);
-    if (s == KILN_OK) s = has_id(&c) ? cond_id(b, &c, &cond)
-                                     : value_id(b, &c, KL_BOOL, "condition", &cond);
+    if (s == KILN_OK) s = cond_id(b, &c, &cond);
   }
   if (s == KILN_OK) s = kl_graph_add_output(b->g, cond, b->e);
   for (int k = 0; k < n && s == KILN_OK; k++) {

@@ -1,6 +1,6 @@
 /* A parser for the Python code that torch.jit.trace + torch.jit.save write under
  * code/__torch__/...: class bodies (whose attribute lines are skipped: the pickle
- * holds the attributes) and methods made of straight-line statements:
+ * holds the attributes) and methods of statements:
  *
  *   def forward(self: __torch__.M, x: Tensor) -> Tensor:
  *     conv = self.conv
@@ -13,8 +13,9 @@
  * int/float/string/bool/None literals, negation of a literal, lists, tuples,
  * indexing by an int, and annotate(Type, value) (kept as a call with the value only).
  * From torch.jit.script: if/else (elif read as else + if), for NAME in range(n) and
- * while blocks, and "a, b = c, d". Anything else (other compound statements, break,
- * continue, operators) is an error naming the line and the construct.
+ * while blocks, and "a, b = c, d" (torch writes break and continue as flags of a
+ * while). Anything else (other compound statements, a break or continue in the code,
+ * operators) is an error naming the line and the construct.
  */
 #ifndef KL_IMPORT_TSCODE_H
 #define KL_IMPORT_TSCODE_H

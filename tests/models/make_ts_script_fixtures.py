@@ -12,6 +12,8 @@ control flow takes other paths for other inputs.
   while_cnt   while x.sum() < 100 and i < 10: x = x * 2; i += 1 (a data-dependent
               condition and a counter), returning x + the counter
   loop_if     an if inside a for loop, on the loop counter and on data
+  jumps       continue and break in a for loop (which TorchScript writes as a while
+              loop with ifs), not, int arithmetic on a size
   rnn         an RNN cell (Linear on [x_t, h], tanh) over the x.size(0) time steps
   greedy      a greedy decoding loop: torch.embedding, mean, Linear, topk(1), argmax, torch.cat growing
               the token tensor by one each step
@@ -71,6 +73,20 @@ class LoopIf(torch.nn.Module):
         return acc
 
 
+class Jumps(torch.nn.Module):
+    def forward(self, x):
+        n = x.size(0) * 2 + 1
+        if not bool(x.sum() > 0):
+            x = x * n
+        for i in range(4):
+            if i == 1:
+                continue
+            if bool(x.abs().sum() > 30.0):
+                break
+            x = x / (i + 1.5) + x * 3.0
+        return x
+
+
 class Rnn(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -107,6 +123,7 @@ def cases():
         ("for_acc", ForAcc, [(r(5, 3),), (r(1, 3),)]),
         ("while_cnt", WhileCnt, [(r(2, 3).abs() + 0.1,), (torch.full((2, 3), 50.0),)]),
         ("loop_if", LoopIf, [(torch.rand(6, 4, generator=g),)]),
+        ("jumps", Jumps, [(r(2, 3),), (r(4, 3) * 3,)]),
         ("rnn", Rnn, [(r(7, 2, 4),), (r(3, 2, 4),)]),
         ("greedy", Greedy, [(torch.randint(0, 16, (2, 3), generator=g),)]),
     ]
