@@ -970,14 +970,14 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
                               int n_formal, int *ids) {
   memset(bd, 0, sizeof *bd);
   bd->outer = b->g;
+  bd->n_tensors = b->n_tensors;
+  bd->tensors_from = b->tensors_from;
+  bd->aten_state = *kl_ts_aten_state(b);
   if (!(bd->g = kl_graph_new())) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   kiln_status s = kl_graph_set_source(bd->g, b->g->source, b->e);
   if (s != KILN_OK) return s;
   bd->g->opset = b->g->opset;
-  bd->n_tensors = b->n_tensors;
-  bd->tensors_from = b->tensors_from;
   b->tensors_from = b->n_tensors;
-  bd->aten_state = *kl_ts_aten_state(b);
   *kl_ts_aten_state(b) = NULL;
   b->g = bd->g;
   for (int k = 0; k < n_formal; k++) {
