@@ -688,6 +688,38 @@ static void test_if_lowering(void **state) {
   kiln_model_free(m);
 }
 
+/* A while on the data that never ends stops at run time with KILN_ERR_LIMIT once its
+ * bodies have done max_work steps, as an ONNX Loop does. */
+static void test_endless_while(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _0 = bool(torch.gt(torch.sum(x), -1.))\n    x0 = x\n    while _0:\n"
+            "      x0 = torch.abs(x0)\n      _0 = bool(torch.gt(torch.sum(x0), -1.))\n"
+            "    net = self.net\n    x = x0\n");
+  kiln_options *o;
+  kiln_model *m = NULL;
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_work", 1 << 20), KILN_OK);
+  kiln_status st = kiln_model_load(t->path, o, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  kiln_tensor_info in;
+  assert_int_equal(kiln_model_input_info(m, 0, &in), KILN_OK);
+  float x[64] = {0};
+  int64_t dims[8], n = 1;
+  assert_true(in.rank >= 0 && in.rank <= 8);
+  for (int d = 0; d < in.rank; d++) n *= (dims[d] = in.dims[d] < 0 ? 1 : in.dims[d]);
+  assert_true(n <= 64);
+  assert_int_equal(kiln_session_set_input(s, in.name, KILN_DTYPE_FLOAT32, in.rank, dims, x,
+                                          sizeof(float) * (size_t)n), KILN_OK);
+  assert_int_equal(kiln_session_run(s), KILN_ERR_LIMIT);
+  assert_non_null(strstr(kiln_session_error(s), "max_work"));
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
 /* Every ATen op kiln does not lower is named at once, from all the code files, not
  * only the first one the interpreter meets. */
 static void test_every_missing_op(void **state) {
@@ -861,6 +893,7 @@ int main(void) {
       cmocka_unit_test(test_annotate),
       cmocka_unit_test_setup_teardown(test_control_flow, setup, teardown),
       cmocka_unit_test_setup_teardown(test_if_lowering, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
