@@ -1126,15 +1126,14 @@ static const kl_tsv *like_of(const body *bd, const kl_type *t) {
  * unless both hold the same literal. */
 static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set *ns,
                               int cond, int line) {
-  int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL, *like_from = NULL;
+  int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL;
   const char **names = NULL;
   kl_tsv *like = NULL;
   kiln_status s = KILN_OK;
   size_t sz = sizeof(int) * (size_t)(ns->n + 1);
   if (!(outs[0] = malloc(sz)) || !(outs[1] = malloc(sz)) || !(out = malloc(sz)) ||
       !(names = malloc(sizeof *names * (size_t)(ns->n + 1))) ||
-      !(like = malloc(sizeof *like * (size_t)(ns->n + 1))) ||
-      !(like_from = malloc(sizeof *like_from * (size_t)(ns->n + 1))))
+      !(like = malloc(sizeof *like * (size_t)(ns->n + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 0; k < ns->n && s == KILN_OK; k++) {
     const kl_tsv *v0 = frame_get(&br[0].f, ns->names[k]), *v1 = frame_get(&br[1].f, ns->names[k]);
@@ -1157,9 +1156,8 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
     if (has_id(v0)) dt = br[0].g->values[v0->id].type.dtype;
     else if (has_id(v1)) dt = br[1].g->values[v1->id].type.dtype;
     /* a placeholder, never read, stands for a value of the other branch's type */
-    like_from[n_out] = is_uninit(v0) ? 0 : is_uninit(v1) ? 1 : -1;
-    if (like_from[n_out] >= 0) {
-      int j = like_from[n_out];
+    int j = is_uninit(v0) ? 0 : is_uninit(v1) ? 1 : -1;
+    if (j >= 0) {
       const kl_tsv *set = j ? v0 : v1;
       const kl_type *t = has_id(set) ? &br[1 - j].g->values[set->id].type : NULL;
       const kl_tsv *stand_in = like_of(&br[j], t);
@@ -1169,7 +1167,7 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
     like[n_out] = has_id(v0) ? *v0 : *v1;
     if (v0->kind == KL_TSV_TENSOR || v1->kind == KL_TSV_TENSOR) like[n_out].kind = KL_TSV_TENSOR;
     names[n_out] = ns->names[k];
-    for (int j = 0; j < 2 && s == KILN_OK; j++) {
+    for (j = 0; j < 2 && s == KILN_OK; j++) {
       b->g = br[j].g;
       s = value_id(b, j ? v1 : v0, dt, ns->names[k], &outs[j][n_out]);
       if (s == KILN_OK && dt == KL_UNDEFINED) dt = b->g->values[outs[j][n_out]].type.dtype;
@@ -1201,7 +1199,6 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
   free(out);
   free(names);
   free(like);
-  free(like_from);
   return s;
 }
 
