@@ -145,7 +145,8 @@ static kiln_status tensor_arg(call *c, int i, int *id) {
   const kl_tsv *a = c->a[i];
   *id = KL_ABSENT;
   if (a && (a->kind == KL_TSV_TENSOR ||
-            ((a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT) && a->id >= 0)))
+            ((a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT || a->kind == KL_TSV_BOOL) &&
+             a->id >= 0)))
     return *id = a->id, KILN_OK;
   return bad_arg(c, i, "a tensor");
 }
@@ -1802,10 +1803,10 @@ static kiln_status lower_number(call *c) {
                        .id = -1};
     return KILN_OK;
   }
-  if (c->variant == 2) return bad_arg(c, 0, "a number known when the graph is built");
-  int x, y;
+  int x, y; /* bool(t) of a value known at run time: the condition of an if or while */
   kiln_status s = tensor_arg(c, 0, &x);
-  if (!s) s = cast(c, x, c->variant == 1 ? KL_F32 : KL_I64, &y);
+  kl_dtype to = c->variant == 1 ? KL_F32 : c->variant == 2 ? KL_BOOL : KL_I64;
+  if (!s) s = cast(c, x, to, &y);
   if (s) return s;
   *c->out = (kl_tsv){.kind = kind, .id = y, .dim_sym = y == x ? a->dim_sym : 0};
   return KILN_OK;
@@ -1912,6 +1913,9 @@ static kiln_status lower_trilu(call *c) {
 /* bitwise_not (variant 0): Not on bool, BitwiseNot on integers; logical_not (1): Not
  * of the input as bool. */
 static kiln_status lower_not(call *c) {
+  const kl_tsv *a = c->a[0];
+  if (a && a->kind == KL_TSV_BOOL && a->id < 0) /* not of a bool known now */
+    return *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = !a->i, .id = -1}, KILN_OK;
   int x, y;
   kiln_status s = tensor_arg(c, 0, &x);
   if (s) return s;
@@ -2788,6 +2792,7 @@ static const aten_op ops[] = {
     {"triu", P("self", "diagonal"), lower_trilu, 1},
     {"bitwise_not", X1, lower_not, 0},
     {"logical_not", X1, lower_not, 1},
+    {"__not__", X1, lower_not, 1}, /* not b, as scripted code writes it */
     {"new_zeros", P("self", "size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 0},
     {"new_ones", P("self", "size", "dtype", "layout", "device", "pin_memory"), lower_new_full, 1},
     {"new_full", P("self", "size", "fill_value", "dtype", "layout", "device", "pin_memory"),

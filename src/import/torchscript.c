@@ -195,6 +195,7 @@ struct kl_ts_build {
   int n_files;
   tensor_ref *tensors;
   int n_tensors, cap_tensors;
+  int tensors_from; /* the first of tensors in b->g (a body has its own constants) */
   storage_ref *storages;  /* entries read, by first read */
   int n_storages, cap_storages;
   kl_strmap *storage_ids; /* entry -> index in storages */
@@ -469,7 +470,7 @@ static kiln_status read_tensor(kl_ts_build *b, const kl_pk_obj *t, const char *d
 /* The graph constant of a pickled tensor, made once per tensor object. */
 static kiln_status tensor_value(kl_ts_build *b, const kl_pk_obj *t, const char *dir,
                                 const char *name, int *id) {
-  for (int i = 0; i < b->n_tensors; i++)
+  for (int i = b->tensors_from; i < b->n_tensors; i++) /* those of this graph */
     if (b->tensors[i].obj == t) return *id = b->tensors[i].id, KILN_OK;
   if (b->n_tensors == b->cap_tensors) {
     int cap = b->cap_tensors ? b->cap_tensors * 2 : 64;
@@ -760,6 +761,12 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   return s;
 }
 
+/* What uninitialized(T) gives (scripted code's placeholder for a value that the path
+ * which sets it does not read): None with this s. */
+static const char uninitialized[] = "uninitialized";
+
+static bool is_uninit(const kl_tsv *v) { return v->kind == KL_TSV_NONE && v->s == uninitialized; }
+
 static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const char *fn = x->obj->s;
   if (strcmp(fn, "getattr") == 0) {
@@ -772,6 +779,11 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
     return s;
   }
   if (strcmp(fn, "annotate") == 0 && x->n_args == 1) return eval(b, f, x->args[0], out);
+  if (strcmp(fn, "uninitialized") == 0) { /* a placeholder on paths that never read it */
+    out->kind = KL_TSV_NONE;
+    out->s = uninitialized;
+    return KILN_OK;
+  }
   if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
     return eval_aten(b, f, x, fn, out);
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of '%s', which traced code does "
@@ -838,6 +850,10 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
   switch (x->kind) {
   case KL_TSE_NAME: {
     const kl_tsv *v = frame_get(f, x->s);
+    if (!v && strcmp(x->s, "__torch__") == 0)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a scripted function of __torch__ "
+                     "(such as torch.nn.functional's): kiln inlines module methods only; "
+                     "export with torch.jit.trace or to ONNX", b->where, x->line);
     if (!v) return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: name '%s' is not defined",
                            b->where, x->line, x->s);
     *out = *v;
@@ -877,21 +893,499 @@ static kiln_status assign(kl_ts_build *b, frame *f, const kl_ts_stmt *st, const 
   return KILN_OK;
 }
 
-static kiln_status run_body(kl_ts_build *b, const kl_ts_method *m, frame *f, kl_tsv *out) {
-  for (int i = 0; i < m->n_body; i++) {
-    const kl_ts_stmt *st = &m->body[i];
+/* ---- control flow: if/for/while as If and Loop nodes with bodies ---- */
+
+static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n,
+                             kl_tsv *out, bool *returned);
+
+/* A body being built: its graph, the frame it runs in (the enclosing frame's values,
+ * each graph value of it read through a capture input), and the builder's state of the
+ * enclosing graph. */
+typedef struct body {
+  kl_graph *g, *outer;
+  int *from, *to; /* captured: enclosing graph's ids and the body's inputs for them */
+  int n_caps, cap;
+  frame f;
+  int n_tensors, tensors_from;
+  void *aten_state;
+} body;
+
+static void body_free(body *bd) {
+  kl_graph_free(bd->g);
+  free(bd->from);
+  free(bd->to);
+  free(bd->f.names);
+  free(bd->f.vals);
+  memset(bd, 0, sizeof *bd);
+}
+
+static int body_input(kl_ts_build *b, const kl_type *t) {
+  int id = kl_graph_add_value(b->g, NULL, b->e);
+  if (id < 0) return -1;
+  b->g->values[id].kind = KL_VALUE_INPUT;
+  b->g->values[id].type = *t;
+  return kl_graph_add_input(b->g, id, b->e) == KILN_OK ? id : -1;
+}
+
+/* v, a value of the enclosing graph, as a value of the body: graph values captured. */
+static kiln_status capture(kl_ts_build *b, body *bd, kl_tsv *v, int depth) {
+  if (depth > 16) return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: lists nested too deeply",
+                                 b->where, b->line);
+  if (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) {
+    kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(v->n ? v->n : 1));
+    if (!items) return b->e->code;
+    for (int k = 0; k < v->n; k++) {
+      items[k] = v->items[k];
+      kiln_status s = capture(b, bd, &items[k], depth + 1);
+      if (s != KILN_OK) return s;
+    }
+    v->items = items;
+    return KILN_OK;
+  }
+  if (v->id < 0) return KILN_OK;
+  v->dim_sym = 0;
+  for (int k = 0; k < bd->n_caps; k++)
+    if (bd->from[k] == v->id) return v->id = bd->to[k], KILN_OK;
+  if (bd->n_caps == bd->cap) {
+    int cap = bd->cap ? bd->cap * 2 : 16;
+    int *from = realloc(bd->from, sizeof *from * (size_t)cap);
+    if (from) bd->from = from;
+    int *to = from ? realloc(bd->to, sizeof *to * (size_t)cap) : NULL;
+    if (!to) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    bd->to = to;
+    bd->cap = cap;
+  }
+  kl_type t = kl_type_translate(bd->g, bd->outer, &bd->outer->values[v->id].type);
+  int id = body_input(b, &t);
+  if (id < 0) return b->e->code;
+  bd->from[bd->n_caps] = v->id;
+  bd->to[bd->n_caps++] = id;
+  v->id = id;
+  return KILN_OK;
+}
+
+/* Start building a body with formal inputs of types formal (n_formal; their ids in
+ * ids): b->g is the body until body_end. */
+static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl_type *formal,
+                              int n_formal, int *ids) {
+  memset(bd, 0, sizeof *bd);
+  bd->outer = b->g;
+  bd->n_tensors = b->n_tensors;
+  bd->tensors_from = b->tensors_from;
+  bd->aten_state = *kl_ts_aten_state(b);
+  if (!(bd->g = kl_graph_new())) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  kiln_status s = kl_graph_set_source(bd->g, b->g->source, b->e);
+  if (s != KILN_OK) return s;
+  bd->g->opset = b->g->opset;
+  b->tensors_from = b->n_tensors;
+  *kl_ts_aten_state(b) = NULL;
+  b->g = bd->g;
+  for (int k = 0; k < n_formal; k++) {
+    kl_type t = kl_type_translate(bd->g, bd->outer, &formal[k]);
+    if ((ids[k] = body_input(b, &t)) < 0) return b->e->code;
+  }
+  for (int k = 0; k < f->n; k++) {
+    kl_tsv v = f->vals[k];
+    if ((s = capture(b, bd, &v, 0)) != KILN_OK || (s = frame_set(b, &bd->f, f->names[k], &v)))
+      return s;
+  }
+  return KILN_OK;
+}
+
+/* Back to the enclosing graph (also after a failure). */
+static void body_end(kl_ts_build *b, body *bd) {
+  if (!bd->outer) return;
+  b->g = bd->outer;
+  if (b->n_tensors > bd->n_tensors) b->n_tensors = bd->n_tensors;
+  b->tensors_from = bd->tensors_from;
+  *kl_ts_aten_state(b) = bd->aten_state;
+}
+
+static bool has_id(const kl_tsv *v) {
+  return v->id >= 0 && (v->kind == KL_TSV_TENSOR || v->kind == KL_TSV_INT ||
+                        v->kind == KL_TSV_FLOAT || v->kind == KL_TSV_BOOL);
+}
+
+static bool is_literal(const kl_tsv *v) {
+  return v->id < 0 && (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT || v->kind == KL_TSV_BOOL);
+}
+
+/* v as a graph value of b->g of dtype dt (KL_UNDEFINED: its own): literals become
+ * constants. */
+static kiln_status value_id(kl_ts_build *b, const kl_tsv *v, kl_dtype dt, const char *name,
+                            int *id) {
+  if (has_id(v)) {
+    *id = v->id;
+    if (dt == KL_UNDEFINED || b->g->values[v->id].type.dtype == dt) return KILN_OK;
+  } else if (is_literal(v)) {
+    kl_dtype own = v->kind == KL_TSV_INT ? KL_I64 : v->kind == KL_TSV_BOOL ? KL_BOOL : KL_F32;
+    *id = kl_ts_const_scalar(b, dt == KL_UNDEFINED ? own : dt,
+                             v->kind == KL_TSV_FLOAT ? v->f : (double)v->i);
+    return *id < 0 ? b->e->code : KILN_OK;
+  } else {
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: '%s' is set in a branch or loop to a "
+                   "value that is not a tensor or number (a list, module, string or None)",
+                   b->where, b->line, name);
+  }
+  int y;
+  b->aten = "prim::Cast";
+  int node = kl_ts_node(b, KL_OP_Cast, 1, id, 1, &y);
+  kiln_status s = node < 0 ? b->e->code : kl_node_set_int(b->g, node, "to", dt, b->e);
+  if (s == KILN_OK) s = kl_ts_finish(b, node);
+  *id = y;
+  return s;
+}
+
+/* The kind of Python value a graph value stands for after a branch or loop. */
+static kl_tsv as_value(const kl_tsv *like, int id) {
+  kl_tsv v = {.kind = like->kind == KL_TSV_TENSOR ? KL_TSV_TENSOR : like->kind, .id = id};
+  return v;
+}
+
+/* Names that statements assign (targets and loop variables, nested blocks too). */
+typedef struct name_set {
+  const char **names;
+  int n, cap;
+} name_set;
+
+static kiln_status names_add(kl_ts_build *b, name_set *ns, const char *name) {
+  for (int k = 0; k < ns->n; k++)
+    if (strcmp(ns->names[k], name) == 0) return KILN_OK;
+  if (ns->n == ns->cap) {
+    int cap = ns->cap ? ns->cap * 2 : 16;
+    const char **p = realloc(ns->names, sizeof *p * (size_t)cap);
+    if (!p) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    ns->names = p;
+    ns->cap = cap;
+  }
+  ns->names[ns->n++] = name;
+  return KILN_OK;
+}
+
+static kiln_status assigned(kl_ts_build *b, const kl_ts_stmt *st, int n, name_set *ns) {
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < n && s == KILN_OK; i++) {
+    for (int k = 0; k < st[i].n_targets && s == KILN_OK; k++)
+      s = names_add(b, ns, st[i].targets[k]);
+    if (s == KILN_OK && st[i].var) s = names_add(b, ns, st[i].var);
+    if (s == KILN_OK) s = assigned(b, st[i].body, st[i].n_body, ns);
+    if (s == KILN_OK) s = assigned(b, st[i].orelse, st[i].n_orelse, ns);
+  }
+  return s;
+}
+
+/* Statements of a block run in a body: a return there is refused. */
+static kiln_status run_inner(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n) {
+  bool returned = false;
+  kl_tsv out;
+  kiln_status s = run_block(b, f, st, n, &out, &returned);
+  if (s == KILN_OK && returned)
+    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a return inside an if or loop is not "
+                "supported", b->where, b->line);
+  return s;
+}
+
+static kiln_status cond_id(kl_ts_build *b, const kl_tsv *c, int *id) {
+  if (!has_id(c) && !is_literal(c))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a condition that is not a bool, "
+                   "number or tensor", b->where, b->line);
+  return value_id(b, c, KL_BOOL, "condition", id);
+}
+
+static kiln_status add_control(kl_ts_build *b, kl_op op, const char *const *attr,
+                               body *const *bodies, int n_bodies, int n_in, const int *in,
+                               int n_out, int *out) {
+  b->aten = op == KL_OP_If ? "prim::If" : "prim::Loop";
+  int node = kl_ts_node(b, op, n_in, in, n_out, out);
+  if (node < 0) return b->e->code;
+  for (int k = 0; k < n_bodies; k++) {
+    bodies[k]->g->n_outer = bodies[k]->n_caps;
+    kl_attr a = {.name = strdup(attr[k]), .kind = KL_ATTR_GRAPH, .g = bodies[k]->g};
+    if (!a.name) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    bodies[k]->g = NULL; /* the node's now, also on failure */
+    kiln_status s = kl_node_take_attr(b->g, node, &a, b->e);
+    if (s != KILN_OK) return s;
+  }
+  return kl_ts_finish(b, node);
+}
+
+/* A value of body bd of t's dtype and rank (t of another body) to stand for a
+ * placeholder, so that the If's output keeps the rank; else the literal 0. */
+static const kl_tsv *like_of(const body *bd, const kl_type *t) {
+  static const kl_tsv zero = {.kind = KL_TSV_INT, .id = -1};
+  for (int k = 0; t && k < bd->f.n; k++) {
+    const kl_tsv *v = &bd->f.vals[k];
+    if (has_id(v) && bd->g->values[v->id].type.dtype == t->dtype &&
+        bd->g->values[v->id].type.rank == t->rank)
+      return v;
+  }
+  return &zero;
+}
+
+/* The outputs of an If: every name both branches end with that one of them assigned,
+ * unless both hold the same literal. */
+static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set *ns,
+                              int cond, int line) {
+  int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL;
+  const char **names = NULL;
+  kl_tsv *like = NULL;
+  kiln_status s = KILN_OK;
+  size_t sz = sizeof(int) * (size_t)(ns->n + 1);
+  if (!(outs[0] = malloc(sz)) || !(outs[1] = malloc(sz)) || !(out = malloc(sz)) ||
+      !(names = malloc(sizeof *names * (size_t)(ns->n + 1))) ||
+      !(like = malloc(sizeof *like * (size_t)(ns->n + 1))))
+    s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int k = 0; k < ns->n && s == KILN_OK; k++) {
+    const kl_tsv *v0 = frame_get(&br[0].f, ns->names[k]), *v1 = frame_get(&br[1].f, ns->names[k]);
+    if (!v0 || !v1) continue; /* local to one branch */
+    if (is_literal(v0) && is_literal(v1) && v0->kind == v1->kind && v0->i == v1->i &&
+        v0->f == v1->f) {
+      s = frame_set(b, f, ns->names[k], v0);
+      continue;
+    }
+    if (!has_id(v0) && !has_id(v1) && !is_literal(v0) && !is_literal(v1) &&
+        v0->kind == KL_TSV_MODULE && v1->kind == KL_TSV_MODULE && v0->obj == v1->obj) {
+      s = frame_set(b, f, ns->names[k], v0);
+      continue;
+    }
+    if (is_uninit(v0) && is_uninit(v1)) {
+      s = frame_set(b, f, ns->names[k], v0);
+      continue;
+    }
+    kl_dtype dt = KL_UNDEFINED;
+    if (has_id(v0)) dt = br[0].g->values[v0->id].type.dtype;
+    else if (has_id(v1)) dt = br[1].g->values[v1->id].type.dtype;
+    /* a placeholder, never read, stands for a value of the other branch's type */
+    int j = is_uninit(v0) ? 0 : is_uninit(v1) ? 1 : -1;
+    if (j >= 0) {
+      const kl_tsv *set = j ? v0 : v1;
+      const kl_type *t = has_id(set) ? &br[1 - j].g->values[set->id].type : NULL;
+      const kl_tsv *stand_in = like_of(&br[j], t);
+      if (j) v1 = stand_in;
+      else v0 = stand_in;
+    }
+    like[n_out] = has_id(v0) ? *v0 : *v1;
+    if (v0->kind == KL_TSV_TENSOR || v1->kind == KL_TSV_TENSOR) like[n_out].kind = KL_TSV_TENSOR;
+    names[n_out] = ns->names[k];
+    for (j = 0; j < 2 && s == KILN_OK; j++) {
+      b->g = br[j].g;
+      s = value_id(b, j ? v1 : v0, dt, ns->names[k], &outs[j][n_out]);
+      if (s == KILN_OK && dt == KL_UNDEFINED) dt = b->g->values[outs[j][n_out]].type.dtype;
+      b->g = br[j].outer;
+    }
+    n_out++;
+  }
+  for (int j = 0; j < 2 && s == KILN_OK; j++)
+    for (int k = 0; k < n_out && s == KILN_OK; k++) s = kl_graph_add_output(br[j].g, outs[j][k], b->e);
+  int *in = NULL;
+  if (s == KILN_OK && !(in = malloc(sizeof(int) * (size_t)(br[0].n_caps + 1))))
+    s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (s == KILN_OK) {
+    b->line = line;
+    in[0] = cond;
+    memcpy(in + 1, br[0].from, sizeof(int) * (size_t)br[0].n_caps);
+    static const char *const attr[] = {"then_branch", "else_branch"};
+    body *bodies[2] = {&br[0], &br[1]};
+    if (n_out) /* (branches that set nothing outside need no node) */
+      s = add_control(b, KL_OP_If, attr, bodies, 2, 1 + br[0].n_caps, in, n_out, out);
+  }
+  for (int k = 0; k < n_out && s == KILN_OK; k++) {
+    kl_tsv v = as_value(&like[k], out[k]);
+    s = frame_set(b, f, names[k], &v);
+  }
+  free(in);
+  free(outs[0]);
+  free(outs[1]);
+  free(out);
+  free(names);
+  free(like);
+  return s;
+}
+
+static kiln_status run_if(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
+  kl_tsv c;
+  kiln_status s = eval(b, f, st->value, &c);
+  if (s != KILN_OK) return s;
+  if (is_literal(&c) || c.kind == KL_TSV_NONE) /* known now: only the branch taken */
+    return c.kind != KL_TSV_NONE && (c.kind == KL_TSV_FLOAT ? c.f != 0 : c.i != 0)
+               ? run_inner(b, f, st->body, st->n_body)
+               : run_inner(b, f, st->orelse, st->n_orelse);
+  int cond;
+  if ((s = cond_id(b, &c, &cond)) != KILN_OK) return s;
+  name_set ns = {0};
+  body br[2];
+  memset(br, 0, sizeof br);
+  s = assigned(b, st, 1, &ns);
+  for (int k = 0; k < 2 && s == KILN_OK; k++) {
+    s = body_begin(b, &br[k], f, NULL, 0, NULL);
+    if (s == KILN_OK) s = run_inner(b, &br[k].f, k ? st->orelse : st->body,
+                                   k ? st->n_orelse : st->n_body);
+    body_end(b, &br[k]);
+  }
+  if (s == KILN_OK) s = if_outputs(b, f, br, &ns, cond, st->line);
+  body_free(&br[0]);
+  body_free(&br[1]);
+  free(ns.names);
+  return s;
+}
+
+/* The loop-carried names: those the body assigns that are defined before the loop. */
+static kiln_status carried_names(kl_ts_build *b, const frame *f, const kl_ts_stmt *st,
+                                 name_set *ns) {
+  name_set all = {0};
+  kiln_status s = assigned(b, st->body, st->n_body, &all);
+  for (int k = 0; k < all.n && s == KILN_OK; k++)
+    if (frame_get(f, all.names[k]) && !(st->var && strcmp(all.names[k], st->var) == 0))
+      s = names_add(b, ns, all.names[k]);
+  free(all.names);
+  return s;
+}
+
+/* One try at a Loop's body with the carried values typed `types`: *retry when a value
+ * the body carries on changes its shape (a tensor growing by a row), with types
+ * widened to what it changes to. */
+static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
+                             const name_set *ns, kl_type *types, body *bd, bool *retry) {
+  int n = ns->n;
+  kl_type *formal = malloc(sizeof *formal * (size_t)(n + 2));
+  int *ids = malloc(sizeof *ids * (size_t)(n + 2));
+  kiln_status s = formal && ids ? KILN_OK : kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  *retry = false;
+  if (s == KILN_OK) {
+    formal[0] = (kl_type){.dtype = KL_I64, .rank = 0};
+    formal[1] = (kl_type){.dtype = KL_BOOL, .rank = 0};
+    memcpy(formal + 2, types, sizeof *formal * (size_t)n);
+    s = body_begin(b, bd, f, formal, n + 2, ids);
+  }
+  for (int k = 0; k < n && s == KILN_OK; k++) {
+    kl_tsv v = as_value(frame_get(f, ns->names[k]), ids[k + 2]);
+    s = frame_set(b, &bd->f, ns->names[k], &v);
+  }
+  if (s == KILN_OK && st->var) {
+    kl_tsv i = {.kind = KL_TSV_INT, .id = ids[0]};
+    s = frame_set(b, &bd->f, st->var, &i);
+  }
+  if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
+  int cond = ids ? ids[1] : -1;
+  if (s == KILN_OK && st->kind == KL_TSS_WHILE) {
+    kl_tsv c;
+    s = eval(b, &bd->f, st->value, &c);
+    if (s == KILN_OK) s = cond_id(b, &c, &cond);
+  }
+  if (s == KILN_OK) s = kl_graph_add_output(b->g, cond, b->e);
+  for (int k = 0; k < n && s == KILN_OK; k++) {
+    int id;
+    s = value_id(b, frame_get(&bd->f, ns->names[k]), types[k].dtype, ns->names[k], &id);
+    if (s == KILN_OK) s = kl_graph_add_output(b->g, id, b->e);
+    if (s != KILN_OK) break;
+    kl_type t = kl_type_translate(bd->outer, b->g, &b->g->values[id].type);
+    if (t.rank != types[k].rank)
+      s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: loop-carried '%s' changes rank from %d "
+                  "to %d in the loop", b->where, st->line, ns->names[k], types[k].rank, t.rank);
+    for (int d = 0; s == KILN_OK && d < t.rank; d++)
+      if (!kl_dim_equal(t.dims[d], types[k].dims[d]) &&
+          !(types[k].dims[d].size < 0 && types[k].dims[d].sym < 0)) {
+        types[k].dims[d] = (kl_dim){-1, -1};
+        *retry = true;
+      }
+  }
+  body_end(b, bd);
+  free(formal);
+  free(ids);
+  return s;
+}
+
+static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
+  kl_tsv c;
+  kiln_status s = eval(b, f, st->value, &c);
+  if (s != KILN_OK) return s;
+  if (st->kind == KL_TSS_WHILE && c.kind == KL_TSV_BOOL && c.id < 0 && !c.i) return KILN_OK;
+  if (st->kind == KL_TSS_FOR && c.kind != KL_TSV_INT && c.kind != KL_TSV_TENSOR)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: range of a value that is not an int",
+                   b->where, st->line);
+  int head[2];
+  head[0] = KL_ABSENT;
+  if (st->kind == KL_TSS_FOR) s = value_id(b, &c, KL_I64, "range", &head[0]);
+  if (s == KILN_OK) s = st->kind == KL_TSS_FOR ? value_id(b, &(kl_tsv){.kind = KL_TSV_BOOL, .i = 1,
+                                                                        .id = -1},
+                                                          KL_BOOL, "cond", &head[1])
+                                               : cond_id(b, &c, &head[1]);
+  name_set ns = {0};
+  if (s == KILN_OK) s = carried_names(b, f, st, &ns);
+  int n = ns.n;
+  int *init = malloc(sizeof(int) * (size_t)(n + 1));
+  kl_type *types = malloc(sizeof *types * (size_t)(n + 1));
+  if (s == KILN_OK && (!init || !types)) s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int k = 0; k < n && s == KILN_OK; k++) {
+    s = value_id(b, frame_get(f, ns.names[k]), KL_UNDEFINED, ns.names[k], &init[k]);
+    if (s == KILN_OK) types[k] = b->g->values[init[k]].type;
+  }
+  body bd = {0};
+  bool retry = true;
+  for (int tries = 0; s == KILN_OK && retry; tries++) {
+    body_free(&bd);
+    if (tries == 4) {
+      s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the shapes of the loop's carried values "
+                  "do not settle", b->where, st->line);
+      break;
+    }
+    s = loop_body(b, f, st, &ns, types, &bd, &retry);
+  }
+  int *in = NULL, *out = NULL;
+  if (s == KILN_OK && (!(in = malloc(sizeof(int) * (size_t)(2 + n + bd.n_caps))) ||
+                       !(out = malloc(sizeof(int) * (size_t)(n + 1)))))
+    s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (s == KILN_OK) {
+    memcpy(in, head, sizeof head);
+    if (n) memcpy(in + 2, init, sizeof(int) * (size_t)n);
+    if (bd.n_caps) memcpy(in + 2 + n, bd.from, sizeof(int) * (size_t)bd.n_caps);
+    static const char *const attr[] = {"body"};
+    body *bodies[1] = {&bd};
+    b->line = st->line;
+    s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + n + bd.n_caps, in, n, out);
+  }
+  for (int k = 0; k < n && s == KILN_OK; k++) {
+    kl_tsv v = as_value(frame_get(f, ns.names[k]), out[k]);
+    s = frame_set(b, f, ns.names[k], &v);
+  }
+  body_free(&bd);
+  free(in);
+  free(out);
+  free(init);
+  free(types);
+  free(ns.names);
+  return s;
+}
+
+static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n,
+                             kl_tsv *out, bool *returned) {
+  for (int i = 0; i < n; i++, st++) {
     if (++b->statements > MAX_STATEMENTS)
       return kl_fail(b->e, KILN_ERR_LIMIT, "%s: more than %d statements to run (modules "
                      "inlined into each other too many times)", b->ar.path, MAX_STATEMENTS);
     b->line = st->line;
-    kl_tsv v;
-    kiln_status s = eval(b, f, st->value, &v);
+    kiln_status s;
+    if (st->kind == KL_TSS_IF) s = run_if(b, f, st);
+    else if (st->kind != KL_TSS_SIMPLE) s = run_loop(b, f, st);
+    else {
+      kl_tsv v;
+      s = eval(b, f, st->value, &v);
+      if (s != KILN_OK) return s;
+      if (st->is_return) return *out = v, *returned = true, KILN_OK;
+      if (st->n_targets) s = assign(b, f, st, &v);
+    }
     if (s != KILN_OK) return s;
-    if (st->is_return) return *out = v, KILN_OK;
-    if (st->n_targets && (s = assign(b, f, st, &v)) != KILN_OK) return s;
   }
-  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' ends without return",
-                 b->where, m->line, m->name);
+  return KILN_OK;
+}
+
+static kiln_status run_body(kl_ts_build *b, const kl_ts_method *m, frame *f, kl_tsv *out) {
+  bool returned = false;
+  kiln_status s = run_block(b, f, m->body, m->n_body, out, &returned);
+  if (s == KILN_OK && !returned)
+    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' ends without return",
+                b->where, m->line, m->name);
+  return s;
 }
 
 static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,

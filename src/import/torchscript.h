@@ -20,7 +20,11 @@
  * fail with a message saying so. Outputs are what forward returns (tensors, or tuples and lists
  * of them, flattened), named output_0, output_1, ...
  *
- * Refused with a message: scripted code with control flow, a trace taken in training
+ * Scripted code (torch.jit.script): if/else, for ... in range(n) and while become If and
+ * Loop nodes whose bodies read the enclosing graph's values as captures
+ * (docs/torchscript.md, "Scripted control flow").
+ *
+ * Refused with a message: scripted constructs beyond those, a trace taken in training
  * mode (batch_norm with training=True), quantized storages, big-endian archives, ATen
  * ops kiln does not lower (named), and any malformed or oversized part of the archive.
  */

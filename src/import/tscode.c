@@ -1,7 +1,7 @@
 /* The traced-code parser (see tscode.h): a tokenizer that splits the file into logical
  * lines (newlines inside brackets do not end a line), then a line-oriented parser:
- * indentation tells classes, methods and method bodies apart, and a method body must
- * be one flat block of simple statements. */
+ * indentation tells classes, methods, method bodies and the blocks of if/for/while
+ * apart. */
 #include "import/tscode.h"
 
 #include <math.h>
@@ -473,19 +473,21 @@ static kl_ts_expr *parse_expr(parser *p) {
 
 /* ---- statements ---- */
 
-static const char *const control_words[] = {"if", "elif", "else", "for", "while", "with",
-                                            "try", "except", "finally", "break", "continue",
-                                            "raise", "assert", "pass", "del", "global",
-                                            "lambda", "yield"};
+#define MAX_BLOCK_DEPTH 32 /* if/for/while blocks nested in each other */
 
-static kiln_status control_flow(parser *p, int line) {
-  return kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: scripted modules with control flow are "
-                 "not supported: export with torch.jit.trace or to ONNX", p->what, line);
+static const char *const refused_words[] = {"with", "try", "except", "finally", "break",
+                                            "continue", "raise", "assert", "pass", "del",
+                                            "global", "lambda", "yield"};
+
+static kiln_status refused(parser *p, const tok *t) {
+  return kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: '%s' is not supported in scripted code "
+                 "(kiln lowers if/else, for ... in range(n) and while): export with "
+                 "torch.jit.trace or to ONNX", p->what, t->line, t->s);
 }
 
-static bool is_control(const tok *t) {
-  for (size_t i = 0; t->k == T_NAME && i < sizeof control_words / sizeof *control_words; i++)
-    if (strcmp(t->s, control_words[i]) == 0) return true;
+static bool is_refused(const tok *t) {
+  for (size_t i = 0; t->k == T_NAME && i < sizeof refused_words / sizeof *refused_words; i++)
+    if (strcmp(t->s, refused_words[i]) == 0) return true;
   return false;
 }
 
@@ -512,10 +514,85 @@ static kiln_status parse_targets(parser *p, kl_ts_stmt *st) {
   return KILN_OK;
 }
 
-static kiln_status parse_stmt(parser *p, kl_ts_stmt *st) {
+/* "a, b" without brackets (the right side of "x, y = a, b"): a tuple */
+static kl_ts_expr *parse_value(parser *p) {
+  kl_ts_expr *x = parse_expr(p);
+  if (!x || !is_op(peek(p), ",")) return x;
+  expr_list l = {0};
+  if (!list_add(p, &l, x, NULL)) return NULL;
+  while (is_op(peek(p), ",")) {
+    p->pos++;
+    if (peek(p)->k == T_NEWLINE) break;
+    if (!(x = parse_expr(p)) || !list_add(p, &l, x, NULL)) return NULL;
+  }
+  kl_ts_expr *t = new_expr(p, KL_TSE_TUPLE);
+  if (t) {
+    t->args = l.items;
+    t->n_args = l.n;
+  }
+  return t;
+}
+
+static kiln_status parse_block(parser *p, kl_ts_stmt **body, int *n_body, int outer_col,
+                               int depth);
+
+/* "KEYWORD ...:" then the end of the line */
+static kiln_status expect_colon_line(parser *p) {
+  if (expect_op(p, ":") != KILN_OK) return p->e->code;
+  if (peek(p)->k != T_NEWLINE) return syntax(p, "the end of the line after ':'");
+  p->pos++;
+  return KILN_OK;
+}
+
+/* if/for/while at column col: the header, then the block(s) */
+static kiln_status parse_compound(parser *p, kl_ts_stmt *st, int col, int depth) {
+  const tok *t = peek(p);
+  if (depth >= MAX_BLOCK_DEPTH)
+    return kl_fail(p->e, KILN_ERR_LIMIT, "%s:%d: blocks nested deeper than %d levels",
+                   p->what, t->line, MAX_BLOCK_DEPTH);
+  st->kind = is_name(t, "if") || is_name(t, "elif") ? KL_TSS_IF
+             : is_name(t, "for") ? KL_TSS_FOR : KL_TSS_WHILE;
+  p->pos++;
+  if (st->kind == KL_TSS_FOR) {
+    if (peek(p)->k != T_NAME) return syntax(p, "a loop variable after 'for'");
+    st->var = peek(p)->s;
+    p->pos++;
+    if (!is_name(peek(p), "in")) return syntax(p, "'in'");
+    p->pos++;
+    if (!is_name(peek(p), "range") || !is_op(&p->t[p->pos + 1], "("))
+      return kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: a for loop over something other "
+                     "than range(n) is not supported", p->what, t->line);
+    p->pos += 2;
+    if (!(st->value = parse_expr(p))) return p->e->code;
+    if (!is_op(peek(p), ")"))
+      return kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: range with a start or step is not "
+                     "supported (only range(n))", p->what, t->line);
+    p->pos++;
+  } else if (!(st->value = parse_expr(p))) {
+    return p->e->code;
+  }
+  kiln_status s = expect_colon_line(p);
+  if (s == KILN_OK) s = parse_block(p, &st->body, &st->n_body, col, depth + 1);
+  if (s != KILN_OK || st->kind != KL_TSS_IF || peek(p)->col != col) return s;
+  if (is_name(peek(p), "elif")) { /* else: if ... */
+    if (!(st->orelse = block_alloc(p->c, sizeof *st->orelse)))
+      return kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    st->n_orelse = 1;
+    st->orelse->line = peek(p)->line;
+    return parse_compound(p, st->orelse, col, depth + 1);
+  }
+  if (!is_name(peek(p), "else")) return KILN_OK;
+  p->pos++;
+  s = expect_colon_line(p);
+  return s ? s : parse_block(p, &st->orelse, &st->n_orelse, col, depth + 1);
+}
+
+static kiln_status parse_stmt(parser *p, kl_ts_stmt *st, int depth) {
   const tok *t = peek(p);
   st->line = t->line;
-  if (is_control(t)) return control_flow(p, t->line);
+  if (is_name(t, "if") || is_name(t, "for") || is_name(t, "while"))
+    return parse_compound(p, st, t->col, depth);
+  if (is_refused(t)) return refused(p, t);
   if (is_name(t, "return")) {
     st->is_return = true;
     p->pos++;
@@ -523,10 +600,31 @@ static kiln_status parse_stmt(parser *p, kl_ts_stmt *st) {
     kiln_status s = parse_targets(p, st);
     if (s != KILN_OK) return s;
   }
-  if (!(st->value = parse_expr(p))) return p->e->code;
-  if (is_op(peek(p), ":")) return control_flow(p, t->line);
+  if (!(st->value = parse_value(p))) return p->e->code;
   if (peek(p)->k != T_NEWLINE) return syntax(p, "the end of the statement");
   p->pos++;
+  return KILN_OK;
+}
+
+/* The statements indented deeper than outer_col, all at the column of the first. */
+static kiln_status parse_block(parser *p, kl_ts_stmt **body, int *n_body, int outer_col,
+                               int depth) {
+  int col = peek(p)->col, cap = 0;
+  if (peek(p)->k == T_END || col <= outer_col) return syntax(p, "an indented block");
+  while (peek(p)->k != T_END && peek(p)->col > outer_col) {
+    if (peek(p)->col != col)
+      return kl_fail(p->e, KILN_ERR_INVALID_MODEL, "%s:%d: indentation of %d columns where "
+                     "the block has %d", p->what, peek(p)->line, peek(p)->col, col);
+    if (*n_body == cap) {
+      cap = cap ? cap * 2 : 16;
+      kl_ts_stmt *b = block_alloc(p->c, sizeof *b * (size_t)cap);
+      if (!b) return kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      if (*n_body) memcpy(b, *body, sizeof *b * (size_t)*n_body);
+      *body = b;
+    }
+    kiln_status s = parse_stmt(p, &(*body)[(*n_body)++], depth);
+    if (s != KILN_OK) return s;
+  }
   return KILN_OK;
 }
 
@@ -572,21 +670,8 @@ static kiln_status parse_params(parser *p, kl_ts_method *m) {
 }
 
 static kiln_status parse_body(parser *p, kl_ts_method *m, int def_col) {
-  int body_col = peek(p)->col, cap = 0;
-  if (peek(p)->k == T_END || body_col <= def_col) return syntax(p, "a method body");
-  while (peek(p)->k != T_END && peek(p)->col > def_col) {
-    if (peek(p)->col != body_col) return control_flow(p, peek(p)->line);
-    if (m->n_body == cap) {
-      cap = cap ? cap * 2 : 16;
-      kl_ts_stmt *b = block_alloc(p->c, sizeof *b * (size_t)cap);
-      if (!b) return kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-      if (m->n_body) memcpy(b, m->body, sizeof *b * (size_t)m->n_body);
-      m->body = b;
-    }
-    kiln_status s = parse_stmt(p, &m->body[m->n_body++]);
-    if (s != KILN_OK) return s;
-  }
-  return KILN_OK;
+  if (peek(p)->k == T_END || peek(p)->col <= def_col) return syntax(p, "a method body");
+  return parse_block(p, &m->body, &m->n_body, def_col, 0);
 }
 
 static kiln_status add_method(parser *p, kl_ts_class *cls, int def_col, int *cap) {

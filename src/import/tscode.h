@@ -1,6 +1,6 @@
 /* A parser for the Python code that torch.jit.trace + torch.jit.save write under
  * code/__torch__/...: class bodies (whose attribute lines are skipped: the pickle
- * holds the attributes) and methods made of straight-line statements:
+ * holds the attributes) and methods of statements:
  *
  *   def forward(self: __torch__.M, x: Tensor) -> Tensor:
  *     conv = self.conv
@@ -11,8 +11,11 @@
  *
  * Expressions: names, attributes, calls with positional and keyword arguments,
  * int/float/string/bool/None literals, negation of a literal, lists, tuples,
- * indexing by an int, and annotate(Type, value) (kept as a call with the value only). Anything else (if/for/while and other compound statements,
- * operators) is an error: such code comes from torch.jit.script, not from tracing.
+ * indexing by an int, and annotate(Type, value) (kept as a call with the value only).
+ * From torch.jit.script: if/else (elif read as else + if), for NAME in range(n) and
+ * while blocks, and "a, b = c, d" (torch writes break and continue as flags of a
+ * while). Anything else (other compound statements, a break or continue in the code,
+ * operators) is an error naming the line and the construct.
  */
 #ifndef KL_IMPORT_TSCODE_H
 #define KL_IMPORT_TSCODE_H
@@ -50,13 +53,25 @@ struct kl_ts_expr {
   int n_args;
 };
 
-typedef struct kl_ts_stmt {
+/* A statement: an assignment, expression or return (KL_TSS_SIMPLE), or a block
+ * statement as torch.jit.script serializes control flow:
+ *   if value:           body, then the else block (n_orelse 0 when there is none)
+ *   for var in range(value):   body
+ *   while value:        body */
+typedef enum kl_tss_kind { KL_TSS_SIMPLE, KL_TSS_IF, KL_TSS_FOR, KL_TSS_WHILE } kl_tss_kind;
+
+typedef struct kl_ts_stmt kl_ts_stmt;
+struct kl_ts_stmt {
+  kl_tss_kind kind;
   int line;
   bool is_return;
   const char **targets; /* assigned names; none for an expression statement or return */
   int n_targets;
-  kl_ts_expr *value;
-} kl_ts_stmt;
+  kl_ts_expr *value;    /* also the condition of if/while, the count of for */
+  const char *var;      /* for's loop variable */
+  kl_ts_stmt *body, *orelse;
+  int n_body, n_orelse;
+};
 
 typedef struct kl_ts_method {
   const char *name;

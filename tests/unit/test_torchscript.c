@@ -623,16 +623,101 @@ static void test_annotate(void **state) {
     fail_msg("'%s' does not say where ',' is missing", e.msg);
 }
 
+/* Scripted control flow kiln does not lower is refused with the line and the
+ * construct; malformed blocks are errors, not crashes. (tests/models/ts/script/ checks
+ * what it lowers against PyTorch.) */
 static void test_control_flow(void **state) {
   tmp *t = *state;
+  static const struct {
+    const char *to, *why;
+    kiln_status code;
+  } cases[] = {
+      {"    for i in range(3):\n      break\n    net = self.net\n",
+       "__torch__.py:10: 'break' is not supported in scripted code", KILN_ERR_UNSUPPORTED},
+      {"    while True:\n      continue\n    net = self.net\n",
+       "'continue' is not supported", KILN_ERR_UNSUPPORTED},
+      {"    with x:\n      net = self.net\n", "'with' is not supported", KILN_ERR_UNSUPPORTED},
+      {"    for i in x:\n      net = self.net\n", "other than range(n)", KILN_ERR_UNSUPPORTED},
+      {"    for i in range(0, 3):\n      net = self.net\n", "start or step",
+       KILN_ERR_UNSUPPORTED},
+      {"    if bool(torch.gt(torch.sum(x), 0)):\n      return x\n    net = self.net\n",
+       "a return inside an if or loop", KILN_ERR_UNSUPPORTED},
+      {"    if x:\n      net = self.net\n     y = 1\n", "indentation of 5 columns",
+       KILN_ERR_INVALID_MODEL},
+      {"    if x:\n    net = self.net\n", "expected an indented block", KILN_ERR_INVALID_MODEL},
+      {"    else:\n      net = self.net\n", "expected the end of the statement",
+       KILN_ERR_INVALID_MODEL},
+      {"    if x\n      net = self.net\n", "expected ':'", KILN_ERR_INVALID_MODEL},
+      {"    _f = __torch__.torch.nn.functional.gelu\n    net = self.net\n",
+       "a scripted function of __torch__", KILN_ERR_UNSUPPORTED},
+      {"    net = [1]\n    if bool(torch.gt(torch.sum(x), 0)):\n      net = [2]\n"
+       "    net = self.net\n", "'net' is set in a branch or loop to a value that is not a tensor",
+       KILN_ERR_UNSUPPORTED},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", cases[i].to);
+    expect_error(t->path, NULL, cases[i].code, cases[i].why, "__torch__.py");
+  }
+  /* blocks nested past the limit */
+  enum { DEPTH = 40 };
+  char deep[DEPTH * (DEPTH + 16) + 64];
+  size_t n = 0;
+  for (int d = 0; d < DEPTH; d++)
+    n += (size_t)snprintf(deep + n, sizeof deep - n, "%*sif x:\n", 4 + 2 * d, "");
+  snprintf(deep + n, sizeof deep - n, "%*snet = self.net\n", 4 + 2 * DEPTH, "");
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", deep);
+  expect_error(t->path, NULL, KILN_ERR_LIMIT, "blocks nested deeper than 32", NULL);
+}
+
+/* An if whose condition is known when the graph is built takes its branch only; one on
+ * the data becomes an If node with both, whose outputs are what the branches assign. */
+static void test_if_lowering(void **state) {
+  tmp *t = *state;
   edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
-            "    if x:\n      net = self.net\n");
-  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED,
-               "scripted modules with control flow are not supported",
-               "export with torch.jit.trace or to ONNX");
+            "    if False:\n      net = self.nothing\n    elif True:\n      net = self.net\n"
+            "    else:\n      net = self.nothing\n");
+  kiln_model *m = NULL;
+  assert_int_equal(kiln_model_load(t->path, NULL, &m), KILN_OK);
+  kiln_model_free(m);
   edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
-            "    for i in range(3):\n      net = self.net\n");
-  expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "control flow", NULL);
+            "    if bool(torch.gt(torch.sum(x), 0)):\n      x1 = torch.relu(x)\n"
+            "    else:\n      x1, k = torch.neg(x), 2\n    x = x1\n    net = self.net\n");
+  m = NULL;
+  kiln_status s = kiln_model_load(t->path, NULL, &m);
+  if (s != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  kiln_model_free(m);
+}
+
+/* A while on the data that never ends stops at run time with KILN_ERR_LIMIT once its
+ * bodies have done max_work steps, as an ONNX Loop does. */
+static void test_endless_while(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _0 = bool(torch.gt(torch.sum(x), -1.))\n    x0 = x\n    while _0:\n"
+            "      x0 = torch.abs(x0)\n      _0 = bool(torch.gt(torch.sum(x0), -1.))\n"
+            "    net = self.net\n    x = x0\n");
+  kiln_options *o;
+  kiln_model *m = NULL;
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_work", 1 << 20), KILN_OK);
+  kiln_status st = kiln_model_load(t->path, o, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  kiln_tensor_info in;
+  assert_int_equal(kiln_model_input_info(m, 0, &in), KILN_OK);
+  float x[64] = {0};
+  int64_t dims[8], n = 1;
+  assert_true(in.rank >= 0 && in.rank <= 8);
+  for (int d = 0; d < in.rank; d++) n *= (dims[d] = in.dims[d] < 0 ? 1 : in.dims[d]);
+  assert_true(n <= 64);
+  assert_int_equal(kiln_session_set_input(s, in.name, KILN_DTYPE_FLOAT32, in.rank, dims, x,
+                                          sizeof(float) * (size_t)n), KILN_OK);
+  assert_int_equal(kiln_session_run(s), KILN_ERR_LIMIT);
+  assert_non_null(strstr(kiln_session_error(s), "max_work"));
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
 }
 
 /* Every ATen op kiln does not lower is named at once, from all the code files, not
@@ -807,6 +892,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_garbage_code, setup, teardown),
       cmocka_unit_test(test_annotate),
       cmocka_unit_test_setup_teardown(test_control_flow, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_if_lowering, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),

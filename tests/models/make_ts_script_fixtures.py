@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Makes the scripted TorchScript fixtures of tests/models/ts/script/ (kiln check runs
+them): modules with control flow compiled by torch.jit.script and saved, each as
+tests/models/ts/script/<name>/model.pt beside test_data_set_0/input_K.pb and
+output_K.pb, what PyTorch eager computes. Several test cases per model where the
+control flow takes other paths for other inputs.
+
+  if_relu     if x.sum() > 0: relu(x) else: -x (a data-dependent If); two cases, one
+              taking each branch
+  for_acc     for i in range(x.size(0)): acc = acc + x[i] * 2 (a Loop with a carried
+              tensor, its count from an input's size)
+  while_cnt   while x.sum() < 100 and i < 10: x = x * 2; i += 1 (a data-dependent
+              condition and a counter), returning x + the counter
+  loop_if     an if inside a for loop, on the loop counter and on data
+  jumps       continue and break in a for loop (which TorchScript writes as a while
+              loop with ifs), not, int arithmetic on a size
+  rnn         an RNN cell (Linear on [x_t, h], tanh) over the x.size(0) time steps
+  greedy      a greedy decoding loop: torch.embedding, mean, Linear, topk(1), argmax, torch.cat growing
+              the token tensor by one each step
+
+Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
+"""
+import os
+import shutil
+import sys
+import warnings
+
+import numpy as np
+import torch
+from onnx import numpy_helper
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ts", "script")
+warnings.filterwarnings("ignore")
+
+
+class IfRelu(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            y = torch.relu(x)
+        else:
+            y = -x
+        return y
+
+
+class ForAcc(torch.nn.Module):
+    def forward(self, x):
+        acc = torch.zeros_like(x[0])
+        for i in range(x.size(0)):
+            acc = acc + x[i] * 2.0
+        return acc
+
+
+class WhileCnt(torch.nn.Module):
+    def forward(self, x):
+        i = 0
+        while x.sum() < 100.0 and i < 10:
+            x = x * 2.0
+            i += 1
+        return x + i
+
+
+class LoopIf(torch.nn.Module):
+    def forward(self, x):
+        acc = torch.zeros_like(x[0])
+        for i in range(x.size(0)):
+            row = x[i]
+            if i % 2 == 0:
+                acc = acc + row
+            else:
+                acc = acc - row
+            if row.sum() > 2.0:
+                acc = acc * 0.5
+        return acc
+
+
+class Jumps(torch.nn.Module):
+    def forward(self, x):
+        n = x.size(0) * 2 + 1
+        if not bool(x.sum() > 0):
+            x = x * n
+        for i in range(4):
+            if i == 1:
+                continue
+            if bool(x.abs().sum() > 30.0):
+                break
+            x = x / (i + 1.5) + x * 3.0
+        return x
+
+
+class Rnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.Linear(4 + 8, 8)
+
+    def forward(self, x):  # x: [time, batch, 4]
+        h = torch.zeros(x.size(1), 8)
+        for t in range(x.size(0)):
+            h = torch.tanh(self.cell(torch.cat([x[t], h], 1)))
+        return h
+
+
+class Greedy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(16, 8))
+        self.head = torch.nn.Linear(8, 16)
+
+    def forward(self, tokens):  # [batch, start]: int64
+        for _ in range(5):
+            # (torch.embedding: nn.Embedding's scripted code calls a scripted function;
+            # topk for argmax, which kiln does not lower)
+            h = torch.embedding(self.table, tokens).mean(1)
+            nxt = torch.topk(self.head(h), 1, -1)[1]
+            tokens = torch.cat([tokens, nxt], 1)
+        return tokens
+
+
+def cases():
+    g = torch.Generator().manual_seed(7)
+    r = lambda *s: torch.randn(*s, generator=g)
+    return [
+        ("if_relu", IfRelu, [(r(3, 4).abs(),), (-r(3, 4).abs(),)]),
+        ("for_acc", ForAcc, [(r(5, 3),), (r(1, 3),)]),
+        ("while_cnt", WhileCnt, [(r(2, 3).abs() + 0.1,), (torch.full((2, 3), 50.0),)]),
+        ("loop_if", LoopIf, [(torch.rand(6, 4, generator=g),)]),
+        ("jumps", Jumps, [(r(2, 3),), (r(4, 3) * 3,)]),
+        ("rnn", Rnn, [(r(7, 2, 4),), (r(3, 2, 4),)]),
+        ("greedy", Greedy, [(torch.randint(0, 16, (2, 3), generator=g),)]),
+    ]
+
+
+def write_pb(arr, name, path):
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(arr, name=name).SerializeToString())
+
+
+def emit(name, cls, inputs):
+    torch.manual_seed(len(name))
+    model = cls().eval()
+    scripted = torch.jit.script(model)
+    folder = os.path.join(HERE, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    scripted.save(os.path.join(folder, "model.pt"))
+    names = [a.name for a in scripted.forward.schema.arguments[1:]]
+    for k, args in enumerate(inputs):
+        with torch.no_grad():
+            out = model(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        case = os.path.join(folder, f"test_data_set_{k}")
+        os.makedirs(case)
+        for j, (n, a) in enumerate(zip(names, args)):
+            write_pb(a.numpy(), n, os.path.join(case, f"input_{j}.pb"))
+        for j, o in enumerate(outs):
+            write_pb(o.numpy(), f"output_{j}", os.path.join(case, f"output_{j}.pb"))
+    print(f"{name}: {os.path.getsize(os.path.join(folder, 'model.pt'))} bytes")
+
+
+def main():
+    only = sys.argv[1:]
+    for name, cls, inputs in cases():
+        if not only or name in only:
+            emit(name, cls, inputs)
+
+
+if __name__ == "__main__":
+    main()
