@@ -77,9 +77,10 @@ def export(model_dir, path, ids, mask):
 
     with torch.no_grad():
         model = Embed()
+        ref = model(ids, mask).numpy()  # before the export, which leaves the model traced
         torch.onnx.export(model, (ids, mask), path, opset_version=17, dynamo=False,
                           input_names=["ids", "mask"], output_names=["embedding"])
-        return model(ids, mask).numpy()
+        return ref
 
 
 def kiln_run(kiln, model, folder, inputs, extra=()):
