@@ -839,6 +839,35 @@ static void test_minmax(void **state) {
       }
 }
 
+/* TopK along the last axis, largest and smallest, k of 1, some, and all, rows of 1 to
+ * 19,000 values: distinct values, many ties (values on a coarse grid: the earlier index
+ * first) and NaNs (above every number). Values and indices exactly the reference's. */
+static void test_topk(void **state) {
+  (void)state;
+  static const struct {
+    int rank;
+    int64_t dims[3], k;
+  } cases[] = {{2, {3, 1001}, 1},  {2, {3, 1001}, 7},     {2, {3, 1001}, 1001},
+               {1, {19000}, 1000}, {3, {2, 5, 37}, 36}, {2, {1, 1}, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int v = 0; v < 3; v++)     /* distinct, ties, NaN */
+      for (int lg = 0; lg < 2; lg++) { /* largest 0, 1 */
+        char name[80];
+        snprintf(name, sizeof name, "TopK case %zu data %d largest %d", c, v, lg);
+        tcase t;
+        tc_init(&t, name, KL_OP_TopK, 2, 2);
+        tc_rand(&t, 0, KL_F32, cases[c].rank, cases[c].dims, -5, 5, 0);
+        float *x = t.in[0].data;
+        int64_t n = kl_tensor_numel(&t.in[0]);
+        for (int64_t i = 0; v > 0 && i < n; i++) x[i] = floorf(x[i]); /* 10 levels */
+        for (int64_t i = 3; v == 2 && i < n; i += 11) x[i] = NAN;
+        double k = (double)cases[c].k;
+        tc_values(&t, 1, KL_I64, 1, (const int64_t[]){1}, &k);
+        tc_int(&t, "largest", lg);
+        tc_check(&t, EXACT);
+      }
+}
+
 /* NonZero of 1-D and 3-D inputs in bool, float32, int32 and int64, about a third zero. */
 static void test_non_zero(void **state) {
   (void)state;
@@ -1519,6 +1548,7 @@ int main(void) {
       cmocka_unit_test(test_resize),
       cmocka_unit_test(test_minmax),
       cmocka_unit_test(test_non_zero),
+      cmocka_unit_test(test_topk),
       cmocka_unit_test(test_softmax),
       cmocka_unit_test(test_softmax_other_axis),
       cmocka_unit_test(test_norms),

@@ -202,6 +202,7 @@ static kernel_kind detect_kind(const kl_node *n, const kl_type *const *in, int n
                ? K_DETECT
                : K_COUNT;
   case KL_OP_ConstantOfShape: return K_DETECT; /* the value's dtype is checked at run time */
+  case KL_OP_TopK: return t == KL_F32 && n->n_out == 2 ? K_DETECT : K_COUNT;
   case KL_OP_Gather: return movable(t) && index_dtype(dtype_of(in, n_in, 1)) ? K_DETECT : K_COUNT;
   case KL_OP_Equal: case KL_OP_Less: case KL_OP_Greater: case KL_OP_LessOrEqual:
   case KL_OP_GreaterOrEqual:

@@ -796,6 +796,93 @@ static int run_roi_align(kl_kernel_ctx *c) {
 
 /* ---- bound to every level (kernels.c) ---- */
 
+/* ---- TopK ----
+ * float32 X along its last axis: per row a heap of the k best kept so far in the
+ * outputs themselves (the worst at the root; a later element enters only when it ranks
+ * strictly above it, so equal values keep the earlier index), then heap-sorted best
+ * first: O(n log k) where the reference inserts into a sorted list (O(n k)). The order
+ * is the reference's: NaN above every number (cmp_elem), ties by increasing index. */
+typedef struct topk_job {
+  const float *x;
+  float *v;
+  int64_t *ix;
+  int64_t len, k, rows, per;
+  int sign;
+} topk_job;
+
+static int topk_cmp(float a, float b) {
+  if (isnan(a) || isnan(b)) return (int)isnan(a) - (int)isnan(b);
+  return (a > b) - (a < b);
+}
+
+/* Whether entry a (value va, index ia) ranks above entry b. */
+static bool topk_better(int sign, float va, int64_t ia, float vb, int64_t ib) {
+  int c = sign * topk_cmp(va, vb);
+  return c > 0 || (c == 0 && ia < ib);
+}
+
+static void topk_sift_down(const topk_job *j, float *v, int64_t *ix, int64_t n, int64_t p) {
+  for (;;) {
+    int64_t w = p, l = 2 * p + 1, r = l + 1;
+    if (l < n && topk_better(j->sign, v[w], ix[w], v[l], ix[l])) w = l;
+    if (r < n && topk_better(j->sign, v[w], ix[w], v[r], ix[r])) w = r;
+    if (w == p) return;
+    float tv = v[p];
+    int64_t ti = ix[p];
+    v[p] = v[w], ix[p] = ix[w], v[w] = tv, ix[w] = ti;
+    p = w;
+  }
+}
+
+static void topk_row(const topk_job *j, int64_t row) {
+  const float *x = j->x + row * j->len;
+  float *v = j->v + row * j->k;
+  int64_t *ix = j->ix + row * j->k, n = 0;
+  for (int64_t e = 0; e < j->len; e++) {
+    if (n < j->k) { /* sift up: the worse rises to the root */
+      int64_t p = n++;
+      while (p > 0 && topk_better(j->sign, v[(p - 1) / 2], ix[(p - 1) / 2], x[e], e)) {
+        v[p] = v[(p - 1) / 2], ix[p] = ix[(p - 1) / 2];
+        p = (p - 1) / 2;
+      }
+      v[p] = x[e], ix[p] = e;
+    } else if (j->k > 0 && topk_better(j->sign, x[e], e, v[0], ix[0])) {
+      v[0] = x[e], ix[0] = e;
+      topk_sift_down(j, v, ix, n, 0);
+    }
+  }
+  for (int64_t m = n - 1; m > 0; m--) { /* the worst to the back: best first */
+    float tv = v[0];
+    int64_t ti = ix[0];
+    v[0] = v[m], ix[0] = ix[m], v[m] = tv, ix[m] = ti;
+    topk_sift_down(j, v, ix, m, 0);
+  }
+}
+
+static void topk_task(void *arg, int64_t t) {
+  const topk_job *j = arg;
+  int64_t end = (t + 1) * j->per < j->rows ? (t + 1) * j->per : j->rows;
+  for (int64_t r = t * j->per; r < end; r++) topk_row(j, r);
+}
+
+static int run_topk(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  int64_t axis = kl_attr_int(c->node, "axis", -1);
+  if (axis < 0) axis += x->rank;
+  if (x->dtype != KL_F32 || c->n_out < 2 || !c->out[0] || !c->out[1] ||
+      c->out[1]->dtype != KL_I64 || axis != x->rank - 1 || x->rank < 1)
+    return kl_isa_ref(c);
+  topk_job j = {x->data, c->out[0]->data, c->out[1]->data, x->dims[x->rank - 1],
+                c->out[0]->dims[x->rank - 1], 0, 0,
+                kl_attr_int(c->node, "largest", 1) != 0 ? 1 : -1};
+  if (j.k > j.len) return kl_isa_ref(c); /* the reference names it */
+  j.rows = j.len ? kl_tensor_numel(x) / j.len : 0;
+  if (j.rows == 0 || j.k == 0) return KILN_OK;
+  int64_t tasks = kl_isa_split(j.rows, CHUNK / (j.len + 1) + 1, &j.per);
+  kl_isa_parallel(c, tasks, j.rows * j.len * 4, topk_task, &j);
+  return KILN_OK;
+}
+
 int kl_run_detect(kl_kernel_ctx *c, const kl_isa_fns *f) {
   switch (c->node->op) {
   case KL_OP_RoiAlign: return run_roi_align(c);
@@ -806,6 +893,7 @@ int kl_run_detect(kl_kernel_ctx *c, const kl_isa_fns *f) {
   case KL_OP_Gather: return run_gather(c);
   case KL_OP_Max: case KL_OP_Min: return run_minmax(c);
   case KL_OP_NonZero: return run_non_zero(c);
+  case KL_OP_TopK: return run_topk(c);
   case KL_OP_Equal: case KL_OP_Less: case KL_OP_Greater: case KL_OP_LessOrEqual:
   case KL_OP_GreaterOrEqual:
     return run_compare(c);
