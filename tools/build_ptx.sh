@@ -17,9 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 "$llc" -O3 -mcpu="sm_$sm" -mattr="+ptx$ptx" "$tmp/opt.bc" -o "$tmp/k.ptx"
 # clang does not turn reqd_work_group_size into PTX's .maxntid: without it the driver
 # knows nothing of the work-group size it will run at. The tensor-core kernels (kl_tc_*,
-# 256 work-items) get .maxntid 256 (measured on the H100: as fast as none, and
+# 256 work-items; kl_tc_mm*, 128) get .maxntid 256 (128) (measured on the H100: as fast as none, and
 # .minnctapersm 2, which caps them at 128 registers, took 25% longer).
-awk '/^\.entry kl_tc_/ { tc = 1 }
+awk '/^\.entry kl_tc_mm/ { tc = 128 }
+     /^\.entry kl_tc_/ && !/^\.entry kl_tc_mm/ { tc = 256 }
      { print }
-     tc && /^\)/ { print ".maxntid 256, 1, 1"; tc = 0 }' \
+     tc && /^\)/ { print ".maxntid " tc ", 1, 1"; tc = 0 }' \
   "$tmp/k.ptx" >"$out"

@@ -399,6 +399,11 @@ static const conv_case tc_conv_cases[] = {
      * the 64-row tiles that small problems get */
     {"16 -> 200 over 2 x 96 x 96 (row tiles of 128)", 4, {2, 16, 96, 96}, {200, 16, 3, 3}, 1,
      {0}, {0}, {1, 1, 1, 1}, NULL, true},
+    /* 1x1 on kl_tc_mm (Cin and positions multiples of 4): rows of 128, bias per row */
+    {"1x1 20 -> 130 over 5 x 64 x 64 (products, row tiles of 128)", 4, {5, 20, 64, 64},
+     {130, 20, 1, 1}, 1, {0}, {0}, {0}, NULL, true},
+    {"1x1 36 -> 24 over 3 x 10 x 10, no bias (products)", 4, {3, 36, 10, 10}, {24, 36, 1, 1}, 1,
+     {0}, {0}, {0}, NULL, false},
 };
 
 static const mm_case tc_mm_cases[] = {
@@ -407,6 +412,12 @@ static const mm_case tc_mm_cases[] = {
     {"[M, K] x [K, N] 33 x 1000 x 129 (many steps of k)", 2, 2, {33, 1000}, {1000, 129}},
     {"[M, K] x [K, N] 200 x 64 x 300", 2, 2, {200, 64}, {64, 300}},
     {"[M, K] x [K, N] 300 x 64 x 18500 (row tiles of 128)", 2, 2, {300, 64}, {64, 18500}},
+    /* operands in 16-byte pieces (kl_tc_mm): k not a multiple of the step of 16, rows
+     * and columns past a tile, batches folded into rows and batches of their own */
+    {"[M, K] x [K, N] 300 x 36 x 260 (4-vectors)", 2, 2, {300, 36}, {36, 260}},
+    {"[B, M, K] x [K, N] 2 x 130 x 100 x 132 (4-vectors)", 3, 2, {2, 130, 100}, {100, 132}},
+    {"[2, 3, M, K] x [2, 1, K, N] 40 x 20 x 68 (4-vectors)", 4, 4, {2, 3, 40, 20},
+     {2, 1, 20, 68}},
 };
 
 /* TF32 products. With inputs rounded to TF32 the products are exact and only the order
@@ -466,10 +477,28 @@ static kl_graph *tc_gemm_graph(int t) { /* transA t & 1, transB t >> 1; C [N]; a
   return g;
 }
 
+/* Gemm on kl_tc_mm (K and N multiples of 4): t 0, 1 with transB (B read as [n][k]),
+ * 2 without; t 1 has enough tiles for rows of 128 */
+static kl_graph *tc_gemm_vec_graph(int t) {
+  static const int64_t dims[3][3] = {{77, 132, 44}, {520, 8200, 20}, {77, 132, 44}};
+  int64_t m = dims[t][0], n = dims[t][1], k = dims[t][2];
+  int tb = t < 2;
+  kl_graph *g = tu_graph_new();
+  int a = input(g, 2, (const int64_t[]){m, k});
+  int b = input(g, 2, tb ? (const int64_t[]){n, k} : (const int64_t[]){k, n});
+  int c = input(g, 1, (const int64_t[]){n});
+  int node = out_node(g, KL_OP_Gemm, 3, (const int[]){a, b, c});
+  assert_int_equal(kl_node_set_int(g, node, "transB", tb, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, node, "alpha", 0.5f, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, node, "beta", -1.5f, NULL), KILN_OK);
+  return g;
+}
+
 static kl_graph *tc_fused_matmul_graph(int act) {
   kl_graph *g = tu_graph_new();
-  int a = input(g, 3, (const int64_t[]){2, 50, 40}), b = input(g, 2, (const int64_t[]){40, 70});
-  int c = input(g, 1, (const int64_t[]){70}), s = input(g, 3, (const int64_t[]){2, 50, 70});
+  /* N 72: on kl_tc_mm, whose epilogue this checks (the Gemm cases check kl_tc_matmul's) */
+  int a = input(g, 3, (const int64_t[]){2, 50, 40}), b = input(g, 2, (const int64_t[]){40, 72});
+  int c = input(g, 1, (const int64_t[]){72}), s = input(g, 3, (const int64_t[]){2, 50, 72});
   set_act(g, out_node(g, KL_OP_KilnFusedMatMul, 4, (const int[]){a, b, c, s}), &acts[act]);
   return g;
 }
@@ -497,6 +526,10 @@ static void test_tf32(void **state) {
   for (int t = 0; t < 4; t++) {
     snprintf(what, sizeof what, "TF32 Gemm transA %d transB %d, C [N], alpha, beta", t & 1, t >> 1);
     tc_check(tc_gemm_graph, t, what);
+  }
+  for (int t = 0; t < 3; t++) {
+    snprintf(what, sizeof what, "TF32 Gemm in 4-vectors, case %d (transB %d)", t, t < 2);
+    tc_check(tc_gemm_vec_graph, t, what);
   }
   tc_check(tc_fused_matmul_graph, 7, "TF32 FusedMatMul + Bias + Sum + Gelu");
 }

@@ -11,6 +11,7 @@ typedef struct gpu_ctx {
   kl_cl *cl;
   const kl_graph *g;
   const kl_gpu_op **ops; /* per node: its entry, NULL when the node is not the device's */
+  char (*ran)[80];       /* per node: "OP (KERNEL)", the kernel its last run queued last */
   char name[448];
 } gpu_ctx;
 
@@ -56,6 +57,11 @@ static bool gpu_supports(kl_backend *b, const kl_graph *g, int node) {
   return op != NULL;
 }
 
+static const char *gpu_op_name(const gpu_ctx *c, const kl_gpu_op *op) {
+  const char *tf32 = kl_cl_tf32(c->cl) ? kl_gpu_tf32_name(op) : NULL;
+  return tf32 ? tf32 : op->name;
+}
+
 static kiln_status gpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
   gpu_ctx *c = b->ctx;
   const kl_gpu_op *op = c->ops[node];
@@ -65,15 +71,19 @@ static kiln_status gpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
   kl_cl_set_node(c->cl, node);
   kiln_status st = op->run(c->cl, kc);
   if (st != KILN_OK) kl_err_prefix(kc->e, "%s, kernel %s", kl_cl_name(c->cl), op->name);
+  const char *k = kl_cl_last_kernel(c->cl);
+  if (st == KILN_OK && k && c->ran)
+    snprintf(c->ran[node], sizeof c->ran[node], "%s (%s)", gpu_op_name(c, op), k);
   return st;
 }
 
+/* The kernel that ran node i last: its op's name (with tf32 where it computes so) and the
+ * OpenCL kernel it queued last; the op's name alone before the node ran. */
 static const char *gpu_kernel_name(const kl_backend *b, int node) {
   const gpu_ctx *c = b->ctx;
   const kl_gpu_op *op = c->ops[node];
   if (!op) return "none";
-  const char *tf32 = kl_cl_tf32(c->cl) ? kl_gpu_tf32_name(op) : NULL;
-  return tf32 ? tf32 : op->name;
+  return c->ran && c->ran[node][0] ? c->ran[node] : gpu_op_name(c, op);
 }
 
 static void gpu_node_io(kl_backend *b, const kl_graph *g, int node, unsigned *host_inputs,
@@ -129,6 +139,7 @@ static void gpu_release(kl_backend *b) {
   if (c) {
     kl_cl_close(c->cl);
     free(c->ops);
+    free(c->ran);
     free(c);
   }
   free(b);
@@ -157,8 +168,9 @@ kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, const char
   kl_backend *b = calloc(1, sizeof *b);
   gpu_ctx *c = calloc(1, sizeof *c);
   if (b) b->ctx = c;
-  if (!b || !c || !(c->ops = calloc((size_t)g->n_nodes + 1, sizeof *c->ops))) {
-    if (c) free(c->ops);
+  if (!b || !c || !(c->ops = calloc((size_t)g->n_nodes + 1, sizeof *c->ops)) ||
+      !(c->ran = calloc((size_t)g->n_nodes + 1, sizeof *c->ran))) {
+    if (c) free(c->ops), free(c->ran);
     free(c);
     free(b);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the GPU backend");

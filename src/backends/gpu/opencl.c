@@ -77,6 +77,7 @@ struct kl_cl {
   kl_tensor flag_t;
   bool has_flag;
   int node; /* the graph node whose kernels are being queued (kl_cl_set_node) */
+  char last_kernel[64]; /* the kernel queued last since kl_cl_set_node, else "" */
 };
 
 static const char *cl_err_name(cl_int st) {
@@ -691,7 +692,12 @@ static cl_kernel find_kernel(const kl_cl *c, const char *name) {
 
 bool kl_cl_has_kernel(const kl_cl *c, const char *name) { return find_kernel(c, name) != NULL; }
 
-void kl_cl_set_node(kl_cl *c, int node) { c->node = node; }
+void kl_cl_set_node(kl_cl *c, int node) {
+  c->node = node;
+  c->last_kernel[0] = 0;
+}
+
+const char *kl_cl_last_kernel(const kl_cl *c) { return c->last_kernel[0] ? c->last_kernel : NULL; }
 
 int kl_cl_node(const kl_cl *c) { return c->node; }
 
@@ -776,7 +782,10 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
     st = clEnqueueNDRangeKernel(c->queue, k, (cl_uint)dims, NULL, g, local, 0, NULL,
                                 c->profiling && c->n_timed < MAX_TIMED ? &c->timed[c->n_timed++]
                                                                        : NULL);
-  if (st == CL_SUCCESS) return KILN_OK;
+  if (st == CL_SUCCESS) {
+    snprintf(c->last_kernel, sizeof c->last_kernel, "%s", name);
+    return KILN_OK;
+  }
   return kl_fail(e, st == CL_OUT_OF_RESOURCES || st == CL_MEM_OBJECT_ALLOCATION_FAILURE
                         ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
                  "OpenCL device %s: kernel '%s' (argument %u): %s (%d)", c->d->name, name,
@@ -904,6 +913,11 @@ bool kl_cl_has_kernel(const kl_cl *c, const char *name) {
 }
 
 void kl_cl_set_node(kl_cl *c, int node) { (void)c, (void)node; }
+
+const char *kl_cl_last_kernel(const kl_cl *c) {
+  (void)c;
+  return NULL;
+}
 
 int kl_cl_node(const kl_cl *c) {
   (void)c;

@@ -76,6 +76,43 @@ static void addends_bcast(kl_cl_bcast *bc, const kl_tensor *y, const kl_tensor *
  * channels per group) and products per output run on the tensor cores (tc.cl). */
 #define TC_MIN 16
 
+/* A 1 x 1 convolution of stride 1 without pads (one group) as a batch of products on
+ * tc.cl's kl_tc_mm: per image, Y [Cout, P] = W [Cout, Cin] X [Cin, P], the bias added per
+ * row (operand mode 4). KILN_ERR_UNSUPPORTED (nothing launched, no message) where the
+ * operands are not 16-byte pieces: Cin, P and the offsets multiples of 4 floats. */
+static kiln_status conv1x1_mm(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g,
+                              const kl_cl_bcast *bc, const kl_gpu_act *act,
+                              const kl_tensor *sum) {
+  const kl_tensor *x = kc->in[0], *w = kc->in[1], *b = input(kc, 2);
+  kl_tensor *y = kc->out[0];
+  int64_t p = g->w.out[0] * g->w.out[1] * g->w.out[2], cin = g->cin_per_group;
+  int64_t cout = g->cout_per_group, images = y->dims[0];
+  for (int d = 0; d < 3; d++)
+    if (g->w.stride[d] != 1 || g->w.pad_begin[d] || g->w.pad_end[d] || g->w.in[d] != g->w.out[d])
+      return KILN_ERR_UNSUPPORTED;
+  if (cin % 4 || p % 4 || elem_off(x) % 4 || elem_off(w) % 4) return KILN_ERR_UNSUPPORTED;
+  kl_cl_bcast bb;
+  memset(&bb, 0, sizeof bb);
+  bb.rank = 1;
+  bb.dims[0] = images;
+  bb.s[1][0] = cin * p; /* A (W) is every image's */
+  int64_t bm = cout <= 64 || (cout + 127) / 128 * ((p + 127) / 128) * images <
+                                 2 * (int64_t)kl_cl_compute_units(c)
+                   ? 64
+                   : 128;
+  size_t global = (size_t)((cout + bm - 1) / bm) * (size_t)((p + 127) / 128) * (size_t)images *
+                  128,
+         local = 128;
+  /* the Sum by Y's index or by the general broadcast: mode 2 (along Y's last dim) is not
+   * the product's column here */
+  int smode = addend_mode(bc, 1, sum) == 2 ? 3 : addend_mode(bc, 1, sum);
+  return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_mm64" : "kl_tc_mm128", 1, &global, &local, kc->e,
+                      CLA_T(w), CLA_T(x), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_L(cout), CLA_L(p),
+                      CLA_L(cin), CLA_L(cin), CLA_L(1), CLA_L(p), CLA_L(1), CLA_S(bb),
+                      CLA_S(*bc), CLA_F(1.0f), CLA_F(1.0f), CLA_I(act->code), CLA_F(act->a),
+                      CLA_F(act->b), CLA_I(b ? 4 : 0), CLA_I(smode));
+}
+
 /* Conv and FusedConv (X, W, B?, Sum?). */
 static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   const kl_tensor *x = kc->in[0], *w = kc->in[1], *b = input(kc, 2);
@@ -94,6 +131,11 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   int64_t groups = kl_attr_int(kc->node, "group", 1);
   int64_t taps = w->dims[2] * (w->rank > 3 ? w->dims[3] : 1) * (w->rank > 4 ? w->dims[4] : 1);
   int64_t xsize = g.w.in[0] * g.w.in[1] * g.w.in[2], batch = y->dims[0];
+  if (kl_cl_tf32(c) && groups == 1 && taps == 1 && g.cout_per_group >= TC_MIN &&
+      g.cin_per_group >= TC_MIN && kl_cl_has_kernel(c, "kl_tc_mm128")) {
+    kiln_status done = conv1x1_mm(c, kc, &g, &bc, &act, sum);
+    if (done != KILN_ERR_UNSUPPORTED) return done;
+  }
   if (kl_cl_tf32(c) && g.cout_per_group >= TC_MIN && g.cin_per_group * taps >= TC_MIN &&
       g.cin_per_group * xsize <= INT32_MAX) {
     /* TF32 on the tensor cores (tc.cl): tiles of BM output channels x 128 columns of
@@ -140,6 +182,28 @@ typedef struct product {
   float alpha, beta;
 } product;
 
+/* Whether operand k's batch strides are multiples of 4 elements. */
+static bool batch_vec(const product *p, int k) {
+  for (int d = 0; d < p->batch.rank; d++)
+    if (p->batch.s[k][d] % 4) return false;
+  return true;
+}
+
+/* Which of tc.cl's kl_tc_mm kernels takes product p: 0 for B as [k][n], 1 for B as
+ * [n][k] (B^T's rows contiguous in k); -1 where none does (the program has none, or an
+ * operand is not read in 16-byte pieces: A's rows contiguous in k, offsets, row and batch
+ * strides, K, and N for [k][n], multiples of 4 floats). */
+static int mm_layout(const kl_cl *c, const kl_kernel_ctx *kc, const product *p) {
+  if (!kl_cl_has_kernel(c, "kl_tc_mm128")) return -1;
+  if (!(p->sak == 1 && p->sam % 4 == 0 && p->k % 4 == 0 && elem_off(kc->in[0]) % 4 == 0 &&
+        batch_vec(p, 0)))
+    return -1;
+  if (elem_off(kc->in[1]) % 4 || !batch_vec(p, 1)) return -1;
+  if (p->sbn == 1 && p->sbk % 4 == 0 && p->n % 4 == 0) return 0;
+  if (p->sbk == 1 && p->sbn % 4 == 0) return 1;
+  return -1;
+}
+
 static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   if (kl_cl_max_group(c) < TILE * TILE)
     return kl_fail(kc->e, KILN_ERR_UNSUPPORTED, "the matrix product needs work-groups of "
@@ -152,6 +216,27 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   addends_bcast(&bc, y, p->addend, sum);
   int64_t batches = 1;
   for (int d = 0; d < p->batch.rank; d++) batches *= p->batch.dims[d];
+  int bt = kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN
+               ? mm_layout(c, kc, p)
+               : -1;
+  if (bt >= 0) {
+    /* tc.cl's kl_tc_mm: BM x 128 tiles (BM as below), 128 work-items each */
+    int64_t bm = p->m <= 64 || (p->m + 127) / 128 * ((p->n + 127) / 128) * batches <
+                                   2 * (int64_t)kl_cl_compute_units(c)
+                     ? 64
+                     : 128;
+    size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
+                    (size_t)batches * 128,
+           local = 128;
+    static const char *const names[2][2] = {{"kl_tc_mm64", "kl_tc_mm64t"},
+                                            {"kl_tc_mm128", "kl_tc_mm128t"}};
+    return KL_CL_LAUNCH(c, names[bm == 128][bt], 1, &global, &local, kc->e, CLA_T(kc->in[0]),
+                        CLA_T(kc->in[1]), CLA_T(p->addend), CLA_T(sum), CLA_T(y), CLA_L(p->m),
+                        CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam), CLA_L(p->sak), CLA_L(p->sbk),
+                        CLA_L(p->sbn), CLA_S(p->batch), CLA_S(bc), CLA_F(p->alpha),
+                        CLA_F(p->beta), CLA_I(act.code), CLA_F(act.a), CLA_F(act.b),
+                        CLA_I(addend_mode(&bc, 0, p->addend)), CLA_I(addend_mode(&bc, 1, sum)));
+  }
   if (kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN) {
     /* tc.cl: BM x 128 tiles, BM 64 when tiles of 128 would not give every compute unit
      * two */

@@ -343,4 +343,207 @@ KL_TC_MATMUL(kl_tc_matmul64, 64, 2)
 KL_TC_CONV(kl_tc_conv128, 128, 4)
 KL_TC_CONV(kl_tc_conv64, 64, 2)
 
+/* ---- Products of 4-vector operands: cp.async, ldmatrix, 64-column warp tiles ----
+ *
+ * kl_tc_mm{128,64}[t]: the product of kl_tc_matmul's arguments (its meaning, its
+ * epilogue; `vec` is not taken) where A's rows are contiguous in k and B's rows in n
+ * (or, in the kernels ending in t, B's columns in k: B^T as [n][k], Gemm's transB),
+ * with the offsets, the row strides and the batch strides multiples of 4 floats and
+ * K (and N for B as [k][n]) too: ops_nn.c checks this. A work-group of 128 work-items
+ * (4 warps, 2 x 2) makes a BM x 128 tile of Y, each warp BM / 2 x 64 (MT x 8 products of
+ * m16n8k8 a step of 8 along k). Operands go from global to local memory with
+ * `cp.async` (16 bytes at a time, zeros past M, N and K through its source size; no
+ * registers, no rounding on the way), STAGES steps of 16 along k in flight (3 for rows
+ * of 128, 4 for 64: 48 KB, all that OpenCL gives a work-group on NVIDIA). Local memory
+ * holds the tiles unpadded, their 16-byte pieces swizzled so that reads hit distinct
+ * banks: A and B^T as rows of 16 words, piece c of row r at c ^ (r / 2 % 4), whose
+ * fragments `ldmatrix` reads 4 at a time (the 8 rows of each 8 x 4 block on 8 distinct
+ * pieces of the 128-byte line); B as [k][n] in rows of 128 words, piece c of row k at
+ * c ^ 2 (k % 4), read a word at a time (lanes 4g + t: rows t, t + 4 at column g: 32
+ * banks). Fragments are rounded to TF32 (cvt.rna) as they are read. Work-groups sweep
+ * the columns 8 row tiles at a time, so that the tiles of A and B they share are read
+ * from L2. Operand e's mode 4 adds e[m] (a convolution's bias: ops_nn.c's 1 x 1
+ * convolutions). */
+
+#define KL_MM_BK 16
+#define KL_MM_TILE 2048 /* words of B's tile a step: 16 x 128 */
+
+void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
+  __asm__ volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"l"((ulong)dst),
+                   "l"(src), "r"(ok ? 16 : 0)
+                   : "memory");
+}
+
+#define KL_MM_COMMIT() __asm__ volatile("cp.async.commit_group;" ::: "memory")
+/* waits until at most N (a literal) groups of copies are in flight */
+#define KL_MM_WAIT(N) __asm__ volatile("cp.async.wait_group " #N ";" ::: "memory")
+
+#define KL_MM_LDM4(r, p)                                                                   \
+  __asm__ volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"        \
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                        \
+                   : "l"((ulong)(p))                                                       \
+                   : "memory")
+
+#define KL_MM_TF32(x) kl_tc_tf32(as_float(x))
+
+/* Step s of k into buffer `buf`: A's BM rows, B's 16 rows of [k][n] or 128 rows of
+ * [n][k], 16 bytes a copy, each to its swizzled place (ad_, bd_: this work-item's). */
+#define KL_MM_LOAD(BM, BT, s, buf)                                                         \
+  {                                                                                        \
+    long k0 = (long)(s) * KL_MM_BK;                                                        \
+    __local uint *ad = as + (buf) * (BM * KL_MM_BK), *bd = bs + (buf) * KL_MM_TILE;        \
+    bool kin = k0 + ck < K;                                                                \
+    _Pragma("unroll") for (int r = 0; r < BM / 32; r++)                                    \
+      kl_mm_cp16(ad + ad_ + 512 * r, kin && aok[r] ? ap[r] + k0 : a, kin && aok[r]);       \
+    if (BT) {                                                                              \
+      _Pragma("unroll") for (int r = 0; r < 4; r++)                                        \
+        kl_mm_cp16(bd + ad_ + 512 * r, kin && bok[r] ? bp[r] + k0 : b, kin && bok[r]);     \
+    } else {                                                                               \
+      _Pragma("unroll") for (int r = 0; r < 4; r++) {                                      \
+        long k = k0 + bkr + 4 * r;                                                         \
+        bool ok = bok[0] && k < K;                                                         \
+        kl_mm_cp16(bd + bd_ + 512 * r, ok ? bp[0] + k * sbk : b, ok);                      \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+/* The epilogue: the warps' results pass through local memory (bs, the tiles' buffers,
+ * once the last step is done), 16 rows of a warp's 64 columns at a time, so that each
+ * work-item then finishes 4 neighbouring columns of a row and writes them as one
+ * 16-byte store (where Y's offset and N are multiples of 4), reading the addends
+ * beside them; a loop, not 128 unrolled copies of the addend and activation code. */
+#define KL_MM_LDE 72 /* words of a row of a warp's results in local memory */
+#define KL_MM_EPILOGUE(MT)                                                                 \
+  {                                                                                        \
+    KL_MM_WAIT(0);                                                                         \
+    __local float *ew = (__local float *)bs + warp * (16 * KL_MM_LDE);                     \
+    bool y4 = N % 4 == 0 && yo % 4 == 0;                                                   \
+    _Pragma("unroll") for (int i = 0; i < MT; i++) {                                       \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+      _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
+        _Pragma("unroll") for (int h = 0; h < 2; h++)                                      \
+          *(__local float2 *)&ew[(fg + 8 * h) * KL_MM_LDE + 8 * j + 2 * ft] =              \
+              (float2)(acc[i][j][2 * h], acc[i][j][2 * h + 1]);                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+      _Pragma("unroll 1") for (int it = 0; it < 8; it++) {                                 \
+        int row = 2 * it + lane / 16, c4 = lane % 16 * 4;                                  \
+        long m = m0 + wr + 16 * i + row, n = n0 + wc + c4;                                 \
+        if (m >= M || n >= N) continue;                                                    \
+        float4 r = *(__local float4 *)&ew[row * KL_MM_LDE + c4];                           \
+        float v[4] = {r.x, r.y, r.z, r.w};                                                 \
+        long yi = (batch * M + m) * N + n;                                                 \
+        float eb = e_ && emode == 4 ? e_[eo + m] : 0.0f;                                   \
+        _Pragma("unroll") for (int c = 0; c < 4; c++) {                                    \
+          if (n + c >= N) break;                                                           \
+          float x = alpha * v[c];                                                          \
+          if (e_) x += beta * (emode == 4 ? eb : KL_TC_ADDEND(e_, eo, emode, &bc, 0, yi + c, n + c)); \
+          if (s_) x += KL_TC_ADDEND(s_, so, smode, &bc, 1, yi + c, n + c);                 \
+          v[c] = KL_TC_ACT(x, act, aa, ab);                                                \
+        }                                                                                  \
+        if (y4)                                                                            \
+          *(__global float4 *)(y_ + yo + yi) = (float4)(v[0], v[1], v[2], v[3]);           \
+        else                                                                               \
+          for (int c = 0; c < 4 && n + c < N; c++) y_[yo + yi + c] = v[c];                 \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+#define KL_MM(NAME, BM, BT, STAGES, WAITN)                                                 \
+  __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void NAME(                     \
+      __global const float *a_, ulong ao, __global const float *b_, ulong bo,              \
+      __global const float *e_, ulong eo, __global const float *s_, ulong so,              \
+      __global float *y_, ulong yo, long M, long N, long K, long sam, long sak, long sbk,  \
+      long sbn, kl_cl_bcast bb, kl_cl_bcast bc, float alpha, float beta, int act,          \
+      float aa, float ab, int emode, int smode) {                                          \
+    enum { MT = BM / 32 };                                                                 \
+    __local uint as[STAGES * BM * KL_MM_BK] __attribute__((aligned(16)));                  \
+    __local uint bs[STAGES * KL_MM_TILE] __attribute__((aligned(16)));                     \
+    int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                           \
+    int fg = lane / 4, ft = lane % 4, wr = warp / 2 * (BM / 2), wc = warp % 2 * 64;        \
+    long tiles_n = (N + 127) / 128, tiles_m = (M + BM - 1) / BM;                           \
+    long grp = get_group_id(0), per = tiles_n * tiles_m, batch = grp / per, t = grp % per; \
+    long first = t / (8 * tiles_n) * 8, gs = min(tiles_m - first, 8L);                    \
+    long local_t = t % (8 * tiles_n);                                                      \
+    long m0 = (first + local_t % gs) * BM, n0 = local_t / gs * 128;                        \
+    __global const float *a = a_ + ao + kl_nn_bcast_off(&bb, 0, batch);                   \
+    __global const float *b = b_ + bo + kl_nn_bcast_off(&bb, 1, batch);                    \
+    /* copies: rows cr + 32 r of A (and of B^T) at k piece tid % 4 (words ck..ck + 3);    \
+     * B as [k][n]: rows bkr + 4 r, piece tid % 32 (columns bnc..bnc + 3) */              \
+    int cr = tid / 4, ck = tid % 4 * 4, bkr = tid / 32, bnc = tid % 32 * 4;                \
+    int ad_ = cr * 16 + ((tid % 4) ^ (cr / 2 % 4)) * 4;                                    \
+    int bd_ = bkr * 128 + ((tid % 32) ^ (bkr % 4 * 2)) * 4;                                \
+    __global const float *ap[BM / 32], *bp[4];                                             \
+    bool aok[BM / 32], bok[4];                                                             \
+    _Pragma("unroll") for (int r = 0; r < BM / 32; r++) {                                  \
+      long m = m0 + cr + 32 * r;                                                           \
+      aok[r] = m < M;                                                                      \
+      ap[r] = a + (aok[r] ? m * sam : 0) + ck;                                             \
+    }                                                                                      \
+    _Pragma("unroll") for (int r = 0; r < 4; r++) {                                        \
+      long n = BT ? n0 + cr + 32 * r : n0 + bnc;                                           \
+      bok[r] = n < N;                                                                      \
+      bp[r] = b + (bok[r] ? (BT ? n * sbn + ck : n) : 0);                                  \
+    }                                                                                      \
+    float acc[MT][8][4];                                                                   \
+    _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
+      _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
+        _Pragma("unroll") for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;                 \
+    int steps = (int)((K + KL_MM_BK - 1) / KL_MM_BK);                                      \
+    _Pragma("unroll") for (int s = 0; s < STAGES - 1; s++) {                               \
+      if (s < steps) KL_MM_LOAD(BM, BT, s, s);                                             \
+      KL_MM_COMMIT();                                                                      \
+    }                                                                                      \
+    /* ldmatrix rows of this lane: A's 8 x 4 blocks (rows +0, +8) x (k +0, +4) in the      \
+     * order of the m16n8k8 fragment; B^T's (k +0, +4) x (rows +0, +8): two n-tiles. The   \
+     * rows' swizzle, r / 2 % 4, is the lane's (lane / 2 % 4): the tiles start at rows of  \
+     * 8. la[h], lb[h]: the words of the step's k 8 h.. */                                 \
+    int sw = lane / 2 % 4, la[2], lb[2], ob[8];                                            \
+    _Pragma("unroll") for (int h = 0; h < 2; h++) {                                        \
+      la[h] = (wr + lane % 8 + 8 * (lane / 8 % 2)) * 16 + ((2 * h + lane / 16) ^ sw) * 4;  \
+      lb[h] = (wc + lane % 8 + 8 * (lane / 16)) * 16 + ((2 * h + lane / 8 % 2) ^ sw) * 4;  \
+    }                                                                                      \
+    /* B as [k][n]: row ft (and ft + 4, + 8, + 12) at column wc + 8 j + fg */              \
+    _Pragma("unroll") for (int j = 0; j < 8; j++)                                          \
+      ob[j] = ft * 128 + ((wc / 4 + 2 * j + fg / 4) ^ (ft * 2)) * 4 + fg % 4;              \
+    int cur = 0, nxt = STAGES - 1;                                                         \
+    for (int st = 0; st < steps; st++) {                                                   \
+      KL_MM_WAIT(WAITN);                                                                   \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+      if (st + STAGES - 1 < steps) KL_MM_LOAD(BM, BT, st + STAGES - 1, nxt);               \
+      KL_MM_COMMIT();                                                                      \
+      nxt = nxt + 1 == STAGES ? 0 : nxt + 1;                                               \
+      __local const uint *asb = as + cur * (BM * KL_MM_BK);                                \
+      __local const uint *bsb = bs + cur * KL_MM_TILE;                                     \
+      cur = cur + 1 == STAGES ? 0 : cur + 1;                                               \
+      _Pragma("unroll") for (int h = 0; h < 2; h++) {                                      \
+        uint fa[MT][4], fb[8][2];                                                          \
+        _Pragma("unroll") for (int i = 0; i < MT; i++) {                                   \
+          KL_MM_LDM4(fa[i], asb + la[h] + 16 * 16 * i);                                    \
+          _Pragma("unroll") for (int q = 0; q < 4; q++) fa[i][q] = KL_MM_TF32(fa[i][q]);   \
+        }                                                                                  \
+        if (BT) {                                                                          \
+          _Pragma("unroll") for (int jj = 0; jj < 4; jj++) {                               \
+            uint r4[4];                                                                    \
+            KL_MM_LDM4(r4, bsb + lb[h] + 16 * 16 * jj);                                    \
+            fb[2 * jj][0] = KL_MM_TF32(r4[0]), fb[2 * jj][1] = KL_MM_TF32(r4[1]);          \
+            fb[2 * jj + 1][0] = KL_MM_TF32(r4[2]), fb[2 * jj + 1][1] = KL_MM_TF32(r4[3]);  \
+          }                                                                                \
+        } else {                                                                           \
+          _Pragma("unroll") for (int j = 0; j < 8; j++) {                                  \
+            fb[j][0] = KL_MM_TF32(bsb[ob[j] + 8 * h * 128]);                               \
+            fb[j][1] = KL_MM_TF32(bsb[ob[j] + (8 * h + 4) * 128]);                         \
+          }                                                                                \
+        }                                                                                  \
+        _Pragma("unroll") for (int i = 0; i < MT; i++)                                     \
+          _Pragma("unroll") for (int j = 0; j < 8; j++) KL_TC_MMA(acc[i][j], fa[i], fb[j]); \
+      }                                                                                    \
+    }                                                                                      \
+    KL_MM_EPILOGUE(MT)                                                                     \
+  }
+
+KL_MM(kl_tc_mm128, 128, 0, 3, 1)
+KL_MM(kl_tc_mm128t, 128, 1, 3, 1)
+KL_MM(kl_tc_mm64, 64, 0, 4, 2)
+KL_MM(kl_tc_mm64t, 64, 1, 4, 2)
+
 #endif
