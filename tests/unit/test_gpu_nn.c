@@ -404,6 +404,11 @@ static const conv_case tc_conv_cases[] = {
      {130, 20, 1, 1}, 1, {0}, {0}, {0}, NULL, true},
     {"1x1 36 -> 24 over 3 x 10 x 10, no bias (products)", 4, {3, 36, 10, 10}, {24, 36, 1, 1}, 1,
      {0}, {0}, {0}, NULL, false},
+    /* W in 4-vectors (k = 180), over 13 x 13 and 12 x 12 positions */
+    {"3x3 pad 1 batch 2, 20 -> 70, 13x13 (W in 4-vectors)", 4, {2, 20, 13, 13}, {70, 20, 3, 3}, 1,
+     {0}, {0}, {1, 1, 1, 1}, NULL, true},
+    {"3x3 pad 1 batch 3, 20 -> 40, 12x12 (W in 4-vectors)", 4, {3, 20, 12, 12}, {40, 20, 3, 3}, 1,
+     {0}, {0}, {1, 1, 1, 1}, NULL, true},
 };
 
 static const mm_case tc_mm_cases[] = {
@@ -445,6 +450,23 @@ static kl_graph *tc_fused_conv_graph(int act) {
   kl_graph *g = tu_graph_new(); /* Y [2, 70, 13, 13] */
   int sum = input(g, 4, (const int64_t[]){2, 70, 13, 13});
   set_act(g, conv_node(g, KL_OP_KilnFusedConv, &tc_conv_cases[0], sum), &acts[act]);
+  return g;
+}
+
+/* a Sum that varies along Y's last dim only ([13]: kl_tc_conv read its element 0 for
+ * every output before it took such a Sum by the general broadcast) */
+static kl_graph *tc_conv_row_sum_graph(int act) {
+  kl_graph *g = tu_graph_new(); /* Y [2, 70, 13, 13] */
+  int sum = input(g, 1, (const int64_t[]){13});
+  set_act(g, conv_node(g, KL_OP_KilnFusedConv, &tc_conv_cases[0], sum), &acts[act]);
+  return g;
+}
+
+/* the same with W in 4-vectors (k = 180) */
+static kl_graph *tc_fused_conv4_graph(int act) {
+  kl_graph *g = tu_graph_new(); /* Y [2, 70, 13, 13] */
+  int sum = input(g, 4, (const int64_t[]){2, 70, 13, 13});
+  set_act(g, conv_node(g, KL_OP_KilnFusedConv, &tc_conv_cases[11], sum), &acts[act]);
   return g;
 }
 
@@ -517,6 +539,9 @@ static void test_tf32(void **state) {
   }
   tc_check(tc_fused_conv_graph, 0, "TF32 FusedConv + bias + Sum + Relu");
   tc_check(tc_fused_conv_graph, 9, "TF32 FusedConv + bias + Sum + Silu");
+  tc_check(tc_conv_row_sum_graph, 0, "TF32 FusedConv + bias + Sum [13] + Relu");
+  tc_check(tc_fused_conv4_graph, 0, "TF32 FusedConv (W in 4-vectors) + bias + Sum + Relu");
+  tc_check(tc_fused_conv4_graph, 9, "TF32 FusedConv (W in 4-vectors) + bias + Sum + Silu");
   tc_check(tc_fused_1x1_graph, 0, "TF32 FusedConv 1x1 + bias + Sum + Relu");
   tc_check(tc_fused_1x1_graph, 1, "TF32 FusedConv 1x1 + bias + Sum + LeakyRelu");
   for (int i = 0; i < TU_LEN(tc_mm_cases); i++) {

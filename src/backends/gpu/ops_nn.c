@@ -151,10 +151,13 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
                     256,
            local = 256;
     int vec = (g.cin_per_group * taps) % 4 == 0 && elem_off(w) % 4 == 0; /* W in 4-vectors */
+    /* the Sum by Y's index or by the general broadcast: mode 2 (along Y's last dim) is not
+     * the product's column here */
+    int smode = addend_mode(&bc, 1, sum) == 2 ? 3 : addend_mode(&bc, 1, sum);
     return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_conv64" : "kl_tc_conv128", 1, &global, &local,
                         kc->e, CLA_T(x), CLA_T(w), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(g),
                         CLA_L(groups), CLA_L(batch), CLA_S(bc), CLA_I(act.code), CLA_F(act.a),
-                        CLA_F(act.b), CLA_I(vec), CLA_I(addend_mode(&bc, 1, sum)));
+                        CLA_F(act.b), CLA_I(vec), CLA_I(smode));
   }
   if (g.cout_per_group >= CONV_GEMM_MIN && g.cin_per_group * taps >= CONV_GEMM_MIN &&
       kl_cl_max_group(c) >= 256) {
