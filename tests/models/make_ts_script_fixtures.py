@@ -17,6 +17,21 @@ control flow takes other paths for other inputs.
   rnn         an RNN cell (Linear on [x_t, h], tanh) over the x.size(0) time steps
   greedy      a greedy decoding loop: torch.embedding, mean, Linear, topk(1), argmax, torch.cat growing
               the token tensor by one each step
+  functions   modules whose scripted code calls scripted functions of
+              torch.nn.functional (nn.Embedding with padding_idx, LayerNorm, Softmax,
+              LeakyReLU, ELU, Dropout; F.normalize, F.pad), a free function of the
+              model's own with a default and a keyword argument, calling another,
+              argmax and argmin (of a dim, and of the whole tensor)
+  ranges      for over range(a, b), range(a, b, s) with a negative step, ranges that
+              are empty for some inputs, over the rows of a tensor, over a list of
+              numbers and over a list of tensors
+  early_return  return inside if (torch writes the code without it: an if whose
+              branches assign the value returned); three cases, each ending at another
+              return
+  early_return_hand  the same module with its saved code edited to return inside the
+              ifs, as code written by hand would (and range(1, 7, 2) for the last + 1,
+              which torch writes as __range_length/__derive_index calls): kiln moves
+              the statements after each if into its other branch
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -24,6 +39,7 @@ import os
 import shutil
 import sys
 import warnings
+import zipfile
 
 import numpy as np
 import torch
@@ -115,6 +131,83 @@ class Greedy(torch.nn.Module):
         return tokens
 
 
+def shift(x, k: float = 0.5, scale: float = 1.0):
+    return squash(x * scale) + k
+
+
+def squash(x):
+    return x / (1.0 + x.abs())
+
+
+class Functions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(12, 6, padding_idx=0)
+        self.seq = torch.nn.Sequential(torch.nn.LayerNorm(6), torch.nn.LeakyReLU(0.2),
+                                       torch.nn.Dropout(0.1), torch.nn.ELU(),
+                                       torch.nn.Softmax(-1))
+
+    def forward(self, tokens):  # [batch, n]: int64
+        h = self.seq(self.emb(tokens))
+        h = torch.nn.functional.normalize(shift(h, scale=3.0), dim=-1)
+        h = torch.nn.functional.pad(h, [1, 0])
+        return h, torch.argmax(h, -1), torch.argmin(h, 1, keepdim=True), torch.argmax(h)
+
+
+class Ranges(torch.nn.Module):
+    def forward(self, x):  # [n, 3]
+        acc = torch.zeros_like(x[0])
+        for i in range(1, x.size(0), 2):  # empty for one row
+            acc = acc + x[i] * i
+        for j in range(x.size(0) - 1, -1, -3):  # negative step
+            acc = acc - x[j]
+        for k in range(2, 5):
+            acc = acc * 0.5 + k
+        for m in range(x.size(0), 3):  # empty from three rows on
+            acc = acc + m
+        for r in x:
+            acc = acc + r.sin()
+        for c in [1.5, -2.0, 0.25]:
+            acc = acc * c
+        for t in [x[0], x[-1] * 2.0]:
+            acc = acc - t
+        return acc
+
+
+class EarlyReturn(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return torch.relu(x)
+        y = x * 2
+        if x.mean() < -1:
+            return y
+        return y + 1
+
+
+EARLY_RETURN_HAND = """    if bool(torch.gt(torch.sum(x), 0)):
+      return torch.relu(x)
+    y = torch.mul(x, 2)
+    if bool(torch.lt(torch.mean(x), -1)):
+      return y
+    for i in range(1, 7, 2):
+      y = torch.add(y, i)
+    return torch.sub(y, 8)
+"""
+
+
+def hand_edit(path, forward_body):
+    """Replace the body of forward in the saved code/__torch__.py with forward_body."""
+    with zipfile.ZipFile(path) as z:
+        entries = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for info, data in entries:
+            if info.filename.endswith("/code/__torch__.py"):
+                text = data.decode()
+                head = text[:text.index("-> Tensor:\n") + len("-> Tensor:\n")]
+                data = (head + forward_body).encode()
+            z.writestr(info, data)
+
+
 def cases():
     g = torch.Generator().manual_seed(7)
     r = lambda *s: torch.randn(*s, generator=g)
@@ -126,6 +219,13 @@ def cases():
         ("jumps", Jumps, [(r(2, 3),), (r(4, 3) * 3,)]),
         ("rnn", Rnn, [(r(7, 2, 4),), (r(3, 2, 4),)]),
         ("greedy", Greedy, [(torch.randint(0, 16, (2, 3), generator=g),)]),
+        ("functions", Functions, [(torch.tensor([[0, 3, 11, 5], [7, 0, 0, 2]]),),
+                                  (torch.randint(0, 12, (3, 4), generator=g),)]),
+        ("ranges", Ranges, [(r(5, 3),), (r(1, 3),), (r(2, 3),), (r(7, 3),)]),
+        ("early_return", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
+                                       (-r(3, 4).abs() * 0.1,)]),
+        ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
+                                            (-r(3, 4).abs() * 0.1,)]),
     ]
 
 
@@ -142,11 +242,16 @@ def emit(name, cls, inputs):
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     scripted.save(os.path.join(folder, "model.pt"))
+    if name == "early_return_hand":
+        hand_edit(os.path.join(folder, "model.pt"), EARLY_RETURN_HAND)
     names = [a.name for a in scripted.forward.schema.arguments[1:]]
     for k, args in enumerate(inputs):
         with torch.no_grad():
             out = model(*args)
         outs = out if isinstance(out, tuple) else (out,)
+        if name.startswith("early_return"):  # each case ends at another return
+            assert [bool(args[0].sum() > 0), bool(args[0].mean() < -1)].count(True) == \
+                (0 if k == 2 else 1), (name, k)
         case = os.path.join(folder, f"test_data_set_{k}")
         os.makedirs(case)
         for j, (n, a) in enumerate(zip(names, args)):
