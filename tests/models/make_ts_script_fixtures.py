@@ -123,8 +123,8 @@ class Greedy(torch.nn.Module):
 
     def forward(self, tokens):  # [batch, start]: int64
         for _ in range(5):
-            # (torch.embedding: nn.Embedding's scripted code calls a scripted function;
-            # topk for argmax, which kiln does not lower)
+            # (torch.embedding and topk for argmax: written when kiln refused
+            # nn.Embedding's scripted function and argmax; see Functions for both)
             h = torch.embedding(self.table, tokens).mean(1)
             nxt = torch.topk(self.head(h), 1, -1)[1]
             tokens = torch.cat([tokens, nxt], 1)

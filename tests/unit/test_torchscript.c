@@ -779,14 +779,23 @@ static void test_if_lowering(void **state) {
   kiln_model_free(m);
 }
 
-/* A while on the data that never ends stops at run time with KILN_ERR_LIMIT once its
- * bodies have done max_work steps, as an ONNX Loop does. */
+static void endless_loop(tmp *t, const char *code);
+
+/* A while on the data that never ends, and a range of 2^62 elements, stop at run time
+ * with KILN_ERR_LIMIT once their bodies have done max_work steps, as an ONNX Loop does. */
 static void test_endless_while(void **state) {
-  tmp *t = *state;
-  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
-            "    _0 = bool(torch.gt(torch.sum(x), -1.))\n    x0 = x\n    while _0:\n"
-            "      x0 = torch.abs(x0)\n      _0 = bool(torch.gt(torch.sum(x0), -1.))\n"
-            "    net = self.net\n    x = x0\n");
+  static const char *const loops[] = {
+      "    _0 = bool(torch.gt(torch.sum(x), -1.))\n    x0 = x\n    while _0:\n"
+      "      x0 = torch.abs(x0)\n      _0 = bool(torch.gt(torch.sum(x0), -1.))\n"
+      "    net = self.net\n    x = x0\n",
+      "    x0 = x\n    for i in range(5, 9223372036854775807, 2):\n"
+      "      x0 = torch.add(torch.abs(x0), i)\n    net = self.net\n    x = x0\n",
+  };
+  for (size_t i = 0; i < sizeof loops / sizeof *loops; i++) endless_loop(*state, loops[i]);
+}
+
+static void endless_loop(tmp *t, const char *code) {
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", code);
   kiln_options *o;
   kiln_model *m = NULL;
   kiln_session *s = NULL;
