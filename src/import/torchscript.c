@@ -1399,8 +1399,8 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     s = frame_set(b, &bd->f, ns->names[k], &v);
   }
   if (s == KILN_OK && st->var) {
-    kl_tsv i = {.kind = KL_TSV_INT, .id = ids[0]};
-    if (st->start) s = range_op(b, &bd->f, st, "__derive_index", &(kl_tsv){i.kind, .id = i.id}, &i);
+    kl_tsv n = {.kind = KL_TSV_INT, .id = ids[0]}, i = n; /* i = start + n * step */
+    if (st->start) s = range_op(b, &bd->f, st, "__derive_index", &n, &i);
     if (s == KILN_OK) s = frame_set(b, &bd->f, st->var, &i);
   }
   b->loops++;
