@@ -1742,6 +1742,78 @@ static kl_dtype scalar_type(int64_t t) {
   return t == 15 ? KL_BF16 : KL_UNDEFINED;
 }
 
+/* prim::dtype(t): t's dtype as torch's ScalarType number */
+static kiln_status lower_prim_dtype(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  for (int64_t t = 0; t < 16; t++)
+    if (dt != KL_UNDEFINED && scalar_type(t) == dt) return ret_int(c, t);
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "the dtype of a %s tensor as a torch dtype",
+                 kl_dtype_name(dt));
+}
+
+/* prim::device(t): kiln's tensors are all on one device, "cpu" to the code */
+static kiln_status lower_prim_device(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_STR, .s = "cpu", .id = -1};
+  return KILN_OK;
+}
+
+/* Whether two values are known equal (*eq), known to differ (!*eq), or neither
+ * (false): numbers and strings known now, graph ints that are the same value or the
+ * same symbolic dim. */
+static bool known_equal(const kl_tsv *x, const kl_tsv *y, bool *eq) {
+  if (is_number(x) && is_number(y)) return *eq = number(x) == number(y), true;
+  if (x->kind == KL_TSV_STR && y->kind == KL_TSV_STR) return *eq = strcmp(x->s, y->s) == 0, true;
+  if (x->kind == KL_TSV_NONE || y->kind == KL_TSV_NONE)
+    return *eq = x->kind == y->kind, true;
+  if (x->id >= 0 && (x->id == y->id || (x->dim_sym && x->dim_sym == y->dim_sym)))
+    return *eq = true, true;
+  return false;
+}
+
+/* __contains__(list, x): x in a list, known now */
+static kiln_status lower_contains(call *c) {
+  const kl_tsv *l = c->a[0], *x = c->a[1];
+  if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE) || !x)
+    return bad_arg(c, 0, "a list");
+  bool in = false, eq;
+  for (int k = 0; k < l->n && !in; k++) {
+    if (!known_equal(&l->items[k], x, &eq))
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "'in' of a value that is not known when the "
+                     "graph is built");
+    in = eq;
+  }
+  *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = in, .id = -1};
+  return KILN_OK;
+}
+
+/* eq/ne of two lists (RNN modules compare sizes so): known now, element by element */
+static kiln_status compare_lists(call *c, const kl_tsv *x, const kl_tsv *y) {
+  bool all = x->n == y->n, eq;
+  for (int k = 0; all && k < x->n; k++) {
+    if (!known_equal(&x->items[k], &y->items[k], &eq))
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a comparison of lists whose elements are "
+                     "not known when the graph is built");
+    all = eq;
+  }
+  *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = c->variant == 1 ? !all : all, .id = -1};
+  return KILN_OK;
+}
+
+/* list(x): a copy of a list (its elements are values) */
+static kiln_status lower_list(call *c) {
+  const kl_tsv *l = c->a[0];
+  if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE)) return bad_arg(c, 0, "a list");
+  *c->out = *l;
+  c->out->kind = KL_TSV_LIST;
+  return KILN_OK;
+}
+
 /* index(self, indices): one index tensor (the others None) is a Gather on its dim */
 /* x[i0, i1, ..., ik-1] with k > 1 index tensors on x's first k dims: they broadcast
  * together to a shape S, and the result is S + x's dims past k; GatherND of x by the
@@ -2730,6 +2802,9 @@ static kiln_status lower_compare(call *c) {
   static const kl_op op[] = {KL_OP_Equal, KL_OP_Equal, KL_OP_Less, KL_OP_Greater,
                              KL_OP_LessOrEqual, KL_OP_GreaterOrEqual};
   const kl_tsv *x = c->a[0], *z = c->a[1];
+  bool lists = x && z && (x->kind == KL_TSV_LIST || x->kind == KL_TSV_TUPLE) &&
+               (z->kind == KL_TSV_LIST || z->kind == KL_TSV_TUPLE);
+  if (lists && c->variant <= 1) return compare_lists(c, x, z);
   if (is_number(x) && is_number(z)) { /* numbers known now: a bool known now */
     bool ints = x->kind != KL_TSV_FLOAT && z->kind != KL_TSV_FLOAT;
     int cmp = ints ? (x->i > z->i) - (x->i < z->i) : (number(x) > number(z)) - (number(x) < number(z));
@@ -2929,6 +3004,10 @@ static const aten_op ops[] = {
                                        "is_causal", "scale", "enable_gqa"), lower_sdpa, 0},
     {"size", P("self", "dim"), lower_size, 0},
     {"len", P("a"), lower_len, 0},
+    {"list", P("l"), lower_list, 0},
+    {"__contains__", P("l", "item"), lower_contains, 0},
+    {"prim::dtype", P("a"), lower_prim_dtype, 0},
+    {"prim::device", P("a"), lower_prim_device, 0},
     {"dim", X1, lower_dim, 0},
     {"__is__", P("self", "obj"), lower_is, 0},
     {"__isnot__", P("self", "obj"), lower_is, 1},

@@ -292,6 +292,7 @@ static kl_ts_expr *new_expr(parser *p, kl_tse_kind kind) {
 }
 
 static kl_ts_expr *parse_expr(parser *p);
+static void skip_type(parser *p, const char *stops);
 
 /* A growable list of expressions (and keyword names) while parsing brackets. */
 typedef struct expr_list {
@@ -395,8 +396,6 @@ static kl_ts_expr *parse_primary(parser *p) {
   }
   return parse_literal(p);
 }
-
-static void skip_type(parser *p, const char *stops);
 
 static kl_ts_expr *parse_call(parser *p, kl_ts_expr *callee) {
   p->pos++;
@@ -504,6 +503,18 @@ static bool is_refused(const tok *t) {
 /* The names before '=' of "a, b, = ..." or "a = ...", if this line is an assignment. */
 static kiln_status parse_targets(parser *p, kl_ts_stmt *st) {
   int save = p->pos, n = 0;
+  if (peek(p)->k == T_NAME && is_op(&p->t[p->pos + 1], ":") &&
+      p->t[p->pos + 2].k != T_NEWLINE) { /* "a : Type = value" (not "else:") */
+    p->pos += 2;
+    skip_type(p, "=");
+    if (!is_op(peek(p), "=")) return syntax(p, "'=' after an annotated name");
+    if (!(st->targets = block_alloc(p->c, sizeof *st->targets)))
+      return kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    st->targets[0] = p->t[save].s;
+    st->n_targets = 1;
+    p->pos++;
+    return KILN_OK;
+  }
   while (peek(p)->k == T_NAME && (is_op(&p->t[p->pos + 1], ",") || is_op(&p->t[p->pos + 1], "="))) {
     n++;
     p->pos++;

@@ -22,6 +22,12 @@ control flow takes other paths for other inputs.
               LeakyReLU, ELU, Dropout; F.normalize, F.pad), a free function of the
               model's own with a default and a keyword argument, calling another,
               argmax and argmin (of a dim, and of the whole tensor)
+  cnn_modules a scripted CNN of torch.nn modules (Conv2d, BatchNorm2d, ReLU(inplace),
+              MaxPool2d, Hardswish, AvgPool2d, AdaptiveAvgPool2d, Flatten, Linear, Mish,
+              GELU(tanh)), each calling its torch.nn.functional function
+  rnn_modules nn.GRU (batch_first) into a 2-layer bidirectional nn.LSTM, scripted: their
+              forward methods' checks (annotated assignments, `in` of a list, list
+              comparisons of sizes, prim.dtype and prim.device for the zero state)
   ranges      for over range(a, b), range(a, b, s) with a negative step, ranges that
               are empty for some inputs, over the rows of a tensor, over a list of
               numbers and over a list of tensors
@@ -154,6 +160,35 @@ class Functions(torch.nn.Module):
         return h, torch.argmax(h, -1), torch.argmin(h, 1, keepdim=True), torch.argmax(h)
 
 
+class CnnModules(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.f = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.Hardswish(),
+            nn.AvgPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
+            nn.Mish(), nn.GELU(approximate="tanh"))
+        with torch.no_grad():  # running statistics other than 0 and 1
+            self.f[1].running_mean.uniform_(-0.5, 0.5)
+            self.f[1].running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class RnnModules(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(4, 8, batch_first=True)
+        self.lstm = torch.nn.LSTM(8, 6, num_layers=2, bidirectional=True)
+
+    def forward(self, x):  # [batch, time, 4]
+        y, h = self.gru(x)
+        z, (h2, c2) = self.lstm(y.transpose(0, 1))
+        return z, h + 1.0, h2, c2
+
+
 class Ranges(torch.nn.Module):
     def forward(self, x):  # [n, 3]
         acc = torch.zeros_like(x[0])
@@ -221,6 +256,8 @@ def cases():
         ("greedy", Greedy, [(torch.randint(0, 16, (2, 3), generator=g),)]),
         ("functions", Functions, [(torch.tensor([[0, 3, 11, 5], [7, 0, 0, 2]]),),
                                   (torch.randint(0, 12, (3, 4), generator=g),)]),
+        ("cnn_modules", CnnModules, [(r(2, 3, 8, 8),), (r(1, 3, 8, 8),)]),
+        ("rnn_modules", RnnModules, [(r(2, 5, 4),), (r(3, 5, 4),)]),
         ("ranges", Ranges, [(r(5, 3),), (r(1, 3),), (r(2, 3),), (r(7, 3),)]),
         ("early_return", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                        (-r(3, 4).abs() * 0.1,)]),

@@ -668,6 +668,13 @@ static void test_control_flow(void **state) {
       {"    ops.prim.RaiseException(\"boom\")\n    net = self.net\n",
        "__torch__.py:9: the scripted code raises an exception for these inputs: boom",
        KILN_ERR_INVALID_MODEL},
+      {"    _c = torch.__contains__([1, 2], torch.size(x, 0))\n    net = self.net\n",
+       "__torch__.py:9: aten::__contains__: 'in' of a value that is not known",
+       KILN_ERR_UNSUPPORTED},
+      {"    _c = torch.eq([1, 2], [torch.size(x, 0), 2])\n    net = self.net\n",
+       "a comparison of lists whose elements are not known", KILN_ERR_UNSUPPORTED},
+      {"    y : Tensor\n    net = self.net\n", "expected '=' after an "
+       "annotated name", KILN_ERR_INVALID_MODEL},
       {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
        "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
       {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
