@@ -208,6 +208,7 @@ struct kl_ts_build {
   int depth;
   int bodies; /* If/Loop bodies being built around the statement running */
   int loops;  /* loop bodies around it, in the function running */
+  struct frame *frame; /* the innermost function's or method's frame */
   int64_t statements;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
@@ -621,6 +622,7 @@ typedef struct frame {
   const char **names;
   kl_tsv *vals;
   int n, cap;
+  struct frame *up; /* the caller's, for a function's or method's frame */
 } frame;
 
 static kiln_status frame_set(kl_ts_build *b, frame *f, const char *name, const kl_tsv *v) {
@@ -720,8 +722,9 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
       char name[64];
       memcpy(name, q, k);
       name[k] = 0;
-      if (kl_aten_known(name) || strcmp(name, "warn") == 0 || strcmp(name, "format") == 0)
-        continue; /* (a warning, and a raise's message: the interpreter's) */
+      if (kl_aten_known(name) || strcmp(name, "warn") == 0 || strcmp(name, "format") == 0 ||
+          strcmp(name, "append") == 0)
+        continue; /* (a warning, a raise's message, append: the interpreter's) */
       int j = 0;
       while (j < n && strcmp(names[j], name) != 0) j++;
       if (j < n) continue;
@@ -843,6 +846,43 @@ static kiln_status eval_function_call(kl_ts_build *b, frame *f, const kl_ts_expr
   return s != KILN_OK ? s : call_function(b, qual, args, x->kw, x->n_args, out);
 }
 
+/* torch.append(xs, v) (xs.append(v)): the list grows where every function's frame holds
+ * it (a list is one object however many names it has). Only in straight-line code: in
+ * an If or Loop body the list would grow by one whatever the data (a for over a count
+ * known while building that appends is unrolled instead: run_loop). */
+static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args)
+                                 : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append takes "
+                                           "a list and a value", b->where, b->line);
+  if (s != KILN_OK) return s;
+  if (args[0].kind != KL_TSV_LIST)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
+                   b->where, b->line);
+  if (b->bodies)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::append inside a loop or an if on "
+                   "the data (a list whose length the data decides): export with "
+                   "torch.jit.trace or to ONNX", b->where, b->line);
+  if (args[0].n >= (1 << 16))
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: a list of more than %d elements", b->where,
+                   b->line, 1 << 16);
+  const kl_tsv *old = args[0].items;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(args[0].n + 1));
+  if (!items) return b->e->code;
+  if (args[0].n) memcpy(items, old, sizeof *items * (size_t)args[0].n);
+  items[args[0].n] = args[1];
+  for (frame *g = b->frame; g; g = g->up) /* (f is b->frame outside bodies) */
+    for (int k = 0; k < g->n; k++)
+      if (g->vals[k].kind == KL_TSV_LIST && g->vals[k].items == old) {
+        g->vals[k].items = items;
+        g->vals[k].n++;
+      }
+  *out = args[0];
+  out->items = items;
+  out->n++;
+  return KILN_OK;
+}
+
 static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const kl_ts_expr *callee = x->obj;
   if (callee->kind == KL_TSE_NAME) {
@@ -852,6 +892,7 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   }
   const char *aten = aten_name(b, f, callee);
   if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x);
+  if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
   if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
     out->kind = KL_TSV_NONE;
     return KILN_OK;
@@ -1435,6 +1476,41 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   return s;
 }
 
+/* Whether expression x calls torch.append */
+static bool expr_appends(const kl_ts_expr *x) {
+  if (!x) return false;
+  if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR && strcmp(x->obj->s, "append") == 0 &&
+      x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)
+    return true;
+  if (expr_appends(x->obj)) return true;
+  for (int k = 0; k < x->n_args; k++)
+    if (expr_appends(x->args[k])) return true;
+  return false;
+}
+
+static bool appends(const kl_ts_stmt *st, int n) {
+  for (int i = 0; i < n; i++)
+    if (expr_appends(st[i].value) || appends(st[i].body, st[i].n_body) ||
+        appends(st[i].orelse, st[i].n_orelse))
+      return true;
+  return false;
+}
+
+/* A for whose count is known while building and whose body appends to a list (F.interpolate
+ * builds its scale factors so): the body run count times, no Loop node. */
+static kiln_status unroll_for(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int64_t count) {
+  for (int64_t n = 0; n < count; n++) {
+    kl_tsv i = {.kind = KL_TSV_INT, .i = n, .id = -1}, k = i;
+    kiln_status s = st->start ? range_op(b, f, st, "__derive_index", &k, &i) : KILN_OK;
+    if (s == KILN_OK && st->var) s = frame_set(b, f, st->var, &i);
+    b->loops++;
+    if (s == KILN_OK) s = run_inner(b, f, st->body, st->n_body);
+    b->loops--;
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
 static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   kl_tsv c;
   kiln_status s = eval(b, f, st->value, &c);
@@ -1447,6 +1523,8 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   if (st->kind == KL_TSS_FOR && c.kind != KL_TSV_INT && c.kind != KL_TSV_TENSOR)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: range of a value that is not an int",
                    b->where, st->line);
+  if (st->kind == KL_TSS_FOR && c.kind == KL_TSV_INT && c.id < 0 && appends(st->body, st->n_body))
+    return unroll_for(b, f, st, c.i);
   int head[2];
   head[0] = KL_ABSENT;
   if (st->kind == KL_TSS_FOR) s = value_id(b, &c, KL_I64, "range", &head[0]);
@@ -1721,6 +1799,8 @@ static kiln_status invoke(kl_ts_build *b, const kl_ts_method *m, const char *fil
   int line = b->line, loops = b->loops;
   b->depth++;
   b->loops = 0; /* (a return in the function ends the function, not the caller's loop) */
+  f.up = b->frame;
+  b->frame = &f;
   if (self) b->scope = self->s;
   b->where = file;
   if (s == KILN_OK) s = run_body(b, m, &f, out);
@@ -1730,6 +1810,7 @@ static kiln_status invoke(kl_ts_build *b, const kl_ts_method *m, const char *fil
   b->where = where;
   b->line = line;
   b->loops = loops;
+  b->frame = f.up;
   b->depth--;
   return s;
 }

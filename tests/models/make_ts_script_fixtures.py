@@ -25,6 +25,11 @@ control flow takes other paths for other inputs.
   cnn_modules a scripted CNN of torch.nn modules (Conv2d, BatchNorm2d, ReLU(inplace),
               MaxPool2d, Hardswish, AvgPool2d, AdaptiveAvgPool2d, Flatten, Linear, Mish,
               GELU(tanh)), each calling its torch.nn.functional function
+  lists       a loop over an nn.ModuleList appending each layer's output to a list
+              (torch unrolls it: straight-line torch.append calls), torch.cat of the
+              list; F.interpolate (nearest by a scale factor, bilinear to a size), whose
+              scripted code appends in a for over a count known while building and tests
+              strings
   rnn_modules nn.GRU (batch_first) into a 2-layer bidirectional nn.LSTM, scripted: their
               forward methods' checks (annotated assignments, `in` of a list, list
               comparisons of sizes, prim.dtype and prim.device for the zero state)
@@ -46,6 +51,8 @@ import shutil
 import sys
 import warnings
 import zipfile
+
+from typing import List
 
 import numpy as np
 import torch
@@ -177,6 +184,22 @@ class CnnModules(torch.nn.Module):
         return self.f(x)
 
 
+class Lists(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Conv2d(3, 3, 1) for _ in range(3)])
+
+    def forward(self, x):  # [batch, 3, h, w]
+        outs: List[torch.Tensor] = []
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+            outs.append(x)
+        y = torch.cat(outs, 1)
+        up = torch.nn.functional.interpolate(y, scale_factor=2.0, mode="nearest")
+        return up, torch.nn.functional.interpolate(y, size=[5, 7], mode="bilinear",
+                                                   align_corners=False)
+
+
 class RnnModules(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -257,6 +280,7 @@ def cases():
         ("functions", Functions, [(torch.tensor([[0, 3, 11, 5], [7, 0, 0, 2]]),),
                                   (torch.randint(0, 12, (3, 4), generator=g),)]),
         ("cnn_modules", CnnModules, [(r(2, 3, 8, 8),), (r(1, 3, 8, 8),)]),
+        ("lists", Lists, [(r(2, 3, 4, 4),), (r(1, 3, 4, 4),)]),
         ("rnn_modules", RnnModules, [(r(2, 5, 4),), (r(3, 5, 4),)]),
         ("ranges", Ranges, [(r(5, 3),), (r(1, 3),), (r(2, 3),), (r(7, 3),)]),
         ("early_return", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
