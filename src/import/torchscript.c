@@ -13,6 +13,8 @@
 #define MAX_ENTRIES (1 << 20)               /* files in one archive */
 #define MAX_TEXT_BYTES ((size_t)64 << 20)   /* a pickle or code file */
 #define MAX_CALL_DEPTH 64                   /* module calls nested in each other */
+#define MAX_APPEND_COPIES (1 << 20)         /* list elements that appends copy, in all:
+                                             * each copies its list (lists are values) */
 #define MAX_STATEMENTS (1 << 17)            /* statements run in all (inlining): a
                                              * module calling its child twice, 24 deep,
                                              * inlines 2^24 calls */
@@ -209,6 +211,7 @@ struct kl_ts_build {
   int bodies; /* If/Loop bodies being built around the statement running */
   int loops;  /* loop bodies around it, in the function running */
   struct frame *frame; /* the innermost function's or method's frame */
+  int64_t appended;    /* list elements copied by appends, against MAX_APPEND_COPIES */
   int64_t statements;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
@@ -863,9 +866,10 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::append inside a loop or an if on "
                    "the data (a list whose length the data decides): export with "
                    "torch.jit.trace or to ONNX", b->where, b->line);
-  if (args[0].n >= (1 << 16))
-    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: a list of more than %d elements", b->where,
-                   b->line, 1 << 16);
+  if ((b->appended += args[0].n + 1) > MAX_APPEND_COPIES)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: appends that copy more than %d list "
+                   "elements in all (a list built by append of more than about 1400)",
+                   b->where, b->line, MAX_APPEND_COPIES);
   const kl_tsv *old = args[0].items;
   kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(args[0].n + 1));
   if (!items) return b->e->code;

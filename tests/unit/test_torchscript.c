@@ -681,6 +681,9 @@ static void test_control_flow(void **state) {
       {"    _l = annotate(List[Tensor], [])\n    for i in range(torch.size(x, 0)):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
        "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
+      {"    _l = annotate(List[Tensor], [])\n    for i in range(9223372036854775807):\n"
+       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "__torch__.py:11: appends that copy more than 1048576 list elements", KILN_ERR_LIMIT},
       {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
        "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
       {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
