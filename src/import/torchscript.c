@@ -605,6 +605,7 @@ static kiln_status load_code(kl_ts_build *b, const char *module, const kl_ts_cod
 static kiln_status find_method(kl_ts_build *b, const kl_pk_obj *obj, const char *method,
                                const kl_ts_method **out, const char **file) {
   const kl_ts_code *code;
+  *file = b->ar.path; /* (until the code file's path is found below) */
   kiln_status s = load_code(b, obj->s, &code);
   if (s != KILN_OK) return s;
   const kl_ts_class *cls = kl_tscode_class(code, obj->name);
@@ -1850,7 +1851,7 @@ static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv 
     return s;
   }
   const kl_ts_method *m = kl_tscode_function(code, dot + 1);
-  const char *file = NULL;
+  const char *file = b->ar.path;
   for (int i = 0; i < b->n_files; i++)
     if (b->files[i].code == code) file = b->files[i].path;
   if (!m)
