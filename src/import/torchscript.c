@@ -210,7 +210,7 @@ struct kl_ts_build {
   int depth;
   int bodies; /* If/Loop bodies being built around the statement running */
   int loops;  /* loop bodies around it, in the function running */
-  struct frame *frame; /* the innermost function's or method's frame */
+  struct frame *frame; /* the frame running: a function's, a method's or a body's */
   int64_t appended;    /* list elements copied by appends, against MAX_APPEND_COPIES */
   int64_t statements;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
@@ -626,7 +626,8 @@ typedef struct frame {
   const char **names;
   kl_tsv *vals;
   int n, cap;
-  struct frame *up; /* the caller's, for a function's or method's frame */
+  struct frame *up; /* the frame running before this one: a function's caller's, a
+                     * body's enclosing one */
 } frame;
 
 static kiln_status frame_set(kl_ts_build *b, frame *f, const char *name, const kl_tsv *v) {
@@ -850,10 +851,11 @@ static kiln_status eval_function_call(kl_ts_build *b, frame *f, const kl_ts_expr
   return s != KILN_OK ? s : call_function(b, qual, args, x->kw, x->n_args, out);
 }
 
-/* torch.append(xs, v) (xs.append(v)): the list grows where every function's frame holds
- * it (a list is one object however many names it has). Only in straight-line code: in
- * an If or Loop body the list would grow by one whatever the data (a for over a count
- * known while building that appends is unrolled instead: run_loop). */
+/* torch.append(xs, v) (xs.append(v)): the list grows where every frame holds it (a list
+ * is one object however many names it has). Only in the body that made it (or outside
+ * any): a list of an enclosing graph would grow by one in an If or Loop body whatever
+ * the data (a for over a count known while building that appends is unrolled instead:
+ * run_loop). */
 static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args)
@@ -863,7 +865,7 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   if (args[0].kind != KL_TSV_LIST)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
                    b->where, b->line);
-  if (b->bodies)
+  if (b->bodies && args[0].made_in != b->bodies + 1)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::append inside a loop or an if on "
                    "the data (a list whose length the data decides): export with "
                    "torch.jit.trace or to ONNX", b->where, b->line);
@@ -876,7 +878,7 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   if (!items) return b->e->code;
   if (args[0].n) memcpy(items, old, sizeof *items * (size_t)args[0].n);
   items[args[0].n] = args[1];
-  for (frame *g = b->frame; g; g = g->up) /* (f is b->frame outside bodies) */
+  for (frame *g = b->frame; g; g = g->up) /* (f is b->frame) */
     for (int k = 0; k < g->n; k++)
       if (g->vals[k].kind == KL_TSV_LIST && g->vals[k].items == old) {
         g->vals[k].items = items;
@@ -937,6 +939,7 @@ static kiln_status eval_constant(kl_ts_build *b, const char *name, kl_tsv *out) 
 static kiln_status eval_seq(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   out->kind = x->kind == KL_TSE_LIST ? KL_TSV_LIST : KL_TSV_TUPLE;
   out->n = x->n_args;
+  out->made_in = out->kind == KL_TSV_LIST ? b->bodies + 1 : 0;
   return eval_args(b, f, x, &out->items);
 }
 
@@ -1132,6 +1135,8 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
   memset(bd, 0, sizeof *bd);
   bd->outer = b->g;
   b->bodies++;
+  bd->f.up = b->frame;
+  b->frame = &bd->f;
   bd->n_tensors = b->n_tensors;
   bd->tensors_from = b->tensors_from;
   bd->aten_state = *kl_ts_aten_state(b);
@@ -1158,6 +1163,7 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
 static void body_end(kl_ts_build *b, body *bd) {
   if (!bd->outer) return;
   b->bodies--;
+  b->frame = bd->f.up;
   b->g = bd->outer;
   if (b->n_tensors > bd->n_tensors) b->n_tensors = bd->n_tensors;
   b->tensors_from = bd->tensors_from;

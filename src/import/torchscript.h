@@ -70,6 +70,8 @@ struct kl_tsv {
                 * symbol it equals; 0 when none */
   kl_tsv *items;
   int n;
+  int made_in; /* a LIST made by a list display: 1 + the If/Loop bodies around it then
+                * (append may grow it in that body only); 0 for any other value */
   const kl_pk_obj *obj;
 };
 

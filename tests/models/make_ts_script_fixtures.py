@@ -29,7 +29,8 @@ control flow takes other paths for other inputs.
               (torch unrolls it: straight-line torch.append calls), torch.cat of the
               list; F.interpolate (nearest by a scale factor, bilinear to a size), whose
               scripted code appends in a for over a count known while building and tests
-              strings
+              strings (also inside an if on the data: lists made and grown in a branch);
+              two cases, batches of 2 and 1, one taking each branch
   rnn_modules nn.GRU (batch_first) into a 2-layer bidirectional nn.LSTM, scripted: their
               forward methods' checks (annotated assignments, `in` of a list, list
               comparisons of sizes, prim.dtype and prim.device for the zero state)
@@ -196,8 +197,12 @@ class Lists(torch.nn.Module):
             outs.append(x)
         y = torch.cat(outs, 1)
         up = torch.nn.functional.interpolate(y, scale_factor=2.0, mode="nearest")
+        if y.size(0) > 1:  # (the batch: an If) lists made and grown in its branches
+            z = torch.nn.functional.interpolate(y, scale_factor=3.0, mode="nearest")
+        else:
+            z = torch.nn.functional.interpolate(-y, scale_factor=3.0, mode="nearest")
         return up, torch.nn.functional.interpolate(y, size=[5, 7], mode="bilinear",
-                                                   align_corners=False)
+                                                   align_corners=False), z
 
 
 class RnnModules(torch.nn.Module):
