@@ -1596,6 +1596,7 @@ static kiln_status lower_range_length(call *c) {
   kiln_status s = int_arg(c, 2, 1, &step);
   if (s) return s;
   if (step == 0) return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "range() with a step of 0");
+  if (step == INT64_MIN) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "range() with a step of -2^63");
   uint64_t mag = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
   if (known_ints(c, 0, 1, &lo, &hi, &tensor)) {
     uint64_t span = step > 0 ? (hi > lo ? (uint64_t)hi - (uint64_t)lo : 0)
