@@ -2886,6 +2886,7 @@ static const aten_op ops[] = {
     {"rsub", P("self", "other", "alpha"), lower_rsub, 0},
     {"div", P("self", "other", "rounding_mode"), lower_div, 0},
     {"floor_divide", P("self", "other"), lower_div, 1},
+    {"floordiv", P("a", "b"), lower_div, 1}, /* a // b of ints, as scripted code writes it */
     {"pow", P("self", "exponent"), lower_pow, 0},
     {"relu", X1, lower_unary, KL_OP_Relu},
     {"sigmoid", X1, lower_unary, KL_OP_Sigmoid},

@@ -36,7 +36,7 @@ control flow takes other paths for other inputs.
               comparisons of sizes, prim.dtype and prim.device for the zero state)
   ranges      for over range(a, b), range(a, b, s) with a negative step, ranges that
               are empty for some inputs, over the rows of a tensor, over a list of
-              numbers and over a list of tensors
+              numbers and over a list of tensors; // of ints (torch.floordiv)
   early_return  return inside if (torch writes the code without it: an if whose
               branches assign the value returned); three cases, each ending at another
               return
@@ -225,7 +225,7 @@ class Ranges(torch.nn.Module):
         for j in range(x.size(0) - 1, -1, -3):  # negative step
             acc = acc - x[j]
         for k in range(2, 5):
-            acc = acc * 0.5 + k
+            acc = acc * 0.5 + k // 2 + x.size(0) // -2  # floordiv of ints
         for m in range(x.size(0), 3):  # empty from three rows on
             acc = acc + m
         for r in x:

@@ -1,1 +1,1 @@
-Boutput_0JZ7tø+º¿ÿ%@
+Boutput_0JBV2@cP°@,Iæ@

@@ -1,1 +1,1 @@
-Boutput_0JhGÁ–x/ÁmÇÀ
+Boutput_0Jq¼Ñ>tè¦ÀŒq	@
