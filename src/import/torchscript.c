@@ -1860,6 +1860,10 @@ static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv 
   const char *file = b->ar.path;
   for (int i = 0; i < b->n_files; i++)
     if (b->files[i].code == code) file = b->files[i].path;
+  if (!m && kl_tscode_class(code, dot + 1))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of class %s (a NamedTuple or "
+                   "an object made by the code), which kiln does not build: export with "
+                   "torch.jit.trace or to ONNX", b->where, b->line, qual);
   if (!m)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s has no function '%s' (a "
                    "call of %s)", b->where, b->line, file, dot + 1, qual);

@@ -747,6 +747,8 @@ static void test_scripted_functions(void **state) {
        "default", KILN_ERR_INVALID_MODEL},
       {"__torch__.torch.nn.functional.pad(", "__torch__.torch.nn.functional.nothing(",
        "has no function 'nothing'", KILN_ERR_INVALID_MODEL},
+      {"__torch__.torch.nn.functional.pad(", "__torch__.Functions(",
+       "__torch__.py:15: a call of class __torch__.Functions (a NamedTuple", KILN_ERR_UNSUPPORTED},
       {"tokens: Tensor)", "tokens: Tensor=None)",
        "__torch__.py:8: forward's parameter 'tokens' has a default value",
        KILN_ERR_UNSUPPORTED},
