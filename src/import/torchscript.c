@@ -15,6 +15,9 @@
 #define MAX_CALL_DEPTH 64                   /* module calls nested in each other */
 #define MAX_APPEND_COPIES (1 << 20)         /* list elements that appends copy, in all:
                                              * each copies its list (lists are values) */
+#define MAX_MOVED (1 << 20)                 /* statements copied into the paths of ifs
+                                             * with a return, in all */
+#define MAX_IF_RETURNS 256                  /* such ifs in the paths of each other */
 #define MAX_STATEMENTS (1 << 17)            /* statements run in all (inlining): a
                                              * module calling its child twice, 24 deep,
                                              * inlines 2^24 calls */
@@ -212,6 +215,8 @@ struct kl_ts_build {
   int loops;  /* loop bodies around it, in the function running */
   struct frame *frame; /* the frame running: a function's, a method's or a body's */
   int64_t appended;    /* list elements copied by appends, against MAX_APPEND_COPIES */
+  int64_t moved;       /* statements copied after ifs with a return, against MAX_MOVED */
+  int if_returns;      /* ifs with a return being run, each in the path of the one before */
   int64_t statements;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
@@ -1662,6 +1667,10 @@ static kiln_status run_if_return(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
                                  bool *returned) {
   kl_ts_stmt *path[2];
   int n[2] = {st->n_body + n_rest, st->n_orelse + n_rest};
+  if ((b->moved += n[0] + n[1]) > MAX_MOVED || b->if_returns >= MAX_IF_RETURNS)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: ifs with a return: more than %d in the paths "
+                   "of each other, or more than %d statements moved into their paths",
+                   b->where, st->line, MAX_IF_RETURNS, MAX_MOVED);
   for (int k = 0; k < 2; k++) {
     if (!(path[k] = kl_ts_alloc(b, sizeof *path[k] * (size_t)(n[k] + 1)))) return b->e->code;
     const kl_ts_stmt *own = k ? st->orelse : st->body;
@@ -1674,7 +1683,10 @@ static kiln_status run_if_return(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   if (s != KILN_OK) return s;
   if (is_literal(&c) || c.kind == KL_TSV_NONE) { /* known now: the path taken only */
     int k = c.kind != KL_TSV_NONE && (c.kind == KL_TSV_FLOAT ? c.f != 0 : c.i != 0) ? 0 : 1;
-    return run_block(b, f, path[k], n[k], out, returned);
+    b->if_returns++;
+    s = run_block(b, f, path[k], n[k], out, returned);
+    b->if_returns--;
+    return s;
   }
   int cond;
   if ((s = cond_id(b, &c, &cond)) != KILN_OK) return s;
@@ -1685,7 +1697,9 @@ static kiln_status run_if_return(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   memset(br, 0, sizeof br);
   for (int k = 0; k < 2 && s == KILN_OK; k++) {
     s = body_begin(b, &br[k], f, NULL, 0, NULL);
+    b->if_returns++;
     if (s == KILN_OK) s = run_block(b, &br[k].f, path[k], n[k], &ret[k], &done[k]);
+    b->if_returns--;
     if (s == KILN_OK && !done[k])
       s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the %s path of this if reaches the "
                   "end of the function without return", b->where, st->line,

@@ -712,6 +712,15 @@ static void test_control_flow(void **state) {
   snprintf(deep + n, sizeof deep - n, "%*snet = self.net\n", 4 + 2 * DEPTH, "");
   edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", deep);
   expect_error(t->path, NULL, KILN_ERR_LIMIT, "blocks nested deeper than 32", NULL);
+  /* ifs with a return in a row: each takes the rest into its paths, nested */
+  enum { IFS = 300 };
+  static const char one_if[] = "    if bool(torch.gt(torch.sum(x), 0)):\n      return x\n";
+  static char ifs[IFS * sizeof one_if + 32];
+  n = 0;
+  for (int i = 0; i < IFS; i++) n += (size_t)snprintf(ifs + n, sizeof ifs - n, "%s", one_if);
+  snprintf(ifs + n, sizeof ifs - n, "    net = self.net\n");
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", ifs);
+  expect_error(t->path, NULL, KILN_ERR_LIMIT, "ifs with a return: more than 256", NULL);
 }
 
 /* Scripted free functions are inlined: keyword arguments and defaults bound (torch
