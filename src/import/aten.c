@@ -48,7 +48,7 @@ typedef struct aten_op {
 static kiln_status bad_arg(call *c, int i, const char *expected) {
   const kl_tsv *v = c->a[i];
   static const char *const kinds[] = {"None", "bool", "int", "float", "str",
-                                      "tensor", "list", "tuple", "module"};
+                                      "tensor", "list", "tuple", "module", "function"};
   const char *found = !v ? "nothing" : (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT) &&
                                                v->id >= 0 ? "a value computed by the graph"
                                                           : kinds[v->kind];
@@ -1506,6 +1506,151 @@ static kiln_status lower_reduce(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* argmax(self, dim=None, keepdim=False), argmin (variant 1): ArgMax/ArgMin along dim,
+ * or of the flattened tensor for dim None (a 0-d result; keepdim then keeps every dim
+ * as 1). Ties give the first index, as torch's do. */
+static kiln_status lower_argmax(call *c) {
+  int x, y, rank, axis = 0;
+  int64_t dim;
+  bool keep;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s) s = bool_arg(c, 2, false, &keep);
+  if (!s && given(c, 1)) s = int_arg(c, 1, 0, &dim);
+  if (!s && given(c, 1)) s = norm_axis(c, dim, rank ? rank : 1, &axis);
+  if (s) return s;
+  bool flat = !given(c, 1) || rank == 0;
+  if (flat) {
+    int64_t all = -1;
+    int shape = const_ints(c, &all, 1);
+    if (shape < 0 || (s = op2(c, KL_OP_Reshape, x, shape, &x))) return c->e->code;
+    axis = 0;
+  }
+  kl_op op = c->variant ? KL_OP_ArgMin : KL_OP_ArgMax;
+  int node = begin_node(c, op, 1, &x, &y);
+  if (node >= 0) s = kl_node_set_int(c->g, node, "axis", axis, c->e);
+  if (node >= 0 && !s) s = kl_node_set_int(c->g, node, "keepdims", flat ? 0 : keep, c->e);
+  if ((s = end_node(c, node, s))) return s;
+  if (flat && keep && rank > 0) { /* torch keeps every dim as 1 */
+    int64_t ones[KL_MAX_RANK];
+    for (int k = 0; k < rank; k++) ones[k] = 1;
+    int shape = const_ints(c, ones, rank);
+    if (shape < 0 || (s = op2(c, KL_OP_Reshape, y, shape, &y))) return c->e->code;
+  }
+  return ret_tensor(c, y);
+}
+
+/* len(x): a list's or tuple's length, a tensor's size along dim 0. */
+static kiln_status lower_len(call *c) {
+  const kl_tsv *a = c->a[0];
+  if (a && (a->kind == KL_TSV_LIST || a->kind == KL_TSV_TUPLE)) return ret_int(c, a->n);
+  int x, rank, id, sym;
+  int64_t v = 0;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s && rank == 0) return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "len() of a 0-d tensor");
+  if (!s) s = dim_of(c, x, 0, &v, &id, &sym);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .i = v, .id = id, .dim_sym = sym};
+  return KILN_OK;
+}
+
+/* dim(x): the rank */
+static kiln_status lower_dim(call *c) {
+  int x, rank;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = need_rank(c, x, &rank);
+  return s ? s : ret_int(c, rank);
+}
+
+/* a is b, a is not b (variant 1), as scripted code tests Optionals: known when either
+ * is None (only None is None). */
+static kiln_status lower_is(call *c) {
+  const kl_tsv *a = c->a[0], *b = c->a[1];
+  if (!a || !b || (a->kind != KL_TSV_NONE && b->kind != KL_TSV_NONE))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an identity test of two values that are not "
+                   "None");
+  bool is = a->kind == KL_TSV_NONE && b->kind == KL_TSV_NONE;
+  *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = c->variant ? !is : is, .id = -1};
+  return KILN_OK;
+}
+
+/* An int argument as a 0-d int64 graph value (a literal as a constant). */
+static kiln_status int_value(call *c, int i, int *id) {
+  const kl_tsv *a = c->a[i];
+  if (a && (a->kind == KL_TSV_INT || a->kind == KL_TSV_BOOL) && a->id < 0)
+    return const_id(c, kl_ts_const_i64(c->b, &a->i, 1, true), id);
+  kiln_status s = tensor_arg(c, i, id);
+  if (s) return s;
+  if (kl_dtype_is_float(dtype_of(c, *id)) || rank_of(c, *id) > 0)
+    return bad_arg(c, i, "an int");
+  return cast(c, *id, KL_I64, id);
+}
+
+/* __range_length(lo, hi, step): the trip count of `for i in range(lo, hi, step)` as
+ * TorchScript writes it, max(0, ceil((hi - lo) / step)). The step must be known when
+ * the graph is built (0 is an error, as in Python); the bounds may be graph values. */
+static kiln_status lower_range_length(call *c) {
+  int64_t lo, hi, step;
+  bool tensor;
+  kiln_status s = int_arg(c, 2, 1, &step);
+  if (s) return s;
+  if (step == 0) return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "range() with a step of 0");
+  if (step == INT64_MIN) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "range() with a step of -2^63");
+  uint64_t mag = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+  if (known_ints(c, 0, 1, &lo, &hi, &tensor)) {
+    uint64_t span = step > 0 ? (hi > lo ? (uint64_t)hi - (uint64_t)lo : 0)
+                             : (lo > hi ? (uint64_t)lo - (uint64_t)hi : 0);
+    uint64_t n = span ? (span - 1) / mag + 1 : 0;
+    if (n > (uint64_t)INT64_MAX)
+      return kl_fail(c->e, KILN_ERR_LIMIT, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ") "
+                     "has more than 2^63 - 1 elements", lo, hi, step);
+    return ret_known_int(c, (int64_t)n, tensor);
+  }
+  int a, b, d, zero, y;
+  int64_t z = 0, up = (int64_t)(mag - 1), by = (int64_t)mag;
+  if ((s = int_value(c, step > 0 ? 1 : 0, &a)) || (s = int_value(c, step > 0 ? 0 : 1, &b)) ||
+      (s = op2(c, KL_OP_Sub, a, b, &d)) ||
+      (s = const_id(c, kl_ts_const_i64(c->b, &z, 1, true), &zero)) ||
+      (s = op2(c, KL_OP_Max, d, zero, &y)))
+    return s;
+  if (mag > 1) {
+    int k_up, k_by;
+    if ((s = const_id(c, kl_ts_const_i64(c->b, &up, 1, true), &k_up)) ||
+        (s = const_id(c, kl_ts_const_i64(c->b, &by, 1, true), &k_by)) ||
+        (s = op2(c, KL_OP_Add, y, k_up, &y)) || (s = op2(c, KL_OP_Div, y, k_by, &y)))
+      return s;
+  }
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .id = y};
+  return KILN_OK;
+}
+
+/* __derive_index(index, start, step) = start + index * step: the loop variable of
+ * `for i in range(start, stop, step)` from the Loop's iteration number. */
+static kiln_status lower_derive_index(call *c) {
+  int64_t i, start, step;
+  bool tensor;
+  kiln_status s = int_arg(c, 2, 1, &step);
+  if (s) return s;
+  if (known_ints(c, 0, 1, &i, &start, &tensor)) {
+    int64_t r;
+    if (__builtin_mul_overflow(i, step, &r) || __builtin_add_overflow(start, r, &r))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a range index overflows 64 bits");
+    return ret_known_int(c, r, tensor);
+  }
+  int x, k, y;
+  if ((s = int_value(c, 0, &x))) return s;
+  y = x;
+  if (step != 1 && ((s = const_id(c, kl_ts_const_i64(c->b, &step, 1, true), &k)) ||
+                    (s = op2(c, KL_OP_Mul, x, k, &y))))
+    return s;
+  const kl_tsv *a = c->a[1];
+  bool zero = a && a->kind == KL_TSV_INT && a->id < 0 && a->i == 0;
+  if (!zero && ((s = int_value(c, 1, &k)) || (s = op2(c, KL_OP_Add, y, k, &y)))) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .id = y};
+  return KILN_OK;
+}
+
 /* embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse) */
 static kiln_status lower_embedding(call *c) {
   int w, idx, y;
@@ -1596,6 +1741,78 @@ static kl_dtype scalar_type(int64_t t) {
                                  KL_F64, KL_UNDEFINED, KL_UNDEFINED, KL_UNDEFINED, KL_BOOL};
   if (t >= 0 && t < (int64_t)(sizeof map / sizeof map[0])) return map[t];
   return t == 15 ? KL_BF16 : KL_UNDEFINED;
+}
+
+/* prim::dtype(t): t's dtype as torch's ScalarType number */
+static kiln_status lower_prim_dtype(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  for (int64_t t = 0; t < 16; t++)
+    if (dt != KL_UNDEFINED && scalar_type(t) == dt) return ret_int(c, t);
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "the dtype of a %s tensor as a torch dtype",
+                 kl_dtype_name(dt));
+}
+
+/* prim::device(t): kiln's tensors are all on one device, "cpu" to the code */
+static kiln_status lower_prim_device(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_STR, .s = "cpu", .id = -1};
+  return KILN_OK;
+}
+
+/* Whether two values are known equal (*eq), known to differ (!*eq), or neither
+ * (false): numbers and strings known now, graph ints that are the same value or the
+ * same symbolic dim. */
+static bool known_equal(const kl_tsv *x, const kl_tsv *y, bool *eq) {
+  if (is_number(x) && is_number(y)) return *eq = number(x) == number(y), true;
+  if (x->kind == KL_TSV_STR && y->kind == KL_TSV_STR) return *eq = strcmp(x->s, y->s) == 0, true;
+  if (x->kind == KL_TSV_NONE || y->kind == KL_TSV_NONE)
+    return *eq = x->kind == y->kind, true;
+  if (x->id >= 0 && (x->id == y->id || (x->dim_sym && x->dim_sym == y->dim_sym)))
+    return *eq = true, true;
+  return false;
+}
+
+/* __contains__(list, x): x in a list, known now */
+static kiln_status lower_contains(call *c) {
+  const kl_tsv *l = c->a[0], *x = c->a[1];
+  if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE) || !x)
+    return bad_arg(c, 0, "a list");
+  bool in = false, eq;
+  for (int k = 0; k < l->n && !in; k++) {
+    if (!known_equal(&l->items[k], x, &eq))
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "'in' of a value that is not known when the "
+                     "graph is built");
+    in = eq;
+  }
+  *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = in, .id = -1};
+  return KILN_OK;
+}
+
+/* eq/ne of two lists (RNN modules compare sizes so): known now, element by element */
+static kiln_status compare_lists(call *c, const kl_tsv *x, const kl_tsv *y) {
+  bool all = x->n == y->n, eq;
+  for (int k = 0; all && k < x->n; k++) {
+    if (!known_equal(&x->items[k], &y->items[k], &eq))
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a comparison of lists whose elements are "
+                     "not known when the graph is built");
+    all = eq;
+  }
+  *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = c->variant == 1 ? !all : all, .id = -1};
+  return KILN_OK;
+}
+
+/* list(x): a copy of a list (its elements are values) */
+static kiln_status lower_list(call *c) {
+  const kl_tsv *l = c->a[0];
+  if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE)) return bad_arg(c, 0, "a list");
+  *c->out = *l;
+  c->out->kind = KL_TSV_LIST;
+  return KILN_OK;
 }
 
 /* index(self, indices): one index tensor (the others None) is a Gather on its dim */
@@ -2585,6 +2802,26 @@ static kiln_status lower_upsample(call *c) {
 static kiln_status lower_compare(call *c) {
   static const kl_op op[] = {KL_OP_Equal, KL_OP_Equal, KL_OP_Less, KL_OP_Greater,
                              KL_OP_LessOrEqual, KL_OP_GreaterOrEqual};
+  const kl_tsv *x = c->a[0], *z = c->a[1];
+  bool lists = x && z && (x->kind == KL_TSV_LIST || x->kind == KL_TSV_TUPLE) &&
+               (z->kind == KL_TSV_LIST || z->kind == KL_TSV_TUPLE);
+  if (lists && c->variant <= 1) return compare_lists(c, x, z);
+  bool eq;
+  if (x && z && c->variant <= 1 && (x->kind == KL_TSV_STR || x->kind == KL_TSV_NONE) &&
+      known_equal(x, z, &eq)) { /* mode == "nearest", as scripted code tests strings */
+    *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = c->variant ? !eq : eq, .id = -1};
+    return KILN_OK;
+  }
+  if (is_number(x) && is_number(z)) { /* numbers known now: a bool known now */
+    bool ints = x->kind != KL_TSV_FLOAT && z->kind != KL_TSV_FLOAT;
+    int cmp = ints ? (x->i > z->i) - (x->i < z->i) : (number(x) > number(z)) - (number(x) < number(z));
+    bool unordered = !ints && (isnan(number(x)) || isnan(number(z)));
+    static const int want[][2] = {{0, 0}, {0, 0}, {-1, -1}, {1, 1}, {-1, 0}, {0, 1}};
+    bool r = !unordered && (cmp == want[c->variant][0] || cmp == want[c->variant][1]);
+    if (c->variant == 1) r = unordered || cmp != 0;
+    *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = r, .id = -1};
+    return KILN_OK;
+  }
   int a, b, y;
   kiln_status s = operands(c, 0, 1, &a, &b);
   if (!s) s = op2(c, op[c->variant], a, b, &y);
@@ -2649,6 +2886,7 @@ static const aten_op ops[] = {
     {"rsub", P("self", "other", "alpha"), lower_rsub, 0},
     {"div", P("self", "other", "rounding_mode"), lower_div, 0},
     {"floor_divide", P("self", "other"), lower_div, 1},
+    {"floordiv", P("a", "b"), lower_div, 1}, /* a // b of ints, as scripted code writes it */
     {"pow", P("self", "exponent"), lower_pow, 0},
     {"relu", X1, lower_unary, KL_OP_Relu},
     {"sigmoid", X1, lower_unary, KL_OP_Sigmoid},
@@ -2773,11 +3011,25 @@ static const aten_op ops[] = {
     {"scaled_dot_product_attention", P("query", "key", "value", "attn_mask", "dropout_p",
                                        "is_causal", "scale", "enable_gqa"), lower_sdpa, 0},
     {"size", P("self", "dim"), lower_size, 0},
+    {"len", P("a"), lower_len, 0},
+    {"list", P("l"), lower_list, 0},
+    {"__contains__", P("l", "item"), lower_contains, 0},
+    {"prim::dtype", P("a"), lower_prim_dtype, 0},
+    {"prim::device", P("a"), lower_prim_device, 0},
+    {"dim", X1, lower_dim, 0},
+    {"__is__", P("self", "obj"), lower_is, 0},
+    {"__isnot__", P("self", "obj"), lower_is, 1},
+    {"__range_length", P("lo", "hi", "step"), lower_range_length, 0},
+    {"__derive_index", P("index", "start", "step"), lower_derive_index, 0},
+    {"argmax", P("self", "dim", "keepdim"), lower_argmax, 0},
+    {"argmin", P("self", "dim", "keepdim"), lower_argmax, 1},
     {"numel", X1, lower_numel, 0},
     {"index", P("self", "indices"), lower_index, 0},
     {"remainder", P("self", "other"), lower_remainder, 0},
     {"einsum", P("equation", "tensors", "path"), lower_einsum, 0},
     {"linalg_vector_norm", P("self", "ord", "dim", "keepdim", "dtype"), lower_vector_norm, 0},
+    /* norm(self, p, dim, keepdim): F.normalize's (the ScalarOpt_dim overload) */
+    {"norm", P("self", "p", "dim", "keepdim", "dtype"), lower_vector_norm, 0},
     {"zeros_like", P("self", "dtype", "layout", "device", "pin_memory", "memory_format"),
      lower_fill_like, 0},
     {"ones_like", P("self", "dtype", "layout", "device", "pin_memory", "memory_format"),

@@ -13,6 +13,11 @@
 #define MAX_ENTRIES (1 << 20)               /* files in one archive */
 #define MAX_TEXT_BYTES ((size_t)64 << 20)   /* a pickle or code file */
 #define MAX_CALL_DEPTH 64                   /* module calls nested in each other */
+#define MAX_APPEND_COPIES (1 << 20)         /* list elements that appends copy, in all:
+                                             * each copies its list (lists are values) */
+#define MAX_MOVED (1 << 20)                 /* statements copied into the paths of ifs
+                                             * with a return, in all */
+#define MAX_IF_RETURNS 256                  /* such ifs in the paths of each other */
 #define MAX_STATEMENTS (1 << 17)            /* statements run in all (inlining): a
                                              * module calling its child twice, 24 deep,
                                              * inlines 2^24 calls */
@@ -206,6 +211,12 @@ struct kl_ts_build {
   const char *where;    /* the code file running, for messages */
   int line;
   int depth;
+  int bodies; /* If/Loop bodies being built around the statement running */
+  int loops;  /* loop bodies around it, in the function running */
+  struct frame *frame; /* the frame running: a function's, a method's or a body's */
+  int64_t appended;    /* list elements copied by appends, against MAX_APPEND_COPIES */
+  int64_t moved;       /* statements copied after ifs with a return, against MAX_MOVED */
+  int if_returns;      /* ifs with a return being run, each in the path of the one before */
   int64_t statements;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
@@ -599,6 +610,7 @@ static kiln_status load_code(kl_ts_build *b, const char *module, const kl_ts_cod
 static kiln_status find_method(kl_ts_build *b, const kl_pk_obj *obj, const char *method,
                                const kl_ts_method **out, const char **file) {
   const kl_ts_code *code;
+  *file = b->ar.path; /* (until the code file's path is found below) */
   kiln_status s = load_code(b, obj->s, &code);
   if (s != KILN_OK) return s;
   const kl_ts_class *cls = kl_tscode_class(code, obj->name);
@@ -619,6 +631,8 @@ typedef struct frame {
   const char **names;
   kl_tsv *vals;
   int n, cap;
+  struct frame *up; /* the frame running before this one: a function's caller's, a
+                     * body's enclosing one */
 } frame;
 
 static kiln_status frame_set(kl_ts_build *b, frame *f, const char *name, const kl_tsv *v) {
@@ -646,7 +660,8 @@ static const kl_tsv *frame_get(const frame *f, const char *name) {
 
 static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out);
 static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
-                               const kl_tsv *args, int n_args, kl_tsv *out);
+                               const kl_tsv *args, const char *const *kw, int n_args,
+                               kl_tsv *out);
 
 /* "torch.relu" -> "relu", "ops.prim.NumToTensor" -> "prim::NumToTensor",
  * "ops.aten.relu" -> "relu"; NULL for anything else. */
@@ -717,7 +732,9 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
       char name[64];
       memcpy(name, q, k);
       name[k] = 0;
-      if (kl_aten_known(name)) continue;
+      if (kl_aten_known(name) || strcmp(name, "warn") == 0 || strcmp(name, "format") == 0 ||
+          strcmp(name, "append") == 0)
+        continue; /* (a warning, a raise's message, append: the interpreter's) */
       int j = 0;
       while (j < n && strcmp(names[j], name) != 0) j++;
       if (j < n) continue;
@@ -778,7 +795,8 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
                   b->where, b->line);
     return s;
   }
-  if (strcmp(fn, "annotate") == 0 && x->n_args == 1) return eval(b, f, x->args[0], out);
+  if ((strcmp(fn, "annotate") == 0 || strcmp(fn, "unchecked_cast") == 0) && x->n_args == 1)
+    return eval(b, f, x->args[0], out);
   if (strcmp(fn, "uninitialized") == 0) { /* a placeholder on paths that never read it */
     out->kind = KL_TSV_NONE;
     out->s = uninitialized;
@@ -790,10 +808,107 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
                  "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
 }
 
+/* The text of a raise's message as the code writes it: a string, a name holding one, or
+ * the format string of torch.format(...). */
+static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
+  if (a->kind == KL_TSE_STR) return a->s;
+  const kl_tsv *v = a->kind == KL_TSE_NAME ? frame_get(f, a->s) : NULL;
+  if (v && v->kind == KL_TSV_STR) return v->s;
+  if (a->kind == KL_TSE_CALL && a->n_args > 0 && depth < 4)
+    return raise_text(f, a->args[0], depth + 1);
+  return "(a message the code computes)";
+}
+
+/* ops.prim.RaiseException(msg, ...): the scripted code's raise (its argument checks).
+ * Reached while building on a path the data does not choose, it is the model's own
+ * error for these inputs; inside an If or Loop body the data chooses it, and kiln
+ * cannot raise while a graph runs. */
+static kiln_status raise_exception(kl_ts_build *b, const frame *f, const kl_ts_expr *x) {
+  const char *msg = x->n_args ? raise_text(f, x->args[0], 0) : "";
+  if (b->bodies)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: ops.prim.RaiseException (\"%s\") on a "
+                   "path that the data chooses: kiln cannot raise while the graph runs; "
+                   "export with torch.jit.trace or to ONNX", b->where, b->line, msg);
+  return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an exception "
+                 "for these inputs: %s", b->where, b->line, msg);
+}
+
+/* FUNC value fn, a prefix of a scripted function's name, extended by .name */
+static kiln_status func_name(kl_ts_build *b, const kl_tsv *fn, const char *name, kl_tsv *out) {
+  size_t n = strlen(fn->s) + strlen(name) + 2;
+  if (n > 1000)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: a name over 1000 characters",
+                   b->where, b->line);
+  char *s = kl_ts_alloc(b, n);
+  if (!s) return b->e->code;
+  snprintf(s, n, "%s.%s", fn->s, name);
+  *out = (kl_tsv){.kind = KL_TSV_FUNC, .s = s, .id = -1};
+  return KILN_OK;
+}
+
+static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv *args,
+                                 const char *const *kw, int n_args, kl_tsv *out);
+
+static kiln_status eval_function_call(kl_ts_build *b, frame *f, const kl_ts_expr *x,
+                                      const char *qual, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = eval_args(b, f, x, &args);
+  return s != KILN_OK ? s : call_function(b, qual, args, x->kw, x->n_args, out);
+}
+
+/* torch.append(xs, v) (xs.append(v)): the list grows where every frame holds it (a list
+ * is one object however many names it has). Only in the body that made it (or outside
+ * any): a list of an enclosing graph would grow by one in an If or Loop body whatever
+ * the data (a for over a count known while building that appends is unrolled instead:
+ * run_loop). */
+static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args)
+                                 : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append takes "
+                                           "a list and a value", b->where, b->line);
+  if (s != KILN_OK) return s;
+  if (args[0].kind != KL_TSV_LIST)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
+                   b->where, b->line);
+  if (b->bodies && args[0].made_in != b->bodies + 1)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::append inside a loop or an if on "
+                   "the data (a list whose length the data decides): export with "
+                   "torch.jit.trace or to ONNX", b->where, b->line);
+  if ((b->appended += args[0].n + 1) > MAX_APPEND_COPIES)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: appends that copy more than %d list "
+                   "elements in all (a list built by append of more than about 1400)",
+                   b->where, b->line, MAX_APPEND_COPIES);
+  const kl_tsv *old = args[0].items;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(args[0].n + 1));
+  if (!items) return b->e->code;
+  if (args[0].n) memcpy(items, old, sizeof *items * (size_t)args[0].n);
+  items[args[0].n] = args[1];
+  for (frame *g = b->frame; g; g = g->up) /* (f is b->frame) */
+    for (int k = 0; k < g->n; k++)
+      if (g->vals[k].kind == KL_TSV_LIST && g->vals[k].items == old) {
+        g->vals[k].items = items;
+        g->vals[k].n++;
+      }
+  *out = args[0];
+  out->items = items;
+  out->n++;
+  return KILN_OK;
+}
+
 static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const kl_ts_expr *callee = x->obj;
-  if (callee->kind == KL_TSE_NAME) return eval_builtin(b, f, x, out);
+  if (callee->kind == KL_TSE_NAME) {
+    const kl_tsv *fn = frame_get(f, callee->s);
+    return fn && fn->kind == KL_TSV_FUNC ? eval_function_call(b, f, x, fn->s, out)
+                                         : eval_builtin(b, f, x, out);
+  }
   const char *aten = aten_name(b, f, callee);
+  if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x);
+  if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
+  if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
+    out->kind = KL_TSV_NONE;
+    return KILN_OK;
+  }
   if (aten) return eval_aten(b, f, x, aten, out);
   if (b->e->code != KILN_OK) return b->e->code;
   if (callee->kind != KL_TSE_ATTR)
@@ -801,16 +916,17 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
                    "function or method", b->where, b->line);
   kl_tsv self, *args;
   kiln_status s = eval(b, f, callee->obj, &self);
+  if (s == KILN_OK && self.kind == KL_TSV_FUNC) {
+    kl_tsv fn;
+    s = func_name(b, &self, callee->s, &fn);
+    return s != KILN_OK ? s : eval_function_call(b, f, x, fn.s, out);
+  }
   if (s == KILN_OK) s = eval_args(b, f, x, &args);
   if (s != KILN_OK) return s;
-  for (int k = 0; k < x->n_args; k++)
-    if (x->kw[k])
-      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: keyword argument '%s' in a method "
-                     "call", b->where, b->line, x->kw[k]);
   if (self.kind != KL_TSV_MODULE)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' called on a value that is "
                    "not a module", b->where, b->line, callee->s);
-  return call_method(b, &self, callee->s, args, x->n_args, out);
+  return call_method(b, &self, callee->s, args, x->kw, x->n_args, out);
 }
 
 static kiln_status eval_constant(kl_ts_build *b, const char *name, kl_tsv *out) {
@@ -828,17 +944,69 @@ static kiln_status eval_constant(kl_ts_build *b, const char *name, kl_tsv *out) 
 static kiln_status eval_seq(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   out->kind = x->kind == KL_TSE_LIST ? KL_TSV_LIST : KL_TSV_TUPLE;
   out->n = x->n_args;
+  out->made_in = out->kind == KL_TSV_LIST ? b->bodies + 1 : 0;
   return eval_args(b, f, x, &out->items);
 }
 
+/* xs[i] with i a value of the graph (a loop's counter: torch writes `for c in xs` as a
+ * loop over range(len(xs))): a list of numbers known now as a constant tensor, one of
+ * tensors stacked, and the element gathered. */
+static kiln_status index_at_run_time(kl_ts_build *b, const kl_tsv *seq, const kl_tsv *i,
+                                     kl_tsv *out) {
+  static const char *const no_kw[3] = {NULL, NULL, NULL};
+  kl_tsv_kind kind = seq->n ? seq->items[0].kind : KL_TSV_NONE;
+  bool numbers = kind == KL_TSV_INT || kind == KL_TSV_FLOAT || kind == KL_TSV_BOOL;
+  for (int k = 0; k < seq->n; k++)
+    if (seq->items[k].kind != kind || (numbers && seq->items[k].id >= 0)) numbers = false;
+  kl_tsv a[3], stacked;
+  kiln_status s = KILN_OK;
+  b->aten = "aten::__getitem__";
+  if (numbers) {
+    kl_dtype dt = kind == KL_TSV_INT ? KL_I64 : kind == KL_TSV_BOOL ? KL_BOOL : KL_F32;
+    int64_t n = seq->n;
+    void *data = malloc(kl_dtype_size(dt) * (size_t)n);
+    if (!data) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int k = 0; k < seq->n; k++)
+      kl_store_f64(data, dt, (size_t)k, kind == KL_TSV_FLOAT ? seq->items[k].f
+                                                               : (double)seq->items[k].i);
+    int id = kl_ts_const_data(b, dt, 1, &n, data, kl_dtype_size(dt) * (size_t)n);
+    if (id < 0) return b->e->code;
+    a[0] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = id};
+  } else if (kind == KL_TSV_TENSOR) {
+    for (int k = 0; k < seq->n; k++)
+      if (seq->items[k].kind != KL_TSV_TENSOR) kind = KL_TSV_NONE;
+    a[0] = (kl_tsv){.kind = KL_TSV_LIST, .items = seq->items, .n = seq->n, .id = -1};
+    a[1] = (kl_tsv){.kind = KL_TSV_INT, .i = 0, .id = -1};
+    if (kind == KL_TSV_TENSOR && (s = kl_aten_call(b, "stack", a, no_kw, 2, &stacked)) == KILN_OK)
+      a[0] = stacked;
+  }
+  if (!numbers && kind != KL_TSV_TENSOR)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: an element, chosen by the data, of "
+                   "a list that is not of numbers known now or of tensors (a loop over "
+                   "such a list)", b->where, b->line);
+  a[1] = (kl_tsv){.kind = KL_TSV_INT, .i = 0, .id = -1};
+  a[2] = *i;
+  if (s == KILN_OK) s = kl_aten_call(b, "select", a, no_kw, 3, out);
+  if (s == KILN_OK && numbers && out->kind == KL_TSV_TENSOR) out->kind = kind;
+  if (s != KILN_OK) kl_err_prefix(b->e, "%s:%d: an element of a list", b->where, b->line);
+  return s;
+}
+
 static kiln_status eval_index(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
-  kl_tsv seq;
+  kl_tsv seq, ix = {.kind = KL_TSV_INT, .i = x->i, .id = -1};
   kiln_status s = eval(b, f, x->obj, &seq);
+  if (s == KILN_OK && x->n_args == 1) s = eval(b, f, x->args[0], &ix);
   if (s != KILN_OK) return s;
-  int64_t i = x->i < 0 ? x->i + seq.n : x->i;
+  if ((seq.kind == KL_TSV_LIST || seq.kind == KL_TSV_TUPLE) &&
+      (ix.kind == KL_TSV_INT || ix.kind == KL_TSV_TENSOR) && ix.id >= 0)
+    return index_at_run_time(b, &seq, &ix, out);
+  if (ix.kind != KL_TSV_INT && ix.kind != KL_TSV_BOOL)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: an index that is not an int",
+                   b->where, b->line);
+  int64_t i = ix.i < 0 ? ix.i + seq.n : ix.i;
   if ((seq.kind != KL_TSV_LIST && seq.kind != KL_TSV_TUPLE) || i < 0 || i >= seq.n)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: index %lld of a value that is not "
-                   "a list or tuple that long", b->where, b->line, (long long)x->i);
+                   "a list or tuple that long", b->where, b->line, (long long)ix.i);
   *out = seq.items[i];
   return KILN_OK;
 }
@@ -850,10 +1018,10 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
   switch (x->kind) {
   case KL_TSE_NAME: {
     const kl_tsv *v = frame_get(f, x->s);
-    if (!v && strcmp(x->s, "__torch__") == 0)
-      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a scripted function of __torch__ "
-                     "(such as torch.nn.functional's): kiln inlines module methods only; "
-                     "export with torch.jit.trace or to ONNX", b->where, x->line);
+    if (!v && strcmp(x->s, "__torch__") == 0) { /* scripted functions live under it */
+      *out = (kl_tsv){.kind = KL_TSV_FUNC, .s = x->s, .id = -1};
+      return KILN_OK;
+    }
     if (!v) return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: name '%s' is not defined",
                            b->where, x->line, x->s);
     *out = *v;
@@ -874,6 +1042,7 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
       return eval_constant(b, x->s, out);
     kl_tsv obj;
     kiln_status s = eval(b, f, x->obj, &obj);
+    if (s == KILN_OK && obj.kind == KL_TSV_FUNC) return func_name(b, &obj, x->s, out);
     return s != KILN_OK ? s : module_attr(b, &obj, x->s, out);
   }
   }
@@ -970,6 +1139,9 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
                               int n_formal, int *ids) {
   memset(bd, 0, sizeof *bd);
   bd->outer = b->g;
+  b->bodies++;
+  bd->f.up = b->frame;
+  b->frame = &bd->f;
   bd->n_tensors = b->n_tensors;
   bd->tensors_from = b->tensors_from;
   bd->aten_state = *kl_ts_aten_state(b);
@@ -995,6 +1167,8 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
 /* Back to the enclosing graph (also after a failure). */
 static void body_end(kl_ts_build *b, body *bd) {
   if (!bd->outer) return;
+  b->bodies--;
+  b->frame = bd->f.up;
   b->g = bd->outer;
   if (b->n_tensors > bd->n_tensors) b->n_tensors = bd->n_tensors;
   b->tensors_from = bd->tensors_from;
@@ -1080,8 +1254,9 @@ static kiln_status run_inner(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
   kl_tsv out;
   kiln_status s = run_block(b, f, st, n, &out, &returned);
   if (s == KILN_OK && returned)
-    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a return inside an if or loop is not "
-                "supported", b->where, b->line);
+    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a return inside a loop is not "
+                "supported (kiln takes a return inside an if, not one in a for or while)",
+                b->where, b->line);
   return s;
 }
 
@@ -1229,6 +1404,25 @@ static kiln_status run_if(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   return s;
 }
 
+/* A for over range(start, stop[, step]) as code written by hand has it (torch writes the
+ * same as range(torch.__range_length(start, stop, step)) and a torch.__derive_index of
+ * the iteration number): op "__range_length" of (start, first, step) or
+ * "__derive_index" of (first, start, step), start and step read in frame f. */
+static kiln_status range_op(kl_ts_build *b, frame *f, const kl_ts_stmt *st, const char *op,
+                            const kl_tsv *first, kl_tsv *out) {
+  static const char *const no_kw[3] = {NULL, NULL, NULL};
+  kl_tsv a[3] = {*first, *first, {.kind = KL_TSV_INT, .i = 1, .id = -1}};
+  bool length = strcmp(op, "__range_length") == 0;
+  kiln_status s = eval(b, f, st->start, &a[length ? 0 : 1]);
+  if (s == KILN_OK && st->step) s = eval(b, f, st->step, &a[2]);
+  if (s != KILN_OK) return s;
+  b->aten = length ? "aten::__range_length" : "aten::__derive_index";
+  b->line = st->line;
+  s = kl_aten_call(b, op, a, no_kw, 3, out);
+  if (s != KILN_OK) kl_err_prefix(b->e, "%s:%d: range", b->where, st->line);
+  return s;
+}
+
 /* The loop-carried names: those the body assigns that are defined before the loop. */
 static kiln_status carried_names(kl_ts_build *b, const frame *f, const kl_ts_stmt *st,
                                  name_set *ns) {
@@ -1262,10 +1456,13 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     s = frame_set(b, &bd->f, ns->names[k], &v);
   }
   if (s == KILN_OK && st->var) {
-    kl_tsv i = {.kind = KL_TSV_INT, .id = ids[0]};
-    s = frame_set(b, &bd->f, st->var, &i);
+    kl_tsv n = {.kind = KL_TSV_INT, .id = ids[0]}, i = n; /* i = start + n * step */
+    if (st->start) s = range_op(b, &bd->f, st, "__derive_index", &n, &i);
+    if (s == KILN_OK) s = frame_set(b, &bd->f, st->var, &i);
   }
+  b->loops++;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
+  b->loops--;
   int cond = ids ? ids[1] : -1;
   if (s == KILN_OK && st->kind == KL_TSS_WHILE) {
     kl_tsv c;
@@ -1295,14 +1492,55 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   return s;
 }
 
+/* Whether expression x calls torch.append */
+static bool expr_appends(const kl_ts_expr *x) {
+  if (!x) return false;
+  if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR && strcmp(x->obj->s, "append") == 0 &&
+      x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)
+    return true;
+  if (expr_appends(x->obj)) return true;
+  for (int k = 0; k < x->n_args; k++)
+    if (expr_appends(x->args[k])) return true;
+  return false;
+}
+
+static bool appends(const kl_ts_stmt *st, int n) {
+  for (int i = 0; i < n; i++)
+    if (expr_appends(st[i].value) || appends(st[i].body, st[i].n_body) ||
+        appends(st[i].orelse, st[i].n_orelse))
+      return true;
+  return false;
+}
+
+/* A for whose count is known while building and whose body appends to a list (F.interpolate
+ * builds its scale factors so): the body run count times, no Loop node. */
+static kiln_status unroll_for(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int64_t count) {
+  for (int64_t n = 0; n < count; n++) {
+    kl_tsv i = {.kind = KL_TSV_INT, .i = n, .id = -1}, k = i;
+    kiln_status s = st->start ? range_op(b, f, st, "__derive_index", &k, &i) : KILN_OK;
+    if (s == KILN_OK && st->var) s = frame_set(b, f, st->var, &i);
+    b->loops++;
+    if (s == KILN_OK) s = run_inner(b, f, st->body, st->n_body);
+    b->loops--;
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
 static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   kl_tsv c;
   kiln_status s = eval(b, f, st->value, &c);
+  if (s == KILN_OK && st->kind == KL_TSS_FOR && st->start) {
+    kl_tsv stop = c;
+    s = range_op(b, f, st, "__range_length", &stop, &c);
+  }
   if (s != KILN_OK) return s;
   if (st->kind == KL_TSS_WHILE && c.kind == KL_TSV_BOOL && c.id < 0 && !c.i) return KILN_OK;
   if (st->kind == KL_TSS_FOR && c.kind != KL_TSV_INT && c.kind != KL_TSV_TENSOR)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: range of a value that is not an int",
                    b->where, st->line);
+  if (st->kind == KL_TSS_FOR && c.kind == KL_TSV_INT && c.id < 0 && appends(st->body, st->n_body))
+    return unroll_for(b, f, st, c.i);
   int head[2];
   head[0] = KL_ABSENT;
   if (st->kind == KL_TSS_FOR) s = value_id(b, &c, KL_I64, "range", &head[0]);
@@ -1357,6 +1595,139 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   return s;
 }
 
+/* ---- return inside an if ---- */
+
+/* Whether a return is among these statements or in the if/else blocks among them (one
+ * in a loop is refused where the loop runs). */
+static bool returns(const kl_ts_stmt *st, int n) {
+  for (int i = 0; i < n; i++)
+    if (st[i].is_return ||
+        (st[i].kind == KL_TSS_IF && (returns(st[i].body, st[i].n_body) ||
+                                     returns(st[i].orelse, st[i].n_orelse))))
+      return true;
+  return false;
+}
+
+/* The leaves (tensors, numbers) of a returned value, named "<return N>" in frame f;
+ * *n counts them. */
+static kiln_status name_leaves(kl_ts_build *b, frame *f, const kl_tsv *v, int depth, int *n) {
+  if (depth > 16)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: a return value nested too deeply",
+                   b->where, b->line);
+  if (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) {
+    for (int k = 0; k < v->n; k++) {
+      kiln_status s = name_leaves(b, f, &v->items[k], depth + 1, n);
+      if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+  }
+  char *name = kl_ts_alloc(b, 32);
+  if (!name) return b->e->code;
+  snprintf(name, 32, "<return %d>", (*n)++);
+  return frame_set(b, f, name, v);
+}
+
+static bool same_shape(const kl_tsv *x, const kl_tsv *y, int depth) {
+  bool seq = x->kind == KL_TSV_LIST || x->kind == KL_TSV_TUPLE;
+  if (!seq) return !(y->kind == KL_TSV_LIST || y->kind == KL_TSV_TUPLE);
+  if (x->kind != y->kind || x->n != y->n || depth > 16) return false;
+  for (int k = 0; k < x->n; k++)
+    if (!same_shape(&x->items[k], &y->items[k], depth + 1)) return false;
+  return true;
+}
+
+/* like, with its leaves replaced by frame f's "<return N>" values in order */
+static kiln_status joined_value(kl_ts_build *b, const frame *f, const kl_tsv *like, int *n,
+                                kl_tsv *out) {
+  *out = *like;
+  if (like->kind == KL_TSV_LIST || like->kind == KL_TSV_TUPLE) {
+    out->items = kl_ts_alloc(b, sizeof *out->items * (size_t)(like->n ? like->n : 1));
+    if (!out->items) return b->e->code;
+    for (int k = 0; k < like->n; k++) {
+      kiln_status s = joined_value(b, f, &like->items[k], n, &out->items[k]);
+      if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "<return %d>", (*n)++);
+  const kl_tsv *v = frame_get(f, name);
+  if (!v)
+    return kl_fail(b->e, KILN_ERR_INTERNAL, "%s:%d: return value %s lost", b->where,
+                   b->line, name);
+  *out = *v;
+  return KILN_OK;
+}
+
+/* An if with a return in it, followed by the statements `rest` of its block: each
+ * branch goes on with rest (a branch that returns stops before it), so that both
+ * paths end in a return, and the value returned is the If's. */
+static kiln_status run_if_return(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
+                                 const kl_ts_stmt *rest, int n_rest, kl_tsv *out,
+                                 bool *returned) {
+  kl_ts_stmt *path[2];
+  int n[2] = {st->n_body + n_rest, st->n_orelse + n_rest};
+  if ((b->moved += n[0] + n[1]) > MAX_MOVED || b->if_returns >= MAX_IF_RETURNS)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: ifs with a return: more than %d in the paths "
+                   "of each other, or more than %d statements moved into their paths",
+                   b->where, st->line, MAX_IF_RETURNS, MAX_MOVED);
+  for (int k = 0; k < 2; k++) {
+    if (!(path[k] = kl_ts_alloc(b, sizeof *path[k] * (size_t)(n[k] + 1)))) return b->e->code;
+    const kl_ts_stmt *own = k ? st->orelse : st->body;
+    int n_own = n[k] - n_rest;
+    if (n_own) memcpy(path[k], own, sizeof *own * (size_t)n_own);
+    if (n_rest) memcpy(path[k] + n_own, rest, sizeof *rest * (size_t)n_rest);
+  }
+  kl_tsv c;
+  kiln_status s = eval(b, f, st->value, &c);
+  if (s != KILN_OK) return s;
+  if (is_literal(&c) || c.kind == KL_TSV_NONE) { /* known now: the path taken only */
+    int k = c.kind != KL_TSV_NONE && (c.kind == KL_TSV_FLOAT ? c.f != 0 : c.i != 0) ? 0 : 1;
+    b->if_returns++;
+    s = run_block(b, f, path[k], n[k], out, returned);
+    b->if_returns--;
+    return s;
+  }
+  int cond;
+  if ((s = cond_id(b, &c, &cond)) != KILN_OK) return s;
+  body br[2];
+  kl_tsv ret[2];
+  bool done[2] = {false, false};
+  int leaves[2] = {0, 0};
+  memset(br, 0, sizeof br);
+  for (int k = 0; k < 2 && s == KILN_OK; k++) {
+    s = body_begin(b, &br[k], f, NULL, 0, NULL);
+    b->if_returns++;
+    if (s == KILN_OK) s = run_block(b, &br[k].f, path[k], n[k], &ret[k], &done[k]);
+    b->if_returns--;
+    if (s == KILN_OK && !done[k])
+      s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the %s path of this if reaches the "
+                  "end of the function without return", b->where, st->line,
+                  k ? "else" : "then");
+    if (s == KILN_OK) s = name_leaves(b, &br[k].f, &ret[k], 0, &leaves[k]);
+    body_end(b, &br[k]);
+  }
+  if (s == KILN_OK && !same_shape(&ret[0], &ret[1], 0))
+    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the two paths of this if return values "
+                "of different structure (tuples or lists of other lengths)", b->where,
+                st->line);
+  name_set ns = {0};
+  for (int k = 0; k < leaves[0] && s == KILN_OK; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "<return %d>", k);
+    for (int j = 0; j < br[0].f.n; j++) /* the name as stored, which outlives this */
+      if (strcmp(br[0].f.names[j], name) == 0) s = names_add(b, &ns, br[0].f.names[j]);
+  }
+  if (s == KILN_OK) s = if_outputs(b, f, br, &ns, cond, st->line);
+  int k = 0;
+  if (s == KILN_OK) s = joined_value(b, f, &ret[0], &k, out);
+  if (s == KILN_OK) *returned = true;
+  body_free(&br[0]);
+  body_free(&br[1]);
+  free(ns.names);
+  return s;
+}
+
 static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n,
                              kl_tsv *out, bool *returned) {
   for (int i = 0; i < n; i++, st++) {
@@ -1365,6 +1736,13 @@ static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
                      "inlined into each other too many times)", b->ar.path, MAX_STATEMENTS);
     b->line = st->line;
     kiln_status s;
+    if (st->kind == KL_TSS_PASS) continue;
+    if (st->kind == KL_TSS_IF && returns(st, 1) && b->loops)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a return inside a loop is not "
+                     "supported (kiln takes a return inside an if, not one in a for or "
+                     "while)", b->where, st->line);
+    if (st->kind == KL_TSS_IF && returns(st, 1))
+      return run_if_return(b, f, st, st + 1, n - i - 1, out, returned);
     if (st->kind == KL_TSS_IF) s = run_if(b, f, st);
     else if (st->kind != KL_TSS_SIMPLE) s = run_loop(b, f, st);
     else {
@@ -1388,27 +1766,67 @@ static kiln_status run_body(kl_ts_build *b, const kl_ts_method *m, frame *f, kl_
   return s;
 }
 
-static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
-                               const kl_tsv *args, int n_args, kl_tsv *out) {
-  const kl_ts_method *m;
-  const char *file;
-  kiln_status s = find_method(b, self->obj, method, &m, &file);
-  if (s != KILN_OK) return s;
-  if (m->n_params < 1)
-    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: method %s has no parameters, "
-                   "expected self first", b->where, b->line, method);
-  if (m->n_params != n_args + 1)
-    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s takes %d arguments, called with "
-                   "%d", b->where, b->line, method, m->n_params - 1, n_args);
-  if (++b->depth > MAX_CALL_DEPTH)
-    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: module calls nested deeper than %d",
-                   b->ar.path, MAX_CALL_DEPTH);
-  const char *scope = b->scope, *where = b->where;
-  int line = b->line;
+/* The parameters of m from `first` on bound in f: the arguments by position, then by
+ * keyword (kw[k] names argument k, or is NULL, or kw is NULL), then the defaults. */
+static kiln_status bind_args(kl_ts_build *b, const kl_ts_method *m, int first, const char *name,
+                             const kl_tsv *args, const char *const *kw, int n_args, frame *f) {
+  int np = m->n_params - first, pos = 0;
+  kl_tsv *vals = kl_ts_alloc(b, sizeof *vals * (size_t)(np + 1));
+  bool *set = kl_ts_alloc(b, sizeof *set * (size_t)(np + 1));
+  if (!vals || !set) return b->e->code;
+  for (int k = 0; k < n_args; k++) {
+    int j = 0;
+    if (kw && kw[k]) {
+      while (j < np && strcmp(m->params[first + j], kw[k]) != 0) j++;
+      if (j == np)
+        return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s has no parameter '%s'",
+                       b->where, b->line, name, kw[k]);
+    } else if ((j = pos++) >= np) {
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s takes %d arguments, called "
+                     "with %d", b->where, b->line, name, np, n_args);
+    }
+    if (set[j])
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s: argument '%s' given twice",
+                     b->where, b->line, name, m->params[first + j]);
+    vals[j] = args[k];
+    set[j] = true;
+  }
+  for (int j = 0; j < np; j++) {
+    kiln_status s = KILN_OK;
+    if (!set[j] && !(m->defaults && m->defaults[first + j]))
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s: no argument for parameter "
+                     "'%s', which has no default", b->where, b->line, name, m->params[first + j]);
+    if (!set[j]) { /* a literal, read in no frame */
+      frame none = {0};
+      int line = b->line;
+      s = eval(b, &none, m->defaults[first + j], &vals[j]);
+      b->line = line;
+    }
+    if (s == KILN_OK) s = frame_set(b, f, m->params[first + j], &vals[j]);
+    if (s != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+/* Inline m (of code file `file`, named `name` in messages): self (NULL for a free
+ * function) and the arguments bound, its statements run. */
+static kiln_status invoke(kl_ts_build *b, const kl_ts_method *m, const char *file,
+                          const char *name, const kl_tsv *self, const kl_tsv *args,
+                          const char *const *kw, int n_args, kl_tsv *out) {
+  if (b->depth >= MAX_CALL_DEPTH)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: calling %s: calls of module methods and "
+                   "scripted functions nested deeper than %d (a function that calls itself?)",
+                   b->where, b->line, name, MAX_CALL_DEPTH);
   frame f = {0};
-  s = frame_set(b, &f, m->params[0], self);
-  for (int k = 0; s == KILN_OK && k < n_args; k++) s = frame_set(b, &f, m->params[k + 1], &args[k]);
-  b->scope = self->s;
+  kiln_status s = self ? frame_set(b, &f, m->params[0], self) : KILN_OK;
+  if (s == KILN_OK) s = bind_args(b, m, self ? 1 : 0, name, args, kw, n_args, &f);
+  const char *scope = b->scope, *where = b->where;
+  int line = b->line, loops = b->loops;
+  b->depth++;
+  b->loops = 0; /* (a return in the function ends the function, not the caller's loop) */
+  f.up = b->frame;
+  b->frame = &f;
+  if (self) b->scope = self->s;
   b->where = file;
   if (s == KILN_OK) s = run_body(b, m, &f, out);
   free(f.names);
@@ -1416,8 +1834,54 @@ static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *m
   b->scope = scope;
   b->where = where;
   b->line = line;
+  b->loops = loops;
+  b->frame = f.up;
   b->depth--;
   return s;
+}
+
+static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
+                               const kl_tsv *args, const char *const *kw, int n_args,
+                               kl_tsv *out) {
+  const kl_ts_method *m;
+  const char *file;
+  kiln_status s = find_method(b, self->obj, method, &m, &file);
+  if (s != KILN_OK) return s;
+  if (m->n_params < 1)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: method %s has no parameters, "
+                   "expected self first", b->where, b->line, method);
+  return invoke(b, m, file, method, self, args, kw, n_args, out);
+}
+
+/* A call of scripted function qual ("__torch__.torch.nn.functional.relu"): the function
+ * `relu` of code/__torch__/torch/nn/functional.py, inlined as a method is. */
+static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv *args,
+                                 const char *const *kw, int n_args, kl_tsv *out) {
+  const char *dot = strrchr(qual, '.');
+  if (!dot)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: a call of %s, which is not a "
+                   "function", b->where, b->line, qual);
+  char *module = kl_ts_alloc(b, (size_t)(dot - qual) + 1);
+  if (!module) return b->e->code;
+  memcpy(module, qual, (size_t)(dot - qual));
+  const kl_ts_code *code;
+  kiln_status s = load_code(b, module, &code);
+  if (s != KILN_OK) {
+    kl_err_prefix(b->e, "%s:%d: calling %s", b->where, b->line, qual);
+    return s;
+  }
+  const kl_ts_method *m = kl_tscode_function(code, dot + 1);
+  const char *file = b->ar.path;
+  for (int i = 0; i < b->n_files; i++)
+    if (b->files[i].code == code) file = b->files[i].path;
+  if (!m && kl_tscode_class(code, dot + 1))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of class %s (a NamedTuple or "
+                   "an object made by the code), which kiln does not build: export with "
+                   "torch.jit.trace or to ONNX", b->where, b->line, qual);
+  if (!m)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s has no function '%s' (a "
+                   "call of %s)", b->where, b->line, file, dot + 1, qual);
+  return invoke(b, m, file, qual, NULL, args, kw, n_args, out);
 }
 
 /* ---- inputs and outputs ---- */
@@ -1525,6 +1989,11 @@ static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
   int batch = kl_graph_symbol(b->g, "batch");
   if (batch < 0) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 1; k < fwd->n_params; k++) {
+    if (fwd->defaults && fwd->defaults[k])
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: forward's parameter '%s' has a "
+                     "default value: kiln makes every parameter of forward an input (script "
+                     "a forward without defaults, or export to ONNX)", b->where, fwd->line,
+                     fwd->params[k]);
     int v = add_named_value(b, fwd->params[k]);
     if (v < 0) return b->e->code;
     kl_type *t = &b->g->values[v].type;
@@ -1652,9 +2121,12 @@ static kiln_status build_graph(kl_ts_build *b) {
   if (s == KILN_OK) s = find_method(b, b->root, "forward", &fwd, &file);
   if (s == KILN_OK && !(args = kl_ts_alloc(b, sizeof *args * (size_t)fwd->n_params)))
     s = b->e->code;
+  const char *where = b->where;
+  if (s == KILN_OK) b->where = file; /* (for add_inputs' messages) */
   if (s == KILN_OK) s = add_inputs(b, fwd, traced, args);
+  b->where = where;
   kl_pickle_free(traced_pkl);
-  if (s == KILN_OK) s = call_method(b, &self, "forward", args, fwd->n_params - 1, &ret);
+  if (s == KILN_OK) s = call_method(b, &self, "forward", args, NULL, fwd->n_params - 1, &ret);
   if (s == KILN_OK) s = add_outputs(b, &ret, 0, false);
   if (s == KILN_OK) s = add_outputs(b, &ret, 0, true);
   return s;

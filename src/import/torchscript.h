@@ -20,8 +20,10 @@
  * fail with a message saying so. Outputs are what forward returns (tensors, or tuples and lists
  * of them, flattened), named output_0, output_1, ...
  *
- * Scripted code (torch.jit.script): if/else, for ... in range(n) and while become If and
- * Loop nodes whose bodies read the enclosing graph's values as captures
+ * Scripted code (torch.jit.script): if/else, for ... in range(...) and while become If
+ * and Loop nodes whose bodies read the enclosing graph's values as captures; a return
+ * inside an if takes the statements after the if into the other branch; scripted free
+ * functions (__torch__.torch.nn.functional.embedding, ...) are inlined like methods
  * (docs/torchscript.md, "Scripted control flow").
  *
  * Refused with a message: scripted constructs beyond those, a trace taken in training
@@ -54,6 +56,7 @@ typedef enum kl_tsv_kind {
   KL_TSV_LIST,   /* items */
   KL_TSV_TUPLE,  /* items */
   KL_TSV_MODULE, /* obj, with its attribute path s */
+  KL_TSV_FUNC,   /* a scripted function or a prefix of its name: s, "__torch__.a.f" */
 } kl_tsv_kind;
 
 typedef struct kl_tsv kl_tsv;
@@ -67,6 +70,8 @@ struct kl_tsv {
                 * symbol it equals; 0 when none */
   kl_tsv *items;
   int n;
+  int made_in; /* a LIST made by a list display: 1 + the If/Loop bodies around it then
+                * (append may grow it in that body only); 0 for any other value */
   const kl_pk_obj *obj;
 };
 

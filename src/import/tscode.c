@@ -292,6 +292,7 @@ static kl_ts_expr *new_expr(parser *p, kl_tse_kind kind) {
 }
 
 static kl_ts_expr *parse_expr(parser *p);
+static void skip_type(parser *p, const char *stops);
 
 /* A growable list of expressions (and keyword names) while parsing brackets. */
 typedef struct expr_list {
@@ -396,21 +397,21 @@ static kl_ts_expr *parse_primary(parser *p) {
   return parse_literal(p);
 }
 
-static void skip_type(parser *p, const char *stop1, const char *stop2);
-
 static kl_ts_expr *parse_call(parser *p, kl_ts_expr *callee) {
   p->pos++;
   expr_list l = {0};
   bool comma;
-  /* annotate(List[int], []): the type is for TorchScript's checker; only the value is
-   * kept */
-  if (callee->kind == KL_TSE_NAME && strcmp(callee->s, "annotate") == 0) {
-    skip_type(p, ",", ")");
+  /* annotate(List[int], []) and unchecked_cast(int, x): the type is for TorchScript's
+   * checker; only the value is kept */
+  if (callee->kind == KL_TSE_NAME &&
+      (strcmp(callee->s, "annotate") == 0 || strcmp(callee->s, "unchecked_cast") == 0)) {
+    skip_type(p, ",)");
     if (expect_op(p, ",") != KILN_OK) return NULL;
   }
   if (!parse_items(p, ")", true, &l, &comma)) return NULL;
   kl_ts_expr *x = new_expr(p, KL_TSE_CALL);
   if (x) {
+    x->line = callee->line; /* (the token after ')' may be the next line's newline) */
     x->obj = callee;
     x->args = l.items;
     x->kw = l.kw;
@@ -437,12 +438,20 @@ static kl_ts_expr *parse_postfix(parser *p, kl_ts_expr *x) {
       p->pos++;
       kl_ts_expr *ix = new_expr(p, KL_TSE_INDEX);
       if (!ix) return NULL;
-      bool neg = is_op(peek(p), "-");
-      p->pos += neg;
-      if (peek(p)->k != T_INT) return syntax(p, "an integer index"), NULL;
       ix->obj = x;
-      ix->i = neg ? -peek(p)->i : peek(p)->i;
-      p->pos++;
+      bool neg = is_op(peek(p), "-");
+      const tok *n = &p->t[p->pos + neg];
+      if (n->k == T_INT && is_op(n + 1, "]")) { /* xs[2], xs[-1] */
+        ix->i = neg ? -n->i : n->i;
+        p->pos += neg + 1;
+      } else { /* xs[i]: an index the code computes */
+        if (!(ix->args = block_alloc(p->c, sizeof *ix->args))) {
+          kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+          return NULL;
+        }
+        if (!(ix->args[0] = parse_expr(p))) return NULL;
+        ix->n_args = 1;
+      }
       if (expect_op(p, "]") != KILN_OK) return NULL;
       x = ix;
     } else {
@@ -476,12 +485,12 @@ static kl_ts_expr *parse_expr(parser *p) {
 #define MAX_BLOCK_DEPTH 32 /* if/for/while blocks nested in each other */
 
 static const char *const refused_words[] = {"with", "try", "except", "finally", "break",
-                                            "continue", "raise", "assert", "pass", "del",
+                                            "continue", "raise", "assert", "del",
                                             "global", "lambda", "yield"};
 
 static kiln_status refused(parser *p, const tok *t) {
   return kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: '%s' is not supported in scripted code "
-                 "(kiln lowers if/else, for ... in range(n) and while): export with "
+                 "(kiln lowers if/else, for ... in range(...) and while): export with "
                  "torch.jit.trace or to ONNX", p->what, t->line, t->s);
 }
 
@@ -494,6 +503,18 @@ static bool is_refused(const tok *t) {
 /* The names before '=' of "a, b, = ..." or "a = ...", if this line is an assignment. */
 static kiln_status parse_targets(parser *p, kl_ts_stmt *st) {
   int save = p->pos, n = 0;
+  if (peek(p)->k == T_NAME && is_op(&p->t[p->pos + 1], ":") &&
+      p->t[p->pos + 2].k != T_NEWLINE) { /* "a : Type = value" (not "else:") */
+    p->pos += 2;
+    skip_type(p, "=");
+    if (!is_op(peek(p), "=")) return syntax(p, "'=' after an annotated name");
+    if (!(st->targets = block_alloc(p->c, sizeof *st->targets)))
+      return kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    st->targets[0] = p->t[save].s;
+    st->n_targets = 1;
+    p->pos++;
+    return KILN_OK;
+  }
   while (peek(p)->k == T_NAME && (is_op(&p->t[p->pos + 1], ",") || is_op(&p->t[p->pos + 1], "="))) {
     n++;
     p->pos++;
@@ -561,13 +582,22 @@ static kiln_status parse_compound(parser *p, kl_ts_stmt *st, int col, int depth)
     p->pos++;
     if (!is_name(peek(p), "range") || !is_op(&p->t[p->pos + 1], "("))
       return kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: a for loop over something other "
-                     "than range(n) is not supported", p->what, t->line);
+                     "than range(...) is not supported (torch writes a loop over a list or "
+                     "tensor as a range over its length)", p->what, t->line);
     p->pos += 2;
-    if (!(st->value = parse_expr(p))) return p->e->code;
-    if (!is_op(peek(p), ")"))
-      return kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: range with a start or step is not "
-                     "supported (only range(n))", p->what, t->line);
+    kl_ts_expr *a[3];
+    int n = 0;
+    while (n < 3 && !is_op(peek(p), ")")) {
+      if (!(a[n++] = parse_expr(p))) return p->e->code;
+      if (!is_op(peek(p), ",")) break;
+      p->pos++;
+    }
+    if (n == 0 || !is_op(peek(p), ")"))
+      return syntax(p, "range with 1 to 3 arguments");
     p->pos++;
+    st->value = n == 1 ? a[0] : a[1];
+    st->start = n > 1 ? a[0] : NULL;
+    st->step = n > 2 ? a[2] : NULL;
   } else if (!(st->value = parse_expr(p))) {
     return p->e->code;
   }
@@ -593,6 +623,13 @@ static kiln_status parse_stmt(parser *p, kl_ts_stmt *st, int depth) {
   if (is_name(t, "if") || is_name(t, "for") || is_name(t, "while"))
     return parse_compound(p, st, t->col, depth);
   if (is_refused(t)) return refused(p, t);
+  if (is_name(t, "pass")) {
+    st->kind = KL_TSS_PASS;
+    p->pos++;
+    if (peek(p)->k != T_NEWLINE) return syntax(p, "the end of the statement");
+    p->pos++;
+    return KILN_OK;
+  }
   if (is_name(t, "return")) {
     st->is_return = true;
     p->pos++;
@@ -634,37 +671,45 @@ static void skip_line(parser *p) {
   if (peek(p)->k == T_NEWLINE) p->pos++;
 }
 
-/* A type annotation: tokens up to one of the stop operators at bracket depth 0. */
-static void skip_type(parser *p, const char *stop1, const char *stop2) {
+/* A type annotation: tokens up to one of the one-character operators of stops at
+ * bracket depth 0. */
+static void skip_type(parser *p, const char *stops) {
   int depth = 0;
   for (;; p->pos++) {
     const tok *t = peek(p);
     if (t->k == T_NEWLINE || t->k == T_END) return;
-    if (depth == 0 && (is_op(t, stop1) || is_op(t, stop2))) return;
+    if (depth == 0 && t->k == T_OP && t->op[0] && !t->op[1] && strchr(stops, t->op[0])) return;
     if (is_op(t, "[") || is_op(t, "(")) depth++;
     if (is_op(t, "]") || is_op(t, ")")) depth--;
   }
 }
 
+/* "(name: Type, name: Type=default, ...)": the names in kw, the defaults (or NULL) in
+ * items */
 static kiln_status parse_params(parser *p, kl_ts_method *m) {
   expr_list names = {0};
   if (expect_op(p, "(") != KILN_OK) return p->e->code;
   while (!is_op(peek(p), ")")) {
     if (peek(p)->k != T_NAME) return syntax(p, "a parameter name");
-    kl_ts_expr *x = new_expr(p, KL_TSE_NAME);
-    if (!x || !list_add(p, &names, x, peek(p)->s)) return p->e->code;
+    const char *name = peek(p)->s;
     p->pos++;
-    if (is_op(peek(p), ":")) skip_type(p, ",", ")");
-    if (is_op(peek(p), "=")) return syntax(p, "a parameter without a default");
+    if (is_op(peek(p), ":")) skip_type(p, ",)=");
+    kl_ts_expr *dflt = NULL;
+    if (is_op(peek(p), "=")) {
+      p->pos++;
+      if (!(dflt = parse_expr(p))) return p->e->code;
+    }
+    if (!list_add(p, &names, dflt, name)) return p->e->code;
     if (!is_op(peek(p), ",")) break;
     p->pos++;
   }
   if (expect_op(p, ")") != KILN_OK) return p->e->code;
-  if (is_op(peek(p), "->")) skip_type(p, ":", ":");
+  if (is_op(peek(p), "->")) skip_type(p, ":");
   if (expect_op(p, ":") != KILN_OK) return p->e->code;
   if (peek(p)->k != T_NEWLINE) return syntax(p, "the end of the line after 'def ...:'");
   p->pos++;
   m->params = names.kw;
+  m->defaults = names.items;
   m->n_params = names.n;
   return KILN_OK;
 }
@@ -710,10 +755,15 @@ static kiln_status parse_class(parser *p, kl_ts_class *cls) {
 }
 
 static kiln_status parse_file(parser *p) {
-  int cap = 0;
+  int cap = 0, fcap = 0;
+  p->c->functions.name = "";
   while (peek(p)->k != T_END) {
+    if (is_name(peek(p), "def")) {
+      kiln_status s = add_method(p, &p->c->functions, peek(p)->col, &fcap);
+      if (s != KILN_OK) return s;
+      continue;
+    }
     if (!is_name(peek(p), "class")) {
-      if (is_name(peek(p), "def")) return syntax(p, "a class (free functions are not supported)");
       skip_line(p); /* imports and the like */
       continue;
     }
@@ -760,4 +810,8 @@ const kl_ts_method *kl_tscode_method(const kl_ts_class *c, const char *name) {
   for (int i = 0; i < c->n_methods; i++)
     if (strcmp(c->methods[i].name, name) == 0) return &c->methods[i];
   return NULL;
+}
+
+const kl_ts_method *kl_tscode_function(const kl_ts_code *c, const char *name) {
+  return kl_tscode_method(&c->functions, name);
 }

@@ -11,11 +11,15 @@
  *
  * Expressions: names, attributes, calls with positional and keyword arguments,
  * int/float/string/bool/None literals, negation of a literal, lists, tuples,
- * indexing by an int, and annotate(Type, value) (kept as a call with the value only).
- * From torch.jit.script: if/else (elif read as else + if), for NAME in range(n) and
- * while blocks, and "a, b = c, d" (torch writes break and continue as flags of a
- * while). Anything else (other compound statements, a break or continue in the code,
- * operators) is an error naming the line and the construct.
+ * indexing by an int or by an expression, and annotate(Type, value) (kept as a call
+ * with the value only).
+ * From torch.jit.script: if/else (elif read as else + if), for NAME in range(n),
+ * range(a, b) and range(a, b, s), while blocks, pass, "a, b = c, d" (torch writes
+ * break and continue as flags of a while), free functions (def at column 0, as
+ * code/__torch__/torch/nn/functional.py holds them) and parameter defaults.
+ * unchecked_cast(T, v) is kept as a call with the value only, like annotate. Anything
+ * else (other compound statements, a break or continue in the code, operators) is an
+ * error naming the line and the construct.
  */
 #ifndef KL_IMPORT_TSCODE_H
 #define KL_IMPORT_TSCODE_H
@@ -37,7 +41,7 @@ typedef enum kl_tse_kind {
   KL_TSE_CALL,  /* obj(args), kw[k] names argument k or is NULL */
   KL_TSE_LIST,  /* [args] */
   KL_TSE_TUPLE, /* (args) */
-  KL_TSE_INDEX, /* obj[i] */
+  KL_TSE_INDEX, /* obj[i], or obj[args[0]] when n_args is 1 */
 } kl_tse_kind;
 
 typedef struct kl_ts_expr kl_ts_expr;
@@ -53,12 +57,19 @@ struct kl_ts_expr {
   int n_args;
 };
 
-/* A statement: an assignment, expression or return (KL_TSS_SIMPLE), or a block
+/* A statement: an assignment, expression or return (KL_TSS_SIMPLE), pass, or a block
  * statement as torch.jit.script serializes control flow:
  *   if value:           body, then the else block (n_orelse 0 when there is none)
- *   for var in range(value):   body
+ *   for var in range(value):   body (range(start, value) and range(start, value, step)
+ *                                     set start and step; NULL when absent)
  *   while value:        body */
-typedef enum kl_tss_kind { KL_TSS_SIMPLE, KL_TSS_IF, KL_TSS_FOR, KL_TSS_WHILE } kl_tss_kind;
+typedef enum kl_tss_kind {
+  KL_TSS_SIMPLE,
+  KL_TSS_PASS,
+  KL_TSS_IF,
+  KL_TSS_FOR,
+  KL_TSS_WHILE
+} kl_tss_kind;
 
 typedef struct kl_ts_stmt kl_ts_stmt;
 struct kl_ts_stmt {
@@ -67,7 +78,8 @@ struct kl_ts_stmt {
   bool is_return;
   const char **targets; /* assigned names; none for an expression statement or return */
   int n_targets;
-  kl_ts_expr *value;    /* also the condition of if/while, the count of for */
+  kl_ts_expr *value;    /* also the condition of if/while, the count (stop) of for */
+  kl_ts_expr *start, *step; /* for's range(start, stop[, step]); NULL when absent */
   const char *var;      /* for's loop variable */
   kl_ts_stmt *body, *orelse;
   int n_body, n_orelse;
@@ -76,7 +88,8 @@ struct kl_ts_stmt {
 typedef struct kl_ts_method {
   const char *name;
   int line;
-  const char **params; /* including self */
+  const char **params; /* including self (a method's; a free function has no self) */
+  kl_ts_expr **defaults; /* per parameter: its default value, or NULL */
   int n_params;
   kl_ts_stmt *body;
   int n_body;
@@ -91,6 +104,7 @@ typedef struct kl_ts_class {
 typedef struct kl_ts_code {
   kl_ts_class *classes;
   int n_classes;
+  kl_ts_class functions; /* the file's free functions (def at column 0), name "" */
   struct kl_ts_block *blocks; /* everything above lives in these */
 } kl_ts_code;
 
@@ -100,8 +114,10 @@ kiln_status kl_tscode_parse(const char *src, size_t len, const char *what, kl_ts
                             kl_err *e);
 void kl_tscode_free(kl_ts_code *c);
 
-/* The class of that name, or NULL; the method of that name in it, or NULL. */
+/* The class of that name, or NULL; the method of that name in it, or NULL; the free
+ * function of that name, or NULL. */
 const kl_ts_class *kl_tscode_class(const kl_ts_code *c, const char *name);
 const kl_ts_method *kl_tscode_method(const kl_ts_class *c, const char *name);
+const kl_ts_method *kl_tscode_function(const kl_ts_code *c, const char *name);
 
 #endif

@@ -17,6 +17,33 @@ control flow takes other paths for other inputs.
   rnn         an RNN cell (Linear on [x_t, h], tanh) over the x.size(0) time steps
   greedy      a greedy decoding loop: torch.embedding, mean, Linear, topk(1), argmax, torch.cat growing
               the token tensor by one each step
+  functions   modules whose scripted code calls scripted functions of
+              torch.nn.functional (nn.Embedding with padding_idx, LayerNorm, Softmax,
+              LeakyReLU, ELU, Dropout; F.normalize, F.pad), a free function of the
+              model's own with a default and a keyword argument, calling another,
+              argmax and argmin (of a dim, and of the whole tensor)
+  cnn_modules a scripted CNN of torch.nn modules (Conv2d, BatchNorm2d, ReLU(inplace),
+              MaxPool2d, Hardswish, AvgPool2d, AdaptiveAvgPool2d, Flatten, Linear, Mish,
+              GELU(tanh)), each calling its torch.nn.functional function
+  lists       a loop over an nn.ModuleList appending each layer's output to a list
+              (torch unrolls it: straight-line torch.append calls), torch.cat of the
+              list; F.interpolate (nearest by a scale factor, bilinear to a size), whose
+              scripted code appends in a for over a count known while building and tests
+              strings (also inside an if on the data: lists made and grown in a branch);
+              two cases, batches of 2 and 1, one taking each branch
+  rnn_modules nn.GRU (batch_first) into a 2-layer bidirectional nn.LSTM, scripted: their
+              forward methods' checks (annotated assignments, `in` of a list, list
+              comparisons of sizes, prim.dtype and prim.device for the zero state)
+  ranges      for over range(a, b), range(a, b, s) with a negative step, ranges that
+              are empty for some inputs, over the rows of a tensor, over a list of
+              numbers and over a list of tensors; // of ints (torch.floordiv)
+  early_return  return inside if (torch writes the code without it: an if whose
+              branches assign the value returned); three cases, each ending at another
+              return
+  early_return_hand  the same module with its saved code edited to return inside the
+              ifs, as code written by hand would (and range(1, 7, 2) for the last + 1,
+              which torch writes as __range_length/__derive_index calls): kiln moves
+              the statements after each if into its other branch
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -24,6 +51,9 @@ import os
 import shutil
 import sys
 import warnings
+import zipfile
+
+from typing import List
 
 import numpy as np
 import torch
@@ -107,12 +137,138 @@ class Greedy(torch.nn.Module):
 
     def forward(self, tokens):  # [batch, start]: int64
         for _ in range(5):
-            # (torch.embedding: nn.Embedding's scripted code calls a scripted function;
-            # topk for argmax, which kiln does not lower)
+            # (torch.embedding and topk for argmax: written when kiln refused
+            # nn.Embedding's scripted function and argmax; see Functions for both)
             h = torch.embedding(self.table, tokens).mean(1)
             nxt = torch.topk(self.head(h), 1, -1)[1]
             tokens = torch.cat([tokens, nxt], 1)
         return tokens
+
+
+def shift(x, k: float = 0.5, scale: float = 1.0):
+    return squash(x * scale) + k
+
+
+def squash(x):
+    return x / (1.0 + x.abs())
+
+
+class Functions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(12, 6, padding_idx=0)
+        self.seq = torch.nn.Sequential(torch.nn.LayerNorm(6), torch.nn.LeakyReLU(0.2),
+                                       torch.nn.Dropout(0.1), torch.nn.ELU(),
+                                       torch.nn.Softmax(-1))
+
+    def forward(self, tokens):  # [batch, n]: int64
+        h = self.seq(self.emb(tokens))
+        h = torch.nn.functional.normalize(shift(h, scale=3.0), dim=-1)
+        h = torch.nn.functional.pad(h, [1, 0])
+        return h, torch.argmax(h, -1), torch.argmin(h, 1, keepdim=True), torch.argmax(h)
+
+
+class CnnModules(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.f = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.Hardswish(),
+            nn.AvgPool2d(2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4),
+            nn.Mish(), nn.GELU(approximate="tanh"))
+        with torch.no_grad():  # running statistics other than 0 and 1
+            self.f[1].running_mean.uniform_(-0.5, 0.5)
+            self.f[1].running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return self.f(x)
+
+
+class Lists(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Conv2d(3, 3, 1) for _ in range(3)])
+
+    def forward(self, x):  # [batch, 3, h, w]
+        outs: List[torch.Tensor] = []
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+            outs.append(x)
+        y = torch.cat(outs, 1)
+        up = torch.nn.functional.interpolate(y, scale_factor=2.0, mode="nearest")
+        if y.size(0) > 1:  # (the batch: an If) lists made and grown in its branches
+            z = torch.nn.functional.interpolate(y, scale_factor=3.0, mode="nearest")
+        else:
+            z = torch.nn.functional.interpolate(-y, scale_factor=3.0, mode="nearest")
+        return up, torch.nn.functional.interpolate(y, size=[5, 7], mode="bilinear",
+                                                   align_corners=False), z
+
+
+class RnnModules(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(4, 8, batch_first=True)
+        self.lstm = torch.nn.LSTM(8, 6, num_layers=2, bidirectional=True)
+
+    def forward(self, x):  # [batch, time, 4]
+        y, h = self.gru(x)
+        z, (h2, c2) = self.lstm(y.transpose(0, 1))
+        return z, h + 1.0, h2, c2
+
+
+class Ranges(torch.nn.Module):
+    def forward(self, x):  # [n, 3]
+        acc = torch.zeros_like(x[0])
+        for i in range(1, x.size(0), 2):  # empty for one row
+            acc = acc + x[i] * i
+        for j in range(x.size(0) - 1, -1, -3):  # negative step
+            acc = acc - x[j]
+        for k in range(2, 5):
+            acc = acc * 0.5 + k // 2 + x.size(0) // -2  # floordiv of ints
+        for m in range(x.size(0), 3):  # empty from three rows on
+            acc = acc + m
+        for r in x:
+            acc = acc + r.sin()
+        for c in [1.5, -2.0, 0.25]:
+            acc = acc * c
+        for t in [x[0], x[-1] * 2.0]:
+            acc = acc - t
+        return acc
+
+
+class EarlyReturn(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return torch.relu(x)
+        y = x * 2
+        if x.mean() < -1:
+            return y
+        return y + 1
+
+
+EARLY_RETURN_HAND = """    if bool(torch.gt(torch.sum(x), 0)):
+      return torch.relu(x)
+    y = torch.mul(x, 2)
+    if bool(torch.lt(torch.mean(x), -1)):
+      return y
+    for i in range(1, 7, 2):
+      y = torch.add(y, i)
+    return torch.sub(y, 8)
+"""
+
+
+def hand_edit(path, forward_body):
+    """Replace the body of forward in the saved code/__torch__.py with forward_body."""
+    with zipfile.ZipFile(path) as z:
+        entries = [(i, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for info, data in entries:
+            if info.filename.endswith("/code/__torch__.py"):
+                text = data.decode()
+                head = text[:text.index("-> Tensor:\n") + len("-> Tensor:\n")]
+                data = (head + forward_body).encode()
+            z.writestr(info, data)
 
 
 def cases():
@@ -126,6 +282,16 @@ def cases():
         ("jumps", Jumps, [(r(2, 3),), (r(4, 3) * 3,)]),
         ("rnn", Rnn, [(r(7, 2, 4),), (r(3, 2, 4),)]),
         ("greedy", Greedy, [(torch.randint(0, 16, (2, 3), generator=g),)]),
+        ("functions", Functions, [(torch.tensor([[0, 3, 11, 5], [7, 0, 0, 2]]),),
+                                  (torch.randint(0, 12, (3, 4), generator=g),)]),
+        ("cnn_modules", CnnModules, [(r(2, 3, 8, 8),), (r(1, 3, 8, 8),)]),
+        ("lists", Lists, [(r(2, 3, 4, 4),), (r(1, 3, 4, 4),)]),
+        ("rnn_modules", RnnModules, [(r(2, 5, 4),), (r(3, 5, 4),)]),
+        ("ranges", Ranges, [(r(5, 3),), (r(1, 3),), (r(2, 3),), (r(7, 3),)]),
+        ("early_return", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
+                                       (-r(3, 4).abs() * 0.1,)]),
+        ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
+                                            (-r(3, 4).abs() * 0.1,)]),
     ]
 
 
@@ -142,11 +308,16 @@ def emit(name, cls, inputs):
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     scripted.save(os.path.join(folder, "model.pt"))
+    if name == "early_return_hand":
+        hand_edit(os.path.join(folder, "model.pt"), EARLY_RETURN_HAND)
     names = [a.name for a in scripted.forward.schema.arguments[1:]]
     for k, args in enumerate(inputs):
         with torch.no_grad():
             out = model(*args)
         outs = out if isinstance(out, tuple) else (out,)
+        if name.startswith("early_return"):  # each case ends at another return
+            assert [bool(args[0].sum() > 0), bool(args[0].mean() < -1)].count(True) == \
+                (0 if k == 2 else 1), (name, k)
         case = os.path.join(folder, f"test_data_set_{k}")
         os.makedirs(case)
         for j, (n, a) in enumerate(zip(names, args)):

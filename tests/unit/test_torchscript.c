@@ -215,8 +215,9 @@ static kl_tensor read_pb(const char *path) {
 }
 
 /* Run a case from a file or from memory and compare with PyTorch's output; input_types
- * (NULL for none) declares the inputs of an archive of torch 1.x. */
-static void run_typed(const char *dir, bool from_memory, int opt_level,
+ * (NULL for none) declares the inputs of an archive of torch 1.x; model (NULL for
+ * dir/model.pt) is an archive to run on dir's test data. */
+static void run_model(const char *dir, const char *model, bool from_memory, int opt_level,
                       const char *input_types) {
   char path[256];
   kiln_options *o;
@@ -227,6 +228,7 @@ static void run_typed(const char *dir, bool from_memory, int opt_level,
   if (input_types)
     assert_int_equal(kiln_options_set_string(o, "input_types", input_types), KILN_OK);
   snprintf(path, sizeof path, "%s/model.pt", dir);
+  if (model) snprintf(path, sizeof path, "%s", model);
   if (from_memory) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
@@ -235,7 +237,8 @@ static void run_typed(const char *dir, bool from_memory, int opt_level,
     fclose(f);
     assert_int_equal(kiln_model_load_memory(buf, n, o, &m), KILN_OK);
   } else {
-    assert_int_equal(kiln_model_load(path, o, &m), KILN_OK);
+    kiln_status st = kiln_model_load(path, o, &m);
+    if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
   }
   assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
   snprintf(path, sizeof path, "%s/test_data_set_0/input_0.pb", dir);
@@ -261,6 +264,11 @@ static void run_typed(const char *dir, bool from_memory, int opt_level,
   kiln_session_free(s);
   kiln_model_free(m);
   kiln_options_free(o);
+}
+
+static void run_typed(const char *dir, bool from_memory, int opt_level,
+                      const char *input_types) {
+  run_model(dir, NULL, from_memory, opt_level, input_types);
 }
 
 static void run_case(const char *dir, bool from_memory, int opt_level) {
@@ -637,19 +645,56 @@ static void test_control_flow(void **state) {
       {"    while True:\n      continue\n    net = self.net\n",
        "'continue' is not supported", KILN_ERR_UNSUPPORTED},
       {"    with x:\n      net = self.net\n", "'with' is not supported", KILN_ERR_UNSUPPORTED},
-      {"    for i in x:\n      net = self.net\n", "other than range(n)", KILN_ERR_UNSUPPORTED},
-      {"    for i in range(0, 3):\n      net = self.net\n", "start or step",
+      {"    for i in x:\n      net = self.net\n", "other than range(...)", KILN_ERR_UNSUPPORTED},
+      {"    for i in range(0, 3, 0):\n      net = self.net\n",
+       "__torch__.py:9: range: range() with a step of 0",
+       KILN_ERR_INVALID_MODEL},
+      {"    for i in range(0, 3, 1, 2):\n      net = self.net\n",
+       "__torch__.py:9: expected range with 1 to 3 arguments", KILN_ERR_INVALID_MODEL},
+      {"    for i in range(0, 3, torch.size(x, 0)):\n      net = self.net\n",
+       "argument 'step' is a value computed by the graph, expected an int known",
        KILN_ERR_UNSUPPORTED},
-      {"    if bool(torch.gt(torch.sum(x), 0)):\n      return x\n    net = self.net\n",
-       "a return inside an if or loop", KILN_ERR_UNSUPPORTED},
+      {"    for i in range(-9223372036854775807, 9223372036854775807):\n"
+       "      net = self.net\n", "has more than 2^63 - 1 elements", KILN_ERR_LIMIT},
+      {"    for i in range(3):\n      if bool(torch.gt(torch.sum(x), 0)):\n        return x\n"
+       "    net = self.net\n", "__torch__.py:10: a return inside a loop", KILN_ERR_UNSUPPORTED},
+      {"    if bool(torch.gt(torch.sum(x), 0)):\n      return (x, x)\n    net = self.net\n",
+       "__torch__.py:9: the two paths of this if return values of different structure",
+       KILN_ERR_UNSUPPORTED},
+      {"    if bool(torch.gt(torch.sum(x), 0)):\n      ops.prim.RaiseException(\"boom\")\n"
+       "    net = self.net\n",
+       "__torch__.py:10: ops.prim.RaiseException (\"boom\") on a path that the data chooses",
+       KILN_ERR_UNSUPPORTED},
+      {"    ops.prim.RaiseException(\"boom\")\n    net = self.net\n",
+       "__torch__.py:9: the scripted code raises an exception for these inputs: boom",
+       KILN_ERR_INVALID_MODEL},
+      {"    _c = torch.__contains__([1, 2], torch.size(x, 0))\n    net = self.net\n",
+       "__torch__.py:9: aten::__contains__: 'in' of a value that is not known",
+       KILN_ERR_UNSUPPORTED},
+      {"    _c = torch.eq([1, 2], [torch.size(x, 0), 2])\n    net = self.net\n",
+       "a comparison of lists whose elements are not known", KILN_ERR_UNSUPPORTED},
+      {"    y : Tensor\n    net = self.net\n", "expected '=' after an "
+       "annotated name", KILN_ERR_INVALID_MODEL},
+      {"    _l = annotate(List[Tensor], [])\n    if bool(torch.gt(torch.sum(x), 0)):\n"
+       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
+      {"    _l = annotate(List[Tensor], [])\n    for i in range(torch.size(x, 0)):\n"
+       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
+      {"    _l = annotate(List[Tensor], [])\n    for i in range(9223372036854775807):\n"
+       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "__torch__.py:11: appends that copy more than 1048576 list elements", KILN_ERR_LIMIT},
+      {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
+       "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
+      {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
+       "    net = self.net\n", "__torch__.py:11: an element, chosen "
+       "by the data, of a list that is not", KILN_ERR_UNSUPPORTED},
       {"    if x:\n      net = self.net\n     y = 1\n", "indentation of 5 columns",
        KILN_ERR_INVALID_MODEL},
       {"    if x:\n    net = self.net\n", "expected an indented block", KILN_ERR_INVALID_MODEL},
       {"    else:\n      net = self.net\n", "expected the end of the statement",
        KILN_ERR_INVALID_MODEL},
       {"    if x\n      net = self.net\n", "expected ':'", KILN_ERR_INVALID_MODEL},
-      {"    _f = __torch__.torch.nn.functional.gelu\n    net = self.net\n",
-       "a scripted function of __torch__", KILN_ERR_UNSUPPORTED},
       {"    net = [1]\n    if bool(torch.gt(torch.sum(x), 0)):\n      net = [2]\n"
        "    net = self.net\n", "'net' is set in a branch or loop to a value that is not a tensor",
        KILN_ERR_UNSUPPORTED},
@@ -667,6 +712,79 @@ static void test_control_flow(void **state) {
   snprintf(deep + n, sizeof deep - n, "%*snet = self.net\n", 4 + 2 * DEPTH, "");
   edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", deep);
   expect_error(t->path, NULL, KILN_ERR_LIMIT, "blocks nested deeper than 32", NULL);
+  /* ifs with a return in a row: each takes the rest into its paths, nested */
+  enum { IFS = 300 };
+  static const char one_if[] = "    if bool(torch.gt(torch.sum(x), 0)):\n      return x\n";
+  static char ifs[IFS * sizeof one_if + 32];
+  n = 0;
+  for (int i = 0; i < IFS; i++) n += (size_t)snprintf(ifs + n, sizeof ifs - n, "%s", one_if);
+  snprintf(ifs + n, sizeof ifs - n, "    net = self.net\n");
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", ifs);
+  expect_error(t->path, NULL, KILN_ERR_LIMIT, "ifs with a return: more than 256", NULL);
+}
+
+/* Scripted free functions are inlined: keyword arguments and defaults bound (torch
+ * writes every argument by position; hand-written code may not), and a function that
+ * calls itself, a missing or unknown argument, a missing function, a forward parameter
+ * with a default are errors naming the file and line. (tests/models/ts/script/functions
+ * checks against PyTorch what torch writes.) */
+#define FUNCS TS "script/functions"
+static void test_scripted_functions(void **state) {
+  tmp *t = *state;
+  const char *types = "tokens:int64[2,4]";
+  edit_text(FUNCS "/model.pt", t->path, "/code/__torch__.py", "__torch__.shift(h, 0.5, 3., )",
+            "__torch__.shift(scale=3., x=h)");
+  run_model(FUNCS, t->path, false, 0, types);
+  edit_text(FUNCS "/model.pt", t->path, "/code/__torch__.py", "_0(__torch__.shift(",
+            "__torch__.torch.nn.functional.normalize(__torch__.shift(");
+  run_model(FUNCS, t->path, false, 2, types);
+  static const struct {
+    const char *from, *to, *why;
+    kiln_status code;
+  } cases[] = {
+      {"torch.div(x, torch.add(torch.abs(x), 1.))", "__torch__.squash(x, )",
+       "__torch__.py:24: calling __torch__.squash: calls of module methods and scripted "
+       "functions nested deeper than 64", KILN_ERR_LIMIT},
+      {"__torch__.shift(h, 0.5, 3., )", "__torch__.shift(h, bogus=1)",
+       "__torch__.py:14: __torch__.shift has no parameter 'bogus'", KILN_ERR_INVALID_MODEL},
+      {"__torch__.shift(h, 0.5, 3., )", "__torch__.shift(h, 0.5, 3., 4., )",
+       "__torch__.shift takes 3 arguments, called with 4", KILN_ERR_INVALID_MODEL},
+      {"__torch__.shift(h, 0.5, 3., )", "__torch__.shift(h, 0.5, x=h)",
+       "__torch__.shift: argument 'x' given twice", KILN_ERR_INVALID_MODEL},
+      {"__torch__.squash(torch.mul(x, scale), )", "__torch__.squash()",
+       "__torch__.py:21: __torch__.squash: no argument for parameter 'x', which has no "
+       "default", KILN_ERR_INVALID_MODEL},
+      {"__torch__.torch.nn.functional.pad(", "__torch__.torch.nn.functional.nothing(",
+       "has no function 'nothing'", KILN_ERR_INVALID_MODEL},
+      {"__torch__.torch.nn.functional.pad(", "__torch__.Functions(",
+       "__torch__.py:15: a call of class __torch__.Functions (a NamedTuple", KILN_ERR_UNSUPPORTED},
+      {"tokens: Tensor)", "tokens: Tensor=None)",
+       "__torch__.py:8: forward's parameter 'tokens' has a default value",
+       KILN_ERR_UNSUPPORTED},
+  };
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "input_types", types), KILN_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(FUNCS "/model.pt", t->path, "/code/__torch__.py", cases[i].from, cases[i].to);
+    expect_error(t->path, o, cases[i].code, cases[i].why, "__torch__.py");
+  }
+  kiln_options_free(o);
+}
+
+/* A return inside an if: the statements after the if run on the other path, and the
+ * If's outputs are what each path returns (tuples too), known conditions take their
+ * path only. (tests/models/ts/script/early_return_hand checks one against PyTorch.) */
+static void test_early_return(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n    return (net).forward(x, )\n",
+            "    if bool(torch.gt(torch.sum(x), 0)):\n      return (x, torch.relu(x))\n"
+            "    if True:\n      return (torch.neg(x), 2.)\n    return (x, x)\n");
+  kiln_model *m = NULL;
+  kiln_status s = kiln_model_load(t->path, NULL, &m);
+  if (s != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_model_output_count(m), 2);
+  kiln_model_free(m);
 }
 
 /* An if whose condition is known when the graph is built takes its branch only; one on
@@ -688,14 +806,23 @@ static void test_if_lowering(void **state) {
   kiln_model_free(m);
 }
 
-/* A while on the data that never ends stops at run time with KILN_ERR_LIMIT once its
- * bodies have done max_work steps, as an ONNX Loop does. */
+static void endless_loop(tmp *t, const char *code);
+
+/* A while on the data that never ends, and a range of 2^62 elements, stop at run time
+ * with KILN_ERR_LIMIT once their bodies have done max_work steps, as an ONNX Loop does. */
 static void test_endless_while(void **state) {
-  tmp *t = *state;
-  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
-            "    _0 = bool(torch.gt(torch.sum(x), -1.))\n    x0 = x\n    while _0:\n"
-            "      x0 = torch.abs(x0)\n      _0 = bool(torch.gt(torch.sum(x0), -1.))\n"
-            "    net = self.net\n    x = x0\n");
+  static const char *const loops[] = {
+      "    _0 = bool(torch.gt(torch.sum(x), -1.))\n    x0 = x\n    while _0:\n"
+      "      x0 = torch.abs(x0)\n      _0 = bool(torch.gt(torch.sum(x0), -1.))\n"
+      "    net = self.net\n    x = x0\n",
+      "    x0 = x\n    for i in range(5, 9223372036854775807, 2):\n"
+      "      x0 = torch.add(torch.abs(x0), i)\n    net = self.net\n    x = x0\n",
+  };
+  for (size_t i = 0; i < sizeof loops / sizeof *loops; i++) endless_loop(*state, loops[i]);
+}
+
+static void endless_loop(tmp *t, const char *code) {
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n", code);
   kiln_options *o;
   kiln_model *m = NULL;
   kiln_session *s = NULL;
@@ -893,6 +1020,8 @@ int main(void) {
       cmocka_unit_test(test_annotate),
       cmocka_unit_test_setup_teardown(test_control_flow, setup, teardown),
       cmocka_unit_test_setup_teardown(test_if_lowering, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_scripted_functions, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_early_return, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),

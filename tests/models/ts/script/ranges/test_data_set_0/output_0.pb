@@ -1,0 +1,1 @@
+Boutput_0JBV2@cP¡@,I¾@
