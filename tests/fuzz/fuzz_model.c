@@ -11,6 +11,11 @@
 
 #define LOAD_MAX_TENSOR_BYTES (INT64_C(64) << 20)
 #define RUN_MAX_TENSOR_BYTES (INT64_C(1) << 20)
+/* If/Loop/Scan bodies' work per run (option max_work; each pass counts at least
+ * KL_CONTROL_ITERATION_STEPS, 2^22): 256 passes of small bodies, so that a mutated while
+ * whose condition never changes stops in well under a second rather than at the
+ * default's 2^40 steps, past libFuzzer's timeout */
+#define RUN_MAX_WORK (INT64_C(1) << 30)
 #define RUN_BUFFER_BYTES (INT64_C(16) << 20)
 #define RUN_MAX_WEIGHT_BYTES ((size_t)4 << 20)
 #define RUN_MAX_INPUT_ELEMS 4096
@@ -124,6 +129,7 @@ static void run_once(const kiln_model *m, uint64_t seed) {
   bool ok = kiln_options_create(&o) == KILN_OK &&
             kiln_options_set_int(o, "threads", 1) == KILN_OK &&
             kiln_options_set_int(o, "max_tensor_bytes", RUN_MAX_TENSOR_BYTES) == KILN_OK &&
+            kiln_options_set_int(o, "max_work", RUN_MAX_WORK) == KILN_OK &&
             kiln_options_set_int(o, "memory_limit",
                                  (int64_t)weight_bytes(m) + RUN_BUFFER_BYTES) == KILN_OK;
   for (int i = 0; ok && i < n; i++) ok = make_input(m, i, seed, &in);

@@ -15,7 +15,10 @@ fuzz_torchscript: every fixture of tests/models/ts and a few tiny traced modules
 ATen calls the fixtures do not make), each as the .pt archive and as a bundle (the
 archive's entries as plain bytes, the form fuzz_torchscript.c packs into an archive
 itself; .debug_pkl files left out), a hand-made bundle of a module with attributes of
-every pickled kind, and bare pickles as bundles of data.pkl alone.
+every pickled kind, and bare pickles as bundles of data.pkl alone; the scripted
+fixtures of tests/models/ts/script as bundles with a traced_inputs.pkl of their first
+test case's inputs added (a scripted archive records none, and without input types
+their code stops at the first op that needs a rank).
 fuzz_torchscript.dict: pickle opcodes, the globals pickle.c accepts, the ATen names of
 src/import/aten.c and the tokens of traced code.
 Optimized models (with --kiln PATH, a kiln binary): models/digits_cnn and the
@@ -292,6 +295,34 @@ def module_attrs_bundle():
     return data + BUNDLE_SEP + b"code/__torch__.py\n" + code
 
 
+def traced_inputs_pkl(folder):
+    """The traced_inputs.pkl torch.jit.save writes for a trace on the inputs of folder's
+    test_data_set_0 (kiln reads their dtypes and shapes only)."""
+    import io
+    import zipfile
+
+    import torch
+    from onnx import TensorProto, numpy_helper
+
+    class Inputs(torch.nn.Module):
+        def forward(self, *xs):
+            return xs[0]
+
+    xs = []
+    for k in range(8):
+        path = os.path.join(folder, "test_data_set_0", "input_%d.pb" % k)
+        if not os.path.isfile(path):
+            break
+        t = TensorProto()
+        with open(path, "rb") as f:
+            t.ParseFromString(f.read())
+        xs.append(torch.from_numpy(numpy_helper.to_array(t).copy()))
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.trace(Inputs(), tuple(xs), check_trace=False), buf)
+    with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z:
+        return z.read(next(n for n in z.namelist() if n.endswith("/traced_inputs.pkl")))
+
+
 def torchscript_seeds():
     import torch
 
@@ -309,6 +340,11 @@ def torchscript_seeds():
             copy(path, out, "tiny_%s.pt" % name)
             with open(os.path.join(out, "tiny_%s.bundle" % name), "wb") as f:
                 f.write(ts_bundle(path))
+    for name in sorted(os.listdir(os.path.join(TS_FIXTURES, "script"))):
+        folder = os.path.join(TS_FIXTURES, "script", name)
+        with open(os.path.join(out, "script_%s.bundle" % name), "wb") as f:
+            f.write(ts_bundle(os.path.join(folder, "model.pt")) +
+                    b"\n@@traced_inputs.pkl\n" + traced_inputs_pkl(folder))
     with open(os.path.join(out, "module_attrs.bundle"), "wb") as f:
         f.write(module_attrs_bundle())
     for name, data in sorted(bare_pickles().items()):
@@ -351,7 +387,12 @@ def torchscript_dictionary():
                 "getattr(self, \"0\")", ".forward(", "Tensor", "None", "True", "False",
                 " -> ", ", ", "[-1]", "(x, )", "9223372036854775807", "1.e-05", "\n    ",
                 "\n  def forward(self: __torch__.M,\n    x: Tensor) -> Tensor:\n",
-                "__torch__.torch.nn.modules.linear.Linear", "dtype=6", "int(", "float("]:
+                "__torch__.torch.nn.modules.linear.Linear", "dtype=6", "int(", "float(",
+                "if ", "else:", "for ", "while ", " in range(", "pass", "bool(",
+                "uninitialized(Tensor)", "unchecked_cast(int, ", "__torch__.torch.nn.functional.",
+                "\ndef f(x: Tensor,\n    k: float=2.) -> Tensor:\n", "ops.prim.RaiseException(",
+                "torch.append(", "torch.__isnot__(", "torch.__range_length(",
+                "torch.__derive_index(", "torch.len(", " : Optional[Tensor] = "]:
         lines.append(dict_entry(tok))
     for entry in ["data.pkl", "constants.pkl", "traced_inputs.pkl", "byteorder",
                   "code/__torch__.py", "data/0", "constants/0"]:
