@@ -76,6 +76,23 @@ static void addends_bcast(kl_cl_bcast *bc, const kl_tensor *y, const kl_tensor *
  * channels per group) and products per output run on the tensor cores (tc.cl). */
 #define TC_MIN 16
 
+/* A convolution's Sum in tc.cl's epilogues: by Y's index (mode 1) or by the general
+ * broadcast, never mode 2 (along Y's last dim), which is not the product's column there. */
+static int conv_sum_mode(const kl_cl_bcast *bc, const kl_tensor *sum) {
+  int mode = addend_mode(bc, 1, sum);
+  return mode == 2 ? 3 : mode;
+}
+
+/* The rows of a tc.cl tile (BM) for m rows, cols columns and `batches` products: 64 for
+ * at most 64 rows or when tiles of 128 x 128 would not give every compute unit two, else
+ * 128. */
+static int64_t tc_rows(const kl_cl *c, int64_t m, int64_t cols, int64_t batches) {
+  return m <= 64 || (m + 127) / 128 * ((cols + 127) / 128) * batches <
+                        2 * (int64_t)kl_cl_compute_units(c)
+             ? 64
+             : 128;
+}
+
 /* A 1 x 1 convolution of stride 1 without pads (one group) as a batch of products on
  * tc.cl's kl_tc_mm: per image, Y [Cout, P] = W [Cout, Cin] X [Cin, P], the bias added per
  * row (operand mode 4). KILN_ERR_UNSUPPORTED (nothing launched, no message) where the
@@ -96,16 +113,11 @@ static kiln_status conv1x1_mm(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g
   bb.rank = 1;
   bb.dims[0] = images;
   bb.s[1][0] = cin * p; /* A (W) is every image's */
-  int64_t bm = cout <= 64 || (cout + 127) / 128 * ((p + 127) / 128) * images <
-                                 2 * (int64_t)kl_cl_compute_units(c)
-                   ? 64
-                   : 128;
+  int64_t bm = tc_rows(c, cout, p, images);
   size_t global = (size_t)((cout + bm - 1) / bm) * (size_t)((p + 127) / 128) * (size_t)images *
                   128,
          local = 128;
-  /* the Sum by Y's index or by the general broadcast: mode 2 (along Y's last dim) is not
-   * the product's column here */
-  int smode = addend_mode(bc, 1, sum) == 2 ? 3 : addend_mode(bc, 1, sum);
+  int smode = conv_sum_mode(bc, sum);
   return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_mm64" : "kl_tc_mm128", 1, &global, &local, kc->e,
                       CLA_T(w), CLA_T(x), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_L(cout), CLA_L(p),
                       CLA_L(cin), CLA_L(cin), CLA_L(1), CLA_L(p), CLA_L(1), CLA_S(bb),
@@ -142,18 +154,12 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
      * (batch, position), BM 64 for at most 64 channels a group or when tiles of 128
      * would not give every compute unit two, else 128 */
     int64_t cols = batch * (n / (batch * y->dims[1]));
-    int64_t bm = g.cout_per_group <= 64 ||
-                         (cols + 127) / 128 * ((g.cout_per_group + 127) / 128) * groups <
-                             2 * (int64_t)kl_cl_compute_units(c)
-                     ? 64
-                     : 128;
+    int64_t bm = tc_rows(c, g.cout_per_group, cols, groups);
     size_t global = (size_t)((cols + 127) / 128 * ((g.cout_per_group + bm - 1) / bm) * groups) *
                     256,
            local = 256;
     int vec = (g.cin_per_group * taps) % 4 == 0 && elem_off(w) % 4 == 0; /* W in 4-vectors */
-    /* the Sum by Y's index or by the general broadcast: mode 2 (along Y's last dim) is not
-     * the product's column here */
-    int smode = addend_mode(&bc, 1, sum) == 2 ? 3 : addend_mode(&bc, 1, sum);
+    int smode = conv_sum_mode(&bc, sum);
     return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_conv64" : "kl_tc_conv128", 1, &global, &local,
                         kc->e, CLA_T(x), CLA_T(w), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(g),
                         CLA_L(groups), CLA_L(batch), CLA_S(bc), CLA_I(act.code), CLA_F(act.a),
@@ -224,10 +230,7 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
                : -1;
   if (bt >= 0) {
     /* tc.cl's kl_tc_mm: BM x 128 tiles (BM as below), 128 work-items each */
-    int64_t bm = p->m <= 64 || (p->m + 127) / 128 * ((p->n + 127) / 128) * batches <
-                                   2 * (int64_t)kl_cl_compute_units(c)
-                     ? 64
-                     : 128;
+    int64_t bm = tc_rows(c, p->m, p->n, batches);
     size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
                     (size_t)batches * 128,
            local = 128;
@@ -243,10 +246,7 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   if (kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN) {
     /* tc.cl: BM x 128 tiles, BM 64 when tiles of 128 would not give every compute unit
      * two */
-    int64_t bm = p->m <= 64 || (p->m + 127) / 128 * ((p->n + 127) / 128) * batches <
-                                   2 * (int64_t)kl_cl_compute_units(c)
-                     ? 64
-                     : 128;
+    int64_t bm = tc_rows(c, p->m, p->n, batches);
     size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
                     (size_t)batches * 256,
            local = 256;
