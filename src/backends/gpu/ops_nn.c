@@ -76,6 +76,18 @@ static void addends_bcast(kl_cl_bcast *bc, const kl_tensor *y, const kl_tensor *
  * channels per group) and products per output run on the tensor cores (tc.cl). */
 #define TC_MIN 16
 
+/* Whether kl_tc_conv's gather may work in 32 bits: window starts (o * stride - pad) and
+ * tap offsets (k * dilation) well inside an int, so that their sums are too. */
+static bool window_fits_int(const kl_ref_window *w) {
+  const int64_t lim = INT32_MAX / 4;
+  for (int d = 0; d < 3; d++)
+    if (w->pad_begin[d] > lim || w->pad_begin[d] < -lim || w->stride[d] < 1 ||
+        w->dilation[d] < 1 || (w->out[d] - 1) > lim / w->stride[d] ||
+        (w->kernel[d] - 1) > lim / w->dilation[d])
+      return false;
+  return true;
+}
+
 /* A convolution's Sum in tc.cl's epilogues: by Y's index (mode 1) or by the general
  * broadcast, never mode 2 (along Y's last dim), which is not the product's column there. */
 static int conv_sum_mode(const kl_cl_bcast *bc, const kl_tensor *sum) {
@@ -149,7 +161,7 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
     if (done != KILN_ERR_UNSUPPORTED) return done;
   }
   if (kl_cl_tf32(c) && g.cout_per_group >= TC_MIN && g.cin_per_group * taps >= TC_MIN &&
-      g.cin_per_group * xsize <= INT32_MAX) {
+      g.cin_per_group * xsize <= INT32_MAX && window_fits_int(&g.w)) {
     /* TF32 on the tensor cores (tc.cl): tiles of BM output channels x 128 columns of
      * (batch, position), BM 64 for at most 64 channels a group or when tiles of 128
      * would not give every compute unit two, else 128 */

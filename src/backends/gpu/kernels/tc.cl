@@ -266,6 +266,10 @@ KL_TC_MATMUL(kl_tc_matmul64, 64, 2)
           o[d] * g.stride[d] - g.pad_begin[d];                                             \
       xp += (nb * g.channels + gr * g.cin_per_group) * xsize;                              \
     }                                                                                      \
+    /* the gather's arithmetic in 32 bits (ops_nn.c: a group's channels of X, Cin x in0 x  \
+     * in1 x in2, fit in an int), a position out of range one unsigned compare per dim */  \
+    int st0 = (int)start[0], st1 = (int)start[1], st2 = (int)start[2];                     \
+    int in0 = (int)g.in[0], in1 = (int)g.in[1], in2 = (int)g.in[2];                        \
     float ra[BM / 16], rb[8];                                                              \
     float acc[MT][4][4];                                                                   \
     _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
@@ -321,10 +325,10 @@ KL_TC_MATMUL(kl_tc_matmul64, 64, 2)
     }                                                                                      \
     _Pragma("unroll") for (int r = 0; r < 8; r++) {                                        \
       int4 e = kt[(s) % 2][bk + 2 * r]; /* one 16-byte read */                             \
-      long i0 = start[0] + e.y, i1 = start[1] + e.z, i2 = start[2] + e.w;                  \
-      rb[r] = q_in && e.x >= 0 && i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] &&    \
-                      i2 >= 0 && i2 < g.in[2]                                              \
-                  ? xp[e.x + (i0 * g.in[1] + i1) * g.in[2] + i2]                           \
+      int i0 = st0 + e.y, i1 = st1 + e.z, i2 = st2 + e.w;                                  \
+      rb[r] = q_in && e.x >= 0 && (uint)i0 < (uint)in0 && (uint)i1 < (uint)in1 &&          \
+                      (uint)i2 < (uint)in2                                                 \
+                  ? xp[e.x + (i0 * in1 + i1) * in2 + i2]                                   \
                   : 0.0f;                                                                  \
     }                                                                                      \
   }
