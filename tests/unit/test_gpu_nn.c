@@ -584,6 +584,11 @@ static void test_pool(void **state) {
       {"max window wider than X", KL_OP_MaxPool, 4, {1, 2, 3, 3}, {5, 5}, {0}, {0},
        {2, 2, 2, 2}, NULL, 0, 0},
       {"max empty batch", KL_OP_MaxPool, 4, {0, 3, 5, 5}, {2, 2}, {0}, {0}, {0}, NULL, 0, 0},
+      /* a window and pads of 2^29: kl_nn_pool, not its 32-bit form */
+      {"max window of 2^29 over padding", KL_OP_MaxPool, 4, {1, 2, 3, 3}, {2, 536870912},
+       {0}, {0}, {0, 536870912, 0, 0}, NULL, 0, 0},
+      {"avg window of 2^29 over padding", KL_OP_AveragePool, 4, {1, 2, 3, 3}, {2, 536870912},
+       {0}, {0}, {0, 536870912, 0, 0}, NULL, 0, 1},
       {"avg excluding pads", KL_OP_AveragePool, 4, {1, 5, 9, 9}, {3, 3}, {2, 2}, {0},
        {1, 1, 1, 1}, NULL, 0, 0},
       {"avg count_include_pad", KL_OP_AveragePool, 4, {1, 5, 9, 9}, {3, 3}, {0}, {0},

@@ -352,8 +352,18 @@ static kiln_status run_pool(kl_cl *c, kl_kernel_ctx *kc) {
   bool include_pad = kl_attr_int(kc->node, "count_include_pad", 0) != 0;
   kl_tensor *y = kc->out[0];
   int64_t n = kl_tensor_numel(y);
-  return KL_GPU_LAUNCH1(c, "kl_nn_pool", n, kc->e, CLA_T(kc->in[0]), CLA_T(y), CLA_L(n),
-                        CLA_S(g), CLA_I(is_max), CLA_I(include_pad));
+  /* kl_nn_pool32 where its 32-bit arithmetic cannot overflow (nn.cl) */
+  const int64_t lim = INT64_C(1) << 28;
+  bool fits = n < lim * 4 && kl_tensor_numel(kc->in[0]) < lim * 4;
+  for (int d = 0; d < 3 && fits; d++) {
+    const kl_ref_window *w = &g.w;
+    fits = w->pad_begin[d] >= 0 && w->pad_begin[d] < lim && w->pad_end[d] >= 0 &&
+           w->pad_end[d] < lim && w->in[d] < lim && w->stride[d] < lim &&
+           w->out[d] < lim / w->stride[d] && w->dilation[d] < lim &&
+           w->kernel[d] < lim / w->dilation[d];
+  }
+  return KL_GPU_LAUNCH1(c, fits ? "kl_nn_pool32" : "kl_nn_pool", n, kc->e, CLA_T(kc->in[0]),
+                        CLA_T(y), CLA_L(n), CLA_S(g), CLA_I(is_max), CLA_I(include_pad));
 }
 
 static kiln_status run_global_pool(kl_cl *c, kl_kernel_ctx *kc) {

@@ -309,6 +309,57 @@ __kernel void kl_nn_pool(__global const float *x_, ulong xo, __global float *y_,
   y_[yo + i] = acc;
 }
 
+/* kl_nn_pool in 32-bit arithmetic, for X and Y of fewer than 2^30 elements and windows
+ * whose pads, extents (ksize x dilation) and strided outputs stay below 2^28 (ops_nn.c
+ * checks): the same taps in the same order, the same results; the index arithmetic,
+ * divisions included, was most of the 64-bit kernel's time. */
+void kl_nn_tap_span32(int start, int kn, int dil, int lo, int hi, int *k0, int *k1) {
+  int first = start >= lo ? 0 : (lo - start + dil - 1) / dil;
+  int end = start >= hi ? 0 : (hi - 1 - start) / dil + 1;
+  *k0 = min(first, kn);
+  *k1 = max(min(end, kn), *k0);
+}
+
+__kernel void kl_nn_pool32(__global const float *x_, ulong xo, __global float *y_, ulong yo,
+                           long n_out, kl_nn_window g, int is_max, int include_pad) {
+  int i = (int)get_global_id(0);
+  if (i >= n_out) return;
+  int in[3], out[3], o[3], rest = i;
+  for (int d = 0; d < 3; d++) in[d] = (int)g.in[d], out[d] = (int)g.out[d];
+  for (int d = 2; d >= 0; d--) {
+    o[d] = rest % out[d];
+    rest /= out[d];
+  }
+  int start[3], from[3], to[3], dil[3];
+  float padded = 1; /* taps inside the padded input */
+  for (int d = 0; d < 3; d++) {
+    int p0, p1, pb = (int)g.pad_begin[d], kn = (int)g.ksize[d];
+    dil[d] = (int)g.dilation[d];
+    start[d] = o[d] * (int)g.stride[d] - pb;
+    kl_nn_tap_span32(start[d], kn, dil[d], -pb, in[d] + (int)g.pad_end[d], &p0, &p1);
+    padded *= (float)(p1 - p0);
+    kl_nn_tap_span32(start[d], kn, dil[d], 0, in[d], &from[d], &to[d]);
+  }
+  __global const float *xp = x_ + xo + rest * in[0] * in[1] * in[2];
+  float acc = is_max ? -INFINITY : 0.0f;
+  for (int k0 = from[0]; k0 < to[0]; k0++) {
+    int i0 = start[0] + k0 * dil[0];
+    for (int k1 = from[1]; k1 < to[1]; k1++) {
+      __global const float *row = xp + (i0 * in[1] + start[1] + k1 * dil[1]) * in[2] + start[2];
+      for (int k2 = from[2]; k2 < to[2]; k2++) {
+        float v = row[k2 * dil[2]];
+        if (!is_max) acc += v;
+        else if (v > acc) acc = v;
+      }
+    }
+  }
+  if (!is_max) {
+    float inside = (float)((to[0] - from[0]) * (to[1] - from[1]) * (to[2] - from[2]));
+    acc /= include_pad ? padded : inside;
+  }
+  y_[yo + i] = acc;
+}
+
 #define KL_NN_REDUCE 64
 
 /* GlobalAveragePool / GlobalMaxPool: X [planes, size] -> Y [planes], a work-group of 64
