@@ -172,15 +172,23 @@ static void run_one_row(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_ge
  * GEMM_KC steps of k, every panel's slice (16 x GEMM_KC floats, 16 KiB: L1) meets every
  * group of the block (at most GEMM_MC x GEMM_KC floats, 204 KiB: L2), each tile adding
  * its sums to what the passes before left in y, and fetching its share of the next
- * slice a line a step. The epilogue runs over the task's part of y at the end. */
+ * slice a line a step. A block of one or two groups (12 rows at most) takes all of k
+ * in one pass instead: a slice meets too few tiles to pay for the passes, and panel
+ * after panel whole is one stream front to back, as the one-row product reads them
+ * (1 thread, both ways alternated run by run in one process, p50: 5x768x3072 10%
+ * faster, 2x768x768 8%, 8x768x3072 8%, 8x1024x1024 7%, 12x768x3072 5%, 4x1024x1024
+ * 2.5%; three groups or more lost with k = 3072). The epilogue runs over the task's
+ * part of y at the end. */
 #define GEMM_KC 256
 #define GEMM_MC 204 /* the most rows of a block, a multiple of KL_GEMM_ROWS */
+#define GEMM_ONE_PASS_GROUPS 2 /* blocks of this many groups or fewer: one pass */
 
 typedef struct gemm_job {
   const kl_isa_fns *f;
   kl_gemv_args a;   /* the addends as the epilogue reads them (below, run_rows) */
   float *xp;        /* the packed rows */
   int64_t groups, per_block, blocks, panels, per_task; /* groups; per block; blocks; ... */
+  int64_t kc;       /* steps of k per pass */
   bool acc_y;       /* y holds an addend already: the first pass adds to it */
 } gemm_job;
 
@@ -212,15 +220,15 @@ static void gemm_task(void *arg, int64_t t) {
   int64_t r0 = group_row(j, g0), r1 = group_row(j, g1), groups = g1 - g0;
   int64_t p0 = t / j->blocks * j->per_task;
   int64_t p1 = p0 + j->per_task < j->panels ? p0 + j->per_task : j->panels;
-  for (int64_t s0 = 0; s0 < k; s0 += GEMM_KC) {
-    int64_t kc = k - s0 < GEMM_KC ? k - s0 : GEMM_KC;
+  for (int64_t s0 = 0; s0 < k; s0 += j->kc) {
+    int64_t kc = k - s0 < j->kc ? k - s0 : j->kc;
     bool acc = s0 > 0 || j->acc_y;
     for (int64_t p = p0; p < p1; p++) {
       const float *wp = slice(a, p, s0);
       /* the slice after this one: the next panel's, or the first of the next pass; its
        * lines fetched by the block's tiles, an even share each */
-      int64_t np = p + 1 < p1 ? p + 1 : p0, ns = p + 1 < p1 ? s0 : s0 + GEMM_KC;
-      int64_t nkc = ns < k ? (k - ns < GEMM_KC ? k - ns : GEMM_KC) : 0;
+      int64_t np = p + 1 < p1 ? p + 1 : p0, ns = p + 1 < p1 ? s0 : s0 + j->kc;
+      int64_t nkc = ns < k ? (k - ns < j->kc ? k - ns : j->kc) : 0;
       const float *next = nkc ? slice(a, np, ns) : wp;
       int64_t share = (nkc + groups - 1) / groups;
       int64_t col = p * KL_GEMV_PANEL, nc = n - col < KL_GEMV_PANEL ? n - col : KL_GEMV_PANEL;
@@ -296,6 +304,7 @@ static kiln_status run_rows(const kl_kernel_ctx *c, const kl_isa_fns *f, const k
     /* blocks of even size (a last block of a few rows reads every panel for little) */
     j.per_block = (j.groups + j.blocks - 1) / j.blocks;
     j.blocks = (j.groups + j.per_block - 1) / j.per_block;
+    j.kc = j.per_block <= GEMM_ONE_PASS_GROUPS && a->k > 0 ? a->k : GEMM_KC;
     j.panels = (a->n + KL_GEMV_PANEL - 1) / KL_GEMV_PANEL;
     int64_t runs = threads > 1 ? (4 * threads + j.blocks - 1) / j.blocks : 1;
     if (runs > j.panels) runs = j.panels;
