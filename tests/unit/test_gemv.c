@@ -265,7 +265,9 @@ static void test_tiles(void **state) {
           for (int l = 0; l < n_lv; l++) {
             if (!lv[l]->gemv->tile) continue;
             memcpy(c, c0, sizeof c);
-            lv[l]->gemv->tile(ap, wp, k, m, c, ldc, nc, acc);
+            /* the next slice to fetch: none, part of one, or more lines than k steps */
+            size_t npf = (m + (size_t)acc) % 3 == 0 ? 0 : (m % 3 == 1 ? k / 2 : k + 3);
+            lv[l]->gemv->tile(ap, wp, k, m, c, ldc, nc, acc, wp, npf);
             for (size_t i = 0; i <= KL_GEMM_ROWS; i++)
               for (size_t col = 0; col < ldc; col++) {
                 float got = c[i * ldc + col];
@@ -295,6 +297,38 @@ static void test_tiles(void **state) {
           free(wp);
           free(c0);
         }
+}
+
+/* The pack primitive of every level that has one against the definition: rows 1 to
+ * KL_GEMM_ROWS, k short of, at and past the AVX2 level's 8 steps at a time; zeros for
+ * the missing rows, nothing written past the group. */
+static void test_pack_rows(void **state) {
+  (void)state;
+  const kl_isa_fns *lv[3];
+  int n_lv = levels(lv);
+  static const size_t ks[] = {1, 7, 8, 9, 16, 17, 100};
+  for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++)
+    for (size_t rows = 1; rows <= KL_GEMM_ROWS; rows++) {
+      size_t k = ks[a], len = k * KL_GEMM_ROWS;
+      float *x = rand_floats(rows * k, 2.0f), *out = rand_floats(len + 8, 1.0f);
+      for (int l = 0; l < n_lv; l++) {
+        if (!lv[l]->gemv->pack) continue;
+        for (size_t i = 0; i < 8; i++) out[len + i] = 777.0f + (float)i;
+        lv[l]->gemv->pack(x, k, rows, out);
+        for (size_t j = 0; j < k; j++)
+          for (size_t i = 0; i < KL_GEMM_ROWS; i++) {
+            float want = i < rows ? x[i * k + j] : 0.0f;
+            if (out[j * KL_GEMM_ROWS + i] != want)
+              fail_msg("%s pack rows=%zu k=%zu: out[%zu][%zu] = %g, x's %g", lv[l]->name,
+                       rows, k, j, i, (double)out[j * KL_GEMM_ROWS + i], (double)want);
+          }
+        for (size_t i = 0; i < 8; i++)
+          if (out[len + i] != 777.0f + (float)i)
+            fail_msg("%s pack rows=%zu k=%zu: wrote past the group", lv[l]->name, rows, k);
+      }
+      free(x);
+      free(out);
+    }
 }
 
 /* ---- the driver ---- */
@@ -433,6 +467,25 @@ static void test_driver(void **state) {
 
   for (int l = 0; l < n_lv; l++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_driver(lv[l], &cases[i]);
+}
+
+/* The row counts whose groups split unevenly or the tiles of few rows take (1 to 7, 8:
+ * 4 + 4, 11: 6 + 5), a whole product of BERT's (128) and either side of it, one past a
+ * block of rows (205: two blocks); N not a multiple of a panel, K odd (one step past a
+ * pass or short of one), a bias and an activation, one thread and two. */
+static void test_row_counts(void **state) {
+  (void)state;
+  const kl_isa_fns *lv[3];
+  int n_lv = levels(lv);
+  const kl_act relu = {KL_ACT_RELU, 0, 0}, tanh_a = {KL_ACT_TANH, 0, 0};
+  static const size_t ms[] = {2, 3, 4, 5, 6, 7, 8, 11, 127, 128, 129, 205};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+    for (int threads = 1; threads <= 2; threads++) {
+      bool odd = (i + (size_t)threads) % 2;
+      drv_case t = {"rows, bias, act", odd, odd ? 257 : 77, odd ? 50 : 33, 1, 1, 1, -1,
+                    false, true, odd ? relu : tanh_a, threads, ms[i], false, false, 0};
+      for (int l = 0; l < n_lv; l++) run_driver(lv[l], &t);
+    }
 }
 
 static void test_fused_act(void **state) {
@@ -938,6 +991,8 @@ int main(void) {
       cmocka_unit_test(test_pack),       cmocka_unit_test(test_primitives),
       cmocka_unit_test(test_tiles),      cmocka_unit_test(test_long_k),
       cmocka_unit_test(test_driver),
+      cmocka_unit_test(test_row_counts),
+      cmocka_unit_test(test_pack_rows),
       cmocka_unit_test(test_fused_act),  cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_fused_gemm), cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_many_rows),

@@ -67,4 +67,4 @@ static void gemv_panel(const float *x, const float *wp, size_t k, float *y, size
 
 /* Runs of many rows stay on oneDNN's products at this level (its packed brgemm
  * kernels): no tile. */
-const kl_gemv_fns kl_gemv_avx512 = {gemv_panel, NULL, false};
+const kl_gemv_fns kl_gemv_avx512 = {gemv_panel, NULL, false, NULL};

@@ -24,7 +24,9 @@ static void gemv_panel(const float *x, const float *wp, size_t k, float *y, size
 }
 
 static void gemm_tile(const float *a, const float *wp, size_t k, size_t m, float *c, size_t ldc,
-                      size_t nc, bool acc) {
+                      size_t nc, bool acc, const float *pf, size_t npf) {
+  (void)pf; /* a hint; the twin fetches nothing ahead */
+  (void)npf;
   for (size_t i = 0; i < m; i++) {
     float sum[KL_GEMV_PANEL];
     for (size_t l = 0; l < KL_GEMV_PANEL; l++) sum[l] = 0.0f;
@@ -38,5 +40,10 @@ static void gemm_tile(const float *a, const float *wp, size_t k, size_t m, float
   }
 }
 
+static void pack_rows(const float *x, size_t k, size_t rows, float *out) {
+  for (size_t j = 0; j < k; j++, out += KL_GEMM_ROWS)
+    for (size_t i = 0; i < KL_GEMM_ROWS; i++) out[i] = i < rows ? x[i * k + j] : 0.0f;
+}
+
 /* The twin of the others' tiles; oneDNN's products are faster than it. */
-const kl_gemv_fns kl_gemv_generic = {gemv_panel, gemm_tile, false};
+const kl_gemv_fns kl_gemv_generic = {gemv_panel, gemm_tile, false, pack_rows};

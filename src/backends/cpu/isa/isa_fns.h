@@ -198,12 +198,20 @@ typedef struct kl_gemv_fns {
   void (*panel)(const float *x, const float *wp, size_t k, float *y, size_t n);
   /* One tile: c[i * ldc + l] = sum_{j < k} a[j * 6 + i] wp[j * 16 + l] (+ c[i * ldc + l]
    * when acc, added last) for rows i < m <= KL_GEMM_ROWS and columns l < nc <=
-   * KL_GEMV_PANEL; nothing else of c is read or written. Sums in float, in k order. */
+   * KL_GEMV_PANEL; nothing else of c is read or written. Sums in float, in k order (a
+   * level may sum the even and the odd steps apart and add the two at the end).
+   * pf, npf: a hint, the npf lines of 64 bytes from pf (16 floats apart) that the tiles
+   * after this one read (the next weight slice), to fetch one a step while the sums
+   * are made; a level may ignore it, and pf is never read. */
   void (*tile)(const float *a, const float *wp, size_t k, size_t m, float *c, size_t ldc,
-               size_t nc, bool acc);
+               size_t nc, bool acc, const float *pf, size_t npf);
   /* Whether the level's tiles beat oneDNN's matrix products (measured, docs/
    * benchmarks.md): dnnl.c hands them the runs of more than one row only then. */
   bool rows_fast;
+  /* A group of rows <= KL_GEMM_ROWS rows of x (k floats each, one after the other) into
+   * out as the tiles read it: out[j * KL_GEMM_ROWS + i] = x[i * k + j], zeros for the
+   * rows i >= rows; nothing past out's k * KL_GEMM_ROWS floats written. With tile. */
+  void (*pack)(const float *x, size_t k, size_t rows, float *out);
 } kl_gemv_fns;
 
 /* Optimizer updates (run_optim.c's primitives; ops.def "optimizers"; the scalar

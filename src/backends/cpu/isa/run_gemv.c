@@ -164,74 +164,81 @@ static void run_one_row(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_ge
 }
 
 /* ---- many rows: tiles ----
- * The rows of x are packed once per run in groups of KL_GEMM_ROWS (isa_fns.h). A task
- * is a block of at most GEMM_MC rows (the rows split in blocks of even size) times a
- * run of panels; for each pass of GEMM_KC steps of k, every panel's slice (16 x GEMM_KC
- * floats, 16 KiB: L1) meets every group of the block (at most GEMM_MC x GEMM_KC floats,
- * 204 KiB: L2), each tile adding its sums to what the passes before left in y, while
- * the next slice is fetched. The epilogue runs over the task's part of y at the end. */
+ * The rows of x are packed once per run in groups of at most KL_GEMM_ROWS (isa_fns.h),
+ * as even as they divide (8 rows: 4 + 4, not 6 + 2; 128: 18 x 6 + 4 x 5): a tile of
+ * fewer rows has fewer sums in flight than the FMA units' latency needs, and a group
+ * of two took as long as a group of six. A task is a block of whole groups (at most
+ * about GEMM_MC rows, the blocks of even size) times a run of panels; for each pass of
+ * GEMM_KC steps of k, every panel's slice (16 x GEMM_KC floats, 16 KiB: L1) meets every
+ * group of the block (at most GEMM_MC x GEMM_KC floats, 204 KiB: L2), each tile adding
+ * its sums to what the passes before left in y, and fetching its share of the next
+ * slice a line a step. A block of one or two groups (12 rows at most) takes all of k
+ * in one pass instead: a slice meets too few tiles to pay for the passes, and panel
+ * after panel whole is one stream front to back, as the one-row product reads them
+ * (1 thread, both ways alternated run by run in one process, p50: 5x768x3072 10%
+ * faster, 2x768x768 8%, 8x768x3072 8%, 8x1024x1024 7%, 12x768x3072 5%, 4x1024x1024
+ * 2.5%; three groups or more lost with k = 3072). The epilogue runs over the task's
+ * part of y at the end. */
 #define GEMM_KC 256
 #define GEMM_MC 204 /* the most rows of a block, a multiple of KL_GEMM_ROWS */
+#define GEMM_ONE_PASS_GROUPS 2 /* blocks of this many groups or fewer: one pass */
 
 typedef struct gemm_job {
   const kl_isa_fns *f;
   kl_gemv_args a;   /* the addends as the epilogue reads them (below, run_rows) */
   float *xp;        /* the packed rows */
-  int64_t mc, blocks, panels, per_task; /* rows per block; blocks; panels; per task */
+  int64_t groups, per_block, blocks, panels, per_task; /* groups; per block; blocks; ... */
+  int64_t kc;       /* steps of k per pass */
   bool acc_y;       /* y holds an addend already: the first pass adds to it */
 } gemm_job;
 
-static void pack_task(void *arg, int64_t g) {
-  const gemm_job *j = arg;
-  const float *x = j->a.x;
-  int64_t k = j->a.k, m = j->a.m;
-  float *out = j->xp + g * KL_GEMM_ROWS * k;
-  for (int i = 0; i < KL_GEMM_ROWS; i++) {
-    int64_t r = g * KL_GEMM_ROWS + i;
-    if (r < m)
-      for (int64_t s = 0; s < k; s++) out[s * KL_GEMM_ROWS + i] = x[r * k + s];
-    else
-      for (int64_t s = 0; s < k; s++) out[s * KL_GEMM_ROWS + i] = 0.0f;
-  }
+/* The first row of group g of the job's rows (the first m % groups have one more). */
+static int64_t group_row(const gemm_job *j, int64_t g) {
+  int64_t base = j->a.m / j->groups, extra = j->a.m % j->groups;
+  return g * base + (g < extra ? g : extra);
 }
 
-/* Prefetches part `i` of `parts` of the slice of kc steps at wp (kc lines of 64 bytes):
- * the next slice a task's tiles read, fetched while the tiles of this one run (the
- * weights are read from memory, not cache, in a model far bigger than the cache, and
- * the first tile on a slice waited for them). */
-static inline void prefetch_part(const float *wp, int64_t kc, int64_t i, int64_t parts) {
-  int64_t per = (kc + parts - 1) / parts, from = i * per, to = from + per < kc ? from + per : kc;
-  for (int64_t l = from; l < to; l++)
-    __builtin_prefetch(wp + l * KL_GEMV_PANEL, 0, 3);
+static void pack_task(void *arg, int64_t g) {
+  const gemm_job *j = arg;
+  int64_t k = j->a.k, r0 = group_row(j, g);
+  j->f->gemv->pack(j->a.x + r0 * k, (size_t)k, (size_t)(group_row(j, g + 1) - r0),
+                   j->xp + g * KL_GEMM_ROWS * k);
+}
+
+/* The slice of kc steps from step s of panel p. */
+static const float *slice(const kl_gemv_args *a, int64_t p, int64_t s) {
+  int64_t whole = a->n / KL_GEMV_PANEL;
+  return (p < whole ? a->w + p * KL_GEMV_PANEL * a->k : a->w_tail) + s * KL_GEMV_PANEL;
 }
 
 static void gemm_task(void *arg, int64_t t) {
   const gemm_job *j = arg;
   const kl_gemv_args *a = &j->a;
-  int64_t k = a->k, n = a->n, whole = n / KL_GEMV_PANEL, mc = j->mc;
-  int64_t r0 = t % j->blocks * mc, r1 = r0 + mc < a->m ? r0 + mc : a->m;
+  int64_t k = a->k, n = a->n;
+  int64_t g0 = t % j->blocks * j->per_block;
+  int64_t g1 = g0 + j->per_block < j->groups ? g0 + j->per_block : j->groups;
+  int64_t r0 = group_row(j, g0), r1 = group_row(j, g1), groups = g1 - g0;
   int64_t p0 = t / j->blocks * j->per_task;
   int64_t p1 = p0 + j->per_task < j->panels ? p0 + j->per_task : j->panels;
-  int64_t groups = (r1 - r0 + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS;
-  for (int64_t s0 = 0; s0 < k; s0 += GEMM_KC) {
-    int64_t kc = k - s0 < GEMM_KC ? k - s0 : GEMM_KC;
+  for (int64_t s0 = 0; s0 < k; s0 += j->kc) {
+    int64_t kc = k - s0 < j->kc ? k - s0 : j->kc;
     bool acc = s0 > 0 || j->acc_y;
     for (int64_t p = p0; p < p1; p++) {
-      const float *wp = (p < whole ? a->w + p * KL_GEMV_PANEL * k : a->w_tail) +
-                        s0 * KL_GEMV_PANEL;
-      /* the slice after this one: the next panel's, or the first of the next pass */
-      int64_t np = p + 1 < p1 ? p + 1 : p0, ns = p + 1 < p1 ? s0 : s0 + GEMM_KC;
-      int64_t nkc = k - ns < GEMM_KC ? k - ns : GEMM_KC;
-      const float *next = ns < k ? (np < whole ? a->w + np * KL_GEMV_PANEL * k : a->w_tail) +
-                                       ns * KL_GEMV_PANEL
-                                 : NULL;
+      const float *wp = slice(a, p, s0);
+      /* the slice after this one: the next panel's, or the first of the next pass; its
+       * lines fetched by the block's tiles, an even share each */
+      int64_t np = p + 1 < p1 ? p + 1 : p0, ns = p + 1 < p1 ? s0 : s0 + j->kc;
+      int64_t nkc = ns < k ? (k - ns < j->kc ? k - ns : j->kc) : 0;
+      const float *next = nkc ? slice(a, np, ns) : wp;
+      int64_t share = (nkc + groups - 1) / groups;
       int64_t col = p * KL_GEMV_PANEL, nc = n - col < KL_GEMV_PANEL ? n - col : KL_GEMV_PANEL;
-      for (int64_t g = 0; g < groups; g++) {
-        int64_t r = r0 + g * KL_GEMM_ROWS;
-        if (next) prefetch_part(next, nkc, g, groups);
-        j->f->gemv->tile(j->xp + r * k + s0 * KL_GEMM_ROWS, wp, (size_t)kc,
-                         (size_t)(r1 - r < KL_GEMM_ROWS ? r1 - r : KL_GEMM_ROWS),
-                         a->y + r * n + col, (size_t)n, (size_t)nc, acc);
+      for (int64_t g = g0; g < g1; g++) {
+        int64_t r = group_row(j, g), rows = group_row(j, g + 1) - r;
+        int64_t from = (g - g0) * share < nkc ? (g - g0) * share : nkc;
+        int64_t count = nkc - from < share ? nkc - from : share;
+        j->f->gemv->tile(j->xp + g * KL_GEMM_ROWS * k + s0 * KL_GEMM_ROWS, wp, (size_t)kc,
+                         (size_t)rows, a->y + r * n + col, (size_t)n, (size_t)nc, acc,
+                         next + from * KL_GEMV_PANEL, (size_t)count);
       }
     }
   }
@@ -281,7 +288,7 @@ static kiln_status run_rows(const kl_kernel_ctx *c, const kl_isa_fns *f, const k
   if (st == KILN_OK)
     st = resolve_addend(c, a, &j.a.add, a->add_step, a->add_row, a->add_scale == 1.0f,
                         &j.acc_y, &add_copy);
-  int64_t groups = (a->m + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS;
+  j.groups = (a->m + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS;
   size_t bytes = kl_gemv_scratch_bytes(a->m, a->k);
   float *own = NULL;
   j.xp = a->scratch;
@@ -291,12 +298,13 @@ static kiln_status run_rows(const kl_kernel_ctx *c, const kl_isa_fns *f, const k
   if (st == KILN_OK) {
     int64_t work, threads = kl_isa_threads(c);
     if (__builtin_mul_overflow(a->m * a->n, a->k > 0 ? a->k : 1, &work)) work = INT64_MAX;
-    kl_isa_parallel(c, groups, a->m * a->k, pack_task, &j);
+    kl_isa_parallel(c, j.groups, a->m * a->k, pack_task, &j);
     /* enough tasks for the threads to share evenly: row blocks times runs of panels */
     j.blocks = (a->m + GEMM_MC - 1) / GEMM_MC;
     /* blocks of even size (a last block of a few rows reads every panel for little) */
-    j.mc = (a->m + j.blocks - 1) / j.blocks;
-    j.mc = (j.mc + KL_GEMM_ROWS - 1) / KL_GEMM_ROWS * KL_GEMM_ROWS;
+    j.per_block = (j.groups + j.blocks - 1) / j.blocks;
+    j.blocks = (j.groups + j.per_block - 1) / j.per_block;
+    j.kc = j.per_block <= GEMM_ONE_PASS_GROUPS && a->k > 0 ? a->k : GEMM_KC;
     j.panels = (a->n + KL_GEMV_PANEL - 1) / KL_GEMV_PANEL;
     int64_t runs = threads > 1 ? (4 * threads + j.blocks - 1) / j.blocks : 1;
     if (runs > j.panels) runs = j.panels;
