@@ -178,7 +178,8 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
                         CLA_F(act.b), CLA_I(vec), CLA_I(smode));
   }
   if (g.cout_per_group >= CONV_GEMM_MIN && g.cin_per_group * taps >= CONV_GEMM_MIN &&
-      kl_cl_max_group(c) >= 256) {
+      kl_cl_max_group(c) >= 256 && g.cin_per_group * xsize <= INT32_MAX &&
+      window_fits_int(&g.w)) {
     /* the implicit product: 64 x 64 tiles of (output channels x positions) per batch and
      * group (kl_nn_conv_gemm) */
     int64_t positions = n / (y->dims[0] * y->dims[1]);

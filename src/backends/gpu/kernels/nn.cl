@@ -116,6 +116,7 @@ kl_nn_conv_gemm(__global const float *x_, ulong xo, __global const float *w_, ul
                 int act, float aa, float ab) {
   __local float as[KL_CG_BK][KL_CG_BM];
   __local float bs[KL_CG_BK][KL_CG_BN];
+  __local int4 kt[KL_CG_BK];
   int tid = get_local_id(0), tx = tid % 16, ty = tid / 16;
   long M = g.cout_per_group, taps = g.ksize[0] * g.ksize[1] * g.ksize[2];
   long K = g.cin_per_group * taps, P = g.out[0] * g.out[1] * g.out[2];
@@ -133,28 +134,36 @@ kl_nn_conv_gemm(__global const float *x_, ulong xo, __global const float *w_, ul
     o[d] = rest % g.out[d];
     rest /= g.out[d];
   }
-  long start[3];
-  for (int d = 0; d < 3; d++) start[d] = o[d] * g.stride[d] - g.pad_begin[d];
+  /* the gather in 32 bits (ops_nn.c: a group's channels of X and the window fit an int
+   * with room): each step's 16 k as a table (X's offset of channel c, or -1 past K, and
+   * the tap's offsets per dim), made by 16 work-items, then one unsigned compare per dim
+   * an element */
+  int st0 = (int)(o[0] * g.stride[0] - g.pad_begin[0]);
+  int st1 = (int)(o[1] * g.stride[1] - g.pad_begin[1]);
+  int st2 = (int)(o[2] * g.stride[2] - g.pad_begin[2]);
+  int in0 = (int)g.in[0], in1 = (int)g.in[1], in2 = (int)g.in[2];
+  bool lp_in = lp < P;
   float acc[4][4];
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
   for (long k0 = 0; k0 < K; k0 += KL_CG_BK) {
+    if (tid < KL_CG_BK) {
+      long k = k0 + tid;
+      int c = (int)(k / taps), t = (int)(k % taps), k2 = (int)g.ksize[2], k1 = (int)g.ksize[1];
+      kt[tid] = (int4)(k < K ? c * (int)xsize : -1, t / k2 / k1 * (int)g.dilation[0],
+                       t / k2 % k1 * (int)g.dilation[1], t % k2 * (int)g.dilation[2]);
+    }
     for (int r = 0; r < 4; r++) {
       long m = m0 + tid / 16 + 16 * r, k = k0 + tid % 16;
       as[tid % 16][tid / 16 + 16 * r] = m < M && k < K ? wp[m * K + k] : 0.0f;
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
     for (int r = 0; r < 4; r++) {
-      long k = k0 + tid / 64 + 4 * r;
-      float v = 0.0f;
-      if (k < K && lp < P) {
-        long c = k / taps, t = k % taps;
-        long t2 = t % g.ksize[2], t1 = t / g.ksize[2] % g.ksize[1], t0 = t / g.ksize[2] / g.ksize[1];
-        long i0 = start[0] + t0 * g.dilation[0], i1 = start[1] + t1 * g.dilation[1];
-        long i2 = start[2] + t2 * g.dilation[2];
-        if (i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2])
-          v = xp[c * xsize + (i0 * g.in[1] + i1) * g.in[2] + i2];
-      }
-      bs[tid / 64 + 4 * r][tid % 64] = v;
+      int4 e = kt[tid / 64 + 4 * r];
+      int i0 = st0 + e.y, i1 = st1 + e.z, i2 = st2 + e.w;
+      bool in = lp_in && e.x >= 0 && (uint)i0 < (uint)in0 && (uint)i1 < (uint)in1 &&
+                (uint)i2 < (uint)in2;
+      bs[tid / 64 + 4 * r][tid % 64] = in ? xp[e.x + (i0 * in1 + i1) * in2 + i2] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     kl_nn_tile_fma(as, bs, tx, ty, acc);
