@@ -129,6 +129,10 @@ static const conv_case conv_cases[] = {
      true},
     {"implicit product 3-D", 5, {1, 4, 5, 6, 7}, {9, 4, 2, 3, 3}, 1, {0}, {0},
      {0, 1, 1, 1, 1, 0}, NULL, true},
+    /* a pad of 2^29 (stride 2^28): past what the implicit product's 32-bit gather takes
+     * (ops_nn.c window_fits_int), so the direct kernel */
+    {"pad 2^29, 8 -> 12 channels", 4, {1, 8, 3, 3}, {12, 8, 2, 2}, 1, {1, 268435456}, {0},
+     {0, 536870912, 0, 0}, NULL, true},
     {"empty batch", 4, {0, 3, 5, 5}, {4, 3, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1}, NULL, true},
     {"no input channels: the bias", 4, {2, 0, 4, 4}, {3, 0, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1},
      NULL, true},
