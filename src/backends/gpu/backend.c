@@ -11,7 +11,8 @@ typedef struct gpu_ctx {
   kl_cl *cl;
   const kl_graph *g;
   const kl_gpu_op **ops; /* per node: its entry, NULL when the node is not the device's */
-  char (*ran)[80];       /* per node: "OP (KERNEL)", the kernel its last run queued last */
+  const char **ran;      /* per node: the kernel its last run queued last (cl's name) */
+  char (*label)[96];     /* per node: gpu_kernel_name's answer, made when asked */
   char name[448];
 } gpu_ctx;
 
@@ -71,19 +72,20 @@ static kiln_status gpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
   kl_cl_set_node(c->cl, node);
   kiln_status st = op->run(c->cl, kc);
   if (st != KILN_OK) kl_err_prefix(kc->e, "%s, kernel %s", kl_cl_name(c->cl), op->name);
-  const char *k = kl_cl_last_kernel(c->cl);
-  if (st == KILN_OK && k && c->ran)
-    snprintf(c->ran[node], sizeof c->ran[node], "%s (%s)", gpu_op_name(c, op), k);
+  if (st == KILN_OK) c->ran[node] = kl_cl_last_kernel(c->cl);
   return st;
 }
 
 /* The kernel that ran node i last: its op's name (with tf32 where it computes so) and the
- * OpenCL kernel it queued last; the op's name alone before the node ran. */
+ * OpenCL kernel it queued last; the op's name alone before the node ran. Made when asked
+ * (the tools ask), not as the node runs. */
 static const char *gpu_kernel_name(const kl_backend *b, int node) {
-  const gpu_ctx *c = b->ctx;
+  gpu_ctx *c = b->ctx;
   const kl_gpu_op *op = c->ops[node];
   if (!op) return "none";
-  return c->ran && c->ran[node][0] ? c->ran[node] : gpu_op_name(c, op);
+  if (!c->ran[node]) return gpu_op_name(c, op);
+  snprintf(c->label[node], sizeof c->label[node], "%s (%s)", gpu_op_name(c, op), c->ran[node]);
+  return c->label[node];
 }
 
 static void gpu_node_io(kl_backend *b, const kl_graph *g, int node, unsigned *host_inputs,
@@ -140,6 +142,7 @@ static void gpu_release(kl_backend *b) {
     kl_cl_close(c->cl);
     free(c->ops);
     free(c->ran);
+    free(c->label);
     free(c);
   }
   free(b);
@@ -169,8 +172,9 @@ kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, const char
   gpu_ctx *c = calloc(1, sizeof *c);
   if (b) b->ctx = c;
   if (!b || !c || !(c->ops = calloc((size_t)g->n_nodes + 1, sizeof *c->ops)) ||
-      !(c->ran = calloc((size_t)g->n_nodes + 1, sizeof *c->ran))) {
-    if (c) free(c->ops), free(c->ran);
+      !(c->ran = calloc((size_t)g->n_nodes + 1, sizeof *c->ran)) ||
+      !(c->label = calloc((size_t)g->n_nodes + 1, sizeof *c->label))) {
+    if (c) free(c->ops), free(c->ran), free(c->label);
     free(c);
     free(b);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the GPU backend");

@@ -77,7 +77,8 @@ struct kl_cl {
   kl_tensor flag_t;
   bool has_flag;
   int node; /* the graph node whose kernels are being queued (kl_cl_set_node) */
-  char last_kernel[64]; /* the kernel queued last since kl_cl_set_node, else "" */
+  const char *last_kernel; /* the kernel queued last since kl_cl_set_node, else NULL:
+                            * its name in the kernel table */
 };
 
 static const char *cl_err_name(cl_int st) {
@@ -684,9 +685,9 @@ kiln_status kl_cl_finish(kl_cl *c, kl_err *e) {
                  "failed: %s (%d)", c->d->name, cl_err_name(st), st);
 }
 
-static cl_kernel find_kernel(const kl_cl *c, const char *name) {
+static const cl_kernel_entry *find_kernel(const kl_cl *c, const char *name) {
   for (cl_uint i = 0; i < c->n_kernels; i++)
-    if (strcmp(c->kernels[i].name, name) == 0) return c->kernels[i].k;
+    if (strcmp(c->kernels[i].name, name) == 0) return &c->kernels[i];
   return NULL;
 }
 
@@ -694,10 +695,10 @@ bool kl_cl_has_kernel(const kl_cl *c, const char *name) { return find_kernel(c, 
 
 void kl_cl_set_node(kl_cl *c, int node) {
   c->node = node;
-  c->last_kernel[0] = 0;
+  c->last_kernel = NULL;
 }
 
-const char *kl_cl_last_kernel(const kl_cl *c) { return c->last_kernel[0] ? c->last_kernel : NULL; }
+const char *kl_cl_last_kernel(const kl_cl *c) { return c->last_kernel; }
 
 int kl_cl_node(const kl_cl *c) { return c->node; }
 
@@ -742,10 +743,11 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
     g[d] = global[d];
     if (local && g[d] % local[d]) g[d] += local[d] - g[d] % local[d];
   }
-  cl_kernel k = find_kernel(c, name);
-  if (!k)
+  const cl_kernel_entry *entry = find_kernel(c, name);
+  if (!entry)
     return kl_fail(e, KILN_ERR_INTERNAL, "OpenCL device %s: kiln has no kernel '%s'", c->d->name,
                    name);
+  cl_kernel k = entry->k;
   cl_uint slot = 0;
   cl_int st = CL_SUCCESS;
   for (int i = 0; i < n_args && st == CL_SUCCESS; i++) {
@@ -783,7 +785,7 @@ kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int 
                                 c->profiling && c->n_timed < MAX_TIMED ? &c->timed[c->n_timed++]
                                                                        : NULL);
   if (st == CL_SUCCESS) {
-    snprintf(c->last_kernel, sizeof c->last_kernel, "%s", name);
+    c->last_kernel = entry->name;
     return KILN_OK;
   }
   return kl_fail(e, st == CL_OUT_OF_RESOURCES || st == CL_MEM_OBJECT_ALLOCATION_FAILURE

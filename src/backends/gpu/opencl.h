@@ -107,8 +107,8 @@ unsigned kl_cl_compute_units(const kl_cl *c);
  * run; a kernel that may raise the flag gets it as its argument). */
 void kl_cl_set_node(kl_cl *c, int node);
 int kl_cl_node(const kl_cl *c);
-/* The name of the kernel queued last since kl_cl_set_node (held by c until the next
- * launch), NULL when none was. */
+/* The name of the kernel queued last since kl_cl_set_node (c's, as long as c lives),
+ * NULL when none was. */
 const char *kl_cl_last_kernel(const kl_cl *c);
 const kl_tensor *kl_cl_flag(kl_cl *c, kl_err *e);
 kiln_status kl_cl_flag_read(kl_cl *c, int32_t out[KL_CL_FLAG_INTS], kl_err *e);

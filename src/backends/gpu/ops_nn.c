@@ -156,7 +156,7 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   int64_t taps = w->dims[2] * (w->rank > 3 ? w->dims[3] : 1) * (w->rank > 4 ? w->dims[4] : 1);
   int64_t xsize = g.w.in[0] * g.w.in[1] * g.w.in[2], batch = y->dims[0];
   if (kl_cl_tf32(c) && groups == 1 && taps == 1 && g.cout_per_group >= TC_MIN &&
-      g.cin_per_group >= TC_MIN && kl_cl_has_kernel(c, "kl_tc_mm128")) {
+      g.cin_per_group >= TC_MIN) {
     kiln_status done = conv1x1_mm(c, kc, &g, &bc, &act, sum);
     if (done != KILN_ERR_UNSUPPORTED) return done;
   }
@@ -211,12 +211,12 @@ static bool batch_vec(const product *p, int k) {
   return true;
 }
 
-/* Which of tc.cl's kl_tc_mm kernels takes product p: 0 for B as [k][n], 1 for B as
- * [n][k] (B^T's rows contiguous in k); -1 where none does (the program has none, or an
- * operand is not read in 16-byte pieces: A's rows contiguous in k, offsets, row and batch
+/* Which of tc.cl's kl_tc_mm kernels takes product p (at tf32, whose kernels, these
+ * among them, the program has: gpu/backend.c): 0 for B as [k][n], 1 for B as [n][k]
+ * (B^T's rows contiguous in k); -1 where none does (an operand is not read in 16-byte
+ * pieces: A's rows contiguous in k, offsets, row and batch
  * strides, K, and N for [k][n], multiples of 4 floats). */
-static int mm_layout(const kl_cl *c, const kl_kernel_ctx *kc, const product *p) {
-  if (!kl_cl_has_kernel(c, "kl_tc_mm128")) return -1;
+static int mm_layout(const kl_kernel_ctx *kc, const product *p) {
   if (!(p->sak == 1 && p->sam % 4 == 0 && p->k % 4 == 0 && elem_off(kc->in[0]) % 4 == 0 &&
         batch_vec(p, 0)))
     return -1;
@@ -239,7 +239,7 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   int64_t batches = 1;
   for (int d = 0; d < p->batch.rank; d++) batches *= p->batch.dims[d];
   int bt = kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN
-               ? mm_layout(c, kc, p)
+               ? mm_layout(kc, p)
                : -1;
   if (bt >= 0) {
     /* tc.cl's kl_tc_mm: BM x 128 tiles (BM as below), 128 work-items each */
