@@ -64,6 +64,23 @@ static void test_unary(void **state) {
   tu_gpu_check(g, "Gelu tanh", 0, TOL, 1, true);
 }
 
+/* Inputs of 1 MiB and more reach the device through the pinned buffers (opencl.c,
+ * chunks of 4 MiB in two buffers): one just at the threshold, one of two and a bit
+ * chunks (each buffer reused within the upload), an Add of two such (the second input
+ * waits for the first's buffers), over two runs on new inputs. */
+static void test_large_uploads(void **state) {
+  (void)state;
+  static const int64_t at_min[][KL_MAX_RANK] = {{262144}}, big[][KL_MAX_RANK] = {{3, 777779}};
+  int node;
+  tu_gpu_check(one_node(KL_OP_Relu, 1, (const int[]){1}, at_min, &node), "Relu over 1 MiB", 0,
+               TOL, 1, true);
+  tu_gpu_check(one_node(KL_OP_Neg, 1, (const int[]){2}, big, &node), "Neg over 8.9 MiB", 0, TOL,
+               1, true);
+  static const int64_t two[][KL_MAX_RANK] = {{3, 777779}, {3, 777779}};
+  tu_gpu_check(one_node(KL_OP_Add, 2, (const int[]){2, 2}, two, &node), "Add of two 8.9 MiB", 0,
+               TOL, 1, true);
+}
+
 /* Log, Sqrt and Reciprocal on positive inputs: x * x + 0.5 first (Mul, Add on the device). */
 static void test_unary_positive(void **state) {
   (void)state;
@@ -482,6 +499,7 @@ static void test_bad_devices(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary),          cmocka_unit_test(test_unary_positive),
+      cmocka_unit_test(test_large_uploads),
       cmocka_unit_test(test_clip),           cmocka_unit_test(test_binary),
       cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
       cmocka_unit_test(test_mha),            cmocka_unit_test(test_device_out_of_memory),

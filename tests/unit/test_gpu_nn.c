@@ -413,7 +413,31 @@ static const conv_case tc_conv_cases[] = {
      {0}, {0}, {1, 1, 1, 1}, NULL, true},
     {"3x3 pad 1 batch 3, 20 -> 40, 12x12 (W in 4-vectors)", 4, {3, 20, 12, 12}, {40, 20, 3, 3}, 1,
      {0}, {0}, {1, 1, 1, 1}, NULL, true},
+    /* Cin per group a multiple of 16: kl_tc_cvt, W tap-major (tc_uses_taps); with the
+     * two cases above of 16 channels a group */
+    {"3x3 pad 1 batch 3, 32 -> 64, 7x7 (tap-major)", 4, {3, 32, 7, 7}, {64, 32, 3, 3}, 1, {0},
+     {0}, {1, 1, 1, 1}, NULL, true},
+    {"3x3 stride 2 dilation 2 asymmetric pads, 16 -> 24 (tap-major)", 4, {2, 16, 11, 10},
+     {24, 16, 3, 3}, 1, {2, 2}, {2, 2}, {0, 1, 2, 1}, NULL, true},
+    {"1x1 stride 2, 32 -> 40 (tap-major, one tap)", 4, {2, 32, 9, 9}, {40, 32, 1, 1}, 1, {2, 2},
+     {0}, {0}, NULL, true},
+    {"3-D, 16 -> 20 (tap-major)", 5, {1, 16, 4, 5, 6}, {20, 16, 2, 3, 3}, 1, {0}, {0},
+     {0, 1, 1, 1, 1, 0}, NULL, true},
+    {"1-D kernel 5, 48 -> 33 over 2 x 50 (tap-major)", 3, {2, 48, 50}, {33, 48, 5}, 1, {0}, {0},
+     {2, 2}, NULL, false},
+    {"3x3 pad 1, 160 -> 150 over 8x8 (tap-major, two row tiles)", 4, {1, 160, 8, 8},
+     {150, 160, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1}, NULL, true},
+    {"kernel over the padding only, 16 -> 16 (tap-major)", 4, {1, 16, 3, 3}, {16, 16, 5, 5}, 1,
+     {0}, {0}, {2, 2, 2, 2}, NULL, true},
 };
+
+/* Whether a TF32 convolution case runs on kl_tc_cvt: Cin per group a multiple of 16 and
+ * not a 1x1 convolution of stride 1 (those are products: kl_tc_mm). */
+static bool tc_uses_taps(const conv_case *c) {
+  int64_t taps = 1;
+  for (int d = 2; d < c->rank; d++) taps *= c->w[d];
+  return c->w[1] % 16 == 0 && (taps > 1 || c->strides[0] > 1);
+}
 
 static const mm_case tc_mm_cases[] = {
     {"[B, M, K] x [K, N] 3 x 70 x 33 x 150", 3, 2, {3, 70, 33}, {33, 150}},
@@ -481,6 +505,31 @@ static kl_graph *tc_fused_1x1_graph(int act) {
   return g;
 }
 
+/* W a constant of the graph: kl_tc_cvt's tap-major copy made on the first run only */
+static kl_graph *tc_taps_const_graph(int unused) {
+  (void)unused;
+  kl_graph *g = tu_graph_new();
+  int x = input(g, 4, (const int64_t[]){2, 32, 9, 9});
+  int w = cst(g, 4, (const int64_t[]){40, 32, 3, 3}, -2, 2);
+  int b = cst(g, 1, (const int64_t[]){40}, -1, 1);
+  int n = out_node(g, KL_OP_Conv, 3, (const int[]){x, w, b});
+  set_ints(g, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  return g;
+}
+
+/* FusedConv on kl_tc_cvt: act 0 with a Sum of Y's shape, else a Sum per channel
+ * [40, 1, 1] (the general broadcast) */
+static kl_graph *tc_fused_taps_graph(int act) {
+  kl_graph *g = tu_graph_new(); /* Y [2, 40, 9, 9] */
+  int x = input(g, 4, (const int64_t[]){2, 32, 9, 9}), w = input(g, 4, (const int64_t[]){40, 32, 3, 3});
+  int b = input(g, 1, (const int64_t[]){40});
+  int sum = act ? input(g, 3, (const int64_t[]){40, 1, 1}) : input(g, 4, (const int64_t[]){2, 40, 9, 9});
+  int n = out_node(g, KL_OP_KilnFusedConv, 4, (const int[]){x, w, b, sum});
+  set_ints(g, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  set_act(g, n, &acts[act]);
+  return g;
+}
+
 static kl_graph *tc_matmul_graph(int i) {
   kl_graph *g = tu_graph_new();
   const mm_case *c = &tc_mm_cases[i];
@@ -539,8 +588,17 @@ static void test_tf32(void **state) {
   char what[160];
   for (int i = 0; i < TU_LEN(tc_conv_cases); i++) {
     snprintf(what, sizeof what, "TF32 Conv %s", tc_conv_cases[i].what);
+    tu_gpu_expect_kernel = tc_uses_taps(&tc_conv_cases[i]) ? "kl_tc_cvt" : NULL;
     tc_check(tc_conv_graph, i, what);
   }
+  tu_gpu_expect_kernel = "kl_tc_cvt";
+  /* W a constant drawn as is (not TF32 values): the inexact check only */
+  tu_gpu_check_at(tc_taps_const_graph(0), "TF32 Conv 32 -> 40, W a constant (tap-major once)",
+                  0, TF32_TOL, 1, true, "tf32", false);
+  tc_check(tc_fused_taps_graph, 0, "TF32 FusedConv 32 -> 40 + bias + Sum + Relu (tap-major)");
+  tc_check(tc_fused_taps_graph, 9, "TF32 FusedConv 32 -> 40 + bias + Sum [40, 1, 1] + Silu "
+           "(tap-major)");
+  tu_gpu_expect_kernel = NULL;
   tc_check(tc_fused_conv_graph, 0, "TF32 FusedConv + bias + Sum + Relu");
   tc_check(tc_fused_conv_graph, 9, "TF32 FusedConv + bias + Sum + Silu");
   tc_check(tc_conv_row_sum_graph, 0, "TF32 FusedConv + bias + Sum [13] + Relu");

@@ -646,6 +646,8 @@ int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64
   return tu_gpu_check_at(g, what, opt_level, tol, int_hi, all_on_device, "fp32", false);
 }
 
+const char *tu_gpu_expect_kernel;
+
 int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
                     bool all_on_device, const char *precision, bool tf32_inputs) {
   static uint32_t rng = 12345;
@@ -653,23 +655,6 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
   int n_in = kiln_model_input_count(m);
   void *bufs[TU_MAX_IO] = {NULL};
   assert_true(n_in <= TU_MAX_IO);
-  for (int i = 0; i < n_in; i++) {
-    kiln_tensor_info info;
-    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-    bufs[i] = malloc(kiln_dtype_size(info.dtype) * (size_t)(n ? n : 1));
-    assert_non_null(bufs[i]);
-    for (int64_t k = 0; k < n; k++) {
-      if (info.dtype == KILN_DTYPE_FLOAT32) {
-        float v = tu_rand_f32(&rng, -2, 2);
-        ((float *)bufs[i])[k] = tf32_inputs ? tf32_of(v) : v;
-      }
-      else if (info.dtype == KILN_DTYPE_INT64)
-        ((int64_t *)bufs[i])[k] = (int64_t)(tu_rand_f32(&rng, 0, 1) * (float)int_hi) % int_hi;
-      else fail_msg("%s: input %d has a dtype this check does not fill", what, i);
-    }
-  }
   kiln_session *ref = gpu_session(m, NULL, true, NULL);
   kiln_session *dev = gpu_session(m, "opencl", false, precision);
   bool tf32 = strcmp(precision, "tf32") == 0;
@@ -681,15 +666,43 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
       fail_msg("%s: node %d (%s) runs '%s', not TF32", what, i, kl_op_name(op),
                kl_session_kernel_name(dev, i));
   }
-  gpu_set_inputs(ref, m, bufs);
-  if (kiln_session_run(ref) != KILN_OK) fail_msg("%s: reference run: %s", what, kiln_session_error(ref));
   int on_dev = 0;
-  for (int r = 0; r < 2; r++) { /* the second run reuses the first's device memory */
+  /* the second run, on new inputs, reuses the first's device memory (and whatever a
+   * kernel kept from it: what it kept must follow the inputs) */
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < n_in; i++) {
+      kiln_tensor_info info;
+      assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+      int64_t n = 1;
+      for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+      if (!bufs[i]) bufs[i] = malloc(kiln_dtype_size(info.dtype) * (size_t)(n ? n : 1));
+      assert_non_null(bufs[i]);
+      for (int64_t k = 0; k < n; k++) {
+        if (info.dtype == KILN_DTYPE_FLOAT32) {
+          float v = tu_rand_f32(&rng, -2, 2);
+          ((float *)bufs[i])[k] = tf32_inputs ? tf32_of(v) : v;
+        }
+        else if (info.dtype == KILN_DTYPE_INT64)
+          ((int64_t *)bufs[i])[k] = (int64_t)(tu_rand_f32(&rng, 0, 1) * (float)int_hi) % int_hi;
+        else fail_msg("%s: input %d has a dtype this check does not fill", what, i);
+      }
+    }
+    gpu_set_inputs(ref, m, bufs);
+    if (kiln_session_run(ref) != KILN_OK)
+      fail_msg("%s: reference run: %s", what, kiln_session_error(ref));
     gpu_set_inputs(dev, m, bufs);
     if (kiln_session_run(dev) != KILN_OK)
       fail_msg("%s: run %d on the device: %s", what, r + 1, kiln_session_error(dev));
     on_dev = 0;
     for (int i = 0; i < m->g->n_nodes; i++) {
+      kl_op op = m->g->nodes[i].op;
+      const char *kernel = kl_session_kernel_name(dev, i);
+      if (tu_gpu_expect_kernel &&
+          (op == KL_OP_Conv || op == KL_OP_KilnFusedConv || op == KL_OP_Gemm ||
+           op == KL_OP_KilnFusedGemm || op == KL_OP_MatMul || op == KL_OP_KilnFusedMatMul) &&
+          !strstr(kernel, tu_gpu_expect_kernel))
+        fail_msg("%s: node %d (%s) ran '%s', expected kernel %s", what, i, kl_op_name(op),
+                 kernel, tu_gpu_expect_kernel);
       bool here = strcmp(kl_session_node_device(dev, i), "cpu") != 0;
       on_dev += here;
       if (all_on_device && !here)

@@ -13,6 +13,7 @@ typedef struct gpu_ctx {
   const kl_gpu_op **ops; /* per node: its entry, NULL when the node is not the device's */
   const char **ran;      /* per node: the kernel its last run queued last (cl's name) */
   char (*label)[96];     /* per node: gpu_kernel_name's answer, made when asked */
+  kl_gpu_node_mem *mem;  /* per node: device memory its kernels keep between runs */
   char name[448];
 } gpu_ctx;
 
@@ -53,8 +54,15 @@ static const kl_gpu_op *entry_for(const kl_graph *g, const kl_node *n) {
 
 static bool gpu_supports(kl_backend *b, const kl_graph *g, int node) {
   gpu_ctx *c = b->ctx;
-  const kl_gpu_op *op = entry_for(g, &g->nodes[node]);
-  if (g == c->g) c->ops[node] = op;
+  const kl_node *n = &g->nodes[node];
+  const kl_gpu_op *op = entry_for(g, n);
+  if (g == c->g) {
+    c->ops[node] = op;
+    c->mem[node].const_inputs = 0;
+    for (int k = 0; k < n->n_in && k < 32; k++)
+      if (n->in[k] >= 0 && g->values[n->in[k]].kind == KL_VALUE_CONST)
+        c->mem[node].const_inputs |= 1u << k;
+  }
   return op != NULL;
 }
 
@@ -70,7 +78,10 @@ static kiln_status gpu_execute(kl_backend *b, int node, kl_kernel_ctx *kc) {
     return kl_fail(kc->e, KILN_ERR_INTERNAL, "node %d was placed on %s, which does not "
                    "support it", node, c->name);
   kl_cl_set_node(c->cl, node);
+  void *mem = &c->mem[node], **state = kc->state;
+  kc->state = &mem;
   kiln_status st = op->run(c->cl, kc);
+  kc->state = state;
   if (st != KILN_OK) kl_err_prefix(kc->e, "%s, kernel %s", kl_cl_name(c->cl), op->name);
   if (st == KILN_OK) c->ran[node] = kl_cl_last_kernel(c->cl);
   return st;
@@ -139,10 +150,12 @@ static void gpu_release(kl_backend *b) {
   if (!b) return;
   gpu_ctx *c = b->ctx;
   if (c) {
+    for (int i = 0; c->mem && c->cl && i < c->g->n_nodes; i++) kl_cl_free(c->cl, &c->mem[i].buf);
     kl_cl_close(c->cl);
     free(c->ops);
     free(c->ran);
     free(c->label);
+    free(c->mem);
     free(c);
   }
   free(b);
@@ -173,8 +186,9 @@ kiln_status kl_gpu_backend_create(kl_cl_device *d, const kl_graph *g, const char
   if (b) b->ctx = c;
   if (!b || !c || !(c->ops = calloc((size_t)g->n_nodes + 1, sizeof *c->ops)) ||
       !(c->ran = calloc((size_t)g->n_nodes + 1, sizeof *c->ran)) ||
-      !(c->label = calloc((size_t)g->n_nodes + 1, sizeof *c->label))) {
-    if (c) free(c->ops), free(c->ran), free(c->label);
+      !(c->label = calloc((size_t)g->n_nodes + 1, sizeof *c->label)) ||
+      !(c->mem = calloc((size_t)g->n_nodes + 1, sizeof *c->mem))) {
+    if (c) free(c->ops), free(c->ran), free(c->label), free(c->mem);
     free(c);
     free(b);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the GPU backend");

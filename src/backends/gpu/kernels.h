@@ -26,6 +26,18 @@ typedef struct kl_gpu_op {
   kiln_status (*run)(kl_cl *c, kl_kernel_ctx *kc);
 } kl_gpu_op;
 
+/* Device memory a node's kernels keep from one run to the next, freed with the backend
+ * (the convolution's tap-major weights: ops_nn.c). gpu/backend.c hands each node's to its
+ * run as *kc->state (a kl_gpu_node_mem *). */
+typedef struct kl_gpu_node_mem {
+  kl_dev_buf buf;
+  unsigned const_inputs; /* bit k: input k is a constant of the graph (gpu/backend.c) */
+  /* what buf was made from: a source buffer's cl_mem, offset and allocation serial */
+  const void *src;
+  size_t src_off;
+  uint64_t src_serial;
+} kl_gpu_node_mem;
+
 /* The name of op's kernels at precision TF32 ("cl:conv tf32": products on the tensor
  * cores where their shapes allow it), NULL for ops that compute float32 at every
  * precision (ops_nn.c). */

@@ -137,6 +137,63 @@ static kiln_status conv1x1_mm(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g
                       CLA_F(act->b), CLA_I(b ? 4 : 0), CLA_I(smode));
 }
 
+/* W [Cout, Cin, taps] tap-major ([Cout, taps, Cin], kl_nn_w_taps) in the node's device
+ * memory, as *wt (W's type, that buffer): made once where W is a constant of the graph
+ * (its device copy, uploaded once, stays where it is), else at every run. */
+static kiln_status w_taps(kl_cl *c, kl_kernel_ctx *kc, int64_t cin, int64_t taps,
+                          kl_tensor *wt) {
+  kl_gpu_node_mem *nm = kc->state ? *kc->state : NULL;
+  const kl_tensor *w = kc->in[1];
+  const kl_dev_buf *src = w->data;
+  size_t bytes = kl_tensor_nbytes(w);
+  if (!nm || !src) return KILN_ERR_UNSUPPORTED;
+  *wt = *w;
+  wt->data = &nm->buf;
+  if (nm->buf.mem && nm->buf.size >= bytes && nm->const_inputs & 2u && nm->src == src->mem &&
+      nm->src_off == src->off && nm->src_serial == src->serial)
+    return KILN_OK;
+  nm->src = NULL;
+  if (nm->buf.size < bytes) {
+    kl_cl_free(c, &nm->buf);
+    kiln_status st = kl_cl_alloc(c, bytes, &nm->buf, kc->e);
+    if (st != KILN_OK) return st;
+  }
+  int64_t n = kl_tensor_numel(w);
+  kiln_status st = KL_GPU_LAUNCH1(c, "kl_nn_w_taps", n, kc->e, CLA_T(w), CLA_T(wt), CLA_L(n),
+                                  CLA_L(cin), CLA_L(taps));
+  if (st == KILN_OK) nm->src = src->mem, nm->src_off = src->off, nm->src_serial = src->serial;
+  return st;
+}
+
+/* A convolution on tc.cl's kl_tc_cvt (TF32; Cin per group a multiple of 16, W tap-major:
+ * w_taps), KILN_ERR_UNSUPPORTED (nothing launched, no message) where it does not apply:
+ * sizes past its 32-bit arithmetic, a kernel without node memory. */
+static kiln_status conv_taps(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g, int64_t groups,
+                             const kl_cl_bcast *bc, const kl_gpu_act *act, const kl_tensor *sum) {
+  const kl_tensor *x = kc->in[0], *w = kc->in[1], *b = input(kc, 2);
+  kl_tensor *y = kc->out[0];
+  int64_t taps = g->w.kernel[0] * g->w.kernel[1] * g->w.kernel[2], cin = g->cin_per_group;
+  int64_t xsize = g->w.in[0] * g->w.in[1] * g->w.in[2], batch = y->dims[0];
+  int64_t cols = batch * g->w.out[0] * g->w.out[1] * g->w.out[2];
+  if (cin % 16 || cin * taps > INT32_MAX || cin * xsize > INT32_MAX || !window_fits_int(&g->w))
+    return KILN_ERR_UNSUPPORTED;
+  kl_tensor wt = *w;
+  if (taps > 1) {
+    kiln_status st = w_taps(c, kc, cin, taps, &wt);
+    if (st != KILN_OK) return st;
+  } else if (elem_off(w) % 4) {
+    return KILN_ERR_UNSUPPORTED;
+  }
+  int64_t bm = tc_rows(c, g->cout_per_group, cols, groups);
+  size_t global = (size_t)((cols + 127) / 128 * ((g->cout_per_group + bm - 1) / bm) * groups) *
+                  128,
+         local = 128;
+  return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_cvt64" : "kl_tc_cvt128", 1, &global, &local, kc->e,
+                      CLA_T(x), CLA_T(&wt), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(*g),
+                      CLA_L(groups), CLA_L(batch), CLA_S(*bc), CLA_I(act->code), CLA_F(act->a),
+                      CLA_F(act->b), CLA_I(conv_sum_mode(bc, sum)));
+}
+
 /* Conv and FusedConv (X, W, B?, Sum?). */
 static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   const kl_tensor *x = kc->in[0], *w = kc->in[1], *b = input(kc, 2);
@@ -158,6 +215,10 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
   if (kl_cl_tf32(c) && groups == 1 && taps == 1 && g.cout_per_group >= TC_MIN &&
       g.cin_per_group >= TC_MIN) {
     kiln_status done = conv1x1_mm(c, kc, &g, &bc, &act, sum);
+    if (done != KILN_ERR_UNSUPPORTED) return done;
+  }
+  if (kl_cl_tf32(c) && g.cout_per_group >= TC_MIN && g.cin_per_group % 16 == 0) {
+    kiln_status done = conv_taps(c, kc, &g, groups, &bc, &act, sum);
     if (done != KILN_ERR_UNSUPPORTED) return done;
   }
   if (kl_cl_tf32(c) && g.cout_per_group >= TC_MIN && g.cin_per_group * taps >= TC_MIN &&

@@ -92,6 +92,16 @@ __kernel void kl_nn_conv(__global const float *x_, ulong xo, __global const floa
  * columns tx + 16 j: neighbours read neighbouring local memory). The epilogue is
  * kl_nn_conv's: bias, Sum, activation. Group id: tile (gid % tiles_p, gid / tiles_p %
  * tiles_m) of (batch, group) gid / (tiles_p * tiles_m). */
+/* A convolution's weights W [rows][cin][taps] (rows = output channels, every group's)
+ * tap-major into y [rows][taps][cin], n elements: what tc.cl's kl_tc_cvt reads. */
+__kernel void kl_nn_w_taps(__global const float *w_, ulong wo, __global float *y_, ulong yo,
+                           long n, long cin, long taps) {
+  long i = get_global_id(0);
+  if (i >= n) return;
+  long row = i / (cin * taps), r = i % (cin * taps), t = r / cin, c = r % cin;
+  y_[yo + i] = w_[wo + row * cin * taps + c * taps + t];
+}
+
 #define KL_CG_BM 64
 #define KL_CG_BN 64
 #define KL_CG_BK 16

@@ -437,11 +437,16 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
         float v[4] = {r.x, r.y, r.z, r.w};                                                 \
         long yi = (batch * M + m) * N + n;                                                 \
         float eb = e_ && emode == 4 ? e_[eo + m] : 0.0f;                                   \
+        /* a Sum of Y's shape read as one 16-byte piece where Y's pieces are */            \
+        float4 s4 = s_ && smode == 1 && y4 && so % 4 == 0 && n + 3 < N                     \
+                        ? *(__global const float4 *)(s_ + so + yi) : (float4)(0.0f);       \
+        float sv[4] = {s4.x, s4.y, s4.z, s4.w};                                            \
+        bool s_read = s_ && !(smode == 1 && y4 && so % 4 == 0 && n + 3 < N);               \
         _Pragma("unroll") for (int c = 0; c < 4; c++) {                                    \
           if (n + c >= N) break;                                                           \
           float x = alpha * v[c];                                                          \
           if (e_) x += beta * (emode == 4 ? eb : KL_TC_ADDEND(e_, eo, emode, &bc, 0, yi + c, n + c)); \
-          if (s_) x += KL_TC_ADDEND(s_, so, smode, &bc, 1, yi + c, n + c);                 \
+          if (s_) x += s_read ? KL_TC_ADDEND(s_, so, smode, &bc, 1, yi + c, n + c) : sv[c]; \
           v[c] = KL_TC_ACT(x, act, aa, ab);                                                \
         }                                                                                  \
         if (y4)                                                                            \
@@ -450,6 +455,63 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
           for (int c = 0; c < 4 && n + c < N; c++) y_[yo + yi + c] = v[c];                 \
       }                                                                                    \
     }                                                                                      \
+  }
+
+/* The main loop of the kernels below: the steps of 16 along k, STAGES - 1 of them in
+ * flight (LOAD(BM, BT, s, buf) queues step s's copies into buffer buf), each done by
+ * the tensor cores from local memory; B^T (BT) read by ldmatrix, B as [k][n] by words. */
+#define KL_MM_MAIN(BM, BT, STAGES, WAITN, LOAD) \
+  {                                                                                     \
+    int steps = (int)((K + KL_MM_BK - 1) / KL_MM_BK);                                   \
+    _Pragma("unroll") for (int s = 0; s < STAGES - 1; s++) {                            \
+      if (s < steps) LOAD(BM, BT, s, s);                                                \
+      KL_MM_COMMIT();                                                                   \
+    }                                                                                   \
+    /* ldmatrix rows of this lane: A's 8 x 4 blocks (rows +0, +8) x (k +0, +4) in the   \
+     * order of the m16n8k8 fragment; B^T's (k +0, +4) x (rows +0, +8): two n-tiles. The \
+     * rows' swizzle, r / 2 % 4, is the lane's (lane / 2 % 4): the tiles start at rows of \
+     * 8. la[h], lb[h]: the words of the step's k 8 h.. */                              \
+    int sw = lane / 2 % 4, la[2], lb[2], ob[8];                                         \
+    _Pragma("unroll") for (int h = 0; h < 2; h++) {                                     \
+      la[h] = (wr + lane % 8 + 8 * (lane / 8 % 2)) * 16 + ((2 * h + lane / 16) ^ sw) * 4; \
+      lb[h] = (wc + lane % 8 + 8 * (lane / 16)) * 16 + ((2 * h + lane / 8 % 2) ^ sw) * 4; \
+    }                                                                                   \
+    /* B as [k][n]: row ft (and ft + 4, + 8, + 12) at column wc + 8 j + fg */           \
+    _Pragma("unroll") for (int j = 0; j < 8; j++)                                       \
+      ob[j] = ft * 128 + ((wc / 4 + 2 * j + fg / 4) ^ (ft * 2)) * 4 + fg % 4;           \
+    int cur = 0, nxt = STAGES - 1;                                                      \
+    for (int st = 0; st < steps; st++) {                                                \
+      KL_MM_WAIT(WAITN);                                                                \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                     \
+      if (st + STAGES - 1 < steps) LOAD(BM, BT, st + STAGES - 1, nxt);                  \
+      KL_MM_COMMIT();                                                                   \
+      nxt = nxt + 1 == STAGES ? 0 : nxt + 1;                                            \
+      __local const uint *asb = as + cur * (BM * KL_MM_BK);                             \
+      __local const uint *bsb = bs + cur * KL_MM_TILE;                                  \
+      cur = cur + 1 == STAGES ? 0 : cur + 1;                                            \
+      _Pragma("unroll") for (int h = 0; h < 2; h++) {                                   \
+        uint fa[MT][4], fb[8][2];                                                       \
+        _Pragma("unroll") for (int i = 0; i < MT; i++) {                                \
+          KL_MM_LDM4(fa[i], asb + la[h] + 16 * 16 * i);                                 \
+          _Pragma("unroll") for (int q = 0; q < 4; q++) fa[i][q] = KL_MM_TF32(fa[i][q]); \
+        }                                                                               \
+        if (BT) {                                                                       \
+          _Pragma("unroll") for (int jj = 0; jj < 4; jj++) {                            \
+            uint r4[4];                                                                 \
+            KL_MM_LDM4(r4, bsb + lb[h] + 16 * 16 * jj);                                 \
+            fb[2 * jj][0] = KL_MM_TF32(r4[0]), fb[2 * jj][1] = KL_MM_TF32(r4[1]);       \
+            fb[2 * jj + 1][0] = KL_MM_TF32(r4[2]), fb[2 * jj + 1][1] = KL_MM_TF32(r4[3]); \
+          }                                                                             \
+        } else {                                                                        \
+          _Pragma("unroll") for (int j = 0; j < 8; j++) {                               \
+            fb[j][0] = KL_MM_TF32(bsb[ob[j] + 8 * h * 128]);                            \
+            fb[j][1] = KL_MM_TF32(bsb[ob[j] + (8 * h + 4) * 128]);                      \
+          }                                                                             \
+        }                                                                               \
+        _Pragma("unroll") for (int i = 0; i < MT; i++)                                  \
+          _Pragma("unroll") for (int j = 0; j < 8; j++) KL_TC_MMA(acc[i][j], fa[i], fb[j]); \
+      }                                                                                 \
+    }                                                                                   \
   }
 
 #define KL_MM(NAME, BM, BT, STAGES, WAITN)                                                 \
@@ -492,56 +554,7 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
     _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
       _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
         _Pragma("unroll") for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;                 \
-    int steps = (int)((K + KL_MM_BK - 1) / KL_MM_BK);                                      \
-    _Pragma("unroll") for (int s = 0; s < STAGES - 1; s++) {                               \
-      if (s < steps) KL_MM_LOAD(BM, BT, s, s);                                             \
-      KL_MM_COMMIT();                                                                      \
-    }                                                                                      \
-    /* ldmatrix rows of this lane: A's 8 x 4 blocks (rows +0, +8) x (k +0, +4) in the      \
-     * order of the m16n8k8 fragment; B^T's (k +0, +4) x (rows +0, +8): two n-tiles. The   \
-     * rows' swizzle, r / 2 % 4, is the lane's (lane / 2 % 4): the tiles start at rows of  \
-     * 8. la[h], lb[h]: the words of the step's k 8 h.. */                                 \
-    int sw = lane / 2 % 4, la[2], lb[2], ob[8];                                            \
-    _Pragma("unroll") for (int h = 0; h < 2; h++) {                                        \
-      la[h] = (wr + lane % 8 + 8 * (lane / 8 % 2)) * 16 + ((2 * h + lane / 16) ^ sw) * 4;  \
-      lb[h] = (wc + lane % 8 + 8 * (lane / 16)) * 16 + ((2 * h + lane / 8 % 2) ^ sw) * 4;  \
-    }                                                                                      \
-    /* B as [k][n]: row ft (and ft + 4, + 8, + 12) at column wc + 8 j + fg */              \
-    _Pragma("unroll") for (int j = 0; j < 8; j++)                                          \
-      ob[j] = ft * 128 + ((wc / 4 + 2 * j + fg / 4) ^ (ft * 2)) * 4 + fg % 4;              \
-    int cur = 0, nxt = STAGES - 1;                                                         \
-    for (int st = 0; st < steps; st++) {                                                   \
-      KL_MM_WAIT(WAITN);                                                                   \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
-      if (st + STAGES - 1 < steps) KL_MM_LOAD(BM, BT, st + STAGES - 1, nxt);               \
-      KL_MM_COMMIT();                                                                      \
-      nxt = nxt + 1 == STAGES ? 0 : nxt + 1;                                               \
-      __local const uint *asb = as + cur * (BM * KL_MM_BK);                                \
-      __local const uint *bsb = bs + cur * KL_MM_TILE;                                     \
-      cur = cur + 1 == STAGES ? 0 : cur + 1;                                               \
-      _Pragma("unroll") for (int h = 0; h < 2; h++) {                                      \
-        uint fa[MT][4], fb[8][2];                                                          \
-        _Pragma("unroll") for (int i = 0; i < MT; i++) {                                   \
-          KL_MM_LDM4(fa[i], asb + la[h] + 16 * 16 * i);                                    \
-          _Pragma("unroll") for (int q = 0; q < 4; q++) fa[i][q] = KL_MM_TF32(fa[i][q]);   \
-        }                                                                                  \
-        if (BT) {                                                                          \
-          _Pragma("unroll") for (int jj = 0; jj < 4; jj++) {                               \
-            uint r4[4];                                                                    \
-            KL_MM_LDM4(r4, bsb + lb[h] + 16 * 16 * jj);                                    \
-            fb[2 * jj][0] = KL_MM_TF32(r4[0]), fb[2 * jj][1] = KL_MM_TF32(r4[1]);          \
-            fb[2 * jj + 1][0] = KL_MM_TF32(r4[2]), fb[2 * jj + 1][1] = KL_MM_TF32(r4[3]);  \
-          }                                                                                \
-        } else {                                                                           \
-          _Pragma("unroll") for (int j = 0; j < 8; j++) {                                  \
-            fb[j][0] = KL_MM_TF32(bsb[ob[j] + 8 * h * 128]);                               \
-            fb[j][1] = KL_MM_TF32(bsb[ob[j] + (8 * h + 4) * 128]);                         \
-          }                                                                                \
-        }                                                                                  \
-        _Pragma("unroll") for (int i = 0; i < MT; i++)                                     \
-          _Pragma("unroll") for (int j = 0; j < 8; j++) KL_TC_MMA(acc[i][j], fa[i], fb[j]); \
-      }                                                                                    \
-    }                                                                                      \
+    KL_MM_MAIN(BM, BT, STAGES, WAITN, KL_MM_LOAD)                                       \
     KL_MM_EPILOGUE(MT)                                                                     \
   }
 
@@ -549,5 +562,148 @@ KL_MM(kl_tc_mm128, 128, 0, 3, 1)
 KL_MM(kl_tc_mm128t, 128, 1, 3, 1)
 KL_MM(kl_tc_mm64, 64, 0, 4, 2)
 KL_MM(kl_tc_mm64t, 64, 1, 4, 2)
+
+/* ---- Convolutions with the weights tap-major: kl_tc_cvt{128,64} ----
+ *
+ * kl_tc_conv's convolution (its arguments but vec, its meaning) on kl_tc_mm's tiles,
+ * for Cin per group a multiple of 16, with W reordered tap-major by ops_nn.c
+ * (kl_nn_w_taps: W'[g][m][tap][c], k = tap * Cin + c): a step's 16 k then share one tap,
+ * so each work-item (one column q = image * P + position; the batch folded into the
+ * columns) copies 16 channels of one input position straight to local memory, 4-byte
+ * `cp.async`s Cin x in apart, with one bounds check a step (zeros where the tap is in the
+ * padding, through the copies' source size). A (W') as kl_tc_mm's A. The host checks
+ * that K, and X's channels of a group (Cin x in0 x in1 x in2), fit an int and the
+ * window its 32-bit arithmetic (window_fits_int). */
+
+void kl_cv_cp4(__local uint *dst, __global const float *src, bool ok) {
+  __asm__ volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"l"((ulong)dst),
+                   "l"(src), "r"(ok ? 4 : 0)
+                   : "memory");
+}
+
+/* Step s of k into buffer buf: A's BM rows of W' as kl_tc_mm's, then this work-item's
+ * column: 16 channels from c0 at the step's tap, row i of B's [k][n] tile at its
+ * swizzled word (bw: piece tid / 4 ^ 2 (i % 4), as KL_MM_LOAD's B). */
+#define KL_CVT_LOAD(BM, BT, s, buf)                                                        \
+  {                                                                                        \
+    int k0 = (s) * KL_MM_BK;                                                               \
+    __local uint *ad = as + (buf) * (BM * KL_MM_BK), *bd = bs + (buf) * KL_MM_TILE;        \
+    _Pragma("unroll") for (int r = 0; r < BM / 32; r++)                                    \
+      kl_mm_cp16(ad + ad_ + 512 * r, aok[r] ? ap[r] + k0 : a, aok[r]);                     \
+    int tap = k0 / cin, c0 = k0 - tap * cin;                                               \
+    int i0 = st0 + tap / (kn1 * kn2) * dl0, i1 = st1 + tap / kn2 % kn1 * dl1;              \
+    int i2 = st2 + tap % kn2 * dl2;                                                        \
+    bool ok = q_in && (uint)i0 < (uint)in0 && (uint)i1 < (uint)in1 && (uint)i2 < (uint)in2; \
+    __global const float *src = ok ? xp + c0 * xsize + (i0 * in1 + i1) * in2 + i2 : xp;    \
+    int step = ok ? xsize : 0;                                                             \
+    _Pragma("unroll") for (int i = 0; i < KL_MM_BK; i++)                                   \
+      kl_cv_cp4(bd + i * 128 + bw[i % 4], src + i * step, ok);                             \
+  }
+
+/* The epilogue of KL_MM_EPILOGUE's shape for a convolution: column q is Y's image q / P,
+ * position q % P (col: Y's offset of this work-item's 4 columns, -1 past N), row m
+ * output channel gr * M + m with its bias; 16-byte stores where P and Y's offset are
+ * multiples of 4 (a work-item's 4 columns then lie in one image, side by side). */
+#define KL_CVT_EPILOGUE(MT)                                                                \
+  {                                                                                        \
+    KL_MM_WAIT(0);                                                                         \
+    __local float *ew = (__local float *)bs + warp * (16 * KL_MM_LDE);                     \
+    int c4 = lane % 16 * 4;                                                                \
+    long col[4];                                                                           \
+    _Pragma("unroll") for (int c = 0; c < 4; c++) {                                        \
+      long qq = n0 + wc + c4 + c;                                                          \
+      col[c] = qq < N ? qq / P * g.cout * P + qq % P : -1;                                 \
+    }                                                                                      \
+    bool y4 = P % 4 == 0 && yo % 4 == 0;                                                   \
+    _Pragma("unroll") for (int i = 0; i < MT; i++) {                                       \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+      _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
+        _Pragma("unroll") for (int h = 0; h < 2; h++)                                      \
+          *(__local float2 *)&ew[(fg + 8 * h) * KL_MM_LDE + 8 * j + 2 * ft] =              \
+              (float2)(acc[i][j][2 * h], acc[i][j][2 * h + 1]);                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+      _Pragma("unroll 1") for (int it = 0; it < 8; it++) {                                 \
+        int row = 2 * it + lane / 16;                                                      \
+        long m = m0 + wr + 16 * i + row;                                                   \
+        if (m >= M || col[0] < 0) continue;                                                \
+        float4 r = *(__local float4 *)&ew[row * KL_MM_LDE + c4];                           \
+        float v[4] = {r.x, r.y, r.z, r.w};                                                 \
+        long co = gr * M + m;                                                              \
+        float bias = b_ ? b_[bo + co] : 0.0f;                                              \
+        bool s4 = s_ && smode == 1 && y4 && so % 4 == 0 && col[3] >= 0;                    \
+        float4 sp = s4 ? *(__global const float4 *)(s_ + so + col[0] + co * P) : (float4)(0.0f); \
+        float sv[4] = {sp.x, sp.y, sp.z, sp.w};                                            \
+        _Pragma("unroll") for (int c = 0; c < 4; c++) {                                    \
+          if (col[c] < 0) break;                                                           \
+          float x = v[c] + bias;                                                           \
+          if (s_) x += s4 ? sv[c] : KL_TC_ADDEND(s_, so, smode, &bc, 1, col[c] + co * P, 0); \
+          v[c] = KL_TC_ACT(x, act, aa, ab);                                                \
+        }                                                                                  \
+        if (y4 && col[3] >= 0)                                                             \
+          *(__global float4 *)(y_ + yo + col[0] + co * P) = (float4)(v[0], v[1], v[2], v[3]); \
+        else                                                                               \
+          for (int c = 0; c < 4 && col[c] >= 0; c++) y_[yo + col[c] + co * P] = v[c];      \
+      }                                                                                    \
+    }                                                                                      \
+  }
+
+#define KL_CVT(NAME, BM, STAGES, WAITN)                                                    \
+  __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void NAME(                     \
+      __global const float *x_, ulong xo, __global const float *w_, ulong wo,              \
+      __global const float *b_, ulong bo, __global const float *s_, ulong so,              \
+      __global float *y_, ulong yo, kl_nn_window g, long groups, long batch, kl_cl_bcast bc, \
+      int act, float aa, float ab, int smode) {                                            \
+    enum { MT = BM / 32 };                                                                 \
+    __local uint as[STAGES * BM * KL_MM_BK] __attribute__((aligned(16)));                  \
+    __local uint bs[STAGES * KL_MM_TILE] __attribute__((aligned(16)));                     \
+    int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                           \
+    int fg = lane / 4, ft = lane % 4, wr = warp / 2 * (BM / 2), wc = warp % 2 * 64;        \
+    int cin = (int)g.cin_per_group, kn1 = (int)g.ksize[1], kn2 = (int)g.ksize[2];          \
+    long M = g.cout_per_group, K = g.cin_per_group * g.ksize[0] * g.ksize[1] * g.ksize[2]; \
+    long P = g.out[0] * g.out[1] * g.out[2], N = batch * P;                                \
+    int xsize = (int)(g.in[0] * g.in[1] * g.in[2]);                                        \
+    long tiles_n = (N + 127) / 128, tiles_m = (M + BM - 1) / BM;                           \
+    long grp = get_group_id(0), per = tiles_n * tiles_m, gr = grp / per, t = grp % per;    \
+    long first = t / (8 * tiles_n) * 8, gs = min(tiles_m - first, 8L);                     \
+    long local_t = t % (8 * tiles_n);                                                      \
+    long m0 = (first + local_t % gs) * BM, n0 = local_t / gs * 128;                        \
+    __global const float *a = w_ + wo + gr * M * K;                                        \
+    int cr = tid / 4, ck = tid % 4 * 4;                                                    \
+    int ad_ = cr * 16 + ((tid % 4) ^ (cr / 2 % 4)) * 4;                                    \
+    __global const float *ap[BM / 32];                                                     \
+    bool aok[BM / 32];                                                                     \
+    _Pragma("unroll") for (int r = 0; r < BM / 32; r++) {                                  \
+      long m = m0 + cr + 32 * r;                                                           \
+      aok[r] = m < M;                                                                      \
+      ap[r] = a + (aok[r] ? m * K : 0) + ck;                                               \
+    }                                                                                      \
+    /* B: column q = n0 + tid, its window's start and X's channels of its group */         \
+    long q = n0 + tid;                                                                     \
+    bool q_in = q < N;                                                                     \
+    int st[3];                                                                             \
+    __global const float *xp = x_ + xo;                                                    \
+    {                                                                                      \
+      long nb = q_in ? q / P : 0, rest = q_in ? q % P : 0;                                 \
+      _Pragma("unroll") for (int d = 2; d >= 0; d--) {                                     \
+        st[d] = (int)(rest % g.out[d] * g.stride[d] - g.pad_begin[d]);                     \
+        rest /= g.out[d];                                                                  \
+      }                                                                                    \
+      xp += (nb * g.channels + gr * g.cin_per_group) * xsize;                              \
+    }                                                                                      \
+    int st0 = st[0], st1 = st[1], st2 = st[2];                                             \
+    int in0 = (int)g.in[0], in1 = (int)g.in[1], in2 = (int)g.in[2];                        \
+    int dl0 = (int)g.dilation[0], dl1 = (int)g.dilation[1], dl2 = (int)g.dilation[2];      \
+    int bw[4];                                                                             \
+    _Pragma("unroll") for (int j = 0; j < 4; j++) bw[j] = ((tid / 4) ^ (2 * j)) * 4 + tid % 4; \
+    float acc[MT][8][4];                                                                   \
+    _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
+      _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
+        _Pragma("unroll") for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;                 \
+    KL_MM_MAIN(BM, 0, STAGES, WAITN, KL_CVT_LOAD)                                          \
+    KL_CVT_EPILOGUE(MT)                                                                    \
+  }
+
+KL_CVT(kl_tc_cvt128, 128, 3, 1)
+KL_CVT(kl_tc_cvt64, 64, 4, 2)
 
 #endif
