@@ -215,21 +215,23 @@ static kiln_status check_numel(const kl_kernel_ctx *c, int i, const char *name, 
                  name, (long long)kl_tensor_numel(t), (long long)n);
 }
 
+/* W, R, B, the initial states and the output gradients against X's and R's sizes, so
+ * that no read runs past a buffer. */
 static kiln_status check_sizes(const kl_kernel_ctx *c, const bptt *s, int n_fwd) {
-  int64_t st = s->batch * s->hidden;
-  kiln_status k = check_numel(c, IN_W, "W", s->gh * s->input);
-  if (k == KILN_OK) k = check_numel(c, IN_R, "R", s->gh * s->hidden);
-  if (k == KILN_OK) k = check_numel(c, IN_B, "B", 2 * s->gh);
-  if (k == KILN_OK) k = check_numel(c, IN_H0, "initial_h", st);
-  if (k == KILN_OK && s->lstm) k = check_numel(c, IN_C0, "initial_c", st);
-  if (k == KILN_OK) k = check_numel(c, n_fwd, "dY", s->seq * st);
-  if (k == KILN_OK) k = check_numel(c, n_fwd + 1, "dY_h", st);
-  if (k == KILN_OK && s->lstm) k = check_numel(c, n_fwd + 2, "dY_c", st);
-  for (int i = 0; k == KILN_OK && i < c->n_out; i++)
+  int64_t state = s->batch * s->hidden;
+  kiln_status st = check_numel(c, IN_W, "W", s->gh * s->input);
+  if (st == KILN_OK) st = check_numel(c, IN_R, "R", s->gh * s->hidden);
+  if (st == KILN_OK) st = check_numel(c, IN_B, "B", 2 * s->gh);
+  if (st == KILN_OK) st = check_numel(c, IN_H0, "initial_h", state);
+  if (st == KILN_OK && s->lstm) st = check_numel(c, IN_C0, "initial_c", state);
+  if (st == KILN_OK) st = check_numel(c, n_fwd, "dY", s->seq * state);
+  if (st == KILN_OK) st = check_numel(c, n_fwd + 1, "dY_h", state);
+  if (st == KILN_OK && s->lstm) st = check_numel(c, n_fwd + 2, "dY_c", state);
+  for (int i = 0; st == KILN_OK && i < c->n_out; i++)
     if (c->out[i] && c->out[i]->dtype != c->in[IN_X]->dtype)
-      k = kl_fail(c->e, KILN_ERR_DTYPE, "output %d is %s, expected X's %s", i,
-                  kl_dtype_name(c->out[i]->dtype), kl_dtype_name(c->in[IN_X]->dtype));
-  return k;
+      st = kl_fail(c->e, KILN_ERR_DTYPE, "output %d is %s, expected X's %s", i,
+                   kl_dtype_name(c->out[i]->dtype), kl_dtype_name(c->in[IN_X]->dtype));
+  return st;
 }
 
 /* One block of doubles for every array of s (zeroed). */
