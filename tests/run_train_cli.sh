@@ -35,7 +35,9 @@ expect 1 "not a .npz archive" -- "$kiln" train $m/model.onnx --data "$tmp/bad.np
 expect 1 "expected shape float32[batch,64], got [32,1,8,8]" -- "$kiln" train $m/model.onnx --data models/train/cnn/eval.npz --steps 1
 expect 1 "is not one" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --loss hinge
 expect 1 "--schedule" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --schedule linear
-expect 1 "sgd, adagrad and lamb" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --bf16 --optimizer adam
+expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer adam
+expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer adamw --amsgrad
+expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lars --lr 20
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lamb
 
 # the log, the curve, the model

@@ -44,8 +44,13 @@ typedef struct kl_rnn {
   kl_rnn_act act[2][KL_RNN_MAX_ACTS]; /* [direction][f, g, h] */
 } kl_rnn;
 
-/* Reads and checks the attributes of an RNN, GRU or LSTM node. */
+/* Reads and checks the attributes of an RNN, GRU or LSTM node (or of kiln.GRUGrad and
+ * kiln.LSTMGrad, which carry their forward node's). */
 kiln_status kl_rnn_init(const kl_node *node, kl_rnn *r, kl_err *e);
+/* What of r the gradient ops (kiln.LSTMGrad, kiln.GRUGrad) do not differentiate, for a
+ * message ("layout 1", ...): they take one forward direction, layout 0, the default
+ * activations, no clip and no input_forget. NULL when they take r. */
+const char *kl_rnn_grad_unsupported(const kl_rnn *r);
 
 /* ---- GridSample ---- */
 

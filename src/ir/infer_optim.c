@@ -12,12 +12,12 @@ static const kl_optim_layout layouts[] = {
      {"Hyper", "Param", "Grad", "Momentum", "GradScale", "Trail"}},
     {5, {"lr", "lr_decay", "weight_decay", "eps", "step"}, 4, {3, -1, -1}, 4, 5,
      {"Hyper", "Param", "Grad", "Sum", "GradScale", "Trail"}},
-    {6, {"lr", "beta1", "beta2", "eps", "weight_decay", "step"}, 5, {3, 4, 5}, 6, -1,
-     {"Hyper", "Param", "Grad", "ExpAvg", "ExpAvgSq", "MaxExpAvgSq", "GradScale"}},
+    {6, {"lr", "beta1", "beta2", "eps", "weight_decay", "step"}, 5, {3, 4, 5}, 6, 7,
+     {"Hyper", "Param", "Grad", "ExpAvg", "ExpAvgSq", "MaxExpAvgSq", "GradScale", "Trail"}},
     {6, {"lr", "beta1", "beta2", "eps", "weight_decay", "step"}, 5, {3, 4, -1}, 5, 6,
      {"Hyper", "Param", "Grad", "ExpAvg", "ExpAvgSq", "GradScale", "Trail"}},
     {6, {"lr", "momentum", "weight_decay", "trust_coefficient", "eps", "step"}, 4,
-     {3, -1, -1}, 4, -1, {"Hyper", "Param", "Grad", "Momentum", "GradScale"}},
+     {3, -1, -1}, 4, 5, {"Hyper", "Param", "Grad", "Momentum", "GradScale", "Trail"}},
 };
 
 const kl_optim_layout *kl_optim_layout_of(kl_op op) {

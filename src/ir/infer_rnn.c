@@ -132,8 +132,10 @@ static kiln_status read_scalars(const kl_node *node, kl_rnn *r, kl_err *e) {
 
 kiln_status kl_rnn_init(const kl_node *node, kl_rnn *r, kl_err *e) {
   memset(r, 0, sizeof *r);
-  r->gates = node->op == KL_OP_LSTM ? 4 : node->op == KL_OP_GRU ? 3 : 1;
-  r->n_acts = node->op == KL_OP_LSTM ? 3 : node->op == KL_OP_GRU ? 2 : 1;
+  bool lstm = node->op == KL_OP_LSTM || node->op == KL_OP_KilnLSTMGrad;
+  bool gru = node->op == KL_OP_GRU || node->op == KL_OP_KilnGRUGrad;
+  r->gates = lstm ? 4 : gru ? 3 : 1;
+  r->n_acts = lstm ? 3 : gru ? 2 : 1;
   kiln_status st = read_direction(node, r, e);
   if (st == KILN_OK) st = read_scalars(node, r, e);
   if (st == KILN_OK) st = read_acts(node, r, e);
@@ -266,4 +268,84 @@ int kl_infer_rnn(kl_infer_ctx *c) {
   if (st == KILN_OK) st = check_lengths(c, seq.size);
   if (st == KILN_OK) set_outputs(c, &r, seq, batch, hidden);
   return st;
+}
+
+/* ---- LSTMGrad, GRUGrad ----
+ * The forward op's input slots as they are (X, W, R, B?, sequence_lens?, initial_h?,
+ * and for LSTM initial_c?, P?), then the gradients of its outputs (dY?, dY_h?, and for
+ * LSTM dY_c?), with the forward node's attributes -> dX, dW, dR, dB [dirs, 2 * gates *
+ * hidden] (given B or not), dinitial_h (and for LSTM dinitial_c) [dirs, batch, hidden]. */
+
+const char *kl_rnn_grad_unsupported(const kl_rnn *r) {
+  static const kl_rnn_act_kind want[KL_RNN_MAX_ACTS] = {KL_ACT_SIGMOID, KL_ACT_TANH,
+                                                        KL_ACT_TANH};
+  if (r->dirs != 1) return "direction 'bidirectional'";
+  if (r->reverse) return "direction 'reverse'";
+  if (r->batch_first) return "layout 1";
+  if (r->has_clip) return "a clip";
+  if (r->input_forget) return "input_forget 1";
+  for (int k = 0; k < r->n_acts; k++)
+    if (r->act[0][k].kind != want[k])
+      return r->gates == 4 ? "activations other than Sigmoid, Tanh, Tanh"
+                           : "activations other than Sigmoid, Tanh";
+  return NULL;
+}
+
+int kl_infer_rnn_grad(kl_infer_ctx *c) {
+  kl_rnn r;
+  kiln_status st = kl_rnn_init(c->node, &r, c->e);
+  if (st != KILN_OK) return st;
+  bool lstm = r.gates == 4;
+  int n_fwd = lstm ? 8 : 6; /* the forward op's slots; the output gradients follow */
+  const char *why = kl_rnn_grad_unsupported(&r);
+  if (!why && kl_infer_in(c, IN_LENS)) why = "sequence_lens";
+  if (!why && lstm && kl_infer_in(c, IN_P)) why = "peepholes (P)";
+  if (why)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s differentiates one forward direction, "
+                   "layout 0, the default activations, no clip, no input_forget, no "
+                   "sequence_lens and no peepholes; this node has %s",
+                   kl_op_name(c->node->op), why);
+  kl_infer_ctx fwd = *c;
+  if (fwd.n_in > n_fwd) fwd.n_in = n_fwd;
+  kl_dim hidden;
+  st = check_inputs(&fwd);
+  if (st == KILN_OK) st = hidden_dim(&fwd, &r, &hidden);
+  if (st != KILN_OK) return st;
+  kl_dim seq = in_dim(c, IN_X, 0), batch = in_dim(c, IN_X, 1);
+  st = check_weights(&fwd, &r, hidden.size);
+  if (st == KILN_OK) st = check_states(&fwd, &r, batch.size, hidden.size);
+  static const char *const dnames[] = {"dY", "dY_h", "dY_c"};
+  for (int k = 0; st == KILN_OK && k < (lstm ? 3 : 2); k++) {
+    int i = n_fwd + k;
+    st = kl_check_same_dtype(c, IN_X, i);
+    if (st == KILN_OK) st = kl_check_rank(c, i, dnames[k], k ? 3 : 4, k ? 3 : 4);
+    if (st == KILN_OK) st = kl_more_expect_dim(c, i, dnames[k], k ? 1 : 2, batch.size,
+                                               "X's batch size");
+    if (st == KILN_OK) st = kl_more_expect_dim(c, i, dnames[k], k ? 2 : 3, hidden.size,
+                                               "hidden_size");
+    if (st == KILN_OK && k == 0) st = kl_more_expect_dim(c, i, "dY", 0, seq.size,
+                                                         "X's sequence length");
+  }
+  if (st != KILN_OK) return st;
+  kl_dtype dt = c->in[IN_X]->dtype;
+  kl_dim dirs = kl_dim_of(1), bias = kl_dim_known(hidden) ? kl_dim_of(2 * r.gates * hidden.size)
+                                                         : kl_dim_unknown();
+  for (int k = 0; k < c->n_out; k++) {
+    kl_type *t = &c->out[k];
+    if (k < 3) {
+      *t = *kl_infer_in(c, k); /* dX, dW, dR: X's, W's, R's type */
+    } else if (k == 3) {
+      kl_type_unknown(t, dt);
+      t->rank = 2;
+      t->dims[0] = dirs;
+      t->dims[1] = bias;
+    } else {
+      kl_type_unknown(t, dt);
+      t->rank = 3;
+      t->dims[0] = dirs;
+      t->dims[1] = batch;
+      t->dims[2] = hidden;
+    }
+  }
+  return KILN_OK;
 }

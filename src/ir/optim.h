@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#define KL_OPTIM_MAX_IN 7
+#define KL_OPTIM_MAX_IN 8
 #define KL_OPTIM_MAX_STATE 3
 
 /* Where an optimizer op's inputs sit. Slot 0 is Hyper, 1 Param, 2 Grad; then the state

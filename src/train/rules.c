@@ -9,9 +9,11 @@
 #include "train/autograd.h"
 
 #include "ir/infer_common.h"
+#include "ir/infer_more.h"
 #include "passes/rewrite.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -786,6 +788,48 @@ static kiln_status r_reduce_extreme(kl_ad *a, int n, const int *dy) {
   return give(a, x, hit < 0 || zero < 0 ? -1 : op1(a, n, KL_OP_Where, 3, in));
 }
 
+/* ---- recurrent ---- */
+
+/* LSTM and GRU: kiln.LSTMGrad / kiln.GRUGrad walk the sequence back (backpropagation
+ * through time) from the gradients of Y, Y_h (and Y_c) to those of X, W, R, B and the
+ * initial states. They take the forward node's inputs in its own slots and its
+ * attributes; the forms they do not differentiate are refused here, at trainer
+ * creation. */
+static kiln_status r_rnn(kl_ad *a, int n, const int *dy) {
+  const kl_node *node = NODE(a, n);
+  bool lstm = node->op == KL_OP_LSTM;
+  kl_rnn r;
+  kiln_status st = kl_rnn_init(node, &r, a->e);
+  if (st != KILN_OK) {
+    char msg[sizeof a->e->msg];
+    memcpy(msg, a->e->msg, sizeof msg);
+    return fail_node(a, n, st, msg);
+  }
+  const char *why = kl_rnn_grad_unsupported(&r);
+  if (!why && IN(a, n, 4) >= 0) why = "sequence_lens";
+  if (!why && lstm && IN(a, n, 7) >= 0) why = "peepholes (input P)";
+  if (why) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "the gradient of %s is implemented for one forward direction, "
+             "layout 0, the default activations (Sigmoid, Tanh%s), no clip%s, without "
+             "sequence_lens%s; this node has %s", kl_op_name(node->op), lstm ? ", Tanh" : "",
+             lstm ? ", input_forget 0" : "", lstm ? " or peepholes" : "", why);
+    return fail_node(a, n, KILN_ERR_UNSUPPORTED, msg);
+  }
+  int n_fwd = lstm ? 8 : 6, n_dy = lstm ? 3 : 2, n_out = lstm ? 6 : 5;
+  int in[11], out[6];
+  for (int k = 0; k < n_fwd; k++) in[k] = IN(a, n, k);
+  for (int k = 0; k < n_dy; k++) in[n_fwd + k] = k < node->n_out ? dy[k] : KL_ABSENT;
+  int k = kl_ad_node(a, n, lstm ? KL_OP_KilnLSTMGrad : KL_OP_KilnGRUGrad, n_fwd + n_dy, in,
+                     n_out, out);
+  if (k < 0) return a->e->code;
+  st = kl_ad_copy_attrs(a, n, k);
+  static const int slot[6] = {0, 1, 2, 3, 5, 6}; /* dX, dW, dR, dB, dinitial_h, _c */
+  for (int i = 0; i < n_out && st == KILN_OK; i++)
+    if (kl_ad_wants(a, n, slot[i])) st = give(a, IN(a, n, slot[i]), out[i]);
+  return st;
+}
+
 /* ---- losses ---- */
 
 static kiln_status r_loss(kl_ad *a, int n, const int *dy) {
@@ -868,6 +912,8 @@ kl_grad_rule kl_grad_rule_of(kl_op op) {
   case KL_OP_GlobalMaxPool: return r_reduce_extreme;
   case KL_OP_KilnBatchNormTrain: return r_batchnorm_train;
   case KL_OP_KilnDropoutTrain: return r_dropout_train;
+  case KL_OP_LSTM:
+  case KL_OP_GRU: return r_rnn;
   case KL_OP_KilnLoss: return r_loss;
   default: return NULL;
   }

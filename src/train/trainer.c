@@ -507,7 +507,7 @@ static kiln_status add_update(kiln_trainer *t, kl_graph *g, int p, int grad, int
     for (int k = 0; k < ns; k++) in[n_in++] = state[k];
   }
   in[n_in++] = scale;
-  if (trail >= 0) in[n_in++] = trail; /* SGD, Adagrad, Lamb: Trail follows GradScale */
+  if (trail >= 0) in[n_in++] = trail; /* every optimizer: Trail follows GradScale */
   char name[512];
   snprintf(name, sizeof name, "%s/update", g->values[p].name);
   int out = new_value(g, g->values[p].name, ".ratio", e);
@@ -964,10 +964,6 @@ kiln_status kiln_trainer_create(const char *path, const kiln_options *options,
   if (t->opt == OPT_SGD && t->opts.nesterov && (t->opts.momentum <= 0 || t->opts.dampening != 0))
     return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "Nesterov momentum needs a momentum "
                    "above 0 and zero dampening (as PyTorch's SGD)");
-  if (t->opts.bf16 && t->opt != OPT_SGD && t->opt != OPT_ADAGRAD && t->opt != OPT_LAMB)
-    return kl_fail(&t->err, KILN_ERR_UNSUPPORTED, "bf16 training keeps each weight as two "
-                   "halves (SplitSGD), which the sgd, adagrad and lamb updates take; %s does "
-                   "not yet", opt_name(t->opt));
   fill_hyper(t);
   st = kl_model_create(&t->opts, &t->step_m);
   if (st == KILN_OK) st = kl_model_create(&t->opts, &t->eval_m);

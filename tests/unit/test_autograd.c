@@ -74,6 +74,9 @@ static void a_float(kl_graph *g, const char *name, float v) {
 static void a_str(kl_graph *g, const char *name, const char *v) {
   assert_int_equal(kl_node_set_string(g, g->n_nodes - 1, name, v, NULL), KILN_OK);
 }
+static void a_strs(kl_graph *g, const char *name, int n, const char *const *v) {
+  assert_int_equal(kl_node_set_strings(g, g->n_nodes - 1, name, v, n, NULL), KILN_OK);
+}
 
 /* Runs g (no inputs) on the reference kernels; out[k] gets a malloc'd copy of output
  * k as doubles. */
@@ -409,6 +412,48 @@ static void c_extremes(kl_graph *g, uint32_t *rng, built *b) {
                TU_OP(g, ReduceSum, gp));
 }
 
+/* A recurrent node: inputs in[0..n_in-1] (KL_ABSENT for an absent one), n_out outputs
+ * into out[], hidden_size set. */
+static void rnn_node(kl_graph *g, kl_op op, int n_in, const int *in, int n_out, int *out,
+                     int64_t hidden) {
+  for (int k = 0; k < n_out; k++) out[k] = tu_graph_value(g, NULL);
+  tu_graph_node(g, op, op == KL_OP_LSTM ? "lstm" : "gru", n_in, in, n_out, out);
+  a_int(g, "hidden_size", hidden);
+}
+
+/* LSTM [seq 3, batch 2, input 4] -> hidden 3, with bias and both initial states; Y, Y_h
+ * and Y_c all reach the loss. */
+static void c_lstm(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 2, 4), w = W(1, 12, 4), r = W(1, 12, 3), bias = W(1, 24), h0 = W(1, 2, 3),
+      c0 = W(1, 2, 3), out[3];
+  rnn_node(g, KL_OP_LSTM, 7, (const int[]){x, w, r, bias, KL_ABSENT, h0, c0}, 3, out, 3);
+  b->y = TU_OP(g, Add, TU_OP(g, Add, out[0], out[1]), out[2]);
+}
+
+/* No bias, no initial states; only Y_h reaches the loss (Y has no gradient). */
+static void c_lstm_last(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(4, 3, 2), w = W(1, 8, 2), r = W(1, 8, 2), out[2];
+  rnn_node(g, KL_OP_LSTM, 3, (const int[]){x, w, r}, 2, out, 2);
+  a_strs(g, "activations", 3, (const char *const[]){"Sigmoid", "Tanh", "Tanh"});
+  b->y = out[1];
+}
+
+/* GRU (linear_before_reset 0, the ONNX default) with bias and initial_h; Y and Y_h. */
+static void c_gru(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 2, 4), w = W(1, 9, 4), r = W(1, 9, 3), bias = W(1, 18), h0 = W(1, 2, 3),
+      out[2];
+  rnn_node(g, KL_OP_GRU, 6, (const int[]){x, w, r, bias, KL_ABSENT, h0}, 2, out, 3);
+  b->y = TU_OP(g, Add, out[0], out[1]);
+}
+
+/* GRU with linear_before_reset 1 (PyTorch's form), bias, no initial_h; Y only. */
+static void c_gru_lbr(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(4, 2, 3), w = W(1, 6, 3), r = W(1, 6, 2), bias = W(1, 12), out[1];
+  rnn_node(g, KL_OP_GRU, 4, (const int[]){x, w, r, bias}, 1, out, 2);
+  a_int(g, "linear_before_reset", 1);
+  b->y = out[0];
+}
+
 #define CASE(name) \
   static void test_##name(void **state) { \
     (void)state; \
@@ -438,6 +483,55 @@ CASE(loss_ce)
 CASE(loss_mse_bce)
 CASE(pad)
 CASE(extremes)
+CASE(lstm)
+CASE(lstm_last)
+CASE(gru)
+CASE(gru_lbr)
+
+/* The recurrent forms the rules do not differentiate are refused at differentiation,
+ * naming the node and what it has. */
+static void test_rnn_refused(void **state) {
+  (void)state;
+  static const char *const what[] = {"direction 'bidirectional'", "direction 'reverse'",
+                                     "layout 1", "a clip", "input_forget 1",
+                                     "activations other than", "sequence_lens",
+                                     "peepholes"};
+  for (int k = 0; k < 8; k++) {
+    kl_graph *g = tu_graph_new();
+    uint32_t rng = 11;
+    built b = {0};
+    int dirs = k == 0 ? 2 : 1, batch_first = k == 2;
+    int x = param(g, &rng, &b, DIMS(3, 3, 2), -1, 1);
+    int w = param(g, &rng, &b, DIMS(dirs, 8, 2), -1, 1);
+    int r = param(g, &rng, &b, DIMS(dirs, 8, 2), -1, 1);
+    int32_t lens[3] = {3, 2, 3};
+    int lv = tu_graph_const(g, NULL, KL_I32, 1, (const int64_t[]){3}, lens);
+    int p = param(g, &rng, &b, DIMS(1, 6), -1, 1);
+    int in[8] = {x, w, r, KL_ABSENT, k == 6 ? lv : KL_ABSENT, KL_ABSENT, KL_ABSENT,
+                 k == 7 ? p : KL_ABSENT};
+    int out[1];
+    rnn_node(g, KL_OP_LSTM, 8, in, 1, out, 2);
+    if (k == 0) a_str(g, "direction", "bidirectional");
+    if (k == 1) a_str(g, "direction", "reverse");
+    if (batch_first) a_int(g, "layout", 1);
+    if (k == 3) a_float(g, "clip", 3.0f);
+    if (k == 4) a_int(g, "input_forget", 1);
+    if (k == 5) a_strs(g, "activations", 3, (const char *const[]){"Sigmoid", "Relu", "Tanh"});
+    int l = TU_OP(g, ReduceSum, out[0]);
+    a_int(g, "keepdims", 0);
+    kl_err e = {0};
+    if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("case %d: %s", k, e.msg);
+    bool *tr = calloc((size_t)g->n_values, sizeof(bool));
+    tr[w] = true;
+    int *grads = NULL;
+    tu_assert_status(kl_autograd(g, l, tr, &grads, &e), KILN_ERR_UNSUPPORTED, e.msg, what[k]);
+    tu_assert_contains(e.msg, "lstm");
+    tu_assert_contains(e.msg, "the gradient of LSTM is implemented for one forward direction");
+    assert_null(grads);
+    free(tr);
+    kl_graph_free(g);
+  }
+}
 
 /* An op with no rule between the weights and the loss is an error naming it. */
 static void test_no_rule(void **state) {
@@ -498,6 +592,9 @@ int main(void) {
       cmocka_unit_test(test_gather_reduce), cmocka_unit_test(test_loss_ce),
       cmocka_unit_test(test_loss_mse_bce),  cmocka_unit_test(test_pad),
       cmocka_unit_test(test_extremes),
+      cmocka_unit_test(test_lstm),          cmocka_unit_test(test_lstm_last),
+      cmocka_unit_test(test_gru),           cmocka_unit_test(test_gru_lbr),
+      cmocka_unit_test(test_rnn_refused),
       cmocka_unit_test(test_no_rule),
       cmocka_unit_test(test_update_order),
   };

@@ -824,6 +824,52 @@ static void test_resize_grad(void **state) {
               (double[]){0, 0, -0.2, 0.1, 1, 1, 1.3, 0.9});
 }
 
+/* ---- LSTMGrad, GRUGrad ---- */
+
+/* LSTM or GRU of X [3, 2, 3], hidden 2, with B and the initial states: the gradient op's
+ * dX, dW, dR, dB, dinitial_h (and dinitial_c), reached through each output in turn (dY,
+ * dY_h, dY_c the only one given), against finite differences of the forward op. */
+static void rnn_grad_case(const char *op, int gates, int64_t lbr) {
+  enum { T = 3, N = 2, I = 3, H = 2 };
+  bool lstm = gates == 4;
+  int64_t gh = gates * H;
+  static double x[T * N * I], w[4 * H * I], r[4 * H * H], b[8 * H], h0[N * H], c0[N * H];
+  static double g[3][T * N * H];
+  fill(x, T * N * I, 0.1, 1);
+  fill(w, gh * I, 0.1, 1);
+  fill(r, gh * H, 0.1, 1);
+  fill(b, 2 * gh, 0.1, 1);
+  fill(h0, N * H, 0.1, 1);
+  fill(c0, N * H, 0.1, 1);
+  kv a = {.ints = {"hidden_size", lstm ? NULL : "linear_before_reset"}, .ivals = {H, lbr}};
+  int n_fwd = lstm ? 8 : 6, n_outs = lstm ? 3 : 2;
+  tu_in ins[8] = {F64(x, T, N, I), F64(w, 1, gh, I), F64(r, 1, gh, H), F64(b, 1, 2 * gh),
+                  ABSENT, F64(h0, 1, N, H), lstm ? F64(c0, 1, N, H) : ABSENT, ABSENT};
+  op_case fwd = {op, lstm ? 7 : 6, n_outs, set_kv, &a};
+  char grad_op[32];
+  snprintf(grad_op, sizeof grad_op, "kiln.%sGrad", op);
+  op_case grad = {grad_op, n_fwd + n_outs, lstm ? 6 : 5, set_kv, &a};
+  static const int slots[6] = {0, 1, 2, 3, 5, 6}; /* the inputs of grad's outputs */
+  for (int k = 0; k < n_outs; k++) {
+    tu_in gins[11];
+    for (int i = 0; i < n_fwd + n_outs; i++) gins[i] = i < n_fwd ? ins[i] : ABSENT;
+    gins[n_fwd + k] = k ? F64(g[k], 1, N, H) : F64(g[k], T, 1, N, H);
+    fill(g[k], k ? N * H : T * N * H, 0.1, 1);
+    for (int o = 0; o < (lstm ? 6 : 5); o++) {
+      static double num[64];
+      numeric_grad(&fwd, ins, slots[o], k, g[k], num);
+      check_grad(&grad, gins, o, num, numel_in(&ins[slots[o]]));
+    }
+  }
+}
+
+static void test_rnn_grad(void **state) {
+  (void)state;
+  rnn_grad_case("LSTM", 4, 0);
+  rnn_grad_case("GRU", 3, 0);
+  rnn_grad_case("GRU", 3, 1);
+}
+
 /* ---- DropoutTrain and DropoutGrad ---- */
 
 static void test_dropout_grad(void **state) {
@@ -954,6 +1000,19 @@ static void test_infer_symbolic(void **state) {
   tu_input(f, 1, TY(KL_F32, B, 4));
   tu_absent(f, 2);
   tu_expect_ok(f, TY(KL_F32, B, 4));
+  tu_one_node(f, "kiln.LSTMGrad", 11, 6);
+  tu_attr_int(f, "hidden_size", 3);
+  tu_input(f, 0, TY(KL_F32, S, B, 4));
+  tu_input(f, 1, TY(KL_F32, 1, 12, 4));
+  tu_input(f, 2, TY(KL_F32, 1, 12, 3));
+  for (int i = 3; i < 8; i++) tu_absent(f, i);
+  tu_input(f, 8, TY(KL_F32, S, 1, B, 3));
+  tu_absent(f, 9);
+  tu_input(f, 10, TY(KL_F32, 1, B, 3));
+  tu_expect_ok(f, TY(KL_F32, S, B, 4));
+  tu_expect_type(f, 2, TY(KL_F32, 1, 12, 3));
+  tu_expect_type(f, 3, TY(KL_F32, 1, 24));
+  tu_expect_type(f, 5, TY(KL_F32, 1, B, 3));
 }
 
 /* ---- bad inputs: clean errors naming what was expected and found ---- */
@@ -1045,6 +1104,21 @@ static void test_bad_infer(void **state) {
   tu_absent(f, 2);
   tu_tensor(f, 1, KL_F32, 0, NULL, VALS(0.5));
   tu_expect_fail(f, KILN_ERR_INVALID_MODEL, "input 2 (seed) is required");
+  tu_one_node(f, "kiln.GRUGrad", 8, 5);
+  tu_attr_int(f, "hidden_size", 3);
+  tu_input(f, 0, TY(KL_F32, 5, 2, 4));
+  tu_input(f, 1, TY(KL_F32, 1, 9, 4));
+  tu_input(f, 2, TY(KL_F32, 1, 9, 3));
+  for (int i = 3; i < 7; i++) tu_absent(f, i);
+  tu_input(f, 7, TY(KL_F32, 1, 2, 4));
+  tu_expect_fail(f, KILN_ERR_SHAPE, "input 7 (dY_h) has 4 at dim 2, expected 3 (hidden_size)");
+  tu_input(f, 7, TY(KL_F32, 1, 2, 3));
+  tu_input_ints(f, 4, 1, (int64_t[]){5, 5}, 2);
+  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "GRUGrad differentiates one forward direction");
+  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "this node has sequence_lens");
+  tu_absent(f, 4);
+  tu_attr_string(f, "direction", "reverse");
+  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "this node has direction 'reverse'");
 }
 
 static void test_bad_run(void **state) {
@@ -1091,6 +1165,7 @@ int main(void) {
       cmocka_unit_test(test_gather_grad),
       cmocka_unit_test(test_slice_grad),
       cmocka_unit_test(test_resize_grad),
+      cmocka_unit_test(test_rnn_grad),
       cmocka_unit_test(test_dropout_grad),
       cmocka_unit_test(test_dropout_train),
       TU_TEST(test_infer_symbolic),

@@ -253,8 +253,14 @@ static const opt_case cases[] = {
     {"Lamb apex no wd max_trust", KL_OP_KilnLamb, 0, 0, 0, 0, 1, 5.0f, {1e-2, 0.9, 0.999, 1e-6, 0, 1}, true, false, false, false},
     {"Lamb apex wd max_trust split bf16 grad", KL_OP_KilnLamb, 0, 0, 0, 0, 1, 0.5f, {1e-2, 0.8, 0.99, 1e-6, 0.1, 1}, true, true, true, false},
     {"Lamb split", KL_OP_KilnLamb, 0, 0, 0, 0, 0, 0, {1e-2, 0.9, 0.999, 1e-6, 0.01, 1}, false, true, false, false},
+    {"Adam split", KL_OP_KilnAdam, 0, 0, 0, 0, 0, 0, {1e-3, 0.9, 0.999, 1e-8, 0, 1}, false, true, false, true},
+    {"Adam amsgrad wd beta1 0.3 split bf16 grad scale", KL_OP_KilnAdam, 0, 0, 1, 0, 0, 0, {1e-2, 0.3, 0.999, 1e-8, 0.01, 1}, true, true, true, false},
+    {"AdamW maximize split", KL_OP_KilnAdam, 0, 1, 0, 1, 0, 0, {2e-3, 0.9, 0.95, 1e-8, 0.05, 1}, false, true, false, true},
+    {"AdamW amsgrad split bf16 grad scale", KL_OP_KilnAdam, 0, 0, 1, 1, 0, 0, {5e-3, 0.9, 0.99, 1e-6, 0.1, 1}, true, true, true, false},
     {"Lars wd scale", KL_OP_KilnLars, 0, 0, 0, 0, 0, 0, {0.1, 0.9, 5e-4, 0.001, 1e-9, 1}, true, false, false, false},
     {"Lars", KL_OP_KilnLars, 0, 0, 0, 0, 0, 0, {0.1, 0.9, 0, 0.02, 0, 1}, false, false, false, false},
+    {"Lars wd split bf16 grad scale", KL_OP_KilnLars, 0, 0, 0, 0, 0, 0, {0.1, 0.9, 5e-4, 0.001, 1e-9, 1}, true, true, true, false},
+    {"Lars split", KL_OP_KilnLars, 0, 0, 0, 0, 0, 0, {0.1, 0.9, 0, 0.02, 0, 1}, false, true, false, false},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -495,21 +501,28 @@ static void test_split_join(void **state) {
 }
 
 /* N steps on split weights give the bits of the float32 weights the float32 op updates
- * with the same gradients (bfloat16 ones read as float32). */
+ * with the same gradients (bfloat16 ones read as float32), for the reference and every
+ * level, at sizes below, at and one past multiples of the vector widths (8, 16), of the
+ * driver's float32 runs (512) and of the norms' blocks (16384). */
 static void test_split_matches_fp32(void **state) {
   (void)state;
+  static const int64_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 511, 512, 513, 4099, 32769};
+  enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
   kl_isa lv[3];
   int n_lv = levels(lv);
+  int checked[KL_OP_COUNT] = {0};
   for (int ci = 0; ci < N_CASES; ci++) {
     const opt_case *oc = &cases[ci];
     if (!oc->split) continue;
+    checked[oc->op]++;
     opt_case twin = *oc;
     twin.split = twin.g_bf16 = false;
     node_of ns, nf;
     node_make(&ns, oc);
     node_make(&nf, &twin);
-    for (int l = -1; l < n_lv; l++) {
-      int64_t n = 4099;
+    for (int run = 0; run < (n_lv + 1) * N_SIZES; run++) {
+      int l = run / N_SIZES - 1;
+      int64_t n = sizes[run % N_SIZES];
       bufs bs, bf;
       bufs_init(&bs, oc, n);
       bufs_init(&bf, &twin, n);
@@ -531,8 +544,9 @@ static void test_split_matches_fp32(void **state) {
         for (int64_t i = 0; i < n; i++) {
           uint32_t a = bits_of(kl_join_bf16(bs.top[i], bs.trail[i])), b = bits_of(bf.p[i]);
           if (a != b)
-            fail_msg("%s (%s), step %d, [%lld]: split 0x%08x, float32 0x%08x", oc->what,
-                     l < 0 ? "ref" : kl_isa_level_name(lv[l]), step, (long long)i, a, b);
+            fail_msg("%s (%s), n=%lld, step %d, [%lld]: split 0x%08x, float32 0x%08x",
+                     oc->what, l < 0 ? "ref" : kl_isa_level_name(lv[l]), (long long)n, step,
+                     (long long)i, a, b);
         }
       }
       bufs_free(&bs);
@@ -541,6 +555,10 @@ static void test_split_matches_fp32(void **state) {
     kl_graph_free(ns.g);
     kl_graph_free(nf.g);
   }
+  static const kl_op ops[] = {KL_OP_KilnSGD, KL_OP_KilnAdagrad, KL_OP_KilnAdam, KL_OP_KilnLamb,
+                              KL_OP_KilnLars};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+    if (!checked[ops[k]]) fail_msg("%s has no split-weight case", kl_op_name(ops[k]));
 }
 
 /* ---- GradNorm, ClipCoef ---- */
@@ -691,6 +709,15 @@ static void test_bad_inputs(void **state) {
                     (kl_type[]){TY(KL_F64, 5), TY(KL_BF16, 8), TY(KL_BF16, 8), TY(KL_F32, 8),
                                 none, TY(KL_U16, 7)},
                     KILN_ERR_SHAPE, PARTS("Trail", "uint16[7]", "bfloat16[8]"));
+  /* Adam's and Lars's Trail (their last slot) checked alike */
+  expect_infer_fail(KL_OP_KilnLars, 6,
+                    (kl_type[]){TY(KL_F64, 6), TY(KL_F32, 8), TY(KL_F32, 8), TY(KL_F32, 8),
+                                none, TY(KL_U16, 8)},
+                    KILN_ERR_DTYPE, PARTS("Param", "float32", "expected bfloat16", "Trail"));
+  expect_infer_fail(KL_OP_KilnAdam, 8,
+                    (kl_type[]){TY(KL_F64, 6), TY(KL_BF16, 8), TY(KL_BF16, 8), TY(KL_F32, 8),
+                                TY(KL_F32, 8), none, none, TY(KL_U16, 7)},
+                    KILN_ERR_SHAPE, PARTS("input 7 (Trail)", "uint16[7]", "bfloat16[8]"));
   /* a bfloat16 Grad on float32 weights; GradScale not a scalar */
   expect_infer_fail(KL_OP_KilnLars, 4,
                     (kl_type[]){TY(KL_F64, 6), TY(KL_F32, 8), TY(KL_BF16, 8), TY(KL_F32, 8)},

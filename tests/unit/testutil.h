@@ -27,7 +27,7 @@
 
 #include "ir/ir.h"
 
-#define TU_MAX_IO 10 /* inputs or outputs of a fixture's node */
+#define TU_MAX_IO 12 /* inputs or outputs of a fixture's node */
 
 /* ---- counting literals ---- */
 
