@@ -422,31 +422,42 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
     KL_MM_WAIT(0);                                                                         \
     __local float *ew = (__local float *)bs + warp * (16 * KL_MM_LDE);                     \
     bool y4 = N % 4 == 0 && yo % 4 == 0;                                                   \
+    /* a Sum of Y's shape in 16-byte pieces: a warp's 16 rows x 64 columns copied to      \
+     * local memory (as, free after the last step) at once, not read row after row */     \
+    bool s4 = s_ && smode == 1 && y4 && so % 4 == 0;                                       \
+    __local float *ss = (__local float *)as + warp * (16 * 64);                            \
     _Pragma("unroll") for (int i = 0; i < MT; i++) {                                       \
       barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+      if (s4) {                                                                            \
+        _Pragma("unroll") for (int it = 0; it < 8; it++) {                                 \
+          int row = 2 * it + lane / 16, c4 = lane % 16 * 4;                                \
+          long m = m0 + wr + 16 * i + row, n = n0 + wc + c4;                               \
+          bool ok = m < M && n < N;                                                        \
+          kl_mm_cp16((__local uint *)ss + row * 64 + c4,                                   \
+                     ok ? s_ + so + (batch * M + m) * N + n : s_ + so, ok);                \
+        }                                                                                  \
+        KL_MM_COMMIT();                                                                    \
+      }                                                                                    \
       _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
         _Pragma("unroll") for (int h = 0; h < 2; h++)                                      \
           *(__local float2 *)&ew[(fg + 8 * h) * KL_MM_LDE + 8 * j + 2 * ft] =              \
               (float2)(acc[i][j][2 * h], acc[i][j][2 * h + 1]);                            \
+      KL_MM_WAIT(0);                                                                       \
       barrier(CLK_LOCAL_MEM_FENCE);                                                        \
       _Pragma("unroll 1") for (int it = 0; it < 8; it++) {                                 \
         int row = 2 * it + lane / 16, c4 = lane % 16 * 4;                                  \
         long m = m0 + wr + 16 * i + row, n = n0 + wc + c4;                                 \
         if (m >= M || n >= N) continue;                                                    \
         float4 r = *(__local float4 *)&ew[row * KL_MM_LDE + c4];                           \
-        float v[4] = {r.x, r.y, r.z, r.w};                                                 \
+        float4 sp = s4 ? *(__local float4 *)&ss[row * 64 + c4] : (float4)(0.0f);           \
+        float v[4] = {r.x, r.y, r.z, r.w}, sv[4] = {sp.x, sp.y, sp.z, sp.w};               \
         long yi = (batch * M + m) * N + n;                                                 \
         float eb = e_ && emode == 4 ? e_[eo + m] : 0.0f;                                   \
-        /* a Sum of Y's shape read as one 16-byte piece where Y's pieces are */            \
-        float4 s4 = s_ && smode == 1 && y4 && so % 4 == 0 && n + 3 < N                     \
-                        ? *(__global const float4 *)(s_ + so + yi) : (float4)(0.0f);       \
-        float sv[4] = {s4.x, s4.y, s4.z, s4.w};                                            \
-        bool s_read = s_ && !(smode == 1 && y4 && so % 4 == 0 && n + 3 < N);               \
         _Pragma("unroll") for (int c = 0; c < 4; c++) {                                    \
           if (n + c >= N) break;                                                           \
           float x = alpha * v[c];                                                          \
           if (e_) x += beta * (emode == 4 ? eb : KL_TC_ADDEND(e_, eo, emode, &bc, 0, yi + c, n + c)); \
-          if (s_) x += s_read ? KL_TC_ADDEND(s_, so, smode, &bc, 1, yi + c, n + c) : sv[c]; \
+          if (s_) x += s4 ? sv[c] : KL_TC_ADDEND(s_, so, smode, &bc, 1, yi + c, n + c);    \
           v[c] = KL_TC_ACT(x, act, aa, ab);                                                \
         }                                                                                  \
         if (y4)                                                                            \
