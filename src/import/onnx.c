@@ -686,6 +686,27 @@ static bool dropped(const kl_onnx_node *n, const char *attr) {
   return false;
 }
 
+/* An attribute the op does not have, as onnx.checker and onnxruntime refuse it: read as
+ * absent, a misspelt one ("axiss") would silently leave the default in force. */
+static kiln_status unknown_attr(kl_onnx_ctx *c, kl_op op, const char *name) {
+  const kl_op_info *info = kl_op_get(op);
+  char list[512];
+  size_t used = 0;
+  list[0] = '\0';
+  for (const char *p = info->attrs; *p && used < sizeof list;) {
+    size_t word = strcspn(p, " ");
+    used += (size_t)snprintf(list + used, sizeof list - used, "%s%.*s", used ? ", " : "",
+                             (int)word, p);
+    p += word;
+    p += strspn(p, " ");
+  }
+  if (!*list)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "unrecognized attribute '%s': %s takes no "
+                   "attributes", name, info->name);
+  return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "unrecognized attribute '%s': %s takes %s",
+                 name, info->name, list);
+}
+
 static kiln_status copy_attrs(kl_onnx_ctx *c, const kl_onnx_node *n, int node) {
   const Onnx__NodeProto *np = n->np;
   for (size_t i = 0; i < np->n_attribute; i++) {
@@ -697,6 +718,10 @@ static kiln_status copy_attrs(kl_onnx_ctx *c, const kl_onnx_node *n, int node) {
                        ap->name);
     kl_attr a;
     kiln_status s = kl_onnx_attr_convert(ap, &c->ts, &a, c->e);
+    if (s == KILN_OK && !kl_op_takes_attr(n->op, a.name)) {
+      s = unknown_attr(c, n->op, a.name);
+      kl_attr_clear(&a);
+    }
     if (s == KILN_OK) s = kl_node_take_attr(c->g, node, &a, c->e);
     if (s != KILN_OK) return s;
   }

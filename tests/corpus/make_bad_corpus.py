@@ -446,6 +446,22 @@ def op_cases():
          model_bytes([lrelu], [vi("X", [2, 3])], [vi("Y", None)]),
          "attribute 'alpha' is a list of floats, expected a float",
          "LeakyRelu whose alpha is a list (it silently became 0.01)")
+    sm = helper.make_node("Softmax", ["X"], ["Y"], name="sm", axiss=0)
+    case("softmax_axiss.onnx", model_bytes([sm], [vi("X", [2, 3])], [vi("Y", None)]),
+         "node 'sm' (Softmax): unrecognized attribute 'axiss': Softmax takes axis",
+         "Softmax with a misspelt axis (it silently kept the default -1)")
+    conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", kernel_shap=[3, 3])
+    case("conv_kernel_shap.onnx",
+         model_bytes([conv], [vi("X", [1, 1, 4, 4])], [vi("Y", None)], [f32("W", [1, 1, 3, 3])]),
+         "unrecognized attribute 'kernel_shap': Conv takes auto_pad, dilations, group, "
+         "kernel_shape, pads, strides", "Conv with a misspelt kernel_shape")
+    sln = helper.make_node("SkipLayerNorm", ["X", "X", "S"], ["Y"], name="sln", domain="kiln",
+                           epsilom=1e-5)
+    case("kiln_attr_unknown.onnx",
+         model_bytes([sln], [vi("X", [2, 4])], [vi("Y", None)], [f32("S", [4])],
+                     domains=["kiln"]),
+         "unrecognized attribute 'epsilom': SkipLayerNorm takes axis, epsilon",
+         "kiln.SkipLayerNorm with a misspelt epsilon")
     bn_params = [f32(n, [3], seed=i) for i, n in enumerate(["s", "b", "m", "v"])]
     bn = helper.make_node("BatchNormalization", ["X", "s", "b", "m", "v"], ["Y"], name="bn",
                           training_mode=2)
