@@ -1311,7 +1311,8 @@ static void test_unknown_attributes(void **state) {
   attr_float(q, "alpah", 0.1f);
   add_output(m, "Y", 2, NULL);
   load_fails(m, KILN_ERR_INVALID_MODEL, "node 'qleaky' (QLinearLeakyRelu)",
-             "unrecognized attribute 'alpah': LeakyRelu takes alpha");
+             "unrecognized attribute 'alpah': QLinearLeakyRelu is read as LeakyRelu, "
+             "which takes alpha");
 
   /* older opsets' attributes, rewritten by the importer, still load */
   m = model_new(8, 7);
@@ -1324,6 +1325,13 @@ static void test_unknown_attributes(void **state) {
   assert_int_equal(g->nodes[0].op, KL_OP_Resize);
   assert_null(kl_node_attr(&g->nodes[0], "scales"));
   kl_graph_free(g);
+  m = model_new(8, 9);
+  add_input(m, "X", 1, "1,2");
+  add_input(m, "S", 1, "2");
+  attr_string(add_node(m, "Upsample", "up", "X,S", "Y"), "mdoe", "nearest", 7);
+  add_output(m, "Y", 1, NULL);
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node 'up' (Upsample)", "unrecognized attribute "
+             "'mdoe': Upsample is read as Resize, which takes antialias, axes, ");
 
   m = model_new(8, 8);
   add_input(m, "X", 1, "1,2,3,3");
