@@ -143,7 +143,9 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *   "max_work"         the most steps (multiply-adds, element visits) one run of one
  *                      node may take, estimated from its shapes before it runs
  *                      (KILN_ERR_LIMIT past it; also what constant folding at load
- *                      leaves for the run); default 2^40, 0 = no bound
+ *                      leaves for the run); a step of kiln's scalar reference
+ *                      kernels counts 256, one of oneDNN's or kiln's optimized
+ *                      kernels or a device's counts 1; default 2^40, 0 = no bound
  *   "max_tensor_bytes" largest single tensor a model may declare or produce
  *                      (default 16 GiB)
  *   "memory_limit"     largest total of weights plus session buffers (default 0 = none);

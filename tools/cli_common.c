@@ -17,7 +17,8 @@ const char *cli_load_help =
     "  -O0 .. -O3            graph optimization level (default -O2)\n"
     "  --passes LIST         switch passes on/off: +name,-name\n"
     "  --max-tensor-bytes N  largest tensor a model may hold or make (default 16 GiB)\n"
-    "  --max-work N          the most steps one node may take (default 2^40; 0 = any)\n"
+    "  --max-work N          the most steps one node may take (default 2^40; 0 = any);\n"
+    "                        a step of kiln's scalar reference kernels counts 256\n"
     "  --verify              run the graph verifier after every pass\n"
     "  --input-types LIST    the inputs of a torch 1.x .pt, which it does not record:\n"
     "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n";

@@ -686,6 +686,33 @@ static bool dropped(const kl_onnx_node *n, const char *attr) {
   return false;
 }
 
+/* An attribute the op does not have, as onnx.checker and onnxruntime refuse it: read as
+ * absent, a misspelt one ("axiss") would silently leave the default in force. A node
+ * read as another op (Upsample as Resize, com.microsoft's QLinear ops as their float
+ * op) is told so, since that op's list is the one that applies. */
+static kiln_status unknown_attr(kl_onnx_ctx *c, const kl_onnx_node *n, const char *name) {
+  const kl_op_info *info = kl_op_get(n->op);
+  char list[512], as[KL_ONNX_MAX_NAME + 64] = "";
+  size_t used = 0;
+  list[0] = '\0';
+  for (const char *p = info->attrs; *p && used < sizeof list;) {
+    size_t word = strcspn(p, " ");
+    used += (size_t)snprintf(list + used, sizeof list - used, "%s%.*s", used ? ", " : "",
+                             (int)word, p);
+    p += word;
+    p += strspn(p, " ");
+  }
+  if (strcmp(n->np->op_type, info->name) != 0)
+    snprintf(as, sizeof as, "%s is read as %s, which", n->np->op_type, info->name);
+  else
+    snprintf(as, sizeof as, "%s", info->name);
+  if (!*list)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "unrecognized attribute '%s': %s takes no "
+                   "attributes", name, as);
+  return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "unrecognized attribute '%s': %s takes %s",
+                 name, as, list);
+}
+
 static kiln_status copy_attrs(kl_onnx_ctx *c, const kl_onnx_node *n, int node) {
   const Onnx__NodeProto *np = n->np;
   for (size_t i = 0; i < np->n_attribute; i++) {
@@ -697,6 +724,10 @@ static kiln_status copy_attrs(kl_onnx_ctx *c, const kl_onnx_node *n, int node) {
                        ap->name);
     kl_attr a;
     kiln_status s = kl_onnx_attr_convert(ap, &c->ts, &a, c->e);
+    if (s == KILN_OK && !kl_op_takes_attr(n->op, a.name)) {
+      s = unknown_attr(c, n, a.name);
+      kl_attr_clear(&a);
+    }
     if (s == KILN_OK) s = kl_node_take_attr(c->g, node, &a, c->e);
     if (s != KILN_OK) return s;
   }

@@ -99,7 +99,9 @@ kiln_status kl_onnx_attr_convert(const Onnx__AttributeProto *ap, const kl_onnx_t
 const Onnx__AttributeProto *kl_onnx_node_attr(const kl_onnx_node *n, const char *name);
 
 /* Add the node as it stands (op, inputs, outputs, every attribute not dropped) to the
- * graph after checking its arity against the op table. *node gets its index. */
+ * graph after checking its arity against the op table and each attribute's name
+ * against the op's list (ops.def: one the op does not take is refused, as onnx.checker
+ * does). *node gets its index. */
 kiln_status kl_onnx_emit(kl_onnx_ctx *c, kl_onnx_node *n, int *node);
 /* Make input slot `slot` exist (absent slots in between), growing n->in as needed. */
 kiln_status kl_onnx_node_reserve_input(kl_onnx_ctx *c, kl_onnx_node *n, int slot);

@@ -2,15 +2,15 @@
 
 #include <string.h>
 
-#define KL_OP(id, name, domain, min_in, max_in, min_out, max_out, infer, kernel) \
-  int kl_infer_##infer(kl_infer_ctx *ctx);                                     \
+#define KL_OP(id, name, domain, min_in, max_in, min_out, max_out, infer, kernel, attrs) \
+  int kl_infer_##infer(kl_infer_ctx *ctx);                                            \
   int kl_ref_##kernel(kl_kernel_ctx *ctx);
 #include "ir/ops.def"
 #undef KL_OP
 
 static const kl_op_info op_table[] = {
-#define KL_OP(id, name, domain, min_in, max_in, min_out, max_out, infer, kernel) \
-  {name, domain, min_in, max_in, min_out, max_out, kl_infer_##infer, kl_ref_##kernel},
+#define KL_OP(id, name, domain, min_in, max_in, min_out, max_out, infer, kernel, attrs) \
+  {name, domain, min_in, max_in, min_out, max_out, kl_infer_##infer, kl_ref_##kernel, attrs},
 #include "ir/ops.def"
 #undef KL_OP
 };
@@ -34,4 +34,17 @@ kl_op kl_op_lookup(const char *domain, const char *name) {
     if (strcmp(op_table[i].name, name) == 0 && strcmp(op_table[i].domain, domain) == 0)
       return (kl_op)i;
   return KL_OP_COUNT;
+}
+
+bool kl_op_takes_attr(kl_op op, const char *name) {
+  const kl_op_info *info = kl_op_get(op);
+  size_t len = name ? strlen(name) : 0;
+  if (!info || !len) return false;
+  for (const char *p = info->attrs; *p;) {
+    size_t word = strcspn(p, " ");
+    if (word == len && memcmp(p, name, len) == 0) return true;
+    p += word;
+    p += strspn(p, " ");
+  }
+  return false;
 }

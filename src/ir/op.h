@@ -5,7 +5,8 @@
 #include <stdbool.h>
 
 typedef enum kl_op {
-#define KL_OP(id, name, domain, min_in, max_in, min_out, max_out, infer, kernel) KL_OP_##id,
+#define KL_OP(id, name, domain, min_in, max_in, min_out, max_out, infer, kernel, attrs) \
+  KL_OP_##id,
 #include "ir/ops.def"
 #undef KL_OP
   KL_OP_COUNT
@@ -60,11 +61,14 @@ typedef struct kl_op_info {
   int min_in, max_in, min_out, max_out;
   kl_infer_fn infer;
   kl_kernel_fn ref; /* portable reference kernel, the oracle */
+  const char *attrs; /* every attribute name it may carry, space-separated (ops.def) */
 } kl_op_info;
 
 const kl_op_info *kl_op_get(kl_op op);
 const char *kl_op_name(kl_op op);
 /* KL_OP_COUNT when unknown. domain "" and "ai.onnx" are the same. */
 kl_op kl_op_lookup(const char *domain, const char *name);
+/* Whether name is one of the op's attributes (kl_op_info.attrs). */
+bool kl_op_takes_attr(kl_op op, const char *name);
 
 #endif

@@ -328,6 +328,7 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   nx = &g->nodes[dx];
   int xq = nx->in[0], yv = q->out[0];
   kl_rw_set_op(g, ui, KL_OP_KilnQLinearLookup);
+  kl_rw_drop_attrs(g, ui); /* the table holds what alpha, approximate and the like meant */
   kiln_status st = kl_rw_set_input(g, ui, 0, xq, e);
   if (st == KILN_OK) st = kl_rw_set_input(g, ui, 1, t, e);
   if (st != KILN_OK) return st;

@@ -233,6 +233,12 @@ kiln_status kl_rw_set_input(kl_graph *g, int n, int slot, int v, kl_err *e) {
 
 void kl_rw_set_op(kl_graph *g, int n, kl_op op) { g->nodes[n].op = op; }
 
+void kl_rw_drop_attrs(kl_graph *g, int n) {
+  kl_node *node = &g->nodes[n];
+  for (int i = 0; i < node->n_attrs; i++) kl_attr_clear(&node->attrs[i]);
+  node->n_attrs = 0;
+}
+
 /* hint itself when free, else hint_1, hint_2, ... */
 static void fresh_name(const kl_graph *g, const char *hint, char *buf, size_t len) {
   if (!hint || !*hint) hint = "_fold";
@@ -282,8 +288,7 @@ kiln_status kl_rw_become(kl_graph *g, int n, kl_op op, int count, const int *ids
   free(node->src);
   node->src = src;
   node->op = op;
-  for (int i = 0; i < node->n_attrs; i++) kl_attr_clear(&node->attrs[i]);
-  node->n_attrs = 0;
+  kl_rw_drop_attrs(g, n);
   return set_inputs(g, n, count, ids, e);
 }
 

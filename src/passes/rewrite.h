@@ -74,6 +74,8 @@ bool kl_rw_bypass(kl_graph *g, int n, int in, int out);
 kiln_status kl_rw_set_input(kl_graph *g, int n, int slot, int v, kl_err *e);
 /* Switch node n to op, keeping its inputs, outputs and attributes. */
 void kl_rw_set_op(kl_graph *g, int n, kl_op op);
+/* Drop every attribute of node n (an op whose new form takes none of the old ones). */
+void kl_rw_drop_attrs(kl_graph *g, int n);
 /* A new constant named after hint ("<hint>", "<hint>_1", ...); takes ownership of data
  * (numel(dims) elements of dtype) on success and on failure. Returns the id or -1. */
 int kl_rw_add_const(kl_graph *g, const char *hint, kl_dtype dtype, int rank,

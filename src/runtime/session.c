@@ -90,6 +90,9 @@ struct kiln_session {
   kl_control **ctl;    /* per node: an If's, Loop's or Scan's body sessions, else NULL */
   bool *values_node;   /* per node: it reads or makes a sequence or optional (run_values) */
   double work;         /* the current run's steps, by kl_node_work (when max_work is set) */
+  /* per node: what one of its steps counts as against max_work (KL_REF_WORK_WEIGHT on
+   * a reference kernel, else 1) */
+  double *work_weight;
 };
 
 enum { NEED_HOST = 1, NEED_DEV = 2 };
@@ -133,10 +136,11 @@ static kiln_status session_alloc(kiln_session *s) {
   s->tout = calloc((size_t)max_out, sizeof *s->tout);
   s->outs = calloc((size_t)g->n_outputs + 1, sizeof *s->outs);
   s->ctl = calloc(nn, sizeof *s->ctl);
+  s->work_weight = calloc(nn, sizeof *s->work_weight);
   s->values_node = calloc(nn, sizeof *s->values_node);
   for (int i = 0; s->values_node && i < g->n_nodes; i++)
     s->values_node[i] = takes_values(g, &g->nodes[i]);
-  if (!s->ctl || !s->values_node || !s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
+  if (!s->ctl || !s->work_weight || !s->values_node || !s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
       !s->t_start || !s->t_ms || !s->inputs || !s->sym_sizes || !s->kin || !s->tin ||
       !s->tdata || !s->kout || !s->tout || !s->outs)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory creating a session");
@@ -166,7 +170,13 @@ static kiln_status session_plan_kernels(kiln_session *s) {
   if (st != KILN_OK) return st;
   s->kernels = kl_cpu_backend_plan(s->cpu);
   for (int i = 0; i < g->n_nodes; i++) {
+    s->work_weight[i] = 1;
     if (s->place && s->place[i]) continue; /* place_nodes set the device's */
+    /* a control or sequence node runs no kernel of its own (its bodies' sessions
+     * weigh theirs) */
+    if (kl_cpu_plan_is_reference(s->kernels, i) && !kl_op_is_control(g->nodes[i].op) &&
+        !s->values_node[i])
+      s->work_weight[i] = KL_REF_WORK_WEIGHT;
     const kl_cpu_choice *c = kl_cpu_plan_kernel(s->kernels, i);
     s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};
   }
@@ -553,6 +563,7 @@ void kiln_session_free(kiln_session *s) {
   for (int i = 0; s->ctl && i < s->model->g->n_nodes; i++) kl_control_free(s->ctl[i]);
   free(s->ctl);
   free(s->values_node);
+  free(s->work_weight);
   if (s->cpu) s->cpu->iface->release(s->cpu);
   kl_memplan_clear(&s->plan);
   free(s->arena);
@@ -962,18 +973,25 @@ static void release_after(kiln_session *s, int i) {
 }
 
 /* A node asking for more work than max_work allows (its estimate from the shapes it has
- * now: its inputs' alone when n_out is 0) is refused before it starts: a file of a few
- * hundred bytes could ask for 10^18 steps. */
-static kiln_status check_work(kiln_session *s, const kl_node *n, int n_out) {
+ * now: its inputs' alone when n_out is 0, each step weighed by its kernel's class) is
+ * refused before it starts: a file of a few hundred bytes could ask for 10^18 steps. */
+static kiln_status check_work(kiln_session *s, int i, int n_out) {
   if (s->opts.max_work <= 0) return KILN_OK;
-  double work = kl_node_work(n, n->n_in, s->kin, n_out,
-                             n_out ? (const kl_tensor *const *)s->kout : NULL);
+  const kl_node *n = &s->model->g->nodes[i];
+  double steps = kl_node_work(n, n->n_in, s->kin, n_out,
+                              n_out ? (const kl_tensor *const *)s->kout : NULL);
+  double work = steps * s->work_weight[i];
   if (n_out) s->work += work;
-  if (work > (double)s->opts.max_work)
+  if (work <= (double)s->opts.max_work) return KILN_OK;
+  if (s->work_weight[i] != 1)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
-                   "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
-                   work, (long long)s->opts.max_work);
-  return KILN_OK;
+                   "max_work %lld: kiln's reference kernel runs it, a scalar loop whose "
+                   "steps count %g times (%.3g in all; option max_work, `--max-work N`; 0 "
+                   "lifts the bound)", steps, (long long)s->opts.max_work,
+                   s->work_weight[i], work);
+  return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
+                 "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
+                 work, (long long)s->opts.max_work);
 }
 
 /* A sequence's block or an optional's none, for output k of node i: memory of its own
@@ -1053,7 +1071,7 @@ static kiln_status run_values(kiln_session *s, int i) {
 static kiln_status run_control(kiln_session *s, int i) {
   const kl_node *n = &s->model->g->nodes[i];
   for (int k = 0; k < n->n_in; k++) s->kin[k] = n->in[k] >= 0 ? &s->vals[n->in[k]] : NULL;
-  kiln_status st = check_work(s, n, 0);
+  kiln_status st = check_work(s, i, 0);
   if (st != KILN_OK) return st;
   value_out c = {s, i};
   /* max_work bounds the node's run as a whole, every iteration of every body in it; its
@@ -1088,7 +1106,7 @@ static kiln_status run_node(kiln_session *s, int i) {
    * (NonMaxSuppression's output size is its selection, made from the boxes), and no
    * output is allocated for work that will be refused (an LSTM of 10^6 steps asks for
    * gigabytes); then again with the outputs, which most estimates count */
-  kiln_status st = check_work(s, n, 0);
+  kiln_status st = check_work(s, i, 0);
   if (st != KILN_OK) return st;
   kl_infer_ctx ic = {g, n, n->n_in, n->n_out, s->tin, s->tdata, s->tout, &s->err, true};
   st = (kiln_status)kl_op_get(n->op)->infer(&ic);
@@ -1106,7 +1124,7 @@ static kiln_status run_node(kiln_session *s, int i) {
   bool empty = n->n_out > 0;
   for (int k = 0; k < n->n_out && empty; k++) empty = kl_tensor_numel(s->kout[k]) == 0;
   if (empty) return s->dev ? copy_outputs(s, i) : KILN_OK;
-  st = check_work(s, n, n->n_out);
+  st = check_work(s, i, n->n_out);
   if (st != KILN_OK) return st;
   kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads, NULL};
   kl_backend *b = on_dev ? s->dev : s->cpu;

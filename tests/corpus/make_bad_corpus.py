@@ -446,6 +446,22 @@ def op_cases():
          model_bytes([lrelu], [vi("X", [2, 3])], [vi("Y", None)]),
          "attribute 'alpha' is a list of floats, expected a float",
          "LeakyRelu whose alpha is a list (it silently became 0.01)")
+    sm = helper.make_node("Softmax", ["X"], ["Y"], name="sm", axiss=0)
+    case("softmax_axiss.onnx", model_bytes([sm], [vi("X", [2, 3])], [vi("Y", None)]),
+         "node 'sm' (Softmax): unrecognized attribute 'axiss': Softmax takes axis",
+         "Softmax with a misspelt axis (it silently kept the default -1)")
+    conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", kernel_shap=[3, 3])
+    case("conv_kernel_shap.onnx",
+         model_bytes([conv], [vi("X", [1, 1, 4, 4])], [vi("Y", None)], [f32("W", [1, 1, 3, 3])]),
+         "unrecognized attribute 'kernel_shap': Conv takes auto_pad, dilations, group, "
+         "kernel_shape, pads, strides", "Conv with a misspelt kernel_shape")
+    sln = helper.make_node("SkipLayerNorm", ["X", "X", "S"], ["Y"], name="sln", domain="kiln",
+                           epsilom=1e-5)
+    case("kiln_attr_unknown.onnx",
+         model_bytes([sln], [vi("X", [2, 4])], [vi("Y", None)], [f32("S", [4])],
+                     domains=["kiln"]),
+         "unrecognized attribute 'epsilom': SkipLayerNorm takes axis, epsilon",
+         "kiln.SkipLayerNorm with a misspelt epsilon")
     bn_params = [f32(n, [3], seed=i) for i, n in enumerate(["s", "b", "m", "v"])]
     bn = helper.make_node("BatchNormalization", ["X", "s", "b", "m", "v"], ["Y"], name="bn",
                           training_mode=2)
@@ -562,6 +578,15 @@ def runtime_cases():
     shape = numpy_helper.from_array(np.array([12288, 12288], np.int64), "shape")
     case("square_12288.onnx", model_bytes(sq, [], [vi("y", [12288, 12288])], [shape], check=True),
          "node 'sq' (MatMul): about 1.86e+12 steps", "the square of a generated 12288^2 matrix")
+    # a step of a reference kernel counts 256 (KL_REF_WORK_WEIGHT): an Einsum of four
+    # letters of 300 is 8.1e9 steps of kiln's generic Einsum loop, under 2^40 counted as
+    # one, and ran 150 s (18 ns a step)
+    v = numpy_helper.from_array(np.full([300], 0.001, np.float32), "v")
+    es = helper.make_node("Einsum", ["v"] * 4, ["y"], name="es", equation="a,b,c,d->")
+    case("einsum_ref_8e9.onnx", model_bytes([es], [], [vi("y", [])], [v], check=True),
+         "node 'es' (Einsum): about 8.1e+09 steps for these shapes, over max_work "
+         "1099511627776: kiln's reference kernel runs it",
+         "an Einsum of 8.1e9 steps of the reference kernel (minutes) from 1.3 KB")
     # ops whose loops multiply attributes or shapes and that the estimate left at their
     # elements (so max_work let them through): a pooling window as large as the image,
     # TopK keeping half of 2e6 elements (its list shifted for each), Col2Im gathering a

@@ -115,7 +115,8 @@ for lvl in ("", "-O0"):
               [init("a", np.array(0, np.float32)), init("b", np.array(2000000, np.float32)),
                init("c", np.array(1, np.float32)), init("k", np.array([1000000], np.int64))])
     case(f"c1_topk_1e6{lvl}", 1, m, args=lvl)
-# just under the default max_work (2^40): 10^12 steps of a reference kernel
+# 10^12 steps of a reference kernel: under the default max_work (2^40) when a step
+# counted as one, refused since it counts KL_REF_WORK_WEIGHT (256)
 gen_case("c1_einsum_1e12", 1, [1000, 1000],
          [helper.make_node("Einsum", ["x", "x"], ["y"], equation="ab,cd->")], [vi("y", None)])
 gen_case("c1_einsum_1e12_O0", 1, [1000, 1000],

@@ -189,7 +189,39 @@ static void test_nodes(void **state) {
     assert_true(info->min_in <= info->max_in);
     assert_true(info->min_out >= 1 && info->min_out <= info->max_out);
     assert_int_equal(kl_op_lookup(info->domain, info->name), op);
+    /* its attribute names: one space between, none twice, each found by
+     * kl_op_takes_attr */
+    const char *a = info->attrs, *word[64];
+    size_t len[64];
+    int n = 0;
+    assert_non_null(a);
+    assert_true(!*a || (a[0] != ' ' && a[strlen(a) - 1] != ' ' && !strstr(a, "  ")));
+    for (const char *p = a; *p; p += *p == ' ') {
+      assert_true(n < 64);
+      word[n] = p;
+      len[n] = strcspn(p, " ");
+      p += len[n];
+      char name[64];
+      assert_true(len[n] < sizeof name);
+      memcpy(name, word[n], len[n]);
+      name[len[n]] = '\0';
+      assert_true(kl_op_takes_attr((kl_op)op, name));
+      for (int k = 0; k < n; k++)
+        if (len[k] == len[n] && memcmp(word[k], word[n], len[n]) == 0)
+          fail_msg("%s lists attribute %s twice", info->name, name);
+      n++;
+    }
   }
+  /* whole names only: "p" and "pads" of LpPool, not "pad" or "" */
+  assert_true(kl_op_takes_attr(KL_OP_LpPool, "p"));
+  assert_true(kl_op_takes_attr(KL_OP_LpPool, "pads"));
+  assert_true(kl_op_takes_attr(KL_OP_LpPool, "strides"));
+  assert_false(kl_op_takes_attr(KL_OP_LpPool, "pad"));
+  assert_false(kl_op_takes_attr(KL_OP_LpPool, ""));
+  assert_false(kl_op_takes_attr(KL_OP_Relu, "alpha"));
+  assert_true(kl_op_takes_attr(KL_OP_KilnFusedConv, "kernel_shape"));
+  assert_true(kl_op_takes_attr(KL_OP_KilnFusedConv, "activation"));
+  assert_false(kl_op_takes_attr(KL_OP_COUNT, "axis"));
   kl_graph_free(g);
 }
 

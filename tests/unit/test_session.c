@@ -908,6 +908,76 @@ static kiln_session *session_with(const kiln_model *m, const char *name, int64_t
   return NULL;
 }
 
+/* x [64, 256] times a constant [256, 64] as a MatMul (einsum false) or as an Einsum
+ * "ij,jk->ik": 2^20 steps either way (kl_node_work). */
+static kiln_model *product_model(bool einsum) {
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (int64_t[]){64, 256});
+  float *w = calloc(256 * 64, sizeof *w);
+  assert_non_null(w);
+  int c = tu_graph_const(g, "w", KL_F32, 2, (int64_t[]){256, 64}, w);
+  free(w);
+  int n = tu_graph_output_node(g, einsum ? KL_OP_Einsum : KL_OP_MatMul, 2, (int[]){x, c}, 1);
+  if (einsum) assert_int_equal(kl_node_set_string(g, n, "equation", "ij,jk->ik", NULL), KILN_OK);
+  return tu_model_of(g, 0);
+}
+
+/* One run of m under max_work 2^24 (on the reference kernels or the fast ones); the
+ * product node's kernel name in *kernel. */
+static kiln_status run_under_work(const kiln_model *m, bool reference, const char **kernel,
+                                  double *work, char *msg, size_t len) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 24), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "threads", 1), KILN_OK);
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  kiln_options_free(o);
+  float *x = calloc(64 * 256, sizeof *x);
+  assert_non_null(x);
+  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 2, (int64_t[]){64, 256},
+                                          x, sizeof *x * 64 * 256),
+                   KILN_OK);
+  kiln_status st = kiln_session_run(s);
+  *kernel = kl_session_kernel_name(s, 0);
+  *work = kl_session_run_work(s);
+  snprintf(msg, len, "%s", kiln_session_error(s));
+  free(x);
+  kiln_session_free(s);
+  return st;
+}
+
+/* max_work weighs a step by the class of the kernel that takes it: one of kiln's scalar
+ * reference kernels counts KL_REF_WORK_WEIGHT (256) times, a oneDNN product or an ISA
+ * kernel once. A product of 2^20 steps passes a bound of 2^24 on a fast kernel and is
+ * refused on the reference one (2^28), whichever op asks for it. */
+static void test_work_weight(void **state) {
+  (void)state;
+  for (int einsum = 0; einsum < 2; einsum++) {
+    kiln_model *m = product_model(einsum);
+    for (int reference = 0; reference < 2; reference++) {
+      const char *kernel;
+      double work;
+      char msg[512];
+      kiln_status st = run_under_work(m, reference, &kernel, &work, msg, sizeof msg);
+      bool ref = strcmp(kernel, "ref") == 0;
+      if (reference || einsum) assert_true(ref); /* no fast Einsum */
+      if (!reference && !einsum && KL_HAVE_DNNL && kl_cpu_native_nhwc())
+        assert_false(ref); /* oneDNN's product */
+      if (ref) {
+        tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 1.05e+06 steps for these shapes, "
+                         "over max_work 16777216: kiln's reference kernel runs it, a scalar "
+                         "loop whose steps count 256 times (2.68e+08 in all");
+      } else {
+        tu_assert_status(st, KILN_OK, msg, NULL);
+        assert_true(work == (double)(1 << 20));
+      }
+    }
+    kiln_model_free(m);
+  }
+}
+
 /* release_weights: the session frees the model's copy of the weights that only its
  * oneDNN nodes read once they hold them packed, runs as before (and allocates
  * nothing after the first run), and no other session can be made from the model. */
@@ -1043,6 +1113,7 @@ int main(void) {
       cmocka_unit_test(test_isa_kernels_in_place),
       cmocka_unit_test(test_isa_batchnorm_slice_pad),
       cmocka_unit_test(test_release_weights),
+      cmocka_unit_test(test_work_weight),
       cmocka_unit_test(test_memory_limit_counts_packed),
       cmocka_unit_test(test_output_view_of_input),
       cmocka_unit_test(test_shape_changes),

@@ -488,6 +488,10 @@ const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node) {
 
 void **kl_cpu_plan_state(kl_cpu_plan *p, int node) { return &p->state[node]; }
 
+bool kl_cpu_plan_is_reference(const kl_cpu_plan *p, int node) {
+  return strcmp(p->choice[node].kernel.name, "ref") == 0; /* reference_choice's name */
+}
+
 #if KL_HAVE_DNNL
 /* Whether value v is read by node `node` alone, at input 1, and is no graph output. */
 static bool only_weights_of(const kl_graph *g, int v, int node) {

@@ -41,6 +41,11 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
                                const unsigned char *elsewhere, kl_cpu_plan **out, kl_err *e);
 void kl_cpu_plan_free(kl_cpu_plan *p);
 const kl_cpu_choice *kl_cpu_plan_kernel(const kl_cpu_plan *p, int node);
+/* Whether node i was given kiln's portable reference kernel (no oneDNN primitive and no
+ * ISA kernel takes it, or the plan is KL_CPU_KERNELS_REF): scalar loops, each step
+ * tens of times slower than an optimized kernel's (the session's work bound weighs
+ * them so). */
+bool kl_cpu_plan_is_reference(const kl_cpu_plan *p, int node);
 void **kl_cpu_plan_state(kl_cpu_plan *p, int node);
 /* The name of the kernel that ran node i last: the chosen kernel's, "ref" when a
  * oneDNN kernel handed its last run to the reference kernel, or "gemv" when it ran
