@@ -791,7 +791,8 @@ static kiln_status build_step(kiln_trainer *t) {
   for (int v = 0; st == KILN_OK && v < nv; v++) {
     if (!trainable[v] || grads[v] < 0) continue;
     tparam *p = &t->params[t->n_params];
-    const kl_type *ty = &g->values[v].type;
+    /* a copy: the inputs made below grow g->values, which may move */
+    const kl_type type = g->values[v].type, *ty = &type;
     if (!kl_type_numel(ty, &p->numel)) {
       st = kl_fail(e, KILN_ERR_INTERNAL, "weight '%s' has no known size", g->values[v].name);
       break;
