@@ -429,6 +429,9 @@ static const conv_case tc_conv_cases[] = {
      {150, 160, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1}, NULL, true},
     {"kernel over the padding only, 16 -> 16 (tap-major)", 4, {1, 16, 3, 3}, {16, 16, 5, 5}, 1,
      {0}, {0}, {2, 2, 2, 2}, NULL, true},
+    /* 144 tiles of 128 columns of 64 rows, many positions per image */
+    {"3x3 pad 1, 16 -> 48 over 2 x 96 x 96 (tap-major, rows of 64)", 4, {2, 16, 96, 96},
+     {48, 16, 3, 3}, 1, {0}, {0}, {1, 1, 1, 1}, NULL, true},
 };
 
 /* Whether a TF32 convolution case runs on kl_tc_cvt: Cin per group a multiple of 16 and
