@@ -525,6 +525,16 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
     }                                                                                   \
   }
 
+/* What kl_tc_mm and kl_tc_cvt declare first: MT (m16 tiles a warp), the STAGES buffers of
+ * A's BM x 16 and B's 16 x 128 words, this work-item's warp, lane, fragment coordinates
+ * (fg, ft) and its warp's corner in the tile (wr, wc). */
+#define KL_MM_TILE_VARS(BM, STAGES)                                                        \
+  enum { MT = BM / 32 };                                                                   \
+  __local uint as[STAGES * BM * KL_MM_BK] __attribute__((aligned(16)));                    \
+  __local uint bs[STAGES * KL_MM_TILE] __attribute__((aligned(16)));                       \
+  int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                             \
+  int fg = lane / 4, ft = lane % 4, wr = warp / 2 * (BM / 2), wc = warp % 2 * 64;
+
 #define KL_MM(NAME, BM, BT, STAGES, WAITN)                                                 \
   __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void NAME(                     \
       __global const float *a_, ulong ao, __global const float *b_, ulong bo,              \
@@ -532,11 +542,7 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
       __global float *y_, ulong yo, long M, long N, long K, long sam, long sak, long sbk,  \
       long sbn, kl_cl_bcast bb, kl_cl_bcast bc, float alpha, float beta, int act,          \
       float aa, float ab, int emode, int smode) {                                          \
-    enum { MT = BM / 32 };                                                                 \
-    __local uint as[STAGES * BM * KL_MM_BK] __attribute__((aligned(16)));                  \
-    __local uint bs[STAGES * KL_MM_TILE] __attribute__((aligned(16)));                     \
-    int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                           \
-    int fg = lane / 4, ft = lane % 4, wr = warp / 2 * (BM / 2), wc = warp % 2 * 64;        \
+    KL_MM_TILE_VARS(BM, STAGES)                                                            \
     long tiles_n = (N + 127) / 128, tiles_m = (M + BM - 1) / BM;                           \
     long grp = get_group_id(0), per = tiles_n * tiles_m, batch = grp / per, t = grp % per; \
     long first = t / (8 * tiles_n) * 8, gs = min(tiles_m - first, 8L);                    \
@@ -664,11 +670,7 @@ void kl_cv_cp4(__local uint *dst, __global const float *src, bool ok) {
       __global const float *b_, ulong bo, __global const float *s_, ulong so,              \
       __global float *y_, ulong yo, kl_nn_window g, long groups, long batch, kl_cl_bcast bc, \
       int act, float aa, float ab, int smode) {                                            \
-    enum { MT = BM / 32 };                                                                 \
-    __local uint as[STAGES * BM * KL_MM_BK] __attribute__((aligned(16)));                  \
-    __local uint bs[STAGES * KL_MM_TILE] __attribute__((aligned(16)));                     \
-    int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                           \
-    int fg = lane / 4, ft = lane % 4, wr = warp / 2 * (BM / 2), wc = warp % 2 * 64;        \
+    KL_MM_TILE_VARS(BM, STAGES)                                                            \
     int cin = (int)g.cin_per_group, kn1 = (int)g.ksize[1], kn2 = (int)g.ksize[2];          \
     long M = g.cout_per_group, K = g.cin_per_group * g.ksize[0] * g.ksize[1] * g.ksize[2]; \
     long P = g.out[0] * g.out[1] * g.out[2], N = batch * P;                                \
