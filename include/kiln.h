@@ -150,8 +150,10 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      (default 16 GiB)
  *   "memory_limit"     largest total of weights plus session buffers (default 0 = none);
  *                      oneDNN's packed copies of the weights, its scratchpads and
- *                      staged copies count too: a session whose weights and their
- *                      packed copies exceed it is refused when created, one that
+ *                      staged copies count too, and with a "device" its memory (the
+ *                      weights' device copies, the session's device tensors and what
+ *                      its kernels keep) beside the host's: a session whose weights
+ *                      and their copies exceed it is refused when created, one that
  *                      goes over it on a run fails that run
  *   "verify"           1 = run the verifier after every pass (default 0)
  *   "reference"        1 = sessions run only the portable reference kernels, the

@@ -24,7 +24,7 @@ const char *cli_load_help =
     "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n";
 const char *cli_run_help =
     "  --threads N           worker threads (default: one per core)\n"
-    "  --memory-limit N      cap on weights plus buffers, in bytes (default none)\n"
+    "  --memory-limit N      cap on weights plus buffers (a device's too), in bytes (default none)\n"
     "  --pin                 pin the worker threads to cores (one each)\n"
     "  --device D            where to run: cpu (default), opencl (the first GPU, else the\n"
     "                        first OpenCL device), opencl:P.D (`kiln info` lists them),\n"

@@ -433,11 +433,22 @@ static kiln_status place_nodes(kiln_session *s) {
   return plan_device_frees(s);
 }
 
-/* The model's weights still held (those a release_weights session freed are not), and
- * what the kernels hold: oneDNN's packed weights, scratchpads and staged copies. */
+/* Device memory in use for the session: its tensors and what its kernels keep (the
+ * session's allocator, live blocks), and the model's weights on the device. */
+static size_t device_bytes(const kiln_session *s) {
+  if (!s->dev) return 0;
+  kl_dev_alloc_stats own, shared;
+  kl_gpu_backend_stats(s->dev, &own);
+  kl_gpu_backend_shared_stats(s->dev, &shared);
+  return own.allocated_bytes + shared.allocated_bytes;
+}
+
+/* The model's weights still held (those a release_weights session freed are not), what
+ * the kernels hold (oneDNN's packed weights, scratchpads and staged copies), and the
+ * device memory of a session with a device (device_bytes). */
 static size_t fixed_bytes(const kiln_session *s) {
   const kl_graph *g = s->model->g;
-  size_t n = kl_cpu_plan_held_bytes(s->kernels);
+  size_t n = kl_cpu_plan_held_bytes(s->kernels) + device_bytes(s);
   for (int v = 0; v < g->n_values; v++)
     if (g->values[v].kind == KL_VALUE_CONST && g->values[v].data) n += g->values[v].nbytes;
   return n;
@@ -449,7 +460,13 @@ static kiln_status check_weights_limit(kiln_session *s) {
   if (!s->opts.memory_limit) return KILN_OK;
   size_t packed =
       s->opts.release_weights ? 0 : kl_cpu_plan_packed_bytes(s->kernels, s->model->g);
-  if (s->const_bytes + packed <= (uint64_t)s->opts.memory_limit) return KILN_OK;
+  size_t dev = device_bytes(s); /* the weights place_nodes put on the device */
+  if (s->const_bytes + packed + dev <= (uint64_t)s->opts.memory_limit) return KILN_OK;
+  if (dev)
+    return kl_fail(&s->err, KILN_ERR_LIMIT, "the model's weights (%zu bytes), oneDNN's "
+                   "reordered copies of them (%zu bytes) and their copies on device %s (%zu "
+                   "bytes) exceed the memory limit of %" PRId64 " bytes", s->const_bytes,
+                   packed, s->dev->iface->device_name(s->dev), dev, s->opts.memory_limit);
   return kl_fail(&s->err, KILN_ERR_LIMIT, "the model's weights (%zu bytes) and oneDNN's "
                  "reordered copies of them (%zu bytes) exceed the memory limit of %" PRId64
                  " bytes", s->const_bytes, packed, s->opts.memory_limit);
@@ -830,9 +847,9 @@ static kiln_status fallback_buffer(kiln_session *s, int k, int v, size_t bytes) 
   if (s->opts.memory_limit && total + fixed > (uint64_t)s->opts.memory_limit)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' (%zu bytes) would take the "
                    "session to %zu bytes (weights, oneDNN's packed weights and scratchpads "
-                   "%zu), over the memory limit of %" PRId64, k,
-                   s->model->g->values[v].name, bytes, total + fixed, fixed,
-                   s->opts.memory_limit);
+                   "%zu, device memory %zu), over the memory limit of %" PRId64, k,
+                   s->model->g->values[v].name, bytes, total + fixed,
+                   fixed - device_bytes(s), device_bytes(s), s->opts.memory_limit);
   void *p = NULL;
   if (posix_memalign(&p, KL_MEMPLAN_ALIGN, bytes) != 0)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory for output %d (%zu "
@@ -1004,8 +1021,8 @@ static kiln_status value_place(kiln_session *s, int i, int k, const kl_tensor *s
   size_t arena = s->planned ? s->plan.arena_bytes : 0;
   if (s->opts.memory_limit && fixed + arena + s->heap_bytes + bytes > (uint64_t)s->opts.memory_limit)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' (%zu bytes) would take the "
-                   "session over the memory limit of %" PRId64, k, g->values[v].name, bytes,
-                   s->opts.memory_limit);
+                   "session over the memory limit of %" PRId64 " (device memory %zu of it)",
+                   k, g->values[v].name, bytes, s->opts.memory_limit, device_bytes(s));
   if (bytes > (uint64_t)s->opts.max_tensor_bytes)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' would need %zu bytes, over the "
                    "tensor limit of %" PRId64 " bytes", k, g->values[v].name, bytes,
@@ -1236,11 +1253,13 @@ kiln_status kiln_session_run(kiln_session *s) {
     st = s->dev->iface->synchronize(s->dev, &s->err);
   if (st == KILN_OK && s->opts.memory_limit) { /* oneDNN packs on a shape's first run */
     size_t fixed = fixed_bytes(s), arena = s->planned ? s->plan.arena_bytes : 0;
+    size_t dev = device_bytes(s);
     if (fixed + arena + s->heap_bytes > (uint64_t)s->opts.memory_limit)
       st = kl_fail(&s->err, KILN_ERR_LIMIT, "the session holds %zu bytes (weights, "
-                   "oneDNN's packed weights and scratchpads %zu, tensors %zu), over the "
-                   "memory limit of %" PRId64, fixed + arena + s->heap_bytes, fixed,
-                   arena + s->heap_bytes, s->opts.memory_limit);
+                   "oneDNN's packed weights and scratchpads %zu, tensors %zu, device "
+                   "memory %zu), over the memory limit of %" PRId64,
+                   fixed + arena + s->heap_bytes, fixed - dev, arena + s->heap_bytes, dev,
+                   s->opts.memory_limit);
   }
   if (st != KILN_OK) return st;
   describe_outputs(s);

@@ -278,6 +278,63 @@ static void test_mha(void **state) {
  * where NVIDIA's clCreateBuffer would accept it and the kernel fail): the run fails with
  * KILN_ERR_OUT_OF_MEMORY naming the device, the node and the allocator's state, before
  * any host memory is taken for it; the session then runs a shape that fits. */
+/* memory_limit counts device memory (the weights' device copies and the session's
+ * device tensors) beside the host's: Y = X + C with C a constant of 1 MiB. A limit the
+ * host's share alone fits (the weight and Y's host copy, 2 MiB) fails the run once the
+ * device's is added; one under the weight and its device copy refuses the session; a
+ * generous one runs. */
+static kiln_session *limited_session(kiln_model *m, int64_t limit, kiln_status expect) {
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "device", "opencl"), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "memory_limit", limit), KILN_OK);
+  kiln_session *s = NULL;
+  kiln_status st = kiln_session_create(m, o, &s);
+  kiln_options_free(o);
+  tu_assert_status(st, expect, kiln_session_error(s), expect ? "device" : NULL);
+  if (expect) {
+    kiln_session_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+static void test_memory_limit_device(void **state) {
+  (void)state;
+  const int64_t n = 256 * 1024;
+  float *c = malloc(sizeof(float) * (size_t)n), *x = malloc(sizeof(float) * (size_t)n);
+  assert_non_null(c);
+  assert_non_null(x);
+  for (int64_t i = 0; i < n; i++) c[i] = (float)(i % 7), x[i] = (float)(i % 5);
+  kl_graph *g = tu_graph_new();
+  int xi = tu_graph_input(g, "x", KL_F32, 1, &n);
+  int ci = tu_graph_const(g, "c", KL_F32, 1, &n, c);
+  assert_int_equal(kl_graph_add_output(g, TU_OP(g, Add, xi, ci), NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  const int64_t mib = 1 << 20;
+  limited_session(m, mib + mib / 2, KILN_ERR_LIMIT); /* the weight and its device copy */
+  int64_t limits[2] = {2 * mib + mib / 2, 64 * mib};
+  for (int k = 0; k < 2; k++) {
+    kiln_session *s = limited_session(m, limits[k], KILN_OK);
+    assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 1, &n, x,
+                                            sizeof(float) * (size_t)n), KILN_OK);
+    kiln_status st = kiln_session_run(s);
+    if (k == 0) {
+      tu_assert_status(st, KILN_ERR_LIMIT, kiln_session_error(s), "device memory");
+    } else {
+      if (st != KILN_OK) fail_msg("%s", kiln_session_error(s));
+      const float *y;
+      kiln_tensor_info info;
+      assert_int_equal(kiln_session_get_output(s, 0, &info, (const void **)&y), KILN_OK);
+      for (int64_t i = 0; i < n; i += 4099) assert_float_equal(y[i], c[i] + x[i], 0);
+    }
+    kiln_session_free(s);
+  }
+  kiln_model_free(m);
+  free(c);
+  free(x);
+}
+
 static void test_device_out_of_memory(void **state) {
   (void)state;
   kl_graph *g = tu_graph_new();
@@ -499,7 +556,7 @@ static void test_bad_devices(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary),          cmocka_unit_test(test_unary_positive),
-      cmocka_unit_test(test_large_uploads),
+      cmocka_unit_test(test_large_uploads), cmocka_unit_test(test_memory_limit_device),
       cmocka_unit_test(test_clip),           cmocka_unit_test(test_binary),
       cmocka_unit_test(test_mixed_placement), cmocka_unit_test(test_views),
       cmocka_unit_test(test_mha),            cmocka_unit_test(test_device_out_of_memory),
