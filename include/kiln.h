@@ -216,8 +216,8 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      options the model is loaded with too: a model loaded for a device
  *                      keeps the plain layout its kernels read (-O3's channels-last
  *                      rewrite is for the CPU). A device that does not exist or does not
- *                      open fails session creation; device memory is not counted by
- *                      "memory_limit".
+ *                      open fails session creation; "memory_limit" counts its memory
+ *                      beside the host's.
  *   "precision"        the arithmetic of convolutions and matrix products: "auto"
  *                      (default: TF32 on a GPU with tensor cores, where kiln has
  *                      kernels for them (NVIDIA sm_80 and later), as PyTorch's cuDNN

@@ -2,6 +2,7 @@
  * and compare with the expected outputs: |got - want| <= atol + rtol * |want|. */
 #include "cli.h"
 #include "import/tensorfile.h"
+#include "runtime/session.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,16 +26,22 @@ static const char *check_help =
     "position (a note on stderr says so).\n"
     "  --rtol R   relative tolerance (default 1e-3)\n"
     "  --atol A   absolute tolerance (default 1e-5: float32 rounding near zero; the\n"
-    "             ONNX backend node tests use 1e-7)\n";
+    "             ONNX backend node tests use 1e-7)\n"
+    "Where the session computes in TF32 (a GPU with tensor cores at precision auto or\n"
+    "tf32) and no tolerance is given, the defaults are TF32's: rtol 1e-2, atol 1e-3 of\n"
+    "each output's largest magnitude (operands rounded to 10-bit mantissas).\n";
 
 #define MAX_FILES 256
 
 typedef struct tolerance {
   double rtol, atol;
+  double atol_scale; /* > 0: atol is at least this times the output's largest magnitude */
+  bool given;        /* --rtol or --atol given: no TF32 defaults */
 } tolerance;
 
 typedef struct cmp_result {
   double max_abs, max_rel;
+  double atol; /* the absolute tolerance applied (TF32's follows the output's scale) */
   int64_t bad; /* elements out of tolerance */
 } cmp_result;
 
@@ -113,6 +120,15 @@ static void compare(const kl_tensor *got, const kl_tensor *want, tolerance tol,
   /* the 8-bit floats are storage types: their values must match exactly */
   bool f8 = kl_dtype_is_f8(want->dtype);
   bool exact = !kl_dtype_is_float(want->dtype) && !f8;
+  if (tol.atol_scale > 0 && !exact && !f8) { /* TF32: atol from the output's scale */
+    double big = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double w = fabs(kl_load_f64(want->data, want->dtype, (size_t)i));
+      if (isfinite(w) && w > big) big = w;
+    }
+    if (tol.atol_scale * big > tol.atol) tol.atol = tol.atol_scale * big;
+  }
+  r->atol = tol.atol;
   for (int64_t i = 0; i < n; i++) {
     double g = kl_load_f64(got->data, got->dtype, (size_t)i);
     double w = kl_load_f64(want->data, want->dtype, (size_t)i);
@@ -249,8 +265,9 @@ static bool compare_tensor(const kl_tensor *got, const kl_tensor *want, int k, c
   if (r.max_rel > worst->max_rel) worst->max_rel = r.max_rel;
   if (r.bad) {
     cli_format(why, len, "output %d '%s'%s: %lld of %lld values out of tolerance, max abs "
-               "err %.3g, max rel err %.3g (rtol %g, atol %g)", k, name, el, (long long)r.bad,
-               (long long)kl_tensor_numel(want), r.max_abs, r.max_rel, tol.rtol, tol.atol);
+               "err %.3g, max rel err %.3g (rtol %g, atol %g%s)", k, name, el, (long long)r.bad,
+               (long long)kl_tensor_numel(want), r.max_abs, r.max_rel, tol.rtol, r.atol,
+               tol.atol_scale > 0 ? ": TF32's, 1e-3 of the output's largest magnitude" : "");
     return false;
   }
   return true;
@@ -410,6 +427,8 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
              s ? kiln_session_error(s) : m ? kiln_model_error(m) : "out of memory");
     goto done;
   }
+  if (!tol.given && kl_session_tf32(s)) /* TF32's rounding, not float32's */
+    tol = (tolerance){1e-2, 1e-5, 1e-3, false};
   ok = true;
   bool noted = false;
   for (int i = 0; i < *n_sets && ok; i++) {
@@ -456,7 +475,7 @@ done:
 
 int cmd_check(int argc, char **argv) {
   cli_common common = {.opt_level = 2};
-  tolerance tol = {1e-3, 1e-5};
+  tolerance tol = {1e-3, 1e-5, 0, false};
   const char **dirs = calloc((size_t)argc, sizeof *dirs);
   int n_dirs = 0;
   if (!dirs) return EXIT_FAIL;
@@ -474,6 +493,7 @@ int cmd_check(int argc, char **argv) {
       return EXIT_OK;
     }
     if ((strcmp(o, "--rtol") == 0 || strcmp(o, "--atol") == 0) && i + 1 < argc) {
+      tol.given = true;
       if (!cli_double_arg("check", o, argv[++i], 0, false, "a tolerance",
                           o[2] == 'r' ? &tol.rtol : &tol.atol)) {
         free(dirs);

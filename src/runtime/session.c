@@ -1369,6 +1369,8 @@ const kiln_model *kl_session_model(const kiln_session *s) { return s->model; }
 
 double kl_session_run_work(const kiln_session *s) { return s->work; }
 
+bool kl_session_tf32(const kiln_session *s) { return s->dev && kl_gpu_backend_tf32(s->dev); }
+
 const char *kl_session_kernel_name(const kiln_session *s, int node) {
   if (s->ctl[node]) return "subgraph";
   if (s->as_view[node]) return "view";

@@ -16,6 +16,9 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
 /* The name of the kernel that ran node i in the last run ("ref", "dnnl_conv", ...),
  * or "view" for a node whose output was a view of its input. */
 const char *kl_session_kernel_name(const kiln_session *s, int node);
+/* Whether the session's device computes convolutions and matrix products in TF32
+ * (option "precision" auto or tf32 on a GPU with tensor cores). */
+bool kl_session_tf32(const kiln_session *s);
 /* Where node i runs: "cpu", or the device backend's name ("opencl"). */
 const char *kl_session_node_device(const kiln_session *s, int node);
 /* What a session with a device placed there (option "device"). */
