@@ -844,12 +844,14 @@ static kiln_status bind_inputs(kiln_session *s) {
 static kiln_status fallback_buffer(kiln_session *s, int k, int v, size_t bytes) {
   size_t total = s->heap_bytes + bytes + (s->planned ? s->plan.arena_bytes : 0);
   size_t fixed = s->opts.memory_limit ? fixed_bytes(s) : 0;
-  if (s->opts.memory_limit && total + fixed > (uint64_t)s->opts.memory_limit)
+  if (s->opts.memory_limit && total + fixed > (uint64_t)s->opts.memory_limit) {
+    size_t dev = device_bytes(s); /* fixed's device share, for the message */
     return kl_fail(&s->err, KILN_ERR_LIMIT, "output %d '%s' (%zu bytes) would take the "
                    "session to %zu bytes (weights, oneDNN's packed weights and scratchpads "
                    "%zu, device memory %zu), over the memory limit of %" PRId64, k,
-                   s->model->g->values[v].name, bytes, total + fixed,
-                   fixed - device_bytes(s), device_bytes(s), s->opts.memory_limit);
+                   s->model->g->values[v].name, bytes, total + fixed, fixed - dev, dev,
+                   s->opts.memory_limit);
+  }
   void *p = NULL;
   if (posix_memalign(&p, KL_MEMPLAN_ALIGN, bytes) != 0)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory for output %d (%zu "
