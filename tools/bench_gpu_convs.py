@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ResNet-50's 3x3 (and strided 1x1) convolutions as one-node models (Conv + Relu,
+"""ResNet-50's 3x3 and 1x1 convolutions as one-node models (Conv + Relu,
 constant weights), timed on the GPU: alternates kiln builds (`kiln bench --device opencl
 --precision tf32 --profile`: the convolution's kernel time by OpenCL events) and prints
 each build's median and TFLOP/s as a Markdown table (docs/gpu.md).
@@ -18,7 +18,9 @@ B = int(os.environ.get("BATCH", "32"))
 shapes = [  # cin, cout, h(in), kernel, stride
     (64, 64, 56, 3, 1), (128, 128, 28, 3, 1), (256, 256, 14, 3, 1), (512, 512, 7, 3, 1),
     (128, 128, 56, 3, 2), (256, 256, 28, 3, 2), (512, 512, 14, 3, 2),
-    (256, 512, 56, 1, 2), (512, 1024, 28, 1, 2), (1024, 2048, 14, 1, 2)]
+    (256, 512, 56, 1, 2), (512, 1024, 28, 1, 2), (1024, 2048, 14, 1, 2),
+    (64, 256, 56, 1, 1), (256, 64, 56, 1, 1), (128, 512, 28, 1, 1), (512, 128, 28, 1, 1),
+    (256, 1024, 14, 1, 1), (1024, 256, 14, 1, 1), (512, 2048, 7, 1, 1), (2048, 512, 7, 1, 1)]
 rng = np.random.default_rng(0)
 paths = []
 for cin, cout, h, k, s in shapes:

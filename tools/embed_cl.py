@@ -46,8 +46,10 @@ def main() -> None:
         f.write("const kl_cl_blob kl_cl_ptx[] = {\n")
         for arg in args:
             sm, path = arg.split(":", 1)
+            # "90a": PTX for that sm only (arch-specific instructions), not later ones
+            exact = int(sm.endswith("a"))
             with open(path, encoding="utf-8") as p:
-                f.write(f"  {{{int(sm)},\n{c_string(p.read())}}},\n")
+                f.write(f"  {{{int(sm.rstrip('a'))}, {exact},\n{c_string(p.read())}}},\n")
         f.write("};\n")
         f.write(f"const int kl_cl_ptx_count = {len(args)};\n")
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/gpu/opencl.h"
 #include "testutil.h"
 
 /* Inputs are uniform in [-2, 2]; sums of up to ~300 products stay within this (the
@@ -581,6 +582,32 @@ static kl_graph *tc_fused_matmul_graph(int act) {
   return g;
 }
 
+/* Products of positive terms, where TF32's rounding of the operands must not be biased:
+ * cvt.rna's errors cancel over k (the sums' relative error ~1e-5 here), a truncation
+ * (what wgmma makes of float32 bits) makes every term smaller and the sums ~5e-4 too
+ * small, past TRUNC_TOL. X = Abs(input) + 0.5 on the device, W a constant in [0.5, 1.5]:
+ * `conv` a 3x3 convolution 32 -> 96 over 2 x 40 x 40 (k 288), else a MatMul
+ * [300, 512] x [512, 700]. */
+#define TRUNC_TOL TU_TOL(0, 1.5e-4)
+static kl_graph *wg_positive_graph(int conv) {
+  kl_graph *g = tu_graph_new();
+  int x = input(g, conv ? 4 : 2,
+                conv ? (const int64_t[]){2, 32, 40, 40} : (const int64_t[]){300, 512});
+  int ax = tu_graph_value(g, NULL), px = tu_graph_value(g, NULL);
+  tu_graph_node(g, KL_OP_Abs, NULL, 1, &x, 1, &ax);
+  int half = cst(g, 1, (const int64_t[]){1}, 0.5f, 0.5f);
+  tu_graph_node(g, KL_OP_Add, NULL, 2, (const int[]){ax, half}, 1, &px);
+  if (conv) {
+    int w = cst(g, 4, (const int64_t[]){96, 32, 3, 3}, 0.5f, 1.5f);
+    set_ints(g, out_node(g, KL_OP_Conv, 2, (const int[]){px, w}), "pads", 4,
+             (const int64_t[]){1, 1, 1, 1});
+  } else {
+    int w = cst(g, 2, (const int64_t[]){512, 700}, 0.5f, 1.5f);
+    out_node(g, KL_OP_MatMul, 2, (const int[]){px, w});
+  }
+  return g;
+}
+
 static void test_tf32(void **state) {
   (void)state;
   if (!device_tf32()) {
@@ -591,10 +618,11 @@ static void test_tf32(void **state) {
   char what[160];
   for (int i = 0; i < TU_LEN(tc_conv_cases); i++) {
     snprintf(what, sizeof what, "TF32 Conv %s", tc_conv_cases[i].what);
-    tu_gpu_expect_kernel = tc_uses_taps(&tc_conv_cases[i]) ? "kl_tc_cvt" : NULL;
+    /* kl_tc_cvt, or kl_wg_cvt128 on an sm_90 (test_wgmma) */
+    tu_gpu_expect_kernel = tc_uses_taps(&tc_conv_cases[i]) ? "_cvt" : NULL;
     tc_check(tc_conv_graph, i, what);
   }
-  tu_gpu_expect_kernel = "kl_tc_cvt";
+  tu_gpu_expect_kernel = "_cvt";
   /* W a constant drawn as is (not TF32 values): the inexact check only */
   tu_gpu_check_at(tc_taps_const_graph(0), "TF32 Conv 32 -> 40, W a constant (tap-major once)",
                   0, TF32_TOL, 1, true, "tf32", false);
@@ -622,6 +650,141 @@ static void test_tf32(void **state) {
     tc_check(tc_gemm_vec_graph, t, what);
   }
   tc_check(tc_fused_matmul_graph, 7, "TF32 FusedMatMul + Bias + Sum + Gelu");
+  tu_gpu_check_at(wg_positive_graph(1), "TF32 Conv of positive terms, rounded not truncated",
+                  0, TRUNC_TOL, 1, true, "tf32", false);
+  tu_gpu_check_at(wg_positive_graph(0), "TF32 MatMul of positive terms, rounded not truncated",
+                  0, TRUNC_TOL, 1, true, "tf32", false);
+}
+
+/* ---- Hopper's wgmma (tc.cl's kl_wg_*: the PTX for sm_90a) ---- */
+
+/* Whether kiln's wgmma kernels run here: the device is an sm_90 (H100, H200), whose
+ * program is the PTX for sm_90a, and KILN_GPU_WGMMA does not turn them off. An H100 or
+ * H200 that does not say it is sm_90 fails the test. */
+static bool device_wgmma(void) {
+  char buf[8192];
+  kl_cl_describe(buf, sizeof buf);
+  const char *env = getenv("KILN_GPU_WGMMA");
+  bool sm90 = strstr(buf, "the device is sm_90;") != NULL;
+  if ((strstr(buf, "NVIDIA H100") || strstr(buf, "NVIDIA H200")) && !sm90)
+    fail_msg("an H100 or H200 that kl_cl_describe does not call sm_90: %s", buf);
+  return sm90 && !(env && strcmp(env, "0") == 0);
+}
+
+/* Tiles of 128 rows (tc_rows: at least two a compute unit of 132), the shapes of each
+ * path to kl_wg_cvt128: taps, a 1x1 of positions in 4-vectors (kl_tc_mm's before), one
+ * whose positions are not (5775), stride 2 with odd sizes; Cout past a tile of 128; then
+ * tiles of 64 rows (kl_wg_cvt64): few positions, dilation and asymmetric pads. */
+static const conv_case wg_conv_cases[] = {
+    {"3x3 pad 1, 16 -> 129 over 2 x 96 x 96", 4, {2, 16, 96, 96}, {129, 16, 3, 3}, 1, {0}, {0},
+     {1, 1, 1, 1}, NULL, true},
+    {"1x1, 64 -> 256 over 2 x 96 x 96", 4, {2, 64, 96, 96}, {256, 64, 1, 1}, 1, {0}, {0}, {0},
+     NULL, true},
+    {"1x1, 48 -> 136 over 3 x 77 x 75, no bias", 4, {3, 48, 77, 75}, {136, 48, 1, 1}, 1, {0}, {0},
+     {0}, NULL, false},
+    {"3x3 stride 2, 16 -> 130 over 8 x 97 x 95", 4, {8, 16, 97, 95}, {130, 16, 3, 3}, 1, {2, 2},
+     {0}, {1, 1, 1, 1}, NULL, true},
+    {"3x3 dilation 2 pads 2, 1, 0, 1, 32 -> 40 over 3 x 20 x 21 (rows of 64)", 4, {3, 32, 20, 21},
+     {40, 32, 3, 3}, 1, {0}, {2, 2}, {2, 1, 0, 1}, NULL, true},
+    {"1x1, 64 -> 72 over 2 x 14 x 14 (rows of 64)", 4, {2, 64, 14, 14}, {72, 64, 1, 1}, 1, {0},
+     {0}, {0}, NULL, true},
+};
+
+static kl_graph *wg_conv_graph(int i) {
+  kl_graph *g = tu_graph_new();
+  conv_node(g, KL_OP_Conv, &wg_conv_cases[i], -1);
+  return g;
+}
+
+/* FusedConv with a Sum of Y's shape and an activation, W a constant when `cw` (its
+ * tap-major copy made once) */
+static kl_graph *wg_fused_conv_graph(int cw) {
+  kl_graph *g = tu_graph_new(); /* Y [2, 130, 96, 96] */
+  int x = input(g, 4, (const int64_t[]){2, 16, 96, 96});
+  int w = cw ? cst(g, 4, (const int64_t[]){130, 16, 3, 3}, -1, 1)
+             : input(g, 4, (const int64_t[]){130, 16, 3, 3});
+  int b = input(g, 1, (const int64_t[]){130});
+  int sum = input(g, 4, (const int64_t[]){2, 130, 96, 96});
+  int n = out_node(g, KL_OP_KilnFusedConv, 4, (const int[]){x, w, b, sum});
+  set_ints(g, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  set_act(g, n, &acts[cw ? 9 : 0]);
+  return g;
+}
+
+/* FusedMatMul [2, 200, 72] x [72, 9000] + Bias + Sum + Gelu, B a constant when `cb` (its
+ * [n][k] copy made once) or an input (then on kl_tc_mm: fewer than 4096 rows) */
+static kl_graph *wg_fused_matmul_graph(int cb) {
+  kl_graph *g = tu_graph_new();
+  int a = input(g, 3, (const int64_t[]){2, 200, 72});
+  int b = cb ? cst(g, 2, (const int64_t[]){72, 9000}, -2, 2)
+             : input(g, 2, (const int64_t[]){72, 9000});
+  int c = input(g, 1, (const int64_t[]){9000}), s = input(g, 3, (const int64_t[]){2, 200, 9000});
+  set_act(g, out_node(g, KL_OP_KilnFusedMatMul, 4, (const int[]){a, b, c, s}), &acts[7]);
+  return g;
+}
+
+/* Gemm transB [M, K] x [N, K]^T + C: 77 x 44 x 132 (rows of 64), or 520 x 20 x 8200 (rows
+ * of 128), B a constant ([n][k] already: rounded once) */
+static kl_graph *wg_gemm_graph(int big) {
+  int64_t m = big ? 520 : 77;
+  kl_graph *g = tu_graph_new();
+  int a = input(g, 2, (const int64_t[]){m, big ? 20 : 44});
+  int b = cst(g, 2, big ? (const int64_t[]){8200, 20} : (const int64_t[]){132, 44}, -2, 2);
+  int c = input(g, 1, (const int64_t[]){big ? 8200 : 132});
+  int node = out_node(g, KL_OP_Gemm, 3, (const int[]){a, b, c});
+  assert_int_equal(kl_node_set_int(g, node, "transB", 1, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_float(g, node, "beta", -1.5f, NULL), KILN_OK);
+  return g;
+}
+
+/* MatMul [4100, 40] x [40, 300], B an input: reordered at every run (4096 rows and more) */
+static kl_graph *wg_tall_graph(int unused) {
+  (void)unused;
+  kl_graph *g = tu_graph_new();
+  out_node(g, KL_OP_MatMul, 2,
+           (const int[]){input(g, 2, (const int64_t[]){4100, 40}), input(g, 2, (const int64_t[]){40, 300})});
+  return g;
+}
+
+static void test_wgmma(void **state) {
+  (void)state;
+  if (!device_tf32() || !device_wgmma()) {
+    print_message("[  INFO    ] not an sm_90 device with kiln's wgmma kernels: the kl_wg_* "
+                  "cases run on the H100 and H200 (docs/gpu.md)\n");
+    return;
+  }
+  char what[160];
+  /* convolutions on wgmma only when asked (KILN_GPU_WGMMA=all): not by default */
+  tu_gpu_expect_kernel = "kl_tc_cvt";
+  tc_check(wg_conv_graph, 0, "Conv 3x3 16 -> 129 on kl_tc_cvt by default");
+  setenv("KILN_GPU_WGMMA", "all", 1);
+  tu_gpu_expect_kernel = "kl_wg_cvt";
+  for (int i = 0; i < TU_LEN(wg_conv_cases); i++) {
+    snprintf(what, sizeof what, "wgmma Conv %s", wg_conv_cases[i].what);
+    tc_check(wg_conv_graph, i, what);
+  }
+  tc_check(wg_fused_conv_graph, 0, "wgmma FusedConv 16 -> 130 + bias + Sum + Relu");
+  tu_gpu_check_at(wg_fused_conv_graph(1), "wgmma FusedConv 16 -> 130 + bias + Sum + Silu, W a "
+                  "constant", 0, TF32_TOL, 1, true, "tf32", false);
+  tu_gpu_check_at(wg_positive_graph(1), "wgmma Conv of positive terms, rounded not truncated",
+                  0, TRUNC_TOL, 1, true, "tf32", false);
+  unsetenv("KILN_GPU_WGMMA");
+  /* products: B a constant, or an input of 4096 rows and more */
+  tu_gpu_expect_kernel = "kl_wg_mm";
+  tu_gpu_check_at(wg_positive_graph(0), "wgmma MatMul of positive terms, rounded not truncated",
+                  0, TRUNC_TOL, 1, true, "tf32", false);
+  tu_gpu_check_at(wg_gemm_graph(0), "wgmma Gemm transB 77 x 44 x 132, B a constant (rows of 64)",
+                  0, TF32_TOL, 1, true, "tf32", false);
+  tu_gpu_check_at(wg_gemm_graph(1), "wgmma Gemm transB 520 x 20 x 8200, B a constant (rows of "
+                  "128)", 0, TF32_TOL, 1, true, "tf32", false);
+  tu_gpu_check_at(wg_fused_matmul_graph(1), "wgmma FusedMatMul 400 x 72 x 9000 + Bias + Sum + "
+                  "Gelu, B a constant ([n][k] once)", 0, TF32_TOL, 1, true, "tf32", false);
+  tc_check(wg_tall_graph, 0, "wgmma MatMul 4100 x 40 x 300, B an input ([n][k] each run)");
+  setenv("KILN_GPU_WGMMA", "0", 1);
+  tu_gpu_expect_kernel = "kl_tc_mm";
+  tc_check(wg_tall_graph, 0, "MatMul 4100 x 40 x 300 on kl_tc_mm with KILN_GPU_WGMMA=0");
+  unsetenv("KILN_GPU_WGMMA");
+  tu_gpu_expect_kernel = NULL;
 }
 
 /* ---- pooling ---- */
@@ -806,6 +969,7 @@ int main(void) {
       cmocka_unit_test(test_global_pool),    cmocka_unit_test(test_batchnorm),
       cmocka_unit_test(test_cpu_fallbacks),  cmocka_unit_test(test_network),
       cmocka_unit_test(test_tf32),
+      cmocka_unit_test(test_wgmma),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +279,19 @@ static char *ptx_file(void) {
   return text;
 }
 
+#if KL_HAVE_CL_PTX
+/* An NVIDIA device's compute capability as 10 major + minor (90: sm_90), -1 unknown. */
+static int nv_sm(cl_device_id d) {
+  cl_uint major = 0, minor = 0;
+  if (clGetDeviceInfo(d, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) !=
+          CL_SUCCESS ||
+      clGetDeviceInfo(d, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) !=
+          CL_SUCCESS)
+    return -1;
+  return (int)(major * 10 + minor);
+}
+#endif
+
 /* NVIDIA's OpenCL: the embedded PTX of the highest sm target the device runs (or the
  * file KILN_GPU_PTX names), unless KILN_GPU_AOT=0. True when it loaded; else the caller
  * builds from source. */
@@ -303,29 +317,33 @@ static bool load_ptx(kl_cl_device *c) {
     if (c->program) clReleaseProgram(c->program);
     c->program = NULL;
   }
-  cl_uint major = 0, minor = 0;
-  if (clGetDeviceInfo(c->device, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major,
-                      NULL) != CL_SUCCESS ||
-      clGetDeviceInfo(c->device, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor,
-                      NULL) != CL_SUCCESS)
-    return false;
-  int sm = (int)(major * 10 + minor), best = -1;
-  for (int i = 0; i < kl_cl_ptx_count; i++)
-    if (kl_cl_ptx[i].target <= sm && (best < 0 || kl_cl_ptx[i].target > kl_cl_ptx[best].target))
-      best = i;
-  if (best < 0) return false;
-  const unsigned char *bin = (const unsigned char *)kl_cl_ptx[best].text;
-  size_t size = strlen(kl_cl_ptx[best].text) + 1;
-  cl_int st, bst = CL_SUCCESS;
-  c->program = clCreateProgramWithBinary(c->ctx, 1, &c->device, &size, &bin, &bst, &st);
-  if (st == CL_SUCCESS && bst == CL_SUCCESS &&
-      clBuildProgram(c->program, 1, &c->device, "", NULL, NULL) == CL_SUCCESS) {
-    snprintf(c->origin, sizeof c->origin, "ahead of time: PTX for sm_%d embedded in the "
-             "library (the device is sm_%d)", kl_cl_ptx[best].target, sm);
-    return true;
+  /* the highest target the device runs first; where the driver refuses one, the next */
+  int sm = nv_sm(c->device), tried = INT_MAX;
+  if (sm < 0) return false;
+  for (;;) {
+    int best = -1;
+    for (int i = 0; i < kl_cl_ptx_count; i++) {
+      const kl_cl_blob *b = &kl_cl_ptx[i];
+      if (b->target <= sm && b->target < tried && (!b->exact || b->target == sm) &&
+          (best < 0 || b->target > kl_cl_ptx[best].target))
+        best = i;
+    }
+    if (best < 0) return false;
+    tried = kl_cl_ptx[best].target;
+    const unsigned char *bin = (const unsigned char *)kl_cl_ptx[best].text;
+    size_t size = strlen(kl_cl_ptx[best].text) + 1;
+    cl_int st, bst = CL_SUCCESS;
+    c->program = clCreateProgramWithBinary(c->ctx, 1, &c->device, &size, &bin, &bst, &st);
+    if (st == CL_SUCCESS && bst == CL_SUCCESS &&
+        clBuildProgram(c->program, 1, &c->device, "", NULL, NULL) == CL_SUCCESS) {
+      snprintf(c->origin, sizeof c->origin, "ahead of time: PTX for sm_%d%s embedded in the "
+               "library (the device is sm_%d)", kl_cl_ptx[best].target,
+               kl_cl_ptx[best].exact ? "a" : "", sm);
+      return true;
+    }
+    if (c->program) clReleaseProgram(c->program);
+    c->program = NULL;
   }
-  if (c->program) clReleaseProgram(c->program);
-  c->program = NULL;
 #else
   (void)c;
 #endif
@@ -912,14 +930,16 @@ int kl_cl_describe(char *buf, size_t len) {
       dev_str(ds[d], CL_DRIVER_VERSION, drv, sizeof drv);
       clGetDeviceInfo(ds[d], CL_DEVICE_TYPE, sizeof t, &t, NULL);
       clGetDeviceInfo(ds[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
-      char ptx[96] = "";
+      char ptx[160] = "";
 #if KL_HAVE_CL_PTX
       if (strstr(pname, "NVIDIA")) {
         size_t u = (size_t)snprintf(ptx, sizeof ptx, "PTX embedded for sm");
         for (int i = 0; i < kl_cl_ptx_count && u < sizeof ptx; i++)
-          u += (size_t)snprintf(ptx + u, sizeof ptx - u, "%s%d", i ? "/" : "_",
-                                kl_cl_ptx[i].target);
-        if (u < sizeof ptx) snprintf(ptx + u, sizeof ptx - u, " (the highest it runs), else ");
+          u += (size_t)snprintf(ptx + u, sizeof ptx - u, "%s%d%s", i ? "/" : "_",
+                                kl_cl_ptx[i].target, kl_cl_ptx[i].exact ? "a" : "");
+        if (u < sizeof ptx)
+          snprintf(ptx + u, sizeof ptx - u, " (the device is sm_%d; the highest it runs), else ",
+                   nv_sm(ds[d]));
       }
 #endif
       PUT("  opencl:%u.%u  %s (%s, %s, %s, driver %s, %.1f GiB); kernels: %sbuilt from "

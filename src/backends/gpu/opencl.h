@@ -16,7 +16,8 @@ typedef struct kl_cl kl_cl;
 
 /* A kernel binary built ahead of time (PTX for sm_<target>), embedded by the build. */
 typedef struct kl_cl_blob {
-  int target;
+  int target; /* the sm it was written for, and every later one unless exact */
+  int exact;  /* arch-specific (sm_90a's wgmma): that sm only */
   const char *text;
 } kl_cl_blob;
 

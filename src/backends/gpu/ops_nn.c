@@ -10,6 +10,7 @@
 #include "ir/fused.h"
 #include "ir/layout.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Matches kl_nn_window of kernels/nn.cl: the reference's window geometry (in, out,
@@ -105,6 +106,16 @@ static int64_t tc_rows(const kl_cl *c, int64_t m, int64_t cols, int64_t batches)
              : 128;
 }
 
+/* Whether to run tc.cl's wgmma kernel `name`: the program has it (PTX for sm_90a, on an
+ * sm_90 device) and KILN_GPU_WGMMA allows it: unset, products only; "all", convolutions
+ * too (kl_wg_cvt: measured slower than kl_tc_cvt on ResNet-50, docs/gpu.md); "0", none
+ * (the mma.sync kernels: for comparisons). */
+static bool wg_kernel(const kl_cl *c, const char *name, bool conv) {
+  const char *env = getenv("KILN_GPU_WGMMA");
+  bool on = conv ? env && strcmp(env, "all") == 0 : !(env && strcmp(env, "0") == 0);
+  return on && kl_cl_has_kernel(c, name);
+}
+
 /* A 1 x 1 convolution of stride 1 without pads (one group) as a batch of products on
  * tc.cl's kl_tc_mm: per image, Y [Cout, P] = W [Cout, Cin] X [Cin, P], the bias added per
  * row (operand mode 4). KILN_ERR_UNSUPPORTED (nothing launched, no message) where the
@@ -120,12 +131,18 @@ static kiln_status conv1x1_mm(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g
     if (g->w.stride[d] != 1 || g->w.pad_begin[d] || g->w.pad_end[d] || g->w.in[d] != g->w.out[d])
       return KILN_ERR_UNSUPPORTED;
   if (cin % 4 || p % 4 || elem_off(x) % 4 || elem_off(w) % 4) return KILN_ERR_UNSUPPORTED;
+  int64_t bm = tc_rows(c, cout, p, images);
+  /* on wgmma where the program has it: kl_wg_cvt (conv_taps), whose B is K-major as
+   * kl_tc_mm's here is not; where Cout >= Cin (measured on the H200: the reductions of
+   * ResNet-50's bottlenecks, 256 -> 64 and 1024 -> 256, ran 10-40% longer so) */
+  if (cin % 16 == 0 && cout >= cin &&
+      wg_kernel(c, bm == 64 ? "kl_wg_cvt64" : "kl_wg_cvt128", true))
+    return KILN_ERR_UNSUPPORTED;
   kl_cl_bcast bb;
   memset(&bb, 0, sizeof bb);
   bb.rank = 1;
   bb.dims[0] = images;
   bb.s[1][0] = cin * p; /* A (W) is every image's */
-  int64_t bm = tc_rows(c, cout, p, images);
   size_t global = (size_t)((cout + bm - 1) / bm) * (size_t)((p + 127) / 128) * (size_t)images *
                   128,
          local = 128;
@@ -137,31 +154,48 @@ static kiln_status conv1x1_mm(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g
                       CLA_F(act->b), CLA_I(b ? 4 : 0), CLA_I(smode));
 }
 
-/* W [Cout, Cin, taps] tap-major ([Cout, taps, Cin], kl_nn_w_taps) in the node's device
- * memory, as *wt (W's type, that buffer): made once where W is a constant of the graph
- * (its device copy, uploaded once, stays where it is), else at every run. */
-static kiln_status w_taps(kl_cl *c, kl_kernel_ctx *kc, int64_t cin, int64_t taps,
-                          kl_tensor *wt) {
+/* Device memory of the node (kl_gpu_node_mem) holding a form of input 1 (W, or B) that a
+ * kernel made from it, *wt: input 1's type and dims in that buffer of `bytes`. True in
+ * *fresh where the buffer holds it already: input 1 is a constant of the graph (its
+ * device copy, uploaded once, stays where it is) and the buffer was made from that copy;
+ * else the caller makes it and then calls node_copy_made. */
+static kiln_status node_copy(kl_cl *c, kl_kernel_ctx *kc, size_t bytes, kl_tensor *wt,
+                             bool *fresh) {
   kl_gpu_node_mem *nm = kc->state ? *kc->state : NULL;
   const kl_tensor *w = kc->in[1];
   const kl_dev_buf *src = w->data;
-  size_t bytes = kl_tensor_nbytes(w);
   if (!nm || !src) return KILN_ERR_UNSUPPORTED;
   *wt = *w;
   wt->data = &nm->buf;
-  if (nm->buf.mem && nm->buf.size >= bytes && nm->const_inputs & 2u && nm->src == src->mem &&
-      nm->src_off == src->off && nm->src_serial == src->serial)
-    return KILN_OK;
+  *fresh = nm->buf.mem && nm->buf.size >= bytes && nm->const_inputs & 2u && nm->src == src->mem &&
+           nm->src_off == src->off && nm->src_serial == src->serial;
+  if (*fresh) return KILN_OK;
   nm->src = NULL;
   if (nm->buf.size < bytes) {
     kl_cl_free(c, &nm->buf);
-    kiln_status st = kl_cl_alloc(c, bytes, &nm->buf, kc->e);
-    if (st != KILN_OK) return st;
+    return kl_cl_alloc(c, bytes, &nm->buf, kc->e);
   }
+  return KILN_OK;
+}
+
+static void node_copy_made(kl_kernel_ctx *kc) {
+  kl_gpu_node_mem *nm = *kc->state;
+  const kl_dev_buf *src = kc->in[1]->data;
+  nm->src = src->mem, nm->src_off = src->off, nm->src_serial = src->serial;
+}
+
+/* W [Cout, Cin, taps] tap-major ([Cout, taps, Cin]) in the node's device memory
+ * (node_copy), as *wt: `kernel` kl_nn_w_taps, or kl_wg_w_taps (rounded to TF32 too). */
+static kiln_status w_taps(kl_cl *c, kl_kernel_ctx *kc, const char *kernel, int64_t cin,
+                          int64_t taps, kl_tensor *wt) {
+  const kl_tensor *w = kc->in[1];
+  bool fresh;
+  kiln_status st = node_copy(c, kc, kl_tensor_nbytes(w), wt, &fresh);
+  if (st != KILN_OK || fresh) return st;
   int64_t n = kl_tensor_numel(w);
-  kiln_status st = KL_GPU_LAUNCH1(c, "kl_nn_w_taps", n, kc->e, CLA_T(w), CLA_T(wt), CLA_L(n),
-                                  CLA_L(cin), CLA_L(taps));
-  if (st == KILN_OK) nm->src = src->mem, nm->src_off = src->off, nm->src_serial = src->serial;
+  st = KL_GPU_LAUNCH1(c, kernel, n, kc->e, CLA_T(w), CLA_T(wt), CLA_L(n), CLA_L(cin),
+                      CLA_L(taps));
+  if (st == KILN_OK) node_copy_made(kc);
   return st;
 }
 
@@ -177,18 +211,22 @@ static kiln_status conv_taps(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g,
   int64_t cols = batch * g->w.out[0] * g->w.out[1] * g->w.out[2];
   if (cin % 16 || cin * taps > INT32_MAX || cin * xsize > INT32_MAX || !window_fits_int(&g->w))
     return KILN_ERR_UNSUPPORTED;
+  int64_t bm = tc_rows(c, g->cout_per_group, cols, groups);
+  /* on wgmma where the program has it (kl_wg_cvt: W' rounded to TF32, one tap too) */
+  const char *name = bm == 64 ? "kl_wg_cvt64" : "kl_wg_cvt128";
+  bool wg = wg_kernel(c, name, true);
+  if (!wg) name = bm == 64 ? "kl_tc_cvt64" : "kl_tc_cvt128";
   kl_tensor wt = *w;
-  if (taps > 1) {
-    kiln_status st = w_taps(c, kc, cin, taps, &wt);
+  if (taps > 1 || wg) {
+    kiln_status st = w_taps(c, kc, wg ? "kl_wg_w_taps" : "kl_nn_w_taps", cin, taps, &wt);
     if (st != KILN_OK) return st;
   } else if (elem_off(w) % 4) {
     return KILN_ERR_UNSUPPORTED;
   }
-  int64_t bm = tc_rows(c, g->cout_per_group, cols, groups);
   size_t global = (size_t)((cols + 127) / 128 * ((g->cout_per_group + bm - 1) / bm) * groups) *
                   128,
          local = 128;
-  return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_cvt64" : "kl_tc_cvt128", 1, &global, &local, kc->e,
+  return KL_CL_LAUNCH(c, name, 1, &global, &local, kc->e,
                       CLA_T(x), CLA_T(&wt), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(*g),
                       CLA_L(groups), CLA_L(batch), CLA_S(*bc), CLA_I(act->code), CLA_F(act->a),
                       CLA_F(act->b), CLA_I(conv_sum_mode(bc, sum)));
@@ -287,6 +325,28 @@ static int mm_layout(const kl_kernel_ctx *kc, const product *p) {
   return -1;
 }
 
+/* B of product p as [n][k] rounded to TF32 (kl_wg_b_rows) in the node's memory
+ * (node_copy: once where B is a constant of the graph), for kl_wg_mm, whose operands are
+ * K-major and read rounded. KILN_ERR_UNSUPPORTED (nothing launched, no message) where B
+ * has batches of its own, or is an input and the product too small to pay for the copy
+ * at every run (fewer than 4096 rows: on the H200 a 1024^3 product took 0.038 ms so
+ * against kl_tc_mm's 0.029, an 8192^3 one 6.2 against 6.6). */
+static kiln_status wg_b_rows(kl_cl *c, kl_kernel_ctx *kc, const product *p, kl_tensor *bt) {
+  for (int d = 0; d < p->batch.rank; d++)
+    if (p->batch.s[1][d]) return KILN_ERR_UNSUPPORTED;
+  kl_gpu_node_mem *nm = kc->state ? *kc->state : NULL;
+  if (!nm || (!(nm->const_inputs & 2u) && p->m < 4096)) return KILN_ERR_UNSUPPORTED;
+  bool fresh;
+  kiln_status st = node_copy(c, kc, (size_t)(p->k * p->n) * sizeof(float), bt, &fresh);
+  if (st != KILN_OK || fresh) return st;
+  bt->rank = 2, bt->dims[0] = p->n, bt->dims[1] = p->k;
+  size_t local = 256, global = (size_t)((p->k + 31) / 32 * ((p->n + 31) / 32)) * local;
+  st = KL_CL_LAUNCH(c, "kl_wg_b_rows", 1, &global, &local, kc->e, CLA_T(kc->in[1]), CLA_T(bt),
+                    CLA_L(p->k), CLA_L(p->n), CLA_L(p->sbk), CLA_L(p->sbn));
+  if (st == KILN_OK) node_copy_made(kc);
+  return st;
+}
+
 static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   if (kl_cl_max_group(c) < TILE * TILE)
     return kl_fail(kc->e, KILN_ERR_UNSUPPORTED, "the matrix product needs work-groups of "
@@ -302,25 +362,33 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   int bt = kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN
                ? mm_layout(kc, p)
                : -1;
+  int64_t bm = tc_rows(c, p->m, p->n, batches);
+  kl_tensor bt_copy; /* B as [n][k] rounded for the wgmma kernels (wg_b_rows) */
+  const kl_tensor *b = kc->in[1];
+  int64_t sbk = p->sbk, sbn = p->sbn;
+  if (bt >= 0 && wg_kernel(c, bm == 64 ? "kl_wg_mm64t" : "kl_wg_mm128t", false)) {
+    kiln_status st = wg_b_rows(c, kc, p, &bt_copy);
+    if (st == KILN_OK) b = &bt_copy, bt = 2, sbk = 1, sbn = p->k;
+    else if (st != KILN_ERR_UNSUPPORTED) return st;
+  }
   if (bt >= 0) {
-    /* tc.cl's kl_tc_mm: BM x 128 tiles (BM as below), 128 work-items each */
-    int64_t bm = tc_rows(c, p->m, p->n, batches);
+    /* tc.cl's kl_tc_mm: BM x 128 tiles (BM as below), 128 work-items each; kl_wg_mm128t
+     * (bt 2) on wgmma */
     size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
                     (size_t)batches * 128,
            local = 128;
-    static const char *const names[2][2] = {{"kl_tc_mm64", "kl_tc_mm64t"},
-                                            {"kl_tc_mm128", "kl_tc_mm128t"}};
+    static const char *const names[2][3] = {{"kl_tc_mm64", "kl_tc_mm64t", "kl_wg_mm64t"},
+                                            {"kl_tc_mm128", "kl_tc_mm128t", "kl_wg_mm128t"}};
     return KL_CL_LAUNCH(c, names[bm == 128][bt], 1, &global, &local, kc->e, CLA_T(kc->in[0]),
-                        CLA_T(kc->in[1]), CLA_T(p->addend), CLA_T(sum), CLA_T(y), CLA_L(p->m),
-                        CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam), CLA_L(p->sak), CLA_L(p->sbk),
-                        CLA_L(p->sbn), CLA_S(p->batch), CLA_S(bc), CLA_F(p->alpha),
+                        CLA_T(b), CLA_T(p->addend), CLA_T(sum), CLA_T(y), CLA_L(p->m),
+                        CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam), CLA_L(p->sak), CLA_L(sbk),
+                        CLA_L(sbn), CLA_S(p->batch), CLA_S(bc), CLA_F(p->alpha),
                         CLA_F(p->beta), CLA_I(act.code), CLA_F(act.a), CLA_F(act.b),
                         CLA_I(addend_mode(&bc, 0, p->addend)), CLA_I(addend_mode(&bc, 1, sum)));
   }
   if (kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN) {
     /* tc.cl: BM x 128 tiles, BM 64 when tiles of 128 would not give every compute unit
      * two */
-    int64_t bm = tc_rows(c, p->m, p->n, batches);
     size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
                     (size_t)batches * 256,
            local = 256;

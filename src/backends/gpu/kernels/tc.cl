@@ -417,7 +417,11 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
  * 16-byte store (where Y's offset and N are multiples of 4), reading the addends
  * beside them; a loop, not 128 unrolled copies of the addend and activation code. */
 #define KL_MM_LDE 72 /* words of a row of a warp's results in local memory */
-#define KL_MM_EPILOGUE(MT)                                                                 \
+/* The corner of the results acc[i] in the tile: rows ROW(i).., columns COL(i).. (16 x 64
+ * a warp); kl_tc_mm's and kl_tc_cvt's are m16 tiles i of the warp's (BM / 2) x 64 */
+#define KL_MM_ROW(i) (wr + 16 * (i))
+#define KL_MM_COL(i) (wc)
+#define KL_MM_EPILOGUE(MT, ROW, COL)                                                                 \
   {                                                                                        \
     KL_MM_WAIT(0);                                                                         \
     __local float *ew = (__local float *)bs + warp * (16 * KL_MM_LDE);                     \
@@ -431,7 +435,7 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
       if (s4) {                                                                            \
         _Pragma("unroll") for (int it = 0; it < 8; it++) {                                 \
           int row = 2 * it + lane / 16, c4 = lane % 16 * 4;                                \
-          long m = m0 + wr + 16 * i + row, n = n0 + wc + c4;                               \
+          long m = m0 + ROW(i) + row, n = n0 + COL(i) + c4;                                \
           bool ok = m < M && n < N;                                                        \
           kl_mm_cp16((__local uint *)ss + row * 64 + c4,                                   \
                      ok ? s_ + so + (batch * M + m) * N + n : s_ + so, ok);                \
@@ -446,7 +450,7 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
       barrier(CLK_LOCAL_MEM_FENCE);                                                        \
       _Pragma("unroll 1") for (int it = 0; it < 8; it++) {                                 \
         int row = 2 * it + lane / 16, c4 = lane % 16 * 4;                                  \
-        long m = m0 + wr + 16 * i + row, n = n0 + wc + c4;                                 \
+        long m = m0 + ROW(i) + row, n = n0 + COL(i) + c4;                                  \
         if (m >= M || n >= N) continue;                                                    \
         float4 r = *(__local float4 *)&ew[row * KL_MM_LDE + c4];                           \
         float4 sp = s4 ? *(__local float4 *)&ss[row * 64 + c4] : (float4)(0.0f);           \
@@ -530,12 +534,12 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
  * (fg, ft) and its warp's corner in the tile (wr, wc). */
 #define KL_MM_TILE_VARS(BM, STAGES)                                                        \
   enum { MT = BM / 32 };                                                                   \
-  __local uint as[STAGES * BM * KL_MM_BK] __attribute__((aligned(16)));                    \
-  __local uint bs[STAGES * KL_MM_TILE] __attribute__((aligned(16)));                       \
+  __local uint as[STAGES * BM * KL_MM_BK] __attribute__((aligned(1024)));                  \
+  __local uint bs[STAGES * KL_MM_TILE] __attribute__((aligned(1024)));                     \
   int tid = get_local_id(0), lane = tid % 32, warp = tid / 32;                             \
   int fg = lane / 4, ft = lane % 4, wr = warp / 2 * (BM / 2), wc = warp % 2 * 64;
 
-#define KL_MM(NAME, BM, BT, STAGES, WAITN)                                                 \
+#define KL_MM(NAME, BM, BT, STAGES, WAITN, MAIN, ROW, COL)                                 \
   __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void NAME(                     \
       __global const float *a_, ulong ao, __global const float *b_, ulong bo,              \
       __global const float *e_, ulong eo, __global const float *s_, ulong so,              \
@@ -571,14 +575,14 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
     _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
       _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
         _Pragma("unroll") for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;                 \
-    KL_MM_MAIN(BM, BT, STAGES, WAITN, KL_MM_LOAD)                                       \
-    KL_MM_EPILOGUE(MT)                                                                     \
+    MAIN(BM, BT, STAGES, WAITN, KL_MM_LOAD)                                                \
+    KL_MM_EPILOGUE(MT, ROW, COL)                                                           \
   }
 
-KL_MM(kl_tc_mm128, 128, 0, 3, 1)
-KL_MM(kl_tc_mm128t, 128, 1, 3, 1)
-KL_MM(kl_tc_mm64, 64, 0, 4, 2)
-KL_MM(kl_tc_mm64t, 64, 1, 4, 2)
+KL_MM(kl_tc_mm128, 128, 0, 3, 1, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
+KL_MM(kl_tc_mm128t, 128, 1, 3, 1, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
+KL_MM(kl_tc_mm64, 64, 0, 4, 2, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
+KL_MM(kl_tc_mm64t, 64, 1, 4, 2, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
 
 /* ---- Convolutions with the weights tap-major: kl_tc_cvt{128,64} ----
  *
@@ -614,25 +618,25 @@ void kl_cv_cp4(__local uint *dst, __global const float *src, bool ok) {
     __global const float *src = ok ? xp + c0 * xsize + (i0 * in1 + i1) * in2 + i2 : xp;    \
     int step = ok ? xsize : 0;                                                             \
     _Pragma("unroll") for (int i = 0; i < KL_MM_BK; i++)                                   \
-      kl_cv_cp4(bd + i * 128 + bw[i % 4], src + i * step, ok);                             \
+      kl_cv_cp4(bd + (BT ? bwt[i / 4] + i % 4 : i * 128 + bw[i % 4]), src + i * step, ok); \
   }
 
 /* The epilogue of KL_MM_EPILOGUE's shape for a convolution: column q is Y's image q / P,
  * position q % P (col: Y's offset of this work-item's 4 columns, -1 past N), row m
  * output channel gr * M + m with its bias; 16-byte stores where P and Y's offset are
  * multiples of 4 (a work-item's 4 columns then lie in one image, side by side). */
-#define KL_CVT_EPILOGUE(MT)                                                                \
+#define KL_CVT_EPILOGUE(MT, ROW, COL)                                                      \
   {                                                                                        \
     KL_MM_WAIT(0);                                                                         \
     __local float *ew = (__local float *)bs + warp * (16 * KL_MM_LDE);                     \
     int c4 = lane % 16 * 4;                                                                \
-    long col[4];                                                                           \
-    _Pragma("unroll") for (int c = 0; c < 4; c++) {                                        \
-      long qq = n0 + wc + c4 + c;                                                          \
-      col[c] = qq < N ? qq / P * g.cout * P + qq % P : -1;                                 \
-    }                                                                                      \
     bool y4 = P % 4 == 0 && yo % 4 == 0;                                                   \
     _Pragma("unroll") for (int i = 0; i < MT; i++) {                                       \
+      long col[4];                                                                         \
+      _Pragma("unroll") for (int c = 0; c < 4; c++) {                                      \
+        long qq = n0 + COL(i) + c4 + c;                                                    \
+        col[c] = qq < N ? qq / P * g.cout * P + qq % P : -1;                               \
+      }                                                                                    \
       barrier(CLK_LOCAL_MEM_FENCE);                                                        \
       _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
         _Pragma("unroll") for (int h = 0; h < 2; h++)                                      \
@@ -641,7 +645,7 @@ void kl_cv_cp4(__local uint *dst, __global const float *src, bool ok) {
       barrier(CLK_LOCAL_MEM_FENCE);                                                        \
       _Pragma("unroll 1") for (int it = 0; it < 8; it++) {                                 \
         int row = 2 * it + lane / 16;                                                      \
-        long m = m0 + wr + 16 * i + row;                                                   \
+        long m = m0 + ROW(i) + row;                                                        \
         if (m >= M || col[0] < 0) continue;                                                \
         float4 r = *(__local float4 *)&ew[row * KL_MM_LDE + c4];                           \
         float v[4] = {r.x, r.y, r.z, r.w};                                                 \
@@ -664,7 +668,7 @@ void kl_cv_cp4(__local uint *dst, __global const float *src, bool ok) {
     }                                                                                      \
   }
 
-#define KL_CVT(NAME, BM, STAGES, WAITN)                                                    \
+#define KL_CVT(NAME, BM, BT, STAGES, WAITN, MAIN, ROW, COL)                                \
   __kernel __attribute__((reqd_work_group_size(128, 1, 1))) void NAME(                     \
       __global const float *x_, ulong xo, __global const float *w_, ulong wo,              \
       __global const float *b_, ulong bo, __global const float *s_, ulong so,              \
@@ -706,17 +710,191 @@ void kl_cv_cp4(__local uint *dst, __global const float *src, bool ok) {
     int st0 = st[0], st1 = st[1], st2 = st[2];                                             \
     int in0 = (int)g.in[0], in1 = (int)g.in[1], in2 = (int)g.in[2];                        \
     int dl0 = (int)g.dilation[0], dl1 = (int)g.dilation[1], dl2 = (int)g.dilation[2];      \
-    int bw[4];                                                                             \
-    _Pragma("unroll") for (int j = 0; j < 4; j++) bw[j] = ((tid / 4) ^ (2 * j)) * 4 + tid % 4; \
+    /* B's element (k i of the step, column tid): [k][n] at i * 128 + bw[i % 4], or        \
+     * (BT) [n][k] in rows of 16 words as A's, at bwt[i / 4] + i % 4 */                     \
+    int bw[4], bwt[4];                                                                     \
+    _Pragma("unroll") for (int j = 0; j < 4; j++) {                                        \
+      bw[j] = ((tid / 4) ^ (2 * j)) * 4 + tid % 4;                                         \
+      bwt[j] = tid * 16 + (j ^ (tid / 2 % 4)) * 4;                                         \
+    }                                                                                      \
     float acc[MT][8][4];                                                                   \
     _Pragma("unroll") for (int i = 0; i < MT; i++)                                         \
       _Pragma("unroll") for (int j = 0; j < 8; j++)                                        \
         _Pragma("unroll") for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;                 \
-    KL_MM_MAIN(BM, 0, STAGES, WAITN, KL_CVT_LOAD)                                          \
-    KL_CVT_EPILOGUE(MT)                                                                    \
+    MAIN(BM, BT, STAGES, WAITN, KL_CVT_LOAD)                                               \
+    KL_CVT_EPILOGUE(MT, ROW, COL)                                                          \
   }
 
-KL_CVT(kl_tc_cvt128, 128, 3, 1)
-KL_CVT(kl_tc_cvt64, 64, 4, 2)
+KL_CVT(kl_tc_cvt128, 128, 0, 3, 1, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
+KL_CVT(kl_tc_cvt64, 64, 0, 4, 2, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
+
+#if defined(KL_SM_ARCH) && KL_SM == 90
+/* ---- Hopper (sm_90a): kl_wg_mm{128,64}t, kl_wg_cvt{128,64} on wgmma ----
+ *
+ * kl_tc_mm{128,64}t's and kl_tc_cvt{128,64}'s tiles, operands and epilogues with the
+ * products done by `wgmma.mma_async` (one warpgroup: the work-group's 4 warps) straight
+ * from local memory, where both operands are K-major in rows of 16 words (64 bytes) with
+ * the 64-byte swizzle kl_tc_mm's loads write (piece c of row r at c ^ (r / 2 % 4): the
+ * hardware's, on the addresses, whence the tiles' 1024-byte alignment). A step of 16
+ * along k is two `m64n128k8` a 64 rows of the tile, k 0-7 and 8-15 (k 8.. start 32
+ * bytes into the rows). The hardware reads a TF32 operand as the top 19 bits of each
+ * float, a truncation whose bias (every product a little smaller) grew to 2% of
+ * ResNet-50's logits: so every operand is rounded (cvt.rna, as kl_tc_mm's fragments),
+ * the weights by ops_nn.c once (kl_wg_w_taps, kl_wg_b_rows), the activations in local
+ * memory by the work-item that copied them, once its copies of the step landed. Both come
+ * by `cp.async`, STAGES - 1 steps in flight. A warp w holds the results of rows 16 w.. (and 64 + 16 w.. in tiles of 128)
+ * in mma.sync's m16n8 fragment order, 16 n8 blocks a row range: acc[2 h + c][j] is row
+ * half h, n8 block 8 c + j, which is what the epilogues read through KL_WG_ROW/COL. One
+ * wgmma group in flight: a step waits for the last step's products before the barrier
+ * after which their buffers are refilled. */
+
+/* the descriptor of a K-major operand at p: 64-byte swizzle (mode 2), 8-row groups 512
+ * bytes apart (SBO), the leading offset unused (1) */
+ulong kl_wg_desc(__local const uint *p) {
+  return (ulong)(((uint)(ulong)p & 0x3FFFFu) >> 4) | (1ul << 16) | ((ulong)(512 >> 4) << 32) |
+         (2ul << 62);
+}
+
+uint4 kl_wg_tf32x4(float4 v) {
+  return (uint4)(kl_tc_tf32(v.x), kl_tc_tf32(v.y), kl_tc_tf32(v.z), kl_tc_tf32(v.w));
+}
+
+#define KL_WG_R4(x) "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3])
+#define KL_WG_R32(a)                                                                       \
+  KL_WG_R4(a[0]), KL_WG_R4(a[1]), KL_WG_R4(a[2]), KL_WG_R4(a[3]), KL_WG_R4(a[4]),         \
+      KL_WG_R4(a[5]), KL_WG_R4(a[6]), KL_WG_R4(a[7])
+/* the accumulators as operands of an empty asm: the compiler keeps them where the
+ * asynchronous products write them (no copies across a wgmma in flight) */
+#define KL_WG_PIN64(acc)                                                                   \
+  {                                                                                        \
+    __asm__ volatile("" : KL_WG_R32(acc[0])::"memory");                                    \
+    __asm__ volatile("" : KL_WG_R32(acc[1])::"memory");                                    \
+  }
+#define KL_WG_PIN128(acc)                                                                  \
+  {                                                                                        \
+    KL_WG_PIN64(acc)                                                                       \
+    __asm__ volatile("" : KL_WG_R32(acc[2])::"memory");                                    \
+    __asm__ volatile("" : KL_WG_R32(acc[3])::"memory");                                    \
+  }
+
+#define KL_WG_D64                                                                          \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,"  \
+  "%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,"  \
+  "%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define KL_WG_MMA(d0, d1, da, db)                                                          \
+  __asm__ volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " KL_WG_D64       \
+                   ", %64, %65, 1, 1, 1;"                                                  \
+                   : KL_WG_R32(d0), KL_WG_R32(d1)                                          \
+                   : "l"(da), "l"(db))
+
+/* a step's products: rows 0-63 (and 64-127 for tiles of 128) x k 0-7, 8-15 */
+#define KL_WG_MMAS64(a0, b0)                                                               \
+  _Pragma("unroll") for (int kh = 0; kh < 2; kh++)                                         \
+    KL_WG_MMA(acc[0], acc[1], a0 + 2 * kh, b0 + 2 * kh);
+#define KL_WG_MMAS128(a0, b0)                                                              \
+  _Pragma("unroll") for (int kh = 0; kh < 2; kh++) {                                       \
+    KL_WG_MMA(acc[0], acc[1], a0 + 2 * kh, b0 + 2 * kh);                                   \
+    KL_WG_MMA(acc[2], acc[3], a0 + 4096 / 16 + 2 * kh, b0 + 2 * kh);                       \
+  }
+
+#define KL_WG_ROW(i) (64 * ((i) / 2) + 16 * warp)
+#define KL_WG_COL(i) (64 * ((i) % 2))
+
+/* The steps of 16 along k (KL_MM_MAIN's contract, BM 64 or 128; LOAD queues a step's
+ * copies, K-major both); ROUND(BM, buf) rounds to TF32 in place what this work-item
+ * copied of the activations into buffer buf, once they landed. */
+#define KL_WG_MAIN(BM, BT, STAGES, WAITN, LOAD, ROUND)                                     \
+  {                                                                                        \
+    int steps = (int)((K + KL_MM_BK - 1) / KL_MM_BK);                                      \
+    _Pragma("unroll") for (int s = 0; s < STAGES - 1; s++) {                               \
+      if (s < steps) LOAD(BM, BT, s, s);                                                   \
+      KL_MM_COMMIT();                                                                      \
+    }                                                                                      \
+    ulong da = kl_wg_desc(as), db = kl_wg_desc(bs);                                        \
+    int cur = 0, nxt = STAGES - 1;                                                         \
+    for (int st = 0; st < steps; st++) {                                                   \
+      KL_MM_WAIT(WAITN);                                                                   \
+      ROUND(BM, cur);                                                                      \
+      /* this work-item's copies of step st, seen by the products' (async) proxy */        \
+      __asm__ volatile("fence.proxy.async.shared::cta;" ::: "memory");                     \
+      /* the last step's products done: its buffer is refilled below */                    \
+      __asm__ volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                   \
+      KL_WG_PIN##BM(acc);                                                                  \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                        \
+      __asm__ volatile("wgmma.fence.sync.aligned;" ::: "memory");                          \
+      ulong a0 = da + (ulong)(cur * (BM * KL_MM_BK * 4 / 16));                             \
+      ulong b0 = db + (ulong)(cur * (KL_MM_TILE * 4 / 16));                                \
+      KL_WG_MMAS##BM(a0, b0)                                                               \
+      __asm__ volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                   \
+      cur = cur + 1 == STAGES ? 0 : cur + 1;                                               \
+      if (st + STAGES - 1 < steps) LOAD(BM, BT, st + STAGES - 1, nxt);                     \
+      KL_MM_COMMIT();                                                                      \
+      nxt = nxt + 1 == STAGES ? 0 : nxt + 1;                                               \
+    }                                                                                      \
+    __asm__ volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
+    KL_WG_PIN##BM(acc);                                                                    \
+  }
+
+/* kl_wg_mm: A (activations, [m][k]) and B (the [n][k] copy kl_wg_b_rows rounded) by
+ * KL_MM_LOAD; this work-item's pieces of A rounded */
+#define KL_WG_MM_ROUND(BM, buf)                                                            \
+  {                                                                                        \
+    __local uint *ad = as + (buf) * (BM * KL_MM_BK);                                       \
+    _Pragma("unroll") for (int r = 0; r < BM / 32; r++) {                                  \
+      __local uint4 *p = (__local uint4 *)(ad + ad_ + 512 * r);                            \
+      *p = kl_wg_tf32x4(as_float4(*p));                                                    \
+    }                                                                                      \
+  }
+#define KL_WG_MM_MAIN(BM, BT, STAGES, WAITN, LOAD)                                         \
+  KL_WG_MAIN(BM, BT, STAGES, WAITN, LOAD, KL_WG_MM_ROUND)
+
+/* kl_wg_cvt: A (W' rounded by kl_wg_w_taps) and B (this work-item's column, 16 channels
+ * of one tap, into its row of 16 words: [n][k]) by KL_CVT_LOAD; that row rounded */
+#define KL_WG_CV_ROUND(BM, buf)                                                            \
+  {                                                                                        \
+    __local uint *bd = bs + (buf) * KL_MM_TILE;                                            \
+    _Pragma("unroll") for (int j = 0; j < 4; j++) {                                        \
+      __local uint4 *p = (__local uint4 *)(bd + bwt[j]);                                   \
+      *p = kl_wg_tf32x4(as_float4(*p));                                                    \
+    }                                                                                      \
+  }
+#define KL_WG_CV_MAIN(BM, BT, STAGES, WAITN, LOAD)                                         \
+  KL_WG_MAIN(BM, BT, STAGES, WAITN, LOAD, KL_WG_CV_ROUND)
+
+KL_MM(kl_wg_mm128t, 128, 1, 3, 1, KL_WG_MM_MAIN, KL_WG_ROW, KL_WG_COL)
+KL_MM(kl_wg_mm64t, 64, 1, 4, 2, KL_WG_MM_MAIN, KL_WG_ROW, KL_WG_COL)
+KL_CVT(kl_wg_cvt128, 128, 1, 3, 1, KL_WG_CV_MAIN, KL_WG_ROW, KL_WG_COL)
+KL_CVT(kl_wg_cvt64, 64, 1, 4, 2, KL_WG_CV_MAIN, KL_WG_ROW, KL_WG_COL)
+
+/* B of a product as [n][k] rounded to TF32 for kl_wg_mm: y[n * K + k] = x[k * sk + n * sn],
+ * K x N, 32 x 32 tiles through local memory (reads along n, writes along k), 256
+ * work-items (32 x 8) each. */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1))) void kl_wg_b_rows(
+    __global const float *x_, ulong xo, __global float *y_, ulong yo, long K, long N, long sk,
+    long sn) {
+  __local float t[32][33];
+  long tiles_n = (N + 31) / 32, grp = get_group_id(0);
+  long k0 = grp / tiles_n * 32, n0 = grp % tiles_n * 32;
+  int lx = get_local_id(0) % 32, ly = get_local_id(0) / 32;
+  for (int r = ly; r < 32; r += 8) {
+    long k = k0 + r, n = n0 + lx;
+    t[r][lx] = k < K && n < N ? x_[xo + k * sk + n * sn] : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int r = ly; r < 32; r += 8) {
+    long n = n0 + r, k = k0 + lx;
+    if (n < N && k < K) y_[yo + n * K + k] = as_float(kl_tc_tf32(t[lx][r]));
+  }
+}
+
+/* kl_nn_w_taps's reordering, rounded to TF32: kl_wg_cvt's A */
+__kernel void kl_wg_w_taps(__global const float *w_, ulong wo, __global float *y_, ulong yo,
+                           long n, long cin, long taps) {
+  long i = get_global_id(0);
+  if (i >= n) return;
+  long row = i / (cin * taps), r = i % (cin * taps), t = r / cin, c = r % cin;
+  y_[yo + i] = as_float(kl_tc_tf32(w_[wo + row * cin * taps + c * taps + t]));
+}
+#endif
 
 #endif
