@@ -275,6 +275,7 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
                ? K_QUANT
                : K_COUNT;
   case KL_OP_KilnQLinearAdd: case KL_OP_KilnQLinearMul: case KL_OP_KilnQLinearLookup:
+  case KL_OP_KilnQLinearGlobalAveragePool:
     /* the quantize driver (run_quant.c) takes them */
     return t == KL_U8 || t == KL_I8 ? K_QUANT : K_COUNT;
   default: return detect_kind(n, in, n_in);
