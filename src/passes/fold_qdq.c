@@ -475,14 +475,7 @@ static kiln_status fold_concat(kl_graph *g, int qi, int ci, int *changed, kl_err
       return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
     codes[k] = v;
   }
-  int yv = g->nodes[qi].out[0], n_in = g->nodes[ci].n_in;
-  kiln_status st = KILN_OK;
-  for (int k = 0; st == KILN_OK && k < n_in; k++) st = kl_rw_set_input(g, ci, k, codes[k], e);
-  if (st != KILN_OK) return st;
-  kl_rw_remove(g, qi);
-  kl_rw_take_output(g, ci, 0, yv);
-  (*changed)++;
-  return KILN_OK;
+  return become_quantized(g, qi, ci, KL_OP_Concat, codes, g->nodes[ci].n_in, changed, e);
 }
 
 /* The MaxPool mi that QuantizeLinear qi quantizes with the parameters its input was
