@@ -504,9 +504,9 @@ static kiln_status fold_maxpool(kl_graph *g, int qi, int mi, int *changed, kl_er
   return KILN_OK;
 }
 
-/* The GlobalAveragePool pi that QuantizeLinear qi quantizes, of a quantized activation
- * of Y's 8-bit dtype, becomes kiln's QLinearGlobalAveragePool (onnxruntime's
- * com.microsoft op, ops.def):
+/* The GlobalAveragePool pi that QuantizeLinear qi quantizes (or a ReduceMean that is
+ * one: kl_rw_global_pool_of), of a quantized activation of Y's 8-bit dtype, becomes
+ * kiln's QLinearGlobalAveragePool (onnxruntime's com.microsoft op, ops.def):
  *   Q(GlobalAveragePool(DQ(Xq, sx, zx)), sy, zy) -> QLinearGlobalAveragePool(Xq, sx, zx,
  *   sy, zy)
  * It sums the codes exactly and rounds acc * (sx / (sy * S)) once, in float32, where the
@@ -519,6 +519,7 @@ static kiln_status fold_global_pool(kl_graph *g, int qi, int pi, int *changed, k
   const kl_node *nx = &g->nodes[dx];
   if (g->values[nx->in[0]].type.dtype != g->values[q->in[2]].type.dtype) return KILN_OK;
   int ins[5] = {nx->in[0], nx->in[1], nx->in[2], q->in[1], q->in[2]};
+  kl_rw_drop_attrs(g, pi); /* a ReduceMean's keepdims */
   return become_quantized(g, qi, pi, KL_OP_KilnQLinearGlobalAveragePool, ins, 5, changed, e);
 }
 
@@ -590,7 +591,8 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
       st = fold_concat(g, i, p, changed, e);
     else if (op == KL_OP_MaxPool)
       st = fold_maxpool(g, i, p, changed, e);
-    else if (op == KL_OP_GlobalAveragePool)
+    else if (op == KL_OP_GlobalAveragePool ||
+             kl_rw_global_pool_of(g, &g->nodes[p]) == KL_OP_GlobalAveragePool)
       st = fold_global_pool(g, i, p, changed, e);
     else
       st = fold_lookup(g, i, p, changed, e);

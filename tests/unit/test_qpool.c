@@ -1,5 +1,6 @@
 /* DequantizeLinear -> GlobalAveragePool -> QuantizeLinear (a squeeze-and-excitation
- * block's or a classifier head's pooling in a QDQ model) at -O2 becomes one kiln
+ * block's or a classifier head's pooling in a QDQ model; or a ReduceMean over the two
+ * spatial axes with keepdims, as exports write the same) at -O2 becomes one kiln
  * QLinearGlobalAveragePool (pass fold_qdq; ops.def states its rounding, onnxruntime's):
  *
  * - -O2's fast kernel (run_quant.c, the level's sum of codes: vpsadbw at AVX2) gives
@@ -36,18 +37,21 @@ typedef struct pool_case {
   kl_dtype q;
   int zx, zy;
   float sx, sy;
+  bool reduce; /* ReduceMean over the two spatial axes (keepdims), not GlobalAveragePool */
 } pool_case;
 
 static const pool_case cases[] = {
-    {4, {1, 5, 7, 7}, KL_U8, 117, 3, 0.05f, 0.011f},   /* the mean saturates at 255 */
-    {4, {2, 19, 3, 5}, KL_I8, -20, 9, 0.04f, 0.013f},  /* and at -128 */
-    {4, {1, 3, 1, 1}, KL_U8, 0, 128, 0.1f, 0.07f},
-    {4, {3, 7, 13, 17}, KL_U8, 131, 120, 0.031f, 0.0043f},
-    {4, {1, 40, 1, 33}, KL_I8, 5, -3, 0.02f, 0.0029f},
-    {3, {2, 9, 32}, KL_U8, 200, 60, 0.017f, 0.003f},
-    {3, {2, 9, 31}, KL_I8, -128, -100, 0.017f, 0.003f},
-    {5, {1, 3, 2, 5, 7}, KL_U8, 90, 77, 0.023f, 0.0051f},
-    {4, {1, 12, 37, 37}, KL_I8, 11, 0, 0.06f, 0.0033f},
+    {4, {1, 5, 7, 7}, KL_U8, 117, 3, 0.05f, 0.011f, false},   /* the mean saturates at 255 */
+    {4, {2, 19, 3, 5}, KL_I8, -20, 9, 0.04f, 0.013f, false},  /* and at -128 */
+    {4, {1, 3, 1, 1}, KL_U8, 0, 128, 0.1f, 0.07f, false},
+    {4, {3, 7, 13, 17}, KL_U8, 131, 120, 0.031f, 0.0043f, false},
+    {4, {1, 40, 1, 33}, KL_I8, 5, -3, 0.02f, 0.0029f, false},
+    {3, {2, 9, 32}, KL_U8, 200, 60, 0.017f, 0.003f, false},
+    {3, {2, 9, 31}, KL_I8, -128, -100, 0.017f, 0.003f, false},
+    {5, {1, 3, 2, 5, 7}, KL_U8, 90, 77, 0.023f, 0.0051f, false},
+    {4, {1, 12, 37, 37}, KL_I8, 11, 0, 0.06f, 0.0033f, false},
+    {4, {2, 7, 13, 17}, KL_U8, 131, 120, 0.031f, 0.0043f, true},
+    {4, {1, 19, 9, 11}, KL_I8, -20, 9, 0.04f, 0.0057f, true},
 };
 
 static int const_f32(kl_graph *g, float v) { return tu_graph_const(g, NULL, KL_F32, 0, NULL, &v); }
@@ -64,7 +68,14 @@ static kl_graph *pool_graph(const pool_case *c) {
   int sx = const_f32(g, c->sx), zx = const_zp(g, c->q, c->zx);
   int sy = const_f32(g, c->sy), zy = const_zp(g, c->q, c->zy);
   int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, sx, zx), sx, zx);
-  int yq = TU_OP(g, QuantizeLinear, TU_OP(g, GlobalAveragePool, xdq), sy, zy);
+  int pool;
+  if (c->reduce) {
+    int64_t two = 2, axes[2] = {-1, 2};
+    pool = TU_OP(g, ReduceMean, xdq, tu_graph_const(g, "axes", KL_I64, 1, &two, axes));
+  } else {
+    pool = TU_OP(g, GlobalAveragePool, xdq);
+  }
+  int yq = TU_OP(g, QuantizeLinear, pool, sy, zy);
   tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sy, zy}, 1);
   return g;
 }
@@ -77,7 +88,8 @@ static void test_global_pool(void **state) {
     int node = -1, pools = 0;
     for (int i = 0; i < m2->g->n_nodes; i++) {
       if (m2->g->nodes[i].op == KL_OP_KilnQLinearGlobalAveragePool) node = i;
-      pools += m2->g->nodes[i].op == KL_OP_GlobalAveragePool;
+      pools += m2->g->nodes[i].op == KL_OP_GlobalAveragePool ||
+               m2->g->nodes[i].op == KL_OP_ReduceMean;
     }
     assert_true(node >= 0);
     assert_int_equal(pools, 0);
