@@ -366,7 +366,10 @@ int kl_infer_qlinear_add(kl_infer_ctx *c) {
   return kl_broadcast(c, 0, 3, &c->out[0]);
 }
 
-int kl_infer_qlinear_global_pool(kl_infer_ctx *c) {
+/* QLinearGlobalAveragePool's and QLinearAveragePool's (X, x_scale, x_zero_point,
+ * y_scale, y_zero_point): X and the zero points of one 8-bit dtype, float32 scales,
+ * per tensor. */
+static kiln_status check_pool_params(kl_infer_ctx *c) {
   static const char *const names[] = {"X", "x_scale", "x_zero_point", "y_scale",
                                       "y_zero_point"};
   kiln_status st = kl_check_required(c, 5);
@@ -374,6 +377,22 @@ int kl_infer_qlinear_global_pool(kl_infer_ctx *c) {
     st = kl_check_dtype(c, i, names[i], i == 1 || i == 3 ? KL_DT(KL_F32) : DTS_INT8);
   for (int i = 2; st == KILN_OK && i < 5; i += 2) st = kl_check_same_dtype(c, 0, i);
   for (int i = 1; st == KILN_OK && i < 5; i++) st = check_one_value(c, i, names[i]);
+  return st;
+}
+
+/* AveragePool's window geometry over input 0 (infer_nn.c). */
+int kl_infer_pool(kl_infer_ctx *c);
+
+int kl_infer_qlinear_pool(kl_infer_ctx *c) {
+  kiln_status st = check_pool_params(c);
+  if (st != KILN_OK) return st;
+  kl_infer_ctx x = *c;
+  x.n_in = 1;
+  return kl_infer_pool(&x);
+}
+
+int kl_infer_qlinear_global_pool(kl_infer_ctx *c) {
+  kiln_status st = check_pool_params(c);
   if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 3, KL_MAX_RANK);
   if (st != KILN_OK) return st;
   kl_type_unknown(&c->out[0], c->in[0]->dtype);

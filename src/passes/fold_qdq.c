@@ -506,21 +506,23 @@ static kiln_status fold_maxpool(kl_graph *g, int qi, int mi, int *changed, kl_er
 
 /* The GlobalAveragePool pi that QuantizeLinear qi quantizes (or a ReduceMean that is
  * one: kl_rw_global_pool_of), of a quantized activation of Y's 8-bit dtype, becomes
- * kiln's QLinearGlobalAveragePool (onnxruntime's com.microsoft op, ops.def):
+ * kiln's QLinearGlobalAveragePool (onnxruntime's com.microsoft op, ops.def), and an
+ * AveragePool kiln's QLinearAveragePool (qop, with AveragePool's attributes):
  *   Q(GlobalAveragePool(DQ(Xq, sx, zx)), sy, zy) -> QLinearGlobalAveragePool(Xq, sx, zx,
  *   sy, zy)
  * It sums the codes exactly and rounds acc * (sx / (sy * S)) once, in float32, where the
  * QDQ graph rounds each dequantized value, their mean and its quotient by sy: the two
  * differ by one step where the mean lands within those roundings of a half step. */
-static kiln_status fold_global_pool(kl_graph *g, int qi, int pi, int *changed, kl_err *e) {
+static kiln_status fold_mean_pool(kl_graph *g, int qi, int pi, kl_op qop, int *changed,
+                                  kl_err *e) {
   const kl_node *pool = &g->nodes[pi], *q = &g->nodes[qi];
   int dx = kl_rw_producer(g, pool->in[0]);
   if (!activation_dq(g, dx) || g->values[pool->in[0]].type.rank < 3) return KILN_OK;
   const kl_node *nx = &g->nodes[dx];
   if (g->values[nx->in[0]].type.dtype != g->values[q->in[2]].type.dtype) return KILN_OK;
   int ins[5] = {nx->in[0], nx->in[1], nx->in[2], q->in[1], q->in[2]};
-  kl_rw_drop_attrs(g, pi); /* a ReduceMean's keepdims */
-  return become_quantized(g, qi, pi, KL_OP_KilnQLinearGlobalAveragePool, ins, 5, changed, e);
+  if (g->nodes[pi].op == KL_OP_ReduceMean) kl_rw_drop_attrs(g, pi); /* keepdims */
+  return become_quantized(g, qi, pi, qop, ins, 5, changed, e);
 }
 
 /* The QLinearMul or QLinearAdd bi of a quantized x and a QLinearLookup of the same x
@@ -593,7 +595,9 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
       st = fold_maxpool(g, i, p, changed, e);
     else if (op == KL_OP_GlobalAveragePool ||
              kl_rw_global_pool_of(g, &g->nodes[p]) == KL_OP_GlobalAveragePool)
-      st = fold_global_pool(g, i, p, changed, e);
+      st = fold_mean_pool(g, i, p, KL_OP_KilnQLinearGlobalAveragePool, changed, e);
+    else if (op == KL_OP_AveragePool)
+      st = fold_mean_pool(g, i, p, KL_OP_KilnQLinearAveragePool, changed, e);
     else
       st = fold_lookup(g, i, p, changed, e);
   }

@@ -1,11 +1,15 @@
 /* DequantizeLinear -> GlobalAveragePool -> QuantizeLinear (a squeeze-and-excitation
  * block's or a classifier head's pooling in a QDQ model; or a ReduceMean over the two
  * spatial axes with keepdims, as exports write the same) at -O2 becomes one kiln
- * QLinearGlobalAveragePool (pass fold_qdq; ops.def states its rounding, onnxruntime's):
+ * QLinearGlobalAveragePool (pass fold_qdq; ops.def states its rounding, onnxruntime's),
+ * and DequantizeLinear -> AveragePool -> QuantizeLinear one QLinearAveragePool:
  *
- * - -O2's fast kernel (run_quant.c, the level's sum of codes: vpsadbw at AVX2) gives
- *   -O2's reference kernel's (ref/qadd.c) bits, at awkward plane sizes (1, 7, 15, 31,
- *   32, 33, 221, 1369), ranks 3 to 5, uint8 and int8, outputs saturating at both ends;
+ * - -O2's fast kernels (run_quant.c, the level's sum of codes: vpsadbw at AVX2; the
+ *   separable 8-bit average pool of run_pool.c) give -O2's reference kernels' (ref/qadd.c,
+ *   ref/pool.c) bits, at awkward plane sizes (1, 7, 15, 31, 32, 33, 221, 1369), ranks 3
+ *   to 5, uint8 and int8, outputs saturating at both ends; windows with strides, pads at
+ *   either end, dilations, ceil_mode, count_include_pad on and off, a 1-D window and one
+ *   larger than the input;
  * - -O2 against -O0 (the float32 QDQ graph): within one step of the output scale, where
  *   the QDQ graph rounds each dequantized value and the mean and QLinearGlobalAveragePool
  *   the exact integer sum once; at most 1 in 50 outputs (plus one) a step off;
@@ -31,6 +35,18 @@
 
 static uint32_t rng = 2718;
 
+/* AveragePool's attributes (the first n_spatial of each) */
+typedef struct avg_attrs {
+  int64_t kernel[2], strides[2], pads[4], dilations[2];
+  int ceil_mode, include_pad;
+} avg_attrs;
+
+static const avg_attrs k3s2p1 = {{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0, 0};
+static const avg_attrs k2s2ceil = {{2, 2}, {2, 2}, {0, 1, 1, 0}, {1, 1}, 1, 1};
+static const avg_attrs k5s3p2 = {{5}, {3}, {2, 2}, {1}, 0, 1};
+static const avg_attrs k3d2 = {{3, 3}, {1, 2}, {2, 0, 1, 2}, {2, 2}, 1, 0};
+static const avg_attrs k7s4p3 = {{7, 7}, {4, 4}, {3, 3, 3, 3}, {1, 1}, 0, 1};
+
 typedef struct pool_case {
   int rank;
   int64_t x[5];
@@ -38,20 +54,26 @@ typedef struct pool_case {
   int zx, zy;
   float sx, sy;
   bool reduce; /* ReduceMean over the two spatial axes (keepdims), not GlobalAveragePool */
+  const avg_attrs *avg; /* AveragePool with these, else a global pooling */
 } pool_case;
 
 static const pool_case cases[] = {
-    {4, {1, 5, 7, 7}, KL_U8, 117, 3, 0.05f, 0.011f, false},   /* the mean saturates at 255 */
-    {4, {2, 19, 3, 5}, KL_I8, -20, 9, 0.04f, 0.013f, false},  /* and at -128 */
-    {4, {1, 3, 1, 1}, KL_U8, 0, 128, 0.1f, 0.07f, false},
-    {4, {3, 7, 13, 17}, KL_U8, 131, 120, 0.031f, 0.0043f, false},
-    {4, {1, 40, 1, 33}, KL_I8, 5, -3, 0.02f, 0.0029f, false},
-    {3, {2, 9, 32}, KL_U8, 200, 60, 0.017f, 0.003f, false},
-    {3, {2, 9, 31}, KL_I8, -128, -100, 0.017f, 0.003f, false},
-    {5, {1, 3, 2, 5, 7}, KL_U8, 90, 77, 0.023f, 0.0051f, false},
-    {4, {1, 12, 37, 37}, KL_I8, 11, 0, 0.06f, 0.0033f, false},
-    {4, {2, 7, 13, 17}, KL_U8, 131, 120, 0.031f, 0.0043f, true},
-    {4, {1, 19, 9, 11}, KL_I8, -20, 9, 0.04f, 0.0057f, true},
+    {4, {1, 5, 7, 7}, KL_U8, 117, 3, 0.05f, 0.011f, false, NULL},   /* the mean saturates at 255 */
+    {4, {2, 19, 3, 5}, KL_I8, -20, 9, 0.04f, 0.013f, false, NULL},  /* and at -128 */
+    {4, {1, 3, 1, 1}, KL_U8, 0, 128, 0.1f, 0.07f, false, NULL},
+    {4, {3, 7, 13, 17}, KL_U8, 131, 120, 0.031f, 0.0043f, false, NULL},
+    {4, {1, 40, 1, 33}, KL_I8, 5, -3, 0.02f, 0.0029f, false, NULL},
+    {3, {2, 9, 32}, KL_U8, 200, 60, 0.017f, 0.003f, false, NULL},
+    {3, {2, 9, 31}, KL_I8, -128, -100, 0.017f, 0.003f, false, NULL},
+    {5, {1, 3, 2, 5, 7}, KL_U8, 90, 77, 0.023f, 0.0051f, false, NULL},
+    {4, {1, 12, 37, 37}, KL_I8, 11, 0, 0.06f, 0.0033f, false, NULL},
+    {4, {2, 7, 13, 17}, KL_U8, 131, 120, 0.031f, 0.0043f, true, NULL},
+    {4, {1, 19, 9, 11}, KL_I8, -20, 9, 0.04f, 0.0057f, true, NULL},
+    {4, {1, 5, 17, 13}, KL_U8, 117, 3, 0.05f, 0.011f, false, &k3s2p1},
+    {4, {2, 7, 11, 9}, KL_I8, -20, 9, 0.04f, 0.013f, false, &k2s2ceil},
+    {3, {2, 9, 31}, KL_U8, 200, 60, 0.017f, 0.003f, false, &k5s3p2},
+    {4, {1, 3, 23, 19}, KL_I8, 11, 0, 0.06f, 0.0033f, false, &k3d2},
+    {4, {1, 4, 6, 6}, KL_U8, 90, 77, 0.023f, 0.0051f, false, &k7s4p3},
 };
 
 static int const_f32(kl_graph *g, float v) { return tu_graph_const(g, NULL, KL_F32, 0, NULL, &v); }
@@ -72,6 +94,17 @@ static kl_graph *pool_graph(const pool_case *c) {
   if (c->reduce) {
     int64_t two = 2, axes[2] = {-1, 2};
     pool = TU_OP(g, ReduceMean, xdq, tu_graph_const(g, "axes", KL_I64, 1, &two, axes));
+  } else if (c->avg) {
+    const avg_attrs *a = c->avg;
+    int ns = c->rank - 2, n;
+    pool = TU_OP(g, AveragePool, xdq);
+    n = g->values[pool].producer;
+    tu_node_ints(g, n, "kernel_shape", ns, a->kernel);
+    tu_node_ints(g, n, "strides", ns, a->strides);
+    tu_node_ints(g, n, "dilations", ns, a->dilations);
+    tu_node_ints(g, n, "pads", 2 * ns, a->pads);
+    assert_int_equal(kl_node_set_int(g, n, "ceil_mode", a->ceil_mode, NULL), KILN_OK);
+    assert_int_equal(kl_node_set_int(g, n, "count_include_pad", a->include_pad, NULL), KILN_OK);
   } else {
     pool = TU_OP(g, GlobalAveragePool, xdq);
   }
@@ -86,10 +119,11 @@ static void test_global_pool(void **state) {
     const pool_case *pc = &cases[c];
     kiln_model *m0 = tu_model_of(pool_graph(pc), 0), *m2 = tu_model_of(pool_graph(pc), 2);
     int node = -1, pools = 0;
+    kl_op qop = pc->avg ? KL_OP_KilnQLinearAveragePool : KL_OP_KilnQLinearGlobalAveragePool;
     for (int i = 0; i < m2->g->n_nodes; i++) {
-      if (m2->g->nodes[i].op == KL_OP_KilnQLinearGlobalAveragePool) node = i;
-      pools += m2->g->nodes[i].op == KL_OP_GlobalAveragePool ||
-               m2->g->nodes[i].op == KL_OP_ReduceMean;
+      kl_op op = m2->g->nodes[i].op;
+      if (op == qop) node = i;
+      pools += op == KL_OP_GlobalAveragePool || op == KL_OP_ReduceMean || op == KL_OP_AveragePool;
     }
     assert_true(node >= 0);
     assert_int_equal(pools, 0);
@@ -109,11 +143,11 @@ static void test_global_pool(void **state) {
     int64_t n0, nr, nf;
     float *want = tu_run_f32(s0, m0, &x, &n0), *ref = tu_run_f32(r2, m2, &x, &nr),
           *fast = tu_run_f32(f2, m2, &x, &nf);
-    assert_int_equal(n0, planes);
-    assert_int_equal(nr, planes);
-    assert_int_equal(nf, planes);
+    if (!pc->avg) assert_int_equal(n0, planes);
+    assert_int_equal(nr, n0);
+    assert_int_equal(nf, n0);
     int64_t off = 0;
-    for (int64_t k = 0; k < planes; k++) {
+    for (int64_t k = 0; k < n0; k++) {
       if (memcmp(&ref[k], &fast[k], 4))
         fail_msg("case %zu: output %lld is %.9g on the reference, %.9g on %s", c, (long long)k,
                  (double)ref[k], (double)fast[k], kl_session_kernel_name(f2, node));
@@ -123,11 +157,11 @@ static void test_global_pool(void **state) {
                  (double)ref[k], (double)want[k]);
       off += d > 0;
     }
-    if (off * 50 > planes + 50) fail_msg("case %zu: %lld outputs one step off", c, (long long)off);
+    if (off * 50 > n0 + 50) fail_msg("case %zu: %lld outputs one step off", c, (long long)off);
     if (c < 2) { /* the data reach the saturation this case is for */
       float edge = (float)((c == 0 ? 255 : -128) - pc->zy) * pc->sy;
       int64_t hits = 0;
-      for (int64_t k = 0; k < planes; k++) hits += want[k] == edge;
+      for (int64_t k = 0; k < n0; k++) hits += want[k] == edge;
       if (!hits) fail_msg("case %zu: no output saturates", c);
     }
     assert_string_not_equal(kl_session_kernel_name(f2, node), kl_session_kernel_name(r2, node));

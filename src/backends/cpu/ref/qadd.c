@@ -44,14 +44,12 @@ int kl_ref_qlinear_global_pool(kl_kernel_ctx *c) {
   int64_t zx = kl_ref_load_int(c->in[2]->data, c->in[2]->dtype, 0);
   int64_t zy = kl_ref_load_int(c->in[4]->data, c->in[4]->dtype, 0);
   int64_t planes = x->dims[0] * x->dims[1], size = kl_ref_span(x->dims, 2, x->rank);
-  float m = param(c->in[1]) / (param(c->in[3]) * (float)size);
-  double lo = y->dtype == KL_U8 ? 0 : -128, hi = y->dtype == KL_U8 ? 255 : 127;
   for (int64_t p = 0; p < planes; p++) {
     int64_t acc = 0;
     for (int64_t j = 0; j < size; j++) acc += kl_ref_load_int(x->data, x->dtype, p * size + j) - zx;
-    float q = (float)acc * m;
-    double v = isnan(q) ? (double)zy : rint((double)q) + (double)zy;
-    kl_ref_store_int(y->data, y->dtype, p, (int64_t)(v < lo ? lo : v > hi ? hi : v));
+    kl_ref_store_int(y->data, y->dtype, p, kl_ref_mean_code(acc, param(c->in[1]),
+                                                            param(c->in[3]), (float)size, zy,
+                                                            y->dtype));
   }
   return KILN_OK;
 }
