@@ -92,7 +92,9 @@ int kl_infer_conv(kl_infer_ctx *c) {
 }
 
 static uint32_t pool_dtypes(kl_op op) {
-  return op == KL_OP_MaxPool ? KL_DTS_FLOAT | KL_DT(KL_I8) | KL_DT(KL_U8) : KL_DTS_FLOAT;
+  return op == KL_OP_MaxPool ? KL_DTS_FLOAT | KL_DT(KL_I8) | KL_DT(KL_U8)
+         : op == KL_OP_KilnQLinearAveragePool ? KL_DT(KL_I8) | KL_DT(KL_U8)
+                                              : KL_DTS_FLOAT;
 }
 
 int kl_infer_pool(kl_infer_ctx *c) {

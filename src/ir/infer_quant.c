@@ -1,5 +1,6 @@
 /* Shape/dtype inference for the quantization ops: QuantizeLinear, DequantizeLinear,
- * DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
+ * DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv, and
+ * kiln's QLinearGemm, QLinearAdd and QLinearLookup.
  *
  * kiln stores 8- and 16-bit integers; the float8, int4, int2 and float4 forms of the
  * ONNX ops need dtypes kiln does not store and are refused with the dtype named. */
@@ -307,10 +308,11 @@ int kl_infer_conv_integer(kl_infer_ctx *c) {
   return st;
 }
 
-/* QLinearConv's B: one int32 per output channel, already at scale x_scale * w_scale. */
-static kiln_status check_bias(const kl_infer_ctx *c, const kl_type *y) {
+/* QLinearConv's and QLinearGemm's B: one int32 per output channel (y's dim `axis`),
+ * already at scale x_scale * w_scale. */
+static kiln_status check_bias(const kl_infer_ctx *c, const kl_type *y, int axis) {
   const kl_type *b = kl_infer_in(c, 8);
-  kl_dim m = y->rank >= 2 ? y->dims[1] : kl_dim_unknown();
+  kl_dim m = y->rank >= 2 && axis < y->rank ? y->dims[axis] : kl_dim_unknown();
   if (!b || b->rank != 1 || !kl_dim_known(m) || !kl_dim_known(b->dims[0]) ||
       b->dims[0].size == m.size)
     return KILN_OK;
@@ -333,8 +335,19 @@ int kl_infer_qlinear_conv(kl_infer_ctx *c) {
   if (st == KILN_OK) st = check_one_value(c, 6, names[6]);
   if (st == KILN_OK) st = conv_shape(c, 3, &c->out[0]);
   if (st == KILN_OK) st = check_per_channel(c, 4, &c->out[0]);
-  if (st == KILN_OK) st = check_bias(c, &c->out[0]);
+  if (st == KILN_OK) st = check_bias(c, &c->out[0], 1);
   c->out[0].dtype = c->in[7] ? c->in[7]->dtype : KL_UNDEFINED;
+  return st;
+}
+
+/* kiln's QLinearGemm: QLinearMatMul's eight inputs and an optional int32 bias [N]. */
+int kl_infer_qlinear_gemm(kl_infer_ctx *c) {
+  kl_infer_ctx mm = *c;
+  mm.n_in = c->n_in < 8 ? c->n_in : 8;
+  kiln_status st = kl_infer_qlinear_matmul(&mm);
+  if (st == KILN_OK) st = kl_check_dtype(c, 8, "B", KL_DT(KL_I32));
+  if (st == KILN_OK) st = kl_check_rank(c, 8, "B", 1, 1);
+  if (st == KILN_OK) st = check_bias(c, &c->out[0], c->out[0].rank - 1);
   return st;
 }
 
@@ -351,6 +364,43 @@ int kl_infer_qlinear_add(kl_infer_ctx *c) {
   if (st != KILN_OK) return st;
   kl_type_unknown(&c->out[0], c->in[0]->dtype);
   return kl_broadcast(c, 0, 3, &c->out[0]);
+}
+
+/* QLinearGlobalAveragePool's and QLinearAveragePool's (X, x_scale, x_zero_point,
+ * y_scale, y_zero_point): X and the zero points of one 8-bit dtype, float32 scales,
+ * per tensor. */
+static kiln_status check_pool_params(kl_infer_ctx *c) {
+  static const char *const names[] = {"X", "x_scale", "x_zero_point", "y_scale",
+                                      "y_zero_point"};
+  kiln_status st = kl_check_required(c, 5);
+  for (int i = 0; st == KILN_OK && i < 5; i++)
+    st = kl_check_dtype(c, i, names[i], i == 1 || i == 3 ? KL_DT(KL_F32) : DTS_INT8);
+  for (int i = 2; st == KILN_OK && i < 5; i += 2) st = kl_check_same_dtype(c, 0, i);
+  for (int i = 1; st == KILN_OK && i < 5; i++) st = check_one_value(c, i, names[i]);
+  return st;
+}
+
+/* AveragePool's window geometry over input 0 (infer_nn.c). */
+int kl_infer_pool(kl_infer_ctx *c);
+
+int kl_infer_qlinear_pool(kl_infer_ctx *c) {
+  kiln_status st = check_pool_params(c);
+  if (st != KILN_OK) return st;
+  kl_infer_ctx x = *c;
+  x.n_in = 1;
+  return kl_infer_pool(&x);
+}
+
+int kl_infer_qlinear_global_pool(kl_infer_ctx *c) {
+  kiln_status st = check_pool_params(c);
+  if (st == KILN_OK) st = kl_check_rank(c, 0, "X", 3, KL_MAX_RANK);
+  if (st != KILN_OK) return st;
+  kl_type_unknown(&c->out[0], c->in[0]->dtype);
+  if (c->in[0]->rank < 0) return KILN_OK;
+  c->out[0].rank = c->in[0]->rank;
+  for (int d = 0; d < c->in[0]->rank; d++)
+    c->out[0].dims[d] = d < 2 ? c->in[0]->dims[d] : kl_dim_of(1);
+  return KILN_OK;
 }
 
 int kl_infer_qlinear_lookup(kl_infer_ctx *c) {

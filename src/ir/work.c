@@ -131,6 +131,7 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
   case KL_OP_MatMulInteger:
   case KL_OP_KilnFusedMatMul:
   case KL_OP_QLinearMatMul:
+  case KL_OP_KilnQLinearGemm:
     w = y * dim_of(a, -1);
     break;
   case KL_OP_Gemm:

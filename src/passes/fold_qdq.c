@@ -1,6 +1,7 @@
 /* A convolution between DequantizeLinear and QuantizeLinear nodes, as QDQ models
- * (onnxruntime's quantize_static, QDQ format) write one, becomes one QLinearConv (and a
- * MatMul of constant 2-D weights one QLinearMatMul, fold_matmul below):
+ * (onnxruntime's quantize_static, QDQ format) write one, becomes one QLinearConv (a
+ * MatMul of constant 2-D weights one QLinearMatMul, fold_matmul below, and a Gemm or a
+ * MatMul with its bias and Relu kiln's QLinearGemm, fold_gemm):
  *
  *   DequantizeLinear(Xq, sx, zx) ---------------------.
  *   DequantizeLinear(Wq, sw, zw)  (constant Wq) ------ Conv -> QuantizeLinear(., sy, zy)
@@ -156,6 +157,21 @@ static int quantized_producer(const kl_graph *g, int qi) {
   return p >= 0 && g->nodes[p].n_out == 1 && kl_rw_sole_consumer(g, q->in[0]) == qi ? p : -1;
 }
 
+/* Node ci becomes op reading ins[0..count-1] and writing what QuantizeLinear qi wrote
+ * (qi removed). */
+static kiln_status become_quantized(kl_graph *g, int qi, int ci, kl_op op, const int *ins,
+                                    int count, int *changed, kl_err *e) {
+  int y = g->nodes[qi].out[0];
+  kl_rw_set_op(g, ci, op);
+  kiln_status st = KILN_OK;
+  for (int k = 0; st == KILN_OK && k < count; k++) st = kl_rw_set_input(g, ci, k, ins[k], e);
+  if (st != KILN_OK) return st;
+  kl_rw_remove(g, qi);
+  kl_rw_take_output(g, ci, 0, y);
+  (*changed)++;
+  return KILN_OK;
+}
+
 /* The MatMul ci that QuantizeLinear qi quantizes becomes QLinearMatMul when A is a
  * quantized activation and B constant 2-D weights [K, N] (per tensor or per column):
  *   Q(MatMul(DQ(Aq, sa, za), DQ(Bq, sb, zb)), sy, zy) -> QLinearMatMul(Aq, sa, za, Bq, sb,
@@ -172,15 +188,97 @@ static kiln_status fold_matmul(kl_graph *g, int qi, int ci, int bits, int *chang
   const kl_node *q = &g->nodes[qi], *na = &g->nodes[da], *nb = &g->nodes[db];
   int ins[8] = {na->in[0], na->in[1], na->in[2], nb->in[0], nb->in[1], nb->in[2],
                 q->in[1], q->in[2]};
-  int y = q->out[0];
-  kl_rw_set_op(g, ci, KL_OP_QLinearMatMul);
-  kiln_status st = KILN_OK;
-  for (int k = 0; st == KILN_OK && k < 8; k++) st = kl_rw_set_input(g, ci, k, ins[k], e);
-  if (st != KILN_OK) return st;
-  kl_rw_remove(g, qi);
-  kl_rw_take_output(g, ci, 0, y);
-  (*changed)++;
-  return KILN_OK;
+  return become_quantized(g, qi, ci, KL_OP_QLinearMatMul, ins, 8, changed, e);
+}
+
+/* Weights [N, K] (Gemm's transB) as a new constant [K, N] of the same 8-bit dtype, or -1. */
+static int transposed_weights(kl_graph *g, int w, kl_err *e) {
+  const kl_value *v = kl_rw_const(g, w);
+  int64_t n = v->type.dims[0].size, k = v->type.dims[1].size;
+  uint8_t *t = malloc((size_t)(n * k > 0 ? n * k : 1));
+  if (!t) {
+    kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %lld weights", (long long)(n * k));
+    return -1;
+  }
+  const uint8_t *from = v->data;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < k; j++) t[j * n + i] = from[i * k + j];
+  int64_t dims[2] = {k, n};
+  return kl_rw_add_const(g, "qlinear_gemm_weights", v->type.dtype, 2, dims, t, e);
+}
+
+/* The matrix product under node p (a Relu, or not) that QuantizeLinear qi quantizes,
+ * with its bias: a Gemm, or a MatMul read only by the Add of its bias. *ci is the
+ * product, *b_in the bias (-1: none), *add and *relu the Add and Relu (-1: none). */
+static bool gemm_pattern(const kl_graph *g, int p, int *ci, int *b_in, int *add, int *relu) {
+  *ci = p, *b_in = *add = *relu = -1;
+  if (g->nodes[p].op == KL_OP_Relu) {
+    int v = g->nodes[p].in[0];
+    *relu = p;
+    *ci = kl_rw_producer(g, v);
+    if (*ci < 0 || g->nodes[*ci].n_out != 1 || kl_rw_sole_consumer(g, v) != p) return false;
+  }
+  const kl_node *n = &g->nodes[*ci];
+  if (n->op == KL_OP_Add) {
+    *add = *ci;
+    for (int side = 0; side < 2; side++) {
+      int m = kl_rw_producer(g, n->in[side]);
+      if (m >= 0 && g->nodes[m].op == KL_OP_MatMul && kl_rw_sole_consumer(g, n->in[side]) == *add) {
+        *ci = m, *b_in = n->in[1 - side];
+        return true;
+      }
+    }
+    return false;
+  }
+  if (n->op == KL_OP_Gemm) {
+    *b_in = n->n_in > 2 ? n->in[2] : -1;
+    return !kl_attr_int(n, "transA", 0) && kl_attr_float(n, "alpha", 1) == 1 &&
+           (*b_in < 0 || kl_attr_float(n, "beta", 1) == 1);
+  }
+  return n->op == KL_OP_MatMul && *relu >= 0; /* a MatMul alone is fold_matmul's */
+}
+
+/* A Gemm, or a MatMul and the Add of its bias, and a Relu after either, that
+ * QuantizeLinear qi quantizes, becomes kiln's QLinearGemm when A is a quantized
+ * activation and B constant 2-D 8-bit weights (per tensor or per column):
+ *   Q(Relu?(Gemm(DQ(Aq, sa, za), DQ(Bq, sb, zb), C?)), sy, zy)
+ *   Q(Relu?(Add(MatMul(DQ(Aq, sa, za), DQ(Bq, sb, zb)), C)), sy, zy)
+ *     -> QLinearGemm(Aq, sa, za, Bq', sb, zb, sy, zy, C') activation=Relu?
+ * Gemm with transA 0, alpha 1 and beta 1; transB 1 reads Bq [N, K], transposed once into
+ * a new constant Bq' [K, N]. C' is C at scale sa * sb[n] (bias_of): DequantizeLinear of
+ * int32, as onnxruntime writes a Gemm's bias, or float. Rounding as for QLinearConv. */
+static kiln_status fold_gemm(kl_graph *g, int qi, int p, int bits, int *changed, kl_err *e) {
+  int ci, b_in, add, relu;
+  if (!gemm_pattern(g, p, &ci, &b_in, &add, &relu)) return KILN_OK;
+  const kl_node *mm = &g->nodes[ci];
+  bool trans = mm->op == KL_OP_Gemm && kl_attr_int(mm, "transB", 0);
+  int da = kl_rw_producer(g, mm->in[0]), db = kl_rw_producer(g, mm->in[1]);
+  const kl_type *at = &g->values[mm->in[0]].type, *bt = &g->values[mm->in[1]].type;
+  if (at->rank < 2 || (mm->op == KL_OP_Gemm && at->rank != 2) || bt->rank != 2 ||
+      !kl_dim_known(bt->dims[!trans]) || !activation_dq(g, da))
+    return KILN_OK;
+  int64_t n = bt->dims[!trans].size, nsw;
+  if (!weights_dq(g, db, 2, n, !trans) || !weights_fit(kl_rw_const(g, g->nodes[db].in[0]), bits))
+    return KILN_OK;
+  double sa;
+  kl_rw_scalar(g, g->nodes[da].in[1], &sa);
+  const kl_value *sw = kl_rw_const(g, g->nodes[db].in[1]);
+  kl_type_numel(&sw->type, &nsw);
+  int bias = -1;
+  if (!bias_of(g, b_in, sa, sw->data, nsw, n, &bias, e)) return KILN_OK;
+  int wq = g->nodes[db].in[0];
+  if (trans && (wq = transposed_weights(g, wq, e)) < 0)
+    return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  const kl_node *na = &g->nodes[da], *nb = &g->nodes[db], *q = &g->nodes[qi];
+  int ins[9] = {na->in[0], na->in[1], na->in[2], wq, nb->in[1], nb->in[2],
+                q->in[1], q->in[2], bias};
+  if (relu >= 0) kl_rw_remove(g, relu);
+  if (add >= 0) kl_rw_remove(g, add);
+  kl_rw_drop_attrs(g, ci); /* Gemm's: the transposed weights hold transB */
+  kiln_status st = become_quantized(g, qi, ci, KL_OP_KilnQLinearGemm, ins, bias >= 0 ? 9 : 8,
+                                    changed, e);
+  if (st == KILN_OK && relu >= 0) st = kl_node_set_string(g, ci, "activation", "Relu", e);
+  return st;
 }
 
 /* Folds the Conv ci that QuantizeLinear node qi quantizes, when it is the pattern above. */
@@ -209,16 +307,7 @@ static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed
   nw = &g->nodes[dw];
   int ins[9] = {nx->in[0], nx->in[1], nx->in[2], nw->in[0], nw->in[1], nw->in[2],
                 q->in[1], q->in[2], bias};
-  int y = q->out[0];
-  kl_rw_set_op(g, ci, KL_OP_QLinearConv);
-  kiln_status st = KILN_OK;
-  for (int k = 0; st == KILN_OK && k < (bias >= 0 ? 9 : 8); k++)
-    st = kl_rw_set_input(g, ci, k, ins[k], e);
-  if (st != KILN_OK) return st;
-  kl_rw_remove(g, qi);
-  kl_rw_take_output(g, ci, 0, y);
-  (*changed)++;
-  return KILN_OK;
+  return become_quantized(g, qi, ci, KL_OP_QLinearConv, ins, bias >= 0 ? 9 : 8, changed, e);
 }
 
 /* Whether value v is y's shape (known dims), or y's over its leading dims and 1 over
@@ -256,15 +345,9 @@ static kiln_status fold_binary(kl_graph *g, int qi, int bi, int *changed, kl_err
     return KILN_OK;
   int ins[8] = {na->in[0], na->in[1], na->in[2], nb->in[0], nb->in[1], nb->in[2],
                 q->in[1], q->in[2]};
-  int yv = q->out[0];
-  kl_rw_set_op(g, bi, bin->op == KL_OP_Add ? KL_OP_KilnQLinearAdd : KL_OP_KilnQLinearMul);
-  kiln_status st = KILN_OK;
-  for (int k = 0; st == KILN_OK && k < 8; k++) st = kl_rw_set_input(g, bi, k, ins[k], e);
-  if (st != KILN_OK) return st;
-  kl_rw_remove(g, qi);
-  kl_rw_take_output(g, bi, 0, yv);
-  (*changed)++;
-  return KILN_OK;
+  return become_quantized(g, qi, bi,
+                          bin->op == KL_OP_Add ? KL_OP_KilnQLinearAdd : KL_OP_KilnQLinearMul,
+                          ins, 8, changed, e);
 }
 
 /* The 8-bit code (as a byte of dtype yt) that QuantizeLinear gives q, the float32
@@ -392,14 +475,7 @@ static kiln_status fold_concat(kl_graph *g, int qi, int ci, int *changed, kl_err
       return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
     codes[k] = v;
   }
-  int yv = g->nodes[qi].out[0], n_in = g->nodes[ci].n_in;
-  kiln_status st = KILN_OK;
-  for (int k = 0; st == KILN_OK && k < n_in; k++) st = kl_rw_set_input(g, ci, k, codes[k], e);
-  if (st != KILN_OK) return st;
-  kl_rw_remove(g, qi);
-  kl_rw_take_output(g, ci, 0, yv);
-  (*changed)++;
-  return KILN_OK;
+  return become_quantized(g, qi, ci, KL_OP_Concat, codes, g->nodes[ci].n_in, changed, e);
 }
 
 /* The MaxPool mi that QuantizeLinear qi quantizes with the parameters its input was
@@ -426,6 +502,27 @@ static kiln_status fold_maxpool(kl_graph *g, int qi, int mi, int *changed, kl_er
   kl_rw_take_output(g, mi, 0, yv);
   (*changed)++;
   return KILN_OK;
+}
+
+/* The GlobalAveragePool pi that QuantizeLinear qi quantizes (or a ReduceMean that is
+ * one: kl_rw_global_pool_of), of a quantized activation of Y's 8-bit dtype, becomes
+ * kiln's QLinearGlobalAveragePool (onnxruntime's com.microsoft op, ops.def), and an
+ * AveragePool kiln's QLinearAveragePool (qop, with AveragePool's attributes):
+ *   Q(GlobalAveragePool(DQ(Xq, sx, zx)), sy, zy) -> QLinearGlobalAveragePool(Xq, sx, zx,
+ *   sy, zy)
+ * It sums the codes exactly and rounds acc * (sx / (sy * S)) once, in float32, where the
+ * QDQ graph rounds each dequantized value, their mean and its quotient by sy: the two
+ * differ by one step where the mean lands within those roundings of a half step. */
+static kiln_status fold_mean_pool(kl_graph *g, int qi, int pi, kl_op qop, int *changed,
+                                  kl_err *e) {
+  const kl_node *pool = &g->nodes[pi], *q = &g->nodes[qi];
+  int dx = kl_rw_producer(g, pool->in[0]);
+  if (!activation_dq(g, dx) || g->values[pool->in[0]].type.rank < 3) return KILN_OK;
+  const kl_node *nx = &g->nodes[dx];
+  if (g->values[nx->in[0]].type.dtype != g->values[q->in[2]].type.dtype) return KILN_OK;
+  int ins[5] = {nx->in[0], nx->in[1], nx->in[2], q->in[1], q->in[2]};
+  if (g->nodes[pi].op == KL_OP_ReduceMean) kl_rw_drop_attrs(g, pi); /* keepdims */
+  return become_quantized(g, qi, pi, qop, ins, 5, changed, e);
 }
 
 /* The QLinearMul or QLinearAdd bi of a quantized x and a QLinearLookup of the same x
@@ -477,19 +574,31 @@ static kiln_status fold_lookup_pair(kl_graph *g, int bi, int *changed, kl_err *e
 kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *changed,
                              kl_err *e) {
   kiln_status st = KILN_OK;
+  int bits = cfg->int8_weight_bits;
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
     int p = g->nodes[i].op == KL_OP_QuantizeLinear ? quantized_producer(g, i) : -1;
-    if (p >= 0 && g->nodes[p].op == KL_OP_Conv)
-      st = fold_conv(g, i, p, cfg->int8_weight_bits, changed, e);
-    else if (p >= 0 && g->nodes[p].op == KL_OP_MatMul)
-      st = fold_matmul(g, i, p, cfg->int8_weight_bits, changed, e);
-    else if (p >= 0 && (g->nodes[p].op == KL_OP_Add || g->nodes[p].op == KL_OP_Mul))
+    if (p < 0) continue;
+    kl_op op = g->nodes[p].op;
+    int before = *changed;
+    if (op == KL_OP_Gemm || op == KL_OP_Add || op == KL_OP_Relu)
+      st = fold_gemm(g, i, p, bits, changed, e); /* else an Add or Relu of its own */
+    if (st != KILN_OK || *changed != before) continue;
+    if (op == KL_OP_Conv)
+      st = fold_conv(g, i, p, bits, changed, e);
+    else if (op == KL_OP_MatMul)
+      st = fold_matmul(g, i, p, bits, changed, e);
+    else if (op == KL_OP_Add || op == KL_OP_Mul)
       st = fold_binary(g, i, p, changed, e);
-    else if (p >= 0 && g->nodes[p].op == KL_OP_Concat)
+    else if (op == KL_OP_Concat)
       st = fold_concat(g, i, p, changed, e);
-    else if (p >= 0 && g->nodes[p].op == KL_OP_MaxPool)
+    else if (op == KL_OP_MaxPool)
       st = fold_maxpool(g, i, p, changed, e);
-    else if (p >= 0)
+    else if (op == KL_OP_GlobalAveragePool ||
+             kl_rw_global_pool_of(g, &g->nodes[p]) == KL_OP_GlobalAveragePool)
+      st = fold_mean_pool(g, i, p, KL_OP_KilnQLinearGlobalAveragePool, changed, e);
+    else if (op == KL_OP_AveragePool)
+      st = fold_mean_pool(g, i, p, KL_OP_KilnQLinearAveragePool, changed, e);
+    else
       st = fold_lookup(g, i, p, changed, e);
   }
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) /* after the lookups exist */

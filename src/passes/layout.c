@@ -113,22 +113,7 @@ static kiln_status output_back(kl_graph *g, int n, kl_err *e) {
 
 /* ---- the ops made channels-last ---- */
 
-static bool const_ints(const kl_graph *g, int v, int64_t *out, int *n);
 
-/* ReduceMean or ReduceMax over the two spatial axes with keepdims, as torch.export
- * writes an adaptive pooling to 1x1: the global pooling of the same. */
-static kl_op global_pool_of(const kl_graph *g, const kl_node *n) {
-  if ((n->op != KL_OP_ReduceMean && n->op != KL_OP_ReduceMax) || n->n_in != 2 ||
-      kl_attr_int(n, "keepdims", 1) != 1)
-    return KL_OP_COUNT;
-  int64_t axes[4];
-  int k;
-  if (!const_ints(g, n->in[1], axes, &k) || k != 2) return KL_OP_COUNT;
-  unsigned seen = 0;
-  for (int i = 0; i < 2; i++) seen |= 1u << (axes[i] < 0 ? axes[i] + 4 : axes[i]);
-  if (seen != (1u << 2 | 1u << 3)) return KL_OP_COUNT;
-  return n->op == KL_OP_ReduceMean ? KL_OP_GlobalAveragePool : KL_OP_GlobalMaxPool;
-}
 
 static bool convertible(const kl_graph *g, const kl_node *n) {
   if (kl_layout_nhwc(n) || n->n_out != 1 || n->n_in < 1 || !f32_rank4(g, n->in[0]) ||
@@ -153,13 +138,13 @@ static bool convertible(const kl_graph *g, const kl_node *n) {
     return nhwc_behind(g, n->in[0]) >= 0;
   case KL_OP_ReduceMean:
   case KL_OP_ReduceMax:
-    return global_pool_of(g, n) != KL_OP_COUNT && nhwc_behind(g, n->in[0]) >= 0;
+    return kl_rw_global_pool_of(g, n) != KL_OP_COUNT && nhwc_behind(g, n->in[0]) >= 0;
   default: return false;
   }
 }
 
 static kiln_status convert(kl_graph *g, int i, kl_err *e) {
-  kl_op op = g->nodes[i].op, pool = global_pool_of(g, &g->nodes[i]);
+  kl_op op = g->nodes[i].op, pool = kl_rw_global_pool_of(g, &g->nodes[i]);
   if (pool != KL_OP_COUNT) {
     int x = g->nodes[i].in[0];
     kiln_status st = kl_rw_become(g, i, pool, 1, &x, e);
@@ -273,7 +258,7 @@ static bool readers_follow(const kl_graph *g, int v) {
     if (!conv && kl_layout_nhwc_of(op) == KL_OP_COUNT && !movable_op(n) &&
         !is_transpose(n, kl_layout_to_nhwc) && !(op == KL_OP_Slice && slice_movable(g, n)) &&
         !(op == KL_OP_Reshape && shuffle_at(g, i, &t, &r2)) && !split_movable(g, n) &&
-        global_pool_of(g, n) == KL_OP_COUNT)
+        kl_rw_global_pool_of(g, n) == KL_OP_COUNT)
       return false;
   }
   return true;
@@ -393,18 +378,6 @@ static int64_t nhwc_axis(int64_t a) {
   return p;
 }
 
-/* Constant integer values of v (1-D, at most 4), or false. */
-static bool const_ints(const kl_graph *g, int v, int64_t *out, int *n) {
-  const kl_value *c = kl_rw_const(g, v);
-  if (!c || c->type.rank != 1 || c->type.dims[0].size > 4 ||
-      (c->type.dtype != KL_I64 && c->type.dtype != KL_I32))
-    return false;
-  *n = (int)c->type.dims[0].size;
-  for (int i = 0; i < *n; i++)
-    out[i] = c->type.dtype == KL_I64 ? ((const int64_t *)c->data)[i]
-                                      : ((const int32_t *)c->data)[i];
-  return true;
-}
 
 /* Slice(x, starts, ends, axes?, steps?) of a rank-4 x with constant starts and axes:
  * the same Slice of the channels-last tensor along the permuted axes. */
@@ -412,10 +385,10 @@ static bool slice_movable(const kl_graph *g, const kl_node *n) {
   int64_t v[4];
   int k, ka = -1;
   if (n->op != KL_OP_Slice || n->n_out != 1 || g->values[n->in[0]].type.rank != 4 ||
-      !const_ints(g, n->in[1], v, &k))
+      !kl_rw_const_ints(g, n->in[1], v, &k))
     return false;
   if (n->n_in > 3 && n->in[3] >= 0) {
-    if (!const_ints(g, n->in[3], v, &ka) || ka != k) return false;
+    if (!kl_rw_const_ints(g, n->in[3], v, &ka) || ka != k) return false;
     for (int i = 0; i < ka; i++)
       if (nhwc_axis(v[i]) < 0) return false;
   }
@@ -425,8 +398,8 @@ static bool slice_movable(const kl_graph *g, const kl_node *n) {
 static kiln_status slice_move(kl_graph *g, int i, kl_err *e) {
   int64_t axes[4];
   int k = 0, ka;
-  const_ints(g, g->nodes[i].in[1], axes, &k);
-  if (g->nodes[i].n_in > 3 && g->nodes[i].in[3] >= 0) const_ints(g, g->nodes[i].in[3], axes, &ka);
+  kl_rw_const_ints(g, g->nodes[i].in[1], axes, &k);
+  if (g->nodes[i].n_in > 3 && g->nodes[i].in[3] >= 0) kl_rw_const_ints(g, g->nodes[i].in[3], axes, &ka);
   else
     for (int a = 0; a < k; a++) axes[a] = a;
   double moved[4];

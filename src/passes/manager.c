@@ -39,8 +39,8 @@ static const kl_pass pass_table[] = {
     {"eliminate", 1, "remove Identity, Dropout, no-op Cast/Reshape/Expand/Transpose",
      kl_pass_eliminate},
     /* before const_fold, which would fold the weights' DequantizeLinear to float32 */
-    {"fold_qdq", 2, "DequantizeLinear/QuantizeLinear around a Conv or MatMul into "
-     "QLinearConv or QLinearMatMul (int8)",
+    {"fold_qdq", 2, "DequantizeLinear/QuantizeLinear around a Conv, MatMul or Gemm into "
+     "QLinearConv, QLinearMatMul or QLinearGemm (int8)",
      kl_pass_fold_qdq},
     {"const_fold", 1, "run nodes with constant inputs (and Shape of known dims) once",
      kl_pass_const_fold},

@@ -307,3 +307,31 @@ kiln_status kl_rw_finish(kl_graph *g, bool changed, kl_err *e) {
   kiln_status st = kl_graph_toposort(g, e);
   return st == KILN_OK ? kl_graph_compact(g, e) : st;
 }
+
+/* Constant integer values of v (1-D, at most 4), or false. */
+bool kl_rw_const_ints(const kl_graph *g, int v, int64_t *out, int *n) {
+  const kl_value *c = kl_rw_const(g, v);
+  if (!c || c->type.rank != 1 || c->type.dims[0].size > 4 ||
+      (c->type.dtype != KL_I64 && c->type.dtype != KL_I32))
+    return false;
+  *n = (int)c->type.dims[0].size;
+  for (int i = 0; i < *n; i++)
+    out[i] = c->type.dtype == KL_I64 ? ((const int64_t *)c->data)[i]
+                                      : ((const int32_t *)c->data)[i];
+  return true;
+}
+
+/* ReduceMean or ReduceMax over the two spatial axes with keepdims, as torch.export
+ * writes an adaptive pooling to 1x1: the global pooling of the same. */
+kl_op kl_rw_global_pool_of(const kl_graph *g, const kl_node *n) {
+  if ((n->op != KL_OP_ReduceMean && n->op != KL_OP_ReduceMax) || n->n_in != 2 ||
+      kl_attr_int(n, "keepdims", 1) != 1 || g->values[n->in[0]].type.rank != 4)
+    return KL_OP_COUNT;
+  int64_t axes[4];
+  int k;
+  if (!kl_rw_const_ints(g, n->in[1], axes, &k) || k != 2) return KL_OP_COUNT;
+  unsigned seen = 0;
+  for (int i = 0; i < 2; i++) seen |= 1u << (axes[i] < 0 ? axes[i] + 4 : axes[i]);
+  if (seen != (1u << 2 | 1u << 3)) return KL_OP_COUNT;
+  return n->op == KL_OP_ReduceMean ? KL_OP_GlobalAveragePool : KL_OP_GlobalMaxPool;
+}

@@ -70,6 +70,12 @@ void kl_rw_take_output(kl_graph *g, int n, int slot, int v);
  * directly). Returns false, changing nothing, when neither is possible (out is a graph
  * output and in is a graph input, a constant or another graph output). */
 bool kl_rw_bypass(kl_graph *g, int n, int in, int out);
+/* Constant integer values of v (1-D int64 or int32, at most 4), or false. */
+bool kl_rw_const_ints(const kl_graph *g, int v, int64_t *out, int *n);
+/* The global pooling that node n computes when it is a ReduceMean or ReduceMax of a
+ * rank-4 input over its two spatial axes with keepdims (torch.export's adaptive pooling
+ * to 1x1): GlobalAveragePool or GlobalMaxPool, else KL_OP_COUNT. */
+kl_op kl_rw_global_pool_of(const kl_graph *g, const kl_node *n);
 /* Node n reads v in input slot `slot`, absent slots added before it as needed. */
 kiln_status kl_rw_set_input(kl_graph *g, int n, int slot, int v, kl_err *e);
 /* Switch node n to op, keeping its inputs, outputs and attributes. */

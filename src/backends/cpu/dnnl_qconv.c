@@ -1,5 +1,5 @@
-/* QLinearConv on oneDNN's int8 convolution, and QLinearMatMul of constant weights on its
- * int8 matmul (dnnl.h):
+/* QLinearConv on oneDNN's int8 convolution, and QLinearMatMul (and kiln's QLinearGemm,
+ * with a bias and Relu) of constant weights on its int8 matmul (dnnl.h):
  *
  *   X [N, C, S...] uint8 or int8, W [M, C/g, K...] int8 (constant, zero point 0),
  *   B [M] int32 (optional) -> Y [N, M, S'...] uint8 or int8
@@ -86,9 +86,19 @@ static bool exact_weights(const kl_graph *g, const kl_node *n) {
   return true;
 }
 
+/* QLinearMatMul, or kiln's QLinearGemm (its bias and Relu: oneDNN's bias and eltwise
+ * post-op). */
+static bool is_matmul(kl_op op) { return op == KL_OP_QLinearMatMul || op == KL_OP_KilnQLinearGemm; }
+
+static bool has_relu(const kl_node *n) {
+  return n->op == KL_OP_KilnQLinearGemm && kl_node_attr(n, "activation");
+}
+
 bool kl_dnnl_qconv_supports(const kl_graph *g, const kl_node *n) {
-  bool mm = n->op == KL_OP_QLinearMatMul;
+  bool mm = is_matmul(n->op);
   if ((n->op != KL_OP_QLinearConv && !mm) || n->n_out != 1 || n->n_in < 8) return false;
+  const char *act = kl_attr_string(n, "activation", NULL);
+  if (act && (n->op != KL_OP_KilnQLinearGemm || strcmp(act, "Relu") != 0)) return false;
   const kl_type *x = &g->values[n->in[0]].type, *y = &g->values[n->out[0]].type;
   if (!is_q8(x->dtype) || !is_q8(y->dtype)) return false;
   if (!mm && (x->rank < 3 || x->rank > 5)) return false;
@@ -258,12 +268,24 @@ static void entry_free(void *entry) {
   memset(en, 0, sizeof *en);
 }
 
-/* QLinearMatMul: A [..., M, K] as [rows, K], B [K, N] (weights, reordered once), Y
- * [rows, N], all plain; per-column scales of B along dim 1 of Y. */
+/* Relu after the output scales, before Y's zero point: max(acc * scale, 0) + zy. */
+static dnnl_status_t relu_attr(dnnl_primitive_attr_t attr) {
+  dnnl_post_ops_t po = NULL;
+  dnnl_status_t s = dnnl_post_ops_create(&po);
+  if (s == dnnl_success) s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0, 0);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+  if (po) dnnl_post_ops_destroy(po);
+  return s;
+}
+
+/* QLinearMatMul and QLinearGemm: A [..., M, K] as [rows, K], B [K, N] (weights,
+ * reordered once), Y [rows, N], all plain; per-column scales of B along dim 1 of Y;
+ * QLinearGemm's int32 bias [1, N] added to the sums before the scales. */
 static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   const kl_tensor *a = c->in[0], *w = c->in[3], *y = c->out[0];
+  const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
   int64_t k = w->dims[0], n = w->dims[1], rows = k > 0 ? kl_tensor_numel(a) / k : 0;
-  dnnl_memory_desc_t src, dst, wei_user, wei_want;
+  dnnl_memory_desc_t src, dst, wei_user, wei_want, bias;
   dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src, 2, (dnnl_dims_t){rows, k}, dnnl_u8,
                                                  dnnl_ab);
   if (s == dnnl_success)
@@ -273,6 +295,8 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   if (s == dnnl_success)
     s = dnnl_memory_desc_init_by_tag(&wei_want, 2, (dnnl_dims_t){k, n}, dnnl_s8,
                                      dnnl_format_tag_any);
+  if (s == dnnl_success && b)
+    s = dnnl_memory_desc_init_by_tag(&bias, 2, (dnnl_dims_t){1, n}, dnnl_s32, dnnl_ab);
   en->shift = a->dtype == KL_I8;
   en->shift_bytes = en->shift ? (size_t)kl_tensor_numel(a) : 0;
   dnnl_primitive_attr_t attr = NULL;
@@ -280,7 +304,9 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   dnnl_matmul_desc_t md;
   if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
   if (s == dnnl_success) s = quant_attr(c, attr, n);
-  if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &src, &wei_want, NULL, &dst);
+  if (s == dnnl_success && has_relu(c->node)) s = relu_attr(attr);
+  if (s == dnnl_success)
+    s = dnnl_matmul_desc_init(&md, &src, &wei_want, b ? &bias : NULL, &dst);
   if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, q->eng->engine, NULL);
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
@@ -289,7 +315,7 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   }
   snprintf(en->impl, sizeof en->impl, "%s", s == dnnl_success ? impl_of(pd) : "");
   if (s == dnnl_success) s = pack_weights(q, en, &wei_user, pd, w->data);
-  if (s == dnnl_success) s = make_memories(q, en, pd, &src, &dst, NULL);
+  if (s == dnnl_success) s = make_memories(q, en, pd, &src, &dst, b ? &bias : NULL);
   if (s == dnnl_success) s = dnnl_primitive_create(&en->conv, pd);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (s != dnnl_success)
@@ -302,7 +328,7 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
 static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   qc_node *q = owner;
   qc_entry *en = entry;
-  if (c->node->op == KL_OP_QLinearMatMul) return matmul_build(q, en, c);
+  if (is_matmul(c->node->op)) return matmul_build(q, en, c);
   const kl_tensor *x = c->in[0], *w = c->in[3], *y = c->out[0];
   const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
   int64_t group = kl_attr_int(c->node, "group", 1), m = w->dims[0];

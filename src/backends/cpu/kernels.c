@@ -239,7 +239,10 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
     return float_ok(f, t) && same_dtype(in, n_in, 1, 3, t) ? K_SKIP_NORM : K_COUNT;
   case KL_OP_ReduceSum: case KL_OP_ReduceMean: return t == KL_F32 ? K_REDUCE : K_COUNT;
   case KL_OP_MaxPool: case KL_OP_AveragePool: /* MaxPool of 8-bit codes too (fold_qdq) */
-    return (t == KL_F32 || (n->op == KL_OP_MaxPool && (t == KL_U8 || t == KL_I8))) &&
+  case KL_OP_KilnQLinearAveragePool:
+    return (n->op == KL_OP_KilnQLinearAveragePool
+                ? t == KL_U8 || t == KL_I8
+                : t == KL_F32 || (n->op == KL_OP_MaxPool && (t == KL_U8 || t == KL_I8))) &&
                    pool_shape_ok(n, in[0])
                ? K_POOL
                : K_COUNT;
@@ -275,6 +278,7 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
                ? K_QUANT
                : K_COUNT;
   case KL_OP_KilnQLinearAdd: case KL_OP_KilnQLinearMul: case KL_OP_KilnQLinearLookup:
+  case KL_OP_KilnQLinearGlobalAveragePool:
     /* the quantize driver (run_quant.c) takes them */
     return t == KL_U8 || t == KL_I8 ? K_QUANT : K_COUNT;
   default: return detect_kind(n, in, n_in);

@@ -143,6 +143,8 @@ typedef struct kl_quant_fns {
                   int32_t zb, float sc, int32_t zc, int8_t *y, size_t n, size_t bstep);
   /* QLinearLookup: y[i] = table[x[i] ^ flip] (flip 0x80 for int8 codes) */
   void (*lookup)(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, size_t n);
+  /* QLinearGlobalAveragePool: the sum of x[i] ^ flip over n codes (as uint8) */
+  uint64_t (*sum_codes)(const uint8_t *x, uint8_t flip, size_t n);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

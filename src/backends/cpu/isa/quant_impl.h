@@ -86,14 +86,26 @@ static void lookup(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t
   for (size_t i = 0; i < n; i++) y[i] = table[(uint8_t)(x[i] ^ flip)];
 }
 
-/* A level with a faster lookup defines KL_QUANT_LOOKUP before including this file. */
+/* QLinearGlobalAveragePool's sums: the codes x ^ flip as uint8 (flip 0x80: an int8 x
+ * plus 128), exact in 64 bits. */
+static uint64_t sum_codes(const uint8_t *x, uint8_t flip, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < n; i++) s += (uint8_t)(x[i] ^ flip);
+  return s;
+}
+
+/* A level with a faster lookup or sum defines KL_QUANT_LOOKUP or KL_QUANT_SUM before
+ * including this file. */
 #ifndef KL_QUANT_LOOKUP
 #define KL_QUANT_LOOKUP lookup
+#endif
+#ifndef KL_QUANT_SUM
+#define KL_QUANT_SUM sum_codes
 #endif
 
 #define KL_QUANT_FNS                                                                     \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, qadd_uint8_t, qadd_int8_t, qmul_uint8_t,       \
-   qmul_int8_t, KL_QUANT_LOOKUP}
+   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM}
 
 #endif

@@ -170,10 +170,94 @@ static int run_pool8(kl_kernel_ctx *c) {
   return KILN_OK;
 }
 
+/* QLinearAveragePool (ops.def) on 8-bit codes, separable as pool8: the codes (x ^ flip,
+ * an int8 x plus 128) of the rows under an output row's window summed into v in int32,
+ * then each output's columns of v; acc is that sum less 128 (int8) and x_zero_point per
+ * tap inside X; the divisor the taps inside X, or inside the padded input (both a
+ * rectangle); rounded in float32 as the reference (kl_ref_mean_code). */
+typedef struct qavg_job {
+  kl_ref_window g;
+  const uint8_t *x;
+  uint8_t *y, flip;
+  bool include_pad;
+  int32_t zx, zy;
+  float sx, sy, lo, hi; /* lo, hi: the codes' range less zy */
+  int64_t planes, per;
+} qavg_job;
+
+static void qavg_plane(const qavg_job *j, const uint8_t *x, uint8_t *y) {
+  const kl_ref_window *g = &j->g;
+  int32_t v[POOL8_SPAN], c0[POOL8_SPAN], j0[POOL8_SPAN], j1[POOL8_SPAN], cols[POOL8_SPAN];
+  int64_t iw = g->in[2], ow = g->out[2], dw = g->dilation[2], a, b;
+  for (int64_t ox = 0; ox < ow; ox++) {
+    int64_t c = ox * g->stride[2] - g->pad_begin[2];
+    kl_ref_tap_span(c, g->kernel[2], dw, -g->pad_begin[2], iw + g->pad_end[2], &a, &b);
+    cols[ox] = (int32_t)(b - a);
+    kl_ref_tap_span(c, g->kernel[2], dw, 0, iw, &a, &b);
+    c0[ox] = (int32_t)c, j0[ox] = (int32_t)a, j1[ox] = (int32_t)b;
+  }
+  int32_t off = (j->flip ? 128 : 0) + j->zx;
+  for (int64_t oy = 0; oy < g->out[1]; oy++) {
+    int64_t r0 = oy * g->stride[1] - g->pad_begin[1], k0, k1;
+    kl_ref_tap_span(r0, g->kernel[1], g->dilation[1], -g->pad_begin[1],
+                    g->in[1] + g->pad_end[1], &a, &b);
+    int64_t rows = b - a;
+    kl_ref_tap_span(r0, g->kernel[1], g->dilation[1], 0, g->in[1], &k0, &k1);
+    for (int64_t i = 0; i < iw; i++) v[i] = 0;
+    for (int64_t k = k0; k < k1; k++) {
+      const uint8_t *row = x + (r0 + k * g->dilation[1]) * iw;
+      for (int64_t i = 0; i < iw; i++) v[i] += (uint8_t)(row[i] ^ j->flip);
+    }
+    for (int64_t ox = 0; ox < ow; ox++) {
+      int64_t sum = 0, taps = (k1 - k0) * (j1[ox] - j0[ox]);
+      for (int64_t jj = j0[ox]; jj < j1[ox]; jj++) sum += v[c0[ox] + jj * dw];
+      float count = (float)(j->include_pad ? rows * cols[ox] : taps);
+      float q = (float)(sum - off * taps) * (j->sx / (j->sy * count));
+      q = q == q ? q : 0.0f;
+      q = q < j->lo ? j->lo : q > j->hi ? j->hi : q;
+      y[oy * ow + ox] = (uint8_t)((int32_t)rintf(q) + j->zy);
+    }
+  }
+}
+
+static void qavg_task(void *arg, int64_t t) {
+  const qavg_job *j = arg;
+  int64_t last = (t + 1) * j->per < j->planes ? (t + 1) * j->per : j->planes;
+  int64_t in = j->g.in[1] * j->g.in[2], out = j->g.out[1] * j->g.out[2];
+  for (int64_t p = t * j->per; p < last; p++) qavg_plane(j, j->x + p * in, j->y + p * out);
+}
+
+static int32_t code_at(const kl_tensor *z) {
+  return z->dtype == KL_U8 ? *(const uint8_t *)z->data : *(const int8_t *)z->data;
+}
+
+static int run_qavg(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  bool u8 = x->dtype == KL_U8;
+  qavg_job j = {.x = x->data, .y = c->out[0]->data, .flip = u8 ? 0 : 0x80,
+                .include_pad = kl_attr_int(c->node, "count_include_pad", 0) != 0,
+                .zx = code_at(c->in[2]), .zy = code_at(c->in[4]),
+                .sx = *(const float *)c->in[1]->data, .sy = *(const float *)c->in[3]->data,
+                .planes = x->dims[0] * x->dims[1]};
+  j.lo = (float)((u8 ? 0 : -128) - j.zy), j.hi = (float)((u8 ? 255 : 127) - j.zy);
+  kiln_status st = kl_ref_window_init(c, NULL, &j.g);
+  if (st != KILN_OK) return st;
+  if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
+  if (j.g.in[2] > POOL8_SPAN || j.g.out[2] > POOL8_SPAN || j.g.in[1] > (1 << 22) ||
+      c->out[0]->dtype != x->dtype)
+    return kl_isa_ref(c);
+  int64_t work = j.planes * j.g.out[1] * j.g.out[2] * j.g.kernel[1] * j.g.kernel[2];
+  int64_t tasks = kl_isa_split(j.planes, 16384 / (j.g.in[1] * j.g.in[2] + 1) + 1, &j.per);
+  kl_isa_parallel(c, tasks, work, qavg_task, &j);
+  return KILN_OK;
+}
+
 int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   bool indices = c->n_out > 1 && c->out[1];
+  if (c->node->op == KL_OP_KilnQLinearAveragePool)
+    return x->rank == 3 || x->rank == 4 ? run_qavg(c) : kl_isa_ref(c);
   if ((x->dtype == KL_U8 || x->dtype == KL_I8) && c->node->op == KL_OP_MaxPool && !indices &&
       y->dtype == x->dtype && (x->rank == 3 || x->rank == 4))
     return run_pool8(c);

@@ -151,6 +151,48 @@ static int run_lookup(kl_kernel_ctx *c, const kl_isa_fns *f) {
   return KILN_OK;
 }
 
+/* QLinearGlobalAveragePool (ops.def) on X [N, C, S...]: each plane's codes summed by
+ * the level's sum_codes (an int8 plane as its codes plus 128, the 128 S taken off),
+ * then acc * m rounded in float32 as the reference does (ref/qadd.c); a plane per task
+ * group of GAP_PLANES. */
+#define GAP_PLANES 16
+typedef struct gap_job {
+  const kl_quant_fns *fns;
+  const uint8_t *x;
+  uint8_t *y;
+  bool u8;
+  int64_t planes, size;
+  int32_t zx, zy;
+  float m;
+} gap_job;
+
+static void gap_task(void *arg, int64_t t) {
+  const gap_job *j = arg;
+  int64_t end = (t + 1) * GAP_PLANES < j->planes ? (t + 1) * GAP_PLANES : j->planes;
+  int64_t off = (j->u8 ? 0 : 128) + j->zx; /* per element */
+  float lo = (float)((j->u8 ? 0 : -128) - j->zy), hi = (float)((j->u8 ? 255 : 127) - j->zy);
+  for (int64_t p = t * GAP_PLANES; p < end; p++) {
+    uint64_t codes = j->fns->sum_codes(j->x + p * j->size, j->u8 ? 0 : 0x80, (size_t)j->size);
+    float q = (float)((int64_t)codes - off * j->size) * j->m;
+    q = q == q ? q : 0.0f;
+    q = q < lo ? lo : q > hi ? hi : q;
+    j->y[p] = (uint8_t)((int32_t)rintf(q) + j->zy);
+  }
+}
+
+static int run_qgap(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  if (x->rank < 3 || !is_q8(x->dtype) || y->dtype != x->dtype) return kl_isa_ref(c);
+  int64_t size = kl_tensor_numel(x) / (x->dims[0] * x->dims[1] > 0 ? x->dims[0] * x->dims[1] : 1);
+  gap_job j = {f->quant, x->data, y->data, x->dtype == KL_U8, x->dims[0] * x->dims[1], size,
+               zero_point(c->in[2]), zero_point(c->in[4]),
+               *(const float *)c->in[1]->data / (*(const float *)c->in[3]->data * (float)size)};
+  if (size == 0) return kl_isa_ref(c);
+  kl_isa_parallel(c, (j.planes + GAP_PLANES - 1) / GAP_PLANES, j.planes * size, gap_task, &j);
+  return KILN_OK;
+}
+
 /* DynamicQuantizeLinear: the range [min(0, x), max(0, x)] in one pass, then x quantized
  * to uint8 on the node's threads by the level's quantize primitive, with the scale and
  * zero point worked out as the reference does (ref/quant.c); a NaN or infinity goes to
@@ -203,6 +245,7 @@ int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
   if (c->node->op == KL_OP_KilnQLinearAdd || c->node->op == KL_OP_KilnQLinearMul)
     return run_qbin(c, f);
   if (c->node->op == KL_OP_KilnQLinearLookup) return run_lookup(c, f);
+  if (c->node->op == KL_OP_KilnQLinearGlobalAveragePool) return run_qgap(c, f);
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   int32_t zp;

@@ -110,6 +110,32 @@ static void pool_output(const pool_args *a, kl_kernel_ctx *c, int64_t plane, int
   kl_ref_store(y->data, y->dtype, i, r.value / count);
 }
 
+/* QLinearAveragePool (ops.def): the windows of AveragePool over the codes; the sum of
+ * the codes inside X less x_zero_point for each (padding is x_zero_point: a real 0). */
+int kl_ref_qlinear_average_pool(kl_kernel_ctx *c) {
+  pool_args a = {.x = c->in[0], .n_spatial = c->in[0]->rank - 2};
+  kiln_status st = kl_ref_window_init(c, NULL, &a.g);
+  if (st != KILN_OK) return st;
+  a.include_pad = kl_attr_int(c->node, "count_include_pad", 0) != 0;
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  float sx = *(const float *)c->in[1]->data, sy = *(const float *)c->in[3]->data;
+  int64_t zx = kl_ref_load_int(c->in[2]->data, c->in[2]->dtype, 0);
+  int64_t zy = kl_ref_load_int(c->in[4]->data, c->in[4]->dtype, 0);
+  int64_t planes = x->dims[0] * x->dims[1], i = 0, o[3];
+  for (int64_t plane = 0; plane < planes; plane++)
+    for (o[0] = 0; o[0] < a.g.out[0]; o[0]++)
+      for (o[1] = 0; o[1] < a.g.out[1]; o[1]++)
+        for (o[2] = 0; o[2] < a.g.out[2]; o[2]++, i++) {
+          window_result r = pool_window(&a, plane * kl_ref_span(a.g.in, 0, 3), o, false);
+          double count = a.include_pad ? r.taps_padded : (double)r.taps_in;
+          int64_t acc = (int64_t)r.value - zx * r.taps_in;
+          kl_ref_store_int(y->data, y->dtype, i,
+                           kl_ref_mean_code(acc, sx, sy, (float)count, zy, y->dtype));
+        }
+  return KILN_OK;
+}
+
 int kl_ref_pool(kl_kernel_ctx *c) {
   pool_args a = {.x = c->in[0], .n_spatial = c->in[0]->rank - 2};
   kiln_status st = kl_ref_window_init(c, NULL, &a.g);

@@ -35,6 +35,25 @@ int kl_ref_qlinear_add(kl_kernel_ctx *c) {
   return KILN_OK;
 }
 
+/* QLinearGlobalAveragePool (ops.def): the exact sum of each plane's codes minus the zero
+ * point, times x_scale / (y_scale * S), each step rounded to float32 as onnxruntime's
+ * MLAS kernel rounds it; NaN (an empty plane) gives the zero point. */
+int kl_ref_qlinear_global_pool(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  int64_t zx = kl_ref_load_int(c->in[2]->data, c->in[2]->dtype, 0);
+  int64_t zy = kl_ref_load_int(c->in[4]->data, c->in[4]->dtype, 0);
+  int64_t planes = x->dims[0] * x->dims[1], size = kl_ref_span(x->dims, 2, x->rank);
+  for (int64_t p = 0; p < planes; p++) {
+    int64_t acc = 0;
+    for (int64_t j = 0; j < size; j++) acc += kl_ref_load_int(x->data, x->dtype, p * size + j) - zx;
+    kl_ref_store_int(y->data, y->dtype, p, kl_ref_mean_code(acc, param(c->in[1]),
+                                                            param(c->in[3]), (float)size, zy,
+                                                            y->dtype));
+  }
+  return KILN_OK;
+}
+
 int kl_ref_qlinear_lookup(kl_kernel_ctx *c) {
   const kl_tensor *x = c->in[0];
   const uint8_t *table = c->in[1]->data;

@@ -11,16 +11,19 @@
  * MatMulInteger, ConvInteger: the float reference MatMul / Conv run on the operands
  *   minus their zero points (exact in double: int8 products and their sums fit), int32
  *   result. Zero points: one value, one per row of A / column of B / output channel.
- * QLinearMatMul, QLinearConv: the same integer result, then
+ * QLinearMatMul, QLinearConv: the same integer result (QLinearConv's and kiln's
+ *   QLinearGemm's int32 bias added to it), then
  *   y = saturate(rint(acc * (a_scale * b_scale / y_scale) + y_zero_point)) (the zero
  *   point added before rounding, which matters for ties), the scale
  *   product and quotient rounded to the scales' dtype step by step (as onnxruntime
- *   and the ONNX reference do) and the rest in double.
+ *   and the ONNX reference do) and the rest in double. QLinearGemm's Relu takes the
+ *   larger of acc * multiplier and 0 before the zero point is added.
  */
 #include "backends/cpu/ref/ref.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* gemm.c and conv.c: the float kernels that the integer ones reuse. */
 int kl_ref_matmul(kl_kernel_ctx *c);
@@ -246,8 +249,9 @@ static double multiplier(kl_dtype t, double sa, double sb, double sy) {
 }
 
 /* Requantizes acc into y: a_scale per row (a 1-D one is [M, 1] when y has columns),
- * b_scale per column, y_scale and y_zero_point one value each. */
-static kiln_status requantize_matmul(kl_kernel_ctx *c, const kl_tensor *acc) {
+ * b_scale per column, y_scale and y_zero_point one value each; relu: the scaled sum
+ * at least 0 (QLinearGemm's activation). */
+static kiln_status requantize_matmul(kl_kernel_ctx *c, const kl_tensor *acc, bool relu) {
   const kl_tensor *as = c->in[1], *bs = c->in[4], *ys = c->in[6], *yz = c->in[7];
   kl_tensor *y = c->out[0];
   int64_t adims[2] = {kl_tensor_numel(as), 1};
@@ -266,23 +270,43 @@ static kiln_status requantize_matmul(kl_kernel_ctx *c, const kl_tensor *acc) {
   for (int64_t i = 0; i < n; i++, kl_ref_iter_next(&it)) {
     double m = multiplier(as->dtype, kl_ref_load(as->data, as->dtype, it.off[0]),
                           kl_ref_load(bs->data, bs->dtype, it.off[1]), sy);
-    store_saturated(y, i, ((const double *)acc->data)[i] * m + zp);
+    double v = ((const double *)acc->data)[i] * m;
+    store_saturated(y, i, (relu && v < 0 ? 0 : v) + zp);
   }
   return KILN_OK;
 }
 
-int kl_ref_qlinear_matmul(kl_kernel_ctx *c) {
+/* acc [..., N] plus bias [N] (int32) along its last dim. */
+static void add_bias(kl_tensor *acc, const kl_tensor *bias) {
+  int64_t n = kl_tensor_numel(acc), cols = bias->dims[0];
+  double *v = acc->data;
+  for (int64_t i = 0; cols > 0 && i < n; i++) v[i] += ((const int32_t *)bias->data)[i % cols];
+}
+
+/* QLinearMatMul, and kiln's QLinearGemm: its bias (input 8) and activation. */
+static kiln_status qlinear_matmul(kl_kernel_ctx *c, const kl_tensor *bias, bool relu) {
   const kl_tensor *a = c->in[0], *b = c->in[3];
   kl_tensor sa = {0}, sb = {0}, acc = {0};
   kiln_status st = shifted(c, a, c->in[2], a->rank - 2, &sa);
   if (st == KILN_OK) st = shifted(c, b, c->in[5], b->rank - 1, &sb);
   if (st == KILN_OK) st = scratch_like(c, c->out[0], &acc);
   if (st == KILN_OK) st = run_float(c, kl_ref_matmul, &sa, &sb, NULL, &acc);
-  if (st == KILN_OK) st = requantize_matmul(c, &acc);
+  if (st == KILN_OK && bias) add_bias(&acc, bias);
+  if (st == KILN_OK) st = requantize_matmul(c, &acc, relu);
   free(sa.data);
   free(sb.data);
   free(acc.data);
   return st;
+}
+
+int kl_ref_qlinear_matmul(kl_kernel_ctx *c) { return qlinear_matmul(c, NULL, false); }
+
+int kl_ref_qlinear_gemm(kl_kernel_ctx *c) {
+  const char *act = kl_attr_string(c->node, "activation", NULL);
+  if (act && strcmp(act, "Relu") != 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "QLinearGemm's activation is %s, expected Relu "
+                   "or none", act);
+  return qlinear_matmul(c, opt_in(c, 8), act != NULL);
 }
 
 /* Requantizes acc [N, M, ...] into y: w_scale one value or one per channel m. */

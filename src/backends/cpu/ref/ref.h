@@ -10,6 +10,7 @@
 
 #include "ir/ir.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Element i of a buffer as double. Inline twin of kl_load_f64 for the common float
@@ -140,6 +141,17 @@ typedef struct kl_ref_window {
  * kernel gives the kernel dims when they come from a weight (Conv), else NULL. */
 kiln_status kl_ref_window_init(const kl_kernel_ctx *c, const int64_t *kernel,
                                kl_ref_window *w);
+
+/* QLinearGlobalAveragePool's and QLinearAveragePool's output code (ops.def): acc * (sx /
+ * (sy * count)), each step rounded to float32 as onnxruntime's kernel rounds it, to
+ * nearest even, plus zy, saturated to the 8-bit dtype t; NaN (no taps) gives zy. */
+static inline int64_t kl_ref_mean_code(int64_t acc, float sx, float sy, float count,
+                                       int64_t zy, kl_dtype t) {
+  float q = (float)acc * (sx / (sy * count));
+  double lo = t == KL_U8 ? 0 : -128, hi = t == KL_U8 ? 255 : 127;
+  double v = q != q ? (double)zy : rint((double)q) + (double)zy;
+  return (int64_t)(v < lo ? lo : v > hi ? hi : v);
+}
 
 /* The taps k < kn of a window starting at `start` (step dil >= 1) that land in
  * [lo, hi): [*k0, *k1), found without visiting the others, so that a window of 2^40

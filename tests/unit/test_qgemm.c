@@ -1,0 +1,218 @@
+/* A Gemm, or a MatMul and the Add of its bias, with a Relu after it or not, between
+ * DequantizeLinear and QuantizeLinear nodes as quantize_static writes them:
+ *
+ *   x -> Q(sx, zx) -> DQ -> Gemm(., DQ(Wq), DQ(Bq int32, sx * sw))  -> [Relu] -> Q -> DQ -> y
+ *   x -> Q(sx, zx) -> DQ -> MatMul(., DQ(Wq)) -> Add(., bias)      -> [Relu] -> Q -> DQ -> y
+ *
+ * At -O2 pass fold_qdq makes one kiln QLinearGemm of it (src/passes/fold_qdq.c), run on
+ * oneDNN's int8 matmul (src/backends/cpu/dnnl_qconv.c) or the reference kernel
+ * (ref/quant.c). Checked at awkward sizes (M 1, 3, 17; K 5, 33; N 7, 65), uint8 and int8
+ * activations, weights per tensor and per column, [K, N] and Gemm's transB [N, K], no
+ * bias, an int32 bias and a float one, with and without Relu, on random non-zero data:
+ *
+ * - -O2's reference kernel against -O0 (the float32 QDQ graph): within one step of the
+ *   output scale, where the QDQ graph rounds a float32 sum and QLinearGemm the exact
+ *   int32 one (a float bias also rounds to the accumulator's grid first), at most 1 in
+ *   50 outputs off;
+ * - -O2's fast kernel against -O2's reference kernel: within one step, where oneDNN
+ *   multiplies the int32 sum by the float32 scale in float32 and the reference in
+ *   double (a product on a half step), at most 1 in 200 outputs (plus one) off; and
+ *   the fast kernel must be oneDNN's JIT (dnnl_qconv, no slow path) where oneDNN is used.
+ * The weights are 7-bit ([-64, 64], reduce_range), which oneDNN multiplies exactly on
+ * AVX2 (docs/precision.md). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "kl_config.h"
+#include "backends/cpu/isa.h"
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static uint32_t rng = 1611;
+
+#define SX 0.037f
+#define SY 0.09f
+
+typedef enum { BIAS_NONE, BIAS_QUANTIZED, BIAS_FLOAT } bias_kind;
+
+typedef struct gemm_case {
+  int64_t m, k, n;
+  kl_dtype act;
+  bool per_column, gemm, trans_b, relu;
+  bias_kind bias;
+} gemm_case;
+
+static const gemm_case cases[] = {
+    {1, 5, 7, KL_U8, true, true, true, false, BIAS_QUANTIZED},
+    {3, 33, 65, KL_U8, true, true, false, true, BIAS_QUANTIZED},
+    {17, 33, 7, KL_I8, false, true, true, false, BIAS_NONE},
+    {17, 5, 65, KL_I8, true, true, true, true, BIAS_FLOAT},
+    {3, 5, 7, KL_U8, false, false, false, false, BIAS_QUANTIZED},
+    {1, 33, 65, KL_I8, true, false, false, true, BIAS_FLOAT},
+    {17, 33, 65, KL_U8, true, false, false, false, BIAS_FLOAT},
+    {3, 33, 7, KL_I8, true, false, false, true, BIAS_NONE}, /* MatMul and Relu */
+};
+
+static int const_f32(kl_graph *g, float v) { return tu_graph_const(g, NULL, KL_F32, 0, NULL, &v); }
+
+static int const_zp(kl_graph *g, kl_dtype t, int z) {
+  uint8_t u = (uint8_t)z;
+  int8_t s = (int8_t)z;
+  return tu_graph_const(g, NULL, t, 0, NULL, t == KL_U8 ? (void *)&u : (void *)&s);
+}
+
+/* The graph above for case c, its constants drawn from *seed. */
+static kl_graph *gemm_graph(const gemm_case *c, uint32_t *seed) {
+  kl_graph *g = tu_graph_new();
+  int64_t m = c->m, k = c->k, n = c->n, ns = c->per_column ? n : 1;
+  int64_t xd[2] = {m, k}, wd[2] = {c->trans_b ? n : k, c->trans_b ? k : n};
+  int8_t *w = malloc((size_t)(k * n)), wz[65] = {0};
+  float ws[65], bs[65], bf[65];
+  int32_t bq[65];
+  assert_non_null(w);
+  for (int64_t i = 0; i < k * n; i++) w[i] = (int8_t)lrintf(tu_rand_f32(seed, -64, 64));
+  for (int64_t i = 0; i < n; i++) {
+    ws[i] = tu_rand_f32(seed, 0.002f, 0.02f);
+    bq[i] = (int32_t)lrintf(tu_rand_f32(seed, -2000, 2000));
+    bf[i] = tu_rand_f32(seed, -1, 1);
+  }
+  for (int64_t i = 0; i < n; i++) bs[i] = SX * ws[c->per_column ? i : 0]; /* as onnxruntime */
+  int zx = c->act == KL_U8 ? 121 : -9, zy = c->act == KL_U8 ? (c->relu ? 0 : 131) : -17;
+  int x = tu_graph_input(g, "x", KL_F32, 2, xd);
+  int s_x = const_f32(g, SX), z_x = const_zp(g, c->act, zx);
+  int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, s_x, z_x), s_x, z_x);
+  int wdq = TU_OP(g, DequantizeLinear, tu_graph_const(g, "w", KL_I8, 2, wd, w),
+                  tu_graph_const(g, "w_scale", KL_F32, 1, &ns, ws),
+                  tu_graph_const(g, "w_zero_point", KL_I8, 1, &ns, wz));
+  free(w);
+  if (c->per_column)
+    kl_node_set_int(g, g->values[wdq].producer, "axis", c->trans_b ? 0 : 1, NULL);
+  int b = KL_ABSENT;
+  if (c->bias == BIAS_FLOAT) b = tu_graph_const(g, "b", KL_F32, 1, &n, bf);
+  if (c->bias == BIAS_QUANTIZED) {
+    b = TU_OP(g, DequantizeLinear, tu_graph_const(g, "b_q", KL_I32, 1, &n, bq),
+              tu_graph_const(g, "b_scale", KL_F32, 1, &n, bs));
+    kl_node_set_int(g, g->values[b].producer, "axis", 0, NULL);
+  }
+  int y;
+  if (c->gemm) {
+    y = b == KL_ABSENT ? TU_OP(g, Gemm, xdq, wdq) : TU_OP(g, Gemm, xdq, wdq, b);
+    if (c->trans_b) kl_node_set_int(g, g->values[y].producer, "transB", 1, NULL);
+  } else {
+    y = TU_OP(g, MatMul, xdq, wdq);
+    if (b != KL_ABSENT) y = TU_OP(g, Add, b, y); /* the bias first: either side folds */
+  }
+  if (c->relu) y = TU_OP(g, Relu, y);
+  int s_y = const_f32(g, SY), z_y = const_zp(g, c->act, zy);
+  int yq = TU_OP(g, QuantizeLinear, y, s_y, z_y);
+  tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, s_y, z_y}, 1);
+  return g;
+}
+
+static int find_op(const kiln_model *m, kl_op op, int *count) {
+  int at = -1;
+  *count = 0;
+  for (int i = 0; i < m->g->n_nodes; i++)
+    if (m->g->nodes[i].op == op) at = i, (*count)++;
+  return at;
+}
+
+/* Outputs of got and want more than one step apart fail; returns how many differ. */
+static int64_t steps_off(const char *what, size_t c, const float *got, const float *want,
+                         int64_t n) {
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)got[i] - want[i]);
+    if (d > SY * 1.001)
+      fail_msg("case %zu (%s): output %lld is %g, expected %g", c, what, (long long)i,
+               (double)got[i], (double)want[i]);
+    off += d > 0;
+  }
+  return off;
+}
+
+static void test_gemm(void **state) {
+  (void)state;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const gemm_case *gc = &cases[c];
+    uint32_t seed = rng;
+    kiln_model *m0 = tu_model_of(gemm_graph(gc, &seed), 0);
+    seed = rng;
+    kiln_model *m2 = tu_model_of(gemm_graph(gc, &seed), 2);
+    rng = seed;
+    int count, node = find_op(m2, KL_OP_KilnQLinearGemm, &count);
+    assert_int_equal(count, 1);
+    assert_int_equal(m2->g->n_nodes, 3); /* Q(x), QLinearGemm, DQ(y): no float32 left */
+    assert_int_equal(kl_node_attr(&m2->g->nodes[node], "activation") != NULL, gc->relu);
+    int64_t nx = gc->m * gc->k, ny = gc->m * gc->n;
+    float *x = malloc(sizeof(float) * (size_t)nx);
+    assert_non_null(x);
+    for (int64_t i = 0; i < nx; i++) x[i] = tu_rand_f32(&rng, -4, 4);
+    kiln_session *s0 = tu_session(m0, true, 0), *r2 = tu_session(m2, true, 0),
+                 *f2 = tu_session(m2, false, 0);
+    int64_t n0, nr, nf;
+    float *want = tu_run_f32(s0, m0, &x, &n0), *ref = tu_run_f32(r2, m2, &x, &nr),
+          *fast = tu_run_f32(f2, m2, &x, &nf);
+    assert_int_equal(n0, ny);
+    assert_int_equal(nr, ny);
+    assert_int_equal(nf, ny);
+    int64_t off = steps_off("-O2 reference against -O0", c, ref, want, ny);
+    if (off * 50 > ny + 50) fail_msg("case %zu: %lld outputs one step off -O0", c, (long long)off);
+    off = steps_off("fast against reference", c, fast, ref, ny);
+    if (off * 200 > ny + 200) fail_msg("case %zu: %lld fast outputs one step off", c, (long long)off);
+    int zero = 0, clipped = 0; /* the data reach Relu's floor and the bias matters */
+    for (int64_t i = 0; i < ny; i++) zero += want[i] == 0, clipped += want[i] < 0;
+    if (gc->relu) assert_int_equal(clipped, 0);
+    if (gc->relu && ny >= 7 && zero == 0) fail_msg("case %zu: Relu never clips", c);
+    if (KL_HAVE_DNNL && kl_isa_level() != KL_ISA_GENERIC &&
+        (strcmp(kl_session_kernel_name(f2, node), "dnnl_qconv") != 0 ||
+         kl_session_slow_path(f2, node)))
+      fail_msg("case %zu: ran on '%s' (%s)", c, kl_session_kernel_name(f2, node),
+               kl_session_slow_path(f2, node) ? kl_session_slow_path(f2, node) : "fast");
+    free(want), free(ref), free(fast), free(x);
+    kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+    kiln_model_free(m0), kiln_model_free(m2);
+  }
+}
+
+/* What stays float32: a Gemm with alpha 2, a bias Add whose MatMul something else also
+ * reads, a Relu of a Gemm that something else also reads. */
+static void test_gemm_unfolded(void **state) {
+  (void)state;
+  for (int v = 0; v < 3; v++) {
+    gemm_case gc = {3, 5, 7, KL_U8, true, v != 1, false, v == 2, BIAS_QUANTIZED};
+    uint32_t seed = 5;
+    kl_graph *g = gemm_graph(&gc, &seed);
+    kl_op op = v == 1 ? KL_OP_MatMul : KL_OP_Gemm;
+    for (int i = 0; i < g->n_nodes; i++) {
+      if (g->nodes[i].op != op) continue;
+      if (v == 0) assert_int_equal(kl_node_set_float(g, i, "alpha", 2.0f, NULL), KILN_OK);
+      else tu_graph_output_node(g, KL_OP_Identity, 1, (int[]){g->nodes[i].out[0]}, 1);
+      break;
+    }
+    kiln_model *m = tu_model_of(g, 2);
+    int count;
+    find_op(m, KL_OP_KilnQLinearGemm, &count);
+    assert_int_equal(count, 0);
+    find_op(m, op, &count);
+    assert_int_equal(count, 1);
+    kiln_model_free(m);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gemm),
+      cmocka_unit_test(test_gemm_unfolded),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
