@@ -455,8 +455,29 @@ static int64_t floor_div(int64_t a, int64_t b) {
 }
 
 /* add, sub, mul (variant: the op) with alpha for add and sub. */
+/* l1 + l2 of two lists (torch.add of lists, as scripted code writes `a + b`): their
+ * concatenation. */
+static kiln_status list_concat(call *c) {
+  const kl_tsv *x = c->a[0], *y = c->a[1];
+  if (!y || (y->kind != KL_TSV_LIST && y->kind != KL_TSV_TUPLE))
+    return bad_arg(c, 1, "a list (the list added to a list)");
+  kiln_status s = kl_ts_list_copied(c->b, (int64_t)x->n + y->n);
+  if (s != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(x->n + y->n + 1));
+  if (!items) return c->e->code;
+  if (x->n) memcpy(items, x->items, sizeof *items * (size_t)x->n);
+  if (y->n) memcpy(items + x->n, y->items, sizeof *items * (size_t)y->n);
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = x->n + y->n, .id = -1};
+  return KILN_OK;
+}
+
+static bool is_list(const kl_tsv *v) {
+  return v && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE);
+}
+
 static kiln_status lower_arith(call *c) {
   kl_op op = (kl_op)c->variant;
+  if (op == KL_OP_Add && is_list(c->a[0])) return list_concat(c);
   int64_t x, y, alpha_i = 1;
   bool tensor;
   double alpha = 1;
@@ -1266,7 +1287,34 @@ static kiln_status int_as_list(call *c, int i, int64_t dflt, int *id) {
 }
 
 /* slice(self, dim, start, end, step); narrow(self, dim, start, length) (variant 1) */
+/* l[start:end:step] of a list (slice.t(l, start, end, step): the list's own overload,
+ * `x.shape[2:]`), with bounds known while building, as Python slices: negative ones
+ * count from the end, and all are clamped to the list. */
+static kiln_status list_slice(call *c) {
+  static const char *const params[] = {"l", "start", "end", "step", NULL};
+  const kl_tsv *l = c->a[0];
+  int64_t n = l->n, start, end, step;
+  c->params = params;
+  kiln_status s = int_arg(c, 1, 0, &start);
+  if (!s) s = int_arg(c, 2, INT64_MAX, &end);
+  if (!s) s = int_arg(c, 3, 1, &step);
+  if (s) return s;
+  if (step < 1) return bad_arg(c, 3, "a step of 1 or more");
+  if ((s = kl_ts_list_copied(c->b, n)) != KILN_OK) return s;
+  if (start < 0) start = start < -n ? 0 : start + n;
+  if (end < 0) end = end < -n ? 0 : end + n;
+  start = start > n ? n : start;
+  end = end > n ? n : end < start ? start : end;
+  int m = (int)((end - start + step - 1) / step);
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(m + 1));
+  if (!items) return c->e->code;
+  for (int k = 0; k < m; k++) items[k] = l->items[start + k * step];
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = m, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status lower_slice(call *c) {
+  if (!c->variant && is_list(c->a[0])) return list_slice(c);
   int x, in[5], y;
   int64_t dim, start = 0, end = INT64_MAX, step = 1;
   kiln_status s = tensor_arg(c, 0, &x);

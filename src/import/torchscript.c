@@ -218,6 +218,13 @@ struct kl_ts_build {
   int64_t moved;       /* statements copied after ifs with a return, against MAX_MOVED */
   int if_returns;      /* ifs with a return being run, each in the path of the one before */
   int64_t statements;
+  /* raises on paths the data chooses (kiln.Check): raise_code, the int64 0-D value of
+   * b->g that is 0 or 1 + the index in raises of the raise the run reached, or -1 when
+   * no raise can be reached yet; raised, while a raise ends the path being built */
+  int raise_code;
+  bool raised;
+  char **raises;
+  int n_raises, cap_raises;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
 };
@@ -227,6 +234,13 @@ kl_graph *kl_ts_graph(kl_ts_build *b) { return b->g; }
 const kl_type *kl_ts_type(kl_ts_build *b, int id) { return &b->g->values[id].type; }
 
 void **kl_ts_aten_state(kl_ts_build *b) { return &b->aten_state; }
+
+kiln_status kl_ts_list_copied(kl_ts_build *b, int64_t n) {
+  if ((b->appended += n) <= MAX_APPEND_COPIES) return KILN_OK;
+  return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: list operations (append, +, slices) that "
+                 "copy more than %d list elements in all (a list built by append of more "
+                 "than about 1400)", b->where, b->line, MAX_APPEND_COPIES);
+}
 
 void *kl_ts_alloc(kl_ts_build *b, size_t size) {
   ts_block *blk = calloc(1, sizeof *blk + (size ? size : 1));
@@ -658,6 +672,19 @@ static const kl_tsv *frame_get(const frame *f, const char *name) {
   return NULL;
 }
 
+/* What uninitialized(T) gives (scripted code's placeholder for a value that the path
+ * which sets it does not read): None with this s. */
+static const char uninitialized[] = "uninitialized";
+
+static bool is_uninit(const kl_tsv *v) { return v->kind == KL_TSV_NONE && v->s == uninitialized; }
+
+/* After a raise on the path being built, what remains of it computes nothing: *out
+ * a placeholder, true. */
+static bool after_raise(const kl_ts_build *b, kl_tsv *out) {
+  if (b->raised) *out = (kl_tsv){.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
+  return b->raised;
+}
+
 static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out);
 static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
                                const kl_tsv *args, const char *const *kw, int n_args,
@@ -754,7 +781,7 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
                              kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = eval_args(b, f, x, &args);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
   bool ns = strstr(name, "::") != NULL; /* prim::X keeps its namespace */
   size_t len = strlen(name), pre = ns ? 0 : 6;
   char *full = kl_ts_alloc(b, len + 7);
@@ -777,12 +804,6 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   }
   return s;
 }
-
-/* What uninitialized(T) gives (scripted code's placeholder for a value that the path
- * which sets it does not read): None with this s. */
-static const char uninitialized[] = "uninitialized";
-
-static bool is_uninit(const kl_tsv *v) { return v->kind == KL_TSV_NONE && v->s == uninitialized; }
 
 static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const char *fn = x->obj->s;
@@ -808,6 +829,23 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
                  "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
 }
 
+/* b->raise_code := code where no raise was reached before (the first raise reached
+ * is the one that ends the run), code being an int64 0-D value of b->g. */
+static kiln_status raise_join(kl_ts_build *b, int code) {
+  int prev = b->raise_code, zero, is_zero, joined;
+  if (prev < 0) return b->raise_code = code, KILN_OK;
+  b->aten = "prim::RaiseException";
+  if ((zero = kl_ts_const_scalar(b, KL_I64, 0)) < 0) return b->e->code;
+  int node = kl_ts_node(b, KL_OP_Equal, 2, (int[]){prev, zero}, 1, &is_zero);
+  kiln_status s = node < 0 ? b->e->code : kl_ts_finish(b, node);
+  if (s == KILN_OK && (node = kl_ts_node(b, KL_OP_Where, 3, (int[]){is_zero, code, prev}, 1,
+                                         &joined)) < 0)
+    s = b->e->code;
+  if (s == KILN_OK) s = kl_ts_finish(b, node);
+  if (s == KILN_OK) b->raise_code = joined;
+  return s;
+}
+
 /* The text of a raise's message as the code writes it: a string, a name holding one, or
  * the format string of torch.format(...). */
 static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
@@ -823,14 +861,30 @@ static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
  * Reached while building on a path the data does not choose, it is the model's own
  * error for these inputs; inside an If or Loop body the data chooses it, and kiln
  * cannot raise while a graph runs. */
-static kiln_status raise_exception(kl_ts_build *b, const frame *f, const kl_ts_expr *x) {
+static kiln_status raise_exception(kl_ts_build *b, const frame *f, const kl_ts_expr *x,
+                                   kl_tsv *out) {
   const char *msg = x->n_args ? raise_text(f, x->args[0], 0) : "";
-  if (b->bodies)
-    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: ops.prim.RaiseException (\"%s\") on a "
-                   "path that the data chooses: kiln cannot raise while the graph runs; "
-                   "export with torch.jit.trace or to ONNX", b->where, b->line, msg);
-  return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an exception "
-                 "for these inputs: %s", b->where, b->line, msg);
+  if (!b->bodies)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an "
+                   "exception for these inputs: %s", b->where, b->line, msg);
+  const kl_ts_expr *kind = x->n_args > 1 && x->args[1]->kind == KL_TSE_STR ? x->args[1] : NULL;
+  if (b->n_raises == b->cap_raises) {
+    int cap = b->cap_raises ? b->cap_raises * 2 : 8;
+    char **r = realloc(b->raises, sizeof *r * (size_t)cap);
+    if (!r) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    b->raises = r;
+    b->cap_raises = cap;
+  }
+  char text[768];
+  snprintf(text, sizeof text, "%s:%d: the scripted code raises %s for these inputs: %s",
+           b->where, b->line, kind ? kind->s : "an exception", msg);
+  if (!(b->raises[b->n_raises] = strdup(text)))
+    return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  int code = kl_ts_const_scalar(b, KL_I64, ++b->n_raises);
+  kiln_status s = code < 0 ? b->e->code : raise_join(b, code);
+  b->raised = s == KILN_OK;
+  *out = (kl_tsv){.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
+  return s;
 }
 
 /* FUNC value fn, a prefix of a scripted function's name, extended by .name */
@@ -853,7 +907,8 @@ static kiln_status eval_function_call(kl_ts_build *b, frame *f, const kl_ts_expr
                                       const char *qual, kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = eval_args(b, f, x, &args);
-  return s != KILN_OK ? s : call_function(b, qual, args, x->kw, x->n_args, out);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  return call_function(b, qual, args, x->kw, x->n_args, out);
 }
 
 /* torch.append(xs, v) (xs.append(v)): the list grows where every frame holds it (a list
@@ -866,7 +921,7 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args)
                                  : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append takes "
                                            "a list and a value", b->where, b->line);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
   if (args[0].kind != KL_TSV_LIST)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
                    b->where, b->line);
@@ -874,10 +929,7 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::append inside a loop or an if on "
                    "the data (a list whose length the data decides): export with "
                    "torch.jit.trace or to ONNX", b->where, b->line);
-  if ((b->appended += args[0].n + 1) > MAX_APPEND_COPIES)
-    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: appends that copy more than %d list "
-                   "elements in all (a list built by append of more than about 1400)",
-                   b->where, b->line, MAX_APPEND_COPIES);
+  if ((s = kl_ts_list_copied(b, args[0].n + 1)) != KILN_OK) return s;
   const kl_tsv *old = args[0].items;
   kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(args[0].n + 1));
   if (!items) return b->e->code;
@@ -903,7 +955,7 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
                                          : eval_builtin(b, f, x, out);
   }
   const char *aten = aten_name(b, f, callee);
-  if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x);
+  if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x, out);
   if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
   if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
     out->kind = KL_TSV_NONE;
@@ -922,7 +974,7 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
     return s != KILN_OK ? s : eval_function_call(b, f, x, fn.s, out);
   }
   if (s == KILN_OK) s = eval_args(b, f, x, &args);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
   if (self.kind != KL_TSV_MODULE)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' called on a value that is "
                    "not a module", b->where, b->line, callee->s);
@@ -948,9 +1000,37 @@ static kiln_status eval_seq(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_ts
   return eval_args(b, f, x, &out->items);
 }
 
+static kiln_status value_id(kl_ts_build *b, const kl_tsv *v, kl_dtype dt, const char *name,
+                            int *id);
+
+/* A list of ints some of which the graph computes (x.size() of a symbolic dim, and 0-D
+ * tensors of arithmetic on them) as a list of 0-D int64 tensors, in *out; *made false
+ * (nothing made) for any other list. */
+static kiln_status ints_as_tensors(kl_ts_build *b, const kl_tsv *seq, kl_tsv *out, bool *made) {
+  bool ints = false;
+  *made = false;
+  for (int k = 0; k < seq->n; k++) {
+    const kl_tsv *v = &seq->items[k];
+    const kl_type *t = v->kind == KL_TSV_TENSOR ? &b->g->values[v->id].type : NULL;
+    if (v->kind != KL_TSV_INT && !(t && t->rank == 0 && t->dtype == KL_I64)) return KILN_OK;
+    ints |= v->kind == KL_TSV_INT;
+  }
+  if (!ints) return KILN_OK;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(seq->n + 1));
+  if (!items) return b->e->code;
+  for (int k = 0; k < seq->n; k++) {
+    items[k] = (kl_tsv){.kind = KL_TSV_TENSOR};
+    kiln_status s = value_id(b, &seq->items[k], KL_I64, "list element", &items[k].id);
+    if (s != KILN_OK) return s;
+  }
+  *out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = seq->n, .id = -1};
+  *made = true;
+  return KILN_OK;
+}
+
 /* xs[i] with i a value of the graph (a loop's counter: torch writes `for c in xs` as a
  * loop over range(len(xs))): a list of numbers known now as a constant tensor, one of
- * tensors stacked, and the element gathered. */
+ * tensors (or of ints the graph computes) stacked, and the element gathered. */
 static kiln_status index_at_run_time(kl_ts_build *b, const kl_tsv *seq, const kl_tsv *i,
                                      kl_tsv *out) {
   static const char *const no_kw[3] = {NULL, NULL, NULL};
@@ -958,9 +1038,14 @@ static kiln_status index_at_run_time(kl_ts_build *b, const kl_tsv *seq, const kl
   bool numbers = kind == KL_TSV_INT || kind == KL_TSV_FLOAT || kind == KL_TSV_BOOL;
   for (int k = 0; k < seq->n; k++)
     if (seq->items[k].kind != kind || (numbers && seq->items[k].id >= 0)) numbers = false;
-  kl_tsv a[3], stacked;
+  kl_tsv a[3], stacked, ints;
   kiln_status s = KILN_OK;
+  bool computed_ints = false;
   b->aten = "aten::__getitem__";
+  if (!numbers && (kind == KL_TSV_INT || kind == KL_TSV_TENSOR)) {
+    if ((s = ints_as_tensors(b, seq, &ints, &computed_ints)) != KILN_OK) return s;
+    if (computed_ints) seq = &ints, kind = KL_TSV_TENSOR;
+  }
   if (numbers) {
     kl_dtype dt = kind == KL_TSV_INT ? KL_I64 : kind == KL_TSV_BOOL ? KL_BOOL : KL_F32;
     int64_t n = seq->n;
@@ -987,7 +1072,8 @@ static kiln_status index_at_run_time(kl_ts_build *b, const kl_tsv *seq, const kl
   a[1] = (kl_tsv){.kind = KL_TSV_INT, .i = 0, .id = -1};
   a[2] = *i;
   if (s == KILN_OK) s = kl_aten_call(b, "select", a, no_kw, 3, out);
-  if (s == KILN_OK && numbers && out->kind == KL_TSV_TENSOR) out->kind = kind;
+  if (s == KILN_OK && (numbers || computed_ints) && out->kind == KL_TSV_TENSOR)
+    out->kind = computed_ints ? KL_TSV_INT : kind;
   if (s != KILN_OK) kl_err_prefix(b->e, "%s:%d: an element of a list", b->where, b->line);
   return s;
 }
@@ -996,7 +1082,7 @@ static kiln_status eval_index(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_
   kl_tsv seq, ix = {.kind = KL_TSV_INT, .i = x->i, .id = -1};
   kiln_status s = eval(b, f, x->obj, &seq);
   if (s == KILN_OK && x->n_args == 1) s = eval(b, f, x->args[0], &ix);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
   if ((seq.kind == KL_TSV_LIST || seq.kind == KL_TSV_TUPLE) &&
       (ix.kind == KL_TSV_INT || ix.kind == KL_TSV_TENSOR) && ix.id >= 0)
     return index_at_run_time(b, &seq, &ix, out);
@@ -1015,6 +1101,7 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
   memset(out, 0, sizeof *out);
   out->id = -1;
   b->line = x->line;
+  if (after_raise(b, out)) return KILN_OK;
   switch (x->kind) {
   case KL_TSE_NAME: {
     const kl_tsv *v = frame_get(f, x->s);
@@ -1077,6 +1164,9 @@ typedef struct body {
   frame f;
   int n_tensors, tensors_from;
   void *aten_state;
+  int outer_raise;      /* the enclosing graph's raise_code */
+  int raise_code;       /* the body's, once built (-1: it reaches no raise) */
+  bool raised;          /* the body's path ends in a raise */
 } body;
 
 static void body_free(body *bd) {
@@ -1139,6 +1229,8 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
                               int n_formal, int *ids) {
   memset(bd, 0, sizeof *bd);
   bd->outer = b->g;
+  bd->outer_raise = b->raise_code;
+  bd->raise_code = b->raise_code = -1;
   b->bodies++;
   bd->f.up = b->frame;
   b->frame = &bd->f;
@@ -1167,6 +1259,10 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
 /* Back to the enclosing graph (also after a failure). */
 static void body_end(kl_ts_build *b, body *bd) {
   if (!bd->outer) return;
+  bd->raise_code = b->raise_code;
+  bd->raised = b->raised;
+  b->raise_code = bd->outer_raise;
+  b->raised = false;
   b->bodies--;
   b->frame = bd->f.up;
   b->g = bd->outer;
@@ -1297,22 +1393,46 @@ static const kl_tsv *like_of(const body *bd, const kl_type *t) {
   return &zero;
 }
 
+/* Branch j's value of a name (NULL: local to the other branch); a branch that ends in a
+ * raise holds a placeholder for what the other one sets. */
+static const kl_tsv *branch_value(const body *br, int j, const char *name) {
+  static const kl_tsv placeholder = {.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
+  const kl_tsv *v = frame_get(&br[j].f, name);
+  if (br[j].raised && !br[1 - j].raised && frame_get(&br[1 - j].f, name)) return &placeholder;
+  return v;
+}
+
+/* The raise code of the If's branches as their last outputs (0 in a branch that
+ * reaches no raise), joined into the enclosing graph's once the If is made. */
+static kiln_status raise_outputs(kl_ts_build *b, body *br, int *const *outs, int n_out,
+                                 bool *any) {
+  *any = br[0].raise_code >= 0 || br[1].raise_code >= 0;
+  kiln_status s = KILN_OK;
+  for (int j = 0; j < 2 && *any && s == KILN_OK; j++) {
+    b->g = br[j].g;
+    outs[j][n_out] = br[j].raise_code >= 0 ? br[j].raise_code : kl_ts_const_scalar(b, KL_I64, 0);
+    if (outs[j][n_out] < 0) s = b->e->code;
+    b->g = br[j].outer;
+  }
+  return s;
+}
+
 /* The outputs of an If: every name both branches end with that one of them assigned,
- * unless both hold the same literal. */
+ * unless both hold the same literal; then the raise code, when a branch raises. */
 static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set *ns,
                               int cond, int line) {
   int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL;
   const char **names = NULL;
   kl_tsv *like = NULL;
   kiln_status s = KILN_OK;
-  size_t sz = sizeof(int) * (size_t)(ns->n + 1);
+  size_t sz = sizeof(int) * (size_t)(ns->n + 2);
   if (!(outs[0] = malloc(sz)) || !(outs[1] = malloc(sz)) || !(out = malloc(sz)) ||
       !(names = malloc(sizeof *names * (size_t)(ns->n + 1))) ||
       !(like = malloc(sizeof *like * (size_t)(ns->n + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 0; k < ns->n && s == KILN_OK; k++) {
-    const kl_tsv *v0 = frame_get(&br[0].f, ns->names[k]), *v1 = frame_get(&br[1].f, ns->names[k]);
-    if (!v0 || !v1) continue; /* local to one branch */
+    const kl_tsv *v0 = branch_value(br, 0, ns->names[k]), *v1 = branch_value(br, 1, ns->names[k]);
+    if (!v0 || !v1 || (br[0].raised && br[1].raised)) continue; /* local to one branch */
     if (is_literal(v0) && is_literal(v1) && v0->kind == v1->kind && v0->i == v1->i &&
         v0->f == v1->f) {
       s = frame_set(b, f, ns->names[k], v0);
@@ -1350,8 +1470,11 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
     }
     n_out++;
   }
+  bool raises = false;
+  if (s == KILN_OK) s = raise_outputs(b, br, outs, n_out, &raises);
   for (int j = 0; j < 2 && s == KILN_OK; j++)
-    for (int k = 0; k < n_out && s == KILN_OK; k++) s = kl_graph_add_output(br[j].g, outs[j][k], b->e);
+    for (int k = 0; k < n_out + raises && s == KILN_OK; k++)
+      s = kl_graph_add_output(br[j].g, outs[j][k], b->e);
   int *in = NULL;
   if (s == KILN_OK && !(in = malloc(sizeof(int) * (size_t)(br[0].n_caps + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -1361,9 +1484,11 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
     memcpy(in + 1, br[0].from, sizeof(int) * (size_t)br[0].n_caps);
     static const char *const attr[] = {"then_branch", "else_branch"};
     body *bodies[2] = {&br[0], &br[1]};
-    if (n_out) /* (branches that set nothing outside need no node) */
-      s = add_control(b, KL_OP_If, attr, bodies, 2, 1 + br[0].n_caps, in, n_out, out);
+    if (n_out + raises) /* (branches that set nothing outside need no node) */
+      s = add_control(b, KL_OP_If, attr, bodies, 2, 1 + br[0].n_caps, in, n_out + raises, out);
   }
+  if (s == KILN_OK && raises) s = raise_join(b, out[n_out]);
+  b->raised = br[0].raised && br[1].raised; /* (both paths end in a raise) */
   for (int k = 0; k < n_out && s == KILN_OK; k++) {
     kl_tsv v = as_value(&like[k], out[k]);
     s = frame_set(b, f, names[k], &v);
@@ -1463,6 +1588,10 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   b->loops++;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
   b->loops--;
+  if (s == KILN_OK && b->raise_code >= 0)
+    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: ops.prim.RaiseException on a path that "
+                "the data chooses inside a loop (kiln checks a raise in an if, not one in a "
+                "for or while): export with torch.jit.trace or to ONNX", b->where, st->line);
   int cond = ids ? ids[1] : -1;
   if (s == KILN_OK && st->kind == KL_TSS_WHILE) {
     kl_tsv c;
@@ -1700,6 +1829,10 @@ static kiln_status run_if_return(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     b->if_returns++;
     if (s == KILN_OK) s = run_block(b, &br[k].f, path[k], n[k], &ret[k], &done[k]);
     b->if_returns--;
+    if (s == KILN_OK && b->raised)
+      s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: ops.prim.RaiseException on a path "
+                  "that the data chooses, of an if with a return in it (kiln checks a raise "
+                  "in an if without one)", b->where, st->line);
     if (s == KILN_OK && !done[k])
       s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the %s path of this if reaches the "
                   "end of the function without return", b->where, st->line,
@@ -1752,7 +1885,7 @@ static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
       if (st->is_return) return *out = v, *returned = true, KILN_OK;
       if (st->n_targets) s = assign(b, f, st, &v);
     }
-    if (s != KILN_OK) return s;
+    if (s != KILN_OK || b->raised) return s; /* (a raise ends the path) */
   }
   return KILN_OK;
 }
@@ -1760,6 +1893,7 @@ static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
 static kiln_status run_body(kl_ts_build *b, const kl_ts_method *m, frame *f, kl_tsv *out) {
   bool returned = false;
   kiln_status s = run_block(b, f, m->body, m->n_body, out, &returned);
+  if (s == KILN_OK && after_raise(b, out)) return KILN_OK;
   if (s == KILN_OK && !returned)
     s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' ends without return",
                 b->where, m->line, m->name);
@@ -1973,7 +2107,9 @@ static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, int k
       memcpy(dims, d, sizeof *d * (size_t)r);
     }
   }
-  bool by_position = n > 0 && named == 0 && n == fwd->n_params - 1;
+  int required = 0; /* (parameters with defaults come last) */
+  for (int j = 1; j < fwd->n_params; j++) required += !(fwd->defaults && fwd->defaults[j]);
+  bool by_position = n > 0 && named == 0 && n >= required && n <= fwd->n_params - 1;
   if (named < n && !by_position) {
     char params[512];
     return kl_fail(b->e, KILN_ERR_INVALID_ARGUMENT, "%s: input_types names '%s', which "
@@ -1984,19 +2120,17 @@ static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, int k
   return KILN_OK;
 }
 
+/* forward's parameters as the graph's inputs, into args (by keyword: kw[k] names
+ * args[k]; *n_args of them). A parameter with a default is an input only when the
+ * example inputs or input_types give it; else forward runs with its default (an
+ * Optional one defaulting to None: the input is absent). */
 static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
-                              const kl_pk_obj *traced, kl_tsv *args) {
+                              const kl_pk_obj *traced, kl_tsv *args, const char **kw,
+                              int *n_args) {
   int batch = kl_graph_symbol(b->g, "batch");
   if (batch < 0) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  *n_args = 0;
   for (int k = 1; k < fwd->n_params; k++) {
-    if (fwd->defaults && fwd->defaults[k])
-      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: forward's parameter '%s' has a "
-                     "default value: kiln makes every parameter of forward an input (script "
-                     "a forward without defaults, or export to ONNX)", b->where, fwd->line,
-                     fwd->params[k]);
-    int v = add_named_value(b, fwd->params[k]);
-    if (v < 0) return b->e->code;
-    kl_type *t = &b->g->values[v].type;
     const kl_pk_obj *ex = traced_input(traced, k - 1);
     bool declared = false;
     int rank = 0;
@@ -2006,13 +2140,18 @@ static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
     kiln_status s = ex ? KILN_OK
                        : declared_input(b, fwd, k, &declared, &dt, &rank, dims);
     if (s != KILN_OK) return s;
+    if (!ex && !declared && fwd->defaults && fwd->defaults[k]) continue; /* its default */
+    int v = add_named_value(b, fwd->params[k]);
+    if (v < 0) return b->e->code;
+    kl_type *t = &b->g->values[v].type;
     t->dtype = ex ? ex->dtype : dt;
     if (ex) kl_type_set_shape(t, ex->rank, ex->sizes);
     else if (declared) kl_type_set_shape(t, rank, dims);
     if ((ex || declared) && t->rank > 0) t->dims[0] = (kl_dim){-1, batch};
     s = kl_graph_add_input(b->g, v, b->e);
     if (s != KILN_OK) return s;
-    args[k - 1] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = v};
+    kw[*n_args] = fwd->params[k];
+    args[(*n_args)++] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = v};
   }
   return KILN_OK;
 }
@@ -2069,6 +2208,28 @@ static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool 
                  "tensor or a tuple or list of tensors", b->ar.path);
 }
 
+/* The outputs made by a kiln.Check of the raise code (raises on paths the data
+ * chooses): a run that reaches one fails with its message. */
+static kiln_status add_check(kl_ts_build *b) {
+  kl_graph *g = b->g;
+  int n = g->n_outputs, *in = malloc(sizeof *in * (size_t)(n + 1));
+  if (!in) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  in[0] = b->raise_code;
+  kiln_status s = KILN_OK;
+  for (int k = 0; k < n && s == KILN_OK; k++) { /* the value computed, renamed */
+    if ((in[k + 1] = kl_graph_add_value(g, NULL, b->e)) < 0) s = b->e->code;
+    else replace_value(g, g->outputs[k], in[k + 1]);
+  }
+  int node = s == KILN_OK ? kl_graph_add_node(g, KL_OP_KilnCheck, "raise_check", n + 1, in, n,
+                                              g->outputs, b->e) : -1;
+  if (s == KILN_OK && node < 0) s = b->e->code;
+  if (s == KILN_OK)
+    s = kl_node_set_strings(g, node, "messages", (const char *const *)b->raises, b->n_raises,
+                            b->e);
+  free(in);
+  return s;
+}
+
 /* ---- the archive's parts ---- */
 
 static kiln_status check_byteorder(kl_ts_build *b) {
@@ -2117,18 +2278,21 @@ static kiln_status build_graph(kl_ts_build *b) {
     s = KILN_OK;
   kl_tsv self = {.kind = KL_TSV_MODULE, .obj = b->root, .s = "", .id = -1}, *args = NULL, ret;
   const kl_ts_method *fwd = NULL;
-  const char *file;
+  const char *file, **kw = NULL;
+  int n_args = 0;
   if (s == KILN_OK) s = find_method(b, b->root, "forward", &fwd, &file);
-  if (s == KILN_OK && !(args = kl_ts_alloc(b, sizeof *args * (size_t)fwd->n_params)))
+  if (s == KILN_OK && (!(args = kl_ts_alloc(b, sizeof *args * (size_t)fwd->n_params)) ||
+                       !(kw = kl_ts_alloc(b, sizeof *kw * (size_t)fwd->n_params))))
     s = b->e->code;
   const char *where = b->where;
   if (s == KILN_OK) b->where = file; /* (for add_inputs' messages) */
-  if (s == KILN_OK) s = add_inputs(b, fwd, traced, args);
+  if (s == KILN_OK) s = add_inputs(b, fwd, traced, args, kw, &n_args);
   b->where = where;
   kl_pickle_free(traced_pkl);
-  if (s == KILN_OK) s = call_method(b, &self, "forward", args, NULL, fwd->n_params - 1, &ret);
+  if (s == KILN_OK) s = call_method(b, &self, "forward", args, kw, n_args, &ret);
   if (s == KILN_OK) s = add_outputs(b, &ret, 0, false);
   if (s == KILN_OK) s = add_outputs(b, &ret, 0, true);
+  if (s == KILN_OK && b->raise_code >= 0) s = add_check(b);
   return s;
 }
 
@@ -2148,6 +2312,8 @@ static void build_free(kl_ts_build *b) {
   }
   free(b->storages);
   kl_strmap_free(b->storage_ids);
+  for (int i = 0; i < b->n_raises; i++) free(b->raises[i]);
+  free(b->raises);
   for (ts_block *blk = b->blocks, *next; blk; blk = next) {
     next = blk->next;
     free(blk);
@@ -2157,7 +2323,7 @@ static void build_free(kl_ts_build *b) {
 static kiln_status load(const char *path, const void *buf, size_t len, const kl_import_opts *o,
                         kl_graph **out, kl_err *e) {
   *out = NULL;
-  kl_ts_build b = {.e = e, .scope = "", .aten = "", .where = path,
+  kl_ts_build b = {.e = e, .scope = "", .aten = "", .where = path, .raise_code = -1,
                    .input_types = o ? o->input_types : NULL};
   b.max_bytes = o && o->max_tensor_bytes > 0 ? o->max_tensor_bytes
                                              : KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES;

@@ -104,6 +104,9 @@ int64_t kl_ts_max_bytes(const kl_ts_build *b);
 int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
                      void *data, size_t nbytes);
 const kl_type *kl_ts_type(kl_ts_build *b, int id);
+/* Count n list elements copied (append, list + list, slices) against the bound on
+ * them all: KILN_ERR_LIMIT, recorded, past it. */
+kiln_status kl_ts_list_copied(kl_ts_build *b, int64_t n);
 /* A slot for aten.c's state while building (NULL at first; kl_ts_alloc'd memory). */
 void **kl_ts_aten_state(kl_ts_build *b);
 /* The graph value tensor `id` stands for now: aten.c functionalizes in-place writes

@@ -44,6 +44,13 @@ control flow takes other paths for other inputs.
               ifs, as code written by hand would (and range(1, 7, 2) for the last + 1,
               which torch writes as __range_length/__derive_index calls): kiln moves
               the statements after each if into its other branch
+  group_norm  nn.GroupNorm scripted: its functional's raise on N * C / G times the
+              spatial size being 1 (the batch decides it: a kiln.Check), a raise on the
+              rank (known while building: dropped), one on the data, x.shape[2:] and +
+              of int lists
+  defaults    forward(x, mask: Optional[Tensor] = None, scale: float = 2.0) given x
+              only: mask is None and scale 2.0
+  defaults_mask  the same module given x and mask
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -53,7 +60,7 @@ import sys
 import warnings
 import zipfile
 
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import torch
@@ -258,6 +265,40 @@ EARLY_RETURN_HAND = """    if bool(torch.gt(torch.sum(x), 0)):
 """
 
 
+class GroupNormRaise(torch.nn.Module):
+    """nn.GroupNorm scripted (its functional's raise on a product of sizes that
+    includes the batch: a kiln.Check), a raise on a rank known while building (dropped),
+    one on the data, and list slicing and + of sizes."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.gn = torch.nn.GroupNorm(4, 4)
+
+    def forward(self, x):
+        if x.dim() != 4:
+            raise ValueError("expected a 4-D input")
+        h = self.gn(self.conv(x))
+        if bool(h.abs().sum() > 1.0e6):
+            raise ValueError("activations out of range")
+        hw: List[int] = list(x.shape[2:])
+        return h.flatten(2).reshape([x.shape[0], 4] + hw) + 1.0
+
+
+class Defaults(torch.nn.Module):
+    """forward parameters with defaults: an Optional tensor defaulting to None, a float."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, mask: Optional[torch.Tensor] = None, scale: float = 2.0):
+        h = self.lin(x)
+        if mask is not None:
+            h = h.masked_fill(mask, 0.0)
+        return h * scale
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -290,6 +331,9 @@ def cases():
         ("ranges", Ranges, [(r(5, 3),), (r(1, 3),), (r(2, 3),), (r(7, 3),)]),
         ("early_return", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                        (-r(3, 4).abs() * 0.1,)]),
+        ("group_norm", GroupNormRaise, [(r(2, 3, 5, 5),), (r(1, 3, 5, 5),)]),
+        ("defaults", Defaults, [(r(2, 4),), (r(3, 4),)]),
+        ("defaults_mask", Defaults, [(r(2, 4), r(2, 3) > 0), (r(1, 4), r(1, 3) > 0.5)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

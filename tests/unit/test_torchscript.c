@@ -661,10 +661,22 @@ static void test_control_flow(void **state) {
       {"    if bool(torch.gt(torch.sum(x), 0)):\n      return (x, x)\n    net = self.net\n",
        "__torch__.py:9: the two paths of this if return values of different structure",
        KILN_ERR_UNSUPPORTED},
-      {"    if bool(torch.gt(torch.sum(x), 0)):\n      ops.prim.RaiseException(\"boom\")\n"
-       "    net = self.net\n",
-       "__torch__.py:10: ops.prim.RaiseException (\"boom\") on a path that the data chooses",
+      {"    for i in range(torch.size(x, 0)):\n      if bool(torch.gt(torch.sum(x), 0)):\n"
+       "        ops.prim.RaiseException(\"boom\")\n    net = self.net\n",
+       "__torch__.py:9: ops.prim.RaiseException on a path that the data chooses inside a loop",
        KILN_ERR_UNSUPPORTED},
+      {"    if bool(torch.gt(torch.sum(x), 0)):\n      ops.prim.RaiseException(\"boom\")\n"
+       "      return x\n    net = self.net\n",
+       "__torch__.py:9: ops.prim.RaiseException on a path that the data chooses, of an if "
+       "with a return", KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.slice([1, 2, 3], torch.size(x, 0))\n    net = self.net\n",
+       "__torch__.py:9: aten::slice: argument 'start' is a value computed by the graph, "
+       "expected an int known", KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.slice([1, 2, 3], 0, 3, -1)\n    net = self.net\n",
+       "__torch__.py:9: aten::slice: argument 'step' is int, expected a step of 1 or more",
+       KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.add([1, 2, 3], 4)\n    net = self.net\n",
+       "__torch__.py:9: aten::add: argument 'other' is int, expected a list", KILN_ERR_UNSUPPORTED},
       {"    ops.prim.RaiseException(\"boom\")\n    net = self.net\n",
        "__torch__.py:9: the scripted code raises an exception for these inputs: boom",
        KILN_ERR_INVALID_MODEL},
@@ -683,7 +695,7 @@ static void test_control_flow(void **state) {
        "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
       {"    _l = annotate(List[Tensor], [])\n    for i in range(9223372036854775807):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
-       "__torch__.py:11: appends that copy more than 1048576 list elements", KILN_ERR_LIMIT},
+       "__torch__.py:11: list operations (append, +, slices) that copy more than 1048576", KILN_ERR_LIMIT},
       {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
        "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
       {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
@@ -758,9 +770,6 @@ static void test_scripted_functions(void **state) {
        "has no function 'nothing'", KILN_ERR_INVALID_MODEL},
       {"__torch__.torch.nn.functional.pad(", "__torch__.Functions(",
        "__torch__.py:15: a call of class __torch__.Functions (a NamedTuple", KILN_ERR_UNSUPPORTED},
-      {"tokens: Tensor)", "tokens: Tensor=None)",
-       "__torch__.py:8: forward's parameter 'tokens' has a default value",
-       KILN_ERR_UNSUPPORTED},
   };
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
@@ -804,6 +813,60 @@ static void test_if_lowering(void **state) {
   kiln_status s = kiln_model_load(t->path, NULL, &m);
   if (s != KILN_OK) fail_msg("%s", kiln_model_error(m));
   kiln_model_free(m);
+}
+
+/* A raise on a path the data chooses is a kiln.Check: nn.GroupNorm's scripted
+ * functional raises when N * C / G times the spatial size is 1, which the batch decides
+ * (tests/models/ts/script/group_norm checks the model against PyTorch). */
+static void test_raise_check(void **state) {
+  (void)state;
+  kiln_options *o = typed("x:float32[1,3,1,1]");
+  kiln_model *m;
+  kiln_session *s;
+  kiln_status st = kiln_model_load(TS "script/group_norm/model.pt", o, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  for (int64_t n = 2; n >= 1; n--) {
+    int64_t dims[4] = {n, 3, 1, 1};
+    assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 4, dims, x,
+                                            sizeof(float) * (size_t)(3 * n)), KILN_OK);
+    st = kiln_session_run(s);
+    if (n == 2 && st != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  }
+  assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+  const char *msg = kiln_session_error(s);
+  if (!strstr(msg, "functional.py:26: the scripted code raises builtins.ValueError for these "
+                   "inputs: Expected more than 1 value per channel"))
+    fail_msg("'%s' does not name the raise", msg);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
+/* forward's parameters with defaults are inputs only where the input types give them
+ * (tests/models/ts/script/defaults and defaults_mask check both against PyTorch). */
+static void test_forward_defaults(void **state) {
+  (void)state;
+  static const struct {
+    const char *types;
+    int inputs;
+  } cases[] = {{NULL, 1}, {"x:float32[2,4]", 1}, {"x:float32[2,4];mask:bool[2,3]", 2},
+               {"#0:float32[2,4];#1:bool[2,3]", 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kiln_options *o = typed(cases[i].types ? cases[i].types : "");
+    kiln_model *m;
+    kiln_status st = kiln_model_load(TS "script/defaults/model.pt", o, &m);
+    if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+    assert_int_equal(kiln_model_input_count(m), cases[i].inputs);
+    kiln_model_free(m);
+    kiln_options_free(o);
+  }
+  run_typed(TS "script/defaults", false, 0, "x:float32[2,4]");
+  kiln_options *o = typed("x:float32[2,4];y:int64[1]");
+  expect_error(TS "script/defaults/model.pt", o, KILN_ERR_INVALID_ARGUMENT,
+               "input_types names 'y'", "forward's parameters: x, mask, scale");
+  kiln_options_free(o);
 }
 
 static void endless_loop(tmp *t, const char *code);
@@ -1022,6 +1085,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_if_lowering, setup, teardown),
       cmocka_unit_test_setup_teardown(test_scripted_functions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_early_return, setup, teardown),
+      cmocka_unit_test(test_raise_check),
+      cmocka_unit_test(test_forward_defaults),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),
