@@ -1097,6 +1097,14 @@ static kiln_status eval_index(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_
   return KILN_OK;
 }
 
+/* t.name of a NamedTuple */
+static kiln_status field(kl_ts_build *b, const kl_tsv *t, const char *name, kl_tsv *out) {
+  for (int k = 0; k < t->n; k++)
+    if (strcmp(t->fields[k], name) == 0) return *out = t->items[k], KILN_OK;
+  return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the NamedTuple has no field '%s'",
+                 b->where, b->line, name);
+}
+
 static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   memset(out, 0, sizeof *out);
   out->id = -1;
@@ -1130,6 +1138,7 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
     kl_tsv obj;
     kiln_status s = eval(b, f, x->obj, &obj);
     if (s == KILN_OK && obj.kind == KL_TSV_FUNC) return func_name(b, &obj, x->s, out);
+    if (s == KILN_OK && obj.kind == KL_TSV_TUPLE && obj.fields) return field(b, &obj, x->s, out);
     return s != KILN_OK ? s : module_attr(b, &obj, x->s, out);
   }
   }
@@ -1987,6 +1996,33 @@ static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *m
   return invoke(b, m, file, method, self, args, kw, n_args, out);
 }
 
+/* NamedTuple cls (named qual) made of the arguments, bound to its fields by position,
+ * then by keyword: a tuple whose items have the fields' names. */
+static kiln_status named_tuple(kl_ts_build *b, const kl_ts_class *cls, const char *qual,
+                               const kl_tsv *args, const char *const *kw, int n_args,
+                               kl_tsv *out) {
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(cls->n_fields + 1));
+  bool *set = kl_ts_alloc(b, sizeof *set * (size_t)(cls->n_fields + 1));
+  if (!items || !set) return b->e->code;
+  for (int k = 0; k < n_args; k++) {
+    int j = kw && kw[k] ? 0 : k;
+    while (kw && kw[k] && j < cls->n_fields && strcmp(cls->fields[j], kw[k]) != 0) j++;
+    if (j >= cls->n_fields || set[j])
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: NamedTuple %s (%d fields): "
+                     "argument %d (%s) is not one of its fields or is given twice", b->where,
+                     b->line, qual, cls->n_fields, k, kw && kw[k] ? kw[k] : "by position");
+    items[j] = args[k];
+    set[j] = true;
+  }
+  for (int j = 0; j < cls->n_fields; j++)
+    if (!set[j])
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: NamedTuple %s made without its "
+                     "field '%s'", b->where, b->line, qual, cls->fields[j]);
+  *out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = cls->n_fields, .id = -1,
+                  .fields = cls->fields};
+  return KILN_OK;
+}
+
 /* A call of scripted function qual ("__torch__.torch.nn.functional.relu"): the function
  * `relu` of code/__torch__/torch/nn/functional.py, inlined as a method is. */
 static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv *args,
@@ -2008,9 +2044,11 @@ static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv 
   const char *file = b->ar.path;
   for (int i = 0; i < b->n_files; i++)
     if (b->files[i].code == code) file = b->files[i].path;
-  if (!m && kl_tscode_class(code, dot + 1))
-    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of class %s (a NamedTuple or "
-                   "an object made by the code), which kiln does not build: export with "
+  const kl_ts_class *cls = m ? NULL : kl_tscode_class(code, dot + 1);
+  if (cls && cls->named_tuple) return named_tuple(b, cls, qual, args, kw, n_args, out);
+  if (cls)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of class %s (an object made "
+                   "by the code, not a NamedTuple), which kiln does not build: export with "
                    "torch.jit.trace or to ONNX", b->where, b->line, qual);
   if (!m)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s has no function '%s' (a "
@@ -2170,10 +2208,11 @@ static void replace_value(kl_graph *g, int from, int to) {
   g->values[from].producer = -1;
 }
 
-static kiln_status add_output(kl_ts_build *b, int id) {
+static kiln_status add_output(kl_ts_build *b, int id, const char *field) {
   kl_graph *g = b->g;
   char name[32];
   snprintf(name, sizeof name, "output_%d", g->n_outputs);
+  if (field) snprintf(name, sizeof name, "%.31s", field);
   bool taken = g->values[id].producer < 0;
   for (int i = 0; i < g->n_outputs; i++) taken |= g->outputs[i] == id;
   int v = add_named_value(b, name);
@@ -2188,18 +2227,22 @@ static kiln_status add_output(kl_ts_build *b, int id) {
   return kl_graph_add_output(g, v, b->e);
 }
 
-/* The tensors of r as outputs; with add false, only what they hold after in-place
- * writes is made (any view made again from its changed base), before add_output
- * renames any of those values. */
-static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool add) {
+/* The tensors of r as outputs (named field, for a NamedTuple's field; None fields of
+ * a NamedTuple, GoogLeNet's aux logits in eval mode, are none); with add false, only
+ * what they hold after in-place writes is made (any view made again from its changed
+ * base), before add_output renames any of those values. */
+static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool add,
+                               const char *field) {
   if (r->kind == KL_TSV_TENSOR) {
     int id;
     kiln_status s = kl_aten_current(b, r->id, &id);
-    return s != KILN_OK || !add ? s : add_output(b, id);
+    return s != KILN_OK || !add ? s : add_output(b, id, field);
   }
   if ((r->kind == KL_TSV_TUPLE || r->kind == KL_TSV_LIST) && depth < 8) {
     for (int i = 0; i < r->n; i++) {
-      kiln_status s = add_outputs(b, &r->items[i], depth + 1, add);
+      if (r->fields && r->items[i].kind == KL_TSV_NONE) continue;
+      kiln_status s = add_outputs(b, &r->items[i], depth + 1, add,
+                                  r->fields ? r->fields[i] : NULL);
       if (s != KILN_OK) return s;
     }
     return KILN_OK;
@@ -2290,8 +2333,8 @@ static kiln_status build_graph(kl_ts_build *b) {
   b->where = where;
   kl_pickle_free(traced_pkl);
   if (s == KILN_OK) s = call_method(b, &self, "forward", args, kw, n_args, &ret);
-  if (s == KILN_OK) s = add_outputs(b, &ret, 0, false);
-  if (s == KILN_OK) s = add_outputs(b, &ret, 0, true);
+  if (s == KILN_OK) s = add_outputs(b, &ret, 0, false, NULL);
+  if (s == KILN_OK) s = add_outputs(b, &ret, 0, true, NULL);
   if (s == KILN_OK && b->raise_code >= 0) s = add_check(b);
   return s;
 }

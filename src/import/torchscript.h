@@ -54,7 +54,7 @@ typedef enum kl_tsv_kind {
   KL_TSV_STR,    /* s */
   KL_TSV_TENSOR, /* id */
   KL_TSV_LIST,   /* items */
-  KL_TSV_TUPLE,  /* items */
+  KL_TSV_TUPLE,  /* items (and fields, for a NamedTuple) */
   KL_TSV_MODULE, /* obj, with its attribute path s */
   KL_TSV_FUNC,   /* a scripted function or a prefix of its name: s, "__torch__.a.f" */
 } kl_tsv_kind;
@@ -70,6 +70,7 @@ struct kl_tsv {
                 * symbol it equals; 0 when none */
   kl_tsv *items;
   int n;
+  const char *const *fields; /* a TUPLE that is a NamedTuple: its n field names */
   int made_in; /* a LIST made by a list display: 1 + the If/Loop bodies around it then
                 * (append may grow it in that body only); 0 for any other value */
   const kl_pk_obj *obj;

@@ -737,19 +737,39 @@ static kiln_status add_method(parser *p, kl_ts_class *cls, int def_col, int *cap
   return s != KILN_OK ? s : parse_body(p, m, def_col);
 }
 
+static kiln_status add_field(parser *p, kl_ts_class *cls, const char *name, int *cap) {
+  if (cls->n_fields == *cap) {
+    *cap = *cap ? *cap * 2 : 4;
+    const char **fs = block_alloc(p->c, sizeof *fs * (size_t)*cap);
+    if (!fs) return kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    if (cls->n_fields) memcpy(fs, cls->fields, sizeof *fs * (size_t)cls->n_fields);
+    cls->fields = fs;
+  }
+  cls->fields[cls->n_fields++] = name;
+  return KILN_OK;
+}
+
 static kiln_status parse_class(parser *p, kl_ts_class *cls) {
   int col = peek(p)->col, cap = 0;
   p->pos++; /* class */
   if (peek(p)->k != T_NAME) return syntax(p, "a class name");
   cls->name = peek(p)->s;
+  p->pos++;
+  if (is_op(peek(p), "(") && is_name(peek(p) + 1, "NamedTuple") && is_op(peek(p) + 2, ")"))
+    cls->named_tuple = true;
   skip_line(p);
+  int fcap = 0;
   while (peek(p)->k != T_END && peek(p)->col > col) {
     if (is_name(peek(p), "def")) {
       kiln_status s = add_method(p, cls, peek(p)->col, &cap);
       if (s != KILN_OK) return s;
-    } else {
-      skip_line(p); /* attribute declarations: the pickle has the values */
+      continue;
     }
+    if (cls->named_tuple && peek(p)->k == T_NAME && is_op(peek(p) + 1, ":")) {
+      kiln_status s = add_field(p, cls, peek(p)->s, &fcap);
+      if (s != KILN_OK) return s;
+    }
+    skip_line(p); /* attribute declarations: the pickle has the values */
   }
   return KILN_OK;
 }

@@ -17,7 +17,8 @@
  * range(a, b) and range(a, b, s), while blocks, pass, "a, b = c, d" (torch writes
  * break and continue as flags of a while), free functions (def at column 0, as
  * code/__torch__/torch/nn/functional.py holds them) and parameter defaults.
- * unchecked_cast(T, v) is kept as a call with the value only, like annotate. Anything
+ * unchecked_cast(T, v) is kept as a call with the value only, like annotate. A class
+ * whose base is NamedTuple keeps its annotated names ("logits : Tensor") as fields. Anything
  * else (other compound statements, a break or continue in the code, operators) is an
  * error naming the line and the construct.
  */
@@ -99,6 +100,9 @@ typedef struct kl_ts_class {
   const char *name;
   kl_ts_method *methods;
   int n_methods;
+  bool named_tuple;    /* class NAME(NamedTuple): its fields are the annotated names */
+  const char **fields; /* of a NamedTuple, in order */
+  int n_fields;
 } kl_ts_class;
 
 typedef struct kl_ts_code {

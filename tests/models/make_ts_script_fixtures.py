@@ -51,6 +51,9 @@ control flow takes other paths for other inputs.
   defaults    forward(x, mask: Optional[Tensor] = None, scale: float = 2.0) given x
               only: mask is None and scale 2.0
   defaults_mask  the same module given x and mask
+  named_outputs  a NamedTuple made by a method (one field None), its fields read and a
+              NamedTuple returned, as torchvision's GoogLeNet does: the outputs are
+              its fields that are not None, named after them
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -60,7 +63,7 @@ import sys
 import warnings
 import zipfile
 
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -299,6 +302,30 @@ class Defaults(torch.nn.Module):
         return h * scale
 
 
+class NetOutputs(NamedTuple):
+    logits: torch.Tensor
+    aux: Optional[torch.Tensor]
+    features: torch.Tensor
+
+
+class NamedOutputs(torch.nn.Module):
+    """GoogLeNet's way out: a NamedTuple made by a method, one field None (no graph
+    output), fields read back (o.logits) and a NamedTuple returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.fc = torch.nn.Linear(4, 5)
+
+    def _forward(self, x) -> NetOutputs:
+        f = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(self.conv(x), 1), 1)
+        return NetOutputs(self.fc(f), None, f)
+
+    def forward(self, x) -> NetOutputs:
+        o = self._forward(x)
+        return NetOutputs(torch.softmax(o.logits, 1), o.aux, features=o.features * 2.0)
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -334,6 +361,7 @@ def cases():
         ("group_norm", GroupNormRaise, [(r(2, 3, 5, 5),), (r(1, 3, 5, 5),)]),
         ("defaults", Defaults, [(r(2, 4),), (r(3, 4),)]),
         ("defaults_mask", Defaults, [(r(2, 4), r(2, 3) > 0), (r(1, 4), r(1, 3) > 0.5)]),
+        ("named_outputs", NamedOutputs, [(r(2, 3, 6, 6),), (r(1, 3, 6, 6),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
@@ -358,7 +386,12 @@ def emit(name, cls, inputs):
     for k, args in enumerate(inputs):
         with torch.no_grad():
             out = model(*args)
+        fields = getattr(out, "_fields", None)  # a NamedTuple: its fields not None
         outs = out if isinstance(out, tuple) else (out,)
+        onames = [f"output_{j}" for j in range(len(outs))]
+        if fields:
+            onames = [n for n, o in zip(fields, outs) if o is not None]
+            outs = [o for o in outs if o is not None]
         if name.startswith("early_return"):  # each case ends at another return
             assert [bool(args[0].sum() > 0), bool(args[0].mean() < -1)].count(True) == \
                 (0 if k == 2 else 1), (name, k)
@@ -367,7 +400,7 @@ def emit(name, cls, inputs):
         for j, (n, a) in enumerate(zip(names, args)):
             write_pb(a.numpy(), n, os.path.join(case, f"input_{j}.pb"))
         for j, o in enumerate(outs):
-            write_pb(o.numpy(), f"output_{j}", os.path.join(case, f"output_{j}.pb"))
+            write_pb(o.numpy(), onames[j], os.path.join(case, f"output_{j}.pb"))
     print(f"{name}: {os.path.getsize(os.path.join(folder, 'model.pt'))} bytes")
 
 

@@ -769,7 +769,8 @@ static void test_scripted_functions(void **state) {
       {"__torch__.torch.nn.functional.pad(", "__torch__.torch.nn.functional.nothing(",
        "has no function 'nothing'", KILN_ERR_INVALID_MODEL},
       {"__torch__.torch.nn.functional.pad(", "__torch__.Functions(",
-       "__torch__.py:15: a call of class __torch__.Functions (a NamedTuple", KILN_ERR_UNSUPPORTED},
+       "__torch__.py:15: a call of class __torch__.Functions (an object made by the code, "
+       "not a NamedTuple)", KILN_ERR_UNSUPPORTED},
   };
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
@@ -866,6 +867,51 @@ static void test_forward_defaults(void **state) {
   kiln_options *o = typed("x:float32[2,4];y:int64[1]");
   expect_error(TS "script/defaults/model.pt", o, KILN_ERR_INVALID_ARGUMENT,
                "input_types names 'y'", "forward's parameters: x, mask, scale");
+  kiln_options_free(o);
+}
+
+/* A NamedTuple made (by position, by keyword), read by field and returned: the
+ * outputs are its fields that are not None, named after them; a missing or unknown
+ * field is an error naming the line. (tests/models/ts/script/named_outputs checks the
+ * model against PyTorch.) */
+#define NAMED TS "script/named_outputs"
+static void test_named_tuple(void **state) {
+  tmp *t = *state;
+  kiln_model *m;
+  kiln_options *o = typed("x:float32[2,3,6,6]");
+  assert_int_equal(kiln_model_load(NAMED "/model.pt", o, &m), KILN_OK);
+  assert_int_equal(kiln_model_output_count(m), 2);
+  static const char *const names[] = {"logits", "features"};
+  for (int k = 0; k < 2; k++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_output_info(m, k, &info), KILN_OK);
+    assert_string_equal(info.name, names[k]);
+  }
+  kiln_model_free(m);
+  edit_text(NAMED "/model.pt", t->path, "/code/__torch__.py", "torch.softmax((o)[0], 1)",
+            "torch.softmax(o.logits, 1)");
+  run_model(NAMED, t->path, false, 0, "x:float32[2,3,6,6]");
+  edit_text(NAMED "/model.pt", t->path, "/code/__torch__.py",
+            "__torch__.NetOutputs((fc).forward(f, ), None, f)",
+            "__torch__.NetOutputs(aux=None, features=f, logits=(fc).forward(f, ))");
+  run_model(NAMED, t->path, false, 2, "x:float32[2,3,6,6]");
+  static const struct {
+    const char *from, *to, *why;
+  } cases[] = {
+      {"torch.softmax((o)[0], 1)", "torch.softmax(o.nothing, 1)",
+       "__torch__.py:11: the NamedTuple has no field 'nothing'"},
+      {"(fc).forward(f, ), None, f)", "(fc).forward(f, ), None)",
+       "__torch__.py:19: NamedTuple __torch__.NetOutputs made without its field 'features'"},
+      {"(fc).forward(f, ), None, f)", "(fc).forward(f, ), None, bogus=f)",
+       "__torch__.py:19: NamedTuple __torch__.NetOutputs (3 fields): argument 2 (bogus) is "
+       "not one of its fields"},
+      {"(fc).forward(f, ), None, f)", "(fc).forward(f, ), None, f, f)",
+       "argument 3 (by position) is not one of its fields"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(NAMED "/model.pt", t->path, "/code/__torch__.py", cases[i].from, cases[i].to);
+    expect_error(t->path, o, KILN_ERR_INVALID_MODEL, cases[i].why, "__torch__.py");
+  }
   kiln_options_free(o);
 }
 
@@ -1087,6 +1133,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_early_return, setup, teardown),
       cmocka_unit_test(test_raise_check),
       cmocka_unit_test(test_forward_defaults),
+      cmocka_unit_test_setup_teardown(test_named_tuple, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),
