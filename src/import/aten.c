@@ -48,7 +48,8 @@ typedef struct aten_op {
 static kiln_status bad_arg(call *c, int i, const char *expected) {
   const kl_tsv *v = c->a[i];
   static const char *const kinds[] = {"None", "bool", "int", "float", "str",
-                                      "tensor", "list", "tuple", "module", "function"};
+                                      "tensor", "list", "tuple", "module", "function",
+                                      "dict"};
   const char *found = !v ? "nothing" : (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT) &&
                                                v->id >= 0 ? "a value computed by the graph"
                                                           : kinds[v->kind];

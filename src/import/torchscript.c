@@ -760,8 +760,8 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
       memcpy(name, q, k);
       name[k] = 0;
       if (kl_aten_known(name) || strcmp(name, "warn") == 0 || strcmp(name, "format") == 0 ||
-          strcmp(name, "append") == 0)
-        continue; /* (a warning, a raise's message, append: the interpreter's) */
+          strcmp(name, "append") == 0 || strcmp(name, "_set_item") == 0)
+        continue; /* (a warning, a raise's message, append, _set_item: the interpreter's) */
       int j = 0;
       while (j < n && strcmp(names[j], name) != 0) j++;
       if (j < n) continue;
@@ -777,11 +777,15 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
     used += (size_t)snprintf(buf + used, len - used, "%s %s", j ? "," : "", names[j]);
 }
 
+static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out);
+
 static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, const char *name,
                              kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = eval_args(b, f, x, &args);
   if (s != KILN_OK || after_raise(b, out)) return s;
+  if (x->n_args && args[0].kind == KL_TSV_DICT) return dict_call(b, name, args, x->n_args, out);
   bool ns = strstr(name, "::") != NULL; /* prim::X keeps its namespace */
   size_t len = strlen(name), pre = ns ? 0 : 6;
   char *full = kl_ts_alloc(b, len + 7);
@@ -911,11 +915,37 @@ static kiln_status eval_function_call(kl_ts_build *b, frame *f, const kl_ts_expr
   return call_function(b, qual, args, x->kw, x->n_args, out);
 }
 
-/* torch.append(xs, v) (xs.append(v)): the list grows where every frame holds it (a list
- * is one object however many names it has). Only in the body that made it (or outside
- * any): a list of an enclosing graph would grow by one in an If or Loop body whatever
+/* A list or dict v may change (append, _set_item) only in the body that made it (or
+ * outside any): one of an enclosing graph would change in an If or Loop body whatever
  * the data (a for over a count known while building that appends is unrolled instead:
  * run_loop). */
+static kiln_status check_mutable(kl_ts_build *b, const kl_tsv *v, const char *op) {
+  if (!b->bodies || v->made_in == b->bodies + 1) return KILN_OK;
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::%s inside a loop or an if on the "
+                 "data (a %s whose contents the data decides): export with torch.jit.trace "
+                 "or to ONNX", b->where, b->line, op, v->kind == KL_TSV_DICT ? "dict" : "list");
+}
+
+/* v, a list or dict, now holds n items (with keys `keys` for a dict): so it does in
+ * every frame running that holds it (one object however many names it has; f is
+ * b->frame), and *out is v so changed. */
+static void changed_everywhere(kl_ts_build *b, const kl_tsv *v, kl_tsv *items,
+                               const char *const *keys, int n, kl_tsv *out) {
+  const kl_tsv *old = v->items;
+  *out = *v;
+  for (frame *g = b->frame; g; g = g->up)
+    for (int k = 0; k < g->n; k++)
+      if (g->vals[k].kind == v->kind && g->vals[k].items == old) {
+        g->vals[k].items = items;
+        g->vals[k].fields = keys;
+        g->vals[k].n = n;
+      }
+  out->items = items;
+  out->fields = keys;
+  out->n = n;
+}
+
+/* torch.append(xs, v) (xs.append(v)): the list grows. */
 static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args)
@@ -925,26 +955,109 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   if (args[0].kind != KL_TSV_LIST)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
                    b->where, b->line);
-  if (b->bodies && args[0].made_in != b->bodies + 1)
-    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::append inside a loop or an if on "
-                   "the data (a list whose length the data decides): export with "
-                   "torch.jit.trace or to ONNX", b->where, b->line);
-  if ((s = kl_ts_list_copied(b, args[0].n + 1)) != KILN_OK) return s;
-  const kl_tsv *old = args[0].items;
+  if ((s = check_mutable(b, &args[0], "append")) != KILN_OK ||
+      (s = kl_ts_list_copied(b, args[0].n + 1)) != KILN_OK)
+    return s;
   kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(args[0].n + 1));
   if (!items) return b->e->code;
-  if (args[0].n) memcpy(items, old, sizeof *items * (size_t)args[0].n);
+  if (args[0].n) memcpy(items, args[0].items, sizeof *items * (size_t)args[0].n);
   items[args[0].n] = args[1];
-  for (frame *g = b->frame; g; g = g->up) /* (f is b->frame) */
-    for (int k = 0; k < g->n; k++)
-      if (g->vals[k].kind == KL_TSV_LIST && g->vals[k].items == old) {
-        g->vals[k].items = items;
-        g->vals[k].n++;
-      }
-  *out = args[0];
-  out->items = items;
-  out->n++;
+  changed_everywhere(b, &args[0], items, NULL, args[0].n + 1, out);
   return KILN_OK;
+}
+
+/* The index of key in dict d, or -1. */
+static int dict_find(const kl_tsv *d, const char *key) {
+  for (int k = 0; k < d->n; k++)
+    if (strcmp(d->fields[k], key) == 0) return k;
+  return -1;
+}
+
+/* torch._set_item(d, key, v) (d[key] = v, l[i] = v): a dict's key known while building
+ * set or added, a list's element at an index known while building replaced. */
+static kiln_status eval_set_item(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = x->n_args == 3 ? eval_args(b, f, x, &args)
+                                 : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: _set_item "
+                                           "takes a dict or list, a key and a value",
+                                           b->where, b->line);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  const kl_tsv *d = &args[0], *key = &args[1];
+  bool dict = d->kind == KL_TSV_DICT && key->kind == KL_TSV_STR;
+  bool list = d->kind == KL_TSV_LIST && key->kind == KL_TSV_INT && key->id < 0 &&
+              key->i >= -(int64_t)d->n && key->i < d->n;
+  if (!dict && !list)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::_set_item of a %s by a key that "
+                   "is not %s known while building", b->where, b->line,
+                   d->kind == KL_TSV_DICT ? "dict" : "value", d->kind == KL_TSV_DICT
+                   ? "a string" : "an index in the list");
+  int at = dict ? dict_find(d, key->s) : (int)(key->i < 0 ? key->i + d->n : key->i);
+  int n = at < 0 ? d->n + 1 : d->n;
+  if ((s = check_mutable(b, d, "_set_item")) != KILN_OK ||
+      (s = kl_ts_list_copied(b, n)) != KILN_OK)
+    return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)n);
+  const char **keys = dict ? kl_ts_alloc(b, sizeof *keys * (size_t)n) : NULL;
+  if (!items || (dict && !keys)) return b->e->code;
+  if (d->n) memcpy(items, d->items, sizeof *items * (size_t)d->n);
+  if (dict && d->n) memcpy(keys, d->fields, sizeof *keys * (size_t)d->n);
+  if (at < 0) keys[at = d->n] = key->s;
+  items[at] = args[2];
+  changed_everywhere(b, d, items, keys, n, out);
+  out->kind = KL_TSV_NONE; /* (what _set_item returns) */
+  return KILN_OK;
+}
+
+/* {k: v, ...} with keys that are strings known while building (a later key wins). */
+static kiln_status eval_dict(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  int n = x->n_args / 2;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(n + 1)), key;
+  const char **keys = kl_ts_alloc(b, sizeof *keys * (size_t)(n + 1));
+  if (!items || !keys) return b->e->code;
+  *out = (kl_tsv){.kind = KL_TSV_DICT, .items = items, .fields = keys, .id = -1,
+                  .made_in = b->bodies + 1};
+  for (int k = 0; k < n; k++) {
+    kiln_status s = eval(b, f, x->args[2 * k], &key);
+    if (s != KILN_OK) return s;
+    if (key.kind != KL_TSV_STR)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a dict key that is not a string "
+                     "(kiln reads dicts of string keys known while building)", b->where,
+                     b->line);
+    int at = dict_find(out, key.s);
+    if (at < 0) keys[at = out->n++] = key.s;
+    if ((s = eval(b, f, x->args[2 * k + 1], &items[at])) != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+/* len, __contains__, get, keys, values and items of a dict: known while building. */
+static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out) {
+  const kl_tsv *d = &args[0];
+  bool keyed = n_args >= 2 && args[1].kind == KL_TSV_STR;
+  int at = keyed ? dict_find(d, args[1].s) : -1;
+  if (strcmp(name, "len") == 0 && n_args == 1)
+    return *out = (kl_tsv){.kind = KL_TSV_INT, .i = d->n, .id = -1}, KILN_OK;
+  if (strcmp(name, "__contains__") == 0 && keyed && n_args == 2)
+    return *out = (kl_tsv){.kind = KL_TSV_BOOL, .i = at >= 0, .id = -1}, KILN_OK;
+  if (strcmp(name, "get") == 0 && keyed && n_args <= 3) {
+    *out = at >= 0 ? d->items[at] : n_args == 3 ? args[2] : (kl_tsv){.kind = KL_TSV_NONE};
+    if (at < 0 && n_args < 3) out->id = -1;
+    return KILN_OK;
+  }
+  bool keys = strcmp(name, "keys") == 0, values = strcmp(name, "values") == 0;
+  if ((keys || values) && n_args == 1) {
+    kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(d->n + 1));
+    if (!items) return b->e->code;
+    for (int k = 0; k < d->n; k++)
+      items[k] = keys ? (kl_tsv){.kind = KL_TSV_STR, .s = d->fields[k], .id = -1} : d->items[k];
+    *out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = d->n, .id = -1,
+                    .made_in = b->bodies + 1};
+    return KILN_OK;
+  }
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::%s of a dict (kiln reads len, in, "
+                 "get, keys, values, d[key] and d[key] = v, keys being strings known while "
+                 "building)", b->where, b->line, name);
 }
 
 static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
@@ -957,6 +1070,7 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   const char *aten = aten_name(b, f, callee);
   if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x, out);
   if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
+  if (aten && strcmp(aten, "_set_item") == 0) return eval_set_item(b, f, x, out);
   if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
     out->kind = KL_TSV_NONE;
     return KILN_OK;
@@ -1083,6 +1197,13 @@ static kiln_status eval_index(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_
   kiln_status s = eval(b, f, x->obj, &seq);
   if (s == KILN_OK && x->n_args == 1) s = eval(b, f, x->args[0], &ix);
   if (s != KILN_OK || after_raise(b, out)) return s;
+  if (seq.kind == KL_TSV_DICT) {
+    int at = ix.kind == KL_TSV_STR ? dict_find(&seq, ix.s) : -1;
+    if (at < 0)
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: a key that the dict does not "
+                     "hold, or is not a string (KeyError)", b->where, b->line);
+    return *out = seq.items[at], KILN_OK;
+  }
   if ((seq.kind == KL_TSV_LIST || seq.kind == KL_TSV_TUPLE) &&
       (ix.kind == KL_TSV_INT || ix.kind == KL_TSV_TENSOR) && ix.id >= 0)
     return index_at_run_time(b, &seq, &ix, out);
@@ -1130,6 +1251,7 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
   case KL_TSE_LIST:
   case KL_TSE_TUPLE: return eval_seq(b, f, x, out);
   case KL_TSE_INDEX: return eval_index(b, f, x, out);
+  case KL_TSE_DICT: return eval_dict(b, f, x, out);
   case KL_TSE_CALL: return eval_call(b, f, x, out);
   case KL_TSE_ATTR: {
     if (x->obj->kind == KL_TSE_NAME && strcmp(x->obj->s, "CONSTANTS") == 0 &&
@@ -1199,7 +1321,7 @@ static int body_input(kl_ts_build *b, const kl_type *t) {
 static kiln_status capture(kl_ts_build *b, body *bd, kl_tsv *v, int depth) {
   if (depth > 16) return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: lists nested too deeply",
                                  b->where, b->line);
-  if (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) {
+  if (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE || v->kind == KL_TSV_DICT) {
     kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(v->n ? v->n : 1));
     if (!items) return b->e->code;
     for (int k = 0; k < v->n; k++) {

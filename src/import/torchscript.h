@@ -57,6 +57,7 @@ typedef enum kl_tsv_kind {
   KL_TSV_TUPLE,  /* items (and fields, for a NamedTuple) */
   KL_TSV_MODULE, /* obj, with its attribute path s */
   KL_TSV_FUNC,   /* a scripted function or a prefix of its name: s, "__torch__.a.f" */
+  KL_TSV_DICT,   /* keys known while building: fields[k] (strings) -> items[k] */
 } kl_tsv_kind;
 
 typedef struct kl_tsv kl_tsv;
@@ -70,9 +71,11 @@ struct kl_tsv {
                 * symbol it equals; 0 when none */
   kl_tsv *items;
   int n;
-  const char *const *fields; /* a TUPLE that is a NamedTuple: its n field names */
-  int made_in; /* a LIST made by a list display: 1 + the If/Loop bodies around it then
-                * (append may grow it in that body only); 0 for any other value */
+  const char *const *fields; /* a TUPLE that is a NamedTuple: its n field names; a
+                              * DICT's n keys */
+  int made_in; /* a LIST or DICT made by a display: 1 + the If/Loop bodies around it then
+                * (append and _set_item may change it in that body only); 0 for any
+                * other value */
   const kl_pk_obj *obj;
 };
 

@@ -379,8 +379,30 @@ static kl_ts_expr *parse_literal(parser *p) {
   return x;
 }
 
+/* {key: value, ...}: keys and values alternate in args */
+static kl_ts_expr *parse_dict(parser *p) {
+  p->pos++;
+  expr_list l = {0};
+  while (!is_op(peek(p), "}")) {
+    kl_ts_expr *k = parse_expr(p), *v = NULL;
+    if (!k || expect_op(p, ":") != KILN_OK || !(v = parse_expr(p)) ||
+        !list_add(p, &l, k, NULL) || !list_add(p, &l, v, NULL))
+      return NULL;
+    if (!is_op(peek(p), ",")) break;
+    p->pos++;
+  }
+  if (expect_op(p, "}") != KILN_OK) return NULL;
+  kl_ts_expr *x = new_expr(p, KL_TSE_DICT);
+  if (x) {
+    x->args = l.items;
+    x->n_args = l.n;
+  }
+  return x;
+}
+
 static kl_ts_expr *parse_primary(parser *p) {
   const tok *t = peek(p);
+  if (is_op(t, "{")) return parse_dict(p);
   if (is_op(t, "(")) return parse_bracket(p, KL_TSE_TUPLE, ")");
   if (is_op(t, "[")) return parse_bracket(p, KL_TSE_LIST, "]");
   if (is_op(t, "-")) { /* only negative literals: the tracer writes no arithmetic */
@@ -471,7 +493,7 @@ static kl_ts_expr *parse_expr(parser *p) {
   p->depth--;
   const tok *t = peek(p);
   if (x && t->k == T_OP && !is_op(t, ",") && !is_op(t, ")") && !is_op(t, "]") &&
-      !is_op(t, "=") && !is_op(t, ":")) {
+      !is_op(t, "}") && !is_op(t, "=") && !is_op(t, ":")) {
     char b[16];
     kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: operator %s is not supported in traced code: "
             "export with torch.jit.trace or to ONNX", p->what, t->line, tok_text(t, b, sizeof b));

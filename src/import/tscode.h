@@ -10,7 +10,7 @@
  *     return (y, [1, -2], None)
  *
  * Expressions: names, attributes, calls with positional and keyword arguments,
- * int/float/string/bool/None literals, negation of a literal, lists, tuples,
+ * int/float/string/bool/None literals, negation of a literal, lists, tuples, dicts,
  * indexing by an int or by an expression, and annotate(Type, value) (kept as a call
  * with the value only).
  * From torch.jit.script: if/else (elif read as else + if), for NAME in range(n),
@@ -43,6 +43,7 @@ typedef enum kl_tse_kind {
   KL_TSE_LIST,  /* [args] */
   KL_TSE_TUPLE, /* (args) */
   KL_TSE_INDEX, /* obj[i], or obj[args[0]] when n_args is 1 */
+  KL_TSE_DICT,  /* {args[0]: args[1], args[2]: args[3], ...} */
 } kl_tse_kind;
 
 typedef struct kl_ts_expr kl_ts_expr;

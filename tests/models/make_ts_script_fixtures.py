@@ -51,6 +51,8 @@ control flow takes other paths for other inputs.
   defaults    forward(x, mask: Optional[Tensor] = None, scale: float = 2.0) given x
               only: mask is None and scale 2.0
   defaults_mask  the same module given x and mask
+  dicts       a Dict[str, Tensor] built, set, read (d[k], in, get, len, values()) with
+              keys known while building, and an empty annotated dict
   named_outputs  a NamedTuple made by a method (one field None), its fields read and a
               NamedTuple returned, as torchvision's GoogLeNet does: the outputs are
               its fields that are not None, named after them
@@ -63,7 +65,7 @@ import sys
 import warnings
 import zipfile
 
-from typing import List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -326,6 +328,24 @@ class NamedOutputs(torch.nn.Module):
         return NetOutputs(torch.softmax(o.logits, 1), o.aux, features=o.features * 2.0)
 
 
+class Dicts(torch.nn.Module):
+    """Dict[str, Tensor] with keys known while building: a display, d[k] = v, in, get
+    with a default, len, values(), an empty annotated dict."""
+
+    def forward(self, x):
+        d: Dict[str, torch.Tensor] = {"a": x, "b": x * 2.0}
+        d["c"] = torch.relu(x)
+        d["a"] = d["a"] - 1.0
+        hooks = torch.jit.annotate(Dict[str, torch.Tensor], {})
+        if "b" in d and len(hooks) == 0:
+            y = d["b"] + d["c"]
+        else:
+            y = x
+        z = d.get("missing", x) + d.get("a", x)
+        total = torch.stack(list(d.values())).sum(0)
+        return y * float(len(d)) + z + total
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -362,6 +382,7 @@ def cases():
         ("defaults", Defaults, [(r(2, 4),), (r(3, 4),)]),
         ("defaults_mask", Defaults, [(r(2, 4), r(2, 3) > 0), (r(1, 4), r(1, 3) > 0.5)]),
         ("named_outputs", NamedOutputs, [(r(2, 3, 6, 6),), (r(1, 3, 6, 6),)]),
+        ("dicts", Dicts, [(r(2, 3),), (r(4, 3),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
