@@ -476,9 +476,27 @@ static bool is_list(const kl_tsv *v) {
   return v && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE);
 }
 
+/* Arithmetic on two numbers known while building, one of them a float (Python's float
+ * arithmetic, as scripted code does it on sizes: 1. / float(E)): *done when so. */
+static kiln_status known_float_op(call *c, kl_op op, bool *done) {
+  const kl_tsv *a = c->a[0], *b = c->a[1];
+  *done = is_number(a) && is_number(b) && (a->kind == KL_TSV_FLOAT || b->kind == KL_TSV_FLOAT) &&
+          !given(c, 2);
+  if (!*done) return KILN_OK;
+  double x = number(a), y = number(b);
+  if (op == KL_OP_Div && y == 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "float division by zero (ZeroDivisionError)");
+  double r = op == KL_OP_Add ? x + y : op == KL_OP_Sub ? x - y : op == KL_OP_Mul ? x * y : x / y;
+  *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = r, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status lower_arith(call *c) {
   kl_op op = (kl_op)c->variant;
   if (op == KL_OP_Add && is_list(c->a[0])) return list_concat(c);
+  bool done;
+  kiln_status fs = known_float_op(c, op, &done);
+  if (done) return fs;
   int64_t x, y, alpha_i = 1;
   bool tensor;
   double alpha = 1;
@@ -528,6 +546,9 @@ static kiln_status trunc_float(call *c, int x, int *y) {
 
 /* div(self, other, rounding_mode=None|"trunc"|"floor"), floor_divide (variant 1) */
 static kiln_status lower_div(call *c) {
+  bool done;
+  kiln_status fs = c->variant ? KILN_OK : known_float_op(c, KL_OP_Div, &done);
+  if (!c->variant && done) return fs;
   const char *mode = c->variant ? "floor" : NULL;
   kiln_status s = c->variant ? KILN_OK : str_arg(c, 2, NULL, &mode);
   int64_t x, y;
@@ -559,9 +580,14 @@ static kiln_status lower_pow(call *c) {
   return s != KILN_OK ? s : ret_tensor(c, y);
 }
 
-/* relu, sigmoid, exp, ... (variant: the op) */
+/* relu, sigmoid, exp, ... (variant: the op); sqrt of a number known while building is
+ * one too (math.sqrt, as scripted code scales by it) */
 static kiln_status lower_unary(call *c) {
   int x, y;
+  if ((kl_op)c->variant == KL_OP_Sqrt && is_number(c->a[0])) {
+    *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = sqrt(number(c->a[0])), .id = -1};
+    return KILN_OK;
+  }
   kiln_status s = tensor_arg(c, 0, &x);
   if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
@@ -1589,10 +1615,11 @@ static kiln_status lower_argmax(call *c) {
   return ret_tensor(c, y);
 }
 
-/* len(x): a list's or tuple's length, a tensor's size along dim 0. */
+/* len(x): a list's, tuple's or string's length, a tensor's size along dim 0. */
 static kiln_status lower_len(call *c) {
   const kl_tsv *a = c->a[0];
   if (a && (a->kind == KL_TSV_LIST || a->kind == KL_TSV_TUPLE)) return ret_int(c, a->n);
+  if (a && a->kind == KL_TSV_STR) return ret_int(c, (int64_t)strlen(a->s));
   int x, rank, id, sym;
   int64_t v = 0;
   kiln_status s = tensor_arg(c, 0, &x);
@@ -1616,12 +1643,22 @@ static kiln_status lower_dim(call *c) {
  * is None (only None is None). */
 static kiln_status lower_is(call *c) {
   const kl_tsv *a = c->a[0], *b = c->a[1];
-  if (!a || !b || (a->kind != KL_TSV_NONE && b->kind != KL_TSV_NONE))
+  bool tensors = a && b && a->kind == KL_TSV_TENSOR && b->kind == KL_TSV_TENSOR;
+  if (!a || !b || (a->kind != KL_TSV_NONE && b->kind != KL_TSV_NONE && !tensors))
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an identity test of two values that are not "
-                   "None");
-  bool is = a->kind == KL_TSV_NONE && b->kind == KL_TSV_NONE;
+                   "None or tensors");
+  /* (two tensors: the same one, as nn.MultiheadAttention asks of query, key and value) */
+  bool is = tensors ? a->id == b->id : a->kind == KL_TSV_NONE && b->kind == KL_TSV_NONE;
   *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = c->variant ? !is : is, .id = -1};
   return KILN_OK;
+}
+
+/* prim::is_nested(x): false, kiln has no nested tensors */
+static kiln_status lower_is_nested(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = 0, .id = -1};
+  return s;
 }
 
 /* An int argument as a 0-d int64 graph value (a literal as a constant). */
@@ -3064,6 +3101,7 @@ static const aten_op ops[] = {
     {"list", P("l"), lower_list, 0},
     {"__contains__", P("l", "item"), lower_contains, 0},
     {"prim::dtype", P("a"), lower_prim_dtype, 0},
+    {"prim::is_nested", P("a"), lower_is_nested, 0},
     {"prim::device", P("a"), lower_prim_device, 0},
     {"dim", X1, lower_dim, 0},
     {"__is__", P("self", "obj"), lower_is, 0},

@@ -2149,6 +2149,14 @@ static kiln_status named_tuple(kl_ts_build *b, const kl_ts_class *cls, const cha
  * `relu` of code/__torch__/torch/nn/functional.py, inlined as a method is. */
 static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv *args,
                                  const char *const *kw, int n_args, kl_tsv *out) {
+  if (strcmp(qual, "__torch__.torch.backends.mha.get_fastpath_enabled") == 0) {
+    /* False: nn.MultiheadAttention and nn.TransformerEncoderLayer take the path that
+     * PyTorch takes with the fast path off, the same computation spelled in the ops
+     * kiln lowers (the fast path calls fused native kernels: _native_multi_head_attention,
+     * _transformer_encoder_layer_fwd) */
+    *out = (kl_tsv){.kind = KL_TSV_BOOL, .i = 0, .id = -1};
+    return KILN_OK;
+  }
   const char *dot = strrchr(qual, '.');
   if (!dot)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: a call of %s, which is not a "

@@ -430,6 +430,8 @@ static kl_ts_expr *parse_call(parser *p, kl_ts_expr *callee) {
     skip_type(p, ",)");
     if (expect_op(p, ",") != KILN_OK) return NULL;
   }
+  if (callee->kind == KL_TSE_NAME && strcmp(callee->s, "uninitialized") == 0)
+    skip_type(p, ")"); /* uninitialized(Tuple[Tensor, Tensor]): the type only */
   if (!parse_items(p, ")", true, &l, &comma)) return NULL;
   kl_ts_expr *x = new_expr(p, KL_TSE_CALL);
   if (x) {

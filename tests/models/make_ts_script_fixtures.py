@@ -53,6 +53,8 @@ control flow takes other paths for other inputs.
   defaults_mask  the same module given x and mask
   dicts       a Dict[str, Tensor] built, set, read (d[k], in, get, len, values()) with
               keys known while building, and an empty annotated dict
+  transformer_layer  nn.TransformerEncoderLayer and nn.MultiheadAttention (attention
+              weights returned), scripted in eval mode
   named_outputs  a NamedTuple made by a method (one field None), its fields read and a
               NamedTuple returned, as torchvision's GoogLeNet does: the outputs are
               its fields that are not None, named after them
@@ -346,6 +348,22 @@ class Dicts(torch.nn.Module):
         return y * float(len(d)) + z + total
 
 
+class TransformerLayer(torch.nn.Module):
+    """nn.TransformerEncoderLayer and nn.MultiheadAttention scripted in eval mode (their
+    code tests fast-path conditions with dicts, is_nested, devices; kiln takes the path
+    with the fast path off), the attention weights returned too."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        h = self.layer(x)
+        a, w = self.mha(h, x, x)
+        return a, w
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -383,6 +401,7 @@ def cases():
         ("defaults_mask", Defaults, [(r(2, 4), r(2, 3) > 0), (r(1, 4), r(1, 3) > 0.5)]),
         ("named_outputs", NamedOutputs, [(r(2, 3, 6, 6),), (r(1, 3, 6, 6),)]),
         ("dicts", Dicts, [(r(2, 3),), (r(4, 3),)]),
+        ("transformer_layer", TransformerLayer, [(r(2, 5, 8),), (r(3, 5, 8),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
