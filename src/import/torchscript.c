@@ -1782,7 +1782,7 @@ static kiln_status unroll_for(kl_ts_build *b, frame *f, const kl_ts_stmt *st, in
     b->loops++;
     if (s == KILN_OK) s = run_inner(b, f, st->body, st->n_body);
     b->loops--;
-    if (s != KILN_OK) return s;
+    if (s != KILN_OK || b->raised) return s; /* (a raise ends the path, and the loop) */
   }
   return KILN_OK;
 }

@@ -834,8 +834,36 @@ static void test_if_lowering(void **state) {
 /* A raise on a path the data chooses is a kiln.Check: nn.GroupNorm's scripted
  * functional raises when N * C / G times the spatial size is 1, which the batch decides
  * (tests/models/ts/script/group_norm checks the model against PyTorch). */
+static void raise_on_sum(const char *path, const char *bound, kiln_status want) {
+  char code[512];
+  snprintf(code, sizeof code, "    if bool(torch.gt(torch.sum(x), %s)):\n      y = torch.relu(x)\n"
+           "      ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+           "      y = torch.neg(y)\n    else:\n      y = x\n    net = self.net\n"
+           "    return (net).forward(y, )\n", bound);
+  edit_text(MLP, path, "/code/__torch__.py",
+            "    net = self.net\n    return (net).forward(x, )\n", code);
+  kiln_model *m;
+  kiln_session *s;
+  kiln_status st = kiln_model_load(path, NULL, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  kl_tensor x = read_pb(TS "mlp/test_data_set_0/input_0.pb");
+  assert_int_equal(kiln_session_set_input(s, "x", (kiln_dtype)x.dtype, x.rank, x.dims, x.data,
+                                          kl_tensor_nbytes(&x)), KILN_OK);
+  st = kiln_session_run(s);
+  if (st != want) fail_msg("status %d (%s), expected %d", st, kiln_session_error(s), want);
+  if (want != KILN_OK && !strstr(kiln_session_error(s), "__torch__.py:11: the scripted code "
+                                 "raises builtins.ValueError for these inputs: too big"))
+    fail_msg("'%s' does not name the raise", kiln_session_error(s));
+  free(x.data);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
 static void test_raise_check(void **state) {
-  (void)state;
+  tmp *t = *state;
+  raise_on_sum(t->path, "1000000.", KILN_OK); /* (the statements after the raise: none) */
+  raise_on_sum(t->path, "-1000000.", KILN_ERR_INVALID_ARGUMENT);
   kiln_options *o = typed("x:float32[1,3,1,1]");
   kiln_model *m;
   kiln_session *s;
@@ -1146,7 +1174,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_if_lowering, setup, teardown),
       cmocka_unit_test_setup_teardown(test_scripted_functions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_early_return, setup, teardown),
-      cmocka_unit_test(test_raise_check),
+      cmocka_unit_test_setup_teardown(test_raise_check, setup, teardown),
       cmocka_unit_test(test_forward_defaults),
       cmocka_unit_test_setup_teardown(test_named_tuple, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
