@@ -1787,6 +1787,23 @@ static kiln_status unroll_for(kl_ts_build *b, frame *f, const kl_ts_stmt *st, in
   return KILN_OK;
 }
 
+/* A while whose condition is known while building, before each pass, and whose body
+ * appends to a list: the body run while it holds, no Loop node (the statements run in
+ * all bound the passes). */
+static kiln_status unroll_while(kl_ts_build *b, frame *f, const kl_ts_stmt *st, kl_tsv c) {
+  for (int64_t n = 0;; n++) {
+    if (!is_literal(&c))
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a while loop that appends to a list, "
+                     "whose condition the data decides after %lld passes: export with "
+                     "torch.jit.trace or to ONNX", b->where, st->line, (long long)n);
+    if (c.kind == KL_TSV_FLOAT ? c.f == 0 : c.i == 0) return KILN_OK;
+    b->loops++;
+    kiln_status s = run_inner(b, f, st->body, st->n_body);
+    b->loops--;
+    if (s != KILN_OK || b->raised || (s = eval(b, f, st->value, &c)) != KILN_OK) return s;
+  }
+}
+
 static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   kl_tsv c;
   kiln_status s = eval(b, f, st->value, &c);
@@ -1801,6 +1818,8 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
                    b->where, st->line);
   if (st->kind == KL_TSS_FOR && c.kind == KL_TSV_INT && c.id < 0 && appends(st->body, st->n_body))
     return unroll_for(b, f, st, c.i);
+  if (st->kind == KL_TSS_WHILE && is_literal(&c) && appends(st->body, st->n_body))
+    return unroll_while(b, f, st, c);
   int head[2];
   head[0] = KL_ABSENT;
   if (st->kind == KL_TSS_FOR) s = value_id(b, &c, KL_I64, "range", &head[0]);

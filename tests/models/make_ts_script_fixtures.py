@@ -55,6 +55,9 @@ control flow takes other paths for other inputs.
               keys known while building, and an empty annotated dict
   transformer_layer  nn.TransformerEncoderLayer and nn.MultiheadAttention (attention
               weights returned), scripted in eval mode
+  loop_append append to lists made before for loops whose counts are known while
+              building (a fixed dim, the list's length, nested) and a while on a
+              counter: unrolled
   named_outputs  a NamedTuple made by a method (one field None), its fields read and a
               NamedTuple returned, as torchvision's GoogLeNet does: the outputs are
               its fields that are not None, named after them
@@ -364,6 +367,25 @@ class TransformerLayer(torch.nn.Module):
         return a, w
 
 
+class LoopAppend(torch.nn.Module):
+    """Appends to a list made before the loop, in for loops whose counts are known while
+    building (a fixed dim, a list's length; nested): kiln unrolls them."""
+
+    def forward(self, x):
+        cols: List[torch.Tensor] = []
+        for i in range(x.size(1)):
+            cols.append(x[:, i] * float(i + 1))
+        rows: List[torch.Tensor] = []
+        for c in cols:
+            for k in range(2):
+                rows.append(torch.relu(c - float(k)))
+        i = 0
+        while i < 2:
+            rows.append(x[:, 0] + float(i))
+            i += 1
+        return torch.stack(cols, 1), torch.stack(rows, 0).sum(0)
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -402,6 +424,7 @@ def cases():
         ("named_outputs", NamedOutputs, [(r(2, 3, 6, 6),), (r(1, 3, 6, 6),)]),
         ("dicts", Dicts, [(r(2, 3),), (r(4, 3),)]),
         ("transformer_layer", TransformerLayer, [(r(2, 5, 8),), (r(3, 5, 8),)]),
+        ("loop_append", LoopAppend, [(r(2, 3),), (r(5, 3),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

@@ -711,6 +711,14 @@ static void test_control_flow(void **state) {
       {"    _l = annotate(List[Tensor], [])\n    for i in range(9223372036854775807):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
        "__torch__.py:11: list operations (append, +, slices) that copy more than 1048576", KILN_ERR_LIMIT},
+      {"    _l = annotate(List[Tensor], [])\n    _c = True\n    while _c:\n"
+       "      _2 = torch.append(_l, x)\n      _c = bool(torch.gt(torch.sum(x), 0))\n"
+       "    net = self.net\n", "__torch__.py:11: a while loop that appends to a list, whose "
+       "condition the data decides after 1 passes", KILN_ERR_UNSUPPORTED},
+      {"    _l = annotate(List[Tensor], [])\n    while True:\n"
+       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "__torch__.py:11: list operations (append, +, slices) that copy more than",
+       KILN_ERR_LIMIT},
       {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
        "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
       {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
