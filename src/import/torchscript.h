@@ -23,8 +23,11 @@
  * Scripted code (torch.jit.script): if/else, for ... in range(...) and while become If
  * and Loop nodes whose bodies read the enclosing graph's values as captures; a return
  * inside an if takes the statements after the if into the other branch; scripted free
- * functions (__torch__.torch.nn.functional.embedding, ...) are inlined like methods
- * (docs/torchscript.md, "Scripted control flow").
+ * functions (__torch__.torch.nn.functional.embedding, ...) are inlined like methods; a
+ * raise on a path the data chooses becomes a kiln.Check of the outputs; NamedTuples
+ * and dicts of string keys exist only while building; forward's parameters with
+ * defaults are inputs only when declared (docs/torchscript.md, "Scripted control
+ * flow").
  *
  * Refused with a message: scripted constructs beyond those, a trace taken in training
  * mode (batch_norm with training=True), quantized storages, big-endian archives, ATen
