@@ -835,17 +835,24 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
 
 /* b->raise_code := code where no raise was reached before (the first raise reached
  * is the one that ends the run), code being an int64 0-D value of b->g. */
-static kiln_status raise_join(kl_ts_build *b, int code) {
-  int prev = b->raise_code, zero, is_zero, joined;
-  if (prev < 0) return b->raise_code = code, KILN_OK;
+/* A node of op on in (n_in of them) with one output, *out. */
+static kiln_status node1(kl_ts_build *b, kl_op op, int n_in, const int *in, int *out) {
+  int node = kl_ts_node(b, op, n_in, in, 1, out);
+  return node < 0 ? b->e->code : kl_ts_finish(b, node);
+}
+
+/* *is_zero: whether raise code `code` (a value of b->g) is 0: no raise reached. */
+static kiln_status no_raise(kl_ts_build *b, int code, int *is_zero) {
+  int zero = kl_ts_const_scalar(b, KL_I64, 0);
   b->aten = "prim::RaiseException";
-  if ((zero = kl_ts_const_scalar(b, KL_I64, 0)) < 0) return b->e->code;
-  int node = kl_ts_node(b, KL_OP_Equal, 2, (int[]){prev, zero}, 1, &is_zero);
-  kiln_status s = node < 0 ? b->e->code : kl_ts_finish(b, node);
-  if (s == KILN_OK && (node = kl_ts_node(b, KL_OP_Where, 3, (int[]){is_zero, code, prev}, 1,
-                                         &joined)) < 0)
-    s = b->e->code;
-  if (s == KILN_OK) s = kl_ts_finish(b, node);
+  return zero < 0 ? b->e->code : node1(b, KL_OP_Equal, 2, (int[]){code, zero}, is_zero);
+}
+
+static kiln_status raise_join(kl_ts_build *b, int code) {
+  int prev = b->raise_code, is_zero, joined;
+  if (prev < 0) return b->raise_code = code, KILN_OK;
+  kiln_status s = no_raise(b, prev, &is_zero);
+  if (s == KILN_OK) s = node1(b, KL_OP_Where, 3, (int[]){is_zero, code, prev}, &joined);
   if (s == KILN_OK) b->raise_code = joined;
   return s;
 }
@@ -1691,22 +1698,39 @@ static kiln_status carried_names(kl_ts_build *b, const frame *f, const kl_ts_stm
   return s;
 }
 
-/* One try at a Loop's body with the carried values typed `types`: *retry when a value
- * the body carries on changes its shape (a tensor growing by a row), with types
- * widened to what it changes to. */
+/* The condition a Loop body hands on (cond, a bool value of b->g), when the body may
+ * raise: none after a path that raised, else cond and no raise reached yet (a raise
+ * ends the loop, as in Python). */
+static kiln_status cond_after_raise(kl_ts_build *b, int *cond) {
+  if (b->raised) { /* (the body's path ended in a raise) */
+    b->raised = false;
+    *cond = kl_ts_const_scalar(b, KL_BOOL, 0);
+    return *cond < 0 ? b->e->code : KILN_OK;
+  }
+  int ok;
+  kiln_status s = no_raise(b, b->raise_code, &ok);
+  return s != KILN_OK ? s : node1(b, KL_OP_And, 2, (int[]){*cond, ok}, cond);
+}
+
+/* One try at a Loop's body with the carried values typed `types` (and, with raises, a
+ * raise code carried last): *retry when a value the body carries on changes its shape
+ * (a tensor growing by a row), with types widened to what it changes to, or when a
+ * body built without raises reaches one (*raises then true). */
 static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
-                             const name_set *ns, kl_type *types, body *bd, bool *retry) {
-  int n = ns->n;
-  kl_type *formal = malloc(sizeof *formal * (size_t)(n + 2));
-  int *ids = malloc(sizeof *ids * (size_t)(n + 2));
+                             const name_set *ns, kl_type *types, bool *raises, body *bd,
+                             bool *retry) {
+  int n = ns->n, carried = n + *raises;
+  kl_type *formal = malloc(sizeof *formal * (size_t)(carried + 2));
+  int *ids = malloc(sizeof *ids * (size_t)(carried + 2));
   kiln_status s = formal && ids ? KILN_OK : kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   *retry = false;
   if (s == KILN_OK) {
     formal[0] = (kl_type){.dtype = KL_I64, .rank = 0};
     formal[1] = (kl_type){.dtype = KL_BOOL, .rank = 0};
-    memcpy(formal + 2, types, sizeof *formal * (size_t)n);
-    s = body_begin(b, bd, f, formal, n + 2, ids);
+    memcpy(formal + 2, types, sizeof *formal * (size_t)carried);
+    s = body_begin(b, bd, f, formal, carried + 2, ids);
   }
+  if (s == KILN_OK && *raises) b->raise_code = ids[n + 2];
   for (int k = 0; k < n && s == KILN_OK; k++) {
     kl_tsv v = as_value(frame_get(f, ns->names[k]), ids[k + 2]);
     s = frame_set(b, &bd->f, ns->names[k], &v);
@@ -1719,20 +1743,22 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   b->loops++;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
   b->loops--;
-  if (s == KILN_OK && b->raise_code >= 0)
-    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: ops.prim.RaiseException on a path that "
-                "the data chooses inside a loop (kiln checks a raise in an if, not one in a "
-                "for or while): export with torch.jit.trace or to ONNX", b->where, st->line);
+  bool raised = b->raised;
+  if (s == KILN_OK && !*raises && b->raise_code >= 0) *raises = *retry = true;
   int cond = ids ? ids[1] : -1;
-  if (s == KILN_OK && st->kind == KL_TSS_WHILE) {
+  if (s == KILN_OK && st->kind == KL_TSS_WHILE && !raised) {
     kl_tsv c;
     s = eval(b, &bd->f, st->value, &c);
     if (s == KILN_OK) s = cond_id(b, &c, &cond);
   }
+  if (s == KILN_OK && b->raise_code >= 0) s = cond_after_raise(b, &cond);
   if (s == KILN_OK) s = kl_graph_add_output(b->g, cond, b->e);
   for (int k = 0; k < n && s == KILN_OK; k++) {
     int id;
-    s = value_id(b, frame_get(&bd->f, ns->names[k]), types[k].dtype, ns->names[k], &id);
+    const kl_tsv *v = frame_get(&bd->f, ns->names[k]);
+    kl_tsv in = as_value(frame_get(f, ns->names[k]), ids[k + 2]);
+    if (is_uninit(v)) v = &in; /* (set by a call that raised: never read) */
+    s = value_id(b, v, types[k].dtype, ns->names[k], &id);
     if (s == KILN_OK) s = kl_graph_add_output(b->g, id, b->e);
     if (s != KILN_OK) break;
     kl_type t = kl_type_translate(bd->outer, b->g, &b->g->values[id].type);
@@ -1746,6 +1772,7 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
         *retry = true;
       }
   }
+  if (s == KILN_OK && carried > n) s = kl_graph_add_output(b->g, b->raise_code, b->e);
   body_end(b, bd);
   free(formal);
   free(ids);
@@ -1830,15 +1857,15 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   name_set ns = {0};
   if (s == KILN_OK) s = carried_names(b, f, st, &ns);
   int n = ns.n;
-  int *init = malloc(sizeof(int) * (size_t)(n + 1));
-  kl_type *types = malloc(sizeof *types * (size_t)(n + 1));
+  int *init = malloc(sizeof(int) * (size_t)(n + 2));
+  kl_type *types = malloc(sizeof *types * (size_t)(n + 2)); /* (and a raise code's) */
   if (s == KILN_OK && (!init || !types)) s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 0; k < n && s == KILN_OK; k++) {
     s = value_id(b, frame_get(f, ns.names[k]), KL_UNDEFINED, ns.names[k], &init[k]);
     if (s == KILN_OK) types[k] = b->g->values[init[k]].type;
   }
   body bd = {0};
-  bool retry = true;
+  bool retry = true, raises = false; /* (a raise in the body: its code carried last) */
   for (int tries = 0; s == KILN_OK && retry; tries++) {
     body_free(&bd);
     if (tries == 4) {
@@ -1846,25 +1873,31 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
                   "do not settle", b->where, st->line);
       break;
     }
-    s = loop_body(b, f, st, &ns, types, &bd, &retry);
+    bool had = raises;
+    s = loop_body(b, f, st, &ns, types, &raises, &bd, &retry);
+    if (s == KILN_OK && raises && !had) {
+      types[n] = (kl_type){.dtype = KL_I64, .rank = 0};
+      if ((init[n] = kl_ts_const_scalar(b, KL_I64, 0)) < 0) s = b->e->code;
+    }
   }
-  int *in = NULL, *out = NULL;
-  if (s == KILN_OK && (!(in = malloc(sizeof(int) * (size_t)(2 + n + bd.n_caps))) ||
-                       !(out = malloc(sizeof(int) * (size_t)(n + 1)))))
+  int m = n + raises, *in = NULL, *out = NULL;
+  if (s == KILN_OK && (!(in = malloc(sizeof(int) * (size_t)(2 + m + bd.n_caps))) ||
+                       !(out = malloc(sizeof(int) * (size_t)(m + 1)))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   if (s == KILN_OK) {
     memcpy(in, head, sizeof head);
-    if (n) memcpy(in + 2, init, sizeof(int) * (size_t)n);
-    if (bd.n_caps) memcpy(in + 2 + n, bd.from, sizeof(int) * (size_t)bd.n_caps);
+    if (m) memcpy(in + 2, init, sizeof(int) * (size_t)m);
+    if (bd.n_caps) memcpy(in + 2 + m, bd.from, sizeof(int) * (size_t)bd.n_caps);
     static const char *const attr[] = {"body"};
     body *bodies[1] = {&bd};
     b->line = st->line;
-    s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + n + bd.n_caps, in, n, out);
+    s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m, out);
   }
   for (int k = 0; k < n && s == KILN_OK; k++) {
     kl_tsv v = as_value(frame_get(f, ns.names[k]), out[k]);
     s = frame_set(b, f, ns.names[k], &v);
   }
+  if (s == KILN_OK && raises) s = raise_join(b, out[n]);
   body_free(&bd);
   free(in);
   free(out);

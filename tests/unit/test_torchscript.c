@@ -661,10 +661,6 @@ static void test_control_flow(void **state) {
       {"    if bool(torch.gt(torch.sum(x), 0)):\n      return (x, x)\n    net = self.net\n",
        "__torch__.py:9: the two paths of this if return values of different structure",
        KILN_ERR_UNSUPPORTED},
-      {"    for i in range(torch.size(x, 0)):\n      if bool(torch.gt(torch.sum(x), 0)):\n"
-       "        ops.prim.RaiseException(\"boom\")\n    net = self.net\n",
-       "__torch__.py:9: ops.prim.RaiseException on a path that the data chooses inside a loop",
-       KILN_ERR_UNSUPPORTED},
       {"    if bool(torch.gt(torch.sum(x), 0)):\n      ops.prim.RaiseException(\"boom\")\n"
        "      return x\n    net = self.net\n",
        "__torch__.py:9: ops.prim.RaiseException on a path that the data chooses, of an if "
@@ -842,12 +838,14 @@ static void test_if_lowering(void **state) {
 /* A raise on a path the data chooses is a kiln.Check: nn.GroupNorm's scripted
  * functional raises when N * C / G times the spatial size is 1, which the batch decides
  * (tests/models/ts/script/group_norm checks the model against PyTorch). */
-static void raise_on_sum(const char *path, const char *bound, kiln_status want) {
-  char code[512];
-  snprintf(code, sizeof code, "    if bool(torch.gt(torch.sum(x), %s)):\n      y = torch.relu(x)\n"
-           "      ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
-           "      y = torch.neg(y)\n    else:\n      y = x\n    net = self.net\n"
-           "    return (net).forward(y, )\n", bound);
+/* MLP's forward made of code (a format with the bound for %s, raising "too big" at
+ * `line`), run on MLP's input: want its status, and the raise's message on failure. */
+static void raise_on_sum(const char *path, const char *code_format, const char *bound,
+                         int line, kiln_status want) {
+  char code[1024], said[128];
+  snprintf(code, sizeof code, code_format, bound);
+  snprintf(said, sizeof said, "__torch__.py:%d: the scripted code raises builtins.ValueError "
+           "for these inputs: too big", line);
   edit_text(MLP, path, "/code/__torch__.py",
             "    net = self.net\n    return (net).forward(x, )\n", code);
   kiln_model *m;
@@ -860,18 +858,48 @@ static void raise_on_sum(const char *path, const char *bound, kiln_status want) 
                                           kl_tensor_nbytes(&x)), KILN_OK);
   st = kiln_session_run(s);
   if (st != want) fail_msg("status %d (%s), expected %d", st, kiln_session_error(s), want);
-  if (want != KILN_OK && !strstr(kiln_session_error(s), "__torch__.py:11: the scripted code "
-                                 "raises builtins.ValueError for these inputs: too big"))
+  if (want != KILN_OK && !strstr(kiln_session_error(s), said))
     fail_msg("'%s' does not name the raise", kiln_session_error(s));
   free(x.data);
   kiln_session_free(s);
   kiln_model_free(m);
 }
 
+static const char raise_in_if[] =
+    "    if bool(torch.gt(torch.sum(x), %s)):\n      y = torch.relu(x)\n"
+    "      ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      y = torch.neg(y)\n    else:\n      y = x\n    net = self.net\n"
+    "    return (net).forward(y, )\n";
+/* in a for over the rows, and in a while whose condition stays true: the raise ends it */
+static const char raise_in_for[] =
+    "    for i in range(torch.size(x, 0)):\n"
+    "      if bool(torch.gt(torch.sum(torch.select(x, 0, i)), %s)):\n"
+    "        ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "    net = self.net\n    return (net).forward(x, )\n";
+static const char raise_in_while[] =
+    "    x0, _c = x, True\n    while _c:\n      x0 = torch.mul(x0, 2.)\n"
+    "      if bool(torch.gt(torch.sum(torch.abs(x0)), %s)):\n"
+    "        ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      _c = bool(torch.lt(torch.sum(torch.abs(x0)), 1000000.))\n"
+    "    net = self.net\n    return (net).forward(x, )\n";
+
+static const char raise_forever[] = /* (only the raise ends this loop) */
+    "    x0, _c = x, True\n    while _c:\n      x0 = torch.mul(x0, 2.)\n"
+    "      if bool(torch.gt(torch.sum(torch.abs(x0)), %s)):\n"
+    "        ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      _c = bool(torch.gt(torch.sum(torch.abs(x0)), -1.))\n"
+    "    net = self.net\n    return (net).forward(x, )\n";
+
 static void test_raise_check(void **state) {
   tmp *t = *state;
-  raise_on_sum(t->path, "1000000.", KILN_OK); /* (the statements after the raise: none) */
-  raise_on_sum(t->path, "-1000000.", KILN_ERR_INVALID_ARGUMENT);
+  /* (the statements after the raise: none) */
+  raise_on_sum(t->path, raise_in_if, "1000000.", 11, KILN_OK);
+  raise_on_sum(t->path, raise_in_if, "-1000000.", 11, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_in_for, "1000000.", 11, KILN_OK);
+  raise_on_sum(t->path, raise_in_for, "-1000000.", 11, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_in_while, "10000000.", 13, KILN_OK);
+  raise_on_sum(t->path, raise_in_while, "1000.", 13, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_forever, "1000.", 13, KILN_ERR_INVALID_ARGUMENT);
   kiln_options *o = typed("x:float32[1,3,1,1]");
   kiln_model *m;
   kiln_session *s;
