@@ -2012,32 +2012,30 @@ static kiln_status run_if_return(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     b->if_returns++;
     if (s == KILN_OK) s = run_block(b, &br[k].f, path[k], n[k], &ret[k], &done[k]);
     b->if_returns--;
-    if (s == KILN_OK && b->raised)
-      s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: ops.prim.RaiseException on a path "
-                  "that the data chooses, of an if with a return in it (kiln checks a raise "
-                  "in an if without one)", b->where, st->line);
-    if (s == KILN_OK && !done[k])
+    if (s == KILN_OK && !done[k] && !b->raised)
       s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the %s path of this if reaches the "
                   "end of the function without return", b->where, st->line,
                   k ? "else" : "then");
-    if (s == KILN_OK) s = name_leaves(b, &br[k].f, &ret[k], 0, &leaves[k]);
+    if (s == KILN_OK && !b->raised) s = name_leaves(b, &br[k].f, &ret[k], 0, &leaves[k]);
     body_end(b, &br[k]);
   }
-  if (s == KILN_OK && !same_shape(&ret[0], &ret[1], 0))
+  /* (a path that ends in a raise returns nothing: the If's outputs are the other's) */
+  int j = br[0].raised ? 1 : 0;
+  if (s == KILN_OK && !br[0].raised && !br[1].raised && !same_shape(&ret[0], &ret[1], 0))
     s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the two paths of this if return values "
                 "of different structure (tuples or lists of other lengths)", b->where,
                 st->line);
   name_set ns = {0};
-  for (int k = 0; k < leaves[0] && s == KILN_OK; k++) {
+  for (int k = 0; k < leaves[j] && s == KILN_OK && !br[j].raised; k++) {
     char name[32];
     snprintf(name, sizeof name, "<return %d>", k);
-    for (int j = 0; j < br[0].f.n; j++) /* the name as stored, which outlives this */
-      if (strcmp(br[0].f.names[j], name) == 0) s = names_add(b, &ns, br[0].f.names[j]);
+    for (int i = 0; i < br[j].f.n; i++) /* the name as stored, which outlives this */
+      if (strcmp(br[j].f.names[i], name) == 0) s = names_add(b, &ns, br[j].f.names[i]);
   }
   if (s == KILN_OK) s = if_outputs(b, f, br, &ns, cond, st->line);
   int k = 0;
-  if (s == KILN_OK) s = joined_value(b, f, &ret[0], &k, out);
-  if (s == KILN_OK) *returned = true;
+  if (s == KILN_OK && !b->raised) s = joined_value(b, f, &ret[j], &k, out);
+  if (s == KILN_OK && !b->raised) *returned = true;
   body_free(&br[0]);
   body_free(&br[1]);
   free(ns.names);

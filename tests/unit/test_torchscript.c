@@ -661,10 +661,6 @@ static void test_control_flow(void **state) {
       {"    if bool(torch.gt(torch.sum(x), 0)):\n      return (x, x)\n    net = self.net\n",
        "__torch__.py:9: the two paths of this if return values of different structure",
        KILN_ERR_UNSUPPORTED},
-      {"    if bool(torch.gt(torch.sum(x), 0)):\n      ops.prim.RaiseException(\"boom\")\n"
-       "      return x\n    net = self.net\n",
-       "__torch__.py:9: ops.prim.RaiseException on a path that the data chooses, of an if "
-       "with a return", KILN_ERR_UNSUPPORTED},
       {"    _l = torch.slice([1, 2, 3], torch.size(x, 0))\n    net = self.net\n",
        "__torch__.py:9: aten::slice: argument 'start' is a value computed by the graph, "
        "expected an int known", KILN_ERR_UNSUPPORTED},
@@ -890,6 +886,12 @@ static const char raise_forever[] = /* (only the raise ends this loop) */
     "      _c = bool(torch.gt(torch.sum(torch.abs(x0)), -1.))\n"
     "    net = self.net\n    return (net).forward(x, )\n";
 
+static const char raise_then_return[] = /* (a raise on one path of an if with a return) */
+    "    if bool(torch.gt(torch.sum(x), %s)):\n"
+    "      ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      return x\n    if bool(torch.gt(torch.sum(x), 1000000.)):\n"
+    "      return torch.neg(x)\n    net = self.net\n    return (net).forward(x, )\n";
+
 static void test_raise_check(void **state) {
   tmp *t = *state;
   /* (the statements after the raise: none) */
@@ -900,6 +902,8 @@ static void test_raise_check(void **state) {
   raise_on_sum(t->path, raise_in_while, "10000000.", 13, KILN_OK);
   raise_on_sum(t->path, raise_in_while, "1000.", 13, KILN_ERR_INVALID_ARGUMENT);
   raise_on_sum(t->path, raise_forever, "1000.", 13, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_then_return, "1000000.", 10, KILN_OK);
+  raise_on_sum(t->path, raise_then_return, "-1000000.", 10, KILN_ERR_INVALID_ARGUMENT);
   kiln_options *o = typed("x:float32[1,3,1,1]");
   kiln_model *m;
   kiln_session *s;
