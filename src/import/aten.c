@@ -1011,6 +1011,68 @@ static kiln_status lower_addmm(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* y * k for a number k known while building (y itself when k is 1) */
+static kiln_status times(call *c, int y, double k, int *out) {
+  *out = y;
+  if (k == 1) return KILN_OK;
+  kl_dtype dt = dtype_of(c, y);
+  int kc = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, k);
+  return kc < 0 ? c->e->code : op2(c, KL_OP_Mul, y, kc, out);
+}
+
+/* baddbmm(self, batch1, batch2, beta, alpha) = beta * self + alpha * (batch1 @ batch2)
+ * (F.multi_head_attention_forward adds its mask so) */
+static kiln_status lower_baddbmm(call *c) {
+  int self, b1, b2, p, q, y;
+  double beta, alpha;
+  kiln_status s = tensor_arg(c, 0, &self);
+  if (!s) s = tensor_arg(c, 1, &b1);
+  if (!s) s = tensor_arg(c, 2, &b2);
+  if (!s) s = float_arg(c, 3, 1, &beta);
+  if (!s) s = float_arg(c, 4, 1, &alpha);
+  if (!s) s = op2(c, KL_OP_MatMul, b1, b2, &p);
+  if (!s) s = times(c, p, alpha, &p);
+  if (!s && beta == 0) return ret_tensor(c, p); /* (torch ignores self then, NaN or not) */
+  if (!s) s = times(c, self, beta, &q);
+  if (!s) s = op2(c, KL_OP_Add, q, p, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* is_floating_point(x): known from x's dtype */
+static kiln_status lower_is_floating_point(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  kl_dtype dt = s ? KL_UNDEFINED : dtype_of(c, x);
+  if (!s && dt == KL_UNDEFINED) return bad_arg(c, 0, "a tensor of a known dtype");
+  if (!s) *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = kl_dtype_is_float(dt), .id = -1};
+  return s;
+}
+
+/* all(x) / any(x) (variant 1): of a list of bools known while building, a bool; of a
+ * tensor (every element), a 0-D bool: the min / max of its elements as int32. */
+static kiln_status lower_all_any(call *c) {
+  const kl_tsv *l = c->a[0];
+  bool any = c->variant == 1;
+  if (l && (l->kind == KL_TSV_LIST || l->kind == KL_TSV_TUPLE)) {
+    bool r = !any;
+    for (int k = 0; k < l->n; k++) {
+      const kl_tsv *v = &l->items[k];
+      if (!is_number(v)) return bad_arg(c, 0, "a list of bools known when the graph is built");
+      if (any ? number(v) != 0 : number(v) == 0) r = any;
+    }
+    *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = r, .id = -1};
+    return KILN_OK;
+  }
+  int x, y;
+  kiln_status s = given(c, 1) ? bad_arg(c, 1, "absent (all or any of every element)")
+                              : tensor_arg(c, 0, &x);
+  if (!s) s = cast(c, x, KL_BOOL, &x);
+  if (!s) s = cast(c, x, KL_I32, &x);
+  if (!s) s = node_int(c, any ? KL_OP_ReduceMax : KL_OP_ReduceMin, 1, &x, "keepdims", 0, &y);
+  if (!s) s = cast(c, y, KL_BOOL, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
 /* ---- pooling ---- */
 
 /* max_pool{1,2,3}d(self, kernel_size, stride, padding, dilation, ceil_mode) and
@@ -2966,6 +3028,10 @@ static const aten_op ops[] = {
     {"mm", P("self", "mat2"), lower_matmul, 0},
     {"bmm", P("self", "mat2"), lower_matmul, 0},
     {"addmm", P("self", "mat1", "mat2", "beta", "alpha"), lower_addmm, 0},
+    {"baddbmm", P("self", "batch1", "batch2", "beta", "alpha"), lower_baddbmm, 0},
+    {"all", P("self", "dim", "keepdim"), lower_all_any, 0},
+    {"any", P("self", "dim", "keepdim"), lower_all_any, 1},
+    {"is_floating_point", P("self"), lower_is_floating_point, 0},
     {"add", P("self", "other", "alpha"), lower_arith, KL_OP_Add},
     {"sub", P("self", "other", "alpha"), lower_arith, KL_OP_Sub},
     {"mul", P("self", "other"), lower_arith, KL_OP_Mul},

@@ -1067,6 +1067,43 @@ static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *arg
                  "building)", b->where, b->line, name);
 }
 
+/* torch.format(fmt, args...) ("...{}...".format(a)): the string, each {} replaced by the
+ * next argument known while building (a string, number or bool; "{}" stays for any
+ * other), up to 1023 characters: the code builds messages so (and tests whether one is
+ * empty). */
+static kiln_status eval_format(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = eval_args(b, f, x, &args);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  if (x->n_args < 1 || args[0].kind != KL_TSV_STR)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: format of a value that is not a "
+                   "string", b->where, b->line);
+  enum { MAX_FORMAT = 1024 };
+  char *text = kl_ts_alloc(b, MAX_FORMAT);
+  if (!text) return b->e->code;
+  size_t u = 0;
+  int next = 1;
+  for (const char *p = args[0].s; *p && u + 1 < MAX_FORMAT; p++) {
+    if (p[0] != '{' || p[1] != '}' || next >= x->n_args) {
+      text[u++] = *p;
+      continue;
+    }
+    const kl_tsv *a = &args[next++];
+    int w = a->kind == KL_TSV_STR ? snprintf(text + u, MAX_FORMAT - u, "%s", a->s)
+            : a->kind == KL_TSV_BOOL && a->id < 0 ? snprintf(text + u, MAX_FORMAT - u, "%s",
+                                                            a->i ? "True" : "False")
+            : a->kind == KL_TSV_INT && a->id < 0 ? snprintf(text + u, MAX_FORMAT - u, "%lld",
+                                                           (long long)a->i)
+            : a->kind == KL_TSV_FLOAT && a->id < 0 ? snprintf(text + u, MAX_FORMAT - u, "%g", a->f)
+                                                  : snprintf(text + u, MAX_FORMAT - u, "{}");
+    u = w < 0 || u + (size_t)w >= MAX_FORMAT ? MAX_FORMAT - 1 : u + (size_t)w;
+    p++;
+  }
+  text[u] = 0;
+  *out = (kl_tsv){.kind = KL_TSV_STR, .s = text, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const kl_ts_expr *callee = x->obj;
   if (callee->kind == KL_TSE_NAME) {
@@ -1078,6 +1115,7 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x, out);
   if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
   if (aten && strcmp(aten, "_set_item") == 0) return eval_set_item(b, f, x, out);
+  if (aten && strcmp(aten, "format") == 0) return eval_format(b, f, x, out);
   if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
     out->kind = KL_TSV_NONE;
     return KILN_OK;

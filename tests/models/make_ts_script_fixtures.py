@@ -58,6 +58,8 @@ control flow takes other paths for other inputs.
   loop_append append to lists made before for loops whose counts are known while
               building (a fixed dim, the list's length, nested) and a while on a
               counter: unrolled
+  transformer_masks  nn.TransformerEncoder scripted, with a causal and a key padding
+              mask
   named_outputs  a NamedTuple made by a method (one field None), its fields read and a
               NamedTuple returned, as torchvision's GoogLeNet does: the outputs are
               its fields that are not None, named after them
@@ -386,6 +388,23 @@ class LoopAppend(torch.nn.Module):
         return torch.stack(cols, 1), torch.stack(rows, 0).sum(0)
 
 
+class TransformerMasks(torch.nn.Module):
+    """nn.TransformerEncoder (2 pre-norm GELU layers) scripted, with a causal mask and a
+    key padding mask: _canonical_mask, _detect_is_causal_mask (all of a comparison),
+    baddbmm, is_floating_point, format."""
+
+    def __init__(self):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
+                                                 norm_first=True, activation="gelu")
+        self.enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, x, pad):
+        n = x.size(1)
+        causal = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        return self.enc(x, mask=causal, src_key_padding_mask=pad)
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -425,6 +444,9 @@ def cases():
         ("dicts", Dicts, [(r(2, 3),), (r(4, 3),)]),
         ("transformer_layer", TransformerLayer, [(r(2, 5, 8),), (r(3, 5, 8),)]),
         ("loop_append", LoopAppend, [(r(2, 3),), (r(5, 3),)]),
+        ("transformer_masks", TransformerMasks,
+         [(r(2, 6, 8), torch.tensor([[False] * 6, [False] * 4 + [True] * 2])),
+          (r(3, 6, 8), torch.tensor([[False] * 5 + [True], [False] * 6, [False] * 3 + [True] * 3]))]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

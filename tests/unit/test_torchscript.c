@@ -711,6 +711,13 @@ static void test_control_flow(void **state) {
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
        "__torch__.py:11: list operations (append, +, slices) that copy more than",
        KILN_ERR_LIMIT},
+      {"    _a = torch.all(x, 1)\n    net = self.net\n",
+       "__torch__.py:9: aten::all: argument 'dim' is int, expected absent", KILN_ERR_UNSUPPORTED},
+      {"    _a = torch.any([torch.gt(torch.sum(x), 0)])\n    net = self.net\n",
+       "__torch__.py:9: aten::any: argument 'self' is list, expected a list of bools known",
+       KILN_ERR_UNSUPPORTED},
+      {"    _f = torch.format(1, x)\n    net = self.net\n",
+       "__torch__.py:9: format of a value that is not a string", KILN_ERR_INVALID_MODEL},
       {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
        "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
       {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
