@@ -833,8 +833,6 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
                  "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
 }
 
-/* b->raise_code := code where no raise was reached before (the first raise reached
- * is the one that ends the run), code being an int64 0-D value of b->g. */
 /* A node of op on in (n_in of them) with one output, *out. */
 static kiln_status node1(kl_ts_build *b, kl_op op, int n_in, const int *in, int *out) {
   int node = kl_ts_node(b, op, n_in, in, 1, out);
@@ -848,6 +846,8 @@ static kiln_status no_raise(kl_ts_build *b, int code, int *is_zero) {
   return zero < 0 ? b->e->code : node1(b, KL_OP_Equal, 2, (int[]){code, zero}, is_zero);
 }
 
+/* b->raise_code := code where no raise was reached before (the first raise reached
+ * is the one that ends the run), code being an int64 0-D value of b->g. */
 static kiln_status raise_join(kl_ts_build *b, int code) {
   int prev = b->raise_code, is_zero, joined;
   if (prev < 0) return b->raise_code = code, KILN_OK;
@@ -870,8 +870,9 @@ static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
 
 /* ops.prim.RaiseException(msg, ...): the scripted code's raise (its argument checks).
  * Reached while building on a path the data does not choose, it is the model's own
- * error for these inputs; inside an If or Loop body the data chooses it, and kiln
- * cannot raise while a graph runs. */
+ * error for these inputs; inside an If or Loop body the data chooses it: the raise
+ * code of the graph being built becomes this raise's where none was reached before,
+ * and the path ends (b->raised; a kiln.Check of the outputs fails the run). */
 static kiln_status raise_exception(kl_ts_build *b, const frame *f, const kl_ts_expr *x,
                                    kl_tsv *out) {
   const char *msg = x->n_args ? raise_text(f, x->args[0], 0) : "";
@@ -1067,6 +1068,17 @@ static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *arg
                  "building)", b->where, b->line, name);
 }
 
+/* a as Python's str() writes it into dst (cap bytes), "{}" for a value not known while
+ * building; what snprintf returns */
+static int format_arg(const kl_tsv *a, char *dst, size_t cap) {
+  bool known = a->id < 0;
+  if (a->kind == KL_TSV_STR) return snprintf(dst, cap, "%s", a->s);
+  if (known && a->kind == KL_TSV_BOOL) return snprintf(dst, cap, "%s", a->i ? "True" : "False");
+  if (known && a->kind == KL_TSV_INT) return snprintf(dst, cap, "%lld", (long long)a->i);
+  if (known && a->kind == KL_TSV_FLOAT) return snprintf(dst, cap, "%g", a->f);
+  return snprintf(dst, cap, "{}");
+}
+
 /* torch.format(fmt, args...) ("...{}...".format(a)): the string, each {} replaced by the
  * next argument known while building (a string, number or bool; "{}" stays for any
  * other), up to 1023 characters: the code builds messages so (and tests whether one is
@@ -1088,14 +1100,7 @@ static kiln_status eval_format(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
       text[u++] = *p;
       continue;
     }
-    const kl_tsv *a = &args[next++];
-    int w = a->kind == KL_TSV_STR ? snprintf(text + u, MAX_FORMAT - u, "%s", a->s)
-            : a->kind == KL_TSV_BOOL && a->id < 0 ? snprintf(text + u, MAX_FORMAT - u, "%s",
-                                                            a->i ? "True" : "False")
-            : a->kind == KL_TSV_INT && a->id < 0 ? snprintf(text + u, MAX_FORMAT - u, "%lld",
-                                                           (long long)a->i)
-            : a->kind == KL_TSV_FLOAT && a->id < 0 ? snprintf(text + u, MAX_FORMAT - u, "%g", a->f)
-                                                  : snprintf(text + u, MAX_FORMAT - u, "{}");
+    int w = format_arg(&args[next++], text + u, MAX_FORMAT - u);
     u = w < 0 || u + (size_t)w >= MAX_FORMAT ? MAX_FORMAT - 1 : u + (size_t)w;
     p++;
   }
