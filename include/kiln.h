@@ -201,8 +201,12 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      (torch 1.x writes no traced_inputs.pkl), as example inputs:
  *                      "x:float32[2,3,224,224];ids:int64[2,7]" (forward's parameter
  *                      names; dim 0 becomes the symbolic "batch", as for recorded
- *                      inputs). A list that names none of forward's parameters and has
- *                      one entry per parameter is taken by position; one that names
+ *                      inputs). A parameter with a default (scripted code's `mask:
+ *                      Optional[Tensor] = None`) is an input only when the list (or
+ *                      the recorded inputs) give it, else forward runs with its
+ *                      default. A list that names none of forward's parameters and has
+ *                      one entry per parameter (or per parameter without a default,
+ *                      up to all) is taken by position; one that names
  *                      some and not others is KILN_ERR_INVALID_ARGUMENT. Recorded
  *                      inputs take precedence (the list is not read when the archive
  *                      records every input); ONNX models ignore it.

@@ -48,7 +48,9 @@ typedef struct aten_op {
 static kiln_status bad_arg(call *c, int i, const char *expected) {
   const kl_tsv *v = c->a[i];
   static const char *const kinds[] = {"None", "bool", "int", "float", "str",
-                                      "tensor", "list", "tuple", "module", "function"};
+                                      "tensor", "list", "tuple", "module", "function",
+                                      "dict"};
+  _Static_assert(sizeof kinds / sizeof kinds[0] == KL_TSV_DICT + 1, "a name per kl_tsv_kind");
   const char *found = !v ? "nothing" : (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT) &&
                                                v->id >= 0 ? "a value computed by the graph"
                                                           : kinds[v->kind];
@@ -455,8 +457,47 @@ static int64_t floor_div(int64_t a, int64_t b) {
 }
 
 /* add, sub, mul (variant: the op) with alpha for add and sub. */
+/* l1 + l2 of two lists (torch.add of lists, as scripted code writes `a + b`): their
+ * concatenation. */
+static kiln_status list_concat(call *c) {
+  const kl_tsv *x = c->a[0], *y = c->a[1];
+  if (!y || (y->kind != KL_TSV_LIST && y->kind != KL_TSV_TUPLE))
+    return bad_arg(c, 1, "a list (the list added to a list)");
+  kiln_status s = kl_ts_list_copied(c->b, (int64_t)x->n + y->n);
+  if (s != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(x->n + y->n + 1));
+  if (!items) return c->e->code;
+  if (x->n) memcpy(items, x->items, sizeof *items * (size_t)x->n);
+  if (y->n) memcpy(items + x->n, y->items, sizeof *items * (size_t)y->n);
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = x->n + y->n, .id = -1};
+  return KILN_OK;
+}
+
+static bool is_list(const kl_tsv *v) {
+  return v && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE);
+}
+
+/* Arithmetic on two numbers known while building, one of them a float (Python's float
+ * arithmetic, as scripted code does it on sizes: 1. / float(E)): *done when so. */
+static kiln_status known_float_op(call *c, kl_op op, bool *done) {
+  const kl_tsv *a = c->a[0], *b = c->a[1];
+  *done = is_number(a) && is_number(b) && (a->kind == KL_TSV_FLOAT || b->kind == KL_TSV_FLOAT) &&
+          !given(c, 2);
+  if (!*done) return KILN_OK;
+  double x = number(a), y = number(b);
+  if (op == KL_OP_Div && y == 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "float division by zero (ZeroDivisionError)");
+  double r = op == KL_OP_Add ? x + y : op == KL_OP_Sub ? x - y : op == KL_OP_Mul ? x * y : x / y;
+  *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = r, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status lower_arith(call *c) {
   kl_op op = (kl_op)c->variant;
+  if (op == KL_OP_Add && is_list(c->a[0])) return list_concat(c);
+  bool done;
+  kiln_status fs = known_float_op(c, op, &done);
+  if (done) return fs;
   int64_t x, y, alpha_i = 1;
   bool tensor;
   double alpha = 1;
@@ -506,6 +547,9 @@ static kiln_status trunc_float(call *c, int x, int *y) {
 
 /* div(self, other, rounding_mode=None|"trunc"|"floor"), floor_divide (variant 1) */
 static kiln_status lower_div(call *c) {
+  bool done;
+  kiln_status fs = c->variant ? KILN_OK : known_float_op(c, KL_OP_Div, &done);
+  if (!c->variant && done) return fs;
   const char *mode = c->variant ? "floor" : NULL;
   kiln_status s = c->variant ? KILN_OK : str_arg(c, 2, NULL, &mode);
   int64_t x, y;
@@ -537,9 +581,14 @@ static kiln_status lower_pow(call *c) {
   return s != KILN_OK ? s : ret_tensor(c, y);
 }
 
-/* relu, sigmoid, exp, ... (variant: the op) */
+/* relu, sigmoid, exp, ... (variant: the op); sqrt of a number known while building is
+ * one too (math.sqrt, as scripted code scales by it) */
 static kiln_status lower_unary(call *c) {
   int x, y;
+  if ((kl_op)c->variant == KL_OP_Sqrt && is_number(c->a[0])) {
+    *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = sqrt(number(c->a[0])), .id = -1};
+    return KILN_OK;
+  }
   kiln_status s = tensor_arg(c, 0, &x);
   if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
@@ -963,6 +1012,68 @@ static kiln_status lower_addmm(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* y * k for a number k known while building (y itself when k is 1) */
+static kiln_status times(call *c, int y, double k, int *out) {
+  *out = y;
+  if (k == 1) return KILN_OK;
+  kl_dtype dt = dtype_of(c, y);
+  int kc = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, k);
+  return kc < 0 ? c->e->code : op2(c, KL_OP_Mul, y, kc, out);
+}
+
+/* baddbmm(self, batch1, batch2, beta, alpha) = beta * self + alpha * (batch1 @ batch2)
+ * (F.multi_head_attention_forward adds its mask so) */
+static kiln_status lower_baddbmm(call *c) {
+  int self, b1, b2, p, q, y;
+  double beta, alpha;
+  kiln_status s = tensor_arg(c, 0, &self);
+  if (!s) s = tensor_arg(c, 1, &b1);
+  if (!s) s = tensor_arg(c, 2, &b2);
+  if (!s) s = float_arg(c, 3, 1, &beta);
+  if (!s) s = float_arg(c, 4, 1, &alpha);
+  if (!s) s = op2(c, KL_OP_MatMul, b1, b2, &p);
+  if (!s) s = times(c, p, alpha, &p);
+  if (!s && beta == 0) return ret_tensor(c, p); /* (torch ignores self then, NaN or not) */
+  if (!s) s = times(c, self, beta, &q);
+  if (!s) s = op2(c, KL_OP_Add, q, p, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* is_floating_point(x): known from x's dtype */
+static kiln_status lower_is_floating_point(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  kl_dtype dt = s ? KL_UNDEFINED : dtype_of(c, x);
+  if (!s && dt == KL_UNDEFINED) return bad_arg(c, 0, "a tensor of a known dtype");
+  if (!s) *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = kl_dtype_is_float(dt), .id = -1};
+  return s;
+}
+
+/* all(x) / any(x) (variant 1): of a list of bools known while building, a bool; of a
+ * tensor (every element), a 0-D bool: the min / max of its elements as int32. */
+static kiln_status lower_all_any(call *c) {
+  const kl_tsv *l = c->a[0];
+  bool any = c->variant == 1;
+  if (l && (l->kind == KL_TSV_LIST || l->kind == KL_TSV_TUPLE)) {
+    bool r = !any;
+    for (int k = 0; k < l->n; k++) {
+      const kl_tsv *v = &l->items[k];
+      if (!is_number(v)) return bad_arg(c, 0, "a list of bools known when the graph is built");
+      if (any ? number(v) != 0 : number(v) == 0) r = any;
+    }
+    *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = r, .id = -1};
+    return KILN_OK;
+  }
+  int x, y;
+  kiln_status s = given(c, 1) ? bad_arg(c, 1, "absent (all or any of every element)")
+                              : tensor_arg(c, 0, &x);
+  if (!s) s = cast(c, x, KL_BOOL, &x);
+  if (!s) s = cast(c, x, KL_I32, &x);
+  if (!s) s = node_int(c, any ? KL_OP_ReduceMax : KL_OP_ReduceMin, 1, &x, "keepdims", 0, &y);
+  if (!s) s = cast(c, y, KL_BOOL, &y);
+  return s ? s : ret_tensor(c, y);
+}
+
 /* ---- pooling ---- */
 
 /* max_pool{1,2,3}d(self, kernel_size, stride, padding, dilation, ceil_mode) and
@@ -1266,7 +1377,34 @@ static kiln_status int_as_list(call *c, int i, int64_t dflt, int *id) {
 }
 
 /* slice(self, dim, start, end, step); narrow(self, dim, start, length) (variant 1) */
+/* l[start:end:step] of a list (slice.t(l, start, end, step): the list's own overload,
+ * `x.shape[2:]`), with bounds known while building, as Python slices: negative ones
+ * count from the end, and all are clamped to the list. */
+static kiln_status list_slice(call *c) {
+  static const char *const params[] = {"l", "start", "end", "step", NULL};
+  const kl_tsv *l = c->a[0];
+  int64_t n = l->n, start, end, step;
+  c->params = params;
+  kiln_status s = int_arg(c, 1, 0, &start);
+  if (!s) s = int_arg(c, 2, INT64_MAX, &end);
+  if (!s) s = int_arg(c, 3, 1, &step);
+  if (s) return s;
+  if (step < 1) return bad_arg(c, 3, "a step of 1 or more");
+  if ((s = kl_ts_list_copied(c->b, n)) != KILN_OK) return s;
+  if (start < 0) start = start < -n ? 0 : start + n;
+  if (end < 0) end = end < -n ? 0 : end + n;
+  start = start > n ? n : start;
+  end = end > n ? n : end < start ? start : end;
+  int m = (int)((end - start + step - 1) / step);
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(m + 1));
+  if (!items) return c->e->code;
+  for (int k = 0; k < m; k++) items[k] = l->items[start + k * step];
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = m, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status lower_slice(call *c) {
+  if (!c->variant && is_list(c->a[0])) return list_slice(c);
   int x, in[5], y;
   int64_t dim, start = 0, end = INT64_MAX, step = 1;
   kiln_status s = tensor_arg(c, 0, &x);
@@ -1540,10 +1678,11 @@ static kiln_status lower_argmax(call *c) {
   return ret_tensor(c, y);
 }
 
-/* len(x): a list's or tuple's length, a tensor's size along dim 0. */
+/* len(x): a list's, tuple's or string's length, a tensor's size along dim 0. */
 static kiln_status lower_len(call *c) {
   const kl_tsv *a = c->a[0];
   if (a && (a->kind == KL_TSV_LIST || a->kind == KL_TSV_TUPLE)) return ret_int(c, a->n);
+  if (a && a->kind == KL_TSV_STR) return ret_int(c, (int64_t)strlen(a->s));
   int x, rank, id, sym;
   int64_t v = 0;
   kiln_status s = tensor_arg(c, 0, &x);
@@ -1567,12 +1706,22 @@ static kiln_status lower_dim(call *c) {
  * is None (only None is None). */
 static kiln_status lower_is(call *c) {
   const kl_tsv *a = c->a[0], *b = c->a[1];
-  if (!a || !b || (a->kind != KL_TSV_NONE && b->kind != KL_TSV_NONE))
+  bool tensors = a && b && a->kind == KL_TSV_TENSOR && b->kind == KL_TSV_TENSOR;
+  if (!a || !b || (a->kind != KL_TSV_NONE && b->kind != KL_TSV_NONE && !tensors))
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an identity test of two values that are not "
-                   "None");
-  bool is = a->kind == KL_TSV_NONE && b->kind == KL_TSV_NONE;
+                   "None or tensors");
+  /* (two tensors: the same one, as nn.MultiheadAttention asks of query, key and value) */
+  bool is = tensors ? a->id == b->id : a->kind == KL_TSV_NONE && b->kind == KL_TSV_NONE;
   *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = c->variant ? !is : is, .id = -1};
   return KILN_OK;
+}
+
+/* prim::is_nested(x): false, kiln has no nested tensors */
+static kiln_status lower_is_nested(call *c) {
+  int x;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = 0, .id = -1};
+  return s;
 }
 
 /* An int argument as a 0-d int64 graph value (a literal as a constant). */
@@ -2880,6 +3029,10 @@ static const aten_op ops[] = {
     {"mm", P("self", "mat2"), lower_matmul, 0},
     {"bmm", P("self", "mat2"), lower_matmul, 0},
     {"addmm", P("self", "mat1", "mat2", "beta", "alpha"), lower_addmm, 0},
+    {"baddbmm", P("self", "batch1", "batch2", "beta", "alpha"), lower_baddbmm, 0},
+    {"all", P("self", "dim", "keepdim"), lower_all_any, 0},
+    {"any", P("self", "dim", "keepdim"), lower_all_any, 1},
+    {"is_floating_point", P("self"), lower_is_floating_point, 0},
     {"add", P("self", "other", "alpha"), lower_arith, KL_OP_Add},
     {"sub", P("self", "other", "alpha"), lower_arith, KL_OP_Sub},
     {"mul", P("self", "other"), lower_arith, KL_OP_Mul},
@@ -3015,6 +3168,7 @@ static const aten_op ops[] = {
     {"list", P("l"), lower_list, 0},
     {"__contains__", P("l", "item"), lower_contains, 0},
     {"prim::dtype", P("a"), lower_prim_dtype, 0},
+    {"prim::is_nested", P("a"), lower_is_nested, 0},
     {"prim::device", P("a"), lower_prim_device, 0},
     {"dim", X1, lower_dim, 0},
     {"__is__", P("self", "obj"), lower_is, 0},

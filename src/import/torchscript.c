@@ -218,6 +218,13 @@ struct kl_ts_build {
   int64_t moved;       /* statements copied after ifs with a return, against MAX_MOVED */
   int if_returns;      /* ifs with a return being run, each in the path of the one before */
   int64_t statements;
+  /* raises on paths the data chooses (kiln.Check): raise_code, the int64 0-D value of
+   * b->g that is 0 or 1 + the index in raises of the raise the run reached, or -1 when
+   * no raise can be reached yet; raised, while a raise ends the path being built */
+  int raise_code;
+  bool raised;
+  char **raises;
+  int n_raises, cap_raises;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
 };
@@ -227,6 +234,13 @@ kl_graph *kl_ts_graph(kl_ts_build *b) { return b->g; }
 const kl_type *kl_ts_type(kl_ts_build *b, int id) { return &b->g->values[id].type; }
 
 void **kl_ts_aten_state(kl_ts_build *b) { return &b->aten_state; }
+
+kiln_status kl_ts_list_copied(kl_ts_build *b, int64_t n) {
+  if ((b->appended += n) <= MAX_APPEND_COPIES) return KILN_OK;
+  return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: list operations (append, +, slices) that "
+                 "copy more than %d list elements in all (a list built by append of more "
+                 "than about 1400)", b->where, b->line, MAX_APPEND_COPIES);
+}
 
 void *kl_ts_alloc(kl_ts_build *b, size_t size) {
   ts_block *blk = calloc(1, sizeof *blk + (size ? size : 1));
@@ -658,6 +672,19 @@ static const kl_tsv *frame_get(const frame *f, const char *name) {
   return NULL;
 }
 
+/* What uninitialized(T) gives (scripted code's placeholder for a value that the path
+ * which sets it does not read): None with this s. */
+static const char uninitialized[] = "uninitialized";
+
+static bool is_uninit(const kl_tsv *v) { return v->kind == KL_TSV_NONE && v->s == uninitialized; }
+
+/* After a raise on the path being built, what remains of it computes nothing: *out
+ * a placeholder, true. */
+static bool after_raise(const kl_ts_build *b, kl_tsv *out) {
+  if (b->raised) *out = (kl_tsv){.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
+  return b->raised;
+}
+
 static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out);
 static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
                                const kl_tsv *args, const char *const *kw, int n_args,
@@ -733,8 +760,8 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
       memcpy(name, q, k);
       name[k] = 0;
       if (kl_aten_known(name) || strcmp(name, "warn") == 0 || strcmp(name, "format") == 0 ||
-          strcmp(name, "append") == 0)
-        continue; /* (a warning, a raise's message, append: the interpreter's) */
+          strcmp(name, "append") == 0 || strcmp(name, "_set_item") == 0)
+        continue; /* (a warning, a raise's message, append, _set_item: the interpreter's) */
       int j = 0;
       while (j < n && strcmp(names[j], name) != 0) j++;
       if (j < n) continue;
@@ -750,11 +777,15 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
     used += (size_t)snprintf(buf + used, len - used, "%s %s", j ? "," : "", names[j]);
 }
 
+static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out);
+
 static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, const char *name,
                              kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = eval_args(b, f, x, &args);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  if (x->n_args && args[0].kind == KL_TSV_DICT) return dict_call(b, name, args, x->n_args, out);
   bool ns = strstr(name, "::") != NULL; /* prim::X keeps its namespace */
   size_t len = strlen(name), pre = ns ? 0 : 6;
   char *full = kl_ts_alloc(b, len + 7);
@@ -777,12 +808,6 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   }
   return s;
 }
-
-/* What uninitialized(T) gives (scripted code's placeholder for a value that the path
- * which sets it does not read): None with this s. */
-static const char uninitialized[] = "uninitialized";
-
-static bool is_uninit(const kl_tsv *v) { return v->kind == KL_TSV_NONE && v->s == uninitialized; }
 
 static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const char *fn = x->obj->s;
@@ -808,6 +833,30 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
                  "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
 }
 
+/* A node of op on in (n_in of them) with one output, *out. */
+static kiln_status node1(kl_ts_build *b, kl_op op, int n_in, const int *in, int *out) {
+  int node = kl_ts_node(b, op, n_in, in, 1, out);
+  return node < 0 ? b->e->code : kl_ts_finish(b, node);
+}
+
+/* *is_zero: whether raise code `code` (a value of b->g) is 0: no raise reached. */
+static kiln_status no_raise(kl_ts_build *b, int code, int *is_zero) {
+  int zero = kl_ts_const_scalar(b, KL_I64, 0);
+  b->aten = "prim::RaiseException";
+  return zero < 0 ? b->e->code : node1(b, KL_OP_Equal, 2, (int[]){code, zero}, is_zero);
+}
+
+/* b->raise_code := code where no raise was reached before (the first raise reached
+ * is the one that ends the run), code being an int64 0-D value of b->g. */
+static kiln_status raise_join(kl_ts_build *b, int code) {
+  int prev = b->raise_code, is_zero, joined;
+  if (prev < 0) return b->raise_code = code, KILN_OK;
+  kiln_status s = no_raise(b, prev, &is_zero);
+  if (s == KILN_OK) s = node1(b, KL_OP_Where, 3, (int[]){is_zero, code, prev}, &joined);
+  if (s == KILN_OK) b->raise_code = joined;
+  return s;
+}
+
 /* The text of a raise's message as the code writes it: a string, a name holding one, or
  * the format string of torch.format(...). */
 static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
@@ -821,16 +870,33 @@ static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
 
 /* ops.prim.RaiseException(msg, ...): the scripted code's raise (its argument checks).
  * Reached while building on a path the data does not choose, it is the model's own
- * error for these inputs; inside an If or Loop body the data chooses it, and kiln
- * cannot raise while a graph runs. */
-static kiln_status raise_exception(kl_ts_build *b, const frame *f, const kl_ts_expr *x) {
+ * error for these inputs; inside an If or Loop body the data chooses it: the raise
+ * code of the graph being built becomes this raise's where none was reached before,
+ * and the path ends (b->raised; a kiln.Check of the outputs fails the run). */
+static kiln_status raise_exception(kl_ts_build *b, const frame *f, const kl_ts_expr *x,
+                                   kl_tsv *out) {
   const char *msg = x->n_args ? raise_text(f, x->args[0], 0) : "";
-  if (b->bodies)
-    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: ops.prim.RaiseException (\"%s\") on a "
-                   "path that the data chooses: kiln cannot raise while the graph runs; "
-                   "export with torch.jit.trace or to ONNX", b->where, b->line, msg);
-  return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an exception "
-                 "for these inputs: %s", b->where, b->line, msg);
+  if (!b->bodies)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an "
+                   "exception for these inputs: %s", b->where, b->line, msg);
+  const kl_ts_expr *kind = x->n_args > 1 && x->args[1]->kind == KL_TSE_STR ? x->args[1] : NULL;
+  if (b->n_raises == b->cap_raises) {
+    int cap = b->cap_raises ? b->cap_raises * 2 : 8;
+    char **r = realloc(b->raises, sizeof *r * (size_t)cap);
+    if (!r) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    b->raises = r;
+    b->cap_raises = cap;
+  }
+  char text[768];
+  snprintf(text, sizeof text, "%s:%d: the scripted code raises %s for these inputs: %s",
+           b->where, b->line, kind ? kind->s : "an exception", msg);
+  if (!(b->raises[b->n_raises] = strdup(text)))
+    return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  int code = kl_ts_const_scalar(b, KL_I64, ++b->n_raises);
+  kiln_status s = code < 0 ? b->e->code : raise_join(b, code);
+  b->raised = s == KILN_OK;
+  *out = (kl_tsv){.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
+  return s;
 }
 
 /* FUNC value fn, a prefix of a scripted function's name, extended by .name */
@@ -853,45 +919,193 @@ static kiln_status eval_function_call(kl_ts_build *b, frame *f, const kl_ts_expr
                                       const char *qual, kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = eval_args(b, f, x, &args);
-  return s != KILN_OK ? s : call_function(b, qual, args, x->kw, x->n_args, out);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  return call_function(b, qual, args, x->kw, x->n_args, out);
 }
 
-/* torch.append(xs, v) (xs.append(v)): the list grows where every frame holds it (a list
- * is one object however many names it has). Only in the body that made it (or outside
- * any): a list of an enclosing graph would grow by one in an If or Loop body whatever
+/* A list or dict v may change (append, _set_item) only in the body that made it (or
+ * outside any): one of an enclosing graph would change in an If or Loop body whatever
  * the data (a for over a count known while building that appends is unrolled instead:
  * run_loop). */
+static kiln_status check_mutable(kl_ts_build *b, const kl_tsv *v, const char *op) {
+  if (!b->bodies || v->made_in == b->bodies + 1) return KILN_OK;
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::%s inside a loop or an if on the "
+                 "data (a %s whose contents the data decides): export with torch.jit.trace "
+                 "or to ONNX", b->where, b->line, op, v->kind == KL_TSV_DICT ? "dict" : "list");
+}
+
+/* v, a list or dict, now holds n items (with keys `keys` for a dict): so it does in
+ * every frame running that holds it (one object however many names it has; f is
+ * b->frame), and *out is v so changed. */
+static void changed_everywhere(kl_ts_build *b, const kl_tsv *v, kl_tsv *items,
+                               const char *const *keys, int n, kl_tsv *out) {
+  const kl_tsv *old = v->items;
+  *out = *v;
+  for (frame *g = b->frame; g; g = g->up)
+    for (int k = 0; k < g->n; k++)
+      if (g->vals[k].kind == v->kind && g->vals[k].items == old) {
+        g->vals[k].items = items;
+        g->vals[k].fields = keys;
+        g->vals[k].n = n;
+      }
+  out->items = items;
+  out->fields = keys;
+  out->n = n;
+}
+
+/* torch.append(xs, v) (xs.append(v)): the list grows. */
 static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = x->n_args == 2 ? eval_args(b, f, x, &args)
                                  : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append takes "
                                            "a list and a value", b->where, b->line);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
   if (args[0].kind != KL_TSV_LIST)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
                    b->where, b->line);
-  if (b->bodies && args[0].made_in != b->bodies + 1)
-    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::append inside a loop or an if on "
-                   "the data (a list whose length the data decides): export with "
-                   "torch.jit.trace or to ONNX", b->where, b->line);
-  if ((b->appended += args[0].n + 1) > MAX_APPEND_COPIES)
-    return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: appends that copy more than %d list "
-                   "elements in all (a list built by append of more than about 1400)",
-                   b->where, b->line, MAX_APPEND_COPIES);
-  const kl_tsv *old = args[0].items;
+  if ((s = check_mutable(b, &args[0], "append")) != KILN_OK ||
+      (s = kl_ts_list_copied(b, args[0].n + 1)) != KILN_OK)
+    return s;
   kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(args[0].n + 1));
   if (!items) return b->e->code;
-  if (args[0].n) memcpy(items, old, sizeof *items * (size_t)args[0].n);
+  if (args[0].n) memcpy(items, args[0].items, sizeof *items * (size_t)args[0].n);
   items[args[0].n] = args[1];
-  for (frame *g = b->frame; g; g = g->up) /* (f is b->frame) */
-    for (int k = 0; k < g->n; k++)
-      if (g->vals[k].kind == KL_TSV_LIST && g->vals[k].items == old) {
-        g->vals[k].items = items;
-        g->vals[k].n++;
-      }
-  *out = args[0];
-  out->items = items;
-  out->n++;
+  changed_everywhere(b, &args[0], items, NULL, args[0].n + 1, out);
+  return KILN_OK;
+}
+
+/* The index of key in dict d, or -1. */
+static int dict_find(const kl_tsv *d, const char *key) {
+  for (int k = 0; k < d->n; k++)
+    if (strcmp(d->fields[k], key) == 0) return k;
+  return -1;
+}
+
+/* torch._set_item(d, key, v) (d[key] = v, l[i] = v): a dict's key known while building
+ * set or added, a list's element at an index known while building replaced. */
+static kiln_status eval_set_item(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = x->n_args == 3 ? eval_args(b, f, x, &args)
+                                 : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: _set_item "
+                                           "takes a dict or list, a key and a value",
+                                           b->where, b->line);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  const kl_tsv *d = &args[0], *key = &args[1];
+  bool dict = d->kind == KL_TSV_DICT && key->kind == KL_TSV_STR;
+  bool list = d->kind == KL_TSV_LIST && key->kind == KL_TSV_INT && key->id < 0 &&
+              key->i >= -(int64_t)d->n && key->i < d->n;
+  if (!dict && !list)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::_set_item of a %s by a key that "
+                   "is not %s known while building", b->where, b->line,
+                   d->kind == KL_TSV_DICT ? "dict" : "value", d->kind == KL_TSV_DICT
+                   ? "a string" : "an index in the list");
+  int at = dict ? dict_find(d, key->s) : (int)(key->i < 0 ? key->i + d->n : key->i);
+  int n = at < 0 ? d->n + 1 : d->n;
+  if ((s = check_mutable(b, d, "_set_item")) != KILN_OK ||
+      (s = kl_ts_list_copied(b, n)) != KILN_OK)
+    return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)n);
+  const char **keys = dict ? kl_ts_alloc(b, sizeof *keys * (size_t)n) : NULL;
+  if (!items || (dict && !keys)) return b->e->code;
+  if (d->n) memcpy(items, d->items, sizeof *items * (size_t)d->n);
+  if (dict && d->n) memcpy(keys, d->fields, sizeof *keys * (size_t)d->n);
+  if (at < 0) keys[at = d->n] = key->s;
+  items[at] = args[2];
+  changed_everywhere(b, d, items, keys, n, out);
+  out->kind = KL_TSV_NONE; /* (what _set_item returns) */
+  return KILN_OK;
+}
+
+/* {k: v, ...} with keys that are strings known while building (a later key wins). */
+static kiln_status eval_dict(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  int n = x->n_args / 2;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(n + 1)), key;
+  const char **keys = kl_ts_alloc(b, sizeof *keys * (size_t)(n + 1));
+  if (!items || !keys) return b->e->code;
+  *out = (kl_tsv){.kind = KL_TSV_DICT, .items = items, .fields = keys, .id = -1,
+                  .made_in = b->bodies + 1};
+  for (int k = 0; k < n; k++) {
+    kiln_status s = eval(b, f, x->args[2 * k], &key);
+    if (s != KILN_OK) return s;
+    if (key.kind != KL_TSV_STR)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a dict key that is not a string "
+                     "(kiln reads dicts of string keys known while building)", b->where,
+                     b->line);
+    int at = dict_find(out, key.s);
+    if (at < 0) keys[at = out->n++] = key.s;
+    if ((s = eval(b, f, x->args[2 * k + 1], &items[at])) != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+/* len, __contains__, get, keys, values and items of a dict: known while building. */
+static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out) {
+  const kl_tsv *d = &args[0];
+  bool keyed = n_args >= 2 && args[1].kind == KL_TSV_STR;
+  int at = keyed ? dict_find(d, args[1].s) : -1;
+  if (strcmp(name, "len") == 0 && n_args == 1)
+    return *out = (kl_tsv){.kind = KL_TSV_INT, .i = d->n, .id = -1}, KILN_OK;
+  if (strcmp(name, "__contains__") == 0 && keyed && n_args == 2)
+    return *out = (kl_tsv){.kind = KL_TSV_BOOL, .i = at >= 0, .id = -1}, KILN_OK;
+  if (strcmp(name, "get") == 0 && keyed && n_args <= 3) {
+    *out = at >= 0 ? d->items[at] : n_args == 3 ? args[2] : (kl_tsv){.kind = KL_TSV_NONE};
+    if (at < 0 && n_args < 3) out->id = -1;
+    return KILN_OK;
+  }
+  bool keys = strcmp(name, "keys") == 0, values = strcmp(name, "values") == 0;
+  if ((keys || values) && n_args == 1) {
+    kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(d->n + 1));
+    if (!items) return b->e->code;
+    for (int k = 0; k < d->n; k++)
+      items[k] = keys ? (kl_tsv){.kind = KL_TSV_STR, .s = d->fields[k], .id = -1} : d->items[k];
+    *out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = d->n, .id = -1,
+                    .made_in = b->bodies + 1};
+    return KILN_OK;
+  }
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::%s of a dict (kiln reads len, in, "
+                 "get, keys, values, d[key] and d[key] = v, keys being strings known while "
+                 "building)", b->where, b->line, name);
+}
+
+/* a as Python's str() writes it into dst (cap bytes), "{}" for a value not known while
+ * building; what snprintf returns */
+static int format_arg(const kl_tsv *a, char *dst, size_t cap) {
+  bool known = a->id < 0;
+  if (a->kind == KL_TSV_STR) return snprintf(dst, cap, "%s", a->s);
+  if (known && a->kind == KL_TSV_BOOL) return snprintf(dst, cap, "%s", a->i ? "True" : "False");
+  if (known && a->kind == KL_TSV_INT) return snprintf(dst, cap, "%lld", (long long)a->i);
+  if (known && a->kind == KL_TSV_FLOAT) return snprintf(dst, cap, "%g", a->f);
+  return snprintf(dst, cap, "{}");
+}
+
+/* torch.format(fmt, args...) ("...{}...".format(a)): the string, each {} replaced by the
+ * next argument known while building (a string, number or bool; "{}" stays for any
+ * other), up to 1023 characters: the code builds messages so (and tests whether one is
+ * empty). */
+static kiln_status eval_format(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = eval_args(b, f, x, &args);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  if (x->n_args < 1 || args[0].kind != KL_TSV_STR)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: format of a value that is not a "
+                   "string", b->where, b->line);
+  enum { MAX_FORMAT = 1024 };
+  char *text = kl_ts_alloc(b, MAX_FORMAT);
+  if (!text) return b->e->code;
+  size_t u = 0;
+  int next = 1;
+  for (const char *p = args[0].s; *p && u + 1 < MAX_FORMAT; p++) {
+    if (p[0] != '{' || p[1] != '}' || next >= x->n_args) {
+      text[u++] = *p;
+      continue;
+    }
+    int w = format_arg(&args[next++], text + u, MAX_FORMAT - u);
+    u = w < 0 || u + (size_t)w >= MAX_FORMAT ? MAX_FORMAT - 1 : u + (size_t)w;
+    p++;
+  }
+  text[u] = 0;
+  *out = (kl_tsv){.kind = KL_TSV_STR, .s = text, .id = -1};
   return KILN_OK;
 }
 
@@ -903,8 +1117,10 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
                                          : eval_builtin(b, f, x, out);
   }
   const char *aten = aten_name(b, f, callee);
-  if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x);
+  if (aten && strcmp(aten, "prim::RaiseException") == 0) return raise_exception(b, f, x, out);
   if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
+  if (aten && strcmp(aten, "_set_item") == 0) return eval_set_item(b, f, x, out);
+  if (aten && strcmp(aten, "format") == 0) return eval_format(b, f, x, out);
   if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
     out->kind = KL_TSV_NONE;
     return KILN_OK;
@@ -922,7 +1138,7 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
     return s != KILN_OK ? s : eval_function_call(b, f, x, fn.s, out);
   }
   if (s == KILN_OK) s = eval_args(b, f, x, &args);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
   if (self.kind != KL_TSV_MODULE)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' called on a value that is "
                    "not a module", b->where, b->line, callee->s);
@@ -948,9 +1164,37 @@ static kiln_status eval_seq(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_ts
   return eval_args(b, f, x, &out->items);
 }
 
+static kiln_status value_id(kl_ts_build *b, const kl_tsv *v, kl_dtype dt, const char *name,
+                            int *id);
+
+/* A list of ints some of which the graph computes (x.size() of a symbolic dim, and 0-D
+ * tensors of arithmetic on them) as a list of 0-D int64 tensors, in *out; *made false
+ * (nothing made) for any other list. */
+static kiln_status ints_as_tensors(kl_ts_build *b, const kl_tsv *seq, kl_tsv *out, bool *made) {
+  bool ints = false;
+  *made = false;
+  for (int k = 0; k < seq->n; k++) {
+    const kl_tsv *v = &seq->items[k];
+    const kl_type *t = v->kind == KL_TSV_TENSOR ? &b->g->values[v->id].type : NULL;
+    if (v->kind != KL_TSV_INT && !(t && t->rank == 0 && t->dtype == KL_I64)) return KILN_OK;
+    ints |= v->kind == KL_TSV_INT;
+  }
+  if (!ints) return KILN_OK;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(seq->n + 1));
+  if (!items) return b->e->code;
+  for (int k = 0; k < seq->n; k++) {
+    items[k] = (kl_tsv){.kind = KL_TSV_TENSOR};
+    kiln_status s = value_id(b, &seq->items[k], KL_I64, "list element", &items[k].id);
+    if (s != KILN_OK) return s;
+  }
+  *out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = seq->n, .id = -1};
+  *made = true;
+  return KILN_OK;
+}
+
 /* xs[i] with i a value of the graph (a loop's counter: torch writes `for c in xs` as a
  * loop over range(len(xs))): a list of numbers known now as a constant tensor, one of
- * tensors stacked, and the element gathered. */
+ * tensors (or of ints the graph computes) stacked, and the element gathered. */
 static kiln_status index_at_run_time(kl_ts_build *b, const kl_tsv *seq, const kl_tsv *i,
                                      kl_tsv *out) {
   static const char *const no_kw[3] = {NULL, NULL, NULL};
@@ -958,9 +1202,14 @@ static kiln_status index_at_run_time(kl_ts_build *b, const kl_tsv *seq, const kl
   bool numbers = kind == KL_TSV_INT || kind == KL_TSV_FLOAT || kind == KL_TSV_BOOL;
   for (int k = 0; k < seq->n; k++)
     if (seq->items[k].kind != kind || (numbers && seq->items[k].id >= 0)) numbers = false;
-  kl_tsv a[3], stacked;
+  kl_tsv a[3], stacked, ints;
   kiln_status s = KILN_OK;
+  bool computed_ints = false;
   b->aten = "aten::__getitem__";
+  if (!numbers && (kind == KL_TSV_INT || kind == KL_TSV_TENSOR)) {
+    if ((s = ints_as_tensors(b, seq, &ints, &computed_ints)) != KILN_OK) return s;
+    if (computed_ints) seq = &ints, kind = KL_TSV_TENSOR;
+  }
   if (numbers) {
     kl_dtype dt = kind == KL_TSV_INT ? KL_I64 : kind == KL_TSV_BOOL ? KL_BOOL : KL_F32;
     int64_t n = seq->n;
@@ -987,7 +1236,8 @@ static kiln_status index_at_run_time(kl_ts_build *b, const kl_tsv *seq, const kl
   a[1] = (kl_tsv){.kind = KL_TSV_INT, .i = 0, .id = -1};
   a[2] = *i;
   if (s == KILN_OK) s = kl_aten_call(b, "select", a, no_kw, 3, out);
-  if (s == KILN_OK && numbers && out->kind == KL_TSV_TENSOR) out->kind = kind;
+  if (s == KILN_OK && (numbers || computed_ints) && out->kind == KL_TSV_TENSOR)
+    out->kind = computed_ints ? KL_TSV_INT : kind;
   if (s != KILN_OK) kl_err_prefix(b->e, "%s:%d: an element of a list", b->where, b->line);
   return s;
 }
@@ -996,7 +1246,14 @@ static kiln_status eval_index(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_
   kl_tsv seq, ix = {.kind = KL_TSV_INT, .i = x->i, .id = -1};
   kiln_status s = eval(b, f, x->obj, &seq);
   if (s == KILN_OK && x->n_args == 1) s = eval(b, f, x->args[0], &ix);
-  if (s != KILN_OK) return s;
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  if (seq.kind == KL_TSV_DICT) {
+    int at = ix.kind == KL_TSV_STR ? dict_find(&seq, ix.s) : -1;
+    if (at < 0)
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: a key that the dict does not "
+                     "hold, or is not a string (KeyError)", b->where, b->line);
+    return *out = seq.items[at], KILN_OK;
+  }
   if ((seq.kind == KL_TSV_LIST || seq.kind == KL_TSV_TUPLE) &&
       (ix.kind == KL_TSV_INT || ix.kind == KL_TSV_TENSOR) && ix.id >= 0)
     return index_at_run_time(b, &seq, &ix, out);
@@ -1011,10 +1268,19 @@ static kiln_status eval_index(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_
   return KILN_OK;
 }
 
+/* t.name of a NamedTuple */
+static kiln_status field(kl_ts_build *b, const kl_tsv *t, const char *name, kl_tsv *out) {
+  for (int k = 0; k < t->n; k++)
+    if (strcmp(t->fields[k], name) == 0) return *out = t->items[k], KILN_OK;
+  return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the NamedTuple has no field '%s'",
+                 b->where, b->line, name);
+}
+
 static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   memset(out, 0, sizeof *out);
   out->id = -1;
   b->line = x->line;
+  if (after_raise(b, out)) return KILN_OK;
   switch (x->kind) {
   case KL_TSE_NAME: {
     const kl_tsv *v = frame_get(f, x->s);
@@ -1035,6 +1301,7 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
   case KL_TSE_LIST:
   case KL_TSE_TUPLE: return eval_seq(b, f, x, out);
   case KL_TSE_INDEX: return eval_index(b, f, x, out);
+  case KL_TSE_DICT: return eval_dict(b, f, x, out);
   case KL_TSE_CALL: return eval_call(b, f, x, out);
   case KL_TSE_ATTR: {
     if (x->obj->kind == KL_TSE_NAME && strcmp(x->obj->s, "CONSTANTS") == 0 &&
@@ -1043,6 +1310,7 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
     kl_tsv obj;
     kiln_status s = eval(b, f, x->obj, &obj);
     if (s == KILN_OK && obj.kind == KL_TSV_FUNC) return func_name(b, &obj, x->s, out);
+    if (s == KILN_OK && obj.kind == KL_TSV_TUPLE && obj.fields) return field(b, &obj, x->s, out);
     return s != KILN_OK ? s : module_attr(b, &obj, x->s, out);
   }
   }
@@ -1077,6 +1345,9 @@ typedef struct body {
   frame f;
   int n_tensors, tensors_from;
   void *aten_state;
+  int outer_raise;      /* the enclosing graph's raise_code */
+  int raise_code;       /* the body's, once built (-1: it reaches no raise) */
+  bool raised;          /* the body's path ends in a raise */
 } body;
 
 static void body_free(body *bd) {
@@ -1100,7 +1371,7 @@ static int body_input(kl_ts_build *b, const kl_type *t) {
 static kiln_status capture(kl_ts_build *b, body *bd, kl_tsv *v, int depth) {
   if (depth > 16) return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: lists nested too deeply",
                                  b->where, b->line);
-  if (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) {
+  if (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE || v->kind == KL_TSV_DICT) {
     kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(v->n ? v->n : 1));
     if (!items) return b->e->code;
     for (int k = 0; k < v->n; k++) {
@@ -1139,6 +1410,8 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
                               int n_formal, int *ids) {
   memset(bd, 0, sizeof *bd);
   bd->outer = b->g;
+  bd->outer_raise = b->raise_code;
+  bd->raise_code = b->raise_code = -1;
   b->bodies++;
   bd->f.up = b->frame;
   b->frame = &bd->f;
@@ -1167,6 +1440,10 @@ static kiln_status body_begin(kl_ts_build *b, body *bd, const frame *f, const kl
 /* Back to the enclosing graph (also after a failure). */
 static void body_end(kl_ts_build *b, body *bd) {
   if (!bd->outer) return;
+  bd->raise_code = b->raise_code;
+  bd->raised = b->raised;
+  b->raise_code = bd->outer_raise;
+  b->raised = false;
   b->bodies--;
   b->frame = bd->f.up;
   b->g = bd->outer;
@@ -1297,22 +1574,46 @@ static const kl_tsv *like_of(const body *bd, const kl_type *t) {
   return &zero;
 }
 
+/* Branch j's value of a name (NULL: local to the other branch); a branch that ends in a
+ * raise holds a placeholder for what the other one sets. */
+static const kl_tsv *branch_value(const body *br, int j, const char *name) {
+  static const kl_tsv placeholder = {.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
+  const kl_tsv *v = frame_get(&br[j].f, name);
+  if (br[j].raised && !br[1 - j].raised && frame_get(&br[1 - j].f, name)) return &placeholder;
+  return v;
+}
+
+/* The raise code of the If's branches as their last outputs (0 in a branch that
+ * reaches no raise), joined into the enclosing graph's once the If is made. */
+static kiln_status raise_outputs(kl_ts_build *b, body *br, int *const *outs, int n_out,
+                                 bool *any) {
+  *any = br[0].raise_code >= 0 || br[1].raise_code >= 0;
+  kiln_status s = KILN_OK;
+  for (int j = 0; j < 2 && *any && s == KILN_OK; j++) {
+    b->g = br[j].g;
+    outs[j][n_out] = br[j].raise_code >= 0 ? br[j].raise_code : kl_ts_const_scalar(b, KL_I64, 0);
+    if (outs[j][n_out] < 0) s = b->e->code;
+    b->g = br[j].outer;
+  }
+  return s;
+}
+
 /* The outputs of an If: every name both branches end with that one of them assigned,
- * unless both hold the same literal. */
+ * unless both hold the same literal; then the raise code, when a branch raises. */
 static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set *ns,
                               int cond, int line) {
   int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL;
   const char **names = NULL;
   kl_tsv *like = NULL;
   kiln_status s = KILN_OK;
-  size_t sz = sizeof(int) * (size_t)(ns->n + 1);
+  size_t sz = sizeof(int) * (size_t)(ns->n + 2);
   if (!(outs[0] = malloc(sz)) || !(outs[1] = malloc(sz)) || !(out = malloc(sz)) ||
       !(names = malloc(sizeof *names * (size_t)(ns->n + 1))) ||
       !(like = malloc(sizeof *like * (size_t)(ns->n + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 0; k < ns->n && s == KILN_OK; k++) {
-    const kl_tsv *v0 = frame_get(&br[0].f, ns->names[k]), *v1 = frame_get(&br[1].f, ns->names[k]);
-    if (!v0 || !v1) continue; /* local to one branch */
+    const kl_tsv *v0 = branch_value(br, 0, ns->names[k]), *v1 = branch_value(br, 1, ns->names[k]);
+    if (!v0 || !v1 || (br[0].raised && br[1].raised)) continue; /* local to one branch */
     if (is_literal(v0) && is_literal(v1) && v0->kind == v1->kind && v0->i == v1->i &&
         v0->f == v1->f) {
       s = frame_set(b, f, ns->names[k], v0);
@@ -1350,8 +1651,11 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
     }
     n_out++;
   }
+  bool raises = false;
+  if (s == KILN_OK) s = raise_outputs(b, br, outs, n_out, &raises);
   for (int j = 0; j < 2 && s == KILN_OK; j++)
-    for (int k = 0; k < n_out && s == KILN_OK; k++) s = kl_graph_add_output(br[j].g, outs[j][k], b->e);
+    for (int k = 0; k < n_out + raises && s == KILN_OK; k++)
+      s = kl_graph_add_output(br[j].g, outs[j][k], b->e);
   int *in = NULL;
   if (s == KILN_OK && !(in = malloc(sizeof(int) * (size_t)(br[0].n_caps + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -1361,9 +1665,11 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
     memcpy(in + 1, br[0].from, sizeof(int) * (size_t)br[0].n_caps);
     static const char *const attr[] = {"then_branch", "else_branch"};
     body *bodies[2] = {&br[0], &br[1]};
-    if (n_out) /* (branches that set nothing outside need no node) */
-      s = add_control(b, KL_OP_If, attr, bodies, 2, 1 + br[0].n_caps, in, n_out, out);
+    if (n_out + raises) /* (branches that set nothing outside need no node) */
+      s = add_control(b, KL_OP_If, attr, bodies, 2, 1 + br[0].n_caps, in, n_out + raises, out);
   }
+  if (s == KILN_OK && raises) s = raise_join(b, out[n_out]);
+  b->raised = br[0].raised && br[1].raised; /* (both paths end in a raise) */
   for (int k = 0; k < n_out && s == KILN_OK; k++) {
     kl_tsv v = as_value(&like[k], out[k]);
     s = frame_set(b, f, names[k], &v);
@@ -1435,22 +1741,39 @@ static kiln_status carried_names(kl_ts_build *b, const frame *f, const kl_ts_stm
   return s;
 }
 
-/* One try at a Loop's body with the carried values typed `types`: *retry when a value
- * the body carries on changes its shape (a tensor growing by a row), with types
- * widened to what it changes to. */
+/* The condition a Loop body hands on (cond, a bool value of b->g), when the body may
+ * raise: none after a path that raised, else cond and no raise reached yet (a raise
+ * ends the loop, as in Python). */
+static kiln_status cond_after_raise(kl_ts_build *b, int *cond) {
+  if (b->raised) { /* (the body's path ended in a raise) */
+    b->raised = false;
+    *cond = kl_ts_const_scalar(b, KL_BOOL, 0);
+    return *cond < 0 ? b->e->code : KILN_OK;
+  }
+  int ok;
+  kiln_status s = no_raise(b, b->raise_code, &ok);
+  return s != KILN_OK ? s : node1(b, KL_OP_And, 2, (int[]){*cond, ok}, cond);
+}
+
+/* One try at a Loop's body with the carried values typed `types` (and, with raises, a
+ * raise code carried last): *retry when a value the body carries on changes its shape
+ * (a tensor growing by a row), with types widened to what it changes to, or when a
+ * body built without raises reaches one (*raises then true). */
 static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
-                             const name_set *ns, kl_type *types, body *bd, bool *retry) {
-  int n = ns->n;
-  kl_type *formal = malloc(sizeof *formal * (size_t)(n + 2));
-  int *ids = malloc(sizeof *ids * (size_t)(n + 2));
+                             const name_set *ns, kl_type *types, bool *raises, body *bd,
+                             bool *retry) {
+  int n = ns->n, carried = n + *raises;
+  kl_type *formal = malloc(sizeof *formal * (size_t)(carried + 2));
+  int *ids = malloc(sizeof *ids * (size_t)(carried + 2));
   kiln_status s = formal && ids ? KILN_OK : kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   *retry = false;
   if (s == KILN_OK) {
     formal[0] = (kl_type){.dtype = KL_I64, .rank = 0};
     formal[1] = (kl_type){.dtype = KL_BOOL, .rank = 0};
-    memcpy(formal + 2, types, sizeof *formal * (size_t)n);
-    s = body_begin(b, bd, f, formal, n + 2, ids);
+    memcpy(formal + 2, types, sizeof *formal * (size_t)carried);
+    s = body_begin(b, bd, f, formal, carried + 2, ids);
   }
+  if (s == KILN_OK && *raises) b->raise_code = ids[n + 2];
   for (int k = 0; k < n && s == KILN_OK; k++) {
     kl_tsv v = as_value(frame_get(f, ns->names[k]), ids[k + 2]);
     s = frame_set(b, &bd->f, ns->names[k], &v);
@@ -1463,16 +1786,22 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   b->loops++;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
   b->loops--;
+  bool raised = b->raised;
+  if (s == KILN_OK && !*raises && b->raise_code >= 0) *raises = *retry = true;
   int cond = ids ? ids[1] : -1;
-  if (s == KILN_OK && st->kind == KL_TSS_WHILE) {
+  if (s == KILN_OK && st->kind == KL_TSS_WHILE && !raised) {
     kl_tsv c;
     s = eval(b, &bd->f, st->value, &c);
     if (s == KILN_OK) s = cond_id(b, &c, &cond);
   }
+  if (s == KILN_OK && b->raise_code >= 0) s = cond_after_raise(b, &cond);
   if (s == KILN_OK) s = kl_graph_add_output(b->g, cond, b->e);
   for (int k = 0; k < n && s == KILN_OK; k++) {
     int id;
-    s = value_id(b, frame_get(&bd->f, ns->names[k]), types[k].dtype, ns->names[k], &id);
+    const kl_tsv *v = frame_get(&bd->f, ns->names[k]);
+    kl_tsv in = as_value(frame_get(f, ns->names[k]), ids[k + 2]);
+    if (is_uninit(v)) v = &in; /* (set by a call that raised: never read) */
+    s = value_id(b, v, types[k].dtype, ns->names[k], &id);
     if (s == KILN_OK) s = kl_graph_add_output(b->g, id, b->e);
     if (s != KILN_OK) break;
     kl_type t = kl_type_translate(bd->outer, b->g, &b->g->values[id].type);
@@ -1486,6 +1815,7 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
         *retry = true;
       }
   }
+  if (s == KILN_OK && carried > n) s = kl_graph_add_output(b->g, b->raise_code, b->e);
   body_end(b, bd);
   free(formal);
   free(ids);
@@ -1522,9 +1852,26 @@ static kiln_status unroll_for(kl_ts_build *b, frame *f, const kl_ts_stmt *st, in
     b->loops++;
     if (s == KILN_OK) s = run_inner(b, f, st->body, st->n_body);
     b->loops--;
-    if (s != KILN_OK) return s;
+    if (s != KILN_OK || b->raised) return s; /* (a raise ends the path, and the loop) */
   }
   return KILN_OK;
+}
+
+/* A while whose condition is known while building, before each pass, and whose body
+ * appends to a list: the body run while it holds, no Loop node (the statements run in
+ * all bound the passes). */
+static kiln_status unroll_while(kl_ts_build *b, frame *f, const kl_ts_stmt *st, kl_tsv c) {
+  for (int64_t n = 0;; n++) {
+    if (!is_literal(&c))
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a while loop that appends to a list, "
+                     "whose condition the data decides after %lld passes: export with "
+                     "torch.jit.trace or to ONNX", b->where, st->line, (long long)n);
+    if (c.kind == KL_TSV_FLOAT ? c.f == 0 : c.i == 0) return KILN_OK;
+    b->loops++;
+    kiln_status s = run_inner(b, f, st->body, st->n_body);
+    b->loops--;
+    if (s != KILN_OK || b->raised || (s = eval(b, f, st->value, &c)) != KILN_OK) return s;
+  }
 }
 
 static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
@@ -1541,6 +1888,8 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
                    b->where, st->line);
   if (st->kind == KL_TSS_FOR && c.kind == KL_TSV_INT && c.id < 0 && appends(st->body, st->n_body))
     return unroll_for(b, f, st, c.i);
+  if (st->kind == KL_TSS_WHILE && is_literal(&c) && appends(st->body, st->n_body))
+    return unroll_while(b, f, st, c);
   int head[2];
   head[0] = KL_ABSENT;
   if (st->kind == KL_TSS_FOR) s = value_id(b, &c, KL_I64, "range", &head[0]);
@@ -1551,15 +1900,15 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   name_set ns = {0};
   if (s == KILN_OK) s = carried_names(b, f, st, &ns);
   int n = ns.n;
-  int *init = malloc(sizeof(int) * (size_t)(n + 1));
-  kl_type *types = malloc(sizeof *types * (size_t)(n + 1));
+  int *init = malloc(sizeof(int) * (size_t)(n + 2));
+  kl_type *types = malloc(sizeof *types * (size_t)(n + 2)); /* (and a raise code's) */
   if (s == KILN_OK && (!init || !types)) s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 0; k < n && s == KILN_OK; k++) {
     s = value_id(b, frame_get(f, ns.names[k]), KL_UNDEFINED, ns.names[k], &init[k]);
     if (s == KILN_OK) types[k] = b->g->values[init[k]].type;
   }
   body bd = {0};
-  bool retry = true;
+  bool retry = true, raises = false; /* (a raise in the body: its code carried last) */
   for (int tries = 0; s == KILN_OK && retry; tries++) {
     body_free(&bd);
     if (tries == 4) {
@@ -1567,25 +1916,31 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
                   "do not settle", b->where, st->line);
       break;
     }
-    s = loop_body(b, f, st, &ns, types, &bd, &retry);
+    bool had = raises;
+    s = loop_body(b, f, st, &ns, types, &raises, &bd, &retry);
+    if (s == KILN_OK && raises && !had) {
+      types[n] = (kl_type){.dtype = KL_I64, .rank = 0};
+      if ((init[n] = kl_ts_const_scalar(b, KL_I64, 0)) < 0) s = b->e->code;
+    }
   }
-  int *in = NULL, *out = NULL;
-  if (s == KILN_OK && (!(in = malloc(sizeof(int) * (size_t)(2 + n + bd.n_caps))) ||
-                       !(out = malloc(sizeof(int) * (size_t)(n + 1)))))
+  int m = n + raises, *in = NULL, *out = NULL;
+  if (s == KILN_OK && (!(in = malloc(sizeof(int) * (size_t)(2 + m + bd.n_caps))) ||
+                       !(out = malloc(sizeof(int) * (size_t)(m + 1)))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   if (s == KILN_OK) {
     memcpy(in, head, sizeof head);
-    if (n) memcpy(in + 2, init, sizeof(int) * (size_t)n);
-    if (bd.n_caps) memcpy(in + 2 + n, bd.from, sizeof(int) * (size_t)bd.n_caps);
+    if (m) memcpy(in + 2, init, sizeof(int) * (size_t)m);
+    if (bd.n_caps) memcpy(in + 2 + m, bd.from, sizeof(int) * (size_t)bd.n_caps);
     static const char *const attr[] = {"body"};
     body *bodies[1] = {&bd};
     b->line = st->line;
-    s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + n + bd.n_caps, in, n, out);
+    s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m, out);
   }
   for (int k = 0; k < n && s == KILN_OK; k++) {
     kl_tsv v = as_value(frame_get(f, ns.names[k]), out[k]);
     s = frame_set(b, f, ns.names[k], &v);
   }
+  if (s == KILN_OK && raises) s = raise_join(b, out[n]);
   body_free(&bd);
   free(in);
   free(out);
@@ -1700,28 +2055,30 @@ static kiln_status run_if_return(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     b->if_returns++;
     if (s == KILN_OK) s = run_block(b, &br[k].f, path[k], n[k], &ret[k], &done[k]);
     b->if_returns--;
-    if (s == KILN_OK && !done[k])
+    if (s == KILN_OK && !done[k] && !b->raised)
       s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the %s path of this if reaches the "
                   "end of the function without return", b->where, st->line,
                   k ? "else" : "then");
-    if (s == KILN_OK) s = name_leaves(b, &br[k].f, &ret[k], 0, &leaves[k]);
+    if (s == KILN_OK && !b->raised) s = name_leaves(b, &br[k].f, &ret[k], 0, &leaves[k]);
     body_end(b, &br[k]);
   }
-  if (s == KILN_OK && !same_shape(&ret[0], &ret[1], 0))
+  /* (a path that ends in a raise returns nothing: the If's outputs are the other's) */
+  int j = br[0].raised ? 1 : 0;
+  if (s == KILN_OK && !br[0].raised && !br[1].raised && !same_shape(&ret[0], &ret[1], 0))
     s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: the two paths of this if return values "
                 "of different structure (tuples or lists of other lengths)", b->where,
                 st->line);
   name_set ns = {0};
-  for (int k = 0; k < leaves[0] && s == KILN_OK; k++) {
+  for (int k = 0; k < leaves[j] && s == KILN_OK && !br[j].raised; k++) {
     char name[32];
     snprintf(name, sizeof name, "<return %d>", k);
-    for (int j = 0; j < br[0].f.n; j++) /* the name as stored, which outlives this */
-      if (strcmp(br[0].f.names[j], name) == 0) s = names_add(b, &ns, br[0].f.names[j]);
+    for (int i = 0; i < br[j].f.n; i++) /* the name as stored, which outlives this */
+      if (strcmp(br[j].f.names[i], name) == 0) s = names_add(b, &ns, br[j].f.names[i]);
   }
   if (s == KILN_OK) s = if_outputs(b, f, br, &ns, cond, st->line);
   int k = 0;
-  if (s == KILN_OK) s = joined_value(b, f, &ret[0], &k, out);
-  if (s == KILN_OK) *returned = true;
+  if (s == KILN_OK && !b->raised) s = joined_value(b, f, &ret[j], &k, out);
+  if (s == KILN_OK && !b->raised) *returned = true;
   body_free(&br[0]);
   body_free(&br[1]);
   free(ns.names);
@@ -1752,7 +2109,7 @@ static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
       if (st->is_return) return *out = v, *returned = true, KILN_OK;
       if (st->n_targets) s = assign(b, f, st, &v);
     }
-    if (s != KILN_OK) return s;
+    if (s != KILN_OK || b->raised) return s; /* (a raise ends the path) */
   }
   return KILN_OK;
 }
@@ -1760,6 +2117,7 @@ static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
 static kiln_status run_body(kl_ts_build *b, const kl_ts_method *m, frame *f, kl_tsv *out) {
   bool returned = false;
   kiln_status s = run_block(b, f, m->body, m->n_body, out, &returned);
+  if (s == KILN_OK && after_raise(b, out)) return KILN_OK;
   if (s == KILN_OK && !returned)
     s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' ends without return",
                 b->where, m->line, m->name);
@@ -1853,10 +2211,45 @@ static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *m
   return invoke(b, m, file, method, self, args, kw, n_args, out);
 }
 
+/* NamedTuple cls (named qual) made of the arguments, bound to its fields by position,
+ * then by keyword: a tuple whose items have the fields' names. */
+static kiln_status named_tuple(kl_ts_build *b, const kl_ts_class *cls, const char *qual,
+                               const kl_tsv *args, const char *const *kw, int n_args,
+                               kl_tsv *out) {
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(cls->n_fields + 1));
+  bool *set = kl_ts_alloc(b, sizeof *set * (size_t)(cls->n_fields + 1));
+  if (!items || !set) return b->e->code;
+  for (int k = 0; k < n_args; k++) {
+    int j = kw && kw[k] ? 0 : k;
+    while (kw && kw[k] && j < cls->n_fields && strcmp(cls->fields[j], kw[k]) != 0) j++;
+    if (j >= cls->n_fields || set[j])
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: NamedTuple %s (%d fields): "
+                     "argument %d (%s) is not one of its fields or is given twice", b->where,
+                     b->line, qual, cls->n_fields, k, kw && kw[k] ? kw[k] : "by position");
+    items[j] = args[k];
+    set[j] = true;
+  }
+  for (int j = 0; j < cls->n_fields; j++)
+    if (!set[j])
+      return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: NamedTuple %s made without its "
+                     "field '%s'", b->where, b->line, qual, cls->fields[j]);
+  *out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = cls->n_fields, .id = -1,
+                  .fields = cls->fields};
+  return KILN_OK;
+}
+
 /* A call of scripted function qual ("__torch__.torch.nn.functional.relu"): the function
  * `relu` of code/__torch__/torch/nn/functional.py, inlined as a method is. */
 static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv *args,
                                  const char *const *kw, int n_args, kl_tsv *out) {
+  if (strcmp(qual, "__torch__.torch.backends.mha.get_fastpath_enabled") == 0) {
+    /* False: nn.MultiheadAttention and nn.TransformerEncoderLayer take the path that
+     * PyTorch takes with the fast path off, the same computation spelled in the ops
+     * kiln lowers (the fast path calls fused native kernels: _native_multi_head_attention,
+     * _transformer_encoder_layer_fwd) */
+    *out = (kl_tsv){.kind = KL_TSV_BOOL, .i = 0, .id = -1};
+    return KILN_OK;
+  }
   const char *dot = strrchr(qual, '.');
   if (!dot)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: a call of %s, which is not a "
@@ -1874,9 +2267,11 @@ static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv 
   const char *file = b->ar.path;
   for (int i = 0; i < b->n_files; i++)
     if (b->files[i].code == code) file = b->files[i].path;
-  if (!m && kl_tscode_class(code, dot + 1))
-    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of class %s (a NamedTuple or "
-                   "an object made by the code), which kiln does not build: export with "
+  const kl_ts_class *cls = m ? NULL : kl_tscode_class(code, dot + 1);
+  if (cls && cls->named_tuple) return named_tuple(b, cls, qual, args, kw, n_args, out);
+  if (cls)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of class %s (an object made "
+                   "by the code, not a NamedTuple), which kiln does not build: export with "
                    "torch.jit.trace or to ONNX", b->where, b->line, qual);
   if (!m)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s has no function '%s' (a "
@@ -1973,7 +2368,9 @@ static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, int k
       memcpy(dims, d, sizeof *d * (size_t)r);
     }
   }
-  bool by_position = n > 0 && named == 0 && n == fwd->n_params - 1;
+  int required = 0; /* (parameters with defaults come last) */
+  for (int j = 1; j < fwd->n_params; j++) required += !(fwd->defaults && fwd->defaults[j]);
+  bool by_position = n > 0 && named == 0 && n >= required && n <= fwd->n_params - 1;
   if (named < n && !by_position) {
     char params[512];
     return kl_fail(b->e, KILN_ERR_INVALID_ARGUMENT, "%s: input_types names '%s', which "
@@ -1984,19 +2381,17 @@ static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, int k
   return KILN_OK;
 }
 
+/* forward's parameters as the graph's inputs, into args (by keyword: kw[k] names
+ * args[k]; *n_args of them). A parameter with a default is an input only when the
+ * example inputs or input_types give it; else forward runs with its default (an
+ * Optional one defaulting to None: the input is absent). */
 static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
-                              const kl_pk_obj *traced, kl_tsv *args) {
+                              const kl_pk_obj *traced, kl_tsv *args, const char **kw,
+                              int *n_args) {
   int batch = kl_graph_symbol(b->g, "batch");
   if (batch < 0) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  *n_args = 0;
   for (int k = 1; k < fwd->n_params; k++) {
-    if (fwd->defaults && fwd->defaults[k])
-      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: forward's parameter '%s' has a "
-                     "default value: kiln makes every parameter of forward an input (script "
-                     "a forward without defaults, or export to ONNX)", b->where, fwd->line,
-                     fwd->params[k]);
-    int v = add_named_value(b, fwd->params[k]);
-    if (v < 0) return b->e->code;
-    kl_type *t = &b->g->values[v].type;
     const kl_pk_obj *ex = traced_input(traced, k - 1);
     bool declared = false;
     int rank = 0;
@@ -2006,13 +2401,18 @@ static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
     kiln_status s = ex ? KILN_OK
                        : declared_input(b, fwd, k, &declared, &dt, &rank, dims);
     if (s != KILN_OK) return s;
+    if (!ex && !declared && fwd->defaults && fwd->defaults[k]) continue; /* its default */
+    int v = add_named_value(b, fwd->params[k]);
+    if (v < 0) return b->e->code;
+    kl_type *t = &b->g->values[v].type;
     t->dtype = ex ? ex->dtype : dt;
     if (ex) kl_type_set_shape(t, ex->rank, ex->sizes);
     else if (declared) kl_type_set_shape(t, rank, dims);
     if ((ex || declared) && t->rank > 0) t->dims[0] = (kl_dim){-1, batch};
     s = kl_graph_add_input(b->g, v, b->e);
     if (s != KILN_OK) return s;
-    args[k - 1] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = v};
+    kw[*n_args] = fwd->params[k];
+    args[(*n_args)++] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = v};
   }
   return KILN_OK;
 }
@@ -2031,10 +2431,11 @@ static void replace_value(kl_graph *g, int from, int to) {
   g->values[from].producer = -1;
 }
 
-static kiln_status add_output(kl_ts_build *b, int id) {
+static kiln_status add_output(kl_ts_build *b, int id, const char *field) {
   kl_graph *g = b->g;
   char name[32];
   snprintf(name, sizeof name, "output_%d", g->n_outputs);
+  if (field) snprintf(name, sizeof name, "%.31s", field);
   bool taken = g->values[id].producer < 0;
   for (int i = 0; i < g->n_outputs; i++) taken |= g->outputs[i] == id;
   int v = add_named_value(b, name);
@@ -2049,24 +2450,50 @@ static kiln_status add_output(kl_ts_build *b, int id) {
   return kl_graph_add_output(g, v, b->e);
 }
 
-/* The tensors of r as outputs; with add false, only what they hold after in-place
- * writes is made (any view made again from its changed base), before add_output
- * renames any of those values. */
-static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool add) {
+/* The tensors of r as outputs (named field, for a NamedTuple's field; None fields of
+ * a NamedTuple, GoogLeNet's aux logits in eval mode, are none); with add false, only
+ * what they hold after in-place writes is made (any view made again from its changed
+ * base), before add_output renames any of those values. */
+static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool add,
+                               const char *field) {
   if (r->kind == KL_TSV_TENSOR) {
     int id;
     kiln_status s = kl_aten_current(b, r->id, &id);
-    return s != KILN_OK || !add ? s : add_output(b, id);
+    return s != KILN_OK || !add ? s : add_output(b, id, field);
   }
   if ((r->kind == KL_TSV_TUPLE || r->kind == KL_TSV_LIST) && depth < 8) {
     for (int i = 0; i < r->n; i++) {
-      kiln_status s = add_outputs(b, &r->items[i], depth + 1, add);
+      if (r->fields && r->items[i].kind == KL_TSV_NONE) continue;
+      kiln_status s = add_outputs(b, &r->items[i], depth + 1, add,
+                                  r->fields ? r->fields[i] : NULL);
       if (s != KILN_OK) return s;
     }
     return KILN_OK;
   }
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s: forward returns a value that is not a "
                  "tensor or a tuple or list of tensors", b->ar.path);
+}
+
+/* The outputs made by a kiln.Check of the raise code (raises on paths the data
+ * chooses): a run that reaches one fails with its message. */
+static kiln_status add_check(kl_ts_build *b) {
+  kl_graph *g = b->g;
+  int n = g->n_outputs, *in = malloc(sizeof *in * (size_t)(n + 1));
+  if (!in) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  in[0] = b->raise_code;
+  kiln_status s = KILN_OK;
+  for (int k = 0; k < n && s == KILN_OK; k++) { /* the value computed, renamed */
+    if ((in[k + 1] = kl_graph_add_value(g, NULL, b->e)) < 0) s = b->e->code;
+    else replace_value(g, g->outputs[k], in[k + 1]);
+  }
+  int node = s == KILN_OK ? kl_graph_add_node(g, KL_OP_KilnCheck, "raise_check", n + 1, in, n,
+                                              g->outputs, b->e) : -1;
+  if (s == KILN_OK && node < 0) s = b->e->code;
+  if (s == KILN_OK)
+    s = kl_node_set_strings(g, node, "messages", (const char *const *)b->raises, b->n_raises,
+                            b->e);
+  free(in);
+  return s;
 }
 
 /* ---- the archive's parts ---- */
@@ -2117,18 +2544,21 @@ static kiln_status build_graph(kl_ts_build *b) {
     s = KILN_OK;
   kl_tsv self = {.kind = KL_TSV_MODULE, .obj = b->root, .s = "", .id = -1}, *args = NULL, ret;
   const kl_ts_method *fwd = NULL;
-  const char *file;
+  const char *file, **kw = NULL;
+  int n_args = 0;
   if (s == KILN_OK) s = find_method(b, b->root, "forward", &fwd, &file);
-  if (s == KILN_OK && !(args = kl_ts_alloc(b, sizeof *args * (size_t)fwd->n_params)))
+  if (s == KILN_OK && (!(args = kl_ts_alloc(b, sizeof *args * (size_t)fwd->n_params)) ||
+                       !(kw = kl_ts_alloc(b, sizeof *kw * (size_t)fwd->n_params))))
     s = b->e->code;
   const char *where = b->where;
   if (s == KILN_OK) b->where = file; /* (for add_inputs' messages) */
-  if (s == KILN_OK) s = add_inputs(b, fwd, traced, args);
+  if (s == KILN_OK) s = add_inputs(b, fwd, traced, args, kw, &n_args);
   b->where = where;
   kl_pickle_free(traced_pkl);
-  if (s == KILN_OK) s = call_method(b, &self, "forward", args, NULL, fwd->n_params - 1, &ret);
-  if (s == KILN_OK) s = add_outputs(b, &ret, 0, false);
-  if (s == KILN_OK) s = add_outputs(b, &ret, 0, true);
+  if (s == KILN_OK) s = call_method(b, &self, "forward", args, kw, n_args, &ret);
+  if (s == KILN_OK) s = add_outputs(b, &ret, 0, false, NULL);
+  if (s == KILN_OK) s = add_outputs(b, &ret, 0, true, NULL);
+  if (s == KILN_OK && b->raise_code >= 0) s = add_check(b);
   return s;
 }
 
@@ -2148,6 +2578,8 @@ static void build_free(kl_ts_build *b) {
   }
   free(b->storages);
   kl_strmap_free(b->storage_ids);
+  for (int i = 0; i < b->n_raises; i++) free(b->raises[i]);
+  free(b->raises);
   for (ts_block *blk = b->blocks, *next; blk; blk = next) {
     next = blk->next;
     free(blk);
@@ -2157,7 +2589,7 @@ static void build_free(kl_ts_build *b) {
 static kiln_status load(const char *path, const void *buf, size_t len, const kl_import_opts *o,
                         kl_graph **out, kl_err *e) {
   *out = NULL;
-  kl_ts_build b = {.e = e, .scope = "", .aten = "", .where = path,
+  kl_ts_build b = {.e = e, .scope = "", .aten = "", .where = path, .raise_code = -1,
                    .input_types = o ? o->input_types : NULL};
   b.max_bytes = o && o->max_tensor_bytes > 0 ? o->max_tensor_bytes
                                              : KL_IMPORT_DEFAULT_MAX_TENSOR_BYTES;

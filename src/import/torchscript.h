@@ -23,8 +23,11 @@
  * Scripted code (torch.jit.script): if/else, for ... in range(...) and while become If
  * and Loop nodes whose bodies read the enclosing graph's values as captures; a return
  * inside an if takes the statements after the if into the other branch; scripted free
- * functions (__torch__.torch.nn.functional.embedding, ...) are inlined like methods
- * (docs/torchscript.md, "Scripted control flow").
+ * functions (__torch__.torch.nn.functional.embedding, ...) are inlined like methods; a
+ * raise on a path the data chooses becomes a kiln.Check of the outputs; NamedTuples
+ * and dicts of string keys exist only while building; forward's parameters with
+ * defaults are inputs only when declared (docs/torchscript.md, "Scripted control
+ * flow").
  *
  * Refused with a message: scripted constructs beyond those, a trace taken in training
  * mode (batch_norm with training=True), quantized storages, big-endian archives, ATen
@@ -54,9 +57,10 @@ typedef enum kl_tsv_kind {
   KL_TSV_STR,    /* s */
   KL_TSV_TENSOR, /* id */
   KL_TSV_LIST,   /* items */
-  KL_TSV_TUPLE,  /* items */
+  KL_TSV_TUPLE,  /* items (and fields, for a NamedTuple) */
   KL_TSV_MODULE, /* obj, with its attribute path s */
   KL_TSV_FUNC,   /* a scripted function or a prefix of its name: s, "__torch__.a.f" */
+  KL_TSV_DICT,   /* keys known while building: fields[k] (strings) -> items[k] */
 } kl_tsv_kind;
 
 typedef struct kl_tsv kl_tsv;
@@ -70,8 +74,11 @@ struct kl_tsv {
                 * symbol it equals; 0 when none */
   kl_tsv *items;
   int n;
-  int made_in; /* a LIST made by a list display: 1 + the If/Loop bodies around it then
-                * (append may grow it in that body only); 0 for any other value */
+  const char *const *fields; /* a TUPLE that is a NamedTuple: its n field names; a
+                              * DICT's n keys */
+  int made_in; /* a LIST or DICT made by a display: 1 + the If/Loop bodies around it then
+                * (append and _set_item may change it in that body only); 0 for any
+                * other value */
   const kl_pk_obj *obj;
 };
 
@@ -104,6 +111,9 @@ int64_t kl_ts_max_bytes(const kl_ts_build *b);
 int kl_ts_const_data(kl_ts_build *b, kl_dtype dtype, int rank, const int64_t *dims,
                      void *data, size_t nbytes);
 const kl_type *kl_ts_type(kl_ts_build *b, int id);
+/* Count n list elements copied (append, list + list, slices) against the bound on
+ * them all: KILN_ERR_LIMIT, recorded, past it. */
+kiln_status kl_ts_list_copied(kl_ts_build *b, int64_t n);
 /* A slot for aten.c's state while building (NULL at first; kl_ts_alloc'd memory). */
 void **kl_ts_aten_state(kl_ts_build *b);
 /* The graph value tensor `id` stands for now: aten.c functionalizes in-place writes

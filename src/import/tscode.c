@@ -379,8 +379,30 @@ static kl_ts_expr *parse_literal(parser *p) {
   return x;
 }
 
+/* {key: value, ...}: keys and values alternate in args */
+static kl_ts_expr *parse_dict(parser *p) {
+  p->pos++;
+  expr_list l = {0};
+  while (!is_op(peek(p), "}")) {
+    kl_ts_expr *k = parse_expr(p), *v = NULL;
+    if (!k || expect_op(p, ":") != KILN_OK || !(v = parse_expr(p)) ||
+        !list_add(p, &l, k, NULL) || !list_add(p, &l, v, NULL))
+      return NULL;
+    if (!is_op(peek(p), ",")) break;
+    p->pos++;
+  }
+  if (expect_op(p, "}") != KILN_OK) return NULL;
+  kl_ts_expr *x = new_expr(p, KL_TSE_DICT);
+  if (x) {
+    x->args = l.items;
+    x->n_args = l.n;
+  }
+  return x;
+}
+
 static kl_ts_expr *parse_primary(parser *p) {
   const tok *t = peek(p);
+  if (is_op(t, "{")) return parse_dict(p);
   if (is_op(t, "(")) return parse_bracket(p, KL_TSE_TUPLE, ")");
   if (is_op(t, "[")) return parse_bracket(p, KL_TSE_LIST, "]");
   if (is_op(t, "-")) { /* only negative literals: the tracer writes no arithmetic */
@@ -408,6 +430,8 @@ static kl_ts_expr *parse_call(parser *p, kl_ts_expr *callee) {
     skip_type(p, ",)");
     if (expect_op(p, ",") != KILN_OK) return NULL;
   }
+  if (callee->kind == KL_TSE_NAME && strcmp(callee->s, "uninitialized") == 0)
+    skip_type(p, ")"); /* uninitialized(Tuple[Tensor, Tensor]): the type only */
   if (!parse_items(p, ")", true, &l, &comma)) return NULL;
   kl_ts_expr *x = new_expr(p, KL_TSE_CALL);
   if (x) {
@@ -471,7 +495,7 @@ static kl_ts_expr *parse_expr(parser *p) {
   p->depth--;
   const tok *t = peek(p);
   if (x && t->k == T_OP && !is_op(t, ",") && !is_op(t, ")") && !is_op(t, "]") &&
-      !is_op(t, "=") && !is_op(t, ":")) {
+      !is_op(t, "}") && !is_op(t, "=") && !is_op(t, ":")) {
     char b[16];
     kl_fail(p->e, KILN_ERR_UNSUPPORTED, "%s:%d: operator %s is not supported in traced code: "
             "export with torch.jit.trace or to ONNX", p->what, t->line, tok_text(t, b, sizeof b));
@@ -737,19 +761,39 @@ static kiln_status add_method(parser *p, kl_ts_class *cls, int def_col, int *cap
   return s != KILN_OK ? s : parse_body(p, m, def_col);
 }
 
+static kiln_status add_field(parser *p, kl_ts_class *cls, const char *name, int *cap) {
+  if (cls->n_fields == *cap) {
+    *cap = *cap ? *cap * 2 : 4;
+    const char **fs = block_alloc(p->c, sizeof *fs * (size_t)*cap);
+    if (!fs) return kl_fail(p->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    if (cls->n_fields) memcpy(fs, cls->fields, sizeof *fs * (size_t)cls->n_fields);
+    cls->fields = fs;
+  }
+  cls->fields[cls->n_fields++] = name;
+  return KILN_OK;
+}
+
 static kiln_status parse_class(parser *p, kl_ts_class *cls) {
   int col = peek(p)->col, cap = 0;
   p->pos++; /* class */
   if (peek(p)->k != T_NAME) return syntax(p, "a class name");
   cls->name = peek(p)->s;
+  p->pos++;
+  if (is_op(peek(p), "(") && is_name(peek(p) + 1, "NamedTuple") && is_op(peek(p) + 2, ")"))
+    cls->named_tuple = true;
   skip_line(p);
+  int fcap = 0;
   while (peek(p)->k != T_END && peek(p)->col > col) {
     if (is_name(peek(p), "def")) {
       kiln_status s = add_method(p, cls, peek(p)->col, &cap);
       if (s != KILN_OK) return s;
-    } else {
-      skip_line(p); /* attribute declarations: the pickle has the values */
+      continue;
     }
+    if (cls->named_tuple && peek(p)->k == T_NAME && is_op(peek(p) + 1, ":")) {
+      kiln_status s = add_field(p, cls, peek(p)->s, &fcap);
+      if (s != KILN_OK) return s;
+    }
+    skip_line(p); /* attribute declarations: the pickle has the values */
   }
   return KILN_OK;
 }

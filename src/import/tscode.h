@@ -10,14 +10,15 @@
  *     return (y, [1, -2], None)
  *
  * Expressions: names, attributes, calls with positional and keyword arguments,
- * int/float/string/bool/None literals, negation of a literal, lists, tuples,
+ * int/float/string/bool/None literals, negation of a literal, lists, tuples, dicts,
  * indexing by an int or by an expression, and annotate(Type, value) (kept as a call
  * with the value only).
  * From torch.jit.script: if/else (elif read as else + if), for NAME in range(n),
  * range(a, b) and range(a, b, s), while blocks, pass, "a, b = c, d" (torch writes
  * break and continue as flags of a while), free functions (def at column 0, as
  * code/__torch__/torch/nn/functional.py holds them) and parameter defaults.
- * unchecked_cast(T, v) is kept as a call with the value only, like annotate. Anything
+ * unchecked_cast(T, v) is kept as a call with the value only, like annotate. A class
+ * whose base is NamedTuple keeps its annotated names ("logits : Tensor") as fields. Anything
  * else (other compound statements, a break or continue in the code, operators) is an
  * error naming the line and the construct.
  */
@@ -42,6 +43,7 @@ typedef enum kl_tse_kind {
   KL_TSE_LIST,  /* [args] */
   KL_TSE_TUPLE, /* (args) */
   KL_TSE_INDEX, /* obj[i], or obj[args[0]] when n_args is 1 */
+  KL_TSE_DICT,  /* {args[0]: args[1], args[2]: args[3], ...} */
 } kl_tse_kind;
 
 typedef struct kl_ts_expr kl_ts_expr;
@@ -99,6 +101,9 @@ typedef struct kl_ts_class {
   const char *name;
   kl_ts_method *methods;
   int n_methods;
+  bool named_tuple;    /* class NAME(NamedTuple): its fields are the annotated names */
+  const char **fields; /* of a NamedTuple, in order */
+  int n_fields;
 } kl_ts_class;
 
 typedef struct kl_ts_code {

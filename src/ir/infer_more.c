@@ -574,3 +574,21 @@ int kl_infer_tensor_scatter(kl_infer_ctx *c) {
   if (st == KILN_OK && !circular) st = scatter_indices(c, axis);
   return st;
 }
+
+/* ---- kiln.Check: the inputs after the code, passed through ---- */
+
+int kl_infer_check(kl_infer_ctx *c) {
+  kiln_status st = kl_check_required(c, 2);
+  if (st == KILN_OK) st = kl_check_dtype(c, 0, "code", KL_DT(KL_I64));
+  if (st == KILN_OK && c->in[0]->rank > 0)
+    st = kl_fail(c->e, KILN_ERR_SHAPE, "input 0 (code) has rank %d, expected a scalar",
+                 c->in[0]->rank);
+  if (st == KILN_OK && c->n_out != c->n_in - 1)
+    st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%d inputs after the code but %d outputs; "
+                 "Check passes each input through", c->n_in - 1, c->n_out);
+  for (int k = 1; k < c->n_in && st == KILN_OK; k++) {
+    if (!c->in[k]) st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "input %d is absent", k);
+    else c->out[k - 1] = *c->in[k];
+  }
+  return st;
+}

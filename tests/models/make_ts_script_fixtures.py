@@ -44,6 +44,25 @@ control flow takes other paths for other inputs.
               ifs, as code written by hand would (and range(1, 7, 2) for the last + 1,
               which torch writes as __range_length/__derive_index calls): kiln moves
               the statements after each if into its other branch
+  group_norm  nn.GroupNorm scripted: its functional's raise on N * C / G times the
+              spatial size being 1 (the batch decides it: a kiln.Check), a raise on the
+              rank (known while building: dropped), one on the data, x.shape[2:] and +
+              of int lists
+  defaults    forward(x, mask: Optional[Tensor] = None, scale: float = 2.0) given x
+              only: mask is None and scale 2.0
+  defaults_mask  the same module given x and mask
+  dicts       a Dict[str, Tensor] built, set, read (d[k], in, get, len, values()) with
+              keys known while building, and an empty annotated dict
+  transformer_layer  nn.TransformerEncoderLayer and nn.MultiheadAttention (attention
+              weights returned), scripted in eval mode
+  loop_append append to lists made before for loops whose counts are known while
+              building (a fixed dim, the list's length, nested) and a while on a
+              counter: unrolled
+  transformer_masks  nn.TransformerEncoder scripted, with a causal and a key padding
+              mask
+  named_outputs  a NamedTuple made by a method (one field None), its fields read and a
+              NamedTuple returned, as torchvision's GoogLeNet does: the outputs are
+              its fields that are not None, named after them
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -53,7 +72,7 @@ import sys
 import warnings
 import zipfile
 
-from typing import List
+from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -258,6 +277,134 @@ EARLY_RETURN_HAND = """    if bool(torch.gt(torch.sum(x), 0)):
 """
 
 
+class GroupNormRaise(torch.nn.Module):
+    """nn.GroupNorm scripted (its functional's raise on a product of sizes that
+    includes the batch: a kiln.Check), a raise on a rank known while building (dropped),
+    one on the data, and list slicing and + of sizes."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.gn = torch.nn.GroupNorm(4, 4)
+
+    def forward(self, x):
+        if x.dim() != 4:
+            raise ValueError("expected a 4-D input")
+        h = self.gn(self.conv(x))
+        if bool(h.abs().sum() > 1.0e6):
+            raise ValueError("activations out of range")
+        hw: List[int] = list(x.shape[2:])
+        return h.flatten(2).reshape([x.shape[0], 4] + hw) + 1.0
+
+
+class Defaults(torch.nn.Module):
+    """forward parameters with defaults: an Optional tensor defaulting to None, a float."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, mask: Optional[torch.Tensor] = None, scale: float = 2.0):
+        h = self.lin(x)
+        if mask is not None:
+            h = h.masked_fill(mask, 0.0)
+        return h * scale
+
+
+class NetOutputs(NamedTuple):
+    logits: torch.Tensor
+    aux: Optional[torch.Tensor]
+    features: torch.Tensor
+
+
+class NamedOutputs(torch.nn.Module):
+    """GoogLeNet's way out: a NamedTuple made by a method, one field None (no graph
+    output), fields read back (o.logits) and a NamedTuple returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.fc = torch.nn.Linear(4, 5)
+
+    def _forward(self, x) -> NetOutputs:
+        f = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(self.conv(x), 1), 1)
+        return NetOutputs(self.fc(f), None, f)
+
+    def forward(self, x) -> NetOutputs:
+        o = self._forward(x)
+        return NetOutputs(torch.softmax(o.logits, 1), o.aux, features=o.features * 2.0)
+
+
+class Dicts(torch.nn.Module):
+    """Dict[str, Tensor] with keys known while building: a display, d[k] = v, in, get
+    with a default, len, values(), an empty annotated dict."""
+
+    def forward(self, x):
+        d: Dict[str, torch.Tensor] = {"a": x, "b": x * 2.0}
+        d["c"] = torch.relu(x)
+        d["a"] = d["a"] - 1.0
+        hooks = torch.jit.annotate(Dict[str, torch.Tensor], {})
+        if "b" in d and len(hooks) == 0:
+            y = d["b"] + d["c"]
+        else:
+            y = x
+        z = d.get("missing", x) + d.get("a", x)
+        total = torch.stack(list(d.values())).sum(0)
+        return y * float(len(d)) + z + total
+
+
+class TransformerLayer(torch.nn.Module):
+    """nn.TransformerEncoderLayer and nn.MultiheadAttention scripted in eval mode (their
+    code tests fast-path conditions with dicts, is_nested, devices; kiln takes the path
+    with the fast path off), the attention weights returned too."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        h = self.layer(x)
+        a, w = self.mha(h, x, x)
+        return a, w
+
+
+class LoopAppend(torch.nn.Module):
+    """Appends to a list made before the loop, in for loops whose counts are known while
+    building (a fixed dim, a list's length; nested): kiln unrolls them."""
+
+    def forward(self, x):
+        cols: List[torch.Tensor] = []
+        for i in range(x.size(1)):
+            cols.append(x[:, i] * float(i + 1))
+        rows: List[torch.Tensor] = []
+        for c in cols:
+            for k in range(2):
+                rows.append(torch.relu(c - float(k)))
+        i = 0
+        while i < 2:
+            rows.append(x[:, 0] + float(i))
+            i += 1
+        return torch.stack(cols, 1), torch.stack(rows, 0).sum(0)
+
+
+class TransformerMasks(torch.nn.Module):
+    """nn.TransformerEncoder (2 pre-norm GELU layers) scripted, with a causal mask and a
+    key padding mask: _canonical_mask, _detect_is_causal_mask (all of a comparison),
+    baddbmm, is_floating_point, format."""
+
+    def __init__(self):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
+                                                 norm_first=True, activation="gelu")
+        self.enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+    def forward(self, x, pad):
+        n = x.size(1)
+        causal = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        return self.enc(x, mask=causal, src_key_padding_mask=pad)
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -290,6 +437,16 @@ def cases():
         ("ranges", Ranges, [(r(5, 3),), (r(1, 3),), (r(2, 3),), (r(7, 3),)]),
         ("early_return", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                        (-r(3, 4).abs() * 0.1,)]),
+        ("group_norm", GroupNormRaise, [(r(2, 3, 5, 5),), (r(1, 3, 5, 5),)]),
+        ("defaults", Defaults, [(r(2, 4),), (r(3, 4),)]),
+        ("defaults_mask", Defaults, [(r(2, 4), r(2, 3) > 0), (r(1, 4), r(1, 3) > 0.5)]),
+        ("named_outputs", NamedOutputs, [(r(2, 3, 6, 6),), (r(1, 3, 6, 6),)]),
+        ("dicts", Dicts, [(r(2, 3),), (r(4, 3),)]),
+        ("transformer_layer", TransformerLayer, [(r(2, 5, 8),), (r(3, 5, 8),)]),
+        ("loop_append", LoopAppend, [(r(2, 3),), (r(5, 3),)]),
+        ("transformer_masks", TransformerMasks,
+         [(r(2, 6, 8), torch.tensor([[False] * 6, [False] * 4 + [True] * 2])),
+          (r(3, 6, 8), torch.tensor([[False] * 5 + [True], [False] * 6, [False] * 3 + [True] * 3]))]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
@@ -314,7 +471,12 @@ def emit(name, cls, inputs):
     for k, args in enumerate(inputs):
         with torch.no_grad():
             out = model(*args)
+        fields = getattr(out, "_fields", None)  # a NamedTuple: its fields not None
         outs = out if isinstance(out, tuple) else (out,)
+        onames = [f"output_{j}" for j in range(len(outs))]
+        if fields:
+            onames = [n for n, o in zip(fields, outs) if o is not None]
+            outs = [o for o in outs if o is not None]
         if name.startswith("early_return"):  # each case ends at another return
             assert [bool(args[0].sum() > 0), bool(args[0].mean() < -1)].count(True) == \
                 (0 if k == 2 else 1), (name, k)
@@ -323,7 +485,7 @@ def emit(name, cls, inputs):
         for j, (n, a) in enumerate(zip(names, args)):
             write_pb(a.numpy(), n, os.path.join(case, f"input_{j}.pb"))
         for j, o in enumerate(outs):
-            write_pb(o.numpy(), f"output_{j}", os.path.join(case, f"output_{j}.pb"))
+            write_pb(o.numpy(), onames[j], os.path.join(case, f"output_{j}.pb"))
     print(f"{name}: {os.path.getsize(os.path.join(folder, 'model.pt'))} bytes")
 
 

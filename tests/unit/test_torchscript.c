@@ -661,10 +661,29 @@ static void test_control_flow(void **state) {
       {"    if bool(torch.gt(torch.sum(x), 0)):\n      return (x, x)\n    net = self.net\n",
        "__torch__.py:9: the two paths of this if return values of different structure",
        KILN_ERR_UNSUPPORTED},
-      {"    if bool(torch.gt(torch.sum(x), 0)):\n      ops.prim.RaiseException(\"boom\")\n"
-       "    net = self.net\n",
-       "__torch__.py:10: ops.prim.RaiseException (\"boom\") on a path that the data chooses",
+      {"    _l = torch.slice([1, 2, 3], torch.size(x, 0))\n    net = self.net\n",
+       "__torch__.py:9: aten::slice: argument 'start' is a value computed by the graph, "
+       "expected an int known", KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.slice([1, 2, 3], 0, 3, -1)\n    net = self.net\n",
+       "__torch__.py:9: aten::slice: argument 'step' is int, expected a step of 1 or more",
        KILN_ERR_UNSUPPORTED},
+      {"    _d = {x: 1}\n    net = self.net\n",
+       "__torch__.py:9: a dict key that is not a string", KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    _y = _d[\"b\"]\n    net = self.net\n",
+       "__torch__.py:10: a key that the dict does not hold", KILN_ERR_INVALID_MODEL},
+      {"    _d = {\"a\": x}\n    if bool(torch.gt(torch.sum(x), 0)):\n"
+       "      torch._set_item(_d, \"b\", x)\n    net = self.net\n",
+       "__torch__.py:11: aten::_set_item inside a loop or an if on the data (a dict",
+       KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    torch._set_item(_d, 1, x)\n    net = self.net\n",
+       "__torch__.py:10: aten::_set_item of a dict by a key that is not a string",
+       KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    _i = torch.items(_d)\n    net = self.net\n",
+       "__torch__.py:10: aten::items of a dict (kiln reads len, in, get", KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\" x}\n    net = self.net\n", "__torch__.py:9: expected ':'",
+       KILN_ERR_INVALID_MODEL},
+      {"    _l = torch.add([1, 2, 3], 4)\n    net = self.net\n",
+       "__torch__.py:9: aten::add: argument 'other' is int, expected a list", KILN_ERR_UNSUPPORTED},
       {"    ops.prim.RaiseException(\"boom\")\n    net = self.net\n",
        "__torch__.py:9: the scripted code raises an exception for these inputs: boom",
        KILN_ERR_INVALID_MODEL},
@@ -683,7 +702,22 @@ static void test_control_flow(void **state) {
        "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
       {"    _l = annotate(List[Tensor], [])\n    for i in range(9223372036854775807):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
-       "__torch__.py:11: appends that copy more than 1048576 list elements", KILN_ERR_LIMIT},
+       "__torch__.py:11: list operations (append, +, slices) that copy more than 1048576", KILN_ERR_LIMIT},
+      {"    _l = annotate(List[Tensor], [])\n    _c = True\n    while _c:\n"
+       "      _2 = torch.append(_l, x)\n      _c = bool(torch.gt(torch.sum(x), 0))\n"
+       "    net = self.net\n", "__torch__.py:11: a while loop that appends to a list, whose "
+       "condition the data decides after 1 passes", KILN_ERR_UNSUPPORTED},
+      {"    _l = annotate(List[Tensor], [])\n    while True:\n"
+       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "__torch__.py:11: list operations (append, +, slices) that copy more than",
+       KILN_ERR_LIMIT},
+      {"    _a = torch.all(x, 1)\n    net = self.net\n",
+       "__torch__.py:9: aten::all: argument 'dim' is int, expected absent", KILN_ERR_UNSUPPORTED},
+      {"    _a = torch.any([torch.gt(torch.sum(x), 0)])\n    net = self.net\n",
+       "__torch__.py:9: aten::any: argument 'self' is list, expected a list of bools known",
+       KILN_ERR_UNSUPPORTED},
+      {"    _f = torch.format(1, x)\n    net = self.net\n",
+       "__torch__.py:9: format of a value that is not a string", KILN_ERR_INVALID_MODEL},
       {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
        "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
       {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
@@ -757,10 +791,8 @@ static void test_scripted_functions(void **state) {
       {"__torch__.torch.nn.functional.pad(", "__torch__.torch.nn.functional.nothing(",
        "has no function 'nothing'", KILN_ERR_INVALID_MODEL},
       {"__torch__.torch.nn.functional.pad(", "__torch__.Functions(",
-       "__torch__.py:15: a call of class __torch__.Functions (a NamedTuple", KILN_ERR_UNSUPPORTED},
-      {"tokens: Tensor)", "tokens: Tensor=None)",
-       "__torch__.py:8: forward's parameter 'tokens' has a default value",
-       KILN_ERR_UNSUPPORTED},
+       "__torch__.py:15: a call of class __torch__.Functions (an object made by the code, "
+       "not a NamedTuple)", KILN_ERR_UNSUPPORTED},
   };
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
@@ -804,6 +836,173 @@ static void test_if_lowering(void **state) {
   kiln_status s = kiln_model_load(t->path, NULL, &m);
   if (s != KILN_OK) fail_msg("%s", kiln_model_error(m));
   kiln_model_free(m);
+}
+
+/* A raise on a path the data chooses is a kiln.Check: nn.GroupNorm's scripted
+ * functional raises when N * C / G times the spatial size is 1, which the batch decides
+ * (tests/models/ts/script/group_norm checks the model against PyTorch). */
+/* MLP's forward made of code (a format with the bound for %s, raising "too big" at
+ * `line`), run on MLP's input: want its status, and the raise's message on failure. */
+static void raise_on_sum(const char *path, const char *code_format, const char *bound,
+                         int line, kiln_status want) {
+  char code[1024], said[128];
+  snprintf(code, sizeof code, code_format, bound);
+  snprintf(said, sizeof said, "__torch__.py:%d: the scripted code raises builtins.ValueError "
+           "for these inputs: too big", line);
+  edit_text(MLP, path, "/code/__torch__.py",
+            "    net = self.net\n    return (net).forward(x, )\n", code);
+  kiln_model *m;
+  kiln_session *s;
+  kiln_status st = kiln_model_load(path, NULL, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  kl_tensor x = read_pb(TS "mlp/test_data_set_0/input_0.pb");
+  assert_int_equal(kiln_session_set_input(s, "x", (kiln_dtype)x.dtype, x.rank, x.dims, x.data,
+                                          kl_tensor_nbytes(&x)), KILN_OK);
+  st = kiln_session_run(s);
+  if (st != want) fail_msg("status %d (%s), expected %d", st, kiln_session_error(s), want);
+  if (want != KILN_OK && !strstr(kiln_session_error(s), said))
+    fail_msg("'%s' does not name the raise", kiln_session_error(s));
+  free(x.data);
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
+static const char raise_in_if[] =
+    "    if bool(torch.gt(torch.sum(x), %s)):\n      y = torch.relu(x)\n"
+    "      ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      y = torch.neg(y)\n    else:\n      y = x\n    net = self.net\n"
+    "    return (net).forward(y, )\n";
+/* in a for over the rows, and in a while whose condition stays true: the raise ends it */
+static const char raise_in_for[] =
+    "    for i in range(torch.size(x, 0)):\n"
+    "      if bool(torch.gt(torch.sum(torch.select(x, 0, i)), %s)):\n"
+    "        ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "    net = self.net\n    return (net).forward(x, )\n";
+static const char raise_in_while[] =
+    "    x0, _c = x, True\n    while _c:\n      x0 = torch.mul(x0, 2.)\n"
+    "      if bool(torch.gt(torch.sum(torch.abs(x0)), %s)):\n"
+    "        ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      _c = bool(torch.lt(torch.sum(torch.abs(x0)), 1000000.))\n"
+    "    net = self.net\n    return (net).forward(x, )\n";
+
+static const char raise_forever[] = /* (only the raise ends this loop) */
+    "    x0, _c = x, True\n    while _c:\n      x0 = torch.mul(x0, 2.)\n"
+    "      if bool(torch.gt(torch.sum(torch.abs(x0)), %s)):\n"
+    "        ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      _c = bool(torch.gt(torch.sum(torch.abs(x0)), -1.))\n"
+    "    net = self.net\n    return (net).forward(x, )\n";
+
+static const char raise_then_return[] = /* (a raise on one path of an if with a return) */
+    "    if bool(torch.gt(torch.sum(x), %s)):\n"
+    "      ops.prim.RaiseException(\"too big\", \"builtins.ValueError\")\n"
+    "      return x\n    if bool(torch.gt(torch.sum(x), 1000000.)):\n"
+    "      return torch.neg(x)\n    net = self.net\n    return (net).forward(x, )\n";
+
+static void test_raise_check(void **state) {
+  tmp *t = *state;
+  /* (the statements after the raise: none) */
+  raise_on_sum(t->path, raise_in_if, "1000000.", 11, KILN_OK);
+  raise_on_sum(t->path, raise_in_if, "-1000000.", 11, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_in_for, "1000000.", 11, KILN_OK);
+  raise_on_sum(t->path, raise_in_for, "-1000000.", 11, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_in_while, "10000000.", 13, KILN_OK);
+  raise_on_sum(t->path, raise_in_while, "1000.", 13, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_forever, "1000.", 13, KILN_ERR_INVALID_ARGUMENT);
+  raise_on_sum(t->path, raise_then_return, "1000000.", 10, KILN_OK);
+  raise_on_sum(t->path, raise_then_return, "-1000000.", 10, KILN_ERR_INVALID_ARGUMENT);
+  kiln_options *o = typed("x:float32[1,3,1,1]");
+  kiln_model *m;
+  kiln_session *s;
+  kiln_status st = kiln_model_load(TS "script/group_norm/model.pt", o, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  for (int64_t n = 2; n >= 1; n--) {
+    int64_t dims[4] = {n, 3, 1, 1};
+    assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 4, dims, x,
+                                            sizeof(float) * (size_t)(3 * n)), KILN_OK);
+    st = kiln_session_run(s);
+    if (n == 2 && st != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  }
+  assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+  const char *msg = kiln_session_error(s);
+  if (!strstr(msg, "functional.py:26: the scripted code raises builtins.ValueError for these "
+                   "inputs: Expected more than 1 value per channel"))
+    fail_msg("'%s' does not name the raise", msg);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
+/* forward's parameters with defaults are inputs only where the input types give them
+ * (tests/models/ts/script/defaults and defaults_mask check both against PyTorch). */
+static void test_forward_defaults(void **state) {
+  (void)state;
+  static const struct {
+    const char *types;
+    int inputs;
+  } cases[] = {{NULL, 1}, {"x:float32[2,4]", 1}, {"x:float32[2,4];mask:bool[2,3]", 2},
+               {"#0:float32[2,4];#1:bool[2,3]", 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kiln_options *o = typed(cases[i].types ? cases[i].types : "");
+    kiln_model *m;
+    kiln_status st = kiln_model_load(TS "script/defaults/model.pt", o, &m);
+    if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+    assert_int_equal(kiln_model_input_count(m), cases[i].inputs);
+    kiln_model_free(m);
+    kiln_options_free(o);
+  }
+  run_typed(TS "script/defaults", false, 0, "x:float32[2,4]");
+  kiln_options *o = typed("x:float32[2,4];y:int64[1]");
+  expect_error(TS "script/defaults/model.pt", o, KILN_ERR_INVALID_ARGUMENT,
+               "input_types names 'y'", "forward's parameters: x, mask, scale");
+  kiln_options_free(o);
+}
+
+/* A NamedTuple made (by position, by keyword), read by field and returned: the
+ * outputs are its fields that are not None, named after them; a missing or unknown
+ * field is an error naming the line. (tests/models/ts/script/named_outputs checks the
+ * model against PyTorch.) */
+#define NAMED TS "script/named_outputs"
+static void test_named_tuple(void **state) {
+  tmp *t = *state;
+  kiln_model *m;
+  kiln_options *o = typed("x:float32[2,3,6,6]");
+  assert_int_equal(kiln_model_load(NAMED "/model.pt", o, &m), KILN_OK);
+  assert_int_equal(kiln_model_output_count(m), 2);
+  static const char *const names[] = {"logits", "features"};
+  for (int k = 0; k < 2; k++) {
+    kiln_tensor_info info;
+    assert_int_equal(kiln_model_output_info(m, k, &info), KILN_OK);
+    assert_string_equal(info.name, names[k]);
+  }
+  kiln_model_free(m);
+  edit_text(NAMED "/model.pt", t->path, "/code/__torch__.py", "torch.softmax((o)[0], 1)",
+            "torch.softmax(o.logits, 1)");
+  run_model(NAMED, t->path, false, 0, "x:float32[2,3,6,6]");
+  edit_text(NAMED "/model.pt", t->path, "/code/__torch__.py",
+            "__torch__.NetOutputs((fc).forward(f, ), None, f)",
+            "__torch__.NetOutputs(aux=None, features=f, logits=(fc).forward(f, ))");
+  run_model(NAMED, t->path, false, 2, "x:float32[2,3,6,6]");
+  static const struct {
+    const char *from, *to, *why;
+  } cases[] = {
+      {"torch.softmax((o)[0], 1)", "torch.softmax(o.nothing, 1)",
+       "__torch__.py:11: the NamedTuple has no field 'nothing'"},
+      {"(fc).forward(f, ), None, f)", "(fc).forward(f, ), None)",
+       "__torch__.py:19: NamedTuple __torch__.NetOutputs made without its field 'features'"},
+      {"(fc).forward(f, ), None, f)", "(fc).forward(f, ), None, bogus=f)",
+       "__torch__.py:19: NamedTuple __torch__.NetOutputs (3 fields): argument 2 (bogus) is "
+       "not one of its fields"},
+      {"(fc).forward(f, ), None, f)", "(fc).forward(f, ), None, f, f)",
+       "argument 3 (by position) is not one of its fields"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(NAMED "/model.pt", t->path, "/code/__torch__.py", cases[i].from, cases[i].to);
+    expect_error(t->path, o, KILN_ERR_INVALID_MODEL, cases[i].why, "__torch__.py");
+  }
+  kiln_options_free(o);
 }
 
 static void endless_loop(tmp *t, const char *code);
@@ -1022,6 +1221,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_if_lowering, setup, teardown),
       cmocka_unit_test_setup_teardown(test_scripted_functions, setup, teardown),
       cmocka_unit_test_setup_teardown(test_early_return, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_raise_check, setup, teardown),
+      cmocka_unit_test(test_forward_defaults),
+      cmocka_unit_test_setup_teardown(test_named_tuple, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),

@@ -509,3 +509,18 @@ int kl_ref_control(kl_kernel_ctx *c) {
 int kl_ref_sequence(kl_kernel_ctx *c) {
   return kl_fail(c->e, KILN_ERR_INTERNAL, "%s runs only in a session", kl_op_name(c->node->op));
 }
+
+/* ---- kiln.Check: fails the run with the message that the code names ---- */
+
+int kl_ref_check(kl_kernel_ctx *c) {
+  int64_t code = *(const int64_t *)c->in[0]->data;
+  if (code != 0) {
+    const kl_attr *m = kl_node_attr(c->node, "messages");
+    bool known = m && m->kind == KL_ATTR_STRINGS && code > 0 && code <= m->n;
+    return kl_fail(c->e, KILN_ERR_INVALID_ARGUMENT, "%s", known ? m->strings[code - 1]
+                   : "a check of the model failed (no message for it)");
+  }
+  for (int k = 1; k < c->n_in; k++)
+    kl_ref_copy_bytes(c->out[k - 1]->data, c->in[k]->data, kl_tensor_nbytes(c->in[k]));
+  return KILN_OK;
+}
