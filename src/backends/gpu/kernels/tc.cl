@@ -472,16 +472,26 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
     }                                                                                      \
   }
 
+/* `steps` steps of 16 along k, the first STAGES - 1 queued (LOAD(BM, BT, s, buf) queues
+ * step s's copies into buffer buf); at step st, KL_MM_NEXT queues step st + STAGES - 1
+ * into buffer nxt, the one step st - 1 was done from. */
+#define KL_MM_FIRST(BM, BT, STAGES, LOAD)                                                  \
+  int steps = (int)((K + KL_MM_BK - 1) / KL_MM_BK);                                        \
+  _Pragma("unroll") for (int s = 0; s < STAGES - 1; s++) {                                 \
+    if (s < steps) LOAD(BM, BT, s, s);                                                     \
+    KL_MM_COMMIT();                                                                        \
+  }
+#define KL_MM_NEXT(BM, BT, STAGES, LOAD)                                                   \
+  if (st + STAGES - 1 < steps) LOAD(BM, BT, st + STAGES - 1, nxt);                         \
+  KL_MM_COMMIT();                                                                          \
+  nxt = nxt + 1 == STAGES ? 0 : nxt + 1;
+
 /* The main loop of the kernels below: the steps of 16 along k, STAGES - 1 of them in
  * flight (LOAD(BM, BT, s, buf) queues step s's copies into buffer buf), each done by
  * the tensor cores from local memory; B^T (BT) read by ldmatrix, B as [k][n] by words. */
 #define KL_MM_MAIN(BM, BT, STAGES, WAITN, LOAD) \
   {                                                                                     \
-    int steps = (int)((K + KL_MM_BK - 1) / KL_MM_BK);                                   \
-    _Pragma("unroll") for (int s = 0; s < STAGES - 1; s++) {                            \
-      if (s < steps) LOAD(BM, BT, s, s);                                                \
-      KL_MM_COMMIT();                                                                   \
-    }                                                                                   \
+    KL_MM_FIRST(BM, BT, STAGES, LOAD)                                                   \
     /* ldmatrix rows of this lane: A's 8 x 4 blocks (rows +0, +8) x (k +0, +4) in the   \
      * order of the m16n8k8 fragment; B^T's (k +0, +4) x (rows +0, +8): two n-tiles. The \
      * rows' swizzle, r / 2 % 4, is the lane's (lane / 2 % 4): the tiles start at rows of \
@@ -498,9 +508,7 @@ void kl_mm_cp16(__local uint *dst, __global const float *src, bool ok) {
     for (int st = 0; st < steps; st++) {                                                \
       KL_MM_WAIT(WAITN);                                                                \
       barrier(CLK_LOCAL_MEM_FENCE);                                                     \
-      if (st + STAGES - 1 < steps) LOAD(BM, BT, st + STAGES - 1, nxt);                  \
-      KL_MM_COMMIT();                                                                   \
-      nxt = nxt + 1 == STAGES ? 0 : nxt + 1;                                            \
+      KL_MM_NEXT(BM, BT, STAGES, LOAD)                                                  \
       __local const uint *asb = as + cur * (BM * KL_MM_BK);                             \
       __local const uint *bsb = bs + cur * KL_MM_TILE;                                  \
       cur = cur + 1 == STAGES ? 0 : cur + 1;                                            \
@@ -805,11 +813,7 @@ uint4 kl_wg_tf32x4(float4 v) {
  * copied of the activations into buffer buf, once they landed. */
 #define KL_WG_MAIN(BM, BT, STAGES, WAITN, LOAD, ROUND)                                     \
   {                                                                                        \
-    int steps = (int)((K + KL_MM_BK - 1) / KL_MM_BK);                                      \
-    _Pragma("unroll") for (int s = 0; s < STAGES - 1; s++) {                               \
-      if (s < steps) LOAD(BM, BT, s, s);                                                   \
-      KL_MM_COMMIT();                                                                      \
-    }                                                                                      \
+    KL_MM_FIRST(BM, BT, STAGES, LOAD)                                                      \
     ulong da = kl_wg_desc(as), db = kl_wg_desc(bs);                                        \
     int cur = 0, nxt = STAGES - 1;                                                         \
     for (int st = 0; st < steps; st++) {                                                   \
@@ -827,9 +831,7 @@ uint4 kl_wg_tf32x4(float4 v) {
       KL_WG_MMAS##BM(a0, b0)                                                               \
       __asm__ volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                   \
       cur = cur + 1 == STAGES ? 0 : cur + 1;                                               \
-      if (st + STAGES - 1 < steps) LOAD(BM, BT, st + STAGES - 1, nxt);                     \
-      KL_MM_COMMIT();                                                                      \
-      nxt = nxt + 1 == STAGES ? 0 : nxt + 1;                                               \
+      KL_MM_NEXT(BM, BT, STAGES, LOAD)                                                     \
     }                                                                                      \
     __asm__ volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                     \
     KL_WG_PIN##BM(acc);                                                                    \
