@@ -678,6 +678,41 @@ static void test_output_view_of_input(void **state) {
   kiln_model_free(m);
 }
 
+/* A kiln.Check (a scripted raise) whose outputs are empty still fails the run when its
+ * code says so: nodes with empty outputs are otherwise skipped. */
+static void test_check_empty_outputs(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  int code = tu_graph_input(g, "code", KL_I64, 0, NULL);
+  int x = tu_graph_input(g, "x", KL_F32, 1, (const int64_t[]){0});
+  int y = tu_graph_value(g, "y");
+  int n = tu_graph_node(g, KL_OP_KilnCheck, "check", 2, (const int[]){code, x}, 1, &y);
+  const char *msg[1] = {"model.py:3: the check failed"};
+  assert_int_equal(kl_node_set_strings(g, n, "messages", msg, 1, NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  for (int ref = 0; ref < 2; ref++) {
+    kiln_session *s = session(m, ref);
+    for (int64_t c = 0; c < 2; c++) {
+      float none = 0;
+      assert_int_equal(kiln_session_set_input(s, "code", KILN_DTYPE_INT64, 0, NULL, &c, sizeof c),
+                       KILN_OK);
+      assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 1, (int64_t[]){0},
+                                              &none, 0),
+                       KILN_OK);
+      kiln_status st = kiln_session_run(s);
+      if (c == 0) {
+        assert_int_equal(st, KILN_OK);
+      } else {
+        assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(kiln_session_error(s), "model.py:3: the check failed"));
+      }
+    }
+    kiln_session_free(s);
+  }
+  kiln_model_free(m);
+}
+
 /* ---- shapes that change ---- */
 
 /* The CNN at batch 4, then 8 (grows: re-plans, then no allocation), then 2 and 4
@@ -1116,6 +1151,7 @@ int main(void) {
       cmocka_unit_test(test_work_weight),
       cmocka_unit_test(test_memory_limit_counts_packed),
       cmocka_unit_test(test_output_view_of_input),
+      cmocka_unit_test(test_check_empty_outputs),
       cmocka_unit_test(test_shape_changes),
       cmocka_unit_test(test_random_graphs),
       cmocka_unit_test(test_fused_sum_in_place),
