@@ -454,6 +454,28 @@ static void c_gru_lbr(kl_graph *g, uint32_t *rng, built *b) {
   b->y = out[0];
 }
 
+/* Bidirectional LSTM with bias, both initial states and sequence_lens (a row shorter than
+ * seq and one of length 0); Y, Y_h and Y_c. */
+static void c_lstm_bidi(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(3, 3, 2), w = W(2, 8, 2), r = W(2, 8, 2), bias = W(2, 16), h0 = W(2, 3, 2),
+      c0 = W(2, 3, 2), out[3];
+  int lens = ints(g, 3, (const int64_t[]){3, 2, 0});
+  rnn_node(g, KL_OP_LSTM, 7, (const int[]){x, w, r, bias, lens, h0, c0}, 3, out, 2);
+  a_str(g, "direction", "bidirectional");
+  b->y = TU_OP(g, Add, TU_OP(g, Add, out[0], out[1]), out[2]);
+}
+
+/* Reverse GRU (linear_before_reset 1) with bias, initial_h and sequence_lens; Y, Y_h. */
+static void c_gru_reverse(kl_graph *g, uint32_t *rng, built *b) {
+  int x = W(4, 2, 3), w = W(1, 6, 3), r = W(1, 6, 2), bias = W(1, 12), h0 = W(1, 2, 2),
+      out[2];
+  int lens = ints(g, 2, (const int64_t[]){2, 4});
+  rnn_node(g, KL_OP_GRU, 6, (const int[]){x, w, r, bias, lens, h0}, 2, out, 2);
+  a_str(g, "direction", "reverse");
+  a_int(g, "linear_before_reset", 1);
+  b->y = TU_OP(g, Add, out[0], out[1]);
+}
+
 #define CASE(name) \
   static void test_##name(void **state) { \
     (void)state; \
@@ -487,6 +509,8 @@ CASE(lstm)
 CASE(lstm_last)
 CASE(gru)
 CASE(gru_lbr)
+CASE(lstm_bidi)
+CASE(gru_reverse)
 
 /* The recurrent forms the rules do not differentiate are refused at differentiation,
  * naming the node and what it has. */
@@ -593,6 +617,7 @@ int main(void) {
       cmocka_unit_test(test_extremes),
       cmocka_unit_test(test_lstm),          cmocka_unit_test(test_lstm_last),
       cmocka_unit_test(test_gru),           cmocka_unit_test(test_gru_lbr),
+      cmocka_unit_test(test_lstm_bidi),     cmocka_unit_test(test_gru_reverse),
       cmocka_unit_test(test_rnn_refused),
       cmocka_unit_test(test_no_rule),
       cmocka_unit_test(test_update_order),
