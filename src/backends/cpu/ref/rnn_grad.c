@@ -40,18 +40,18 @@ enum { OUT_DX, OUT_DW, OUT_DR, OUT_DB, OUT_DH0, OUT_DC0 };
 typedef struct bptt {
   bool lstm, lbr; /* lbr: GRU's linear_before_reset */
   int64_t seq, batch, input, hidden, gh; /* gh = gates * hidden */
-  int dirs;
-  bool rev_node;          /* direction "reverse" */
+  int dirs;                          /* 1, or 2 when bidirectional */
+  bool rev_node;                     /* direction "reverse" */
   const kl_tensor *x, *lens, *h0, *c0, *dy, *dyh, *dyc;
   double *w_all, *r_all, *b_all;    /* W, R, B of every direction (B zeros when absent) */
   double *dw_all, *dr_all, *db_all; /* their gradients, summed over the rows */
-  /* the walk's direction: */
+  /* the direction walked now (set_direction): */
   int dir;
-  bool rev;              /* steps run from time len - 1 to 0 */
+  bool rev;              /* step k at time len - 1 - k */
   int64_t len;           /* the row's steps */
   double *w, *r, *b;     /* W [gh, input], R [gh, hidden], B [2 gh] of dir */
   double *dw, *dr, *db;  /* their gradients */
-  double *dxs;           /* the row's dX [seq, input], summed over the directions */
+  double *dxs;           /* the row's dX [seq, input] by time, summed over the directions */
   double *xs;            /* the row's inputs [seq, input] by step */
   double *hs, *cs;       /* the row's states [seq + 1, hidden], initial first */
   double *act;           /* gate activations [seq, gh] */
