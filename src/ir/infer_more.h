@@ -48,8 +48,8 @@ typedef struct kl_rnn {
  * kiln.LSTMGrad, which carry their forward node's). */
 kiln_status kl_rnn_init(const kl_node *node, kl_rnn *r, kl_err *e);
 /* What of r the gradient ops (kiln.LSTMGrad, kiln.GRUGrad) do not differentiate, for a
- * message ("layout 1", ...): they take one forward direction, layout 0, the default
- * activations, no clip and no input_forget. NULL when they take r. */
+ * message ("layout 1", ...): they take any direction, layout 0, the default activations,
+ * no clip and no input_forget. NULL when they take r. */
 const char *kl_rnn_grad_unsupported(const kl_rnn *r);
 
 /* ---- GridSample ---- */

@@ -279,13 +279,11 @@ int kl_infer_rnn(kl_infer_ctx *c) {
 const char *kl_rnn_grad_unsupported(const kl_rnn *r) {
   static const kl_rnn_act_kind want[KL_RNN_MAX_ACTS] = {KL_ACT_SIGMOID, KL_ACT_TANH,
                                                         KL_ACT_TANH};
-  if (r->dirs != 1) return "direction 'bidirectional'";
-  if (r->reverse) return "direction 'reverse'";
   if (r->batch_first) return "layout 1";
   if (r->has_clip) return "a clip";
   if (r->input_forget) return "input_forget 1";
-  for (int k = 0; k < r->n_acts; k++)
-    if (r->act[0][k].kind != want[k])
+  for (int k = 0; k < r->dirs * r->n_acts; k++)
+    if (r->act[k / r->n_acts][k % r->n_acts].kind != want[k % r->n_acts])
       return r->gates == 4 ? "activations other than Sigmoid, Tanh, Tanh"
                            : "activations other than Sigmoid, Tanh";
   return NULL;
@@ -298,12 +296,10 @@ int kl_infer_rnn_grad(kl_infer_ctx *c) {
   bool lstm = r.gates == 4;
   int n_fwd = lstm ? 8 : 6; /* the forward op's slots; the output gradients follow */
   const char *why = kl_rnn_grad_unsupported(&r);
-  if (!why && kl_infer_in(c, IN_LENS)) why = "sequence_lens";
   if (!why && lstm && kl_infer_in(c, IN_P)) why = "peepholes (P)";
   if (why)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s differentiates one forward direction, "
-                   "layout 0, the default activations, no clip, no input_forget, no "
-                   "sequence_lens and no peepholes; this node has %s",
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s differentiates layout 0, the default "
+                   "activations, no clip, no input_forget and no peepholes; this node has %s",
                    kl_op_name(c->node->op), why);
   kl_infer_ctx fwd = *c;
   if (fwd.n_in > n_fwd) fwd.n_in = n_fwd;
@@ -314,11 +310,14 @@ int kl_infer_rnn_grad(kl_infer_ctx *c) {
   kl_dim seq = in_dim(c, IN_X, 0), batch = in_dim(c, IN_X, 1);
   st = check_weights(&fwd, &r, hidden.size);
   if (st == KILN_OK) st = check_states(&fwd, &r, batch.size, hidden.size);
+  if (st == KILN_OK) st = check_lengths(&fwd, seq.size);
+  const char *dirs_name = r.dirs == 2 ? "two directions" : "one direction";
   static const char *const dnames[] = {"dY", "dY_h", "dY_c"};
   for (int k = 0; st == KILN_OK && k < (lstm ? 3 : 2); k++) {
     int i = n_fwd + k;
     st = kl_check_same_dtype(c, IN_X, i);
     if (st == KILN_OK) st = kl_check_rank(c, i, dnames[k], k ? 3 : 4, k ? 3 : 4);
+    if (st == KILN_OK) st = kl_more_expect_dim(c, i, dnames[k], k ? 0 : 1, r.dirs, dirs_name);
     if (st == KILN_OK) st = kl_more_expect_dim(c, i, dnames[k], k ? 1 : 2, batch.size,
                                                "X's batch size");
     if (st == KILN_OK) st = kl_more_expect_dim(c, i, dnames[k], k ? 2 : 3, hidden.size,
@@ -328,8 +327,8 @@ int kl_infer_rnn_grad(kl_infer_ctx *c) {
   }
   if (st != KILN_OK) return st;
   kl_dtype dt = c->in[IN_X]->dtype;
-  kl_dim dirs = kl_dim_of(1), bias = kl_dim_known(hidden) ? kl_dim_of(2 * r.gates * hidden.size)
-                                                         : kl_dim_unknown();
+  kl_dim dirs = kl_dim_of(r.dirs);
+  kl_dim bias = kl_dim_known(hidden) ? kl_dim_of(2 * r.gates * hidden.size) : kl_dim_unknown();
   for (int k = 0; k < c->n_out; k++) {
     kl_type *t = &c->out[k];
     if (k < 3) {

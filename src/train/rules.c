@@ -806,14 +806,13 @@ static kiln_status r_rnn(kl_ad *a, int n, const int *dy) {
     return fail_node(a, n, st, msg);
   }
   const char *why = kl_rnn_grad_unsupported(&r);
-  if (!why && IN(a, n, 4) >= 0) why = "sequence_lens";
   if (!why && lstm && IN(a, n, 7) >= 0) why = "peepholes (input P)";
   if (why) {
     char msg[512];
-    snprintf(msg, sizeof msg, "the gradient of %s is implemented for one forward direction, "
-             "layout 0, the default activations (Sigmoid, Tanh%s), no clip%s, without "
-             "sequence_lens%s; this node has %s", kl_op_name(node->op), lstm ? ", Tanh" : "",
-             lstm ? ", input_forget 0" : "", lstm ? " or peepholes" : "", why);
+    snprintf(msg, sizeof msg, "the gradient of %s is implemented for layout 0, the default "
+             "activations (Sigmoid, Tanh%s), no clip%s; this node has %s",
+             kl_op_name(node->op), lstm ? ", Tanh" : "",
+             lstm ? ", input_forget 0, without peepholes" : "", why);
     return fail_node(a, n, KILN_ERR_UNSUPPORTED, msg);
   }
   int n_fwd = lstm ? 8 : 6, n_dy = lstm ? 3 : 2, n_out = lstm ? 6 : 5;

@@ -826,37 +826,54 @@ static void test_resize_grad(void **state) {
 
 /* ---- LSTMGrad, GRUGrad ---- */
 
-/* LSTM or GRU of X [3, 2, 3], hidden 2, with B and the initial states: the gradient op's
- * dX, dW, dR, dB, dinitial_h (and dinitial_c), reached through each output in turn (dY,
- * dY_h, dY_c the only one given), against finite differences of the forward op. */
-static void rnn_grad_case(const char *op, int gates, int64_t lbr) {
-  enum { T = 3, N = 2, I = 3, H = 2 };
-  bool lstm = gates == 4;
-  int64_t gh = gates * H;
-  static double x[T * N * I], w[4 * H * I], r[4 * H * H], b[8 * H], h0[N * H], c0[N * H];
-  static double g[3][T * N * H];
+/* One form of LSTM or GRU for rnn_grad_case. */
+typedef struct rnn_form {
+  const char *op;
+  int64_t lbr;           /* GRU's linear_before_reset */
+  const char *direction; /* "forward", "reverse" or "bidirectional" */
+  int64_t seq, batch, input, hidden;
+  bool bias, states;     /* B, initial_h and initial_c given */
+  const int64_t *lens;   /* sequence_lens [batch], or NULL */
+} rnn_form;
+
+/* The gradient op's dX, dW, dR, dB, dinitial_h (and dinitial_c) of form f, reached
+ * through each output in turn (dY, dY_h, dY_c the only one given), against finite
+ * differences of the forward op. */
+static void rnn_grad_case(const rnn_form *f) {
+  enum { MAX_T = 5, MAX_N = 3, MAX_I = 5, MAX_H = 7, MAX_D = 2, MAX_GH = 4 * MAX_H };
+  int64_t T = f->seq, N = f->batch, I = f->input, H = f->hidden;
+  assert_true(T <= MAX_T && N <= MAX_N && I <= MAX_I && H <= MAX_H);
+  bool lstm = !strcmp(f->op, "LSTM");
+  int64_t D = strcmp(f->direction, "bidirectional") ? 1 : 2, gh = (lstm ? 4 : 3) * H;
+  static double x[MAX_T * MAX_N * MAX_I], w[MAX_D * MAX_GH * MAX_I], r[MAX_D * MAX_GH * MAX_H],
+      b[MAX_D * 2 * MAX_GH], h0[MAX_D * MAX_N * MAX_H], c0[MAX_D * MAX_N * MAX_H];
+  static double g[3][MAX_T * MAX_D * MAX_N * MAX_H];
   fill(x, T * N * I, 0.1, 1);
-  fill(w, gh * I, 0.1, 1);
-  fill(r, gh * H, 0.1, 1);
-  fill(b, 2 * gh, 0.1, 1);
-  fill(h0, N * H, 0.1, 1);
-  fill(c0, N * H, 0.1, 1);
-  kv a = {.ints = {"hidden_size", lstm ? NULL : "linear_before_reset"}, .ivals = {H, lbr}};
+  fill(w, D * gh * I, 0.1, 1);
+  fill(r, D * gh * H, 0.1, 1);
+  fill(b, D * 2 * gh, 0.1, 1);
+  fill(h0, D * N * H, 0.1, 1);
+  fill(c0, D * N * H, 0.1, 1);
+  kv a = {.ints = {"hidden_size", lstm ? NULL : "linear_before_reset"}, .ivals = {H, f->lbr},
+          .strs = {"direction"}, .svals = {f->direction}};
   int n_fwd = lstm ? 8 : 6, n_outs = lstm ? 3 : 2;
-  tu_in ins[8] = {F64(x, T, N, I), F64(w, 1, gh, I), F64(r, 1, gh, H), F64(b, 1, 2 * gh),
-                  ABSENT, F64(h0, 1, N, H), lstm ? F64(c0, 1, N, H) : ABSENT, ABSENT};
-  op_case fwd = {op, lstm ? 7 : 6, n_outs, set_kv, &a};
+  tu_in ins[8] = {F64(x, T, N, I), F64(w, D, gh, I), F64(r, D, gh, H),
+                  f->bias ? F64(b, D, 2 * gh) : ABSENT, f->lens ? I64(f->lens, N) : ABSENT,
+                  f->states ? F64(h0, D, N, H) : ABSENT,
+                  lstm && f->states ? F64(c0, D, N, H) : ABSENT, ABSENT};
+  op_case fwd = {f->op, lstm ? 7 : 6, n_outs, set_kv, &a};
   char grad_op[32];
-  snprintf(grad_op, sizeof grad_op, "kiln.%sGrad", op);
+  snprintf(grad_op, sizeof grad_op, "kiln.%sGrad", f->op);
   op_case grad = {grad_op, n_fwd + n_outs, lstm ? 6 : 5, set_kv, &a};
   static const int slots[6] = {0, 1, 2, 3, 5, 6}; /* the inputs of grad's outputs */
   for (int k = 0; k < n_outs; k++) {
     tu_in gins[11];
     for (int i = 0; i < n_fwd + n_outs; i++) gins[i] = i < n_fwd ? ins[i] : ABSENT;
-    gins[n_fwd + k] = k ? F64(g[k], 1, N, H) : F64(g[k], T, 1, N, H);
-    fill(g[k], k ? N * H : T * N * H, 0.1, 1);
+    gins[n_fwd + k] = k ? F64(g[k], D, N, H) : F64(g[k], T, D, N, H);
+    fill(g[k], (k ? 1 : T) * D * N * H, 0.1, 1);
     for (int o = 0; o < (lstm ? 6 : 5); o++) {
-      static double num[64];
+      if (ins[slots[o]].dt == KL_UNDEFINED) continue;
+      static double num[MAX_D * MAX_GH * MAX_H];
       numeric_grad(&fwd, ins, slots[o], k, g[k], num);
       check_grad(&grad, gins, o, num, numel_in(&ins[slots[o]]));
     }
@@ -865,9 +882,27 @@ static void rnn_grad_case(const char *op, int gates, int64_t lbr) {
 
 static void test_rnn_grad(void **state) {
   (void)state;
-  rnn_grad_case("LSTM", 4, 0);
-  rnn_grad_case("GRU", 3, 0);
-  rnn_grad_case("GRU", 3, 1);
+  static const int64_t lens[3] = {5, 0, 3}, lens1[3] = {1, 0, 1};
+  static const rnn_form forms[] = {
+      {"LSTM", 0, "forward", 3, 2, 3, 2, true, true, NULL},
+      {"GRU", 0, "forward", 3, 2, 3, 2, true, true, NULL},
+      {"GRU", 1, "forward", 3, 2, 3, 2, true, true, NULL},
+      {"LSTM", 0, "reverse", 5, 3, 5, 7, true, true, NULL},
+      {"LSTM", 0, "reverse", 1, 3, 5, 7, false, false, NULL},
+      {"LSTM", 0, "bidirectional", 5, 3, 5, 7, true, true, NULL},
+      {"LSTM", 0, "bidirectional", 5, 3, 5, 7, false, false, NULL},
+      {"LSTM", 0, "bidirectional", 1, 3, 5, 7, true, true, NULL},
+      {"GRU", 0, "reverse", 5, 3, 5, 7, true, true, NULL},
+      {"GRU", 1, "reverse", 5, 3, 5, 7, false, false, NULL},
+      {"GRU", 0, "bidirectional", 5, 3, 5, 7, false, true, NULL},
+      {"GRU", 1, "bidirectional", 5, 3, 5, 7, true, false, NULL},
+      {"GRU", 1, "bidirectional", 1, 3, 5, 7, true, true, NULL},
+      {"LSTM", 0, "bidirectional", 5, 3, 5, 7, true, true, lens},
+      {"LSTM", 0, "forward", 5, 3, 5, 7, false, true, lens},
+      {"GRU", 0, "reverse", 5, 3, 5, 7, true, true, lens},
+      {"GRU", 1, "bidirectional", 1, 3, 5, 7, true, false, lens1},
+  };
+  for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) rnn_grad_case(&forms[k]);
 }
 
 /* ---- DropoutTrain and DropoutGrad ---- */
@@ -1113,12 +1148,21 @@ static void test_bad_infer(void **state) {
   tu_input(f, 7, TY(KL_F32, 1, 2, 4));
   tu_expect_fail(f, KILN_ERR_SHAPE, "input 7 (dY_h) has 4 at dim 2, expected 3 (hidden_size)");
   tu_input(f, 7, TY(KL_F32, 1, 2, 3));
-  tu_input_ints(f, 4, 1, (int64_t[]){5, 5}, 2);
-  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "GRUGrad differentiates one forward direction");
-  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "this node has sequence_lens");
+  tu_input_ints(f, 4, 1, (int64_t[]){5, 6}, 2);
+  tu_expect_fail(f, KILN_ERR_SHAPE, "sequence_lens[1] is 6, expected 0 to 5");
   tu_absent(f, 4);
-  tu_attr_string(f, "direction", "reverse");
-  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "this node has direction 'reverse'");
+  tu_attr_string(f, "direction", "bidirectional");
+  tu_expect_fail(f, KILN_ERR_SHAPE, "input 1 (W) has 1 at dim 0, expected 2 (two directions)");
+  tu_input(f, 1, TY(KL_F32, 2, 9, 4));
+  tu_input(f, 2, TY(KL_F32, 2, 9, 3));
+  tu_expect_fail(f, KILN_ERR_SHAPE, "input 7 (dY_h) has 1 at dim 0, expected 2 (two directions)");
+  tu_input(f, 7, TY(KL_F32, 2, 2, 3));
+  tu_input(f, 6, TY(KL_F32, 5, 1, 2, 3));
+  tu_expect_fail(f, KILN_ERR_SHAPE, "input 6 (dY) has 1 at dim 1, expected 2 (two directions)");
+  tu_absent(f, 6);
+  tu_attr_float(f, "clip", 2.0f);
+  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "GRUGrad differentiates layout 0");
+  tu_expect_fail(f, KILN_ERR_UNSUPPORTED, "this node has a clip");
 }
 
 static void test_bad_run(void **state) {

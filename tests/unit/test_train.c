@@ -511,7 +511,7 @@ static void test_untrainable_op(void **state) {
 
 /* x [batch, 5, 4] -> Transpose -> LSTM or GRU (hidden 3, weights w, r, b) -> Y_h
  * squeezed to [batch, 3]: written to an ONNX file at path. direction as given. */
-static void write_recurrent(const char *path, kl_op op, const char *direction) {
+static void write_recurrent(const char *path, kl_op op, const char *direction, bool clip) {
   kl_graph *g = tu_graph_new();
   int gates = op == KL_OP_LSTM ? 4 : 3, dirs = strcmp(direction, "bidirectional") ? 1 : 2;
   int x = tu_graph_input(g, "x", KL_F32, 3, (const int64_t[]){-1, 5, 4});
@@ -530,6 +530,7 @@ static void write_recurrent(const char *path, kl_op op, const char *direction) {
   assert_int_equal(kl_node_set_int(g, n, "hidden_size", 3, NULL), KILN_OK);
   assert_int_equal(kl_node_set_string(g, n, "direction", direction, NULL), KILN_OK);
   if (op == KL_OP_GRU) assert_int_equal(kl_node_set_int(g, n, "linear_before_reset", 1, NULL), KILN_OK);
+  if (clip) assert_int_equal(kl_node_set_float(g, n, "clip", 3.0f, NULL), KILN_OK);
   int y = TU_OP(g, Reshape, out[1], tu_graph_const(g, NULL, KL_I64, 1, (const int64_t[]){2},
                                                    (const int64_t[]){-1, 3 * dirs}));
   kl_graph_add_output(g, y, NULL);
@@ -538,22 +539,26 @@ static void write_recurrent(const char *path, kl_op op, const char *direction) {
   kl_graph_free(g);
 }
 
-/* LSTM and GRU models train (their weights get gradients through kiln.LSTMGrad and
- * kiln.GRUGrad; test_autograd checks those against finite differences); a form their
- * rules do not cover is refused at trainer creation, naming the node. */
+/* LSTM and GRU models train, forward, reverse and bidirectional (their weights get
+ * gradients through kiln.LSTMGrad and kiln.GRUGrad; test_grad_ops checks those against
+ * finite differences); a form their rules do not cover is refused at trainer creation,
+ * naming the node. */
 static void test_recurrent(void **state) {
   (void)state;
   char path[] = "/tmp/kiln_test_recurrent_XXXXXX.onnx";
   int fd = mkstemps(path, 5);
   close(fd);
-  float x[16 * 20], target[16 * 3];
+  float x[16 * 20], target[16 * 6];
   uint32_t rng = 9;
   for (int i = 0; i < 16 * 20; i++) x[i] = tu_rand_f32(&rng, -1, 1);
-  for (int i = 0; i < 16; i++)
-    for (int j = 0; j < 3; j++) target[i * 3 + j] = 0.5f * x[i * 20 + 19 - j] - 0.2f * (float)j;
   const kl_op ops[2] = {KL_OP_LSTM, KL_OP_GRU};
-  for (int k = 0; k < 2; k++) {
-    write_recurrent(path, ops[k], "forward");
+  const char *const dirs[3] = {"forward", "reverse", "bidirectional"};
+  for (int k = 0; k < 6; k++) {
+    int64_t width = k % 3 == 2 ? 6 : 3; /* Y_h [dirs, batch, 3] as [batch, 3 dirs] */
+    for (int i = 0; i < 16; i++)
+      for (int j = 0; j < width; j++)
+        target[i * width + j] = 0.5f * x[i * 20 + 19 - j % 3] - 0.2f * (float)j;
+    write_recurrent(path, ops[k / 3], dirs[k % 3], false);
     kiln_options *o;
     assert_int_equal(kiln_options_create(&o), KILN_OK);
     kiln_options_set_string(o, "loss", "mse");
@@ -567,18 +572,18 @@ static void test_recurrent(void **state) {
       assert_int_equal(kiln_trainer_set_input(t, "x", KILN_DTYPE_FLOAT32, 3,
                                               (const int64_t[]){16, 5, 4}, x, sizeof x), KILN_OK);
       assert_int_equal(kiln_trainer_set_input(t, "target", KILN_DTYPE_FLOAT32, 2,
-                                              (const int64_t[]){16, 3}, target, sizeof target),
+                                              (const int64_t[]){16, width}, target,
+                                              (size_t)(16 * width) * sizeof(float)),
                        KILN_OK);
       if (kiln_trainer_step(t, &loss) != KILN_OK) fail_msg("%s", kiln_trainer_error(t));
       if (s == 0) first = loss;
     }
-    if (!(loss < 0.3 * first)) fail_msg("%s: loss %g after 40 steps, %g at the first",
-                                         kl_op_name(ops[k]), loss, first);
+    if (!(loss < 0.3 * first)) fail_msg("%s %s: loss %g after 40 steps, %g at the first",
+                                         kl_op_name(ops[k / 3]), dirs[k % 3], loss, first);
     kiln_trainer_free(t);
-    write_recurrent(path, ops[k], "bidirectional");
+    write_recurrent(path, ops[k / 3], dirs[k % 3], true);
     kiln_status cst = kiln_trainer_create(path, o, &t); /* before the message is read */
-    tu_assert_status(cst, KILN_ERR_UNSUPPORTED, kiln_trainer_error(t),
-                     "direction 'bidirectional'");
+    tu_assert_status(cst, KILN_ERR_UNSUPPORTED, kiln_trainer_error(t), "this node has a clip");
     tu_assert_contains(kiln_trainer_error(t), "rec");
     kiln_trainer_free(t);
     kiln_options_free(o);
