@@ -586,23 +586,23 @@ static kl_graph *tc_fused_matmul_graph(int act) {
  * cvt.rna's errors cancel over k (the sums' relative error ~1e-5 here), a truncation
  * (what wgmma makes of float32 bits) makes every term smaller and the sums ~5e-4 too
  * small, past TRUNC_TOL. X = Abs(input) + 0.5 on the device, W a constant in [0.5, 1.5]:
- * `conv` a 3x3 convolution 32 -> 96 over 2 x 40 x 40 (k 288), else a MatMul
- * [300, 512] x [512, 700]. */
+ * `conv` 1, a 3x3 convolution 32 -> 96 over 2 x 40 x 40 (k 288); 0, a MatMul
+ * [300, 512] x [512, 700]; 2, [300, 512] x [512, 2100]. */
 #define TRUNC_TOL TU_TOL(0, 1.5e-4)
 static kl_graph *wg_positive_graph(int conv) {
   kl_graph *g = tu_graph_new();
-  int x = input(g, conv ? 4 : 2,
-                conv ? (const int64_t[]){2, 32, 40, 40} : (const int64_t[]){300, 512});
+  int x = input(g, conv == 1 ? 4 : 2,
+                conv == 1 ? (const int64_t[]){2, 32, 40, 40} : (const int64_t[]){300, 512});
   int ax = tu_graph_value(g, NULL), px = tu_graph_value(g, NULL);
   tu_graph_node(g, KL_OP_Abs, NULL, 1, &x, 1, &ax);
   int half = cst(g, 1, (const int64_t[]){1}, 0.5f, 0.5f);
   tu_graph_node(g, KL_OP_Add, NULL, 2, (const int[]){ax, half}, 1, &px);
-  if (conv) {
+  if (conv == 1) {
     int w = cst(g, 4, (const int64_t[]){96, 32, 3, 3}, 0.5f, 1.5f);
     set_ints(g, out_node(g, KL_OP_Conv, 2, (const int[]){px, w}), "pads", 4,
              (const int64_t[]){1, 1, 1, 1});
-  } else {
-    int w = cst(g, 2, (const int64_t[]){512, 700}, 0.5f, 1.5f);
+  } else { /* conv 2: N of 2100, A then rounded by its own pass on wgmma (wg_a_round) */
+    int w = cst(g, 2, (const int64_t[]){512, conv == 2 ? 2100 : 700}, 0.5f, 1.5f);
     out_node(g, KL_OP_MatMul, 2, (const int[]){px, w});
   }
   return g;
@@ -769,17 +769,33 @@ static void test_wgmma(void **state) {
   tu_gpu_check_at(wg_positive_graph(1), "wgmma Conv of positive terms, rounded not truncated",
                   0, TRUNC_TOL, 1, true, "tf32", false);
   unsetenv("KILN_GPU_WGMMA");
-  /* products: B a constant, or an input of 4096 rows and more */
-  tu_gpu_expect_kernel = "kl_wg_mm";
+  /* products: B a constant, or an input of 4096 rows and more; A rounded by each tile
+   * in local memory (kl_wg_mm*t), or where N >= 2048 by one pass before (kl_wg_round,
+   * then kl_wg_mm*r); tiles of 64 or 128 rows as tc_rows chooses for 132 compute units
+   * (or the H100 PCIe's 114) */
+  tu_gpu_expect_kernel = "kl_wg_mm64t";
   tu_gpu_check_at(wg_positive_graph(0), "wgmma MatMul of positive terms, rounded not truncated",
                   0, TRUNC_TOL, 1, true, "tf32", false);
   tu_gpu_check_at(wg_gemm_graph(0), "wgmma Gemm transB 77 x 44 x 132, B a constant (rows of 64)",
                   0, TF32_TOL, 1, true, "tf32", false);
+  tc_check(wg_tall_graph, 0, "wgmma MatMul 4100 x 40 x 300, B an input ([n][k] each run)");
+  tu_gpu_expect_kernel = "kl_wg_mm64r";
+  tu_gpu_check_at(wg_positive_graph(2), "wgmma MatMul of positive terms, N 2100, A rounded by "
+                  "kl_wg_round", 0, TRUNC_TOL, 1, true, "tf32", false);
+  tu_gpu_expect_kernel = "kl_wg_mm128r";
   tu_gpu_check_at(wg_gemm_graph(1), "wgmma Gemm transB 520 x 20 x 8200, B a constant (rows of "
                   "128)", 0, TF32_TOL, 1, true, "tf32", false);
   tu_gpu_check_at(wg_fused_matmul_graph(1), "wgmma FusedMatMul 400 x 72 x 9000 + Bias + Sum + "
                   "Gelu, B a constant ([n][k] once)", 0, TF32_TOL, 1, true, "tf32", false);
-  tc_check(wg_tall_graph, 0, "wgmma MatMul 4100 x 40 x 300, B an input ([n][k] each run)");
+  /* KILN_GPU_WGMMA_ROUND=tile: A rounded by each tile in local memory (kl_wg_mm*t) */
+  setenv("KILN_GPU_WGMMA_ROUND", "tile", 1);
+  tu_gpu_expect_kernel = "kl_wg_mm64t";
+  tu_gpu_check_at(wg_positive_graph(2), "wgmma MatMul of positive terms, N 2100, A rounded by "
+                  "the tiles", 0, TRUNC_TOL, 1, true, "tf32", false);
+  tu_gpu_expect_kernel = "kl_wg_mm128t";
+  tu_gpu_check_at(wg_fused_matmul_graph(1), "wgmma FusedMatMul 400 x 72 x 9000 + Bias + Sum + "
+                  "Gelu, A rounded by the tiles", 0, TF32_TOL, 1, true, "tf32", false);
+  unsetenv("KILN_GPU_WGMMA_ROUND");
   setenv("KILN_GPU_WGMMA", "0", 1);
   tu_gpu_expect_kernel = "kl_tc_mm";
   tc_check(wg_tall_graph, 0, "MatMul 4100 x 40 x 300 on kl_tc_mm with KILN_GPU_WGMMA=0");

@@ -82,6 +82,8 @@ struct kl_cl {
   cl_kernel_entry *kernels;
   cl_uint n_kernels;
   bool tf32;             /* convolutions and products on the tensor cores (tc.cl) */
+  int wgmma;             /* KL_CL_WG_*: KILN_GPU_WGMMA when the session opened */
+  bool wg_round_tiles;   /* KILN_GPU_WGMMA_ROUND=tile then */
   kl_dev_buf flag;       /* the kernels' error flag (kl_cl_flag), flag_t its tensor */
   kl_tensor flag_t;
   bool has_flag;
@@ -593,6 +595,12 @@ kiln_status kl_cl_open_on(kl_cl_device *d, kl_cl **out, kl_err *e) {
   if (!c) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory opening an OpenCL device");
   kl_cl_device_retain(d);
   c->d = d;
+  const char *wg = getenv("KILN_GPU_WGMMA"), *wr = getenv("KILN_GPU_WGMMA_ROUND");
+  c->wgmma = !wg ? KL_CL_WG_PRODUCTS
+             : strcmp(wg, "all") == 0 ? KL_CL_WG_ALL
+             : strcmp(wg, "0") == 0   ? KL_CL_WG_NONE
+                                      : KL_CL_WG_PRODUCTS;
+  c->wg_round_tiles = wr && strcmp(wr, "tile") == 0;
   cl_int cst;
   c->queue = clCreateCommandQueue(d->ctx, d->device, CL_QUEUE_PROFILING_ENABLE, &cst);
   kiln_status st = KILN_OK;
@@ -840,6 +848,10 @@ void kl_cl_set_tf32(kl_cl *c, bool on) { c->tf32 = on; }
 
 bool kl_cl_tf32(const kl_cl *c) { return c->tf32; }
 
+int kl_cl_wgmma(const kl_cl *c) { return c->wgmma; }
+
+bool kl_cl_wg_round_in_tiles(const kl_cl *c) { return c->wg_round_tiles; }
+
 kiln_status kl_cl_launch(kl_cl *c, const char *name, const kl_cl_arg *args, int n_args,
                          int dims, const size_t *global, const size_t *local, kl_err *e) {
   size_t g[3];
@@ -1046,6 +1058,16 @@ kiln_status kl_cl_flag_read(kl_cl *c, int32_t out[KL_CL_FLAG_INTS], kl_err *e) {
 }
 
 void kl_cl_set_tf32(kl_cl *c, bool on) { (void)c, (void)on; }
+
+int kl_cl_wgmma(const kl_cl *c) {
+  (void)c;
+  return KL_CL_WG_NONE;
+}
+
+bool kl_cl_wg_round_in_tiles(const kl_cl *c) {
+  (void)c;
+  return false;
+}
 
 bool kl_cl_tf32(const kl_cl *c) {
   (void)c;

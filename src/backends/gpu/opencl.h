@@ -120,5 +120,13 @@ bool kl_cl_has_kernel(const kl_cl *c, const char *name);
  * the GPU backend from option "precision" where the kernels exist. */
 void kl_cl_set_tf32(kl_cl *c, bool on);
 bool kl_cl_tf32(const kl_cl *c);
+/* What the session may run on Hopper's wgmma kernels (tc.cl's kl_wg_*, where the program
+ * has them), read once from the environment when the session opens: KILN_GPU_WGMMA unset,
+ * matrix products (KL_CL_WG_PRODUCTS); "all", convolutions too (KL_CL_WG_ALL); "0",
+ * none. KILN_GPU_WGMMA_ROUND=tile: the products' A rounded to TF32 in local memory by
+ * each tile (kl_wg_mm*t) instead of by one pass before (kl_wg_round; for comparisons). */
+enum { KL_CL_WG_NONE, KL_CL_WG_PRODUCTS, KL_CL_WG_ALL };
+int kl_cl_wgmma(const kl_cl *c);
+bool kl_cl_wg_round_in_tiles(const kl_cl *c);
 
 #endif

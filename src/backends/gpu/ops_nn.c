@@ -111,9 +111,8 @@ static int64_t tc_rows(const kl_cl *c, int64_t m, int64_t cols, int64_t batches)
  * too (kl_wg_cvt: measured slower than kl_tc_cvt on ResNet-50, docs/gpu.md); "0", none
  * (the mma.sync kernels: for comparisons). */
 static bool wg_kernel(const kl_cl *c, const char *name, bool conv) {
-  const char *env = getenv("KILN_GPU_WGMMA");
-  bool on = conv ? env && strcmp(env, "all") == 0 : !(env && strcmp(env, "0") == 0);
-  return on && kl_cl_has_kernel(c, name);
+  return kl_cl_wgmma(c) >= (conv ? KL_CL_WG_ALL : KL_CL_WG_PRODUCTS) &&
+         kl_cl_has_kernel(c, name);
 }
 
 /* A 1 x 1 convolution of stride 1 without pads (one group) as a batch of products on
@@ -347,6 +346,31 @@ static kiln_status wg_b_rows(kl_cl *c, kl_kernel_ctx *kc, const product *p, kl_t
   return st;
 }
 
+/* A of product p (input 0) rounded to TF32 into a block of the session's allocator
+ * (*buf, which the caller frees once the product is queued), as *copy, for kl_wg_mm*r: one
+ * pass over A (read and written once) instead of every tile rounding what it copied of A
+ * in local memory, which costs a read and a write of local memory per step while the
+ * tensor cores wait at the barrier, at every one of the N / 128 column tiles that copy A.
+ * So only where N is at least 2048: on the H100 (one call, docs/gpu.md) 8192^3 took 6.18
+ * ms with the tiles rounding and 5.00 with the pass, 4096 x 768 x 3072 0.157 and 0.146,
+ * but N = 768 lost (4096 x 3072 x 768: 0.149 and 0.180; 4096 x 768 x 768: 0.049 and
+ * 0.058). KILN_ERR_UNSUPPORTED (nothing launched, no message) where it does not apply, A
+ * is not in whole 4-vectors, or KILN_GPU_WGMMA_ROUND is "tile" (for comparisons). */
+static kiln_status wg_a_round(kl_cl *c, kl_kernel_ctx *kc, const product *p, kl_dev_buf *buf,
+                              kl_tensor *copy) {
+  const kl_tensor *a = kc->in[0];
+  int64_t n = kl_tensor_numel(a);
+  if (p->n < 2048 || n % 4 || elem_off(a) % 4 || kl_cl_wg_round_in_tiles(c))
+    return KILN_ERR_UNSUPPORTED;
+  kiln_status st = kl_cl_alloc(c, (size_t)n * sizeof(float), buf, kc->e);
+  if (st != KILN_OK) return st;
+  *copy = *a;
+  copy->data = buf;
+  st = KL_GPU_LAUNCH1(c, "kl_wg_round", n / 4, kc->e, CLA_T(a), CLA_T(copy), CLA_L(n / 4));
+  if (st != KILN_OK) kl_cl_free(c, buf);
+  return st;
+}
+
 static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   if (kl_cl_max_group(c) < TILE * TILE)
     return kl_fail(kc->e, KILN_ERR_UNSUPPORTED, "the matrix product needs work-groups of "
@@ -373,18 +397,30 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
   }
   if (bt >= 0) {
     /* tc.cl's kl_tc_mm: BM x 128 tiles (BM as below), 128 work-items each; kl_wg_mm128t
-     * (bt 2) on wgmma */
+     * (bt 2) on wgmma, or kl_wg_mm128r (bt 3) on A rounded beforehand (wg_a_round) */
+    kl_dev_buf a_buf = {0};
+    kl_tensor a_copy;
+    const kl_tensor *a = kc->in[0];
+    if (bt == 2) {
+      kiln_status st = wg_a_round(c, kc, p, &a_buf, &a_copy);
+      if (st == KILN_OK) a = &a_copy, bt = 3;
+      else if (st != KILN_ERR_UNSUPPORTED) return st;
+    }
     size_t global = (size_t)((p->m + bm - 1) / bm) * (size_t)((p->n + 127) / 128) *
                     (size_t)batches * 128,
            local = 128;
-    static const char *const names[2][3] = {{"kl_tc_mm64", "kl_tc_mm64t", "kl_wg_mm64t"},
-                                            {"kl_tc_mm128", "kl_tc_mm128t", "kl_wg_mm128t"}};
-    return KL_CL_LAUNCH(c, names[bm == 128][bt], 1, &global, &local, kc->e, CLA_T(kc->in[0]),
-                        CLA_T(b), CLA_T(p->addend), CLA_T(sum), CLA_T(y), CLA_L(p->m),
-                        CLA_L(p->n), CLA_L(p->k), CLA_L(p->sam), CLA_L(p->sak), CLA_L(sbk),
-                        CLA_L(sbn), CLA_S(p->batch), CLA_S(bc), CLA_F(p->alpha),
-                        CLA_F(p->beta), CLA_I(act.code), CLA_F(act.a), CLA_F(act.b),
-                        CLA_I(addend_mode(&bc, 0, p->addend)), CLA_I(addend_mode(&bc, 1, sum)));
+    static const char *const names[2][4] = {
+        {"kl_tc_mm64", "kl_tc_mm64t", "kl_wg_mm64t", "kl_wg_mm64r"},
+        {"kl_tc_mm128", "kl_tc_mm128t", "kl_wg_mm128t", "kl_wg_mm128r"}};
+    kiln_status st = KL_CL_LAUNCH(
+        c, names[bm == 128][bt], 1, &global, &local, kc->e, CLA_T(a), CLA_T(b),
+        CLA_T(p->addend), CLA_T(sum), CLA_T(y), CLA_L(p->m), CLA_L(p->n), CLA_L(p->k),
+        CLA_L(p->sam), CLA_L(p->sak), CLA_L(sbk), CLA_L(sbn), CLA_S(p->batch), CLA_S(bc),
+        CLA_F(p->alpha), CLA_F(p->beta), CLA_I(act.code), CLA_F(act.a), CLA_F(act.b),
+        CLA_I(addend_mode(&bc, 0, p->addend)), CLA_I(addend_mode(&bc, 1, sum)));
+    /* the queue is in order: what is queued after may have the block */
+    kl_cl_free(c, &a_buf);
+    return st;
   }
   if (kl_cl_tf32(c) && p->m >= TC_MIN && p->n >= TC_MIN && p->k >= TC_MIN) {
     /* tc.cl: BM x 128 tiles, BM 64 when tiles of 128 would not give every compute unit

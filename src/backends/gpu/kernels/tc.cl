@@ -863,8 +863,16 @@ uint4 kl_wg_tf32x4(float4 v) {
 #define KL_WG_CV_MAIN(BM, BT, STAGES, WAITN, LOAD)                                         \
   KL_WG_MAIN(BM, BT, STAGES, WAITN, LOAD, KL_WG_CV_ROUND)
 
+/* kl_wg_mm{128,64}r: A already rounded to TF32 (kl_wg_round, below): nothing rounded in
+ * local memory, the tensor cores fed as fast as the copies land */
+#define KL_WG_NO_ROUND(BM, buf) (void)ad_;
+#define KL_WG_MMR_MAIN(BM, BT, STAGES, WAITN, LOAD)                                        \
+  KL_WG_MAIN(BM, BT, STAGES, WAITN, LOAD, KL_WG_NO_ROUND)
+
 KL_MM(kl_wg_mm128t, 128, 1, 3, 1, KL_WG_MM_MAIN, KL_WG_ROW, KL_WG_COL)
 KL_MM(kl_wg_mm64t, 64, 1, 4, 2, KL_WG_MM_MAIN, KL_WG_ROW, KL_WG_COL)
+KL_MM(kl_wg_mm128r, 128, 1, 3, 1, KL_WG_MMR_MAIN, KL_WG_ROW, KL_WG_COL)
+KL_MM(kl_wg_mm64r, 64, 1, 4, 2, KL_WG_MMR_MAIN, KL_WG_ROW, KL_WG_COL)
 KL_CVT(kl_wg_cvt128, 128, 1, 3, 1, KL_WG_CV_MAIN, KL_WG_ROW, KL_WG_COL)
 KL_CVT(kl_wg_cvt64, 64, 1, 4, 2, KL_WG_CV_MAIN, KL_WG_ROW, KL_WG_COL)
 
@@ -887,6 +895,14 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void kl_wg_b_rows(
     long n = n0 + r, k = k0 + lx;
     if (n < N && k < K) y_[yo + n * K + k] = as_float(kl_tc_tf32(t[lx][r]));
   }
+}
+
+/* y = x rounded to TF32 (cvt.rna), n floats, four a work-item (x and y at offsets of
+ * whole 4-vectors, n a multiple of 4: ops_nn.c checks): the A that kl_wg_mm*r read. */
+__kernel void kl_wg_round(__global const float4 *x_, ulong xo, __global uint4 *y_, ulong yo,
+                          long n4) {
+  long i = get_global_id(0);
+  if (i < n4) y_[yo / 4 + i] = kl_wg_tf32x4(x_[xo / 4 + i]);
 }
 
 /* kl_nn_w_taps's reordering, rounded to TF32: kl_wg_cvt's A */
