@@ -333,8 +333,9 @@ __kernel void kl_nn_pool(__global const float *x_, ulong xo, __global float *y_,
  * checks): the same taps in the same order, the same results; the index arithmetic,
  * divisions included, was most of the 64-bit kernel's time. */
 void kl_nn_tap_span32(int start, int kn, int dil, int lo, int hi, int *k0, int *k1) {
-  int first = start >= lo ? 0 : (lo - start + dil - 1) / dil;
-  int end = start >= hi ? 0 : (hi - 1 - start) / dil + 1;
+  /* no division where dil is 1 (every CNN's pooling): 12 a pooled output otherwise */
+  int first = start >= lo ? 0 : dil == 1 ? lo - start : (lo - start + dil - 1) / dil;
+  int end = start >= hi ? 0 : dil == 1 ? hi - start : (hi - 1 - start) / dil + 1;
   *k0 = min(first, kn);
   *k1 = max(min(end, kn), *k0);
 }
