@@ -27,6 +27,8 @@
  */
 #include "backends/cpu/dnnl_cache.h"
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/isa/run.h"
 #include "ir/infer_common.h"
 
 #include <stdio.h>
@@ -44,6 +46,7 @@ typedef struct qc_entry {
   size_t shift_off, shift_bytes;
   size_t src_off, dst_off, scratch_off; /* regions of the session's workspace */
   uint64_t ws_gen;
+  kl_qdw_plan *qdw; /* kiln's depthwise kernel runs it instead (run_qconv.c) */
   char impl[32];
 } qc_entry;
 
@@ -265,6 +268,7 @@ static void entry_free(void *entry) {
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(en->wei_data);
+  kl_qdw_plan_free(en->qdw);
   memset(en, 0, sizeof *en);
 }
 
@@ -335,6 +339,14 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   kl_dnnl_conv_geom geo;
   kiln_status st = kl_dnnl_conv_geometry(c->node, c->in[0], c->in[3], &geo, c->e);
   if (st != KILN_OK) return st;
+  if (q->cl_x && q->cl_y && kl_isa_level() == KL_ISA_AVX2 && x->rank == 4) {
+    kl_qdw_geom dw = {w->dims[2], w->dims[3], geo.strides[0], geo.strides[1],
+                      geo.dilates[0] + 1, geo.dilates[1] + 1, geo.pad_l[0], geo.pad_l[1]};
+    if (kl_qdw_fits(c, &dw)) {
+      snprintf(en->impl, sizeof en->impl, "kiln_qdw:%s", kl_cpu_isa_fns(kl_isa_level())->name);
+      return kl_qdw_plan_create(c, &dw, &en->qdw);
+    }
+  }
   dnnl_memory_desc_t src_user, src_cl, dst_user, dst_cl, wei_user, wei_want, bias;
   dnnl_status_t s = act_md(&src_user, x, q->cl_x, true);
   if (s == dnnl_success) s = act_md(&src_cl, x, true, true);
@@ -473,6 +485,9 @@ static int qc_run(kl_kernel_ctx *c) {
   q->ran_reference = en->fallback;
   if (en->fallback) return run_reference(q, c);
   q->ran_impl = en->impl;
+  if (en->qdw)
+    return kl_run_qdw(c, kl_cpu_isa_fns(kl_isa_level()), en->qdw, c->in[0]->data,
+                      c->out[0]->data);
   return execute(q, en, c);
 }
 

@@ -1,7 +1,8 @@
 /* Linear quantization, AVX2 level: quant_impl.h's loops compiled with AVX2 (vdivps,
  * vroundps, vcvtps2dq, eight lanes), the 256-entry table lookup of QLinearLookup
  * with byte shuffles (lookup_avx2 below) and QLinearGlobalAveragePool's sums of codes
- * with vpsadbw (sum_avx2); quant_impl.h's scalar loops are their twins, for the tail
+ * with vpsadbw (sum_avx2), and their channels-last form (sum_columns_avx2), the depthwise
+ * int8 convolution with vpmaddwd (qdw_avx2); quant_impl.h's scalar loops are their twins, for the tail
  * and at the generic level. */
 #include "backends/cpu/isa/isa_fns.h"
 
@@ -10,8 +11,14 @@
 static void lookup_avx2(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y,
                         size_t n);
 static uint64_t sum_avx2(const uint8_t *x, uint8_t flip, size_t n);
+static void sum_columns_avx2(const uint8_t *x, uint8_t flip, size_t stride, size_t rows,
+                             size_t n, uint32_t *acc);
 #define KL_QUANT_LOOKUP lookup_avx2
 #define KL_QUANT_SUM sum_avx2
+#define KL_QUANT_SUM_COLUMNS sum_columns_avx2
+static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
+                     uint8_t *y, size_t ystride);
+#define KL_QUANT_QDW qdw_avx2
 #include "backends/cpu/isa/quant_impl.h"
 
 /* 32 codes at a time: vpshufb looks up 16-byte rows of the table by the low nibble;
@@ -49,6 +56,86 @@ static uint64_t sum_avx2(const uint8_t *x, uint8_t flip, size_t n) {
   uint64_t lanes[4];
   _mm256_storeu_si256((__m256i *)lanes, acc);
   return lanes[0] + lanes[1] + lanes[2] + lanes[3] + sum_codes(x + i, flip, n - i);
+}
+
+/* 32 channels at a time: each row's codes widened to 16 bits and added in two vectors,
+ * which hold 257 rows of 255 at most, so they are widened into the 32-bit sums every
+ * 256 rows. */
+static __m256i widen_lo(__m256i v) { return _mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)); }
+static __m256i widen_hi(__m256i v) { return _mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)); }
+
+static void sum_columns_avx2(const uint8_t *x, uint8_t flip, size_t stride, size_t rows,
+                             size_t n, uint32_t *acc) {
+  const __m256i vflip = _mm256_set1_epi8((char)flip);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                    _mm256_setzero_si256()};
+    for (size_t r0 = 0; r0 < rows; r0 += 256) {
+      size_t end = rows - r0 < 256 ? rows : r0 + 256;
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (size_t r = r0; r < end; r++) {
+        __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + r * stride + i)),
+                                     vflip);
+        lo = _mm256_add_epi16(lo, _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)));
+        hi = _mm256_add_epi16(hi, _mm256_cvtepu8_epi16(_mm256_extracti128_si256(v, 1)));
+      }
+      s[0] = _mm256_add_epi32(s[0], widen_lo(lo));
+      s[1] = _mm256_add_epi32(s[1], widen_hi(lo));
+      s[2] = _mm256_add_epi32(s[2], widen_lo(hi));
+      s[3] = _mm256_add_epi32(s[3], widen_hi(hi));
+    }
+    for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)(acc + i + 8 * k), s[k]);
+  }
+  if (i < n) sum_columns(x + i, flip, stride, rows, n - i, acc + i);
+}
+
+/* 16 channels of one pixel: the codes of taps 2j and 2j + 1 widened to 16 bits and
+ * interleaved in each 128-bit lane (channels 0-3, 8-11 in lo; 4-7, 12-15 in hi: the
+ * packed weights' order), each pair multiplied by its two weights and added into 32
+ * bits by vpmaddwd (exact: no saturation); then scaled in float32, rounded by vcvtps2dq
+ * (to nearest even), and packed back into channel order. */
+static void qdw_block(const kl_qdw *d, const uint8_t *const *taps, size_t off, size_t c0,
+                      uint8_t *y) {
+  const int16_t *w = d->w + c0 * 2;
+  __m256i lo = _mm256_loadu_si256((const __m256i *)(d->bias + c0));
+  __m256i hi = _mm256_loadu_si256((const __m256i *)(d->bias + c0 + 8));
+  off += c0;
+  for (size_t t = 0; t < d->k; t += 2, w += d->c16 * 2) {
+    const uint8_t *b = taps[t + 1 < d->k ? t + 1 : t]; /* a last odd tap: weight 0 */
+    __m256i xa = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(taps[t] + off)));
+    __m256i xb = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b + off)));
+    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb),
+                                                _mm256_loadu_si256((const __m256i *)w)));
+    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb),
+                                                _mm256_loadu_si256((const __m256i *)(w + 16))));
+  }
+  const __m256 qlo = _mm256_set1_ps((float)(d->lo - d->zy));
+  const __m256 qhi = _mm256_set1_ps((float)(d->hi - d->zy));
+  const __m256i zy = _mm256_set1_epi32(d->zy);
+  __m256 flo = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_loadu_ps(d->scale + c0));
+  __m256 fhi = _mm256_mul_ps(_mm256_cvtepi32_ps(hi), _mm256_loadu_ps(d->scale + c0 + 8));
+  flo = _mm256_min_ps(_mm256_max_ps(flo, qlo), qhi);
+  fhi = _mm256_min_ps(_mm256_max_ps(fhi, qlo), qhi);
+  lo = _mm256_add_epi32(_mm256_cvtps_epi32(flo), zy);
+  hi = _mm256_add_epi32(_mm256_cvtps_epi32(fhi), zy);
+  __m256i v16 = _mm256_packs_epi32(lo, hi); /* channels 0-7 | 8-15, in range */
+  __m256i v8 = d->lo < 0 ? _mm256_packs_epi16(v16, v16) : _mm256_packus_epi16(v16, v16);
+  v8 = _mm256_permute4x64_epi64(v8, 0x08); /* qwords 0 and 2 */
+  _mm_storeu_si128((__m128i *)(y + c0), _mm256_castsi256_si128(v8));
+}
+
+static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
+                     uint8_t *y, size_t ystride) {
+  if (d->c < 16) {
+    qdw(d, taps, xstep, n, y, ystride);
+    return;
+  }
+  size_t full = d->c / 16 * 16;
+  for (size_t p = 0; p < n; p++, y += ystride) {
+    for (size_t c0 = 0; c0 < full; c0 += 16) qdw_block(d, taps, p * xstep, c0, y);
+    if (full < d->c) qdw_pixel(d, taps, p * xstep, full, y);
+  }
 }
 
 const kl_quant_fns kl_quant_avx2 = KL_QUANT_FNS;
