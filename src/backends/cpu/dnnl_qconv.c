@@ -47,6 +47,7 @@ typedef struct qc_entry {
   size_t src_off, dst_off, scratch_off; /* regions of the session's workspace */
   uint64_t ws_gen;
   kl_qdw_plan *qdw; /* kiln's depthwise kernel runs it instead (run_qconv.c) */
+  kl_qgemv_plan *qgemv; /* kiln's matrix-vector product runs it instead */
   char impl[32];
 } qc_entry;
 
@@ -269,6 +270,7 @@ static void entry_free(void *entry) {
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(en->wei_data);
   kl_qdw_plan_free(en->qdw);
+  kl_qgemv_plan_free(en->qgemv);
   memset(en, 0, sizeof *en);
 }
 
@@ -287,6 +289,10 @@ static dnnl_status_t relu_attr(dnnl_primitive_attr_t attr) {
  * QLinearGemm's int32 bias [1, N] added to the sums before the scales. */
 static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   const kl_tensor *a = c->in[0], *w = c->in[3], *y = c->out[0];
+  if (kl_isa_level() == KL_ISA_AVX2 && kl_qgemv_fits(c)) { /* gemm:jit packs B every run */
+    snprintf(en->impl, sizeof en->impl, "kiln_qgemv:%s", kl_cpu_isa_fns(kl_isa_level())->name);
+    return kl_qgemv_plan_create(c, has_relu(c->node), &en->qgemv);
+  }
   const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
   int64_t k = w->dims[0], n = w->dims[1], rows = k > 0 ? kl_tensor_numel(a) / k : 0;
   dnnl_memory_desc_t src, dst, wei_user, wei_want, bias;
@@ -488,6 +494,7 @@ static int qc_run(kl_kernel_ctx *c) {
   if (en->qdw)
     return kl_run_qdw(c, kl_cpu_isa_fns(kl_isa_level()), en->qdw, c->in[0]->data,
                       c->out[0]->data);
+  if (en->qgemv) return kl_run_qgemv(c, kl_cpu_isa_fns(kl_isa_level()), en->qgemv);
   return execute(q, en, c);
 }
 

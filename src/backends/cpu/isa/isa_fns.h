@@ -141,6 +141,14 @@ typedef struct kl_qdw {
   int32_t zy, lo, hi; /* Y's zero point and code range: 0, 255 or -128, 127 */
 } kl_qdw;
 
+/* int8 matrix-vector product (run_qconv.c: QLinearGemm and QLinearMatMul of one row): a
+ * row a of k uint8 codes (read up to k rounded up to 4, the caller's zeros past k)
+ * against int8 weights packed in panels of 8 columns, each k4 / 4 groups of 4 rows:
+ *   wp[(p * (k4 / 4) + g) * 32 + col * 4 + r] = B[4g + r][8p + col]   (0 past k, n)
+ * acc[j] = sum over i of a[i] B[i][j] for j < n, int32. Exact for |B| <= 64: AVX2 adds
+ * pairs of products in 16 bits with saturation (vpmaddubsw), 2 * 255 * 64 < 32768. */
+#define KL_QGEMV_PANEL 8
+
 typedef struct kl_quant_fns {
   void (*quantize_u8)(const float *x, float scale, int32_t zp, uint8_t *y, size_t n);
   void (*quantize_s8)(const float *x, float scale, int32_t zp, int8_t *y, size_t n);
@@ -175,6 +183,8 @@ typedef struct kl_quant_fns {
    * (uint8 or, with lo -128, int8 codes) */
   void (*qdw)(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
               uint8_t *y, size_t ystride);
+  /* int8 matrix-vector product (above) */
+  void (*qgemv)(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

@@ -2,11 +2,13 @@
  * vroundps, vcvtps2dq, eight lanes), the 256-entry table lookup of QLinearLookup
  * with byte shuffles (lookup_avx2 below) and QLinearGlobalAveragePool's sums of codes
  * with vpsadbw (sum_avx2), and their channels-last form (sum_columns_avx2), the depthwise
- * int8 convolution with vpmaddwd (qdw_avx2); quant_impl.h's scalar loops are their twins, for the tail
+ * int8 convolution with vpmaddwd (qdw_avx2), the int8 matrix-vector product with
+ * vpmaddubsw (qgemv_avx2); quant_impl.h's scalar loops are their twins, for the tail
  * and at the generic level. */
 #include "backends/cpu/isa/isa_fns.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 static void lookup_avx2(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y,
                         size_t n);
@@ -19,6 +21,8 @@ static void sum_columns_avx2(const uint8_t *x, uint8_t flip, size_t stride, size
 static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
                      uint8_t *y, size_t ystride);
 #define KL_QUANT_QDW qdw_avx2
+static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
+#define KL_QUANT_QGEMV qgemv_avx2
 #include "backends/cpu/isa/quant_impl.h"
 
 /* 32 codes at a time: vpshufb looks up 16-byte rows of the table by the low nibble;
@@ -135,6 +139,37 @@ static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, 
   for (size_t p = 0; p < n; p++, y += ystride) {
     for (size_t c0 = 0; c0 < full; c0 += 16) qdw_block(d, taps, p * xstep, c0, y);
     if (full < d->c) qdw_pixel(d, taps, p * xstep, full, y);
+  }
+}
+
+/* Two panels of 8 columns at a time: 4 codes of a broadcast to every column, vpmaddubsw
+ * adds each column's 2 pairs of products in 16 bits (exact for 7-bit weights), vpmaddwd
+ * by ones adds the two pairs into 32 bits. */
+static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc) {
+  if (n < KL_QGEMV_PANEL) {
+    qgemv(a, k, wp, n, acc);
+    return;
+  }
+  size_t groups = (k + 3) / 4, panels = (n + KL_QGEMV_PANEL - 1) / KL_QGEMV_PANEL;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (size_t p = 0; p < panels; p += 2) {
+    bool two = p + 1 < panels;
+    const int8_t *w0 = wp + p * groups * 32, *w1 = two ? w0 + groups * 32 : w0;
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+    for (size_t g = 0; g < groups; g++) {
+      int32_t four;
+      memcpy(&four, a + 4 * g, 4);
+      __m256i av = _mm256_set1_epi32(four);
+      __m256i p0 = _mm256_maddubs_epi16(av, _mm256_loadu_si256((const __m256i *)(w0 + g * 32)));
+      __m256i p1 = _mm256_maddubs_epi16(av, _mm256_loadu_si256((const __m256i *)(w1 + g * 32)));
+      s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, ones));
+      s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, ones));
+    }
+    int32_t out[2 * KL_QGEMV_PANEL];
+    _mm256_storeu_si256((__m256i *)out, s0);
+    _mm256_storeu_si256((__m256i *)(out + KL_QGEMV_PANEL), s1);
+    size_t j0 = p * KL_QGEMV_PANEL, m = n - j0 < 2 * KL_QGEMV_PANEL ? n - j0 : 2 * KL_QGEMV_PANEL;
+    memcpy(acc + j0, out, m * sizeof *acc);
   }
 }
 

@@ -126,8 +126,19 @@ static void qdw(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_
   for (size_t p = 0; p < n; p++) qdw_pixel(d, taps, p * xstep, 0, y + p * ystride);
 }
 
-/* A level with a faster lookup, sum or convolution defines KL_QUANT_LOOKUP,
- * KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS or KL_QUANT_QDW before including this file. */
+static void qgemv(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc) {
+  size_t groups = (k + 3) / 4;
+  for (size_t j = 0; j < n; j++) {
+    const int8_t *w = wp + (j / KL_QGEMV_PANEL) * groups * 32 + (j % KL_QGEMV_PANEL) * 4;
+    int32_t sum = 0;
+    for (size_t g = 0; g < groups; g++)
+      for (size_t r = 0; r < 4; r++) sum += (int32_t)a[4 * g + r] * w[g * 32 + r];
+    acc[j] = sum;
+  }
+}
+
+/* A level with a faster lookup, sum or product defines KL_QUANT_LOOKUP, KL_QUANT_SUM,
+ * KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW or KL_QUANT_QGEMV before including this file. */
 #ifndef KL_QUANT_LOOKUP
 #define KL_QUANT_LOOKUP lookup
 #endif
@@ -140,10 +151,13 @@ static void qdw(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_
 #ifndef KL_QUANT_QDW
 #define KL_QUANT_QDW qdw
 #endif
+#ifndef KL_QUANT_QGEMV
+#define KL_QUANT_QGEMV qgemv
+#endif
 
 #define KL_QUANT_FNS                                                                     \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, qadd_uint8_t, qadd_int8_t, qmul_uint8_t,       \
-   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW}
+   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV}
 
 #endif

@@ -89,6 +89,17 @@ kiln_status kl_qdw_plan_create(const kl_kernel_ctx *c, const kl_qdw_geom *geo,
 void kl_qdw_plan_free(kl_qdw_plan *p);
 int kl_run_qdw(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_qdw_plan *p,
                const uint8_t *x, uint8_t *y);
+
+/* QLinearGemm and QLinearMatMul (plain layouts) of at most KL_QGEMV_MAX_ROWS rows of
+ * uint8 A against constant int8 B within [-64, 64] (run_qconv.c; the caller checks the
+ * scales' and zero points' counts and B's zero points): the level's qgemv per row.
+ * kl_run_qgemv writes into the plan (one session's). */
+#define KL_QGEMV_MAX_ROWS 4
+typedef struct kl_qgemv_plan kl_qgemv_plan;
+bool kl_qgemv_fits(const kl_kernel_ctx *c);
+kiln_status kl_qgemv_plan_create(const kl_kernel_ctx *c, bool relu, kl_qgemv_plan **out);
+void kl_qgemv_plan_free(kl_qgemv_plan *p);
+int kl_run_qgemv(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_qgemv_plan *p);
 int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Concat along `axis` of c's tensors whatever the node says (a channels-last Concat of

@@ -16,6 +16,7 @@
  */
 #include "backends/cpu/isa/run.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,5 +150,98 @@ int kl_run_qdw(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_qdw_plan *p
   int64_t rows = p->n * p->oh;
   if (rows == 0 || p->ow == 0) return KILN_OK;
   kl_isa_parallel(c, rows, rows * p->ow * (int64_t)(p->d.c * p->d.k), qdw_task, &j);
+  return KILN_OK;
+}
+
+/* ---- QLinearGemm and QLinearMatMul of a few rows (a classifier's) ----
+ *
+ *   A [rows, K] uint8 (zero point za), B [K, N] int8 (constant, zero points 0, |B| <= 64),
+ *   bias [N] int32 (optional) -> Y [rows, N] uint8 or int8
+ *   acc = bias + sum (A - za) B = (bias - za * colsum(B)) + sum A B
+ *   Y = clamp(rint((float)acc * (sa * sb[j] / sy)), lo - zy, hi - zy) + zy
+ * (QLinearGemm's Relu: the lower bound max(lo - zy, 0), the product's max with 0).
+ * Each row is one call of the level's qgemv over B packed once. */
+struct kl_qgemv_plan {
+  size_t k, n, rows;
+  int8_t *wp;
+  int32_t *bias, *acc;
+  float *scale;
+  uint8_t *a; /* a row, zeros past k up to a multiple of 4 */
+  int32_t zy;
+  float lo, hi;
+};
+
+bool kl_qgemv_fits(const kl_kernel_ctx *c) {
+  const kl_tensor *a = c->in[0], *b = c->in[3], *y = c->out[0];
+  if (a->dtype != KL_U8 || b->rank != 2 || (y->dtype != KL_U8 && y->dtype != KL_I8)) return false;
+  int64_t k = b->dims[0], rows = k > 0 ? kl_tensor_numel(a) / k : 0;
+  if (rows < 1 || rows > KL_QGEMV_MAX_ROWS || b->dims[1] < 1) return false;
+  int64_t nb = kl_tensor_numel(b);
+  for (int64_t i = 0; i < nb; i++) /* what vpmaddubsw multiplies exactly */
+    if (abs(((const int8_t *)b->data)[i]) > 64) return false;
+  return true;
+}
+
+void kl_qgemv_plan_free(kl_qgemv_plan *p) {
+  if (!p) return;
+  free(p->wp);
+  free(p->bias);
+  free(p->acc);
+  free(p->scale);
+  free(p->a);
+  free(p);
+}
+
+kiln_status kl_qgemv_plan_create(const kl_kernel_ctx *c, bool relu, kl_qgemv_plan **out) {
+  const kl_tensor *a = c->in[0], *b = c->in[3], *sb = c->in[4], *y = c->out[0];
+  const kl_tensor *bias = c->n_in > 8 ? c->in[8] : NULL;
+  kl_qgemv_plan *p = calloc(1, sizeof *p);
+  *out = p;
+  if (!p) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for an int8 product");
+  size_t k = (size_t)b->dims[0], n = (size_t)b->dims[1], groups = (k + 3) / 4;
+  size_t panels = (n + KL_QGEMV_PANEL - 1) / KL_QGEMV_PANEL;
+  p->k = k, p->n = n, p->rows = (size_t)(kl_tensor_numel(a) / b->dims[0]);
+  p->wp = calloc(panels * groups * 32, 1);
+  p->bias = malloc(n * sizeof *p->bias);
+  p->acc = malloc(n * sizeof *p->acc);
+  p->scale = malloc(n * sizeof *p->scale);
+  p->a = calloc(groups * 4, 1);
+  if (!p->wp || !p->bias || !p->acc || !p->scale || !p->a)
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for an int8 product of "
+                   "%zu x %zu weights", k, n);
+  const int8_t *w = b->data;
+  int32_t za = zero_point(c->in[2]);
+  float sa = *(const float *)c->in[1]->data, sy = *(const float *)c->in[6]->data;
+  bool per_col = kl_tensor_numel(sb) > 1;
+  for (size_t j = 0; j < n; j++) {
+    int32_t sum = 0;
+    for (size_t i = 0; i < k; i++) {
+      int8_t v = w[i * n + j];
+      p->wp[((j / KL_QGEMV_PANEL) * groups + i / 4) * 32 + (j % KL_QGEMV_PANEL) * 4 + i % 4] = v;
+      sum += v;
+    }
+    p->bias[j] = (bias ? ((const int32_t *)bias->data)[j] : 0) - za * sum;
+    float prod = sa * ((const float *)sb->data)[per_col ? j : 0];
+    p->scale[j] = prod / sy;
+  }
+  bool s8 = y->dtype == KL_I8;
+  p->zy = zero_point(c->in[7]);
+  p->lo = (float)((s8 ? -128 : 0) - p->zy), p->hi = (float)((s8 ? 127 : 255) - p->zy);
+  if (relu && p->lo < 0.0f) p->lo = 0.0f;
+  return KILN_OK;
+}
+
+int kl_run_qgemv(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_qgemv_plan *p) {
+  const uint8_t *a = c->in[0]->data;
+  uint8_t *y = c->out[0]->data;
+  for (size_t r = 0; r < p->rows; r++) {
+    memcpy(p->a, a + r * p->k, p->k);
+    f->quant->qgemv(p->a, p->k, p->wp, p->n, p->acc);
+    for (size_t j = 0; j < p->n; j++) {
+      float q = (float)(p->acc[j] + p->bias[j]) * p->scale[j];
+      q = q < p->lo ? p->lo : q > p->hi ? p->hi : q;
+      y[r * p->n + j] = (uint8_t)((int32_t)rintf(q) + p->zy);
+    }
+  }
   return KILN_OK;
 }
