@@ -24,6 +24,10 @@
  * A primitive that is oneDNN's reference implementation is kept but
  * reported (kl_dnnl_qconv_ran_slow), as for float32 primitives, so that the option
  * fast_only refuses it; shapes oneDNN cannot do at all run kiln's reference kernel.
+ * At level avx2 two cases run kiln's own kernels instead (isa/run_qconv.c): a depthwise
+ * convolution of uint8 X held channels-last on both sides (oneDNN 2.6's is slow with a
+ * source zero point), and a product of uint8 A of at most 4 rows (gemm:jit packs B at
+ * every run); their implementation names are kiln_qdw:avx2 and kiln_qgemv:avx2.
  */
 #include "backends/cpu/dnnl_cache.h"
 #include "backends/cpu/dnnl_engine.h"

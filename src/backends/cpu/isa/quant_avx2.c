@@ -94,26 +94,13 @@ static void sum_columns_avx2(const uint8_t *x, uint8_t flip, size_t stride, size
   if (i < n) sum_columns(x + i, flip, stride, rows, n - i, acc + i);
 }
 
-/* 16 channels of one pixel: the codes of taps 2j and 2j + 1 widened to 16 bits and
- * interleaved in each 128-bit lane (channels 0-3, 8-11 in lo; 4-7, 12-15 in hi: the
- * packed weights' order), each pair multiplied by its two weights and added into 32
- * bits by vpmaddwd (exact: no saturation); then scaled in float32, rounded by vcvtps2dq
- * (to nearest even), and packed back into channel order. */
-static void qdw_block(const kl_qdw *d, const uint8_t *const *taps, size_t off, size_t c0,
-                      uint8_t *y) {
-  const int16_t *w = d->w + c0 * 2;
-  __m256i lo = _mm256_loadu_si256((const __m256i *)(d->bias + c0));
-  __m256i hi = _mm256_loadu_si256((const __m256i *)(d->bias + c0 + 8));
-  off += c0;
-  for (size_t t = 0; t < d->k; t += 2, w += d->c16 * 2) {
-    const uint8_t *b = taps[t + 1 < d->k ? t + 1 : t]; /* a last odd tap: weight 0 */
-    __m256i xa = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(taps[t] + off)));
-    __m256i xb = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(b + off)));
-    lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb),
-                                                _mm256_loadu_si256((const __m256i *)w)));
-    hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb),
-                                                _mm256_loadu_si256((const __m256i *)(w + 16))));
-  }
+/* 16 channels of pixels p (and p + 1, when two): the codes of taps 2j and 2j + 1
+ * widened to 16 bits and interleaved in each 128-bit lane (channels 0-3, 8-11 in lo;
+ * 4-7, 12-15 in hi: the packed weights' order), each pair multiplied by its two weights
+ * and added into 32 bits by vpmaddwd (exact: no saturation); then scaled in float32,
+ * rounded by vcvtps2dq (to nearest even), and packed back into channel order. Two
+ * pixels share the loads of the weights and tap pointers. */
+static void qdw_store(const kl_qdw *d, __m256i lo, __m256i hi, size_t c0, uint8_t *y) {
   const __m256 qlo = _mm256_set1_ps((float)(d->lo - d->zy));
   const __m256 qhi = _mm256_set1_ps((float)(d->hi - d->zy));
   const __m256i zy = _mm256_set1_epi32(d->zy);
@@ -129,6 +116,33 @@ static void qdw_block(const kl_qdw *d, const uint8_t *const *taps, size_t off, s
   _mm_storeu_si128((__m128i *)(y + c0), _mm256_castsi256_si128(v8));
 }
 
+static __m256i widen16(const uint8_t *x) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x));
+}
+
+static void qdw_block(const kl_qdw *d, const uint8_t *const *taps, size_t off, size_t xstep,
+                      bool two, size_t c0, uint8_t *y, size_t ystride) {
+  const int16_t *w = d->w + c0 * 2;
+  __m256i lo0 = _mm256_loadu_si256((const __m256i *)(d->bias + c0));
+  __m256i hi0 = _mm256_loadu_si256((const __m256i *)(d->bias + c0 + 8));
+  __m256i lo1 = lo0, hi1 = hi0;
+  off += c0;
+  size_t off1 = two ? off + xstep : off;
+  for (size_t t = 0; t < d->k; t += 2, w += d->c16 * 2) {
+    const uint8_t *a = taps[t], *b = taps[t + 1 < d->k ? t + 1 : t]; /* odd: weight 0 */
+    __m256i wlo = _mm256_loadu_si256((const __m256i *)w);
+    __m256i whi = _mm256_loadu_si256((const __m256i *)(w + 16));
+    __m256i xa = widen16(a + off), xb = widen16(b + off);
+    lo0 = _mm256_add_epi32(lo0, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), wlo));
+    hi0 = _mm256_add_epi32(hi0, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb), whi));
+    xa = widen16(a + off1), xb = widen16(b + off1);
+    lo1 = _mm256_add_epi32(lo1, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), wlo));
+    hi1 = _mm256_add_epi32(hi1, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb), whi));
+  }
+  qdw_store(d, lo0, hi0, c0, y);
+  if (two) qdw_store(d, lo1, hi1, c0, y + ystride);
+}
+
 static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
                      uint8_t *y, size_t ystride) {
   if (d->c < 16) {
@@ -136,9 +150,12 @@ static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, 
     return;
   }
   size_t full = d->c / 16 * 16;
-  for (size_t p = 0; p < n; p++, y += ystride) {
-    for (size_t c0 = 0; c0 < full; c0 += 16) qdw_block(d, taps, p * xstep, c0, y);
-    if (full < d->c) qdw_pixel(d, taps, p * xstep, full, y);
+  for (size_t p = 0; p < n; p += 2) {
+    bool two = p + 1 < n;
+    for (size_t c0 = 0; c0 < full; c0 += 16)
+      qdw_block(d, taps, p * xstep, xstep, two, c0, y + p * ystride, ystride);
+    if (full < d->c) qdw_pixel(d, taps, p * xstep, full, y + p * ystride);
+    if (two && full < d->c) qdw_pixel(d, taps, (p + 1) * xstep, full, y + (p + 1) * ystride);
   }
 }
 

@@ -1,6 +1,9 @@
-/* Depthwise QLinearConv on kiln's own kernel (the level's qdw primitive, isa_fns.h),
- * over activations the session holds channels-last (dnnl_qconv.c takes it instead of
- * oneDNN's jit_uni_int8 there):
+/* kiln's own int8 kernels for two cases of dnnl_qconv.c's nodes (it takes them instead
+ * of oneDNN's at level avx2): a depthwise QLinearConv, and QLinearGemm / QLinearMatMul of
+ * a few rows (below).
+ *
+ * Depthwise QLinearConv on the level's qdw primitive (isa_fns.h), over activations the
+ * session holds channels-last:
  *
  *   X [N, H, W, C] uint8 (zero point zx), W [C, 1, KH, KW] int8 (zero points 0),
  *   B [C] int32 (optional) -> Y [N, OH, OW, C] uint8 or int8
