@@ -17,7 +17,9 @@
  * - -O2's fast kernel against -O2's reference kernel: within one step, where oneDNN
  *   multiplies the int32 sum by the float32 scale in float32 and the reference in
  *   double (a product on a half step), at most 1 in 200 outputs (plus one) off; and
- *   the fast kernel must be oneDNN's JIT (dnnl_qconv, no slow path) where oneDNN is used.
+ *   the fast kernel must be oneDNN's JIT (dnnl_qconv, no slow path) where oneDNN is used,
+ *   or, at level avx2, kiln's matrix-vector product (kiln_qgemv, isa/run_qconv.c) for
+ *   uint8 A of at most 4 rows (test_qgemv checks its primitive).
  * The weights are 7-bit ([-64, 64], reduce_range), which oneDNN multiplies exactly on
  * AVX2 (docs/precision.md). */
 #include <setjmp.h>
@@ -178,6 +180,11 @@ static void test_gemm(void **state) {
          kl_session_slow_path(f2, node)))
       fail_msg("case %zu: ran on '%s' (%s)", c, kl_session_kernel_name(f2, node),
                kl_session_slow_path(f2, node) ? kl_session_slow_path(f2, node) : "fast");
+    const char *impl = kl_session_kernel_impl(f2, node);
+    bool few = gc->act == KL_U8 && gc->m <= 4; /* kiln's product at avx2 */
+    if (KL_HAVE_DNNL && kl_isa_level() == KL_ISA_AVX2 &&
+        few != (impl && strncmp(impl, "kiln_qgemv", 10) == 0))
+      fail_msg("case %zu: ran on %s", c, impl ? impl : "(none)");
     free(want), free(ref), free(fast), free(x);
     kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
     kiln_model_free(m0), kiln_model_free(m2);

@@ -34,7 +34,8 @@ struct kl_cpu_plan {
 #if KL_HAVE_DNNL
   kl_dnnl_engine *dnnl; /* made when some node runs on oneDNN */
   unsigned char *on_dnnl; /* per node: DNNL_NODE, DNNL_ATTENTION or 0 */
-  unsigned *cl_slots;   /* per node: the inputs it can read channels-last (oneDNN) */
+  unsigned *cl_slots;   /* per node: the inputs it can read channels-last */
+  unsigned char *isa_cl; /* per node on kiln's kernel: its kl_isa_cl */
 #endif
 };
 
@@ -369,14 +370,36 @@ static kiln_status choose_bf16(kl_cpu_plan *p, const kl_graph *g, kl_err *e) {
   return KILN_OK;
 }
 
+/* kiln's elementwise kernels on 8-bit codes (kl_cpu_isa_layout's SAME and CHANNEL)
+ * read and write one layout: where one of their tensors stays plain, all do, until
+ * nothing changes (each round only clears). */
+static void same_layouts(const kl_cpu_plan *p, const kl_graph *g, bool *cl) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+      if (p->isa_cl[i] != KL_ISA_CL_SAME && p->isa_cl[i] != KL_ISA_CL_CHANNEL) continue;
+      const kl_node *n = &g->nodes[i];
+      bool all = cl[n->out[0]];
+      for (int k = 0; k < n->n_in && k < 32; k++)
+        if (p->cl_slots[i] >> k & 1) all = all && cl[n->in[k]];
+      if (all) continue;
+      for (int k = -1; k < n->n_in && k < 32; k++) {
+        int v = k < 0 ? n->out[0] : (p->cl_slots[i] >> k & 1) ? n->in[k] : -1;
+        if (v >= 0 && cl[v]) cl[v] = false, changed = true;
+      }
+    }
+  }
+}
+
 /* Activations passed between oneDNN convolutions (and the pooling and elementwise
- * nodes between them) stay channels-last instead of being reordered to plain after
- * one primitive and back before the next. */
+ * nodes between them, oneDNN's or kiln's on 8-bit codes) stay channels-last instead of
+ * being reordered to plain after one primitive and back before the next. */
 static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) {
   bool *cl = calloc((size_t)g->n_values + 1, sizeof *cl);
   if (!cl) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory choosing layouts");
   for (int i = 0; i < g->n_nodes; i++)
     if (p->cl_slots[i]) cl[g->nodes[i].out[0]] = channels_last(p, g, g->nodes[i].out[0]);
+  same_layouts(p, g, cl);
   for (int i = 0; i < g->n_nodes; i++) {
     if (!p->cl_slots[i]) continue;
     const kl_node *n = &g->nodes[i];
@@ -384,8 +407,13 @@ static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) 
     for (int k = 0; k < n->n_in && k < 32; k++)
       if (n->in[k] >= 0 && cl[n->in[k]]) in |= 1u << k;
     bool cl_y = cl[n->out[0]];
-    if (p->on_dnnl[i] == DNNL_QCONV) kl_dnnl_qconv_set_channels_last(p->state[i], in & 1u, cl_y);
-    else kl_dnnl_set_channels_last(p->state[i], in, cl_y);
+    if (p->isa_cl[i] == KL_ISA_CL_CHANNEL || p->isa_cl[i] == KL_ISA_CL_READ) {
+      if (in & p->cl_slots[i]) p->choice[i].kernel = kl_cpu_isa_kernel_cl(n, kl_isa_level());
+    } else if (p->on_dnnl[i] == DNNL_QCONV) {
+      kl_dnnl_qconv_set_channels_last(p->state[i], in & 1u, cl_y);
+    } else if (p->on_dnnl[i]) {
+      kl_dnnl_set_channels_last(p->state[i], in, cl_y);
+    }
     for (int k = 0; k < n->n_in && k < 32; k++) /* Y overwrites only what it matches */
       if (n->in[k] >= 0 && cl[n->in[k]] != cl_y) p->choice[i].inplace &= ~(1u << k);
   }
@@ -406,6 +434,11 @@ static void isa_choice(kl_cpu_plan *p, const kl_graph *g, int i) {
   if (!k.run) return;
   p->choice[i].kernel = k;
   p->choice[i].inplace = kl_cpu_isa_inplace(n);
+#if KL_HAVE_DNNL
+  if (n->n_out == 1 && n->out[0] >= 0)
+    p->isa_cl[i] = (unsigned char)kl_cpu_isa_layout(n, in[0], n_in > 3 ? in[3] : NULL,
+                                                    &g->values[n->out[0]].type, &p->cl_slots[i]);
+#endif
 }
 
 static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels which, int i,
@@ -442,7 +475,8 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
 #if KL_HAVE_DNNL
   p->cl_slots = calloc((size_t)g->n_nodes + 1, sizeof *p->cl_slots);
   p->on_dnnl = calloc((size_t)g->n_nodes + 1, sizeof *p->on_dnnl);
-  if (!p->cl_slots || !p->on_dnnl) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
+  p->isa_cl = calloc((size_t)g->n_nodes + 1, sizeof *p->isa_cl);
+  if (!p->cl_slots || !p->on_dnnl || !p->isa_cl) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
 #endif
   if (!p->choice || !p->state)
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
@@ -476,6 +510,7 @@ void kl_cpu_plan_free(kl_cpu_plan *p) {
   kl_dnnl_engine_free(p->dnnl);
   free(p->cl_slots);
   free(p->on_dnnl);
+  free(p->isa_cl);
 #endif
   free(p->choice);
   free(p->state);

@@ -24,9 +24,15 @@
  * A primitive that is oneDNN's reference implementation is kept but
  * reported (kl_dnnl_qconv_ran_slow), as for float32 primitives, so that the option
  * fast_only refuses it; shapes oneDNN cannot do at all run kiln's reference kernel.
+ * At level avx2 two cases run kiln's own kernels instead (isa/run_qconv.c): a depthwise
+ * convolution of uint8 X held channels-last on both sides (oneDNN 2.6's is slow with a
+ * source zero point), and a product of uint8 A of at most 4 rows (gemm:jit packs B at
+ * every run); their implementation names are kiln_qdw:avx2 and kiln_qgemv:avx2.
  */
 #include "backends/cpu/dnnl_cache.h"
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/isa/run.h"
 #include "ir/infer_common.h"
 
 #include <stdio.h>
@@ -44,6 +50,8 @@ typedef struct qc_entry {
   size_t shift_off, shift_bytes;
   size_t src_off, dst_off, scratch_off; /* regions of the session's workspace */
   uint64_t ws_gen;
+  kl_qdw_plan *qdw; /* kiln's depthwise kernel runs it instead (run_qconv.c) */
+  kl_qgemv_plan *qgemv; /* kiln's matrix-vector product runs it instead */
   char impl[32];
 } qc_entry;
 
@@ -265,6 +273,8 @@ static void entry_free(void *entry) {
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(en->wei_data);
+  kl_qdw_plan_free(en->qdw);
+  kl_qgemv_plan_free(en->qgemv);
   memset(en, 0, sizeof *en);
 }
 
@@ -283,6 +293,10 @@ static dnnl_status_t relu_attr(dnnl_primitive_attr_t attr) {
  * QLinearGemm's int32 bias [1, N] added to the sums before the scales. */
 static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   const kl_tensor *a = c->in[0], *w = c->in[3], *y = c->out[0];
+  if (kl_isa_level() == KL_ISA_AVX2 && kl_qgemv_fits(c)) { /* gemm:jit packs B every run */
+    snprintf(en->impl, sizeof en->impl, "kiln_qgemv:%s", kl_cpu_isa_fns(kl_isa_level())->name);
+    return kl_qgemv_plan_create(c, has_relu(c->node), &en->qgemv);
+  }
   const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
   int64_t k = w->dims[0], n = w->dims[1], rows = k > 0 ? kl_tensor_numel(a) / k : 0;
   dnnl_memory_desc_t src, dst, wei_user, wei_want, bias;
@@ -335,6 +349,14 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   kl_dnnl_conv_geom geo;
   kiln_status st = kl_dnnl_conv_geometry(c->node, c->in[0], c->in[3], &geo, c->e);
   if (st != KILN_OK) return st;
+  if (q->cl_x && q->cl_y && kl_isa_level() == KL_ISA_AVX2 && x->rank == 4) {
+    kl_qdw_geom dw = {w->dims[2], w->dims[3], geo.strides[0], geo.strides[1],
+                      geo.dilates[0] + 1, geo.dilates[1] + 1, geo.pad_l[0], geo.pad_l[1]};
+    if (kl_qdw_fits(c, &dw)) {
+      snprintf(en->impl, sizeof en->impl, "kiln_qdw:%s", kl_cpu_isa_fns(kl_isa_level())->name);
+      return kl_qdw_plan_create(c, &dw, &en->qdw);
+    }
+  }
   dnnl_memory_desc_t src_user, src_cl, dst_user, dst_cl, wei_user, wei_want, bias;
   dnnl_status_t s = act_md(&src_user, x, q->cl_x, true);
   if (s == dnnl_success) s = act_md(&src_cl, x, true, true);
@@ -473,6 +495,10 @@ static int qc_run(kl_kernel_ctx *c) {
   q->ran_reference = en->fallback;
   if (en->fallback) return run_reference(q, c);
   q->ran_impl = en->impl;
+  if (en->qdw)
+    return kl_run_qdw(c, kl_cpu_isa_fns(kl_isa_level()), en->qdw, c->in[0]->data,
+                      c->out[0]->data);
+  if (en->qgemv) return kl_run_qgemv(c, kl_cpu_isa_fns(kl_isa_level()), en->qgemv);
   return execute(q, en, c);
 }
 

@@ -63,4 +63,23 @@ const char *kl_isa_feature_list(const kl_cpu_features *f, char *buf, size_t len)
  * 0 for every other op. */
 unsigned kl_cpu_isa_inplace(const kl_node *n);
 
+/* For the layouts the CPU plan chooses (backend.c holds activations [N, C, S...] as
+ * [N, S..., C] between oneDNN convolutions): how kiln's kernel for node n (of the
+ * level's kl_cpu_isa_kernel) reads and writes tensors held so.
+ *   KL_ISA_CL_NONE     plain tensors only
+ *   KL_ISA_CL_SAME     elementwise on operands of Y's shape (QLinearLookup, QLinearAdd
+ *                      and QLinearMul of equal shapes): the inputs in *slots and Y in
+ *                      one layout, either
+ *   KL_ISA_CL_CHANNEL  QLinearAdd and QLinearMul of an operand of Y's shape (in *slots)
+ *                      and one of one value per image and channel ([N, C, 1...], the same
+ *                      bytes in both layouts): the first and Y in one layout;
+ *                      channels-last runs kl_cpu_isa_kernel_cl's kernel
+ *   KL_ISA_CL_READ     QLinearGlobalAveragePool: X (in *slots) in either layout, Y
+ *                      [N, C, 1...]; channels-last runs kl_cpu_isa_kernel_cl's kernel
+ * x and y are the static types of input 0 and 3 (NULL when absent) and of Y. */
+typedef enum kl_isa_cl { KL_ISA_CL_NONE, KL_ISA_CL_SAME, KL_ISA_CL_CHANNEL, KL_ISA_CL_READ } kl_isa_cl;
+kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *a, const kl_type *b,
+                            const kl_type *y, unsigned *slots);
+kl_cpu_kernel kl_cpu_isa_kernel_cl(const kl_node *n, kl_isa isa);
+
 #endif

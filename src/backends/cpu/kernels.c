@@ -106,6 +106,7 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int dequant_##L(kl_kernel_ctx *c) { return kl_run_dequantize(c, &fns_##L); }    \
   static int mmint_##L(kl_kernel_ctx *c) { return kl_run_matmul_integer(c, &fns_##L); }  \
   static int detect_##L(kl_kernel_ctx *c) { return kl_run_detect(c, &fns_##L); }         \
+  static int quant_cl_##L(kl_kernel_ctx *c) { return kl_run_quantize_cl(c, &fns_##L); }  \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
       reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
@@ -124,20 +125,22 @@ LEVEL_KERNELS(avx512_bf16)
 typedef struct level {
   const kl_isa_fns *fns;
   const kl_kernel_fn *kernels;
+  kl_kernel_fn quant_cl; /* the channels-last forms (kl_cpu_isa_kernel_cl) */
 } level;
 
 static level level_of(kl_isa isa) {
 #if KL_ISA_X86
   switch (isa) {
-  case KL_ISA_AVX2: return (level){&fns_avx2, kernels_avx2};
-  case KL_ISA_AVX512: return (level){&fns_avx512, kernels_avx512};
-  case KL_ISA_AVX512_BF16: case KL_ISA_AMX: return (level){&fns_avx512_bf16, kernels_avx512_bf16};
+  case KL_ISA_AVX2: return (level){&fns_avx2, kernels_avx2, quant_cl_avx2};
+  case KL_ISA_AVX512: return (level){&fns_avx512, kernels_avx512, quant_cl_avx512};
+  case KL_ISA_AVX512_BF16: case KL_ISA_AMX:
+    return (level){&fns_avx512_bf16, kernels_avx512_bf16, quant_cl_avx512_bf16};
   default: break;
   }
 #else
   (void)isa;
 #endif
-  return (level){&fns_generic, kernels_generic};
+  return (level){&fns_generic, kernels_generic, quant_cl_generic};
 }
 
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa) { return level_of(isa).fns; }
@@ -327,4 +330,60 @@ unsigned kl_cpu_isa_inplace(const kl_node *n) {
     return 1u;
   default: return 0u; /* Transpose keeps its shape for square perms, yet moves data */
   }
+}
+
+/* ---- channels-last tensors (isa.h) ---- */
+
+/* Static dims, all known and equal. */
+static bool same_static(const kl_type *a, const kl_type *b) {
+  if (!a || !b || a->rank != b->rank || a->rank < 0) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i].size < 0 || a->dims[i].size != b->dims[i].size) return false;
+  return true;
+}
+
+/* b is [N, C, 1...] against y [N, C, S...] (known dims). */
+static bool per_channel(const kl_type *b, const kl_type *y) {
+  if (!b || b->rank != y->rank || b->rank < 3) return false;
+  for (int i = 0; i < b->rank; i++)
+    if (b->dims[i].size < 0 || y->dims[i].size < 0 || (i < 2 ? b->dims[i].size != y->dims[i].size
+                                                           : b->dims[i].size != 1))
+      return false;
+  return true;
+}
+
+kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *a, const kl_type *b,
+                            const kl_type *y, unsigned *slots) {
+  *slots = 0;
+  if (!a || !y || y->rank < 3 || y->rank > 5 || (a->dtype != KL_U8 && a->dtype != KL_I8))
+    return KL_ISA_CL_NONE;
+  switch (n->op) {
+  case KL_OP_KilnQLinearLookup:
+    *slots = 1u;
+    return KL_ISA_CL_SAME;
+  case KL_OP_KilnQLinearAdd: case KL_OP_KilnQLinearMul:
+    if (same_static(a, y) && same_static(b, y)) {
+      *slots = 1u | 1u << 3;
+      return KL_ISA_CL_SAME;
+    }
+    if (same_static(a, y) && per_channel(b, y)) *slots = 1u;
+    else if (same_static(b, y) && per_channel(a, y)) *slots = 1u << 3;
+    return *slots ? KL_ISA_CL_CHANNEL : KL_ISA_CL_NONE;
+  case KL_OP_KilnQLinearGlobalAveragePool:
+    *slots = a->rank == y->rank ? 1u : 0u;
+    return *slots ? KL_ISA_CL_READ : KL_ISA_CL_NONE;
+  default: return KL_ISA_CL_NONE;
+  }
+}
+
+/* Named apart from the plain kernels, so that a profile shows the layout. */
+kl_cpu_kernel kl_cpu_isa_kernel_cl(const kl_node *n, kl_isa isa) {
+  (void)n;
+  level l = level_of(isa);
+  const char *name = l.fns == &fns_generic ? "generic channels-last" : "avx2 channels-last";
+#if KL_ISA_X86
+  if (l.fns == &fns_avx512) name = "avx512 channels-last";
+  if (l.fns == &fns_avx512_bf16) name = "avx512_bf16 channels-last";
+#endif
+  return (kl_cpu_kernel){name, l.quant_cl, NULL};
 }

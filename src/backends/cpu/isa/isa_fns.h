@@ -120,6 +120,35 @@ typedef struct kl_copy_fns {
  * (run_quant.c's primitives; quant_impl.h has the loops and why they are exact):
  *   quantize:   y = saturate(rint(x / scale) + zp), the division in float32; NaN -> zp
  *   dequantize: y = (x - zp) * scale, in float32 */
+/* Depthwise int8 convolution over channels-last uint8 codes (run_qconv.c), one output
+ * pixel of c channels at a time from k taps:
+ *   acc[i] = bias[i] + sum over taps t of x_t[i] w[t][i]   (int32, exact)
+ *   y[i]   = clamp(rint((float)acc[i] * scale[i]), lo - zy, hi - zy) + zy
+ * (onnxruntime's requantization: the float32 product rounded to nearest even, then the
+ * zero point added). A tap in the padding reads a row of X's zero point zx, and bias
+ * holds B - zx * (the channel's weight sum), so that padding adds nothing, as X - zx
+ * would. The weights are packed as pairs of taps (2j, 2j + 1; a last odd tap paired with
+ * 0) of int16, channel by channel, the channels in blocks of 16 stored in the order
+ * 0-3, 8-11, 4-7, 12-15 (what AVX2's in-lane interleaves give), c rounded up to 16:
+ *   w[(j * c16 + slot(i)) * 2 + r] = w[2j + r][i],  slot(i) = i with bits 2 and 3 swapped;
+ * bias and scale in the same slots. */
+#define KL_QDW_SLOT(i) (((i) & ~(size_t)12) | ((i) & 4) << 1 | ((i) & 8) >> 1)
+typedef struct kl_qdw {
+  size_t c, c16, k;
+  const int16_t *w;
+  const int32_t *bias;
+  const float *scale;
+  int32_t zy, lo, hi; /* Y's zero point and code range: 0, 255 or -128, 127 */
+} kl_qdw;
+
+/* int8 matrix-vector product (run_qconv.c: QLinearGemm and QLinearMatMul of one row): a
+ * row a of k uint8 codes (read up to k rounded up to 4, the caller's zeros past k)
+ * against int8 weights packed in panels of 8 columns, each k4 / 4 groups of 4 rows:
+ *   wp[(p * (k4 / 4) + g) * 32 + col * 4 + r] = B[4g + r][8p + col]   (0 past k, n)
+ * acc[j] = sum over i of a[i] B[i][j] for j < n, int32. Exact for |B| <= 64: AVX2 adds
+ * pairs of products in 16 bits with saturation (vpmaddubsw), 2 * 255 * 64 < 32768. */
+#define KL_QGEMV_PANEL 8
+
 typedef struct kl_quant_fns {
   void (*quantize_u8)(const float *x, float scale, int32_t zp, uint8_t *y, size_t n);
   void (*quantize_s8)(const float *x, float scale, int32_t zp, int8_t *y, size_t n);
@@ -145,6 +174,17 @@ typedef struct kl_quant_fns {
   void (*lookup)(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, size_t n);
   /* QLinearGlobalAveragePool: the sum of x[i] ^ flip over n codes (as uint8) */
   uint64_t (*sum_codes)(const uint8_t *x, uint8_t flip, size_t n);
+  /* The same over a channels-last tensor: acc[i] = sum of x[r * stride + i] ^ flip over
+   * rows r < rows, for each i < n (rows < 2^24 keeps the sums exact in 32 bits) */
+  void (*sum_columns)(const uint8_t *x, uint8_t flip, size_t stride, size_t rows, size_t n,
+                      uint32_t *acc);
+  /* Depthwise int8 convolution (kl_qdw above) of n output pixels: pixel p's tap t
+   * reads the c codes at taps[t] + p * xstep, its c outputs go to y + p * ystride
+   * (uint8 or, with lo -128, int8 codes) */
+  void (*qdw)(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
+              uint8_t *y, size_t ystride);
+  /* int8 matrix-vector product (above) */
+  void (*qgemv)(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

@@ -1,17 +1,28 @@
 /* Linear quantization, AVX2 level: quant_impl.h's loops compiled with AVX2 (vdivps,
  * vroundps, vcvtps2dq, eight lanes), the 256-entry table lookup of QLinearLookup
  * with byte shuffles (lookup_avx2 below) and QLinearGlobalAveragePool's sums of codes
- * with vpsadbw (sum_avx2); quant_impl.h's scalar loops are their twins, for the tail
+ * with vpsadbw (sum_avx2), and their channels-last form (sum_columns_avx2), the depthwise
+ * int8 convolution with vpmaddwd (qdw_avx2), the int8 matrix-vector product with
+ * vpmaddubsw (qgemv_avx2); quant_impl.h's scalar loops are their twins, for the tail
  * and at the generic level. */
 #include "backends/cpu/isa/isa_fns.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 static void lookup_avx2(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y,
                         size_t n);
 static uint64_t sum_avx2(const uint8_t *x, uint8_t flip, size_t n);
+static void sum_columns_avx2(const uint8_t *x, uint8_t flip, size_t stride, size_t rows,
+                             size_t n, uint32_t *acc);
 #define KL_QUANT_LOOKUP lookup_avx2
 #define KL_QUANT_SUM sum_avx2
+#define KL_QUANT_SUM_COLUMNS sum_columns_avx2
+static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
+                     uint8_t *y, size_t ystride);
+#define KL_QUANT_QDW qdw_avx2
+static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
+#define KL_QUANT_QGEMV qgemv_avx2
 #include "backends/cpu/isa/quant_impl.h"
 
 /* 32 codes at a time: vpshufb looks up 16-byte rows of the table by the low nibble;
@@ -49,6 +60,134 @@ static uint64_t sum_avx2(const uint8_t *x, uint8_t flip, size_t n) {
   uint64_t lanes[4];
   _mm256_storeu_si256((__m256i *)lanes, acc);
   return lanes[0] + lanes[1] + lanes[2] + lanes[3] + sum_codes(x + i, flip, n - i);
+}
+
+/* 32 channels at a time: each row's codes widened to 16 bits and added in two vectors,
+ * which hold 257 rows of 255 at most, so they are widened into the 32-bit sums every
+ * 256 rows. */
+static __m256i widen_lo(__m256i v) { return _mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)); }
+static __m256i widen_hi(__m256i v) { return _mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)); }
+
+static void sum_columns_avx2(const uint8_t *x, uint8_t flip, size_t stride, size_t rows,
+                             size_t n, uint32_t *acc) {
+  const __m256i vflip = _mm256_set1_epi8((char)flip);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                    _mm256_setzero_si256()};
+    for (size_t r0 = 0; r0 < rows; r0 += 256) {
+      size_t end = rows - r0 < 256 ? rows : r0 + 256;
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (size_t r = r0; r < end; r++) {
+        __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + r * stride + i)),
+                                     vflip);
+        lo = _mm256_add_epi16(lo, _mm256_cvtepu8_epi16(_mm256_castsi256_si128(v)));
+        hi = _mm256_add_epi16(hi, _mm256_cvtepu8_epi16(_mm256_extracti128_si256(v, 1)));
+      }
+      s[0] = _mm256_add_epi32(s[0], widen_lo(lo));
+      s[1] = _mm256_add_epi32(s[1], widen_hi(lo));
+      s[2] = _mm256_add_epi32(s[2], widen_lo(hi));
+      s[3] = _mm256_add_epi32(s[3], widen_hi(hi));
+    }
+    for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)(acc + i + 8 * k), s[k]);
+  }
+  if (i < n) sum_columns(x + i, flip, stride, rows, n - i, acc + i);
+}
+
+/* 16 channels of pixels p (and p + 1, when two): the codes of taps 2j and 2j + 1
+ * widened to 16 bits and interleaved in each 128-bit lane (channels 0-3, 8-11 in lo;
+ * 4-7, 12-15 in hi: the packed weights' order), each pair multiplied by its two weights
+ * and added into 32 bits by vpmaddwd (exact: no saturation); then scaled in float32,
+ * rounded by vcvtps2dq (to nearest even), and packed back into channel order. Two
+ * pixels share the loads of the weights and tap pointers. */
+static void qdw_store(const kl_qdw *d, __m256i lo, __m256i hi, size_t c0, uint8_t *y) {
+  const __m256 qlo = _mm256_set1_ps((float)(d->lo - d->zy));
+  const __m256 qhi = _mm256_set1_ps((float)(d->hi - d->zy));
+  const __m256i zy = _mm256_set1_epi32(d->zy);
+  __m256 flo = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_loadu_ps(d->scale + c0));
+  __m256 fhi = _mm256_mul_ps(_mm256_cvtepi32_ps(hi), _mm256_loadu_ps(d->scale + c0 + 8));
+  flo = _mm256_min_ps(_mm256_max_ps(flo, qlo), qhi);
+  fhi = _mm256_min_ps(_mm256_max_ps(fhi, qlo), qhi);
+  lo = _mm256_add_epi32(_mm256_cvtps_epi32(flo), zy);
+  hi = _mm256_add_epi32(_mm256_cvtps_epi32(fhi), zy);
+  __m256i v16 = _mm256_packs_epi32(lo, hi); /* channels 0-7 | 8-15, in range */
+  __m256i v8 = d->lo < 0 ? _mm256_packs_epi16(v16, v16) : _mm256_packus_epi16(v16, v16);
+  v8 = _mm256_permute4x64_epi64(v8, 0x08); /* qwords 0 and 2 */
+  _mm_storeu_si128((__m128i *)(y + c0), _mm256_castsi256_si128(v8));
+}
+
+static __m256i widen16(const uint8_t *x) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x));
+}
+
+static void qdw_block(const kl_qdw *d, const uint8_t *const *taps, size_t off, size_t xstep,
+                      bool two, size_t c0, uint8_t *y, size_t ystride) {
+  const int16_t *w = d->w + c0 * 2;
+  __m256i lo0 = _mm256_loadu_si256((const __m256i *)(d->bias + c0));
+  __m256i hi0 = _mm256_loadu_si256((const __m256i *)(d->bias + c0 + 8));
+  __m256i lo1 = lo0, hi1 = hi0;
+  off += c0;
+  size_t off1 = two ? off + xstep : off;
+  for (size_t t = 0; t < d->k; t += 2, w += d->c16 * 2) {
+    const uint8_t *a = taps[t], *b = taps[t + 1 < d->k ? t + 1 : t]; /* odd: weight 0 */
+    __m256i wlo = _mm256_loadu_si256((const __m256i *)w);
+    __m256i whi = _mm256_loadu_si256((const __m256i *)(w + 16));
+    __m256i xa = widen16(a + off), xb = widen16(b + off);
+    lo0 = _mm256_add_epi32(lo0, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), wlo));
+    hi0 = _mm256_add_epi32(hi0, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb), whi));
+    xa = widen16(a + off1), xb = widen16(b + off1);
+    lo1 = _mm256_add_epi32(lo1, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), wlo));
+    hi1 = _mm256_add_epi32(hi1, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb), whi));
+  }
+  qdw_store(d, lo0, hi0, c0, y);
+  if (two) qdw_store(d, lo1, hi1, c0, y + ystride);
+}
+
+static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
+                     uint8_t *y, size_t ystride) {
+  if (d->c < 16) {
+    qdw(d, taps, xstep, n, y, ystride);
+    return;
+  }
+  size_t full = d->c / 16 * 16;
+  for (size_t p = 0; p < n; p += 2) {
+    bool two = p + 1 < n;
+    for (size_t c0 = 0; c0 < full; c0 += 16)
+      qdw_block(d, taps, p * xstep, xstep, two, c0, y + p * ystride, ystride);
+    if (full < d->c) qdw_pixel(d, taps, p * xstep, full, y + p * ystride);
+    if (two && full < d->c) qdw_pixel(d, taps, (p + 1) * xstep, full, y + (p + 1) * ystride);
+  }
+}
+
+/* Two panels of 8 columns at a time: 4 codes of a broadcast to every column, vpmaddubsw
+ * adds each column's 2 pairs of products in 16 bits (exact for 7-bit weights), vpmaddwd
+ * by ones adds the two pairs into 32 bits. */
+static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc) {
+  if (n < KL_QGEMV_PANEL) {
+    qgemv(a, k, wp, n, acc);
+    return;
+  }
+  size_t groups = (k + 3) / 4, panels = (n + KL_QGEMV_PANEL - 1) / KL_QGEMV_PANEL;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (size_t p = 0; p < panels; p += 2) {
+    bool two = p + 1 < panels;
+    const int8_t *w0 = wp + p * groups * 32, *w1 = two ? w0 + groups * 32 : w0;
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+    for (size_t g = 0; g < groups; g++) {
+      int32_t four;
+      memcpy(&four, a + 4 * g, 4);
+      __m256i av = _mm256_set1_epi32(four);
+      __m256i p0 = _mm256_maddubs_epi16(av, _mm256_loadu_si256((const __m256i *)(w0 + g * 32)));
+      __m256i p1 = _mm256_maddubs_epi16(av, _mm256_loadu_si256((const __m256i *)(w1 + g * 32)));
+      s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, ones));
+      s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, ones));
+    }
+    int32_t out[2 * KL_QGEMV_PANEL];
+    _mm256_storeu_si256((__m256i *)out, s0);
+    _mm256_storeu_si256((__m256i *)(out + KL_QGEMV_PANEL), s1);
+    size_t j0 = p * KL_QGEMV_PANEL, m = n - j0 < 2 * KL_QGEMV_PANEL ? n - j0 : 2 * KL_QGEMV_PANEL;
+    memcpy(acc + j0, out, m * sizeof *acc);
+  }
 }
 
 const kl_quant_fns kl_quant_avx2 = KL_QUANT_FNS;

@@ -94,18 +94,70 @@ static uint64_t sum_codes(const uint8_t *x, uint8_t flip, size_t n) {
   return s;
 }
 
-/* A level with a faster lookup or sum defines KL_QUANT_LOOKUP or KL_QUANT_SUM before
- * including this file. */
+/* Its channels-last form: one row of n channels per pixel, summed row by row (the
+ * inner loop is the vector one). */
+static void sum_columns(const uint8_t *x, uint8_t flip, size_t stride, size_t rows, size_t n,
+                        uint32_t *acc) {
+  for (size_t i = 0; i < n; i++) acc[i] = 0;
+  for (size_t r = 0; r < rows; r++) {
+    const uint8_t *row = x + r * stride;
+    for (size_t i = 0; i < n; i++) acc[i] += (uint8_t)(row[i] ^ flip);
+  }
+}
+
+/* Channels from..c of one output pixel of the depthwise convolution (isa_fns.h), its
+ * taps at taps[t] + off. */
+static void qdw_pixel(const kl_qdw *d, const uint8_t *const *taps, size_t off, size_t from,
+                      uint8_t *y) {
+  float lo = (float)(d->lo - d->zy), hi = (float)(d->hi - d->zy);
+  for (size_t i = from; i < d->c; i++) {
+    size_t s = i / 16 * 16 + KL_QDW_SLOT(i % 16);
+    int32_t acc = d->bias[s];
+    for (size_t t = 0; t < d->k; t++)
+      acc += (int32_t)taps[t][off + i] * d->w[((t / 2) * d->c16 + s) * 2 + t % 2];
+    float q = (float)acc * d->scale[s];
+    q = q < lo ? lo : q > hi ? hi : q;
+    y[i] = (uint8_t)((int32_t)rintf(q) + d->zy);
+  }
+}
+
+static void qdw(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
+                uint8_t *y, size_t ystride) {
+  for (size_t p = 0; p < n; p++) qdw_pixel(d, taps, p * xstep, 0, y + p * ystride);
+}
+
+static void qgemv(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc) {
+  size_t groups = (k + 3) / 4;
+  for (size_t j = 0; j < n; j++) {
+    const int8_t *w = wp + (j / KL_QGEMV_PANEL) * groups * 32 + (j % KL_QGEMV_PANEL) * 4;
+    int32_t sum = 0;
+    for (size_t g = 0; g < groups; g++)
+      for (size_t r = 0; r < 4; r++) sum += (int32_t)a[4 * g + r] * w[g * 32 + r];
+    acc[j] = sum;
+  }
+}
+
+/* A level with a faster lookup, sum or product defines KL_QUANT_LOOKUP, KL_QUANT_SUM,
+ * KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW or KL_QUANT_QGEMV before including this file. */
 #ifndef KL_QUANT_LOOKUP
 #define KL_QUANT_LOOKUP lookup
 #endif
 #ifndef KL_QUANT_SUM
 #define KL_QUANT_SUM sum_codes
 #endif
+#ifndef KL_QUANT_SUM_COLUMNS
+#define KL_QUANT_SUM_COLUMNS sum_columns
+#endif
+#ifndef KL_QUANT_QDW
+#define KL_QUANT_QDW qdw
+#endif
+#ifndef KL_QUANT_QGEMV
+#define KL_QUANT_QGEMV qgemv
+#endif
 
 #define KL_QUANT_FNS                                                                     \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, qadd_uint8_t, qadd_int8_t, qmul_uint8_t,       \
-   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM}
+   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV}
 
 #endif

@@ -67,6 +67,39 @@ int kl_run_transpose(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* QuantizeLinear, DequantizeLinear: float32 <-> uint8/int8 per tensor (run_quant.c) */
 int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_dequantize(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* The channels-last forms (kl_cpu_isa_layout): QLinearGlobalAveragePool of X held
+ * [N, S..., C]; QLinearAdd and QLinearMul of one operand and Y held so and the other one
+ * value per image and channel */
+int kl_run_quantize_cl(kl_kernel_ctx *c, const kl_isa_fns *f);
+
+/* Depthwise QLinearConv over channels-last uint8 X (run_qconv.c): c's tensors have the
+ * [N, C, H, W] dims, x and y are their data as [N, H, W, C]. The window's geometry:
+ * kernel, strides, dilations (ONNX's, 1 for none), the pads before. */
+#define KL_QDW_MAX_TAPS 64
+typedef struct kl_qdw_geom {
+  int64_t kh, kw, sh, sw, dh, dw, pt, pl;
+} kl_qdw_geom;
+typedef struct kl_qdw_plan kl_qdw_plan;
+/* Whether the kernel takes c's node: 2-D, uint8 X, uint8 or int8 Y, C in and out,
+ * group C, at most KL_QDW_MAX_TAPS taps (the caller checks the weights' zero points). */
+bool kl_qdw_fits(const kl_kernel_ctx *c, const kl_qdw_geom *geo);
+/* The packed weights and multipliers for c's inputs (constant ones). */
+kiln_status kl_qdw_plan_create(const kl_kernel_ctx *c, const kl_qdw_geom *geo,
+                               kl_qdw_plan **out);
+void kl_qdw_plan_free(kl_qdw_plan *p);
+int kl_run_qdw(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_qdw_plan *p,
+               const uint8_t *x, uint8_t *y);
+
+/* QLinearGemm and QLinearMatMul (plain layouts) of at most KL_QGEMV_MAX_ROWS rows of
+ * uint8 A against constant int8 B within [-64, 64] (run_qconv.c; the caller checks the
+ * scales' and zero points' counts and B's zero points): the level's qgemv per row.
+ * kl_run_qgemv writes into the plan (one session's). */
+#define KL_QGEMV_MAX_ROWS 4
+typedef struct kl_qgemv_plan kl_qgemv_plan;
+bool kl_qgemv_fits(const kl_kernel_ctx *c);
+kiln_status kl_qgemv_plan_create(const kl_kernel_ctx *c, bool relu, kl_qgemv_plan **out);
+void kl_qgemv_plan_free(kl_qgemv_plan *p);
+int kl_run_qgemv(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_qgemv_plan *p);
 int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Concat along `axis` of c's tensors whatever the node says (a channels-last Concat of

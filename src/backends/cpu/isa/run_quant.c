@@ -65,15 +65,21 @@ typedef struct qbin_job {
   int64_t n, inner; /* inner: the elements per b value (0: b has a's shape) */
 } qbin_job;
 
-static void qbin_span(const qbin_job *j, int64_t at, int64_t b_at, size_t len, size_t bstep) {
+/* Elements at..at + len of a and y against b's codes from bcodes. */
+static void qbin_codes(const qbin_job *j, int64_t at, const uint8_t *bcodes, size_t len,
+                       size_t bstep) {
   const kl_quant_fns *f = j->fns;
   if (j->u8)
-    (j->mul ? f->qmul_u8 : f->qadd_u8)(j->a + at, j->sa, j->za, j->b + b_at, j->sb, j->zb,
+    (j->mul ? f->qmul_u8 : f->qadd_u8)(j->a + at, j->sa, j->za, bcodes, j->sb, j->zb,
                                        j->sc, j->zc, j->y + at, len, bstep);
   else
     (j->mul ? f->qmul_s8 : f->qadd_s8)((const int8_t *)j->a + at, j->sa, j->za,
-                                       (const int8_t *)j->b + b_at, j->sb, j->zb, j->sc,
+                                       (const int8_t *)bcodes, j->sb, j->zb, j->sc,
                                        j->zc, (int8_t *)j->y + at, len, bstep);
+}
+
+static void qbin_span(const qbin_job *j, int64_t at, int64_t b_at, size_t len, size_t bstep) {
+  qbin_codes(j, at, j->b + b_at, len, bstep);
 }
 
 static void qbin_task(void *arg, int64_t t) {
@@ -161,34 +167,69 @@ typedef struct gap_job {
   const uint8_t *x;
   uint8_t *y;
   bool u8;
-  int64_t planes, size;
+  int64_t planes, size, channels;
   int32_t zx, zy;
   float m;
 } gap_job;
 
+/* Y's code of a plane whose codes (as uint8) add up to `codes`. */
+static uint8_t gap_code(const gap_job *j, uint64_t codes) {
+  int64_t off = (j->u8 ? 0 : 128) + j->zx; /* per element */
+  float lo = (float)((j->u8 ? 0 : -128) - j->zy), hi = (float)((j->u8 ? 255 : 127) - j->zy);
+  float q = (float)((int64_t)codes - off * j->size) * j->m;
+  q = q == q ? q : 0.0f;
+  q = q < lo ? lo : q > hi ? hi : q;
+  return (uint8_t)((int32_t)rintf(q) + j->zy);
+}
+
 static void gap_task(void *arg, int64_t t) {
   const gap_job *j = arg;
   int64_t end = (t + 1) * GAP_PLANES < j->planes ? (t + 1) * GAP_PLANES : j->planes;
-  int64_t off = (j->u8 ? 0 : 128) + j->zx; /* per element */
-  float lo = (float)((j->u8 ? 0 : -128) - j->zy), hi = (float)((j->u8 ? 255 : 127) - j->zy);
-  for (int64_t p = t * GAP_PLANES; p < end; p++) {
-    uint64_t codes = j->fns->sum_codes(j->x + p * j->size, j->u8 ? 0 : 0x80, (size_t)j->size);
-    float q = (float)((int64_t)codes - off * j->size) * j->m;
-    q = q == q ? q : 0.0f;
-    q = q < lo ? lo : q > hi ? hi : q;
-    j->y[p] = (uint8_t)((int32_t)rintf(q) + j->zy);
-  }
+  for (int64_t p = t * GAP_PLANES; p < end; p++)
+    j->y[p] = gap_code(j, j->fns->sum_codes(j->x + p * j->size, j->u8 ? 0 : 0x80,
+                                            (size_t)j->size));
 }
 
-static int run_qgap(kl_kernel_ctx *c, const kl_isa_fns *f) {
+/* The same over X held channels-last ([N, S, C]): task t sums GAP_COLUMNS channels of
+ * one image over its S pixels, in blocks of rows that keep the 32-bit sums exact. */
+#define GAP_COLUMNS 64
+#define GAP_ROWS ((int64_t)1 << 23)
+static void gap_cl_task(void *arg, int64_t t) {
+  const gap_job *j = arg;
+  int64_t blocks = (j->channels + GAP_COLUMNS - 1) / GAP_COLUMNS, n = t / blocks;
+  int64_t c0 = t % blocks * GAP_COLUMNS;
+  size_t len = (size_t)(j->channels - c0 < GAP_COLUMNS ? j->channels - c0 : GAP_COLUMNS);
+  uint64_t total[GAP_COLUMNS] = {0};
+  uint32_t part[GAP_COLUMNS];
+  const uint8_t *x = j->x + n * j->size * j->channels + c0;
+  for (int64_t r = 0; r < j->size; r += GAP_ROWS) {
+    int64_t rows = j->size - r < GAP_ROWS ? j->size - r : GAP_ROWS;
+    j->fns->sum_columns(x + r * j->channels, j->u8 ? 0 : 0x80, (size_t)j->channels,
+                        (size_t)rows, len, part);
+    for (size_t i = 0; i < len; i++) total[i] += part[i];
+  }
+  for (size_t i = 0; i < len; i++) j->y[n * j->channels + c0 + (int64_t)i] = gap_code(j, total[i]);
+}
+
+static int run_qgap(kl_kernel_ctx *c, const kl_isa_fns *f, bool cl) {
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
-  if (x->rank < 3 || !is_q8(x->dtype) || y->dtype != x->dtype) return kl_isa_ref(c);
+  if (x->rank < 3 || !is_q8(x->dtype) || y->dtype != x->dtype) {
+    if (!cl) return kl_isa_ref(c);
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "QLinearGlobalAveragePool held channels-last "
+                   "with X of rank %d (%s)", x->rank, kl_dtype_name(x->dtype));
+  }
   int64_t size = kl_tensor_numel(x) / (x->dims[0] * x->dims[1] > 0 ? x->dims[0] * x->dims[1] : 1);
   gap_job j = {f->quant, x->data, y->data, x->dtype == KL_U8, x->dims[0] * x->dims[1], size,
-               zero_point(c->in[2]), zero_point(c->in[4]),
+               x->dims[1], zero_point(c->in[2]), zero_point(c->in[4]),
                *(const float *)c->in[1]->data / (*(const float *)c->in[3]->data * (float)size)};
-  if (size == 0) return kl_isa_ref(c);
+  if (j.planes == 0) return KILN_OK;
+  if (size == 0) return kl_isa_ref(c); /* no codes: Y is the same bytes in both layouts */
+  if (cl) {
+    int64_t tasks = x->dims[0] * ((x->dims[1] + GAP_COLUMNS - 1) / GAP_COLUMNS);
+    kl_isa_parallel(c, tasks, j.planes * size, gap_cl_task, &j);
+    return KILN_OK;
+  }
   kl_isa_parallel(c, (j.planes + GAP_PLANES - 1) / GAP_PLANES, j.planes * size, gap_task, &j);
   return KILN_OK;
 }
@@ -245,7 +286,7 @@ int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
   if (c->node->op == KL_OP_KilnQLinearAdd || c->node->op == KL_OP_KilnQLinearMul)
     return run_qbin(c, f);
   if (c->node->op == KL_OP_KilnQLinearLookup) return run_lookup(c, f);
-  if (c->node->op == KL_OP_KilnQLinearGlobalAveragePool) return run_qgap(c, f);
+  if (c->node->op == KL_OP_KilnQLinearGlobalAveragePool) return run_qgap(c, f, false);
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   int32_t zp;
@@ -256,6 +297,62 @@ int kl_run_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
   quant_job j = {f->quant, true, y->dtype == KL_U8, x->data, y->data,
                  *(const float *)c->in[1]->data, zp, kl_tensor_numel(x)};
   return run_job(c, &j);
+}
+
+/* QLinearAdd and QLinearMul over tensors held channels-last: one operand and Y
+ * [N, S, C], the other one value per image and channel ([N, C, 1...], the same bytes in
+ * either layout): each pixel's C codes against its image's C values. */
+typedef struct qbin_cl_job {
+  qbin_job bin;
+  int64_t channels, size, per_task;
+} qbin_cl_job;
+
+/* The image's C values repeated for as many pixels as fit in QBIN_TILE codes, so that
+ * the primitive takes that many pixels at a time (one when C is larger). */
+#define QBIN_TILE 4096
+static void qbin_cl_task(void *arg, int64_t t) {
+  const qbin_cl_job *j = arg;
+  int64_t ch = j->channels, rows = j->bin.n / ch, end = (t + 1) * j->per_task;
+  int64_t per = ch < QBIN_TILE ? QBIN_TILE / ch : 1, image = -1;
+  uint8_t tile[QBIN_TILE];
+  end = end < rows ? end : rows;
+  for (int64_t r = t * j->per_task; r < end;) {
+    int64_t n = r / j->size, stop = (n + 1) * j->size; /* this image's pixels */
+    int64_t count = per < end - r ? per : end - r;
+    count = count < stop - r ? count : stop - r;
+    const uint8_t *b = j->bin.b + n * ch;
+    if (per > 1 && n != image)
+      for (int64_t p = 0; p < per; p++) memcpy(tile + p * ch, b, (size_t)ch);
+    image = n;
+    qbin_codes(&j->bin, r * ch, per > 1 ? tile : b, (size_t)(count * ch), 1);
+    r += count;
+  }
+}
+
+static int run_qbin_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *y = c->out[0];
+  int ia = same_dims(c->in[0], y) ? 0 : 3, ib = 3 - ia;
+  const kl_tensor *b = c->in[ib];
+  int64_t n = kl_tensor_numel(y), ch = y->rank > 1 ? y->dims[1] : 0;
+  if (!same_dims(c->in[ia], y) || y->rank < 3 || b->rank != y->rank || b->dims[0] != y->dims[0] ||
+      b->dims[1] != ch || kl_tensor_numel(b) != y->dims[0] * ch)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s held channels-last without one operand of "
+                   "one value per channel", kl_op_name(c->node->op));
+  if (n == 0) return KILN_OK;
+  qbin_cl_job j = {{f->quant, y->dtype == KL_U8, c->node->op == KL_OP_KilnQLinearMul,
+                    c->in[ia]->data, b->data, y->data, *(const float *)c->in[ia + 1]->data,
+                    *(const float *)c->in[ib + 1]->data, *(const float *)c->in[6]->data,
+                    zero_point(c->in[ia + 2]), zero_point(c->in[ib + 2]), zero_point(c->in[7]),
+                    n, 0},
+                   ch, n / (y->dims[0] * ch), 0};
+  int64_t tasks = kl_isa_split(n / ch, CHUNK / ch + 1, &j.per_task);
+  kl_isa_parallel(c, tasks, n, qbin_cl_task, &j);
+  return KILN_OK;
+}
+
+int kl_run_quantize_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  if (c->node->op == KL_OP_KilnQLinearGlobalAveragePool) return run_qgap(c, f, true);
+  return run_qbin_cl(c, f);
 }
 
 int kl_run_dequantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
