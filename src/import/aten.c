@@ -477,6 +477,35 @@ static bool is_list(const kl_tsv *v) {
   return v && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE);
 }
 
+/* l * n and n * l of a list (torch.mul of a list and an int, as scripted code writes
+ * `[0, 1] * n` and `[x] * n`): the list repeated n times (none for n <= 0), n known
+ * while building. */
+static kiln_status list_repeat(call *c) {
+  int li = is_list(c->a[0]) ? 0 : 1;
+  const kl_tsv *l = c->a[li];
+  int64_t times;
+  if (!peek_int(c, 1 - li, 0, &times) || !given(c, 1 - li)) {
+    const kl_tsv *t = c->a[1 - li];
+    if (t && (t->kind == KL_TSV_INT || t->kind == KL_TSV_TENSOR) && t->id >= 0)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a list repeated a number of times that the "
+                     "graph computes (from a dim whose size the data decides): the length of "
+                     "the list it makes would be known only at run time; expected an int "
+                     "known when the graph is built");
+    return bad_arg(c, 1 - li, "an int (the times a list is repeated)");
+  }
+  if (times < 0 || l->n == 0) times = 0;
+  kiln_status s = kl_ts_list_copied(c->b, times > INT32_MAX / (l->n ? l->n : 1)
+                                              ? INT64_MAX / 2 : times * l->n);
+  if (s != KILN_OK) return s;
+  int m = (int)(times * l->n);
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(m + 1));
+  if (!items) return c->e->code;
+  for (int k = 0; k < m; k++) items[k] = l->items[k % l->n];
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = m, .id = -1,
+                     .made_in = kl_ts_bodies(c->b) + 1};
+  return KILN_OK;
+}
+
 /* Arithmetic on two numbers known while building, one of them a float (Python's float
  * arithmetic, as scripted code does it on sizes: 1. / float(E)): *done when so. */
 static kiln_status known_float_op(call *c, kl_op op, bool *done) {
@@ -495,6 +524,7 @@ static kiln_status known_float_op(call *c, kl_op op, bool *done) {
 static kiln_status lower_arith(call *c) {
   kl_op op = (kl_op)c->variant;
   if (op == KL_OP_Add && is_list(c->a[0])) return list_concat(c);
+  if (op == KL_OP_Mul && (is_list(c->a[0]) || is_list(c->a[1]))) return list_repeat(c);
   bool done;
   kiln_status fs = known_float_op(c, op, &done);
   if (done) return fs;
@@ -588,6 +618,14 @@ static kiln_status lower_unary(call *c) {
   if ((kl_op)c->variant == KL_OP_Sqrt && is_number(c->a[0])) {
     *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = sqrt(number(c->a[0])), .id = -1};
     return KILN_OK;
+  }
+  if ((kl_op)c->variant == KL_OP_Neg && is_number(c->a[0])) { /* -n of a size: -x.size(1) */
+    const kl_tsv *a = c->a[0];
+    if (a->kind == KL_TSV_FLOAT) return *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = -a->f,
+                                                           .id = -1}, KILN_OK;
+    if (a->i == INT64_MIN)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "-(%" PRId64 ") overflows 64 bits", a->i);
+    return ret_int(c, -a->i);
   }
   kiln_status s = tensor_arg(c, 0, &x);
   if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
@@ -1049,8 +1087,9 @@ static kiln_status lower_is_floating_point(call *c) {
   return s;
 }
 
-/* all(x) / any(x) (variant 1): of a list of bools known while building, a bool; of a
- * tensor (every element), a 0-D bool: the min / max of its elements as int32. */
+/* all(x[, dim[, keepdim]]) / any (variant 1): of a list of bools known while building, a
+ * bool; of a tensor, the min / max of its elements as int32 along dim (an int or a list
+ * of them: all.dim, all.dims) or of every element. */
 static kiln_status lower_all_any(call *c) {
   const kl_tsv *l = c->a[0];
   bool any = c->variant == 1;
@@ -1064,13 +1103,29 @@ static kiln_status lower_all_any(call *c) {
     *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = r, .id = -1};
     return KILN_OK;
   }
-  int x, y;
-  kiln_status s = given(c, 1) ? bad_arg(c, 1, "absent (all or any of every element)")
-                              : tensor_arg(c, 0, &x);
+  int x, y, rank = 0, n = 0, in[2];
+  int64_t dims[MAX_LIST];
+  bool keep;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s && given(c, 1)) s = need_rank(c, x, &rank);
+  if (!s) s = ints_arg(c, 1, 1, dims, &n);
+  if (!s) s = bool_arg(c, 2, false, &keep);
+  if (!s && rank == 0) n = 0; /* (dim 0 or -1 of a 0-D tensor: the tensor) */
+  for (int k = 0; k < n && !s; k++) {
+    int axis;
+    if (!(s = norm_axis(c, dims[k], rank ? rank : 1, &axis))) dims[k] = axis;
+  }
+  kl_dtype dt = dtype_of(c, x);
   if (!s) s = cast(c, x, KL_BOOL, &x);
   if (!s) s = cast(c, x, KL_I32, &x);
-  if (!s) s = node_int(c, any ? KL_OP_ReduceMax : KL_OP_ReduceMin, 1, &x, "keepdims", 0, &y);
-  if (!s) s = cast(c, y, KL_BOOL, &y);
+  if (s) return s;
+  in[0] = x;
+  if (n && (in[1] = const_ints(c, dims, n)) < 0) return c->e->code;
+  int node = begin_node(c, any ? KL_OP_ReduceMax : KL_OP_ReduceMin, n ? 2 : 1, in, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "keepdims", n && keep,
+                                                             c->e));
+  /* (torch's all and any give uint8 for uint8, bool for any other dtype) */
+  if (!s) s = cast(c, y, dt == KL_U8 ? KL_U8 : KL_BOOL, &y);
   return s ? s : ret_tensor(c, y);
 }
 
@@ -1376,33 +1431,59 @@ static kiln_status int_as_list(call *c, int i, int64_t dflt, int *id) {
   return s ? s : const_id(c, const_ints(c, &v, 1), id);
 }
 
-/* slice(self, dim, start, end, step); narrow(self, dim, start, length) (variant 1) */
+/* A bound of a list slice known while building, in *v (dflt when None); a value the
+ * graph computes (a size of the batch dim) is refused: the slice's length, and so the
+ * list's, would be known only at run time. */
+static kiln_status slice_bound(call *c, int i, int64_t dflt, int64_t *v) {
+  if (peek_int(c, i, dflt, v)) return KILN_OK;
+  const kl_tsv *a = c->a[i];
+  if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_TENSOR) && a->id >= 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a list slice whose '%s' the graph computes "
+                   "(from a dim whose size the data decides): the length of the list it "
+                   "makes would be known only at run time; expected an int known when the "
+                   "graph is built", c->params[i]);
+  return bad_arg(c, i, "an int or None");
+}
+
+/* Python's clamping of slice bound v of a list of n elements for step's sign. */
+static int64_t slice_clamp(int64_t v, int64_t n, int64_t step) {
+  if (v < 0) v = v < -n ? (step < 0 ? -1 : 0) : v + n;
+  else if (v >= n) v = step < 0 ? n - 1 : n;
+  return v;
+}
+
 /* l[start:end:step] of a list (slice.t(l, start, end, step): the list's own overload,
- * `x.shape[2:]`), with bounds known while building, as Python slices: negative ones
- * count from the end, and all are clamped to the list. */
+ * `x.shape[2:]`, `l[::-1]`), with bounds known while building (literals, or sizes of
+ * fixed dims and arithmetic on them), as Python slices: negative bounds count from the
+ * end, all are clamped to the list, a negative step walks it backwards. */
 static kiln_status list_slice(call *c) {
   static const char *const params[] = {"l", "start", "end", "step", NULL};
   const kl_tsv *l = c->a[0];
   int64_t n = l->n, start, end, step;
   c->params = params;
-  kiln_status s = int_arg(c, 1, 0, &start);
-  if (!s) s = int_arg(c, 2, INT64_MAX, &end);
-  if (!s) s = int_arg(c, 3, 1, &step);
+  kiln_status s = slice_bound(c, 3, 1, &step);
   if (s) return s;
-  if (step < 1) return bad_arg(c, 3, "a step of 1 or more");
+  if (step == 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a list slice with a step of 0 (ValueError: "
+                   "slice step cannot be zero)");
+  if (step == INT64_MIN) step = -INT64_MAX; /* (walks past either end all the same) */
+  if ((s = slice_bound(c, 1, step < 0 ? INT64_MAX : 0, &start)) ||
+      (s = slice_bound(c, 2, step < 0 ? INT64_MIN : INT64_MAX, &end)))
+    return s;
   if ((s = kl_ts_list_copied(c->b, n)) != KILN_OK) return s;
-  if (start < 0) start = start < -n ? 0 : start + n;
-  if (end < 0) end = end < -n ? 0 : end + n;
-  start = start > n ? n : start;
-  end = end > n ? n : end < start ? start : end;
-  int m = (int)((end - start + step - 1) / step);
+  start = slice_clamp(start, n, step);
+  end = slice_clamp(end, n, step);
+  int64_t m = step > 0 ? (end > start ? (end - start - 1) / step + 1 : 0)
+                       : (start > end ? (start - end - 1) / -step + 1 : 0);
   kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(m + 1));
   if (!items) return c->e->code;
-  for (int k = 0; k < m; k++) items[k] = l->items[start + k * step];
-  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = m, .id = -1};
+  for (int64_t k = 0; k < m; k++) items[k] = l->items[start + k * step];
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = (int)m, .id = -1,
+                     .made_in = kl_ts_bodies(c->b) + 1};
   return KILN_OK;
 }
 
+/* slice(self, dim, start, end, step); narrow(self, dim, start, length) (variant 1) */
 static kiln_status lower_slice(call *c) {
   if (!c->variant && is_list(c->a[0])) return list_slice(c);
   int x, in[5], y;
@@ -1627,11 +1708,31 @@ static kiln_status lower_softmax(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* sum(l) of a list of numbers known while building (sum.int, sum.float) */
+static kiln_status list_sum(call *c) {
+  const kl_tsv *l = c->a[0];
+  bool floats = false;
+  int64_t i = 0;
+  double f = 0;
+  for (int k = 0; k < l->n; k++) {
+    const kl_tsv *v = &l->items[k];
+    if (!is_number(v)) return bad_arg(c, 0, "a list of numbers known when the graph is built");
+    floats |= v->kind == KL_TSV_FLOAT;
+    f += number(v);
+    if (v->kind != KL_TSV_FLOAT && __builtin_add_overflow(i, v->i, &i))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a sum of a list of ints overflows 64 bits");
+  }
+  if (given(c, 1)) return bad_arg(c, 1, "absent (the sum of a list)");
+  if (floats) return *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = f, .id = -1}, KILN_OK;
+  return ret_int(c, i);
+}
+
 /* mean/sum/amax (variant: the op) (self, dim, keepdim, dtype) */
 static kiln_status lower_reduce(call *c) {
   int x, y, n, in[2];
   int64_t dims[MAX_LIST];
   bool keep;
+  if ((kl_op)c->variant == KL_OP_ReduceSum && is_list(c->a[0])) return list_sum(c);
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = ints_arg(c, 1, 0, dims, &n);
   if (!s) s = bool_arg(c, 2, false, &keep);

@@ -1,0 +1,1 @@
+Boutput_0J`ÂpC`ÂpC`ÂpC"v|C"v|C"v|C
