@@ -2060,8 +2060,42 @@ static kiln_status compare_lists(call *c, const kl_tsv *x, const kl_tsv *y) {
 static kiln_status lower_list(call *c) {
   const kl_tsv *l = c->a[0];
   if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE)) return bad_arg(c, 0, "a list");
-  *c->out = *l;
-  c->out->kind = KL_TSV_LIST;
+  kiln_status s = kl_ts_list_copied(c->b, l->n); /* (a copy: appends to it leave l be) */
+  kl_tsv *items = s ? NULL : kl_ts_alloc(c->b, sizeof *items * (size_t)(l->n + 1));
+  if (!items) return c->e->code;
+  if (l->n) memcpy(items, l->items, sizeof *items * (size_t)l->n);
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = l->n, .id = -1,
+                     .made_in = kl_ts_bodies(c->b) + 1};
+  return KILN_OK;
+}
+
+/* prim::min / prim::max (variant 1) of a list of ints known while building (min(l)), or
+ * of two ints or floats (min(a, b)): known while building, else a Min/Max node. */
+static kiln_status lower_prim_minmax(call *c) {
+  bool max = c->variant == 1;
+  const kl_tsv *l = c->a[0];
+  if (is_list(l) && !given(c, 1)) {
+    if (l->n == 0)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s of an empty list (ValueError)",
+                     max ? "max" : "min");
+    const kl_tsv *best = NULL;
+    for (int k = 0; k < l->n; k++) {
+      const kl_tsv *v = &l->items[k];
+      if (!is_number(v)) return bad_arg(c, 0, "a list of numbers known when the graph is built");
+      if (!best || (max ? number(v) > number(best) : number(v) < number(best))) best = v;
+    }
+    return *c->out = *best, KILN_OK;
+  }
+  if (is_number(l) && is_number(c->a[1])) {
+    bool second = max ? number(c->a[1]) > number(l) : number(c->a[1]) < number(l);
+    return *c->out = *(second ? c->a[1] : l), KILN_OK;
+  }
+  int a, b, y;
+  kiln_status s = operands(c, 0, 1, &a, &b);
+  if (!s) s = op2(c, max ? KL_OP_Max : KL_OP_Min, a, b, &y);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = l->kind == KL_TSV_FLOAT || c->a[1]->kind == KL_TSV_FLOAT
+                                 ? KL_TSV_FLOAT : KL_TSV_INT, .id = y};
   return KILN_OK;
 }
 
@@ -3269,6 +3303,8 @@ static const aten_op ops[] = {
     {"list", P("l"), lower_list, 0},
     {"__contains__", P("l", "item"), lower_contains, 0},
     {"prim::dtype", P("a"), lower_prim_dtype, 0},
+    {"prim::min", P("a", "b"), lower_prim_minmax, 0},
+    {"prim::max", P("a", "b"), lower_prim_minmax, 1},
     {"prim::is_nested", P("a"), lower_is_nested, 0},
     {"prim::device", P("a"), lower_prim_device, 0},
     {"dim", X1, lower_dim, 0},

@@ -789,8 +789,10 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
       name[k] = 0;
       if (kl_aten_known(name) || strcmp(name, "warn") == 0 || strcmp(name, "format") == 0 ||
           strcmp(name, "append") == 0 || strcmp(name, "_set_item") == 0 ||
-          strcmp(name, "dict") == 0)
-        continue; /* (a warning, a raise's message, append, _set_item, an empty dict: the
+          strcmp(name, "dict") == 0 || strcmp(name, "insert") == 0 ||
+          strcmp(name, "keys") == 0 || strcmp(name, "values") == 0 ||
+          strcmp(name, "items") == 0 || strcmp(name, "pop") == 0)
+        continue; /* (a warning, a raise's message, list and dict methods: the
                    * interpreter's) */
       int j = 0;
       while (j < n && strcmp(names[j], name) != 0) j++;
@@ -1014,6 +1016,35 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   return KILN_OK;
 }
 
+/* torch.insert(xs, i, v) (xs.insert(i, v)): v before element i (Python's rules: i < 0
+ * counts from the end, i is clamped to the list), i known while building. */
+static kiln_status eval_insert(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = x->n_args == 3 ? eval_args(b, f, x, &args)
+                                 : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: insert takes "
+                                           "a list, an index and a value", b->where, b->line);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  if (args[0].kind != KL_TSV_LIST)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: insert into a value that is not a "
+                   "list", b->where, b->line);
+  if ((args[1].kind != KL_TSV_INT && args[1].kind != KL_TSV_BOOL) || args[1].id >= 0)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::insert at an index that is not "
+                   "an int known while building (one the graph computes would leave the "
+                   "list's order to the data)", b->where, b->line);
+  int n = args[0].n;
+  int64_t i = args[1].i < 0 ? args[1].i + n : args[1].i;
+  i = i < 0 ? 0 : i > n ? n : i;
+  if ((s = check_mutable(b, &args[0], "insert")) != KILN_OK ||
+      (s = kl_ts_list_copied(b, (int64_t)n + 1)) != KILN_OK)
+    return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(n + 1));
+  if (!items) return b->e->code;
+  for (int k = 0, from = 0; k <= n; k++) items[k] = k == i ? args[2] : args[0].items[from++];
+  changed_everywhere(b, &args[0], items, NULL, n + 1, out);
+  out->kind = KL_TSV_NONE; /* (what insert returns) */
+  return KILN_OK;
+}
+
 /* The index of key in dict d, or -1. */
 static int dict_find(const kl_tsv *d, const char *key) {
   for (int k = 0; k < d->n; k++)
@@ -1074,6 +1105,39 @@ static kiln_status eval_dict(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
     int at = dict_find(out, key.s);
     if (at < 0) keys[at = out->n++] = key.s;
     if ((s = eval(b, f, x->args[2 * k + 1], &items[at])) != KILN_OK) return s;
+  }
+  return KILN_OK;
+}
+
+/* torch.dict() (OrderedDict(), {} typed by its use): an empty dict; torch.dict(pairs) of
+ * a list of (key, value) tuples (dict(zip(names, results)), as torchvision's
+ * FeaturePyramidNetwork writes its result) or of a dict: a dict made now. */
+static kiln_status eval_dict_of(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = eval_args(b, f, x, &args);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  *out = (kl_tsv){.kind = KL_TSV_DICT, .id = -1, .made_in = b->bodies + 1};
+  if (x->n_args == 0) return KILN_OK;
+  const kl_tsv *l = &args[0];
+  bool pairs = x->n_args == 1 && l->kind == KL_TSV_LIST;
+  for (int k = 0; pairs && k < l->n; k++)
+    pairs = l->items[k].kind == KL_TSV_TUPLE && l->items[k].n == 2 &&
+            l->items[k].items[0].kind == KL_TSV_STR;
+  if (!pairs && !(x->n_args == 1 && l->kind == KL_TSV_DICT))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::dict of a value that is not a "
+                   "dict or a list of (key, value) tuples with keys that are strings known "
+                   "while building", b->where, b->line);
+  if ((s = kl_ts_list_copied(b, l->n)) != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(l->n + 1));
+  const char **keys = kl_ts_alloc(b, sizeof *keys * (size_t)(l->n + 1));
+  if (!items || !keys) return b->e->code;
+  out->items = items;
+  out->fields = keys;
+  for (int k = 0; k < l->n; k++) {
+    const char *key = pairs ? l->items[k].items[0].s : l->fields[k];
+    int at = dict_find(out, key);
+    if (at < 0) keys[at = out->n++] = key; /* (a later pair wins) */
+    items[at] = pairs ? l->items[k].items[1] : l->items[k];
   }
   return KILN_OK;
 }
@@ -1232,10 +1296,8 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
   if (aten && strcmp(aten, "_set_item") == 0) return eval_set_item(b, f, x, out);
   if (aten && strcmp(aten, "format") == 0) return eval_format(b, f, x, out);
-  if (aten && strcmp(aten, "dict") == 0 && x->n_args == 0) { /* OrderedDict(), dict() */
-    *out = (kl_tsv){.kind = KL_TSV_DICT, .id = -1, .made_in = b->bodies + 1};
-    return KILN_OK;
-  }
+  if (aten && strcmp(aten, "insert") == 0) return eval_insert(b, f, x, out);
+  if (aten && strcmp(aten, "dict") == 0) return eval_dict_of(b, f, x, out);
   if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
     out->kind = KL_TSV_NONE;
     return KILN_OK;
@@ -2016,10 +2078,11 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   return s;
 }
 
-/* Whether expression x calls torch.append */
+/* Whether expression x calls torch.append or torch.insert */
 static bool expr_appends(const kl_ts_expr *x) {
   if (!x) return false;
-  if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR && strcmp(x->obj->s, "append") == 0 &&
+  if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
+      (strcmp(x->obj->s, "append") == 0 || strcmp(x->obj->s, "insert") == 0) &&
       x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)
     return true;
   if (expr_appends(x->obj)) return true;
@@ -2445,11 +2508,30 @@ static kiln_status invoke(kl_ts_build *b, const kl_ts_method *m, const char *fil
   return s;
 }
 
+/* len(self.blocks) of an nn.ModuleList or nn.Sequential (its code has no __len__): the
+ * submodules "0", "1", ... it holds. */
+static kiln_status container_len(kl_ts_build *b, const kl_tsv *self, kl_tsv *out) {
+  int64_t n = 0;
+  char key[24];
+  for (;; n++) {
+    snprintf(key, sizeof key, "%lld", (long long)n);
+    if (!kl_pk_dict_get(self->obj->state, key)) break;
+  }
+  if (n == 0 && !strstr(self->obj->name, "ModuleList") && !strstr(self->obj->name, "Sequential"))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: __len__ of module '%s' (%s), which is "
+                   "not an nn.ModuleList or nn.Sequential", b->where, b->line,
+                   *self->s ? self->s : "<top>", self->obj->name);
+  *out = (kl_tsv){.kind = KL_TSV_INT, .i = n, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
                                const kl_tsv *args, const char *const *kw, int n_args,
                                kl_tsv *out) {
   const kl_ts_method *m;
   const char *file;
+  if (strcmp(method, "__len__") == 0 && n_args == 0) /* of a ModuleList or Sequential */
+    return container_len(b, self, out);
   kiln_status s = find_method(b, self->obj, method, &m, &file);
   if (s != KILN_OK) return s;
   if (m->n_params < 1)

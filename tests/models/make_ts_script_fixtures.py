@@ -74,6 +74,11 @@ control flow takes other paths for other inputs.
   seg_dict    torchvision's IntermediateLayerGetter (a Dict[str, str] attribute,
               torch.dict(), `in` of it) under a head returning an OrderedDict, as
               torchvision's segmentation models do: the outputs are named after its keys
+  fpn         torchvision's FeaturePyramidNetwork (LastLevelMaxPool) on an
+              IntermediateLayerGetter, as its detection backbones have it: a loop over
+              range(len(x) - 2, -1, -1) reading a list of tensors of other shapes and
+              inserting into a list (unrolled), ModuleList __len__, min of a list,
+              dict(zip(names, results)) returned
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -504,6 +509,25 @@ class SegDict(torch.nn.Module):
         return result
 
 
+class TinyFpn(torch.nn.Module):
+    """torchvision.ops.FeaturePyramidNetwork over three levels of a tiny backbone."""
+
+    def __init__(self):
+        super().__init__()
+        conv = torch.nn.Conv2d
+        backbone = torch.nn.Sequential(OrderedDict(
+            c1=conv(3, 4, 3, stride=2, padding=1), r1=torch.nn.ReLU(),
+            c2=conv(4, 8, 3, stride=2, padding=1), r2=torch.nn.ReLU(),
+            c3=conv(8, 8, 3, stride=2, padding=1)))
+        self.body = torchvision.models._utils.IntermediateLayerGetter(
+            backbone, {"r1": "0", "r2": "1", "c3": "2"})
+        self.fpn = torchvision.ops.FeaturePyramidNetwork(
+            [4, 8, 8], 6, extra_blocks=torchvision.ops.feature_pyramid_network.LastLevelMaxPool())
+
+    def forward(self, x):
+        return self.fpn(self.body(x))
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -550,6 +574,7 @@ def cases():
         ("dict_iter", DictIter, [(r(2, 3),), (r(1, 3),)]),
         ("named_if", NamedIf, [(r(2, 3).abs(),), (-r(3, 3).abs(),)]),
         ("seg_dict", SegDict, [(r(2, 3, 8, 8),), (r(1, 3, 8, 8),)]),
+        ("fpn", TinyFpn, [(r(2, 3, 16, 16),), (r(1, 3, 16, 16),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

@@ -711,6 +711,18 @@ static void test_control_flow(void **state) {
       {"    _d = {\"a\": x}\n    _i = torch.setdefault(_d, \"a\", x)\n    net = self.net\n",
        "__torch__.py:10: aten::setdefault of a dict (kiln reads len, in, get, pop, keys, values, "
        "items", KILN_ERR_UNSUPPORTED},
+      {"    _l = [x]\n    _2 = torch.insert(_l, torch.size(x, 0), x)\n    net = self.net\n",
+       "__torch__.py:10: aten::insert at an index that is not an int known while building",
+       KILN_ERR_UNSUPPORTED},
+      {"    _l = [x]\n    if bool(torch.gt(torch.sum(x), 0)):\n      torch.insert(_l, 0, x)\n"
+       "    net = self.net\n", "__torch__.py:11: aten::insert inside a loop or an if on the "
+       "data (a list", KILN_ERR_UNSUPPORTED},
+      {"    _d = torch.dict([1, 2])\n    net = self.net\n", "__torch__.py:9: aten::dict of a "
+       "value that is not a dict or a list of (key, value) tuples", KILN_ERR_UNSUPPORTED},
+      {"    _n = (self).__len__()\n    net = self.net\n", "__torch__.py:9: __len__ of module "
+       "'<top>' (", KILN_ERR_INVALID_MODEL},
+      {"    _n = ops.prim.min(annotate(List[int], []))\n    net = self.net\n",
+       "__torch__.py:9: prim::min: min of an empty list (ValueError)", KILN_ERR_INVALID_MODEL},
       {"    _d = {\"a\": x}\n    _i = torch.pop(_d, 1)\n    net = self.net\n",
        "__torch__.py:10: aten::pop of a dict by a key that is not a string", KILN_ERR_UNSUPPORTED},
       {"    _d = {\"a\" x}\n    net = self.net\n", "__torch__.py:9: expected ':'",
@@ -1095,6 +1107,16 @@ static void test_list_forms(void **state) {
             "    _l = [x, 1, \"a\"]\n    for _i in range(torch.len(_l)):\n      _c = _l[_i]\n"
             "    net = self.net\n");
   run_model(TS "mlp", t->path, false, 2, NULL);
+  /* list() copies: an append to the copy leaves the list be; insert's index rules */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _l = [1]\n    _m = torch.list(_l)\n    _2 = torch.append(_m, 2)\n"
+            "    torch.insert(_m, -1, 3)\n    torch.insert(_m, 9, 4)\n"
+            "    torch.insert(_m, -9, 0)\n"
+            "    if torch.ne(torch.len(_l), 1):\n      ops.prim.RaiseException(\"shared\")\n"
+            "    if torch.ne(_m, [0, 1, 3, 2, 4]):\n      ops.prim.RaiseException(\"order\")\n"
+            "    if torch.ne(ops.prim.max(_m), 4):\n      ops.prim.RaiseException(\"max\")\n"
+            "    net = self.net\n");
+  run_model(TS "mlp", t->path, false, 0, NULL);
 }
 
 static void endless_loop(tmp *t, const char *code);
