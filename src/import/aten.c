@@ -604,8 +604,30 @@ static kiln_status lower_div(call *c) {
   return ret_tensor(c, q);
 }
 
+/* pow of two numbers known while building (C // num_heads) ** -0.5, as Python has it:
+ * an int for ints and an exponent >= 0, else a float. */
+static kiln_status known_pow(call *c) {
+  const kl_tsv *a = c->a[0], *b = c->a[1];
+  if (a->kind == KL_TSV_FLOAT || b->kind == KL_TSV_FLOAT || b->i < 0) {
+    double x = number(a), y = number(b);
+    if (x == 0 && y < 0)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "0 to a negative power (ZeroDivisionError)");
+    return *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = pow(x, y), .id = -1}, KILN_OK;
+  }
+  int64_t r = 1;
+  for (int64_t k = 0; k < b->i; k++)
+    if (__builtin_mul_overflow(r, a->i, &r))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%" PRId64 " ** %" PRId64 " overflows 64 "
+                     "bits", a->i, b->i);
+    else if (r == 0 || r == 1)
+      break; /* (0 and 1 stay; -1 flips, below) */
+  if (r == 1 && a->i == -1 && b->i % 2) r = -1;
+  return ret_int(c, r);
+}
+
 static kiln_status lower_pow(call *c) {
   int a, b, y;
+  if (is_number(c->a[0]) && is_number(c->a[1])) return known_pow(c);
   kiln_status s = operands(c, 0, 1, &a, &b);
   if (s == KILN_OK) s = op2(c, KL_OP_Pow, a, b, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
@@ -2069,6 +2091,84 @@ static kiln_status lower_list(call *c) {
   return KILN_OK;
 }
 
+/* The shape of data, a number or (nested) lists of numbers known while building, into
+ * dims/rank; false when it is not rectangular or holds anything else. */
+static bool data_shape(const kl_tsv *v, int depth, int64_t *dims, int *rank) {
+  if (!is_list(v)) {
+    *rank = depth;
+    return is_number(v) && depth <= KL_MAX_RANK;
+  }
+  if (depth >= KL_MAX_RANK) return false;
+  dims[depth] = v->n;
+  int r0 = -1;
+  for (int k = 0; k < v->n; k++) {
+    int r;
+    if (!data_shape(&v->items[k], depth + 1, dims, &r) || (r0 >= 0 && r != r0)) return false;
+    if (is_list(&v->items[k]) && v->items[k].n != v->items[0].n) return false;
+    r0 = r;
+  }
+  if (v->n == 0) *rank = depth + 1;
+  else *rank = r0;
+  return true;
+}
+
+/* The numbers of data stored in order at *at (dtype dt), and what kinds they are. */
+static void data_store(const kl_tsv *v, void *out, kl_dtype dt, size_t *at, int *kinds) {
+  if (!is_list(v)) {
+    kl_store_f64(out, dt, (*at)++, number(v));
+    *kinds |= 1 << v->kind;
+    return;
+  }
+  for (int k = 0; k < v->n; k++) data_store(&v->items[k], out, dt, at, kinds);
+}
+
+/* tensor(data, dtype, device, requires_grad) of a number or nested lists of numbers known
+ * while building (torch.tensor(0, dtype=...), torch.tensor([1, 2])): a constant of data's
+ * shape, in the dtype given, else float32 for floats, int64 for ints, bool for bools (as
+ * torch infers it); a 1-D list of ints some of which the graph computes (sizes of the
+ * batch dim) is their Concat, cast to the dtype. */
+static kiln_status lower_tensor(call *c) {
+  int64_t dims[KL_MAX_RANK], st = -1, numel = 1;
+  int rank = 0, kinds = 0, id;
+  kiln_status s = int_arg(c, 1, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : KL_UNDEFINED;
+  if (st >= 0 && dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if (!data_shape(c->a[0], 0, dims, &rank)) {
+    dimlist d = {0};
+    bool ints = is_list(c->a[0]);
+    for (int k = 0; ints && k < c->a[0]->n; k++) {
+      const kl_tsv *v = &c->a[0]->items[k];
+      ints = (v->kind == KL_TSV_INT || v->kind == KL_TSV_TENSOR) && v->id >= 0 &&
+             kl_ts_type(c->b, v->id)->rank == 0 && kl_ts_type(c->b, v->id)->dtype == KL_I64;
+      ints |= v->kind == KL_TSV_INT && v->id < 0;
+    }
+    if (!ints)
+      return bad_arg(c, 0, "a number or rectangular lists of numbers known when the graph is "
+                     "built, or a list of ints");
+    if ((s = dims_from_arg(c, 0, &d))) return s;
+    if ((s = dims_value(c, &d, &id)) || (s = cast(c, id, dt == KL_UNDEFINED ? KL_I64 : dt, &id)))
+      return s;
+    return ret_tensor(c, id);
+  }
+  for (int k = 0; k < rank; k++) numel *= dims[k];
+  if (numel > MAX_LIST * MAX_LIST) return bad_arg(c, 0, "at most 4096 numbers");
+  double *probe = malloc(sizeof *probe * (size_t)(numel ? numel : 1));
+  if (!probe) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  size_t at = 0;
+  data_store(c->a[0], probe, KL_F64, &at, &kinds);
+  if (dt == KL_UNDEFINED)
+    dt = kinds & (1 << KL_TSV_FLOAT) ? KL_F32 : kinds & (1 << KL_TSV_INT) ? KL_I64
+         : kinds ? KL_BOOL : KL_F32;
+  size_t size = kl_dtype_size(dt) * (size_t)numel;
+  void *data = malloc(size ? size : 1);
+  if (!data) return free(probe), kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int64_t k = 0; k < numel; k++) kl_store_f64(data, dt, (size_t)k, probe[k]);
+  free(probe);
+  id = kl_ts_const_data(c->b, dt, rank, dims, data, size);
+  return id < 0 ? c->e->code : ret_tensor(c, id);
+}
+
 /* prim::min / prim::max (variant 1) of a list of ints known while building (min(l)), or
  * of two ints or floats (min(a, b)): known while building, else a Min/Max node. */
 static kiln_status lower_prim_minmax(call *c) {
@@ -2386,6 +2486,7 @@ static kiln_status value_like(call *c, int i, int x, kl_dtype dt, int *y) {
  * contents (the functional twins of fill_ and copy_) */
 static kiln_status lower_fill(call *c) {
   int x, y;
+  if (is_list(c->a[0]) && !given(c, 1)) return lower_list(c); /* copy.t(l): l.copy() */
   kiln_status s = tensor_arg(c, 0, &x);
   if (s) return s;
   kl_dtype dt = dtype_of(c, x);
@@ -3328,6 +3429,7 @@ static const aten_op ops[] = {
     {"zero", X1, lower_fill_like, 0},
     {"fill", P("self", "value"), lower_fill, 0},
     {"copy", P("self", "src", "non_blocking"), lower_fill, 0},
+    {"tensor", P("data", "dtype", "device", "requires_grad"), lower_tensor, 0},
     {"masked_fill", P("self", "mask", "value"), lower_masked_fill, 0},
     {"index_put", P("self", "indices", "values", "accumulate"), lower_index_put, 0},
     {"index_fill", P("self", "dim", "index", "value"), lower_index_fill, 0},

@@ -79,6 +79,10 @@ control flow takes other paths for other inputs.
               range(len(x) - 2, -1, -1) reading a list of tensors of other shapes and
               inserting into a list (unrolled), ModuleList __len__, min of a list,
               dict(zip(names, results)) returned
+  swin_blocks torchvision's SwinTransformerBlock scripted, shifted and not, and one whose
+              window covers the padded input (its shift reset by shift_size[i] = 0):
+              list.copy(), sum of a list, torch.tensor(k, dtype=, device=) written into
+              the mask, ** of numbers
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -528,6 +532,20 @@ class TinyFpn(torch.nn.Module):
         return self.fpn(self.body(x))
 
 
+class SwinBlocks(torch.nn.Module):
+    """Three torchvision SwinTransformerBlocks on a 6x6 grid padded to windows of 4 and 8."""
+
+    def __init__(self):
+        super().__init__()
+        block = torchvision.models.swin_transformer.SwinTransformerBlock
+        self.a = block(8, 2, [4, 4], [2, 2])
+        self.b = block(8, 2, [4, 4], [0, 0])
+        self.c = block(8, 2, [8, 8], [4, 4])
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -575,6 +593,7 @@ def cases():
         ("named_if", NamedIf, [(r(2, 3).abs(),), (-r(3, 3).abs(),)]),
         ("seg_dict", SegDict, [(r(2, 3, 8, 8),), (r(1, 3, 8, 8),)]),
         ("fpn", TinyFpn, [(r(2, 3, 16, 16),), (r(1, 3, 16, 16),)]),
+        ("swin_blocks", SwinBlocks, [(r(2, 6, 6, 8),), (r(1, 6, 6, 8),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

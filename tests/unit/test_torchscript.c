@@ -723,6 +723,15 @@ static void test_control_flow(void **state) {
        "'<top>' (", KILN_ERR_INVALID_MODEL},
       {"    _n = ops.prim.min(annotate(List[int], []))\n    net = self.net\n",
        "__torch__.py:9: prim::min: min of an empty list (ValueError)", KILN_ERR_INVALID_MODEL},
+      {"    _t = torch.tensor([1, [2]])\n    net = self.net\n", "__torch__.py:9: aten::tensor: "
+       "argument 'data' is list, expected a number or rectangular lists of numbers known",
+       KILN_ERR_UNSUPPORTED},
+      {"    _t = torch.tensor(\"a\")\n    net = self.net\n", "__torch__.py:9: aten::tensor: "
+       "argument 'data' is str, expected a number", KILN_ERR_UNSUPPORTED},
+      {"    _p = torch.pow(0, -1)\n    net = self.net\n", "__torch__.py:9: aten::pow: 0 to a "
+       "negative power (ZeroDivisionError)", KILN_ERR_INVALID_MODEL},
+      {"    _p = torch.pow(3, 99)\n    net = self.net\n", "__torch__.py:9: aten::pow: 3 ** 99 "
+       "overflows 64 bits", KILN_ERR_INVALID_MODEL},
       {"    _d = {\"a\": x}\n    _i = torch.pop(_d, 1)\n    net = self.net\n",
        "__torch__.py:10: aten::pop of a dict by a key that is not a string", KILN_ERR_UNSUPPORTED},
       {"    _d = {\"a\" x}\n    net = self.net\n", "__torch__.py:9: expected ':'",
@@ -1115,6 +1124,23 @@ static void test_list_forms(void **state) {
             "    if torch.ne(torch.len(_l), 1):\n      ops.prim.RaiseException(\"shared\")\n"
             "    if torch.ne(_m, [0, 1, 3, 2, 4]):\n      ops.prim.RaiseException(\"order\")\n"
             "    if torch.ne(ops.prim.max(_m), 4):\n      ops.prim.RaiseException(\"max\")\n"
+            "    net = self.net\n");
+  run_model(TS "mlp", t->path, false, 0, NULL);
+  /* torch.tensor's shape and dtype, ** of numbers, list.copy(), min of two numbers */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _t = torch.tensor([[1, 2], [3, 4]])\n    _f = torch.tensor(2.5)\n"
+            "    _b = torch.tensor([True], dtype=6)\n"
+            "    if torch.ne(ops.prim.dtype(_t), 4):\n      ops.prim.RaiseException(\"int\")\n"
+            "    if torch.ne(ops.prim.dtype(_f), 6):\n      ops.prim.RaiseException(\"f\")\n"
+            "    if torch.ne(ops.prim.dtype(_b), 6):\n      ops.prim.RaiseException(\"b\")\n"
+            "    if torch.ne(torch.size(_t), [2, 2]):\n      ops.prim.RaiseException(\"2x2\")\n"
+            "    if torch.ne(torch.dim(_f), 0):\n      ops.prim.RaiseException(\"0-D\")\n"
+            "    if torch.ne(torch.pow(2, 10), 1024):\n      ops.prim.RaiseException(\"2\")\n"
+            "    if torch.ne(torch.pow(-1, 7), -1):\n      ops.prim.RaiseException(\"-1\")\n"
+            "    if torch.ne(torch.pow(4, -0.5), 0.5):\n      ops.prim.RaiseException(\"4\")\n"
+            "    _l = [3, 1]\n    _c = torch.copy(_l)\n    torch._set_item(_c, 0, 7)\n"
+            "    if torch.ne(_l, [3, 1]):\n      ops.prim.RaiseException(\"copy\")\n"
+            "    if torch.ne(ops.prim.min(_c[0], 2.5), 2.5):\n      ops.prim.RaiseException(\"m\")\n"
             "    net = self.net\n");
   run_model(TS "mlp", t->path, false, 0, NULL);
 }
