@@ -66,7 +66,8 @@ control flow takes other paths for other inputs.
   list_ops    list slices whose bounds come from shapes (x.dim() - 2, x.size(1), -n) and
               with a negative step, l * n and [x] * n, sum of a list of ints, all/any
               along a dim (keepdim, of uint8 too), a raise whose message formats a
-              shape slice and a float (the unit test runs it raising)
+              shape slice and a float (the unit test runs it raising), List[float] and
+              List[int] attributes
   dict_iter   for loops over a dict's items(), keys() and values() (unrolled: their
               elements are strings and tuples), pop with and without a default, get
   named_if    a NamedTuple made in both branches of an if on the data (one case per
@@ -428,7 +429,13 @@ class TransformerMasks(torch.nn.Module):
 
 
 class ListOps(torch.nn.Module):
-    """List slices with bounds from shapes, l * n, [x] * n, sum of ints, all/any of a dim."""
+    """List slices with bounds from shapes, l * n, [x] * n, sum of ints, all/any of a dim;
+    List[float] and List[int] attributes (build_doublelist, build_intlist in data.pkl)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scales: List[float] = [0.5, 2.0]
+        self.steps: List[int] = [1, 3]
 
     def forward(self, x):
         if bool(x.sum() > 1.0e6):
@@ -445,7 +452,8 @@ class ListOps(torch.nn.Module):
         pads = [0, 1] * (x.dim() - 2)
         h = torch.nn.functional.pad(x, pads)
         copies = [x] * n
-        y = torch.cat(copies, 1).reshape(lead + [-1]).sum(-1)
+        y = torch.cat(copies, 1).reshape(lead + [-1]).sum(-1) * self.scales[1]
+        y = y + float(self.steps[-1])
         extra = float(sum(tail) + sum(rev[:2]) + len(last) * 10 + len(mid) * 100)
         m = x > 0
         u = torch.all(m.to(torch.uint8), 2)

@@ -1100,7 +1100,7 @@ static void test_list_forms(void **state) {
   kiln_status st = run_filled(LIST_OPS "/model.pt", "x:float32[1,3,4,5]", 4,
                               (int64_t[]){1, 3, 4, 5}, 1e5f, msg, sizeof msg);
   assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
-  if (!strstr(msg, "__torch__.py:12: the scripted code raises builtins.ValueError for these "
+  if (!strstr(msg, "__torch__.py:14: the scripted code raises builtins.ValueError for these "
                    "inputs: input of dims [3, 4, 5] over the bound 1000000. (True)"))
     fail_msg("'%s' does not fill the format fields", msg);
   edit_text(NAMED_IF "/model.pt", t->path, "/code/__torch__.py",

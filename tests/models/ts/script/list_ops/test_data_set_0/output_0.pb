@@ -1,1 +1,1 @@
-Boutput_0J`ÂpC`ÂpC`ÂpC"v|C"v|C"v|C
+Boutput_0JÀ„lCÀ„lCÀ„lC"öC"öC"öC

@@ -1,1 +1,1 @@
-Boutput_0J‹óŠC‹óŠC‹óŠC
+Boutput_0Jg›Cg›Cg›C
