@@ -747,6 +747,12 @@ static kiln_status eval_args(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   return KILN_OK;
 }
 
+/* The list methods list_call does (append and insert have their own). */
+static bool list_method(const char *name) {
+  return strcmp(name, "extend") == 0 || strcmp(name, "pop") == 0 ||
+         strcmp(name, "reverse") == 0 || strcmp(name, "clear") == 0;
+}
+
 /* "; in all the code calls 3 ATen ops kiln does not lower: a, b, c" (every code file of
  * the archive read for torch.NAME( and ops.aten.NAME( calls), so that a user learns
  * every missing op at once; "" when this one is the only one, or on any trouble. */
@@ -791,7 +797,7 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
           strcmp(name, "append") == 0 || strcmp(name, "_set_item") == 0 ||
           strcmp(name, "dict") == 0 || strcmp(name, "insert") == 0 ||
           strcmp(name, "keys") == 0 || strcmp(name, "values") == 0 ||
-          strcmp(name, "items") == 0 || strcmp(name, "pop") == 0)
+          strcmp(name, "items") == 0 || list_method(name))
         continue; /* (a warning, a raise's message, list and dict methods: the
                    * interpreter's) */
       int j = 0;
@@ -811,6 +817,8 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
 
 static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
                              kl_tsv *out);
+static kiln_status list_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out);
 
 static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, const char *name,
                              kl_tsv *out) {
@@ -818,6 +826,8 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   kiln_status s = eval_args(b, f, x, &args);
   if (s != KILN_OK || after_raise(b, out)) return s;
   if (x->n_args && args[0].kind == KL_TSV_DICT) return dict_call(b, name, args, x->n_args, out);
+  if (x->n_args && args[0].kind == KL_TSV_LIST && list_method(name))
+    return list_call(b, name, args, x->n_args, out);
   bool ns = strstr(name, "::") != NULL; /* prim::X keeps its namespace */
   size_t len = strlen(name), pre = ns ? 0 : 6;
   char *full = kl_ts_alloc(b, len + 7);
@@ -1042,6 +1052,43 @@ static kiln_status eval_insert(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   for (int k = 0, from = 0; k <= n; k++) items[k] = k == i ? args[2] : args[0].items[from++];
   changed_everywhere(b, &args[0], items, NULL, n + 1, out);
   out->kind = KL_TSV_NONE; /* (what insert returns) */
+  return KILN_OK;
+}
+
+/* l.extend(other), l.pop([i]), l.reverse(), l.clear() of a list (the index of pop known
+ * while building: Python's rules, an IndexError out of range): l changed in every
+ * frame that holds it; *out what the method returns. */
+static kiln_status list_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out) {
+  const kl_tsv *l = &args[0];
+  bool extend = strcmp(name, "extend") == 0, pop = strcmp(name, "pop") == 0;
+  const kl_tsv *o = n_args > 1 ? &args[1] : NULL;
+  if ((extend && (n_args != 2 || (o->kind != KL_TSV_LIST && o->kind != KL_TSV_TUPLE))) ||
+      (pop && n_args > 2) || (!extend && !pop && n_args != 1))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: aten::%s of a list with other "
+                   "arguments than %s", b->where, b->line, name,
+                   extend ? "a list" : pop ? "an optional index" : "none");
+  int64_t at = -1;
+  if (pop && o && ((o->kind != KL_TSV_INT && o->kind != KL_TSV_BOOL) || o->id >= 0))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::pop of a list at an index that is "
+                   "not an int known while building", b->where, b->line);
+  if (pop && o) at = o->i;
+  if (pop && (at < -(int64_t)l->n || at >= l->n))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: aten::pop of a list of %d at index "
+                   "%lld (IndexError)", b->where, b->line, l->n, (long long)at);
+  if (pop && at < 0) at += l->n;
+  int n = extend ? l->n + o->n : pop ? l->n - 1 : strcmp(name, "clear") == 0 ? 0 : l->n;
+  kiln_status s = check_mutable(b, l, name);
+  if (s == KILN_OK) s = kl_ts_list_copied(b, n);
+  if (s != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(n + 1)), popped = {0};
+  if (!items) return b->e->code;
+  for (int k = 0, m = 0; k < l->n && m < n; k++)
+    if (!pop || k != at) items[m++] = l->items[strcmp(name, "reverse") == 0 ? l->n - 1 - k : k];
+  for (int k = 0; extend && k < o->n; k++) items[l->n + k] = o->items[k];
+  if (pop) popped = l->items[at];
+  changed_everywhere(b, l, items, NULL, n, out);
+  *out = pop ? popped : (kl_tsv){.kind = KL_TSV_NONE, .id = -1};
   return KILN_OK;
 }
 
@@ -2078,11 +2125,13 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   return s;
 }
 
-/* Whether expression x calls torch.append or torch.insert */
+/* Whether expression x changes a list or dict (torch.append, insert, _set_item, extend,
+ * pop, ...): a loop whose count is known is then unrolled */
 static bool expr_appends(const kl_ts_expr *x) {
   if (!x) return false;
   if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
-      (strcmp(x->obj->s, "append") == 0 || strcmp(x->obj->s, "insert") == 0) &&
+      (strcmp(x->obj->s, "append") == 0 || strcmp(x->obj->s, "insert") == 0 ||
+       strcmp(x->obj->s, "_set_item") == 0 || list_method(x->obj->s)) &&
       x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)
     return true;
   if (expr_appends(x->obj)) return true;

@@ -732,6 +732,16 @@ static void test_control_flow(void **state) {
        "negative power (ZeroDivisionError)", KILN_ERR_INVALID_MODEL},
       {"    _p = torch.pow(3, 99)\n    net = self.net\n", "__torch__.py:9: aten::pow: 3 ** 99 "
        "overflows 64 bits", KILN_ERR_INVALID_MODEL},
+      {"    _p = torch.pop(annotate(List[int], []))\n    net = self.net\n", "__torch__.py:9: "
+       "aten::pop of a list of 0 at index -1 (IndexError)", KILN_ERR_INVALID_MODEL},
+      {"    _p = torch.pop([1, 2], torch.size(x, 0))\n    net = self.net\n", "__torch__.py:9: "
+       "aten::pop of a list at an index that is not an int known while building",
+       KILN_ERR_UNSUPPORTED},
+      {"    _l = [1]\n    torch.extend(_l, 2)\n    net = self.net\n", "__torch__.py:10: "
+       "aten::extend of a list with other arguments than a list", KILN_ERR_INVALID_MODEL},
+      {"    _l = [1]\n    if bool(torch.gt(torch.sum(x), 0)):\n      torch.reverse(_l)\n"
+       "    net = self.net\n", "__torch__.py:11: aten::reverse inside a loop or an if on the "
+       "data (a list", KILN_ERR_UNSUPPORTED},
       {"    _d = {\"a\": x}\n    _i = torch.pop(_d, 1)\n    net = self.net\n",
        "__torch__.py:10: aten::pop of a dict by a key that is not a string", KILN_ERR_UNSUPPORTED},
       {"    _d = {\"a\" x}\n    net = self.net\n", "__torch__.py:9: expected ':'",
@@ -1124,6 +1134,19 @@ static void test_list_forms(void **state) {
             "    if torch.ne(torch.len(_l), 1):\n      ops.prim.RaiseException(\"shared\")\n"
             "    if torch.ne(_m, [0, 1, 3, 2, 4]):\n      ops.prim.RaiseException(\"order\")\n"
             "    if torch.ne(ops.prim.max(_m), 4):\n      ops.prim.RaiseException(\"max\")\n"
+            "    net = self.net\n");
+  run_model(TS "mlp", t->path, false, 0, NULL);
+  /* extend, pop, reverse, clear; _set_item in a for of a known count (unrolled) */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _l = [1, 2]\n    torch.extend(_l, [3, 4])\n    _p = torch.pop(_l)\n"
+            "    _q = torch.pop(_l, 0)\n    torch.reverse(_l)\n"
+            "    if torch.ne(_l, [3, 2]):\n      ops.prim.RaiseException(\"l\")\n"
+            "    if torch.ne(_p, 4):\n      ops.prim.RaiseException(\"p\")\n"
+            "    if torch.ne(_q, 1):\n      ops.prim.RaiseException(\"q\")\n"
+            "    _k = [x]\n    torch.clear(_k)\n"
+            "    if torch.ne(torch.len(_k), 0):\n      ops.prim.RaiseException(\"k\")\n"
+            "    for _i in range(2):\n      _3 = torch._set_item(_l, _i, 0)\n"
+            "    if torch.ne(_l, [0, 0]):\n      ops.prim.RaiseException(\"s\")\n"
             "    net = self.net\n");
   run_model(TS "mlp", t->path, false, 0, NULL);
   /* torch.tensor's shape and dtype, ** of numbers, list.copy(), min of two numbers */
