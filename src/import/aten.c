@@ -477,6 +477,35 @@ static bool is_list(const kl_tsv *v) {
   return v && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE);
 }
 
+/* l * n and n * l of a list (torch.mul of a list and an int, as scripted code writes
+ * `[0, 1] * n` and `[x] * n`): the list repeated n times (none for n <= 0), n known
+ * while building. */
+static kiln_status list_repeat(call *c) {
+  int li = is_list(c->a[0]) ? 0 : 1;
+  const kl_tsv *l = c->a[li];
+  int64_t times;
+  if (!peek_int(c, 1 - li, 0, &times) || !given(c, 1 - li)) {
+    const kl_tsv *t = c->a[1 - li];
+    if (t && (t->kind == KL_TSV_INT || t->kind == KL_TSV_TENSOR) && t->id >= 0)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a list repeated a number of times that the "
+                     "graph computes (from a dim whose size the data decides): the length of "
+                     "the list it makes would be known only at run time; expected an int "
+                     "known when the graph is built");
+    return bad_arg(c, 1 - li, "an int (the times a list is repeated)");
+  }
+  if (times < 0 || l->n == 0) times = 0;
+  kiln_status s = kl_ts_list_copied(c->b, times > INT32_MAX / (l->n ? l->n : 1)
+                                              ? INT64_MAX / 2 : times * l->n);
+  if (s != KILN_OK) return s;
+  int m = (int)(times * l->n);
+  kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(m + 1));
+  if (!items) return c->e->code;
+  for (int k = 0; k < m; k++) items[k] = l->items[k % l->n];
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = m, .id = -1,
+                     .made_in = kl_ts_bodies(c->b) + 1};
+  return KILN_OK;
+}
+
 /* Arithmetic on two numbers known while building, one of them a float (Python's float
  * arithmetic, as scripted code does it on sizes: 1. / float(E)): *done when so. */
 static kiln_status known_float_op(call *c, kl_op op, bool *done) {
@@ -495,6 +524,7 @@ static kiln_status known_float_op(call *c, kl_op op, bool *done) {
 static kiln_status lower_arith(call *c) {
   kl_op op = (kl_op)c->variant;
   if (op == KL_OP_Add && is_list(c->a[0])) return list_concat(c);
+  if (op == KL_OP_Mul && (is_list(c->a[0]) || is_list(c->a[1]))) return list_repeat(c);
   bool done;
   kiln_status fs = known_float_op(c, op, &done);
   if (done) return fs;
@@ -574,8 +604,30 @@ static kiln_status lower_div(call *c) {
   return ret_tensor(c, q);
 }
 
+/* pow of two numbers known while building (C // num_heads) ** -0.5, as Python has it:
+ * an int for ints and an exponent >= 0, else a float. */
+static kiln_status known_pow(call *c) {
+  const kl_tsv *a = c->a[0], *b = c->a[1];
+  if (a->kind == KL_TSV_FLOAT || b->kind == KL_TSV_FLOAT || b->i < 0) {
+    double x = number(a), y = number(b);
+    if (x == 0 && y < 0)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "0 to a negative power (ZeroDivisionError)");
+    return *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = pow(x, y), .id = -1}, KILN_OK;
+  }
+  int64_t r = 1;
+  for (int64_t k = 0; k < b->i; k++)
+    if (__builtin_mul_overflow(r, a->i, &r))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%" PRId64 " ** %" PRId64 " overflows 64 "
+                     "bits", a->i, b->i);
+    else if (r == 0 || r == 1)
+      break; /* (0 and 1 stay; -1 flips, below) */
+  if (r == 1 && a->i == -1 && b->i % 2) r = -1;
+  return ret_int(c, r);
+}
+
 static kiln_status lower_pow(call *c) {
   int a, b, y;
+  if (is_number(c->a[0]) && is_number(c->a[1])) return known_pow(c);
   kiln_status s = operands(c, 0, 1, &a, &b);
   if (s == KILN_OK) s = op2(c, KL_OP_Pow, a, b, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
@@ -588,6 +640,14 @@ static kiln_status lower_unary(call *c) {
   if ((kl_op)c->variant == KL_OP_Sqrt && is_number(c->a[0])) {
     *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = sqrt(number(c->a[0])), .id = -1};
     return KILN_OK;
+  }
+  if ((kl_op)c->variant == KL_OP_Neg && is_number(c->a[0])) { /* -n of a size: -x.size(1) */
+    const kl_tsv *a = c->a[0];
+    if (a->kind == KL_TSV_FLOAT) return *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = -a->f,
+                                                           .id = -1}, KILN_OK;
+    if (a->i == INT64_MIN)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "-(%" PRId64 ") overflows 64 bits", a->i);
+    return ret_int(c, -a->i);
   }
   kiln_status s = tensor_arg(c, 0, &x);
   if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
@@ -1049,8 +1109,9 @@ static kiln_status lower_is_floating_point(call *c) {
   return s;
 }
 
-/* all(x) / any(x) (variant 1): of a list of bools known while building, a bool; of a
- * tensor (every element), a 0-D bool: the min / max of its elements as int32. */
+/* all(x[, dim[, keepdim]]) / any (variant 1): of a list of bools known while building, a
+ * bool; of a tensor, the min / max of its elements as int32 along dim (an int or a list
+ * of them: all.dim, all.dims) or of every element. */
 static kiln_status lower_all_any(call *c) {
   const kl_tsv *l = c->a[0];
   bool any = c->variant == 1;
@@ -1064,13 +1125,29 @@ static kiln_status lower_all_any(call *c) {
     *c->out = (kl_tsv){.kind = KL_TSV_BOOL, .i = r, .id = -1};
     return KILN_OK;
   }
-  int x, y;
-  kiln_status s = given(c, 1) ? bad_arg(c, 1, "absent (all or any of every element)")
-                              : tensor_arg(c, 0, &x);
+  int x, y, rank = 0, n = 0, in[2];
+  int64_t dims[MAX_LIST];
+  bool keep;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s && given(c, 1)) s = need_rank(c, x, &rank);
+  if (!s) s = ints_arg(c, 1, 1, dims, &n);
+  if (!s) s = bool_arg(c, 2, false, &keep);
+  if (!s && rank == 0) n = 0; /* (dim 0 or -1 of a 0-D tensor: the tensor) */
+  for (int k = 0; k < n && !s; k++) {
+    int axis;
+    if (!(s = norm_axis(c, dims[k], rank ? rank : 1, &axis))) dims[k] = axis;
+  }
+  kl_dtype dt = dtype_of(c, x);
   if (!s) s = cast(c, x, KL_BOOL, &x);
   if (!s) s = cast(c, x, KL_I32, &x);
-  if (!s) s = node_int(c, any ? KL_OP_ReduceMax : KL_OP_ReduceMin, 1, &x, "keepdims", 0, &y);
-  if (!s) s = cast(c, y, KL_BOOL, &y);
+  if (s) return s;
+  in[0] = x;
+  if (n && (in[1] = const_ints(c, dims, n)) < 0) return c->e->code;
+  int node = begin_node(c, any ? KL_OP_ReduceMax : KL_OP_ReduceMin, n ? 2 : 1, in, &y);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "keepdims", n && keep,
+                                                             c->e));
+  /* (torch's all and any give uint8 for uint8, bool for any other dtype) */
+  if (!s) s = cast(c, y, dt == KL_U8 ? KL_U8 : KL_BOOL, &y);
   return s ? s : ret_tensor(c, y);
 }
 
@@ -1376,33 +1453,59 @@ static kiln_status int_as_list(call *c, int i, int64_t dflt, int *id) {
   return s ? s : const_id(c, const_ints(c, &v, 1), id);
 }
 
-/* slice(self, dim, start, end, step); narrow(self, dim, start, length) (variant 1) */
+/* A bound of a list slice known while building, in *v (dflt when None); a value the
+ * graph computes (a size of the batch dim) is refused: the slice's length, and so the
+ * list's, would be known only at run time. */
+static kiln_status slice_bound(call *c, int i, int64_t dflt, int64_t *v) {
+  if (peek_int(c, i, dflt, v)) return KILN_OK;
+  const kl_tsv *a = c->a[i];
+  if ((a->kind == KL_TSV_INT || a->kind == KL_TSV_TENSOR) && a->id >= 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a list slice whose '%s' the graph computes "
+                   "(from a dim whose size the data decides): the length of the list it "
+                   "makes would be known only at run time; expected an int known when the "
+                   "graph is built", c->params[i]);
+  return bad_arg(c, i, "an int or None");
+}
+
+/* Python's clamping of slice bound v of a list of n elements for step's sign. */
+static int64_t slice_clamp(int64_t v, int64_t n, int64_t step) {
+  if (v < 0) v = v < -n ? (step < 0 ? -1 : 0) : v + n;
+  else if (v >= n) v = step < 0 ? n - 1 : n;
+  return v;
+}
+
 /* l[start:end:step] of a list (slice.t(l, start, end, step): the list's own overload,
- * `x.shape[2:]`), with bounds known while building, as Python slices: negative ones
- * count from the end, and all are clamped to the list. */
+ * `x.shape[2:]`, `l[::-1]`), with bounds known while building (literals, or sizes of
+ * fixed dims and arithmetic on them), as Python slices: negative bounds count from the
+ * end, all are clamped to the list, a negative step walks it backwards. */
 static kiln_status list_slice(call *c) {
   static const char *const params[] = {"l", "start", "end", "step", NULL};
   const kl_tsv *l = c->a[0];
   int64_t n = l->n, start, end, step;
   c->params = params;
-  kiln_status s = int_arg(c, 1, 0, &start);
-  if (!s) s = int_arg(c, 2, INT64_MAX, &end);
-  if (!s) s = int_arg(c, 3, 1, &step);
+  kiln_status s = slice_bound(c, 3, 1, &step);
   if (s) return s;
-  if (step < 1) return bad_arg(c, 3, "a step of 1 or more");
+  if (step == 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a list slice with a step of 0 (ValueError: "
+                   "slice step cannot be zero)");
+  if (step == INT64_MIN) step = -INT64_MAX; /* (walks past either end all the same) */
+  if ((s = slice_bound(c, 1, step < 0 ? INT64_MAX : 0, &start)) ||
+      (s = slice_bound(c, 2, step < 0 ? INT64_MIN : INT64_MAX, &end)))
+    return s;
   if ((s = kl_ts_list_copied(c->b, n)) != KILN_OK) return s;
-  if (start < 0) start = start < -n ? 0 : start + n;
-  if (end < 0) end = end < -n ? 0 : end + n;
-  start = start > n ? n : start;
-  end = end > n ? n : end < start ? start : end;
-  int m = (int)((end - start + step - 1) / step);
+  start = slice_clamp(start, n, step);
+  end = slice_clamp(end, n, step);
+  int64_t m = step > 0 ? (end > start ? (end - start - 1) / step + 1 : 0)
+                       : (start > end ? (start - end - 1) / -step + 1 : 0);
   kl_tsv *items = kl_ts_alloc(c->b, sizeof *items * (size_t)(m + 1));
   if (!items) return c->e->code;
-  for (int k = 0; k < m; k++) items[k] = l->items[start + k * step];
-  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = m, .id = -1};
+  for (int64_t k = 0; k < m; k++) items[k] = l->items[start + k * step];
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = (int)m, .id = -1,
+                     .made_in = kl_ts_bodies(c->b) + 1};
   return KILN_OK;
 }
 
+/* slice(self, dim, start, end, step); narrow(self, dim, start, length) (variant 1) */
 static kiln_status lower_slice(call *c) {
   if (!c->variant && is_list(c->a[0])) return list_slice(c);
   int x, in[5], y;
@@ -1627,11 +1730,31 @@ static kiln_status lower_softmax(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* sum(l) of a list of numbers known while building (sum.int, sum.float) */
+static kiln_status list_sum(call *c) {
+  const kl_tsv *l = c->a[0];
+  bool floats = false;
+  int64_t i = 0;
+  double f = 0;
+  for (int k = 0; k < l->n; k++) {
+    const kl_tsv *v = &l->items[k];
+    if (!is_number(v)) return bad_arg(c, 0, "a list of numbers known when the graph is built");
+    floats |= v->kind == KL_TSV_FLOAT;
+    f += number(v);
+    if (v->kind != KL_TSV_FLOAT && __builtin_add_overflow(i, v->i, &i))
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a sum of a list of ints overflows 64 bits");
+  }
+  if (given(c, 1)) return bad_arg(c, 1, "absent (the sum of a list)");
+  if (floats) return *c->out = (kl_tsv){.kind = KL_TSV_FLOAT, .f = f, .id = -1}, KILN_OK;
+  return ret_int(c, i);
+}
+
 /* mean/sum/amax (variant: the op) (self, dim, keepdim, dtype) */
 static kiln_status lower_reduce(call *c) {
   int x, y, n, in[2];
   int64_t dims[MAX_LIST];
   bool keep;
+  if ((kl_op)c->variant == KL_OP_ReduceSum && is_list(c->a[0])) return list_sum(c);
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = ints_arg(c, 1, 0, dims, &n);
   if (!s) s = bool_arg(c, 2, false, &keep);
@@ -1959,8 +2082,120 @@ static kiln_status compare_lists(call *c, const kl_tsv *x, const kl_tsv *y) {
 static kiln_status lower_list(call *c) {
   const kl_tsv *l = c->a[0];
   if (!l || (l->kind != KL_TSV_LIST && l->kind != KL_TSV_TUPLE)) return bad_arg(c, 0, "a list");
-  *c->out = *l;
-  c->out->kind = KL_TSV_LIST;
+  kiln_status s = kl_ts_list_copied(c->b, l->n); /* (a copy: appends to it leave l be) */
+  kl_tsv *items = s ? NULL : kl_ts_alloc(c->b, sizeof *items * (size_t)(l->n + 1));
+  if (!items) return c->e->code;
+  if (l->n) memcpy(items, l->items, sizeof *items * (size_t)l->n);
+  *c->out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = l->n, .id = -1,
+                     .made_in = kl_ts_bodies(c->b) + 1};
+  return KILN_OK;
+}
+
+/* The shape of data, a number or (nested) lists of numbers known while building, into
+ * dims/rank; false when it is not rectangular or holds anything else. */
+static bool data_shape(const kl_tsv *v, int depth, int64_t *dims, int *rank) {
+  if (!is_list(v)) {
+    *rank = depth;
+    return is_number(v) && depth <= KL_MAX_RANK;
+  }
+  if (depth >= KL_MAX_RANK) return false;
+  dims[depth] = v->n;
+  int r0 = -1;
+  for (int k = 0; k < v->n; k++) {
+    int r;
+    if (!data_shape(&v->items[k], depth + 1, dims, &r) || (r0 >= 0 && r != r0)) return false;
+    if (is_list(&v->items[k]) && v->items[k].n != v->items[0].n) return false;
+    r0 = r;
+  }
+  if (v->n == 0) *rank = depth + 1;
+  else *rank = r0;
+  return true;
+}
+
+/* The numbers of data stored in order at *at (dtype dt), and what kinds they are. */
+static void data_store(const kl_tsv *v, void *out, kl_dtype dt, size_t *at, int *kinds) {
+  if (!is_list(v)) {
+    kl_store_f64(out, dt, (*at)++, number(v));
+    *kinds |= 1 << v->kind;
+    return;
+  }
+  for (int k = 0; k < v->n; k++) data_store(&v->items[k], out, dt, at, kinds);
+}
+
+/* tensor(data, dtype, device, requires_grad) of a number or nested lists of numbers known
+ * while building (torch.tensor(0, dtype=...), torch.tensor([1, 2])): a constant of data's
+ * shape, in the dtype given, else float32 for floats, int64 for ints, bool for bools (as
+ * torch infers it); a 1-D list of ints some of which the graph computes (sizes of the
+ * batch dim) is their Concat, cast to the dtype. */
+static kiln_status lower_tensor(call *c) {
+  int64_t dims[KL_MAX_RANK], st = -1, numel = 1;
+  int rank = 0, kinds = 0, id;
+  kiln_status s = int_arg(c, 1, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : KL_UNDEFINED;
+  if (st >= 0 && dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if (!data_shape(c->a[0], 0, dims, &rank)) {
+    dimlist d = {0};
+    bool ints = is_list(c->a[0]);
+    for (int k = 0; ints && k < c->a[0]->n; k++) {
+      const kl_tsv *v = &c->a[0]->items[k];
+      ints = (v->kind == KL_TSV_INT || v->kind == KL_TSV_TENSOR) && v->id >= 0 &&
+             kl_ts_type(c->b, v->id)->rank == 0 && kl_ts_type(c->b, v->id)->dtype == KL_I64;
+      ints |= v->kind == KL_TSV_INT && v->id < 0;
+    }
+    if (!ints)
+      return bad_arg(c, 0, "a number or rectangular lists of numbers known when the graph is "
+                     "built, or a list of ints");
+    if ((s = dims_from_arg(c, 0, &d))) return s;
+    if ((s = dims_value(c, &d, &id)) || (s = cast(c, id, dt == KL_UNDEFINED ? KL_I64 : dt, &id)))
+      return s;
+    return ret_tensor(c, id);
+  }
+  for (int k = 0; k < rank; k++) numel *= dims[k];
+  if (numel > MAX_LIST * MAX_LIST) return bad_arg(c, 0, "at most 4096 numbers");
+  double *probe = malloc(sizeof *probe * (size_t)(numel ? numel : 1));
+  if (!probe) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  size_t at = 0;
+  data_store(c->a[0], probe, KL_F64, &at, &kinds);
+  if (dt == KL_UNDEFINED)
+    dt = kinds & (1 << KL_TSV_FLOAT) ? KL_F32 : kinds & (1 << KL_TSV_INT) ? KL_I64
+         : kinds ? KL_BOOL : KL_F32;
+  size_t size = kl_dtype_size(dt) * (size_t)numel;
+  void *data = malloc(size ? size : 1);
+  if (!data) return free(probe), kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int64_t k = 0; k < numel; k++) kl_store_f64(data, dt, (size_t)k, probe[k]);
+  free(probe);
+  id = kl_ts_const_data(c->b, dt, rank, dims, data, size);
+  return id < 0 ? c->e->code : ret_tensor(c, id);
+}
+
+/* prim::min / prim::max (variant 1) of a list of ints known while building (min(l)), or
+ * of two ints or floats (min(a, b)): known while building, else a Min/Max node. */
+static kiln_status lower_prim_minmax(call *c) {
+  bool max = c->variant == 1;
+  const kl_tsv *l = c->a[0];
+  if (is_list(l) && !given(c, 1)) {
+    if (l->n == 0)
+      return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s of an empty list (ValueError)",
+                     max ? "max" : "min");
+    const kl_tsv *best = NULL;
+    for (int k = 0; k < l->n; k++) {
+      const kl_tsv *v = &l->items[k];
+      if (!is_number(v)) return bad_arg(c, 0, "a list of numbers known when the graph is built");
+      if (!best || (max ? number(v) > number(best) : number(v) < number(best))) best = v;
+    }
+    return *c->out = *best, KILN_OK;
+  }
+  if (is_number(l) && is_number(c->a[1])) {
+    bool second = max ? number(c->a[1]) > number(l) : number(c->a[1]) < number(l);
+    return *c->out = *(second ? c->a[1] : l), KILN_OK;
+  }
+  int a, b, y;
+  kiln_status s = operands(c, 0, 1, &a, &b);
+  if (!s) s = op2(c, max ? KL_OP_Max : KL_OP_Min, a, b, &y);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = l->kind == KL_TSV_FLOAT || c->a[1]->kind == KL_TSV_FLOAT
+                                 ? KL_TSV_FLOAT : KL_TSV_INT, .id = y};
   return KILN_OK;
 }
 
@@ -2251,6 +2486,7 @@ static kiln_status value_like(call *c, int i, int x, kl_dtype dt, int *y) {
  * contents (the functional twins of fill_ and copy_) */
 static kiln_status lower_fill(call *c) {
   int x, y;
+  if (is_list(c->a[0]) && !given(c, 1)) return lower_list(c); /* copy.t(l): l.copy() */
   kiln_status s = tensor_arg(c, 0, &x);
   if (s) return s;
   kl_dtype dt = dtype_of(c, x);
@@ -3168,6 +3404,8 @@ static const aten_op ops[] = {
     {"list", P("l"), lower_list, 0},
     {"__contains__", P("l", "item"), lower_contains, 0},
     {"prim::dtype", P("a"), lower_prim_dtype, 0},
+    {"prim::min", P("a", "b"), lower_prim_minmax, 0},
+    {"prim::max", P("a", "b"), lower_prim_minmax, 1},
     {"prim::is_nested", P("a"), lower_is_nested, 0},
     {"prim::device", P("a"), lower_prim_device, 0},
     {"dim", X1, lower_dim, 0},
@@ -3191,6 +3429,7 @@ static const aten_op ops[] = {
     {"zero", X1, lower_fill_like, 0},
     {"fill", P("self", "value"), lower_fill, 0},
     {"copy", P("self", "src", "non_blocking"), lower_fill, 0},
+    {"tensor", P("data", "dtype", "device", "requires_grad"), lower_tensor, 0},
     {"masked_fill", P("self", "mask", "value"), lower_masked_fill, 0},
     {"index_put", P("self", "indices", "values", "accumulate"), lower_index_put, 0},
     {"index_fill", P("self", "dim", "index", "value"), lower_index_fill, 0},

@@ -290,6 +290,7 @@ static const char *const accepted[][2] = {
     {"torch.jit._pickle", "restore_type_tag"},
     {"torch.jit._pickle", "build_intlist"},
     {"torch.jit._pickle", "build_floatlist"},
+    {"torch.jit._pickle", "build_doublelist"}, /* (what torch writes for a List[float]) */
     {"torch.jit._pickle", "build_boollist"},
     {"torch.jit._pickle", "build_tensorlist"},
     {NULL, NULL},

@@ -234,6 +234,7 @@ kl_graph *kl_ts_graph(kl_ts_build *b) { return b->g; }
 const kl_type *kl_ts_type(kl_ts_build *b, int id) { return &b->g->values[id].type; }
 
 void **kl_ts_aten_state(kl_ts_build *b) { return &b->aten_state; }
+int kl_ts_bodies(const kl_ts_build *b) { return b->bodies; }
 
 kiln_status kl_ts_list_copied(kl_ts_build *b, int64_t n) {
   if ((b->appended += n) <= MAX_APPEND_COPIES) return KILN_OK;
@@ -534,6 +535,32 @@ static char *join_path(kl_ts_build *b, const char *base, const char *name) {
 }
 
 static kiln_status pickled_value(kl_ts_build *b, const kl_pk_obj *o, const char *path,
+                                 const char *dir, kl_tsv *out);
+
+/* A dict attribute (torchvision's IntermediateLayerGetter.return_layers, a Dict[str,
+ * str]): a dict of string keys, as the code's own (kl_tsv DICT). */
+static kiln_status pickled_dict(kl_ts_build *b, const kl_pk_obj *o, const char *path,
+                                const char *dir, kl_tsv *out) {
+  int n = o->n / 2;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(n + 1));
+  const char **keys = kl_ts_alloc(b, sizeof *keys * (size_t)(n + 1));
+  if (!items || !keys) return b->e->code;
+  for (int k = 0; k < n; k++) {
+    const kl_pk_obj *key = o->items[2 * k];
+    if (key->kind != KL_PK_STR)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s: attribute '%s' is a dict with a key "
+                     "that is a pickled %s, expected a string (kiln reads dicts of string "
+                     "keys)", b->ar.path, path, kl_pk_kind_name(key->kind));
+    const char *p = join_path(b, path, key->s);
+    kiln_status s = p ? pickled_value(b, o->items[2 * k + 1], p, dir, &items[k]) : b->e->code;
+    if (s != KILN_OK) return s;
+    keys[k] = key->s;
+  }
+  *out = (kl_tsv){.kind = KL_TSV_DICT, .items = items, .fields = keys, .n = n, .id = -1};
+  return KILN_OK;
+}
+
+static kiln_status pickled_value(kl_ts_build *b, const kl_pk_obj *o, const char *path,
                                  const char *dir, kl_tsv *out) {
   memset(out, 0, sizeof *out);
   out->id = -1;
@@ -567,6 +594,7 @@ static kiln_status pickled_value(kl_ts_build *b, const kl_pk_obj *o, const char 
     }
     return KILN_OK;
   }
+  case KL_PK_DICT: return pickled_dict(b, o, path, dir, out);
   default:
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s: attribute '%s' is a pickled %s, which "
                    "kiln does not use", b->ar.path, path, kl_pk_kind_name(o->kind));
@@ -719,6 +747,12 @@ static kiln_status eval_args(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   return KILN_OK;
 }
 
+/* The list methods list_call does (append and insert have their own). */
+static bool list_method(const char *name) {
+  return strcmp(name, "extend") == 0 || strcmp(name, "pop") == 0 ||
+         strcmp(name, "reverse") == 0 || strcmp(name, "clear") == 0;
+}
+
 /* "; in all the code calls 3 ATen ops kiln does not lower: a, b, c" (every code file of
  * the archive read for torch.NAME( and ops.aten.NAME( calls), so that a user learns
  * every missing op at once; "" when this one is the only one, or on any trouble. */
@@ -760,8 +794,12 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
       memcpy(name, q, k);
       name[k] = 0;
       if (kl_aten_known(name) || strcmp(name, "warn") == 0 || strcmp(name, "format") == 0 ||
-          strcmp(name, "append") == 0 || strcmp(name, "_set_item") == 0)
-        continue; /* (a warning, a raise's message, append, _set_item: the interpreter's) */
+          strcmp(name, "append") == 0 || strcmp(name, "_set_item") == 0 ||
+          strcmp(name, "dict") == 0 || strcmp(name, "insert") == 0 ||
+          strcmp(name, "keys") == 0 || strcmp(name, "values") == 0 ||
+          strcmp(name, "items") == 0 || list_method(name))
+        continue; /* (a warning, a raise's message, list and dict methods: the
+                   * interpreter's) */
       int j = 0;
       while (j < n && strcmp(names[j], name) != 0) j++;
       if (j < n) continue;
@@ -779,6 +817,8 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
 
 static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
                              kl_tsv *out);
+static kiln_status list_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out);
 
 static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, const char *name,
                              kl_tsv *out) {
@@ -786,6 +826,8 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   kiln_status s = eval_args(b, f, x, &args);
   if (s != KILN_OK || after_raise(b, out)) return s;
   if (x->n_args && args[0].kind == KL_TSV_DICT) return dict_call(b, name, args, x->n_args, out);
+  if (x->n_args && args[0].kind == KL_TSV_LIST && list_method(name))
+    return list_call(b, name, args, x->n_args, out);
   bool ns = strstr(name, "::") != NULL; /* prim::X keeps its namespace */
   size_t len = strlen(name), pre = ns ? 0 : 6;
   char *full = kl_ts_alloc(b, len + 7);
@@ -857,6 +899,8 @@ static kiln_status raise_join(kl_ts_build *b, int code) {
   return s;
 }
 
+static kiln_status eval_format(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out);
+
 /* The text of a raise's message as the code writes it: a string, a name holding one, or
  * the format string of torch.format(...). */
 static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
@@ -873,9 +917,17 @@ static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
  * error for these inputs; inside an If or Loop body the data chooses it: the raise
  * code of the graph being built becomes this raise's where none was reached before,
  * and the path ends (b->raised; a kiln.Check of the outputs fails the run). */
-static kiln_status raise_exception(kl_ts_build *b, const frame *f, const kl_ts_expr *x,
+static kiln_status raise_exception(kl_ts_build *b, frame *f, const kl_ts_expr *x,
                                    kl_tsv *out) {
   const char *msg = x->n_args ? raise_text(f, x->args[0], 0) : "";
+  const kl_ts_expr *m = x->n_args ? x->args[0] : NULL;
+  const char *callee = m && m->kind == KL_TSE_CALL ? aten_name(b, f, m->obj) : NULL;
+  if (callee && strcmp(callee, "format") == 0) { /* its fields filled where known */
+    kl_tsv text;
+    kiln_status s = eval_format(b, f, m, &text);
+    if (s != KILN_OK) return s;
+    msg = text.s;
+  }
   if (!b->bodies)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an "
                    "exception for these inputs: %s", b->where, b->line, msg);
@@ -974,6 +1026,72 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   return KILN_OK;
 }
 
+/* torch.insert(xs, i, v) (xs.insert(i, v)): v before element i (Python's rules: i < 0
+ * counts from the end, i is clamped to the list), i known while building. */
+static kiln_status eval_insert(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = x->n_args == 3 ? eval_args(b, f, x, &args)
+                                 : kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: insert takes "
+                                           "a list, an index and a value", b->where, b->line);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  if (args[0].kind != KL_TSV_LIST)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: insert into a value that is not a "
+                   "list", b->where, b->line);
+  if ((args[1].kind != KL_TSV_INT && args[1].kind != KL_TSV_BOOL) || args[1].id >= 0)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::insert at an index that is not "
+                   "an int known while building (one the graph computes would leave the "
+                   "list's order to the data)", b->where, b->line);
+  int n = args[0].n;
+  int64_t i = args[1].i < 0 ? args[1].i + n : args[1].i;
+  i = i < 0 ? 0 : i > n ? n : i;
+  if ((s = check_mutable(b, &args[0], "insert")) != KILN_OK ||
+      (s = kl_ts_list_copied(b, (int64_t)n + 1)) != KILN_OK)
+    return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(n + 1));
+  if (!items) return b->e->code;
+  for (int k = 0, from = 0; k <= n; k++) items[k] = k == i ? args[2] : args[0].items[from++];
+  changed_everywhere(b, &args[0], items, NULL, n + 1, out);
+  out->kind = KL_TSV_NONE; /* (what insert returns) */
+  return KILN_OK;
+}
+
+/* l.extend(other), l.pop([i]), l.reverse(), l.clear() of a list (the index of pop known
+ * while building: Python's rules, an IndexError out of range): l changed in every
+ * frame that holds it; *out what the method returns. */
+static kiln_status list_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
+                             kl_tsv *out) {
+  const kl_tsv *l = &args[0];
+  bool extend = strcmp(name, "extend") == 0, pop = strcmp(name, "pop") == 0;
+  const kl_tsv *o = n_args > 1 ? &args[1] : NULL;
+  if ((extend && (n_args != 2 || (o->kind != KL_TSV_LIST && o->kind != KL_TSV_TUPLE))) ||
+      (pop && n_args > 2) || (!extend && !pop && n_args != 1))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: aten::%s of a list with other "
+                   "arguments than %s", b->where, b->line, name,
+                   extend ? "a list" : pop ? "an optional index" : "none");
+  int64_t at = -1;
+  if (pop && o && ((o->kind != KL_TSV_INT && o->kind != KL_TSV_BOOL) || o->id >= 0))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::pop of a list at an index that is "
+                   "not an int known while building", b->where, b->line);
+  if (pop && o) at = o->i;
+  if (pop && (at < -(int64_t)l->n || at >= l->n))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: aten::pop of a list of %d at index "
+                   "%lld (IndexError)", b->where, b->line, l->n, (long long)at);
+  if (pop && at < 0) at += l->n;
+  int n = extend ? l->n + o->n : pop ? l->n - 1 : strcmp(name, "clear") == 0 ? 0 : l->n;
+  kiln_status s = check_mutable(b, l, name);
+  if (s == KILN_OK) s = kl_ts_list_copied(b, n);
+  if (s != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(n + 1)), popped = {0};
+  if (!items) return b->e->code;
+  for (int k = 0, m = 0; k < l->n && m < n; k++)
+    if (!pop || k != at) items[m++] = l->items[strcmp(name, "reverse") == 0 ? l->n - 1 - k : k];
+  for (int k = 0; extend && k < o->n; k++) items[l->n + k] = o->items[k];
+  if (pop) popped = l->items[at];
+  changed_everywhere(b, l, items, NULL, n, out);
+  *out = pop ? popped : (kl_tsv){.kind = KL_TSV_NONE, .id = -1};
+  return KILN_OK;
+}
+
 /* The index of key in dict d, or -1. */
 static int dict_find(const kl_tsv *d, const char *key) {
   for (int k = 0; k < d->n; k++)
@@ -1038,7 +1156,81 @@ static kiln_status eval_dict(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   return KILN_OK;
 }
 
-/* len, __contains__, get, keys, values and items of a dict: known while building. */
+/* torch.dict() (OrderedDict(), {} typed by its use): an empty dict; torch.dict(pairs) of
+ * a list of (key, value) tuples (dict(zip(names, results)), as torchvision's
+ * FeaturePyramidNetwork writes its result) or of a dict: a dict made now. */
+static kiln_status eval_dict_of(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv *args;
+  kiln_status s = eval_args(b, f, x, &args);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  *out = (kl_tsv){.kind = KL_TSV_DICT, .id = -1, .made_in = b->bodies + 1};
+  if (x->n_args == 0) return KILN_OK;
+  const kl_tsv *l = &args[0];
+  bool pairs = x->n_args == 1 && l->kind == KL_TSV_LIST;
+  for (int k = 0; pairs && k < l->n; k++)
+    pairs = l->items[k].kind == KL_TSV_TUPLE && l->items[k].n == 2 &&
+            l->items[k].items[0].kind == KL_TSV_STR;
+  if (!pairs && !(x->n_args == 1 && l->kind == KL_TSV_DICT))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::dict of a value that is not a "
+                   "dict or a list of (key, value) tuples with keys that are strings known "
+                   "while building", b->where, b->line);
+  if ((s = kl_ts_list_copied(b, l->n)) != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(l->n + 1));
+  const char **keys = kl_ts_alloc(b, sizeof *keys * (size_t)(l->n + 1));
+  if (!items || !keys) return b->e->code;
+  out->items = items;
+  out->fields = keys;
+  for (int k = 0; k < l->n; k++) {
+    const char *key = pairs ? l->items[k].items[0].s : l->fields[k];
+    int at = dict_find(out, key);
+    if (at < 0) keys[at = out->n++] = key; /* (a later pair wins) */
+    items[at] = pairs ? l->items[k].items[1] : l->items[k];
+  }
+  return KILN_OK;
+}
+
+/* d.pop(key[, default]): the value under key (default where the dict has none; a
+ * KeyError without one), the key gone from d in every frame that holds it. */
+static kiln_status dict_pop(kl_ts_build *b, const kl_tsv *args, int n_args, kl_tsv *out) {
+  const kl_tsv *d = &args[0];
+  int at = dict_find(d, args[1].s);
+  if (at < 0 && n_args < 3)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: aten::pop of key '%s', which the dict "
+                   "does not hold, without a default (KeyError)", b->where, b->line, args[1].s);
+  if (at < 0) return *out = args[2], KILN_OK;
+  kiln_status s = check_mutable(b, d, "pop");
+  if (s == KILN_OK) s = kl_ts_list_copied(b, d->n);
+  if (s != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)d->n);
+  const char **keys = kl_ts_alloc(b, sizeof *keys * (size_t)d->n);
+  if (!items || !keys) return b->e->code;
+  kl_tsv popped = d->items[at], changed;
+  for (int k = 0, m = 0; k < d->n; k++)
+    if (k != at) items[m] = d->items[k], keys[m++] = d->fields[k];
+  changed_everywhere(b, d, items, keys, d->n - 1, &changed);
+  *out = popped;
+  return KILN_OK;
+}
+
+/* The list of d's (key, value) tuples, keys or values (what), made now. */
+static kiln_status dict_list(kl_ts_build *b, const kl_tsv *d, char what, kl_tsv *out) {
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(d->n + 1));
+  kl_tsv *pairs = what == 'i' ? kl_ts_alloc(b, sizeof *pairs * (size_t)(2 * d->n + 1)) : NULL;
+  if (!items || (what == 'i' && !pairs)) return b->e->code;
+  for (int k = 0; k < d->n; k++) {
+    kl_tsv key = {.kind = KL_TSV_STR, .s = d->fields[k], .id = -1};
+    items[k] = what == 'k' ? key : d->items[k];
+    if (what != 'i') continue;
+    pairs[2 * k] = key;
+    pairs[2 * k + 1] = d->items[k];
+    items[k] = (kl_tsv){.kind = KL_TSV_TUPLE, .items = &pairs[2 * k], .n = 2, .id = -1};
+  }
+  *out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = d->n, .id = -1,
+                  .made_in = b->bodies + 1};
+  return KILN_OK;
+}
+
+/* len, __contains__, get, pop, keys, values and items of a dict: done while building. */
 static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *args, int n_args,
                              kl_tsv *out) {
   const kl_tsv *d = &args[0];
@@ -1053,36 +1245,65 @@ static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *arg
     if (at < 0 && n_args < 3) out->id = -1;
     return KILN_OK;
   }
-  bool keys = strcmp(name, "keys") == 0, values = strcmp(name, "values") == 0;
-  if ((keys || values) && n_args == 1) {
-    kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(d->n + 1));
-    if (!items) return b->e->code;
-    for (int k = 0; k < d->n; k++)
-      items[k] = keys ? (kl_tsv){.kind = KL_TSV_STR, .s = d->fields[k], .id = -1} : d->items[k];
-    *out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = d->n, .id = -1,
-                    .made_in = b->bodies + 1};
-    return KILN_OK;
-  }
-  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::%s of a dict (kiln reads len, in, "
-                 "get, keys, values, d[key] and d[key] = v, keys being strings known while "
-                 "building)", b->where, b->line, name);
+  if (strcmp(name, "pop") == 0 && keyed && n_args <= 3) return dict_pop(b, args, n_args, out);
+  const char *lists[] = {"items", "keys", "values"};
+  for (int k = 0; k < 3; k++)
+    if (strcmp(name, lists[k]) == 0 && n_args == 1) return dict_list(b, d, name[0], out);
+  return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::%s of a dict%s (kiln reads len, in, "
+                 "get, pop, keys, values, items, d[key] and d[key] = v, keys being strings "
+                 "known while building)", b->where, b->line, name,
+                 n_args >= 2 && !keyed ? " by a key that is not a string" : "");
 }
 
-/* a as Python's str() writes it into dst (cap bytes), "{}" for a value not known while
- * building; what snprintf returns */
-static int format_arg(const kl_tsv *a, char *dst, size_t cap) {
-  bool known = a->id < 0;
-  if (a->kind == KL_TSV_STR) return snprintf(dst, cap, "%s", a->s);
-  if (known && a->kind == KL_TSV_BOOL) return snprintf(dst, cap, "%s", a->i ? "True" : "False");
-  if (known && a->kind == KL_TSV_INT) return snprintf(dst, cap, "%lld", (long long)a->i);
-  if (known && a->kind == KL_TSV_FLOAT) return snprintf(dst, cap, "%g", a->f);
-  return snprintf(dst, cap, "{}");
+/* Whether a, or every element of it, is known while building and str() of it is
+ * written by format_arg. */
+static bool formattable(const kl_tsv *a, int depth) {
+  if (a->kind == KL_TSV_LIST || a->kind == KL_TSV_TUPLE) {
+    for (int k = 0; k < a->n; k++)
+      if (depth > 4 || a->items[k].kind == KL_TSV_STR || !formattable(&a->items[k], depth + 1))
+        return false;
+    return true;
+  }
+  return a->kind == KL_TSV_STR || (a->kind == KL_TSV_NONE && !is_uninit(a)) ||
+         ((a->kind == KL_TSV_INT || a->kind == KL_TSV_FLOAT || a->kind == KL_TSV_BOOL) &&
+          a->id < 0);
+}
+
+/* a as TorchScript's format writes it (a float with 17 significant digits and a '.' when
+ * it would read as an int: 2.5, 100., 0.10000000000000001; lists [1, 2], tuples (1, 2.),
+ * None, True), appended at dst[*u] (cap bytes in all; *u stays below cap). */
+static void format_arg(const kl_tsv *a, char *dst, size_t cap, size_t *u) {
+  size_t room = cap - *u;
+  int w = 0;
+  if (a->kind == KL_TSV_LIST || a->kind == KL_TSV_TUPLE) {
+    bool list = a->kind == KL_TSV_LIST;
+    w = snprintf(dst + *u, room, "%s", list ? "[" : "(");
+    *u += w < 0 || (size_t)w >= room ? room - 1 : (size_t)w;
+    for (int k = 0; k < a->n; k++) {
+      if (k) format_arg(&(kl_tsv){.kind = KL_TSV_STR, .s = ", ", .id = -1}, dst, cap, u);
+      format_arg(&a->items[k], dst, cap, u);
+    }
+    const char *close = list ? "]" : a->n == 1 ? ",)" : ")";
+    format_arg(&(kl_tsv){.kind = KL_TSV_STR, .s = close, .id = -1}, dst, cap, u);
+    return;
+  }
+  if (a->kind == KL_TSV_STR) w = snprintf(dst + *u, room, "%s", a->s);
+  else if (a->kind == KL_TSV_NONE) w = snprintf(dst + *u, room, "None");
+  else if (a->kind == KL_TSV_BOOL) w = snprintf(dst + *u, room, "%s", a->i ? "True" : "False");
+  else if (a->kind == KL_TSV_INT) w = snprintf(dst + *u, room, "%lld", (long long)a->i);
+  else if (a->kind == KL_TSV_FLOAT) {
+    char num[40];
+    snprintf(num, sizeof num, "%.17g", a->f);
+    bool int_like = !strpbrk(num, ".eEin"); /* (not 1e+20, inf, nan) */
+    w = snprintf(dst + *u, room, "%s%s", num, int_like ? "." : "");
+  }
+  *u += w < 0 || (size_t)w >= room ? room - 1 : (size_t)w;
 }
 
 /* torch.format(fmt, args...) ("...{}...".format(a)): the string, each {} replaced by the
- * next argument known while building (a string, number or bool; "{}" stays for any
- * other), up to 1023 characters: the code builds messages so (and tests whether one is
- * empty). */
+ * next argument known while building (a string, number, bool, None, or a list or tuple
+ * of those; "{}" stays for a value the graph computes), up to 1023 characters: the code
+ * builds messages so (raises) and tests whether one is empty. */
 static kiln_status eval_format(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   kl_tsv *args;
   kiln_status s = eval_args(b, f, x, &args);
@@ -1100,8 +1321,9 @@ static kiln_status eval_format(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
       text[u++] = *p;
       continue;
     }
-    int w = format_arg(&args[next++], text + u, MAX_FORMAT - u);
-    u = w < 0 || u + (size_t)w >= MAX_FORMAT ? MAX_FORMAT - 1 : u + (size_t)w;
+    const kl_tsv *a = &args[next++];
+    format_arg(formattable(a, 0) ? a : &(kl_tsv){.kind = KL_TSV_STR, .s = "{}", .id = -1},
+               text, MAX_FORMAT, &u);
     p++;
   }
   text[u] = 0;
@@ -1121,6 +1343,8 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   if (aten && strcmp(aten, "append") == 0) return eval_append(b, f, x, out);
   if (aten && strcmp(aten, "_set_item") == 0) return eval_set_item(b, f, x, out);
   if (aten && strcmp(aten, "format") == 0) return eval_format(b, f, x, out);
+  if (aten && strcmp(aten, "insert") == 0) return eval_insert(b, f, x, out);
+  if (aten && strcmp(aten, "dict") == 0) return eval_dict_of(b, f, x, out);
   if (aten && strcmp(aten, "warn") == 0) { /* a warning: nothing to compute */
     out->kind = KL_TSV_NONE;
     return KILN_OK;
@@ -1598,64 +1822,135 @@ static kiln_status raise_outputs(kl_ts_build *b, body *br, int *const *outs, int
   return s;
 }
 
-/* The outputs of an If: every name both branches end with that one of them assigned,
- * unless both hold the same literal; then the raise code, when a branch raises. */
+/* The If's outputs being gathered: outs[j][k], branch j's value of output k; like[k],
+ * the kind of value output k stands for. */
+typedef struct if_join {
+  int *outs[2];
+  kl_tsv *like;
+  int n_out;
+} if_join;
+
+/* Branch values v0 and v1 of `name` (or of an element of it) joined: *v the value after
+ * the If when both are the same literal, module or placeholder; else out (its index in
+ * the If's outputs) a new output of the two. */
+static kiln_status join_leaf(kl_ts_build *b, body *br, const kl_tsv *v0, const kl_tsv *v1,
+                             const char *name, if_join *jn, kl_tsv *v, int *out) {
+  *out = -1;
+  *v = (kl_tsv){.kind = KL_TSV_NONE, .id = -1}; /* (an output: set once the If is made) */
+  if ((is_literal(v0) && is_literal(v1) && v0->kind == v1->kind && v0->i == v1->i &&
+       v0->f == v1->f) ||
+      (!has_id(v0) && !has_id(v1) && v0->kind == KL_TSV_MODULE && v1->kind == KL_TSV_MODULE &&
+       v0->obj == v1->obj) ||
+      (is_uninit(v0) && is_uninit(v1)) ||
+      (v0->kind == KL_TSV_NONE && v1->kind == KL_TSV_NONE && !is_uninit(v0) && !is_uninit(v1)))
+    return *v = *v0, KILN_OK;
+  kl_dtype dt = KL_UNDEFINED;
+  if (has_id(v0)) dt = br[0].g->values[v0->id].type.dtype;
+  else if (has_id(v1)) dt = br[1].g->values[v1->id].type.dtype;
+  /* a placeholder, never read, stands for a value of the other branch's type */
+  int j = is_uninit(v0) ? 0 : is_uninit(v1) ? 1 : -1;
+  if (j >= 0) {
+    const kl_tsv *set = j ? v0 : v1;
+    const kl_type *t = has_id(set) ? &br[1 - j].g->values[set->id].type : NULL;
+    const kl_tsv *stand_in = like_of(&br[j], t);
+    if (j) v1 = stand_in;
+    else v0 = stand_in;
+  }
+  int k = jn->n_out;
+  jn->like[k] = has_id(v0) ? *v0 : *v1;
+  if (v0->kind == KL_TSV_TENSOR || v1->kind == KL_TSV_TENSOR) jn->like[k].kind = KL_TSV_TENSOR;
+  kiln_status s = KILN_OK;
+  for (j = 0; j < 2 && s == KILN_OK; j++) {
+    b->g = br[j].g;
+    s = value_id(b, j ? v1 : v0, dt, name, &jn->outs[j][k]);
+    if (s == KILN_OK && dt == KL_UNDEFINED) dt = b->g->values[jn->outs[j][k]].type.dtype;
+    b->g = br[j].outer;
+  }
+  *out = jn->n_out++;
+  return s;
+}
+
+/* Whether v0 and v1 are tuples of one length (NamedTuples of one class: the same fields),
+ * joined element by element (a placeholder, on a path that raises, stands for a tuple
+ * of placeholders). */
+static bool tuples_alike(const kl_tsv *v0, const kl_tsv *v1) {
+  if (is_uninit(v0) != is_uninit(v1)) return (is_uninit(v0) ? v1 : v0)->kind == KL_TSV_TUPLE;
+  if (v0->kind != KL_TSV_TUPLE || v1->kind != KL_TSV_TUPLE || v0->n != v1->n ||
+      !v0->fields != !v1->fields)
+    return false;
+  for (int k = 0; v0->fields && k < v0->n; k++)
+    if (strcmp(v0->fields[k], v1->fields[k]) != 0) return false;
+  return true;
+}
+
+/* A name both branches set: its value after the If is *v, with v->items[k] to be made
+ * the If's output slot[k] where slot[k] >= 0 (a tuple, joined element by element: a
+ * NamedTuple made in both branches), or output slot[0] itself. */
+static kiln_status join_name(kl_ts_build *b, body *br, const kl_tsv *v0, const kl_tsv *v1,
+                             const char *name, if_join *jn, kl_tsv *v, int **slot) {
+  if (!tuples_alike(v0, v1)) {
+    *slot = kl_ts_alloc(b, sizeof **slot);
+    return *slot ? join_leaf(b, br, v0, v1, name, jn, v, *slot) : b->e->code;
+  }
+  static const kl_tsv placeholder = {.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
+  const kl_tsv *t = is_uninit(v0) ? v1 : v0;
+  *v = *t;
+  v->items = kl_ts_alloc(b, sizeof *v->items * (size_t)(t->n + 1));
+  *slot = kl_ts_alloc(b, sizeof **slot * (size_t)(t->n + 1));
+  if (!v->items || !*slot) return b->e->code;
+  kiln_status s = KILN_OK;
+  for (int k = 0; k < t->n && s == KILN_OK; k++) {
+    const kl_tsv *e0 = is_uninit(v0) ? &placeholder : &v0->items[k];
+    const kl_tsv *e1 = is_uninit(v1) ? &placeholder : &v1->items[k];
+    if (tuples_alike(e0, e1))
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: '%s' is set in the branches of an if "
+                     "on the data to tuples holding tuples (kiln joins a tuple's elements "
+                     "when they are tensors or numbers)", b->where, b->line, name);
+    s = join_leaf(b, br, e0, e1, name, jn, &v->items[k], &(*slot)[k]);
+  }
+  return s;
+}
+
+/* How many If outputs the names of ns may need: one each, a tuple one per element. */
+static int outputs_bound(const body *br, const name_set *ns) {
+  int n = 0;
+  for (int k = 0; k < ns->n; k++) {
+    const kl_tsv *v0 = branch_value(br, 0, ns->names[k]), *v1 = branch_value(br, 1, ns->names[k]);
+    n += v0 && v1 && tuples_alike(v0, v1) ? (is_uninit(v0) ? v1 : v0)->n : 1;
+  }
+  return n;
+}
+
+/* The outputs of an If: every name both branches end with that one of them assigned
+ * (a tuple's elements each), unless both hold the same literal; then the raise code,
+ * when a branch raises. */
 static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set *ns,
                               int cond, int line) {
-  int n_out = 0, *outs[2] = {NULL, NULL}, *out = NULL;
+  if_join jn = {{NULL, NULL}, NULL, 0};
+  int *out = NULL, n_names = 0, bound = outputs_bound(br, ns), **slots = NULL;
   const char **names = NULL;
-  kl_tsv *like = NULL;
+  kl_tsv *vals = NULL;
   kiln_status s = KILN_OK;
-  size_t sz = sizeof(int) * (size_t)(ns->n + 2);
-  if (!(outs[0] = malloc(sz)) || !(outs[1] = malloc(sz)) || !(out = malloc(sz)) ||
+  size_t sz = sizeof(int) * (size_t)(bound + 2);
+  if (!(jn.outs[0] = malloc(sz)) || !(jn.outs[1] = malloc(sz)) || !(out = malloc(sz)) ||
       !(names = malloc(sizeof *names * (size_t)(ns->n + 1))) ||
-      !(like = malloc(sizeof *like * (size_t)(ns->n + 1))))
+      !(vals = malloc(sizeof *vals * (size_t)(ns->n + 1))) ||
+      !(slots = malloc(sizeof *slots * (size_t)(ns->n + 1))) ||
+      !(jn.like = malloc(sizeof *jn.like * (size_t)(bound + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int k = 0; k < ns->n && s == KILN_OK; k++) {
     const kl_tsv *v0 = branch_value(br, 0, ns->names[k]), *v1 = branch_value(br, 1, ns->names[k]);
     if (!v0 || !v1 || (br[0].raised && br[1].raised)) continue; /* local to one branch */
-    if (is_literal(v0) && is_literal(v1) && v0->kind == v1->kind && v0->i == v1->i &&
-        v0->f == v1->f) {
-      s = frame_set(b, f, ns->names[k], v0);
-      continue;
-    }
-    if (!has_id(v0) && !has_id(v1) && !is_literal(v0) && !is_literal(v1) &&
-        v0->kind == KL_TSV_MODULE && v1->kind == KL_TSV_MODULE && v0->obj == v1->obj) {
-      s = frame_set(b, f, ns->names[k], v0);
-      continue;
-    }
-    if (is_uninit(v0) && is_uninit(v1)) {
-      s = frame_set(b, f, ns->names[k], v0);
-      continue;
-    }
-    kl_dtype dt = KL_UNDEFINED;
-    if (has_id(v0)) dt = br[0].g->values[v0->id].type.dtype;
-    else if (has_id(v1)) dt = br[1].g->values[v1->id].type.dtype;
-    /* a placeholder, never read, stands for a value of the other branch's type */
-    int j = is_uninit(v0) ? 0 : is_uninit(v1) ? 1 : -1;
-    if (j >= 0) {
-      const kl_tsv *set = j ? v0 : v1;
-      const kl_type *t = has_id(set) ? &br[1 - j].g->values[set->id].type : NULL;
-      const kl_tsv *stand_in = like_of(&br[j], t);
-      if (j) v1 = stand_in;
-      else v0 = stand_in;
-    }
-    like[n_out] = has_id(v0) ? *v0 : *v1;
-    if (v0->kind == KL_TSV_TENSOR || v1->kind == KL_TSV_TENSOR) like[n_out].kind = KL_TSV_TENSOR;
-    names[n_out] = ns->names[k];
-    for (j = 0; j < 2 && s == KILN_OK; j++) {
-      b->g = br[j].g;
-      s = value_id(b, j ? v1 : v0, dt, ns->names[k], &outs[j][n_out]);
-      if (s == KILN_OK && dt == KL_UNDEFINED) dt = b->g->values[outs[j][n_out]].type.dtype;
-      b->g = br[j].outer;
-    }
-    n_out++;
+    names[n_names] = ns->names[k];
+    s = join_name(b, br, v0, v1, ns->names[k], &jn, &vals[n_names], &slots[n_names]);
+    n_names++;
   }
+  int n_out = jn.n_out;
   bool raises = false;
-  if (s == KILN_OK) s = raise_outputs(b, br, outs, n_out, &raises);
+  if (s == KILN_OK) s = raise_outputs(b, br, jn.outs, n_out, &raises);
   for (int j = 0; j < 2 && s == KILN_OK; j++)
     for (int k = 0; k < n_out + raises && s == KILN_OK; k++)
-      s = kl_graph_add_output(br[j].g, outs[j][k], b->e);
+      s = kl_graph_add_output(br[j].g, jn.outs[j][k], b->e);
   int *in = NULL;
   if (s == KILN_OK && !(in = malloc(sizeof(int) * (size_t)(br[0].n_caps + 1))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
@@ -1670,16 +1965,24 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
   }
   if (s == KILN_OK && raises) s = raise_join(b, out[n_out]);
   b->raised = br[0].raised && br[1].raised; /* (both paths end in a raise) */
-  for (int k = 0; k < n_out && s == KILN_OK; k++) {
-    kl_tsv v = as_value(&like[k], out[k]);
-    s = frame_set(b, f, names[k], &v);
+  for (int k = 0; k < n_names && s == KILN_OK; k++) {
+    kl_tsv *v = &vals[k];
+    bool tuple = v->kind == KL_TSV_TUPLE;
+    for (int e = 0; e < (tuple ? v->n : 1); e++) {
+      int o = slots[k][e];
+      if (o >= 0 && tuple) v->items[e] = as_value(&jn.like[o], out[o]);
+      else if (o >= 0) *v = as_value(&jn.like[o], out[o]);
+    }
+    s = frame_set(b, f, names[k], v);
   }
   free(in);
-  free(outs[0]);
-  free(outs[1]);
+  free(jn.outs[0]);
+  free(jn.outs[1]);
   free(out);
   free(names);
-  free(like);
+  free(vals);
+  free(slots);
+  free(jn.like);
   return s;
 }
 
@@ -1822,10 +2125,13 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   return s;
 }
 
-/* Whether expression x calls torch.append */
+/* Whether expression x changes a list or dict (torch.append, insert, _set_item, extend,
+ * pop, ...): a loop whose count is known is then unrolled */
 static bool expr_appends(const kl_ts_expr *x) {
   if (!x) return false;
-  if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR && strcmp(x->obj->s, "append") == 0 &&
+  if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
+      (strcmp(x->obj->s, "append") == 0 || strcmp(x->obj->s, "insert") == 0 ||
+       strcmp(x->obj->s, "_set_item") == 0 || list_method(x->obj->s)) &&
       x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)
     return true;
   if (expr_appends(x->obj)) return true;
@@ -1842,8 +2148,60 @@ static bool appends(const kl_ts_stmt *st, int n) {
   return false;
 }
 
+/* Whether tensors of types t and u may be stacked: one dtype and rank, and no dim whose
+ * sizes are known and differ. */
+static bool stackable(const kl_type *t, const kl_type *u) {
+  if (t->dtype != u->dtype || t->rank != u->rank) return false;
+  for (int k = 0; k < t->rank; k++)
+    if (t->dims[k].size >= 0 && u->dims[k].size >= 0 && t->dims[k].size != u->dims[k].size)
+      return false;
+  return true;
+}
+
+/* Whether the graph can pick an element of list v at run time (index_at_run_time): a
+ * list of numbers known while building of one kind, of ints, or of tensors of one type. */
+static bool gatherable(const kl_ts_build *b, const kl_tsv *v) {
+  bool known = true, ints = true, tensors = true;
+  for (int k = 0; k < v->n; k++) {
+    const kl_tsv *x = &v->items[k];
+    known &= is_literal(x) && x->kind == v->items[0].kind;
+    ints &= x->kind == KL_TSV_INT || (x->kind == KL_TSV_TENSOR &&
+                                      b->g->values[x->id].type.rank == 0 &&
+                                      b->g->values[x->id].type.dtype == KL_I64);
+    tensors &= x->kind == KL_TSV_TENSOR && v->items[0].kind == KL_TSV_TENSOR &&
+               stackable(&b->g->values[x->id].type, &b->g->values[v->items[0].id].type);
+  }
+  return known || ints || tensors;
+}
+
+/* Whether expression x reads an element, at an index not written as a literal, of a list
+ * of frame f that the graph cannot pick at run time (dict.items(), keys(), a list of
+ * tensors of other shapes): a loop over such a list is unrolled. */
+static bool expr_reads_opaque(const kl_ts_build *b, const frame *f, const kl_ts_expr *x,
+                              int depth) {
+  if (!x || depth > 64) return false;
+  if (x->kind == KL_TSE_INDEX && x->n_args == 1 && x->obj->kind == KL_TSE_NAME) {
+    const kl_tsv *v = frame_get(f, x->obj->s);
+    if (v && (v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) && !gatherable(b, v))
+      return true;
+  }
+  if (expr_reads_opaque(b, f, x->obj, depth + 1)) return true;
+  for (int k = 0; k < x->n_args; k++)
+    if (expr_reads_opaque(b, f, x->args[k], depth + 1)) return true;
+  return false;
+}
+
+static bool reads_opaque(const kl_ts_build *b, const frame *f, const kl_ts_stmt *st, int n) {
+  for (int i = 0; i < n; i++)
+    if (expr_reads_opaque(b, f, st[i].value, 0) || reads_opaque(b, f, st[i].body, st[i].n_body) ||
+        reads_opaque(b, f, st[i].orelse, st[i].n_orelse))
+      return true;
+  return false;
+}
+
 /* A for whose count is known while building and whose body appends to a list (F.interpolate
- * builds its scale factors so): the body run count times, no Loop node. */
+ * builds its scale factors so) or reads a list the graph cannot index (a dict's items):
+ * the body run count times, no Loop node. */
 static kiln_status unroll_for(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int64_t count) {
   for (int64_t n = 0; n < count; n++) {
     kl_tsv i = {.kind = KL_TSV_INT, .i = n, .id = -1}, k = i;
@@ -1886,7 +2244,8 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   if (st->kind == KL_TSS_FOR && c.kind != KL_TSV_INT && c.kind != KL_TSV_TENSOR)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: range of a value that is not an int",
                    b->where, st->line);
-  if (st->kind == KL_TSS_FOR && c.kind == KL_TSV_INT && c.id < 0 && appends(st->body, st->n_body))
+  if (st->kind == KL_TSS_FOR && c.kind == KL_TSV_INT && c.id < 0 &&
+      (appends(st->body, st->n_body) || reads_opaque(b, f, st->body, st->n_body)))
     return unroll_for(b, f, st, c.i);
   if (st->kind == KL_TSS_WHILE && is_literal(&c) && appends(st->body, st->n_body))
     return unroll_while(b, f, st, c);
@@ -2198,11 +2557,30 @@ static kiln_status invoke(kl_ts_build *b, const kl_ts_method *m, const char *fil
   return s;
 }
 
+/* len(self.blocks) of an nn.ModuleList or nn.Sequential (its code has no __len__): the
+ * submodules "0", "1", ... it holds. */
+static kiln_status container_len(kl_ts_build *b, const kl_tsv *self, kl_tsv *out) {
+  int64_t n = 0;
+  char key[24];
+  for (;; n++) {
+    snprintf(key, sizeof key, "%lld", (long long)n);
+    if (!kl_pk_dict_get(self->obj->state, key)) break;
+  }
+  if (n == 0 && !strstr(self->obj->name, "ModuleList") && !strstr(self->obj->name, "Sequential"))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: __len__ of module '%s' (%s), which is "
+                   "not an nn.ModuleList or nn.Sequential", b->where, b->line,
+                   *self->s ? self->s : "<top>", self->obj->name);
+  *out = (kl_tsv){.kind = KL_TSV_INT, .i = n, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
                                const kl_tsv *args, const char *const *kw, int n_args,
                                kl_tsv *out) {
   const kl_ts_method *m;
   const char *file;
+  if (strcmp(method, "__len__") == 0 && n_args == 0) /* of a ModuleList or Sequential */
+    return container_len(b, self, out);
   kiln_status s = find_method(b, self->obj, method, &m, &file);
   if (s != KILN_OK) return s;
   if (m->n_params < 1)
@@ -2450,7 +2828,8 @@ static kiln_status add_output(kl_ts_build *b, int id, const char *field) {
   return kl_graph_add_output(g, v, b->e);
 }
 
-/* The tensors of r as outputs (named field, for a NamedTuple's field; None fields of
+/* The tensors of r as outputs (named field, for a NamedTuple's field or a dict's key:
+ * torchvision's segmentation models return {"out": ...}; None fields of
  * a NamedTuple, GoogLeNet's aux logits in eval mode, are none); with add false, only
  * what they hold after in-place writes is made (any view made again from its changed
  * base), before add_output renames any of those values. */
@@ -2461,7 +2840,8 @@ static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool 
     kiln_status s = kl_aten_current(b, r->id, &id);
     return s != KILN_OK || !add ? s : add_output(b, id, field);
   }
-  if ((r->kind == KL_TSV_TUPLE || r->kind == KL_TSV_LIST) && depth < 8) {
+  if ((r->kind == KL_TSV_TUPLE || r->kind == KL_TSV_LIST || r->kind == KL_TSV_DICT) &&
+      depth < 8) {
     for (int i = 0; i < r->n; i++) {
       if (r->fields && r->items[i].kind == KL_TSV_NONE) continue;
       kiln_status s = add_outputs(b, &r->items[i], depth + 1, add,
@@ -2471,7 +2851,7 @@ static kiln_status add_outputs(kl_ts_build *b, const kl_tsv *r, int depth, bool 
     return KILN_OK;
   }
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s: forward returns a value that is not a "
-                 "tensor or a tuple or list of tensors", b->ar.path);
+                 "tensor or a tuple, list or dict of tensors", b->ar.path);
 }
 
 /* The outputs made by a kiln.Check of the raise code (raises on paths the data

@@ -114,6 +114,9 @@ const kl_type *kl_ts_type(kl_ts_build *b, int id);
 /* Count n list elements copied (append, list + list, slices) against the bound on
  * them all: KILN_ERR_LIMIT, recorded, past it. */
 kiln_status kl_ts_list_copied(kl_ts_build *b, int64_t n);
+/* How many If/Loop bodies are being built around the call (a list made now may change
+ * in the innermost only: kl_tsv.made_in). */
+int kl_ts_bodies(const kl_ts_build *b);
 /* A slot for aten.c's state while building (NULL at first; kl_ts_alloc'd memory). */
 void **kl_ts_aten_state(kl_ts_build *b);
 /* The graph value tensor `id` stands for now: aten.c functionalizes in-place writes

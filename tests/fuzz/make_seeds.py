@@ -392,7 +392,9 @@ def torchscript_dictionary():
                 "uninitialized(Tensor)", "unchecked_cast(int, ", "__torch__.torch.nn.functional.",
                 "\ndef f(x: Tensor,\n    k: float=2.) -> Tensor:\n", "ops.prim.RaiseException(",
                 "torch.append(", "torch.__isnot__(", "torch.__range_length(",
-                "torch.__derive_index(", "torch.len(", " : Optional[Tensor] = "]:
+                "torch.__derive_index(", "torch.len(", " : Optional[Tensor] = ",
+                "torch.dict()", "torch.items(", "torch.keys(", "torch.values(", "torch.pop(",
+                "torch.format(", "torch.slice(", "[::-1]"]:
         lines.append(dict_entry(tok))
     for entry in ["data.pkl", "constants.pkl", "traced_inputs.pkl", "byteorder",
                   "code/__torch__.py", "data/0", "constants/0"]:

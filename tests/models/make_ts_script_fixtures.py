@@ -63,6 +63,27 @@ control flow takes other paths for other inputs.
   named_outputs  a NamedTuple made by a method (one field None), its fields read and a
               NamedTuple returned, as torchvision's GoogLeNet does: the outputs are
               its fields that are not None, named after them
+  list_ops    list slices whose bounds come from shapes (x.dim() - 2, x.size(1), -n) and
+              with a negative step, l * n and [x] * n, sum of a list of ints, all/any
+              along a dim (keepdim, of uint8 too), a raise whose message formats a
+              shape slice and a float (the unit test runs it raising), List[float] and
+              List[int] attributes
+  dict_iter   for loops over a dict's items(), keys() and values() (unrolled: their
+              elements are strings and tuples), pop with and without a default, get
+  named_if    a NamedTuple made in both branches of an if on the data (one case per
+              branch), read by field and index, and returned
+  seg_dict    torchvision's IntermediateLayerGetter (a Dict[str, str] attribute,
+              torch.dict(), `in` of it) under a head returning an OrderedDict, as
+              torchvision's segmentation models do: the outputs are named after its keys
+  fpn         torchvision's FeaturePyramidNetwork (LastLevelMaxPool) on an
+              IntermediateLayerGetter, as its detection backbones have it: a loop over
+              range(len(x) - 2, -1, -1) reading a list of tensors of other shapes and
+              inserting into a list (unrolled), ModuleList __len__, min of a list,
+              dict(zip(names, results)) returned
+  swin_blocks torchvision's SwinTransformerBlock scripted, shifted and not, and one whose
+              window covers the padded input (its shift reset by shift_size[i] = 0):
+              list.copy(), sum of a list, torch.tensor(k, dtype=, device=) written into
+              the mask, ** of numbers
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -72,10 +93,12 @@ import sys
 import warnings
 import zipfile
 
+from collections import OrderedDict
 from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 import torch
+import torchvision
 from onnx import numpy_helper
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ts", "script")
@@ -405,6 +428,132 @@ class TransformerMasks(torch.nn.Module):
         return self.enc(x, mask=causal, src_key_padding_mask=pad)
 
 
+class ListOps(torch.nn.Module):
+    """List slices with bounds from shapes, l * n, [x] * n, sum of ints, all/any of a dim;
+    List[float] and List[int] attributes (build_doublelist, build_intlist in data.pkl)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scales: List[float] = [0.5, 2.0]
+        self.steps: List[int] = [1, 3]
+
+    def forward(self, x):
+        if bool(x.sum() > 1.0e6):
+            raise ValueError("input of dims {} over the bound {} ({})".format(
+                x.shape[1:], 1.0e6, x.dim() == 4))
+        s = x.shape
+        k = x.dim() - 2
+        n = x.size(1)
+        lead: List[int] = list(s[:k])
+        tail = s[k:]
+        rev = s[::-1]
+        last = s[-n:]
+        mid = s[1:n]
+        pads = [0, 1] * (x.dim() - 2)
+        h = torch.nn.functional.pad(x, pads)
+        copies = [x] * n
+        y = torch.cat(copies, 1).reshape(lead + [-1]).sum(-1) * self.scales[1]
+        y = y + float(self.steps[-1])
+        extra = float(sum(tail) + sum(rev[:2]) + len(last) * 10 + len(mid) * 100)
+        m = x > 0
+        u = torch.all(m.to(torch.uint8), 2)
+        return (y + extra, h, torch.all(m, 1), torch.any(m, dim=-1, keepdim=True),
+                (x > 1).all(-1).any(-1), u, torch.any(m, 1, True).float())
+
+
+class DictIter(torch.nn.Module):
+    """Loops over a dict's items(), keys() and values(); pop, get with a default."""
+
+    def forward(self, x):
+        d: Dict[str, torch.Tensor] = {"a": x, "b": x * 2.0, "c": x - 1.0}
+        acc = torch.zeros_like(x)
+        for k, v in d.items():
+            if k == "b":
+                acc = acc + v * 3.0
+            else:
+                acc = acc + v
+        for k in d.keys():
+            acc = acc + d[k] * float(len(k))
+        for v in d.values():
+            acc = acc * 0.5 + v
+        p = d.pop("a")
+        q = d.pop("zz", x)
+        r = d.get("a", q * 4.0)
+        return acc + p + q + r + float(len(d)), torch.stack(list(d.values())).sum(0)
+
+
+class Pair(NamedTuple):
+    first: torch.Tensor
+    second: torch.Tensor
+
+
+class NamedIf(torch.nn.Module):
+    """A NamedTuple made in both branches of an if on the data, read, and returned."""
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            o = Pair(x + 1.0, torch.relu(x))
+        else:
+            o = Pair(second=x * 2.0, first=x - 1.0)
+        return Pair(o.first * o[1], o.second + 0.5)
+
+
+class SegDict(torch.nn.Module):
+    """An IntermediateLayerGetter (its return_layers dict) and a dict returned."""
+
+    def __init__(self):
+        super().__init__()
+        backbone = torch.nn.Sequential(OrderedDict(
+            conv1=torch.nn.Conv2d(3, 4, 3, padding=1), relu=torch.nn.ReLU(),
+            conv2=torch.nn.Conv2d(4, 6, 3, stride=2, padding=1)))
+        self.body = torchvision.models._utils.IntermediateLayerGetter(
+            backbone, {"relu": "low", "conv2": "out"})
+        self.head = torch.nn.Conv2d(10, 2, 1)
+
+    def forward(self, x):
+        f = self.body(x)
+        size = x.shape[-2:]
+        hi = torch.nn.functional.interpolate(f["out"], size=size, mode="bilinear",
+                                             align_corners=False)
+        result = OrderedDict()
+        result["out"] = self.head(torch.cat([hi, f["low"]], 1))
+        result["low"] = f["low"]
+        return result
+
+
+class TinyFpn(torch.nn.Module):
+    """torchvision.ops.FeaturePyramidNetwork over three levels of a tiny backbone."""
+
+    def __init__(self):
+        super().__init__()
+        conv = torch.nn.Conv2d
+        backbone = torch.nn.Sequential(OrderedDict(
+            c1=conv(3, 4, 3, stride=2, padding=1), r1=torch.nn.ReLU(),
+            c2=conv(4, 8, 3, stride=2, padding=1), r2=torch.nn.ReLU(),
+            c3=conv(8, 8, 3, stride=2, padding=1)))
+        self.body = torchvision.models._utils.IntermediateLayerGetter(
+            backbone, {"r1": "0", "r2": "1", "c3": "2"})
+        self.fpn = torchvision.ops.FeaturePyramidNetwork(
+            [4, 8, 8], 6, extra_blocks=torchvision.ops.feature_pyramid_network.LastLevelMaxPool())
+
+    def forward(self, x):
+        return self.fpn(self.body(x))
+
+
+class SwinBlocks(torch.nn.Module):
+    """Three torchvision SwinTransformerBlocks on a 6x6 grid padded to windows of 4 and 8."""
+
+    def __init__(self):
+        super().__init__()
+        block = torchvision.models.swin_transformer.SwinTransformerBlock
+        self.a = block(8, 2, [4, 4], [2, 2])
+        self.b = block(8, 2, [4, 4], [0, 0])
+        self.c = block(8, 2, [8, 8], [4, 4])
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)))
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -447,6 +596,12 @@ def cases():
         ("transformer_masks", TransformerMasks,
          [(r(2, 6, 8), torch.tensor([[False] * 6, [False] * 4 + [True] * 2])),
           (r(3, 6, 8), torch.tensor([[False] * 5 + [True], [False] * 6, [False] * 3 + [True] * 3]))]),
+        ("list_ops", ListOps, [(r(2, 3, 4, 5),), (r(1, 3, 4, 5) + 0.5,)]),
+        ("dict_iter", DictIter, [(r(2, 3),), (r(1, 3),)]),
+        ("named_if", NamedIf, [(r(2, 3).abs(),), (-r(3, 3).abs(),)]),
+        ("seg_dict", SegDict, [(r(2, 3, 8, 8),), (r(1, 3, 8, 8),)]),
+        ("fpn", TinyFpn, [(r(2, 3, 16, 16),), (r(1, 3, 16, 16),)]),
+        ("swin_blocks", SwinBlocks, [(r(2, 6, 6, 8),), (r(1, 6, 6, 8),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
@@ -472,6 +627,8 @@ def emit(name, cls, inputs):
         with torch.no_grad():
             out = model(*args)
         fields = getattr(out, "_fields", None)  # a NamedTuple: its fields not None
+        if isinstance(out, dict):  # a dict: outputs named after its keys
+            fields, out = list(out.keys()), tuple(out.values())
         outs = out if isinstance(out, tuple) else (out,)
         onames = [f"output_{j}" for j in range(len(outs))]
         if fields:

@@ -289,7 +289,8 @@ static void test_module_and_memo(void **state) {
   kl_pickle_free(l.p);
 }
 
-/* torch.jit._pickle.restore_type_tag(x, "type") and build_intlist(x) give x back. */
+/* torch.jit._pickle.restore_type_tag(x, "type"), build_intlist(x) and build_doublelist(x)
+ * give x back. */
 static void test_type_tags(void **state) {
   (void)state;
   pk p = {0};
@@ -309,6 +310,17 @@ static void test_type_tags(void **state) {
   assert_int_equal(load(&p, &l), KILN_OK);
   assert_int_equal(l.root->kind, KL_PK_LIST);
   assert_int_equal(l.root->items[0]->i, 4);
+  kl_pickle_free(l.p);
+  proto(&p); /* a List[float] attribute of a scripted module */
+  global(&p, "torch.jit._pickle", "build_doublelist");
+  op(&p, ']');
+  integer(&p, 4);
+  op(&p, 'a');
+  op(&p, 0x85);
+  op(&p, 'R');
+  op(&p, '.');
+  assert_int_equal(load(&p, &l), KILN_OK);
+  assert_int_equal(l.root->kind, KL_PK_LIST);
   kl_pickle_free(l.p);
 }
 

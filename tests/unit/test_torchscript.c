@@ -662,11 +662,41 @@ static void test_control_flow(void **state) {
        "__torch__.py:9: the two paths of this if return values of different structure",
        KILN_ERR_UNSUPPORTED},
       {"    _l = torch.slice([1, 2, 3], torch.size(x, 0))\n    net = self.net\n",
-       "__torch__.py:9: aten::slice: argument 'start' is a value computed by the graph, "
-       "expected an int known", KILN_ERR_UNSUPPORTED},
-      {"    _l = torch.slice([1, 2, 3], 0, 3, -1)\n    net = self.net\n",
-       "__torch__.py:9: aten::slice: argument 'step' is int, expected a step of 1 or more",
+       "__torch__.py:9: aten::slice: a list slice whose 'start' the graph computes (from a dim "
+       "whose size the data decides): the length of the list it makes would be known only at "
+       "run time; expected an int known when the graph is built", KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.slice([1, 2, 3], None, torch.neg(torch.size(x, 0)))\n"
+       "    net = self.net\n", "__torch__.py:9: aten::slice: a list slice whose 'end' the graph "
+       "computes", KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.slice([1, 2, 3], 0, 3, 0)\n    net = self.net\n",
+       "__torch__.py:9: aten::slice: a list slice with a step of 0 (ValueError",
+       KILN_ERR_INVALID_MODEL},
+      {"    _l = torch.slice([1, 2, 3], \"a\")\n    net = self.net\n",
+       "__torch__.py:9: aten::slice: argument 'start' is str, expected an int or None",
        KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.mul([1, 2], torch.size(x, 0))\n    net = self.net\n",
+       "__torch__.py:9: aten::mul: a list repeated a number of times that the graph computes "
+       "(from a dim whose size the data decides)", KILN_ERR_UNSUPPORTED},
+      {"    _l = torch.mul([x], 1.5)\n    net = self.net\n",
+       "__torch__.py:9: aten::mul: argument 'other' is float, expected an int (the times a list "
+       "is repeated)", KILN_ERR_UNSUPPORTED},
+      {"    _s = torch.sum([1, torch.size(x, 0)])\n    net = self.net\n",
+       "__torch__.py:9: aten::sum: argument 'self' is list, expected a list of numbers known",
+       KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    _y = torch.pop(_d, \"b\")\n    net = self.net\n",
+       "__torch__.py:10: aten::pop of key 'b', which the dict does not hold, without a default "
+       "(KeyError)", KILN_ERR_INVALID_MODEL},
+      {"    _d = {\"a\": x}\n    if bool(torch.gt(torch.sum(x), 0)):\n"
+       "      _y = torch.pop(_d, \"a\")\n    net = self.net\n",
+       "__torch__.py:11: aten::pop inside a loop or an if on the data (a dict",
+       KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    _k = torch.keys(_d)\n    for _i in range(torch.size(x, 0)):\n"
+       "      _y = _d[_k[_i]]\n    net = self.net\n", "__torch__.py:12: an element, chosen by "
+       "the data, of a list that is not of numbers known now or of tensors",
+       KILN_ERR_UNSUPPORTED},
+      {"    if bool(torch.gt(torch.sum(x), 0)):\n      _t = ((x, x), x)\n    else:\n"
+       "      _t = ((x, x), x)\n    net = self.net\n", "'_t' is set in the branches of an if "
+       "on the data to tuples holding tuples", KILN_ERR_UNSUPPORTED},
       {"    _d = {x: 1}\n    net = self.net\n",
        "__torch__.py:9: a dict key that is not a string", KILN_ERR_UNSUPPORTED},
       {"    _d = {\"a\": x}\n    _y = _d[\"b\"]\n    net = self.net\n",
@@ -678,8 +708,42 @@ static void test_control_flow(void **state) {
       {"    _d = {\"a\": x}\n    torch._set_item(_d, 1, x)\n    net = self.net\n",
        "__torch__.py:10: aten::_set_item of a dict by a key that is not a string",
        KILN_ERR_UNSUPPORTED},
-      {"    _d = {\"a\": x}\n    _i = torch.items(_d)\n    net = self.net\n",
-       "__torch__.py:10: aten::items of a dict (kiln reads len, in, get", KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    _i = torch.setdefault(_d, \"a\", x)\n    net = self.net\n",
+       "__torch__.py:10: aten::setdefault of a dict (kiln reads len, in, get, pop, keys, values, "
+       "items", KILN_ERR_UNSUPPORTED},
+      {"    _l = [x]\n    _2 = torch.insert(_l, torch.size(x, 0), x)\n    net = self.net\n",
+       "__torch__.py:10: aten::insert at an index that is not an int known while building",
+       KILN_ERR_UNSUPPORTED},
+      {"    _l = [x]\n    if bool(torch.gt(torch.sum(x), 0)):\n      torch.insert(_l, 0, x)\n"
+       "    net = self.net\n", "__torch__.py:11: aten::insert inside a loop or an if on the "
+       "data (a list", KILN_ERR_UNSUPPORTED},
+      {"    _d = torch.dict([1, 2])\n    net = self.net\n", "__torch__.py:9: aten::dict of a "
+       "value that is not a dict or a list of (key, value) tuples", KILN_ERR_UNSUPPORTED},
+      {"    _n = (self).__len__()\n    net = self.net\n", "__torch__.py:9: __len__ of module "
+       "'<top>' (", KILN_ERR_INVALID_MODEL},
+      {"    _n = ops.prim.min(annotate(List[int], []))\n    net = self.net\n",
+       "__torch__.py:9: prim::min: min of an empty list (ValueError)", KILN_ERR_INVALID_MODEL},
+      {"    _t = torch.tensor([1, [2]])\n    net = self.net\n", "__torch__.py:9: aten::tensor: "
+       "argument 'data' is list, expected a number or rectangular lists of numbers known",
+       KILN_ERR_UNSUPPORTED},
+      {"    _t = torch.tensor(\"a\")\n    net = self.net\n", "__torch__.py:9: aten::tensor: "
+       "argument 'data' is str, expected a number", KILN_ERR_UNSUPPORTED},
+      {"    _p = torch.pow(0, -1)\n    net = self.net\n", "__torch__.py:9: aten::pow: 0 to a "
+       "negative power (ZeroDivisionError)", KILN_ERR_INVALID_MODEL},
+      {"    _p = torch.pow(3, 99)\n    net = self.net\n", "__torch__.py:9: aten::pow: 3 ** 99 "
+       "overflows 64 bits", KILN_ERR_INVALID_MODEL},
+      {"    _p = torch.pop(annotate(List[int], []))\n    net = self.net\n", "__torch__.py:9: "
+       "aten::pop of a list of 0 at index -1 (IndexError)", KILN_ERR_INVALID_MODEL},
+      {"    _p = torch.pop([1, 2], torch.size(x, 0))\n    net = self.net\n", "__torch__.py:9: "
+       "aten::pop of a list at an index that is not an int known while building",
+       KILN_ERR_UNSUPPORTED},
+      {"    _l = [1]\n    torch.extend(_l, 2)\n    net = self.net\n", "__torch__.py:10: "
+       "aten::extend of a list with other arguments than a list", KILN_ERR_INVALID_MODEL},
+      {"    _l = [1]\n    if bool(torch.gt(torch.sum(x), 0)):\n      torch.reverse(_l)\n"
+       "    net = self.net\n", "__torch__.py:11: aten::reverse inside a loop or an if on the "
+       "data (a list", KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    _i = torch.pop(_d, 1)\n    net = self.net\n",
+       "__torch__.py:10: aten::pop of a dict by a key that is not a string", KILN_ERR_UNSUPPORTED},
       {"    _d = {\"a\" x}\n    net = self.net\n", "__torch__.py:9: expected ':'",
        KILN_ERR_INVALID_MODEL},
       {"    _l = torch.add([1, 2, 3], 4)\n    net = self.net\n",
@@ -711,8 +775,11 @@ static void test_control_flow(void **state) {
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
        "__torch__.py:11: list operations (append, +, slices) that copy more than",
        KILN_ERR_LIMIT},
-      {"    _a = torch.all(x, 1)\n    net = self.net\n",
-       "__torch__.py:9: aten::all: argument 'dim' is int, expected absent", KILN_ERR_UNSUPPORTED},
+      {"    _a = torch.all(x, 7)\n    net = self.net\n",
+       "__torch__.py:9: aten::all: dim 7 is out of range for rank 2", KILN_ERR_SHAPE},
+      {"    _a = torch.any(x, [0, \"a\"])\n    net = self.net\n",
+       "__torch__.py:9: aten::any: argument 'dim' is list, expected a list of ints known",
+       KILN_ERR_UNSUPPORTED},
       {"    _a = torch.any([torch.gt(torch.sum(x), 0)])\n    net = self.net\n",
        "__torch__.py:9: aten::any: argument 'self' is list, expected a list of bools known",
        KILN_ERR_UNSUPPORTED},
@@ -720,7 +787,7 @@ static void test_control_flow(void **state) {
        "__torch__.py:9: format of a value that is not a string", KILN_ERR_INVALID_MODEL},
       {"    x = __torch__.nowhere.f(x)\n    net = self.net\n",
        "__torch__.py:9: calling __torch__.nowhere.f", KILN_ERR_INVALID_MODEL},
-      {"    _l = [x, 1]\n    for _i in range(torch.len(_l)):\n      c = _l[_i]\n"
+      {"    _l = [x, 1]\n    for _i in range(torch.size(x, 0)):\n      c = _l[_i]\n"
        "    net = self.net\n", "__torch__.py:11: an element, chosen "
        "by the data, of a list that is not", KILN_ERR_UNSUPPORTED},
       {"    if x:\n      net = self.net\n     y = 1\n", "indentation of 5 columns",
@@ -1005,6 +1072,102 @@ static void test_named_tuple(void **state) {
   kiln_options_free(o);
 }
 
+/* Run model `path` (input x of dims, every element v): the status, and the session's
+ * error in msg. */
+static kiln_status run_filled(const char *path, const char *types, int rank,
+                              const int64_t *dims, float v, char *msg, size_t len) {
+  kiln_options *o = typed(types);
+  kiln_model *m;
+  kiln_session *s;
+  kiln_status st = kiln_model_load(path, o, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  int64_t n = 1;
+  for (int k = 0; k < rank; k++) n *= dims[k];
+  float *x = malloc(sizeof *x * (size_t)n);
+  assert_non_null(x);
+  for (int64_t i = 0; i < n; i++) x[i] = v;
+  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, rank, dims, x,
+                                          sizeof *x * (size_t)n), KILN_OK);
+  st = kiln_session_run(s);
+  snprintf(msg, len, "%s", st == KILN_OK ? "" : kiln_session_error(s));
+  free(x);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+  return st;
+}
+
+/* The forms of tests/models/ts/script/list_ops, dict_iter and named_if (checked against
+ * PyTorch there) where PyTorch does not run them: a raise's message with its format
+ * fields filled, a NamedTuple made on one path of an if whose other path raises, a for
+ * over a list that the graph cannot index (unrolled, its count known). */
+#define LIST_OPS TS "script/list_ops"
+#define NAMED_IF TS "script/named_if"
+static void test_list_forms(void **state) {
+  tmp *t = *state;
+  char msg[1024];
+  kiln_status st = run_filled(LIST_OPS "/model.pt", "x:float32[1,3,4,5]", 4,
+                              (int64_t[]){1, 3, 4, 5}, 1e5f, msg, sizeof msg);
+  assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+  if (!strstr(msg, "__torch__.py:14: the scripted code raises builtins.ValueError for these "
+                   "inputs: input of dims [3, 4, 5] over the bound 1000000. (True)"))
+    fail_msg("'%s' does not fill the format fields", msg);
+  edit_text(NAMED_IF "/model.pt", t->path, "/code/__torch__.py",
+            "      o1 = __torch__.Pair(torch.sub(x, 1.), _0)\n      o = o1\n",
+            "      ops.prim.RaiseException(\"negative\", \"builtins.ValueError\")\n");
+  for (int level = 0; level <= 2; level += 2) run_model(NAMED_IF, t->path, false, level, "x:float32[2,3]");
+  st = run_filled(t->path, "x:float32[2,3]", 2, (int64_t[]){2, 3}, -1, msg, sizeof msg);
+  assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+  if (!strstr(msg, "__torch__.py:13: the scripted code raises builtins.ValueError for these "
+                   "inputs: negative"))
+    fail_msg("'%s' does not name the raise", msg);
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _l = [x, 1, \"a\"]\n    for _i in range(torch.len(_l)):\n      _c = _l[_i]\n"
+            "    net = self.net\n");
+  run_model(TS "mlp", t->path, false, 2, NULL);
+  /* list() copies: an append to the copy leaves the list be; insert's index rules */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _l = [1]\n    _m = torch.list(_l)\n    _2 = torch.append(_m, 2)\n"
+            "    torch.insert(_m, -1, 3)\n    torch.insert(_m, 9, 4)\n"
+            "    torch.insert(_m, -9, 0)\n"
+            "    if torch.ne(torch.len(_l), 1):\n      ops.prim.RaiseException(\"shared\")\n"
+            "    if torch.ne(_m, [0, 1, 3, 2, 4]):\n      ops.prim.RaiseException(\"order\")\n"
+            "    if torch.ne(ops.prim.max(_m), 4):\n      ops.prim.RaiseException(\"max\")\n"
+            "    net = self.net\n");
+  run_model(TS "mlp", t->path, false, 0, NULL);
+  /* extend, pop, reverse, clear; _set_item in a for of a known count (unrolled) */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _l = [1, 2]\n    torch.extend(_l, [3, 4])\n    _p = torch.pop(_l)\n"
+            "    _q = torch.pop(_l, 0)\n    torch.reverse(_l)\n"
+            "    if torch.ne(_l, [3, 2]):\n      ops.prim.RaiseException(\"l\")\n"
+            "    if torch.ne(_p, 4):\n      ops.prim.RaiseException(\"p\")\n"
+            "    if torch.ne(_q, 1):\n      ops.prim.RaiseException(\"q\")\n"
+            "    _k = [x]\n    torch.clear(_k)\n"
+            "    if torch.ne(torch.len(_k), 0):\n      ops.prim.RaiseException(\"k\")\n"
+            "    for _i in range(2):\n      _3 = torch._set_item(_l, _i, 0)\n"
+            "    if torch.ne(_l, [0, 0]):\n      ops.prim.RaiseException(\"s\")\n"
+            "    net = self.net\n");
+  run_model(TS "mlp", t->path, false, 0, NULL);
+  /* torch.tensor's shape and dtype, ** of numbers, list.copy(), min of two numbers */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    net = self.net\n",
+            "    _t = torch.tensor([[1, 2], [3, 4]])\n    _f = torch.tensor(2.5)\n"
+            "    _b = torch.tensor([True], dtype=6)\n"
+            "    if torch.ne(ops.prim.dtype(_t), 4):\n      ops.prim.RaiseException(\"int\")\n"
+            "    if torch.ne(ops.prim.dtype(_f), 6):\n      ops.prim.RaiseException(\"f\")\n"
+            "    if torch.ne(ops.prim.dtype(_b), 6):\n      ops.prim.RaiseException(\"b\")\n"
+            "    if torch.ne(torch.size(_t), [2, 2]):\n      ops.prim.RaiseException(\"2x2\")\n"
+            "    if torch.ne(torch.dim(_f), 0):\n      ops.prim.RaiseException(\"0-D\")\n"
+            "    if torch.ne(torch.pow(2, 10), 1024):\n      ops.prim.RaiseException(\"2\")\n"
+            "    if torch.ne(torch.pow(-1, 7), -1):\n      ops.prim.RaiseException(\"-1\")\n"
+            "    if torch.ne(torch.pow(4, -0.5), 0.5):\n      ops.prim.RaiseException(\"4\")\n"
+            "    _l = [3, 1]\n    _c = torch.copy(_l)\n    torch._set_item(_c, 0, 7)\n"
+            "    if torch.ne(_l, [3, 1]):\n      ops.prim.RaiseException(\"copy\")\n"
+            "    if torch.ne(ops.prim.min(_c[0], 2.5), 2.5):\n      ops.prim.RaiseException(\"m\")\n"
+            "    net = self.net\n");
+  run_model(TS "mlp", t->path, false, 0, NULL);
+}
+
 static void endless_loop(tmp *t, const char *code);
 
 /* A while on the data that never ends, and a range of 2^62 elements, stop at run time
@@ -1224,6 +1387,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_raise_check, setup, teardown),
       cmocka_unit_test(test_forward_defaults),
       cmocka_unit_test_setup_teardown(test_named_tuple, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_forms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_missing_op, setup, teardown),

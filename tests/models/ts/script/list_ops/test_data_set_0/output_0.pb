@@ -1,0 +1,1 @@
+Boutput_0JÀ„lCÀ„lCÀ„lC"öC"öC"öC

@@ -1,0 +1,1 @@
+Boutput_0Jg›Cg›Cg›C
