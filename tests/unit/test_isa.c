@@ -566,6 +566,25 @@ static void test_select(void **state) {
       tc_bool(&t, 1, bc->rb, bc->b);
       tc_check(&t, EXACT);
     }
+  /* the steps along the row of each loop of logic_row (0 or 1 each): BERT's mask And
+   * ([1, 1, S, 1] & [B, 1, 1, S]: 0, 1), its mirror (1, 0), one element (0, 0) */
+  static const struct {
+    kl_op op;
+    int ra, rb;
+    int64_t a[4], b[4];
+  } steps[] = {{KL_OP_And, 4, 4, {1, 1, 17, 1}, {3, 1, 1, 129}},
+               {KL_OP_Or, 4, 4, {3, 1, 1, 129}, {1, 1, 17, 1}},
+               {KL_OP_Xor, 1, 1, {1}, {1}},
+               {KL_OP_And, 2, 2, {5, 33}, {5, 33}}};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s steps case %zu", kl_op_name(steps[i].op), i);
+    tcase t;
+    tc_init(&t, name, steps[i].op, 2, 1);
+    tc_bool(&t, 0, steps[i].ra, steps[i].a);
+    tc_bool(&t, 1, steps[i].rb, steps[i].b);
+    tc_check(&t, EXACT);
+  }
   tcase t; /* a BERT mask: [B, 1, 1, S] picks a scalar or [B, 1, S, S] */
   tc_init(&t, "Where three shapes", KL_OP_Where, 3, 1);
   tc_bool(&t, 0, 4, (const int64_t[]){3, 1, 1, 129});

@@ -96,14 +96,24 @@ static void where_row(const uint8_t *c, int64_t sc, const char *px, int64_t sx, 
   }
 }
 
+/* And, Or, Xor over one row, the steps (0 or 1) constants of each loop as in
+ * WHERE_ROW: with run-time steps the loop took 4 to 5 cycles an element (BERT's mask,
+ * [1, 1, S, 1] & [B, 1, 1, S], 0.76 ms at B = 32, S = 128 on one Zen 3 core). */
+#define LOGIC_LOOP(OPR, SA, SB)                                                          \
+  for (int64_t i = 0; i < len; i++) out[i] = (a[i * (SA)] != 0) OPR(b[i * (SB)] != 0);
+#define LOGIC_ROW(OPR)                                                                   \
+  switch (sa * 2 + sb) {                                                                 \
+  case 0: LOGIC_LOOP(OPR, 0, 0) break;                                                   \
+  case 1: LOGIC_LOOP(OPR, 0, 1) break;                                                   \
+  case 2: LOGIC_LOOP(OPR, 1, 0) break;                                                   \
+  default: LOGIC_LOOP(OPR, 1, 1) break;                                                  \
+  }
+
 static void logic_row(kl_op op, const uint8_t *a, int64_t sa, const uint8_t *b, int64_t sb,
                       uint8_t *out, int64_t len) {
-  if (op == KL_OP_And)
-    for (int64_t i = 0; i < len; i++) out[i] = (a[i * sa] != 0) & (b[i * sb] != 0);
-  else if (op == KL_OP_Or)
-    for (int64_t i = 0; i < len; i++) out[i] = (a[i * sa] != 0) | (b[i * sb] != 0);
-  else
-    for (int64_t i = 0; i < len; i++) out[i] = (a[i * sa] != 0) ^ (b[i * sb] != 0);
+  if (op == KL_OP_And) LOGIC_ROW(&)
+  else if (op == KL_OP_Or) LOGIC_ROW(|)
+  else LOGIC_ROW(^)
 }
 
 static void task(void *arg, int64_t t) {
