@@ -18,6 +18,9 @@
 #define MAX_MOVED (1 << 20)                 /* statements copied into the paths of ifs
                                              * with a return, in all */
 #define MAX_IF_RETURNS 256                  /* such ifs in the paths of each other */
+#define MAX_UNROLLED (1 << 16)              /* passes of loops unrolled while building,
+                                             * in all: a hostile range(10**12) whose
+                                             * body only reverses a list would not end */
 #define MAX_STATEMENTS (1 << 17)            /* statements run in all (inlining): a
                                              * module calling its child twice, 24 deep,
                                              * inlines 2^24 calls */
@@ -215,6 +218,7 @@ struct kl_ts_build {
   int loops;  /* loop bodies around it, in the function running */
   struct frame *frame; /* the frame running: a function's, a method's or a body's */
   int64_t appended;    /* list elements copied by appends, against MAX_APPEND_COPIES */
+  int64_t unrolled;    /* passes of unrolled loops, against MAX_UNROLLED */
   int64_t moved;       /* statements copied after ifs with a return, against MAX_MOVED */
   int if_returns;      /* ifs with a return being run, each in the path of the one before */
   int64_t statements;
@@ -2202,8 +2206,18 @@ static bool reads_opaque(const kl_ts_build *b, const frame *f, const kl_ts_stmt 
 /* A for whose count is known while building and whose body appends to a list (F.interpolate
  * builds its scale factors so) or reads a list the graph cannot index (a dict's items):
  * the body run count times, no Loop node. */
+/* One more pass of an unrolled loop, or KILN_ERR_LIMIT past MAX_UNROLLED in all. */
+static kiln_status unroll_pass(kl_ts_build *b, const kl_ts_stmt *st) {
+  if (++b->unrolled <= MAX_UNROLLED) return KILN_OK;
+  return kl_fail(b->e, KILN_ERR_LIMIT, "%s:%d: loops unrolled while building the graph (a "
+                 "known count whose body changes a list or dict, or a while that appends) "
+                 "ran more than %d passes in all: export with torch.jit.trace or to ONNX",
+                 b->where, st->line, MAX_UNROLLED);
+}
+
 static kiln_status unroll_for(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int64_t count) {
   for (int64_t n = 0; n < count; n++) {
+    if (unroll_pass(b, st) != KILN_OK) return KILN_ERR_LIMIT;
     kl_tsv i = {.kind = KL_TSV_INT, .i = n, .id = -1}, k = i;
     kiln_status s = st->start ? range_op(b, f, st, "__derive_index", &k, &i) : KILN_OK;
     if (s == KILN_OK && st->var) s = frame_set(b, f, st->var, &i);
@@ -2225,6 +2239,7 @@ static kiln_status unroll_while(kl_ts_build *b, frame *f, const kl_ts_stmt *st, 
                      "whose condition the data decides after %lld passes: export with "
                      "torch.jit.trace or to ONNX", b->where, st->line, (long long)n);
     if (c.kind == KL_TSV_FLOAT ? c.f == 0 : c.i == 0) return KILN_OK;
+    if (unroll_pass(b, st) != KILN_OK) return KILN_ERR_LIMIT;
     b->loops++;
     kiln_status s = run_inner(b, f, st->body, st->n_body);
     b->loops--;

@@ -656,6 +656,11 @@ static void test_control_flow(void **state) {
        KILN_ERR_UNSUPPORTED},
       {"    for i in range(-9223372036854775807, 9223372036854775807):\n"
        "      net = self.net\n", "has more than 2^63 - 1 elements", KILN_ERR_LIMIT},
+      /* unrolled (its body changes a list) for ever, but for the limit */
+      {"    _l = [1, 2]\n    for i in range(1000000000000):\n      torch.reverse(_l)\n"
+       "    net = self.net\n", "__torch__.py:10: loops unrolled while building the graph (a "
+       "known count whose body changes a list or dict, or a while that appends) ran more than "
+       "65536 passes in all", KILN_ERR_LIMIT},
       {"    for i in range(3):\n      if bool(torch.gt(torch.sum(x), 0)):\n        return x\n"
        "    net = self.net\n", "__torch__.py:10: a return inside a loop", KILN_ERR_UNSUPPORTED},
       {"    if bool(torch.gt(torch.sum(x), 0)):\n      return (x, x)\n    net = self.net\n",
