@@ -31,19 +31,25 @@ static inline __m256 kl_y_pow2i(__m256i n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-static inline __m256 kl_y_exp(__m256 x) {
-  x = _mm256_max_ps(KL_V8(KL_EXP_LO), _mm256_min_ps(KL_V8(KL_EXP_HI), x));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, KL_V8(KL_EXP_LOG2E)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, KL_V8(KL_EXP_LN2_HI), x);
-  r = _mm256_fnmadd_ps(n, KL_V8(KL_EXP_LN2_LO), r);
+/* e^x = p * 2^n for x already clamped: *n = round(x / ln 2), the polynomial p of the
+ * remainder returned (kl_y_exp and kl_y_exp_1p differ only in the clamp and 2^n) */
+static inline __m256 kl_y_exp_poly(__m256 x, __m256 *n) {
+  *n = _mm256_round_ps(_mm256_mul_ps(x, KL_V8(KL_EXP_LOG2E)),
+                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(*n, KL_V8(KL_EXP_LN2_HI), x);
+  r = _mm256_fnmadd_ps(*n, KL_V8(KL_EXP_LN2_LO), r);
   __m256 p = KL_V8(KL_EXP_C6);
   p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C5));
   p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C4));
   p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C3));
   p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C2));
   p = _mm256_fmadd_ps(p, r, KL_V8(1.0f));
-  p = _mm256_fmadd_ps(p, r, KL_V8(1.0f));
+  return _mm256_fmadd_ps(p, r, KL_V8(1.0f));
+}
+
+static inline __m256 kl_y_exp(__m256 x) {
+  __m256 n, p = kl_y_exp_poly(
+      _mm256_max_ps(KL_V8(KL_EXP_LO), _mm256_min_ps(KL_V8(KL_EXP_HI), x)), &n);
   /* 2^n in two normal halves (n is in [-150, 128]); a NaN lane converts to INT_MIN,
    * whose garbage exponent is harmless since p is NaN there too */
   __m256i ni = _mm256_cvtps_epi32(n), n1 = _mm256_srai_epi32(ni, 1);
@@ -54,21 +60,10 @@ static inline __m256 kl_y_exp(__m256 x) {
  * +inf for n = 128 past e^88.72, as kl_y_exp gives; kl_y_exp builds 2^n in two halves
  * to reach the subnormal results of Exp). 1 + e^x is exactly 1 below -87. 22% less time
  * for a Silu than through kl_y_exp (0.42 against 0.54 ns an element, one Zen 3 core, in
- * L1). */
+ * L1). A NaN x stays NaN through p (the clamps let it through). */
 static inline __m256 kl_y_exp_1p(__m256 x) {
-  x = _mm256_max_ps(KL_V8(-87.0f), _mm256_min_ps(KL_V8(KL_EXP_HI), x));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, KL_V8(KL_EXP_LOG2E)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, KL_V8(KL_EXP_LN2_HI), x);
-  r = _mm256_fnmadd_ps(n, KL_V8(KL_EXP_LN2_LO), r);
-  __m256 p = KL_V8(KL_EXP_C6);
-  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C5));
-  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C4));
-  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C3));
-  p = _mm256_fmadd_ps(p, r, KL_V8(KL_EXP_C2));
-  p = _mm256_fmadd_ps(p, r, KL_V8(1.0f));
-  p = _mm256_fmadd_ps(p, r, KL_V8(1.0f));
-  /* a NaN x stays NaN through p (the clamps let it through) */
+  __m256 n, p =
+      kl_y_exp_poly(_mm256_max_ps(KL_V8(-87.0f), _mm256_min_ps(KL_V8(KL_EXP_HI), x)), &n);
   return _mm256_mul_ps(p, kl_y_pow2i(_mm256_cvtps_epi32(n)));
 }
 
