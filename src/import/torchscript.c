@@ -231,6 +231,11 @@ struct kl_ts_build {
   int n_raises, cap_raises;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
+  /* module attributes the code set ("self.flag = value"), by their attribute path, read
+   * before data.pkl's: attr_names[i] is set to attr_vals[i] */
+  const char **attr_names;
+  kl_tsv *attr_vals;
+  int n_attrs, cap_attrs;
 };
 
 kl_err *kl_ts_err(kl_ts_build *b) { return b->e; }
@@ -610,13 +615,16 @@ static kiln_status module_attr(kl_ts_build *b, const kl_tsv *mod, const char *na
   if (mod->kind != KL_TSV_MODULE)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: attribute '%s' of a value that is "
                    "not a module", b->where, b->line, name);
+  const char *path = join_path(b, mod->s, name);
+  if (!path) return b->e->code;
+  for (int i = 0; i < b->n_attrs; i++)
+    if (strcmp(b->attr_names[i], path) == 0) return *out = b->attr_vals[i], KILN_OK;
   const kl_pk_obj *v = kl_pk_dict_get(mod->obj->state, name);
   if (!v)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: module '%s' (%s) has no attribute "
                    "'%s' in data.pkl", b->where, b->line, *mod->s ? mod->s : "<top>",
                    mod->obj->name, name);
-  const char *path = join_path(b, mod->s, name);
-  return path ? pickled_value(b, v, path, "data", out) : b->e->code;
+  return pickled_value(b, v, path, "data", out);
 }
 
 /* ---- code files ---- */
@@ -1543,6 +1551,39 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
   }
   }
   return kl_fail(b->e, KILN_ERR_INTERNAL, "unknown expression kind %d", (int)x->kind);
+}
+
+/* "obj.name = value" (x: obj.name) with obj a module: the module's attribute is value
+ * for the rest of the build (module_attr reads it). Not inside an If or Loop body the data
+ * chooses (the other path would see it too). */
+static kiln_status set_module_attr(kl_ts_build *b, frame *f, const kl_ts_expr *x,
+                                   const kl_tsv *value) {
+  kl_tsv mod;
+  kiln_status s = eval(b, f, x->obj, &mod);
+  if (s != KILN_OK) return s;
+  if (mod.kind != KL_TSV_MODULE)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: setting attribute '%s' of a value "
+                   "that is not a module is not supported", b->where, b->line, x->s);
+  if (b->bodies)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: setting module attribute '%s' inside "
+                   "an if or loop that the data decides is not supported", b->where, b->line,
+                   x->s);
+  const char *path = join_path(b, mod.s, x->s);
+  if (!path) return b->e->code;
+  for (int i = 0; i < b->n_attrs; i++)
+    if (strcmp(b->attr_names[i], path) == 0) return b->attr_vals[i] = *value, KILN_OK;
+  if (b->n_attrs == b->cap_attrs) {
+    int cap = b->cap_attrs ? 2 * b->cap_attrs : 8;
+    const char **names = realloc(b->attr_names, sizeof *names * (size_t)cap);
+    if (names) b->attr_names = names;
+    kl_tsv *vals = names ? realloc(b->attr_vals, sizeof *vals * (size_t)cap) : NULL;
+    if (!vals) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    b->attr_vals = vals;
+    b->cap_attrs = cap;
+  }
+  b->attr_names[b->n_attrs] = path;
+  b->attr_vals[b->n_attrs++] = *value;
+  return KILN_OK;
 }
 
 static kiln_status assign(kl_ts_build *b, frame *f, const kl_ts_stmt *st, const kl_tsv *v) {
@@ -2482,6 +2523,7 @@ static kiln_status run_block(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int
       if (s != KILN_OK) return s;
       if (st->is_return) return *out = v, *returned = true, KILN_OK;
       if (st->n_targets) s = assign(b, f, st, &v);
+      else if (st->attr_target) s = set_module_attr(b, f, st->attr_target, &v);
     }
     if (s != KILN_OK || b->raised) return s; /* (a raise ends the path) */
   }
@@ -2975,6 +3017,8 @@ static void build_free(kl_ts_build *b) {
   kl_strmap_free(b->storage_ids);
   for (int i = 0; i < b->n_raises; i++) free(b->raises[i]);
   free(b->raises);
+  free(b->attr_names);
+  free(b->attr_vals);
   for (ts_block *blk = b->blocks, *next; blk; blk = next) {
     next = blk->next;
     free(blk);

@@ -657,6 +657,17 @@ static kiln_status parse_stmt(parser *p, kl_ts_stmt *st, int depth) {
   if (is_name(t, "return")) {
     st->is_return = true;
     p->pos++;
+  } else if (t->k == T_NAME && is_op(&p->t[p->pos + 1], ".") &&
+             p->t[p->pos + 2].k == T_NAME && is_op(&p->t[p->pos + 3], "=")) {
+    /* "self.flag = value": an attribute of a module set (torchvision's SSD sets
+     * self._has_warned after its warning) */
+    kl_ts_expr *obj = new_expr(p, KL_TSE_NAME), *x = obj ? new_expr(p, KL_TSE_ATTR) : NULL;
+    if (!x) return p->e->code;
+    obj->s = t->s;
+    x->obj = obj;
+    x->s = p->t[p->pos + 2].s;
+    st->attr_target = x;
+    p->pos += 4;
   } else {
     kiln_status s = parse_targets(p, st);
     if (s != KILN_OK) return s;

@@ -80,6 +80,7 @@ struct kl_ts_stmt {
   bool is_return;
   const char **targets; /* assigned names; none for an expression statement or return */
   int n_targets;
+  kl_ts_expr *attr_target; /* "name.attr = value" (a module's attribute): NAME.attr */
   kl_ts_expr *value;    /* also the condition of if/while, the count (stop) of for */
   kl_ts_expr *start, *step; /* for's range(start, stop[, step]); NULL when absent */
   const char *var;      /* for's loop variable */

@@ -84,6 +84,10 @@ control flow takes other paths for other inputs.
               window covers the padded input (its shift reset by shift_size[i] = 0):
               list.copy(), sum of a list, torch.tensor(k, dtype=, device=) written into
               the mask, ** of numbers
+  attr_set    module attributes set by forward, as torchvision's SSD does after its
+              warning (self._has_warned = True, under an if on a bool attribute) and a
+              float attribute set and then read
+  attr_set_data  an attribute set inside an if on the data: refused (the unit test)
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -554,6 +558,36 @@ class SwinBlocks(torch.nn.Module):
         return self.c(self.b(self.a(x)))
 
 
+class AttrSet(torch.nn.Module):
+    """Attributes set by forward: a warning's flag (torchvision's SSD) and a scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 4)
+        self._has_warned = False
+        self.scale = 2.0
+
+    def forward(self, x):
+        if not self._has_warned:
+            warnings.warn("AttrSet: the first call warns once")
+            self._has_warned = True
+        self.scale = 3.0
+        return self.lin(x) * self.scale
+
+
+class AttrSetData(torch.nn.Module):
+    """An attribute set inside an if on the data."""
+
+    def __init__(self):
+        super().__init__()
+        self.flag = False
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            self.flag = True
+        return x * 2
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -602,6 +636,8 @@ def cases():
         ("seg_dict", SegDict, [(r(2, 3, 8, 8),), (r(1, 3, 8, 8),)]),
         ("fpn", TinyFpn, [(r(2, 3, 16, 16),), (r(1, 3, 16, 16),)]),
         ("swin_blocks", SwinBlocks, [(r(2, 6, 6, 8),), (r(1, 6, 6, 8),)]),
+        ("attr_set", AttrSet, [(r(2, 3),), (r(5, 3),)]),
+        ("attr_set_data", AttrSetData, [(r(2, 3),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

@@ -1032,6 +1032,17 @@ static void test_forward_defaults(void **state) {
   kiln_options_free(o);
 }
 
+/* Module attributes set by forward ("self._has_warned = True", torchvision's SSD; a
+ * float set then read): the fixture script/attr_set runs at every level in the models
+ * suite; set inside an if on the data, the build is refused naming the attribute. */
+static void test_attribute_set(void **state) {
+  (void)state;
+  run_case(TS "script/attr_set", false, 2);
+  expect_error(TS "script/attr_set_data/model.pt", NULL, KILN_ERR_UNSUPPORTED,
+               "code/__torch__.py:10: setting module attribute 'flag'",
+               "inside an if or loop that the data decides");
+}
+
 /* A NamedTuple made (by position, by keyword), read by field and returned: the
  * outputs are its fields that are not None, named after them; a missing or unknown
  * field is an error naming the line. (tests/models/ts/script/named_outputs checks the
@@ -1391,6 +1402,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_early_return, setup, teardown),
       cmocka_unit_test_setup_teardown(test_raise_check, setup, teardown),
       cmocka_unit_test(test_forward_defaults),
+      cmocka_unit_test_setup_teardown(test_attribute_set, setup, teardown),
       cmocka_unit_test_setup_teardown(test_named_tuple, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_forms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
