@@ -809,7 +809,8 @@ static void every_missing_op(kl_ts_build *b, char *buf, size_t len) {
           strcmp(name, "append") == 0 || strcmp(name, "_set_item") == 0 ||
           strcmp(name, "dict") == 0 || strcmp(name, "insert") == 0 ||
           strcmp(name, "keys") == 0 || strcmp(name, "values") == 0 ||
-          strcmp(name, "items") == 0 || list_method(name))
+          strcmp(name, "items") == 0 || strcmp(name, "setdefault") == 0 ||
+          strcmp(name, "update") == 0 || list_method(name))
         continue; /* (a warning, a raise's message, list and dict methods: the
                    * interpreter's) */
       int j = 0;
@@ -1224,6 +1225,37 @@ static kiln_status dict_pop(kl_ts_build *b, const kl_tsv *args, int n_args, kl_t
   return KILN_OK;
 }
 
+/* d.setdefault(key, default) (args: d, key, default): d's value under key, or default,
+ * which d then holds under key. d.update(other): other's keys set in d (in other's
+ * order, a key d holds keeping its place). Both change d as _set_item does. */
+static kiln_status dict_merge(kl_ts_build *b, const kl_tsv *args, bool setdefault,
+                              kl_tsv *out) {
+  const kl_tsv *d = &args[0];
+  if (setdefault && dict_find(d, args[1].s) >= 0)
+    return *out = d->items[dict_find(d, args[1].s)], KILN_OK;
+  const kl_tsv *other = setdefault ? NULL : &args[1];
+  int add = setdefault ? 1 : other->n;
+  kiln_status s = check_mutable(b, d, setdefault ? "setdefault" : "update");
+  if (s == KILN_OK) s = kl_ts_list_copied(b, d->n + add);
+  if (s != KILN_OK) return s;
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(d->n + add));
+  const char **keys = kl_ts_alloc(b, sizeof *keys * (size_t)(d->n + add));
+  if (!items || !keys) return b->e->code;
+  if (d->n) memcpy(items, d->items, sizeof *items * (size_t)d->n);
+  if (d->n) memcpy(keys, d->fields, sizeof *keys * (size_t)d->n);
+  kl_tsv merged = {.kind = KL_TSV_DICT, .items = items, .fields = keys, .n = d->n};
+  for (int k = 0; k < add; k++) {
+    const char *key = setdefault ? args[1].s : other->fields[k];
+    int at = dict_find(&merged, key);
+    if (at < 0) keys[at = merged.n++] = key;
+    items[at] = setdefault ? args[2] : other->items[k];
+  }
+  kl_tsv changed;
+  changed_everywhere(b, d, items, keys, merged.n, &changed);
+  *out = setdefault ? args[2] : (kl_tsv){.kind = KL_TSV_NONE, .id = -1};
+  return KILN_OK;
+}
+
 /* The list of d's (key, value) tuples, keys or values (what), made now. */
 static kiln_status dict_list(kl_ts_build *b, const kl_tsv *d, char what, kl_tsv *out) {
   kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(d->n + 1));
@@ -1258,12 +1290,16 @@ static kiln_status dict_call(kl_ts_build *b, const char *name, const kl_tsv *arg
     return KILN_OK;
   }
   if (strcmp(name, "pop") == 0 && keyed && n_args <= 3) return dict_pop(b, args, n_args, out);
+  if (strcmp(name, "setdefault") == 0 && keyed && n_args == 3)
+    return dict_merge(b, args, true, out);
+  if (strcmp(name, "update") == 0 && n_args == 2 && args[1].kind == KL_TSV_DICT)
+    return dict_merge(b, args, false, out);
   const char *lists[] = {"items", "keys", "values"};
   for (int k = 0; k < 3; k++)
     if (strcmp(name, lists[k]) == 0 && n_args == 1) return dict_list(b, d, name[0], out);
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: aten::%s of a dict%s (kiln reads len, in, "
-                 "get, pop, keys, values, items, d[key] and d[key] = v, keys being strings "
-                 "known while building)", b->where, b->line, name,
+                 "get, pop, setdefault, update, keys, values, items, d[key] and d[key] = v, "
+                 "keys being strings known while building)", b->where, b->line, name,
                  n_args >= 2 && !keyed ? " by a key that is not a string" : "");
 }
 
@@ -2176,7 +2212,8 @@ static bool expr_appends(const kl_ts_expr *x) {
   if (!x) return false;
   if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
       (strcmp(x->obj->s, "append") == 0 || strcmp(x->obj->s, "insert") == 0 ||
-       strcmp(x->obj->s, "_set_item") == 0 || list_method(x->obj->s)) &&
+       strcmp(x->obj->s, "_set_item") == 0 || strcmp(x->obj->s, "setdefault") == 0 ||
+       strcmp(x->obj->s, "update") == 0 || list_method(x->obj->s)) &&
       x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)
     return true;
   if (expr_appends(x->obj)) return true;

@@ -88,6 +88,8 @@ control flow takes other paths for other inputs.
               warning (self._has_warned = True, under an if on a bool attribute) and a
               float attribute set and then read
   attr_set_data  an attribute set inside an if on the data: refused (the unit test)
+  dict_merge  dict setdefault (a key added, a key held) and update (a key replaced, one
+              added)
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -575,6 +577,18 @@ class AttrSet(torch.nn.Module):
         return self.lin(x) * self.scale
 
 
+class DictMerge(torch.nn.Module):
+    """setdefault and update of a Dict[str, Tensor]."""
+
+    def forward(self, x):
+        d: Dict[str, torch.Tensor] = {"a": x}
+        e = d.setdefault("b", x * 2.0)
+        f = d.setdefault("a", x * 5.0)
+        other: Dict[str, torch.Tensor] = {"a": x + 1.0, "c": x * 3.0}
+        d.update(other)
+        return d["a"] + d["b"] * d["c"] + e - f * len(d)
+
+
 class AttrSetData(torch.nn.Module):
     """An attribute set inside an if on the data."""
 
@@ -638,6 +652,7 @@ def cases():
         ("swin_blocks", SwinBlocks, [(r(2, 6, 6, 8),), (r(1, 6, 6, 8),)]),
         ("attr_set", AttrSet, [(r(2, 3),), (r(5, 3),)]),
         ("attr_set_data", AttrSetData, [(r(2, 3),)]),
+        ("dict_merge", DictMerge, [(r(2, 3),), (r(4, 3),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
