@@ -713,9 +713,17 @@ static void test_control_flow(void **state) {
       {"    _d = {\"a\": x}\n    torch._set_item(_d, 1, x)\n    net = self.net\n",
        "__torch__.py:10: aten::_set_item of a dict by a key that is not a string",
        KILN_ERR_UNSUPPORTED},
-      {"    _d = {\"a\": x}\n    _i = torch.setdefault(_d, \"a\", x)\n    net = self.net\n",
-       "__torch__.py:10: aten::setdefault of a dict (kiln reads len, in, get, pop, keys, values, "
-       "items", KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    _i = torch.popitem(_d)\n    net = self.net\n",
+       "__torch__.py:10: aten::popitem of a dict (kiln reads len, in, get, pop, setdefault, "
+       "update, keys, values, items", KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    if bool(torch.gt(torch.sum(x), 0)):\n"
+       "      _y = torch.setdefault(_d, \"b\", x)\n    net = self.net\n",
+       "__torch__.py:11: aten::setdefault inside a loop or an if on the data (a dict",
+       KILN_ERR_UNSUPPORTED},
+      {"    _d = {\"a\": x}\n    if bool(torch.gt(torch.sum(x), 0)):\n"
+       "      torch.update(_d, {\"b\": x})\n    net = self.net\n",
+       "__torch__.py:11: aten::update inside a loop or an if on the data (a dict",
+       KILN_ERR_UNSUPPORTED},
       {"    _l = [x]\n    _2 = torch.insert(_l, torch.size(x, 0), x)\n    net = self.net\n",
        "__torch__.py:10: aten::insert at an index that is not an int known while building",
        KILN_ERR_UNSUPPORTED},
