@@ -16,12 +16,20 @@
  * (it is multiplied by r). A batch row past its sequence length keeps its state: the
  * products still include it (rows of one matrix), its gates are not computed.
  *
- * W and R are packed once per session when they are constants (kl_cpu_isa_rnn_kernel
- * decides), else at every run into the same buffers. Every output of a product is made
- * by one task, so results do not depend on the thread count.
+ * The products run on kiln's panels (one row; many rows on the level's tiles) as dnnl.c
+ * runs MatMul's: a projection of more than KL_GEMM_MAX_ROWS rows on small weights, and
+ * any product of many rows at a level without tiles (AVX-512), goes to oneDNN's sgemm
+ * (product() below). W and R are packed once per session when they are constants
+ * (kl_cpu_isa_rnn_kernel decides), else at every run into the same buffers. On kiln's
+ * products every output is made by one task, so results do not depend on the thread
+ * count (oneDNN's sums may).
  */
 #include "backends/cpu/isa/run.h"
 #include "ir/infer_more.h"
+#include "kl_config.h"
+#if KL_HAVE_DNNL
+#include "backends/cpu/dnnl.h"
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -251,20 +259,35 @@ static kiln_status read_lens(rnn_job *j) {
   return KILN_OK;
 }
 
-static kiln_status project_inputs(rnn_job *j, const rnn_state *s) {
-  kl_gemv_args a = {.x = j->x, .w = s->w.w, .w_tail = s->w.w_tail, .k = j->input,
-                    .n = j->r.dirs * j->gh, .m = j->seq * j->batch, .alpha = 1.0f,
-                    .add = j->bias, .add_step = 1, .add_row = 0, .add_scale = 1.0f,
-                    .y = j->xw, .scratch = j->scratch};
+/* y [m, n] = x [m, k] W^T + bias for the m rows of x: W packed (p) for kiln's products,
+ * w_raw its plain [n, k] rows for oneDNN's. Kiln's panels take one row, and many rows
+ * where the level has tiles, as dnnl.c hands them MatMul's rows: up to KL_GEMM_MAX_ROWS,
+ * or any number on weights of KL_GEMM_BIG_WEIGHTS; oneDNN's sgemm takes the other runs
+ * of many rows (every one at a level without tiles); without oneDNN, row by row. */
+static kiln_status product(const rnn_job *j, const float *x, int64_t m, int64_t k, int64_t n,
+                           const packed *p, const float *w_raw, const float *bias, float *y) {
+  const kl_gemv_fns *g = j->f->gemv;
+  bool tiles = m <= 1 || (g->tile && !(g->rows_fast && m > KL_GEMM_MAX_ROWS &&
+                                        k * n < KL_GEMM_BIG_WEIGHTS));
+#if KL_HAVE_DNNL
+  if (!tiles && kl_dnnl_usable()) return kl_dnnl_sgemm_nt(x, w_raw, bias, m, k, n, y, j->c->e);
+#endif
+  if (!tiles && !g->tile) {
+    for (int64_t r = 0; r < m; r++) {
+      kiln_status st = product(j, x + r * k, 1, k, n, p, w_raw, bias, y + r * n);
+      if (st != KILN_OK) return st;
+    }
+    return KILN_OK;
+  }
+  kl_gemv_args a = {.x = x, .w = p->w, .w_tail = p->w_tail, .k = k, .n = n, .m = m,
+                    .alpha = 1.0f, .add = bias, .add_step = 1, .add_row = 0, .add_scale = 1.0f,
+                    .y = y, .scratch = j->scratch};
   return kl_run_gemv(j->c, j->f, &a);
 }
 
-/* y[m, n] = x[m, k] w^T (packed) */
-static kiln_status product(const rnn_job *j, const float *x, const packed *w, int64_t k,
-                           int64_t n, float *y) {
-  kl_gemv_args a = {.x = x, .w = w->w, .w_tail = w->w_tail, .k = k, .n = n, .m = j->batch,
-                    .alpha = 1.0f, .add_scale = 1.0f, .y = y, .scratch = j->scratch};
-  return kl_run_gemv(j->c, j->f, &a);
+static kiln_status project_inputs(rnn_job *j, const rnn_state *s) {
+  return product(j, j->x, j->seq * j->batch, j->input, j->r.dirs * j->gh, &s->w,
+                 j->c->in[IN_W]->data, j->bias, j->xw);
 }
 
 /* Offset of (d, b, 0) in a state [dirs, batch, hidden] (layout 1: [batch, dirs, hidden]). */
@@ -428,13 +451,16 @@ static kiln_status run_direction(rnn_job *j, const rnn_state *s, int d) {
   for (int64_t b = 0; b < j->batch; b++) longest = j->lens[b] > longest ? j->lens[b] : longest;
   j->d = d;
   load_state(j, d);
+  const float *r = (const float *)j->c->in[IN_R]->data + d * j->gh * j->hidden;
   for (j->s = 0; j->s < longest; j->s++) {
-    kiln_status st = product(j, j->h, &s->r[d], j->hidden, hr_outputs(j), j->hr);
+    kiln_status st = product(j, j->h, j->batch, j->hidden, hr_outputs(j), &s->r[d], r, NULL,
+                             j->hr);
     if (st != KILN_OK) return st;
     kl_isa_parallel(j->c, j->batch, j->batch * row_work, first_task, j);
     if (!two_products(j)) continue;
-    if ((st = product(j, j->rh, &s->rh[d], j->hidden, j->hidden, j->rhr)) != KILN_OK)
-      return st;
+    st = product(j, j->rh, j->batch, j->hidden, j->hidden, &s->rh[d],
+                 r + 2 * j->hidden * j->hidden, NULL, j->rhr);
+    if (st != KILN_OK) return st;
     kl_isa_parallel(j->c, j->batch, j->batch * row_work, second_task, j);
   }
   store_state(j, d);
