@@ -5,10 +5,10 @@
  * input_forget, GRU's linear_before_reset 0 and 1; at every ISA level this machine
  * has, with W and R packed once (kept across runs) and at every run, on 1 and 2
  * threads (the same bits on kiln's own products; oneDNN's sgemm, which takes the input
- * projection of many rows, within the tolerance). Then through sessions: the fast kernel is the one chosen
- * (by name) and matches the reference, a non-default activation stays on the
- * reference kernel and says so, and the work bound counts the fast kernel's steps
- * once, not as a reference kernel's. */
+ * projection of many rows, within the tolerance). Then through sessions: the fast
+ * kernel is the one chosen (by name) and matches the reference, a non-default
+ * activation stays on the reference kernel and says so, and the work bound counts the
+ * fast kernel's steps once, not as a reference kernel's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -144,7 +144,8 @@ typedef struct level {
 static level level_of(kl_isa isa) {
 #if KL_ISA_X86
   switch (isa) {
-  case KL_ISA_AVX2: return (level){&fns_avx2, kernels_avx2, quant_cl_avx2, rnn_avx2, rnn_const_avx2};
+  case KL_ISA_AVX2:
+    return (level){&fns_avx2, kernels_avx2, quant_cl_avx2, rnn_avx2, rnn_const_avx2};
   case KL_ISA_AVX512:
     return (level){&fns_avx512, kernels_avx512, quant_cl_avx512, rnn_avx512, rnn_const_avx512};
   case KL_ISA_AVX512_BF16: case KL_ISA_AMX:

@@ -167,11 +167,17 @@ static void pack_weights(rnn_state *s, const rnn_job *j) {
   }
 }
 
+/* The packed rows of the products: the projection's or a step's, the larger. */
+static size_t scratch_bytes(const rnn_job *j) {
+  size_t x = kl_gemv_scratch_bytes(j->seq * j->batch, j->input);
+  size_t h = kl_gemv_scratch_bytes(j->batch, j->hidden);
+  return x > h ? x : h;
+}
+
 /* The floats of a run's buffers (before the lengths, which follow as int64). */
 static int64_t work_floats(const rnn_job *j) {
   int64_t rows = j->seq * j->batch, bh = j->batch * j->hidden, dirs = j->r.dirs;
-  size_t sx = kl_gemv_scratch_bytes(rows, j->input), sh = kl_gemv_scratch_bytes(j->batch, j->hidden);
-  int64_t scratch = (int64_t)((sx > sh ? sx : sh) / sizeof(float));
+  int64_t scratch = (int64_t)(scratch_bytes(j) / sizeof(float));
   return rows * dirs * j->gh + dirs * j->gh + dirs * j->hidden + 4 * bh + j->batch * j->gh +
          j->batch * (j->gh + j->hidden) + scratch + j->batch /* lens: 2 floats each, */
          + j->batch;                                         /* as int64 */
@@ -198,9 +204,8 @@ static kiln_status make_work(rnn_state *s, rnn_job *j) {
   j->rhr = at, at += bh;
   j->hr = at, at += j->batch * j->gh;
   j->gates = at, at += j->batch * (j->gh + j->hidden);
-  size_t sx = kl_gemv_scratch_bytes(rows, j->input), sh = kl_gemv_scratch_bytes(j->batch, j->hidden);
-  j->scratch = (sx > sh ? sx : sh) ? at : NULL;
-  at += (sx > sh ? sx : sh) / sizeof(float);
+  j->scratch = scratch_bytes(j) ? at : NULL;
+  at += scratch_bytes(j) / sizeof(float);
   uintptr_t a = (uintptr_t)at;
   j->lens = (int64_t *)(a + (sizeof(int64_t) - a % sizeof(int64_t)) % sizeof(int64_t));
   return KILN_OK;
@@ -248,8 +253,9 @@ static void fill_bias(rnn_job *j) {
 static kiln_status read_lens(rnn_job *j) {
   const kl_tensor *l = j->c->n_in > IN_LENS ? j->c->in[IN_LENS] : NULL;
   for (int64_t b = 0; b < j->batch; b++) {
-    int64_t v = !l ? j->seq
-                : l->dtype == KL_I32 ? ((const int32_t *)l->data)[b] : ((const int64_t *)l->data)[b];
+    int64_t v = !l                    ? j->seq
+                : l->dtype == KL_I32 ? ((const int32_t *)l->data)[b]
+                                     : ((const int64_t *)l->data)[b];
     if (v < 0 || v > j->seq)
       return kl_fail(j->c->e, KILN_ERR_INVALID_ARGUMENT, "%s: sequence_lens[%lld] is %lld, "
                      "expected 0 to %lld (X's sequence length)", kl_op_name(j->op), (long long)b,
