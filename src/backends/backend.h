@@ -44,6 +44,10 @@ typedef struct kl_cpu_kernel {
  * node's static input types (NULL for absent inputs). */
 kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int n_in,
                                 kl_isa isa);
+/* The same for RNN, GRU and LSTM (isa/run_rnn.c), which packs W and R once per session
+ * when const_weights (both are constants of the graph), else at every run. */
+kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, int n_in,
+                                    bool const_weights, kl_isa isa);
 
 /* A range of a device's memory: what a device tensor's data points at. */
 typedef struct kl_dev_buf {

@@ -15,10 +15,11 @@ kiln_status kl_more_expect_dim(const kl_infer_ctx *c, int i, const char *name, i
 
 /* ---- RNN, GRU, LSTM ---- */
 
+/* (KL_RNN_ACT_: the ISA kernels' activations are KL_ACT_, and run_rnn.c sees both) */
 typedef enum kl_rnn_act_kind {
-  KL_ACT_RELU, KL_ACT_TANH, KL_ACT_SIGMOID, KL_ACT_AFFINE, KL_ACT_LEAKY_RELU,
-  KL_ACT_THRESHOLDED_RELU, KL_ACT_SCALED_TANH, KL_ACT_HARD_SIGMOID, KL_ACT_ELU,
-  KL_ACT_SOFTSIGN, KL_ACT_SOFTPLUS
+  KL_RNN_ACT_RELU, KL_RNN_ACT_TANH, KL_RNN_ACT_SIGMOID, KL_RNN_ACT_AFFINE, KL_RNN_ACT_LEAKY_RELU,
+  KL_RNN_ACT_THRESHOLDED_RELU, KL_RNN_ACT_SCALED_TANH, KL_RNN_ACT_HARD_SIGMOID, KL_RNN_ACT_ELU,
+  KL_RNN_ACT_SOFTSIGN, KL_RNN_ACT_SOFTPLUS
 } kl_rnn_act_kind;
 
 typedef struct kl_rnn_act {

@@ -34,17 +34,17 @@ typedef struct act_info {
 } act_info;
 
 static const act_info acts[] = {
-    {"Relu", KL_ACT_RELU, false, false, 0, 0},
-    {"Tanh", KL_ACT_TANH, false, false, 0, 0},
-    {"Sigmoid", KL_ACT_SIGMOID, false, false, 0, 0},
-    {"Affine", KL_ACT_AFFINE, true, true, 1.0, 0.0},
-    {"LeakyRelu", KL_ACT_LEAKY_RELU, true, false, 0.01, 0},
-    {"ThresholdedRelu", KL_ACT_THRESHOLDED_RELU, true, false, 1.0, 0},
-    {"ScaledTanh", KL_ACT_SCALED_TANH, true, true, 1.0, 1.0},
-    {"HardSigmoid", KL_ACT_HARD_SIGMOID, true, true, 0.2, 0.5},
-    {"Elu", KL_ACT_ELU, true, false, 1.0, 0},
-    {"Softsign", KL_ACT_SOFTSIGN, false, false, 0, 0},
-    {"Softplus", KL_ACT_SOFTPLUS, false, false, 0, 0},
+    {"Relu", KL_RNN_ACT_RELU, false, false, 0, 0},
+    {"Tanh", KL_RNN_ACT_TANH, false, false, 0, 0},
+    {"Sigmoid", KL_RNN_ACT_SIGMOID, false, false, 0, 0},
+    {"Affine", KL_RNN_ACT_AFFINE, true, true, 1.0, 0.0},
+    {"LeakyRelu", KL_RNN_ACT_LEAKY_RELU, true, false, 0.01, 0},
+    {"ThresholdedRelu", KL_RNN_ACT_THRESHOLDED_RELU, true, false, 1.0, 0},
+    {"ScaledTanh", KL_RNN_ACT_SCALED_TANH, true, true, 1.0, 1.0},
+    {"HardSigmoid", KL_RNN_ACT_HARD_SIGMOID, true, true, 0.2, 0.5},
+    {"Elu", KL_RNN_ACT_ELU, true, false, 1.0, 0},
+    {"Softsign", KL_RNN_ACT_SOFTSIGN, false, false, 0, 0},
+    {"Softplus", KL_RNN_ACT_SOFTPLUS, false, false, 0, 0},
 };
 
 /* Exporters disagree on the case ("tanh", "Tanh"); onnxruntime ignores it too. */
@@ -277,8 +277,8 @@ int kl_infer_rnn(kl_infer_ctx *c) {
  * hidden] (given B or not), dinitial_h (and for LSTM dinitial_c) [dirs, batch, hidden]. */
 
 const char *kl_rnn_grad_unsupported(const kl_rnn *r) {
-  static const kl_rnn_act_kind want[KL_RNN_MAX_ACTS] = {KL_ACT_SIGMOID, KL_ACT_TANH,
-                                                        KL_ACT_TANH};
+  static const kl_rnn_act_kind want[KL_RNN_MAX_ACTS] = {KL_RNN_ACT_SIGMOID, KL_RNN_ACT_TANH,
+                                                        KL_RNN_ACT_TANH};
   if (r->batch_first) return "layout 1";
   if (r->has_clip) return "a clip";
   if (r->input_forget) return "input_forget 1";

@@ -422,6 +422,12 @@ static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) 
 }
 #endif
 
+/* A recurrent node's W and R (inputs 1 and 2) are constants: packed once. */
+static bool weights_constant(const kl_graph *g, const kl_node *n) {
+  return n->n_in > 2 && n->in[1] >= 0 && n->in[2] >= 0 &&
+         g->values[n->in[1]].kind == KL_VALUE_CONST && g->values[n->in[2]].kind == KL_VALUE_CONST;
+}
+
 /* kiln's kernel for the ISA level, when it has one for the node, with the inputs whose
  * buffer it may write its output over (kl_cpu_isa_inplace; test_isa runs every such
  * kernel with out[0] aliasing each of them against the reference). */
@@ -431,6 +437,8 @@ static void isa_choice(kl_cpu_plan *p, const kl_graph *g, int i) {
   int n_in = n->n_in < KL_MAX_ISA_INPUTS ? n->n_in : KL_MAX_ISA_INPUTS;
   for (int k = 0; k < n_in; k++) in[k] = n->in[k] >= 0 ? &g->values[n->in[k]].type : NULL;
   kl_cpu_kernel k = kl_cpu_isa_kernel(n, in, n_in, kl_isa_level());
+  if (n->op == KL_OP_RNN || n->op == KL_OP_GRU || n->op == KL_OP_LSTM)
+    k = kl_cpu_isa_rnn_kernel(n, in, n_in, weights_constant(g, n), kl_isa_level());
   if (!k.run) return;
   p->choice[i].kernel = k;
   p->choice[i].inplace = kl_cpu_isa_inplace(n);

@@ -1372,6 +1372,21 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
   return impl;
 }
 
+kiln_status kl_dnnl_sgemm_nt(const float *x, const float *w, const float *bias, int64_t m,
+                             int64_t k, int64_t n, float *y, kl_err *e) {
+  if (m <= 0 || n <= 0) return KILN_OK;
+  for (int64_t r = 0; r < m; r++) {
+    if (bias) memcpy(y + r * n, bias, sizeof(float) * (size_t)n);
+    else memset(y + r * n, 0, sizeof(float) * (size_t)n);
+  }
+  if (k <= 0) return KILN_OK;
+  dnnl_status_t s = dnnl_sgemm('N', 'T', m, n, k, 1.0f, x, k, w, k, 1.0f, y, n);
+  return s == dnnl_success ? KILN_OK
+                           : kl_fail(e, KILN_ERR_INTERNAL, "oneDNN failed its sgemm (%lld x "
+                                     "%lld x %lld): status %d", (long long)m, (long long)k,
+                                     (long long)n, (int)s);
+}
+
 bool kl_dnnl_impl_is_slow(const char *impl) {
   return strncmp(impl, "ref", 3) == 0 || strncmp(impl, "simple", 6) == 0;
 }

@@ -142,6 +142,12 @@ bool kl_dnnl_impl_is_slow(const char *impl);
  * one row or more; else NULL. */
 const char *kl_dnnl_ran_gemv(const void *state);
 
+/* y [m, n] = x [m, k] w^T + bias (w [n, k] row-major; bias [n] added to every row,
+ * NULL: none) on oneDNN's sgemm, on the calling thread's OpenMP threads: the products of
+ * many rows that kiln's tiles take slower or not at all (isa/run_rnn.c). */
+kiln_status kl_dnnl_sgemm_nt(const float *x, const float *w, const float *bias, int64_t m,
+                             int64_t k, int64_t n, float *y, kl_err *e);
+
 /* Whether oneDNN is to be used. The first call lowers oneDNN's ISA to kiln's level
  * (kl_isa_level: the machine's, lowered by KILN_ISA), once per process, before any
  * primitive exists; the answer is false when that level is generic, for which oneDNN

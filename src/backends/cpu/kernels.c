@@ -122,25 +122,41 @@ LEVEL_KERNELS(avx512)
 LEVEL_KERNELS(avx512_bf16)
 #endif
 
+/* RNN, GRU and LSTM: W and R packed once (constants) or at every run. */
+#define RNN_KERNELS(L)                                                                   \
+  static int rnn_##L(kl_kernel_ctx *c) { return kl_run_rnn(c, &fns_##L, false); }        \
+  static int rnn_const_##L(kl_kernel_ctx *c) { return kl_run_rnn(c, &fns_##L, true); }
+
+RNN_KERNELS(generic)
+#if KL_ISA_X86
+RNN_KERNELS(avx2)
+RNN_KERNELS(avx512)
+RNN_KERNELS(avx512_bf16)
+#endif
+
 typedef struct level {
   const kl_isa_fns *fns;
   const kl_kernel_fn *kernels;
   kl_kernel_fn quant_cl; /* the channels-last forms (kl_cpu_isa_kernel_cl) */
+  kl_kernel_fn rnn, rnn_const;
 } level;
 
 static level level_of(kl_isa isa) {
 #if KL_ISA_X86
   switch (isa) {
-  case KL_ISA_AVX2: return (level){&fns_avx2, kernels_avx2, quant_cl_avx2};
-  case KL_ISA_AVX512: return (level){&fns_avx512, kernels_avx512, quant_cl_avx512};
+  case KL_ISA_AVX2:
+    return (level){&fns_avx2, kernels_avx2, quant_cl_avx2, rnn_avx2, rnn_const_avx2};
+  case KL_ISA_AVX512:
+    return (level){&fns_avx512, kernels_avx512, quant_cl_avx512, rnn_avx512, rnn_const_avx512};
   case KL_ISA_AVX512_BF16: case KL_ISA_AMX:
-    return (level){&fns_avx512_bf16, kernels_avx512_bf16, quant_cl_avx512_bf16};
+    return (level){&fns_avx512_bf16, kernels_avx512_bf16, quant_cl_avx512_bf16,
+                   rnn_avx512_bf16, rnn_const_avx512_bf16};
   default: break;
   }
 #else
   (void)isa;
 #endif
-  return (level){&fns_generic, kernels_generic, quant_cl_generic};
+  return (level){&fns_generic, kernels_generic, quant_cl_generic, rnn_generic, rnn_const_generic};
 }
 
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa) { return level_of(isa).fns; }
@@ -315,6 +331,14 @@ kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int 
   k.name = l.fns->name;
   k.run = l.kernels[kind];
   return k;
+}
+
+kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, int n_in,
+                                    bool const_weights, kl_isa isa) {
+  kl_cpu_kernel k = {NULL, NULL, NULL};
+  if (!n || !in || !kl_rnn_fast(n, in, n_in)) return k;
+  level l = level_of(isa);
+  return (kl_cpu_kernel){l.fns->name, const_weights ? l.rnn_const : l.rnn, kl_rnn_state_free};
 }
 
 unsigned kl_cpu_isa_inplace(const kl_node *n) {

@@ -165,6 +165,16 @@ size_t kl_gemv_kn_seen_bytes(int64_t k, int64_t n);
 void kl_gemv_pack_kn_inplace(float *w, int64_t k, int64_t n, float *tail, uint8_t *seen);
 /* KILN_ERR_OUT_OF_MEMORY (with c's error set) when the packed rows of x do not fit. */
 kiln_status kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
+/* RNN, GRU and LSTM in float32 with the default activations (run_rnn.c): every
+ * direction, sequence_lens, initial states, layouts 0 and 1, clip, LSTM peepholes and
+ * input_forget, GRU's linear_before_reset 0 and 1, as the reference kernel. kl_rnn_fast
+ * says from the node and its static input types whether it takes the node (else the
+ * reference kernel runs it). The state (c->state) holds W and R packed in panels, once
+ * when const_weights (both constants), else again at every run, and a run's buffers;
+ * kl_rnn_state_free releases it. */
+bool kl_rnn_fast(const kl_node *n, const kl_type *const *in, int n_in);
+int kl_run_rnn(kl_kernel_ctx *c, const kl_isa_fns *f, bool const_weights);
+void kl_rnn_state_free(void *state);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);
 

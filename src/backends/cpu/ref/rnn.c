@@ -38,17 +38,17 @@ typedef struct rnn_args {
 
 static double activate(const kl_rnn_act *a, double v) {
   switch (a->kind) {
-  case KL_ACT_RELU: return v > 0 ? v : 0;
-  case KL_ACT_TANH: return tanh(v);
-  case KL_ACT_SIGMOID: return 1 / (1 + exp(-v));
-  case KL_ACT_AFFINE: return a->alpha * v + a->beta;
-  case KL_ACT_LEAKY_RELU: return v >= 0 ? v : a->alpha * v;
-  case KL_ACT_THRESHOLDED_RELU: return v > a->alpha ? v : 0;
-  case KL_ACT_SCALED_TANH: return a->alpha * tanh(a->beta * v);
-  case KL_ACT_HARD_SIGMOID: return fmin(fmax(a->alpha * v + a->beta, 0), 1);
-  case KL_ACT_ELU: return v >= 0 ? v : a->alpha * (exp(v) - 1);
-  case KL_ACT_SOFTSIGN: return v / (1 + fabs(v));
-  case KL_ACT_SOFTPLUS: return v > 30 ? v : log1p(exp(v));
+  case KL_RNN_ACT_RELU: return v > 0 ? v : 0;
+  case KL_RNN_ACT_TANH: return tanh(v);
+  case KL_RNN_ACT_SIGMOID: return 1 / (1 + exp(-v));
+  case KL_RNN_ACT_AFFINE: return a->alpha * v + a->beta;
+  case KL_RNN_ACT_LEAKY_RELU: return v >= 0 ? v : a->alpha * v;
+  case KL_RNN_ACT_THRESHOLDED_RELU: return v > a->alpha ? v : 0;
+  case KL_RNN_ACT_SCALED_TANH: return a->alpha * tanh(a->beta * v);
+  case KL_RNN_ACT_HARD_SIGMOID: return fmin(fmax(a->alpha * v + a->beta, 0), 1);
+  case KL_RNN_ACT_ELU: return v >= 0 ? v : a->alpha * (exp(v) - 1);
+  case KL_RNN_ACT_SOFTSIGN: return v / (1 + fabs(v));
+  case KL_RNN_ACT_SOFTPLUS: return v > 30 ? v : log1p(exp(v));
   }
   return v;
 }
