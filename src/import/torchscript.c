@@ -191,6 +191,14 @@ typedef struct storage_ref {
   size_t have;
 } storage_ref;
 
+typedef struct frame {
+  const char **names;
+  kl_tsv *vals;
+  int n, cap;
+  struct frame *up; /* the frame running before this one: a function's caller's, a
+                     * body's enclosing one */
+} frame;
+
 struct kl_ts_build {
   kl_graph *g;
   kl_err *e;
@@ -231,11 +239,9 @@ struct kl_ts_build {
   int n_raises, cap_raises;
   int64_t pickled_values; /* expanded by pickled_value, against MAX_PICKLED_VALUES */
   const char *input_types; /* kiln_options "input_types", or NULL */
-  /* module attributes the code set ("self.flag = value"), by their attribute path, read
-   * before data.pkl's: attr_names[i] is set to attr_vals[i] */
-  const char **attr_names;
-  kl_tsv *attr_vals;
-  int n_attrs, cap_attrs;
+  /* module attributes the code set ("self.flag = value"), by their attribute path: read
+   * before data.pkl's */
+  frame attrs;
 };
 
 kl_err *kl_ts_err(kl_ts_build *b) { return b->e; }
@@ -610,6 +616,8 @@ static kiln_status pickled_value(kl_ts_build *b, const kl_pk_obj *o, const char 
   }
 }
 
+static const kl_tsv *frame_get(const frame *f, const char *name);
+
 static kiln_status module_attr(kl_ts_build *b, const kl_tsv *mod, const char *name,
                                kl_tsv *out) {
   if (mod->kind != KL_TSV_MODULE)
@@ -617,8 +625,8 @@ static kiln_status module_attr(kl_ts_build *b, const kl_tsv *mod, const char *na
                    "not a module", b->where, b->line, name);
   const char *path = join_path(b, mod->s, name);
   if (!path) return b->e->code;
-  for (int i = 0; i < b->n_attrs; i++)
-    if (strcmp(b->attr_names[i], path) == 0) return *out = b->attr_vals[i], KILN_OK;
+  const kl_tsv *set = frame_get(&b->attrs, path);
+  if (set) return *out = *set, KILN_OK;
   const kl_pk_obj *v = kl_pk_dict_get(mod->obj->state, name);
   if (!v)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: module '%s' (%s) has no attribute "
@@ -681,13 +689,6 @@ static kiln_status find_method(kl_ts_build *b, const kl_pk_obj *obj, const char 
 
 /* ---- the interpreter ---- */
 
-typedef struct frame {
-  const char **names;
-  kl_tsv *vals;
-  int n, cap;
-  struct frame *up; /* the frame running before this one: a function's caller's, a
-                     * body's enclosing one */
-} frame;
 
 static kiln_status frame_set(kl_ts_build *b, frame *f, const char *name, const kl_tsv *v) {
   for (int i = 0; i < f->n; i++)
@@ -1605,21 +1606,7 @@ static kiln_status set_module_attr(kl_ts_build *b, frame *f, const kl_ts_expr *x
                    "an if or loop that the data decides is not supported", b->where, b->line,
                    x->s);
   const char *path = join_path(b, mod.s, x->s);
-  if (!path) return b->e->code;
-  for (int i = 0; i < b->n_attrs; i++)
-    if (strcmp(b->attr_names[i], path) == 0) return b->attr_vals[i] = *value, KILN_OK;
-  if (b->n_attrs == b->cap_attrs) {
-    int cap = b->cap_attrs ? 2 * b->cap_attrs : 8;
-    const char **names = realloc(b->attr_names, sizeof *names * (size_t)cap);
-    if (names) b->attr_names = names;
-    kl_tsv *vals = names ? realloc(b->attr_vals, sizeof *vals * (size_t)cap) : NULL;
-    if (!vals) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    b->attr_vals = vals;
-    b->cap_attrs = cap;
-  }
-  b->attr_names[b->n_attrs] = path;
-  b->attr_vals[b->n_attrs++] = *value;
-  return KILN_OK;
+  return path ? frame_set(b, &b->attrs, path, value) : b->e->code;
 }
 
 static kiln_status assign(kl_ts_build *b, frame *f, const kl_ts_stmt *st, const kl_tsv *v) {
@@ -3054,8 +3041,8 @@ static void build_free(kl_ts_build *b) {
   kl_strmap_free(b->storage_ids);
   for (int i = 0; i < b->n_raises; i++) free(b->raises[i]);
   free(b->raises);
-  free(b->attr_names);
-  free(b->attr_vals);
+  free(b->attrs.names);
+  free(b->attrs.vals);
   for (ts_block *blk = b->blocks, *next; blk; blk = next) {
     next = blk->next;
     free(blk);
