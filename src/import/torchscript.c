@@ -2794,6 +2794,65 @@ static const char *param_list(const kl_ts_method *fwd, char *buf, size_t len) {
   return buf;
 }
 
+/* Whether input_types entry name is "param.N", element N of a list parameter: N, or -1. */
+static int64_t list_entry(const char *param, const char *name) {
+  size_t l = strlen(param);
+  if (strncmp(name, param, l) != 0 || name[l] != '.' || !name[l + 1]) return -1;
+  int64_t i = 0;
+  for (const char *p = name + l + 1; *p; p++) {
+    if (*p < '0' || *p > '9' || i > 100000) return -1;
+    i = i * 10 + (*p - '0');
+  }
+  return i;
+}
+
+/* A list parameter k of forward (List[Tensor], as torchvision's detection models take
+ * their images) declared element by element: input_types entries "images.0:float32[3,
+ * 320,320];images.1:...", N from 0 up with none missing. Each element is a graph input
+ * of that name and its declared shape (all dims fixed: dim 0 of an element is not a
+ * batch); *out the list of them, its length known while building. *found false when no
+ * entry declares an element. */
+static kiln_status declared_list(kl_ts_build *b, const kl_ts_method *fwd, int k, bool *found,
+                                 kl_tsv *out) {
+  enum { MAX_ELEMENTS = 256 };
+  char nm[256];
+  kl_dtype t;
+  int r, ids[MAX_ELEMENTS], n = 0;
+  int64_t d[KL_MAX_RANK];
+  *found = false;
+  for (const char *p = b->input_types ? b->input_types : ""; *p;) {
+    if (!parse_input_type(&p, nm, sizeof nm, &t, &r, d)) return KILN_OK; /* (reported) */
+    n += list_entry(fwd->params[k], nm) >= 0;
+  }
+  if (n == 0) return KILN_OK;
+  if (n > MAX_ELEMENTS)
+    return kl_fail(b->e, KILN_ERR_LIMIT, "%s: input_types declares %d elements of list "
+                   "parameter '%s', more than %d", b->ar.path, n, fwd->params[k], MAX_ELEMENTS);
+  for (int want = 0; want < n; want++) {
+    int v = -1;
+    for (const char *p = b->input_types; *p && v < 0;) {
+      parse_input_type(&p, nm, sizeof nm, &t, &r, d);
+      if (list_entry(fwd->params[k], nm) == want && (v = add_named_value(b, nm)) < 0)
+        return b->e->code;
+    }
+    if (v < 0)
+      return kl_fail(b->e, KILN_ERR_INVALID_ARGUMENT, "%s: input_types declares %d elements "
+                     "of list parameter '%s' but not %s.%d: elements are numbered from 0 "
+                     "without a gap", b->ar.path, n, fwd->params[k], fwd->params[k], want);
+    b->g->values[v].type.dtype = t;
+    kl_type_set_shape(&b->g->values[v].type, r, d);
+    kiln_status s = kl_graph_add_input(b->g, v, b->e);
+    if (s != KILN_OK) return s;
+    ids[want] = v;
+  }
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)n);
+  if (!items) return b->e->code;
+  for (int i = 0; i < n; i++) items[i] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = ids[i]};
+  *out = (kl_tsv){.kind = KL_TSV_LIST, .items = items, .n = n, .id = -1};
+  *found = true;
+  return KILN_OK;
+}
+
 /* The type that b->input_types declares for forward's parameter k (k >= 1): *found
  * false when it declares none. Entries match parameters by name; when no entry names a
  * parameter and there is one entry per parameter, they match by position (test inputs
@@ -2815,7 +2874,8 @@ static kiln_status declared_input(kl_ts_build *b, const kl_ts_method *fwd, int k
                      "list of name:dtype[d0,d1,...] separated by ';' (at '%.40s')",
                      b->ar.path, b->input_types, p);
     bool known = false;
-    for (int j = 1; j < fwd->n_params; j++) known |= strcmp(fwd->params[j], nm) == 0;
+    for (int j = 1; j < fwd->n_params; j++)
+      known |= strcmp(fwd->params[j], nm) == 0 || list_entry(fwd->params[j], nm) >= 0;
     named += known;
     if (!known && !*unknown) snprintf(unknown, sizeof unknown, "%s", nm);
     /* by name, or entry k-1 for parameter k (whether by position holds is checked
@@ -2860,6 +2920,13 @@ static kiln_status add_inputs(kl_ts_build *b, const kl_ts_method *fwd,
     kiln_status s = ex ? KILN_OK
                        : declared_input(b, fwd, k, &declared, &dt, &rank, dims);
     if (s != KILN_OK) return s;
+    bool listed = false;
+    if (!ex && !declared && (s = declared_list(b, fwd, k, &listed, &args[*n_args])) != KILN_OK)
+      return s;
+    if (listed) {
+      kw[(*n_args)++] = fwd->params[k];
+      continue;
+    }
     if (!ex && !declared && fwd->defaults && fwd->defaults[k]) continue; /* its default */
     int v = add_named_value(b, fwd->params[k]);
     if (v < 0) return b->e->code;

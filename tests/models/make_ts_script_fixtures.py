@@ -90,6 +90,10 @@ control flow takes other paths for other inputs.
   attr_set_data  an attribute set inside an if on the data: refused (the unit test)
   dict_merge  dict setdefault (a key added, a key held) and update (a key replaced, one
               added)
+  list_input  forward(xs: List[Tensor]), as torchvision's detection models take their
+              images: the test cases' inputs are the elements, xs.0, xs.1, xs.2
+              (kiln's input_types "xs.0:float32[2,3];xs.1:..."), len(xs) known while
+              building
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -589,6 +593,16 @@ class DictMerge(torch.nn.Module):
         return d["a"] + d["b"] * d["c"] + e - f * len(d)
 
 
+class ListInput(torch.nn.Module):
+    """A List[Tensor] parameter: its length, its elements by index, the last one."""
+
+    def forward(self, xs: List[torch.Tensor]):
+        out = xs[0] * 2.0
+        for i in range(1, len(xs)):
+            out = out + xs[i] * float(i)
+        return torch.cat([out, xs[-1]], 0)
+
+
 class AttrSetData(torch.nn.Module):
     """An attribute set inside an if on the data."""
 
@@ -653,6 +667,7 @@ def cases():
         ("attr_set", AttrSet, [(r(2, 3),), (r(5, 3),)]),
         ("attr_set_data", AttrSetData, [(r(2, 3),)]),
         ("dict_merge", DictMerge, [(r(2, 3),), (r(4, 3),)]),
+        ("list_input", ListInput, [([r(2, 3), r(2, 3), r(2, 3)],), ([r(2, 3), r(2, 3), r(2, 3)],)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
@@ -690,7 +705,10 @@ def emit(name, cls, inputs):
                 (0 if k == 2 else 1), (name, k)
         case = os.path.join(folder, f"test_data_set_{k}")
         os.makedirs(case)
-        for j, (n, a) in enumerate(zip(names, args)):
+        flat = []  # a list argument's elements as inputs NAME.0, NAME.1, ...
+        for n, a in zip(names, args):
+            flat += [(f"{n}.{i}", e) for i, e in enumerate(a)] if isinstance(a, list) else [(n, a)]
+        for j, (n, a) in enumerate(flat):
             write_pb(a.numpy(), n, os.path.join(case, f"input_{j}.pb"))
         for j, o in enumerate(outs):
             write_pb(o.numpy(), onames[j], os.path.join(case, f"output_{j}.pb"))

@@ -1051,6 +1051,32 @@ static void test_attribute_set(void **state) {
                "inside an if or loop that the data decides");
 }
 
+/* A List[Tensor] parameter declared element by element (xs.0, xs.1, ...): the elements
+ * are the graph's inputs in order (script/list_input runs at every level in the models
+ * suite); a gap in the numbering is an error naming the missing element. */
+static void test_list_input(void **state) {
+  (void)state;
+  kiln_options *o = typed("xs.1:float32[2,3];xs.0:float32[2,3];xs.2:float32[2,3]");
+  kiln_model *m;
+  kiln_status st = kiln_model_load(TS "script/list_input/model.pt", o, &m);
+  if (st != KILN_OK) fail_msg("%s", kiln_model_error(m));
+  assert_int_equal(kiln_model_input_count(m), 3);
+  for (int i = 0; i < 3; i++) {
+    kiln_tensor_info in;
+    char want[8];
+    assert_int_equal(kiln_model_input_info(m, i, &in), KILN_OK);
+    snprintf(want, sizeof want, "xs.%d", i);
+    assert_string_equal(in.name, want);
+    assert_int_equal(in.rank, 2);
+  }
+  kiln_model_free(m);
+  kiln_options_free(o);
+  o = typed("xs.0:float32[2,3];xs.2:float32[2,3]");
+  expect_error(TS "script/list_input/model.pt", o, KILN_ERR_INVALID_ARGUMENT,
+               "input_types declares 2 elements of list parameter 'xs' but not xs.1", NULL);
+  kiln_options_free(o);
+}
+
 /* A NamedTuple made (by position, by keyword), read by field and returned: the
  * outputs are its fields that are not None, named after them; a missing or unknown
  * field is an error naming the line. (tests/models/ts/script/named_outputs checks the
@@ -1411,6 +1437,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_raise_check, setup, teardown),
       cmocka_unit_test(test_forward_defaults),
       cmocka_unit_test_setup_teardown(test_attribute_set, setup, teardown),
+      cmocka_unit_test(test_list_input),
       cmocka_unit_test_setup_teardown(test_named_tuple, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_forms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
