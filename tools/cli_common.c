@@ -20,8 +20,9 @@ const char *cli_load_help =
     "  --max-work N          the most steps one node may take (default 2^40; 0 = any);\n"
     "                        a step of kiln's scalar reference kernels counts 256\n"
     "  --verify              run the graph verifier after every pass\n"
-    "  --input-types LIST    the inputs of a torch 1.x .pt, which it does not record:\n"
-    "                        name:dtype[d0,d1,...];... (x:float32[1,3,224,224])\n";
+    "  --input-types LIST    the inputs of a .pt that does not record them (torch 1.x,\n"
+    "                        scripted): name:dtype[d0,d1,...];... (x:float32[1,3,224,224]);\n"
+    "                        a List[Tensor] parameter element by element: name.0:...;name.1:...\n";
 const char *cli_run_help =
     "  --threads N           worker threads (default: one per core)\n"
     "  --memory-limit N      cap on weights plus buffers (a device's too), in bytes (default none)\n"
