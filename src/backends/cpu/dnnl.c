@@ -1592,9 +1592,9 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   kiln_status st = pick(d, en, c, &p, post, &attr, &pd, &s);
   bool none = s == dnnl_unimplemented || s == dnnl_invalid_arguments;
   bool sum_after = st == KILN_OK && s == dnnl_success && sum_after_of(d, en, c, &p, pd);
-  if (st == KILN_OK &&
-      (sum_after || ((none || (s == dnnl_success && kl_dnnl_impl_is_slow(impl_of(pd)))) &&
-                     epilogue_of(d, c, en)))) { /* again with the addends and activation after it */
+  bool slow = none || (s == dnnl_success && kl_dnnl_impl_is_slow(impl_of(pd)));
+  if (st == KILN_OK && (sum_after || (slow && epilogue_of(d, c, en)))) {
+    /* again with the addends (or Sum) and the activation after it */
     dn_entry first = *en;
     dn_problem p2;
     dnnl_memory_desc_t post2[DN_POSTS];
