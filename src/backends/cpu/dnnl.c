@@ -100,8 +100,9 @@ typedef struct dn_entry {
   bool src_staged, wei_staged, dst_staged;
   size_t src_off, wei_off, dst_off, scratch_off; /* in the workspace */
   uint64_t ws_gen;  /* the workspace's generation the memories point into (0: none) */
-  void *sum_copy;   /* a copy of a Sum that Y overwrites: for the reference fallback and
-                     * for sum_after */
+  void *sum_copy;   /* the reference fallback's copy of a Sum that Y overwrites; for
+                     * sum_after, Sum in Y's layout or the primitive's result
+                     * (put_sum_aside) */
   size_t sum_bytes;
   int packed;       /* index into dn_node.packed, -1 when the weights are read as given */
   bool sum_postop;  /* the primitive adds what dst holds: dst is filled with Sum first */
@@ -1758,17 +1759,18 @@ static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c
   return dnnl_success;
 }
 
-/* sum_after: Sum copied to en->sum_copy (*aside) before the primitive runs, where Y
- * shares its buffer (a plain copy) or holds another layout (a reorder to Y's). */
+/* sum_after, before the primitive runs: where Sum is held in another layout than Y, a
+ * reorder of it to Y's into en->sum_copy (*sum_aside); where Y shares Sum's buffer, the
+ * primitive's result goes to en->sum_copy instead (*y_aside), and Y = that + Sum after
+ * it (one pass, no copy of Sum). */
 static dnnl_status_t put_sum_aside(dn_entry *en, const kl_kernel_ctx *c, dnnl_stream_t stream,
-                                   bool *aside) {
+                                   bool *sum_aside, bool *y_aside) {
   const kl_tensor *sum = input(c, KL_FUSED_SUM);
   dnnl_status_t s = dnnl_success;
-  *aside = en->sum_in.prim || sum->data == c->out[0]->data;
-  if (!en->sum_in.prim) {
-    if (*aside) memcpy(en->sum_copy, sum->data, en->sum_bytes);
-    return s;
-  }
+  *sum_aside = en->sum_in.prim != NULL;
+  *y_aside = !*sum_aside && sum->data == c->out[0]->data;
+  if (*y_aside) return set_handle(en->dst_out.prim ? en->dst_out.to : en->dst, en->sum_copy);
+  if (!*sum_aside) return s;
   s = set_handle(en->sum_in.from, sum->data);
   if (s == dnnl_success) s = set_handle(en->sum_in.to, en->sum_copy);
   return s == dnnl_success ? reorder_run(&en->sum_in, stream) : s;
@@ -1785,9 +1787,9 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   if (en->scratch) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
   for (int k = 0; k < en->n_post; k++) args[n++] = (dnnl_exec_arg_t){en->post_arg[k], en->post[k]};
   dnnl_stream_t stream = d->eng->stream;
-  bool sum_aside = false;
+  bool sum_aside = false, y_aside = false;
   dnnl_status_t s = bind(d, en, c);
-  if (s == dnnl_success && en->sum_after) s = put_sum_aside(en, c, stream, &sum_aside);
+  if (s == dnnl_success && en->sum_after) s = put_sum_aside(en, c, stream, &sum_aside, &y_aside);
   if (s == dnnl_success) s = dnnl_primitive_execute(en->prim, stream, n, args);
   if (s == dnnl_success && en->dst_out.prim) s = reorder_run(&en->dst_out, stream);
   if (s == dnnl_success) s = dnnl_stream_wait(stream);
@@ -1796,7 +1798,13 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
     kl_tensor t = *c->in[en->after_input[k]];
     if (en->after_input[k] == 2 && d->scaled_c) t.data = d->scaled_c;
     if (en->after_input[k] == KL_FUSED_SUM && sum_aside) t.data = en->sum_copy;
-    kl_run_add_inplace(c, d->fns, c->out[0], &t);
+    if (en->after_input[k] == KL_FUSED_SUM && y_aside) { /* Y = result + Sum (in Y) */
+      kl_tensor result = *c->out[0];
+      result.data = en->sum_copy;
+      kl_run_add(c, d->fns, &result, &t, c->out[0]);
+    } else {
+      kl_run_add_inplace(c, d->fns, c->out[0], &t);
+    }
   }
   if (d->act_after || (en->epilogue && en->epi_has_act))
     kl_run_act_inplace(c, d->fns, d->act_after ? &d->act : &en->epi_act, c->out[0]->data,
