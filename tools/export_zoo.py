@@ -44,6 +44,9 @@ Usage:
     .venv/bin/python tools/export_zoo.py --exporter dynamo --opset 18
     .venv/bin/python tools/export_zoo.py --pt-only   NAME-pt/ for the cached torchvision models
     .venv/bin/python tools/export_zoo.py --report build/tools/kiln   docs/zoo.md's table
+    .venv/bin/python tools/export_zoo.py --only raft_small --exporter dynamo --opset 18
+                      an EXTRA model (not exported unless named; also timm's
+                      efficientnetv2_rw_t): docs/passes.md, "Accuracy against float64"
 
 Needs torch, torchvision, transformers, onnx and onnxruntime, and onnxscript for the
 dynamo exporter (tools/setup.sh --python installs onnx; `.venv/bin/pip install torch
