@@ -44,6 +44,9 @@ Usage:
     .venv/bin/python tools/export_zoo.py --exporter dynamo --opset 18
     .venv/bin/python tools/export_zoo.py --pt-only   NAME-pt/ for the cached torchvision models
     .venv/bin/python tools/export_zoo.py --report build/tools/kiln   docs/zoo.md's table
+    .venv/bin/python tools/export_zoo.py --only raft_small --exporter dynamo --opset 18
+                      an EXTRA model (not exported unless named; also timm's
+                      efficientnetv2_rw_t): docs/passes.md, "Accuracy against float64"
 
 Needs torch, torchvision, transformers, onnx and onnxruntime, and onnxscript for the
 dynamo exporter (tools/setup.sh --python installs onnx; `.venv/bin/pip install torch
@@ -173,8 +176,33 @@ TEXT = {
 }
 
 
-def zoo():
-    """Every model: name -> dict(family, build, inputs, input_names)."""
+def _timm(name):
+    def build():
+        import timm
+
+        return timm.create_model(name, pretrained=False)
+
+    return build
+
+
+def _raft_inputs(g):
+    return {"image1": _randn(g, 1, 3, 224, 224), "image2": _randn(g, 1, 3, 224, 224)}
+
+
+# Not in the default zoo (not exported unless named with --only): models of issue 21's
+# accuracy question. timm's efficientnetv2_rw_t needs `pip install timm`; RAFT (optical
+# flow, two images, 12 refinement steps: 12 flow outputs) is meant for --exporter dynamo.
+EXTRA = {
+    "efficientnetv2_rw_t": ("EfficientNetV2 (timm)", _timm("efficientnetv2_rw_t"),
+                            _image(224), ["input"]),
+    "raft_small": ("RAFT", lambda: _tv().optical_flow.raft_small(weights=None), _raft_inputs,
+                   ["image1", "image2"]),
+}
+
+
+def zoo(extra=False):
+    """Every model: name -> dict(family, build, inputs, input_names); with extra, the
+    EXTRA models too."""
     models = {}
     for name, (family, ctor, kw) in VISION.items():
         build, inputs = _vision(ctor, 299 if name == "inception_v3" else 224, **kw)
@@ -182,6 +210,9 @@ def zoo():
     for name, (family, mcls, ccls, vocab, names, cfg) in TEXT.items():
         build, inputs = _hf(mcls, ccls, vocab, names, **cfg)
         models[name] = dict(family=family, build=build, inputs=inputs, input_names=names)
+    if extra:
+        for name, (family, build, inputs, names) in EXTRA.items():
+            models[name] = dict(family=family, build=build, inputs=inputs, input_names=names)
     return models
 
 
@@ -331,8 +362,17 @@ def run_float64(wrapped, args):
 
     m64 = copy.deepcopy(wrapped).double()
     a64 = tuple(a.double() if a.is_floating_point() else a for a in args)
-    with torch.no_grad():
-        return [o.numpy() for o in m64(*a64)]
+    # RAFT makes its coordinate grids itself, in float32 (.float()): in float64 here
+    raft = sys.modules.get("torchvision.models.optical_flow.raft")
+    grid = raft.make_coords_grid if raft else None
+    if raft:
+        raft.make_coords_grid = lambda *a, **k: grid(*a, **k).double()
+    try:
+        with torch.no_grad():
+            return [o.numpy() for o in m64(*a64)]
+    finally:
+        if raft:
+            raft.make_coords_grid = grid
 
 
 def export_model(wrapped, args, names, out_names, path, opset, exporter):
@@ -617,7 +657,7 @@ def report(kiln, cache, names, tol_file):
 
 
 def main():
-    models = zoo()
+    models = zoo(extra=True)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.expanduser("~/.cache/kiln-zoo"),
                     help="cache folder (default ~/.cache/kiln-zoo)")
@@ -637,7 +677,7 @@ def main():
         for n, s in models.items():
             print("%-22s %s" % (n, s["family"]))
         return 0
-    names = list(models)
+    names = [n for n in models if n not in EXTRA]
     if a.only:
         names = [n.strip() for n in a.only.split(",") if n.strip()]
         bad = [n for n in names if n not in models]

@@ -100,7 +100,9 @@ typedef struct dn_entry {
   bool src_staged, wei_staged, dst_staged;
   size_t src_off, wei_off, dst_off, scratch_off; /* in the workspace */
   uint64_t ws_gen;  /* the workspace's generation the memories point into (0: none) */
-  void *sum_copy;   /* the reference fallback's copy of a Sum that Y overwrites */
+  void *sum_copy;   /* the reference fallback's copy of a Sum that Y overwrites; for
+                     * sum_after, Sum in Y's layout or the primitive's result
+                     * (put_sum_aside) */
   size_t sum_bytes;
   int packed;       /* index into dn_node.packed, -1 when the weights are read as given */
   bool sum_postop;  /* the primitive adds what dst holds: dst is filled with Sum first */
@@ -111,6 +113,10 @@ typedef struct dn_entry {
    * (binary post-ops that broadcast along M): kiln adds them to Y after the primitive,
    * then applies the activation (epilogue_of). */
   bool epilogue;
+  /* A convolution whose primitive would start its sums from what dst holds (the sum
+   * post-op of oneDNN's direct and gemm convolutions): kiln adds Sum to Y after the
+   * primitive instead, then the activation (epilogue too; sum_after_of). */
+  bool sum_after;
   kl_wino *wino; /* kiln's Winograd runs it instead of a primitive (wino_shape_of) */
   kl_act epi_act;
   bool epi_has_act;
@@ -1082,7 +1088,7 @@ static dnnl_status_t build_post_ops(const dn_node *d, dn_entry *en, const kl_ker
   dnnl_status_t s = append_input2(d, en, c, nd, po, mds);
   const kl_tensor *sum = input(c, KL_FUSED_SUM);
   if (s == dnnl_success && sum) {
-    en->sum_postop = same_shape(sum, c->out[0]);
+    en->sum_postop = same_shape(sum, c->out[0]) && !en->sum_after;
     s = en->sum_postop ? dnnl_post_ops_append_sum(po, 1.0f)
                        : append_addend(en, sum, KL_FUSED_SUM, nd, po, mds);
   }
@@ -1313,6 +1319,9 @@ static dnnl_status_t setup_memories(dn_node *d, dn_entry *en, const dn_problem *
     s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, NULL);
   else if (s == dnnl_success && en->sum_postop && !dnnl_memory_desc_equal(&p->sum_user, dst))
     s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, dst, NULL); /* into Y */
+  else if (s == dnnl_success && en->sum_after &&
+           !dnnl_memory_desc_equal(&p->sum_user, &p->dst_user)) /* into Y's layout, aside */
+    s = reorder_create(&en->sum_in, eng, &p->sum_user, NULL, &p->dst_user, NULL);
   if (s == dnnl_success && p->has_bias) s = memory(&en->bias, &p->bias, eng, NULL);
   for (int k = 0; s == dnnl_success && k < en->n_post; k++)
     s = memory(&en->post[k], &post[k], eng, NULL);
@@ -1491,6 +1500,31 @@ static bool epilogue_of(const dn_node *d, const kl_kernel_ctx *c, dn_entry *en) 
   return true;
 }
 
+/* oneDNN's implementations that take a sum post-op by loading dst into their
+ * accumulators before the first product: the direct jit kernels ("jit:avx2") and the
+ * gemm-based ones (beta = 1). Their products then round at the magnitude of Sum, not of
+ * the convolution's own result: where the residual is much the larger (RAFT adds each
+ * step's small flow update to pixel coordinates up to 27), the update keeps few bits
+ * (raft_small -O2: 20 times the relative RMS error against float64 of -O0). The 1x1
+ * kernels and kiln's Winograd add Sum to the finished result. */
+static bool sums_from_dst(const char *impl) {
+  return strncmp(impl, "jit:", 4) == 0 || strstr(impl, "gemm:") != NULL;
+}
+
+/* Whether a convolution whose primitive pd takes Sum as a sum post-op should take it
+ * after the primitive (dn_entry.sum_after): in float32, with an activation kiln can
+ * apply after it. */
+static bool sum_after_of(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c,
+                         const dn_problem *p, dnnl_primitive_desc_t pd) {
+  if (d->kind != DN_CONV || !en->sum_postop || p->bf16 || d->bf16_dst ||
+      !sums_from_dst(impl_of(pd)))
+    return false;
+  bool has;
+  if (!kl_isa_fused_act(c->node, &has, &en->epi_act)) return false;
+  en->epi_has_act = has && !d->act_after;
+  return true;
+}
+
 /* One round of entry_build: the attributes for en's post-ops (en->epilogue says which
  * are oneDNN's), then the primitive descriptor choose_pd finds. */
 static kiln_status pick(dn_node *d, dn_entry *en, const kl_kernel_ctx *c, dn_problem *p,
@@ -1573,8 +1607,10 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   dnnl_status_t s;
   kiln_status st = pick(d, en, c, &p, post, &attr, &pd, &s);
   bool none = s == dnnl_unimplemented || s == dnnl_invalid_arguments;
-  if (st == KILN_OK && (none || (s == dnnl_success && kl_dnnl_impl_is_slow(impl_of(pd)))) &&
-      epilogue_of(d, c, en)) { /* again with the addends and activation after it */
+  bool sum_after = st == KILN_OK && s == dnnl_success && sum_after_of(d, en, c, &p, pd);
+  bool slow = none || (s == dnnl_success && kl_dnnl_impl_is_slow(impl_of(pd)));
+  if (st == KILN_OK && (sum_after || (slow && epilogue_of(d, c, en)))) {
+    /* again with the addends (or Sum) and the activation after it */
     dn_entry first = *en;
     dn_problem p2;
     dnnl_memory_desc_t post2[DN_POSTS];
@@ -1582,6 +1618,7 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
     dnnl_primitive_desc_t pd2 = NULL;
     dnnl_status_t s2;
     en->epilogue = true;
+    en->sum_after = sum_after;
     st = pick(d, en, c, &p2, post2, &attr2, &pd2, &s2);
     if (st == KILN_OK && s2 == dnnl_success && !kl_dnnl_impl_is_slow(impl_of(pd2))) {
       pick_free(attr, pd);
@@ -1600,7 +1637,9 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
     return st;
   }
   en->swap = p.swap;
-  if (pd) snprintf(en->impl, sizeof en->impl, "%s%s", impl_of(pd), p.bf16 ? " bf16" : "");
+  if (pd)
+    snprintf(en->impl, sizeof en->impl, "%s%s%s", impl_of(pd), p.bf16 ? " bf16" : "",
+             en->sum_after ? " +sum" : "");
   if ((s == dnnl_unimplemented || s == dnnl_invalid_arguments) && d->w_released) {
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -1628,7 +1667,8 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success) return dn_fail(c->e, s, "to build a primitive");
   const kl_tensor *sum = input(c, KL_FUSED_SUM);
-  if (en->fallback && sum && same_shape(sum, c->out[0])) { /* Y may share Sum's buffer */
+  if ((en->fallback || en->sum_after) && sum && same_shape(sum, c->out[0])) {
+    /* Y may share Sum's buffer */
     en->sum_bytes = kl_tensor_nbytes(sum);
     if (!(en->sum_copy = aligned_alloc_bytes(en->sum_bytes)))
       return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a copy of Sum");
@@ -1734,6 +1774,23 @@ static dnnl_status_t bind(const dn_node *d, dn_entry *en, const kl_kernel_ctx *c
   return dnnl_success;
 }
 
+/* sum_after, before the primitive runs: where Sum is held in another layout than Y, a
+ * reorder of it to Y's into en->sum_copy (*sum_aside); where Y shares Sum's buffer, the
+ * primitive's result goes to en->sum_copy instead (*y_aside), and Y = that + Sum after
+ * it (one pass, no copy of Sum). */
+static dnnl_status_t put_sum_aside(dn_entry *en, const kl_kernel_ctx *c, dnnl_stream_t stream,
+                                   bool *sum_aside, bool *y_aside) {
+  const kl_tensor *sum = input(c, KL_FUSED_SUM);
+  dnnl_status_t s = dnnl_success;
+  *sum_aside = en->sum_in.prim != NULL;
+  *y_aside = !*sum_aside && sum->data == c->out[0]->data;
+  if (*y_aside) return set_handle(en->dst_out.prim ? en->dst_out.to : en->dst, en->sum_copy);
+  if (!*sum_aside) return s;
+  s = set_handle(en->sum_in.from, sum->data);
+  if (s == dnnl_success) s = set_handle(en->sum_in.to, en->sum_copy);
+  return s == dnnl_success ? reorder_run(&en->sum_in, stream) : s;
+}
+
 static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   dnnl_exec_arg_t args[7 + DN_POSTS];
   int n = 0;
@@ -1745,7 +1802,9 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   if (en->scratch) args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, en->scratch};
   for (int k = 0; k < en->n_post; k++) args[n++] = (dnnl_exec_arg_t){en->post_arg[k], en->post[k]};
   dnnl_stream_t stream = d->eng->stream;
+  bool sum_aside = false, y_aside = false;
   dnnl_status_t s = bind(d, en, c);
+  if (s == dnnl_success && en->sum_after) s = put_sum_aside(en, c, stream, &sum_aside, &y_aside);
   if (s == dnnl_success) s = dnnl_primitive_execute(en->prim, stream, n, args);
   if (s == dnnl_success && en->dst_out.prim) s = reorder_run(&en->dst_out, stream);
   if (s == dnnl_success) s = dnnl_stream_wait(stream);
@@ -1753,7 +1812,14 @@ static kiln_status execute(const dn_node *d, dn_entry *en, kl_kernel_ctx *c) {
   for (int k = 0; k < en->n_after; k++) {
     kl_tensor t = *c->in[en->after_input[k]];
     if (en->after_input[k] == 2 && d->scaled_c) t.data = d->scaled_c;
-    kl_run_add_inplace(c, d->fns, c->out[0], &t);
+    if (en->after_input[k] == KL_FUSED_SUM && sum_aside) t.data = en->sum_copy;
+    if (en->after_input[k] == KL_FUSED_SUM && y_aside) { /* Y = result + Sum (in Y) */
+      kl_tensor result = *c->out[0];
+      result.data = en->sum_copy;
+      kl_run_add(c, d->fns, &result, &t, c->out[0]);
+    } else {
+      kl_run_add_inplace(c, d->fns, c->out[0], &t);
+    }
   }
   if (d->act_after || (en->epilogue && en->epi_has_act))
     kl_run_act_inplace(c, d->fns, d->act_after ? &d->act : &en->epi_act, c->out[0]->data,

@@ -46,6 +46,10 @@ int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f);
  * addends of a oneDNN product that kiln adds after the primitive (dnnl.c) */
 void kl_run_add_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_tensor *y,
                         const kl_tensor *b);
+/* y = a + b in float32, a of y's shape, b broadcast to it; b may be y itself: a
+ * convolution's Sum that kiln adds after the primitive wrote to a (dnnl.c) */
+void kl_run_add(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_tensor *a,
+                const kl_tensor *b, kl_tensor *y);
 /* Softmax, LogSoftmax along the last axis */
 int kl_run_softmax(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* LayerNormalization, RMSNormalization; kiln's SkipLayerNorm */

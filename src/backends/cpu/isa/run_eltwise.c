@@ -326,3 +326,8 @@ void kl_run_add_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_tensor *
                         const kl_tensor *b) {
   run_binary_op(c, f, KL_BIN_ADD, y, b, y);
 }
+
+void kl_run_add(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_tensor *a,
+                const kl_tensor *b, kl_tensor *y) {
+  run_binary_op(c, f, KL_BIN_ADD, a, b, y);
+}
