@@ -51,33 +51,34 @@ __attribute__((noinline)) float kl_tc_act(float v, int act, float a, float b) {
 /* Gelu (erf) inline in the epilogues: through kl_tc_act (a call, whose registers the
  * callers save around it, and libclc's erf) it took 0.22 ms of BERT-base's 4096 x 768 x
  * 3072 FusedMatMul on the H200 (0.37 against 0.15 ms with the bias alone). x Phi(x) as
- * the CPU's kl_g_gelu_erf (vmath_generic.h; the constants of vmath_coef.h): below
+ * the CPU's kl_g_gelu_erf (vmath_generic.h; the constants of vmath_coef.h, which
+ * meson.build joins in front of the kernels, so the two stay one set): below
  * |x| / sqrt 2 = 1, 1/2 + x/sqrt2 Q(x^2/2) / 2 with erf's odd polynomial; above,
  * erfc(|x| / sqrt 2) / 2 = e^(-x^2/2) erfcx(t) / 2, x^2 as hi + lo (fma), |x| clamped at
  * 14.5 where e^(-x^2/2) is 0 in float. */
 float kl_tc_erf_q(float a2) {
-  float q = 0x1.496bf4p-14f;
-  q = fma(q, a2, -0x1.a3f7b8p-11f);
-  q = fma(q, a2, 0x1.5405cep-8f);
-  q = fma(q, a2, -0x1.b7f912p-6f);
-  q = fma(q, a2, 0x1.ce2cf8p-4f);
-  q = fma(q, a2, -0x1.81273ep-2f);
-  return fma(q, a2, 0x1.20dd74p+0f);
+  float q = KL_ERF_C6;
+  q = fma(q, a2, KL_ERF_C5);
+  q = fma(q, a2, KL_ERF_C4);
+  q = fma(q, a2, KL_ERF_C3);
+  q = fma(q, a2, KL_ERF_C2);
+  q = fma(q, a2, KL_ERF_C1);
+  return fma(q, a2, KL_ERF_C0);
 }
 
 float kl_tc_gelu(float x) {
-  float a = fabs(x), t = a * 0x1.6a09e6p-1f;
-  if (t < 1.0f) return x * (0.5f + copysign(0.5f * t * kl_tc_erf_q(t * t), x));
-  float xa = fmin(a, 14.5f), tc = xa * 0x1.6a09e6p-1f, hi = xa * xa, lo = fma(xa, xa, -hi);
-  float w = (tc - 4.0f) / (tc + 4.0f), g = 0x1.207728p-8f;
-  g = fma(g, w, -0x1.b0fe8cp-7f);
-  g = fma(g, w, 0x1.fe8c6cp-6f);
-  g = fma(g, w, -0x1.023a8ep-4f);
-  g = fma(g, w, 0x1.be6196p-4f);
-  g = fma(g, w, -0x1.5068c2p-3f);
-  g = fma(g, w, 0x1.bfefcap-3f);
-  g = fma(g, w, -0x1.09491cp-2f);
-  g = fma(g, w, 0x1.18932cp-3f);
+  float a = fabs(x), t = a * KL_SQRT1_2;
+  if (t < KL_ERF_SMALL) return x * (0.5f + copysign(0.5f * t * kl_tc_erf_q(t * t), x));
+  float xa = fmin(a, KL_GELU_BIG), tc = xa * KL_SQRT1_2, hi = xa * xa, lo = fma(xa, xa, -hi);
+  float w = (tc - KL_ERFCX_W) / (tc + KL_ERFCX_W), g = KL_ERFCX_C8;
+  g = fma(g, w, KL_ERFCX_C7);
+  g = fma(g, w, KL_ERFCX_C6);
+  g = fma(g, w, KL_ERFCX_C5);
+  g = fma(g, w, KL_ERFCX_C4);
+  g = fma(g, w, KL_ERFCX_C3);
+  g = fma(g, w, KL_ERFCX_C2);
+  g = fma(g, w, KL_ERFCX_C1);
+  g = fma(g, w, KL_ERFCX_C0);
   float half_erfc = 0.5f * exp(-0.5f * hi) * (1.0f - 0.5f * lo) * g;
   return x * (x > 0 ? 1.0f - half_erfc : half_erfc);
 }
