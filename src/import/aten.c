@@ -2734,6 +2734,92 @@ static kiln_status rnn_weights(call *c, const int *params, int per, int dirs, bo
   return s;
 }
 
+/* The most steps (sequence length x directions x layers) lstm_proj unrolls. */
+#define MAX_PROJ_STEPS 4096
+
+/* An LSTM with proj_size (torch's: h = (o * tanh(c)) W_hr^T, P < H; ONNX's LSTM has no
+ * projection), unrolled over its sequence, whose length the graph must know: x [T, B,
+ * I]; params per layer and direction w_ih [4H, I], w_hh [4H, P], (b_ih, b_hh [4H]),
+ * w_hr [P, H] (per of them); h0 [L D, B, P], c0 [L D, B, H]. Per step t: gates = X_t
+ * W_ih^T (all steps in one product) + b_ih + b_hh + h W_hh^T, in torch's order i, f,
+ * g, o; c = sigmoid(f) c + sigmoid(i) tanh(g); h = (sigmoid(o) tanh(c)) W_hr^T. The
+ * reverse direction runs t = T-1 .. 0. *y [T, B, D P], *hn, *cn as torch's. */
+static kiln_status lstm_proj(call *c, int x, int h0, int c0, const int *params, int per,
+                             int64_t layers, int dirs, int *y, int *hn, int *cn) {
+  const kl_type *xt = type_of(c, x);
+  int64_t steps = xt->rank == 3 ? xt->dims[0].size : -1;
+  if (steps < 1)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an LSTM with proj_size over a sequence whose "
+                   "length the graph does not know (kiln unrolls it: trace it with the "
+                   "length fixed, or export without proj_size)");
+  if (steps * dirs * layers > MAX_PROJ_STEPS)
+    return kl_fail(c->e, KILN_ERR_LIMIT, "an LSTM with proj_size of %lld steps x %d "
+                   "directions x %lld layers: kiln unrolls at most %d", (long long)steps, dirs,
+                   (long long)layers, MAX_PROJ_STEPS);
+  int64_t perm[2] = {1, 0};
+  int *hs = kl_ts_alloc(c->b, sizeof *hs * (size_t)(2 * steps));
+  int *hl = kl_ts_alloc(c->b, sizeof *hl * (size_t)(layers * dirs * 2));
+  int *ys = kl_ts_alloc(c->b, sizeof *ys * (size_t)steps);
+  int zero = const_ints(c, (int64_t[]){0}, 1);
+  if (!hs || !hl || !ys || zero < 0) return c->e->code;
+  kiln_status s = KILN_OK;
+  for (int64_t l = 0; l < layers && !s; l++) {
+    for (int d = 0; d < dirs && !s; d++) {
+      const int *p = params + (l * dirs + d) * per;
+      int64_t at = l * dirs + d;
+      int xw, wt_hh, wt_hr, h, cell, bias, k;
+      const kl_type *wt = type_of(c, p[0]);
+      int64_t h4 = wt->rank == 2 ? wt->dims[0].size : -1;
+      if (h4 < 4 || h4 % 4)
+        return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "an LSTM weight_ih whose first dim is "
+                       "not 4 gates of one size");
+      int64_t sizes[4] = {h4 / 4, h4 / 4, h4 / 4, h4 / 4};
+      s = transpose_node(c, p[0], perm, 2, &k);
+      if (!s) s = op2(c, KL_OP_MatMul, x, k, &xw);
+      if (!s && per == 5) s = op2(c, KL_OP_Add, p[2], p[3], &bias);
+      if (!s && per == 5) s = op2(c, KL_OP_Add, xw, bias, &xw);
+      if (!s) s = transpose_node(c, p[1], perm, 2, &wt_hh);
+      if (!s) s = transpose_node(c, p[per - 1], perm, 2, &wt_hr);
+      int ia = kl_ts_const_i64(c->b, &at, 1, true);
+      if (ia < 0) return c->e->code;
+      if (!s) s = node_int(c, KL_OP_Gather, 2, (int[]){h0, ia}, "axis", 0, &h);
+      if (!s) s = node_int(c, KL_OP_Gather, 2, (int[]){c0, ia}, "axis", 0, &cell);
+      for (int64_t i = 0; i < steps && !s; i++) {
+        int64_t t = d ? steps - 1 - i : i;
+        int it = kl_ts_const_i64(c->b, &t, 1, true), g, rh, gate[4], ig, fc, hf, tc;
+        if (it < 0) return c->e->code;
+        s = node_int(c, KL_OP_Gather, 2, (int[]){xw, it}, "axis", 0, &g);
+        if (!s) s = op2(c, KL_OP_MatMul, h, wt_hh, &rh);
+        if (!s) s = op2(c, KL_OP_Add, g, rh, &g);
+        if (!s) s = split_sizes(c, g, 1, sizes, 4, gate);
+        if (!s) s = op1(c, KL_OP_Sigmoid, gate[0], &gate[0]);
+        if (!s) s = op1(c, KL_OP_Sigmoid, gate[1], &gate[1]);
+        if (!s) s = op1(c, KL_OP_Tanh, gate[2], &gate[2]);
+        if (!s) s = op1(c, KL_OP_Sigmoid, gate[3], &gate[3]);
+        if (!s) s = op2(c, KL_OP_Mul, gate[1], cell, &fc);
+        if (!s) s = op2(c, KL_OP_Mul, gate[0], gate[2], &ig);
+        if (!s) s = op2(c, KL_OP_Add, fc, ig, &cell);
+        if (!s) s = op1(c, KL_OP_Tanh, cell, &tc);
+        if (!s) s = op2(c, KL_OP_Mul, gate[3], tc, &hf);
+        if (!s) s = op2(c, KL_OP_MatMul, hf, wt_hr, &h);
+        hs[d * steps + t] = h;
+      }
+      if (!s) s = op2(c, KL_OP_Unsqueeze, h, zero, &hl[at]);
+      if (!s) s = op2(c, KL_OP_Unsqueeze, cell, zero, &hl[layers * dirs + at]);
+    }
+    for (int64_t t = 0; t < steps && !s; t++) {
+      int yt = hs[t];
+      if (dirs == 2) s = node_int(c, KL_OP_Concat, 2, (int[]){hs[t], hs[steps + t]}, "axis", 1, &yt);
+      if (!s) s = op2(c, KL_OP_Unsqueeze, yt, zero, &ys[t]);
+    }
+    if (!s) s = node_int(c, KL_OP_Concat, (int)steps, ys, "axis", 0, &x);
+  }
+  if (!s) s = node_int(c, KL_OP_Concat, (int)(layers * dirs), hl, "axis", 0, hn);
+  if (!s) s = node_int(c, KL_OP_Concat, (int)(layers * dirs), hl + layers * dirs, "axis", 0, cn);
+  *y = x;
+  return s;
+}
+
 /* lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
  * batch_first) (variant 0) and gru(input, hx, ...) (1): one ONNX LSTM or GRU per layer
  * (GRU with linear_before_reset, torch's form), the next layer's input each one's Y
@@ -2761,10 +2847,23 @@ static kiln_status lower_rnn(call *c) {
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "dropout between layers in training mode: "
                    "call model.eval() before torch.jit.trace");
   int dirs = bidir ? 2 : 1, per = biases ? 4 : 2;
+  if (!gru && layers >= 1 && layers * dirs * (per + 1) == n) { /* proj_size: w_hr too */
+    int ids[3] = {KL_ABSENT, KL_ABSENT, KL_ABSENT};
+    int64_t perm3[3] = {1, 0, 2};
+    if (batch_first && (s = transpose_node(c, x, perm3, 3, &x))) return s;
+    if ((s = lstm_proj(c, x, h0, c0, params, per + 1, layers, dirs, &ids[0], &ids[1], &ids[2])))
+      return s;
+    if (batch_first && (s = transpose_node(c, ids[0], perm3, 3, &ids[0]))) return s;
+    kl_tsv *items = kl_ts_alloc(c->b, 3 * sizeof *items);
+    if (!items) return c->e->code;
+    for (int k = 0; k < 3; k++) items[k] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = ids[k]};
+    *c->out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = 3, .id = -1};
+    return KILN_OK;
+  }
   if (layers < 1 || layers * dirs * per != n)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%d weight tensors for %lld layers, expected "
-                   "%lld (an LSTM with proj_size is not supported)", n, (long long)layers,
-                   (long long)(layers * dirs * per));
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%d weight tensors for %lld layers, expected "
+                   "%lld (or %lld for an LSTM with proj_size)", n, (long long)layers,
+                   (long long)(layers * dirs * per), (long long)(layers * dirs * (per + 1)));
   const kl_type *wh = type_of(c, params[1]);
   if (wh->rank != 2 || wh->dims[1].size < 1)
     return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "a recurrent weight_hh of unknown size");

@@ -28,6 +28,9 @@ Models are hand-written (no torchvision) and tiny, so that all of them stay well
                _shape_as_tensor, _weight_norm, bilinear and nearest upsampling (sizes
                and scale factors, both align_corners), conv2d_same padding computed
                by the graph, lstm and gru; no ONNX twin
+  lstm_proj    nn.LSTM with proj_size (unrolled by kiln: ONNX's LSTM has no
+               projection), 2 layers bidirectional batch first, and one without biases
+               given h0 and c0; no ONNX twin
   views        in-place writes through views (slice fill_, copy_ into a select,
                chained slices, permute + slice, a stepped slice of a view, masked_fill_,
                index_fill_, index_put_,
@@ -380,6 +383,23 @@ class Ops2(nn.Module):
                 u5 + u7[:, :, :10, :11], u6, s, lo, hn + cn, go, gh)
 
 
+class LstmProj(nn.Module):
+    """nn.LSTM with proj_size (h = (o * tanh(c)) W_hr^T; ONNX's LSTM has none: kiln
+    unrolls it): 2 layers, bidirectional, batch first, with biases; a second one
+    forward, without biases, given h0 and c0."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.LSTM(6, 8, num_layers=2, proj_size=3, bidirectional=True, batch_first=True)
+        self.b = nn.LSTM(6, 5, proj_size=2, bias=False)
+
+    def forward(self, x):                                   # [B 2, T 5, 6]
+        y, (hn, cn) = self.a(x)
+        h0 = torch.tanh(x[:1, :2, :2])                      # [1, B, 2]
+        z, (hb, cb) = self.b(x.transpose(0, 1), (h0, torch.ones(1, 2, 5) * 0.5))
+        return y, hn, cn, z, hb, cb
+
+
 class Bicubic(nn.Module):
     """upsample_bicubic2d: to sizes and by scale factors, up and down, align_corners
     both ways (torch's cubic: coefficient -0.75, coordinates not clamped, the taps past
@@ -446,6 +466,7 @@ MODELS = [
     ("ops", Ops, lambda: torch.randn(2, 4, 6, 6), {}),
     ("ops2", Ops2, lambda: torch.randn(2, 3, 6, 7), {}),
     ("bicubic", Bicubic, lambda: torch.randn(2, 3, 6, 7), {}),
+    ("lstm_proj", LstmProj, lambda: torch.randn(2, 5, 6), {}),
     ("sdpa_masked", SdpaMasked, lambda: torch.randn(2, 2, 5, 8), {}),
     ("views", Views, lambda: torch.randn(2, 4, 6), {}),
     ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
@@ -453,7 +474,7 @@ MODELS = [
     ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
     ("stdconv", StdConv, lambda: torch.randn(2, 3, 7, 9), {}),
 ]
-NO_ONNX = {"ops", "ops2", "bicubic", "sdpa_masked", "views", "views_after_writes", "shared", "shared_deflated",
+NO_ONNX = {"ops", "ops2", "bicubic", "lstm_proj", "sdpa_masked", "views", "views_after_writes", "shared", "shared_deflated",
            "stdconv"}
 
 
