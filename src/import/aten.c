@@ -2750,8 +2750,8 @@ static kiln_status lstm_proj(call *c, int x, int h0, int c0, const int *params, 
   int64_t steps = xt->rank == 3 ? xt->dims[0].size : -1;
   if (steps < 1)
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an LSTM with proj_size over a sequence whose "
-                   "length the graph does not know (kiln unrolls it: trace it with the "
-                   "length fixed, or export without proj_size)");
+                   "length the graph does not know (kiln unrolls it, and takes an input's "
+                   "dim 0 as the batch: use batch_first=True, or no proj_size)");
   if (steps * dirs * layers > MAX_PROJ_STEPS)
     return kl_fail(c->e, KILN_ERR_LIMIT, "an LSTM with proj_size of %lld steps x %d "
                    "directions x %lld layers: kiln unrolls at most %d", (long long)steps, dirs,

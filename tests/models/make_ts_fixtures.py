@@ -31,6 +31,8 @@ Models are hand-written (no torchvision) and tiny, so that all of them stay well
   lstm_proj    nn.LSTM with proj_size (unrolled by kiln: ONNX's LSTM has no
                projection), 2 layers bidirectional batch first, and one without biases
                given h0 and c0; no ONNX twin
+  lstm_proj_seq_first  the same over a sequence-first input, whose length kiln does not
+               know while building: refused (the unit test)
   views        in-place writes through views (slice fill_, copy_ into a select,
                chained slices, permute + slice, a stepped slice of a view, masked_fill_,
                index_fill_, index_put_,
@@ -400,6 +402,18 @@ class LstmProj(nn.Module):
         return y, hn, cn, z, hb, cb
 
 
+class LstmProjSeqFirst(nn.Module):
+    """An LSTM with proj_size over a sequence-first input: its length is the trace's
+    dim 0, which kiln takes as the batch (unknown while building): refused (unit test)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.LSTM(4, 6, proj_size=2)
+
+    def forward(self, x):                                   # [T 5, B 2, 4]
+        return self.a(x)[0]
+
+
 class Bicubic(nn.Module):
     """upsample_bicubic2d: to sizes and by scale factors, up and down, align_corners
     both ways (torch's cubic: coefficient -0.75, coordinates not clamped, the taps past
@@ -467,6 +481,7 @@ MODELS = [
     ("ops2", Ops2, lambda: torch.randn(2, 3, 6, 7), {}),
     ("bicubic", Bicubic, lambda: torch.randn(2, 3, 6, 7), {}),
     ("lstm_proj", LstmProj, lambda: torch.randn(2, 5, 6), {}),
+    ("lstm_proj_seq_first", LstmProjSeqFirst, lambda: torch.randn(5, 2, 4), {}),
     ("sdpa_masked", SdpaMasked, lambda: torch.randn(2, 2, 5, 8), {}),
     ("views", Views, lambda: torch.randn(2, 4, 6), {}),
     ("views_after_writes", ViewsAfterWrites, lambda: torch.randn(2, 5, 6), {}),
@@ -474,7 +489,7 @@ MODELS = [
     ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
     ("stdconv", StdConv, lambda: torch.randn(2, 3, 7, 9), {}),
 ]
-NO_ONNX = {"ops", "ops2", "bicubic", "lstm_proj", "sdpa_masked", "views", "views_after_writes", "shared", "shared_deflated",
+NO_ONNX = {"ops", "ops2", "bicubic", "lstm_proj", "lstm_proj_seq_first", "sdpa_masked", "views", "views_after_writes", "shared", "shared_deflated",
            "stdconv"}
 
 

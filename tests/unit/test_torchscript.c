@@ -1051,6 +1051,16 @@ static void test_attribute_set(void **state) {
                "inside an if or loop that the data decides");
 }
 
+/* An LSTM with proj_size is unrolled over its sequence (ts/lstm_proj runs in the models
+ * suite); over a sequence-first input, whose length the trace's batch dim makes
+ * unknown, it is refused saying why. */
+static void test_lstm_proj_refused(void **state) {
+  (void)state;
+  expect_error(TS "lstm_proj_seq_first/model.pt", NULL, KILN_ERR_UNSUPPORTED,
+               "an LSTM with proj_size over a sequence whose length the graph does not know",
+               "takes an input's dim 0 as the batch: use batch_first=True");
+}
+
 /* A List[Tensor] parameter declared element by element (xs.0, xs.1, ...): the elements
  * are the graph's inputs in order (script/list_input runs at every level in the models
  * suite); a gap in the numbering is an error naming the missing element. */
@@ -1438,6 +1448,7 @@ int main(void) {
       cmocka_unit_test(test_forward_defaults),
       cmocka_unit_test_setup_teardown(test_attribute_set, setup, teardown),
       cmocka_unit_test(test_list_input),
+      cmocka_unit_test(test_lstm_proj_refused),
       cmocka_unit_test_setup_teardown(test_named_tuple, setup, teardown),
       cmocka_unit_test_setup_teardown(test_list_forms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_endless_while, setup, teardown),
