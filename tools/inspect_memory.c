@@ -59,7 +59,8 @@ static void print_summary(const kiln_model *m, const kiln_session *s, const kl_m
          "                                  reordered copies of the weights it packs)\n",
          mib(weights));
   printf("  held by kernels  %10.3f MiB  (oneDNN's packed weights, and the one workspace its\n"
-         "                                  nodes share for scratchpads and staged copies)\n",
+         "                                  nodes share for scratchpads and staged copies;\n"
+         "                                  kiln's RNN kernels' packed W, R and buffers)\n",
          mib(kl_session_held_bytes(s)));
 }
 

@@ -48,6 +48,8 @@ kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int 
  * when const_weights (both are constants of the graph), else at every run. */
 kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, int n_in,
                                     bool const_weights, kl_isa isa);
+/* The bytes the state of a kernel from the two above holds (0 for those without one). */
+size_t kl_cpu_isa_held_bytes(const kl_cpu_kernel *k, const void *state);
 
 /* A range of a device's memory: what a device tensor's data points at. */
 typedef struct kl_dev_buf {

@@ -370,6 +370,9 @@ static void test_session_fast(void **state) {
     assert_string_equal(kl_session_kernel_name(fast, node),
                         kl_cpu_isa_fns(kl_isa_level())->name);
     assert_string_equal(kl_session_kernel_name(ref, node), "ref");
+    /* the session's memory counts the packed W (gh x 6) and R (gh x 4) the kernel holds */
+    int64_t gh = (ops[o] == KL_OP_LSTM ? 4 : 3) * 4;
+    assert_true(kl_session_held_bytes(fast) >= sizeof(float) * (size_t)(gh * (6 + 4)));
     assert_int_equal(n_got, n_want);
     for (int64_t i = 0; i < n_got; i++)
       if (!(fabs((double)got[i] - want[i]) <= 1e-4 * (1 + fabs((double)want[i]))))

@@ -578,6 +578,8 @@ size_t kl_cpu_plan_packed_bytes(const kl_cpu_plan *p, const kl_graph *g) {
 
 size_t kl_cpu_plan_held_bytes(const kl_cpu_plan *p) {
   size_t n = 0;
+  for (int i = 0; i < p->n_nodes; i++) /* kiln's kernels' states (RNN: packed W and R) */
+    if (p->state[i]) n += kl_cpu_isa_held_bytes(&p->choice[i].kernel, p->state[i]);
 #if KL_HAVE_DNNL
   for (int i = 0; p->on_dnnl && i < p->n_nodes; i++)
     if (p->on_dnnl[i] == DNNL_NODE) n += kl_dnnl_held_bytes(p->state[i]);

@@ -341,6 +341,10 @@ kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, 
   return (kl_cpu_kernel){l.fns->name, const_weights ? l.rnn_const : l.rnn, kl_rnn_state_free};
 }
 
+size_t kl_cpu_isa_held_bytes(const kl_cpu_kernel *k, const void *state) {
+  return k->release == kl_rnn_state_free ? kl_rnn_held_bytes(state) : 0;
+}
+
 unsigned kl_cpu_isa_inplace(const kl_node *n) {
   kl_act act;
   if (kl_isa_act(n, &act)) return 1u; /* Clip's bounds are scalars: never Y's buffer */

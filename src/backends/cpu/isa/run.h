@@ -179,6 +179,8 @@ kiln_status kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_ge
 bool kl_rnn_fast(const kl_node *n, const kl_type *const *in, int n_in);
 int kl_run_rnn(kl_kernel_ctx *c, const kl_isa_fns *f, bool const_weights);
 void kl_rnn_state_free(void *state);
+/* The bytes a state holds (packed W and R, a run's buffers): kiln bench's memory. */
+size_t kl_rnn_held_bytes(const void *state);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);
 

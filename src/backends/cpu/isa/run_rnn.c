@@ -51,6 +51,7 @@ struct kl_rnn_state {
                             rows), R's h rows per direction (GRU lbr 0) */
   float *work;           /* the buffers of a run (run_bufs) */
   size_t work_floats;
+  size_t weight_floats;  /* of weights */
 };
 typedef struct kl_rnn_state rnn_state;
 
@@ -110,6 +111,11 @@ bool kl_rnn_fast(const kl_node *n, const kl_type *const *in, int n_in) {
 
 /* ---- state ---- */
 
+size_t kl_rnn_held_bytes(const void *state) {
+  const rnn_state *s = state;
+  return s ? sizeof(float) * (s->weight_floats + s->work_floats) : 0;
+}
+
 void kl_rnn_state_free(void *state) {
   rnn_state *s = state;
   if (!s) return;
@@ -143,9 +149,11 @@ static kiln_status make_weights(rnn_state *s, const rnn_job *j) {
   int64_t floats = panel_floats(j->input, dirs * j->gh) +
                    dirs * (panel_floats(h, nr) + (two_products(j) ? panel_floats(h, h) : 0));
   free(s->weights);
+  s->weight_floats = 0;
   if (!(s->weights = malloc(sizeof(float) * (size_t)floats)))
     return kl_fail(j->c->e, KILN_ERR_OUT_OF_MEMORY, "%s: no memory for the packed W and R "
                    "(%lld floats)", kl_op_name(j->op), (long long)floats);
+  s->weight_floats = (size_t)floats;
   float *at = s->weights;
   place(&s->w, &at, j->input, dirs * j->gh);
   for (int d = 0; d < dirs; d++) {
