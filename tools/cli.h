@@ -78,6 +78,11 @@ bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
  * none twice; else prints why, with the model's inputs, and returns false. */
 bool cli_check_named(const char *cmd, const char *opt, const char *const *list, int n,
                      const kiln_model *m);
+/* No input is given both a --shape (shapes) and a file (inputs): the file's shape is
+ * the input's, so the --shape would be silently ignored, however malformed. Else prints
+ * which and returns false. */
+bool cli_check_shape_or_file(const char *cmd, const char *const *shapes, int n_shapes,
+                             const char *const *inputs, int n_inputs);
 /* When no entry of the input_types list spec ("x:float32[2,8];m:bool[2]") names an
  * input of m, the library matched its entries by position: "'input' as 'x', ..." into
  * buf, and true. False when spec is empty or names an input. */

@@ -70,6 +70,22 @@ bool cli_check_named(const char *cmd, const char *opt, const char *const *list, 
   return true;
 }
 
+bool cli_check_shape_or_file(const char *cmd, const char *const *shapes, int n_shapes,
+                             const char *const *inputs, int n_inputs) {
+  for (int i = 0; i < n_shapes; i++) {
+    const char *eq = strchr(shapes[i], '=');
+    size_t len = eq ? (size_t)(eq - shapes[i]) : strlen(shapes[i]);
+    for (int j = 0; j < n_inputs; j++)
+      if (strncmp(inputs[j], shapes[i], len) == 0 && inputs[j][len] == '=') {
+        fprintf(stderr, "kiln %s: --shape %s and --input %s both give input '%.*s' (the "
+                "file's shape is the input's): give one of them\n", cmd, shapes[i],
+                inputs[j], (int)len, shapes[i]);
+        return false;
+      }
+  }
+  return true;
+}
+
 /* Whether the n bytes at name are the name of an input of m. */
 static bool is_input(const kiln_model *m, const char *name, size_t n) {
   for (int k = 0; k < kiln_model_input_count(m); k++) {

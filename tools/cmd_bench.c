@@ -162,7 +162,8 @@ static void print_inputs(const kiln_model *m, const kl_tensor *ts, FILE *out) {
 static bool make_inputs(const bench_args *a, kiln_model *m, kiln_session *s, kl_tensor *ts) {
   uint64_t state = a->seed;
   if (!cli_check_named("bench", "--input", a->inputs, a->n_inputs, m) ||
-      !cli_check_named("bench", "--shape", a->shapes, a->n_shapes, m))
+      !cli_check_named("bench", "--shape", a->shapes, a->n_shapes, m) ||
+      !cli_check_shape_or_file("bench", a->shapes, a->n_shapes, a->inputs, a->n_inputs))
     return false;
   int64_t limit = a->common.max_tensor_bytes ? a->common.max_tensor_bytes : (INT64_C(16) << 30);
   bool batched = false; /* --batch sized some input's symbolic first dim */

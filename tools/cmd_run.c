@@ -197,7 +197,8 @@ static bool bind_inputs(const run_args *a, kiln_model *m, kiln_session *s, kl_te
   uint64_t state = a->seed;
   int n = kiln_model_input_count(m);
   if (!cli_check_named("run", "--input", a->inputs, a->n_inputs, m) ||
-      !cli_check_named("run", "--shape", a->shapes, a->n_shapes, m))
+      !cli_check_named("run", "--shape", a->shapes, a->n_shapes, m) ||
+      !cli_check_shape_or_file("run", a->shapes, a->n_shapes, a->inputs, a->n_inputs))
     return false;
   for (int k = 0; k < n; k++) {
     kiln_tensor_info info;

@@ -121,5 +121,8 @@ kiln_status kl_unique_sort(const kl_unique_view *v, int64_t *order, int64_t *n_u
                            kl_err *e);
 /* Whether slices a and b compare equal (NaNs equal to each other). */
 bool kl_unique_same(const kl_unique_view *v, int64_t a, int64_t b);
+/* The steps of kl_unique_sort's merge sort of `slices` slices of `slice_elems` elements
+ * each: counted per slice even when the slices are empty (work.c, load-time inference). */
+double kl_unique_steps(double slices, double slice_elems);
 
 #endif

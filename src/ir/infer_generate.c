@@ -249,6 +249,11 @@ static int compare_slices(const kl_unique_view *v, int64_t a, int64_t b) {
   return 0;
 }
 
+double kl_unique_steps(double slices, double slice_elems) {
+  double per = slice_elems > 1 ? slice_elems : 1;
+  return slices < 2 ? slices : slices * ceil(log2(slices)) * per;
+}
+
 bool kl_unique_same(const kl_unique_view *v, int64_t a, int64_t b) {
   return compare_slices(v, a, b) == 0;
 }
@@ -280,6 +285,10 @@ kiln_status kl_unique_sort(const kl_unique_view *v, int64_t *order, int64_t *n_u
   return KILN_OK;
 }
 
+/* Steps of the sort that counts the distinct slices beyond which load-time inference
+ * leaves the count unknown (the run bounds it with max_work: kl_node_work). */
+#define UNIQUE_LOAD_MAX_STEPS ((double)(1 << 24))
+
 /* The number of distinct slices when the data is known, else -1. */
 static kiln_status unique_count(const kl_infer_ctx *c, int axis, int64_t *u) {
   const kl_type *x = c->in[0];
@@ -293,6 +302,9 @@ static kiln_status unique_count(const kl_infer_ctx *c, int axis, int64_t *u) {
     for (int d = 0; d < axis; d++) v.outer *= x->dims[d].size;
     for (int d = axis + 1; d < x->rank; d++) v.inner *= x->dims[d].size;
   }
+  /* slices are counted even when empty: [2^40, 0] along axis 0 is 2^40 of them */
+  if (!c->at_run && kl_unique_steps((double)v.len, (double)v.outer * (double)v.inner) > UNIQUE_LOAD_MAX_STEPS)
+    return KILN_OK;
   if ((size_t)v.len > SIZE_MAX / sizeof(int64_t))
     return kl_fail(c->e, KILN_ERR_LIMIT, "too many slices (%lld)", (long long)v.len);
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(v.len ? v.len : 1));

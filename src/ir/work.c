@@ -7,6 +7,7 @@
  * Steps are multiply-adds or element visits, counted as the reference kernels do them;
  * the optimized kernels take fewer, never more. Every op costs at least its inputs'
  * and outputs' elements; the ops whose loops multiply dims (or attributes) say how. */
+#include "ir/data_plan.h"
 #include "ir/ir.h"
 #include "ir/reduce.h"
 #include "base/fft.h"
@@ -159,6 +160,7 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
   case KL_OP_MaxPool: /* each output visits its window's taps */
   case KL_OP_AveragePool:
   case KL_OP_LpPool:
+  case KL_OP_KilnQLinearAveragePool:
     w = y * pool_taps(n, a, 2);
     break;
   case KL_OP_KilnNhwcMaxPool:
@@ -221,6 +223,14 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
   }
   case KL_OP_NonMaxSuppression: /* every box against every other, per class */
     w = numel_of(a) * (b ? numel_of(b) : 1);
+    break;
+  case KL_OP_Unique: /* a merge sort of the slices along the axis, empty ones too */
+    if (a && kl_node_attr(n, "axis")) {
+      double len = dim_of(a, (int)kl_attr_int(n, "axis", 0));
+      w = kl_unique_steps(len, len > 0 ? numel_of(a) / len : 0);
+    } else if (a) {
+      w = kl_unique_steps(numel_of(a), 1);
+    }
     break;
   case KL_OP_LRN:
     w = y * (double)kl_attr_int(n, "size", 1);

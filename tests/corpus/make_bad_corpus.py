@@ -446,6 +446,11 @@ def op_cases():
          model_bytes([lrelu], [vi("X", [2, 3])], [vi("Y", None)]),
          "attribute 'alpha' is a list of floats, expected a float",
          "LeakyRelu whose alpha is a list (it silently became 0.01)")
+    conv = helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", strides=[2.0, 2.0])
+    case("conv_strides_floats.onnx",
+         model_bytes([conv], [vi("X", [1, 1, 4, 4])], [vi("Y", None)], [f32("W", [1, 1, 2, 2])]),
+         "node 'conv' (Conv): attribute 'strides' is a list of floats, expected a list of ints",
+         "Conv whose strides are floats (they silently became 1)")
     sm = helper.make_node("Softmax", ["X"], ["Y"], name="sm", axiss=0)
     case("softmax_axiss.onnx", model_bytes([sm], [vi("X", [2, 3])], [vi("Y", None)]),
          "node 'sm' (Softmax): unrecognized attribute 'axiss': Softmax takes axis",
@@ -643,6 +648,28 @@ def runtime_cases():
          model_bytes([x, w, r, lstm], [], [vi("h", [1, 1, 1024])], [x_shape, w_shape, r_shape],
                      check=True),
          "node 'lstm' (LSTM): about 4.2e+12 steps", "an LSTM of 10^6 steps of hidden size 1024")
+    # re-probe of 2026-11-27: QLinearAveragePool's window was left out of the estimate
+    # (it counted its elements alone); Unique counted nothing for 2^40 empty slices, which
+    # it sorts (inference sorted them even at load: `kiln inspect` too)
+    gen_u8 = helper.make_node("ConstantOfShape", ["x_shape"], ["x"],
+                              value=numpy_helper.from_array(np.array([1], np.uint8)))
+    gen_u8_shape = numpy_helper.from_array(np.array([1, 1, 3000, 3000], np.int64), "x_shape")
+    qpool = helper.make_node("QLinearAveragePool", ["x", "s", "z", "s", "z"], ["y"], name="pool",
+                             domain="com.microsoft", kernel_shape=[3000, 3000], pads=[2999] * 4)
+    qconsts = [numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+               numpy_helper.from_array(np.array(0, np.uint8), "z")]
+    case("qlinear_avgpool_window_3e14.onnx",
+         model_bytes([gen_u8, qpool], [], [vi("y", [1, 1, 5999, 5999], TensorProto.UINT8)],
+                     [gen_u8_shape] + qconsts, domains=["com.microsoft"]),
+         "node 'pool' (AveragePool): about 3.24e+14 steps",
+         "QLinearAveragePool of a 3000^2 window over 5999^2 outputs, from 300 bytes (it "
+         "ran for minutes; O2 turns it into an AveragePool between Q/DQ)")
+    x, x_shape = generated([1 << 40, 0])
+    uniq = helper.make_node("Unique", ["x"], ["y"], name="uniq", axis=0)
+    case("unique_2p40_empty_slices.onnx",
+         model_bytes([x, uniq], [], [vi("y", [None, 0])], [x_shape], opset=11, check=True),
+         "node 'uniq' (Unique): about 4.4e+13 steps",
+         "Unique along an axis of 2^40 empty slices (it allocated 48 TiB to sort them)")
     # an INT attribute holding only a float (f) was read as 0: Softmax over axis 0
     sm = helper.make_node("Softmax", ["x"], ["y"], name="sm")
     sm.attribute.append(onnx.AttributeProto(name="axis", type=onnx.AttributeProto.INT, f=1.0))

@@ -1013,6 +1013,81 @@ static void test_work_weight(void **state) {
   }
 }
 
+/* x [1, c, 4096 + 63] through a Conv of W [m, c / group, 64] (constant): 4096 * 64
+ * steps for each output channel (kl_node_work). Run under max_work 2^24 on the fast
+ * kernels; the Conv's kernel name in *kernel, the run's work in *work. */
+static kiln_status run_conv_under_work(int64_t c, int64_t m, int64_t group, const char **kernel,
+                                       double *work, char *msg, size_t len) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd[3] = {1, c, 4096 + 63}, wd[3] = {m, c / group, 64};
+  int x = tu_graph_input(g, "x", KL_F32, 3, xd);
+  float *w = calloc((size_t)(m * wd[1] * 64), sizeof *w);
+  assert_non_null(w);
+  int k = tu_graph_const(g, "w", KL_F32, 3, wd, w);
+  free(w);
+  int n = tu_graph_output_node(g, KL_OP_Conv, 2, (int[]){x, k}, 1);
+  assert_int_equal(kl_node_set_int(g, n, "group", group, NULL), KILN_OK);
+  kiln_model *model = tu_model_of(g, 0);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 24), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "threads", 1), KILN_OK);
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_session_create(model, o, &s), KILN_OK);
+  kiln_options_free(o);
+  size_t count = (size_t)(c * xd[2]);
+  float *in = calloc(count, sizeof *in);
+  assert_non_null(in);
+  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 3, xd, in,
+                                          sizeof *in * count),
+                   KILN_OK);
+  kiln_status st = kiln_session_run(s);
+  *kernel = kl_session_kernel_name(s, 0);
+  *work = kl_session_run_work(s);
+  snprintf(msg, len, "%s", kiln_session_error(s));
+  free(in);
+  kiln_session_free(s);
+  kiln_model_free(model);
+  return st;
+}
+
+/* An optimized convolution of one input and one output channel per group takes 0.5 to
+ * 2 ns a step (a 1-D one of 3000 taps over 9e6 outputs from a 400-byte file: 49 s)
+ * against oneDNN's usual 0.1 or less: its steps count 256 times, and the weight falls
+ * with the channel pairs per group, to 1 from 256 pairs on. */
+static void test_conv_work_weight(void **state) {
+  (void)state;
+  const char *kernel;
+  double work;
+  char msg[512];
+  /* one channel: 2^18 steps, 2^26 weighed, over 2^24 */
+  kiln_status st = run_conv_under_work(1, 1, 1, &kernel, &work, msg, sizeof msg);
+  if (strcmp(kernel, "ref") != 0)
+    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 2.62e+05 steps for these shapes, over "
+                     "max_work 16777216: a convolution of few channels per group whose "
+                     "steps count 256 times (6.71e+07 in all");
+  /* depthwise, 4 groups of one channel: 2^20 steps, 2^28 weighed */
+  st = run_conv_under_work(4, 4, 4, &kernel, &work, msg, sizeof msg);
+  if (strcmp(kernel, "ref") != 0)
+    tu_assert_status(st, KILN_ERR_LIMIT, msg, "steps count 256 times (2.68e+08 in all");
+  /* 4 x 4 channels: 2^22 steps, each counted 256 / 16 times */
+  st = run_conv_under_work(4, 4, 1, &kernel, &work, msg, sizeof msg);
+  if (strcmp(kernel, "ref") != 0)
+    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 4.19e+06 steps for these shapes, over "
+                     "max_work 16777216: a convolution of few channels per group whose "
+                     "steps count 16 times (6.71e+07 in all");
+  /* 16 x 16 channels: 2^26 steps, counted once */
+  st = run_conv_under_work(16, 16, 1, &kernel, &work, msg, sizeof msg);
+  if (strcmp(kernel, "ref") != 0)
+    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 6.71e+07 steps for these shapes, over "
+                     "max_work 16777216 (option max_work");
+  /* 2 groups of 16 x 16: half the steps of 32 x 32 in one group, counted once */
+  st = run_conv_under_work(32, 32, 2, &kernel, &work, msg, sizeof msg);
+  if (strcmp(kernel, "ref") != 0)
+    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 1.34e+08 steps for these shapes, over "
+                     "max_work 16777216 (option max_work");
+}
+
 /* release_weights: the session frees the model's copy of the weights that only its
  * oneDNN nodes read once they hold them packed, runs as before (and allocates
  * nothing after the first run), and no other session can be made from the model. */
@@ -1149,6 +1224,7 @@ int main(void) {
       cmocka_unit_test(test_isa_batchnorm_slice_pad),
       cmocka_unit_test(test_release_weights),
       cmocka_unit_test(test_work_weight),
+      cmocka_unit_test(test_conv_work_weight),
       cmocka_unit_test(test_memory_limit_counts_packed),
       cmocka_unit_test(test_output_view_of_input),
       cmocka_unit_test(test_check_empty_outputs),

@@ -155,6 +155,9 @@ int kl_ref_unique(kl_kernel_ctx *c) {
     v.inner = kl_ref_span(x->dims, axis + 1, x->rank);
   }
   size_t n = (size_t)(v.len ? v.len : 1);
+  if (n > SIZE_MAX / (6 * sizeof(int64_t)))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "Unique: %lld slices, too many to sort",
+                   (long long)v.len);
   int64_t *block = malloc(6 * n * sizeof(int64_t)), u;
   if (!block) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   unique_work w = {block, block + n, block + 2 * n, block + 3 * n, block + 4 * n, block + 5 * n};
