@@ -163,8 +163,12 @@ static kiln_status session_alloc(kiln_session *s) {
  * to 0.1 ns a step with many channel pairs per group, but 0.5 to 2 ns with one input
  * and one output channel per group (depthwise, or a single channel: a 1-D convolution
  * of a 3000-tap filter over 9e6 outputs, made by a file of 400 bytes, ran for 49 s on
- * one core): those count as a reference kernel's, and the weight falls with the pairs
- * (C / group input channels times M / group output ones), to 1 from 256 pairs on. */
+ * one core): those count KL_FEW_CHANNELS_WEIGHT times, the slowest measured against the
+ * usual 0.1 ns (not a reference kernel's 256: a batch of 8 1080p frames through a
+ * MobileNet's depthwise layers, 4.6e9 steps, must stay well inside the default bound),
+ * and the weight falls with the pairs (C / group input channels times M / group output
+ * ones), to 1 from KL_FEW_CHANNELS_WEIGHT pairs on. */
+#define KL_FEW_CHANNELS_WEIGHT 32.0
 static double conv_work_weight(const kl_graph *g, const kl_node *n) {
   bool transposed = n->op == KL_OP_ConvTranspose || n->op == KL_OP_KilnFusedConvTranspose;
   if (!transposed && n->op != KL_OP_Conv && n->op != KL_OP_KilnFusedConv) return 1;
@@ -174,8 +178,7 @@ static double conv_work_weight(const kl_graph *g, const kl_node *n) {
   if (w->rank < 2 || w->dims[0].size < 1 || w->dims[1].size < 1 || group < 1) return 1;
   /* W is [M, C / group, k...], a transposed one's [C, M / group, k...] */
   double pairs = (double)w->dims[0].size / (double)group * (double)w->dims[1].size;
-  return pairs >= KL_REF_WORK_WEIGHT ? 1 : pairs > 1 ? KL_REF_WORK_WEIGHT / pairs
-                                                     : KL_REF_WORK_WEIGHT;
+  return pairs >= KL_FEW_CHANNELS_WEIGHT ? 1 : KL_FEW_CHANNELS_WEIGHT / pairs;
 }
 
 /* Kernels for every node, and what each allows the memory plan. */

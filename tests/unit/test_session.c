@@ -1014,7 +1014,7 @@ static void test_work_weight(void **state) {
 }
 
 /* x [1, c, 4096 + 63] through a Conv of W [m, c / group, 64] (constant): 4096 * 64
- * steps for each output channel (kl_node_work). Run under max_work 2^24 on the fast
+ * steps for each output channel (kl_node_work). Run under max_work 2^22 on the fast
  * kernels; the Conv's kernel name in *kernel, the run's work in *work. */
 static kiln_status run_conv_under_work(int64_t c, int64_t m, int64_t group, const char **kernel,
                                        double *work, char *msg, size_t len) {
@@ -1030,7 +1030,7 @@ static kiln_status run_conv_under_work(int64_t c, int64_t m, int64_t group, cons
   kiln_model *model = tu_model_of(g, 0);
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 24), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 22), KILN_OK);
   assert_int_equal(kiln_options_set_int(o, "threads", 1), KILN_OK);
   kiln_session *s = NULL;
   assert_int_equal(kiln_session_create(model, o, &s), KILN_OK);
@@ -1053,39 +1053,39 @@ static kiln_status run_conv_under_work(int64_t c, int64_t m, int64_t group, cons
 
 /* An optimized convolution of one input and one output channel per group takes 0.5 to
  * 2 ns a step (a 1-D one of 3000 taps over 9e6 outputs from a 400-byte file: 49 s)
- * against oneDNN's usual 0.1 or less: its steps count 256 times, and the weight falls
- * with the channel pairs per group, to 1 from 256 pairs on. */
+ * against oneDNN's usual 0.1 or less: its steps count 32 times, and the weight falls
+ * with the channel pairs per group, to 1 from 32 pairs on. */
 static void test_conv_work_weight(void **state) {
   (void)state;
   const char *kernel;
   double work;
   char msg[512];
-  /* one channel: 2^18 steps, 2^26 weighed, over 2^24 */
+  /* one channel: 2^18 steps, 2^23 weighed, over 2^22 */
   kiln_status st = run_conv_under_work(1, 1, 1, &kernel, &work, msg, sizeof msg);
   if (strcmp(kernel, "ref") != 0)
     tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 2.62e+05 steps for these shapes, over "
-                     "max_work 16777216: a convolution of few channels per group whose "
-                     "steps count 256 times (6.71e+07 in all");
-  /* depthwise, 4 groups of one channel: 2^20 steps, 2^28 weighed */
+                     "max_work 4194304: a convolution of few channels per group whose "
+                     "steps count 32 times (8.39e+06 in all");
+  /* depthwise, 4 groups of one channel: 2^20 steps, 2^25 weighed */
   st = run_conv_under_work(4, 4, 4, &kernel, &work, msg, sizeof msg);
   if (strcmp(kernel, "ref") != 0)
-    tu_assert_status(st, KILN_ERR_LIMIT, msg, "steps count 256 times (2.68e+08 in all");
-  /* 4 x 4 channels: 2^22 steps, each counted 256 / 16 times */
+    tu_assert_status(st, KILN_ERR_LIMIT, msg, "steps count 32 times (3.36e+07 in all");
+  /* 4 x 4 channels: 2^22 steps, each counted 32 / 16 times */
   st = run_conv_under_work(4, 4, 1, &kernel, &work, msg, sizeof msg);
   if (strcmp(kernel, "ref") != 0)
     tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 4.19e+06 steps for these shapes, over "
-                     "max_work 16777216: a convolution of few channels per group whose "
-                     "steps count 16 times (6.71e+07 in all");
-  /* 16 x 16 channels: 2^26 steps, counted once */
-  st = run_conv_under_work(16, 16, 1, &kernel, &work, msg, sizeof msg);
+                     "max_work 4194304: a convolution of few channels per group whose "
+                     "steps count 2 times (8.39e+06 in all");
+  /* 8 x 8 channels: 2^24 steps, counted once */
+  st = run_conv_under_work(8, 8, 1, &kernel, &work, msg, sizeof msg);
   if (strcmp(kernel, "ref") != 0)
-    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 6.71e+07 steps for these shapes, over "
-                     "max_work 16777216 (option max_work");
+    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 1.68e+07 steps for these shapes, over "
+                     "max_work 4194304 (option max_work");
   /* 2 groups of 16 x 16: half the steps of 32 x 32 in one group, counted once */
   st = run_conv_under_work(32, 32, 2, &kernel, &work, msg, sizeof msg);
   if (strcmp(kernel, "ref") != 0)
     tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 1.34e+08 steps for these shapes, over "
-                     "max_work 16777216 (option max_work");
+                     "max_work 4194304 (option max_work");
 }
 
 /* release_weights: the session frees the model's copy of the weights that only its
