@@ -57,16 +57,6 @@ static float float_of(uint32_t u) {
   return f;
 }
 
-/* The levels this machine runs, generic first. */
-static int levels(kl_isa *out) {
-  kl_isa top = kl_isa_supported(kl_isa_features());
-  int n = 0;
-  out[n++] = KL_ISA_GENERIC;
-  if (top >= KL_ISA_AVX2) out[n++] = KL_ISA_AVX2;
-  if (top >= KL_ISA_AVX512) out[n++] = KL_ISA_AVX512;
-  return n;
-}
-
 /* ---- one optimizer node and its buffers ---- */
 
 typedef struct opt_case {
@@ -272,7 +262,7 @@ static void test_levels_bitexact(void **state) {
   (void)state;
   static const int64_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 4099, 40000};
   kl_isa lv[3];
-  int n_lv = levels(lv);
+  int n_lv = tu_isa_levels(lv);
   for (int ci = 0; ci < N_CASES; ci++) {
     const opt_case *oc = &cases[ci];
     node_of nd;
@@ -509,7 +499,7 @@ static void test_split_matches_fp32(void **state) {
   static const int64_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 511, 512, 513, 4099, 32769};
   enum { N_SIZES = sizeof sizes / sizeof sizes[0] };
   kl_isa lv[3];
-  int n_lv = levels(lv);
+  int n_lv = tu_isa_levels(lv);
   int checked[KL_OP_COUNT] = {0};
   for (int ci = 0; ci < N_CASES; ci++) {
     const opt_case *oc = &cases[ci];
@@ -601,7 +591,7 @@ static void test_grad_norm(void **state) {
   if (!(fabs(want - sqrt(ss)) <= 1e-6 * sqrt(ss)))
     fail_msg("GradNorm %.9g, the double norm %.9g", (double)want, sqrt(ss));
   kl_isa lv[3];
-  int n_lv = levels(lv);
+  int n_lv = tu_isa_levels(lv);
   y.data = &got;
   for (int l = 0; l < n_lv; l++)
     for (int th = 1; th <= 2; th++) {
@@ -737,7 +727,7 @@ static void test_bad_inputs(void **state) {
 static void test_bad_hyper(void **state) {
   (void)state;
   kl_isa lv[3];
-  int n_lv = levels(lv);
+  int n_lv = tu_isa_levels(lv);
   for (int l = -1; l < n_lv; l++) {
     opt_case oc = cases[1]; /* SGD with momentum */
     node_of nd;

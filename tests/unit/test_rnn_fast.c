@@ -117,16 +117,6 @@ static void build(tu_fixture *f, const rnn_case *c) {
   if (tu_run(f) != KILN_OK) fail_msg("%s: the reference: %s", what, f->e.msg);
 }
 
-/* The levels this machine runs (KILN_ISA aside), generic first. */
-static int levels(kl_isa *out) {
-  kl_isa top = kl_isa_supported(kl_isa_features());
-  int n = 0;
-  out[n++] = KL_ISA_GENERIC;
-  if (top >= KL_ISA_AVX2) out[n++] = KL_ISA_AVX2;
-  if (top >= KL_ISA_AVX512) out[n++] = KL_ISA_AVX512;
-  return n;
-}
-
 static kl_cpu_kernel kernel_for(const tu_fixture *f, bool const_weights, kl_isa isa) {
   const kl_type *types[TU_MAX_IO];
   for (int i = 0; i < f->n_in; i++) types[i] = f->present[i] ? &f->in[i] : NULL;
@@ -181,7 +171,7 @@ static void same_bits(const tu_fixture *f, const kl_tensor *a, const kl_tensor *
 static void check_case(tu_fixture *f, const rnn_case *c) {
   build(f, c);
   kl_isa lv[3];
-  int n_levels = levels(lv);
+  int n_levels = tu_isa_levels(lv);
   char what[200], desc[160];
   describe(c, desc, sizeof desc);
   for (int l = 0; l < n_levels; l++)

@@ -739,3 +739,12 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
   kiln_model_free(m);
   return on_dev;
 }
+
+int tu_isa_levels(kl_isa *out) {
+  kl_isa top = kl_isa_supported(kl_isa_features());
+  int n = 0;
+  out[n++] = KL_ISA_GENERIC;
+  if (top >= KL_ISA_AVX2) out[n++] = KL_ISA_AVX2;
+  if (top >= KL_ISA_AVX512) out[n++] = KL_ISA_AVX512;
+  return n;
+}

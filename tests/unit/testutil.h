@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cpu/isa.h"
 #include "ir/ir.h"
 
 #define TU_MAX_IO 12 /* inputs or outputs of a fixture's node */
@@ -298,5 +299,9 @@ void tu_mkdtemp(char *dir, size_t size, const char *tag);
 void tu_write_file(const char *path, const void *data, size_t len);
 /* The whole file, malloc'd with a NUL after its *len bytes. */
 void *tu_read_file(const char *path, size_t *len);
+
+/* The ISA levels this machine runs (KILN_ISA aside) into out[3], generic first: the
+ * levels a kernel test compares against its reference. Returns their count. */
+int tu_isa_levels(kl_isa *out);
 
 #endif
