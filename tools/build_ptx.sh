@@ -30,10 +30,15 @@ if [ "$cpu" != "$sm" ]; then
 fi
 # clang does not turn reqd_work_group_size into PTX's .maxntid: without it the driver
 # knows nothing of the work-group size it will run at. The tensor-core kernels (kl_tc_*,
-# 256 work-items; kl_tc_mm*, kl_tc_cvt*, kl_wg_mm* and kl_wg_cvt*, 128) get .maxntid 256 (128) (measured on the H100: as fast as none, and
-# .minnctapersm 2, which caps them at 128 registers, took 25% longer).
-awk '/^\.entry (kl_tc_mm|kl_tc_cvt|kl_wg_mm|kl_wg_cvt)/ { tc = 128 }
+# 256 work-items; kl_tc_mm*, kl_tc_cvt*, kl_wg_mm*, kl_wg_cvt* and kl_attn_tc*, 128) get
+# .maxntid 256 (128) (measured on the H100: as fast as none, and
+# .minnctapersm 2, which caps them at 128 registers, took 25% longer). kl_attn_tc64 gets
+# .maxnreg 128 besides (ptxas gave it 204 registers, two work-groups an SM; at 128, four,
+# with 16 bytes spilled, BERT-base b32's 12 attentions took 0.76 against 0.86 ms on the
+# H200).
+awk '/^\.entry (kl_tc_mm|kl_tc_cvt|kl_wg_mm|kl_wg_cvt|kl_attn_tc)/ { tc = 128 }
      /^\.entry kl_tc_/ && !/^\.entry (kl_tc_mm|kl_tc_cvt)/ { tc = 256 }
+     /^\.entry kl_attn_tc/ { reg = 128 }
      { print }
-     tc && /^\)/ { print ".maxntid " tc ", 1, 1"; tc = 0 }' \
+     tc && /^\)/ { print ".maxntid " tc ", 1, 1"; if (reg) print ".maxnreg " reg; tc = reg = 0 }' \
   "$tmp/k.ptx" >"$out"

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -803,6 +804,56 @@ static void test_wgmma(void **state) {
   tu_gpu_expect_kernel = NULL;
 }
 
+/* ---- attention on the tensor cores (tc.cl's kl_attn_tc64) ---- */
+
+/* kiln.MultiHeadAttention at precision tf32, heads of at most 64: both products on
+ * mma.sync. With inputs rounded to TF32 the scores are exact products summed in float32
+ * and only the weights' rounding to TF32 (2^-11 relative) and ex2.approx's error reach
+ * the outputs, weighted averages of values in [-2, 2] (ATTN_TOL); with inputs as drawn,
+ * Q's and K's rounding moves scores of up to ~10 by ~1e-2 (TF32_TOL). Query blocks of
+ * 64 crossed and partial, key tiles of 64 and their halves of 32 crossed and partial,
+ * heads narrower than 64 (D and Dv apart), separate and packed projections, masks
+ * broadcast from [B,1,1,T], [S,T] and [B,H,S,T], queries that see no key. */
+#define ATTN_TOL TU_TOL(3e-3, 1e-3)
+
+static void test_tf32_attention(void **state) {
+  (void)state;
+  if (!device_tf32()) {
+    print_message("[  INFO    ] the OpenCL device has no tensor cores: kl_attn_tc64 runs on "
+                  "NVIDIA (docs/gpu.md)\n");
+    return;
+  }
+  static const tu_mha_case cases[] = {
+      {"12 heads of 64, S 130, T 100, [B,H,S,T] mask", false, 12, 4, {2, 130, 768},
+       {2, 100, 768}, {2, 100, 768}, {2, 12, 130, 100}, 0},
+      {"packed QKV, 12 heads of 64, S 128, [B,1,1,T] mask (BERT-base's)", true, 12, 4,
+       {2, 128, 2304}, {0}, {0}, {2, 1, 1, 128}, 0},
+      {"packed QKV, 2 heads of 64, S 77, [B,1,1,T] mask", true, 2, 4, {3, 77, 384}, {0}, {0},
+       {3, 1, 1, 77}, 0},
+      {"3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4, {2, 5, 15}, {2, 7, 15},
+       {2, 7, 9}, {2, 1, 1, 7}, 0},
+      {"2 heads of 48 (V 64), S 65, T 33", false, 2, 0, {1, 65, 96}, {1, 33, 96},
+       {1, 33, 128}, {0}, 0},
+      {"2 heads of 16 (V 40), S 70, T 45, [S,T] mask", false, 2, 2, {1, 70, 32}, {1, 45, 32},
+       {1, 45, 80}, {70, 45}, 0},
+      {"1 head of 32, S 3, T 300 (five key tiles)", false, 1, 0, {1, 3, 32}, {1, 300, 32},
+       {1, 300, 32}, {0}, 0},
+      {"2 heads of 64, S 70, T 40, queries with no key", false, 2, 4, {2, 70, 128},
+       {2, 40, 128}, {2, 40, 128}, {2, 1, 70, 40}, -INFINITY},
+      {"1 head of 64, S 66, T 100, queries with no key (two key tiles)", false, 1, 4,
+       {2, 66, 64}, {2, 100, 64}, {2, 100, 64}, {2, 1, 66, 100}, -INFINITY},
+  };
+  tu_gpu_expect_kernel = "kl_attn_tc64";
+  char what[200];
+  for (int i = 0; i < TU_LEN(cases); i++) {
+    snprintf(what, sizeof what, "TF32 attention %s", cases[i].what);
+    tu_gpu_check_at(tu_mha_graph(&cases[i]), what, 0, ATTN_TOL, 1, true, "tf32", true);
+    snprintf(what, sizeof what, "TF32 attention %s, inputs not TF32", cases[i].what);
+    tu_gpu_check_at(tu_mha_graph(&cases[i]), what, 0, TF32_TOL, 1, true, "tf32", false);
+  }
+  tu_gpu_expect_kernel = NULL;
+}
+
 /* ---- pooling ---- */
 
 static void test_pool(void **state) {
@@ -986,6 +1037,7 @@ int main(void) {
       cmocka_unit_test(test_cpu_fallbacks),  cmocka_unit_test(test_network),
       cmocka_unit_test(test_tf32),
       cmocka_unit_test(test_wgmma),
+      cmocka_unit_test(test_tf32_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -699,7 +699,8 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
       const char *kernel = kl_session_kernel_name(dev, i);
       if (tu_gpu_expect_kernel &&
           (op == KL_OP_Conv || op == KL_OP_KilnFusedConv || op == KL_OP_Gemm ||
-           op == KL_OP_KilnFusedGemm || op == KL_OP_MatMul || op == KL_OP_KilnFusedMatMul) &&
+           op == KL_OP_KilnFusedGemm || op == KL_OP_MatMul || op == KL_OP_KilnFusedMatMul ||
+           op == KL_OP_KilnMultiHeadAttention) &&
           !strstr(kernel, tu_gpu_expect_kernel))
         fail_msg("%s: node %d (%s) ran '%s', expected kernel %s", what, i, kl_op_name(op),
                  kernel, tu_gpu_expect_kernel);

@@ -275,8 +275,9 @@ int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64
  * differs from the reference's). tu_gpu_check is precision "fp32", inputs as drawn. */
 int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
                     bool all_on_device, const char *precision, bool tf32_inputs);
-/* When set, tu_gpu_check_at also requires every convolution and matrix product of the
- * graph to have queued an OpenCL kernel whose name contains it ("kl_tc_cvt"): a fast
+/* When set, tu_gpu_check_at also requires every convolution, matrix product and
+ * attention of the graph to have queued an OpenCL kernel whose name contains it
+ * ("kl_tc_cvt"): a fast
  * path must not fall back unseen. */
 extern const char *tu_gpu_expect_kernel;
 

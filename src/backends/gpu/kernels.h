@@ -26,6 +26,13 @@ typedef struct kl_gpu_op {
   kiln_status (*run)(kl_cl *c, kl_kernel_ctx *kc);
 } kl_gpu_op;
 
+/* A device tensor's offset in its buffer, in elements (what the kernels add to their
+ * pointer argument). */
+static inline int64_t kl_gpu_elem_off(const kl_tensor *t) {
+  const kl_dev_buf *b = t->data;
+  return b ? (int64_t)(b->off / kl_dtype_size(t->dtype)) : 0;
+}
+
 /* Device memory a node's kernels keep from one run to the next, freed with the backend
  * (the convolution's tap-major weights: ops_nn.c). gpu/backend.c hands each node's to its
  * run as *kc->state (a kl_gpu_node_mem *). */

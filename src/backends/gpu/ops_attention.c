@@ -1,13 +1,13 @@
-/* Attention on the GPU (kernels/attention.cl): kiln.MultiHeadAttention, the node the
- * transformer fusions make (src/passes/fuse_mha.c), in one kernel with no scores matrix
- * in memory. */
+/* Attention on the GPU (kernels/attention.cl; at precision tf32 kernels/tc.cl's
+ * kl_attn_tc64): kiln.MultiHeadAttention, the node the transformer fusions make
+ * (src/passes/fuse_mha.c), in one kernel with no scores matrix in memory. */
 #include "backends/cpu/ref/mha.h"
 #include "backends/gpu/kernels.h"
 
 #define MAX_DV 256 /* KL_ATTN_MAX_DV: the per-query accumulator lives in registers */
 #define TILE_D 128 /* KL_ATTN_TILE_D: the largest head of kl_attn_mha_tiled */
 #define QB 64      /* KL_ATTN_QB: its queries per work-group */
-#define FA_D 64    /* KL_FA_D: the largest head of kl_attn_flash64 */
+#define FA_D 64    /* KL_FA_D: the largest head of kl_attn_flash64 (and kl_attn_tc64) */
 #define FA_QB 64   /* KL_FA_QB and KL_FA_WG: its queries and work-items per group */
 #define FA_WG 128
 
@@ -45,6 +45,19 @@ static kiln_status run_mha(kl_cl *c, kl_kernel_ctx *kc) {
                  kl_attr_float(kc->node, "scale", 1.0f), m.mask != NULL,
                  kl_attr_int(kc->node, "zero_masked_rows", 0) != 0};
   int64_t rows = m.batch * m.heads * m.seq;
+  if (m.d <= FA_D && m.dv <= FA_D && kl_cl_tf32(c) && kl_cl_has_kernel(c, "kl_attn_tc64")) {
+    /* precision tf32: both products on the tensor cores (tc.cl), 64 queries a group,
+     * the tiles copied in 16-byte pieces where every row starts on one */
+    int vec = kl_gpu_elem_off(m.q) % 4 == 0 && kl_gpu_elem_off(m.k) % 4 == 0 &&
+              kl_gpu_elem_off(m.v) % 4 == 0 && m.qrow % 4 == 0 && m.krow % 4 == 0 &&
+              m.vrow % 4 == 0 && m.koff % 4 == 0 && m.voff % 4 == 0 && m.d % 4 == 0 &&
+              m.dv % 4 == 0;
+    size_t global = (size_t)((m.seq + FA_QB - 1) / FA_QB * m.batch * m.heads) * FA_WG,
+           local = FA_WG;
+    return KL_CL_LAUNCH(c, "kl_attn_tc64", 1, &global, &local, kc->e, CLA_T(m.q),
+                        CLA_T(m.k), CLA_T(m.v), CLA_T(m.mask), CLA_T(kc->out[0]), CLA_S(g),
+                        CLA_I(vec));
+  }
   if (m.d <= FA_D && m.dv <= FA_D && kl_cl_max_group(c) >= FA_WG) {
     /* 64 queries of a head per work-group of 128, scores and output blocks in registers */
     size_t global = (size_t)((m.seq + FA_QB - 1) / FA_QB * m.batch * m.heads) * FA_WG,

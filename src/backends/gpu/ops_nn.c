@@ -36,13 +36,6 @@ static kiln_status window_of(const kl_kernel_ctx *kc, const int64_t *kernel, kl_
   return kl_ref_window_init(kc, kernel, &w->w);
 }
 
-/* A device tensor's offset in its buffer, in elements (what the kernels add to their
- * pointer argument). */
-static int64_t elem_off(const kl_tensor *t) {
-  const kl_dev_buf *b = t->data;
-  return b ? (int64_t)(b->off / kl_dtype_size(t->dtype)) : 0;
-}
-
 /* How operand k (t; NULL when absent) of bc reaches element i of Y in tc.cl's
  * epilogues: 0 absent, 1 at Y's own index (t has Y's shape), 2 at Y's column (t varies
  * along Y's last dim only, as a bias), 3 by the general broadcast. */
@@ -129,7 +122,7 @@ static kiln_status conv1x1_mm(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g
   for (int d = 0; d < 3; d++)
     if (g->w.stride[d] != 1 || g->w.pad_begin[d] || g->w.pad_end[d] || g->w.in[d] != g->w.out[d])
       return KILN_ERR_UNSUPPORTED;
-  if (cin % 4 || p % 4 || elem_off(x) % 4 || elem_off(w) % 4) return KILN_ERR_UNSUPPORTED;
+  if (cin % 4 || p % 4 || kl_gpu_elem_off(x) % 4 || kl_gpu_elem_off(w) % 4) return KILN_ERR_UNSUPPORTED;
   int64_t bm = tc_rows(c, cout, p, images);
   /* on wgmma where the program has it: kl_wg_cvt (conv_taps), whose B is K-major as
    * kl_tc_mm's here is not; where Cout >= Cin (measured on the H200: the reductions of
@@ -219,7 +212,7 @@ static kiln_status conv_taps(kl_cl *c, kl_kernel_ctx *kc, const kl_nn_window *g,
   if (taps > 1 || wg) {
     kiln_status st = w_taps(c, kc, wg ? "kl_wg_w_taps" : "kl_nn_w_taps", cin, taps, &wt);
     if (st != KILN_OK) return st;
-  } else if (elem_off(w) % 4) {
+  } else if (kl_gpu_elem_off(w) % 4) {
     return KILN_ERR_UNSUPPORTED;
   }
   size_t global = (size_t)((cols + 127) / 128 * ((g->cout_per_group + bm - 1) / bm) * groups) *
@@ -268,7 +261,7 @@ static kiln_status run_conv(kl_cl *c, kl_kernel_ctx *kc) {
     size_t global = (size_t)((cols + 127) / 128 * ((g.cout_per_group + bm - 1) / bm) * groups) *
                     256,
            local = 256;
-    int vec = (g.cin_per_group * taps) % 4 == 0 && elem_off(w) % 4 == 0; /* W in 4-vectors */
+    int vec = (g.cin_per_group * taps) % 4 == 0 && kl_gpu_elem_off(w) % 4 == 0; /* W in 4-vectors */
     int smode = conv_sum_mode(&bc, sum);
     return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_conv64" : "kl_tc_conv128", 1, &global, &local,
                         kc->e, CLA_T(x), CLA_T(w), CLA_T(b), CLA_T(sum), CLA_T(y), CLA_S(g),
@@ -315,10 +308,10 @@ static bool batch_vec(const product *p, int k) {
  * pieces: A's rows contiguous in k, offsets, row and batch
  * strides, K, and N for [k][n], multiples of 4 floats). */
 static int mm_layout(const kl_kernel_ctx *kc, const product *p) {
-  if (!(p->sak == 1 && p->sam % 4 == 0 && p->k % 4 == 0 && elem_off(kc->in[0]) % 4 == 0 &&
+  if (!(p->sak == 1 && p->sam % 4 == 0 && p->k % 4 == 0 && kl_gpu_elem_off(kc->in[0]) % 4 == 0 &&
         batch_vec(p, 0)))
     return -1;
-  if (elem_off(kc->in[1]) % 4 || !batch_vec(p, 1)) return -1;
+  if (kl_gpu_elem_off(kc->in[1]) % 4 || !batch_vec(p, 1)) return -1;
   if (p->sbn == 1 && p->sbk % 4 == 0 && p->n % 4 == 0) return 0;
   if (p->sbk == 1 && p->sbn % 4 == 0) return 1;
   return -1;
@@ -360,7 +353,7 @@ static kiln_status wg_a_round(kl_cl *c, kl_kernel_ctx *kc, const product *p, kl_
                               kl_tensor *copy) {
   const kl_tensor *a = kc->in[0];
   int64_t n = kl_tensor_numel(a);
-  if (p->n < 2048 || n % 4 || elem_off(a) % 4 || kl_cl_wg_round_in_tiles(c))
+  if (p->n < 2048 || n % 4 || kl_gpu_elem_off(a) % 4 || kl_cl_wg_round_in_tiles(c))
     return KILN_ERR_UNSUPPORTED;
   kiln_status st = kl_cl_alloc(c, (size_t)n * sizeof(float), buf, kc->e);
   if (st != KILN_OK) return st;
@@ -429,8 +422,8 @@ static kiln_status run_product(kl_cl *c, kl_kernel_ctx *kc, const product *p) {
                     (size_t)batches * 256,
            local = 256;
     /* 4-vectors of A along k and of B along n where rows and offsets allow (tc.cl) */
-    int vec = (p->sak == 1 && p->sam % 4 == 0 && p->k % 4 == 0 && elem_off(kc->in[0]) % 4 == 0) |
-              (p->sbn == 1 && p->sbk % 4 == 0 && p->n % 4 == 0 && elem_off(kc->in[1]) % 4 == 0)
+    int vec = (p->sak == 1 && p->sam % 4 == 0 && p->k % 4 == 0 && kl_gpu_elem_off(kc->in[0]) % 4 == 0) |
+              (p->sbn == 1 && p->sbk % 4 == 0 && p->n % 4 == 0 && kl_gpu_elem_off(kc->in[1]) % 4 == 0)
                   << 1;
     return KL_CL_LAUNCH(c, bm == 64 ? "kl_tc_matmul64" : "kl_tc_matmul128", 1, &global, &local,
                         kc->e, CLA_T(kc->in[0]), CLA_T(kc->in[1]), CLA_T(p->addend), CLA_T(sum),

@@ -780,6 +780,220 @@ void kl_cv_cp4(__local uint *dst, __global const float *src, bool ok) {
 KL_CVT(kl_tc_cvt128, 128, 0, 3, 1, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
 KL_CVT(kl_tc_cvt64, 64, 0, 4, 2, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
 
+/* ---- Attention on the tensor cores (kl_attn_tc64, ops_attention.c) ----
+ *
+ * kiln.MultiHeadAttention for heads of at most 64 (D and Dv) at precision tf32: flash
+ * attention with both products on mma.sync m16n8k8 (TF32 operands, float32 sums) and the
+ * online softmax in float32 registers. A work-group of 128 work-items (4 warps) takes 64
+ * queries of one (batch, head), warp w rows 16 w .. 16 w + 15, and walks the keys in
+ * tiles of 32. The tiles come by `cp.async` (16-byte copies where every row and offset
+ * is a multiple of 4 floats, `vec`, else 4-byte ones; zeros past the keys and the
+ * head), the next tile's while the tensor cores work on this one (two buffers, 35 KB);
+ * each work-item rounds the words it copied to TF32 in place (cvt.rna: the tensor cores
+ * would truncate). Rows of 68 words: a warp's fragment reads (K's rows g at columns t,
+ * V's rows 2t at columns g) hit 32 banks. Q's fragments come through the second buffer
+ * first and stay in registers. Lane 4g + t holds the scores of its rows g, g + 8 at keys
+ * 8j + 2t, 8j + 2t + 1 of each block j of 8 keys (the product's D layout); the second
+ * product takes them as its A operand as they lie, reading the 8 keys of block j in the
+ * order 0 2 4 6 1 3 5 7 (A's columns t, t + 4 are keys 2t, 2t + 1; V's rows are read in
+ * that order too): the weights never go through local memory. A row's maximum and sum
+ * are over the 4 lanes that share it (shfl.sync.bfly); the scores are scaled by
+ * scale log2(e) after the product (Q is not rescaled before rounding) and the weights are
+ * 2^(s - max) (ex2.approx). A row that has seen only -inf has weight 0 and keeps output
+ * 0 / 0 (NaN), or 0 with zero_masked_rows, as kl_attn_flash64. */
+#define KL_TA_P 68   /* words of a row of the tiles */
+#define KL_TA_KB 32  /* keys a tile */
+#define KL_TA_BUF (2 * KL_TA_KB * KL_TA_P) /* words of a buffer: the key and value tiles */
+
+float kl_ta_xor(float v, int lanes) {
+  float r;
+  __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                   : "=f"(r) : "f"(v), "r"(lanes));
+  return r;
+}
+
+float kl_ta_exp2(float x) {
+  float r;
+  __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+/* Copies `rows` rows (of 64 words in local memory, `cols` of them from src, row r at
+ * src + r stride; zeros past rows and cols) of a tile of `n` rows into dst, this
+ * work-item's share: 16-byte copies with vec, else 4-byte ones. */
+void kl_ta_copy(__local uint *dst, __global const float *src, long stride, long rows,
+                long cols, int n, int vec, int t) {
+  if (vec) {
+    _Pragma("unroll 1") for (int c = t; c < n * 16; c += 128) {
+      int r = c / 16, e = c % 16 * 4;
+      bool ok = r < rows && e < cols;
+      kl_mm_cp16(dst + r * KL_TA_P + e, ok ? src + r * stride + e : src, ok);
+    }
+  } else {
+    _Pragma("unroll 1") for (int x = t; x < n * 64; x += 128) {
+      int r = x / 64, e = x % 64;
+      bool ok = r < rows && e < cols;
+      kl_cv_cp4(dst + r * KL_TA_P + e, ok ? src + r * stride + e : src, ok);
+    }
+  }
+}
+
+/* Rounds to TF32 the words of a tile of n rows that kl_ta_copy gave this work-item. */
+void kl_ta_round(__local uint *p, int n, int vec, int t) {
+  if (vec) {
+    _Pragma("unroll 1") for (int c = t; c < n * 16; c += 128) {
+      __local uint *w = p + c / 16 * KL_TA_P + c % 16 * 4;
+      for (int e = 0; e < 4; e++) w[e] = kl_tc_tf32(as_float(w[e]));
+    }
+  } else {
+    _Pragma("unroll 1") for (int x = t; x < n * 64; x += 128) {
+      __local uint *w = p + x / 64 * KL_TA_P + x % 64;
+      *w = kl_tc_tf32(as_float(*w));
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void
+kl_attn_tc64(__global const float *q_, ulong qo, __global const float *k_, ulong ko,
+             __global const float *v_, ulong vo, __global const float *m_, ulong mo,
+             __global float *y_, ulong yo, kl_cl_mha g, int vec) {
+  __local uint sm[2 * KL_TA_BUF] __attribute__((aligned(16)));
+  int t = get_local_id(0), warp = t / 32, gq = t % 32 / 4, tq = t % 4;
+  long blocks = (g.seq + 63) / 64, grp = get_group_id(0);
+  long h = grp / blocks % g.heads, b = grp / blocks / g.heads, i0 = grp % blocks * 64;
+  __global const float *kb = k_ + ko + b * g.keys * g.krow + g.koff + h * g.d;
+  __global const float *vb = v_ + vo + b * g.keys * g.vrow + g.voff + h * g.dv;
+  /* the queries through the second buffer (64 rows), then the first tile */
+  kl_ta_copy(sm + KL_TA_BUF, q_ + qo + (b * g.seq + i0) * g.qrow + h * g.d, g.qrow,
+             g.seq - i0, g.d, 64, vec, t);
+  KL_MM_COMMIT();
+  kl_ta_copy(sm, kb, g.krow, g.keys, g.d, KL_TA_KB, vec, t);
+  kl_ta_copy(sm + KL_TA_KB * KL_TA_P, vb, g.vrow, g.keys, g.dv, KL_TA_KB, vec, t);
+  KL_MM_COMMIT();
+  KL_MM_WAIT(1);
+  kl_ta_round(sm + KL_TA_BUF, 64, vec, t);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int r0 = warp * 16 + gq;
+  uint qa[8][4];
+  __local const uint *qs = sm + KL_TA_BUF;
+  #pragma unroll
+  for (int s = 0; s < 8; s++) {
+    qa[s][0] = qs[r0 * KL_TA_P + 8 * s + tq];
+    qa[s][1] = qs[(r0 + 8) * KL_TA_P + 8 * s + tq];
+    qa[s][2] = qs[r0 * KL_TA_P + 8 * s + tq + 4];
+    qa[s][3] = qs[(r0 + 8) * KL_TA_P + 8 * s + tq + 4];
+  }
+  long row[2] = {i0 + r0, i0 + r0 + 8};
+  /* each row's mask, NULL where there is none or the row is past the sequence */
+  __global const float *mrow[2];
+  #pragma unroll
+  for (int a = 0; a < 2; a++)
+    mrow[a] = g.has_mask && row[a] < g.seq
+                  ? m_ + mo + b * g.mstride[0] + h * g.mstride[1] + row[a] * g.mstride[2]
+                  : NULL;
+  float o[8][4], m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  #pragma unroll
+  for (int c = 0; c < 8; c++)
+    #pragma unroll
+    for (int r = 0; r < 4; r++) o[c][r] = 0.0f;
+  float sc = g.scale * M_LOG2E_F;
+  for (long j0 = 0, tile = 0; j0 < g.keys; j0 += KL_TA_KB, tile++) {
+    __local uint *ks = sm + tile % 2 * KL_TA_BUF, *vs = ks + KL_TA_KB * KL_TA_P;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the other buffer read by all (Q, or the last tile) */
+    if (j0 + KL_TA_KB < g.keys) {
+      __local uint *kn = sm + (tile + 1) % 2 * KL_TA_BUF;
+      long j1 = j0 + KL_TA_KB;
+      kl_ta_copy(kn, kb + j1 * g.krow, g.krow, g.keys - j1, g.d, KL_TA_KB, vec, t);
+      kl_ta_copy(kn + KL_TA_KB * KL_TA_P, vb + j1 * g.vrow, g.vrow, g.keys - j1, g.dv,
+                 KL_TA_KB, vec, t);
+      KL_MM_COMMIT();
+      KL_MM_WAIT(1);
+    } else {
+      KL_MM_WAIT(0);
+    }
+    kl_ta_round(ks, 2 * KL_TA_KB, vec, t);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int nk = (int)min((long)KL_TA_KB, g.keys - j0);
+    float s[4][4];
+    #pragma unroll
+    for (int j = 0; j < 4; j++) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      #pragma unroll
+      for (int k = 0; k < 8; k++) {
+        uint fb[2] = {ks[(8 * j + gq) * KL_TA_P + 8 * k + tq],
+                      ks[(8 * j + gq) * KL_TA_P + 8 * k + tq + 4]};
+        KL_TC_MMA(s[j], qa[k], fb);
+      }
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+    #pragma unroll
+    for (int j = 0; j < 4; j++)
+      #pragma unroll
+      for (int r = 0; r < 4; r++) {
+        int key = 8 * j + 2 * tq + (r & 1);
+        float x = s[j][r] * sc;
+        if (key >= nk)
+          x = -INFINITY;
+        else if (mrow[r / 2])
+          x += mrow[r / 2][(j0 + key) * g.mstride[3]] * M_LOG2E_F;
+        s[j][r] = x;
+        mx[r / 2] = fmax(mx[r / 2], x);
+      }
+    float base[2], alpha[2];
+    #pragma unroll
+    for (int a = 0; a < 2; a++) {
+      mx[a] = fmax(mx[a], kl_ta_xor(mx[a], 1));
+      mx[a] = fmax(mx[a], kl_ta_xor(mx[a], 2));
+      float mn = fmax(m_run[a], mx[a]);
+      base[a] = mn == -INFINITY ? 0.0f : mn;
+      alpha[a] = kl_ta_exp2(m_run[a] - base[a]); /* 0 while the row has seen only -inf */
+      m_run[a] = mn;
+      l_run[a] *= alpha[a];
+    }
+    #pragma unroll
+    for (int c = 0; c < 8; c++) {
+      o[c][0] *= alpha[0];
+      o[c][1] *= alpha[0];
+      o[c][2] *= alpha[1];
+      o[c][3] *= alpha[1];
+    }
+    #pragma unroll
+    for (int j = 0; j < 4; j++) {
+      #pragma unroll
+      for (int r = 0; r < 4; r++) {
+        s[j][r] = kl_ta_exp2(s[j][r] - base[r / 2]);
+        l_run[r / 2] += s[j][r];
+      }
+      uint fa[4] = {kl_tc_tf32(s[j][0]), kl_tc_tf32(s[j][2]), kl_tc_tf32(s[j][1]),
+                    kl_tc_tf32(s[j][3])};
+      #pragma unroll
+      for (int c = 0; c < 8; c++) {
+        uint fb[2] = {vs[(8 * j + 2 * tq) * KL_TA_P + 8 * c + gq],
+                      vs[(8 * j + 2 * tq + 1) * KL_TA_P + 8 * c + gq]};
+        KL_TC_MMA(o[c], fa, fb);
+      }
+    }
+  }
+  #pragma unroll
+  for (int a = 0; a < 2; a++) {
+    l_run[a] += kl_ta_xor(l_run[a], 1);
+    l_run[a] += kl_ta_xor(l_run[a], 2);
+    if (g.zero_masked_rows && m_run[a] == -INFINITY) l_run[a] = INFINITY;
+  }
+  #pragma unroll
+  for (int a = 0; a < 2; a++) {
+    if (row[a] >= g.seq) continue;
+    __global float *y = y_ + yo + (b * g.seq + row[a]) * g.heads * g.dv + h * g.dv;
+    float inv = 1.0f / l_run[a];
+    #pragma unroll
+    for (int c = 0; c < 8; c++) {
+      int col = 8 * c + 2 * tq;
+      if (col < g.dv) y[col] = o[c][2 * a] * inv;
+      if (col + 1 < g.dv) y[col + 1] = o[c][2 * a + 1] * inv;
+    }
+  }
+}
+
 #if defined(KL_SM_ARCH) && KL_SM == 90
 /* ---- Hopper (sm_90a): kl_wg_mm{128,64}t, kl_wg_cvt{128,64} on wgmma ----
  *
