@@ -88,3 +88,15 @@ float kl_act(int act, float x, float a, float b) {
   }
   return x;
 }
+
+#if defined(KL_SM)
+/* v of the work-item `lanes` away by xor in this warp (shfl.sync.bfly): the PTX programs
+ * only (NVIDIA's warps are 32 consecutive work-items of a work-group); every work-item of
+ * the warp must take part. */
+float kl_shfl_xor(float v, int lanes) {
+  float r;
+  __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+                   : "=f"(r) : "f"(v), "r"(lanes));
+  return r;
+}
+#endif

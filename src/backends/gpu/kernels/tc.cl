@@ -805,13 +805,6 @@ KL_CVT(kl_tc_cvt64, 64, 0, 4, 2, KL_MM_MAIN, KL_MM_ROW, KL_MM_COL)
 #define KL_TA_KB 32  /* keys a tile */
 #define KL_TA_BUF (2 * KL_TA_KB * KL_TA_P) /* words of a buffer: the key and value tiles */
 
-float kl_ta_xor(float v, int lanes) {
-  float r;
-  __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-                   : "=f"(r) : "f"(v), "r"(lanes));
-  return r;
-}
-
 float kl_ta_exp2(float x) {
   float r;
   __asm__("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
@@ -942,8 +935,8 @@ kl_attn_tc64(__global const float *q_, ulong qo, __global const float *k_, ulong
     float base[2], alpha[2];
     #pragma unroll
     for (int a = 0; a < 2; a++) {
-      mx[a] = fmax(mx[a], kl_ta_xor(mx[a], 1));
-      mx[a] = fmax(mx[a], kl_ta_xor(mx[a], 2));
+      mx[a] = fmax(mx[a], kl_shfl_xor(mx[a], 1));
+      mx[a] = fmax(mx[a], kl_shfl_xor(mx[a], 2));
       float mn = fmax(m_run[a], mx[a]);
       base[a] = mn == -INFINITY ? 0.0f : mn;
       alpha[a] = kl_ta_exp2(m_run[a] - base[a]); /* 0 while the row has seen only -inf */
@@ -976,8 +969,8 @@ kl_attn_tc64(__global const float *q_, ulong qo, __global const float *k_, ulong
   }
   #pragma unroll
   for (int a = 0; a < 2; a++) {
-    l_run[a] += kl_ta_xor(l_run[a], 1);
-    l_run[a] += kl_ta_xor(l_run[a], 2);
+    l_run[a] += kl_shfl_xor(l_run[a], 1);
+    l_run[a] += kl_shfl_xor(l_run[a], 2);
     if (g.zero_masked_rows && m_run[a] == -INFINITY) l_run[a] = INFINITY;
   }
   #pragma unroll
