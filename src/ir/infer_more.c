@@ -7,6 +7,7 @@
  */
 #include "ir/infer_more.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,8 +125,9 @@ int kl_infer_affine_grid(kl_infer_ctx *c) {
  * Class by class, the candidates (above the score threshold when there is one) sorted
  * once, best first; each is kept unless one kept before it overlaps it by more than the
  * IoU threshold, until max_output_boxes_per_class are kept. A candidate is compared
- * with the kept boxes only (at most count x min(count, max) pairs per class), two at a
- * time, from arrays of corners and areas. */
+ * with the kept boxes only (at most count x min(count, max) pairs per class), from
+ * arrays of corners and areas: four at a time for any overlap, on float32 bounds of
+ * the corners, then two at a time for the IoU in float64. */
 
 #define NMS_LOAD_MAX_PAIRS ((double)(1 << 24))
 #define NMS_BLOCK 64 /* kept boxes tested for any overlap at once, before the IoU */
@@ -179,31 +181,58 @@ static void nms_copy(nms_boxes *to, int64_t k, const nms_boxes *from, int64_t i)
   to->area[k] = from->area[i];
 }
 
+/* The float at or below d, and at or above: bounds of the corners in float32, for a
+ * test of overlap that is never wrong when it says none (each box only grows). */
+static float nms_down(double d) {
+  if (d > FLT_MAX) return FLT_MAX;
+  if (d < -FLT_MAX) return -INFINITY;
+  float f = (float)d;
+  return (double)f > d ? nextafterf(f, -INFINITY) : f;
+}
+
+static float nms_up(double d) {
+  if (d > FLT_MAX) return INFINITY;
+  if (d < -FLT_MAX) return -FLT_MAX;
+  float f = (float)d;
+  return (double)f < d ? nextafterf(f, INFINITY) : f;
+}
+
+/* Kept boxes' corners so bounded, one array each. */
+typedef struct nms_bounds {
+  float *lo_y, *lo_x, *hi_y, *hi_x;
+} nms_bounds;
+
 #if defined(__SSE2__)
-/* Whether any of the n kept boxes k (all active; slot n, when n is odd, a box that
- * overlaps none) overlaps the active box i of all by more than the threshold:
- * intersection over union, both sides of the intersection positive and the union
- * positive. Two at a time: a block of kept boxes is first tested for any overlap at
- * all (which, the boxes being active, is each one's high corner above the other's low
- * one); only a block with some overlap has its IoUs computed. With no NaN among the
- * corners of active boxes, _mm_min_pd and _mm_max_pd are fmin and fmax. */
-static bool nms_suppressed(const nms_boxes *k, int64_t n, const nms_boxes *all, int64_t i,
-                           double threshold) {
+/* Whether any of the n kept boxes k (all active, their corners bounded in kb; slots n
+ * to the next multiple of 4, boxes that overlap none) overlaps the active box i of all
+ * by more than the threshold: intersection over union, both sides of the intersection
+ * positive and the union positive. A block of kept boxes is first tested for any
+ * overlap at all, four at a time on the float bounds (overlap of active boxes is each
+ * one's high corner above the other's low one); only a block with some has its IoUs
+ * computed, two at a time in float64. With no NaN among the corners of active boxes,
+ * _mm_min_pd and _mm_max_pd are fmin and fmax. */
+static bool nms_suppressed(const nms_boxes *k, const nms_bounds *kb, int64_t n,
+                           const nms_boxes *all, int64_t i, double threshold) {
+  const __m128 f_lo_y = _mm_set1_ps(nms_down(all->lo_y[i]));
+  const __m128 f_lo_x = _mm_set1_ps(nms_down(all->lo_x[i]));
+  const __m128 f_hi_y = _mm_set1_ps(nms_up(all->hi_y[i]));
+  const __m128 f_hi_x = _mm_set1_ps(nms_up(all->hi_x[i]));
   const __m128d lo_y = _mm_set1_pd(all->lo_y[i]), lo_x = _mm_set1_pd(all->lo_x[i]);
   const __m128d hi_y = _mm_set1_pd(all->hi_y[i]), hi_x = _mm_set1_pd(all->hi_x[i]);
   const __m128d area = _mm_set1_pd(all->area[i]), thr = _mm_set1_pd(threshold);
   const __m128d zero = _mm_setzero_pd();
   for (int64_t s = 0; s < n; s += NMS_BLOCK) {
     int64_t e = n - s < NMS_BLOCK ? n : s + NMS_BLOCK;
-    __m128d any = zero, hit = zero;
-    for (int64_t j = s; j < e; j += 2) { /* mostly none: boxes far apart */
-      __m128d y = _mm_and_pd(_mm_cmplt_pd(_mm_loadu_pd(k->lo_y + j), hi_y),
-                             _mm_cmplt_pd(lo_y, _mm_loadu_pd(k->hi_y + j)));
-      __m128d x = _mm_and_pd(_mm_cmplt_pd(_mm_loadu_pd(k->lo_x + j), hi_x),
-                             _mm_cmplt_pd(lo_x, _mm_loadu_pd(k->hi_x + j)));
-      any = _mm_or_pd(any, _mm_and_pd(y, x));
+    __m128 any = _mm_setzero_ps();
+    __m128d hit = zero;
+    for (int64_t j = s; j < e; j += 4) { /* mostly none: boxes far apart */
+      __m128 y = _mm_and_ps(_mm_cmplt_ps(_mm_loadu_ps(kb->lo_y + j), f_hi_y),
+                            _mm_cmplt_ps(f_lo_y, _mm_loadu_ps(kb->hi_y + j)));
+      __m128 x = _mm_and_ps(_mm_cmplt_ps(_mm_loadu_ps(kb->lo_x + j), f_hi_x),
+                            _mm_cmplt_ps(f_lo_x, _mm_loadu_ps(kb->hi_x + j)));
+      any = _mm_or_ps(any, _mm_and_ps(y, x));
     }
-    if (!_mm_movemask_pd(any)) continue;
+    if (!_mm_movemask_ps(any)) continue;
     for (int64_t j = s; j < e; j += 2) {
       __m128d h = _mm_sub_pd(_mm_min_pd(hi_y, _mm_loadu_pd(k->hi_y + j)),
                              _mm_max_pd(lo_y, _mm_loadu_pd(k->lo_y + j)));
@@ -220,9 +249,10 @@ static bool nms_suppressed(const nms_boxes *k, int64_t n, const nms_boxes *all, 
   return false;
 }
 #else
-/* As above, one kept box at a time. */
-static bool nms_suppressed(const nms_boxes *k, int64_t n, const nms_boxes *all, int64_t i,
-                           double threshold) {
+/* As above, one kept box at a time (no test on the bounds first). */
+static bool nms_suppressed(const nms_boxes *k, const nms_bounds *kb, int64_t n,
+                           const nms_boxes *all, int64_t i, double threshold) {
+  (void)kb;
   for (int64_t j = 0; j < n; j++) {
     double h = fmin(all->hi_y[i], k->hi_y[j]) - fmax(all->lo_y[i], k->lo_y[j]);
     double w = fmin(all->hi_x[i], k->hi_x[j]) - fmax(all->lo_x[i], k->lo_x[j]);
@@ -234,12 +264,27 @@ static bool nms_suppressed(const nms_boxes *k, int64_t n, const nms_boxes *all, 
 #endif
 
 /* The scratch of a selection: the candidates, the boxes of the batch, the kept boxes
- * that can suppress (the active ones) and every kept box's index. */
+ * that can suppress (the active ones) with their bounds, and every kept box's index. */
 typedef struct nms_scratch {
   nms_candidate *cand;
   nms_boxes all, kept;
+  nms_bounds kept_bounds;
   int64_t *kept_box;
 } nms_scratch;
+
+/* Box i of w->all kept as active box k; the slots after it (the lanes up to the next
+ * multiple of 4) boxes that overlap none. */
+static void nms_keep(nms_scratch *w, int64_t k, int64_t i) {
+  nms_copy(&w->kept, k, &w->all, i);
+  nms_bounds *b = &w->kept_bounds;
+  b->lo_y[k] = nms_down(w->all.lo_y[i]), b->lo_x[k] = nms_down(w->all.lo_x[i]);
+  b->hi_y[k] = nms_up(w->all.hi_y[i]), b->hi_x[k] = nms_up(w->all.hi_x[i]);
+  for (int64_t j = k + 1; j < k + 4; j++) {
+    w->kept.lo_y[j] = w->kept.lo_x[j] = b->lo_y[j] = b->lo_x[j] = INFINITY;
+    w->kept.hi_y[j] = w->kept.hi_x[j] = b->hi_y[j] = b->hi_x[j] = -INFINITY;
+    w->kept.area[j] = 0;
+  }
+}
 
 /* One class of one batch (its boxes in w->all): the indexes of the boxes it keeps, in
  * w->kept_box, and their number. */
@@ -254,12 +299,10 @@ static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_scratch *w
   for (int64_t i = 0; i < n && n_kept < p->max_per_class; i++) {
     int64_t box = w->cand[i].box;
     if (nms_active(&w->all, box)) {
-      if (nms_suppressed(&w->kept, n_active, &w->all, box, p->iou_threshold)) continue;
-      nms_copy(&w->kept, n_active++, &w->all, box);
-      /* the lane after an odd count: a box that overlaps none */
-      w->kept.lo_y[n_active] = w->kept.lo_x[n_active] = INFINITY;
-      w->kept.hi_y[n_active] = w->kept.hi_x[n_active] = -INFINITY;
-      w->kept.area[n_active] = 0;
+      if (nms_suppressed(&w->kept, &w->kept_bounds, n_active, &w->all, box,
+                         p->iou_threshold))
+        continue;
+      nms_keep(w, n_active++, box);
     }
     w->kept_box[n_kept++] = box;
   }
@@ -270,14 +313,13 @@ kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t rows, int64_t *
                           kl_err *e) {
   *selected = 0;
   if (p->count == 0 || p->max_per_class <= 0) return KILN_OK;
-  /* per box: a candidate and its corners; per box that can be kept: an index and
-   * corners again, and one more box of corners (the lane after an odd count) */
+  /* per box: a candidate and its corners; per box that can be kept: an index, corners
+   * again and their bounds, and 3 more boxes of those (the lanes after the last) */
   int64_t most = p->max_per_class < p->count ? p->max_per_class : p->count;
   size_t per_box = sizeof(nms_candidate) + 5 * sizeof(double);
-  size_t per_kept = sizeof(int64_t) + 5 * sizeof(double), a, k, bytes;
+  size_t per_kept = sizeof(int64_t) + 5 * sizeof(double) + 4 * sizeof(float), a, k, bytes;
   if (kl_mul_overflow_size((size_t)p->count, per_box, &a) ||
-      kl_mul_overflow_size((size_t)most, per_kept, &k) || kl_add_overflow_size(a, k, &bytes) ||
-      kl_add_overflow_size(bytes, 5 * sizeof(double), &bytes))
+      kl_mul_overflow_size((size_t)most + 3, per_kept, &k) || kl_add_overflow_size(a, k, &bytes))
     return kl_fail(e, KILN_ERR_LIMIT, "%lld boxes are too many", (long long)p->count);
   nms_scratch w;
   w.cand = malloc(bytes);
@@ -287,8 +329,12 @@ kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t rows, int64_t *
   double **all[5] = {&w.all.lo_y, &w.all.lo_x, &w.all.hi_y, &w.all.hi_x, &w.all.area};
   double **kept[5] = {&w.kept.lo_y, &w.kept.lo_x, &w.kept.hi_y, &w.kept.hi_x, &w.kept.area};
   for (int j = 0; j < 5; j++) *all[j] = d + j * p->count;
-  for (int j = 0; j < 5; j++) *kept[j] = d + 5 * p->count + j * (most + 1);
-  w.kept_box = (int64_t *)(d + 5 * p->count + 5 * (most + 1));
+  float **bounds[4] = {&w.kept_bounds.lo_y, &w.kept_bounds.lo_x, &w.kept_bounds.hi_y,
+                       &w.kept_bounds.hi_x};
+  for (int j = 0; j < 5; j++) *kept[j] = d + 5 * p->count + j * (most + 3);
+  w.kept_box = (int64_t *)(d + 5 * p->count + 5 * (most + 3));
+  float *f = (float *)(w.kept_box + most);
+  for (int j = 0; j < 4; j++) *bounds[j] = f + j * (most + 3);
   for (int64_t b = 0; b < p->batches; b++) {
     for (int64_t i = 0; i < p->count; i++) nms_box(p, b, i, &w.all, i);
     for (int64_t cls = 0; cls < p->classes; cls++) {

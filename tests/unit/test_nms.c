@@ -111,9 +111,9 @@ static uint32_t rnd(void) {
 static double pick(int n) { return (double)(rnd() % (uint32_t)n); }
 
 /* Random boxes over a field that grows with the count (so that some overlap and some
- * do not), in eighths or whole units (exact in float32): about 1 in 16 of no or negative size, 1 in 40
- * with a NaN coordinate, the corner format's corners in either order. Scores in
- * eighths (ties), 1 in 30 NaN. */
+ * do not), in eighths or whole units (exact in float32; float64 ones often 1e-12 off
+ * that grid): about 1 in 16 of no or negative size, 1 in 40 with a NaN coordinate, the
+ * corner format's corners in either order. Scores in eighths (ties), 1 in 30 NaN. */
 static void fill(const nms_case *c, double *boxes, double *scores) {
   double field = 4 + 8 * sqrt((double)c->count);
   int64_t nb = c->batches * c->count, ns = c->batches * c->classes * c->count;
@@ -133,6 +133,8 @@ static void fill(const nms_case *c, double *boxes, double *scores) {
       v[0] = flip_y ? y + h : y, v[2] = flip_y ? y : y + h;
       v[1] = flip_x ? x + w : x, v[3] = flip_x ? x : x + w;
     }
+    if (c->dt == KL_F64 && rnd() % 2) /* off float32's grid: its bounds are rounded */
+      for (int j = 0; j < 4; j++) v[j] += (pick(3) - 1) * 1e-12;
     if (rnd() % 40 == 0) v[rnd() % 4] = NAN;
   }
   for (int64_t i = 0; i < ns; i++) scores[i] = rnd() % 30 == 0 ? NAN : pick(9) / 8;
@@ -254,6 +256,30 @@ static void test_nms_threshold_equal(void **state) {
   TU_EXPECT(f, 0, TU_EXACT, 0, 0, 0);
 }
 
+/* Two float64 boxes that overlap by a sliver of 1e-12 in y, which float32 would round
+ * away: at IoU threshold 0 the second (lower score) is suppressed, whichever of the
+ * four corners (the kept box's low or high, the candidate's low or high) is the one
+ * off by the sliver. */
+static void test_nms_sliver(void **state) {
+  tu_fixture *f = *state;
+  const double e = 1e-12;
+  const double pairs[4][8] = {
+      {1 - e, 0, 2, 1, 0, 0, 1, 1}, /* kept's low y below the candidate's high */
+      {1, 0, 2, 1, 0, 0, 1 + e, 1}, /* the candidate's high y above the kept's low */
+      {0, 0, 1, 1, 1 - e, 0, 2, 1}, /* the candidate's low y below the kept's high */
+      {0, 0, 1 + e, 1, 1, 0, 2, 1}, /* the kept's high y above the candidate's low */
+  };
+  for (int k = 0; k < 4; k++) {
+    tu_one_node(f, "NonMaxSuppression", 4, 1);
+    tu_tensor(f, 0, KL_F64, DIMS(1, 2, 4), pairs[k]);
+    tu_tensor(f, 1, KL_F64, DIMS(1, 1, 2), VALS(0.9, 0.8));
+    tu_tensor(f, 2, KL_I64, DIMS(1), VALS(10));
+    tu_tensor(f, 3, KL_F64, DIMS(1), VALS(0));
+    tu_expect_run(f);
+    TU_EXPECT(f, 0, TU_EXACT, 0, 0, 0);
+  }
+}
+
 /* ---- the work max_work bounds ---- */
 
 static void test_nms_work(void **state) {
@@ -288,6 +314,7 @@ int main(void) {
       TU_TEST(test_nms_random),
       TU_TEST(test_nms_all_kept),
       TU_TEST(test_nms_threshold_equal),
+      TU_TEST(test_nms_sliver),
       TU_TEST(test_nms_work),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
