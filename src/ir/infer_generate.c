@@ -303,8 +303,8 @@ static kiln_status unique_count(const kl_infer_ctx *c, int axis, int64_t *u) {
     for (int d = axis + 1; d < x->rank; d++) v.inner *= x->dims[d].size;
   }
   /* slices are counted even when empty: [2^40, 0] along axis 0 is 2^40 of them */
-  if (!c->at_run && kl_unique_steps((double)v.len, (double)v.outer * (double)v.inner) > UNIQUE_LOAD_MAX_STEPS)
-    return KILN_OK;
+  double steps = kl_unique_steps((double)v.len, (double)v.outer * (double)v.inner);
+  if (!c->at_run && steps > UNIQUE_LOAD_MAX_STEPS) return KILN_OK;
   if ((size_t)v.len > SIZE_MAX / sizeof(int64_t))
     return kl_fail(c->e, KILN_ERR_LIMIT, "too many slices (%lld)", (long long)v.len);
   int64_t *order = malloc(sizeof(int64_t) * (size_t)(v.len ? v.len : 1));

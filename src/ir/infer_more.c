@@ -7,9 +7,14 @@
  */
 #include "ir/infer_more.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ---- GridSample ---- */
 
@@ -116,9 +121,16 @@ int kl_infer_affine_grid(kl_infer_ctx *c) {
   return kl_check_out_numel(c, y);
 }
 
-/* ---- NonMaxSuppression ---- */
+/* ---- NonMaxSuppression ----
+ * Class by class, the candidates (above the score threshold when there is one) sorted
+ * once, best first; each is kept unless one kept before it overlaps it by more than the
+ * IoU threshold, until max_output_boxes_per_class are kept. A candidate is compared
+ * with the kept boxes only (at most count x min(count, max) pairs per class), from
+ * arrays of corners and areas: four at a time for any overlap, on float32 bounds of
+ * the corners, then two at a time for the IoU in float64. */
 
 #define NMS_LOAD_MAX_PAIRS ((double)(1 << 24))
+#define NMS_BLOCK 64 /* kept boxes tested for any overlap at once, before the IoU */
 
 typedef struct nms_candidate {
   double score;
@@ -135,87 +147,206 @@ static int nms_order(const void *pa, const void *pb) {
   return (a->box > b->box) - (a->box < b->box);
 }
 
-/* Box i of batch b as [lo_y, lo_x, hi_y, hi_x]. */
-static void nms_box(const kl_nms *p, int64_t b, int64_t i, double *r) {
-  double v[4];
-  for (int k = 0; k < 4; k++)
-    v[k] = kl_load_f64(p->boxes, p->boxes_dtype, (size_t)((b * p->count + i) * 4 + k));
+/* Boxes as [lo_y, lo_x, hi_y, hi_x] with their areas, one array each. */
+typedef struct nms_boxes {
+  double *lo_y, *lo_x, *hi_y, *hi_x, *area;
+} nms_boxes;
+
+/* Box i of batch b, into slot k of r. */
+static void nms_box(const kl_nms *p, int64_t b, int64_t i, nms_boxes *r, int64_t k) {
+  double v[4], lo_y, lo_x, hi_y, hi_x;
+  for (int j = 0; j < 4; j++)
+    v[j] = kl_load_f64(p->boxes, p->boxes_dtype, (size_t)((b * p->count + i) * 4 + j));
   if (p->center_point_box) {
-    r[0] = v[1] - v[3] / 2, r[2] = v[1] + v[3] / 2;
-    r[1] = v[0] - v[2] / 2, r[3] = v[0] + v[2] / 2;
-    return;
+    lo_y = v[1] - v[3] / 2, hi_y = v[1] + v[3] / 2;
+    lo_x = v[0] - v[2] / 2, hi_x = v[0] + v[2] / 2;
+  } else {
+    lo_y = fmin(v[0], v[2]), hi_y = fmax(v[0], v[2]);
+    lo_x = fmin(v[1], v[3]), hi_x = fmax(v[1], v[3]);
   }
-  r[0] = fmin(v[0], v[2]), r[2] = fmax(v[0], v[2]);
-  r[1] = fmin(v[1], v[3]), r[3] = fmax(v[1], v[3]);
+  r->lo_y[k] = lo_y, r->lo_x[k] = lo_x, r->hi_y[k] = hi_y, r->hi_x[k] = hi_x;
+  r->area[k] = (hi_y - lo_y) * (hi_x - lo_x);
 }
 
-/* A box as nms_box reads it, with its area: each kept box is read once, not once per
- * candidate it is compared with. */
-typedef struct nms_rect {
-  double r[4], area;
-} nms_rect;
-
-static nms_rect nms_rect_of(const kl_nms *p, int64_t b, int64_t i) {
-  nms_rect x;
-  nms_box(p, b, i, x.r);
-  x.area = (x.r[2] - x.r[0]) * (x.r[3] - x.r[1]);
-  return x;
+/* Whether a box takes part in suppression at all: one of no area, or a NaN corner, or
+ * both sides negative (center_point_box with negative width and height: it overlaps no
+ * box) neither suppresses nor is suppressed. */
+static bool nms_active(const nms_boxes *r, int64_t i) {
+  return r->area[i] > 0 && r->hi_y[i] > r->lo_y[i] && r->hi_x[i] > r->lo_x[i];
 }
 
-/* Whether two boxes overlap by more than the threshold (intersection over union);
- * boxes without area never suppress. */
-static bool nms_suppresses(const kl_nms *p, const nms_rect *a, const nms_rect *b) {
-  double h = fmin(a->r[2], b->r[2]) - fmax(a->r[0], b->r[0]);
-  double w = fmin(a->r[3], b->r[3]) - fmax(a->r[1], b->r[1]);
-  if (!(h > 0 && w > 0)) return false;
-  double inter = h * w, uni = a->area + b->area - inter;
-  if (!(a->area > 0 && b->area > 0 && uni > 0)) return false;
-  return inter / uni > p->iou_threshold;
+static void nms_copy(nms_boxes *to, int64_t k, const nms_boxes *from, int64_t i) {
+  to->lo_y[k] = from->lo_y[i], to->lo_x[k] = from->lo_x[i];
+  to->hi_y[k] = from->hi_y[i], to->hi_x[k] = from->hi_x[i];
+  to->area[k] = from->area[i];
 }
 
-/* One class of one batch: the candidates above the score threshold, best first, each
- * kept unless a kept one suppresses it. kept holds box indexes, rect their boxes. */
-static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_candidate *cand,
-                         int64_t *kept, nms_rect *rect) {
-  int64_t n = 0, n_kept = 0;
+/* The float at or below d, and at or above: bounds of the corners in float32, for a
+ * test of overlap that is never wrong when it says none (each box only grows). */
+static float nms_down(double d) {
+  if (d > FLT_MAX) return FLT_MAX;
+  if (d < -FLT_MAX) return -INFINITY;
+  float f = (float)d;
+  return (double)f > d ? nextafterf(f, -INFINITY) : f;
+}
+
+static float nms_up(double d) {
+  if (d > FLT_MAX) return INFINITY;
+  if (d < -FLT_MAX) return -FLT_MAX;
+  float f = (float)d;
+  return (double)f < d ? nextafterf(f, INFINITY) : f;
+}
+
+/* Kept boxes' corners so bounded, one array each. */
+typedef struct nms_bounds {
+  float *lo_y, *lo_x, *hi_y, *hi_x;
+} nms_bounds;
+
+#if defined(__SSE2__)
+/* Whether any of the n kept boxes k (all active, their corners bounded in kb; slots n
+ * to the next multiple of 4, boxes that overlap none) overlaps the active box i of all
+ * by more than the threshold: intersection over union, both sides of the intersection
+ * positive and the union positive. A block of kept boxes is first tested for any
+ * overlap at all, four at a time on the float bounds (overlap of active boxes is each
+ * one's high corner above the other's low one); only a block with some has its IoUs
+ * computed, two at a time in float64. With no NaN among the corners of active boxes,
+ * _mm_min_pd and _mm_max_pd are fmin and fmax. */
+static bool nms_suppressed(const nms_boxes *k, const nms_bounds *kb, int64_t n,
+                           const nms_boxes *all, int64_t i, double threshold) {
+  const __m128 f_lo_y = _mm_set1_ps(nms_down(all->lo_y[i]));
+  const __m128 f_lo_x = _mm_set1_ps(nms_down(all->lo_x[i]));
+  const __m128 f_hi_y = _mm_set1_ps(nms_up(all->hi_y[i]));
+  const __m128 f_hi_x = _mm_set1_ps(nms_up(all->hi_x[i]));
+  const __m128d lo_y = _mm_set1_pd(all->lo_y[i]), lo_x = _mm_set1_pd(all->lo_x[i]);
+  const __m128d hi_y = _mm_set1_pd(all->hi_y[i]), hi_x = _mm_set1_pd(all->hi_x[i]);
+  const __m128d area = _mm_set1_pd(all->area[i]), thr = _mm_set1_pd(threshold);
+  const __m128d zero = _mm_setzero_pd();
+  for (int64_t s = 0; s < n; s += NMS_BLOCK) {
+    int64_t e = n - s < NMS_BLOCK ? n : s + NMS_BLOCK;
+    __m128 any = _mm_setzero_ps();
+    __m128d hit = zero;
+    for (int64_t j = s; j < e; j += 4) { /* mostly none: boxes far apart */
+      __m128 y = _mm_and_ps(_mm_cmplt_ps(_mm_loadu_ps(kb->lo_y + j), f_hi_y),
+                            _mm_cmplt_ps(f_lo_y, _mm_loadu_ps(kb->hi_y + j)));
+      __m128 x = _mm_and_ps(_mm_cmplt_ps(_mm_loadu_ps(kb->lo_x + j), f_hi_x),
+                            _mm_cmplt_ps(f_lo_x, _mm_loadu_ps(kb->hi_x + j)));
+      any = _mm_or_ps(any, _mm_and_ps(y, x));
+    }
+    if (!_mm_movemask_ps(any)) continue;
+    for (int64_t j = s; j < e; j += 2) {
+      __m128d h = _mm_sub_pd(_mm_min_pd(hi_y, _mm_loadu_pd(k->hi_y + j)),
+                             _mm_max_pd(lo_y, _mm_loadu_pd(k->lo_y + j)));
+      __m128d w = _mm_sub_pd(_mm_min_pd(hi_x, _mm_loadu_pd(k->hi_x + j)),
+                             _mm_max_pd(lo_x, _mm_loadu_pd(k->lo_x + j)));
+      __m128d inter = _mm_mul_pd(h, w);
+      __m128d uni = _mm_sub_pd(_mm_add_pd(area, _mm_loadu_pd(k->area + j)), inter);
+      __m128d sides = _mm_and_pd(_mm_cmpgt_pd(h, zero), _mm_cmpgt_pd(w, zero));
+      __m128d iou = _mm_and_pd(_mm_cmpgt_pd(uni, zero), _mm_cmpgt_pd(_mm_div_pd(inter, uni), thr));
+      hit = _mm_or_pd(hit, _mm_and_pd(sides, iou));
+    }
+    if (_mm_movemask_pd(hit)) return true;
+  }
+  return false;
+}
+#else
+/* As above, one kept box at a time (no test on the bounds first). */
+static bool nms_suppressed(const nms_boxes *k, const nms_bounds *kb, int64_t n,
+                           const nms_boxes *all, int64_t i, double threshold) {
+  (void)kb;
+  for (int64_t j = 0; j < n; j++) {
+    double h = fmin(all->hi_y[i], k->hi_y[j]) - fmax(all->lo_y[i], k->lo_y[j]);
+    double w = fmin(all->hi_x[i], k->hi_x[j]) - fmax(all->lo_x[i], k->lo_x[j]);
+    double inter = h * w, uni = all->area[i] + k->area[j] - inter;
+    if (h > 0 && w > 0 && uni > 0 && inter / uni > threshold) return true;
+  }
+  return false;
+}
+#endif
+
+/* The scratch of a selection: the candidates, the boxes of the batch, the kept boxes
+ * that can suppress (the active ones) with their bounds, and every kept box's index. */
+typedef struct nms_scratch {
+  nms_candidate *cand;
+  nms_boxes all, kept;
+  nms_bounds kept_bounds;
+  int64_t *kept_box;
+} nms_scratch;
+
+/* Box i of w->all kept as active box k; the slots after it (the lanes up to the next
+ * multiple of 4) boxes that overlap none. */
+static void nms_keep(nms_scratch *w, int64_t k, int64_t i) {
+  nms_copy(&w->kept, k, &w->all, i);
+  nms_bounds *b = &w->kept_bounds;
+  b->lo_y[k] = nms_down(w->all.lo_y[i]), b->lo_x[k] = nms_down(w->all.lo_x[i]);
+  b->hi_y[k] = nms_up(w->all.hi_y[i]), b->hi_x[k] = nms_up(w->all.hi_x[i]);
+  for (int64_t j = k + 1; j < k + 4; j++) {
+    w->kept.lo_y[j] = w->kept.lo_x[j] = b->lo_y[j] = b->lo_x[j] = INFINITY;
+    w->kept.hi_y[j] = w->kept.hi_x[j] = b->hi_y[j] = b->hi_x[j] = -INFINITY;
+    w->kept.area[j] = 0;
+  }
+}
+
+/* One class of one batch (its boxes in w->all): the indexes of the boxes it keeps, in
+ * w->kept_box, and their number. */
+static int64_t nms_class(const kl_nms *p, int64_t b, int64_t cls, nms_scratch *w) {
+  int64_t n = 0, n_kept = 0, n_active = 0;
   for (int64_t i = 0; i < p->count; i++) {
     size_t at = (size_t)((b * p->classes + cls) * p->count + i);
     double s = kl_load_f64(p->scores, p->scores_dtype, at);
-    if (!p->has_score_threshold || s > p->score_threshold) cand[n++] = (nms_candidate){s, i};
+    if (!p->has_score_threshold || s > p->score_threshold) w->cand[n++] = (nms_candidate){s, i};
   }
-  qsort(cand, (size_t)n, sizeof *cand, nms_order);
+  qsort(w->cand, (size_t)n, sizeof *w->cand, nms_order);
   for (int64_t i = 0; i < n && n_kept < p->max_per_class; i++) {
-    nms_rect box = nms_rect_of(p, b, cand[i].box);
-    bool keep = true;
-    for (int64_t k = 0; k < n_kept && keep; k++) keep = !nms_suppresses(p, &box, &rect[k]);
-    if (keep) rect[n_kept] = box, kept[n_kept++] = cand[i].box;
+    int64_t box = w->cand[i].box;
+    if (nms_active(&w->all, box)) {
+      if (nms_suppressed(&w->kept, &w->kept_bounds, n_active, &w->all, box,
+                         p->iou_threshold))
+        continue;
+      nms_keep(w, n_active++, box);
+    }
+    w->kept_box[n_kept++] = box;
   }
   return n_kept;
 }
 
 kiln_status kl_nms_select(const kl_nms *p, int64_t *out, int64_t rows, int64_t *selected,
                           kl_err *e) {
-  size_t bytes;
   *selected = 0;
   if (p->count == 0 || p->max_per_class <= 0) return KILN_OK;
-  if (kl_mul_overflow_size((size_t)p->count,
-                           sizeof(nms_candidate) + sizeof(int64_t) + sizeof(nms_rect), &bytes))
+  /* per box: a candidate and its corners; per box that can be kept: an index, corners
+   * again and their bounds, and 3 more boxes of those (the lanes after the last) */
+  int64_t most = p->max_per_class < p->count ? p->max_per_class : p->count;
+  size_t per_box = sizeof(nms_candidate) + 5 * sizeof(double);
+  size_t per_kept = sizeof(int64_t) + 5 * sizeof(double) + 4 * sizeof(float), a, k, bytes;
+  if (kl_mul_overflow_size((size_t)p->count, per_box, &a) ||
+      kl_mul_overflow_size((size_t)most + 3, per_kept, &k) || kl_add_overflow_size(a, k, &bytes))
     return kl_fail(e, KILN_ERR_LIMIT, "%lld boxes are too many", (long long)p->count);
-  nms_candidate *cand = malloc(bytes);
-  if (!cand) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "no memory for %lld boxes",
-                            (long long)p->count);
-  nms_rect *rect = (nms_rect *)(cand + p->count);
-  int64_t *kept = (int64_t *)(rect + p->count);
-  for (int64_t b = 0; b < p->batches; b++)
+  nms_scratch w;
+  w.cand = malloc(bytes);
+  if (!w.cand) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "no memory for %lld boxes",
+                              (long long)p->count);
+  double *d = (double *)(w.cand + p->count);
+  double **all[5] = {&w.all.lo_y, &w.all.lo_x, &w.all.hi_y, &w.all.hi_x, &w.all.area};
+  double **kept[5] = {&w.kept.lo_y, &w.kept.lo_x, &w.kept.hi_y, &w.kept.hi_x, &w.kept.area};
+  for (int j = 0; j < 5; j++) *all[j] = d + j * p->count;
+  float **bounds[4] = {&w.kept_bounds.lo_y, &w.kept_bounds.lo_x, &w.kept_bounds.hi_y,
+                       &w.kept_bounds.hi_x};
+  for (int j = 0; j < 5; j++) *kept[j] = d + 5 * p->count + j * (most + 3);
+  w.kept_box = (int64_t *)(d + 5 * p->count + 5 * (most + 3));
+  float *f = (float *)(w.kept_box + most);
+  for (int j = 0; j < 4; j++) *bounds[j] = f + j * (most + 3);
+  for (int64_t b = 0; b < p->batches; b++) {
+    for (int64_t i = 0; i < p->count; i++) nms_box(p, b, i, &w.all, i);
     for (int64_t cls = 0; cls < p->classes; cls++) {
-      int64_t n = nms_class(p, b, cls, cand, kept, rect);
-      for (int64_t k = 0; k < n && *selected + k < rows; k++) {
-        int64_t *row = out + (*selected + k) * 3;
-        row[0] = b, row[1] = cls, row[2] = kept[k];
+      int64_t n = nms_class(p, b, cls, &w);
+      for (int64_t j = 0; j < n && *selected + j < rows; j++) {
+        int64_t *row = out + (*selected + j) * 3;
+        row[0] = b, row[1] = cls, row[2] = w.kept_box[j];
       }
       *selected += n;
     }
-  free(cand);
+  }
+  free(w.cand);
   return KILN_OK;
 }
 
@@ -285,7 +416,8 @@ int kl_infer_nms(kl_infer_ctx *c) {
   if (!nms_from_data(c, &p)) return KILN_OK;
   /* the selection compares each candidate with every box kept before it: at load it is
    * made only when that is quick (the run bounds it with max_work) */
-  double pairs = (double)p.batches * (double)p.classes * (double)p.count * (double)p.count;
+  double most = (double)(p.max_per_class < p.count ? p.max_per_class : p.count);
+  double pairs = (double)p.batches * (double)p.classes * (double)p.count * most;
   if (!c->at_run && pairs > NMS_LOAD_MAX_PAIRS) return KILN_OK;
   st = kl_nms_select(&p, NULL, 0, &selected, c->e);
   y->dims[0] = kl_dim_of(selected);

@@ -12,6 +12,8 @@
 #include "ir/reduce.h"
 #include "base/fft.h"
 
+#include <math.h>
+
 
 static double numel_of(const kl_tensor *t) {
   if (!t) return 0;
@@ -86,6 +88,24 @@ static int64_t scalar_of(const kl_tensor *t) {
   if (t->dtype == KL_I64) return *(const int64_t *)t->data;
   if (t->dtype == KL_I32) return *(const int32_t *)t->data;
   return -1;
+}
+
+/* NonMaxSuppression: for each batch and class, the boxes read, sorted by score and each
+ * compared with at most min(boxes, max_output_boxes_per_class) kept ones (infer_more.c);
+ * twice, as shape inference makes the selection for the output's length and the kernel
+ * again to fill it. Input 2 absent or at most 0: nothing is selected. */
+static double nms_work(int n_in, const kl_tensor *const *in) {
+  const kl_tensor *boxes = in[0], *scores = n_in > 1 ? in[1] : NULL;
+  const kl_tensor *max_out = n_in > 2 ? in[2] : NULL;
+  if (!boxes || !scores || !max_out) return 0;
+  double count = dim_of(boxes, 1), most = count;
+  if (max_out->data) {
+    int64_t v = scalar_of(max_out);
+    most = v < 1 ? 0 : (double)v < count ? (double)v : count;
+  }
+  if (most == 0) return 0;
+  double sort = count < 2 ? count : count * ceil(log2(count));
+  return 2 * dim_of(boxes, 0) * dim_of(scores, 1) * (count + sort + count * most);
 }
 
 /* The steps of transforms of length `len`, or, when it is not known, of the longest
@@ -221,8 +241,8 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
     w = 2 * numel_of(a) * keys + 2 * y * keys;
     break;
   }
-  case KL_OP_NonMaxSuppression: /* every box against every other, per class */
-    w = numel_of(a) * (b ? numel_of(b) : 1);
+  case KL_OP_NonMaxSuppression:
+    w = nms_work(n_in, in);
     break;
   case KL_OP_Unique: /* a merge sort of the slices along the axis, empty ones too */
     if (a && kl_node_attr(n, "axis")) {

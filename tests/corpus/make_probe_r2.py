@@ -16,6 +16,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto as TP, helper, numpy_helper
 
+# make_probe.py's helpers, the same here (its case() is not: this one also writes
+# header-only .npy files)
+from make_probe import gen, init, vi
+
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
 F, I64, I32, U8 = TP.FLOAT, TP.INT64, TP.INT32, TP.UINT8
@@ -30,14 +34,6 @@ def model(nodes, inputs, outputs, inits=(), opset=21, domains=(), ir=10):
     m = helper.make_model(g, opset_imports=ops)
     m.ir_version = ir
     return m
-
-
-def vi(name, dims, t=F):
-    return helper.make_tensor_value_info(name, t, dims)
-
-
-def init(name, arr):
-    return numpy_helper.from_array(np.asarray(arr), name)
 
 
 def npy_header_only(path, shape, descr="<f4"):
@@ -62,12 +58,6 @@ def case(name, cls, m, expect="err", args="", inputs=None, cmd="run"):
             np.save(os.path.join(OUT, p), v)
         extra += f" --input {k}={p}"
     rows.append((name, cls, expect, f"{cmd} {name}.onnx{extra} {args}".strip()))
-
-
-def gen(shape, name="x", value=1.0, dtype=np.float32):
-    return [init(name + "_shape", np.array(shape, np.int64))], [
-        helper.make_node("ConstantOfShape", [name + "_shape"], [name],
-                         value=numpy_helper.from_array(np.array([value], dtype)))]
 
 
 def gen_case(name, cls, shape, nodes_after, outputs, extra_inits=(), expect="err", args="",

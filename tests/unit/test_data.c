@@ -287,6 +287,20 @@ static void test_reverse_sequence(void **state) {
   tu_assert_f32(&f->tout[0], want, 12, TU_EXACT);
   ins[1].data = too_long;
   tu_assert_status(tu_run_on(f, ins), KILN_ERR_INVALID_ARGUMENT, f->e.msg, "expected 0 to 4");
+
+  /* numpy: time first, rows of 2, int32 lengths: arange(24).reshape(4, 3, 2) - 5 with
+   * x[:n, b] reversed for lengths 3, 1, 4 */
+  int64_t xt[24];
+  for (int i = 0; i < 24; i++) xt[i] = i - 5;
+  static const int64_t want_t[] = {7, 8, -3, -2, 17, 18, 1, 2, 3, 4, 11, 12,
+                                   -5, -4, 9, 10, 5, 6, 13, 14, 15, 16, -1, 0};
+  static const int32_t lens_t[] = {3, 1, 4};
+  tu_one_node(f, "ReverseSequence", 2, 1);
+  tu_attr_int(f, "batch_axis", 1);
+  tu_attr_int(f, "time_axis", 0);
+  tu_in ins_t[2] = {{KL_I64, 3, {4, 3, 2}, xt}, {KL_I32, 1, {3}, lens_t}};
+  assert_int_equal(tu_run_on(f, ins_t), KILN_OK);
+  tu_assert_i64(&f->tout[0], want_t, 24);
 }
 
 static void test_trilu(void **state) {

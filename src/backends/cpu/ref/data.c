@@ -204,18 +204,26 @@ int kl_ref_reverse_sequence(kl_kernel_ctx *c) {
   int64_t t_len = x->dims[time_axis], b_len = x->dims[1 - time_axis];
   size_t row = (size_t)kl_ref_span(x->dims, 2, x->rank) * kl_dtype_size(x->dtype);
   kl_ref_copy_bytes(y->data, x->data, kl_tensor_nbytes(x));
-  /* in Y's order (time outer when it is axis 0): a column at a time took 70 ns an
-   * element of a [16384, 16384] float tensor, a cache miss each */
-  int64_t outer = time_axis == 0 ? t_len : b_len, inner = time_axis == 0 ? b_len : t_len;
-  for (int64_t o = 0; o < outer && row > 0; o++)
-    for (int64_t i = 0; i < inner; i++) {
-      int64_t b = time_axis == 0 ? i : o, t = time_axis == 0 ? o : i;
+  const char *src = x->data;
+  char *dst = y->data;
+  if (row == 0) return KILN_OK;
+  if (time_axis == 1) { /* batch outer: each entry's length read once, its rows in order */
+    for (int64_t b = 0; b < b_len; b++) {
       int64_t n = kl_ref_load_int(lens->data, lens->dtype, b);
-      if (t >= n) continue;
-      int64_t to = o * inner + i;
-      int64_t from = time_axis == 0 ? (n - 1 - t) * b_len + b : b * t_len + (n - 1 - t);
-      memcpy((char *)y->data + (size_t)to * row, (const char *)x->data + (size_t)from * row,
-             row);
+      for (int64_t t = 0; t < n; t++)
+        memcpy(dst + (size_t)(b * t_len + t) * row, src + (size_t)(b * t_len + n - 1 - t) * row,
+               row);
+    }
+    return KILN_OK;
+  }
+  /* time outer, in Y's order: batch outer (each length read once) went a column at a
+   * time, 70 ns an element of a [16384, 16384] float tensor, a cache miss each */
+  for (int64_t t = 0; t < t_len; t++)
+    for (int64_t b = 0; b < b_len; b++) {
+      int64_t n = kl_ref_load_int(lens->data, lens->dtype, b);
+      if (t < n)
+        memcpy(dst + (size_t)(t * b_len + b) * row, src + (size_t)((n - 1 - t) * b_len + b) * row,
+               row);
     }
   return KILN_OK;
 }
