@@ -2193,12 +2193,25 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   return s;
 }
 
+/* The in-place writes of ATen that write through views (torchvision's batch_images
+ * copies each image into a select and slices of the batch, in a loop) */
+static bool view_write(const char *name) {
+  static const char *const writes[] = {"copy_", "fill_", "zero_", "index_put_",
+                                       "index_fill_", "masked_fill_"};
+  for (size_t k = 0; k < sizeof writes / sizeof writes[0]; k++)
+    if (strcmp(name, writes[k]) == 0) return true;
+  return false;
+}
+
 /* Whether expression x changes a list or dict (torch.append, insert, _set_item, extend,
- * pop, ...): a loop whose count is known is then unrolled */
+ * pop, ...) or writes into a tensor in place (copy_, fill_, ...: the write's select
+ * or slice would take the loop counter, a graph value, for its index): a loop whose
+ * count is known is then unrolled */
 static bool expr_appends(const kl_ts_expr *x) {
   if (!x) return false;
   if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
       (strcmp(x->obj->s, "append") == 0 || strcmp(x->obj->s, "insert") == 0 ||
+       view_write(x->obj->s) ||
        strcmp(x->obj->s, "_set_item") == 0 || strcmp(x->obj->s, "setdefault") == 0 ||
        strcmp(x->obj->s, "update") == 0 || list_method(x->obj->s)) &&
       x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)

@@ -1350,6 +1350,46 @@ static void test_bad_new_ops(void **state) {
   }
 }
 
+/* Arguments of the lowerings of torchvision's detection ops that kiln refuses (the ops
+ * themselves are checked against PyTorch by tests/models/ts/script/detect_ops). */
+static void test_bad_detect_ops(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *call;
+    kiln_status code;
+    const char *words1, *words2;
+  } cases[] = {
+      {"torch.item(torch.select(argument_1, 0, 0))", KILN_ERR_INVALID_MODEL, "aten::item",
+       "elements: expected one"},
+      {"torch.softmax(argument_1, int(torch.item(torch.sum(argument_1))), None)",
+       KILN_ERR_UNSUPPORTED, "argument 'dim' is a value computed by the graph",
+       "expected an int known when the graph is built"},
+      {"torch.repeat(argument_1, [2])", KILN_ERR_INVALID_MODEL, "aten::repeat",
+       "1 repeats of a tensor of rank 2"},
+      {"torch.meshgrid([argument_1], indexing=\"yx\")", KILN_ERR_INVALID_MODEL,
+       "aten::meshgrid", "indexing 'yx'"},
+      {"torch.meshgrid([argument_1])", KILN_ERR_UNSUPPORTED, "aten::meshgrid",
+       "a list of 0-D or 1-D tensors"},
+      {"torch.max(argument_1, argument_1, True)", KILN_ERR_UNSUPPORTED, "aten::max",
+       "argument 'keepdim' is bool, expected absent"},
+      {"torch.min(argument_1, 2)", KILN_ERR_SHAPE, "aten::min", "dim 2 is out of range"},
+      {"torch.where(argument_1, argument_1)", KILN_ERR_UNSUPPORTED, "aten::where",
+       "argument 'other' is nothing"},
+      {"torch.where(torch.select(torch.select(argument_1, 0, 0), 0, 0))", KILN_ERR_UNSUPPORTED,
+       "aten::where", "rank 1 or more"},
+      {"torch.index(argument_1, [torch.gt(torch.unsqueeze(argument_1, 0), 0.)])",
+       KILN_ERR_UNSUPPORTED, "aten::index", "a boolean mask of rank 3"},
+      {"ops.torchvision.nms(argument_1, argument_1, 0.5)", KILN_ERR_INVALID_MODEL,
+       "torchvision::nms", "scores of rank 2: expected [N, 4] and [N]"},
+      {"torch.full_like(argument_1, argument_1)", KILN_ERR_UNSUPPORTED, "aten::full_like",
+       "expected a number"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)", cases[i].call);
+    expect_error(t->path, NULL, cases[i].code, cases[i].words1, cases[i].words2);
+  }
+}
+
 /* In-place ops are their functional twins, except a write through a view, whose base
  * PyTorch would change too. */
 /* MLP's output written in place through a view: relu_ of its first two columns. */
@@ -1457,6 +1497,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_detect_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
