@@ -21,7 +21,8 @@
 #include <string.h>
 
 #define MAX_PARAMS 16
-#define MAX_LIST 64 /* ints in a list argument, tensors in cat/stack */
+#define MAX_LIST 64 /* ints in a list argument, tensors in most list arguments */
+#define MAX_CAT 1024 /* tensors in cat/stack (SSD concatenates one per class, 90) */
 
 typedef struct call {
   kl_ts_build *b;
@@ -1384,12 +1385,13 @@ static kiln_status lower_transpose(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
-/* Tensors of a list argument. */
-static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
+/* Tensors of a list argument, at most cap (MAX_LIST, or MAX_CAT for cat and stack). */
+static kiln_status tensor_list_of(call *c, int i, int *ids, int cap, int *n) {
   const kl_tsv *a = c->a[i];
   *n = 0;
-  if (!a || (a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE) || a->n < 1 || a->n > MAX_LIST)
-    return bad_arg(c, i, "a list of 1 to 64 tensors");
+  if (!a || (a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE) || a->n < 1 || a->n > cap)
+    return bad_arg(c, i, cap == MAX_CAT ? "a list of 1 to 1024 tensors"
+                                        : "a list of 1 to 64 tensors");
   for (int k = 0; k < a->n; k++) {
     if (a->items[k].kind != KL_TSV_TENSOR) return bad_arg(c, i, "a list of tensors");
     ids[k] = a->items[k].id;
@@ -1398,16 +1400,27 @@ static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
   return KILN_OK;
 }
 
+static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
+  return tensor_list_of(c, i, ids, MAX_LIST, n);
+}
+
 /* cat(tensors, dim); stack(tensors, dim) (variant 1) */
 static kiln_status lower_cat(call *c) {
-  int ids[MAX_LIST], n, y;
+  int ids[MAX_CAT], n, y;
   int64_t dim;
-  kiln_status s = tensor_list(c, 0, ids, &n);
+  kiln_status s = tensor_list_of(c, 0, ids, MAX_CAT, &n);
   if (!s) s = int_arg(c, 1, 0, &dim);
   if (s) return s;
   int axes = c->variant ? const_ints(c, &dim, 1) : 0;
   for (int k = 0; c->variant && k < n && !s; k++)
     s = axes < 0 ? c->e->code : op2(c, KL_OP_Unsqueeze, ids[k], axes, &ids[k]);
+  while (!s && n > MAX_LIST) { /* a node has at most 64 inputs: Concats of Concats */
+    int m = 0;
+    for (int k = 0; !s && k < n; k += MAX_LIST)
+      s = node_int(c, KL_OP_Concat, n - k < MAX_LIST ? n - k : MAX_LIST, ids + k, "axis", dim,
+                   &ids[m++]);
+    n = m;
+  }
   if (!s) s = node_int(c, KL_OP_Concat, n, ids, "axis", dim, &y);
   return s ? s : ret_tensor(c, y);
 }
@@ -2054,6 +2067,17 @@ static kiln_status lower_prim_dtype(call *c) {
 static kiln_status lower_prim_device(call *c) {
   int x;
   kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_STR, .s = "cpu", .id = -1};
+  return KILN_OK;
+}
+
+/* prim::type(device): the device's type ("cpu" of "cpu:0"); kiln's devices are "cpu" */
+static kiln_status lower_prim_type(call *c) {
+  const char *dev;
+  kiln_status s = str_arg(c, 0, NULL, &dev);
+  if (!s && (!dev || strncmp(dev, "cpu", 3) != 0 || (dev[3] && dev[3] != ':')))
+    return bad_arg(c, 0, "a device");
   if (s) return s;
   *c->out = (kl_tsv){.kind = KL_TSV_STR, .s = "cpu", .id = -1};
   return KILN_OK;
@@ -3599,6 +3623,30 @@ static kiln_status lower_broadcast_tensors(call *c) {
   return s ? s : ret_list(c, out, n);
 }
 
+/* _unique2(self, sorted, return_inverse, return_counts) (torch.unique with no dim): the
+ * triple (the distinct elements, each element's index among them in self's shape, each
+ * one's count) of ONNX's Unique of the flattened tensor; sorted=False gives them in the
+ * order they first occur, an order torch leaves unspecified. */
+static kiln_status lower_unique(call *c) {
+  int x, out[4], shape, inverse;
+  bool sorted;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = bool_arg(c, 1, true, &sorted);
+  if (s) return s;
+  int node = kl_ts_node(c->b, KL_OP_Unique, 1, &x, 4, out);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "sorted", sorted,
+                                                               c->e));
+  if (!s) s = op1(c, KL_OP_Shape, x, &shape);
+  if (!s) s = op2(c, KL_OP_Reshape, out[2], shape, &inverse);
+  if (s) return s;
+  kl_tsv *items = kl_ts_alloc(c->b, 3 * sizeof *items);
+  if (!items) return c->e->code;
+  int ids[3] = {out[0], inverse, out[3]};
+  for (int k = 0; k < 3; k++) items[k] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = ids[k]};
+  *c->out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = 3, .id = -1};
+  return KILN_OK;
+}
+
 /* torchvision::nms(boxes, scores, iou_threshold): the indices of the boxes kept, best
  * score first (a box is dropped when its IoU with a kept one is above the threshold);
  * NonMaxSuppression of one batch and one class, with no limit on the boxes kept */
@@ -3797,6 +3845,7 @@ static const aten_op ops[] = {
     {"prim::max", P("a", "b"), lower_prim_minmax, 1},
     {"prim::is_nested", P("a"), lower_is_nested, 0},
     {"prim::device", P("a"), lower_prim_device, 0},
+    {"prim::type", P("a"), lower_prim_type, 0},
     {"dim", X1, lower_dim, 0},
     {"__is__", P("self", "obj"), lower_is, 0},
     {"__isnot__", P("self", "obj"), lower_is, 1},
@@ -3876,6 +3925,7 @@ static const aten_op ops[] = {
     {"meshgrid", P("tensors", "indexing"), lower_meshgrid, 0},
     {"repeat", P("self", "repeats"), lower_repeat, 0},
     {"broadcast_tensors", P("tensors"), lower_broadcast_tensors, 0},
+    {"_unique2", P("self", "sorted", "return_inverse", "return_counts"), lower_unique, 0},
     {"torchvision::nms", P("dets", "scores", "iou_threshold"), lower_nms, 0},
 };
 

@@ -104,6 +104,13 @@ control flow takes other paths for other inputs.
               broadcast_tensors, torchvision.ops.nms, x[mask] by a 1-D mask and by a
               mask of x's shape, math.ceil/floor of floats, copy_ into slices of a select
               in a loop (unrolled), as batch_images does
+  detect_flow the control flow of torchvision's scripted SSD around those ops: an
+              object of a class of the code (C.__new__(C), its __init__ setting its
+              attributes, a method of it), str(i) as dict keys, torch.unique (sorted,
+              inverse, counts), torch.cat of 70 tensors, and torchvision's batched_nms
+              (whose numel() > 4000 test is an If on the data: its vanilla path loops over
+              the classes writing the kept boxes into a mask by index_put_, a tensor of
+              the enclosing graph carried by the Loop)
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -669,6 +676,40 @@ class DetectOps(torch.nn.Module):
                 batch)
 
 
+class Boxes:
+    """A class of the code, as torchvision's ImageList."""
+
+    def __init__(self, tensors: torch.Tensor, sizes: List[int]):
+        self.tensors = tensors
+        self.sizes = sizes
+
+    def scaled(self, k: float) -> torch.Tensor:
+        return self.tensors * k + float(self.sizes[1])
+
+
+class DetectFlow(torch.nn.Module):
+    """The control flow of torchvision's scripted SSD (docstring at the top)."""
+
+    def forward(self, x):  # [n, 5]
+        b = Boxes(x, [x.size(1), 3])
+        feats: Dict[str, torch.Tensor] = {}
+        for i in range(3):
+            feats[str(i)] = x * float(i)
+        labels = (x[:, 4] * 2).floor().to(torch.int64).clamp(-2, 2)
+        u, inv, counts = torch.unique(labels, sorted=True, return_inverse=True,
+                                      return_counts=True)
+        many = torch.cat([x[:, :1] * float(i) for i in range(70)], 1)
+        boxes = torch.cat([x[:, :2], x[:, :2] + x[:, 2:4].abs() + 0.1], 1)
+        scores = x[:, 4].sigmoid()
+        keep = torchvision.ops.batched_nms(boxes, scores, labels, 0.3)
+        big = boxes.repeat([1000, 1]) + torch.arange(0, 1000 * x.size(0)).to(x.dtype)[:, None]
+        step = torch.arange(0, 1000 * x.size(0)).to(x.dtype) * 1e-5  # (no ties to sort)
+        keep_big = torchvision.ops.batched_nms(big, scores.repeat([1000]) + step,
+                                               labels.repeat([1000]), 0.3)
+        return (b.scaled(2.0), feats["2"] - feats["1"], u, inv, counts, many, keep,
+                keep_big[:20])
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -722,6 +763,7 @@ def cases():
         ("dict_merge", DictMerge, [(r(2, 3),), (r(4, 3),)]),
         ("list_input", ListInput, [([r(2, 3), r(2, 3), r(2, 3)],), ([r(2, 3), r(2, 3), r(2, 3)],)]),
         ("detect_ops", DetectOps, [(r(6, 5),), (r(3, 5) + 0.3,)]),
+        ("detect_flow", DetectFlow, [(r(6, 5),), (r(3, 5) + 0.3,)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

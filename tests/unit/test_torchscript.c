@@ -1390,6 +1390,35 @@ static void test_bad_detect_ops(void **state) {
   }
 }
 
+/* Objects of classes of the code (torchvision's ImageList) and str(): what kiln refuses
+ * (script/detect_flow checks what loads against PyTorch). */
+#define DETECT_FLOW TS "script/detect_flow/model.pt"
+static void test_code_objects(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *from, *to, *words1, *words2;
+    kiln_status code;
+  } cases[] = {
+      {"    self.sizes = sizes\n", "    self.sizes = sizes\n    self.other = sizes\n",
+       "__torch__.py:", "class __torch__.Boxes declares no attribute 'other'",
+       KILN_ERR_INVALID_MODEL},
+      {"(b).scaled(2., )", "(b).rescaled(2., )", "__torch__.py:",
+       "class __torch__.Boxes has no method 'rescaled'", KILN_ERR_INVALID_MODEL},
+      {"__torch__.Boxes.__new__(__torch__.Boxes)", "__torch__.Crates.__new__(__torch__.Crates)",
+       "__torch__.py:11", "has no class 'Crates'", KILN_ERR_INVALID_MODEL},
+      {"str(i)", "str(torch.sum(x))", "__torch__.py:16",
+       "str() of a value that is not known when the graph is built", KILN_ERR_UNSUPPORTED},
+  };
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "input_types", "x:float32[6,5]"), KILN_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(DETECT_FLOW, t->path, "/code/__torch__.py", cases[i].from, cases[i].to);
+    expect_error(t->path, o, cases[i].code, cases[i].words1, cases[i].words2);
+  }
+  kiln_options_free(o);
+}
+
 /* In-place ops are their functional twins, except a write through a view, whose base
  * PyTorch would change too. */
 /* MLP's output written in place through a view: relu_ of its first two columns. */
@@ -1498,6 +1527,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_detect_ops, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_code_objects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
