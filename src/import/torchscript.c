@@ -2089,6 +2089,9 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
   return s;
 }
 
+static kiln_status written(kl_ts_build *b, const kl_ts_stmt *st, int n, name_set *ns);
+static kiln_status settle_writes(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n);
+
 static kiln_status run_if(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   kl_tsv c;
   kiln_status s = eval(b, f, st->value, &c);
@@ -2103,10 +2106,14 @@ static kiln_status run_if(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   body br[2];
   memset(br, 0, sizeof br);
   s = assigned(b, st, 1, &ns);
+  if (s == KILN_OK) s = written(b, st->body, st->n_body, &ns);
+  if (s == KILN_OK) s = written(b, st->orelse, st->n_orelse, &ns);
   for (int k = 0; k < 2 && s == KILN_OK; k++) {
+    const kl_ts_stmt *block = k ? st->orelse : st->body;
+    int n_block = k ? st->n_orelse : st->n_body;
     s = body_begin(b, &br[k], f, NULL, 0, NULL);
-    if (s == KILN_OK) s = run_inner(b, &br[k].f, k ? st->orelse : st->body,
-                                   k ? st->n_orelse : st->n_body);
+    if (s == KILN_OK) s = run_inner(b, &br[k].f, block, n_block);
+    if (s == KILN_OK) s = settle_writes(b, &br[k].f, block, n_block);
     body_end(b, &br[k]);
   }
   if (s == KILN_OK) s = if_outputs(b, f, br, &ns, cond, st->line);
@@ -2135,19 +2142,26 @@ static kiln_status range_op(kl_ts_build *b, frame *f, const kl_ts_stmt *st, cons
   return s;
 }
 
-/* The loop-carried names: those the body assigns that are defined before the loop. */
-static bool view_write(const char *name);
+/* Whether x calls torch.NAME (an ATen op, or a list or dict method) */
+static bool torch_call(const kl_ts_expr *x) {
+  return x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
+         x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0;
+}
 
 /* Names of tensors that expression x writes in place (torch.index_put_(keep_mask, ...),
- * as torchvision's batched NMS marks the boxes kept in a loop over the classes), added
- * to ns: in a loop, such a tensor of the enclosing frame is carried. */
+ * as torchvision's batched NMS marks the boxes kept in a loop over the classes; the
+ * base of the views written through, torch.copy_(torch.select(m, 0, 0), v)), added to
+ * ns: in an If or Loop body, such a tensor of the enclosing frame is an output. */
 static kiln_status expr_writes(kl_ts_build *b, const kl_ts_expr *x, name_set *ns, int depth) {
   if (!x || depth > 64) return KILN_OK;
   kiln_status s = KILN_OK;
-  if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR && view_write(x->obj->s) &&
-      x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0 &&
-      x->n_args > 0 && x->args[0]->kind == KL_TSE_NAME)
-    s = names_add(b, ns, x->args[0]->s);
+  const char *op = torch_call(x) ? x->obj->s : "";
+  size_t len = strlen(op);
+  if (len > 1 && op[len - 1] == '_' && op[len - 2] != '_' && op[0] != '_' && x->n_args > 0) {
+    const kl_ts_expr *a = x->args[0];
+    for (int k = 0; k < 64 && torch_call(a) && a->n_args > 0; k++) a = a->args[0];
+    if (a->kind == KL_TSE_NAME) s = names_add(b, ns, a->s);
+  }
   if (s == KILN_OK) s = expr_writes(b, x->obj, ns, depth + 1);
   for (int k = 0; s == KILN_OK && k < x->n_args; k++)
     s = expr_writes(b, x->args[k], ns, depth + 1);
@@ -2164,6 +2178,24 @@ static kiln_status written(kl_ts_build *b, const kl_ts_stmt *st, int n, name_set
   return s;
 }
 
+/* Names written in place in a body hold, in its frame f, the values they had before it
+ * (the writes are records of aten.c): their values now, before the body ends. */
+static kiln_status settle_writes(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n) {
+  name_set ws = {0};
+  kiln_status s = written(b, st, n, &ws);
+  for (int k = 0; k < ws.n && s == KILN_OK; k++) {
+    const kl_tsv *v = frame_get(f, ws.names[k]);
+    if (!v || v->kind != KL_TSV_TENSOR) continue;
+    kl_tsv now = *v;
+    s = kl_aten_current(b, v->id, &now.id);
+    if (s == KILN_OK) s = frame_set(b, f, ws.names[k], &now);
+  }
+  free(ws.names);
+  return s;
+}
+
+/* The loop-carried names: those the body assigns, or writes in place, that are defined
+ * before the loop. */
 static kiln_status carried_names(kl_ts_build *b, const frame *f, const kl_ts_stmt *st,
                                  name_set *ns) {
   name_set all = {0};
@@ -2220,6 +2252,7 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   }
   b->loops++;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
+  if (s == KILN_OK) s = settle_writes(b, &bd->f, st->body, st->n_body);
   b->loops--;
   bool raised = b->raised;
   if (s == KILN_OK && !*raises && b->raise_code >= 0) *raises = *retry = true;
@@ -2236,10 +2269,7 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     const kl_tsv *v = frame_get(&bd->f, ns->names[k]);
     kl_tsv in = as_value(frame_get(f, ns->names[k]), ids[k + 2]);
     if (is_uninit(v)) v = &in; /* (set by a call that raised: never read) */
-    kl_tsv now = *v;
-    if (v->kind == KL_TSV_TENSOR) /* what it holds after writes in place */
-      s = kl_aten_current(b, v->id, &now.id);
-    if (s == KILN_OK) s = value_id(b, &now, types[k].dtype, ns->names[k], &id);
+    s = value_id(b, v, types[k].dtype, ns->names[k], &id);
     if (s == KILN_OK) s = kl_graph_add_output(b->g, id, b->e);
     if (s != KILN_OK) break;
     kl_type t = kl_type_translate(bd->outer, b->g, &b->g->values[id].type);

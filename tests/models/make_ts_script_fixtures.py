@@ -111,6 +111,10 @@ control flow takes other paths for other inputs.
               (whose numel() > 4000 test is an If on the data: its vanilla path loops over
               the classes writing the kept boxes into a mask by index_put_, a tensor of
               the enclosing graph carried by the Loop)
+  body_writes in-place writes inside a Loop whose count the data decides (copy_ through
+              a select of a tensor made before it, add_) and inside an If on the data
+              (fill_, then a write through a select): the tensors written are outputs of
+              the Loop and the If; one case per branch
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -710,6 +714,22 @@ class DetectFlow(torch.nn.Module):
                 keep_big[:20])
 
 
+class BodyWrites(torch.nn.Module):
+    """In-place writes in Loop and If bodies (docstring at the top)."""
+
+    def forward(self, x):
+        m = torch.zeros_like(x)
+        n = torch.zeros_like(x)
+        for i in range(int(x.sum() > 0) + 2):  # a count the data decides
+            m[0] = m[0] + x[0] * float(i + 1)
+            n.add_(1.0)
+        k = torch.zeros_like(x)
+        if bool(x.sum() > 0):
+            k.fill_(2.0)
+            k[1] = 5.0
+        return m, n, k
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -764,6 +784,7 @@ def cases():
         ("list_input", ListInput, [([r(2, 3), r(2, 3), r(2, 3)],), ([r(2, 3), r(2, 3), r(2, 3)],)]),
         ("detect_ops", DetectOps, [(r(6, 5),), (r(3, 5) + 0.3,)]),
         ("detect_flow", DetectFlow, [(r(6, 5),), (r(3, 5) + 0.3,)]),
+        ("body_writes", BodyWrites, [(r(3, 4).abs(),), (-r(3, 4).abs(),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
