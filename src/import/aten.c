@@ -307,7 +307,11 @@ static kiln_status dims_value(call *c, const dimlist *d, int *out) {
   if (one < 0) return c->e->code;
   for (int k = 0; k < d->n; k++) {
     kiln_status s;
-    if (d->id[k] >= 0) s = op2(c, KL_OP_Unsqueeze, d->id[k], one, &parts[n++]);
+    int id = d->id[k];
+    /* (a size the graph computes in floats, math.floor(size * scale) in F.interpolate:
+     * a number of the graph is a 0-D tensor, whose floor stays a float) */
+    if (id >= 0 && dtype_of(c, id) != KL_I64 && (s = cast(c, id, KL_I64, &id))) return s;
+    if (id >= 0) s = op2(c, KL_OP_Unsqueeze, id, one, &parts[n++]);
     else s = const_id(c, const_ints(c, &d->v[k], 1), &parts[n++]);
     if (s != KILN_OK) return s;
   }

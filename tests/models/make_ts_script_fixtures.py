@@ -110,7 +110,8 @@ control flow takes other paths for other inputs.
               inverse, counts), torch.cat of 70 tensors, and torchvision's batched_nms
               (whose numel() > 4000 test is an If on the data: its vanilla path loops over
               the classes writing the kept boxes into a mask by index_put_, a tensor of
-              the enclosing graph carried by the Loop)
+              the enclosing graph carried by the Loop); F.interpolate by a scale factor
+              that item() gives at run time (its output sizes computed by the graph)
   body_writes in-place writes inside a Loop whose count the data decides (copy_ through
               a select of a tensor made before it, add_) and inside an If on the data
               (fill_, then a write through a select): the tensors written are outputs of
@@ -710,8 +711,11 @@ class DetectFlow(torch.nn.Module):
         step = torch.arange(0, 1000 * x.size(0)).to(x.dtype) * 1e-5  # (no ties to sort)
         keep_big = torchvision.ops.batched_nms(big, scores.repeat([1000]) + step,
                                                labels.repeat([1000]), 0.3)
+        scale = float((x.mean() * 0.0 + 2.0).item())  # a number the graph computes
+        up = torch.nn.functional.interpolate(x[None, None], scale_factor=scale, mode="nearest",
+                                             recompute_scale_factor=True)
         return (b.scaled(2.0), feats["2"] - feats["1"], u, inv, counts, many, keep,
-                keep_big[:20])
+                keep_big[:20], up)
 
 
 class BodyWrites(torch.nn.Module):

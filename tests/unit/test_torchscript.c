@@ -1405,8 +1405,8 @@ static void test_code_objects(void **state) {
       {"(b).scaled(2., )", "(b).rescaled(2., )", "__torch__.py:",
        "class __torch__.Boxes has no method 'rescaled'", KILN_ERR_INVALID_MODEL},
       {"__torch__.Boxes.__new__(__torch__.Boxes)", "__torch__.Crates.__new__(__torch__.Crates)",
-       "__torch__.py:11", "has no class 'Crates'", KILN_ERR_INVALID_MODEL},
-      {"str(i)", "str(torch.sum(x))", "__torch__.py:16",
+       "__torch__.py:12", "has no class 'Crates'", KILN_ERR_INVALID_MODEL},
+      {"str(i)", "str(torch.sum(x))", "__torch__.py:17",
        "str() of a value that is not known when the graph is built", KILN_ERR_UNSUPPORTED},
   };
   kiln_options *o;
