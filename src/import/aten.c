@@ -3627,6 +3627,25 @@ static kiln_status lower_broadcast_tensors(call *c) {
   return s ? s : ret_list(c, out, n);
 }
 
+/* round(self, decimals=0): halves to even, as ONNX's Round; with decimals d,
+ * round(x * 10^d) / 10^d, as torch computes it */
+static kiln_status lower_round(call *c) {
+  int x, y, scale;
+  int64_t d;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &d);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (!kl_dtype_is_float(dt)) return ret_tensor(c, x); /* integers are whole already */
+  if (d == 0) return (s = op1(c, KL_OP_Round, x, &y)) ? s : ret_tensor(c, y);
+  if (d < -300 || d > 300) return bad_arg(c, 1, "a number of decimals from -300 to 300");
+  if ((scale = kl_ts_const_scalar(c->b, dt, pow(10.0, (double)d))) < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Mul, x, scale, &y)) || (s = op1(c, KL_OP_Round, y, &y)) ||
+      (s = op2(c, KL_OP_Div, y, scale, &y)))
+    return s;
+  return ret_tensor(c, y);
+}
+
 /* _unique2(self, sorted, return_inverse, return_counts) (torch.unique with no dim): the
  * triple (the distinct elements, each element's index among them in self's shape, each
  * one's count) of ONNX's Unique of the flattened tensor; sorted=False gives them in the
@@ -3929,6 +3948,7 @@ static const aten_op ops[] = {
     {"meshgrid", P("tensors", "indexing"), lower_meshgrid, 0},
     {"repeat", P("self", "repeats"), lower_repeat, 0},
     {"broadcast_tensors", P("tensors"), lower_broadcast_tensors, 0},
+    {"round", P("self", "decimals"), lower_round, 0},
     {"_unique2", P("self", "sorted", "return_inverse", "return_counts"), lower_unique, 0},
     {"torchvision::nms", P("dets", "scores", "iou_threshold"), lower_nms, 0},
 };

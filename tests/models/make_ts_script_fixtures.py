@@ -103,7 +103,8 @@ control flow takes other paths for other inputs.
               computed tensor), meshgrid ("ij", "xy"), repeat (more repeats than dims),
               broadcast_tensors, torchvision.ops.nms, x[mask] by a 1-D mask and by a
               mask of x's shape, math.ceil/floor of floats, copy_ into slices of a select
-              in a loop (unrolled), as batch_images does
+              in a loop (unrolled), as batch_images does; round (halves to even, with
+              decimals, in place)
   detect_flow the control flow of torchvision's scripted SSD around those ops: an
               object of a class of the code (C.__new__(C), its __init__ setting its
               attributes, a method of it), str(i) as dict keys, torch.unique (sorted,
@@ -678,7 +679,8 @@ class DetectOps(torch.nn.Module):
             batch[i][:, 1 : x.size(1) + 1].copy_(x * float(i + 1))
         return (y, s, f1, f2, e, m_all, n_all, mv, mi, nv, ni, mx, nz[0], nz[1], w1, w2,
                 x * it, shifts_y, shifts_x, gx, gy, rep, b1, b2, keep, sel, rows, whole,
-                batch)
+                batch, torch.round(x * 4.0), torch.round(x, decimals=2), (x * 8).round_(),
+                torch.round(torch.arange(-5, 6).to(x.dtype) * 0.5 + x[0, 0] * 0.0))
 
 
 class Boxes:
