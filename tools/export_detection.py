@@ -42,6 +42,13 @@ give a non-empty box set, and compared with PyTorch's (meta.json: ort_agrees_wit
 the same labels in the same order and boxes within a pixel); a model that does not
 export, or gives no boxes, is reported and left out of the cache.
 
+With --scripted, each model is instead written as NAME-pt/ (model.pt: the same model,
+torch.jit.script-ed; test_data_set_0/input_0.pb named images.0; PyTorch eager's
+outputs), for kiln's TorchScript importer (docs/torchscript.md):
+
+    .venv/bin/python tools/export_detection.py --scripted --only ssdlite320_mobilenet_v3_large
+    build/tools/kiln check -O2 ~/.cache/kiln-zoo/detect/ssdlite320_mobilenet_v3_large-pt
+
 Usage:
     .venv/bin/python tools/export_detection.py                  every model not cached
     .venv/bin/python tools/export_detection.py --only ssdlite320_mobilenet_v3_large --force
@@ -468,6 +475,36 @@ def report(kiln, cache, names, probe=False):
         sys.stdout.flush()
 
 
+def export_scripted(name, out_dir):
+    """NAME-pt/: the same model (same weights and calibrated threshold) compiled by
+    torch.jit.script and saved as model.pt, its input named images.0 (kiln's name for
+    element 0 of the List[Tensor] parameter images), PyTorch eager's boxes, scores and
+    labels as the expected outputs."""
+    import torch
+
+    size = MODELS[name][0]
+    model = build(name)
+    image = photo("astronaut", size)
+    with torch.no_grad():
+        thresh = calibrate(model([image])[0]["scores"])[0]
+        if thresh is None:
+            raise RuntimeError("no threshold keeps boxes whose scores are apart")
+        set_threshold(model, name, thresh)
+        ref = model([image])[0]
+    tmp = out_dir + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.join(tmp, "test_data_set_0"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.script(model).save(os.path.join(tmp, "model.pt"))
+    save_pb(image.numpy(), "images.0", os.path.join(tmp, "test_data_set_0", "input_0.pb"))
+    for k, key in enumerate(ref):
+        save_pb(ref[key].numpy(), key, os.path.join(tmp, "test_data_set_0", "output_%d.pb" % k))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.rename(tmp, out_dir)
+    return len(ref["boxes"]), thresh
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=os.path.expanduser("~/.cache/kiln-zoo/detect"))
@@ -475,6 +512,9 @@ def main():
     p.add_argument("--force", action="store_true", help="re-export what is cached")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--list", action="store_true")
+    p.add_argument("--scripted", action="store_true",
+                   help="write NAME-pt/ instead: the model torch.jit.script-ed and saved, "
+                        "with PyTorch eager's outputs (kiln check NAME-pt)")
     p.add_argument("--probe", action="store_true",
                    help="with --report KILN: also check each model with its If nodes "
                         "replaced by the branches they take on the test input and its Loops "
@@ -497,6 +537,11 @@ def main():
         report(args.report, args.out, names, args.probe)
         return 0
     os.makedirs(args.out, exist_ok=True)
+    if args.scripted:
+        for name in names:
+            boxes, thresh = export_scripted(name, os.path.join(args.out, name + "-pt"))
+            print("%s-pt: %d boxes (threshold %.6g)" % (name, boxes, thresh), flush=True)
+        return 0
     failed = 0
     for name in names:
         out_dir = os.path.join(args.out, name)

@@ -21,7 +21,8 @@
 #include <string.h>
 
 #define MAX_PARAMS 16
-#define MAX_LIST 64 /* ints in a list argument, tensors in cat/stack */
+#define MAX_LIST 64 /* ints in a list argument, tensors in most list arguments */
+#define MAX_CAT 1024 /* tensors in cat/stack (SSD concatenates one per class, 90) */
 
 typedef struct call {
   kl_ts_build *b;
@@ -306,7 +307,11 @@ static kiln_status dims_value(call *c, const dimlist *d, int *out) {
   if (one < 0) return c->e->code;
   for (int k = 0; k < d->n; k++) {
     kiln_status s;
-    if (d->id[k] >= 0) s = op2(c, KL_OP_Unsqueeze, d->id[k], one, &parts[n++]);
+    int id = d->id[k];
+    /* (a size the graph computes in floats, math.floor(size * scale) in F.interpolate:
+     * a number of the graph is a 0-D tensor, whose floor stays a float) */
+    if (id >= 0 && dtype_of(c, id) != KL_I64 && (s = cast(c, id, KL_I64, &id))) return s;
+    if (id >= 0) s = op2(c, KL_OP_Unsqueeze, id, one, &parts[n++]);
     else s = const_id(c, const_ints(c, &d->v[k], 1), &parts[n++]);
     if (s != KILN_OK) return s;
   }
@@ -635,6 +640,27 @@ static kiln_status lower_pow(call *c) {
 
 /* relu, sigmoid, exp, ... (variant: the op); sqrt of a number known while building is
  * one too (math.sqrt, as scripted code scales by it) */
+/* floor / ceil of a Python number (math.floor, math.ceil in scripted code): an int,
+ * known while building for a known number, else a 0-D int64 of the graph */
+static kiln_status round_number(call *c) {
+  const kl_tsv *a = c->a[0];
+  kl_op op = (kl_op)c->variant;
+  if (is_number(a)) {
+    double v = op == KL_OP_Floor ? floor(number(a)) : ceil(number(a));
+    if (a->kind != KL_TSV_FLOAT) return ret_int(c, a->i);
+    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+      return bad_arg(c, 0, "a number whose floor or ceil fits in a 64-bit int");
+    return ret_int(c, (int64_t)v);
+  }
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s && a->kind == KL_TSV_FLOAT) s = op1(c, op, x, &x);
+  if (!s) s = cast(c, x, KL_I64, &y);
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .id = y};
+  return KILN_OK;
+}
+
 static kiln_status lower_unary(call *c) {
   int x, y;
   if ((kl_op)c->variant == KL_OP_Sqrt && is_number(c->a[0])) {
@@ -649,6 +675,8 @@ static kiln_status lower_unary(call *c) {
       return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "-(%" PRId64 ") overflows 64 bits", a->i);
     return ret_int(c, -a->i);
   }
+  bool rounding = (kl_op)c->variant == KL_OP_Floor || (kl_op)c->variant == KL_OP_Ceil;
+  if (rounding && c->a[0] && c->a[0]->kind != KL_TSV_TENSOR) return round_number(c);
   kiln_status s = tensor_arg(c, 0, &x);
   if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
@@ -1361,12 +1389,13 @@ static kiln_status lower_transpose(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
-/* Tensors of a list argument. */
-static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
+/* Tensors of a list argument, at most cap (MAX_LIST, or MAX_CAT for cat and stack). */
+static kiln_status tensor_list_of(call *c, int i, int *ids, int cap, int *n) {
   const kl_tsv *a = c->a[i];
   *n = 0;
-  if (!a || (a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE) || a->n < 1 || a->n > MAX_LIST)
-    return bad_arg(c, i, "a list of 1 to 64 tensors");
+  if (!a || (a->kind != KL_TSV_LIST && a->kind != KL_TSV_TUPLE) || a->n < 1 || a->n > cap)
+    return bad_arg(c, i, cap == MAX_CAT ? "a list of 1 to 1024 tensors"
+                                        : "a list of 1 to 64 tensors");
   for (int k = 0; k < a->n; k++) {
     if (a->items[k].kind != KL_TSV_TENSOR) return bad_arg(c, i, "a list of tensors");
     ids[k] = a->items[k].id;
@@ -1375,16 +1404,27 @@ static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
   return KILN_OK;
 }
 
+static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
+  return tensor_list_of(c, i, ids, MAX_LIST, n);
+}
+
 /* cat(tensors, dim); stack(tensors, dim) (variant 1) */
 static kiln_status lower_cat(call *c) {
-  int ids[MAX_LIST], n, y;
+  int ids[MAX_CAT], n, y;
   int64_t dim;
-  kiln_status s = tensor_list(c, 0, ids, &n);
+  kiln_status s = tensor_list_of(c, 0, ids, MAX_CAT, &n);
   if (!s) s = int_arg(c, 1, 0, &dim);
   if (s) return s;
   int axes = c->variant ? const_ints(c, &dim, 1) : 0;
   for (int k = 0; c->variant && k < n && !s; k++)
     s = axes < 0 ? c->e->code : op2(c, KL_OP_Unsqueeze, ids[k], axes, &ids[k]);
+  while (!s && n > MAX_LIST) { /* a node has at most 64 inputs: Concats of Concats */
+    int m = 0;
+    for (int k = 0; !s && k < n; k += MAX_LIST)
+      s = node_int(c, KL_OP_Concat, n - k < MAX_LIST ? n - k : MAX_LIST, ids + k, "axis", dim,
+                   &ids[m++]);
+    n = m;
+  }
   if (!s) s = node_int(c, KL_OP_Concat, n, ids, "axis", dim, &y);
   return s ? s : ret_tensor(c, y);
 }
@@ -2036,6 +2076,17 @@ static kiln_status lower_prim_device(call *c) {
   return KILN_OK;
 }
 
+/* prim::type(device): the device's type ("cpu" of "cpu:0"); kiln's devices are "cpu" */
+static kiln_status lower_prim_type(call *c) {
+  const char *dev;
+  kiln_status s = str_arg(c, 0, NULL, &dev);
+  if (!s && (!dev || strncmp(dev, "cpu", 3) != 0 || (dev[3] && dev[3] != ':')))
+    return bad_arg(c, 0, "a device");
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_STR, .s = "cpu", .id = -1};
+  return KILN_OK;
+}
+
 /* Whether two values are known equal (*eq), known to differ (!*eq), or neither
  * (false): numbers and strings known now, graph ints that are the same value or the
  * same symbolic dim. */
@@ -2231,6 +2282,24 @@ static kiln_status index_leading(call *c, int x, const kl_tsv *l, int *y) {
   return s;
 }
 
+/* x[mask] with a boolean mask: the elements (or slices) where it holds, in order, as
+ * many as the data decides (Compress). A 1-D mask selects along its dim; a mask of
+ * x's shape (on dim 0) the elements of the flattened tensor. */
+static kiln_status index_mask(call *c, int x, int mask, int axis, int *y) {
+  int rank = rank_of(c, x), mrank = rank_of(c, mask);
+  bool whole = axis == 0 && mrank == rank && rank > 1;
+  if (mrank != 1 && !whole)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "indexing by a boolean mask of rank %d (of a "
+                   "tensor of rank %d, at index %d): expected a 1-D mask, or one of the "
+                   "tensor's rank at index 0", mrank, rank, axis);
+  if (whole) { /* Compress with no axis flattens x, and takes a 1-D condition */
+    int flat = const_ints(c, (int64_t[]){-1}, 1);
+    kiln_status s = flat < 0 ? c->e->code : op2(c, KL_OP_Reshape, mask, flat, &mask);
+    return s ? s : op2(c, KL_OP_Compress, x, mask, y);
+  }
+  return node_int(c, KL_OP_Compress, 2, (int[]){x, mask}, "axis", axis, y);
+}
+
 static kiln_status lower_index(call *c) {
   int x, y, axis = -1, tensors = 0;
   kiln_status s = tensor_arg(c, 0, &x);
@@ -2257,8 +2326,10 @@ static kiln_status lower_index(call *c) {
   }
   if (axis < 0) return ret_tensor(c, x);
   int idx = l->items[axis].id;
-  if (dtype_of(c, idx) == KL_BOOL)
-    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "indexing by a boolean mask");
+  if (dtype_of(c, idx) == KL_BOOL) {
+    s = index_mask(c, x, idx, axis, &y);
+    return s ? s : ret_tensor(c, y);
+  }
   s = node_int(c, KL_OP_Gather, 2, (int[]){x, idx}, "axis", axis, &y);
   return s ? s : ret_tensor(c, y);
 }
@@ -3335,6 +3406,296 @@ static kiln_status lower_logic(call *c) {
   return s ? s : ret_tensor(c, y);
 }
 
+/* ---- detection models' ops (torchvision's scripted SSD) ---- */
+
+/* as_tensor(data, dtype, device): a tensor as it is (cast to dtype when given; the same
+ * tensor when it already has it), else what tensor(data, dtype) makes. */
+static kiln_status lower_as_tensor(call *c) {
+  const kl_tsv *d = c->a[0];
+  if (!d || d->kind != KL_TSV_TENSOR) return lower_tensor(c);
+  int64_t st;
+  int y = d->id;
+  kiln_status s = int_arg(c, 1, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : dtype_of(c, y);
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  return (s = cast(c, y, dt, &y)) ? s : ret_tensor(c, y);
+}
+
+/* scalar_tensor(s, dtype, ...): a 0-D tensor of s, float32 unless dtype says */
+static kiln_status lower_scalar_tensor(call *c) {
+  int64_t st;
+  int y;
+  kiln_status s = int_arg(c, 1, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : KL_F32;
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if ((s = value_arg(c, 0, dt, &y))) return s;
+  if (rank_of(c, y) != 0)
+    return bad_arg(c, 0, "a number (scalar_tensor)");
+  return ret_tensor(c, y);
+}
+
+/* full_like(self, fill_value, dtype, ...): fill_value (a number, known or computed by
+ * the graph) in self's shape and, unless dtype says, self's dtype */
+static kiln_status lower_full_like(call *c) {
+  int x, v, shape, y;
+  int64_t st;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 2, -1, &st);
+  if (s) return s;
+  kl_dtype dt = st >= 0 ? scalar_type(st) : dtype_of(c, x);
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  if ((s = value_arg(c, 1, dt, &v))) return s;
+  if (rank_of(c, v) > 0) return bad_arg(c, 1, "a number (the fill value)");
+  if ((s = op1(c, KL_OP_Shape, x, &shape)) || (s = op2(c, KL_OP_Expand, v, shape, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* max / min (variant 1): of every element (max(self): a 0-D tensor), along a dim
+ * (max(self, dim, keepdim): the pair values, indices, the first index of the extreme
+ * value), or the elementwise extreme of two tensors (max(self, other): promoted and
+ * broadcast, as maximum). */
+static kiln_status lower_max_min(call *c) {
+  bool min = c->variant == 1;
+  int x, y, idx, rank, axis;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  if (c->a[1] && c->a[1]->kind == KL_TSV_TENSOR) {
+    int a, b;
+    if (given(c, 2)) return bad_arg(c, 2, "absent (the extreme of two tensors)");
+    if ((s = operands(c, 0, 1, &a, &b))) return s;
+    return (s = op2(c, min ? KL_OP_Min : KL_OP_Max, a, b, &y)) ? s : ret_tensor(c, y);
+  }
+  kl_op reduce = min ? KL_OP_ReduceMin : KL_OP_ReduceMax;
+  if (!given(c, 1)) {
+    if (given(c, 2)) return bad_arg(c, 2, "absent (max of every element)");
+    return (s = node_int(c, reduce, 1, &x, "keepdims", 0, &y)) ? s : ret_tensor(c, y);
+  }
+  int64_t dim;
+  bool keep;
+  if ((s = int_arg(c, 1, 0, &dim)) || (s = bool_arg(c, 2, false, &keep)) ||
+      (s = need_rank(c, x, &rank)) || (s = norm_axis(c, dim, rank ? rank : 1, &axis)))
+    return s;
+  int axes = const_ints(c, (int64_t[]){axis}, 1);
+  if (axes < 0) return c->e->code;
+  if ((s = node_int(c, reduce, 2, (int[]){x, axes}, "keepdims", keep, &y))) return s;
+  int node = begin_node(c, min ? KL_OP_ArgMin : KL_OP_ArgMax, 1, &x, &idx);
+  if (node >= 0) s = kl_node_set_int(c->g, node, "axis", axis, c->e);
+  if (node >= 0 && !s) s = kl_node_set_int(c->g, node, "keepdims", keep, c->e);
+  if ((s = end_node(c, node, s))) return s;
+  return ret_pair(c, y, idx);
+}
+
+/* where(condition): the indices of its nonzero elements, a tuple of one 1-D int64
+ * tensor per dim (NonZero's rows); where(condition, self, other): self where the
+ * condition holds, else other (tensors or numbers, promoted as torch does). */
+static kiln_status lower_where(call *c) {
+  int cond, y, rank;
+  kiln_status s = tensor_arg(c, 0, &cond);
+  if (!s) s = cast(c, cond, KL_BOOL, &cond);
+  if (s) return s;
+  if (!given(c, 1) && !given(c, 2)) {
+    int nz, rows[KL_MAX_RANK];
+    if ((s = need_rank(c, cond, &rank))) return s;
+    if (rank == 0) return bad_arg(c, 0, "a tensor of rank 1 or more (where of a 0-D tensor)");
+    if ((s = op1(c, KL_OP_NonZero, cond, &nz))) return s;
+    for (int k = 0; k < rank; k++) {
+      int at = kl_ts_const_i64(c->b, (int64_t[]){k}, 1, true);
+      if (at < 0) return c->e->code;
+      if ((s = node_int(c, KL_OP_Gather, 2, (int[]){nz, at}, "axis", 0, &rows[k]))) return s;
+    }
+    if ((s = ret_list(c, rows, rank))) return s;
+    c->out->kind = KL_TSV_TUPLE;
+    return KILN_OK;
+  }
+  if (!given(c, 1) || !given(c, 2)) return bad_arg(c, given(c, 1) ? 2 : 1, "a tensor or number");
+  int a, b;
+  if (is_number(c->a[1]) && is_number(c->a[2])) {
+    int kinds = 1 << c->a[1]->kind | 1 << c->a[2]->kind;
+    kl_dtype dt = kinds & 1 << KL_TSV_FLOAT ? KL_F32 : kinds & 1 << KL_TSV_INT ? KL_I64 : KL_BOOL;
+    a = kl_ts_const_scalar(c->b, dt, number(c->a[1]));
+    b = kl_ts_const_scalar(c->b, dt, number(c->a[2]));
+    if (a < 0 || b < 0) return c->e->code;
+  } else if ((s = operands(c, 1, 2, &a, &b))) {
+    return s;
+  }
+  return (s = op_node(c, KL_OP_Where, 3, (int[]){cond, a, b}, &y)) ? s : ret_tensor(c, y);
+}
+
+/* item(self): the number a one-element tensor holds (an int for integer dtypes, a float
+ * for floating-point ones, a bool for bool); known while building when the tensor is a
+ * constant, else a 0-D graph value, which code needing it while building (a list
+ * index, a shape known to the graph) refuses. */
+static kiln_status lower_item(call *c) {
+  int x, y;
+  int64_t n;
+  double v;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (kl_type_numel(type_of(c, x), &n) && n != 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "item() of a tensor of %" PRId64 " elements: "
+                   "expected one (torch: a Tensor with %" PRId64 " elements cannot be "
+                   "converted to Scalar)", n, n);
+  if (dt == KL_UNDEFINED) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "an unknown dtype");
+  kl_tsv_kind kind = kl_dtype_is_float(dt) ? KL_TSV_FLOAT : dt == KL_BOOL ? KL_TSV_BOOL
+                                                                            : KL_TSV_INT;
+  if (const_scalar(c, x, &v)) {
+    *c->out = (kl_tsv){.kind = kind, .f = v, .id = -1};
+    if (kind != KL_TSV_FLOAT) c->out->i = dt == KL_BOOL ? v != 0 : kl_load_i64(
+                                  c->g->values[x].data, dt, 0);
+    return KILN_OK;
+  }
+  int scalar = kl_ts_const_i64(c->b, (int64_t[]){0}, 0, false);
+  if (scalar < 0 || (s = op2(c, KL_OP_Reshape, x, scalar, &y))) return c->e->code;
+  if (kind == KL_TSV_INT && (s = cast(c, y, KL_I64, &y))) return s;
+  *c->out = (kl_tsv){.kind = kind, .id = y};
+  return KILN_OK;
+}
+
+/* meshgrid(tensors, indexing): for n 1-D tensors, n tensors of their sizes' shape,
+ * tensor k varying along dim k ("ij", the default) or with the first two dims swapped
+ * ("xy") */
+static kiln_status lower_meshgrid(call *c) {
+  int ids[MAX_LIST], n, out[MAX_LIST], minus1 = const_ints(c, (int64_t[]){-1}, 1), shape;
+  const char *ix;
+  dimlist d = {0};
+  kiln_status s = minus1 < 0 ? c->e->code : tensor_list(c, 0, ids, &n);
+  if (!s) s = str_arg(c, 1, "ij", &ix);
+  if (s) return s;
+  bool xy = strcmp(ix, "xy") == 0;
+  if (!xy && strcmp(ix, "ij") != 0)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "meshgrid indexing '%s': expected 'ij' or "
+                   "'xy'", ix);
+  if (n > KL_MAX_RANK) return bad_arg(c, 0, "a list of at most 8 tensors");
+  for (int k = 0; k < n; k++) {
+    if (rank_of(c, ids[k]) > 1 || rank_of(c, ids[k]) < 0)
+      return bad_arg(c, 0, "a list of 0-D or 1-D tensors");
+    if ((s = op2(c, KL_OP_Reshape, ids[k], minus1, &ids[k]))) return s;
+  }
+  for (int j = 0; j < n; j++) { /* dim j is the size of the tensor that varies along it */
+    int src = xy && n > 1 && j < 2 ? 1 - j : j;
+    if ((s = dims_copy(c, &d, ids[src], 0, 1))) return s;
+  }
+  if ((s = dims_value(c, &d, &shape))) return s;
+  for (int k = 0; k < n; k++) {
+    int64_t view[KL_MAX_RANK];
+    int at = xy && n > 1 && k < 2 ? 1 - k : k, v;
+    for (int j = 0; j < n; j++) view[j] = j == at ? -1 : 1;
+    if ((v = const_ints(c, view, n)) < 0) return c->e->code;
+    if ((s = op2(c, KL_OP_Reshape, ids[k], v, &v)) ||
+        (s = op2(c, KL_OP_Expand, v, shape, &out[k])))
+      return s;
+    known_dims(c, v, out[k], &d);
+  }
+  return ret_list(c, out, n);
+}
+
+/* repeat(self, repeats): Tile, after leading dims of 1 when there are more repeats than
+ * dims (fewer is torch's error too) */
+static kiln_status lower_repeat(call *c) {
+  int x, rank, reps, y;
+  dimlist d = {0};
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s) s = dims_from_arg(c, 1, &d);
+  if (s) return s;
+  if (d.n < rank)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "repeat with %d repeats of a tensor of rank "
+                   "%d: expected at least as many repeats as dims", d.n, rank);
+  if (d.n > KL_MAX_RANK) return bad_arg(c, 1, "a list of at most 8 repeats");
+  if (d.n > rank) {
+    int64_t lead[KL_MAX_RANK];
+    for (int k = 0; k < d.n - rank; k++) lead[k] = k;
+    int axes = const_ints(c, lead, d.n - rank);
+    if (axes < 0 || (s = op2(c, KL_OP_Unsqueeze, x, axes, &x))) return c->e->code;
+  }
+  if ((s = dims_value(c, &d, &reps)) || (s = op2(c, KL_OP_Tile, x, reps, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* broadcast_tensors(tensors): each expanded to the shape they broadcast to (that of
+ * an Expand of a scalar by each tensor's shape in turn) */
+static kiln_status lower_broadcast_tensors(call *c) {
+  int ids[MAX_LIST], n, out[MAX_LIST], acc = kl_ts_const_scalar(c->b, KL_U8, 0), shape;
+  kiln_status s = acc < 0 ? c->e->code : tensor_list(c, 0, ids, &n);
+  for (int k = 0; !s && k < n; k++)
+    if (!(s = op1(c, KL_OP_Shape, ids[k], &shape))) s = op2(c, KL_OP_Expand, acc, shape, &acc);
+  if (!s) s = op1(c, KL_OP_Shape, acc, &shape);
+  for (int k = 0; !s && k < n; k++) s = op2(c, KL_OP_Expand, ids[k], shape, &out[k]);
+  return s ? s : ret_list(c, out, n);
+}
+
+/* round(self, decimals=0): halves to even, as ONNX's Round; with decimals d,
+ * round(x * 10^d) / 10^d, as torch computes it */
+static kiln_status lower_round(call *c) {
+  int x, y, scale;
+  int64_t d;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 0, &d);
+  if (s) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (!kl_dtype_is_float(dt)) return ret_tensor(c, x); /* integers are whole already */
+  if (d == 0) return (s = op1(c, KL_OP_Round, x, &y)) ? s : ret_tensor(c, y);
+  if (d < -300 || d > 300) return bad_arg(c, 1, "a number of decimals from -300 to 300");
+  if ((scale = kl_ts_const_scalar(c->b, dt, pow(10.0, (double)d))) < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Mul, x, scale, &y)) || (s = op1(c, KL_OP_Round, y, &y)) ||
+      (s = op2(c, KL_OP_Div, y, scale, &y)))
+    return s;
+  return ret_tensor(c, y);
+}
+
+/* _unique2(self, sorted, return_inverse, return_counts) (torch.unique with no dim): the
+ * triple (the distinct elements, each element's index among them in self's shape, each
+ * one's count) of ONNX's Unique of the flattened tensor; sorted=False gives them in the
+ * order they first occur, an order torch leaves unspecified. */
+static kiln_status lower_unique(call *c) {
+  int x, out[4], shape, inverse;
+  bool sorted;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = bool_arg(c, 1, true, &sorted);
+  if (s) return s;
+  int node = kl_ts_node(c->b, KL_OP_Unique, 1, &x, 4, out);
+  s = end_node(c, node, node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "sorted", sorted,
+                                                               c->e));
+  if (!s) s = op1(c, KL_OP_Shape, x, &shape);
+  if (!s) s = op2(c, KL_OP_Reshape, out[2], shape, &inverse);
+  if (s) return s;
+  kl_tsv *items = kl_ts_alloc(c->b, 3 * sizeof *items);
+  if (!items) return c->e->code;
+  int ids[3] = {out[0], inverse, out[3]};
+  for (int k = 0; k < 3; k++) items[k] = (kl_tsv){.kind = KL_TSV_TENSOR, .id = ids[k]};
+  *c->out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = 3, .id = -1};
+  return KILN_OK;
+}
+
+/* torchvision::nms(boxes, scores, iou_threshold): the indices of the boxes kept, best
+ * score first (a box is dropped when its IoU with a kept one is above the threshold);
+ * NonMaxSuppression of one batch and one class, with no limit on the boxes kept */
+static kiln_status lower_nms(call *c) {
+  int boxes, scores, sel, y;
+  double iou;
+  kiln_status s = tensor_arg(c, 0, &boxes);
+  if (!s) s = tensor_arg(c, 1, &scores);
+  if (!s) s = float_arg(c, 2, 0, &iou);
+  if (s) return s;
+  if (rank_of(c, boxes) != 2 || rank_of(c, scores) != 1)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "nms of boxes of rank %d and scores of rank "
+                   "%d: expected [N, 4] and [N]", rank_of(c, boxes), rank_of(c, scores));
+  int zero = const_ints(c, (int64_t[]){0}, 1), zero_one = const_ints(c, (int64_t[]){0, 1}, 2);
+  int most = kl_ts_const_i64(c->b, (int64_t[]){INT64_MAX}, 1, true);
+  int thr = kl_ts_const_scalar(c->b, KL_F32, iou);
+  int col = kl_ts_const_i64(c->b, (int64_t[]){2}, 1, true);
+  if (zero < 0 || zero_one < 0 || most < 0 || thr < 0 || col < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Unsqueeze, boxes, zero, &boxes)) ||
+      (s = op2(c, KL_OP_Unsqueeze, scores, zero_one, &scores)) ||
+      (s = op_node(c, KL_OP_NonMaxSuppression, 4, (int[]){boxes, scores, most, thr}, &sel)) ||
+      (s = node_int(c, KL_OP_Gather, 2, (int[]){sel, col}, "axis", 1, &y)))
+    return s;
+  return ret_tensor(c, y);
+}
+
 #define P(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define X1 P("self")
 
@@ -3507,6 +3868,7 @@ static const aten_op ops[] = {
     {"prim::max", P("a", "b"), lower_prim_minmax, 1},
     {"prim::is_nested", P("a"), lower_is_nested, 0},
     {"prim::device", P("a"), lower_prim_device, 0},
+    {"prim::type", P("a"), lower_prim_type, 0},
     {"dim", X1, lower_dim, 0},
     {"__is__", P("self", "obj"), lower_is, 0},
     {"__isnot__", P("self", "obj"), lower_is, 1},
@@ -3569,6 +3931,26 @@ static const aten_op ops[] = {
     {"to", P("self", "dtype", "layout", "device", "pin_memory", "non_blocking", "copy",
              "memory_format"), lower_to, 0},
     {"type_as", P("self", "other"), lower_type_as, 0},
+    {"as_tensor", P("data", "dtype", "device"), lower_as_tensor, 0},
+    {"scalar_tensor", P("s", "dtype", "layout", "device", "pin_memory"), lower_scalar_tensor, 0},
+    {"full_like", P("self", "fill_value", "dtype", "layout", "device", "pin_memory",
+                    "memory_format"), lower_full_like, 0},
+    {"empty", P("size", "dtype", "layout", "device", "pin_memory", "memory_format"),
+     lower_new_full, 3}, /* its contents are any: zeros */
+    {"new_empty", P("self", "size", "dtype", "layout", "device", "pin_memory"),
+     lower_new_full, 0},
+    {"max", P("self", "dim", "keepdim"), lower_max_min, 0},
+    {"min", P("self", "dim", "keepdim"), lower_max_min, 1},
+    {"maximum", P("self", "other"), lower_max_min, 0},
+    {"minimum", P("self", "other"), lower_max_min, 1},
+    {"where", P("condition", "self", "other"), lower_where, 0},
+    {"item", X1, lower_item, 0},
+    {"meshgrid", P("tensors", "indexing"), lower_meshgrid, 0},
+    {"repeat", P("self", "repeats"), lower_repeat, 0},
+    {"broadcast_tensors", P("tensors"), lower_broadcast_tensors, 0},
+    {"round", P("self", "decimals"), lower_round, 0},
+    {"_unique2", P("self", "sorted", "return_inverse", "return_counts"), lower_unique, 0},
+    {"torchvision::nms", P("dets", "scores", "iou_threshold"), lower_nms, 0},
 };
 
 static const aten_op *find_op(const char *name) {

@@ -730,6 +730,10 @@ static kiln_status eval(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *o
 static kiln_status call_method(kl_ts_build *b, const kl_tsv *self, const char *method,
                                const kl_tsv *args, const char *const *kw, int n_args,
                                kl_tsv *out);
+static bool is_object(const kl_tsv *v);
+static kiln_status object_method(kl_ts_build *b, const kl_tsv *obj, const char *method,
+                                 const kl_tsv *args, const char *const *kw, int n_args,
+                                 kl_tsv *out);
 
 /* "torch.relu" -> "relu", "ops.prim.NumToTensor" -> "prim::NumToTensor",
  * "ops.aten.relu" -> "relu"; NULL for anything else. */
@@ -865,6 +869,29 @@ static kiln_status eval_aten(kl_ts_build *b, frame *f, const kl_ts_expr *x, cons
   return s;
 }
 
+static bool formattable(const kl_tsv *a, int depth);
+static void format_arg(const kl_tsv *a, char *dst, size_t cap, size_t *u);
+
+/* str(v) of a value known while building (SSDLite's extra feature maps are named by
+ * str(i) of their index), as format writes it */
+static kiln_status eval_str(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
+  kl_tsv v;
+  kiln_status s = eval(b, f, x->args[0], &v);
+  if (s != KILN_OK) return s;
+  if (!formattable(&v, 0))
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: str() of a value that is not known "
+                   "when the graph is built", b->where, b->line);
+  char text[1024];
+  size_t u = 0;
+  text[0] = 0;
+  format_arg(&v, text, sizeof text, &u);
+  char *copy = kl_ts_alloc(b, u + 1);
+  if (!copy) return b->e->code;
+  memcpy(copy, text, u + 1);
+  *out = (kl_tsv){.kind = KL_TSV_STR, .s = copy, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const char *fn = x->obj->s;
   if (strcmp(fn, "getattr") == 0) {
@@ -885,6 +912,7 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
   }
   if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
     return eval_aten(b, f, x, fn, out);
+  if (strcmp(fn, "str") == 0 && x->n_args == 1) return eval_str(b, f, x, out);
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of '%s', which traced code does "
                  "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
 }
@@ -1412,6 +1440,7 @@ static kiln_status eval_call(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_t
   }
   if (s == KILN_OK) s = eval_args(b, f, x, &args);
   if (s != KILN_OK || after_raise(b, out)) return s;
+  if (is_object(&self)) return object_method(b, &self, callee->s, args, x->kw, x->n_args, out);
   if (self.kind != KL_TSV_MODULE)
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: method '%s' called on a value that is "
                    "not a module", b->where, b->line, callee->s);
@@ -1598,7 +1627,13 @@ static kiln_status set_module_attr(kl_ts_build *b, frame *f, const kl_ts_expr *x
   kl_tsv mod;
   kiln_status s = eval(b, f, x->obj, &mod);
   if (s != KILN_OK) return s;
-  if (mod.kind != KL_TSV_MODULE)
+  if (is_object(&mod) && !b->bodies) { /* its items are the object's, under all its names */
+    for (int k = 0; k < mod.n; k++)
+      if (strcmp(mod.fields[k], x->s) == 0) return mod.items[k] = *value, KILN_OK;
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: class %s declares no attribute "
+                   "'%s'", b->where, b->line, mod.s, x->s);
+  }
+  if (mod.kind != KL_TSV_MODULE && !is_object(&mod))
     return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: setting attribute '%s' of a value "
                    "that is not a module is not supported", b->where, b->line, x->s);
   if (b->bodies)
@@ -2054,6 +2089,9 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
   return s;
 }
 
+static kiln_status written(kl_ts_build *b, const kl_ts_stmt *st, int n, name_set *ns);
+static kiln_status settle_writes(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n);
+
 static kiln_status run_if(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   kl_tsv c;
   kiln_status s = eval(b, f, st->value, &c);
@@ -2068,10 +2106,14 @@ static kiln_status run_if(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   body br[2];
   memset(br, 0, sizeof br);
   s = assigned(b, st, 1, &ns);
+  if (s == KILN_OK) s = written(b, st->body, st->n_body, &ns);
+  if (s == KILN_OK) s = written(b, st->orelse, st->n_orelse, &ns);
   for (int k = 0; k < 2 && s == KILN_OK; k++) {
+    const kl_ts_stmt *block = k ? st->orelse : st->body;
+    int n_block = k ? st->n_orelse : st->n_body;
     s = body_begin(b, &br[k], f, NULL, 0, NULL);
-    if (s == KILN_OK) s = run_inner(b, &br[k].f, k ? st->orelse : st->body,
-                                   k ? st->n_orelse : st->n_body);
+    if (s == KILN_OK) s = run_inner(b, &br[k].f, block, n_block);
+    if (s == KILN_OK) s = settle_writes(b, &br[k].f, block, n_block);
     body_end(b, &br[k]);
   }
   if (s == KILN_OK) s = if_outputs(b, f, br, &ns, cond, st->line);
@@ -2100,11 +2142,65 @@ static kiln_status range_op(kl_ts_build *b, frame *f, const kl_ts_stmt *st, cons
   return s;
 }
 
-/* The loop-carried names: those the body assigns that are defined before the loop. */
+/* Whether x calls torch.NAME (an ATen op, or a list or dict method) */
+static bool torch_call(const kl_ts_expr *x) {
+  return x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
+         x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0;
+}
+
+/* Names of tensors that expression x writes in place (torch.index_put_(keep_mask, ...),
+ * as torchvision's batched NMS marks the boxes kept in a loop over the classes; the
+ * base of the views written through, torch.copy_(torch.select(m, 0, 0), v)), added to
+ * ns: in an If or Loop body, such a tensor of the enclosing frame is an output. */
+static kiln_status expr_writes(kl_ts_build *b, const kl_ts_expr *x, name_set *ns, int depth) {
+  if (!x || depth > 64) return KILN_OK;
+  kiln_status s = KILN_OK;
+  const char *op = torch_call(x) ? x->obj->s : "";
+  size_t len = strlen(op);
+  if (len > 1 && op[len - 1] == '_' && op[len - 2] != '_' && op[0] != '_' && x->n_args > 0) {
+    const kl_ts_expr *a = x->args[0];
+    for (int k = 0; k < 64 && torch_call(a) && a->n_args > 0; k++) a = a->args[0];
+    if (a->kind == KL_TSE_NAME) s = names_add(b, ns, a->s);
+  }
+  if (s == KILN_OK) s = expr_writes(b, x->obj, ns, depth + 1);
+  for (int k = 0; s == KILN_OK && k < x->n_args; k++)
+    s = expr_writes(b, x->args[k], ns, depth + 1);
+  return s;
+}
+
+static kiln_status written(kl_ts_build *b, const kl_ts_stmt *st, int n, name_set *ns) {
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < n && s == KILN_OK; i++) {
+    s = expr_writes(b, st[i].value, ns, 0);
+    if (s == KILN_OK) s = written(b, st[i].body, st[i].n_body, ns);
+    if (s == KILN_OK) s = written(b, st[i].orelse, st[i].n_orelse, ns);
+  }
+  return s;
+}
+
+/* Names written in place in a body hold, in its frame f, the values they had before it
+ * (the writes are records of aten.c): their values now, before the body ends. */
+static kiln_status settle_writes(kl_ts_build *b, frame *f, const kl_ts_stmt *st, int n) {
+  name_set ws = {0};
+  kiln_status s = written(b, st, n, &ws);
+  for (int k = 0; k < ws.n && s == KILN_OK; k++) {
+    const kl_tsv *v = frame_get(f, ws.names[k]);
+    if (!v || v->kind != KL_TSV_TENSOR) continue;
+    kl_tsv now = *v;
+    s = kl_aten_current(b, v->id, &now.id);
+    if (s == KILN_OK) s = frame_set(b, f, ws.names[k], &now);
+  }
+  free(ws.names);
+  return s;
+}
+
+/* The loop-carried names: those the body assigns, or writes in place, that are defined
+ * before the loop. */
 static kiln_status carried_names(kl_ts_build *b, const frame *f, const kl_ts_stmt *st,
                                  name_set *ns) {
   name_set all = {0};
   kiln_status s = assigned(b, st->body, st->n_body, &all);
+  if (s == KILN_OK) s = written(b, st->body, st->n_body, &all);
   for (int k = 0; k < all.n && s == KILN_OK; k++)
     if (frame_get(f, all.names[k]) && !(st->var && strcmp(all.names[k], st->var) == 0))
       s = names_add(b, ns, all.names[k]);
@@ -2156,6 +2252,7 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   }
   b->loops++;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
+  if (s == KILN_OK) s = settle_writes(b, &bd->f, st->body, st->n_body);
   b->loops--;
   bool raised = b->raised;
   if (s == KILN_OK && !*raises && b->raise_code >= 0) *raises = *retry = true;
@@ -2193,12 +2290,25 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
   return s;
 }
 
+/* The in-place writes of ATen that write through views (torchvision's batch_images
+ * copies each image into a select and slices of the batch, in a loop) */
+static bool view_write(const char *name) {
+  static const char *const writes[] = {"copy_", "fill_", "zero_", "index_put_",
+                                       "index_fill_", "masked_fill_"};
+  for (size_t k = 0; k < sizeof writes / sizeof writes[0]; k++)
+    if (strcmp(name, writes[k]) == 0) return true;
+  return false;
+}
+
 /* Whether expression x changes a list or dict (torch.append, insert, _set_item, extend,
- * pop, ...): a loop whose count is known is then unrolled */
+ * pop, ...) or writes into a tensor in place (copy_, fill_, ...: the write's select
+ * or slice would take the loop counter, a graph value, for its index): a loop whose
+ * count is known is then unrolled */
 static bool expr_appends(const kl_ts_expr *x) {
   if (!x) return false;
   if (x->kind == KL_TSE_CALL && x->obj->kind == KL_TSE_ATTR &&
       (strcmp(x->obj->s, "append") == 0 || strcmp(x->obj->s, "insert") == 0 ||
+       view_write(x->obj->s) ||
        strcmp(x->obj->s, "_set_item") == 0 || strcmp(x->obj->s, "setdefault") == 0 ||
        strcmp(x->obj->s, "update") == 0 || list_method(x->obj->s)) &&
       x->obj->obj->kind == KL_TSE_NAME && strcmp(x->obj->obj->s, "torch") == 0)
@@ -2697,6 +2807,73 @@ static kiln_status named_tuple(kl_ts_build *b, const kl_ts_class *cls, const cha
   return KILN_OK;
 }
 
+/* The class named qual[0, end) ("__torch__.torchvision.models.detection.image_list.
+ * ImageList") of the code: *cls, and *file, the file holding it. */
+static kiln_status code_class(kl_ts_build *b, const char *qual, size_t end,
+                              const kl_ts_class **cls, const char **file) {
+  char *name = kl_ts_alloc(b, end + 1);
+  if (!name) return b->e->code;
+  memcpy(name, qual, end);
+  char *dot = strrchr(name, '.');
+  if (!dot)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s is not a class of the code",
+                   b->where, b->line, name);
+  *dot = 0;
+  const kl_ts_code *code;
+  kiln_status s = load_code(b, name, &code);
+  if (s != KILN_OK) {
+    kl_err_prefix(b->e, "%s:%d: the class %s.%s", b->where, b->line, name, dot + 1);
+    return s;
+  }
+  *file = b->ar.path;
+  for (int i = 0; i < b->n_files; i++)
+    if (b->files[i].code == code) *file = b->files[i].path;
+  *cls = kl_tscode_class(code, dot + 1);
+  if (!*cls)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: %s has no class '%s'", b->where,
+                   b->line, *file, dot + 1);
+  *dot = '.';
+  return KILN_OK;
+}
+
+/* C.__new__(C) of a class of the code that is not a module (torchvision's ImageList):
+ * an object, a tuple of its annotated attributes (all None until its __init__ sets
+ * them) whose s is the class's name, for its methods. */
+static kiln_status new_object(kl_ts_build *b, const char *qual, const char *dot, kl_tsv *out) {
+  const kl_ts_class *cls;
+  const char *file;
+  kiln_status s = code_class(b, qual, (size_t)(dot - qual), &cls, &file);
+  if (s != KILN_OK) return s;
+  if (cls->named_tuple)
+    return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: %s of a NamedTuple", b->where, b->line,
+                   qual);
+  kl_tsv *items = kl_ts_alloc(b, sizeof *items * (size_t)(cls->n_fields + 1));
+  char *name = kl_ts_alloc(b, (size_t)(dot - qual) + 1);
+  if (!items || !name) return b->e->code;
+  for (int k = 0; k < cls->n_fields; k++) items[k] = (kl_tsv){.kind = KL_TSV_NONE, .id = -1};
+  memcpy(name, qual, (size_t)(dot - qual));
+  *out = (kl_tsv){.kind = KL_TSV_TUPLE, .items = items, .n = cls->n_fields, .id = -1,
+                  .fields = cls->fields, .s = name};
+  return KILN_OK;
+}
+
+static bool is_object(const kl_tsv *v) { return v->kind == KL_TSV_TUPLE && v->fields && v->s; }
+
+/* obj.method(args) of an object that new_object made */
+static kiln_status object_method(kl_ts_build *b, const kl_tsv *obj, const char *method,
+                                 const kl_tsv *args, const char *const *kw, int n_args,
+                                 kl_tsv *out) {
+  const kl_ts_class *cls;
+  const char *file;
+  kiln_status s = code_class(b, obj->s, strlen(obj->s), &cls, &file);
+  if (s != KILN_OK) return s;
+  const kl_ts_method *m = kl_tscode_method(cls, method);
+  if (!m || m->n_params < 1)
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: class %s has no method '%s' with "
+                   "self", b->where, b->line, obj->s, method);
+  return invoke(b, m, file, method, obj, args, kw, n_args, out);
+}
+
 /* A call of scripted function qual ("__torch__.torch.nn.functional.relu"): the function
  * `relu` of code/__torch__/torch/nn/functional.py, inlined as a method is. */
 static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv *args,
@@ -2710,6 +2887,7 @@ static kiln_status call_function(kl_ts_build *b, const char *qual, const kl_tsv 
     return KILN_OK;
   }
   const char *dot = strrchr(qual, '.');
+  if (dot && strcmp(dot, ".__new__") == 0) return new_object(b, qual, dot, out);
   if (!dot)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: a call of %s, which is not a "
                    "function", b->where, b->line, qual);

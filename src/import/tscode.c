@@ -800,7 +800,7 @@ static kiln_status parse_class(parser *p, kl_ts_class *cls) {
       if (s != KILN_OK) return s;
       continue;
     }
-    if (cls->named_tuple && peek(p)->k == T_NAME && is_op(peek(p) + 1, ":")) {
+    if (peek(p)->k == T_NAME && is_op(peek(p) + 1, ":")) {
       kiln_status s = add_field(p, cls, peek(p)->s, &fcap);
       if (s != KILN_OK) return s;
     }

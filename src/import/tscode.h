@@ -103,7 +103,7 @@ typedef struct kl_ts_class {
   kl_ts_method *methods;
   int n_methods;
   bool named_tuple;    /* class NAME(NamedTuple): its fields are the annotated names */
-  const char **fields; /* of a NamedTuple, in order */
+  const char **fields; /* the annotated names (a NamedTuple's fields), in order */
   int n_fields;
 } kl_ts_class;
 

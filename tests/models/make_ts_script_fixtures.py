@@ -94,9 +94,33 @@ control flow takes other paths for other inputs.
               images: the test cases' inputs are the elements, xs.0, xs.1, xs.2
               (kiln's input_types "xs.0:float32[2,3];xs.1:..."), len(xs) known while
               building
+  detect_ops  the ATen ops of torchvision's scripted detection code: as_tensor (of a
+              list, dtype from prim.dtype; of a tensor), scalar_tensor, full_like (of an
+              int and of a float the graph computes), empty and new_empty (of 0
+              elements), max/min of every element, along a dim (values, indices; keepdim)
+              and of two tensors, maximum, where (of a condition alone: the indices; of
+              a condition, tensors and numbers), item (of a constant: a list index; of a
+              computed tensor), meshgrid ("ij", "xy"), repeat (more repeats than dims),
+              broadcast_tensors, torchvision.ops.nms, x[mask] by a 1-D mask and by a
+              mask of x's shape, math.ceil/floor of floats, copy_ into slices of a select
+              in a loop (unrolled), as batch_images does; round (halves to even, with
+              decimals, in place)
+  detect_flow the control flow of torchvision's scripted SSD around those ops: an
+              object of a class of the code (C.__new__(C), its __init__ setting its
+              attributes, a method of it), str(i) as dict keys, torch.unique (sorted,
+              inverse, counts), torch.cat of 70 tensors, and torchvision's batched_nms
+              (whose numel() > 4000 test is an If on the data: its vanilla path loops over
+              the classes writing the kept boxes into a mask by index_put_, a tensor of
+              the enclosing graph carried by the Loop); F.interpolate by a scale factor
+              that item() gives at run time (its output sizes computed by the graph)
+  body_writes in-place writes inside a Loop whose count the data decides (copy_ through
+              a select of a tensor made before it, add_) and inside an If on the data
+              (fill_, then a write through a select): the tensors written are outputs of
+              the Loop and the If; one case per branch
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
+import math
 import os
 import shutil
 import sys
@@ -616,6 +640,102 @@ class AttrSetData(torch.nn.Module):
         return x * 2
 
 
+class DetectOps(torch.nn.Module):
+    """The ATen ops of torchvision's scripted SSD (docstring at the top)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean = [0.5, 0.25, 0.125, 1.0, 2.0]
+
+    def forward(self, x):  # [n, 5]
+        mean = torch.as_tensor(self.mean, dtype=x.dtype, device=x.device)
+        y = torch.as_tensor(x - mean, dtype=torch.float64)
+        s = torch.scalar_tensor(2) * torch.scalar_tensor(3, dtype=torch.int64)
+        f1 = torch.full_like(x, 3, dtype=torch.int64)
+        f2 = torch.full_like(x[0], float(x.size(0)) * 0.5)
+        e = torch.cat([x.flatten(), torch.empty([0]), x.new_empty([0])])
+        m_all, n_all = torch.max(x), torch.min(x)
+        mv, mi = torch.max(x, 1)
+        nv, ni = torch.min(x, 0, keepdim=True)
+        mx = torch.max(x, x.flip(0)) + torch.min(x, mean) + torch.maximum(x, y.float())
+        nz = torch.where(x > 0.5)
+        w1 = torch.where(x > 0, x, 0.0)
+        w2 = torch.where(x > 0, 1, 0)
+        k = int(torch.tensor(2).item())
+        it = float(x.sum().item())
+        shifts_y, shifts_x = torch.meshgrid([torch.arange(0, 3), torch.arange(0, 4)],
+                                            indexing="ij")
+        gx, gy = torch.meshgrid([torch.arange(0, 3), torch.arange(0, 4)], indexing="xy")
+        rep = x[k].repeat([2, 2, 1])
+        b1, b2 = torch.broadcast_tensors(x[:, :1], mean)
+        boxes = torch.cat([x[:, :2], x[:, :2] + x[:, 2:4].abs() + 0.1], 1)
+        keep = torchvision.ops.nms(boxes, x[:, 4].sigmoid(), 0.3)
+        sel = x[:, 0][x[:, 1] > 0]
+        rows = x[x[:, 2] > 0]
+        whole = x[x > 0.2]
+        c = math.ceil(float(x.size(1)) / 2.0) * 2 + math.floor(7.5)
+        batch = x.new_full([2, x.size(0), c], 0)
+        for i in range(batch.size(0)):  # (dim 0 is the batch: its size is not known)
+            batch[i][:, 1 : x.size(1) + 1].copy_(x * float(i + 1))
+        return (y, s, f1, f2, e, m_all, n_all, mv, mi, nv, ni, mx, nz[0], nz[1], w1, w2,
+                x * it, shifts_y, shifts_x, gx, gy, rep, b1, b2, keep, sel, rows, whole,
+                batch, torch.round(x * 4.0), torch.round(x, decimals=2), (x * 8).round_(),
+                torch.round(torch.arange(-5, 6).to(x.dtype) * 0.5 + x[0, 0] * 0.0))
+
+
+class Boxes:
+    """A class of the code, as torchvision's ImageList."""
+
+    def __init__(self, tensors: torch.Tensor, sizes: List[int]):
+        self.tensors = tensors
+        self.sizes = sizes
+
+    def scaled(self, k: float) -> torch.Tensor:
+        return self.tensors * k + float(self.sizes[1])
+
+
+class DetectFlow(torch.nn.Module):
+    """The control flow of torchvision's scripted SSD (docstring at the top)."""
+
+    def forward(self, x):  # [n, 5]
+        b = Boxes(x, [x.size(1), 3])
+        feats: Dict[str, torch.Tensor] = {}
+        for i in range(3):
+            feats[str(i)] = x * float(i)
+        labels = (x[:, 4] * 2).floor().to(torch.int64).clamp(-2, 2)
+        u, inv, counts = torch.unique(labels, sorted=True, return_inverse=True,
+                                      return_counts=True)
+        many = torch.cat([x[:, :1] * float(i) for i in range(70)], 1)
+        boxes = torch.cat([x[:, :2], x[:, :2] + x[:, 2:4].abs() + 0.1], 1)
+        scores = x[:, 4].sigmoid()
+        keep = torchvision.ops.batched_nms(boxes, scores, labels, 0.3)
+        big = boxes.repeat([1000, 1]) + torch.arange(0, 1000 * x.size(0)).to(x.dtype)[:, None]
+        step = torch.arange(0, 1000 * x.size(0)).to(x.dtype) * 1e-5  # (no ties to sort)
+        keep_big = torchvision.ops.batched_nms(big, scores.repeat([1000]) + step,
+                                               labels.repeat([1000]), 0.3)
+        scale = float((x.mean() * 0.0 + 2.0).item())  # a number the graph computes
+        up = torch.nn.functional.interpolate(x[None, None], scale_factor=scale, mode="nearest",
+                                             recompute_scale_factor=True)
+        return (b.scaled(2.0), feats["2"] - feats["1"], u, inv, counts, many, keep,
+                keep_big[:20], up)
+
+
+class BodyWrites(torch.nn.Module):
+    """In-place writes in Loop and If bodies (docstring at the top)."""
+
+    def forward(self, x):
+        m = torch.zeros_like(x)
+        n = torch.zeros_like(x)
+        for i in range(int(x.sum() > 0) + 2):  # a count the data decides
+            m[0] = m[0] + x[0] * float(i + 1)
+            n.add_(1.0)
+        k = torch.zeros_like(x)
+        if bool(x.sum() > 0):
+            k.fill_(2.0)
+            k[1] = 5.0
+        return m, n, k
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -668,6 +788,9 @@ def cases():
         ("attr_set_data", AttrSetData, [(r(2, 3),)]),
         ("dict_merge", DictMerge, [(r(2, 3),), (r(4, 3),)]),
         ("list_input", ListInput, [([r(2, 3), r(2, 3), r(2, 3)],), ([r(2, 3), r(2, 3), r(2, 3)],)]),
+        ("detect_ops", DetectOps, [(r(6, 5),), (r(3, 5) + 0.3,)]),
+        ("detect_flow", DetectFlow, [(r(6, 5),), (r(3, 5) + 0.3,)]),
+        ("body_writes", BodyWrites, [(r(3, 4).abs(),), (-r(3, 4).abs(),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

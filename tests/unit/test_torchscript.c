@@ -1350,6 +1350,75 @@ static void test_bad_new_ops(void **state) {
   }
 }
 
+/* Arguments of the lowerings of torchvision's detection ops that kiln refuses (the ops
+ * themselves are checked against PyTorch by tests/models/ts/script/detect_ops). */
+static void test_bad_detect_ops(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *call;
+    kiln_status code;
+    const char *words1, *words2;
+  } cases[] = {
+      {"torch.item(torch.select(argument_1, 0, 0))", KILN_ERR_INVALID_MODEL, "aten::item",
+       "elements: expected one"},
+      {"torch.softmax(argument_1, int(torch.item(torch.sum(argument_1))), None)",
+       KILN_ERR_UNSUPPORTED, "argument 'dim' is a value computed by the graph",
+       "expected an int known when the graph is built"},
+      {"torch.repeat(argument_1, [2])", KILN_ERR_INVALID_MODEL, "aten::repeat",
+       "1 repeats of a tensor of rank 2"},
+      {"torch.meshgrid([argument_1], indexing=\"yx\")", KILN_ERR_INVALID_MODEL,
+       "aten::meshgrid", "indexing 'yx'"},
+      {"torch.meshgrid([argument_1])", KILN_ERR_UNSUPPORTED, "aten::meshgrid",
+       "a list of 0-D or 1-D tensors"},
+      {"torch.max(argument_1, argument_1, True)", KILN_ERR_UNSUPPORTED, "aten::max",
+       "argument 'keepdim' is bool, expected absent"},
+      {"torch.min(argument_1, 2)", KILN_ERR_SHAPE, "aten::min", "dim 2 is out of range"},
+      {"torch.where(argument_1, argument_1)", KILN_ERR_UNSUPPORTED, "aten::where",
+       "argument 'other' is nothing"},
+      {"torch.where(torch.select(torch.select(argument_1, 0, 0), 0, 0))", KILN_ERR_UNSUPPORTED,
+       "aten::where", "rank 1 or more"},
+      {"torch.index(argument_1, [torch.gt(torch.unsqueeze(argument_1, 0), 0.)])",
+       KILN_ERR_UNSUPPORTED, "aten::index", "a boolean mask of rank 3"},
+      {"ops.torchvision.nms(argument_1, argument_1, 0.5)", KILN_ERR_INVALID_MODEL,
+       "torchvision::nms", "scores of rank 2: expected [N, 4] and [N]"},
+      {"torch.full_like(argument_1, argument_1)", KILN_ERR_UNSUPPORTED, "aten::full_like",
+       "expected a number"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)", cases[i].call);
+    expect_error(t->path, NULL, cases[i].code, cases[i].words1, cases[i].words2);
+  }
+}
+
+/* Objects of classes of the code (torchvision's ImageList) and str(): what kiln refuses
+ * (script/detect_flow checks what loads against PyTorch). */
+#define DETECT_FLOW TS "script/detect_flow/model.pt"
+static void test_code_objects(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *from, *to, *words1, *words2;
+    kiln_status code;
+  } cases[] = {
+      {"    self.sizes = sizes\n", "    self.sizes = sizes\n    self.other = sizes\n",
+       "__torch__.py:", "class __torch__.Boxes declares no attribute 'other'",
+       KILN_ERR_INVALID_MODEL},
+      {"(b).scaled(2., )", "(b).rescaled(2., )", "__torch__.py:",
+       "class __torch__.Boxes has no method 'rescaled'", KILN_ERR_INVALID_MODEL},
+      {"__torch__.Boxes.__new__(__torch__.Boxes)", "__torch__.Crates.__new__(__torch__.Crates)",
+       "__torch__.py:12", "has no class 'Crates'", KILN_ERR_INVALID_MODEL},
+      {"str(i)", "str(torch.sum(x))", "__torch__.py:17",
+       "str() of a value that is not known when the graph is built", KILN_ERR_UNSUPPORTED},
+  };
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "input_types", "x:float32[6,5]"), KILN_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(DETECT_FLOW, t->path, "/code/__torch__.py", cases[i].from, cases[i].to);
+    expect_error(t->path, o, cases[i].code, cases[i].words1, cases[i].words2);
+  }
+  kiln_options_free(o);
+}
+
 /* In-place ops are their functional twins, except a write through a view, whose base
  * PyTorch would change too. */
 /* MLP's output written in place through a view: relu_ of its first two columns. */
@@ -1457,6 +1526,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_detect_ops, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_code_objects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
