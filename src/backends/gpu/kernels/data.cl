@@ -240,16 +240,7 @@ __kernel void kl_norm_group(KL_NORM_ARGS) {
 #define KL_NR_MAX 32  /* values a work-item holds: rows of up to 32 * 32 = 1024 */
 
 /* The sum of v over the 32 work-items of row w, for every row of the group at once
- * (each gets its row's sum). On NVIDIA (the PTX programs) a row is a warp and the sum
- * goes across it by shuffles, with no barrier (through local memory, 11 barriers a row
- * took 42 us of a 4096 x 768 SkipLayerNorm on the H200); elsewhere through buf. */
-#if defined(KL_SM)
-float kl_nr_sum(__local float (*buf)[32], int w, int lane, float v) {
-  (void)buf, (void)w, (void)lane;
-  for (int s = 16; s > 0; s >>= 1) v += kl_shfl_xor(v, s);
-  return v;
-}
-#else
+ * (each gets its row's sum). */
 float kl_nr_sum(__local float (*buf)[32], int w, int lane, float v) {
   buf[w][lane] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -261,7 +252,6 @@ float kl_nr_sum(__local float (*buf)[32], int w, int lane, float v) {
   barrier(CLK_LOCAL_MEM_FENCE);
   return v;
 }
-#endif
 
 /* Rows of 33 to 1024 elements whose X (and Skip) have Y's shape and whose Scale (and B)
  * are one row (the host checks the modes; kl_norm_group takes the rest): 8 rows per
