@@ -1314,15 +1314,25 @@ static void test_unknown_aten(void **state) {
   expect_error(t->path, NULL, KILN_ERR_UNSUPPORTED, "argument 'approximate' is int", NULL);
 }
 
+/* A call written in place of the MLP's torch.gelu(argument_1), and what loading must
+ * then fail with: the status and two pieces of the message. */
+typedef struct bad_call {
+  const char *call;
+  kiln_status code;
+  const char *words1, *words2;
+} bad_call;
+
+static void expect_bad_calls(tmp *t, const bad_call *cases, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)", cases[i].call);
+    expect_error(t->path, NULL, cases[i].code, cases[i].words1, cases[i].words2);
+  }
+}
+
 /* Arguments of the lowerings of arange, _weight_norm and the upsamplings that kiln
  * refuses, each with a message naming the op and what is wrong. */
 static void test_bad_new_ops(void **state) {
-  tmp *t = *state;
-  static const struct {
-    const char *call;
-    kiln_status code;
-    const char *words1, *words2;
-  } cases[] = {
+  static const bad_call cases[] = {
       {"torch.add(argument_1, torch.sum(torch.arange(0, 4, 0, dtype=None, layout=None, "
        "device=torch.device(\"cpu\"), pin_memory=False)))",
        KILN_ERR_INVALID_MODEL, "aten::arange", "the step is zero"},
@@ -1344,21 +1354,13 @@ static void test_bad_new_ops(void **state) {
       {"torch.pad(argument_1, [1, 2.5])", KILN_ERR_UNSUPPORTED, "aten::pad",
        "argument 'pad' is list, expected a list of ints"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)", cases[i].call);
-    expect_error(t->path, NULL, cases[i].code, cases[i].words1, cases[i].words2);
-  }
+  expect_bad_calls(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Arguments of the lowerings of torchvision's detection ops that kiln refuses (the ops
  * themselves are checked against PyTorch by tests/models/ts/script/detect_ops). */
 static void test_bad_detect_ops(void **state) {
-  tmp *t = *state;
-  static const struct {
-    const char *call;
-    kiln_status code;
-    const char *words1, *words2;
-  } cases[] = {
+  static const bad_call cases[] = {
       {"torch.item(torch.select(argument_1, 0, 0))", KILN_ERR_INVALID_MODEL, "aten::item",
        "elements: expected one"},
       {"torch.softmax(argument_1, int(torch.item(torch.sum(argument_1))), None)",
@@ -1384,10 +1386,7 @@ static void test_bad_detect_ops(void **state) {
       {"torch.full_like(argument_1, argument_1)", KILN_ERR_UNSUPPORTED, "aten::full_like",
        "expected a number"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    edit_text(MLP, t->path, "modules/activation.py", "torch.gelu(argument_1)", cases[i].call);
-    expect_error(t->path, NULL, cases[i].code, cases[i].words1, cases[i].words2);
-  }
+  expect_bad_calls(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Objects of classes of the code (torchvision's ImageList) and str(): what kiln refuses
