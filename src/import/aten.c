@@ -638,8 +638,6 @@ static kiln_status lower_pow(call *c) {
   return s != KILN_OK ? s : ret_tensor(c, y);
 }
 
-/* relu, sigmoid, exp, ... (variant: the op); sqrt of a number known while building is
- * one too (math.sqrt, as scripted code scales by it) */
 /* floor / ceil of a Python number (math.floor, math.ceil in scripted code): an int,
  * known while building for a known number, else a 0-D int64 of the graph */
 static kiln_status round_number(call *c) {
@@ -661,6 +659,8 @@ static kiln_status round_number(call *c) {
   return KILN_OK;
 }
 
+/* relu, sigmoid, exp, ... (variant: the op); sqrt of a number known while building is
+ * one too (math.sqrt, as scripted code scales by it) */
 static kiln_status lower_unary(call *c) {
   int x, y;
   if ((kl_op)c->variant == KL_OP_Sqrt && is_number(c->a[0])) {
