@@ -1057,35 +1057,36 @@ static kiln_status run_conv_under_work(int64_t c, int64_t m, int64_t group, cons
  * with the channel pairs per group, to 1 from 32 pairs on. */
 static void test_conv_work_weight(void **state) {
   (void)state;
-  const char *kernel;
-  double work;
-  char msg[512];
-  /* one channel: 2^18 steps, 2^23 weighed, over 2^22 */
-  kiln_status st = run_conv_under_work(1, 1, 1, &kernel, &work, msg, sizeof msg);
-  if (strcmp(kernel, "ref") != 0)
-    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 2.62e+05 steps for these shapes, over "
-                     "max_work 4194304: a convolution of few channels per group whose "
-                     "steps count 32 times (8.39e+06 in all");
-  /* depthwise, 4 groups of one channel: 2^20 steps, 2^25 weighed */
-  st = run_conv_under_work(4, 4, 4, &kernel, &work, msg, sizeof msg);
-  if (strcmp(kernel, "ref") != 0)
-    tu_assert_status(st, KILN_ERR_LIMIT, msg, "steps count 32 times (3.36e+07 in all");
-  /* 4 x 4 channels: 2^22 steps, each counted 32 / 16 times */
-  st = run_conv_under_work(4, 4, 1, &kernel, &work, msg, sizeof msg);
-  if (strcmp(kernel, "ref") != 0)
-    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 4.19e+06 steps for these shapes, over "
-                     "max_work 4194304: a convolution of few channels per group whose "
-                     "steps count 2 times (8.39e+06 in all");
-  /* 8 x 8 channels: 2^24 steps, counted once */
-  st = run_conv_under_work(8, 8, 1, &kernel, &work, msg, sizeof msg);
-  if (strcmp(kernel, "ref") != 0)
-    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 1.68e+07 steps for these shapes, over "
-                     "max_work 4194304 (option max_work");
-  /* 2 groups of 16 x 16: half the steps of 32 x 32 in one group, counted once */
-  st = run_conv_under_work(32, 32, 2, &kernel, &work, msg, sizeof msg);
-  if (strcmp(kernel, "ref") != 0)
-    tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 1.34e+08 steps for these shapes, over "
-                     "max_work 4194304 (option max_work");
+  static const struct {
+    int cin, cout, groups;
+    const char *words; /* in the refusal at max_work 2^22 */
+  } cases[] = {
+      /* one channel: 2^18 steps, 2^23 weighed, over 2^22 */
+      {1, 1, 1, "about 2.62e+05 steps for these shapes, over max_work 4194304: a "
+                "convolution of few channels per group whose steps count 32 times "
+                "(8.39e+06 in all"},
+      /* depthwise, 4 groups of one channel: 2^20 steps, 2^25 weighed */
+      {4, 4, 4, "steps count 32 times (3.36e+07 in all"},
+      /* 4 x 4 channels: 2^22 steps, each counted 32 / 16 times */
+      {4, 4, 1, "about 4.19e+06 steps for these shapes, over max_work 4194304: a "
+                "convolution of few channels per group whose steps count 2 times "
+                "(8.39e+06 in all"},
+      /* 8 x 8 channels: 2^24 steps, counted once */
+      {8, 8, 1, "about 1.68e+07 steps for these shapes, over max_work 4194304 (option "
+                "max_work"},
+      /* 2 groups of 16 x 16: half the steps of 32 x 32 in one group, counted once */
+      {32, 32, 2, "about 1.34e+08 steps for these shapes, over max_work 4194304 (option "
+                  "max_work"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *kernel;
+    double work;
+    char msg[512];
+    kiln_status st = run_conv_under_work(cases[i].cin, cases[i].cout, cases[i].groups,
+                                         &kernel, &work, msg, sizeof msg);
+    /* at the generic level the reference kernel runs, whose weight test_work_weight checks */
+    if (strcmp(kernel, "ref") != 0) tu_assert_status(st, KILN_ERR_LIMIT, msg, cases[i].words);
+  }
 }
 
 /* release_weights: the session frees the model's copy of the weights that only its
