@@ -1038,6 +1038,27 @@ static void test_reduce(void **state) {
     }
 }
 
+/* A mean over 12544 rows of 37 columns (a channels-last tensor's pixels: the reduced
+ * axes outside the kept one) and over 12544 contiguous elements, of positive terms:
+ * each level within 5e-7 of the double sums, relatively. One chain of 12544 additions
+ * per column (the kernel before it summed blocks of rows apart) drifted to 1e-6. */
+static void test_reduce_long(void **state) {
+  (void)state;
+  static const tol LONG_SUM = {0, 5e-7, true}; /* of the sum of |x|: here the sum */
+  int64_t pixels[2] = {12544, 37}, rows[2] = {37, 12544};
+  double outer = 0, inner = 1;
+  for (int o = 0; o < 2; o++) {
+    tcase t;
+    tc_init(&t, o ? "ReduceMean over the outer axis" : "ReduceSum over the outer axis",
+            o ? KL_OP_ReduceMean : KL_OP_ReduceSum, 2, 1);
+    tc_int(&t, "keepdims", 1);
+    tc_rand(&t, 0, KL_F32, 2, o ? rows : pixels, 1, 4, 0);
+    int64_t na = 1;
+    tc_values(&t, 1, KL_I64, 1, &na, o ? &inner : &outer);
+    tc_check(&t, LONG_SUM);
+  }
+}
+
 /* ---- pooling ---- */
 
 typedef struct pool_case {
@@ -1573,6 +1594,7 @@ int main(void) {
       cmocka_unit_test(test_norms),
       cmocka_unit_test(test_skip_norm),
       cmocka_unit_test(test_reduce),
+      cmocka_unit_test(test_reduce_long),
       cmocka_unit_test(test_pool),
       cmocka_unit_test(test_maxpool_nan),
       cmocka_unit_test(test_global_pool),

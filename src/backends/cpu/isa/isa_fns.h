@@ -103,7 +103,9 @@ typedef struct kl_pool_fns {
                 float *y, size_t n);
   /* Channels-last pooling of one output pixel's C elements: y[i] = scale * (the max,
    * or the sum, of y[i] when acc, and of x[t][i] for t < n_taps), i < n. Without acc
-   * the max starts from -inf and the sum from 0; a NaN in x never wins a max. Not in
+   * the max starts from -inf and the sum from 0; a NaN in x never wins a max. The
+   * taps are summed apart and y[i] added last, so that a large window given in parts
+   * is not one chain of additions (its error would grow with the window). Not in
    * place. */
   void (*taps)(bool is_max, bool acc, const float *const *x, size_t n_taps, float scale,
                float *y, size_t n);

@@ -61,15 +61,20 @@ static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc
   const __m256 init = _mm256_set1_ps(is_max ? -__builtin_inff() : 0.0f), k = _mm256_set1_ps(scale);
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m256 a0 = acc ? _mm256_loadu_ps(y + i) : init, a1 = acc ? _mm256_loadu_ps(y + i + 8) : init;
-    __m256 a2 = acc ? _mm256_loadu_ps(y + i + 16) : init;
-    __m256 a3 = acc ? _mm256_loadu_ps(y + i + 24) : init;
+    __m256 a0 = init, a1 = init;
+    __m256 a2 = init, a3 = init;
     for (size_t t = 0; t < n_taps; t++) {
       const float *v = x[t] + i;
       a0 = red(is_max, a0, _mm256_loadu_ps(v));
       a1 = red(is_max, a1, _mm256_loadu_ps(v + 8));
       a2 = red(is_max, a2, _mm256_loadu_ps(v + 16));
       a3 = red(is_max, a3, _mm256_loadu_ps(v + 24));
+    }
+    if (acc) { /* these taps summed apart, then added to the earlier ones */
+      a0 = red(is_max, a0, _mm256_loadu_ps(y + i));
+      a1 = red(is_max, a1, _mm256_loadu_ps(y + i + 8));
+      a2 = red(is_max, a2, _mm256_loadu_ps(y + i + 16));
+      a3 = red(is_max, a3, _mm256_loadu_ps(y + i + 24));
     }
     _mm256_storeu_ps(y + i, _mm256_mul_ps(a0, k));
     _mm256_storeu_ps(y + i + 8, _mm256_mul_ps(a1, k));
@@ -79,8 +84,9 @@ static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc
   for (; i < n; i += 8) {
     bool full = i + 8 <= n;
     __m256i m = full ? _mm256_set1_epi32(-1) : kl_y_tail(n - i);
-    __m256 a = acc ? load8(y + i, m, full) : init;
+    __m256 a = init;
     for (size_t t = 0; t < n_taps; t++) a = red(is_max, a, load8(x[t] + i, m, full));
+    if (acc) a = red(is_max, a, load8(y + i, m, full));
     a = _mm256_mul_ps(a, k);
     if (full) _mm256_storeu_ps(y + i, a);
     else _mm256_maskstore_ps(y + i, m, a);

@@ -52,15 +52,20 @@ static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc
   const __m512 init = _mm512_set1_ps(is_max ? -__builtin_inff() : 0.0f), k = _mm512_set1_ps(scale);
   size_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    __m512 a0 = acc ? _mm512_loadu_ps(y + i) : init, a1 = acc ? _mm512_loadu_ps(y + i + 16) : init;
-    __m512 a2 = acc ? _mm512_loadu_ps(y + i + 32) : init;
-    __m512 a3 = acc ? _mm512_loadu_ps(y + i + 48) : init;
+    __m512 a0 = init, a1 = init;
+    __m512 a2 = init, a3 = init;
     for (size_t t = 0; t < n_taps; t++) {
       const float *v = x[t] + i;
       a0 = red(is_max, a0, _mm512_loadu_ps(v));
       a1 = red(is_max, a1, _mm512_loadu_ps(v + 16));
       a2 = red(is_max, a2, _mm512_loadu_ps(v + 32));
       a3 = red(is_max, a3, _mm512_loadu_ps(v + 48));
+    }
+    if (acc) { /* these taps summed apart, then added to the earlier ones */
+      a0 = red(is_max, a0, _mm512_loadu_ps(y + i));
+      a1 = red(is_max, a1, _mm512_loadu_ps(y + i + 16));
+      a2 = red(is_max, a2, _mm512_loadu_ps(y + i + 32));
+      a3 = red(is_max, a3, _mm512_loadu_ps(y + i + 48));
     }
     _mm512_storeu_ps(y + i, _mm512_mul_ps(a0, k));
     _mm512_storeu_ps(y + i + 16, _mm512_mul_ps(a1, k));
@@ -69,8 +74,9 @@ static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc
   }
   for (; i < n; i += 16) {
     __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-    __m512 a = acc ? _mm512_maskz_loadu_ps(m, y + i) : init;
+    __m512 a = init;
     for (size_t t = 0; t < n_taps; t++) a = red(is_max, a, _mm512_maskz_loadu_ps(m, x[t] + i));
+    if (acc) a = red(is_max, a, _mm512_maskz_loadu_ps(m, y + i));
     _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(a, k));
   }
 }

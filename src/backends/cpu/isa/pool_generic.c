@@ -34,14 +34,14 @@ static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc
                                                            const float *const *x,
                                                            size_t n_taps, float scale,
                                                            float *restrict y, size_t n) {
-  if (!acc)
-    for (size_t i = 0; i < n; i++) y[i] = is_max ? -__builtin_inff() : 0.0f;
-  for (size_t t = 0; t < n_taps; t++) {
-    const float *restrict v = x[t];
-    for (size_t i = 0; i < n; i++) y[i] = red(is_max, y[i], v[i]);
+  /* these taps summed apart, then added to the earlier ones (acc): a window of
+   * thousands of taps is not one chain of additions */
+  for (size_t i = 0; i < n; i++) {
+    float s = is_max ? -__builtin_inff() : 0.0f;
+    for (size_t t = 0; t < n_taps; t++) s = red(is_max, s, x[t][i]);
+    if (acc) s = red(is_max, s, y[i]);
+    y[i] = scale != 1.0f ? s * scale : s;
   }
-  if (scale != 1.0f)
-    for (size_t i = 0; i < n; i++) y[i] *= scale;
 }
 
 static void taps(bool is_max, bool acc, const float *const *x, size_t n_taps, float scale,

@@ -190,6 +190,32 @@ typedef struct reduce_job {
   bool mean;
 } reduce_job;
 
+/* y[i] = the sum of x's len rows of inner floats. Rows are added in blocks of
+ * REDUCE_BLOCK, each block summed apart and then the block sums, in column chunks of
+ * REDUCE_CHUNK floats: one chain of len additions per column lost accuracy in
+ * proportion to len (a channels-last ReduceMean over 56x56 pixels: 3.5x the error of
+ * the same mean over contiguous pixels, which rexnet's squeeze-excitation blocks then
+ * amplified 30-fold). */
+enum { REDUCE_BLOCK = 64, REDUCE_CHUNK = 256 };
+
+static void reduce_rows(const kl_isa_fns *f, const float *x, int64_t len, int64_t inner,
+                        float *y) {
+  float part[REDUCE_CHUNK];
+  for (int64_t i0 = 0; i0 < inner; i0 += REDUCE_CHUNK) {
+    size_t w = (size_t)(inner - i0 < REDUCE_CHUNK ? inner - i0 : REDUCE_CHUNK);
+    const float *xc = x + i0;
+    float *yc = y + i0;
+    for (int64_t k0 = 0; k0 < len; k0 += REDUCE_BLOCK) {
+      int64_t k1 = len - k0 < REDUCE_BLOCK ? len : k0 + REDUCE_BLOCK;
+      float *acc = k0 == 0 ? yc : part;
+      memcpy(acc, xc + k0 * inner, w * sizeof *acc);
+      for (int64_t k = k0 + 1; k < k1; k++)
+        f->elt->binary(KL_BIN_ADD, acc, 1, xc + k * inner, 1, acc, w);
+      if (k0) f->elt->binary(KL_BIN_ADD, yc, 1, part, 1, yc, w);
+    }
+  }
+}
+
 static void reduce_task(void *arg, int64_t t) {
   const reduce_job *j = arg;
   row_range r = task_rows(t, j->per, j->outer);
@@ -201,10 +227,8 @@ static void reduce_task(void *arg, int64_t t) {
       j->y[o] = j->mean ? s / count : s;
       continue;
     }
-    float *y = j->y + o * j->inner; /* the rows of x added up, one after another */
-    memcpy(y, x, (size_t)j->inner * sizeof *y);
-    for (int64_t k = 1; k < j->len; k++)
-      j->f->elt->binary(KL_BIN_ADD, y, 1, x + k * j->inner, 1, y, (size_t)j->inner);
+    float *y = j->y + o * j->inner;
+    reduce_rows(j->f, x, j->len, j->inner, y);
     if (j->mean) j->f->elt->binary(KL_BIN_DIV, y, 1, &count, 0, y, (size_t)j->inner);
   }
 }
