@@ -35,12 +35,21 @@ static inline __attribute__((always_inline)) void taps_run(bool is_max, bool acc
                                                            size_t n_taps, float scale,
                                                            float *restrict y, size_t n) {
   /* these taps summed apart, then added to the earlier ones (acc): a window of
-   * thousands of taps is not one chain of additions */
-  for (size_t i = 0; i < n; i++) {
-    float s = is_max ? -__builtin_inff() : 0.0f;
-    for (size_t t = 0; t < n_taps; t++) s = red(is_max, s, x[t][i]);
-    if (acc) s = red(is_max, s, y[i]);
-    y[i] = scale != 1.0f ? s * scale : s;
+   * thousands of taps is not one chain of additions; in chunks of channels, each
+   * loop over contiguous floats */
+  float part[256];
+  for (size_t i0 = 0; i0 < n; i0 += 256) {
+    size_t w = n - i0 < 256 ? n - i0 : 256;
+    for (size_t i = 0; i < w; i++) part[i] = is_max ? -__builtin_inff() : 0.0f;
+    for (size_t t = 0; t < n_taps; t++) {
+      const float *restrict v = x[t] + i0;
+      for (size_t i = 0; i < w; i++) part[i] = red(is_max, part[i], v[i]);
+    }
+    float *restrict yc = y + i0;
+    for (size_t i = 0; i < w; i++) {
+      float s = acc ? red(is_max, part[i], yc[i]) : part[i];
+      yc[i] = scale != 1.0f ? s * scale : s;
+    }
   }
 }
 
