@@ -21,7 +21,11 @@
 #   - more threads than the process can start: kiln's error, not OpenMP's exit;
 #   - max_work: a 10^18-step node neither folded at load nor run; --max-work N and 0;
 #   - a .pt of 600 views of one deflated storage: loaded within the limit;
-#   - `kiln bench --profile` over a link planted at kiln-profile.json: replaced.
+#   - `kiln bench --profile` over a link planted at kiln-profile.json: replaced;
+#   - `kiln check`'s default tolerance follows each output's scale (an error of 5e-5 of
+#     the largest logit on the smallest passes; --atol 1e-5 fails it), and
+#     float64_outputs/ passes an output out of tolerance only when kiln is no further
+#     from it than 3 times the expected outputs are.
 #
 #   tests/run_files_cli.sh KILN_BINARY        (from the source root)
 set -u
@@ -278,6 +282,51 @@ else
   [ $rc -eq 1 ] && grep -q 'threads 4096: this process could start only' <<<"$err" ||
     fail "4096 threads under a 3 GB limit: rc $rc: $err"
 fi
+
+# kiln check's default tolerance. The expected outputs are kiln's own logits (16 x 10)
+# with the one of least magnitude moved: by 5e-5 of the largest (within the default
+# atol, 1e-4 of the output's largest magnitude; out of --atol 1e-5), then by 1e-2 of it
+# (out of any default), beside float64_outputs/ holding kiln's own logits (kiln
+# is then nearer to float64 than the expected outputs: passes, saying so) or the moved
+# ones (the expected outputs are exact: fails, with both errors).
+tol=$work/tol
+mkdir -p "$tol/test_data_set_0" "$tol/float64_outputs"
+cp $mlp/model.onnx "$tol/"
+cp $mlp/test_data_set_0/input_0.pb "$tol/test_data_set_0/"
+"$kiln" run "$tol/model.onnx" --input "input=$tol/test_data_set_0/input_0.pb" --format pb \
+  --output-dir "$work/tol_out" >/dev/null 2>&1 || fail "kiln run digits_mlp --format pb"
+# move_least FRACTION SRC DST: the float32 raw data ends the file (kiln's writer)
+move_least() {
+  python3 - "$@" <<'PY'
+import struct, sys
+frac, src, dst = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+b = bytearray(open(src, "rb").read())
+n = 160
+v = list(struct.unpack("<%df" % n, b[-4 * n:]))
+i = min(range(n), key=lambda k: abs(v[k]))
+v[i] += frac * max(abs(x) for x in v)
+b[-4 * n:] = struct.pack("<%df" % n, *v)
+open(dst, "wb").write(b)
+PY
+}
+move_least 5e-5 "$work/tol_out/logits.pb" "$tol/test_data_set_0/output_0.pb"
+out=$("$kiln" check "$tol" 2>&1)
+grep -q "^pass $tol (1 data set; max abs err" <<<"$out" || fail "check within the scaled atol: $out"
+out=$("$kiln" check "$tol" --atol 1e-5 2>&1)
+grep -q "atol 1e-05)" <<<"$out" && grep -q "^FAIL $tol" <<<"$out" ||
+  fail "check --atol 1e-5 against a moved logit: $out"
+move_least 1e-2 "$work/tol_out/logits.pb" "$tol/test_data_set_0/output_0.pb"
+out=$("$kiln" check "$tol" 2>&1)
+grep -q "^FAIL $tol" <<<"$out" && grep -q "0.0001 of the output's largest magnitude)" <<<"$out" ||
+  fail "check of a logit moved by 1e-2 of the largest, no float64: $out"
+cp "$work/tol_out/logits.pb" "$tol/float64_outputs/output_0.pb"
+out=$("$kiln" check "$tol" 2>&1)
+grep -q "^pass $tol (.*1 output out of tolerance, but no further from float64_outputs than 0 times the expected)" <<<"$out" ||
+  fail "check with float64_outputs nearer kiln: $out"
+cp "$tol/test_data_set_0/output_0.pb" "$tol/float64_outputs/output_0.pb"
+out=$("$kiln" check "$tol" 2>&1)
+grep -q "^FAIL $tol" <<<"$out" && grep -q "against float64_outputs/output_0.pb kiln's max abs err is [0-9.e-]*, the expected outputs' 0 (more than 3 times theirs)" <<<"$out" ||
+  fail "check with float64_outputs equal to the expected: $out"
 
 echo "$failed failed"
 [ "$failed" -eq 0 ]
