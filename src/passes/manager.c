@@ -23,6 +23,7 @@ KL_PASS(fuse_mha)
 KL_PASS(fuse_qkv)
 KL_PASS(fuse_rmsnorm)
 KL_PASS(sink_reshape)
+KL_PASS(trim_taps)
 KL_PASS(fold_bn)
 KL_PASS(fold_scale_bias)
 KL_PASS(fuse_matmul_add)
@@ -71,6 +72,8 @@ static const kl_pass pass_table[] = {
      kl_pass_fuse_rmsnorm},
     {"sink_reshape", 2, "move an activation above a Reshape of a matmul, for fuse_act",
      kl_pass_sink_reshape},
+    {"trim_taps", 2, "drop kernel taps of a Conv that only ever read padding (large "
+     "dilations)", kl_pass_trim_taps},
     {"fold_bn", 2, "fold BatchNormalization into Conv/ConvTranspose/Gemm/MatMul weights",
      kl_pass_fold_bn},
     {"fold_scale_bias", 2, "fold per-channel constant Add/Sub/Mul/Div into weights",

@@ -719,6 +719,89 @@ static void test_fold_input_scale_must_not_fire(void **state) {
   kiln_model_free(m);
 }
 
+/* Conv of x (dims xd) by constant W (dims wd) with the given dilations, pads, strides
+ * and groups; spatial axes sp. */
+static int dilated_conv(kl_graph *g, int x, int sp, const int64_t *wd, const int64_t *dil,
+                        const int64_t *pads, const int64_t *strides, int64_t group) {
+  int w = cst(g, sp + 2, wd, NULL, -0.5f, 0.5f);
+  int y = TU_OP(g, Conv, x, w, cst(g, 1, wd, NULL, -1, 1));
+  set_ints(g, y, "dilations", sp, dil);
+  set_ints(g, y, "pads", 2 * sp, pads);
+  if (strides) set_ints(g, y, "strides", sp, strides);
+  if (group > 1) set_int(g, y, "group", group);
+  return y;
+}
+
+/* The kernel attribute name of the node that makes output k of m. */
+static const int64_t *conv_attr(const kiln_model *m, int k, const char *name, int want_n) {
+  int v = m->g->outputs[k], n = m->g->values[v].producer;
+  assert_true(n >= 0);
+  const int64_t *a;
+  assert_int_equal(kl_attr_ints(&m->g->nodes[n], name, &a), want_n);
+  return a;
+}
+
+static void test_trim_taps(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  /* DeepLabV3's atrous branch in small: dilation 6 on 6x7, only the centre tap reads x */
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){1, 5, 6, 7});
+  output(g, dilated_conv(g, x, 2, (int64_t[]){4, 5, 3, 3}, (int64_t[]){6, 7},
+                         (int64_t[]){6, 7, 6, 7}, NULL, 1));
+  /* rows keep their three taps (dilation 4 on 9), columns one (dilation 5 on 5); two
+   * groups; batch 2 */
+  int x2 = tu_graph_input(g, "x2", KL_F32, 4, (int64_t[]){2, 4, 9, 5});
+  output(g, dilated_conv(g, x2, 2, (int64_t[]){6, 2, 3, 3}, (int64_t[]){4, 5},
+                         (int64_t[]){4, 5, 4, 5}, NULL, 2));
+  /* 1-D, stride 2, uneven pads, a kernel of 4 with dilation 5: 3 outputs, tap t reads
+   * o * 2 - 9 + t * 5, which for t = 0 is -9, -7, -5: that tap goes, the pads 9 -> 4 */
+  int x3 = tu_graph_input(g, "x3", KL_F32, 3, (int64_t[]){1, 3, 10});
+  output(g, dilated_conv(g, x3, 1, (int64_t[]){2, 3, 4}, (int64_t[]){5}, (int64_t[]){9, 1},
+                         (int64_t[]){2}, 1));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(fired(m, "trim_taps"), 3);
+  const int64_t *k0 = conv_attr(m, 0, "kernel_shape", 2), *d0 = conv_attr(m, 0, "dilations", 2);
+  const int64_t *p0 = conv_attr(m, 0, "pads", 4);
+  assert_true(k0[0] == 1 && k0[1] == 1 && d0[0] == 1 && d0[1] == 1);
+  for (int i = 0; i < 4; i++) assert_int_equal(p0[i], 0);
+  const int64_t *k1 = conv_attr(m, 1, "kernel_shape", 2), *d1 = conv_attr(m, 1, "dilations", 2);
+  const int64_t *p1 = conv_attr(m, 1, "pads", 4);
+  assert_true(k1[0] == 3 && k1[1] == 1 && d1[0] == 4 && d1[1] == 1);
+  assert_true(p1[0] == 4 && p1[1] == 0 && p1[2] == 4 && p1[3] == 0);
+  const int64_t *k2 = conv_attr(m, 2, "kernel_shape", 1), *p2 = conv_attr(m, 2, "pads", 2);
+  assert_true(k2[0] == 3 && p2[0] == 4 && p2[1] == 1);
+  kiln_model_free(m);
+}
+
+static void test_trim_taps_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){1, 3, 6, 6});
+  /* every tap reads x somewhere (dilation 2 on 6) */
+  output(g, dilated_conv(g, x, 2, (int64_t[]){2, 3, 3, 3}, (int64_t[]){2, 2},
+                         (int64_t[]){2, 2, 2, 2}, NULL, 1));
+  /* the weights are an input: nothing to cut */
+  int w = tu_graph_input(g, "w", KL_F32, 4, (int64_t[]){2, 3, 3, 3});
+  int y = TU_OP(g, Conv, x, w);
+  set_ints(g, y, "dilations", 2, (int64_t[]){6, 6});
+  set_ints(g, y, "pads", 4, (int64_t[]){6, 6, 6, 6});
+  output(g, y);
+  /* auto_pad: the pads are not the node's own */
+  int z = TU_OP(g, Conv, x, cst(g, 4, (int64_t[]){2, 3, 3, 3}, NULL, -1, 1));
+  set_ints(g, z, "dilations", 2, (int64_t[]){6, 6});
+  set_string(g, z, "auto_pad", "SAME_UPPER");
+  output(g, z);
+  /* the spatial sizes are not known while building */
+  int xs = tu_graph_input(g, "xs", KL_F32, 4, (int64_t[]){1, 3, -1, -1});
+  g->values[xs].type.dims[2] = (kl_dim){-1, kl_graph_symbol(g, "h")};
+  g->values[xs].type.dims[3] = (kl_dim){-1, kl_graph_symbol(g, "w")};
+  output(g, dilated_conv(g, xs, 2, (int64_t[]){2, 3, 3, 3}, (int64_t[]){6, 6},
+                         (int64_t[]){6, 6, 6, 6}, NULL, 1));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(fired(m, "trim_taps"), 0);
+  kiln_model_free(m);
+}
+
 static void test_matmul_add_and_transpose(void **state) {
   (void)state;
   kl_graph *g = tu_graph_new();
@@ -1574,6 +1657,8 @@ int main(void) {
       cmocka_unit_test(test_fuse_sum),
       cmocka_unit_test(test_fuse_sum_must_not_fire),
       cmocka_unit_test(test_fold_input_scale),
+      cmocka_unit_test(test_trim_taps),
+      cmocka_unit_test(test_trim_taps_must_not_fire),
       cmocka_unit_test(test_fold_input_scale_must_not_fire),
       cmocka_unit_test(test_matmul_add_and_transpose),
       cmocka_unit_test(test_collapse_reshape_transpose),
