@@ -983,6 +983,27 @@ static void test_norms(void **state) {
   norm_case(KL_OP_LayerNormalization, 2, big, -1, true, 1, KL_F32);
 }
 
+/* InstanceNormalization: rows of one channel each, scaled and shifted by the
+ * channel's Scale and B (the primitive's scalar form), short rows, odd spatial shapes,
+ * and rows far longer than a block of the statistics (KL_NORM_BLOCK). */
+static void test_instance_norm(void **state) {
+  (void)state;
+  static const int64_t d3[3] = {2, 3, 17}, d4[4] = {1, 5, 7, 9}, d5[5] = {1, 3, 4, 5, 6};
+  static const int64_t long_rows[3] = {2, 2, 50001};
+  const int64_t *dims[4] = {d3, d4, d5, long_rows};
+  const int ranks[4] = {3, 4, 5, 3};
+  for (int i = 0; i < 4; i++) {
+    tcase t;
+    tc_init(&t, "InstanceNormalization", KL_OP_InstanceNormalization, 3, 1);
+    tc_float(&t, "epsilon", 1e-5f);
+    tc_rand(&t, 0, KL_F32, ranks[i], dims[i], -3, 5, 1e-3);
+    tc_rand(&t, 1, KL_F32, 1, dims[i] + 1, -2, 2, 0.1);
+    tc_rand(&t, 2, KL_F32, 1, dims[i] + 1, -1, 1, 1e-3);
+    t.inplace = 1;
+    tc_check(&t, NORM);
+  }
+}
+
 static void skip_norm_case(const int64_t *dims, bool bias, int n_out, kl_dtype dt) {
   tcase t;
   tc_init(&t, dt == KL_BF16 ? "SkipLayerNorm bf16" : "SkipLayerNorm", KL_OP_KilnSkipLayerNorm,
@@ -1593,6 +1614,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_other_axis),
       cmocka_unit_test(test_norms),
       cmocka_unit_test(test_skip_norm),
+      cmocka_unit_test(test_instance_norm),
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_reduce_long),
       cmocka_unit_test(test_pool),

@@ -254,6 +254,8 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
     return float_ok(f, t) && last_axis(n, in[0]) ? K_SOFTMAX : K_COUNT;
   case KL_OP_LayerNormalization: case KL_OP_RMSNormalization:
     return float_ok(f, t) && same_dtype(in, n_in, 1, 2, t) ? K_NORM : K_COUNT;
+  case KL_OP_InstanceNormalization:
+    return t == KL_F32 && n_in == 3 && same_dtype(in, n_in, 1, 2, t) ? K_NORM : K_COUNT;
   case KL_OP_KilnSkipLayerNorm:
     return float_ok(f, t) && same_dtype(in, n_in, 1, 3, t) ? K_SKIP_NORM : K_COUNT;
   case KL_OP_ReduceSum: case KL_OP_ReduceMean: return t == KL_F32 ? K_REDUCE : K_COUNT;
@@ -353,7 +355,7 @@ unsigned kl_cpu_isa_inplace(const kl_node *n) {
   case KL_OP_KilnSkipLayerNorm: /* Y takes X + Skip, formed from both */
     return 3u;
   case KL_OP_Softmax: case KL_OP_LogSoftmax: case KL_OP_LayerNormalization:
-  case KL_OP_RMSNormalization: case KL_OP_BatchNormalization:
+  case KL_OP_RMSNormalization: case KL_OP_BatchNormalization: case KL_OP_InstanceNormalization:
   case KL_OP_ScatterElements: /* Y is Data updated: no copy when it takes Data's buffer */
     return 1u;
   default: return 0u; /* Transpose keeps its shape for square perms, yet moves data */

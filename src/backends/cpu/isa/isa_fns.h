@@ -79,13 +79,18 @@ typedef struct kl_norm_row {
   size_t n;
   float eps;
   bool rms;
-  const void *scale, *bias;
+  const void *scale, *bias; /* one row each; NULL: every element's is scale1 / bias1 */
+  float scale1, bias1;      /* (bias1 is 0 unless set: no bias) */
 } kl_norm_row;
+
+#define KL_NORM_BLOCK 4096
 
 typedef struct kl_rows_fns {
   /* Softmax (or LogSoftmax) of a row of n >= 1 */
   void (*softmax)(const float *x, float *y, size_t n, bool log_form);
-  /* Normalizes a row; *mean and *inv get its mean (0 for rms) and 1/sqrt(var + eps). */
+  /* Normalizes a row; *mean and *inv get its mean (0 for rms) and 1/sqrt(var + eps).
+   * The statistics of a long row are summed in blocks of KL_NORM_BLOCK (an instance
+   * normalization's row is a whole feature map). */
   void (*norm)(const kl_norm_row *p, const float *x, float *y, float *mean, float *inv);
   /* The sum of n elements */
   float (*sum)(const float *x, size_t n);

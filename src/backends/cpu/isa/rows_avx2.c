@@ -114,14 +114,20 @@ static float sq_dev(const float *x, float mean, size_t n) {
 static void norm(const kl_norm_row *p, const float *x, float *y, float *mean_out,
                  float *inv_out) {
   size_t n = p->n;
-  float mean = p->rms ? 0.0f : row_sum(x, n) / (float)n;
-  float inv = (float)(1.0 / sqrt((double)(sq_dev(x, mean, n) / (float)n) + (double)p->eps));
+  double sum = 0, dev = 0;
+  for (size_t i = 0; !p->rms && i < n; i += KL_NORM_BLOCK)
+    sum += row_sum(x + i, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
+  float mean = p->rms ? 0.0f : (float)(sum / (double)n);
+  for (size_t i = 0; i < n; i += KL_NORM_BLOCK)
+    dev += sq_dev(x + i, mean, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
+  float inv = (float)(1.0 / sqrt((double)(float)(dev / (double)n) + (double)p->eps));
   const float *scale = p->scale, *bias = p->bias;
   const __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(inv);
+  const __m256 s1 = _mm256_set1_ps(p->scale1), b1 = _mm256_set1_ps(p->bias1);
   for (size_t i = 0; i < n; i += 8) {
     __m256 v = _mm256_mul_ps(_mm256_sub_ps(load8(x, n, i), vm), vi);
-    __m256 b = bias ? load8(bias, n, i) : _mm256_setzero_ps();
-    store8(y, n, i, _mm256_fmadd_ps(v, load8(scale, n, i), b));
+    __m256 b = bias ? load8(bias, n, i) : b1;
+    store8(y, n, i, _mm256_fmadd_ps(v, scale ? load8(scale, n, i) : s1, b));
   }
   *mean_out = mean;
   *inv_out = inv;

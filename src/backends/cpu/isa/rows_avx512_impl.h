@@ -100,15 +100,21 @@ static float sq_dev(const ROW_T *x, float mean, size_t n) {
 static void norm_row(const kl_norm_row *p, const ROW_T *x, ROW_T *y, float *mean_out,
                      float *inv_out) {
   size_t n = p->n;
-  float mean = p->rms ? 0.0f : row_sum(x, n) / (float)n;
-  float inv = (float)(1.0 / sqrt((double)(sq_dev(x, mean, n) / (float)n) + (double)p->eps));
+  double sum = 0, dev = 0;
+  for (size_t i = 0; !p->rms && i < n; i += KL_NORM_BLOCK)
+    sum += row_sum(x + i, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
+  float mean = p->rms ? 0.0f : (float)(sum / (double)n);
+  for (size_t i = 0; i < n; i += KL_NORM_BLOCK)
+    dev += sq_dev(x + i, mean, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
+  float inv = (float)(1.0 / sqrt((double)(float)(dev / (double)n) + (double)p->eps));
   const ROW_T *scale = p->scale, *bias = p->bias;
   const __m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(inv);
+  const __m512 s1 = _mm512_set1_ps(p->scale1), b1 = _mm512_set1_ps(p->bias1);
   for (size_t i = 0; i < n; i += 16) {
     __mmask16 m = row_mask(n, i);
     __m512 v = _mm512_mul_ps(_mm512_sub_ps(ROW_LOAD(x + i, m), vm), vi);
-    __m512 b = bias ? ROW_LOAD(bias + i, m) : _mm512_setzero_ps();
-    ROW_STORE(y + i, m, _mm512_fmadd_ps(v, ROW_LOAD(scale + i, m), b));
+    __m512 b = bias ? ROW_LOAD(bias + i, m) : b1;
+    ROW_STORE(y + i, m, _mm512_fmadd_ps(v, scale ? ROW_LOAD(scale + i, m) : s1, b));
   }
   *mean_out = mean;
   *inv_out = inv;

@@ -93,17 +93,24 @@ static float sq_dev(const float *x, float mean, size_t n) {
 static void norm(const kl_norm_row *p, const float *x, float *y, float *mean_out,
                  float *inv_out) {
   size_t n = p->n;
-  float mean = p->rms ? 0.0f : row_sum(x, n) / (float)n;
-  float var = sq_dev(x, mean, n) / (float)n;
+  double sum = 0, dev = 0;
+  for (size_t i = 0; !p->rms && i < n; i += KL_NORM_BLOCK)
+    sum += row_sum(x + i, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
+  float mean = p->rms ? 0.0f : (float)(sum / (double)n);
+  for (size_t i = 0; i < n; i += KL_NORM_BLOCK)
+    dev += sq_dev(x + i, mean, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
+  float var = (float)(dev / (double)n);
   float inv = (float)(1.0 / sqrt((double)var + (double)p->eps));
   const float *scale = p->scale, *bias = p->bias;
   float buf[BLOCK];
   for (size_t i = 0; i < n; i += BLOCK) {
     size_t m = n - i < BLOCK ? n - i : BLOCK;
     memcpy(buf, x + i, m * sizeof *buf);
-    for (size_t k = 0; k < m; k++) buf[k] = (buf[k] - mean) * inv * scale[i + k];
+    for (size_t k = 0; k < m; k++) buf[k] = (buf[k] - mean) * inv * (scale ? scale[i + k] : p->scale1);
     if (bias)
       for (size_t k = 0; k < m; k++) buf[k] += bias[i + k];
+    else if (p->bias1 != 0)
+      for (size_t k = 0; k < m; k++) buf[k] += p->bias1;
     memcpy(y + i, buf, m * sizeof *buf);
   }
   *mean_out = mean;

@@ -139,7 +139,7 @@ static bool norm_setup(kl_kernel_ctx *c, const kl_isa_fns *f, const kl_tensor *x
   j->f = f;
   j->row = (kl_norm_row){(size_t)len, kl_attr_float(c->node, "epsilon", 1e-5f),
                          c->node->op == KL_OP_RMSNormalization, scale->data,
-                         bias ? bias->data : NULL};
+                         bias ? bias->data : NULL, 1.0f, 0.0f};
   j->x = x->data;
   j->y = c->out[0]->data;
   j->rows = span(x->dims, 0, axis);
@@ -155,7 +155,44 @@ static int norm_run(kl_kernel_ctx *c, norm_job *j) {
   return KILN_OK;
 }
 
+/* InstanceNormalization: X [N, C, D...] normalized over D... for each (n, c), then
+ * scaled and shifted by Scale[c] and B[c]: rows of one channel each. */
+typedef struct instance_job {
+  const kl_isa_fns *f;
+  const float *x, *scale, *bias;
+  float *y;
+  int64_t rows, len, channels, per;
+  float eps;
+} instance_job;
+
+static void instance_task(void *arg, int64_t t) {
+  const instance_job *j = arg;
+  row_range r = task_rows(t, j->per, j->rows);
+  for (int64_t i = r.first; i < r.last; i++) {
+    int64_t ch = i % j->channels;
+    kl_norm_row row = {(size_t)j->len, j->eps, false, NULL, NULL, j->scale[ch], j->bias[ch]};
+    float mean, inv;
+    j->f->rows->norm(&row, j->x + i * j->len, j->y + i * j->len, &mean, &inv);
+  }
+}
+
+static int run_instance_norm(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *x = c->in[0], *scale = c->in[1], *bias = c->in[2];
+  if (x->dtype != KL_F32 || c->out[0]->dtype != KL_F32 || x->rank < 3 ||
+      scale->dtype != KL_F32 || bias->dtype != KL_F32 ||
+      kl_tensor_numel(scale) != x->dims[1] || kl_tensor_numel(bias) != x->dims[1])
+    return kl_isa_ref(c);
+  instance_job j = {f, x->data, scale->data, bias->data, c->out[0]->data,
+                    x->dims[0] * x->dims[1], span(x->dims, 2, x->rank), x->dims[1], 0,
+                    kl_attr_float(c->node, "epsilon", 1e-5f)};
+  if (j.rows == 0 || j.len == 0) return kl_isa_ref(c);
+  int64_t tasks = split_rows(j.rows, j.len, &j.per);
+  kl_isa_parallel(c, tasks, j.rows * j.len, instance_task, &j);
+  return KILN_OK;
+}
+
 int kl_run_norm(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  if (c->node->op == KL_OP_InstanceNormalization) return run_instance_norm(c, f);
   norm_job j = {0};
   bool layer = c->node->op == KL_OP_LayerNormalization;
   if (!norm_setup(c, f, c->in[0], 1, layer ? 1 : 0, &j)) return kl_isa_ref(c);
