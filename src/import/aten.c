@@ -682,6 +682,39 @@ static kiln_status lower_unary(call *c) {
   return s != KILN_OK ? s : ret_tensor(c, y);
 }
 
+/* log2(x) of a tensor (an integer one as float32, as torch promotes it). Of a
+ * constant: C's log2 of each element while building, exact at powers of two as torch's
+ * is (torchvision's poolers take int() of -log2 of a feature map's scale, 0.0625, where
+ * Log(x) / ln 2 in float32 could fall a rounding short of 4). Else Log(x) * (1 / ln 2),
+ * within a few roundings of torch's. */
+static kiln_status lower_log2(call *c) {
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s != KILN_OK) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (dt == KL_UNDEFINED)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "log2 of a tensor of unknown dtype");
+  if (!kl_dtype_is_float(dt) && (s = cast(c, x, dt = KL_F32, &x)) != KILN_OK) return s;
+  const kl_value *v = &c->g->values[x];
+  int64_t n;
+  if (v->kind == KL_VALUE_CONST && kl_type_numel(&v->type, &n)) {
+    size_t bytes = (size_t)n * kl_dtype_size(dt);
+    void *data = malloc(bytes ? bytes : 1);
+    if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+      kl_store_f64(data, dt, (size_t)i, log2(kl_load_f64(v->data, dt, (size_t)i)));
+    int64_t dims[KL_MAX_RANK];
+    for (int k = 0; k < v->type.rank; k++) dims[k] = v->type.dims[k].size;
+    if ((y = kl_ts_const_data(c->b, dt, v->type.rank, dims, data, bytes)) < 0) return c->e->code;
+    return ret_tensor(c, y);
+  }
+  int k = kl_ts_const_scalar(c->b, dt, 1.0 / log(2.0));
+  if (k < 0) return c->e->code;
+  if ((s = op1(c, KL_OP_Log, x, &y)) != KILN_OK || (s = op2(c, KL_OP_Mul, y, k, &y)) != KILN_OK)
+    return s;
+  return ret_tensor(c, y);
+}
+
 static kiln_status lower_rsqrt(call *c) {
   int x, y;
   kiln_status s = tensor_arg(c, 0, &x);
@@ -1450,6 +1483,54 @@ static kiln_status known_dim(call *c, int x, int64_t a, int *axis, int64_t *size
   return KILN_OK;
 }
 
+/* Whether argument i is a list of ints all known while building. */
+static bool sizes_known(call *c, int i) {
+  const kl_tsv *a = c->a[i];
+  int64_t v;
+  if (!given(c, i) || a->kind != KL_TSV_LIST) return true; /* (refused by ints_arg) */
+  for (int k = 0; k < a->n; k++)
+    if (!(a->items[k].kind == KL_TSV_INT && a->items[k].id < 0) &&
+        !(a->items[k].id >= 0 && const_int(c, a->items[k].id, &v)))
+      return false;
+  return true;
+}
+
+/* split(x, sizes, dim) where the graph computes some of the sizes (torchvision's RoI
+ * heads split the decoded boxes by each image's count of proposals, which NMS decides)
+ * or the dim's size: a Slice per part, from the sum of the sizes before it to that plus
+ * its own. */
+static kiln_status split_computed(call *c, int x, int64_t dim) {
+  const kl_tsv *a = c->a[1];
+  int axis, rank, ids[MAX_LIST];
+  kiln_status s = need_rank(c, x, &rank);
+  if (!s) s = norm_axis(c, dim, rank, &axis);
+  if (s) return s;
+  if (a->n < 1 || a->n > MAX_LIST)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a split into %d parts (1 to %d)", a->n, MAX_LIST);
+  int start = const_ints(c, (int64_t[]){0}, 1), axes = const_ints(c, (int64_t[]){axis}, 1);
+  int first = const_ints(c, (int64_t[]){0}, 1);
+  if (start < 0 || axes < 0 || first < 0) return c->e->code;
+  for (int k = 0; k < a->n; k++) {
+    const kl_tsv *v = &a->items[k];
+    int size, end;
+    if (v->kind == KL_TSV_INT && v->id < 0) {
+      if (v->i < 0) return bad_arg(c, 1, "a list of sizes of at least 0");
+      if ((size = const_ints(c, &v->i, 1)) < 0) return c->e->code;
+    } else if ((v->kind == KL_TSV_INT || v->kind == KL_TSV_TENSOR) && v->id >= 0 &&
+               rank_of(c, v->id) == 0 && !kl_dtype_is_float(dtype_of(c, v->id))) {
+      if ((s = cast(c, v->id, KL_I64, &size)) || (s = op2(c, KL_OP_Unsqueeze, size, first, &size)))
+        return s;
+    } else {
+      return bad_arg(c, 1, "a list of ints");
+    }
+    if ((s = op2(c, KL_OP_Add, start, size, &end)) ||
+        (s = op_node(c, KL_OP_Slice, 4, (int[]){x, start, end, axes}, &ids[k])))
+      return s;
+    start = end;
+  }
+  return ret_list(c, ids, a->n);
+}
+
 /* chunk(self, chunks, dim) (variant 0), split(self, split_size, dim) (variant 1),
  * split_with_sizes (variant 2), unbind(self, dim) (variant 3) */
 static kiln_status lower_split(call *c) {
@@ -1459,7 +1540,11 @@ static kiln_status lower_split(call *c) {
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = int_arg(c, c->variant == 3 ? 1 : 2, 0, &dim);
   if (!s && c->variant != 3 && !list) s = int_arg(c, 1, 1, &arg);
+  if (!s && list && !sizes_known(c, 1)) return split_computed(c, x, dim);
   if (!s && list) s = ints_arg(c, 1, 0, sizes, &n);
+  if (!s && list && rank_of(c, x) >= 0 && !norm_axis(c, dim, rank_of(c, x), &axis) &&
+      type_of(c, x)->dims[axis].size < 0)
+    return split_computed(c, x, dim);
   if (!s) s = known_dim(c, x, dim, &axis, &size);
   if (s) return s;
   if (!list) {
@@ -3696,6 +3781,49 @@ static kiln_status lower_nms(call *c) {
   return ret_tensor(c, y);
 }
 
+/* torchvision::roi_align(input, rois, spatial_scale, pooled_height, pooled_width,
+ * sampling_ratio, aligned): rois [K, 5] rows of (batch index, x1, y1, x2, y2). ONNX's
+ * RoiAlign (opset 16) computes torchvision's average: coordinate_transformation_mode
+ * half_pixel for aligned, else output_half_pixel (rois of at least 1 x 1); a
+ * sampling_ratio below 1 is adaptive (ceil(roi size / bins) samples), RoiAlign's 0. */
+static kiln_status lower_roi_align(call *c) {
+  int x, rois, idx, boxes, y;
+  int64_t out_h, out_w, ratio;
+  double scale;
+  bool aligned;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &rois);
+  if (!s) s = float_arg(c, 2, 1, &scale);
+  if (!s) s = int_arg(c, 3, 1, &out_h);
+  if (!s) s = int_arg(c, 4, 1, &out_w);
+  if (!s) s = int_arg(c, 5, -1, &ratio);
+  if (!s) s = bool_arg(c, 6, false, &aligned);
+  if (s) return s;
+  const kl_type *r = type_of(c, rois);
+  if (rank_of(c, x) != 4 || r->rank != 2 || (r->dims[1].size >= 0 && r->dims[1].size != 5))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "roi_align of an input of rank %d and rois "
+                   "of rank %d: expected [N, C, H, W] and [K, 5]", rank_of(c, x), r->rank);
+  if (out_h < 1 || out_w < 1 || out_h > INT32_MAX || out_w > INT32_MAX)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "roi_align to %" PRId64 " x %" PRId64
+                   " bins", out_h, out_w);
+  int col = kl_ts_const_i64(c->b, (int64_t[]){0}, 1, true);
+  if (col < 0) return c->e->code;
+  if ((s = node_int(c, KL_OP_Gather, 2, (int[]){rois, col}, "axis", 1, &idx)) ||
+      (s = cast(c, idx, KL_I64, &idx)) || (s = slice_axis(c, rois, 1, 1, 5, &boxes)) ||
+      (s = cast(c, boxes, dtype_of(c, x), &boxes)))
+    return s;
+  int node = begin_node(c, KL_OP_RoiAlign, 3, (int[]){x, boxes, idx}, &y);
+  if (node < 0) return c->e->code;
+  s = kl_node_set_string(c->g, node, "coordinate_transformation_mode",
+                         aligned ? "half_pixel" : "output_half_pixel", c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "output_height", out_h, c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "output_width", out_w, c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "sampling_ratio", ratio < 0 ? 0 : ratio, c->e);
+  if (!s) s = kl_node_set_float(c->g, node, "spatial_scale", (float)scale, c->e);
+  if ((s = end_node(c, node, s))) return s;
+  return ret_tensor(c, y);
+}
+
 #define P(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define X1 P("self")
 
@@ -3742,6 +3870,7 @@ static const aten_op ops[] = {
     {"tanh", X1, lower_unary, KL_OP_Tanh},
     {"exp", X1, lower_unary, KL_OP_Exp},
     {"log", X1, lower_unary, KL_OP_Log},
+    {"log2", X1, lower_log2, 0},
     {"sqrt", X1, lower_unary, KL_OP_Sqrt},
     {"abs", X1, lower_unary, KL_OP_Abs},
     {"neg", X1, lower_unary, KL_OP_Neg},
@@ -3951,6 +4080,8 @@ static const aten_op ops[] = {
     {"round", P("self", "decimals"), lower_round, 0},
     {"_unique2", P("self", "sorted", "return_inverse", "return_counts"), lower_unique, 0},
     {"torchvision::nms", P("dets", "scores", "iou_threshold"), lower_nms, 0},
+    {"torchvision::roi_align", P("input", "rois", "spatial_scale", "pooled_height",
+                                 "pooled_width", "sampling_ratio", "aligned"), lower_roi_align, 0},
 };
 
 static const aten_op *find_op(const char *name) {
@@ -4375,6 +4506,25 @@ bool kl_aten_known(const char *name) {
   return find_op(base) != NULL;
 }
 
+/* Numbers of the result (in its lists and tuples too) that the graph computed from
+ * constants, which the build ran (kl_ts_finish): numbers known while building, so that
+ * code that needs one then (a slice's bounds, a range, an if) takes them. */
+static void known_numbers(call *c, kl_tsv *v, int depth) {
+  if ((v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) && depth < 8)
+    for (int k = 0; k < v->n; k++) known_numbers(c, &v->items[k], depth + 1);
+  if ((v->kind != KL_TSV_INT && v->kind != KL_TSV_FLOAT && v->kind != KL_TSV_BOOL) ||
+      v->id < 0)
+    return;
+  int64_t i;
+  double f;
+  if (v->kind == KL_TSV_FLOAT ? const_scalar(c, v->id, &f) : const_int(c, v->id, &i)) {
+    if (v->kind == KL_TSV_FLOAT) v->f = f;
+    else v->i = v->kind == KL_TSV_BOOL ? i != 0 : i;
+    v->id = -1;
+    v->dim_sym = 0;
+  }
+}
+
 kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
                          const char *const *kw, int n_args, kl_tsv *out) {
   kl_err *e = kl_ts_err(b);
@@ -4400,6 +4550,7 @@ kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
   kiln_status s = resolve_args(&c, args, n_args, now, 0);
   if (s != KILN_OK || (s = bind(&c, now, kw, n_args)) != KILN_OK || (s = op->fn(&c)) != KILN_OK)
     return s;
+  known_numbers(&c, out, 0);
   int key = n_args > 0 && args[0].kind == KL_TSV_TENSOR ? args[0].id : -1;
   int base = key >= 0 ? now[0].id : -1;
   if (key < 0) return KILN_OK;

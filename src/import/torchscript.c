@@ -24,6 +24,8 @@
 #define MAX_STATEMENTS (1 << 17)            /* statements run in all (inlining): a
                                              * module calling its child twice, 24 deep,
                                              * inlines 2^24 calls */
+#define BUILD_FOLD_LIMIT (1 << 20)          /* bytes of the results of a node on
+                                             * constants run while building */
 #define MAX_PICKLED_VALUES (1 << 17)        /* pickled values read in all: the memo
                                              * shares objects, so a pickle of 100 bytes
                                              * can expand to 2^60 values */
@@ -327,6 +329,14 @@ kiln_status kl_ts_finish(kl_ts_build *b, int node) {
   kiln_status s = (kiln_status)kl_op_get(n->op)->infer(&ctx);
   if (s != KILN_OK) return s;
   for (int k = 0; k < n->n_out; k++) b->g->values[n->out[k]].type = out[k];
+  /* inputs all constants: run it now, so that what it computes is known while building
+   * (the sizes and scales torchvision's transform computes from an image's dims, taken
+   * by item()) */
+  bool folded = false;
+  if (node == b->g->n_nodes - 1 && kl_node_inputs_known(b->g, n) &&
+      (s = kl_node_fold(b->g, node, BUILD_FOLD_LIMIT, false, &folded, b->e)) != KILN_OK)
+    return s;
+  if (folded) kl_graph_pop_node(b->g);
   return KILN_OK;
 }
 
@@ -892,6 +902,48 @@ static kiln_status eval_str(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_ts
   return KILN_OK;
 }
 
+/* Whether v is of the type that torch names t ("Tensor", "list", ...): 1, 0, or -1 for a
+ * name kiln does not know. */
+static int of_type(const kl_tsv *v, const char *t) {
+  static const struct {
+    const char *name;
+    kl_tsv_kind kind;
+  } types[] = {{"Tensor", KL_TSV_TENSOR}, {"list", KL_TSV_LIST},  {"tuple", KL_TSV_TUPLE},
+               {"int", KL_TSV_INT},       {"float", KL_TSV_FLOAT}, {"bool", KL_TSV_BOOL},
+               {"str", KL_TSV_STR},       {"dict", KL_TSV_DICT},   {"NoneType", KL_TSV_NONE}};
+  for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+    if (strcmp(types[k].name, t) == 0) return v->kind == types[k].kind;
+  return -1;
+}
+
+/* isinstance(value, T) or isinstance(value, (T1, T2, ...)), T a builtin type or Tensor
+ * (scripted code asks it of a Union argument, torchvision's roi_align of its boxes): a
+ * bool known while building, since every value's kind is. */
+static kiln_status eval_isinstance(kl_ts_build *b, frame *f, const kl_ts_expr *x,
+                                   kl_tsv *out) {
+  const kl_ts_expr *t = x->n_args == 2 ? x->args[1] : NULL;
+  bool many = t && t->kind == KL_TSE_TUPLE;
+  int n = many ? t->n_args : 1;
+  if (!t || n < 1 || (x->kw && (x->kw[0] || x->kw[1])))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: isinstance takes a value and a type "
+                   "or a tuple of types", b->where, b->line);
+  kl_tsv v;
+  kiln_status s = eval(b, f, x->args[0], &v);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  bool is = false;
+  for (int k = 0; k < n; k++) {
+    const kl_ts_expr *name = many ? t->args[k] : t;
+    int r = name->kind == KL_TSE_NAME ? of_type(&v, name->s) : -1;
+    if (r < 0)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: isinstance of a type other than "
+                     "Tensor, list, tuple, int, float, bool, str, dict or NoneType",
+                     b->where, b->line);
+    is |= r == 1;
+  }
+  *out = (kl_tsv){.kind = KL_TSV_BOOL, .i = is, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const char *fn = x->obj->s;
   if (strcmp(fn, "getattr") == 0) {
@@ -913,6 +965,7 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
   if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
     return eval_aten(b, f, x, fn, out);
   if (strcmp(fn, "str") == 0 && x->n_args == 1) return eval_str(b, f, x, out);
+  if (strcmp(fn, "isinstance") == 0) return eval_isinstance(b, f, x, out);
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of '%s', which traced code does "
                  "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
 }
@@ -954,6 +1007,22 @@ static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
   return "(a message the code computes)";
 }
 
+/* A raise of message `text` reached on the path of b->g being built: the raise code
+ * becomes its number (1 + its index in b->raises) where no raise was reached before. */
+static kiln_status add_raise(kl_ts_build *b, const char *text) {
+  if (b->n_raises == b->cap_raises) {
+    int cap = b->cap_raises ? b->cap_raises * 2 : 8;
+    char **r = realloc(b->raises, sizeof *r * (size_t)cap);
+    if (!r) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    b->raises = r;
+    b->cap_raises = cap;
+  }
+  if (!(b->raises[b->n_raises] = strdup(text)))
+    return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  int code = kl_ts_const_scalar(b, KL_I64, ++b->n_raises);
+  return code < 0 ? b->e->code : raise_join(b, code);
+}
+
 /* ops.prim.RaiseException(msg, ...): the scripted code's raise (its argument checks).
  * Reached while building on a path the data does not choose, it is the model's own
  * error for these inputs; inside an If or Loop body the data chooses it: the raise
@@ -974,20 +1043,10 @@ static kiln_status raise_exception(kl_ts_build *b, frame *f, const kl_ts_expr *x
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an "
                    "exception for these inputs: %s", b->where, b->line, msg);
   const kl_ts_expr *kind = x->n_args > 1 && x->args[1]->kind == KL_TSE_STR ? x->args[1] : NULL;
-  if (b->n_raises == b->cap_raises) {
-    int cap = b->cap_raises ? b->cap_raises * 2 : 8;
-    char **r = realloc(b->raises, sizeof *r * (size_t)cap);
-    if (!r) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    b->raises = r;
-    b->cap_raises = cap;
-  }
   char text[768];
   snprintf(text, sizeof text, "%s:%d: the scripted code raises %s for these inputs: %s",
            b->where, b->line, kind ? kind->s : "an exception", msg);
-  if (!(b->raises[b->n_raises] = strdup(text)))
-    return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  int code = kl_ts_const_scalar(b, KL_I64, ++b->n_raises);
-  kiln_status s = code < 0 ? b->e->code : raise_join(b, code);
+  kiln_status s = add_raise(b, text);
   b->raised = s == KILN_OK;
   *out = (kl_tsv){.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
   return s;
@@ -1925,6 +1984,46 @@ static kiln_status raise_outputs(kl_ts_build *b, body *br, int *const *outs, int
   return s;
 }
 
+/* Branch values *v0 and *v1 that are tensors of different ranks (torchvision's box
+ * decoding reshapes its boxes to [n, -1, 4] only when there are some): a value's rank
+ * must be known while building, so the If gives the then branch's (the else branch's
+ * where the then branch raises), and on the other path the value is an empty constant
+ * of that rank and the run fails with a raise saying so. */
+static kiln_status other_rank(kl_ts_build *b, body *br, const kl_tsv **v0, const kl_tsv **v1,
+                              const char *name, kl_tsv *stand_in) {
+  const kl_tsv *v[2] = {*v0, *v1};
+  if (!has_id(v[0]) || !has_id(v[1])) return KILN_OK;
+  const kl_type *t[2] = {&br[0].g->values[v[0]->id].type, &br[1].g->values[v[1]->id].type};
+  if (t[0]->rank < 0 || t[1]->rank < 0 || t[0]->rank == t[1]->rank) return KILN_OK;
+  int keep = br[0].raised ? 1 : 0, o = 1 - keep;
+  const kl_type *kt = t[keep];
+  int64_t dims[KL_MAX_RANK];
+  for (int d = 0; d < kt->rank; d++) dims[d] = kt->dims[d].size >= 0 ? kt->dims[d].size : 0;
+  size_t bytes = kt->rank ? 0 : kl_dtype_size(kt->dtype); /* none, or a 0-D zero */
+  if (kt->rank) dims[0] = 0;
+  char text[768];
+  snprintf(text, sizeof text, "%s:%d: '%s' is a tensor of rank %d on one path of an if on the "
+           "data and of rank %d on the other; kiln, which needs ranks while building, follows "
+           "the %s path (rank %d), and this run took the other", b->where, b->line, name,
+           t[0]->rank, t[1]->rank, keep ? "else" : "then", kt->rank);
+  kl_graph *g = b->g;
+  int saved = b->raise_code;
+  b->g = br[o].g;
+  b->raise_code = br[o].raise_code;
+  void *data = calloc(1, bytes ? bytes : 1);
+  int id = !data ? (kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1)
+                 : kl_ts_const_data(b, kt->dtype, kt->rank, dims, data, bytes);
+  kiln_status s = id < 0 ? b->e->code : add_raise(b, text);
+  br[o].raise_code = b->raise_code;
+  b->raise_code = saved;
+  b->g = g;
+  if (s != KILN_OK) return s;
+  *stand_in = (kl_tsv){.kind = KL_TSV_TENSOR, .id = id};
+  if (o) *v1 = stand_in;
+  else *v0 = stand_in;
+  return KILN_OK;
+}
+
 /* The If's outputs being gathered: outs[j][k], branch j's value of output k; like[k],
  * the kind of value output k stands for. */
 typedef struct if_join {
@@ -1959,10 +2058,12 @@ static kiln_status join_leaf(kl_ts_build *b, body *br, const kl_tsv *v0, const k
     if (j) v1 = stand_in;
     else v0 = stand_in;
   }
+  kl_tsv stand_in;
+  kiln_status s = other_rank(b, br, &v0, &v1, name, &stand_in);
+  if (s != KILN_OK) return s;
   int k = jn->n_out;
   jn->like[k] = has_id(v0) ? *v0 : *v1;
   if (v0->kind == KL_TSV_TENSOR || v1->kind == KL_TSV_TENSOR) jn->like[k].kind = KL_TSV_TENSOR;
-  kiln_status s = KILN_OK;
   for (j = 0; j < 2 && s == KILN_OK; j++) {
     b->g = br[j].g;
     s = value_id(b, j ? v1 : v0, dt, name, &jn->outs[j][k]);
@@ -2483,7 +2584,9 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
     static const char *const attr[] = {"body"};
     body *bodies[1] = {&bd};
     b->line = st->line;
-    s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m, out);
+    /* (a loop that carries nothing and reaches no raise, torchvision's check of each
+     * box tensor's width, which is known while building, changes nothing: no node) */
+    if (m) s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m, out);
   }
   for (int k = 0; k < n && s == KILN_OK; k++) {
     kl_tsv v = as_value(frame_get(f, ns.names[k]), out[k]);

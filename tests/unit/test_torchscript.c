@@ -1385,6 +1385,25 @@ static void test_bad_detect_ops(void **state) {
        "torchvision::nms", "scores of rank 2: expected [N, 4] and [N]"},
       {"torch.full_like(argument_1, argument_1)", KILN_ERR_UNSUPPORTED, "aten::full_like",
        "expected a number"},
+      {"ops.torchvision.roi_align(argument_1, argument_1, 1., 2, 2, -1, False)",
+       KILN_ERR_INVALID_MODEL, "torchvision::roi_align",
+       "input of rank 2 and rois of rank 2: expected [N, C, H, W] and [K, 5]"},
+      {"ops.torchvision.roi_align(torch.reshape(argument_1, [1, 1, 4, -1]), "
+       "torch.slice(argument_1, 1, 0, 5), 1., 0, 2, -1, False)",
+       KILN_ERR_INVALID_MODEL, "torchvision::roi_align", "roi_align to 0 x 2 bins"},
+      {"ops.torchvision.roi_align(torch.reshape(argument_1, [1, 1, 4, -1]), "
+       "torch.slice(argument_1, 1, 0, 5), \"a\", 2, 2, -1, False)",
+       KILN_ERR_UNSUPPORTED, "torchvision::roi_align",
+       "argument 'spatial_scale' is str, expected a number known when the graph is built"},
+      {"torch.split(argument_1, [1.5, 2.5])", KILN_ERR_UNSUPPORTED, "aten::split",
+       "expected a list of ints"},
+      {"torch.split(argument_1, [torch.size(argument_1, 0), 1], 5)", KILN_ERR_SHAPE,
+       "aten::split", "dim 5 is out of range"},
+      {"torch.log2(\"a\")", KILN_ERR_UNSUPPORTED, "aten::log2", "expected a tensor"},
+      {"torch.mul(argument_1, isinstance(argument_1, List[int]))", KILN_ERR_UNSUPPORTED,
+       "activation.py:", "isinstance of a type other than Tensor"},
+      {"torch.mul(argument_1, isinstance(argument_1))", KILN_ERR_INVALID_MODEL,
+       "activation.py:", "isinstance takes a value and a type"},
   };
   expect_bad_calls(*state, cases, sizeof cases / sizeof cases[0]);
 }
@@ -1492,6 +1511,50 @@ static void test_write_into_view(void **state) {
   kiln_model_free(m);
 }
 
+/* Nodes whose inputs are all constants run while building, so what they compute is
+ * known then: a slice bound from torch.min of a tensor of numbers, taken by item() (as
+ * torchvision's transform takes its scale), lets a write through the slice be followed
+ * (tests/models/ts/script/detect_heads checks it against PyTorch). */
+static void test_build_time_constants(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "/code/__torch__.py", "    return (net).forward(x, )\n",
+            "    y = (net).forward(x, )\n"
+            "    _n = int(torch.item(torch.min(torch.tensor([3, 2]))))\n"
+            "    _k = torch.floor(torch.mul(torch.tensor(float(_n)), 1.5))\n"
+            "    if torch.ne(int(torch.item(_k)), 3):\n      ops.prim.RaiseException(\"k\")\n"
+            "    z = torch.relu_(torch.slice(y, 1, 0, _n))\n    return y\n");
+  check_relu_written(t->path);
+  /* isinstance of a Union argument: kinds known while building */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    return (net).forward(x, )\n",
+            "    y = (net).forward(x, )\n"
+            "    if isinstance([y], (list, tuple)):\n      pass\n"
+            "    else:\n      ops.prim.RaiseException(\"list\")\n"
+            "    if isinstance(y, (int, Tensor)):\n      pass\n"
+            "    else:\n      ops.prim.RaiseException(\"tensor\")\n"
+            "    if isinstance(y, float):\n      ops.prim.RaiseException(\"float\")\n"
+            "    z = torch.relu_(torch.slice(y, 1, 0, 2))\n    return y\n");
+  check_relu_written(t->path);
+}
+
+/* An if on the data whose branches give tensors of different ranks: kiln follows the
+ * then branch, and a run that takes the other fails saying so (script/rank_if checks
+ * the then branch against PyTorch). */
+static void test_rank_of_branches(void **state) {
+  (void)state;
+  char msg[1024];
+  kiln_status st = run_filled(TS "script/rank_if/model.pt", "x:float32[5,4]", 2,
+                              (int64_t[]){5, 4}, 1, msg, sizeof msg);
+  if (st != KILN_OK) fail_msg("%s", msg);
+  st = run_filled(TS "script/rank_if/model.pt", "x:float32[5,4]", 2, (int64_t[]){5, 4}, -1,
+                  msg, sizeof msg);
+  assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+  if (!strstr(msg, "__torch__.py:") ||
+      !strstr(msg, "'r' is a tensor of rank 3 on one path of an if on the data and of rank 2 "
+                   "on the other; kiln, which needs ranks while building, follows the then "
+                   "path (rank 3), and this run took the other"))
+    fail_msg("'%s' does not name the ranks", msg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_declared_io),
@@ -1527,6 +1590,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_detect_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_code_objects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_build_time_constants, setup, teardown),
+      cmocka_unit_test(test_rank_of_branches),
       cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
