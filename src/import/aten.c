@@ -1570,8 +1570,10 @@ static kiln_status int_as_list(call *c, int i, int64_t dflt, int *id) {
   if (given(c, i) && a->id >= 0 && a->kind != KL_TSV_FLOAT) {
     int64_t v;
     if (const_int(c, a->id, &v)) return const_id(c, const_ints(c, &v, 1), id);
-    int axes = const_ints(c, (int64_t[]){0}, 1);
-    return axes < 0 ? c->e->code : op2(c, KL_OP_Unsqueeze, a->id, axes, id);
+    int axes = const_ints(c, (int64_t[]){0}, 1), x;
+    if (axes < 0) return c->e->code;
+    kiln_status s = cast(c, a->id, KL_I64, &x); /* (an int tensor annotated as an int) */
+    return s ? s : op2(c, KL_OP_Unsqueeze, x, axes, id);
   }
   int64_t v;
   kiln_status s = int_arg(c, i, dflt, &v);
@@ -2307,6 +2309,34 @@ static kiln_status lower_tensor(call *c) {
 
 /* prim::min / prim::max (variant 1) of a list of ints known while building (min(l)), or
  * of two ints or floats (min(a, b)): known while building, else a Min/Max node. */
+/* An int that the graph computes (a 0-D int64 value: len() of a tensor whose rows the
+ * data decides). */
+static bool computed_int(call *c, const kl_tsv *v) {
+  return (v->kind == KL_TSV_INT || v->kind == KL_TSV_TENSOR) && v->id >= 0 &&
+         rank_of(c, v->id) == 0 &&
+         dtype_of(c, v->id) == KL_I64;
+}
+
+/* min(l) / max(l) of a list of ints some of which the graph computes (torchvision's
+ * mask pasting loops over range(min([len(masks), len(boxes)]))): Min/Max nodes over
+ * them and the best of the known ones (best; NULL when there is none). */
+static kiln_status list_minmax(call *c, const kl_tsv *l, const kl_tsv *best, bool max) {
+  int y = -1;
+  kiln_status s = KILN_OK;
+  if (best && best->kind != KL_TSV_INT && best->kind != KL_TSV_BOOL)
+    return bad_arg(c, 0, "a list of ints (some of which the graph computes)");
+  if (best && (y = kl_ts_const_i64(c->b, (int64_t[]){best->i}, 1, true)) < 0) return c->e->code;
+  for (int k = 0; k < l->n && !s; k++) {
+    const kl_tsv *v = &l->items[k];
+    if (!computed_int(c, v)) continue;
+    if (y < 0) y = v->id;
+    else s = op2(c, max ? KL_OP_Max : KL_OP_Min, y, v->id, &y);
+  }
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .id = y};
+  return KILN_OK;
+}
+
 static kiln_status lower_prim_minmax(call *c) {
   bool max = c->variant == 1;
   const kl_tsv *l = c->a[0];
@@ -2315,12 +2345,19 @@ static kiln_status lower_prim_minmax(call *c) {
       return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s of an empty list (ValueError)",
                      max ? "max" : "min");
     const kl_tsv *best = NULL;
+    int computed = 0;
     for (int k = 0; k < l->n; k++) {
       const kl_tsv *v = &l->items[k];
-      if (!is_number(v)) return bad_arg(c, 0, "a list of numbers known when the graph is built");
+      if (computed_int(c, v)) {
+        computed++;
+        continue;
+      }
+      if (!is_number(v))
+        return bad_arg(c, 0, "a list of numbers known when the graph is built, or of ints");
       if (!best || (max ? number(v) > number(best) : number(v) < number(best))) best = v;
     }
-    return *c->out = *best, KILN_OK;
+    if (!computed) return *c->out = *best, KILN_OK;
+    return list_minmax(c, l, best, max);
   }
   if (is_number(l) && is_number(c->a[1])) {
     bool second = max ? number(c->a[1]) > number(l) : number(c->a[1]) < number(l);
@@ -4128,7 +4165,7 @@ static kiln_status bind(call *c, const kl_tsv *args, const char *const *kw, int 
  * flatten that PyTorch may have done by copying) are refused when written through,
  * or read after their base changed. */
 
-enum { VK_BASE, VK_RESHAPE, VK_PERMUTE, VK_SLICE, VK_SELECT, VK_OPAQUE };
+enum { VK_BASE, VK_RESHAPE, VK_PERMUTE, VK_SLICE, VK_SLICE_AT, VK_SELECT, VK_OPAQUE };
 
 typedef struct view_rec {
   int cur;      /* the value the id holds now */
@@ -4138,6 +4175,7 @@ typedef struct view_rec {
   bool strided; /* not contiguous in PyTorch, as far as kiln can tell */
   int axis;     /* slice, select: the dim, and its size in the base */
   int64_t size, start, end, step;
+  int start_id, end_id; /* VK_SLICE_AT: the bounds, [1] int64 values of the graph */
   int64_t perm[KL_MAX_RANK];
   int rank;
   const char *op; /* the ATen op that made the view */
@@ -4220,6 +4258,12 @@ static kiln_status view_forward(call *c, const view_rec *v, int p, int old, int 
   }
   case VK_PERMUTE:
     return transpose_node(c, p, v->perm, v->rank, y);
+  case VK_SLICE_AT:
+    in[0] = p;
+    in[1] = v->start_id;
+    in[2] = v->end_id;
+    in[3] = const_ints(c, (int64_t[]){v->axis}, 1);
+    return in[3] < 0 ? c->e->code : op_node(c, KL_OP_Slice, 4, in, y);
   case VK_SLICE:
     in[0] = p;
     in[1] = const_ints(c, &v->start, 1);
@@ -4235,9 +4279,78 @@ static kiln_status view_forward(call *c, const view_rec *v, int p, int old, int 
   }
 }
 
+/* Bound b ([1] int64) of a slice of a dim of `size` elements ([1] int64), as Python
+ * takes it: counted from the end when negative, then clamped to 0..size: *out. */
+static kiln_status slice_bound_at(call *c, int b, int size, int *out) {
+  int zero = const_ints(c, (int64_t[]){0}, 1), from_end, neg;
+  if (zero < 0) return c->e->code;
+  kiln_status s = op2(c, KL_OP_Add, b, size, &from_end);
+  if (!s) s = op2(c, KL_OP_Less, b, zero, &neg);
+  if (!s) s = op_node(c, KL_OP_Where, 3, (int[]){neg, from_end, b}, out);
+  if (!s) s = op2(c, KL_OP_Max, *out, zero, out);
+  if (!s) s = op2(c, KL_OP_Min, *out, size, out);
+  return s;
+}
+
+/* Base value p with the region [start, end) along v->axis, bounds that the graph
+ * computes (torchvision's mask pasting writes each mask into im_mask[y0:y1, x0:x1]),
+ * replaced by y: y padded to p's shape where the region lies, and Where of the region's
+ * positions. */
+static kiln_status slice_write_at(call *c, const view_rec *v, int p, int y, int *np) {
+  int size, start, end, before, after, idx, lo, hi, in, padded, pads[2 * KL_MAX_RANK];
+  int rank = v->rank, axis = v->axis;
+  kiln_status s;
+  if (rank < 1 || rank > KL_MAX_RANK)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a write through a slice of a tensor of "
+                   "unknown rank whose bounds the graph computes");
+  if (v->size >= 0) {
+    if ((size = const_ints(c, &v->size, 1)) < 0) return c->e->code;
+  } else {
+    int shape, at = const_ints(c, (int64_t[]){axis}, 1);
+    if (at < 0) return c->e->code;
+    if ((s = op1(c, KL_OP_Shape, p, &shape)) ||
+        (s = node_int(c, KL_OP_Gather, 2, (int[]){shape, at}, "axis", 0, &size)))
+      return s;
+  }
+  if ((s = slice_bound_at(c, v->start_id, size, &start)) ||
+      (s = slice_bound_at(c, v->end_id, size, &end)) || (s = op2(c, KL_OP_Max, end, start, &end)) ||
+      (s = op2(c, KL_OP_Sub, size, end, &after)))
+    return s;
+  before = start;
+  int zero = const_ints(c, (int64_t[]){0}, 1);
+  if (zero < 0) return c->e->code;
+  for (int k = 0; k < rank; k++) {
+    pads[k] = k == axis ? before : zero;
+    pads[rank + k] = k == axis ? after : zero;
+  }
+  int all_pads;
+  if ((s = node_int(c, KL_OP_Concat, 2 * rank, pads, "axis", 0, &all_pads)) ||
+      (s = node_int(c, KL_OP_Cast, 1, &all_pads, "to", KL_I64, &all_pads)))
+    return s;
+  int node = begin_node(c, KL_OP_Pad, 2, (int[]){y, all_pads}, &padded);
+  if ((s = end_node(c, node, node < 0 ? KILN_OK
+                                      : kl_node_set_string(c->g, node, "mode", "constant", c->e))))
+    return s;
+  /* the region: positions along the axis in [start, end), broadcast over the others */
+  int64_t dims[KL_MAX_RANK];
+  for (int k = 0; k < rank; k++) dims[k] = k == axis ? -1 : 1;
+  int zero0 = kl_ts_const_i64(c->b, (int64_t[]){0}, 1, true);
+  int one0 = kl_ts_const_i64(c->b, (int64_t[]){1}, 1, true), shape = const_ints(c, dims, rank);
+  int first = const_ints(c, (int64_t[]){0}, 1), size0;
+  if (zero0 < 0 || one0 < 0 || shape < 0 || first < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Squeeze, size, first, &size0)) ||
+      (s = op_node(c, KL_OP_Range, 3, (int[]){zero0, size0, one0}, &idx)) ||
+      (s = op2(c, KL_OP_Reshape, idx, shape, &idx)) ||
+      (s = op2(c, KL_OP_GreaterOrEqual, idx, start, &lo)) || (s = op2(c, KL_OP_Less, idx, end, &hi)) ||
+      (s = op2(c, KL_OP_And, lo, hi, &in)))
+    return s;
+  return op_node(c, KL_OP_Where, 3, (int[]){in, padded, p}, np);
+}
+
 /* Base value p with the region that view v covers replaced by y: *np. */
 static kiln_status view_backward(call *c, const view_rec *v, int p, int y, int *np) {
   kiln_status s;
+  if (v->kind == VK_SLICE_AT) return slice_write_at(c, v, p, y, np);
   if (v->kind == VK_RESHAPE) {
     int shape;
     return (s = shape_value(c, p, &shape)) ? s : op2(c, KL_OP_Reshape, y, shape, np);
@@ -4426,6 +4539,14 @@ static void classify_view(call *c, const char *name, int base, view_rec *v) {
       v->start = a;
       v->kind = VK_SELECT;
     } else {
+      if (!narrow && (!peek_int(c, 2, 0, &a) || !peek_int(c, 3, INT64_MAX, &b)) &&
+          peek_int(c, 4, 1, &step) && step == 1) { /* bounds that the graph computes */
+        if (int_as_list(c, 2, 0, &v->start_id) || int_as_list(c, 3, INT64_MAX, &v->end_id))
+          return;
+        v->kind = VK_SLICE_AT;
+        v->strided |= outer_dims(c, base, v->axis);
+        return;
+      }
       if (!peek_int(c, 2, 0, &a)) return;
       if (narrow) {
         int64_t len;

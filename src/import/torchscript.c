@@ -1087,20 +1087,32 @@ static kiln_status check_mutable(kl_ts_build *b, const kl_tsv *v, const char *op
                  "or to ONNX", b->where, b->line, op, v->kind == KL_TSV_DICT ? "dict" : "list");
 }
 
+/* The list or dict u (of v's kind, holding v's items `old`) and the lists, tuples and
+ * dicts inside u now hold items (n of them, with keys `keys`). */
+static void changed_in(kl_tsv *u, kl_tsv_kind kind, const kl_tsv *old, kl_tsv *items,
+                       const char *const *keys, int n, int depth) {
+  if (u->kind == kind && u->items == old) {
+    u->items = items;
+    u->fields = keys;
+    u->n = n;
+    return;
+  }
+  if ((u->kind == KL_TSV_LIST || u->kind == KL_TSV_TUPLE || u->kind == KL_TSV_DICT) &&
+      depth < 8)
+    for (int k = 0; k < u->n; k++) changed_in(&u->items[k], kind, old, items, keys, n, depth + 1);
+}
+
 /* v, a list or dict, now holds n items (with keys `keys` for a dict): so it does in
- * every frame running that holds it (one object however many names it has; f is
- * b->frame), and *out is v so changed. */
+ * every frame running that holds it, by a name or as an element of a list, tuple or
+ * dict it holds (one object however many names it has: torchvision's RoI heads set
+ * "masks" in the dict `r = result[i]`, which `result` returns; f is b->frame), and *out
+ * is v so changed. */
 static void changed_everywhere(kl_ts_build *b, const kl_tsv *v, kl_tsv *items,
                                const char *const *keys, int n, kl_tsv *out) {
   const kl_tsv *old = v->items;
   *out = *v;
   for (frame *g = b->frame; g; g = g->up)
-    for (int k = 0; k < g->n; k++)
-      if (g->vals[k].kind == v->kind && g->vals[k].items == old) {
-        g->vals[k].items = items;
-        g->vals[k].fields = keys;
-        g->vals[k].n = n;
-      }
+    for (int k = 0; k < g->n; k++) changed_in(&g->vals[k], v->kind, old, items, keys, n, 0);
   out->items = items;
   out->fields = keys;
   out->n = n;

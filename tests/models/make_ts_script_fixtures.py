@@ -124,6 +124,14 @@ control flow takes other paths for other inputs.
               mapper's log2 of data, int(-log2) of a constant), roi_align of a list of
               boxes and of a rois tensor (isinstance of a Union argument), split by
               counts the data decides
+  dict_in_list  dicts in a list, each read by index and set (r = result[i];
+              r["b"] = ...), as torchvision's RoI heads set "masks" in the dicts that
+              `result` returns, and a dict in a tuple: the list and the tuple hold the
+              dict set
+  slice_at    writes through slices whose bounds the data decides (item() of
+              computed tensors; a start and an end counted from the end; along a dim
+              whose size the data decides), as torchvision's mask pasting writes each
+              mask into im_mask[y0:y1, x0:x1]; min of a list of ints the graph computes
   rank_if     an if on the data whose branches give tensors of ranks 3 and 2, as
               torchvision's box decoding has (both cases take the then branch; the unit
               test runs the other, which raises)
@@ -813,6 +821,39 @@ class RankIf(torch.nn.Module):
         return r * 2.0, r.sum(-1), r[..., 0]
 
 
+class DictInList(torch.nn.Module):
+    """A dict read from a list and set: the list holds the one object (docstring at the
+    top)."""
+
+    def forward(self, x):
+        result: List[Dict[str, torch.Tensor]] = []
+        for i in range(3):
+            result.append({"a": x * float(i)})
+        for i in range(len(result)):
+            r = result[i]
+            r["b"] = r["a"] + 1.0
+        pair = (result[0], 2)
+        d = pair[0]
+        d["c"] = x * 3.0
+        return result[2]["b"], result[0]["c"], pair[0]["b"]
+
+
+class SliceAt(torch.nn.Module):
+    """Writes through slices whose bounds the data decides (docstring at the top)."""
+
+    def forward(self, x):  # [6, 5]
+        a = int(torch.clamp((x[0, 0].abs() * 2.0).floor(), 0, 2).item())
+        b = a + 2
+        im = torch.zeros([7, 9])
+        im[a:b, a + 1 : a + 5] = x[: b - a, :4] * 3.0
+        im[-b:, : a + 1] = 1.0  # a start counted from the end
+        im[a - 9 : -a - 1, 8:] = 2.0  # an end counted from the end
+        rows = x[x[:, 4] > -100.0] * 1.0  # (as many rows as x, but the data decides)
+        rows[1 : a + 2] = 5.0  # along a dim whose size the data decides
+        n = min([len(rows), a + 3, 9])
+        return im, rows, rows[:n] * 2.0
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -871,6 +912,8 @@ def cases():
         ("detect_heads", DetectHeads, [([torch.rand(3, 20, 28, generator=g)], r(6, 5)),
                                        ([torch.rand(3, 20, 28, generator=g)], r(4, 5))]),
         ("rank_if", RankIf, [(r(5, 4).abs(),), (r(6, 4),)]),
+        ("dict_in_list", DictInList, [(r(2, 3),), (r(4, 3),)]),
+        ("slice_at", SliceAt, [(r(6, 5),), (r(6, 5) * 0.3,), (r(6, 5) + 2.0,)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]
