@@ -1442,9 +1442,24 @@ static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
 }
 
 /* cat(tensors, dim); stack(tensors, dim) (variant 1) */
+/* stack(l, 0) of a list whose length the run decides, appended to once per pass of a
+ * Loop (KL_TSV_STACK): the Loop's scan output, its elements stacked already. Along
+ * another dim, and cat, are refused. */
+static kiln_status cat_stacked(call *c) {
+  int64_t dim;
+  kiln_status s = int_arg(c, 1, 0, &dim);
+  if (s) return s;
+  int rank = rank_of(c, c->a[0]->id);
+  if (c->variant && (dim == 0 || (rank > 0 && dim == -rank))) return ret_tensor(c, c->a[0]->id);
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s of a list whose length the run decides "
+                 "(appended to in a loop whose count the data decides) along dim %" PRId64
+                 ": only stack along dim 0", c->variant ? "stack" : "cat", dim);
+}
+
 static kiln_status lower_cat(call *c) {
   int ids[MAX_CAT], n, y;
   int64_t dim;
+  if (c->a[0] && c->a[0]->kind == KL_TSV_STACK) return cat_stacked(c);
   kiln_status s = tensor_list_of(c, 0, ids, MAX_CAT, &n);
   if (!s) s = int_arg(c, 1, 0, &dim);
   if (s) return s;
@@ -1935,7 +1950,7 @@ static kiln_status lower_len(call *c) {
   if (a && a->kind == KL_TSV_STR) return ret_int(c, (int64_t)strlen(a->s));
   int x, rank, id, sym;
   int64_t v = 0;
-  kiln_status s = tensor_arg(c, 0, &x);
+  kiln_status s = a && a->kind == KL_TSV_STACK ? (x = a->id, KILN_OK) : tensor_arg(c, 0, &x);
   if (!s) s = need_rank(c, x, &rank);
   if (!s && rank == 0) return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "len() of a 0-d tensor");
   if (!s) s = dim_of(c, x, 0, &v, &id, &sym);

@@ -226,6 +226,12 @@ struct kl_ts_build {
   int depth;
   int bodies; /* If/Loop bodies being built around the statement running */
   int loops;  /* loop bodies around it, in the function running */
+  /* the list that the body of the Loop being built appends to once per pass (its
+   * name, NULL when none; the body's frame), and the element the pass being built
+   * appended (-1 before the append) */
+  const char *scan_name;
+  const struct frame *scan_frame;
+  int scan_id;
   struct frame *frame; /* the frame running: a function's, a method's or a body's */
   int64_t appended;    /* list elements copied by appends, against MAX_APPEND_COPIES */
   int64_t unrolled;    /* passes of unrolled loops, against MAX_UNROLLED */
@@ -1128,6 +1134,17 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   if (args[0].kind != KL_TSV_LIST)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
                    b->where, b->line);
+  if (b->scan_name && f == b->scan_frame && x->args[0]->kind == KL_TSE_NAME &&
+      strcmp(x->args[0]->s, b->scan_name) == 0) {
+    if (b->scan_id >= 0 || args[1].kind != KL_TSV_TENSOR)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: append of %s to a list in a loop "
+                     "whose count the data decides (one tensor per pass is stacked)",
+                     b->where, b->line, b->scan_id >= 0 ? "a second value in one pass"
+                                                        : "a value that is not a tensor");
+    b->scan_id = args[1].id; /* (the Loop's scan output: the list is the elements stacked) */
+    *out = (kl_tsv){.kind = KL_TSV_NONE, .id = -1};
+    return KILN_OK;
+  }
   if ((s = check_mutable(b, &args[0], "append")) != KILN_OK ||
       (s = kl_ts_list_copied(b, args[0].n + 1)) != KILN_OK)
     return s;
@@ -2364,6 +2381,8 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     if (s == KILN_OK) s = frame_set(b, &bd->f, st->var, &i);
   }
   b->loops++;
+  b->scan_id = -1;
+  b->scan_frame = &bd->f;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
   if (s == KILN_OK) s = settle_writes(b, &bd->f, st->body, st->n_body);
   b->loops--;
@@ -2397,6 +2416,13 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
       }
   }
   if (s == KILN_OK && carried > n) s = kl_graph_add_output(b->g, b->raise_code, b->e);
+  if (s == KILN_OK && b->scan_name && b->scan_id < 0)
+    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a pass of the loop may end without its "
+                "append (a raise before it)", b->where, st->line);
+  /* the element appended: what it holds at the end of the pass, after the in-place
+   * writes into it (mask pasting's copy_ into im_mask) */
+  if (s == KILN_OK && b->scan_name && (s = kl_aten_current(b, b->scan_id, &b->scan_id)) == KILN_OK)
+    s = kl_graph_add_output(b->g, b->scan_id, b->e);
   body_end(b, bd);
   free(formal);
   free(ids);
@@ -2535,6 +2561,73 @@ static kiln_status unroll_while(kl_ts_build *b, frame *f, const kl_ts_stmt *st, 
   }
 }
 
+/* Whether expression x names `name`. */
+static bool mentions(const kl_ts_expr *x, const char *name, int depth) {
+  if (!x || depth > 64) return x != NULL;
+  if (x->kind == KL_TSE_NAME && strcmp(x->s, name) == 0) return true;
+  if (mentions(x->obj, name, depth + 1)) return true;
+  for (int k = 0; k < x->n_args; k++)
+    if (mentions(x->args[k], name, depth + 1)) return true;
+  return false;
+}
+
+/* How many of statements st (and of the statements in their blocks) name `name`. */
+static int mentions_in(const kl_ts_stmt *st, int n, const char *name, int depth) {
+  int count = 0;
+  for (int i = 0; i < n && depth < 64; i++) {
+    bool here = mentions(st[i].value, name, 0) || mentions(st[i].attr_target, name, 0) ||
+                mentions(st[i].start, name, 0) || mentions(st[i].step, name, 0) ||
+                (st[i].var && strcmp(st[i].var, name) == 0);
+    for (int k = 0; k < st[i].n_targets; k++) here |= strcmp(st[i].targets[k], name) == 0;
+    count += here + mentions_in(st[i].body, st[i].n_body, name, depth + 1) +
+             mentions_in(st[i].orelse, st[i].n_orelse, name, depth + 1);
+  }
+  return count;
+}
+
+/* The list that the body of for loop st, whose count the data decides, appends to once
+ * per pass and reads nowhere else (torchvision's paste_masks_in_image appends one mask
+ * per detection): an empty list of frame f, named in one statement of the body,
+ * `torch.append(name, value)` at its top level, made at the Loop's level (not outside an
+ * If or Loop body the Loop is in). Its elements become the Loop's scan
+ * output, stacked; the name is taken out of the carried names ns. NULL when none. */
+static const char *scanned_list(const kl_ts_build *b, const frame *f, const kl_ts_stmt *st,
+                                name_set *ns) {
+  for (int i = 0; i < st->n_body; i++) {
+    const kl_ts_expr *x = st->body[i].value;
+    if (st->body[i].kind != KL_TSS_SIMPLE || !x || x->kind != KL_TSE_CALL || x->n_args != 2 ||
+        !torch_call(x) || strcmp(x->obj->s, "append") != 0 || x->args[0]->kind != KL_TSE_NAME)
+      continue;
+    const char *name = x->args[0]->s;
+    const kl_tsv *v = frame_get(f, name);
+    if (!v || v->kind != KL_TSV_LIST || v->n != 0 || !v->items ||
+        v->made_in != b->bodies + 1 || mentions(x->args[1], name, 0) ||
+        mentions_in(st->body, st->n_body, name, 0) != 1)
+      continue;
+    for (int k = 0; k < ns->n; k++)
+      if (strcmp(ns->names[k], name) == 0) ns->names[k--] = ns->names[--ns->n];
+    return name;
+  }
+  return NULL;
+}
+
+/* The list of items `items` is now the stacked tensor id, in every frame running (by a
+ * name or inside a list, tuple or dict). */
+static void stacked_in(kl_tsv *u, const kl_tsv *items, int id, int depth) {
+  if (u->kind == KL_TSV_LIST && u->items == items) {
+    *u = (kl_tsv){.kind = KL_TSV_STACK, .id = id};
+    return;
+  }
+  if ((u->kind == KL_TSV_LIST || u->kind == KL_TSV_TUPLE || u->kind == KL_TSV_DICT) &&
+      depth < 8)
+    for (int k = 0; k < u->n; k++) stacked_in(&u->items[k], items, id, depth + 1);
+}
+
+static void stacked_everywhere(kl_ts_build *b, const kl_tsv *items, int id) {
+  for (frame *g = b->frame; g; g = g->up)
+    for (int k = 0; k < g->n; k++) stacked_in(&g->vals[k], items, id, 0);
+}
+
 static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   kl_tsv c;
   kiln_status s = eval(b, f, st->value, &c);
@@ -2560,7 +2653,14 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
                                                           KL_BOOL, "cond", &head[1])
                                                : cond_id(b, &c, &head[1]);
   name_set ns = {0};
+  const char *scan = NULL;
   if (s == KILN_OK) s = carried_names(b, f, st, &ns);
+  if (s == KILN_OK && st->kind == KL_TSS_FOR && c.id >= 0) scan = scanned_list(b, f, st, &ns);
+  const char *saved_name = b->scan_name;
+  const frame *saved_frame = b->scan_frame;
+  int saved_id = b->scan_id;
+  const kl_tsv *scan_items = scan ? frame_get(f, scan)->items : NULL;
+  b->scan_name = scan;
   int n = ns.n;
   int *init = malloc(sizeof(int) * (size_t)(n + 2));
   kl_type *types = malloc(sizeof *types * (size_t)(n + 2)); /* (and a raise code's) */
@@ -2585,9 +2685,12 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
       if ((init[n] = kl_ts_const_scalar(b, KL_I64, 0)) < 0) s = b->e->code;
     }
   }
+  b->scan_name = saved_name;
+  b->scan_frame = saved_frame;
+  b->scan_id = saved_id;
   int m = n + raises, *in = NULL, *out = NULL;
   if (s == KILN_OK && (!(in = malloc(sizeof(int) * (size_t)(2 + m + bd.n_caps))) ||
-                       !(out = malloc(sizeof(int) * (size_t)(m + 1)))))
+                       !(out = malloc(sizeof(int) * (size_t)(m + 2)))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   if (s == KILN_OK) {
     memcpy(in, head, sizeof head);
@@ -2598,8 +2701,11 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
     b->line = st->line;
     /* (a loop that carries nothing and reaches no raise, torchvision's check of each
      * box tensor's width, which is known while building, changes nothing: no node) */
-    if (m) s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m, out);
+    if (m || scan)
+      s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m + !!scan, out);
   }
+  if (s == KILN_OK && scan) /* the list: its elements stacked, wherever it is held */
+    stacked_everywhere(b, scan_items, out[m]);
   for (int k = 0; k < n && s == KILN_OK; k++) {
     kl_tsv v = as_value(frame_get(f, ns.names[k]), out[k]);
     s = frame_set(b, f, ns.names[k], &v);

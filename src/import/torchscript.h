@@ -61,6 +61,9 @@ typedef enum kl_tsv_kind {
   KL_TSV_MODULE, /* obj, with its attribute path s */
   KL_TSV_FUNC,   /* a scripted function or a prefix of its name: s, "__torch__.a.f" */
   KL_TSV_DICT,   /* keys known while building: fields[k] (strings) -> items[k] */
+  KL_TSV_STACK,  /* a list of tensors of one shape whose length the run decides, appended
+                  * to once per pass of a Loop whose count the data decides: id, its
+                  * elements stacked on a new dim 0 (the Loop's scan output) */
 } kl_tsv_kind;
 
 typedef struct kl_tsv kl_tsv;

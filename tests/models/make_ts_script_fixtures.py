@@ -132,6 +132,10 @@ control flow takes other paths for other inputs.
               computed tensors; a start and an end counted from the end; along a dim
               whose size the data decides), as torchvision's mask pasting writes each
               mask into im_mask[y0:y1, x0:x1]; min of a list of ints the graph computes
+  stacked_list  a list appended to once per pass of a for whose count the data decides
+              (a write into a slice inside; an in-place add to the tensor after its
+              append), then len() and torch.stack, as torchvision's
+              paste_masks_in_image does; cases of 1 to 4 passes, and of none
   rank_if     an if on the data whose branches give tensors of ranks 3 and 2, as
               torchvision's box decoding has (both cases take the then branch; the unit
               test runs the other, which raises)
@@ -854,6 +858,27 @@ class SliceAt(torch.nn.Module):
         return im, rows, rows[:n] * 2.0
 
 
+class StackedList(torch.nn.Module):
+    """A list appended to once per pass of a loop whose count the data decides, then
+    stacked (docstring at the top)."""
+
+    def forward(self, x):  # [6, 5]
+        rows = x[x[:, 0] > 0]
+        res: List[torch.Tensor] = []
+        for i in range(min([len(rows), 4])):
+            r = rows[i]
+            im = torch.zeros([3, 4])
+            a = int(torch.clamp(r[1].abs() * 2.0, 0, 2).item())
+            im[a : a + 1, :] = r[1:]
+            res.append(im)
+            im.add_(1.0)  # (after the append: the list holds im)
+        if len(res) > 0:
+            out = torch.stack(res)
+        else:
+            out = x.new_zeros([0, 3, 4])
+        return out * 2.0, out.sum(0)
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -914,6 +939,7 @@ def cases():
         ("rank_if", RankIf, [(r(5, 4).abs(),), (r(6, 4),)]),
         ("dict_in_list", DictInList, [(r(2, 3),), (r(4, 3),)]),
         ("slice_at", SliceAt, [(r(6, 5),), (r(6, 5) * 0.3,), (r(6, 5) + 2.0,)]),
+        ("stacked_list", StackedList, [(r(6, 5),), (r(6, 5) + 3.0,), (-r(6, 5).abs(),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

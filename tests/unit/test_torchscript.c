@@ -774,8 +774,10 @@ static void test_control_flow(void **state) {
       {"    _l = annotate(List[Tensor], [])\n    if bool(torch.gt(torch.sum(x), 0)):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
        "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
+      /* (a list appended to once per pass, and named nowhere else in the body, is the
+       * Loop's scan output: test_stacked_list) */
       {"    _l = annotate(List[Tensor], [])\n    for i in range(torch.size(x, 0)):\n"
-       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "      _2 = torch.append(_l, x)\n      _3 = torch.len(_l)\n    net = self.net\n",
        "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
       {"    _l = annotate(List[Tensor], [])\n    for i in range(9223372036854775807):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
@@ -1555,6 +1557,44 @@ static void test_rank_of_branches(void **state) {
     fail_msg("'%s' does not name the ranks", msg);
 }
 
+/* A list appended to once per pass of a loop whose count the data decides is the
+ * Loop's scan output (tests/models/ts/script/stacked_list checks it against PyTorch);
+ * what kiln refuses of it, with the file and line. */
+#define STACKED_LIST TS "script/stacked_list/model.pt"
+static void test_stacked_list(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *from, *to, *words1, *words2;
+  } cases[] = {
+      {"out = torch.stack(res)", "out = torch.stack(res, 1)", "__torch__.py:23: aten::stack",
+       "stack of a list whose length the run decides (appended to in a loop whose count the "
+       "data decides) along dim 1: only stack along dim 0"},
+      {"out = torch.stack(res)", "out = torch.cat(res)", "__torch__.py:23: aten::cat",
+       "only stack along dim 0"},
+      /* named twice in the body: not a list of one element per pass */
+      {"      _7 = torch.add_(im, 1.)\n", "      _7 = torch.len(res)\n",
+       "__torch__.py:20", "aten::append inside a loop or an if on the data"},
+      {"      _6 = torch.append(res, im)\n", "      _6 = torch.append(res, a)\n",
+       "__torch__.py:20", "append of a value that is not a tensor to a list in a loop whose "
+       "count the data decides"},
+      {"    if torch.gt(torch.len(res), 0):\n", "    _9 = torch.mul(res, 2)\n"
+       "    if torch.gt(torch.len(res), 0):\n", "__torch__.py:22", "aten::mul"},
+      /* the loop inside an if on the data, the list made outside it */
+      {"    for i in range(ops.prim.min([torch.len(rows), 4])):\n",
+       "    if bool(torch.gt(torch.sum(x), 0.)):\n"
+       "     for i in range(ops.prim.min([torch.len(rows), 4])):\n",
+       "__torch__.py:21", "aten::append inside a loop or an if on the data"},
+  };
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "input_types", "x:float32[6,5]"), KILN_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(STACKED_LIST, t->path, "/code/__torch__.py", cases[i].from, cases[i].to);
+    expect_error(t->path, o, KILN_ERR_UNSUPPORTED, cases[i].words1, cases[i].words2);
+  }
+  kiln_options_free(o);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_declared_io),
@@ -1592,6 +1632,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_code_objects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_build_time_constants, setup, teardown),
       cmocka_unit_test(test_rank_of_branches),
+      cmocka_unit_test_setup_teardown(test_stacked_list, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
