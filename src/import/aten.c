@@ -2322,8 +2322,6 @@ static kiln_status lower_tensor(call *c) {
   return id < 0 ? c->e->code : ret_tensor(c, id);
 }
 
-/* prim::min / prim::max (variant 1) of a list of ints known while building (min(l)), or
- * of two ints or floats (min(a, b)): known while building, else a Min/Max node. */
 /* An int that the graph computes (a 0-D int64 value: len() of a tensor whose rows the
  * data decides). */
 static bool computed_int(call *c, const kl_tsv *v) {
@@ -2352,6 +2350,9 @@ static kiln_status list_minmax(call *c, const kl_tsv *l, const kl_tsv *best, boo
   return KILN_OK;
 }
 
+/* prim::min / prim::max (variant 1) of a list of ints known while building (min(l)), or
+ * of two ints or floats (min(a, b)): known while building, else a Min/Max node (of a list
+ * of ints some of which the graph computes: list_minmax). */
 static kiln_status lower_prim_minmax(call *c) {
   bool max = c->variant == 1;
   const kl_tsv *l = c->a[0];
@@ -4295,15 +4296,16 @@ static kiln_status view_forward(call *c, const view_rec *v, int p, int old, int 
 }
 
 /* Bound b ([1] int64) of a slice of a dim of `size` elements ([1] int64), as Python
- * takes it: counted from the end when negative, then clamped to 0..size: *out. */
+ * takes it: counted from the end when negative, then clamped to 0..size: *out. (At
+ * most size before adding it: an end of None is INT64_MAX.) */
 static kiln_status slice_bound_at(call *c, int b, int size, int *out) {
-  int zero = const_ints(c, (int64_t[]){0}, 1), from_end, neg;
+  int zero = const_ints(c, (int64_t[]){0}, 1), from_end, neg, at_most;
   if (zero < 0) return c->e->code;
-  kiln_status s = op2(c, KL_OP_Add, b, size, &from_end);
-  if (!s) s = op2(c, KL_OP_Less, b, zero, &neg);
-  if (!s) s = op_node(c, KL_OP_Where, 3, (int[]){neg, from_end, b}, out);
+  kiln_status s = op2(c, KL_OP_Min, b, size, &at_most);
+  if (!s) s = op2(c, KL_OP_Add, at_most, size, &from_end);
+  if (!s) s = op2(c, KL_OP_Less, at_most, zero, &neg);
+  if (!s) s = op_node(c, KL_OP_Where, 3, (int[]){neg, from_end, at_most}, out);
   if (!s) s = op2(c, KL_OP_Max, *out, zero, out);
-  if (!s) s = op2(c, KL_OP_Min, *out, size, out);
   return s;
 }
 
@@ -4312,7 +4314,7 @@ static kiln_status slice_bound_at(call *c, int b, int size, int *out) {
  * replaced by y: y padded to p's shape where the region lies, and Where of the region's
  * positions. */
 static kiln_status slice_write_at(call *c, const view_rec *v, int p, int y, int *np) {
-  int size, start, end, before, after, idx, lo, hi, in, padded, pads[2 * KL_MAX_RANK];
+  int size, start, end, after, idx, lo, hi, in, padded, pads[2 * KL_MAX_RANK];
   int rank = v->rank, axis = v->axis;
   kiln_status s;
   if (rank < 1 || rank > KL_MAX_RANK)
@@ -4328,20 +4330,16 @@ static kiln_status slice_write_at(call *c, const view_rec *v, int p, int y, int 
       return s;
   }
   if ((s = slice_bound_at(c, v->start_id, size, &start)) ||
-      (s = slice_bound_at(c, v->end_id, size, &end)) || (s = op2(c, KL_OP_Max, end, start, &end)) ||
-      (s = op2(c, KL_OP_Sub, size, end, &after)))
+      (s = slice_bound_at(c, v->end_id, size, &end)) ||
+      (s = op2(c, KL_OP_Max, end, start, &end)) || (s = op2(c, KL_OP_Sub, size, end, &after)))
     return s;
-  before = start;
-  int zero = const_ints(c, (int64_t[]){0}, 1);
+  int zero = const_ints(c, (int64_t[]){0}, 1), all_pads;
   if (zero < 0) return c->e->code;
-  for (int k = 0; k < rank; k++) {
-    pads[k] = k == axis ? before : zero;
+  for (int k = 0; k < rank; k++) { /* (ONNX's pads: every dim's start, then every end) */
+    pads[k] = k == axis ? start : zero;
     pads[rank + k] = k == axis ? after : zero;
   }
-  int all_pads;
-  if ((s = node_int(c, KL_OP_Concat, 2 * rank, pads, "axis", 0, &all_pads)) ||
-      (s = node_int(c, KL_OP_Cast, 1, &all_pads, "to", KL_I64, &all_pads)))
-    return s;
+  if ((s = node_int(c, KL_OP_Concat, 2 * rank, pads, "axis", 0, &all_pads))) return s;
   int node = begin_node(c, KL_OP_Pad, 2, (int[]){y, all_pads}, &padded);
   if ((s = end_node(c, node, node < 0 ? KILN_OK
                                       : kl_node_set_string(c->g, node, "mode", "constant", c->e))))
@@ -4356,8 +4354,8 @@ static kiln_status slice_write_at(call *c, const view_rec *v, int p, int y, int 
   if ((s = op2(c, KL_OP_Squeeze, size, first, &size0)) ||
       (s = op_node(c, KL_OP_Range, 3, (int[]){zero0, size0, one0}, &idx)) ||
       (s = op2(c, KL_OP_Reshape, idx, shape, &idx)) ||
-      (s = op2(c, KL_OP_GreaterOrEqual, idx, start, &lo)) || (s = op2(c, KL_OP_Less, idx, end, &hi)) ||
-      (s = op2(c, KL_OP_And, lo, hi, &in)))
+      (s = op2(c, KL_OP_GreaterOrEqual, idx, start, &lo)) ||
+      (s = op2(c, KL_OP_Less, idx, end, &hi)) || (s = op2(c, KL_OP_And, lo, hi, &in)))
     return s;
   return op_node(c, KL_OP_Where, 3, (int[]){in, padded, p}, np);
 }
