@@ -50,8 +50,8 @@ static kiln_status bad_arg(call *c, int i, const char *expected) {
   const kl_tsv *v = c->a[i];
   static const char *const kinds[] = {"None", "bool", "int", "float", "str",
                                       "tensor", "list", "tuple", "module", "function",
-                                      "dict"};
-  _Static_assert(sizeof kinds / sizeof kinds[0] == KL_TSV_DICT + 1, "a name per kl_tsv_kind");
+                                      "dict", "a list whose length the run decides"};
+  _Static_assert(sizeof kinds / sizeof kinds[0] == KL_TSV_STACK + 1, "a name per kl_tsv_kind");
   const char *found = !v ? "nothing" : (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT) &&
                                                v->id >= 0 ? "a value computed by the graph"
                                                           : kinds[v->kind];

@@ -918,7 +918,8 @@ static int of_type(const kl_tsv *v, const char *t) {
                {"int", KL_TSV_INT},       {"float", KL_TSV_FLOAT}, {"bool", KL_TSV_BOOL},
                {"str", KL_TSV_STR},       {"dict", KL_TSV_DICT},   {"NoneType", KL_TSV_NONE}};
   for (size_t k = 0; k < sizeof types / sizeof *types; k++)
-    if (strcmp(types[k].name, t) == 0) return v->kind == types[k].kind;
+    if (strcmp(types[k].name, t) == 0)
+      return v->kind == types[k].kind || (v->kind == KL_TSV_STACK && types[k].kind == KL_TSV_LIST);
   return -1;
 }
 

@@ -1579,6 +1579,9 @@ static void test_stacked_list(void **state) {
        "count the data decides"},
       {"    if torch.gt(torch.len(res), 0):\n", "    _9 = torch.mul(res, 2)\n"
        "    if torch.gt(torch.len(res), 0):\n", "__torch__.py:22", "aten::mul"},
+      {"    if torch.gt(torch.len(res), 0):\n", "    _9 = torch.list(res)\n"
+       "    if torch.gt(torch.len(res), 0):\n", "__torch__.py:22: aten::list",
+       "argument 'l' is a list whose length the run decides, expected a list"},
       /* the loop inside an if on the data, the list made outside it */
       {"    for i in range(ops.prim.min([torch.len(rows), 4])):\n",
        "    if bool(torch.gt(torch.sum(x), 0.)):\n"
