@@ -2163,6 +2163,7 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
   if_join jn = {{NULL, NULL}, NULL, 0};
   int *out = NULL, n_names = 0, bound = outputs_bound(br, ns), **slots = NULL;
   const char **names = NULL;
+  b->line = line; /* (the joins' messages name the if) */
   kl_tsv *vals = NULL;
   kiln_status s = KILN_OK;
   size_t sz = sizeof(int) * (size_t)(bound + 2);
