@@ -50,8 +50,8 @@ static kiln_status bad_arg(call *c, int i, const char *expected) {
   const kl_tsv *v = c->a[i];
   static const char *const kinds[] = {"None", "bool", "int", "float", "str",
                                       "tensor", "list", "tuple", "module", "function",
-                                      "dict"};
-  _Static_assert(sizeof kinds / sizeof kinds[0] == KL_TSV_DICT + 1, "a name per kl_tsv_kind");
+                                      "dict", "a list whose length the run decides"};
+  _Static_assert(sizeof kinds / sizeof kinds[0] == KL_TSV_STACK + 1, "a name per kl_tsv_kind");
   const char *found = !v ? "nothing" : (v->kind == KL_TSV_INT || v->kind == KL_TSV_FLOAT) &&
                                                v->id >= 0 ? "a value computed by the graph"
                                                           : kinds[v->kind];
@@ -680,6 +680,39 @@ static kiln_status lower_unary(call *c) {
   kiln_status s = tensor_arg(c, 0, &x);
   if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
+}
+
+/* log2(x) of a tensor (an integer one as float32, as torch promotes it). Of a
+ * constant: C's log2 of each element while building, exact at powers of two as torch's
+ * is (torchvision's poolers take int() of -log2 of a feature map's scale, 0.0625, where
+ * Log(x) / ln 2 in float32 could fall a rounding short of 4). Else Log(x) * (1 / ln 2),
+ * within a few roundings of torch's. */
+static kiln_status lower_log2(call *c) {
+  int x, y;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (s != KILN_OK) return s;
+  kl_dtype dt = dtype_of(c, x);
+  if (dt == KL_UNDEFINED)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "log2 of a tensor of unknown dtype");
+  if (!kl_dtype_is_float(dt) && (s = cast(c, x, dt = KL_F32, &x)) != KILN_OK) return s;
+  const kl_value *v = &c->g->values[x];
+  int64_t n;
+  if (v->kind == KL_VALUE_CONST && kl_type_numel(&v->type, &n)) {
+    size_t bytes = (size_t)n * kl_dtype_size(dt);
+    void *data = malloc(bytes ? bytes : 1);
+    if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int64_t i = 0; i < n; i++)
+      kl_store_f64(data, dt, (size_t)i, log2(kl_load_f64(v->data, dt, (size_t)i)));
+    int64_t dims[KL_MAX_RANK];
+    for (int k = 0; k < v->type.rank; k++) dims[k] = v->type.dims[k].size;
+    if ((y = kl_ts_const_data(c->b, dt, v->type.rank, dims, data, bytes)) < 0) return c->e->code;
+    return ret_tensor(c, y);
+  }
+  int k = kl_ts_const_scalar(c->b, dt, 1.0 / log(2.0));
+  if (k < 0) return c->e->code;
+  if ((s = op1(c, KL_OP_Log, x, &y)) != KILN_OK || (s = op2(c, KL_OP_Mul, y, k, &y)) != KILN_OK)
+    return s;
+  return ret_tensor(c, y);
 }
 
 static kiln_status lower_rsqrt(call *c) {
@@ -1409,9 +1442,24 @@ static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
 }
 
 /* cat(tensors, dim); stack(tensors, dim) (variant 1) */
+/* stack(l, 0) of a list whose length the run decides, appended to once per pass of a
+ * Loop (KL_TSV_STACK): the Loop's scan output, its elements stacked already. Along
+ * another dim, and cat, are refused. */
+static kiln_status cat_stacked(call *c) {
+  int64_t dim;
+  kiln_status s = int_arg(c, 1, 0, &dim);
+  if (s) return s;
+  int rank = rank_of(c, c->a[0]->id);
+  if (c->variant && (dim == 0 || (rank > 0 && dim == -rank))) return ret_tensor(c, c->a[0]->id);
+  return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s of a list whose length the run decides "
+                 "(appended to in a loop whose count the data decides) along dim %" PRId64
+                 ": only stack along dim 0", c->variant ? "stack" : "cat", dim);
+}
+
 static kiln_status lower_cat(call *c) {
   int ids[MAX_CAT], n, y;
   int64_t dim;
+  if (c->a[0] && c->a[0]->kind == KL_TSV_STACK) return cat_stacked(c);
   kiln_status s = tensor_list_of(c, 0, ids, MAX_CAT, &n);
   if (!s) s = int_arg(c, 1, 0, &dim);
   if (s) return s;
@@ -1450,6 +1498,54 @@ static kiln_status known_dim(call *c, int x, int64_t a, int *axis, int64_t *size
   return KILN_OK;
 }
 
+/* Whether argument i is a list of ints all known while building. */
+static bool sizes_known(call *c, int i) {
+  const kl_tsv *a = c->a[i];
+  int64_t v;
+  if (!given(c, i) || a->kind != KL_TSV_LIST) return true; /* (refused by ints_arg) */
+  for (int k = 0; k < a->n; k++)
+    if (!(a->items[k].kind == KL_TSV_INT && a->items[k].id < 0) &&
+        !(a->items[k].id >= 0 && const_int(c, a->items[k].id, &v)))
+      return false;
+  return true;
+}
+
+/* split(x, sizes, dim) where the graph computes some of the sizes (torchvision's RoI
+ * heads split the decoded boxes by each image's count of proposals, which NMS decides)
+ * or the dim's size: a Slice per part, from the sum of the sizes before it to that plus
+ * its own. */
+static kiln_status split_computed(call *c, int x, int64_t dim) {
+  const kl_tsv *a = c->a[1];
+  int axis, rank, ids[MAX_LIST];
+  kiln_status s = need_rank(c, x, &rank);
+  if (!s) s = norm_axis(c, dim, rank, &axis);
+  if (s) return s;
+  if (a->n < 1 || a->n > MAX_LIST)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a split into %d parts (1 to %d)", a->n, MAX_LIST);
+  int start = const_ints(c, (int64_t[]){0}, 1), axes = const_ints(c, (int64_t[]){axis}, 1);
+  int first = const_ints(c, (int64_t[]){0}, 1);
+  if (start < 0 || axes < 0 || first < 0) return c->e->code;
+  for (int k = 0; k < a->n; k++) {
+    const kl_tsv *v = &a->items[k];
+    int size, end;
+    if (v->kind == KL_TSV_INT && v->id < 0) {
+      if (v->i < 0) return bad_arg(c, 1, "a list of sizes of at least 0");
+      if ((size = const_ints(c, &v->i, 1)) < 0) return c->e->code;
+    } else if ((v->kind == KL_TSV_INT || v->kind == KL_TSV_TENSOR) && v->id >= 0 &&
+               rank_of(c, v->id) == 0 && !kl_dtype_is_float(dtype_of(c, v->id))) {
+      if ((s = cast(c, v->id, KL_I64, &size)) || (s = op2(c, KL_OP_Unsqueeze, size, first, &size)))
+        return s;
+    } else {
+      return bad_arg(c, 1, "a list of ints");
+    }
+    if ((s = op2(c, KL_OP_Add, start, size, &end)) ||
+        (s = op_node(c, KL_OP_Slice, 4, (int[]){x, start, end, axes}, &ids[k])))
+      return s;
+    start = end;
+  }
+  return ret_list(c, ids, a->n);
+}
+
 /* chunk(self, chunks, dim) (variant 0), split(self, split_size, dim) (variant 1),
  * split_with_sizes (variant 2), unbind(self, dim) (variant 3) */
 static kiln_status lower_split(call *c) {
@@ -1459,7 +1555,11 @@ static kiln_status lower_split(call *c) {
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = int_arg(c, c->variant == 3 ? 1 : 2, 0, &dim);
   if (!s && c->variant != 3 && !list) s = int_arg(c, 1, 1, &arg);
+  if (!s && list && !sizes_known(c, 1)) return split_computed(c, x, dim);
   if (!s && list) s = ints_arg(c, 1, 0, sizes, &n);
+  if (!s && list && rank_of(c, x) >= 0 && !norm_axis(c, dim, rank_of(c, x), &axis) &&
+      type_of(c, x)->dims[axis].size < 0)
+    return split_computed(c, x, dim);
   if (!s) s = known_dim(c, x, dim, &axis, &size);
   if (s) return s;
   if (!list) {
@@ -1485,8 +1585,10 @@ static kiln_status int_as_list(call *c, int i, int64_t dflt, int *id) {
   if (given(c, i) && a->id >= 0 && a->kind != KL_TSV_FLOAT) {
     int64_t v;
     if (const_int(c, a->id, &v)) return const_id(c, const_ints(c, &v, 1), id);
-    int axes = const_ints(c, (int64_t[]){0}, 1);
-    return axes < 0 ? c->e->code : op2(c, KL_OP_Unsqueeze, a->id, axes, id);
+    int axes = const_ints(c, (int64_t[]){0}, 1), x;
+    if (axes < 0) return c->e->code;
+    kiln_status s = cast(c, a->id, KL_I64, &x); /* (an int tensor annotated as an int) */
+    return s ? s : op2(c, KL_OP_Unsqueeze, x, axes, id);
   }
   int64_t v;
   kiln_status s = int_arg(c, i, dflt, &v);
@@ -1848,7 +1950,7 @@ static kiln_status lower_len(call *c) {
   if (a && a->kind == KL_TSV_STR) return ret_int(c, (int64_t)strlen(a->s));
   int x, rank, id, sym;
   int64_t v = 0;
-  kiln_status s = tensor_arg(c, 0, &x);
+  kiln_status s = a && a->kind == KL_TSV_STACK ? (x = a->id, KILN_OK) : tensor_arg(c, 0, &x);
   if (!s) s = need_rank(c, x, &rank);
   if (!s && rank == 0) return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "len() of a 0-d tensor");
   if (!s) s = dim_of(c, x, 0, &v, &id, &sym);
@@ -2220,8 +2322,37 @@ static kiln_status lower_tensor(call *c) {
   return id < 0 ? c->e->code : ret_tensor(c, id);
 }
 
+/* An int that the graph computes (a 0-D int64 value: len() of a tensor whose rows the
+ * data decides). */
+static bool computed_int(call *c, const kl_tsv *v) {
+  return (v->kind == KL_TSV_INT || v->kind == KL_TSV_TENSOR) && v->id >= 0 &&
+         rank_of(c, v->id) == 0 &&
+         dtype_of(c, v->id) == KL_I64;
+}
+
+/* min(l) / max(l) of a list of ints some of which the graph computes (torchvision's
+ * mask pasting loops over range(min([len(masks), len(boxes)]))): Min/Max nodes over
+ * them and the best of the known ones (best; NULL when there is none). */
+static kiln_status list_minmax(call *c, const kl_tsv *l, const kl_tsv *best, bool max) {
+  int y = -1;
+  kiln_status s = KILN_OK;
+  if (best && best->kind != KL_TSV_INT && best->kind != KL_TSV_BOOL)
+    return bad_arg(c, 0, "a list of ints (some of which the graph computes)");
+  if (best && (y = kl_ts_const_i64(c->b, (int64_t[]){best->i}, 1, true)) < 0) return c->e->code;
+  for (int k = 0; k < l->n && !s; k++) {
+    const kl_tsv *v = &l->items[k];
+    if (!computed_int(c, v)) continue;
+    if (y < 0) y = v->id;
+    else s = op2(c, max ? KL_OP_Max : KL_OP_Min, y, v->id, &y);
+  }
+  if (s) return s;
+  *c->out = (kl_tsv){.kind = KL_TSV_INT, .id = y};
+  return KILN_OK;
+}
+
 /* prim::min / prim::max (variant 1) of a list of ints known while building (min(l)), or
- * of two ints or floats (min(a, b)): known while building, else a Min/Max node. */
+ * of two ints or floats (min(a, b)): known while building, else a Min/Max node (of a list
+ * of ints some of which the graph computes: list_minmax). */
 static kiln_status lower_prim_minmax(call *c) {
   bool max = c->variant == 1;
   const kl_tsv *l = c->a[0];
@@ -2230,12 +2361,19 @@ static kiln_status lower_prim_minmax(call *c) {
       return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "%s of an empty list (ValueError)",
                      max ? "max" : "min");
     const kl_tsv *best = NULL;
+    int computed = 0;
     for (int k = 0; k < l->n; k++) {
       const kl_tsv *v = &l->items[k];
-      if (!is_number(v)) return bad_arg(c, 0, "a list of numbers known when the graph is built");
+      if (computed_int(c, v)) {
+        computed++;
+        continue;
+      }
+      if (!is_number(v))
+        return bad_arg(c, 0, "a list of numbers known when the graph is built, or of ints");
       if (!best || (max ? number(v) > number(best) : number(v) < number(best))) best = v;
     }
-    return *c->out = *best, KILN_OK;
+    if (!computed) return *c->out = *best, KILN_OK;
+    return list_minmax(c, l, best, max);
   }
   if (is_number(l) && is_number(c->a[1])) {
     bool second = max ? number(c->a[1]) > number(l) : number(c->a[1]) < number(l);
@@ -3696,6 +3834,49 @@ static kiln_status lower_nms(call *c) {
   return ret_tensor(c, y);
 }
 
+/* torchvision::roi_align(input, rois, spatial_scale, pooled_height, pooled_width,
+ * sampling_ratio, aligned): rois [K, 5] rows of (batch index, x1, y1, x2, y2). ONNX's
+ * RoiAlign (opset 16) computes torchvision's average: coordinate_transformation_mode
+ * half_pixel for aligned, else output_half_pixel (rois of at least 1 x 1); a
+ * sampling_ratio below 1 is adaptive (ceil(roi size / bins) samples), RoiAlign's 0. */
+static kiln_status lower_roi_align(call *c) {
+  int x, rois, idx, boxes, y;
+  int64_t out_h, out_w, ratio;
+  double scale;
+  bool aligned;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &rois);
+  if (!s) s = float_arg(c, 2, 1, &scale);
+  if (!s) s = int_arg(c, 3, 1, &out_h);
+  if (!s) s = int_arg(c, 4, 1, &out_w);
+  if (!s) s = int_arg(c, 5, -1, &ratio);
+  if (!s) s = bool_arg(c, 6, false, &aligned);
+  if (s) return s;
+  const kl_type *r = type_of(c, rois);
+  if (rank_of(c, x) != 4 || r->rank != 2 || (r->dims[1].size >= 0 && r->dims[1].size != 5))
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "roi_align of an input of rank %d and rois "
+                   "of rank %d: expected [N, C, H, W] and [K, 5]", rank_of(c, x), r->rank);
+  if (out_h < 1 || out_w < 1 || out_h > INT32_MAX || out_w > INT32_MAX)
+    return kl_fail(c->e, KILN_ERR_INVALID_MODEL, "roi_align to %" PRId64 " x %" PRId64
+                   " bins", out_h, out_w);
+  int col = kl_ts_const_i64(c->b, (int64_t[]){0}, 1, true);
+  if (col < 0) return c->e->code;
+  if ((s = node_int(c, KL_OP_Gather, 2, (int[]){rois, col}, "axis", 1, &idx)) ||
+      (s = cast(c, idx, KL_I64, &idx)) || (s = slice_axis(c, rois, 1, 1, 5, &boxes)) ||
+      (s = cast(c, boxes, dtype_of(c, x), &boxes)))
+    return s;
+  int node = begin_node(c, KL_OP_RoiAlign, 3, (int[]){x, boxes, idx}, &y);
+  if (node < 0) return c->e->code;
+  s = kl_node_set_string(c->g, node, "coordinate_transformation_mode",
+                         aligned ? "half_pixel" : "output_half_pixel", c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "output_height", out_h, c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "output_width", out_w, c->e);
+  if (!s) s = kl_node_set_int(c->g, node, "sampling_ratio", ratio < 0 ? 0 : ratio, c->e);
+  if (!s) s = kl_node_set_float(c->g, node, "spatial_scale", (float)scale, c->e);
+  if ((s = end_node(c, node, s))) return s;
+  return ret_tensor(c, y);
+}
+
 #define P(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define X1 P("self")
 
@@ -3742,6 +3923,7 @@ static const aten_op ops[] = {
     {"tanh", X1, lower_unary, KL_OP_Tanh},
     {"exp", X1, lower_unary, KL_OP_Exp},
     {"log", X1, lower_unary, KL_OP_Log},
+    {"log2", X1, lower_log2, 0},
     {"sqrt", X1, lower_unary, KL_OP_Sqrt},
     {"abs", X1, lower_unary, KL_OP_Abs},
     {"neg", X1, lower_unary, KL_OP_Neg},
@@ -3951,6 +4133,8 @@ static const aten_op ops[] = {
     {"round", P("self", "decimals"), lower_round, 0},
     {"_unique2", P("self", "sorted", "return_inverse", "return_counts"), lower_unique, 0},
     {"torchvision::nms", P("dets", "scores", "iou_threshold"), lower_nms, 0},
+    {"torchvision::roi_align", P("input", "rois", "spatial_scale", "pooled_height",
+                                 "pooled_width", "sampling_ratio", "aligned"), lower_roi_align, 0},
 };
 
 static const aten_op *find_op(const char *name) {
@@ -3997,7 +4181,7 @@ static kiln_status bind(call *c, const kl_tsv *args, const char *const *kw, int 
  * flatten that PyTorch may have done by copying) are refused when written through,
  * or read after their base changed. */
 
-enum { VK_BASE, VK_RESHAPE, VK_PERMUTE, VK_SLICE, VK_SELECT, VK_OPAQUE };
+enum { VK_BASE, VK_RESHAPE, VK_PERMUTE, VK_SLICE, VK_SLICE_AT, VK_SELECT, VK_OPAQUE };
 
 typedef struct view_rec {
   int cur;      /* the value the id holds now */
@@ -4007,6 +4191,7 @@ typedef struct view_rec {
   bool strided; /* not contiguous in PyTorch, as far as kiln can tell */
   int axis;     /* slice, select: the dim, and its size in the base */
   int64_t size, start, end, step;
+  int start_id, end_id; /* VK_SLICE_AT: the bounds, [1] int64 values of the graph */
   int64_t perm[KL_MAX_RANK];
   int rank;
   const char *op; /* the ATen op that made the view */
@@ -4089,6 +4274,12 @@ static kiln_status view_forward(call *c, const view_rec *v, int p, int old, int 
   }
   case VK_PERMUTE:
     return transpose_node(c, p, v->perm, v->rank, y);
+  case VK_SLICE_AT:
+    in[0] = p;
+    in[1] = v->start_id;
+    in[2] = v->end_id;
+    in[3] = const_ints(c, (int64_t[]){v->axis}, 1);
+    return in[3] < 0 ? c->e->code : op_node(c, KL_OP_Slice, 4, in, y);
   case VK_SLICE:
     in[0] = p;
     in[1] = const_ints(c, &v->start, 1);
@@ -4104,9 +4295,75 @@ static kiln_status view_forward(call *c, const view_rec *v, int p, int old, int 
   }
 }
 
+/* Bound b ([1] int64) of a slice of a dim of `size` elements ([1] int64), as Python
+ * takes it: counted from the end when negative, then clamped to 0..size: *out. (At
+ * most size before adding it: an end of None is INT64_MAX.) */
+static kiln_status slice_bound_at(call *c, int b, int size, int *out) {
+  int zero = const_ints(c, (int64_t[]){0}, 1), from_end, neg, at_most;
+  if (zero < 0) return c->e->code;
+  kiln_status s = op2(c, KL_OP_Min, b, size, &at_most);
+  if (!s) s = op2(c, KL_OP_Add, at_most, size, &from_end);
+  if (!s) s = op2(c, KL_OP_Less, at_most, zero, &neg);
+  if (!s) s = op_node(c, KL_OP_Where, 3, (int[]){neg, from_end, at_most}, out);
+  if (!s) s = op2(c, KL_OP_Max, *out, zero, out);
+  return s;
+}
+
+/* Base value p with the region [start, end) along v->axis, bounds that the graph
+ * computes (torchvision's mask pasting writes each mask into im_mask[y0:y1, x0:x1]),
+ * replaced by y: y padded to p's shape where the region lies, and Where of the region's
+ * positions. */
+static kiln_status slice_write_at(call *c, const view_rec *v, int p, int y, int *np) {
+  int size, start, end, after, idx, lo, hi, in, padded, pads[2 * KL_MAX_RANK];
+  int rank = v->rank, axis = v->axis;
+  kiln_status s;
+  if (rank < 1 || rank > KL_MAX_RANK)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a write through a slice of a tensor of "
+                   "unknown rank whose bounds the graph computes");
+  if (v->size >= 0) {
+    if ((size = const_ints(c, &v->size, 1)) < 0) return c->e->code;
+  } else {
+    int shape, at = const_ints(c, (int64_t[]){axis}, 1);
+    if (at < 0) return c->e->code;
+    if ((s = op1(c, KL_OP_Shape, p, &shape)) ||
+        (s = node_int(c, KL_OP_Gather, 2, (int[]){shape, at}, "axis", 0, &size)))
+      return s;
+  }
+  if ((s = slice_bound_at(c, v->start_id, size, &start)) ||
+      (s = slice_bound_at(c, v->end_id, size, &end)) ||
+      (s = op2(c, KL_OP_Max, end, start, &end)) || (s = op2(c, KL_OP_Sub, size, end, &after)))
+    return s;
+  int zero = const_ints(c, (int64_t[]){0}, 1), all_pads;
+  if (zero < 0) return c->e->code;
+  for (int k = 0; k < rank; k++) { /* (ONNX's pads: every dim's start, then every end) */
+    pads[k] = k == axis ? start : zero;
+    pads[rank + k] = k == axis ? after : zero;
+  }
+  if ((s = node_int(c, KL_OP_Concat, 2 * rank, pads, "axis", 0, &all_pads))) return s;
+  int node = begin_node(c, KL_OP_Pad, 2, (int[]){y, all_pads}, &padded);
+  if ((s = end_node(c, node, node < 0 ? KILN_OK
+                                      : kl_node_set_string(c->g, node, "mode", "constant", c->e))))
+    return s;
+  /* the region: positions along the axis in [start, end), broadcast over the others */
+  int64_t dims[KL_MAX_RANK];
+  for (int k = 0; k < rank; k++) dims[k] = k == axis ? -1 : 1;
+  int zero0 = kl_ts_const_i64(c->b, (int64_t[]){0}, 1, true);
+  int one0 = kl_ts_const_i64(c->b, (int64_t[]){1}, 1, true), shape = const_ints(c, dims, rank);
+  int first = const_ints(c, (int64_t[]){0}, 1), size0;
+  if (zero0 < 0 || one0 < 0 || shape < 0 || first < 0) return c->e->code;
+  if ((s = op2(c, KL_OP_Squeeze, size, first, &size0)) ||
+      (s = op_node(c, KL_OP_Range, 3, (int[]){zero0, size0, one0}, &idx)) ||
+      (s = op2(c, KL_OP_Reshape, idx, shape, &idx)) ||
+      (s = op2(c, KL_OP_GreaterOrEqual, idx, start, &lo)) ||
+      (s = op2(c, KL_OP_Less, idx, end, &hi)) || (s = op2(c, KL_OP_And, lo, hi, &in)))
+    return s;
+  return op_node(c, KL_OP_Where, 3, (int[]){in, padded, p}, np);
+}
+
 /* Base value p with the region that view v covers replaced by y: *np. */
 static kiln_status view_backward(call *c, const view_rec *v, int p, int y, int *np) {
   kiln_status s;
+  if (v->kind == VK_SLICE_AT) return slice_write_at(c, v, p, y, np);
   if (v->kind == VK_RESHAPE) {
     int shape;
     return (s = shape_value(c, p, &shape)) ? s : op2(c, KL_OP_Reshape, y, shape, np);
@@ -4295,6 +4552,14 @@ static void classify_view(call *c, const char *name, int base, view_rec *v) {
       v->start = a;
       v->kind = VK_SELECT;
     } else {
+      if (!narrow && (!peek_int(c, 2, 0, &a) || !peek_int(c, 3, INT64_MAX, &b)) &&
+          peek_int(c, 4, 1, &step) && step == 1) { /* bounds that the graph computes */
+        if (int_as_list(c, 2, 0, &v->start_id) || int_as_list(c, 3, INT64_MAX, &v->end_id))
+          return;
+        v->kind = VK_SLICE_AT;
+        v->strided |= outer_dims(c, base, v->axis);
+        return;
+      }
       if (!peek_int(c, 2, 0, &a)) return;
       if (narrow) {
         int64_t len;
@@ -4375,6 +4640,25 @@ bool kl_aten_known(const char *name) {
   return find_op(base) != NULL;
 }
 
+/* Numbers of the result (in its lists and tuples too) that the graph computed from
+ * constants, which the build ran (kl_ts_finish): numbers known while building, so that
+ * code that needs one then (a slice's bounds, a range, an if) takes them. */
+static void known_numbers(call *c, kl_tsv *v, int depth) {
+  if ((v->kind == KL_TSV_LIST || v->kind == KL_TSV_TUPLE) && depth < 8)
+    for (int k = 0; k < v->n; k++) known_numbers(c, &v->items[k], depth + 1);
+  if ((v->kind != KL_TSV_INT && v->kind != KL_TSV_FLOAT && v->kind != KL_TSV_BOOL) ||
+      v->id < 0)
+    return;
+  int64_t i;
+  double f;
+  if (v->kind == KL_TSV_FLOAT ? const_scalar(c, v->id, &f) : const_int(c, v->id, &i)) {
+    if (v->kind == KL_TSV_FLOAT) v->f = f;
+    else v->i = v->kind == KL_TSV_BOOL ? i != 0 : i;
+    v->id = -1;
+    v->dim_sym = 0;
+  }
+}
+
 kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
                          const char *const *kw, int n_args, kl_tsv *out) {
   kl_err *e = kl_ts_err(b);
@@ -4400,6 +4684,7 @@ kiln_status kl_aten_call(kl_ts_build *b, const char *name, const kl_tsv *args,
   kiln_status s = resolve_args(&c, args, n_args, now, 0);
   if (s != KILN_OK || (s = bind(&c, now, kw, n_args)) != KILN_OK || (s = op->fn(&c)) != KILN_OK)
     return s;
+  known_numbers(&c, out, 0);
   int key = n_args > 0 && args[0].kind == KL_TSV_TENSOR ? args[0].id : -1;
   int base = key >= 0 ? now[0].id : -1;
   if (key < 0) return KILN_OK;

@@ -24,6 +24,8 @@
 #define MAX_STATEMENTS (1 << 17)            /* statements run in all (inlining): a
                                              * module calling its child twice, 24 deep,
                                              * inlines 2^24 calls */
+#define BUILD_FOLD_LIMIT (1 << 20)          /* bytes of the results of a node on
+                                             * constants run while building */
 #define MAX_PICKLED_VALUES (1 << 17)        /* pickled values read in all: the memo
                                              * shares objects, so a pickle of 100 bytes
                                              * can expand to 2^60 values */
@@ -224,6 +226,12 @@ struct kl_ts_build {
   int depth;
   int bodies; /* If/Loop bodies being built around the statement running */
   int loops;  /* loop bodies around it, in the function running */
+  /* the list that the body of the Loop being built appends to once per pass (its
+   * name, NULL when none; the body's frame), and the element the pass being built
+   * appended (-1 before the append) */
+  const char *scan_name;
+  const struct frame *scan_frame;
+  int scan_id;
   struct frame *frame; /* the frame running: a function's, a method's or a body's */
   int64_t appended;    /* list elements copied by appends, against MAX_APPEND_COPIES */
   int64_t unrolled;    /* passes of unrolled loops, against MAX_UNROLLED */
@@ -327,6 +335,14 @@ kiln_status kl_ts_finish(kl_ts_build *b, int node) {
   kiln_status s = (kiln_status)kl_op_get(n->op)->infer(&ctx);
   if (s != KILN_OK) return s;
   for (int k = 0; k < n->n_out; k++) b->g->values[n->out[k]].type = out[k];
+  /* inputs all constants: run it now, so that what it computes is known while building
+   * (the sizes and scales torchvision's transform computes from an image's dims, taken
+   * by item()) */
+  bool folded = false;
+  if (node == b->g->n_nodes - 1 && kl_node_inputs_known(b->g, n) &&
+      (s = kl_node_fold(b->g, node, BUILD_FOLD_LIMIT, false, &folded, b->e)) != KILN_OK)
+    return s;
+  if (folded) kl_graph_pop_node(b->g);
   return KILN_OK;
 }
 
@@ -892,6 +908,49 @@ static kiln_status eval_str(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_ts
   return KILN_OK;
 }
 
+/* Whether v is of the type that torch names t ("Tensor", "list", ...): 1, 0, or -1 for a
+ * name kiln does not know. */
+static int of_type(const kl_tsv *v, const char *t) {
+  static const struct {
+    const char *name;
+    kl_tsv_kind kind;
+  } types[] = {{"Tensor", KL_TSV_TENSOR}, {"list", KL_TSV_LIST},  {"tuple", KL_TSV_TUPLE},
+               {"int", KL_TSV_INT},       {"float", KL_TSV_FLOAT}, {"bool", KL_TSV_BOOL},
+               {"str", KL_TSV_STR},       {"dict", KL_TSV_DICT},   {"NoneType", KL_TSV_NONE}};
+  for (size_t k = 0; k < sizeof types / sizeof *types; k++)
+    if (strcmp(types[k].name, t) == 0)
+      return v->kind == types[k].kind || (v->kind == KL_TSV_STACK && types[k].kind == KL_TSV_LIST);
+  return -1;
+}
+
+/* isinstance(value, T) or isinstance(value, (T1, T2, ...)), T a builtin type or Tensor
+ * (scripted code asks it of a Union argument, torchvision's roi_align of its boxes): a
+ * bool known while building, since every value's kind is. */
+static kiln_status eval_isinstance(kl_ts_build *b, frame *f, const kl_ts_expr *x,
+                                   kl_tsv *out) {
+  const kl_ts_expr *t = x->n_args == 2 ? x->args[1] : NULL;
+  bool many = t && t->kind == KL_TSE_TUPLE;
+  int n = many ? t->n_args : 1;
+  if (!t || n < 1 || (x->kw && (x->kw[0] || x->kw[1])))
+    return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: isinstance takes a value and a type "
+                   "or a tuple of types", b->where, b->line);
+  kl_tsv v;
+  kiln_status s = eval(b, f, x->args[0], &v);
+  if (s != KILN_OK || after_raise(b, out)) return s;
+  bool is = false;
+  for (int k = 0; k < n; k++) {
+    const kl_ts_expr *name = many ? t->args[k] : t;
+    int r = name->kind == KL_TSE_NAME ? of_type(&v, name->s) : -1;
+    if (r < 0)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: isinstance of a type other than "
+                     "Tensor, list, tuple, int, float, bool, str, dict or NoneType",
+                     b->where, b->line);
+    is |= r == 1;
+  }
+  *out = (kl_tsv){.kind = KL_TSV_BOOL, .i = is, .id = -1};
+  return KILN_OK;
+}
+
 static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl_tsv *out) {
   const char *fn = x->obj->s;
   if (strcmp(fn, "getattr") == 0) {
@@ -913,6 +972,7 @@ static kiln_status eval_builtin(kl_ts_build *b, frame *f, const kl_ts_expr *x, k
   if (strcmp(fn, "int") == 0 || strcmp(fn, "float") == 0 || strcmp(fn, "bool") == 0)
     return eval_aten(b, f, x, fn, out);
   if (strcmp(fn, "str") == 0 && x->n_args == 1) return eval_str(b, f, x, out);
+  if (strcmp(fn, "isinstance") == 0) return eval_isinstance(b, f, x, out);
   return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a call of '%s', which traced code does "
                  "not make: export with torch.jit.trace or to ONNX", b->where, b->line, fn);
 }
@@ -954,6 +1014,22 @@ static const char *raise_text(const frame *f, const kl_ts_expr *a, int depth) {
   return "(a message the code computes)";
 }
 
+/* A raise of message `text` reached on the path of b->g being built: the raise code
+ * becomes its number (1 + its index in b->raises) where no raise was reached before. */
+static kiln_status add_raise(kl_ts_build *b, const char *text) {
+  if (b->n_raises == b->cap_raises) {
+    int cap = b->cap_raises ? b->cap_raises * 2 : 8;
+    char **r = realloc(b->raises, sizeof *r * (size_t)cap);
+    if (!r) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    b->raises = r;
+    b->cap_raises = cap;
+  }
+  if (!(b->raises[b->n_raises] = strdup(text)))
+    return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  int code = kl_ts_const_scalar(b, KL_I64, ++b->n_raises);
+  return code < 0 ? b->e->code : raise_join(b, code);
+}
+
 /* ops.prim.RaiseException(msg, ...): the scripted code's raise (its argument checks).
  * Reached while building on a path the data does not choose, it is the model's own
  * error for these inputs; inside an If or Loop body the data chooses it: the raise
@@ -974,20 +1050,10 @@ static kiln_status raise_exception(kl_ts_build *b, frame *f, const kl_ts_expr *x
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: the scripted code raises an "
                    "exception for these inputs: %s", b->where, b->line, msg);
   const kl_ts_expr *kind = x->n_args > 1 && x->args[1]->kind == KL_TSE_STR ? x->args[1] : NULL;
-  if (b->n_raises == b->cap_raises) {
-    int cap = b->cap_raises ? b->cap_raises * 2 : 8;
-    char **r = realloc(b->raises, sizeof *r * (size_t)cap);
-    if (!r) return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    b->raises = r;
-    b->cap_raises = cap;
-  }
   char text[768];
   snprintf(text, sizeof text, "%s:%d: the scripted code raises %s for these inputs: %s",
            b->where, b->line, kind ? kind->s : "an exception", msg);
-  if (!(b->raises[b->n_raises] = strdup(text)))
-    return kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  int code = kl_ts_const_scalar(b, KL_I64, ++b->n_raises);
-  kiln_status s = code < 0 ? b->e->code : raise_join(b, code);
+  kiln_status s = add_raise(b, text);
   b->raised = s == KILN_OK;
   *out = (kl_tsv){.kind = KL_TSV_NONE, .s = uninitialized, .id = -1};
   return s;
@@ -1028,20 +1094,32 @@ static kiln_status check_mutable(kl_ts_build *b, const kl_tsv *v, const char *op
                  "or to ONNX", b->where, b->line, op, v->kind == KL_TSV_DICT ? "dict" : "list");
 }
 
+/* The list or dict u (of v's kind, holding v's items `old`) and the lists, tuples and
+ * dicts inside u now hold items (n of them, with keys `keys`). */
+static void changed_in(kl_tsv *u, kl_tsv_kind kind, const kl_tsv *old, kl_tsv *items,
+                       const char *const *keys, int n, int depth) {
+  if (u->kind == kind && u->items == old) {
+    u->items = items;
+    u->fields = keys;
+    u->n = n;
+    return;
+  }
+  if ((u->kind == KL_TSV_LIST || u->kind == KL_TSV_TUPLE || u->kind == KL_TSV_DICT) &&
+      depth < 8)
+    for (int k = 0; k < u->n; k++) changed_in(&u->items[k], kind, old, items, keys, n, depth + 1);
+}
+
 /* v, a list or dict, now holds n items (with keys `keys` for a dict): so it does in
- * every frame running that holds it (one object however many names it has; f is
- * b->frame), and *out is v so changed. */
+ * every frame running that holds it, by a name or as an element of a list, tuple or
+ * dict it holds (one object however many names it has: torchvision's RoI heads set
+ * "masks" in the dict `r = result[i]`, which `result` returns; f is b->frame), and *out
+ * is v so changed. */
 static void changed_everywhere(kl_ts_build *b, const kl_tsv *v, kl_tsv *items,
                                const char *const *keys, int n, kl_tsv *out) {
   const kl_tsv *old = v->items;
   *out = *v;
   for (frame *g = b->frame; g; g = g->up)
-    for (int k = 0; k < g->n; k++)
-      if (g->vals[k].kind == v->kind && g->vals[k].items == old) {
-        g->vals[k].items = items;
-        g->vals[k].fields = keys;
-        g->vals[k].n = n;
-      }
+    for (int k = 0; k < g->n; k++) changed_in(&g->vals[k], v->kind, old, items, keys, n, 0);
   out->items = items;
   out->fields = keys;
   out->n = n;
@@ -1057,6 +1135,17 @@ static kiln_status eval_append(kl_ts_build *b, frame *f, const kl_ts_expr *x, kl
   if (args[0].kind != KL_TSV_LIST)
     return kl_fail(b->e, KILN_ERR_INVALID_MODEL, "%s:%d: append to a value that is not a list",
                    b->where, b->line);
+  if (b->scan_name && f == b->scan_frame && x->args[0]->kind == KL_TSE_NAME &&
+      strcmp(x->args[0]->s, b->scan_name) == 0) {
+    if (b->scan_id >= 0 || args[1].kind != KL_TSV_TENSOR)
+      return kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: append of %s to a list in a loop "
+                     "whose count the data decides (one tensor per pass is stacked)",
+                     b->where, b->line, b->scan_id >= 0 ? "a second value in one pass"
+                                                        : "a value that is not a tensor");
+    b->scan_id = args[1].id; /* (the Loop's scan output: the list is the elements stacked) */
+    *out = (kl_tsv){.kind = KL_TSV_NONE, .id = -1};
+    return KILN_OK;
+  }
   if ((s = check_mutable(b, &args[0], "append")) != KILN_OK ||
       (s = kl_ts_list_copied(b, args[0].n + 1)) != KILN_OK)
     return s;
@@ -1925,6 +2014,46 @@ static kiln_status raise_outputs(kl_ts_build *b, body *br, int *const *outs, int
   return s;
 }
 
+/* Branch values *v0 and *v1 that are tensors of different ranks (torchvision's box
+ * decoding reshapes its boxes to [n, -1, 4] only when there are some): a value's rank
+ * must be known while building, so the If gives the then branch's (the else branch's
+ * where the then branch raises), and on the other path the value is an empty constant
+ * of that rank and the run fails with a raise saying so. */
+static kiln_status other_rank(kl_ts_build *b, body *br, const kl_tsv **v0, const kl_tsv **v1,
+                              const char *name, kl_tsv *stand_in) {
+  const kl_tsv *v[2] = {*v0, *v1};
+  if (!has_id(v[0]) || !has_id(v[1])) return KILN_OK;
+  const kl_type *t[2] = {&br[0].g->values[v[0]->id].type, &br[1].g->values[v[1]->id].type};
+  if (t[0]->rank < 0 || t[1]->rank < 0 || t[0]->rank == t[1]->rank) return KILN_OK;
+  int keep = br[0].raised ? 1 : 0, o = 1 - keep;
+  const kl_type *kt = t[keep];
+  int64_t dims[KL_MAX_RANK];
+  for (int d = 0; d < kt->rank; d++) dims[d] = kt->dims[d].size >= 0 ? kt->dims[d].size : 0;
+  size_t bytes = kt->rank ? 0 : kl_dtype_size(kt->dtype); /* none, or a 0-D zero */
+  if (kt->rank) dims[0] = 0;
+  char text[768];
+  snprintf(text, sizeof text, "%s:%d: '%s' is a tensor of rank %d on one path of an if on the "
+           "data and of rank %d on the other; kiln, which needs ranks while building, follows "
+           "the %s path (rank %d), and this run took the other", b->where, b->line, name,
+           t[0]->rank, t[1]->rank, keep ? "else" : "then", kt->rank);
+  kl_graph *g = b->g;
+  int saved = b->raise_code;
+  b->g = br[o].g;
+  b->raise_code = br[o].raise_code;
+  void *data = calloc(1, bytes ? bytes : 1);
+  int id = !data ? (kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory"), -1)
+                 : kl_ts_const_data(b, kt->dtype, kt->rank, dims, data, bytes);
+  kiln_status s = id < 0 ? b->e->code : add_raise(b, text);
+  br[o].raise_code = b->raise_code;
+  b->raise_code = saved;
+  b->g = g;
+  if (s != KILN_OK) return s;
+  *stand_in = (kl_tsv){.kind = KL_TSV_TENSOR, .id = id};
+  if (o) *v1 = stand_in;
+  else *v0 = stand_in;
+  return KILN_OK;
+}
+
 /* The If's outputs being gathered: outs[j][k], branch j's value of output k; like[k],
  * the kind of value output k stands for. */
 typedef struct if_join {
@@ -1959,10 +2088,12 @@ static kiln_status join_leaf(kl_ts_build *b, body *br, const kl_tsv *v0, const k
     if (j) v1 = stand_in;
     else v0 = stand_in;
   }
+  kl_tsv stand_in;
+  kiln_status s = other_rank(b, br, &v0, &v1, name, &stand_in);
+  if (s != KILN_OK) return s;
   int k = jn->n_out;
   jn->like[k] = has_id(v0) ? *v0 : *v1;
   if (v0->kind == KL_TSV_TENSOR || v1->kind == KL_TSV_TENSOR) jn->like[k].kind = KL_TSV_TENSOR;
-  kiln_status s = KILN_OK;
   for (j = 0; j < 2 && s == KILN_OK; j++) {
     b->g = br[j].g;
     s = value_id(b, j ? v1 : v0, dt, name, &jn->outs[j][k]);
@@ -2032,6 +2163,7 @@ static kiln_status if_outputs(kl_ts_build *b, frame *f, body *br, const name_set
   if_join jn = {{NULL, NULL}, NULL, 0};
   int *out = NULL, n_names = 0, bound = outputs_bound(br, ns), **slots = NULL;
   const char **names = NULL;
+  b->line = line; /* (the joins' messages name the if) */
   kl_tsv *vals = NULL;
   kiln_status s = KILN_OK;
   size_t sz = sizeof(int) * (size_t)(bound + 2);
@@ -2251,6 +2383,8 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
     if (s == KILN_OK) s = frame_set(b, &bd->f, st->var, &i);
   }
   b->loops++;
+  b->scan_id = -1;
+  b->scan_frame = &bd->f;
   if (s == KILN_OK) s = run_inner(b, &bd->f, st->body, st->n_body);
   if (s == KILN_OK) s = settle_writes(b, &bd->f, st->body, st->n_body);
   b->loops--;
@@ -2284,6 +2418,13 @@ static kiln_status loop_body(kl_ts_build *b, frame *f, const kl_ts_stmt *st,
       }
   }
   if (s == KILN_OK && carried > n) s = kl_graph_add_output(b->g, b->raise_code, b->e);
+  if (s == KILN_OK && b->scan_name && b->scan_id < 0)
+    s = kl_fail(b->e, KILN_ERR_UNSUPPORTED, "%s:%d: a pass of the loop may end without its "
+                "append (a raise before it)", b->where, st->line);
+  /* the element appended: what it holds at the end of the pass, after the in-place
+   * writes into it (mask pasting's copy_ into im_mask) */
+  if (s == KILN_OK && b->scan_name && (s = kl_aten_current(b, b->scan_id, &b->scan_id)) == KILN_OK)
+    s = kl_graph_add_output(b->g, b->scan_id, b->e);
   body_end(b, bd);
   free(formal);
   free(ids);
@@ -2422,6 +2563,73 @@ static kiln_status unroll_while(kl_ts_build *b, frame *f, const kl_ts_stmt *st, 
   }
 }
 
+/* Whether expression x names `name`. */
+static bool mentions(const kl_ts_expr *x, const char *name, int depth) {
+  if (!x || depth > 64) return x != NULL;
+  if (x->kind == KL_TSE_NAME && strcmp(x->s, name) == 0) return true;
+  if (mentions(x->obj, name, depth + 1)) return true;
+  for (int k = 0; k < x->n_args; k++)
+    if (mentions(x->args[k], name, depth + 1)) return true;
+  return false;
+}
+
+/* How many of statements st (and of the statements in their blocks) name `name`. */
+static int mentions_in(const kl_ts_stmt *st, int n, const char *name, int depth) {
+  int count = 0;
+  for (int i = 0; i < n && depth < 64; i++) {
+    bool here = mentions(st[i].value, name, 0) || mentions(st[i].attr_target, name, 0) ||
+                mentions(st[i].start, name, 0) || mentions(st[i].step, name, 0) ||
+                (st[i].var && strcmp(st[i].var, name) == 0);
+    for (int k = 0; k < st[i].n_targets; k++) here |= strcmp(st[i].targets[k], name) == 0;
+    count += here + mentions_in(st[i].body, st[i].n_body, name, depth + 1) +
+             mentions_in(st[i].orelse, st[i].n_orelse, name, depth + 1);
+  }
+  return count;
+}
+
+/* The list that the body of for loop st, whose count the data decides, appends to once
+ * per pass and reads nowhere else (torchvision's paste_masks_in_image appends one mask
+ * per detection): an empty list of frame f, named in one statement of the body,
+ * `torch.append(name, value)` at its top level, made at the Loop's level (not outside an
+ * If or Loop body the Loop is in). Its elements become the Loop's scan
+ * output, stacked; the name is taken out of the carried names ns. NULL when none. */
+static const char *scanned_list(const kl_ts_build *b, const frame *f, const kl_ts_stmt *st,
+                                name_set *ns) {
+  for (int i = 0; i < st->n_body; i++) {
+    const kl_ts_expr *x = st->body[i].value;
+    if (st->body[i].kind != KL_TSS_SIMPLE || !x || x->kind != KL_TSE_CALL || x->n_args != 2 ||
+        !torch_call(x) || strcmp(x->obj->s, "append") != 0 || x->args[0]->kind != KL_TSE_NAME)
+      continue;
+    const char *name = x->args[0]->s;
+    const kl_tsv *v = frame_get(f, name);
+    if (!v || v->kind != KL_TSV_LIST || v->n != 0 || !v->items ||
+        v->made_in != b->bodies + 1 || mentions(x->args[1], name, 0) ||
+        mentions_in(st->body, st->n_body, name, 0) != 1)
+      continue;
+    for (int k = 0; k < ns->n; k++)
+      if (strcmp(ns->names[k], name) == 0) ns->names[k--] = ns->names[--ns->n];
+    return name;
+  }
+  return NULL;
+}
+
+/* The list of items `items` is now the stacked tensor id, in every frame running (by a
+ * name or inside a list, tuple or dict). */
+static void stacked_in(kl_tsv *u, const kl_tsv *items, int id, int depth) {
+  if (u->kind == KL_TSV_LIST && u->items == items) {
+    *u = (kl_tsv){.kind = KL_TSV_STACK, .id = id};
+    return;
+  }
+  if ((u->kind == KL_TSV_LIST || u->kind == KL_TSV_TUPLE || u->kind == KL_TSV_DICT) &&
+      depth < 8)
+    for (int k = 0; k < u->n; k++) stacked_in(&u->items[k], items, id, depth + 1);
+}
+
+static void stacked_everywhere(kl_ts_build *b, const kl_tsv *items, int id) {
+  for (frame *g = b->frame; g; g = g->up)
+    for (int k = 0; k < g->n; k++) stacked_in(&g->vals[k], items, id, 0);
+}
+
 static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
   kl_tsv c;
   kiln_status s = eval(b, f, st->value, &c);
@@ -2447,7 +2655,14 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
                                                           KL_BOOL, "cond", &head[1])
                                                : cond_id(b, &c, &head[1]);
   name_set ns = {0};
+  const char *scan = NULL;
   if (s == KILN_OK) s = carried_names(b, f, st, &ns);
+  if (s == KILN_OK && st->kind == KL_TSS_FOR && c.id >= 0) scan = scanned_list(b, f, st, &ns);
+  const char *saved_name = b->scan_name;
+  const frame *saved_frame = b->scan_frame;
+  int saved_id = b->scan_id;
+  const kl_tsv *scan_items = scan ? frame_get(f, scan)->items : NULL;
+  b->scan_name = scan;
   int n = ns.n;
   int *init = malloc(sizeof(int) * (size_t)(n + 2));
   kl_type *types = malloc(sizeof *types * (size_t)(n + 2)); /* (and a raise code's) */
@@ -2472,9 +2687,12 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
       if ((init[n] = kl_ts_const_scalar(b, KL_I64, 0)) < 0) s = b->e->code;
     }
   }
+  b->scan_name = saved_name;
+  b->scan_frame = saved_frame;
+  b->scan_id = saved_id;
   int m = n + raises, *in = NULL, *out = NULL;
   if (s == KILN_OK && (!(in = malloc(sizeof(int) * (size_t)(2 + m + bd.n_caps))) ||
-                       !(out = malloc(sizeof(int) * (size_t)(m + 1)))))
+                       !(out = malloc(sizeof(int) * (size_t)(m + 2)))))
     s = kl_fail(b->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   if (s == KILN_OK) {
     memcpy(in, head, sizeof head);
@@ -2483,8 +2701,13 @@ static kiln_status run_loop(kl_ts_build *b, frame *f, const kl_ts_stmt *st) {
     static const char *const attr[] = {"body"};
     body *bodies[1] = {&bd};
     b->line = st->line;
-    s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m, out);
+    /* (a loop that carries nothing and reaches no raise, torchvision's check of each
+     * box tensor's width, which is known while building, changes nothing: no node) */
+    if (m || scan)
+      s = add_control(b, KL_OP_Loop, attr, bodies, 1, 2 + m + bd.n_caps, in, m + !!scan, out);
   }
+  if (s == KILN_OK && scan) /* the list: its elements stacked, wherever it is held */
+    stacked_everywhere(b, scan_items, out[m]);
   for (int k = 0; k < n && s == KILN_OK; k++) {
     kl_tsv v = as_value(frame_get(f, ns.names[k]), out[k]);
     s = frame_set(b, f, ns.names[k], &v);

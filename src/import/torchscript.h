@@ -26,8 +26,12 @@
  * functions (__torch__.torch.nn.functional.embedding, ...) are inlined like methods; a
  * raise on a path the data chooses becomes a kiln.Check of the outputs; NamedTuples
  * and dicts of string keys exist only while building; forward's parameters with
- * defaults are inputs only when declared (docs/torchscript.md, "Scripted control
- * flow").
+ * defaults are inputs only when declared; a list a Loop appends to once per pass is its
+ * scan output (KL_TSV_STACK) (docs/torchscript.md, "Scripted control flow").
+ *
+ * A node whose inputs are all constants runs as it is made (ir/fold.c), so that what it
+ * computes is known while building (torchvision's transform takes its scale with
+ * item() of torch.min of the image's sizes).
  *
  * Refused with a message: scripted constructs beyond those, a trace taken in training
  * mode (batch_norm with training=True), quantized storages, big-endian archives, ATen
@@ -61,6 +65,9 @@ typedef enum kl_tsv_kind {
   KL_TSV_MODULE, /* obj, with its attribute path s */
   KL_TSV_FUNC,   /* a scripted function or a prefix of its name: s, "__torch__.a.f" */
   KL_TSV_DICT,   /* keys known while building: fields[k] (strings) -> items[k] */
+  KL_TSV_STACK,  /* a list of tensors of one shape whose length the run decides, appended
+                  * to once per pass of a Loop whose count the data decides: id, its
+                  * elements stacked on a new dim 0 (the Loop's scan output) */
 } kl_tsv_kind;
 
 typedef struct kl_tsv kl_tsv;

@@ -437,6 +437,17 @@ oom:
   return -1;
 }
 
+void kl_graph_pop_node(kl_graph *g) {
+  if (g->n_nodes == 0) return;
+  kl_node *n = &g->nodes[g->n_nodes - 1];
+  kl_graph_uses_node(g, g->n_nodes - 1, false);
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && g->values[n->out[k]].producer == g->n_nodes - 1)
+      g->values[n->out[k]].producer = -1;
+  node_clear(n);
+  g->n_nodes--;
+}
+
 static kiln_status push_id(int **arr, int *n, int v, kl_err *e) {
   int *p = realloc(*arr, sizeof(int) * (size_t)(*n + 1));
   if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");

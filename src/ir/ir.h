@@ -252,6 +252,9 @@ int kl_graph_find_value(const kl_graph *g, const char *name);
 /* Add a node; in/out ids are copied. Returns the node index or -1. */
 int kl_graph_add_node(kl_graph *g, kl_op op, const char *name, int n_in, const int *in,
                       int n_out, const int *out, kl_err *e);
+/* Removes the graph's last node (one just added and found not needed: a detached one,
+ * or any whose outputs nothing reads yet). */
+void kl_graph_pop_node(kl_graph *g);
 kiln_status kl_graph_add_input(kl_graph *g, int value, kl_err *e);
 kiln_status kl_graph_add_output(kl_graph *g, int value, kl_err *e);
 /* Index of a symbol name, added if new; -1 on out of memory. */
@@ -281,6 +284,23 @@ const kl_attr *kl_node_attr(const kl_node *n, const char *name);
  * (it may be far past int64): work.c. */
 double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int n_out,
                     const kl_tensor *const *out);
+
+/* ---- running a node on constants while loading and optimizing (fold.c) ---- */
+#define KL_FOLD_MAX_IO 64 /* wider nodes (a Concat of hundreds) are not run */
+/* False for ops whose result is random (RandomNormal, Bernoulli, ...), for control flow
+ * (its bodies may draw random numbers) and for ops that write their inputs. */
+bool kl_node_deterministic(kl_op op);
+/* Whether node n can be run now: deterministic, at least one input, every present
+ * input a constant (the input of a Shape or Size: of concrete type), every output
+ * present, at most KL_FOLD_MAX_IO inputs and outputs. */
+bool kl_node_inputs_known(const kl_graph *g, const kl_node *n);
+/* Runs node i (kl_node_inputs_known) by its reference kernel: when its outputs are
+ * concrete, of limit bytes in all or less (or, with within_inputs, no larger than its
+ * constant inputs), and its work is bounded, they become constants and the node is
+ * detached (no inputs, no outputs; compaction frees it): *folded. A kernel that fails
+ * leaves the node as it was; only running out of memory is an error. */
+kiln_status kl_node_fold(kl_graph *g, int i, int64_t limit, bool within_inputs,
+                         bool *folded, kl_err *e);
 int64_t kl_attr_int(const kl_node *n, const char *name, int64_t dflt);
 float kl_attr_float(const kl_node *n, const char *name, float dflt);
 /* KILN_OK unless a is of another kind than kiln reads an attribute of its name as

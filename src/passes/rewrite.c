@@ -137,13 +137,7 @@ bool kl_rw_per_axis(const kl_graph *g, int c, int rank, int axis, int64_t len,
   return true;
 }
 
-bool kl_rw_deterministic(kl_op op) {
-  if (kl_op_writes_inputs(op)) return false; /* optimizers: a run has effects */
-  if (kl_op_is_control(op)) return false;     /* its bodies may draw random numbers */
-  const char *name = kl_op_name(op);
-  return strncmp(name, "Random", 6) != 0 && strcmp(name, "Bernoulli") != 0 &&
-         strcmp(name, "Multinomial") != 0;
-}
+bool kl_rw_deterministic(kl_op op) { return kl_node_deterministic(op); }
 
 int kl_rw_replace_uses(kl_graph *g, int old, int repl) {
   int count = 0, slots;

@@ -117,6 +117,28 @@ control flow takes other paths for other inputs.
               a select of a tensor made before it, add_) and inside an If on the data
               (fill_, then a write through a select): the tensors written are outputs of
               the Loop and the If; one case per branch
+  detect_heads what torchvision's scripted Faster R-CNN computes after SSD's ops: its
+              transform's scale as torch.min(...).item() of the image's sizes (known
+              while building: kiln runs nodes on constants then), the resized image
+              copied into a padded batch, MultiScaleRoIAlign over two levels (its level
+              mapper's log2 of data, int(-log2) of a constant), roi_align of a list of
+              boxes and of a rois tensor (isinstance of a Union argument), split by
+              counts the data decides
+  dict_in_list  dicts in a list, each read by index and set (r = result[i];
+              r["b"] = ...), as torchvision's RoI heads set "masks" in the dicts that
+              `result` returns, and a dict in a tuple: the list and the tuple hold the
+              dict set
+  slice_at    writes through slices whose bounds the data decides (item() of
+              computed tensors; a start and an end counted from the end; along a dim
+              whose size the data decides), as torchvision's mask pasting writes each
+              mask into im_mask[y0:y1, x0:x1]; min of a list of ints the graph computes
+  stacked_list  a list appended to once per pass of a for whose count the data decides
+              (a write into a slice inside; an in-place add to the tensor after its
+              append), then len() and torch.stack, as torchvision's
+              paste_masks_in_image does; cases of 1 to 4 passes, and of none
+  rank_if     an if on the data whose branches give tensors of ranks 3 and 2, as
+              torchvision's box decoding has (both cases take the then branch; the unit
+              test runs the other, which raises)
 
 Run with the project's venv:  .venv/bin/python tests/models/make_ts_script_fixtures.py
 """
@@ -128,7 +150,7 @@ import warnings
 import zipfile
 
 from collections import OrderedDict
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Union
 
 import numpy as np
 import torch
@@ -736,6 +758,127 @@ class BodyWrites(torch.nn.Module):
         return m, n, k
 
 
+def roi_boxes(raw: torch.Tensor, hw: List[int]) -> torch.Tensor:
+    """Boxes x1, y1, x2, y2 inside an image of hw from rows of raw (at least 4 wide)."""
+    x1 = raw[:, 0].abs() * float(hw[1]) * 0.25
+    y1 = raw[:, 1].abs() * float(hw[0]) * 0.25
+    x2 = x1 + raw[:, 2].abs() * float(hw[1]) * 0.25 + 0.5
+    y2 = y1 + raw[:, 3].abs() * float(hw[0]) * 0.25 + 0.5
+    return torch.stack([x1, y1, x2, y2], 1)
+
+
+def pooled(x: torch.Tensor, boxes: Union[torch.Tensor, List[torch.Tensor]]) -> torch.Tensor:
+    """isinstance of a Union argument, as torchvision's roi_align asks of its boxes."""
+    if isinstance(boxes, (list, tuple)):
+        return torchvision.ops.roi_align(x, boxes, [2, 2], 0.5, -1, True)
+    return torchvision.ops.roi_align(x, boxes, 2, 1.0, 2, False)
+
+
+class DetectHeads(torch.nn.Module):
+    """What torchvision's scripted Faster R-CNN computes after SSD's ops (docstring at
+    the top)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.pool = torchvision.ops.MultiScaleRoIAlign(["0", "1"], 3, sampling_ratio=2)
+
+    def forward(self, images: List[torch.Tensor], raw: torch.Tensor):
+        image = images[0]
+        im_shape = torch.tensor(image.shape[-2:])
+        min_size = float(torch.min(im_shape).item())
+        max_size = float(torch.max(im_shape).item())
+        scale = min(16.0 / min_size, 24.0 / max_size)
+        image = torch.nn.functional.interpolate(image[None], size=None, scale_factor=scale,
+                                                mode="bilinear", recompute_scale_factor=True,
+                                                align_corners=False)[0]
+        stride = 8.0
+        h = int(math.ceil(float(image.shape[1]) / stride) * stride)
+        w = int(math.ceil(float(image.shape[2]) / stride) * stride)
+        batch = image.new_full([1, 3, h, w], 0)
+        batch[0][:, : image.shape[1], : image.shape[2]].copy_(image)
+        f0 = self.conv(batch)
+        f1 = torch.nn.functional.max_pool2d(f0, 2)
+        hw = [int(image.shape[1]), int(image.shape[2])]
+        b = roi_boxes(raw[raw[:, 4] > 0], hw)
+        c = roi_boxes(raw[raw[:, 4] <= 0], hw)
+        sizes = [b.size(0), c.size(0)]
+        parts = torch.split(torch.cat([b, c]) * 2.0, sizes)
+        p = self.pool({"0": f0, "1": f1}, [b], [(hw[0], hw[1])])
+        rois = torch.cat([torch.zeros_like(c[:, :1]), c], 1)
+        levels = torch.log2(b[:, 2:] - b[:, :2] + 1.0)
+        return (batch, p, pooled(f0, [b]), pooled(f1, rois), parts[0], parts[1], levels,
+                int(-torch.log2(torch.tensor(0.0625)).item()) * raw)
+
+
+class RankIf(torch.nn.Module):
+    """An if on the data whose branches give tensors of different ranks, as torchvision's
+    box decoding reshapes its boxes to [n, -1, 4] only when there are some."""
+
+    def forward(self, x):
+        keep = x[x[:, 0] > 0]
+        n = keep.size(0)
+        if n > 0:
+            r = keep.reshape(n, -1, 2)
+        else:
+            r = keep
+        return r * 2.0, r.sum(-1), r[..., 0]
+
+
+class DictInList(torch.nn.Module):
+    """A dict read from a list and set: the list holds the one object (docstring at the
+    top)."""
+
+    def forward(self, x):
+        result: List[Dict[str, torch.Tensor]] = []
+        for i in range(3):
+            result.append({"a": x * float(i)})
+        for i in range(len(result)):
+            r = result[i]
+            r["b"] = r["a"] + 1.0
+        pair = (result[0], 2)
+        d = pair[0]
+        d["c"] = x * 3.0
+        return result[2]["b"], result[0]["c"], pair[0]["b"]
+
+
+class SliceAt(torch.nn.Module):
+    """Writes through slices whose bounds the data decides (docstring at the top)."""
+
+    def forward(self, x):  # [6, 5]
+        a = int(torch.clamp((x[0, 0].abs() * 2.0).floor(), 0, 2).item())
+        b = a + 2
+        im = torch.zeros([7, 9])
+        im[a:b, a + 1 : a + 5] = x[: b - a, :4] * 3.0
+        im[-b:, : a + 1] = 1.0  # a start counted from the end
+        im[a - 9 : -a - 1, 8:] = 2.0  # an end counted from the end
+        rows = x[x[:, 4] > -100.0] * 1.0  # (as many rows as x, but the data decides)
+        rows[1 : a + 2] = 5.0  # along a dim whose size the data decides
+        n = min([len(rows), a + 3, 9])
+        return im, rows, rows[:n] * 2.0
+
+
+class StackedList(torch.nn.Module):
+    """A list appended to once per pass of a loop whose count the data decides, then
+    stacked (docstring at the top)."""
+
+    def forward(self, x):  # [6, 5]
+        rows = x[x[:, 0] > 0]
+        res: List[torch.Tensor] = []
+        for i in range(min([len(rows), 4])):
+            r = rows[i]
+            im = torch.zeros([3, 4])
+            a = int(torch.clamp(r[1].abs() * 2.0, 0, 2).item())
+            im[a : a + 1, :] = r[1:]
+            res.append(im)
+            im.add_(1.0)  # (after the append: the list holds im)
+        if len(res) > 0:
+            out = torch.stack(res)
+        else:
+            out = x.new_zeros([0, 3, 4])
+        return out * 2.0, out.sum(0)
+
+
 def hand_edit(path, forward_body):
     """Replace the body of forward in the saved code/__torch__.py with forward_body."""
     with zipfile.ZipFile(path) as z:
@@ -791,6 +934,12 @@ def cases():
         ("detect_ops", DetectOps, [(r(6, 5),), (r(3, 5) + 0.3,)]),
         ("detect_flow", DetectFlow, [(r(6, 5),), (r(3, 5) + 0.3,)]),
         ("body_writes", BodyWrites, [(r(3, 4).abs(),), (-r(3, 4).abs(),)]),
+        ("detect_heads", DetectHeads, [([torch.rand(3, 20, 28, generator=g)], r(6, 5)),
+                                       ([torch.rand(3, 20, 28, generator=g)], r(4, 5))]),
+        ("rank_if", RankIf, [(r(5, 4).abs(),), (r(6, 4),)]),
+        ("dict_in_list", DictInList, [(r(2, 3),), (r(4, 3),)]),
+        ("slice_at", SliceAt, [(r(6, 5),), (r(6, 5) * 0.3,), (r(6, 5) + 2.0,)]),
+        ("stacked_list", StackedList, [(r(6, 5),), (r(6, 5) + 3.0,), (-r(6, 5).abs(),)]),
         ("early_return_hand", EarlyReturn, [(r(3, 4).abs(),), (-r(3, 4).abs() - 1.5,),
                                             (-r(3, 4).abs() * 0.1,)]),
     ]

@@ -774,8 +774,10 @@ static void test_control_flow(void **state) {
       {"    _l = annotate(List[Tensor], [])\n    if bool(torch.gt(torch.sum(x), 0)):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
        "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
+      /* (a list appended to once per pass, and named nowhere else in the body, is the
+       * Loop's scan output: test_stacked_list) */
       {"    _l = annotate(List[Tensor], [])\n    for i in range(torch.size(x, 0)):\n"
-       "      _2 = torch.append(_l, x)\n    net = self.net\n",
+       "      _2 = torch.append(_l, x)\n      _3 = torch.len(_l)\n    net = self.net\n",
        "__torch__.py:11: aten::append inside a loop or an if on the data", KILN_ERR_UNSUPPORTED},
       {"    _l = annotate(List[Tensor], [])\n    for i in range(9223372036854775807):\n"
        "      _2 = torch.append(_l, x)\n    net = self.net\n",
@@ -1385,6 +1387,25 @@ static void test_bad_detect_ops(void **state) {
        "torchvision::nms", "scores of rank 2: expected [N, 4] and [N]"},
       {"torch.full_like(argument_1, argument_1)", KILN_ERR_UNSUPPORTED, "aten::full_like",
        "expected a number"},
+      {"ops.torchvision.roi_align(argument_1, argument_1, 1., 2, 2, -1, False)",
+       KILN_ERR_INVALID_MODEL, "torchvision::roi_align",
+       "input of rank 2 and rois of rank 2: expected [N, C, H, W] and [K, 5]"},
+      {"ops.torchvision.roi_align(torch.reshape(argument_1, [1, 1, 4, -1]), "
+       "torch.slice(argument_1, 1, 0, 5), 1., 0, 2, -1, False)",
+       KILN_ERR_INVALID_MODEL, "torchvision::roi_align", "roi_align to 0 x 2 bins"},
+      {"ops.torchvision.roi_align(torch.reshape(argument_1, [1, 1, 4, -1]), "
+       "torch.slice(argument_1, 1, 0, 5), \"a\", 2, 2, -1, False)",
+       KILN_ERR_UNSUPPORTED, "torchvision::roi_align",
+       "argument 'spatial_scale' is str, expected a number known when the graph is built"},
+      {"torch.split(argument_1, [1.5, 2.5])", KILN_ERR_UNSUPPORTED, "aten::split",
+       "expected a list of ints"},
+      {"torch.split(argument_1, [torch.size(argument_1, 0), 1], 5)", KILN_ERR_SHAPE,
+       "aten::split", "dim 5 is out of range"},
+      {"torch.log2(\"a\")", KILN_ERR_UNSUPPORTED, "aten::log2", "expected a tensor"},
+      {"torch.mul(argument_1, isinstance(argument_1, List[int]))", KILN_ERR_UNSUPPORTED,
+       "activation.py:", "isinstance of a type other than Tensor"},
+      {"torch.mul(argument_1, isinstance(argument_1))", KILN_ERR_INVALID_MODEL,
+       "activation.py:", "isinstance takes a value and a type"},
   };
   expect_bad_calls(*state, cases, sizeof cases / sizeof cases[0]);
 }
@@ -1492,6 +1513,91 @@ static void test_write_into_view(void **state) {
   kiln_model_free(m);
 }
 
+/* Nodes whose inputs are all constants run while building, so what they compute is
+ * known then: a slice bound from torch.min of a tensor of numbers, taken by item() (as
+ * torchvision's transform takes its scale), lets a write through the slice be followed
+ * (tests/models/ts/script/detect_heads checks it against PyTorch). */
+static void test_build_time_constants(void **state) {
+  tmp *t = *state;
+  edit_text(MLP, t->path, "/code/__torch__.py", "    return (net).forward(x, )\n",
+            "    y = (net).forward(x, )\n"
+            "    _n = int(torch.item(torch.min(torch.tensor([3, 2]))))\n"
+            "    _k = torch.floor(torch.mul(torch.tensor(float(_n)), 1.5))\n"
+            "    if torch.ne(int(torch.item(_k)), 3):\n      ops.prim.RaiseException(\"k\")\n"
+            "    z = torch.relu_(torch.slice(y, 1, 0, _n))\n    return y\n");
+  check_relu_written(t->path);
+  /* isinstance of a Union argument: kinds known while building */
+  edit_text(MLP, t->path, "/code/__torch__.py", "    return (net).forward(x, )\n",
+            "    y = (net).forward(x, )\n"
+            "    if isinstance([y], (list, tuple)):\n      pass\n"
+            "    else:\n      ops.prim.RaiseException(\"list\")\n"
+            "    if isinstance(y, (int, Tensor)):\n      pass\n"
+            "    else:\n      ops.prim.RaiseException(\"tensor\")\n"
+            "    if isinstance(y, float):\n      ops.prim.RaiseException(\"float\")\n"
+            "    z = torch.relu_(torch.slice(y, 1, 0, 2))\n    return y\n");
+  check_relu_written(t->path);
+}
+
+/* An if on the data whose branches give tensors of different ranks: kiln follows the
+ * then branch, and a run that takes the other fails saying so (script/rank_if checks
+ * the then branch against PyTorch). */
+static void test_rank_of_branches(void **state) {
+  (void)state;
+  char msg[1024];
+  kiln_status st = run_filled(TS "script/rank_if/model.pt", "x:float32[5,4]", 2,
+                              (int64_t[]){5, 4}, 1, msg, sizeof msg);
+  if (st != KILN_OK) fail_msg("%s", msg);
+  st = run_filled(TS "script/rank_if/model.pt", "x:float32[5,4]", 2, (int64_t[]){5, 4}, -1,
+                  msg, sizeof msg);
+  assert_int_equal(st, KILN_ERR_INVALID_ARGUMENT);
+  if (!strstr(msg, "__torch__.py:12: ") ||
+      !strstr(msg, "'r' is a tensor of rank 3 on one path of an if on the data and of rank 2 "
+                   "on the other; kiln, which needs ranks while building, follows the then "
+                   "path (rank 3), and this run took the other"))
+    fail_msg("'%s' does not name the ranks", msg);
+}
+
+/* A list appended to once per pass of a loop whose count the data decides is the
+ * Loop's scan output (tests/models/ts/script/stacked_list checks it against PyTorch);
+ * what kiln refuses of it, with the file and line. */
+#define STACKED_LIST TS "script/stacked_list/model.pt"
+static void test_stacked_list(void **state) {
+  tmp *t = *state;
+  static const struct {
+    const char *from, *to, *words1, *words2;
+  } cases[] = {
+      {"out = torch.stack(res)", "out = torch.stack(res, 1)", "__torch__.py:23: aten::stack",
+       "stack of a list whose length the run decides (appended to in a loop whose count the "
+       "data decides) along dim 1: only stack along dim 0"},
+      {"out = torch.stack(res)", "out = torch.cat(res)", "__torch__.py:23: aten::cat",
+       "only stack along dim 0"},
+      /* named twice in the body: not a list of one element per pass */
+      {"      _7 = torch.add_(im, 1.)\n", "      _7 = torch.len(res)\n",
+       "__torch__.py:20", "aten::append inside a loop or an if on the data"},
+      {"      _6 = torch.append(res, im)\n", "      _6 = torch.append(res, a)\n",
+       "__torch__.py:20", "append of a value that is not a tensor to a list in a loop whose "
+       "count the data decides"},
+      {"    if torch.gt(torch.len(res), 0):\n", "    _9 = torch.mul(res, 2)\n"
+       "    if torch.gt(torch.len(res), 0):\n", "__torch__.py:22", "aten::mul"},
+      {"    if torch.gt(torch.len(res), 0):\n", "    _9 = torch.list(res)\n"
+       "    if torch.gt(torch.len(res), 0):\n", "__torch__.py:22: aten::list",
+       "argument 'l' is a list whose length the run decides, expected a list"},
+      /* the loop inside an if on the data, the list made outside it */
+      {"    for i in range(ops.prim.min([torch.len(rows), 4])):\n",
+       "    if bool(torch.gt(torch.sum(x), 0.)):\n"
+       "     for i in range(ops.prim.min([torch.len(rows), 4])):\n",
+       "__torch__.py:21", "aten::append inside a loop or an if on the data"},
+  };
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "input_types", "x:float32[6,5]"), KILN_OK);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    edit_text(STACKED_LIST, t->path, "/code/__torch__.py", cases[i].from, cases[i].to);
+    expect_error(t->path, o, KILN_ERR_UNSUPPORTED, cases[i].words1, cases[i].words2);
+  }
+  kiln_options_free(o);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_declared_io),
@@ -1527,6 +1633,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_detect_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_code_objects, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_build_time_constants, setup, teardown),
+      cmocka_unit_test(test_rank_of_branches),
+      cmocka_unit_test_setup_teardown(test_stacked_list, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_into_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

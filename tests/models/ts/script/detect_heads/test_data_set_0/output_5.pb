@@ -1,0 +1,1 @@
+Boutput_5J@B™—A†€@–õ¬ArÊå@ƒ%°A<	AÊn¿AÎÀÜAÓ@âšu>FFwAÓwA|Åð@§AÍŠSAö/7A

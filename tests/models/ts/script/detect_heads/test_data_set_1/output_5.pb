@@ -1,0 +1,1 @@
+Boutput_5J YЄ4Aмс@‡ЙЌAD№?A!ПB2ЭhALНBYw§A
