@@ -4649,8 +4649,8 @@ static void known_numbers(call *c, kl_tsv *v, int depth) {
   if ((v->kind != KL_TSV_INT && v->kind != KL_TSV_FLOAT && v->kind != KL_TSV_BOOL) ||
       v->id < 0)
     return;
-  int64_t i;
-  double f;
+  int64_t i = 0;
+  double f = 0;
   if (v->kind == KL_TSV_FLOAT ? const_scalar(c, v->id, &f) : const_int(c, v->id, &i)) {
     if (v->kind == KL_TSV_FLOAT) v->f = f;
     else v->i = v->kind == KL_TSV_BOOL ? i != 0 : i;
