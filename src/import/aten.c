@@ -3976,6 +3976,10 @@ static kiln_status lower_linspace(call *c) {
   if (dt == KL_UNDEFINED || dt == KL_BOOL)
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "linspace of dtype number %lld", (long long)st);
   size_t bytes = (size_t)steps * kl_dtype_size(dt);
+  if (bytes > (uint64_t)kl_ts_max_bytes(c->b))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "a linspace of %lld elements is over the limit of "
+                   "%lld bytes a tensor may take", (long long)steps,
+                   (long long)kl_ts_max_bytes(c->b));
   void *data = malloc(bytes ? bytes : 1);
   if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   double d0 = b[0].v, d1 = b[1].v, dstep = steps > 1 ? (d1 - d0) / (double)(steps - 1) : 0;

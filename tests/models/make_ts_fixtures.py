@@ -422,6 +422,7 @@ class Ops3(nn.Module):
         m = torch.divide(torch.subtract(torch.multiply(x, 1.5), x), 0.75)
         u1 = F.unfold(x, (3, 2), dilation=(1, 2), padding=(1, 0), stride=(2, 1))
         u2 = F.unfold(x[:, :2], 2)
+        u3 = F.unfold(x[0], (2, 3), stride=2)              # unbatched [C, H, W]
         ac = torch.addcmul(x, p1, m, value=0.5) + torch.addcdiv(x, m, p1 + 1)
         d = torch.diff(x, n=2, dim=-1, prepend=x[..., :1], append=x[..., -2:])
         d2 = torch.diff(x, dim=1)
@@ -442,7 +443,7 @@ class Ops3(nn.Module):
         t = self.tt[:, :7].expand(b, 7)
         e = (self.emb(t) + x.mean(1).transpose(1, 2)).reshape(b, -1, 6)
         e1, e2 = e.split([3, 4], 1)
-        return (p1, p2, s1, m, u1, u2, ac, d, d2, n1, ls, g1, g2, g3, sq, f1 + f2, kv, win,
+        return (p1, p2, s1, m, u1, u2, u3, ac, d, d2, n1, ls, g1, g2, g3, sq, f1 + f2, kv, win,
                 e1.sum(1) + e2.sum(1))
 
 
