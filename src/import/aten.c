@@ -1738,7 +1738,6 @@ static kiln_status lower_unsqueeze(call *c) {
   return ret_tensor(c, y);
 }
 
-/* expand(self, size, implicit): torch's -1 keeps a dim, which Expand's 1 does too */
 /* What an Expand to d computed by the graph is known to give: torch's expand makes
  * each dim the size asked for (a -1 keeps the input's), so a size read from a symbolic
  * dim (expand(ids, [batch, seq]), transformers' token types) is that symbol, and one
@@ -1751,6 +1750,7 @@ static void expand_known_dims(call *c, int y, const dimlist *d) {
       t->dims[k] = (kl_dim){-1, d->sym[k] ? d->sym[k] - 1 : fresh_symbol(c)};
 }
 
+/* expand(self, size, implicit): torch's -1 keeps a dim, which Expand's 1 does too */
 static kiln_status lower_expand(call *c) {
   int x, y, shape;
   dimlist d = {0};
