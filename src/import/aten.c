@@ -344,6 +344,20 @@ static int64_t inferred_dim(call *c, int x, const dimlist *d) {
   return den > 0 && num % den == 0 ? num / den : -1;
 }
 
+/* A symbol of its own for a dim that the graph computes (timm's window attention
+ * reshapes to [B * nH * nW, 49, C]): the size(x, 0) read from it later then stands for
+ * that dim, so that a -1 beside it can be inferred (view(qkv, [B_, N, heads, -1])).
+ * Named "?tsN", a name no other symbol of the graph has; -1 (unknown) on failure. */
+static int fresh_symbol(call *c) {
+  char name[32];
+  for (int k = c->g->n_symbols;; k++) {
+    snprintf(name, sizeof name, "?ts%d", k);
+    bool taken = false;
+    for (int i = 0; !taken && i < c->g->n_symbols; i++) taken = strcmp(c->g->symbols[i], name) == 0;
+    if (!taken) return kl_graph_symbol(c->g, name);
+  }
+}
+
 /* What a Reshape of x to d is known to give when its shape is computed by the graph:
  * inference sees no contents, but the rank and the dims known here are certain. */
 static void known_dims(call *c, int x, int y, const dimlist *d) {
@@ -357,6 +371,7 @@ static void known_dims(call *c, int x, int y, const dimlist *d) {
     if (t->dims[k].size >= 0) continue;
     if (d->id[k] < 0 && d->v[k] >= 0) t->dims[k] = (kl_dim){d->v[k], -1};
     else if (d->id[k] >= 0 && d->sym[k]) t->dims[k] = (kl_dim){-1, d->sym[k] - 1};
+    else if (d->id[k] >= 0) t->dims[k] = (kl_dim){-1, fresh_symbol(c)};
     else if (d->id[k] < 0 && d->v[k] == -1) t->dims[k] = (kl_dim){inferred_dim(c, x, d), -1};
   }
 }
@@ -659,6 +674,19 @@ static kiln_status round_number(call *c) {
   return KILN_OK;
 }
 
+/* torch computes the transcendental ops (sqrt, exp, log, sigmoid, ...) of an integer or
+ * bool tensor in float32 (RAFT scales by torch.sqrt of a channel count): x cast so. */
+static kiln_status float_of_int(call *c, kl_op op, int x, int *y) {
+  static const kl_op floats[] = {KL_OP_Sigmoid, KL_OP_Tanh, KL_OP_Exp, KL_OP_Log, KL_OP_Sqrt,
+                                 KL_OP_Erf, KL_OP_Sin, KL_OP_Cos, KL_OP_Reciprocal};
+  kl_dtype dt = dtype_of(c, x);
+  *y = x;
+  if (dt == KL_UNDEFINED || kl_dtype_is_float(dt)) return KILN_OK;
+  for (size_t k = 0; k < sizeof floats / sizeof floats[0]; k++)
+    if (floats[k] == op) return cast(c, x, KL_F32, y);
+  return KILN_OK;
+}
+
 /* relu, sigmoid, exp, ... (variant: the op); sqrt of a number known while building is
  * one too (math.sqrt, as scripted code scales by it) */
 static kiln_status lower_unary(call *c) {
@@ -678,6 +706,7 @@ static kiln_status lower_unary(call *c) {
   bool rounding = (kl_op)c->variant == KL_OP_Floor || (kl_op)c->variant == KL_OP_Ceil;
   if (rounding && c->a[0] && c->a[0]->kind != KL_TSV_TENSOR) return round_number(c);
   kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = float_of_int(c, (kl_op)c->variant, x, &x);
   if (s == KILN_OK) s = op1(c, (kl_op)c->variant, x, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
 }
@@ -718,6 +747,7 @@ static kiln_status lower_log2(call *c) {
 static kiln_status lower_rsqrt(call *c) {
   int x, y;
   kiln_status s = tensor_arg(c, 0, &x);
+  if (s == KILN_OK) s = float_of_int(c, KL_OP_Sqrt, x, &x);
   if (s == KILN_OK) s = op1(c, KL_OP_Sqrt, x, &y);
   if (s == KILN_OK) s = op1(c, KL_OP_Reciprocal, y, &y);
   return s != KILN_OK ? s : ret_tensor(c, y);
@@ -1441,6 +1471,8 @@ static kiln_status tensor_list(call *c, int i, int *ids, int *n) {
   return tensor_list_of(c, i, ids, MAX_LIST, n);
 }
 
+static void skip_empty_1d(call *c, int *ids, int *n);
+
 /* cat(tensors, dim); stack(tensors, dim) (variant 1) */
 /* stack(l, 0) of a list whose length the run decides, appended to once per pass of a
  * Loop (KL_TSV_STACK): the Loop's scan output, its elements stacked already. Along
@@ -1463,6 +1495,7 @@ static kiln_status lower_cat(call *c) {
   kiln_status s = tensor_list_of(c, 0, ids, MAX_CAT, &n);
   if (!s) s = int_arg(c, 1, 0, &dim);
   if (s) return s;
+  if (!c->variant) skip_empty_1d(c, ids, &n);
   int axes = c->variant ? const_ints(c, &dim, 1) : 0;
   for (int k = 0; c->variant && k < n && !s; k++)
     s = axes < 0 ? c->e->code : op2(c, KL_OP_Unsqueeze, ids[k], axes, &ids[k]);
@@ -1546,6 +1579,28 @@ static kiln_status split_computed(call *c, int x, int64_t dim) {
   return ret_list(c, ids, a->n);
 }
 
+/* Whether dim a of x is one whose size is not known while building. */
+static bool unknown_dim(call *c, int x, int64_t a) {
+  const kl_type *t = type_of(c, x);
+  return t->rank > 0 && a >= -t->rank && a < t->rank && t->dims[a < 0 ? a + t->rank : a].size < 0;
+}
+
+/* chunk(x, chunks, dim) of a dim whose size the graph decides (RAFT chunks the batch of
+ * cat([image1, image2]) in two): a Split into `chunks` parts of ceil(size / chunks),
+ * the last what is left, as torch's; torch makes fewer parts when the size is too small
+ * for as many, which the trace would then have recorded, and its unpacking refuses. */
+static kiln_status chunk_unknown(call *c, int x, int64_t dim, int64_t chunks) {
+  int ids[MAX_LIST], axis;
+  kiln_status s = norm_axis(c, dim, rank_of(c, x), &axis);
+  if (s) return s;
+  if (chunks < 1 || chunks > MAX_LIST) return bad_arg(c, 1, "a count of chunks from 1 to 64");
+  int node = kl_ts_node(c->b, KL_OP_Split, 1, &x, (int)chunks, ids);
+  s = node < 0 ? KILN_OK : kl_node_set_int(c->g, node, "axis", axis, c->e);
+  if (!s && node >= 0) s = kl_node_set_int(c->g, node, "num_outputs", chunks, c->e);
+  if ((s = end_node(c, node, s))) return s;
+  return ret_list(c, ids, (int)chunks);
+}
+
 /* chunk(self, chunks, dim) (variant 0), split(self, split_size, dim) (variant 1),
  * split_with_sizes (variant 2), unbind(self, dim) (variant 3) */
 static kiln_status lower_split(call *c) {
@@ -1560,6 +1615,7 @@ static kiln_status lower_split(call *c) {
   if (!s && list && rank_of(c, x) >= 0 && !norm_axis(c, dim, rank_of(c, x), &axis) &&
       type_of(c, x)->dims[axis].size < 0)
     return split_computed(c, x, dim);
+  if (!s && c->variant == 0 && unknown_dim(c, x, dim)) return chunk_unknown(c, x, dim, arg);
   if (!s) s = known_dim(c, x, dim, &axis, &size);
   if (s) return s;
   if (!list) {
@@ -1784,6 +1840,18 @@ static kiln_status lower_unsqueeze(call *c) {
   return ret_tensor(c, y);
 }
 
+/* What an Expand to d computed by the graph is known to give: torch's expand makes
+ * each dim the size asked for (a -1 keeps the input's), so a size read from a symbolic
+ * dim (expand(ids, [batch, seq]), transformers' token types) is that symbol, and one
+ * the graph computes otherwise a symbol of its own, as reshape_to's. */
+static void expand_known_dims(call *c, int y, const dimlist *d) {
+  kl_type *t = &c->g->values[y].type;
+  if (t->rank != d->n) return;
+  for (int k = 0; k < d->n; k++)
+    if (t->dims[k].size < 0 && t->dims[k].sym < 0 && d->id[k] >= 0)
+      t->dims[k] = (kl_dim){-1, d->sym[k] ? d->sym[k] - 1 : fresh_symbol(c)};
+}
+
 /* expand(self, size, implicit): torch's -1 keeps a dim, which Expand's 1 does too */
 static kiln_status lower_expand(call *c) {
   int x, y, shape;
@@ -1794,6 +1862,7 @@ static kiln_status lower_expand(call *c) {
   for (int k = 0; k < d.n; k++)
     if (d.id[k] < 0 && d.v[k] == -1) d.v[k] = 1;
   if ((s = dims_value(c, &d, &shape)) || (s = op2(c, KL_OP_Expand, x, shape, &y))) return s;
+  expand_known_dims(c, y, &d);
   return ret_tensor(c, y);
 }
 
@@ -1859,15 +1928,26 @@ static kiln_status lower_pad(call *c) {
 
 /* ---- softmax, reductions, lookups ---- */
 
-/* softmax / log_softmax (variant: the op) (self, dim, dtype) */
+static kl_dtype scalar_type(int64_t t);
+
+/* x cast to the dtype that argument i names (torch's ScalarType number t), as softmax's
+ * and the reductions' dtype arguments do before they compute (transformers calls
+ * softmax(x, dim=-1, dtype=torch.float32)). */
+static kiln_status cast_to_dtype_arg(call *c, int i, int64_t t, int x, int *y) {
+  kl_dtype to = scalar_type(t);
+  if (to == KL_UNDEFINED || to == KL_BOOL) return bad_arg(c, i, "a numeric dtype");
+  return cast(c, x, to, y);
+}
+
+/* softmax / log_softmax (variant: the op) (self, dim, dtype): the dtype casts first */
 static kiln_status lower_softmax(call *c) {
   int x, y;
   int64_t dim, dt;
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = int_arg(c, 1, -1, &dim);
   if (!s && given(c, 2)) s = int_arg(c, 2, 0, &dt);
+  if (!s && given(c, 2)) s = cast_to_dtype_arg(c, 2, dt, x, &x);
   if (s) return s;
-  if (given(c, 2)) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "softmax with a dtype argument");
   s = node_int(c, (kl_op)c->variant, 1, &x, "axis", dim, &y);
   return s ? s : ret_tensor(c, y);
 }
@@ -1894,14 +1974,14 @@ static kiln_status list_sum(call *c) {
 /* mean/sum/amax (variant: the op) (self, dim, keepdim, dtype) */
 static kiln_status lower_reduce(call *c) {
   int x, y, n, in[2];
-  int64_t dims[MAX_LIST];
+  int64_t dims[MAX_LIST], dt;
   bool keep;
   if ((kl_op)c->variant == KL_OP_ReduceSum && is_list(c->a[0])) return list_sum(c);
   kiln_status s = tensor_arg(c, 0, &x);
   if (!s) s = ints_arg(c, 1, 0, dims, &n);
   if (!s) s = bool_arg(c, 2, false, &keep);
+  if (!s && given(c, 3) && !(s = int_arg(c, 3, 0, &dt))) s = cast_to_dtype_arg(c, 3, dt, x, &x);
   if (s) return s;
-  if (given(c, 3)) return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "a reduction with a dtype argument");
   in[0] = x;
   if (n && (in[1] = const_ints(c, dims, n)) < 0) return c->e->code;
   int node = begin_node(c, (kl_op)c->variant, n ? 2 : 1, in, &y);
@@ -3877,6 +3957,250 @@ static kiln_status lower_roi_align(call *c) {
   return ret_tensor(c, y);
 }
 
+/* ---- more ops of traced real models (issue 21) ---- */
+
+/* A Concat of ids[0..n-1] along axis, as Concats of at most 64 inputs each. */
+static kiln_status concat_many(call *c, int *ids, int n, int64_t axis, int *y) {
+  kiln_status s = KILN_OK;
+  while (!s && n > MAX_LIST) {
+    int m = 0;
+    for (int k = 0; !s && k < n; k += MAX_LIST)
+      s = node_int(c, KL_OP_Concat, n - k < MAX_LIST ? n - k : MAX_LIST, ids + k, "axis", axis,
+                   &ids[m++]);
+    n = m;
+  }
+  return s ? s : n == 1 ? (*y = ids[0], KILN_OK) : node_int(c, KL_OP_Concat, n, ids, "axis", axis, y);
+}
+
+/* torch.cat leaves out 1-D tensors of no elements whatever the other tensors' rank (the
+ * legacy rule transformers' caches rely on: a layer's keys start as torch.tensor([]),
+ * then cat([keys, k], dim=-2)); at least one tensor is kept. */
+static void skip_empty_1d(call *c, int *ids, int *n) {
+  int m = 0;
+  for (int k = 0; k < *n; k++) {
+    const kl_type *t = type_of(c, ids[k]);
+    if (!(t->rank == 1 && t->dims[0].size == 0)) ids[m++] = ids[k];
+  }
+  if (m > 0) *n = m;
+}
+
+/* addcmul(self, tensor1, tensor2, value) = self + value * tensor1 * tensor2, addcdiv
+ * (variant 1) with tensor1 / tensor2; (value * tensor1) first, as torch computes it */
+static kiln_status lower_addcmul(call *c) {
+  int x, t1, t2, p, y;
+  double value;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = tensor_arg(c, 1, &t1);
+  if (!s) s = tensor_arg(c, 2, &t2);
+  if (!s) s = float_arg(c, 3, 1, &value);
+  if (s) return s;
+  int r1 = rank_of(c, t1), r2 = rank_of(c, t2);
+  kl_dtype dt = promote(dtype_of(c, t1), r1, dtype_of(c, t2), r2);
+  dt = promote(dtype_of(c, x), rank_of(c, x), dt, r1 > r2 ? r1 : r2);
+  if (dt != KL_UNDEFINED &&
+      ((s = cast(c, x, dt, &x)) || (s = cast(c, t1, dt, &t1)) || (s = cast(c, t2, dt, &t2))))
+    return s;
+  p = t1;
+  if (value != 1) {
+    int k = kl_ts_const_scalar(c->b, dt == KL_UNDEFINED ? KL_F32 : dt, value);
+    if (k < 0 || (s = op2(c, KL_OP_Mul, k, t1, &p))) return c->e->code;
+  }
+  if ((s = op2(c, c->variant ? KL_OP_Div : KL_OP_Mul, p, t2, &p)) || (s = op2(c, KL_OP_Add, x, p, &y)))
+    return s;
+  return ret_tensor(c, y);
+}
+
+/* diff(self, n, dim, prepend, append): prepend and append joined along dim, then n times
+ * the differences of neighbours, x[1:] - x[:-1] (not-equal for bool, as torch) */
+static kiln_status lower_diff(call *c) {
+  int x, rank, axis, parts[3], np = 0, y;
+  int64_t n, dim;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = int_arg(c, 1, 1, &n);
+  if (!s) s = int_arg(c, 2, -1, &dim);
+  if (!s) s = need_rank(c, x, &rank);
+  if (!s && rank < 1) s = bad_arg(c, 0, "a tensor of at least one dim");
+  if (!s) s = norm_axis(c, dim, rank, &axis);
+  if (s) return s;
+  if (n < 0 || n > MAX_LIST) return bad_arg(c, 1, "an order from 0 to 64");
+  kl_dtype dt = dtype_of(c, x);
+  for (int i = 3; i <= 4; i++) {
+    if (i == 4) parts[np++] = x;
+    if (!given(c, i)) continue;
+    int p;
+    if ((s = tensor_arg(c, i, &p))) return s;
+    if (rank_of(c, p) >= 0 && rank_of(c, p) != rank)
+      return bad_arg(c, i, "a tensor of the input's rank");
+    if (dt != KL_UNDEFINED && (s = cast(c, p, dt, &p))) return s;
+    parts[np++] = p;
+  }
+  y = x;
+  if (np > 1 && (s = node_int(c, KL_OP_Concat, np, parts, "axis", axis, &y))) return s;
+  for (int64_t k = 0; k < n; k++) {
+    int a, b;
+    if ((s = slice_axis(c, y, axis, 1, INT64_MAX, &a)) || (s = slice_axis(c, y, axis, 0, -1, &b)) ||
+        (s = op2(c, dt == KL_BOOL ? KL_OP_Xor : KL_OP_Sub, a, b, &y)))
+      return s;
+  }
+  return ret_tensor(c, y);
+}
+
+/* im2col(self, kernel_size, dilation, padding, stride), F.unfold: [N, C, H, W] (or
+ * [C, H, W]) to [N, C * kh * kw, L], row c * kh * kw + i * kw + j holding tap (i, j)
+ * of channel c at each of the L output positions. Exact: a Pad, one strided Slice per
+ * tap, the taps stacked after the channels, and a Reshape. H and W must be known. */
+static kiln_status lower_im2col(call *c) {
+  int64_t g[4][MAX_LIST], out[2];
+  int x, rank, y, ids[MAX_CAT], n;
+  static const char *const what[] = {"a kernel size of two positive ints",
+                                     "a dilation of two positive ints",
+                                     "a padding of two non-negative ints",
+                                     "a stride of two positive ints"};
+  kiln_status s = tensor_arg(c, 0, &x);
+  for (int i = 0; i < 4 && !s; i++) {
+    if (!given(c, i + 1)) return bad_arg(c, i + 1, what[i]);
+    if ((s = ints_arg(c, i + 1, 2, g[i], &n))) return s;
+    if (n != 2) return bad_arg(c, i + 1, what[i]);
+    for (int k = 0; k < 2; k++)
+      if (g[i][k] < (i == 2 ? 0 : 1) || g[i][k] > (1 << 20)) return bad_arg(c, i + 1, what[i]);
+  }
+  if (!s) s = need_rank(c, x, &rank);
+  if (s) return s;
+  if (rank != 3 && rank != 4) return bad_arg(c, 0, "a tensor of rank 3 or 4");
+  int64_t taps = g[0][0] * g[0][1];
+  if (taps > MAX_CAT)
+    return kl_fail(c->e, KILN_ERR_LIMIT, "im2col of %lld taps, kiln takes at most %d",
+                   (long long)taps, MAX_CAT);
+  const kl_type *t = type_of(c, x);
+  for (int k = 0; k < 2; k++) {
+    int64_t size = t->dims[rank - 2 + k].size;
+    if (size < 0)
+      return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "im2col of an input whose dim %d is not "
+                     "known when the graph is built", rank - 2 + k);
+    int64_t span = g[1][k] * (g[0][k] - 1) + 1, padded = size + 2 * g[2][k];
+    if (padded < span)
+      return kl_fail(c->e, KILN_ERR_SHAPE, "im2col: a kernel spanning %lld is larger than "
+                     "dim %d padded (%lld)", (long long)span, rank - 2 + k, (long long)padded);
+    out[k] = (padded - span) / g[3][k] + 1;
+  }
+  int zero = const_ints(c, (int64_t[]){0}, 1), two = const_ints(c, (int64_t[]){2}, 1);
+  if (zero < 0 || two < 0) return c->e->code;
+  if (rank == 3 && (s = op2(c, KL_OP_Unsqueeze, x, zero, &x))) return s;
+  if (g[2][0] || g[2][1]) {
+    int pads = const_ints(c, (int64_t[]){0, 0, g[2][0], g[2][1], 0, 0, g[2][0], g[2][1]}, 8);
+    if (pads < 0 || (s = op2(c, KL_OP_Pad, x, pads, &x))) return c->e->code;
+  }
+  n = 0;
+  for (int64_t i = 0; i < g[0][0]; i++)
+    for (int64_t j = 0; j < g[0][1]; j++) {
+      int64_t st[2] = {i * g[1][0], j * g[1][1]};
+      int64_t en[2] = {st[0] + (out[0] - 1) * g[3][0] + 1, st[1] + (out[1] - 1) * g[3][1] + 1};
+      int in[5] = {x, const_ints(c, st, 2), const_ints(c, en, 2),
+                   const_ints(c, (int64_t[]){2, 3}, 2), const_ints(c, g[3], 2)};
+      if (in[1] < 0 || in[2] < 0 || in[3] < 0 || in[4] < 0) return c->e->code;
+      if ((s = op_node(c, KL_OP_Slice, 5, in, &ids[n])) ||
+          (s = op2(c, KL_OP_Unsqueeze, ids[n], two, &ids[n])))
+        return s;
+      n++;
+    }
+  int shape = const_ints(c, (int64_t[]){0, -1, out[0] * out[1]}, 3);
+  if (shape < 0) return c->e->code;
+  if ((s = concat_many(c, ids, n, 2, &y)) || (s = op2(c, KL_OP_Reshape, y, shape, &y))) return s;
+  if (rank == 3 && (s = op2(c, KL_OP_Squeeze, y, zero, &y))) return s;
+  return ret_tensor(c, y);
+}
+
+/* instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+ * momentum, eps, cudnn_enabled): InstanceNormalization; without use_input_stats, the
+ * running statistics normalize, as batch_norm's eval mode (the same parameters) */
+static kiln_status lower_instance_norm(call *c) {
+  int x, in[3], y;
+  bool stats;
+  double eps;
+  kiln_status s = tensor_arg(c, 0, &x);
+  if (!s) s = bool_arg(c, 5, true, &stats);
+  if (!s) s = float_arg(c, 7, 1e-5, &eps);
+  if (s) return s;
+  if (!stats) return lower_batch_norm(c);
+  const kl_type *t = type_of(c, x);
+  if (t->rank >= 0 && t->rank < 3) return bad_arg(c, 0, "a tensor of rank 3 or more");
+  int64_t ch = t->rank >= 2 ? t->dims[1].size : -1;
+  if ((!given(c, 1) || !given(c, 2)) && ch < 0)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "instance_norm without weight or bias on an "
+                   "input whose channel count is not known");
+  in[0] = x;
+  if (given(c, 1) ? (s = tensor_arg(c, 1, &in[1])) != KILN_OK : (in[1] = filled(c, x, ch, 1)) < 0)
+    return c->e->code;
+  if (given(c, 2) ? (s = tensor_arg(c, 2, &in[2])) != KILN_OK : (in[2] = filled(c, x, ch, 0)) < 0)
+    return c->e->code;
+  int node = begin_node(c, KL_OP_InstanceNormalization, 3, in, &y);
+  s = node < 0 ? KILN_OK : kl_node_set_float(c->g, node, "epsilon", (float)eps, c->e);
+  s = end_node(c, node, s);
+  return s ? s : ret_tensor(c, y);
+}
+
+/* linspace(start, end, steps, dtype, layout, device, pin_memory) of numbers known while
+ * building: a constant, float32 unless dtype, computed as torch does (the step in the
+ * dtype for floats, the first half from start, the second back from end) */
+static kiln_status lower_linspace(call *c) {
+  bound b[2];
+  int64_t steps, st, dims[1];
+  kiln_status s = bound_arg(c, 0, 0, &b[0]);
+  if (!s) s = bound_arg(c, 1, 0, &b[1]);
+  if (!s) s = int_arg(c, 2, 0, &steps);
+  if (!s) s = int_arg(c, 3, -1, &st);
+  if (s) return s;
+  for (int k = 0; k < 2; k++)
+    if (b[k].id >= 0) return bad_arg(c, k, "a number known when the graph is built");
+  if (steps < 0 || steps > (1 << 24)) return bad_arg(c, 2, "a count of steps from 0 to 2^24");
+  kl_dtype dt = st >= 0 ? scalar_type(st) : KL_F32;
+  if (dt == KL_UNDEFINED || dt == KL_BOOL)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "linspace of dtype number %lld", (long long)st);
+  size_t bytes = (size_t)steps * kl_dtype_size(dt);
+  if (bytes > (uint64_t)kl_ts_max_bytes(c->b))
+    return kl_fail(c->e, KILN_ERR_LIMIT, "a linspace of %lld elements is over the limit of "
+                   "%lld bytes a tensor may take", (long long)steps,
+                   (long long)kl_ts_max_bytes(c->b));
+  void *data = malloc(bytes ? bytes : 1);
+  if (!data) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  double d0 = b[0].v, d1 = b[1].v, dstep = steps > 1 ? (d1 - d0) / (double)(steps - 1) : 0;
+  float f0 = (float)d0, f1 = (float)d1, fstep = steps > 1 ? (f1 - f0) / (float)(steps - 1) : 0;
+  bool single = dt == KL_F32 || dt == KL_F16 || dt == KL_BF16;
+  for (int64_t k = 0; k < steps; k++) {
+    double v;
+    if (single) v = k < steps / 2 ? f0 + fstep * (float)k : f1 - fstep * (float)(steps - k - 1);
+    else v = k < steps / 2 ? d0 + dstep * (double)k : d1 - dstep * (double)(steps - k - 1);
+    kl_store_f64(data, dt, (size_t)k, v);
+  }
+  dims[0] = steps;
+  int y = kl_ts_const_data(c->b, dt, 1, dims, data, bytes);
+  return y < 0 ? c->e->code : ret_tensor(c, y);
+}
+
+/* grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+ * GridSample, whose mode and padding_mode lists are in torch's order */
+static kiln_status lower_grid_sampler(call *c) {
+  static const char *const modes[] = {"linear", "nearest", "cubic"};
+  static const char *const pads[] = {"zeros", "border", "reflection"};
+  int in[2], y;
+  int64_t mode, pad;
+  bool align;
+  kiln_status s = tensor_arg(c, 0, &in[0]);
+  if (!s) s = tensor_arg(c, 1, &in[1]);
+  if (!s) s = int_arg(c, 2, 0, &mode);
+  if (!s) s = int_arg(c, 3, 0, &pad);
+  if (!s) s = bool_arg(c, 4, false, &align);
+  if (s) return s;
+  if (mode < 0 || mode > 2) return bad_arg(c, 2, "0 (bilinear), 1 (nearest) or 2 (bicubic)");
+  if (pad < 0 || pad > 2) return bad_arg(c, 3, "0 (zeros), 1 (border) or 2 (reflection)");
+  int node = begin_node(c, KL_OP_GridSample, 2, in, &y);
+  s = node < 0 ? KILN_OK : kl_node_set_string(c->g, node, "mode", modes[mode], c->e);
+  if (!s && node >= 0) s = kl_node_set_string(c->g, node, "padding_mode", pads[pad], c->e);
+  if (!s && node >= 0) s = kl_node_set_int(c->g, node, "align_corners", align, c->e);
+  s = end_node(c, node, s);
+  return s ? s : ret_tensor(c, y);
+}
+
 #define P(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define X1 P("self")
 
@@ -4135,6 +4459,26 @@ static const aten_op ops[] = {
     {"torchvision::nms", P("dets", "scores", "iou_threshold"), lower_nms, 0},
     {"torchvision::roi_align", P("input", "rois", "spatial_scale", "pooled_height",
                                  "pooled_width", "sampling_ratio", "aligned"), lower_roi_align, 0},
+    /* issue 21: more ops of traced real models */
+    {"multiply", P("self", "other"), lower_arith, KL_OP_Mul},
+    {"subtract", P("self", "other", "alpha"), lower_arith, KL_OP_Sub},
+    {"divide", P("self", "other", "rounding_mode"), lower_div, 0},
+    {"true_divide", P("self", "other"), lower_div, 0},
+    {"addcmul", P("self", "tensor1", "tensor2", "value"), lower_addcmul, 0},
+    {"addcdiv", P("self", "tensor1", "tensor2", "value"), lower_addcmul, 1},
+    {"diff", P("self", "n", "dim", "prepend", "append"), lower_diff, 0},
+    {"im2col", P("self", "kernel_size", "dilation", "padding", "stride"), lower_im2col, 0},
+    {"instance_norm", P("input", "weight", "bias", "running_mean", "running_var",
+                        "use_input_stats", "momentum", "eps", "cudnn_enabled"),
+     lower_instance_norm, 0},
+    {"linspace", P("start", "end", "steps", "dtype", "layout", "device", "pin_memory"),
+     lower_linspace, 0},
+    {"grid_sampler", P("input", "grid", "interpolation_mode", "padding_mode", "align_corners"),
+     lower_grid_sampler, 0},
+    {"grid_sampler_2d", P("input", "grid", "interpolation_mode", "padding_mode",
+                          "align_corners"), lower_grid_sampler, 0},
+    {"grid_sampler_3d", P("input", "grid", "interpolation_mode", "padding_mode",
+                          "align_corners"), lower_grid_sampler, 0},
 };
 
 static const aten_op *find_op(const char *name) {

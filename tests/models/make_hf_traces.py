@@ -4,6 +4,9 @@ for kiln check against PyTorch eager (tests/meson.build, ts_dirs):
 
   ts/hf_bert    BertModel      ts/hf_gpt2   GPT2Model
   ts/hf_llama   LlamaModel (grouped-query attention, rotary embeddings, RMSNorm)
+  ts/hf_bart    BartModel, eager attention (issue 21): encoder and decoder, whose
+                attention joins each layer's empty cache (torch.tensor([])) to its keys
+                with cat(dim=-2)
 
 Each tiny (hidden 32, 2 layers, vocabulary 50, random weights from a fixed seed),
 called with input_ids and an attention mask whose second row is padded; the traced
@@ -11,8 +14,9 @@ code of transformers 5.x builds its masks with arange, advanced indexing
 (mask[batch_idx, kv_idx]), bitwise and, and to(dtype=..., layout=...). Expected
 outputs are the eager model's last_hidden_state.
 
-    .venv/bin/python tests/models/make_hf_traces.py
+    .venv/bin/python tests/models/make_hf_traces.py [names: only those]
 """
+import sys
 import os
 
 import numpy as np
@@ -24,11 +28,16 @@ here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ts")
 
 
 class Wrap(torch.nn.Module):
+    """The model called with keywords; an encoder-decoder's decoder reads ids too."""
+
     def __init__(self, m):
         super().__init__()
         self.m = m
 
     def forward(self, ids, mask):
+        if isinstance(self.m, transformers.BartModel):
+            return self.m(input_ids=ids, attention_mask=mask,
+                          decoder_input_ids=ids).last_hidden_state
         return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
@@ -40,6 +49,13 @@ def build(kind):
     if kind == "hf_gpt2":
         return transformers.GPT2Model(transformers.GPT2Config(
             n_embd=32, n_layer=2, n_head=2, vocab_size=50, n_positions=32, use_cache=False))
+    if kind == "hf_bart":
+        c = transformers.BartConfig(
+            vocab_size=50, d_model=32, encoder_layers=1, decoder_layers=1,
+            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+            decoder_ffn_dim=64, max_position_embeddings=32)
+        c._attn_implementation = "eager"
+        return transformers.BartModel(c)
     return transformers.LlamaModel(transformers.LlamaConfig(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=64, vocab_size=50, max_position_embeddings=32, use_cache=False))
@@ -70,5 +86,6 @@ def make(kind):
     print(kind, os.path.getsize(os.path.join(folder, "model.pt")), "bytes")
 
 
-for k in ("hf_bert", "hf_gpt2", "hf_llama"):
-    make(k)
+for k in ("hf_bert", "hf_gpt2", "hf_llama", "hf_bart"):
+    if len(sys.argv) < 2 or k in sys.argv[1:]:
+        make(k)

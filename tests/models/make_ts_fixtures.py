@@ -28,6 +28,10 @@ Models are hand-written (no torchvision) and tiny, so that all of them stay well
                _shape_as_tensor, _weight_norm, bilinear and nearest upsampling (sizes
                and scale factors, both align_corners), conv2d_same padding computed
                by the graph, lstm and gru; no ONNX twin
+  ops3         ATen calls of issue 21's trial of real models: softmax/sum with a dtype,
+               unfold (im2col), addcmul/addcdiv, diff, instance_norm, linspace,
+               grid_sample, chunk of a computed dim, cat with an empty 1-D tensor, window
+               reshapes (TinyViT), expand from the batch (ConvBERT); no ONNX twin
   lstm_proj    nn.LSTM with proj_size (unrolled by kiln: ONNX's LSTM has no
                projection), 2 layers bidirectional batch first, and one without biases
                given h0 and c0; no ONNX twin
@@ -385,6 +389,64 @@ class Ops2(nn.Module):
                 u5 + u7[:, :, :10, :11], u6, s, lo, hn + cn, go, gh)
 
 
+class Ops3(nn.Module):
+    """ATen calls of real traced models (issue 21's trial of timm, transformers and
+    torchvision): softmax, log_softmax and sum with a dtype (transformers' attention),
+    multiply/subtract/divide, F.unfold (im2col: ConvBERT), addcmul and addcdiv (ResMLP's
+    Affine), diff with prepend and append (Whisper), instance_norm (with and without
+    affine; running statistics in eval), linspace and grid_sample (RAFT: bilinear zeros
+    align_corners, nearest border, bicubic reflection), torch.sqrt of an int tensor,
+    chunk of a dim the graph computes (cat of two batches), cat with an empty 1-D tensor
+    (transformers' cache), a reshape to B * n windows whose size(0) and a -1 feed a split
+    (TinyViT), and an expand to a size read from the batch (ConvBERT's token types)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inorm = nn.InstanceNorm2d(3, affine=True)
+        self.inorm2 = nn.InstanceNorm2d(3)
+        self.inorm3 = nn.InstanceNorm2d(3, track_running_stats=True)
+        with torch.no_grad():
+            self.inorm.weight.uniform_(0.5, 1.5)
+            self.inorm.bias.uniform_(-0.5, 0.5)
+            self.inorm3.running_mean.uniform_(-0.5, 0.5)
+            self.inorm3.running_var.uniform_(0.5, 1.5)
+        self.grid = nn.Conv2d(3, 2, 3, padding=1)
+        self.register_buffer("tt", torch.arange(7).view(1, 7) % 3)
+        self.emb = nn.Embedding(3, 6)
+
+    def forward(self, x):                                   # [B, 3, 6, 7]
+        b, ch = x.shape[0], x.shape[1]
+        p1 = torch.softmax(x, dim=-1, dtype=torch.float32)
+        p2 = torch.log_softmax(x, dim=2, dtype=torch.float64).float()
+        s1 = torch.sum(x, dim=1, dtype=torch.float64).float()
+        m = torch.divide(torch.subtract(torch.multiply(x, 1.5), x), 0.75)
+        u1 = F.unfold(x, (3, 2), dilation=(1, 2), padding=(1, 0), stride=(2, 1))
+        u2 = F.unfold(x[:, :2], 2)
+        u3 = F.unfold(x[0], (2, 3), stride=2)              # unbatched [C, H, W]
+        ac = torch.addcmul(x, p1, m, value=0.5) + torch.addcdiv(x, m, p1 + 1)
+        d = torch.diff(x, n=2, dim=-1, prepend=x[..., :1], append=x[..., -2:])
+        d2 = torch.diff(x, dim=1)
+        n1 = self.inorm(x) + self.inorm2(x * 2) + self.inorm3(x)
+        ls = torch.linspace(-3, 3, 7) + torch.linspace(0, 1, 5, dtype=torch.float64).sum().float()
+        gr = torch.tanh(self.grid(x)).permute(0, 2, 3, 1) * 1.2   # some outside [-1, 1]
+        g1 = F.grid_sample(x, gr, mode="bilinear", padding_mode="zeros", align_corners=True)
+        g2 = F.grid_sample(x, gr, mode="nearest", padding_mode="border", align_corners=False)
+        g3 = F.grid_sample(x, gr, mode="bicubic", padding_mode="reflection", align_corners=False)
+        sq = x / torch.sqrt(torch.tensor(ch))
+        f1, f2 = torch.cat([x, x * 2]).chunk(2)
+        kv = torch.cat([torch.tensor([]), x], dim=-2)
+        nh = x.shape[2] // 3
+        w = x.view(b, 3, nh, 3, 7).transpose(1, 2).reshape(b * nh, 3 * 3, 7)
+        n = w.shape[0]
+        q, k, v = w.view(n, 9, 1, -1).split([2, 2, 3], 3)
+        win = (q * k).sum(-1) + v.mean(-1)
+        t = self.tt[:, :7].expand(b, 7)
+        e = (self.emb(t) + x.mean(1).transpose(1, 2)).reshape(b, -1, 6)
+        e1, e2 = e.split([3, 4], 1)
+        return (p1, p2, s1, m, u1, u2, u3, ac, d, d2, n1, ls, g1, g2, g3, sq, f1 + f2, kv, win,
+                e1.sum(1) + e2.sum(1))
+
+
 class LstmProj(nn.Module):
     """nn.LSTM with proj_size (h = (o * tanh(c)) W_hr^T; ONNX's LSTM has none: kiln
     unrolls it): 2 layers, bidirectional, batch first, with biases; a second one
@@ -479,6 +541,7 @@ MODELS = [
     ("strided", Strided, lambda: torch.randn(3, 8), {}),
     ("ops", Ops, lambda: torch.randn(2, 4, 6, 6), {}),
     ("ops2", Ops2, lambda: torch.randn(2, 3, 6, 7), {}),
+    ("ops3", Ops3, lambda: torch.randn(2, 3, 6, 7), {}),
     ("bicubic", Bicubic, lambda: torch.randn(2, 3, 6, 7), {}),
     ("lstm_proj", LstmProj, lambda: torch.randn(2, 5, 6), {}),
     ("lstm_proj_seq_first", LstmProjSeqFirst, lambda: torch.randn(5, 2, 4), {}),
@@ -489,7 +552,7 @@ MODELS = [
     ("shared_deflated", SharedDeflated, lambda: torch.randn(1 << 15), {}),
     ("stdconv", StdConv, lambda: torch.randn(2, 3, 7, 9), {}),
 ]
-NO_ONNX = {"ops", "ops2", "bicubic", "lstm_proj", "lstm_proj_seq_first", "sdpa_masked", "views", "views_after_writes", "shared", "shared_deflated",
+NO_ONNX = {"ops", "ops2", "ops3", "bicubic", "lstm_proj", "lstm_proj_seq_first", "sdpa_masked", "views", "views_after_writes", "shared", "shared_deflated",
            "stdconv"}
 
 

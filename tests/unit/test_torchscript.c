@@ -1359,6 +1359,48 @@ static void test_bad_new_ops(void **state) {
   expect_bad_calls(*state, cases, sizeof cases / sizeof cases[0]);
 }
 
+/* Arguments of the lowerings added for issue 21's trial of real models that kiln
+ * refuses (the ops themselves are checked against PyTorch by tests/models/ts/ops3). */
+static void test_bad_trial_ops(void **state) {
+  static const bad_call cases[] = {
+      {"torch.softmax(argument_1, -1, 99)", KILN_ERR_UNSUPPORTED, "aten::softmax",
+       "argument 'dtype' is int, expected a numeric dtype"},
+      {"torch.sum(argument_1, [1], False, 11)", KILN_ERR_UNSUPPORTED, "aten::sum",
+       "expected a numeric dtype"},
+      {"torch.im2col(argument_1, [3, 3], [1, 1], [0, 0], [1, 1])", KILN_ERR_UNSUPPORTED,
+       "aten::im2col", "a tensor of rank 3 or 4"},
+      {"torch.im2col(torch.unsqueeze(argument_1, 0), [1, 1], [1, 1], [0, 0], [1, 1])",
+       KILN_ERR_UNSUPPORTED, "aten::im2col", "dim 1 is not known when the graph is built"},
+      {"torch.im2col(torch.view(argument_1, [-1, 1, 4, 4]), [5, 1], [1, 1], [0, 0], [1, 1])",
+       KILN_ERR_SHAPE, "aten::im2col", "a kernel spanning 5 is larger than dim 2 padded (4)"},
+      {"torch.im2col(argument_1, [0, 1], [1, 1], [0, 0], [1, 1])", KILN_ERR_UNSUPPORTED,
+       "argument 'kernel_size'", "a kernel size of two positive ints"},
+      {"torch.im2col(argument_1, [1, 1], [1, 1], [0, 0])", KILN_ERR_UNSUPPORTED,
+       "argument 'stride' is nothing", "a stride of two positive ints"},
+      {"torch.diff(argument_1, -1)", KILN_ERR_UNSUPPORTED, "aten::diff",
+       "an order from 0 to 64"},
+      {"torch.diff(argument_1, 1, 5)", KILN_ERR_SHAPE, "aten::diff", "dim 5 is out of range"},
+      {"torch.diff(argument_1, 1, -1, torch.unsqueeze(argument_1, 0))", KILN_ERR_UNSUPPORTED,
+       "argument 'prepend'", "a tensor of the input's rank"},
+      {"torch.add(argument_1, torch.linspace(0, torch.sum(argument_1), 5))",
+       KILN_ERR_UNSUPPORTED, "aten::linspace",
+       "argument 'end' is tensor, expected a number known when the graph is built"},
+      {"torch.add(argument_1, torch.linspace(0, 1, -1))", KILN_ERR_UNSUPPORTED,
+       "aten::linspace", "a count of steps from 0 to 2^24"},
+      {"torch.grid_sampler(argument_1, argument_1, 5, 0, False)", KILN_ERR_UNSUPPORTED,
+       "aten::grid_sampler", "0 (bilinear), 1 (nearest) or 2 (bicubic)"},
+      {"torch.grid_sampler(argument_1, argument_1, 0, 3, False)", KILN_ERR_UNSUPPORTED,
+       "aten::grid_sampler", "0 (zeros), 1 (border) or 2 (reflection)"},
+      {"torch.instance_norm(argument_1, None, None, None, None, True, 0.1, 1e-05, True)",
+       KILN_ERR_UNSUPPORTED, "aten::instance_norm", "a tensor of rank 3 or more"},
+      {"torch.addcmul(argument_1, argument_1, \"a\")", KILN_ERR_UNSUPPORTED, "aten::addcmul",
+       "argument 'tensor2' is str"},
+      {"torch.chunk(argument_1, 0)", KILN_ERR_UNSUPPORTED, "aten::chunk",
+       "a count of chunks from 1 to 64"},
+  };
+  expect_bad_calls(*state, cases, sizeof cases / sizeof cases[0]);
+}
+
 /* Arguments of the lowerings of torchvision's detection ops that kiln refuses (the ops
  * themselves are checked against PyTorch by tests/models/ts/script/detect_ops). */
 static void test_bad_detect_ops(void **state) {
@@ -1631,6 +1673,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_big_endian, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_aten, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_new_ops, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_trial_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_detect_ops, setup, teardown),
       cmocka_unit_test_setup_teardown(test_code_objects, setup, teardown),
       cmocka_unit_test_setup_teardown(test_build_time_constants, setup, teardown),
