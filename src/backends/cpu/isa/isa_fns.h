@@ -85,6 +85,21 @@ typedef struct kl_norm_row {
 
 #define KL_NORM_BLOCK 4096
 
+/* The statistics of row x for a norm primitive (kl_norm_row *p): *mean (0 for rms) and
+ * *inv = 1/sqrt(var + eps), each sum taken in blocks of KL_NORM_BLOCK added in double.
+ * SUM(x, n) and DEV(x, mean, n) are the level's row sum and sum of squared deviations. */
+#define KL_NORM_STATS(SUM, DEV, x, p, mean, inv)                                         \
+  do {                                                                                   \
+    size_t n_ = (p)->n;                                                                  \
+    double sum_ = 0, dev_ = 0;                                                           \
+    for (size_t i_ = 0; !(p)->rms && i_ < n_; i_ += KL_NORM_BLOCK)                       \
+      sum_ += SUM((x) + i_, n_ - i_ < KL_NORM_BLOCK ? n_ - i_ : KL_NORM_BLOCK);         \
+    *(mean) = (p)->rms ? 0.0f : (float)(sum_ / (double)n_);                              \
+    for (size_t i_ = 0; i_ < n_; i_ += KL_NORM_BLOCK)                                    \
+      dev_ += DEV((x) + i_, *(mean), n_ - i_ < KL_NORM_BLOCK ? n_ - i_ : KL_NORM_BLOCK); \
+    *(inv) = (float)(1.0 / sqrt((double)(float)(dev_ / (double)n_) + (double)(p)->eps)); \
+  } while (0)
+
 typedef struct kl_rows_fns {
   /* Softmax (or LogSoftmax) of a row of n >= 1 */
   void (*softmax)(const float *x, float *y, size_t n, bool log_form);

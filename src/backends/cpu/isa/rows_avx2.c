@@ -114,13 +114,8 @@ static float sq_dev(const float *x, float mean, size_t n) {
 static void norm(const kl_norm_row *p, const float *x, float *y, float *mean_out,
                  float *inv_out) {
   size_t n = p->n;
-  double sum = 0, dev = 0;
-  for (size_t i = 0; !p->rms && i < n; i += KL_NORM_BLOCK)
-    sum += row_sum(x + i, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
-  float mean = p->rms ? 0.0f : (float)(sum / (double)n);
-  for (size_t i = 0; i < n; i += KL_NORM_BLOCK)
-    dev += sq_dev(x + i, mean, n - i < KL_NORM_BLOCK ? n - i : KL_NORM_BLOCK);
-  float inv = (float)(1.0 / sqrt((double)(float)(dev / (double)n) + (double)p->eps));
+  float mean, inv;
+  KL_NORM_STATS(row_sum, sq_dev, x, p, &mean, &inv);
   const float *scale = p->scale, *bias = p->bias;
   const __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(inv);
   const __m256 s1 = _mm256_set1_ps(p->scale1), b1 = _mm256_set1_ps(p->bias1);
