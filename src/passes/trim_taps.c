@@ -33,27 +33,35 @@ typedef struct taps_plan {
   int64_t pads[2 * MAX_SP], dil[MAX_SP];
 } taps_plan;
 
-/* The run of taps of one axis that read inside [0, in) for some output position:
- * false when it is all of them or none. */
-static bool live_taps(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pb,
-                      int64_t *first, int64_t *last) {
+/* The run of taps of one axis that read inside [0, in) for some output position, in
+ * *first and *last (-1 for none): 1 when it is not all of them, 0 when it is, -1 when
+ * a position does not fit in 64 bits (hostile strides or dilations: left as it is). */
+static int live_taps(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t pb,
+                     int64_t *first, int64_t *last) {
   *first = -1;
   *last = -1;
+  int64_t reach; /* (out - 1) * s: the last output's offset from the first */
+  if (__builtin_mul_overflow(out - 1, s, &reach)) return -1;
   for (int64_t t = 0; t < k; t++) {
     /* tap t reads o * s - pb + t * d for o in [0, out): the lowest and highest */
-    int64_t lo = -pb + t * d, hi = (out - 1) * s - pb + t * d;
+    int64_t td, lo, hi;
+    if (__builtin_mul_overflow(t, d, &td) || __builtin_sub_overflow(td, pb, &lo) ||
+        __builtin_add_overflow(lo, reach, &hi))
+      return -1;
     /* some o with a position in [0, in): the positions step by s from lo to hi */
     bool any = false;
     if (hi >= 0 && lo < in) {
-      int64_t o0 = lo >= 0 ? 0 : (-lo + s - 1) / s; /* the first o at or past 0 */
-      any = o0 < out && lo + o0 * s < in;
+      /* the first o at or past 0 (-lo fits: lo >= -pb > INT64_MIN); o0 * s and
+       * lo + o0 * s are taken only for o0 < out, where they are at most reach and hi */
+      int64_t o0 = lo >= 0 ? 0 : (-lo - 1) / s + 1;
+      any = o0 < out && lo + o0 * s < in; /* lo + o0 * s is in [0, hi] */
     }
     if (any) {
       if (*first < 0) *first = t;
       *last = t;
     }
   }
-  return *first >= 0 && (*first > 0 || *last < k - 1);
+  return *first >= 0 && (*first > 0 || *last < k - 1) ? 1 : 0;
 }
 
 static bool plan_node(const kl_graph *g, const kl_node *n, taps_plan *p) {
@@ -80,9 +88,12 @@ static bool plan_node(const kl_graph *g, const kl_node *n, taps_plan *p) {
     p->pads[a] = np > 0 ? pd[a] : 0;
     p->pads[p->sp + a] = np > 0 ? pd[p->sp + a] : 0;
     p->k[a] = k;
-    if (in <= 0 || out <= 0 || k <= 0 || s <= 0 || p->dil[a] <= 0 || (nk > 0 && ks[a] != k))
+    if (in <= 0 || out <= 0 || k <= 0 || s <= 0 || p->dil[a] <= 0 || (nk > 0 && ks[a] != k) ||
+        p->pads[a] < 0 || p->pads[p->sp + a] < 0)
       return false;
-    if (live_taps(in, out, k, s, p->dil[a], p->pads[a], &p->first[a], &p->last[a])) {
+    int live = live_taps(in, out, k, s, p->dil[a], p->pads[a], &p->first[a], &p->last[a]);
+    if (live < 0) return false;
+    if (live) {
       any = true;
     } else {
       if (p->first[a] < 0) return false; /* no tap reads X: leave it */
