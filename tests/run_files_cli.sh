@@ -323,6 +323,10 @@ cp "$work/tol_out/logits.pb" "$tol/float64_outputs/output_0.pb"
 out=$("$kiln" check "$tol" 2>&1)
 grep -q "^pass $tol (.*1 output out of tolerance, but no further from float64_outputs than 0 times the expected)" <<<"$out" ||
   fail "check with float64_outputs nearer kiln: $out"
+echo garbage > "$tol/float64_outputs/output_0.pb"
+out=$("$kiln" check "$tol" 2>&1)
+grep -q "^FAIL $tol" <<<"$out" && grep -q "float64_outputs/output_0.pb cannot be read" <<<"$out" ||
+  fail "check with an unreadable float64_outputs file: $out"
 cp "$tol/test_data_set_0/output_0.pb" "$tol/float64_outputs/output_0.pb"
 out=$("$kiln" check "$tol" 2>&1)
 grep -q "^FAIL $tol" <<<"$out" && grep -q "against float64_outputs/output_0.pb kiln's max abs err is [0-9.e-]*, the expected outputs' 0 (more than 3 times theirs)" <<<"$out" ||

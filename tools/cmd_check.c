@@ -348,8 +348,13 @@ static bool within_float64(const char *root, int k, const kl_tensor *got, const 
   if (!is_file(path)) return false;
   kl_tensor f = {0};
   char *name = NULL;
-  if (!inside(root, path, more, sizeof more) ||
-      !cli_read_tensor(path, INT64_C(16) << 30, &f, &name)) {
+  bool in = inside(root, path, more, sizeof more);
+  if (!in || !cli_read_tensor(path, INT64_C(16) << 30, &f, &name)) {
+    size_t u = strlen(why);
+    if (u < len && in) /* the output's failure stands; say why float64 could not judge it */
+      snprintf(why + u, len - u, "; float64_outputs/output_%d.pb cannot be read", k);
+    else if (u < len)
+      snprintf(why + u, len - u, "; %s", more);
     free(name);
     return false;
   }

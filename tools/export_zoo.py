@@ -289,11 +289,17 @@ def scale_output(model, calib_args):
 
 
 def flatten_outputs(out):
-    """Tensors of a model's return value in order (tuple, ModelOutput, tensor)."""
+    """Tensors of a model's return value in order (tuple, ModelOutput, tensor; a dict's
+    values, as torchvision's segmentation models return; None, an encoder-decoder's
+    absent cache, left out)."""
     import torch
 
     if isinstance(out, torch.Tensor):
         return [out]
+    if out is None:
+        return []
+    if isinstance(out, dict):
+        out = list(out.values())
     if hasattr(out, "to_tuple"):
         out = out.to_tuple()
     res = []
@@ -391,9 +397,10 @@ def export_model(wrapped, args, names, out_names, path, opset, exporter):
                                   do_constant_folding=True)
 
 
-def prepare(name, spec):
+def prepare(name, spec, wrap=None):
     """The model with its seeded random weights, its test inputs and the wrapper that
-    takes them positionally: the same every time for a name (same torch version)."""
+    takes them positionally (positional(), or wrap(model, names)): the same every time
+    for a name (same torch version)."""
     import torch
 
     seed = sum(map(ord, name))
@@ -401,7 +408,7 @@ def prepare(name, spec):
     g = torch.Generator().manual_seed(seed)
     model = spec["build"]().eval()
     names = spec["input_names"]
-    wrapped = positional(model, names).eval()
+    wrapped = (wrap or positional)(model, names).eval()
     calib = spec["inputs"](torch.Generator().manual_seed(seed + 1))
     randomize(wrapped, tuple(calib[n] for n in names), g)
     scale_output(wrapped, tuple(calib[n] for n in names))

@@ -289,24 +289,6 @@ def models():
     return out
 
 
-def flatten(out):
-    """Tensors of a return value in order; dicts (torchvision segmentation) by value."""
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if out is None:  # an encoder-decoder's absent cache
-        return []
-    if isinstance(out, dict):
-        out = list(out.values())
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    res = []
-    for o in out:
-        res.extend(flatten(o))
-    return res
-
-
 def positional(model, names):
     """export_zoo.positional with forward's parameters named (input_ids, ...), not *args:
     torch.export maps dynamic axes and input names onto named parameters."""
@@ -314,9 +296,9 @@ def positional(model, names):
 
     def call(self, *args):
         if not hasattr(self.model, "config"):  # torchvision, timm: forward(x) or (a, b)
-            return tuple(flatten(self.model(*args)))
+            return tuple(ez.flatten_outputs(self.model(*args)))
         kw = dict(zip(names, args), return_dict=False)
-        return tuple(flatten(self.model(**kw)))
+        return tuple(ez.flatten_outputs(self.model(**kw)))
 
     ns = {}
     exec("def forward(self, %s):\n    return self._call(%s)\n"
@@ -355,11 +337,10 @@ def export_one(name, spec, dest, want_pt=True):
     import onnx
     import torch
 
-    ez.positional = positional  # named parameters, dict outputs (segmentation)
     t0 = time.time()
     if spec.get("lazy_inputs"):
         spec = dict(spec, inputs=spec["lazy_inputs"]())
-    model, wrapped, inputs = ez.prepare(name, spec)
+    model, wrapped, inputs = ez.prepare(name, spec, wrap=positional)
     names = spec["input_names"]
     args = tuple(inputs[n] for n in names)
     with torch.no_grad():
@@ -429,7 +410,7 @@ def write_pt(name, model, wrapped, args, torch_outs, f64_outs, dest):
         warnings.simplefilter("ignore")
         with torch.no_grad():
             traced = torch.jit.trace(wrapped, args, strict=False, check_trace=False)
-            traced_outs = [o.numpy() for o in flatten(traced(*args))]
+            traced_outs = [o.numpy() for o in ez.flatten_outputs(traced(*args))]
         torch.jit.save(traced, os.path.join(tmp, "model.pt"))
     params = [a.name for a in traced.forward.schema.arguments[1:]]
     for k, x in enumerate(args):
