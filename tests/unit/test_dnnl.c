@@ -657,6 +657,9 @@ static void test_concat_layouts(void **state) {
  * blocks of 96 and a shorter one), symmetric and uneven pads, Bias, a Sum held
  * channels-last, and an activation of kiln's (Silu). Elsewhere oneDNN runs them: the
  * same check. */
+static int wino_expect = 2; /* 3x3 convolutions of the graph */
+static const char *const *wino_layouts; /* each one's layout suffix, when set */
+
 static void wino_impls(const kiln_session *fast, const kiln_model *m) {
   int seen = 0;
   for (int i = 0; i < m->g->n_nodes; i++) {
@@ -668,9 +671,12 @@ static void wino_impls(const kiln_session *fast, const kiln_model *m) {
     if (wino != (kl_isa_level() == KL_ISA_AVX2))
       fail_msg("3x3 convolution %d ran on '%s' at %s", i, impl ? impl : "-",
                kl_isa_level_name(kl_isa_level()));
+    if (wino && wino_layouts && strcmp(strstr(impl, "wino_2x2") + 8, wino_layouts[seen]) != 0)
+      fail_msg("3x3 convolution %d ran on '%s', expected the layouts '%s'", i, impl,
+               wino_layouts[seen]);
     seen++;
   }
-  assert_int_equal(seen, 2);
+  assert_int_equal(seen, wino_expect);
 }
 
 static kl_graph *winograd_graph(void) {
@@ -752,6 +758,55 @@ static void test_winograd(void **state) {
   kiln_session_free(fast);
   kiln_model_free(want_m);
   kiln_model_free(m);
+}
+
+/* kiln's Winograd where X, or Y and its Sum, are held plain (graph inputs and
+ * outputs; an FPN's lateral sums, which kiln's plain Resize and Add read): transposed
+ * through the workspace. n1: X, Sum and Y plain (Bias, Relu); n2: X plain, Y
+ * channels-last (a 1x1 convolution reads it); n3: X channels-last, Y plain (Silu). */
+static kl_graph *winograd_plain_graph(void) {
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 33, 29, 23});
+  int s = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){2, 40, 29, 23});
+  int v[5];
+  for (int k = 0; k < 5; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int64_t forty = 40;
+  int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
+                             (int[]){x, cst(g, 4, (int64_t[]){40, 33, 3, 3}), cst(g, 1, &forty), s},
+                             1, &v[0], &e);
+  int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){40, 33, 3, 3})}, 1, &v[1], &e);
+  int o2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[1], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[2], &e);
+  int na = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){33, 33, 1, 1})}, 1, &v[3], &e);
+  int n3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[3], cst(g, 4, (int64_t[]){36, 33, 3, 3})}, 1, &v[4], &e);
+  assert_true(n1 >= 0 && n2 >= 0 && o2 >= 0 && na >= 0 && n3 >= 0);
+  tu_node_ints(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  activation(g, n1, "Relu", 0, NULL);
+  tu_node_ints(g, n2, "pads", 4, (int64_t[]){0, 2, 2, 0});
+  activation(g, na, "Relu", 0, NULL);
+  tu_node_ints(g, n3, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  activation(g, n3, "Silu", 0, NULL);
+  assert_int_equal(kl_graph_add_output(g, v[0], NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, v[2], NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, v[4], NULL), KILN_OK);
+  return g;
+}
+
+static void test_winograd_plain(void **state) {
+  (void)state;
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
+  static const char *const layouts[] = {" x:nchw y:nchw", " x:nchw", " y:nchw"};
+  after_fast_run = wino_impls;
+  wino_expect = 3;
+  wino_layouts = layouts;
+  check(winograd_plain_graph(), "winograd, plain tensors");
+  after_fast_run = NULL;
+  wino_expect = 2;
+  wino_layouts = NULL;
 }
 
 /* Winograd convolutions whose channel counts are not multiples of the 16-channel
@@ -957,6 +1012,7 @@ int main(void) {
       cmocka_unit_test(test_conv_chain),
       cmocka_unit_test(test_concat_layouts),
       cmocka_unit_test(test_winograd),
+      cmocka_unit_test(test_winograd_plain),
       cmocka_unit_test(test_shared_workspace),
       cmocka_unit_test(test_binary_choice),
       cmocka_unit_test(test_fast_only),

@@ -1544,9 +1544,9 @@ static void pick_free(dnnl_primitive_attr_t attr, dnnl_primitive_desc_t pd) {
   if (attr) dnnl_primitive_attr_destroy(attr);
 }
 
-/* A 3x3, stride-1, one-group 2-D convolution whose X, Y (and Sum) are held
- * channels-last, at the AVX2 level, where oneDNN has no Winograd: kiln's runs it
- * (dnnl_wino.c), with its Bias, Sum and activation. Its constant weights are needed
+/* A 3x3, stride-1, one-group 2-D convolution at the AVX2 level, where oneDNN has no
+ * Winograd: kiln's runs it (dnnl_wino.c), with its Bias, Sum (held as Y is) and
+ * activation, X and Y in the layouts the session holds them. Its constant weights are needed
  * plain, once (not when a release_weights session already freed them). */
 static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shape *s) {
   if (d->kind != DN_CONV || kl_isa_level() != KL_ISA_AVX2 || !d->const_w || d->w_released)
@@ -1555,8 +1555,8 @@ static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shap
   bool has;
   kl_act act;
   if (x->rank != 4 || w->rank != 4 || w->dims[2] != 3 || w->dims[3] != 3 ||
-      kl_attr_int(c->node, "group", 1) != 1 || !(d->cl_in & 1) || !d->cl_dst ||
-      (sum && (!same_shape(sum, y) || !(d->cl_in >> KL_FUSED_SUM & 1))) ||
+      kl_attr_int(c->node, "group", 1) != 1 ||
+      (sum && (!same_shape(sum, y) || (d->cl_in >> KL_FUSED_SUM & 1) != (unsigned)d->cl_dst)) ||
       !kl_isa_fused_act(c->node, &has, &act))
     return false;
   dn_problem p;
@@ -1568,7 +1568,8 @@ static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shap
       p.dilates[0] != 0 || p.dilates[1] != 0)
     return false;
   *s = (kl_wino_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
-                       y->dims[2], y->dims[3], p.pad_l[0], p.pad_l[1]};
+                       y->dims[2], y->dims[3], p.pad_l[0], p.pad_l[1], (d->cl_in & 1) != 0,
+                       d->cl_dst};
   return kl_wino_fits(s);
 }
 
@@ -1590,7 +1591,8 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
                    "again: create the session without release_weights");
   kl_wino_shape wino;
   if (wino_shape_of(d, c, &wino)) {
-    snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2", d->fns->name);
+    snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2%s%s", d->fns->name,
+             wino.x_cl ? "" : " x:nchw", wino.y_cl ? "" : " y:nchw");
     kiln_status st = kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
     if (st == KILN_OK && d->own_w && !d->w_released) { /* release_weights: U is the copy */
       free(d->own_w->data);

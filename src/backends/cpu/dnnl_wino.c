@@ -13,7 +13,12 @@
  * with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. 16 products of C multiply-adds
  * make 4 outputs where the direct form takes 36: 2.25 times fewer. V and M are regions
  * of the session's workspace; each of their 16 planes is padded by 16 floats, so that
- * the planes' rows (written together by in_tile) do not fall on one cache set. */
+ * the planes' rows (written together by in_tile) do not fall on one cache set.
+ *
+ * X, or Y and Sum, held plain ([N, C, H, W]: a tensor kiln's plain kernels read, such as
+ * an FPN's lateral sums and outputs) are transposed to channels-last in the workspace
+ * first (X, Sum) or last (Y), in parallel parts of TR_PART positions: one pass each way,
+ * as oneDNN's direct convolution reorders them too, and the tiles stay as above. */
 #include "backends/cpu/dnnl_wino.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
@@ -23,6 +28,7 @@
 
 #define WINO_TB 96  /* tiles per block: V and M of a block stay in the L2 cache */
 #define WINO_PAD 16 /* floats after each plane of V and M */
+#define TR_PART 64  /* spatial positions a task of the layout transposes takes */
 
 struct kl_wino {
   kl_dnnl_engine *eng;
@@ -30,6 +36,8 @@ struct kl_wino {
   int64_t n, h, w, c, k, oh, ow, pt, pl, tiles_h, tiles_w, tiles, tb, tail;
   size_t vs, ms;               /* plane strides of V and M, in floats */
   size_t v_off, m_off, sp_off; /* regions of the workspace */
+  size_t x_off, y_off;         /* and X's, Y's channels-last copies (when held plain) */
+  bool x_cl, y_cl;
   dnnl_primitive_t mm[2];      /* a whole block, and the last, shorter one (tail) */
   dnnl_memory_t v[2], m[2], sp[2], u;
   void *u_data;                /* U packed in the layout the matmul asked for */
@@ -138,6 +146,7 @@ kiln_status kl_wino_create(kl_dnnl_engine *eng, const kl_wino_shape *s, const fl
   p->fns = kl_cpu_isa_fns(kl_isa_level());
   p->n = s->n, p->h = s->h, p->w = s->w, p->c = s->c, p->k = s->k, p->oh = s->oh, p->ow = s->ow;
   p->pt = s->pt, p->pl = s->pl;
+  p->x_cl = s->x_cl, p->y_cl = s->y_cl;
   p->tiles_h = (p->oh + 1) / 2, p->tiles_w = (p->ow + 1) / 2;
   p->tiles = p->n * p->tiles_h * p->tiles_w;
   p->tb = p->tiles < WINO_TB ? p->tiles : WINO_TB;
@@ -160,6 +169,9 @@ kiln_status kl_wino_create(kl_dnnl_engine *eng, const kl_wino_shape *s, const fl
   p->v_off = kl_dnnl_ws_take(&used, sizeof(float) * 16 * p->vs);
   p->m_off = kl_dnnl_ws_take(&used, sizeof(float) * 16 * p->ms);
   p->sp_off = kl_dnnl_ws_take(&used, sp_bytes);
+  /* the tensors exist, so these byte counts do not overflow */
+  if (!p->x_cl) p->x_off = kl_dnnl_ws_take(&used, sizeof(float) * (size_t)(p->n * p->h * p->w * p->c));
+  if (!p->y_cl) p->y_off = kl_dnnl_ws_take(&used, sizeof(float) * (size_t)(p->n * p->oh * p->ow * p->k));
   if (st == dnnl_success) st = kl_dnnl_ws_reserve(eng, used);
   if (st != dnnl_success) {
     kl_wino_free(p);
@@ -237,6 +249,35 @@ static void out_task(void *arg, int64_t i) {
     if (y[q]) p->fns->elt->unary(&p->act, y[q], y[q], (size_t)p->k);
 }
 
+/* [n][ch][sp] <-> [n][sp][ch] (to_cl: plain to channels-last), TR_PART positions a task. */
+typedef struct wino_tr {
+  const kl_copy_fns *copy;
+  const float *src;
+  float *dst;
+  int64_t ch, sp, parts;
+  bool to_cl;
+} wino_tr;
+
+static void tr_task(void *arg, int64_t i) {
+  const wino_tr *t = arg;
+  int64_t img = i / t->parts, s0 = i % t->parts * TR_PART;
+  size_t len = (size_t)(t->sp - s0 < TR_PART ? t->sp - s0 : TR_PART);
+  const float *src = t->src + img * t->ch * t->sp;
+  float *dst = t->dst + img * t->ch * t->sp;
+  if (t->to_cl)
+    t->copy->transpose2d(4, src + s0, (size_t)t->sp, dst + s0 * t->ch, (size_t)t->ch,
+                         (size_t)t->ch, len);
+  else
+    t->copy->transpose2d(4, src + s0 * t->ch, (size_t)t->ch, dst + s0, (size_t)t->sp, len,
+                         (size_t)t->ch);
+}
+
+static void transpose(const kl_wino *p, const kl_kernel_ctx *c, const float *src, float *dst,
+                      int64_t ch, int64_t sp, bool to_cl) {
+  wino_tr t = {p->fns->copy, src, dst, ch, sp, (sp + TR_PART - 1) / TR_PART, to_cl};
+  kl_isa_parallel(c, p->n * t.parts, p->n * ch * sp, tr_task, &t);
+}
+
 kiln_status kl_wino_run(kl_wino *p, const kl_kernel_ctx *c, const float *x, float *y,
                         const float *bias, const float *sum) {
   char *ws = p->eng->ws;
@@ -251,7 +292,17 @@ kiln_status kl_wino_run(kl_wino *p, const kl_kernel_ctx *c, const float *x, floa
     p->ws_gen = p->eng->ws_gen;
   }
   kl_dnnl_ws_enter(p->eng);
-  wino_job j = {p, x, bias, sum, y, (float *)(ws + p->v_off), (float *)(ws + p->m_off), 0};
+  float *ys = p->y_cl ? y : (float *)(ws + p->y_off);
+  if (!p->x_cl) {
+    float *xt = (float *)(ws + p->x_off);
+    transpose(p, c, x, xt, p->c, p->h * p->w, true);
+    x = xt;
+  }
+  if (!p->y_cl && sum) { /* Sum is held as Y: into Y's channels-last copy, read in place */
+    transpose(p, c, sum, ys, p->k, p->oh * p->ow, true);
+    sum = ys;
+  }
+  wino_job j = {p, x, bias, sum, ys, (float *)(ws + p->v_off), (float *)(ws + p->m_off), 0};
   for (; s == dnnl_success && j.t0 < p->tiles; j.t0 += p->tb) {
     int64_t nt = p->tiles - j.t0 < p->tb ? p->tiles - j.t0 : p->tb;
     int slot = nt == p->tb ? 0 : 1;
@@ -262,6 +313,7 @@ kiln_status kl_wino_run(kl_wino *p, const kl_kernel_ctx *c, const float *x, floa
     if (s == dnnl_success) s = dnnl_stream_wait(p->eng->stream);
     if (s == dnnl_success) kl_isa_parallel(c, nt, nt * 16 * p->k, out_task, &j);
   }
+  if (s == dnnl_success && !p->y_cl) transpose(p, c, ys, y, p->k, p->oh * p->ow, false);
   return s == dnnl_success ? KILN_OK
                            : kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to run a Winograd "
                                      "convolution's products (status %d)", (int)s);

@@ -7,9 +7,14 @@
 #include "backends/cpu/dnnl_engine.h"
 
 /* X [n, h, w, c] -> Y [n, oh, ow, k] by a 3x3 kernel, stride 1, dilation 1, one group,
- * pt rows and pl columns of padding before. */
+ * pt rows and pl columns of padding before. x_cl: X is held channels-last, else plain
+ * ([n, c, h, w]); y_cl: Y (and Sum, held as Y is) likewise. A plain X is transposed
+ * into the workspace before the tiles read it, a plain Y is made channels-last in the
+ * workspace and transposed out (each one pass, against the 2.25 times fewer
+ * multiplications). */
 typedef struct kl_wino_shape {
   int64_t n, h, w, c, k, oh, ow, pt, pl;
+  bool x_cl, y_cl;
 } kl_wino_shape;
 
 typedef struct kl_wino kl_wino;
@@ -24,8 +29,8 @@ bool kl_wino_fits(const kl_wino_shape *s);
  * workspace its blocks need in eng. */
 kiln_status kl_wino_create(kl_dnnl_engine *eng, const kl_wino_shape *s, const float *w,
                            const kl_node *n, kl_wino **out, kl_err *e);
-/* Y = act(conv(X) + bias + sum) on c's threads; bias ([k]) and sum (Y's shape, Y's own
- * memory allowed) may be NULL. */
+/* Y = act(conv(X) + bias + sum) on c's threads; bias ([k]) and sum (Y's shape and
+ * layout, Y's own memory allowed) may be NULL. */
 kiln_status kl_wino_run(kl_wino *p, const kl_kernel_ctx *c, const float *x, float *y,
                         const float *bias, const float *sum);
 /* Bytes of the packed transformed weights. */
