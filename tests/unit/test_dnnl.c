@@ -23,6 +23,7 @@
 #if KL_HAVE_DNNL
 #include "backends/cpu/dnnl.h"
 #include "backends/cpu/dnnl_cache.h"
+#include "backends/cpu/isa/run.h"
 #endif
 #include "backends/cpu/isa.h"
 
@@ -809,6 +810,97 @@ static void test_winograd_plain(void **state) {
   wino_layouts = NULL;
 }
 
+/* kiln's product over gathered rows (dnnl_im2col.c), which runs the strided and
+ * larger-kernel convolutions over few output positions at the AVX2 level: odd
+ * channels (37 in, 20 out: a partial panel), 300 channels (gathered in two pieces),
+ * 2x8x7 and 1x5x5 outputs (row groups of fewer than 6), stride 2, a 5x3 kernel with
+ * dilation 2 and uneven pads, Bias, a Sum, activations; X and Y plain (graph input and
+ * outputs) or channels-last (read by, made by, 1x1 convolutions). */
+static const char *const *im2col_layouts; /* the layout suffix of each, in node order */
+
+static void im2col_impls(const kiln_session *fast, const kiln_model *m) {
+  int seen = 0;
+  bool want = kl_cpu_isa_fns(kl_isa_level())->gemv->rows_fast;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    const kl_type *w = n->n_in > 1 ? &m->g->values[n->in[1]].type : NULL;
+    if (!w || w->rank != 4 || w->dims[2].size * w->dims[3].size == 1) continue;
+    const char *impl = kl_session_kernel_impl(fast, i);
+    const char *at = impl ? strstr(impl, "im2col gemm") : NULL;
+    if ((at != NULL) != want)
+      fail_msg("convolution %d ran on '%s' at %s", i, impl ? impl : "-",
+               kl_isa_level_name(kl_isa_level()));
+    if (at && strcmp(at + 11, im2col_layouts[seen]) != 0)
+      fail_msg("convolution %d ran on '%s', expected the layouts '%s'", i, impl,
+               im2col_layouts[seen]);
+    seen++;
+  }
+  assert_int_equal(seen, 4);
+}
+
+static kl_graph *im2col_graph(void) {
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 37, 15, 13});
+  int s = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){2, 20, 8, 7});
+  int z = tu_graph_input(g, "z", KL_F32, 4, (int64_t[]){1, 300, 9, 9});
+  int v[8];
+  for (int k = 0; k < 8; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int64_t twenty = 20;
+  /* n1: plain X, Sum, Y; 3x3 stride 2, Bias, Relu */
+  int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
+                             (int[]){x, cst(g, 4, (int64_t[]){20, 37, 3, 3}), cst(g, 1, &twenty), s},
+                             1, &v[0], &e);
+  /* na: a channels-last copy of x for n2; n2: 5x3, dilation 2, stride 2, cl X, plain Y */
+  int na = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){37, 37, 1, 1})}, 1, &v[1], &e);
+  int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[1], cst(g, 4, (int64_t[]){24, 37, 5, 3})}, 1, &v[2], &e);
+  /* n3: 300 channels, plain X, channels-last Y (a 1x1 convolution reads it) */
+  int n3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){z, cst(g, 4, (int64_t[]){40, 300, 3, 3})}, 1, &v[3], &e);
+  int o3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[3], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[4], &e);
+  /* n4: cl X and Y (a 1x1 convolution reads it) with a cl Sum (n1's output through a
+   * 1x1 convolution) */
+  int nb = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[0], cst(g, 4, (int64_t[]){20, 20, 1, 1})}, 1, &v[5], &e);
+  int n4 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
+                             (int[]){v[1], cst(g, 4, (int64_t[]){20, 37, 3, 3}), cst(g, 1, &twenty),
+                                     v[5]}, 1, &v[6], &e);
+  int o4 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
+                             (int[]){v[6], cst(g, 4, (int64_t[]){8, 20, 1, 1})}, 1, &v[7], &e);
+  assert_true(n1 >= 0 && na >= 0 && n2 >= 0 && n3 >= 0 && o3 >= 0 && nb >= 0 && n4 >= 0 &&
+              o4 >= 0);
+  tu_node_ints(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  tu_node_ints(g, n1, "strides", 2, (int64_t[]){2, 2});
+  activation(g, n1, "Relu", 0, NULL);
+  tu_node_ints(g, n2, "pads", 4, (int64_t[]){3, 0, 2, 1});
+  tu_node_ints(g, n2, "strides", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, n2, "dilations", 2, (int64_t[]){2, 2});
+  activation(g, n2, "Silu", 0, NULL);
+  tu_node_ints(g, n3, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  tu_node_ints(g, n3, "strides", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, n4, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  tu_node_ints(g, n4, "strides", 2, (int64_t[]){2, 2});
+  activation(g, n4, "Relu", 0, NULL);
+  assert_int_equal(kl_graph_add_output(g, v[0], NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, v[2], NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, v[4], NULL), KILN_OK);
+  assert_int_equal(kl_graph_add_output(g, v[7], NULL), KILN_OK);
+  return g;
+}
+
+static void test_im2col(void **state) {
+  (void)state;
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
+  static const char *const layouts[] = {" x:nchw y:nchw", " y:nchw", " x:nchw", ""};
+  im2col_layouts = layouts;
+  after_fast_run = im2col_impls;
+  check(im2col_graph(), "im2col convolutions");
+  after_fast_run = NULL;
+}
+
 /* Winograd convolutions whose channel counts are not multiples of the 16-channel
  * blocks (so their staged copies have padding), sharing one session's workspace, which
  * holds the scratchpad and staged copies of each in turn. chain: the second reads the
@@ -1013,6 +1105,7 @@ int main(void) {
       cmocka_unit_test(test_concat_layouts),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_plain),
+      cmocka_unit_test(test_im2col),
       cmocka_unit_test(test_shared_workspace),
       cmocka_unit_test(test_binary_choice),
       cmocka_unit_test(test_fast_only),

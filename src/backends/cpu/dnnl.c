@@ -18,6 +18,7 @@
  * MatMul operand of rank 1 as a matrix with a 1, all without copying.
  */
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/dnnl_im2col.h"
 #include "backends/cpu/dnnl_wino.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
@@ -118,6 +119,7 @@ typedef struct dn_entry {
    * primitive instead, then the activation (epilogue too; sum_after_of). */
   bool sum_after;
   kl_wino *wino; /* kiln's Winograd runs it instead of a primitive (wino_shape_of) */
+  kl_im2col *im2col; /* kiln's product over gathered rows runs it (im2col_shape_of) */
   kl_act epi_act;
   bool epi_has_act;
   int n_after, after_input[DN_POSTS];
@@ -1363,6 +1365,7 @@ static void entry_free(dn_node *d, dn_entry *en) {
   reorder_free(&en->dst_out);
   reorder_free(&en->sum_in);
   kl_wino_free(en->wino);
+  kl_im2col_free(en->im2col);
   free(en->sum_copy);
   if (en->packed >= 0 && --d->packed[en->packed].users == 0) {
     free(d->packed[en->packed].data);
@@ -1573,6 +1576,33 @@ static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shap
   return kl_wino_fits(s);
 }
 
+/* A 2-D one-group convolution with a kernel larger than 1x1, at a level whose product
+ * tiles are fast, that kl_im2col_fits takes: kiln's product runs it (dnnl_im2col.c),
+ * with its Bias, Sum (held as Y is) and activation, X and Y in the layouts held. */
+static bool im2col_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_im2col_shape *s) {
+  if (d->kind != DN_CONV || !d->fns->gemv->tile || !d->fns->gemv->rows_fast || !d->const_w ||
+      d->w_released || d->bf16_src || d->bf16_dst)
+    return false;
+  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0], *sum = input(c, KL_FUSED_SUM);
+  bool has;
+  kl_act act;
+  if (x->rank != 4 || w->rank != 4 || kl_attr_int(c->node, "group", 1) != 1 ||
+      (sum && (!same_shape(sum, y) || (d->cl_in >> KL_FUSED_SUM & 1) != (unsigned)d->cl_dst)) ||
+      !kl_isa_fused_act(c->node, &has, &act))
+    return false;
+  dn_problem p;
+  memset(&p, 0, sizeof p);
+  kl_err ignored = {0};
+  kl_kernel_ctx quiet = *c; /* conv_geometry's errors are the primitive's to report */
+  quiet.e = &ignored;
+  if (conv_geometry(&quiet, &p) != KILN_OK) return false;
+  *s = (kl_im2col_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
+                         y->dims[2], y->dims[3], w->dims[2], w->dims[3], p.strides[0],
+                         p.strides[1], p.dilates[0] + 1, p.dilates[1] + 1, p.pad_l[0],
+                         p.pad_l[1], (d->cl_in & 1) != 0, d->cl_dst};
+  return w->dims[1] == x->dims[1] && kl_im2col_fits(s);
+}
+
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
 static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c) {
   if ((en->gemv = gemv_fits(d, c, &en->gemv_plan))) { /* run_gemv.c */
@@ -1590,6 +1620,12 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
                    "(release_weights freed the plain copy), and these shapes need them "
                    "again: create the session without release_weights");
   kl_wino_shape wino;
+  kl_im2col_shape im;
+  if (!wino_shape_of(d, c, &wino) && im2col_shape_of(d, c, &im)) {
+    snprintf(en->impl, sizeof en->impl, "kiln:%s im2col gemm%s%s", d->fns->name,
+             im.x_cl ? "" : " x:nchw", im.y_cl ? "" : " y:nchw");
+    return kl_im2col_create(d->eng, &im, c->in[1]->data, c->node, &en->im2col, c->e);
+  }
   if (wino_shape_of(d, c, &wino)) {
     snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2%s%s", d->fns->name,
              wino.x_cl ? "" : " x:nchw", wino.y_cl ? "" : " y:nchw");
@@ -1907,6 +1943,11 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   d->ran_gemv = en->gemv;
   d->ran_rows = en->gemv ? en->gemv_plan.m : 0;
   d->ran_impl = en->fallback ? NULL : en->impl;
+  if (en->im2col) {
+    const kl_tensor *b = input(c, 2), *sum = input(c, KL_FUSED_SUM);
+    return kl_im2col_run(en->im2col, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL,
+                         sum ? sum->data : NULL);
+  }
   if (en->wino) {
     const kl_tensor *b = input(c, 2), *sum = input(c, KL_FUSED_SUM);
     return kl_wino_run(en->wino, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL,
@@ -2113,7 +2154,9 @@ size_t kl_dnnl_held_bytes(const void *state) {
   size_t n = d ? d->gemv_w_bytes : 0;
   for (int i = 0; d && i < DN_SLOTS; i++) {
     if (d->packed[i].data) n += dnnl_memory_desc_get_size(&d->packed[i].md);
-    if (d->slots[i].used) n += d->slots[i].sum_bytes + kl_wino_held_bytes(d->slots[i].wino);
+    if (d->slots[i].used)
+      n += d->slots[i].sum_bytes + kl_wino_held_bytes(d->slots[i].wino) +
+           kl_im2col_held_bytes(d->slots[i].im2col);
   }
   return n;
 }

@@ -272,10 +272,15 @@ static void tr_task(void *arg, int64_t i) {
                          (size_t)t->ch);
 }
 
+void kl_cl_transpose(const kl_isa_fns *f, const kl_kernel_ctx *c, const float *src, float *dst,
+                     int64_t n, int64_t ch, int64_t sp, bool to_cl) {
+  wino_tr t = {f->copy, src, dst, ch, sp, (sp + TR_PART - 1) / TR_PART, to_cl};
+  kl_isa_parallel(c, n * t.parts, n * ch * sp, tr_task, &t);
+}
+
 static void transpose(const kl_wino *p, const kl_kernel_ctx *c, const float *src, float *dst,
                       int64_t ch, int64_t sp, bool to_cl) {
-  wino_tr t = {p->fns->copy, src, dst, ch, sp, (sp + TR_PART - 1) / TR_PART, to_cl};
-  kl_isa_parallel(c, p->n * t.parts, p->n * ch * sp, tr_task, &t);
+  kl_cl_transpose(p->fns, c, src, dst, p->n, ch, sp, to_cl);
 }
 
 kiln_status kl_wino_run(kl_wino *p, const kl_kernel_ctx *c, const float *x, float *y,

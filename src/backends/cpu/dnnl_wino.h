@@ -5,6 +5,7 @@
 #define KL_CPU_DNNL_WINO_H
 
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/isa/run.h"
 
 /* X [n, h, w, c] -> Y [n, oh, ow, k] by a 3x3 kernel, stride 1, dilation 1, one group,
  * pt rows and pl columns of padding before. x_cl: X is held channels-last, else plain
@@ -33,6 +34,10 @@ kiln_status kl_wino_create(kl_dnnl_engine *eng, const kl_wino_shape *s, const fl
  * layout, Y's own memory allowed) may be NULL. */
 kiln_status kl_wino_run(kl_wino *p, const kl_kernel_ctx *c, const float *x, float *y,
                         const float *bias, const float *sum);
+/* [n, ch, sp] plain <-> [n, sp, ch] channels-last (to_cl: plain to channels-last), on
+ * c's threads, through level f's transpose; not in place (dnnl_im2col.c's too). */
+void kl_cl_transpose(const kl_isa_fns *f, const kl_kernel_ctx *c, const float *src, float *dst,
+                     int64_t n, int64_t ch, int64_t sp, bool to_cl);
 /* Bytes of the packed transformed weights. */
 size_t kl_wino_held_bytes(const kl_wino *p);
 void kl_wino_free(kl_wino *p);

@@ -145,6 +145,12 @@ typedef struct kl_gemv_args {
   kl_act act;
   float *y;
   float *scratch;
+  /* When set, x is not read: rows(rows_arg, f, r0, count, out) packs rows r0 .. r0 +
+   * count - 1 (count <= KL_GEMM_ROWS) as f's pack would pack them from x, and the
+   * tiles run for any m (dnnl_im2col.c's convolutions gather their rows so). */
+  void (*rows)(const void *rows_arg, const kl_isa_fns *f, int64_t r0, size_t count,
+               float *out);
+  const void *rows_arg;
 } kl_gemv_args;
 /* The scratch a product of m rows of k needs: none for one row. */
 size_t kl_gemv_scratch_bytes(int64_t m, int64_t k);

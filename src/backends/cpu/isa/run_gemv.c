@@ -201,8 +201,9 @@ static int64_t group_row(const gemm_job *j, int64_t g) {
 static void pack_task(void *arg, int64_t g) {
   const gemm_job *j = arg;
   int64_t k = j->a.k, r0 = group_row(j, g);
-  j->f->gemv->pack(j->a.x + r0 * k, (size_t)k, (size_t)(group_row(j, g + 1) - r0),
-                   j->xp + g * KL_GEMM_ROWS * k);
+  size_t rows = (size_t)(group_row(j, g + 1) - r0);
+  if (j->a.rows) j->a.rows(j->a.rows_arg, j->f, r0, rows, j->xp + g * KL_GEMM_ROWS * k);
+  else j->f->gemv->pack(j->a.x + r0 * k, (size_t)k, rows, j->xp + g * KL_GEMM_ROWS * k);
 }
 
 /* The slice of kc steps from step s of panel p. */
@@ -326,7 +327,7 @@ size_t kl_gemv_scratch_bytes(int64_t m, int64_t k) {
 
 kiln_status kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a) {
   if (a->n <= 0 || a->m < 0) return KILN_OK;
-  if (a->m <= 1) {
+  if (a->m <= 1 && !a->rows) {
     run_one_row(c, f, a);
     return KILN_OK;
   }
