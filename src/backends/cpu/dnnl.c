@@ -1616,21 +1616,26 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   }
   if (d->w_released && d->w_src < 0) /* Winograd's copy is the only one (below) */
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "this convolution's weights are held only "
-                   "transformed for kiln's Winograd, for the input shapes of its first run "
+                   "transformed for kiln's Winograd (or packed for its product), for the "
+                   "input shapes of its first run "
                    "(release_weights freed the plain copy), and these shapes need them "
                    "again: create the session without release_weights");
   kl_wino_shape wino;
   kl_im2col_shape im;
-  if (!wino_shape_of(d, c, &wino) && im2col_shape_of(d, c, &im)) {
-    snprintf(en->impl, sizeof en->impl, "kiln:%s im2col gemm%s%s", d->fns->name,
-             im.x_cl ? "" : " x:nchw", im.y_cl ? "" : " y:nchw");
-    return kl_im2col_create(d->eng, &im, c->in[1]->data, c->node, &en->im2col, c->e);
-  }
-  if (wino_shape_of(d, c, &wino)) {
-    snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2%s%s", d->fns->name,
-             wino.x_cl ? "" : " x:nchw", wino.y_cl ? "" : " y:nchw");
-    kiln_status st = kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
-    if (st == KILN_OK && d->own_w && !d->w_released) { /* release_weights: U is the copy */
+  bool is_wino = wino_shape_of(d, c, &wino);
+  if (is_wino || im2col_shape_of(d, c, &im)) {
+    kiln_status st;
+    if (is_wino) {
+      snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2%s%s", d->fns->name,
+               wino.x_cl ? "" : " x:nchw", wino.y_cl ? "" : " y:nchw");
+      st = kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
+    } else {
+      snprintf(en->impl, sizeof en->impl, "kiln:%s im2col gemm%s%s", d->fns->name,
+               im.x_cl ? "" : " x:nchw", im.y_cl ? "" : " y:nchw");
+      st = kl_im2col_create(d->eng, &im, c->in[1]->data, c->node, &en->im2col, c->e);
+    }
+    /* release_weights: the transformed or packed weights are the copy */
+    if (st == KILN_OK && d->own_w && !d->w_released) {
       free(d->own_w->data);
       d->own_w->data = NULL;
       d->const_w = NULL;
