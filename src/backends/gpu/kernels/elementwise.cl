@@ -104,7 +104,8 @@ __kernel void kl_cast(__global const uchar *x_, ulong xo, int xt, __global uchar
   default: v = x_[xo + i]; break;
   }
   bool from_f = xt == KL_DT_F32;
-  if (from_f && yt != KL_DT_BOOL) v = convert_long_sat_rtz(f);
+  /* NaN tested apart: NVIDIA's conversion (cvt.rzi.s64.f32) gives INT64_MIN for it */
+  if (from_f && yt != KL_DT_BOOL) v = isnan(f) ? 0 : convert_long_sat_rtz(f);
   switch (yt) {
   case KL_DT_F32: ((__global float *)y_)[yo + i] = from_f ? f : (float)v; break;
   case KL_DT_I64: ((__global long *)y_)[yo + i] = v; break;
