@@ -34,28 +34,52 @@ static const kl_gpu_op *find_op(kl_op op) {
   return NULL;
 }
 
-static bool is_f32(const kl_graph *g, int v) {
-  return v >= 0 && g->values[v].type.dtype == KL_F32;
+/* Whether value v may be a device tensor of op: float32, or a dtype op->dtypes names. */
+static bool dtype_ok(const kl_graph *g, const kl_gpu_op *op, int v) {
+  kl_dtype t = g->values[v].type.dtype;
+  return t == KL_F32 || ((unsigned)t < 32 && op->dtypes >> t & 1u);
 }
 
 static const kl_gpu_op *entry_for(const kl_graph *g, const kl_node *n) {
   const kl_gpu_op *op = find_op(n->op);
   if (!op) return NULL;
   for (int k = 0; k < n->n_in; k++) /* absent inputs are fine; host inputs any dtype */
-    if (n->in[k] >= 0 && !(k < 32 && op->host_inputs >> k & 1u) && !is_f32(g, n->in[k]) &&
-        !(k < 32 && op->i64_inputs >> k & 1u && g->values[n->in[k]].type.dtype == KL_I64))
+    if (n->in[k] >= 0 && !(k < 32 && op->host_inputs >> k & 1u) && !dtype_ok(g, op, n->in[k]))
       return NULL;
   for (int k = 0; k < n->n_out; k++)
-    if (n->out[k] >= 0 && !is_f32(g, n->out[k])) return NULL;
+    if (n->out[k] >= 0 && !dtype_ok(g, op, n->out[k])) return NULL;
   if (op->view && (n->n_in < 1 || n->in[0] < 0 || n->n_out != 1)) return NULL;
   if (op->supports && !op->supports(g, n)) return NULL;
   return op;
+}
+
+/* A node that makes integers or bools goes to the device only when one of the inputs it
+ * reads there is a graph input or made by a device node: the mask arithmetic of a
+ * transformer follows its input or its device tensors there, while shape arithmetic
+ * (Shape, then Gather, Unsqueeze, Concat into a Reshape's shape) stays on the host that
+ * reads it, rather than going up and back down for every node. Float32 outputs always
+ * go (their inputs are uploaded as before). */
+static bool follows_device(const gpu_ctx *c, const kl_graph *g, const kl_node *n,
+                           const kl_gpu_op *op) {
+  bool all_f32 = true;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && g->values[n->out[k]].type.dtype != KL_F32) all_f32 = false;
+  if (all_f32) return true;
+  for (int k = 0; k < n->n_in; k++) {
+    int v = n->in[k];
+    if (v < 0 || (k < 32 && op->host_inputs >> k & 1u)) continue;
+    int p = g->values[v].producer;
+    if (g->values[v].kind == KL_VALUE_INPUT || (p >= 0 && p < g->n_nodes && c->ops[p]))
+      return true;
+  }
+  return false;
 }
 
 static bool gpu_supports(kl_backend *b, const kl_graph *g, int node) {
   gpu_ctx *c = b->ctx;
   const kl_node *n = &g->nodes[node];
   const kl_gpu_op *op = entry_for(g, n);
+  if (op && g == c->g && !follows_device(c, g, n, op)) op = NULL;
   if (g == c->g) {
     c->ops[node] = op;
     c->mem[node].const_inputs = 0;
@@ -120,8 +144,9 @@ static kiln_status gpu_download(kl_backend *b, void *dst, const kl_dev_buf *src,
                                 kl_err *e) {
   return kl_cl_download(((gpu_ctx *)b->ctx)->cl, dst, src, n, e);
 }
-/* Waits for the run's kernels, then turns a raised error flag (opencl.h: only Gather
- * raises it) into the error the CPU's kernel gives, naming the node. */
+/* Waits for the run's kernels, then turns a raised error flag (opencl.h: Gather's index
+ * out of range, an integer division by zero) into the error the CPU's kernel gives,
+ * naming the node. */
 static kiln_status gpu_sync(kl_backend *b, kl_err *e) {
   gpu_ctx *c = b->ctx;
   int32_t f[KL_CL_FLAG_INTS];
@@ -133,11 +158,15 @@ static kiln_status gpu_sync(kl_backend *b, kl_err *e) {
   for (int k = 0; k < 3; k++)
     at[k] = (int64_t)(((uint64_t)(uint32_t)f[2 + 2 * k] << 32) | (uint32_t)f[1 + 2 * k]);
   const kl_node *n = node >= 0 && node < c->g->n_nodes ? &c->g->nodes[node] : NULL;
+  const char *name = n && n->name ? n->name : "?", *op = n ? kl_op_name(n->op) : "?";
+  if (f[7] == KL_CL_FLAG_DIV_ZERO)
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "node '%s' (op '%s', on %s): integer "
+                   "division by zero at element %lld (the device found it; the run's "
+                   "outputs are not valid)", name, op, c->name, (long long)at[0]);
   return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "node '%s' (op '%s', on %s): input 1 (indices) "
                  "has %lld at element %lld, expected %lld to %lld (the device found it; the "
-                 "run's outputs are not valid)", n && n->name ? n->name : "?",
-                 n ? kl_op_name(n->op) : "?", c->name, (long long)at[1], (long long)at[0],
-                 (long long)-at[2], (long long)at[2] - 1);
+                 "run's outputs are not valid)", name, op, c->name, (long long)at[1],
+                 (long long)at[0], (long long)-at[2], (long long)at[2] - 1);
 }
 static void gpu_set_profiling(kl_backend *b, bool on) {
   kl_cl_set_profiling(((gpu_ctx *)b->ctx)->cl, on);

@@ -4,6 +4,7 @@
 #include "ir/fused.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 bool kl_gpu_fused_act(const kl_node *n, kl_gpu_act *act) {
@@ -52,6 +53,12 @@ void kl_gpu_bcast(kl_cl_bcast *bc, const kl_tensor *out, const kl_tensor *const 
     bc->rank = 1;
     bc->dims[0] = 1;
   }
+}
+
+const char *kl_gpu_sized(const char *base, const kl_tensor *t, char *buf) {
+  size_t es = kl_dtype_size(t->dtype);
+  snprintf(buf, 64, "%s%s", base, es == 1 ? "_b1" : es == 8 ? "_b8" : "");
+  return buf;
 }
 
 kiln_status kl_gpu_launch1(kl_cl *c, const char *name, int64_t n, const kl_cl_arg *args,

@@ -6,9 +6,10 @@
  * A kernel gets a kl_kernel_ctx whose tensors' data are kl_dev_buf * (device memory),
  * except the inputs its entry reads on the host (host_inputs: shape lists, scalar
  * bounds), whose data are host pointers; every output is already shaped and placed, and
- * no output is empty. Only float32 tensors reach the device, and int64 ones where an
- * entry's i64_inputs allows (gpu/backend.c checks the static types before an op's own
- * supports function). */
+ * no output is empty. Only float32 tensors reach the device, and the dtypes an entry's
+ * `dtypes` names (gpu/backend.c checks the static types before an op's own supports
+ * function, which then checks their combination). On the device bool and uint8 are
+ * uchar (a bool 0 or 1), int32 int and int64 long. */
 #ifndef KL_GPU_KERNELS_H
 #define KL_GPU_KERNELS_H
 
@@ -19,12 +20,17 @@ typedef struct kl_gpu_op {
   kl_op op;
   const char *name;      /* "cl:binary", for `kiln inspect` and profiles */
   unsigned host_inputs;  /* bit k: input k is read on the host, not uploaded */
-  unsigned i64_inputs;   /* bit k: input k may be int64 on the device (indices) */
+  unsigned dtypes;       /* KL_GPU_DT bits: what its device tensors may be besides
+                          * float32 (0: float32 only); supports then checks which */
   bool view;             /* out[0] is in[0]'s bytes under a new shape: nothing runs */
   /* Further conditions on the node (attributes, ranks), NULL when there are none. */
   bool (*supports)(const kl_graph *g, const kl_node *n);
   kiln_status (*run)(kl_cl *c, kl_kernel_ctx *kc);
 } kl_gpu_op;
+
+/* The dtypes of `dtypes` above: those the byte-moving kernels take by element size. */
+#define KL_GPU_DT(t) (1u << (t))
+#define KL_GPU_DT_MOVABLE (KL_GPU_DT(KL_I64) | KL_GPU_DT(KL_I32) | KL_GPU_DT(KL_BOOL) | KL_GPU_DT(KL_U8))
 
 /* A device tensor's offset in its buffer, in elements (what the kernels add to their
  * pointer argument). */
@@ -90,6 +96,11 @@ typedef struct kl_cl_bcast {
 /* Fills bc for out's shape and the operands x[0..n-1] (numpy broadcasting, which
  * shape inference has checked). */
 void kl_gpu_bcast(kl_cl_bcast *bc, const kl_tensor *out, const kl_tensor *const *x, int n);
+
+/* The kernel `base` for t's element size: base itself for 4 bytes (float32, int32: the
+ * kernels move their bits as uint), base_b1 for 1 (bool, uint8), base_b8 for 8 (int64).
+ * Written into buf[64]. */
+const char *kl_gpu_sized(const char *base, const kl_tensor *t, char *buf);
 
 /* A 1-D launch of n work-items in groups of 256 (or the device's largest group). */
 kiln_status kl_gpu_launch1(kl_cl *c, const char *name, int64_t n, const kl_cl_arg *args,

@@ -102,8 +102,12 @@ unsigned kl_cl_compute_units(const kl_cl *c);
  * work-item writes [node + 1, then what the message needs: kernels.h says per kernel]
  * (atomic_cmpxchg on element 0). Made (zeroed) on first use; NULL when out of memory.
  * kl_cl_flag_read, after the run's kernels finished, reads it into out (zeros when no
- * kernel took it) and clears a raised flag. */
+ * kernel took it) and clears a raised flag. Element 7 says what was found: 0 a Gather
+ * index out of range ([1..2] the element, [3..4] the index, [5..6] the axis' length,
+ * each low then high 32 bits), KL_CL_FLAG_DIV_ZERO an integer division by zero ([1..2]
+ * the element). */
 #define KL_CL_FLAG_INTS 8
+#define KL_CL_FLAG_DIV_ZERO 1
 /* The graph node whose kernels are being queued (the backend sets it before each node's
  * run; a kernel that may raise the flag gets it as its argument). */
 void kl_cl_set_node(kl_cl *c, int node);

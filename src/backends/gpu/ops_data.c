@@ -2,7 +2,8 @@
  * (with its Mean and InvStdDev outputs), RMSNormalization and kiln SkipLayerNorm (with
  * its X + Skip output); ReduceSum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum and
  * LogSumExp; Transpose, Concat, Slice, Split, Expand and Tile as strided views; Gather
- * with int64 indices on the device; Pad in every mode. The parameters these ops read on
+ * with int64 indices on the device; Pad in every mode. The moves (Transpose to Pad) take
+ * float32, int64, int32, bool and uint8 data, by element size. The parameters these ops read on
  * the host (axes, starts, pads, ...) go through the same helpers as shape inference and
  * the reference kernels (ir/data_plan.h, ir/reduce.h), so all three agree. */
 #include "backends/gpu/kernels.h"
@@ -128,8 +129,9 @@ static kl_cl_view view_of(int rank, const int64_t *dims, const int64_t *s, int64
 static kiln_status view_move(kl_cl *c, bool write, const kl_tensor *x, const kl_tensor *y,
                              kl_cl_view v, kl_err *e) {
   int64_t n = kl_tensor_numel(write ? x : y);
-  return KL_GPU_LAUNCH1(c, write ? "kl_view_write" : "kl_view_read", n, e, CLA_T(x), CLA_T(y),
-                        CLA_L(n), CLA_S(v));
+  char name[64];
+  return KL_GPU_LAUNCH1(c, kl_gpu_sized(write ? "kl_view_write" : "kl_view_read", x, name), n,
+                        e, CLA_T(x), CLA_T(y), CLA_L(n), CLA_S(v));
 }
 
 /* ---- row kernels ---- */
@@ -366,10 +368,26 @@ static kiln_status run_gather(kl_cl *c, kl_kernel_ctx *kc) {
   int64_t n = kl_tensor_numel(y);
   const kl_tensor *flag = kl_cl_flag(c, kc->e); /* an index out of range raises it */
   if (!flag) return kc->e->code;
-  return KL_GPU_LAUNCH1(c, "kl_gather", n, kc->e, CLA_T(x), CLA_T(idx), CLA_T(y), CLA_L(n),
+  char name[64];
+  return KL_GPU_LAUNCH1(c, kl_gpu_sized("kl_gather", x, name), n, kc->e, CLA_T(x), CLA_T(idx), CLA_T(y), CLA_L(n),
                         CLA_L(x->dims[axis]), CLA_L(kl_tensor_numel(idx)),
                         CLA_L(span(x->dims, axis + 1, x->rank)), CLA_T(flag),
                         CLA_I(kl_cl_node(c)));
+}
+
+/* Pad's constant as the bits of one element of dtype t, as kl_pad's `value` (0 when
+ * absent: every dtype's zero is all zero bits). */
+static int64_t pad_bits(const kl_tensor *tv, kl_dtype t) {
+  if (!tv || kl_tensor_numel(tv) == 0) return 0;
+  switch (kl_dtype_size(t)) {
+  case 1: return *(const uint8_t *)tv->data;
+  case 8: return *(const int64_t *)tv->data;
+  default: {
+    uint32_t u;
+    memcpy(&u, tv->data, sizeof u);
+    return u;
+  }
+  }
 }
 
 static kiln_status run_pad(kl_cl *c, kl_kernel_ctx *kc) {
@@ -389,13 +407,24 @@ static kiln_status run_pad(kl_cl *c, kl_kernel_ctx *kc) {
   memcpy(p.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
   memcpy(p.xdims, x->dims, sizeof(int64_t) * (size_t)x->rank);
   strides_of(x, p.xs);
-  float value = tv && kl_tensor_numel(tv) > 0 ? *(const float *)tv->data : 0.0f;
   int64_t count = kl_tensor_numel(y);
-  return KL_GPU_LAUNCH1(c, "kl_pad", count, kc->e, CLA_T(x), CLA_T(y), CLA_L(count),
-                        CLA_F(value), CLA_S(p));
+  char name[64];
+  return KL_GPU_LAUNCH1(c, kl_gpu_sized("kl_pad", y, name), count, kc->e, CLA_T(x), CLA_T(y),
+                        CLA_L(count), CLA_L(pad_bits(tv, y->dtype)), CLA_S(p));
+}
+
+/* The moves: the output has the data input's dtype (float32 or any of KL_GPU_DT_MOVABLE;
+ * the indices of Gather int64). */
+static bool same_dtype(const kl_graph *g, const kl_node *n) {
+  return g->values[n->in[0]].type.dtype == g->values[n->out[0]].type.dtype;
+}
+
+static bool gather_ok(const kl_graph *g, const kl_node *n) {
+  return same_dtype(g, n) && g->values[n->in[1]].type.dtype == KL_I64;
 }
 
 #define HOST(k) (1u << (k))
+#define MOVE KL_GPU_DT_MOVABLE
 #define REDUCE(op) {KL_OP_##op, "cl:reduce", HOST(1), 0, false, NULL, run_reduce}
 
 const kl_gpu_op kl_gpu_ops_data[] = {
@@ -407,13 +436,14 @@ const kl_gpu_op kl_gpu_ops_data[] = {
     REDUCE(ReduceSum), REDUCE(ReduceMean), REDUCE(ReduceMax), REDUCE(ReduceMin),
     REDUCE(ReduceProd), REDUCE(ReduceL1), REDUCE(ReduceL2), REDUCE(ReduceSumSquare),
     REDUCE(ReduceLogSum), REDUCE(ReduceLogSumExp),
-    {KL_OP_Transpose, "cl:transpose", 0, 0, false, NULL, run_transpose},
-    {KL_OP_Concat, "cl:concat", 0, 0, false, NULL, run_concat},
-    {KL_OP_Split, "cl:split", HOST(1), 0, false, NULL, run_split},
-    {KL_OP_Slice, "cl:slice", HOST(1) | HOST(2) | HOST(3) | HOST(4), 0, false, NULL, run_slice},
-    {KL_OP_Expand, "cl:expand", HOST(1), 0, false, NULL, run_expand},
-    {KL_OP_Tile, "cl:tile", HOST(1), 0, false, NULL, run_tile},
-    {KL_OP_Gather, "cl:gather", 0, HOST(1), false, NULL, run_gather},
-    {KL_OP_Pad, "cl:pad", HOST(1) | HOST(2) | HOST(3), 0, false, NULL, run_pad},
+    {KL_OP_Transpose, "cl:transpose", 0, MOVE, false, same_dtype, run_transpose},
+    {KL_OP_Concat, "cl:concat", 0, MOVE, false, same_dtype, run_concat},
+    {KL_OP_Split, "cl:split", HOST(1), MOVE, false, same_dtype, run_split},
+    {KL_OP_Slice, "cl:slice", HOST(1) | HOST(2) | HOST(3) | HOST(4), MOVE, false, same_dtype,
+     run_slice},
+    {KL_OP_Expand, "cl:expand", HOST(1), MOVE, false, same_dtype, run_expand},
+    {KL_OP_Tile, "cl:tile", HOST(1), MOVE, false, same_dtype, run_tile},
+    {KL_OP_Gather, "cl:gather", 0, MOVE, false, gather_ok, run_gather},
+    {KL_OP_Pad, "cl:pad", HOST(1) | HOST(2) | HOST(3), MOVE, false, same_dtype, run_pad},
 };
 const int kl_gpu_ops_data_count = (int)(sizeof kl_gpu_ops_data / sizeof kl_gpu_ops_data[0]);

@@ -1,7 +1,7 @@
 /* The "data" family's kernels (src/backends/gpu/ops_data.c launches them): softmax and
  * the normalizations over rows, reductions, and the ops that move elements (Transpose,
  * Concat, Slice, Split, Expand, Tile through strided views; Gather; Pad). float32,
- * summing in float.
+ * summing in float; the moves take any dtype by element size.
  *
  * Row kernels come in two forms with one body: `_items`, a work-item per row (short
  * rows), and `_group`, a work-group per row whose lanes stride through it and combine
@@ -368,47 +368,57 @@ __kernel void kl_reduce_group(__global const float *x_, ulong xo, __global float
   if (l.lane == 0) y_[yo + o] = v;
 }
 
-/* ---- moves through views ----
+/* ---- moves through views, Gather ----
  * kl_view_read: Y[i] = X[v(i)] over Y's n elements (Transpose, Slice, Split, Expand,
- * Tile); kl_view_write: Y[v(i)] = X[i] over X's n elements (Concat). */
-
-__kernel void kl_view_read(__global const float *x_, ulong xo, __global float *y_, ulong yo,
-                           long n, kl_cl_view v) {
-  long i = get_global_id(0);
-  if (i < n) y_[yo + i] = x_[xo + kl_view_at(&v, i)];
-}
-
-__kernel void kl_view_write(__global const float *x_, ulong xo, __global float *y_, ulong yo,
-                            long n, kl_cl_view v) {
-  long i = get_global_id(0);
-  if (i < n) y_[yo + kl_view_at(&v, i)] = x_[xo + i];
-}
-
-/* ---- Gather ----
- * X [outer, len, inner], indices [count] (any shape, flattened), Y [outer, count,
- * inner]: Y[o, j, :] = X[o, idx[j], :], a negative index counting from the end. An index
- * out of range (the CPU's error) gives NaN and raises the session's flag (opencl.h):
- * [node + 1, j (low, high 32 bits), the index (low, high), len (low, high)], which the
- * host turns into the CPU's error after the run. */
-__kernel void kl_gather(__global const float *x_, ulong xo, __global const long *i_, ulong io,
-                        __global float *y_, ulong yo, long n, long len, long count,
-                        long inner, __global int *f_, ulong fo, int node) {
-  long t = get_global_id(0);
-  if (t >= n) return;
-  long in = t % inner, j = t / inner % count, o = t / inner / count;
-  long k0 = i_[io + j], k = k0 < 0 ? k0 + len : k0;
-  if (k >= 0 && k < len) {
-    y_[yo + t] = x_[xo + (o * len + k) * inner + in];
-    return;
+ * Tile); kl_view_write: Y[v(i)] = X[i] over X's n elements (Concat).
+ *
+ * Gather: X [outer, len, inner], indices [count] (any shape, flattened), Y [outer,
+ * count, inner]: Y[o, j, :] = X[o, idx[j], :], a negative index counting from the end.
+ * An index out of range (the CPU's error) gives `bad` (NaN for float32) and raises the
+ * session's flag (opencl.h): [node + 1, j (low, high 32 bits), the index (low, high),
+ * len (low, high)], which the host turns into the CPU's error after the run.
+ *
+ * These only move elements, so each comes once per element size (KL_MOVES below): T
+ * uint for 4 bytes (float32 and int32 under the names without a suffix), uchar (_b1:
+ * bool, uint8), ulong (_b8: int64). */
+#define KL_MOVES(SFX, T, BAD)                                                              \
+  __kernel void kl_view_read##SFX(__global const T *x_, ulong xo, __global T *y_, ulong yo, \
+                                  long n, kl_cl_view v) {                                  \
+    long i = get_global_id(0);                                                             \
+    if (i < n) y_[yo + i] = x_[xo + kl_view_at(&v, i)];                                    \
+  }                                                                                        \
+  __kernel void kl_view_write##SFX(__global const T *x_, ulong xo, __global T *y_,          \
+                                   ulong yo, long n, kl_cl_view v) {                       \
+    long i = get_global_id(0);                                                             \
+    if (i < n) y_[yo + kl_view_at(&v, i)] = x_[xo + i];                                    \
+  }                                                                                        \
+  __kernel void kl_gather##SFX(__global const T *x_, ulong xo, __global const long *i_,     \
+                               ulong io, __global T *y_, ulong yo, long n, long len,       \
+                               long count, long inner, __global int *f_, ulong fo,         \
+                               int node) {                                                 \
+    long t = get_global_id(0);                                                             \
+    if (t >= n) return;                                                                    \
+    long in = t % inner, j = t / inner % count, o = t / inner / count;                     \
+    long k0 = i_[io + j], k = k0 < 0 ? k0 + len : k0;                                      \
+    if (k >= 0 && k < len) {                                                               \
+      y_[yo + t] = x_[xo + (o * len + k) * inner + in];                                    \
+      return;                                                                              \
+    }                                                                                      \
+    y_[yo + t] = BAD;                                                                      \
+    __global int *f = f_ + fo;                                                             \
+    if (atomic_cmpxchg(f, 0, node + 1) == 0) {                                             \
+      f[1] = (int)(j & 0xffffffff), f[2] = (int)(j >> 32);                                 \
+      f[3] = (int)(k0 & 0xffffffff), f[4] = (int)(k0 >> 32);                               \
+      f[5] = (int)(len & 0xffffffff), f[6] = (int)(len >> 32);                             \
+    }                                                                                      \
+  }                                                                                        \
+  __kernel void kl_pad##SFX(__global const T *x_, ulong xo, __global T *y_, ulong yo,       \
+                            long n, long value, kl_cl_pad p) {                             \
+    long i = get_global_id(0);                                                             \
+    if (i >= n) return;                                                                    \
+    long off = kl_pad_offset(&p, i);                                                       \
+    y_[yo + i] = off < 0 ? (T)value : x_[xo + off];                                        \
   }
-  y_[yo + t] = NAN;
-  __global int *f = f_ + fo;
-  if (atomic_cmpxchg(f, 0, node + 1) == 0) {
-    f[1] = (int)(j & 0xffffffff), f[2] = (int)(j >> 32);
-    f[3] = (int)(k0 & 0xffffffff), f[4] = (int)(k0 >> 32);
-    f[5] = (int)(len & 0xffffffff), f[6] = (int)(len >> 32);
-  }
-}
 
 /* ---- Pad ----
  * Y's dim d of dims[d] reads X's dim of xdims[d] padded by begin[d] before and end[d]
@@ -439,19 +449,19 @@ long kl_pad_source(int mode, long o, long len, long begin, long end) {
   return crop_begin + (q < m ? q : period - q);
 }
 
-__kernel void kl_pad(__global const float *x_, ulong xo, __global float *y_, ulong yo, long n,
-                     float value, kl_cl_pad p) {
-  long i = get_global_id(0);
-  if (i >= n) return;
+/* X's offset of Y's element i, or -1 where Y takes the constant. */
+long kl_pad_offset(const kl_cl_pad *p, long i) {
   long rest = i, off = 0;
-  for (int d = p.rank - 1; d >= 0; d--) {
-    long s = kl_pad_source(p.mode, rest % p.dims[d], p.xdims[d], p.begin[d], p.end[d]);
-    rest /= p.dims[d];
-    if (s < 0) {
-      y_[yo + i] = value;
-      return;
-    }
-    off += s * p.xs[d];
+  for (int d = p->rank - 1; d >= 0; d--) {
+    long s = kl_pad_source(p->mode, rest % p->dims[d], p->xdims[d], p->begin[d], p->end[d]);
+    rest /= p->dims[d];
+    if (s < 0) return -1;
+    off += s * p->xs[d];
   }
-  y_[yo + i] = x_[xo + off];
+  return off;
 }
+
+/* Pad's constant comes as the bits of one element (a float32's in the low 32). */
+KL_MOVES(, uint, 0x7fc00000u)
+KL_MOVES(_b1, uchar, 0)
+KL_MOVES(_b8, ulong, 0)
