@@ -404,13 +404,12 @@ static uint8_t quantized_code(float q, double z, kl_dtype yt) {
 static int code_of(uint8_t b, kl_dtype t) { return t == KL_I8 ? (int8_t)b : b; }
 
 /* The bounds of Relu or Clip node a: 0 and +inf for Relu, Clip's constant float32 min
- * and max (an absent one infinite); false for anything else or bounds out of order. */
+ * and max inputs (an absent one infinite; the importer makes Clip-6's attributes
+ * inputs); false for anything else or bounds out of order. */
 static bool clamp_bounds(const kl_graph *g, const kl_node *a, float *lo, float *hi) {
   *lo = -INFINITY, *hi = INFINITY;
   if (a->op == KL_OP_Relu) return *lo = 0, a->n_in == 1;
   if (a->op != KL_OP_Clip || a->n_in < 1) return false;
-  if (kl_node_attr(a, "min")) *lo = kl_attr_float(a, "min", -INFINITY); /* Clip-6 */
-  if (kl_node_attr(a, "max")) *hi = kl_attr_float(a, "max", INFINITY);
   for (int k = 1; k < a->n_in && k < 3; k++) {
     if (a->in[k] < 0) continue;
     const kl_value *c = kl_rw_const(g, a->in[k]);
@@ -496,7 +495,9 @@ static bool lookup_op(kl_op op) {
  * compute them (ref/quant.c): the table is what the three nodes give for each code. */
 static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err *e) {
   const kl_node *u = &g->nodes[ui], *q = &g->nodes[qi];
-  if (u->n_in != 1 || u->n_out != 1 || !lookup_op(u->op)) return KILN_OK;
+  float lo, hi; /* a Clip of constant bounds, as its kernel computes it (ref/elementwise.c) */
+  bool clip = u->op == KL_OP_Clip && clamp_bounds(g, u, &lo, &hi);
+  if (u->n_out != 1 || (!clip && (u->n_in != 1 || !lookup_op(u->op)))) return KILN_OK;
   int dx = kl_rw_producer(g, u->in[0]);
   if (!activation_dq(g, dx) || g->values[u->out[0]].type.dtype != KL_F32) return KILN_OK;
   const kl_node *nx = &g->nodes[dx];
@@ -514,7 +515,11 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   kl_tensor *pi[1] = {&ti}, *po[1] = {&to};
   kl_err local = {0};
   kl_kernel_ctx kc = {u, 1, 1, (const kl_tensor **)pi, po, &local, 1, NULL};
-  if (kl_op_get(u->op)->ref(&kc) != KILN_OK) return KILN_OK; /* the op stays as it is */
+  if (clip) {
+    for (int k = 0; k < 256; k++) out[k] = in[k] < lo ? lo : in[k] > hi ? hi : in[k];
+  } else if (kl_op_get(u->op)->ref(&kc) != KILN_OK) {
+    return KILN_OK; /* the op stays as it is */
+  }
   for (int k = 0; k < 256; k++) table[k] = quantized_code(out[k] / (float)sy, zy, yt);
   int64_t dims[1] = {256};
   void *copy = malloc(256);
@@ -526,10 +531,8 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   q = &g->nodes[qi];
   nx = &g->nodes[dx];
   int xq = nx->in[0], yv = q->out[0];
-  kl_rw_set_op(g, ui, KL_OP_KilnQLinearLookup);
-  kl_rw_drop_attrs(g, ui); /* the table holds what alpha, approximate and the like meant */
-  kiln_status st = kl_rw_set_input(g, ui, 0, xq, e);
-  if (st == KILN_OK) st = kl_rw_set_input(g, ui, 1, t, e);
+  /* the table holds what alpha, approximate, Clip's bounds and the like meant */
+  kiln_status st = kl_rw_become(g, ui, KL_OP_KilnQLinearLookup, 2, (int[]){xq, t}, e);
   if (st != KILN_OK) return st;
   kl_rw_remove(g, qi);
   kl_rw_take_output(g, ui, 0, yv);
@@ -765,12 +768,14 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
     if (st != KILN_OK || *changed != before) continue;
     if (op == KL_OP_Relu || op == KL_OP_Clip) { /* the clamp onto the codes, then the fold */
       st = lift_clamp(g, i, p, changed, e);
-      if (st != KILN_OK || *changed == before || (p = quantized_producer(g, i)) < 0) continue;
-      op = g->nodes[p].op;
-      before = *changed;
-      if (op == KL_OP_Gemm || op == KL_OP_Add)
-        st = fold_gemm(g, i, p, bits, changed, e);
-      if (st != KILN_OK || *changed != before) continue;
+      if (st != KILN_OK) continue;
+      if (*changed != before) { /* else a Relu or Clip of a DequantizeLinear: a lookup */
+        if ((p = quantized_producer(g, i)) < 0) continue;
+        op = g->nodes[p].op;
+        before = *changed;
+        if (op == KL_OP_Gemm || op == KL_OP_Add) st = fold_gemm(g, i, p, bits, changed, e);
+        if (st != KILN_OK || *changed != before) continue;
+      }
     }
     if (op == KL_OP_Conv)
       st = fold_conv(g, i, p, bits, changed, e);

@@ -281,7 +281,8 @@ static void test_add(void **state) {
 }
 
 /* DQ -> an elementwise op -> Q: one QLinearLookup at -O2 whose table gives -O0's
- * reference outputs bit for bit, and the fast kernel the same. */
+ * reference outputs bit for bit, and the fast kernel the same. A Clip of constant
+ * bounds too (a ReLU6 that int8 activations keep between its own Q/DQ pairs). */
 static void test_lookup(void **state) {
   (void)state;
   static const struct {
@@ -291,6 +292,7 @@ static void test_lookup(void **state) {
   } cases[] = {
       {KL_OP_Sigmoid, KL_U8, 0},   {KL_OP_Sigmoid, KL_I8, 0}, {KL_OP_HardSwish, KL_U8, 0},
       {KL_OP_LeakyRelu, KL_I8, 0.13f}, {KL_OP_Tanh, KL_I8, 0},  {KL_OP_Gelu, KL_U8, 0},
+      {KL_OP_Clip, KL_I8, 0},      {KL_OP_Clip, KL_U8, 0},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     kiln_model *m[2];
@@ -304,7 +306,9 @@ static void test_lookup(void **state) {
       int zx = cases[c].q == KL_U8 ? const_u8(g, zu[0]) : tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[0]);
       int zy = cases[c].q == KL_U8 ? const_u8(g, zu[1]) : tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[1]);
       int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, sx, zx), sx, zx);
-      int u = tu_graph_op(g, cases[c].op, 1, &xdq);
+      int u = cases[c].op == KL_OP_Clip
+                  ? TU_OP(g, Clip, xdq, const_f32(g, -0.6f), const_f32(g, 0.9f))
+                  : tu_graph_op(g, cases[c].op, 1, &xdq);
       if (cases[c].alpha != 0)
         assert_int_equal(kl_node_set_float(g, g->values[u].producer, "alpha", cases[c].alpha,
                                            NULL), KILN_OK);
