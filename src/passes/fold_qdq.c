@@ -295,6 +295,7 @@ static kiln_status fold_gemm(kl_graph *g, int qi, int p, int bits, int *changed,
       !kl_dim_known(bt->dims[!trans]) || !activation_dq(g, da))
     return KILN_OK;
   int64_t n = bt->dims[!trans].size, nsw;
+  int out_rank = add >= 0 ? at->rank : 2; /* at and bt point into values, which may move */
   if (!weights_dq(g, db, 2, n, !trans) || !weights_fit(kl_rw_const(g, g->nodes[db].in[0]), bits))
     return KILN_OK;
   double sa;
@@ -304,8 +305,7 @@ static kiln_status fold_gemm(kl_graph *g, int qi, int p, int bits, int *changed,
   if (alpha != 1 && (sw = scaled_scales(g, sw, alpha, e)) < 0)
     return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
   int bias = -1;
-  if (!bias_of(g, b_in, sa, kl_rw_const(g, sw)->data, nsw, n, add >= 0 ? at->rank : 2, beta,
-               &bias, e))
+  if (!bias_of(g, b_in, sa, kl_rw_const(g, sw)->data, nsw, n, out_rank, beta, &bias, e))
     return KILN_OK;
   int wq = g->nodes[db].in[0];
   if (trans && (wq = transposed_weights(g, wq, e)) < 0)
