@@ -31,7 +31,11 @@
  *
  * The Dequantize nodes stay for their other readers (a residual Add reads the same
  * activation); dce drops those left unread. Runs before const_fold, which would
- * otherwise turn the weights' DequantizeLinear into float32 weights.
+ * otherwise turn the weights' DequantizeLinear into float32 weights; weights that the
+ * graph quantizes itself (DQ(Q(W)), W float32) are quantized first (quantize_weights).
+ * A Relu or Clip between the product and its QuantizeLinear moves onto the codes
+ * (lift_clamp), and a Flatten or Reshape between DequantizeLinear and QuantizeLinear
+ * moves the codes (fold_move).
  */
 #include "ir/infer_common.h"
 #include "passes/rewrite.h"
@@ -93,11 +97,22 @@ static bool weights_fit(const kl_value *w, int bits) {
   return true;
 }
 
-/* The bias at scale sx * sw[m] as int32 (a new constant, *out), from a constant float
- * bias or DequantizeLinear of a constant int32 one with zero point 0; false when b is
- * neither, or a value does not fit int32. */
+/* Whether constant bias type t broadcasts as m values along the last of at most
+ * max_rank axes: [m] or [1, m] (a Gemm's C as exporters write it too), or one value
+ * ([], [1], [1, 1]) taken m times; *nb is 1 or m. */
+static bool bias_shape(const kl_type *t, int64_t m, int max_rank, int64_t *nb) {
+  if (t->rank > max_rank || !kl_type_numel(t, nb) || (*nb != m && *nb != 1)) return false;
+  for (int k = 0; k + 1 < t->rank; k++)
+    if (t->dims[k].size != 1) return false;
+  return true;
+}
+
+/* The bias times mul (a Gemm's beta; 1 else) at scale sx * sw[m] as int32 (a new
+ * constant [m], *out), from a constant float bias or DequantizeLinear of a constant
+ * int32 one with zero point 0, of a shape bias_shape takes; false when b is neither, or
+ * a value does not fit int32. */
 static bool bias_of(kl_graph *g, int b, double sx, const float *sw, int64_t nw, int64_t m,
-                    int *out, kl_err *e) {
+                    int max_rank, double mul, int *out, kl_err *e) {
   *out = -1;
   if (b < 0) return true;
   const kl_value *bc = kl_rw_const(g, b);
@@ -115,22 +130,24 @@ static bool bias_of(kl_graph *g, int b, double sx, const float *sw, int64_t nw, 
     return false;
   }
   const kl_value *v = bc ? bc : bq;
-  int64_t n, ns = 1;
-  if (v->type.rank != 1 || !kl_type_numel(&v->type, &n) || n != m ||
-      (bs && (!kl_type_numel(&bs->type, &ns) || (ns != 1 && ns != m))))
+  int64_t nb, ns = 1;
+  if (!bias_shape(&v->type, m, max_rank, &nb) ||
+      (bs && (!kl_type_numel(&bs->type, &ns) || (ns != 1 && ns != nb))))
     return false;
   int32_t *q = malloc((size_t)(m > 0 ? m : 1) * sizeof *q);
   if (!q) return false;
   for (int64_t i = 0; i < m; i++) {
     double real;
+    int64_t j = nb == 1 ? 0 : i;
     if (bc) {
-      real = ((const float *)bc->data)[i];
+      real = ((const float *)bc->data)[j];
     } else {
       int64_t nz = 1, z = 0;
-      if (bz && kl_type_numel(&bz->type, &nz)) z = ((const int32_t *)bz->data)[nz == m ? i : 0];
-      real = (double)(((const int32_t *)bq->data)[i] - z) *
-             ((const float *)bs->data)[ns == 1 ? 0 : i];
+      if (bz && kl_type_numel(&bz->type, &nz)) z = ((const int32_t *)bz->data)[nz == nb ? j : 0];
+      real = (double)(((const int32_t *)bq->data)[j] - z) *
+             ((const float *)bs->data)[ns == 1 ? 0 : j];
     }
+    real *= mul;
     double scale = (double)(float)(sx * sw[nw == 1 ? 0 : i]); /* as the kernel computes it */
     double r = scale > 0 ? rint(real / scale) : 0;
     if (!(fabs(r) <= 2147483647.0)) {
@@ -207,6 +224,22 @@ static int transposed_weights(kl_graph *g, int w, kl_err *e) {
   return kl_rw_add_const(g, "qlinear_gemm_weights", v->type.dtype, 2, dims, t, e);
 }
 
+/* A new constant: the float32 scales of constant s times alpha, or -1. */
+static int scaled_scales(kl_graph *g, int s, double alpha, kl_err *e) {
+  const kl_value *v = kl_rw_const(g, s);
+  int64_t n;
+  kl_type_numel(&v->type, &n);
+  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+  if (!f) {
+    kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %lld scales", (long long)n);
+    return -1;
+  }
+  for (int64_t i = 0; i < n; i++) f[i] = (float)(alpha * ((const float *)v->data)[i]);
+  int64_t dims[KL_MAX_RANK];
+  for (int k = 0; k < v->type.rank; k++) dims[k] = v->type.dims[k].size;
+  return kl_rw_add_const(g, "qlinear_gemm_scales", KL_F32, v->type.rank, dims, f, e);
+}
+
 /* The matrix product under node p (a Relu, or not) that QuantizeLinear qi quantizes,
  * with its bias: a Gemm, or a MatMul read only by the Add of its bias. *ci is the
  * product, *b_in the bias (-1: none), *add and *relu the Add and Relu (-1: none). */
@@ -232,8 +265,8 @@ static bool gemm_pattern(const kl_graph *g, int p, int *ci, int *b_in, int *add,
   }
   if (n->op == KL_OP_Gemm) {
     *b_in = n->n_in > 2 ? n->in[2] : -1;
-    return !kl_attr_int(n, "transA", 0) && kl_attr_float(n, "alpha", 1) == 1 &&
-           (*b_in < 0 || kl_attr_float(n, "beta", 1) == 1);
+    float alpha = kl_attr_float(n, "alpha", 1), beta = kl_attr_float(n, "beta", 1);
+    return !kl_attr_int(n, "transA", 0) && alpha > 0 && isfinite(alpha) && isfinite(beta);
   }
   return n->op == KL_OP_MatMul && *relu >= 0; /* a MatMul alone is fold_matmul's */
 }
@@ -244,34 +277,41 @@ static bool gemm_pattern(const kl_graph *g, int p, int *ci, int *b_in, int *add,
  *   Q(Relu?(Gemm(DQ(Aq, sa, za), DQ(Bq, sb, zb), C?)), sy, zy)
  *   Q(Relu?(Add(MatMul(DQ(Aq, sa, za), DQ(Bq, sb, zb)), C)), sy, zy)
  *     -> QLinearGemm(Aq, sa, za, Bq', sb, zb, sy, zy, C') activation=Relu?
- * Gemm with transA 0, alpha 1 and beta 1; transB 1 reads Bq [N, K], transposed once into
- * a new constant Bq' [K, N]. C' is C at scale sa * sb[n] (bias_of): DequantizeLinear of
- * int32, as onnxruntime writes a Gemm's bias, or float. Rounding as for QLinearConv. */
+ * Gemm with transA 0; transB 1 reads Bq [N, K], transposed once into a new constant Bq'
+ * [K, N]; alpha (positive) scales sb into a new constant sb' = alpha * sb, beta the
+ * bias. C' is beta * C at scale sa * sb'[n] (bias_of): DequantizeLinear of int32, as
+ * onnxruntime writes a Gemm's bias, or float, [N], [1, N] or one value. Rounding as for
+ * QLinearConv (alpha * sb rounded to float32 once more). */
 static kiln_status fold_gemm(kl_graph *g, int qi, int p, int bits, int *changed, kl_err *e) {
   int ci, b_in, add, relu;
   if (!gemm_pattern(g, p, &ci, &b_in, &add, &relu)) return KILN_OK;
   const kl_node *mm = &g->nodes[ci];
   bool trans = mm->op == KL_OP_Gemm && kl_attr_int(mm, "transB", 0);
+  double alpha = mm->op == KL_OP_Gemm ? kl_attr_float(mm, "alpha", 1) : 1;
+  double beta = mm->op == KL_OP_Gemm ? kl_attr_float(mm, "beta", 1) : 1;
   int da = kl_rw_producer(g, mm->in[0]), db = kl_rw_producer(g, mm->in[1]);
   const kl_type *at = &g->values[mm->in[0]].type, *bt = &g->values[mm->in[1]].type;
   if (at->rank < 2 || (mm->op == KL_OP_Gemm && at->rank != 2) || bt->rank != 2 ||
       !kl_dim_known(bt->dims[!trans]) || !activation_dq(g, da))
     return KILN_OK;
   int64_t n = bt->dims[!trans].size, nsw;
+  int out_rank = add >= 0 ? at->rank : 2; /* at and bt point into values, which may move */
   if (!weights_dq(g, db, 2, n, !trans) || !weights_fit(kl_rw_const(g, g->nodes[db].in[0]), bits))
     return KILN_OK;
   double sa;
   kl_rw_scalar(g, g->nodes[da].in[1], &sa);
-  const kl_value *sw = kl_rw_const(g, g->nodes[db].in[1]);
-  kl_type_numel(&sw->type, &nsw);
+  int sw = g->nodes[db].in[1];
+  kl_type_numel(&g->values[sw].type, &nsw);
+  if (alpha != 1 && (sw = scaled_scales(g, sw, alpha, e)) < 0)
+    return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
   int bias = -1;
-  if (!bias_of(g, b_in, sa, sw->data, nsw, n, &bias, e)) return KILN_OK;
+  if (!bias_of(g, b_in, sa, kl_rw_const(g, sw)->data, nsw, n, out_rank, beta, &bias, e))
+    return KILN_OK;
   int wq = g->nodes[db].in[0];
   if (trans && (wq = transposed_weights(g, wq, e)) < 0)
     return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
   const kl_node *na = &g->nodes[da], *nb = &g->nodes[db], *q = &g->nodes[qi];
-  int ins[9] = {na->in[0], na->in[1], na->in[2], wq, nb->in[1], nb->in[2],
-                q->in[1], q->in[2], bias};
+  int ins[9] = {na->in[0], na->in[1], na->in[2], wq, sw, nb->in[2], q->in[1], q->in[2], bias};
   if (relu >= 0) kl_rw_remove(g, relu);
   if (add >= 0) kl_rw_remove(g, add);
   kl_rw_drop_attrs(g, ci); /* Gemm's: the transposed weights hold transB */
@@ -299,7 +339,7 @@ static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed
   kl_type_numel(&sw->type, &nsw);
   int bias = -1;
   int b_in = conv->n_in > 2 ? conv->in[2] : -1;
-  if (!bias_of(g, b_in, sx, sw->data, nsw, wt->dims[0].size, &bias, e)) return KILN_OK;
+  if (!bias_of(g, b_in, sx, sw->data, nsw, wt->dims[0].size, 1, 1, &bias, e)) return KILN_OK;
   /* g->nodes may move when bias_of added a constant: read the nodes again */
   q = &g->nodes[qi];
   conv = &g->nodes[ci];
@@ -360,6 +400,81 @@ static uint8_t quantized_code(float q, double z, kl_dtype yt) {
   return yt == KL_U8 ? (uint8_t)v : (uint8_t)(int8_t)v;
 }
 
+/* The code of byte b of 8-bit dtype t as an integer. */
+static int code_of(uint8_t b, kl_dtype t) { return t == KL_I8 ? (int8_t)b : b; }
+
+/* The bounds of Relu or Clip node a: 0 and +inf for Relu, Clip's constant float32 min
+ * and max inputs (an absent one infinite; the importer makes Clip-6's attributes
+ * inputs); false for anything else or bounds out of order. */
+static bool clamp_bounds(const kl_graph *g, const kl_node *a, float *lo, float *hi) {
+  *lo = -INFINITY, *hi = INFINITY;
+  if (a->op == KL_OP_Relu) return *lo = 0, a->n_in == 1;
+  if (a->op != KL_OP_Clip || a->n_in < 1) return false;
+  for (int k = 1; k < a->n_in && k < 3; k++) {
+    if (a->in[k] < 0) continue;
+    const kl_value *c = kl_rw_const(g, a->in[k]);
+    if (!c || c->type.dtype != KL_F32 || !const_scalar(g, a->in[k])) return false;
+    *(k == 1 ? lo : hi) = *(const float *)c->data;
+  }
+  return *lo <= *hi; /* NaN bounds too: false */
+}
+
+/* The producers whose QuantizeLinear fold_qdq folds, and so the ones a Relu or Clip
+ * between them and it is lifted off (lift_clamp). */
+static bool clamp_liftable(kl_op op) {
+  return op == KL_OP_Conv || op == KL_OP_Gemm || op == KL_OP_MatMul || op == KL_OP_Add;
+}
+
+/* A Relu, or a Clip of constant bounds, ai between a Conv (Gemm, MatMul, bias Add) and
+ * QuantizeLinear qi moves after the quantization, onto the codes: QuantizeLinear is
+ * increasing, so
+ *   Q(Clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi))   and   Q(Relu(v)) = max(Q(v), Q(0))
+ * exactly (NaN aside). qi then reads v, which the folds take (a QLinearConv); the clamp
+ * is a QLinearLookup of the codes, or nothing where the quantized range already holds
+ * it (Q(lo) at or below the lowest code, Q(hi) at or above the highest: a Relu before
+ * a uint8 QuantizeLinear of zero point 0, a ReLU6 whose 6 the scale puts at 255). */
+static kiln_status lift_clamp(kl_graph *g, int qi, int ai, int *changed, kl_err *e) {
+  const kl_node *a = &g->nodes[ai], *q = &g->nodes[qi];
+  float lo, hi;
+  if (!clamp_bounds(g, a, &lo, &hi) || g->values[a->in[0]].type.dtype != KL_F32) return KILN_OK;
+  int v = a->in[0], c = kl_rw_producer(g, v);
+  if (c < 0 || g->nodes[c].n_out != 1 || !clamp_liftable(g->nodes[c].op) ||
+      kl_rw_sole_consumer(g, v) != ai)
+    return KILN_OK;
+  kl_dtype yt = g->values[q->in[2]].type.dtype;
+  double sy, zy;
+  kl_rw_scalar(g, q->in[1], &sy);
+  kl_rw_scalar(g, q->in[2], &zy);
+  if (!(sy > 0)) return KILN_OK;
+  int cmin = yt == KL_U8 ? 0 : -128, cmax = yt == KL_U8 ? 255 : 127;
+  int qlo = code_of(quantized_code(lo / (float)sy, zy, yt), yt);
+  int qhi = code_of(quantized_code(hi / (float)sy, zy, yt), yt);
+  int y = q->out[0];
+  kiln_status st = kl_rw_set_input(g, qi, 0, v, e);
+  if (st != KILN_OK) return st;
+  (*changed)++;
+  if (qlo <= cmin && qhi >= cmax) {
+    kl_rw_remove(g, ai);
+    return KILN_OK;
+  }
+  uint8_t *table = malloc(256);
+  if (!table) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a lookup table");
+  for (int k = 0; k < 256; k++) {
+    int code = k + cmin; /* the table's index is a uint8 code, an int8 one plus 128 */
+    code = code < qlo ? qlo : code > qhi ? qhi : code;
+    table[k] = (uint8_t)code;
+  }
+  int64_t dims[1] = {256};
+  int t = kl_rw_add_const(g, "qlinear_clamp_table", yt, 1, dims, table, e);
+  int codes = t < 0 ? -1 : kl_graph_add_value(g, NULL, e);
+  if (codes < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  g->values[codes].type = g->values[y].type;
+  kl_rw_take_output(g, qi, 0, codes);
+  st = kl_rw_become(g, ai, KL_OP_KilnQLinearLookup, 2, (int[]){codes, t}, e);
+  if (st == KILN_OK) kl_rw_take_output(g, ai, 0, y);
+  return st;
+}
+
 /* The elementwise ops of one input whose result for each of the 256 codes of a
  * quantized input fold_lookup works out once. */
 static bool lookup_op(kl_op op) {
@@ -380,7 +495,9 @@ static bool lookup_op(kl_op op) {
  * compute them (ref/quant.c): the table is what the three nodes give for each code. */
 static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err *e) {
   const kl_node *u = &g->nodes[ui], *q = &g->nodes[qi];
-  if (u->n_in != 1 || u->n_out != 1 || !lookup_op(u->op)) return KILN_OK;
+  float lo, hi; /* a Clip of constant bounds, as its kernel computes it (ref/elementwise.c) */
+  bool clip = u->op == KL_OP_Clip && clamp_bounds(g, u, &lo, &hi);
+  if (u->n_out != 1 || (!clip && (u->n_in != 1 || !lookup_op(u->op)))) return KILN_OK;
   int dx = kl_rw_producer(g, u->in[0]);
   if (!activation_dq(g, dx) || g->values[u->out[0]].type.dtype != KL_F32) return KILN_OK;
   const kl_node *nx = &g->nodes[dx];
@@ -398,7 +515,11 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   kl_tensor *pi[1] = {&ti}, *po[1] = {&to};
   kl_err local = {0};
   kl_kernel_ctx kc = {u, 1, 1, (const kl_tensor **)pi, po, &local, 1, NULL};
-  if (kl_op_get(u->op)->ref(&kc) != KILN_OK) return KILN_OK; /* the op stays as it is */
+  if (clip) {
+    for (int k = 0; k < 256; k++) out[k] = in[k] < lo ? lo : in[k] > hi ? hi : in[k];
+  } else if (kl_op_get(u->op)->ref(&kc) != KILN_OK) {
+    return KILN_OK; /* the op stays as it is */
+  }
   for (int k = 0; k < 256; k++) table[k] = quantized_code(out[k] / (float)sy, zy, yt);
   int64_t dims[1] = {256};
   void *copy = malloc(256);
@@ -410,10 +531,8 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   q = &g->nodes[qi];
   nx = &g->nodes[dx];
   int xq = nx->in[0], yv = q->out[0];
-  kl_rw_set_op(g, ui, KL_OP_KilnQLinearLookup);
-  kl_rw_drop_attrs(g, ui); /* the table holds what alpha, approximate and the like meant */
-  kiln_status st = kl_rw_set_input(g, ui, 0, xq, e);
-  if (st == KILN_OK) st = kl_rw_set_input(g, ui, 1, t, e);
+  /* the table holds what alpha, approximate, Clip's bounds and the like meant */
+  kiln_status st = kl_rw_become(g, ui, KL_OP_KilnQLinearLookup, 2, (int[]){xq, t}, e);
   if (st != KILN_OK) return st;
   kl_rw_remove(g, qi);
   kl_rw_take_output(g, ui, 0, yv);
@@ -476,6 +595,50 @@ static kiln_status fold_concat(kl_graph *g, int qi, int ci, int *changed, kl_err
     codes[k] = v;
   }
   return become_quantized(g, qi, ci, KL_OP_Concat, codes, g->nodes[ci].n_in, changed, e);
+}
+
+/* Ops that only move or relabel elements, of any dtype: on the codes they give what
+ * they give on the dequantized values. */
+static bool moves_only(kl_op op) {
+  return op == KL_OP_Flatten || op == KL_OP_Reshape || op == KL_OP_Squeeze ||
+         op == KL_OP_Unsqueeze || op == KL_OP_Transpose;
+}
+
+/* The Flatten (Reshape, Squeeze, Unsqueeze, Transpose) mi between DequantizeLinear and
+ * QuantizeLinear qi moves the codes themselves, requantized by a QLinearLookup where
+ * the two quantize differently (the 256 results of Q(DQ(code)), exactly what the
+ * unfolded nodes compute for each element):
+ *   Q(Flatten(DQ(Xq, sx, zx)), sy, zy) -> Flatten(Xq) [-> QLinearLookup(., T)]
+ * (a classifier's DQ -> Flatten -> Q, as quantize_static writes it, between a
+ * QLinearGlobalAveragePool and a QLinearGemm: one scale, no lookup). */
+static kiln_status fold_move(kl_graph *g, int qi, int mi, int *changed, kl_err *e) {
+  const kl_node *mv = &g->nodes[mi], *q = &g->nodes[qi];
+  int dx = kl_rw_producer(g, mv->in[0]);
+  if (mv->n_out != 1 || !activation_dq(g, dx)) return KILN_OK;
+  const kl_node *nx = &g->nodes[dx];
+  kl_dtype xt = g->values[nx->in[0]].type.dtype, yt = g->values[q->in[2]].type.dtype;
+  double sx, zx, sy, zy;
+  kl_rw_scalar(g, nx->in[1], &sx);
+  kl_rw_scalar(g, nx->in[2], &zx);
+  kl_rw_scalar(g, q->in[1], &sy);
+  kl_rw_scalar(g, q->in[2], &zy);
+  int t = requantize_table(g, xt, sx, zx, yt, sy, zy, e);
+  if (t < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  const uint8_t *table = kl_rw_const(g, t)->data;
+  bool identity = xt == yt; /* index k is code k, or k - 128 of int8: byte k ^ 0x80 */
+  for (int k = 0; identity && k < 256; k++)
+    identity = table[k] == (uint8_t)(k ^ (xt == KL_I8 ? 0x80 : 0));
+  int xq = g->nodes[dx].in[0], yv = g->nodes[qi].out[0], moved = g->nodes[mi].out[0];
+  kiln_status st = kl_rw_set_input(g, mi, 0, xq, e);
+  if (st != KILN_OK) return st;
+  (*changed)++;
+  if (identity) {
+    kl_rw_remove(g, qi);
+    kl_rw_take_output(g, mi, 0, yv);
+    return KILN_OK;
+  }
+  g->values[moved].type.dtype = xt; /* the codes, moved */
+  return kl_rw_become(g, qi, KL_OP_KilnQLinearLookup, 2, (int[]){moved, t}, e);
 }
 
 /* The MaxPool mi that QuantizeLinear qi quantizes with the parameters its input was
@@ -571,10 +734,30 @@ static kiln_status fold_lookup_pair(kl_graph *g, int bi, int *changed, kl_err *e
   return KILN_OK;
 }
 
+/* A QuantizeLinear of constant float weights that a DequantizeLinear reads (a model
+ * that holds its weights in float32 and quantizes them in the graph: DQ(Q(W))) runs
+ * now, so that the DequantizeLinear reads constant codes as the folds want. */
+static kiln_status quantize_weights(kl_graph *g, int *changed, kl_err *e) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kl_node *n = &g->nodes[i];
+    int readers[1];
+    if (n->op != KL_OP_QuantizeLinear || n->n_out != 1 || !kl_rw_const(g, n->in[0]) ||
+        g->values[n->in[0]].type.dtype != KL_F32 || !kl_node_inputs_known(g, n) ||
+        kl_rw_consumers(g, n->out[0], readers, 1) < 1 ||
+        g->nodes[readers[0]].op != KL_OP_DequantizeLinear)
+      continue;
+    bool folded = false;
+    kiln_status st = kl_node_fold(g, i, INT64_MAX, true, &folded, e);
+    if (st != KILN_OK) return st;
+    *changed += folded;
+  }
+  return KILN_OK;
+}
+
 kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *changed,
                              kl_err *e) {
-  kiln_status st = KILN_OK;
   int bits = cfg->int8_weight_bits;
+  kiln_status st = quantize_weights(g, changed, e);
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
     int p = g->nodes[i].op == KL_OP_QuantizeLinear ? quantized_producer(g, i) : -1;
     if (p < 0) continue;
@@ -583,6 +766,17 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
     if (op == KL_OP_Gemm || op == KL_OP_Add || op == KL_OP_Relu)
       st = fold_gemm(g, i, p, bits, changed, e); /* else an Add or Relu of its own */
     if (st != KILN_OK || *changed != before) continue;
+    if (op == KL_OP_Relu || op == KL_OP_Clip) { /* the clamp onto the codes, then the fold */
+      st = lift_clamp(g, i, p, changed, e);
+      if (st != KILN_OK) continue;
+      if (*changed != before) { /* else a Relu or Clip of a DequantizeLinear: a lookup */
+        if ((p = quantized_producer(g, i)) < 0) continue;
+        op = g->nodes[p].op;
+        before = *changed;
+        if (op == KL_OP_Gemm || op == KL_OP_Add) st = fold_gemm(g, i, p, bits, changed, e);
+        if (st != KILN_OK || *changed != before) continue;
+      }
+    }
     if (op == KL_OP_Conv)
       st = fold_conv(g, i, p, bits, changed, e);
     else if (op == KL_OP_MatMul)
@@ -593,6 +787,8 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
       st = fold_concat(g, i, p, changed, e);
     else if (op == KL_OP_MaxPool)
       st = fold_maxpool(g, i, p, changed, e);
+    else if (moves_only(op))
+      st = fold_move(g, i, p, changed, e);
     else if (op == KL_OP_GlobalAveragePool ||
              kl_rw_global_pool_of(g, &g->nodes[p]) == KL_OP_GlobalAveragePool)
       st = fold_mean_pool(g, i, p, KL_OP_KilnQLinearGlobalAveragePool, changed, e);

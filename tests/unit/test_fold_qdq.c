@@ -132,8 +132,7 @@ static void test_fold(void **state) {
 
 /* x [5, 24] -> Q -> DQ -> MatMul(., DQ(W [24, 10], per column)) -> Q -> DQ -> y:
  * one QLinearMatMul at -O2, within one step of -O0. */
-static void test_matmul(void **state) {
-  (void)state;
+static void check_matmul(bool weights_in_graph) {
   kiln_model *m[2];
   for (int level = 0; level < 2; level++) {
     uint32_t seed = 7;
@@ -146,9 +145,17 @@ static void test_matmul(void **state) {
     int x = tu_graph_input(g, "x", KL_F32, 2, xd);
     int s_x = const_f32(g, 0.03f), z_x = const_u8(g, 100);
     int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, s_x, z_x), s_x, z_x);
-    int wdq = TU_OP(g, DequantizeLinear, tu_graph_const(g, "w", KL_I8, 2, wd, w),
-                    tu_graph_const(g, "w_scale", KL_F32, 1, &n, ws),
-                    tu_graph_const(g, "w_zero_point", KL_I8, 1, &n, wz));
+    int w_s = tu_graph_const(g, "w_scale", KL_F32, 1, &n, ws);
+    int w_z = tu_graph_const(g, "w_zero_point", KL_I8, 1, &n, wz);
+    int wq = tu_graph_const(g, "w", KL_I8, 2, wd, w);
+    if (weights_in_graph) { /* float32 weights near the codes' values, Q in the graph */
+      float wf[240];
+      for (int i = 0; i < 240; i++)
+        wf[i] = ((float)w[i] + tu_rand_f32(&seed, -0.45f, 0.45f)) * ws[i % 10];
+      wq = TU_OP(g, QuantizeLinear, tu_graph_const(g, "w_float", KL_F32, 2, wd, wf), w_s, w_z);
+      kl_node_set_int(g, g->values[wq].producer, "axis", 1, NULL);
+    }
+    int wdq = TU_OP(g, DequantizeLinear, wq, w_s, w_z);
     kl_node_set_int(g, g->values[wdq].producer, "axis", 1, NULL);
     int s_y = const_f32(g, SY), z_y = const_u8(g, 128);
     int yq = TU_OP(g, QuantizeLinear, TU_OP(g, MatMul, xdq, wdq), s_y, z_y);
@@ -158,6 +165,7 @@ static void test_matmul(void **state) {
   assert_int_equal(count_op(m[0], KL_OP_QLinearMatMul), 0);
   assert_int_equal(count_op(m[1], KL_OP_QLinearMatMul), 1);
   assert_int_equal(count_op(m[1], KL_OP_MatMul), 0);
+  assert_int_equal(m[1]->g->n_nodes, 3); /* Q(x), QLinearMatMul, DQ(y) */
   float *x = malloc(sizeof(float) * 120);
   assert_non_null(x);
   for (int i = 0; i < 120; i++) x[i] = tu_rand_f32(&rng, -3, 3);
@@ -176,6 +184,18 @@ static void test_matmul(void **state) {
   free(want), free(got), free(x);
   kiln_session_free(s0), kiln_session_free(s2);
   kiln_model_free(m[0]), kiln_model_free(m[1]);
+}
+
+static void test_matmul(void **state) {
+  (void)state;
+  check_matmul(false);
+}
+
+/* The same with the weights held in float32 and quantized in the graph, DQ(Q(W)): the
+ * QuantizeLinear of constants runs at the fold, and the MatMul folds as above. */
+static void test_weights_in_graph(void **state) {
+  (void)state;
+  check_matmul(true);
 }
 
 /* A residual Add between quantized activations: DQ(Q(a)) + DQ(Q(b)) -> Q -> DQ. At -O2
@@ -261,7 +281,8 @@ static void test_add(void **state) {
 }
 
 /* DQ -> an elementwise op -> Q: one QLinearLookup at -O2 whose table gives -O0's
- * reference outputs bit for bit, and the fast kernel the same. */
+ * reference outputs bit for bit, and the fast kernel the same. A Clip of constant
+ * bounds too (a ReLU6 that int8 activations keep between its own Q/DQ pairs). */
 static void test_lookup(void **state) {
   (void)state;
   static const struct {
@@ -271,6 +292,7 @@ static void test_lookup(void **state) {
   } cases[] = {
       {KL_OP_Sigmoid, KL_U8, 0},   {KL_OP_Sigmoid, KL_I8, 0}, {KL_OP_HardSwish, KL_U8, 0},
       {KL_OP_LeakyRelu, KL_I8, 0.13f}, {KL_OP_Tanh, KL_I8, 0},  {KL_OP_Gelu, KL_U8, 0},
+      {KL_OP_Clip, KL_I8, 0},      {KL_OP_Clip, KL_U8, 0},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     kiln_model *m[2];
@@ -284,7 +306,9 @@ static void test_lookup(void **state) {
       int zx = cases[c].q == KL_U8 ? const_u8(g, zu[0]) : tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[0]);
       int zy = cases[c].q == KL_U8 ? const_u8(g, zu[1]) : tu_graph_const(g, NULL, KL_I8, 0, NULL, &zs[1]);
       int xdq = TU_OP(g, DequantizeLinear, TU_OP(g, QuantizeLinear, x, sx, zx), sx, zx);
-      int u = tu_graph_op(g, cases[c].op, 1, &xdq);
+      int u = cases[c].op == KL_OP_Clip
+                  ? TU_OP(g, Clip, xdq, const_f32(g, -0.6f), const_f32(g, 0.9f))
+                  : tu_graph_op(g, cases[c].op, 1, &xdq);
       if (cases[c].alpha != 0)
         assert_int_equal(kl_node_set_float(g, g->values[u].producer, "alpha", cases[c].alpha,
                                            NULL), KILN_OK);
@@ -480,6 +504,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fold),
       cmocka_unit_test(test_matmul),
+      cmocka_unit_test(test_weights_in_graph),
       cmocka_unit_test(test_wide_weights),
       cmocka_unit_test(test_add),
       cmocka_unit_test(test_lookup),
