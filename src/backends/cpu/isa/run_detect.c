@@ -452,11 +452,16 @@ static void split_task(void *arg, int64_t t) {
   for (int k = 0; k < j->n_out && lo < hi; k++) {
     int64_t take = j->out[k]->dims[j->axis], block = take * j->row; /* bytes per outer row */
     int64_t end = start + j->outer * block;
-    while (lo < hi && lo < end) {
-      int64_t b = lo - start, o = b / block, in = b % block;
-      int64_t n = block - in < hi - lo ? block - in : hi - lo;
-      memcpy((char *)j->out[k]->data + b, j->x + (o * j->len + first) * j->row + in, (size_t)n);
-      lo += n;
+    if (lo < end) { /* the first row may start inside; the rest are whole */
+      int64_t o = (lo - start) / block, in = (lo - start) % block;
+      char *dst = (char *)j->out[k]->data + (lo - start);
+      const char *src = j->x + (o * j->len + first) * j->row + in;
+      for (; lo < hi && lo < end; in = 0, src += j->len * j->row) {
+        int64_t n = block - in < hi - lo ? block - in : hi - lo;
+        memcpy(dst, src, (size_t)n);
+        dst += n, lo += n;
+        src -= in; /* back to the row's start for the next step */
+      }
     }
     start = end;
     first += take;
