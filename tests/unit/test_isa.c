@@ -37,6 +37,8 @@
 
 #include "backends/cpu/isa.h"
 #include "ir/ir.h"
+#include "runtime/session.h"
+#include "testutil.h"
 
 #define MAX_IO 6
 
@@ -777,6 +779,261 @@ static void test_gather(void **state) {
                 (double)data[a] - 0.01, 0);
         tc_check(&t, EXACT);
       }
+}
+
+/* Input i: indices of dtype dt whose element e indexes a dim of lens[e % k] elements,
+ * drawn from -len to len - 1 (negative ones count from the end). */
+static void tc_indices(tcase *t, int i, kl_dtype dt, int rank, const int64_t *dims, int k,
+                       const int64_t *lens) {
+  kl_tensor *x = &t->in[i];
+  tc_shape(x, dt, rank, dims);
+  int64_t n = kl_tensor_numel(x);
+  x->data = buffer(t, dt, n, &t->mem[i]);
+  for (int64_t e = 0; e < n; e++) {
+    int64_t len = lens[e % k], v = (int64_t)floor(uniform(&t->seed, (double)-len, (double)len));
+    kl_store_f64(x->data, dt, (size_t)e, (double)(v < len ? v : len - 1));
+  }
+}
+
+/* The case's kernel, at every level and on one thread and all, fails naming an index out
+ * of range in the reference's words (part: what the message must hold). */
+static void expect_bad_index(tcase *t, const char *part) {
+  kl_type types[MAX_IO];
+  const kl_type *tp[MAX_IO];
+  const kl_tensor *in[MAX_IO];
+  inputs_of(t, in);
+  for (int i = 0; i < t->n_in; i++) type_of(&types[i], in[i]), tp[i] = &types[i];
+  kl_tensor out[MAX_IO];
+  void *mem[MAX_IO];
+  memset(out, 0, sizeof out);
+  alloc_outputs(t, out, mem);
+  kl_tensor *outp[MAX_IO];
+  for (int k = 0; k < t->n_out; k++) outp[k] = &out[k];
+  kl_kernel_ctx rc = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, 1, NULL};
+  kl_err_clear(&t->e);
+  assert_int_equal(kl_op_get(tc_node(t)->op)->ref(&rc), KILN_ERR_INVALID_ARGUMENT);
+  char want[sizeof t->e.msg];
+  snprintf(want, sizeof want, "%s", t->e.msg);
+  if (!strstr(want, part)) fail_msg("%s: the reference says: %s", t->name, want);
+  kl_isa top = kl_isa_supported(kl_isa_features());
+  for (int isa = KL_ISA_GENERIC; isa <= (int)top; isa++) {
+    kl_cpu_kernel k = kl_cpu_isa_kernel(tc_node(t), tp, t->n_in, (kl_isa)isa);
+    assert_non_null(k.run);
+    for (int threads = 0; threads < 2; threads++) {
+      kl_kernel_ctx c = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, threads, NULL};
+      kl_err_clear(&t->e);
+      assert_int_equal(k.run(&c), KILN_ERR_INVALID_ARGUMENT);
+      if (strcmp(t->e.msg, want) != 0)
+        fail_msg("%s at %s: '%s', the reference '%s'", t->name,
+                 kl_isa_level_name((kl_isa)isa), t->e.msg, want);
+    }
+  }
+  free_all(mem, t->n_out);
+  tc_free(t);
+}
+
+/* The element dtypes of every size: 1, 2, 4 and 8 bytes. */
+static const kl_dtype MOVE_DTS[] = {KL_U8, KL_BF16, KL_F32, KL_I64};
+
+/* Split by a split input (a part of zero, uneven parts) and by num_outputs (the last
+ * part shorter, or empty), along every rank from 1 to 5, negative axes, empty X, rows
+ * long enough for tasks of their own and many short ones. */
+static void test_split(void **state) {
+  (void)state;
+  static const struct {
+    int rank;
+    int64_t dims[5];
+    int axis, n_out;
+    int64_t split[4]; /* split[0] < 0: by num_outputs */
+  } cases[] = {
+      {1, {17}, 0, 3, {5, 0, 12}},
+      {1, {200003}, -1, 2, {-1}},
+      {2, {3, 70001}, -1, 3, {1, 35000, 35000}},
+      {2, {70001, 3}, 0, 4, {-1}},
+      {2, {4, 6}, 0, 3, {-1}}, /* parts of 2, 2 and 0 */
+      {3, {1000, 37, 3}, 1, 2, {10, 27}},
+      {3, {4, 0, 5}, 2, 3, {-1}},
+      {3, {4, 5, 6}, -3, 2, {0, 4}},
+      {4, {2, 3, 5, 7}, -2, 2, {-1}},
+      {5, {2, 3, 4, 5, 6}, 4, 3, {1, 2, 3}},
+      {5, {3, 2, 9, 2, 5}, 2, 4, {2, 3, 0, 4}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int d = 0; d < 4; d++) {
+      char name[64];
+      snprintf(name, sizeof name, "Split case %zu dtype %d", c, MOVE_DTS[d]);
+      bool by_input = cases[c].split[0] >= 0;
+      tcase t;
+      tc_init(&t, name, KL_OP_Split, by_input ? 2 : 1, cases[c].n_out);
+      tc_int(&t, "axis", cases[c].axis);
+      if (!by_input) tc_int(&t, "num_outputs", cases[c].n_out);
+      tc_rand(&t, 0, MOVE_DTS[d], cases[c].rank, cases[c].dims, 1, 100, 0);
+      if (by_input) {
+        double s[4];
+        for (int k = 0; k < cases[c].n_out; k++) s[k] = (double)cases[c].split[k];
+        tc_values(&t, 1, KL_I64, 1, (const int64_t[]){cases[c].n_out}, s);
+      }
+      tc_check(&t, EXACT);
+    }
+}
+
+/* GatherND over ranks 1 to 5 of X and of the indices, batch_dims 0 to 2, tuples from 1
+ * to all of X's dims (scalars to long slices), negative indices, int64 and int32
+ * indices, elements of every size, empty indices and empty slices; an index out of
+ * range named as the reference names it. */
+static void test_gather_nd(void **state) {
+  (void)state;
+  static const struct {
+    int xr, ir, b;
+    int64_t x[5], idx[5];
+  } cases[] = {
+      {1, 2, 0, {7}, {5, 1}},
+      {2, 2, 0, {5, 6}, {4, 2}},
+      {2, 2, 0, {5, 6}, {3, 1}},
+      {3, 3, 0, {4, 5, 6}, {2, 3, 2}},
+      {3, 3, 1, {3, 4, 5}, {3, 2, 1}},
+      {4, 4, 2, {2, 3, 4, 5}, {2, 3, 7, 1}},
+      {4, 3, 2, {2, 3, 4, 5}, {2, 3, 2}},
+      {5, 3, 1, {2, 3, 4, 5, 6}, {2, 3, 2}},
+      {5, 3, 0, {2, 3, 4, 5, 6}, {2, 4, 3}},
+      {5, 5, 2, {2, 3, 4, 5, 6}, {2, 3, 4, 9, 3}},
+      {5, 1, 0, {2, 3, 4, 5, 6}, {5}},
+      {2, 2, 0, {1000, 64}, {30000, 1}},  /* rows on threads */
+      {2, 2, 0, {300, 301}, {50001, 2}},  /* scalars on threads */
+      {2, 2, 0, {4, 5}, {0, 1}},          /* no tuples */
+      {2, 2, 0, {3, 0}, {2, 1}},          /* empty slices: the indices still checked */
+      {3, 3, 1, {4, 5, 6}, {4, 0, 1}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int d = 0; d < 4; d++) {
+      char name[64];
+      snprintf(name, sizeof name, "GatherND case %zu dtype %d", c, MOVE_DTS[d]);
+      tcase t;
+      tc_init(&t, name, KL_OP_GatherND, 2, 1);
+      int b = cases[c].b, k = (int)cases[c].idx[cases[c].ir - 1];
+      if (b) tc_int(&t, "batch_dims", b);
+      tc_rand(&t, 0, MOVE_DTS[d], cases[c].xr, cases[c].x, 1, 100, 0);
+      tc_indices(&t, 1, d % 2 ? KL_I32 : KL_I64, cases[c].ir, cases[c].idx, k, cases[c].x + b);
+      tc_check(&t, EXACT);
+    }
+  for (int dt = 0; dt < 2; dt++) {
+    tcase t;
+    tc_init(&t, "GatherND bad index", KL_OP_GatherND, 2, 1);
+    tc_rand(&t, 0, KL_F32, 2, (const int64_t[]){5, 6}, -9, 9, 0.5);
+    tc_indices(&t, 1, dt ? KL_I32 : KL_I64, 2, (const int64_t[]){30000, 2}, 2,
+               (const int64_t[]){5, 6});
+    kl_store_f64(t.in[1].data, t.in[1].dtype, 2469, 6);
+    kl_store_f64(t.in[1].data, t.in[1].dtype, 40000, -9);
+    expect_bad_index(&t, "has 6 at element 2469, expected -6 to 5");
+  }
+  tcase t; /* with batch dims: the flat element, the range of the dim the tuple indexes */
+  tc_init(&t, "GatherND bad index batch", KL_OP_GatherND, 2, 1);
+  tc_int(&t, "batch_dims", 1);
+  tc_rand(&t, 0, KL_I64, 3, (const int64_t[]){3, 4, 5}, 1, 9, 0);
+  tc_indices(&t, 1, KL_I64, 3, (const int64_t[]){3, 2, 2}, 2, (const int64_t[]){4, 5});
+  ((int64_t *)t.in[1].data)[9] = -6;
+  expect_bad_index(&t, "has -6 at element 9, expected -5 to 4");
+}
+
+/* GatherElements along every axis (negative too) of ranks 1 to 5, indices smaller
+ * than X in the other dims and longer along the axis, int64 and int32 indices, elements
+ * of every size, large cases on threads, empty indices; an index out of range. */
+static void test_gather_elements(void **state) {
+  (void)state;
+  static const struct {
+    int rank, axis;
+    int64_t x[5], idx[5];
+  } cases[] = {
+      {1, 0, {17}, {40}},
+      {1, -1, {17}, {5}},
+      {2, 0, {5, 7}, {9, 7}},
+      {2, 1, {5, 7}, {4, 11}},
+      {2, -1, {300, 1000}, {300, 1000}},
+      {2, 0, {300, 1000}, {301, 997}},
+      {3, 2, {4, 5, 6}, {4, 5, 9}},
+      {3, 1, {4, 5, 6}, {2, 8, 3}},
+      {3, -3, {4, 5, 6}, {7, 3, 6}},
+      {4, -2, {2, 3, 4, 5}, {2, 3, 6, 5}},
+      {5, 3, {2, 3, 4, 5, 6}, {2, 2, 4, 3, 6}},
+      {5, 4, {2, 3, 4, 5, 6}, {2, 3, 4, 5, 10}},
+      {5, 0, {2, 3, 4, 5, 6}, {1, 3, 2, 5, 6}},
+      {2, 0, {4, 5}, {0, 5}},
+      {2, 1, {4, 5}, {4, 0}},
+      {2, 0, {4, 0}, {4, 0}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int d = 0; d < 4; d++) {
+      char name[64];
+      snprintf(name, sizeof name, "GatherElements case %zu dtype %d", c, MOVE_DTS[d]);
+      tcase t;
+      tc_init(&t, name, KL_OP_GatherElements, 2, 1);
+      tc_int(&t, "axis", cases[c].axis);
+      int a = cases[c].axis < 0 ? cases[c].axis + cases[c].rank : cases[c].axis;
+      tc_rand(&t, 0, MOVE_DTS[d], cases[c].rank, cases[c].x, 1, 100, 0);
+      tc_indices(&t, 1, d % 2 ? KL_I64 : KL_I32, cases[c].rank, cases[c].idx, 1,
+                 &cases[c].x[a]);
+      tc_check(&t, EXACT);
+    }
+  for (int axis = 0; axis < 2; axis++) {
+    tcase t;
+    tc_init(&t, axis ? "GatherElements bad index axis 1" : "GatherElements bad index",
+            KL_OP_GatherElements, 2, 1);
+    tc_int(&t, "axis", axis);
+    int64_t dims[2] = {5, 7000};
+    tc_rand(&t, 0, KL_F32, 2, dims, -9, 9, 0.5);
+    tc_indices(&t, 1, axis ? KL_I32 : KL_I64, 2, dims, 1, &dims[axis]);
+    kl_store_f64(t.in[1].data, t.in[1].dtype, 1234, axis ? 7000 : 7);
+    kl_store_f64(t.in[1].data, t.in[1].dtype, 30000, -9000);
+    expect_bad_index(&t, axis ? "has 7000 at element 1234, expected -7000 to 6999"
+                              : "has 7 at element 1234, expected -5 to 4");
+  }
+}
+
+/* In a session, Split, GatherND and GatherElements run on kiln's kernels at the
+ * process's level (not the reference: kiln bench's "reference" share), with the
+ * reference session's bits. */
+static void test_index_session(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 2, (const int64_t[]){6, 10});
+  int split = tu_graph_const(g, "split", KL_I64, 1, (const int64_t[]){2},
+                             (const int64_t[]){3, 7});
+  int nd_idx = tu_graph_const(g, "nd_idx", KL_I64, 2, (const int64_t[]){3, 1},
+                              (const int64_t[]){1, 4, -1});
+  int64_t ge[20];
+  for (int i = 0; i < 20; i++) ge[i] = (i * 7) % 11 - 5;
+  int ge_idx = tu_graph_const(g, "ge_idx", KL_I64, 2, (const int64_t[]){2, 10}, ge);
+  int sp = tu_graph_output_node(g, KL_OP_Split, 2, (const int[]){x, split}, 2);
+  tu_graph_output_node(g, KL_OP_GatherND, 2, (const int[]){x, nd_idx}, 1);
+  int gel = tu_graph_output_node(g, KL_OP_GatherElements, 2, (const int[]){x, ge_idx}, 1);
+  assert_int_equal(kl_node_set_int(g, sp, "axis", -1, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_int(g, gel, "axis", 0, NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  float xs[60];
+  uint32_t rng = 7;
+  for (int i = 0; i < 60; i++) xs[i] = tu_rand_f32(&rng, 1, 9);
+  float *bufs[1] = {xs};
+  kiln_session *ref = tu_session(m, true, 1), *fast = tu_session(m, false, 0);
+  int64_t n_want, n_got;
+  float *want = tu_run_f32(ref, m, bufs, &n_want), *got = tu_run_f32(fast, m, bufs, &n_got);
+  assert_int_equal(n_got, n_want);
+  assert_memory_equal(got, want, sizeof(float) * (size_t)n_want);
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    kl_op op = m->g->nodes[i].op;
+    if (op != KL_OP_Split && op != KL_OP_GatherND && op != KL_OP_GatherElements) continue;
+    seen++;
+    const char *k = kl_session_kernel_name(fast, i);
+    if (strcmp(k, expected_name(kl_isa_level())) != 0 || kl_session_slow_path(fast, i))
+      fail_msg("node %d (%s) ran on '%s', expected '%s'", i, kl_op_name(op), k,
+               expected_name(kl_isa_level()));
+  }
+  assert_int_equal(seen, 3);
+  free(want);
+  free(got);
+  kiln_session_free(ref);
+  kiln_session_free(fast);
+  kiln_model_free(m);
 }
 
 /* The comparisons over every broadcast case, in float32, float64, int32 and int64, on
@@ -1605,6 +1862,10 @@ int main(void) {
       cmocka_unit_test(test_expand),
       cmocka_unit_test(test_constant_of_shape),
       cmocka_unit_test(test_gather),
+      cmocka_unit_test(test_split),
+      cmocka_unit_test(test_gather_nd),
+      cmocka_unit_test(test_gather_elements),
+      cmocka_unit_test(test_index_session),
       cmocka_unit_test(test_compare),
       cmocka_unit_test(test_resize),
       cmocka_unit_test(test_minmax),

@@ -48,8 +48,9 @@ typedef enum kernel_kind {
   K_QUANT,  /* QuantizeLinear, DequantizeLinear per tensor (run_quant.c) */
   K_DEQUANT,
   K_MATMUL_INT, /* MatMulInteger of 2-D B (run_quant.c) */
-  K_DETECT, /* RoiAlign, ScatterElements, Expand, ConstantOfShape, Gather, NonZero, Max,
-               Min, comparisons (run_detect.c), Resize (run_resize.c) */
+  K_DETECT, /* RoiAlign, ScatterElements, Expand, ConstantOfShape, Gather, GatherND,
+               GatherElements, Split, NonZero, TopK, Max, Min, comparisons (run_detect.c),
+               Resize (run_resize.c) */
   K_COUNT
 } kernel_kind;
 
@@ -222,7 +223,9 @@ static kernel_kind detect_kind(const kl_node *n, const kl_type *const *in, int n
                : K_COUNT;
   case KL_OP_ConstantOfShape: return K_DETECT; /* the value's dtype is checked at run time */
   case KL_OP_TopK: return t == KL_F32 && n->n_out == 2 ? K_DETECT : K_COUNT;
-  case KL_OP_Gather: return movable(t) && index_dtype(dtype_of(in, n_in, 1)) ? K_DETECT : K_COUNT;
+  case KL_OP_Gather: case KL_OP_GatherND: case KL_OP_GatherElements:
+    return movable(t) && index_dtype(dtype_of(in, n_in, 1)) ? K_DETECT : K_COUNT;
+  case KL_OP_Split: return movable(t) ? K_DETECT : K_COUNT;
   case KL_OP_Equal: case KL_OP_Less: case KL_OP_Greater: case KL_OP_LessOrEqual:
   case KL_OP_GreaterOrEqual:
     return (t == KL_F32 || t == KL_F64 || t == KL_I32 || t == KL_I64) &&

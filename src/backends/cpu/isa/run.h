@@ -212,10 +212,10 @@ bool kl_grad_unary_fast(const kl_node *n);
 int kl_run_select(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_sum_to(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* RoiAlign (float32), ScatterElements (reduction none), Expand, ConstantOfShape,
- * Gather (any dtype of 1, 2, 4 or 8 bytes, int64 or int32 indices), NonZero, Max and
- * Min of two inputs (float32, int32, int64) and Equal, Less, Greater, LessOrEqual,
- * GreaterOrEqual (float32, float64, int32, int64), broadcasting: plain C at every
- * level (run_detect.c) */
+ * Gather, GatherND, GatherElements (any dtype of 1, 2, 4 or 8 bytes, int64 or int32
+ * indices), Split (the same dtypes), NonZero, TopK, Max and Min of two inputs (float32,
+ * int32, int64) and Equal, Less, Greater, LessOrEqual, GreaterOrEqual (float32, float64,
+ * int32, int64), broadcasting: plain C at every level (run_detect.c) */
 int kl_run_detect(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Resize of float32 along the last two dims, nearest or bilinear (run_resize.c; the
  * detection kernels' driver hands it the Resize nodes) */

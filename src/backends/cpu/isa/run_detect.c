@@ -1,10 +1,11 @@
 /* The data-movement and sampling ops of detection post-processing (torchvision's
  * SSD, Faster R-CNN and RetinaNet exports): RoiAlign, ScatterElements, Expand,
- * ConstantOfShape, Gather, NonZero, Max and Min of two inputs and the comparisons
- * (Equal, Less, Greater, LessOrEqual, GreaterOrEqual); Resize goes on to run_resize.c. Plain C, the same at every level: their reference twins (ref/)
- * walk one element at a time through generic loads, stores and broadcast iterators;
- * these read and write the dtypes' own words, collapse broadcasts into rows, and
- * spread large jobs over the node's threads. Each takes what its selection
+ * ConstantOfShape, Gather, GatherND, GatherElements, Split, NonZero, TopK, Max and Min
+ * of two inputs and the comparisons (Equal, Less, Greater, LessOrEqual,
+ * GreaterOrEqual); Resize goes on to run_resize.c. Plain C, the same at every level:
+ * their reference twins (ref/) walk one element at a time through generic loads,
+ * stores and broadcast iterators; these read and write the dtypes' own words, collapse
+ * broadcasts into rows, and spread large jobs over the node's threads. Each takes what its selection
  * (kernels.c) promised only when the run-time dtypes agree; anything else runs the
  * reference kernel.
  */
@@ -426,6 +427,244 @@ static int run_gather(kl_kernel_ctx *c) {
       int64_t k = load_index(idx->data, idx->dtype, j);
       memcpy(dst, src + (size_t)(o * len + (k < 0 ? k + len : k)) * block, block);
     }
+  return KILN_OK;
+}
+
+/* ---- Split ----
+ * X as [outer, len, inner]; output k takes the next dims[axis] of every outer row, as
+ * the reference (ref/data.c) does. The outputs laid end to end make one run of bytes,
+ * cut into pieces of equal size for the threads; a piece copies, output by output and
+ * row by row, the contiguous runs it covers (one memcpy per outer row of an output, a
+ * whole output at once when outer is 1). */
+
+typedef struct split_job {
+  kl_tensor *const *out;
+  int n_out, axis;
+  const char *x;
+  int64_t row; /* bytes of one step along the axis (the inner elements) */
+  int64_t outer, len, total, per;
+} split_job;
+
+static void split_task(void *arg, int64_t t) {
+  const split_job *j = arg;
+  int64_t lo = t * j->per, hi = lo + j->per < j->total ? lo + j->per : j->total;
+  int64_t start = 0, first = 0; /* output k's bytes begin at start, its steps at first */
+  for (int k = 0; k < j->n_out && lo < hi; k++) {
+    int64_t take = j->out[k]->dims[j->axis], block = take * j->row; /* bytes per outer row */
+    int64_t end = start + j->outer * block;
+    if (lo < end) { /* the first row may start inside; the rest are whole */
+      int64_t o = (lo - start) / block, in = (lo - start) % block;
+      char *dst = (char *)j->out[k]->data + (lo - start);
+      const char *src = j->x + (o * j->len + first) * j->row + in;
+      for (; lo < hi && lo < end; in = 0, src += j->len * j->row) {
+        int64_t n = block - in < hi - lo ? block - in : hi - lo;
+        memcpy(dst, src, (size_t)n);
+        dst += n, lo += n;
+        src -= in; /* back to the row's start for the next step */
+      }
+    }
+    start = end;
+    first += take;
+  }
+}
+
+static int run_split(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0];
+  size_t es = kl_dtype_size(x->dtype);
+  if (!word_size(es) || x->rank < 1 || c->n_out < 1) return kl_isa_ref(c);
+  int axis = kl_isa_axis(c->node, "axis", 0, x->rank);
+  if (axis < 0 || axis >= x->rank) return kl_isa_ref(c);
+  split_job j = {.out = c->out, .n_out = c->n_out, .axis = axis, .x = x->data,
+                 .outer = kl_ref_span(x->dims, 0, axis), .len = x->dims[axis]};
+  j.row = kl_ref_span(x->dims, axis + 1, x->rank) * (int64_t)es;
+  int64_t steps = 0; /* the outputs must tile X along the axis, as shape inference made them */
+  for (int k = 0; k < c->n_out; k++) {
+    const kl_tensor *y = c->out[k];
+    if (!y || y->dtype != x->dtype || y->rank != x->rank) return kl_isa_ref(c);
+    for (int d = 0; d < x->rank; d++)
+      if (d != axis && y->dims[d] != x->dims[d]) return kl_isa_ref(c);
+    steps += y->dims[axis];
+  }
+  if (steps != j.len) return kl_isa_ref(c);
+  j.total = j.outer * j.len * j.row;
+  if (j.total == 0) return KILN_OK;
+  int64_t tasks = kl_isa_split(j.total, 4 * CHUNK, &j.per);
+  kl_isa_parallel(c, tasks, j.total / (int64_t)es, split_task, &j);
+  return KILN_OK;
+}
+
+/* ---- GatherND ----
+ * With b batch dims: X as [batches, block], the indices as [batches, tuples, k]; Y's
+ * slice (batch, tuple) is the run of X at the tuple's offset in its batch's block, one
+ * memcpy each, tuples split into tasks. A task that meets an index out of range stops;
+ * the first one in the indices' order is then found and named as the reference names
+ * it (ref/index.c: the flat element, the range of the dim it indexes). */
+
+typedef struct gnd_job {
+  const char *x;
+  char *y;
+  const void *idx;
+  kl_dtype idx_dt;
+  int k;
+  int64_t dims[KL_MAX_RANK], strides[KL_MAX_RANK]; /* of X's dims b .. b + k - 1 */
+  int64_t tuples, block, slice, per, count;       /* block and slice in bytes */
+  int bad;
+} gnd_job;
+
+#define GND_TUPLES(I)                                                                    \
+  {                                                                                      \
+    const I *ix = (const I *)j->idx + at * j->k;                                         \
+    for (int64_t a = at; a < end; a++, ix += j->k) {                                     \
+      int64_t off = a / j->tuples * j->block;                                            \
+      for (int q = 0; q < j->k; q++) {                                                   \
+        int64_t v = ix[q], len = j->dims[q];                                             \
+        if (v < -len || v >= len) {                                                      \
+          __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);                                \
+          return;                                                                        \
+        }                                                                                \
+        off += (v < 0 ? v + len : v) * j->strides[q];                                    \
+      }                                                                                  \
+      if (j->slice) memcpy(j->y + a * j->slice, j->x + off, (size_t)j->slice);           \
+    }                                                                                    \
+  }
+
+static void gnd_task(void *arg, int64_t t) {
+  gnd_job *j = arg;
+  int64_t at = t * j->per, end = at + j->per < j->count ? at + j->per : j->count;
+  if (j->idx_dt == KL_I64) GND_TUPLES(int64_t)
+  else GND_TUPLES(int32_t)
+}
+
+static int run_gather_nd(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0], *idx = c->in[1];
+  kl_tensor *y = c->out[0];
+  size_t es = kl_dtype_size(x->dtype);
+  int64_t b = kl_attr_int(c->node, "batch_dims", 0);
+  if (!index_dtype(idx->dtype) || !word_size(es) || y->dtype != x->dtype || idx->rank < 1 ||
+      b < 0 || b >= x->rank || b >= idx->rank)
+    return kl_isa_ref(c);
+  int bd = (int)b;
+  int64_t k = idx->dims[idx->rank - 1];
+  if (k < 1 || k > x->rank - bd) return kl_isa_ref(c);
+  for (int d = 0; d < bd; d++)
+    if (idx->dims[d] != x->dims[d]) return kl_isa_ref(c);
+  gnd_job j = {.x = x->data, .y = y->data, .idx = idx->data, .idx_dt = idx->dtype, .k = (int)k};
+  int64_t s = (int64_t)es;
+  for (int d = x->rank - 1; d >= bd; d--) {
+    if (d < bd + k) j.dims[d - bd] = x->dims[d], j.strides[d - bd] = s;
+    s *= x->dims[d];
+  }
+  j.block = s;
+  j.slice = kl_ref_span(x->dims, bd + j.k, x->rank) * (int64_t)es;
+  j.tuples = kl_ref_span(idx->dims, bd, idx->rank - 1);
+  j.count = kl_ref_span(x->dims, 0, bd) * j.tuples;
+  if (kl_tensor_numel(y) * (int64_t)es != j.count * j.slice) return kl_isa_ref(c);
+  if (j.count == 0) return KILN_OK;
+  /* empty slices: nothing to copy, yet the indices are checked (as the reference) */
+  int64_t tasks = kl_isa_split(j.count, 4 * CHUNK / (j.slice + k * 8) + 1, &j.per);
+  kl_isa_parallel(c, tasks, j.count * (j.slice / (int64_t)es + k), gnd_task, &j);
+  if (!__atomic_load_n(&j.bad, __ATOMIC_RELAXED)) return KILN_OK;
+  for (int64_t i = 0; i < j.count * k; i++) {
+    int64_t v = load_index(idx->data, idx->dtype, i), len = j.dims[i % k];
+    if (v < -len || v >= len) return bad_index(c, v, i, len);
+  }
+  return KILN_OK;
+}
+
+/* ---- GatherElements ----
+ * Y (the indices' shape)[i] = X[i with the axis coordinate replaced by indices[i]]:
+ * rows along the indices' last dim, each at its offset in X without the axis' part;
+ * along the last axis a row reads X's row at the indices, along another it steps
+ * through X's columns. Rows split into tasks; a bad index as in GatherND. */
+
+typedef struct ge_job {
+  const char *x;
+  char *y;
+  const void *idx;
+  kl_dtype idx_dt;
+  size_t es;
+  int rank, axis;
+  int64_t idims[KL_MAX_RANK], xs[KL_MAX_RANK]; /* X's element strides */
+  int64_t last, len, rows, per;
+  int bad;
+} ge_job;
+
+/* One row of `last` elements: T the element word, I the index word; STEP the step
+ * along the row in X (1 along the last axis, where the index's stride is 1 too). */
+#define GE_ROW(T, I)                                                                     \
+  {                                                                                      \
+    const I *ix = (const I *)j->idx + r * last;                                          \
+    const T *xx = (const T *)j->x + base;                                                \
+    T *yy = (T *)j->y + r * last;                                                        \
+    if (along_last) {                                                                    \
+      for (int64_t i = 0; i < last; i++) {                                               \
+        int64_t v = ix[i];                                                               \
+        if (v < -len || v >= len) goto bad;                                              \
+        yy[i] = xx[v < 0 ? v + len : v];                                                 \
+      }                                                                                  \
+    } else {                                                                             \
+      for (int64_t i = 0; i < last; i++) {                                               \
+        int64_t v = ix[i];                                                               \
+        if (v < -len || v >= len) goto bad;                                              \
+        yy[i] = xx[(v < 0 ? v + len : v) * step + i];                                   \
+      }                                                                                  \
+    }                                                                                    \
+  }
+#define GE_ROWS(T)                                                                       \
+  if (j->idx_dt == KL_I64) GE_ROW(T, int64_t) else GE_ROW(T, int32_t)
+
+static void ge_task(void *arg, int64_t t) {
+  ge_job *j = arg;
+  int64_t r0 = t * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+  int64_t pos[KL_MAX_RANK] = {0}, rest = r0, last = j->last, len = j->len;
+  int64_t step = j->xs[j->axis];
+  bool along_last = j->axis == j->rank - 1;
+  for (int d = j->rank - 2; d >= 0; d--) pos[d] = rest % j->idims[d], rest /= j->idims[d];
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t base = 0; /* the row's offset in X, without the axis' part */
+    for (int d = 0; d < j->rank - 1; d++)
+      if (d != j->axis) base += pos[d] * j->xs[d];
+    switch (j->es) {
+    case 1: GE_ROWS(uint8_t) break;
+    case 2: GE_ROWS(uint16_t) break;
+    case 4: GE_ROWS(uint32_t) break;
+    default: GE_ROWS(uint64_t) break;
+    }
+    for (int d = j->rank - 2; d >= 0; d--) { /* the next row of the indices */
+      if (++pos[d] < j->idims[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return;
+bad:
+  __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
+}
+
+static int run_gather_elements(kl_kernel_ctx *c) {
+  const kl_tensor *x = c->in[0], *idx = c->in[1];
+  kl_tensor *y = c->out[0];
+  size_t es = kl_dtype_size(x->dtype);
+  if (!index_dtype(idx->dtype) || !word_size(es) || y->dtype != x->dtype || x->rank < 1 ||
+      idx->rank != x->rank || kl_tensor_numel(y) != kl_tensor_numel(idx))
+    return kl_isa_ref(c);
+  int rank = x->rank, axis = kl_isa_axis(c->node, "axis", 0, rank);
+  if (axis < 0 || axis >= rank) return kl_isa_ref(c);
+  for (int d = 0; d < rank; d++)
+    if (d != axis && idx->dims[d] > x->dims[d]) return kl_isa_ref(c);
+  ge_job j = {.x = x->data, .y = y->data, .idx = idx->data, .idx_dt = idx->dtype, .es = es,
+              .rank = rank, .axis = axis, .last = idx->dims[rank - 1], .len = x->dims[axis]};
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; d--) j.xs[d] = s, s *= x->dims[d], j.idims[d] = idx->dims[d];
+  int64_t n = kl_tensor_numel(idx);
+  if (n == 0) return KILN_OK;
+  j.rows = n / j.last;
+  int64_t tasks = kl_isa_split(j.rows, CHUNK / j.last + 1, &j.per);
+  kl_isa_parallel(c, tasks, n, ge_task, &j);
+  if (!__atomic_load_n(&j.bad, __ATOMIC_RELAXED)) return KILN_OK;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = load_index(idx->data, idx->dtype, i);
+    if (v < -j.len || v >= j.len) return bad_index(c, v, i, j.len);
+  }
   return KILN_OK;
 }
 
@@ -891,6 +1130,9 @@ int kl_run_detect(kl_kernel_ctx *c, const kl_isa_fns *f) {
   case KL_OP_Resize: return kl_run_resize(c, f);
   case KL_OP_ConstantOfShape: return run_constant_of_shape(c);
   case KL_OP_Gather: return run_gather(c);
+  case KL_OP_GatherND: return run_gather_nd(c);
+  case KL_OP_GatherElements: return run_gather_elements(c);
+  case KL_OP_Split: return run_split(c);
   case KL_OP_Max: case KL_OP_Min: return run_minmax(c);
   case KL_OP_NonZero: return run_non_zero(c);
   case KL_OP_TopK: return run_topk(c);
