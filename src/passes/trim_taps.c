@@ -74,7 +74,7 @@ static bool plan_node(const kl_graph *g, const kl_node *n, taps_plan *p) {
       yt->rank != xt->rank)
     return false;
   p->sp = xt->rank - 2;
-  const int64_t *ks, *st, *dl, *pd;
+  const int64_t *ks = NULL, *st = NULL, *dl = NULL, *pd = NULL;
   int nk = kl_attr_ints(n, "kernel_shape", &ks), ns = kl_attr_ints(n, "strides", &st);
   int nd = kl_attr_ints(n, "dilations", &dl), np = kl_attr_ints(n, "pads", &pd);
   if ((nk > 0 && nk != p->sp) || (ns > 0 && ns != p->sp) || (nd > 0 && nd != p->sp) ||
@@ -147,7 +147,7 @@ kiln_status kl_pass_trim_taps(kl_graph *g, const kl_pass_config *cfg, int *chang
   (void)cfg;
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
-    taps_plan p;
+    taps_plan p = {0};
     if (!plan_node(g, &g->nodes[i], &p)) continue;
     int w = trimmed_weights(g, g->nodes[i].in[1], &p, e);
     if (w < 0) return KILN_ERR_OUT_OF_MEMORY;
