@@ -1547,27 +1547,36 @@ static void pick_free(dnnl_primitive_attr_t attr, dnnl_primitive_desc_t pd) {
   if (attr) dnnl_primitive_attr_destroy(attr);
 }
 
-/* A 3x3, stride-1, one-group 2-D convolution at the AVX2 level, where oneDNN has no
- * Winograd: kiln's runs it (dnnl_wino.c), with its Bias, Sum (held as Y is) and
- * activation, X and Y in the layouts the session holds them. Its constant weights are needed
- * plain, once (not when a release_weights session already freed them). */
-static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shape *s) {
-  if (d->kind != DN_CONV || kl_isa_level() != KL_ISA_AVX2 || !d->const_w || d->w_released)
-    return false;
+/* Whether c is a one-group 2-D convolution with constant weights whose Sum (if any) has
+ * Y's shape and is held as Y is, with an activation kiln's primitives have: then *p
+ * holds its geometry (conv_geometry, whose errors are the primitive's to report). What
+ * kiln's own convolutions (the Winograd, the im2col product) take in common. */
+static bool own_conv_geometry(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+  if (d->kind != DN_CONV || !d->const_w || d->w_released) return false;
   const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0], *sum = input(c, KL_FUSED_SUM);
   bool has;
   kl_act act;
-  if (x->rank != 4 || w->rank != 4 || w->dims[2] != 3 || w->dims[3] != 3 ||
+  if (x->rank != 4 || w->rank != 4 || w->dims[1] != x->dims[1] ||
       kl_attr_int(c->node, "group", 1) != 1 ||
       (sum && (!same_shape(sum, y) || (d->cl_in >> KL_FUSED_SUM & 1) != (unsigned)d->cl_dst)) ||
       !kl_isa_fused_act(c->node, &has, &act))
     return false;
-  dn_problem p;
-  memset(&p, 0, sizeof p);
+  memset(p, 0, sizeof *p);
   kl_err ignored = {0};
-  kl_kernel_ctx quiet = *c; /* conv_geometry's errors are the primitive's to report */
+  kl_kernel_ctx quiet = *c;
   quiet.e = &ignored;
-  if (conv_geometry(&quiet, &p) != KILN_OK || p.strides[0] != 1 || p.strides[1] != 1 ||
+  return conv_geometry(&quiet, p) == KILN_OK;
+}
+
+/* A 3x3, stride-1 one (own_conv_geometry) at the AVX2 level, where oneDNN has no
+ * Winograd: kiln's runs it (dnnl_wino.c), with its Bias, Sum and activation, X and Y in
+ * the layouts the session holds them. Its constant weights are needed plain, once (not
+ * when a release_weights session already freed them). */
+static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shape *s) {
+  dn_problem p;
+  if (kl_isa_level() != KL_ISA_AVX2 || !own_conv_geometry(d, c, &p)) return false;
+  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
+  if (w->dims[2] != 3 || w->dims[3] != 3 || p.strides[0] != 1 || p.strides[1] != 1 ||
       p.dilates[0] != 0 || p.dilates[1] != 0)
     return false;
   *s = (kl_wino_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
@@ -1576,31 +1585,20 @@ static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shap
   return kl_wino_fits(s);
 }
 
-/* A 2-D one-group convolution with a kernel larger than 1x1, at a level whose product
+/* One with a kernel larger than 1x1 (own_conv_geometry), at a level whose product
  * tiles are fast, that kl_im2col_fits takes: kiln's product runs it (dnnl_im2col.c),
- * with its Bias, Sum (held as Y is) and activation, X and Y in the layouts held. */
+ * with its Bias, Sum and activation, X and Y in the layouts held. */
 static bool im2col_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_im2col_shape *s) {
-  if (d->kind != DN_CONV || !d->fns->gemv->tile || !d->fns->gemv->rows_fast || !d->const_w ||
-      d->w_released || d->bf16_src || d->bf16_dst)
-    return false;
-  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0], *sum = input(c, KL_FUSED_SUM);
-  bool has;
-  kl_act act;
-  if (x->rank != 4 || w->rank != 4 || kl_attr_int(c->node, "group", 1) != 1 ||
-      (sum && (!same_shape(sum, y) || (d->cl_in >> KL_FUSED_SUM & 1) != (unsigned)d->cl_dst)) ||
-      !kl_isa_fused_act(c->node, &has, &act))
-    return false;
   dn_problem p;
-  memset(&p, 0, sizeof p);
-  kl_err ignored = {0};
-  kl_kernel_ctx quiet = *c; /* conv_geometry's errors are the primitive's to report */
-  quiet.e = &ignored;
-  if (conv_geometry(&quiet, &p) != KILN_OK) return false;
+  if (!d->fns->gemv->tile || !d->fns->gemv->rows_fast || d->bf16_src || d->bf16_dst ||
+      !own_conv_geometry(d, c, &p))
+    return false;
+  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
   *s = (kl_im2col_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
                          y->dims[2], y->dims[3], w->dims[2], w->dims[3], p.strides[0],
                          p.strides[1], p.dilates[0] + 1, p.dilates[1] + 1, p.pad_l[0],
                          p.pad_l[1], (d->cl_in & 1) != 0, d->cl_dst};
-  return w->dims[1] == x->dims[1] && kl_im2col_fits(s);
+  return kl_im2col_fits(s);
 }
 
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
