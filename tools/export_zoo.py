@@ -680,9 +680,9 @@ def main():
                     help="run this kiln binary on the cached models and print the "
                          "markdown table of docs/zoo.md (tolerances from tests/zoo/run.sh)")
     a = ap.parse_args()
-    if a.list:
+    if a.list:  # the EXTRA models marked: tests/zoo/run.sh's table names the others
         for n, s in models.items():
-            print("%-22s %s" % (n, s["family"]))
+            print("%-22s %s%s" % (n, s["family"], " (extra)" if n in EXTRA else ""))
         return 0
     names = [n for n in models if n not in EXTRA]
     if a.only:

@@ -23,9 +23,9 @@
 #if KL_HAVE_DNNL
 #include "backends/cpu/dnnl.h"
 #include "backends/cpu/dnnl_cache.h"
-#include "backends/cpu/isa/run.h"
 #endif
 #include "backends/cpu/isa.h"
+#include "backends/cpu/isa/run.h"
 
 #include <float.h>
 #include <math.h>
