@@ -260,7 +260,9 @@ static void test_many_rows(void **state) {
 
 /* W and R that change between runs (graph inputs, not constants): the kernel that packs
  * at every run follows them; the one that packs once keeps the first run's (which is
- * what it is given only for constants). */
+ * what it is given only for constants) where it runs its products on kiln's packed
+ * panels, which a level without tiles (avx512: oneDNN's sgemm on the plain weights for
+ * runs of more than one row) does only for single rows. */
 static void test_weights_change(void **state) {
   tu_fixture *f = *state;
   const rnn_case cases[] = {
@@ -291,7 +293,8 @@ static void test_weights_change(void **state) {
     bool differs = false;
     for (int64_t k = 0; k < kl_tensor_numel(&b[0]); k++)
       differs = differs || fabs((double)y[k] - want[k]) > 1e-3;
-    assert_true(differs); /* the weights packed at the first run */
+    if (kl_cpu_isa_fns(kl_isa_level())->gemv->tile)
+      assert_true(differs); /* the weights packed at the first run */
     free_outputs(f, a);
     free_outputs(f, b);
     every.release(st_every);
