@@ -175,8 +175,9 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      (docs/benchmarks.md, "Threads under load"). The runtimes read
  *                      their setting from the environment when the program starts, so
  *                      the library cannot change it: a program that shares its cores
- *                      should start with GOMP_SPINCOUNT=1000 (libgomp: spin some
- *                      microseconds, then sleep) or KMP_BLOCKTIME=0 (libomp), as the
+ *                      should start with GOMP_SPINCOUNT=10000 (libgomp: spin a
+ *                      fraction of a millisecond, then sleep) or KMP_BLOCKTIME=0
+ *                      (libomp), as the
  *                      kiln command does for itself (OMP_WAIT_POLICY=passive sleeps at
  *                      once: steadiest under load, 10-20% slower when idle)
  *   "pin_threads"      1 = each run pins the threads that run it to cores: thread t of

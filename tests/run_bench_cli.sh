@@ -24,14 +24,14 @@ cnn=models/digits_cnn/model.onnx
 # uses (libgomp and libomp print their settings when asked); a user's setting wins.
 clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u KMP_BLOCKTIME -u KILN_OPENMP_WAIT)
 json=$("${clean[@]}" "$kiln" bench "$cnn" --iterations 2 --warmup 0 --json) || fail "bench (wait)"
-grep -qF '"thread_wait": "GOMP_SPINCOUNT=1000 KMP_BLOCKTIME=0 (set by kiln)"' <<<"$json" ||
+grep -qF '"thread_wait": "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0 (set by kiln)"' <<<"$json" ||
   fail "bench --json: thread_wait is not kiln's short wait: $json"
 if "$kiln" info | grep -q 'OpenMP yes'; then
   err=$("${clean[@]}" OMP_DISPLAY_ENV=verbose KMP_SETTINGS=1 "$kiln" run "$cnn" 2>&1 >/dev/null)
-  grep -Eq "GOMP_SPINCOUNT = '1000'|KMP_BLOCKTIME=0\b" <<<"$err" ||
+  grep -Eq "GOMP_SPINCOUNT = '10000'|KMP_BLOCKTIME=0\b" <<<"$err" ||
     fail "the OpenMP runtime did not take kiln's wait setting: $(grep -E 'SPINCOUNT|BLOCKTIME' <<<"$err")"
   err=$("${clean[@]}" OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose KMP_SETTINGS=1 "$kiln" run "$cnn" 2>&1 >/dev/null)
-  grep -q "GOMP_SPINCOUNT = '1000'\|KMP_BLOCKTIME=0\b" <<<"$err" &&
+  grep -q "GOMP_SPINCOUNT = '10000'\|KMP_BLOCKTIME=0\b" <<<"$err" &&
     fail "kiln overrode the user's OMP_WAIT_POLICY=active"
 fi
 # kiln run's summary of a [4, 10] output: the argmax as an index in each dim, beside the

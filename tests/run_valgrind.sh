@@ -18,7 +18,7 @@ command -v valgrind >/dev/null || { echo "$0: valgrind is not installed (tools/s
 
 # The kiln command starts itself again to set how OpenMP's threads wait (tools/kiln.c)
 # unless the environment says; that new process would run outside memcheck.
-export GOMP_SPINCOUNT=1000 KMP_BLOCKTIME=0
+export GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0
 vg_rc=99 # what valgrind exits with when it found an error or a definite leak
 vg=(valgrind -q --error-exitcode=$vg_rc --leak-check=full --errors-for-leak-kinds=definite
     --show-leak-kinds=definite)

@@ -23,14 +23,14 @@ static const char *usage =
     "exit codes: 0 success, 1 failure (model error, failed check), 2 bad usage\n";
 
 /* OpenMP's waiting threads (include/kiln.h, "threads"): unless the environment says
- * how they wait, kiln starts itself again with GOMP_SPINCOUNT=1000 and KMP_BLOCKTIME=0
+ * how they wait, kiln starts itself again with GOMP_SPINCOUNT=10000 and KMP_BLOCKTIME=0
  * (libgomp reads them when the process starts, before main), and KILN_OPENMP_WAIT=kiln
  * so that kiln bench can say who chose. When the new start fails, the variables are
  * taken back and the runtime's defaults stay. */
 static void short_wait(char **argv) {
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME"))
     return;
-  if (setenv("GOMP_SPINCOUNT", "1000", 1) == 0 && setenv("KMP_BLOCKTIME", "0", 1) == 0 &&
+  if (setenv("GOMP_SPINCOUNT", "10000", 1) == 0 && setenv("KMP_BLOCKTIME", "0", 1) == 0 &&
       setenv("KILN_OPENMP_WAIT", "kiln", 1) == 0)
     execv("/proc/self/exe", argv);
   unsetenv("GOMP_SPINCOUNT");
