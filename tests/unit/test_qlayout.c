@@ -19,7 +19,20 @@
  * outputs (0 here). The images' planes have different means, so that a scale read from
  * the wrong image shows. Where oneDNN runs the convolutions, the pooling and the Mul must have run
  * their channels-last kernels. test_sum_columns compares sum_columns at each level this
- * CPU has against a plain loop. */
+ * CPU has against a plain loop.
+ *
+ * test_pool_concat: SqueezeNet's fire modules as quantize_static leaves them,
+ *
+ *   x -> Q -> QLinearConv 3x3 -> MaxPool 3x3 s2 (ceil_mode, pads) -+-> QLinearConv 1x1 -.
+ *                                                                  +-> QLinearConv 3x3   |
+ *        -> Lookup (requantize) --------------------------------------> Concat (axis 1) <-'
+ *        -> MaxPool 2x2 (dilation 2) -> QLinearConv 1x1 -> DequantizeLinear
+ *
+ * where the MaxPools and the Concat run on channels-last codes (the level's max_codes;
+ * kl_run_concat_cl) between oneDNN's convolutions, and again with the first MaxPool's
+ * output also a graph output (through a DequantizeLinear, which reads plain codes):
+ * then that MaxPool runs plain and the rest as before. test_max_codes compares
+ * max_codes at each level against a plain loop. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,8 +145,43 @@ static kl_graph *layout_graph(const layout_case *lc) {
   return g;
 }
 
-static void check_case(const layout_case *lc) {
-  kiln_model *m = tu_model_of(layout_graph(lc), 0);
+/* MaxPool of x (kernel k x k, strides s, dilations d, pads p on every side, ceil_mode). */
+static int maxpool(kl_graph *g, int x, int64_t k, int64_t s, int64_t d, int64_t p, bool ceil) {
+  int y = TU_OP(g, MaxPool, x);
+  int node = g->values[y].producer;
+  tu_node_ints(g, node, "kernel_shape", 2, (int64_t[]){k, k});
+  tu_node_ints(g, node, "strides", 2, (int64_t[]){s, s});
+  tu_node_ints(g, node, "dilations", 2, (int64_t[]){d, d});
+  tu_node_ints(g, node, "pads", 4, (int64_t[]){p, p, p, p});
+  if (ceil) assert_int_equal(kl_node_set_int(g, node, "ceil_mode", 1, NULL), KILN_OK);
+  return y;
+}
+
+static bool pool_out; /* pool_graph: the first MaxPool's output is a graph output too */
+
+static kl_graph *pool_graph(const layout_case *lc) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd[4] = {lc->n, lc->c0, lc->h, lc->w};
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  int sy = const_f32(g, SY), zy = const_zp(g, lc->q, lc->z);
+  int xq = TU_OP(g, QuantizeLinear, x, sy, zy);
+  int p = maxpool(g, qconv(g, lc, xq, lc->c0, lc->c, 3, false), 3, 2, 1, 1, true);
+  if (pool_out) tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){p, sy, zy}, 1);
+  int e1 = qconv(g, lc, p, lc->c, lc->c / 2 + 1, 1, false);
+  int e3 = lookup(g, lc, qconv(g, lc, p, lc->c, lc->c + 3, 3, false));
+  int cat = TU_OP(g, Concat, e1, e3);
+  assert_int_equal(kl_node_set_int(g, g->values[cat].producer, "axis", 1, NULL), KILN_OK);
+  int y = qconv(g, lc, maxpool(g, cat, 2, 1, 2, 0, false), lc->c / 2 + lc->c + 4, 5, 1, false);
+  tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){y, sy, zy}, 1);
+  return g;
+}
+
+/* The fast session against the reference on make(lc)'s graph; where oneDNN runs the
+ * convolutions, the nodes of ops cl[0 .. n_cl) must run channels-last kernels but for
+ * the first plain_first of them in graph order, which must run plain ones. */
+static void check_graph(const layout_case *lc, kl_graph *(*make)(const layout_case *),
+                        const kl_op *cl, int n_cl, int plain_first) {
+  kiln_model *m = tu_model_of(make(lc), 0);
   int64_t n = lc->n * lc->c0 * lc->h * lc->w, n_want, n_got;
   float *x = malloc(sizeof(float) * (size_t)n);
   assert_non_null(x);
@@ -160,14 +208,19 @@ static void check_case(const layout_case *lc) {
 
   for (int i = 0; i < m->g->n_nodes; i++)
     dnnl |= strcmp(kl_session_kernel_name(fast, i), "dnnl_qconv") == 0;
+  int seen = 0;
   for (int i = 0; dnnl && i < m->g->n_nodes; i++) {
     kl_op op = m->g->nodes[i].op;
     const char *k = kl_session_kernel_name(fast, i);
-    if ((op == KL_OP_KilnQLinearGlobalAveragePool || op == KL_OP_KilnQLinearMul) &&
-        !strstr(k, "channels-last"))
-      fail_msg("%lld channels: node %d (%s) ran on '%s', expected channels-last",
-               (long long)lc->c, i, kl_op_name(op), k);
+    bool listed = false;
+    for (int j = 0; j < n_cl; j++) listed |= op == cl[j];
+    if (!listed) continue;
+    bool want = seen++ >= plain_first;
+    if (!strstr(k, "channels-last") == want)
+      fail_msg("%lld channels: node %d (%s) ran on '%s', expected %s", (long long)lc->c, i,
+               kl_op_name(op), k, want ? "channels-last" : "a plain kernel");
   }
+  if (dnnl) assert_true(seen > plain_first);
   free(want), free(got), free(x);
   kiln_session_free(ref), kiln_session_free(fast);
   kiln_model_free(m);
@@ -175,7 +228,61 @@ static void check_case(const layout_case *lc) {
 
 static void test_layouts(void **state) {
   (void)state;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+  static const kl_op cl[] = {KL_OP_KilnQLinearGlobalAveragePool, KL_OP_KilnQLinearMul};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_graph(&cases[i], layout_graph, cl, 2, 0);
+}
+
+static void test_pool_concat(void **state) {
+  (void)state;
+  static const kl_op cl[] = {KL_OP_MaxPool, KL_OP_Concat};
+  for (int out = 0; out < 2; out++) {
+    pool_out = out;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      check_graph(&cases[i], pool_graph, cl, 3, out);
+  }
+  pool_out = false;
+}
+
+/* max_codes at awkward widths (vector tails), tap counts, with and without acc, both
+ * flips, against a plain loop over signed or unsigned codes. */
+static void test_max_codes(void **state) {
+  (void)state;
+  enum { TAPS = 70, WIDTH = 131 };
+  uint8_t *x = malloc(TAPS * WIDTH), got[WIDTH], want[WIDTH], init[WIDTH];
+  const uint8_t *taps[TAPS];
+  assert_non_null(x);
+  for (int i = 0; i < TAPS * WIDTH; i++) x[i] = (uint8_t)tu_rand_f32(&rng, 0, 256);
+  for (int i = 0; i < WIDTH; i++) init[i] = (uint8_t)tu_rand_f32(&rng, 0, 256);
+  for (int t = 0; t < TAPS; t++) taps[t] = x + (size_t)((t * 37) % TAPS) * WIDTH;
+  static const size_t widths[] = {1, 15, 16, 31, 32, 33, 64, 97, 131};
+  static const size_t counts[] = {0, 1, 2, 9, 64, 70};
+  for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
+    const kl_quant_fns *f = kl_cpu_isa_fns((kl_isa)level)->quant;
+    for (int flip = 0; flip <= 0x80; flip += 0x80)
+      for (int acc = 0; acc < 2; acc++)
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+          for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            size_t w = widths[wi], n = counts[ci];
+            for (size_t i = 0; i < w; i++) {
+              int best = acc ? (flip ? (int8_t)init[i] : init[i]) : (flip ? -128 : 0);
+              for (size_t t = 0; t < n; t++) {
+                int v = flip ? (int8_t)taps[t][i] : taps[t][i];
+                best = v > best ? v : best;
+              }
+              want[i] = (uint8_t)best;
+            }
+            memcpy(got, init, sizeof got);
+            f->max_codes(taps, n, (uint8_t)flip, acc, got, w);
+            for (size_t i = 0; i < w; i++)
+              if (got[i] != want[i])
+                fail_msg("level %d, flip %d, acc %d, %zu channels of %zu taps: channel %zu "
+                         "is %u, expected %u", level, flip, acc, w, n, i, got[i], want[i]);
+            if (w < WIDTH && got[w] != init[w])
+              fail_msg("level %d: max_codes wrote past its %zu channels", level, w);
+          }
+  }
+  free(x);
 }
 
 /* Column sums at awkward widths (tails of 32 and of 16), strides wider than the row,
@@ -215,6 +322,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_sum_columns),
+      cmocka_unit_test(test_pool_concat),
+      cmocka_unit_test(test_max_codes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -370,14 +370,16 @@ static kiln_status choose_bf16(kl_cpu_plan *p, const kl_graph *g, kl_err *e) {
   return KILN_OK;
 }
 
-/* kiln's elementwise kernels on 8-bit codes (kl_cpu_isa_layout's SAME and CHANNEL)
- * read and write one layout: where one of their tensors stays plain, all do, until
+/* kiln's kernels on 8-bit codes that read and write one layout (kl_cpu_isa_layout's SAME,
+ * CHANNEL and WHOLE): where one of their tensors stays plain, all do, until
  * nothing changes (each round only clears). */
 static void same_layouts(const kl_cpu_plan *p, const kl_graph *g, bool *cl) {
   for (bool changed = true; changed;) {
     changed = false;
     for (int i = 0; i < g->n_nodes; i++) {
-      if (p->isa_cl[i] != KL_ISA_CL_SAME && p->isa_cl[i] != KL_ISA_CL_CHANNEL) continue;
+      if (p->isa_cl[i] != KL_ISA_CL_SAME && p->isa_cl[i] != KL_ISA_CL_CHANNEL &&
+          p->isa_cl[i] != KL_ISA_CL_WHOLE)
+        continue;
       const kl_node *n = &g->nodes[i];
       bool all = cl[n->out[0]];
       for (int k = 0; k < n->n_in && k < 32; k++)
@@ -407,7 +409,8 @@ static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) 
     for (int k = 0; k < n->n_in && k < 32; k++)
       if (n->in[k] >= 0 && cl[n->in[k]]) in |= 1u << k;
     bool cl_y = cl[n->out[0]];
-    if (p->isa_cl[i] == KL_ISA_CL_CHANNEL || p->isa_cl[i] == KL_ISA_CL_READ) {
+    if (p->isa_cl[i] == KL_ISA_CL_CHANNEL || p->isa_cl[i] == KL_ISA_CL_READ ||
+        p->isa_cl[i] == KL_ISA_CL_WHOLE) {
       if (in & p->cl_slots[i]) p->choice[i].kernel = kl_cpu_isa_kernel_cl(n, kl_isa_level());
     } else if (p->on_dnnl[i] == DNNL_QCONV) {
       kl_dnnl_qconv_set_channels_last(p->state[i], in & 1u, cl_y);

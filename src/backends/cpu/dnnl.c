@@ -1991,12 +1991,6 @@ static void nchw_view(const kl_kernel_ctx *c, dn_view *v) {
 }
 
 /* t's dims in channels-last order: [N, C, S...] -> [N, S..., C]. */
-static void cl_dims(const kl_tensor *t, kl_tensor *v) {
-  *v = *t;
-  for (int i = 2; i < t->rank; i++) v->dims[i - 1] = t->dims[i];
-  v->dims[t->rank - 1] = t->dims[1];
-}
-
 /* Input x of a channel Concat into Y's channels [off, off + C_k), one image at a time:
  * blocks where x is held as Y is (x_cl == y_cl), else through the level's transpose. */
 static void concat_part(const dn_node *d, const kl_tensor *x, bool x_cl, kl_tensor *y,
@@ -2031,20 +2025,7 @@ static kiln_status own_concat(dn_node *d, kl_kernel_ctx *c) {
            same == all ? "" : " mixed");
   d->ran_impl = d->own_impl;
   if (!cl && same == all) return (kiln_status)kl_run_concat_axis(c, d->fns, 1);
-  if (same == all) { /* all channels-last: one Concat along the last dim */
-    kl_tensor in[32], out;
-    const kl_tensor *in_p[32];
-    kl_tensor *out_p[1] = {&out};
-    for (int k = 0; k < c->n_in; k++) {
-      cl_dims(c->in[k], &in[k]);
-      in_p[k] = &in[k];
-    }
-    cl_dims(c->out[0], &out);
-    kl_kernel_ctx v = *c;
-    v.in = in_p;
-    v.out = out_p;
-    return (kiln_status)kl_run_concat_axis(&v, d->fns, out.rank - 1);
-  }
+  if (same == all) return (kiln_status)kl_run_concat_cl(c, d->fns);
   int64_t off = 0;
   for (int k = 0; k < c->n_in; k++) {
     concat_part(d, c->in[k], (d->cl_in >> k & 1) != 0, c->out[0], cl, off);

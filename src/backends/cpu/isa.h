@@ -76,8 +76,17 @@ unsigned kl_cpu_isa_inplace(const kl_node *n);
  *                      channels-last runs kl_cpu_isa_kernel_cl's kernel
  *   KL_ISA_CL_READ     QLinearGlobalAveragePool: X (in *slots) in either layout, Y
  *                      [N, C, 1...]; channels-last runs kl_cpu_isa_kernel_cl's kernel
+ *   KL_ISA_CL_WHOLE    MaxPool of 8-bit codes (rank 3 or 4, no indices) and Concat of
+ *                      them along dim 1: every input in *slots and Y in one layout;
+ *                      channels-last runs kl_cpu_isa_kernel_cl's kernel
  * x and y are the static types of input 0 and 3 (NULL when absent) and of Y. */
-typedef enum kl_isa_cl { KL_ISA_CL_NONE, KL_ISA_CL_SAME, KL_ISA_CL_CHANNEL, KL_ISA_CL_READ } kl_isa_cl;
+typedef enum kl_isa_cl {
+  KL_ISA_CL_NONE,
+  KL_ISA_CL_SAME,
+  KL_ISA_CL_CHANNEL,
+  KL_ISA_CL_READ,
+  KL_ISA_CL_WHOLE
+} kl_isa_cl;
 kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *a, const kl_type *b,
                             const kl_type *y, unsigned *slots);
 kl_cpu_kernel kl_cpu_isa_kernel_cl(const kl_node *n, kl_isa isa);

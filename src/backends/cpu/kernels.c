@@ -405,6 +405,19 @@ kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *a, const kl_type *b
   case KL_OP_KilnQLinearGlobalAveragePool:
     *slots = a->rank == y->rank ? 1u : 0u;
     return *slots ? KL_ISA_CL_READ : KL_ISA_CL_NONE;
+  case KL_OP_MaxPool: /* run_pool8's */
+    if (a->rank != y->rank || y->rank > 4 || y->dtype != a->dtype ||
+        (n->n_out > 1 && n->out[1] >= 0))
+      return KL_ISA_CL_NONE;
+    *slots = 1u;
+    return KL_ISA_CL_WHOLE;
+  case KL_OP_Concat: {
+    int64_t axis = kl_attr_int(n, "axis", 0);
+    if (n->n_in > 32 || y->dtype != a->dtype || (axis < 0 ? axis + y->rank : axis) != 1)
+      return KL_ISA_CL_NONE;
+    *slots = n->n_in == 32 ? ~0u : (1u << n->n_in) - 1;
+    return KL_ISA_CL_WHOLE;
+  }
   default: return KL_ISA_CL_NONE;
   }
 }

@@ -207,6 +207,11 @@ typedef struct kl_quant_fns {
               uint8_t *y, size_t ystride);
   /* int8 matrix-vector product (above) */
   void (*qgemv)(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
+  /* MaxPool over channels-last codes, one output pixel's n channels: y[i] = the largest
+   * of x[t][i] for t < n_taps, and of y[i] itself when acc, compared as uint8 after ^
+   * flip (flip 0x80: int8 codes); without acc and taps, the lowest code (0 ^ flip). */
+  void (*max_codes)(const uint8_t *const *x, size_t n_taps, uint8_t flip, bool acc,
+                    uint8_t *y, size_t n);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

@@ -137,6 +137,21 @@ static void qgemv(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_
   }
 }
 
+/* The max of the taps' codes per channel (isa_fns.h): each code ^ flip compared as
+ * uint8, so that the loop vectorizes to byte maxima at every level. */
+static void max_codes(const uint8_t *const *x, size_t n_taps, uint8_t flip, bool acc,
+                      uint8_t *y, size_t n) {
+  if (!acc)
+    for (size_t i = 0; i < n; i++) y[i] = flip;
+  for (size_t t = 0; t < n_taps; t++) {
+    const uint8_t *xt = x[t];
+    for (size_t i = 0; i < n; i++) {
+      uint8_t a = (uint8_t)(xt[i] ^ flip), b = (uint8_t)(y[i] ^ flip);
+      y[i] = (uint8_t)((a > b ? a : b) ^ flip);
+    }
+  }
+}
+
 /* A level with a faster lookup, sum or product defines KL_QUANT_LOOKUP, KL_QUANT_SUM,
  * KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW or KL_QUANT_QGEMV before including this file. */
 #ifndef KL_QUANT_LOOKUP
@@ -158,6 +173,7 @@ static void qgemv(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_
 #define KL_QUANT_FNS                                                                     \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, qadd_uint8_t, qadd_int8_t, qmul_uint8_t,       \
-   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV}
+   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV, \
+   max_codes}
 
 #endif

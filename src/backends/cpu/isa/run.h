@@ -61,6 +61,8 @@ int kl_run_reduce(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_global_pool(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* MaxPool (without Indices), AveragePool: 1-D and 2-D */
 int kl_run_pool(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* MaxPool over 8-bit codes held channels-last ([N, S..., C]; rank 3 or 4) into Y held so */
+int kl_run_pool8_cl(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* The same and the global pools (kiln's Nhwc forms too), 1-D and 2-D, float32, over
  * tensors held channels-last: c's tensors have the [N, C, S...] dims (the window's
  * geometry comes from them and the node), x and y are their data as [N, S..., C].
@@ -110,6 +112,9 @@ int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
  * [N, C, S...] values is one along the last axis of their [N, S..., C] dims, dnnl.c);
  * KILN_ERR_UNSUPPORTED (nothing run) for a dtype of another size or a bad axis. */
 int kl_run_concat_axis(const kl_kernel_ctx *c, const kl_isa_fns *f, int axis);
+/* A Concat along dim 1 of [N, C, S...] tensors (at most 32) that Y and every input hold
+ * channels-last: along the last dim of their [N, S..., C] forms. */
+int kl_run_concat_cl(const kl_kernel_ctx *c, const kl_isa_fns *f);
 /* BatchNormalization, inference form (run_batchnorm.c) */
 int kl_run_batchnorm(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Slice: any dtype of 1, 2, 4 or 8 bytes (run_slice.c) */

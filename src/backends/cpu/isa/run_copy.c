@@ -202,6 +202,29 @@ int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f) {
   return kl_run_concat_axis(c, f, kl_isa_axis(c->node, "axis", 0, y->rank));
 }
 
+/* t's dims as [N, S..., C] */
+static void cl_dims(const kl_tensor *t, kl_tensor *v) {
+  *v = *t;
+  for (int i = 2; i < t->rank; i++) v->dims[i - 1] = t->dims[i];
+  v->dims[t->rank - 1] = t->dims[1];
+}
+
+int kl_run_concat_cl(const kl_kernel_ctx *c, const kl_isa_fns *f) {
+  if (c->n_in > 32 || c->out[0]->rank < 2) return KILN_ERR_UNSUPPORTED;
+  kl_tensor in[32], out;
+  const kl_tensor *in_p[32];
+  kl_tensor *out_p[1] = {&out};
+  for (int k = 0; k < c->n_in; k++) {
+    cl_dims(c->in[k], &in[k]);
+    in_p[k] = &in[k];
+  }
+  cl_dims(c->out[0], &out);
+  kl_kernel_ctx v = *c;
+  v.in = in_p;
+  v.out = out_p;
+  return kl_run_concat_axis(&v, f, out.rank - 1);
+}
+
 int kl_run_concat_axis(const kl_kernel_ctx *c, const kl_isa_fns *f, int axis) {
   (void)f; /* memcpy is libc's, already tuned to the CPU */
   kl_tensor *y = c->out[0];

@@ -170,6 +170,68 @@ static int run_pool8(kl_kernel_ctx *c) {
   return KILN_OK;
 }
 
+/* The same over codes held channels-last: each output pixel's C channels the level's
+ * max_codes of the input pixels under its window (found once per row and column, as
+ * pool8_plane), rows of output pixels on the node's threads. */
+#define POOL8_TAPS 64 /* taps per max_codes call; a larger window goes in parts */
+typedef struct pool8_cl_job {
+  const kl_quant_fns *q;
+  kl_ref_window g;
+  const uint8_t *x;
+  uint8_t *y;
+  uint8_t flip;
+  int64_t c, rows, per;
+} pool8_cl_job;
+
+static void pool8_cl_task(void *arg, int64_t t) {
+  const pool8_cl_job *j = arg;
+  const kl_ref_window *g = &j->g;
+  int64_t ih = g->in[1], iw = g->in[2], oh = g->out[1], ow = g->out[2];
+  int64_t last = (t + 1) * j->per < j->rows ? (t + 1) * j->per : j->rows;
+  const uint8_t *taps[POOL8_TAPS];
+  for (int64_t r = t * j->per; r < last; r++) { /* r = image * oh + oy */
+    int64_t img = r / oh, oy = r % oh, r0 = oy * g->stride[1] - g->pad_begin[1], k0, k1;
+    kl_ref_tap_span(r0, g->kernel[1], g->dilation[1], 0, ih, &k0, &k1);
+    const uint8_t *xi = j->x + img * ih * iw * j->c;
+    uint8_t *yr = j->y + r * ow * j->c;
+    for (int64_t ox = 0; ox < ow; ox++) {
+      int64_t c0 = ox * g->stride[2] - g->pad_begin[2], q0, q1;
+      kl_ref_tap_span(c0, g->kernel[2], g->dilation[2], 0, iw, &q0, &q1);
+      size_t n = 0;
+      bool acc = false;
+      for (int64_t k = k0; k < k1; k++)
+        for (int64_t q = q0; q < q1; q++) {
+          taps[n++] = xi + ((r0 + k * g->dilation[1]) * iw + c0 + q * g->dilation[2]) * j->c;
+          if (n == POOL8_TAPS) {
+            j->q->max_codes(taps, n, j->flip, acc, yr + ox * j->c, (size_t)j->c);
+            n = 0, acc = true;
+          }
+        }
+      if (n || !acc) j->q->max_codes(taps, n, j->flip, acc, yr + ox * j->c, (size_t)j->c);
+    }
+  }
+}
+
+int kl_run_pool8_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *x = c->in[0];
+  kl_tensor *y = c->out[0];
+  if ((x->dtype != KL_U8 && x->dtype != KL_I8) || y->dtype != x->dtype ||
+      (x->rank != 3 && x->rank != 4) || (c->n_out > 1 && c->out[1]))
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "MaxPool held channels-last on %s codes of rank "
+                   "%d: expected uint8 or int8 of rank 3 or 4, one output",
+                   kl_dtype_name(x->dtype), x->rank);
+  pool8_cl_job j = {.q = f->quant, .x = x->data, .y = y->data,
+                    .flip = x->dtype == KL_I8 ? 0x80 : 0, .c = x->dims[1]};
+  kiln_status st = kl_ref_window_init(c, NULL, &j.g);
+  if (st != KILN_OK) return st;
+  if (kl_tensor_numel(y) == 0) return KILN_OK;
+  j.rows = x->dims[0] * j.g.out[1];
+  int64_t per_row = j.g.out[2] * j.c * j.g.kernel[1] * j.g.kernel[2];
+  int64_t tasks = kl_isa_split(j.rows, 16384 / (per_row + 1) + 1, &j.per);
+  kl_isa_parallel(c, tasks, j.rows * per_row, pool8_cl_task, &j);
+  return KILN_OK;
+}
+
 /* QLinearAveragePool (ops.def) on 8-bit codes, separable as pool8: the codes (x ^ flip,
  * an int8 x plus 128) of the rows under an output row's window summed into v in int32,
  * then each output's columns of v; acc is that sum less 128 (int8) and x_zero_point per

@@ -352,6 +352,14 @@ static int run_qbin_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
 
 int kl_run_quantize_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
   if (c->node->op == KL_OP_KilnQLinearGlobalAveragePool) return run_qgap(c, f, true);
+  if (c->node->op == KL_OP_MaxPool) return kl_run_pool8_cl(c, f);
+  if (c->node->op == KL_OP_Concat) {
+    int st = kl_run_concat_cl(c, f);
+    return st == KILN_ERR_UNSUPPORTED
+               ? kl_fail(c->e, KILN_ERR_INTERNAL, "Concat of %d inputs held channels-last",
+                         c->n_in)
+               : st;
+  }
   return run_qbin_cl(c, f);
 }
 
