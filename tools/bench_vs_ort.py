@@ -5,7 +5,8 @@ For every model and thread count, runs `kiln bench --json` and an onnxruntime wo
 (this script with --ort-worker), each in its own subprocess, alternately, ROUNDS times;
 reports the median of their p50 latencies, the ratio kiln/onnxruntime, each process's
 peak resident memory (VmHWM, ru_maxrss of the program alone), and whether the outputs agree (`kiln run` against
-onnxruntime on the same inputs). Writes the table into docs/benchmarks.md (between the
+onnxruntime on the same inputs; rtol 1e-3, atol 1e-4, or, for the outputs of a QDQ model's
+last DequantizeLinear, within 10 of their quantization steps, the cell saying how many). Writes the table into docs/benchmarks.md (between the
 `bench:begin` and `bench:end` markers) and a chart next to it.
 
 For the models that came from torch (the zoo's, rebuilt as tools/export_zoo.py builds
@@ -377,9 +378,35 @@ def torch_agreement(ort_dir, torch_dir, mode):
     return worst
 
 
+QDQ_STEPS = 10  # the most output steps a quantized model's outputs may differ by
+
+
+def output_steps(path):
+    """{output name: its quantization step} for the graph outputs that a
+    DequantizeLinear of one scale makes (a QDQ model's): those agree within QDQ_STEPS
+    steps, since int8 runtimes round the int32 sums apart (onnxruntime's own int8 and
+    float QDQ runs of the zoo's QDQ models differ by up to 8)."""
+    import onnx
+    from onnx import numpy_helper
+
+    g = onnx.load(path, load_external_data=False).graph
+    inits = {i.name: i for i in g.initializer}
+    made = {o: n for n in g.node for o in n.output}
+    steps = {}
+    for o in g.output:
+        n = made.get(o.name)
+        if n is None or n.op_type != "DequantizeLinear" or n.input[1] not in inits:
+            continue
+        scale = numpy_helper.to_array(inits[n.input[1]])
+        if scale.size == 1:
+            steps[re.sub(r"[^A-Za-z0-9_.-]", "_", o.name)] = float(scale.reshape(-1)[0])
+    return steps
+
+
 def agreement(kiln, path, inputs, ort_dir, work):
     """Largest absolute difference between kiln's and onnxruntime's outputs, and
-    whether every output is within rtol 1e-3, atol 1e-4."""
+    whether every output is within rtol 1e-3, atol 1e-4 (a quantized output: within
+    QDQ_STEPS of its steps); the largest difference in steps, or None."""
     import numpy as np
 
     kdir = os.path.join(work, "kiln_out")
@@ -388,17 +415,29 @@ def agreement(kiln, path, inputs, ort_dir, work):
     for a in inputs:
         cmd += ["--input", a]
     subprocess.run(cmd, check=True, capture_output=True)
-    worst, ok = 0.0, True
+    worst, ok, worst_steps = 0.0, True, None
+    steps = output_steps(path)
     for f in sorted(os.listdir(ort_dir)):
         want, got = np.load(os.path.join(ort_dir, f)), np.load(os.path.join(kdir, f))
         if want.shape != got.shape:
-            return float("inf"), False
+            return float("inf"), False, None
         if want.dtype.kind == "f":
-            worst = max(worst, float(np.max(np.abs(want - got), initial=0.0)))
-            ok &= bool(np.allclose(got, want, rtol=1e-3, atol=1e-4))
+            d = float(np.max(np.abs(want - got), initial=0.0))
+            worst = max(worst, d)
+            step = steps.get(f[:-4] if f.endswith(".npy") else f)
+            if step:
+                worst_steps = max(worst_steps or 0.0, d / step)
+                ok &= d / step <= QDQ_STEPS + 0.01
+            else:
+                ok &= bool(np.allclose(got, want, rtol=1e-3, atol=1e-4))
         else:
             ok &= bool(np.array_equal(want, got))
-    return worst, ok
+    return worst, ok, worst_steps
+
+
+def agree_cell(r):
+    steps = f", {r['steps']:.0f} steps" if r.get("steps") is not None else ""
+    return f"{'yes' if r['ok'] else 'NO'} ({r['diff']:.1e}{steps})"
 
 
 # ---- reporting ----
@@ -421,7 +460,7 @@ def table(rows):
     for r in rows:
         lines.append(f"| {r['model']} | {r['threads']} | {r['kiln_p50']:.3f} | {r['ort_p50']:.3f} "
                      f"| {r['kiln_p50'] / r['ort_p50']:.2f} | {r['kiln_rss']:.0f} | {r['ort_rss']:.0f} "
-                     f"| {'yes' if r['ok'] else 'NO'} ({r['diff']:.1e}) | {torch_cell(r, 'eager')} "
+                     f"| {agree_cell(r)} | {torch_cell(r, 'eager')} "
                      f"| {torch_cell(r, 'compile')} |")
     if not any(m in r for r in rows for m in ("eager", "compile")):  # no torch columns to show
         lines = [line.rsplit("|", 3)[0] + "|" for line in lines]
@@ -567,12 +606,13 @@ def measure_all(args, rows):
             inputs = (None if name in MODELS else zoo_inputs(path, mdir)) or make_inputs(path, mdir)
             for t in (int(x) for x in args.threads.split(",")):
                 r = measure(args.kiln, path, inputs, t, margs, os.path.join(mdir, "ort_out"), name)
-                r["diff"], r["ok"] = agreement(args.kiln, path, inputs, os.path.join(mdir, "ort_out"), mdir)
+                r["diff"], r["ok"], r["steps"] = agreement(args.kiln, path, inputs,
+                                                           os.path.join(mdir, "ort_out"), mdir)
                 r.update(model=name, threads=t)
                 rows.append(r)
                 print(f"{name} threads {t}: kiln {r['kiln_p50']:.3f} ms, ort {r['ort_p50']:.3f} ms, "
                       f"ratio {r['kiln_p50'] / r['ort_p50']:.2f}, rss {r['kiln_rss']:.0f} / "
-                      f"{r['ort_rss']:.0f} MiB, agree {r['ok']} ({r['diff']:.1e}), torch eager "
+                      f"{r['ort_rss']:.0f} MiB, agree {agree_cell(r)}, torch eager "
                       f"{torch_cell(r, 'eager')}, compile {torch_cell(r, 'compile')}", flush=True)
 
 
