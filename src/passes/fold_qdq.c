@@ -488,6 +488,17 @@ static bool lookup_op(kl_op op) {
   }
 }
 
+/* The scale and zero point that DequantizeLinear dq reads its input with (sx, zx) and
+ * those that QuantizeLinear q writes (sy, zy), constants that the callers' matches
+ * checked. */
+static void qdq_params(const kl_graph *g, const kl_node *dq, const kl_node *q, double *sx,
+                       double *zx, double *sy, double *zy) {
+  kl_rw_scalar(g, dq->in[1], sx);
+  kl_rw_scalar(g, dq->in[2], zx);
+  kl_rw_scalar(g, q->in[1], sy);
+  kl_rw_scalar(g, q->in[2], zy);
+}
+
 /* The op ui between DequantizeLinear and QuantizeLinear qi becomes kiln's QLinearLookup
  * of a table of its 256 results:
  *   Q(Op(DQ(Xq, sx, zx)), sy, zy) -> QLinearLookup(Xq, T), T[k] = Q(Op(DQ(code k)))
@@ -503,10 +514,7 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   const kl_node *nx = &g->nodes[dx];
   kl_dtype xt = g->values[nx->in[0]].type.dtype, yt = g->values[q->in[2]].type.dtype;
   double sx, zx, sy, zy;
-  kl_rw_scalar(g, nx->in[1], &sx);
-  kl_rw_scalar(g, nx->in[2], &zx);
-  kl_rw_scalar(g, q->in[1], &sy);
-  kl_rw_scalar(g, q->in[2], &zy);
+  qdq_params(g, nx, q, &sx, &zx, &sy, &zy);
   float in[256], out[256];
   uint8_t table[256];
   for (int k = 0; k < 256; k++) in[k] = (float)((double)(k - (xt == KL_I8 ? 128 : 0)) - zx) * (float)sx;
@@ -618,10 +626,7 @@ static kiln_status fold_move(kl_graph *g, int qi, int mi, int *changed, kl_err *
   const kl_node *nx = &g->nodes[dx];
   kl_dtype xt = g->values[nx->in[0]].type.dtype, yt = g->values[q->in[2]].type.dtype;
   double sx, zx, sy, zy;
-  kl_rw_scalar(g, nx->in[1], &sx);
-  kl_rw_scalar(g, nx->in[2], &zx);
-  kl_rw_scalar(g, q->in[1], &sy);
-  kl_rw_scalar(g, q->in[2], &zy);
+  qdq_params(g, nx, q, &sx, &zx, &sy, &zy);
   int t = requantize_table(g, xt, sx, zx, yt, sy, zy, e);
   if (t < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
   const uint8_t *table = kl_rw_const(g, t)->data;
@@ -651,10 +656,7 @@ static kiln_status fold_maxpool(kl_graph *g, int qi, int mi, int *changed, kl_er
   if (mp->n_out != 1 || !activation_dq(g, dx)) return KILN_OK;
   const kl_node *nx = &g->nodes[dx];
   double sx, zx, sy, zy;
-  kl_rw_scalar(g, nx->in[1], &sx);
-  kl_rw_scalar(g, nx->in[2], &zx);
-  kl_rw_scalar(g, q->in[1], &sy);
-  kl_rw_scalar(g, q->in[2], &zy);
+  qdq_params(g, nx, q, &sx, &zx, &sy, &zy);
   if (!(sx > 0) || (float)sx != (float)sy || zx != zy ||
       g->values[nx->in[0]].type.dtype != g->values[q->in[2]].type.dtype)
     return KILN_OK;
