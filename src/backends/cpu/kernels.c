@@ -67,13 +67,13 @@ static const kl_isa_fns fns_avx2 = {"avx2", &kl_eltwise_avx2, NULL, &kl_rows_avx
 static const kl_isa_fns fns_avx512 = {"avx512", &kl_eltwise_avx512, NULL, &kl_rows_avx512,
                                       NULL, &kl_pool_avx512, &kl_copy_avx2, &kl_gemv_avx512,
                                       &kl_wino_avx2, &kl_optim_avx512, &kl_grad_avx2,
-                                      &kl_quant_avx2};
+                                      &kl_quant_avx512};
 static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
                                            &kl_eltwise_avx512bf16, &kl_rows_avx512,
                                            &kl_rows_avx512bf16, &kl_pool_avx512,
                                            &kl_copy_avx2, &kl_gemv_avx512, &kl_wino_avx2,
                                            &kl_optim_avx512, &kl_grad_avx2,
-                                           &kl_quant_avx2};
+                                           &kl_quant_avx512};
 #endif
 
 /* The kernels of one level: each driver bound to the level's primitives (a kernel is a

@@ -364,7 +364,7 @@ extern const kl_rows_fns kl_rows_generic, kl_rows_avx2, kl_rows_avx512;
 extern const kl_rows_bf16_fns kl_rows_avx512bf16;
 extern const kl_pool_fns kl_pool_generic, kl_pool_avx2, kl_pool_avx512;
 extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
-extern const kl_quant_fns kl_quant_generic, kl_quant_avx2;
+extern const kl_quant_fns kl_quant_generic, kl_quant_avx2, kl_quant_avx512;
 extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
 extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
 extern const kl_optim_fns kl_optim_generic, kl_optim_avx2, kl_optim_avx512;

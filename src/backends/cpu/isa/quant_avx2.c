@@ -190,4 +190,7 @@ static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, i
   }
 }
 
-const kl_quant_fns kl_quant_avx2 = KL_QUANT_FNS;
+#ifndef KL_QUANT_AVX2_NAME /* quant_avx512.c compiles this file again */
+#define KL_QUANT_AVX2_NAME kl_quant_avx2
+#endif
+const kl_quant_fns KL_QUANT_AVX2_NAME = KL_QUANT_FNS;

@@ -1,0 +1,6 @@
+/* Linear quantization, AVX-512 level: quant_avx2.c compiled with AVX-512 F/BW/DQ/VL, so
+ * that quant_impl.h's auto-vectorized loops (quantize, dequantize, QLinearAdd and
+ * QLinearMul, the channels-last max) take sixteen lanes; the AVX2 intrinsics kernels
+ * (lookup, sums, depthwise, matrix-vector) are AVX2's, as valid here. */
+#define KL_QUANT_AVX2_NAME kl_quant_avx512
+#include "quant_avx2.c"
