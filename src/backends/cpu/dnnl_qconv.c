@@ -9,7 +9,12 @@
  * oneDNN computes exactly that: s32 accumulation, the bias added before the output
  * scales (one per channel: the multiplier, rounded to float32 as the reference does),
  * X's zero point as its source zero point (padding counts as zx, a real 0) and zy as
- * its destination zero point, added before rounding. Its float32 product acc * scale
+ * its destination zero point, added before rounding. A convolution that pads nothing
+ * has neither: zx times each output channel's weight sum is taken from its bias once
+ * (exact in int32, checked) and zy added by an eltwise linear post-op, the same sums
+ * (oneDNN 2.6's AMX brgemm convolutions take no zero points: with them, its AMX 1x1
+ * ones fell back to older jit kernels, slower than its VNNI ones at MobileNetV2's
+ * channel counts). Its float32 product acc * scale
  * (the reference's is in double) can differ by one step where it lands on a half step.
  *
  * oneDNN 2.6 has int8 convolutions for AVX2 (jit_uni_int8, with vpmaddubsw) only for
@@ -46,6 +51,7 @@ typedef struct qc_entry {
   dnnl_primitive_t conv, src_in, dst_out;
   dnnl_memory_t src_user, src, wei, bias, dst, dst_user, scratch;
   void *wei_data; /* the weights in the primitive's layout, ours */
+  int32_t *bias_own; /* B - zx * (each output channel's weight sum) when zx is folded */
   bool shift;     /* X is int8: read as uint8 X + 128 (zero point zx + 128) */
   size_t shift_off, shift_bytes;
   size_t src_off, dst_off, scratch_off; /* regions of the session's workspace */
@@ -172,9 +178,13 @@ static int32_t zero_point(const kl_tensor *z) {
 }
 
 /* Output scales sx * sw[m] / sy, each step rounded to float32 (as the reference); zero
- * points of X and Y (0: none). */
+ * points of X and Y (0: none). fold: X's zero point is in the bias (fold_zx) and Y's
+ * is added by an eltwise linear post-op after the scales, before the rounding (as
+ * oneDNN adds a destination zero point): oneDNN 2.6's AMX brgemm convolutions take no
+ * zero points, and without them its AMX int8 1x1 convolutions run on them instead of
+ * the older jit ones. */
 static dnnl_status_t quant_attr(const kl_kernel_ctx *c, dnnl_primitive_attr_t attr,
-                                int64_t m) {
+                                int64_t m, bool fold) {
   const kl_tensor *ws = c->in[4];
   float sx = *(const float *)c->in[1]->data, sy = *(const float *)c->in[6]->data;
   int64_t n = kl_tensor_numel(ws);
@@ -189,8 +199,18 @@ static dnnl_status_t quant_attr(const kl_kernel_ctx *c, dnnl_primitive_attr_t at
   free(scales);
   int32_t zx = zero_point(c->in[2]) + (c->in[0]->dtype == KL_I8 ? 128 : 0);
   int32_t zy = zero_point(c->in[7]);
-  if (s == dnnl_success && zx) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &zx);
-  if (s == dnnl_success && zy) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &zy);
+  if (s == dnnl_success && zx && !fold)
+    s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &zx);
+  if (s == dnnl_success && zy && !fold)
+    s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &zy);
+  if (s == dnnl_success && zy && fold) {
+    dnnl_post_ops_t po = NULL;
+    s = dnnl_post_ops_create(&po);
+    if (s == dnnl_success)
+      s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, 1.0f, (float)zy);
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+    if (po) dnnl_post_ops_destroy(po);
+  }
   if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
   return s;
 }
@@ -273,6 +293,7 @@ static void entry_free(void *entry) {
   for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(en->wei_data);
+  free(en->bias_own);
   kl_qdw_plan_free(en->qdw);
   kl_qgemv_plan_free(en->qgemv);
   memset(en, 0, sizeof *en);
@@ -317,7 +338,7 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   dnnl_primitive_desc_t pd = NULL;
   dnnl_matmul_desc_t md;
   if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
-  if (s == dnnl_success) s = quant_attr(c, attr, n);
+  if (s == dnnl_success) s = quant_attr(c, attr, n, false);
   if (s == dnnl_success && has_relu(c->node)) s = relu_attr(attr);
   if (s == dnnl_success)
     s = dnnl_matmul_desc_init(&md, &src, &wei_want, b ? &bias : NULL, &dst);
@@ -336,6 +357,40 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
     return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to make the int8 matrix product "
                    "of %lld x %lld by %lld x %lld (status %d)", (long long)rows, (long long)k,
                    (long long)k, (long long)n, (int)s);
+  return KILN_OK;
+}
+
+/* Whether the convolution pads nothing (its nd spatial dims). */
+static bool zero_pad(const kl_dnnl_conv_geom *geo, int nd) {
+  for (int i = 0; i < nd; i++)
+    if (geo->pad_l[i] || geo->pad_r[i]) return false;
+  return true;
+}
+
+/* *out = B[m] - zx * sum of W[m]'s weights, for each output channel m (B 0 when the
+ * node has none), with zx X's zero point as quant_attr gives it (+128 for int8 X, read
+ * as uint8). KILN_OK and a NULL *out when zx is 0 (nothing to fold);
+ * KILN_ERR_UNSUPPORTED when a value leaves int32 (the zero point stays oneDNN's). */
+static kiln_status fold_zx(const kl_kernel_ctx *c, int64_t m, int32_t **out) {
+  const kl_tensor *w = c->in[3], *b = c->n_in > 8 ? c->in[8] : NULL;
+  int64_t zx = zero_point(c->in[2]) + (c->in[0]->dtype == KL_I8 ? 128 : 0);
+  *out = NULL;
+  if (zx == 0) return KILN_OK; /* nothing to fold */
+  int64_t per = kl_tensor_numel(w) / (m ? m : 1);
+  int32_t *bias = malloc(sizeof *bias * (size_t)(m ? m : 1));
+  if (!bias) return KILN_ERR_OUT_OF_MEMORY;
+  const int8_t *wd = w->data;
+  for (int64_t i = 0; i < m; i++) {
+    int64_t sum = 0;
+    for (int64_t k = 0; k < per; k++) sum += wd[i * per + k];
+    int64_t v = (b && b->data ? ((const int32_t *)b->data)[i] : 0) - zx * sum;
+    if (v < INT32_MIN || v > INT32_MAX) {
+      free(bias);
+      return KILN_ERR_UNSUPPORTED;
+    }
+    bias[i] = (int32_t)v;
+  }
+  *out = bias;
   return KILN_OK;
 }
 
@@ -365,17 +420,26 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   en->shift = x->dtype == KL_I8;
   en->shift_bytes = en->shift ? (size_t)kl_tensor_numel(x) : 0;
   if (s == dnnl_success) s = weights_md(&wei_user, &wei_want, w, group);
-  if (s == dnnl_success && b)
+  /* Without padding, X's zero point is a constant per output channel, zx times its
+   * weights' sum: folded into the bias, exactly (int64 checked against int32's range),
+   * and Y's into a post-op (quant_attr) */
+  bool fold = s == dnnl_success && zero_pad(&geo, x->rank - 2);
+  if (fold) {
+    kiln_status fst = fold_zx(c, m, &en->bias_own);
+    if (fst == KILN_ERR_OUT_OF_MEMORY) return kl_fail(c->e, fst, "out of memory for the bias");
+    fold = fst == KILN_OK;
+  }
+  if (s == dnnl_success && (b || en->bias_own))
     s = dnnl_memory_desc_init_by_tag(&bias, 1, (dnnl_dims_t){m}, dnnl_s32, dnnl_a);
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t pd = NULL;
   dnnl_convolution_desc_t cd;
   if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
-  if (s == dnnl_success) s = quant_attr(c, attr, m);
+  if (s == dnnl_success) s = quant_attr(c, attr, m, fold);
   if (s == dnnl_success)
     s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
                                                    dnnl_convolution_direct, &src_cl, &wei_want,
-                                                   b ? &bias : NULL, &dst_cl, geo.strides,
+                                                   b || en->bias_own ? &bias : NULL, &dst_cl, geo.strides,
                                                    geo.dilates, geo.pad_l, geo.pad_r);
   if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &cd, attr, q->eng->engine, NULL);
   if (attr) dnnl_primitive_attr_destroy(attr);
@@ -385,7 +449,9 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   }
   snprintf(en->impl, sizeof en->impl, "%s", s == dnnl_success ? impl_of(pd) : "");
   if (s == dnnl_success) s = pack_weights(q, en, &wei_user, pd, w->data);
-  if (s == dnnl_success) s = make_memories(q, en, pd, &src_user, &dst_user, b ? &bias : NULL);
+  if (s == dnnl_success)
+    s = make_memories(q, en, pd, &src_user, &dst_user, b || en->bias_own ? &bias : NULL);
+  if (s == dnnl_success && en->bias_own) s = dnnl_memory_set_data_handle(en->bias, en->bias_own);
   if (s == dnnl_success) s = dnnl_primitive_create(&en->conv, pd);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (s != dnnl_success)
@@ -421,7 +487,7 @@ static kiln_status execute(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   }
   if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->src_user, (void *)x);
   if (s == dnnl_success) s = dnnl_memory_set_data_handle(en->dst_user, c->out[0]->data);
-  if (s == dnnl_success && en->bias)
+  if (s == dnnl_success && en->bias && !en->bias_own)
     s = dnnl_memory_set_data_handle(en->bias, (void *)c->in[8]->data);
   dnnl_exec_arg_t in[2] = {{DNNL_ARG_FROM, en->src_user}, {DNNL_ARG_TO, en->src}};
   dnnl_exec_arg_t out[2] = {{DNNL_ARG_FROM, en->dst}, {DNNL_ARG_TO, en->dst_user}};
