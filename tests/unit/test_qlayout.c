@@ -31,8 +31,8 @@
  * where the MaxPools and the Concat run on channels-last codes (the level's max_codes;
  * kl_run_concat_cl) between oneDNN's convolutions, and again with the first MaxPool's
  * output also a graph output (through a DequantizeLinear, which reads plain codes):
- * then that MaxPool runs plain and the rest as before. test_max_codes compares
- * max_codes at each level against a plain loop. */
+ * then that MaxPool runs plain and the rest as before. test_max_codes and
+ * test_lookup_codes compare max_codes and lookup at each level against plain loops. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,12 +318,41 @@ static void test_sum_columns(void **state) {
   free(x);
 }
 
+/* The level's lookup (QLinearLookup's table, lookup_avx2 and lookup_avx512's blocks of
+ * 32 and 64 and their tails) at awkward lengths and offsets, both flips, against
+ * table[x ^ flip]; nothing written past n. */
+static void test_lookup_codes(void **state) {
+  (void)state;
+  enum { LEN = 300 };
+  uint8_t x[LEN + 3], table[256], got[LEN + 1], want[LEN + 1];
+  for (int i = 0; i < LEN + 3; i++) x[i] = (uint8_t)tu_rand_f32(&rng, 0, 256);
+  for (int i = 0; i < 256; i++) table[i] = (uint8_t)tu_rand_f32(&rng, 0, 256);
+  static const size_t lens[] = {0, 1, 15, 31, 32, 33, 63, 64, 65, 96, 127, 128, 200, 300};
+  for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
+    const kl_quant_fns *f = kl_cpu_isa_fns((kl_isa)level)->quant;
+    for (int flip = 0; flip <= 0x80; flip += 0x80)
+      for (size_t off = 0; off < 3; off++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+          size_t n = lens[li];
+          for (size_t i = 0; i < n; i++) want[i] = table[(uint8_t)(x[off + i] ^ flip)];
+          memset(got, 0xa5, sizeof got);
+          f->lookup(x + off, (uint8_t)flip, table, got, n);
+          for (size_t i = 0; i < n; i++)
+            if (got[i] != want[i])
+              fail_msg("level %d, flip %d, %zu codes at offset %zu: code %zu gave %u, "
+                       "expected %u", level, flip, n, off, i, got[i], want[i]);
+          if (got[n] != 0xa5) fail_msg("level %d: lookup wrote past its %zu codes", level, n);
+        }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_sum_columns),
       cmocka_unit_test(test_pool_concat),
       cmocka_unit_test(test_max_codes),
+      cmocka_unit_test(test_lookup_codes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
