@@ -127,12 +127,19 @@ static int qbin(kl_graph *g, const layout_case *lc, kl_op op, int a, int b) {
   return tu_graph_op(g, op, 8, in);
 }
 
-static kl_graph *layout_graph(const layout_case *lc) {
-  kl_graph *g = tu_graph_new();
+/* The graph's input x [n, c0, h, w] quantized (scale *sy, zero point *zy, constants of
+ * g that the graph's other (de)quantizations share). */
+static int quantized_input(kl_graph *g, const layout_case *lc, int *sy, int *zy) {
   int64_t xd[4] = {lc->n, lc->c0, lc->h, lc->w};
   int x = tu_graph_input(g, "x", KL_F32, 4, xd);
-  int sy = const_f32(g, SY), zy = const_zp(g, lc->q, lc->z);
-  int xq = TU_OP(g, QuantizeLinear, x, sy, zy);
+  *sy = const_f32(g, SY);
+  *zy = const_zp(g, lc->q, lc->z);
+  return TU_OP(g, QuantizeLinear, x, *sy, *zy);
+}
+
+static kl_graph *layout_graph(const layout_case *lc) {
+  kl_graph *g = tu_graph_new();
+  int sy, zy, xq = quantized_input(g, lc, &sy, &zy);
   int a = lookup(g, lc, qconv(g, lc, xq, lc->c0, lc->c, 3, false));
   tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){a, sy, zy}, 1);
   int X = lookup(g, lc, qconv(g, lc, a, lc->c, lc->c, 3, true));
@@ -161,10 +168,7 @@ static bool pool_out; /* pool_graph: the first MaxPool's output is a graph outpu
 
 static kl_graph *pool_graph(const layout_case *lc) {
   kl_graph *g = tu_graph_new();
-  int64_t xd[4] = {lc->n, lc->c0, lc->h, lc->w};
-  int x = tu_graph_input(g, "x", KL_F32, 4, xd);
-  int sy = const_f32(g, SY), zy = const_zp(g, lc->q, lc->z);
-  int xq = TU_OP(g, QuantizeLinear, x, sy, zy);
+  int sy, zy, xq = quantized_input(g, lc, &sy, &zy);
   int p = maxpool(g, qconv(g, lc, xq, lc->c0, lc->c, 3, false), 3, 2, 1, 1, true);
   if (pool_out) tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){p, sy, zy}, 1);
   int e1 = qconv(g, lc, p, lc->c, lc->c / 2 + 1, 1, false);
