@@ -112,7 +112,7 @@ if "$kiln" info | grep -q "oneDNN yes" && ! "$kiln" info | grep -q "^isa: generi
     fail "the CNN's QLinearConvs did not run on oneDNN: $out"
   out=$("$kiln" bench "$tmp/mlp-dynamic.onnx" --profile --iterations 3 --warmup 1 2>&1)
   grep -qF "reference        0.0% of a run in 0 nodes" <<<"$out" &&
-    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +2 +dnnl_gemm_u8s8s32" <<<"$out" ||
+    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +2 +dnnl_(gemm|matmul)_u8s8s32" <<<"$out" ||
     fail "the dynamic MLP is not on the fast kernels: $out"
 else
   expect 0 "of a run in 3 nodes on portable reference kernels" -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --iterations 3 --warmup 1

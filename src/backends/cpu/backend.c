@@ -294,6 +294,10 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   kl_cpu_choice *c = &p->choice[i];
   c->view = false;
   c->inplace = 0;
+  if (g->nodes[i].op == KL_OP_MatMulInteger) { /* choose: kl_dnnl_mmint_primitive */
+    p->on_dnnl[i] = DNNL_QCONV;
+    return kl_dnnl_mmint_create(p->dnnl, &c->kernel, &p->state[i], e);
+  }
   if (kl_dnnl_attention_supports(g, &g->nodes[i])) {
     p->on_dnnl[i] = DNNL_ATTENTION;
     return kl_dnnl_attention_create(p->dnnl, &c->kernel, &p->state[i], e);
@@ -459,6 +463,7 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
   if (which == KL_CPU_KERNELS_REF) return KILN_OK;
 #if KL_HAVE_DNNL
   if (kl_dnnl_usable() && kl_dnnl_mmint_supports(g, n)) {
+    if (kl_dnnl_mmint_primitive()) return dnnl_choice(p, g, i, e);
     p->choice[i].kernel = (kl_cpu_kernel){"dnnl_gemm_u8s8s32", kl_dnnl_mmint_run, NULL};
     p->choice[i].inplace = 0;
     return KILN_OK;

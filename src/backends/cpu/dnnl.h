@@ -102,6 +102,14 @@ bool kl_dnnl_qconv_supports(const kl_graph *g, const kl_node *n);
  * kl_dnnl_mmint_run computes it with dnnl_gemm_u8s8s32, bit for bit the reference. */
 bool kl_dnnl_mmint_supports(const kl_graph *g, const kl_node *n);
 int kl_dnnl_mmint_run(kl_kernel_ctx *c);
+/* Where oneDNN has VNNI or AMX (avx512_core_vnni and above): such a MatMulInteger runs
+ * instead on its int8 matmul primitive with B reordered once per set of shapes
+ * (dnnl_gemm_u8s8s32 packs B at every call), A's zero point subtracted after it as
+ * its value times each column's sum of B; the kernel "dnnl_matmul_u8s8s32", a state
+ * as kl_dnnl_qconv_create's. */
+bool kl_dnnl_mmint_primitive(void);
+kiln_status kl_dnnl_mmint_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
+                                 kl_err *e);
 kiln_status kl_dnnl_qconv_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
                                  kl_err *e);
 bool kl_dnnl_qconv_ran_reference(const void *state);

@@ -52,6 +52,7 @@ typedef struct qc_entry {
   dnnl_memory_t src_user, src, wei, bias, dst, dst_user, scratch;
   void *wei_data; /* the weights in the primitive's layout, ours */
   int32_t *bias_own; /* B - zx * (each output channel's weight sum) when zx is folded */
+  int32_t *colsum;   /* MatMulInteger: each column's sum of B, for A's zero point */
   bool shift;     /* X is int8: read as uint8 X + 128 (zero point zx + 128) */
   size_t shift_off, shift_bytes;
   size_t src_off, dst_off, scratch_off; /* regions of the session's workspace */
@@ -294,6 +295,7 @@ static void entry_free(void *entry) {
     if (mems[i]) dnnl_memory_destroy(mems[i]);
   free(en->wei_data);
   free(en->bias_own);
+  free(en->colsum);
   kl_qdw_plan_free(en->qdw);
   kl_qgemv_plan_free(en->qgemv);
   memset(en, 0, sizeof *en);
@@ -360,6 +362,65 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   return KILN_OK;
 }
 
+/* MatMulInteger where oneDNN multiplies with VNNI or AMX (mmint_primitive): A [..., M, K]
+ * uint8 as [rows, K], B [K, N] int8 (reordered once), Y [rows, N] int32, the product
+ * A B with no zero point (oneDNN's matmul takes none that changes at run time: A's comes
+ * from a DynamicQuantizeLinear); A's is subtracted after it, za * (column j's sum of B),
+ * exactly in int32 (mmint_compensate). */
+static kiln_status mmint_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
+  const kl_tensor *a = c->in[0], *w = c->in[1];
+  int64_t k = w->dims[0], n = w->dims[1], rows = k > 0 ? kl_tensor_numel(a) / k : 0;
+  en->colsum = calloc((size_t)(n > 0 ? n : 1), sizeof *en->colsum);
+  if (!en->colsum) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for column sums");
+  const int8_t *wd = w->data;
+  for (int64_t i = 0; i < k; i++)
+    for (int64_t j = 0; j < n; j++) en->colsum[j] += wd[i * n + j];
+  dnnl_memory_desc_t src, dst, wei_user, wei_want;
+  dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src, 2, (dnnl_dims_t){rows, k}, dnnl_u8,
+                                                 dnnl_ab);
+  if (s == dnnl_success)
+    s = dnnl_memory_desc_init_by_tag(&dst, 2, (dnnl_dims_t){rows, n}, dnnl_s32, dnnl_ab);
+  if (s == dnnl_success)
+    s = dnnl_memory_desc_init_by_tag(&wei_user, 2, (dnnl_dims_t){k, n}, dnnl_s8, dnnl_ab);
+  if (s == dnnl_success)
+    s = dnnl_memory_desc_init_by_tag(&wei_want, 2, (dnnl_dims_t){k, n}, dnnl_s8,
+                                     dnnl_format_tag_any);
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_matmul_desc_t md;
+  if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &src, &wei_want, NULL, &dst);
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, q->eng->engine, NULL);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
+    en->fallback = true;
+    return KILN_OK;
+  }
+  snprintf(en->impl, sizeof en->impl, "%s", s == dnnl_success ? impl_of(pd) : "");
+  if (s == dnnl_success) s = pack_weights(q, en, &wei_user, pd, w->data);
+  if (s == dnnl_success) s = make_memories(q, en, pd, &src, &dst, NULL);
+  if (s == dnnl_success) s = dnnl_primitive_create(&en->conv, pd);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (s != dnnl_success)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to make the integer matrix product "
+                   "of %lld x %lld by %lld x %lld (status %d)", (long long)rows, (long long)k,
+                   (long long)k, (long long)n, (int)s);
+  return KILN_OK;
+}
+
+/* Y -= za * colsum per column, in uint32 (wrapping as int32 would; the result is the
+ * reference's, within int32 by kl_dnnl_mmint_supports' bound on K). */
+static void mmint_compensate(const qc_entry *en, kl_kernel_ctx *c) {
+  const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL;
+  uint32_t z = za ? *(const uint8_t *)za->data : 0;
+  if (!z) return;
+  int64_t n = c->in[1]->dims[1], rows = n > 0 ? kl_tensor_numel(c->out[0]) / n : 0;
+  uint32_t *y = c->out[0]->data;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++) y[r * n + j] -= z * (uint32_t)en->colsum[j];
+}
+
 /* Whether the convolution pads nothing (its nd spatial dims). */
 static bool zero_pad(const kl_dnnl_conv_geom *geo, int nd) {
   for (int i = 0; i < nd; i++)
@@ -397,6 +458,7 @@ static kiln_status fold_zx(const kl_kernel_ctx *c, int64_t m, int32_t **out) {
 static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   qc_node *q = owner;
   qc_entry *en = entry;
+  if (c->node->op == KL_OP_MatMulInteger) return mmint_build(q, en, c);
   if (is_matmul(c->node->op)) return matmul_build(q, en, c);
   const kl_tensor *x = c->in[0], *w = c->in[3], *y = c->out[0];
   const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
@@ -565,7 +627,9 @@ static int qc_run(kl_kernel_ctx *c) {
     return kl_run_qdw(c, kl_cpu_isa_fns(kl_isa_level()), en->qdw, c->in[0]->data,
                       c->out[0]->data);
   if (en->qgemv) return kl_run_qgemv(c, kl_cpu_isa_fns(kl_isa_level()), en->qgemv);
-  return execute(q, en, c);
+  kiln_status st2 = execute(q, en, c);
+  if (st2 == KILN_OK && en->colsum) mmint_compensate(en, c);
+  return st2;
 }
 
 static void qc_release(void *state) {
@@ -584,6 +648,18 @@ kiln_status kl_dnnl_qconv_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, voi
   kl_dnnl_cache_init(&q->cache, q->slots, sizeof q->slots[0], 1, q, entry_build, entry_free);
   *kernel = (kl_cpu_kernel){"dnnl_qconv", qc_run, qc_release};
   return KILN_OK;
+}
+
+bool kl_dnnl_mmint_primitive(void) {
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
+}
+
+kiln_status kl_dnnl_mmint_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel, void **state,
+                                 kl_err *e) {
+  kiln_status st = kl_dnnl_qconv_create(eng, kernel, state, e);
+  if (st == KILN_OK) kernel->name = "dnnl_matmul_u8s8s32";
+  return st;
 }
 
 void kl_dnnl_qconv_set_channels_last(void *state, unsigned inputs, bool output) {
