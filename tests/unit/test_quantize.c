@@ -23,6 +23,8 @@
 #include <cmocka.h>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/isa/isa_fns.h"
+#include "backends/cpu/isa/run.h"
 #include "kl_config.h"
 #if KL_HAVE_DNNL
 #include "backends/cpu/dnnl.h"
@@ -689,6 +691,44 @@ static void test_dynamic_kernels(void **state) {
   kiln_model_free(m);
 }
 
+/* Each level's range (DynamicQuantizeLinear's min(0, x) and max(0, x); the AVX2 one 32
+ * floats a step) against a plain loop at awkward lengths, all-positive and
+ * all-negative data (lo or hi stays 0), and a NaN or an infinity at the first, a middle
+ * and the last place: false. */
+static void test_range(void **state) {
+  (void)state;
+  enum { LEN = 1000 };
+  float *x = malloc(sizeof(float) * LEN);
+  assert_non_null(x);
+  static const size_t lens[] = {0, 1, 7, 31, 32, 33, 64, 100, 1000};
+  for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
+    const kl_quant_fns *f = kl_cpu_isa_fns((kl_isa)level)->quant;
+    for (int sign = -1; sign <= 1; sign++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        size_t n = lens[li];
+        float wl = 0.0f, wh = 0.0f, lo = 1, hi = -1;
+        for (size_t i = 0; i < n; i++) {
+          float v = tu_rand_f32(&rng, sign > 0 ? 0.5f : -3.0f, sign < 0 ? -0.5f : 3.0f);
+          x[i] = v;
+          wl = v < wl ? v : wl;
+          wh = v > wh ? v : wh;
+        }
+        if (!f->range(x, n, &lo, &hi) || lo != wl || hi != wh)
+          fail_msg("level %d, %zu floats: range [%g, %g], expected [%g, %g]", level, n,
+                   (double)lo, (double)hi, (double)wl, (double)wh);
+        for (int bad = 0; n && bad < 6; bad++) {
+          size_t at = bad % 3 == 0 ? 0 : bad % 3 == 1 ? n / 2 : n - 1;
+          float keep = x[at];
+          x[at] = bad < 3 ? NAN : (bad == 4 ? -INFINITY : INFINITY);
+          if (f->range(x, n, &lo, &hi))
+            fail_msg("level %d, %zu floats: %g at %zu not found", level, n, (double)x[at], at);
+          x[at] = keep;
+        }
+      }
+  }
+  free(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_activation_params),
@@ -704,6 +744,7 @@ int main(void) {
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_matmul_integer),
       cmocka_unit_test(test_dynamic_kernels),
+      cmocka_unit_test(test_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

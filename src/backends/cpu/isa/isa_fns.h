@@ -212,6 +212,9 @@ typedef struct kl_quant_fns {
    * flip (flip 0x80: int8 codes); without acc and taps, the lowest code (0 ^ flip). */
   void (*max_codes)(const uint8_t *const *x, size_t n_taps, uint8_t flip, bool acc,
                     uint8_t *y, size_t n);
+  /* DynamicQuantizeLinear's range: *lo = min(0, x[i]), *hi = max(0, x[i]) over i < n;
+   * false (lo and hi unspecified) when an element is NaN or infinite */
+  bool (*range)(const float *x, size_t n, float *lo, float *hi);
 } kl_quant_fns;
 
 /* Matrix-vector products (run_gemv.c's primitives): one row x of k elements times

@@ -23,6 +23,8 @@ static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, 
 #define KL_QUANT_QDW qdw_avx2
 static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
 #define KL_QUANT_QGEMV qgemv_avx2
+static bool range_avx2(const float *x, size_t n, float *lo, float *hi);
+#define KL_QUANT_RANGE range_avx2
 #include "backends/cpu/isa/quant_impl.h"
 
 /* 32 codes at a time: vpshufb looks up 16-byte rows of the table by the low nibble;
@@ -46,6 +48,38 @@ static void lookup_avx2(const uint8_t *x, uint8_t flip, const uint8_t *table, ui
     _mm256_storeu_si256((__m256i *)(y + i), out);
   }
   lookup(x + i, flip, table, y + i, n - i);
+}
+
+/* DynamicQuantizeLinear's range, 32 floats a step in four sets of lanes (vminps and
+ * vmaxps; a NaN lane is caught by x - x, whatever min and max made of it). */
+static bool range_avx2(const float *x, size_t n, float *lo, float *hi) {
+  __m256i zero_i = _mm256_setzero_si256();
+  __m256 l[4], h[4], bad[4];
+  for (int k = 0; k < 4; k++)
+    l[k] = h[k] = bad[k] = _mm256_castsi256_ps(zero_i);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; k++) {
+      __m256 v = _mm256_loadu_ps(x + i + 8 * k);
+      bad[k] = _mm256_add_ps(bad[k], _mm256_sub_ps(v, v));
+      l[k] = _mm256_min_ps(l[k], v);
+      h[k] = _mm256_max_ps(h[k], v);
+    }
+  float lv[32], hv[32], bv[32], tl, th;
+  for (int k = 0; k < 4; k++) {
+    _mm256_storeu_ps(lv + 8 * k, l[k]);
+    _mm256_storeu_ps(hv + 8 * k, h[k]);
+    _mm256_storeu_ps(bv + 8 * k, bad[k]);
+  }
+  bool ok = range(x + i, n - i, &tl, &th);
+  for (int k = 0; k < 32; k++) {
+    ok = ok && bv[k] == 0.0f;
+    tl = lv[k] < tl ? lv[k] : tl;
+    th = hv[k] > th ? hv[k] : th;
+  }
+  *lo = tl;
+  *hi = th;
+  return ok;
 }
 
 /* 32 codes at a time: vpsadbw against zero adds each 8 bytes into a 64-bit lane. */

@@ -152,8 +152,24 @@ static void max_codes(const uint8_t *const *x, size_t n_taps, uint8_t flip, bool
   }
 }
 
+/* min(0, x) and max(0, x), NaN and infinities found as x - x != 0 (the twin of the
+ * levels' vector forms: min and max are exact in any order). */
+static bool range(const float *x, size_t n, float *lo, float *hi) {
+  float l = 0.0f, h = 0.0f, bad = 0.0f;
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i];
+    bad += v - v;
+    l = v < l ? v : l;
+    h = v > h ? v : h;
+  }
+  *lo = l;
+  *hi = h;
+  return bad == 0.0f;
+}
+
 /* A level with a faster lookup, sum or product defines KL_QUANT_LOOKUP, KL_QUANT_SUM,
- * KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW or KL_QUANT_QGEMV before including this file. */
+ * KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV or KL_QUANT_RANGE before including
+ * this file. */
 #ifndef KL_QUANT_LOOKUP
 #define KL_QUANT_LOOKUP lookup
 #endif
@@ -169,11 +185,14 @@ static void max_codes(const uint8_t *const *x, size_t n_taps, uint8_t flip, bool
 #ifndef KL_QUANT_QGEMV
 #define KL_QUANT_QGEMV qgemv
 #endif
+#ifndef KL_QUANT_RANGE
+#define KL_QUANT_RANGE range
+#endif
 
 #define KL_QUANT_FNS                                                                     \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, qadd_uint8_t, qadd_int8_t, qmul_uint8_t,       \
    qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV, \
-   max_codes}
+   max_codes, KL_QUANT_RANGE}
 
 #endif

@@ -242,14 +242,9 @@ static int run_dynamic_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *x = c->in[0];
   const float *xv = x->data;
   int64_t n = kl_tensor_numel(x);
-  float lo = 0.0f, hi = 0.0f, bad = 0.0f;
-  for (int64_t i = 0; i < n; i++) {
-    float v = xv[i];
-    bad += v - v; /* NaN once an element is NaN or infinite */
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
-  }
-  if (bad != 0.0f || c->out[0]->dtype != KL_U8) return kl_isa_ref(c);
+  float lo = 0.0f, hi = 0.0f;
+  if (!f->quant->range(xv, (size_t)n, &lo, &hi) || c->out[0]->dtype != KL_U8)
+    return kl_isa_ref(c);
   float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
   float zp = 0.0f - lo / scale;
   zp = rintf(zp < 0.0f ? 0.0f : zp > 255.0f ? 255.0f : zp);
