@@ -71,6 +71,14 @@ static const qconv_case cases[] = {
      {0, 0, 0, 0}, KL_I8, 0, -3, true, true},
     {"1-D kernel 3, u8", 3, {1, 10, 31}, {6, 10, 3}, 1, {1}, {1}, {1, 1}, KL_U8, 9, 60, true,
      true},
+    /* unpadded, with zero points: X's folded into the bias per output channel (its
+     * group's weights), Y's a post-op (dnnl_qconv.c) */
+    {"depthwise 3x3 unpadded, zero points, u8", 4, {2, 20, 9, 8}, {20, 1, 3, 3}, 20, {1, 1},
+     {1, 1}, {0, 0, 0, 0}, KL_U8, 90, 33, true, true},
+    {"grouped 1x1 (4 groups), zero points, s8, no bias", 4, {1, 32, 5, 7}, {16, 8, 1, 1}, 4,
+     {1, 1}, {1, 1}, {0, 0, 0, 0}, KL_I8, -20, 17, true, false},
+    {"3x3 stride 2 unpadded, zero points, u8", 4, {1, 16, 11, 12}, {24, 16, 3, 3}, 1, {2, 2},
+     {1, 1}, {0, 0, 0, 0}, KL_U8, 200, 5, false, true},
 };
 
 static int const_f32(kl_graph *g, float v) {
