@@ -74,103 +74,25 @@ static void fill(void *p, kl_dtype t, int64_t n, bool no_zero) {
   }
 }
 
-static kiln_session *session(const kiln_model *m, const char *device) {
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "reference", device == NULL), KILN_OK);
-  if (device) assert_int_equal(kiln_options_set_string(o, "device", device), KILN_OK);
-  if (device) assert_int_equal(kiln_options_set_string(o, "precision", "fp32"), KILN_OK);
-  kiln_session *s = NULL;
-  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
-  kiln_options_free(o);
-  return s;
-}
-
-static void set_inputs(kiln_session *s, const kiln_model *m, void *const *bufs) {
-  for (int i = 0; i < kiln_model_input_count(m); i++) {
-    kiln_tensor_info info;
-    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-    assert_int_equal(kiln_session_set_input(s, info.name, info.dtype, info.rank, info.dims,
-                                            bufs[i], kiln_dtype_size(info.dtype) * (size_t)n),
-                     KILN_OK);
-  }
-}
-
-/* Whether float32 a and b are the same bits or both NaN. */
-static bool same_f32(const void *a, const void *b) {
-  float x, y;
-  memcpy(&x, a, sizeof x);
-  memcpy(&y, b, sizeof y);
-  return (isnan(x) && isnan(y)) || memcmp(a, b, sizeof x) == 0;
+/* Inputs for tu_gpu_check_at (tu_gpu_fill): ints never 0 in the inputs whose bit is set
+ * in fill_no_zero. */
+static unsigned fill_no_zero;
+static void fill_input(void *p, kl_dtype t, int64_t n, int input) {
+  fill(p, t, n, fill_no_zero >> input & 1u);
 }
 
 /* Exports g (freed), loads it at opt_level and runs it twice on random inputs (ints
  * never 0 in the inputs whose bit is in no_zero) with the reference kernels and on the
  * device: every output must match bit for bit (NaN any NaN) and, when all_on_device,
- * every node run on the device. Returns the device's node count. */
+ * every node run on the device (tu_gpu_check_at, precision fp32). Returns the device's
+ * node count. */
 static int check(kl_graph *g, const char *what, int opt_level, unsigned no_zero,
                  bool all_on_device) {
-  kiln_model *m = tu_model_of(g, opt_level);
-  int n_in = kiln_model_input_count(m);
-  void *bufs[TU_MAX_IO] = {NULL};
-  assert_true(n_in <= TU_MAX_IO);
-  kiln_session *ref = session(m, NULL), *dev = session(m, "opencl");
-  int on_dev = 0;
-  for (int r = 0; r < 2; r++) {
-    for (int i = 0; i < n_in; i++) {
-      kiln_tensor_info info;
-      assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-      int64_t n = 1;
-      for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-      free(bufs[i]);
-      bufs[i] = malloc(kiln_dtype_size(info.dtype) * (size_t)(n ? n : 1));
-      assert_non_null(bufs[i]);
-      fill(bufs[i], (kl_dtype)info.dtype, n, no_zero >> i & 1u);
-    }
-    set_inputs(ref, m, bufs);
-    if (kiln_session_run(ref) != KILN_OK) fail_msg("%s: reference: %s", what, kiln_session_error(ref));
-    set_inputs(dev, m, bufs);
-    if (kiln_session_run(dev) != KILN_OK)
-      fail_msg("%s: run %d on the device: %s", what, r + 1, kiln_session_error(dev));
-    on_dev = 0;
-    for (int i = 0; i < m->g->n_nodes; i++) {
-      bool here = strcmp(kl_session_node_device(dev, i), "cpu") != 0;
-      on_dev += here;
-      if (all_on_device && !here)
-        fail_msg("%s: node %d (%s) ran on the CPU, not the device", what, i,
-                 kl_op_name(m->g->nodes[i].op));
-    }
-    for (int k = 0; k < kiln_model_output_count(m); k++) {
-      kiln_tensor_info wi, gi;
-      const void *wd, *gd;
-      assert_int_equal(kiln_session_get_output(ref, k, &wi, &wd), KILN_OK);
-      assert_int_equal(kiln_session_get_output(dev, k, &gi, &gd), KILN_OK);
-      assert_int_equal(gi.dtype, wi.dtype);
-      assert_int_equal(gi.rank, wi.rank);
-      int64_t n = 1;
-      for (int d = 0; d < wi.rank; d++) {
-        assert_int_equal(gi.dims[d], wi.dims[d]);
-        n *= wi.dims[d];
-      }
-      size_t es = kiln_dtype_size(wi.dtype);
-      for (int64_t j = 0; j < n; j++) {
-        const uint8_t *w = (const uint8_t *)wd + (size_t)j * es, *x = (const uint8_t *)gd + (size_t)j * es;
-        bool same = wi.dtype == KILN_DTYPE_FLOAT32 ? same_f32(w, x) : memcmp(w, x, es) == 0;
-        if (same) continue;
-        int64_t wv = 0, xv = 0;
-        memcpy(&wv, w, es);
-        memcpy(&xv, x, es);
-        fail_msg("%s (output %d, run %d): element %lld is 0x%llx, the reference 0x%llx", what,
-                 k, r + 1, (long long)j, (unsigned long long)xv, (unsigned long long)wv);
-      }
-    }
-  }
-  for (int i = 0; i < n_in; i++) free(bufs[i]);
-  kiln_session_free(ref);
-  kiln_session_free(dev);
-  kiln_model_free(m);
+  fill_no_zero = no_zero;
+  tu_gpu_fill = fill_input;
+  int on_dev = tu_gpu_check_at(g, what, opt_level, (tu_tol){0, 0}, 1, all_on_device, "fp32",
+                               false);
+  tu_gpu_fill = NULL;
   return on_dev;
 }
 
@@ -362,16 +284,16 @@ static void test_div_zero(void **state) {
   int b = tu_graph_input(g, "b", KL_I64, 1, (const int64_t[]){5});
   output(g, TU_OP(g, Div, a, b));
   kiln_model *m = tu_model_of(g, 0);
-  kiln_session *s = session(m, "opencl");
+  kiln_session *s = tu_gpu_session(m, "opencl", false, "fp32");
   assert_string_not_equal(kl_session_node_device(s, 0), "cpu");
   int64_t av[5] = {7, -9, 1, 4, (int64_t)1 << 40}, bv[5] = {2, 2, 0, -3, 3};
   void *bufs[2] = {av, bv};
-  set_inputs(s, m, bufs);
+  tu_gpu_set_inputs(s, m, bufs);
   assert_int_equal(kiln_session_run(s), KILN_ERR_INVALID_ARGUMENT);
   tu_assert_contains_at(kiln_session_error(s), "integer division by zero at element 2",
                         __FILE__, __LINE__);
   bv[2] = 5;
-  set_inputs(s, m, bufs);
+  tu_gpu_set_inputs(s, m, bufs);
   assert_int_equal(kiln_session_run(s), KILN_OK);
   kiln_tensor_info info;
   const void *data;
@@ -429,7 +351,7 @@ static void test_shape_stays(void **state) {
   last_int(g, "axis", 0);
   output(g, TU_OP(g, Relu, TU_OP(g, Reshape, r, shape)));
   kiln_model *m = tu_model_of(g, 0);
-  kiln_session *s = session(m, "opencl");
+  kiln_session *s = tu_gpu_session(m, "opencl", false, "fp32");
   for (int i = 0; i < m->g->n_nodes; i++) {
     kl_op op = m->g->nodes[i].op;
     bool host = op == KL_OP_Shape || op == KL_OP_Gather || op == KL_OP_Unsqueeze ||

@@ -606,8 +606,8 @@ float *tu_run_f32(kiln_session *s, const kiln_model *m, float *const *bufs, int6
 
 /* ---- the GPU backend against the reference kernels ---- */
 
-static kiln_session *gpu_session(const kiln_model *m, const char *device, bool reference,
-                                 const char *precision) {
+kiln_session *tu_gpu_session(const kiln_model *m, const char *device, bool reference,
+                              const char *precision) {
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
   assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
@@ -620,7 +620,7 @@ static kiln_session *gpu_session(const kiln_model *m, const char *device, bool r
   return s;
 }
 
-static void gpu_set_inputs(kiln_session *s, const kiln_model *m, void **bufs) {
+void tu_gpu_set_inputs(kiln_session *s, const kiln_model *m, void *const *bufs) {
   for (int i = 0; i < kiln_model_input_count(m); i++) {
     kiln_tensor_info info;
     assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
@@ -648,6 +648,8 @@ int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64
 
 const char *tu_gpu_expect_kernel;
 
+void (*tu_gpu_fill)(void *p, kl_dtype t, int64_t n, int input);
+
 int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
                     bool all_on_device, const char *precision, bool tf32_inputs) {
   static uint32_t rng = 12345;
@@ -655,8 +657,8 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
   int n_in = kiln_model_input_count(m);
   void *bufs[TU_MAX_IO] = {NULL};
   assert_true(n_in <= TU_MAX_IO);
-  kiln_session *ref = gpu_session(m, NULL, true, NULL);
-  kiln_session *dev = gpu_session(m, "opencl", false, precision);
+  kiln_session *ref = tu_gpu_session(m, NULL, true, NULL);
+  kiln_session *dev = tu_gpu_session(m, "opencl", false, precision);
   bool tf32 = strcmp(precision, "tf32") == 0;
   for (int i = 0; tf32 && i < m->g->n_nodes; i++) { /* products say they run in TF32 */
     kl_op op = m->g->nodes[i].op;
@@ -677,7 +679,7 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
       for (int d = 0; d < info.rank; d++) n *= info.dims[d];
       if (!bufs[i]) bufs[i] = malloc(kiln_dtype_size(info.dtype) * (size_t)(n ? n : 1));
       assert_non_null(bufs[i]);
-      for (int64_t k = 0; k < n; k++) {
+      for (int64_t k = 0; !tu_gpu_fill && k < n; k++) {
         if (info.dtype == KILN_DTYPE_FLOAT32) {
           float v = tu_rand_f32(&rng, -2, 2);
           ((float *)bufs[i])[k] = tf32_inputs ? tf32_of(v) : v;
@@ -686,11 +688,12 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
           ((int64_t *)bufs[i])[k] = (int64_t)(tu_rand_f32(&rng, 0, 1) * (float)int_hi) % int_hi;
         else fail_msg("%s: input %d has a dtype this check does not fill", what, i);
       }
+      if (tu_gpu_fill) tu_gpu_fill(bufs[i], (kl_dtype)info.dtype, n, i);
     }
-    gpu_set_inputs(ref, m, bufs);
+    tu_gpu_set_inputs(ref, m, bufs);
     if (kiln_session_run(ref) != KILN_OK)
       fail_msg("%s: reference run: %s", what, kiln_session_error(ref));
-    gpu_set_inputs(dev, m, bufs);
+    tu_gpu_set_inputs(dev, m, bufs);
     if (kiln_session_run(dev) != KILN_OK)
       fail_msg("%s: run %d on the device: %s", what, r + 1, kiln_session_error(dev));
     on_dev = 0;
@@ -724,7 +727,20 @@ int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, in
       }
       char where[160];
       snprintf(where, sizeof where, "%s (output %d, run %d)", what, k, r + 1);
-      for (int64_t j = 0; j < n; j++) {
+      size_t es = kiln_dtype_size(wi.dtype);
+      for (int64_t j = 0; tu_gpu_fill && j < n; j++) { /* bit for bit, NaN any NaN */
+        const uint8_t *w = (const uint8_t *)wd + (size_t)j * es, *x = (const uint8_t *)gd + (size_t)j * es;
+        float fw = 0, fx = 0;
+        if (wi.dtype == KILN_DTYPE_FLOAT32) memcpy(&fw, w, 4), memcpy(&fx, x, 4);
+        if (memcmp(w, x, es) == 0 || (wi.dtype == KILN_DTYPE_FLOAT32 && isnan(fw) && isnan(fx)))
+          continue;
+        int64_t wv = 0, xv = 0;
+        memcpy(&wv, w, es);
+        memcpy(&xv, x, es);
+        fail_msg("%s: element %lld is 0x%llx, the reference 0x%llx", where, (long long)j,
+                 (unsigned long long)xv, (unsigned long long)wv);
+      }
+      for (int64_t j = 0; !tu_gpu_fill && j < n; j++) {
         double w = wi.dtype == KILN_DTYPE_FLOAT32 ? ((const float *)wd)[j]
                                                   : (double)((const int64_t *)wd)[j];
         double x = gi.dtype == KILN_DTYPE_FLOAT32 ? ((const float *)gd)[j]

@@ -275,6 +275,17 @@ int tu_gpu_check(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64
  * differs from the reference's). tu_gpu_check is precision "fp32", inputs as drawn. */
 int tu_gpu_check_at(kl_graph *g, const char *what, int opt_level, tu_tol tol, int64_t int_hi,
                     bool all_on_device, const char *precision, bool tf32_inputs);
+/* When set, tu_gpu_check_at fills input i (n elements of dtype t at p) with it instead
+ * of its own draws (float32 and int64 only), and compares every output bit for bit
+ * (float32 NaN as any NaN) instead of within tol: the integer, bool and uint8 kernels
+ * (test_gpu_dtypes). */
+extern void (*tu_gpu_fill)(void *p, kl_dtype t, int64_t n, int input);
+/* A session of m: on the CPU's reference kernels (reference, device NULL) or on device
+ * (precision, when not NULL); fails the test when it cannot be made. */
+kiln_session *tu_gpu_session(const kiln_model *m, const char *device, bool reference,
+                             const char *precision);
+/* Each of m's inputs from bufs[i], of the shape and dtype m gives it. */
+void tu_gpu_set_inputs(kiln_session *s, const kiln_model *m, void *const *bufs);
 /* When set, tu_gpu_check_at also requires every convolution, matrix product and
  * attention of the graph to have queued an OpenCL kernel whose name contains it
  * ("kl_tc_cvt"): a fast

@@ -311,6 +311,35 @@ static dnnl_status_t relu_attr(dnnl_primitive_attr_t attr) {
   return s;
 }
 
+/* The matrix product's primitive from md (s: how making md went; attr destroyed here):
+ * the fallback (kiln's reference) when oneDNN has none, else B (w, as wei_user) reordered
+ * once into the layout it wants, the memories and the primitive. */
+static kiln_status matmul_make(qc_node *q, qc_entry *en, kl_kernel_ctx *c, dnnl_status_t s,
+                               dnnl_primitive_attr_t attr, const dnnl_matmul_desc_t *md,
+                               const dnnl_memory_desc_t *wei_user, const void *w,
+                               const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *dst,
+                               const dnnl_memory_desc_t *bias) {
+  dnnl_primitive_desc_t pd = NULL;
+  if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, md, attr, q->eng->engine, NULL);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
+    en->fallback = true;
+    return KILN_OK;
+  }
+  snprintf(en->impl, sizeof en->impl, "%s", s == dnnl_success ? impl_of(pd) : "");
+  if (s == dnnl_success) s = pack_weights(q, en, wei_user, pd, w);
+  if (s == dnnl_success) s = make_memories(q, en, pd, src, dst, bias);
+  if (s == dnnl_success) s = dnnl_primitive_create(&en->conv, pd);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (s != dnnl_success)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to make the %s of %lld x %lld by "
+                   "%lld x %lld (status %d)", c->node->op == KL_OP_MatMulInteger ?
+                   "integer matrix product" : "int8 matrix product",
+                   (long long)src->dims[0], (long long)src->dims[1],
+                   (long long)wei_user->dims[0], (long long)wei_user->dims[1], (int)s);
+  return KILN_OK;
+}
+
 /* QLinearMatMul and QLinearGemm: A [..., M, K] as [rows, K], B [K, N] (weights,
  * reordered once), Y [rows, N], all plain; per-column scales of B along dim 1 of Y;
  * QLinearGemm's int32 bias [1, N] added to the sums before the scales. */
@@ -337,29 +366,13 @@ static kiln_status matmul_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
   en->shift = a->dtype == KL_I8;
   en->shift_bytes = en->shift ? (size_t)kl_tensor_numel(a) : 0;
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_primitive_desc_t pd = NULL;
   dnnl_matmul_desc_t md;
   if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
   if (s == dnnl_success) s = quant_attr(c, attr, n, false);
   if (s == dnnl_success && has_relu(c->node)) s = relu_attr(attr);
   if (s == dnnl_success)
     s = dnnl_matmul_desc_init(&md, &src, &wei_want, b ? &bias : NULL, &dst);
-  if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, q->eng->engine, NULL);
-  if (attr) dnnl_primitive_attr_destroy(attr);
-  if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
-    en->fallback = true;
-    return KILN_OK;
-  }
-  snprintf(en->impl, sizeof en->impl, "%s", s == dnnl_success ? impl_of(pd) : "");
-  if (s == dnnl_success) s = pack_weights(q, en, &wei_user, pd, w->data);
-  if (s == dnnl_success) s = make_memories(q, en, pd, &src, &dst, b ? &bias : NULL);
-  if (s == dnnl_success) s = dnnl_primitive_create(&en->conv, pd);
-  if (pd) dnnl_primitive_desc_destroy(pd);
-  if (s != dnnl_success)
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to make the int8 matrix product "
-                   "of %lld x %lld by %lld x %lld (status %d)", (long long)rows, (long long)k,
-                   (long long)k, (long long)n, (int)s);
-  return KILN_OK;
+  return matmul_make(q, en, c, s, attr, &md, &wei_user, w->data, &src, &dst, b ? &bias : NULL);
 }
 
 /* MatMulInteger where oneDNN multiplies with VNNI or AMX (mmint_primitive): A [..., M, K]
@@ -386,27 +399,11 @@ static kiln_status mmint_build(qc_node *q, qc_entry *en, kl_kernel_ctx *c) {
     s = dnnl_memory_desc_init_by_tag(&wei_want, 2, (dnnl_dims_t){k, n}, dnnl_s8,
                                      dnnl_format_tag_any);
   dnnl_primitive_attr_t attr = NULL;
-  dnnl_primitive_desc_t pd = NULL;
   dnnl_matmul_desc_t md;
   if (s == dnnl_success) s = dnnl_primitive_attr_create(&attr);
   if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
   if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &src, &wei_want, NULL, &dst);
-  if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, q->eng->engine, NULL);
-  if (attr) dnnl_primitive_attr_destroy(attr);
-  if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) {
-    en->fallback = true;
-    return KILN_OK;
-  }
-  snprintf(en->impl, sizeof en->impl, "%s", s == dnnl_success ? impl_of(pd) : "");
-  if (s == dnnl_success) s = pack_weights(q, en, &wei_user, pd, w->data);
-  if (s == dnnl_success) s = make_memories(q, en, pd, &src, &dst, NULL);
-  if (s == dnnl_success) s = dnnl_primitive_create(&en->conv, pd);
-  if (pd) dnnl_primitive_desc_destroy(pd);
-  if (s != dnnl_success)
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to make the integer matrix product "
-                   "of %lld x %lld by %lld x %lld (status %d)", (long long)rows, (long long)k,
-                   (long long)k, (long long)n, (int)s);
-  return KILN_OK;
+  return matmul_make(q, en, c, s, attr, &md, &wei_user, w->data, &src, &dst, NULL);
 }
 
 /* Y -= za * colsum per column, in uint32 (wrapping as int32 would; the result is the
