@@ -733,6 +733,18 @@ static void check_released(kl_graph *(*make)(void), int want_freed, const char *
   kiln_model_free(m);
 }
 
+/* A kiln.FusedConv of x writing value y: weights of dims wd (random, within bound),
+ * with a random Bias of wd[0] values when bias, a Sum when sum >= 0. Returns the node. */
+static int fconv(kl_graph *g, int x, const int64_t *wd, float bound, bool bias, int sum, int y) {
+  kl_err e = {0};
+  int in[4] = {x, cst_within(g, 4, wd, bound), -1, sum};
+  if (bias) in[2] = cst(g, 1, wd);
+  int node = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, sum >= 0 ? 4 : bias ? 3 : 2, in, 1,
+                               &y, &e);
+  assert_true(node >= 0);
+  return node;
+}
+
 static kl_graph *winograd_graph(void) {
   kl_graph *g = kl_graph_new();
   kl_err e = {0};
@@ -741,30 +753,18 @@ static kl_graph *winograd_graph(void) {
   int t = tu_graph_input(g, "t", KL_F32, 4, (int64_t[]){1, 32, 13, 13});
   int v[8];
   for (int k = 0; k < 8; k++) v[k] = kl_graph_add_value(g, NULL, &e);
-  int n3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){t, cst(g, 4, (int64_t[]){36, 32, 3, 3})}, 1, &v[6], &e);
-  int o3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[6], cst(g, 4, (int64_t[]){8, 36, 1, 1})}, 1, &v[7], &e);
-  assert_true(n3 >= 0 && o3 >= 0);
+  int n3 = fconv(g, t, (int64_t[]){36, 32, 3, 3}, 1, false, -1, v[6]);
+  fconv(g, v[6], (int64_t[]){8, 36, 1, 1}, 1, false, -1, v[7]);
   tu_node_ints(g, n3, "pads", 4, (int64_t[]){1, 1, 1, 1});
   assert_int_equal(kl_graph_add_output(g, v[7], NULL), KILN_OK);
-  int64_t forty = 40;
   /* a and s: channels-last inputs for the 3x3 ones (1x1 convolutions of x) */
-  int na = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){x, cst(g, 4, (int64_t[]){33, 33, 1, 1})}, 1, &v[0], &e);
-  int ns = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){x, cst(g, 4, (int64_t[]){40, 33, 1, 1})}, 1, &v[1], &e);
-  int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
-                             (int[]){v[0], cst(g, 4, (int64_t[]){40, 33, 3, 3}), cst(g, 1, &forty),
-                                     v[1]}, 1, &v[2], &e);
-  int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[0], cst(g, 4, (int64_t[]){40, 33, 3, 3})}, 1, &v[3], &e);
+  int na = fconv(g, x, (int64_t[]){33, 33, 1, 1}, 1, false, -1, v[0]);
+  fconv(g, x, (int64_t[]){40, 33, 1, 1}, 1, false, -1, v[1]);
+  int n1 = fconv(g, v[0], (int64_t[]){40, 33, 3, 3}, 1, true, v[1], v[2]);
+  int n2 = fconv(g, v[0], (int64_t[]){40, 33, 3, 3}, 1, false, -1, v[3]);
   /* 1x1 convolutions read them back, so that they are held channels-last */
-  int o1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[2], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[4], &e);
-  int o2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[3], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[5], &e);
-  assert_true(na >= 0 && ns >= 0 && n1 >= 0 && n2 >= 0 && o1 >= 0 && o2 >= 0);
+  fconv(g, v[2], (int64_t[]){8, 40, 1, 1}, 1, false, -1, v[4]);
+  fconv(g, v[3], (int64_t[]){8, 40, 1, 1}, 1, false, -1, v[5]);
   activation(g, na, "Relu", 0, NULL);
   tu_node_ints(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
   activation(g, n1, "Relu", 0, NULL);
@@ -799,19 +799,11 @@ static kl_graph *winograd_plain_graph(void) {
   int s = tu_graph_input(g, "s", KL_F32, 4, (int64_t[]){2, 40, 29, 23});
   int v[5];
   for (int k = 0; k < 5; k++) v[k] = kl_graph_add_value(g, NULL, &e);
-  int64_t forty = 40;
-  int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
-                             (int[]){x, cst(g, 4, (int64_t[]){40, 33, 3, 3}), cst(g, 1, &forty), s},
-                             1, &v[0], &e);
-  int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){x, cst(g, 4, (int64_t[]){40, 33, 3, 3})}, 1, &v[1], &e);
-  int o2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[1], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[2], &e);
-  int na = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){x, cst(g, 4, (int64_t[]){33, 33, 1, 1})}, 1, &v[3], &e);
-  int n3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[3], cst(g, 4, (int64_t[]){36, 33, 3, 3})}, 1, &v[4], &e);
-  assert_true(n1 >= 0 && n2 >= 0 && o2 >= 0 && na >= 0 && n3 >= 0);
+  int n1 = fconv(g, x, (int64_t[]){40, 33, 3, 3}, 1, true, s, v[0]);
+  int n2 = fconv(g, x, (int64_t[]){40, 33, 3, 3}, 1, false, -1, v[1]);
+  fconv(g, v[1], (int64_t[]){8, 40, 1, 1}, 1, false, -1, v[2]);
+  int na = fconv(g, x, (int64_t[]){33, 33, 1, 1}, 1, false, -1, v[3]);
+  int n3 = fconv(g, v[3], (int64_t[]){36, 33, 3, 3}, 1, false, -1, v[4]);
   tu_node_ints(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
   activation(g, n1, "Relu", 0, NULL);
   tu_node_ints(g, n2, "pads", 4, (int64_t[]){0, 2, 2, 0});
@@ -873,35 +865,21 @@ static kl_graph *im2col_graph(void) {
   int z = tu_graph_input(g, "z", KL_F32, 4, (int64_t[]){1, 300, 9, 9});
   int v[8];
   for (int k = 0; k < 8; k++) v[k] = kl_graph_add_value(g, NULL, &e);
-  int64_t twenty = 20;
   /* n1: plain X, Sum, Y; 3x3 stride 2, Bias, Relu */
-  int n1 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
-                             (int[]){x, cst(g, 4, (int64_t[]){20, 37, 3, 3}), cst(g, 1, &twenty), s},
-                             1, &v[0], &e);
+  int n1 = fconv(g, x, (int64_t[]){20, 37, 3, 3}, 1, true, s, v[0]);
   /* na: a channels-last copy of x for n2; n2: 5x3, dilation 2, stride 2, cl X, plain Y */
-  int na = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){x, cst(g, 4, (int64_t[]){37, 37, 1, 1})}, 1, &v[1], &e);
-  int n2 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[1], cst(g, 4, (int64_t[]){24, 37, 5, 3})}, 1, &v[2], &e);
+  fconv(g, x, (int64_t[]){37, 37, 1, 1}, 1, false, -1, v[1]);
+  int n2 = fconv(g, v[1], (int64_t[]){24, 37, 5, 3}, 1, false, -1, v[2]);
   /* n3: 300 channels, plain X, channels-last Y (a 1x1 convolution reads it); weights
    * within 0.1, so that its 2700-term sums (and o3's of them) stay of the size of the
    * others and the relative tolerance means the same for them */
-  int n3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){z, cst_within(g, 4, (int64_t[]){40, 300, 3, 3}, 0.1f)}, 1,
-                             &v[3], &e);
-  int o3 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[3], cst(g, 4, (int64_t[]){8, 40, 1, 1})}, 1, &v[4], &e);
+  int n3 = fconv(g, z, (int64_t[]){40, 300, 3, 3}, 0.1f, false, -1, v[3]);
+  fconv(g, v[3], (int64_t[]){8, 40, 1, 1}, 1, false, -1, v[4]);
   /* n4: cl X and Y (a 1x1 convolution reads it) with a cl Sum (n1's output through a
    * 1x1 convolution) */
-  int nb = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[0], cst(g, 4, (int64_t[]){20, 20, 1, 1})}, 1, &v[5], &e);
-  int n4 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 4,
-                             (int[]){v[1], cst(g, 4, (int64_t[]){20, 37, 3, 3}), cst(g, 1, &twenty),
-                                     v[5]}, 1, &v[6], &e);
-  int o4 = kl_graph_add_node(g, KL_OP_KilnFusedConv, NULL, 2,
-                             (int[]){v[6], cst(g, 4, (int64_t[]){8, 20, 1, 1})}, 1, &v[7], &e);
-  assert_true(n1 >= 0 && na >= 0 && n2 >= 0 && n3 >= 0 && o3 >= 0 && nb >= 0 && n4 >= 0 &&
-              o4 >= 0);
+  fconv(g, v[0], (int64_t[]){20, 20, 1, 1}, 1, false, -1, v[5]);
+  int n4 = fconv(g, v[1], (int64_t[]){20, 37, 3, 3}, 1, true, v[5], v[6]);
+  fconv(g, v[6], (int64_t[]){8, 20, 1, 1}, 1, false, -1, v[7]);
   tu_node_ints(g, n1, "pads", 4, (int64_t[]){1, 1, 1, 1});
   tu_node_ints(g, n1, "strides", 2, (int64_t[]){2, 2});
   activation(g, n1, "Relu", 0, NULL);
@@ -923,6 +901,8 @@ static kl_graph *im2col_graph(void) {
 
 static void test_im2col(void **state) {
   (void)state;
+  /* without oneDNN, or at the generic level where kiln does not use it, these
+   * convolutions run on the reference kernels: there is no fast path to compare */
   if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) skip();
   static const char *const layouts[] = {" x:nchw y:nchw", " y:nchw", " x:nchw", ""};
   im2col_layouts = layouts;
