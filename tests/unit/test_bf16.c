@@ -21,7 +21,9 @@
  * Below those levels the session must refuse precision bf16 with a message that says
  * why (KILN_ERR_UNSUPPORTED), and at every level a reference session must refuse it
  * (KILN_ERR_INVALID_ARGUMENT). tests/run_levels.sh runs this at every level the CPU
- * has. */
+ * has. At the AMX level the Gemm and MatMul cases with constant weights must run on
+ * kiln's own tile product ("kiln:amx gemm bf16", tests/unit/test_amx.c tests it
+ * alone). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,6 +198,8 @@ static double max_rel(const float *a, const float *b, int64_t n, int64_t *at) {
   return worst;
 }
 
+static void check_released(const bf_case *c, const float *want, int64_t n_want);
+
 static void check_case(const bf_case *c) {
   kiln_model *m = tu_model_of(build(c, false), 0);
   kiln_model *m_round = tu_model_of(build(c, true), 0);
@@ -219,6 +223,10 @@ static void check_case(const bf_case *c) {
     if (!in_bf16 && !c->may_stay_f32)
       fail_msg("%s: ran on '%s' (kernel %s), not in bf16", c->what, impl ? impl : "(none)",
                kl_session_kernel_name(bf, 0));
+    /* at the AMX level a product with constant weights runs on kiln's tiles (run_amx.c) */
+    if (kl_isa_level() == KL_ISA_AMX && (c->kind == C_GEMM || c->kind == C_MATMUL) &&
+        !(impl && strstr(impl, "kiln:amx")))
+      fail_msg("%s: ran on '%s', not on kiln's AMX tiles", c->what, impl ? impl : "(none)");
     double err = max_rel(got, in_bf16 ? want : f32, n_got, &at);
     if (!(err <= 1e-4))
       fail_msg("%s (run %d, %s): element %lld is %.8g, the float32 reference on %s operands "
@@ -229,6 +237,7 @@ static void check_case(const bf_case *c) {
                "not compute in bf16", c->what);
     printf("%-40s %-32s max rel. error vs bf16-rounded float32 %.2e\n", c->what,
            impl ? impl : "-", err);
+    if (run == 1 && (c->kind == C_GEMM || c->kind == C_MATMUL)) check_released(c, got, n_got);
     free(got);
   }
   free(f32);
@@ -242,6 +251,41 @@ static void check_case(const bf_case *c) {
   kiln_session_free(ref_round);
   kiln_model_free(m);
   kiln_model_free(m_round);
+}
+
+/* A bf16 session with release_weights over case c's graph: two runs that give exactly
+ * what the session without it gave (want); at the AMX level the products' constant
+ * weights are held only packed for the tiles, the model's float32 copy freed. */
+static void check_released(const bf_case *c, const float *want, int64_t n_want) {
+  kiln_model *m = tu_model_of(build(c, false), 0);
+  float *x[4] = {NULL};
+  inputs(m, false, x);
+  kiln_options *o;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_string(o, "precision", "bf16"), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "release_weights", 1), KILN_OK);
+  kiln_session *s = NULL;
+  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+  for (int run = 0; run < 2; run++) {
+    int64_t n;
+    float *got = tu_run_f32(s, m, x, &n);
+    assert_int_equal(n, n_want);
+    if (memcmp(got, want, sizeof(float) * (size_t)n) != 0)
+      fail_msg("%s, release_weights (run %d): not the output without it", c->what, run + 1);
+    free(got);
+  }
+  if (kl_isa_level() == KL_ISA_AMX) {
+    for (int k = 0; k < m->g->n_nodes; k++) {
+      const kl_node *n = &m->g->nodes[k];
+      if (n->op != KL_OP_Gemm && n->op != KL_OP_MatMul) continue;
+      if (m->g->values[n->in[1]].data)
+        fail_msg("%s, release_weights: the float32 weights were kept", c->what);
+    }
+  }
+  for (int i = 0; i < 4; i++) free(x[i]);
+  kiln_options_free(o);
+  kiln_session_free(s);
+  kiln_model_free(m);
 }
 
 static void test_bf16_cases(void **state) {

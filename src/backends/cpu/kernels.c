@@ -5,8 +5,9 @@
  * kernel is one driver (isa/run_*.c: shapes, broadcasting, threads) bound to the
  * primitives of one level (isa/<family>_<level>.c); it runs the reference kernel for
  * the rare run-time cases its primitives do not cover, so choosing it is always safe.
- * Levels above what this build has (non-x86 hosts) and AMX, where kiln has no matrix
- * work of its own, run the highest level below them.
+ * Levels above what this build has (non-x86 hosts) run the highest level below them;
+ * AMX runs the AVX512_BF16 level's kernels, and its tiles only in bf16 matrix products
+ * (kl_cpu_isa_amx, dnnl.c).
  */
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
@@ -161,6 +162,15 @@ static level level_of(kl_isa isa) {
 }
 
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa) { return level_of(isa).fns; }
+
+const kl_amx_fns *kl_cpu_isa_amx(kl_isa isa) {
+#if KL_ISA_X86
+  return isa == KL_ISA_AMX ? &kl_amx_bf16 : NULL;
+#else
+  (void)isa;
+  return NULL;
+#endif
+}
 
 /* ---- which kernel a node gets ---- */
 

@@ -286,6 +286,39 @@ typedef struct kl_gemv_fns {
   void (*pack)(const float *x, size_t k, size_t rows, float *out);
 } kl_gemv_fns;
 
+/* bfloat16 matrix products on AMX tiles (amx_bf16.c, driven by run_amx.c), AMX level:
+ *   the weights in panels of KL_AMX_COLS outputs, each k padded to a whole number of
+ *   steps of KL_AMX_STEP (zeros past k and past n), a panel one stream front to back:
+ *   step s holds two tiles (outputs 0-15, then 16-31) of 16 rows of 16 pairs: row r,
+ *   pair j is (w[32 s + 2 r][j], w[32 s + 2 r + 1][j]) of the tile's outputs, the
+ *   layout TDPBF16PS reads (kl_amx_pack_weights);
+ *   the rows of x as bfloat16, row-major, kp (k padded) apart, in blocks of
+ *   KL_AMX_ROWS rows (zeros past k and past the last row).
+ * A block is KL_AMX_ROWS x KL_AMX_COLS sums, two by two tiles of 16 x 16, each step
+ * one pair of row tiles times one pair of weight tiles; the sums in float, each TDPBF16PS
+ * adding 32 products, in an order of the hardware's. */
+#define KL_AMX_ROWS 32
+#define KL_AMX_COLS 32
+#define KL_AMX_STEP 32
+typedef struct kl_amx_fns {
+  /* The tile configuration that block needs, for this thread; release gives the tiles
+   * back (the thread's AMX state returns to its initial, cheap-to-save form). */
+  void (*config)(void);
+  void (*release)(void);
+  /* c[i * ldc + l] = sum over the steps of a[i * lda + j] w[j][l], i, l < 32, for the
+   * block of rows at a (lda elements apart) and the panel at wp, `steps` steps; while
+   * the sums are made, the lines of 64 bytes pf + 64 q for q < pf_lines are fetched
+   * into L2, per_step of them a step (the next panel: never read, may be NULL with
+   * pf_lines 0). */
+  void (*block)(const uint16_t *a, size_t lda, const uint16_t *wp, size_t steps, float *c,
+                size_t ldc, const char *pf, size_t per_step, size_t pf_lines);
+  /* rows of x (k floats each, consecutive) as bfloat16, round to nearest even with
+   * NaN kept, into rows kp elements apart, zeros from k to kp */
+  void (*pack_rows)(const float *x, size_t k, size_t rows, size_t kp, uint16_t *out);
+  /* y[i] = x[i] as bfloat16, i < n, rounded so */
+  void (*to_bf16)(const float *x, uint16_t *y, size_t n);
+} kl_amx_fns;
+
 /* Optimizer updates (run_optim.c's primitives; ops.def "optimizers"; the scalar
  * reference ref/optim.c fixes every formula and docs/training.md states them). Each
  * primitive updates n float32 elements in place, element by element, with the same
@@ -369,6 +402,7 @@ extern const kl_pool_fns kl_pool_generic, kl_pool_avx2, kl_pool_avx512;
 extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
 extern const kl_quant_fns kl_quant_generic, kl_quant_avx2, kl_quant_avx512;
 extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
+extern const kl_amx_fns kl_amx_bf16;
 extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
 extern const kl_optim_fns kl_optim_generic, kl_optim_avx2, kl_optim_avx512;
 extern const kl_grad_fns kl_grad_generic, kl_grad_avx2;

@@ -180,6 +180,38 @@ size_t kl_gemv_kn_seen_bytes(int64_t k, int64_t n);
 void kl_gemv_pack_kn_inplace(float *w, int64_t k, int64_t n, float *tail, uint8_t *seen);
 /* KILN_ERR_OUT_OF_MEMORY (with c's error set) when the packed rows of x do not fit. */
 kiln_status kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_gemv_args *a);
+/* y[0:len] of the outputs from `at` of a's row (its y, add and sum at that row) from
+ * their products p (which may be y): alpha, the addends, the activation (run_gemv.c) */
+void kl_gemv_epilogue(const kl_isa_fns *f, const kl_gemv_args *a, int64_t at, const float *p,
+                      int64_t len);
+
+/* Rows times constant weights in bfloat16 on AMX tiles (run_amx.c, isa_fns.h's
+ * kl_amx_fns), precision bf16: y = act(alpha * (bf16(x) W) + add_scale * add + sum) as
+ * kl_run_gemv computes it, the products of bfloat16 operands summed in float, x and y
+ * float32 or bfloat16 (x_bf16, y_bf16: held so between two bf16 nodes; a bfloat16 y is
+ * rounded once, after the epilogue). epi holds the epilogue's terms (alpha, add,
+ * add_step, add_row, add_scale, sum, sum_step, sum_row, has_act, act); its other fields
+ * are not read. An addend may share y's buffer: read in place when it is y's own
+ * elements, else through a copy. x's rows are packed into scratch
+ * (kl_amx_scratch_bytes). */
+typedef struct kl_amx_args {
+  const void *x;
+  bool x_bf16;
+  const uint16_t *w; /* kl_amx_pack_weights */
+  int64_t m, k, n;
+  kl_gemv_args epi;
+  void *y;
+  bool y_bf16;
+  uint16_t *scratch;
+} kl_amx_args;
+size_t kl_amx_weights_bytes(int64_t k, int64_t n);
+size_t kl_amx_scratch_bytes(int64_t m, int64_t k);
+/* W (row-major: [n, k] when nk, else [k, n]) rounded to bfloat16 into the panels
+ * (kl_amx_weights_bytes of them at out) */
+void kl_amx_pack_weights(const float *w, bool nk, int64_t k, int64_t n, uint16_t *out);
+/* KILN_ERR_OUT_OF_MEMORY (with c's error set) when a copy of an addend does not fit */
+kiln_status kl_run_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_amx_fns *amx,
+                       const kl_amx_args *a);
 /* RNN, GRU and LSTM in float32 with the default activations (run_rnn.c): every
  * direction, sequence_lens, initial states, layouts 0 and 1, clip, LSTM peepholes and
  * input_forget, GRU's linear_before_reset 0 and 1, as the reference kernel. kl_rnn_fast
@@ -194,6 +226,8 @@ void kl_rnn_state_free(void *state);
 size_t kl_rnn_held_bytes(const void *state);
 /* The primitives of level isa (the highest this build has at or below it). */
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa);
+/* The AMX tile primitives at level isa (amx and this build has them), else NULL. */
+const kl_amx_fns *kl_cpu_isa_amx(kl_isa isa);
 
 /* The activation a node computes; false for an op kl_run_unary does not take. Clip's
  * bounds are inputs, read at run time by the driver. */

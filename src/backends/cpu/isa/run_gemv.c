@@ -109,13 +109,19 @@ typedef struct gemv_job {
 } gemv_job;
 
 /* y[0:len] of the outputs from `at`, from their products in p (which may be y). */
-static void epilogue(const kl_isa_fns *f, const kl_gemv_args *a, int64_t at, const float *p,
+void kl_gemv_epilogue(const kl_isa_fns *f, const kl_gemv_args *a, int64_t at, const float *p,
                      int64_t len) {
   float *y = a->y + at;
   const float alpha = a->alpha, scale = a->add_scale;
   const float *add = a->add ? a->add + at * a->add_step : NULL;
   const float *sum = a->sum ? a->sum + at * a->sum_step : NULL;
-  if (alpha != 1.0f || add || sum)
+  if (alpha == 1.0f && (!add || scale == 1.0f) && (add || sum)) {
+    /* the level's vector adds, in the same order: (p + add) + sum */
+    const float *from = p;
+    if (add) f->elt->binary(KL_BIN_ADD, from, 1, add, (size_t)a->add_step, y, (size_t)len);
+    if (add) from = y;
+    if (sum) f->elt->binary(KL_BIN_ADD, from, 1, sum, (size_t)a->sum_step, y, (size_t)len);
+  } else if (alpha != 1.0f || add || sum)
     for (int64_t i = 0; i < len; i++) {
       float v = alpha * p[i];
       if (add) v += scale * add[i * a->add_step];
@@ -149,7 +155,7 @@ static void gemv_task(void *arg, int64_t t) {
     int64_t len = to - at < chunk ? to - at : chunk;
     float *p = j->direct ? a->y + at : part;
     products(j, at, len, p);
-    epilogue(j->f, a, at, p, len);
+    kl_gemv_epilogue(j->f, a, at, p, len);
   }
 }
 
@@ -250,7 +256,7 @@ static void gemm_task(void *arg, int64_t t) {
     if (row.add) row.add += r * a->add_row;
     if (row.sum) row.sum += r * a->sum_row;
     if (k == 0 && !j->acc_y) memset(row.y + c0, 0, sizeof(float) * (size_t)(c1 - c0));
-    epilogue(j->f, &row, c0, row.y + c0, c1 - c0);
+    kl_gemv_epilogue(j->f, &row, c0, row.y + c0, c1 - c0);
   }
 }
 

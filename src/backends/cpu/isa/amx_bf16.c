@@ -1,0 +1,74 @@
+/* bfloat16 matrix products on AMX tiles (isa_fns.h, kl_amx_fns), AMX level (compiled
+ * with -mamx-tile -mamx-bf16; run only where isa.c found AMX and Linux granted its
+ * tile data). Tiles 0-3 hold a block's four 16 x 16 float sums, 4-5 its two 16-row
+ * pieces of x, 6-7 the panel's two weight tiles of a step: each step loads four tiles
+ * and makes four TDPBF16PS, each operand tile used twice. */
+#include "backends/cpu/isa/bf16_avx512.h"
+#include "backends/cpu/isa/isa_fns.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+typedef struct tile_config {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+/* In static storage: gcc 12 does not see _tile_loadconfig read its operand, and drops
+ * the stores that fill a configuration on the stack. Eight tiles of 16 rows of 64
+ * bytes (16 floats, 32 bfloat16 or 16 pairs). */
+static const tile_config tiles = {
+    .palette = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+static void config(void) { _tile_loadconfig(&tiles); }
+
+static void release(void) { _tile_release(); }
+
+static void block(const uint16_t *a, size_t lda, const uint16_t *wp, size_t steps, float *c,
+                  size_t ldc, const char *pf, size_t per_step, size_t pf_lines) {
+  const size_t sa = lda * sizeof(uint16_t), sc = ldc * sizeof(float);
+  const uint16_t *a1 = a + 16 * lda;
+  size_t line = 0;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (size_t s = 0; s < steps; s++, wp += 2 * 16 * 32) {
+    _tile_loadd(4, a + s * KL_AMX_STEP, sa);
+    _tile_loadd(5, a1 + s * KL_AMX_STEP, sa);
+    _tile_loadd(6, wp, 64);
+    _tile_loadd(7, wp + 16 * 32, 64);
+    for (size_t q = 0; q < per_step && line < pf_lines; q++, line++)
+      _mm_prefetch(pf + 64 * line, _MM_HINT_T1);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, sc);
+  _tile_stored(1, c + 16, sc);
+  _tile_stored(2, c + 16 * ldc, sc);
+  _tile_stored(3, c + 16 * ldc + 16, sc);
+}
+
+static void to_bf16(const float *x, uint16_t *y, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) kl_bf_store(y + i, 0xffff, _mm512_loadu_ps(x + i));
+  if (i < n) {
+    __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+    kl_bf_store(y + i, m, _mm512_maskz_loadu_ps(m, x + i));
+  }
+}
+
+static void pack_rows(const float *x, size_t k, size_t rows, size_t kp, uint16_t *out) {
+  for (size_t r = 0; r < rows; r++) {
+    to_bf16(x + r * k, out + r * kp, k);
+    memset(out + r * kp + k, 0, sizeof(uint16_t) * (kp - k));
+  }
+}
+
+const kl_amx_fns kl_amx_bf16 = {config, release, block, pack_rows, to_bf16};
