@@ -305,8 +305,8 @@ static ref_share reference_share(const kiln_model *m, kiln_session *s) {
   return r;
 }
 
-/* Precision bf16: how many of the convolutions and matrix products on the CPU ran in
- * bf16 (oneDNN's implementation named "... bf16"); the rest ran float32. */
+/* Precision bf16: how many of the convolutions, matrix products and attention nodes on
+ * the CPU ran in bf16 (the implementation named "... bf16"); the rest ran float32. */
 static void report_precision(const bench_args *a, const kiln_model *m, const kiln_session *s,
                              bool json) {
   if (!a->common.precision || strcmp(a->common.precision, "bf16") != 0) return;
@@ -314,7 +314,8 @@ static void report_precision(const bench_args *a, const kiln_model *m, const kil
   for (int i = 0; i < m->g->n_nodes; i++) {
     const char *k = kl_session_kernel_name(s, i), *impl = kl_session_kernel_impl(s, i);
     if (strcmp(k, "dnnl_conv") && strcmp(k, "dnnl_deconv") && strcmp(k, "dnnl_gemm") &&
-        strcmp(k, "dnnl_matmul") && strcmp(k, "gemv") && strcmp(k, "gemm"))
+        strcmp(k, "dnnl_matmul") && strcmp(k, "gemv") && strcmp(k, "gemm") &&
+        strcmp(k, "dnnl_attention"))
       continue;
     products++;
     bf16 += impl && strstr(impl, " bf16") != NULL;
@@ -324,7 +325,8 @@ static void report_precision(const bench_args *a, const kiln_model *m, const kil
     printf(", \"precision\": \"bf16\", \"bf16_nodes\": %d, \"product_nodes\": %d, "
            "\"bf16_activations\": %d", bf16, products, held);
   else
-    printf("precision        bf16: %d of %d convolutions and matrix products in bf16%s; %d "
+    printf("precision        bf16: %d of %d convolutions, matrix products and attention nodes "
+           "in bf16%s; %d "
            "activations passed between them in bf16\n", bf16, products,
            bf16 < products ? " (the rest float32: --profile names each)" : "", held);
 }

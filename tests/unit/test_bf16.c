@@ -432,6 +432,111 @@ static void test_bf16_chains(void **state) {
 
 /* At every level: a reference session computes float32 and says so; an unknown
  * precision is refused by the options. */
+/* Attention (kiln.MultiHeadAttention on packed and separate Q, K, V, kiln.Attention)
+ * at precision bf16. At the AMX level its products take bf16 operands (Q, Kt, V and
+ * the softmax's probabilities rounded to bf16, sums in float32): the output is within
+ * bf16's rounding of the reference's (relative L2 at most 1.5e-2, each element within
+ * 3% of the largest), differs from the float32 session's (it did compute in bf16),
+ * names a "... bf16" implementation, and the queries that see no key (zero_masked_rows)
+ * give exact zeros. At avx512_bf16 attention stays float32 (dnnl_attention.c says why):
+ * the output is the float32 session's, the implementation not bf16. */
+static void check_attention(kl_graph *(*make)(const void *), const void *arg, const char *what) {
+  kiln_model *m = tu_model_of(make(arg), 0);
+  float *x[4] = {NULL};
+  inputs(m, false, x);
+  kiln_session *bf, *f32, *ref;
+  session(m, "bf16", false, KILN_OK, &bf);
+  session(m, NULL, false, KILN_OK, &f32);
+  session(m, NULL, true, KILN_OK, &ref);
+  int64_t n, n_f, n_r, at = 0;
+  float *f = tu_run_f32(f32, m, x, &n_f), *r = tu_run_f32(ref, m, x, &n_r);
+  bool amx = kl_isa_level() == KL_ISA_AMX;
+  int node = m->g->n_nodes - 1;
+  for (int run = 0; run < 2; run++) {
+    float *got = tu_run_f32(bf, m, x, &n);
+    assert_int_equal(n, n_r);
+    assert_int_equal(n, n_f);
+    const char *impl = kl_session_kernel_impl(bf, node);
+    bool in_bf16 = impl && strstr(impl, " bf16");
+    if (in_bf16 != amx)
+      fail_msg("%s: ran on '%s' at level %s", what, impl ? impl : "(none)",
+               kl_isa_level_name(kl_isa_level()));
+    double num = 0, den = 0, big = 0, worst = 0;
+    for (int64_t k = 0; k < n; k++) {
+      double d = (double)got[k] - r[k];
+      num += d * d;
+      den += (double)r[k] * r[k];
+      big = fabs((double)r[k]) > big ? fabs((double)r[k]) : big;
+      if (fabs(d) > worst) worst = fabs(d), at = k;
+      if (r[k] == 0.0f && got[k] != 0.0f)
+        fail_msg("%s: element %lld is %.8g, the reference's exact 0 (a query with no key)",
+                 what, (long long)k, (double)got[k]);
+    }
+    double l2 = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (amx && !(l2 <= 1.5e-2 && worst <= 0.03 * big))
+      fail_msg("%s (run %d): relative L2 %.3g, element %lld %.8g against the reference's "
+               "%.8g (largest %.3g)", what, run + 1, l2, (long long)at, (double)got[at],
+               (double)r[at], big);
+    double apart = max_rel(got, f, n, &at);
+    if (amx && !(apart > 1e-6))
+      fail_msg("%s: the bf16 session's output equals float32's: not computed in bf16", what);
+    if (!amx && !(apart <= 1e-6))
+      fail_msg("%s: element %lld is %.8g, the float32 session's %.8g", what, (long long)at,
+               (double)got[at], (double)f[at]);
+    printf("%-58s %-30s L2 vs reference %.2e\n", what, impl ? impl : "-", l2);
+    free(got);
+  }
+  free(f);
+  free(r);
+  for (int i = 0; i < 4; i++) free(x[i]);
+  kiln_session_free(bf);
+  kiln_session_free(f32);
+  kiln_session_free(ref);
+  kiln_model_free(m);
+}
+
+static kl_graph *mha_graph(const void *arg) { return tu_mha_graph(arg); }
+
+/* kiln.Attention over Q [2, 3, 9, 8], Kt [2, 3, 8, 11], V [2, 3, 11, 6] and a [2, 1, 9,
+ * 11] mask (arg: that mask's dead-row fill, 0 for a random input mask). */
+static kl_graph *attention_graph(const void *arg) {
+  float fill = *(const float *)arg;
+  kl_graph *g = tu_graph_new();
+  int q = tu_graph_input(g, "q", KL_F32, 4, (int64_t[]){2, 3, 9, 8});
+  int kt = tu_graph_input(g, "kt", KL_F32, 4, (int64_t[]){2, 3, 8, 11});
+  int v = tu_graph_input(g, "v", KL_F32, 4, (int64_t[]){2, 3, 11, 6});
+  const int64_t md[4] = {2, 1, 9, 11};
+  int mask = fill != 0 ? tu_dead_rows_mask(g, 4, md, fill) : tu_graph_input(g, "mask", KL_F32, 4, md);
+  int n = tu_graph_output_node(g, KL_OP_KilnAttention, 4, (int[]){q, kt, v, mask}, 1);
+  assert_int_equal(kl_node_set_float(g, n, "scale", 0.35f, NULL), KILN_OK);
+  if (fill != 0) assert_int_equal(kl_node_set_int(g, n, "zero_masked_rows", 1, NULL), KILN_OK);
+  return g;
+}
+
+static void test_bf16_attention(void **state) {
+  (void)state;
+  if (!native()) return; /* precision bf16 is refused here (test_bf16_cases checks it) */
+  static const tu_mha_case mha[] = {
+      {"MHA, packed QKV, 12 heads of 64, S 128, [B,1,1,T] mask", true, 12, 4, {1, 128, 2304},
+       {0}, {0}, {1, 1, 1, 128}, 0},
+      {"MHA, 3 heads of 5 (V 3), S 5, T 7, [B,1,1,T] mask", false, 3, 4, {2, 5, 15},
+       {2, 7, 15}, {2, 7, 9}, {2, 1, 1, 7}, 0},
+      {"MHA, packed QKV, 2 heads of 7, S 9, [S,T] mask", true, 2, 2, {1, 9, 42}, {0}, {0},
+       {9, 9}, 0},
+      {"MHA, 4 heads of 3 (V 6), S 1, T 4, no mask", false, 4, 0, {3, 1, 12}, {3, 4, 12},
+       {3, 4, 24}, {0}, 0},
+      {"MHA, 3 heads of 5, S 5, T 7, queries with no key (-inf)", false, 3, 4, {2, 5, 15},
+       {2, 7, 15}, {2, 7, 15}, {2, 1, 5, 7}, -INFINITY},
+      {"MHA, packed QKV, 2 heads of 7, batches with no key (-inf)", true, 2, 4, {3, 6, 42},
+       {0}, {0}, {3, 1, 1, 6}, -INFINITY},
+  };
+  for (size_t i = 0; i < sizeof mha / sizeof mha[0]; i++)
+    check_attention(mha_graph, &mha[i], mha[i].what);
+  static const float fills[] = {0.0f, -INFINITY};
+  check_attention(attention_graph, &fills[0], "attention [2,3,9,8] x [2,3,8,11], input mask");
+  check_attention(attention_graph, &fills[1], "attention, queries with no key (-inf)");
+}
+
 static void test_bf16_refusals(void **state) {
   (void)state;
   kiln_model *m = tu_model_of(build(&cases[2], false), 0);
@@ -451,6 +556,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bf16_cases),
       cmocka_unit_test(test_bf16_chains),
+      cmocka_unit_test(test_bf16_attention),
       cmocka_unit_test(test_bf16_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -611,6 +611,8 @@ const char *kl_cpu_plan_impl(const kl_cpu_plan *p, int node) {
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_NODE) return kl_dnnl_ran_impl(p->state[node]);
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_GRAD) return kl_dnnl_grad_ran_impl(p->state[node]);
   if (p->on_dnnl && p->on_dnnl[node] == DNNL_QCONV) return kl_dnnl_qconv_ran_impl(p->state[node]);
+  if (p->on_dnnl && p->on_dnnl[node] == DNNL_ATTENTION)
+    return kl_dnnl_attention_ran_impl(p->state[node]);
 #else
   (void)p, (void)node;
 #endif

@@ -76,6 +76,9 @@ kiln_status kl_dnnl_attention_create(kl_dnnl_engine *eng, kl_cpu_kernel *kernel,
 bool kl_dnnl_attention_ran_reference(const void *state);
 /* The oneDNN reference implementation one of the last run's primitives was, NULL when
  * none was (kl_dnnl_impl_is_slow). */
+/* The implementation of the last run's first product ("... bf16" at precision bf16);
+ * NULL when the reference ran. */
+const char *kl_dnnl_attention_ran_impl(const void *state);
 const char *kl_dnnl_attention_ran_slow(const void *state);
 
 /* kiln.ConvGradX and kiln.ConvGradW in float32 on oneDNN's backward-data and
