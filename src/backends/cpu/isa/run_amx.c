@@ -15,19 +15,18 @@
  * to whole steps, the rows past m zeros); each panel then meets every block in turn
  * (the panel stays in L2 for all of them), the block's 32 x 32 sums go to a buffer on
  * the stack and from there through the epilogue (run_gemv.c's) into y, rounded to
- * bfloat16 last when y is held so. The tasks are runs of consecutive panels, as many
- * as the threads. */
+ * bfloat16 last when y is held so. The tasks are as many as the threads, each a run of
+ * (panel, block) units in panel order.
+ * (Tried and left: gathering a block's sums over 4 panels before the epilogue, so that
+ * its calls run over 128 outputs instead of 32: BERT-base's 128 x 3072 x 768 product
+ * took 0.92 ms against 0.71 at 1 thread, the 768 KiB of weights read again for each
+ * block keeping L1 and L2 busier.) */
 #include "backends/cpu/isa/run.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define AMX_PANEL_ELEMS ((int64_t)2 * 16 * KL_AMX_STEP) /* bf16 of one step of a panel */
-/* Panels a block's sums are gathered over before the epilogue. 1: every panel meets all
- * the blocks before the next (BERT-base's 128 x 3072 x 768 product, 1 thread: 0.71 ms;
- * with 4, so that the epilogue's calls run over 128 outputs instead of 32, 0.92 ms:
- * the chunk's 768 KiB of weights, read again for each block, left L1 and L2 busier) */
-#define AMX_CHUNK 1
 
 static int64_t steps_of(int64_t k) { return (k + KL_AMX_STEP - 1) / KL_AMX_STEP; }
 static int64_t panels_of(int64_t n) { return (n + KL_AMX_COLS - 1) / KL_AMX_COLS; }
@@ -89,7 +88,7 @@ static void out_rows(const amx_job *j, int64_t r0, int64_t col, int64_t nc, cons
                      int64_t ldc) {
   const kl_amx_args *a = j->a;
   int64_t rows = a->m - r0 < KL_AMX_ROWS ? a->m - r0 : KL_AMX_ROWS;
-  float row[AMX_CHUNK * KL_AMX_COLS];
+  float row[KL_AMX_COLS];
   for (int64_t i = 0; i < rows; i++) {
     int64_t r = r0 + i;
     kl_gemv_args e = a->epi;
@@ -101,37 +100,30 @@ static void out_rows(const amx_job *j, int64_t r0, int64_t col, int64_t nc, cons
   }
 }
 
-/* Task t: its run of panels, AMX_CHUNK at a time: each block of rows meets the chunk's
- * panels (which stay in L2 for the blocks after it), its sums go to a buffer on the
- * stack, AMX_CHUNK panels wide, and from there through the epilogue (one call per row
- * and chunk: the epilogue's primitives cost a call each) into y. Meanwhile the next
- * chunk's panels are fetched, an even share of their lines at each step. */
+/* Task t: its run of (panel, block) units, panel by panel: each block of rows meets
+ * the panel (which stays in L2 for the blocks after it) and its sums go through the
+ * epilogue into y; meanwhile, when the task goes on to the next panel, that panel's
+ * lines are fetched, an even share at each step of each block. */
 static void amx_task(void *arg, int64_t t) {
   const amx_job *j = arg;
   const kl_amx_args *a = j->a;
-  int64_t p0 = t * j->per, p1 = p0 + j->per < j->panels ? p0 + j->per : j->panels;
-  int64_t panel = j->steps * AMX_PANEL_ELEMS;
-  float cb[KL_AMX_ROWS * AMX_CHUNK * KL_AMX_COLS];
-  const int64_t ldc = AMX_CHUNK * KL_AMX_COLS;
+  int64_t units = j->panels * j->blocks;
+  int64_t u0 = t * j->per, u1 = u0 + j->per < units ? u0 + j->per : units;
+  int64_t panel = j->steps * AMX_PANEL_ELEMS, last = (u1 - 1) / j->blocks;
+  int64_t lines = j->steps * 32, share = (32 + j->blocks - 1) / j->blocks;
+  float cb[KL_AMX_ROWS * KL_AMX_COLS];
   j->amx->config();
-  for (int64_t c0 = p0; c0 < p1; c0 += AMX_CHUNK) {
-    int64_t c1 = c0 + AMX_CHUNK < p1 ? c0 + AMX_CHUNK : p1;
-    int64_t n1 = p1 - c1 < AMX_CHUNK ? p1 - c1 : AMX_CHUNK; /* panels of the next chunk */
-    const char *next = (const char *)(a->w + c1 * panel);
-    /* its lines (32 a step of a panel), shared evenly among the chunk's block steps */
-    int64_t lines = n1 * j->steps * 32, calls = j->blocks * (c1 - c0) * j->steps;
-    int64_t share = calls ? (lines + calls - 1) / calls : 0, at = 0;
-    for (int64_t b = 0; b < j->blocks; b++) {
-      for (int64_t p = c0; p < c1; p++) {
-        int64_t count = at >= lines ? 0 : lines - at;
-        j->amx->block(a->scratch + b * KL_AMX_ROWS * j->kp, (size_t)j->kp, a->w + p * panel,
-                      (size_t)j->steps, cb + (p - c0) * KL_AMX_COLS, (size_t)ldc,
-                      count ? next + 64 * at : NULL, (size_t)share, (size_t)count);
-        at += share * j->steps;
-      }
-      int64_t col = c0 * KL_AMX_COLS, nc = (c1 * KL_AMX_COLS < a->n ? c1 * KL_AMX_COLS : a->n) - col;
-      out_rows(j, b * KL_AMX_ROWS, col, nc, cb, ldc);
-    }
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t p = u / j->blocks, b = u % j->blocks;
+    const uint16_t *wp = a->w + p * panel;
+    const char *next = p < last ? (const char *)(wp + panel) : NULL;
+    int64_t first = b * j->steps * share;
+    int64_t count = !next || first >= lines ? 0 : lines - first;
+    j->amx->block(a->scratch + b * KL_AMX_ROWS * j->kp, (size_t)j->kp, wp, (size_t)j->steps, cb,
+                  KL_AMX_COLS, count ? next + 64 * first : NULL, (size_t)share, (size_t)count);
+    int64_t col = p * KL_AMX_COLS;
+    out_rows(j, b * KL_AMX_ROWS, col, a->n - col < KL_AMX_COLS ? a->n - col : KL_AMX_COLS, cb,
+             KL_AMX_COLS);
   }
   j->amx->release();
 }
@@ -171,9 +163,11 @@ kiln_status kl_run_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_amx
     int64_t work, threads = kl_isa_threads(c);
     if (__builtin_mul_overflow(a->m * a->n, a->k, &work)) work = INT64_MAX;
     kl_isa_parallel(c, j.blocks, a->m * a->k, pack_task, &j);
-    int64_t runs = threads < j.panels ? threads : j.panels;
-    j.per = (j.panels + runs - 1) / runs;
-    runs = (j.panels + j.per - 1) / j.per;
+    /* as many tasks as threads, each an even run of (panel, block) units in panel
+     * order: whole panels where they divide evenly, else shared by two tasks */
+    int64_t units = j.panels * j.blocks, runs = threads < units ? threads : units;
+    j.per = (units + runs - 1) / runs;
+    runs = (units + j.per - 1) / j.per;
     kl_isa_parallel(c, runs, work, amx_task, &j);
   }
   free(add_copy);
