@@ -521,7 +521,8 @@ static bool gemv_plan_of(const dn_node *d, const dn_shape *in, const dn_shape *y
     p->k = a->dims[a->rank - 1];
   }
   p->n = w->dims[p->nk ? 0 : 1];
-  if (p->m < 1 || (!tiles && p->m > 1 && !(d->fns->gemv->tile && d->fns->gemv->rows_fast &&
+  if (p->m < 1 || (tiles && p->m > KL_AMX_MAX_ROWS) ||
+      (!tiles && p->m > 1 && !(d->fns->gemv->tile && d->fns->gemv->rows_fast &&
                                   (p->m <= KL_GEMM_MAX_ROWS ||
                                    p->k * p->n >= KL_GEMM_BIG_WEIGHTS))))
     return false;
@@ -572,10 +573,10 @@ static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
 }
 
 /* ---- kiln's bf16 product on AMX tiles (isa/run_amx.c) ----
- * Precision bf16 at the AMX level: a Gemm or MatMul with a constant W and no fused
- * activation runs there instead of on oneDNN's matmul (run_amx.c says why: it fetches
- * the next weights while it sums), any number of rows, X and Y as the session holds
- * them (float32, or bf16 between two bf16 nodes). One with an activation stays on
+ * Precision bf16 at the AMX level: a Gemm or MatMul with a constant W, no fused
+ * activation and at most KL_AMX_MAX_ROWS rows runs there instead of on oneDNN's matmul
+ * (run_amx.c says why: it fetches the next weights while it sums), X and Y as the
+ * session holds them (float32, or bf16 between two bf16 nodes). One with an activation stays on
  * oneDNN, whose post-op applies it to the sums in registers: BERT-base's GELU layer
  * (128 x 768 x 3072, bias and erf GELU) took 1.03 ms there against 1.09-1.12 ms on the
  * tiles with kiln's epilogue pass (1 thread, 2-core Sapphire Rapids VM). */

@@ -300,6 +300,11 @@ typedef struct kl_gemv_fns {
 #define KL_AMX_ROWS 32
 #define KL_AMX_COLS 32
 #define KL_AMX_STEP 32
+/* The most rows dnnl.c hands the tiles: past them oneDNN's matmul, which blocks the
+ * rows for its caches, is as fast or faster (weights from memory, 1 thread, Sapphire
+ * Rapids: at 64 and 128 rows the tiles took 0.65-0.85 of its time, at 256 rows 0.78 to
+ * 1.12 by shape, at 384 1.0-1.1, at 512 1.4, at 2048 rows x 768 x 3072 2.5) */
+#define KL_AMX_MAX_ROWS 192
 typedef struct kl_amx_fns {
   /* The tile configuration that block needs, for this thread; release gives the tiles
    * back (the thread's AMX state returns to its initial, cheap-to-save form). */
