@@ -322,9 +322,10 @@ static void test_sum_columns(void **state) {
   free(x);
 }
 
-/* The level's lookup (QLinearLookup's table, lookup_avx2 and lookup_avx512's blocks of
- * 32 and 64 and their tails) at awkward lengths and offsets, both flips, against
- * table[x ^ flip]; nothing written past n. */
+/* The level's lookup (QLinearLookup's table: lookup_avx2's blocks of 32 and its tail, and
+ * where the CPU has AVX512-VBMI kl_lookup_vbmi's blocks of 64 and masked tail, called
+ * directly as well as through the AVX-512 levels) at awkward lengths and offsets, both
+ * flips, against table[x ^ flip]; nothing written past n. */
 static void test_lookup_codes(void **state) {
   (void)state;
   enum { LEN = 300 };
@@ -332,8 +333,13 @@ static void test_lookup_codes(void **state) {
   for (int i = 0; i < LEN + 3; i++) x[i] = (uint8_t)tu_rand_f32(&rng, 0, 256);
   for (int i = 0; i < 256; i++) table[i] = (uint8_t)tu_rand_f32(&rng, 0, 256);
   static const size_t lens[] = {0, 1, 15, 31, 32, 33, 63, 64, 65, 96, 127, 128, 200, 300};
-  for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
-    const kl_quant_fns *f = kl_cpu_isa_fns((kl_isa)level)->quant;
+  /* level -1: VBMI's lookup itself */
+  int first = kl_isa_features()->avx512_vbmi && kl_isa_level() >= KL_ISA_AVX512 ? -1 : 0;
+  if (first == 0) printf("no AVX512-VBMI: its lookup does not run here\n");
+  for (int level = first; level <= (int)kl_isa_level(); level++) {
+    kl_quant_fns vbmi = {0};
+    vbmi.lookup = kl_lookup_vbmi;
+    const kl_quant_fns *f = level < 0 ? &vbmi : kl_cpu_isa_fns((kl_isa)level)->quant;
     for (int flip = 0; flip <= 0x80; flip += 0x80)
       for (size_t off = 0; off < 3; off++)
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {

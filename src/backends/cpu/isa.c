@@ -89,6 +89,7 @@ static void detect_x86(kl_cpu_features *f) {
     f->avx512dq = bit(b, 17);
     f->avx512bw = bit(b, 30);
     f->avx512vl = bit(b, 31);
+    f->avx512_vbmi = bit(c, 1);
     f->amx_bf16 = bit(d, 22);
     f->amx_tile = bit(d, 24);
     f->amx_int8 = bit(d, 25);
@@ -175,7 +176,8 @@ const char *kl_isa_feature_list(const kl_cpu_features *f, char *buf, size_t len)
   const struct { bool on; const char *name; } list[] = {
       {f->avx, "avx"}, {f->avx2, "avx2"}, {f->fma, "fma"}, {f->f16c, "f16c"},
       {f->avx512f, "avx512f"}, {f->avx512bw, "avx512bw"}, {f->avx512dq, "avx512dq"},
-      {f->avx512vl, "avx512vl"}, {f->avx512_bf16, "avx512_bf16"},
+      {f->avx512vl, "avx512vl"}, {f->avx512_vbmi, "avx512_vbmi"},
+      {f->avx512_bf16, "avx512_bf16"},
       {f->amx_tile, "amx_tile"}, {f->amx_bf16, "amx_bf16"}, {f->amx_int8, "amx_int8"},
       {f->os_avx, "os:avx"}, {f->os_avx512, "os:avx512"}, {f->os_amx, "os:amx"},
       {f->amx_permitted, "amx_permitted"}};

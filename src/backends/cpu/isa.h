@@ -24,6 +24,8 @@ typedef struct kl_cpu_features {
   char brand[49];  /* the processor's name string, "" when it has none */
   bool avx, avx2, fma, f16c;
   bool avx512f, avx512bw, avx512dq, avx512vl, avx512_bf16;
+  bool avx512_vbmi; /* byte permutes (vpermi2b): not a level of its own; the AVX-512
+                     * levels' table lookup takes them where the CPU has them */
   bool amx_tile, amx_bf16, amx_int8;
   bool os_avx;    /* XCR0 has the SSE and AVX (YMM) state */
   bool os_avx512; /* ... and the opmask and ZMM state */

@@ -408,6 +408,9 @@ extern const kl_copy_fns kl_copy_generic, kl_copy_avx2;
 extern const kl_quant_fns kl_quant_generic, kl_quant_avx2, kl_quant_avx512;
 extern const kl_gemv_fns kl_gemv_generic, kl_gemv_avx2, kl_gemv_avx512;
 extern const kl_amx_fns kl_amx_bf16;
+/* QLinearLookup's table lookup with AVX512-VBMI's byte permutes (quant_avx512vbmi.c): the
+ * AVX-512 levels' lookup where the CPU has VBMI (kl_cpu_features.avx512_vbmi) */
+void kl_lookup_vbmi(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, size_t n);
 extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
 extern const kl_optim_fns kl_optim_generic, kl_optim_avx2, kl_optim_avx512;
 extern const kl_grad_fns kl_grad_generic, kl_grad_avx2;

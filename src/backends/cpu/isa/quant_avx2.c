@@ -15,7 +15,13 @@ static void lookup_avx2(const uint8_t *x, uint8_t flip, const uint8_t *table, ui
 static uint64_t sum_avx2(const uint8_t *x, uint8_t flip, size_t n);
 static void sum_columns_avx2(const uint8_t *x, uint8_t flip, size_t stride, size_t rows,
                              size_t n, uint32_t *acc);
+#ifdef KL_QUANT_AVX512 /* quant_avx512.c: VBMI's lookup where the CPU has it */
+static void lookup_avx512(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y,
+                          size_t n);
+#define KL_QUANT_LOOKUP lookup_avx512
+#else
 #define KL_QUANT_LOOKUP lookup_avx2
+#endif
 #define KL_QUANT_SUM sum_avx2
 #define KL_QUANT_SUM_COLUMNS sum_columns_avx2
 static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, size_t n,
@@ -49,6 +55,14 @@ static void lookup_avx2(const uint8_t *x, uint8_t flip, const uint8_t *table, ui
   }
   lookup(x + i, flip, table, y + i, n - i);
 }
+
+#ifdef KL_QUANT_AVX512
+static void lookup_avx512(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y,
+                          size_t n) {
+  if (kl_isa_features()->avx512_vbmi) kl_lookup_vbmi(x, flip, table, y, n);
+  else lookup_avx2(x, flip, table, y, n);
+}
+#endif
 
 /* DynamicQuantizeLinear's range, 32 floats a step in four sets of lanes (vminps and
  * vmaxps; a NaN lane is caught by x - x, whatever min and max made of it). */
