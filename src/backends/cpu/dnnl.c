@@ -559,7 +559,7 @@ static bool gemv_always_of(const dn_node *d, const kl_graph *g, bool tiles) {
   y.rank = t->rank;
   for (int i = 0; i < t->rank; i++) y.dims[i] = t->dims[i].size;
   gemv_plan p;
-  return gemv_plan_of(d, in, &y, tiles, &p) && !(tiles && p.has_act); /* as amx_fits */
+  return gemv_plan_of(d, in, &y, tiles, &p);
 }
 
 /* Whether the shapes of c make a run of kiln's product; then *p is complete for
@@ -573,19 +573,17 @@ static bool gemv_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
 }
 
 /* ---- kiln's bf16 product on AMX tiles (isa/run_amx.c) ----
- * Precision bf16 at the AMX level: a Gemm or MatMul with a constant W, no fused
- * activation and at most KL_AMX_MAX_ROWS rows runs there instead of on oneDNN's matmul
- * (run_amx.c says why: it fetches the next weights while it sums), X and Y as the
- * session holds them (float32, or bf16 between two bf16 nodes). One with an activation stays on
- * oneDNN, whose post-op applies it to the sums in registers: BERT-base's GELU layer
- * (128 x 768 x 3072, bias and erf GELU) took 1.03 ms there against 1.09-1.12 ms on the
- * tiles with kiln's epilogue pass (1 thread, 2-core Sapphire Rapids VM). */
+ * Precision bf16 at the AMX level: a Gemm or MatMul with a constant W and at most
+ * KL_AMX_MAX_ROWS rows runs there instead of on oneDNN's matmul (run_amx.c says why: it
+ * fetches the next weights while it sums), its bias and activation fused over each
+ * block's sums (kl_amx_fns.out), X and Y as the session holds them (float32, or bf16
+ * between two bf16 nodes). */
 static bool amx_fits(const dn_node *d, const kl_kernel_ctx *c, gemv_plan *p) {
   if (!d->amx) return false;
   dn_shape in[DN_INPUTS], y;
   for (int k = 0; k < DN_INPUTS; k++) shape_of(input(c, k), &in[k]);
   shape_of(c->out[0], &y);
-  return gemv_plan_of(d, in, &y, true, p) && !p->has_act;
+  return gemv_plan_of(d, in, &y, true, p);
 }
 
 /* The weights packed for the tiles, once; when every run is theirs and the session

@@ -71,4 +71,42 @@ static void pack_rows(const float *x, size_t k, size_t rows, size_t kp, uint16_t
   }
 }
 
-const kl_amx_fns kl_amx_bf16 = {config, release, block, pack_rows, to_bf16};
+/* One row of out: v = c + bias, act of kind K (a constant where this is inlined: the
+ * same kl_z_act as the AVX-512 unary primitive), stored as float32 or bfloat16. */
+static inline __attribute__((always_inline)) void out_row(kl_act_kind k, bool has_act,
+                                                          __m512 al, __m512 be, const float *c,
+                                                          size_t nc, const float *bias,
+                                                          void *y, bool y_bf16) {
+  for (size_t l = 0; l < nc; l += 16) {
+    __mmask16 m = nc - l >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nc - l)) - 1u);
+    __m512 v = _mm512_maskz_loadu_ps(m, c + l);
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + l));
+    if (has_act) v = kl_z_act(k, al, be, v);
+    if (y_bf16) kl_bf_store((uint16_t *)y + l, m, v);
+    else _mm512_mask_storeu_ps((float *)y + l, m, v);
+  }
+}
+
+#define OUT_ROWS(K, HAS)                                                                  \
+  for (size_t i = 0; i < rows; i++)                                                     \
+    out_row(K, HAS, al, be, c + i * ldc, nc, bias,                                        \
+            y_bf16 ? (void *)((uint16_t *)y + i * ldy) : (void *)((float *)y + i * ldy), \
+            y_bf16)
+
+static void out(const float *c, size_t ldc, size_t rows, size_t nc, const float *bias,
+                const kl_act *act, void *y, size_t ldy, bool y_bf16) {
+  const __m512 al = _mm512_set1_ps(act ? act->alpha : 0.0f);
+  const __m512 be = _mm512_set1_ps(act ? act->beta : 0.0f);
+  if (!act) {
+    OUT_ROWS(KL_ACT_RELU, false);
+    return;
+  }
+  switch (act->kind) { /* the kinds of transformers and CNNs with their own loop */
+  case KL_ACT_RELU: OUT_ROWS(KL_ACT_RELU, true); break;
+  case KL_ACT_GELU_ERF: OUT_ROWS(KL_ACT_GELU_ERF, true); break;
+  case KL_ACT_GELU_TANH: OUT_ROWS(KL_ACT_GELU_TANH, true); break;
+  default: OUT_ROWS(act->kind, true); break;
+  }
+}
+
+const kl_amx_fns kl_amx_bf16 = {config, release, block, pack_rows, to_bf16, out};

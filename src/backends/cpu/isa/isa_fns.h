@@ -322,6 +322,12 @@ typedef struct kl_amx_fns {
   void (*pack_rows)(const float *x, size_t k, size_t rows, size_t kp, uint16_t *out);
   /* y[i] = x[i] as bfloat16, i < n, rounded so */
   void (*to_bf16)(const float *x, uint16_t *y, size_t n);
+  /* The common epilogue fused over a block's sums: for rows i < rows and columns l < nc
+   * (<= KL_AMX_COLS), v = c[i * ldc + l] (+ bias[l] when bias is not NULL), then act
+   * (when not NULL) into y[i * ldy + l], float32 or rounded to bfloat16 (y_bf16): the
+   * same float operations as the level's add and unary primitives make. */
+  void (*out)(const float *c, size_t ldc, size_t rows, size_t nc, const float *bias,
+              const kl_act *act, void *y, size_t ldy, bool y_bf16);
 } kl_amx_fns;
 
 /* Optimizer updates (run_optim.c's primitives; ops.def "optimizers"; the scalar

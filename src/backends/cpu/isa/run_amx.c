@@ -61,6 +61,7 @@ typedef struct amx_job {
   const kl_amx_fns *amx;
   const kl_amx_args *a;
   const float *add, *sum; /* the addends as the epilogue reads them (resolve_addend) */
+  bool fused;             /* amx->out makes the epilogue (out_rows) */
   int64_t kp, steps, blocks, panels, per;
 } amx_job;
 
@@ -82,12 +83,21 @@ static void pack_task(void *arg, int64_t b) {
   memset(out + rows * j->kp, 0, sizeof(uint16_t) * (size_t)((KL_AMX_ROWS - rows) * j->kp));
 }
 
-/* The sums of a block's rows from r0 and the chunk's columns from col (nc of them), in
- * cb (ldc floats a row), through the epilogue into y. */
+/* The sums of a block's rows from r0 and the panel's columns from col (nc of them), in
+ * cb (ldc floats a row), through the epilogue into y: the level's fused one when the
+ * epilogue is at most a bias [N] and an activation (a Linear layer's), else
+ * kl_gemv_epilogue row by row. */
 static void out_rows(const amx_job *j, int64_t r0, int64_t col, int64_t nc, const float *cb,
                      int64_t ldc) {
   const kl_amx_args *a = j->a;
   int64_t rows = a->m - r0 < KL_AMX_ROWS ? a->m - r0 : KL_AMX_ROWS;
+  if (j->fused) {
+    size_t ysize = a->y_bf16 ? sizeof(uint16_t) : sizeof(float);
+    j->amx->out(cb, (size_t)ldc, (size_t)rows, (size_t)nc, j->add ? j->add + col : NULL,
+                a->epi.has_act ? &a->epi.act : NULL,
+                (char *)a->y + (size_t)(r0 * a->n + col) * ysize, (size_t)a->n, a->y_bf16);
+    return;
+  }
   float row[KL_AMX_COLS];
   for (int64_t i = 0; i < rows; i++) {
     int64_t r = r0 + i;
@@ -150,11 +160,14 @@ static kiln_status resolve_addend(const kl_kernel_ctx *c, const kl_amx_args *a, 
 kiln_status kl_run_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_amx_fns *amx,
                        const kl_amx_args *a) {
   if (a->m <= 0 || a->n <= 0) return KILN_OK;
-  amx_job j = {f, amx, a, a->epi.add, a->epi.sum, 0, 0, 0, 0, 0};
+  amx_job j = {f, amx, a, a->epi.add, a->epi.sum, false, 0, 0, 0, 0, 0};
   float *add_copy = NULL, *sum_copy = NULL;
   kiln_status st = resolve_addend(c, a, &j.add, a->epi.add_step, a->epi.add_row, &add_copy);
   if (st == KILN_OK)
     st = resolve_addend(c, a, &j.sum, a->epi.sum_step, a->epi.sum_row, &sum_copy);
+  /* alpha 1, no Sum, at most a bias [N]: the fused epilogue */
+  j.fused = a->epi.alpha == 1.0f && !j.sum &&
+            (!j.add || (a->epi.add_step == 1 && a->epi.add_row == 0 && a->epi.add_scale == 1.0f));
   if (st == KILN_OK) {
     j.steps = steps_of(a->k);
     j.kp = j.steps * KL_AMX_STEP;
