@@ -25,17 +25,7 @@
 
 static uint32_t rng = 777;
 
-static float nonzero(float span) {
-  float v = tu_rand_f32(&rng, 0.1f, 1.0f) * span;
-  return tu_rand_f32(&rng, 0.0f, 1.0f) < 0.5f ? -v : v;
-}
-
-static float *rand_floats(size_t n, float span) {
-  float *p = malloc(sizeof(float) * (n ? n : 1));
-  assert_non_null(p);
-  for (size_t i = 0; i < n; i++) p[i] = nonzero(span);
-  return p;
-}
+static float *rand_floats(size_t n, float span) { return tu_rand_nonzero(&rng, n, span); }
 
 static double bf(float v) {
   uint32_t u = (uint32_t)kl_f32_to_bf16(v) << 16;

@@ -494,6 +494,16 @@ float tu_rand_f32(uint32_t *rng, float lo, float hi) {
   return lo + (hi - lo) * (float)(*rng % 1000000) / 1000000.0f;
 }
 
+float *tu_rand_nonzero(uint32_t *rng, size_t n, float span) {
+  float *p = malloc(sizeof(float) * (n ? n : 1));
+  assert_non_null(p);
+  for (size_t i = 0; i < n; i++) {
+    float v = tu_rand_f32(rng, 0.1f, 1.0f) * span;
+    p[i] = tu_rand_f32(rng, 0.0f, 1.0f) < 0.5f ? -v : v;
+  }
+  return p;
+}
+
 /* ---- files ---- */
 
 void tu_mkdtemp(char *dir, size_t size, const char *tag) {
