@@ -14,8 +14,9 @@
  * The rows of x are packed once per run into blocks of KL_AMX_ROWS (bfloat16, k padded
  * to whole steps, the rows past m zeros); each panel then meets every block in turn
  * (the panel stays in L2 for all of them), the block's 32 x 32 sums go to a buffer on
- * the stack and from there through the epilogue (run_gemv.c's) into y, rounded to
- * bfloat16 last when y is held so. The tasks are as many as the threads, each a run of
+ * the stack and from there through the epilogue into y, rounded to bfloat16 last when
+ * y is held so: a bias [N] and the activation in one pass (kl_amx_fns.out), any other
+ * epilogue through run_gemv.c's, row by row. The tasks are as many as the threads, each a run of
  * (panel, block) units in panel order.
  * (Tried and left: gathering a block's sums over 4 panels before the epilogue, so that
  * its calls run over 128 outputs instead of 32: BERT-base's 128 x 3072 x 768 product
