@@ -41,11 +41,11 @@ enum { AT_QK, AT_MASK, AT_SOFTMAX, AT_PV, AT_STEPS };
 typedef struct at_entry {
   bool fallback;
   dnnl_primitive_t prim[AT_STEPS];
-  /* precision bf16: operand k (Q, Kt, V) reordered from its float32 view (cvt_src,
-   * over kiln's tensor) into a dense bf16 copy in the workspace at cvt_off[k]
-   * (cvt_dst, which the products read) */
+  /* precision bf16: operand k (Q, Kt, V) reordered from its float32 view (q, kt, v
+   * below) into a dense bf16 copy in the workspace at cvt_off[k] (cvt_dst, which the
+   * products read) */
   dnnl_primitive_t cvt[3];
-  dnnl_memory_t cvt_src[3], cvt_dst[3];
+  dnnl_memory_t cvt_dst[3];
   size_t cvt_off[3], probs_off;
   dnnl_memory_t probs; /* the softmax's bf16 output, read by the second product */
   char slow_impl[32]; /* a step's oneDNN reference implementation, "" when none */
@@ -102,11 +102,10 @@ static dnnl_status_t plain(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t dim
   return plain_as(md, nd, dims, dnnl_f32);
 }
 
-static dnnl_status_t strided(dnnl_memory_desc_t *md, dnnl_data_type_t dt, int64_t d0,
-                             int64_t d1, int64_t d2, int64_t d3, int64_t s0, int64_t s1,
-                             int64_t s2, int64_t s3) {
+static dnnl_status_t strided(dnnl_memory_desc_t *md, int64_t d0, int64_t d1, int64_t d2,
+                             int64_t d3, int64_t s0, int64_t s1, int64_t s2, int64_t s3) {
   dnnl_dims_t dims = {d0, d1, d2, d3}, strides = {s0, s1, s2, s3};
-  return dnnl_memory_desc_init_by_strides(md, 4, dims, dt, strides);
+  return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides);
 }
 
 /* MultiHeadAttention's operands as strided 4-D views (see the top of the file). */
@@ -118,13 +117,10 @@ static dnnl_status_t describe_mha(const kl_kernel_ctx *c, at_mds *m) {
   m->off[0] = 0;
   m->off[1] = a.koff;
   m->off[2] = a.voff;
-  dnnl_status_t st = strided(&m->q, dnnl_f32, b, h, s, d, s * a.qrow, d, a.qrow, 1);
-  if (st == dnnl_success)
-    st = strided(&m->kt, dnnl_f32, b, h, d, t, t * a.krow, d, 1, a.krow);
-  if (st == dnnl_success)
-    st = strided(&m->v, dnnl_f32, b, h, t, dv, t * a.vrow, dv, a.vrow, 1);
-  if (st == dnnl_success)
-    st = strided(&m->y, dnnl_f32, b, h, s, dv, s * h * dv, dv, h * dv, 1);
+  dnnl_status_t st = strided(&m->q, b, h, s, d, s * a.qrow, d, a.qrow, 1);
+  if (st == dnnl_success) st = strided(&m->kt, b, h, d, t, t * a.krow, d, 1, a.krow);
+  if (st == dnnl_success) st = strided(&m->v, b, h, t, dv, t * a.vrow, dv, a.vrow, 1);
+  if (st == dnnl_success) st = strided(&m->y, b, h, s, dv, s * h * dv, dv, h * dv, 1);
   if (st == dnnl_success) st = plain(&m->scores, 4, (dnnl_dims_t){b, h, s, t});
   if (st == dnnl_success) st = plain_as(&m->probs, 4, (dnnl_dims_t){b, h, s, t}, dnnl_bf16);
   if (st == dnnl_success && a.mask) {
@@ -252,8 +248,6 @@ static dnnl_status_t make_conversions(at_node *a, at_entry *en, const at_mds *m,
     if (s == dnnl_success) s = dnnl_primitive_create(&en->cvt[k], pd);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (s == dnnl_success)
-      s = dnnl_memory_create(&en->cvt_src[k], views[k], a->engine, DNNL_MEMORY_NONE);
-    if (s == dnnl_success)
       s = dnnl_memory_create(&en->cvt_dst[k], &m->dense[k], a->engine, DNNL_MEMORY_NONE);
     en->cvt_off[k] = kl_dnnl_ws_take(used, dnnl_memory_desc_get_size(&m->dense[k]));
   }
@@ -313,7 +307,6 @@ static void entry_free(void *entry) {
   }
   for (int k = 0; k < 3; k++) {
     if (en->cvt[k]) dnnl_primitive_destroy(en->cvt[k]);
-    if (en->cvt_src[k]) dnnl_memory_destroy(en->cvt_src[k]);
     if (en->cvt_dst[k]) dnnl_memory_destroy(en->cvt_dst[k]);
   }
   dnnl_memory_t mems[] = {en->q, en->kt, en->mask, en->v, en->y, en->scores, en->probs};
@@ -383,7 +376,7 @@ static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
   kl_dnnl_ws_enter(a->eng);
   dnnl_memory_t views[3] = {en->q, en->kt, en->v}, ops[3] = {en->q, en->kt, en->v};
   for (int k = 0; k < 3; k++) {
-    if (en->cvt[k]) views[k] = en->cvt_src[k], ops[k] = en->cvt_dst[k]; /* precision bf16 */
+    if (en->cvt[k]) ops[k] = en->cvt_dst[k]; /* precision bf16: the dense copies */
     if (s == dnnl_success) s = dnnl_memory_set_data_handle(views[k], operand(c, k, en->off[k]));
     if (s == dnnl_success && en->cvt[k]) {
       dnnl_exec_arg_t cv[2] = {{DNNL_ARG_FROM, views[k]}, {DNNL_ARG_TO, ops[k]}};
