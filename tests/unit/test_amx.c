@@ -68,7 +68,7 @@ static void run_case(const kl_amx_fns *amx, const amx_case *t) {
   uint16_t *scratch = malloc(kl_amx_scratch_bytes(m, k));
   assert_non_null(wp);
   assert_non_null(scratch);
-  kl_amx_pack_weights(w, t->nk, k, n, wp);
+  kl_amx_pack_weights(amx, w, t->nk, k, n, wp);
   int64_t add_len = t->add == 1 ? n : t->add == 2 ? m : 1;
   float *add = t->add ? rand_floats((size_t)add_len, 2.0f) : NULL;
   float *sum = t->sum ? rand_floats((size_t)(t->sum == 3 ? n : m * n), 2.0f) : NULL;
@@ -205,29 +205,43 @@ static void test_products(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(amx, &cases[i]);
 }
 
-/* The packed weights: each element where TDPBF16PS reads it, zeros past k and n. */
-static void test_pack(void **state) {
-  (void)state;
-  const int64_t k = 37, n = 45;
+/* The packed weights: each element where TDPBF16PS reads it, zeros past k and n; a
+ * weight at a time (no primitives) and, where AMX runs, with its whole-step packing of
+ * W [k, n] (70 x 100: whole steps and panels, and edges of both), the same bits. */
+static void check_pack(const kl_amx_fns *amx, int64_t k, int64_t n) {
   float *w = rand_floats((size_t)(k * n), 1.0f);
+  int64_t panels = (n + 31) / 32, steps = (k + 31) / 32;
   size_t bytes = kl_amx_weights_bytes(k, n);
-  assert_int_equal(bytes, (size_t)2 * 2 * 2048); /* 2 panels of 2 steps of 2 KiB */
+  assert_int_equal(bytes, (size_t)(panels * steps * 2048));
   uint16_t *p = malloc(bytes);
   assert_non_null(p);
   for (int nk = 0; nk < 2; nk++) {
-    kl_amx_pack_weights(w, nk, k, n, p);
-    for (int64_t o = 0; o < 64; o++)
-      for (int64_t i = 0; i < 64; i++) {
+    kl_amx_pack_weights(amx, w, nk, k, n, p);
+    for (int64_t o = 0; o < panels * 32; o++)
+      for (int64_t i = 0; i < steps * 32; i++) {
         int64_t pan = o / 32, t = o % 32 / 16, j = o % 16, s = i / 32, r = i % 32 / 2, e = i % 2;
-        uint16_t got = p[((((pan * 2 + s) * 2 + t) * 16 + r) * 16 + j) * 2 + e];
+        uint16_t got = p[((((pan * steps + s) * 2 + t) * 16 + r) * 16 + j) * 2 + e];
         uint16_t want = o < n && i < k ? kl_f32_to_bf16(nk ? w[o * k + i] : w[i * n + o]) : 0;
         if (got != want)
-          fail_msg("%s: output %lld, input %lld: 0x%04x, expected 0x%04x", nk ? "nk" : "kn",
+          fail_msg("%s %lldx%lld%s: output %lld, input %lld: 0x%04x, expected 0x%04x",
+                   nk ? "nk" : "kn", (long long)k, (long long)n, amx ? " (AMX level)" : "",
                    (long long)o, (long long)i, got, want);
       }
   }
   free(p);
   free(w);
+}
+
+static void test_pack(void **state) {
+  (void)state;
+  const kl_amx_fns *amx = kl_cpu_isa_amx(kl_isa_level());
+  check_pack(NULL, 37, 45);
+  check_pack(NULL, 70, 100);
+  if (amx) {
+    check_pack(amx, 37, 45);
+    check_pack(amx, 70, 100);
+    check_pack(amx, 64, 32);
+  }
 }
 
 int main(void) {

@@ -594,7 +594,7 @@ static kiln_status amx_weights(dn_node *d, const gemv_plan *p, kl_err *e) {
   if (!(d->amx_w = aligned_alloc_bytes(bytes)))
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the bf16 weights of a "
                    "matrix product on AMX tiles (%zu bytes)", bytes);
-  kl_amx_pack_weights(d->const_w, p->nk, p->k, p->n, d->amx_w);
+  kl_amx_pack_weights(d->amx, d->const_w, p->nk, p->k, p->n, d->amx_w);
   d->amx_w_bytes = bytes;
   if (d->own_w && d->amx_always && !d->w_released) {
     free(d->own_w->data);

@@ -109,4 +109,20 @@ static void out(const float *c, size_t ldc, size_t rows, size_t nc, const float 
   }
 }
 
-const kl_amx_fns kl_amx_bf16 = {config, release, block, pack_rows, to_bf16, out};
+static void pack_kn(const float *w, size_t ld, uint16_t *out) {
+  /* vcvtne2ps2bf16 puts row 2r's 16 weights in the low half, row 2r + 1's in the high
+   * half; the pairs interleave them: word 2j from j, word 2j + 1 from 16 + j */
+  static const uint16_t pairs[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                     21, 6, 22, 7, 23, 8, 24, 9,  25, 10, 26,
+                                     11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_loadu_si512(pairs);
+  for (int t = 0; t < 2; t++)
+    for (int r = 0; r < 16; r++) {
+      __m512 e0 = _mm512_loadu_ps(w + (size_t)(2 * r) * ld + 16 * t);
+      __m512 e1 = _mm512_loadu_ps(w + (size_t)(2 * r + 1) * ld + 16 * t);
+      __m512i v = (__m512i)_mm512_cvtne2ps_pbh(e1, e0);
+      _mm512_storeu_si512(out + (t * 16 + r) * 32, _mm512_permutexvar_epi16(idx, v));
+    }
+}
+
+const kl_amx_fns kl_amx_bf16 = {config, release, block, pack_rows, to_bf16, out, pack_kn};

@@ -328,6 +328,10 @@ typedef struct kl_amx_fns {
    * same float operations as the level's add and unary primitives make. */
   void (*out)(const float *c, size_t ldc, size_t rows, size_t nc, const float *bias,
               const kl_act *act, void *y, size_t ldy, bool y_bf16);
+  /* One whole step of one panel of W [k, n] (32 rows of 32 outputs at w, rows ld floats
+   * apart) into out (2 x 16 x 16 pairs, the layout above), each weight rounded to
+   * bfloat16 to nearest even. */
+  void (*pack_kn)(const float *w, size_t ld, uint16_t *out);
 } kl_amx_fns;
 
 /* Optimizer updates (run_optim.c's primitives; ops.def "optimizers"; the scalar

@@ -207,8 +207,10 @@ typedef struct kl_amx_args {
 size_t kl_amx_weights_bytes(int64_t k, int64_t n);
 size_t kl_amx_scratch_bytes(int64_t m, int64_t k);
 /* W (row-major: [n, k] when nk, else [k, n]) rounded to bfloat16 into the panels
- * (kl_amx_weights_bytes of them at out) */
-void kl_amx_pack_weights(const float *w, bool nk, int64_t k, int64_t n, uint16_t *out);
+ * (kl_amx_weights_bytes of them at out); the whole steps of W [k, n] by amx's pack_kn
+ * when amx is not NULL, the rest a weight at a time (the same bits) */
+void kl_amx_pack_weights(const kl_amx_fns *amx, const float *w, bool nk, int64_t k, int64_t n,
+                         uint16_t *out);
 /* KILN_ERR_OUT_OF_MEMORY (with c's error set) when a copy of an addend does not fit */
 kiln_status kl_run_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_amx_fns *amx,
                        const kl_amx_args *a);

@@ -42,11 +42,17 @@ size_t kl_amx_scratch_bytes(int64_t m, int64_t k) {
          sizeof(uint16_t);
 }
 
-void kl_amx_pack_weights(const float *w, bool nk, int64_t k, int64_t n, uint16_t *out) {
+void kl_amx_pack_weights(const kl_amx_fns *amx, const float *w, bool nk, int64_t k, int64_t n,
+                         uint16_t *out) {
   int64_t steps = steps_of(k), panels = panels_of(n);
   /* out is [panel][step][tile][r][j][e]: output 32 p + 16 t + j, input 32 s + 2 r + e */
   for (int64_t p = 0; p < panels; p++)
-    for (int64_t s = 0; s < steps; s++)
+    for (int64_t s = 0; s < steps; s++) {
+      if (amx && !nk && (p + 1) * KL_AMX_COLS <= n && (s + 1) * KL_AMX_STEP <= k) {
+        amx->pack_kn(w + s * KL_AMX_STEP * n + p * KL_AMX_COLS, (size_t)n, out);
+        out += AMX_PANEL_ELEMS;
+        continue;
+      }
       for (int t = 0; t < 2; t++)
         for (int r = 0; r < 16; r++)
           for (int j = 0; j < 16; j++)
@@ -55,6 +61,7 @@ void kl_amx_pack_weights(const float *w, bool nk, int64_t k, int64_t n, uint16_t
               float v = o < n && i < k ? w[nk ? o * k + i : i * n + o] : 0.0f;
               *out++ = o < n && i < k ? kl_f32_to_bf16(v) : 0;
             }
+    }
 }
 
 typedef struct amx_job {
