@@ -319,11 +319,20 @@ static int weight_axis(const kl_graph *g, const kl_node *n) {
   return 1;
 }
 
+/* Whether node n's weights get a scale per output channel (kl_quant_options). */
+static bool channel_scales(const kl_quantizer *q, const kl_node *n) {
+  if (q->o.per_channel) return true;
+  const kl_value *w = &q->g->values[n->in[1]];
+  return q->o.depthwise_per_channel && n->op == KL_OP_Conv && kl_attr_int(n, "group", 1) > 1 &&
+         w->type.rank >= 2 && w->type.dims[1].size == 1;
+}
+
 typedef struct qweights {
   int8_t *q;
   float *scales;
   int n_scales, axis;
   int64_t numel;
+  bool per_channel;
 } qweights;
 
 static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n, qweights *w,
@@ -331,7 +340,8 @@ static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n
   const kl_value *v = &q->g->values[n->in[1]];
   w->axis = weight_axis(q->g, n);
   w->numel = (int64_t)(v->nbytes / sizeof(float));
-  w->n_scales = q->o.per_channel ? (int)v->type.dims[w->axis].size : 1;
+  w->per_channel = channel_scales(q, n);
+  w->n_scales = w->per_channel ? (int)v->type.dims[w->axis].size : 1;
   int64_t dims[KL_MAX_RANK];
   for (int d = 0; d < v->type.rank; d++) dims[d] = v->type.dims[d].size;
   w->q = malloc((size_t)w->numel + 1);
@@ -340,7 +350,7 @@ static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n
     free(w->q), free(w->scales);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory quantizing '%s'", v->name);
   }
-  kl_quantize_weights(v->data, v->type.rank, dims, w->axis, q->o.per_channel,
+  kl_quantize_weights(v->data, v->type.rank, dims, w->axis, w->per_channel,
                       q->o.reduce_range, w->scales, w->q);
   return KILN_OK;
 }
@@ -518,7 +528,7 @@ static kiln_status quantize_static_node(kl_quantizer *q, kl_graph *h, int i, kl_
   int wq = new_const(h, wv->name, "_quantized", KL_I8, wv->type.rank, dims, w.q, e);
   int wdq = wq < 0 ? -1
                    : dq_const(h, wv->name, wq, w.scales, w.n_scales,
-                              q->o.per_channel ? w.axis : -1, true, e);
+                              w.per_channel ? w.axis : -1, true, e);
   if (wdq < 0) goto fail;
   h->nodes[i].in[1] = wdq;
   /* the bias, 1-D over the output channels, at scale sx * sw[c] in int32 */

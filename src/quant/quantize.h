@@ -71,6 +71,10 @@ typedef struct kl_quant_options {
   kl_calib_method method;
   double percentile;  /* 0: 99.999 */
   bool per_channel;   /* weights per output channel */
+  /* ... and, when per_channel is not set, a depthwise convolution's (one input channel
+   * per group) still per output channel: one scale for all its filters, each of a few
+   * taps of one channel, leaves most of them a few codes (the static default) */
+  bool depthwise_per_channel;
   bool symmetric;     /* int8 symmetric activations (else uint8 asymmetric) */
   bool reduce_range;  /* 7-bit weights ([-64, 64]) */
   bool dynamic;       /* dynamic quantization of MatMul/Gemm: no calibration */
