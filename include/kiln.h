@@ -230,8 +230,9 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      "tf32" (operands rounded to 10-bit mantissas, sums in float32;
  *                      session creation fails where the device has no tensor cores,
  *                      the CPU included), "bf16" (the CPU's convolutions and matrix
- *                      products on oneDNN with bf16 operands and float32 sums, and the
- *                      activations between two of them held in bf16; session creation
+ *                      products, and at the AMX level attention, with bf16 operands and
+ *                      float32 sums, and the activations between two products held in
+ *                      bf16; session creation
  *                      fails below AVX512-BF16/AMX, for a reference session and on a
  *                      GPU device: docs/precision.md). fp16 is not built yet.
  * Training settings (kiln_trainer_create; docs/training.md), strings:

@@ -34,8 +34,9 @@ const char *cli_run_help =
     "  --precision P         auto (default: TF32 for convolutions and matrix products on a\n"
     "                        GPU with tensor cores, as PyTorch's cuDNN default; float32\n"
     "                        elsewhere), fp32, tf32 (fails where there are none), or\n"
-    "                        bf16 (the CPU's convolutions and matrix products with bf16\n"
-    "                        operands and float32 sums: AVX512-BF16 or AMX CPUs only)\n"
+    "                        bf16 (the CPU's convolutions and matrix products, and at\n"
+    "                        the AMX level attention, with bf16 operands and float32\n"
+    "                        sums: AVX512-BF16 or AMX CPUs only)\n"
     "  --fast-only           fail where a convolution, matrix product, pooling or\n"
     "                        attention node would run on a slow reference implementation\n"
     "                        (oneDNN's or kiln's) at this machine's ISA level\n";

@@ -84,6 +84,8 @@ typedef struct at_mds {
   int nd;
   int64_t off[3];
   bool bf16;
+  bool mha;         /* kiln.MultiHeadAttention: geom is its geometry (describe_mha) */
+  kl_mha_geom geom;
   dnnl_memory_desc_t q, kt, mask, v, y, scores, probs;
   dnnl_memory_desc_t dense[3]; /* bf16: Q, Kt, V as the products read them */
 } at_mds;
@@ -121,6 +123,8 @@ static dnnl_status_t strided(dnnl_memory_desc_t *md, int64_t d0, int64_t d1, int
 static dnnl_status_t describe_mha(const kl_kernel_ctx *c, at_mds *m) {
   kl_mha_geom a;
   if (kl_mha_geometry(c, &a) != KILN_OK) return dnnl_invalid_arguments;
+  m->mha = true;
+  m->geom = a;
   int64_t b = a.batch, h = a.heads, s = a.seq, t = a.keys, d = a.d, dv = a.dv;
   m->nd = 4;
   m->off[0] = 0;
@@ -143,6 +147,7 @@ static dnnl_status_t describe_mha(const kl_kernel_ctx *c, at_mds *m) {
 /* The operands at the output's rank; dnnl_unimplemented for ranks below 2. */
 static dnnl_status_t describe_views(const kl_kernel_ctx *c, at_mds *m) {
   m->off[0] = m->off[1] = m->off[2] = 0;
+  m->mha = false;
   if (c->node->op == KL_OP_KilnMultiHeadAttention) return describe_mha(c, m);
   const kl_tensor *q = c->in[0], *kt = c->in[1], *v = c->in[2], *y = c->out[0];
   if (q->rank < 2 || kt->rank < 2 || v->rank < 2 || y->rank < 2 || y->rank > KL_MAX_RANK)
@@ -331,9 +336,8 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   at_mds m;
   size_t need = 0;
   dnnl_status_t s = describe(a, c, &m);
-  kl_mha_geom g;
-  if (s == dnnl_success && a->bf16 && c->node->op == KL_OP_KilnMultiHeadAttention &&
-      kl_mha_geometry(c, &g) == KILN_OK) { /* the rows of one head, as describe_mha */
+  if (s == dnnl_success && a->bf16 && m.mha) { /* the rows of one head, as describe_mha */
+    const kl_mha_geom g = m.geom;
     en->own_cvt = true;
     en->batch = g.batch;
     en->heads = g.heads;

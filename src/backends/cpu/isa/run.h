@@ -184,6 +184,11 @@ kiln_status kl_run_gemv(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_ge
  * their products p (which may be y): alpha, the addends, the activation (run_gemv.c) */
 void kl_gemv_epilogue(const kl_isa_fns *f, const kl_gemv_args *a, int64_t at, const float *p,
                       int64_t len);
+/* An addend of count floats at *p that shares the product's output buffer, read
+ * through a copy instead: *p and *copy (to free) become the copy. KILN_ERR_OUT_OF_MEMORY
+ * with c's error set when it does not fit. */
+kiln_status kl_gemv_addend_copy(const kl_kernel_ctx *c, const float **p, int64_t count,
+                                float **copy);
 
 /* Rows times constant weights in bfloat16 on AMX tiles (run_amx.c, isa_fns.h's
  * kl_amx_fns), precision bf16: y = act(alpha * (bf16(x) W) + add_scale * add + sum) as

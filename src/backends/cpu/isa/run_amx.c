@@ -58,8 +58,7 @@ void kl_amx_pack_weights(const kl_amx_fns *amx, const float *w, bool nk, int64_t
           for (int j = 0; j < 16; j++)
             for (int e = 0; e < 2; e++) {
               int64_t o = p * KL_AMX_COLS + 16 * t + j, i = s * KL_AMX_STEP + 2 * r + e;
-              float v = o < n && i < k ? w[nk ? o * k + i : i * n + o] : 0.0f;
-              *out++ = o < n && i < k ? kl_f32_to_bf16(v) : 0;
+              *out++ = o < n && i < k ? kl_f32_to_bf16(w[nk ? o * k + i : i * n + o]) : 0;
             }
     }
 }
@@ -157,12 +156,7 @@ static kiln_status resolve_addend(const kl_kernel_ctx *c, const kl_amx_args *a, 
   const char *p0 = (const char *)*p, *p1 = (const char *)(*p + count);
   if (p1 <= y0 || p0 >= y1) return KILN_OK;
   if (!a->y_bf16 && *p == a->y && step == 1 && row == a->n) return KILN_OK;
-  if (!(*copy = malloc(sizeof(float) * (size_t)count)))
-    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a copy of an addend "
-                   "that shares the product's output buffer (%lld floats)", (long long)count);
-  memcpy(*copy, *p, sizeof(float) * (size_t)count);
-  *p = *copy;
-  return KILN_OK;
+  return kl_gemv_addend_copy(c, p, count, copy);
 }
 
 kiln_status kl_run_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_amx_fns *amx,

@@ -279,6 +279,11 @@ static kiln_status resolve_addend(const kl_kernel_ctx *c, const kl_gemv_args *a,
     *p = NULL;
     return KILN_OK;
   }
+  return kl_gemv_addend_copy(c, p, count, copy);
+}
+
+kiln_status kl_gemv_addend_copy(const kl_kernel_ctx *c, const float **p, int64_t count,
+                                float **copy) {
   if (!(*copy = malloc(sizeof(float) * (size_t)count)))
     return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a copy of an addend "
                    "that shares the product's output buffer (%lld floats)", (long long)count);
