@@ -704,6 +704,7 @@ typedef struct dn_problem {
   bool unsupported;            /* no primitive can do it: the reference runs */
   bool has_bias;
   bool bf16;                   /* src and weights in bf16 (precision bf16), dst float32 */
+  bool fixed_w;                /* the weights are the graph's constants, reordered once */
   dnnl_dims_t strides, dilates, pad_l, pad_r, kernel; /* spatial dims only */
 } dn_problem;
 
@@ -872,6 +873,7 @@ static kiln_status conv_problem(const dn_node *d, const kl_kernel_ctx *c, dn_pro
   if (s == dnnl_success)
     s = activation_md(d->cl_in >> KL_FUSED_SUM & 1, p->nd, yd, &p->sum_user, NULL);
   if (s == dnnl_success) s = conv_weights_md(d, w, group, &p->wei_user, &p->wei_want);
+  p->fixed_w = d->const_w || d->w_released;
   held_bf16(d, p);
   p->has_bias = b != NULL;
   bd[0] = y->dims[1];
@@ -1175,9 +1177,11 @@ static dnnl_status_t build_attr(const dn_node *d, dn_entry *en, const kl_kernel_
 
 /* A 3x3 convolution with stride 1 and one group: Winograd F(4x4, 3x3) does it with
  * about a third of the multiplications, in float32, when oneDNN has it for the ISA.
- * Below 32 channels the transforms cost more than they save. */
+ * Below 32 channels the transforms cost more than they save. Only for constant
+ * weights: oneDNN transforms computed ones (a training step's) at every run, which
+ * cost ResNet-18's 512-channel 3x3 convolutions 100 ms each at batch 8 (direct: 8). */
 static bool winograd_candidate(const dn_problem *p) {
-  if (p->bf16 || p->nd != 4 || p->wei_user.ndims != 4) return false;
+  if (p->bf16 || !p->fixed_w || p->nd != 4 || p->wei_user.ndims != 4) return false;
   const dnnl_dim_t *k = p->wei_user.dims; /* [OC, IC, 3, 3] */
   return k[0] >= 32 && k[1] >= 32 && k[2] == 3 && k[3] == 3 && p->strides[0] == 1 &&
          p->strides[1] == 1 && p->dilates[0] == 0 && p->dilates[1] == 0;
