@@ -40,6 +40,21 @@ expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lars --lr 20
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lamb
 
+# --bf16 computes in bf16 where the level has it (avx512_bf16, amx; KILN_ISA lowers it):
+# the convolutions and their gradients name bf16 kernels in --profile; elsewhere none
+# does (the converting path: float32 arithmetic over the bf16 weights)
+level=$("$kiln" info | sed -n 's/^isa: \([a-z0-9_]*\).*/\1/p')
+out=$("$kiln" train models/train/cnn/model.onnx --data models/train/cnn/train.npz --steps 4 \
+  --bf16 --profile 2>&1) || fail "kiln train --bf16 --profile: $out"
+for op in Conv kiln.ConvGradW kiln.ConvGradX; do
+  line=$(grep -E "^  $op " <<<"$out")
+  [ -n "$line" ] || fail "--bf16 --profile: no $op line in: $out"
+  case $level in
+    avx512_bf16 | amx) grep -q ' bf16' <<<"$line" || fail "--bf16 at $level: $op not in bf16: $line" ;;
+    *) grep -q ' bf16' <<<"$line" && fail "--bf16 at $level: $op claims bf16: $line" ;;
+  esac
+done
+
 # the log, the curve, the model
 expect 0 "trained 10 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --eval $m/eval.npz \
   --steps 10 --batch 32 --optimizer adam --lr 0.01 --schedule cosine --log "$tmp/log.jsonl" \

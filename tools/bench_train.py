@@ -17,6 +17,11 @@ alternating kiln and PyTorch rounds, and prints a table with the ratio kiln/PyTo
 each one's peak resident memory (the largest of its rounds: each round is a process of
 its own, PyTorch's a child running this script with --torch-child).
 
+--bf16 adds, in the same rounds, kiln's bf16 step (`kiln train --bf16`: split weights,
+and convolutions and products in bf16 where the CPU has AVX512-BF16 or AMX) and
+PyTorch's (forward and loss under torch.autocast("cpu", dtype=torch.bfloat16), FP32
+weights and SGD), with kiln bf16 / kiln float32 and kiln bf16 / PyTorch bf16.
+
 Run from the repository root, with a release build:
   meson setup build-rel -Dbuildtype=release -Dgpu=disabled && ninja -C build-rel
   /path/to/.venv/bin/python tools/bench_train.py --threads 2
@@ -69,7 +74,7 @@ def export(model, name, x, path):
                       opset_version=17, do_constant_folding=False, dynamo=False)
 
 
-def torch_steps(model, x, y, steps):
+def torch_steps(model, x, y, steps, bf16=False):
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
@@ -77,7 +82,8 @@ def torch_steps(model, x, y, steps):
     for _ in range(steps):
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = nn.functional.cross_entropy(model(xt), yt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = nn.functional.cross_entropy(model(xt), yt)
         loss.backward()
         opt.step()
         times.append((time.perf_counter() - t0) * 1e3)
@@ -99,23 +105,25 @@ def run_measured(cmd, stdout=subprocess.DEVNULL):
     return (p.stdout if stdout == subprocess.PIPE else None), rss
 
 
-def kiln_steps(kiln, onnx_path, npz, batch, steps, threads, log):
+def kiln_steps(kiln, onnx_path, npz, batch, steps, threads, log, bf16=False):
     cmd = [kiln, "train", onnx_path, "--data", npz, "--steps", str(steps), "--batch",
            str(batch), "--no-shuffle", "--log", log, "--threads", str(threads),
            "--optimizer", "sgd", "--lr", str(LR), "--momentum", str(MOMENTUM)]
+    if bf16:
+        cmd.append("--bf16")
     _, rss = run_measured(cmd)
     with open(log) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     return [r["ms"] for r in rows[WARMUP:]], rss
 
 
-def torch_child(name, npz, steps, threads):
+def torch_child(name, npz, steps, threads, bf16):
     """--torch-child: PyTorch's steps on the batch of npz, the times as JSON."""
     torch.set_num_threads(threads)
     make, input_name, _, _, _ = cases()[name]
     d = np.load(npz)
     torch.manual_seed(0)
-    print(json.dumps(torch_steps(make(), d[input_name], d["target"], steps)))
+    print(json.dumps(torch_steps(make(), d[input_name], d["target"], steps, bf16)))
 
 
 def main():
@@ -126,10 +134,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--models", default="cnn,resnet18,transformer")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also time kiln train --bf16 and PyTorch under bf16 autocast")
     ap.add_argument("--torch-child", nargs=2, metavar=("MODEL", "NPZ"), help=argparse.SUPPRESS)
+    ap.add_argument("--torch-bf16", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
-        torch_child(a.torch_child[0], a.torch_child[1], a.steps, a.threads)
+        torch_child(a.torch_child[0], a.torch_child[1], a.steps, a.threads, a.torch_bf16)
         return 0
     torch.set_num_threads(a.threads)
     cpu = "unknown"
@@ -153,20 +164,27 @@ def main():
             export(model, input_name, x, onnx_path)
             np.savez(npz, **{input_name: x, "target": y})
             tk, tt, rk, rt = [], [], 0.0, 0.0
+            tk16, tt16 = [], []
             for _ in range(a.rounds):
-                ms, rss = kiln_steps(a.kiln, onnx_path, npz, batch, a.steps, a.threads,
-                                     os.path.join(tmp, name + ".jsonl"))
-                tk += ms
-                rk = max(rk, rss)
-                out, rss = run_measured([sys.executable, os.path.abspath(__file__),
-                                         "--torch-child", name, npz, "--steps", str(a.steps),
-                                         "--threads", str(a.threads)], subprocess.PIPE)
-                tt += json.loads(out)
-                rt = max(rt, rss)
+                for bf16 in [False, True] if a.bf16 else [False]:
+                    ms, rss = kiln_steps(a.kiln, onnx_path, npz, batch, a.steps, a.threads,
+                                         os.path.join(tmp, name + ".jsonl"), bf16)
+                    (tk16 if bf16 else tk).extend(ms)
+                    rk = max(rk, rss) if not bf16 else rk
+                    out, rss = run_measured([sys.executable, os.path.abspath(__file__),
+                                             "--torch-child", name, npz, "--steps",
+                                             str(a.steps), "--threads", str(a.threads)] +
+                                            (["--torch-bf16"] if bf16 else []),
+                                            subprocess.PIPE)
+                    (tt16 if bf16 else tt).extend(json.loads(out))
+                    rt = max(rt, rss) if not bf16 else rt
             results[name] = {"batch": batch, "kiln_ms": statistics.median(tk),
                              "torch_ms": statistics.median(tt), "kiln_steps": len(tk),
                              "torch_steps": len(tt), "kiln_peak_mib": rk,
                              "torch_peak_mib": rt}
+            if a.bf16:
+                results[name]["kiln_bf16_ms"] = statistics.median(tk16)
+                results[name]["torch_bf16_ms"] = statistics.median(tt16)
             print(f"{name}: kiln {results[name]['kiln_ms']:.2f} ms, "
                   f"torch {results[name]['torch_ms']:.2f} ms", file=sys.stderr)
     print(f"CPU: {cpu}; {isa}; threads: {a.threads}; torch {torch.__version__}; "
@@ -181,6 +199,15 @@ def main():
         print(f"| {name} | {r['batch']} | {r['kiln_ms']:.2f} | {r['torch_ms']:.2f} | "
               f"{r['kiln_ms'] / r['torch_ms']:.2f} | {r['kiln_peak_mib']:.0f} | "
               f"{r['torch_peak_mib']:.0f} |")
+    if a.bf16:
+        print()
+        print("| model | batch | kiln float32 ms | kiln bf16 ms | kiln bf16/float32 | "
+              "PyTorch bf16 ms | kiln bf16/PyTorch bf16 |")
+        print("|---|---|---|---|---|---|---|")
+        for name, r in results.items():
+            print(f"| {name} | {r['batch']} | {r['kiln_ms']:.2f} | {r['kiln_bf16_ms']:.2f} | "
+                  f"{r['kiln_bf16_ms'] / r['kiln_ms']:.2f} | {r['torch_bf16_ms']:.2f} | "
+                  f"{r['kiln_bf16_ms'] / r['torch_bf16_ms']:.2f} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"cpu": cpu, "isa": isa, "threads": a.threads, "results": results}, f,

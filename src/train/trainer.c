@@ -22,6 +22,7 @@
  * the step fails naming its number. */
 #include "train/train.h"
 
+#include "backends/cpu/cpu_backend.h"
 #include "export/onnx_export.h"
 #include "import/tensorfile.h"
 #include "ir/optim.h"
@@ -973,9 +974,15 @@ kiln_status kiln_trainer_create(const char *path, const kiln_options *options,
   if (st == KILN_OK) st = build_step(t);
   if (st == KILN_OK) st = build_eval(t);
   if (st == KILN_OK) drop_trained_data(t);
-  if (st == KILN_OK && (st = kiln_session_create(t->step_m, &t->opts, &t->step_s)) != KILN_OK)
+  /* bf16 training computes in bf16 too where the CPU can (precision unset or "auto") */
+  kiln_options so = t->opts;
+  kl_err probe = {0};
+  if (t->opts.bf16 && (!so.precision || strcmp(so.precision, "auto") == 0) &&
+      kl_cpu_bf16_check(&probe) == KILN_OK)
+    so.precision = (char *)"bf16"; /* a shallow copy for session creation: not freed */
+  if (st == KILN_OK && (st = kiln_session_create(t->step_m, &so, &t->step_s)) != KILN_OK)
     kl_fail(&t->err, st, "%s", kiln_session_error(t->step_s));
-  if (st == KILN_OK && (st = kiln_session_create(t->eval_m, &t->opts, &t->eval_s)) != KILN_OK)
+  if (st == KILN_OK && (st = kiln_session_create(t->eval_m, &so, &t->eval_s)) != KILN_OK)
     kl_fail(&t->err, st, "%s", kiln_session_error(t->eval_s));
   if (st == KILN_OK) st = bind_state(t);
   if (st != KILN_OK && strncmp(t->err.msg, path, n) != 0) kl_err_prefix(&t->err, "%s", path);

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
 #include "kl_config.h"
 #include "runtime/session.h"
@@ -441,6 +442,117 @@ static void test_reduce_grad(void **state) {
                    (int64_t[]){0, 2}, 0, 1);
 }
 
+/* ---- bf16 training: ConvGradX and ConvGradW in bf16, the weights' Cast ---- */
+
+/* Precision bf16 (a bf16 training step on a CPU with AVX512-BF16 or AMX): the
+ * convolution gradients read dY and W (or X) as bf16, sum in float32. Inputs drawn as
+ * bf16 values, so that the conversion is exact and any difference from the reference
+ * is float32 summation order: the same tolerance as float32. The 2-D convolutions
+ * without groups (ResNet's) must run a bf16 implementation; the others may stay
+ * float32 where oneDNN 2.6 has no bf16 kernel, never on a reference one. */
+static void test_conv_grad_bf16(void **state) {
+  (void)state;
+  kl_err e = {0};
+  if (!KL_HAVE_DNNL || kl_cpu_bf16_check(&e) != KILN_OK) skip();
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+    const conv_case *c = &conv_cases[i];
+    int64_t y[5] = {c->x[0], c->w[0]};
+    for (int d = 0; d < c->rank - 2; d++) y[2 + d] = conv_out(c, d);
+    kl_graph *g = kl_graph_new();
+    int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
+    int w = tu_graph_input(g, "w", KL_F32, c->rank, c->w);
+    int dy = tu_graph_input(g, "dy", KL_F32, c->rank, y);
+    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradX, 3, (int[]){dy, w, x}, 1), c);
+    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradW, 3, (int[]){x, dy, w}, 1), c);
+    kiln_model *m = tu_model_of(g, 0);
+    float *bufs[3];
+    for (int k = 0; k < 3; k++) {
+      kiln_tensor_info info;
+      assert_int_equal(kiln_model_input_info(m, k, &info), KILN_OK);
+      int64_t n = 1;
+      for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+      bufs[k] = malloc(sizeof(float) * (size_t)n);
+      assert_non_null(bufs[k]);
+      fill(bufs[k], n, false);
+      for (int64_t j = 0; j < n; j++) bufs[k][j] = kl_bf16_to_f32(kl_f32_to_bf16(bufs[k][j]));
+    }
+    kiln_session *ref = tu_session(m, true, 1), *fast = NULL;
+    kiln_options *o;
+    assert_int_equal(kiln_options_create(&o), KILN_OK);
+    assert_int_equal(kiln_options_set_string(o, "precision", "bf16"), KILN_OK);
+    assert_int_equal(kiln_options_set_int(o, "threads", 1), KILN_OK);
+    if (kiln_session_create(m, o, &fast) != KILN_OK)
+      fail_msg("%s: %s", c->what, kiln_session_error(fast));
+    kiln_options_free(o);
+    int64_t n_want, n_got;
+    float *want = tu_run_f32(ref, m, bufs, &n_want), *got = tu_run_f32(fast, m, bufs, &n_got);
+    assert_int_equal(n_got, n_want);
+    for (int64_t k = 0; k < n_want; k++)
+      if (!(fabs((double)got[k] - want[k]) <= ATOL + RTOL * fabs((double)want[k])))
+        fail_msg("%s, bf16: element %lld of %lld is %.8g, the reference %.8g", c->what,
+                 (long long)k, (long long)n_want, (double)got[k], (double)want[k]);
+    bool dense_2d = c->rank == 4 && c->group == 1;
+    for (int k = 0; k < m->g->n_nodes; k++) {
+      const char *impl = kl_session_kernel_impl(fast, k), *slow = kl_session_slow_path(fast, k);
+      bool bf16 = impl && strstr(impl, " bf16");
+      if (slow || (dense_2d && !bf16))
+        fail_msg("%s: node %d ran on '%s'%s%s at %s, precision bf16", c->what, k,
+                 impl ? impl : "-", slow ? ", " : "", slow ? slow : "",
+                 kl_isa_level_name(kl_isa_level()));
+    }
+    free(want);
+    free(got);
+    for (int k = 0; k < 3; k++) free(bufs[k]);
+    kiln_session_free(ref);
+    kiln_session_free(fast);
+    kiln_model_free(m);
+  }
+}
+
+/* Cast of bf16 to float32 (the weights of a bf16 training step, every step): kiln's
+ * kernel, bit for bit the reference's, over every one of the 65536 bf16 patterns
+ * (zeros, subnormals, Inf, NaN payloads: a signaling NaN comes out quiet, as a
+ * conversion through double makes it) and 7 more (a partial block). */
+static void test_cast_bf16(void **state) {
+  (void)state;
+  int64_t n = 65536 + 7;
+  kl_graph *g = kl_graph_new();
+  int x = tu_graph_input(g, "x", KL_BF16, 1, &n);
+  int cast = tu_graph_output_node(g, KL_OP_Cast, 1, &x, 1);
+  assert_int_equal(kl_node_set_int(g, cast, "to", KL_F32, NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
+  assert_non_null(h);
+  for (int64_t i = 0; i < n; i++) h[i] = (uint16_t)(i * 40503u);
+  uint32_t *out[2];
+  for (int r = 0; r < 2; r++) {
+    kiln_session *s = tu_session(m, r == 0, 2);
+    assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_BFLOAT16, 1, &n, h,
+                                            sizeof(uint16_t) * (size_t)n),
+                     KILN_OK);
+    if (kiln_session_run(s) != KILN_OK) fail_msg("%s", kiln_session_error(s));
+    if (r == 1 && strcmp(kl_session_kernel_name(s, 0), "ref") == 0)
+      fail_msg("Cast bf16 -> float32 ran on the reference kernel at %s",
+               kl_isa_level_name(kl_isa_level()));
+    kiln_tensor_info info;
+    const void *data;
+    assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
+    out[r] = malloc(sizeof(uint32_t) * (size_t)n);
+    assert_non_null(out[r]);
+    memcpy(out[r], data, sizeof(uint32_t) * (size_t)n);
+    kiln_session_free(s);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    bool nan = (h[i] & 0x7fffu) > 0x7f80u; /* signaling ones made quiet */
+    if (out[1][i] != out[0][i] || out[1][i] != ((uint32_t)h[i] << 16 | (nan ? 0x400000u : 0)))
+      fail_msg("bf16 0x%04x: 0x%08x, the reference 0x%08x", h[i], out[1][i], out[0][i]);
+  }
+  free(out[0]);
+  free(out[1]);
+  free(h);
+  kiln_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_grad),
@@ -452,6 +564,8 @@ int main(void) {
       cmocka_unit_test(test_sum_to),
       cmocka_unit_test(test_reduce_grad),
       cmocka_unit_test(test_softmax_layernorm_grad),
+      cmocka_unit_test(test_conv_grad_bf16),
+      cmocka_unit_test(test_cast_bf16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1802,6 +1802,9 @@ static void test_choose(void **state) {
   assert_int_equal(kl_isa_supported(&f), KL_ISA_AVX512_BF16);
   kl_isa_choose(&f, NULL, why, sizeof why);
   assert_non_null(strstr(why, "permission"));
+  /* KILN_ISA below amx: the permission is not asked, and the CPU's level is still amx */
+  kl_isa_choose(&f, "avx2", why, sizeof why);
+  assert_string_equal(why, "KILN_ISA=avx2 lowers it from amx");
 }
 
 static void test_names(void **state) {

@@ -21,6 +21,12 @@
  * The weights are graph inputs that change every step: they are reordered at every
  * run, never packed once. Running an existing entry allocates nothing.
  *
+ * Precision bf16 (the engine's: a bf16 training step on a CPU with AVX512-BF16 or AMX):
+ * the two inputs (ConvGradX: dY and W; ConvGradW: X and dY) are read as bf16, the
+ * reorders into the primitive's layout rounding them (round to nearest even), the
+ * output is float32, the sums float32 (oneDNN's bf16 kernels: VDPBF16PS, AMX tiles).
+ * Where no layout has a fast bf16 implementation the node computes in float32.
+ *
  * Determinism: backward-data gives every thread its own part of dX: the same bits at any
  * thread count. Backward-weights reduces over the batch across oneDNN's threads, whose
  * split depends on their count: the same bits run after run at one thread count (as
@@ -63,7 +69,7 @@ typedef struct gr_entry {
   size_t scratch_off;
   uint64_t ws_gen; /* the workspace generation the memories point into (0: none) */
   bool single;     /* small work: run on one thread */
-  char impl[32];   /* oneDNN's name for the implementation */
+  char impl[40];   /* oneDNN's name for the implementation (" bf16" added) */
 } gr_entry;
 
 typedef struct gr_node {
@@ -81,6 +87,7 @@ typedef struct gr_problem {
   dnnl_dims_t x, w, y; /* w with the group split out when group > 1 */
   int w_nd;
   dnnl_dims_t strides, dilates, pad_l, pad_r;
+  bool bf16; /* the two inputs in bf16, the output float32 */
 } gr_problem;
 
 static const kl_tensor *x_of(const gr_node *g, const kl_kernel_ctx *c) {
@@ -116,25 +123,32 @@ static kiln_status problem_of(const gr_node *g, const kl_kernel_ctx *c, gr_probl
   return KILN_OK;
 }
 
-static dnnl_status_t want_md(gr_try t, bool activation, dnnl_memory_desc_t *md, int nd,
-                             const dnnl_dims_t dims) {
+static dnnl_status_t want_md(gr_try t, bool activation, bool bf16, dnnl_memory_desc_t *md,
+                             int nd, const dnnl_dims_t dims) {
+  dnnl_data_type_t type = bf16 ? dnnl_bf16 : dnnl_f32;
   if (t == GR_TRY_ANY || (t == GR_TRY_CL && !activation))
-    return dnnl_memory_desc_init_by_tag(md, nd, dims, dnnl_f32, dnnl_format_tag_any);
-  return t == GR_TRY_CL ? kl_dnnl_channels_last_md(md, nd, dims) : kl_dnnl_plain_md(md, nd, dims);
+    return dnnl_memory_desc_init_by_tag(md, nd, dims, type, dnnl_format_tag_any);
+  dnnl_status_t s =
+      t == GR_TRY_CL ? kl_dnnl_channels_last_md(md, nd, dims) : kl_dnnl_plain_md(md, nd, dims);
+  md->data_type = type;
+  return s;
 }
 
 /* The backward primitive descriptor for try t, with the forward one as its hint. */
 static dnnl_status_t pd_create(const gr_node *g, const gr_problem *p, gr_try t,
                                dnnl_primitive_attr_t attr, dnnl_engine_t engine,
                                dnnl_primitive_desc_t *pd) {
+  /* in bf16: dY and the input the node reads (W for ConvGradX, X for ConvGradW) */
   dnnl_memory_desc_t x, w, y;
-  dnnl_status_t s = want_md(t, true, &x, p->nd, p->x);
-  if (s == dnnl_success) s = want_md(t, false, &w, p->w_nd, p->w);
-  if (s == dnnl_success) s = want_md(t, true, &y, p->nd, p->y);
+  dnnl_status_t s = want_md(t, true, p->bf16 && !g->to_x, &x, p->nd, p->x);
+  if (s == dnnl_success) s = want_md(t, false, p->bf16 && g->to_x, &w, p->w_nd, p->w);
+  if (s == dnnl_success) s = want_md(t, true, p->bf16, &y, p->nd, p->y);
   dnnl_convolution_desc_t fd, bd;
+  dnnl_memory_desc_t fx = x, fw = w; /* the forward hint: bf16 source and weights */
+  if (p->bf16) fx.data_type = fw.data_type = dnnl_bf16;
   if (s == dnnl_success)
     s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                   dnnl_convolution_direct, &x, &w, NULL, &y,
+                                                   dnnl_convolution_direct, &fx, &fw, NULL, &y,
                                                    p->strides, p->dilates, p->pad_l, p->pad_r);
   dnnl_primitive_desc_t hint = NULL;
   if (s == dnnl_success) s = dnnl_primitive_desc_create(&hint, &fd, NULL, engine, NULL);
@@ -158,11 +172,25 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
   return impl;
 }
 
+static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
+                                  dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd);
+
 /* The first try's descriptor with a fast implementation, else NULL in *pd (then *s is
- * dnnl_unimplemented, or the error that stopped the search). */
-static dnnl_status_t choose_pd(const gr_node *g, const gr_problem *p, dnnl_primitive_attr_t attr,
+ * dnnl_unimplemented, or the error that stopped the search): in bf16 first when the
+ * engine's precision is bf16 (p->bf16 says which was chosen). */
+static dnnl_status_t choose_pd(const gr_node *g, gr_problem *p, dnnl_primitive_attr_t attr,
                                dnnl_primitive_desc_t *pd) {
   *pd = NULL;
+  for (int k = g->eng->bf16 ? 0 : 1; k < 2; k++) {
+    p->bf16 = k == 0;
+    dnnl_status_t s = choose_pd_as(g, p, attr, pd);
+    if (s != dnnl_unimplemented) return s;
+  }
+  return dnnl_unimplemented;
+}
+
+static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
+                                  dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
   for (int t = 0; t < GR_TRIES; t++) {
     dnnl_primitive_desc_t cand = NULL;
     dnnl_status_t s = pd_create(g, p, (gr_try)t, attr, g->eng->engine, &cand);
@@ -294,7 +322,7 @@ static kiln_status build(gr_node *g, gr_entry *en, kl_kernel_ctx *c) {
     en->fallback = true; /* no fast implementation: the reference runs, a slow path */
     s = dnnl_success;
   } else if (s == dnnl_success) {
-    snprintf(en->impl, sizeof en->impl, "%s", impl_of(pd));
+    snprintf(en->impl, sizeof en->impl, "%s%s", impl_of(pd), p.bf16 ? " bf16" : "");
     s = dnnl_primitive_create(&en->prim, pd);
     if (s == dnnl_success) s = entry_memories(g, en, &p, pd);
   }

@@ -160,8 +160,11 @@ kl_isa kl_isa_choose(const kl_cpu_features *f, const char *env, char *why, size_
   kl_isa hw = kl_isa_supported(f), cap = KL_ISA_AMX;
   bool set = env && env[0], known = set && kl_isa_parse(env, &cap);
   kl_isa level = known && cap < hw ? cap : hw;
+  /* below amx the tile permission is not asked (detect_once): the CPU's level is amx */
+  bool amx_unasked = hw == KL_ISA_AVX512_BF16 && has_amx_hw(f) && !f->amx_permitted;
   if (known && cap < hw)
-    snprintf(why, len, "KILN_ISA=%s lowers it from %s", env, level_names[hw]);
+    snprintf(why, len, "KILN_ISA=%s lowers it from %s", env,
+             level_names[amx_unasked && cap < KL_ISA_AMX ? KL_ISA_AMX : hw]);
   else if (known && cap > hw)
     snprintf(why, len, "%s; KILN_ISA=%s cannot raise it", hw_limit(f, hw), env);
   else if (set && !known)

@@ -255,9 +255,11 @@ static int run_dynamic_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
   return st;
 }
 
-/* Cast of int32 to float32 (each rounded to nearest, as the reference). */
+/* Cast of int32 to float32 (each rounded to nearest, as the reference), and of bf16 to
+ * float32 (a bf16 training step's weights: the bits moved up 16, exact, a signaling NaN
+ * made quiet as the reference's conversion through double does). */
 typedef struct cast_job {
-  const int32_t *x;
+  const void *x;
   float *y;
   int64_t n;
 } cast_job;
@@ -265,13 +267,25 @@ typedef struct cast_job {
 static void cast_task(void *arg, int64_t t) {
   const cast_job *j = arg;
   int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;
-  for (; i < end; i++) j->y[i] = (float)j->x[i];
+  const int32_t *x = j->x;
+  for (; i < end; i++) j->y[i] = (float)x[i];
+}
+
+static void cast_bf16_task(void *arg, int64_t t) {
+  const cast_job *j = arg;
+  int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;
+  const uint16_t *x = j->x;
+  uint32_t *y = (uint32_t *)j->y;
+  for (; i < end; i++)
+    y[i] = (uint32_t)x[i] << 16 | ((x[i] & 0x7fffu) > 0x7f80u ? 0x400000u : 0u);
 }
 
 static int run_cast(kl_kernel_ctx *c) {
-  if (c->in[0]->dtype != KL_I32 || c->out[0]->dtype != KL_F32) return kl_isa_ref(c);
+  kl_dtype from = c->in[0]->dtype;
+  if ((from != KL_I32 && from != KL_BF16) || c->out[0]->dtype != KL_F32) return kl_isa_ref(c);
   cast_job j = {c->in[0]->data, c->out[0]->data, kl_tensor_numel(c->out[0])};
-  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, cast_task, &j);
+  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, from == KL_BF16 ? cast_bf16_task : cast_task,
+                  &j);
   return KILN_OK;
 }
 
