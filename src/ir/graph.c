@@ -515,6 +515,13 @@ bool kl_type_is_concrete(const kl_type *t) {
   return true;
 }
 
+bool kl_type_same_dims(const kl_type *a, const kl_type *b) {
+  if (!a || !b || a->rank != b->rank || a->rank < 0) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!kl_dim_equal(a->dims[i], b->dims[i])) return false;
+  return true;
+}
+
 bool kl_dims_fit(int rank, const int64_t *dims, int64_t *numel) {
   int64_t n = 1, extent = 1;
   if (rank < 0) return false;

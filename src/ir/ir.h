@@ -109,6 +109,9 @@ typedef struct kl_type {
 } kl_type;
 
 bool kl_type_is_concrete(const kl_type *t); /* dtype, rank and every dim known */
+/* Whether a and b have the same rank and dims: each known and equal, or unknown and
+ * named by one symbol (a batch), so equal whatever the run binds. */
+bool kl_type_same_dims(const kl_type *a, const kl_type *b);
 /* The largest product of a tensor's dims with its empty (0) dims counted as 1: every
  * stride of such a tensor, in elements and in bytes of any dtype, fits in int64. An
  * empty tensor with huge other dims ([0, 2^62, 4]: 0 elements) would overflow them. */

@@ -39,9 +39,9 @@ static uint32_t rng = 4242;
 /* ---- running ---- */
 
 /* Whether node n must run on a fast kernel here: kiln's own at every level; oneDNN's
- * convolution gradients where oneDNN runs (not at the generic level). */
+ * convolutions and their gradients where oneDNN runs (not at the generic level). */
 static bool fast_expected(const kl_node *n) {
-  if (n->op == KL_OP_KilnConvGradX || n->op == KL_OP_KilnConvGradW)
+  if (n->op == KL_OP_KilnConvGradX || n->op == KL_OP_KilnConvGradW || n->op == KL_OP_Conv)
     return KL_HAVE_DNNL && kl_isa_level() != KL_ISA_GENERIC;
   return true;
 }
@@ -55,6 +55,9 @@ static void fill(float *v, int64_t n, bool positive) {
     v[k] = positive || tu_rand_f32(&rng, -1, 1) >= 0 ? m : -m;
   }
 }
+
+/* Called after each fast run when set: checks of what ran where. */
+static void (*after_fast_run)(const kiln_session *fast, const kiln_model *m);
 
 /* Exports g (freed), runs it in a reference session and in fast sessions of 1 and 2
  * threads, twice each; the outputs must agree, and every node run fast. positive:
@@ -92,6 +95,7 @@ static void check_pos(kl_graph *g, const char *what, unsigned positive) {
                    kl_op_get(m->g->nodes[i].op)->name, k, slow ? ", " : "", slow ? slow : "",
                    kl_isa_level_name(kl_isa_level()));
       }
+      if (after_fast_run) after_fast_run(fast, m);
       assert_int_equal(n_got, n_want);
       for (int64_t k = 0; k < n_want; k++)
         if (!(fabs((double)got[k] - want[k]) <= ATOL + RTOL * fabs((double)want[k])))
@@ -307,6 +311,65 @@ static void bn_case(const char *what, int rank, const int64_t *x_dims) {
   int k = tu_graph_output_node(g, KL_OP_KilnBatchNormGrad, 3, (int[]){dy, x, scale}, 3);
   assert_int_equal(kl_node_set_float(g, k, "epsilon", 1e-3f, NULL), KILN_OK);
   check(g, what);
+}
+
+/* A training step's tensors held channels-last between oneDNN's convolutions (backend.c
+ * choose_layouts): x -> Conv -> BatchNormTrain -> Add (with the convolution's output)
+ * -> Relu -> Conv -> y, and back from dy: ConvGradX -> UnaryGrad (Relu) ->
+ * BatchNormGrad -> Add (the two paths' gradients) -> ConvGradW, and ConvGradW of the
+ * second convolution. Where oneDNN runs (every level but generic) BatchNormTrain and
+ * BatchNormGrad must run their channels-last kernels (kl_run_batchnorm_train_grad_cl),
+ * the convolution gradients over channels-last dY, X and dX; every output as the
+ * reference's (all plain there). Odd sizes: 3 images of 9x7 (189 rows per channel:
+ * two full blocks of 64 and a partial one), 20 -> 24 -> 16 channels. */
+static void cl_kernels(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    kl_op op = m->g->nodes[i].op;
+    if (op != KL_OP_KilnBatchNormTrain && op != KL_OP_KilnBatchNormGrad) continue;
+    const char *k = kl_session_kernel_name(fast, i);
+    if (!strstr(k, "channels-last"))
+      fail_msg("%s ran on '%s', not its channels-last kernel, at %s", kl_op_get(op)->name, k,
+               kl_isa_level_name(kl_isa_level()));
+    seen++;
+  }
+  assert_int_equal(seen, 2);
+}
+
+static void test_batchnorm_channels_last(void **state) {
+  (void)state;
+  int64_t xd[4] = {3, 20, 9, 7}, w1d[4] = {24, 20, 3, 3}, w2d[4] = {16, 24, 3, 3};
+  int64_t yd[4] = {3, 16, 9, 7}, ch = 24, pads[4] = {1, 1, 1, 1};
+  kl_graph *g = kl_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd), w1 = tu_graph_input(g, "w1", KL_F32, 4, w1d);
+  int w2 = tu_graph_input(g, "w2", KL_F32, 4, w2d), dy = tu_graph_input(g, "dy", KL_F32, 4, yd);
+  int scale = tu_graph_input(g, "scale", KL_F32, 1, &ch), b = tu_graph_input(g, "b", KL_F32, 1, &ch);
+  int mean = tu_graph_input(g, "mean", KL_F32, 1, &ch), var = tu_graph_input(g, "var", KL_F32, 1, &ch);
+  int c1 = TU_OP(g, Conv, x, w1);
+  tu_node_ints(g, g->values[c1].producer, "pads", 4, pads);
+  int bn = tu_graph_value(g, NULL), nm = tu_graph_value(g, NULL), nv = tu_graph_value(g, NULL);
+  int t = tu_graph_node(g, KL_OP_KilnBatchNormTrain, NULL, 5, (int[]){c1, scale, b, mean, var}, 3,
+                        (int[]){bn, nm, nv});
+  assert_int_equal(kl_node_set_float(g, t, "momentum", 0.8f, NULL), KILN_OK);
+  int sum = TU_OP(g, Add, bn, c1), r = TU_OP(g, Relu, sum), y = TU_OP(g, Conv, r, w2);
+  tu_node_ints(g, g->values[y].producer, "pads", 4, pads);
+  int dr = TU_OP(g, KilnConvGradX, dy, w2, r);
+  tu_node_ints(g, g->values[dr].producer, "pads", 4, pads);
+  int ds = TU_OP(g, KilnUnaryGrad, dr, sum);
+  assert_int_equal(kl_node_set_string(g, g->values[ds].producer, "op", "Relu", NULL), KILN_OK);
+  int dc = tu_graph_value(g, NULL), dscale = tu_graph_value(g, NULL), db = tu_graph_value(g, NULL);
+  tu_graph_node(g, KL_OP_KilnBatchNormGrad, NULL, 3, (int[]){ds, c1, scale}, 3,
+                (int[]){dc, dscale, db});
+  int dsum = TU_OP(g, Add, dc, ds);
+  int dw1 = TU_OP(g, KilnConvGradW, x, dsum, w1), dw2 = TU_OP(g, KilnConvGradW, r, dy, w2);
+  tu_node_ints(g, g->values[dw1].producer, "pads", 4, pads);
+  tu_node_ints(g, g->values[dw2].producer, "pads", 4, pads);
+  int outs[7] = {y, nm, nv, dscale, db, dw1, dw2};
+  for (int k = 0; k < 7; k++) assert_int_equal(kl_graph_add_output(g, outs[k], NULL), KILN_OK);
+  after_fast_run = cl_kernels;
+  check_pos(g, "a training step held channels-last", 1u << 7); /* var > 0 */
+  after_fast_run = NULL;
 }
 
 static void test_batchnorm(void **state) {
@@ -560,6 +623,7 @@ int main(void) {
       cmocka_unit_test(test_max_pool_grad_ties),
       cmocka_unit_test(test_max_pool_grad_nan),
       cmocka_unit_test(test_batchnorm),
+      cmocka_unit_test(test_batchnorm_channels_last),
       cmocka_unit_test(test_unary_grad),
       cmocka_unit_test(test_sum_to),
       cmocka_unit_test(test_reduce_grad),

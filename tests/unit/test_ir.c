@@ -359,6 +359,21 @@ static void test_symbols_and_types(void **state) {
   assert_false(kl_dim_equal((kl_dim){-1, -1}, (kl_dim){-1, -1})); /* two unknowns */
   assert_false(kl_dim_equal((kl_dim){-1, batch}, (kl_dim){4, -1}));
 
+  /* same dims: known and equal, or one symbol; not two unknowns, not another rank */
+  kl_type p = {.dtype = KL_F32}, q = {.dtype = KL_F32};
+  kl_type_set_shape(&p, 3, (int64_t[]){1, 3, 4});
+  kl_type_set_shape(&q, 3, (int64_t[]){1, 3, 4});
+  assert_true(kl_type_same_dims(&p, &q));
+  p.dims[0] = q.dims[0] = (kl_dim){-1, batch};
+  assert_true(kl_type_same_dims(&p, &q));
+  q.dims[0] = (kl_dim){-1, seq};
+  assert_false(kl_type_same_dims(&p, &q));
+  p.dims[0] = q.dims[0] = (kl_dim){-1, -1};
+  assert_false(kl_type_same_dims(&p, &q));
+  kl_type_set_shape(&q, 2, (int64_t[]){3, 4});
+  assert_false(kl_type_same_dims(&p, &q));
+  assert_false(kl_type_same_dims(&p, NULL));
+
   kl_tensor x = {.dtype = KL_F16, .rank = 2, .dims = {3, 5}};
   assert_int_equal(kl_tensor_numel(&x), 15);
   assert_int_equal(kl_tensor_nbytes(&x), 30);

@@ -310,6 +310,7 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   }
   if (kl_dnnl_grad_supports(g, &g->nodes[i])) {
     p->on_dnnl[i] = DNNL_GRAD;
+    p->cl_slots[i] = kl_dnnl_grad_channels_last_slots(g, &g->nodes[i]);
     return kl_dnnl_grad_create(p->dnnl, &g->nodes[i], &c->kernel, &p->state[i], e);
   }
   p->on_dnnl[i] = DNNL_NODE;
@@ -374,9 +375,10 @@ static kiln_status choose_bf16(kl_cpu_plan *p, const kl_graph *g, kl_err *e) {
   return KILN_OK;
 }
 
-/* kiln's kernels on 8-bit codes that read and write one layout (kl_cpu_isa_layout's SAME,
- * CHANNEL and WHOLE): where one of their tensors stays plain, all do, until
- * nothing changes (each round only clears). */
+/* kiln's kernels that read and write one layout (kl_cpu_isa_layout's SAME, CHANNEL and
+ * WHOLE: on 8-bit codes, float32 elementwise ops, a training step's BatchNorms): where
+ * one of their tensors stays plain, all do, until nothing changes (each round only
+ * clears). */
 static void same_layouts(const kl_cpu_plan *p, const kl_graph *g, bool *cl) {
   for (bool changed = true; changed;) {
     changed = false;
@@ -418,6 +420,8 @@ static kiln_status choose_layouts(kl_cpu_plan *p, const kl_graph *g, kl_err *e) 
       if (in & p->cl_slots[i]) p->choice[i].kernel = kl_cpu_isa_kernel_cl(n, kl_isa_level());
     } else if (p->on_dnnl[i] == DNNL_QCONV) {
       kl_dnnl_qconv_set_channels_last(p->state[i], in & 1u, cl_y);
+    } else if (p->on_dnnl[i] == DNNL_GRAD) {
+      kl_dnnl_grad_set_channels_last(p->state[i], in, cl_y);
     } else if (p->on_dnnl[i]) {
       kl_dnnl_set_channels_last(p->state[i], in, cl_y);
     }
@@ -450,9 +454,10 @@ static void isa_choice(kl_cpu_plan *p, const kl_graph *g, int i) {
   p->choice[i].kernel = k;
   p->choice[i].inplace = kl_cpu_isa_inplace(n);
 #if KL_HAVE_DNNL
-  if (n->n_out == 1 && n->out[0] >= 0)
-    p->isa_cl[i] = (unsigned char)kl_cpu_isa_layout(n, in[0], n_in > 3 ? in[3] : NULL,
-                                                    &g->values[n->out[0]].type, &p->cl_slots[i]);
+  bool bn = n->op == KL_OP_KilnBatchNormTrain || n->op == KL_OP_KilnBatchNormGrad;
+  if ((n->n_out == 1 || bn) && n->out[0] >= 0)
+    p->isa_cl[i] = (unsigned char)kl_cpu_isa_layout(n, in, n_in, &g->values[n->out[0]].type,
+                                                    &p->cl_slots[i]);
 #endif
 }
 

@@ -2156,12 +2156,17 @@ static kiln_status scale_c(dn_node *d, const kl_graph *g, kl_err *e) {
 
 /* A binary op's operands may be channels-last when the shapes are known and one of
  * them has the output's: oneDNN's binary then has a full source 0, and no reference
- * fallback (which reads plain tensors only) can be needed. */
+ * fallback (which reads plain tensors only) can be needed. With a symbolic dim (a
+ * training step's batch), when both have the output's dims. */
 static unsigned binary_cl_slots(const kl_graph *g, const kl_node *n) {
   const kl_type *y = &g->values[n->out[0]].type;
   bool full = false;
   unsigned slots = 0;
-  if (!kl_type_is_concrete(y)) return 0;
+  if (!kl_type_is_concrete(y))
+    return n->n_in == 2 && kl_type_same_dims(&g->values[n->in[0]].type, y) &&
+                   kl_type_same_dims(&g->values[n->in[1]].type, y)
+               ? 3u
+               : 0u;
   for (int k = 0; k < 2; k++) {
     const kl_type *t = &g->values[n->in[k]].type;
     if (!kl_type_is_concrete(t) || t->rank != y->rank) continue;

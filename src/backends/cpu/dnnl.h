@@ -92,6 +92,12 @@ bool kl_dnnl_grad_ran_reference(const void *state);
 /* oneDNN's implementation of the last run's primitive ("jit:avx2", "gemm:jit"), NULL
  * when none ran. */
 const char *kl_dnnl_grad_ran_impl(const void *state);
+/* The inputs a convolution gradient can read channels-last (as kl_dnnl_channels_last_slots):
+ * ConvGradX dY (bit 0) and the X whose shape it takes (bit 2), ConvGradW X and dY (bits
+ * 0, 1); 0 for other ranks than 3 to 5. ConvGradX can write dX so; ConvGradW's dW stays
+ * plain. */
+unsigned kl_dnnl_grad_channels_last_slots(const kl_graph *g, const kl_node *n);
+void kl_dnnl_grad_set_channels_last(void *state, unsigned inputs, bool output);
 
 /* QLinearConv in int8 on oneDNN's int8 convolution (dnnl_qconv.c): X uint8 or int8,
  * constant int8 weights with zero point 0, constant scales and zero points (per

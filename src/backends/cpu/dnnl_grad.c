@@ -9,14 +9,18 @@
  * resolved to explicit pads by kl_window_out). oneDNN sees the weights with the group
  * split out ([g, M/g, C/g, K...] over kiln's bytes, as dnnl.c's forward convolutions).
  *
- * Layouts: every operand is plain in the graph. The primitives are asked first for
+ * Layouts: the activations (dY, X, dX) are plain in the graph or, where the CPU plan
+ * holds them so between oneDNN nodes and kiln's channels-last kernels (backend.c
+ * choose_layouts: a training step's convolutions, BatchNorms and elementwise ops),
+ * channels-last; the weights and dW are plain. The primitives are asked first for
  * oneDNN's own choice on every operand (on AVX2 its blocked nChw8c / OIhw8i8o forms,
  * which its JIT kernels run), the operands reordered into regions of the session's
  * workspace around the primitive; then for plain operands (oneDNN's im2col + GEMM
  * kernels, "gemm:jit"); then channels-last activations. The first layouts with an
  * implementation that is not one of oneDNN's reference loops win. Where only those
  * exist, the entry runs kiln's reference kernel instead and the node reports a slow
- * path (kl_cpu_plan_slow_path, which the session's fast_only refuses).
+ * path (kl_cpu_plan_slow_path, which the session's fast_only refuses); with a tensor
+ * held channels-last, which the reference cannot read, the run fails saying so.
  *
  * The weights are graph inputs that change every step: they are reordered at every
  * run, never packed once. Running an existing entry allocates nothing.
@@ -75,6 +79,8 @@ typedef struct gr_entry {
 typedef struct gr_node {
   kl_dnnl_engine *eng; /* the session's, not owned */
   bool to_x;           /* ConvGradX, else ConvGradW */
+  unsigned cl_in;      /* inputs held channels-last (kl_dnnl_grad_set_channels_last) */
+  bool cl_out;         /* dX held channels-last */
   bool ran_reference;
   const char *ran_impl;
   kl_dnnl_cache cache; /* per set of the inputs' shapes, an entry of slots */
@@ -191,6 +197,10 @@ static dnnl_status_t choose_pd(const gr_node *g, gr_problem *p, dnnl_primitive_a
 
 static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
                                   dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
+  /* oneDNN's choice first also for activations held channels-last: its blocked
+   * float32 kernels ran faster than its channels-last ones with the reorders counted
+   * (ResNet-18's ConvGradW 146 against 197 ms a step on an AVX-512 core); in bf16 on
+   * AMX its choice is channels-last */
   for (int t = 0; t < GR_TRIES; t++) {
     dnnl_primitive_desc_t cand = NULL;
     dnnl_status_t s = pd_create(g, p, (gr_try)t, attr, g->eng->engine, &cand);
@@ -208,10 +218,11 @@ static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
 /* Operand io over `want` (what the primitive asked for): kiln's plain tensor itself
  * when the layouts agree, else a workspace region with a reorder from (in) or to it. */
 static dnnl_status_t io_make(gr_node *g, gr_io *io, const dnnl_memory_desc_t *want, int nd,
-                             const dnnl_dims_t dims, bool in, size_t *used, size_t *scratch) {
+                             const dnnl_dims_t dims, bool in, bool cl, size_t *used,
+                             size_t *scratch) {
   dnnl_engine_t e = g->eng->engine;
   dnnl_memory_desc_t user;
-  dnnl_status_t s = kl_dnnl_plain_md(&user, nd, dims);
+  dnnl_status_t s = cl ? kl_dnnl_channels_last_md(&user, nd, dims) : kl_dnnl_plain_md(&user, nd, dims);
   if (s != dnnl_success) return s;
   if (dnnl_memory_desc_equal(&user, want))
     return dnnl_memory_create(&io->mem, &user, e, DNNL_MEMORY_NONE);
@@ -269,14 +280,18 @@ static dnnl_status_t entry_memories(gr_node *g, gr_entry *en, const gr_problem *
   size_t used = 0, scratch = sp ? dnnl_memory_desc_get_size(sp) : 0;
   /* the weights in plain form (kiln's [M, C/g, K...] bytes) */
   dnnl_status_t s;
+  bool cl0 = g->cl_in & 1u, cl1 = g->cl_in >> 1 & 1u;
   if (g->to_x) {
-    s = io_make(g, &en->io[GR_IN0], y, p->nd, p->y, true, &used, &scratch);
-    if (s == dnnl_success) s = io_make(g, &en->io[GR_IN1], w, p->w_nd, p->w, true, &used, &scratch);
-    if (s == dnnl_success) s = io_make(g, &en->io[GR_OUT], x, p->nd, p->x, false, &used, &scratch);
+    s = io_make(g, &en->io[GR_IN0], y, p->nd, p->y, true, cl0, &used, &scratch);
+    if (s == dnnl_success)
+      s = io_make(g, &en->io[GR_IN1], w, p->w_nd, p->w, true, false, &used, &scratch);
+    if (s == dnnl_success)
+      s = io_make(g, &en->io[GR_OUT], x, p->nd, p->x, false, g->cl_out, &used, &scratch);
   } else {
-    s = io_make(g, &en->io[GR_IN0], x, p->nd, p->x, true, &used, &scratch);
-    if (s == dnnl_success) s = io_make(g, &en->io[GR_IN1], y, p->nd, p->y, true, &used, &scratch);
-    if (s == dnnl_success) s = io_make(g, &en->io[GR_OUT], w, p->w_nd, p->w, false, &used, &scratch);
+    s = io_make(g, &en->io[GR_IN0], x, p->nd, p->x, true, cl0, &used, &scratch);
+    if (s == dnnl_success) s = io_make(g, &en->io[GR_IN1], y, p->nd, p->y, true, cl1, &used, &scratch);
+    if (s == dnnl_success)
+      s = io_make(g, &en->io[GR_OUT], w, p->w_nd, p->w, false, false, &used, &scratch);
   }
   en->scratch_off = kl_dnnl_ws_take(&used, scratch);
   if (s == dnnl_success && sp && dnnl_memory_desc_get_size(sp))
@@ -418,6 +433,10 @@ static int gr_run(kl_kernel_ctx *c) {
   if (st != KILN_OK) return st;
   gr_entry *en = found;
   g->ran_reference = en->fallback;
+  if (en->fallback && ((g->cl_in & 3u) || g->cl_out))
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this convolution gradient "
+                   "and its tensors are held channels-last, which the reference kernel "
+                   "cannot read");
   if (en->fallback) return kl_op_get(c->node->op)->ref(c);
   g->ran_impl = en->impl;
   return with_threads(en->single, g, en, c, execute);
@@ -438,6 +457,19 @@ bool kl_dnnl_grad_supports(const kl_graph *g, const kl_node *n) {
     if (n->in[k] < 0 || g->values[n->in[k]].type.dtype != KL_F32) return false;
   int rank = g->values[n->in[0]].type.rank;
   return g->values[n->out[0]].type.dtype == KL_F32 && (rank < 0 || (rank >= 3 && rank <= 5));
+}
+
+unsigned kl_dnnl_grad_channels_last_slots(const kl_graph *g, const kl_node *n) {
+  if (!kl_dnnl_grad_supports(g, n)) return 0;
+  int rank = g->values[n->in[0]].type.rank;
+  if (rank < 3 || rank > 5) return 0;
+  return n->op == KL_OP_KilnConvGradX ? 1u | 1u << 2 : 1u | 1u << 1;
+}
+
+void kl_dnnl_grad_set_channels_last(void *state, unsigned inputs, bool output) {
+  gr_node *g = state;
+  g->cl_in = inputs;
+  g->cl_out = output && g->to_x;
 }
 
 bool kl_dnnl_grad_ran_reference(const void *state) {

@@ -81,7 +81,10 @@ unsigned kl_cpu_isa_inplace(const kl_node *n);
  *   KL_ISA_CL_WHOLE    MaxPool of 8-bit codes (rank 3 or 4, no indices) and Concat of
  *                      them along dim 1: every input in *slots and Y in one layout;
  *                      channels-last runs kl_cpu_isa_kernel_cl's kernel
- * x and y are the static types of input 0 and 3 (NULL when absent) and of Y. */
+ * Float32 too: Relu, and Add and UnaryGrad over operands of Y's dims (SAME), and a
+ * training step's BatchNormTrain (X) and BatchNormGrad (dY, X) with out[0] (WHOLE: per
+ * channel, the running statistics and dScale, dB the same in either layout).
+ * in holds the static types of the n_in inputs (NULL when absent), y that of out[0]. */
 typedef enum kl_isa_cl {
   KL_ISA_CL_NONE,
   KL_ISA_CL_SAME,
@@ -89,7 +92,7 @@ typedef enum kl_isa_cl {
   KL_ISA_CL_READ,
   KL_ISA_CL_WHOLE
 } kl_isa_cl;
-kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *a, const kl_type *b,
+kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *const *in, int n_in,
                             const kl_type *y, unsigned *slots);
 kl_cpu_kernel kl_cpu_isa_kernel_cl(const kl_node *n, kl_isa isa);
 

@@ -108,7 +108,12 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int dequant_##L(kl_kernel_ctx *c) { return kl_run_dequantize(c, &fns_##L); }    \
   static int mmint_##L(kl_kernel_ctx *c) { return kl_run_matmul_integer(c, &fns_##L); }  \
   static int detect_##L(kl_kernel_ctx *c) { return kl_run_detect(c, &fns_##L); }         \
-  static int quant_cl_##L(kl_kernel_ctx *c) { return kl_run_quantize_cl(c, &fns_##L); }  \
+  static int cl_##L(kl_kernel_ctx *c) {                                                  \
+    kl_op op = c->node->op;                                                              \
+    return op == KL_OP_KilnBatchNormTrain || op == KL_OP_KilnBatchNormGrad                 \
+               ? kl_run_batchnorm_train_grad_cl(c, &fns_##L)                             \
+               : kl_run_quantize_cl(c, &fns_##L);                                        \
+  }                                                                                      \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
       unary_##L,  binary_##L, softmax_##L,   norm_##L,      skip_norm_##L,              \
       reduce_##L, pool_##L,   gpool_##L,     transpose_##L, concat_##L,                 \
@@ -139,7 +144,7 @@ RNN_KERNELS(avx512_bf16)
 typedef struct level {
   const kl_isa_fns *fns;
   const kl_kernel_fn *kernels;
-  kl_kernel_fn quant_cl; /* the channels-last forms (kl_cpu_isa_kernel_cl) */
+  kl_kernel_fn cl; /* the channels-last forms (kl_cpu_isa_kernel_cl) */
   kl_kernel_fn rnn, rnn_const;
 } level;
 
@@ -147,18 +152,18 @@ static level level_of(kl_isa isa) {
 #if KL_ISA_X86
   switch (isa) {
   case KL_ISA_AVX2:
-    return (level){&fns_avx2, kernels_avx2, quant_cl_avx2, rnn_avx2, rnn_const_avx2};
+    return (level){&fns_avx2, kernels_avx2, cl_avx2, rnn_avx2, rnn_const_avx2};
   case KL_ISA_AVX512:
-    return (level){&fns_avx512, kernels_avx512, quant_cl_avx512, rnn_avx512, rnn_const_avx512};
+    return (level){&fns_avx512, kernels_avx512, cl_avx512, rnn_avx512, rnn_const_avx512};
   case KL_ISA_AVX512_BF16: case KL_ISA_AMX:
-    return (level){&fns_avx512_bf16, kernels_avx512_bf16, quant_cl_avx512_bf16,
+    return (level){&fns_avx512_bf16, kernels_avx512_bf16, cl_avx512_bf16,
                    rnn_avx512_bf16, rnn_const_avx512_bf16};
   default: break;
   }
 #else
   (void)isa;
 #endif
-  return (level){&fns_generic, kernels_generic, quant_cl_generic, rnn_generic, rnn_const_generic};
+  return (level){&fns_generic, kernels_generic, cl_generic, rnn_generic, rnn_const_generic};
 }
 
 const kl_isa_fns *kl_cpu_isa_fns(kl_isa isa) { return level_of(isa).fns; }
@@ -387,6 +392,33 @@ static bool same_static(const kl_type *a, const kl_type *b) {
   return true;
 }
 
+/* The float32 ops whose kiln kernels read and write channels-last tensors: elementwise
+ * ones over operands of Y's dims (the layout does not matter to them) and a training
+ * step's BatchNormTrain and BatchNormGrad (per channel: kl_cpu_isa_kernel_cl's). */
+static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_in,
+                              const kl_type *y, unsigned *slots) {
+  switch (n->op) {
+  case KL_OP_Relu:
+    *slots = kl_type_same_dims(in[0], y) ? 1u : 0u;
+    return *slots ? KL_ISA_CL_SAME : KL_ISA_CL_NONE;
+  case KL_OP_Add: case KL_OP_KilnUnaryGrad: /* Add (A, B); UnaryGrad (dY, X, Y?) */
+    for (int k = 0; k < n_in && k < 3; k++) {
+      if (!in[k]) continue;
+      if (!kl_type_same_dims(in[k], y)) return *slots = 0, KL_ISA_CL_NONE;
+      *slots |= 1u << k;
+    }
+    return n_in >= 2 && (n->op == KL_OP_KilnUnaryGrad || n_in == 2) ? KL_ISA_CL_SAME
+                                                                   : (*slots = 0, KL_ISA_CL_NONE);
+  case KL_OP_KilnBatchNormTrain: /* X; Y is out[0], the running statistics per channel */
+    *slots = kl_type_same_dims(in[0], y) ? 1u : 0u;
+    return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;
+  case KL_OP_KilnBatchNormGrad: /* dY and X; dX is out[0], dScale and dB per channel */
+    *slots = n_in >= 2 && kl_type_same_dims(in[0], y) && kl_type_same_dims(in[1], y) ? 3u : 0u;
+    return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;
+  default: return KL_ISA_CL_NONE;
+  }
+}
+
 /* b is [N, C, 1...] against y [N, C, S...] (known dims). */
 static bool per_channel(const kl_type *b, const kl_type *y) {
   if (!b || b->rank != y->rank || b->rank < 3) return false;
@@ -397,11 +429,13 @@ static bool per_channel(const kl_type *b, const kl_type *y) {
   return true;
 }
 
-kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *a, const kl_type *b,
+kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *const *in, int n_in,
                             const kl_type *y, unsigned *slots) {
   *slots = 0;
-  if (!a || !y || y->rank < 3 || y->rank > 5 || (a->dtype != KL_U8 && a->dtype != KL_I8))
-    return KL_ISA_CL_NONE;
+  const kl_type *a = n_in > 0 ? in[0] : NULL, *b = n_in > 3 ? in[3] : NULL;
+  if (!a || !y || y->rank < 3 || y->rank > 5) return KL_ISA_CL_NONE;
+  if (a->dtype == KL_F32 && y->dtype == KL_F32) return float_layout(n, in, n_in, y, slots);
+  if (a->dtype != KL_U8 && a->dtype != KL_I8) return KL_ISA_CL_NONE;
   switch (n->op) {
   case KL_OP_KilnQLinearLookup:
     *slots = 1u;
@@ -443,5 +477,5 @@ kl_cpu_kernel kl_cpu_isa_kernel_cl(const kl_node *n, kl_isa isa) {
   if (l.fns == &fns_avx512) name = "avx512 channels-last";
   if (l.fns == &fns_avx512_bf16) name = "avx512_bf16 channels-last";
 #endif
-  return (kl_cpu_kernel){name, l.quant_cl, NULL};
+  return (kl_cpu_kernel){name, l.cl, NULL};
 }

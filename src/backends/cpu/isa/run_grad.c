@@ -314,6 +314,136 @@ int kl_run_batchnorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
   return KILN_OK;
 }
 
+/* ---- BatchNormTrain and BatchNormGrad channels-last: X [rows, C] ----
+ * A training step's activations held [N, S..., C] between oneDNN's convolutions
+ * (backend.c choose_layouts). Three passes over fixed blocks of BN_CL_ROWS rows (the
+ * same bits at any thread count): the sums of X (and dY) per channel; the sums of
+ * (X - mean)^2 (and dY (X - mean), so that no sum cancels); then Y = k X + shift (dX = a
+ * dY + b X + c) with the plain kernels' per-channel coefficients. Each block sums its
+ * rows in float32 along the channels (vectorized), the blocks are added in double in
+ * block order. */
+#define BN_CL_ROWS 64
+
+typedef struct bn_cl_job {
+  const float *x, *dy;
+  float *out;
+  int64_t rows, channels;
+  int pass;                  /* 0: sums, 1: deviations, 2: the outputs */
+  float *part;               /* [blocks][2][channels] */
+  const float *mean;         /* [channels] */
+  const float *ka, *kb, *kc; /* [channels] */
+} bn_cl_job;
+
+static void bn_cl_task(void *arg, int64_t t) {
+  const bn_cl_job *j = arg;
+  int64_t r0 = t * BN_CL_ROWS, r1 = r0 + BN_CL_ROWS < j->rows ? r0 + BN_CL_ROWS : j->rows;
+  int64_t nc = j->channels;
+  const float *restrict ka = j->ka, *restrict kb = j->kb, *restrict kc = j->kc;
+  const float *restrict mean = j->mean;
+  if (j->pass == 2) {
+    for (int64_t r = r0; r < r1; r++) {
+      const float *restrict x = j->x + r * nc;
+      float *restrict y = j->out + r * nc;
+      if (j->dy) {
+        const float *restrict dy = j->dy + r * nc;
+        for (int64_t ch = 0; ch < nc; ch++) y[ch] = ka[ch] * dy[ch] + kb[ch] * x[ch] + kc[ch];
+      } else {
+        for (int64_t ch = 0; ch < nc; ch++) y[ch] = x[ch] * ka[ch] + kb[ch];
+      }
+    }
+    return;
+  }
+  float *restrict s0 = j->part + t * 2 * nc, *restrict s1 = s0 + nc;
+  memset(s0, 0, sizeof(float) * 2 * (size_t)nc);
+  for (int64_t r = r0; r < r1; r++) {
+    const float *restrict x = j->x + r * nc, *restrict dy = j->dy ? j->dy + r * nc : NULL;
+    if (j->pass == 0) {
+      for (int64_t ch = 0; ch < nc; ch++) s0[ch] += x[ch];
+      if (dy)
+        for (int64_t ch = 0; ch < nc; ch++) s1[ch] += dy[ch];
+    } else {
+      for (int64_t ch = 0; ch < nc; ch++) {
+        float d = x[ch] - mean[ch];
+        s0[ch] += d * d;
+      }
+      if (dy)
+        for (int64_t ch = 0; ch < nc; ch++) s1[ch] += dy[ch] * (x[ch] - mean[ch]);
+    }
+  }
+}
+
+/* Runs pass p over every block, then adds the blocks' sums into sum[2][channels]. */
+static void bn_cl_pass(const kl_kernel_ctx *c, bn_cl_job *j, int p, int64_t blocks, double *sum) {
+  j->pass = p;
+  kl_isa_parallel(c, blocks, j->rows * j->channels * (j->dy ? 2 : 1), bn_cl_task, j);
+  if (p == 2) return;
+  int64_t nc = j->channels;
+  memset(sum, 0, sizeof(double) * 2 * (size_t)nc);
+  for (int64_t t = 0; t < blocks; t++)
+    for (int64_t k = 0; k < 2 * nc; k++) sum[k] += j->part[t * 2 * nc + k];
+}
+
+int kl_run_batchnorm_train_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  (void)f;
+  bool train = c->node->op == KL_OP_KilnBatchNormTrain;
+  const kl_tensor *x = train ? c->in[0] : c->in[1];
+  if (!all_f32(c, 0, train ? 5 : 3) || x->rank < 3)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "%s held channels-last needs float32 tensors "
+                   "of rank 3 or more", train ? "BatchNormTrain" : "BatchNormGrad");
+  int64_t nc = x->dims[1], numel = kl_tensor_numel(x), rows = nc ? numel / nc : 0;
+  if (train && rows < 2)
+    return kl_fail(c->e, KILN_ERR_SHAPE, "input 0 (X) has %lld values per channel; training "
+                   "needs more than 1 (the unbiased variance divides by n - 1)", (long long)rows);
+  if (numel == 0) return KILN_OK;
+  int64_t blocks = (rows + BN_CL_ROWS - 1) / BN_CL_ROWS;
+  size_t per = (size_t)nc;
+  float *part = malloc(sizeof(float) * (2 * (size_t)blocks + 4) * per);
+  double *sum = malloc(sizeof(double) * 4 * per);
+  if (!part || !sum) {
+    free(part);
+    free(sum);
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a BatchNorm's sums");
+  }
+  float *meanf = part + 2 * (size_t)blocks * per, *ka = meanf + per, *kb = ka + per, *kc = kb + per;
+  double *first = sum + 2 * per; /* pass 0's sums: X's, dY's */
+  bn_cl_job j = {.x = x->data, .dy = train ? NULL : c->in[0]->data, .out = c->out[0]->data,
+                 .rows = rows, .channels = nc, .part = part, .mean = meanf,
+                 .ka = ka, .kb = kb, .kc = kc};
+  double n = (double)rows, eps = kl_attr_float(c->node, "epsilon", 1e-5f);
+  bn_cl_pass(c, &j, 0, blocks, sum);
+  memcpy(first, sum, sizeof(double) * 2 * per);
+  for (int64_t ch = 0; ch < nc; ch++) meanf[ch] = (float)(first[ch] / n);
+  bn_cl_pass(c, &j, 1, blocks, sum); /* sum[ch]: (X - mean)^2; sum[per + ch]: dY (X - mean) */
+  const float *scale = c->in[train ? 1 : 2]->data;
+  for (int64_t ch = 0; ch < nc; ch++) {
+    double mean = first[ch] / n, var = sum[ch] / n, invstd = 1 / sqrt(var + eps);
+    if (train) {
+      const float *bias = c->in[2]->data, *old_mean = c->in[3]->data, *old_var = c->in[4]->data;
+      double momentum = kl_attr_float(c->node, "momentum", 0.9f), k = (double)scale[ch] * invstd;
+      ka[ch] = (float)k;
+      kb[ch] = (float)((double)bias[ch] - mean * k);
+      if (c->n_out > 1 && c->out[1])
+        ((float *)c->out[1]->data)[ch] = (float)(old_mean[ch] * momentum + mean * (1 - momentum));
+      if (c->n_out > 2 && c->out[2])
+        ((float *)c->out[2]->data)[ch] =
+            (float)(old_var[ch] * momentum + var * n / (n - 1) * (1 - momentum));
+      continue;
+    }
+    /* as bn_grad_channel: dX = k (dY - sum_dy / n - xhat sum_dy_xhat / n) */
+    double sum_dy = first[per + ch], sum_dy_xhat = sum[per + ch] * invstd;
+    double k = (double)scale[ch] * invstd;
+    ka[ch] = (float)k;
+    kb[ch] = (float)(-k * invstd * sum_dy_xhat / n);
+    kc[ch] = (float)(-k * sum_dy / n + k * invstd * sum_dy_xhat / n * mean);
+    if (c->n_out > 1 && c->out[1]) ((float *)c->out[1]->data)[ch] = (float)sum_dy_xhat;
+    if (c->n_out > 2 && c->out[2]) ((float *)c->out[2]->data)[ch] = (float)sum_dy;
+  }
+  bn_cl_pass(c, &j, 2, blocks, NULL);
+  free(part);
+  free(sum);
+  return KILN_OK;
+}
+
 /* ---- UnaryGrad ---- */
 
 typedef struct unary_job {
