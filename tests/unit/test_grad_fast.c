@@ -59,6 +59,14 @@ static void fill(float *v, int64_t n, bool positive) {
 /* Called after each fast run when set: checks of what ran where. */
 static void (*after_fast_run)(const kiln_session *fast, const kiln_model *m);
 
+/* A test's teardown: no hook left for the next test when a check failed before the
+ * test could clear it. */
+static int no_hook(void **state) {
+  (void)state;
+  after_fast_run = NULL;
+  return 0;
+}
+
 /* Exports g (freed), runs it in a reference session and in fast sessions of 1 and 2
  * threads, twice each; the outputs must agree, and every node run fast. positive:
  * bit i makes input i's values positive. */
@@ -327,14 +335,16 @@ static void cl_kernels(const kiln_session *fast, const kiln_model *m) {
   int seen = 0;
   for (int i = 0; i < m->g->n_nodes; i++) {
     kl_op op = m->g->nodes[i].op;
-    if (op != KL_OP_KilnBatchNormTrain && op != KL_OP_KilnBatchNormGrad) continue;
+    if (op != KL_OP_KilnBatchNormTrain && op != KL_OP_KilnBatchNormGrad &&
+        op != KL_OP_KilnMaxPoolGrad && op != KL_OP_KilnReduceGrad)
+      continue;
     const char *k = kl_session_kernel_name(fast, i);
     if (!strstr(k, "channels-last"))
       fail_msg("%s ran on '%s', not its channels-last kernel, at %s", kl_op_get(op)->name, k,
                kl_isa_level_name(kl_isa_level()));
     seen++;
   }
-  assert_int_equal(seen, 2);
+  assert_int_equal(seen, 2); /* both graphs have two of them */
 }
 
 static void test_batchnorm_channels_last(void **state) {
@@ -370,6 +380,56 @@ static void test_batchnorm_channels_last(void **state) {
   after_fast_run = cl_kernels;
   check_pos(g, "a training step held channels-last", 1u << 7); /* var > 0 */
   after_fast_run = NULL;
+}
+
+/* MaxPoolGrad and a global pooling's ReduceGrad held channels-last: x -> Conv -> MaxPool
+ * 3x3 stride 2 pad 1 (11x9 -> 6x5: windows cut at the edges; and 9x9 stride 3 pad 4:
+ * more taps than one call of the search takes) -> Conv -> GlobalAveragePool
+ * -> output, and back: dy -> ReduceGrad (mean over H, W) -> ConvGradX -> MaxPoolGrad ->
+ * ConvGradW; 19 channels (a block of 16 and a partial one). Where oneDNN runs both
+ * gradients must run their channels-last kernels; every output as the reference's. */
+static void pool_grads_cl_case(int64_t k, int64_t stride, int64_t pad, const char *what) {
+  int64_t xd[4] = {2, 5, 11, 9}, w1d[4] = {19, 5, 3, 3}, w2d[4] = {7, 19, 3, 3};
+  int64_t gd[4] = {2, 7, 1, 1}, pads[4] = {1, 1, 1, 1}, mpads[4] = {pad, pad, pad, pad};
+  kl_graph *g = kl_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd), w1 = tu_graph_input(g, "w1", KL_F32, 4, w1d);
+  int w2 = tu_graph_input(g, "w2", KL_F32, 4, w2d), dg = tu_graph_input(g, "dg", KL_F32, 4, gd);
+  int c1 = TU_OP(g, Conv, x, w1);
+  tu_node_ints(g, g->values[c1].producer, "pads", 4, pads);
+  int mp = TU_OP(g, MaxPool, c1);
+  int mpn = g->values[mp].producer, mpg[1];
+  tu_node_ints(g, mpn, "kernel_shape", 2, (int64_t[]){k, k});
+  tu_node_ints(g, mpn, "strides", 2, (int64_t[]){stride, stride});
+  tu_node_ints(g, mpn, "pads", 4, mpads);
+  int c2 = TU_OP(g, Conv, mp, w2);
+  tu_node_ints(g, g->values[c2].producer, "pads", 4, pads);
+  int gap = TU_OP(g, GlobalAveragePool, c2);
+  int dc2 = TU_OP(g, KilnReduceGrad, dg, c2);
+  tu_node_ints(g, g->values[dc2].producer, "axes", 2, (int64_t[]){2, 3});
+  assert_int_equal(kl_node_set_int(g, g->values[dc2].producer, "keepdims", 1, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_int(g, g->values[dc2].producer, "mean", 1, NULL), KILN_OK);
+  int dmp = TU_OP(g, KilnConvGradX, dc2, w2, mp);
+  tu_node_ints(g, g->values[dmp].producer, "pads", 4, pads);
+  int dc1 = TU_OP(g, KilnMaxPoolGrad, dmp, c1);
+  mpg[0] = g->values[dc1].producer;
+  tu_node_ints(g, mpg[0], "kernel_shape", 2, (int64_t[]){k, k});
+  tu_node_ints(g, mpg[0], "strides", 2, (int64_t[]){stride, stride});
+  tu_node_ints(g, mpg[0], "pads", 4, mpads);
+  int dw1 = TU_OP(g, KilnConvGradW, x, dc1, w1), dw2 = TU_OP(g, KilnConvGradW, mp, dc2, w2);
+  tu_node_ints(g, g->values[dw1].producer, "pads", 4, pads);
+  tu_node_ints(g, g->values[dw2].producer, "pads", 4, pads);
+  int outs[3] = {gap, dw1, dw2};
+  for (int k = 0; k < 3; k++) assert_int_equal(kl_graph_add_output(g, outs[k], NULL), KILN_OK);
+  after_fast_run = cl_kernels;
+  check(g, what);
+  after_fast_run = NULL;
+}
+
+static void test_pool_grads_channels_last(void **state) {
+  (void)state;
+  pool_grads_cl_case(3, 2, 1, "pooling gradients held channels-last, 3x3 windows");
+  /* 9x9 windows: 81 taps, searched in two calls of cl_max (64 and 17) */
+  pool_grads_cl_case(9, 3, 4, "pooling gradients held channels-last, 9x9 windows");
 }
 
 static void test_batchnorm(void **state) {
@@ -623,7 +683,8 @@ int main(void) {
       cmocka_unit_test(test_max_pool_grad_ties),
       cmocka_unit_test(test_max_pool_grad_nan),
       cmocka_unit_test(test_batchnorm),
-      cmocka_unit_test(test_batchnorm_channels_last),
+      cmocka_unit_test_teardown(test_batchnorm_channels_last, no_hook),
+      cmocka_unit_test_teardown(test_pool_grads_channels_last, no_hook),
       cmocka_unit_test(test_unary_grad),
       cmocka_unit_test(test_sum_to),
       cmocka_unit_test(test_reduce_grad),

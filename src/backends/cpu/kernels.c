@@ -110,8 +110,9 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int detect_##L(kl_kernel_ctx *c) { return kl_run_detect(c, &fns_##L); }         \
   static int cl_##L(kl_kernel_ctx *c) {                                                  \
     kl_op op = c->node->op;                                                              \
-    return op == KL_OP_KilnBatchNormTrain || op == KL_OP_KilnBatchNormGrad                 \
-               ? kl_run_batchnorm_train_grad_cl(c, &fns_##L)                             \
+    return op == KL_OP_KilnBatchNormTrain || op == KL_OP_KilnBatchNormGrad ||             \
+                   op == KL_OP_KilnMaxPoolGrad || op == KL_OP_KilnReduceGrad               \
+               ? kl_run_grad_cl(c, &fns_##L)                                             \
                : kl_run_quantize_cl(c, &fns_##L);                                        \
   }                                                                                      \
   static const kl_kernel_fn kernels_##L[K_COUNT] = {                                     \
@@ -415,6 +416,23 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
   case KL_OP_KilnBatchNormGrad: /* dY and X; dX is out[0], dScale and dB per channel */
     *slots = n_in >= 2 && kl_type_same_dims(in[0], y) && kl_type_same_dims(in[1], y) ? 3u : 0u;
     return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;
+  case KL_OP_KilnMaxPoolGrad: /* dY and X; dX (X's dims) is out[0] */
+    *slots = n_in == 2 && in[0] && in[0]->rank == y->rank && kl_type_same_dims(in[1], y) &&
+                     y->rank <= 5
+                 ? 3u
+                 : 0u;
+    return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;
+  case KL_OP_KilnReduceGrad: { /* over exactly the spatial axes: XLike; dY [N, C, 1...] */
+    const int64_t *axes;
+    int n_axes = kl_attr_ints(n, "axes", &axes);
+    bool spatial = n_in == 2 && n_axes == y->rank - 2 && kl_type_same_dims(in[1], y);
+    for (int k = 0; spatial && k < n_axes; k++) {
+      int64_t ax = axes[k] < 0 ? axes[k] + y->rank : axes[k];
+      spatial = ax == k + 2;
+    }
+    *slots = spatial ? 2u : 0u;
+    return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;
+  }
   default: return KL_ISA_CL_NONE;
   }
 }

@@ -3,6 +3,7 @@
  * registers of 4 (elements 0-3 and 4-7 of each group of 8), tails as the generic level
  * forms them. Separate multiplies and adds, never FMA. The AVX-512 levels use these:
  * the loops are bound by memory, not by the width of the registers. */
+#include "backends/cpu/isa/grad_cl.h"
 #include "backends/cpu/isa/isa_fns.h"
 
 #include <immintrin.h>
@@ -162,4 +163,33 @@ static void max_taps(const float *x, const int32_t *rows, int n_rows, int32_t fi
   }
 }
 
-const kl_grad_fns kl_grad_avx2 = {sums, deviations, affine, affine2, relu, max_taps};
+/* cl_max_c for a whole block of 16 channels: two registers of maxima and of positions,
+ * a tap taken where it is greater (ordered) or NaN. */
+static void cl_max(const float *x, size_t nc, const int32_t *taps, int n, int cw, float *mx,
+                   int32_t *best) {
+  if (cw != KL_GRAD_CL_CH) {
+    cl_max_c(x, nc, taps, n, cw, mx, best);
+    return;
+  }
+  __m256 m0 = _mm256_loadu_ps(mx), m1 = _mm256_loadu_ps(mx + 8);
+  __m256 b0 = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)best));
+  __m256 b1 = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(best + 8)));
+  for (int t = 0; t < n; t++) {
+    const float *xv = x + (size_t)taps[t] * nc;
+    __m256 at = _mm256_castsi256_ps(_mm256_set1_epi32(taps[t]));
+    __m256 v0 = _mm256_loadu_ps(xv), v1 = _mm256_loadu_ps(xv + 8);
+    __m256 t0 = _mm256_or_ps(_mm256_cmp_ps(v0, m0, _CMP_GT_OQ), _mm256_cmp_ps(v0, v0, _CMP_UNORD_Q));
+    __m256 t1 = _mm256_or_ps(_mm256_cmp_ps(v1, m1, _CMP_GT_OQ), _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q));
+    m0 = _mm256_blendv_ps(m0, v0, t0);
+    m1 = _mm256_blendv_ps(m1, v1, t1);
+    b0 = _mm256_blendv_ps(b0, at, t0);
+    b1 = _mm256_blendv_ps(b1, at, t1);
+  }
+  _mm256_storeu_ps(mx, m0);
+  _mm256_storeu_ps(mx + 8, m1);
+  _mm256_storeu_si256((__m256i *)best, _mm256_castps_si256(b0));
+  _mm256_storeu_si256((__m256i *)(best + 8), _mm256_castps_si256(b1));
+}
+
+const kl_grad_fns kl_grad_avx2 = {sums,     deviations, affine, affine2, relu,
+                                   max_taps, cl_sums,    cl_apply, cl_max};

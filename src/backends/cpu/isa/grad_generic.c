@@ -1,6 +1,7 @@
 /* Gradient-op primitives, generic level: plain C for the auto-vectorizer (isa_fns.h,
  * kl_grad_fns). The lanes of the sums are explicit arrays the vectorizer keeps in
  * registers; no FMA (-ffp-contract=off), as at every level. */
+#include "backends/cpu/isa/grad_cl.h"
 #include "backends/cpu/isa/isa_fns.h"
 
 #include <math.h>
@@ -86,4 +87,5 @@ static void max_taps(const float *x, const int32_t *rows, int n_rows, int32_t fi
   }
 }
 
-const kl_grad_fns kl_grad_generic = {sums, deviations, affine, affine2, relu, max_taps};
+const kl_grad_fns kl_grad_generic = {sums,     deviations, affine, affine2, relu,
+                                   max_taps, cl_sums,    cl_apply, cl_max_c};

@@ -388,6 +388,8 @@ typedef struct kl_optim_fns {
  * call, element i goes into lane i % 8, in order, and the lanes, from 0, into the result;
  * with no FMA, every level forms the same sums bit for bit (and the products of two
  * floats are exact in double). */
+#define KL_GRAD_CL_CH 16 /* channels per kl_grad_fns.cl_max call, at most */
+
 typedef struct kl_grad_fns {
   /* *s += the sum of x[i], *sw += the sum of x[i] * (w ? w[i] : x[i]) */
   void (*sums)(const float *x, const float *w, size_t n, double *s, double *sw);
@@ -406,6 +408,16 @@ typedef struct kl_grad_fns {
    * greater or NaN; the first tap's when none is greater than -inf. Positions < 2^31. */
   void (*max_taps)(const float *x, const int32_t *rows, int n_rows, int32_t first,
                    int32_t step, int32_t kw, int32_t dil, int n, int32_t *best);
+  /* Channels-last forms over [rows, nc] (grad_cl.h): BatchNorm's per-channel sums of a
+   * block of rows (of x - shift, its square, dy, dy (x - shift): s holds 4 nc), its
+   * outputs, and MaxPoolGrad's search of n taps for up to KL_GRAD_CL_CH channels (mx,
+   * best carried). */
+  void (*cl_sums)(const float *x, const float *dy, const float *shift, size_t rows, size_t nc,
+                  float *s);
+  void (*cl_apply)(const float *x, const float *dy, const float *ka, const float *kb,
+                   const float *kc, size_t rows, size_t nc, float *out);
+  void (*cl_max)(const float *x, size_t nc, const int32_t *taps, int n, int cw, float *mx,
+                 int32_t *best);
 } kl_grad_fns;
 
 /* The tables, defined by the family files. Only the generic ones exist off x86. */

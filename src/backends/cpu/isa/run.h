@@ -77,10 +77,11 @@ int kl_run_dequantize(kl_kernel_ctx *c, const kl_isa_fns *f);
  * [N, S..., C]; QLinearAdd and QLinearMul of one operand and Y held so and the other one
  * value per image and channel */
 int kl_run_quantize_cl(kl_kernel_ctx *c, const kl_isa_fns *f);
-/* BatchNormTrain and BatchNormGrad over X, dY and out[0] held [N, S..., C] (run_grad.c):
- * the same statistics and outputs as the plain kernels, the per-channel sums reduced
- * over fixed blocks of rows (the same bits at any thread count). */
-int kl_run_batchnorm_train_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* A training step's gradient ops over tensors held [N, S..., C] (run_grad.c):
+ * BatchNormTrain and BatchNormGrad (the plain kernels' statistics and outputs, the
+ * per-channel sums reduced over fixed blocks of rows: the same bits at any thread
+ * count), MaxPoolGrad (dY, X, dX so), ReduceGrad of a global pooling (dX so). */
+int kl_run_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f);
 
 /* Depthwise QLinearConv over channels-last uint8 X (run_qconv.c): c's tensors have the
  * [N, C, H, W] dims, x and y are their data as [N, H, W, C]. The window's geometry:

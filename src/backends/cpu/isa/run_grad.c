@@ -181,6 +181,33 @@ static void pool_plane(void *arg, int64_t p) {
   }
 }
 
+/* The forward op's window over X (its dims only) producing dY, and each output's taps
+ * along each dim (*all, to free, holds them). */
+static kiln_status pool_window(const kl_kernel_ctx *c, kl_ref_window *g, span *sp[3], span **all) {
+  const kl_tensor *in[1] = {c->in[1]};
+  kl_tensor yy = *c->in[0], *out[1] = {&yy};
+  kl_kernel_ctx fw = *c;
+  fw.n_in = fw.n_out = 1;
+  fw.in = in;
+  fw.out = out;
+  kiln_status st = kl_ref_window_init(&fw, NULL, g);
+  if (st != KILN_OK) return st;
+  int64_t spans = g->out[0] + g->out[1] + g->out[2];
+  if (!(*all = malloc(sizeof(span) * (size_t)(spans ? spans : 1))))
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory (%lld window spans)",
+                   (long long)spans);
+  int64_t at = 0;
+  for (int i = 0; i < 3; at += g->out[i], i++) {
+    sp[i] = *all + at;
+    for (int64_t o = 0; o < g->out[i]; o++) {
+      span *s = &sp[i][o];
+      taps(g, i, o, 0, g->in[i], &s->k0, &s->k1);
+      s->base = o * g->stride[i] - g->pad_begin[i];
+    }
+  }
+  return KILN_OK;
+}
+
 int kl_run_pool_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
   bool is_max = c->node->op == KL_OP_KilnMaxPoolGrad;
   const kl_tensor *dy = c->in[0], *x = c->in[1];
@@ -189,31 +216,11 @@ int kl_run_pool_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
     return kl_isa_ref(c);
   pool_job j = {.fn = f->grad, .dy = dy->data, .x = x->data, .dx = c->out[0]->data, .is_max = is_max,
                 .include_pad = kl_attr_int(c->node, "count_include_pad", 0) != 0};
-  /* the forward op's window: over X (its dims only) producing dY */
-  const kl_tensor *in[1] = {x};
-  kl_tensor yy = *dy, *out[1] = {&yy};
-  kl_kernel_ctx fw = *c;
-  fw.n_in = fw.n_out = 1;
-  fw.in = in;
-  fw.out = out;
-  kiln_status st = kl_ref_window_init(&fw, NULL, &j.g);
+  span *all;
+  kiln_status st = pool_window(c, &j.g, j.sp, &all);
   if (st != KILN_OK) return st;
   j.rows_fit = j.g.kernel[0] * j.g.kernel[1] <= MAX_ROWS &&
                j.g.in[0] * j.g.in[1] * j.g.in[2] <= INT32_MAX;
-  int64_t spans = j.g.out[0] + j.g.out[1] + j.g.out[2];
-  span *all = malloc(sizeof(span) * (size_t)spans);
-  if (!all)
-    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory (%lld window spans)",
-                   (long long)spans);
-  int64_t at = 0;
-  for (int i = 0; i < 3; at += j.g.out[i], i++) {
-    j.sp[i] = all + at;
-    for (int64_t o = 0; o < j.g.out[i]; o++) {
-      span *s = &j.sp[i][o];
-      taps(&j.g, i, o, 0, j.g.in[i], &s->k0, &s->k1);
-      s->base = o * j.g.stride[i] - j.g.pad_begin[i];
-    }
-  }
   int64_t planes = x->dims[0] * x->dims[1];
   kl_isa_parallel(c, planes, kl_tensor_numel(x) + kl_tensor_numel(dy), pool_plane, &j);
   free(all);
@@ -314,77 +321,131 @@ int kl_run_batchnorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
   return KILN_OK;
 }
 
+/* ---- MaxPoolGrad channels-last: dY, X and dX held [N, S..., C] ----
+ * Each task one image: its dX zeroed, then for every output in order its window's taps
+ * gathered once and searched for each block of up to POOL_CL_CH channels as max_at
+ * does (the first tap's position unless a later one is greater, or NaN; the level's
+ * cl_max), and dY added there. A pixel's channels are read together, X once a tap. */
+#define POOL_CL_CH KL_GRAD_CL_CH
+
+typedef struct pool_cl_job {
+  const kl_grad_fns *fn;
+  kl_ref_window g;
+  span *sp[3];
+  const float *dy, *x;
+  float *dx;
+  int64_t channels;
+} pool_cl_job;
+
+#define POOL_CL_TAPS 64 /* taps gathered per cl_max call */
+
+static void max_cl_task(void *arg, int64_t n) {
+  const pool_cl_job *j = arg;
+  const kl_ref_window *g = &j->g;
+  int64_t nc = j->channels;
+  int64_t px = g->in[0] * g->in[1] * g->in[2], py = g->out[0] * g->out[1] * g->out[2];
+  const float *x = j->x + n * px * nc, *dy = j->dy + n * py * nc;
+  float *dx = j->dx + n * px * nc;
+  memset(dx, 0, sizeof(float) * (size_t)(px * nc));
+  int64_t q = 0, d0 = g->dilation[0], d1 = g->dilation[1], d2 = g->dilation[2];
+  int32_t best[POOL_CL_CH], taps[POOL_CL_TAPS];
+  float mx[POOL_CL_CH];
+  for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+    for (int64_t o1 = 0; o1 < g->out[1]; o1++)
+      for (int64_t o2 = 0; o2 < g->out[2]; o2++, q++) {
+        const span *s0 = &j->sp[0][o0], *s1 = &j->sp[1][o1], *s2 = &j->sp[2][o2];
+        if (s0->k0 >= s0->k1 || s1->k0 >= s1->k1 || s2->k0 >= s2->k1) continue;
+        int n_taps = 0;
+        bool more = false; /* a window of more than POOL_CL_TAPS taps: in several calls */
+        for (int64_t k0 = s0->k0; k0 < s0->k1 && !more; k0++)
+          for (int64_t k1 = s1->k0; k1 < s1->k1 && !more; k1++) {
+            int64_t row = ((s0->base + k0 * d0) * g->in[1] + s1->base + k1 * d1) * g->in[2] +
+                          s2->base;
+            for (int64_t k2 = s2->k0; k2 < s2->k1 && !more; k2++) {
+              if (n_taps == POOL_CL_TAPS) more = true;
+              else taps[n_taps++] = (int32_t)(row + k2 * d2);
+            }
+          }
+        int32_t first = taps[0]; /* no tap greater than -inf: the first's, as max_at */
+        const float *dyv = dy + q * nc;
+        for (int64_t c0 = 0; c0 < nc; c0 += POOL_CL_CH) {
+          int cw = (int)(nc - c0 < POOL_CL_CH ? nc - c0 : POOL_CL_CH);
+          for (int k = 0; k < cw; k++) mx[k] = -INFINITY, best[k] = first;
+          if (!more) {
+            j->fn->cl_max(x + c0, (size_t)nc, taps, n_taps, cw, mx, best);
+          } else { /* the window again, in chunks of taps */
+            int m = 0;
+            for (int64_t k0 = s0->k0; k0 < s0->k1; k0++)
+              for (int64_t k1 = s1->k0; k1 < s1->k1; k1++) {
+                int64_t row = ((s0->base + k0 * d0) * g->in[1] + s1->base + k1 * d1) *
+                                  g->in[2] + s2->base;
+                for (int64_t k2 = s2->k0; k2 < s2->k1; k2++) {
+                  taps[m++] = (int32_t)(row + k2 * d2);
+                  if (m == POOL_CL_TAPS) {
+                    j->fn->cl_max(x + c0, (size_t)nc, taps, m, cw, mx, best);
+                    m = 0;
+                  }
+                }
+              }
+            if (m) j->fn->cl_max(x + c0, (size_t)nc, taps, m, cw, mx, best);
+          }
+          for (int k = 0; k < cw; k++) dx[(int64_t)best[k] * nc + c0 + k] += dyv[c0 + k];
+        }
+      }
+}
+
+static int run_max_pool_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *dy = c->in[0], *x = c->in[1];
+  if (!all_f32(c, 0, 2) || x->rank < 3 || x->rank > 5)
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "MaxPoolGrad held channels-last needs float32 "
+                   "tensors of rank 3 to 5");
+  pool_cl_job j = {.fn = f->grad, .dy = dy->data, .x = x->data, .dx = c->out[0]->data,
+                   .channels = x->dims[1]};
+  if (kl_tensor_numel(c->out[0]) == 0) return KILN_OK;
+  span *all;
+  kiln_status st = pool_window(c, &j.g, j.sp, &all);
+  if (st != KILN_OK) return st;
+  if (j.g.in[0] * j.g.in[1] * j.g.in[2] > INT32_MAX) {
+    free(all);
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "MaxPoolGrad held channels-last: more than "
+                   "2^31 pixels an image");
+  }
+  kl_isa_parallel(c, x->dims[0], kl_tensor_numel(x) + kl_tensor_numel(dy), max_cl_task, &j);
+  free(all);
+  return KILN_OK;
+}
+
 /* ---- BatchNormTrain and BatchNormGrad channels-last: X [rows, C] ----
  * A training step's activations held [N, S..., C] between oneDNN's convolutions
- * (backend.c choose_layouts). Three passes over fixed blocks of BN_CL_ROWS rows (the
- * same bits at any thread count): the sums of X (and dY) per channel; the sums of
- * (X - mean)^2 (and dY (X - mean), so that no sum cancels); then Y = k X + shift (dX = a
- * dY + b X + c) with the plain kernels' per-channel coefficients. Each block sums its
- * rows in float32 along the channels (vectorized), the blocks are added in double in
- * block order. */
+ * (backend.c choose_layouts). Two passes over fixed blocks of BN_CL_ROWS rows (the same
+ * bits at any thread count), reading each pixel's channels together: the sums per
+ * channel of X - K, (X - K)^2 (and dY, dY (X - K)), K the first row's X (a shift near
+ * the mean, so that the variance does not cancel), float32 within a block (the level's
+ * cl_sums) and double across blocks in block order; then Y = k X + shift (dX = a dY + b
+ * X + c) with the plain kernels' per-channel coefficients (cl_apply). */
 #define BN_CL_ROWS 64
 
 typedef struct bn_cl_job {
+  const kl_grad_fns *fn;
   const float *x, *dy;
   float *out;
   int64_t rows, channels;
-  int pass;                  /* 0: sums, 1: deviations, 2: the outputs */
-  float *part;               /* [blocks][2][channels] */
-  const float *mean;         /* [channels] */
+  bool apply;                /* the outputs, else the sums */
+  float *part;               /* [blocks][4][channels] */
+  const float *shift;        /* [channels] */
   const float *ka, *kb, *kc; /* [channels] */
 } bn_cl_job;
 
 static void bn_cl_task(void *arg, int64_t t) {
   const bn_cl_job *j = arg;
   int64_t r0 = t * BN_CL_ROWS, r1 = r0 + BN_CL_ROWS < j->rows ? r0 + BN_CL_ROWS : j->rows;
-  int64_t nc = j->channels;
-  const float *restrict ka = j->ka, *restrict kb = j->kb, *restrict kc = j->kc;
-  const float *restrict mean = j->mean;
-  if (j->pass == 2) {
-    for (int64_t r = r0; r < r1; r++) {
-      const float *restrict x = j->x + r * nc;
-      float *restrict y = j->out + r * nc;
-      if (j->dy) {
-        const float *restrict dy = j->dy + r * nc;
-        for (int64_t ch = 0; ch < nc; ch++) y[ch] = ka[ch] * dy[ch] + kb[ch] * x[ch] + kc[ch];
-      } else {
-        for (int64_t ch = 0; ch < nc; ch++) y[ch] = x[ch] * ka[ch] + kb[ch];
-      }
-    }
-    return;
-  }
-  float *restrict s0 = j->part + t * 2 * nc, *restrict s1 = s0 + nc;
-  memset(s0, 0, sizeof(float) * 2 * (size_t)nc);
-  for (int64_t r = r0; r < r1; r++) {
-    const float *restrict x = j->x + r * nc, *restrict dy = j->dy ? j->dy + r * nc : NULL;
-    if (j->pass == 0) {
-      for (int64_t ch = 0; ch < nc; ch++) s0[ch] += x[ch];
-      if (dy)
-        for (int64_t ch = 0; ch < nc; ch++) s1[ch] += dy[ch];
-    } else {
-      for (int64_t ch = 0; ch < nc; ch++) {
-        float d = x[ch] - mean[ch];
-        s0[ch] += d * d;
-      }
-      if (dy)
-        for (int64_t ch = 0; ch < nc; ch++) s1[ch] += dy[ch] * (x[ch] - mean[ch]);
-    }
-  }
+  size_t nc = (size_t)j->channels, at = (size_t)r0 * nc, rows = (size_t)(r1 - r0);
+  const float *dy = j->dy ? j->dy + at : NULL;
+  if (j->apply) j->fn->cl_apply(j->x + at, dy, j->ka, j->kb, j->kc, rows, nc, j->out + at);
+  else j->fn->cl_sums(j->x + at, dy, j->shift, rows, nc, j->part + (size_t)t * 4 * nc);
 }
 
-/* Runs pass p over every block, then adds the blocks' sums into sum[2][channels]. */
-static void bn_cl_pass(const kl_kernel_ctx *c, bn_cl_job *j, int p, int64_t blocks, double *sum) {
-  j->pass = p;
-  kl_isa_parallel(c, blocks, j->rows * j->channels * (j->dy ? 2 : 1), bn_cl_task, j);
-  if (p == 2) return;
-  int64_t nc = j->channels;
-  memset(sum, 0, sizeof(double) * 2 * (size_t)nc);
-  for (int64_t t = 0; t < blocks; t++)
-    for (int64_t k = 0; k < 2 * nc; k++) sum[k] += j->part[t * 2 * nc + k];
-}
-
-int kl_run_batchnorm_train_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
-  (void)f;
+static int run_batchnorm_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
   bool train = c->node->op == KL_OP_KilnBatchNormTrain;
   const kl_tensor *x = train ? c->in[0] : c->in[1];
   if (!all_f32(c, 0, train ? 5 : 3) || x->rank < 3)
@@ -397,26 +458,29 @@ int kl_run_batchnorm_train_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
   if (numel == 0) return KILN_OK;
   int64_t blocks = (rows + BN_CL_ROWS - 1) / BN_CL_ROWS;
   size_t per = (size_t)nc;
-  float *part = malloc(sizeof(float) * (2 * (size_t)blocks + 4) * per);
+  float *part = malloc(sizeof(float) * (4 * (size_t)blocks + 3) * per);
   double *sum = malloc(sizeof(double) * 4 * per);
   if (!part || !sum) {
     free(part);
     free(sum);
     return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a BatchNorm's sums");
   }
-  float *meanf = part + 2 * (size_t)blocks * per, *ka = meanf + per, *kb = ka + per, *kc = kb + per;
-  double *first = sum + 2 * per; /* pass 0's sums: X's, dY's */
-  bn_cl_job j = {.x = x->data, .dy = train ? NULL : c->in[0]->data, .out = c->out[0]->data,
-                 .rows = rows, .channels = nc, .part = part, .mean = meanf,
-                 .ka = ka, .kb = kb, .kc = kc};
+  float *ka = part + 4 * (size_t)blocks * per, *kb = ka + per, *kc = kb + per;
+  const float *shift = x->data; /* the first row */
+  bn_cl_job j = {.fn = f->grad, .x = x->data, .dy = train ? NULL : c->in[0]->data,
+                 .out = c->out[0]->data, .rows = rows, .channels = nc, .part = part,
+                 .shift = shift, .ka = ka, .kb = kb, .kc = kc};
+  kl_isa_parallel(c, blocks, numel * (j.dy ? 2 : 1), bn_cl_task, &j);
+  memset(sum, 0, sizeof(double) * 4 * per);
+  for (int64_t t = 0; t < blocks; t++)
+    for (size_t k = 0; k < 4 * per; k++) sum[k] += part[(size_t)t * 4 * per + k];
   double n = (double)rows, eps = kl_attr_float(c->node, "epsilon", 1e-5f);
-  bn_cl_pass(c, &j, 0, blocks, sum);
-  memcpy(first, sum, sizeof(double) * 2 * per);
-  for (int64_t ch = 0; ch < nc; ch++) meanf[ch] = (float)(first[ch] / n);
-  bn_cl_pass(c, &j, 1, blocks, sum); /* sum[ch]: (X - mean)^2; sum[per + ch]: dY (X - mean) */
   const float *scale = c->in[train ? 1 : 2]->data;
   for (int64_t ch = 0; ch < nc; ch++) {
-    double mean = first[ch] / n, var = sum[ch] / n, invstd = 1 / sqrt(var + eps);
+    double d = sum[ch] / n; /* mean - K */
+    double mean = shift[ch] + d, var = sum[per + ch] / n - d * d;
+    if (var < 0) var = 0;
+    double invstd = 1 / sqrt(var + eps);
     if (train) {
       const float *bias = c->in[2]->data, *old_mean = c->in[3]->data, *old_var = c->in[4]->data;
       double momentum = kl_attr_float(c->node, "momentum", 0.9f), k = (double)scale[ch] * invstd;
@@ -429,8 +493,10 @@ int kl_run_batchnorm_train_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
             (float)(old_var[ch] * momentum + var * n / (n - 1) * (1 - momentum));
       continue;
     }
-    /* as bn_grad_channel: dX = k (dY - sum_dy / n - xhat sum_dy_xhat / n) */
-    double sum_dy = first[per + ch], sum_dy_xhat = sum[per + ch] * invstd;
+    /* as bn_grad_channel: dX = k (dY - sum_dy / n - xhat sum_dy_xhat / n); the sum of
+     * dY (X - mean) is that of dY (X - K) less (mean - K) times that of dY */
+    double sum_dy = sum[2 * per + ch];
+    double sum_dy_xhat = (sum[3 * per + ch] - d * sum_dy) * invstd;
     double k = (double)scale[ch] * invstd;
     ka[ch] = (float)k;
     kb[ch] = (float)(-k * invstd * sum_dy_xhat / n);
@@ -438,7 +504,8 @@ int kl_run_batchnorm_train_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
     if (c->n_out > 1 && c->out[1]) ((float *)c->out[1]->data)[ch] = (float)sum_dy_xhat;
     if (c->n_out > 2 && c->out[2]) ((float *)c->out[2]->data)[ch] = (float)sum_dy;
   }
-  bn_cl_pass(c, &j, 2, blocks, NULL);
+  j.apply = true;
+  kl_isa_parallel(c, blocks, numel * (j.dy ? 3 : 2), bn_cl_task, &j);
   free(part);
   free(sum);
   return KILN_OK;
@@ -871,4 +938,46 @@ int kl_run_layernorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
   }
   free(j.part);
   return KILN_OK;
+}
+
+/* ---- ReduceGrad channels-last: a global pooling's gradient ----
+ * dY [N, C] or [N, C, 1...] (the same bytes in either layout) over the spatial axes of
+ * X, dX held [N, S..., C]: each pixel gets its image's C values, times 1 / S for a mean.
+ * kl_cpu_isa_layout offers it only for axes that are exactly the spatial ones. */
+typedef struct reduce_cl_job {
+  const float *dy;
+  float *dx;
+  int64_t channels, pixels;
+  float scale;
+} reduce_cl_job;
+
+static void reduce_cl_task(void *arg, int64_t n) {
+  const reduce_cl_job *j = arg;
+  const float *dy = j->dy + n * j->channels;
+  float *dx = j->dx + n * j->pixels * j->channels;
+  for (int64_t p = 0; p < j->pixels; p++, dx += j->channels)
+    for (int64_t k = 0; k < j->channels; k++) dx[k] = dy[k] * j->scale;
+}
+
+static int run_reduce_grad_cl(kl_kernel_ctx *c) {
+  const kl_tensor *dy = c->in[0];
+  kl_tensor *dx = c->out[0];
+  if (!all_f32(c, 0, 1) || dx->rank < 3 || dx->dims[1] == 0 || dx->dims[0] == 0 ||
+      kl_tensor_numel(dy) != dx->dims[0] * dx->dims[1])
+    return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "ReduceGrad held channels-last needs float32 "
+                   "dY of one value per image and channel");
+  reduce_cl_job j = {.dy = dy->data, .dx = dx->data, .channels = dx->dims[1],
+                     .pixels = kl_tensor_numel(dx) / (dx->dims[0] * dx->dims[1])};
+  /* the same float as the plain kernel's 1 / count in double, rounded once */
+  j.scale = kl_attr_int(c->node, "mean", 0) ? (float)(1.0 / (double)j.pixels) : 1.0f;
+  kl_isa_parallel(c, dx->dims[0], kl_tensor_numel(dx), reduce_cl_task, &j);
+  return KILN_OK;
+}
+
+int kl_run_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  switch (c->node->op) {
+  case KL_OP_KilnMaxPoolGrad: return run_max_pool_grad_cl(c, f);
+  case KL_OP_KilnReduceGrad: return run_reduce_grad_cl(c);
+  default: return run_batchnorm_cl(c, f);
+  }
 }
