@@ -197,11 +197,16 @@ static dnnl_status_t choose_pd(const gr_node *g, gr_problem *p, dnnl_primitive_a
 
 static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
                                   dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
-  /* oneDNN's choice first also for activations held channels-last: its blocked
-   * float32 kernels ran faster than its channels-last ones with the reorders counted
-   * (ResNet-18's ConvGradW 146 against 197 ms a step on an AVX-512 core); in bf16 on
-   * AMX its choice is channels-last */
-  for (int t = 0; t < GR_TRIES; t++) {
+  /* activations held channels-last: that layout first. oneDNN 2.6's float32 blocked
+   * backward kernels run faster than its channels-last ones, but not by as much as the
+   * reorders into them cost: ResNet-18's 1-thread float32 step 600-620 ms against
+   * 635-651 blocked, its activations channels-last (AVX-512 Xeon; at KILN_ISA=avx2
+   * 916-925 against 930-943); in bf16 on AMX oneDNN's own choice is channels-last */
+  static const gr_try plain_first[GR_TRIES] = {GR_TRY_ANY, GR_TRY_PLAIN, GR_TRY_CL},
+                      cl_first[GR_TRIES] = {GR_TRY_CL, GR_TRY_ANY, GR_TRY_PLAIN};
+  const gr_try *order = g->cl_in & 3u ? cl_first : plain_first;
+  for (int i = 0; i < GR_TRIES; i++) {
+    gr_try t = order[i];
     dnnl_primitive_desc_t cand = NULL;
     dnnl_status_t s = pd_create(g, p, (gr_try)t, attr, g->eng->engine, &cand);
     if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) continue;
