@@ -23,6 +23,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/isa/run.h"
 #include "ir/optim.h"
 
 #include "testutil.h"
@@ -488,6 +489,42 @@ static void test_split_join(void **state) {
     s ^= s << 13, s ^= s >> 17, s ^= s << 5;
     check_split(s);
   }
+  /* every level's vector join and split (kl_optim_fns, what the driver runs over split
+   * weights) against kl_join_bf16 and kl_split_bf16, bit for bit: the classes, then
+   * random bits, 1000003 in all (a tail past every vector width) */
+  enum { N = 1000003 };
+  size_t nc = sizeof classes / sizeof classes[0];
+  float *in = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
+  uint16_t *top = malloc(sizeof(uint16_t) * N), *trail = malloc(sizeof(uint16_t) * N);
+  assert_true(in && back && top && trail);
+  for (size_t i = 0; i < N; i++) {
+    s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+    in[i] = float_of(i < nc ? classes[i] : s);
+  }
+  kl_isa lv[3];
+  int n_lv = tu_isa_levels(lv);
+  for (int l = 0; l < n_lv; l++) {
+    const kl_optim_fns *f = kl_cpu_isa_fns(lv[l])->optim;
+    f->split(in, top, trail, N);
+    f->join(top, trail, back, N);
+    for (size_t i = 0; i < N; i++) {
+      uint16_t t, r;
+      kl_split_bf16(in[i], &t, &r);
+      if (top[i] != t || trail[i] != r || bits_of(back[i]) != bits_of(kl_join_bf16(t, r)))
+        fail_msg("%s: 0x%08x split 0x%04x 0x%04x (kl_split_bf16 0x%04x 0x%04x), joined 0x%08x",
+                 kl_isa_level_name(lv[l]), bits_of(in[i]), top[i], trail[i], t, r,
+                 bits_of(back[i]));
+    }
+    f->join(top, NULL, back, N); /* a bfloat16 gradient: trail 0 */
+    for (size_t i = 0; i < N; i++)
+      if (bits_of(back[i]) != (uint32_t)top[i] << 16)
+        fail_msg("%s: bfloat16 0x%04x joined 0x%08x", kl_isa_level_name(lv[l]), top[i],
+                 bits_of(back[i]));
+  }
+  free(in);
+  free(back);
+  free(top);
+  free(trail);
 }
 
 /* N steps on split weights give the bits of the float32 weights the float32 op updates

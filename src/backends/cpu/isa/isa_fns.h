@@ -382,14 +382,18 @@ typedef struct kl_optim_fns {
   void (*lars)(const kl_optim_k *k, float *p, const float *g, float *buf, size_t n);
   /* the squares of x (GradNorm) */
   void (*sumsq)(const float *x, size_t n, double *acc);
+  /* split weights (optim_split.h): out = the float32 of top << 16 | trail (trail NULL:
+   * 0), and back, exactly as kl_join_bf16 and kl_split_bf16 */
+  void (*join)(const uint16_t *top, const uint16_t *trail, float *out, size_t n);
+  void (*split)(const float *in, uint16_t *top, uint16_t *trail, size_t n);
 } kl_optim_fns;
+
+#define KL_GRAD_CL_CH 16 /* channels per kl_grad_fns.cl_max call, at most */
 
 /* Gradient-op primitives (run_grad.c). The sums are in double over 8 fixed lanes: in a
  * call, element i goes into lane i % 8, in order, and the lanes, from 0, into the result;
  * with no FMA, every level forms the same sums bit for bit (and the products of two
  * floats are exact in double). */
-#define KL_GRAD_CL_CH 16 /* channels per kl_grad_fns.cl_max call, at most */
-
 typedef struct kl_grad_fns {
   /* *s += the sum of x[i], *sw += the sum of x[i] * (w ? w[i] : x[i]) */
   void (*sums)(const float *x, const float *w, size_t n, double *s, double *sw);

@@ -43,4 +43,4 @@ static inline __attribute__((always_inline)) vf v_max_nan(vf a, vf v) {
 #include "backends/cpu/isa/optim_simd.h"
 
 const kl_optim_fns kl_optim_avx2 = {sgd, adagrad, adam, lamb_moments, lamb_apply,
-                                    lars_norms, lars, sumsq};
+                                    lars_norms, lars, sumsq, join_halves, split_halves};

@@ -3,6 +3,7 @@
  * order, no FMA (-ffp-contract=off), so every bit agrees with it. The updates are in
  * place: Param and the state arrays are written (isa_fns.h, kl_optim_fns). */
 #include "backends/cpu/isa/isa_fns.h"
+#include "backends/cpu/isa/optim_split.h"
 
 /* sqrtf without errno (never read by kiln; the result is the same correctly rounded
  * root), so that gcc vectorizes the loops that take roots */
@@ -110,4 +111,4 @@ static void sumsq(const float *x, size_t n, double *acc) {
 }
 
 const kl_optim_fns kl_optim_generic = {sgd, adagrad, adam, lamb_moments, lamb_apply,
-                                       lars_norms, lars, sumsq};
+                                       lars_norms, lars, sumsq, join_halves, split_halves};

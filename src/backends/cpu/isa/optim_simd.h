@@ -15,6 +15,8 @@
 #ifndef KL_OPTIM_SIMD_H
 #define KL_OPTIM_SIMD_H
 
+#include "backends/cpu/isa/optim_split.h"
+
 #define AI static inline __attribute__((always_inline))
 #define GROUP KL_OPTIM_LANES
 #define PER (GROUP / VN)     /* vectors per group */

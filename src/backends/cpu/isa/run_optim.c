@@ -64,13 +64,11 @@ static void optim_task(void *arg, int64_t t) {
     bool writes_p = !j->norms;
     for (int64_t i = i0; i < i1; i += SUB) {
       size_t len = (size_t)(i1 - i < SUB ? i1 - i : SUB);
-      for (size_t e = 0; e < len; e++) pf[e] = kl_join_bf16(pl->top[i + e], pl->trail[i + e]);
+      j->f->join(pl->top + i, pl->trail + i, pf, len);
       const float *g = pl->g ? pl->g + i : gf;
-      if (!pl->g)
-        for (size_t e = 0; e < len; e++) gf[e] = kl_join_bf16(pl->g_bf16[i + e], 0);
+      if (!pl->g) j->f->join(pl->g_bf16 + i, NULL, gf, len);
       run_range(j, pf, g, i, len, acc_p, acc_b);
-      if (writes_p)
-        for (size_t e = 0; e < len; e++) kl_split_bf16(pf[e], &pl->top[i + e], &pl->trail[i + e]);
+      if (writes_p) j->f->split(pf, pl->top + i, pl->trail + i, len);
     }
   }
   if (j->norms) {
