@@ -190,20 +190,23 @@ static void conv_attrs(kl_graph *g, int n, const conv_case *c) {
   assert_int_equal(kl_node_set_int(g, n, "group", c->group, NULL), KILN_OK);
 }
 
+/* ConvGradX and ConvGradW of case c over inputs x, w, dy, both outputs. */
+static kl_graph *conv_grad_graph(const conv_case *c) {
+  int64_t y[5] = {c->x[0], c->w[0]};
+  for (int d = 0; d < c->rank - 2; d++) y[2 + d] = conv_out(c, d);
+  kl_graph *g = kl_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
+  int w = tu_graph_input(g, "w", KL_F32, c->rank, c->w);
+  int dy = tu_graph_input(g, "dy", KL_F32, c->rank, y);
+  conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradX, 3, (int[]){dy, w, x}, 1), c);
+  conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradW, 3, (int[]){x, dy, w}, 1), c);
+  return g;
+}
+
 static void test_conv_grad(void **state) {
   (void)state;
-  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
-    const conv_case *c = &conv_cases[i];
-    int64_t y[5] = {c->x[0], c->w[0]};
-    for (int d = 0; d < c->rank - 2; d++) y[2 + d] = conv_out(c, d);
-    kl_graph *g = kl_graph_new();
-    int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
-    int w = tu_graph_input(g, "w", KL_F32, c->rank, c->w);
-    int dy = tu_graph_input(g, "dy", KL_F32, c->rank, y);
-    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradX, 3, (int[]){dy, w, x}, 1), c);
-    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradW, 3, (int[]){x, dy, w}, 1), c);
-    check(g, c->what);
-  }
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
+    check(conv_grad_graph(&conv_cases[i]), conv_cases[i].what);
 }
 
 /* ---- MaxPoolGrad and AveragePoolGrad ---- */
@@ -579,15 +582,7 @@ static void test_conv_grad_bf16(void **state) {
   if (!KL_HAVE_DNNL || kl_cpu_bf16_check(&e) != KILN_OK) skip();
   for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
     const conv_case *c = &conv_cases[i];
-    int64_t y[5] = {c->x[0], c->w[0]};
-    for (int d = 0; d < c->rank - 2; d++) y[2 + d] = conv_out(c, d);
-    kl_graph *g = kl_graph_new();
-    int x = tu_graph_input(g, "x", KL_F32, c->rank, c->x);
-    int w = tu_graph_input(g, "w", KL_F32, c->rank, c->w);
-    int dy = tu_graph_input(g, "dy", KL_F32, c->rank, y);
-    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradX, 3, (int[]){dy, w, x}, 1), c);
-    conv_attrs(g, tu_graph_output_node(g, KL_OP_KilnConvGradW, 3, (int[]){x, dy, w}, 1), c);
-    kiln_model *m = tu_model_of(g, 0);
+    kiln_model *m = tu_model_of(conv_grad_graph(c), 0);
     float *bufs[3];
     for (int k = 0; k < 3; k++) {
       kiln_tensor_info info;

@@ -146,6 +146,8 @@ static dnnl_status_t pd_create(const gr_node *g, const gr_problem *p, gr_try t,
                                dnnl_primitive_desc_t *pd) {
   /* in bf16: dY and the input the node reads (W for ConvGradX, X for ConvGradW) */
   dnnl_memory_desc_t x, w, y;
+  memset(&w, 0, sizeof w);
+  memset(&y, 0, sizeof y);
   dnnl_status_t s = want_md(t, true, p->bf16 && !g->to_x, &x, p->nd, p->x);
   if (s == dnnl_success) s = want_md(t, false, p->bf16 && g->to_x, &w, p->w_nd, p->w);
   if (s == dnnl_success) s = want_md(t, true, p->bf16, &y, p->nd, p->y);

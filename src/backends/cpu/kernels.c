@@ -393,11 +393,23 @@ static bool same_static(const kl_type *a, const kl_type *b) {
   return true;
 }
 
+/* Whether inputs [from, to) that are present are float32 (what the channels-last
+ * gradient kernels take; they cannot fall back to the reference). */
+static bool f32_inputs(const kl_type *const *in, int n_in, int from, int to) {
+  for (int k = from; k < to && k < n_in; k++)
+    if (in[k] && in[k]->dtype != KL_F32) return false;
+  return true;
+}
+
 /* The float32 ops whose kiln kernels read and write channels-last tensors: elementwise
  * ones over operands of Y's dims (the layout does not matter to them) and a training
- * step's BatchNormTrain and BatchNormGrad (per channel: kl_cpu_isa_kernel_cl's). */
+ * step's BatchNormTrain, BatchNormGrad, MaxPoolGrad and a global pooling's ReduceGrad
+ * (kl_cpu_isa_kernel_cl's kernels). */
 static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_in,
                               const kl_type *y, unsigned *slots) {
+  bool grad = n->op == KL_OP_KilnBatchNormTrain || n->op == KL_OP_KilnBatchNormGrad ||
+              n->op == KL_OP_KilnMaxPoolGrad || n->op == KL_OP_KilnReduceGrad;
+  if (grad && !f32_inputs(in, n_in, 0, 5)) return KL_ISA_CL_NONE;
   switch (n->op) {
   case KL_OP_Relu:
     *slots = kl_type_same_dims(in[0], y) ? 1u : 0u;
