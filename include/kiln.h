@@ -250,9 +250,10 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  * integers: "nesterov", "amsgrad", "maximize" (0 or 1, as PyTorch's), "ignore_index"
  * (cross_entropy/nll, default -100), "seed" (dropout masks, default 0), "bf16" (1:
  * each trained weight held as the two 16-bit halves of its FP32 master, SplitSGD; on a
- * CPU with AVX512-BF16 or AMX the convolutions, their gradients and the matrix
- * products also compute in bf16, float32 sums, unless "precision" is "fp32"; elsewhere
- * the arithmetic stays float32: docs/training.md); floats
+ * CPU with AMX the convolutions, their gradients and the matrix products also compute
+ * in bf16, float32 sums, unless "precision" is "fp32"; elsewhere the arithmetic stays
+ * float32 unless "precision" is "bf16" (AVX512-BF16: slower than float32 on the Xeon
+ * measured, docs/training.md)); floats
  * (kiln_options_set_float): "lr", "momentum", "dampening", "weight_decay", "beta1",
  * "beta2", "eps", "lr_decay", "initial_accumulator", "trust_coefficient" (Lars),
  * "clip_norm" (clip the gradients to this global L2 norm, 0 = none),

@@ -40,19 +40,33 @@ expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lars --lr 20
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lamb
 
-# --bf16 computes in bf16 where the level has it (avx512_bf16, amx; KILN_ISA lowers it):
-# the convolutions and their gradients name bf16 kernels in --profile; elsewhere none
-# does (the converting path: float32 arithmetic over the bf16 weights)
+# --bf16 computes in bf16 at the amx level (KILN_ISA lowers it): the convolutions and
+# their gradients name bf16 kernels in --profile; below it none does (the converting
+# path: float32 arithmetic over the bf16 weights) unless --precision bf16 asks, which
+# avx512_bf16 can do and lower levels refuse
 level=$("$kiln" info | sed -n 's/^isa: \([a-z0-9_]*\).*/\1/p')
-out=$("$kiln" train models/train/cnn/model.onnx --data models/train/cnn/train.npz --steps 4 \
-  --bf16 --profile 2>&1) || fail "kiln train --bf16 --profile: $out"
-for op in Conv kiln.ConvGradW kiln.ConvGradX; do
-  line=$(grep -E "^  $op " <<<"$out")
-  [ -n "$line" ] || fail "--bf16 --profile: no $op line in: $out"
-  case $level in
-    avx512_bf16 | amx) grep -q ' bf16' <<<"$line" || fail "--bf16 at $level: $op not in bf16: $line" ;;
-    *) grep -q ' bf16' <<<"$line" && fail "--bf16 at $level: $op claims bf16: $line" ;;
-  esac
+for prec in "" bf16; do
+  out=$("$kiln" train models/train/cnn/model.onnx --data models/train/cnn/train.npz --steps 4 \
+    --bf16 --profile ${prec:+--precision $prec} 2>&1)
+  rc=$?
+  want=no
+  [ "$level" = amx ] && want=yes
+  [ "$prec" = bf16 ] && [ "$level" = avx512_bf16 ] && want=yes
+  if [ "$prec" = bf16 ] && [ "$want" = no ] && [ "$level" != amx ]; then
+    [ $rc = 1 ] && grep -q "precision" <<<"$out" ||
+      fail "--precision bf16 at $level: expected a refusal naming the precision: $out"
+    continue
+  fi
+  [ $rc = 0 ] || fail "kiln train --bf16 --profile ${prec:+--precision $prec}: $out"
+  for op in Conv kiln.ConvGradW kiln.ConvGradX; do
+    line=$(grep -E "^  $op " <<<"$out")
+    [ -n "$line" ] || fail "--bf16 --profile: no $op line in: $out"
+    if [ $want = yes ]; then
+      grep -q ' bf16' <<<"$line" || fail "--bf16 ${prec:+--precision $prec} at $level: $op not in bf16: $line"
+    else
+      grep -q ' bf16' <<<"$line" && fail "--bf16 at $level: $op claims bf16: $line"
+    fi
+  done
 done
 
 # the log, the curve, the model

@@ -41,7 +41,10 @@ static const char *train_help =
     "                        (\"*.bias,*norm*\"), as a PyTorch param group of weight_decay 0\n"
     "  --skip-nonfinite      skip a step whose loss is NaN or infinite (default: stop)\n"
     "  --bf16                weights as bfloat16 with their low halves kept apart (SplitSGD,\n"
-    "                        every optimizer); the FP32 master is saved\n"
+    "                        every optimizer); the FP32 master is saved. On an AMX CPU the\n"
+    "                        convolutions, their gradients and the products compute in\n"
+    "                        bf16 too (--precision fp32 keeps float32; --precision bf16\n"
+    "                        asks for it on an AVX512-BF16 CPU without AMX)\n"
     "  --log FILE.jsonl      one JSON object per step: step, epoch, loss, lr, ms\n"
     "  --profile             time each node of the step graph (steps after the first two)\n"
     "                        and print the op types and nodes that took longest\n"
@@ -440,7 +443,7 @@ int cmd_train(int argc, char **argv) {
     } else if (strcmp(s, "--profile") == 0) {
       a.profile = true;
     } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
-      printf("%s", train_help);
+      printf("%s%s%s", train_help, cli_load_help, cli_run_help);
       return EXIT_OK;
     } else if (s[0] == '-') {
       fprintf(stderr, "kiln train: unknown option %s\n%s", s, train_help);
