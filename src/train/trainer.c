@@ -273,16 +273,69 @@ static void mark_bn_stats(const kl_graph *g, bool *stat) {
   }
 }
 
+/* The name for node n's own copy of its input k (1: scale, 2: bias) of a
+ * BatchNormalization: "<node>.scale" or "<node>.bias", unused in g. */
+static void bn_param_name(const kl_graph *g, const kl_node *n, int k, char *out, size_t len) {
+  snprintf(out, len, "%s.%s", n->name ? n->name : "BatchNormalization", k == 1 ? "scale" : "bias");
+  size_t base = strlen(out);
+  for (int i = 2; kl_graph_find_value(g, out) >= 0 && base + 12 < len; i++)
+    snprintf(out + base, len - base, ".%d", i);
+}
+
+/* A constant that is the scale or bias of more than one BatchNormalization (an exporter
+ * that shares equal tensors without Identities): every such BatchNormalization but
+ * the first gets a copy of its own (bn_param_name), as PyTorch trains them apart. */
+static kiln_status untie_bn_params(kl_graph *g, bool *changed, kl_err *e) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != KL_OP_BatchNormalization || g->nodes[i].n_in < 3) continue;
+    for (int k = 1; k < 3; k++) {
+      int v = g->nodes[i].in[k];
+      if (v < 0 || g->values[v].kind != KL_VALUE_CONST) continue;
+      /* the BatchNormalizations reading v as scale or bias: this one the first? */
+      int first = -1, users = 0;
+      char name[512];
+      for (int j = 0; j < g->n_nodes; j++) {
+        const kl_node *m = &g->nodes[j];
+        if (m->op != KL_OP_BatchNormalization || m->n_in < 3 || (m->in[1] != v && m->in[2] != v))
+          continue;
+        users++;
+        if (first < 0) first = j;
+      }
+      if (users < 2 || i == first) continue;
+      bn_param_name(g, &g->nodes[i], k, name, sizeof name);
+      kl_type type = g->values[v].type; /* adding a value may move g->values */
+      size_t nbytes = g->values[v].nbytes;
+      int64_t dims[KL_MAX_RANK];
+      for (int d = 0; d < type.rank; d++) dims[d] = type.dims[d].size;
+      void *copy = malloc(nbytes ? nbytes : 1);
+      if (!copy) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      memcpy(copy, g->values[v].data, nbytes);
+      int c = kl_graph_add_const(g, name, type.dtype, type.rank, dims, copy, nbytes, false, e);
+      if (c < 0) {
+        free(copy);
+        return e->code;
+      }
+      g->nodes[i].in[k] = c;
+      *changed = true;
+    }
+  }
+  return KILN_OK;
+}
+
 /* PyTorch's exporter writes one initializer for equal tensors: a fresh BatchNorm's
  * running variance (ones) becomes an Identity of its weight, its running mean an
- * Identity of its bias. Training changes them apart, so such a statistic becomes a
- * constant of its own (the Identity's output, its name kept). */
+ * Identity of its bias, and every BatchNorm of the same width after the first reads
+ * its weight and bias as Identities of the first one's (the Identity's output named as
+ * PyTorch's parameter). PyTorch trains them apart, so such a scale, bias or statistic
+ * becomes a constant of its own (the Identity's output, its name kept); and a scale or
+ * bias that several BatchNormalizations read directly, one per node
+ * (untie_bn_params). */
 kiln_status kl_train_own_stats(kl_graph *g, kl_err *e) {
   bool changed = false;
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
     if (n->op != KL_OP_BatchNormalization || n->n_in < 5) continue;
-    for (int k = 3; k < 5; k++) {
+    for (int k = 1; k < 5; k++) {
       int v = g->nodes[i].in[k], src = v, p;
       while (src >= 0 && (p = g->values[src].producer) >= 0 && g->nodes[p].op == KL_OP_Identity)
         src = g->nodes[p].in[0];
@@ -308,6 +361,8 @@ kiln_status kl_train_own_stats(kl_graph *g, kl_err *e) {
       changed = true;
     }
   }
+  kiln_status st = untie_bn_params(g, &changed, e);
+  if (st != KILN_OK) return st;
   kl_graph_uses_reset(g);
   return kl_rw_finish(g, changed, e);
 }
