@@ -286,40 +286,44 @@ static void bn_param_name(const kl_graph *g, const kl_node *n, int k, char *out,
  * that shares equal tensors without Identities): every such BatchNormalization but
  * the first gets a copy of its own (bn_param_name), as PyTorch trains them apart. */
 static kiln_status untie_bn_params(kl_graph *g, bool *changed, kl_err *e) {
-  for (int i = 0; i < g->n_nodes; i++) {
+  int nv = g->n_values;
+  int *first = malloc(sizeof(int) * (size_t)(nv ? nv : 1)); /* per value: its first BN */
+  if (!first) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int v = 0; v < nv; v++) first[v] = -1;
+  kiln_status st = KILN_OK;
+  for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
     if (g->nodes[i].op != KL_OP_BatchNormalization || g->nodes[i].n_in < 3) continue;
-    for (int k = 1; k < 3; k++) {
+    for (int k = 1; st == KILN_OK && k < 3; k++) {
       int v = g->nodes[i].in[k];
-      if (v < 0 || g->values[v].kind != KL_VALUE_CONST) continue;
-      /* the BatchNormalizations reading v as scale or bias: this one the first? */
-      int first = -1, users = 0;
-      char name[512];
-      for (int j = 0; j < g->n_nodes; j++) {
-        const kl_node *m = &g->nodes[j];
-        if (m->op != KL_OP_BatchNormalization || m->n_in < 3 || (m->in[1] != v && m->in[2] != v))
-          continue;
-        users++;
-        if (first < 0) first = j;
+      if (v < 0 || v >= nv || g->values[v].kind != KL_VALUE_CONST) continue;
+      if (first[v] < 0 || first[v] == i) {
+        first[v] = i;
+        continue;
       }
-      if (users < 2 || i == first) continue;
+      char name[512];
       bn_param_name(g, &g->nodes[i], k, name, sizeof name);
       kl_type type = g->values[v].type; /* adding a value may move g->values */
       size_t nbytes = g->values[v].nbytes;
       int64_t dims[KL_MAX_RANK];
       for (int d = 0; d < type.rank; d++) dims[d] = type.dims[d].size;
       void *copy = malloc(nbytes ? nbytes : 1);
-      if (!copy) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+      if (!copy) {
+        st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+        break;
+      }
       memcpy(copy, g->values[v].data, nbytes);
       int c = kl_graph_add_const(g, name, type.dtype, type.rank, dims, copy, nbytes, false, e);
       if (c < 0) {
         free(copy);
-        return e->code;
+        st = e->code;
+        break;
       }
       g->nodes[i].in[k] = c;
       *changed = true;
     }
   }
-  return KILN_OK;
+  free(first);
+  return st;
 }
 
 /* PyTorch's exporter writes one initializer for equal tensors: a fresh BatchNorm's

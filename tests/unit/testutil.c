@@ -572,14 +572,23 @@ kiln_model *tu_model_of(kl_graph *g, int opt_level) {
 /* ---- sessions ---- */
 
 kiln_session *tu_session(const kiln_model *m, bool reference, int threads) {
+  kiln_session *s = NULL;
+  kiln_status st = tu_session_try(m, reference, threads, NULL, &s);
+  if (st != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  return s;
+}
+
+kiln_status tu_session_try(const kiln_model *m, bool reference, int threads,
+                           const char *precision, kiln_session **out) {
   kiln_options *o;
   assert_int_equal(kiln_options_create(&o), KILN_OK);
   assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
   if (threads > 0) assert_int_equal(kiln_options_set_int(o, "threads", threads), KILN_OK);
-  kiln_session *s = NULL;
-  if (kiln_session_create(m, o, &s) != KILN_OK) fail_msg("session: %s", kiln_session_error(s));
+  if (precision) assert_int_equal(kiln_options_set_string(o, "precision", precision), KILN_OK);
+  *out = NULL;
+  kiln_status st = kiln_session_create(m, o, out);
   kiln_options_free(o);
-  return s;
+  return st;
 }
 
 static int64_t info_numel(const kiln_tensor_info *info) {

@@ -252,6 +252,10 @@ kiln_model *tu_model_of(kl_graph *g, int opt_level);
 /* A session of m on the reference kernels (reference) or the fast ones, with `threads`
  * threads (0: the default). */
 kiln_session *tu_session(const kiln_model *m, bool reference, int threads);
+/* The same with option precision (NULL: unset), the status returned and the session
+ * (to free, or read its error) in *out, not failing the test. */
+kiln_status tu_session_try(const kiln_model *m, bool reference, int threads,
+                           const char *precision, kiln_session **out);
 /* Runs s, a session of m, on the float32 inputs bufs[i] (model input i, of the shape m
  * gives it) and returns every output, float32, one after another: a copy to free, its
  * element count in *count. */

@@ -12,11 +12,12 @@
  * Layouts: the activations (dY, X, dX) are plain in the graph or, where the CPU plan
  * holds them so between oneDNN nodes and kiln's channels-last kernels (backend.c
  * choose_layouts: a training step's convolutions, BatchNorms and elementwise ops),
- * channels-last; the weights and dW are plain. The primitives are asked first for
- * oneDNN's own choice on every operand (on AVX2 its blocked nChw8c / OIhw8i8o forms,
- * which its JIT kernels run), the operands reordered into regions of the session's
- * workspace around the primitive; then for plain operands (oneDNN's im2col + GEMM
- * kernels, "gemm:jit"); then channels-last activations. The first layouts with an
+ * channels-last; the weights and dW are plain. For plain activations the primitives are
+ * asked first for oneDNN's own choice on every operand (on AVX2 its blocked nChw8c /
+ * OIhw8i8o forms, which its JIT kernels run), the operands reordered into regions of the
+ * session's workspace around the primitive; then for plain operands (oneDNN's im2col +
+ * GEMM kernels, "gemm:jit"); then channels-last activations. For channels-last ones,
+ * channels-last first (choose_pd_as says why), then the same two. The first layouts with an
  * implementation that is not one of oneDNN's reference loops win. Where only those
  * exist, the entry runs kiln's reference kernel instead and the node reports a slow
  * path (kl_cpu_plan_slow_path, which the session's fast_only refuses); with a tensor
@@ -25,7 +26,7 @@
  * The weights are graph inputs that change every step: they are reordered at every
  * run, never packed once. Running an existing entry allocates nothing.
  *
- * Precision bf16 (the engine's: a bf16 training step on a CPU with AVX512-BF16 or AMX):
+ * Precision bf16 (the engine's: `--bf16` training on an AMX CPU, or precision "bf16"):
  * the two inputs (ConvGradX: dY and W; ConvGradW: X and dY) are read as bf16, the
  * reorders into the primitive's layout rounding them (round to nearest even), the
  * output is float32, the sums float32 (oneDNN's bf16 kernels: VDPBF16PS, AMX tiles).
@@ -180,23 +181,8 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
   return impl;
 }
 
-static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
-                                  dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd);
-
-/* The first try's descriptor with a fast implementation, else NULL in *pd (then *s is
- * dnnl_unimplemented, or the error that stopped the search): in bf16 first when the
- * engine's precision is bf16 (p->bf16 says which was chosen). */
-static dnnl_status_t choose_pd(const gr_node *g, gr_problem *p, dnnl_primitive_attr_t attr,
-                               dnnl_primitive_desc_t *pd) {
-  *pd = NULL;
-  for (int k = g->eng->bf16 ? 0 : 1; k < 2; k++) {
-    p->bf16 = k == 0;
-    dnnl_status_t s = choose_pd_as(g, p, attr, pd);
-    if (s != dnnl_unimplemented) return s;
-  }
-  return dnnl_unimplemented;
-}
-
+/* The first try's fast descriptor in p's precision, else NULL in *pd and
+ * dnnl_unimplemented (or the error that stopped the search). */
 static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
                                   dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
   /* activations held channels-last: that layout first. oneDNN 2.6's float32 blocked
@@ -210,7 +196,7 @@ static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
   for (int i = 0; i < GR_TRIES; i++) {
     gr_try t = order[i];
     dnnl_primitive_desc_t cand = NULL;
-    dnnl_status_t s = pd_create(g, p, (gr_try)t, attr, g->eng->engine, &cand);
+    dnnl_status_t s = pd_create(g, p, t, attr, g->eng->engine, &cand);
     if (s == dnnl_unimplemented || s == dnnl_invalid_arguments) continue;
     if (s != dnnl_success) return s;
     if (!kl_dnnl_impl_is_slow(impl_of(cand))) {
@@ -218,6 +204,20 @@ static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
       return dnnl_success;
     }
     dnnl_primitive_desc_destroy(cand);
+  }
+  return dnnl_unimplemented;
+}
+
+/* The fast descriptor for p: in bf16 first when the engine's precision is bf16, else (or
+ * where bf16 has none) in float32, p->bf16 saying which; NULL in *pd and
+ * dnnl_unimplemented when neither has one (or the error that stopped the search). */
+static dnnl_status_t choose_pd(const gr_node *g, gr_problem *p, dnnl_primitive_attr_t attr,
+                               dnnl_primitive_desc_t *pd) {
+  *pd = NULL;
+  for (int k = g->eng->bf16 ? 0 : 1; k < 2; k++) {
+    p->bf16 = k == 0;
+    dnnl_status_t s = choose_pd_as(g, p, attr, pd);
+    if (s != dnnl_unimplemented) return s;
   }
   return dnnl_unimplemented;
 }

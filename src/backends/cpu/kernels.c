@@ -420,8 +420,7 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
       if (!kl_type_same_dims(in[k], y)) return *slots = 0, KL_ISA_CL_NONE;
       *slots |= 1u << k;
     }
-    return n_in >= 2 && (n->op == KL_OP_KilnUnaryGrad || n_in == 2) ? KL_ISA_CL_SAME
-                                                                   : (*slots = 0, KL_ISA_CL_NONE);
+    return *slots ? KL_ISA_CL_SAME : KL_ISA_CL_NONE;
   case KL_OP_KilnBatchNormTrain: /* X; Y is out[0], the running statistics per channel */
     *slots = kl_type_same_dims(in[0], y) ? 1u : 0u;
     return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;

@@ -323,10 +323,12 @@ int kl_run_batchnorm_grad(kl_kernel_ctx *c, const kl_isa_fns *f) {
 
 /* ---- MaxPoolGrad channels-last: dY, X and dX held [N, S..., C] ----
  * Each task one image: its dX zeroed, then for every output in order its window's taps
- * gathered once and searched for each block of up to POOL_CL_CH channels as max_at
- * does (the first tap's position unless a later one is greater, or NaN; the level's
- * cl_max), and dY added there. A pixel's channels are read together, X once a tap. */
-#define POOL_CL_CH KL_GRAD_CL_CH
+ * gathered POOL_CL_TAPS at a time, each gathering searched for every block of up to
+ * KL_GRAD_CL_CH channels as max_at does (the first tap's position unless a later one is
+ * greater, or NaN; the level's cl_max, the running maxima and positions per channel in
+ * the task's part of state), and dY added at the winners. A pixel's channels are read
+ * together, X once a tap. */
+#define POOL_CL_TAPS 64
 
 typedef struct pool_cl_job {
   const kl_grad_fns *fn;
@@ -335,9 +337,18 @@ typedef struct pool_cl_job {
   const float *dy, *x;
   float *dx;
   int64_t channels;
+  float *mx;    /* [images][channels]: each task's running maxima */
+  int32_t *best; /* [images][channels]: and their positions */
 } pool_cl_job;
 
-#define POOL_CL_TAPS 64 /* taps gathered per cl_max call */
+/* Searches the gathered taps for every block of channels. */
+static void max_cl_search(const pool_cl_job *j, const float *x, const int32_t *taps, int n,
+                          float *mx, int32_t *best) {
+  for (int64_t c0 = 0; c0 < j->channels; c0 += KL_GRAD_CL_CH) {
+    int cw = (int)(j->channels - c0 < KL_GRAD_CL_CH ? j->channels - c0 : KL_GRAD_CL_CH);
+    j->fn->cl_max(x + c0, (size_t)j->channels, taps, n, cw, mx + c0, best + c0);
+  }
+}
 
 static void max_cl_task(void *arg, int64_t n) {
   const pool_cl_job *j = arg;
@@ -345,52 +356,32 @@ static void max_cl_task(void *arg, int64_t n) {
   int64_t nc = j->channels;
   int64_t px = g->in[0] * g->in[1] * g->in[2], py = g->out[0] * g->out[1] * g->out[2];
   const float *x = j->x + n * px * nc, *dy = j->dy + n * py * nc;
-  float *dx = j->dx + n * px * nc;
+  float *dx = j->dx + n * px * nc, *mx = j->mx + n * nc;
+  int32_t *best = j->best + n * nc, taps[POOL_CL_TAPS];
   memset(dx, 0, sizeof(float) * (size_t)(px * nc));
   int64_t q = 0, d0 = g->dilation[0], d1 = g->dilation[1], d2 = g->dilation[2];
-  int32_t best[POOL_CL_CH], taps[POOL_CL_TAPS];
-  float mx[POOL_CL_CH];
   for (int64_t o0 = 0; o0 < g->out[0]; o0++)
     for (int64_t o1 = 0; o1 < g->out[1]; o1++)
       for (int64_t o2 = 0; o2 < g->out[2]; o2++, q++) {
         const span *s0 = &j->sp[0][o0], *s1 = &j->sp[1][o1], *s2 = &j->sp[2][o2];
         if (s0->k0 >= s0->k1 || s1->k0 >= s1->k1 || s2->k0 >= s2->k1) continue;
-        int n_taps = 0;
-        bool more = false; /* a window of more than POOL_CL_TAPS taps: in several calls */
-        for (int64_t k0 = s0->k0; k0 < s0->k1 && !more; k0++)
-          for (int64_t k1 = s1->k0; k1 < s1->k1 && !more; k1++) {
+        /* no tap greater than -inf: the first's, as max_at */
+        int32_t first = (int32_t)(((s0->base + s0->k0 * d0) * g->in[1] + s1->base +
+                                   s1->k0 * d1) * g->in[2] + s2->base + s2->k0 * d2);
+        for (int64_t k = 0; k < nc; k++) mx[k] = -INFINITY, best[k] = first;
+        int m = 0;
+        for (int64_t k0 = s0->k0; k0 < s0->k1; k0++)
+          for (int64_t k1 = s1->k0; k1 < s1->k1; k1++) {
             int64_t row = ((s0->base + k0 * d0) * g->in[1] + s1->base + k1 * d1) * g->in[2] +
                           s2->base;
-            for (int64_t k2 = s2->k0; k2 < s2->k1 && !more; k2++) {
-              if (n_taps == POOL_CL_TAPS) more = true;
-              else taps[n_taps++] = (int32_t)(row + k2 * d2);
+            for (int64_t k2 = s2->k0; k2 < s2->k1; k2++) {
+              taps[m++] = (int32_t)(row + k2 * d2);
+              if (m == POOL_CL_TAPS) max_cl_search(j, x, taps, m, mx, best), m = 0;
             }
           }
-        int32_t first = taps[0]; /* no tap greater than -inf: the first's, as max_at */
+        if (m) max_cl_search(j, x, taps, m, mx, best);
         const float *dyv = dy + q * nc;
-        for (int64_t c0 = 0; c0 < nc; c0 += POOL_CL_CH) {
-          int cw = (int)(nc - c0 < POOL_CL_CH ? nc - c0 : POOL_CL_CH);
-          for (int k = 0; k < cw; k++) mx[k] = -INFINITY, best[k] = first;
-          if (!more) {
-            j->fn->cl_max(x + c0, (size_t)nc, taps, n_taps, cw, mx, best);
-          } else { /* the window again, in chunks of taps */
-            int m = 0;
-            for (int64_t k0 = s0->k0; k0 < s0->k1; k0++)
-              for (int64_t k1 = s1->k0; k1 < s1->k1; k1++) {
-                int64_t row = ((s0->base + k0 * d0) * g->in[1] + s1->base + k1 * d1) *
-                                  g->in[2] + s2->base;
-                for (int64_t k2 = s2->k0; k2 < s2->k1; k2++) {
-                  taps[m++] = (int32_t)(row + k2 * d2);
-                  if (m == POOL_CL_TAPS) {
-                    j->fn->cl_max(x + c0, (size_t)nc, taps, m, cw, mx, best);
-                    m = 0;
-                  }
-                }
-              }
-            if (m) j->fn->cl_max(x + c0, (size_t)nc, taps, m, cw, mx, best);
-          }
-          for (int k = 0; k < cw; k++) dx[(int64_t)best[k] * nc + c0 + k] += dyv[c0 + k];
-        }
+        for (int64_t k = 0; k < nc; k++) dx[(int64_t)best[k] * nc + k] += dyv[k];
       }
 }
 
@@ -410,9 +401,16 @@ static int run_max_pool_grad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "MaxPoolGrad held channels-last: more than "
                    "2^31 pixels an image");
   }
-  kl_isa_parallel(c, x->dims[0], kl_tensor_numel(x) + kl_tensor_numel(dy), max_cl_task, &j);
+  size_t states = (size_t)(x->dims[0] * j.channels); /* at most X's elements */
+  j.mx = malloc(sizeof(float) * states);
+  j.best = malloc(sizeof(int32_t) * states);
+  if (j.mx && j.best)
+    kl_isa_parallel(c, x->dims[0], kl_tensor_numel(x) + kl_tensor_numel(dy), max_cl_task, &j);
+  else st = kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for MaxPoolGrad's maxima");
+  free(j.mx);
+  free(j.best);
   free(all);
-  return KILN_OK;
+  return st;
 }
 
 /* ---- BatchNormTrain and BatchNormGrad channels-last: X [rows, C] ----
@@ -476,33 +474,32 @@ static int run_batchnorm_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
     for (size_t k = 0; k < 4 * per; k++) sum[k] += part[(size_t)t * 4 * per + k];
   double n = (double)rows, eps = kl_attr_float(c->node, "epsilon", 1e-5f);
   const float *scale = c->in[train ? 1 : 2]->data;
+  /* training: B, the old statistics; out[1], out[2] the new ones (or dScale, dB) */
+  const float *bias = train ? c->in[2]->data : NULL;
+  const float *old_mean = train ? c->in[3]->data : NULL, *old_var = train ? c->in[4]->data : NULL;
+  float *o1 = c->n_out > 1 && c->out[1] ? c->out[1]->data : NULL;
+  float *o2 = c->n_out > 2 && c->out[2] ? c->out[2]->data : NULL;
+  double momentum = kl_attr_float(c->node, "momentum", 0.9f);
   for (int64_t ch = 0; ch < nc; ch++) {
     double d = sum[ch] / n; /* mean - K */
     double mean = shift[ch] + d, var = sum[per + ch] / n - d * d;
     if (var < 0) var = 0;
-    double invstd = 1 / sqrt(var + eps);
+    double invstd = 1 / sqrt(var + eps), k = (double)scale[ch] * invstd;
+    ka[ch] = (float)k;
     if (train) {
-      const float *bias = c->in[2]->data, *old_mean = c->in[3]->data, *old_var = c->in[4]->data;
-      double momentum = kl_attr_float(c->node, "momentum", 0.9f), k = (double)scale[ch] * invstd;
-      ka[ch] = (float)k;
       kb[ch] = (float)((double)bias[ch] - mean * k);
-      if (c->n_out > 1 && c->out[1])
-        ((float *)c->out[1]->data)[ch] = (float)(old_mean[ch] * momentum + mean * (1 - momentum));
-      if (c->n_out > 2 && c->out[2])
-        ((float *)c->out[2]->data)[ch] =
-            (float)(old_var[ch] * momentum + var * n / (n - 1) * (1 - momentum));
+      if (o1) o1[ch] = (float)(old_mean[ch] * momentum + mean * (1 - momentum));
+      if (o2) o2[ch] = (float)(old_var[ch] * momentum + var * n / (n - 1) * (1 - momentum));
       continue;
     }
     /* as bn_grad_channel: dX = k (dY - sum_dy / n - xhat sum_dy_xhat / n); the sum of
      * dY (X - mean) is that of dY (X - K) less (mean - K) times that of dY */
     double sum_dy = sum[2 * per + ch];
     double sum_dy_xhat = (sum[3 * per + ch] - d * sum_dy) * invstd;
-    double k = (double)scale[ch] * invstd;
-    ka[ch] = (float)k;
     kb[ch] = (float)(-k * invstd * sum_dy_xhat / n);
     kc[ch] = (float)(-k * sum_dy / n + k * invstd * sum_dy_xhat / n * mean);
-    if (c->n_out > 1 && c->out[1]) ((float *)c->out[1]->data)[ch] = (float)sum_dy_xhat;
-    if (c->n_out > 2 && c->out[2]) ((float *)c->out[2]->data)[ch] = (float)sum_dy;
+    if (o1) o1[ch] = (float)sum_dy_xhat;
+    if (o2) o2[ch] = (float)sum_dy;
   }
   j.apply = true;
   kl_isa_parallel(c, blocks, numel * (j.dy ? 3 : 2), bn_cl_task, &j);
