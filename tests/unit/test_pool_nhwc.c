@@ -53,6 +53,13 @@ static const pool_case cases[] = {
     {"global max 12x11", KL_OP_GlobalMaxPool, 4, {2, 19, 12, 11}, {0}, {0}, {0}, {0}, 0, 0},
     {"avg 9x8 window", KL_OP_AveragePool, 4, {1, 5, 10, 10}, {9, 8}, {1, 2}, {1, 1},
      {0, 0, 0, 0}, 0, 0},
+    /* one image on 2 threads: a global pool's positions shared out in parts (1800 and
+     * 667 positions), and one output row's channels in chunks (80 + 70) */
+    {"global average in parts", KL_OP_GlobalAveragePool, 4, {1, 37, 40, 45}, {0}, {0}, {0},
+     {0}, 0, 0},
+    {"global max in parts", KL_OP_GlobalMaxPool, 4, {1, 130, 23, 29}, {0}, {0}, {0}, {0}, 0, 0},
+    {"avg one output row, channels in chunks", KL_OP_AveragePool, 4, {1, 150, 5, 6}, {5, 6},
+     {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 0},
 };
 
 static uint32_t rng = 4242;
