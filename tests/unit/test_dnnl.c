@@ -655,6 +655,56 @@ static void test_concat_layouts(void **state) {
   after_fast_run = NULL;
 }
 
+/* A squeeze-and-excitation scale between convolutions: Add, Sub, Mul and Div of a
+ * convolution's result and one value per image and channel (either operand first) run
+ * on kiln's channels-last kernel (kl_run_binary_cl) where the result is held so, not on
+ * oneDNN's binary; batch 2, 37 channels, 5x7 pixels. */
+static void channel_scale_impls(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    kl_op op = m->g->nodes[i].op;
+    if (op != KL_OP_Add && op != KL_OP_Sub && op != KL_OP_Mul && op != KL_OP_Div) continue;
+    const char *name = kl_session_kernel_name(fast, i);
+    if (!strstr(name, " channels-last"))
+      fail_msg("%s %d ran on '%s', not kiln's channels-last kernel", kl_op_name(op), i, name);
+    seen++;
+  }
+  assert_int_equal(seen, 4);
+}
+
+static void test_channel_scale_layouts(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 5, 7});
+  int v[12];
+  for (int k = 0; k < 12; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int a = v[0], p = v[1], q = v[2], s = v[3];
+  int na = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){37, 8, 3, 3})}, 1, &a, &e);
+  int np = kl_graph_add_node(g, KL_OP_GlobalAveragePool, NULL, 1, &a, 1, &p, &e);
+  int nq = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){p, cst(g, 4, (int64_t[]){37, 37, 1, 1})}, 1, &q, &e);
+  int ns = kl_graph_add_node(g, KL_OP_Sigmoid, NULL, 1, &q, 1, &s, &e);
+  assert_true(na >= 0 && np >= 0 && nq >= 0 && ns >= 0);
+  tu_node_ints(g, na, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  kl_op ops[4] = {KL_OP_Mul, KL_OP_Add, KL_OP_Div, KL_OP_Sub};
+  for (int k = 0; k < 4; k++) {
+    int in[2] = {a, s};
+    if (k % 2) in[0] = s, in[1] = a; /* the per-channel operand first */
+    int nb = kl_graph_add_node(g, ops[k], NULL, 2, in, 1, &v[4 + k], &e);
+    int nc = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                               (int[]){v[4 + k], cst(g, 4, (int64_t[]){6, 37, 1, 1})}, 1,
+                               &v[8 + k], &e);
+    assert_true(nb >= 0 && nc >= 0);
+    assert_int_equal(kl_graph_add_output(g, v[8 + k], NULL), KILN_OK);
+  }
+  after_fast_run = channel_scale_impls;
+  check_on(g, "channel scale layouts", false); /* the Sigmoid and the binaries are kiln's */
+  after_fast_run = NULL;
+}
+
 /* kiln's Winograd F(2x2, 3x3) (dnnl_wino.c), which runs the 3x3 stride-1 convolutions
  * between channels-last tensors at the AVX2 level: odd channel counts (33 -> 40), an
  * odd output (29x23: partial tiles at the right and bottom), batch 2 (360 tiles: three
@@ -1009,9 +1059,11 @@ static void test_shared_workspace(void **state) {
 }
 
 /* Which binary ops oneDNN runs: those with an operand of the output's shape made by a
- * convolution or pooling (its layout kept), not a pooling's small result scaling
- * constant weights, which oneDNN 2.6 could only broadcast with its reference binary
- * (kiln's kernel runs it). Both against the reference session. */
+ * convolution or pooling (its layout kept) and the other of that shape too, not a
+ * pooling's small result scaling constant weights, which oneDNN 2.6 could only
+ * broadcast with its reference binary, nor one value per channel scaling a
+ * convolution's result (kiln's kernels run those: test_channel_scale_layouts). All
+ * against the reference session. */
 static void test_binary_choice(void **state) {
   (void)state;
   kl_graph *g = kl_graph_new();
@@ -1025,6 +1077,7 @@ static void test_binary_choice(void **state) {
   int wmul = tu_graph_output_node(g, KL_OP_Mul, 2,
                                   (int[]){cst(g, 4, (int64_t[]){4, 8, 1, 1}), pooled},
                                   1); /* [4, 8, 1, 1] */
+  int same = tu_graph_output_node(g, KL_OP_Add, 2, (int[]){scaled, x}, 1); /* [1, 8, 6, 6] */
   kiln_model *m = tu_model_of(g, 0);
   kiln_session *ref = tu_session(m, true, 0), *fast = tu_session(m, false, 0);
   float *in = malloc(sizeof(float) * 288);
@@ -1034,7 +1087,7 @@ static void test_binary_choice(void **state) {
   int64_t count;
   free(tu_run_f32(ref, m, bufs, &count));
   free(tu_run_f32(fast, m, bufs, &count));
-  for (int k = 0; k < 2; k++) { /* both Muls' outputs */
+  for (int k = 0; k < 3; k++) { /* both Muls' outputs and the Add's */
     kiln_tensor_info iw, ig;
     const void *dw, *dg;
     assert_int_equal(kiln_session_get_output(ref, k, &iw, &dw), KILN_OK);
@@ -1047,7 +1100,8 @@ static void test_binary_choice(void **state) {
     }
     tu_assert_floats(dg, dw, n, TU_TOL(TOL, TOL));
   }
-  assert_string_equal(kl_session_kernel_name(fast, se), "dnnl_binary");
+  assert_string_equal(kl_session_kernel_name(fast, same), "dnnl_binary");
+  assert_true(strncmp(kl_session_kernel_name(fast, se), "dnnl", 4) != 0);
   assert_true(strncmp(kl_session_kernel_name(fast, wmul), "dnnl", 4) != 0);
   free(in);
   kiln_session_free(ref);
@@ -1153,6 +1207,7 @@ int main(void) {
       cmocka_unit_test(test_mha),
       cmocka_unit_test(test_conv_chain),
       cmocka_unit_test(test_concat_layouts),
+      cmocka_unit_test(test_channel_scale_layouts),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_plain),
       cmocka_unit_test(test_winograd_constant_weights_only),

@@ -110,6 +110,8 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
   static int detect_##L(kl_kernel_ctx *c) { return kl_run_detect(c, &fns_##L); }         \
   static int cl_##L(kl_kernel_ctx *c) {                                                  \
     kl_op op = c->node->op;                                                              \
+    if (op == KL_OP_Add || op == KL_OP_Sub || op == KL_OP_Mul || op == KL_OP_Div)        \
+      return kl_run_binary_cl(c, &fns_##L);                                              \
     return op == KL_OP_KilnBatchNormTrain || op == KL_OP_KilnBatchNormGrad ||             \
                    op == KL_OP_KilnMaxPoolGrad || op == KL_OP_KilnReduceGrad               \
                ? kl_run_grad_cl(c, &fns_##L)                                             \
@@ -401,6 +403,16 @@ static bool f32_inputs(const kl_type *const *in, int n_in, int from, int to) {
   return true;
 }
 
+/* b is [N, C, 1...] against y [N, C, S...] (known dims). */
+static bool per_channel(const kl_type *b, const kl_type *y) {
+  if (!b || b->rank != y->rank || b->rank < 3) return false;
+  for (int i = 0; i < b->rank; i++)
+    if (b->dims[i].size < 0 || y->dims[i].size < 0 || (i < 2 ? b->dims[i].size != y->dims[i].size
+                                                           : b->dims[i].size != 1))
+      return false;
+  return true;
+}
+
 /* The float32 ops whose kiln kernels read and write channels-last tensors: elementwise
  * ones over operands of Y's dims (the layout does not matter to them) and a training
  * step's BatchNormTrain, BatchNormGrad, MaxPoolGrad and a global pooling's ReduceGrad
@@ -414,7 +426,18 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
   case KL_OP_Relu:
     *slots = kl_type_same_dims(in[0], y) ? 1u : 0u;
     return *slots ? KL_ISA_CL_SAME : KL_ISA_CL_NONE;
-  case KL_OP_Add: case KL_OP_KilnUnaryGrad: /* Add (A, B); UnaryGrad (dY, X, Y?) */
+  case KL_OP_Add: case KL_OP_Sub: case KL_OP_Mul: case KL_OP_Div:
+    /* one operand of Y's dims, the other one value per image and channel (a
+     * squeeze-and-excitation block's scale): kl_run_binary_cl */
+    if (n->op != KL_OP_KilnUnaryGrad && n_in == 2 && in[0] && in[1] && in[0]->dtype == KL_F32 &&
+        in[1]->dtype == KL_F32) {
+      if (kl_type_same_dims(in[0], y) && per_channel(in[1], y)) *slots = 1u;
+      else if (kl_type_same_dims(in[1], y) && per_channel(in[0], y)) *slots = 2u;
+      if (*slots) return KL_ISA_CL_CHANNEL;
+    }
+    if (n->op != KL_OP_Add) return KL_ISA_CL_NONE;
+    /* fall through */
+  case KL_OP_KilnUnaryGrad: /* Add (A, B); UnaryGrad (dY, X, Y?) */
     for (int k = 0; k < n_in && k < 3; k++) {
       if (!in[k]) continue;
       if (!kl_type_same_dims(in[k], y)) return *slots = 0, KL_ISA_CL_NONE;
@@ -446,16 +469,6 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
   }
   default: return KL_ISA_CL_NONE;
   }
-}
-
-/* b is [N, C, 1...] against y [N, C, S...] (known dims). */
-static bool per_channel(const kl_type *b, const kl_type *y) {
-  if (!b || b->rank != y->rank || b->rank < 3) return false;
-  for (int i = 0; i < b->rank; i++)
-    if (b->dims[i].size < 0 || y->dims[i].size < 0 || (i < 2 ? b->dims[i].size != y->dims[i].size
-                                                           : b->dims[i].size != 1))
-      return false;
-  return true;
 }
 
 kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *const *in, int n_in,

@@ -41,6 +41,9 @@ int kl_run_unary(kl_kernel_ctx *c, const kl_isa_fns *f);
 void kl_run_act_inplace(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_act *a, float *y,
                         int64_t n);
 /* Add, Sub, Mul, Div with any broadcast */
+/* Add/Sub/Mul/Div of one operand of Y's dims held channels-last and one of one value
+ * per image and channel (KL_ISA_CL_CHANNEL). */
+int kl_run_binary_cl(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* y += b in float32, b broadcast to y (plain tensors), on the node's threads: the
  * addends of a oneDNN product that kiln adds after the primitive (dnnl.c) */

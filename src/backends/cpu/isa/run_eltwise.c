@@ -313,6 +313,30 @@ static void run_binary_op(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_binop 
   kl_isa_parallel(c, tasks, n, binary_task, &j);
 }
 
+/* A float32 Add, Sub, Mul or Div of Y's shape [N, C, S...] held channels-last with an
+ * operand of one value per image and channel ([N, C, 1...], the same bytes in either
+ * layout): in memory the first is [N, S, C] and the second [N, 1, C], a broadcast the
+ * plain kernel runs along C. (oneDNN 2.6's binary took 16 us for EfficientNet-B0's
+ * 7x7x1152 scale, twice that on two threads.) */
+int kl_run_binary_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *y = c->out[0];
+  int full = c->in[0]->rank == y->rank && kl_tensor_numel(c->in[0]) == kl_tensor_numel(y) ? 0 : 1;
+  const kl_tensor *a = c->in[full], *b = c->in[1 - full];
+  int64_t n = y->rank >= 3 ? y->dims[0] : 0, ch = y->rank >= 3 ? y->dims[1] : 0;
+  if (y->dtype != KL_F32 || a->dtype != KL_F32 || b->dtype != KL_F32 || y->rank < 3 ||
+      kl_tensor_numel(a) != kl_tensor_numel(y) || b->rank != y->rank || b->dims[0] != n ||
+      b->dims[1] != ch || kl_tensor_numel(b) != n * ch)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s held channels-last without one operand of "
+                   "one value per image and channel", kl_op_name(c->node->op));
+  int64_t sp = n > 0 && ch > 0 ? kl_tensor_numel(y) / (n * ch) : 0;
+  kl_tensor va = {.dtype = KL_F32, .rank = 3, .dims = {n, sp, ch}, .data = a->data};
+  kl_tensor vb = {.dtype = KL_F32, .rank = 3, .dims = {n, 1, ch}, .data = b->data};
+  kl_tensor vy = {.dtype = KL_F32, .rank = 3, .dims = {n, sp, ch}, .data = y->data};
+  if (full == 0) run_binary_op(c, f, binop_of(c->node->op), &va, &vb, &vy);
+  else run_binary_op(c, f, binop_of(c->node->op), &vb, &va, &vy);
+  return KILN_OK;
+}
+
 int kl_run_binary(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *a = c->in[0], *b = c->in[1];
   kl_tensor *y = c->out[0];
