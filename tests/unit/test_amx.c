@@ -207,7 +207,8 @@ static void test_products(void **state) {
 
 /* The packed weights: each element where TDPBF16PS reads it, zeros past k and n; a
  * weight at a time (no primitives) and, where AMX runs, with its whole-step packing of
- * W [k, n] (70 x 100: whole steps and panels, and edges of both), the same bits. */
+ * W [k, n] and of W [n, k] (pack_kn, pack_nk; 70 x 100: whole steps and panels, and
+ * edges of both), the same bits. */
 static void check_pack(const kl_amx_fns *amx, int64_t k, int64_t n) {
   float *w = rand_floats((size_t)(k * n), 1.0f);
   int64_t panels = (n + 31) / 32, steps = (k + 31) / 32;

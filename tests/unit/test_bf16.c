@@ -446,6 +446,8 @@ static void test_bf16_chains(void **state) {
  * names a "... bf16" implementation, and the queries that see no key (zero_masked_rows)
  * give exact zeros. At avx512_bf16 attention stays float32 (dnnl_attention.c says why):
  * the output is the float32 session's, the implementation not bf16. */
+static const char *want_impl; /* at AMX, the implementation must name this (NULL: any) */
+
 static void check_attention(kl_graph *(*make)(const void *), const void *arg, const char *what) {
   kiln_model *m = tu_model_of(make(arg), 0);
   float *x[4] = {NULL};
@@ -464,7 +466,7 @@ static void check_attention(kl_graph *(*make)(const void *), const void *arg, co
     assert_int_equal(n, n_f);
     const char *impl = kl_session_kernel_impl(bf, node);
     bool in_bf16 = impl && strstr(impl, " bf16");
-    if (in_bf16 != amx)
+    if (in_bf16 != amx || (amx && want_impl && !strstr(impl, want_impl)))
       fail_msg("%s: ran on '%s' at level %s", what, impl ? impl : "(none)",
                kl_isa_level_name(kl_isa_level()));
     double num = 0, den = 0, big = 0, worst = 0;
@@ -536,11 +538,33 @@ static void test_bf16_attention(void **state) {
       {"MHA, packed QKV, 2 heads of 7, batches with no key (-inf)", true, 2, 4, {3, 6, 42},
        {0}, {0}, {3, 1, 1, 6}, -INFINITY},
   };
+  /* kiln.MultiHeadAttention on kiln's AMX tiles (run_mha_amx.c): every case above and
+   * these, whose queries, keys and values cross and end inside the tiles' 32 */
+  static const tu_mha_case tiles[] = {
+      {"MHA, 3 heads of 40 (V 24), S 37, T 45, [B,H,S,T] mask", false, 3, 4, {2, 37, 120},
+       {2, 45, 120}, {2, 45, 72}, {2, 3, 37, 45}, 0},
+      {"MHA, packed QKV, 2 heads of 48, S 170 (6 query blocks), [S,T] mask", true, 2, 2,
+       {1, 170, 288}, {0}, {0}, {170, 170}, 0},
+      {"MHA, 1 head of 16 (V 40), S 3, T 1500 (a block a group), [B,1,1,T] mask", false, 1, 4,
+       {1, 3, 16}, {1, 1500, 16}, {1, 1500, 40}, {1, 1, 1, 1500}, 0},
+      {"MHA, 2 heads of 33 (V 40), S 40, T 50, queries with no key (-inf)", false, 2, 4,
+       {1, 40, 66}, {1, 50, 66}, {1, 50, 80}, {1, 2, 40, 50}, -INFINITY},
+  };
+  want_impl = "kiln:amx";
   for (size_t i = 0; i < sizeof mha / sizeof mha[0]; i++)
     check_attention(mha_graph, &mha[i], mha[i].what);
+  for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++)
+    check_attention(mha_graph, &tiles[i], tiles[i].what);
+  /* heads past the tiles' bound (KL_MHA_AMX_MAX_D) and kiln.Attention: oneDNN's bf16
+   * products */
+  static const tu_mha_case wide = {"MHA, 1 head of 260, S 5, T 7, no mask", false, 1, 0,
+                                   {1, 5, 260}, {1, 7, 260}, {1, 7, 260}, {0}, 0};
+  want_impl = "brg:";
+  check_attention(mha_graph, &wide, wide.what);
   static const float fills[] = {0.0f, -INFINITY};
   check_attention(attention_graph, &fills[0], "attention [2,3,9,8] x [2,3,8,11], input mask");
   check_attention(attention_graph, &fills[1], "attention, queries with no key (-inf)");
+  want_impl = NULL;
 }
 
 static void test_bf16_refusals(void **state) {

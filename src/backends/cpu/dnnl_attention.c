@@ -45,6 +45,10 @@ enum { AT_QK, AT_MASK, AT_SOFTMAX, AT_PV, AT_STEPS };
 
 typedef struct at_entry {
   bool fallback;
+  /* kiln.MultiHeadAttention at precision bf16 on kiln's AMX tiles (kl_run_mha_amx) in a
+   * region of the workspace, no primitive of oneDNN's */
+  bool tiles;
+  size_t tiles_off, tiles_bytes;
   dnnl_primitive_t prim[AT_STEPS];
   /* precision bf16: operand k (Q, Kt, V) reordered from its float32 view (q, kt, v
    * below) into a dense bf16 copy in the workspace at cvt_off[k] (cvt_dst, which the
@@ -336,6 +340,18 @@ static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   at_mds m;
   size_t need = 0;
   dnnl_status_t s = describe(a, c, &m);
+  const kl_amx_fns *amx = kl_cpu_isa_amx(kl_isa_level());
+  if (s == dnnl_success && a->bf16 && m.mha && amx && kl_mha_amx_fits(&m.geom)) {
+    size_t used = 0;
+    en->tiles = true;
+    en->tiles_bytes = kl_mha_amx_ws_bytes(&m.geom, kl_isa_threads(c));
+    en->tiles_off = kl_dnnl_ws_take(&used, en->tiles_bytes);
+    snprintf(en->impl, sizeof en->impl, "kiln:amx bf16");
+    s = kl_dnnl_ws_reserve(a->eng, used);
+    if (s == dnnl_success) return KILN_OK;
+    return kl_fail(c->e, s == dnnl_out_of_memory ? KILN_ERR_OUT_OF_MEMORY : KILN_ERR_INTERNAL,
+                   "no workspace for the attention's tiles (%zu bytes)", en->tiles_bytes);
+  }
   if (s == dnnl_success && a->bf16 && m.mha) { /* the rows of one head, as describe_mha */
     const kl_mha_geom g = m.geom;
     en->own_cvt = true;
@@ -429,6 +445,14 @@ static void zero_masked_rows(const at_node *a, const at_entry *en) {
 }
 
 static kiln_status execute(at_node *a, at_entry *en, kl_kernel_ctx *c) {
+  if (en->tiles) {
+    kl_mha_geom g;
+    kiln_status st = kl_mha_geometry(c, &g);
+    if (st != KILN_OK) return st;
+    kl_dnnl_ws_enter(a->eng);
+    return kl_run_mha_amx(c, kl_cpu_isa_fns(kl_isa_level()), kl_cpu_isa_amx(kl_isa_level()), &g,
+                          (char *)a->eng->ws + en->tiles_off, en->tiles_bytes);
+  }
   dnnl_status_t s = ws_bind(a, en);
   kl_dnnl_ws_enter(a->eng);
   dnnl_memory_t views[3] = {en->q, en->kt, en->v}, ops[3] = {en->q, en->kt, en->v};

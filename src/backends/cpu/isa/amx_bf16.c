@@ -5,8 +5,10 @@
  * and makes four TDPBF16PS, each operand tile used twice. */
 #include "backends/cpu/isa/bf16_avx512.h"
 #include "backends/cpu/isa/isa_fns.h"
+#include "backends/cpu/isa/vmath_avx512.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct tile_config {
@@ -125,4 +127,84 @@ static void pack_kn(const float *w, size_t ld, uint16_t *out) {
     }
 }
 
-const kl_amx_fns kl_amx_bf16 = {config, release, block, pack_rows, to_bf16, out, pack_kn};
+/* A 16 x 16 transpose of 32-bit elements: r[m] element g becomes r[g] element m. Pairs
+ * and quads of rows unpacked (each 128-bit lane then holds a 4 x 4 block transposed),
+ * then the lanes exchanged: row 4 L + c takes lane G from quad G's row c, lane L. */
+static inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; c++) { /* V_G = u[4 G + c] */
+    __m512i x0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+    __m512i x1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+    __m512i x2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    __m512i x3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(x0, x2, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(x0, x2, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(x1, x3, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(x1, x3, 0xDD);
+  }
+}
+
+static void pack_nk(const float *w, size_t ld, uint16_t *out) {
+  /* each output's 32 inputs as 16 pairs (vcvtne2ps2bf16: element 2 r and 2 r + 1 in
+   * pair r), then the 16 outputs x 16 pairs of a tile turned to pairs x outputs */
+  for (int t = 0; t < 2; t++) {
+    __m512i r[16];
+    for (int j = 0; j < 16; j++) {
+      const float *x = w + (size_t)(16 * t + j) * ld;
+      r[j] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+    }
+    transpose16(r);
+    for (int p = 0; p < 16; p++) _mm512_storeu_si512(out + (t * 16 + p) * 32, r[p]);
+  }
+}
+
+static inline __mmask16 tail16(size_t n, size_t i) {
+  return n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+}
+
+static bool probs(float *s, size_t n, float scale, const float *m, int m_step, uint16_t *p,
+                  size_t np) {
+  const __m512 sc = _mm512_set1_ps(scale), mb = _mm512_set1_ps(m && !m_step ? m[0] : 0.0f);
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (size_t i = 0; i < n; i += 16) { /* scaled and masked; the max skips NaN */
+    __mmask16 k = tail16(n, i);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), sc);
+    if (m) v = _mm512_add_ps(v, m_step ? _mm512_maskz_loadu_ps(k, m + i) : mb);
+    _mm512_mask_storeu_ps(s + i, k, v);
+    mx = _mm512_mask_max_ps(mx, k, v, mx);
+  }
+  float max = _mm512_reduce_max_ps(mx);
+  size_t i = 0;
+  if (!(max > -INFINITY)) {
+    for (; i < n; i++) p[i] = 0x7fc0;
+    for (; i < np; i++) p[i] = 0;
+    return true;
+  }
+  const __m512 vmax = _mm512_set1_ps(max);
+  __m512 acc = _mm512_setzero_ps();
+  for (i = 0; i < n; i += 16) {
+    __mmask16 k = tail16(n, i);
+    __m512 e = kl_z_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), vmax));
+    acc = _mm512_mask_add_ps(acc, k, acc, e);
+    _mm512_mask_storeu_ps(s + i, k, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(acc));
+  for (i = 0; i < np; i += 16) {
+    __mmask16 k = i < n ? tail16(n, i) : 0, all = tail16(np, i);
+    kl_bf_store(p + i, all, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), inv));
+  }
+  return false;
+}
+
+const kl_amx_fns kl_amx_bf16 = {config, release, block,   pack_rows, to_bf16,
+                                out,    pack_kn, pack_nk, probs};

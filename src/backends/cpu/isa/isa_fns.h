@@ -332,6 +332,15 @@ typedef struct kl_amx_fns {
    * apart) into out (2 x 16 x 16 pairs, the layout above), each weight rounded to
    * bfloat16 to nearest even. */
   void (*pack_kn)(const float *w, size_t ld, uint16_t *out);
+  /* The same step from W [n, k]: 32 rows of 32 inputs at w (one output a row, rows ld
+   * floats apart), e.g. the keys of attention's first product. */
+  void (*pack_nk)(const float *w, size_t ld, uint16_t *out);
+  /* One row of attention's scores, n floats at s: v = s * scale, + m[i] (m_step 1) or
+   * + m[0] (m_step 0) when m is not NULL, then the softmax of v rounded to bfloat16
+   * into p, zeros from n to np (>= n); s is overwritten. Returns true, with p's first n
+   * NaN (the reference's e^(-inf - -inf)), when no v is above -inf. */
+  bool (*probs)(float *s, size_t n, float scale, const float *m, int m_step, uint16_t *p,
+                size_t np);
 } kl_amx_fns;
 
 /* Optimizer updates (run_optim.c's primitives; ops.def "optimizers"; the scalar

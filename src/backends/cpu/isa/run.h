@@ -227,6 +227,17 @@ void kl_amx_pack_weights(const kl_amx_fns *amx, const float *w, bool nk, int64_t
 /* KILN_ERR_OUT_OF_MEMORY (with c's error set) when a copy of an addend does not fit */
 kiln_status kl_run_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_amx_fns *amx,
                        const kl_amx_args *a);
+/* kiln.MultiHeadAttention at precision bf16 on AMX tiles (run_mha_amx.c): the geometry
+ * (ref/mha.h) of float32 operands, within these bounds (kl_mha_amx_fits), and a
+ * workspace of kl_mha_amx_ws_bytes for the threads c runs on (kl_isa_threads). */
+struct kl_mha_geom;
+#define KL_MHA_AMX_MAX_KEYS 4096 /* a task's rows of scores: 32 x 4096 floats */
+#define KL_MHA_AMX_MAX_D 256
+#define KL_MHA_AMX_MAX_KV_BYTES ((size_t)256 << 20) /* every head's packed K and V */
+bool kl_mha_amx_fits(const struct kl_mha_geom *g);
+size_t kl_mha_amx_ws_bytes(const struct kl_mha_geom *g, int threads);
+kiln_status kl_run_mha_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_amx_fns *amx,
+                           const struct kl_mha_geom *g, void *ws, size_t ws_bytes);
 /* RNN, GRU and LSTM in float32 with the default activations (run_rnn.c): every
  * direction, sequence_lens, initial states, layouts 0 and 1, clip, LSTM peepholes and
  * input_forget, GRU's linear_before_reset 0 and 1, as the reference kernel. kl_rnn_fast

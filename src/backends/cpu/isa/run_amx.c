@@ -48,8 +48,9 @@ void kl_amx_pack_weights(const kl_amx_fns *amx, const float *w, bool nk, int64_t
   /* out is [panel][step][tile][r][j][e]: output 32 p + 16 t + j, input 32 s + 2 r + e */
   for (int64_t p = 0; p < panels; p++)
     for (int64_t s = 0; s < steps; s++) {
-      if (amx && !nk && (p + 1) * KL_AMX_COLS <= n && (s + 1) * KL_AMX_STEP <= k) {
-        amx->pack_kn(w + s * KL_AMX_STEP * n + p * KL_AMX_COLS, (size_t)n, out);
+      if (amx && (p + 1) * KL_AMX_COLS <= n && (s + 1) * KL_AMX_STEP <= k) {
+        if (nk) amx->pack_nk(w + p * KL_AMX_COLS * k + s * KL_AMX_STEP, (size_t)k, out);
+        else amx->pack_kn(w + s * KL_AMX_STEP * n + p * KL_AMX_COLS, (size_t)n, out);
         out += AMX_PANEL_ELEMS;
         continue;
       }
