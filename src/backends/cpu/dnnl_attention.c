@@ -1,5 +1,10 @@
 /* kiln.Attention on oneDNN (dnnl.h): four primitives per set of input shapes.
  *
+ * (At precision bf16 at the AMX level, kiln.MultiHeadAttention within the bounds of
+ * kl_mha_amx_fits runs on kiln's AMX tiles instead, isa/run_mha_amx.c, in a region of
+ * the same workspace: BERT-base's 12 attentions at sequence 128 took 2.7 ms there
+ * against 3.7 on the primitives below at 1 thread, 1.8 against 4.0 at 2.)
+ *
  *   Q [..., S, D], Kt [..., D, T], V [..., T, Dv], Mask broadcast to [..., S, T]
  *   scores = (Q Kt) * scale      matmul with an output scale, into a buffer of ours
  *   scores += Mask               binary add, in place (when there is a Mask)
