@@ -65,6 +65,10 @@ static const layout_case cases[] = {
     {2, 5, 40, 9, 7, KL_U8, 128},
     {2, 4, 33, 15, 17, KL_I8, -7},
     {1, 3, 96, 6, 5, KL_U8, 30},
+    /* one image of 480 and 399 pixels: at 2 threads the pooling sums parts of the pixels
+     * (run_quant.c gap_parts) */
+    {1, 3, 70, 24, 20, KL_U8, 60},
+    {1, 4, 45, 19, 21, KL_I8, 5},
 };
 
 #define SY 0.05f /* every activation's scale */

@@ -5,6 +5,7 @@
 #include "backends/cpu/isa/run.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CHUNK 16384 /* elements per task */
@@ -211,6 +212,54 @@ static void gap_cl_task(void *arg, int64_t t) {
   for (size_t i = 0; i < len; i++) j->y[n * j->channels + c0 + (int64_t)i] = gap_code(j, total[i]);
 }
 
+/* Channels-last, fewer images than threads: each task sums one part of one image's
+ * pixels over all its channels (rows of C codes one after the other, where the column
+ * tasks above read 64 codes of each row), the parts added in 64 bits after. At 2
+ * threads a QDQ EfficientNet-B0's 17 pools took 0.22 ms that way against 0.16 at 1. */
+#define GAP_PART_CHANNELS 4096
+typedef struct gap_part_job {
+  const gap_job *g;
+  int64_t parts, per;
+  uint64_t *sums; /* [image][part][C] */
+} gap_part_job;
+
+static void gap_part_task(void *arg, int64_t t) {
+  const gap_part_job *p = arg;
+  const gap_job *j = p->g;
+  int64_t n = t / p->parts, r0 = t % p->parts * p->per;
+  int64_t r1 = r0 + p->per < j->size ? r0 + p->per : j->size;
+  uint64_t *sum = p->sums + t * j->channels;
+  uint32_t part[GAP_PART_CHANNELS];
+  for (int64_t c = 0; c < j->channels; c++) sum[c] = 0;
+  for (int64_t r = r0; r < r1; r += GAP_ROWS) {
+    int64_t rows = r1 - r < GAP_ROWS ? r1 - r : GAP_ROWS;
+    j->fns->sum_columns(j->x + (n * j->size + r) * j->channels, j->u8 ? 0 : 0x80,
+                        (size_t)j->channels, (size_t)rows, (size_t)j->channels, part);
+    for (int64_t c = 0; c < j->channels; c++) sum[c] += part[c];
+  }
+}
+
+static bool gap_parts(const kl_kernel_ctx *c, const gap_job *j, int64_t images) {
+  int threads = kl_isa_threads(c);
+  if (threads < 2 || images >= threads || j->channels > GAP_PART_CHANNELS || j->size < 64 ||
+      j->size * j->channels < 8192)
+    return false;
+  gap_part_job p = {j, (threads + images - 1) / images, 0, NULL};
+  p.per = (j->size + p.parts - 1) / p.parts;
+  p.parts = (j->size + p.per - 1) / p.per;
+  p.sums = malloc(sizeof(uint64_t) * (size_t)(images * p.parts * j->channels));
+  if (!p.sums) return false;
+  kl_isa_parallel(c, images * p.parts, INT64_MAX, gap_part_task, &p);
+  for (int64_t n = 0; n < images; n++)
+    for (int64_t ch = 0; ch < j->channels; ch++) {
+      uint64_t total = 0;
+      for (int64_t k = 0; k < p.parts; k++) total += p.sums[(n * p.parts + k) * j->channels + ch];
+      j->y[n * j->channels + ch] = gap_code(j, total);
+    }
+  free(p.sums);
+  return true;
+}
+
 static int run_qgap(kl_kernel_ctx *c, const kl_isa_fns *f, bool cl) {
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
@@ -225,6 +274,7 @@ static int run_qgap(kl_kernel_ctx *c, const kl_isa_fns *f, bool cl) {
                *(const float *)c->in[1]->data / (*(const float *)c->in[3]->data * (float)size)};
   if (j.planes == 0) return KILN_OK;
   if (size == 0) return kl_isa_ref(c); /* no codes: Y is the same bytes in both layouts */
+  if (cl && gap_parts(c, &j, x->dims[0])) return KILN_OK;
   if (cl) {
     int64_t tasks = x->dims[0] * ((x->dims[1] + GAP_COLUMNS - 1) / GAP_COLUMNS);
     kl_isa_parallel(c, tasks, j.planes * size, gap_cl_task, &j);
