@@ -33,6 +33,18 @@ if "$kiln" info | grep -q 'OpenMP yes'; then
   err=$("${clean[@]}" OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose KMP_SETTINGS=1 "$kiln" run "$cnn" 2>&1 >/dev/null)
   grep -q "GOMP_SPINCOUNT = '10000'\|KMP_BLOCKTIME=0\b" <<<"$err" &&
     fail "kiln overrode the user's OMP_WAIT_POLICY=active"
+  # OMP_PROC_BIND: the runtime binds the first start's thread to its first place before
+  # main; the new start must still see every CPU, not inherit that one (libgomp shows
+  # the places it found at each start: the last line is the new start's; it saw one,
+  # '{0}', and ran every thread there, until kl_cpu_unbind_start; libomp not checked)
+  if [ "$(nproc)" -ge 2 ]; then
+    err=$("${clean[@]}" OMP_PROC_BIND=true OMP_DISPLAY_ENV=true "$kiln" run "$cnn" 2>&1 >/dev/null)
+    if grep -q "OMP_PLACES = " <<<"$err"; then
+      places=$(grep "OMP_PLACES = " <<<"$err" | tail -1)
+      [ "$(grep -o '{' <<<"$places" | wc -l)" -ge 2 ] ||
+        fail "OMP_PROC_BIND=true: kiln's new start saw one place: $places"
+    fi
+  fi
 fi
 # kiln run's summary of a [4, 10] output: the argmax as an index in each dim, beside the
 # per-row argmaxes (a flat index there read as a class number)
