@@ -198,7 +198,7 @@ kiln_status kl_run_mha_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl
                            const kl_mha_geom *g, void *ws, size_t ws_bytes) {
   int threads = kl_isa_threads(c);
   if (threads < 1) threads = 1;
-  if (!amx || !kl_mha_amx_fits(g) || ws_bytes < kl_mha_amx_ws_bytes(g, threads) ||
+  if (!amx || !kl_mha_amx_fits(g) || ws_bytes < kl_mha_amx_ws_bytes(g, 1) ||
       g->q->dtype != KL_F32 || g->k->dtype != KL_F32 || g->v->dtype != KL_F32 ||
       (g->mask && g->mask->dtype != KL_F32) || c->out[0]->dtype != KL_F32)
     return kl_fail(c->e, KILN_ERR_INTERNAL, "MultiHeadAttention on AMX tiles: operands or "
@@ -208,12 +208,17 @@ kiln_status kl_run_mha_amx(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl
                NULL, slot_bytes(g), up32(g->keys), up32(g->d), up32(g->dv),
                (g->seq + MHA_Q - 1) / MHA_Q, 1, 0};
   j.group = group_for(g, j.blocks, threads);
+  size_t kv = (kv_elems(g) * 2 + 63) / 64 * 64; /* every head's K and V, then the rows */
   j.kp = ws;
   j.vp = j.kp + g->batch * g->heads * j.tp * j.dp;
-  j.slots = (char *)ws + (kv_elems(g) * 2 + 63) / 64 * 64;
+  j.slots = (char *)ws + kv;
   int64_t heads = g->batch * g->heads;
   kl_isa_parallel(c, 2 * heads, heads * j.tp * (j.dp + j.dvp), pack_task, &j);
-  int64_t units = heads * ((j.blocks + j.group - 1) / j.group), runs = min64(threads, units);
+  /* as many runs as threads, each with its rows in the workspace: fewer where the
+   * workspace was planned for fewer threads than this run has (at least one) */
+  int64_t slots = (int64_t)((ws_bytes - kv) / j.slot);
+  int64_t units = heads * ((j.blocks + j.group - 1) / j.group);
+  int64_t runs = min64(min64(threads, slots), units);
   j.per = (units + runs - 1) / runs;
   runs = (units + j.per - 1) / j.per;
   int64_t work = units * MHA_Q * j.tp * (j.dp + j.dvp);
