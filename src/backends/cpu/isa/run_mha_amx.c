@@ -11,12 +11,13 @@
  *
  * First every head's K (as the first product's [n, k] weights: kl_amx_fns.pack_nk) and
  * V ([k, n]: pack_kn) are packed into panels once, tasks by head. Then each task takes
- * a run of blocks of 32 queries of one head: their Q rows rounded to bfloat16, their
- * scores against every key by panels of 32 keys into its own float32 rows (32 x T, L1
- * or L2), each row scaled, masked, its softmax taken (the level's row primitive) and
- * rounded to bfloat16 into the probabilities, which then meet V's panels into Y, 32
- * values a block. A query whose every key is masked (-inf) gives NaN as the reference
- * does, or 0 with zero_masked_rows. */
+ * a run of groups of blocks of 32 queries of one head (group_for): their Q rows rounded
+ * to bfloat16, their scores against every key by panels of 32 keys into the task's own
+ * float32 rows (32 x T a block, L1 or L2), each row scaled, masked, its softmax taken
+ * and rounded to bfloat16 into the probabilities by kl_amx_fns.probs, which then meet
+ * V's panels into Y, 32 values a block (stored by the tiles straight into Y where a block
+ * covers 32 whole rows and columns). A query whose every key is masked (-inf) gives NaN
+ * as the reference does, or 0 with zero_masked_rows. */
 #include "backends/cpu/isa/run.h"
 #include "backends/cpu/ref/mha.h"
 
@@ -96,7 +97,8 @@ static void pack_block(void (*pk)(const float *, size_t, uint16_t *), const floa
   }
   float t[32 * 32];
   memset(t, 0, sizeof t);
-  for (int64_t r = 0; r < rows; r++) memcpy(t + r * 32, x + (size_t)r * ld, sizeof(float) * (size_t)cols);
+  for (int64_t r = 0; r < rows; r++)
+    memcpy(t + r * 32, x + (size_t)r * ld, sizeof(float) * (size_t)cols);
   pk(t, 32, out);
 }
 
