@@ -1,11 +1,11 @@
 /* kiln: run, check and inspect neural-network models from the command line. */
 #include "cli.h"
 
-#include "backends/cpu/cpu_backend.h"
-
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static const char *usage =
@@ -28,18 +28,28 @@ static const char *usage =
  * how they wait, kiln starts itself again with GOMP_SPINCOUNT=10000 and KMP_BLOCKTIME=0
  * (libgomp reads them when the process starts, before main), and KILN_OPENMP_WAIT=kiln
  * so that kiln bench can say who chose. When the new start fails, the variables are
- * taken back and the runtime's defaults stay. With OMP_PROC_BIND set, libgomp has already
- * bound this first start's thread to its first place, and the new start would inherit
- * that one CPU as all the CPUs it has (every thread on CPU 0: EfficientNet-B0 at 2
- * threads took 10.5 ms against 5.5): the places' CPUs are given back first. */
+ * taken back and the runtime's defaults stay.
+ *
+ * Not where the environment binds threads to CPUs (OMP_PROC_BIND, OMP_PLACES,
+ * GOMP_CPU_AFFINITY, KMP_AFFINITY): libgomp binds this first start's thread to its
+ * first place before main, the new start would inherit that one CPU as all it had, and
+ * every thread ran on CPU 0 (EfficientNet-B0 at 2 threads 10.5 ms against 5.5; ten
+ * times slower at 16 threads on a 16-core Xeon). A clang build also loads libgomp
+ * (through oneDNN) beside its own libomp, so the places cannot be read back reliably
+ * from here: such a user keeps the runtime's wait, or sets it. */
+static bool binds_threads(void) {
+  const char *b = getenv("OMP_PROC_BIND");
+  return (b && strcasecmp(b, "false") != 0) || getenv("OMP_PLACES") ||
+         getenv("GOMP_CPU_AFFINITY") || getenv("KMP_AFFINITY");
+}
+
 static void short_wait(char **argv) {
-  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME"))
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME") ||
+      binds_threads())
     return;
   if (setenv("GOMP_SPINCOUNT", "10000", 1) == 0 && setenv("KMP_BLOCKTIME", "0", 1) == 0 &&
-      setenv("KILN_OPENMP_WAIT", "kiln", 1) == 0) {
-    kl_cpu_unbind_start();
+      setenv("KILN_OPENMP_WAIT", "kiln", 1) == 0)
     execv("/proc/self/exe", argv);
-  }
   unsetenv("GOMP_SPINCOUNT");
   unsetenv("KMP_BLOCKTIME");
   unsetenv("KILN_OPENMP_WAIT");

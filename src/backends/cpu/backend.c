@@ -105,25 +105,6 @@ void kl_cpu_set_threads(int threads) {
 #endif
 }
 
-void kl_cpu_unbind_start(void) {
-#if KL_HAVE_OPENMP
-  int places = omp_get_num_places();
-  if (places < 2) return; /* no places (no binding asked for), or one: nothing narrowed */
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int p = 0; p < places; p++) {
-    int n = omp_get_place_num_procs(p);
-    int *ids = n > 0 ? malloc(sizeof *ids * (size_t)n) : NULL;
-    if (!ids) continue;
-    omp_get_place_proc_ids(p, ids);
-    for (int i = 0; i < n; i++)
-      if (ids[i] >= 0 && ids[i] < CPU_SETSIZE) CPU_SET(ids[i], &set);
-    free(ids);
-  }
-  if (CPU_COUNT(&set) > 0) (void)sched_setaffinity(0, sizeof set, &set);
-#endif
-}
-
 /* The CPUs the process may run on, as the first pinning found them (pinning narrows
  * the calling thread's own set afterwards). */
 static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;

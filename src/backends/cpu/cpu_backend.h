@@ -124,11 +124,6 @@ kiln_status kl_cpu_pin_threads(int threads, kl_err *e);
  * primitives use (0 = one per core). OpenMP keeps this per calling thread, so
  * sessions run from different threads keep their own counts. */
 void kl_cpu_set_threads(int threads);
-/* Where the environment made the OpenMP runtime bind the process's first thread to its
- * first place at start-up (OMP_PROC_BIND), gives that thread every CPU of the places back,
- * so that a program starting itself again (tools/kiln.c, execv) sees all the CPUs it was
- * given, not the first place's alone; nothing otherwise. */
-void kl_cpu_unbind_start(void);
 /* The thread count a session asking for `threads` runs with (0: one per CPU the
  * process may use; 1 in a build without OpenMP). */
 int kl_cpu_threads_for(int threads);
