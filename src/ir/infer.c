@@ -62,6 +62,16 @@ static kiln_status infer_node(kl_graph *g, int i, const kl_type **in, const void
   /* an output whose dims are all known but multiply past int64 (each op's inference
    * need not check it) is refused here, for every op */
   for (int k = 0; st == KILN_OK && k < n->n_out; k++) st = kl_check_out_numel(&ctx, &out[k]);
+  /* nor may the model declare what a tensor op makes a sequence or an optional (a graph
+   * output declared `optional` after a Shape reached the session as an optional made
+   * by an op that makes none: an internal error, found by fuzz_onnx) */
+  for (int k = 0; st == KILN_OK && k < n->n_out && !kl_op_takes_sequences(n->op); k++) {
+    const kl_type *d = n->out[k] >= 0 ? &g->values[n->out[k]].type : NULL;
+    if (d && (d->seq || d->opt))
+      st = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s makes tensors; output %d '%s' is "
+                   "declared %s", kl_op_name(n->op), k, g->values[n->out[k]].name,
+                   d->opt ? "an optional" : "a sequence");
+  }
   for (int k = 0; st == KILN_OK && k < n->n_out; k++)
     if (n->out[k] >= 0) st = merge_types(g, &g->values[n->out[k]], &out[k], e);
   return st;
