@@ -336,16 +336,6 @@ static bool full_conv_operand(const kl_graph *g, const kl_node *n, int v) {
   return true;
 }
 
-/* v is [N, C, 1...] against the [N, C, S...] value y, all dims known. */
-static bool per_channel_of(const kl_graph *g, int v, int y) {
-  const kl_type *t = &g->values[v].type, *ty = &g->values[y].type;
-  if (!kl_type_is_concrete(t) || !kl_type_is_concrete(ty) || t->rank != ty->rank || t->rank < 3)
-    return false;
-  for (int i = 0; i < t->rank; i++)
-    if (t->dims[i].size != (i < 2 ? ty->dims[i].size : 1)) return false;
-  return true;
-}
-
 static bool dilated(const kl_node *n) {
   const int64_t *d = NULL;
   int count = kl_attr_ints(n, "dilations", &d);
@@ -383,7 +373,8 @@ bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
    * oneDNN 2.6's channels-last broadcast took 16 us for EfficientNet-B0's 7x7x1152 one
    * (kl_run_binary_cl: about 5) */
   if (kind == DN_BINARY && n->n_in == 2 &&
-      (per_channel_of(g, n->in[0], n->out[0]) || per_channel_of(g, n->in[1], n->out[0])))
+      (kl_cpu_per_channel(&g->values[n->in[0]].type, &g->values[n->out[0]].type) ||
+       kl_cpu_per_channel(&g->values[n->in[1]].type, &g->values[n->out[0]].type)))
     return false;
   for (int k = 0; k < n->n_in; k++)
     if (!is_f32(g, n->in[k])) return false;

@@ -404,7 +404,7 @@ static bool f32_inputs(const kl_type *const *in, int n_in, int from, int to) {
 }
 
 /* b is [N, C, 1...] against y [N, C, S...] (known dims). */
-static bool per_channel(const kl_type *b, const kl_type *y) {
+bool kl_cpu_per_channel(const kl_type *b, const kl_type *y) {
   if (!b || b->rank != y->rank || b->rank < 3) return false;
   for (int i = 0; i < b->rank; i++)
     if (b->dims[i].size < 0 || y->dims[i].size < 0 || (i < 2 ? b->dims[i].size != y->dims[i].size
@@ -431,8 +431,8 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
      * squeeze-and-excitation block's scale): kl_run_binary_cl */
     if (n->op != KL_OP_KilnUnaryGrad && n_in == 2 && in[0] && in[1] && in[0]->dtype == KL_F32 &&
         in[1]->dtype == KL_F32) {
-      if (kl_type_same_dims(in[0], y) && per_channel(in[1], y)) *slots = 1u;
-      else if (kl_type_same_dims(in[1], y) && per_channel(in[0], y)) *slots = 2u;
+      if (kl_type_same_dims(in[0], y) && kl_cpu_per_channel(in[1], y)) *slots = 1u;
+      else if (kl_type_same_dims(in[1], y) && kl_cpu_per_channel(in[0], y)) *slots = 2u;
       if (*slots) return KL_ISA_CL_CHANNEL;
     }
     if (n->op != KL_OP_Add) return KL_ISA_CL_NONE;
@@ -487,8 +487,8 @@ kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *const *in, int n_in
       *slots = 1u | 1u << 3;
       return KL_ISA_CL_SAME;
     }
-    if (same_static(a, y) && per_channel(b, y)) *slots = 1u;
-    else if (same_static(b, y) && per_channel(a, y)) *slots = 1u << 3;
+    if (same_static(a, y) && kl_cpu_per_channel(b, y)) *slots = 1u;
+    else if (same_static(b, y) && kl_cpu_per_channel(a, y)) *slots = 1u << 3;
     return *slots ? KL_ISA_CL_CHANNEL : KL_ISA_CL_NONE;
   case KL_OP_KilnQLinearGlobalAveragePool:
     *slots = a->rank == y->rank ? 1u : 0u;

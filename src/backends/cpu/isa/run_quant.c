@@ -247,7 +247,9 @@ static bool gap_parts(const kl_kernel_ctx *c, const gap_job *j, int64_t images) 
   gap_part_job p = {j, (threads + images - 1) / images, 0, NULL};
   p.per = (j->size + p.parts - 1) / p.parts;
   p.parts = (j->size + p.per - 1) / p.per;
-  p.sums = malloc(sizeof(uint64_t) * (size_t)(images * p.parts * j->channels));
+  uint64_t stack[4096]; /* up to 2 parts of 2048 channels without a malloc at every run */
+  size_t need = (size_t)(images * p.parts * j->channels);
+  p.sums = need <= sizeof stack / sizeof *stack ? stack : malloc(sizeof(uint64_t) * need);
   if (!p.sums) return false;
   kl_isa_parallel(c, images * p.parts, INT64_MAX, gap_part_task, &p);
   for (int64_t n = 0; n < images; n++)
@@ -256,7 +258,7 @@ static bool gap_parts(const kl_kernel_ctx *c, const gap_job *j, int64_t images) 
       for (int64_t k = 0; k < p.parts; k++) total += p.sums[(n * p.parts + k) * j->channels + ch];
       j->y[n * j->channels + ch] = gap_code(j, total);
     }
-  free(p.sums);
+  if (p.sums != stack) free(p.sums);
   return true;
 }
 
