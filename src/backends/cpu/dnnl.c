@@ -2033,6 +2033,12 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   d->ran_gemv = en->gemv;
   d->ran_rows = en->gemv ? en->gemv_plan.m : 0;
   d->ran_impl = en->fallback ? NULL : en->impl;
+  if (en->fallback || kl_dnnl_impl_is_slow(en->impl)) { /* weighed as the reference */
+    st = kl_isa_ref_allowed(c, en->fallback ? "oneDNN has no implementation for these shapes"
+                                            : "oneDNN has only its reference loops for these "
+                                              "shapes");
+    if (st != KILN_OK) return st;
+  }
   if (en->im2col) {
     const kl_tensor *b = input(c, 2), *sum = input(c, KL_FUSED_SUM);
     return kl_im2col_run(en->im2col, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL,
