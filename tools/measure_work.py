@@ -293,6 +293,9 @@ def _(small):
     return one("Det", [256 if small else 4096, 64, 64])
 
 
+case("det_1024", fast=False)(lambda small: one("Det", [4, 1024, 1024]))
+
+
 @case("topk_k100_random")
 def _(small):
     return one("TopK", [64, 1 << (16 if small else 20)], inits=[init("k", np.array([100], np.int64))],
@@ -420,6 +423,7 @@ def nms(boxes, overlap):
 
 case("nms_disjoint")(lambda small: nms(3000 if small else 30000, False))
 case("nms_overlap_iou1")(lambda small: nms(3000 if small else 30000, True))
+case("nms_overlap_iou1_60000", fast=False)(lambda small: nms(60000, True))
 
 
 @case("unique_flat")
