@@ -64,8 +64,8 @@ static const step_cost op_costs[KL_OP_COUNT] = {
      * 2.7-2.9, QLinearConv 2.7-4.2, DeformConv 32-33 */
     [KL_OP_Conv] = {0, 0, 768},
     [KL_OP_KilnFusedConv] = {0, 0, 768},
-    [KL_OP_ConvTranspose] = {0, 0, 192},
-    [KL_OP_KilnFusedConvTranspose] = {0, 0, 192},
+    [KL_OP_ConvTranspose] = {0, 0, 256},
+    [KL_OP_KilnFusedConvTranspose] = {0, 0, 256},
     [KL_OP_ConvInteger] = {256, 256, 256},
     [KL_OP_QLinearConv] = {0, 0, 384},
     [KL_OP_DeformConv] = {3072, 3072, 3072},
@@ -92,7 +92,7 @@ static const step_cost op_costs[KL_OP_COUNT] = {
     /* TopK: a heap of k, 0.024-2.6 (k = 1 over random rows: 2.6 a step, the count
      * being elements x k); the reference's sorted list 3.2-4.0 */
     [KL_OP_TopK] = {256, 256, 384},
-    [KL_OP_Einsum] = {8192, 8192, 8192}, /* the reference only: 12-67, by the pattern */
+    [KL_OP_Einsum] = {8192, 8192, 8192}, /* the reference only: 12-72, by the pattern */
     [KL_OP_DFT] = {48, 48, 48},          /* FFTs: 0.033-0.49 (Bluestein) */
     [KL_OP_STFT] = {48, 48, 48},         /* 0.36-0.38 */
     [KL_OP_RoiAlign] = {96, 96, 512},    /* 0.073-0.78 / 0.080-0.80 (mode max) / 0.62-4.9 */
@@ -115,7 +115,7 @@ static const step_cost op_costs[KL_OP_COUNT] = {
 };
 
 /* Resize and GridSample by their interpolation, an element read or written: cubic
- * Resize 58-63 on either kernel (16 taps a output, their coefficients worked out for
+ * Resize 58-63 on either kernel (16 taps an output, their coefficients worked out for
  * each), linear 0.96-0.99 / 19.6-20.2, nearest 0.52-0.53 / 5.0-5.5; GridSample (the
  * reference only) cubic 20-21, linear 6.0. */
 static step_cost interpolation_cost(const kl_node *n) {
@@ -134,7 +134,8 @@ static step_cost interpolation_cost(const kl_node *n) {
  * 0.019 / 0.025), 64 pairs 0.034-0.046 / 0.052, 16 pairs 0.059-0.088 / 0.083-0.25 (1-D
  * filters of 3000 taps the slowest), 4 pairs 0.13-0.26 / 0.15-0.43, 2 pairs 0.49 /
  * 0.33, one pair (depthwise, or a single channel) 0.19-1.07 / 0.45-0.88 (a 1-D filter
- * of 3000 taps; oneDNN's gemm for a 3-D depthwise 0.74 / 0.70). Transposed: one pair
+ * of 3000 taps; oneDNN's gemm for a 3-D depthwise 0.74 / 0.70); a 1x1 one of 64 x 64
+ * on its own 0.044-0.051 (the reorders around it: memory). Transposed: one pair
  * 1.9-2.0 / 0.93, 4 pairs 0.49 / 0.25, 16 pairs 0.11 / 0.039. The avx2 column is twice
  * the formula. */
 static double conv_weight(bool transposed, double pairs) {
