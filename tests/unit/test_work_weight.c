@@ -35,6 +35,7 @@ typedef struct arg {
 #define IN(r, ...) {INPUT, r, {__VA_ARGS__}, {0}}
 #define W(r, ...) {FLOATS, r, {__VA_ARGS__}, {0}}
 #define INTS1(...) {INTS, 1, {TU_COUNT(double, __VA_ARGS__)}, {__VA_ARGS__}}
+#define NONE {ABSENT, 0, {0}, {0}}
 
 /* Weights: the reference kernel's, and kiln's default kernel's at the AVX-512 levels and
  * at avx2 (the generic level: 4 times avx2's). A case whose op has no optimized kernel
@@ -71,7 +72,7 @@ static const wcase cases[] = {
     {"TopK", "TopK", 2, {IN(2, 4, 1000), INTS1(10)}, "", 384, 256, 256},
     {"Einsum", "Einsum", 1, {IN(2, 16, 32), W(2, 32, 16)}, "equation=ij,jk->ik", 8192, 8192,
      8192},
-    {"DFT", "DFT", 1, {IN(3, 4, 64, 1), {ABSENT}, INTS1(1)}, "", 48, 48, 48},
+    {"DFT", "DFT", 1, {IN(3, 4, 64, 1), NONE, INTS1(1)}, "", 48, 48, 48},
     {"RoiAlign", "RoiAlign", 1,
      {IN(4, 1, 4, 16, 16), {FLOATS, 2, {1, 4}, {0, 0, 8, 8}}, INTS1(0)}, "", 512, 96, 96},
     {"Attention", "Attention", 1, {IN(4, 1, 2, 16, 8), IN(4, 1, 2, 16, 8), IN(4, 1, 2, 16, 8)}, "",
@@ -80,9 +81,9 @@ static const wcase cases[] = {
      {IN(3, 1, 16, 16), IN(3, 1, 16, 16), IN(3, 1, 16, 16)}, "num_heads=2", 256, 1, 2},
     {"Unique", "Unique", 1, {IN(1, 1000)}, "", 3072, 3072, 3072},
     {"LRN", "LRN", 1, {IN(4, 1, 8, 8, 8)}, "size=3", 384, 384, 384},
-    {"Resize, cubic", "Resize", 1, {IN(4, 1, 2, 16, 16), {ABSENT}, W(1, 4)}, "mode=cubic", 6144,
+    {"Resize, cubic", "Resize", 1, {IN(4, 1, 2, 16, 16), NONE, W(1, 4)}, "mode=cubic", 6144,
      6144, 6144},
-    {"Resize, linear", "Resize", 1, {IN(4, 1, 2, 16, 16), {ABSENT}, W(1, 4)}, "mode=linear",
+    {"Resize, linear", "Resize", 1, {IN(4, 1, 2, 16, 16), NONE, W(1, 4)}, "mode=linear",
      2048, 96, 96},
     {"GridSample, cubic", "GridSample", 1, {IN(4, 1, 2, 8, 8), IN(4, 1, 8, 8, 2)}, "mode=cubic",
      2048, 2048, 2048},
