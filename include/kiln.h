@@ -140,12 +140,16 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      most 4096; more than the process's CPUs are started once at
  *                      session creation, which fails with KILN_ERR_LIMIT when the
  *                      system cannot start them all
- *   "max_work"         the most steps (multiply-adds, element visits) one run of one
- *                      node may take, estimated from its shapes before it runs
- *                      (KILN_ERR_LIMIT past it; also what constant folding at load
- *                      leaves for the run); a step of kiln's scalar reference
- *                      kernels counts 256, one of oneDNN's or kiln's optimized
- *                      kernels or a device's counts 1; default 2^40, 0 = no bound
+ *   "max_work"         the most work one run of one node may take, estimated from
+ *                      its shapes before it runs (KILN_ERR_LIMIT past it; also what
+ *                      constant folding at load leaves for the run): its steps
+ *                      (multiply-adds, window taps, element visits), each weighed by
+ *                      what it costs on the kernel that takes it, in multiply-adds
+ *                      of a large float32 product on one AVX-512 core (about
+ *                      0.0125 ns): 1 for such a product on oneDNN, up to thousands
+ *                      for kiln's scalar reference kernels (docs/fuzzing.md has the
+ *                      table); a device's steps count 1; default 2^39 (about 7 s of
+ *                      one core), 0 = no bound
  *   "max_tensor_bytes" largest single tensor a model may declare or produce
  *                      (default 16 GiB)
  *   "memory_limit"     largest total of weights plus session buffers (default 0 = none);

@@ -17,8 +17,9 @@ const char *cli_load_help =
     "  -O0 .. -O3            graph optimization level (default -O2)\n"
     "  --passes LIST         switch passes on/off: +name,-name\n"
     "  --max-tensor-bytes N  largest tensor a model may hold or make (default 16 GiB)\n"
-    "  --max-work N          the most steps one node may take (default 2^40; 0 = any);\n"
-    "                        a step of kiln's scalar reference kernels counts 256\n"
+    "  --max-work N          the most work one node may take, in multiply-adds of a\n"
+    "                        large product on one AVX-512 core, each step weighed by\n"
+    "                        its kernel (default 2^39, about 7 s of one core; 0 = any)\n"
     "  --verify              run the graph verifier after every pass\n"
     "  --input-types LIST    the inputs of a .pt that does not record them (torch 1.x,\n"
     "                        scripted): name:dtype[d0,d1,...];... (x:float32[1,3,224,224]);\n"
@@ -166,7 +167,7 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i) {
   } nums[] = {{1, 4096, "worker threads; without the option, one per core"},
               {1, INT64_MAX, "bytes; the default is 16 GiB"},
               {1, INT64_MAX, "bytes; without the option there is no cap"},
-              {0, INT64_MAX, "steps of one node; 0 = no bound, the default is 2^40"}};
+              {0, INT64_MAX, "weighed steps of one node; 0 = no bound, the default is 2^39"}};
   for (int k = 0; k < 8; k++) {
     if (strcmp(a, names[k]) != 0) continue;
     if (*i + 1 >= argc) {

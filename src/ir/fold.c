@@ -7,10 +7,10 @@
  * allows it, than the constant inputs), so that an Expand or a ConstantOfShape of a
  * constant does not turn a few bytes of model into megabytes; DequantizeLinear of
  * constant weights always folds (float32 weights, four times the int8 ones, as the
- * float model had them). Nor is a node whose work (kl_node_work) is over
- * FOLD_MAX_WORK steps folded: folding runs at every load, on the reference kernels (an
- * Einsum of 10^18 steps hung `kiln inspect`); the run takes it, under the option
- * max_work. A node whose kernel fails on its constants is left as it was, for the run
+ * float model had them). Nor is a node whose work (kl_node_work's steps weighed by what
+ * each costs on the reference kernel, kl_work_weight) is over FOLD_MAX_WORK folded:
+ * folding runs at every load, on the reference kernels (an Einsum of 10^18 steps hung
+ * `kiln inspect`); the run takes it, under the option max_work. A node whose kernel fails on its constants is left as it was, for the run
  * to report.
  */
 #include "ir/ir.h"
@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FOLD_MAX_WORK (1 << 27) /* steps: a fraction of a second */
+/* 2^27 element visits or multiply-adds of the reference kernels (768 units each):
+ * about a second at most, of any op (an Einsum, 8192 a step, folds 11 times fewer) */
+#define FOLD_MAX_WORK ((double)(1 << 27) * 768)
 
 static bool reads_dims_only(kl_op op) {
   return strcmp(kl_op_name(op), "Shape") == 0 || strcmp(kl_op_name(op), "Size") == 0;
@@ -126,12 +128,13 @@ kiln_status kl_node_fold(kl_graph *g, int i, int64_t limit, bool within_inputs,
       return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding a constant");
     }
   }
-  if (kl_node_work(n, n->n_in, io.pin, n->n_out, (const kl_tensor *const *)io.pout) >
+  if (kl_node_work(n, n->n_in, io.pin, n->n_out, (const kl_tensor *const *)io.pout) *
+          kl_work_weight(n, n->n_in, io.pin, KL_WORK_REF) >
       FOLD_MAX_WORK) {
     free_outputs(&io, n->n_out);
     return KILN_OK;
   }
-  kl_kernel_ctx kc = {n, n->n_in, n->n_out, io.pin, io.pout, &local, 1, NULL};
+  kl_kernel_ctx kc = {n, n->n_in, n->n_out, io.pin, io.pout, &local, 1, NULL, 0, 0};
   bool empty = true; /* every output empty: nothing to compute (as in session.c) */
   for (int k = 0; k < n->n_out; k++) empty &= io.out_bytes[k] == 0;
   if (!empty && kl_op_get(n->op)->ref(&kc) != KILN_OK) {

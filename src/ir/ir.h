@@ -287,6 +287,23 @@ const kl_attr *kl_node_attr(const kl_node *n, const char *name);
  * (it may be far past int64): work.c. */
 double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int n_out,
                     const kl_tensor *const *out);
+/* Who takes a node's steps, for what each costs (kl_work_weight). */
+typedef enum kl_work_kernel {
+  KL_WORK_UNIT,   /* a device's kernel, or a node that runs none of its own (If, Loop,
+                     the sequence ops): each step counts 1 */
+  KL_WORK_REF,    /* kiln's portable reference kernel */
+  KL_WORK_GENERIC, /* oneDNN or kiln's optimized kernels at the generic level */
+  KL_WORK_AVX2,   /* ... at the avx2 level */
+  KL_WORK_AVX512  /* ... at the AVX-512 levels (avx512, avx512_bf16, amx) */
+} kl_work_kernel;
+/* What one of node n's steps (kl_node_work's count) costs when a kernel of class
+ * `kernel` runs it on these inputs (only shapes and attributes are read), in units of
+ * a multiply-add of a large float32 product on one AVX-512 core, about
+ * KL_WORK_UNIT_NS: 1 for such a product, thousands for some scalar loops
+ * (work_weight.c). Steps times weight is what a node counts against max_work. */
+double kl_work_weight(const kl_node *n, int n_in, const kl_tensor *const *in,
+                      kl_work_kernel kernel);
+#define KL_WORK_UNIT_NS 0.0125
 
 /* ---- running a node on constants while loading and optimizing (fold.c) ---- */
 #define KL_FOLD_MAX_IO 64 /* wider nodes (a Concat of hundreds) are not run */

@@ -22,8 +22,8 @@ void kl_control_free(kl_control *c);
 kiln_status kl_control_run(kl_control *c, const kl_node *n, const kl_tensor *const *in,
                            int64_t max_work, kl_value_alloc alloc, void *actx, kl_err *e);
 /* What one iteration of a body (or the run of a branch) counts against max_work at
- * least, so that a loop of empty iterations ends too: with the default max_work (2^40),
- * after 2^18 iterations (under a second of small bodies; `--max-work 0` lifts it). */
+ * least, so that a loop of empty iterations ends too: with the default max_work (2^39),
+ * after 2^17 iterations (under a second of small bodies; `--max-work 0` lifts it). */
 #define KL_CONTROL_ITERATION_STEPS 4194304.0
 /* Iterations (Loop, Scan) or branch runs (If) of the last kl_control_run. */
 int64_t kl_control_iterations(const kl_control *c);

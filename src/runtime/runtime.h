@@ -40,17 +40,15 @@ struct kiln_options {
 };
 
 #define KL_DEFAULT_MAX_TENSOR_BYTES (INT64_C(16) << 30)
-/* 2^40 steps: a thousand times the largest node of the zoo's models (a 4096-token
- * LLM prefill's 4096^3 product is 2^36), ten times a 2048-token 7B-model prefill's
- * largest MatMul (2048 x 4096 x 11008, 9.2e10) on oneDNN. */
-#define KL_DEFAULT_MAX_WORK (INT64_C(1) << 40)
-/* What one step of kiln's portable reference kernels counts as against max_work: those
- * are scalar loops of 1 to 20 ns a step on one core (an LSTM 2, Attention 3, the
- * generic Einsum 18), where oneDNN's products take about 0.1 ns and fewer with threads.
- * Counted as one, 2^40 reference steps were an hour from a few hundred bytes; counted
- * as 256, the default admits about 4e9 of them (seconds, a minute for Einsum). A node
- * on a device or an optimized CPU kernel counts its steps as one. */
-#define KL_REF_WORK_WEIGHT 256.0
+/* max_work counts steps (kl_node_work) weighed by what each costs on the kernel that
+ * takes it (kl_work_weight, ir/work_weight.c), in units of a multiply-add of a large
+ * float32 product on one AVX-512 core, about KL_WORK_UNIT_NS: so max_work bounds a
+ * node's time on one core. The default, 2^39, is about 7 s of it on the Xeon the
+ * weights were measured on: a file of a few hundred bytes can ask for no more than
+ * that of any kernel, while a 4096-token prefill of a 7B LLM's largest MatMul (4096 x
+ * 4096 x 11008, 1.85e11) runs with room to spare (docs/fuzzing.md, "The default
+ * compute bound"). */
+#define KL_DEFAULT_MAX_WORK (INT64_C(1) << 39)
 
 /* Copy src (or the defaults when src is NULL) into dst; dst's strings are owned after. */
 kiln_status kl_options_copy(kiln_options *dst, const kiln_options *src, kl_err *e);

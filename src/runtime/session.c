@@ -15,6 +15,7 @@
  * after the first run with a shape a run allocates nothing from the device itself. */
 #include "runtime/session.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/level_zero.h"
 #include "runtime/control.h"
@@ -90,9 +91,11 @@ struct kiln_session {
   kl_control **ctl;    /* per node: an If's, Loop's or Scan's body sessions, else NULL */
   bool *values_node;   /* per node: it reads or makes a sequence or optional (run_values) */
   double work;         /* the current run's steps, by kl_node_work (when max_work is set) */
-  /* per node: what one of its steps counts as against max_work (KL_REF_WORK_WEIGHT on
-   * a reference kernel, else 1) */
-  double *work_weight;
+  /* per node: the class of kernel that takes its steps, for what each counts against
+   * max_work (kl_work_weight): KL_WORK_UNIT, KL_WORK_REF or the ISA level's */
+  kl_work_kernel *work_kernel;
+  /* per node, of the last run (when max_work is set): its steps and their weight */
+  double *node_steps, *node_weight;
 };
 
 enum { NEED_HOST = 1, NEED_DEV = 2 };
@@ -136,11 +139,13 @@ static kiln_status session_alloc(kiln_session *s) {
   s->tout = calloc((size_t)max_out, sizeof *s->tout);
   s->outs = calloc((size_t)g->n_outputs + 1, sizeof *s->outs);
   s->ctl = calloc(nn, sizeof *s->ctl);
-  s->work_weight = calloc(nn, sizeof *s->work_weight);
+  s->work_kernel = calloc(nn, sizeof *s->work_kernel);
+  s->node_steps = calloc(nn, sizeof *s->node_steps);
+  s->node_weight = calloc(nn, sizeof *s->node_weight);
   s->values_node = calloc(nn, sizeof *s->values_node);
   for (int i = 0; s->values_node && i < g->n_nodes; i++)
     s->values_node[i] = takes_values(g, &g->nodes[i]);
-  if (!s->ctl || !s->work_weight || !s->values_node || !s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
+  if (!s->ctl || !s->work_kernel || !s->node_steps || !s->node_weight || !s->values_node || !s->vals || !s->types || !s->seen || !s->heap || !s->as_view || !s->rules ||
       !s->t_start || !s->t_ms || !s->inputs || !s->sym_sizes || !s->kin || !s->tin ||
       !s->tdata || !s->kout || !s->tout || !s->outs)
     return kl_fail(&s->err, KILN_ERR_OUT_OF_MEMORY, "out of memory creating a session");
@@ -159,28 +164,6 @@ static kiln_status session_alloc(kiln_session *s) {
   return KILN_OK;
 }
 
-/* What a step of an optimized convolution counts against max_work. oneDNN's take 0.04
- * to 0.1 ns a step with many channel pairs per group, but 0.5 to 2 ns with one input
- * and one output channel per group (depthwise, or a single channel: a 1-D convolution
- * of a 3000-tap filter over 9e6 outputs, made by a file of 400 bytes, ran for 49 s on
- * one core): those count KL_FEW_CHANNELS_WEIGHT times, the slowest measured against the
- * usual 0.1 ns (not a reference kernel's 256: a batch of 8 1080p frames through a
- * MobileNet's depthwise layers, 4.6e9 steps, must stay well inside the default bound),
- * and the weight falls with the pairs (C / group input channels times M / group output
- * ones), to 1 from KL_FEW_CHANNELS_WEIGHT pairs on. */
-#define KL_FEW_CHANNELS_WEIGHT 32.0
-static double conv_work_weight(const kl_graph *g, const kl_node *n) {
-  bool transposed = n->op == KL_OP_ConvTranspose || n->op == KL_OP_KilnFusedConvTranspose;
-  if (!transposed && n->op != KL_OP_Conv && n->op != KL_OP_KilnFusedConv) return 1;
-  if (n->n_in < 2 || n->in[1] < 0) return 1;
-  const kl_type *w = &g->values[n->in[1]].type;
-  int64_t group = kl_attr_int(n, "group", 1);
-  if (w->rank < 2 || w->dims[0].size < 1 || w->dims[1].size < 1 || group < 1) return 1;
-  /* W is [M, C / group, k...], a transposed one's [C, M / group, k...] */
-  double pairs = (double)w->dims[0].size / (double)group * (double)w->dims[1].size;
-  return pairs >= KL_FEW_CHANNELS_WEIGHT ? 1 : KL_FEW_CHANNELS_WEIGHT / pairs;
-}
-
 /* Kernels for every node, and what each allows the memory plan. */
 static kiln_status session_plan_kernels(kiln_session *s) {
   const kl_graph *g = s->model->g;
@@ -188,18 +171,20 @@ static kiln_status session_plan_kernels(kiln_session *s) {
   kl_cpu_kernels which = s->opts.reference ? KL_CPU_KERNELS_REF
                          : bf16            ? KL_CPU_KERNELS_FAST_BF16
                                            : KL_CPU_KERNELS_FAST;
+  kl_isa isa = kl_isa_level();
+  kl_work_kernel fast = isa >= KL_ISA_AVX512 ? KL_WORK_AVX512
+                        : isa == KL_ISA_AVX2 ? KL_WORK_AVX2
+                                             : KL_WORK_GENERIC;
   kiln_status st = kl_cpu_backend_create(g, which, s->place, &s->cpu, &s->err);
   if (st != KILN_OK) return st;
   s->kernels = kl_cpu_backend_plan(s->cpu);
   for (int i = 0; i < g->n_nodes; i++) {
-    s->work_weight[i] = 1;
+    /* a device's kernel counts its steps once (not measured); a control or sequence
+     * node runs no kernel of its own (its bodies' sessions weigh theirs) */
+    s->work_kernel[i] = KL_WORK_UNIT;
     if (s->place && s->place[i]) continue; /* place_nodes set the device's */
-    s->work_weight[i] = conv_work_weight(g, &g->nodes[i]);
-    /* a control or sequence node runs no kernel of its own (its bodies' sessions
-     * weigh theirs) */
-    if (kl_cpu_plan_is_reference(s->kernels, i) && !kl_op_is_control(g->nodes[i].op) &&
-        !s->values_node[i])
-      s->work_weight[i] = KL_REF_WORK_WEIGHT;
+    if (!kl_op_is_control(g->nodes[i].op) && !s->values_node[i])
+      s->work_kernel[i] = kl_cpu_plan_is_reference(s->kernels, i) ? KL_WORK_REF : fast;
     const kl_cpu_choice *c = kl_cpu_plan_kernel(s->kernels, i);
     s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};
   }
@@ -603,7 +588,9 @@ void kiln_session_free(kiln_session *s) {
   for (int i = 0; s->ctl && i < s->model->g->n_nodes; i++) kl_control_free(s->ctl[i]);
   free(s->ctl);
   free(s->values_node);
-  free(s->work_weight);
+  free(s->work_kernel);
+  free(s->node_steps);
+  free(s->node_weight);
   if (s->cpu) s->cpu->iface->release(s->cpu);
   kl_memplan_clear(&s->plan);
   free(s->arena);
@@ -1015,28 +1002,33 @@ static void release_after(kiln_session *s, int i) {
 }
 
 /* A node asking for more work than max_work allows (its estimate from the shapes it has
- * now: its inputs' alone when n_out is 0, each step weighed by its kernel's class) is
- * refused before it starts: a file of a few hundred bytes could ask for 10^18 steps. */
+ * now: its inputs' alone when n_out is 0, each step weighed by what it costs on the
+ * node's kernel) is refused before it starts: a file of a few hundred bytes could ask
+ * for 10^18 steps. */
 static kiln_status check_work(kiln_session *s, int i, int n_out) {
   if (s->opts.max_work <= 0) return KILN_OK;
   const kl_node *n = &s->model->g->nodes[i];
   double steps = kl_node_work(n, n->n_in, s->kin, n_out,
                               n_out ? (const kl_tensor *const *)s->kout : NULL);
-  double work = steps * s->work_weight[i];
-  if (n_out) s->work += work;
+  kl_work_kernel k = s->work_kernel[i];
+  double weight = kl_work_weight(n, n->n_in, s->kin, k), work = steps * weight;
+  if (n_out) {
+    s->work += work;
+    s->node_steps[i] = steps;
+    s->node_weight[i] = weight;
+  }
   if (work <= (double)s->opts.max_work) return KILN_OK;
-  bool ref = !(s->place && s->place[i]) && kl_cpu_plan_is_reference(s->kernels, i);
-  if (s->work_weight[i] != 1)
+  if (weight == 1)
     return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
-                   "max_work %lld: %s whose steps count %g times (%.3g in all; option "
-                   "max_work, `--max-work N`; 0 lifts the bound)", steps,
-                   (long long)s->opts.max_work,
-                   ref ? "kiln's reference kernel runs it, a scalar loop"
-                       : "a convolution of few channels per group",
-                   s->work_weight[i], work);
-  return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over "
-                 "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
-                 work, (long long)s->opts.max_work);
+                   "max_work %lld (option max_work, `--max-work N`; 0 lifts the bound)",
+                   work, (long long)s->opts.max_work);
+  return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over max_work "
+                 "%lld: %s, whose steps count %g times a dense product's (%.3g in all; "
+                 "option max_work, `--max-work N`; 0 lifts the bound)", steps,
+                 (long long)s->opts.max_work,
+                 k == KL_WORK_REF ? "kiln's reference kernel runs it, a scalar loop"
+                                  : "an optimized kernel runs it",
+                 weight, work);
 }
 
 /* A sequence's block or an optional's none, for output k of node i: memory of its own
@@ -1172,7 +1164,12 @@ static kiln_status run_node(kiln_session *s, int i) {
   if (empty) return s->dev ? copy_outputs(s, i) : KILN_OK;
   st = check_work(s, i, n->n_out);
   if (st != KILN_OK) return st;
-  kl_kernel_ctx kc = {n, n->n_in, n->n_out, s->kin, s->kout, &s->err, s->opts.threads, NULL};
+  kl_kernel_ctx kc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = s->kin,
+                      .out = s->kout, .e = &s->err, .threads = s->opts.threads};
+  if (s->work_kernel[i] > KL_WORK_REF) { /* should it hand these shapes to the reference */
+    kc.max_work = s->opts.max_work;
+    kc.ref_weight = kl_work_weight(n, n->n_in, s->kin, KL_WORK_REF);
+  }
   kl_backend *b = on_dev ? s->dev : s->cpu;
   st = b->iface->execute(b, i, &kc);
   if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
@@ -1263,6 +1260,8 @@ kiln_status kiln_session_run(kiln_session *s) {
   s->ran = false;
   s->timed = false;
   s->work = 0;
+  memset(s->node_steps, 0, sizeof *s->node_steps * (size_t)s->model->g->n_nodes);
+  memset(s->node_weight, 0, sizeof *s->node_weight * (size_t)s->model->g->n_nodes);
   s->fallbacks = 0;
   s->dfallbacks = 0;
   release_heap(s); /* the last run's outputs, or what a failed run left */
@@ -1397,6 +1396,11 @@ bool kl_session_timings(const kiln_session *s, const double **start_ms, const do
 const kiln_model *kl_session_model(const kiln_session *s) { return s->model; }
 
 double kl_session_run_work(const kiln_session *s) { return s->work; }
+
+double kl_session_node_steps(const kiln_session *s, int node, double *weight) {
+  if (weight) *weight = s->node_weight[node];
+  return s->node_steps[node];
+}
 
 bool kl_session_tf32(const kiln_session *s) { return s->dev && kl_gpu_backend_tf32(s->dev); }
 

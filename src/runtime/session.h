@@ -67,5 +67,8 @@ const kiln_model *kl_session_model(const kiln_session *s);
 /* The steps its last run's nodes took by kl_node_work's estimates (0 when the session
  * has no max_work, which is when nothing counts them). */
 double kl_session_run_work(const kiln_session *s);
+/* Node i's steps in the last run by kl_node_work (0 when it did not run its kernel or
+ * the session has no max_work), and in *weight (when not NULL) what each counts. */
+double kl_session_node_steps(const kiln_session *s, int node, double *weight);
 
 #endif

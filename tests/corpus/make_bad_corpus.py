@@ -583,14 +583,15 @@ def runtime_cases():
     shape = numpy_helper.from_array(np.array([12288, 12288], np.int64), "shape")
     case("square_12288.onnx", model_bytes(sq, [], [vi("y", [12288, 12288])], [shape], check=True),
          "node 'sq' (MatMul): about 1.86e+12 steps", "the square of a generated 12288^2 matrix")
-    # a step of a reference kernel counts 256 (KL_REF_WORK_WEIGHT): an Einsum of four
-    # letters of 300 is 8.1e9 steps of kiln's generic Einsum loop, under 2^40 counted as
-    # one, and ran 150 s (18 ns a step)
+    # a step counts what it costs on its kernel (src/ir/work_weight.c; the reference
+    # Einsum 8192): an Einsum of four letters of 300 is 8.1e9 steps of kiln's generic
+    # Einsum loop, under 2^40 counted as one, and ran 150 s (18 ns a step)
     v = numpy_helper.from_array(np.full([300], 0.001, np.float32), "v")
     es = helper.make_node("Einsum", ["v"] * 4, ["y"], name="es", equation="a,b,c,d->")
     case("einsum_ref_8e9.onnx", model_bytes([es], [], [vi("y", [])], [v], check=True),
          "node 'es' (Einsum): about 8.1e+09 steps for these shapes, over max_work "
-         "1099511627776: kiln's reference kernel runs it",
+         "549755813888: kiln's reference kernel runs it, a scalar loop, whose steps count "
+         "8192 times",
          "an Einsum of 8.1e9 steps of the reference kernel (minutes) from 1.3 KB")
     # ops whose loops multiply attributes or shapes and that the estimate left at their
     # elements (so max_work let them through): a pooling window as large as the image,
@@ -647,7 +648,7 @@ def runtime_cases():
     case("lstm_1e6_steps.onnx",
          model_bytes([x, w, r, lstm], [], [vi("h", [1, 1, 1024])], [x_shape, w_shape, r_shape],
                      check=True),
-         "node 'lstm' (LSTM): about 4.2e+12 steps", "an LSTM of 10^6 steps of hidden size 1024")
+         "node 'lstm' (LSTM): about 4.21e+12 steps", "an LSTM of 10^6 steps of hidden size 1024")
     # re-probe of 2026-11-27: QLinearAveragePool's window was left out of the estimate
     # (it counted its elements alone); Unique counted nothing for 2^40 empty slices, which
     # it sorts (inference sorted them even at load: `kiln inspect` too)

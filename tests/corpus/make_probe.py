@@ -119,7 +119,7 @@ def main():
                    init("c", np.array(1, np.float32)), init("k", np.array([1000000], np.int64))])
         case(f"c1_topk_1e6{lvl}", 1, m, args=lvl)
     # 10^12 steps of a reference kernel: under the default max_work (2^40) when a step
-    # counted as one, refused since it counts KL_REF_WORK_WEIGHT (256)
+    # counted as one, refused since a step counts what it costs (src/ir/work_weight.c)
     gen_case("c1_einsum_1e12", 1, [1000, 1000],
              [helper.make_node("Einsum", ["x", "x"], ["y"], equation="ab,cd->")], [vi("y", None)])
     gen_case("c1_einsum_1e12_O0", 1, [1000, 1000],

@@ -220,7 +220,7 @@ static void interpret(const kiln_model *m, const tensors *in, tensors *out) {
       vals[v].data = calloc(1, kl_tensor_nbytes(&vals[v]) + 1);
       kout[k] = &vals[v];
     }
-    kl_kernel_ctx kc = {n, n->n_in, n->n_out, kin, kout, &e, 1, NULL};
+    kl_kernel_ctx kc = {n, n->n_in, n->n_out, kin, kout, &e, 1, NULL, 0, 0};
     if (kl_op_get(n->op)->ref(&kc) != KILN_OK) fail_msg("kernel: %s", e.msg);
   }
   out->n = g->n_outputs;
@@ -943,152 +943,6 @@ static kiln_session *session_with(const kiln_model *m, const char *name, int64_t
   return NULL;
 }
 
-/* x [64, 256] times a constant [256, 64] as a MatMul (einsum false) or as an Einsum
- * "ij,jk->ik": 2^20 steps either way (kl_node_work). */
-static kiln_model *product_model(bool einsum) {
-  kl_graph *g = tu_graph_new();
-  int x = tu_graph_input(g, "x", KL_F32, 2, (int64_t[]){64, 256});
-  float *w = calloc(256 * 64, sizeof *w);
-  assert_non_null(w);
-  int c = tu_graph_const(g, "w", KL_F32, 2, (int64_t[]){256, 64}, w);
-  free(w);
-  int n = tu_graph_output_node(g, einsum ? KL_OP_Einsum : KL_OP_MatMul, 2, (int[]){x, c}, 1);
-  if (einsum) assert_int_equal(kl_node_set_string(g, n, "equation", "ij,jk->ik", NULL), KILN_OK);
-  return tu_model_of(g, 0);
-}
-
-/* One run of m under max_work 2^24 (on the reference kernels or the fast ones); the
- * product node's kernel name in *kernel. */
-static kiln_status run_under_work(const kiln_model *m, bool reference, const char **kernel,
-                                  double *work, char *msg, size_t len) {
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 24), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "threads", 1), KILN_OK);
-  kiln_session *s = NULL;
-  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
-  kiln_options_free(o);
-  float *x = calloc(64 * 256, sizeof *x);
-  assert_non_null(x);
-  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 2, (int64_t[]){64, 256},
-                                          x, sizeof *x * 64 * 256),
-                   KILN_OK);
-  kiln_status st = kiln_session_run(s);
-  *kernel = kl_session_kernel_name(s, 0);
-  *work = kl_session_run_work(s);
-  snprintf(msg, len, "%s", kiln_session_error(s));
-  free(x);
-  kiln_session_free(s);
-  return st;
-}
-
-/* max_work weighs a step by the class of the kernel that takes it: one of kiln's scalar
- * reference kernels counts KL_REF_WORK_WEIGHT (256) times, a oneDNN product or an ISA
- * kernel once. A product of 2^20 steps passes a bound of 2^24 on a fast kernel and is
- * refused on the reference one (2^28), whichever op asks for it. */
-static void test_work_weight(void **state) {
-  (void)state;
-  for (int einsum = 0; einsum < 2; einsum++) {
-    kiln_model *m = product_model(einsum);
-    for (int reference = 0; reference < 2; reference++) {
-      const char *kernel;
-      double work;
-      char msg[512];
-      kiln_status st = run_under_work(m, reference, &kernel, &work, msg, sizeof msg);
-      bool ref = strcmp(kernel, "ref") == 0;
-      if (reference || einsum) assert_true(ref); /* no fast Einsum */
-      if (!reference && !einsum && KL_HAVE_DNNL && kl_cpu_native_nhwc())
-        assert_false(ref); /* oneDNN's product */
-      if (ref) {
-        tu_assert_status(st, KILN_ERR_LIMIT, msg, "about 1.05e+06 steps for these shapes, "
-                         "over max_work 16777216: kiln's reference kernel runs it, a scalar "
-                         "loop whose steps count 256 times (2.68e+08 in all");
-      } else {
-        tu_assert_status(st, KILN_OK, msg, NULL);
-        assert_true(work == (double)(1 << 20));
-      }
-    }
-    kiln_model_free(m);
-  }
-}
-
-/* x [1, c, 4096 + 63] through a Conv of W [m, c / group, 64] (constant): 4096 * 64
- * steps for each output channel (kl_node_work). Run under max_work 2^22 on the fast
- * kernels; the Conv's kernel name in *kernel, the run's work in *work. */
-static kiln_status run_conv_under_work(int64_t c, int64_t m, int64_t group, const char **kernel,
-                                       double *work, char *msg, size_t len) {
-  kl_graph *g = tu_graph_new();
-  int64_t xd[3] = {1, c, 4096 + 63}, wd[3] = {m, c / group, 64};
-  int x = tu_graph_input(g, "x", KL_F32, 3, xd);
-  float *w = calloc((size_t)(m * wd[1] * 64), sizeof *w);
-  assert_non_null(w);
-  int k = tu_graph_const(g, "w", KL_F32, 3, wd, w);
-  free(w);
-  int n = tu_graph_output_node(g, KL_OP_Conv, 2, (int[]){x, k}, 1);
-  assert_int_equal(kl_node_set_int(g, n, "group", group, NULL), KILN_OK);
-  kiln_model *model = tu_model_of(g, 0);
-  kiln_options *o;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 22), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "threads", 1), KILN_OK);
-  kiln_session *s = NULL;
-  assert_int_equal(kiln_session_create(model, o, &s), KILN_OK);
-  kiln_options_free(o);
-  size_t count = (size_t)(c * xd[2]);
-  float *in = calloc(count, sizeof *in);
-  assert_non_null(in);
-  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 3, xd, in,
-                                          sizeof *in * count),
-                   KILN_OK);
-  kiln_status st = kiln_session_run(s);
-  *kernel = kl_session_kernel_name(s, 0);
-  *work = kl_session_run_work(s);
-  snprintf(msg, len, "%s", kiln_session_error(s));
-  free(in);
-  kiln_session_free(s);
-  kiln_model_free(model);
-  return st;
-}
-
-/* An optimized convolution of one input and one output channel per group takes 0.5 to
- * 2 ns a step (a 1-D one of 3000 taps over 9e6 outputs from a 400-byte file: 49 s)
- * against oneDNN's usual 0.1 or less: its steps count 32 times, and the weight falls
- * with the channel pairs per group, to 1 from 32 pairs on. */
-static void test_conv_work_weight(void **state) {
-  (void)state;
-  static const struct {
-    int cin, cout, groups;
-    const char *words; /* in the refusal at max_work 2^22 */
-  } cases[] = {
-      /* one channel: 2^18 steps, 2^23 weighed, over 2^22 */
-      {1, 1, 1, "about 2.62e+05 steps for these shapes, over max_work 4194304: a "
-                "convolution of few channels per group whose steps count 32 times "
-                "(8.39e+06 in all"},
-      /* depthwise, 4 groups of one channel: 2^20 steps, 2^25 weighed */
-      {4, 4, 4, "steps count 32 times (3.36e+07 in all"},
-      /* 4 x 4 channels: 2^22 steps, each counted 32 / 16 times */
-      {4, 4, 1, "about 4.19e+06 steps for these shapes, over max_work 4194304: a "
-                "convolution of few channels per group whose steps count 2 times "
-                "(8.39e+06 in all"},
-      /* 8 x 8 channels: 2^24 steps, counted once */
-      {8, 8, 1, "about 1.68e+07 steps for these shapes, over max_work 4194304 (option "
-                "max_work"},
-      /* 2 groups of 16 x 16: half the steps of 32 x 32 in one group, counted once */
-      {32, 32, 2, "about 1.34e+08 steps for these shapes, over max_work 4194304 (option "
-                  "max_work"},
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const char *kernel;
-    double work;
-    char msg[512];
-    kiln_status st = run_conv_under_work(cases[i].cin, cases[i].cout, cases[i].groups,
-                                         &kernel, &work, msg, sizeof msg);
-    /* at the generic level the reference kernel runs, whose weight test_work_weight checks */
-    if (strcmp(kernel, "ref") != 0) tu_assert_status(st, KILN_ERR_LIMIT, msg, cases[i].words);
-  }
-}
-
 /* release_weights: the session frees the model's copy of the weights that only its
  * oneDNN nodes read once they hold them packed, runs as before (and allocates
  * nothing after the first run), and no other session can be made from the model. */
@@ -1224,8 +1078,6 @@ int main(void) {
       cmocka_unit_test(test_isa_kernels_in_place),
       cmocka_unit_test(test_isa_batchnorm_slice_pad),
       cmocka_unit_test(test_release_weights),
-      cmocka_unit_test(test_work_weight),
-      cmocka_unit_test(test_conv_work_weight),
       cmocka_unit_test(test_memory_limit_counts_packed),
       cmocka_unit_test(test_output_view_of_input),
       cmocka_unit_test(test_check_empty_outputs),

@@ -1195,6 +1195,47 @@ static bool winograd_candidate(const dn_problem *p) {
          p->strides[1] == 1 && p->dilates[0] == 0 && p->dilates[1] == 0;
 }
 
+static const char *impl_of(const_dnnl_primitive_desc_t pd) {
+  const char *impl = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+    return "unknown";
+  return impl;
+}
+
+/* oneDNN 2.6's brgconv builds its kernels by the output row's width: about 1.3 us and
+ * 550 bytes an output column to create the primitive (a 1-D convolution of 3 taps over
+ * 9e6 samples, 2.7e7 steps from a 300-byte file, asked for 5 GB and its std::bad_alloc
+ * aborted the process under a 4 GB cap; over 3e6 samples creating it took 8 s). Rows
+ * wider than WIDE_ROW outputs take the next implementation, oneDNN's direct jit kernel
+ * where it has one: as fast a step on such rows (0.29 against 0.32 ns for one channel
+ * pair, 0.011 for 32 x 32 on one AVX-512 core), nothing to build by the width. */
+#define WIDE_ROW 16384
+
+/* The first implementation of desc, past brgconv when skip_brgconv. */
+static dnnl_status_t first_pd(const_dnnl_op_desc_t desc, dnnl_primitive_attr_t attr,
+                              dnnl_engine_t engine, bool skip_brgconv,
+                              dnnl_primitive_desc_t *pd) {
+  if (!skip_brgconv) return dnnl_primitive_desc_create(pd, desc, attr, engine, NULL);
+  dnnl_primitive_desc_iterator_t it;
+  dnnl_status_t s = dnnl_primitive_desc_iterator_create(&it, desc, attr, engine, NULL);
+  if (s != dnnl_success) return s;
+  for (;;) {
+    dnnl_primitive_desc_t cand = dnnl_primitive_desc_iterator_fetch(it);
+    if (!cand) {
+      s = dnnl_out_of_memory;
+      break;
+    }
+    if (strncmp(impl_of(cand), "brgconv:", 8) != 0) {
+      *pd = cand;
+      break;
+    }
+    dnnl_primitive_desc_destroy(cand);
+    if ((s = dnnl_primitive_desc_iterator_next(it)) != dnnl_success) break;
+  }
+  dnnl_primitive_desc_iterator_destroy(it);
+  return s == dnnl_iterator_ends ? dnnl_unimplemented : s;
+}
+
 static dnnl_status_t conv_desc_create(const dn_problem *p, dnnl_alg_kind_t alg,
                                       const dnnl_memory_desc_t *src,
                                       const dnnl_memory_desc_t *dst, dnnl_primitive_attr_t attr,
@@ -1203,7 +1244,8 @@ static dnnl_status_t conv_desc_create(const dn_problem *p, dnnl_alg_kind_t alg,
   dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(
       &cd, dnnl_forward_inference, alg, src, &p->wei_want, p->has_bias ? &p->bias : NULL, dst,
       p->strides, p->dilates, p->pad_l, p->pad_r);
-  return s == dnnl_success ? dnnl_primitive_desc_create(pd, &cd, attr, engine, NULL) : s;
+  bool wide = p->dst_user.ndims > 2 && p->dst_user.dims[p->dst_user.ndims - 1] > WIDE_ROW;
+  return s == dnnl_success ? first_pd(&cd, attr, engine, wide, pd) : s;
 }
 
 /* Winograd when it applies (its src and dst in the blocked layout it needs, reordered
@@ -1447,13 +1489,6 @@ static void entry_free(dn_node *d, dn_entry *en) {
 
 /* oneDNN's name for the implementation it chose ("jit:avx2", "brg:avx512_core",
  * "ref:any"). */
-static const char *impl_of(const_dnnl_primitive_desc_t pd) {
-  const char *impl = NULL;
-  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
-    return "unknown";
-  return impl;
-}
-
 kiln_status kl_dnnl_sgemm_nt(const float *x, const float *w, const float *bias, int64_t m,
                              int64_t k, int64_t n, float *y, kl_err *e) {
   if (m <= 0 || n <= 0) return KILN_OK;
@@ -2024,6 +2059,12 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
   d->ran_gemv = en->gemv;
   d->ran_rows = en->gemv ? en->gemv_plan.m : 0;
   d->ran_impl = en->fallback ? NULL : en->impl;
+  if (en->fallback || kl_dnnl_impl_is_slow(en->impl)) { /* weighed as the reference */
+    st = kl_isa_ref_allowed(c, en->fallback ? "oneDNN has no implementation for these shapes"
+                                            : "oneDNN has only its reference loops for these "
+                                              "shapes");
+    if (st != KILN_OK) return st;
+  }
   if (en->im2col) {
     const kl_tensor *b = input(c, 2), *sum = input(c, KL_FUSED_SUM);
     return kl_im2col_run(en->im2col, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL,

@@ -510,6 +510,12 @@ static int at_run(kl_kernel_ctx *c) {
   a->ran_reference = en->fallback;
   a->ran_slow = en->slow_impl[0] && !en->fallback ? en->slow_impl : NULL;
   a->ran_impl = en->fallback ? NULL : en->impl;
+  if (en->fallback || a->ran_slow) { /* weighed as the reference */
+    st = kl_isa_ref_allowed(c, en->fallback ? "oneDNN has no implementation for these shapes"
+                                            : "oneDNN has only its reference loops for these "
+                                              "shapes");
+    if (st != KILN_OK) return st;
+  }
   return en->fallback ? (kiln_status)kl_op_get(c->node->op)->ref(c) : execute(a, en, c);
 }
 

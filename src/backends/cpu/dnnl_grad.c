@@ -39,6 +39,7 @@
  * made ResNet-18's step 1.5 times PyTorch's at 2 threads (ConvGradW 46% of it). */
 #include "backends/cpu/dnnl_cache.h"
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/isa/run.h"
 #include "ir/infer_common.h"
 #include "kl_config.h"
 
@@ -444,7 +445,10 @@ static int gr_run(kl_kernel_ctx *c) {
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "oneDNN cannot run this convolution gradient "
                    "and its tensors are held channels-last, which the reference kernel "
                    "cannot read");
-  if (en->fallback) return kl_op_get(c->node->op)->ref(c);
+  if (en->fallback) {
+    st = kl_isa_ref_allowed(c, "oneDNN has no implementation for these shapes");
+    return st != KILN_OK ? st : kl_op_get(c->node->op)->ref(c);
+  }
   g->ran_impl = en->impl;
   return with_threads(en->single, g, en, c, execute);
 }

@@ -618,8 +618,15 @@ static int qc_run(kl_kernel_ctx *c) {
   if (st != KILN_OK) return st;
   qc_entry *en = found;
   q->ran_reference = en->fallback;
-  if (en->fallback) return run_reference(q, c);
+  if (en->fallback) {
+    st = kl_isa_ref_allowed(c, "oneDNN has no implementation for these shapes");
+    return st != KILN_OK ? st : run_reference(q, c);
+  }
   q->ran_impl = en->impl;
+  if (kl_dnnl_impl_is_slow(en->impl) && /* oneDNN's int8 reference loops (ref_int8:any) */
+      (st = kl_isa_ref_allowed(c, "oneDNN has only its reference loops for these shapes")) !=
+          KILN_OK)
+    return st;
   if (en->qdw)
     return kl_run_qdw(c, kl_cpu_isa_fns(kl_isa_level()), en->qdw, c->in[0]->data,
                       c->out[0]->data);

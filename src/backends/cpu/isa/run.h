@@ -289,8 +289,17 @@ int kl_run_reduce_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
 
 /* ---- helpers shared by the drivers ---- */
 
-/* The node's reference kernel: the fallback for cases the primitives do not cover. */
+/* The node's reference kernel: the fallback for cases the primitives do not cover,
+ * after kl_isa_ref_allowed. */
 int kl_isa_ref(kl_kernel_ctx *c);
+/* Whether max_work lets the reference kernel take the node's steps for these shapes
+ * (c->max_work, c->ref_weight): an optimized kernel weighed as such before it ran may
+ * find a run's shapes outside what it does (a pooling window wider than its buffers,
+ * a shape oneDNN has no implementation for, or only its reference loops) and hand
+ * them to a loop 100 to 1000 times slower a step. `why` says which, for the message:
+ * "oneDNN has no implementation for these shapes". KILN_ERR_LIMIT when it would go
+ * over. */
+int kl_isa_ref_allowed(const kl_kernel_ctx *c, const char *why);
 
 /* Runs fn(arg, t) for t < n_tasks, on the node's threads (OpenMP, when kiln is built
  * with it) if work, a count of elements touched, is large enough to pay for waking
