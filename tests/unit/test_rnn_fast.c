@@ -402,8 +402,9 @@ static void test_session_other_activations(void **state) {
 }
 
 /* The work bound: the LSTM's 83,520 steps (10 rows through W and R's 160 weights, and
- * each row's gates and loop, 8192) count 3 times on the fast kernel, 192 times on the
- * reference kernel (src/ir/work_weight.c): under 10^6, and over it. */
+ * each row's gates and loop, 8192) count 3 to 16 times on the fast kernel (avx512 to
+ * generic), 192 times on the reference kernel (src/ir/work_weight.c): under 4 x 10^6,
+ * and over it. */
 static void test_work_bound(void **state) {
   (void)state;
   kiln_model *m = tu_model_of(rnn_graph(KL_OP_LSTM, NULL, 0), 2);
@@ -411,7 +412,7 @@ static void test_work_bound(void **state) {
     kiln_options *o;
     assert_int_equal(kiln_options_create(&o), KILN_OK);
     assert_int_equal(kiln_options_set_int(o, "reference", reference), KILN_OK);
-    assert_int_equal(kiln_options_set_int(o, "max_work", 1000000), KILN_OK);
+    assert_int_equal(kiln_options_set_int(o, "max_work", 4000000), KILN_OK);
     kiln_session *s = NULL;
     assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
     kiln_options_free(o);
