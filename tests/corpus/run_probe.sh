@@ -22,10 +22,10 @@ while IFS=$'\t' read -r name cls expect args; do
   lines=$(wc -l <"$name.err")
   v=ok
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then v=TIMEOUT
-  elif grep -qE 'Sanitizer|runtime error:' "$name.err"; then v=SANITIZER
+  elif grep -aqE 'Sanitizer|runtime error:' "$name.err"; then v=SANITIZER
   elif [ $rc -ge 128 ]; then v=SIGNAL$((rc - 128))
   elif [ $rc -gt 2 ]; then v=RC$rc
-  elif grep -q 'internal error\|kiln bug\|KILN_ERR_INTERNAL' "$name.err"; then v=INTERNAL
+  elif grep -aq 'internal error\|kiln bug\|KILN_ERR_INTERNAL' "$name.err"; then v=INTERNAL
   else case $expect in
     err) [ $rc -eq 1 ] || [ $rc -eq 2 ] || v=SILENT_OK ;;
     usage) [ $rc -eq 2 ] || [ $rc -eq 1 ] || v=ACCEPTED ;;
@@ -33,5 +33,5 @@ while IFS=$'\t' read -r name cls expect args; do
     cmp:*) [ $rc -eq 0 ] || v=REFUSED ;;
   esac; fi
   printf '%s\t%s\t%s\trc=%s\t%.1fs\t%s\t%s\n' "$name" "$cls" "$expect" "$rc" "$t" "$v" \
-    "$(grep -v '^ *$' "$name.err" | grep -m3 -E 'runtime error|ERROR: AddressSanitizer|.' | head -c 400 | tr '\n\t' '| ')"
+    "$(grep -av '^ *$' "$name.err" | grep -a -m3 -E 'runtime error|ERROR: AddressSanitizer|.' | head -c 400 | tr '\n\t' '| ')"
 done <probe.tsv
