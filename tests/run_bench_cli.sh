@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `kiln bench` (--json, --profile, --trace, --input, --pin, --keep-weights) and `kiln inspect --memory`
 # and --kernels on the digits models: the JSON object has the fields scripts read (the
+# context switches of the timed runs,
 # threads used, the slow paths, the share of reference kernels, warned of for a QDQ
 # model that spends its run there), the profile names op types and kernels, the trace is a Chrome trace with one event per node and run, and
 # the memory plan reports an arena smaller than the total without reuse.
@@ -60,11 +61,14 @@ grep -Eq '^logits: float32\[4,10\] .* argmax \[[0-3],[0-9]\]$' <<<"$out" ||
 grep -Eq '^  argmax per row:( [0-9]){4}$' <<<"$out" || fail "run: no per-row argmax"
 out=$("${clean[@]}" OMP_WAIT_POLICY=active "$kiln" bench "$cnn" --iterations 2 --warmup 0) ||
   fail "bench (OMP_WAIT_POLICY=active)"
+grep -Eq '^switches         [0-9]+ a second of runs \([0-9]+ involuntary\)' <<<"$out" ||
+  fail "bench: no line of the threads' context switches: $out"
 grep -q '^thread wait      OMP_WAIT_POLICY=active (from the environment)$' <<<"$out" ||
   fail "bench: the thread wait line does not name the user's setting: $(grep 'thread wait' <<<"$out")"
 json=$("$kiln" bench "$cnn" --iterations 4 --warmup 1 --json) || fail "bench --json"
 for key in '"latency_ms": {"min": ' '"p50": ' '"p99": ' '"throughput_per_s": ' \
-           '"first_inference_ms": ' '"session_create_ms": ' '"peak_rss_mb": ' '"threads": '; do
+           '"first_inference_ms": ' '"session_create_ms": ' '"peak_rss_mb": ' '"threads": ' \
+           '"switches_per_s": ' '"involuntary_switches_per_s": '; do
   grep -qF "$key" <<<"$json" || fail "bench --json lacks $key"
 done
 grep -Eq '"isa": "(generic|avx2|avx512|avx512_bf16|amx)' <<<"$json" || fail "bench --json: no isa"

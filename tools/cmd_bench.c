@@ -204,13 +204,52 @@ static void progress(double done, double total) {
 
 /* Timed runs into lat (grown as needed), their node times into prof when profiling;
  * returns the count or -1 on failure. */
+/* Context switches of the process's threads during the timed runs, and the runs' time.
+ * A thread switched out involuntarily was preempted: on an idle machine that happens to
+ * kiln's threads up to about 80 times a second (measured at 2 threads on the 2-core
+ * Xeon: EfficientNet-B0, ResNet-50, SqueezeNet 1.1, ShuffleNetV2, BERT-base), while
+ * other programs that want the
+ * same cores preempt them hundreds of times a second (230 to 300 under one or two busy
+ * loops), and a run at several threads, whose every node waits for its slowest thread,
+ * takes up to several times as long (docs/benchmarks.md, "Threads under load"). Over
+ * PREEMPT_WARN a second, and at least PREEMPT_MIN in all, kiln bench says so. Voluntary
+ * switches (a thread going to sleep between nodes, by the runtime's wait policy) are
+ * shown but not judged. */
+#define PREEMPT_WARN 150.0
+#define PREEMPT_MIN 10
+typedef struct run_switches {
+  long voluntary, involuntary;
+  double run_ms;
+} run_switches;
+
+static void count_switches(run_switches *w, int sign) {
+  struct rusage u;
+  if (getrusage(RUSAGE_SELF, &u) != 0) return;
+  w->voluntary += sign * u.ru_nvcsw;
+  w->involuntary += sign * u.ru_nivcsw;
+}
+
+static double per_s(const run_switches *w, long count) {
+  return w->run_ms > 0 ? (double)count * 1e3 / w->run_ms : 0;
+}
+
+static double switches_per_s(const run_switches *w) {
+  return per_s(w, w->voluntary + w->involuntary);
+}
+
+static bool preempted(const run_switches *w) {
+  return w->involuntary >= PREEMPT_MIN && per_s(w, w->involuntary) > PREEMPT_WARN;
+}
+
 static int64_t timed_runs(const bench_args *a, kiln_session *s, bench_profile *prof,
-                          double **lat) {
+                          double **lat, run_switches *sw) {
   int64_t cap = a->seconds > 0 ? 1024 : a->iterations, n = 0;
   *lat = malloc(sizeof(double) * (size_t)cap);
   if (!*lat) return -1;
   double start = now_ms(), budget = a->seconds * 1e3;
   bool show = isatty(2) && !a->json;
+  *sw = (run_switches){0, 0, 0};
+  count_switches(sw, -1);
   for (;;) {
     double elapsed = now_ms() - start;
     if (a->seconds > 0 ? elapsed >= budget : n >= a->iterations) break;
@@ -225,11 +264,23 @@ static int64_t timed_runs(const bench_args *a, kiln_session *s, bench_profile *p
       return -1;
     }
     (*lat)[n++] = now_ms() - t0;
+    sw->run_ms += (*lat)[n - 1];
     if (prof) bench_profile_add(prof, s, t0 - start);
     if (show && elapsed > 1000)
       progress(a->seconds > 0 ? elapsed : (double)n, a->seconds > 0 ? budget : (double)a->iterations);
   }
+  count_switches(sw, 1);
   if (show && now_ms() - start > 1000) fprintf(stderr, "\n");
+  if (preempted(sw))
+    fprintf(stderr, "kiln bench: warning: other programs took these CPUs from kiln's "
+            "threads %.0f times a second of the timed runs, so these times are not the "
+            "machine's%s (docs/benchmarks.md, \"Threads under load\")\n",
+            per_s(sw, sw->involuntary),
+            kl_cpu_threads_for(a->common.threads) > 1
+                ? "; every node waits for its slowest thread: fewer threads (--threads), "
+                  "or OMP_WAIT_POLICY=passive in the environment, hold up better on a "
+                  "shared machine"
+                : "");
   return n;
 }
 
@@ -369,7 +420,7 @@ static void report_device(const kiln_model *m, const kiln_session *s, bool json)
 static void report(const bench_args *a, const kiln_model *m, const kiln_session *s,
                    const kl_tensor *ts,
                    double load_ms, double session_ms, double first_ms, double *lat, int64_t n,
-                   bench_profile *prof, int slow, ref_share ref) {
+                   bench_profile *prof, int slow, ref_share ref, const run_switches *sw) {
   int threads = kl_cpu_threads_for(a->common.threads);
   qsort(lat, (size_t)n, sizeof *lat, cmp_double);
   double sum = 0;
@@ -387,6 +438,8 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
            "\"reference_share\": %.4f",
            threads, kl_cpu_isa_used(), a->batch, n, load_ms, session_ms, first_ms,
            lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow, ref.share);
+    printf(", \"switches_per_s\": %.1f, \"involuntary_switches_per_s\": %.1f",
+           switches_per_s(sw), per_s(sw, sw->involuntary));
     printf(", \"thread_wait\": ");
     print_json_string(cli_wait_policy());
     report_device(m, s, true);
@@ -425,6 +478,9 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
          " runs)\n", lat[0], p50, p90, p99, lat[n - 1], n);
   printf("throughput       %.2f inferences/s (batch %" PRId64 ")\n", thr, a->batch);
   printf("peak RSS         %.2f MiB\n", peak_rss_mb());
+  printf("switches         %.0f a second of runs (%.0f involuntary)%s\n", switches_per_s(sw),
+         per_s(sw, sw->involuntary),
+         preempted(sw) ? ": other programs took the CPUs" : "");
   printf("slow paths       %d nodes%s\n", slow, slow ? " (named above: not a fast run)" : "");
   if (ref.share >= 0)
     printf("reference        %.1f%% of a run in %d nodes on portable reference kernels%s%s%s\n",
@@ -470,10 +526,12 @@ int cmd_bench(int argc, char **argv) {
     if (!(prof = bench_profile_new(m))) goto done;
     kl_session_set_profiling(s, true);
   }
-  int64_t n = timed_runs(&a, s, prof, &lat);
+  run_switches sw;
+  int64_t n = timed_runs(&a, s, prof, &lat, &sw);
   if (n <= 0) goto done;
   int slow = warn_slow_paths(m, s);
-  report(&a, m, s, ts, load_ms, session_ms, first_ms, lat, n, prof, slow, reference_share(m, s));
+  report(&a, m, s, ts, load_ms, session_ms, first_ms, lat, n, prof, slow, reference_share(m, s),
+         &sw);
   rc = EXIT_OK;
   if (prof && !bench_profile_write_trace(prof, a.trace ? a.trace : "kiln-profile.json"))
     rc = EXIT_FAIL;
