@@ -23,7 +23,7 @@ cnn=models/digits_cnn/model.onnx
 # How OpenMP's threads wait (include/kiln.h, "threads"): unless the environment says,
 # kiln sets a short spin for itself before the runtime starts, which the runtime then
 # uses (libgomp and libomp print their settings when asked); a user's setting wins.
-clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u KMP_BLOCKTIME -u KILN_OPENMP_WAIT)
+clean=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u KMP_BLOCKTIME -u KILN_OPENMP_WAIT -u KILN_IGNORE_LOAD)
 json=$("${clean[@]}" "$kiln" bench "$cnn" --iterations 2 --warmup 0 --json) || fail "bench (wait)"
 grep -qF '"thread_wait": "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0 (set by kiln)"' <<<"$json" ||
   fail "bench --json: thread_wait is not kiln's short wait: $json"
@@ -52,6 +52,46 @@ if "$kiln" info | grep -q 'OpenMP yes'; then
         fail "OMP_PROC_BIND=true: kiln saw one place: $places"
     fi
   fi
+fi
+# Other programs' load when kiln starts (tools/kiln.c, busy_cpus): with every CPU kept
+# busy, the default thread count is 1 and more threads keep kiln's spin; with one CPU
+# kept busy (other tests may load the rest), the default is the CPUs left free and more
+# threads than those sleep as they wait (OMP_WAIT_POLICY=passive); KILN_IGNORE_LOAD=1
+# leaves both as on an idle machine
+if "$kiln" info | grep -q 'OpenMP yes' && [ "$(nproc)" -ge 2 ]; then
+  ncpu=$(nproc)
+  busy_json() { # bench's JSON, with these extra arguments
+    "${clean[@]}" "$kiln" bench "$cnn" --iterations 2 --warmup 0 --json "$@" || fail "bench (busy) $*"
+  }
+  loops=()
+  for _ in $(seq "$ncpu"); do sh -c 'while :; do :; done' & loops+=($!); done
+  json=$(busy_json)
+  grep -qF "\"cpus_busy_at_start\": \"$ncpu/$ncpu\"" <<<"$json" && grep -qF '"threads": 1,' <<<"$json" ||
+    fail "bench with every CPU busy: $(grep -o '"threads": [0-9]*\|"cpus_busy_at_start": [^,]*' <<<"$json")"
+  json=$(busy_json --threads 2)
+  grep -qF '"threads": 2,' <<<"$json" && grep -qF '"thread_wait": "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0 (set by kiln)"' <<<"$json" ||
+    fail "bench --threads 2 with every CPU busy: $(grep -o '"thread_wait": "[^"]*"' <<<"$json")"
+  json=$("${clean[@]}" KILN_IGNORE_LOAD=1 "$kiln" bench "$cnn" --iterations 2 --warmup 0 --json) ||
+    fail "bench (busy, KILN_IGNORE_LOAD=1)"
+  grep -qF '"cpus_busy_at_start": null' <<<"$json" ||
+    fail "KILN_IGNORE_LOAD=1: $(grep -o '"cpus_busy_at_start": [^,]*' <<<"$json")"
+  kill "${loops[@]}"
+  wait "${loops[@]}" 2>/dev/null
+  sh -c 'while :; do :; done' &
+  loop=$!
+  json=$(busy_json --threads "$ncpu")
+  busy=$(sed -n 's/.*"cpus_busy_at_start": "\([0-9]*\)\/.*/\1/p' <<<"$json")
+  if [ -z "$busy" ]; then
+    fail "bench with a CPU busy saw none: $(grep -o '"cpus_busy_at_start": [^,]*' <<<"$json")"
+  elif [ "$busy" -lt "$ncpu" ]; then
+    grep -qF '"thread_wait": "OMP_WAIT_POLICY=passive KMP_BLOCKTIME=0 (set by kiln: ' <<<"$json" ||
+      fail "bench --threads $ncpu with $busy of $ncpu CPUs busy: $(grep -o '"thread_wait": "[^"]*"' <<<"$json")"
+  fi
+  json=$(busy_json)
+  grep -qF "\"threads\": $ncpu," <<<"$json" &&
+    fail "bench with a CPU busy took every CPU: $(grep -o '"cpus_busy_at_start": [^,]*' <<<"$json")"
+  kill "$loop"
+  wait "$loop" 2>/dev/null
 fi
 # kiln run's summary of a [4, 10] output: the argmax as an index in each dim, beside the
 # per-row argmaxes (a flat index there read as a class number)

@@ -276,7 +276,7 @@ static int64_t timed_runs(const bench_args *a, kiln_session *s, bench_profile *p
             "threads %.0f times a second of the timed runs, so these times are not the "
             "machine's%s (docs/benchmarks.md, \"Threads under load\")\n",
             per_s(sw, sw->involuntary),
-            kl_cpu_threads_for(a->common.threads) > 1
+            kl_cpu_threads_for(cli_threads(&a->common)) > 1
                 ? "; every node waits for its slowest thread: fewer threads (--threads), "
                   "or OMP_WAIT_POLICY=passive in the environment, hold up better on a "
                   "shared machine"
@@ -421,7 +421,7 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
                    const kl_tensor *ts,
                    double load_ms, double session_ms, double first_ms, double *lat, int64_t n,
                    bench_profile *prof, int slow, ref_share ref, const run_switches *sw) {
-  int threads = kl_cpu_threads_for(a->common.threads);
+  int threads = kl_cpu_threads_for(cli_threads(&a->common));
   qsort(lat, (size_t)n, sizeof *lat, cmp_double);
   double sum = 0;
   for (int64_t i = 0; i < n; i++) sum += lat[i];
@@ -440,6 +440,10 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
            lat[0], p50, p90, p99, lat[n - 1], mean, thr, peak_rss_mb(), slow, ref.share);
     printf(", \"switches_per_s\": %.1f, \"involuntary_switches_per_s\": %.1f",
            switches_per_s(sw), per_s(sw, sw->involuntary));
+    const char *busy_json = getenv("KILN_BUSY_CPUS");
+    printf(", \"cpus_busy_at_start\": ");
+    if (busy_json) print_json_string(busy_json);
+    else printf("null");
     printf(", \"thread_wait\": ");
     print_json_string(cli_wait_policy());
     report_device(m, s, true);
@@ -464,7 +468,12 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
     return;
   }
   printf("model            %s\n", a->model);
-  printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
+  const char *busy = getenv("KILN_BUSY_CPUS");
+  if (a->common.threads || !cli_threads(&a->common))
+    printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
+  else
+    printf("threads          %d (one per free core: %s CPUs busy when kiln started)\n",
+           threads, busy);
   printf("thread wait      %s\n", cli_wait_policy());
   printf("isa              %s\n", kl_cpu_isa_used());
   report_device(m, s, false);

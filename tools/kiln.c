@@ -1,11 +1,13 @@
 /* kiln: run, check and inspect neural-network models from the command line. */
 #include "cli.h"
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *usage =
@@ -25,7 +27,8 @@ static const char *usage =
     "exit codes: 0 success, 1 failure (model error, failed check), 2 bad usage\n";
 
 /* OpenMP's waiting threads (include/kiln.h, "threads"): unless the environment says
- * how they wait, kiln starts itself again with GOMP_SPINCOUNT=10000 and KMP_BLOCKTIME=0
+ * how they wait, kiln starts itself again with GOMP_SPINCOUNT=10000 (or, on a machine
+ * that other programs keep partly busy, OMP_WAIT_POLICY=passive: below) and KMP_BLOCKTIME=0
  * (libgomp reads them when the process starts, before main), and KILN_OPENMP_WAIT=kiln
  * so that kiln bench can say who chose. When the new start fails, the variables are
  * taken back and the runtime's defaults stay.
@@ -43,20 +46,114 @@ static bool binds_threads(void) {
          getenv("GOMP_CPU_AFFINITY") || getenv("KMP_AFFINITY");
 }
 
-static void short_wait(char **argv) {
+/* Other programs' load on the CPUs this process may run on, when it starts (busy_cpus:
+ * what something other than this process, asleep meanwhile, kept busy over
+ * BUSY_SAMPLE_MS, from /proc/stat's per-CPU times in ticks of 10 ms).
+ *
+ * Every node of a run waits for its slowest thread, and a thread that shares its core
+ * with a busy program takes turns with it a time slice at a time: with one busy loop on
+ * one of two cores, EfficientNet-B0 at 2 threads took 37 ms against 5.7 idle and 8.7 at
+ * 1 thread (docs/benchmarks.md, "Threads under load"). So where other programs keep
+ * CPUs busy at the start, the default thread count is the CPUs left free (at least 1);
+ * and where some CPUs are free and the user asked for more threads than those, the
+ * threads sleep as soon as they wait (OMP_WAIT_POLICY=passive: 8.9 ms there, 0.93 of
+ * onnxruntime's time; idle it would cost 2.5 times, so only then). With every CPU busy
+ * the threads keep kiln's short spin, which did better there. */
+#define BUSY_SAMPLE_MS 30
+#define BUSY_CPU 0.6 /* of one CPU's time, summed over the CPUs: one busy CPU */
+
+static bool cpu_times(const cpu_set_t *set, unsigned long long *busy, unsigned long long *all) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return false;
+  char line[512];
+  int seen = 0;
+  while (fgets(line, sizeof line, f)) {
+    int cpu;
+    unsigned long long t[8] = {0};
+    if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9') continue;
+    if (sscanf(line + 3, "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &t[0], &t[1],
+               &t[2], &t[3], &t[4], &t[5], &t[6], &t[7]) < 5 ||
+        cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, set))
+      continue;
+    /* user nice system idle iowait irq softirq steal: idle and iowait are free time */
+    all[cpu] = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    busy[cpu] = all[cpu] - t[3] - t[4];
+    seen++;
+  }
+  fclose(f);
+  return seen > 0;
+}
+
+/* How many of the process's CPUs other programs kept busy over BUSY_SAMPLE_MS (their
+ * busy shares summed, from BUSY_CPU of a CPU on counting one), in *busy, of *cpus;
+ * false when /proc/stat cannot tell. */
+static bool busy_cpus(int *busy, int *cpus) {
+  static unsigned long long b0[CPU_SETSIZE], a0[CPU_SETSIZE], b1[CPU_SETSIZE], a1[CPU_SETSIZE];
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return false;
+  *cpus = CPU_COUNT(&set);
+  *busy = 0;
+  if (*cpus < 2 || !cpu_times(&set, b0, a0)) return false;
+  struct timespec nap = {0, BUSY_SAMPLE_MS * 1000000L};
+  nanosleep(&nap, NULL);
+  if (!cpu_times(&set, b1, a1)) return false;
+  double sum = 0; /* CPUs' worth of others' time: a busy program that moved between
+                     CPUs meanwhile still counts once */
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set) && a1[c] > a0[c])
+      sum += (double)(b1[c] - b0[c]) / (double)(a1[c] - a0[c]);
+  *busy = (int)(sum + (1 - BUSY_CPU));
+  if (*busy > *cpus) *busy = *cpus;
+  return true;
+}
+
+/* The thread count asked for on the command line (--threads N), 0 when none. */
+static long threads_asked(char **argv) {
+  long n = 0;
+  for (int i = 1; argv[i] && argv[i + 1]; i++)
+    if (strcmp(argv[i], "--threads") == 0) n = strtol(argv[i + 1], NULL, 10);
+  return n;
+}
+
+/* Whether the command runs models (what the load matters to). */
+static bool runs_models(int argc, char **argv) {
+  static const char *const cmds[] = {"run", "check", "bench", "train", "quantize"};
+  if (argc < 3) return false;
+  for (int i = 2; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return false;
+  for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++)
+    if (strcmp(argv[1], cmds[k]) == 0) return true;
+  return false;
+}
+
+static void short_wait(int argc, char **argv) {
+  if (getenv("KILN_OPENMP_WAIT")) return; /* the second start */
+  int busy = 0, cpus = 0;
+  char note[32];
+  long asked = threads_asked(argv);
+  unsetenv("KILN_BUSY_CPUS");
+  if (asked != 1 && !getenv("KILN_IGNORE_LOAD") && runs_models(argc, argv) &&
+      busy_cpus(&busy, &cpus) && busy > 0) {
+    /* the default thread count (cli_common.c reads it) */
+    snprintf(note, sizeof note, "%d/%d", busy, cpus);
+    setenv("KILN_BUSY_CPUS", note, 1);
+  }
   if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME") ||
       binds_threads())
     return;
-  if (setenv("GOMP_SPINCOUNT", "10000", 1) == 0 && setenv("KMP_BLOCKTIME", "0", 1) == 0 &&
-      setenv("KILN_OPENMP_WAIT", "kiln", 1) == 0)
+  bool passive = busy > 0 && busy < cpus && asked > cpus - busy; /* (above) */
+  if ((passive ? setenv("OMP_WAIT_POLICY", "passive", 1) == 0
+               : setenv("GOMP_SPINCOUNT", "10000", 1) == 0) &&
+      setenv("KMP_BLOCKTIME", "0", 1) == 0 && setenv("KILN_OPENMP_WAIT", "kiln", 1) == 0)
     execv("/proc/self/exe", argv);
+  unsetenv("OMP_WAIT_POLICY");
   unsetenv("GOMP_SPINCOUNT");
   unsetenv("KMP_BLOCKTIME");
   unsetenv("KILN_OPENMP_WAIT");
 }
 
 int main(int argc, char **argv) {
-  short_wait(argv);
+  short_wait(argc, argv);
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
     fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? EXIT_USAGE : EXIT_OK;
