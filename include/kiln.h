@@ -183,10 +183,11 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      fraction of a millisecond, then sleep) or KMP_BLOCKTIME=0
  *                      (libomp), as the
  *                      kiln command does for itself (OMP_WAIT_POLICY=passive sleeps at
- *                      once: steadiest under load, up to 2.5x slower when idle; the
- *                      kiln command uses it when asked for more threads than the CPUs
- *                      other programs left free at its start, and by default runs one
- *                      thread per free CPU)
+ *                      once: steadier under load, up to 3x slower when idle). The
+ *                      library does not look at the load; the kiln command runs at
+ *                      most one thread per CPU that other programs left free when
+ *                      it started: one busy program beside as many spinning threads
+ *                      as cores made each run up to 16x slower
  *   "pin_threads"      1 = each run pins the threads that run it to cores: thread t of
  *                      the OpenMP team (the calling thread is 0, and stays pinned
  *                      after the run) to the t-th CPU the process may use; more

@@ -25,10 +25,10 @@ const char *cli_load_help =
     "                        scripted): name:dtype[d0,d1,...];... (x:float32[1,3,224,224]);\n"
     "                        a List[Tensor] parameter element by element: name.0:...;name.1:...\n";
 const char *cli_run_help =
-    "  --threads N           worker threads (default: one per core, or one per core\n"
-    "                        that other programs left free when kiln started; more\n"
-    "                        than those then sleep as they wait; KILN_IGNORE_LOAD=1\n"
-    "                        in the environment: as on an idle machine)\n"
+    "  --threads N           worker threads (default: one per core); where other\n"
+    "                        programs keep some CPUs busy when kiln starts, at most\n"
+    "                        one per CPU left free (KILN_IGNORE_LOAD=1 in the\n"
+    "                        environment: as on an idle machine)\n"
     "  --memory-limit N      cap on weights plus buffers (a device's too), in bytes (default none)\n"
     "  --pin                 pin the worker threads to cores (one each)\n"
     "  --device D            where to run: cpu (default), opencl (the first GPU, else the\n"
@@ -210,13 +210,13 @@ bool cli_check_applies(const cli_common *c, const char *cmd, bool runs) {
 }
 
 int cli_threads(const cli_common *c) {
-  if (c->threads) return c->threads;
   int busy = 0, cpus = 0;
   const char *b = getenv("KILN_BUSY_CPUS"); /* "BUSY/CPUS", set by main (kiln.c) */
   if (!b || sscanf(b, "%d/%d", &busy, &cpus) != 2 || busy < 1 || cpus < 2 || cpus > 4096 ||
       busy > cpus)
-    return 0;
-  return busy < cpus ? cpus - busy : 1;
+    return c->threads;
+  if (busy == cpus) return c->threads ? c->threads : 1;
+  return c->threads && c->threads < cpus - busy ? c->threads : cpus - busy;
 }
 
 kiln_options *cli_options(const cli_common *c) {
@@ -272,15 +272,11 @@ const char *cli_wait_policy(void) {
              *policy = getenv("OMP_WAIT_POLICY"), *who = getenv("KILN_OPENMP_WAIT");
   if (!spin && !block && !policy)
     return "the OpenMP runtime's default (spin for milliseconds)";
-  const char *busy = getenv("KILN_BUSY_CPUS");
-  bool kiln = who && strcmp(who, "kiln") == 0;
-  snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s%s%s%s%s", policy ? "OMP_WAIT_POLICY=" : "",
+  snprintf(buf, sizeof buf, "%s%s%s%s%s%s%s%s%s", policy ? "OMP_WAIT_POLICY=" : "",
            policy ? policy : "", policy && (spin || block) ? " " : "",
            spin ? "GOMP_SPINCOUNT=" : "", spin ? spin : "", spin && block ? " " : "",
            block ? "KMP_BLOCKTIME=" : "", block ? block : "",
-           !kiln ? " (from the environment)" : busy && policy ? " (set by kiln: " : " (set by kiln)",
-           kiln && busy && policy ? busy : "",
-           kiln && busy && policy ? " CPUs busy when it started, more threads asked)" : "");
+           who && strcmp(who, "kiln") == 0 ? " (set by kiln)" : " (from the environment)");
   return buf;
 }
 

@@ -277,9 +277,8 @@ static int64_t timed_runs(const bench_args *a, kiln_session *s, bench_profile *p
             "machine's%s (docs/benchmarks.md, \"Threads under load\")\n",
             per_s(sw, sw->involuntary),
             kl_cpu_threads_for(cli_threads(&a->common)) > 1
-                ? "; every node waits for its slowest thread: fewer threads (--threads), "
-                  "or OMP_WAIT_POLICY=passive in the environment, hold up better on a "
-                  "shared machine"
+                ? "; every node waits for its slowest thread: fewer threads (--threads) "
+                  "hold up better on a shared machine"
                 : "");
   return n;
 }
@@ -469,11 +468,11 @@ static void report(const bench_args *a, const kiln_model *m, const kiln_session 
   }
   printf("model            %s\n", a->model);
   const char *busy = getenv("KILN_BUSY_CPUS");
-  if (a->common.threads || !cli_threads(&a->common))
-    printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
+  if (busy && cli_threads(&a->common) != a->common.threads)
+    printf("threads          %d (%s CPUs busy when kiln started; KILN_IGNORE_LOAD=1 runs "
+           "%d)\n", threads, busy, kl_cpu_threads_for(a->common.threads));
   else
-    printf("threads          %d (one per free core: %s CPUs busy when kiln started)\n",
-           threads, busy);
+    printf("threads          %d%s\n", threads, a->common.threads ? "" : " (one per core)");
   printf("thread wait      %s\n", cli_wait_policy());
   printf("isa              %s\n", kl_cpu_isa_used());
   report_device(m, s, false);
