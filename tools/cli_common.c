@@ -27,8 +27,9 @@ const char *cli_load_help =
 const char *cli_run_help =
     "  --threads N           worker threads (default: one per core); where other\n"
     "                        programs keep some CPUs busy when kiln starts, at most\n"
-    "                        one per CPU left free (KILN_IGNORE_LOAD=1 in the\n"
-    "                        environment: as on an idle machine)\n"
+    "                        one per CPU left free, unless N is over the CPUs or\n"
+    "                        --pin is given (KILN_IGNORE_LOAD=1 in the environment:\n"
+    "                        as on an idle machine)\n"
     "  --memory-limit N      cap on weights plus buffers (a device's too), in bytes (default none)\n"
     "  --pin                 pin the worker threads to cores (one each)\n"
     "  --device D            where to run: cpu (default), opencl (the first GPU, else the\n"
@@ -215,6 +216,8 @@ int cli_threads(const cli_common *c) {
   if (!b || sscanf(b, "%d/%d", &busy, &cpus) != 2 || busy < 1 || cpus < 2 || cpus > 4096 ||
       busy > cpus)
     return c->threads;
+  /* more threads than CPUs, or pinned ones, are a deliberate placement: kept */
+  if (c->threads > cpus || c->pin) return c->threads;
   if (busy == cpus) return c->threads ? c->threads : 1;
   return c->threads && c->threads < cpus - busy ? c->threads : cpus - busy;
 }
