@@ -134,7 +134,7 @@ kiln_status kl_node_fold(kl_graph *g, int i, int64_t limit, bool within_inputs,
     free_outputs(&io, n->n_out);
     return KILN_OK;
   }
-  kl_kernel_ctx kc = {n, n->n_in, n->n_out, io.pin, io.pout, &local, 1, NULL, 0, 0};
+  kl_kernel_ctx kc = {n, n->n_in, n->n_out, io.pin, io.pout, &local, 1, NULL, 0};
   bool empty = true; /* every output empty: nothing to compute (as in session.c) */
   for (int k = 0; k < n->n_out; k++) empty &= io.out_bytes[k] == 0;
   if (!empty && kl_op_get(n->op)->ref(&kc) != KILN_OK) {

@@ -48,11 +48,10 @@ typedef struct kl_kernel_ctx {
   int threads;
   void **state; /* per-node, per-session kernel state (see backends/backend.h); the
                    reference kernels and constant folding leave it NULL */
-  /* For an optimized kernel that hands a run's shapes to the reference kernel
-   * (kl_isa_ref): the session's max_work (0: no bound, as for constant folding) and
-   * what a step of the reference kernel counts against it (ir/work_weight.c) */
+  /* For an optimized kernel that may hand a run's shapes to the reference kernel
+   * (kl_isa_ref_allowed): the session's max_work, 0 where no such bound applies (no
+   * bound, the reference kernel itself, constant folding) */
   int64_t max_work;
-  double ref_weight;
 } kl_kernel_ctx;
 typedef int (*kl_kernel_fn)(kl_kernel_ctx *ctx); /* returns a kiln_status */
 

@@ -522,7 +522,7 @@ static kiln_status fold_lookup(kl_graph *g, int qi, int ui, int *changed, kl_err
   kl_tensor to = {.dtype = KL_F32, .rank = 1, .dims = {256}, .data = out};
   kl_tensor *pi[1] = {&ti}, *po[1] = {&to};
   kl_err local = {0};
-  kl_kernel_ctx kc = {u, 1, 1, (const kl_tensor **)pi, po, &local, 1, NULL, 0, 0};
+  kl_kernel_ctx kc = {u, 1, 1, (const kl_tensor **)pi, po, &local, 1, NULL, 0};
   if (clip) {
     for (int k = 0; k < 256; k++) out[k] = in[k] < lo ? lo : in[k] > hi ? hi : in[k];
   } else if (kl_op_get(u->op)->ref(&kc) != KILN_OK) {

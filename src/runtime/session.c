@@ -1166,10 +1166,8 @@ static kiln_status run_node(kiln_session *s, int i) {
   if (st != KILN_OK) return st;
   kl_kernel_ctx kc = {.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = s->kin,
                       .out = s->kout, .e = &s->err, .threads = s->opts.threads};
-  if (s->work_kernel[i] > KL_WORK_REF) { /* should it hand these shapes to the reference */
+  if (s->work_kernel[i] > KL_WORK_REF) /* should it hand these shapes to the reference */
     kc.max_work = s->opts.max_work;
-    kc.ref_weight = kl_work_weight(n, n->n_in, s->kin, KL_WORK_REF);
-  }
   kl_backend *b = on_dev ? s->dev : s->cpu;
   st = b->iface->execute(b, i, &kc);
   if (st == KILN_OK && s->dev) st = copy_outputs(s, i);

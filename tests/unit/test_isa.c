@@ -202,7 +202,7 @@ static void run(tcase *t, kl_kernel_fn fn, const kl_tensor *const *in, kl_tensor
                 int threads) {
   kl_tensor *outp[MAX_IO];
   for (int k = 0; k < t->n_out; k++) outp[k] = &out[k];
-  kl_kernel_ctx c = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, threads, NULL, 0, 0};
+  kl_kernel_ctx c = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, threads, NULL, 0};
   kl_err_clear(&t->e);
   if (fn(&c) != KILN_OK) fail_msg("%s: kernel failed: %s", t->name, t->e.msg);
 }
@@ -709,7 +709,7 @@ static void test_scatter_elements(void **state) {
   kl_cpu_kernel k = kl_cpu_isa_kernel(tc_node(&t), tp, 3, kl_isa_level());
   assert_non_null(k.run);
   for (int threads = 0; threads < 2; threads++) {
-    kl_kernel_ctx c = {tc_node(&t), 3, 1, in, outp, &t.e, threads, NULL, 0, 0};
+    kl_kernel_ctx c = {tc_node(&t), 3, 1, in, outp, &t.e, threads, NULL, 0};
     kl_err_clear(&t.e);
     assert_int_equal(k.run(&c), KILN_ERR_INVALID_ARGUMENT);
     if (!strstr(t.e.msg, "has 7 at element 1234, expected -5 to 4"))
@@ -809,7 +809,7 @@ static void expect_bad_index(tcase *t, const char *part) {
   alloc_outputs(t, out, mem);
   kl_tensor *outp[MAX_IO];
   for (int k = 0; k < t->n_out; k++) outp[k] = &out[k];
-  kl_kernel_ctx rc = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, 1, NULL, 0, 0};
+  kl_kernel_ctx rc = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, 1, NULL, 0};
   kl_err_clear(&t->e);
   assert_int_equal(kl_op_get(tc_node(t)->op)->ref(&rc), KILN_ERR_INVALID_ARGUMENT);
   char want[sizeof t->e.msg];
@@ -820,7 +820,7 @@ static void expect_bad_index(tcase *t, const char *part) {
     kl_cpu_kernel k = kl_cpu_isa_kernel(tc_node(t), tp, t->n_in, (kl_isa)isa);
     assert_non_null(k.run);
     for (int threads = 0; threads < 2; threads++) {
-      kl_kernel_ctx c = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, threads, NULL, 0, 0};
+      kl_kernel_ctx c = {tc_node(t), t->n_in, t->n_out, in, outp, &t->e, threads, NULL, 0};
       kl_err_clear(&t->e);
       assert_int_equal(k.run(&c), KILN_ERR_INVALID_ARGUMENT);
       if (strcmp(t->e.msg, want) != 0)

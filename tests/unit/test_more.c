@@ -203,7 +203,7 @@ static kiln_status run_kernel(fixture *f) {
     out[i] = t;
   }
   const kl_node *n = &f->g->nodes[f->node];
-  kl_kernel_ctx ctx = {n, f->n_in, f->n_out, in, out, &f->e, 1, NULL, 0, 0};
+  kl_kernel_ctx ctx = {n, f->n_in, f->n_out, in, out, &f->e, 1, NULL, 0};
   return (kiln_status)kl_op_get(n->op)->ref(&ctx);
 }
 

@@ -130,7 +130,7 @@ static void check_case(const pool_case *pc) {
   float *yn = malloc(sizeof(float) * (size_t)ny);
   const kl_tensor *ins[1] = {&x};
   kl_tensor *outs[1] = {&want};
-  kl_kernel_ctx c = {node, 1, 1, ins, outs, &e, 1, NULL, 0, 0};
+  kl_kernel_ctx c = {node, 1, 1, ins, outs, &e, 1, NULL, 0};
   assert_int_equal(kl_op_get(pc->op)->ref(&c), KILN_OK);
   to_nhwc(xd, xn, x.dims[0], x.dims[1], spatial(&x));
   outs[0] = &got;
@@ -184,7 +184,7 @@ static void test_pool_nhwc_long_window(void **state) {
   kl_tensor yt = {.dtype = KL_F32, .rank = 4, .dims = {1, c, 1, 1}, .data = y};
   const kl_tensor *ins[1] = {&xt};
   kl_tensor *outs[1] = {&yt};
-  kl_kernel_ctx ctx = {&g->nodes[n], 1, 1, ins, outs, &e, 1, NULL, 0, 0};
+  kl_kernel_ctx ctx = {&g->nodes[n], 1, 1, ins, outs, &e, 1, NULL, 0};
   kl_isa top = kl_isa_supported(kl_isa_features());
   for (int level = KL_ISA_GENERIC; level <= (int)top; level++) {
     assert_int_equal(kl_run_pool_nhwc(&ctx, kl_cpu_isa_fns((kl_isa)level), x, y), KILN_OK);
@@ -211,7 +211,7 @@ static void test_pool_nhwc_ranks(void **state) {
   kl_tensor yt = {.dtype = KL_F32, .rank = 5, .dims = {1, 2, 1, 1, 1}, .data = y};
   const kl_tensor *ins[1] = {&xt};
   kl_tensor *outs[1] = {&yt};
-  kl_kernel_ctx c = {&g->nodes[n], 1, 1, ins, outs, &e, 1, NULL, 0, 0};
+  kl_kernel_ctx c = {&g->nodes[n], 1, 1, ins, outs, &e, 1, NULL, 0};
   assert_int_equal(kl_run_pool_nhwc(&c, kl_cpu_isa_fns(KL_ISA_GENERIC), x, y),
                    KILN_ERR_UNSUPPORTED);
   assert_true(y[0] == -1 && y[1] == -1);

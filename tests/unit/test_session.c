@@ -220,7 +220,7 @@ static void interpret(const kiln_model *m, const tensors *in, tensors *out) {
       vals[v].data = calloc(1, kl_tensor_nbytes(&vals[v]) + 1);
       kout[k] = &vals[v];
     }
-    kl_kernel_ctx kc = {n, n->n_in, n->n_out, kin, kout, &e, 1, NULL, 0, 0};
+    kl_kernel_ctx kc = {n, n->n_in, n->n_out, kin, kout, &e, 1, NULL, 0};
     if (kl_op_get(n->op)->ref(&kc) != KILN_OK) fail_msg("kernel: %s", e.msg);
   }
   out->n = g->n_outputs;

@@ -1,4 +1,4 @@
-/* max_work's weights (src/runtime/work_weight.c): what one step (kl_node_work) of each
+/* max_work's weights (src/ir/work_weight.c): what one step (kl_node_work) of each
  * class of node counts against max_work, on the kernel kiln picks at this process's ISA
  * level and on the portable reference kernel, and the bound itself: a session runs a
  * node whose weighed steps are exactly max_work and refuses it at one less, naming the

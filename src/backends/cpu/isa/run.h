@@ -293,8 +293,9 @@ int kl_run_reduce_grad(kl_kernel_ctx *c, const kl_isa_fns *f);
  * after kl_isa_ref_allowed. */
 int kl_isa_ref(kl_kernel_ctx *c);
 /* Whether max_work lets the reference kernel take the node's steps for these shapes
- * (c->max_work, c->ref_weight): an optimized kernel weighed as such before it ran may
- * find a run's shapes outside what it does (a pooling window wider than its buffers,
+ * (c->max_work, each step weighed as kl_work_weight's KL_WORK_REF; asked only on this
+ * path, not at every run): an optimized kernel weighed as such before it ran may find
+ * a run's shapes outside what it does (a pooling window wider than its buffers,
  * a shape oneDNN has no implementation for, or only its reference loops) and hand
  * them to a loop 100 to 1000 times slower a step. `why` says which, for the message:
  * "oneDNN has no implementation for these shapes". KILN_ERR_LIMIT when it would go

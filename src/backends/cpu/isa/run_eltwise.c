@@ -27,12 +27,12 @@ int kl_isa_ref_allowed(const kl_kernel_ctx *c, const char *why) {
   if (c->max_work <= 0) return KILN_OK;
   double steps = kl_node_work(c->node, c->n_in, c->in, c->n_out,
                               (const kl_tensor *const *)c->out);
-  double work = steps * c->ref_weight;
+  double weight = kl_work_weight(c->node, c->n_in, c->in, KL_WORK_REF), work = steps * weight;
   if (work <= (double)c->max_work) return KILN_OK;
   return kl_fail(c->e, KILN_ERR_LIMIT, "about %.3g steps for these shapes, over max_work "
                  "%lld: %s, and kiln's reference kernel, a scalar loop whose steps count %g "
                  "times, would run them (%.3g in all; option max_work, `--max-work N`; 0 "
-                 "lifts the bound)", steps, (long long)c->max_work, why, c->ref_weight, work);
+                 "lifts the bound)", steps, (long long)c->max_work, why, weight, work);
 }
 
 void kl_isa_parallel(const kl_kernel_ctx *c, int64_t n_tasks, int64_t work, kl_task_fn fn,

@@ -70,7 +70,7 @@ static kiln_status apply_activation(const kl_kernel_ctx *c, kl_tensor *y) {
     node.n_attrs = act->n_params;
   }
   kl_tensor *out[1] = {y};
-  kl_kernel_ctx sub = {&node, n_in, 1, in, out, c->e, c->threads, NULL, 0, 0};
+  kl_kernel_ctx sub = {&node, n_in, 1, in, out, c->e, c->threads, NULL, 0};
   return (kiln_status)kl_op_get(node.op)->ref(&sub);
 }
 
@@ -111,10 +111,10 @@ int kl_ref_skip_layernorm(kl_kernel_ctx *c) {
   }
   kl_node add = {.op = KL_OP_Add, .name = c->node->name, .src = c->node->src};
   kl_tensor *sum_out[1] = {&sum};
-  kl_kernel_ctx add_ctx = {&add, 2, 1, c->in, sum_out, c->e, c->threads, NULL, 0, 0};
+  kl_kernel_ctx add_ctx = {&add, 2, 1, c->in, sum_out, c->e, c->threads, NULL, 0};
   kiln_status st = (kiln_status)kl_op_get(KL_OP_Add)->ref(&add_ctx);
   const kl_tensor *ln_in[3] = {&sum, c->in[2], c->n_in > 3 ? c->in[3] : NULL};
-  kl_kernel_ctx ln = {c->node, ln_in[2] ? 3 : 2, 1, ln_in, c->out, c->e, c->threads, NULL, 0, 0};
+  kl_kernel_ctx ln = {c->node, ln_in[2] ? 3 : 2, 1, ln_in, c->out, c->e, c->threads, NULL, 0};
   if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_LayerNormalization)->ref(&ln);
   free(scratch);
   return st;
@@ -162,7 +162,7 @@ int kl_ref_kiln_attention(kl_kernel_ctx *c) {
   kl_tensor scores;
   kiln_status st = scores_alloc(c, &scores);
   if (st != KILN_OK) return st;
-  kl_kernel_ctx mm = {c->node, 2, 1, c->in, (kl_tensor *[]){&scores}, c->e, c->threads, NULL, 0, 0};
+  kl_kernel_ctx mm = {c->node, 2, 1, c->in, (kl_tensor *[]){&scores}, c->e, c->threads, NULL, 0};
   st = (kiln_status)kl_op_get(KL_OP_MatMul)->ref(&mm);
   double scale = kl_attr_float(c->node, "scale", 1.0f);
   double *s = scores.data;
@@ -179,13 +179,13 @@ int kl_ref_kiln_attention(kl_kernel_ctx *c) {
   }
   kl_node softmax = {.op = KL_OP_Softmax, .name = c->node->name, .src = c->node->src};
   const kl_tensor *sm_in[1] = {&scores};
-  kl_kernel_ctx sm = {&softmax, 1, 1, sm_in, (kl_tensor *[]){&scores}, c->e, c->threads, NULL, 0, 0};
+  kl_kernel_ctx sm = {&softmax, 1, 1, sm_in, (kl_tensor *[]){&scores}, c->e, c->threads, NULL, 0};
   if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_Softmax)->ref(&sm);
   for (int64_t r = 0; dead && r < rows; r++)
     if (dead[r])
       for (int64_t j = 0; j < len; j++) s[r * len + j] = 0;
   const kl_tensor *pv_in[2] = {&scores, c->in[2]};
-  kl_kernel_ctx pv = {c->node, 2, 1, pv_in, c->out, c->e, c->threads, NULL, 0, 0};
+  kl_kernel_ctx pv = {c->node, 2, 1, pv_in, c->out, c->e, c->threads, NULL, 0};
   if (st == KILN_OK) st = (kiln_status)kl_op_get(KL_OP_MatMul)->ref(&pv);
   free(dead);
   free(scores.data);
