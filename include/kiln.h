@@ -184,10 +184,10 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
  *                      (libomp), as the
  *                      kiln command does for itself (OMP_WAIT_POLICY=passive sleeps at
  *                      once: steadier under load, up to 3x slower when idle). The
- *                      library does not look at the load; the kiln command runs at
- *                      most one thread per CPU that other programs left free when
- *                      it started: one busy program beside as many spinning threads
- *                      as cores made each run up to 16x slower
+ *                      library does not look at the load; the kiln command without
+ *                      --threads runs one thread per CPU that other programs left
+ *                      free when it started: one busy program beside as many
+ *                      spinning threads as cores made each run up to 16x slower
  *   "pin_threads"      1 = each run pins the threads that run it to cores: thread t of
  *                      the OpenMP team (the calling thread is 0, and stays pinned
  *                      after the run) to the t-th CPU the process may use; more

@@ -38,10 +38,9 @@ int cli_common_arg(cli_common *c, int argc, char **argv, int *i);
 bool cli_check_applies(const cli_common *c, const char *cmd, bool runs);
 /* Options object for the common settings; NULL on failure (message printed). */
 kiln_options *cli_options(const cli_common *c);
-/* The thread count to run: --threads (0: the library's one per core), but where other
- * programs kept some of the process's CPUs busy when the kiln command started
- * (KILN_BUSY_CPUS, kiln.c) at most the CPUs left free, and 1 by default when none is;
- * a count above the CPUs, or with --pin, stays as asked. */
+/* The thread count to run: --threads as asked; without it, where other programs kept
+ * some of the process's CPUs busy when the kiln command started (KILN_BUSY_CPUS,
+ * kiln.c), the CPUs left free (1 when none is), else 0 (the library's one per core). */
 int cli_threads(const cli_common *c);
 /* Load a model, printing the error on failure (returns NULL). input_types: the list
  * given with --input-types, or NULL; when it names none of the model's inputs, a note

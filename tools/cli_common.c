@@ -25,11 +25,9 @@ const char *cli_load_help =
     "                        scripted): name:dtype[d0,d1,...];... (x:float32[1,3,224,224]);\n"
     "                        a List[Tensor] parameter element by element: name.0:...;name.1:...\n";
 const char *cli_run_help =
-    "  --threads N           worker threads (default: one per core); where other\n"
-    "                        programs keep some CPUs busy when kiln starts, at most\n"
-    "                        one per CPU left free, unless N is over the CPUs or\n"
-    "                        --pin is given (KILN_IGNORE_LOAD=1 in the environment:\n"
-    "                        as on an idle machine)\n"
+    "  --threads N           worker threads (default: one per core, or one per CPU\n"
+    "                        that other programs left free when kiln started;\n"
+    "                        KILN_IGNORE_LOAD=1 in the environment: one per core)\n"
     "  --memory-limit N      cap on weights plus buffers (a device's too), in bytes (default none)\n"
     "  --pin                 pin the worker threads to cores (one each)\n"
     "  --device D            where to run: cpu (default), opencl (the first GPU, else the\n"
@@ -211,15 +209,14 @@ bool cli_check_applies(const cli_common *c, const char *cmd, bool runs) {
 }
 
 int cli_threads(const cli_common *c) {
+  /* a count asked for stays: a run's numbers depend on it (the split of sums) */
+  if (c->threads) return c->threads;
   int busy = 0, cpus = 0;
   const char *b = getenv("KILN_BUSY_CPUS"); /* "BUSY/CPUS", set by main (kiln.c) */
   if (!b || sscanf(b, "%d/%d", &busy, &cpus) != 2 || busy < 1 || cpus < 2 || cpus > 4096 ||
       busy > cpus)
-    return c->threads;
-  /* more threads than CPUs, or pinned ones, are a deliberate placement: kept */
-  if (c->threads > cpus || c->pin) return c->threads;
-  if (busy == cpus) return c->threads ? c->threads : 1;
-  return c->threads && c->threads < cpus - busy ? c->threads : cpus - busy;
+    return 0;
+  return busy < cpus ? cpus - busy : 1;
 }
 
 kiln_options *cli_options(const cli_common *c) {

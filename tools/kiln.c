@@ -53,11 +53,11 @@ static bool binds_threads(void) {
  * with a busy program takes turns with it a time slice at a time: with one busy loop,
  * EfficientNet-B0 took 37 ms at 2 threads on a 2-core Xeon (5.7 idle, 8.7 at 1
  * thread) and 53 ms at 16 threads on a 16-core one (3.0 idle, 3.2 to 3.5 at 15
- * threads). So where other programs keep some CPUs busy at the start, kiln runs at
- * most one thread per CPU left free (cli_threads, from KILN_BUSY_CPUS); where every
- * CPU is busy, each thread shares its core evenly, which an even split of the work
- * survives: the count asked for stays, and 1 by default (docs/benchmarks.md, "Threads
- * under load"). */
+ * threads). So where other programs keep some CPUs busy at the start, kiln runs by
+ * default one thread per CPU left free (cli_threads, from KILN_BUSY_CPUS), 1 when
+ * every CPU is busy; a count asked for with --threads stays, since a run's numbers
+ * depend on it (kiln bench warns when its threads were preempted; docs/benchmarks.md,
+ * "Threads under load"). */
 #define BUSY_SAMPLE_MS 30
 #define BUSY_AGAIN_MS 70
 #define BUSY_CPU 0.6 /* of one CPU's time, summed over the CPUs: one busy CPU */
@@ -147,7 +147,7 @@ static void short_wait(int argc, char **argv) {
   char note[32];
   long asked = threads_asked(argv);
   unsetenv("KILN_BUSY_CPUS");
-  if (asked != 1 && !getenv("KILN_IGNORE_LOAD") && runs_models(argc, argv) &&
+  if (asked == 0 && !getenv("KILN_IGNORE_LOAD") && runs_models(argc, argv) &&
       busy_cpus(&busy, &cpus) && busy > 0) {
     /* the thread count (cli_common.c, cli_threads, reads it) */
     snprintf(note, sizeof note, "%d/%d", busy, cpus);
