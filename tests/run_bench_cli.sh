@@ -64,8 +64,15 @@ if "$kiln" info | grep -q 'OpenMP yes' && [ "$(nproc)" -ge 2 ]; then
   }
   loops=()
   for _ in $(seq "$ncpu"); do sh -c 'while :; do :; done' & loops+=($!); done
+  # a 30 ms look sees a CPU's worth less now and then when the parallel tests and the
+  # machine's other guests share the CPUs (CI saw 1/2 under two loops): one CPU of slack,
+  # and the thread count must follow what was seen
   json=$(busy_json)
-  grep -qF "\"cpus_busy_at_start\": \"$ncpu/$ncpu\"" <<<"$json" && grep -qF '"threads": 1,' <<<"$json" ||
+  busy=$(sed -n 's/.*"cpus_busy_at_start": "\([0-9]*\)\/.*/\1/p' <<<"$json")
+  threads=$(sed -n 's/.*"threads": \([0-9]*\),.*/\1/p' <<<"$json")
+  want=$((ncpu - ${busy:-0}))
+  [ "$want" -ge 1 ] || want=1
+  [ -n "$busy" ] && [ "$busy" -ge $((ncpu - 1)) ] && [ "$threads" = "$want" ] ||
     fail "bench with every CPU busy: $(grep -o '"threads": [0-9]*\|"cpus_busy_at_start": [^,]*' <<<"$json")"
   json=$(busy_json --threads 2)
   grep -qF '"threads": 2,' <<<"$json" && grep -qF '"thread_wait": "GOMP_SPINCOUNT=10000 KMP_BLOCKTIME=0 (set by kiln)"' <<<"$json" ||
