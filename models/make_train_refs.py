@@ -40,7 +40,7 @@ BATCH = 64
 # per model: each optimizer's settings (kiln train's flags of the same names)
 SETTINGS = {
     "mlp": {"sgd": {"lr": 0.05, "momentum": 0.9}, "adamw": {"lr": 2e-3}},
-    "cnn": {"sgd": {"lr": 0.05, "momentum": 0.9}, "adamw": {"lr": 2e-2}},
+    "cnn": {"sgd": {"lr": 0.1, "momentum": 0.5}, "adamw": {"lr": 2e-2}},
     "transformer": {"sgd": {"lr": 0.05, "momentum": 0.9}, "adamw": {"lr": 2e-3}},
 }
 OPTIMIZERS = {
