@@ -201,8 +201,63 @@ static void test_products(void **state) {
       {"50x70x45 bias [N], GELU (tanh)", 50, 70, 45, true, true, false, 1, 1, 1, 0, true,
        gelu_t, 1},
       {"33x40x65 x bf16, Relu", 33, 40, 65, false, true, false, 1, 1, 0, 0, true, relu, 1},
+      /* more threads than blocks of rows, and panels shared by two tasks */
+      {"192x300x500 16 threads, x bf16, Sum [M, N]", 192, 300, 500, false, true, false, 1, 1,
+       0, 1, false, none, 16},
+      {"97x64x1000 5 threads, bias [N], Relu", 97, 64, 1000, true, false, false, 1, 1, 1, 0,
+       true, relu, 5},
+      {"160x96x40 7 threads, y bf16", 160, 96, 40, false, false, true, 1, 1, 0, 0, false, none,
+       7},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(amx, &cases[i]);
+}
+
+/* The tasks' split changes with the thread count, each output's sums do not: the same
+ * bits at 1, 2, 3, 4, 6, 8 and 16 threads (BERT-base's 128 x 768 x 3072 product, and an
+ * awkward 190 x 200 x 333). */
+static void test_threads_same_bits(void **state) {
+  (void)state;
+  const kl_amx_fns *amx = kl_cpu_isa_amx(kl_isa_level());
+  if (!amx) {
+    printf("no AMX tiles at this level (%s)\n", kl_isa_level_name(kl_isa_level()));
+    return;
+  }
+  const kl_isa_fns *f = kl_cpu_isa_fns(KL_ISA_AMX);
+  const int64_t shapes[][3] = {{128, 768, 3072}, {190, 200, 333}};
+  for (size_t s = 0; s < 2; s++) {
+    int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+    float *x = rand_floats((size_t)(m * k), 1.0f), *w = rand_floats((size_t)(k * n), 0.5f);
+    float *bias = rand_floats((size_t)n, 1.0f);
+    uint16_t *wp = malloc(kl_amx_weights_bytes(k, n));
+    float *y1 = malloc(sizeof(float) * (size_t)(m * n)), *y = malloc(sizeof(float) * (size_t)(m * n));
+    assert_non_null(wp);
+    assert_non_null(y1);
+    assert_non_null(y);
+    kl_amx_pack_weights(amx, w, false, k, n, wp);
+    const int counts[] = {1, 2, 3, 4, 6, 8, 16};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+      kl_err e = {0};
+      kl_kernel_ctx c = {.e = &e, .threads = counts[i]};
+      uint16_t *scratch = malloc(kl_amx_scratch_bytes(m, k));
+      assert_non_null(scratch);
+      kl_amx_args a = {.x = x, .w = wp, .m = m, .k = k, .n = n, .y = i ? y : y1,
+                       .scratch = scratch};
+      a.epi = (kl_gemv_args){.alpha = 1, .add_scale = 1, .add = bias, .add_step = 1};
+      assert_int_equal(kl_run_amx(&c, f, amx, &a), KILN_OK);
+      if (i && memcmp(y, y1, sizeof(float) * (size_t)(m * n)) != 0)
+        fail_msg("%lldx%lldx%lld: %d threads give other bits than 1", (long long)m,
+                 (long long)k, (long long)n, counts[i]);
+      free(scratch);
+    }
+    printf("%lldx%lldx%lld: the same bits at 1 to 16 threads\n", (long long)m, (long long)k,
+           (long long)n);
+    free(x);
+    free(w);
+    free(bias);
+    free(wp);
+    free(y1);
+    free(y);
+  }
 }
 
 /* The packed weights: each element where TDPBF16PS reads it, zeros past k and n; a
@@ -247,6 +302,7 @@ static void test_pack(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_pack),
-                                     cmocka_unit_test(test_products)};
+                                     cmocka_unit_test(test_products),
+                                     cmocka_unit_test(test_threads_same_bits)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
