@@ -98,6 +98,15 @@ check mlp-dynamic-pt $mlp 1 --dynamic
 grep -qF "(static, minmax on 5 batches of 500 samples" "$tmp/mlp-minmax.log" ||
   fail "mlp-minmax: $(cat "$tmp/mlp-minmax.log")"
 
+grep -qF "3 of 3 Conv/MatMul/Gemm nodes quantized, 3 ops between them on 8-bit codes" "$tmp/cnn-minmax-pc.log" ||
+  fail "cnn-minmax-pc: $(cat "$tmp/cnn-minmax-pc.log")"
+# the ops between the convolutions on the codes: MaxPool (quantized as its input),
+# the pooling as QLinearGlobalAveragePool, the Flatten; one QuantizeLinear (the input's)
+ins=$("$kiln" inspect "$tmp/cnn-minmax-pc.onnx")
+[ "$(grep -c ' QuantizeLinear ' <<<"$ins")" = 1 ] && grep -q " QLinearGlobalAveragePool '" <<<"$ins" &&
+  grep -A2 " MaxPool '/features/features.3/MaxPool'" <<<"$ins" | grep -q 'out: .*uint8' ||
+  fail "the quantized CNN's MaxPool and pooling are not on the codes: $ins"
+
 # ---- the CNN runs its convolutions in int8 on oneDNN ----
 expect 0 "QLinearConv" -- "$kiln" inspect "$tmp/cnn-minmax-pc.onnx"
 [ "$("$kiln" inspect "$tmp/cnn-minmax-pc.onnx" | grep -c ' QLinearConv ')" = 2 ] ||
@@ -128,7 +137,7 @@ grep -qE "^  logits +relative L2 0\.0[0-9]+, SQNR [0-9.]+ dB, top-1 the same on 
   fail "--report: no output comparison in: $out"
 head -1 "$tmp/r.csv" | grep -qF "value,kind,scale_min,scale_max,zero_point,lo,hi,min,max,sqnr_db,rel_l2" ||
   fail "--report-csv: bad header: $(head -1 "$tmp/r.csv")"
-[ "$(wc -l <"$tmp/r.csv")" = 7 ] || fail "--report-csv: $(wc -l <"$tmp/r.csv") lines, expected 7"
+[ "$(wc -l <"$tmp/r.csv")" = 9 ] || fail "--report-csv: $(wc -l <"$tmp/r.csv") lines, expected 9"
 
 # ---- onnxruntime ----
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import onnxruntime" 2>/dev/null; then

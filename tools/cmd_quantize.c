@@ -21,9 +21,13 @@ static const char *quantize_help =
     "Static (default): runs the float model on calibration data, observes the inputs and\n"
     "outputs of every Conv, MatMul and Gemm with constant weights, and writes the QDQ\n"
     "form (QuantizeLinear/DequantizeLinear pairs on those activations, int8 weights and\n"
-    "int32 biases behind DequantizeLinear). kiln folds each quantized Conv into an int8\n"
-    "QLinearConv on oneDNN. A Relu after a quantized node is removed (uint8 activations:\n"
-    "its QuantizeLinear clamps at 0); model outputs stay float32.\n"
+    "int32 biases behind DequantizeLinear). The ops between them whose inputs are all\n"
+    "quantized (Add, Mul, Concat, MaxPool, average pooling, Sigmoid and other functions\n"
+    "of one input, Flatten/Reshape/Transpose/Squeeze/Unsqueeze) get their output\n"
+    "quantized too, as onnxruntime's quantizer does. kiln folds each quantized Conv into\n"
+    "an int8 QLinearConv on oneDNN and runs those ops on the 8-bit codes. A Relu after\n"
+    "a quantized node is removed (uint8 activations: its QuantizeLinear clamps at 0);\n"
+    "model outputs stay float32.\n"
     "  -o FILE             where to write the model (required; not MODEL itself)\n"
     "  --calibrate DATA    calibration data (repeatable): a .npz whose arrays are named\n"
     "                      after the model's inputs (a model of one input takes a lone\n"
@@ -684,12 +688,14 @@ int cmd_quantize(int argc, char **argv) {
     goto done;
   }
   kiln_domain_note(h, a.out);
-  int nn, quantized = 0, candidates = 0;
+  int nn, quantized = 0, candidates = 0, between = 0;
   const kl_quant_node *nodes = kl_quantizer_nodes(q, &nn);
   for (int i = 0; i < nn; i++) {
-    quantized += nodes[i].quantized;
-    candidates += !strcmp(nodes[i].op, "Conv") || !strcmp(nodes[i].op, "MatMul") ||
-                  !strcmp(nodes[i].op, "Gemm");
+    bool product = !strcmp(nodes[i].op, "Conv") || !strcmp(nodes[i].op, "MatMul") ||
+                   !strcmp(nodes[i].op, "Gemm");
+    candidates += product;
+    quantized += product && nodes[i].quantized;
+    between += !product && nodes[i].quantized;
   }
   static const char *methods[] = {"minmax", "percentile", "entropy"};
   if (a.o.dynamic)
@@ -697,9 +703,11 @@ int cmd_quantize(int argc, char **argv) {
            a.out, quantized, candidates, a.o.per_channel ? "per-channel" : "per-tensor",
            a.o.reduce_range ? "7-bit" : "8-bit");
   else
-    printf("%s: %d of %d Conv/MatMul/Gemm nodes quantized (static, %s on %d batches of "
-           "%lld samples, %s %s weights, %s activations)\n",
-           a.out, quantized, candidates, methods[a.o.method], bs.n, (long long)bs.samples,
+    printf("%s: %d of %d Conv/MatMul/Gemm nodes quantized, %d ops between them on 8-bit "
+           "codes (static, %s on %d batches of %lld samples, %s %s weights, %s "
+           "activations)\n",
+           a.out, quantized, candidates, between, methods[a.o.method], bs.n,
+           (long long)bs.samples,
            a.o.per_channel            ? "per-channel"
            : a.o.depthwise_per_channel ? "per-tensor (depthwise per-channel)"
                                        : "per-tensor",

@@ -1,6 +1,7 @@
 /* The quantizer (quantize.h): which nodes, calibration through a session of the float
  * graph with the observed values as extra outputs, and the QDQ or dynamic rewrite. */
 #include "quant/quantize.h"
+#include "ir/infer_common.h"
 #include "runtime/runtime.h"
 
 #include <fnmatch.h>
@@ -11,6 +12,7 @@
 /* One node's plan. */
 typedef struct node_plan {
   bool quant;
+  bool carrier;     /* an op between quantized nodes (no weights): only its output's QDQ */
   const char *why;
   int x_obs, y_obs; /* static: the observed values of its input 0 and output (-1: none) */
   int relu;         /* a Relu removed after it (uint8 activations), or -1 */
@@ -21,6 +23,8 @@ typedef struct node_plan {
  * removed Relu that produced v). */
 typedef struct observed {
   int v, src, out_index;
+  int same_as; /* the index of the observed value whose parameters v takes (a MaxPool's
+                  or a move's output takes its input's), or -1 */
   kl_value_stats st;
   kl_qparam p;
 } observed;
@@ -99,6 +103,7 @@ static int add_obs(kl_quantizer *q, int v, int src) {
   ob->v = v;
   ob->src = src;
   ob->out_index = -1;
+  ob->same_as = -1;
   kl_stats_init(&ob->st);
   q->obs_of[v] = q->n_obs;
   return q->n_obs++;
@@ -129,6 +134,90 @@ static int removable_relu(const kl_graph *g, int y, const kl_quant_options *o) {
   if (n->op != KL_OP_Relu && n->op != KL_OP_Clip) return -1;
   int r = n->out[0];
   return is_graph_output(g, r) ? -1 : found;
+}
+
+/* ---- the ops between the quantized nodes ----
+ * Between two quantized convolutions kiln runs more than the convolutions on 8-bit
+ * codes when the QDQ graph quantizes the values around them (passes/fold_qdq.c): a
+ * residual Add and SiLU's or a squeeze-and-excitation's Mul (QLinearAdd, QLinearMul), a
+ * Sigmoid or another elementwise function of one input (a lookup table of the 256
+ * codes; x * sigmoid(x) one table), Concat (the codes, requantized where an input's
+ * parameters differ), MaxPool (the codes themselves, its output quantized as its
+ * input), average pooling (QLinearGlobalAveragePool, QLinearAveragePool) and the ops
+ * that only move elements (Flatten, Reshape, Squeeze, Unsqueeze, Transpose: the codes,
+ * quantized as their input). Left float32, such an op costs a DequantizeLinear, the op
+ * and a QuantizeLinear where it could be one pass over bytes: EfficientNet-B0 quantized
+ * with only its convolutions quantized ran slower than in float32. So, as onnxruntime's
+ * quantizer does, such an op whose inputs are all quantized activations is quantized
+ * too: its output gets a QDQ pair (removing a Relu after it as after a convolution). */
+typedef enum carry {
+  CARRY_NO,
+  CARRY_OWN, /* its output quantized with parameters of its own range */
+  CARRY_SAME /* its output quantized with its input's parameters */
+} carry;
+
+static carry carrier(kl_op op) {
+  switch (op) {
+  case KL_OP_Add: case KL_OP_Mul: case KL_OP_Concat: case KL_OP_GlobalAveragePool:
+  case KL_OP_AveragePool: case KL_OP_Sigmoid: case KL_OP_Tanh: case KL_OP_HardSigmoid:
+  case KL_OP_HardSwish: case KL_OP_LeakyRelu: case KL_OP_Elu: case KL_OP_Softplus:
+  case KL_OP_Gelu:
+    return CARRY_OWN;
+  case KL_OP_MaxPool: case KL_OP_Flatten: case KL_OP_Reshape: case KL_OP_Squeeze:
+  case KL_OP_Unsqueeze: case KL_OP_Transpose:
+    return CARRY_SAME;
+  default: return CARRY_NO;
+  }
+}
+
+/* The number of node n's inputs that carry data (the rest are shapes and axes). */
+static int data_inputs(const kl_node *n) {
+  if (n->op == KL_OP_Add || n->op == KL_OP_Mul) return 2;
+  if (n->op == KL_OP_Concat) return n->n_in;
+  return 1;
+}
+
+/* Whether an operand of type v takes the fast 8-bit Add/Mul against output type y:
+ * y's shape, or y's over its leading dims and 1 over the rest (fold_qdq.c's rule). */
+static bool operand_fits(const kl_type *v, const kl_type *y, bool *full) {
+  if (v->rank != y->rank || y->rank < 0) return false;
+  int k = 0;
+  while (k < y->rank && kl_dim_known(v->dims[k]) && kl_dim_known(y->dims[k]) &&
+         v->dims[k].size == y->dims[k].size)
+    k++;
+  *full = k == y->rank;
+  for (int d = k; d < y->rank; d++)
+    if (!kl_dim_known(v->dims[d]) || v->dims[d].size != 1) return false;
+  return true;
+}
+
+/* Why carrier node n is not quantized, or NULL when it is (its data inputs all
+ * observed float32 activations). */
+static const char *carrier_why_not(const kl_quantizer *q, const kl_quant_options *o,
+                                   const kl_node *n) {
+  const kl_graph *g = q->g;
+  if (excluded(o->exclude, n->name)) return "excluded (--exclude)";
+  if (n->n_out < 1 || n->out[0] < 0 || (n->n_out > 1 && n->out[1] >= 0))
+    return "a second output (MaxPool's indices)";
+  if (is_graph_output(g, n->out[0])) return "its output is a model output";
+  int k, count = data_inputs(n);
+  if (n->n_in < count) return "missing input";
+  for (k = 0; k < count; k++) {
+    int v = n->in[k];
+    if (v < 0 || g->values[v].type.dtype != KL_F32 || g->values[v].kind == KL_VALUE_CONST ||
+        q->obs_of[v] < 0)
+      return "an input is not a quantized activation";
+  }
+  if (n->op == KL_OP_Add || n->op == KL_OP_Mul) {
+    const kl_type *y = &g->values[n->out[0]].type;
+    bool fa, fb;
+    if (!operand_fits(&g->values[n->in[0]].type, y, &fa) ||
+        !operand_fits(&g->values[n->in[1]].type, y, &fb) || !(fa || fb))
+      return "operand shapes the 8-bit kernel does not take";
+  }
+  if (n->op == KL_OP_GlobalAveragePool && g->values[n->in[0]].type.rank < 3)
+    return "input of rank below 3";
+  return NULL;
 }
 
 kiln_status kl_quantizer_create(const kl_graph *g, const kl_quant_options *o,
@@ -175,6 +264,30 @@ kiln_status kl_quantizer_create(const kl_graph *g, const kl_quant_options *o,
     p->relu = removable_relu(g, y, o);
     if (p->relu >= 0) {
       p->y_obs = add_obs(q, g->nodes[p->relu].out[0], y);
+      q->plan[p->relu].why = "removed: the uint8 QuantizeLinear after it (zero point 0) "
+                             "clamps as it does";
+    } else {
+      p->y_obs = add_obs(q, y, y);
+    }
+  }
+  /* the ops between them, in graph order: an op's inputs are observed before it */
+  for (int i = 0; i < g->n_nodes && !o->dynamic && quantized > 0; i++) {
+    const kl_node *n = &g->nodes[i];
+    node_plan *p = &q->plan[i];
+    carry c = carrier(n->op);
+    if (c == CARRY_NO || p->quant || (p->why && strncmp(p->why, "removed", 7) == 0)) continue;
+    if ((p->why = carrier_why_not(q, o, n)) != NULL) continue;
+    p->quant = p->carrier = true;
+    int y = n->out[0];
+    if (c == CARRY_SAME) {
+      int in_ob = q->obs_of[n->in[0]], ob = add_obs(q, y, y);
+      if (ob != in_ob) q->obs[ob].same_as = in_ob;
+      continue;
+    }
+    p->relu = removable_relu(g, y, o);
+    if (p->relu >= 0) { /* the Relu's output may be observed already (a reader's input) */
+      p->y_obs = add_obs(q, g->nodes[p->relu].out[0], y);
+      q->obs[p->y_obs].src = y;
       q->plan[p->relu].why = "removed: the uint8 QuantizeLinear after it (zero point 0) "
                              "clamps as it does";
     } else {
@@ -373,6 +486,22 @@ kiln_status kl_quantizer_compute(kl_quantizer *q, kl_err *e) {
     kl_stats_range(&ob->st, q->o.method, q->o.percentile, &r->lo, &r->hi);
     ob->p = kl_qparam_activation(r->lo, r->hi, q->o.symmetric);
     ob->st.sum_sq = ob->st.err_sq = 0;
+  }
+  /* a value quantized as another (a MaxPool's or a move's output as its input): that
+   * one's parameters, along the chain (a link goes from a node's output to its input,
+   * against the graph's edges, so no chain loops) */
+  for (int k = 0; k < q->n_obs; k++) {
+    int src = k;
+    for (int steps = 0; q->obs[src].same_as >= 0 && steps < q->n_obs; steps++)
+      src = q->obs[src].same_as;
+    if (src == k) continue;
+    q->obs[k].p = q->obs[src].p;
+    q->values[k].lo = q->values[src].lo;
+    q->values[k].hi = q->values[src].hi;
+  }
+  for (int k = 0; k < q->n_obs; k++) {
+    observed *ob = &q->obs[k];
+    kl_quant_value *r = &q->values[k];
     r->name = q->g->values[ob->v].name;
     r->scale = r->scale_max = ob->p.scale;
     r->zero_point = ob->p.zero_point;
@@ -381,7 +510,7 @@ kiln_status kl_quantizer_compute(kl_quantizer *q, kl_err *e) {
     r->sqnr_db = r->rel_l2 = NAN;
   }
   for (int i = 0; i < q->g->n_nodes; i++) {
-    if (!q->plan[i].quant) continue;
+    if (!q->plan[i].quant || q->plan[i].carrier) continue;
     const kl_node *n = &q->g->nodes[i];
     const kl_value *v = &q->g->values[n->in[1]];
     qweights w;
@@ -660,7 +789,7 @@ kiln_status kl_quantizer_graph(kl_quantizer *q, kl_graph **out, kl_err *e) {
   kiln_status st = KILN_OK;
   int n_nodes = h->n_nodes; /* the float graph's: added nodes come after */
   for (int i = 0; i < n_nodes && st == KILN_OK; i++) {
-    if (!q->plan[i].quant) continue;
+    if (!q->plan[i].quant || q->plan[i].carrier) continue;
     st = q->o.dynamic ? quantize_dynamic_node(q, h, i, e) : quantize_static_node(q, h, i, e);
   }
   for (int k = 0; k < q->n_obs && st == KILN_OK; k++)

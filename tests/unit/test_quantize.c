@@ -510,6 +510,129 @@ static void test_exclude(void **state) {
   kl_graph_free(g);
 }
 
+/* The ops between quantized nodes (quantize.c, "the ops between the quantized nodes"):
+ *   x -> conv1 -> Relu -> MaxPool -> p [2, 4, 3, 3]
+ *   p -> conv2 -> h2; Sigmoid(h2) -> s2; Mul(h2, s2) -> m        (SiLU)
+ *   Add(m, p) -> a -> Relu -> ar                                  (a residual)
+ *   p -> conv3 -> h3 [2, 1, 3, 3]; Mul(ar, h3) -> bm              (shapes not taken)
+ *   GlobalAveragePool(bm) -> Flatten -> Gemm -> y                 (float: bm is)
+ * MaxPool, Sigmoid, the SiLU Mul and the Add are quantized (the MaxPool's output with
+ * its input's parameters, the Relu after the Add removed); the second Mul is not (its
+ * [2, 1, 3, 3] operand against [2, 4, 3, 3] is no shape the 8-bit kernel takes), nor is
+ * the pooling after it (its input is no quantized activation). The written graph, at
+ * -O2, runs the Add as QLinearAdd and SiLU as one lookup table, within 5% of float32. */
+static kl_graph *between_graph(void) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd[4] = {2, C_IN, HW, HW}, w1d[4] = {4, C_IN, 3, 3}, w2d[4] = {4, 4, 1, 1},
+          w3d[4] = {1, 4, 1, 1}, wgd[2] = {5, 4}, bd[1] = {4};
+  float w1[4 * C_IN * 9], b1[4], w2[16], w3[4], wg[20];
+  for (int i = 0; i < 4 * C_IN * 9; i++) w1[i] = tu_rand_f32(&rng, -0.5f, 0.5f);
+  for (int i = 0; i < 4; i++) b1[i] = tu_rand_f32(&rng, -0.2f, 0.3f);
+  for (int i = 0; i < 16; i++) w2[i] = tu_rand_f32(&rng, -1, 1);
+  for (int i = 0; i < 4; i++) w3[i] = tu_rand_f32(&rng, -1, 1);
+  for (int i = 0; i < 20; i++) wg[i] = tu_rand_f32(&rng, -1, 1);
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  int cw1 = tu_graph_const(g, "w1", KL_F32, 4, w1d, w1), cb1 = tu_graph_const(g, "b1", KL_F32, 1, bd, b1);
+  int cw2 = tu_graph_const(g, "w2", KL_F32, 4, w2d, w2), cw3 = tu_graph_const(g, "w3", KL_F32, 4, w3d, w3);
+  int cwg = tu_graph_const(g, "wg", KL_F32, 2, wgd, wg);
+  const char *names[] = {"h1", "r1", "p", "h2", "s2", "m", "a", "ar", "h3", "bm", "gp", "f", "y"};
+  int v[13];
+  for (int k = 0; k < 13; k++) v[k] = tu_graph_value(g, names[k]);
+  int c1 = tu_graph_node(g, KL_OP_Conv, "conv1", 3, (int[]){x, cw1, cb1}, 1, &v[0]);
+  tu_node_ints(g, c1, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  tu_graph_node(g, KL_OP_Relu, "relu1", 1, &v[0], 1, &v[1]);
+  int mp = tu_graph_node(g, KL_OP_MaxPool, "pool", 1, &v[1], 1, &v[2]);
+  tu_node_ints(g, mp, "kernel_shape", 2, (const int64_t[]){2, 2});
+  tu_node_ints(g, mp, "strides", 2, (const int64_t[]){2, 2});
+  tu_graph_node(g, KL_OP_Conv, "conv2", 2, (int[]){v[2], cw2}, 1, &v[3]);
+  tu_graph_node(g, KL_OP_Sigmoid, "sigmoid", 1, &v[3], 1, &v[4]);
+  tu_graph_node(g, KL_OP_Mul, "silu", 2, (int[]){v[3], v[4]}, 1, &v[5]);
+  tu_graph_node(g, KL_OP_Add, "residual", 2, (int[]){v[5], v[2]}, 1, &v[6]);
+  tu_graph_node(g, KL_OP_Relu, "relu2", 1, &v[6], 1, &v[7]);
+  tu_graph_node(g, KL_OP_Conv, "conv3", 2, (int[]){v[2], cw3}, 1, &v[8]);
+  tu_graph_node(g, KL_OP_Mul, "gate", 2, (int[]){v[7], v[8]}, 1, &v[9]);
+  tu_graph_node(g, KL_OP_GlobalAveragePool, "gap", 1, &v[9], 1, &v[10]);
+  tu_graph_node(g, KL_OP_Flatten, "flatten", 1, &v[10], 1, &v[11]);
+  int gm = tu_graph_node(g, KL_OP_Gemm, "fc", 2, (int[]){v[11], cwg}, 1, &v[12]);
+  assert_int_equal(kl_node_set_int(g, gm, "transB", 1, NULL), KILN_OK);
+  kl_graph_add_output(g, v[12], NULL);
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  return g;
+}
+
+static const kl_quant_node *node_named(const kl_quant_node *nodes, int nn, const char *name) {
+  for (int i = 0; i < nn; i++)
+    if (strcmp(nodes[i].name, name) == 0) return &nodes[i];
+  fail_msg("no node %s", name);
+  return NULL;
+}
+
+static const kl_quant_value *value_named(const kl_quant_value *v, int nv, const char *name) {
+  for (int i = 0; i < nv; i++)
+    if (strcmp(v[i].name, name) == 0) return &v[i];
+  fail_msg("no quantized value %s", name);
+  return NULL;
+}
+
+static void test_ops_between(void **state) {
+  (void)state;
+  kl_graph *g = between_graph();
+  kl_quant_options o = {.per_channel = true, .reduce_range = true};
+  kl_quantizer *q;
+  kl_err e = {0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  assert_int_equal(calibrate(q, 3, &e), KILN_OK);
+  assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+  int nn, nv;
+  const kl_quant_node *nodes = kl_quantizer_nodes(q, &nn);
+  const char *taken[] = {"conv1", "pool", "conv2", "sigmoid", "silu", "residual", "conv3", "fc"};
+  for (size_t k = 0; k < sizeof taken / sizeof taken[0]; k++)
+    if (!node_named(nodes, nn, taken[k])->quantized) fail_msg("%s is not quantized", taken[k]);
+  tu_assert_contains_at(node_named(nodes, nn, "relu1")->why, "removed", __FILE__, __LINE__);
+  tu_assert_contains_at(node_named(nodes, nn, "relu2")->why, "removed", __FILE__, __LINE__);
+  const kl_quant_node *gate = node_named(nodes, nn, "gate"), *gap = node_named(nodes, nn, "gap");
+  assert_false(gate->quantized);
+  tu_assert_contains_at(gate->why, "operand shapes", __FILE__, __LINE__);
+  assert_false(gap->quantized);
+  tu_assert_contains_at(gap->why, "not a quantized activation", __FILE__, __LINE__);
+  /* the MaxPool's output quantized as its input (the Relu's output, conv1's Q) */
+  const kl_quant_value *v = kl_quantizer_values(q, &nv);
+  const kl_quant_value *r1 = value_named(v, nv, "r1"), *p = value_named(v, nv, "p");
+  assert_float_equal(p->scale, r1->scale, 0);
+  assert_int_equal(p->zero_point, r1->zero_point);
+  assert_float_equal(p->hi, r1->hi, 0);
+  /* observed: x, r1, p, h2, s2, m, ar (the Add's, its Relu removed), h3, f */
+  const char *observed[] = {"x", "r1", "p", "h2", "s2", "m", "ar", "h3", "f"};
+  for (size_t k = 0; k < sizeof observed / sizeof observed[0]; k++) value_named(v, nv, observed[k]);
+  kl_graph *h;
+  assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+  assert_int_equal(count(h, KL_OP_QuantizeLinear), 9);
+  assert_int_equal(count(h, KL_OP_Relu), 0);
+  /* at -O2: QLinearConv x 3, the Add on codes, SiLU one lookup, MaxPool on codes */
+  kiln_model *mq = tu_model_of(kl_graph_copy(h), 2);
+  print_message("ops between: %d QLinearConv, %d QLinearAdd, %d QLinearLookup, %d "
+                "QuantizeLinear after -O2\n", count(mq->g, KL_OP_QLinearConv),
+                count(mq->g, KL_OP_KilnQLinearAdd), count(mq->g, KL_OP_KilnQLinearLookup),
+                count(mq->g, KL_OP_QuantizeLinear));
+  assert_int_equal(count(mq->g, KL_OP_QLinearConv), 3);
+  assert_int_equal(count(mq->g, KL_OP_KilnQLinearAdd), 1);
+  assert_int_equal(count(mq->g, KL_OP_KilnQLinearLookup), 1);
+  assert_int_equal(count(mq->g, KL_OP_Sigmoid), 0);
+  for (int i = 0; i < mq->g->n_nodes; i++)
+    if (mq->g->nodes[i].op == KL_OP_MaxPool)
+      assert_int_equal(mq->g->values[mq->g->nodes[i].out[0]].type.dtype, KL_U8);
+  kiln_model_free(mq);
+  double rel = compare_outputs(g, kl_graph_copy(h), 2, NULL);
+  print_message("ops between: relative L2 difference %.4f (-O2)\n", rel);
+  assert_true(rel < 0.05);
+  rel = compare_outputs(g, h, 0, NULL);
+  print_message("ops between: relative L2 difference %.4f (-O0)\n", rel);
+  assert_true(rel < 0.05);
+  kl_quantizer_free(q);
+  kl_graph_free(g);
+}
+
 static void test_errors(void **state) {
   (void)state;
   kl_graph *g = cnn_graph();
@@ -803,6 +926,7 @@ int main(void) {
       cmocka_unit_test(test_symmetric_keeps_relu),
       cmocka_unit_test(test_clip),
       cmocka_unit_test(test_exclude),
+      cmocka_unit_test(test_ops_between),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_matmul_integer),
