@@ -350,9 +350,7 @@ static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed
   return become_quantized(g, qi, ci, KL_OP_QLinearConv, ins, bias >= 0 ? 9 : 8, changed, e);
 }
 
-/* Whether value v is y's shape (known dims), or y's over its leading dims and 1 over
- * the rest (a per-channel scale [N, C, 1, 1] of [N, C, H, W]); *full says which. */
-static bool fits_fast(const kl_type *v, const kl_type *y, bool *full) {
+bool kl_rw_qbinary_fits(const kl_type *v, const kl_type *y, bool *full) {
   if (v->rank != y->rank || y->rank < 0) return false;
   int k = 0;
   while (k < y->rank && kl_dim_known(v->dims[k]) && kl_dim_known(y->dims[k]) &&
@@ -380,8 +378,8 @@ static kiln_status fold_binary(kl_graph *g, int qi, int bi, int *changed, kl_err
   const kl_type *y = &g->values[bin->out[0]].type;
   bool fa, fb;
   if (g->values[na->in[0]].type.dtype != yt || g->values[nb->in[0]].type.dtype != yt ||
-      !fits_fast(&g->values[bin->in[0]].type, y, &fa) ||
-      !fits_fast(&g->values[bin->in[1]].type, y, &fb) || !(fa || fb))
+      !kl_rw_qbinary_fits(&g->values[bin->in[0]].type, y, &fa) ||
+      !kl_rw_qbinary_fits(&g->values[bin->in[1]].type, y, &fb) || !(fa || fb))
     return KILN_OK;
   int ins[8] = {na->in[0], na->in[1], na->in[2], nb->in[0], nb->in[1], nb->in[2],
                 q->in[1], q->in[2]};

@@ -1,7 +1,7 @@
 /* The quantizer (quantize.h): which nodes, calibration through a session of the float
  * graph with the observed values as extra outputs, and the QDQ or dynamic rewrite. */
 #include "quant/quantize.h"
-#include "ir/infer_common.h"
+#include "passes/rewrite.h"
 #include "runtime/runtime.h"
 
 #include <fnmatch.h>
@@ -177,20 +177,6 @@ static int data_inputs(const kl_node *n) {
   return 1;
 }
 
-/* Whether an operand of type v takes the fast 8-bit Add/Mul against output type y:
- * y's shape, or y's over its leading dims and 1 over the rest (fold_qdq.c's rule). */
-static bool operand_fits(const kl_type *v, const kl_type *y, bool *full) {
-  if (v->rank != y->rank || y->rank < 0) return false;
-  int k = 0;
-  while (k < y->rank && kl_dim_known(v->dims[k]) && kl_dim_known(y->dims[k]) &&
-         v->dims[k].size == y->dims[k].size)
-    k++;
-  *full = k == y->rank;
-  for (int d = k; d < y->rank; d++)
-    if (!kl_dim_known(v->dims[d]) || v->dims[d].size != 1) return false;
-  return true;
-}
-
 /* Why carrier node n is not quantized, or NULL when it is (its data inputs all
  * observed float32 activations). */
 static const char *carrier_why_not(const kl_quantizer *q, const kl_quant_options *o,
@@ -211,8 +197,8 @@ static const char *carrier_why_not(const kl_quantizer *q, const kl_quant_options
   if (n->op == KL_OP_Add || n->op == KL_OP_Mul) {
     const kl_type *y = &g->values[n->out[0]].type;
     bool fa, fb;
-    if (!operand_fits(&g->values[n->in[0]].type, y, &fa) ||
-        !operand_fits(&g->values[n->in[1]].type, y, &fb) || !(fa || fb))
+    if (!kl_rw_qbinary_fits(&g->values[n->in[0]].type, y, &fa) ||
+        !kl_rw_qbinary_fits(&g->values[n->in[1]].type, y, &fb) || !(fa || fb))
       return "operand shapes the 8-bit kernel does not take";
   }
   if (n->op == KL_OP_GlobalAveragePool && g->values[n->in[0]].type.rank < 3)
