@@ -36,6 +36,7 @@
 #include "kl_config.h"
 #include "runtime/session.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -537,6 +538,8 @@ static void test_bf16_attention(void **state) {
        {2, 7, 15}, {2, 7, 15}, {2, 1, 5, 7}, -INFINITY},
       {"MHA, packed QKV, 2 heads of 7, batches with no key (-inf)", true, 2, 4, {3, 6, 42},
        {0}, {0}, {3, 1, 1, 6}, -INFINITY},
+      {"MHA, 3 heads of 5, S 5, T 7, keys all masked by the lowest float", false, 3, 4,
+       {2, 5, 15}, {2, 7, 15}, {2, 7, 15}, {2, 1, 5, 7}, -FLT_MAX},
   };
   /* kiln.MultiHeadAttention on kiln's AMX tiles (run_mha_amx.c): every case above and
    * these, whose queries, keys and values cross and end inside the tiles' 32 */

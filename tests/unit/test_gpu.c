@@ -16,6 +16,7 @@
 #include "runtime/runtime.h"
 #include "runtime/session.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -268,6 +269,13 @@ static void test_mha(void **state) {
        {2, 7, 15}, {2, 1, 70, 7}, -INFINITY},
       {"1 head of 160, S 5, T 9, batches with no key", false, 1, 4, {3, 5, 160}, {3, 9, 160},
        {3, 9, 160}, {3, 1, 1, 9}, -INFINITY},
+      /* masked by the lowest float (as the dynamo exporter writes SDPA's masks), not
+       * -inf: a query whose every key is so masked sees them all alike, the mean of the
+       * values, not 0 */
+      {"2 heads of 64, S 70, T 40, keys all masked by the lowest float", false, 2, 4,
+       {2, 70, 128}, {2, 40, 128}, {2, 40, 128}, {2, 1, 70, 40}, -FLT_MAX},
+      {"3 heads of 5, S 70, T 7, keys all masked by the lowest float", false, 3, 4,
+       {2, 70, 15}, {2, 7, 15}, {2, 7, 15}, {2, 1, 70, 7}, -FLT_MAX},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     tu_gpu_check(tu_mha_graph(&cases[i]), cases[i].what, 0, TOL, 1, true);

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -842,6 +843,13 @@ static void test_tf32_attention(void **state) {
        {2, 40, 128}, {2, 40, 128}, {2, 1, 70, 40}, -INFINITY},
       {"1 head of 64, S 66, T 100, queries with no key (two key tiles)", false, 1, 4,
        {2, 66, 64}, {2, 100, 64}, {2, 100, 64}, {2, 1, 66, 100}, -INFINITY},
+      /* the lowest float as the mask (the dynamo exporter's): times log2(e) it would
+       * overflow to -inf, and a query whose every key is so masked would give 0, not the
+       * mean of the values (tests/models/dyn_bert_sdpa_dynamo failed so on the H200) */
+      {"2 heads of 64, S 70, T 40, keys all masked by the lowest float", false, 2, 4,
+       {2, 70, 128}, {2, 40, 128}, {2, 40, 128}, {2, 1, 70, 40}, -FLT_MAX},
+      {"packed QKV, 2 heads of 16, S 7, keys all masked by the lowest float", true, 2, 4,
+       {3, 7, 96}, {0}, {0}, {3, 1, 7, 7}, -FLT_MAX},
   };
   tu_gpu_expect_kernel = "kl_attn_tc64";
   char what[200];

@@ -927,8 +927,15 @@ kl_attn_tc64(__global const float *q_, ulong qo, __global const float *k_, ulong
         float x = s[j][r] * sc;
         if (key >= nk)
           x = -INFINITY;
-        else if (mrow[r / 2])
-          x += mrow[r / 2][(j0 + key) * g.mstride[3]] * M_LOG2E_F;
+        else if (mrow[r / 2]) {
+          /* the mask in base 2: a large negative one (float32's lowest, as exporters
+           * write "masked") would overflow to -inf times log2(e) and make a row whose
+           * every key is so masked a row that saw nothing (0 or NaN) where the
+           * reference gives it the mean of the values: held at the lowest float;
+           * -inf stays -inf */
+          float mk = mrow[r / 2][(j0 + key) * g.mstride[3]];
+          x += mk == -INFINITY ? mk : fmax(mk * M_LOG2E_F, -FLT_MAX);
+        }
         s[j][r] = x;
         mx[r / 2] = fmax(mx[r / 2], x);
       }
