@@ -23,7 +23,7 @@ static const char *quantize_help =
     "form (QuantizeLinear/DequantizeLinear pairs on those activations, int8 weights and\n"
     "int32 biases behind DequantizeLinear). The ops between them whose inputs are all\n"
     "quantized (Add, Mul, Concat, MaxPool, average pooling, Sigmoid and other functions\n"
-    "of one input, Flatten/Reshape/Transpose/Squeeze/Unsqueeze) get their output\n"
+    "of one input, Flatten/Reshape/Transpose/Squeeze/Unsqueeze/Slice) get their output\n"
     "quantized too, as onnxruntime's quantizer does. kiln folds each quantized Conv into\n"
     "an int8 QLinearConv on oneDNN and runs those ops on the 8-bit codes. A Relu after\n"
     "a quantized node is removed (uint8 activations: its QuantizeLinear clamps at 0);\n"

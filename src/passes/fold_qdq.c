@@ -607,10 +607,10 @@ static kiln_status fold_concat(kl_graph *g, int qi, int ci, int *changed, kl_err
  * they give on the dequantized values. */
 static bool moves_only(kl_op op) {
   return op == KL_OP_Flatten || op == KL_OP_Reshape || op == KL_OP_Squeeze ||
-         op == KL_OP_Unsqueeze || op == KL_OP_Transpose;
+         op == KL_OP_Unsqueeze || op == KL_OP_Transpose || op == KL_OP_Slice;
 }
 
-/* The Flatten (Reshape, Squeeze, Unsqueeze, Transpose) mi between DequantizeLinear and
+/* The Flatten (Reshape, Squeeze, Unsqueeze, Transpose, Slice) mi between DequantizeLinear and
  * QuantizeLinear qi moves the codes themselves, requantized by a QLinearLookup where
  * the two quantize differently (the 256 results of Q(DQ(code)), exactly what the
  * unfolded nodes compute for each element):

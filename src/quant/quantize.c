@@ -143,9 +143,10 @@ static int removable_relu(const kl_graph *g, int y, const kl_quant_options *o) {
  * Sigmoid or another elementwise function of one input (a lookup table of the 256
  * codes; x * sigmoid(x) one table), Concat (the codes, requantized where an input's
  * parameters differ), MaxPool (the codes themselves, its output quantized as its
- * input), average pooling (QLinearGlobalAveragePool, QLinearAveragePool) and the ops
- * that only move elements (Flatten, Reshape, Squeeze, Unsqueeze, Transpose: the codes,
- * quantized as their input). Left float32, such an op costs a DequantizeLinear, the op
+ * input), average pooling (QLinearGlobalAveragePool, also of a ReduceMean over the
+ * spatial dims, QLinearAveragePool) and the ops
+ * that only move elements (Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Slice: the
+ * codes, quantized as their input). Left float32, such an op costs a DequantizeLinear, the op
  * and a QuantizeLinear where it could be one pass over bytes: EfficientNet-B0 quantized
  * with only its convolutions quantized ran slower than in float32. So, as onnxruntime's
  * quantizer does, such an op whose inputs are all quantized activations is quantized
@@ -164,8 +165,10 @@ static carry carrier(kl_op op) {
   case KL_OP_Gelu:
     return CARRY_OWN;
   case KL_OP_MaxPool: case KL_OP_Flatten: case KL_OP_Reshape: case KL_OP_Squeeze:
-  case KL_OP_Unsqueeze: case KL_OP_Transpose:
+  case KL_OP_Unsqueeze: case KL_OP_Transpose: case KL_OP_Slice:
     return CARRY_SAME;
+  case KL_OP_ReduceMean: /* when it is a global average pool (carrier_why_not) */
+    return CARRY_OWN;
   default: return CARRY_NO;
   }
 }
@@ -201,8 +204,11 @@ static const char *carrier_why_not(const kl_quantizer *q, const kl_quant_options
         !kl_rw_qbinary_fits(&g->values[n->in[1]].type, y, &fb) || !(fa || fb))
       return "operand shapes the 8-bit kernel does not take";
   }
-  if (n->op == KL_OP_GlobalAveragePool && g->values[n->in[0]].type.rank < 3)
+  if ((n->op == KL_OP_GlobalAveragePool || n->op == KL_OP_ReduceMean) &&
+      g->values[n->in[0]].type.rank < 3)
     return "input of rank below 3";
+  if (n->op == KL_OP_ReduceMean && kl_rw_global_pool_of(g, n) != KL_OP_GlobalAveragePool)
+    return "a ReduceMean that is no global average pool";
   return NULL;
 }
 

@@ -647,6 +647,68 @@ static void test_ops_between(void **state) {
   kl_graph_free(g);
 }
 
+/* A channel split (ShuffleNetV2's Slice) and a global pool written as ReduceMean over
+ * the spatial dims between quantized convolutions:
+ *   x -> conv1 -> h [2, 4, 6, 6] -> Slice(channels 2..4) -> sl -> conv2 -> h2
+ *     -> ReduceMean(axes 2, 3, keepdims) -> rm -> conv3 -> y
+ * The Slice is quantized with its input's parameters and runs on the codes at -O2, the
+ * ReduceMean becomes QLinearGlobalAveragePool: one QuantizeLinear (x's) is left. */
+static void test_split_and_mean(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int64_t xd[4] = {2, C_IN, HW, HW}, w1d[4] = {4, C_IN, 3, 3}, w2d[4] = {3, 2, 1, 1},
+          w3d[4] = {5, 3, 1, 1}, one = 1, two = 2, s0 = 2, s1 = 4, ax = 1;
+  float w1[4 * C_IN * 9], w2[6], w3[15];
+  for (int i = 0; i < 4 * C_IN * 9; i++) w1[i] = tu_rand_f32(&rng, -0.5f, 0.5f);
+  for (int i = 0; i < 6; i++) w2[i] = tu_rand_f32(&rng, -1, 1);
+  for (int i = 0; i < 15; i++) w3[i] = tu_rand_f32(&rng, -1, 1);
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  int h = tu_graph_value(g, "h"), sl = tu_graph_value(g, "sl"), h2 = tu_graph_value(g, "h2"),
+      rm = tu_graph_value(g, "rm"), y = tu_graph_value(g, "y");
+  int c1 = tu_graph_node(g, KL_OP_Conv, "conv1", 2,
+                         (int[]){x, tu_graph_const(g, "w1", KL_F32, 4, w1d, w1)}, 1, &h);
+  tu_node_ints(g, c1, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  tu_graph_node(g, KL_OP_Slice, "split", 4,
+                (int[]){h, tu_graph_const(g, "s0", KL_I64, 1, &one, &s0),
+                        tu_graph_const(g, "s1", KL_I64, 1, &one, &s1),
+                        tu_graph_const(g, "ax", KL_I64, 1, &one, &ax)}, 1, &sl);
+  tu_graph_node(g, KL_OP_Conv, "conv2", 2, (int[]){sl, tu_graph_const(g, "w2", KL_F32, 4, w2d, w2)},
+                1, &h2);
+  int64_t axes[2] = {2, 3};
+  tu_graph_node(g, KL_OP_ReduceMean, "mean", 2,
+                (int[]){h2, tu_graph_const(g, "axes", KL_I64, 1, &two, axes)}, 1, &rm);
+  tu_graph_node(g, KL_OP_Conv, "conv3", 2, (int[]){rm, tu_graph_const(g, "w3", KL_F32, 4, w3d, w3)},
+                1, &y);
+  kl_graph_add_output(g, y, NULL);
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  kl_quant_options o = {.per_channel = true, .reduce_range = true};
+  kl_quantizer *q;
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  assert_int_equal(calibrate(q, 3, &e), KILN_OK);
+  assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+  int nn, nv;
+  const kl_quant_node *nodes = kl_quantizer_nodes(q, &nn);
+  assert_true(node_named(nodes, nn, "split")->quantized);
+  assert_true(node_named(nodes, nn, "mean")->quantized);
+  const kl_quant_value *v = kl_quantizer_values(q, &nv);
+  assert_float_equal(value_named(v, nv, "sl")->scale, value_named(v, nv, "h")->scale, 0);
+  kl_graph *hq;
+  assert_int_equal(kl_quantizer_graph(q, &hq, &e), KILN_OK);
+  kiln_model *mq = tu_model_of(kl_graph_copy(hq), 2);
+  assert_int_equal(count(mq->g, KL_OP_QuantizeLinear), 1);
+  assert_int_equal(count(mq->g, KL_OP_KilnQLinearGlobalAveragePool), 1);
+  for (int i = 0; i < mq->g->n_nodes; i++)
+    if (mq->g->nodes[i].op == KL_OP_Slice)
+      assert_int_equal(mq->g->values[mq->g->nodes[i].out[0]].type.dtype, KL_U8);
+  kiln_model_free(mq);
+  double rel = compare_outputs(g, hq, 2, NULL);
+  print_message("split and mean: relative L2 difference %.4f\n", rel);
+  assert_true(rel < 0.05);
+  kl_quantizer_free(q);
+  kl_graph_free(g);
+}
+
 static void test_errors(void **state) {
   (void)state;
   kl_graph *g = cnn_graph();
@@ -941,6 +1003,7 @@ int main(void) {
       cmocka_unit_test(test_clip),
       cmocka_unit_test(test_exclude),
       cmocka_unit_test(test_ops_between),
+      cmocka_unit_test(test_split_and_mean),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_matmul_integer),

@@ -12,6 +12,7 @@
 #define KL_ISA_QUANT_IMPL_H
 
 #include <math.h>
+#include <string.h>
 
 #define QUANTIZE_T(T, LO, HI)                                                          \
   static void quantize_##T(const float *x, float scale, int32_t zp, T *y, size_t n) { \
@@ -138,9 +139,42 @@ static void qgemv(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_
 }
 
 /* The max of the taps' codes per channel (isa_fns.h): each code ^ flip compared as
- * uint8, so that the loop vectorizes to byte maxima at every level. */
+ * uint8. Channels go in blocks of 16 bytes (a vector of the compiler's, one register at
+ * every level), the last block overlapping the one before when n is not a multiple of
+ * 16 (a maximum taken twice is the same maximum), so that a pixel of fewer channels
+ * than the level's vectors (ShuffleNet's first MaxPool: 24) is not a scalar loop: a
+ * plain loop over n bytes vectorized only where n reached a whole vector, and that
+ * MaxPool took 0.6 ms where float32's took 0.14. Fewer than 16 channels: a byte at a
+ * time. */
+typedef uint8_t kl_q16 __attribute__((vector_size(16)));
+
+static kl_q16 max_block(const uint8_t *const *x, size_t n_taps, size_t at, kl_q16 f, kl_q16 m) {
+  for (size_t t = 0; t < n_taps; t++) {
+    kl_q16 v;
+    memcpy(&v, x[t] + at, sizeof v);
+    v ^= f;
+    kl_q16 gt = (kl_q16)(v > m); /* all ones where v is larger */
+    m = (v & gt) | (m & ~gt);
+  }
+  return m;
+}
+
 static void max_codes(const uint8_t *const *x, size_t n_taps, uint8_t flip, bool acc,
                       uint8_t *y, size_t n) {
+  if (n >= 16) {
+    kl_q16 f = (kl_q16){0} + flip;
+    for (size_t i = 0;; i += 16) {
+      size_t at = i + 16 <= n ? i : n - 16;
+      kl_q16 m = (kl_q16){0};
+      if (acc) {
+        memcpy(&m, y + at, sizeof m);
+        m ^= f;
+      }
+      m = max_block(x, n_taps, at, f, m) ^ f;
+      memcpy(y + at, &m, sizeof m);
+      if (at + 16 >= n) return;
+    }
+  }
   if (!acc)
     for (size_t i = 0; i < n; i++) y[i] = flip;
   for (size_t t = 0; t < n_taps; t++) {
