@@ -144,13 +144,13 @@ static int removable_relu(const kl_graph *g, int y, const kl_quant_options *o) {
  * codes; x * sigmoid(x) one table), Concat (the codes, requantized where an input's
  * parameters differ), MaxPool (the codes themselves, its output quantized as its
  * input), average pooling (QLinearGlobalAveragePool, also of a ReduceMean over the
- * spatial dims, QLinearAveragePool) and the ops
- * that only move elements (Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Slice: the
- * codes, quantized as their input). Left float32, such an op costs a DequantizeLinear, the op
- * and a QuantizeLinear where it could be one pass over bytes: EfficientNet-B0 quantized
- * with only its convolutions quantized ran slower than in float32. So, as onnxruntime's
- * quantizer does, such an op whose inputs are all quantized activations is quantized
- * too: its output gets a QDQ pair (removing a Relu after it as after a convolution). */
+ * spatial dims; QLinearAveragePool) and the ops that only move elements (Flatten,
+ * Reshape, Squeeze, Unsqueeze, Transpose, Slice: the codes, quantized as their input).
+ * Left float32, such an op costs a DequantizeLinear, the op and a QuantizeLinear where
+ * it could be one pass over bytes: EfficientNet-B0 quantized with only its convolutions
+ * quantized ran slower than in float32. So, as onnxruntime's quantizer does, such an op
+ * whose inputs are all quantized activations is quantized too: its output gets a QDQ
+ * pair (removing a Relu after it as after a convolution). */
 typedef enum carry {
   CARRY_NO,
   CARRY_OWN, /* its output quantized with parameters of its own range */
