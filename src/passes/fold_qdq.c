@@ -353,9 +353,7 @@ static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed
 bool kl_rw_qbinary_fits(const kl_type *v, const kl_type *y, bool *full) {
   if (v->rank != y->rank || y->rank < 0) return false;
   int k = 0;
-  while (k < y->rank && kl_dim_known(v->dims[k]) && kl_dim_known(y->dims[k]) &&
-         v->dims[k].size == y->dims[k].size)
-    k++;
+  while (k < y->rank && kl_dim_equal(v->dims[k], y->dims[k])) k++; /* a symbolic batch too */
   *full = k == y->rank;
   for (int d = k; d < y->rank; d++)
     if (!kl_dim_known(v->dims[d]) || v->dims[d].size != 1) return false;

@@ -77,9 +77,9 @@ bool kl_rw_const_ints(const kl_graph *g, int v, int64_t *out, int *n);
  * to 1x1): GlobalAveragePool or GlobalMaxPool, else KL_OP_COUNT. */
 kl_op kl_rw_global_pool_of(const kl_graph *g, const kl_node *n);
 /* Whether an operand of type v takes kiln's 8-bit Add/Mul kernels against output type
- * y (fold_qdq.c; kiln quantize asks the same): y's shape (known dims), or y's over its
- * leading dims and 1 over the rest (a per-channel scale [N, C, 1, 1] of [N, C, H, W]);
- * *full says which. */
+ * y (fold_qdq.c; kiln quantize asks the same): y's shape (each dim the same known size
+ * or the same symbol, such as a model's batch), or y's over its leading dims and 1 over
+ * the rest (a per-channel scale [N, C, 1, 1] of [N, C, H, W]); *full says which. */
 bool kl_rw_qbinary_fits(const kl_type *v, const kl_type *y, bool *full);
 /* Node n reads v in input slot `slot`, absent slots added before it as needed. */
 kiln_status kl_rw_set_input(kl_graph *g, int n, int slot, int v, kl_err *e);

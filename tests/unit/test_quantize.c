@@ -272,6 +272,26 @@ static kiln_status calibrate(kl_quantizer *q, int batches, kl_err *e) {
   return st;
 }
 
+/* The outputs of session s (one float32 output) on x, calibrate's shape whatever the
+ * model's input says (a symbolic batch). */
+static float *run_x(kiln_session *s, const float *x, int64_t *count) {
+  const int64_t dims[4] = {2, C_IN, HW, HW};
+  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 4, dims, x,
+                                          sizeof(float) * NX), KILN_OK);
+  if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+  kiln_tensor_info info;
+  const void *data;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
+  assert_int_equal(info.dtype, KILN_DTYPE_FLOAT32);
+  int64_t n = 1;
+  for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+  float *out = malloc(sizeof(float) * (size_t)(n + 1));
+  assert_non_null(out);
+  memcpy(out, data, sizeof(float) * (size_t)n);
+  *count = n;
+  return out;
+}
+
 /* The relative L2 difference between the float and the quantized graph's outputs on
  * calibrate's last batch (on new data, values past the ranges of a few calibration
  * batches saturate); the quantized graph at opt_level. */
@@ -281,7 +301,7 @@ static double compare_outputs(kl_graph *fg, kl_graph *qg, int opt_level, int *ql
   float *x = last_x;
   kiln_session *sf = tu_session(mf, false, 1), *sq = tu_session(mq, false, 1);
   int64_t nf, nq;
-  float *want = tu_run_f32(sf, mf, &x, &nf), *got = tu_run_f32(sq, mq, &x, &nq);
+  float *want = run_x(sf, x, &nf), *got = run_x(sq, x, &nq);
   assert_int_equal(nf, nq);
   double sum = 0, err = 0;
   for (int64_t i = 0; i < nf; i++) {
@@ -534,8 +554,10 @@ static void test_exclude(void **state) {
  * its input's parameters, the Relu after the Add removed); the second Mul is not (its
  * [2, 1, 3, 3] operand against [2, 4, 3, 3] is no shape the 8-bit kernel takes), nor is
  * the pooling after it (its input is no quantized activation). The written graph, at
- * -O2, runs the Add as QLinearAdd and SiLU as one lookup table, within 5% of float32. */
-static kl_graph *between_graph(void) {
+ * -O2, runs the Add as QLinearAdd and SiLU as one lookup table, within 5% of float32.
+ * With sym_batch, x's first dim is the symbol "batch" (as most exported models have it):
+ * the same decisions (the operand shapes are compared dim by dim, a symbol with itself). */
+static kl_graph *between_graph(bool sym_batch) {
   kl_graph *g = tu_graph_new();
   int64_t xd[4] = {2, C_IN, HW, HW}, w1d[4] = {4, C_IN, 3, 3}, w2d[4] = {4, 4, 1, 1},
           w3d[4] = {1, 4, 1, 1}, wgd[2] = {5, 4}, bd[1] = {4};
@@ -546,6 +568,7 @@ static kl_graph *between_graph(void) {
   for (int i = 0; i < 4; i++) w3[i] = tu_rand_f32(&rng, -1, 1);
   for (int i = 0; i < 20; i++) wg[i] = tu_rand_f32(&rng, -1, 1);
   int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  if (sym_batch) g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
   int cw1 = tu_graph_const(g, "w1", KL_F32, 4, w1d, w1), cb1 = tu_graph_const(g, "b1", KL_F32, 1, bd, b1);
   int cw2 = tu_graph_const(g, "w2", KL_F32, 4, w2d, w2), cw3 = tu_graph_const(g, "w3", KL_F32, 4, w3d, w3);
   int cwg = tu_graph_const(g, "wg", KL_F32, 2, wgd, wg);
@@ -589,9 +612,8 @@ static const kl_quant_value *value_named(const kl_quant_value *v, int nv, const 
   return NULL;
 }
 
-static void test_ops_between(void **state) {
-  (void)state;
-  kl_graph *g = between_graph();
+static void ops_between(bool sym_batch) {
+  kl_graph *g = between_graph(sym_batch);
   kl_quant_options o = {.per_channel = true, .reduce_range = true};
   kl_quantizer *q;
   kl_err e = {0};
@@ -645,6 +667,16 @@ static void test_ops_between(void **state) {
   assert_true(rel < 0.05);
   kl_quantizer_free(q);
   kl_graph_free(g);
+}
+
+static void test_ops_between(void **state) {
+  (void)state;
+  ops_between(false);
+}
+
+static void test_ops_between_symbolic_batch(void **state) {
+  (void)state;
+  ops_between(true);
 }
 
 /* A channel split (ShuffleNetV2's Slice) and a global pool written as ReduceMean over
@@ -1003,6 +1035,7 @@ int main(void) {
       cmocka_unit_test(test_clip),
       cmocka_unit_test(test_exclude),
       cmocka_unit_test(test_ops_between),
+      cmocka_unit_test(test_ops_between_symbolic_batch),
       cmocka_unit_test(test_split_and_mean),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dynamic),
