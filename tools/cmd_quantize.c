@@ -52,6 +52,10 @@ static const char *quantize_help =
     "  --full-range        8-bit weights in [-127, 127]; the default is 7-bit weights in\n"
     "                      [-64, 64], which AVX2 and AVX-512 without VNNI multiply exactly\n"
     "                      (kiln runs full-range weights in int8 only with VNNI or AMX)\n"
+    "  --no-bias-correction  leave biases as they are; by default each quantized Conv's\n"
+    "                      and Gemm's bias (one is added where there is none) is less\n"
+    "                      the mean shift its rounded weights add on the calibration\n"
+    "                      data, per output channel\n"
     "  --exclude LIST      node names (comma-separated, fnmatch patterns) kept float32\n"
     "  --dynamic           MatMul/Gemm weights to int8, activations quantized at run time\n"
     "                      (DynamicQuantizeLinear + MatMulInteger); no calibration data\n"
@@ -582,6 +586,8 @@ static int parse_args(int argc, char **argv, qargs *a) {
       a->o.reduce_range = false;
     } else if (strcmp(arg, "--dynamic") == 0) {
       a->o.dynamic = true;
+    } else if (strcmp(arg, "--no-bias-correction") == 0) {
+      a->o.no_bias_correction = true;
     } else if (strcmp(arg, "--report") == 0) {
       a->report = true;
     } else if (strcmp(arg, "--no-progress") == 0) {
@@ -706,14 +712,15 @@ int cmd_quantize(int argc, char **argv) {
   else
     printf("%s: %d of %d Conv/MatMul/Gemm nodes quantized, %d ops between them on 8-bit "
            "codes (static, %s on %d batches of %lld samples, %s %s weights, %s "
-           "activations)\n",
+           "activations%s)\n",
            a.out, quantized, candidates, between, methods[a.o.method], bs.n,
            (long long)bs.samples,
            a.o.per_channel            ? "per-channel"
            : a.o.depthwise_per_channel ? "per-tensor (depthwise per-channel)"
                                        : "per-tensor",
            a.o.reduce_range ? "7-bit" : "8-bit",
-           a.o.symmetric ? "int8 symmetric" : "uint8");
+           a.o.symmetric ? "int8 symmetric" : "uint8",
+           a.o.no_bias_correction ? ", biases as they were" : ", biases corrected");
   if (a.report_csv && !(csv = fopen(a.report_csv, "w"))) {
     fprintf(stderr, "kiln quantize: cannot write %s\n", a.report_csv);
     goto done;

@@ -78,6 +78,11 @@ typedef struct kl_quant_options {
   bool symmetric;     /* int8 symmetric activations (else uint8 asymmetric) */
   bool reduce_range;  /* 7-bit weights ([-64, 64]) */
   bool dynamic;       /* dynamic quantization of MatMul/Gemm: no calibration */
+  /* static: no bias correction. By default each quantized Conv's and Gemm's bias is
+   * corrected by the mean shift its quantized weights add on the calibration data,
+   * (W - dq(Wq)) . E[x under each weight] per output channel, a bias added where it had
+   * none (quantize.c, "bias correction") */
+  bool no_bias_correction;
   const char *exclude; /* comma-separated fnmatch patterns of node names, or NULL */
 } kl_quant_options;
 

@@ -330,7 +330,8 @@ static void test_static_graph(void **state) {
   /* x and r (the Relu's output, now Q(conv1)'s) get a QDQ pair; y, an output, none */
   assert_int_equal(count(h, KL_OP_Relu), 0);
   assert_int_equal(count(h, KL_OP_QuantizeLinear), 2);
-  assert_int_equal(count(h, KL_OP_DequantizeLinear), 5); /* + 2 weights, 1 bias */
+  /* + 2 weights, 2 biases (conv2's added by bias correction) */
+  assert_int_equal(count(h, KL_OP_DequantizeLinear), 6);
   assert_int_equal(count(h, KL_OP_Conv), 2);
   for (int i = 0; i < h->n_nodes; i++) {
     const kl_node *n = &h->nodes[i];
@@ -361,7 +362,10 @@ static void test_static_graph(void **state) {
       assert_int_equal(h->nodes[rd].op, KL_OP_QuantizeLinear);
       assert_int_equal(*(const uint8_t *)h->values[h->nodes[rd].in[2]].data, 0);
     } else {
-      assert_true(n->n_in < 3 || n->in[2] == KL_ABSENT);
+      /* a bias made by bias correction: int32 at scale sx * sw[c] */
+      const kl_node *db = producer(h, n->in[2]);
+      assert_int_equal(db->op, KL_OP_DequantizeLinear);
+      assert_int_equal(h->values[db->in[0]].type.dtype, KL_I32);
       int out = n->out[0];
       assert_int_equal(h->outputs[0], out); /* the model output, float32 */
       assert_string_equal(h->values[out].name, "y");
@@ -677,6 +681,166 @@ static void test_ops_between(void **state) {
 static void test_ops_between_symbolic_batch(void **state) {
   (void)state;
   ops_between(true);
+}
+
+/* Bias correction (quantize.c): x [2, 3, 6, 6] on calibration data of mean 0.5 (U(-1, 2)),
+ *   conv a:  W [4, 3, 3, 3], strides 2, pads (1, 0, 0, 1), no bias       -> ya
+ *   conv d:  depthwise W [3, 1, 3, 3], dilations 2, pads 2, a bias        -> yd
+ *   gemm g:  Flatten(x) [2, 108] x W [5, 108] (transB), no C              -> yg
+ * Each written bias (the int32 constant times its scale) is B - sum_k (dq(Wq) - W)[c, k]
+ * E[x under weight k], the means taken here the plain way from the stored calibration
+ * batches, within half a step of the bias's scale; with no_bias_correction conv a and
+ * the Gemm get none and conv d keeps B. */
+#define BC_BATCHES 3
+static float bc_x[BC_BATCHES][NX];
+
+/* The mean of x under weight (ci, ki, kj) of a 2-D convolution over the stored batches. */
+static double bc_tap_mean(int ci, int ki, int kj, const int64_t *st, const int64_t *pb,
+                          const int64_t *pe, const int64_t *dil, int k) {
+  int64_t ho = (HW + pb[0] + pe[0] - dil[0] * (k - 1) - 1) / st[0] + 1;
+  int64_t wo = (HW + pb[1] + pe[1] - dil[1] * (k - 1) - 1) / st[1] + 1;
+  double sum = 0;
+  for (int b = 0; b < BC_BATCHES; b++)
+    for (int n = 0; n < 2; n++)
+      for (int64_t oh = 0; oh < ho; oh++)
+        for (int64_t ow = 0; ow < wo; ow++) {
+          int64_t y = oh * st[0] - pb[0] + ki * dil[0], xx = ow * st[1] - pb[1] + kj * dil[1];
+          if (y >= 0 && y < HW && xx >= 0 && xx < HW)
+            sum += bc_x[b][((n * C_IN + ci) * HW + y) * HW + xx];
+        }
+  return sum / (BC_BATCHES * 2 * ho * wo);
+}
+
+/* The values of a DequantizeLinear of a constant: q[k] * scale[k / inner % n_scales]. */
+static double *bc_dequantized(const kl_graph *h, int v, int64_t inner, int64_t *count) {
+  const kl_node *dq = producer(h, v);
+  assert_int_equal(dq->op, KL_OP_DequantizeLinear);
+  const kl_value *cq = &h->values[dq->in[0]], *sc = &h->values[dq->in[1]];
+  int64_t n, ns;
+  kl_type_numel(&cq->type, &n);
+  kl_type_numel(&sc->type, &ns);
+  double *out = malloc(sizeof *out * (size_t)n);
+  assert_non_null(out);
+  for (int64_t k = 0; k < n; k++) {
+    double code = cq->type.dtype == KL_I32 ? ((const int32_t *)cq->data)[k]
+                                          : ((const int8_t *)cq->data)[k];
+    out[k] = code * ((const float *)sc->data)[ns > 1 ? k / inner % ns : 0];
+  }
+  *count = n;
+  return out;
+}
+
+static int node_index(const kl_graph *h, const char *name) {
+  for (int i = 0; i < h->n_nodes; i++)
+    if (strcmp(h->nodes[i].name, name) == 0) return i;
+  fail_msg("no node %s", name);
+  return -1;
+}
+
+static void test_bias_correction(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int64_t xd[4] = {2, C_IN, HW, HW}, wad[4] = {4, C_IN, 3, 3}, wdd[4] = {C_IN, 1, 3, 3},
+          wgd[2] = {5, C_IN * HW * HW}, bd = C_IN;
+  float wa[4 * C_IN * 9], wdw[C_IN * 9], bdw[C_IN], wg[5 * C_IN * HW * HW];
+  for (int i = 0; i < 4 * C_IN * 9; i++) wa[i] = tu_rand_f32(&rng, -1, 1);
+  for (int i = 0; i < C_IN * 9; i++) wdw[i] = tu_rand_f32(&rng, -2, 2);
+  for (int i = 0; i < C_IN; i++) bdw[i] = tu_rand_f32(&rng, -0.5f, 0.5f);
+  for (int i = 0; i < 5 * C_IN * HW * HW; i++) wg[i] = tu_rand_f32(&rng, -0.3f, 0.3f);
+  int x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  int cwa = tu_graph_const(g, "wa", KL_F32, 4, wad, wa);
+  int cwd = tu_graph_const(g, "wd", KL_F32, 4, wdd, wdw), cbd = tu_graph_const(g, "bd", KL_F32, 1, &bd, bdw);
+  int cwg = tu_graph_const(g, "wg", KL_F32, 2, wgd, wg);
+  int ya = tu_graph_value(g, "ya"), yd = tu_graph_value(g, "yd"), f = tu_graph_value(g, "f"),
+      yg = tu_graph_value(g, "yg");
+  int na = tu_graph_node(g, KL_OP_Conv, "a", 2, (int[]){x, cwa}, 1, &ya);
+  tu_node_ints(g, na, "strides", 2, (const int64_t[]){2, 2});
+  tu_node_ints(g, na, "pads", 4, (const int64_t[]){1, 0, 0, 1});
+  int nd = tu_graph_node(g, KL_OP_Conv, "d", 3, (int[]){x, cwd, cbd}, 1, &yd);
+  tu_node_ints(g, nd, "dilations", 2, (const int64_t[]){2, 2});
+  tu_node_ints(g, nd, "pads", 4, (const int64_t[]){2, 2, 2, 2});
+  assert_int_equal(kl_node_set_int(g, nd, "group", C_IN, NULL), KILN_OK);
+  tu_graph_node(g, KL_OP_Flatten, "flat", 1, &x, 1, &f);
+  int ng = tu_graph_node(g, KL_OP_Gemm, "g", 2, (int[]){f, cwg}, 1, &yg);
+  assert_int_equal(kl_node_set_int(g, ng, "transB", 1, NULL), KILN_OK);
+  kl_graph_add_output(g, ya, NULL);
+  kl_graph_add_output(g, yd, NULL);
+  kl_graph_add_output(g, yg, NULL);
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  for (int b = 0; b < BC_BATCHES; b++) random_x(bc_x[b]);
+  for (int corrected = 1; corrected >= 0; corrected--) {
+    kl_quant_options o = {.per_channel = true, .reduce_range = true,
+                          .no_bias_correction = !corrected};
+    kl_quantizer *q;
+    assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+    for (int b = 0; b < BC_BATCHES; b++) {
+      kl_tensor t = {.dtype = KL_F32, .rank = 4, .dims = {2, C_IN, HW, HW}, .data = bc_x[b]};
+      assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
+    }
+    assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+    kl_graph *h;
+    assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+    const kl_node *a = &h->nodes[node_index(h, "a")], *d = &h->nodes[node_index(h, "d")],
+                  *gm = &h->nodes[node_index(h, "g")];
+    if (!corrected) {
+      assert_int_equal(a->n_in, 2);
+      assert_int_equal(gm->n_in, 2);
+    }
+    /* conv a, conv d: each output channel's bias against B - shift */
+    struct {
+      const kl_node *n;
+      const float *w, *b;
+      int m, cg, group;
+      int64_t st[2], pb[2], pe[2], dil[2];
+    } convs[2] = {{a, wa, NULL, 4, C_IN, 1, {2, 2}, {1, 0}, {0, 1}, {1, 1}},
+                  {d, wdw, bdw, C_IN, 1, C_IN, {1, 1}, {2, 2}, {2, 2}, {2, 2}}};
+    for (int k = 0; k < 2; k++) {
+      if (!corrected && !convs[k].b) continue;
+      int64_t nw, nb, per = convs[k].cg * 9;
+      double *dw = bc_dequantized(h, convs[k].n->in[1], per, &nw);
+      double *bias = bc_dequantized(h, convs[k].n->in[2], 1, &nb);
+      assert_int_equal(nb, convs[k].m);
+      const kl_node *bdq = producer(h, convs[k].n->in[2]);
+      const float *bscale = h->values[bdq->in[1]].data;
+      for (int c = 0; c < convs[k].m; c++) {
+        double shift = 0;
+        int gi = c / (convs[k].m / convs[k].group);
+        for (int ci = 0; ci < convs[k].cg; ci++)
+          for (int t = 0; t < 9; t++) {
+            int64_t w = (int64_t)c * per + ci * 9 + t;
+            shift += (dw[w] - convs[k].w[w]) *
+                     bc_tap_mean(gi * convs[k].cg + ci, t / 3, t % 3, convs[k].st, convs[k].pb,
+                                 convs[k].pe, convs[k].dil, 3);
+          }
+        double want = (convs[k].b ? convs[k].b[c] : 0) - (corrected ? shift : 0);
+        if (fabs(bias[c] - want) > 0.5 * bscale[c] + 1e-6)
+          fail_msg("conv %d channel %d (corrected %d): bias %g, want %g (shift %g)", k, c,
+                   corrected, bias[c], want, shift);
+        if (corrected && convs[k].b) assert_true(fabs(shift) > bscale[c]); /* it moved */
+      }
+      free(dw), free(bias);
+    }
+    if (corrected) { /* the Gemm: columns of Flatten(x) */
+      int64_t nw, nb, kk = C_IN * HW * HW;
+      double *dw = bc_dequantized(h, gm->in[1], kk, &nw), *bias = bc_dequantized(h, gm->in[2], 1, &nb);
+      const float *bscale = h->values[producer(h, gm->in[2])->in[1]].data;
+      for (int c = 0; c < 5; c++) {
+        double shift = 0;
+        for (int64_t j = 0; j < kk; j++) {
+          double mean = 0;
+          for (int b = 0; b < BC_BATCHES; b++) mean += bc_x[b][j] + bc_x[b][kk + j];
+          shift += (dw[c * kk + j] - wg[c * kk + j]) * mean / (2 * BC_BATCHES);
+        }
+        if (fabs(bias[c] + shift) > 0.5 * bscale[c] + 1e-6)
+          fail_msg("gemm channel %d: bias %g, want %g", c, bias[c], -shift);
+      }
+      free(dw), free(bias);
+    }
+    kl_graph_free(h);
+    kl_quantizer_free(q);
+  }
+  kl_graph_free(g);
 }
 
 /* A channel split (ShuffleNetV2's Slice) and a global pool written as ReduceMean over
@@ -1037,6 +1201,7 @@ int main(void) {
       cmocka_unit_test(test_ops_between),
       cmocka_unit_test(test_ops_between_symbolic_batch),
       cmocka_unit_test(test_split_and_mean),
+      cmocka_unit_test(test_bias_correction),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_matmul_integer),
