@@ -43,10 +43,8 @@ static const char *quantize_help =
     "                      KL divergence of the quantized distribution is least; a\n"
     "                      value clamped at its top, as a ReLU6's, is not clipped)\n"
     "  --percentile P      for --method percentile (default 99.999)\n"
-    "  --per-channel       weights per output channel (the default with --dynamic)\n"
-    "  --per-tensor        one scale per weight tensor, depthwise convolutions too (the\n"
-    "                      static default is one per tensor but per channel for\n"
-    "                      depthwise convolutions)\n"
+    "  --per-channel       weights per output channel (the default)\n"
+    "  --per-tensor        one scale per weight tensor (depthwise convolutions too)\n"
     "  --symmetric         int8 symmetric activations (default uint8 asymmetric; a Relu\n"
     "                      then stays, and kiln keeps Conv+Relu in float32)\n"
     "  --full-range        8-bit weights in [-127, 127]; the default is 7-bit weights in\n"
@@ -599,15 +597,13 @@ static int parse_args(int argc, char **argv, qargs *a) {
       return EXIT_USAGE;
     }
   }
-  /* dynamic (transformers): per channel unless asked otherwise; one scale per weight
+  /* per channel unless asked otherwise. Dynamic (transformers): one scale per weight
    * matrix moved all-MiniLM-L6-v2's embeddings to a mean cosine of 0.877 against float32,
-   * per channel 0.992 (docs/precision.md) */
-  if (!a->weights_set) a->o.per_channel = a->o.dynamic;
-  /* static: depthwise convolutions per channel unless --per-tensor says otherwise; with
-   * one scale for all of EfficientNet-Lite0's depthwise filters its top-1 agreed with
-   * float32's on 20% of the crops of tools/accuracy_lite0.py, per channel on 79.5%
-   * (docs/precision.md) */
-  a->o.depthwise_per_channel = !a->weights_set;
+   * per channel 0.992. Static: EfficientNet-Lite0's top-1 (tools/accuracy_lite0.py, 7-bit
+   * weights, biases corrected) agreed with float32's on 69.5% of the crops with one scale
+   * per tensor (depthwise filters per channel, the default until 2026-11-28), on 89% per
+   * channel (docs/precision.md) */
+  if (!a->weights_set) a->o.per_channel = true;
   const char *problem = !a->model ? "no MODEL given"
                         : !a->out ? "no -o OUT given"
                         : a->o.dynamic && a->n_data ? "--dynamic takes no --calibrate data"
@@ -715,9 +711,7 @@ int cmd_quantize(int argc, char **argv) {
            "activations%s)\n",
            a.out, quantized, candidates, between, methods[a.o.method], bs.n,
            (long long)bs.samples,
-           a.o.per_channel            ? "per-channel"
-           : a.o.depthwise_per_channel ? "per-tensor (depthwise per-channel)"
-                                       : "per-tensor",
+           a.o.per_channel ? "per-channel" : "per-tensor",
            a.o.reduce_range ? "7-bit" : "8-bit",
            a.o.symmetric ? "int8 symmetric" : "uint8",
            a.o.no_bias_correction ? ", biases as they were" : ", biases corrected");
