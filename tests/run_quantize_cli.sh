@@ -85,6 +85,9 @@ check() {
     fail "$name: $q of 360 correct, float $float (at most $drop fewer allowed)"
 }
 check cnn-minmax $cnn 1 --calibrate $data --array input=x
+check cnn-per-tensor $cnn 1 --calibrate $data --array input=x --per-tensor
+check cnn-no-bias-correction $cnn 1 --calibrate $data --array input=x --no-bias-correction
+check cnn-no-gptq $cnn 1 --calibrate $data --array input=x --no-gptq
 check cnn-minmax-pc $cnn 1 --calibrate $data --array input=x --per-channel
 check cnn-percentile $cnn 1 --calibrate $data --array input=x --per-channel --method percentile
 check cnn-entropy $cnn 2 --calibrate $data --array input=x --per-channel --method entropy
@@ -93,6 +96,7 @@ check cnn-full-range $cnn 1 --calibrate $data --array input=x --per-channel --fu
 check cnn-folders $cnn 1 --calibrate models/digits_cnn --batch-size 4
 check mlp-minmax $mlp 1 --calibrate $data --array input=x --max-samples 500 --batch-size 100
 check mlp-entropy $mlp 1 --calibrate $data --array input=x --method entropy
+check mlp-no-gptq $mlp 1 --calibrate $data --array input=x --no-gptq
 check mlp-dynamic $mlp 1 --dynamic --per-channel
 check mlp-dynamic-pt $mlp 1 --dynamic
 grep -qF "(static, minmax on 5 batches of 500 samples" "$tmp/mlp-minmax.log" ||

@@ -54,6 +54,11 @@ static const char *quantize_help =
     "                      and Gemm's bias (one is added where there is none) is less\n"
     "                      the mean shift its rounded weights add on the calibration\n"
     "                      data, per output channel\n"
+    "  --no-gptq           round each weight to its nearest code; by default each Conv's\n"
+    "                      and Gemm's weights are rounded column by column, each one's\n"
+    "                      rounding error moved onto the later ones as their inputs on\n"
+    "                      the calibration data cancel it best (GPTQ; groups of up to\n"
+    "                      1536 inputs, others rounded to the nearest code)\n"
     "  --exclude LIST      node names (comma-separated, fnmatch patterns) kept float32\n"
     "  --dynamic           MatMul/Gemm weights to int8, activations quantized at run time\n"
     "                      (DynamicQuantizeLinear + MatMulInteger); no calibration data\n"
@@ -584,6 +589,8 @@ static int parse_args(int argc, char **argv, qargs *a) {
       a->o.reduce_range = false;
     } else if (strcmp(arg, "--dynamic") == 0) {
       a->o.dynamic = true;
+    } else if (strcmp(arg, "--no-gptq") == 0) {
+      a->o.gptq = false;
     } else if (strcmp(arg, "--no-bias-correction") == 0) {
       a->o.no_bias_correction = true;
     } else if (strcmp(arg, "--report") == 0) {
@@ -653,7 +660,7 @@ static kiln_model *load_float(const qargs *a) {
 
 int cmd_quantize(int argc, char **argv) {
   qargs a = {.batch_size = 32, .max_bytes = KL_DEFAULT_MAX_TENSOR_BYTES,
-             .progress = true, .o = {.reduce_range = true}};
+             .progress = true, .o = {.reduce_range = true, .gptq = true}};
   int r = parse_args(argc, argv, &a);
   if (r == EXIT_OK + 100) return EXIT_OK;
   if (r >= 0) return r;
@@ -708,13 +715,14 @@ int cmd_quantize(int argc, char **argv) {
   else
     printf("%s: %d of %d Conv/MatMul/Gemm nodes quantized, %d ops between them on 8-bit "
            "codes (static, %s on %d batches of %lld samples, %s %s weights, %s "
-           "activations%s)\n",
+           "activations%s%s)\n",
            a.out, quantized, candidates, between, methods[a.o.method], bs.n,
            (long long)bs.samples,
            a.o.per_channel ? "per-channel" : "per-tensor",
            a.o.reduce_range ? "7-bit" : "8-bit",
            a.o.symmetric ? "int8 symmetric" : "uint8",
-           a.o.no_bias_correction ? ", biases as they were" : ", biases corrected");
+           a.o.no_bias_correction ? ", biases as they were" : ", biases corrected",
+           a.o.gptq ? ", GPTQ rounding" : "");
   if (a.report_csv && !(csv = fopen(a.report_csv, "w"))) {
     fprintf(stderr, "kiln quantize: cannot write %s\n", a.report_csv);
     goto done;

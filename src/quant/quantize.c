@@ -22,6 +22,16 @@ typedef struct node_plan {
    * when the node gets none */
   double *taps;
   int64_t n_taps, tap_count;
+  /* GPTQ: the sums of x x^T of its input under the weights of each group (groups
+   * blocks of dim x dim, upper triangles) over gram_rows placements; NULL when the node
+   * gets none (too large, or a shape it cannot read) */
+  double *gram;
+  int64_t gram_dim, gram_groups, gram_rows;
+  bool gram_off; /* refused once: not tried again */
+  /* the weights' codes and scales kl_quantizer_compute chose (GPTQ's are not cheap to
+   * make twice), or NULL */
+  int8_t *codes;
+  float *scales;
 } node_plan;
 
 /* A value observed (static) and quantized with a QDQ pair: v, whose readers read the
@@ -51,6 +61,7 @@ struct kl_quantizer {
   kl_graph *cg;
   kiln_model *cm;
   kiln_session *cs;
+  size_t gram_bytes; /* held by the nodes' GPTQ sums */
 };
 
 static bool excluded(const char *list, const char *name) {
@@ -313,7 +324,10 @@ void kl_quantizer_free(kl_quantizer *q) {
   kiln_session_free(q->cs);
   kiln_model_free(q->cm);
   kl_graph_free(q->cg);
-  for (int i = 0; q->plan && i < q->g->n_nodes; i++) free(q->plan[i].taps);
+  for (int i = 0; q->plan && i < q->g->n_nodes; i++) {
+    node_plan *p = &q->plan[i];
+    free(p->taps), free(p->gram), free(p->codes), free(p->scales);
+  }
   free(q->plan);
   free(q->nodes);
   free(q->obs);
@@ -383,24 +397,39 @@ static void measure_error(observed *ob, const float *x, int64_t n, bool symmetri
 /* Sums of x [N, C, H, W] (or [N, C, W]) under each of Conv node n's kernel offsets per
  * input channel into p->taps (C * kernel taps), counting the output placements. A
  * rank, auto_pad or shape it cannot read leaves the node uncorrected. */
-static void conv_taps(node_plan *p, const kl_node *n, const kl_type *wt, const float *x,
-                      const int64_t *dims, int rank) {
+/* A Conv's placements as a 2-D one's (a 1-D convolution is one of height 1). */
+typedef struct conv_geom {
+  int64_t kernel[2], in[2], out[2], stride[2], dil[2], pad[2];
+} conv_geom;
+
+/* The geometry of Conv node n (weights of type wt) over x of dims (rank 3 or 4); false
+ * for another rank or attributes it cannot read. */
+static bool conv_geometry(const kl_node *n, const kl_type *wt, const int64_t *dims, int rank,
+                          conv_geom *cg) {
   int nsp = rank - 2;
-  if (nsp < 1 || nsp > 2 || wt->rank != rank) return;
-  int64_t kernel[2] = {1, 1}, in[2] = {1, dims[2]}, out[2] = {1, 1};
-  int64_t stride[2] = {1, 1}, dil[2] = {1, 1}, pad[2] = {0, 0};
+  if (nsp < 1 || nsp > 2 || wt->rank != rank) return false;
+  *cg = (conv_geom){{1, 1}, {1, dims[2]}, {1, 1}, {1, 1}, {1, 1}, {0, 0}};
   kl_window w;
   kl_err e = {0};
   int64_t wk[2];
   for (int d = 0; d < nsp; d++) wk[d] = wt->dims[2 + d].size;
-  if (kl_window_init(n, nsp, wk, &w, &e) != KILN_OK) return;
+  if (kl_window_init(n, nsp, wk, &w, &e) != KILN_OK) return false;
   for (int d = 0; d < nsp; d++) {
-    int a = 2 - nsp + d; /* a 1-D convolution is a 2-D one of height 1 */
+    int a = 2 - nsp + d;
     int64_t o;
-    if (kl_window_out(&w, d, dims[2 + d], &o, &e) != KILN_OK) return;
-    kernel[a] = w.kernel[d], in[a] = dims[2 + d], out[a] = o;
-    stride[a] = w.stride[d], dil[a] = w.dilation[d], pad[a] = w.pad_begin[d];
+    if (kl_window_out(&w, d, dims[2 + d], &o, &e) != KILN_OK) return false;
+    cg->kernel[a] = w.kernel[d], cg->in[a] = dims[2 + d], cg->out[a] = o;
+    cg->stride[a] = w.stride[d], cg->dil[a] = w.dilation[d], cg->pad[a] = w.pad_begin[d];
   }
+  return true;
+}
+
+static void conv_taps(node_plan *p, const kl_node *n, const kl_type *wt, const float *x,
+                      const int64_t *dims, int rank) {
+  conv_geom cg;
+  if (!conv_geometry(n, wt, dims, rank, &cg)) return;
+  const int64_t *kernel = cg.kernel, *in = cg.in, *out = cg.out, *stride = cg.stride,
+                *dil = cg.dil, *pad = cg.pad;
   int64_t nb = dims[0], ch = dims[1], plane = in[0] * in[1], taps = kernel[0] * kernel[1];
   if (!p->taps) {
     p->taps = calloc((size_t)(ch * taps), sizeof *p->taps);
@@ -449,6 +478,89 @@ static void gemm_taps(node_plan *p, const kl_node *n, const float *a, const int6
   p->tap_count += m;
 }
 
+/* GPTQ's sums: at most GRAM_DIM inputs a group, GRAM_BYTES for all nodes, and at most
+ * GRAM_ROWS placements a node from each calibration run (every k-th). */
+#define GRAM_DIM 1536
+#define GRAM_BYTES ((size_t)1 << 30)
+#define GRAM_ROWS 4096
+
+/* Node p's sums for groups blocks of dim x dim, made on the first run; false when they
+ * would not fit (the node keeps nearest rounding). */
+static bool gram_ready(kl_quantizer *q, node_plan *p, int64_t groups, int64_t dim) {
+  if (p->gram_off) return false;
+  if (p->gram) return p->gram_groups == groups && p->gram_dim == dim;
+  size_t bytes = sizeof(double) * (size_t)groups * (size_t)dim * (size_t)dim;
+  if (dim <= 0 || dim > GRAM_DIM || groups <= 0 || bytes / (size_t)groups > GRAM_BYTES ||
+      q->gram_bytes + bytes > GRAM_BYTES || !(p->gram = calloc(bytes, 1))) {
+    p->gram_off = true;
+    return false;
+  }
+  q->gram_bytes += bytes;
+  p->gram_groups = groups, p->gram_dim = dim;
+  return true;
+}
+
+/* v v^T into the upper triangle of the dim x dim block g. */
+static void gram_add(double *g, const double *v, int64_t dim) {
+  for (int64_t a = 0; a < dim; a++) {
+    double va = v[a];
+    if (va == 0) continue;
+    double *row = g + a * dim;
+    for (int64_t b = a; b < dim; b++) row[b] += va * v[b];
+  }
+}
+
+/* Conv node n: each group's input patches (its input channels by kernel offsets, 0
+ * outside the input), in the order of W's rows [C / group, k...]. */
+static void conv_gram(kl_quantizer *q, node_plan *p, const kl_node *n, const kl_type *wt,
+                      const float *x, const int64_t *dims, int rank) {
+  conv_geom cg;
+  int64_t group = kl_attr_int(n, "group", 1), ch = dims[1];
+  if (!conv_geometry(n, wt, dims, rank, &cg) || group <= 0 || ch % group) return;
+  int64_t cpg = ch / group, taps = cg.kernel[0] * cg.kernel[1], dim = cpg * taps;
+  if (!gram_ready(q, p, group, dim)) return;
+  double *v = malloc(sizeof *v * (size_t)dim);
+  if (!v) return;
+  int64_t per = cg.out[0] * cg.out[1], places = dims[0] * per;
+  int64_t step = places > GRAM_ROWS ? (places + GRAM_ROWS - 1) / GRAM_ROWS : 1;
+  for (int64_t at = 0; at < places; at += step) {
+    int64_t b = at / per, oh = at % per / cg.out[1], ow = at % cg.out[1];
+    for (int64_t gi = 0; gi < group; gi++) {
+      for (int64_t ci = 0; ci < cpg; ci++) {
+        const float *plane = x + (b * ch + gi * cpg + ci) * cg.in[0] * cg.in[1];
+        for (int64_t ki = 0; ki < cg.kernel[0]; ki++)
+          for (int64_t kj = 0; kj < cg.kernel[1]; kj++) {
+            int64_t yy = oh * cg.stride[0] - cg.pad[0] + ki * cg.dil[0];
+            int64_t xx = ow * cg.stride[1] - cg.pad[1] + kj * cg.dil[1];
+            bool inside = yy >= 0 && yy < cg.in[0] && xx >= 0 && xx < cg.in[1];
+            v[(ci * cg.kernel[0] + ki) * cg.kernel[1] + kj] = inside ? plane[yy * cg.in[1] + xx] : 0;
+          }
+      }
+      gram_add(p->gram + gi * dim * dim, v, dim);
+    }
+    p->gram_rows++;
+  }
+  free(v);
+}
+
+/* Gemm node n: the rows of A (columns of A with transA). */
+static void gemm_gram(kl_quantizer *q, node_plan *p, const kl_node *n, const float *a,
+                      const int64_t *dims, int rank) {
+  if (rank != 2) return;
+  bool ta = kl_attr_int(n, "transA", 0) != 0;
+  int64_t m = ta ? dims[1] : dims[0], k = ta ? dims[0] : dims[1];
+  if (!gram_ready(q, p, 1, k)) return;
+  double *v = malloc(sizeof *v * (size_t)(k ? k : 1));
+  if (!v) return;
+  int64_t step = m > GRAM_ROWS ? (m + GRAM_ROWS - 1) / GRAM_ROWS : 1;
+  for (int64_t r = 0; r < m; r += step) {
+    for (int64_t j = 0; j < k; j++) v[j] = a[ta ? j * m + r : r * k + j];
+    gram_add(p->gram, v, k);
+    p->gram_rows++;
+  }
+  free(v);
+}
+
 /* After a calibration run: each corrected node's input sums. */
 static kiln_status add_taps(kl_quantizer *q, kl_err *e) {
   for (int i = 0; i < q->g->n_nodes; i++) {
@@ -461,10 +573,15 @@ static kiln_status add_taps(kl_quantizer *q, kl_err *e) {
     const void *data;
     kiln_status st = kiln_session_get_output(q->cs, q->obs[p->x_obs].out_index, &info, &data);
     if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
-    if (n->op == KL_OP_Conv)
-      conv_taps(p, n, &q->g->values[n->in[1]].type, data, info.dims, info.rank);
-    else
-      gemm_taps(p, n, data, info.dims, info.rank);
+    const kl_type *wt = &q->g->values[n->in[1]].type;
+    if (!q->o.no_bias_correction) {
+      if (n->op == KL_OP_Conv) conv_taps(p, n, wt, data, info.dims, info.rank);
+      else gemm_taps(p, n, data, info.dims, info.rank);
+    }
+    if (q->o.gptq) {
+      if (n->op == KL_OP_Conv) conv_gram(q, p, n, wt, data, info.dims, info.rank);
+      else gemm_gram(q, p, n, data, info.dims, info.rank);
+    }
   }
   return KILN_OK;
 }
@@ -517,7 +634,8 @@ kiln_status kl_quantizer_run(kl_quantizer *q, int n, const char *const *names,
     if (q->computed) measure_error(ob, x, numel, q->o.symmetric);
     else kl_stats_add(&ob->st, x, numel);
   }
-  if (!q->computed && !q->o.no_bias_correction && (st = add_taps(q, e)) != KILN_OK) return st;
+  if (!q->computed && (!q->o.no_bias_correction || q->o.gptq) && (st = add_taps(q, e)) != KILN_OK)
+    return st;
   if (!q->computed) q->batches++;
   return KILN_OK;
 }
@@ -548,6 +666,40 @@ typedef struct qweights {
   bool per_channel;
 } qweights;
 
+/* GPTQ: node n's codes in w (nearest ones, with their scales) rounded again group by
+ * group against its inputs' sums (a group whose sums are not positive definite keeps
+ * them). Its weights' rows: a Conv's [M, C / group, k...] rows, a Gemm's columns of
+ * W [K, N] (rows of W [N, K] with transB). False when memory ran out. */
+static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_plan *p,
+                         qweights *w) {
+  const kl_value *v = &q->g->values[n->in[1]];
+  const float *f = v->data;
+  float qmax = q->o.reduce_range ? 64.0f : 127.0f;
+  int64_t dim = p->gram_dim, groups = p->gram_groups;
+  int64_t rows = w->numel / dim, per_group = rows / groups;
+  int64_t step = w->n_scales > 1 ? 1 : 0;
+  if (rows * dim != w->numel || per_group * groups != rows) return true;
+  if (n->op == KL_OP_Conv || kl_attr_int(n, "transB", 0)) {
+    for (int64_t gi = 0; gi < groups; gi++)
+      kl_gptq_round(f + gi * per_group * dim, per_group, dim, w->scales + gi * per_group * step,
+                    step, qmax, p->gram + gi * dim * dim, w->q + gi * per_group * dim);
+    return true;
+  }
+  /* W [K, N]: its columns as rows */
+  float *t = malloc(sizeof *t * (size_t)w->numel);
+  int8_t *c = malloc((size_t)w->numel);
+  bool ok = t && c;
+  if (ok) {
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t j = 0; j < dim; j++) t[r * dim + j] = f[j * rows + r], c[r * dim + j] = w->q[j * rows + r];
+    if (kl_gptq_round(t, rows, dim, w->scales, step, qmax, p->gram, c))
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < dim; j++) w->q[j * rows + r] = c[r * dim + j];
+  }
+  free(t), free(c);
+  return ok;
+}
+
 static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n, qweights *w,
                                          kl_err *e) {
   const kl_value *v = &q->g->values[n->in[1]];
@@ -563,8 +715,16 @@ static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n
     free(w->q), free(w->scales);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory quantizing '%s'", v->name);
   }
+  const node_plan *p = &q->plan[n - q->g->nodes];
+  if (p->codes) { /* kl_quantizer_compute's */
+    memcpy(w->q, p->codes, (size_t)w->numel);
+    memcpy(w->scales, p->scales, sizeof(float) * (size_t)w->n_scales);
+    return KILN_OK;
+  }
   kl_quantize_weights(v->data, v->type.rank, dims, w->axis, w->per_channel,
                       q->o.reduce_range, w->scales, w->q);
+  if (q->o.gptq && p->gram && p->gram_rows > 0 && !gptq_weights(q, n, p, w))
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rounding '%s'", v->name);
   return KILN_OK;
 }
 
@@ -641,7 +801,9 @@ kiln_status kl_quantizer_compute(kl_quantizer *q, kl_err *e) {
     }
     r->lo = r->min, r->hi = r->max;
     fill_error(r, sum_sq, err_sq);
-    free(w.q), free(w.scales);
+    node_plan *p = &q->plan[i];
+    free(p->codes), free(p->scales);
+    p->codes = w.q, p->scales = w.scales; /* for kl_quantizer_graph */
   }
   q->computed = true;
   return KILN_OK;

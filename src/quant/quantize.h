@@ -63,6 +63,13 @@ kl_qparam kl_qparam_activation(double lo, double hi, bool symmetric);
 /* Symmetric int8 weights: scale max|w| / qmax (qmax 64 with reduce_range, 7-bit weights
  * that AVX2 multiplies exactly, else 127); one scale per index of axis when per_channel
  * (scales: dims[axis] entries), else one. q (numel entries) gets the rounded values. */
+/* GPTQ rounding (gptq.c): rows x cols weights w (row-major, row r's scale
+ * scales[r * scale_step]) to codes q in [-qmax, qmax], column by column, each column's
+ * rounding error moved onto the later columns so as to cancel it best for inputs of
+ * second moments h (cols x cols; its upper triangle and diagonal are read). False, q
+ * left as it was, when h is not positive definite (after damping) or memory ran out. */
+bool kl_gptq_round(const float *w, int64_t rows, int64_t cols, const float *scales,
+                   int64_t scale_step, float qmax, const double *h, int8_t *q);
 void kl_quantize_weights(const float *w, int rank, const int64_t *dims, int axis,
                          bool per_channel, bool reduce_range, float *scales, int8_t *q);
 
@@ -83,6 +90,10 @@ typedef struct kl_quant_options {
    * (W - dq(Wq)) . E[x under each weight] per output channel, a bias added where it had
    * none (quantize.c, "bias correction") */
   bool no_bias_correction;
+  /* static: weights rounded by GPTQ (kl_gptq_round) against the second moments of each
+   * Conv's and Gemm's inputs on the calibration data, where those fit (quantize.c,
+   * "GPTQ"), instead of each to its nearest code */
+  bool gptq;
   const char *exclude; /* comma-separated fnmatch patterns of node names, or NULL */
 } kl_quant_options;
 
