@@ -38,7 +38,10 @@ static bool cholesky(double *a, int64_t n) {
 }
 
 /* u, on return: the upper factor of H^-1 for the damped h (n x n, upper triangle and
- * diagonal read), H^-1 = u^T u. False when h is not positive definite. */
+ * diagonal read), H^-1 = u^T u. With P the reversal of the indices and P H P = L L^T
+ * (Cholesky), H^-1 = P L^-T L^-1 P, so u = P L^-1 P (upper triangular: a lower
+ * triangle reversed both ways): one factorization and one triangular inverse, each
+ * walking rows. False when h is not positive definite. */
 static bool inverse_factor(const double *h, int64_t n, double *u) {
   double mean = 0;
   for (int64_t i = 0; i < n; i++) mean += h[i * n + i];
@@ -46,30 +49,31 @@ static bool inverse_factor(const double *h, int64_t n, double *u) {
   if (!(mean > 0) || !isfinite(mean)) return false;
   double *l = malloc(sizeof *l * (size_t)(n * n));
   if (!l) return false;
-  for (int64_t i = 0; i < n; i++) /* the lower triangle from h's upper one, damped */
-    for (int64_t j = 0; j <= i; j++) l[i * n + j] = h[j * n + i] + (i == j ? 0.01 * mean : 0);
-  bool ok = cholesky(l, n);
-  /* L^-1 (lower) into u's lower triangle, column by column */
-  for (int64_t c = 0; ok && c < n; c++)
-    for (int64_t i = 0; i < n; i++) {
-      if (i < c) {
-        u[i * n + c] = 0;
-        continue;
-      }
-      double v = i == c ? 1 : 0;
-      for (int64_t k = c; k < i; k++) v -= l[i * n + k] * u[k * n + c];
-      u[i * n + c] = v / l[i * n + i];
-    }
-  /* H^-1 = L^-T L^-1 into l (lower triangle), then its lower factor, transposed */
-  for (int64_t i = 0; ok && i < n; i++)
+  for (int64_t i = 0; i < n; i++) /* P H P's lower triangle from h's upper one, damped */
     for (int64_t j = 0; j <= i; j++) {
-      double v = 0;
-      for (int64_t k = i; k < n; k++) v += u[k * n + i] * u[k * n + j];
-      l[i * n + j] = v;
+      int64_t a = n - 1 - i, b = n - 1 - j; /* a <= b */
+      l[i * n + j] = h[a * n + b] + (i == j ? 0.01 * mean : 0);
     }
-  if (ok) ok = cholesky(l, n);
+  bool ok = cholesky(l, n);
+  /* M = L^-1, row by row: M[i] = (e_i - sum_{k<i} L[i][k] M[k]) / L[i][i]; into u's rows
+   * reversed as they are made (u = P M P) */
+  double *m = ok ? calloc((size_t)(n * n), sizeof *m) : NULL;
+  ok = ok && m;
+  for (int64_t i = 0; ok && i < n; i++) {
+    double *mi = m + i * n;
+    for (int64_t k = 0; k < i; k++) {
+      double f = l[i * n + k];
+      if (f == 0) continue;
+      const double *mk = m + k * n;
+      for (int64_t j = 0; j <= k; j++) mi[j] -= f * mk[j];
+    }
+    mi[i] += 1;
+    double d = l[i * n + i];
+    for (int64_t j = 0; j <= i; j++) mi[j] /= d;
+  }
   for (int64_t i = 0; ok && i < n; i++)
-    for (int64_t j = 0; j < n; j++) u[i * n + j] = j >= i ? l[j * n + i] : 0;
+    for (int64_t j = 0; j < n; j++) u[i * n + j] = m[(n - 1 - i) * n + (n - 1 - j)];
+  free(m);
   free(l);
   return ok;
 }
