@@ -87,6 +87,17 @@ static bool is_const_f32(const kl_graph *g, int v, int min_rank, int max_rank) {
          x->type.rank >= min_rank && x->type.rank <= max_rank && kl_type_is_concrete(&x->type);
 }
 
+/* Whether constant v's float32 elements are all finite (or v is no float32 constant). */
+static bool finite_const(const kl_graph *g, int v) {
+  if (v < 0 || g->values[v].kind != KL_VALUE_CONST || g->values[v].type.dtype != KL_F32 ||
+      !g->values[v].data)
+    return true;
+  const float *f = g->values[v].data;
+  for (size_t k = 0; k < g->values[v].nbytes / sizeof(float); k++)
+    if (!isfinite(f[k])) return false;
+  return true;
+}
+
 static bool is_graph_output(const kl_graph *g, int v) {
   for (int k = 0; k < g->n_outputs; k++)
     if (g->outputs[k] == v) return true;
@@ -107,6 +118,8 @@ static const char *why_not(const kl_graph *g, const kl_node *n, const kl_quant_o
   if (n->op != KL_OP_Conv && !is_const_f32(g, n->in[1], 2, 2))
     return "weights are not a constant float32 matrix";
   if (n->op == KL_OP_Gemm && kl_attr_int(n, "transA", 0) != 0) return "Gemm with transA";
+  if (!finite_const(g, n->in[1]) || (n->n_in > 2 && !finite_const(g, n->in[2])))
+    return "weights or bias hold a value that is not finite";
   if (o->dynamic && n->op == KL_OP_Gemm && kl_attr_float(n, "alpha", 1) != 1.0f)
     return "Gemm with alpha != 1";
   if (o->dynamic && n->op == KL_OP_MatMul && g->values[x].type.rank < 2)

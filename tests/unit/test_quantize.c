@@ -548,6 +548,43 @@ static void test_exclude(void **state) {
   kl_graph_free(g);
 }
 
+static const kl_quant_node *node_named(const kl_quant_node *nodes, int nn, const char *name);
+
+/* A NaN among conv2's weights, or an infinity in conv1's bias (a hostile or broken
+ * file): that node stays float32 with the reason, the other is quantized (the
+ * infinity then reaches conv2's input, and calibration refuses it by name). */
+static void test_non_finite_weights(void **state) {
+  (void)state;
+  for (int k = 0; k < 2; k++) {
+    kl_graph *g = cnn_graph();
+    float *f = (float *)g->values[kl_graph_find_value(g, k ? "b1" : "w2")].data;
+    f[1] = k ? INFINITY : NAN;
+    kl_quant_options o = {.per_channel = true, .reduce_range = true, .gptq = true};
+    kl_quantizer *q;
+    kl_err e = {0};
+    assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+    int nn;
+    const kl_quant_node *nodes = kl_quantizer_nodes(q, &nn);
+    const kl_quant_node *bad = node_named(nodes, nn, k ? "conv1" : "conv2"),
+                        *good = node_named(nodes, nn, k ? "conv2" : "conv1");
+    assert_false(bad->quantized);
+    tu_assert_contains_at(bad->why, "not finite", __FILE__, __LINE__);
+    assert_true(good->quantized);
+    if (k) { /* the infinity reaches conv2's input, which calibration refuses */
+      assert_int_equal(calibrate(q, 2, &e), KILN_ERR_INVALID_ARGUMENT);
+      tu_assert_contains_at(e.msg, "value 'r' holds inf", __FILE__, __LINE__);
+    } else {
+      if (calibrate(q, 2, &e) != KILN_OK) fail_msg("calibrate: %s", e.msg);
+      assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+      kl_graph *h;
+      assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+      kl_graph_free(h);
+    }
+    kl_quantizer_free(q);
+    kl_graph_free(g);
+  }
+}
+
 /* The ops between quantized nodes (quantize.c, "the ops between the quantized nodes"):
  *   x -> conv1 -> Relu -> MaxPool -> p [2, 4, 3, 3]
  *   p -> conv2 -> h2; Sigmoid(h2) -> s2; Mul(h2, s2) -> m        (SiLU)
@@ -1198,6 +1235,7 @@ int main(void) {
       cmocka_unit_test(test_symmetric_keeps_relu),
       cmocka_unit_test(test_clip),
       cmocka_unit_test(test_exclude),
+      cmocka_unit_test(test_non_finite_weights),
       cmocka_unit_test(test_ops_between),
       cmocka_unit_test(test_ops_between_symbolic_batch),
       cmocka_unit_test(test_split_and_mean),
