@@ -56,9 +56,14 @@ check 1 "kiln run relu_truncated.npy" "$kiln" run $bad/valid_relu.onnx --input x
 check 1 "kiln run reshape_dynamic.onnx" "$kiln" run $bad/reshape_dynamic.onnx \
   --input x=$bad/x6.npy --input shape=$bad/shape_4x2.npy
 out=$(mktemp -d)
+# The first convolution (one input channel, zero points 0) stays float32: its report
+# would run it on oneDNN's jit_uni_int8:avx2, which multiplies zero weight padding by
+# stale register bytes whose shadow memcheck then follows into the outputs (results
+# exact; docs/precision.md, "valgrind and oneDNN's 8-bit convolutions of few input
+# channels"). Whether it shows depends on the thread that runs it.
 check 0 "kiln quantize static" "$kiln" quantize models/digits_cnn/model.onnx -o "$out/q.onnx" \
   --calibrate models/train/cnn/train.npz --array input=x --max-samples 64 --per-channel \
-  --method entropy --report
+  --method entropy --report --exclude /features/features.0/Conv
 check 0 "kiln quantize dynamic" "$kiln" quantize models/digits_mlp/model.onnx \
   -o "$out/d.onnx" --dynamic
 check 1 "kiln quantize misnamed array" "$kiln" quantize models/digits_cnn/model.onnx \

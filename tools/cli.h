@@ -42,6 +42,8 @@ kiln_options *cli_options(const cli_common *c);
  * some of the process's CPUs busy when the kiln command started (KILN_BUSY_CPUS,
  * kiln.c), the CPUs left free (1 when none is), else 0 (the library's one per core). */
 int cli_threads(const cli_common *c);
+/* The same for a command that reads --threads itself (asked: its count, 0 for none). */
+int cli_threads_for(int asked);
 /* Load a model, printing the error on failure (returns NULL). input_types: the list
  * given with --input-types, or NULL; when it names none of the model's inputs, a note
  * on stderr says that a torch 1.x archive took its entries by position (one that

@@ -208,9 +208,11 @@ bool cli_check_applies(const cli_common *c, const char *cmd, bool runs) {
   return false;
 }
 
-int cli_threads(const cli_common *c) {
+int cli_threads(const cli_common *c) { return cli_threads_for(c->threads); }
+
+int cli_threads_for(int asked) {
   /* a count asked for stays: a run's numbers depend on it (the split of sums) */
-  if (c->threads) return c->threads;
+  if (asked) return asked;
   int busy = 0, cpus = 0;
   const char *b = getenv("KILN_BUSY_CPUS"); /* "BUSY/CPUS", set by main (kiln.c) */
   if (!b || sscanf(b, "%d/%d", &busy, &cpus) != 2 || busy < 1 || cpus < 2 || cpus > 4096 ||

@@ -68,7 +68,8 @@ static const char *quantize_help =
     "                      and the written model's outputs against the float model's on\n"
     "                      the calibration data (a third pass)\n"
     "  --report-csv FILE   the same table of values as CSV\n"
-    "  --threads N         worker threads for calibration\n"
+    "  --threads N         worker threads for calibration (default: one per core, or\n"
+    "                      one per CPU that other programs left free when kiln started)\n"
     "  --no-progress       no progress bar (shown only on a terminal)\n"
     "  --max-tensor-bytes N  largest tensor the model or the data may hold\n";
 
@@ -665,6 +666,7 @@ int cmd_quantize(int argc, char **argv) {
   if (r == EXIT_OK + 100) return EXIT_OK;
   if (r >= 0) return r;
   bool show = a.progress && isatty(STDERR_FILENO);
+  a.threads = cli_threads_for((int)a.threads); /* without --threads: the CPUs left free */
   kiln_model *m = load_float(&a);
   if (!m) return EXIT_FAIL;
   int n_in = kiln_model_input_count(m);
