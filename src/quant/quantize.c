@@ -579,21 +579,23 @@ static kiln_status add_taps(kl_quantizer *q, kl_err *e) {
   for (int i = 0; i < q->g->n_nodes; i++) {
     node_plan *p = &q->plan[i];
     const kl_node *n = &q->g->nodes[i];
-    if (!p->quant || p->carrier || p->x_obs < 0 ||
-        (n->op != KL_OP_Conv && n->op != KL_OP_Gemm))
-      continue;
+    if (!p->quant || p->carrier || p->x_obs < 0) continue;
     kiln_tensor_info info;
     const void *data;
     kiln_status st = kiln_session_get_output(q->cs, q->obs[p->x_obs].out_index, &info, &data);
     if (st != KILN_OK) return kl_fail(e, st, "%s", kiln_session_error(q->cs));
     const kl_type *wt = &q->g->values[n->in[1]].type;
-    if (!q->o.no_bias_correction) {
+    /* a MatMul's A [..., K] as rows of K (no bias to correct) */
+    int64_t rows_k[2] = {1, info.rank > 0 ? info.dims[info.rank - 1] : 0};
+    for (int d = 0; d + 1 < info.rank; d++) rows_k[0] *= info.dims[d];
+    if (!q->o.no_bias_correction && n->op != KL_OP_MatMul) {
       if (n->op == KL_OP_Conv) conv_taps(p, n, wt, data, info.dims, info.rank);
       else gemm_taps(p, n, data, info.dims, info.rank);
     }
     if (q->o.gptq) {
       if (n->op == KL_OP_Conv) conv_gram(q, p, n, wt, data, info.dims, info.rank);
-      else gemm_gram(q, p, n, data, info.dims, info.rank);
+      else if (n->op == KL_OP_Gemm) gemm_gram(q, p, n, data, info.dims, info.rank);
+      else if (info.rank >= 1 && wt->rank == 2) gemm_gram(q, p, n, data, rows_k, 2);
     }
   }
   return KILN_OK;
