@@ -671,6 +671,16 @@ def runtime_cases():
          model_bytes([x, uniq], [], [vi("y", [None, 0])], [x_shape], opset=11, check=True),
          "node 'uniq' (Unique): about 4.4e+13 steps",
          "Unique along an axis of 2^40 empty slices (it allocated 48 TiB to sort them)")
+    # round 4 (2026-11-28): an RNN over X of input size 0 counted no steps (X has no
+    # elements) and ran 2^27 steps of its state, minutes from 300 bytes
+    x, x_shape = generated([1 << 27, 1, 0])
+    rnn = helper.make_node("GRU", ["x", "w", "r"], ["", "h"], name="gru", hidden_size=1)
+    case("gru_input_size_0_2p27_steps.onnx",
+         model_bytes([x, rnn], [], [vi("h", [1, 1, 1])],
+                     [x_shape, numpy_helper.from_array(np.zeros([1, 3, 0], np.float32), "w"),
+                      numpy_helper.from_array(np.zeros([1, 3, 1], np.float32), "r")], check=True),
+         "node 'gru' (GRU): about 1.1e+12 steps",
+         "a GRU over X [2^27, 1, 0]: input size 0, 2^27 steps (it counted none and ran minutes)")
     # an INT attribute holding only a float (f) was read as 0: Softmax over axis 0
     sm = helper.make_node("Softmax", ["x"], ["y"], name="sm")
     sm.attribute.append(onnx.AttributeProto(name="axis", type=onnx.AttributeProto.INT, f=1.0))
