@@ -681,6 +681,18 @@ def runtime_cases():
                       numpy_helper.from_array(np.zeros([1, 3, 1], np.float32), "r")], check=True),
          "node 'gru' (GRU): about 1.1e+12 steps",
          "a GRU over X [2^27, 1, 0]: input size 0, 2^27 steps (it counted none and ran minutes)")
+    # a MatMulInteger of two uint8 matrices (kiln's kernel, not oneDNN's) was weighed as
+    # oneDNN's AMX one
+    gen_q = helper.make_node("ConstantOfShape", ["q_shape"], ["q"],
+                             value=numpy_helper.from_array(np.array([3], np.uint8)))
+    q_shape = numpy_helper.from_array(np.array([8192, 8192], np.int64), "q_shape")
+    mmi = helper.make_node("MatMulInteger", ["q", "q"], ["y"], name="mmi")
+    case("matmulinteger_u8u8_8192.onnx",
+         model_bytes([gen_q, mmi], [], [vi("y", [8192, 8192], TensorProto.INT32)], [q_shape],
+                     check=True),
+         "node 'mmi' (MatMulInteger): about 5.5e+11 steps",
+         "MatMulInteger of two generated uint8 8192^2 matrices (kiln's kernel; weighed as "
+         "oneDNN's AMX one it ran 40 s)")
     # an INT attribute holding only a float (f) was read as 0: Softmax over axis 0
     sm = helper.make_node("Softmax", ["x"], ["y"], name="sm")
     sm.attribute.append(onnx.AttributeProto(name="axis", type=onnx.AttributeProto.INT, f=1.0))
