@@ -785,6 +785,21 @@ def control_cases():
          "node 'forever' (Loop): in the body's iteration", "a Loop with no trip count and no "
          "cond, stopped by max_work", "x=control_x1.npy")
     write("control_x1.npy", npy(np.zeros(1, np.float32)))
+    # round 4: a body that inserts into the sequence it carries copies it every trip;
+    # the sequence ops counted no work, and 300,000 trips from 400 bytes ran for hours
+    body = graph([helper.make_node("Identity", ["c"], ["c_out"]),
+                  helper.make_node("SequenceInsert", ["s", "one"], ["s_out"])],
+                 [vi("i", [], I64), vi("c", [], B),
+                  helper.make_tensor_sequence_value_info("s", FLOAT, None)],
+                 [vi("c_out", [], B), helper.make_tensor_sequence_value_info("s_out", FLOAT, None)],
+                 [numpy_helper.from_array(np.ones(64, np.float32), "one")])
+    nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=FLOAT),
+             helper.make_node("Loop", ["m", "", "s0"], ["s"], name="grow", body=body),
+             helper.make_node("SequenceLength", ["s"], ["n"])]
+    m = numpy_helper.from_array(np.array(300000, np.int64), "m")
+    case("loop_sequence_grows.onnx", model_bytes(nodes, [], [vi("n", [], I64)], [m], opset=13),
+         "node 'grow' (Loop): in the body's iteration",
+         "a Loop of 300,000 trips that inserts into the sequence it carries (it ran for hours)")
     # the body turns the loop-carried float into int64
     body = graph([helper.make_node("Cast", ["v"], ["v_out"], to=I64),
                   helper.make_node("Identity", ["c"], ["c_out"])],
