@@ -90,6 +90,11 @@ grep -q '^latency' <<<"$out_log" && fail "the model ran before the output folder
 run_kiln run tests/models/names/model.onnx --output-dir "$work/names"
 [ $rc -eq 0 ] && [ "$(ls "$work/names" | wc -l)" -eq 5 ] ||
   fail "outputs a/b, a_b, a_b.0 and two long names: rc $rc (124: timed out): $(ls "$work/names")"
+# a sequence output's element files beside a tensor output named like one of them:
+# 's' (two elements: s.0, s.1) and 's.0' both wrote s.0.npy (issue 20, round 4)
+run_kiln run tests/models/seq_names/model.onnx --output-dir "$work/seq_names"
+[ $rc -eq 0 ] && [ "$(ls "$work/seq_names" | wc -l)" -eq 3 ] ||
+  fail "a sequence s of 2 and a tensor s.0: rc $rc: $(ls "$work/seq_names")"
 
 # kiln check: links leading outside the folder it was given
 case_dir() { # NAME: a copy of the digits MLP's test case

@@ -47,6 +47,9 @@ expect 2 "is the model itself" -- "$kiln" quantize $cnn -o $cnn --calibrate $dat
 expect 2 "is the model itself" -- "$kiln" quantize $cnn -o models/digits_cnn/../digits_cnn/model.onnx --calibrate $data
 expect 1 "has no array named 'input' (the model's input; --array input=NAME names another); it holds 'x', 'target'" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data
 expect 1 "has no array named 'images' (given with --array" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array input=images
+# an --array naming an input the model does not have was ignored; one naming an array
+# the file does not have was replaced by its only array (issue 20, round 4)
+expect 1 "--array images=x: expected NAME=ARRAY with NAME a model input (the model's inputs: input)" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array images=x
 expect 1 "array 'target' is int64 [1437]; the model's input 'input' is float32 [batch, 1, 8, 8]" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array input=target
 expect 1 "array 'x' is float32 [360, 64]; the model's input 'input' is float32 [batch, 1, 8, 8]" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate models/train/mlp/eval.npz --array input=x
 expect 1 "no such file or folder" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/none.npz"

@@ -29,6 +29,11 @@ expect 2 "--batch 0: must be at least 1" -- "$kiln" train $m/model.onnx --data $
 expect 2 "--steps -1: must be at least 1" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps -1
 expect 1 "--lr -1: option 'lr': -1 is out of range: expected a learning rate, at least 0" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --lr -1
 expect 1 "--lr abc: must be a number" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --lr abc
+# issue 20, round 4: --lr inf ended with exit 1 and no message; --batch and --epochs
+# near 2^63 overflowed the step count (UBSan)
+expect 1 "step 1: learning rate inf: expected a finite value" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --lr inf
+expect 1 "make more steps than kiln counts" -- "$kiln" train $m/model.onnx --data $m/train.npz --epochs 9223372036854775807 --batch 1
+expect 0 "trained 1 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --epochs 1 --batch 9223372036854775807
 expect 1 "--ignore-index x: must be an integer" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --ignore-index x
 echo "not a zip" >"$tmp/bad.npz"
 expect 1 "not a .npz archive" -- "$kiln" train $m/model.onnx --data "$tmp/bad.npz" --steps 1

@@ -53,7 +53,10 @@ bool cli_check_named(const char *cmd, const char *opt, const char *const *list, 
     if (!known) {
       fprintf(stderr, "kiln %s: %s %s: expected NAME=%s with NAME a model input (the "
               "model's inputs: %s)\n", cmd, opt, list[i],
-              strcmp(opt, "--shape") == 0 ? "DIMS" : "FILE", input_names(m, names, sizeof names));
+              strcmp(opt, "--shape") == 0   ? "DIMS"
+              : strcmp(opt, "--array") == 0 ? "ARRAY"
+                                             : "FILE",
+              input_names(m, names, sizeof names));
       return false;
     }
     if (!eq[1] && strcmp(opt, "--input") == 0) { /* it was opened as the file "" */

@@ -168,6 +168,8 @@ static bool array_fits(const char *file, const char *array, const kl_tensor *a,
 
 /* A .npz or .npy: each model input's array, cut into batches along dim 0. */
 static bool read_arrays(const char *path, const kiln_model *m, const qargs *a, batches *bs) {
+  /* an --array for an input the model does not have was ignored, as --shape's was */
+  if (!cli_check_named("quantize", "--array", a->arrays, a->n_arrays, m)) return false;
   int n_in = kiln_model_input_count(m);
   kl_npz z = {0};
   kl_err e = {0};
@@ -220,7 +222,7 @@ static bool read_arrays(const char *path, const kiln_model *m, const qargs *a, b
     kiln_model_input_info(m, k, &in);
     const char *want = cli_find_named(a->arrays, a->n_arrays, in.name);
     idx[k] = kl_npz_find(&z, want ? want : in.name);
-    if (idx[k] < 0 && n_in == 1 && z.n == 1) idx[k] = 0;
+    if (idx[k] < 0 && !want && n_in == 1 && z.n == 1) idx[k] = 0; /* not one --array named */
     if (idx[k] < 0) {
       fprintf(stderr, "kiln quantize: %s has no array named '%s' (%s; --array %s=NAME "
                       "names another); it holds", path, want ? want : in.name,

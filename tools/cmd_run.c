@@ -242,9 +242,29 @@ static bool prepare_out_dir(const char *dir) {
   return false;
 }
 
-static bool path_taken(char (*paths)[4096], int n, int k) {
-  for (int j = 0; j < n; j++)
-    if (j != k && strcmp(paths[j], paths[k]) == 0) return true;
+/* Whether seq_path's sequence of count elements writes one to path: its elements go to
+ * seq_path without the extension, ".J", the extension (J < count). */
+static bool element_file(const char *seq_path, int64_t count, const char *path) {
+  const char *dot = strrchr(seq_path, '.');
+  size_t base = (size_t)(dot - seq_path);
+  if (strncmp(path, seq_path, base) != 0 || path[base] != '.') return false;
+  const char *p = path + base + 1, *digits = p;
+  int64_t j = 0;
+  while (*p >= '0' && *p <= '9' && j < count) j = j * 10 + (*p++ - '0');
+  if (p == digits || (p - digits > 1 && *digits == '0') || j >= count) return false;
+  return strcmp(p, dot) == 0;
+}
+
+/* Whether output k's file is another's, or one of a sequence output's element files
+ * is another output's file (count[j] >= 0: output j is a sequence of that length):
+ * outputs s, a sequence, and s.0 both wrote s.0.npy. */
+static bool path_taken(char (*paths)[4096], const int64_t *count, int n, int k) {
+  for (int j = 0; j < n; j++) {
+    if (j == k) continue;
+    if (strcmp(paths[j], paths[k]) == 0) return true;
+    if (count[j] >= 0 && count[k] < 0 && element_file(paths[j], count[j], paths[k])) return true;
+    if (count[k] >= 0 && count[j] < 0 && element_file(paths[k], count[k], paths[j])) return true;
+  }
   return false;
 }
 
@@ -265,10 +285,21 @@ static bool write_outputs(const run_args *a, const kiln_model *m, kiln_session *
     kiln_model_output_info(m, k, &info);
     output_path(paths[k], sizeof paths[k], a->out_dir, info.name, "", a->format);
   }
+  int64_t *count = calloc((size_t)n_out + 1, sizeof *count);
+  if (!count) {
+    fprintf(stderr, "kiln run: out of memory\n");
+    free(paths);
+    return false;
+  }
+  for (int k = 0; k < n_out; k++) {
+    count[k] = -1;
+    if (kiln_session_output_kind(s, k) == KILN_VALUE_SEQUENCE)
+      kiln_session_get_output_length(s, k, &count[k]);
+  }
   for (int k = 0; k < n_out; k++) {
     kiln_tensor_info info;
     kiln_model_output_info(m, k, &info);
-    for (int r = 0; path_taken(paths, n_out, k); r++) {
+    for (int r = 0; path_taken(paths, count, n_out, k); r++) {
       char suffix[32];
       snprintf(suffix, sizeof suffix, r ? ".%d.%d" : ".%d", k, r);
       output_path(paths[k], sizeof paths[k], a->out_dir, info.name, suffix, a->format);
@@ -301,6 +332,7 @@ static bool write_outputs(const run_args *a, const kiln_model *m, kiln_session *
       if ((ok = cli_write_tensor(path, &t, info.name))) printf("wrote %s\n", path);
     }
   }
+  free(count);
   free(paths);
   return ok;
 }

@@ -505,8 +505,15 @@ int cmd_train(int argc, char **argv) {
   bool have_eval = false;
   if (ok) ok = dataset_open(&train, a.data, a.model, true, a.batch);
   if (ok && a.eval) ok = have_eval = dataset_open(&ev, a.eval, a.model, true, a.batch);
-  int64_t per_epoch = ok ? (train.n + a.batch - 1) / a.batch : 1;
-  int64_t total = a.steps ? a.steps : a.epochs * per_epoch;
+  /* (train.n + batch - 1) / batch and epochs * per_epoch overflowed for --batch or
+   * --epochs near 2^63 (UBSan) */
+  int64_t per_epoch = ok ? train.n / a.batch + (train.n % a.batch != 0) : 1;
+  int64_t total = a.steps;
+  if (ok && !a.steps && __builtin_mul_overflow(a.epochs, per_epoch, &total)) {
+    fprintf(stderr, "kiln train: --epochs %" PRId64 ": %" PRId64 " steps an epoch make more "
+            "steps than kiln counts (2^63 - 1)\n", a.epochs, per_epoch);
+    ok = false;
+  }
   schedule sch;
   if (ok && !parse_schedule(a.schedule, &sch, total)) {
     fprintf(stderr, "kiln train: --schedule '%s': expected step:N:GAMMA, cosine[:T] or "
@@ -559,7 +566,12 @@ int cmd_train(int argc, char **argv) {
     int64_t count = train.n - from < a.batch ? train.n - from : a.batch;
     double lr = lr_at(&sch, base_lr, k), loss = NAN;
     double s0 = now_s();
-    ok = dataset_bind(&train, t, order, from, count) && kiln_trainer_set_lr(t, lr) == KILN_OK;
+    ok = dataset_bind(&train, t, order, from, count);
+    if (ok && kiln_trainer_set_lr(t, lr) != KILN_OK) { /* --lr inf ended with no message */
+      fprintf(stderr, "%skiln train: step %" PRId64 ": %s\n", tty ? "\n" : "", k + 1,
+              kiln_trainer_error(t));
+      ok = false;
+    }
     kiln_status st = ok ? kiln_trainer_step(t, &loss) : KILN_ERR_STATE;
     double ms = (now_s() - s0) * 1e3;
     if (ok && st != KILN_OK) {

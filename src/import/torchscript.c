@@ -390,11 +390,46 @@ static bool tensor_extent(const kl_pk_obj *t, int64_t numel, int64_t *last) {
 /* Copy the strided view of src into dst in row-major order, a row (the last dim) at a
  * time: one copy when its stride is 1, one element repeated by doubling copies when it
  * is 0 (an expand: element by element, a 2.1 GB one took 78 s). */
+/* The rows and columns of a block of gather_tiled: 64 x 64 elements, whose source
+ * columns and output rows stay in the cache while the block is copied. */
+#define GATHER_TILE 64
+
+/* gather_strided for a view whose last dim strides further than the one before it (a
+ * transpose, [R, C] with strides [1, R]): its last two dims copied in blocks, so that
+ * neither the storage's columns nor the output's rows are walked a cache miss an
+ * element (a transposed [16384, 16384] view of a 1 GiB storage: 4 s of 7.7 to load). */
+static void gather_tiled(const kl_pk_obj *t, const char *src, char *dst, int64_t numel,
+                         size_t size) {
+  int64_t idx[KL_MAX_RANK] = {0};
+  int last = t->rank - 1, prev = last - 1;
+  int64_t cols = t->sizes[last], step = t->strides[last];
+  int64_t rows = t->sizes[prev], rstep = t->strides[prev], plane = rows * cols;
+  for (int64_t k = 0; k < numel && plane > 0; k += plane) {
+    int64_t off = t->i;
+    for (int d = 0; d < prev; d++) off += idx[d] * t->strides[d];
+    char *out = dst + (size_t)k * size;
+    for (int64_t r0 = 0; r0 < rows; r0 += GATHER_TILE)
+      for (int64_t c0 = 0; c0 < cols; c0 += GATHER_TILE) {
+        int64_t r1 = rows - r0 < GATHER_TILE ? rows : r0 + GATHER_TILE;
+        int64_t c1 = cols - c0 < GATHER_TILE ? cols : c0 + GATHER_TILE;
+        for (int64_t r = r0; r < r1; r++)
+          for (int64_t c = c0; c < c1; c++)
+            memcpy(out + (size_t)(r * cols + c) * size,
+                   src + (size_t)(off + r * rstep + c * step) * size, size);
+      }
+    for (int d = prev - 1; d >= 0 && ++idx[d] == t->sizes[d]; d--) idx[d] = 0;
+  }
+}
+
 static void gather_strided(const kl_pk_obj *t, const char *src, char *dst, int64_t numel,
                            size_t size) {
   int64_t idx[KL_MAX_RANK] = {0};
   int last = t->rank - 1;
   int64_t row = last >= 0 ? t->sizes[last] : 1, step = last >= 0 ? t->strides[last] : 0;
+  if (last >= 1 && step > 1 && t->sizes[last - 1] > 1 && t->strides[last - 1] < step) {
+    gather_tiled(t, src, dst, numel, size);
+    return;
+  }
   size_t row_bytes = (size_t)row * size;
   for (int64_t k = 0; k < numel && row > 0; k += row) {
     int64_t off = t->i;

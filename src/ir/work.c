@@ -22,6 +22,14 @@ static double numel_of(const kl_tensor *t) {
   return n;
 }
 
+/* The product of every dim but the last: a tensor's rows, counted when the last dim is
+ * 0 too. */
+static double rows_of(const kl_tensor *t) {
+  double n = 1;
+  for (int i = 0; t && i + 1 < t->rank; i++) n *= (double)t->dims[i];
+  return n;
+}
+
 static double dim_of(const kl_tensor *t, int axis) {
   if (!t || t->rank <= 0) return 1;
   if (axis < 0) axis += t->rank;
@@ -211,8 +219,10 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
   case KL_OP_LSTM:
   case KL_OP_KilnLSTMGrad: /* the same inputs; backpropagation through time is three */
   case KL_OP_KilnGRUGrad:  /* such passes (the forward again, dX and the state, dW and dR) */
-    if (a && dim_of(a, -1) > 0)
-      w = numel_of(a) / dim_of(a, -1) *
+    /* the steps are X's rows (sequence x batch), counted without its input size: X of
+     * input size 0 ([2^27, 1, 0]) has no elements but still 2^27 steps of the state */
+    if (a && a->rank > 0)
+      w = rows_of(a) *
           (numel_of(b) + (n_in > 2 ? numel_of(in[2]) : 0) + RNN_STEP_COST * dim_of(b, 0)) *
           (n->op == KL_OP_KilnLSTMGrad || n->op == KL_OP_KilnGRUGrad ? 3 : 1);
     break;

@@ -186,6 +186,13 @@ static kiln_status session_plan_kernels(kiln_session *s) {
     if (!kl_op_is_control(g->nodes[i].op) && !s->values_node[i])
       s->work_kernel[i] = kl_cpu_plan_is_reference(s->kernels, i) ? KL_WORK_REF : fast;
     const kl_cpu_choice *c = kl_cpu_plan_kernel(s->kernels, i);
+    /* MatMulInteger's avx512 weight is oneDNN's (AMX, VNNI: 0.0012 ns a step); the
+     * products oneDNN does not take (B uint8 or not constant) run on kiln's kernel, as
+     * fast at every level as at avx2 (0.07 ns: an 8192^3 product of two generated uint8
+     * matrices, weighed 1, ran 40 s) */
+    if (s->work_kernel[i] == KL_WORK_AVX512 && g->nodes[i].op == KL_OP_MatMulInteger &&
+        (!c->kernel.name || strncmp(c->kernel.name, "dnnl", 4) != 0))
+      s->work_kernel[i] = KL_WORK_AVX2;
     s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};
   }
   if (s->opts.release_weights) /* the model is this session's alone (session_claim) */
@@ -1088,6 +1095,56 @@ static kiln_status value_alloc(void *ctx, int k, const kl_tensor *shape, size_t 
   return st;
 }
 
+/* What a sequence op's copies cost besides their elements, a step per element: each
+ * item of a sequence it reads or makes (its header, its own copy) counts this many more.
+ * Measured: a Loop of 20,000 trips whose body inserts a 64-float tensor into the
+ * sequence it carries copies 2e8 items, 14 s (70 ns an item: 64 + 64 steps weighed 48,
+ * 77 ns). */
+#define SEQ_ITEM_STEPS 64.0
+/* A step of a sequence op weighs as an element of any op on an optimized kernel
+ * (src/ir/work_weight.c: 48): they are copies. */
+#define SEQ_STEP_WEIGHT 48.0
+
+/* The steps of reading or making value t of type ty: its elements, and a sequence's
+ * items as above. */
+static double value_steps(const kl_tensor *t, const kl_type *ty) {
+  if (!t || !ty || kl_value_is_none(t, ty)) return 0;
+  if (!ty->seq) return t->rank >= 0 ? (double)kl_tensor_numel(t) : 0;
+  double steps = 0;
+  int64_t count = kl_seq_count(t);
+  for (int64_t k = 0; k < count; k++) {
+    kl_tensor x = kl_seq_item_tensor(t, k);
+    steps += SEQ_ITEM_STEPS + (double)kl_tensor_numel(&x);
+  }
+  return steps;
+}
+
+/* A sequence op's work against max_work, as check_work does for the other nodes: a
+ * Loop that grows the sequence it carries copies it every trip (the Loop's bound is its
+ * bodies' work, control.c), and uncounted a 300-byte file ran for hours. Its inputs'
+ * steps before it runs (n_out 0), with its outputs' after. */
+static kiln_status check_values_work(kiln_session *s, int i, bool with_outputs) {
+  if (s->opts.max_work <= 0) return KILN_OK;
+  const kl_graph *g = s->model->g;
+  const kl_node *n = &g->nodes[i];
+  double steps = 0;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0) steps += value_steps(&s->vals[n->in[k]], &g->values[n->in[k]].type);
+  for (int k = 0; with_outputs && k < n->n_out; k++)
+    if (n->out[k] >= 0) steps += value_steps(&s->vals[n->out[k]], &g->values[n->out[k]].type);
+  double work = steps * SEQ_STEP_WEIGHT;
+  if (with_outputs) {
+    s->work += work;
+    s->node_steps[i] = steps;
+    s->node_weight[i] = SEQ_STEP_WEIGHT;
+  }
+  if (work <= (double)s->opts.max_work) return KILN_OK;
+  return kl_fail(&s->err, KILN_ERR_LIMIT, "about %.3g steps (elements and sequence items "
+                 "copied), over max_work %lld: each counts %g times a dense product's (%.3g "
+                 "in all; option max_work, `--max-work N`; 0 lifts the bound)", steps,
+                 (long long)s->opts.max_work, SEQ_STEP_WEIGHT, work);
+}
+
 /* The sequence and optional ops (sequence.c). */
 static kiln_status run_values(kiln_session *s, int i) {
   const kl_graph *g = s->model->g;
@@ -1098,7 +1155,9 @@ static kiln_status run_values(kiln_session *s, int i) {
   }
   value_out c = {s, i};
   s->as_view[i] = false;
-  kiln_status st = kl_seq_run(n, s->kin, s->tin, value_alloc, &c, &s->err);
+  kiln_status st = check_values_work(s, i, false);
+  if (st == KILN_OK) st = kl_seq_run(n, s->kin, s->tin, value_alloc, &c, &s->err);
+  if (st == KILN_OK) st = check_values_work(s, i, true);
   /* a tensor it gives (SequenceAt's) that a device node reads goes there now */
   if (st == KILN_OK && s->dev) st = copy_outputs(s, i);
   return st;

@@ -25,6 +25,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
 #include "export/onnx_export.h"
+#include "import/fileio.h"
 #include "import/tensorfile.h"
 #include "ir/optim.h"
 #include "passes/pass.h"
@@ -1305,11 +1306,15 @@ kiln_status kiln_trainer_save_checkpoint(kiln_trainer *t, const char *dir) {
     memcpy(x.dims, items[i].dims, sizeof(int64_t) * (size_t)items[i].rank);
     if (st == KILN_OK) st = kl_npy_write(path, &x, &t->err);
   }
-  /* the manifest last: a checkpoint without one is incomplete */
+  /* the manifest last: a checkpoint without one is incomplete. Made in memory and
+   * written as the arrays are (kl_file_write: a new file renamed over the old one), so
+   * that a link or FIFO planted in the folder where it goes is replaced, not followed
+   * (fopen "w" overwrote a link's target, and blocked on a FIFO). */
   if (st == KILN_OK) st = join(t, path, sizeof path, dir, "checkpoint.json", 0, NULL);
-  FILE *f = st == KILN_OK ? fopen(path, "w") : NULL;
-  if (st == KILN_OK && !f)
-    st = kl_fail(&t->err, KILN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = st == KILN_OK ? open_memstream(&text, &len) : NULL;
+  if (st == KILN_OK && !f) st = kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   if (f) {
     fprintf(f, "{\"kiln_checkpoint\": 1, \"optimizer\": \"%s\", \"steps\": %" PRId64
             ", \"lr\": %.17g, \"params\": %d, \"stats\": %d, \"names\": [", opt_name(t->opt),
@@ -1325,8 +1330,10 @@ kiln_status kiln_trainer_save_checkpoint(kiln_trainer *t, const char *dir) {
       fputc('"', f);
     }
     fprintf(f, "]}\n");
-    if (fclose(f) != 0) st = kl_fail(&t->err, KILN_ERR_IO, "%s: write failed", path);
+    if (fclose(f) != 0 || !text) st = kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == KILN_OK) st = kl_file_write(path, text, len, NULL, 0, &t->err);
   }
+  free(text);
   free(items);
   return st;
 }
@@ -1352,10 +1359,15 @@ kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
   char path[4096], text[1 << 16];
   kiln_status st = join(t, path, sizeof path, dir, "checkpoint.json", 0, NULL);
   if (st != KILN_OK) return st;
-  FILE *f = fopen(path, "r");
-  if (!f) return kl_fail(&t->err, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  size_t len = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
+  /* a regular file only (a FIFO planted there blocked fopen forever); the numbers come
+   * first, a long list of names after them is not needed */
+  void *buf;
+  size_t len;
+  st = kl_file_read(path, (size_t)64 << 20, &buf, &len, &t->err);
+  if (st != KILN_OK) return st;
+  if (len > sizeof text - 1) len = sizeof text - 1;
+  memcpy(text, buf, len);
+  free(buf);
   text[len] = '\0';
   int64_t steps, params, stats;
   char want[64];

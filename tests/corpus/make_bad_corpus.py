@@ -671,6 +671,28 @@ def runtime_cases():
          model_bytes([x, uniq], [], [vi("y", [None, 0])], [x_shape], opset=11, check=True),
          "node 'uniq' (Unique): about 4.4e+13 steps",
          "Unique along an axis of 2^40 empty slices (it allocated 48 TiB to sort them)")
+    # round 4 (2026-11-28): an RNN over X of input size 0 counted no steps (X has no
+    # elements) and ran 2^27 steps of its state, minutes from 300 bytes
+    x, x_shape = generated([1 << 27, 1, 0])
+    rnn = helper.make_node("GRU", ["x", "w", "r"], ["", "h"], name="gru", hidden_size=1)
+    case("gru_input_size_0_2p27_steps.onnx",
+         model_bytes([x, rnn], [], [vi("h", [1, 1, 1])],
+                     [x_shape, numpy_helper.from_array(np.zeros([1, 3, 0], np.float32), "w"),
+                      numpy_helper.from_array(np.zeros([1, 3, 1], np.float32), "r")], check=True),
+         "node 'gru' (GRU): about 1.1e+12 steps",
+         "a GRU over X [2^27, 1, 0]: input size 0, 2^27 steps (it counted none and ran minutes)")
+    # a MatMulInteger of two uint8 matrices (kiln's kernel, not oneDNN's) was weighed as
+    # oneDNN's AMX one
+    gen_q = helper.make_node("ConstantOfShape", ["q_shape"], ["q"],
+                             value=numpy_helper.from_array(np.array([3], np.uint8)))
+    q_shape = numpy_helper.from_array(np.array([8192, 8192], np.int64), "q_shape")
+    mmi = helper.make_node("MatMulInteger", ["q", "q"], ["y"], name="mmi")
+    case("matmulinteger_u8u8_8192.onnx",
+         model_bytes([gen_q, mmi], [], [vi("y", [8192, 8192], TensorProto.INT32)], [q_shape],
+                     check=True),
+         "node 'mmi' (MatMulInteger): about 5.5e+11 steps",
+         "MatMulInteger of two generated uint8 8192^2 matrices (kiln's kernel; weighed as "
+         "oneDNN's AMX one it ran 40 s)")
     # an INT attribute holding only a float (f) was read as 0: Softmax over axis 0
     sm = helper.make_node("Softmax", ["x"], ["y"], name="sm")
     sm.attribute.append(onnx.AttributeProto(name="axis", type=onnx.AttributeProto.INT, f=1.0))
@@ -763,6 +785,23 @@ def control_cases():
          "node 'forever' (Loop): in the body's iteration", "a Loop with no trip count and no "
          "cond, stopped by max_work", "x=control_x1.npy")
     write("control_x1.npy", npy(np.zeros(1, np.float32)))
+    # round 4: a body that inserts into the sequence it carries copies it every trip;
+    # the sequence ops counted no work, and 300,000 trips from 400 bytes ran for hours.
+    # Not a case of the manifest: refused under the default max_work only after about
+    # 9,000 trips (4 s, over 10 s under ASan), so test_control.c runs this file of 3,000
+    # trips under a max_work of 2^34, which its count reaches at about 1,400 (uncounted,
+    # the trips alone stayed under it: 3,000 x 2^22)
+    body = graph([helper.make_node("Identity", ["c"], ["c_out"]),
+                  helper.make_node("SequenceInsert", ["s", "one"], ["s_out"])],
+                 [vi("i", [], I64), vi("c", [], B),
+                  helper.make_tensor_sequence_value_info("s", FLOAT, None)],
+                 [vi("c_out", [], B), helper.make_tensor_sequence_value_info("s_out", FLOAT, None)],
+                 [numpy_helper.from_array(np.ones(64, np.float32), "one")])
+    nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=FLOAT),
+             helper.make_node("Loop", ["m", "", "s0"], ["s"], name="grow", body=body),
+             helper.make_node("SequenceLength", ["s"], ["n"])]
+    m = numpy_helper.from_array(np.array(3000, np.int64), "m")
+    write("loop_sequence_grows.onnx", model_bytes(nodes, [], [vi("n", [], I64)], [m], opset=13))
     # the body turns the loop-carried float into int64
     body = graph([helper.make_node("Cast", ["v"], ["v_out"], to=I64),
                   helper.make_node("Identity", ["c"], ["c_out"])],

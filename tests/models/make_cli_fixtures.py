@@ -11,6 +11,9 @@
                     'a_b.0' = |x|, the name the first gets to keep apart from the second;
                     and two names of 300 characters alike in their first 296 (= x, -x),
                     whose file names are cut to one.
+  seq_names/model.onnx  x [3] -> a sequence 's' of two tensors (x, -x) and a tensor
+                    's.0' = |x|: the sequence's elements go to s.0 and s.1, which
+                    `kiln run --output-dir` must keep apart from the tensor's s.0.
   empty_rows/model.onnx  LayerNormalization of x [r, 0] (scale and bias of no element):
                     given 2^40 rows of nothing, a run must end at once, not loop over them.
   huge_window/      an ONNX test-case folder: MaxPool, AveragePool (with and without
@@ -167,6 +170,16 @@ def long_stft():
                 .SerializeToString())
 
 
+def seq_names():
+    nodes = [helper.make_node("Neg", ["x"], ["n"]),
+             helper.make_node("SequenceConstruct", ["x", "n"], ["s"]),
+             helper.make_node("Abs", ["x"], ["s.0"])]
+    graph = helper.make_graph(nodes, "seq_names", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [3]),
+                               helper.make_tensor_value_info("s.0", TensorProto.FLOAT, [3])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "seq_names")
+
+
 def bf16_out():
     cast = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)
     graph = helper.make_graph([cast], "bf16_out",
@@ -177,6 +190,7 @@ def bf16_out():
 
 qdq()
 names()
+seq_names()
 bf16_out()
 empty_rows()
 huge_window()

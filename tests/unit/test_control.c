@@ -169,6 +169,27 @@ static void test_inline_constant_if(void **state) {
   }
 }
 
+/* Issue 20, round 4 (class 1): a Loop whose body inserts into the sequence it carries
+ * copies the whole sequence every trip; the sequence ops counted no work, so only the
+ * trips (2^22 steps each) were bounded and 300,000 of them ran for hours. Counted, this
+ * file's 3,000 trips reach a max_work of 2^34 at about 1,400 (its trips alone: 1.3e10). */
+static void test_sequence_work_counted(void **state) {
+  (void)state;
+  kiln_options *o = NULL;
+  kiln_model *m = NULL;
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 34), KILN_OK);
+  if (kiln_model_load("tests/corpus/bad/loop_sequence_grows.onnx", o, &m) != KILN_OK)
+    fail_msg("load: %s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  assert_int_equal(kiln_session_run(s), KILN_ERR_LIMIT);
+  assert_non_null(strstr(kiln_session_error(s), "its bodies took"));
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
 /* seq_loop's sequence output read element by element, its kinds, and the calls that do
  * not fit a value's kind refused with messages that say which call does. */
 static void test_sequence_api(void **state) {
@@ -227,6 +248,7 @@ int main(void) {
       cmocka_unit_test(test_verify_captures),
       cmocka_unit_test(test_inline_constant_if),
       cmocka_unit_test(test_sequence_api),
+      cmocka_unit_test(test_sequence_work_counted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

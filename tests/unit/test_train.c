@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -366,6 +367,56 @@ static void test_clip_norm(void **state) {
   kiln_options_free(o);
 }
 
+/* Issue 20, round 4 (class 5 and class 1): the manifest is written as the arrays are,
+ * replacing a link planted where it goes rather than writing through it (fopen "w"
+ * overwrote the link's target), and a FIFO there is refused when loading, not waited on
+ * (fopen "r" blocked forever) and replaced when saving. */
+static void test_checkpoint_manifest_planted(void **state) {
+  (void)state;
+  char dir[] = "/tmp/kiln_test_ckpt_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char victim[600], manifest[600];
+  snprintf(victim, sizeof victim, "%s/victim.txt", dir);
+  snprintf(manifest, sizeof manifest, "%s/ck/checkpoint.json", dir);
+  FILE *f = fopen(victim, "w");
+  assert_non_null(f);
+  fputs("victim\n", f);
+  fclose(f);
+  char ck[600];
+  snprintf(ck, sizeof ck, "%s/ck", dir);
+  assert_int_equal(mkdir(ck, 0777), 0);
+  assert_int_equal(symlink("../victim.txt", manifest), 0);
+  kiln_trainer *a = make("sgd", 0.1, NULL, 0);
+  assert_int_equal(bind(a, 0, 64, NULL), KILN_OK);
+  assert_int_equal(kiln_trainer_step(a, NULL), KILN_OK);
+  if (kiln_trainer_save_checkpoint(a, ck) != KILN_OK) fail_msg("%s", kiln_trainer_error(a));
+  char text[64] = "";
+  f = fopen(victim, "r");
+  assert_non_null(f);
+  assert_non_null(fgets(text, sizeof text, f));
+  fclose(f);
+  assert_string_equal(text, "victim\n");
+  struct stat st;
+  assert_int_equal(lstat(manifest, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  /* a FIFO where the manifest is: refused at once when loading, replaced when saving */
+  assert_int_equal(unlink(manifest), 0);
+  assert_int_equal(mkfifo(manifest, 0600), 0);
+  kiln_trainer *b = make("sgd", 0.1, NULL, 0);
+  tu_assert_status(kiln_trainer_load_checkpoint(b, ck), KILN_ERR_IO, kiln_trainer_error(b),
+                   "not a regular file");
+  if (kiln_trainer_save_checkpoint(a, ck) != KILN_OK) fail_msg("%s", kiln_trainer_error(a));
+  assert_int_equal(lstat(manifest, &st), 0);
+  assert_true(S_ISREG(st.st_mode));
+  if (kiln_trainer_load_checkpoint(b, ck) != KILN_OK) fail_msg("%s", kiln_trainer_error(b));
+  assert_int_equal(kiln_trainer_steps(b), 1);
+  kiln_trainer_free(a);
+  kiln_trainer_free(b);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* A checkpoint after 3 steps, resumed in a new trainer, continues exactly. */
 static void test_checkpoint_resumes(void **state) {
   (void)state;
@@ -663,6 +714,7 @@ int main(void) {
       cmocka_unit_test(test_steps_every_optimizer), cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_nonfinite_loss),        cmocka_unit_test(test_frozen_and_save),
       cmocka_unit_test(test_clip_norm),             cmocka_unit_test(test_checkpoint_resumes),
+      cmocka_unit_test(test_checkpoint_manifest_planted),
       cmocka_unit_test(test_no_decay),
       cmocka_unit_test(test_options),               cmocka_unit_test(test_untrainable_op),
       cmocka_unit_test(test_recurrent),             cmocka_unit_test(test_bf16),
