@@ -907,6 +907,18 @@ def torchscript_cases():
          "a TorchScript archive with two byteorder entries (the first silently won)")
 
 
+def fuzz_found_cases():
+    """Cases the fuzzers found, remade here so that the corpus is this script's output."""
+    y = onnx.ValueInfoProto()
+    y.name = "y"
+    y.type.optional_type.SetInParent()  # an optional of nothing said
+    shape = [helper.make_node("Shape", ["x"], ["y"])]
+    case("shape_output_declared_optional.onnx", model_bytes(shape, [vi("x", [3, 4, 5])], [y],
+                                                            opset=OPSET),
+         "Shape makes tensors; output 0 'y' is declared an optional",
+         "a tensor op whose output the graph declares optional (fuzz_onnx: an internal error)")
+
+
 def npy(a):
     import io
     buf = io.BytesIO()
@@ -927,6 +939,7 @@ def main():
     runtime_cases()
     control_cases()
     torchscript_cases()
+    fuzz_found_cases()
     with open(os.path.join(OUT, "MANIFEST.tsv"), "w") as f:
         f.write("# file\tinputs (NAME=FILE;... or -)\texit code\tstderr must contain\t"
                 "what the case tests\n")
