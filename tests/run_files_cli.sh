@@ -96,6 +96,16 @@ run_kiln run tests/models/seq_names/model.onnx --output-dir "$work/seq_names"
 [ $rc -eq 0 ] && [ "$(ls "$work/seq_names" | wc -l)" -eq 3 ] ||
   fail "a sequence s of 2 and a tensor s.0: rc $rc: $(ls "$work/seq_names")"
 
+# a sequence output of 70,000 elements: --output-dir would write a file for each (2^17 of
+# them took 2.6 to 8.2 s); over the 65,536 files kiln run writes, refused before any is
+# written, and the printed summary shows 16 of them (issue 20, round 4)
+run_kiln run tests/models/seq_many/model.onnx --output-dir "$work/seq_many"
+[ $rc -eq 1 ] && grep -qF "is a sequence of 70000 tensors, and --output-dir writes a file for each: 70000 files in all, over the limit of 65536; nothing was written" <<<"$err" &&
+  [ -z "$(ls -A "$work/seq_many" 2>/dev/null)" ] ||
+  fail "a sequence of 70000 to files: rc $rc: $err"
+out=$("$kiln" run tests/models/seq_many/model.onnx 2>&1)
+grep -qx "  ... and 69984 more" <<<"$out" || fail "the summary of 70000 elements: $(tail -3 <<<"$out")"
+
 # kiln check: links leading outside the folder it was given
 case_dir() { # NAME: a copy of the digits MLP's test case
   mkdir -p "$work/$1"

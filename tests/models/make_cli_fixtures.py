@@ -21,6 +21,10 @@
                     2^40 in 2-D) lie almost all in padding over a 1-element input.
                     Only the taps inside the input may cost time; the expected outputs
                     are worked out by hand (x, x, x / 2^40, |x|).
+  seq_many/model.onnx  no input -> a sequence 's' of 70,000 one-element tensors
+                    (SplitToSequence of ConstantOfShape): `kiln run --output-dir` would
+                    write a file for each, past its limit of 65,536, and must refuse
+                    before writing any.
   bf16_out/model.onnx  x [3] float32 -> y bfloat16: `kiln run --output-dir` must refuse
                     .npy (NumPy has no bfloat16) before it runs, and name --format pb.
   many_nodes/       an ONNX test-case folder: 40,000 pairs of Add(., 0.5) and Relu in a
@@ -180,6 +184,17 @@ def seq_names():
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "seq_names")
 
 
+def seq_many():
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [70000])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])),
+             helper.make_node("SplitToSequence", ["c"], ["s"], axis=0)]
+    graph = helper.make_graph(nodes, "seq_many", [],
+                              [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [1])],
+                              [shape])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "seq_many")
+
+
 def bf16_out():
     cast = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)
     graph = helper.make_graph([cast], "bf16_out",
@@ -191,6 +206,7 @@ def bf16_out():
 qdq()
 names()
 seq_names()
+seq_many()
 bf16_out()
 empty_rows()
 huge_window()
