@@ -28,58 +28,19 @@ import onnx
 from onnx import TensorProto as TP, helper, numpy_helper
 
 from make_probe import gen, init, vi
+from probe_lib import Probe, model, npy_header_only
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
 F, I64, I32, U8, I8, BOOL = TP.FLOAT, TP.INT64, TP.INT32, TP.UINT8, TP.INT8, TP.BOOL
 IMAX, IMIN = 2**63 - 1, -2**63
 E59 = 2**59  # the largest extent kiln admits (KL_MAX_EXTENT)
-rows = []
 
 
-def npy_header_only(path, shape, descr="<f4"):
-    """An .npy of any shape with no data (as make_probe_r2.py's, which cannot be imported:
-    it writes its cases when loaded)."""
-    hdr = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
-        descr, "".join(f"{d}, " for d in shape))
-    hdr += " " * (63 - (len(hdr) + 10) % 64) + "\n"
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
-
-
-def model(nodes, inputs, outputs, inits=(), opset=21, domains=(), ir=10):
-    g = helper.make_graph(list(nodes), "g", list(inputs), list(outputs), list(inits))
-    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
-    m = helper.make_model(g, opset_imports=ops)
-    m.ir_version = ir
-    return m
-
-
-def case(name, cls, m, expect="err", args="", inputs=None, cmd="run"):
-    path = os.path.join(OUT, name + ".onnx")
-    with open(path, "wb") as f:
-        f.write(m.SerializeToString() if hasattr(m, "SerializeToString") else m)
-    extra = ""
-    for k, v in (inputs or {}).items():
-        p = f"{name}.{k}.npy"
-        if isinstance(v, tuple) and v and v[0] == "hdr":
-            npy_header_only(os.path.join(OUT, p), v[1], v[2] if len(v) > 2 else "<f4")
-        else:
-            np.save(os.path.join(OUT, p), v)
-        extra += f" --input {k}={p}"
-    rows.append((name, cls, expect, f"{cmd} {name}.onnx{extra} {args}".strip()))
-
-
-def gen_case(name, cls, shape, nodes_after, outputs, extra_inits=(), expect="err", args="",
-             opset=21, value=1.0, dtype=np.float32, domains=()):
-    inits, nodes = gen(shape, "x", value, dtype)
-    m = model(nodes + nodes_after, [], outputs, inits + list(extra_inits), opset, domains)
-    case(name, cls, m, expect, args)
-
-
-def one(name, cls, node, ins, outs, inits=(), expect="err", args="", inputs=None, opset=21,
-        domains=()):
-    case(name, cls, model([node], ins, outs, inits, opset, domains), expect, args, inputs)
+# the case list and its helpers (probe_lib.py, shared with the other rounds)
+P = Probe(OUT)
+rows = P.rows
+case, gen_case, one = P.case, P.gen_case, P.one
 
 
 def K(op_type, ins, outs, **kw):
