@@ -407,9 +407,6 @@ static void measure_error(observed *ob, const float *x, int64_t n, bool symmetri
  * calibration sums the input under each weight (below), and the written bias is
  * B - shift (quantize_static_node). */
 
-/* Sums of x [N, C, H, W] (or [N, C, W]) under each of Conv node n's kernel offsets per
- * input channel into p->taps (C * kernel taps), counting the output placements. A
- * rank, auto_pad or shape it cannot read leaves the node uncorrected. */
 /* A Conv's placements as a 2-D one's (a 1-D convolution is one of height 1). */
 typedef struct conv_geom {
   int64_t kernel[2], in[2], out[2], stride[2], dil[2], pad[2];
@@ -437,6 +434,9 @@ static bool conv_geometry(const kl_node *n, const kl_type *wt, const int64_t *di
   return true;
 }
 
+/* Sums of x [N, C, H, W] (or [N, C, W]) under each of Conv node n's kernel offsets per
+ * input channel into p->taps (C * kernel taps), counting the output placements. A
+ * rank, auto_pad or shape it cannot read leaves the node uncorrected. */
 static void conv_taps(node_plan *p, const kl_node *n, const kl_type *wt, const float *x,
                       const int64_t *dims, int rank) {
   conv_geom cg;
@@ -574,8 +574,9 @@ static void gemm_gram(kl_quantizer *q, node_plan *p, const kl_node *n, const flo
   free(v);
 }
 
-/* After a calibration run: each corrected node's input sums. */
-static kiln_status add_taps(kl_quantizer *q, kl_err *e) {
+/* After a calibration run: each quantized weight node's input sums, for bias correction
+ * (taps) and GPTQ (gram). */
+static kiln_status add_input_sums(kl_quantizer *q, kl_err *e) {
   for (int i = 0; i < q->g->n_nodes; i++) {
     node_plan *p = &q->plan[i];
     const kl_node *n = &q->g->nodes[i];
@@ -649,7 +650,7 @@ kiln_status kl_quantizer_run(kl_quantizer *q, int n, const char *const *names,
     if (q->computed) measure_error(ob, x, numel, q->o.symmetric);
     else kl_stats_add(&ob->st, x, numel);
   }
-  if (!q->computed && (!q->o.no_bias_correction || q->o.gptq) && (st = add_taps(q, e)) != KILN_OK)
+  if (!q->computed && (!q->o.no_bias_correction || q->o.gptq) && (st = add_input_sums(q, e)) != KILN_OK)
     return st;
   if (!q->computed) q->batches++;
   return KILN_OK;
