@@ -98,12 +98,15 @@ if [ -z "${KILN_TEST_QUICK:-}" ]; then
   # build only, to keep CI within its time limit: they are slow under the sanitizers.
   # valgrind memcheck runs in the gcc build only (it cannot run sanitized binaries).
   MESON_TEST_ARGS=(--no-suite conformance --no-suite zoo --no-suite valgrind --no-suite written)
+  # These builds link the tests and the CLI against libkiln.so with its internal symbols
+  # exported (-Dinternal_shared=true): one copy of kiln per build, not one per test
+  # program (CI's disk once ran out on the ThreadSanitizer build).
   # debug_verify: the verifier after every pass, and oneDNN's shared workspace filled
   # with NaNs before every node (src/backends/cpu/dnnl_engine.h).
-  build_and_test build-clang clang -Ddebug_verify=true
+  build_and_test build-clang clang -Ddebug_verify=true -Dinternal_shared=true
   # Sanitizers: every unit and model test again under ASan+UBSan (leaks included).
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-  build_and_test build-asan gcc -Db_sanitize=address,undefined -Db_lundef=false
+  build_and_test build-asan gcc -Db_sanitize=address,undefined -Db_lundef=false -Dinternal_shared=true
   # libFuzzer targets (docs/fuzzing.md): a short run of each, and the regression corpus.
   MESON_TEST_ARGS=(--suite fuzz)
   build_and_test build-fuzz clang -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
@@ -114,7 +117,7 @@ if [ -z "${KILN_TEST_QUICK:-}" ]; then
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   MESON_TEST_ARGS=(--suite threads --suite models)
   build_and_test build-tsan clang -Db_sanitize=thread -Db_lundef=false -Ddnnl=disabled \
-    -Dopenmp=disabled -Dgpu=disabled
+    -Dopenmp=disabled -Dgpu=disabled -Dinternal_shared=true
 fi
 
 echo
