@@ -139,10 +139,11 @@ expect 0 "/features/features.2/Relu        Relu                 removed" -- "$ki
 out=$("$kiln" quantize $cnn -o "$tmp/r.onnx" --calibrate $data --array input=x --report --exclude /head/head.2/Gemm --no-progress 2>&1)
 grep -qE "^  /head/head.2/Gemm +Gemm +excluded \(--exclude\)" <<<"$out" || fail "--report: no excluded Gemm in: $out"
 grep -qE "^  input +act uint8 +0.00392157 +0 +\[0, 1\]" <<<"$out" || fail "--report: input's scale is not 1/255: $out"
-grep -qE "^  features.0.weight_folded +weight/ch " <<<"$out" || fail "--report: no weight line in: $out"
+grep -qE "^  features.0.weight_folded +weight/ch .* gptq$" <<<"$out" || fail "--report: no GPTQ-rounded weight line in: $out"
+grep -qF "GPTQ rounding of 2 of 2 weights)" <<<"$out" || fail "the summary does not count GPTQ's weights: $out"
 grep -qE "^  logits +relative L2 0\.0[0-9]+, SQNR [0-9.]+ dB, top-1 the same on 14[0-9][0-9] of 1437 samples" <<<"$out" ||
   fail "--report: no output comparison in: $out"
-head -1 "$tmp/r.csv" | grep -qF "value,kind,scale_min,scale_max,zero_point,lo,hi,min,max,sqnr_db,rel_l2" ||
+head -1 "$tmp/r.csv" | grep -qxF "value,kind,scale_min,scale_max,zero_point,lo,hi,min,max,sqnr_db,rel_l2,rounding,rounding_note" ||
   fail "--report-csv: bad header: $(head -1 "$tmp/r.csv")"
 [ "$(wc -l <"$tmp/r.csv")" = 9 ] || fail "--report-csv: $(wc -l <"$tmp/r.csv") lines, expected 9"
 

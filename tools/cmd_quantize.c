@@ -387,11 +387,12 @@ static void print_report(const kl_quantizer *q, const kl_quant_options *o, FILE 
     fprintf(txt, "quantized values (%s): scale, zero point, range quantized, range seen, "
                  "error added on the calibration data\n",
             o->dynamic ? "weights" : "activations, weights");
-    fprintf(txt, "  %-32s %-10s %-21s %4s  %-23s %-23s %8s %9s\n", "value", "kind", "scale",
-            "zp", "range", "observed", "SQNR dB", "rel L2");
+    fprintf(txt, "  %-32s %-10s %-21s %4s  %-23s %-23s %8s %9s  %s\n", "value", "kind", "scale",
+            "zp", "range", "observed", "SQNR dB", "rel L2", "rounding");
   }
   if (csv)
-    fprintf(csv, "value,kind,scale_min,scale_max,zero_point,lo,hi,min,max,sqnr_db,rel_l2\n");
+    fprintf(csv, "value,kind,scale_min,scale_max,zero_point,lo,hi,min,max,sqnr_db,rel_l2,"
+                 "rounding,rounding_note\n");
   for (int i = 0; i < nv; i++) {
     char sc[64], lo[64], mm[64];
     if (v[i].scale_max > v[i].scale)
@@ -402,13 +403,17 @@ static void print_report(const kl_quantizer *q, const kl_quant_options *o, FILE 
     snprintf(mm, sizeof mm, "[%.4g, %.4g]", v[i].min, v[i].max);
     const char *kind = v[i].weight ? (v[i].scale_max > v[i].scale ? "weight/ch" : "weight")
                                    : (o->symmetric ? "act int8" : "act uint8");
+    const char *rounding = v[i].rounding ? v[i].rounding : "";
     if (txt)
-      fprintf(txt, "  %-32s %-10s %-21s %4d  %-23s %-23s %8.2f %9.3g\n", v[i].name, kind, sc,
-              (int)v[i].zero_point, lo, mm, v[i].sqnr_db, v[i].rel_l2);
-    if (csv)
-      fprintf(csv, "%s,%s,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.4f,%.6g\n", v[i].name, kind,
+      fprintf(txt, "  %-32s %-10s %-21s %4d  %-23s %-23s %8.2f %9.3g%s%s%s%s\n", v[i].name,
+              kind, sc, (int)v[i].zero_point, lo, mm, v[i].sqnr_db, v[i].rel_l2,
+              rounding[0] ? "  " : "", rounding, v[i].rounding_why[0] ? ": " : "",
+              v[i].rounding_why);
+    if (csv) /* the note holds no comma or quote (quantize.c's strings) */
+      fprintf(csv, "%s,%s,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.4f,%.6g,%s,%s\n", v[i].name, kind,
               (double)v[i].scale, (double)v[i].scale_max, (int)v[i].zero_point, v[i].lo,
-              v[i].hi, v[i].min, v[i].max, v[i].sqnr_db, v[i].rel_l2);
+              v[i].hi, v[i].min, v[i].max, v[i].sqnr_db, v[i].rel_l2, rounding,
+              v[i].rounding_why);
   }
   if (!txt) return;
   int kept = 0;
@@ -711,6 +716,17 @@ int cmd_quantize(int argc, char **argv) {
     quantized += product && nodes[i].quantized;
     between += !product && nodes[i].quantized;
   }
+  /* GPTQ's rounding: how many weights got it, and the first that did not */
+  int nv, gptq = 0, weights = 0, first_nearest = -1;
+  const kl_quant_value *vals = kl_quantizer_values(q, &nv);
+  for (int i = 0; i < nv; i++) {
+    if (!vals[i].weight) continue;
+    weights++;
+    if (vals[i].rounding && !strcmp(vals[i].rounding, "gptq") && !vals[i].rounding_why[0]) gptq++;
+    else if (first_nearest < 0) first_nearest = i;
+  }
+  char gptq_txt[64] = "";
+  if (a.o.gptq) snprintf(gptq_txt, sizeof gptq_txt, ", GPTQ rounding of %d of %d weights", gptq, weights);
   static const char *methods[] = {"minmax", "percentile", "entropy"};
   if (a.o.dynamic)
     printf("%s: %d of %d Conv/MatMul/Gemm nodes quantized (dynamic, %s %s weights)\n",
@@ -726,7 +742,12 @@ int cmd_quantize(int argc, char **argv) {
            a.o.reduce_range ? "7-bit" : "8-bit",
            a.o.symmetric ? "int8 symmetric" : "uint8",
            a.o.no_bias_correction ? ", biases as they were" : ", biases corrected",
-           a.o.gptq ? ", GPTQ rounding" : "");
+           gptq_txt);
+  if (a.o.gptq && first_nearest >= 0)
+    fprintf(stderr, "kiln quantize: note: %d of %d weights not GPTQ-rounded (or not every "
+                    "group of them); the first, '%s': %s%s%s (--report lists each)\n",
+            weights - gptq, weights, vals[first_nearest].name, vals[first_nearest].rounding,
+            vals[first_nearest].rounding_why[0] ? ", " : "", vals[first_nearest].rounding_why);
   if (a.report_csv && !(csv = fopen(a.report_csv, "w"))) {
     fprintf(stderr, "kiln quantize: cannot write %s\n", a.report_csv);
     goto done;

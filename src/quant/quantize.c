@@ -28,10 +28,13 @@ typedef struct node_plan {
   double *gram;
   int64_t gram_dim, gram_groups, gram_rows;
   bool gram_off; /* refused once: not tried again */
+  const char *gram_why; /* why the node has no sums (a static string), or NULL */
   /* the weights' codes and scales kl_quantizer_compute chose (GPTQ's are not cheap to
    * make twice), or NULL */
   int8_t *codes;
   float *scales;
+  bool gptq;              /* ... GPTQ-rounded (every group, or rounding_why says) */
+  char rounding_why[128];  /* why not, or not every group ("" when nothing to say) */
 } node_plan;
 
 /* A value observed (static) and quantized with a QDQ pair: v, whose readers read the
@@ -503,9 +506,15 @@ static bool gram_ready(kl_quantizer *q, node_plan *p, int64_t groups, int64_t di
   if (p->gram_off) return false;
   if (p->gram) return p->gram_groups == groups && p->gram_dim == dim;
   size_t bytes = sizeof(double) * (size_t)groups * (size_t)dim * (size_t)dim;
-  if (dim <= 0 || dim > GRAM_DIM || groups <= 0 || bytes / (size_t)groups > GRAM_BYTES ||
-      q->gram_bytes + bytes > GRAM_BYTES || !(p->gram = calloc(bytes, 1))) {
+  const char *why = NULL;
+  if (dim <= 0 || groups <= 0) why = "no inputs under its weights";
+  else if (dim > GRAM_DIM) why = "more than 1536 inputs under a group's weights";
+  else if (bytes / (size_t)groups > GRAM_BYTES || q->gram_bytes + bytes > GRAM_BYTES)
+    why = "GPTQ's sums over 1 GiB for the model";
+  else if (!(p->gram = calloc(bytes, 1))) why = "out of memory for GPTQ's sums";
+  if (why) {
     p->gram_off = true;
+    p->gram_why = why;
     return false;
   }
   q->gram_bytes += bytes;
@@ -529,11 +538,17 @@ static void conv_gram(kl_quantizer *q, node_plan *p, const kl_node *n, const kl_
                       const float *x, const int64_t *dims, int rank) {
   conv_geom cg;
   int64_t group = kl_attr_int(n, "group", 1), ch = dims[1];
-  if (!conv_geometry(n, wt, dims, rank, &cg) || group <= 0 || ch % group) return;
+  if (!conv_geometry(n, wt, dims, rank, &cg) || group <= 0 || ch % group) {
+    p->gram_why = "an input or weight shape GPTQ does not read";
+    return;
+  }
   int64_t cpg = ch / group, taps = cg.kernel[0] * cg.kernel[1], dim = cpg * taps;
   if (!gram_ready(q, p, group, dim)) return;
   double *v = malloc(sizeof *v * (size_t)dim);
-  if (!v) return;
+  if (!v) {
+    p->gram_why = "out of memory for GPTQ's sums";
+    return;
+  }
   int64_t per = cg.out[0] * cg.out[1], places = dims[0] * per;
   int64_t step = places > GRAM_ROWS ? (places + GRAM_ROWS - 1) / GRAM_ROWS : 1;
   for (int64_t at = 0; at < places; at += step) {
@@ -559,12 +574,18 @@ static void conv_gram(kl_quantizer *q, node_plan *p, const kl_node *n, const kl_
 /* Gemm node n: the rows of A (columns of A with transA). */
 static void gemm_gram(kl_quantizer *q, node_plan *p, const kl_node *n, const float *a,
                       const int64_t *dims, int rank) {
-  if (rank != 2) return;
+  if (rank != 2) {
+    p->gram_why = "an input that is not a matrix";
+    return;
+  }
   bool ta = kl_attr_int(n, "transA", 0) != 0;
   int64_t m = ta ? dims[1] : dims[0], k = ta ? dims[0] : dims[1];
   if (!gram_ready(q, p, 1, k)) return;
   double *v = malloc(sizeof *v * (size_t)(k ? k : 1));
-  if (!v) return;
+  if (!v) {
+    p->gram_why = "out of memory for GPTQ's sums";
+    return;
+  }
   int64_t step = m > GRAM_ROWS ? (m + GRAM_ROWS - 1) / GRAM_ROWS : 1;
   for (int64_t r = 0; r < m; r += step) {
     for (int64_t j = 0; j < k; j++) v[j] = a[ta ? j * m + r : r * k + j];
@@ -597,6 +618,7 @@ static kiln_status add_input_sums(kl_quantizer *q, kl_err *e) {
       if (n->op == KL_OP_Conv) conv_gram(q, p, n, wt, data, info.dims, info.rank);
       else if (n->op == KL_OP_Gemm) gemm_gram(q, p, n, data, info.dims, info.rank);
       else if (info.rank >= 1 && wt->rank == 2) gemm_gram(q, p, n, data, rows_k, 2);
+      else p->gram_why = "a weight that is not a matrix";
     }
   }
   return KILN_OK;
@@ -680,12 +702,17 @@ typedef struct qweights {
   int n_scales, axis;
   int64_t numel;
   bool per_channel;
+  /* how they were rounded: gptq set when GPTQ rounded every group; why (when not, or
+   * some groups kept nearest rounding) says why */
+  bool gptq;
+  char why[128];
 } qweights;
 
 /* GPTQ: node n's codes in w (nearest ones, with their scales) rounded again group by
  * group against its inputs' sums (a group whose sums are not positive definite keeps
- * them). Its weights' rows: a Conv's [M, C / group, k...] rows, a Gemm's columns of
- * W [K, N] (rows of W [N, K] with transB). False when memory ran out. */
+ * them; w->gptq and w->why say so). Its weights' rows: a Conv's [M, C / group, k...]
+ * rows, a Gemm's columns of W [K, N] (rows of W [N, K] with transB). False when memory
+ * ran out. */
 static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_plan *p,
                          qweights *w) {
   const kl_value *v = &q->g->values[n->in[1]];
@@ -694,11 +721,21 @@ static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_pla
   int64_t dim = p->gram_dim, groups = p->gram_groups;
   int64_t rows = w->numel / dim, per_group = rows / groups;
   int64_t step = w->n_scales > 1 ? 1 : 0;
-  if (rows * dim != w->numel || per_group * groups != rows) return true;
+  if (rows * dim != w->numel || per_group * groups != rows) {
+    snprintf(w->why, sizeof w->why, "GPTQ's sums do not match the weights' shape");
+    return true;
+  }
   if (n->op == KL_OP_Conv || kl_attr_int(n, "transB", 0)) {
+    int64_t done = 0;
     for (int64_t gi = 0; gi < groups; gi++)
-      kl_gptq_round(f + gi * per_group * dim, per_group, dim, w->scales + gi * per_group * step,
-                    step, qmax, p->gram + gi * dim * dim, w->q + gi * per_group * dim);
+      done += kl_gptq_round(f + gi * per_group * dim, per_group, dim,
+                            w->scales + gi * per_group * step, step, qmax,
+                            p->gram + gi * dim * dim, w->q + gi * per_group * dim);
+    w->gptq = done > 0;
+    if (done < groups)
+      snprintf(w->why, sizeof w->why, "nearest in %lld of %lld groups: their input sums are "
+               "not positive definite (or memory ran out)", (long long)(groups - done),
+               (long long)groups);
     return true;
   }
   /* W [K, N]: its columns as rows */
@@ -708,9 +745,12 @@ static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_pla
   if (ok) {
     for (int64_t r = 0; r < rows; r++)
       for (int64_t j = 0; j < dim; j++) t[r * dim + j] = f[j * rows + r], c[r * dim + j] = w->q[j * rows + r];
-    if (kl_gptq_round(t, rows, dim, w->scales, step, qmax, p->gram, c))
+    if ((w->gptq = kl_gptq_round(t, rows, dim, w->scales, step, qmax, p->gram, c)))
       for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < dim; j++) w->q[j * rows + r] = c[r * dim + j];
+    else
+      snprintf(w->why, sizeof w->why, "its input sums are not positive definite (or memory "
+               "ran out)");
   }
   free(t), free(c);
   return ok;
@@ -731,16 +771,33 @@ static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n
     free(w->q), free(w->scales);
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory quantizing '%s'", v->name);
   }
-  const node_plan *p = &q->plan[n - q->g->nodes];
+  node_plan *p = &q->plan[n - q->g->nodes];
+  w->gptq = false;
+  w->why[0] = 0;
   if (p->codes) { /* kl_quantizer_compute's */
     memcpy(w->q, p->codes, (size_t)w->numel);
     memcpy(w->scales, p->scales, sizeof(float) * (size_t)w->n_scales);
+    w->gptq = p->gptq;
+    snprintf(w->why, sizeof w->why, "%s", p->rounding_why);
     return KILN_OK;
   }
   kl_quantize_weights(v->data, v->type.rank, dims, w->axis, w->per_channel,
                       q->o.reduce_range, w->scales, w->q);
-  if (q->o.gptq && p->gram && p->gram_rows > 0 && !gptq_weights(q, n, p, w))
-    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rounding '%s'", v->name);
+  if (q->o.gptq) {
+    if (p->gram && p->gram_rows > 0) {
+      if (!gptq_weights(q, n, p, w)) {
+        free(w->q), free(w->scales);
+        return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rounding '%s'", v->name);
+      }
+    } else {
+      snprintf(w->why, sizeof w->why, "%s",
+               p->gram_why ? p->gram_why
+               : p->gram   ? "no placements of its input in the calibration data"
+                           : "its input was not observed");
+    }
+  }
+  p->gptq = w->gptq;
+  snprintf(p->rounding_why, sizeof p->rounding_why, "%s", w->why);
   return KILN_OK;
 }
 
@@ -817,6 +874,8 @@ kiln_status kl_quantizer_compute(kl_quantizer *q, kl_err *e) {
     }
     r->lo = r->min, r->hi = r->max;
     fill_error(r, sum_sq, err_sq);
+    r->rounding = w.gptq ? "gptq" : "nearest";
+    snprintf(r->rounding_why, sizeof r->rounding_why, "%s", w.why);
     node_plan *p = &q->plan[i];
     free(p->codes), free(p->scales);
     p->codes = w.q, p->scales = w.scales; /* for kl_quantizer_graph */

@@ -115,6 +115,10 @@ typedef struct kl_quant_value {
   double sqnr_db;  /* 10 log10(sum x^2 / sum (x - dq(q(x)))^2); INFINITY when exact,
                       NAN when not measured (activations before the error pass) */
   double rel_l2;   /* sqrt(sum (x - dq(q(x)))^2 / sum x^2) */
+  /* a weight's rounding: "gptq" or "nearest" (NULL for activations); rounding_why, when
+   * GPTQ was asked for and did not round it (or not every group), says why */
+  const char *rounding;
+  char rounding_why[128];
 } kl_quant_value;
 
 typedef struct kl_quantizer kl_quantizer;

@@ -195,6 +195,18 @@ static void test_quantizer(void **state) {
       assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
     }
     assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+    int nv, weights = 0;
+    const kl_quant_value *v = kl_quantizer_values(q, &nv);
+    for (int i = 0; i < nv; i++) { /* the report says how each weight was rounded */
+      if (!v[i].weight) {
+        assert_null(v[i].rounding);
+        continue;
+      }
+      weights++;
+      assert_string_equal(v[i].rounding, k == 1 ? "gptq" : "nearest");
+      assert_string_equal(v[i].rounding_why, "");
+    }
+    assert_int_equal(weights, 2);
     assert_int_equal(kl_quantizer_graph(q, &hs[k], &e), KILN_OK);
     double sum = 0, d2 = 0;
     for (int b = 0; b < 3; b++) {
@@ -221,11 +233,62 @@ static void test_quantizer(void **state) {
   kl_graph_free(g);
 }
 
+/* x [4, k] -> Gemm "fc" (W [3, k], transB) -> y, quantized with gptq on calibration
+ * batch x: the weight's rounding and why as the report gives them. */
+static void gemm_rounding(int64_t k, float x_value, const char *want, const char *why) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd[2] = {4, k}, wd[2] = {3, k};
+  float *w = malloc(sizeof *w * (size_t)(3 * k)), *x = malloc(sizeof *x * (size_t)(4 * k));
+  assert_non_null(w);
+  assert_non_null(x);
+  for (int64_t i = 0; i < 3 * k; i++) w[i] = tu_rand_f32(&rng, -1, 1);
+  for (int64_t i = 0; i < 4 * k; i++) x[i] = x_value ? tu_rand_f32(&rng, -x_value, x_value) : 0;
+  int xv = tu_graph_input(g, "x", KL_F32, 2, xd), wv = tu_graph_const(g, "w", KL_F32, 2, wd, w);
+  int y = tu_graph_value(g, "y");
+  int n = tu_graph_node(g, KL_OP_Gemm, "fc", 2, (int[]){xv, wv}, 1, &y);
+  kl_node_set_int(g, n, "transB", 1, NULL);
+  kl_graph_add_output(g, y, NULL);
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  kl_quant_options o = {.per_channel = true, .gptq = true};
+  kl_quantizer *q;
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  kl_tensor t = {.dtype = KL_F32, .rank = 2, .dims = {4, k}, .data = x};
+  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
+  assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+  int nv;
+  const kl_quant_value *v = kl_quantizer_values(q, &nv);
+  const kl_quant_value *wq = NULL;
+  for (int i = 0; i < nv; i++)
+    if (v[i].weight) wq = &v[i];
+  assert_non_null(wq);
+  assert_string_equal(wq->name, "w");
+  assert_string_equal(wq->rounding, want);
+  if (!strstr(wq->rounding_why, why))
+    fail_msg("k %lld: rounding note '%s', expected it to hold '%s'", (long long)k,
+             wq->rounding_why, why);
+  kl_quantizer_free(q);
+  kl_graph_free(g);
+  free(w), free(x);
+}
+
+/* A weight GPTQ could not round keeps nearest rounding, and the report says why: more
+ * inputs than its sums take (1536), or input sums that are not positive definite (all
+ * zero); next to them, one it did round. */
+static void test_report(void **state) {
+  (void)state;
+  gemm_rounding(37, 1, "gptq", "");
+  gemm_rounding(1536, 1, "gptq", "");
+  gemm_rounding(1537, 1, "nearest", "more than 1536 inputs");
+  gemm_rounding(37, 0, "nearest", "not positive definite");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round),
       cmocka_unit_test(test_shared_scale),
       cmocka_unit_test(test_quantizer),
+      cmocka_unit_test(test_report),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
