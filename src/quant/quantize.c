@@ -708,6 +708,13 @@ typedef struct qweights {
   char why[128];
 } qweights;
 
+/* Whether the dim x dim sums h are all zero (their diagonal: sums of squares). */
+static bool zero_input(const double *h, int64_t dim) {
+  for (int64_t j = 0; j < dim; j++)
+    if (h[j * dim + j] != 0) return false;
+  return true;
+}
+
 /* GPTQ: node n's codes in w (nearest ones, with their scales) rounded again group by
  * group against its inputs' sums (a group whose sums are not positive definite keeps
  * them; w->gptq and w->why say so). Its weights' rows: a Conv's [M, C / group, k...]
@@ -726,16 +733,29 @@ static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_pla
     return true;
   }
   if (n->op == KL_OP_Conv || kl_attr_int(n, "transB", 0)) {
-    int64_t done = 0;
-    for (int64_t gi = 0; gi < groups; gi++)
+    /* a group whose input was zero on all the data (a channel a ReLU always zeroed)
+     * computes zero whatever its codes: nearest ones, and nothing to say */
+    int64_t done = 0, silent = 0;
+    for (int64_t gi = 0; gi < groups; gi++) {
+      if (zero_input(p->gram + gi * dim * dim, dim)) {
+        silent++;
+        continue;
+      }
       done += kl_gptq_round(f + gi * per_group * dim, per_group, dim,
                             w->scales + gi * per_group * step, step, qmax,
                             p->gram + gi * dim * dim, w->q + gi * per_group * dim);
+    }
     w->gptq = done > 0;
-    if (done < groups)
+    if (!done && silent == groups)
+      snprintf(w->why, sizeof w->why, "its input was zero on all the calibration data");
+    else if (done + silent < groups)
       snprintf(w->why, sizeof w->why, "nearest in %lld of %lld groups: their input sums are "
-               "not positive definite (or memory ran out)", (long long)(groups - done),
+               "not positive definite (or memory ran out)", (long long)(groups - done - silent),
                (long long)groups);
+    return true;
+  }
+  if (zero_input(p->gram, dim)) {
+    snprintf(w->why, sizeof w->why, "its input was zero on all the calibration data");
     return true;
   }
   /* W [K, N]: its columns as rows */

@@ -272,15 +272,52 @@ static void gemm_rounding(int64_t k, float x_value, const char *want, const char
   free(w), free(x);
 }
 
+/* x [1, 3, 5, 5] with channel 1 always zero -> depthwise Conv 3x3 (pads 1) -> y: the
+ * zero channel's group keeps nearest codes and nothing is said of it (its codes
+ * compute zero whatever they are); the others are GPTQ-rounded. */
+static void test_zero_channel(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int64_t xd[4] = {1, 3, 5, 5}, wd[4] = {3, 1, 3, 3};
+  float w[27], x[75];
+  for (int i = 0; i < 27; i++) w[i] = tu_rand_f32(&rng, -1, 1);
+  for (int i = 0; i < 75; i++) x[i] = i / 25 == 1 ? 0 : tu_rand_f32(&rng, -1, 1);
+  int xv = tu_graph_input(g, "x", KL_F32, 4, xd), wv = tu_graph_const(g, "w", KL_F32, 4, wd, w);
+  int y = tu_graph_value(g, "y");
+  int n = tu_graph_node(g, KL_OP_Conv, "dw", 2, (int[]){xv, wv}, 1, &y);
+  tu_node_ints(g, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  assert_int_equal(kl_node_set_int(g, n, "group", 3, NULL), KILN_OK);
+  kl_graph_add_output(g, y, NULL);
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  kl_quant_options o = {.per_channel = true, .gptq = true};
+  kl_quantizer *q;
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  kl_tensor t = {.dtype = KL_F32, .rank = 4, .dims = {1, 3, 5, 5}, .data = x};
+  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
+  assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+  int nv, found = 0;
+  const kl_quant_value *v = kl_quantizer_values(q, &nv);
+  for (int i = 0; i < nv; i++) {
+    if (!v[i].weight) continue;
+    found++;
+    assert_string_equal(v[i].rounding, "gptq");
+    assert_string_equal(v[i].rounding_why, "");
+  }
+  assert_int_equal(found, 1);
+  kl_quantizer_free(q);
+  kl_graph_free(g);
+}
+
 /* A weight GPTQ could not round keeps nearest rounding, and the report says why: more
- * inputs than its sums take (1536), or input sums that are not positive definite (all
- * zero); next to them, one it did round. */
+ * inputs than its sums take (1536), or an input that was always zero (any codes compute
+ * the same); next to them, ones it did round. */
 static void test_report(void **state) {
   (void)state;
   gemm_rounding(37, 1, "gptq", "");
   gemm_rounding(1536, 1, "gptq", "");
   gemm_rounding(1537, 1, "nearest", "more than 1536 inputs");
-  gemm_rounding(37, 0, "nearest", "not positive definite");
+  gemm_rounding(37, 0, "nearest", "its input was zero on all the calibration data");
 }
 
 int main(void) {
@@ -289,6 +326,7 @@ int main(void) {
       cmocka_unit_test(test_shared_scale),
       cmocka_unit_test(test_quantizer),
       cmocka_unit_test(test_report),
+      cmocka_unit_test(test_zero_channel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
