@@ -415,6 +415,13 @@ typedef struct conv_geom {
   int64_t kernel[2], in[2], out[2], stride[2], dil[2], pad[2];
 } conv_geom;
 
+/* The input coordinate along spatial axis d that output o reads under kernel offset k,
+ * or -1 in the padding (conv_taps' and conv_gram's placements). */
+static int64_t conv_tap(const conv_geom *cg, int d, int64_t o, int64_t k) {
+  int64_t i = o * cg->stride[d] - cg->pad[d] + k * cg->dil[d];
+  return i >= 0 && i < cg->in[d] ? i : -1;
+}
+
 /* The geometry of Conv node n (weights of type wt) over x of dims (rank 3 or 4); false
  * for another rank or attributes it cannot read. */
 static bool conv_geometry(const kl_node *n, const kl_type *wt, const int64_t *dims, int rank,
@@ -444,8 +451,7 @@ static void conv_taps(node_plan *p, const kl_node *n, const kl_type *wt, const f
                       const int64_t *dims, int rank) {
   conv_geom cg;
   if (!conv_geometry(n, wt, dims, rank, &cg)) return;
-  const int64_t *kernel = cg.kernel, *in = cg.in, *out = cg.out, *stride = cg.stride,
-                *dil = cg.dil, *pad = cg.pad;
+  const int64_t *kernel = cg.kernel, *in = cg.in, *out = cg.out;
   int64_t nb = dims[0], ch = dims[1], plane = in[0] * in[1], taps = kernel[0] * kernel[1];
   if (!p->taps) {
     p->taps = calloc((size_t)(ch * taps), sizeof *p->taps);
@@ -463,11 +469,11 @@ static void conv_taps(node_plan *p, const kl_node *n, const kl_type *wt, const f
       for (int64_t kj = 0; kj < kernel[1]; kj++) {
         double t = 0;
         for (int64_t oh = 0; oh < out[0]; oh++) {
-          int64_t yy = oh * stride[0] - pad[0] + ki * dil[0];
-          if (yy < 0 || yy >= in[0]) continue;
+          int64_t yy = conv_tap(&cg, 0, oh, ki);
+          if (yy < 0) continue;
           for (int64_t ow = 0; ow < out[1]; ow++) {
-            int64_t xx = ow * stride[1] - pad[1] + kj * dil[1];
-            if (xx >= 0 && xx < in[1]) t += sum[yy * in[1] + xx];
+            int64_t xx = conv_tap(&cg, 1, ow, kj);
+            if (xx >= 0) t += sum[yy * in[1] + xx];
           }
         }
         p->taps[c * taps + ki * kernel[1] + kj] += t;
@@ -558,10 +564,9 @@ static void conv_gram(kl_quantizer *q, node_plan *p, const kl_node *n, const kl_
         const float *plane = x + (b * ch + gi * cpg + ci) * cg.in[0] * cg.in[1];
         for (int64_t ki = 0; ki < cg.kernel[0]; ki++)
           for (int64_t kj = 0; kj < cg.kernel[1]; kj++) {
-            int64_t yy = oh * cg.stride[0] - cg.pad[0] + ki * cg.dil[0];
-            int64_t xx = ow * cg.stride[1] - cg.pad[1] + kj * cg.dil[1];
-            bool inside = yy >= 0 && yy < cg.in[0] && xx >= 0 && xx < cg.in[1];
-            v[(ci * cg.kernel[0] + ki) * cg.kernel[1] + kj] = inside ? plane[yy * cg.in[1] + xx] : 0;
+            int64_t yy = conv_tap(&cg, 0, oh, ki), xx = conv_tap(&cg, 1, ow, kj);
+            v[(ci * cg.kernel[0] + ki) * cg.kernel[1] + kj] =
+                yy >= 0 && xx >= 0 ? plane[yy * cg.in[1] + xx] : 0;
           }
       }
       gram_add(p->gram + gi * dim * dim, v, dim);
