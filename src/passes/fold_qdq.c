@@ -321,6 +321,100 @@ static kiln_status fold_gemm(kl_graph *g, int qi, int p, int bits, int *changed,
   return st;
 }
 
+/* Whether the constant zero point v is 0 everywhere. */
+static bool zero_points_zero(const kl_graph *g, int v) {
+  const kl_value *z = kl_rw_const(g, v);
+  int64_t n;
+  if (!z || !kl_type_numel(&z->type, &n)) return false;
+  for (int64_t i = 0; i < n; i++)
+    if (((const uint8_t *)z->data)[i]) return false;
+  return true;
+}
+
+/* A new value of y's shape and dtype dt (a product's intermediate), or -1. */
+static int like_value(kl_graph *g, int y, kl_dtype dt, kl_err *e) {
+  int v = kl_graph_add_value(g, NULL, e);
+  if (v < 0) return -1;
+  g->values[v].type = g->values[y].type;
+  g->values[v].type.dtype = dt;
+  return v;
+}
+
+/* A matrix product whose result stays float32 (a classifier's last Gemm, which kiln
+ * quantize leaves unquantized so that the logits keep their precision; any product no
+ * QuantizeLinear folds above) of a quantized activation and constant 8-bit weights
+ * with zero points 0, per tensor or per column, runs on the codes:
+ *   Gemm(DQ(Aq, sa, za), DQ(Bq, sb, 0), C)  (transA 0; MatMul likewise, without C)
+ *     -> Add(Mul(Cast(MatMulInteger(Aq, Bq', za), float), s), beta * C)
+ * with Bq' [K, N] (Gemm's transB transposed once) and s [N] = alpha * sa * sb (one value
+ * per tensor). The int32 sums are exact; the float32 QDQ graph rounds each partial sum.
+ * MatMulInteger reads a quarter of the float32 weights' bytes: ShuffleNetV2's 1024 x
+ * 1000 classifier 0.15 ms -> 0.01 ms on one AMX core (weights in cache). Weights that
+ * do not fit the backend's exact width (bits) stay float32, as for the folds above. */
+static kiln_status fold_float_product(kl_graph *g, int ci, int bits, int *changed,
+                                      kl_err *e) {
+  const kl_node *mm = &g->nodes[ci];
+  bool gemm = mm->op == KL_OP_Gemm;
+  if ((!gemm && mm->op != KL_OP_MatMul) || mm->n_in < 2 || mm->n_out != 1) return KILN_OK;
+  bool trans = gemm && kl_attr_int(mm, "transB", 0);
+  double alpha = gemm ? kl_attr_float(mm, "alpha", 1) : 1;
+  double beta = gemm ? kl_attr_float(mm, "beta", 1) : 1;
+  int da = kl_rw_producer(g, mm->in[0]), db = kl_rw_producer(g, mm->in[1]);
+  const kl_type *at = &g->values[mm->in[0]].type, *bt = &g->values[mm->in[1]].type;
+  if ((gemm && (kl_attr_int(mm, "transA", 0) || at->rank != 2)) || at->rank < 2 ||
+      bt->rank != 2 || !kl_dim_known(bt->dims[!trans]) || !isfinite(alpha) ||
+      !isfinite(beta) || g->values[mm->out[0]].type.dtype != KL_F32 || !activation_dq(g, da))
+    return KILN_OK;
+  int64_t n = bt->dims[!trans].size, ns;
+  if (!weights_dq(g, db, 2, n, !trans) || !zero_points_zero(g, g->nodes[db].in[2]) ||
+      !weights_fit(kl_rw_const(g, g->nodes[db].in[0]), bits))
+    return KILN_OK;
+  double sa;
+  kl_rw_scalar(g, g->nodes[da].in[1], &sa);
+  const kl_value *sbv = kl_rw_const(g, g->nodes[db].in[1]);
+  kl_type_numel(&sbv->type, &ns);
+  double *sc = malloc(sizeof *sc * (size_t)ns);
+  if (!sc) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %lld scales", (long long)ns);
+  for (int64_t j = 0; j < ns; j++) sc[j] = alpha * sa * ((const float *)sbv->data)[j];
+  int scale = kl_rw_add_vector(g, "qproduct_scales", KL_F32, 1, sc, ns, e);
+  free(sc);
+  if (scale < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  int wq = g->nodes[db].in[0];
+  if (trans && (wq = transposed_weights(g, wq, e)) < 0)
+    return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  int bias = gemm && g->nodes[ci].n_in > 2 ? g->nodes[ci].in[2] : -1;
+  int y = g->nodes[ci].out[0], aq = g->nodes[da].in[0], za = g->nodes[da].in[2];
+  char name[256];
+  snprintf(name, sizeof name, "%s", g->nodes[ci].name);
+  int acc = like_value(g, y, KL_I32, e), fv = acc < 0 ? -1 : like_value(g, y, KL_F32, e);
+  if (fv < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  int mi = kl_graph_add_node(g, KL_OP_MatMulInteger, name, 3, (int[]){aq, wq, za}, 1, &acc, e);
+  int cast = mi < 0 ? -1 : kl_graph_add_node(g, KL_OP_Cast, name, 1, &acc, 1, &fv, e);
+  if (cast < 0 || kl_node_set_int(g, cast, "to", KL_F32, e) != KILN_OK)
+    return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+  kiln_status st;
+  if (bias < 0) {
+    st = kl_rw_become(g, ci, KL_OP_Mul, 2, (int[]){fv, scale}, e);
+  } else {
+    int scaled = like_value(g, y, KL_F32, e);
+    if (scaled < 0 || kl_graph_add_node(g, KL_OP_Mul, name, 2, (int[]){fv, scale}, 1, &scaled,
+                                        e) < 0)
+      return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+    if (beta != 1) { /* beta * C: const_fold computes it once for a constant C */
+      int bv = kl_rw_add_vector(g, "gemm_beta", KL_F32, 1, &beta, 1, e);
+      int cb = bv < 0 ? -1 : kl_graph_add_value(g, NULL, e);
+      if (cb < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+      g->values[cb].type = g->values[bias].type;
+      if (kl_graph_add_node(g, KL_OP_Mul, name, 2, (int[]){bias, bv}, 1, &cb, e) < 0)
+        return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
+      bias = cb;
+    }
+    st = kl_rw_become(g, ci, KL_OP_Add, 2, (int[]){scaled, bias}, e);
+  }
+  if (st == KILN_OK) (*changed)++;
+  return st;
+}
+
 /* Folds the Conv ci that QuantizeLinear node qi quantizes, when it is the pattern above. */
 static kiln_status fold_conv(kl_graph *g, int qi, int ci, int bits, int *changed, kl_err *e) {
   const kl_node *q = &g->nodes[qi];
@@ -798,6 +892,9 @@ kiln_status kl_pass_fold_qdq(kl_graph *g, const kl_pass_config *cfg, int *change
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) /* after the lookups exist */
     if (g->nodes[i].op == KL_OP_KilnQLinearMul || g->nodes[i].op == KL_OP_KilnQLinearAdd)
       st = fold_lookup_pair(g, i, changed, e);
+  /* the products no QuantizeLinear took; nodes added by it are past n (not revisited) */
+  for (int i = 0, n = g->n_nodes; st == KILN_OK && i < n; i++)
+    st = fold_float_product(g, i, bits, changed, e);
   if (st == KILN_OK) st = kl_rw_finish(g, *changed, e);
   return st;
 }

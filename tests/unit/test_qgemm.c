@@ -80,8 +80,9 @@ static int const_zp(kl_graph *g, kl_dtype t, int z) {
   return tu_graph_const(g, NULL, t, 0, NULL, t == KL_U8 ? (void *)&u : (void *)&s);
 }
 
-/* The graph above for case c, its constants drawn from *seed. */
-static kl_graph *gemm_graph(const gemm_case *c, uint32_t *seed) {
+/* The graph above for case c, its constants drawn from *seed; with float_out, the
+ * product's (or Relu's) float32 result is the output, no QuantizeLinear after it. */
+static kl_graph *gemm_graph_out(const gemm_case *c, uint32_t *seed, bool float_out) {
   kl_graph *g = tu_graph_new();
   int64_t m = c->m, k = c->k, n = c->n, ns = c->per_column ? n : 1;
   int64_t xd[2] = {m, k}, wd[2] = {c->trans_b ? n : k, c->trans_b ? k : n};
@@ -126,10 +127,18 @@ static kl_graph *gemm_graph(const gemm_case *c, uint32_t *seed) {
     if (b != KL_ABSENT) y = TU_OP(g, Add, b, y); /* the bias first: either side folds */
   }
   if (c->relu) y = TU_OP(g, Relu, y);
+  if (float_out) {
+    kl_graph_add_output(g, y, NULL);
+    return g;
+  }
   int s_y = const_f32(g, SY), z_y = const_zp(g, c->act, zy);
   int yq = TU_OP(g, QuantizeLinear, y, s_y, z_y);
   tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, s_y, z_y}, 1);
   return g;
+}
+
+static kl_graph *gemm_graph(const gemm_case *c, uint32_t *seed) {
+  return gemm_graph_out(c, seed, false);
 }
 
 static int find_op(const kiln_model *m, kl_op op, int *count) {
@@ -203,8 +212,10 @@ static void test_gemm(void **state) {
   }
 }
 
-/* What stays float32: a Gemm with a negative alpha, a bias Add whose MatMul something else also
- * reads, a Relu of a Gemm that something else also reads. */
+/* What QLinearGemm does not take: a Gemm with a negative alpha, a bias Add whose MatMul
+ * something else also reads, a Relu of a Gemm that something else also reads. The
+ * product still runs on the codes, as MatMulInteger with a float32 result
+ * (fold_float_product; test_float_output checks its numbers). */
 static void test_gemm_unfolded(void **state) {
   (void)state;
   for (int v = 0; v < 3; v++) {
@@ -223,8 +234,63 @@ static void test_gemm_unfolded(void **state) {
     find_op(m, KL_OP_KilnQLinearGemm, &count);
     assert_int_equal(count, 0);
     find_op(m, op, &count);
+    assert_int_equal(count, 0);
+    find_op(m, KL_OP_MatMulInteger, &count);
     assert_int_equal(count, 1);
     kiln_model_free(m);
+  }
+}
+
+/* The cases above with the product's float32 result as the output (a classifier's last
+ * Gemm as kiln quantize writes it): at -O2 one MatMulInteger on the codes, no Gemm or
+ * MatMul left; -O2's reference kernels against -O0 (the float32 QDQ graph) and -O2's
+ * fast kernels against its reference ones within float32 rounding of the sums (the
+ * int32 sums are exact), the fast one no slow path. */
+static void test_float_output(void **state) {
+  (void)state;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const gemm_case *gc = &cases[c];
+    uint32_t seed = rng;
+    kiln_model *m0 = tu_model_of(gemm_graph_out(gc, &seed, true), 0);
+    seed = rng;
+    kiln_model *m2 = tu_model_of(gemm_graph_out(gc, &seed, true), 2);
+    rng = seed;
+    int count, node = find_op(m2, KL_OP_MatMulInteger, &count);
+    if (count != 1) fail_msg("case %zu: %d MatMulInteger", c, count);
+    find_op(m2, gc->gemm ? KL_OP_Gemm : KL_OP_MatMul, &count);
+    assert_int_equal(count, 0);
+    int64_t nx = gc->m * gc->k, ny = gc->m * gc->n;
+    float *x = malloc(sizeof(float) * (size_t)nx);
+    assert_non_null(x);
+    for (int64_t i = 0; i < nx; i++) x[i] = tu_rand_f32(&rng, -4, 4);
+    kiln_session *s0 = tu_session(m0, true, 0), *r2 = tu_session(m2, true, 0),
+                 *f2 = tu_session(m2, false, 0);
+    int64_t n0, nr, nf;
+    float *want = tu_run_f32(s0, m0, &x, &n0), *ref = tu_run_f32(r2, m2, &x, &nr),
+          *fast = tu_run_f32(f2, m2, &x, &nf);
+    assert_int_equal(n0, ny);
+    assert_int_equal(nr, ny);
+    assert_int_equal(nf, ny);
+    double big = 0;
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < ny; i++) big = fmax(big, fabs(want[i])), nonzero += want[i] != 0;
+    assert_true(big > 0.1 && nonzero > ny / 3); /* real sums, not zeros */
+    for (int64_t i = 0; i < ny; i++) {
+      if (fabs((double)ref[i] - want[i]) > 1e-5 * big)
+        fail_msg("case %zu: output %lld is %.9g at -O2, %.9g at -O0", c, (long long)i,
+                 (double)ref[i], (double)want[i]);
+      if (fabs((double)fast[i] - ref[i]) > 1e-6 * big)
+        fail_msg("case %zu: output %lld is %.9g on the fast kernels, %.9g on the reference",
+                 c, (long long)i, (double)fast[i], (double)ref[i]);
+    }
+    const char *kernel = kl_session_kernel_name(f2, node);
+    if (kl_isa_level() != KL_ISA_GENERIC &&
+        (!kernel || !strcmp(kernel, "ref") || kl_session_slow_path(f2, node)))
+      fail_msg("case %zu: MatMulInteger ran on '%s' (%s)", c, kernel ? kernel : "(none)",
+               kl_session_slow_path(f2, node) ? kl_session_slow_path(f2, node) : "fast");
+    free(want), free(ref), free(fast), free(x);
+    kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+    kiln_model_free(m0), kiln_model_free(m2);
   }
 }
 
@@ -232,6 +298,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_gemm_unfolded),
+      cmocka_unit_test(test_float_output),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
