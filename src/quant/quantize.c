@@ -781,6 +781,44 @@ static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_pla
   return ok;
 }
 
+/* The largest |bias| in steps of sx * sw[c] the written int32 bias may take: 2^30, so
+ * that the kernels' int32 sums (bias plus products) keep room for the products. */
+#define BIAS_STEPS 1073741824.0
+
+/* Static: node n's float bias in int32 steps of sx * sw[c] must fit BIAS_STEPS. A
+ * channel whose weights are tiny next to its bias (a dead channel after BatchNorm
+ * folding: weights ~1e-6, bias -7; EfficientNet-Lite0's stem) would otherwise
+ * saturate: its scale is raised to |b| / (sx * BIAS_STEPS) and its weights rounded
+ * again to the nearest codes at it (few of them not 0). One scale per tensor rises for
+ * all. onnxruntime's quantize_static raises such scales likewise. */
+static void fit_bias(const kl_quantizer *q, const kl_node *n, qweights *w) {
+  const node_plan *p = &q->plan[n - q->g->nodes];
+  int b = n->n_in > 2 ? n->in[2] : KL_ABSENT;
+  if (q->o.dynamic || p->x_obs < 0 || !is_const_f32(q->g, b, 1, 1) ||
+      (n->op == KL_OP_Gemm && kl_attr_float(n, "beta", 1) != 1.0f))
+    return;
+  int64_t channels = q->g->values[b].type.dims[0].size;
+  const float *bf = q->g->values[b].data, *f = q->g->values[n->in[1]].data;
+  const kl_value *v = &q->g->values[n->in[1]];
+  if (channels != v->type.dims[w->axis].size) return;
+  double sx = q->obs[p->x_obs].p.scale, qmax = q->o.reduce_range ? 64 : 127;
+  if (!(sx > 0)) return;
+  int64_t inner = 1;
+  for (int d = w->axis + 1; d < v->type.rank; d++) inner *= v->type.dims[d].size;
+  for (int s = 0; s < w->n_scales; s++) {
+    double need = 0;
+    for (int64_t c = 0; c < channels; c++)
+      if (w->n_scales == 1 || c == s) need = fmax(need, fabs(bf[c]) / (sx * BIAS_STEPS));
+    if (!(need > w->scales[s]) || !isfinite(need)) continue;
+    w->scales[s] = (float)need * 1.0000001f; /* float rounding must not undo it */
+    for (int64_t k = 0; k < w->numel; k++) {
+      if (w->n_scales > 1 && (k / inner) % w->n_scales != s) continue;
+      double c = nearbyint(f[k] / w->scales[s]);
+      w->q[k] = (int8_t)(c > qmax ? qmax : c < -qmax ? -qmax : c);
+    }
+  }
+}
+
 static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n, qweights *w,
                                          kl_err *e) {
   const kl_value *v = &q->g->values[n->in[1]];
@@ -821,6 +859,7 @@ static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n
                            : "its input was not observed");
     }
   }
+  fit_bias(q, n, w);
   p->gptq = w->gptq;
   snprintf(p->rounding_why, sizeof p->rounding_why, "%s", w->why);
   return KILN_OK;

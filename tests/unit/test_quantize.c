@@ -1013,6 +1013,62 @@ static kl_graph *gemm_graph(void) {
   return g;
 }
 
+/* x [4, 8] -> Gemm "fc" (W [3, 8] transB, C [3]) -> y, row 1 of W tiny (1e-8: a dead
+ * channel after BatchNorm folding) under a bias of 5: its int32 bias at scale sx * sw
+ * would be about 5e10 steps, past int32. The written model (run at -O0 and at -O2)
+ * still adds 5 there: the channel's scale is raised until the bias fits (fit_bias);
+ * the other rows keep their own scales per channel. */
+static void test_bias_fits_int32(void **state) {
+  (void)state;
+  for (int per_channel = 0; per_channel < 2; per_channel++) {
+    kl_graph *g = tu_graph_new();
+    int64_t xd[2] = {4, 8}, wd[2] = {3, 8}, cd = 3;
+    float w[24], c[3] = {0.25f, 5.0f, -0.5f}, x[32];
+    for (int i = 0; i < 24; i++) w[i] = i / 8 == 1 ? 1e-8f * (float)(i % 8 - 3) : tu_rand_f32(&rng, -1, 1);
+    for (int i = 0; i < 32; i++) x[i] = tu_rand_f32(&rng, -1, 1);
+    int xv = tu_graph_input(g, "x", KL_F32, 2, xd);
+    int cw = tu_graph_const(g, "w", KL_F32, 2, wd, w), cc = tu_graph_const(g, "c", KL_F32, 1, &cd, c);
+    int y = tu_graph_value(g, "y");
+    int n = tu_graph_node(g, KL_OP_Gemm, "fc", 3, (int[]){xv, cw, cc}, 1, &y);
+    kl_node_set_int(g, n, "transB", 1, NULL);
+    kl_graph_add_output(g, y, NULL);
+    kl_err e = {0};
+    if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+    kl_quant_options o = {.per_channel = per_channel};
+    kl_quantizer *q;
+    assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+    kl_tensor t = {.dtype = KL_F32, .rank = 2, .dims = {4, 8}, .data = x};
+    assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
+    assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
+    kl_graph *h;
+    assert_int_equal(kl_quantizer_graph(q, &h, &e), KILN_OK);
+    for (int level = 0; level <= 2; level += 2) {
+      kiln_model *mf = tu_model_of(kl_graph_copy(g), 0), *mq = tu_model_of(kl_graph_copy(h), level);
+      kiln_session *sf = tu_session(mf, false, 1), *sq = tu_session(mq, false, 1);
+      float *in = x;
+      int64_t nf, nq;
+      float *want = tu_run_f32(sf, mf, &in, &nf), *got = tu_run_f32(sq, mq, &in, &nq);
+      assert_int_equal(nf, 12);
+      assert_int_equal(nq, 12);
+      for (int r = 0; r < 4; r++) {
+        if (fabs((double)got[r * 3 + 1] - want[r * 3 + 1]) > 1e-3)
+          fail_msg("per_channel %d, -O%d: row %d's dead channel is %g, float32 %g", per_channel,
+                   level, r, (double)got[r * 3 + 1], (double)want[r * 3 + 1]);
+        for (int k = 0; k < 3; k += 2) /* the live channels within 8-bit error */
+          if (fabs((double)got[r * 3 + k] - want[r * 3 + k]) > 0.1)
+            fail_msg("per_channel %d, -O%d: output [%d, %d] is %g, float32 %g", per_channel,
+                     level, r, k, (double)got[r * 3 + k], (double)want[r * 3 + k]);
+      }
+      free(want), free(got);
+      kiln_session_free(sf), kiln_session_free(sq);
+      kiln_model_free(mf), kiln_model_free(mq);
+    }
+    kl_graph_free(h);
+    kl_quantizer_free(q);
+    kl_graph_free(g);
+  }
+}
+
 static void test_dynamic(void **state) {
   (void)state;
   kl_graph *g = gemm_graph();
@@ -1241,6 +1297,7 @@ int main(void) {
       cmocka_unit_test(test_split_and_mean),
       cmocka_unit_test(test_bias_correction),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_bias_fits_int32),
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_matmul_integer),
       cmocka_unit_test(test_dynamic_kernels),
