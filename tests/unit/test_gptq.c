@@ -233,6 +233,25 @@ static void test_quantizer(void **state) {
   kl_graph_free(g);
 }
 
+/* Graph g (input "x", one weight node), inferred, quantized with gptq per channel on
+ * the one calibration batch t: the quantizer (*q, the caller frees it and g) and the
+ * report's one weight value. */
+static const kl_quant_value *gptq_weight(kl_graph *g, const kl_tensor *t, kl_quantizer **q) {
+  kl_err e = {0};
+  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
+  kl_quant_options o = {.per_channel = true, .gptq = true};
+  assert_int_equal(kl_quantizer_create(g, &o, q, &e), KILN_OK);
+  assert_int_equal(kl_quantizer_run(*q, 1, (const char *[]){"x"}, t, &e), KILN_OK);
+  assert_int_equal(kl_quantizer_compute(*q, &e), KILN_OK);
+  int nv, found = 0;
+  const kl_quant_value *v = kl_quantizer_values(*q, &nv), *w = NULL;
+  for (int i = 0; i < nv; i++)
+    if (v[i].weight) w = &v[i], found++;
+  assert_int_equal(found, 1);
+  assert_string_equal(w->name, "w");
+  return w;
+}
+
 /* x [4, k] -> Gemm "fc" (W [3, k], transB) -> y, quantized with gptq on calibration
  * batch x: the weight's rounding and why as the report gives them. */
 static void gemm_rounding(int64_t k, float x_value, const char *want, const char *why) {
@@ -248,21 +267,9 @@ static void gemm_rounding(int64_t k, float x_value, const char *want, const char
   int n = tu_graph_node(g, KL_OP_Gemm, "fc", 2, (int[]){xv, wv}, 1, &y);
   kl_node_set_int(g, n, "transB", 1, NULL);
   kl_graph_add_output(g, y, NULL);
-  kl_err e = {0};
-  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
-  kl_quant_options o = {.per_channel = true, .gptq = true};
   kl_quantizer *q;
-  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
   kl_tensor t = {.dtype = KL_F32, .rank = 2, .dims = {4, k}, .data = x};
-  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
-  assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
-  int nv;
-  const kl_quant_value *v = kl_quantizer_values(q, &nv);
-  const kl_quant_value *wq = NULL;
-  for (int i = 0; i < nv; i++)
-    if (v[i].weight) wq = &v[i];
-  assert_non_null(wq);
-  assert_string_equal(wq->name, "w");
+  const kl_quant_value *wq = gptq_weight(g, &t, &q);
   assert_string_equal(wq->rounding, want);
   if (!strstr(wq->rounding_why, why))
     fail_msg("k %lld: rounding note '%s', expected it to hold '%s'", (long long)k,
@@ -288,23 +295,11 @@ static void test_zero_channel(void **state) {
   tu_node_ints(g, n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
   assert_int_equal(kl_node_set_int(g, n, "group", 3, NULL), KILN_OK);
   kl_graph_add_output(g, y, NULL);
-  kl_err e = {0};
-  if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
-  kl_quant_options o = {.per_channel = true, .gptq = true};
   kl_quantizer *q;
-  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
   kl_tensor t = {.dtype = KL_F32, .rank = 4, .dims = {1, 3, 5, 5}, .data = x};
-  assert_int_equal(kl_quantizer_run(q, 1, (const char *[]){"x"}, &t, &e), KILN_OK);
-  assert_int_equal(kl_quantizer_compute(q, &e), KILN_OK);
-  int nv, found = 0;
-  const kl_quant_value *v = kl_quantizer_values(q, &nv);
-  for (int i = 0; i < nv; i++) {
-    if (!v[i].weight) continue;
-    found++;
-    assert_string_equal(v[i].rounding, "gptq");
-    assert_string_equal(v[i].rounding_why, "");
-  }
-  assert_int_equal(found, 1);
+  const kl_quant_value *wq = gptq_weight(g, &t, &q);
+  assert_string_equal(wq->rounding, "gptq");
+  assert_string_equal(wq->rounding_why, "");
   kl_quantizer_free(q);
   kl_graph_free(g);
 }

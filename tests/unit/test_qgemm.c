@@ -163,6 +163,35 @@ static int64_t steps_off(const char *what, size_t c, const float *got, const flo
   return off;
 }
 
+/* Case gc's -O0 model m0 (reference kernels), and -O2's m2 on the reference and the
+ * fast kernels, run on the same random x. */
+typedef struct runs {
+  kiln_session *s0, *r2, *f2; /* f2: m2 on the fast kernels */
+  float *x, *want, *ref, *fast;
+  int64_t ny;
+} runs;
+
+static void run_three(const gemm_case *gc, kiln_model *m0, kiln_model *m2, runs *r) {
+  int64_t nx = gc->m * gc->k, n0, nr, nf;
+  r->ny = gc->m * gc->n;
+  r->x = malloc(sizeof(float) * (size_t)nx);
+  assert_non_null(r->x);
+  for (int64_t i = 0; i < nx; i++) r->x[i] = tu_rand_f32(&rng, -4, 4);
+  r->s0 = tu_session(m0, true, 0), r->r2 = tu_session(m2, true, 0);
+  r->f2 = tu_session(m2, false, 0);
+  r->want = tu_run_f32(r->s0, m0, &r->x, &n0);
+  r->ref = tu_run_f32(r->r2, m2, &r->x, &nr);
+  r->fast = tu_run_f32(r->f2, m2, &r->x, &nf);
+  assert_int_equal(n0, r->ny);
+  assert_int_equal(nr, r->ny);
+  assert_int_equal(nf, r->ny);
+}
+
+static void free_runs(runs *r) {
+  free(r->want), free(r->ref), free(r->fast), free(r->x);
+  kiln_session_free(r->s0), kiln_session_free(r->r2), kiln_session_free(r->f2);
+}
+
 static void test_gemm(void **state) {
   (void)state;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -176,18 +205,11 @@ static void test_gemm(void **state) {
     if (count != 1) fail_msg("case %zu: %d QLinearGemm", c, count);
     assert_int_equal(m2->g->n_nodes, 3); /* Q(x), QLinearGemm, DQ(y): no float32 left */
     assert_int_equal(kl_node_attr(&m2->g->nodes[node], "activation") != NULL, gc->relu);
-    int64_t nx = gc->m * gc->k, ny = gc->m * gc->n;
-    float *x = malloc(sizeof(float) * (size_t)nx);
-    assert_non_null(x);
-    for (int64_t i = 0; i < nx; i++) x[i] = tu_rand_f32(&rng, -4, 4);
-    kiln_session *s0 = tu_session(m0, true, 0), *r2 = tu_session(m2, true, 0),
-                 *f2 = tu_session(m2, false, 0);
-    int64_t n0, nr, nf;
-    float *want = tu_run_f32(s0, m0, &x, &n0), *ref = tu_run_f32(r2, m2, &x, &nr),
-          *fast = tu_run_f32(f2, m2, &x, &nf);
-    assert_int_equal(n0, ny);
-    assert_int_equal(nr, ny);
-    assert_int_equal(nf, ny);
+    runs r;
+    run_three(gc, m0, m2, &r);
+    int64_t ny = r.ny;
+    float *want = r.want, *ref = r.ref, *fast = r.fast;
+    kiln_session *f2 = r.f2;
     int64_t off = steps_off("-O2 reference against -O0", c, ref, want, ny);
     if (off * 50 > ny + 50) fail_msg("case %zu: %lld outputs one step off -O0", c, (long long)off);
     off = steps_off("fast against reference", c, fast, ref, ny);
@@ -206,8 +228,7 @@ static void test_gemm(void **state) {
     if (KL_HAVE_DNNL && kl_isa_level() == KL_ISA_AVX2 &&
         few != (impl && strncmp(impl, "kiln_qgemv", 10) == 0))
       fail_msg("case %zu: ran on %s", c, impl ? impl : "(none)");
-    free(want), free(ref), free(fast), free(x);
-    kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+    free_runs(&r);
     kiln_model_free(m0), kiln_model_free(m2);
   }
 }
@@ -259,18 +280,11 @@ static void test_float_output(void **state) {
     if (count != 1) fail_msg("case %zu: %d MatMulInteger", c, count);
     find_op(m2, gc->gemm ? KL_OP_Gemm : KL_OP_MatMul, &count);
     assert_int_equal(count, 0);
-    int64_t nx = gc->m * gc->k, ny = gc->m * gc->n;
-    float *x = malloc(sizeof(float) * (size_t)nx);
-    assert_non_null(x);
-    for (int64_t i = 0; i < nx; i++) x[i] = tu_rand_f32(&rng, -4, 4);
-    kiln_session *s0 = tu_session(m0, true, 0), *r2 = tu_session(m2, true, 0),
-                 *f2 = tu_session(m2, false, 0);
-    int64_t n0, nr, nf;
-    float *want = tu_run_f32(s0, m0, &x, &n0), *ref = tu_run_f32(r2, m2, &x, &nr),
-          *fast = tu_run_f32(f2, m2, &x, &nf);
-    assert_int_equal(n0, ny);
-    assert_int_equal(nr, ny);
-    assert_int_equal(nf, ny);
+    runs r;
+    run_three(gc, m0, m2, &r);
+    int64_t ny = r.ny;
+    float *want = r.want, *ref = r.ref, *fast = r.fast;
+    kiln_session *f2 = r.f2;
     double big = 0;
     int64_t nonzero = 0;
     for (int64_t i = 0; i < ny; i++) big = fmax(big, fabs(want[i])), nonzero += want[i] != 0;
@@ -288,8 +302,7 @@ static void test_float_output(void **state) {
         (!kernel || !strcmp(kernel, "ref") || kl_session_slow_path(f2, node)))
       fail_msg("case %zu: MatMulInteger ran on '%s' (%s)", c, kernel ? kernel : "(none)",
                kl_session_slow_path(f2, node) ? kl_session_slow_path(f2, node) : "fast");
-    free(want), free(ref), free(fast), free(x);
-    kiln_session_free(s0), kiln_session_free(r2), kiln_session_free(f2);
+    free_runs(&r);
     kiln_model_free(m0), kiln_model_free(m2);
   }
 }

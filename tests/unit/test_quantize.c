@@ -995,22 +995,27 @@ static void test_errors(void **state) {
   kl_graph_free(g);
 }
 
-/* x [3, 8] -> Gemm "fc" (W [6, 8], transB, C [6]) -> y */
-static kl_graph *gemm_graph(void) {
+/* x [m, 8] -> Gemm "fc" (W [n, 8] transB, C [n]) -> y, inferred */
+static kl_graph *fc_graph(int64_t m, int64_t n, const float *w, const float *c) {
   kl_graph *g = tu_graph_new();
-  int64_t xd[2] = {3, 8}, wd[2] = {6, 8}, cd[1] = {6};
-  float w[48], c[6];
-  for (int i = 0; i < 48; i++) w[i] = tu_rand_f32(&rng, -1, 1) * (1 + i / 8);
-  for (int i = 0; i < 6; i++) c[i] = tu_rand_f32(&rng, -1, 1);
+  int64_t xd[2] = {m, 8}, wd[2] = {n, 8};
   int x = tu_graph_input(g, "x", KL_F32, 2, xd);
-  int cw = tu_graph_const(g, "w", KL_F32, 2, wd, w), cc = tu_graph_const(g, "c", KL_F32, 1, cd, c);
+  int cw = tu_graph_const(g, "w", KL_F32, 2, wd, w), cc = tu_graph_const(g, "c", KL_F32, 1, &n, c);
   int y = tu_graph_value(g, "y");
-  int n = tu_graph_node(g, KL_OP_Gemm, "fc", 3, (int[]){x, cw, cc}, 1, &y);
-  kl_node_set_int(g, n, "transB", 1, NULL);
+  int node = tu_graph_node(g, KL_OP_Gemm, "fc", 3, (int[]){x, cw, cc}, 1, &y);
+  kl_node_set_int(g, node, "transB", 1, NULL);
   kl_graph_add_output(g, y, NULL);
   kl_err e = {0};
   if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
   return g;
+}
+
+/* x [3, 8] -> Gemm "fc" (W [6, 8], transB, C [6]) -> y */
+static kl_graph *gemm_graph(void) {
+  float w[48], c[6];
+  for (int i = 0; i < 48; i++) w[i] = tu_rand_f32(&rng, -1, 1) * (1 + i / 8);
+  for (int i = 0; i < 6; i++) c[i] = tu_rand_f32(&rng, -1, 1);
+  return fc_graph(3, 6, w, c);
 }
 
 /* x [4, 8] -> Gemm "fc" (W [3, 8] transB, C [3]) -> y, row 1 of W tiny (1e-8: a dead
@@ -1021,19 +1026,11 @@ static kl_graph *gemm_graph(void) {
 static void test_bias_fits_int32(void **state) {
   (void)state;
   for (int per_channel = 0; per_channel < 2; per_channel++) {
-    kl_graph *g = tu_graph_new();
-    int64_t xd[2] = {4, 8}, wd[2] = {3, 8}, cd = 3;
     float w[24], c[3] = {0.25f, 5.0f, -0.5f}, x[32];
     for (int i = 0; i < 24; i++) w[i] = i / 8 == 1 ? 1e-8f * (float)(i % 8 - 3) : tu_rand_f32(&rng, -1, 1);
     for (int i = 0; i < 32; i++) x[i] = tu_rand_f32(&rng, -1, 1);
-    int xv = tu_graph_input(g, "x", KL_F32, 2, xd);
-    int cw = tu_graph_const(g, "w", KL_F32, 2, wd, w), cc = tu_graph_const(g, "c", KL_F32, 1, &cd, c);
-    int y = tu_graph_value(g, "y");
-    int n = tu_graph_node(g, KL_OP_Gemm, "fc", 3, (int[]){xv, cw, cc}, 1, &y);
-    kl_node_set_int(g, n, "transB", 1, NULL);
-    kl_graph_add_output(g, y, NULL);
+    kl_graph *g = fc_graph(4, 3, w, c);
     kl_err e = {0};
-    if (kl_graph_infer(g, &e) != KILN_OK) fail_msg("infer: %s", e.msg);
     kl_quant_options o = {.per_channel = per_channel};
     kl_quantizer *q;
     assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
