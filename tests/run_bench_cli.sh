@@ -148,6 +148,13 @@ grep -q '^profile: mean over 5 runs' <<<"$out" || fail "bench --profile: no summ
 grep -Eq '^  (kiln\.FusedConv|Conv) +[0-9.]+ +[0-9.]+% +[0-9]+  [a-z]' <<<"$out" ||
   fail "bench --profile: no convolution line with its kernel"
 grep -q 'slowest nodes' <<<"$out" || fail "bench --profile: no per-node table"
+# each node's median (the last column) is the median of its 5 runs, which the trace holds
+row=$(sed -n '/slowest nodes/{n;n;p;q}' <<<"$out")
+node=$(awk '{print $1}' <<<"$row") median=$(awk '{print $NF}' <<<"$row")
+durs=$(grep -F "\"args\": {\"node\": $node," "$work/trace.json" | sed 's/.*"dur": \([0-9.]*\),.*/\1/' | sort -g)
+want=$(sed -n 3p <<<"$durs")
+[ "$(wc -l <<<"$durs")" -eq 5 ] && awk -v m="$median" -v w="$want" 'BEGIN { d = m - w / 1000; exit !(d < 5.1e-5 && d > -5.1e-5) }' ||
+  fail "bench --profile: node $node's median $median ms, its 5 runs in the trace (us): $(echo $durs)"
 head -1 "$work/trace.json" | grep -q '^{"displayTimeUnit": "ms", "traceEvents": \[' ||
   fail "the trace is not a Chrome trace"
 nodes=$("$kiln" inspect "$cnn" | sed -n '1s/.*: \([0-9]*\) nodes,.*/\1/p')

@@ -9,6 +9,11 @@
 #include <string.h>
 
 #define TRACE_RUNS 10 /* runs kept in the Chrome trace */
+/* Each node's time in the first runs is kept for its median (a mean moves with a rare
+ * outlier: a preempted run, a page fault): at most MEDIAN_RUNS runs and MEDIAN_VALUES
+ * times in all. */
+#define MEDIAN_RUNS 1000
+#define MEDIAN_VALUES (1 << 22)
 
 typedef struct trace_event {
   int node;
@@ -25,6 +30,9 @@ struct bench_profile {
   int *order;            /* scratch: nodes or op types by time */
   double *op_ms;         /* per op, summed */
   int *op_nodes;
+  double *samples;       /* [kept runs][nodes]: the first runs' node times */
+  int kept, kept_max;    /* runs in samples; the most it takes */
+  double *scratch;       /* kept_max values: one node's times, sorted */
 };
 
 bench_profile *bench_profile_new(const kiln_model *m) {
@@ -39,7 +47,14 @@ bench_profile *bench_profile_new(const kiln_model *m) {
     p->op_ms = calloc(KL_OP_COUNT, sizeof *p->op_ms);
     p->op_nodes = calloc(KL_OP_COUNT, sizeof *p->op_nodes);
   }
-  if (!p || !p->node_ms || !p->kernel || !p->events || !p->order || !p->op_ms || !p->op_nodes) {
+  if (p) {
+    int64_t most = MEDIAN_VALUES / (int64_t)nn;
+    p->kept_max = (int)(most < MEDIAN_RUNS ? (most > 0 ? most : 1) : MEDIAN_RUNS);
+    p->samples = calloc((size_t)p->kept_max * nn, sizeof *p->samples);
+    p->scratch = calloc((size_t)p->kept_max, sizeof *p->scratch);
+  }
+  if (!p || !p->node_ms || !p->kernel || !p->events || !p->order || !p->op_ms || !p->op_nodes ||
+      !p->samples || !p->scratch) {
     fprintf(stderr, "kiln bench: out of memory for the profile\n");
     bench_profile_free(p);
     return NULL;
@@ -55,6 +70,8 @@ void bench_profile_free(bench_profile *p) {
   free(p->order);
   free(p->op_ms);
   free(p->op_nodes);
+  free(p->samples);
+  free(p->scratch);
   free(p);
 }
 
@@ -68,7 +85,9 @@ void bench_profile_add(bench_profile *p, const kiln_session *s, double run_start
              impl ? " " : "", impl ? impl : "");
     if (p->runs < TRACE_RUNS)
       p->events[p->n_events++] = (trace_event){i, run_start_ms + start[i], ms[i]};
+    if (p->kept < p->kept_max) p->samples[(size_t)p->kept * (size_t)p->g->n_nodes + (size_t)i] = ms[i];
   }
+  if (p->kept < p->kept_max) p->kept++;
   p->runs++;
 }
 
@@ -118,6 +137,21 @@ static const char *op_kernels(const bench_profile *p, int op, char *buf, size_t 
   return buf;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Node i's median time over the kept runs. */
+static double node_median(bench_profile *p, int i) {
+  if (!p->kept) return 0;
+  for (int r = 0; r < p->kept; r++)
+    p->scratch[r] = p->samples[(size_t)r * (size_t)p->g->n_nodes + (size_t)i];
+  qsort(p->scratch, (size_t)p->kept, sizeof *p->scratch, cmp_double);
+  return p->kept % 2 ? p->scratch[p->kept / 2]
+                     : (p->scratch[p->kept / 2 - 1] + p->scratch[p->kept / 2]) / 2;
+}
+
 static double total_ms(const bench_profile *p) {
   double t = 0;
   for (int i = 0; i < p->g->n_nodes; i++) t += p->node_ms[i];
@@ -140,15 +174,17 @@ void bench_profile_print(bench_profile *p, FILE *out) {
   int nn = p->g->n_nodes, shown = nn < 25 ? nn : 25;
   for (int i = 0; i < nn; i++) p->order[i] = i;
   sort_desc(p->order, nn, p->node_ms);
-  fprintf(out, "  slowest nodes (%d of %d):\n", shown, nn);
-  fprintf(out, "  %5s  %-32s %-22s %-26s %10s %7s\n", "#", "node", "op", "kernel", "ms/run", "share");
+  fprintf(out, "  slowest nodes (%d of %d; ms/run the mean, median over the first %d runs):\n",
+          shown, nn, p->kept);
+  fprintf(out, "  %5s  %-32s %-22s %-26s %10s %7s %10s\n", "#", "node", "op", "kernel", "ms/run",
+          "share", "median");
   for (int k = 0; k < shown; k++) {
     int i = p->order[k];
     const kl_node *nd = &p->g->nodes[i];
-    fprintf(out, "  %5d  %-32.32s %-22.22s %-26.26s %10.4f %6.1f%%\n", i,
+    fprintf(out, "  %5d  %-32.32s %-22.22s %-26.26s %10.4f %6.1f%% %10.4f\n", i,
             *nd->name ? nd->name : "-", op_label(nd->op, label, sizeof label),
             p->kernel[i][0] ? p->kernel[i] : "?", p->node_ms[i] / runs,
-            total > 0 ? 100 * p->node_ms[i] / total : 0);
+            total > 0 ? 100 * p->node_ms[i] / total : 0, node_median(p, i));
   }
 }
 

@@ -25,7 +25,8 @@ static const char *bench_help =
     "  --seed N              seed for the random inputs (default 1)\n"
     "  --json                one JSON object on stdout instead of the table\n"
     "  --profile             time every node of the timed runs: print the time per op\n"
-    "                        type and the slowest nodes, and write a Chrome trace of\n"
+    "                        type and the slowest nodes (each one's mean and median:\n"
+    "                        a mean moves with one slow run), and write a Chrome trace of\n"
     "                        the first 10 runs (chrome://tracing, ui.perfetto.dev)\n"
     "  --trace FILE          where --profile writes the trace (default\n"
     "                        kiln-profile.json); implies --profile\n";
