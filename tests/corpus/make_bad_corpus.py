@@ -332,6 +332,18 @@ def graph_cases():
     twice.attribute.extend([helper.make_attribute("axis", 0)])
     case("attr_twice.onnx", model_bytes([twice], x, y), "given twice",
          "an attribute given twice")
+    sub = helper.make_node("Softmax", ["x"], ["y"], name="sm")
+    sub.attribute.extend([helper.make_attribute("axis", helper.make_graph([], "e", [], []))])
+    case("attr_graph_on_softmax.onnx", model_bytes([sub], x, y),
+         "attribute 'axis' is of type GRAPH (a subgraph); only If's",
+         "a subgraph as Softmax's axis: said to be outside the op's schema (it read: "
+         "subgraphs, as in If, Loop, Scan, not supported)")
+    unnamed = helper.make_node("Softmax", ["x"], ["y"], name="sm")
+    a = unnamed.attribute.add()
+    a.type = onnx.AttributeProto.INT
+    a.i = 1
+    case("attr_name_empty.onnx", model_bytes([unnamed], x, y),
+         "an attribute's name is missing or empty", "an attribute without a name")
     bad_name = helper.make_node("Relu", ["x"], ["y"])
     bad_name.name = "n"
     good = model_bytes([bad_name], x, y)
