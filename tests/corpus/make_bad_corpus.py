@@ -814,6 +814,15 @@ def control_cases():
              helper.make_node("SequenceLength", ["s"], ["n"])]
     m = numpy_helper.from_array(np.array(3000, np.int64), "m")
     write("loop_sequence_grows.onnx", model_bytes(nodes, [], [vi("n", [], I64)], [m], opset=13))
+    # issue 20, round 5: an If whose branches read nothing of the model (each its own
+    # initializer) has no captures, so its bodies have no inputs: their input list was
+    # NULL and memcpy'd from (UBSan); test_control's test_if_without_captures loads it
+    branch = [graph([helper.make_node("Identity", ["w"], ["o"])], [], [vi("o", [2])],
+                    [numpy_helper.from_array(np.full([2], v, np.float32), "w")]) for v in (1, 2)]
+    c = numpy_helper.from_array(np.array(False), "c")
+    write("if_no_captures.onnx", model_bytes(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch[0], else_branch=branch[1])],
+        [], [vi("y", [2])], [c], opset=13))
     # the body turns the loop-carried float into int64
     body = graph([helper.make_node("Cast", ["v"], ["v_out"], to=I64),
                   helper.make_node("Identity", ["c"], ["c_out"])],
