@@ -842,6 +842,32 @@ for nm, node in (
         ):
     case(f"r5x_attr_{nm}", 3, model([node], [], y, [x2, i64("s", [2]), init("c", np.array(True)), i64("m", 1)]))
 
+# ---- bodies without inputs or captures, outputs that are inputs, outer values or
+# initializers (the import path of the round's UBSan finding; class 2, 6) ----
+def gb(nodes, ins, outs, inits=()):
+    return helper.make_graph(nodes, "b", ins, outs, list(inits))
+
+
+cT = init("c", np.array(True))
+wv = lambda val: helper.make_tensor("w", F, [2], [val, val])
+xs1 = {"x": np.array([1, -2], np.float32)}
+m3 = i64("m", 3)
+it = [vi("i", [], I64), vi("cond", [], BOOL)]
+for nm, m, ins, exp in (
+        ("if_branch_output_is_outer", model([N("If", ["c"], ["y"], then_branch=gb([], [], [vi("x", [2])]), else_branch=gb([], [], [vi("x", [2])]))], [vi("x", [2])], y, [cT]), xs1, "ok"),
+        ("if_branch_output_is_init", model([N("If", ["c"], ["y"], then_branch=gb([], [], [vi("w", [2])], [wv(1.0)]), else_branch=gb([], [], [vi("w", [2])], [wv(2.0)]))], [], y, [cT]), None, "ok"),
+        ("if_branch_has_inputs", model([N("If", ["c"], ["y"], then_branch=gb([N("Neg", ["a"], ["o"])], [vi("a", [2])], [vi("o", None)]), else_branch=gb([N("Neg", ["x"], ["o"])], [], [vi("o", None)]))], [vi("x", [2])], y, [cT]), xs1, "err"),
+        ("if_nested_no_captures", model([N("If", ["c"], ["y"], then_branch=gb([N("If", ["c2"], ["o"], then_branch=gb([], [], [vi("w", [2])], [wv(3.0)]), else_branch=gb([], [], [vi("w", [2])], [wv(4.0)]))], [], [vi("o", None)], [init("c2", np.array(False))]), else_branch=gb([], [], [vi("w", [2])], [wv(1.0)]))], [], y, [cT]), None, "ok"),
+        ("if_two_outputs_one_value", model([N("If", ["c"], ["y", "y2"], then_branch=gb([N("Neg", ["x"], ["o"])], [], [vi("o", None), vi("o", None)]), else_branch=gb([N("Neg", ["x"], ["o"])], [], [vi("o", None), vi("o", None)]))], [vi("x", [2])], [vi("y", None), vi("y2", None)], [cT]), xs1, "ok"),
+        ("loop_body_output_is_input", model([N("Loop", ["m", "", "x"], ["y"], body=gb([], it + [vi("v", None)], [vi("cond", [], BOOL), vi("v", None)]))], [vi("x", [2])], y, [m3]), xs1, "ok"),
+        ("loop_body_output_is_outer", model([N("Loop", ["m", "", "x"], ["y"], body=gb([N("Identity", ["cond"], ["co"])], it + [vi("v", None)], [vi("co", [], BOOL), vi("x", None)]))], [vi("x", [2])], y, [m3]), xs1, "ok"),
+        ("loop_body_outputs_iter_twice", model([N("Loop", ["m", "", "z"], ["y", "s"], body=gb([N("Identity", ["cond"], ["co"])], it + [vi("v", [], I64)], [vi("co", [], BOOL), vi("i", [], I64), vi("i", [], I64)]))], [], [vi("y", None, I64), vi("s", None, I64)], [m3, i64("z", 0)]), None, "ok"),
+        ("loop_no_outputs", model([N("Loop", ["m", ""], [], body=gb([N("Identity", ["cond"], ["co"])], it, [vi("co", [], BOOL)])), N("Relu", ["x"], ["y"])], [vi("x", [2])], y, [m3]), xs1, "err"),
+        ("loop_zero_trips_scan_out", model([N("Loop", ["m", "", "x"], ["y", "s"], body=gb([N("Identity", ["cond"], ["co"]), N("Identity", ["v"], ["vo"]), N("Identity", ["v"], ["so"])], it + [vi("v", None)], [vi("co", [], BOOL), vi("vo", None), vi("so", None)]))], [vi("x", [2])], [vi("y", None), vi("s", None)], [i64("m", 0)]), xs1, "ok"),
+        ("scan_body_state_passthrough", model([N("Scan", ["s0", "xs"], ["y", "ys"], num_scan_inputs=1, body=gb([N("Identity", ["xi"], ["yo"])], [vi("st", None), vi("xi", None)], [vi("st", None), vi("yo", None)]))], [], [vi("y", None), vi("ys", None)], [init("s0", np.zeros([2], np.float32)), init("xs", np.ones([3, 2], np.float32))]), None, "ok"),
+        ("scan_body_own_init", model([N("Scan", ["s0", "xs"], ["y", "ys"], num_scan_inputs=1, body=gb([N("Add", ["st", "w"], ["so"]), N("Identity", ["xi"], ["yo"])], [vi("st", None), vi("xi", None)], [vi("so", None), vi("yo", None)], [wv(1.0)]))], [], [vi("y", None), vi("ys", None)], [init("s0", np.zeros([2], np.float32)), init("xs", np.ones([3, 2], np.float32))]), None, "ok")):
+    case(f"r5b_{nm}", 2, m, exp, inputs=ins)
+
 with open(os.path.join(OUT, "probe.tsv"), "w") as f:
     for r in rows:
         f.write("\t".join(str(c) for c in r) + "\n")
