@@ -843,7 +843,7 @@ static kiln_status align_captures(kl_onnx_ctx *c, kl_graph *b, const int *caps, 
   int own = b->n_inputs - n;
   int *ins = malloc(sizeof(int) * (size_t)(own + n_all + 1));
   if (!ins) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  memcpy(ins, b->inputs, sizeof(int) * (size_t)own);
+  if (own > 0) memcpy(ins, b->inputs, sizeof(int) * (size_t)own); /* NULL when none */
   for (int k = 0; k < n_all; k++) {
     int j = 0;
     while (j < n && caps[j] != all[k]) j++;

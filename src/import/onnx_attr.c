@@ -40,7 +40,7 @@ static int utf8_seq(const unsigned char *s) {
 #define STR(x) STR_(x)
 
 const char *kl_onnx_name_fault(const char *s) {
-  if (!s || !*s) return "missing or empty";
+  if (!s || !*s) return "is missing or empty";
   const unsigned char *p = (const unsigned char *)s;
   size_t len = 0;
   while (p[len]) {
@@ -177,8 +177,11 @@ static kiln_status convert_value(const Onnx__AttributeProto *ap, const kl_onnx_t
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: return convert_list(ap, a, e);
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
-    return kl_fail(e, KILN_ERR_UNSUPPORTED, "attribute '%s' is a subgraph (as in If, Loop, "
-                   "Scan), which kiln does not support", a->name);
+    /* If's branches and Loop's and Scan's bodies are read before (onnx.c); any other
+     * graph attribute is not in its op's schema */
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "attribute '%s' is of type %s (a subgraph); "
+                   "only If's then_branch and else_branch and Loop's and Scan's body are",
+                   a->name, type_name(t));
   default:
     if (kind_name(t))
       return kl_fail(e, KILN_ERR_UNSUPPORTED, "attribute '%s' has type %s, which kiln does "

@@ -332,6 +332,18 @@ def graph_cases():
     twice.attribute.extend([helper.make_attribute("axis", 0)])
     case("attr_twice.onnx", model_bytes([twice], x, y), "given twice",
          "an attribute given twice")
+    sub = helper.make_node("Softmax", ["x"], ["y"], name="sm")
+    sub.attribute.extend([helper.make_attribute("axis", helper.make_graph([], "e", [], []))])
+    case("attr_graph_on_softmax.onnx", model_bytes([sub], x, y),
+         "attribute 'axis' is of type GRAPH (a subgraph); only If's",
+         "a subgraph as Softmax's axis: said to be outside the op's schema (it read: "
+         "subgraphs, as in If, Loop, Scan, not supported)")
+    unnamed = helper.make_node("Softmax", ["x"], ["y"], name="sm")
+    a = unnamed.attribute.add()
+    a.type = onnx.AttributeProto.INT
+    a.i = 1
+    case("attr_name_empty.onnx", model_bytes([unnamed], x, y),
+         "an attribute's name is missing or empty", "an attribute without a name")
     bad_name = helper.make_node("Relu", ["x"], ["y"])
     bad_name.name = "n"
     good = model_bytes([bad_name], x, y)
@@ -802,6 +814,15 @@ def control_cases():
              helper.make_node("SequenceLength", ["s"], ["n"])]
     m = numpy_helper.from_array(np.array(3000, np.int64), "m")
     write("loop_sequence_grows.onnx", model_bytes(nodes, [], [vi("n", [], I64)], [m], opset=13))
+    # issue 20, round 5: an If whose branches read nothing of the model (each its own
+    # initializer) has no captures, so its bodies have no inputs: their input list was
+    # NULL and memcpy'd from (UBSan); test_control's test_if_without_captures loads it
+    branch = [graph([helper.make_node("Identity", ["w"], ["o"])], [], [vi("o", [2])],
+                    [numpy_helper.from_array(np.full([2], v, np.float32), "w")]) for v in (1, 2)]
+    c = numpy_helper.from_array(np.array(False), "c")
+    write("if_no_captures.onnx", model_bytes(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch[0], else_branch=branch[1])],
+        [], [vi("y", [2])], [c], opset=13))
     # the body turns the loop-carried float into int64
     body = graph([helper.make_node("Cast", ["v"], ["v_out"], to=I64),
                   helper.make_node("Identity", ["c"], ["c_out"])],

@@ -190,6 +190,31 @@ static void test_sequence_work_counted(void **state) {
   kiln_options_free(o);
 }
 
+/* Issue 20, round 5: an If whose branches read no value of the model (each returns its own
+ * initializer) has no captures, so neither body has inputs; aligning them memcpy'd from
+ * the bodies' NULL input list (UBSan: null pointer passed as argument 2). Loaded at -O0
+ * so that the If stays and runs its else_branch. */
+static void test_if_without_captures(void **state) {
+  (void)state;
+  kiln_options *o = NULL;
+  kiln_model *m = NULL;
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_options_create(&o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
+  if (kiln_model_load("tests/corpus/bad/if_no_captures.onnx", o, &m) != KILN_OK)
+    fail_msg("load: %s", kiln_model_error(m));
+  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  assert_int_equal(kiln_session_run(s), KILN_OK);
+  kiln_tensor_info info;
+  const void *data = NULL;
+  assert_int_equal(kiln_session_get_output(s, 0, &info, &data), KILN_OK);
+  const float *v = data;
+  assert_true(v[0] == 2.0f && v[1] == 2.0f);
+  kiln_session_free(s);
+  kiln_model_free(m);
+  kiln_options_free(o);
+}
+
 /* seq_loop's sequence output read element by element, its kinds, and the calls that do
  * not fit a value's kind refused with messages that say which call does. */
 static void test_sequence_api(void **state) {
@@ -249,6 +274,7 @@ int main(void) {
       cmocka_unit_test(test_inline_constant_if),
       cmocka_unit_test(test_sequence_api),
       cmocka_unit_test(test_sequence_work_counted),
+      cmocka_unit_test(test_if_without_captures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1351,7 +1351,8 @@ static void test_attribute_errors(void **state) {
   (void)state;
   Onnx__ModelProto *m = relu_model(13);
   attr(m->graph->node[0], "body", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
-  load_fails(m, KILN_ERR_UNSUPPORTED, "node 'relu' (Relu)", "attribute 'body' is a subgraph");
+  load_fails(m, KILN_ERR_INVALID_MODEL, "node 'relu' (Relu)",
+             "attribute 'body' is of type GRAPH (a subgraph); only If's then_branch");
 
   m = relu_model(13);
   attr(m->graph->node[0], "tp", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO);
