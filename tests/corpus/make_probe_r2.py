@@ -19,7 +19,7 @@ from onnx import TensorProto as TP, helper, numpy_helper
 # make_probe.py's helpers, the same here (its case() is not: this one also writes
 # header-only .npy files)
 from make_probe import gen, init, vi
-from probe_lib import Probe, model, npy_header_only
+from probe_lib import Probe, fill_attr, model, npy_header_only
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
@@ -592,14 +592,7 @@ A = onnx.AttributeProto
 
 def attr(name, **kw):
     a = A(); a.name = name
-    for k, v in kw.items():
-        if k in ("ints", "floats", "strings"):
-            getattr(a, k).extend(v)
-        elif k in ("t", "g"):
-            getattr(a, k).CopyFrom(v)
-        else:
-            setattr(a, k, v)
-    return a
+    return fill_attr(a, **kw)
 
 
 def node_with(op, ins, outs, attrs, domain=""):

@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto as TP, helper
 
 from make_probe import init, vi
-from probe_lib import Probe, model
+from probe_lib import Probe, fill_attr, model
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
@@ -802,14 +802,7 @@ A = onnx.AttributeProto
 
 
 def raw_attr(node, **fields):
-    a = node.attribute.add()
-    for k, val in fields.items():
-        if k in ("ints", "floats", "strings", "tensors", "graphs"):
-            getattr(a, k).extend(val)
-        elif k in ("t", "g"):
-            getattr(a, k).CopyFrom(val)
-        else:
-            setattr(a, k, val)
+    fill_attr(node.attribute.add(), **fields)
     return node
 
 

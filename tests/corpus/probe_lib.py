@@ -59,3 +59,16 @@ class Probe:
             opset=21, domains=()):
         self.case(name, cls, model([node], ins, outs, inits, opset, domains), expect, args,
                   inputs)
+
+
+def fill_attr(a, **fields):
+    """Sets an AttributeProto's fields: lists extended, a tensor or graph copied, the rest
+    assigned (so a case can write any field, of any type, whatever the name says)."""
+    for k, val in fields.items():
+        if k in ("ints", "floats", "strings", "tensors", "graphs"):
+            getattr(a, k).extend(val)
+        elif k in ("t", "g"):
+            getattr(a, k).CopyFrom(val)
+        else:
+            setattr(a, k, val)
+    return a
