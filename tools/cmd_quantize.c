@@ -727,7 +727,8 @@ int cmd_quantize(int argc, char **argv) {
     else if (first_nearest < 0) first_nearest = i;
   }
   char gptq_txt[64] = "";
-  if (a.o.gptq) snprintf(gptq_txt, sizeof gptq_txt, ", GPTQ rounding of %d of %d weights", gptq, weights);
+  if (a.o.gptq)
+    snprintf(gptq_txt, sizeof gptq_txt, ", GPTQ rounding of %d of %d weights", gptq, weights);
   static const char *methods[] = {"minmax", "percentile", "entropy"};
   if (a.o.dynamic)
     printf("%s: %d of %d Conv/MatMul/Gemm nodes quantized (dynamic, %s %s weights)\n",

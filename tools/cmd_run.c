@@ -269,15 +269,15 @@ static bool path_taken(char (*paths)[4096], const int64_t *count, int n, int k) 
   return false;
 }
 
+#define RUN_MAX_FILES 65536    /* files kiln run --output-dir writes at most */
+#define RUN_SHOWN_ELEMENTS 16  /* a sequence output's elements kiln run prints */
+
 /* Each output to its file. An output whose file name another's makes too (a/b and a_b
  * both give a_b) gets its index K after the name, or K.R with the first R that is free
  * where that is taken as well (outputs a/b, a_b and a_b.0), so that none overwrites
  * another; the outputs before it keep theirs. The loop ends: the names K.R differ from
  * one another (the suffix is never cut), and the other n_out - 1 outputs can hold at
  * most n_out - 1 of them. */
-#define RUN_MAX_FILES 65536    /* files kiln run --output-dir writes at most */
-#define RUN_SHOWN_ELEMENTS 16  /* a sequence output's elements kiln run prints */
-
 static bool write_outputs(const run_args *a, const kiln_model *m, kiln_session *s, int n_out) {
   char(*paths)[4096] = calloc((size_t)n_out + 1, sizeof *paths);
   if (!paths) {
@@ -424,8 +424,7 @@ int cmd_run(int argc, char **argv) {
         print_summary(&info, data);
       }
       if (count > RUN_SHOWN_ELEMENTS)
-        printf("  ... and %" PRId64 " more\n",
-               count - RUN_SHOWN_ELEMENTS);
+        printf("  ... and %" PRId64 " more\n", count - RUN_SHOWN_ELEMENTS);
     } else {
       kiln_session_get_output(s, k, &info, &data);
       print_summary(&info, data);

@@ -365,19 +365,13 @@ static kiln_status fold_float_product(kl_graph *g, int ci, int bits, int *change
       bt->rank != 2 || !kl_dim_known(bt->dims[!trans]) || !isfinite(alpha) ||
       !isfinite(beta) || g->values[mm->out[0]].type.dtype != KL_F32 || !activation_dq(g, da))
     return KILN_OK;
-  int64_t n = bt->dims[!trans].size, ns;
+  int64_t n = bt->dims[!trans].size;
   if (!weights_dq(g, db, 2, n, !trans) || !zero_points_zero(g, g->nodes[db].in[2]) ||
       !weights_fit(kl_rw_const(g, g->nodes[db].in[0]), bits))
     return KILN_OK;
   double sa;
   kl_rw_scalar(g, g->nodes[da].in[1], &sa);
-  const kl_value *sbv = kl_rw_const(g, g->nodes[db].in[1]);
-  kl_type_numel(&sbv->type, &ns);
-  double *sc = malloc(sizeof *sc * (size_t)ns);
-  if (!sc) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %lld scales", (long long)ns);
-  for (int64_t j = 0; j < ns; j++) sc[j] = alpha * sa * ((const float *)sbv->data)[j];
-  int scale = kl_rw_add_vector(g, "qproduct_scales", KL_F32, 1, sc, ns, e);
-  free(sc);
+  int scale = scaled_scales(g, g->nodes[db].in[1], alpha * sa, e); /* alpha sa sb */
   if (scale < 0) return e->code ? e->code : KILN_ERR_OUT_OF_MEMORY;
   int wq = g->nodes[db].in[0];
   if (trans && (wq = transposed_weights(g, wq, e)) < 0)

@@ -34,7 +34,7 @@ typedef struct node_plan {
   int8_t *codes;
   float *scales;
   bool gptq;              /* ... GPTQ-rounded (every group, or rounding_why says) */
-  char rounding_why[128];  /* why not, or not every group ("" when nothing to say) */
+  char rounding_why[128]; /* why not, or not every group ("" when nothing to say) */
 } node_plan;
 
 /* A value observed (static) and quantized with a QDQ pair: v, whose readers read the
@@ -677,7 +677,8 @@ kiln_status kl_quantizer_run(kl_quantizer *q, int n, const char *const *names,
     if (q->computed) measure_error(ob, x, numel, q->o.symmetric);
     else kl_stats_add(&ob->st, x, numel);
   }
-  if (!q->computed && (!q->o.no_bias_correction || q->o.gptq) && (st = add_input_sums(q, e)) != KILN_OK)
+  if (!q->computed && (!q->o.no_bias_correction || q->o.gptq) &&
+      (st = add_input_sums(q, e)) != KILN_OK)
     return st;
   if (!q->computed) q->batches++;
   return KILN_OK;
@@ -707,11 +708,14 @@ typedef struct qweights {
   int n_scales, axis;
   int64_t numel;
   bool per_channel;
-  /* how they were rounded: gptq set when GPTQ rounded every group; why (when not, or
-   * some groups kept nearest rounding) says why */
-  bool gptq;
-  char why[128];
 } qweights;
+
+/* Why node p's weights were not (all) GPTQ-rounded, for the report. */
+static void rounding_note(node_plan *p, const char *why) {
+  snprintf(p->rounding_why, sizeof p->rounding_why, "%s", why);
+}
+
+static const char zero_input_note[] = "its input was zero on all the calibration data";
 
 /* Whether the dim x dim sums h are all zero (their diagonal: sums of squares). */
 static bool zero_input(const double *h, int64_t dim) {
@@ -722,11 +726,10 @@ static bool zero_input(const double *h, int64_t dim) {
 
 /* GPTQ: node n's codes in w (nearest ones, with their scales) rounded again group by
  * group against its inputs' sums (a group whose sums are not positive definite keeps
- * them; w->gptq and w->why say so). Its weights' rows: a Conv's [M, C / group, k...]
+ * them; p->gptq and p->rounding_why say so). Its weights' rows: a Conv's [M, C / group, k...]
  * rows, a Gemm's columns of W [K, N] (rows of W [N, K] with transB). False when memory
  * ran out. */
-static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_plan *p,
-                         qweights *w) {
+static bool gptq_weights(const kl_quantizer *q, const kl_node *n, node_plan *p, qweights *w) {
   const kl_value *v = &q->g->values[n->in[1]];
   const float *f = v->data;
   float qmax = q->o.reduce_range ? 64.0f : 127.0f;
@@ -734,7 +737,7 @@ static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_pla
   int64_t rows = w->numel / dim, per_group = rows / groups;
   int64_t step = w->n_scales > 1 ? 1 : 0;
   if (rows * dim != w->numel || per_group * groups != rows) {
-    snprintf(w->why, sizeof w->why, "GPTQ's sums do not match the weights' shape");
+    rounding_note(p, "GPTQ's sums do not match the weights' shape");
     return true;
   }
   if (n->op == KL_OP_Conv || kl_attr_int(n, "transB", 0)) {
@@ -750,17 +753,17 @@ static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_pla
                             w->scales + gi * per_group * step, step, qmax,
                             p->gram + gi * dim * dim, w->q + gi * per_group * dim);
     }
-    w->gptq = done > 0;
+    p->gptq = done > 0;
     if (!done && silent == groups)
-      snprintf(w->why, sizeof w->why, "its input was zero on all the calibration data");
+      rounding_note(p, zero_input_note);
     else if (done + silent < groups)
-      snprintf(w->why, sizeof w->why, "nearest in %lld of %lld groups: their input sums are "
-               "not positive definite (or memory ran out)", (long long)(groups - done - silent),
-               (long long)groups);
+      snprintf(p->rounding_why, sizeof p->rounding_why, "nearest in %lld of %lld groups: their "
+               "input sums are not positive definite (or memory ran out)",
+               (long long)(groups - done - silent), (long long)groups);
     return true;
   }
   if (zero_input(p->gram, dim)) {
-    snprintf(w->why, sizeof w->why, "its input was zero on all the calibration data");
+    rounding_note(p, zero_input_note);
     return true;
   }
   /* W [K, N]: its columns as rows */
@@ -770,12 +773,11 @@ static bool gptq_weights(const kl_quantizer *q, const kl_node *n, const node_pla
   if (ok) {
     for (int64_t r = 0; r < rows; r++)
       for (int64_t j = 0; j < dim; j++) t[r * dim + j] = f[j * rows + r], c[r * dim + j] = w->q[j * rows + r];
-    if ((w->gptq = kl_gptq_round(t, rows, dim, w->scales, step, qmax, p->gram, c)))
+    if ((p->gptq = kl_gptq_round(t, rows, dim, w->scales, step, qmax, p->gram, c)))
       for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < dim; j++) w->q[j * rows + r] = c[r * dim + j];
     else
-      snprintf(w->why, sizeof w->why, "its input sums are not positive definite (or memory "
-               "ran out)");
+      rounding_note(p, "its input sums are not positive definite (or memory ran out)");
   }
   free(t), free(c);
   return ok;
@@ -835,15 +837,13 @@ static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory quantizing '%s'", v->name);
   }
   node_plan *p = &q->plan[n - q->g->nodes];
-  w->gptq = false;
-  w->why[0] = 0;
-  if (p->codes) { /* kl_quantizer_compute's */
+  if (p->codes) { /* kl_quantizer_compute's (its rounding in p too) */
     memcpy(w->q, p->codes, (size_t)w->numel);
     memcpy(w->scales, p->scales, sizeof(float) * (size_t)w->n_scales);
-    w->gptq = p->gptq;
-    snprintf(w->why, sizeof w->why, "%s", p->rounding_why);
     return KILN_OK;
   }
+  p->gptq = false;
+  p->rounding_why[0] = 0;
   kl_quantize_weights(v->data, v->type.rank, dims, w->axis, w->per_channel,
                       q->o.reduce_range, w->scales, w->q);
   if (q->o.gptq) {
@@ -853,15 +853,12 @@ static kiln_status quantize_node_weights(const kl_quantizer *q, const kl_node *n
         return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory rounding '%s'", v->name);
       }
     } else {
-      snprintf(w->why, sizeof w->why, "%s",
-               p->gram_why ? p->gram_why
-               : p->gram   ? "no placements of its input in the calibration data"
-                           : "its input was not observed");
+      rounding_note(p, p->gram_why ? p->gram_why
+                       : p->gram   ? "no placements of its input in the calibration data"
+                                   : "its input was not observed");
     }
   }
   fit_bias(q, n, w);
-  p->gptq = w->gptq;
-  snprintf(p->rounding_why, sizeof p->rounding_why, "%s", w->why);
   return KILN_OK;
 }
 
@@ -938,9 +935,9 @@ kiln_status kl_quantizer_compute(kl_quantizer *q, kl_err *e) {
     }
     r->lo = r->min, r->hi = r->max;
     fill_error(r, sum_sq, err_sq);
-    r->rounding = w.gptq ? "gptq" : "nearest";
-    snprintf(r->rounding_why, sizeof r->rounding_why, "%s", w.why);
     node_plan *p = &q->plan[i];
+    r->rounding = p->gptq ? "gptq" : "nearest";
+    snprintf(r->rounding_why, sizeof r->rounding_why, "%s", p->rounding_why);
     free(p->codes), free(p->scales);
     p->codes = w.q, p->scales = w.scales; /* for kl_quantizer_graph */
   }

@@ -169,20 +169,29 @@ static void test_inline_constant_if(void **state) {
   }
 }
 
+/* A session on the model file at path, loaded with the int option name set to v (the
+ * model in *m, the options in *o: the caller frees the three). */
+static kiln_session *session_with(const char *path, const char *name, int64_t v,
+                                  kiln_options **o, kiln_model **m) {
+  kiln_session *s = NULL;
+  *o = NULL, *m = NULL;
+  assert_int_equal(kiln_options_create(o), KILN_OK);
+  assert_int_equal(kiln_options_set_int(*o, name, v), KILN_OK);
+  if (kiln_model_load(path, *o, m) != KILN_OK) fail_msg("load %s: %s", path, kiln_model_error(*m));
+  assert_int_equal(kiln_session_create(*m, *o, &s), KILN_OK);
+  return s;
+}
+
 /* Issue 20, round 4 (class 1): a Loop whose body inserts into the sequence it carries
  * copies the whole sequence every trip; the sequence ops counted no work, so only the
  * trips (2^22 steps each) were bounded and 300,000 of them ran for hours. Counted, this
  * file's 3,000 trips reach a max_work of 2^34 at about 1,400 (its trips alone: 1.3e10). */
 static void test_sequence_work_counted(void **state) {
   (void)state;
-  kiln_options *o = NULL;
-  kiln_model *m = NULL;
-  kiln_session *s = NULL;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "max_work", INT64_C(1) << 34), KILN_OK);
-  if (kiln_model_load("tests/corpus/bad/loop_sequence_grows.onnx", o, &m) != KILN_OK)
-    fail_msg("load: %s", kiln_model_error(m));
-  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  kiln_options *o;
+  kiln_model *m;
+  kiln_session *s = session_with("tests/corpus/bad/loop_sequence_grows.onnx", "max_work",
+                                 INT64_C(1) << 34, &o, &m);
   assert_int_equal(kiln_session_run(s), KILN_ERR_LIMIT);
   assert_non_null(strstr(kiln_session_error(s), "its bodies took"));
   kiln_session_free(s);
@@ -196,14 +205,9 @@ static void test_sequence_work_counted(void **state) {
  * so that the If stays and runs its else_branch. */
 static void test_if_without_captures(void **state) {
   (void)state;
-  kiln_options *o = NULL;
-  kiln_model *m = NULL;
-  kiln_session *s = NULL;
-  assert_int_equal(kiln_options_create(&o), KILN_OK);
-  assert_int_equal(kiln_options_set_int(o, "opt_level", 0), KILN_OK);
-  if (kiln_model_load("tests/corpus/bad/if_no_captures.onnx", o, &m) != KILN_OK)
-    fail_msg("load: %s", kiln_model_error(m));
-  assert_int_equal(kiln_session_create(m, o, &s), KILN_OK);
+  kiln_options *o;
+  kiln_model *m;
+  kiln_session *s = session_with("tests/corpus/bad/if_no_captures.onnx", "opt_level", 0, &o, &m);
   assert_int_equal(kiln_session_run(s), KILN_OK);
   kiln_tensor_info info;
   const void *data = NULL;
