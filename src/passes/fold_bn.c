@@ -13,6 +13,17 @@
  * The channel axis is 1 for Conv, ConvTranspose and Gemm (and for BatchNormalization),
  * the last axis for MatMul (so MatMul+BN folds only when the output is 2-D). A MatMul
  * that gains a bias becomes a Gemm (2-D) or a kiln FusedMatMul with a Bias input.
+ *
+ * The node before may also be a kiln.FusedConv without a Sum whose activation is a
+ * Relu, a Clip or a LeakyRelu, where the affine passes through it exactly:
+ * Clip(z, lo, hi) * s + t is Clip(z * s + t, lo * s + t, hi * s + t) for s > 0 (the bounds
+ * swapped for s < 0), so the weights and bias are scaled as above and the bounds become
+ * those; it folds when the new bounds are the same for every channel (a scalar s and t,
+ * or a Relu times a per-channel s of one sign, no t). LeakyRelu takes a positive s only.
+ * HGNetV2's learnable affine blocks (Conv, ReLU, then Mul and Add of a scalar) fold so:
+ *
+ *   kiln.FusedConv(X, W, b) activation=Relu -> Mul(a) -> Add(c)
+ *     becomes  kiln.FusedConv(X, a W, a b + c) activation=Clip [c, inf]   (a > 0)
  */
 #include "ir/fused.h"
 #include "passes/rewrite.h"
@@ -26,11 +37,38 @@ typedef struct channels {
   int axis, rank;
   int64_t count;
   int w_slot; /* input holding the weights */
+  kl_op op;   /* the node's op, or the op a fused one extends */
+  /* a fused node's activation: ACT_NONE, or a Clip [lo, hi] (Relu: [0, inf]) or a
+   * LeakyRelu the affine passes through (see above) */
+  enum { ACT_NONE, ACT_CLIP, ACT_LEAKY } act;
+  float lo, hi;
 } channels;
 
 static const kl_value *float_const(const kl_graph *g, int v) {
   const kl_value *c = kl_rw_const(g, v);
   return c && kl_dtype_is_float(c->type.dtype) ? c : NULL;
+}
+
+/* A kiln.FusedConv's activation as ch->act (and its bounds); false for one the affine
+ * cannot pass through, and for a Sum (added before the activation, not scaled). */
+static bool fused_activation(const kl_node *n, channels *ch) {
+  if (n->n_in > KL_FUSED_SUM && n->in[KL_FUSED_SUM] >= 0) return false;
+  const char *name = kl_attr_string(n, "activation", NULL);
+  const float *p = NULL;
+  int n_p = kl_attr_floats(n, "activation_params", &p);
+  ch->act = ACT_NONE;
+  if (!name) return true;
+  if (strcmp(name, "Relu") == 0) {
+    ch->act = ACT_CLIP, ch->lo = 0, ch->hi = INFINITY;
+  } else if (strcmp(name, "Clip") == 0 && n_p >= 2) {
+    ch->act = ACT_CLIP, ch->lo = isnan(p[0]) ? -INFINITY : p[0];
+    ch->hi = isnan(p[1]) ? INFINITY : p[1];
+  } else if (strcmp(name, "LeakyRelu") == 0) {
+    ch->act = ACT_LEAKY;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 static bool weighted_channels(const kl_graph *g, int p, channels *ch) {
@@ -42,7 +80,13 @@ static bool weighted_channels(const kl_graph *g, int p, channels *ch) {
   ch->w_slot = 1;
   ch->rank = y->rank;
   ch->axis = 1;
-  switch (n->op) {
+  ch->op = n->op;
+  ch->act = ACT_NONE;
+  if (n->op == KL_OP_KilnFusedConv) {
+    if (!fused_activation(n, ch)) return false;
+    ch->op = KL_OP_Conv;
+  }
+  switch (ch->op) {
   case KL_OP_Conv:
     ch->count = w->type.dims[0].size;
     break;
@@ -69,11 +113,11 @@ static bool weighted_channels(const kl_graph *g, int p, channels *ch) {
 }
 
 /* Channel of weight element i. */
-static int64_t weight_channel(const kl_node *n, const kl_value *w, int64_t i) {
+static int64_t weight_channel(const kl_node *n, kl_op op, const kl_value *w, int64_t i) {
   const kl_type *t = &w->type;
   int64_t inner = 1;
   for (int d = 2; d < t->rank; d++) inner *= t->dims[d].size;
-  switch (n->op) {
+  switch (op) {
   case KL_OP_Conv: return i / (t->dims[1].size * inner);
   case KL_OP_ConvTranspose: {
     int64_t per_group_out = t->dims[1].size, group = kl_attr_int(n, "group", 1);
@@ -98,7 +142,8 @@ static kiln_status scale_weights(kl_graph *g, int p, const channels *ch, const d
   if (!data) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding weights");
   for (int64_t i = 0; i < numel; i++) {
     double v = kl_load_f64(w->data, w->type.dtype, (size_t)i);
-    kl_store_f64(data, w->type.dtype, (size_t)i, v * s[weight_channel(&g->nodes[p], w, i)]);
+    kl_store_f64(data, w->type.dtype, (size_t)i,
+                 v * s[weight_channel(&g->nodes[p], ch->op, w, i)]);
   }
   int64_t dims[KL_MAX_RANK];
   for (int d = 0; d < w->type.rank; d++) dims[d] = w->type.dims[d].size;
@@ -159,15 +204,42 @@ static kiln_status set_bias(kl_graph *g, int p, const channels *ch, double *b,
   return kl_rw_set_input(g, p, 2, id, e);
 }
 
+/* Whether act(z) * s + t is act'(z * s + t) over every channel of ch (the header's
+ * rule); act' is a Clip [*lo, *hi] where ch's activation is one. */
+static bool through_activation(const channels *ch, const double *s, const double *t,
+                               float *lo, float *hi) {
+  if (ch->act == ACT_NONE) return true;
+  for (int64_t c = 0; c < ch->count; c++) {
+    if (!(s[c] > 0 || (s[c] < 0 && ch->act == ACT_CLIP)) || !isfinite(s[c]) || !isfinite(t[c]) ||
+        (ch->act == ACT_LEAKY && t[c] != 0))
+      return false;
+    if (ch->act == ACT_LEAKY) continue;
+    double a = ch->lo * s[c] + t[c], b = ch->hi * s[c] + t[c]; /* 0 * s is 0; inf * s inf */
+    if (ch->lo == 0) a = t[c];
+    if (ch->hi == 0) b = t[c];
+    float l = (float)(s[c] > 0 ? a : b), h = (float)(s[c] > 0 ? b : a);
+    if (c > 0 && (l != *lo || h != *hi)) return false;
+    *lo = l, *hi = h;
+  }
+  return true;
+}
+
 /* y = x * s + t per channel, y the output of node `affine`, x of producer p: folds it. */
 static kiln_status fold(kl_graph *g, int p, const channels *ch, const double *s,
                         const double *t, int affine, int *changed, kl_err *e) {
+  float lo = ch->lo, hi = ch->hi;
+  if (!through_activation(ch, s, t, &lo, &hi)) return KILN_OK;
   double *b = malloc(sizeof(double) * (size_t)ch->count);
   if (!b) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding weights");
   kiln_status st = KILN_OK;
   if (current_bias(g, p, ch, b)) {
     st = scale_weights(g, p, ch, s, e);
     if (st == KILN_OK) st = set_bias(g, p, ch, b, s, t, e);
+    if (st == KILN_OK && ch->act == ACT_CLIP && (lo != ch->lo || hi != ch->hi)) {
+      st = kl_node_set_string(g, p, "activation", "Clip", e);
+      if (st == KILN_OK)
+        st = kl_node_set_floats(g, p, "activation_params", (const float[]){lo, hi}, 2, e);
+    }
     if (st == KILN_OK) {
       int y = g->nodes[affine].out[0];
       kl_rw_remove(g, affine);

@@ -740,6 +740,60 @@ static void test_channel_scale_layouts(void **state) {
   after_fast_run = NULL;
 }
 
+/* Pads between convolutions run on kiln's channels-last Pad (kl_run_pad_cl) where the
+ * tensors are held so: the spatial pads of HGNetV2's stem before a 2x2 stride-1 max
+ * pool, a pad of the channels too with a constant of 0.5, and negative pads (a crop). */
+static void pad_impls(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    if (m->g->nodes[i].op != KL_OP_Pad) continue;
+    const char *name = kl_session_kernel_name(fast, i);
+    if (!strstr(name, " channels-last"))
+      fail_msg("Pad %d ran on '%s', not kiln's channels-last kernel", i, name);
+    seen++;
+  }
+  assert_int_equal(seen, 3);
+}
+
+static void test_pad_layouts(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 9, 7});
+  int a = kl_graph_add_value(g, NULL, &e);
+  int na = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){37, 8, 3, 3})}, 1, &a, &e);
+  assert_true(na >= 0);
+  tu_node_ints(g, na, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  static const int64_t pads[3][8] = {{0, 0, 1, 0, 0, 0, 0, 2},
+                                     {0, 1, 0, 2, 0, 2, 1, 0},
+                                     {0, 0, -1, 0, 0, 0, 0, -2}};
+  static const int64_t cout_in[3] = {37, 40, 37};
+  for (int k = 0; k < 3; k++) {
+    int v[3];
+    for (int i = 0; i < 3; i++) v[i] = kl_graph_add_value(g, NULL, &e);
+    int pv = tu_graph_const(g, NULL, KL_I64, 1, (int64_t[]){8}, pads[k]);
+    int in[3] = {a, pv, k == 1 ? tu_graph_const(g, NULL, KL_F32, 0, NULL, (float[]){0.5f}) : -1};
+    int np = kl_graph_add_node(g, KL_OP_Pad, NULL, k == 1 ? 3 : 2, in, 1, &v[0], &e);
+    int src = v[0];
+    if (k == 0) { /* HGNetV2's stem: a 2x2 stride-1 max pool of the padded map */
+      int nm = kl_graph_add_node(g, KL_OP_MaxPool, NULL, 1, &v[0], 1, &v[1], &e);
+      assert_true(nm >= 0);
+      tu_node_ints(g, nm, "kernel_shape", 2, (int64_t[]){2, 2});
+      src = v[1];
+    }
+    int nc = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                               (int[]){src, cst(g, 4, (int64_t[]){6, cout_in[k], 1, 1})}, 1,
+                               &v[2], &e);
+    assert_true(np >= 0 && nc >= 0);
+    assert_int_equal(kl_graph_add_output(g, v[2], NULL), KILN_OK);
+  }
+  after_fast_run = pad_impls;
+  check_on(g, "pad layouts", false); /* the Pads are kiln's */
+  after_fast_run = NULL;
+}
+
 /* kiln's Winograd F(2x2, 3x3) (dnnl_wino.c), which runs the 3x3 stride-1 convolutions
  * between channels-last tensors at the AVX2 level: odd channel counts (33 -> 40), an
  * odd output (29x23: partial tiles at the right and bottom), batch 2 (360 tiles: three
@@ -1243,6 +1297,7 @@ int main(void) {
       cmocka_unit_test(test_conv_chain),
       cmocka_unit_test(test_concat_layouts),
       cmocka_unit_test(test_channel_scale_layouts),
+      cmocka_unit_test(test_pad_layouts),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_plain),
       cmocka_unit_test(test_winograd_constant_weights_only),

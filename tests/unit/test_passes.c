@@ -561,6 +561,78 @@ static void test_fold_scale_bias_must_not_fire(void **state) {
   kiln_model_free(m);
 }
 
+/* Conv -> act -> Mul(s) -> Add(t) at -O2, act given by name (NULL: none). */
+static int conv_act_affine(kl_graph *g, int x, const char *act, int s, int t) {
+  int y = conv(g, x, true);
+  if (act && strcmp(act, "Clip") == 0) {
+    y = TU_OP(g, Clip, y, scalar(g, 0), scalar(g, 6));
+  } else if (act) {
+    y = tu_graph_op(g, kl_op_lookup("", act), 1, &y);
+    if (strcmp(act, "LeakyRelu") == 0) set_float(g, y, "alpha", 0.2f);
+  }
+  if (s != KL_ABSENT) y = TU_OP(g, Mul, s, y);
+  if (t != KL_ABSENT) y = TU_OP(g, Add, y, t);
+  return y;
+}
+
+/* The affine after a fused Relu, Clip or LeakyRelu folds through it where the bounds
+ * stay one pair for every channel (fold_bn.c): HGNetV2's learnable affine blocks. */
+static void test_fold_scale_bias_through_activation(void **state) {
+  (void)state;
+  static const struct {
+    const char *act;
+    float s, t;       /* scalars; s 0: per-channel positive scales, no t */
+    const char *want; /* the activation after */
+    float lo, hi;
+  } cases[] = {
+      {"Relu", 0.7f, -0.3f, "Clip", -0.3f, INFINITY},
+      {"Clip", -2.0f, 1.5f, "Clip", -10.5f, 1.5f},
+      {"Relu", 0, 0, "Relu", 0, 0},
+      {"LeakyRelu", 2.0f, 0, "LeakyRelu", 0, 0},
+      {"Relu", -0.5f, 0, "Clip", -INFINITY, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    kl_graph *g = tu_graph_new();
+    int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+    int s = cases[k].s != 0 ? scalar(g, cases[k].s)
+                            : cst(g, 4, (int64_t[]){1, 4, 1, 1}, NULL, 0.5f, 2);
+    int t = cases[k].t != 0 ? scalar(g, cases[k].t) : KL_ABSENT;
+    output(g, conv_act_affine(g, x, cases[k].act, s, t));
+    kiln_model *m = optimize(g, (opt){2, NULL, 0});
+    assert_int_equal(m->g->n_nodes, 1);
+    const kl_node *n = only(m, KL_OP_KilnFusedConv);
+    assert_string_equal(kl_attr_string(n, "activation", ""), cases[k].want);
+    if (strcmp(cases[k].want, "Clip") == 0) {
+      const float *p = NULL;
+      assert_int_equal(kl_attr_floats(n, "activation_params", &p), 2);
+      assert_true(p[0] == cases[k].lo && p[1] == cases[k].hi);
+    }
+    kiln_model_free(m);
+  }
+}
+
+static void test_fold_scale_bias_through_activation_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  /* a shift per channel after a Relu: the lower bound would differ by channel */
+  output(g, conv_act_affine(g, x, "Relu", KL_ABSENT, cst(g, 3, (int64_t[]){4, 1, 1}, NULL, 0.1f, 1)));
+  /* scales of both signs after a Relu */
+  output(g, conv_act_affine(g, x, "Relu", cst(g, 3, (int64_t[]){4, 1, 1}, (const float[]){1, -1, 2, 3}, 0, 0),
+                            KL_ABSENT));
+  /* no bounds to move: a Sigmoid; a shift after a LeakyRelu; a Clip scaled by 0 */
+  output(g, conv_act_affine(g, x, "Sigmoid", scalar(g, 2), KL_ABSENT));
+  output(g, conv_act_affine(g, x, "LeakyRelu", KL_ABSENT, scalar(g, 1)));
+  output(g, conv_act_affine(g, x, "Clip", scalar(g, 0), KL_ABSENT));
+  /* a residual Sum fused before the Relu is not scaled with the weights */
+  int r = TU_OP(g, Relu, TU_OP(g, Add, conv(g, x, true), tu_graph_input(g, "sc", KL_F32, 4,
+                                                                         (int64_t[]){2, 4, 6, 6})));
+  output(g, TU_OP(g, Mul, r, scalar(g, 3)));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(count(m, KL_OP_Mul) + count(m, KL_OP_Add), 6);
+  kiln_model_free(m);
+}
+
 /* ---- fusion ---- */
 
 /* Each activation kiln fuses, after a Conv, at -O2. */
@@ -1652,6 +1724,8 @@ int main(void) {
       cmocka_unit_test(test_fold_bn_conv_transpose_gemm_matmul),
       cmocka_unit_test(test_fold_scale_bias),
       cmocka_unit_test(test_fold_scale_bias_must_not_fire),
+      cmocka_unit_test(test_fold_scale_bias_through_activation),
+      cmocka_unit_test(test_fold_scale_bias_through_activation_must_not_fire),
       cmocka_unit_test(test_fuse_activations),
       cmocka_unit_test(test_fuse_act_must_not_fire),
       cmocka_unit_test(test_fuse_sum),

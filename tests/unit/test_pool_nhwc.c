@@ -60,6 +60,15 @@ static const pool_case cases[] = {
     {"global max in parts", KL_OP_GlobalMaxPool, 4, {1, 130, 23, 29}, {0}, {0}, {0}, {0}, 0, 0},
     {"avg one output row, channels in chunks", KL_OP_AveragePool, 4, {1, 150, 5, 6}, {5, 6},
      {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 0},
+    /* stride 1: the pixels whose window lies inside the row go as one run */
+    {"max 2x2 stride 1 ceil (HGNetV2's stem)", KL_OP_MaxPool, 4, {1, 16, 13, 13}, {2, 2},
+     {1, 1}, {1, 1}, {0, 0, 1, 1}, 1, 0},
+    {"avg 3x3 stride 1 dilation 2 pad counted", KL_OP_AveragePool, 4, {2, 5, 9, 11}, {3, 3},
+     {1, 1}, {2, 2}, {2, 1, 2, 2}, 0, 1},
+    {"max 7x10 stride 1 pad 3 (70 taps)", KL_OP_MaxPool, 4, {1, 3, 9, 14}, {7, 10}, {1, 1},
+     {1, 1}, {3, 4, 3, 5}, 0, 0},
+    {"avg 1-D stride 1 uneven pads", KL_OP_AveragePool, 3, {2, 21, 30}, {5}, {1}, {1},
+     {3, 1}, 0, 0},
 };
 
 static uint32_t rng = 4242;

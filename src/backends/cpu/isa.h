@@ -81,9 +81,10 @@ unsigned kl_cpu_isa_inplace(const kl_node *n);
  *   KL_ISA_CL_WHOLE    MaxPool of 8-bit codes (rank 3 or 4, no indices) and Concat of
  *                      them along dim 1: every input in *slots and Y in one layout;
  *                      channels-last runs kl_cpu_isa_kernel_cl's kernel
- * Float32 too: Relu, and Add and UnaryGrad over operands of Y's dims (SAME), and a
+ * Float32 too: Relu, and Add and UnaryGrad over operands of Y's dims (SAME), a
  * training step's BatchNormTrain (X) and BatchNormGrad (dY, X) with out[0] (WHOLE: per
- * channel, the running statistics and dScale, dB the same in either layout).
+ * channel, the running statistics and dScale, dB the same in either layout), and Pad in
+ * constant mode (WHOLE: X and Y).
  * in holds the static types of the n_in inputs (NULL when absent), y that of out[0]. */
 typedef enum kl_isa_cl {
   KL_ISA_CL_NONE,

@@ -112,6 +112,7 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
     kl_op op = c->node->op;                                                              \
     if (op == KL_OP_Add || op == KL_OP_Sub || op == KL_OP_Mul || op == KL_OP_Div)        \
       return kl_run_binary_cl(c, &fns_##L);                                              \
+    if (op == KL_OP_Pad) return kl_run_pad_cl(c, &fns_##L);                              \
     return op == KL_OP_KilnBatchNormTrain || op == KL_OP_KilnBatchNormGrad ||             \
                    op == KL_OP_KilnMaxPoolGrad || op == KL_OP_KilnReduceGrad               \
                ? kl_run_grad_cl(c, &fns_##L)                                             \
@@ -444,6 +445,13 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
       *slots |= 1u << k;
     }
     return *slots ? KL_ISA_CL_SAME : KL_ISA_CL_NONE;
+  case KL_OP_Pad: { /* constant mode, X's dtype (kl_run_pad_cl) */
+    const char *mode = kl_attr_string(n, "mode", "constant");
+    bool ok = strcmp(mode, "constant") == 0 && in[0]->rank == y->rank &&
+              (n_in < 3 || !in[2] || in[2]->dtype == KL_F32);
+    *slots = ok ? 1u : 0u;
+    return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;
+  }
   case KL_OP_KilnBatchNormTrain: /* X; Y is out[0], the running statistics per channel */
     *slots = kl_type_same_dims(in[0], y) ? 1u : 0u;
     return *slots ? KL_ISA_CL_WHOLE : KL_ISA_CL_NONE;

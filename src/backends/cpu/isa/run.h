@@ -129,6 +129,8 @@ int kl_run_batchnorm(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_slice(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Pad in constant mode: any dtype of 1, 2, 4 or 8 bytes (run_pad.c) */
 int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* Pad of X and Y held channels-last (constant mode; run_pad.c) */
+int kl_run_pad_cl(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* kiln's SGD, Adagrad, Adam, Lamb, Lars (in place), GradNorm (run_optim.c) */
 int kl_run_optim(kl_kernel_ctx *c, const kl_isa_fns *f);
 int kl_run_grad_norm(kl_kernel_ctx *c, const kl_isa_fns *f);

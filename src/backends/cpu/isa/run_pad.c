@@ -8,6 +8,11 @@
  * the constant. The dims before d are walked row by row; a row whose outer index falls
  * in their padding is the constant throughout. With no pads at all, Pad is a copy,
  * split into parts for the threads. Other modes run the reference kernel.
+ *
+ * Held channels-last (kl_run_pad_cl: X and Y [N, S..., C] in memory, kl_cpu_isa_layout's
+ * WHOLE), the same walk runs over the dims in memory order with the pads permuted the
+ * same way: each dim is padded on its own, so padding the permuted tensor is permuting
+ * the padded one.
  */
 #include "backends/cpu/isa/run.h"
 #include "ir/data_plan.h"
@@ -87,47 +92,62 @@ static bool ints_of(const kl_tensor *t, int64_t *v, int max, int *n) {
   return true;
 }
 
-int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f) {
-  (void)f; /* memcpy is libc's, already tuned to the CPU */
+/* Where the channels-last kernel cannot run (those the plain one leaves to the
+ * reference): the layout was chosen for a node it takes, so this is kiln's error. */
+static int cl_refused(kl_kernel_ctx *c) {
+  return kl_fail(c->e, KILN_ERR_INTERNAL, "Pad held channels-last outside what its "
+                 "channels-last kernel takes (constant mode, X's dtype throughout)");
+}
+
+static int run_pad(kl_kernel_ctx *c, bool cl) {
   const kl_tensor *x = c->in[0];
   kl_tensor *y = c->out[0];
   const kl_tensor *tv = c->n_in > 2 ? c->in[2] : NULL, *ta = c->n_in > 3 ? c->in[3] : NULL;
   size_t es = kl_dtype_size(x->dtype);
   kl_pad_mode mode;
   if (y->dtype != x->dtype || !(es == 1 || es == 2 || es == 4 || es == 8) ||
-      x->rank != y->rank || x->rank < 1 || kl_pad_mode_read(c->node, &mode, c->e) != KILN_OK ||
-      mode != KL_PADMODE_CONSTANT || (tv && tv->dtype != x->dtype))
-    return kl_isa_ref(c);
-  int64_t pads[2 * KL_MAX_RANK], axes[KL_MAX_RANK], end[KL_MAX_RANK];
+      x->rank != y->rank || x->rank < (cl ? 3 : 1) ||
+      kl_pad_mode_read(c->node, &mode, c->e) != KILN_OK || mode != KL_PADMODE_CONSTANT ||
+      (tv && tv->dtype != x->dtype))
+    return cl ? cl_refused(c) : kl_isa_ref(c);
+  int64_t pads[2 * KL_MAX_RANK], axes[KL_MAX_RANK], begin[KL_MAX_RANK], end[KL_MAX_RANK];
   int n_pads, n_axes;
   if (!ints_of(c->in[1], pads, 2 * KL_MAX_RANK, &n_pads) ||
       !ints_of(ta, axes, KL_MAX_RANK, &n_axes))
-    return kl_isa_ref(c);
-  pad_job j = {.x = x->data, .y = y->data, .es = es, .xdims = x->dims, .ydims = y->dims};
-  kiln_status st = kl_pad_plan_make(x->rank, n_pads / 2, pads, ta ? axes : NULL, j.begin, end,
+    return cl ? cl_refused(c) : kl_isa_ref(c);
+  kiln_status st = kl_pad_plan_make(x->rank, n_pads / 2, pads, ta ? axes : NULL, begin, end,
                                     c->e);
   if (st != KILN_OK) return st;
   for (int d = 0; d < x->rank; d++)
-    if (x->dims[d] + j.begin[d] + end[d] != y->dims[d]) return kl_isa_ref(c);
+    if (x->dims[d] + begin[d] + end[d] != y->dims[d]) return cl ? cl_refused(c) : kl_isa_ref(c);
+  /* the dims in memory order: [N, S..., C] channels-last */
+  int64_t xdims[KL_MAX_RANK], ydims[KL_MAX_RANK], mend[KL_MAX_RANK];
+  pad_job j = {.x = x->data, .y = y->data, .es = es, .xdims = xdims, .ydims = ydims};
+  for (int d = 0; d < x->rank; d++) {
+    int from = !cl || d == 0 ? d : d == x->rank - 1 ? 1 : d + 1;
+    xdims[d] = x->dims[from], ydims[d] = y->dims[from];
+    j.begin[d] = begin[from], mend[d] = end[from];
+  }
   int64_t total = kl_tensor_numel(y);
   if (total == 0) return KILN_OK;
   if (tv && kl_tensor_numel(tv) > 0) memcpy(j.value, tv->data, es);
   j.zero = true;
   for (size_t b = 0; b < es; b++) j.zero = j.zero && j.value[b] == 0;
-  for (int d = x->rank - 1, s = 1; d >= 0; d--) {
-    j.xs[d] = s;
-    s *= x->dims[d];
+  int64_t stride = 1;
+  for (int d = x->rank - 1; d >= 0; d--) {
+    j.xs[d] = stride;
+    stride *= xdims[d];
   }
   j.unit = 1;
   j.d = x->rank - 1;
-  while (j.d >= 0 && j.begin[j.d] == 0 && end[j.d] == 0) j.unit *= x->dims[j.d--];
+  while (j.d >= 0 && j.begin[j.d] == 0 && mend[j.d] == 0) j.unit *= xdims[j.d--];
   if (j.d < 0) { /* no pads: a copy */
     j.row = total;
     kl_isa_parallel(c, (int64_t)(((size_t)total * es + TASK_BYTES - 1) / TASK_BYTES), total,
                     copy_task, &j);
     return KILN_OK;
   }
-  int64_t b = j.begin[j.d], len = x->dims[j.d], out = y->dims[j.d];
+  int64_t b = j.begin[j.d], len = xdims[j.d], out = ydims[j.d];
   j.lo = b > 0 ? b : 0;
   j.hi = len + b < out ? len + b : out;
   j.row = out * j.unit;
@@ -136,4 +156,14 @@ int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f) {
                                &j.per);
   kl_isa_parallel(c, tasks, total, pad_task, &j);
   return KILN_OK;
+}
+
+int kl_run_pad(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  (void)f; /* memcpy is libc's, already tuned to the CPU */
+  return run_pad(c, false);
+}
+
+int kl_run_pad_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  (void)f;
+  return run_pad(c, true);
 }
