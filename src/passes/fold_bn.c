@@ -82,6 +82,7 @@ static bool weighted_channels(const kl_graph *g, int p, channels *ch) {
   ch->axis = 1;
   ch->op = n->op;
   ch->act = ACT_NONE;
+  ch->lo = -INFINITY, ch->hi = INFINITY;
   if (n->op == KL_OP_KilnFusedConv) {
     if (!fused_activation(n, ch)) return false;
     ch->op = KL_OP_Conv;

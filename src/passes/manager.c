@@ -26,6 +26,7 @@ KL_PASS(sink_reshape)
 KL_PASS(trim_taps)
 KL_PASS(fold_bn)
 KL_PASS(fold_scale_bias)
+KL_PASS(merge_convs)
 KL_PASS(fuse_matmul_add)
 KL_PASS(fold_transpose)
 KL_PASS(fuse_sum)
@@ -78,6 +79,8 @@ static const kl_pass pass_table[] = {
      kl_pass_fold_bn},
     {"fold_scale_bias", 2, "fold per-channel constant Add/Sub/Mul/Div into weights",
      kl_pass_fold_scale_bias},
+    {"merge_convs", 2, "summed convolutions of one input (and a BatchNorm of it) into one "
+     "(RepVGG/MobileOne blocks)", kl_pass_merge_convs},
     {"fuse_matmul_add", 2, "MatMul+Add into Gemm (2-D) or FusedMatMul with a bias",
      kl_pass_fuse_matmul_add},
     {"fold_transpose", 2, "fold 2-D Transposes into Gemm transA/transB",

@@ -633,6 +633,103 @@ static void test_fold_scale_bias_through_activation_must_not_fire(void **state) 
   kiln_model_free(m);
 }
 
+/* A Conv of x with cout outputs, cin / group inputs a group, a kernel of the given
+ * spatial sizes (sp axes), strides, dilations and begin = end pads, and a bias. */
+static int conv_of(kl_graph *g, int x, int64_t cout, int64_t cin, int64_t group, int sp,
+                   const int64_t *k, int64_t stride, int64_t dil, const int64_t *pads) {
+  int64_t wd[5] = {cout, cin / group, 1, 1, 1}, p[6], one[3];
+  for (int i = 0; i < sp; i++) wd[2 + i] = k[i], one[i] = stride, p[i] = p[i + sp] = pads[i];
+  int y = TU_OP(g, Conv, x, cst(g, 2 + sp, wd, NULL, -0.5f, 0.5f),
+                cst(g, 1, &cout, NULL, -1, 1));
+  set_int(g, y, "group", group);
+  set_ints(g, y, "pads", 2 * sp, p);
+  set_ints(g, y, "strides", sp, one);
+  for (int i = 0; i < sp; i++) one[i] = dil;
+  set_ints(g, y, "dilations", sp, one);
+  return y;
+}
+
+/* RepVGG / MobileOne blocks in their training form: a kxk convolution, a 1x1 one (or
+ * another kxk) and a BatchNorm of the input (or the input), summed: one Conv each. */
+static void test_merge_convs(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 6, 7, 9});
+  const int64_t k3[2] = {3, 3}, k1[2] = {1, 1}, p1[2] = {1, 1}, p0[2] = {0, 0}, p2[2] = {2, 2};
+  /* RepVGG: 3x3 + 1x1 + BN(x) */
+  int y = TU_OP(g, Add, conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1), conv_of(g, x, 6, 6, 1, 2, k1, 1, 1, p0));
+  output(g, TU_OP(g, Add, y, batchnorm(g, x, 6, true)));
+  /* MobileOne's depthwise block: 1x1 + three 3x3 + BN(x), group 6 (the 1x1 first) */
+  y = conv_of(g, x, 6, 6, 6, 2, k1, 1, 1, p0);
+  for (int r = 0; r < 3; r++) y = TU_OP(g, Add, y, conv_of(g, x, 6, 6, 6, 2, k3, 1, 1, p1));
+  output(g, TU_OP(g, Add, batchnorm(g, x, 6, true), y));
+  /* stride 2, 12 outputs: 3x3 + 1x1 */
+  output(g, TU_OP(g, Add, conv_of(g, x, 12, 6, 1, 2, k1, 2, 1, p0),
+                  conv_of(g, x, 12, 6, 1, 2, k3, 2, 1, p1)));
+  /* dilation 2: 3x3 pads 2 + 1x1, and the input itself */
+  y = TU_OP(g, Add, conv_of(g, x, 6, 6, 2, 2, k3, 1, 2, p2), conv_of(g, x, 6, 6, 2, 2, k1, 1, 2, p0));
+  output(g, TU_OP(g, Add, x, y));
+  /* 1-D: 5 taps pad 2 + 3 taps pad 1 */
+  int z = tu_graph_input(g, "z", KL_F32, 3, (int64_t[]){2, 4, 11});
+  output(g, TU_OP(g, Add, conv_of(g, z, 5, 4, 1, 1, (int64_t[]){3}, 1, 1, (int64_t[]){1}),
+                  conv_of(g, z, 5, 4, 1, 1, (int64_t[]){5}, 1, 1, (int64_t[]){2})));
+  kiln_model *m = with_pass(g, "+merge_convs");
+  assert_int_equal(count(m, KL_OP_Add), 0);
+  assert_int_equal(count(m, KL_OP_BatchNormalization), 0);
+  assert_int_equal(count(m, KL_OP_Conv), 5);
+  assert_int_equal(fired(m, "merge_convs"), 10);
+  kiln_model_free(m);
+}
+
+/* FastViT's RepMixer, x + ls * (dwconv(x) - BN(x)), and a Sub with the convolution
+ * second: merge_convs and fold_scale_bias leave one convolution each. */
+static void test_merge_convs_repmixer(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 6, 7, 9});
+  const int64_t k3[2] = {3, 3}, k1[2] = {1, 1}, p1[2] = {1, 1}, p0[2] = {0, 0};
+  int d = TU_OP(g, Sub, conv_of(g, x, 6, 6, 6, 2, k3, 1, 1, p1), batchnorm(g, x, 6, true));
+  d = TU_OP(g, Mul, d, cst(g, 3, (int64_t[]){6, 1, 1}, NULL, 0.1f, 1));
+  output(g, TU_OP(g, Add, x, d));
+  output(g, TU_OP(g, Sub, batchnorm(g, x, 6, true), conv_of(g, x, 6, 6, 1, 2, k1, 1, 1, p0)));
+  kiln_model *m = with_pass(g, "+merge_convs,+fold_scale_bias");
+  assert_int_equal(m->g->n_nodes, 2);
+  assert_int_equal(count(m, KL_OP_Conv), 2);
+  kiln_model_free(m);
+}
+
+static void test_merge_convs_must_not_fire(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 6, 7, 9});
+  const int64_t k3[2] = {3, 3}, k1[2] = {1, 1}, p1[2] = {1, 1}, p0[2] = {0, 0}, p2[2] = {2, 2};
+  /* dilations differ */
+  output(g, TU_OP(g, Add, conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1),
+                  conv_of(g, x, 6, 6, 1, 2, k3, 1, 2, p2)));
+  /* groups differ */
+  output(g, TU_OP(g, Add, conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1),
+                  conv_of(g, x, 6, 6, 6, 2, k1, 1, 1, p0)));
+  /* the taps do not line up: pads (0, 0, 2, 2) against (1, 1, 1, 1), same output */
+  int a = conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1), b = conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1);
+  set_ints(g, b, "pads", 4, (int64_t[]){0, 0, 2, 2});
+  output(g, TU_OP(g, Add, a, b));
+  /* a convolution read by another node too */
+  int c = conv_of(g, x, 6, 6, 1, 2, k1, 1, 1, p0);
+  output(g, TU_OP(g, Add, conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1), c));
+  output(g, TU_OP(g, Relu, c));
+  /* convolutions of two inputs; a BatchNorm in training mode */
+  int x2 = tu_graph_input(g, "x2", KL_F32, 4, (int64_t[]){2, 6, 7, 9});
+  output(g, TU_OP(g, Add, conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1),
+                  conv_of(g, x2, 6, 6, 1, 2, k1, 1, 1, p0)));
+  int bn = batchnorm(g, x, 6, true);
+  set_int(g, bn, "training_mode", 1);
+  output(g, TU_OP(g, Add, conv_of(g, x, 6, 6, 1, 2, k3, 1, 1, p1), bn));
+  kiln_model *m = with_pass(g, "+merge_convs");
+  assert_int_equal(count(m, KL_OP_Add), 6);
+  assert_int_equal(fired(m, "merge_convs"), 0);
+  kiln_model_free(m);
+}
+
 /* ---- fusion ---- */
 
 /* Each activation kiln fuses, after a Conv, at -O2. */
@@ -1726,6 +1823,9 @@ int main(void) {
       cmocka_unit_test(test_fold_scale_bias_must_not_fire),
       cmocka_unit_test(test_fold_scale_bias_through_activation),
       cmocka_unit_test(test_fold_scale_bias_through_activation_must_not_fire),
+      cmocka_unit_test(test_merge_convs),
+      cmocka_unit_test(test_merge_convs_repmixer),
+      cmocka_unit_test(test_merge_convs_must_not_fire),
       cmocka_unit_test(test_fuse_activations),
       cmocka_unit_test(test_fuse_act_must_not_fire),
       cmocka_unit_test(test_fuse_sum),
