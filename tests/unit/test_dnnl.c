@@ -290,6 +290,15 @@ static void test_pool(void **state) {
        {1, 1, 1, 1}, 0, 1},
       {"avgpool 3-D", KL_OP_AveragePool, 5, {1, 2, 4, 6, 5}, 3, {2, 2, 2}, {2, 2, 2}, {1, 1, 1},
        {0, 0, 0, 0, 0, 0}, 0, 0},
+      /* stride 1 along the row: the inside outputs of a row in one call (pool_row_s1) */
+      {"avgpool 3x3 stride 1 exclude pad (PoolFormer)", KL_OP_AveragePool, 4, {2, 5, 10, 37},
+       2, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 0, 0},
+      {"maxpool 5x5 stride 1 pad 2, 70 wide", KL_OP_MaxPool, 4, {1, 3, 6, 70}, 2, {5, 5},
+       {1, 1}, {1, 1}, {2, 2, 2, 2}, 0, 0},
+      {"avgpool 1-D stride 1 dilation 3 uneven pads", KL_OP_AveragePool, 3, {2, 4, 25}, 1, {4},
+       {1}, {3}, {2, 5}, 0, 1},
+      {"maxpool wider than the row", KL_OP_MaxPool, 4, {1, 2, 5, 4}, 2, {3, 7}, {2, 1}, {1, 1},
+       {1, 3, 1, 3}, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     kl_graph *g = kl_graph_new();
@@ -719,8 +728,11 @@ static void test_channel_scale_layouts(void **state) {
   int na = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
                              (int[]){x, cst(g, 4, (int64_t[]){37, 8, 3, 3})}, 1, &a, &e);
   int np = kl_graph_add_node(g, KL_OP_GlobalAveragePool, NULL, 1, &a, 1, &p, &e);
+  /* small weights keep the Sigmoid away from 0: the Div by it would amplify the
+   * convolutions' rounding past TOL (a draw with s near 0.01 was 4e-4 off) */
   int nq = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
-                             (int[]){p, cst(g, 4, (int64_t[]){37, 37, 1, 1})}, 1, &q, &e);
+                             (int[]){p, cst_within(g, 4, (int64_t[]){37, 37, 1, 1}, 0.1f)}, 1,
+                             &q, &e);
   int ns = kl_graph_add_node(g, KL_OP_Sigmoid, NULL, 1, &q, 1, &s, &e);
   assert_true(na >= 0 && np >= 0 && nq >= 0 && ns >= 0);
   tu_node_ints(g, na, "pads", 4, (int64_t[]){1, 1, 1, 1});
@@ -791,6 +803,53 @@ static void test_pad_layouts(void **state) {
   }
   after_fast_run = pad_impls;
   check_on(g, "pad layouts", false); /* the Pads are kiln's */
+  after_fast_run = NULL;
+}
+
+/* A pooling whose input is held plain (made by a kernel of kiln's that writes plain
+ * tensors only: here a Softmax) and whose output oneDNN nodes read: X and Y in one
+ * layout (backend.c same_layouts), so kiln's plain kernel runs it rather than oneDNN
+ * 2.6's plain-to-channels-last pooling (PoolFormer's x - AvgPool(x) after its norm). */
+static void mixed_pool_impls(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    kl_op op = m->g->nodes[i].op;
+    if (op != KL_OP_AveragePool && op != KL_OP_MaxPool) continue;
+    const char *impl = kl_session_kernel_impl(fast, i);
+    if (!impl || strncmp(impl, "kiln:", 5) != 0)
+      fail_msg("%s %d ran on '%s', not kiln's kernel", kl_op_name(op), i, impl ? impl : "-");
+    seen++;
+  }
+  assert_int_equal(seen, 2);
+}
+
+static void test_pool_after_plain(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 9, 7});
+  int v[12];
+  for (int k = 0; k < 12; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int na = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){24, 8, 1, 1})}, 1, &v[0], &e);
+  int ns = kl_graph_add_node(g, KL_OP_Softmax, NULL, 1, &v[0], 1, &v[1], &e);
+  assert_true(na >= 0 && ns >= 0);
+  assert_int_equal(kl_node_set_int(g, ns, "axis", 1, NULL), KILN_OK);
+  kl_op ops[2] = {KL_OP_AveragePool, KL_OP_MaxPool};
+  for (int k = 0; k < 2; k++) {
+    int np = kl_graph_add_node(g, ops[k], NULL, 1, &v[1], 1, &v[2 + k], &e);
+    int nd = kl_graph_add_node(g, KL_OP_Sub, NULL, 2, (int[]){v[2 + k], v[1]}, 1, &v[4 + k], &e);
+    int nc = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                               (int[]){v[4 + k], cst(g, 4, (int64_t[]){5, 24, 1, 1})}, 1,
+                               &v[6 + k], &e);
+    assert_true(np >= 0 && nd >= 0 && nc >= 0);
+    tu_node_ints(g, np, "kernel_shape", 2, (int64_t[]){3, 3});
+    tu_node_ints(g, np, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    assert_int_equal(kl_graph_add_output(g, v[6 + k], NULL), KILN_OK);
+  }
+  after_fast_run = mixed_pool_impls;
+  check_on(g, "pool after a plain tensor", false); /* the Softmax is kiln's */
   after_fast_run = NULL;
 }
 
@@ -1298,6 +1357,7 @@ int main(void) {
       cmocka_unit_test(test_concat_layouts),
       cmocka_unit_test(test_channel_scale_layouts),
       cmocka_unit_test(test_pad_layouts),
+      cmocka_unit_test(test_pool_after_plain),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_plain),
       cmocka_unit_test(test_winograd_constant_weights_only),

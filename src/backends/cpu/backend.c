@@ -383,16 +383,23 @@ static void same_layouts(const kl_cpu_plan *p, const kl_graph *g, bool *cl) {
   for (bool changed = true; changed;) {
     changed = false;
     for (int i = 0; i < g->n_nodes; i++) {
-      if (p->isa_cl[i] != KL_ISA_CL_SAME && p->isa_cl[i] != KL_ISA_CL_CHANNEL &&
-          p->isa_cl[i] != KL_ISA_CL_WHOLE)
-        continue;
       const kl_node *n = &g->nodes[i];
+      /* a oneDNN node's windowed pooling too (X and Y): kiln's own kernels run it where
+       * both are in one layout (dnnl.c own_pool); a plain X into a channels-last Y went
+       * to oneDNN 2.6's pooling, 0.27 ms for PoolFormer's 3x3 average pools of 64 x 56
+       * x 56 where kiln's plain kernel takes a fifth of that */
+      bool pool = p->on_dnnl[i] == DNNL_NODE &&
+                  (n->op == KL_OP_MaxPool || n->op == KL_OP_AveragePool);
+      if (p->isa_cl[i] != KL_ISA_CL_SAME && p->isa_cl[i] != KL_ISA_CL_CHANNEL &&
+          p->isa_cl[i] != KL_ISA_CL_WHOLE && !pool)
+        continue;
+      unsigned slots = pool ? 1u : p->cl_slots[i];
       bool all = cl[n->out[0]];
       for (int k = 0; k < n->n_in && k < 32; k++)
-        if (p->cl_slots[i] >> k & 1) all = all && cl[n->in[k]];
+        if (slots >> k & 1) all = all && cl[n->in[k]];
       if (all) continue;
       for (int k = -1; k < n->n_in && k < 32; k++) {
-        int v = k < 0 ? n->out[0] : (p->cl_slots[i] >> k & 1) ? n->in[k] : -1;
+        int v = k < 0 ? n->out[0] : (slots >> k & 1) ? n->in[k] : -1;
         if (v >= 0 && cl[v]) cl[v] = false, changed = true;
       }
     }
