@@ -8,6 +8,12 @@
  * A Transpose that moves only axes of size 1 (the other axes keep their order, as in
  * [1, S, C] -> [S, 1, C]) moves no bytes: it becomes a Reshape to its output shape,
  * which the runtime does as a view instead of a copy. Its dims must all be known.
+ *
+ * A ReduceMean or ReduceMax of a float [N, C, H, W] over exactly H and W with keepdims
+ * (timm's x.mean((2, 3), keepdim=True), torch.export's adaptive pooling to 1x1) is the
+ * global pooling of the same: it becomes GlobalAveragePool or GlobalMaxPool, which the
+ * CPU backend runs on channels-last tensors as they lie between convolutions (a
+ * ReduceMean kept its input plain, and with it the convolution before it).
  */
 #include "passes/rewrite.h"
 
@@ -93,6 +99,12 @@ kiln_status kl_pass_eliminate(kl_graph *g, const kl_pass_config *cfg, int *chang
       (*changed)++;
     } else if (moves_only_unit_axes(g, n)) {
       kiln_status st = transpose_to_reshape(g, i, e);
+      if (st != KILN_OK) return st;
+      (*changed)++;
+    } else if (kl_rw_global_pool_of(g, n) != KL_OP_COUNT &&
+               kl_dtype_is_float(g->values[n->in[0]].type.dtype)) {
+      int x = n->in[0];
+      kiln_status st = kl_rw_become(g, i, kl_rw_global_pool_of(g, n), 1, &x, e);
       if (st != KILN_OK) return st;
       (*changed)++;
     }

@@ -318,12 +318,20 @@ bool kl_rw_const_ints(const kl_graph *g, int v, int64_t *out, int *n) {
 /* ReduceMean or ReduceMax over the two spatial axes with keepdims, as torch.export
  * writes an adaptive pooling to 1x1: the global pooling of the same. */
 kl_op kl_rw_global_pool_of(const kl_graph *g, const kl_node *n) {
-  if ((n->op != KL_OP_ReduceMean && n->op != KL_OP_ReduceMax) || n->n_in != 2 ||
+  if ((n->op != KL_OP_ReduceMean && n->op != KL_OP_ReduceMax) || n->n_in < 1 || n->n_in > 2 ||
       kl_attr_int(n, "keepdims", 1) != 1 || g->values[n->in[0]].type.rank != 4)
     return KL_OP_COUNT;
   int64_t axes[4];
   int k;
-  if (!kl_rw_const_ints(g, n->in[1], axes, &k) || k != 2) return KL_OP_COUNT;
+  if (n->n_in == 2) { /* opset 18: the axes an input (absent: every axis) */
+    if (n->in[1] < 0 || !kl_rw_const_ints(g, n->in[1], axes, &k) || k != 2) return KL_OP_COUNT;
+  } else { /* earlier opsets: an attribute */
+    const int64_t *a;
+    if (kl_attr_ints(n, "axes", &a) != 2) return KL_OP_COUNT;
+    axes[0] = a[0], axes[1] = a[1];
+  }
+  for (int i = 0; i < 2; i++)
+    if (axes[i] < -4 || axes[i] > 3) return KL_OP_COUNT;
   unsigned seen = 0;
   for (int i = 0; i < 2; i++) seen |= 1u << (axes[i] < 0 ? axes[i] + 4 : axes[i]);
   if (seen != (1u << 2 | 1u << 3)) return KL_OP_COUNT;

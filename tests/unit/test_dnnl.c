@@ -81,8 +81,7 @@ static void check_on(kl_graph *g, const char *what, bool need_dnnl) {
   for (int i = 0; i < kiln_model_input_count(m); i++) {
     kiln_tensor_info info;
     assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    int64_t n = tu_input_numel(&info);
     bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
     for (int64_t k = 0; k < n; k++) bufs[i][k] = frand(-2, 2);
   }
@@ -702,7 +701,7 @@ static void test_concat_layouts(void **state) {
 /* A squeeze-and-excitation scale between convolutions: Add, Sub, Mul and Div of a
  * convolution's result and one value per image and channel (either operand first) run
  * on kiln's channels-last kernel (kl_run_binary_cl) where the result is held so, not on
- * oneDNN's binary; batch 2, 37 channels, 5x7 pixels. */
+ * oneDNN's binary; batch 2 (a symbolic dim), 37 channels, 5x7 pixels. */
 static void channel_scale_impls(const kiln_session *fast, const kiln_model *m) {
   if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
   int seen = 0;
@@ -722,6 +721,8 @@ static void test_channel_scale_layouts(void **state) {
   kl_graph *g = kl_graph_new();
   kl_err e = {0};
   int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 5, 7});
+  /* a symbolic batch (as exporters write it): the scale [N, C, 1, 1] has the same N */
+  g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
   int v[12];
   for (int k = 0; k < 12; k++) v[k] = kl_graph_add_value(g, NULL, &e);
   int a = v[0], p = v[1], q = v[2], s = v[3];
@@ -893,8 +894,7 @@ static void check_released(kl_graph *(*make)(void), int want_freed, const char *
   for (int i = 0; i < kiln_model_input_count(m); i++) {
     kiln_tensor_info info;
     assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+    int64_t n = tu_input_numel(&info);
     bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
     for (int64_t k = 0; k < n; k++) bufs[i][k] = frand(-2, 2);
   }

@@ -248,6 +248,27 @@ static void test_eliminate_unit_axis_transpose(void **state) {
   kiln_model_free(m);
 }
 
+/* ReduceMean and ReduceMax over H and W with keepdims become the global pools (timm's
+ * x.mean((2, 3), keepdim=True)); other axes, keepdims 0, rank 3 stay. */
+static void test_eliminate_spatial_reduce(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  output(g, TU_OP(g, ReduceMean, x, ints(g, 2, (int64_t[]){2, 3})));
+  output(g, TU_OP(g, ReduceMax, x, ints(g, 2, (int64_t[]){-1, -2})));
+  output(g, TU_OP(g, ReduceMean, x, ints(g, 2, (int64_t[]){1, 2}))); /* not the spatial axes */
+  int k0 = TU_OP(g, ReduceMean, x, ints(g, 2, (int64_t[]){2, 3}));
+  set_int(g, k0, "keepdims", 0); /* [N, C]: not a pool's shape */
+  output(g, k0);
+  int x3 = tu_graph_input(g, "x3", KL_F32, 3, (int64_t[]){2, 3, 6});
+  output(g, TU_OP(g, ReduceMean, x3, ints(g, 2, (int64_t[]){1, 2})));
+  kiln_model *m = with_pass(g, "+eliminate");
+  assert_int_equal(count(m, KL_OP_GlobalAveragePool), 1);
+  assert_int_equal(count(m, KL_OP_GlobalMaxPool), 1);
+  assert_int_equal(count(m, KL_OP_ReduceMean), 3);
+  kiln_model_free(m);
+}
+
 static void test_eliminate_keeps_real_work(void **state) {
   (void)state;
   kl_graph *g = tu_graph_new();
@@ -1808,6 +1829,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_eliminate),
       cmocka_unit_test(test_eliminate_unit_axis_transpose),
+      cmocka_unit_test(test_eliminate_spatial_reduce),
       cmocka_unit_test(test_eliminate_keeps_real_work),
       cmocka_unit_test(test_const_fold),
       cmocka_unit_test(test_const_fold_limit),

@@ -593,16 +593,20 @@ kiln_status tu_session_try(const kiln_model *m, bool reference, int threads,
 
 static int64_t info_numel(const kiln_tensor_info *info) {
   int64_t n = 1;
-  for (int d = 0; d < info->rank; d++) n *= info->dims[d];
+  for (int d = 0; d < info->rank; d++) n *= info->dims[d] < 0 ? TU_SYMBOLIC_DIM : info->dims[d];
   return n;
 }
+
+int64_t tu_input_numel(const kiln_tensor_info *info) { return info_numel(info); }
 
 float *tu_run_f32(kiln_session *s, const kiln_model *m, float *const *bufs, int64_t *count) {
   for (int i = 0; i < kiln_model_input_count(m); i++) {
     kiln_tensor_info info;
     assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank,
-                                            info.dims, bufs[i],
+    int64_t dims[KL_MAX_RANK];
+    for (int d = 0; d < info.rank; d++) dims[d] = info.dims[d] < 0 ? TU_SYMBOLIC_DIM : info.dims[d];
+    assert_int_equal(kiln_session_set_input(s, info.name, KILN_DTYPE_FLOAT32, info.rank, dims,
+                                            bufs[i],
                                             sizeof(float) * (size_t)info_numel(&info)),
                      KILN_OK);
   }

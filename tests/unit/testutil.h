@@ -256,9 +256,13 @@ kiln_session *tu_session(const kiln_model *m, bool reference, int threads);
  * (to free, or read its error) in *out, not failing the test. */
 kiln_status tu_session_try(const kiln_model *m, bool reference, int threads,
                            const char *precision, kiln_session **out);
+/* A symbolic dim of a model input is given this size by tu_run_f32. */
+#define TU_SYMBOLIC_DIM 2
+/* Elements of a model input of that shape (symbolic dims TU_SYMBOLIC_DIM). */
+int64_t tu_input_numel(const kiln_tensor_info *info);
 /* Runs s, a session of m, on the float32 inputs bufs[i] (model input i, of the shape m
- * gives it) and returns every output, float32, one after another: a copy to free, its
- * element count in *count. */
+ * gives it, symbolic dims TU_SYMBOLIC_DIM) and returns every output, float32, one after
+ * another: a copy to free, its element count in *count. */
 float *tu_run_f32(kiln_session *s, const kiln_model *m, float *const *bufs, int64_t *count);
 
 /* Uniform in [lo, hi] from the xorshift32 generator state *rng. */

@@ -93,8 +93,9 @@ typedef enum kl_isa_cl {
   KL_ISA_CL_READ,
   KL_ISA_CL_WHOLE
 } kl_isa_cl;
-/* Whether b is [N, C, 1...] against y [N, C, S...], all dims known: one value per image
- * and channel (a squeeze-and-excitation scale), the same bytes in either layout. */
+/* Whether b is [N, C, 1...] against y [N, C, S...] (N and C y's own, known or the same
+ * symbol; b's other dims known 1): one value per image and channel (a
+ * squeeze-and-excitation scale), the same bytes in either layout. */
 bool kl_cpu_per_channel(const kl_type *b, const kl_type *y);
 kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *const *in, int n_in,
                             const kl_type *y, unsigned *slots);

@@ -408,8 +408,8 @@ static bool f32_inputs(const kl_type *const *in, int n_in, int from, int to) {
 bool kl_cpu_per_channel(const kl_type *b, const kl_type *y) {
   if (!b || b->rank != y->rank || b->rank < 3) return false;
   for (int i = 0; i < b->rank; i++)
-    if (b->dims[i].size < 0 || y->dims[i].size < 0 || (i < 2 ? b->dims[i].size != y->dims[i].size
-                                                           : b->dims[i].size != 1))
+    if (i < 2 ? !kl_dim_equal(b->dims[i], y->dims[i]) /* a symbolic batch: the same one */
+              : b->dims[i].size != 1)
       return false;
   return true;
 }
