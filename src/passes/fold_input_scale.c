@@ -47,9 +47,12 @@ kiln_status kl_pass_fold_input_scale(kl_graph *g, const kl_pass_config *cfg, int
       continue;
     int w = conv->in[1];
     const kl_type *wt = &g->values[w].type, *yt = &g->values[y].type;
+    /* X's size is needed only to weigh a scale computed at run time; a constant one
+     * folds whatever X's batch (a symbolic dim: numel unknown) */
     int64_t w_numel, y_numel;
-    if (!kl_type_numel(wt, &w_numel) || !kl_type_numel(yt, &y_numel) || yt->rank < 3 ||
-        wt->rank != yt->rank || wt->dims[1].size != yt->dims[1].size ||
+    bool sized = kl_type_numel(yt, &y_numel);
+    if (!kl_type_numel(wt, &w_numel) || yt->rank < 3 ||
+        wt->rank != yt->rank || wt->dims[1].size < 0 || wt->dims[1].size != yt->dims[1].size ||
         !kl_dtype_is_float(yt->dtype) || wt->dtype != yt->dtype)
       continue;
     for (int k = 0; k < 2; k++) {
@@ -58,7 +61,7 @@ kiln_status kl_pass_fold_input_scale(kl_graph *g, const kl_pass_config *cfg, int
       if (x == s || st_->dtype != yt->dtype || !kl_rw_same_shape(xt, yt) ||
           !per_channel(st_, yt))
         continue;
-      if (!kl_rw_const(g, s) && w_numel >= y_numel) break; /* the scale costs less on X */
+      if (!kl_rw_const(g, s) && (!sized || w_numel >= y_numel)) break; /* cheaper on X */
       /* the Mul now scales the weights, and the convolution reads X */
       st = kl_rw_set_input(g, i, 0, w, e);
       if (st == KILN_OK) st = kl_rw_set_input(g, i, 1, s, e);

@@ -880,6 +880,21 @@ static void test_fold_input_scale(void **state) {
   kiln_model_free(m);
 }
 
+/* A constant scale (NFNet's activation gain, a scalar) before a convolution of an input
+ * whose batch is symbolic: folded into the weights once (X's size is not needed). */
+static void test_fold_input_scale_symbolic_batch(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 5, 6});
+  g->values[x].type.dims[0] = (kl_dim){-1, kl_graph_symbol(g, "batch")};
+  int a = TU_OP(g, Relu, x);
+  output(g, scaled_conv(g, a, scalar(g, 1.7881f), 4, 8));
+  kiln_model *m = optimize(g, (opt){2, NULL, 0});
+  assert_int_equal(fired(m, "fold_input_scale"), 1);
+  assert_int_equal(count(m, KL_OP_Mul), 0); /* const_fold took Mul(W, s) */
+  kiln_model_free(m);
+}
+
 static void test_fold_input_scale_must_not_fire(void **state) {
   (void)state;
   kl_graph *g = tu_graph_new();
@@ -1855,6 +1870,7 @@ int main(void) {
       cmocka_unit_test(test_fold_input_scale),
       cmocka_unit_test(test_trim_taps),
       cmocka_unit_test(test_trim_taps_must_not_fire),
+      cmocka_unit_test(test_fold_input_scale_symbolic_batch),
       cmocka_unit_test(test_fold_input_scale_must_not_fire),
       cmocka_unit_test(test_matmul_add_and_transpose),
       cmocka_unit_test(test_collapse_reshape_transpose),
