@@ -248,5 +248,10 @@ for bad in "--iterations 0:at least 1" "--batch 0:at least 1" "--seed abc:at lea
   [ $rc -eq 2 ] && grep -q -- "${args%% *}.*${bad#*:}" <<<"$err" || fail "bench $args: rc $rc: $err"
 done
 
+# a --time shorter than one run still times one (1e-300 s timed none: exit 1, silently)
+out=$("$kiln" bench "$cnn" --time 1e-300 2>&1)
+rc=$?
+[ $rc -eq 0 ] && grep -q "(1 runs)" <<<"$out" || fail "bench --time 1e-300: rc $rc: $out"
+
 echo "$failed failed"
 [ "$failed" -eq 0 ]

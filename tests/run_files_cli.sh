@@ -14,7 +14,8 @@
 #     80 data sets with one wrong: the check fails (it once stopped at 64, unsorted);
 #     a data set without a file for every model input, or with two for one: refused
 #     (the session ran on the data set before's freed input);
-#   - an input of 2^40 empty rows: the run ends at once;
+#   - an input of 2^40 empty rows: the run ends at once (LayerNormalization, and
+#     BatchNormalization in training mode); a device as an output is refused;
 #   - a chain of 80,000 nodes: checked at -O0, -O2, -O3 within the 10 s limit;
 #   - torch 1.x traces whose test inputs are named otherwise than forward's parameters,
 #     or not named: checked, the inputs taken by position (a note says so);
@@ -177,6 +178,21 @@ want_err=$(printf 'kiln check: %s: no model.onnx or model.pt\nkiln check: %s: no
 # (the kernel once looped over every empty row, minutes)
 run_kiln run tests/models/empty_rows/model.onnx --input x=tests/models/empty_rows/x_2p40_rows.npy
 [ $rc -eq 0 ] || fail "2^40 empty rows: rc $rc (124: timed out): $err"
+# the same for BatchNormalization in training mode, whose running statistics are not
+# empty, so the node runs (its kernel once looped over the 2^40 x 3 empty rows); a batch
+# of no values has no mean or variance: running statistics of NaN, as the spec's
+# function and onnxruntime give (they once were 0 and 0.9, silently)
+out=$(timeout 10 "$kiln" run tests/models/empty_rows/bn_training.onnx \
+  --input x=tests/models/empty_rows/x_2p40x3x0.npy 2>&1)
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c 'values: nan nan nan' <<<"$out")" = 2 ] ||
+  fail "BatchNormalization training over 2^40 empty rows: rc $rc (124: timed out): $out"
+
+# a device named as the output file is refused, never renamed over (as root, `-o
+# /dev/null` once made /dev/null a regular file)
+run_kiln optimize tests/models/empty_rows/model.onnx -o /dev/null
+[ $rc -eq 1 ] && grep -q '/dev/null is a device, not a regular file' <<<"$err" && [ -c /dev/null ] ||
+  fail "optimize -o /dev/null: rc $rc: $err"
 
 # pooling windows of 2^40 taps almost all in padding, over a 1-element input: only the
 # taps inside may cost time (every pooling kernel once looped over all of them), on the

@@ -140,6 +140,15 @@ fi
 
 # ---- the report ----
 expect 0 "/features/features.2/Relu        Relu                 removed" -- "$kiln" quantize $cnn -o "$tmp/r.onnx" --calibrate $data --array input=x --report --report-csv "$tmp/r.csv" --exclude /head/head.2/Gemm --no-progress
+# a report that cannot be written (a full disk: /dev/full) says so, not only exit 1
+[ -c /dev/full ] && expect 1 "kiln quantize: cannot write /dev/full" -- "$kiln" quantize $cnn -o "$tmp/r2.onnx" --calibrate $data --array input=x --report-csv /dev/full --no-progress
+# a calibration folder reads only what it holds: a link planted there leading out (a
+# file, a data set) is refused, as kiln check refuses it (it was read as data)
+mkdir -p "$tmp/cal_link" "$tmp/cal_set_link" "$tmp/elsewhere"
+ln -s /etc/hostname "$tmp/cal_link/input_0.pb"
+ln -s ../elsewhere "$tmp/cal_set_link/test_data_set_0"
+expect 1 "cal_link/input_0.pb leads outside the calibration folder" -- "$kiln" quantize $cnn -o "$tmp/r3.onnx" --calibrate "$tmp/cal_link" --no-progress
+expect 1 "test_data_set_0 leads outside the calibration folder" -- "$kiln" quantize $cnn -o "$tmp/r3.onnx" --calibrate "$tmp/cal_set_link" --no-progress
 out=$("$kiln" quantize $cnn -o "$tmp/r.onnx" --calibrate $data --array input=x --report --exclude /head/head.2/Gemm --no-progress 2>&1)
 grep -qE "^  /head/head.2/Gemm +Gemm +excluded \(--exclude\)" <<<"$out" || fail "--report: no excluded Gemm in: $out"
 grep -qE "^  input +act uint8 +0.00392157 +0 +\[0, 1\]" <<<"$out" || fail "--report: input's scale is not 1/255: $out"

@@ -41,6 +41,9 @@ expect 1 "expected shape float32[batch,64], got [32,1,8,8]" -- "$kiln" train $m/
 expect 1 "is not one" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --loss hinge
 expect 1 "--schedule" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --schedule linear
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer adam
+# a curve or log that cannot be written (a full disk: /dev/full) says so, not only exit 1
+[ -c /dev/full ] && expect 1 "kiln train: cannot write /dev/full" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --curve /dev/full
+[ -c /dev/full ] && expect 1 "kiln train: cannot write /dev/full" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log /dev/full
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer adamw --amsgrad
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lars --lr 20
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lamb

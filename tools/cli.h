@@ -67,6 +67,11 @@ const char *cli_wait_policy(void);
 bool cli_format(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool cli_parse_double(const char *s, double *v);
 
+/* Whether path, all links resolved, lies inside the folder whose resolved path is root
+ * (kiln check and kiln quantize read only what the folders they were given hold); if
+ * not, why not, in why ("PATH leads outside the FOLDER (a symbolic link?)"). */
+bool cli_inside(const char *root, const char *path, const char *folder, char *why,
+                size_t len);
 /* Tensor files (.pb TensorProto or .npy), read with a size limit; data is malloc'd. */
 bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name);
 /* A sequence or optional value file (kl_valuefile_read), with the message printed. */

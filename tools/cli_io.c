@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "import/tensorfile.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,4 +62,18 @@ bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name) {
   if (st == KILN_OK) return true;
   fprintf(stderr, "kiln: %s: %s: %s\n", path, kiln_status_string(st), e.msg);
   return false;
+}
+
+bool cli_inside(const char *root, const char *path, const char *folder, char *why,
+                size_t len) {
+  char *real = realpath(path, NULL);
+  int err = errno;
+  size_t n = strlen(root);
+  bool in = real && strncmp(real, root, n) == 0 && (real[n] == '/' || (n == 1 && *root == '/'));
+  free(real);
+  if (!real)
+    cli_format(why, len, "%s cannot be resolved: %s", path, strerror(err));
+  else if (!in)
+    cli_format(why, len, "%s leads outside the %s (a symbolic link?)", path, folder);
+  return in;
 }

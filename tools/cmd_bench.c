@@ -253,7 +253,8 @@ static int64_t timed_runs(const bench_args *a, kiln_session *s, bench_profile *p
   count_switches(sw, -1);
   for (;;) {
     double elapsed = now_ms() - start;
-    if (a->seconds > 0 ? elapsed >= budget : n >= a->iterations) break;
+    /* one timed run at least: --time 1e-300 once timed none and ended in exit 1, silently */
+    if (a->seconds > 0 ? n > 0 && elapsed >= budget : n >= a->iterations) break;
     if (n == cap) {
       double *p = realloc(*lat, sizeof(double) * (size_t)(cap *= 2));
       if (!p) return -1;

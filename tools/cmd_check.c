@@ -100,21 +100,6 @@ static int list_prefixed(const char *dir, const char *prefix, char ***names) {
   return n;
 }
 
-/* Whether path, all links resolved, lies inside the folder whose resolved path is
- * root (kiln check reads only what the folders it was given hold); if not, why not. */
-static bool inside(const char *root, const char *path, char *why, size_t len) {
-  char *real = realpath(path, NULL);
-  int err = errno;
-  size_t n = strlen(root);
-  bool in = real && strncmp(real, root, n) == 0 && (real[n] == '/' || (n == 1 && *root == '/'));
-  free(real);
-  if (!real)
-    cli_format(why, len, "%s cannot be resolved: %s", path, strerror(err));
-  else if (!in)
-    cli_format(why, len, "%s leads outside the test folder (a symbolic link?)", path);
-  return in;
-}
-
 /* Numbered files prefix_0.pb, prefix_1.pb ... in order; returns the count. */
 static int count_numbered(const char *dir, const char *prefix) {
   int n = 0;
@@ -214,7 +199,7 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const cha
   for (int k = 0; k < n; k++) {
     char *name = NULL;
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
-    if (!inside(root, path, why, len)) return false;
+    if (!cli_inside(root, path, "test folder", why, len)) return false;
     int kind = kiln_model_input_kind(m, k);
     if (kind != KILN_VALUE_TENSOR) { /* a sequence or optional: by position */
       if (!bind_value(m, s, k, kind, path, &ins[k], why, len)) return false;
@@ -348,7 +333,7 @@ static bool within_float64(const char *root, int k, const kl_tensor *got, const 
   if (!is_file(path)) return false;
   kl_tensor f = {0};
   char *name = NULL;
-  bool in = inside(root, path, more, sizeof more);
+  bool in = cli_inside(root, path, "test folder", more, sizeof more);
   if (!in || !cli_read_tensor(path, INT64_C(16) << 30, &f, &name)) {
     size_t u = strlen(why);
     if (u < len && in) /* the output's failure stands; say why float64 could not judge it */
@@ -389,7 +374,7 @@ static bool check_outputs(kiln_model *m, kiln_session *s, const char *root, cons
     kl_tensor want = {0};
     char *name = NULL;
     cli_format(path, sizeof path, "%s/output_%d.pb", set, k);
-    if (!inside(root, path, why, len)) return false;
+    if (!cli_inside(root, path, "test folder", why, len)) return false;
     int kind = kiln_model_output_kind(m, k);
     if (kind > KILN_VALUE_TENSOR) {
       if (!check_value(s, k, kind, path, tol, worst, why, len)) return false;
@@ -446,7 +431,7 @@ static bool set_input_types(kiln_options *o, const char *root, const char *set, 
   for (int k = 0; k < n && ok; k++) {
     ts[k] = (kl_tensor){0};
     cli_format(path, sizeof path, "%s/input_%d.pb", set, k);
-    ok = inside(root, path, why, len);
+    ok = cli_inside(root, path, "test folder", why, len);
     if (ok && !(ok = cli_read_tensor(path, INT64_C(16) << 30, &ts[k], &names[k])))
       cli_format(why, len, "cannot read %s", path);
     free(ts[k].data);
@@ -492,7 +477,7 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
     cli_format(why, len, root ? "no test_data_set_* folders" : "cannot resolve the folder");
     goto done;
   }
-  if (!inside(root, model_path, why, len)) goto done;
+  if (!cli_inside(root, model_path, "test folder", why, len)) goto done;
   char set0[4096];
   cli_format(set0, sizeof set0, "%s/%s", dir, sets[0]);
   if (!set_input_types(o, root, pt ? set0 : NULL, why, len)) goto done;
@@ -512,7 +497,7 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
     cli_format(set, sizeof set, "%s/%s", dir, sets[i]);
     int n_in = count_numbered(set, "input"), n_out = count_numbered(set, "output");
     kl_tensor ins[MAX_FILES] = {{0}};
-    ok = inside(root, set, why, len);
+    ok = cli_inside(root, set, "test folder", why, len);
     if (ok && (n_in > MAX_FILES || n_out > MAX_FILES)) {
       cli_format(why, len, "%s has more than %d input or output files", sets[i], MAX_FILES);
       ok = false;

@@ -7,6 +7,7 @@
 #include "quant/quantize.h"
 #include "runtime/runtime.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,8 +284,11 @@ static bool is_file(const char *p) {
 }
 
 /* One test-case folder (input_K.pb): a batch, each tensor bound by its name when it
- * names a model input, else by position. */
-static bool read_case(const char *dir, const kiln_model *m, const qargs *a, batches *bs) {
+ * names a model input, else by position. Only files inside root, the folder given
+ * (resolved), are read: a link planted there leading elsewhere is refused, as kiln
+ * check refuses it. */
+static bool read_case(const char *root, const char *dir, const kiln_model *m, const qargs *a,
+                      batches *bs) {
   int n_in = kiln_model_input_count(m);
   char p[4096];
   int count = 0;
@@ -303,6 +307,11 @@ static bool read_case(const char *dir, const kiln_model *m, const qargs *a, batc
     kl_tensor t;
     char *name = NULL;
     cli_format(p, sizeof p, "%s/input_%d.pb", dir, j);
+    char why[4200];
+    if (!cli_inside(root, p, "calibration folder", why, sizeof why)) {
+      fprintf(stderr, "kiln quantize: --calibrate: %s\n", why);
+      return false;
+    }
     if (!cli_read_tensor(p, a->max_bytes, &t, &name)) return false;
     int k = name ? kiln_model_input_index(m, name) : -1;
     free(name);
@@ -329,21 +338,27 @@ static bool read_data(const char *path, const kiln_model *m, const qargs *a, bat
     return false;
   }
   if (!S_ISDIR(sb.st_mode)) return read_arrays(path, m, a, bs);
-  char p[4096];
-  cli_format(p, sizeof p, "%s/input_0.pb", path);
-  if (is_file(p)) return read_case(path, m, a, bs);
-  int sets = 0;
-  for (;; sets++) {
-    cli_format(p, sizeof p, "%s/test_data_set_%d", path, sets);
-    if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) break;
-    if (!read_case(p, m, a, bs)) return false;
-  }
-  if (sets == 0) {
-    fprintf(stderr, "kiln quantize: --calibrate %s: a folder without input_0.pb or "
-                    "test_data_set_0/\n", path);
+  char *root = realpath(path, NULL), p[4096], why[4200];
+  if (!root) {
+    fprintf(stderr, "kiln quantize: --calibrate %s: %s\n", path, strerror(errno));
     return false;
   }
-  return true;
+  cli_format(p, sizeof p, "%s/input_0.pb", path);
+  bool single = is_file(p), ok = !single || read_case(root, path, m, a, bs);
+  int sets = single;
+  for (; ok && !single; sets++) {
+    cli_format(p, sizeof p, "%s/test_data_set_%d", path, sets);
+    if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) break;
+    if (!(ok = cli_inside(root, p, "calibration folder", why, sizeof why)))
+      fprintf(stderr, "kiln quantize: --calibrate: %s\n", why);
+    else
+      ok = read_case(root, p, m, a, bs);
+  }
+  free(root);
+  if (ok && sets == 0)
+    fprintf(stderr, "kiln quantize: --calibrate %s: a folder without input_0.pb or "
+                    "test_data_set_0/\n", path);
+  return ok && sets > 0;
 }
 
 static void progress(const char *what, int done, int total) {
@@ -758,7 +773,13 @@ int cmd_quantize(int argc, char **argv) {
   if (a.report && bs.n) report_outputs(a.out, m, &bs, a.threads);
   rc = EXIT_OK;
 done:
-  if (csv && fclose(csv) != 0) rc = EXIT_FAIL;
+  if (csv) { /* a full disk shows at the last write or at the close: say so, not only exit 1 */
+    bool bad = ferror(csv);
+    if ((fclose(csv) != 0 || bad) && rc == EXIT_OK) {
+      fprintf(stderr, "kiln quantize: cannot write %s\n", a.report_csv);
+      rc = EXIT_FAIL;
+    }
+  }
   kl_graph_free(h);
   kl_quantizer_free(q);
   batches_free(&bs, n_in);

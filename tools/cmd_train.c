@@ -340,7 +340,10 @@ static bool write_curve(const char *path, const double *loss, int64_t n, const d
           W - R, H - B);
   fprintf(f, "<text x=\"%g\" y=\"%g\">step 1 to %" PRId64 "</text>\n</svg>\n", W / 2 - 40,
           H - B + 16, n);
-  return fclose(f) == 0;
+  bool bad = ferror(f);
+  if (fclose(f) == 0 && !bad) return true;
+  fprintf(stderr, "kiln train: cannot write %s\n", path); /* a full disk: not only exit 1 */
+  return false;
 }
 
 /* The float option name from flag's value; false, naming the flag and the range that
@@ -632,7 +635,13 @@ int cmd_train(int argc, char **argv) {
       printf("wrote %s\n", a.out);
     }
   }
-  if (log && fclose(log) != 0) ok = false;
+  if (log) {
+    bool bad = ferror(log);
+    if (fclose(log) != 0 || bad) {
+      fprintf(stderr, "kiln train: cannot write %s\n", a.log);
+      ok = false;
+    }
+  }
   free(order);
   free(losses);
   dataset_free(&train);

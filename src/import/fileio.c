@@ -138,7 +138,13 @@ kiln_status kl_file_write(const char *path, const void *head, size_t nh, const v
                           size_t nb, kl_err *e) {
   /* A new file of kiln's own in the same folder (O_EXCL: never one planted there),
    * renamed over path when complete: a symbolic or hard link at path is replaced, not
-   * followed, and no reader sees a half-written file. */
+   * followed, and no reader sees a half-written file. A device at path is refused
+   * first: renamed over, /dev/null itself would become a file (a FIFO or a link planted
+   * in an output folder is replaced, as a file is). */
+  struct stat st;
+  if (lstat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+    return kl_fail(e, KILN_ERR_IO, "%s is a device, not a regular file; kiln writes only "
+                   "regular files (replacing a file, a link or a FIFO there)", path);
   size_t n = strlen(path) + 8;
   char *tmp = malloc(n);
   if (!tmp) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory", path);

@@ -44,7 +44,8 @@ kiln_status kl_file_pread(int fd, void *buf, size_t n, uint64_t off, const char 
 
 /* Write head (nh bytes) then body (nb bytes) to path, replacing the file: written to a
  * new file of its own in the same folder, then renamed over path, so a link planted at
- * path is replaced rather than followed. body may be NULL when nb is 0. */
+ * path is replaced rather than followed; a device at path is refused (KILN_ERR_IO),
+ * never replaced. body may be NULL when nb is 0. */
 kiln_status kl_file_write(const char *path, const void *head, size_t nh, const void *body,
                           size_t nb, kl_err *e);
 

@@ -30,7 +30,8 @@ kiln_status kl_npz_read(const char *path, int64_t max_bytes, int64_t max_total, 
   memset(out, 0, sizeof *out);
   int code = 0, fd = kl_open_regular(path, 0, "the archive", KILN_ERR_IO, e);
   if (fd < 0) return e->code;
-  zip_t *z = zip_fdopen(fd, ZIP_RDONLY, &code);
+  /* local headers checked against the central directory (as torchscript.c does) */
+  zip_t *z = zip_fdopen(fd, ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (!z) {
     zip_error_t ze;
     zip_error_init_with_code(&ze, code);

@@ -103,23 +103,44 @@ static kiln_status find_prefix(archive *a, kl_err *e) {
                  "not a TorchScript file (torch.jit.save)", a->path);
 }
 
+/* The archive in buf (len bytes), or else in fd (taken when it opens). */
+static zip_t *open_zip(int fd, const void *buf, size_t len, int flags, zip_error_t *ze) {
+  if (buf) {
+    zip_source_t *src = zip_source_buffer_create(buf, len, 0, ze);
+    zip_t *z = src ? zip_open_from_source(src, flags, ze) : NULL;
+    if (src && !z) zip_source_free(src);
+    return z;
+  }
+  int code = 0;
+  zip_t *z = zip_fdopen(fd, flags, &code);
+  if (!z) zip_error_init_with_code(ze, code);
+  return z;
+}
+
+/* ZIP_CHECKCONS: each entry's local header checked against the central directory's
+ * (signature, name, method, sizes); without it libzip skips whatever lies at an entry's
+ * offset, and an offset into the central directory read its bytes as the storage's
+ * data, exit 0 (round 6 of issue 20). That check refuses two entries of one name
+ * without naming them, so such an archive is opened again without it to name them. */
 static kiln_status ar_open(archive *a, const char *path, const void *buf, size_t len,
                            kl_err *e) {
   zip_error_t ze;
   zip_error_init(&ze);
   a->path = path;
-  if (buf) {
-    zip_source_t *src = zip_source_buffer_create(buf, len, 0, &ze);
-    if (src && !(a->z = zip_open_from_source(src, ZIP_RDONLY, &ze))) zip_source_free(src);
-  } else { /* a regular file only: a FIFO would block zip_open forever */
-    int code = 0, fd = kl_open_regular(path, 0, "the model", KILN_ERR_IO, e);
-    if (fd < 0) return e->code;
-    if (!(a->z = zip_fdopen(fd, ZIP_RDONLY, &code))) {
-      zip_error_init_with_code(&ze, code);
-      close(fd);
-    }
+  int fd = -1; /* a regular file only: a FIFO would block zip_open forever */
+  if (!buf && (fd = kl_open_regular(path, 0, "the model", KILN_ERR_IO, e)) < 0) return e->code;
+  a->z = open_zip(fd, buf, len, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+  if (!a->z && zip_error_code_zip(&ze) == ZIP_ER_EXISTS &&
+      (a->z = open_zip(fd, buf, len, ZIP_RDONLY, &ze))) {
+    zip_error_fini(&ze);
+    kiln_status st = no_twins(a, zip_get_num_entries(a->z, 0), e);
+    return st != KILN_OK ? st : kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: not a readable ZIP "
+                                        "archive (two entries of one name)", path);
   }
-  if (!a->z) return zip_failure(path, &ze, e);
+  if (!a->z) {
+    if (fd >= 0) close(fd);
+    return zip_failure(path, &ze, e);
+  }
   zip_error_fini(&ze);
   return find_prefix(a, e);
 }

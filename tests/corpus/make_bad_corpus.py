@@ -926,6 +926,24 @@ def torchscript_cases():
          "a TorchScript buffer [0, 2^62, 4] (it reached the verifier as a kiln bug)")
     case("zip_two_byteorders.pt", twins, "the archive has two entries named 'm/byteorder'",
          "a TorchScript archive with two byteorder entries (the first silently won)")
+    # an entry whose central-directory offset points elsewhere than its local header:
+    # libzip read whatever lay there as the entry (a storage's data from the central
+    # directory's bytes, exit 0) until the archive was opened with ZIP_CHECKCONS
+    import struct
+    base = zip_bytes([("m/version", b"3\n"), ("m/data.pkl", b"\x80\x02}q\x00.")])
+    eocd = base.rfind(b"PK\x05\x06")
+    cd = struct.unpack_from("<I", base, eocd + 16)[0]
+    second = cd + 46 + struct.unpack_from("<HHH", base, cd + 28)[0]  # m/data.pkl's entry
+    moved = bytearray(base)
+    struct.pack_into("<I", moved, second + 42, cd)
+    case("zip_entry_offset_into_cd.pt", bytes(moved), "not a readable ZIP archive",
+         "a TorchScript archive whose data.pkl entry points at the central directory "
+         "(read as the entry, silently)")
+    shorter = bytearray(base)
+    struct.pack_into("<I", shorter, base.index(b"PK\x03\x04", 1) + 18, 3)
+    case("zip_local_size_differs.pt", bytes(shorter), "not a readable ZIP archive",
+         "a TorchScript archive whose local header gives data.pkl another size than the "
+         "central directory does")
 
 
 def fuzz_found_cases():

@@ -16,6 +16,8 @@
                     `kiln run --output-dir` must keep apart from the tensor's s.0.
   empty_rows/model.onnx  LayerNormalization of x [r, 0] (scale and bias of no element):
                     given 2^40 rows of nothing, a run must end at once, not loop over them.
+  empty_rows/bn_training.onnx  BatchNormalization in training mode of x [r, 3, 0], with
+                    its running statistics as outputs: the same for 2^40 x 3 empty rows.
   huge_window/      an ONNX test-case folder: MaxPool, AveragePool (with and without
                     count_include_pad) and LpPool whose windows of 2^40 taps (2^40 by
                     2^40 in 2-D) lie almost all in padding over a 1-element input.
@@ -89,6 +91,24 @@ def empty_rows():
     header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 0), }"
     header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
     with open(os.path.join(here, "empty_rows", "x_2p40_rows.npy"), "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    # BatchNormalization in training mode: its running statistics (one per channel) are
+    # not empty, so the node runs over X of 2^40 x 3 empty rows
+    stats = [numpy_helper.from_array(np.array(v, np.float32), n)
+             for n, v in (("s", [1, 2, 3]), ("b", [0, 1, 2]), ("m", [0, 0, 0]), ("v", [1, 1, 1]))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                              training_mode=1)]
+    graph = helper.make_graph(nodes, "bn_training_empty_rows",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["r", 3, 0])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["r", 3, 0]),
+                               helper.make_tensor_value_info("rm", TensorProto.FLOAT, [3]),
+                               helper.make_tensor_value_info("rv", TensorProto.FLOAT, [3])], stats)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(here, "empty_rows", "bn_training.onnx"))
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 3, 0), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    with open(os.path.join(here, "empty_rows", "x_2p40x3x0.npy"), "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
 
 

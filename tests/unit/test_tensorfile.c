@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "import/tensorfile.h"
@@ -175,6 +176,16 @@ static void test_writer_errors(void **state) {
   t.data = NULL;
   assert_int_equal(kl_npy_write("/tmp/unused.npy", &t, &e), KILN_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(e.msg, "no data"));
+  /* a device named as the output is refused, not renamed over: as root, `-o /dev/null`
+   * made /dev/null a regular file (round 6 of issue 20) */
+  kl_err_clear(&e);
+  t.dims[0] = 1;
+  t.data = &v;
+  assert_int_equal(kl_npy_write("/dev/null", &t, &e), KILN_ERR_IO);
+  assert_non_null(strstr(e.msg, "/dev/null is a device, not a regular file"));
+  struct stat st;
+  assert_int_equal(lstat("/dev/null", &st), 0);
+  assert_true(S_ISCHR(st.st_mode));
 }
 
 /* ---- what numpy and onnx write ---- */

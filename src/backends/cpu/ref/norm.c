@@ -21,7 +21,9 @@ int kl_ref_batchnorm(kl_kernel_ctx *c) {
   double eps = kl_attr_float(c->node, "epsilon", 1e-5f);
   int64_t channels = x->rank >= 2 ? x->dims[1] : 1;
   int64_t inner = x->rank >= 2 ? kl_ref_span(x->dims, 2, x->rank) : 1;
-  int64_t outer = x->dims[0], i = 0;
+  /* an empty X (inner or C 0 under 2^40 rows, say) has no row to visit; training still
+   * makes the running statistics, so the node runs although Y is empty */
+  int64_t outer = inner && channels ? x->dims[0] : 0, i = 0;
   bool training = kl_attr_int(c->node, "training_mode", 0) == 1;
   double *stats = NULL; /* training: per channel, the batch's mean then its variance */
   if (training) {
@@ -32,7 +34,8 @@ int kl_ref_batchnorm(kl_kernel_ctx *c) {
       for (int64_t ch = 0; ch < channels; ch++)
         for (int64_t j = 0, at = (n * channels + ch) * inner; j < inner; j++)
           stats[ch] += kl_ref_load(x->data, x->dtype, at + j);
-    for (int64_t ch = 0; ch < channels; ch++) stats[ch] = count > 0 ? stats[ch] / count : 0;
+    /* a batch of no values has no mean: NaN, as the spec's function and onnxruntime */
+    for (int64_t ch = 0; ch < channels; ch++) stats[ch] = count > 0 ? stats[ch] / count : NAN;
     for (int64_t n = 0; n < outer; n++)
       for (int64_t ch = 0; ch < channels; ch++)
         for (int64_t j = 0, at = (n * channels + ch) * inner; j < inner; j++) {
@@ -40,7 +43,7 @@ int kl_ref_batchnorm(kl_kernel_ctx *c) {
           stats[channels + ch] += d * d;
         }
     for (int64_t ch = 0; ch < channels; ch++)
-      stats[channels + ch] = count > 0 ? stats[channels + ch] / count : 0;
+      stats[channels + ch] = count > 0 ? stats[channels + ch] / count : NAN;
     double momentum = kl_attr_float(c->node, "momentum", 0.9f);
     for (int k = 1; k < c->n_out && k < 3; k++) {
       const kl_tensor *old = k == 1 ? mean : var;
