@@ -225,9 +225,10 @@ static bool through_activation(const channels *ch, const double *s, const double
   return true;
 }
 
-/* y = x * s + t per channel, y the output of node `affine`, x of producer p: folds it. */
+/* y = x * s + t per channel, y the output of node `affine`, x of producer p: folds it;
+ * node `taker` (p, or the Mul the scale was moved across) then writes y. */
 static kiln_status fold(kl_graph *g, int p, const channels *ch, const double *s,
-                        const double *t, int affine, int *changed, kl_err *e) {
+                        const double *t, int affine, int taker, int *changed, kl_err *e) {
   float lo = ch->lo, hi = ch->hi;
   if (!through_activation(ch, s, t, &lo, &hi)) return KILN_OK;
   double *b = malloc(sizeof(double) * (size_t)ch->count);
@@ -244,7 +245,7 @@ static kiln_status fold(kl_graph *g, int p, const channels *ch, const double *s,
     if (st == KILN_OK) {
       int y = g->nodes[affine].out[0];
       kl_rw_remove(g, affine);
-      kl_rw_take_output(g, p, 0, y);
+      kl_rw_take_output(g, taker, 0, y);
       (*changed)++;
     }
   }
@@ -296,6 +297,86 @@ static bool binary_affine(const kl_graph *g, const kl_node *n, int x, const chan
   return true;
 }
 
+/* A constant scale after a Mul of two tensors, one of them made by a weighted node
+ * read by that Mul alone and of the product's shape, moves into that node's weights:
+ *   Mul(Mul(Conv(X, W, B), S), c)  becomes  Mul(Conv(X, cW, cB), S)
+ * (a product commutes); and two single-value scales in a row become one:
+ *   Mul(Mul(X, a), b)  becomes  Mul(X, a * b)
+ * (NFNet's squeeze-and-excitation output times its two scalar gains). Node i is the
+ * outer Mul (or Div by the constant). */
+/* One float value (numel 1) of a constant, or false. */
+static bool one_value(const kl_graph *g, int v, const kl_type *of, double *out) {
+  const kl_value *c = float_const(g, v);
+  int64_t numel;
+  if (!c || !c->data || !kl_type_numel(&c->type, &numel) || numel != 1 ||
+      c->type.rank > of->rank || c->type.dtype != of->dtype)
+    return false;
+  *out = kl_load_f64(c->data, c->type.dtype, 0);
+  return true;
+}
+
+/* Mul(Mul(X, a), b) or Div(Mul(X, a), b), a and b single constant values: one Mul of X
+ * by a * b (a / b). Node i is the outer one, `inner` the Mul, x its output. */
+static kiln_status merge_scalars(kl_graph *g, int i, int inner, int x, int *changed,
+                                 kl_err *e) {
+  const kl_node *n = &g->nodes[i];
+  int bv = kl_rw_other_input(n, x);
+  double a, b;
+  if (!one_value(g, bv, &g->values[x].type, &b) || (n->op == KL_OP_Div && n->in[1] != bv))
+    return KILN_OK;
+  for (int m = 0; m < 2; m++) {
+    int av = g->nodes[inner].in[m];
+    if (!one_value(g, av, &g->values[x].type, &a)) continue;
+    double v = n->op == KL_OP_Div ? a / b : a * b;
+    const kl_type *t = &g->values[av].type;
+    int64_t dims[KL_MAX_RANK];
+    for (int d = 0; d < t->rank; d++) dims[d] = 1;
+    void *data = malloc(kl_dtype_size(t->dtype));
+    if (!data) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding weights");
+    kl_store_f64(data, t->dtype, 0, v);
+    int id = kl_rw_add_const(g, "scale", t->dtype, t->rank, dims, data, e);
+    if (id < 0) return e->code;
+    kiln_status st = kl_rw_set_input(g, inner, m, id, e);
+    if (st != KILN_OK) return st;
+    int y = g->nodes[i].out[0];
+    kl_rw_remove(g, i);
+    kl_rw_take_output(g, inner, 0, y);
+    (*changed)++;
+    return KILN_OK;
+  }
+  return KILN_OK;
+}
+
+static kiln_status across_mul(kl_graph *g, int i, int *changed, kl_err *e) {
+  const kl_node *n = &g->nodes[i];
+  for (int k = 0; k < 2; k++) {
+    int x = n->in[k], inner = kl_rw_producer(g, x);
+    if (inner < 0 || g->nodes[inner].op != KL_OP_Mul || g->nodes[inner].n_in != 2 ||
+        kl_rw_sole_consumer(g, x) != i || kl_rw_other_input(n, x) < 0 ||
+        !kl_rw_const(g, kl_rw_other_input(n, x)))
+      continue;
+    int before = *changed;
+    kiln_status st = merge_scalars(g, i, inner, x, changed, e);
+    if (st != KILN_OK || *changed != before) return st;
+    for (int m = 0; m < 2; m++) {
+      int a = g->nodes[inner].in[m], p = kl_rw_producer(g, a);
+      channels ch;
+      if (p < 0 || a == g->nodes[inner].in[1 - m] || kl_rw_sole_consumer(g, a) != inner ||
+          !kl_rw_same_shape(&g->values[a].type, &g->values[x].type) ||
+          !weighted_channels(g, p, &ch))
+        continue;
+      double *s = malloc(sizeof(double) * (size_t)ch.count * 2);
+      if (!s) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding weights");
+      double *t = s + ch.count;
+      kiln_status st = KILN_OK;
+      if (binary_affine(g, n, x, &ch, s, t)) st = fold(g, p, &ch, s, t, i, inner, changed, e);
+      free(s);
+      return st;
+    }
+  }
+  return KILN_OK;
+}
+
 static kiln_status run(kl_graph *g, bool bn, int *changed, kl_err *e) {
   kiln_status st = KILN_OK;
   for (int i = 0; st == KILN_OK && i < g->n_nodes; i++) {
@@ -312,9 +393,11 @@ static kiln_status run(kl_graph *g, bool bn, int *changed, kl_err *e) {
       if (!s) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory folding weights");
       double *t = s + ch.count;
       bool ok = bn ? bn_affine(g, n, &ch, s, t) : binary_affine(g, n, x, &ch, s, t);
-      if (ok) st = fold(g, p, &ch, s, t, i, changed, e);
+      if (ok) st = fold(g, p, &ch, s, t, i, p, changed, e);
       free(s);
     }
+    if (!bn && (n->op == KL_OP_Mul || n->op == KL_OP_Div) && n->n_out && st == KILN_OK)
+      st = across_mul(g, i, changed, e);
   }
   if (st == KILN_OK) st = kl_rw_finish(g, *changed, e);
   return st;

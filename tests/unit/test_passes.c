@@ -582,6 +582,35 @@ static void test_fold_scale_bias_must_not_fire(void **state) {
   kiln_model_free(m);
 }
 
+/* A constant scale after a product of a convolution and another tensor moves into the
+ * convolution; not where the convolution's result is broadcast by the product, nor
+ * read elsewhere. Two single-value scales in a row become one (NFNet: the
+ * squeeze-and-excitation output times two scalar gains). */
+static void test_fold_scale_across_mul(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_F32, 4, X4);
+  int se = tu_graph_input(g, "se", KL_F32, 4, (int64_t[]){2, 4, 1, 1});
+  int y = TU_OP(g, Mul, conv(g, x, true), se);
+  y = TU_OP(g, Mul, TU_OP(g, Mul, y, scalar(g, 0.25f)), scalar(g, 1.5f));
+  output(g, TU_OP(g, Div, y, cst(g, 3, (int64_t[]){4, 1, 1}, NULL, 0.5f, 2)));
+  /* must not: the convolution's result [2, 4, 1, 1] broadcast over a larger tensor */
+  int big = tu_graph_input(g, "big", KL_F32, 4, (int64_t[]){2, 4, 6, 6});
+  int small = TU_OP(g, Conv, TU_OP(g, GlobalAveragePool, x), cst(g, 4, (int64_t[]){4, 3, 1, 1},
+                                                                 NULL, -1, 1));
+  output(g, TU_OP(g, Mul, TU_OP(g, Mul, small, big), scalar(g, 2)));
+  /* must not: the convolution's result read by another node too */
+  int c2 = conv(g, x, true);
+  output(g, TU_OP(g, Mul, TU_OP(g, Mul, c2, se), scalar(g, 3)));
+  output(g, c2);
+  /* two single-value scales of an input in a row: one Mul by their product */
+  output(g, TU_OP(g, Div, TU_OP(g, Mul, scalar(g, 0.5f), big), scalar(g, 4)));
+  kiln_model *m = with_pass(g, "+fold_scale_bias");
+  assert_int_equal(count(m, KL_OP_Mul), 6); /* the first product's three scales folded */
+  assert_int_equal(count(m, KL_OP_Div), 0);
+  kiln_model_free(m);
+}
+
 /* Conv -> act -> Mul(s) -> Add(t) at -O2, act given by name (NULL: none). */
 static int conv_act_affine(kl_graph *g, int x, const char *act, int s, int t) {
   int y = conv(g, x, true);
@@ -1858,6 +1887,7 @@ int main(void) {
       cmocka_unit_test(test_fold_bn_conv_transpose_gemm_matmul),
       cmocka_unit_test(test_fold_scale_bias),
       cmocka_unit_test(test_fold_scale_bias_must_not_fire),
+      cmocka_unit_test(test_fold_scale_across_mul),
       cmocka_unit_test(test_fold_scale_bias_through_activation),
       cmocka_unit_test(test_fold_scale_bias_through_activation_must_not_fire),
       cmocka_unit_test(test_merge_convs),
