@@ -854,6 +854,59 @@ static void test_pool_after_plain(void **state) {
   after_fast_run = NULL;
 }
 
+/* Between convolutions held channels-last: an AveragePool with ceil_mode (oneDNN
+ * declines it: ONNX counts its window past the pads another way) and a dilated MaxPool
+ * run on kiln's channels-last pooling, and a standalone Sigmoid and a Mul by a single
+ * value (NFNet's gains) on kiln's elementwise kernels in that layout, not oneDNN's
+ * binary. */
+static void cl_elementwise_impls(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  int pools = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    kl_op op = m->g->nodes[i].op;
+    const char *name = kl_session_kernel_name(fast, i);
+    if ((op == KL_OP_AveragePool || op == KL_OP_MaxPool) && !strstr(name, " channels-last"))
+      fail_msg("%s %d ran on '%s', not kiln's channels-last kernel", kl_op_name(op), i, name);
+    if ((op == KL_OP_Mul || op == KL_OP_Sigmoid) && strncmp(name, "dnnl", 4) == 0)
+      fail_msg("%s %d ran on '%s', not kiln's kernel", kl_op_name(op), i, name);
+    pools += op == KL_OP_AveragePool || op == KL_OP_MaxPool;
+  }
+  assert_int_equal(pools, 2);
+}
+
+static void test_cl_elementwise(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 9, 7});
+  int v[8];
+  for (int k = 0; k < 8; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  int n0 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){24, 8, 1, 1})}, 1, &v[0], &e);
+  int n1 = kl_graph_add_node(g, KL_OP_AveragePool, NULL, 1, &v[0], 1, &v[1], &e);
+  int n2 = kl_graph_add_node(g, KL_OP_MaxPool, NULL, 1, &v[0], 1, &v[2], &e);
+  int n3 = kl_graph_add_node(g, KL_OP_Sigmoid, NULL, 1, &v[0], 1, &v[3], &e);
+  int n4 = kl_graph_add_node(g, KL_OP_Mul, NULL, 2,
+                             (int[]){v[3], tu_graph_const(g, NULL, KL_F32, 0, NULL, (float[]){1.7f})},
+                             1, &v[4], &e);
+  assert_true(n0 >= 0 && n1 >= 0 && n2 >= 0 && n3 >= 0 && n4 >= 0);
+  tu_node_ints(g, n1, "kernel_shape", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, n1, "strides", 2, (int64_t[]){2, 2});
+  assert_int_equal(kl_node_set_int(g, n1, "ceil_mode", 1, NULL), KILN_OK);
+  tu_node_ints(g, n2, "kernel_shape", 2, (int64_t[]){2, 2});
+  tu_node_ints(g, n2, "dilations", 2, (int64_t[]){2, 2});
+  for (int k = 0; k < 3; k++) { /* 1x1 convolutions read each */
+    int src = k == 0 ? v[1] : k == 1 ? v[2] : v[4];
+    int nc = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                               (int[]){src, cst(g, 4, (int64_t[]){5, 24, 1, 1})}, 1, &v[5 + k], &e);
+    assert_true(nc >= 0);
+    assert_int_equal(kl_graph_add_output(g, v[5 + k], NULL), KILN_OK);
+  }
+  after_fast_run = cl_elementwise_impls;
+  check_on(g, "channels-last pools and elementwise ops", false);
+  after_fast_run = NULL;
+}
+
 /* kiln's Winograd F(2x2, 3x3) (dnnl_wino.c), which runs the 3x3 stride-1 convolutions
  * between channels-last tensors at the AVX2 level: odd channel counts (33 -> 40), an
  * odd output (29x23: partial tiles at the right and bottom), batch 2 (360 tiles: three
@@ -1358,6 +1411,7 @@ int main(void) {
       cmocka_unit_test(test_channel_scale_layouts),
       cmocka_unit_test(test_pad_layouts),
       cmocka_unit_test(test_pool_after_plain),
+      cmocka_unit_test(test_cl_elementwise),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_plain),
       cmocka_unit_test(test_winograd_constant_weights_only),

@@ -376,6 +376,12 @@ bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
       (kl_cpu_per_channel(&g->values[n->in[0]].type, &g->values[n->out[0]].type) ||
        kl_cpu_per_channel(&g->values[n->in[1]].type, &g->values[n->out[0]].type)))
     return false;
+  /* nor a single value scaling or shifting one (NFNet's gains): kiln's elementwise
+   * kernel runs it in either layout, where oneDNN 2.6 ran its jit:uni binary */
+  if (kind == DN_BINARY && n->n_in == 2 &&
+      (kl_cpu_single_value(&g->values[n->in[0]].type, &g->values[n->out[0]].type) ||
+       kl_cpu_single_value(&g->values[n->in[1]].type, &g->values[n->out[0]].type)))
+    return false;
   for (int k = 0; k < n->n_in; k++)
     if (!is_f32(g, n->in[k])) return false;
   const char *act = kl_attr_string(n, "activation", NULL);

@@ -81,10 +81,12 @@ unsigned kl_cpu_isa_inplace(const kl_node *n);
  *   KL_ISA_CL_WHOLE    MaxPool of 8-bit codes (rank 3 or 4, no indices) and Concat of
  *                      them along dim 1: every input in *slots and Y in one layout;
  *                      channels-last runs kl_cpu_isa_kernel_cl's kernel
- * Float32 too: Relu, and Add and UnaryGrad over operands of Y's dims (SAME), a
+ * Float32 too: the activations of kiln's unary kernel (Relu, Sigmoid, Tanh, Swish,
+ * Gelu, Clip, ...: kl_isa_act), Add and UnaryGrad over operands of Y's dims, and Add, Sub,
+ * Mul and Div of one operand of Y's dims by a single value (SAME), a
  * training step's BatchNormTrain (X) and BatchNormGrad (dY, X) with out[0] (WHOLE: per
- * channel, the running statistics and dScale, dB the same in either layout), and Pad in
- * constant mode (WHOLE: X and Y).
+ * channel, the running statistics and dScale, dB the same in either layout), Pad in
+ * constant mode and MaxPool and AveragePool of rank 3 or 4 (WHOLE: X and Y).
  * in holds the static types of the n_in inputs (NULL when absent), y that of out[0]. */
 typedef enum kl_isa_cl {
   KL_ISA_CL_NONE,
@@ -97,6 +99,9 @@ typedef enum kl_isa_cl {
  * symbol; b's other dims known 1): one value per image and channel (a
  * squeeze-and-excitation scale), the same bytes in either layout. */
 bool kl_cpu_per_channel(const kl_type *b, const kl_type *y);
+/* Whether b holds one value (every dim known 1, rank at most y's): broadcast over y the
+ * same in either layout. */
+bool kl_cpu_single_value(const kl_type *b, const kl_type *y);
 kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *const *in, int n_in,
                             const kl_type *y, unsigned *slots);
 kl_cpu_kernel kl_cpu_isa_kernel_cl(const kl_node *n, kl_isa isa);

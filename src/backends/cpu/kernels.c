@@ -113,6 +113,8 @@ static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
     if (op == KL_OP_Add || op == KL_OP_Sub || op == KL_OP_Mul || op == KL_OP_Div)        \
       return kl_run_binary_cl(c, &fns_##L);                                              \
     if (op == KL_OP_Pad) return kl_run_pad_cl(c, &fns_##L);                              \
+    if ((op == KL_OP_MaxPool || op == KL_OP_AveragePool) && c->in[0]->dtype == KL_F32)   \
+      return kl_run_pool_nhwc(c, &fns_##L, c->in[0]->data, c->out[0]->data);             \
     return op == KL_OP_KilnBatchNormTrain || op == KL_OP_KilnBatchNormGrad ||             \
                    op == KL_OP_KilnMaxPoolGrad || op == KL_OP_KilnReduceGrad               \
                ? kl_run_grad_cl(c, &fns_##L)                                             \
@@ -405,6 +407,13 @@ static bool f32_inputs(const kl_type *const *in, int n_in, int from, int to) {
 }
 
 /* b is [N, C, 1...] against y [N, C, S...] (known dims). */
+bool kl_cpu_single_value(const kl_type *b, const kl_type *y) {
+  if (!b || b->rank < 0 || b->rank > y->rank) return false;
+  for (int i = 0; i < b->rank; i++)
+    if (b->dims[i].size != 1) return false;
+  return true;
+}
+
 bool kl_cpu_per_channel(const kl_type *b, const kl_type *y) {
   if (!b || b->rank != y->rank || b->rank < 3) return false;
   for (int i = 0; i < b->rank; i++)
@@ -423,10 +432,12 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
   bool grad = n->op == KL_OP_KilnBatchNormTrain || n->op == KL_OP_KilnBatchNormGrad ||
               n->op == KL_OP_KilnMaxPoolGrad || n->op == KL_OP_KilnReduceGrad;
   if (grad && !f32_inputs(in, n_in, 0, 5)) return KL_ISA_CL_NONE;
-  switch (n->op) {
-  case KL_OP_Relu:
-    *slots = kl_type_same_dims(in[0], y) ? 1u : 0u;
+  kl_act act; /* an activation on kiln's unary kernel: elementwise, either layout */
+  if (kl_isa_act(n, &act)) {
+    *slots = in[0] && in[0]->dtype == KL_F32 && kl_type_same_dims(in[0], y) ? 1u : 0u;
     return *slots ? KL_ISA_CL_SAME : KL_ISA_CL_NONE;
+  }
+  switch (n->op) {
   case KL_OP_Add: case KL_OP_Sub: case KL_OP_Mul: case KL_OP_Div:
     /* one operand of Y's dims, the other one value per image and channel (a
      * squeeze-and-excitation block's scale): kl_run_binary_cl */
@@ -435,6 +446,11 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
       if (kl_type_same_dims(in[0], y) && kl_cpu_per_channel(in[1], y)) *slots = 1u;
       else if (kl_type_same_dims(in[1], y) && kl_cpu_per_channel(in[0], y)) *slots = 2u;
       if (*slots) return KL_ISA_CL_CHANNEL;
+      /* one operand of Y's dims and one value (a scalar gain): the plain kernel, whose
+       * broadcast of that value is the same in either layout */
+      if (kl_type_same_dims(in[0], y) && kl_cpu_single_value(in[1], y)) *slots = 1u;
+      else if (kl_type_same_dims(in[1], y) && kl_cpu_single_value(in[0], y)) *slots = 2u;
+      if (*slots) return KL_ISA_CL_SAME;
     }
     if (n->op != KL_OP_Add) return KL_ISA_CL_NONE;
     /* fall through */
@@ -445,6 +461,12 @@ static kl_isa_cl float_layout(const kl_node *n, const kl_type *const *in, int n_
       *slots |= 1u << k;
     }
     return *slots ? KL_ISA_CL_SAME : KL_ISA_CL_NONE;
+  case KL_OP_MaxPool: case KL_OP_AveragePool: /* kl_run_pool_nhwc: those oneDNN declines
+                                              * (AveragePool's ceil_mode, dilations) */
+    if (in[0]->rank != y->rank || y->rank > 4 || (n->n_out > 1 && n->out[1] >= 0))
+      return KL_ISA_CL_NONE;
+    *slots = 1u;
+    return KL_ISA_CL_WHOLE;
   case KL_OP_Pad: { /* constant mode, X's dtype (kl_run_pad_cl) */
     const char *mode = kl_attr_string(n, "mode", "constant");
     bool ok = strcmp(mode, "constant") == 0 && in[0]->rank == y->rank &&
