@@ -28,7 +28,7 @@ import onnx
 from onnx import TensorProto as TP, helper, numpy_helper
 
 from make_probe import gen, init, vi
-from probe_lib import Probe, model, npy_header_only
+from probe_lib import lin_module, Probe, model, npy_header_only
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
@@ -350,14 +350,6 @@ case("r4o_bool_input_npy_5", 6, model([helper.make_node("Where", ["b", "one", "z
 import torch  # noqa: E402
 
 
-class _Lin(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.ones(2, 3))
-
-    def forward(self, x):
-        return x + self.w
-
 
 class _Bool(torch.nn.Module):
     def __init__(self):
@@ -371,7 +363,7 @@ class _Bool(torch.nn.Module):
 import warnings  # noqa: E402
 warnings.filterwarnings("ignore")
 tmpl = {}
-for nm, mod in (("lin", _Lin()), ("bool", _Bool())):
+for nm, mod in (("lin", lin_module()), ("bool", _Bool())):
     buf = io.BytesIO()
     torch.jit.save(torch.jit.trace(mod, torch.ones(2, 3)), buf)
     tmpl[nm] = buf.getvalue()

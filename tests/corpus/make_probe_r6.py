@@ -32,7 +32,7 @@ import onnx
 from onnx import TensorProto as TP, helper
 
 from make_probe import init, vi
-from probe_lib import Probe, fill_attr, model, npy_header_only
+from probe_lib import lin_module, Probe, fill_attr, model, npy_header_only
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
@@ -591,18 +591,8 @@ import torch  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
-
-class _Lin(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.ones(2, 3))
-
-    def forward(self, x):
-        return x + self.w
-
-
 _b = io.BytesIO()
-torch.jit.save(torch.jit.trace(_Lin(), torch.ones(2, 3)), _b)
+torch.jit.save(torch.jit.trace(lin_module(), torch.ones(2, 3)), _b)
 PT = _b.getvalue()
 PT_ENTRIES = [(i, zipfile.ZipFile(io.BytesIO(PT)).read(i.filename)) for i in zipfile.ZipFile(io.BytesIO(PT)).infolist()]
 

@@ -72,3 +72,19 @@ def fill_attr(a, **fields):
         else:
             setattr(a, k, val)
     return a
+
+
+def lin_module():
+    """A traced-model seed for the TorchScript cases: y = x + w, w a [2, 3] parameter of
+    ones (torch imported here: only the rounds that make .pt files need it)."""
+    import torch
+
+    class Lin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2, 3))
+
+        def forward(self, x):
+            return x + self.w
+
+    return Lin()

@@ -2,7 +2,9 @@
 """tests/models/rep_blocks: the training-time blocks of RepVGG, MobileOne and HGNetV2
 that kiln's passes rewrite (docs/passes.md: merge_convs, fold_scale_bias through an
 activation, and the channels-last Pad and stride-1 pool between convolutions), in one
-small PyTorch model exported by torch.onnx (TorchScript exporter, opset 17):
+small PyTorch model exported by torch.onnx (TorchScript exporter, opset 17, the batch a
+dynamic axis as users export it: the models suite's --fast-only checks at -O3 then
+cover a symbolic batch, which once sent residual convolutions to the reference kernel):
 
     x [2, 3, 32, 30]
     stem     Conv 3x3 s2 + BN + ReLU, then a learnable affine (y * a + b, scalars)
@@ -13,6 +15,8 @@ small PyTorch model exported by torch.onnx (TorchScript exporter, opset 17):
     mob dw   MobileOne depthwise: Conv 1x1 dw + BN, two Conv 3x3 dw + BN, BN of the input
     mob pw   MobileOne pointwise: two Conv 1x1 + BN, BN of the input
     mixer    FastViT's RepMixer: x + ls * (Conv 3x3 dw + BN (x) - BN(x)), ls per channel
+    basic    ResNet's basic block: x + BN(Conv 3x3(ReLU(BN(Conv 3x3(x))))), then ReLU (a
+             residual Sum kiln fuses into the second convolution)
     head     global average pool, Linear (24 -> 10)
 
 Weights random (seeded), BatchNorm statistics and affine parameters random too, so that
@@ -113,6 +117,16 @@ class Mixer(nn.Module):
         return x + self.ls * (self.mix(x) - self.norm(x))
 
 
+class Basic(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1 = conv_bn(c, c, 3, 1, 1)
+        self.c2 = conv_bn(c, c, 3, 1, 1)
+
+    def forward(self, x):
+        return torch.relu(x + self.c2(torch.relu(self.c1(x))))
+
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -126,13 +140,14 @@ class Net(nn.Module):
         self.dw = MobDw(24)
         self.pw = MobPw(24)
         self.mixer = Mixer(24)
+        self.basic = Basic(24)
         self.fc = nn.Linear(24, 10)
 
     def forward(self, x):
         x = self.aff0(torch.relu(self.stem(x)))
         p = nn.functional.pad(x, (0, 1, 0, 1))
         x = torch.cat([self.pool(p), self.aff1(torch.relu(self.hg(p)))], 1)
-        x = self.mixer(self.pw(self.dw(self.rep2(self.rep(x)))))
+        x = self.basic(self.mixer(self.pw(self.dw(self.rep2(self.rep(x))))))
         return self.fc(x.mean((2, 3)))
 
 
@@ -150,7 +165,8 @@ def main():
     os.makedirs(os.path.join(OUT, "float64_outputs"), exist_ok=True)
     path = os.path.join(OUT, "model.onnx")
     torch.onnx.export(net, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
-                      dynamo=False, do_constant_folding=False)
+                      dynamo=False, do_constant_folding=False,
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
     m = onnx.load(path)
     onnx.checker.check_model(m)
     with torch.no_grad():

@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
 #include "ir/fused.h"
+#include "ir/layout.h"
 #include "kl_config.h"
 
 #include <errno.h>
@@ -36,6 +37,9 @@ struct kl_cpu_plan {
   unsigned char *on_dnnl; /* per node: DNNL_NODE, DNNL_ATTENTION or 0 */
   unsigned *cl_slots;   /* per node: the inputs it can read channels-last */
   unsigned char *isa_cl; /* per node on kiln's kernel: its kl_isa_cl */
+  /* per node: a float32 convolution, product, pooling or attention left on kiln's
+   * portable reference kernel while oneDNN is usable (kl_cpu_plan_slow_path) */
+  unsigned char *ref_heavy;
 #endif
 };
 
@@ -285,6 +289,26 @@ static kl_cpu_choice reference_choice(const kl_node *n) {
 }
 
 #if KL_HAVE_DNNL
+/* A float32 convolution, matrix product, pooling or attention: the ops whose reference
+ * kernel is a slow path where oneDNN is usable (a fused op by the op it extends). */
+static bool heavy_float(const kl_graph *g, const kl_node *n) {
+  kl_op op = kl_fused_base(n->op);
+  if (op == KL_OP_COUNT) op = kl_layout_base(n->op);
+  if (op == KL_OP_COUNT) op = n->op;
+  switch (op) {
+  case KL_OP_Conv: case KL_OP_ConvTranspose: case KL_OP_Gemm: case KL_OP_MatMul:
+  case KL_OP_MaxPool: case KL_OP_AveragePool: case KL_OP_GlobalAveragePool:
+  case KL_OP_GlobalMaxPool: case KL_OP_Attention: case KL_OP_KilnAttention:
+  case KL_OP_KilnMultiHeadAttention:
+    break;
+  default: return false;
+  }
+  if (n->n_out < 1 || n->out[0] < 0 || g->values[n->out[0]].type.dtype != KL_F32) return false;
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0 && g->values[n->in[k]].type.dtype != KL_F32) return false;
+  return true;
+}
+
 static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err *e) {
   if (!p->dnnl) {
     kiln_status st = kl_dnnl_engine_create(&p->dnnl, e);
@@ -504,7 +528,9 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
   p->cl_slots = calloc((size_t)g->n_nodes + 1, sizeof *p->cl_slots);
   p->on_dnnl = calloc((size_t)g->n_nodes + 1, sizeof *p->on_dnnl);
   p->isa_cl = calloc((size_t)g->n_nodes + 1, sizeof *p->isa_cl);
-  if (!p->cl_slots || !p->on_dnnl || !p->isa_cl) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
+  p->ref_heavy = calloc((size_t)g->n_nodes + 1, sizeof *p->ref_heavy);
+  if (!p->cl_slots || !p->on_dnnl || !p->isa_cl || !p->ref_heavy)
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
 #endif
   if (!p->choice || !p->state)
     return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for the kernel plan");
@@ -519,6 +545,11 @@ kiln_status kl_cpu_plan_create(const kl_graph *g, kl_cpu_kernels which,
       kl_err_prefix(e, "%s", kl_node_describe(g, &g->nodes[i], d, sizeof d));
       return st;
     }
+#if KL_HAVE_DNNL
+    p->ref_heavy[i] = which != KL_CPU_KERNELS_REF && kl_dnnl_usable() &&
+                      p->choice[i].kernel.run == kl_op_get(g->nodes[i].op)->ref &&
+                      heavy_float(g, &g->nodes[i]);
+#endif
   }
 #if KL_HAVE_DNNL
   if (p->dnnl && p->bf16) {
@@ -539,6 +570,7 @@ void kl_cpu_plan_free(kl_cpu_plan *p) {
   free(p->cl_slots);
   free(p->on_dnnl);
   free(p->isa_cl);
+  free(p->ref_heavy);
 #endif
   free(p->choice);
   free(p->state);
@@ -635,6 +667,8 @@ const char *kl_cpu_plan_slow_path(const kl_cpu_plan *p, int node) {
 #if KL_HAVE_DNNL
   static const char *const no_impl = "kiln's reference kernel (oneDNN has no implementation "
                                      "for these shapes)";
+  if (p->ref_heavy && p->ref_heavy[node])
+    return "kiln's portable reference kernel (neither oneDNN nor kiln's kernels took the node)";
   if (!p->on_dnnl || !p->on_dnnl[node]) return NULL;
   const void *st = p->state[node];
   if (p->on_dnnl[node] == DNNL_ATTENTION)

@@ -401,11 +401,9 @@ bool kl_dnnl_supports(const kl_graph *g, const kl_node *n) {
   /* a channels-last Sum is read in place only with Y's shape (the reference adds one
    * that broadcasts) */
   if (kl_layout_nhwc(n) && n->n_in > KL_FUSED_SUM && n->in[KL_FUSED_SUM] >= 0) {
+    /* (a symbolic batch: the same symbol in both, as exporters write a residual) */
     const kl_type *sum = &g->values[n->in[KL_FUSED_SUM]].type, *y = &g->values[n->out[0]].type;
-    if (!kl_type_is_concrete(sum) || !kl_type_is_concrete(y) || sum->rank != y->rank)
-      return false;
-    for (int d = 0; d < y->rank; d++)
-      if (sum->dims[d].size != y->dims[d].size) return false;
+    if (!kl_type_same_dims(sum, y)) return false;
   }
   return true;
 }
