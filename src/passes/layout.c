@@ -127,8 +127,13 @@ static bool convertible(const kl_graph *g, const kl_node *n) {
   case KL_OP_ConvTranspose: return true;
   case KL_OP_KilnFusedConv:
   case KL_OP_KilnFusedConvTranspose:
+    /* a Sum of Y's dims only: the channels-last node reads it in place (dnnl.c), and
+     * one that broadcasts (PiT's position embedding [1, C, H, W] against a batch) would
+     * leave the convolution to the reference kernel */
     return n->n_in <= KL_FUSED_SUM || n->in[KL_FUSED_SUM] < 0 ||
-           f32_rank4(g, n->in[KL_FUSED_SUM]);
+           (f32_rank4(g, n->in[KL_FUSED_SUM]) &&
+            kl_type_same_dims(&g->values[n->in[KL_FUSED_SUM]].type,
+                              &g->values[n->out[0]].type));
   case KL_OP_AveragePool: /* oneDNN averages a window that ceil_mode adds otherwise */
     if (kl_attr_int(n, "ceil_mode", 0) != 0) return false;
     /* fall through */
