@@ -95,16 +95,17 @@ kiln_status kl_pass_eliminate(kl_graph *g, const kl_pass_config *cfg, int *chang
   (void)cfg;
   for (int i = 0; i < g->n_nodes; i++) {
     const kl_node *n = &g->nodes[i];
+    kl_op pool;
     if (is_copy(g, n) && kl_rw_bypass(g, i, n->in[0], n->out[0])) {
       (*changed)++;
     } else if (moves_only_unit_axes(g, n)) {
       kiln_status st = transpose_to_reshape(g, i, e);
       if (st != KILN_OK) return st;
       (*changed)++;
-    } else if (kl_rw_global_pool_of(g, n) != KL_OP_COUNT &&
+    } else if ((pool = kl_rw_global_pool_of(g, n)) != KL_OP_COUNT &&
                kl_dtype_is_float(g->values[n->in[0]].type.dtype)) {
       int x = n->in[0];
-      kiln_status st = kl_rw_become(g, i, kl_rw_global_pool_of(g, n), 1, &x, e);
+      kiln_status st = kl_rw_become(g, i, pool, 1, &x, e);
       if (st != KILN_OK) return st;
       (*changed)++;
     }

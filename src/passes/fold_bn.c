@@ -256,23 +256,7 @@ static kiln_status fold(kl_graph *g, int p, const channels *ch, const double *s,
 /* s and t of a BatchNormalization with constant parameters over `ch`'s channels. */
 static bool bn_affine(const kl_graph *g, const kl_node *bn, const channels *ch, double *s,
                       double *t) {
-  if (ch->axis != 1 || kl_node_input_count(bn) != 5 || bn->n_out != 1 ||
-      kl_attr_int(bn, "training_mode", 0) != 0) /* the batch's statistics: not constants */
-    return false;
-  const kl_value *p[4];
-  for (int k = 0; k < 4; k++) {
-    p[k] = float_const(g, bn->in[k + 1]);
-    int64_t n;
-    if (!p[k] || !kl_type_numel(&p[k]->type, &n) || n != ch->count) return false;
-  }
-  double eps = kl_attr_float(bn, "epsilon", 1e-5f);
-  for (int64_t c = 0; c < ch->count; c++) {
-    double var = kl_load_f64(p[3]->data, p[3]->type.dtype, (size_t)c);
-    s[c] = kl_load_f64(p[0]->data, p[0]->type.dtype, (size_t)c) / sqrt(var + eps);
-    t[c] = kl_load_f64(p[1]->data, p[1]->type.dtype, (size_t)c) -
-           kl_load_f64(p[2]->data, p[2]->type.dtype, (size_t)c) * s[c];
-  }
-  return true;
+  return ch->axis == 1 && kl_rw_bn_affine(g, bn, ch->count, s, t);
 }
 
 /* s and t of an Add/Sub/Mul/Div of x by a constant varying along the channel axis. */

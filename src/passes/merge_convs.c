@@ -45,19 +45,10 @@ typedef struct branch {
   const kl_value *w, *b; /* a Conv's weights and bias (NULL: none) */
 } branch;
 
-static bool attr_axes(const kl_node *n, const char *name, int sp, int64_t dflt, int64_t *out) {
-  const int64_t *v = NULL;
-  int c = kl_attr_ints(n, name, &v); /* -1: absent */
-  if (c > 0 && c != sp) return false;
-  for (int i = 0; i < sp; i++) out[i] = c > 0 ? v[i] : dflt;
-  return true;
-}
-
 /* Node p as a convolution of X into *br; false when it is not one this pass merges. */
 static bool conv_branch(const kl_graph *g, int p, int x, branch *br) {
   const kl_node *n = &g->nodes[p];
   if (n->op != KL_OP_Conv || n->n_in < 2 || n->n_out != 1 || n->in[0] != x) return false;
-  if (strcmp(kl_attr_string(n, "auto_pad", "NOTSET"), "NOTSET") != 0) return false;
   const kl_value *w = kl_rw_const(g, n->in[1]);
   const kl_type *xt = &g->values[x].type;
   if (!w || !w->data || !kl_dtype_is_float(w->type.dtype) || w->type.dtype != xt->dtype ||
@@ -73,19 +64,17 @@ static bool conv_branch(const kl_graph *g, int p, int x, branch *br) {
   br->node = p, br->conv = true, br->w = w;
   br->sp = xt->rank - 2;
   br->group = kl_attr_int(n, "group", 1);
-  for (int i = 0; i < br->sp; i++) br->k[i] = w->type.dims[2 + i].size;
-  const int64_t *pd = NULL;
-  int np = kl_attr_ints(n, "pads", &pd); /* -1: absent */
-  if (np > 0 && np != 2 * br->sp) return false;
-  for (int i = 0; i < br->sp; i++) br->pb[i] = np > 0 ? pd[i] : 0;
-  int64_t ks[MAX_SP];
-  if (!attr_axes(n, "strides", br->sp, 1, br->s) || !attr_axes(n, "dilations", br->sp, 1, br->d) ||
-      !attr_axes(n, "kernel_shape", br->sp, 0, ks))
+  int64_t kernel[MAX_SP];
+  for (int i = 0; i < br->sp; i++) kernel[i] = w->type.dims[2 + i].size;
+  kl_window win; /* the attributes as shape inference reads them, checked there */
+  kl_err err = {0};
+  if (kl_window_init(n, br->sp, kernel, &win, &err) != KILN_OK || win.auto_pad != KL_PAD_NOTSET)
     return false;
-  for (int i = 0; i < br->sp; i++)
-    if ((ks[i] && ks[i] != br->k[i]) || br->s[i] < 1 || br->d[i] < 1 || br->k[i] < 1 ||
-        br->pb[i] < 0)
-      return false;
+  for (int i = 0; i < br->sp; i++) {
+    br->k[i] = win.kernel[i], br->s[i] = win.stride[i], br->d[i] = win.dilation[i];
+    br->pb[i] = win.pad_begin[i];
+    if (br->k[i] < 1 || br->s[i] < 1 || br->d[i] < 1 || br->pb[i] < 0) return false;
+  }
   return br->group >= 1;
 }
 
@@ -99,25 +88,9 @@ static bool identity_branch(const kl_graph *g, int v, int x, int64_t c, double *
   int p = kl_rw_producer(g, v);
   if (p < 0) return false;
   const kl_node *bn = &g->nodes[p];
-  if (bn->op != KL_OP_BatchNormalization || bn->in[0] != x || bn->n_out != 1 ||
-      kl_node_input_count(bn) != 5 || kl_attr_int(bn, "training_mode", 0) != 0)
-    return false;
-  const kl_value *q[4];
-  for (int k = 0; k < 4; k++) {
-    q[k] = kl_rw_const(g, bn->in[k + 1]);
-    int64_t cnt;
-    if (!q[k] || !q[k]->data || !kl_dtype_is_float(q[k]->type.dtype) ||
-        !kl_type_numel(&q[k]->type, &cnt) || cnt != c)
-      return false;
-  }
-  double eps = kl_attr_float(bn, "epsilon", 1e-5f);
-  for (int64_t i = 0; i < c; i++) {
-    double var = kl_load_f64(q[3]->data, q[3]->type.dtype, (size_t)i);
-    s[i] = kl_load_f64(q[0]->data, q[0]->type.dtype, (size_t)i) / sqrt(var + eps);
-    t[i] = kl_load_f64(q[1]->data, q[1]->type.dtype, (size_t)i) -
-           kl_load_f64(q[2]->data, q[2]->type.dtype, (size_t)i) * s[i];
+  if (bn->in[0] != x || !kl_rw_bn_affine(g, bn, c, s, t)) return false;
+  for (int64_t i = 0; i < c; i++)
     if (!isfinite(s[i]) || !isfinite(t[i])) return false;
-  }
   return true;
 }
 

@@ -337,3 +337,26 @@ kl_op kl_rw_global_pool_of(const kl_graph *g, const kl_node *n) {
   if (seen != (1u << 2 | 1u << 3)) return KL_OP_COUNT;
   return n->op == KL_OP_ReduceMean ? KL_OP_GlobalAveragePool : KL_OP_GlobalMaxPool;
 }
+
+bool kl_rw_bn_affine(const kl_graph *g, const kl_node *bn, int64_t count, double *s,
+                     double *t) {
+  if (bn->op != KL_OP_BatchNormalization || kl_node_input_count(bn) != 5 || bn->n_out != 1 ||
+      kl_attr_int(bn, "training_mode", 0) != 0) /* the batch's statistics: not constants */
+    return false;
+  const kl_value *p[4];
+  for (int k = 0; k < 4; k++) {
+    p[k] = kl_rw_const(g, bn->in[k + 1]);
+    int64_t n;
+    if (!p[k] || !p[k]->data || !kl_dtype_is_float(p[k]->type.dtype) ||
+        !kl_type_numel(&p[k]->type, &n) || n != count)
+      return false;
+  }
+  double eps = kl_attr_float(bn, "epsilon", 1e-5f);
+  for (int64_t c = 0; c < count; c++) {
+    double var = kl_load_f64(p[3]->data, p[3]->type.dtype, (size_t)c);
+    s[c] = kl_load_f64(p[0]->data, p[0]->type.dtype, (size_t)c) / sqrt(var + eps);
+    t[c] = kl_load_f64(p[1]->data, p[1]->type.dtype, (size_t)c) -
+           kl_load_f64(p[2]->data, p[2]->type.dtype, (size_t)c) * s[c];
+  }
+  return true;
+}

@@ -100,6 +100,11 @@ int kl_rw_add_vector(kl_graph *g, const char *hint, kl_dtype dtype, int rank,
 kiln_status kl_rw_become(kl_graph *g, int n, kl_op op, int count, const int *ids, kl_err *e);
 /* Append an output slot holding v to node n (whose producer has been removed). */
 kiln_status kl_rw_add_output(kl_graph *g, int n, int v, kl_err *e);
+/* A BatchNormalization in inference with constant parameters of `count` values each
+ * (scale, B, mean, var) as y = x * s[c] + t[c]: s = scale / sqrt(var + eps), t = B -
+ * mean * s; false for any other node. */
+bool kl_rw_bn_affine(const kl_graph *g, const kl_node *bn, int64_t count, double *s,
+                     double *t);
 /* End a pass: when it changed the graph, sort it and drop detached nodes and unread
  * values. */
 kiln_status kl_rw_finish(kl_graph *g, bool changed, kl_err *e);

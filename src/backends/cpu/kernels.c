@@ -406,7 +406,6 @@ static bool f32_inputs(const kl_type *const *in, int n_in, int from, int to) {
   return true;
 }
 
-/* b is [N, C, 1...] against y [N, C, S...] (known dims). */
 bool kl_cpu_single_value(const kl_type *b, const kl_type *y) {
   if (!b || b->rank < 0 || b->rank > y->rank) return false;
   for (int i = 0; i < b->rank; i++)
@@ -414,6 +413,7 @@ bool kl_cpu_single_value(const kl_type *b, const kl_type *y) {
   return true;
 }
 
+/* b is [N, C, 1...] against y [N, C, S...] (isa.h). */
 bool kl_cpu_per_channel(const kl_type *b, const kl_type *y) {
   if (!b || b->rank != y->rank || b->rank < 3) return false;
   for (int i = 0; i < b->rank; i++)

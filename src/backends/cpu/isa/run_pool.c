@@ -72,7 +72,7 @@ static void pool_row(const pool_job *j, const float *x, float *yr, int64_t oy, i
  * being the same for all of those; the outputs over the padding are combined one by
  * one from v. PoolFormer's 3x3 average pools of 56-wide rows took 7 calls a row. */
 static void pool_row_s1(const pool_job *j, const float *x, float *yr, int64_t oy, int64_t c0,
-                        int64_t width, int64_t m, int64_t ox0, const float *cx, float *v) {
+                        int64_t width, int64_t m, const float *cx, float *v) {
   const float *ptr[S1_TAPS];
   int64_t lo = c0 < 0 ? -c0 : 0, hi = j->iw - c0 < width ? j->iw - c0 : width;
   float identity = j->is_max ? -INFINITY : 0.0f;
@@ -95,18 +95,16 @@ static void pool_row_s1(const pool_job *j, const float *x, float *yr, int64_t oy
   if (b > a)
     j->f->pool->taps(j->is_max, false, ptr, (size_t)j->kw,
                      j->is_max ? 1.0f : 1.0f / (rows * (float)j->kw), yr + a, (size_t)(b - a));
-  for (int64_t i = 0; i < m; i++) {
-    if (i == a && b > a) i = b;
-    if (i >= m) break;
-    float r = identity;
-    for (int64_t kx = 0; kx < j->kw; kx++) {
-      float t = v[i + kx * j->dw];
-      if (j->is_max) r = t > r ? t : r; /* a NaN never wins */
-      else r += t;
+  for (int side = 0; side < 2; side++) /* the outputs before a, then from b */
+    for (int64_t i = side ? b : 0; i < (side ? m : a); i++) {
+      float r = identity;
+      for (int64_t kx = 0; kx < j->kw; kx++) {
+        float t = v[i + kx * j->dw];
+        if (j->is_max) r = t > r ? t : r; /* a NaN never wins */
+        else r += t;
+      }
+      yr[i] = j->is_max ? r : r / (rows * cx[i]);
     }
-    yr[i] = j->is_max ? r : r / (rows * cx[i]);
-  }
-  (void)ox0;
 }
 
 static void pool_plane(const pool_job *j, const float *x, float *y) {
@@ -118,7 +116,7 @@ static void pool_plane(const pool_job *j, const float *x, float *y) {
     for (int64_t i = 0; !j->is_max && i < m; i++)
       cx[i] = (float)taps(c0 + i * j->sw, j->kw, j->dw, j->iw, j->pw, j->pe_w, j->include_pad);
     for (int64_t oy = 0; oy < j->oh; oy++) {
-      if (s1) pool_row_s1(j, x, y + oy * j->ow + ox0, oy, c0, width, m, ox0, cx, v);
+      if (s1) pool_row_s1(j, x, y + oy * j->ow + ox0, oy, c0, width, m, cx, v);
       else pool_row(j, x, y + oy * j->ow + ox0, oy, c0, width, m, cx, v, cnt);
     }
   }
@@ -460,14 +458,9 @@ static void nhwc_task(void *arg, int64_t t) {
   }
   for (int64_t r = t * j->per; r < last; r++) {
     int64_t n = r / j->oh, oy = r % j->oh;
-    for (int64_t ox = 0; ox < j->ow; ox++) {
-      if (ox == lo && hi > lo) {
-        nhwc_pixels(j, n, oy, lo, hi - lo, ch, cn);
-        ox = hi - 1;
-        continue;
-      }
-      nhwc_pixels(j, n, oy, ox, 1, ch, cn);
-    }
+    for (int64_t ox = 0; ox < lo; ox++) nhwc_pixels(j, n, oy, ox, 1, ch, cn);
+    if (hi > lo) nhwc_pixels(j, n, oy, lo, hi - lo, ch, cn);
+    for (int64_t ox = hi > lo ? hi : 0; ox < j->ow; ox++) nhwc_pixels(j, n, oy, ox, 1, ch, cn);
   }
 }
 
