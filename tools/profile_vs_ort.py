@@ -45,6 +45,7 @@ import glob, json, os, sys
 import numpy as np, onnx, onnxruntime as ort
 from onnx import numpy_helper
 model, threads, runs, prefix = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+WARMUP = 3  # as kiln's --warmup 3: the first runs (arena growth, first touches) are left out
 files = sys.argv[5:]
 so = ort.SessionOptions()
 so.intra_op_num_threads = threads
@@ -53,7 +54,7 @@ so.enable_profiling = True
 so.profile_file_prefix = prefix
 s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 feeds = {i.name: numpy_helper.to_array(onnx.load_tensor(f)) for i, f in zip(s.get_inputs(), files)}
-for _ in range(runs):
+for _ in range(WARMUP + runs):
     s.run(None, feeds)
 print(s.end_profiling())
 """
@@ -100,9 +101,17 @@ def ort_once(a, model, runs):
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         with open(out.strip().splitlines()[-1]) as f:
             events = json.load(f)
+    # Only the nodes of the timed runs: each run is one "model_run" event of the session,
+    # and the warm-up runs (ORT_WORKER's WARMUP) come first.
+    starts = sorted(e["ts"] for e in events
+                    if e.get("cat") == "Session" and e["name"] == "model_run")
+    if len(starts) < runs:
+        raise SystemExit("onnxruntime's profile holds %d runs, expected %d" % (len(starts), runs))
+    first = starts[len(starts) - runs]
     sums = collections.defaultdict(float)
     for e in events:
-        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+        if (e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
+                and e["ts"] >= first):
             op = e.get("args", {}).get("op_name", "?")
             sums[group_of(e["name"], op, a.by, a.depth)] += e["dur"] / 1000.0 / runs
     return sums

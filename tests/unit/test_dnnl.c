@@ -956,6 +956,79 @@ static void test_symbolic_batch_o3(void **state) {
   after_fast_run = NULL;
 }
 
+/* At the AVX2 level, oneDNN's jit:avx2 runs a convolution of a 3x3 kernel or larger
+ * with 40 input channels or more (64 a group where grouped) in its blocked layout, X and
+ * Y reordered around it from and to the channels-last ones the session holds: the impl
+ * says "blocked" (blocked_conv in dnnl.c). Not 1x1 convolutions, nor 16 channels a
+ * group, nor at other levels. */
+static void blocked_impls(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  int convs = 0, blocked = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    if (!strstr(kl_op_name(n->op), "Conv")) continue;
+    const kl_type *w = &m->g->values[n->in[1]].type;
+    int64_t group = kl_attr_int(n, "group", 1), icg = w->dims[1].size;
+    bool want = kl_isa_level() == KL_ISA_AVX2 && w->dims[2].size >= 3 && icg >= 40 &&
+                (group == 1 || icg >= 64);
+    const char *impl = kl_session_kernel_impl(fast, i);
+    if (!impl || (strstr(impl, " blocked") != NULL) != want)
+      fail_msg("convolution %d (%lldx%lld, %lld channels in, group %lld) ran on '%s' at %s",
+               i, (long long)w->dims[2].size, (long long)w->dims[3].size, (long long)icg,
+               (long long)group, impl ? impl : "-", kl_isa_level_name(kl_isa_level()));
+    convs++;
+    blocked += want;
+  }
+  assert_int_equal(convs, 6);
+  assert_int_equal(blocked, kl_isa_level() == KL_ISA_AVX2 ? 3 : 0);
+}
+
+static void test_blocked_convs(void **state) {
+  (void)state;
+  kl_graph *g = kl_graph_new();
+  kl_err e = {0};
+  int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, 40, 35});
+  int v[9];
+  for (int k = 0; k < 9; k++) v[k] = kl_graph_add_value(g, NULL, &e);
+  /* 1x1 (channels-last out), then 3x3 stride 2 with Bias and a Relu (720 output pixels:
+   * past the im2col product's reach), 64 channels a group, 16 a group, 1x1 again, and
+   * a dilated 3x3 (not the Winograd's) with a residual Sum held channels-last */
+  int n0 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){x, cst(g, 4, (int64_t[]){48, 8, 1, 1})}, 1, &v[0], &e);
+  int n1 = kl_graph_add_node(g, KL_OP_Conv, NULL, 3,
+                             (int[]){v[0], cst_within(g, 4, (int64_t[]){128, 48, 3, 3}, 0.3f),
+                                     cst(g, 1, (int64_t[]){128})},
+                             1, &v[1], &e);
+  int n2 = kl_graph_add_node(g, KL_OP_Relu, NULL, 1, &v[1], 1, &v[2], &e);
+  int n3 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){v[2], cst_within(g, 4, (int64_t[]){128, 64, 3, 3}, 0.1f)},
+                             1, &v[3], &e);
+  int n4 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){v[3], cst_within(g, 4, (int64_t[]){128, 16, 3, 3}, 0.2f)},
+                             1, &v[4], &e);
+  int n5 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){v[4], cst_within(g, 4, (int64_t[]){64, 128, 1, 1}, 0.1f)},
+                             1, &v[5], &e);
+  int n6 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                             (int[]){v[5], cst_within(g, 4, (int64_t[]){64, 64, 3, 3}, 0.1f)},
+                             1, &v[6], &e);
+  int n7 = kl_graph_add_node(g, KL_OP_Add, NULL, 2, (int[]){v[6], v[5]}, 1, &v[7], &e);
+  int n8 = kl_graph_add_node(g, KL_OP_Sigmoid, NULL, 1, &v[7], 1, &v[8], &e);
+  assert_true(n0 >= 0 && n1 >= 0 && n2 >= 0 && n3 >= 0 && n4 >= 0 && n5 >= 0 && n6 >= 0 &&
+              n7 >= 0 && n8 >= 0);
+  tu_node_ints(g, n1, "pads", 4, (int64_t[]){1, 0, 1, 1});
+  tu_node_ints(g, n1, "strides", 2, (int64_t[]){2, 2});
+  for (int n = n3; n <= n4; n++) tu_node_ints(g, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  assert_int_equal(kl_node_set_int(g, n3, "group", 2, NULL), KILN_OK);
+  assert_int_equal(kl_node_set_int(g, n4, "group", 8, NULL), KILN_OK);
+  tu_node_ints(g, n6, "pads", 4, (int64_t[]){2, 2, 2, 2});
+  tu_node_ints(g, n6, "dilations", 2, (int64_t[]){2, 2});
+  assert_int_equal(kl_graph_add_output(g, v[8], NULL), KILN_OK);
+  after_fast_run = blocked_impls;
+  check_at(g, "convolutions in oneDNN's blocked layout", true, 2);
+  after_fast_run = NULL;
+}
+
 /* kiln's Winograd F(2x2, 3x3) (dnnl_wino.c), which runs the 3x3 stride-1 convolutions
  * between channels-last tensors at the AVX2 level: odd channel counts (33 -> 40), an
  * odd output (29x23: partial tiles at the right and bottom), batch 2 (360 tiles: three
@@ -1462,6 +1535,7 @@ int main(void) {
       cmocka_unit_test(test_pool_after_plain),
       cmocka_unit_test(test_cl_elementwise),
       cmocka_unit_test(test_symbolic_batch_o3),
+      cmocka_unit_test(test_blocked_convs),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_plain),
       cmocka_unit_test(test_winograd_constant_weights_only),
