@@ -1029,6 +1029,84 @@ static void test_blocked_convs(void **state) {
   after_fast_run = NULL;
 }
 
+/* kiln's grouped convolution (dnnl_gconv.c) runs those of 8 or 16 output channels a
+ * group between channels-last tensors at the AVX2 level: rows whose ends reach into the
+ * padding (patches), rows narrower than a patch, stride 2, dilation 2, a 5x5 kernel
+ * with pads wider than a patch's reach on one side, 3 channels in a group, Bias, Relu
+ * and Silu, batch 2. Elsewhere (other levels, a plain input) oneDNN runs them. */
+static int gconv_expect;
+
+static void gconv_impls(const kiln_session *fast, const kiln_model *m) {
+  if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
+  int seen = 0;
+  for (int i = 0; i < m->g->n_nodes; i++) {
+    const kl_node *n = &m->g->nodes[i];
+    if (!strstr(kl_op_name(n->op), "Conv") || kl_attr_int(n, "group", 1) == 1) continue;
+    const char *impl = kl_session_kernel_impl(fast, i);
+    if (impl && strstr(impl, " gconv")) seen++;
+  }
+  assert_int_equal(seen, kl_isa_level() == KL_ISA_AVX2 ? gconv_expect : 0);
+}
+
+static void test_grouped_convs(void **state) {
+  (void)state;
+  static const struct {
+    int64_t c, k, g, hw[2], kern, stride, dil, pads[4];
+    const char *act;
+  } cases[] = {
+      {48, 48, 6, {23, 21}, 3, 1, 1, {1, 1, 1, 1}, "Relu"},     /* RegNet's, odd sizes */
+      {48, 48, 6, {29, 27}, 3, 2, 1, {1, 1, 1, 1}, NULL},       /* stride 2 */
+      {24, 48, 3, {9, 7}, 3, 1, 2, {2, 2, 2, 2}, "Silu"},       /* dilated, 16 out a group */
+      {12, 32, 4, {12, 19}, 5, 1, 1, {4, 0, 1, 3}, "Relu"},     /* 3 in a group, 5x5 */
+      {16, 16, 2, {6, 5}, 3, 1, 1, {1, 1, 1, 1}, NULL},         /* rows under a patch */
+  };
+  for (size_t i = 0; i < TU_LEN(cases); i++) {
+    kl_graph *g = kl_graph_new();
+    kl_err e = {0};
+    int64_t c = cases[i].c, k = cases[i].k, kern = cases[i].kern;
+    int x = tu_graph_input(g, "x", KL_F32, 4, (int64_t[]){2, 8, cases[i].hw[0], cases[i].hw[1]});
+    int v[4];
+    for (int q = 0; q < 4; q++) v[q] = kl_graph_add_value(g, NULL, &e);
+    /* a 1x1 convolution first, so that X is held channels-last; one after too */
+    int n0 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                               (int[]){x, cst_within(g, 4, (int64_t[]){c, 8, 1, 1}, 0.5f)}, 1,
+                               &v[0], &e);
+    int n1 = kl_graph_add_node(g, KL_OP_Conv, NULL, 3,
+                               (int[]){v[0],
+                                       cst_within(g, 4, (int64_t[]){k, c / cases[i].g, kern, kern},
+                                                  0.3f),
+                                       cst(g, 1, (int64_t[]){k})},
+                               1, &v[1], &e);
+    int n2 = cases[i].act ? kl_graph_add_node(g, strcmp(cases[i].act, "Relu") == 0
+                                                     ? KL_OP_Relu
+                                                     : KL_OP_Sigmoid,
+                                              NULL, 1, &v[1], 1, &v[2], &e)
+                          : -1;
+    int last = v[1];
+    if (n2 >= 0 && strcmp(cases[i].act, "Silu") == 0) { /* x * sigmoid(x): fused as Silu */
+      int n3 = kl_graph_add_node(g, KL_OP_Mul, NULL, 2, (int[]){v[1], v[2]}, 1, &v[3], &e);
+      assert_true(n3 >= 0);
+      last = v[3];
+    } else if (n2 >= 0) {
+      last = v[2];
+    }
+    int out = kl_graph_add_value(g, NULL, &e);
+    int n4 = kl_graph_add_node(g, KL_OP_Conv, NULL, 2,
+                               (int[]){last, cst_within(g, 4, (int64_t[]){8, k, 1, 1}, 0.3f)}, 1,
+                               &out, &e);
+    assert_true(n0 >= 0 && n1 >= 0 && n4 >= 0);
+    assert_int_equal(kl_node_set_int(g, n1, "group", cases[i].g, NULL), KILN_OK);
+    tu_node_ints(g, n1, "pads", 4, cases[i].pads);
+    tu_node_ints(g, n1, "strides", 2, (int64_t[]){cases[i].stride, cases[i].stride});
+    tu_node_ints(g, n1, "dilations", 2, (int64_t[]){cases[i].dil, cases[i].dil});
+    assert_int_equal(kl_graph_add_output(g, out, NULL), KILN_OK);
+    gconv_expect = 1;
+    after_fast_run = gconv_impls;
+    check_at(g, "a grouped convolution", true, 2);
+    after_fast_run = NULL;
+  }
+}
+
 /* kiln's Winograd F(2x2, 3x3) (dnnl_wino.c), which runs the 3x3 stride-1 convolutions
  * between channels-last tensors at the AVX2 level: odd channel counts (33 -> 40), an
  * odd output (29x23: partial tiles at the right and bottom), batch 2 (360 tiles: three
@@ -1536,6 +1614,7 @@ int main(void) {
       cmocka_unit_test(test_cl_elementwise),
       cmocka_unit_test(test_symbolic_batch_o3),
       cmocka_unit_test(test_blocked_convs),
+      cmocka_unit_test(test_grouped_convs),
       cmocka_unit_test(test_winograd),
       cmocka_unit_test(test_winograd_plain),
       cmocka_unit_test(test_winograd_constant_weights_only),

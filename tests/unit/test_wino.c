@@ -1,4 +1,4 @@
-/* The Winograd F(2x2, 3x3) tile transforms (isa/wino_*.c) at every ISA level this CPU
+/* The Winograd F(2x2, 3x3) tile transforms (isa/conv_*.c) at every ISA level this CPU
  * has against the generic level, on random data at awkward channel counts (exactly
  * equal: every level does the same operations in the same order, unfused); and the
  * transforms' arithmetic against a direct 3x3 convolution of one 4x4 window, through
@@ -42,7 +42,7 @@ static void test_tiles_match_generic(void **state) {
   (void)state;
   static const size_t counts[] = {1, 7, 8, 9, 17, 33, 64};
   kl_isa top = kl_isa_supported(kl_isa_features());
-  const kl_wino_fns *gen = kl_cpu_isa_fns(KL_ISA_GENERIC)->wino;
+  const kl_conv_fns *gen = kl_cpu_isa_fns(KL_ISA_GENERIC)->conv;
   for (size_t ci = 0; ci < TU_LEN(counts); ci++) {
     size_t c = counts[ci], stride = c + 5; /* planes not adjacent */
     float *pix[16], *zeros = calloc(c, sizeof(float));
@@ -58,7 +58,7 @@ static void test_tiles_match_generic(void **state) {
       yg[q] = calloc(c, sizeof(float));
     }
     for (int level = KL_ISA_GENERIC; level <= (int)top; level++) {
-      const kl_wino_fns *f = kl_cpu_isa_fns((kl_isa)level)->wino;
+      const kl_conv_fns *f = kl_cpu_isa_fns((kl_isa)level)->conv;
       memset(got, 0, sizeof(float) * 16 * stride);
       f->in_tile(d, c, got, stride);
       assert_same(got, want, 16 * stride, "in_tile", c, level);
@@ -82,7 +82,7 @@ static void test_tiles_match_generic(void **state) {
 static void test_tile_math(void **state) {
   (void)state;
   static const double g_mat[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-  const kl_wino_fns *gen = kl_cpu_isa_fns(KL_ISA_GENERIC)->wino;
+  const kl_conv_fns *gen = kl_cpu_isa_fns(KL_ISA_GENERIC)->conv;
   for (int trial = 0; trial < 20; trial++) {
     float win[16], w[9];
     for (int i = 0; i < 16; i++) win[i] = tu_rand_f32(&rng, -3, 3);

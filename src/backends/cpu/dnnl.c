@@ -18,6 +18,7 @@
  * MatMul operand of rank 1 as a matrix with a 1, all without copying.
  */
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/dnnl_gconv.h"
 #include "backends/cpu/dnnl_im2col.h"
 #include "backends/cpu/dnnl_wino.h"
 #include "backends/cpu/isa.h"
@@ -121,6 +122,7 @@ typedef struct dn_entry {
   bool sum_after;
   kl_wino *wino; /* kiln's Winograd runs it instead of a primitive (wino_shape_of) */
   kl_im2col *im2col; /* kiln's product over gathered rows runs it (im2col_shape_of) */
+  kl_gconv_plan *gconv; /* kiln's grouped convolution runs it (gconv_shape_of) */
   kl_act epi_act;
   bool epi_has_act;
   int n_after, after_input[DN_POSTS];
@@ -1482,6 +1484,7 @@ static void entry_free(dn_node *d, dn_entry *en) {
   reorder_free(&en->sum_in);
   kl_wino_free(en->wino);
   kl_im2col_free(en->im2col);
+  kl_gconv_free(en->gconv);
   free(en->sum_copy);
   if (en->packed >= 0 && --d->packed[en->packed].users == 0) {
     free(d->packed[en->packed].data);
@@ -1693,17 +1696,20 @@ static void pick_free(dnnl_primitive_attr_t attr, dnnl_primitive_desc_t pd) {
   if (attr) dnnl_primitive_attr_destroy(attr);
 }
 
-/* Whether c is a one-group 2-D convolution with constant weights whose Sum (if any) has
- * Y's shape and is held as Y is, with an activation kiln's primitives have: then *p
- * holds its geometry (conv_geometry, whose errors are the primitive's to report). What
- * kiln's own convolutions (the Winograd, the im2col product) take in common. */
-static bool own_conv_geometry(const dn_node *d, const kl_kernel_ctx *c, dn_problem *p) {
+/* Whether c is a 2-D convolution with constant weights, of one group (or of any when
+ * grouped), whose Sum (if any) has Y's shape and is held as Y is, with an activation
+ * kiln's primitives have: then *p holds its geometry (conv_geometry, whose errors are
+ * the primitive's to report). What kiln's own convolutions (the Winograd, the im2col
+ * product, the grouped one) take in common. */
+static bool own_conv_geometry(const dn_node *d, const kl_kernel_ctx *c, bool grouped,
+                              dn_problem *p) {
   if (d->kind != DN_CONV || !d->const_w || d->w_released) return false;
   const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0], *sum = input(c, KL_FUSED_SUM);
   bool has;
   kl_act act;
-  if (x->rank != 4 || w->rank != 4 || w->dims[1] != x->dims[1] ||
-      kl_attr_int(c->node, "group", 1) != 1 ||
+  int64_t group = kl_attr_int(c->node, "group", 1);
+  if (x->rank != 4 || w->rank != 4 || group < 1 || (group != 1 && !grouped) ||
+      w->dims[1] * group != x->dims[1] ||
       (sum && (!same_shape(sum, y) || (d->cl_in >> KL_FUSED_SUM & 1) != (unsigned)d->cl_dst)) ||
       !kl_isa_fused_act(c->node, &has, &act))
     return false;
@@ -1720,7 +1726,7 @@ static bool own_conv_geometry(const dn_node *d, const kl_kernel_ctx *c, dn_probl
  * when a release_weights session already freed them). */
 static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shape *s) {
   dn_problem p;
-  if (kl_isa_level() != KL_ISA_AVX2 || !own_conv_geometry(d, c, &p)) return false;
+  if (kl_isa_level() != KL_ISA_AVX2 || !own_conv_geometry(d, c, false, &p)) return false;
   const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
   if (w->dims[2] != 3 || w->dims[3] != 3 || p.strides[0] != 1 || p.strides[1] != 1 ||
       p.dilates[0] != 0 || p.dilates[1] != 0)
@@ -1737,7 +1743,7 @@ static bool wino_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_wino_shap
 static bool im2col_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_im2col_shape *s) {
   dn_problem p;
   if (!d->fns->gemv->tile || !d->fns->gemv->rows_fast || d->bf16_src || d->bf16_dst ||
-      !own_conv_geometry(d, c, &p))
+      !own_conv_geometry(d, c, false, &p))
     return false;
   const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
   *s = (kl_im2col_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
@@ -1745,6 +1751,23 @@ static bool im2col_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_im2col_
                          p.strides[1], p.dilates[0] + 1, p.dilates[1] + 1, p.pad_l[0],
                          p.pad_l[1], (d->cl_in & 1) != 0, d->cl_dst};
   return kl_im2col_fits(s);
+}
+
+/* A grouped one (own_conv_geometry) with no Sum, X and Y held channels-last, at the
+ * AVX2 level, that kl_gconv_fits takes (few channels a group): kiln's direct kernel
+ * runs it (dnnl_gconv.c), with its Bias and activation. */
+static bool gconv_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_gconv_shape *s) {
+  dn_problem p;
+  if (kl_isa_level() != KL_ISA_AVX2 || d->bf16_src || d->bf16_dst || !(d->cl_in & 1) ||
+      !d->cl_dst || input(c, KL_FUSED_SUM) || kl_attr_int(c->node, "group", 1) < 2 ||
+      !own_conv_geometry(d, c, true, &p))
+    return false;
+  const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
+  *s = (kl_gconv_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
+                        y->dims[2], y->dims[3], w->dims[2], w->dims[3], p.strides[0],
+                        p.strides[1], p.dilates[0] + 1, p.dilates[1] + 1, p.pad_l[0],
+                        p.pad_l[1], kl_attr_int(c->node, "group", 1)};
+  return kl_gconv_fits(s);
 }
 
 /* The primitive for the shapes of c, or en->fallback when oneDNN has none. */
@@ -1774,13 +1797,17 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
                    "again: create the session without release_weights");
   kl_wino_shape wino;
   kl_im2col_shape im;
-  bool is_wino = wino_shape_of(d, c, &wino);
-  if (is_wino || im2col_shape_of(d, c, &im)) {
+  kl_gconv_shape gc;
+  bool is_wino = wino_shape_of(d, c, &wino), is_gconv = !is_wino && gconv_shape_of(d, c, &gc);
+  if (is_wino || is_gconv || im2col_shape_of(d, c, &im)) {
     kiln_status st;
     if (is_wino) {
       snprintf(en->impl, sizeof en->impl, "kiln:%s wino_2x2%s%s", d->fns->name,
                wino.x_cl ? "" : " x:nchw", wino.y_cl ? "" : " y:nchw");
       st = kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
+    } else if (is_gconv) {
+      snprintf(en->impl, sizeof en->impl, "kiln:%s gconv", d->fns->name);
+      st = kl_gconv_create(&gc, c->in[1]->data, c->node, &en->gconv, c->e);
     } else {
       snprintf(en->impl, sizeof en->impl, "kiln:%s im2col gemm%s%s", d->fns->name,
                im.x_cl ? "" : " x:nchw", im.y_cl ? "" : " y:nchw");
@@ -2106,6 +2133,10 @@ static kiln_status run_entry(dn_node *d, kl_kernel_ctx *c) {
                                               "shapes");
     if (st != KILN_OK) return st;
   }
+  if (en->gconv) {
+    const kl_tensor *b = input(c, 2);
+    return kl_gconv_run(en->gconv, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL);
+  }
   if (en->im2col) {
     const kl_tensor *b = input(c, 2), *sum = input(c, KL_FUSED_SUM);
     return kl_im2col_run(en->im2col, c, c->in[0]->data, c->out[0]->data, b ? b->data : NULL,
@@ -2307,7 +2338,7 @@ size_t kl_dnnl_held_bytes(const void *state) {
     if (d->packed[i].data) n += dnnl_memory_desc_get_size(&d->packed[i].md);
     if (d->slots[i].used)
       n += d->slots[i].sum_bytes + kl_wino_held_bytes(d->slots[i].wino) +
-           kl_im2col_held_bytes(d->slots[i].im2col);
+           kl_im2col_held_bytes(d->slots[i].im2col) + kl_gconv_held_bytes(d->slots[i].gconv);
   }
   return n;
 }

@@ -227,7 +227,7 @@ static void in_task(void *arg, int64_t i) {
                          ? p->zeros
                          : j->x + ((n * p->h + iy) * p->w + ix) * p->c;
     }
-  p->fns->wino->in_tile(d, (size_t)p->c, j->v + i * p->c, p->vs);
+  p->fns->conv->in_tile(d, (size_t)p->c, j->v + i * p->c, p->vs);
 }
 
 static void out_task(void *arg, int64_t i) {
@@ -244,7 +244,7 @@ static void out_task(void *arg, int64_t i) {
       y[2 * r + s] = in ? j->y + at : NULL;
       sum[2 * r + s] = in && j->sum ? j->sum + at : NULL;
     }
-  p->fns->wino->out_tile(j->m + i * p->k, p->ms, (size_t)p->k, j->bias, y, j->sum ? sum : NULL);
+  p->fns->conv->out_tile(j->m + i * p->k, p->ms, (size_t)p->k, j->bias, y, j->sum ? sum : NULL);
   for (int q = 0; p->has_act && q < 4; q++)
     if (y[q]) p->fns->elt->unary(&p->act, y[q], y[q], (size_t)p->k);
 }

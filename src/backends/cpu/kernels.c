@@ -57,22 +57,22 @@ typedef enum kernel_kind {
 
 static const kl_isa_fns fns_generic = {"generic", &kl_eltwise_generic, NULL, &kl_rows_generic,
                                        NULL, &kl_pool_generic, &kl_copy_generic,
-                                       &kl_gemv_generic, &kl_wino_generic,
+                                       &kl_gemv_generic, &kl_conv_generic,
                                        &kl_optim_generic, &kl_grad_generic,
                                        &kl_quant_generic};
 #if KL_ISA_X86
 static const kl_isa_fns fns_avx2 = {"avx2", &kl_eltwise_avx2, NULL, &kl_rows_avx2, NULL,
-                                    &kl_pool_avx2, &kl_copy_avx2, &kl_gemv_avx2, &kl_wino_avx2,
+                                    &kl_pool_avx2, &kl_copy_avx2, &kl_gemv_avx2, &kl_conv_avx2,
                                     &kl_optim_avx2, &kl_grad_avx2, &kl_quant_avx2};
 /* The AVX-512 levels transpose with AVX2's tiles (isa_fns.h says why). */
 static const kl_isa_fns fns_avx512 = {"avx512", &kl_eltwise_avx512, NULL, &kl_rows_avx512,
                                       NULL, &kl_pool_avx512, &kl_copy_avx2, &kl_gemv_avx512,
-                                      &kl_wino_avx2, &kl_optim_avx512, &kl_grad_avx2,
+                                      &kl_conv_avx2, &kl_optim_avx512, &kl_grad_avx2,
                                       &kl_quant_avx512};
 static const kl_isa_fns fns_avx512_bf16 = {"avx512_bf16", &kl_eltwise_avx512,
                                            &kl_eltwise_avx512bf16, &kl_rows_avx512,
                                            &kl_rows_avx512bf16, &kl_pool_avx512,
-                                           &kl_copy_avx2, &kl_gemv_avx512, &kl_wino_avx2,
+                                           &kl_copy_avx2, &kl_gemv_avx512, &kl_conv_avx2,
                                            &kl_optim_avx512, &kl_grad_avx2,
                                            &kl_quant_avx512};
 #endif

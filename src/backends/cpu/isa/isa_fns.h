@@ -233,11 +233,26 @@ typedef struct kl_quant_fns {
 #ifndef KL_GEMV_BLOCK /* (-DKL_GEMV_BLOCK=... to compare) */
 #define KL_GEMV_BLOCK 256
 #endif
-/* Winograd F(2x2, 3x3) over channels-last tiles (dnnl_wino.c): a 4x4 window of input
+/* kiln's own convolutions over channels-last float pixels (the generic and AVX2 levels;
+ * the AVX-512 ones run AVX2's).
+ *
+ * Winograd F(2x2, 3x3) tiles (dnnl_wino.c): a 4x4 window of input
  * pixels becomes 16 transformed values per channel, V = B^T d B, and 16 products of
  * the transformed weights become a 2x2 output tile, Y = A^T M A, with
- *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   A^T = [1 1 1 0; 0 1 -1 -1]. */
-typedef struct kl_wino_fns {
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   A^T = [1 1 1 0; 0 1 -1 -1].
+ *
+ * A grouped convolution of few channels a group (dnnl_gconv.c, kl_gconv): groups of ci
+ * input and co output channels, co a multiple of 8, k taps; output pixel p, group g,
+ * output channel o < co:
+ *   y[p ystride + g co + o] = bias[g co + o]
+ *       + sum over t < k, then c < ci, of taps[t][p xstep + g ci + c] w[((g k + t) ci + c) co + o]
+ * (bias NULL: 0), one multiply-add at a time in that order. */
+typedef struct kl_gconv {
+  size_t groups, ci, co, k;
+  const float *w, *bias;
+} kl_gconv;
+
+typedef struct kl_conv_fns {
   /* d[4 r + s]: the c channels of the window's pixel (r, s) (zeros where it lies in
    * the padding); v[x * stride + i] gets value x of channel i, x < 16, i < c. */
   void (*in_tile)(const float *const *d, size_t c, float *v, size_t stride);
@@ -247,7 +262,11 @@ typedef struct kl_wino_fns {
    * memory). */
   void (*out_tile)(const float *m, size_t stride, size_t k, const float *bias,
                    float *const *y, const float *const *sum);
-} kl_wino_fns;
+  /* The grouped convolution (kl_gconv above) of n output pixels: pixel p's tap t
+   * reads taps[t] + p * xstep; y does not overlap the taps. */
+  void (*gconv)(const kl_gconv *d, const float *const *taps, size_t xstep, size_t n,
+                float *y, size_t ystride);
+} kl_conv_fns;
 
 /* Matrix products of many rows on the same panels (run_gemv.c, kl_run_gemv with m > 1):
  * the rows of A are packed in groups of KL_GEMM_ROWS, each group k steps of
@@ -446,7 +465,7 @@ extern const kl_amx_fns kl_amx_bf16;
 /* QLinearLookup's table lookup with AVX512-VBMI's byte permutes (quant_avx512vbmi.c): the
  * AVX-512 levels' lookup where the CPU has VBMI (kl_cpu_features.avx512_vbmi) */
 void kl_lookup_vbmi(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, size_t n);
-extern const kl_wino_fns kl_wino_generic, kl_wino_avx2;
+extern const kl_conv_fns kl_conv_generic, kl_conv_avx2;
 extern const kl_optim_fns kl_optim_generic, kl_optim_avx2, kl_optim_avx512;
 extern const kl_grad_fns kl_grad_generic, kl_grad_avx2;
 

@@ -27,7 +27,7 @@ typedef struct kl_isa_fns {
   const kl_pool_fns *pool;
   const kl_copy_fns *copy;
   const kl_gemv_fns *gemv;
-  const kl_wino_fns *wino;
+  const kl_conv_fns *conv;
   const kl_optim_fns *optim;
   const kl_grad_fns *grad;
   const kl_quant_fns *quant;

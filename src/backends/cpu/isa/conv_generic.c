@@ -44,4 +44,21 @@ static void out_tile(const float *m, size_t stride, size_t k, const float *bias,
   }
 }
 
-const kl_wino_fns kl_wino_generic = {in_tile, out_tile};
+/* The grouped convolution, plainly: each output's sum in the order isa_fns.h gives. */
+static void gconv(const kl_gconv *d, const float *const *taps, size_t xstep, size_t n,
+                  float *y, size_t ystride) {
+  size_t ci = d->ci, co = d->co, k = d->k;
+  for (size_t p = 0; p < n; p++)
+    for (size_t g = 0; g < d->groups; g++)
+      for (size_t o = 0; o < co; o++) {
+        float acc = d->bias ? d->bias[g * co + o] : 0.0f;
+        const float *w = d->w + g * k * ci * co + o;
+        for (size_t t = 0; t < k; t++) {
+          const float *x = taps[t] + p * xstep + g * ci;
+          for (size_t c = 0; c < ci; c++, w += co) acc += x[c] * *w;
+        }
+        y[p * ystride + g * co + o] = acc;
+      }
+}
+
+const kl_conv_fns kl_conv_generic = {in_tile, out_tile, gconv};
