@@ -60,6 +60,11 @@ static const pool_case cases[] = {
     {"global max in parts", KL_OP_GlobalMaxPool, 4, {1, 130, 23, 29}, {0}, {0}, {0}, {0}, 0, 0},
     {"avg one output row, channels in chunks", KL_OP_AveragePool, 4, {1, 150, 5, 6}, {5, 6},
      {1, 1}, {1, 1}, {0, 0, 0, 0}, 0, 0},
+    /* other strides: the pixels whose window lies inside the row as one run too */
+    {"max 3x3 stride 2 pad 1 (ShuffleNet's)", KL_OP_MaxPool, 4, {2, 24, 16, 17}, {3, 3},
+     {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 0},
+    {"avg 3x3 stride 2 ceil pad counted", KL_OP_AveragePool, 4, {1, 21, 12, 13}, {3, 3},
+     {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, 1},
     /* stride 1: the pixels whose window lies inside the row go as one run */
     {"max 2x2 stride 1 ceil (HGNetV2's stem)", KL_OP_MaxPool, 4, {1, 16, 13, 13}, {2, 2},
      {1, 1}, {1, 1}, {0, 0, 1, 1}, 1, 0},
