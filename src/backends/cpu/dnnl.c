@@ -1791,7 +1791,8 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
   }
   if (d->w_released && d->w_src < 0) /* Winograd's copy is the only one (below) */
     return kl_fail(c->e, KILN_ERR_UNSUPPORTED, "this convolution's weights are held only "
-                   "transformed for kiln's Winograd (or packed for its product), for the "
+                   "transformed for kiln's Winograd (or packed for its product or its grouped "
+                   "convolution), for the "
                    "input shapes of its first run "
                    "(release_weights freed the plain copy), and these shapes need them "
                    "again: create the session without release_weights");

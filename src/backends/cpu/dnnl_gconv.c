@@ -157,7 +157,7 @@ static void gc_task(void *arg, int64_t t) {
     int64_t pw = (np - 1) * s->sw + (s->kw - 1) * s->dw + 1;
     a = p->inner_lo > 0 ? np : 0;
     b = p->inner_hi < s->ow ? (s->ow - np > a ? s->ow - np : a) : s->ow;
-    if (p->inner_lo <= a && p->inner_hi >= b)
+    if (a >= b || (p->inner_lo <= a && p->inner_hi >= b)) /* the pixels between inside */
       patch = malloc(sizeof(float) * (size_t)(s->kh * pw * s->c));
     if (patch) {
       if (a > 0) from_patch(j, patch, n, oy, 0, a, yrow);
