@@ -1539,10 +1539,9 @@ static bool same_wants(const dn_problem *a, const dn_problem *b) {
  * kernels (128 -> 128 at 17x17 7x1 0.82 against 0.84), depthwise (jit_dw:avx2) or 1x1
  * (jit_1x1:avx2, as fast channels-last). */
 static bool blocked_conv(const dn_node *d, const kl_kernel_ctx *c) {
+  if (d->kind != DN_CONV || kl_isa_level() != KL_ISA_AVX2 || c->n_in < 2) return false;
   const kl_tensor *w = c->in[1];
-  if (d->kind != DN_CONV || kl_isa_level() != KL_ISA_AVX2 || w->rank != 4 ||
-      w->dims[2] < 3 || w->dims[3] < 3 || w->dims[1] < 40)
-    return false;
+  if (w->rank != 4 || w->dims[2] < 3 || w->dims[3] < 3 || w->dims[1] < 40) return false;
   int64_t group = kl_attr_int(c->node, "group", 1), icg = w->dims[1];
   int64_t ocg = group > 0 ? w->dims[0] / group : 0;
   return group == 1 || (group > 1 && icg >= 64 && ocg >= 64 && icg % 8 == 0 && ocg % 8 == 0);
