@@ -45,9 +45,7 @@ static float frand(float lo, float hi) { return tu_rand_f32(&rng, lo, hi); }
 static int cst_within(kl_graph *g, int rank, const int64_t *dims, float bound) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= dims[i];
-  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
-  assert_non_null(d);
-  for (int64_t i = 0; i < n; i++) d[i] = frand(-bound, bound);
+  float *d = tu_rand_vec(&rng, (size_t)n, -bound, bound);
   int v = kl_graph_add_const(g, NULL, KL_F32, rank, dims, d, sizeof(float) * (size_t)n, false,
                              NULL);
   assert_true(v >= 0);

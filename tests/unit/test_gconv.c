@@ -25,12 +25,7 @@
 
 static uint32_t rng = 1234;
 
-static float *rand_vec(size_t n) {
-  float *v = malloc(sizeof(float) * (n ? n : 1));
-  assert_non_null(v);
-  for (size_t i = 0; i < n; i++) v[i] = tu_rand_f32(&rng, -2, 2);
-  return v;
-}
+static float *rand_vec(size_t n) { return tu_rand_vec(&rng, n, -2, 2); }
 
 typedef struct gc_case {
   size_t groups, ci, co, k, n, xpad; /* xpad: floats between pixels past the C channels */

@@ -40,9 +40,7 @@ static int input(kl_graph *g, int rank, const int64_t *dims) {
 static int cst(kl_graph *g, int rank, const int64_t *dims, float lo, float hi) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= dims[i];
-  float *v = malloc(sizeof(float) * (size_t)(n ? n : 1));
-  assert_non_null(v);
-  for (int64_t i = 0; i < n; i++) v[i] = tu_rand_f32(&rng, lo, hi);
+  float *v = tu_rand_vec(&rng, (size_t)n, lo, hi);
   int id = tu_graph_const(g, NULL, KL_F32, rank, dims, v);
   free(v);
   return id;

@@ -22,9 +22,7 @@ static uint32_t rng = 4242;
 static int cst(kl_graph *g, int rank, const int64_t *dims, float lo, float hi) {
   int64_t n = 1;
   for (int i = 0; i < rank; i++) n *= dims[i];
-  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
-  assert_non_null(d);
-  for (int64_t i = 0; i < n; i++) d[i] = tu_rand_f32(&rng, lo, hi);
+  float *d = tu_rand_vec(&rng, (size_t)n, lo, hi);
   int v = tu_graph_const(g, NULL, KL_F32, rank, dims, d);
   free(d);
   return v;

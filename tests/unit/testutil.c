@@ -494,6 +494,13 @@ float tu_rand_f32(uint32_t *rng, float lo, float hi) {
   return lo + (hi - lo) * (float)(*rng % 1000000) / 1000000.0f;
 }
 
+float *tu_rand_vec(uint32_t *rng, size_t n, float lo, float hi) {
+  float *p = malloc(sizeof(float) * (n ? n : 1));
+  assert_non_null(p);
+  for (size_t i = 0; i < n; i++) p[i] = tu_rand_f32(rng, lo, hi);
+  return p;
+}
+
 float *tu_rand_nonzero(uint32_t *rng, size_t n, float span) {
   float *p = malloc(sizeof(float) * (n ? n : 1));
   assert_non_null(p);

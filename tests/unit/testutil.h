@@ -267,6 +267,8 @@ float *tu_run_f32(kiln_session *s, const kiln_model *m, float *const *bufs, int6
 
 /* Uniform in [lo, hi] from the xorshift32 generator state *rng. */
 float tu_rand_f32(uint32_t *rng, float lo, float hi);
+/* n floats uniform in [lo, hi] from *rng, in a new buffer of at least one. */
+float *tu_rand_vec(uint32_t *rng, size_t n, float lo, float hi);
 /* n floats (a new buffer of at least one) never zero: |v| in [0.1, 1] times span, either
  * sign, from *rng. */
 float *tu_rand_nonzero(uint32_t *rng, size_t n, float span);

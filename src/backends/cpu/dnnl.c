@@ -1807,7 +1807,8 @@ static kiln_status entry_build(dn_node *d, dn_entry *en, const kl_kernel_ctx *c)
       st = kl_wino_create(d->eng, &wino, c->in[1]->data, c->node, &en->wino, c->e);
     } else if (is_gconv) {
       snprintf(en->impl, sizeof en->impl, "kiln:%s gconv", d->fns->name);
-      st = kl_gconv_create(&gc, c->in[1]->data, c->node, &en->gconv, c->e);
+      st = kl_gconv_create(d->eng, kl_isa_threads(c), &gc, c->in[1]->data, c->node,
+                           &en->gconv, c->e);
     } else {
       snprintf(en->impl, sizeof en->impl, "kiln:%s im2col gemm%s%s", d->fns->name,
                im.x_cl ? "" : " x:nchw", im.y_cl ? "" : " y:nchw");

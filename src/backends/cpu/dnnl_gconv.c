@@ -6,8 +6,8 @@
  * output channels by 8 and a group has only one such block. kiln's keeps a group's 8
  * outputs of 8 pixels in registers and streams the group's weights once for them.
  *
- * Each task is one output row of one image (gc_task); the activation follows on the
- * row while it is in the cache. */
+ * Each task is a run of output rows, as many tasks as threads (gc_task); the activation
+ * follows on each row while it is in the cache. */
 #include "backends/cpu/dnnl_gconv.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
@@ -18,9 +18,13 @@
 #define GC_MAX_TAPS 64 /* a 7x7 kernel and more than a 5x5 one: the taps of a pixel */
 #define GC_MAX_CO 16   /* the output channels a group this kernel beats oneDNN at */
 #define GC_MAX_CI 32
+#define GC_EDGE 8 /* pixels a patch at a row's ends covers: one full block of the kernel */
 
 struct kl_gconv_plan {
   const kl_isa_fns *fns;
+  kl_dnnl_engine *eng;
+  size_t patch_off, patch_bytes; /* a task's patch in eng's workspace (0: none needed) */
+  int slots;                     /* tasks with a patch each */
   kl_gconv_shape s;
   kl_gconv d;
   int64_t inner_lo, inner_hi; /* output columns whose window lies within X's */
@@ -39,8 +43,8 @@ bool kl_gconv_fits(const kl_gconv_shape *s) {
   return co % 8 == 0 && co <= GC_MAX_CO && ci <= GC_MAX_CI && s->kh * s->kw <= GC_MAX_TAPS;
 }
 
-kiln_status kl_gconv_create(const kl_gconv_shape *s, const float *w, const kl_node *n,
-                            kl_gconv_plan **out, kl_err *e) {
+kiln_status kl_gconv_create(kl_dnnl_engine *eng, int threads, const kl_gconv_shape *s,
+                            const float *w, const kl_node *n, kl_gconv_plan **out, kl_err *e) {
   *out = NULL;
   kl_gconv_plan *p = calloc(1, sizeof *p);
   if (!p) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a convolution's plan");
@@ -52,6 +56,8 @@ kiln_status kl_gconv_create(const kl_gconv_shape *s, const float *w, const kl_no
   p->has_act = has;
   p->fns = kl_cpu_isa_fns(kl_isa_level());
   p->s = *s;
+  p->eng = eng;
+  p->slots = threads < 1 ? 1 : threads;
   size_t g = (size_t)s->groups, ci = (size_t)(s->c / s->groups), co = (size_t)(s->k / s->groups);
   size_t k = (size_t)(s->kh * s->kw);
   p->d = (kl_gconv){g, ci, co, k, NULL, NULL};
@@ -70,11 +76,19 @@ kiln_status kl_gconv_create(const kl_gconv_shape *s, const float *w, const kl_no
         for (size_t t = 0; t < k; t++)
           p->w[((gi * k + t) * ci + c) * co + o] = w[((gi * co + o) * ci + c) * k + t];
   p->d.w = p->w;
-  int64_t last = s->w - 1 + s->pl - (s->kw - 1) * s->dw; /* the last window's start */
-  p->inner_lo = (s->pl + s->sw - 1) / s->sw;
-  p->inner_hi = last >= 0 ? last / s->sw + 1 : 0;
-  p->inner_hi = p->inner_hi < s->ow ? p->inner_hi : s->ow;
-  p->inner_hi = p->inner_hi > p->inner_lo ? p->inner_hi : p->inner_lo;
+  kl_isa_inner_cols(s->w, s->kw, s->dw, s->sw, s->pl, s->ow, &p->inner_lo, &p->inner_hi);
+  if (p->inner_lo > 0 || p->inner_hi < s->ow) { /* patches at the rows' ends (gc_task) */
+    int64_t np = s->ow < GC_EDGE ? s->ow : GC_EDGE;
+    int64_t pw = (np - 1) * s->sw + (s->kw - 1) * s->dw + 1;
+    p->patch_bytes = sizeof(float) * (size_t)(s->kh * pw * s->c);
+    size_t used = 0;
+    p->patch_off = kl_dnnl_ws_take(&used, p->patch_bytes * (size_t)p->slots);
+    if (kl_dnnl_ws_reserve(eng, used) != dnnl_success) {
+      kl_gconv_free(p);
+      return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory for a grouped convolution's "
+                     "workspace (%zu bytes)", used);
+    }
+  }
   *out = p;
   return KILN_OK;
 }
@@ -93,6 +107,7 @@ typedef struct gc_job {
   kl_gconv d; /* the plan's, with this run's bias */
   const float *x;
   float *y;
+  int64_t per; /* rows a task */
 } gc_job;
 
 /* The taps of output pixel (oy, ox) of image n: X's pixels, or zeros. */
@@ -108,8 +123,6 @@ static void window(const kl_gconv_plan *p, const float *x, int64_t n, int64_t oy
     }
   }
 }
-
-#define GC_EDGE 8 /* pixels a patch at a row's ends covers: one full block of the kernel */
 
 /* Output pixels x0 .. x0 + np - 1 of row oy of image n from a patch: the columns their
  * windows read, copied from X (zeros in the padding), kh rows of them, so that the
@@ -138,31 +151,23 @@ static void from_patch(const gc_job *j, float *patch, int64_t n, int64_t oy, int
   p->fns->conv->gconv(&j->d, taps, (size_t)(s->sw * s->c), (size_t)np, y, (size_t)s->k);
 }
 
-/* Task t: output row t % OH of image t / OH: the pixels at its ends from patches (when
- * their windows reach into the padding), the ones between straight from X in one run
- * (the taps of rows in the padding reading zeros). Without memory for a patch, or
- * where the padding reaches past a patch, the pixels whose windows reach into the
- * padding go one at a time. */
-static void gc_task(void *arg, int64_t t) {
-  const gc_job *j = arg;
+/* Output row oy of image n: the pixels at its ends from patches (when their windows
+ * reach into the padding), the ones between straight from X in one run (the taps of rows
+ * in the padding reading zeros). Where the padding reaches past a patch, the pixels
+ * whose windows reach into it go one at a time. */
+static void gc_row(const gc_job *j, float *patch, int64_t n, int64_t oy) {
   const kl_gconv_plan *p = j->p;
   const kl_gconv_shape *s = &p->s;
-  int64_t n = t / s->oh, oy = t % s->oh;
   const float *taps[GC_MAX_TAPS];
   float *yrow = j->y + (n * s->oh + oy) * s->ow * s->k;
   int64_t a = 0, b = s->ow; /* the pixels between the patches */
-  float *patch = NULL;
-  if (p->inner_lo > 0 || p->inner_hi < s->ow) {
+  if (patch) {
     int64_t np = s->ow < GC_EDGE ? s->ow : GC_EDGE;
-    int64_t pw = (np - 1) * s->sw + (s->kw - 1) * s->dw + 1;
     a = p->inner_lo > 0 ? np : 0;
     b = p->inner_hi < s->ow ? (s->ow - np > a ? s->ow - np : a) : s->ow;
-    if (a >= b || (p->inner_lo <= a && p->inner_hi >= b)) /* the pixels between inside */
-      patch = malloc(sizeof(float) * (size_t)(s->kh * pw * s->c));
-    if (patch) {
+    if (a >= b || (p->inner_lo <= a && p->inner_hi >= b)) { /* the pixels between inside */
       if (a > 0) from_patch(j, patch, n, oy, 0, a, yrow);
       if (b < s->ow) from_patch(j, patch, n, oy, b, s->ow - b, yrow + b * s->k);
-      free(patch);
     } else {
       a = 0, b = s->ow;
     }
@@ -178,13 +183,30 @@ static void gc_task(void *arg, int64_t t) {
   if (p->has_act) p->fns->elt->unary(&p->act, yrow, yrow, (size_t)(s->ow * s->k));
 }
 
+/* Task t: rows t per .. (t + 1) per - 1 of the N OH output rows, with patch t. */
+static void gc_task(void *arg, int64_t t) {
+  const gc_job *j = arg;
+  const kl_gconv_plan *p = j->p;
+  int64_t rows = p->s.n * p->s.oh, end = (t + 1) * j->per < rows ? (t + 1) * j->per : rows;
+  float *patch = p->patch_bytes
+                     ? (float *)((char *)p->eng->ws + p->patch_off + (size_t)t * p->patch_bytes)
+                     : NULL;
+  for (int64_t r = t * j->per; r < end; r++) gc_row(j, patch, r / p->s.oh, r % p->s.oh);
+}
+
 kiln_status kl_gconv_run(const kl_gconv_plan *p, const kl_kernel_ctx *c, const float *x,
                          float *y, const float *bias) {
   const kl_gconv_shape *s = &p->s;
-  gc_job j = {p, p->d, x, y};
+  gc_job j = {p, p->d, x, y, 0};
   j.d.bias = bias;
-  int64_t rows = s->n * s->oh;
-  kl_isa_parallel(c, rows, rows * s->ow * s->k * (s->c / s->groups) * s->kh * s->kw, gc_task,
+  int64_t rows = s->n * s->oh, tasks = kl_isa_threads(c);
+  tasks = tasks < p->slots ? tasks : p->slots; /* a patch each */
+  tasks = tasks < rows ? tasks : rows;
+  tasks = tasks < 1 ? 1 : tasks;
+  j.per = (rows + tasks - 1) / tasks;
+  tasks = (rows + j.per - 1) / j.per;
+  kl_dnnl_ws_enter(p->eng);
+  kl_isa_parallel(c, tasks, rows * s->ow * s->k * (s->c / s->groups) * s->kh * s->kw, gc_task,
                   &j);
   return KILN_OK;
 }

@@ -18,9 +18,11 @@ typedef struct kl_gconv_plan kl_gconv_plan;
 /* Whether kiln's kernel should run s (docs/benchmarks.md, "Grouped convolutions"). */
 bool kl_gconv_fits(const kl_gconv_shape *s);
 /* The plan for s and the constant weights w ([k, c / groups, kh, kw]), which it packs
- * (w may be freed after); n's fused activation is applied to Y. */
-kiln_status kl_gconv_create(const kl_gconv_shape *s, const float *w, const kl_node *n,
-                            kl_gconv_plan **out, kl_err *e);
+ * (w may be freed after); n's fused activation is applied to Y. Its runs on up to
+ * `threads` threads (kl_isa_threads) copy the pixels at a row's ends into eng's
+ * workspace, which it reserves. */
+kiln_status kl_gconv_create(kl_dnnl_engine *eng, int threads, const kl_gconv_shape *s,
+                            const float *w, const kl_node *n, kl_gconv_plan **out, kl_err *e);
 /* Y = act(conv(X) + bias) on c's threads; bias ([k]) may be NULL. */
 kiln_status kl_gconv_run(const kl_gconv_plan *p, const kl_kernel_ctx *c, const float *x,
                          float *y, const float *bias);

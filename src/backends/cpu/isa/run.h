@@ -340,4 +340,18 @@ static inline int kl_isa_axis(const kl_node *n, const char *name, int64_t dflt, 
   return (int)(a < 0 ? a + rank : a);
 }
 
+/* The output columns [*lo, *hi) of a row whose windows lie within the input's w
+ * columns (no tap in the padding): a kernel of kw columns dilated by dw (ONNX's: 1 is
+ * none), stride sw, pl columns of padding before, ow outputs. *lo == *hi when none do;
+ * both at most ow. */
+static inline void kl_isa_inner_cols(int64_t w, int64_t kw, int64_t dw, int64_t sw,
+                                     int64_t pl, int64_t ow, int64_t *lo, int64_t *hi) {
+  int64_t last = w - 1 + pl - (kw - 1) * dw; /* the last window's start */
+  int64_t l = (pl + sw - 1) / sw, h = last >= 0 ? last / sw + 1 : 0;
+  l = l < ow ? l : ow;
+  h = h < ow ? h : ow;
+  *lo = l;
+  *hi = h > l ? h : l;
+}
+
 #endif

@@ -66,6 +66,23 @@ static void pool_row(const pool_job *j, const float *x, float *yr, int64_t oy, i
 
 #define S1_TAPS 64 /* pointers handed to the taps primitive at once */
 
+/* The maximum or sum of v[i0 + kx step] for kx < kw, over the positions in [lo, hi);
+ * *inside counts those. One output at a row's end, where the primitive's run stops. */
+static float row_taps(const pool_job *j, const float *v, int64_t i0, int64_t step, int64_t lo,
+                      int64_t hi, int64_t *inside) {
+  float acc = j->is_max ? -INFINITY : 0.0f;
+  int64_t in = 0;
+  for (int64_t kx = 0; kx < j->kw; kx++) {
+    int64_t i = i0 + kx * step;
+    if (i < lo || i >= hi) continue;
+    if (j->is_max) acc = v[i] > acc ? v[i] : acc; /* a NaN never wins */
+    else acc += v[i];
+    in++;
+  }
+  *inside = in;
+  return acc;
+}
+
 /* Stride 1 along the row (sw 1, at most S1_TAPS taps each way): one call of the level's
  * taps primitive combines the input rows under the window into v, and one more the
  * taps of v into every output whose window lies inside the row, the average's divisor
@@ -97,12 +114,8 @@ static void pool_row_s1(const pool_job *j, const float *x, float *yr, int64_t oy
                      j->is_max ? 1.0f : 1.0f / (rows * (float)j->kw), yr + a, (size_t)(b - a));
   for (int side = 0; side < 2; side++) /* the outputs before a, then from b */
     for (int64_t i = side ? b : 0; i < (side ? m : a); i++) {
-      float r = identity;
-      for (int64_t kx = 0; kx < j->kw; kx++) {
-        float t = v[i + kx * j->dw];
-        if (j->is_max) r = t > r ? t : r; /* a NaN never wins */
-        else r += t;
-      }
+      int64_t all; /* v holds the identity over the padding */
+      float r = row_taps(j, v, i, j->dw, 0, width, &all);
       yr[i] = j->is_max ? r : r / (rows * cx[i]);
     }
 }
@@ -120,15 +133,8 @@ static void pool_row_s1(const pool_job *j, const float *x, float *yr, int64_t oy
 
 /* pool_band's output ox of a row whose window crosses the row's end, from v's row vr. */
 static void band_end(const pool_job *j, const float *vr, float *yr, int64_t ox) {
-  float acc = j->is_max ? -INFINITY : 0.0f;
-  int64_t inside = 0;
-  for (int64_t kx = 0; kx < j->kw; kx++) {
-    int64_t ix = ox - j->pw + kx;
-    if (ix < 0 || ix >= j->iw) continue;
-    if (j->is_max) acc = vr[ix] > acc ? vr[ix] : acc; /* a NaN never wins */
-    else acc += vr[ix];
-    inside++;
-  }
+  int64_t inside;
+  float acc = row_taps(j, vr, ox - j->pw, 1, 0, j->iw, &inside);
   int64_t cols = j->include_pad ? taps(ox - j->pw, j->kw, 1, j->iw, j->pw, j->pe_w, true) : inside;
   yr[ox] = j->is_max ? acc : acc / (float)(j->kh * cols);
 }
@@ -531,10 +537,8 @@ static void nhwc_task(void *arg, int64_t t) {
   int64_t ch = t % j->chunks * j->cb, cn = j->c - ch < j->cb ? j->c - ch : j->cb;
   t /= j->chunks;
   int64_t last = (t + 1) * j->per < j->rows ? (t + 1) * j->per : j->rows;
-  int64_t lo = (j->pw + j->sw - 1) / j->sw; /* the run: ox in [lo, hi) */
-  int64_t reach = j->iw - 1 + j->pw - (j->kw - 1) * j->dw;
-  int64_t hi = reach >= 0 ? reach / j->sw + 1 : 0;
-  if (hi > j->ow) hi = j->ow;
+  int64_t lo, hi; /* the run: ox in [lo, hi) */
+  kl_isa_inner_cols(j->iw, j->kw, j->dw, j->sw, j->pw, j->ow, &lo, &hi);
   bool one_call = j->sw == 1 && j->chunks == 1;
   if (hi - lo < 2 || (!one_call && j->kh * j->kw > NHWC_TAPS)) lo = hi = 0;
   for (int64_t r = t * j->per; r < last; r++) {

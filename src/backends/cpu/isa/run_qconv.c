@@ -88,11 +88,7 @@ kiln_status kl_qdw_plan_create(const kl_kernel_ctx *c, const kl_qdw_geom *geo,
   p->geo = *geo;
   p->n = x->dims[0], p->h = x->dims[2], p->w = x->dims[3];
   p->oh = y->dims[2], p->ow = y->dims[3];
-  int64_t last = p->w - 1 + geo->pl - (geo->kw - 1) * geo->dw; /* the last window's start */
-  p->inner_lo = (geo->pl + geo->sw - 1) / geo->sw;
-  p->inner_hi = last >= 0 ? last / geo->sw + 1 : 0;
-  p->inner_hi = p->inner_hi < p->ow ? p->inner_hi : p->ow;
-  p->inner_hi = p->inner_hi > p->inner_lo ? p->inner_hi : p->inner_lo;
+  kl_isa_inner_cols(p->w, geo->kw, geo->dw, geo->sw, geo->pl, p->ow, &p->inner_lo, &p->inner_hi);
   size_t pad_bytes = ((size_t)(p->ow > 0 ? p->ow - 1 : 0) * (size_t)geo->sw + 1) * ch;
   p->pad = malloc(pad_bytes);
   p->w16 = calloc(pairs * c16 * 2, sizeof *p->w16);
