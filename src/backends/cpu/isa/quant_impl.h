@@ -61,20 +61,32 @@ AXPY4_T(int8_t)
 
 /* QLinearAdd and QLinearMul: each operand dequantized and the two added or multiplied
  * in float32, the result quantized as above (ref/qadd.c computes the same operations).
- * bstep 1: b has a's shape; 0: b is one code, broadcast over the n elements. */
+ * bstep 1: b has a's shape; 0: b is one code, broadcast over the n elements. The clamp
+ * is written as a max and a min (q is no NaN by then), which the vectorizer turns into
+ * vmaxps and vminps: the nested conditional became compares and blends, and with the
+ * bstep choice inside the loop, half the loop's time (ResNet-50's residual Adds on a
+ * Zen 3: 0.56 ns an element). */
 #define QBIN_T(T, LO, HI, NAME, OP)                                                       \
+  static inline T NAME##_one_##T(float fa, float fb, float sc, float lo, float hi,        \
+                                 int32_t zc) {                                            \
+    float q = (fa OP fb) / sc;                                                            \
+    q = q == q ? q : 0.0f;                                                                \
+    q = q > lo ? q : lo;                                                                  \
+    q = q < hi ? q : hi;                                                                  \
+    return (T)((int32_t)rintf(q) + zc);                                                   \
+  }                                                                                       \
   static void NAME##_##T(const T *a, float sa, int32_t za, const T *b, float sb, int32_t zb, \
                          float sc, int32_t zc, T *y, size_t n, size_t bstep) {            \
     float lo = (float)(LO - zc), hi = (float)(HI - zc);                                  \
-    float b0 = (float)((int32_t)b[0] - zb) * sb;                                         \
-    for (size_t i = 0; i < n; i++) {                                                     \
-      float fa = (float)((int32_t)a[i] - za) * sa;                                       \
-      float fb = bstep ? (float)((int32_t)b[i] - zb) * sb : b0;                          \
-      float q = (fa OP fb) / sc;                                                         \
-      q = q == q ? q : 0.0f;                                                             \
-      q = q < lo ? lo : q > hi ? hi : q;                                                 \
-      y[i] = (T)((int32_t)rintf(q) + zc);                                                \
-    }                                                                                    \
+    if (!bstep) {                                                                         \
+      float b0 = (float)((int32_t)b[0] - zb) * sb;                                       \
+      for (size_t i = 0; i < n; i++)                                                      \
+        y[i] = NAME##_one_##T((float)((int32_t)a[i] - za) * sa, b0, sc, lo, hi, zc);      \
+      return;                                                                             \
+    }                                                                                     \
+    for (size_t i = 0; i < n; i++)                                                        \
+      y[i] = NAME##_one_##T((float)((int32_t)a[i] - za) * sa,                             \
+                            (float)((int32_t)b[i] - zb) * sb, sc, lo, hi, zc);            \
   }
 
 QBIN_T(uint8_t, 0, 255, qadd, +)
@@ -222,11 +234,15 @@ static bool range(const float *x, size_t n, float *lo, float *hi) {
 #ifndef KL_QUANT_RANGE
 #define KL_QUANT_RANGE range
 #endif
+#ifndef KL_QUANT_QBIN /* a level's own QLinearAdd and QLinearMul: KL_QUANT_QBIN(qadd_uint8_t) */
+#define KL_QUANT_QBIN(name) name
+#endif
 
 #define KL_QUANT_FNS                                                                     \
   {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
-   axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, qadd_uint8_t, qadd_int8_t, qmul_uint8_t,       \
-   qmul_int8_t, KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV, \
+   axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, KL_QUANT_QBIN(qadd_uint8_t),                   \
+   KL_QUANT_QBIN(qadd_int8_t), KL_QUANT_QBIN(qmul_uint8_t), KL_QUANT_QBIN(qmul_int8_t),     \
+   KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV, \
    max_codes, KL_QUANT_RANGE}
 
 #endif
