@@ -48,7 +48,10 @@ kl_cpu_kernel kl_cpu_isa_kernel(const kl_node *n, const kl_type *const *in, int 
  * when const_weights (both are constants of the graph), else at every run. */
 kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, int n_in,
                                     bool const_weights, kl_isa isa);
-/* The bytes the state of a kernel from the two above holds (0 for those without one). */
+/* MatMulInteger of uint8 A and constant int8 B of 7-bit values on kiln's own int8
+ * product at level isa (isa/run_qgemm.c), B packed once per session. */
+kl_cpu_kernel kl_cpu_isa_qgemm_kernel(kl_isa isa);
+/* The bytes the state of a kernel from the three above holds (0 for those without one). */
 size_t kl_cpu_isa_held_bytes(const kl_cpu_kernel *k, const void *state);
 
 /* A range of a device's memory: what a device tensor's data points at. */

@@ -3,7 +3,11 @@
  * this CPU has against a plain loop, exact, at awkward sizes (k 1, 3, 4, 5, 33, 1283;
  * n 1, 7, 8, 9, 16, 17, 65, 1000: tails of the 8-column panels and of the pairs of
  * panels), codes up to 255 against 7-bit weights up to +-64 (where AVX2's vpmaddubsw's
- * 16-bit pair sums come closest to saturating). */
+ * 16-bit pair sums come closest to saturating). The same for qgemm, its form for up to
+ * 4 rows and 16 columns (MatMulInteger, isa/run_qgemm.c; test_quantize's
+ * test_dynamic_kernels runs it in sessions): 1 to 4 rows packed tight (a read past a row's
+ * k reads the next row, past the last one the buffer's end: ASan), 1 to 16 columns, the
+ * compensation taken off, nothing written past the columns. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,9 +61,50 @@ static void test_qgemv(void **state) {
     }
 }
 
+static void test_qgemm(void **state) {
+  (void)state;
+  static const size_t ks[] = {1, 3, 4, 5, 33, 1283};
+  static const size_t cs[] = {1, 7, 8, 9, 15, 16};
+  for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+    for (size_t rows = 1; rows <= KL_QGEMM_ROWS; rows++)
+      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        size_t k = ks[ki], cols = cs[ci], groups = (k + 3) / 4, ldy = cols + 3;
+        uint8_t *a = malloc(rows * k);
+        int8_t *b = malloc(k * cols), *wp = calloc(2 * groups * 32, 1);
+        int32_t *comp = malloc(cols * sizeof *comp), *want = malloc(rows * ldy * sizeof *want),
+                *got = malloc(rows * ldy * sizeof *got);
+        assert_true(a && b && wp && comp && want && got);
+        for (size_t i = 0; i < rows * k; i++)
+          a[i] = i % 3 ? (uint8_t)tu_rand_f32(&rng, 0, 256) : 255;
+        for (size_t i = 0; i < k * cols; i++)
+          b[i] = i % 5 == 1 ? 64 : i % 5 == 2 ? -64 : (int8_t)tu_rand_f32(&rng, -64, 64);
+        for (size_t j = 0; j < cols; j++) comp[j] = (int32_t)tu_rand_f32(&rng, -1e6f, 1e6f);
+        for (size_t i = 0; i < k; i++)
+          for (size_t j = 0; j < cols; j++)
+            wp[((j / KL_QGEMV_PANEL) * groups + i / 4) * 32 + (j % KL_QGEMV_PANEL) * 4 + i % 4] =
+                b[i * cols + j];
+        for (size_t r = 0; r < rows; r++)
+          for (size_t j = 0; j < ldy; j++) {
+            int32_t s = 0;
+            for (size_t i = 0; i < k && j < cols; i++) s += (int32_t)a[r * k + i] * b[i * cols + j];
+            want[r * ldy + j] = j < cols ? s - comp[j] : 0x5a5a5a5a;
+          }
+        for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
+          memset(got, 0x5a, rows * ldy * sizeof *got);
+          kl_cpu_isa_fns((kl_isa)level)->quant->qgemm(a, k, rows, k, wp, cols, comp, got, ldy);
+          for (size_t i = 0; i < rows * ldy; i++)
+            if (got[i] != want[i])
+              fail_msg("level %d, k %zu, %zu rows, %zu columns: y[%zu][%zu] is %d, expected %d",
+                       level, k, rows, cols, i / ldy, i % ldy, got[i], want[i]);
+        }
+        free(a), free(b), free(wp), free(comp), free(want), free(got);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_qgemv),
+      cmocka_unit_test(test_qgemm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1178,17 +1178,18 @@ static void test_matmul_integer(void **state) {
 }
 
 /* The dynamic form's kernels against the reference, bit for bit: x -> DynamicQuantizeLinear
- * -> MatMulInteger (constant 7-bit weights, K = 3100: sums past 2^24) -> Cast -> Mul by
- * the scale; every output compared as its bytes (the int32 sums too), at 1 and 2
- * threads. Where oneDNN runs (every level but generic) MatMulInteger must be its integer
- * gemm, and DynamicQuantizeLinear and Cast kiln's kernels, not the reference. */
-static void test_dynamic_kernels(void **state) {
-  (void)state;
+ * -> MatMulInteger (constant 7-bit weights, K = 3100: sums past 2^24; K = 1023: a last
+ * group of 3 codes) -> Cast -> Mul by the scale; every output compared as its bytes (the
+ * int32 sums too), at 1 and 2 threads, over 111 rows (not a multiple of the product's 4)
+ * and 77 columns (of its 16). Where oneDNN runs (every level but generic) MatMulInteger
+ * must be oneDNN's int8 matmul with VNNI or AMX, else kiln's product (B packed once), and
+ * DynamicQuantizeLinear and Cast kiln's kernels, not the reference. */
+static void dynamic_case(int64_t k) {
   kl_graph *g = tu_graph_new();
-  int64_t xd[3] = {3, 37, 3100}, wd[2] = {3100, 77};
-  int8_t *w = malloc(3100 * 77);
+  int64_t xd[3] = {3, 37, k}, wd[2] = {k, 77};
+  int8_t *w = malloc((size_t)(k * 77));
   assert_non_null(w);
-  for (int i = 0; i < 3100 * 77; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&rng, -64, 64));
+  for (int i = 0; i < k * 77; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&rng, -64, 64));
   int x = tu_graph_input(g, "x", KL_F32, 3, xd);
   int q[3] = {tu_graph_value(g, "xq"), tu_graph_value(g, "xs"), tu_graph_value(g, "xz")};
   tu_graph_node(g, KL_OP_DynamicQuantizeLinear, "dql", 1, &x, 3, q);
@@ -1201,7 +1202,7 @@ static void test_dynamic_kernels(void **state) {
   tu_graph_output_node(g, KL_OP_Mul, 2, (int[]){cast, q[1]}, 1);
   for (int k = 0; k < 3; k++) assert_int_equal(kl_graph_add_output(g, k == 0 ? acc : q[k], NULL), KILN_OK);
   kiln_model *m = tu_model_of(g, 0);
-  int64_t n = 3 * 37 * 3100;
+  int64_t n = 3 * 37 * k;
   float *xv = malloc(sizeof(float) * (size_t)n);
   assert_non_null(xv);
   for (int64_t i = 0; i < n; i++) xv[i] = tu_rand_f32(&rng, -2.5f, 7.0f);
@@ -1224,8 +1225,10 @@ static void test_dynamic_kernels(void **state) {
       const char *k = kl_session_kernel_name(sf, i);
       kl_op op = m->g->nodes[i].op;
 #if KL_HAVE_DNNL
-      /* oneDNN's int8 matmul (B packed once) with VNNI or AMX, its integer gemm below */
-      const char *want = kl_dnnl_mmint_primitive() ? "dnnl_matmul_u8s8s32" : "dnnl_gemm_u8s8s32";
+      /* oneDNN's int8 matmul (B packed once) with VNNI or AMX, kiln's product below */
+      const char *want = kl_dnnl_mmint_primitive()           ? "dnnl_matmul_u8s8s32"
+                         : kl_isa_level() == KL_ISA_AVX2 ? "kiln_qgemm:avx2"
+                                                            : "kiln_qgemm:avx512";
       if (kl_isa_level() != KL_ISA_GENERIC && op == KL_OP_MatMulInteger && strcmp(k, want) != 0)
         fail_msg("MatMulInteger ran on '%s', not '%s'", k, want);
 #endif
@@ -1236,6 +1239,12 @@ static void test_dynamic_kernels(void **state) {
   }
   free(xv);
   kiln_model_free(m);
+}
+
+static void test_dynamic_kernels(void **state) {
+  (void)state;
+  dynamic_case(3100);
+  dynamic_case(1023);
 }
 
 /* Each level's range (DynamicQuantizeLinear's min(0, x) and max(0, x); the AVX2 one 32

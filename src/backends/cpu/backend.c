@@ -500,7 +500,10 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
 #if KL_HAVE_DNNL
   if (kl_dnnl_usable() && kl_dnnl_mmint_supports(g, n)) {
     if (kl_dnnl_mmint_primitive()) return dnnl_choice(p, g, i, e);
-    p->choice[i].kernel = (kl_cpu_kernel){"dnnl_gemm_u8s8s32", kl_dnnl_mmint_run, NULL};
+    /* no VNNI: kiln's product, B packed once (oneDNN's gemm packs it at every call) */
+    p->choice[i].kernel = kl_isa_level() >= KL_ISA_AVX2
+                              ? kl_cpu_isa_qgemm_kernel(kl_isa_level())
+                              : (kl_cpu_kernel){"dnnl_gemm_u8s8s32", kl_dnnl_mmint_run, NULL};
     p->choice[i].inplace = 0;
     return KILN_OK;
   }

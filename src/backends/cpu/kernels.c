@@ -147,6 +147,15 @@ RNN_KERNELS(avx512)
 RNN_KERNELS(avx512_bf16)
 #endif
 
+/* MatMulInteger on kiln's int8 product, B packed once (isa/run_qgemm.c). */
+#define QGEMM_KERNEL(L)                                                                  \
+  static int qgemm_##L(kl_kernel_ctx *c) { return kl_run_qgemm(c, &fns_##L); }
+QGEMM_KERNEL(generic)
+#if KL_ISA_X86
+QGEMM_KERNEL(avx2)
+QGEMM_KERNEL(avx512)
+#endif
+
 typedef struct level {
   const kl_isa_fns *fns;
   const kl_kernel_fn *kernels;
@@ -369,7 +378,19 @@ kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, 
   return (kl_cpu_kernel){l.fns->name, const_weights ? l.rnn_const : l.rnn, kl_rnn_state_free};
 }
 
+kl_cpu_kernel kl_cpu_isa_qgemm_kernel(kl_isa isa) {
+  kl_cpu_kernel k = {"kiln_qgemm:generic", qgemm_generic, kl_qgemm_free};
+#if KL_ISA_X86
+  if (isa == KL_ISA_AVX2) k = (kl_cpu_kernel){"kiln_qgemm:avx2", qgemm_avx2, kl_qgemm_free};
+  if (isa >= KL_ISA_AVX512) k = (kl_cpu_kernel){"kiln_qgemm:avx512", qgemm_avx512, kl_qgemm_free};
+#else
+  (void)isa;
+#endif
+  return k;
+}
+
 size_t kl_cpu_isa_held_bytes(const kl_cpu_kernel *k, const void *state) {
+  if (k->release == kl_qgemm_free) return kl_qgemm_held_bytes(state);
   return k->release == kl_rnn_state_free ? kl_rnn_held_bytes(state) : 0;
 }
 

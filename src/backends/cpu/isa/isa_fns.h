@@ -170,6 +170,13 @@ typedef struct kl_qdw {
  * acc[j] = sum over i of a[i] B[i][j] for j < n, int32. Exact for |B| <= 64: AVX2 adds
  * pairs of products in 16 bits with saturation (vpmaddubsw), 2 * 255 * 64 < 32768. */
 #define KL_QGEMV_PANEL 8
+/* int8 matrix product of a few rows (run_qgemm.c: MatMulInteger): rows r < rows (at most
+ * KL_QGEMM_ROWS) of uint8 codes a + r * lda, k each (read up to k, no further), against
+ * one or two panels of weights packed as above (wp, the second at wp + groups * 32, with
+ * groups = (k + 3) / 4), cols <= 2 * KL_QGEMV_PANEL of their columns:
+ *   y[r * ldy + j] = sum over i < k of a[r * lda + i] B[i][j] - comp[j]   (int32)
+ * Exact for |B| <= 64 (as above) while the sums stay within int32. */
+#define KL_QGEMM_ROWS 4
 
 typedef struct kl_quant_fns {
   void (*quantize_u8)(const float *x, float scale, int32_t zp, uint8_t *y, size_t n);
@@ -207,6 +214,9 @@ typedef struct kl_quant_fns {
               uint8_t *y, size_t ystride);
   /* int8 matrix-vector product (above) */
   void (*qgemv)(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
+  /* int8 matrix product of a few rows (above) */
+  void (*qgemm)(const uint8_t *a, size_t lda, size_t rows, size_t k, const int8_t *wp,
+                size_t cols, const int32_t *comp, int32_t *y, size_t ldy);
   /* MaxPool over channels-last codes, one output pixel's n channels: y[i] = the largest
    * of x[t][i] for t < n_taps, and of y[i] itself when acc, compared as uint8 after ^
    * flip (flip 0x80: int8 codes); without acc and taps, the lowest code (0 ^ flip). */

@@ -3,7 +3,7 @@
  * with byte shuffles (lookup_avx2 below) and QLinearGlobalAveragePool's sums of codes
  * with vpsadbw (sum_avx2), and their channels-last form (sum_columns_avx2), the depthwise
  * int8 convolution with vpmaddwd (qdw_avx2), the int8 matrix-vector product with
- * vpmaddubsw (qgemv_avx2), QLinearAdd and QLinearMul (qbin_avx2); quant_impl.h's scalar
+ * vpmaddubsw (qgemv_avx2) and its form for 4 rows (qgemm_avx2), QLinearAdd and QLinearMul (qbin_avx2); quant_impl.h's scalar
  * loops are their twins, for the tail and at the generic level. */
 #include "backends/cpu/isa/isa_fns.h"
 
@@ -29,6 +29,9 @@ static void qdw_avx2(const kl_qdw *d, const uint8_t *const *taps, size_t xstep, 
 #define KL_QUANT_QDW qdw_avx2
 static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_t *acc);
 #define KL_QUANT_QGEMV qgemv_avx2
+static void qgemm_avx2(const uint8_t *a, size_t lda, size_t rows, size_t k, const int8_t *wp,
+                       size_t cols, const int32_t *comp, int32_t *y, size_t ldy);
+#define KL_QUANT_QGEMM qgemm_avx2
 static bool range_avx2(const float *x, size_t n, float *lo, float *hi);
 #define KL_QUANT_RANGE range_avx2
 #ifndef KL_QUANT_AVX512 /* AVX-512 keeps quant_impl.h's loops, in sixteen lanes */
@@ -238,6 +241,71 @@ static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, i
     _mm256_storeu_si256((__m256i *)(out + KL_QGEMV_PANEL), s1);
     size_t j0 = p * KL_QGEMV_PANEL, m = n - j0 < 2 * KL_QGEMV_PANEL ? n - j0 : 2 * KL_QGEMV_PANEL;
     memcpy(acc + j0, out, m * sizeof *acc);
+  }
+}
+
+/* 4 rows against two panels (16 columns) at a time: each row's 4 codes of a group
+ * broadcast, vpmaddubsw with each panel's 32 weight bytes (the pairs of products in 16
+ * bits, exact for |B| <= 64), vpmaddwd by ones adds the pairs into the 8 int32 sums of
+ * the row: 8 accumulators, the weights loaded once for the 4 rows. Rows past `rows`
+ * read row 0 again (computed, not stored); a last group of fewer than 4 codes is read
+ * byte by byte (no read past the row's k). */
+#define QG_ROW(s0, s1, av)                                                              \
+  do {                                                                                  \
+    __m256i v_ = (av);                                                                  \
+    s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(v_, b0), ones));   \
+    s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(v_, b1), ones));   \
+  } while (0)
+
+static inline __m256i bcast4(const uint8_t *p) {
+  int32_t four;
+  memcpy(&four, p, 4);
+  return _mm256_set1_epi32(four);
+}
+
+static void qgemm_avx2(const uint8_t *a, size_t lda, size_t rows, size_t k, const int8_t *wp,
+                       size_t cols, const int32_t *comp, int32_t *y, size_t ldy) {
+  size_t groups = (k + 3) / 4, full = k / 4;
+  const int8_t *w0 = wp, *w1 = cols > KL_QGEMV_PANEL ? wp + groups * 32 : wp;
+  const uint8_t *r0 = a, *r1 = rows > 1 ? a + lda : a, *r2 = rows > 2 ? a + 2 * lda : a,
+                *r3 = rows > 3 ? a + 3 * lda : a;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
+          s21 = s00, s30 = s00, s31 = s00;
+  for (size_t g = 0; g < full; g++) {
+    __m256i b0 = _mm256_loadu_si256((const __m256i *)(w0 + g * 32));
+    __m256i b1 = _mm256_loadu_si256((const __m256i *)(w1 + g * 32));
+    QG_ROW(s00, s01, bcast4(r0 + 4 * g));
+    QG_ROW(s10, s11, bcast4(r1 + 4 * g));
+    QG_ROW(s20, s21, bcast4(r2 + 4 * g));
+    QG_ROW(s30, s31, bcast4(r3 + 4 * g));
+  }
+  if (full < groups) {
+    uint8_t t[4][4] = {{0}};
+    const uint8_t *r[4] = {r0, r1, r2, r3};
+    for (int q = 0; q < 4; q++) memcpy(t[q], r[q] + 4 * full, k - 4 * full);
+    __m256i b0 = _mm256_loadu_si256((const __m256i *)(w0 + full * 32));
+    __m256i b1 = _mm256_loadu_si256((const __m256i *)(w1 + full * 32));
+    QG_ROW(s00, s01, bcast4(t[0]));
+    QG_ROW(s10, s11, bcast4(t[1]));
+    QG_ROW(s20, s21, bcast4(t[2]));
+    QG_ROW(s30, s31, bcast4(t[3]));
+  }
+  __m256i s[4][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+  if (cols == 2 * KL_QGEMV_PANEL) {
+    __m256i c0 = _mm256_loadu_si256((const __m256i *)comp);
+    __m256i c1 = _mm256_loadu_si256((const __m256i *)(comp + 8));
+    for (size_t q = 0; q < rows; q++) {
+      _mm256_storeu_si256((__m256i *)(y + q * ldy), _mm256_sub_epi32(s[q][0], c0));
+      _mm256_storeu_si256((__m256i *)(y + q * ldy + 8), _mm256_sub_epi32(s[q][1], c1));
+    }
+    return;
+  }
+  for (size_t q = 0; q < rows; q++) {
+    int32_t out[2 * KL_QGEMV_PANEL];
+    _mm256_storeu_si256((__m256i *)out, s[q][0]);
+    _mm256_storeu_si256((__m256i *)(out + 8), s[q][1]);
+    for (size_t j = 0; j < cols; j++) y[q * ldy + j] = out[j] - comp[j];
   }
 }
 

@@ -150,6 +150,20 @@ static void qgemv(const uint8_t *a, size_t k, const int8_t *wp, size_t n, int32_
   }
 }
 
+/* int8 matrix product of a few rows (isa_fns.h): the twin of the levels' kernels (inline:
+ * a level with a kernel of its own leaves it unused). */
+static inline void qgemm(const uint8_t *a, size_t lda, size_t rows, size_t k, const int8_t *wp,
+                         size_t cols, const int32_t *comp, int32_t *y, size_t ldy) {
+  size_t groups = (k + 3) / 4;
+  for (size_t r = 0; r < rows; r++)
+    for (size_t j = 0; j < cols; j++) {
+      const int8_t *w = wp + (j / KL_QGEMV_PANEL) * groups * 32 + (j % KL_QGEMV_PANEL) * 4;
+      int32_t sum = 0;
+      for (size_t i = 0; i < k; i++) sum += (int32_t)a[r * lda + i] * w[i / 4 * 32 + i % 4];
+      y[r * ldy + j] = sum - comp[j];
+    }
+}
+
 /* The max of the taps' codes per channel (isa_fns.h): each code ^ flip compared as
  * uint8. Channels go in blocks of 16 bytes (a vector of the compiler's, one register at
  * every level), the last block overlapping the one before when n is not a multiple of
@@ -234,6 +248,9 @@ static bool range(const float *x, size_t n, float *lo, float *hi) {
 #ifndef KL_QUANT_RANGE
 #define KL_QUANT_RANGE range
 #endif
+#ifndef KL_QUANT_QGEMM
+#define KL_QUANT_QGEMM qgemm
+#endif
 #ifndef KL_QUANT_QBIN /* a level's own QLinearAdd and QLinearMul: KL_QUANT_QBIN(qadd_uint8_t) */
 #define KL_QUANT_QBIN(name) name
 #endif
@@ -243,6 +260,6 @@ static bool range(const float *x, size_t n, float *lo, float *hi) {
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, KL_QUANT_QBIN(qadd_uint8_t),                   \
    KL_QUANT_QBIN(qadd_int8_t), KL_QUANT_QBIN(qmul_uint8_t), KL_QUANT_QBIN(qmul_int8_t),     \
    KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV, \
-   max_codes, KL_QUANT_RANGE}
+   KL_QUANT_QGEMM, max_codes, KL_QUANT_RANGE}
 
 #endif

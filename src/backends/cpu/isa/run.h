@@ -115,6 +115,13 @@ kiln_status kl_qgemv_plan_create(const kl_kernel_ctx *c, bool relu, kl_qgemv_pla
 void kl_qgemv_plan_free(kl_qgemv_plan *p);
 int kl_run_qgemv(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_qgemv_plan *p);
 int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* MatMulInteger of uint8 A and constant int8 B of 7-bit values (kl_dnnl_mmint_supports)
+ * on the level's qgemm (run_qgemm.c): B packed at the first run into the plan kept in
+ * *c->state (at every run when c->state is NULL), which kl_qgemm_free releases. */
+typedef struct kl_qgemm_plan kl_qgemm_plan;
+int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f);
+void kl_qgemm_free(void *state);
+size_t kl_qgemm_held_bytes(const void *state);
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Concat along `axis` of c's tensors whatever the node says (a channels-last Concat of
  * [N, C, S...] values is one along the last axis of their [N, S..., C] dims, dnnl.c);
