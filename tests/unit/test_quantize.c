@@ -1247,6 +1247,53 @@ static void test_dynamic_kernels(void **state) {
   dynamic_case(1023);
 }
 
+/* Each level's quantize_u8 and quantize_s8 (QuantizeLinear's and DynamicQuantizeLinear's
+ * codes; AVX2's 32 floats a step) against the reference's operations written out, byte
+ * for byte: lengths around 32, unaligned, values that round to both ends and past them,
+ * exact halves (rounded to even), NaN (the zero point), infinities, subnormals. */
+static void test_quantize_levels(void **state) {
+  (void)state;
+  static const size_t lens[] = {0, 1, 31, 32, 33, 64, 95, 1000};
+  static const float scales[] = {0.05f, 1.0f, 3e-39f, 1e30f};
+  float *x = malloc(sizeof(float) * 1001);
+  uint8_t *y = malloc(1002);
+  assert_true(x && y);
+  for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+    for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++)
+      for (int s8 = 0; s8 < 2; s8++) {
+        size_t n = lens[li];
+        float sc = scales[si], lo = s8 ? -128.0f : 0.0f, hi = s8 ? 127.0f : 255.0f;
+        int32_t zp = (int32_t)tu_rand_f32(&rng, lo, hi + 0.99f);
+        for (size_t i = 0; i < n; i++) {
+          switch (i % 9) {
+          case 0: x[i + 1] = NAN; break;
+          case 1: x[i + 1] = i % 2 ? INFINITY : -INFINITY; break;
+          case 2: x[i + 1] = ((float)(int)tu_rand_f32(&rng, -300, 300) + 0.5f) * sc; break;
+          case 3: x[i + 1] = 1e-40f; break;
+          default: x[i + 1] = tu_rand_f32(&rng, -300, 300) * sc;
+          }
+        }
+        for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
+          const kl_quant_fns *f = kl_cpu_isa_fns((kl_isa)level)->quant;
+          memset(y, 0xa5, n + 2);
+          if (s8) f->quantize_s8(x + 1, sc, zp, (int8_t *)y + 1, n);
+          else f->quantize_u8(x + 1, sc, zp, y + 1, n);
+          for (size_t i = 0; i < n; i++) {
+            float q = x[i + 1] / sc;
+            q = q != q ? 0.0f : q < lo - (float)zp ? lo - (float)zp : q > hi - (float)zp ? hi - (float)zp : q;
+            int32_t want = (int32_t)rintf(q) + zp, got = s8 ? (int8_t)y[i + 1] : y[i + 1];
+            if (got != want)
+              fail_msg("level %d, %s, n %zu, scale %g, zp %d: y[%zu] is %d for %g, expected %d",
+                       level, s8 ? "s8" : "u8", n, (double)sc, zp, i, got, (double)x[i + 1],
+                       want);
+          }
+          assert_int_equal(y[0], 0xa5);
+          assert_int_equal(y[n + 1], 0xa5);
+        }
+      }
+  free(x), free(y);
+}
+
 /* Each level's range (DynamicQuantizeLinear's min(0, x) and max(0, x); the AVX2 one 32
  * floats a step) against a plain loop at awkward lengths, all-positive and
  * all-negative data (lo or hi stays 0), and a NaN or an infinity at the first, a middle
@@ -1308,6 +1355,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_integer),
       cmocka_unit_test(test_dynamic_kernels),
       cmocka_unit_test(test_range),
+      cmocka_unit_test(test_quantize_levels),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

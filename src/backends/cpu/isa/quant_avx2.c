@@ -36,6 +36,7 @@ static bool range_avx2(const float *x, size_t n, float *lo, float *hi);
 #define KL_QUANT_RANGE range_avx2
 #ifndef KL_QUANT_AVX512 /* AVX-512 keeps quant_impl.h's loops, in sixteen lanes */
 #define KL_QUANT_QBIN(name) name##_avx2
+#define KL_QUANT_QUANTIZE(name) name##_avx2
 #endif
 #include "backends/cpu/isa/quant_impl.h"
 
@@ -360,6 +361,33 @@ QBIN_AVX2(uint8_t, 0, 255, qadd)
 QBIN_AVX2(int8_t, -128, 127, qadd)
 QBIN_AVX2(uint8_t, 0, 255, qmul)
 QBIN_AVX2(int8_t, -128, 127, qmul)
+
+/* QuantizeLinear (and DynamicQuantizeLinear's codes), 32 floats at a time, QUANTIZE_T's
+ * operations in its order: the division, NaN to 0, the clamp, vcvtps2dq's rounding to
+ * nearest even, the zero point, one pack. */
+#define QUANTIZE_AVX2(T, LO, HI)                                                          \
+  static void quantize_##T##_avx2(const float *x, float scale, int32_t zp, T *y,          \
+                                  size_t n) {                                             \
+    const __m256 vs = _mm256_set1_ps(scale), vlo = _mm256_set1_ps((float)(LO - zp)),      \
+                 vhi = _mm256_set1_ps((float)(HI - zp));                                  \
+    const __m256i vzp = _mm256_set1_epi32(zp), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); \
+    size_t i = 0;                                                                         \
+    for (; i + 32 <= n; i += 32) {                                                        \
+      __m256i q[4];                                                                       \
+      for (int k = 0; k < 4; k++) {                                                       \
+        __m256 r = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), vs);                     \
+        r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_EQ_OQ)); /* NaN: 0 */              \
+        r = _mm256_min_ps(_mm256_max_ps(r, vlo), vhi);                                    \
+        q[k] = _mm256_add_epi32(_mm256_cvtps_epi32(r), vzp);                              \
+      }                                                                                   \
+      __m256i w = QB_PACK_##T(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])); \
+      _mm256_storeu_si256((__m256i *)(y + i), _mm256_permutevar8x32_epi32(w, order));     \
+    }                                                                                     \
+    quantize_##T(x + i, scale, zp, y + i, n - i);                                         \
+  }
+
+QUANTIZE_AVX2(uint8_t, 0, 255)
+QUANTIZE_AVX2(int8_t, -128, 127)
 #endif
 
 #ifndef KL_QUANT_AVX2_NAME /* quant_avx512.c compiles this file again */

@@ -20,7 +20,8 @@
     for (size_t i = 0; i < n; i++) {                                                   \
       float q = x[i] / scale;                                                          \
       q = q == q ? q : 0.0f;                                                           \
-      q = q < lo ? lo : q > hi ? hi : q;                                               \
+      q = q > lo ? q : lo; /* as a max and a min: vmaxps, vminps (QBIN_T below) */     \
+      q = q < hi ? q : hi;                                                             \
       y[i] = (T)((int32_t)rintf(q) + zp);                                              \
     }                                                                                  \
   }
@@ -255,8 +256,12 @@ static bool range(const float *x, size_t n, float *lo, float *hi) {
 #define KL_QUANT_QBIN(name) name
 #endif
 
+#ifndef KL_QUANT_QUANTIZE /* a level's own QuantizeLinear: KL_QUANT_QUANTIZE(quantize_uint8_t) */
+#define KL_QUANT_QUANTIZE(name) name
+#endif
+
 #define KL_QUANT_FNS                                                                     \
-  {quantize_uint8_t, quantize_int8_t, dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
+  {KL_QUANT_QUANTIZE(quantize_uint8_t), KL_QUANT_QUANTIZE(quantize_int8_t), dequantize_uint8_t, dequantize_int8_t, axpy_uint8_t,  \
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, KL_QUANT_QBIN(qadd_uint8_t),                   \
    KL_QUANT_QBIN(qadd_int8_t), KL_QUANT_QBIN(qmul_uint8_t), KL_QUANT_QBIN(qmul_int8_t),     \
    KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV, \
