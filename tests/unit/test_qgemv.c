@@ -45,8 +45,7 @@ static void test_qgemv(void **state) {
         want[j] = 0;
         for (size_t i = 0; i < k; i++) {
           want[j] += (int32_t)a[i] * b[i * n + j];
-          wp[((j / KL_QGEMV_PANEL) * groups + i / 4) * 32 + (j % KL_QGEMV_PANEL) * 4 + i % 4] =
-              b[i * n + j];
+          wp[kl_qgemv_at(i, j, groups)] = b[i * n + j];
         }
       }
       for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
@@ -81,8 +80,7 @@ static void test_qgemm(void **state) {
         for (size_t j = 0; j < cols; j++) comp[j] = (int32_t)tu_rand_f32(&rng, -1e6f, 1e6f);
         for (size_t i = 0; i < k; i++)
           for (size_t j = 0; j < cols; j++)
-            wp[((j / KL_QGEMV_PANEL) * groups + i / 4) * 32 + (j % KL_QGEMV_PANEL) * 4 + i % 4] =
-                b[i * cols + j];
+            wp[kl_qgemv_at(i, j, groups)] = b[i * cols + j];
         for (size_t r = 0; r < rows; r++)
           for (size_t j = 0; j < ldy; j++) {
             int32_t s = 0;

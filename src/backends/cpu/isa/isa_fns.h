@@ -170,6 +170,10 @@ typedef struct kl_qdw {
  * acc[j] = sum over i of a[i] B[i][j] for j < n, int32. Exact for |B| <= 64: AVX2 adds
  * pairs of products in 16 bits with saturation (vpmaddubsw), 2 * 255 * 64 < 32768. */
 #define KL_QGEMV_PANEL 8
+/* Where B[i][j] goes in wp, groups = k4 / 4 */
+static inline size_t kl_qgemv_at(size_t i, size_t j, size_t groups) {
+  return ((j / KL_QGEMV_PANEL) * groups + i / 4) * 32 + (j % KL_QGEMV_PANEL) * 4 + i % 4;
+}
 /* int8 matrix product of a few rows (run_qgemm.c: MatMulInteger): rows r < rows (at most
  * KL_QGEMM_ROWS) of uint8 codes a + r * lda, k each (read up to k, no further), against
  * one or two panels of weights packed as above (wp, the second at wp + groups * 32, with

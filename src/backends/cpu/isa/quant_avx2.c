@@ -329,13 +329,27 @@ static void qgemm_avx2(const uint8_t *a, size_t lda, size_t rows, size_t k, cons
 #define QB_OP_qadd _mm256_add_ps
 #define QB_OP_qmul _mm256_mul_ps
 
+/* 8 quotients to codes: NaN to 0, clamped to [lo, hi] (the codes' range
+ * less the zero point), rounded to nearest even (vcvtps2dq, as rintf), z added. */
+static inline __m256i qb_codes8(__m256 r, __m256 lo, __m256 hi, __m256i z) {
+  r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_EQ_OQ));
+  return _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)), z);
+}
+
+/* 4 x 8 codes (int32 within T's range) packed to 32 bytes of T in order at y. */
+#define QB_STORE32(T, y, q)                                                              \
+  _mm256_storeu_si256(                                                                   \
+      (__m256i *)(y),                                                                    \
+      _mm256_permutevar8x32_epi32(QB_PACK_##T(_mm256_packs_epi32(q[0], q[1]),           \
+                                              _mm256_packs_epi32(q[2], q[3])),          \
+                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)))
+
 #define QBIN_AVX2(T, LO, HI, NAME)                                                        \
   static void NAME##_##T##_avx2(const T *a, float sa, int32_t za, const T *b, float sb,  \
                                 int32_t zb, float sc, int32_t zc, T *y, size_t n,         \
                                 size_t bstep) {                                           \
     const __m256i vza = _mm256_set1_epi32(za), vzb = _mm256_set1_epi32(zb),               \
-                  vzc = _mm256_set1_epi32(zc),                                            \
-                  order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);                      \
+                  vzc = _mm256_set1_epi32(zc);                                            \
     const __m256 vsa = _mm256_set1_ps(sa), vsb = _mm256_set1_ps(sb),                      \
                  vsc = _mm256_set1_ps(sc), vlo = _mm256_set1_ps((float)(LO - zc)),        \
                  vhi = _mm256_set1_ps((float)(HI - zc)),                                  \
@@ -346,13 +360,9 @@ static void qgemm_avx2(const uint8_t *a, size_t lda, size_t rows, size_t k, cons
       for (int k = 0; k < 4; k++) {                                                       \
         __m256 fa = DEQ8(T, a + i + 8 * k, vza, vsa);                                     \
         __m256 fb = bstep ? DEQ8(T, b + i + 8 * k, vzb, vsb) : b0;                        \
-        __m256 r = _mm256_div_ps(QB_OP_##NAME(fa, fb), vsc);                              \
-        r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_EQ_OQ)); /* NaN: 0 */              \
-        r = _mm256_min_ps(_mm256_max_ps(r, vlo), vhi);                                    \
-        q[k] = _mm256_add_epi32(_mm256_cvtps_epi32(r), vzc);                              \
+        q[k] = qb_codes8(_mm256_div_ps(QB_OP_##NAME(fa, fb), vsc), vlo, vhi, vzc);        \
       }                                                                                   \
-      __m256i w = QB_PACK_##T(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])); \
-      _mm256_storeu_si256((__m256i *)(y + i), _mm256_permutevar8x32_epi32(w, order));     \
+      QB_STORE32(T, y + i, q);                                                            \
     }                                                                                     \
     NAME##_##T(a + i, sa, za, bstep ? b + i : b, sb, zb, sc, zc, y + i, n - i, bstep);    \
   }
@@ -370,18 +380,13 @@ QBIN_AVX2(int8_t, -128, 127, qmul)
                                   size_t n) {                                             \
     const __m256 vs = _mm256_set1_ps(scale), vlo = _mm256_set1_ps((float)(LO - zp)),      \
                  vhi = _mm256_set1_ps((float)(HI - zp));                                  \
-    const __m256i vzp = _mm256_set1_epi32(zp), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); \
+    const __m256i vzp = _mm256_set1_epi32(zp);                                            \
     size_t i = 0;                                                                         \
     for (; i + 32 <= n; i += 32) {                                                        \
       __m256i q[4];                                                                       \
-      for (int k = 0; k < 4; k++) {                                                       \
-        __m256 r = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), vs);                     \
-        r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_EQ_OQ)); /* NaN: 0 */              \
-        r = _mm256_min_ps(_mm256_max_ps(r, vlo), vhi);                                    \
-        q[k] = _mm256_add_epi32(_mm256_cvtps_epi32(r), vzp);                              \
-      }                                                                                   \
-      __m256i w = QB_PACK_##T(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])); \
-      _mm256_storeu_si256((__m256i *)(y + i), _mm256_permutevar8x32_epi32(w, order));     \
+      for (int k = 0; k < 4; k++)                                                         \
+        q[k] = qb_codes8(_mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), vs), vlo, vhi, vzp); \
+      QB_STORE32(T, y + i, q);                                                            \
     }                                                                                     \
     quantize_##T(x + i, scale, zp, y + i, n - i);                                         \
   }

@@ -216,7 +216,7 @@ kiln_status kl_qgemv_plan_create(const kl_kernel_ctx *c, bool relu, kl_qgemv_pla
     int32_t sum = 0;
     for (size_t i = 0; i < k; i++) {
       int8_t v = w[i * n + j];
-      p->wp[((j / KL_QGEMV_PANEL) * groups + i / 4) * 32 + (j % KL_QGEMV_PANEL) * 4 + i % 4] = v;
+      p->wp[kl_qgemv_at(i, j, groups)] = v;
       sum += v;
     }
     p->bias[j] = (bias ? ((const int32_t *)bias->data)[j] : 0) - za * sum;

@@ -55,7 +55,7 @@ static kiln_status plan_create(const kl_kernel_ctx *c, kl_qgemm_plan **out) {
   for (size_t i = 0; i < k; i++)
     for (size_t j = 0; j < n; j++) {
       int8_t v = w[i * n + j];
-      p->wp[((j / KL_QGEMV_PANEL) * p->groups + i / 4) * 32 + (j % KL_QGEMV_PANEL) * 4 + i % 4] = v;
+      p->wp[kl_qgemv_at(i, j, p->groups)] = v;
       p->colsum[j] += v;
     }
   return KILN_OK;
