@@ -944,6 +944,14 @@ def torchscript_cases():
     case("zip_local_size_differs.pt", bytes(shorter), "not a readable ZIP archive",
          "a TorchScript archive whose local header gives data.pkl another size than the "
          "central directory does")
+    # one byte of data.pkl changed after its CRC-32 was written: libzip compares the CRC
+    # only at an entry's end of file, which a read of exactly the entry's size never
+    # reached, so a damaged storage was read as weights (exit 0)
+    damaged = bytearray(base)
+    damaged[base.index(b"\x80\x02}q\x00.") + 2] = ord("]")
+    case("zip_crc_mismatch.pt", bytes(damaged), "entry 'm/data.pkl' is damaged or truncated "
+         "(CRC error)", "a TorchScript archive whose data.pkl does not match its CRC-32 (read "
+         "as it was)")
 
 
 def fuzz_found_cases():
