@@ -44,6 +44,18 @@ expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --
 # a curve or log that cannot be written (a full disk: /dev/full) says so, not only exit 1
 [ -c /dev/full ] && expect 1 "kiln train: cannot write /dev/full" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --curve /dev/full
 [ -c /dev/full ] && expect 1 "kiln train: cannot write /dev/full" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log /dev/full
+# a FIFO that no program reads: refused at once (opening it waited for a reader forever)
+mkfifo "$tmp/fifo"
+for opt in --log --curve; do
+  expect 1 "kiln train: $tmp/fifo is a FIFO that no program reads" -- timeout 10 "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 $opt "$tmp/fifo"
+done
+# one with a reader (this shell, on descriptor 3) is written as any file
+exec 3<>"$tmp/fifo"
+expect 0 "trained 1 steps" -- timeout 10 "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log "$tmp/fifo"
+line=
+read -r -t 5 -u 3 line
+exec 3<&-
+grep -q '"step": 1' <<<"$line" || fail "--log FIFO: the reader got: $line"
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer adamw --amsgrad
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lars --lr 20
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lamb
