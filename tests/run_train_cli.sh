@@ -49,6 +49,16 @@ mkfifo "$tmp/fifo"
 for opt in --log --curve; do
   expect 1 "kiln train: $tmp/fifo is a FIFO that no program reads" -- timeout 10 "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 $opt "$tmp/fifo"
 done
+# a link to a file where the log goes: refused, its target left as it was (it was
+# emptied and written over: /etc/passwd, as root); a link to a stream is followed
+echo victim >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/link"
+for opt in --log --curve; do
+  expect 1 "kiln train: $tmp/link is a symbolic link" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 $opt "$tmp/link"
+done
+[ "$(cat "$tmp/victim")" = victim ] || fail "a link's target was written: $(head -c 100 "$tmp/victim")"
+out=$("$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log /proc/self/fd/1 2>&1)
+grep -q '"step": 1' <<<"$out" || fail "--log /proc/self/fd/1: $out"
 # one with a reader (this shell, on descriptor 3) is written as any file
 exec 3<>"$tmp/fifo"
 expect 0 "trained 1 steps" -- timeout 10 "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log "$tmp/fifo"
