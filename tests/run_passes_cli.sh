@@ -35,6 +35,11 @@ done
 # condition is gone by -O1 (inline_if) while -O0 keeps it.
 "$kiln" inspect tests/models/control/if_shapes/model.onnx --dot "$work/if.dot" >/dev/null ||
   fail "if_shapes: --dot"
+# a FIFO that no program reads: refused at once (opening it waited for one forever)
+mkfifo "$work/fifo"
+err=$(timeout 10 "$kiln" inspect models/digits_mlp/model.onnx --dot "$work/fifo" 2>&1 >/dev/null)
+[ $? = 1 ] && grep -qF "kiln inspect: $work/fifo is a FIFO that no program reads" <<<"$err" ||
+  fail "--dot FIFO: $err"
 [ "$(grep -c '^  subgraph cluster_b[0-9]*_ {$' "$work/if.dot")" = 4 ] ||
   fail "if_shapes: the dot file does not have the 4 bodies as clusters"
 "$kiln" inspect -O0 tests/models/control/if_shapes/model.onnx | grep -q '^            body: ' ||

@@ -142,6 +142,8 @@ fi
 expect 0 "/features/features.2/Relu        Relu                 removed" -- "$kiln" quantize $cnn -o "$tmp/r.onnx" --calibrate $data --array input=x --report --report-csv "$tmp/r.csv" --exclude /head/head.2/Gemm --no-progress
 # a report that cannot be written (a full disk: /dev/full) says so, not only exit 1
 [ -c /dev/full ] && expect 1 "kiln quantize: cannot write /dev/full" -- "$kiln" quantize $cnn -o "$tmp/r2.onnx" --calibrate $data --array input=x --report-csv /dev/full --no-progress
+mkfifo "$tmp/fifo" # no reader: refused at once (opening it waited for one forever)
+expect 1 "kiln quantize: $tmp/fifo is a FIFO that no program reads" -- timeout 10 "$kiln" quantize $cnn -o "$tmp/r3.onnx" --calibrate $data --array input=x --report-csv "$tmp/fifo" --no-progress
 # a calibration folder reads only what it holds: a link planted there leading out (a
 # file, a data set) is refused, as kiln check refuses it (it was read as data)
 mkdir -p "$tmp/cal_link" "$tmp/cal_set_link" "$tmp/elsewhere"

@@ -44,6 +44,28 @@ expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --
 # a curve or log that cannot be written (a full disk: /dev/full) says so, not only exit 1
 [ -c /dev/full ] && expect 1 "kiln train: cannot write /dev/full" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --curve /dev/full
 [ -c /dev/full ] && expect 1 "kiln train: cannot write /dev/full" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log /dev/full
+# a FIFO that no program reads: refused at once (opening it waited for a reader forever)
+mkfifo "$tmp/fifo"
+for opt in --log --curve; do
+  expect 1 "kiln train: $tmp/fifo is a FIFO that no program reads" -- timeout 10 "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 $opt "$tmp/fifo"
+done
+# a link to a file where the log goes: refused, its target left as it was (it was
+# emptied and written over: /etc/passwd, as root); a link to a stream is followed
+echo victim >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/link"
+for opt in --log --curve; do
+  expect 1 "kiln train: $tmp/link is a symbolic link" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 $opt "$tmp/link"
+done
+[ "$(cat "$tmp/victim")" = victim ] || fail "a link's target was written: $(head -c 100 "$tmp/victim")"
+out=$("$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log /proc/self/fd/1 2>&1)
+grep -q '"step": 1' <<<"$out" || fail "--log /proc/self/fd/1: $out"
+# one with a reader (this shell, on descriptor 3) is written as any file
+exec 3<>"$tmp/fifo"
+expect 0 "trained 1 steps" -- timeout 10 "$kiln" train $m/model.onnx --data $m/train.npz --steps 1 --log "$tmp/fifo"
+line=
+read -r -t 5 -u 3 line
+exec 3<&-
+grep -q '"step": 1' <<<"$line" || fail "--log FIFO: the reader got: $line"
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer adamw --amsgrad
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lars --lr 20
 expect 0 "trained 3 steps" -- "$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --bf16 --optimizer lamb
@@ -116,7 +138,37 @@ d["target"] = d["target"][:96]
 d["x"][40, 3] = np.nan
 np.savez(sys.argv[2], **d)
 np.savez(sys.argv[2].replace("nan", "notarget"), x=d["x"])
+# zipfile writing to a stream it cannot seek puts each entry's sizes and CRC-32 after
+# its data (general-purpose flag bit 3, a data descriptor)
+import io, struct, zipfile
+class Stream(io.RawIOBase):
+    def __init__(self, f): self.f = f
+    def writable(self): return True
+    def write(self, b): return self.f.write(b)
+d = dict(np.load(sys.argv[1]))
+for method, name in ((zipfile.ZIP_STORED, "dd_stored"), (zipfile.ZIP_DEFLATED, "dd_deflated")):
+    with open(sys.argv[2].replace("nan", name), "wb") as raw:
+        with zipfile.ZipFile(Stream(raw), "w", compression=method) as z:
+            for k, v in d.items():
+                with z.open(k + ".npy", "w") as f:
+                    np.save(f, v)
+# one byte of x's data flipped, the CRC-32s left: numpy refuses it (Bad CRC-32); kiln
+# read it as data (libzip checks the CRC only at an entry's end of file)
+for name in ("dd_stored", ""):
+    src = sys.argv[2].replace("nan", name) if name else sys.argv[1]
+    b = bytearray(open(src, "rb").read())
+    cd = b.index(b"PK\x01\x02")
+    off = struct.unpack_from("<I", b, cd + 42)[0]
+    b[off + 30 + sum(struct.unpack_from("<HH", b, off + 26)) + 300] ^= 0x40
+    open(sys.argv[2].replace("nan", "crc_" + (name or "plain")), "wb").write(bytes(b))
 EOF
+  plain=$("$kiln" train $m/model.onnx --data $m/train.npz --steps 3 --no-shuffle 2>&1 | grep -o "last loss.*")
+  for f in dd_stored dd_deflated; do
+    expect 0 "$plain" -- "$kiln" train $m/model.onnx --data "$tmp/$f.npz" --steps 3 --no-shuffle
+  done
+  for f in crc_dd_stored crc_plain; do
+    expect 1 "array 'x': the entry is truncated or corrupt (CRC error)" -- "$kiln" train $m/model.onnx --data "$tmp/$f.npz" --steps 1
+  done
   expect 1 "has no array 'target' (it has: x)" -- "$kiln" train $m/model.onnx --data "$tmp/notarget.npz" --steps 1
   expect 1 "step 2: the loss is nan" -- "$kiln" train $m/model.onnx --data "$tmp/nan.npz" --steps 3 --batch 32 --no-shuffle
   expect 0 "(1 skipped)" -- "$kiln" train $m/model.onnx --data "$tmp/nan.npz" --steps 3 --batch 32 --no-shuffle --skip-nonfinite

@@ -84,6 +84,13 @@ bool cli_read_value(const char *path, int64_t max_bytes, bool seq, bool opt,
 kiln_status cli_bind_value(kiln_session *s, const char *name, struct kl_value_file *v,
                            kl_tensor *keep);
 bool cli_write_tensor(const char *path, const kl_tensor *t, const char *name);
+/* A text stream kiln writes as it goes (a log, a CSV report, a DOT graph, an SVG): path
+ * opened for writing (created, emptied unless append) without waiting: a FIFO that no
+ * program reads is refused (opening it would block until one does, forever), a device
+ * or a FIFO with a reader is written as any file. A symbolic link is followed only to a
+ * character device, FIFO or socket (/dev/stdout), never to a file (nothing is emptied
+ * then). NULL, with why printed as "kiln CMD: PATH: ...", when it cannot be opened. */
+FILE *cli_open_stream(const char *cmd, const char *path, bool append);
 
 /* Every "NAME=VALUE" entry of list (given with option opt) names a model input, and
  * none twice; else prints why, with the model's inputs, and returns false. */

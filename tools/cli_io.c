@@ -3,9 +3,12 @@
 #include "import/tensorfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 bool cli_read_tensor(const char *path, int64_t max_bytes, kl_tensor *t, char **name) {
   kl_err e = {0};
@@ -76,4 +79,39 @@ bool cli_inside(const char *root, const char *path, const char *folder, char *wh
   else if (!in)
     cli_format(why, len, "%s leads outside the %s (a symbolic link?)", path, folder);
   return in;
+}
+
+FILE *cli_open_stream(const char *cmd, const char *path, bool append) {
+  /* a link is not followed (one planted where the file goes would have kiln write over
+   * its target), unless it leads to a stream: /dev/stdout, a shell's /dev/fd/N */
+  int fd = open(path, O_WRONLY | O_CREAT | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW |
+                          (append ? O_APPEND : O_TRUNC), 0666);
+  struct stat st;
+  if (fd < 0 && errno == ELOOP) {
+    fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0));
+    if (fd >= 0 && (fstat(fd, &st) != 0 ||
+                    !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))) {
+      close(fd);
+      fprintf(stderr, "kiln %s: %s is a symbolic link; kiln writes through a link only to a "
+              "character device, FIFO or socket (name the file itself)\n", cmd, path);
+      return NULL;
+    }
+  }
+  if (fd < 0) {
+    if (errno == ENXIO) /* O_NONBLOCK: a FIFO without a reader */
+      fprintf(stderr, "kiln %s: %s is a FIFO that no program reads (kiln would wait for "
+              "one forever)\n", cmd, path);
+    else
+      fprintf(stderr, "kiln %s: %s: %s\n", cmd, path, strerror(errno));
+    return NULL;
+  }
+  int flags = fcntl(fd, F_GETFL); /* writes block as usual once it is open */
+  FILE *f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0
+                ? fdopen(fd, append ? "a" : "w")
+                : NULL;
+  if (!f) {
+    fprintf(stderr, "kiln %s: %s: %s\n", cmd, path, strerror(errno));
+    close(fd);
+  }
+  return f;
 }

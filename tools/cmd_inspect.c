@@ -129,11 +129,8 @@ static void dot_graph(FILE *f, const kl_graph *g, const char *p, int *bodies) {
 }
 
 static bool write_dot(const kl_graph *g, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return false;
-  }
+  FILE *f = cli_open_stream("inspect", path, false);
+  if (!f) return false;
   fputs("digraph kiln {\n  compound=true;\n  node [shape=box, style=rounded, "
         "fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n", f);
   int bodies = 0;

@@ -765,10 +765,7 @@ int cmd_quantize(int argc, char **argv) {
                     "group of them); the first, '%s': %s%s%s (--report lists each)\n",
             weights - gptq, weights, vals[first_nearest].name, vals[first_nearest].rounding,
             vals[first_nearest].rounding_why[0] ? ", " : "", vals[first_nearest].rounding_why);
-  if (a.report_csv && !(csv = fopen(a.report_csv, "w"))) {
-    fprintf(stderr, "kiln quantize: cannot write %s\n", a.report_csv);
-    goto done;
-  }
+  if (a.report_csv && !(csv = cli_open_stream("quantize", a.report_csv, false))) goto done;
   if (a.report || csv) print_report(q, &a.o, a.report ? stdout : NULL, csv);
   if (a.report && bs.n) report_outputs(a.out, m, &bs, a.threads);
   rc = EXIT_OK;

@@ -300,11 +300,8 @@ static bool evaluate(kiln_trainer *t, dataset *d, int64_t batch, bool classes, d
 /* The loss curve as an SVG polyline (and the eval metric per epoch, right axis). */
 static bool write_curve(const char *path, const double *loss, int64_t n, const double *metric,
                         const int64_t *metric_step, int n_metric, const char *metric_name) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    fprintf(stderr, "kiln train: %s: %s\n", path, strerror(errno));
-    return false;
-  }
+  FILE *f = cli_open_stream("train", path, false);
+  if (!f) return false;
   double lo = INFINITY, hi = -INFINITY;
   for (int64_t i = 0; i < n; i++)
     if (isfinite(loss[i])) lo = fmin(lo, loss[i]), hi = fmax(hi, loss[i]);
@@ -528,10 +525,7 @@ int cmd_train(int argc, char **argv) {
     ok = false;
   }
   FILE *log = NULL;
-  if (ok && a.log && !(log = fopen(a.log, a.resume ? "a" : "w"))) {
-    fprintf(stderr, "kiln train: %s: %s\n", a.log, strerror(errno));
-    ok = false;
-  }
+  if (ok && a.log && !(log = cli_open_stream("train", a.log, a.resume != NULL))) ok = false;
   int64_t *order = ok ? malloc(sizeof(int64_t) * (size_t)train.n) : NULL;
   double *losses = ok ? calloc((size_t)total + 1, sizeof(double)) : NULL;
   double metric[4096];

@@ -3,6 +3,7 @@
 
 #include "import/fileio.h"
 #include "import/tensorfile.h"
+#include "import/zipentry.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -68,12 +69,11 @@ kiln_status kl_npz_read(const char *path, int64_t max_bytes, int64_t max_total, 
     }
     char *buf = malloc(s.size ? s.size : 1);
     zip_file_t *f = buf ? zip_fopen_index(z, (zip_uint64_t)i, 0) : NULL;
-    zip_int64_t got = f ? zip_fread(f, buf, s.size) : -1;
-    if (f) zip_fclose(f);
     if (!buf) st = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-    else if (got < 0 || (zip_uint64_t)got != s.size)
-      st = kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "%s: array '%.*s' is truncated or corrupt",
-                   path, (int)(len - 4), name);
+    else if (!f || !kl_zip_read_entry(f, buf, s.size))
+      st = kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "the entry is truncated or corrupt (%s)",
+                   f ? zip_file_strerror(f) : zip_strerror(z));
+    if (f) zip_fclose(f);
     kl_tensor t = {0};
     if (st == KILN_OK) st = kl_npy_parse(buf, s.size, max_bytes, &t, e);
     free(buf);

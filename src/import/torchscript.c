@@ -2,6 +2,7 @@
  * interpreter that runs the traced forward code symbolically into graph nodes. */
 #include "import/torchscript.h"
 #include "import/fileio.h"
+#include "import/zipentry.h"
 #include "ir/strmap.h"
 
 #include <stdio.h>
@@ -172,10 +173,9 @@ static kiln_status ar_read(archive *a, const char *name, size_t max, bool option
                    a->path, full, (unsigned long long)st.size, max);
   zip_file_t *f = zip_fopen_index(a->z, (zip_uint64_t)idx, 0);
   char *p = malloc((size_t)st.size + 1);
-  zip_int64_t got = f && p ? zip_fread(f, p, st.size) : -1;
   kiln_status s = KILN_OK;
   if (!p) s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", full);
-  else if (got < 0 || (zip_uint64_t)got != st.size)
+  else if (!f || !kl_zip_read_entry(f, p, st.size))
     s = kl_fail(e, KILN_ERR_INVALID_MODEL, "%s: entry '%s' is damaged or truncated (%s)",
                 a->path, full, f ? zip_file_strerror(f) : zip_strerror(a->z));
   if (f) zip_fclose(f);

@@ -470,10 +470,11 @@ int kl_infer_layernorm_grad(kl_infer_ctx *c) {
   if (x->rank >= 0) {
     int axis;
     st = kl_norm_axis(c, kl_attr_int(c->node, "axis", -1), x->rank, "axis", &axis);
+    if (st != KILN_OK) return st; /* axis is unset: out of range */
     kl_type norm = *x; /* the normalized dims, axis..rank-1 */
     norm.rank = x->rank - axis;
     memmove(norm.dims, x->dims + axis, sizeof(kl_dim) * (size_t)norm.rank);
-    if (st == KILN_OK) st = kl_check_unidirectional(c, 2, "scale", &norm);
+    st = kl_check_unidirectional(c, 2, "scale", &norm);
     if (st != KILN_OK) return st;
   }
   c->out[0] = merged(x, c->in[0]);

@@ -66,8 +66,10 @@ static const char *default_act(kl_op op, int k) {
 }
 
 /* The activation_alpha and activation_beta lists are consumed in order only by the
- * activations that take such a parameter (what onnxruntime does); the ones left over
- * keep the op's default. */
+ * activations that take such a parameter (what onnxruntime does). Without a list every
+ * activation keeps its op's default; a list shorter than the activations that take the
+ * parameter is refused: the spec does not say what the ones left over get (onnxruntime
+ * gives them 0, the operators' defaults are others, e.g. Affine's alpha 1). */
 static kiln_status read_acts(const kl_node *node, kl_rnn *r, kl_err *e) {
   const kl_attr *names = kl_node_attr(node, "activations");
   const float *alpha = NULL, *beta = NULL;
@@ -79,6 +81,7 @@ static kiln_status read_acts(const kl_node *node, kl_rnn *r, kl_err *e) {
   if (names && names->n != want)
     return kl_fail(e, KILN_ERR_INVALID_MODEL, "activations has %d names, expected %d (%d "
                    "per direction)", names->n, want, r->n_acts);
+  int need_alpha = 0, need_beta = 0;
   for (int k = 0; k < want; k++) {
     const char *name = names ? names->strings[k] : default_act(node->op, k % r->n_acts);
     const act_info *info = find_act(name);
@@ -86,6 +89,20 @@ static kiln_status read_acts(const kl_node *node, kl_rnn *r, kl_err *e) {
       return kl_fail(e, KILN_ERR_UNSUPPORTED, "activation '%s' is not one of Relu, Tanh, "
                      "Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, "
                      "Elu, Softsign, Softplus", name);
+    need_alpha += info->takes_alpha;
+    need_beta += info->takes_beta;
+  }
+  if (n_alpha > 0 && n_alpha < need_alpha)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "activation_alpha has %d value%s, expected %d "
+                   "(one for each of the activations that take an alpha, in order)",
+                   n_alpha, n_alpha == 1 ? "" : "s", need_alpha);
+  if (n_beta > 0 && n_beta < need_beta)
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "activation_beta has %d value%s, expected %d "
+                   "(one for each of the activations that take a beta, in order)",
+                   n_beta, n_beta == 1 ? "" : "s", need_beta);
+  for (int k = 0; k < want; k++) {
+    const char *name = names ? names->strings[k] : default_act(node->op, k % r->n_acts);
+    const act_info *info = find_act(name);
     kl_rnn_act *a = &r->act[k / r->n_acts][k % r->n_acts];
     a->kind = info->kind;
     a->alpha = info->takes_alpha && next_alpha < n_alpha ? alpha[next_alpha++] : info->alpha;

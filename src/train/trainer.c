@@ -1351,6 +1351,18 @@ static bool manifest_int(const char *text, const char *key, int64_t *v) {
   return true;
 }
 
+/* A checkpoint kiln saved holds no symbolic link (kl_file_write replaces one planted
+ * where a file goes), so one in the folder is refused rather than followed: it could
+ * lead anywhere outside the folder the caller named. */
+static kiln_status no_link(kiln_trainer *t, const char *path) {
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+    return kl_fail(&t->err, KILN_ERR_INVALID_ARGUMENT, "%s is a symbolic link; a checkpoint "
+                   "kiln saves holds none (it would be read from wherever the link leads)",
+                   path);
+  return KILN_OK;
+}
+
 kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
   if (!t) return KILN_ERR_INVALID_ARGUMENT;
   kl_err_clear(&t->err);
@@ -1363,7 +1375,8 @@ kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
    * first, a long list of names after them is not needed */
   void *buf;
   size_t len;
-  st = kl_file_read(path, (size_t)64 << 20, &buf, &len, &t->err);
+  st = no_link(t, path);
+  if (st == KILN_OK) st = kl_file_read(path, (size_t)64 << 20, &buf, &len, &t->err);
   if (st != KILN_OK) return st;
   if (len > sizeof text - 1) len = sizeof text - 1;
   memcpy(text, buf, len);
@@ -1390,6 +1403,7 @@ kiln_status kiln_trainer_load_checkpoint(kiln_trainer *t, const char *dir) {
   if (!read) st = kl_fail(&t->err, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   for (int i = 0; st == KILN_OK && i < n; i++) {
     st = join(t, path, sizeof path, dir, items[i].prefix, items[i].index, items[i].what);
+    if (st == KILN_OK) st = no_link(t, path);
     if (st == KILN_OK)
       st = kl_tensorfile_read(path, (int64_t)items[i].numel * 4 + 4096, &read[i], NULL, &t->err);
     if (st != KILN_OK) break;

@@ -497,6 +497,16 @@ def op_cases():
     case("add_dtypes.onnx",
          model_bytes([add], [vi("A", [2]), vi("B", [2], TensorProto.INT64)], [vi("Y", None)]),
          "int64", "Add of float32 and int64")
+    # kiln's LayerNormGrad read from a file, its axis past the rank: the normalized dims
+    # were copied from the axis left unset by the failed range check (SIGSEGV)
+    lng = helper.make_node("LayerNormGrad", ["D", "X", "S"], ["dX", "dS", "dB"], name="lng",
+                           domain="kiln", axis=3)
+    case("layernormgrad_axis_past_rank.onnx",
+         model_bytes([lng], [vi("D", [2, 3, 4]), vi("X", [2, 3, 4])],
+                     [vi("dX", None), vi("dS", None), vi("dB", None)], [f32("S", [4])],
+                     domains=["kiln"]),
+         "axis 3 is out of range for rank 3", "kiln.LayerNormGrad with axis 3 on a rank-3 "
+         "input (SIGSEGV)")
 
 
 # ---- external data ----
@@ -944,6 +954,14 @@ def torchscript_cases():
     case("zip_local_size_differs.pt", bytes(shorter), "not a readable ZIP archive",
          "a TorchScript archive whose local header gives data.pkl another size than the "
          "central directory does")
+    # one byte of data.pkl changed after its CRC-32 was written: libzip compares the CRC
+    # only at an entry's end of file, which a read of exactly the entry's size never
+    # reached, so a damaged storage was read as weights (exit 0)
+    damaged = bytearray(base)
+    damaged[base.index(b"\x80\x02}q\x00.") + 2] = ord("]")
+    case("zip_crc_mismatch.pt", bytes(damaged), "entry 'm/data.pkl' is damaged or truncated "
+         "(CRC error)", "a TorchScript archive whose data.pkl does not match its CRC-32 (read "
+         "as it was)")
 
 
 def fuzz_found_cases():

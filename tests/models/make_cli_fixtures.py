@@ -18,6 +18,8 @@
                     given 2^40 rows of nothing, a run must end at once, not loop over them.
   empty_rows/bn_training.onnx  BatchNormalization in training mode of x [r, 3, 0], with
                     its running statistics as outputs: the same for 2^40 x 3 empty rows.
+  empty_rows/bn_grad.onnx  kiln's BatchNormGrad of dy, x [r, 3, 0]: the same (dScale and
+                    dB are 0).
   huge_window/      an ONNX test-case folder: MaxPool, AveragePool (with and without
                     count_include_pad) and LpPool whose windows of 2^40 taps (2^40 by
                     2^40 in 2-D) lie almost all in padding over a 1-element input.
@@ -110,6 +112,17 @@ def empty_rows():
     header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
     with open(os.path.join(here, "empty_rows", "x_2p40x3x0.npy"), "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+    # kiln's BatchNormGrad: dScale and dB (one per channel) are not empty either
+    nodes = [helper.make_node("BatchNormGrad", ["dy", "x", "s"], ["dx", "ds", "db"], domain="kiln")]
+    graph = helper.make_graph(nodes, "bn_grad_empty_rows",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["r", 3, 0])
+                               for n in ("dy", "x")],
+                              [helper.make_tensor_value_info("dx", TensorProto.FLOAT, ["r", 3, 0]),
+                               helper.make_tensor_value_info("ds", TensorProto.FLOAT, [3]),
+                               helper.make_tensor_value_info("db", TensorProto.FLOAT, [3])], stats[:1])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15),
+                                                    helper.make_opsetid("kiln", 1)])
+    onnx.save(model, os.path.join(here, "empty_rows", "bn_grad.onnx"))
 
 
 def huge_window():

@@ -1116,6 +1116,17 @@ static void test_bad_infer(void **state) {
   tu_input(f, 1, TY(KL_F32, 4, 3, 2));
   tu_input(f, 2, TY(KL_F32, 4));
   tu_expect_fail(f, KILN_ERR_SHAPE, "input 2 (scale) has shape [4], expected [3]");
+  /* an axis out of range: refused before the normalized dims are taken from it (they
+   * were copied from an unset axis: SIGSEGV, from a file) */
+  for (int k = 0; k < 3; k++) {
+    static const int64_t axes[3] = {3, -4, INT64_MIN};
+    tu_one_node(f, "kiln.LayerNormGrad", 3, 3);
+    tu_attr_int(f, "axis", axes[k]);
+    tu_input(f, 0, TY(KL_F32, 2, 3, 4));
+    tu_input(f, 1, TY(KL_F32, 2, 3, 4));
+    tu_input(f, 2, TY(KL_F32, 4));
+    tu_expect_fail(f, KILN_ERR_SHAPE, "is out of range for rank 3");
+  }
   tu_one_node(f, "kiln.GatherGrad", 3, 1);
   tu_input(f, 0, TY(KL_F32, 2, 16));
   tu_input(f, 1, TY(KL_F32, 2));

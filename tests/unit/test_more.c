@@ -296,6 +296,17 @@ static void test_rnn_errors(void **state) {
   expect_fail(f, KILN_ERR_UNSUPPORTED, "activation 'Gelu'");
   ATTR_STRINGS(f, "activations", "sigmoid", "TANH"); /* any case */
   expect_ok(f, TY(KL_F32, 3, 1, 2, 5));
+  /* two Affines and one alpha: the spec does not say what the second gets (onnxruntime 0,
+   * Affine's default 1); refused, never read past the list */
+  ATTR_STRINGS(f, "activations", "Affine", "Affine");
+  ATTR_FLOATS(f, "activation_alpha", 2.0f);
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "activation_alpha has 1 value, expected 2");
+  ATTR_FLOATS(f, "activation_alpha", 2.0f, 1.0f);
+  ATTR_FLOATS(f, "activation_beta", 0.5f);
+  expect_fail(f, KILN_ERR_INVALID_MODEL, "activation_beta has 1 value, expected 2");
+  ATTR_FLOATS(f, "activation_beta", 0.5f, 0.0f, 9.0f); /* longer: the rest unused */
+  expect_ok(f, TY(KL_F32, 3, 1, 2, 5));
+  ATTR_STRINGS(f, "activations", "sigmoid", "TANH");
   attr_float(f, "clip", -1.0f);
   expect_fail(f, KILN_ERR_INVALID_MODEL, "clip is -1");
   attr_float(f, "clip", 3.0f);

@@ -410,6 +410,14 @@ static void test_checkpoint_manifest_planted(void **state) {
   assert_true(S_ISREG(st.st_mode));
   if (kiln_trainer_load_checkpoint(b, ck) != KILN_OK) fail_msg("%s", kiln_trainer_error(b));
   assert_int_equal(kiln_trainer_steps(b), 1);
+  /* round 7: a link in the folder to a valid manifest outside it is refused, not read
+   * (the folder named is all a resume reads) */
+  char outside[600];
+  snprintf(outside, sizeof outside, "%s/outside.json", dir);
+  assert_int_equal(rename(manifest, outside), 0);
+  assert_int_equal(symlink("../outside.json", manifest), 0);
+  tu_assert_status(kiln_trainer_load_checkpoint(b, ck), KILN_ERR_INVALID_ARGUMENT,
+                   kiln_trainer_error(b), "checkpoint.json is a symbolic link");
   kiln_trainer_free(a);
   kiln_trainer_free(b);
   char cmd[700];

@@ -401,7 +401,8 @@ static void channel_stats(const kl_tensor *x, channel_view v, int64_t ch, double
 int kl_ref_batchnorm_train(kl_kernel_ctx *c) {
   const kl_tensor *x = c->in[0], *scale = c->in[1], *bias = c->in[2];
   channel_view v = channels_of(x);
-  int64_t n = v.batch * v.inner;
+  if (v.channels == 0) return KILN_OK; /* every output empty; N * inner may not fit */
+  int64_t n = v.batch * v.inner; /* at most X's element count */
   if (n < 2)
     return kl_fail(c->e, KILN_ERR_SHAPE, "input 0 (X) has %lld values per channel; training "
                    "needs more than 1 (the unbiased variance divides by n - 1)", (long long)n);
@@ -429,8 +430,13 @@ int kl_ref_batchnorm_train(kl_kernel_ctx *c) {
 int kl_ref_batchnorm_grad(kl_kernel_ctx *c) {
   const kl_tensor *dy = c->in[0], *x = c->in[1], *scale = c->in[2];
   channel_view v = channels_of(x);
-  double n = (double)(v.batch * v.inner), eps = kl_attr_float(c->node, "epsilon", 1e-5f);
+  if (v.channels == 0) return KILN_OK; /* every output empty; N * inner may not fit */
+  /* at most X's element count; with no value per channel ([2^40, 3, 0]) dX is empty and
+   * dScale, dB are 0: no row is visited */
+  int64_t count = v.batch * v.inner;
+  double n = (double)count, eps = kl_attr_float(c->node, "epsilon", 1e-5f);
   kl_tensor *dx = c->out[0];
+  if (count == 0) v.batch = 0;
   for (int64_t ch = 0; ch < v.channels; ch++) {
     double mean, var, sum_dy = 0, sum_dy_xhat = 0;
     if (n > 0) channel_stats(x, v, ch, &mean, &var);
