@@ -20,6 +20,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/isa/isa_fns.h"
+#include "backends/cpu/isa/run.h"
 #include "kl_config.h"
 #include "runtime/session.h"
 
@@ -348,6 +350,35 @@ static void cl_kernels(const kiln_session *fast, const kiln_model *m) {
     seen++;
   }
   assert_int_equal(seen, 2); /* both graphs have two of them */
+}
+
+/* BatchNormGrad held channels-last over an X with no rows ([0, 5, 3, 3]): dScale and dB
+ * are sums over nothing, zeros, at every level (the kernel returned without writing
+ * them: whatever the buffers held came out). */
+static void test_batchnorm_grad_cl_empty(void **state) {
+  (void)state;
+  int64_t xd[4] = {0, 5, 3, 3}, ch = 5;
+  kl_graph *g = kl_graph_new();
+  int dy = tu_graph_input(g, "dy", KL_F32, 4, xd), x = tu_graph_input(g, "x", KL_F32, 4, xd);
+  int scale = tu_graph_input(g, "scale", KL_F32, 1, &ch);
+  int k = tu_graph_output_node(g, KL_OP_KilnBatchNormGrad, 3, (int[]){dy, x, scale}, 3);
+  float sc[5] = {1, 2, 3, 4, 5}, ds[5], db[5], nothing[1];
+  kl_tensor tdy = {KL_F32, 4, {0, 5, 3, 3}, nothing}, tx = tdy, tdx = tdy;
+  kl_tensor tsc = {KL_F32, 1, {5}, sc}, tds = {KL_F32, 1, {5}, ds}, tdb = {KL_F32, 1, {5}, db};
+  const kl_tensor *in[3] = {&tdy, &tx, &tsc};
+  kl_tensor *out[3] = {&tdx, &tds, &tdb};
+  for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
+    for (int i = 0; i < 5; i++) ds[i] = db[i] = 7.0f;
+    kl_err e = {0};
+    kl_kernel_ctx c = {.node = &g->nodes[k], .n_in = 3, .in = in, .n_out = 3, .out = out,
+                       .e = &e, .threads = 1};
+    assert_int_equal(kl_run_grad_cl(&c, kl_cpu_isa_fns((kl_isa)level)), KILN_OK);
+    for (int i = 0; i < 5; i++)
+      if (ds[i] != 0.0f || db[i] != 0.0f)
+        fail_msg("level %s: dScale[%d] %g, dB[%d] %g, expected zeros",
+                 kl_isa_level_name((kl_isa)level), i, (double)ds[i], i, (double)db[i]);
+  }
+  kl_graph_free(g);
 }
 
 static void test_batchnorm_channels_last(void **state) {
@@ -691,6 +722,7 @@ int main(void) {
       cmocka_unit_test(test_softmax_layernorm_grad),
       cmocka_unit_test(test_conv_grad_bf16),
       cmocka_unit_test(test_cast_bf16),
+      cmocka_unit_test(test_batchnorm_grad_cl_empty),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

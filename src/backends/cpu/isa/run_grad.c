@@ -453,7 +453,12 @@ static int run_batchnorm_cl(kl_kernel_ctx *c, const kl_isa_fns *f) {
   if (train && rows < 2)
     return kl_fail(c->e, KILN_ERR_SHAPE, "input 0 (X) has %lld values per channel; training "
                    "needs more than 1 (the unbiased variance divides by n - 1)", (long long)rows);
-  if (numel == 0) return KILN_OK;
+  if (numel == 0) { /* BatchNormGrad of no rows: dScale and dB are sums over nothing */
+    for (int k = 1; !train && k < c->n_out && k < 3; k++)
+      if (c->out[k] && kl_tensor_nbytes(c->out[k]))
+        memset(c->out[k]->data, 0, kl_tensor_nbytes(c->out[k]));
+    return KILN_OK;
+  }
   int64_t blocks = (rows + BN_CL_ROWS - 1) / BN_CL_ROWS;
   size_t per = (size_t)nc;
   float *part = malloc(sizeof(float) * (4 * (size_t)blocks + 3) * per);
