@@ -121,18 +121,19 @@ expect 0 "QLinearConv" -- "$kiln" inspect "$tmp/cnn-minmax-pc.onnx"
 expect 0 "slow paths       0 nodes" -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --fast-only --iterations 3 --warmup 1
 # (a build without oneDNN, as the TSan one, runs them on the reference kernel, and says so;
 # the classifier runs as MatMulInteger on kiln's own kernel there)
-# The dynamic form: MatMulInteger on oneDNN's integer gemm, the rest on kiln's kernels.
+# The dynamic form: MatMulInteger on oneDNN's int8 matmul (VNNI, AMX) or kiln's own int8
+# product (kiln_qgemm, without VNNI), the rest on kiln's kernels.
 if "$kiln" info | grep -q "oneDNN yes" && ! "$kiln" info | grep -q "^isa: generic"; then
   expect 0 "QLinearConv                " -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --profile --iterations 3 --warmup 1
   out=$("$kiln" bench "$tmp/cnn-minmax-pc.onnx" --profile --iterations 3 --warmup 1 2>&1)
   grep -qE "QLinearConv +[0-9.]+ +[0-9.]+% +2 +dnnl_qconv " <<<"$out" ||
     fail "the CNN's QLinearConvs did not run on oneDNN: $out"
   grep -qF "reference        0.0% of a run in 0 nodes" <<<"$out" &&
-    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +1 +dnnl_(gemm|matmul)_u8s8s32" <<<"$out" ||
-    fail "the CNN's classifier (float32 logits) is not MatMulInteger on oneDNN: $out"
+    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +1 +(dnnl_matmul_u8s8s32|kiln_qgemm:)" <<<"$out" ||
+    fail "the CNN's classifier (float32 logits) is not MatMulInteger on a fast kernel: $out"
   out=$("$kiln" bench "$tmp/mlp-dynamic.onnx" --profile --iterations 3 --warmup 1 2>&1)
   grep -qF "reference        0.0% of a run in 0 nodes" <<<"$out" &&
-    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +2 +dnnl_(gemm|matmul)_u8s8s32" <<<"$out" ||
+    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +2 +(dnnl_matmul_u8s8s32|kiln_qgemm:)" <<<"$out" ||
     fail "the dynamic MLP is not on the fast kernels: $out"
 else
   expect 0 "of a run in 2 nodes on portable reference kernels" -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --iterations 3 --warmup 1

@@ -108,7 +108,9 @@ void kl_dnnl_grad_set_channels_last(void *state, unsigned inputs, bool output);
 bool kl_dnnl_qconv_supports(const kl_graph *g, const kl_node *n);
 /* MatMulInteger of uint8 A and constant int8 B [K, N] (B's zero point none or 0) whose
  * weights oneDNN's integer gemm multiplies exactly on this ISA (7-bit without VNNI):
- * kl_dnnl_mmint_run computes it with dnnl_gemm_u8s8s32, bit for bit the reference. */
+ * kl_dnnl_mmint_run computes it with dnnl_gemm_u8s8s32, bit for bit the reference (at
+ * the generic level; without VNNI from AVX2 up, kiln's own product runs it instead,
+ * B packed once: kl_cpu_isa_qgemm_kernel, backend.c). */
 bool kl_dnnl_mmint_supports(const kl_graph *g, const kl_node *n);
 int kl_dnnl_mmint_run(kl_kernel_ctx *c);
 /* Where oneDNN has VNNI or AMX (avx512_core_vnni and above): such a MatMulInteger runs
