@@ -1241,6 +1241,31 @@ static void dynamic_case(int64_t k) {
   kiln_model_free(m);
 }
 
+/* MatMulInteger of K = 0 (A [5, 0], constant B [0, 7]): sums over nothing, zeros, on the
+ * fast kernels as on the reference (kiln's int8 product divided by K before it looked). */
+static void test_matmul_integer_empty_k(void **state) {
+  (void)state;
+  kl_graph *g = tu_graph_new();
+  int64_t ad[2] = {5, 0}, bd[2] = {0, 7};
+  uint8_t za = 3, unused = 0;
+  int a = tu_graph_input(g, "a", KL_U8, 2, ad);
+  int b = tu_graph_const(g, "b", KL_I8, 2, bd, &unused), cza = tu_graph_const(g, "za", KL_U8, 0, NULL, &za);
+  int y = tu_graph_value(g, "y");
+  tu_graph_node(g, KL_OP_MatMulInteger, "mmi", 3, (int[]){a, b, cza}, 1, &y);
+  assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+  kiln_model *m = tu_model_of(g, 0);
+  for (int fast = 0; fast < 2; fast++) {
+    kiln_session *s = tu_session(m, !fast, 1);
+    assert_int_equal(kiln_session_set_input(s, "a", KILN_DTYPE_UINT8, 2, ad, &unused, 0), KILN_OK);
+    if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+    const kl_tensor *t = kl_session_output_value(s, 0);
+    assert_int_equal(kl_tensor_numel(t), 35);
+    for (int i = 0; i < 35; i++) assert_int_equal(((const int32_t *)t->data)[i], 0);
+    kiln_session_free(s);
+  }
+  kiln_model_free(m);
+}
+
 static void test_dynamic_kernels(void **state) {
   (void)state;
   dynamic_case(3100);
@@ -1354,6 +1379,7 @@ int main(void) {
       cmocka_unit_test(test_dynamic),
       cmocka_unit_test(test_matmul_integer),
       cmocka_unit_test(test_dynamic_kernels),
+      cmocka_unit_test(test_matmul_integer_empty_k),
       cmocka_unit_test(test_range),
       cmocka_unit_test(test_quantize_levels),
   };

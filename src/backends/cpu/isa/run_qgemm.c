@@ -93,6 +93,10 @@ int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f) {
     return kl_fail(c->e, KILN_ERR_INTERNAL, "MatMulInteger '%s' on kiln's int8 product with "
                    "operands it does not take", c->node->name ? c->node->name : "");
   if (kl_tensor_numel(y) == 0) return KILN_OK;
+  if (b->dims[0] == 0) { /* sums over nothing */
+    memset(y->data, 0, kl_tensor_nbytes(y));
+    return KILN_OK;
+  }
   kl_qgemm_plan *p = c->state ? *c->state : NULL;
   if (p && (p->k != (size_t)b->dims[0] || p->n != (size_t)b->dims[1]))
     return kl_fail(c->e, KILN_ERR_INTERNAL, "MatMulInteger '%s': its weights changed shape",
