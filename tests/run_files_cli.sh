@@ -194,6 +194,12 @@ out=$(timeout 10 "$kiln" run tests/models/empty_rows/bn_grad.onnx \
 rc=$?
 [ $rc -eq 0 ] && [ "$(grep -c 'values: 0 0 0' <<<"$out")" = 2 ] ||
   fail "BatchNormGrad over 2^40 empty rows: rc $rc (124: timed out): $out"
+# SplitToSequence of those 2^40 empty rows: 2^40 empty tensors, whose headers alone pass
+# the tensor limit; refused as a limit before anything of that count is made (it once
+# allocated arrays of 2^40 entries first: out of memory, or swap)
+run_kiln run tests/models/empty_rows/split_seq.onnx --input x=tests/models/empty_rows/x_2p40_rows.npy
+[ $rc -eq 1 ] && grep -q "limit exceeded: .*SplitToSequence.*over the tensor limit" <<<"$err" ||
+  fail "SplitToSequence of 2^40 empty rows: rc $rc (124: timed out): $err"
 
 # a device named as the output file is refused, never renamed over (as root, `-o
 # /dev/null` once made /dev/null a regular file)

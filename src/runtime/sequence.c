@@ -71,7 +71,7 @@ size_t kl_value_bytes(const kl_tensor *t, const kl_type *ty) {
 static kiln_status emit_seq(kl_dtype dtype, int64_t count, const kl_tensor *items,
                             kl_value_alloc alloc, void *ctx, kl_err *e) {
   size_t *bytes = malloc(sizeof(size_t) * (size_t)(count + 1));
-  const kl_tensor **shapes = malloc(sizeof *shapes * (size_t)(count + 1));
+  const kl_tensor **shapes = calloc((size_t)(count + 1), sizeof *shapes);
   if (!bytes || !shapes) {
     free(bytes);
     free(shapes);
@@ -173,17 +173,43 @@ static kiln_status split_to_sequence(const kl_node *n, const kl_tensor *x, const
   } else {
     count = len;
   }
-  kl_tensor *items = malloc(sizeof *items * (size_t)(count + 1));
-  sizes = malloc(sizeof *sizes * (size_t)(count + 1));
-  if (!items || !sizes) {
-    free(items);
-    free(sizes);
-    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  }
   size_t esize = kl_dtype_size(x->dtype), inner = esize, outer = 1;
   for (int d = (int)axis + 1; d < x->rank; d++) inner *= (size_t)x->dims[d];
   for (int d = 0; d < axis; d++) outer *= (size_t)x->dims[d];
-  size_t total_bytes = 0;
+  /* The sequence's bytes first, with nothing of count's size made yet: the allocator
+   * refuses a block past the session's limit (max_tensor_bytes) with a clear error, where
+   * 2^40 items of an empty [2^40, 0] ran out of memory in the arrays below. Item k holds
+   * size(k) * inner * outer bytes: a split list's sizes, else chunks of `chunk` and a
+   * last one of the rest. */
+  size_t row = inner * outer, total = 0, last = 0;
+  bool over = (uint64_t)count > SIZE_MAX / 2 / sizeof(kl_seq_item);
+  if (!over) total = header_bytes(count);
+  if (!over && split && split->rank == 1) {
+    for (int64_t k = 0; !over && k < count; k++) {
+      size_t b = (size_t)kl_load_i64(split->data, split->dtype, k) * row;
+      over = __builtin_add_overflow(total, align_up(b), &total);
+    }
+  } else if (!over && count > 0) {
+    size_t full, each = align_up((size_t)chunk * row);
+    last = align_up((size_t)(len - (count - 1) * chunk) * row);
+    over = __builtin_mul_overflow((size_t)(count - 1), each, &full) ||
+           __builtin_add_overflow(total, full, &total) ||
+           __builtin_add_overflow(total, last, &total);
+  }
+  if (over)
+    return kl_fail(e, KILN_ERR_LIMIT, "a sequence of %" PRId64 " elements is too large", count);
+  kl_tensor shape = {.dtype = x->dtype, .rank = 0}, *out = NULL;
+  kiln_status st = alloc(ctx, 0, &shape, total, &out);
+  if (st != KILN_OK) return st;
+  kl_tensor *items = malloc(sizeof *items * (size_t)(count + 1));
+  const kl_tensor **shapes = calloc((size_t)(count + 1), sizeof *shapes);
+  sizes = malloc(sizeof *sizes * (size_t)(count + 1));
+  if (!items || !shapes || !sizes) {
+    free(items);
+    free(shapes);
+    free(sizes);
+    return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  }
   for (int64_t k = 0, start = 0; k < count; k++) {
     int64_t s = split && split->rank == 1 ? kl_load_i64(split->data, split->dtype, k)
                                           : (len - start < chunk ? len - start : chunk);
@@ -196,26 +222,23 @@ static kiln_status split_to_sequence(const kl_node *n, const kl_tensor *x, const
               sizeof(int64_t) * (size_t)(x->rank - 1 - axis));
       items[k].rank--;
     }
-    total_bytes += kl_tensor_nbytes(&items[k]);
+    shapes[k] = &items[k];
   }
-  /* gather each chunk into one buffer, then emit */
-  char *buf = malloc(total_bytes ? total_bytes : 1);
-  kiln_status st = buf ? KILN_OK : kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  size_t at = 0;
-  for (int64_t k = 0, start = 0; st == KILN_OK && k < count; k++) {
-    size_t row = (size_t)sizes[k] * inner;
-    items[k].data = buf + at;
-    for (size_t o = 0; o < outer && row; o++)
-      memcpy(buf + at + o * row, (const char *)x->data + (o * (size_t)len + (size_t)start) * inner,
-             row);
-    at += row * outer;
+  /* each chunk's rows gathered into its place in the block */
+  kl_seq_layout(out->data, count, shapes);
+  kl_seq *seq = out->data;
+  for (int64_t k = 0, start = 0; k < count; k++) {
+    size_t piece = (size_t)sizes[k] * inner;
+    char *at = (char *)out->data + seq->items[k].offset;
+    for (size_t o = 0; o < outer && piece; o++)
+      memcpy(at + o * piece, (const char *)x->data + (o * (size_t)len + (size_t)start) * inner,
+             piece);
     start += sizes[k];
   }
-  if (st == KILN_OK) st = emit_seq(x->dtype, count, items, alloc, ctx, e);
-  free(buf);
   free(items);
+  free(shapes);
   free(sizes);
-  return st;
+  return KILN_OK;
 }
 
 static kiln_status concat_from_sequence(const kl_node *n, const kl_tensor *s,

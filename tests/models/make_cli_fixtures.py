@@ -20,6 +20,10 @@
                     its running statistics as outputs: the same for 2^40 x 3 empty rows.
   empty_rows/bn_grad.onnx  kiln's BatchNormGrad of dy, x [r, 3, 0]: the same (dScale and
                     dB are 0).
+  empty_rows/split_seq.onnx  SplitToSequence of x [r, 0] (no split, keepdims 0): 2^40 rows
+                    make a sequence of 2^40 empty tensors, whose headers alone pass any
+                    --max-tensor-bytes: refused as a limit, before anything of that count
+                    is made.
   huge_window/      an ONNX test-case folder: MaxPool, AveragePool (with and without
                     count_include_pad) and LpPool whose windows of 2^40 taps (2^40 by
                     2^40 in 2-D) lie almost all in padding over a 1-element input.
@@ -123,6 +127,14 @@ def empty_rows():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15),
                                                     helper.make_opsetid("kiln", 1)])
     onnx.save(model, os.path.join(here, "empty_rows", "bn_grad.onnx"))
+    # SplitToSequence of x [r, 0]: r empty tensors
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0)]
+    graph = helper.make_graph(nodes, "split_seq_empty_rows",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["r", 0])],
+                              [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(here, "empty_rows", "split_seq.onnx"))
 
 
 def huge_window():
