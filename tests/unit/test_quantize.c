@@ -1249,7 +1249,8 @@ static void test_matmul_integer_empty_k(void **state) {
   int64_t ad[2] = {5, 0}, bd[2] = {0, 7};
   uint8_t za = 3, unused = 0;
   int a = tu_graph_input(g, "a", KL_U8, 2, ad);
-  int b = tu_graph_const(g, "b", KL_I8, 2, bd, &unused), cza = tu_graph_const(g, "za", KL_U8, 0, NULL, &za);
+  int b = tu_graph_const(g, "b", KL_I8, 2, bd, &unused);
+  int cza = tu_graph_const(g, "za", KL_U8, 0, NULL, &za);
   int y = tu_graph_value(g, "y");
   tu_graph_node(g, KL_OP_MatMulInteger, "mmi", 3, (int[]){a, b, cza}, 1, &y);
   assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
@@ -1263,6 +1264,42 @@ static void test_matmul_integer_empty_k(void **state) {
     for (int i = 0; i < 35; i++) assert_int_equal(((const int32_t *)t->data)[i], 0);
     kiln_session_free(s);
   }
+  kiln_model_free(m);
+}
+
+/* Cast of int64 to float32 (token ids, attention masks) on kiln's kernel at every level
+ * but the reference, bit for bit the reference's (float)v: values past 2^24 and 2^53
+ * (rounded once, to nearest even), the ends of the range, 40003 of them (past a task's
+ * chunk), at 1 and 2 threads. */
+static void test_cast_int64(void **state) {
+  (void)state;
+  enum { N = 40003 };
+  int64_t *v = malloc(sizeof(int64_t) * N), d[1] = {N};
+  assert_non_null(v);
+  static const int64_t edge[] = {0, 1, -1, 16777217, -16777219, 9007199254740993LL,
+                                 INT64_MAX, INT64_MIN, INT64_MAX - 1, (int64_t)1 << 62};
+  for (int i = 0; i < N; i++)
+    v[i] = i < 10 ? edge[i] : (int64_t)tu_rand_f32(&rng, -1e6f, 1e6f) * ((int64_t)1 << (i % 40));
+  kl_graph *g = tu_graph_new();
+  int x = tu_graph_input(g, "x", KL_I64, 1, d);
+  int y = tu_graph_output_node(g, KL_OP_Cast, 1, &x, 1);
+  kl_node_set_int(g, y, "to", KL_F32, NULL);
+  kiln_model *m = tu_model_of(g, 0);
+  for (int threads = 1; threads <= 2; threads++) {
+    kiln_session *sr = tu_session(m, true, 1), *sf = tu_session(m, false, threads);
+    for (int r = 0; r < 2; r++) {
+      kiln_session *s = r ? sf : sr;
+      assert_int_equal(
+          kiln_session_set_input(s, "x", KILN_DTYPE_INT64, 1, d, v, sizeof(int64_t) * N), KILN_OK);
+      if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+    }
+    const kl_tensor *a = kl_session_output_value(sr, 0), *b = kl_session_output_value(sf, 0);
+    if (memcmp(a->data, b->data, sizeof(float) * N) != 0)
+      fail_msg("int64 -> float32 differs from the reference's (%d threads)", threads);
+    assert_string_not_equal(kl_session_kernel_name(sf, 0), "ref");
+    kiln_session_free(sr), kiln_session_free(sf);
+  }
+  free(v);
   kiln_model_free(m);
 }
 
@@ -1305,7 +1342,8 @@ static void test_quantize_levels(void **state) {
           else f->quantize_u8(x + 1, sc, zp, y + 1, n);
           for (size_t i = 0; i < n; i++) {
             float q = x[i + 1] / sc;
-            q = q != q ? 0.0f : q < lo - (float)zp ? lo - (float)zp : q > hi - (float)zp ? hi - (float)zp : q;
+            float qlo = lo - (float)zp, qhi = hi - (float)zp;
+            q = q != q ? 0.0f : q < qlo ? qlo : q > qhi ? qhi : q;
             int32_t want = (int32_t)rintf(q) + zp, got = s8 ? (int8_t)y[i + 1] : y[i + 1];
             if (got != want)
               fail_msg("level %d, %s, n %zu, scale %g, zp %d: y[%zu] is %d for %g, expected %d",
@@ -1380,6 +1418,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_integer),
       cmocka_unit_test(test_dynamic_kernels),
       cmocka_unit_test(test_matmul_integer_empty_k),
+      cmocka_unit_test(test_cast_int64),
       cmocka_unit_test(test_range),
       cmocka_unit_test(test_quantize_levels),
   };

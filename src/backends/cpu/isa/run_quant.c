@@ -307,7 +307,8 @@ static int run_dynamic_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
   return st;
 }
 
-/* Cast of int32 to float32 (each rounded to nearest, as the reference), and of bf16 to
+/* Cast of int32 and int64 to float32 (each rounded to nearest, as the reference's
+ * (float)v), and of bf16 to
  * float32 (a bf16 training step's weights: the bits moved up 16, exact, a signaling NaN
  * made quiet as the reference's conversion through double does). */
 typedef struct cast_job {
@@ -323,6 +324,13 @@ static void cast_task(void *arg, int64_t t) {
   for (; i < end; i++) j->y[i] = (float)x[i];
 }
 
+static void cast_i64_task(void *arg, int64_t t) {
+  const cast_job *j = arg;
+  int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;
+  const int64_t *x = j->x;
+  for (; i < end; i++) j->y[i] = (float)x[i];
+}
+
 static void cast_bf16_task(void *arg, int64_t t) {
   const cast_job *j = arg;
   int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;
@@ -334,10 +342,11 @@ static void cast_bf16_task(void *arg, int64_t t) {
 
 static int run_cast(kl_kernel_ctx *c) {
   kl_dtype from = c->in[0]->dtype;
-  if ((from != KL_I32 && from != KL_BF16) || c->out[0]->dtype != KL_F32) return kl_isa_ref(c);
+  if ((from != KL_I32 && from != KL_I64 && from != KL_BF16) || c->out[0]->dtype != KL_F32)
+    return kl_isa_ref(c);
   cast_job j = {c->in[0]->data, c->out[0]->data, kl_tensor_numel(c->out[0])};
-  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, from == KL_BF16 ? cast_bf16_task : cast_task,
-                  &j);
+  kl_task_fn fn = from == KL_BF16 ? cast_bf16_task : from == KL_I64 ? cast_i64_task : cast_task;
+  kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, fn, &j);
   return KILN_OK;
 }
 
