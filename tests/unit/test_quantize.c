@@ -1267,12 +1267,21 @@ static void test_matmul_integer_empty_k(void **state) {
   kiln_model_free(m);
 }
 
-/* Cast of int64 to float32 (token ids, attention masks) on kiln's kernel at every level
- * but the reference, bit for bit the reference's (float)v: values past 2^24 and 2^53
- * (rounded once, to nearest even), the ends of the range, 40003 of them (past a task's
- * chunk), at 1 and 2 threads. */
+/* Cast of int64 and int32 to float32 and to bool (token ids, attention masks: BERT-base's
+ * mask is int64 to bool) on kiln's kernel at every level, bit for bit the reference's:
+ * (float)v for values past 2^24 and 2^53 (rounded once, to nearest even), the ends of
+ * the range, zeros for bool; 40003 of them (past a task's chunk), at 1 and 2 threads. */
+static void cast_case(kl_dtype from, kl_dtype to);
+
 static void test_cast_int64(void **state) {
   (void)state;
+  cast_case(KL_I64, KL_F32);
+  cast_case(KL_I64, KL_BOOL);
+  cast_case(KL_I32, KL_F32);
+  cast_case(KL_I32, KL_BOOL);
+}
+
+static void cast_case(kl_dtype from, kl_dtype to) {
   enum { N = 40003 };
   int64_t *v = malloc(sizeof(int64_t) * N), d[1] = {N};
   assert_non_null(v);
@@ -1280,26 +1289,34 @@ static void test_cast_int64(void **state) {
                                  INT64_MAX, INT64_MIN, INT64_MAX - 1, (int64_t)1 << 62};
   for (int i = 0; i < N; i++)
     v[i] = i < 10 ? edge[i] : (int64_t)tu_rand_f32(&rng, -1e6f, 1e6f) * ((int64_t)1 << (i % 40));
+  for (int i = 10; i < N; i += 7) v[i] = 0;
+  int32_t *v32 = malloc(sizeof(int32_t) * N); /* the same values' low 32 bits */
+  assert_non_null(v32);
+  for (int i = 0; i < N; i++) v32[i] = (int32_t)(uint32_t)(uint64_t)v[i];
+  const void *xv = from == KL_I32 ? (const void *)v32 : (const void *)v;
+  size_t esize = from == KL_I32 ? 4 : 8, ysize = to == KL_BOOL ? 1 : 4;
   kl_graph *g = tu_graph_new();
-  int x = tu_graph_input(g, "x", KL_I64, 1, d);
+  int x = tu_graph_input(g, "x", from, 1, d);
   int y = tu_graph_output_node(g, KL_OP_Cast, 1, &x, 1);
-  kl_node_set_int(g, y, "to", KL_F32, NULL);
+  kl_node_set_int(g, y, "to", to, NULL);
   kiln_model *m = tu_model_of(g, 0);
   for (int threads = 1; threads <= 2; threads++) {
     kiln_session *sr = tu_session(m, true, 1), *sf = tu_session(m, false, threads);
     for (int r = 0; r < 2; r++) {
       kiln_session *s = r ? sf : sr;
-      assert_int_equal(
-          kiln_session_set_input(s, "x", KILN_DTYPE_INT64, 1, d, v, sizeof(int64_t) * N), KILN_OK);
+      assert_int_equal(kiln_session_set_input(s, "x", from == KL_I32 ? KILN_DTYPE_INT32
+                                                                       : KILN_DTYPE_INT64,
+                                              1, d, xv, esize * N), KILN_OK);
       if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
     }
     const kl_tensor *a = kl_session_output_value(sr, 0), *b = kl_session_output_value(sf, 0);
-    if (memcmp(a->data, b->data, sizeof(float) * N) != 0)
-      fail_msg("int64 -> float32 differs from the reference's (%d threads)", threads);
+    if (memcmp(a->data, b->data, ysize * N) != 0)
+      fail_msg("%s -> %s differs from the reference's (%d threads)", kl_dtype_name(from),
+               kl_dtype_name(to), threads);
     assert_string_not_equal(kl_session_kernel_name(sf, 0), "ref");
     kiln_session_free(sr), kiln_session_free(sf);
   }
-  free(v);
+  free(v), free(v32);
   kiln_model_free(m);
 }
 

@@ -327,13 +327,14 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
     return (t == KL_U8 || t == KL_I8) && dtype_of(in, n_in, 1) == KL_F32 ? K_DEQUANT : K_COUNT;
   case KL_OP_DynamicQuantizeLinear: /* float32 to uint8 (run_quant.c) */
     return t == KL_F32 ? K_QUANT : K_COUNT;
-  case KL_OP_Cast: /* int32 to float32: MatMulInteger's sums; int64 to float32: token
-                     ids and masks; bf16 to float32: a bf16 training step's weights
-                     (run_quant.c) */
-    return (t == KL_I32 || t == KL_I64 || t == KL_BF16) && kl_attr_int(n, "to", 0) == KL_F32 &&
-                   !kl_node_attr(n, "round_mode")
-               ? K_QUANT
-               : K_COUNT;
+  case KL_OP_Cast: { /* int32 to float32: MatMulInteger's sums; int64 to float32 or bool:
+                       token ids and attention masks; bf16 to float32: a bf16 training
+                       step's weights (run_quant.c) */
+    int64_t to = kl_attr_int(n, "to", 0);
+    bool fits = t == KL_I32 || t == KL_I64 ? to == KL_F32 || to == KL_BOOL
+                                           : t == KL_BF16 && to == KL_F32;
+    return fits && !kl_node_attr(n, "round_mode") ? K_QUANT : K_COUNT;
+  }
   case KL_OP_KilnQLinearAdd: case KL_OP_KilnQLinearMul: case KL_OP_KilnQLinearLookup:
   case KL_OP_KilnQLinearGlobalAveragePool:
     /* the quantize driver (run_quant.c) takes them */

@@ -308,14 +308,25 @@ static int run_dynamic_quantize(kl_kernel_ctx *c, const kl_isa_fns *f) {
 }
 
 /* Cast of int32 and int64 to float32 (each rounded to nearest, as the reference's
- * (float)v), and of bf16 to
- * float32 (a bf16 training step's weights: the bits moved up 16, exact, a signaling NaN
+ * (float)v) or to bool (nonzero: 1), and of bf16 to float32 (a bf16 training step's weights: the bits moved up 16, exact, a signaling NaN
  * made quiet as the reference's conversion through double does). */
 typedef struct cast_job {
   const void *x;
   float *y;
   int64_t n;
 } cast_job;
+
+/* int32 or int64 to bool: nonzero is true (1), as the reference. */
+#define CAST_BOOL_TASK(T)                                                                \
+  static void cast_bool_##T(void *arg, int64_t t) {                                      \
+    const cast_job *j = arg;                                                             \
+    int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;                    \
+    const T *x = j->x;                                                                   \
+    uint8_t *y = (uint8_t *)j->y;                                                        \
+    for (; i < end; i++) y[i] = x[i] != 0;                                               \
+  }
+CAST_BOOL_TASK(int32_t)
+CAST_BOOL_TASK(int64_t)
 
 static void cast_task(void *arg, int64_t t) {
   const cast_job *j = arg;
@@ -342,10 +353,15 @@ static void cast_bf16_task(void *arg, int64_t t) {
 
 static int run_cast(kl_kernel_ctx *c) {
   kl_dtype from = c->in[0]->dtype;
-  if ((from != KL_I32 && from != KL_I64 && from != KL_BF16) || c->out[0]->dtype != KL_F32)
+  kl_dtype to = c->out[0]->dtype;
+  bool ints = from == KL_I32 || from == KL_I64;
+  if (!(ints && (to == KL_F32 || to == KL_BOOL)) && !(from == KL_BF16 && to == KL_F32))
     return kl_isa_ref(c);
   cast_job j = {c->in[0]->data, c->out[0]->data, kl_tensor_numel(c->out[0])};
-  kl_task_fn fn = from == KL_BF16 ? cast_bf16_task : from == KL_I64 ? cast_i64_task : cast_task;
+  kl_task_fn fn = from == KL_BF16 ? cast_bf16_task
+                  : to == KL_BOOL ? (from == KL_I64 ? cast_bool_int64_t : cast_bool_int32_t)
+                  : from == KL_I64 ? cast_i64_task
+                                   : cast_task;
   kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, fn, &j);
   return KILN_OK;
 }
