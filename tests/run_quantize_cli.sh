@@ -120,8 +120,9 @@ expect 0 "QLinearConv" -- "$kiln" inspect "$tmp/cnn-minmax-pc.onnx"
   fail "the quantized CNN's two Conv nodes are not QLinearConv at -O2"
 expect 0 "slow paths       0 nodes" -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --fast-only --iterations 3 --warmup 1
 # (a build without oneDNN, as the TSan one, runs them on the reference kernel, and says so;
-# the classifier runs as MatMulInteger on kiln's own kernel there)
-# The dynamic form: MatMulInteger on oneDNN's int8 matmul (VNNI, AMX) or kiln's own int8
+# the classifier runs as MatMulIntegerToFloat on kiln's own kernel there)
+# The dynamic form: MatMulInteger with its Cast, scale Mul and bias Add (one
+# kiln.MatMulIntegerToFloat) on oneDNN's int8 matmul (VNNI, AMX) or kiln's own int8
 # product (kiln_qgemm, without VNNI), the rest on kiln's kernels.
 if "$kiln" info | grep -q "oneDNN yes" && ! "$kiln" info | grep -q "^isa: generic"; then
   expect 0 "QLinearConv                " -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --profile --iterations 3 --warmup 1
@@ -129,11 +130,11 @@ if "$kiln" info | grep -q "oneDNN yes" && ! "$kiln" info | grep -q "^isa: generi
   grep -qE "QLinearConv +[0-9.]+ +[0-9.]+% +2 +dnnl_qconv " <<<"$out" ||
     fail "the CNN's QLinearConvs did not run on oneDNN: $out"
   grep -qF "reference        0.0% of a run in 0 nodes" <<<"$out" &&
-    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +1 +(dnnl_matmul_u8s8s32|kiln_qgemm:)" <<<"$out" ||
-    fail "the CNN's classifier (float32 logits) is not MatMulInteger on a fast kernel: $out"
+    grep -qE "kiln.MatMulIntegerToFloat +[0-9.]+ +[0-9.]+% +1 +(dnnl_matmul_u8s8s32|kiln_qgemm:)" <<<"$out" ||
+    fail "the CNN's classifier (float32 logits) is not MatMulIntegerToFloat on a fast kernel: $out"
   out=$("$kiln" bench "$tmp/mlp-dynamic.onnx" --profile --iterations 3 --warmup 1 2>&1)
   grep -qF "reference        0.0% of a run in 0 nodes" <<<"$out" &&
-    grep -qE "MatMulInteger +[0-9.]+ +[0-9.]+% +2 +(dnnl_matmul_u8s8s32|kiln_qgemm:)" <<<"$out" ||
+    grep -qE "kiln.MatMulIntegerToFloat +[0-9.]+ +[0-9.]+% +2 +(dnnl_matmul_u8s8s32|kiln_qgemm:)" <<<"$out" ||
     fail "the dynamic MLP is not on the fast kernels: $out"
 else
   expect 0 "of a run in 2 nodes on portable reference kernels" -- "$kiln" bench "$tmp/cnn-minmax-pc.onnx" --iterations 3 --warmup 1

@@ -247,6 +247,39 @@ int kl_infer_matmul_integer(kl_infer_ctx *c) {
   return st;
 }
 
+/* Input i of kiln's MatMulIntegerToFloat (scale, bias): float32, one value or one per
+ * column of y (rank at most y's, every dim 1 but the last, which is 1 or y's last). */
+static kiln_status check_per_column(const kl_infer_ctx *c, int i, const char *name,
+                                    const kl_type *y) {
+  kiln_status st = kl_check_dtype(c, i, name, KL_DT(KL_F32));
+  const kl_type *v = kl_infer_in(c, i);
+  if (st != KILN_OK || !v || v->rank < 0 || y->rank < 0) return st;
+  bool ok = v->rank <= y->rank;
+  for (int d = 0; ok && d < v->rank - 1; d++)
+    ok = !kl_dim_known(v->dims[d]) || v->dims[d].size == 1;
+  kl_dim last = v->rank > 0 ? v->dims[v->rank - 1] : kl_dim_of(1);
+  kl_dim n = y->rank > 0 ? y->dims[y->rank - 1] : kl_dim_of(1);
+  if (ok && (!kl_dim_known(last) || last.size == 1 || !kl_dim_known(n) || last.size == n.size))
+    return KILN_OK;
+  char have[128];
+  kl_type_format(c->g, v, have, sizeof have);
+  return kl_fail(c->e, KILN_ERR_SHAPE, "input %d (%s) is %s, expected one value or one per "
+                 "column (%lld) of the rank-%d output", i, name, have, (long long)n.size,
+                 y->rank);
+}
+
+int kl_infer_matmul_integer_to_float(kl_infer_ctx *c) {
+  kl_infer_ctx mm = *c;
+  mm.n_in = c->n_in < 4 ? c->n_in : 4;
+  kiln_status st = kl_infer_matmul_integer(&mm);
+  if (st == KILN_OK && !kl_infer_in(c, 4))
+    st = kl_fail(c->e, KILN_ERR_INVALID_MODEL, "input 4 (scale) is required but absent");
+  c->out[0].dtype = KL_F32;
+  if (st == KILN_OK) st = check_per_column(c, 4, "scale", &c->out[0]);
+  if (st == KILN_OK) st = check_per_column(c, 5, "bias", &c->out[0]);
+  return st;
+}
+
 int kl_infer_qlinear_matmul(kl_infer_ctx *c) {
   static const char *const names[] = {"a", "a_scale", "a_zero_point", "b", "b_scale",
                                       "b_zero_point", "y_scale", "y_zero_point"};

@@ -165,6 +165,7 @@ double kl_node_work(const kl_node *n, int n_in, const kl_tensor *const *in, int 
   switch (n->op) { /* (kl_run's path: op ids, no name compared) */
   case KL_OP_MatMul:
   case KL_OP_MatMulInteger:
+  case KL_OP_KilnMatMulIntegerToFloat:
   case KL_OP_KilnFusedMatMul:
   case KL_OP_QLinearMatMul:
   case KL_OP_KilnQLinearGemm:

@@ -57,6 +57,7 @@ static const step_cost op_costs[KL_OP_COUNT] = {
     [KL_OP_KilnFusedMatMul] = {1, 2, 768},
     [KL_OP_KilnFusedGemm] = {1, 2, 768},
     [KL_OP_MatMulInteger] = {1, 6, 768},
+    [KL_OP_KilnMatMulIntegerToFloat] = {1, 6, 768},
     [KL_OP_KilnQLinearGemm] = {1, 6, 768},
     /* QLinearMatMul of a constant int8 B runs oneDNN's int8 matmul as QLinearGemm; other
      * forms hand their shapes to the reference (6.4-8.2), which checks its own weight

@@ -28,6 +28,7 @@ KL_PASS(fold_bn)
 KL_PASS(fold_scale_bias)
 KL_PASS(merge_convs)
 KL_PASS(fuse_matmul_add)
+KL_PASS(fuse_int_matmul)
 KL_PASS(fold_transpose)
 KL_PASS(fuse_sum)
 KL_PASS(fuse_act)
@@ -83,6 +84,8 @@ static const kl_pass pass_table[] = {
      "(RepVGG/MobileOne blocks)", kl_pass_merge_convs},
     {"fuse_matmul_add", 2, "MatMul+Add into Gemm (2-D) or FusedMatMul with a bias",
      kl_pass_fuse_matmul_add},
+    {"fuse_int_matmul", 2, "MatMulInteger, Cast to float32, scale Mul (and bias Add) into "
+     "kiln.MatMulIntegerToFloat", kl_pass_fuse_int_matmul},
     {"fold_transpose", 2, "fold 2-D Transposes into Gemm transA/transB",
      kl_pass_fold_transpose},
     {"fuse_sum", 2, "fuse a residual Add into the Conv/Gemm/MatMul before it",

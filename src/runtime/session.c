@@ -190,7 +190,9 @@ static kiln_status session_plan_kernels(kiln_session *s) {
      * products oneDNN does not take (B uint8 or not constant) run on kiln's kernel, as
      * fast at every level as at avx2 (0.07 ns: an 8192^3 product of two generated uint8
      * matrices, weighed 1, ran 40 s) */
-    if (s->work_kernel[i] == KL_WORK_AVX512 && g->nodes[i].op == KL_OP_MatMulInteger &&
+    if (s->work_kernel[i] == KL_WORK_AVX512 &&
+        (g->nodes[i].op == KL_OP_MatMulInteger ||
+         g->nodes[i].op == KL_OP_KilnMatMulIntegerToFloat) &&
         (!c->kernel.name || strncmp(c->kernel.name, "dnnl", 4) != 0))
       s->work_kernel[i] = KL_WORK_AVX2;
     s->rules[i] = (kl_memplan_node){c->inplace, c->view && g->nodes[i].n_out == 1};

@@ -236,7 +236,8 @@ static void test_gemm(void **state) {
 /* What QLinearGemm does not take: a Gemm with a negative alpha, a bias Add whose MatMul
  * something else also reads, a Relu of a Gemm that something else also reads. The
  * product still runs on the codes, as MatMulInteger with a float32 result
- * (fold_float_product; test_float_output checks its numbers). */
+ * (fold_float_product; test_float_output checks its numbers), which fuse_int_matmul makes
+ * one kiln MatMulIntegerToFloat with its scale. */
 static void test_gemm_unfolded(void **state) {
   (void)state;
   for (int v = 0; v < 3; v++) {
@@ -256,15 +257,17 @@ static void test_gemm_unfolded(void **state) {
     assert_int_equal(count, 0);
     find_op(m, op, &count);
     assert_int_equal(count, 0);
-    find_op(m, KL_OP_MatMulInteger, &count);
+    find_op(m, KL_OP_MatMulInteger, &count); /* fused with its scale (fuse_int_matmul) */
+    assert_int_equal(count, 0);
+    find_op(m, KL_OP_KilnMatMulIntegerToFloat, &count);
     assert_int_equal(count, 1);
     kiln_model_free(m);
   }
 }
 
 /* The cases above with the product's float32 result as the output (a classifier's last
- * Gemm as kiln quantize writes it): at -O2 one MatMulInteger on the codes, no Gemm or
- * MatMul left; -O2's reference kernels against -O0 (the float32 QDQ graph) and -O2's
+ * Gemm as kiln quantize writes it): at -O2 one MatMulIntegerToFloat on the codes (the
+ * MatMulInteger, Cast, Mul and Add of fold_float_product), no Gemm or MatMul left; -O2's reference kernels against -O0 (the float32 QDQ graph) and -O2's
  * fast kernels against its reference ones within float32 rounding of the sums (the
  * int32 sums are exact), the fast one no slow path. */
 static void test_float_output(void **state) {
@@ -276,8 +279,8 @@ static void test_float_output(void **state) {
     seed = rng;
     kiln_model *m2 = tu_model_of(gemm_graph_out(gc, &seed, true), 2);
     rng = seed;
-    int count, node = find_op(m2, KL_OP_MatMulInteger, &count);
-    if (count != 1) fail_msg("case %zu: %d MatMulInteger", c, count);
+    int count, node = find_op(m2, KL_OP_KilnMatMulIntegerToFloat, &count);
+    if (count != 1) fail_msg("case %zu: %d MatMulIntegerToFloat", c, count);
     find_op(m2, gc->gemm ? KL_OP_Gemm : KL_OP_MatMul, &count);
     assert_int_equal(count, 0);
     runs r;
@@ -300,7 +303,7 @@ static void test_float_output(void **state) {
     const char *kernel = kl_session_kernel_name(f2, node);
     if (kl_isa_level() != KL_ISA_GENERIC &&
         (!kernel || !strcmp(kernel, "ref") || kl_session_slow_path(f2, node)))
-      fail_msg("case %zu: MatMulInteger ran on '%s' (%s)", c, kernel ? kernel : "(none)",
+      fail_msg("case %zu: MatMulIntegerToFloat ran on '%s' (%s)", c, kernel ? kernel : "(none)",
                kl_session_slow_path(f2, node) ? kl_session_slow_path(f2, node) : "fast");
     free_runs(&r);
     kiln_model_free(m0), kiln_model_free(m2);

@@ -318,7 +318,8 @@ static kiln_status dnnl_choice(kl_cpu_plan *p, const kl_graph *g, int i, kl_err 
   kl_cpu_choice *c = &p->choice[i];
   c->view = false;
   c->inplace = 0;
-  if (g->nodes[i].op == KL_OP_MatMulInteger) { /* choose: kl_dnnl_mmint_primitive */
+  if (g->nodes[i].op == KL_OP_MatMulInteger ||
+      g->nodes[i].op == KL_OP_KilnMatMulIntegerToFloat) { /* choose: kl_dnnl_mmint_primitive */
     p->on_dnnl[i] = DNNL_QCONV;
     return kl_dnnl_mmint_create(p->dnnl, &c->kernel, &p->state[i], e);
   }

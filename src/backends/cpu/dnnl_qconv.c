@@ -104,6 +104,10 @@ static bool exact_weights(const kl_graph *g, const kl_node *n) {
 /* QLinearMatMul, or kiln's QLinearGemm (its bias and Relu: oneDNN's bias and eltwise
  * post-op). */
 static bool is_matmul(kl_op op) { return op == KL_OP_QLinearMatMul || op == KL_OP_KilnQLinearGemm; }
+/* MatMulInteger, and MatMulIntegerToFloat: its product then its scale (kl_mmint_scale) */
+static bool is_mmint(kl_op op) {
+  return op == KL_OP_MatMulInteger || op == KL_OP_KilnMatMulIntegerToFloat;
+}
 
 static bool has_relu(const kl_node *n) {
   return n->op == KL_OP_KilnQLinearGemm && kl_node_attr(n, "activation");
@@ -333,7 +337,7 @@ static kiln_status matmul_make(qc_node *q, qc_entry *en, kl_kernel_ctx *c, dnnl_
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (s != dnnl_success)
     return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed to make the %s of %lld x %lld by "
-                   "%lld x %lld (status %d)", c->node->op == KL_OP_MatMulInteger ?
+                   "%lld x %lld (status %d)", is_mmint(c->node->op) ?
                    "integer matrix product" : "int8 matrix product",
                    (long long)src->dims[0], (long long)src->dims[1],
                    (long long)wei_user->dims[0], (long long)wei_user->dims[1], (int)s);
@@ -455,7 +459,7 @@ static kiln_status fold_zx(const kl_kernel_ctx *c, int64_t m, int32_t **out) {
 static kiln_status entry_build(void *owner, void *entry, kl_kernel_ctx *c) {
   qc_node *q = owner;
   qc_entry *en = entry;
-  if (c->node->op == KL_OP_MatMulInteger) return mmint_build(q, en, c);
+  if (is_mmint(c->node->op)) return mmint_build(q, en, c);
   if (is_matmul(c->node->op)) return matmul_build(q, en, c);
   const kl_tensor *x = c->in[0], *w = c->in[3], *y = c->out[0];
   const kl_tensor *b = c->n_in > 8 ? c->in[8] : NULL;
@@ -633,6 +637,8 @@ static int qc_run(kl_kernel_ctx *c) {
   if (en->qgemv) return kl_run_qgemv(c, kl_cpu_isa_fns(kl_isa_level()), en->qgemv);
   kiln_status st2 = execute(q, en, c);
   if (st2 == KILN_OK && en->colsum) mmint_compensate(en, c);
+  kl_mmint_scale sc;
+  if (st2 == KILN_OK && kl_mmint_scale_of(c, &sc)) kl_mmint_scale_all(c, &sc);
   return st2;
 }
 
@@ -686,12 +692,12 @@ const char *kl_dnnl_qconv_ran_impl(const void *state) {
 /* ---- MatMulInteger on oneDNN's integer gemm ---- */
 
 bool kl_dnnl_mmint_supports(const kl_graph *g, const kl_node *n) {
-  if (n->op != KL_OP_MatMulInteger || n->n_out != 1 || n->n_in < 2) return false;
+  if (!is_mmint(n->op) || n->n_out != 1 || n->n_in < 2) return false;
   const kl_type *a = &g->values[n->in[0]].type, *b = &g->values[n->in[1]].type;
   int64_t count;
   if (a->dtype != KL_U8 || b->dtype != KL_I8 || a->rank < 2 || b->rank != 2 ||
       !is_const(g, n->in[1]) || !kl_dim_known(b->dims[0]) || b->dims[0].size >= 65536 ||
-      g->values[n->out[0]].type.dtype != KL_I32)
+      g->values[n->out[0]].type.dtype != (n->op == KL_OP_MatMulInteger ? KL_I32 : KL_F32))
     return false;
   if (n->n_in > 2 && n->in[2] >= 0) { /* A's zero point: one uint8 value, known at run time */
     const kl_type *z = &g->values[n->in[2]].type;
@@ -720,16 +726,20 @@ int kl_dnnl_mmint_run(kl_kernel_ctx *c) {
   kl_tensor *y = c->out[0];
   int64_t k = b->dims[0], n = b->dims[1], m = k ? kl_tensor_numel(a) / k : 0;
   if (kl_tensor_numel(y) == 0) return KILN_OK;
+  dnnl_status_t s = dnnl_success;
   if (k == 0) {
     memset(y->data, 0, kl_tensor_nbytes(y));
-    return KILN_OK;
+  } else {
+    int32_t co = 0;
+    s = dnnl_gemm_u8s8s32('N', 'N', 'F', m, n, k, 1.0f, a->data, k,
+                          za ? *(const uint8_t *)za->data : 0, b->data, n, 0, 0.0f, y->data, n,
+                          &co);
   }
-  int32_t co = 0;
-  dnnl_status_t s = dnnl_gemm_u8s8s32('N', 'N', 'F', m, n, k, 1.0f, a->data, k,
-                                      za ? *(const uint8_t *)za->data : 0, b->data, n, 0, 0.0f,
-                                      y->data, n, &co);
-  return s == dnnl_success ? KILN_OK
-                           : kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed its integer gemm "
-                                     "(MatMulInteger, %lld x %lld x %lld): status %d",
-                                     (long long)m, (long long)k, (long long)n, (int)s);
+  if (s != dnnl_success)
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "oneDNN failed its integer gemm (%s, %lld x %lld "
+                   "x %lld): status %d", kl_op_name(c->node->op), (long long)m, (long long)k,
+                   (long long)n, (int)s);
+  kl_mmint_scale sc;
+  if (kl_mmint_scale_of(c, &sc)) kl_mmint_scale_all(c, &sc);
+  return KILN_OK;
 }

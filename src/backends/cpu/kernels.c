@@ -322,7 +322,8 @@ static kernel_kind kind_of(const kl_node *n, const kl_type *const *in, int n_in,
   /* float32 <-> 8-bit with a float32 scale; the driver takes per-tensor ones */
   case KL_OP_QuantizeLinear:
     return t == KL_F32 && dtype_of(in, n_in, 1) == KL_F32 ? K_QUANT : K_COUNT;
-  case KL_OP_MatMulInteger: return t == KL_U8 || t == KL_I8 ? K_MATMUL_INT : K_COUNT;
+  case KL_OP_MatMulInteger:
+  case KL_OP_KilnMatMulIntegerToFloat: return t == KL_U8 || t == KL_I8 ? K_MATMUL_INT : K_COUNT;
   case KL_OP_DequantizeLinear:
     return (t == KL_U8 || t == KL_I8) && dtype_of(in, n_in, 1) == KL_F32 ? K_DEQUANT : K_COUNT;
   case KL_OP_DynamicQuantizeLinear: /* float32 to uint8 (run_quant.c) */

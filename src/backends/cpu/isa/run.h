@@ -122,6 +122,21 @@ typedef struct kl_qgemm_plan kl_qgemm_plan;
 int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f);
 void kl_qgemm_free(void *state);
 size_t kl_qgemm_held_bytes(const void *state);
+/* kiln's MatMulIntegerToFloat (ops.def) runs the kernels of MatMulInteger, which write
+ * the int32 sums over its float32 output's bytes, then its scale and bias: each sum v
+ * becomes float(v) * scale[j] + bias[j], one float32 step at a time (the Cast, Mul and
+ * Add it replaces). kl_mmint_scale_of fills *s (false for a MatMulInteger);
+ * kl_mmint_scale_rows does rows of y, ldy elements apart, over columns col0 .. col0 +
+ * cols - 1 (kl_run_qgemm: each tile of sums while it is in the cache);
+ * kl_mmint_scale_all the whole output, in parallel. */
+typedef struct kl_mmint_scale {
+  const float *scale, *bias; /* bias NULL: none */
+  bool scale_cols, bias_cols; /* one value a column, else one in all */
+} kl_mmint_scale;
+bool kl_mmint_scale_of(const kl_kernel_ctx *c, kl_mmint_scale *s);
+void kl_mmint_scale_rows(const kl_mmint_scale *s, void *y, size_t ldy, size_t rows,
+                         size_t col0, size_t cols);
+void kl_mmint_scale_all(const kl_kernel_ctx *c, const kl_mmint_scale *s);
 int kl_run_concat(kl_kernel_ctx *c, const kl_isa_fns *f);
 /* Concat along `axis` of c's tensors whatever the node says (a channels-last Concat of
  * [N, C, S...] values is one along the last axis of their [N, S..., C] dims, dnnl.c);

@@ -9,7 +9,9 @@
  * (a run-time input) is taken off as za times the column's sum, exactly in int32
  * (Y = (A - za) B = A B - za colsum(B); B's zero points are zeros). A task is a pair of
  * panels (16 columns) over a run of rows, in blocks of KL_QGEMM_ROWS rows: the pair's
- * weights stay in the cache for all the rows, A's rows come from L2. */
+ * weights stay in the cache for all the rows, A's rows come from L2. MatMulIntegerToFloat
+ * scales each block's sums (and adds its bias) right after they are made, while they
+ * are in the L1 cache. */
 #include "backends/cpu/isa/run.h"
 
 #include <stdlib.h>
@@ -61,11 +63,95 @@ static kiln_status plan_create(const kl_kernel_ctx *c, kl_qgemm_plan **out) {
   return KILN_OK;
 }
 
+bool kl_mmint_scale_of(const kl_kernel_ctx *c, kl_mmint_scale *s) {
+  if (c->node->op != KL_OP_KilnMatMulIntegerToFloat) return false;
+  const kl_tensor *sc = c->in[4], *b = c->n_in > 5 ? c->in[5] : NULL;
+  *s = (kl_mmint_scale){sc->data, b ? b->data : NULL, kl_tensor_numel(sc) != 1,
+                        b && kl_tensor_numel(b) != 1};
+  return true;
+}
+
+/* Four sums at a time through the compiler's vectors (the in-place loop as plain C,
+ * reading int32 and writing float32 at the same address, is not vectorized: gcc's
+ * check that the two arrays do not overlap fails, and the scalar loop made BERT-base's
+ * [128, 768] x [768, 3072] products 8% slower than the product alone). One loop for
+ * each form of scale and bias (cols: one per column; bias 0 none, 1 one, 2 per column),
+ * their flags constants once inlined. */
+typedef int32_t kl_v4i __attribute__((vector_size(16)));
+typedef float kl_v4f __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) void scale_row(unsigned char *row,
+                                                            const float *sv, const float *bv,
+                                                            size_t cols, bool s_cols,
+                                                            int bias) {
+  kl_v4f s4 = (kl_v4f){0} + sv[0], b4 = (kl_v4f){0} + (bias ? bv[0] : 0.0f);
+  size_t j = 0;
+  for (; j + 4 <= cols; j += 4) {
+    kl_v4i v;
+    memcpy(&v, row + j * 4, sizeof v);
+    kl_v4f f = __builtin_convertvector(v, kl_v4f), m = s4, a = b4;
+    if (s_cols) memcpy(&m, sv + j, sizeof m);
+    f = f * m;
+    if (bias == 2) memcpy(&a, bv + j, sizeof a);
+    if (bias) f = f + a;
+    memcpy(row + j * 4, &f, sizeof f);
+  }
+  for (; j < cols; j++) {
+    int32_t v;
+    memcpy(&v, row + j * 4, sizeof v);
+    float f = (float)v * sv[s_cols ? j : 0];
+    if (bias) f = f + bv[bias == 2 ? j : 0];
+    memcpy(row + j * 4, &f, sizeof f);
+  }
+}
+
+void kl_mmint_scale_rows(const kl_mmint_scale *s, void *y, size_t ldy, size_t rows,
+                         size_t col0, size_t cols) {
+  const float *sv = s->scale + (s->scale_cols ? col0 : 0);
+  const float *bv = s->bias ? s->bias + (s->bias_cols ? col0 : 0) : NULL;
+  int form = (s->scale_cols ? 3 : 0) + (!bv ? 0 : s->bias_cols ? 2 : 1);
+  for (size_t r = 0; r < rows; r++) {
+    unsigned char *row = (unsigned char *)y + r * ldy * 4;
+    switch (form) {
+    case 0: scale_row(row, sv, bv, cols, false, 0); break;
+    case 1: scale_row(row, sv, bv, cols, false, 1); break;
+    case 2: scale_row(row, sv, bv, cols, false, 2); break;
+    case 3: scale_row(row, sv, bv, cols, true, 0); break;
+    case 4: scale_row(row, sv, bv, cols, true, 1); break;
+    default: scale_row(row, sv, bv, cols, true, 2); break;
+    }
+  }
+}
+
+typedef struct scale_job {
+  const kl_mmint_scale *s;
+  void *y;
+  size_t n, per; /* columns; rows a task */
+  int64_t rows;
+} scale_job;
+
+static void scale_task(void *arg, int64_t t) {
+  const scale_job *j = arg;
+  int64_t r0 = t * (int64_t)j->per, left = j->rows - r0;
+  size_t rows = left < (int64_t)j->per ? (size_t)left : j->per;
+  kl_mmint_scale_rows(j->s, (int32_t *)j->y + (size_t)r0 * j->n, j->n, rows, 0, j->n);
+}
+
+void kl_mmint_scale_all(const kl_kernel_ctx *c, const kl_mmint_scale *s) {
+  kl_tensor *y = c->out[0];
+  int64_t n = y->rank > 0 ? y->dims[y->rank - 1] : 1, total = kl_tensor_numel(y);
+  if (total == 0 || n == 0) return;
+  int64_t rows = total / n, per = (16384 + n - 1) / n; /* about 64 KB a task */
+  scale_job j = {s, y->data, (size_t)n, (size_t)per, rows};
+  kl_isa_parallel(c, (rows + per - 1) / per, total, scale_task, &j);
+}
+
 typedef struct qgemm_job {
   const kl_quant_fns *f;
   const kl_qgemm_plan *p;
   const uint8_t *a;
   int32_t *y;
+  const kl_mmint_scale *scale; /* MatMulIntegerToFloat's, or NULL */
   int64_t rows, chunks, per; /* per: rows a task, a multiple of KL_QGEMM_ROWS */
 } qgemm_job;
 
@@ -82,19 +168,26 @@ static void qgemm_task(void *arg, int64_t t) {
     j->f->qgemm(j->a + (size_t)r * p->k, p->k, rows, p->k, wp, cols, p->comp + col,
                 j->y + (size_t)r * p->n + col, p->n);
   }
+  if (j->scale) /* the task's sums, still in L1 (straight after each block they stall */
+    kl_mmint_scale_rows(j->scale, j->y + (size_t)r0 * p->n + col, p->n, (size_t)(r1 - r0),
+                        col, cols); /* reading what the 32-byte stores have not yet left) */
 }
 
 int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *a = c->in[0], *b = c->in[1];
   const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL;
   kl_tensor *y = c->out[0];
+  kl_mmint_scale sc;
+  bool scaled = kl_mmint_scale_of(c, &sc);
   if (a->dtype != KL_U8 || b->dtype != KL_I8 || b->rank != 2 || a->rank < 1 ||
-      a->dims[a->rank - 1] != b->dims[0] || y->dtype != KL_I32)
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "MatMulInteger '%s' on kiln's int8 product with "
-                   "operands it does not take", c->node->name ? c->node->name : "");
+      a->dims[a->rank - 1] != b->dims[0] || y->dtype != (scaled ? KL_F32 : KL_I32))
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s' on kiln's int8 product with operands "
+                   "it does not take", kl_op_name(c->node->op),
+                   c->node->name ? c->node->name : "");
   if (kl_tensor_numel(y) == 0) return KILN_OK;
   if (b->dims[0] == 0) { /* sums over nothing */
     memset(y->data, 0, kl_tensor_nbytes(y));
+    if (scaled) kl_mmint_scale_all(c, &sc);
     return KILN_OK;
   }
   kl_qgemm_plan *p = c->state ? *c->state : NULL;
@@ -118,7 +211,7 @@ int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f) {
   chunks = chunks < blocks ? chunks : blocks;
   int64_t per = (blocks + chunks - 1) / chunks * KL_QGEMM_ROWS;
   chunks = (rows + per - 1) / per;
-  qgemm_job j = {f->quant, p, a->data, y->data, rows, chunks, per};
+  qgemm_job j = {f->quant, p, a->data, y->data, scaled ? &sc : NULL, rows, chunks, per};
   kl_isa_parallel(c, pairs * chunks, rows * (int64_t)(p->n * p->k), qgemm_task, &j);
   if (!c->state) kl_qgemm_free(p);
   return KILN_OK;

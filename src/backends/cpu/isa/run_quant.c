@@ -528,7 +528,9 @@ int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f) {
   const kl_tensor *a = c->in[0], *b = c->in[1];
   const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL, *zb = c->n_in > 3 ? c->in[3] : NULL;
   kl_tensor *y = c->out[0];
-  if (a->rank < 2 || b->rank != 2 || !is_q8(b->dtype) || y->dtype != KL_I32 ||
+  kl_mmint_scale sc;
+  bool scaled = kl_mmint_scale_of(c, &sc); /* MatMulIntegerToFloat: then its scale */
+  if (a->rank < 2 || b->rank != 2 || !is_q8(b->dtype) || y->dtype != (scaled ? KL_F32 : KL_I32) ||
       a->dims[a->rank - 1] != b->dims[0] || b->dims[0] >= 33000 || y->rank != a->rank ||
       (za && (za->dtype != a->dtype || kl_tensor_numel(za) != 1)) ||
       (zb && (zb->dtype != b->dtype || (kl_tensor_numel(zb) != 1 &&
@@ -538,9 +540,10 @@ int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f) {
                  za ? zero_point_at(za, 0) : 0, zb, b->dims[0], b->dims[1], y->data};
   if (j.k == 0 || j.n == 0) {
     memset(y->data, 0, kl_tensor_nbytes(y));
-    return KILN_OK;
+  } else {
+    j.rows = kl_tensor_numel(a) / j.k;
+    kl_isa_parallel(c, (j.rows + 3) / 4, j.rows * j.k * j.n, mmint_rows, &j);
   }
-  j.rows = kl_tensor_numel(a) / j.k;
-  kl_isa_parallel(c, (j.rows + 3) / 4, j.rows * j.k * j.n, mmint_rows, &j);
+  if (scaled) kl_mmint_scale_all(c, &sc);
   return KILN_OK;
 }

@@ -233,6 +233,34 @@ int kl_ref_matmul_integer(kl_kernel_ctx *c) {
   return st;
 }
 
+/* kiln's MatMulIntegerToFloat: MatMulInteger's int32 sums (its reference, into a
+ * scratch int32 tensor), then float(v) * scale + bias in float32, one step at a time as
+ * the Cast, Mul and Add it replaces. */
+int kl_ref_matmul_integer_to_float(kl_kernel_ctx *c) {
+  kl_tensor *y = c->out[0], acc = *y;
+  const kl_tensor *s = c->in[4], *b = opt_in(c, 5);
+  int64_t n = kl_tensor_numel(y), cols = y->rank > 0 ? y->dims[y->rank - 1] : 1;
+  acc.dtype = KL_I32;
+  acc.data = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+  if (!acc.data)
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for %lld values", (long long)n);
+  kl_tensor *out[1] = {&acc};
+  kl_kernel_ctx sub = *c;
+  sub.n_in = c->n_in < 4 ? c->n_in : 4;
+  sub.out = out;
+  kiln_status st = kl_ref_matmul_integer(&sub);
+  const float *sv = s->data, *bv = b ? b->data : NULL;
+  bool s_cols = kl_tensor_numel(s) != 1, b_cols = b && kl_tensor_numel(b) != 1;
+  for (int64_t i = 0; st == KILN_OK && i < n; i++) {
+    int64_t j = cols > 0 ? i % cols : 0;
+    float v = (float)((const int32_t *)acc.data)[i] * sv[s_cols ? j : 0];
+    if (bv) v = v + bv[b_cols ? j : 0];
+    ((float *)y->data)[i] = v;
+  }
+  free(acc.data);
+  return st;
+}
+
 int kl_ref_conv_integer(kl_kernel_ctx *c) {
   kl_tensor sx = {0}, sw = {0};
   kiln_status st = shifted(c, c->in[0], opt_in(c, 2), 1, &sx);
