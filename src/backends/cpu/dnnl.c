@@ -1757,15 +1757,15 @@ static bool im2col_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_im2col_
  * runs it (dnnl_gconv.c), with its Bias and activation. */
 static bool gconv_shape_of(const dn_node *d, const kl_kernel_ctx *c, kl_gconv_shape *s) {
   dn_problem p;
+  int64_t group = kl_attr_int(c->node, "group", 1);
   if (kl_isa_level() != KL_ISA_AVX2 || d->bf16_src || d->bf16_dst || !(d->cl_in & 1) ||
-      !d->cl_dst || input(c, KL_FUSED_SUM) || kl_attr_int(c->node, "group", 1) < 2 ||
-      !own_conv_geometry(d, c, true, &p))
+      !d->cl_dst || input(c, KL_FUSED_SUM) || group < 2 || !own_conv_geometry(d, c, true, &p))
     return false;
   const kl_tensor *x = c->in[0], *w = c->in[1], *y = c->out[0];
   *s = (kl_gconv_shape){x->dims[0], x->dims[2], x->dims[3], x->dims[1], y->dims[1],
                         y->dims[2], y->dims[3], w->dims[2], w->dims[3], p.strides[0],
                         p.strides[1], p.dilates[0] + 1, p.dilates[1] + 1, p.pad_l[0],
-                        p.pad_l[1], kl_attr_int(c->node, "group", 1)};
+                        p.pad_l[1], group};
   return kl_gconv_fits(s);
 }
 
