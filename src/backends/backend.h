@@ -51,6 +51,12 @@ kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, 
 /* MatMulInteger of uint8 A and constant int8 B of 7-bit values on kiln's own int8
  * product at level isa (isa/run_qgemm.c), B packed once per session. */
 kl_cpu_kernel kl_cpu_isa_qgemm_kernel(kl_isa isa);
+/* Its wide form (isa/run_qgemm.c): MatMulInteger (and kiln's MatMulIntegerToFloat) of
+ * any 8-bit A and constant 8-bit B [K, N] (K < 33000), A's zero point one value, B's one
+ * or one per column, exact for weights past 7 bits, where kiln_qgemm's vpmaddubsw would
+ * saturate: both operands less their zero points as int16, vpmaddwd. */
+bool kl_qgemm16_fits(const kl_graph *g, const kl_node *n);
+kl_cpu_kernel kl_cpu_isa_qgemm16_kernel(kl_isa isa);
 /* The bytes the state of a kernel from the three above holds (0 for those without one). */
 size_t kl_cpu_isa_held_bytes(const kl_cpu_kernel *k, const void *state);
 

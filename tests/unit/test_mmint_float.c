@@ -46,6 +46,7 @@ typedef struct mf_case {
   bool swap;       /* Mul(scale, .) and Add(bias, .) */
   bool zw;         /* W's zero point given (zeros) */
   bool cast_read;  /* the Cast's output is also a graph output: not fused */
+  bool wide;       /* 8-bit weights, [-128, 127] (7-bit, [-64, 64], otherwise) */
 } mf_case;
 
 static int count_op(const kl_graph *g, kl_op op) {
@@ -62,7 +63,9 @@ static kl_graph *build(const mf_case *c) {
   tu_graph_node(g, KL_OP_DynamicQuantizeLinear, "dql", 1, &x, 3, q);
   int8_t *w = malloc((size_t)(c->k * c->n) + 1);
   assert_non_null(w);
-  for (int64_t i = 0; i < c->k * c->n; i++) w[i] = (int8_t)lrintf(tu_rand_f32(&rng, -64, 64));
+  for (int64_t i = 0; i < c->k * c->n; i++)
+    w[i] = c->wide ? (int8_t)(i % 7 == 3 ? -128 : i % 7 == 4 ? 127 : lrintf(tu_rand_f32(&rng, -128, 127)))
+                   : (int8_t)lrintf(tu_rand_f32(&rng, -64, 64));
   int cw = tu_graph_const(g, "w", KL_I8, 2, wd, w);
   free(w);
   int8_t zero = 0;
@@ -157,12 +160,13 @@ static void run_case(const mf_case *c) {
       const char *k = kl_session_kernel_name(sf, i);
       if (!k || strcmp(k, "ref") == 0) fail_msg("MatMulIntegerToFloat ran on the reference");
 #if KL_HAVE_DNNL
-      /* oneDNN's matmul with VNNI or AMX, else kiln's int8 product; at the generic level
-       * (no oneDNN) kiln's MatMulInteger kernel */
+      /* oneDNN's matmul with VNNI or AMX, else kiln's int8 product (its wide form for
+       * 8-bit weights); at the generic level (no oneDNN) kiln's MatMulInteger kernel */
       const char *w = kl_isa_level() == KL_ISA_GENERIC ? "generic"
                       : kl_dnnl_mmint_primitive()       ? "dnnl_matmul_u8s8s32"
-                      : kl_isa_level() == KL_ISA_AVX2   ? "kiln_qgemm:avx2"
-                                                        : "kiln_qgemm:avx512";
+                      : kl_isa_level() == KL_ISA_AVX2
+                          ? (c->wide ? "kiln_qgemm16:avx2" : "kiln_qgemm:avx2")
+                          : (c->wide ? "kiln_qgemm16:avx512" : "kiln_qgemm:avx512");
       if (strcmp(k, w) != 0) fail_msg("MatMulIntegerToFloat ran on '%s', not '%s'", k, w);
 #endif
     }
@@ -182,25 +186,39 @@ static void test_fused_forms(void **state) {
     for (int scale = SCALE_RUNTIME; scale <= SCALE_ROW_OF_COLUMNS; scale++)
       for (int bias = BIAS_NONE; bias <= BIAS_COLUMNS; bias++) {
         mf_case c = {sizes[z][0], sizes[z][1], sizes[z][2], scale, bias,
-                     (scale + bias) % 2 == 1, bias == BIAS_ONE, false};
+                     (scale + bias) % 2 == 1, bias == BIAS_ONE, false, false};
         run_case(&c);
       }
+}
+
+/* 8-bit weights, where AVX2's vpmaddubsw would saturate: kiln's wide int8 product
+ * without VNNI (K 2051: two blocks of A's widened rows and an odd end), bit for bit. */
+static void test_wide_weights(void **state) {
+  (void)state;
+  static const int64_t sizes[][3] = {{37, 2051, 77}, {5, 33, 16}, {37, 5, 3}};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (int bias = BIAS_NONE; bias <= BIAS_COLUMNS; bias += 2) {
+      mf_case c = {sizes[z][0], sizes[z][1], sizes[z][2], z ? SCALE_COLUMNS : SCALE_RUNTIME,
+                   bias, false, z == 1, false, true};
+      run_case(&c);
+    }
 }
 
 /* What the pass leaves alone, with the same numbers as -O0. */
 static void test_unfused_forms(void **state) {
   (void)state;
-  mf_case cast_read = {37, 33, 77, SCALE_RUNTIME, BIAS_COLUMNS, false, false, true};
-  mf_case per_row = {37, 33, 77, SCALE_PER_ROW, BIAS_COLUMNS, false, false, false};
-  mf_case enlarges = {37, 33, 77, SCALE_ENLARGES, BIAS_NONE, true, false, false};
+  mf_case cast_read = {37, 33, 77, SCALE_RUNTIME, BIAS_COLUMNS, false, false, true, false};
+  mf_case per_row = {37, 33, 77, SCALE_PER_ROW, BIAS_COLUMNS, false, false, false, true};
+  mf_case enlarges = {37, 33, 77, SCALE_ENLARGES, BIAS_NONE, true, false, false, false};
   run_case(&cast_read);
   run_case(&per_row);
   run_case(&enlarges);
 }
 
-/* The fused node where oneDNN and kiln's int8 product take no part (int8 A, uint8 B
- * of 8 bits: kiln's MatMulInteger kernel, then the scale over the whole output), and
- * the reference kernel, against -O0, bit for bit; K = 0 (zeros scaled, plus the bias). */
+/* The fused node of operands oneDNN's int8 matmul does not take (int8 A, uint8 B of 8
+ * bits, both zero points: kiln's wide int8 product where the level has one, else its
+ * MatMulInteger kernel, then the scale), and the reference kernel, against -O0, bit for
+ * bit; K = 0 (zeros scaled, plus the bias). */
 static void test_other_operands(void **state) {
   (void)state;
   for (int64_t k = 0; k <= 13; k += 13) {
@@ -242,8 +260,13 @@ static void test_other_operands(void **state) {
       memcpy(res[r], t->data, sizeof(float) * 9 * 21);
       if (r == 2) {
         for (int i = 0; i < m2->g->n_nodes; i++)
-          if (m2->g->nodes[i].op == KL_OP_KilnMatMulIntegerToFloat)
-            assert_string_not_equal(kl_session_kernel_name(s3, i), "ref");
+          if (m2->g->nodes[i].op == KL_OP_KilnMatMulIntegerToFloat) {
+            const char *kn = kl_session_kernel_name(s3, i);
+            const char *want = kl_isa_level() == KL_ISA_GENERIC ? "generic"
+                               : kl_isa_level() == KL_ISA_AVX2  ? "kiln_qgemm16:avx2"
+                                                                : "kiln_qgemm16:avx512";
+            if (!kn || strcmp(kn, want) != 0) fail_msg("ran on '%s', not '%s'", kn, want);
+          }
       }
       kiln_session_free(s3);
     }
@@ -289,6 +312,7 @@ static void test_infer(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fused_forms),
+      cmocka_unit_test(test_wide_weights),
       cmocka_unit_test(test_unfused_forms),
       cmocka_unit_test(test_other_operands),
       TU_TEST(test_infer),

@@ -508,6 +508,13 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
     p->choice[i].inplace = 0;
     return KILN_OK;
   }
+  /* the rest of the integer products of constant weights (8-bit weights without VNNI,
+   * uint8 B, int8 A, B's zero points): kiln's wide int8 product, exact */
+  if (kl_isa_level() >= KL_ISA_AVX2 && kl_qgemm16_fits(g, n)) {
+    p->choice[i].kernel = kl_cpu_isa_qgemm16_kernel(kl_isa_level());
+    p->choice[i].inplace = 0;
+    return KILN_OK;
+  }
   if (kl_dnnl_usable() &&
       (kl_dnnl_supports(g, n) || kl_dnnl_attention_supports(g, n) ||
        kl_dnnl_grad_supports(g, n) || kl_dnnl_qconv_supports(g, n)))

@@ -149,7 +149,8 @@ RNN_KERNELS(avx512_bf16)
 
 /* MatMulInteger on kiln's int8 product, B packed once (isa/run_qgemm.c). */
 #define QGEMM_KERNEL(L)                                                                  \
-  static int qgemm_##L(kl_kernel_ctx *c) { return kl_run_qgemm(c, &fns_##L); }
+  static int qgemm_##L(kl_kernel_ctx *c) { return kl_run_qgemm(c, &fns_##L); }          \
+  static int qgemm16_##L(kl_kernel_ctx *c) { return kl_run_qgemm16(c, &fns_##L); }
 QGEMM_KERNEL(generic)
 #if KL_ISA_X86
 QGEMM_KERNEL(avx2)
@@ -386,6 +387,18 @@ kl_cpu_kernel kl_cpu_isa_qgemm_kernel(kl_isa isa) {
 #if KL_ISA_X86
   if (isa == KL_ISA_AVX2) k = (kl_cpu_kernel){"kiln_qgemm:avx2", qgemm_avx2, kl_qgemm_free};
   if (isa >= KL_ISA_AVX512) k = (kl_cpu_kernel){"kiln_qgemm:avx512", qgemm_avx512, kl_qgemm_free};
+#else
+  (void)isa;
+#endif
+  return k;
+}
+
+kl_cpu_kernel kl_cpu_isa_qgemm16_kernel(kl_isa isa) {
+  kl_cpu_kernel k = {"kiln_qgemm16:generic", qgemm16_generic, kl_qgemm_free};
+#if KL_ISA_X86
+  if (isa == KL_ISA_AVX2) k = (kl_cpu_kernel){"kiln_qgemm16:avx2", qgemm16_avx2, kl_qgemm_free};
+  if (isa >= KL_ISA_AVX512)
+    k = (kl_cpu_kernel){"kiln_qgemm16:avx512", qgemm16_avx512, kl_qgemm_free};
 #else
   (void)isa;
 #endif

@@ -181,6 +181,19 @@ static inline size_t kl_qgemv_at(size_t i, size_t j, size_t groups) {
  *   y[r * ldy + j] = sum over i < k of a[r * lda + i] B[i][j] - comp[j]   (int32)
  * Exact for |B| <= 64 (as above) while the sums stay within int32. */
 #define KL_QGEMM_ROWS 4
+/* The wide form of that product, for 8-bit operands of any kind (run_qgemm.c: weights
+ * past 7 bits, uint8 B, int8 A, zero points), exact: both operands are int16 values
+ * (the codes less their zero points, within [-255, 255]) and vpmaddwd adds pairs of
+ * their products into int32 without saturating. B is packed in panels of 8 columns, k in
+ * pairs: B[i][j] at kl_qgemm16_at(i, j, pairs), pairs = (k + 1) / 2, a missing last row
+ * 0. rows r < rows (at most KL_QGEMM_ROWS) of a + r * lda, 2 * kpairs values each (a
+ * missing last one 0), against the panels at w0 and w1 (the same when cols <= 8), cols
+ * <= 16 of their columns:
+ *   y[r * ldy + j] (+)= sum over i < 2 kpairs of a[r * lda + i] B[i][j]   (int32; acc:
+ * added to what y holds). Exact while the sums stay within int32 (K < 33000). */
+static inline size_t kl_qgemm16_at(size_t i, size_t j, size_t pairs) {
+  return ((j / KL_QGEMV_PANEL) * pairs + i / 2) * 16 + (j % KL_QGEMV_PANEL) * 2 + i % 2;
+}
 
 typedef struct kl_quant_fns {
   void (*quantize_u8)(const float *x, float scale, int32_t zp, uint8_t *y, size_t n);
@@ -221,6 +234,10 @@ typedef struct kl_quant_fns {
   /* int8 matrix product of a few rows (above) */
   void (*qgemm)(const uint8_t *a, size_t lda, size_t rows, size_t k, const int8_t *wp,
                 size_t cols, const int32_t *comp, int32_t *y, size_t ldy);
+  /* its wide form (above) */
+  void (*qgemm16)(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
+                  const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y, size_t ldy,
+                  bool acc);
   /* MaxPool over channels-last codes, one output pixel's n channels: y[i] = the largest
    * of x[t][i] for t < n_taps, and of y[i] itself when acc, compared as uint8 after ^
    * flip (flip 0x80: int8 codes); without acc and taps, the lowest code (0 ^ flip). */

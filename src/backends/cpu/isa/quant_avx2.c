@@ -32,6 +32,10 @@ static void qgemv_avx2(const uint8_t *a, size_t k, const int8_t *wp, size_t n, i
 static void qgemm_avx2(const uint8_t *a, size_t lda, size_t rows, size_t k, const int8_t *wp,
                        size_t cols, const int32_t *comp, int32_t *y, size_t ldy);
 #define KL_QUANT_QGEMM qgemm_avx2
+static void qgemm16_avx2(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
+                         const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y,
+                         size_t ldy, bool acc);
+#define KL_QUANT_QGEMM16 qgemm16_avx2
 static bool range_avx2(const float *x, size_t n, float *lo, float *hi);
 #define KL_QUANT_RANGE range_avx2
 #ifndef KL_QUANT_AVX512 /* AVX-512 keeps quant_impl.h's loops, in sixteen lanes */
@@ -307,6 +311,52 @@ static void qgemm_avx2(const uint8_t *a, size_t lda, size_t rows, size_t k, cons
     _mm256_storeu_si256((__m256i *)out, s[q][0]);
     _mm256_storeu_si256((__m256i *)(out + 8), s[q][1]);
     for (size_t j = 0; j < cols; j++) y[q * ldy + j] = out[j] - comp[j];
+  }
+}
+
+/* The wide product (isa_fns.h), 4 rows x 16 columns a step of 2 k: each row's pair of
+ * int16 values broadcast to the 8 lanes, vpmaddwd against each panel's 8 columns x 2 k
+ * (exact: the pair's sum of products fits int32), vpaddd into the 8 accumulators. */
+#define QG16_ROW(s0, s1, av)                                                            \
+  do {                                                                                  \
+    __m256i v_ = (av);                                                                  \
+    s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(v_, b0));                               \
+    s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(v_, b1));                               \
+  } while (0)
+
+static inline __m256i bcast_pair(const int16_t *p) {
+  int32_t two;
+  memcpy(&two, p, 4);
+  return _mm256_set1_epi32(two);
+}
+
+static void qgemm16_avx2(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
+                         const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y,
+                         size_t ldy, bool acc) {
+  const int16_t *r0 = a, *r1 = rows > 1 ? a + lda : a, *r2 = rows > 2 ? a + 2 * lda : a,
+                *r3 = rows > 3 ? a + 3 * lda : a;
+  __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
+          s21 = s00, s30 = s00, s31 = s00;
+  for (size_t g = 0; g < kpairs; g++) {
+    __m256i b0 = _mm256_loadu_si256((const __m256i *)(w0 + g * 16));
+    __m256i b1 = _mm256_loadu_si256((const __m256i *)(w1 + g * 16));
+    QG16_ROW(s00, s01, bcast_pair(r0 + 2 * g));
+    QG16_ROW(s10, s11, bcast_pair(r1 + 2 * g));
+    QG16_ROW(s20, s21, bcast_pair(r2 + 2 * g));
+    QG16_ROW(s30, s31, bcast_pair(r3 + 2 * g));
+  }
+  __m256i s[4][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+  for (size_t q = 0; q < rows; q++) {
+    int32_t out[2 * KL_QGEMV_PANEL];
+    int32_t *dst = cols == 2 * KL_QGEMV_PANEL ? y + q * ldy : out;
+    if (acc && dst != out) {
+      s[q][0] = _mm256_add_epi32(s[q][0], _mm256_loadu_si256((const __m256i *)dst));
+      s[q][1] = _mm256_add_epi32(s[q][1], _mm256_loadu_si256((const __m256i *)(dst + 8)));
+    }
+    _mm256_storeu_si256((__m256i *)dst, s[q][0]);
+    _mm256_storeu_si256((__m256i *)(dst + 8), s[q][1]);
+    if (dst == out)
+      for (size_t j = 0; j < cols; j++) y[q * ldy + j] = out[j] + (acc ? y[q * ldy + j] : 0);
   }
 }
 

@@ -165,6 +165,20 @@ static inline void qgemm(const uint8_t *a, size_t lda, size_t rows, size_t k, co
     }
 }
 
+/* The wide product of a few rows (isa_fns.h): the twin of the levels' kernels. */
+static inline void qgemm16(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
+                           const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y,
+                           size_t ldy, bool acc) {
+  for (size_t r = 0; r < rows; r++)
+    for (size_t j = 0; j < cols; j++) {
+      const int16_t *w = (j < KL_QGEMV_PANEL ? w0 : w1) + (j % KL_QGEMV_PANEL) * 2;
+      int32_t sum = acc ? y[r * ldy + j] : 0;
+      for (size_t i = 0; i < 2 * kpairs; i++)
+        sum += (int32_t)a[r * lda + i] * w[i / 2 * 16 + i % 2];
+      y[r * ldy + j] = sum;
+    }
+}
+
 /* The max of the taps' codes per channel (isa_fns.h): each code ^ flip compared as
  * uint8. Channels go in blocks of 16 bytes (a vector of the compiler's, one register at
  * every level), the last block overlapping the one before when n is not a multiple of
@@ -252,6 +266,9 @@ static bool range(const float *x, size_t n, float *lo, float *hi) {
 #ifndef KL_QUANT_QGEMM
 #define KL_QUANT_QGEMM qgemm
 #endif
+#ifndef KL_QUANT_QGEMM16
+#define KL_QUANT_QGEMM16 qgemm16
+#endif
 #ifndef KL_QUANT_QBIN /* a level's own QLinearAdd and QLinearMul: KL_QUANT_QBIN(qadd_uint8_t) */
 #define KL_QUANT_QBIN(name) name
 #endif
@@ -265,6 +282,6 @@ static bool range(const float *x, size_t n, float *lo, float *hi) {
    axpy_int8_t, axpy4_uint8_t, axpy4_int8_t, KL_QUANT_QBIN(qadd_uint8_t),                   \
    KL_QUANT_QBIN(qadd_int8_t), KL_QUANT_QBIN(qmul_uint8_t), KL_QUANT_QBIN(qmul_int8_t),     \
    KL_QUANT_LOOKUP, KL_QUANT_SUM, KL_QUANT_SUM_COLUMNS, KL_QUANT_QDW, KL_QUANT_QGEMV, \
-   KL_QUANT_QGEMM, max_codes, KL_QUANT_RANGE}
+   KL_QUANT_QGEMM, KL_QUANT_QGEMM16, max_codes, KL_QUANT_RANGE}
 
 #endif

@@ -120,6 +120,9 @@ int kl_run_matmul_integer(kl_kernel_ctx *c, const kl_isa_fns *f);
  * *c->state (at every run when c->state is NULL), which kl_qgemm_free releases. */
 typedef struct kl_qgemm_plan kl_qgemm_plan;
 int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f);
+/* Its wide form (isa_fns.h; kl_qgemm16_fits, backend.h, says which nodes it takes):
+ * the same plan type and release. */
+int kl_run_qgemm16(kl_kernel_ctx *c, const kl_isa_fns *f);
 void kl_qgemm_free(void *state);
 size_t kl_qgemm_held_bytes(const void *state);
 /* kiln's MatMulIntegerToFloat (ops.def) runs the kernels of MatMulInteger, which write

@@ -22,6 +22,8 @@ struct kl_qgemm_plan {
   int8_t *wp;      /* B packed (isa_fns.h, KL_QGEMV_PANEL) */
   int32_t *colsum; /* each column's sum of B */
   int32_t *comp;   /* this run's za * colsum, rounded up to whole pairs of panels */
+  int16_t *wp16;   /* the wide form's B less its zero points (kl_qgemm16_at), or NULL */
+  size_t pairs;    /* the wide form's pairs of k: (k + 1) / 2 */
 };
 
 void kl_qgemm_free(void *state) {
@@ -30,11 +32,13 @@ void kl_qgemm_free(void *state) {
   free(p->wp);
   free(p->colsum);
   free(p->comp);
+  free(p->wp16);
   free(p);
 }
 
 size_t kl_qgemm_held_bytes(const void *state) {
   const kl_qgemm_plan *p = state;
+  if (p && p->wp16) return p->panels * KL_QGEMV_PANEL * p->pairs * 2 * sizeof(int16_t);
   return p ? p->panels * p->groups * 32 + 2 * p->panels * KL_QGEMV_PANEL * sizeof(int32_t) : 0;
 }
 
@@ -213,6 +217,161 @@ int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f) {
   chunks = (rows + per - 1) / per;
   qgemm_job j = {f->quant, p, a->data, y->data, scaled ? &sc : NULL, rows, chunks, per};
   kl_isa_parallel(c, pairs * chunks, rows * (int64_t)(p->n * p->k), qgemm_task, &j);
+  if (!c->state) kl_qgemm_free(p);
+  return KILN_OK;
+}
+
+/* ---- the wide form: any 8-bit A and constant B, zero points, exact (isa_fns.h) ---- */
+
+#define QGEMM16_KPAIRS 1024 /* k a widened block of A's rows holds: 4 x 2048 int16 */
+
+static int32_t code_at(const kl_tensor *t, int64_t i) {
+  return t->dtype == KL_U8 ? ((const uint8_t *)t->data)[i] : ((const int8_t *)t->data)[i];
+}
+
+bool kl_qgemm16_fits(const kl_graph *g, const kl_node *n) {
+  bool fused = n->op == KL_OP_KilnMatMulIntegerToFloat;
+  if ((n->op != KL_OP_MatMulInteger && !fused) || n->n_out != 1 || n->n_in < 2 ||
+      n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
+    return false;
+  const kl_value *b = &g->values[n->in[1]];
+  const kl_type *a = &g->values[n->in[0]].type;
+  bool q8a = a->dtype == KL_U8 || a->dtype == KL_I8, q8b = b->type.dtype == KL_U8 ||
+                                                             b->type.dtype == KL_I8;
+  if (!q8a || !q8b || a->rank < 2 || b->type.rank != 2 || b->kind != KL_VALUE_CONST ||
+      !b->data || b->type.dims[0].size < 0 || b->type.dims[1].size < 0 ||
+      b->type.dims[0].size >= 33000 ||
+      g->values[n->out[0]].type.dtype != (fused ? KL_F32 : KL_I32))
+    return false;
+  int64_t count;
+  if (n->n_in > 2 && n->in[2] >= 0) { /* A's zero point: one value (a run-time input) */
+    const kl_type *z = &g->values[n->in[2]].type;
+    if (z->dtype != a->dtype || !kl_type_numel(z, &count) || count != 1) return false;
+  }
+  if (n->n_in > 3 && n->in[3] >= 0) { /* B's: constant, one value or one per column */
+    const kl_value *z = &g->values[n->in[3]];
+    if (z->kind != KL_VALUE_CONST || !z->data || z->type.dtype != b->type.dtype ||
+        z->type.rank > 1 || !kl_type_numel(&z->type, &count) ||
+        (count != 1 && count != b->type.dims[1].size))
+      return false;
+  }
+  return true;
+}
+
+static kiln_status plan16_create(const kl_kernel_ctx *c, kl_qgemm_plan **out) {
+  const kl_tensor *b = c->in[1], *zb = c->n_in > 3 ? c->in[3] : NULL;
+  kl_qgemm_plan *p = calloc(1, sizeof *p);
+  *out = p;
+  if (!p) return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory for an int8 product");
+  size_t k = (size_t)b->dims[0], n = (size_t)b->dims[1];
+  p->k = k, p->n = n, p->pairs = (k + 1) / 2;
+  p->panels = (n + 2 * KL_QGEMV_PANEL - 1) / (2 * KL_QGEMV_PANEL) * 2; /* whole pairs */
+  p->wp16 = calloc(p->panels * KL_QGEMV_PANEL * p->pairs * 2 + 1, sizeof *p->wp16);
+  if (!p->wp16)
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory packing the %zu x %zu 8-bit "
+                   "weights of %s '%s'", k, n, kl_op_name(c->node->op),
+                   c->node->name ? c->node->name : "");
+  bool per_column = zb && kl_tensor_numel(zb) != 1;
+  for (size_t i = 0; i < k; i++)
+    for (size_t j = 0; j < n; j++) {
+      int32_t z = zb ? code_at(zb, per_column ? (int64_t)j : 0) : 0;
+      p->wp16[kl_qgemm16_at(i, j, p->pairs)] = (int16_t)(code_at(b, (int64_t)(i * n + j)) - z);
+    }
+  return KILN_OK;
+}
+
+typedef struct qgemm16_job {
+  const kl_quant_fns *f;
+  const kl_qgemm_plan *p;
+  const kl_tensor *a;
+  int32_t za;
+  int32_t *y;
+  const kl_mmint_scale *scale; /* MatMulIntegerToFloat's, or NULL */
+  int64_t rows, chunks, per;
+} qgemm16_job;
+
+/* Rows r .. r + rows - 1 of A less its zero point, k values from k0, as int16 into
+ * buf (rows of 2 * QGEMM16_KPAIRS), the odd end padded with 0. */
+static void widen_rows(const qgemm16_job *j, int64_t r, size_t rows, size_t k0, size_t len,
+                       int16_t *buf) {
+  size_t k = j->p->k;
+  for (size_t q = 0; q < rows; q++) {
+    int16_t *dst = buf + q * 2 * QGEMM16_KPAIRS;
+    size_t at = (size_t)(r + (int64_t)q) * k + k0;
+    if (j->a->dtype == KL_U8) {
+      const uint8_t *src = (const uint8_t *)j->a->data + at;
+      for (size_t i = 0; i < len; i++) dst[i] = (int16_t)(src[i] - j->za);
+    } else {
+      const int8_t *src = (const int8_t *)j->a->data + at;
+      for (size_t i = 0; i < len; i++) dst[i] = (int16_t)(src[i] - j->za);
+    }
+    if (len % 2) dst[len] = 0;
+  }
+}
+
+/* Task t: pair t / chunks of panels, rows of chunk t % chunks, k in blocks. */
+static void qgemm16_task(void *arg, int64_t t) {
+  const qgemm16_job *j = arg;
+  const kl_qgemm_plan *p = j->p;
+  size_t pair = (size_t)(t / j->chunks), col = pair * 2 * KL_QGEMV_PANEL;
+  size_t cols = p->n - col < 2 * KL_QGEMV_PANEL ? p->n - col : 2 * KL_QGEMV_PANEL;
+  const int16_t *w0 = p->wp16 + pair * 2 * p->pairs * 16, *w1 = w0 + p->pairs * 16;
+  int64_t r0 = t % j->chunks * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+  int16_t buf[KL_QGEMM_ROWS * 2 * QGEMM16_KPAIRS];
+  for (int64_t r = r0; r < r1; r += KL_QGEMM_ROWS) {
+    size_t rows = (size_t)(r1 - r < KL_QGEMM_ROWS ? r1 - r : KL_QGEMM_ROWS);
+    for (size_t g0 = 0; g0 < p->pairs; g0 += QGEMM16_KPAIRS) {
+      size_t kp = p->pairs - g0 < QGEMM16_KPAIRS ? p->pairs - g0 : QGEMM16_KPAIRS;
+      size_t k0 = 2 * g0, len = p->k - k0 < 2 * kp ? p->k - k0 : 2 * kp;
+      widen_rows(j, r, rows, k0, len, buf);
+      j->f->qgemm16(buf, 2 * QGEMM16_KPAIRS, rows, kp, w0 + g0 * 16, w1 + g0 * 16, cols,
+                    j->y + (size_t)r * p->n + col, p->n, g0 > 0);
+    }
+  }
+  if (j->scale)
+    kl_mmint_scale_rows(j->scale, j->y + (size_t)r0 * p->n + col, p->n, (size_t)(r1 - r0),
+                        col, cols);
+}
+
+int kl_run_qgemm16(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *a = c->in[0], *b = c->in[1];
+  const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL;
+  kl_tensor *y = c->out[0];
+  kl_mmint_scale sc;
+  bool scaled = kl_mmint_scale_of(c, &sc);
+  if ((a->dtype != KL_U8 && a->dtype != KL_I8) || (b->dtype != KL_U8 && b->dtype != KL_I8) ||
+      b->rank != 2 || a->rank < 1 || a->dims[a->rank - 1] != b->dims[0] ||
+      b->dims[0] >= 33000 || y->dtype != (scaled ? KL_F32 : KL_I32))
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s' on kiln's wide int8 product with "
+                   "operands it does not take", kl_op_name(c->node->op),
+                   c->node->name ? c->node->name : "");
+  if (kl_tensor_numel(y) == 0) return KILN_OK;
+  if (b->dims[0] == 0) { /* sums over nothing */
+    memset(y->data, 0, kl_tensor_nbytes(y));
+    if (scaled) kl_mmint_scale_all(c, &sc);
+    return KILN_OK;
+  }
+  kl_qgemm_plan *p = c->state ? *c->state : NULL;
+  if (p && (p->k != (size_t)b->dims[0] || p->n != (size_t)b->dims[1] || !p->wp16))
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s': its weights changed shape",
+                   kl_op_name(c->node->op), c->node->name ? c->node->name : "");
+  if (!p) {
+    kiln_status st = plan16_create(c, &p);
+    if (st != KILN_OK) {
+      kl_qgemm_free(p);
+      return st;
+    }
+    if (c->state) *c->state = p;
+  }
+  int64_t rows = kl_tensor_numel(a) / (int64_t)p->k, pairs = (int64_t)p->panels / 2;
+  int64_t blocks = (rows + KL_QGEMM_ROWS - 1) / KL_QGEMM_ROWS, threads = kl_isa_threads(c);
+  int64_t chunks = pairs >= 4 * threads ? 1 : (4 * threads + pairs - 1) / pairs;
+  chunks = chunks < blocks ? chunks : blocks;
+  int64_t per = (blocks + chunks - 1) / chunks * KL_QGEMM_ROWS;
+  chunks = (rows + per - 1) / per;
+  qgemm16_job j = {f->quant, p, a, za ? code_at(za, 0) : 0, y->data, scaled ? &sc : NULL,
+                   rows, chunks, per};
+  kl_isa_parallel(c, pairs * chunks, rows * (int64_t)(p->n * p->k), qgemm16_task, &j);
   if (!c->state) kl_qgemm_free(p);
   return KILN_OK;
 }
