@@ -43,7 +43,8 @@ static const kl_pass pass_table[] = {
      kl_pass_eliminate},
     /* before const_fold, which would fold the weights' DequantizeLinear to float32 */
     {"fold_qdq", 2, "DequantizeLinear/QuantizeLinear around a Conv, MatMul or Gemm into "
-     "QLinearConv, QLinearMatMul or QLinearGemm (int8)",
+     "QLinearConv, QLinearMatMul or QLinearGemm (int8); a QLinearConv/QLinearMatMul of "
+     "weights the int8 kernels cannot take exactly into float32",
      kl_pass_fold_qdq},
     {"const_fold", 1, "run nodes with constant inputs (and Shape of known dims) once",
      kl_pass_const_fold},

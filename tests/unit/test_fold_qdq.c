@@ -11,7 +11,15 @@
  * a float bias, rounded to the accumulator's grid first, likewise. Weights outside
  * [-64, 64] fold only where the backend multiplies them exactly (int8_weight_bits:
  * VNNI), else the graph keeps its float32 convolution. A MatMul of constant 2-D weights
- * (per column) becomes QLinearMatMul likewise (test_matmul). */
+ * (per column) becomes QLinearMatMul likewise (test_matmul).
+ *
+ * The other way (test_qoperator_wide): a QLinearConv or QLinearMatMul read as such (the
+ * QOperator form) whose weights the int8 kernels cannot multiply exactly (8-bit ones
+ * without VNNI, uint8 ones, zero points not 0) becomes DequantizeLinear -> Conv or
+ * MatMul of float32 weights -> QuantizeLinear, which the float32 kernels run (it ran on
+ * the reference kernel): within one step of -O0's exact int32 sums, at most 1 output in
+ * 50 off, and no node on the reference kernel (but at the generic level, which has no
+ * int8 convolution but the reference). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +28,7 @@
 #include <cmocka.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
 #include "passes/pass.h"
 #include "runtime/session.h"
 
@@ -500,8 +509,82 @@ static void test_wide_weights(void **state) {
   assert_int_equal(check_folded(127, BIAS_QUANTIZED), kl_cpu_int8_weight_bits() == 8);
 }
 
+/* x -> Q(sx, zx) -> QLinearConv (conv) or QLinearMatMul -> DequantizeLinear -> y, the
+ * weights int8 of 8 bits with zero points 0 (unfolded where the int8 kernels take 7
+ * bits) or uint8 with zero points of 120 to 135 (unfolded everywhere). Returns whether
+ * the QLinear node was unfolded. */
+static bool check_qoperator(bool conv, bool u8w, bool bias) {
+  kl_graph *g = tu_graph_new();
+  int64_t xd4[4] = {2, 5, 9, 9}, xd2[2] = {7, 21}, m = conv ? 6 : 11;
+  int64_t wd4[4] = {6, 5, 3, 3}, wd2[2] = {21, 11};
+  int x = tu_graph_input(g, "x", KL_F32, conv ? 4 : 2, conv ? xd4 : xd2);
+  int sx = const_f32(g, 0.04f), zx = const_u8(g, 128), sy = const_f32(g, SY), zy = const_u8(g, 100);
+  int xq = tu_graph_op(g, KL_OP_QuantizeLinear, 3, (int[]){x, sx, zx});
+  int64_t nw = conv ? 6 * 5 * 9 : 21 * 11;
+  uint8_t w[270], zw[11];
+  float sw[11];
+  int32_t bv[11];
+  for (int64_t i = 0; i < nw; i++)
+    w[i] = u8w ? (uint8_t)tu_rand_f32(&rng, 0, 255.99f)
+               : (uint8_t)(int8_t)(i % 9 == 4 ? -128 : i % 9 == 5 ? 127 : lrintf(tu_rand_f32(&rng, -128, 127)));
+  for (int64_t i = 0; i < m; i++) {
+    zw[i] = u8w ? (uint8_t)(120 + i) : 0;
+    sw[i] = tu_rand_f32(&rng, 0.001f, 0.004f);
+    bv[i] = (int32_t)tu_rand_f32(&rng, -3000, 3000);
+  }
+  kl_dtype wt = u8w ? KL_U8 : KL_I8;
+  int cw = tu_graph_const(g, "w", wt, conv ? 4 : 2, conv ? wd4 : wd2, w);
+  int csw = tu_graph_const(g, "sw", KL_F32, 1, &m, sw), czw = tu_graph_const(g, "zw", wt, 1, &m, zw);
+  int ins[9] = {xq, sx, zx, cw, csw, czw, sy, zy, bias ? tu_graph_const(g, "b", KL_I32, 1, &m, bv) : -1};
+  int yq = tu_graph_op(g, conv ? KL_OP_QLinearConv : KL_OP_QLinearMatMul, conv && bias ? 9 : 8, ins);
+  if (conv) tu_node_ints(g, g->values[yq].producer, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  tu_graph_output_node(g, KL_OP_DequantizeLinear, 3, (int[]){yq, sy, zy}, 1);
+  kiln_model *m0 = tu_model_of(kl_graph_copy(g), 0), *m2 = tu_model_of(g, 2);
+  bool unfolded = count_op(m2, conv ? KL_OP_QLinearConv : KL_OP_QLinearMatMul) == 0;
+  if (unfolded) assert_int_equal(count_op(m2, conv ? KL_OP_Conv : KL_OP_MatMul) +
+                                     count_op(m2, KL_OP_KilnFusedConv) +
+                                     count_op(m2, KL_OP_Gemm), 1);
+  int64_t nx = conv ? 2 * 5 * 81 : 7 * 21;
+  float *xv = tu_rand_vec(&rng, (size_t)nx, -5, 5);
+  kiln_session *s0 = tu_session(m0, true, 1), *s2 = tu_session(m2, false, 2);
+  int64_t n0, n2;
+  float *want = tu_run_f32(s0, m0, &xv, &n0), *got = tu_run_f32(s2, m2, &xv, &n2);
+  assert_int_equal(n0, n2);
+  int64_t off = 0, distinct = 0;
+  for (int64_t k = 0; k < n0; k++) {
+    double d = fabs((double)got[k] - want[k]);
+    if (d > SY * 1.001)
+      fail_msg("conv %d u8w %d: output %lld is %g at -O2, %g at -O0", conv, u8w, (long long)k,
+               (double)got[k], (double)want[k]);
+    off += d > 0;
+    distinct += k > 0 && want[k] != want[k - 1];
+  }
+  assert_true(distinct > n0 / 4); /* real sums, not one clamped value */
+  if (off * 50 > n0 + 50)
+    fail_msg("conv %d u8w %d: %lld of %lld outputs one step off", conv, u8w, (long long)off,
+             (long long)n0);
+  for (int i = 0; kl_isa_level() != KL_ISA_GENERIC && i < m2->g->n_nodes; i++)
+    if (strcmp(kl_session_kernel_name(s2, i), "ref") == 0)
+      fail_msg("node %d (%s) ran on the reference kernel", i, kl_op_name(m2->g->nodes[i].op));
+  free(want), free(got), free(xv);
+  kiln_session_free(s0), kiln_session_free(s2);
+  kiln_model_free(m0), kiln_model_free(m2);
+  return unfolded;
+}
+
+static void test_qoperator_wide(void **state) {
+  (void)state;
+  bool narrow = kl_cpu_int8_weight_bits() < 8; /* the int8 kernels take 7 bits */
+  for (int conv = 0; conv < 2; conv++) {
+    assert_int_equal(check_qoperator(conv, false, conv), narrow);
+    assert_true(check_qoperator(conv, true, conv));
+    assert_true(check_qoperator(conv, true, false));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_qoperator_wide),
       cmocka_unit_test(test_fold),
       cmocka_unit_test(test_matmul),
       cmocka_unit_test(test_weights_in_graph),

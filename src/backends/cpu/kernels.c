@@ -543,6 +543,13 @@ kl_isa_cl kl_cpu_isa_layout(const kl_node *n, const kl_type *const *in, int n_in
   *slots = 0;
   const kl_type *a = n_in > 0 ? in[0] : NULL, *b = n_in > 3 ? in[3] : NULL;
   if (!a || !y || y->rank < 3 || y->rank > 5) return KL_ISA_CL_NONE;
+  if ((n->op == KL_OP_QuantizeLinear || n->op == KL_OP_DequantizeLinear) &&
+      kl_type_same_dims(a, y) && n_in > 1 && in[1] && kl_cpu_single_value(in[1], y) &&
+      (n_in < 3 || !in[2] || kl_cpu_single_value(in[2], y))) {
+    *slots = 1u; /* per tensor: elementwise, either layout (between the float32
+                    convolutions a QLinearConv of wide weights becomes: fold_qdq.c) */
+    return KL_ISA_CL_SAME;
+  }
   if (a->dtype == KL_F32 && y->dtype == KL_F32) return float_layout(n, in, n_in, y, slots);
   if (a->dtype != KL_U8 && a->dtype != KL_I8) return KL_ISA_CL_NONE;
   switch (n->op) {
