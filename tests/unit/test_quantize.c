@@ -519,7 +519,7 @@ static void test_clip(void **state) {
 static void test_exclude(void **state) {
   (void)state;
   kl_graph *g = cnn_graph();
-  kl_quant_options o = {.exclude = "nothing,conv1"};
+  kl_quant_options o = {.exclude = ",conv1,"}; /* empty patterns are skipped */
   kl_quantizer *q;
   kl_err e = {0};
   assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
@@ -545,6 +545,25 @@ static void test_exclude(void **state) {
   assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
   assert_null(q);
   tu_assert_contains_at(e.msg, "nothing to quantize", __FILE__, __LINE__);
+  /* a pattern that names no node (a typo, or an op type) is refused: it quantized the
+   * node it meant to keep, silently; a pattern past 255 characters was skipped too */
+  static char long_pat[300];
+  memset(long_pat, 'c', sizeof long_pat - 1);
+  const char *unmatched[] = {"nothing,conv1", "Conv", "conv1, conv2", long_pat};
+  for (size_t k = 0; k < sizeof unmatched / sizeof unmatched[0]; k++) {
+    o.exclude = unmatched[k];
+    e = (kl_err){0};
+    assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
+    assert_null(q);
+    tu_assert_contains_at(e.msg, "names no node of the model", __FILE__, __LINE__);
+  }
+  memset(long_pat, '*', sizeof long_pat - 1); /* conv1 and 294 stars: matches conv1 */
+  memcpy(long_pat, "conv1", 5);
+  o.exclude = long_pat;
+  e = (kl_err){0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  assert_string_equal(kl_quantizer_nodes(q, &nn)[0].why, "excluded (--exclude)");
+  kl_quantizer_free(q);
   kl_graph_free(g);
 }
 
