@@ -60,6 +60,18 @@ static void test_activation_params(void **state) {
   p = kl_qparam_activation(-1, 3, true);
   assert_float_equal(p.scale, 3.0 / 127, 1e-9);
   assert_int_equal(p.zero_point, 0);
+  /* calibration data of denormals: the scale underflowed to 0 and the zero point was
+   * -0 / 0 = NaN cast to int (UBSan); now as an empty range */
+  for (int sym = 0; sym < 2; sym++) {
+    p = kl_qparam_activation(1e-45, 1e-45, sym);
+    assert_float_equal(p.scale, 1, 0);
+    assert_int_equal(p.zero_point, 0);
+    p = kl_qparam_activation(-1e-40, 1e-40, sym); /* a denormal scale: as empty too */
+    assert_float_equal(p.scale, 1, 0);
+    assert_int_equal(p.zero_point, 0);
+  }
+  p = kl_qparam_activation(0, 1e-30, false); /* narrow but normal: kept */
+  assert_float_equal(p.scale, (float)(1e-30 / 255), 0);
 }
 
 static void test_weights(void **state) {
@@ -94,6 +106,14 @@ static void test_weights(void **state) {
   assert_int_equal(q[0], 0);
   assert_int_equal(q[2], 64);
   assert_int_equal(q[3], -64);
+  /* a channel of denormals: its scale underflowed to 0 (a model with a weight scale of
+   * 0); now scale 1, codes 0 */
+  const float d[4] = {1e-45f, -3e-44f, 1, -1};
+  kl_quantize_weights(d, 2, zd, 0, true, false, s, q);
+  assert_float_equal(s[0], 1, 0);
+  assert_int_equal(q[0], 0);
+  assert_int_equal(q[1], 0);
+  assert_float_equal(s[1], 1.0f / 127, 1e-9);
 }
 
 /* ---- statistics ---- */
