@@ -7,6 +7,7 @@
 
 #include <fnmatch.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -376,12 +377,23 @@ kiln_status kl_quantizer_create(const kl_graph *g, const kl_quant_options *o,
     q->nodes[i].why = q->plan[i].why;
   }
   if (quantized == 0) {
+    /* the first product kept float32 says why (weights of NaN read as if there were
+     * none) */
+    char first[512] = "";
+    for (int i = 0; i < g->n_nodes && !first[0]; i++) {
+      const kl_node *n = &g->nodes[i];
+      if (n->op == KL_OP_Conv || n->op == KL_OP_MatMul || n->op == KL_OP_Gemm) {
+        char who[320];
+        snprintf(first, sizeof first, "; %s: %s", kl_node_describe(g, n, who, sizeof who),
+                 q->plan[i].why);
+      }
+    }
     kl_quantizer_free(q);
     return kl_fail(e, KILN_ERR_INVALID_ARGUMENT,
                    "%s: nothing to quantize: no %s node with constant float32 weights "
-                   "(and not excluded)",
+                   "(and not excluded)%s",
                    g->source ? g->source : "model", o->dynamic ? "MatMul or Gemm" :
-                   "Conv, MatMul or Gemm");
+                   "Conv, MatMul or Gemm", first);
   }
   *out = q;
   return KILN_OK;

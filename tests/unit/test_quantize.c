@@ -565,6 +565,8 @@ static void test_exclude(void **state) {
   assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
   assert_null(q);
   tu_assert_contains_at(e.msg, "nothing to quantize", __FILE__, __LINE__);
+  /* and says why the first product was kept float32 */
+  tu_assert_contains_at(e.msg, "; node 'conv1' (Conv): excluded (--exclude)", __FILE__, __LINE__);
   /* a pattern that names no node (a typo, or an op type) is refused: it quantized the
    * node it meant to keep, silently; a pattern past 255 characters was skipped too */
   static char long_pat[300];
