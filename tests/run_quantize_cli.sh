@@ -57,7 +57,12 @@ echo "not a zip" >"$tmp/bad.npz"
 expect 1 "not a .npz archive" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/bad.npz"
 mkdir "$tmp/empty"
 expect 1 "a folder without input_0.pb or test_data_set_0/" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/empty"
+# --array names a .npz's arrays; with only folders of test data it was ignored, silently
+expect 1 "--array input=x: --calibrate $tmp/empty is a folder of test data sets" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate "$tmp/empty" --array input=x
 expect 1 "nothing to quantize" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array input=x --exclude '/features/*,/head/*'
+# a pattern that names no node (a typo; an op type) quantized the node meant kept, silently
+expect 1 "exclude pattern 'Gemm' names no node of the model" -- "$kiln" quantize $cnn -o "$tmp/q.onnx" --calibrate $data --array input=x --exclude '/head/head.2/Gemm,Gemm'
+expect 1 "exclude pattern '/head/head.2/Gem' names no node" -- "$kiln" quantize $mlp -o "$tmp/q.onnx" --dynamic --exclude /head/head.2/Gem
 expect 1 "cannot create" -- "$kiln" quantize $cnn -o "$tmp/no/such/q.onnx" --calibrate $data --array input=x
 # a .npy of one image whose pixel 5 is NaN (float32 [1, 1, 8, 8])
 {

@@ -52,6 +52,8 @@ typedef struct cmp_result {
   double max_abs, max_rel;
   double atol; /* the absolute tolerance applied (TF32's follows the output's scale) */
   int64_t bad; /* elements out of tolerance */
+  int64_t first; /* the first of them, kiln's value and the expected one */
+  double first_got, first_want;
   int by_f64;  /* outputs out of tolerance passed by float64_outputs (worst's count) */
   double f64_ratio; /* the largest of their kiln / expected errors against float64 */
 } cmp_result;
@@ -128,21 +130,20 @@ static void compare(const kl_tensor *got, const kl_tensor *want, tolerance tol,
   for (int64_t i = 0; i < n; i++) {
     double g = kl_load_f64(got->data, got->dtype, (size_t)i);
     double w = kl_load_f64(want->data, want->dtype, (size_t)i);
+    bool bad;
     if (isnan(w) || isnan(g)) {
-      if (isnan(w) != isnan(g)) r->bad++;
-      continue;
+      bad = isnan(w) != isnan(g); /* left out of the errors: say which element */
+    } else if (isinf(w) || isinf(g)) {
+      bad = g != w;
+    } else {
+      double diff = fabs(g - w), rel = w != 0 ? diff / fabs(w) : (diff ? INFINITY : 0);
+      if (diff > r->max_abs) r->max_abs = diff;
+      if (rel > r->max_rel) r->max_rel = rel;
+      bad = exact ? kl_load_i64(got->data, got->dtype, (size_t)i) !=
+                        kl_load_i64(want->data, want->dtype, (size_t)i)
+                  : f8 ? g != w : diff > tol.atol + tol.rtol * fabs(w);
     }
-    if (isinf(w) || isinf(g)) {
-      if (g != w) r->bad++;
-      continue;
-    }
-    if (exact && kl_load_i64(got->data, got->dtype, (size_t)i) !=
-                     kl_load_i64(want->data, want->dtype, (size_t)i))
-      r->bad++;
-    double diff = fabs(g - w), rel = w != 0 ? diff / fabs(w) : (diff ? INFINITY : 0);
-    if (diff > r->max_abs) r->max_abs = diff;
-    if (rel > r->max_rel) r->max_rel = rel;
-    if (f8 ? g != w : !exact && diff > tol.atol + tol.rtol * fabs(w)) r->bad++;
+    if (bad && r->bad++ == 0) r->first = i, r->first_got = g, r->first_want = w;
   }
 }
 
@@ -264,9 +265,11 @@ static bool compare_tensor(const kl_tensor *got, const kl_tensor *want, int k, c
     if (tol.atol_scale > 0)
       snprintf(scale, sizeof scale, ": %g of the output's largest magnitude%s", tol.atol_scale,
                tol.atol_scale >= 1e-3 ? ", TF32's" : "");
-    cli_format(why, len, "output %d '%s'%s: %lld of %lld values out of tolerance, max abs "
-               "err %.3g, max rel err %.3g (rtol %g, atol %g%s)", k, name, el, (long long)r.bad,
-               (long long)kl_tensor_numel(want), r.max_abs, r.max_rel, tol.rtol, r.atol, scale);
+    cli_format(why, len, "output %d '%s'%s: %lld of %lld values out of tolerance, the first "
+               "at element %lld: %.9g, expected %.9g; max abs err %.3g, max rel err %.3g (rtol "
+               "%g, atol %g%s)", k, name, el, (long long)r.bad, (long long)kl_tensor_numel(want),
+               (long long)r.first, r.first_got, r.first_want, r.max_abs, r.max_rel, tol.rtol,
+               r.atol, scale);
     if (values) *values = true;
     return false;
   }

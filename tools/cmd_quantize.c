@@ -331,6 +331,15 @@ static bool read_case(const char *root, const char *dir, const kiln_model *m, co
   return true;
 }
 
+/* Whether every --calibrate is a folder: its test data sets' input_N.pb are taken by
+ * position, so an --array has nothing to name (it was ignored, silently). */
+static bool only_folders(const qargs *a) {
+  struct stat sb;
+  for (int i = 0; i < a->n_data; i++)
+    if (stat(a->data[i], &sb) != 0 || !S_ISDIR(sb.st_mode)) return false;
+  return true;
+}
+
 static bool read_data(const char *path, const kiln_model *m, const qargs *a, batches *bs) {
   struct stat sb;
   if (stat(path, &sb) != 0) {
@@ -338,6 +347,12 @@ static bool read_data(const char *path, const kiln_model *m, const qargs *a, bat
     return false;
   }
   if (!S_ISDIR(sb.st_mode)) return read_arrays(path, m, a, bs);
+  if (a->n_arrays && only_folders(a)) {
+    fprintf(stderr, "kiln quantize: --array %s: --calibrate %s is a folder of test data "
+                    "sets, whose input_N.pb are taken by position; --array names the arrays "
+                    "of a .npz or .npy\n", a->arrays[0], path);
+    return false;
+  }
   char *root = realpath(path, NULL), p[4096], why[4200];
   if (!root) {
     fprintf(stderr, "kiln quantize: --calibrate %s: %s\n", path, strerror(errno));

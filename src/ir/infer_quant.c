@@ -35,6 +35,10 @@ static bool one_value(const kl_type *t) {
   return t->rank == 0 || (t->rank == 1 && kl_dim_known(t->dims[0]) && t->dims[0].size == 1);
 }
 
+/* The scales of QLinearMatMul's and QLinearConv's eight inputs, each followed by its zero
+ * point: the input's, the weight's and the output's. */
+static const int scale_inputs[3] = {1, 4, 6};
+
 /* Inputs s and z (a scale and its zero point) must have the same shape; a scalar and a
  * [1] both hold the one value of per-tensor quantization, as onnxruntime accepts (its
  * own quantizer writes a [1] scale with a scalar zero point). */
@@ -290,10 +294,11 @@ int kl_infer_qlinear_matmul(kl_infer_ctx *c) {
   if (st == KILN_OK) st = kl_check_same_dtype(c, 3, 5);
   if (st == KILN_OK) st = kl_check_same_dtype(c, 1, 4);
   if (st == KILN_OK) st = kl_check_same_dtype(c, 1, 6);
-  for (int i = 1; st == KILN_OK && i < 7; i += 3) st = check_same_shape(c, i, i + 1);
+  for (int i = 0; st == KILN_OK && i < 3; i++)
+    st = check_same_shape(c, scale_inputs[i], scale_inputs[i] + 1);
   if (st == KILN_OK) st = check_matrix_qparam(c, 1, 0, true);
   if (st == KILN_OK) st = check_matrix_qparam(c, 4, 3, false);
-  if (st == KILN_OK) st = check_one_value(c, 6, names[6]);
+  for (int i = 6; st == KILN_OK && i < 8; i++) st = check_one_value(c, i, names[i]);
   if (st == KILN_OK) st = matmul_shape(c, 0, 3, &c->out[0]);
   c->out[0].dtype = c->in[7] ? c->in[7]->dtype : KL_UNDEFINED;
   return st;
@@ -363,9 +368,10 @@ int kl_infer_qlinear_conv(kl_infer_ctx *c) {
   if (st == KILN_OK) st = kl_check_rank(c, 8, "B", 1, 1);
   if (st == KILN_OK) st = kl_check_same_dtype(c, 0, 2);
   if (st == KILN_OK) st = kl_check_same_dtype(c, 3, 5);
-  for (int i = 1; st == KILN_OK && i < 7; i += 3) st = check_same_shape(c, i, i + 1);
+  for (int i = 0; st == KILN_OK && i < 3; i++)
+    st = check_same_shape(c, scale_inputs[i], scale_inputs[i] + 1);
   if (st == KILN_OK) st = check_one_value(c, 1, names[1]);
-  if (st == KILN_OK) st = check_one_value(c, 6, names[6]);
+  for (int i = 6; st == KILN_OK && i < 8; i++) st = check_one_value(c, i, names[i]);
   if (st == KILN_OK) st = conv_shape(c, 3, &c->out[0]);
   if (st == KILN_OK) st = check_per_channel(c, 4, &c->out[0]);
   if (st == KILN_OK) st = check_bias(c, &c->out[0], 1);

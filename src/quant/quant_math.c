@@ -2,6 +2,7 @@
  * (minmax, percentile, entropy), scales and zero points, int8 weights. */
 #include "quant/quantize.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,16 +155,25 @@ void kl_stats_range(const kl_value_stats *s, kl_calib_method m, double percentil
   *hi = fmin(s->max, t);
 }
 
+/* A range of width w over `steps` codes as a float32 scale, or 0 when that is not a normal
+ * float32 (a range of denormals: its scale underflowed to 0, and the zero point -rmin /
+ * scale was NaN; a model with a scale of 0 quantizes everything to a saturated code). */
+static float range_scale(double w, double steps) {
+  float s = (float)(w / steps);
+  return s >= FLT_MIN ? s : 0.0f;
+}
+
 kl_qparam kl_qparam_activation(double lo, double hi, bool symmetric) {
-  kl_qparam p = {1.0f, 0};
+  kl_qparam p = {1.0f, 0}; /* also for a range too narrow for a float32 scale */
   if (symmetric) {
-    double a = fmax(fabs(lo), fabs(hi));
-    if (a > 0) p.scale = (float)(a / 127.0);
+    float s = range_scale(fmax(fabs(lo), fabs(hi)), 127.0);
+    if (s > 0) p.scale = s;
     return p;
   }
   double rmin = fmin(lo, 0), rmax = fmax(hi, 0);
-  if (rmax - rmin <= 0) return p;
-  p.scale = (float)((rmax - rmin) / 255.0);
+  float s = range_scale(rmax - rmin, 255.0);
+  if (!(s > 0)) return p;
+  p.scale = s;
   double z = nearbyint(-rmin / p.scale);
   p.zero_point = z < 0 ? 0 : z > 255 ? 255 : (int32_t)z;
   return p;
@@ -183,7 +193,8 @@ void kl_quantize_weights(const float *w, int rank, const int64_t *dims, int axis
     float amax = 0;
     for (int64_t o = 0; o < outer; o++)
       for (int64_t i = 0; i < inner; i++) amax = fmaxf(amax, fabsf(w[(o * ch + c) * inner + i]));
-    float sc = amax > 0 ? amax / qmax : 1.0f;
+    float sc = range_scale(amax, qmax); /* weights all below FLT_MIN * qmax: codes 0 */
+    sc = sc > 0 ? sc : 1.0f;
     scales[c] = sc;
     for (int64_t o = 0; o < outer; o++)
       for (int64_t i = 0; i < inner; i++) {

@@ -7,6 +7,7 @@
 
 #include <fnmatch.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,20 +68,70 @@ struct kl_quantizer {
   size_t gram_bytes; /* held by the nodes' GPTQ sums */
 };
 
-static bool excluded(const char *list, const char *name) {
-  if (!list) return false;
-  char pat[256];
-  for (const char *p = list; *p;) {
+/* Calls fn(pattern, arg) for each non-empty comma-separated pattern of list, until fn
+ * returns true; whether one did. A pattern is copied to be NUL-terminated, whatever its
+ * length; false also when memory runs out (*oom set). */
+static bool each_pattern(const char *list, bool (*fn)(const char *pat, const void *arg),
+                         const void *arg, bool *oom) {
+  for (const char *p = list; p && *p;) {
     size_t len = strcspn(p, ",");
-    if (len > 0 && len < sizeof pat) {
+    if (len > 0) {
+      char *pat = malloc(len + 1);
+      if (!pat) {
+        *oom = true;
+        return false;
+      }
       memcpy(pat, p, len);
       pat[len] = '\0';
-      if (fnmatch(pat, name, 0) == 0) return true;
+      bool hit = fn(pat, arg);
+      free(pat);
+      if (hit) return true;
     }
     p += len;
     if (*p == ',') p++;
   }
   return false;
+}
+
+static bool matches_name(const char *pat, const void *name) {
+  return fnmatch(pat, name, 0) == 0;
+}
+
+static bool excluded(const char *list, const char *name) {
+  bool oom = false;
+  return each_pattern(list, matches_name, name ? name : "", &oom);
+}
+
+/* A pattern that no node of g is named by (a typo would otherwise quantize the node it
+ * meant to keep, silently): true, with the pattern in the error. */
+static bool matches_no_node(const char *pat, const void *graph) {
+  const kl_graph *g = graph;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].name && fnmatch(pat, g->nodes[i].name, 0) == 0) return false;
+  return true;
+}
+
+typedef struct unmatched {
+  const kl_graph *g;
+  kl_err *e;
+} unmatched;
+
+static bool report_unmatched(const char *pat, const void *arg) {
+  const unmatched *u = arg;
+  if (!matches_no_node(pat, u->g)) return false;
+  kl_fail(u->e, KILN_ERR_INVALID_ARGUMENT, "%s: exclude pattern '%s' names no node of the "
+          "model as the quantizer reads it (constants and BatchNormalizations folded); "
+          "patterns match node names, not op types (--report lists them)",
+          u->g->source ? u->g->source : "model", pat);
+  return true;
+}
+
+/* Every pattern of the exclude list names at least one node. */
+static kiln_status check_exclude(const kl_graph *g, const char *list, kl_err *e) {
+  bool oom = false;
+  unmatched u = {g, e};
+  if (each_pattern(list, report_unmatched, &u, &oom)) return e->code;
+  return oom ? kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory") : KILN_OK;
 }
 
 static bool is_const_f32(const kl_graph *g, int v, int min_rank, int max_rank) {
@@ -252,6 +303,8 @@ kiln_status kl_quantizer_create(const kl_graph *g, const kl_quant_options *o,
       !(o->percentile > 0 && o->percentile <= 100))
     return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "percentile %g is not in (0, 100]",
                    o->percentile);
+  kiln_status st = check_exclude(g, o->exclude, e);
+  if (st != KILN_OK) return st;
   kl_quantizer *q = calloc(1, sizeof *q);
   if (!q) return kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
   q->g = g;
@@ -324,12 +377,23 @@ kiln_status kl_quantizer_create(const kl_graph *g, const kl_quant_options *o,
     q->nodes[i].why = q->plan[i].why;
   }
   if (quantized == 0) {
+    /* the first product kept float32 says why (weights of NaN read as if there were
+     * none) */
+    char first[512] = "";
+    for (int i = 0; i < g->n_nodes && !first[0]; i++) {
+      const kl_node *n = &g->nodes[i];
+      if (n->op == KL_OP_Conv || n->op == KL_OP_MatMul || n->op == KL_OP_Gemm) {
+        char who[320];
+        snprintf(first, sizeof first, "; %s: %s", kl_node_describe(g, n, who, sizeof who),
+                 q->plan[i].why);
+      }
+    }
     kl_quantizer_free(q);
     return kl_fail(e, KILN_ERR_INVALID_ARGUMENT,
                    "%s: nothing to quantize: no %s node with constant float32 weights "
-                   "(and not excluded)",
+                   "(and not excluded)%s",
                    g->source ? g->source : "model", o->dynamic ? "MatMul or Gemm" :
-                   "Conv, MatMul or Gemm");
+                   "Conv, MatMul or Gemm", first);
   }
   *out = q;
   return KILN_OK;

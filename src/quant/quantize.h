@@ -58,7 +58,8 @@ typedef struct kl_qparam {
 } kl_qparam;
 
 /* An activation's: uint8 over [min(lo, 0), max(hi, 0)] (zero exact), or int8
- * symmetric over [-max|.|, max|.|] with zero point 0; an empty range gives scale 1. */
+ * symmetric over [-max|.|, max|.|] with zero point 0; an empty range, or one too narrow
+ * for a normal float32 scale, gives scale 1 (onnxruntime's quantizer does the same). */
 kl_qparam kl_qparam_activation(double lo, double hi, bool symmetric);
 /* Symmetric int8 weights: scale max|w| / qmax (qmax 64 with reduce_range, 7-bit weights
  * that AVX2 multiplies exactly, else 127); one scale per index of axis when per_channel

@@ -508,6 +508,34 @@ def op_cases():
          "axis 3 is out of range for rank 3", "kiln.LayerNormGrad with axis 3 on a rank-3 "
          "input (SIGSEGV)")
 
+    # QLinearMatMul's and QLinearConv's y_zero_point was never checked: three values or
+    # none ran with whatever lay at its first element (probe round 8)
+    def q8(name, v, dtype=np.uint8):
+        return numpy_helper.from_array(np.array(v, dtype), name)
+
+    def scale(name, v):
+        return numpy_helper.from_array(np.array(v, np.float32), name)
+
+    qmm = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"],
+                           name="qmm")
+    case("qlinearmatmul_y_zero_point_three.onnx",
+         model_bytes([qmm], [vi("a", [3, 8], TensorProto.UINT8)],
+                     [vi("y", None, TensorProto.UINT8)],
+                     [scale("as", 0.05), q8("az", 1), q8("b", np.ones([8, 5])), scale("bs", 0.02),
+                      q8("bz", 2), scale("ys", 0.1), q8("yz", [3, 4, 5])]),
+         "input 7 (zero point) uint8[3] must have the shape of input 6 (scale) float32[]",
+         "QLinearMatMul whose y_zero_point holds three values (the first was used, silently)")
+    qcv = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                           name="qconv")
+    case("qlinearconv_y_zero_point_empty.onnx",
+         model_bytes([qcv], [vi("x", [1, 2, 5, 5], TensorProto.UINT8)],
+                     [vi("y", None, TensorProto.UINT8)],
+                     [scale("xs", 0.05), q8("xz", 1), q8("w", np.ones([4, 2, 3, 3]), np.int8),
+                      scale("ws", 0.02), q8("wz", 0, np.int8), scale("ys", 0.1),
+                      q8("yz", np.zeros([0]))]),
+         "input 7 (zero point) uint8[0] must have the shape of input 6 (scale) float32[]",
+         "QLinearConv whose y_zero_point holds no value (read past its end, silently)")
+
 
 # ---- external data ----
 

@@ -292,6 +292,8 @@ static void test_div_zero(void **state) {
   assert_int_equal(kiln_session_run(s), KILN_ERR_INVALID_ARGUMENT);
   tu_assert_contains_at(kiln_session_error(s), "integer division by zero at element 2",
                         __FILE__, __LINE__);
+  /* the unnamed node by its index, as the CPU names it (it read "node '' (op 'Div'") */
+  tu_assert_contains_at(kiln_session_error(s), "node #0 (Div), on ", __FILE__, __LINE__);
   bv[2] = 5;
   tu_gpu_set_inputs(s, m, bufs);
   assert_int_equal(kiln_session_run(s), KILN_OK);

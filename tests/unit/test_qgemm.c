@@ -310,11 +310,74 @@ static void test_float_output(void **state) {
   }
 }
 
+/* kiln.QLinearGemm read from a file, at its edges, on kiln's matrix-vector product
+ * (kiln_qgemv) against the reference kernel: int32 biases at INT32_MAX and INT32_MIN
+ * under a zero point of 255 (bias - za * colsum(B) overflowed int32), a K of 140,000
+ * codes of 255 against weights of 64 (the int32 sum overflowed), a NaN weight scale (a
+ * NaN converted to int). Undefined behaviour (UBSan) and outputs that wrapped, before
+ * issue 20's round 8; now the node goes to oneDNN's product where its sums do not fit in
+ * int32, and a NaN gives the lowest code, as the reference. */
+static void test_qgemv_edges(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int64_t k;
+    int zx;
+    int32_t bias0, bias1;
+    float sb;
+    bool qgemv; /* still kiln's product */
+  } edges[] = {
+      {"biases at the int32 limits, zero point 0", 64, 0, INT32_MAX, INT32_MIN, 0.02f, false},
+      {"biases at the int32 limits, zero point 255", 64, 255, INT32_MIN, INT32_MAX, 0.02f,
+       false},
+      {"K of 140000", 140000, 0, 0, 0, 0.02f, false},
+      {"NaN weight scale", 64, 0, 5, -5, NAN, true},
+      {"plain", 64, 0, 5, -5, 0.02f, true},
+  };
+  for (size_t c = 0; c < sizeof edges / sizeof edges[0]; c++) {
+    int64_t k = edges[c].k, n = 2, xd[2] = {1, k}, bd[2] = {k, n};
+    kl_graph *g = tu_graph_new();
+    int x = tu_graph_input(g, "x", KL_F32, 2, xd);
+    int s_x = const_f32(g, 1.0f), z_x = const_zp(g, KL_U8, edges[c].zx);
+    int xq = TU_OP(g, QuantizeLinear, x, s_x, z_x); /* x of 255: codes of 255 */
+    int8_t *w = malloc((size_t)(k * n));
+    assert_non_null(w);
+    for (int64_t i = 0; i < k * n; i++) w[i] = i % n ? -64 : 64;
+    int32_t bias[2] = {edges[c].bias0, edges[c].bias1};
+    int in[9] = {xq, s_x, z_x, tu_graph_const(g, "w", KL_I8, 2, bd, w),
+                 const_f32(g, edges[c].sb), const_zp(g, KL_I8, 0), const_f32(g, 0.5f),
+                 const_zp(g, KL_U8, 7), tu_graph_const(g, "bias", KL_I32, 1, &n, bias)};
+    free(w);
+    int y = tu_graph_value(g, "y");
+    int node = tu_graph_node(g, KL_OP_KilnQLinearGemm, "qgemm", 9, in, 1, &y);
+    kl_graph_add_output(g, TU_OP(g, DequantizeLinear, y, in[6], in[7]), NULL);
+    kiln_model *m = tu_model_of(g, 0);
+    kiln_session *ref = tu_session(m, true, 0), *fast = tu_session(m, false, 0);
+    float *xv = tu_rand_vec(&rng, (size_t)k, 255, 255);
+    int64_t nr, nf;
+    float *want = tu_run_f32(ref, m, &xv, &nr), *got = tu_run_f32(fast, m, &xv, &nf);
+    assert_int_equal(nr, n);
+    assert_int_equal(nf, n);
+    for (int64_t j = 0; j < n; j++)
+      if (got[j] != want[j])
+        fail_msg("%s: column %lld is %g, the reference's %g", edges[c].what, (long long)j,
+                 (double)got[j], (double)want[j]);
+    const char *impl = kl_session_kernel_impl(fast, node);
+    if (KL_HAVE_DNNL && kl_isa_level() == KL_ISA_AVX2 &&
+        edges[c].qgemv != (impl && strncmp(impl, "kiln_qgemv", 10) == 0))
+      fail_msg("%s: ran on %s", edges[c].what, impl ? impl : "(none)");
+    free(xv), free(want), free(got);
+    kiln_session_free(ref), kiln_session_free(fast);
+    kiln_model_free(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm),
       cmocka_unit_test(test_gemm_unfolded),
       cmocka_unit_test(test_float_output),
+      cmocka_unit_test(test_qgemv_edges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

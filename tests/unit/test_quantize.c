@@ -60,6 +60,18 @@ static void test_activation_params(void **state) {
   p = kl_qparam_activation(-1, 3, true);
   assert_float_equal(p.scale, 3.0 / 127, 1e-9);
   assert_int_equal(p.zero_point, 0);
+  /* calibration data of denormals: the scale underflowed to 0 and the zero point was
+   * -0 / 0 = NaN cast to int (UBSan); now as an empty range */
+  for (int sym = 0; sym < 2; sym++) {
+    p = kl_qparam_activation(1e-45, 1e-45, sym);
+    assert_float_equal(p.scale, 1, 0);
+    assert_int_equal(p.zero_point, 0);
+    p = kl_qparam_activation(-1e-40, 1e-40, sym); /* a denormal scale: as empty too */
+    assert_float_equal(p.scale, 1, 0);
+    assert_int_equal(p.zero_point, 0);
+  }
+  p = kl_qparam_activation(0, 1e-30, false); /* narrow but normal: kept */
+  assert_float_equal(p.scale, (float)(1e-30 / 255), 0);
 }
 
 static void test_weights(void **state) {
@@ -94,6 +106,14 @@ static void test_weights(void **state) {
   assert_int_equal(q[0], 0);
   assert_int_equal(q[2], 64);
   assert_int_equal(q[3], -64);
+  /* a channel of denormals: its scale underflowed to 0 (a model with a weight scale of
+   * 0); now scale 1, codes 0 */
+  const float d[4] = {1e-45f, -3e-44f, 1, -1};
+  kl_quantize_weights(d, 2, zd, 0, true, false, s, q);
+  assert_float_equal(s[0], 1, 0);
+  assert_int_equal(q[0], 0);
+  assert_int_equal(q[1], 0);
+  assert_float_equal(s[1], 1.0f / 127, 1e-9);
 }
 
 /* ---- statistics ---- */
@@ -519,7 +539,7 @@ static void test_clip(void **state) {
 static void test_exclude(void **state) {
   (void)state;
   kl_graph *g = cnn_graph();
-  kl_quant_options o = {.exclude = "nothing,conv1"};
+  kl_quant_options o = {.exclude = ",conv1,"}; /* empty patterns are skipped */
   kl_quantizer *q;
   kl_err e = {0};
   assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
@@ -545,6 +565,27 @@ static void test_exclude(void **state) {
   assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
   assert_null(q);
   tu_assert_contains_at(e.msg, "nothing to quantize", __FILE__, __LINE__);
+  /* and says why the first product was kept float32 */
+  tu_assert_contains_at(e.msg, "; node 'conv1' (Conv): excluded (--exclude)", __FILE__, __LINE__);
+  /* a pattern that names no node (a typo, or an op type) is refused: it quantized the
+   * node it meant to keep, silently; a pattern past 255 characters was skipped too */
+  static char long_pat[300];
+  memset(long_pat, 'c', sizeof long_pat - 1);
+  const char *unmatched[] = {"nothing,conv1", "Conv", "conv1, conv2", long_pat};
+  for (size_t k = 0; k < sizeof unmatched / sizeof unmatched[0]; k++) {
+    o.exclude = unmatched[k];
+    e = (kl_err){0};
+    assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_ERR_INVALID_ARGUMENT);
+    assert_null(q);
+    tu_assert_contains_at(e.msg, "names no node of the model", __FILE__, __LINE__);
+  }
+  memset(long_pat, '*', sizeof long_pat - 1); /* conv1 and 294 stars: matches conv1 */
+  memcpy(long_pat, "conv1", 5);
+  o.exclude = long_pat;
+  e = (kl_err){0};
+  assert_int_equal(kl_quantizer_create(g, &o, &q, &e), KILN_OK);
+  assert_string_equal(kl_quantizer_nodes(q, &nn)[0].why, "excluded (--exclude)");
+  kl_quantizer_free(q);
   kl_graph_free(g);
 }
 

@@ -85,6 +85,33 @@ int kl_dnnl_qconv_weight_bits(void) {
              : 7;
 }
 
+/* Whether oneDNN's int32 sums are exact: for each output channel (QLinearConv's W [M,
+ * ...]) or column (the products' B [K, N]), its bias plus up to 255 (a code less its zero
+ * point) times the sum of its |weights|. oneDNN wraps past int32 (a QLinearMatMul of K
+ * 140,000 codes of 255 against weights of 64 gave the lowest code where the reference,
+ * exact in double, gives the highest); such a node runs the reference. */
+static bool sums_fit(const kl_graph *g, const kl_node *n) {
+  const kl_value *w = &g->values[n->in[3]];
+  const kl_value *b = n->n_in > 8 && n->in[8] >= 0 ? &g->values[n->in[8]] : NULL;
+  const int8_t *wd = w->data;
+  int64_t nw;
+  if (!kl_type_numel(&w->type, &nw) || w->type.rank < 1) return false;
+  bool conv = n->op == KL_OP_QLinearConv;
+  int64_t outs = conv ? w->type.dims[0].size : w->type.dims[w->type.rank - 1].size;
+  if (outs < 1) return true;
+  int64_t per = nw / outs;
+  if (b && (!b->data || b->type.dtype != KL_I32)) return false;
+  int64_t nb = 0;
+  if (b && !kl_type_numel(&b->type, &nb)) return false;
+  for (int64_t o = 0; o < outs; o++) {
+    int64_t mag = 0;
+    for (int64_t i = 0; i < per; i++) mag += abs(wd[conv ? o * per + i : i * outs + o]);
+    int64_t bias = nb == outs ? ((const int32_t *)b->data)[o] : 0;
+    if ((bias < 0 ? -bias : bias) + 255 * mag > INT32_MAX) return false;
+  }
+  return true;
+}
+
 /* Constant int8 weights whose zero points are all 0 (oneDNN has no weights zero point)
  * and that oneDNN's ISA multiplies exactly (kl_dnnl_qconv_weight_bits). */
 static bool exact_weights(const kl_graph *g, const kl_node *n) {
@@ -98,7 +125,7 @@ static bool exact_weights(const kl_graph *g, const kl_node *n) {
   int lim = kl_dnnl_qconv_weight_bits() == 8 ? 128 : 64;
   for (int64_t i = 0; i < nw; i++)
     if (abs(((const int8_t *)w->data)[i]) > lim) return false;
-  return true;
+  return sums_fit(g, n);
 }
 
 /* QLinearMatMul, or kiln's QLinearGemm (its bias and Relu: oneDNN's bias and eltwise

@@ -157,15 +157,21 @@ static kiln_status gpu_sync(kl_backend *b, kl_err *e) {
   int64_t at[3];
   for (int k = 0; k < 3; k++)
     at[k] = (int64_t)(((uint64_t)(uint32_t)f[2 + 2 * k] << 32) | (uint32_t)f[1 + 2 * k]);
-  const kl_node *n = node >= 0 && node < c->g->n_nodes ? &c->g->nodes[node] : NULL;
-  const char *name = n && n->name ? n->name : "?", *op = n ? kl_op_name(n->op) : "?";
+  /* named as the CPU's kernels name it: the file, the node's name or its index (an
+   * unnamed node read "node ''") and op */
+  char who[320];
+  if (node >= 0 && node < c->g->n_nodes)
+    kl_node_describe(c->g, &c->g->nodes[node], who, sizeof who);
+  else
+    snprintf(who, sizeof who, "node #%d", node);
+  const char *src = c->g->source ? c->g->source : "model";
   if (f[7] == KL_CL_FLAG_DIV_ZERO)
-    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "node '%s' (op '%s', on %s): integer "
-                   "division by zero at element %lld (the device found it; the run's "
-                   "outputs are not valid)", name, op, c->name, (long long)at[0]);
-  return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "node '%s' (op '%s', on %s): input 1 (indices) "
-                 "has %lld at element %lld, expected %lld to %lld (the device found it; the "
-                 "run's outputs are not valid)", name, op, c->name, (long long)at[1],
+    return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "%s: %s, on %s: integer division by zero "
+                   "at element %lld (the device found it; the run's outputs are not valid)",
+                   src, who, c->name, (long long)at[0]);
+  return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "%s: %s, on %s: input 1 (indices) has %lld at "
+                 "element %lld, expected %lld to %lld (the device found it; the run's "
+                 "outputs are not valid)", src, who, c->name, (long long)at[1],
                  (long long)at[0], (long long)-at[2], (long long)at[2] - 1);
 }
 static void gpu_set_profiling(kl_backend *b, bool on) {

@@ -130,7 +130,8 @@ static void qdw_pixel(const kl_qdw *d, const uint8_t *const *taps, size_t off, s
     for (size_t t = 0; t < d->k; t++)
       acc += (int32_t)taps[t][off + i] * d->w[((t / 2) * d->c16 + s) * 2 + t % 2];
     float q = (float)acc * d->scale[s];
-    q = q < lo ? lo : q > hi ? hi : q;
+    q = q >= lo ? q : lo; /* NaN to lo, as the vector twins' vmaxps */
+    q = q <= hi ? q : hi;
     y[i] = (uint8_t)((int32_t)rintf(q) + d->zy);
   }
 }

@@ -170,6 +170,26 @@ struct kl_qgemv_plan {
   float lo, hi;
 };
 
+/* Whether every column's int32 arithmetic is exact: the plan's bias - za * colsum(B), and
+ * the sum A B (at most 255 sum |B| in size) added to it. A file's bias near INT32_MAX, or
+ * a K of a few hundred thousand, overflowed them (undefined behaviour; the oneDNN or
+ * reference product takes such a node). */
+static bool sums_fit(const kl_kernel_ctx *c) {
+  const kl_tensor *b = c->in[3], *bias = c->n_in > 8 ? c->in[8] : NULL;
+  const int8_t *w = b->data;
+  int64_t k = b->dims[0], n = b->dims[1], za = zero_point(c->in[2]);
+  for (int64_t j = 0; j < n; j++) {
+    int64_t sum = 0, mag = 0;
+    for (int64_t i = 0; i < k; i++) {
+      sum += w[i * n + j];
+      mag += abs(w[i * n + j]);
+    }
+    int64_t v = (bias ? ((const int32_t *)bias->data)[j] : 0) - za * sum;
+    if ((v < 0 ? -v : v) + 255 * mag > INT32_MAX) return false;
+  }
+  return true;
+}
+
 bool kl_qgemv_fits(const kl_kernel_ctx *c) {
   const kl_tensor *a = c->in[0], *b = c->in[3], *y = c->out[0];
   if (a->dtype != KL_U8 || b->rank != 2 || (y->dtype != KL_U8 && y->dtype != KL_I8)) return false;
@@ -178,7 +198,7 @@ bool kl_qgemv_fits(const kl_kernel_ctx *c) {
   int64_t nb = kl_tensor_numel(b);
   for (int64_t i = 0; i < nb; i++) /* what vpmaddubsw multiplies exactly */
     if (abs(((const int8_t *)b->data)[i]) > 64) return false;
-  return true;
+  return sums_fit(c);
 }
 
 void kl_qgemv_plan_free(kl_qgemv_plan *p) {
@@ -219,7 +239,7 @@ kiln_status kl_qgemv_plan_create(const kl_kernel_ctx *c, bool relu, kl_qgemv_pla
       p->wp[kl_qgemv_at(i, j, groups)] = v;
       sum += v;
     }
-    p->bias[j] = (bias ? ((const int32_t *)bias->data)[j] : 0) - za * sum;
+    p->bias[j] = (int32_t)((bias ? ((const int32_t *)bias->data)[j] : 0) - (int64_t)za * sum);
     float prod = sa * ((const float *)sb->data)[per_col ? j : 0];
     p->scale[j] = prod / sy;
   }
@@ -238,7 +258,8 @@ int kl_run_qgemv(const kl_kernel_ctx *c, const kl_isa_fns *f, kl_qgemv_plan *p) 
     f->quant->qgemv(p->a, p->k, p->wp, p->n, p->acc);
     for (size_t j = 0; j < p->n; j++) {
       float q = (float)(p->acc[j] + p->bias[j]) * p->scale[j];
-      q = q < p->lo ? p->lo : q > p->hi ? p->hi : q;
+      q = q >= p->lo ? q : p->lo; /* NaN (a NaN or infinite scale) too: no int of it */
+      q = q <= p->hi ? q : p->hi;
       y[r * p->n + j] = (uint8_t)((int32_t)rintf(q) + p->zy);
     }
   }
