@@ -177,45 +177,73 @@ static void qgemm_task(void *arg, int64_t t) {
                         col, cols); /* reading what the 32-byte stores have not yet left) */
 }
 
-int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f) {
+static kiln_status plan16_create(const kl_kernel_ctx *c, kl_qgemm_plan **out);
+
+/* What both forms do first: their operands checked (wide: any 8-bit A and B, K <
+ * 33000; else uint8 A and int8 B), an empty output or K = 0 done (*out NULL), the plan
+ * of this session's node taken or made (B packed) into *out; *sc the fused node's
+ * scale (*scaled). */
+static kiln_status begin(kl_kernel_ctx *c, bool wide, kl_mmint_scale *sc, bool *scaled,
+                         kl_qgemm_plan **out) {
   const kl_tensor *a = c->in[0], *b = c->in[1];
-  const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL;
   kl_tensor *y = c->out[0];
-  kl_mmint_scale sc;
-  bool scaled = kl_mmint_scale_of(c, &sc);
-  if (a->dtype != KL_U8 || b->dtype != KL_I8 || b->rank != 2 || a->rank < 1 ||
-      a->dims[a->rank - 1] != b->dims[0] || y->dtype != (scaled ? KL_F32 : KL_I32))
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s' on kiln's int8 product with operands "
+  *out = NULL;
+  *scaled = kl_mmint_scale_of(c, sc);
+  bool q8a = a->dtype == KL_U8 || (wide && a->dtype == KL_I8);
+  bool q8b = b->dtype == KL_I8 || (wide && b->dtype == KL_U8);
+  if (!q8a || !q8b || b->rank != 2 || a->rank < 1 || a->dims[a->rank - 1] != b->dims[0] ||
+      (wide && b->dims[0] >= 33000) || y->dtype != (*scaled ? KL_F32 : KL_I32))
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s' on kiln's %sint8 product with operands "
                    "it does not take", kl_op_name(c->node->op),
-                   c->node->name ? c->node->name : "");
+                   c->node->name ? c->node->name : "", wide ? "wide " : "");
   if (kl_tensor_numel(y) == 0) return KILN_OK;
   if (b->dims[0] == 0) { /* sums over nothing */
     memset(y->data, 0, kl_tensor_nbytes(y));
-    if (scaled) kl_mmint_scale_all(c, &sc);
+    if (*scaled) kl_mmint_scale_all(c, sc);
     return KILN_OK;
   }
   kl_qgemm_plan *p = c->state ? *c->state : NULL;
-  if (p && (p->k != (size_t)b->dims[0] || p->n != (size_t)b->dims[1]))
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "MatMulInteger '%s': its weights changed shape",
-                   c->node->name ? c->node->name : "");
+  if (p && (p->k != (size_t)b->dims[0] || p->n != (size_t)b->dims[1] || !p->wp16 != !wide))
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s': its weights changed shape",
+                   kl_op_name(c->node->op), c->node->name ? c->node->name : "");
   if (!p) {
-    kiln_status st = plan_create(c, &p);
+    kiln_status st = wide ? plan16_create(c, &p) : plan_create(c, &p);
     if (st != KILN_OK) {
       kl_qgemm_free(p);
       return st;
     }
     if (c->state) *c->state = p;
   }
+  *out = p;
+  return KILN_OK;
+}
+
+/* Tasks of a pair of panels over `per` rows (a multiple of KL_QGEMM_ROWS), *chunks of
+ * them a pair: rows split only as far as the threads need, since each chunk reads the
+ * pair's weights again. */
+static void split_rows(const kl_kernel_ctx *c, int64_t rows, int64_t pairs, int64_t *chunks,
+                       int64_t *per) {
+  int64_t blocks = (rows + KL_QGEMM_ROWS - 1) / KL_QGEMM_ROWS, threads = kl_isa_threads(c);
+  int64_t n = pairs >= 4 * threads ? 1 : (4 * threads + pairs - 1) / pairs;
+  n = n < blocks ? n : blocks;
+  *per = (blocks + n - 1) / n * KL_QGEMM_ROWS;
+  *chunks = (rows + *per - 1) / *per;
+}
+
+int kl_run_qgemm(kl_kernel_ctx *c, const kl_isa_fns *f) {
+  const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL;
+  kl_mmint_scale sc;
+  bool scaled;
+  kl_qgemm_plan *p;
+  kiln_status st = begin(c, false, &sc, &scaled, &p);
+  if (st != KILN_OK || !p) return st;
   int32_t zp = za ? *(const uint8_t *)za->data : 0;
   for (size_t j = 0; j < p->n; j++) p->comp[j] = zp * p->colsum[j];
-  int64_t rows = kl_tensor_numel(a) / (int64_t)p->k, pairs = (int64_t)p->panels / 2;
-  /* rows split only as far as the threads need: each chunk reads the pair's weights */
-  int64_t blocks = (rows + KL_QGEMM_ROWS - 1) / KL_QGEMM_ROWS, threads = kl_isa_threads(c);
-  int64_t chunks = pairs >= 4 * threads ? 1 : (4 * threads + pairs - 1) / pairs;
-  chunks = chunks < blocks ? chunks : blocks;
-  int64_t per = (blocks + chunks - 1) / chunks * KL_QGEMM_ROWS;
-  chunks = (rows + per - 1) / per;
-  qgemm_job j = {f->quant, p, a->data, y->data, scaled ? &sc : NULL, rows, chunks, per};
+  int64_t rows = kl_tensor_numel(c->in[0]) / (int64_t)p->k, pairs = (int64_t)p->panels / 2;
+  int64_t chunks, per;
+  split_rows(c, rows, pairs, &chunks, &per);
+  qgemm_job j = {f->quant, p, c->in[0]->data, c->out[0]->data, scaled ? &sc : NULL, rows,
+                 chunks, per};
   kl_isa_parallel(c, pairs * chunks, rows * (int64_t)(p->n * p->k), qgemm_task, &j);
   if (!c->state) kl_qgemm_free(p);
   return KILN_OK;
@@ -334,43 +362,17 @@ static void qgemm16_task(void *arg, int64_t t) {
 }
 
 int kl_run_qgemm16(kl_kernel_ctx *c, const kl_isa_fns *f) {
-  const kl_tensor *a = c->in[0], *b = c->in[1];
   const kl_tensor *za = c->n_in > 2 ? c->in[2] : NULL;
-  kl_tensor *y = c->out[0];
   kl_mmint_scale sc;
-  bool scaled = kl_mmint_scale_of(c, &sc);
-  if ((a->dtype != KL_U8 && a->dtype != KL_I8) || (b->dtype != KL_U8 && b->dtype != KL_I8) ||
-      b->rank != 2 || a->rank < 1 || a->dims[a->rank - 1] != b->dims[0] ||
-      b->dims[0] >= 33000 || y->dtype != (scaled ? KL_F32 : KL_I32))
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s' on kiln's wide int8 product with "
-                   "operands it does not take", kl_op_name(c->node->op),
-                   c->node->name ? c->node->name : "");
-  if (kl_tensor_numel(y) == 0) return KILN_OK;
-  if (b->dims[0] == 0) { /* sums over nothing */
-    memset(y->data, 0, kl_tensor_nbytes(y));
-    if (scaled) kl_mmint_scale_all(c, &sc);
-    return KILN_OK;
-  }
-  kl_qgemm_plan *p = c->state ? *c->state : NULL;
-  if (p && (p->k != (size_t)b->dims[0] || p->n != (size_t)b->dims[1] || !p->wp16))
-    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s': its weights changed shape",
-                   kl_op_name(c->node->op), c->node->name ? c->node->name : "");
-  if (!p) {
-    kiln_status st = plan16_create(c, &p);
-    if (st != KILN_OK) {
-      kl_qgemm_free(p);
-      return st;
-    }
-    if (c->state) *c->state = p;
-  }
-  int64_t rows = kl_tensor_numel(a) / (int64_t)p->k, pairs = (int64_t)p->panels / 2;
-  int64_t blocks = (rows + KL_QGEMM_ROWS - 1) / KL_QGEMM_ROWS, threads = kl_isa_threads(c);
-  int64_t chunks = pairs >= 4 * threads ? 1 : (4 * threads + pairs - 1) / pairs;
-  chunks = chunks < blocks ? chunks : blocks;
-  int64_t per = (blocks + chunks - 1) / chunks * KL_QGEMM_ROWS;
-  chunks = (rows + per - 1) / per;
-  qgemm16_job j = {f->quant, p, a, za ? code_at(za, 0) : 0, y->data, scaled ? &sc : NULL,
-                   rows, chunks, per};
+  bool scaled;
+  kl_qgemm_plan *p;
+  kiln_status st = begin(c, true, &sc, &scaled, &p);
+  if (st != KILN_OK || !p) return st;
+  int64_t rows = kl_tensor_numel(c->in[0]) / (int64_t)p->k, pairs = (int64_t)p->panels / 2;
+  int64_t chunks, per;
+  split_rows(c, rows, pairs, &chunks, &per);
+  qgemm16_job j = {f->quant, p, c->in[0], za ? code_at(za, 0) : 0, c->out[0]->data,
+                   scaled ? &sc : NULL, rows, chunks, per};
   kl_isa_parallel(c, pairs * chunks, rows * (int64_t)(p->n * p->k), qgemm16_task, &j);
   if (!c->state) kl_qgemm_free(p);
   return KILN_OK;
