@@ -51,6 +51,10 @@ kl_cpu_kernel kl_cpu_isa_rnn_kernel(const kl_node *n, const kl_type *const *in, 
 /* MatMulInteger of uint8 A and constant int8 B of 7-bit values on kiln's own int8
  * product at level isa (isa/run_qgemm.c), B packed once per session. */
 kl_cpu_kernel kl_cpu_isa_qgemm_kernel(kl_isa isa);
+/* The same product for 8-bit B (either kind, less its zero points) of which few pairs of
+ * weights are past what vpmaddubsw multiplies exactly: those weights' remainders are
+ * added to the sums apart (kl_qgemm16_fits below holds too, and A is uint8). */
+bool kl_qgemm_split_fits(const kl_graph *g, const kl_node *n);
 /* Its wide form (isa/run_qgemm.c): MatMulInteger (and kiln's MatMulIntegerToFloat) of
  * any 8-bit A and constant 8-bit B [K, N] (K < 33000), A's zero point one value, B's one
  * or one per column, exact for weights past 7 bits, where kiln_qgemm's vpmaddubsw would

@@ -10,7 +10,9 @@
  * column (constant, or the run-time product of the two scales), either operand order,
  * the bias absent, B's zero point absent or present, at awkward sizes (111 rows, not a
  * multiple of the int8 product's 4; 77 columns, not of its 16; 3 columns, fewer than a
- * vector of the scale's 4; K 1023 and 5), at 1 and 2 threads, at every level
+ * vector of the scale's 4; K 1023 and 5), 7-bit weights, 8-bit ones (kiln's wide int8
+ * product) and 8-bit ones of which few are past 7 bits (its int8 product with the
+ * remainders added apart), at 1 and 2 threads, at every level
  * (run_levels.sh). Forms the pass must leave alone (a Cast another node reads, a scale
  * per row, one that enlarges the product) keep their nodes and their numbers. The
  * fused node's fast kernel must not be the reference. */
@@ -47,7 +49,14 @@ typedef struct mf_case {
   bool zw;         /* W's zero point given (zeros) */
   bool cast_read;  /* the Cast's output is also a graph output: not fused */
   bool wide;       /* 8-bit weights, [-128, 127] (7-bit, [-64, 64], otherwise) */
+  bool few;        /* 7-bit weights but for a few pairs of k past vpmaddubsw's bound */
 } mf_case;
+
+/* A pair of weights of one column (k 2t, 2t + 1) for `few`: each of these once in 331
+ * pairs, the rest 7-bit. Both past 64, one at -128, sums of magnitudes just within 128
+ * (no remainder) and just past it. */
+static const int8_t few_pairs[][2] = {{127, 127}, {-128, -128}, {-128, 0}, {100, 20},
+                                      {100, 40}, {65, -63}, {-64, -64}, {0, 127}};
 
 static int count_op(const kl_graph *g, kl_op op) {
   int c = 0;
@@ -66,6 +75,10 @@ static kl_graph *build(const mf_case *c) {
   for (int64_t i = 0; i < c->k * c->n; i++)
     w[i] = c->wide ? (int8_t)(i % 7 == 3 ? -128 : i % 7 == 4 ? 127 : lrintf(tu_rand_f32(&rng, -128, 127)))
                    : (int8_t)lrintf(tu_rand_f32(&rng, -64, 64));
+  for (int64_t i = 0; c->few && i < c->k; i++)
+    for (int64_t j = 0; j < c->n; j++)
+      if (((i / 2) * 7 + j * 13) % 331 == 0)
+        w[i * c->n + j] = few_pairs[(i / 2 + j) % 8][i % 2];
   int cw = tu_graph_const(g, "w", KL_I8, 2, wd, w);
   free(w);
   int8_t zero = 0;
@@ -161,7 +174,8 @@ static void run_case(const mf_case *c) {
       if (!k || strcmp(k, "ref") == 0) fail_msg("MatMulIntegerToFloat ran on the reference");
 #if KL_HAVE_DNNL
       /* oneDNN's matmul with VNNI or AMX, else kiln's int8 product (its wide form for
-       * 8-bit weights); at the generic level (no oneDNN) kiln's MatMulInteger kernel */
+       * 8-bit weights, but where few are past 7 bits); at the generic level (no oneDNN)
+       * kiln's MatMulInteger kernel */
       const char *w = kl_isa_level() == KL_ISA_GENERIC ? "generic"
                       : kl_dnnl_mmint_primitive()       ? "dnnl_matmul_u8s8s32"
                       : kl_isa_level() == KL_ISA_AVX2
@@ -186,20 +200,37 @@ static void test_fused_forms(void **state) {
     for (int scale = SCALE_RUNTIME; scale <= SCALE_ROW_OF_COLUMNS; scale++)
       for (int bias = BIAS_NONE; bias <= BIAS_COLUMNS; bias++) {
         mf_case c = {sizes[z][0], sizes[z][1], sizes[z][2], scale, bias,
-                     (scale + bias) % 2 == 1, bias == BIAS_ONE, false, false};
+                     (scale + bias) % 2 == 1, bias == BIAS_ONE, false, false, false};
         run_case(&c);
       }
 }
 
 /* 8-bit weights, where AVX2's vpmaddubsw would saturate: kiln's wide int8 product
- * without VNNI (K 2051: two blocks of A's widened rows and an odd end), bit for bit. */
+ * without VNNI, bit for bit: K 2051 (an odd end), 4200 rows of K 1030 (x [3, 1400, k]:
+ * A widened in two slabs, 4072 rows of 8 MiB, then 128), columns within and past a pair
+ * of panels. */
 static void test_wide_weights(void **state) {
   (void)state;
-  static const int64_t sizes[][3] = {{37, 2051, 77}, {5, 33, 16}, {37, 5, 3}};
+  static const int64_t sizes[][3] = {{37, 2051, 77}, {5, 33, 16}, {37, 5, 3}, {1400, 1030, 17}};
   for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
     for (int bias = BIAS_NONE; bias <= BIAS_COLUMNS; bias += 2) {
       mf_case c = {sizes[z][0], sizes[z][1], sizes[z][2], z ? SCALE_COLUMNS : SCALE_RUNTIME,
-                   bias, false, z == 1, false, true};
+                   bias, false, z == 1, false, true, false};
+      run_case(&c);
+    }
+}
+
+/* 8-bit weights of which few pairs are past what vpmaddubsw multiplies exactly: kiln's
+ * int8 product on the rest, those weights' remainders added apart (run_qgemm.c), bit for
+ * bit; K odd (a pair's second weight missing), 1023 and 64, columns within and past a
+ * pair of panels, B's zero point absent and present. */
+static void test_few_wide_weights(void **state) {
+  (void)state;
+  static const int64_t sizes[][3] = {{37, 1023, 77}, {5, 33, 16}, {13, 64, 700}};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (int bias = BIAS_NONE; bias <= BIAS_COLUMNS; bias += 2) {
+      mf_case c = {sizes[z][0], sizes[z][1], sizes[z][2], z ? SCALE_COLUMNS : SCALE_RUNTIME,
+                   bias, false, z == 1, false, false, true};
       run_case(&c);
     }
 }
@@ -207,9 +238,9 @@ static void test_wide_weights(void **state) {
 /* What the pass leaves alone, with the same numbers as -O0. */
 static void test_unfused_forms(void **state) {
   (void)state;
-  mf_case cast_read = {37, 33, 77, SCALE_RUNTIME, BIAS_COLUMNS, false, false, true, false};
-  mf_case per_row = {37, 33, 77, SCALE_PER_ROW, BIAS_COLUMNS, false, false, false, true};
-  mf_case enlarges = {37, 33, 77, SCALE_ENLARGES, BIAS_NONE, true, false, false, false};
+  mf_case cast_read = {37, 33, 77, SCALE_RUNTIME, BIAS_COLUMNS, false, false, true, false, false};
+  mf_case per_row = {37, 33, 77, SCALE_PER_ROW, BIAS_COLUMNS, false, false, false, true, false};
+  mf_case enlarges = {37, 33, 77, SCALE_ENLARGES, BIAS_NONE, true, false, false, false, false};
   run_case(&cast_read);
   run_case(&per_row);
   run_case(&enlarges);
@@ -277,6 +308,62 @@ static void test_other_operands(void **state) {
   }
 }
 
+/* MatMulInteger of uint8 A and uint8 B less zero points per column, B within 60 of its
+ * zero point but for a few weights far from it (as a uint8 weight file has them): kiln's
+ * int8 product with the remainders added apart, at levels with no oneDNN product for
+ * such weights, against the reference bit for bit; K odd and even, columns past a
+ * pair of panels, 1 and 2 threads. */
+static void test_few_far_uint8_weights(void **state) {
+  (void)state;
+  for (int64_t k = 13; k <= 130; k += 117) {
+    enum { M = 11, N = 67 };
+    kl_graph *g = tu_graph_new();
+    int64_t ad[2] = {M, k}, bd[2] = {k, N}, zd = N;
+    int a = tu_graph_input(g, "a", KL_U8, 2, ad);
+    uint8_t *bv = malloc((size_t)(k * N)), zb[N], za = 77;
+    assert_non_null(bv);
+    for (int j = 0; j < N; j++) zb[j] = (uint8_t)(100 + j);
+    for (int64_t i = 0; i < k * N; i++) {
+      int j = (int)(i % N), v = zb[j] + (int)lrintf(tu_rand_f32(&rng, -60, 60));
+      if (i % 331 == 5) v = i % 2 ? 255 : 0; /* far (1 in 331): a remainder */
+      bv[i] = (uint8_t)v;
+    }
+    int b = tu_graph_const(g, "b", KL_U8, 2, bd, bv);
+    int cza = tu_graph_const(g, "za", KL_U8, 0, NULL, &za);
+    int czb = tu_graph_const(g, "zb", KL_U8, 1, &zd, zb);
+    int y = tu_graph_value(g, "y");
+    tu_graph_node(g, KL_OP_MatMulInteger, "mmi", 4, (int[]){a, b, cza, czb}, 1, &y);
+    assert_int_equal(kl_graph_add_output(g, y, NULL), KILN_OK);
+    free(bv);
+    kiln_model *m0 = tu_model_of(kl_graph_copy(g), 0), *m2 = tu_model_of(g, 2);
+    uint8_t av[M * 130];
+    for (int i = 0; i < M * k; i++) av[i] = (uint8_t)tu_rand_f32(&rng, 0, 255.99f);
+    int32_t res[3][M * N];
+    for (int r = 0; r < 3; r++) { /* -O0 reference, -O2 fast at 1 and 2 threads */
+      kiln_session *s = tu_session(r ? m2 : m0, r == 0, r ? r : 1);
+      assert_int_equal(kiln_session_set_input(s, "a", KILN_DTYPE_UINT8, 2, ad, av,
+                                              (size_t)(M * k)), KILN_OK);
+      if (kiln_session_run(s) != KILN_OK) fail_msg("run: %s", kiln_session_error(s));
+      const kl_tensor *t = kl_session_output_value(s, 0);
+      assert_int_equal(kl_tensor_numel(t), M * N);
+      memcpy(res[r], t->data, sizeof res[r]);
+      if (r) {
+        const char *kn = kl_session_kernel_name(s, 0);
+        const char *want = kl_isa_level() == KL_ISA_GENERIC ? NULL
+                           : kl_isa_level() == KL_ISA_AVX2  ? "kiln_qgemm:avx2"
+                                                            : "kiln_qgemm:avx512";
+        if (!kn || strcmp(kn, "ref") == 0 || (want && strcmp(kn, want) != 0))
+          fail_msg("k %lld ran on '%s', not '%s'", (long long)k, kn ? kn : "(none)",
+                   want ? want : "a fast kernel");
+      }
+      kiln_session_free(s);
+    }
+    assert_memory_equal(res[1], res[0], sizeof res[0]);
+    assert_memory_equal(res[2], res[0], sizeof res[0]);
+    kiln_model_free(m0), kiln_model_free(m2);
+  }
+}
+
 /* The node read from a file: scale and bias of other shapes are refused by name. */
 static void test_infer(void **state) {
   tu_fixture *f = *state;
@@ -313,8 +400,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fused_forms),
       cmocka_unit_test(test_wide_weights),
+      cmocka_unit_test(test_few_wide_weights),
       cmocka_unit_test(test_unfused_forms),
       cmocka_unit_test(test_other_operands),
+      cmocka_unit_test(test_few_far_uint8_weights),
       TU_TEST(test_infer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

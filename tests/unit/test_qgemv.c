@@ -11,8 +11,7 @@
  * (any 8-bit operands less their zero points, as int16 in [-255, 255]; isa/run_qgemm.c;
  * test_mmint_float runs it in sessions): the same shapes in pairs of k (an odd k's last
  * value 0), the ends of the range (255 x 255 and -255 x 255 pairs, past int16 when
- * summed), the sums written or added to what y holds, nothing written past the
- * columns. */
+ * summed), nothing written past the columns. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,42 +109,39 @@ static void test_qgemm16(void **state) {
   static const size_t cs[] = {1, 7, 8, 9, 15, 16};
   for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
     for (size_t rows = 1; rows <= KL_QGEMM_ROWS; rows++)
-      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
-        for (int acc = 0; acc < 2; acc++) {
-          size_t k = ks[ki], cols = cs[ci], pairs = (k + 1) / 2, ldy = cols + 3, lda = 2 * pairs;
-          int16_t *a = calloc(rows * lda, sizeof *a), *b = malloc(k * cols * sizeof *b);
-          int16_t *wp = calloc(2 * pairs * 16, sizeof *wp); /* two panels, tight */
-          int32_t *want = malloc(rows * ldy * sizeof *want), *got = malloc(rows * ldy * sizeof *got),
-                  *init = malloc(rows * ldy * sizeof *init);
-          assert_true(a && b && wp && want && got && init);
-          for (size_t r = 0; r < rows; r++)
-            for (size_t i = 0; i < k; i++)
-              a[r * lda + i] = i % 3 ? (int16_t)tu_rand_f32(&rng, -255, 256) : (i % 2 ? 255 : -255);
-          for (size_t i = 0; i < k * cols; i++)
-            b[i] = i % 5 == 1 ? 255 : i % 5 == 2 ? -255 : (int16_t)tu_rand_f32(&rng, -255, 256);
+      for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        size_t k = ks[ki], cols = cs[ci], pairs = (k + 1) / 2, ldy = cols + 3, lda = 2 * pairs;
+        int16_t *a = calloc(rows * lda, sizeof *a), *b = malloc(k * cols * sizeof *b);
+        int16_t *wp = calloc(2 * pairs * 16, sizeof *wp); /* two panels, tight */
+        int32_t *want = malloc(rows * ldy * sizeof *want), *got = malloc(rows * ldy * sizeof *got),
+                *init = malloc(rows * ldy * sizeof *init);
+        assert_true(a && b && wp && want && got && init);
+        for (size_t r = 0; r < rows; r++)
           for (size_t i = 0; i < k; i++)
-            for (size_t j = 0; j < cols; j++) wp[kl_qgemm16_at(i, j, pairs)] = b[i * cols + j];
-          for (size_t i = 0; i < rows * ldy; i++)
-            init[i] = acc ? (int32_t)tu_rand_f32(&rng, -1e8f, 1e8f) : 0x5a5a5a5a;
-          for (size_t r = 0; r < rows; r++)
-            for (size_t j = 0; j < ldy; j++) {
-              int32_t s = acc ? init[r * ldy + j] : 0;
-              for (size_t i = 0; i < k && j < cols; i++)
-                s += (int32_t)a[r * lda + i] * b[i * cols + j];
-              want[r * ldy + j] = j < cols ? s : init[r * ldy + j];
-            }
-          for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
-            memcpy(got, init, rows * ldy * sizeof *got);
-            kl_cpu_isa_fns((kl_isa)level)->quant->qgemm16(a, lda, rows, pairs, wp, wp + pairs * 16,
-                                                           cols, got, ldy, acc);
-            for (size_t i = 0; i < rows * ldy; i++)
-              if (got[i] != want[i])
-                fail_msg("level %d, k %zu, %zu rows, %zu columns, acc %d: y[%zu][%zu] is %d, "
-                         "expected %d", level, k, rows, cols, acc, i / ldy, i % ldy, got[i],
-                         want[i]);
+            a[r * lda + i] = i % 3 ? (int16_t)tu_rand_f32(&rng, -255, 256) : (i % 2 ? 255 : -255);
+        for (size_t i = 0; i < k * cols; i++)
+          b[i] = i % 5 == 1 ? 255 : i % 5 == 2 ? -255 : (int16_t)tu_rand_f32(&rng, -255, 256);
+        for (size_t i = 0; i < k; i++)
+          for (size_t j = 0; j < cols; j++) wp[kl_qgemm16_at(i, j, pairs)] = b[i * cols + j];
+        for (size_t i = 0; i < rows * ldy; i++) init[i] = (int32_t)tu_rand_f32(&rng, -1e8f, 1e8f);
+        for (size_t r = 0; r < rows; r++)
+          for (size_t j = 0; j < ldy; j++) {
+            int32_t s = 0;
+            for (size_t i = 0; i < k && j < cols; i++)
+              s += (int32_t)a[r * lda + i] * b[i * cols + j];
+            want[r * ldy + j] = j < cols ? s : init[r * ldy + j];
           }
-          free(a), free(b), free(wp), free(want), free(got), free(init);
+        for (int level = KL_ISA_GENERIC; level <= (int)kl_isa_level(); level++) {
+          memcpy(got, init, rows * ldy * sizeof *got);
+          kl_cpu_isa_fns((kl_isa)level)->quant->qgemm16(a, lda, rows, pairs, wp, wp + pairs * 16,
+                                                         cols, got, ldy);
+          for (size_t i = 0; i < rows * ldy; i++)
+            if (got[i] != want[i])
+              fail_msg("level %d, k %zu, %zu rows, %zu columns: y[%zu][%zu] is %d, expected %d",
+                       level, k, rows, cols, i / ldy, i % ldy, got[i], want[i]);
         }
+        free(a), free(b), free(wp), free(want), free(got), free(init);
+      }
 }
 
 int main(void) {

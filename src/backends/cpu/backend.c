@@ -509,9 +509,11 @@ static kiln_status choose(kl_cpu_plan *p, const kl_graph *g, kl_cpu_kernels whic
     return KILN_OK;
   }
   /* the rest of the integer products of constant weights (8-bit weights without VNNI,
-   * uint8 B, int8 A, B's zero points): kiln's wide int8 product, exact */
+   * uint8 B, int8 A, B's zero points): kiln's int8 product with the few weights past
+   * its pairs' bound added apart, else its wide form; both exact */
   if (kl_isa_level() >= KL_ISA_AVX2 && kl_qgemm16_fits(g, n)) {
-    p->choice[i].kernel = kl_cpu_isa_qgemm16_kernel(kl_isa_level());
+    p->choice[i].kernel = kl_qgemm_split_fits(g, n) ? kl_cpu_isa_qgemm_kernel(kl_isa_level())
+                                                    : kl_cpu_isa_qgemm16_kernel(kl_isa_level());
     p->choice[i].inplace = 0;
     return KILN_OK;
   }

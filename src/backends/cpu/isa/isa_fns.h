@@ -189,8 +189,8 @@ static inline size_t kl_qgemv_at(size_t i, size_t j, size_t groups) {
  * 0. rows r < rows (at most KL_QGEMM_ROWS) of a + r * lda, 2 * kpairs values each (a
  * missing last one 0), against the panels at w0 and w1 (the same when cols <= 8), cols
  * <= 16 of their columns:
- *   y[r * ldy + j] (+)= sum over i < 2 kpairs of a[r * lda + i] B[i][j]   (int32; acc:
- * added to what y holds). Exact while the sums stay within int32 (K < 33000). */
+ *   y[r * ldy + j] = sum over i < 2 kpairs of a[r * lda + i] B[i][j]   (int32)
+ * Exact while the sums stay within int32 (K < 33000). */
 static inline size_t kl_qgemm16_at(size_t i, size_t j, size_t pairs) {
   return ((j / KL_QGEMV_PANEL) * pairs + i / 2) * 16 + (j % KL_QGEMV_PANEL) * 2 + i % 2;
 }
@@ -236,8 +236,7 @@ typedef struct kl_quant_fns {
                 size_t cols, const int32_t *comp, int32_t *y, size_t ldy);
   /* its wide form (above) */
   void (*qgemm16)(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
-                  const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y, size_t ldy,
-                  bool acc);
+                  const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y, size_t ldy);
   /* MaxPool over channels-last codes, one output pixel's n channels: y[i] = the largest
    * of x[t][i] for t < n_taps, and of y[i] itself when acc, compared as uint8 after ^
    * flip (flip 0x80: int8 codes); without acc and taps, the lowest code (0 ^ flip). */

@@ -34,7 +34,7 @@ static void qgemm_avx2(const uint8_t *a, size_t lda, size_t rows, size_t k, cons
 #define KL_QUANT_QGEMM qgemm_avx2
 static void qgemm16_avx2(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
                          const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y,
-                         size_t ldy, bool acc);
+                         size_t ldy);
 #define KL_QUANT_QGEMM16 qgemm16_avx2
 static bool range_avx2(const float *x, size_t n, float *lo, float *hi);
 #define KL_QUANT_RANGE range_avx2
@@ -332,7 +332,7 @@ static inline __m256i bcast_pair(const int16_t *p) {
 
 static void qgemm16_avx2(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
                          const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y,
-                         size_t ldy, bool acc) {
+                         size_t ldy) {
   const int16_t *r0 = a, *r1 = rows > 1 ? a + lda : a, *r2 = rows > 2 ? a + 2 * lda : a,
                 *r3 = rows > 3 ? a + 3 * lda : a;
   __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00,
@@ -349,14 +349,9 @@ static void qgemm16_avx2(const int16_t *a, size_t lda, size_t rows, size_t kpair
   for (size_t q = 0; q < rows; q++) {
     int32_t out[2 * KL_QGEMV_PANEL];
     int32_t *dst = cols == 2 * KL_QGEMV_PANEL ? y + q * ldy : out;
-    if (acc && dst != out) {
-      s[q][0] = _mm256_add_epi32(s[q][0], _mm256_loadu_si256((const __m256i *)dst));
-      s[q][1] = _mm256_add_epi32(s[q][1], _mm256_loadu_si256((const __m256i *)(dst + 8)));
-    }
     _mm256_storeu_si256((__m256i *)dst, s[q][0]);
     _mm256_storeu_si256((__m256i *)(dst + 8), s[q][1]);
-    if (dst == out)
-      for (size_t j = 0; j < cols; j++) y[q * ldy + j] = out[j] + (acc ? y[q * ldy + j] : 0);
+    if (dst == out) memcpy(y + q * ldy, out, cols * sizeof *y);
   }
 }
 

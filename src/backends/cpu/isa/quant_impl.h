@@ -169,11 +169,11 @@ static inline void qgemm(const uint8_t *a, size_t lda, size_t rows, size_t k, co
 /* The wide product of a few rows (isa_fns.h): the twin of the levels' kernels. */
 static inline void qgemm16(const int16_t *a, size_t lda, size_t rows, size_t kpairs,
                            const int16_t *w0, const int16_t *w1, size_t cols, int32_t *y,
-                           size_t ldy, bool acc) {
+                           size_t ldy) {
   for (size_t r = 0; r < rows; r++)
     for (size_t j = 0; j < cols; j++) {
       const int16_t *w = (j < KL_QGEMV_PANEL ? w0 : w1) + (j % KL_QGEMV_PANEL) * 2;
-      int32_t sum = acc ? y[r * ldy + j] : 0;
+      int32_t sum = 0;
       for (size_t i = 0; i < 2 * kpairs; i++)
         sum += (int32_t)a[r * lda + i] * w[i / 2 * 16 + i % 2];
       y[r * ldy + j] = sum;
