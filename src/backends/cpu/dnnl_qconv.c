@@ -93,7 +93,6 @@ int kl_dnnl_qconv_weight_bits(void) {
 static bool sums_fit(const kl_graph *g, const kl_node *n) {
   const kl_value *w = &g->values[n->in[3]];
   const kl_value *b = n->n_in > 8 && n->in[8] >= 0 ? &g->values[n->in[8]] : NULL;
-  const int8_t *wd = w->data;
   int64_t nw;
   if (!kl_type_numel(&w->type, &nw) || w->type.rank < 1) return false;
   bool conv = n->op == KL_OP_QLinearConv;
@@ -103,13 +102,8 @@ static bool sums_fit(const kl_graph *g, const kl_node *n) {
   if (b && (!b->data || b->type.dtype != KL_I32)) return false;
   int64_t nb = 0;
   if (b && !kl_type_numel(&b->type, &nb)) return false;
-  for (int64_t o = 0; o < outs; o++) {
-    int64_t mag = 0;
-    for (int64_t i = 0; i < per; i++) mag += abs(wd[conv ? o * per + i : i * outs + o]);
-    int64_t bias = nb == outs ? ((const int32_t *)b->data)[o] : 0;
-    if ((bias < 0 ? -bias : bias) + 255 * mag > INT32_MAX) return false;
-  }
-  return true;
+  return kl_qsums_fit(w->data, outs, per, conv ? per : 1, conv ? 1 : outs,
+                      nb == outs ? b->data : NULL, 0);
 }
 
 /* Constant int8 weights whose zero points are all 0 (oneDNN has no weights zero point)

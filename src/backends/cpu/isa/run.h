@@ -110,6 +110,11 @@ int kl_run_qdw(const kl_kernel_ctx *c, const kl_isa_fns *f, const kl_qdw_plan *p
  * kl_run_qgemv writes into the plan (one session's). */
 #define KL_QGEMV_MAX_ROWS 4
 typedef struct kl_qgemv_plan kl_qgemv_plan;
+/* Whether an int8 product's sums stay within int32 for any uint8 A: for each of `outs`
+ * outputs o, whose `per` weights are w[o * os + i * is], |bias[o] - za sum(w)| + 255
+ * sum(|w|) <= INT32_MAX (bias NULL: 0). */
+bool kl_qsums_fit(const int8_t *w, int64_t outs, int64_t per, int64_t os, int64_t is,
+                  const int32_t *bias, int64_t za);
 bool kl_qgemv_fits(const kl_kernel_ctx *c);
 kiln_status kl_qgemv_plan_create(const kl_kernel_ctx *c, bool relu, kl_qgemv_plan **out);
 void kl_qgemv_plan_free(kl_qgemv_plan *p);

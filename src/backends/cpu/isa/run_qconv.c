@@ -170,21 +170,19 @@ struct kl_qgemv_plan {
   float lo, hi;
 };
 
-/* Whether every column's int32 arithmetic is exact: the plan's bias - za * colsum(B), and
- * the sum A B (at most 255 sum |B| in size) added to it. A file's bias near INT32_MAX, or
- * a K of a few hundred thousand, overflowed them (undefined behaviour; the oneDNN or
- * reference product takes such a node). */
-static bool sums_fit(const kl_kernel_ctx *c) {
-  const kl_tensor *b = c->in[3], *bias = c->n_in > 8 ? c->in[8] : NULL;
-  const int8_t *w = b->data;
-  int64_t k = b->dims[0], n = b->dims[1], za = zero_point(c->in[2]);
-  for (int64_t j = 0; j < n; j++) {
+/* Whether every output's int32 arithmetic is exact (run.h): its bias - za * sum(w), and
+ * the sum of the products (at most 255 sum |w| in size) added to it. A file's bias near
+ * INT32_MAX, or a K of a few hundred thousand, overflowed them (undefined behaviour here,
+ * wrapped sums in oneDNN; the reference product takes such a node). */
+bool kl_qsums_fit(const int8_t *w, int64_t outs, int64_t per, int64_t os, int64_t is,
+                  const int32_t *bias, int64_t za) {
+  for (int64_t o = 0; o < outs; o++) {
     int64_t sum = 0, mag = 0;
-    for (int64_t i = 0; i < k; i++) {
-      sum += w[i * n + j];
-      mag += abs(w[i * n + j]);
+    for (int64_t i = 0; i < per; i++) {
+      sum += w[o * os + i * is];
+      mag += abs(w[o * os + i * is]);
     }
-    int64_t v = (bias ? ((const int32_t *)bias->data)[j] : 0) - za * sum;
+    int64_t v = (bias ? bias[o] : 0) - za * sum;
     if ((v < 0 ? -v : v) + 255 * mag > INT32_MAX) return false;
   }
   return true;
@@ -198,7 +196,9 @@ bool kl_qgemv_fits(const kl_kernel_ctx *c) {
   int64_t nb = kl_tensor_numel(b);
   for (int64_t i = 0; i < nb; i++) /* what vpmaddubsw multiplies exactly */
     if (abs(((const int8_t *)b->data)[i]) > 64) return false;
-  return sums_fit(c);
+  const kl_tensor *bias = c->n_in > 8 ? c->in[8] : NULL;
+  return kl_qsums_fit(b->data, b->dims[1], k, 1, b->dims[1], bias ? bias->data : NULL,
+                      zero_point(c->in[2]));
 }
 
 void kl_qgemv_plan_free(kl_qgemv_plan *p) {

@@ -316,31 +316,22 @@ typedef struct cast_job {
   int64_t n;
 } cast_job;
 
-/* int32 or int64 to bool: nonzero is true (1), as the reference. */
-#define CAST_BOOL_TASK(T)                                                                \
-  static void cast_bool_##T(void *arg, int64_t t) {                                      \
+/* int32 or int64 (T) to bool (nonzero is true, 1, as the reference; Y uint8_t) or to
+ * float32 (Y float, rounded to nearest as the reference's conversion). */
+#define CAST_TASK(name, T, Y, conv)                                                      \
+  static void name(void *arg, int64_t t) {                                               \
     const cast_job *j = arg;                                                             \
     int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;                    \
     const T *x = j->x;                                                                   \
-    uint8_t *y = (uint8_t *)j->y;                                                        \
-    for (; i < end; i++) y[i] = x[i] != 0;                                               \
+    Y *y = (Y *)j->y;                                                                    \
+    for (; i < end; i++) y[i] = conv(x[i]);                                              \
   }
-CAST_BOOL_TASK(int32_t)
-CAST_BOOL_TASK(int64_t)
-
-static void cast_task(void *arg, int64_t t) {
-  const cast_job *j = arg;
-  int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;
-  const int32_t *x = j->x;
-  for (; i < end; i++) j->y[i] = (float)x[i];
-}
-
-static void cast_i64_task(void *arg, int64_t t) {
-  const cast_job *j = arg;
-  int64_t i = t * CHUNK, end = j->n - i < CHUNK ? j->n : i + CHUNK;
-  const int64_t *x = j->x;
-  for (; i < end; i++) j->y[i] = (float)x[i];
-}
+#define TO_BOOL(v) ((v) != 0)
+#define TO_FLOAT(v) ((float)(v))
+CAST_TASK(cast_bool_int32_t, int32_t, uint8_t, TO_BOOL)
+CAST_TASK(cast_bool_int64_t, int64_t, uint8_t, TO_BOOL)
+CAST_TASK(cast_float_int32_t, int32_t, float, TO_FLOAT)
+CAST_TASK(cast_float_int64_t, int64_t, float, TO_FLOAT)
 
 static void cast_bf16_task(void *arg, int64_t t) {
   const cast_job *j = arg;
@@ -360,8 +351,8 @@ static int run_cast(kl_kernel_ctx *c) {
   cast_job j = {c->in[0]->data, c->out[0]->data, kl_tensor_numel(c->out[0])};
   kl_task_fn fn = from == KL_BF16 ? cast_bf16_task
                   : to == KL_BOOL ? (from == KL_I64 ? cast_bool_int64_t : cast_bool_int32_t)
-                  : from == KL_I64 ? cast_i64_task
-                                   : cast_task;
+                  : from == KL_I64 ? cast_float_int64_t
+                                   : cast_float_int32_t;
   kl_isa_parallel(c, (j.n + CHUNK - 1) / CHUNK, j.n, fn, &j);
   return KILN_OK;
 }
