@@ -1089,6 +1089,25 @@ static void test_resize(void **state) {
           tc_values(&t, 3, KL_I64, 1, (const int64_t[]){4}, (const double[]){2, 3, 29, 11});
         tc_check(&t, m == 0 ? EXACT : (tol){2e-6, 2e-6, false});
       }
+  /* nearest upsamplings whose rows repeat (copied) and whose columns go in pairs (by 2,
+   * an odd width too: 17 -> 33 asymmetric), or by 3 (the table), bit for bit */
+  static const double ups[][4] = {{1, 1, 2, 2}, {1, 1, 3, 2}, {2, 3, 26, 33}, {1, 1, 2, 3}};
+  for (int u = 0; u < 4; u++)
+    for (int co = 0; co < 2; co++) {
+      char name[96];
+      snprintf(name, sizeof name, "Resize nearest up %d %s", u, co ? "half_pixel" : "asymmetric");
+      tcase t;
+      tc_init(&t, name, KL_OP_Resize, 4, 1);
+      tc_string(&t, "mode", "nearest");
+      tc_string(&t, "coordinate_transformation_mode", co ? "half_pixel" : "asymmetric");
+      if (!co) tc_string(&t, "nearest_mode", "floor");
+      tc_rand(&t, 0, KL_F32, 4, (const int64_t[]){2, 3, 13, 17}, -2, 2, 0.01);
+      if (u == 2)
+        tc_values(&t, 3, KL_I64, 1, (const int64_t[]){4}, ups[u]);
+      else
+        tc_values(&t, 2, KL_F32, 1, (const int64_t[]){4}, ups[u]);
+      tc_check(&t, EXACT);
+    }
 }
 
 /* Max and Min of two inputs over every broadcast case in float32 (NaNs among them:

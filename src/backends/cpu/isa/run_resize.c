@@ -4,7 +4,11 @@
  * mode as it reads them), with each output row's two source rows and each output
  * column's two source columns read from them once, then each plane's rows made from
  * them in float, on the node's threads (tasks of planes and runs of rows). Nearest
- * copies the picked pixel, exactly as the reference. Anything else (more taps, other
+ * copies the picked pixel, exactly as the reference: an output row that picks the same
+ * source row as the one before is a copy of that row, and where each source column is
+ * picked twice in a row (an upsampling by 2, the usual nearest2d), the columns go in
+ * pairs instead of through the table. GhostNetV2's 14 upsamplings by 2 took 1.9 ms at
+ * 1 thread on a Zen 3 through the table row by row, where onnxruntime took 0.8. Anything else (more taps, other
  * dims resized, tf_crop_and_resize's extrapolation, other dtypes) runs the reference.
  * Plain C, the same at every level.
  */
@@ -13,13 +17,14 @@
 #include "backends/cpu/ref/resize.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define ROWS_PER_TASK_MIN 4096 /* output elements per task, at least */
 
 typedef struct resize_job {
   const float *x;
   float *y;
-  bool nearest;
+  bool nearest, pairs; /* pairs: nearest, output column ox picks source column ox / 2 */
   int64_t h, w, oh, ow, planes, rows_per, row_tasks;
   const int64_t *iy0, *iy1, *ix0, *ix1; /* source rows (times w) and columns */
   const float *wy0, *wy1, *wx0, *wx1;
@@ -35,7 +40,15 @@ static void resize_task(void *arg, int64_t t) {
     float *out = y + oy * j->ow;
     const float *a = x + j->iy0[oy];
     if (j->nearest) {
-      for (int64_t ox = 0; ox < j->ow; ox++) out[ox] = a[j->ix0[ox]];
+      if (oy > r0 && j->iy0[oy] == j->iy0[oy - 1]) { /* the row above again */
+        memcpy(out, out - j->ow, sizeof(float) * (size_t)j->ow);
+      } else if (j->pairs) {
+        int64_t half = j->ow / 2;
+        for (int64_t i = 0; i < half; i++) out[2 * i] = out[2 * i + 1] = a[i];
+        if (j->ow % 2) out[j->ow - 1] = a[half];
+      } else {
+        for (int64_t ox = 0; ox < j->ow; ox++) out[ox] = a[j->ix0[ox]];
+      }
       continue;
     }
     const float *b = x + j->iy1[oy];
@@ -98,6 +111,8 @@ int kl_run_resize(kl_kernel_ctx *c, const kl_isa_fns *f) {
          two_taps(&t[r - 1], j.ow, 1, ix0, ix1, wx0, wx1);
     j.iy0 = iy0, j.iy1 = iy1, j.ix0 = ix0, j.ix1 = ix1;
     j.wy0 = wy0, j.wy1 = wy1, j.wx0 = wx0, j.wx1 = wx1;
+    j.pairs = ok && j.nearest;
+    for (int64_t ox = 0; ox < j.ow && j.pairs; ox++) j.pairs = ix0[ox] == ox / 2;
   }
   free(block);
   if (!ok || !idx || !w) { /* (out of memory too: the reference says so) */
