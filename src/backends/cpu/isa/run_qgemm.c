@@ -15,7 +15,7 @@
  * 8-bit weights (either kind, less their zero points; kl_qgemm_split_fits) take the same
  * path where few pairs of them are past what vpmaddubsw multiplies exactly: such a pair
  * is packed clamped to [-64, 64], and what the clamp took off is kept apart (kl_qres) and
- * added to each block's sums as scalar multiply-adds. Past one weight in 256, the wide
+ * added to each block's sums as scalar multiply-adds. Past one pair in 128, the wide
  * form (below) runs instead. */
 #include "backends/cpu/isa/run.h"
 
@@ -26,8 +26,8 @@
  * its zero point is wp's code plus v. */
 typedef struct kl_qres {
   uint16_t i; /* k (K < 33000) */
-  uint8_t j;  /* the column within the pair of panels */
   int16_t v;
+  uint32_t j; /* the column within the pair of panels (plan_create: within B) */
 } kl_qres;
 
 struct kl_qgemm_plan {
@@ -71,15 +71,27 @@ static int32_t code_at(const kl_tensor *t, int64_t i) {
   return t->dtype == KL_U8 ? ((const uint8_t *)t->data)[i] : ((const int8_t *)t->data)[i];
 }
 
-/* B[i][j] less its zero point (zb: NULL, one value or one per column), in [-255, 255]. */
-static int32_t weight_at(const void *b, kl_dtype bt, const void *zb, size_t nzb, size_t i,
-                         size_t j, size_t n) {
-  int32_t v = bt == KL_U8 ? ((const uint8_t *)b)[i * n + j] : ((const int8_t *)b)[i * n + j];
-  if (zb) {
+/* B's zero points, one per column (zb NULL: zeros), into z[n]. */
+static void zero_points(const void *zb, kl_dtype bt, size_t nzb, size_t n, int16_t *z) {
+  for (size_t j = 0; j < n; j++) {
     size_t at = nzb == 1 ? 0 : j;
-    v -= bt == KL_U8 ? ((const uint8_t *)zb)[at] : ((const int8_t *)zb)[at];
+    z[j] = (int16_t)(!zb ? 0 : bt == KL_U8 ? ((const uint8_t *)zb)[at] : ((const int8_t *)zb)[at]);
   }
-  return v;
+}
+
+/* Row i of B less its zero points (z from zero_points), in [-255, 255], into out[n];
+ * a row past k (i >= k) is zeros. One loop a dtype: the packings read every weight. */
+static void weight_row(const void *b, kl_dtype bt, const int16_t *z, size_t i, size_t k,
+                       size_t n, int16_t *out) {
+  if (i >= k) {
+    memset(out, 0, n * sizeof *out);
+  } else if (bt == KL_U8) {
+    const uint8_t *r = (const uint8_t *)b + i * n;
+    for (size_t j = 0; j < n; j++) out[j] = (int16_t)(r[j] - z[j]);
+  } else {
+    const int8_t *r = (const int8_t *)b + i * n;
+    for (size_t j = 0; j < n; j++) out[j] = (int16_t)(r[j] - z[j]);
+  }
 }
 
 /* A pair of weights of one column (k 2t and 2t + 1, which vpmaddubsw multiplies and adds
@@ -104,49 +116,64 @@ static kiln_status plan_create(const kl_kernel_ctx *c, kl_qgemm_plan **out) {
   size_t k = (size_t)b->dims[0], n = (size_t)b->dims[1], nzb = zb ? (size_t)kl_tensor_numel(zb) : 0;
   p->k = k, p->n = n, p->groups = (k + 3) / 4;
   p->panels = (n + 2 * KL_QGEMV_PANEL - 1) / (2 * KL_QGEMV_PANEL) * 2; /* whole pairs */
-  size_t cols = p->panels * KL_QGEMV_PANEL, pairs = p->panels / 2;
+  size_t cols = p->panels * KL_QGEMV_PANEL, pairs = p->panels / 2, count = 0, cap = 0;
   p->wp = calloc(p->panels * p->groups * 32, 1);
   p->colsum = calloc(cols, sizeof *p->colsum);
   p->comp = calloc(cols, sizeof *p->comp);
   p->res_at = calloc(pairs + 1, sizeof *p->res_at);
-  if (!p->wp || !p->colsum || !p->comp || !p->res_at)
-    goto oom;
-  for (int fill = 0; fill < 2; fill++) { /* count each pair of panels' remainders, then store */
-    size_t at = 0;
-    for (size_t q = 0; q < pairs; q++) {
-      if (fill) p->res_at[q] = at;
-      for (size_t i = 0; i < k; i += 2)
-        for (size_t j = q * 2 * KL_QGEMV_PANEL; j < n && j < (q + 1) * 2 * KL_QGEMV_PANEL; j++) {
-          int32_t b0 = weight_at(b->data, b->dtype, zb ? zb->data : NULL, nzb, i, j, n);
-          int32_t b1 = i + 1 < k ? weight_at(b->data, b->dtype, zb ? zb->data : NULL, nzb, i + 1, j, n)
-                                 : 0;
-          int8_t sp[2];
-          int left = split_pair(b0, b1, sp);
-          if (!fill) {
-            at += (size_t)left;
-            continue;
-          }
-          for (int h = 0; h < 2 && i + (size_t)h < k; h++) {
-            p->wp[kl_qgemv_at(i + (size_t)h, j, p->groups)] = sp[h];
-            p->colsum[j] += sp[h];
-            if (sp[h] != (h ? b1 : b0))
-              p->res[at++] = (kl_qres){(uint16_t)(i + (size_t)h), (uint8_t)(j % (2 * KL_QGEMV_PANEL)),
-                                       (int16_t)((h ? b1 : b0) - sp[h])};
-          }
-        }
-    }
-    if (fill) {
-      p->res_at[pairs] = at;
-    } else if (at) {
-      if (k >= 33000) /* kl_qgemm_split_fits keeps the sums within int32 */
-        return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s': weights past 7 bits over k %zu",
-                       kl_op_name(c->node->op), c->node->name ? c->node->name : "", k);
-      if (!(p->res = malloc(at * sizeof *p->res))) goto oom;
+  int16_t *rows = malloc(3 * n * sizeof *rows + 1); /* two rows of B and the zero points */
+  kl_qres *found = NULL; /* the remainders in order of k, then by pair of panels */
+  if (!p->wp || !p->colsum || !p->comp || !p->res_at || !rows) goto oom;
+  int16_t *r0 = rows, *r1 = rows + n, *z = rows + 2 * n;
+  zero_points(zb ? zb->data : NULL, b->dtype, nzb, n, z);
+  for (size_t i = 0; i < k; i += 2) {
+    weight_row(b->data, b->dtype, z, i, k, n, r0);
+    weight_row(b->data, b->dtype, z, i + 1, k, n, r1);
+    for (size_t j = 0; j < n; j++) {
+      int8_t sp[2];
+      if (split_pair(r0[j], r1[j], sp) && count + 2 > cap) {
+        cap = cap ? 2 * cap : 256;
+        kl_qres *more = realloc(found, cap * sizeof *found);
+        if (!more) goto oom;
+        found = more;
+      }
+      for (int h = 0; h < 2 && i + (size_t)h < k; h++) {
+        int32_t v = h ? r1[j] : r0[j];
+        p->wp[kl_qgemv_at(i + (size_t)h, j, p->groups)] = sp[h];
+        p->colsum[j] += sp[h];
+        if (sp[h] != v)
+          found[count++] = (kl_qres){(uint16_t)(i + (size_t)h), (int16_t)(v - sp[h]), (uint32_t)j};
+      }
     }
   }
-  if (!p->res) free(p->res_at), p->res_at = NULL; /* 7-bit weights: nothing to add */
+  if (count && k >= 33000) { /* kl_qgemm_split_fits keeps the sums within int32 */
+    free(rows), free(found);
+    return kl_fail(c->e, KILN_ERR_INTERNAL, "%s '%s': weights past 7 bits over k %zu",
+                   kl_op_name(c->node->op), c->node->name ? c->node->name : "", k);
+  }
+  if (count && !(p->res = malloc(count * sizeof *p->res))) goto oom;
+  for (size_t e = 0; e < count; e++) p->res_at[found[e].j / (2 * KL_QGEMV_PANEL) + 1]++;
+  for (size_t q = 0; q < pairs; q++) p->res_at[q + 1] += p->res_at[q];
+  free(rows);
+  if (!count) {
+    free(found), free(p->res_at), p->res_at = NULL; /* 7-bit weights: nothing to add */
+    return KILN_OK;
+  }
+  size_t *next = calloc(pairs, sizeof *next);
+  if (!next) {
+    rows = NULL;
+    goto oom;
+  }
+  for (size_t e = 0; e < count; e++) { /* by pair of panels, each pair's in order of k */
+    size_t q = found[e].j / (2 * KL_QGEMV_PANEL);
+    kl_qres r = found[e];
+    r.j %= 2 * KL_QGEMV_PANEL;
+    p->res[p->res_at[q] + next[q]++] = r;
+  }
+  free(next), free(found);
   return KILN_OK;
 oom:
+  free(rows), free(found);
   return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory packing the %zu x %zu int8 "
                  "weights of %s '%s'", k, n, kl_op_name(c->node->op),
                  c->node->name ? c->node->name : "");
@@ -383,26 +410,33 @@ bool kl_qgemm16_fits(const kl_graph *g, const kl_node *n) {
   return true;
 }
 
-/* Weights past 7 bits on the int8 product where few remainders are left (split_pair):
- * at most one in 256 weights, each a scalar multiply-add per row (BERT-base quantized by
- * onnxruntime's quantize_dynamic, 8-bit weights: one in 630). */
+/* Weights past 7 bits on the int8 product where few pairs leave remainders (split_pair):
+ * at most one pair in 128 (a remainder or two each, a scalar multiply-add per row;
+ * BERT-base quantized by onnxruntime's quantize_dynamic, 8-bit weights: one in 1,250). */
 bool kl_qgemm_split_fits(const kl_graph *g, const kl_node *n) {
   if (!kl_qgemm16_fits(g, n) || g->values[n->in[0]].type.dtype != KL_U8) return false;
   const kl_value *b = &g->values[n->in[1]];
   const kl_value *zb = n->n_in > 3 && n->in[3] >= 0 ? &g->values[n->in[3]] : NULL;
   size_t k = (size_t)b->type.dims[0].size, cols = (size_t)b->type.dims[1].size, left = 0;
+  size_t most = (k + 1) / 2 * cols / 128;
   int64_t nzb = 1;
   if (zb && !kl_type_numel(&zb->type, &nzb)) return false;
-  for (size_t i = 0; i < k; i += 2)
+  int16_t *rows = malloc(3 * cols * sizeof *rows + 1);
+  if (!rows) return false;
+  int16_t *r0 = rows, *r1 = rows + cols, *z = rows + 2 * cols;
+  zero_points(zb ? zb->data : NULL, b->type.dtype, (size_t)nzb, cols, z);
+  for (size_t i = 0; i < k && left <= most; i += 2) {
+    weight_row(b->data, b->type.dtype, z, i, k, cols, r0);
+    weight_row(b->data, b->type.dtype, z, i + 1, k, cols, r1);
+    unsigned bad = 0; /* split_pair's test, as one vector loop */
     for (size_t j = 0; j < cols; j++) {
-      int8_t sp[2];
-      int32_t b0 = weight_at(b->data, b->type.dtype, zb ? zb->data : NULL, (size_t)nzb, i, j, cols);
-      int32_t b1 = i + 1 < k ? weight_at(b->data, b->type.dtype, zb ? zb->data : NULL,
-                                         (size_t)nzb, i + 1, j, cols)
-                             : 0;
-      left += (size_t)split_pair(b0, b1, sp);
+      int a0 = r0[j] < 0 ? -r0[j] : r0[j], a1 = r1[j] < 0 ? -r1[j] : r1[j];
+      bad += (a0 + a1 > 128) | (r0[j] > 127) | (r1[j] > 127);
     }
-  return left <= k * cols / 256;
+    left += bad;
+  }
+  free(rows);
+  return left <= most;
 }
 
 static kiln_status plan16_create(const kl_kernel_ctx *c, kl_qgemm_plan **out) {
@@ -419,10 +453,17 @@ static kiln_status plan16_create(const kl_kernel_ctx *c, kl_qgemm_plan **out) {
                    "weights of %s '%s'", k, n, kl_op_name(c->node->op),
                    c->node->name ? c->node->name : "");
   size_t nzb = zb ? (size_t)kl_tensor_numel(zb) : 0;
-  for (size_t i = 0; i < k; i++)
-    for (size_t j = 0; j < n; j++)
-      p->wp16[kl_qgemm16_at(i, j, p->pairs)] =
-          (int16_t)weight_at(b->data, b->dtype, zb ? zb->data : NULL, nzb, i, j, n);
+  int16_t *rows = malloc(2 * n * sizeof *rows + 1);
+  if (!rows)
+    return kl_fail(c->e, KILN_ERR_OUT_OF_MEMORY, "out of memory packing the %zu x %zu 8-bit "
+                   "weights of %s '%s'", k, n, kl_op_name(c->node->op),
+                   c->node->name ? c->node->name : "");
+  zero_points(zb ? zb->data : NULL, b->dtype, nzb, n, rows + n);
+  for (size_t i = 0; i < k; i++) {
+    weight_row(b->data, b->dtype, rows + n, i, k, n, rows);
+    for (size_t j = 0; j < n; j++) p->wp16[kl_qgemm16_at(i, j, p->pairs)] = rows[j];
+  }
+  free(rows);
   return KILN_OK;
 }
 
