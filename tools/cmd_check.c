@@ -22,8 +22,11 @@ static const char *check_help =
     "failing folder's reason goes to stderr as 'kiln check: DIR: REASON'. Exits 0 only\n"
     "if every folder passed. A passing folder's line gives the largest absolute and\n"
     "relative errors seen. The inputs of test_data_set_0 declare the input types of a\n"
-    "model.pt from torch 1.x. Input files bind to the model's inputs by name, else by\n"
-    "position (a note on stderr says so).\n"
+    "model.pt from torch 1.x. Each input_K.pb and output_K.pb is for the model input or\n"
+    "output its TensorProto's name names, whatever K; one without a name, or with a name\n"
+    "the model does not have, is for the K-th (a note on stderr lists the latter), as\n"
+    "are sequences and optionals. A data set whose files give one input or output twice\n"
+    "is refused.\n"
     "  --rtol R   relative tolerance (default 1e-3)\n"
     "  --atol A   absolute tolerance (default: 1e-4 of each output's largest magnitude,\n"
     "             at least 1e-5: float32 rounding of values near zero, which in a deep\n"
@@ -163,6 +166,55 @@ static void format_shape(const kl_tensor *t, char *buf, size_t len) {
   if (u >= 0 && (size_t)u < len) snprintf(buf + u, len - (size_t)u, "]");
 }
 
+/* Which of the model's inputs or outputs each file of a data set is for: the one its
+ * name names, else the one at its position. */
+typedef struct file_match {
+  kiln_model *m;
+  bool out;              /* output_K.pb for the outputs, else input_K.pb for the inputs */
+  int by[MAX_FILES];     /* per model input or output: 1 + the file for it, 0 for none yet */
+  bool named[MAX_FILES]; /* ... that file's name named it, else the file's position did */
+  char *note;            /* the files named otherwise than the model's, taken by position */
+  size_t note_len;       /* ("input_0.pb 'input' as 'x', ..."; left as it is when none) */
+} file_match;
+
+/* The name of the model's input or output j ("" when there is none). */
+static const char *model_name(const file_match *f, int j) {
+  kiln_tensor_info info = {0};
+  kiln_status st = f->out ? kiln_model_output_info(f->m, j, &info)
+                          : kiln_model_input_info(f->m, j, &info);
+  return st == KILN_OK && info.name ? info.name : "";
+}
+
+/* The model input or output that file k (at path, named name: NULL or "" for none) is
+ * for: the first of that name no earlier file is for (a model may give one value as two
+ * outputs), else the one at position k (named in the note when the file has a name).
+ * -1, with why, when an earlier file is for it already. k is below the model's count. */
+static int match_file(file_match *f, int k, const char *name, const char *path, char *why,
+                      size_t len) {
+  const char *what = f->out ? "output" : "input";
+  int n = f->out ? kiln_model_output_count(f->m) : kiln_model_input_count(f->m), idx = -1;
+  for (int j = 0; name && *name && j < n && (idx < 0 || f->by[idx]); j++)
+    if (strcmp(model_name(f, j), name) == 0 && (idx < 0 || !f->by[j])) idx = j;
+  bool named = idx >= 0;
+  if (!named) idx = k;
+  if (!named && name && *name) {
+    size_t u = strlen(f->note);
+    if (u < f->note_len)
+      snprintf(f->note + u, f->note_len - u, "%s%s_%d.pb '%s' as '%s'", u ? ", " : "", what,
+               k, name, model_name(f, k));
+  }
+  if (f->by[idx]) {
+    cli_format(why, len, "%s is for %s '%s' too (by its %s), which an earlier file gave "
+               "(%s_%d.pb, by its %s)", path, what, model_name(f, idx),
+               named ? "name" : "position", what, f->by[idx] - 1,
+               f->named[idx] ? "name" : "position");
+    return -1;
+  }
+  f->by[idx] = k + 1;
+  f->named[idx] = named;
+  return idx;
+}
+
 /* Input k, a sequence or optional (kind), from its SequenceProto or OptionalProto: the
  * session copies a sequence; an optional's tensor stays in *keep (the caller frees it). */
 static bool bind_value(kiln_model *m, kiln_session *s, int k, int kind, const char *path,
@@ -183,14 +235,15 @@ static bool bind_value(kiln_model *m, kiln_session *s, int k, int kind, const ch
 }
 
 /* Bind the inputs of one data set: by name when the file names a model input, else by
- * position. Tensors are kept in ins (freed by the caller). Every model input is bound
- * once by every data set: the session keeps a binding until it is replaced, and the
- * data set before this one has been freed. The files whose names are not the model's
- * are listed in note ("input_0.pb 'input' as 'x', ..."; left as it is when none). */
+ * position (match_file). Tensors are kept in ins (freed by the caller). Every model
+ * input is bound once by every data set: the session keeps a binding until it is
+ * replaced, and the data set before this one has been freed. The files whose names are
+ * not the model's are listed in note ("input_0.pb 'input' as 'x', ..."; left as it is
+ * when none). */
 static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const char *set,
                      kl_tensor *ins, int n, char *note, size_t note_len, char *why, size_t len) {
   char path[4096];
-  bool bound[MAX_FILES] = {false};
+  file_match f = {.m = m, .out = false, .note = note, .note_len = note_len};
   if (n != kiln_model_input_count(m)) {
     int want = kiln_model_input_count(m);
     cli_format(why, len, "%d input file%s for the model's %d input%s", n, n == 1 ? "" : "s",
@@ -203,36 +256,20 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const cha
     if (!cli_inside(root, path, "test folder", why, len)) return false;
     int kind = kiln_model_input_kind(m, k);
     if (kind != KILN_VALUE_TENSOR) { /* a sequence or optional: by position */
-      if (!bind_value(m, s, k, kind, path, &ins[k], why, len)) return false;
-      bound[k] = true;
+      if (match_file(&f, k, NULL, path, why, len) < 0 ||
+          !bind_value(m, s, k, kind, path, &ins[k], why, len))
+        return false;
       continue;
     }
     if (!cli_read_tensor(path, INT64_C(16) << 30, &ins[k], &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
     }
-    kiln_tensor_info info = {0};
-    int idx = -1;
-    for (int j = 0; name && j < kiln_model_input_count(m); j++) {
-      kiln_model_input_info(m, j, &info);
-      if (strcmp(info.name, name) == 0) idx = j;
-    }
-    /* The search loop leaves info at the last input; fetch the one that matched. */
-    kiln_model_input_info(m, idx < 0 ? k : idx, &info);
-    if (idx < 0 && name && *name) { /* named, but not as a model input */
-      size_t u = strlen(note);
-      if (u < note_len)
-        snprintf(note + u, note_len - u, "%sinput_%d.pb '%s' as '%s'", u ? ", " : "", k, name,
-                 info.name);
-    }
+    int idx = match_file(&f, k, name, path, why, len);
     free(name);
-    if (idx < 0) idx = k; /* by position: k < n, the model's input count */
-    if (bound[idx]) {
-      cli_format(why, len, "%s is for input '%s' too, which an earlier file gave", path,
-                 info.name);
-      return false;
-    }
-    bound[idx] = true;
+    if (idx < 0) return false;
+    kiln_tensor_info info = {0};
+    kiln_model_input_info(m, idx, &info);
     kiln_status st = kiln_session_set_input(s, info.name, (kiln_dtype)ins[k].dtype, ins[k].rank,
                                             ins[k].dims, ins[k].data, kl_tensor_nbytes(&ins[k]));
     if (st != KILN_OK) {
@@ -243,9 +280,9 @@ static bool bind_set(kiln_model *m, kiln_session *s, const char *root, const cha
   return true;
 }
 
-/* got against want, output k (named name; element `element` of a sequence, or -1):
+/* got against want, of `what` ("output 0 'y'"; element `element` of a sequence, or -1):
  * dtype, shape and values within tol. */
-static bool compare_tensor(const kl_tensor *got, const kl_tensor *want, int k, const char *name,
+static bool compare_tensor(const kl_tensor *got, const kl_tensor *want, const char *what,
                            int64_t element, tolerance tol, cmp_result *worst, char *why,
                            size_t len, bool *values) {
   char a[256], b[256], el[48] = "";
@@ -253,7 +290,7 @@ static bool compare_tensor(const kl_tensor *got, const kl_tensor *want, int k, c
   if (got->dtype != want->dtype || !same_shape(got, want)) {
     format_shape(got, a, sizeof a);
     format_shape(want, b, sizeof b);
-    cli_format(why, len, "output %d '%s'%s is %s, expected %s", k, name, el, a, b);
+    cli_format(why, len, "%s%s is %s, expected %s", what, el, a, b);
     return false;
   }
   cmp_result r = {0};
@@ -265,9 +302,9 @@ static bool compare_tensor(const kl_tensor *got, const kl_tensor *want, int k, c
     if (tol.atol_scale > 0)
       snprintf(scale, sizeof scale, ": %g of the output's largest magnitude%s", tol.atol_scale,
                tol.atol_scale >= 1e-3 ? ", TF32's" : "");
-    cli_format(why, len, "output %d '%s'%s: %lld of %lld values out of tolerance, the first "
+    cli_format(why, len, "%s%s: %lld of %lld values out of tolerance, the first "
                "at element %lld: %.9g, expected %.9g; max abs err %.3g, max rel err %.3g (rtol "
-               "%g, atol %g%s)", k, name, el, (long long)r.bad, (long long)kl_tensor_numel(want),
+               "%g, atol %g%s)", what, el, (long long)r.bad, (long long)kl_tensor_numel(want),
                (long long)r.first, r.first_got, r.first_want, r.max_abs, r.max_rel, tol.rtol,
                r.atol, scale);
     if (values) *values = true;
@@ -305,10 +342,11 @@ static bool check_value(kiln_session *s, int k, int kind, const char *path, tole
     kiln_status st = v.seq ? kiln_session_get_output_element(s, k, j, &info, &data)
                            : kiln_session_get_output(s, k, &info, &data);
     kl_tensor got = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
+    char what[320];
     if (st == KILN_OK) memcpy(got.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
+    cli_format(what, sizeof what, "output %d '%s'", k, st == KILN_OK ? info.name : "");
     ok = st == KILN_OK &&
-         compare_tensor(&got, &v.items[j], k, info.name, v.seq ? j : -1, tol, worst, why, len,
-                        NULL);
+         compare_tensor(&got, &v.items[j], what, v.seq ? j : -1, tol, worst, why, len, NULL);
   }
   kl_valuefile_clear(&v);
   return ok;
@@ -368,35 +406,53 @@ static bool within_float64(const char *root, int k, const kl_tensor *got, const 
   return ok;
 }
 
-/* Compare every output of the last run with set/output_K.pb. */
+/* Compare every output of the last run with set/output_K.pb: each file with the output
+ * its name names, else the one at its position (match_file; float64_outputs/output_K.pb
+ * goes with output_K.pb). The files named otherwise than the model's outputs are listed
+ * in note, as bind_set lists the inputs'. */
 static bool check_outputs(kiln_model *m, kiln_session *s, const char *root, const char *set,
-                          bool first, int n_out, tolerance tol, cmp_result *worst, char *why,
-                          size_t len) {
+                          bool first, int n_out, tolerance tol, cmp_result *worst, char *note,
+                          size_t note_len, char *why, size_t len) {
   char path[4096];
+  file_match f = {.m = m, .out = true, .note = note, .note_len = note_len};
   for (int k = 0; k < n_out; k++) {
     kl_tensor want = {0};
     char *name = NULL;
     cli_format(path, sizeof path, "%s/output_%d.pb", set, k);
     if (!cli_inside(root, path, "test folder", why, len)) return false;
     int kind = kiln_model_output_kind(m, k);
-    if (kind > KILN_VALUE_TENSOR) {
-      if (!check_value(s, k, kind, path, tol, worst, why, len)) return false;
+    if (kind > KILN_VALUE_TENSOR) { /* a sequence or optional: by position */
+      if (match_file(&f, k, NULL, path, why, len) < 0 ||
+          !check_value(s, k, kind, path, tol, worst, why, len))
+        return false;
       continue;
     }
     if (!cli_read_tensor(path, INT64_C(16) << 30, &want, &name)) {
       cli_format(why, len, "cannot read %s", path);
       return false;
     }
+    int idx = match_file(&f, k, name, path, why, len);
     free(name);
     kiln_tensor_info info;
     const void *data;
-    bool ok = kiln_session_get_output(s, k, &info, &data) == KILN_OK;
-    kl_tensor got = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
-    if (ok) memcpy(got.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
-    if (!ok) cli_format(why, len, "the model has no output %d", k);
-    else {
+    bool ok = idx >= 0;
+    int got_kind = ok ? kiln_model_output_kind(m, idx) : KILN_VALUE_TENSOR;
+    if (got_kind != KILN_VALUE_TENSOR) {
+      cli_format(why, len, "%s holds a tensor named as output %d '%s', which is %s", path, idx,
+                 model_name(&f, idx), got_kind == KILN_VALUE_SEQUENCE ? "a sequence"
+                 : got_kind == KILN_VALUE_OPTIONAL ? "an optional" : "an optional sequence");
+      ok = false;
+    }
+    if (ok && !(ok = kiln_session_get_output(s, idx, &info, &data) == KILN_OK))
+      cli_format(why, len, "the model has no output %d", idx);
+    if (ok) {
+      kl_tensor got = {.dtype = (kl_dtype)info.dtype, .rank = info.rank, .data = (void *)data};
+      memcpy(got.dims, info.dims, sizeof(int64_t) * (size_t)info.rank);
+      char what[320];
+      cli_format(what, sizeof what, idx == k ? "output %d '%s'" : "output %d '%s' (file "
+                 "output_%d.pb)", idx, info.name, k);
       bool values = false;
-      ok = compare_tensor(&got, &want, k, info.name, -1, tol, worst, why, len, &values);
+      ok = compare_tensor(&got, &want, what, -1, tol, worst, why, len, &values);
       if (!ok && values && first && kl_dtype_is_float(want.dtype))
         ok = within_float64(root, k, &got, &want, worst, why, len);
     }
@@ -494,7 +550,7 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
   if (!tol.given && kl_session_tf32(s)) /* TF32's rounding, not float32's */
     tol = (tolerance){1e-2, 1e-5, 1e-3, false};
   ok = true;
-  bool noted = false;
+  bool noted_in = false, noted_out = false;
   for (int i = 0; i < *n_sets && ok; i++) {
     char set[4096];
     cli_format(set, sizeof set, "%s/%s", dir, sets[i]);
@@ -507,10 +563,10 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
     }
     char note[1024] = "";
     if (ok) ok = bind_set(m, s, root, set, ins, n_in, note, sizeof note, why, len);
-    if (*note && !noted) /* once a folder: a data set's names are most likely all sets' */
+    if (*note && !noted_in) /* once a folder: a data set's names are most likely all sets' */
       fprintf(stderr, "kiln check: %s: note: the inputs of %s are not named as the model's: "
               "taken by position (%s)\n", dir, sets[i], note);
-    noted |= *note != 0;
+    noted_in |= *note != 0;
     if (ok && (st = kiln_session_run(s)) != KILN_OK) {
       cli_format(why, len, "%s: %s", kiln_status_string(st), kiln_session_error(s));
       ok = false;
@@ -520,7 +576,13 @@ static bool check_case(const char *dir, kiln_options *o, tolerance tol, cmp_resu
                kiln_model_output_count(m));
       ok = false;
     }
-    if (ok) ok = check_outputs(m, s, root, set, i == 0, n_out, tol, worst, why, len);
+    *note = '\0';
+    if (ok)
+      ok = check_outputs(m, s, root, set, i == 0, n_out, tol, worst, note, sizeof note, why, len);
+    if (*note && !noted_out)
+      fprintf(stderr, "kiln check: %s: note: the expected outputs of %s are not named as the "
+              "model's: taken by position (%s)\n", dir, sets[i], note);
+    noted_out |= *note != 0;
     for (int k = 0; k < n_in && k < MAX_FILES; k++) free(ins[k].data);
     if (!ok) {
       char tmp[1024];

@@ -887,8 +887,9 @@ static kiln_status import_control(kl_onnx_ctx *c, const Onnx__ModelProto *m, kl_
     if (s != KILN_OK) break;
     kl_onnx_ctx bc = {.g = bodies[k], .e = c->e, .ts = c->ts, .opset = c->opset, .parent = c};
     bodies[k]->opset = c->opset;
-    s = import_graph(&bc, m, gp);
-    if (s == KILN_OK) s = kl_graph_set_source(bodies[k], c->g->source, c->e);
+    /* before the import, for the bodies in this one to take it too */
+    s = kl_graph_set_source(bodies[k], c->g->source, c->e);
+    if (s == KILN_OK) s = import_graph(&bc, m, gp);
     if (s != KILN_OK) kl_err_prefix(c->e, "in %s", names[k]);
     caps[k] = bc.caps;
     n_caps[k] = bc.n_caps;
@@ -1041,9 +1042,12 @@ static kiln_status unpack(const void *buf, size_t len, ProtobufCAllocator *a,
 }
 
 /* Import from bytes (buf, len); the initializers' data is read from fd when it is not
- * -1 (the file the bytes are mapped from), else copied from buf. */
+ * -1 (the file the bytes are mapped from), else copied from buf. The graph's source is
+ * source (NULL: kl_graph_new's "<memory>"), set before the import so that the bodies of
+ * If, Loop and Scan take it too, and messages about their nodes name the file. */
 static kiln_status load_bytes(const void *buf, size_t len, int fd, const char *dir,
-                              const kl_import_opts *o, kl_graph **out, kl_err *e) {
+                              const char *source, const kl_import_opts *o, kl_graph **out,
+                              kl_err *e) {
   ProtobufCAllocator a;
   kl_onnx_allocator_init(&a);
   Onnx__ModelProto *m = NULL;
@@ -1067,6 +1071,7 @@ static kiln_status load_bytes(const void *buf, size_t len, int fd, const char *d
   if (s == KILN_OK && !m->graph) s = kl_fail(e, KILN_ERR_INVALID_MODEL, "the model has no graph");
   if (s == KILN_OK && !(c.g = kl_graph_new()))
     s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
+  if (s == KILN_OK && source) s = kl_graph_set_source(c.g, source, e);
   if (s == KILN_OK) {
     c.g->opset = c.opset;
     s = import_graph(&c, m, m->graph);
@@ -1085,7 +1090,7 @@ kiln_status kl_onnx_load_memory(const void *buf, size_t len, const char *dir,
   if (!out || (!buf && len))
     return kl_fail(e, KILN_ERR_INVALID_ARGUMENT, "no output or no buffer");
   *out = NULL;
-  return load_bytes(buf, len, -1, dir, o, out, e);
+  return load_bytes(buf, len, -1, dir, NULL, o, out, e);
 }
 
 kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_graph **out,
@@ -1099,9 +1104,8 @@ kiln_status kl_onnx_load_file(const char *path, const kl_import_opts *o, kl_grap
   if (s != KILN_OK) return s; /* the message names the file already */
   char *dir = kl_path_dir(path);
   if (!dir) s = kl_fail(e, KILN_ERR_OUT_OF_MEMORY, "out of memory");
-  else s = load_bytes(map.data, map.len, map.fd, dir, o, out, e);
+  else s = load_bytes(map.data, map.len, map.fd, dir, path, o, out, e);
   kl_file_map_close(&map);
-  if (s == KILN_OK) s = kl_graph_set_source(*out, path, e);
   if (s != KILN_OK) {
     kl_graph_free(*out);
     *out = NULL;

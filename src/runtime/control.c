@@ -94,6 +94,7 @@ kiln_status kl_control_create(const kl_node *n, const kiln_options *o, kl_contro
       break;
     }
     st = kl_model_wrap(body, &opts, &c->models[k]);
+    if (c->models[k]) c->models[k]->body = true;
     if (st == KILN_OK) st = kiln_session_create(c->models[k], &opts, &c->sessions[k]);
     if (st != KILN_OK) {
       const char *why = c->sessions[k] ? kiln_session_error(c->sessions[k])

@@ -84,6 +84,9 @@ struct kiln_model {
   kl_model_device **devices; /* under lock; entries never move */
   int n_devices;
   bool borrowed; /* g belongs to someone else (a control node's body: kl_model_wrap) */
+  /* g is the body of an If, Loop or Scan (runtime/control.c): messages about its nodes
+   * leave the file out, as they follow the control node's, which names it */
+  bool body;
 };
 
 /* Load, verify, infer and optimize a graph from a file or buffer (either path or

@@ -521,6 +521,18 @@ static void session_unclaim(kiln_session *s) {
   s->counted = false;
 }
 
+/* Puts the file and node i before the session's message: "model.onnx: node 'r'
+ * (Reshape): ...". A body's nodes go without the file, after the node that runs the body:
+ * "model.onnx: node 'l' (Loop): in the body's iteration 0: node 'r' (Reshape): ...", as
+ * the messages of loading say it. */
+static void prefix_node(kiln_session *s, int i) {
+  const kl_graph *g = s->model->g;
+  char d[256];
+  kl_node_describe(g, &g->nodes[i], d, sizeof d);
+  if (s->model->body) kl_err_prefix(&s->err, "%s", d);
+  else kl_err_prefix(&s->err, "%s: %s", g->source, d);
+}
+
 /* Sessions for the bodies of every If, Loop and Scan. */
 static kiln_status make_controls(kiln_session *s) {
   const kl_graph *g = s->model->g;
@@ -529,8 +541,7 @@ static kiln_status make_controls(kiln_session *s) {
     if (!kl_op_is_control(n->op)) continue;
     kiln_status st = kl_control_create(n, &s->opts, &s->ctl[i], &s->err);
     if (st != KILN_OK) {
-      char d[256];
-      kl_err_prefix(&s->err, "%s: %s", g->source, kl_node_describe(g, n, d, sizeof d));
+      prefix_node(s, i);
       return st;
     }
   }
@@ -1301,9 +1312,7 @@ static kiln_status run_nodes(kiln_session *s) {
         s->t_ms[i] = s->dev->iface->node_ms(s->dev);
     }
     if (st != KILN_OK) {
-      char d[256];
-      kl_err_prefix(&s->err, "%s: %s", g->source, kl_node_describe(g, &g->nodes[i], d,
-                                                                 sizeof d));
+      prefix_node(s, i);
       return st;
     }
     release_after(s, i);

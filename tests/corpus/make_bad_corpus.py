@@ -914,6 +914,28 @@ def control_cases():
          model_bytes([loop], [vi("x", [1])], [vi("y", None), vi("ys", None)], [m]),
          "node 'grow' (Loop): in the body's iteration 1: scan output 0 is float32 [2] in "
          "iteration 0 and float32 [4]", "a Loop scan output that grows", "x=control_x1.npy")
+    # issue 20, round 8: a node of a body that fails at run time was named under the file
+    # "<memory>" (the bodies were imported before the model's graph was given its file);
+    # named as at load now, under its If and Loop, after the file. test_control's
+    # test_body_message_names_the_file checks the whole message.
+    then_b = graph([helper.make_node("Reshape", ["x", "s"], ["t"], name="reshape")], [],
+                   [vi("t", None)])
+    else_b = graph([helper.make_node("Identity", ["x"], ["e"], name="id")], [], [vi("e", None)])
+    body = graph([helper.make_node("If", ["c"], ["r"], name="iff", then_branch=then_b,
+                                   else_branch=else_b),
+                  helper.make_node("Identity", ["c"], ["c_out"])],
+                 [vi("i", [], I64), vi("c", [], B)], [vi("c_out", [], B), vi("r", None)])
+    loop = helper.make_node("Loop", ["m", "go"], ["y"], name="loop", body=body)
+    m1 = numpy_helper.from_array(np.array(1, np.int64), "m")
+    go = numpy_helper.from_array(np.array(True), "go")
+    write("control_x6.npy", npy(np.arange(6, dtype=np.float32)))
+    write("shape_3x1.npy", npy(np.array([3, 1], np.int64)))
+    case("loop_body_reshape.onnx",
+         model_bytes([loop], [vi("x", [6]), vi("s", [2], I64)], [vi("y", None)], [m1, go]),
+         "loop_body_reshape.onnx: node 'loop' (Loop): in the body's iteration 0: node 'iff' "
+         "(If): in then_branch: node 'reshape' (Reshape): cannot reshape 6 elements into a "
+         "shape of 3 elements", "a node of an If in a Loop's body failing at run time: "
+         "named under its If and Loop, after the file", "x=control_x6.npy;s=shape_3x1.npy")
 
 
 def zip_bytes(entries):

@@ -40,6 +40,12 @@
                     scanning the whole graph: 47 s for such a model at -O2). x holds
                     multiples of 0.25, so x + 20000 is exact at every step.
 
+  check_names/      an ONNX test-case folder: x [3], w [3] -> 'a' = x + w, 'b' = x - w,
+                    whose outputs differ at every element, for `kiln check`'s binding of
+                    the files by name (tests/run_check_names.sh): test_data_set_0 named
+                    as the model's, and in variants/ a's values without a name
+                    (a_unnamed.pb) and named 'sum' (a_as_sum.pb), and b's named 'b'
+                    but 0.5 off (b_wrong.pb).
   long_stft/        an ONNX test-case folder: the STFT of a signal of 16,384 samples
                     made from its shape (ConstantOfShape 0.5), frames of 2,048 at step 1,
                     summed. As a direct sum (kiln once did it that way) that is 7 * 10^10
@@ -219,6 +225,23 @@ def long_stft():
                 .SerializeToString())
 
 
+def check_names():
+    nodes = [helper.make_node("Add", ["x", "w"], ["a"]), helper.make_node("Sub", ["x", "w"], ["b"])]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ("x", "w", "a", "b")]
+    graph = helper.make_graph(nodes, "check_names", vi[:2], vi[2:])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "check_names")
+    x, w = np.array([1, 2, 3], np.float32), np.array([0.5, -1, 4], np.float32)
+    files = {"test_data_set_0/input_0.pb": (x, "x"), "test_data_set_0/input_1.pb": (w, "w"),
+             "test_data_set_0/output_0.pb": (x + w, "a"),
+             "test_data_set_0/output_1.pb": (x - w, "b"), "variants/a_unnamed.pb": (x + w, ""),
+             "variants/a_as_sum.pb": (x + w, "sum"), "variants/b_wrong.pb": (x - w + 0.5, "b")}
+    for path, (value, name) in files.items():
+        path = os.path.join(here, "check_names", path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(numpy_helper.from_array(value, name).SerializeToString())
+
+
 def seq_names():
     nodes = [helper.make_node("Neg", ["x"], ["n"]),
              helper.make_node("SequenceConstruct", ["x", "n"], ["s"]),
@@ -257,3 +280,4 @@ empty_rows()
 huge_window()
 many_nodes()
 long_stft()
+check_names()

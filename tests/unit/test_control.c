@@ -219,6 +219,61 @@ static void test_if_without_captures(void **state) {
   kiln_options_free(o);
 }
 
+/* Every body of g, nested ones too, carries the file the model came from. */
+static void assert_bodies_source(const kl_graph *g, const char *path) {
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_attrs; k++) {
+      const kl_graph *b = g->nodes[i].attrs[k].g;
+      if (!b) continue;
+      assert_string_equal(b->source, path);
+      assert_bodies_source(b, path);
+    }
+}
+
+/* Issue 20, round 8: the bodies of an ONNX file were imported before its graph was given
+ * the file's name, and so carried "<memory>" (messages about their nodes named that);
+ * they carry the file as the model's graph does. loop_grow holds an If in a Loop. */
+static void test_bodies_name_the_file(void **state) {
+  (void)state;
+  kl_graph *g = load("loop_grow");
+  const char *path = "tests/models/control/loop_grow/model.onnx";
+  assert_string_equal(g->source, path);
+  const kl_graph *b = kl_node_body(&g->nodes[find_node(g, KL_OP_Loop)], "body");
+  assert_non_null(b);
+  (void)find_node(b, KL_OP_If); /* a nested body is checked too (find_node fails without) */
+  assert_bodies_source(g, path);
+  kl_graph *c = kl_graph_copy(g);
+  assert_non_null(c);
+  assert_bodies_source(c, path);
+  kl_graph_free(c);
+  kl_graph_free(g);
+}
+
+/* A node in an If in a Loop's body failing at run time is named as at load: under its
+ * If and Loop, after the file, which the body's message does not repeat (it read
+ * "... in the body's iteration 0: <memory>: node 'iff' (If): in then_branch: <memory>:
+ * node 'reshape' ..."). */
+static void test_body_message_names_the_file(void **state) {
+  (void)state;
+  const char *path = "tests/corpus/bad/loop_body_reshape.onnx";
+  kiln_model *m = NULL;
+  if (kiln_model_load(path, NULL, &m) != KILN_OK) fail_msg("load: %s", kiln_model_error(m));
+  kiln_session *s = NULL;
+  assert_int_equal(kiln_session_create(m, NULL, &s), KILN_OK);
+  float x[6] = {0, 1, 2, 3, 4, 5};
+  int64_t xd[1] = {6}, shape[2] = {3, 1}, sd[1] = {2};
+  assert_int_equal(kiln_session_set_input(s, "x", KILN_DTYPE_FLOAT32, 1, xd, x, sizeof x), KILN_OK);
+  assert_int_equal(kiln_session_set_input(s, "s", KILN_DTYPE_INT64, 1, sd, shape, sizeof shape),
+                   KILN_OK);
+  assert_int_equal(kiln_session_run(s), KILN_ERR_SHAPE);
+  assert_string_equal(kiln_session_error(s),
+                      "tests/corpus/bad/loop_body_reshape.onnx: node 'loop' (Loop): in the "
+                      "body's iteration 0: node 'iff' (If): in then_branch: node 'reshape' "
+                      "(Reshape): cannot reshape 6 elements into a shape of 3 elements");
+  kiln_session_free(s);
+  kiln_model_free(m);
+}
+
 /* seq_loop's sequence output read element by element, its kinds, and the calls that do
  * not fit a value's kind refused with messages that say which call does. */
 static void test_sequence_api(void **state) {
@@ -279,6 +334,8 @@ int main(void) {
       cmocka_unit_test(test_sequence_api),
       cmocka_unit_test(test_sequence_work_counted),
       cmocka_unit_test(test_if_without_captures),
+      cmocka_unit_test(test_bodies_name_the_file),
+      cmocka_unit_test(test_body_message_names_the_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
