@@ -7,16 +7,7 @@
 # the memory plan reports an arena smaller than the total without reuse.
 #
 #   tests/run_bench_cli.sh KILN_BINARY        (from the source root)
-set -u
-[ $# -eq 1 ] || { echo "usage: $0 KILN_BINARY" >&2; exit 2; }
-kiln=$(realpath "$1") || exit 2
-work=$(mktemp -d) || exit 1
-trap 'rm -rf "$work"' EXIT
-failed=0
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
+. "$(dirname "$0")/cli_common.sh"
 
 cnn=models/digits_cnn/model.onnx
 

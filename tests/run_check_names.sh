@@ -15,16 +15,7 @@
 #   - inputs swapped: bound by name; two files for one input: refused likewise.
 #
 #   tests/run_check_names.sh KILN_BINARY        (from the source root)
-set -u
-[ $# -eq 1 ] || { echo "usage: $0 KILN_BINARY" >&2; exit 2; }
-kiln=$(realpath "$1") || exit 2
-work=$(mktemp -d) || exit 1
-trap 'rm -rf "$work"' EXIT
-failed=0
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
+. "$(dirname "$0")/cli_common.sh"
 
 src=tests/models/check_names
 set0=$src/test_data_set_0

@@ -29,16 +29,7 @@
 #     from it than 3 times the expected outputs are.
 #
 #   tests/run_files_cli.sh KILN_BINARY        (from the source root)
-set -u
-[ $# -eq 1 ] || { echo "usage: $0 KILN_BINARY" >&2; exit 2; }
-kiln=$(realpath "$1") || exit 2
-work=$(mktemp -d) || exit 1
-trap 'rm -rf "$work"' EXIT
-failed=0
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
+. "$(dirname "$0")/cli_common.sh"
 
 # run_kiln OUT_VAR ARGS...: kiln with a 10 s limit; the exit code in $rc, stderr in $err
 run_kiln() {

@@ -5,16 +5,7 @@
 # a written model repeats no node name.
 #
 #   tests/run_passes_cli.sh KILN_BINARY        (from the source root)
-set -u
-[ $# -eq 1 ] || { echo "usage: $0 KILN_BINARY" >&2; exit 2; }
-kiln=$(realpath "$1") || exit 2
-work=$(mktemp -d) || exit 1
-trap 'rm -rf "$work"' EXIT
-failed=0
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
+. "$(dirname "$0")/cli_common.sh"
 
 for m in digits_cnn digits_cnn_fused digits_mlp; do
   stats=$("$kiln" inspect "models/$m/model.onnx" --stats) || fail "$m: inspect --stats"
