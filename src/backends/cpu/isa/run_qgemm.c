@@ -98,8 +98,13 @@ static void weight_row(const void *b, kl_dtype bt, const int16_t *z, size_t i, s
  * in 16 bits), less the zero point: the int8 codes s[0], s[1] of the packed B, exact
  * with any uint8 A as long as |s[0]| + |s[1]| <= 128 (255 * 128 < 2^15); returns how many
  * of the two leave a remainder (b - s, the residual kl_qres). */
+static inline int pair_past(int32_t b0, int32_t b1) { /* 1 when it must be split */
+  int32_t a0 = b0 < 0 ? -b0 : b0, a1 = b1 < 0 ? -b1 : b1; /* b >= -255: past -128 is past 128 */
+  return (a0 + a1 > 128) | (b0 > 127) | (b1 > 127);
+}
+
 static int split_pair(int32_t b0, int32_t b1, int8_t s[2]) {
-  if (abs(b0) + abs(b1) <= 128 && b0 >= -128 && b0 <= 127 && b1 >= -128 && b1 <= 127) {
+  if (!pair_past(b0, b1)) {
     s[0] = (int8_t)b0, s[1] = (int8_t)b1;
     return 0;
   }
@@ -428,11 +433,8 @@ bool kl_qgemm_split_fits(const kl_graph *g, const kl_node *n) {
   for (size_t i = 0; i < k && left <= most; i += 2) {
     weight_row(b->data, b->type.dtype, z, i, k, cols, r0);
     weight_row(b->data, b->type.dtype, z, i + 1, k, cols, r1);
-    unsigned bad = 0; /* split_pair's test, as one vector loop */
-    for (size_t j = 0; j < cols; j++) {
-      int a0 = r0[j] < 0 ? -r0[j] : r0[j], a1 = r1[j] < 0 ? -r1[j] : r1[j];
-      bad += (a0 + a1 > 128) | (r0[j] > 127) | (r1[j] > 127);
-    }
+    unsigned bad = 0; /* one vector loop a row */
+    for (size_t j = 0; j < cols; j++) bad += (unsigned)pair_past(r0[j], r1[j]);
     left += bad;
   }
   free(rows);
