@@ -20,9 +20,13 @@
 /* ---- the wire format, checked before protobuf-c sees it ----
  * protobuf-c recurses once per nested message without a limit, and ONNX's messages
  * nest without bound (graphs in attributes, types in sequence types): a small file
- * could exhaust the stack. This walk bounds the depth first. */
+ * could exhaust the stack. This walk bounds the depth first. It also refuses a NUL byte
+ * inside a string field (a name, an op type, an external data location): protobuf-c
+ * hands strings on as C strings, which would end at the NUL and silently mean another
+ * name (an external file 'w.bin<NUL>x' read as 'w.bin'). Doc strings are only text and
+ * may hold one. */
 
-typedef enum wire_result { WIRE_OK, WIRE_MALFORMED, WIRE_TOO_DEEP } wire_result;
+typedef enum wire_result { WIRE_OK, WIRE_MALFORMED, WIRE_TOO_DEEP, WIRE_NUL } wire_result;
 
 static bool read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v) {
   uint64_t x = 0;
@@ -38,7 +42,7 @@ static bool read_varint(const uint8_t *p, size_t len, size_t *i, uint64_t *v) {
 }
 
 static wire_result wire_check(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *d,
-                              int depth) {
+                              int depth, const char *field[2]) {
   if (depth > KL_ONNX_MAX_DEPTH) return WIRE_TOO_DEEP;
   for (size_t i = 0; i < len;) {
     uint64_t key, n;
@@ -53,8 +57,12 @@ static wire_result wire_check(const uint8_t *p, size_t len, const ProtobufCMessa
       const ProtobufCFieldDescriptor *f =
           protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3));
       if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-        wire_result r = wire_check(p + i, (size_t)n, f->descriptor, depth + 1);
+        wire_result r = wire_check(p + i, (size_t)n, f->descriptor, depth + 1, field);
         if (r != WIRE_OK) return r;
+      } else if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)n) &&
+                 strcmp(f->name, "doc_string") != 0) {
+        field[0] = d->short_name, field[1] = f->name;
+        return WIRE_NUL;
       }
       i += (size_t)n;
       break;
@@ -1026,8 +1034,12 @@ static kiln_status import_graph(kl_onnx_ctx *c, const Onnx__ModelProto *m,
 static kiln_status unpack(const void *buf, size_t len, ProtobufCAllocator *a,
                           Onnx__ModelProto **m, kl_err *e) {
   if (len == 0) return kl_fail(e, KILN_ERR_INVALID_MODEL, "not an ONNX model: the file is empty");
-  switch (wire_check(buf, len, &onnx__model_proto__descriptor, 0)) {
+  const char *field[2] = {"", ""};
+  switch (wire_check(buf, len, &onnx__model_proto__descriptor, 0, field)) {
   case WIRE_OK: break;
+  case WIRE_NUL:
+    return kl_fail(e, KILN_ERR_INVALID_MODEL, "a %s's string field '%s' holds a NUL byte, "
+                   "which would cut it short", field[0], field[1]);
   case WIRE_TOO_DEEP:
     return kl_fail(e, KILN_ERR_LIMIT, "the model nests messages deeper than %d levels",
                    KL_ONNX_MAX_DEPTH);

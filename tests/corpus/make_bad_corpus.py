@@ -566,6 +566,9 @@ def external_cases():
     case("ext_offset_overflow.onnx",
          add_model(external_init("ext_short.bin", offset=(1 << 64) - 4), [4]),
          "past the end", "an external data offset that overflows when the size is added")
+    case("ext_nul_location.onnx",
+         add_model(external_init("ext_short.bin\x00../../etc/passwd"), [4]), "NUL byte",
+         "an external data location with a NUL byte (it would be read as 'ext_short.bin')")
     case("ext_missing_file.onnx", add_model(external_init("no_such_file.bin"), [4]),
          "no_such_file.bin", "external data in a file that does not exist")
     case("ext_length_mismatch.onnx", add_model(external_init("ext_short.bin", length=4), [4]),
