@@ -335,11 +335,22 @@ static void bn_case(const char *what, int rank, const int64_t *x_dims) {
  * the convolution gradients over channels-last dY, X and dX; every output as the
  * reference's (all plain there). Odd sizes: 3 images of 9x7 (189 rows per channel:
  * two full blocks of 64 and a partial one), 20 -> 24 -> 16 channels. */
+/* At level avx2, the implementation family each ConvGradW (in node order) must run,
+ * dnnl_grad.c's cl_order: "gemm" (im2col + GEMM, plain operands) or "jit" (blocked). */
+static const char *want_grad_w[2];
+
 static void cl_kernels(const kiln_session *fast, const kiln_model *m) {
   if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
-  int seen = 0;
+  int seen = 0, w = 0;
   for (int i = 0; i < m->g->n_nodes; i++) {
     kl_op op = m->g->nodes[i].op;
+    if (op == KL_OP_KilnConvGradW && kl_isa_level() == KL_ISA_AVX2 && w < 2 && want_grad_w[w]) {
+      const char *impl = kl_session_kernel_impl(fast, i);
+      if (!impl || !strstr(impl, want_grad_w[w]))
+        fail_msg("ConvGradW #%d ran '%s', expected oneDNN's %s implementation at avx2", w,
+                 impl ? impl : "-", want_grad_w[w]);
+      w++;
+    }
     if (op != KL_OP_KilnBatchNormTrain && op != KL_OP_KilnBatchNormGrad &&
         op != KL_OP_KilnMaxPoolGrad && op != KL_OP_KilnReduceGrad)
       continue;
@@ -412,7 +423,10 @@ static void test_batchnorm_channels_last(void **state) {
   int outs[7] = {y, nm, nv, dscale, db, dw1, dw2};
   for (int k = 0; k < 7; k++) assert_int_equal(kl_graph_add_output(g, outs[k], NULL), KILN_OK);
   after_fast_run = cl_kernels;
+  /* both ConvGradW: 9 x 7 outputs against 20 and 24 channels of 3 x 3 taps */
+  want_grad_w[0] = want_grad_w[1] = "gemm";
   check_pos(g, "a training step held channels-last", 1u << 7); /* var > 0 */
+  want_grad_w[0] = want_grad_w[1] = NULL;
   after_fast_run = NULL;
 }
 
@@ -455,7 +469,11 @@ static void pool_grads_cl_case(int64_t k, int64_t stride, int64_t pad, const cha
   int outs[3] = {gap, dw1, dw2};
   for (int k = 0; k < 3; k++) assert_int_equal(kl_graph_add_output(g, outs[k], NULL), KILN_OK);
   after_fast_run = cl_kernels;
+  /* dw1: 11 x 9 outputs against 5 channels of 3 x 3 taps (blocked); dw2: the pooled
+   * maps' few positions against 19 channels (im2col + GEMM) */
+  want_grad_w[0] = "jit", want_grad_w[1] = "gemm";
   check(g, what);
+  want_grad_w[0] = want_grad_w[1] = NULL;
   after_fast_run = NULL;
 }
 

@@ -39,6 +39,7 @@
  * made ResNet-18's step 1.5 times PyTorch's at 2 threads (ConvGradW 46% of it). */
 #include "backends/cpu/dnnl_cache.h"
 #include "backends/cpu/dnnl_engine.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/isa/run.h"
 #include "ir/infer_common.h"
 #include "kl_config.h"
@@ -184,16 +185,42 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
 
 /* The first try's fast descriptor in p's precision, else NULL in *pd and
  * dnnl_unimplemented (or the error that stopped the search). */
+/* Which layouts to try first when the activations are held channels-last, measured on
+ * ResNet-18's training step at batch 8 (per node, the least of 3 alternated runs):
+ * - The AVX-512 levels: channels-last. oneDNN 2.6's float32 blocked backward kernels run
+ *   faster than its channels-last ones, but not by as much as the reorders into them
+ *   cost (the 1-thread step 600-620 ms against 635-651 blocked on an AVX-512 Xeon); in
+ *   bf16 on AMX oneDNN's own choice is channels-last.
+ * - AVX2 and below: the blocked nChw8c kernels, reorders and all (on a Zen 3 both
+ *   gradients' time went from 2.70 to 2.32 times the forward convolutions' in the same
+ *   runs: ConvGradW 1.72 -> 1.47, ConvGradX 0.98 -> 0.85; the step 1.10 -> 0.97 of
+ *   PyTorch's at 1 thread) ...
+ * - ... but for a ConvGradW whose kernel is wider than 1 x 1 and whose output has few
+ *   positions per image against its columns (OH OW <= C K / 2: ResNet's last two
+ *   stages), plain operands first: oneDNN's im2col + GEMM (gemm:jit) there beat the
+ *   blocked kernel by 13-25% at 1 thread (layer4's 3 x 3: 45-48 -> 35-36 ms; layer3's
+ *   34-35 -> 29-30) and 0-13% at 2; where the output has many positions (layer1,
+ *   the 7 x 7 stem) it lost by 10-50%, and for ConvGradX it lost everywhere. */
+static gr_try cl_order(const gr_node *g, const gr_problem *p) {
+  if (p->bf16 || kl_isa_level() > KL_ISA_AVX2) return GR_TRY_CL;
+  if (g->to_x || p->w_nd != p->nd) return GR_TRY_ANY; /* grouped: w has a group dim */
+  double taps = 1, positions = 1;
+  for (int i = 2; i < p->nd; i++) taps *= (double)p->w[i], positions *= (double)p->y[i];
+  return taps > 1 && 2 * positions <= (double)p->w[1] * taps ? GR_TRY_PLAIN : GR_TRY_ANY;
+}
+
 static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
                                   dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
-  /* activations held channels-last: that layout first. oneDNN 2.6's float32 blocked
-   * backward kernels run faster than its channels-last ones, but not by as much as the
-   * reorders into them cost: ResNet-18's 1-thread float32 step 600-620 ms against
-   * 635-651 blocked, its activations channels-last (AVX-512 Xeon; at KILN_ISA=avx2
-   * 916-925 against 930-943); in bf16 on AMX oneDNN's own choice is channels-last */
   static const gr_try plain_first[GR_TRIES] = {GR_TRY_ANY, GR_TRY_PLAIN, GR_TRY_CL},
-                      cl_first[GR_TRIES] = {GR_TRY_CL, GR_TRY_ANY, GR_TRY_PLAIN};
-  const gr_try *order = g->cl_in & 3u ? cl_first : plain_first;
+                      cl_first[GR_TRIES] = {GR_TRY_CL, GR_TRY_ANY, GR_TRY_PLAIN},
+                      blocked_first[GR_TRIES] = {GR_TRY_ANY, GR_TRY_CL, GR_TRY_PLAIN},
+                      gemm_first[GR_TRIES] = {GR_TRY_PLAIN, GR_TRY_ANY, GR_TRY_CL};
+  const gr_try *order = plain_first;
+  if (g->cl_in & 3u) switch (cl_order(g, p)) {
+    case GR_TRY_CL: order = cl_first; break;
+    case GR_TRY_ANY: order = blocked_first; break;
+    default: order = gemm_first; break;
+    }
   for (int i = 0; i < GR_TRIES; i++) {
     gr_try t = order[i];
     dnnl_primitive_desc_t cand = NULL;
