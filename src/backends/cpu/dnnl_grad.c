@@ -52,6 +52,7 @@
 #include <string.h>
 
 #define GR_SMALL_WORK 262144.0 /* multiply-adds below which one thread runs it (dnnl.c) */
+#define GR_LAYOUT_WORK 16777216.0 /* ... below which cl_order keeps channels-last */
 
 typedef enum gr_try { GR_TRY_ANY, GR_TRY_PLAIN, GR_TRY_CL, GR_TRIES } gr_try;
 
@@ -76,7 +77,7 @@ typedef struct gr_entry {
   size_t scratch_off;
   uint64_t ws_gen; /* the workspace generation the memories point into (0: none) */
   bool single;     /* small work: run on one thread */
-  char impl[40];   /* oneDNN's name for the implementation (" bf16" added) */
+  char impl[48];   /* oneDNN's name for the implementation (" bf16", " blocked" added) */
 } gr_entry;
 
 typedef struct gr_node {
@@ -200,12 +201,17 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
  *   stages), plain operands first: oneDNN's im2col + GEMM (gemm:jit) there beat the
  *   blocked kernel by 13-25% at 1 thread (layer4's 3 x 3: 45-48 -> 35-36 ms; layer3's
  *   34-35 -> 29-30) and 0-13% at 2; where the output has many positions (layer1,
- *   the 7 x 7 stem) it lost by 10-50%, and for ConvGradX it lost everywhere. */
+ *   the 7 x 7 stem) it lost by 10-50%, and for ConvGradX it lost everywhere.
+ * - Under GR_LAYOUT_WORK multiply-adds, channels-last at every level: the reorders cost
+ *   more than the blocked kernels save (the digits CNN's step at batch 64, 1 -> 8 -> 16
+ *   channels on 8 x 8 images, took 1.06-1.12 ms with them against 0.75-0.80). */
 static gr_try cl_order(const gr_node *g, const gr_problem *p) {
-  if (p->bf16 || kl_isa_level() > KL_ISA_AVX2) return GR_TRY_CL;
-  if (g->to_x || p->w_nd != p->nd) return GR_TRY_ANY; /* grouped: w has a group dim */
-  double taps = 1, positions = 1;
+  double taps = 1, positions = 1, macs = (double)p->y[0] * (double)p->y[1];
   for (int i = 2; i < p->nd; i++) taps *= (double)p->w[i], positions *= (double)p->y[i];
+  for (int i = p->w_nd - p->nd + 1; i < p->w_nd; i++) macs *= (double)p->w[i];
+  macs *= positions;
+  if (p->bf16 || kl_isa_level() > KL_ISA_AVX2 || macs < GR_LAYOUT_WORK) return GR_TRY_CL;
+  if (g->to_x || p->w_nd != p->nd) return GR_TRY_ANY; /* grouped: w has a group dim */
   return taps > 1 && 2 * positions <= (double)p->w[1] * taps ? GR_TRY_PLAIN : GR_TRY_ANY;
 }
 
@@ -372,7 +378,10 @@ static kiln_status build(gr_node *g, gr_entry *en, kl_kernel_ctx *c) {
     en->fallback = true; /* no fast implementation: the reference runs, a slow path */
     s = dnnl_success;
   } else if (s == dnnl_success) {
-    snprintf(en->impl, sizeof en->impl, "%s%s", impl_of(pd), p.bf16 ? " bf16" : "");
+    const dnnl_memory_desc_t *dy = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
+    bool blocked = dy && dy->format_kind == dnnl_blocked && dy->format_desc.blocking.inner_nblks;
+    snprintf(en->impl, sizeof en->impl, "%s%s%s", impl_of(pd), p.bf16 ? " bf16" : "",
+             blocked ? " blocked" : "");
     s = dnnl_primitive_create(&en->prim, pd);
     if (s == dnnl_success) s = entry_memories(g, en, &p, pd);
   }
