@@ -184,8 +184,6 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
   return impl;
 }
 
-/* The first try's fast descriptor in p's precision, else NULL in *pd and
- * dnnl_unimplemented (or the error that stopped the search). */
 /* Which layouts to try first when the activations are held channels-last, measured on
  * ResNet-18's training step at batch 8 (per node, the least of 3 alternated runs):
  * - The AVX-512 levels: channels-last. oneDNN 2.6's float32 blocked backward kernels run
@@ -195,7 +193,8 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
  * - AVX2 and below: the blocked nChw8c kernels, reorders and all (on a Zen 3 both
  *   gradients' time went from 2.70 to 2.32 times the forward convolutions' in the same
  *   runs: ConvGradW 1.72 -> 1.47, ConvGradX 0.98 -> 0.85; the step 1.10 -> 0.97 of
- *   PyTorch's at 1 thread) ...
+ *   PyTorch's at 1 thread; on the AVX-512 Xeon capped to avx2 both gradients blocked
+ *   had measured 930-943 ms against 916-925 channels-last, within its noise) ...
  * - ... but for a ConvGradW whose kernel is wider than 1 x 1 and whose output has few
  *   positions per image against its columns (OH OW <= C K / 2: ResNet's last two
  *   stages), plain operands first: oneDNN's im2col + GEMM (gemm:jit) there beat the
@@ -215,6 +214,8 @@ static gr_try cl_order(const gr_node *g, const gr_problem *p) {
   return taps > 1 && 2 * positions <= (double)p->w[1] * taps ? GR_TRY_PLAIN : GR_TRY_ANY;
 }
 
+/* The first try's fast descriptor in p's precision, else NULL in *pd and
+ * dnnl_unimplemented (or the error that stopped the search). */
 static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
                                   dnnl_primitive_attr_t attr, dnnl_primitive_desc_t *pd) {
   static const gr_try plain_first[GR_TRIES] = {GR_TRY_ANY, GR_TRY_PLAIN, GR_TRY_CL},
@@ -222,11 +223,10 @@ static dnnl_status_t choose_pd_as(const gr_node *g, const gr_problem *p,
                       blocked_first[GR_TRIES] = {GR_TRY_ANY, GR_TRY_CL, GR_TRY_PLAIN},
                       gemm_first[GR_TRIES] = {GR_TRY_PLAIN, GR_TRY_ANY, GR_TRY_CL};
   const gr_try *order = plain_first;
-  if (g->cl_in & 3u) switch (cl_order(g, p)) {
-    case GR_TRY_CL: order = cl_first; break;
-    case GR_TRY_ANY: order = blocked_first; break;
-    default: order = gemm_first; break;
-    }
+  if (g->cl_in & 3u) {
+    gr_try first = cl_order(g, p);
+    order = first == GR_TRY_CL ? cl_first : first == GR_TRY_ANY ? blocked_first : gemm_first;
+  }
   for (int i = 0; i < GR_TRIES; i++) {
     gr_try t = order[i];
     dnnl_primitive_desc_t cand = NULL;
