@@ -113,7 +113,8 @@ static void check_pos(kl_graph *g, const char *what, unsigned positive) {
       if (after_fast_run) after_fast_run(fast, m);
       assert_int_equal(n_got, n_want);
       for (int64_t k = 0; k < n_want; k++)
-        if (!(fabs((double)got[k] - want[k]) <= tol_scale * (ATOL + RTOL * fabs((double)want[k]))))
+        if (!(fabs((double)got[k] - want[k]) <=
+              tol_scale * (ATOL + RTOL * fabs((double)want[k]))))
           fail_msg("%s (%d threads, run %d): element %lld of %lld is %.8g, the reference %.8g",
                    what, threads, r + 1, (long long)k, (long long)n_want, (double)got[k],
                    (double)want[k]);
@@ -331,15 +332,6 @@ static void bn_case(const char *what, int rank, const int64_t *x_dims) {
   check(g, what);
 }
 
-/* A training step's tensors held channels-last between oneDNN's convolutions (backend.c
- * choose_layouts): x -> Conv -> BatchNormTrain -> Add (with the convolution's output)
- * -> Relu -> Conv -> y, and back from dy: ConvGradX -> UnaryGrad (Relu) ->
- * BatchNormGrad -> Add (the two paths' gradients) -> ConvGradW, and ConvGradW of the
- * second convolution. Where oneDNN runs (every level but generic) BatchNormTrain and
- * BatchNormGrad must run their channels-last kernels (kl_run_batchnorm_train_grad_cl),
- * the convolution gradients over channels-last dY, X and dX; every output as the
- * reference's (all plain there). Odd sizes: 3 images of 9x7 (189 rows per channel:
- * two full blocks of 64 and a partial one), 20 -> 24 -> 16 channels. */
 /* At level avx2, the form each ConvGradW (in node order) must run, dnnl_grad.c's
  * cl_order: "gemm" (im2col + GEMM on plain operands), " blocked" (nChw8c), or "" for
  * channels-last (neither of those). */
@@ -360,6 +352,15 @@ static void grad_w_forms(const kiln_session *fast, const kiln_model *m) {
   }
 }
 
+/* A training step's tensors held channels-last between oneDNN's convolutions (backend.c
+ * choose_layouts): x -> Conv -> BatchNormTrain -> Add (with the convolution's output)
+ * -> Relu -> Conv -> y, and back from dy: ConvGradX -> UnaryGrad (Relu) ->
+ * BatchNormGrad -> Add (the two paths' gradients) -> ConvGradW, and ConvGradW of the
+ * second convolution. Where oneDNN runs (every level but generic) BatchNormTrain and
+ * BatchNormGrad must run their channels-last kernels (kl_run_batchnorm_train_grad_cl),
+ * the convolution gradients over channels-last dY, X and dX; every output as the
+ * reference's (all plain there). Odd sizes: 3 images of 9x7 (189 rows per channel:
+ * two full blocks of 64 and a partial one), 20 -> 24 -> 16 channels. */
 static void cl_kernels(const kiln_session *fast, const kiln_model *m) {
   if (!KL_HAVE_DNNL || kl_isa_level() == KL_ISA_GENERIC) return;
   grad_w_forms(fast, m);
