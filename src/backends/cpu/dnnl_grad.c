@@ -97,7 +97,8 @@ typedef struct gr_problem {
   dnnl_dims_t x, w, y; /* w with the group split out when group > 1 */
   int w_nd;
   dnnl_dims_t strides, dilates, pad_l, pad_r;
-  bool bf16; /* the two inputs in bf16, the output float32 */
+  bool bf16;  /* the two inputs in bf16, the output float32 */
+  int threads; /* the node's (kl_isa_threads): cl_order's forms are for 1 or 2 */
 } gr_problem;
 
 static const kl_tensor *x_of(const gr_node *g, const kl_kernel_ctx *c) {
@@ -120,6 +121,7 @@ static kiln_status problem_of(const gr_node *g, const kl_kernel_ctx *c, gr_probl
   memcpy(p->dilates, geo.dilates, sizeof p->dilates);
   memcpy(p->pad_l, geo.pad_l, sizeof p->pad_l);
   memcpy(p->pad_r, geo.pad_r, sizeof p->pad_r);
+  p->threads = kl_isa_threads(c);
   p->nd = x->rank;
   for (int i = 0; i < p->nd; i++) {
     p->x[i] = x->dims[i];
@@ -201,6 +203,10 @@ static const char *impl_of(const_dnnl_primitive_desc_t pd) {
  *   blocked kernel by 13-25% at 1 thread (layer4's 3 x 3: 45-48 -> 35-36 ms; layer3's
  *   34-35 -> 29-30) and 0-13% at 2; where the output has many positions (layer1,
  *   the 7 x 7 stem) it lost by 10-50%, and for ConvGradX it lost everywhere.
+ * - On more than 2 threads, channels-last: on the Xeon capped to avx2 at 4 threads the
+ *   forms above made the step 1.3-1.4 times slower (505-511 -> 650-724 ms; at 1 thread
+ *   1289-1701 against 1337-1511, no clear change). Only 1 and 2 threads were measured
+ *   on an AMD AVX2 CPU (the Zen 3 has two cores).
  * - Under GR_LAYOUT_WORK multiply-adds, channels-last at every level: the reorders cost
  *   more than the blocked kernels save (the digits CNN's step at batch 64, 1 -> 8 -> 16
  *   channels on 8 x 8 images, took 1.06-1.12 ms with them against 0.75-0.80). */
@@ -209,7 +215,8 @@ static gr_try cl_order(const gr_node *g, const gr_problem *p) {
   for (int i = 2; i < p->nd; i++) taps *= (double)p->w[i], positions *= (double)p->y[i];
   for (int i = p->w_nd - p->nd + 1; i < p->w_nd; i++) macs *= (double)p->w[i];
   macs *= positions;
-  if (p->bf16 || kl_isa_level() > KL_ISA_AVX2 || macs < GR_LAYOUT_WORK) return GR_TRY_CL;
+  if (p->bf16 || kl_isa_level() > KL_ISA_AVX2 || macs < GR_LAYOUT_WORK || p->threads > 2)
+    return GR_TRY_CL;
   if (g->to_x || p->w_nd != p->nd) return GR_TRY_ANY; /* grouped: w has a group dim */
   return taps > 1 && 2 * positions <= (double)p->w[1] * taps ? GR_TRY_PLAIN : GR_TRY_ANY;
 }
