@@ -74,6 +74,19 @@ static int no_hook(void **state) {
   return 0;
 }
 
+/* Input i of m filled by fill() (positive values when asked); *count its elements. */
+static float *input_buf(const kiln_model *m, int i, bool positive, int64_t *count) {
+  kiln_tensor_info info;
+  assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
+  int64_t n = 1;
+  for (int d = 0; d < info.rank; d++) n *= info.dims[d];
+  float *buf = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  assert_non_null(buf);
+  fill(buf, n, positive);
+  *count = n;
+  return buf;
+}
+
 /* Exports g (freed), runs it in a reference session and in fast sessions of 1 and 2
  * threads, twice each; the outputs must agree, and every node run fast. positive:
  * bit i makes input i's values positive. */
@@ -83,13 +96,8 @@ static void check_pos(kl_graph *g, const char *what, unsigned positive) {
   float **bufs = calloc((size_t)n_in + 1, sizeof *bufs);
   assert_non_null(bufs);
   for (int i = 0; i < n_in; i++) {
-    kiln_tensor_info info;
-    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t n = 1;
-    for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-    bufs[i] = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    assert_non_null(bufs[i]);
-    fill(bufs[i], n, positive >> i & 1);
+    int64_t n;
+    bufs[i] = input_buf(m, i, positive >> i & 1, &n);
   }
   kiln_session *ref = tu_session(m, true, 1);
   int64_t n_want, n_got;
@@ -531,17 +539,9 @@ static void grad_w_case(int64_t n, int64_t ch, int64_t h, int64_t w, const char 
   kiln_model *m = tu_model_of(grad_w_graph(n, ch, h, w), 0);
   int n_in = kiln_model_input_count(m);
   float *bufs[4];
-  for (int i = 0; i < n_in; i++) {
-    kiln_tensor_info info;
-    assert_int_equal(kiln_model_input_info(m, i, &info), KILN_OK);
-    int64_t count = 1;
-    for (int d = 0; d < info.rank; d++) count *= info.dims[d];
-    bufs[i] = malloc(sizeof(float) * (size_t)count);
-    assert_non_null(bufs[i]);
-    fill(bufs[i], count, false);
-  }
-  kiln_session *s = tu_session(m, false, 3);
   int64_t count;
+  for (int i = 0; i < n_in; i++) bufs[i] = input_buf(m, i, false, &count);
+  kiln_session *s = tu_session(m, false, 3);
   free(tu_run_f32(s, m, bufs, &count));
   want_grad_w[0] = "";
   grad_w_forms(s, m);
@@ -718,13 +718,8 @@ static void test_conv_grad_bf16(void **state) {
     kiln_model *m = tu_model_of(conv_grad_graph(c), 0);
     float *bufs[3];
     for (int k = 0; k < 3; k++) {
-      kiln_tensor_info info;
-      assert_int_equal(kiln_model_input_info(m, k, &info), KILN_OK);
-      int64_t n = 1;
-      for (int d = 0; d < info.rank; d++) n *= info.dims[d];
-      bufs[k] = malloc(sizeof(float) * (size_t)n);
-      assert_non_null(bufs[k]);
-      fill(bufs[k], n, false);
+      int64_t n;
+      bufs[k] = input_buf(m, k, false, &n);
       for (int64_t j = 0; j < n; j++) bufs[k][j] = kl_bf16_to_f32(kl_f32_to_bf16(bufs[k][j]));
     }
     kiln_session *ref = tu_session(m, true, 1), *fast = NULL;
