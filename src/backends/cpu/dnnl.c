@@ -1551,8 +1551,7 @@ static bool blocked_conv(const dn_node *d, const kl_kernel_ctx *c) {
  * which kiln never holds: X and Y are reordered around it (blocked_conv). */
 static bool reordered_to_blocked(const dn_node *d, const_dnnl_primitive_desc_t pd) {
   if (d->kind != DN_CONV) return false;
-  const dnnl_memory_desc_t *y = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-  return y && y->format_kind == dnnl_blocked && y->format_desc.blocking.inner_nblks > 0;
+  return kl_dnnl_md_blocked(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
 }
 
 /* The primitive descriptor for c's shapes in the first layouts (dn_try) for which

@@ -28,6 +28,12 @@ dnnl_status_t kl_dnnl_ws_reserve(kl_dnnl_engine *eng, size_t bytes);
 /* Before a node uses the workspace: fills it with NaNs when ws_poison is set. */
 void kl_dnnl_ws_enter(kl_dnnl_engine *eng);
 
+/* Whether md is one of oneDNN's blocked layouts (nChw8c, nChw16c...): what `kiln bench
+ * --profile` marks " blocked" on a convolution or its gradients. */
+static inline bool kl_dnnl_md_blocked(const dnnl_memory_desc_t *md) {
+  return md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks > 0;
+}
+
 /* Workspace layout of one entry: consecutive regions, each aligned for oneDNN. */
 #define KL_DNNL_WS_ALIGN 64
 static inline size_t kl_dnnl_ws_take(size_t *used, size_t bytes) {

@@ -386,7 +386,7 @@ static kiln_status build(gr_node *g, gr_entry *en, kl_kernel_ctx *c) {
     s = dnnl_success;
   } else if (s == dnnl_success) {
     const dnnl_memory_desc_t *dy = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0);
-    bool blocked = dy && dy->format_kind == dnnl_blocked && dy->format_desc.blocking.inner_nblks;
+    bool blocked = kl_dnnl_md_blocked(dy);
     snprintf(en->impl, sizeof en->impl, "%s%s%s", impl_of(pd), p.bf16 ? " bf16" : "",
              blocked ? " blocked" : "");
     s = dnnl_primitive_create(&en->prim, pd);

@@ -94,15 +94,16 @@ static void weight_row(const void *b, kl_dtype bt, const int16_t *z, size_t i, s
   }
 }
 
-/* A pair of weights of one column (k 2t and 2t + 1, which vpmaddubsw multiplies and adds
- * in 16 bits), less the zero point: the int8 codes s[0], s[1] of the packed B, exact
- * with any uint8 A as long as |s[0]| + |s[1]| <= 128 (255 * 128 < 2^15); returns how many
- * of the two leave a remainder (b - s, the residual kl_qres). */
-static inline int pair_past(int32_t b0, int32_t b1) { /* 1 when it must be split */
+/* 1 when the pair of weights b0, b1 (less zero points) must be split (split_pair). */
+static inline int pair_past(int32_t b0, int32_t b1) {
   int32_t a0 = b0 < 0 ? -b0 : b0, a1 = b1 < 0 ? -b1 : b1; /* b >= -255: past -128 is past 128 */
   return (a0 + a1 > 128) | (b0 > 127) | (b1 > 127);
 }
 
+/* A pair of weights of one column (k 2t and 2t + 1, which vpmaddubsw multiplies and adds
+ * in 16 bits), less the zero point: the int8 codes s[0], s[1] of the packed B, exact
+ * with any uint8 A as long as |s[0]| + |s[1]| <= 128 (255 * 128 < 2^15); returns how many
+ * of the two leave a remainder (b - s, the residual kl_qres). */
 static int split_pair(int32_t b0, int32_t b1, int8_t s[2]) {
   if (!pair_past(b0, b1)) {
     s[0] = (int8_t)b0, s[1] = (int8_t)b1;
